@@ -1,0 +1,48 @@
+//! Process exit codes of the `worker` binary. Defined once here, documented in README.md
+//! and ARCHITECTURE.md, covered by tests, and never renumbered.
+
+/// An exit status of the worker, mapped to a process exit code only in `main`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[repr(u8)]
+pub enum ExitCode {
+    /// The command did what was asked: a tree was snapshotted or staged, or a run produced a
+    /// verdict (`passed` or `failed` — a failed verdict is a successful verification).
+    Success = 0,
+    /// Unexpected internal failure (a bug); nothing was published.
+    Internal = 1,
+    /// The command line could not be parsed.
+    Usage = 2,
+    /// The run ended without a verdict (timeout, output cap, OOM, inputs changed, image
+    /// missing, …); the stdout JSON names the reason. Safe to retry later.
+    NoVerdict = 3,
+    /// The input was rejected: a job, manifest, request or tree broke a rule. Retrying the
+    /// same input cannot succeed.
+    InvalidInput = 4,
+    /// The Docker Engine could not be reached. Retry when it is back.
+    RuntimeUnavailable = 5,
+    /// A configuration or credential problem that a restart will not fix.
+    Config = 78,
+}
+
+impl ExitCode {
+    /// The numeric process exit code.
+    pub const fn code(self) -> u8 {
+        self as u8
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::ExitCode;
+
+    #[test]
+    fn exit_codes_are_never_renumbered() {
+        assert_eq!(ExitCode::Success.code(), 0);
+        assert_eq!(ExitCode::Internal.code(), 1);
+        assert_eq!(ExitCode::Usage.code(), 2);
+        assert_eq!(ExitCode::NoVerdict.code(), 3);
+        assert_eq!(ExitCode::InvalidInput.code(), 4);
+        assert_eq!(ExitCode::RuntimeUnavailable.code(), 5);
+        assert_eq!(ExitCode::Config.code(), 78);
+    }
+}
