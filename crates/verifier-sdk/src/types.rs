@@ -161,6 +161,31 @@ impl fmt::Debug for Address {
     }
 }
 
+// Conversions to alloy's types, for ABI encoding and signature recovery.
+impl From<Bytes32> for alloy_primitives::B256 {
+    fn from(v: Bytes32) -> Self {
+        alloy_primitives::B256::from(v.0)
+    }
+}
+
+impl From<alloy_primitives::B256> for Bytes32 {
+    fn from(v: alloy_primitives::B256) -> Self {
+        Self(v.0)
+    }
+}
+
+impl From<Address> for alloy_primitives::Address {
+    fn from(v: Address) -> Self {
+        alloy_primitives::Address::from(v.0)
+    }
+}
+
+impl From<alloy_primitives::Address> for Address {
+    fn from(v: alloy_primitives::Address) -> Self {
+        Self(v.0.0)
+    }
+}
+
 macro_rules! serde_via_str {
     ($($ty:ty),*) => {$(
         impl Serialize for $ty {
