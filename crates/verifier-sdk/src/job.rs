@@ -697,3 +697,6 @@ fn parse_benchmark_source(source: &Map<String, Value>) -> Result<BenchmarkSource
         .ok_or(JobError::Subdirectory { field: "terms.document.benchmark.source.subdirectory" })?;
     Ok(BenchmarkSource { repository, commit, subdirectory })
 }
+
+#[cfg(test)]
+mod tests;

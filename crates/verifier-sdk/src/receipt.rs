@@ -501,3 +501,6 @@ pub enum RunOutput {
     /// No verdict.
     NoVerdict(NoVerdictOutcome),
 }
+
+#[cfg(test)]
+mod tests;
