@@ -61,14 +61,27 @@ pub struct Candidate {
 
 impl Candidate {
     /// A candidate with the current schema.
-    pub fn new(job: Value, outcome: Value, runner_revision: String, evidence: Option<Value>) -> Self {
-        Self { schema: CANDIDATE_SCHEMA.into(), job, outcome, runner_revision, evidence }
+    pub fn new(
+        job: Value,
+        outcome: Value,
+        runner_revision: String,
+        evidence: Option<Value>,
+    ) -> Self {
+        Self {
+            schema: CANDIDATE_SCHEMA.into(),
+            job,
+            outcome,
+            runner_revision,
+            evidence,
+        }
     }
     /// Parses strictly and checks the schema.
     pub fn from_value(v: &Value) -> Result<Self, ArtifactError> {
         let c = Self::deserialize(v).map_err(malformed)?;
         if c.schema != CANDIDATE_SCHEMA {
-            return Err(ArtifactError::Schema { expected: CANDIDATE_SCHEMA });
+            return Err(ArtifactError::Schema {
+                expected: CANDIDATE_SCHEMA,
+            });
         }
         Ok(c)
     }
@@ -80,7 +93,10 @@ fn malformed(e: serde_json::Error) -> ArtifactError {
 
 /// `candidate-<sha256 hex of job_id>.json`.
 pub fn candidate_file_name(job_id: &str) -> String {
-    format!("candidate-{}.json", hex::encode(Sha256::digest(job_id.as_bytes())))
+    format!(
+        "candidate-{}.json",
+        hex::encode(Sha256::digest(job_id.as_bytes()))
+    )
 }
 
 /// Checks a candidate file name read from another artifact before it is joined to a path:
@@ -90,7 +106,11 @@ pub fn check_candidate_file_name(name: &str) -> Result<(), ArtifactError> {
         .strip_prefix("candidate-")
         .and_then(|r| r.strip_suffix(".json"))
         .ok_or(ArtifactError::CandidateFileName)?;
-    if hex_part.len() != 64 || !hex_part.bytes().all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b)) {
+    if hex_part.len() != 64
+        || !hex_part
+            .bytes()
+            .all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b))
+    {
         return Err(ArtifactError::CandidateFileName);
     }
     Ok(())
@@ -121,18 +141,27 @@ pub struct CandidateManifest {
 impl CandidateManifest {
     /// An empty manifest for `network`.
     pub fn new(network: &str) -> Self {
-        Self { schema: CANDIDATE_MANIFEST_SCHEMA.into(), network: network.into(), candidates: Vec::new() }
+        Self {
+            schema: CANDIDATE_MANIFEST_SCHEMA.into(),
+            network: network.into(),
+            candidates: Vec::new(),
+        }
     }
     /// Adds a job with its derived file name.
     pub fn push(&mut self, job_id: &str) {
-        self.candidates.push(CandidateEntry { job_id: job_id.into(), file: candidate_file_name(job_id) });
+        self.candidates.push(CandidateEntry {
+            job_id: job_id.into(),
+            file: candidate_file_name(job_id),
+        });
     }
     /// Parses strictly; checks the schema and that every file name is the one its job id
     /// derives (so no entry can point outside the candidate directory).
     pub fn from_value(v: &Value) -> Result<Self, ArtifactError> {
         let m = Self::deserialize(v).map_err(malformed)?;
         if m.schema != CANDIDATE_MANIFEST_SCHEMA {
-            return Err(ArtifactError::Schema { expected: CANDIDATE_MANIFEST_SCHEMA });
+            return Err(ArtifactError::Schema {
+                expected: CANDIDATE_MANIFEST_SCHEMA,
+            });
         }
         for entry in &m.candidates {
             check_candidate_file_name(&entry.file)?;
@@ -174,7 +203,9 @@ impl AttestationFile {
     pub fn from_value(v: &Value) -> Result<Self, ArtifactError> {
         let a = Self::deserialize(v).map_err(malformed)?;
         if a.schema != ATTESTATION_SCHEMA {
-            return Err(ArtifactError::Schema { expected: ATTESTATION_SCHEMA });
+            return Err(ArtifactError::Schema {
+                expected: ATTESTATION_SCHEMA,
+            });
         }
         check_candidate_file_name(&a.candidate_file)?;
         if a.candidate_file != candidate_file_name(&a.job_id) {
@@ -195,10 +226,18 @@ pub struct DeadlineError {
 }
 
 /// The attestation deadline: min(now + 900, expiry), which must be more than now + 120.
-pub fn attestation_deadline(now_unix: u64, verification_expires_at: u64) -> Result<u64, DeadlineError> {
-    let deadline = now_unix.saturating_add(MAX_DEADLINE_WINDOW_SECS).min(verification_expires_at);
+pub fn attestation_deadline(
+    now_unix: u64,
+    verification_expires_at: u64,
+) -> Result<u64, DeadlineError> {
+    let deadline = now_unix
+        .saturating_add(MAX_DEADLINE_WINDOW_SECS)
+        .min(verification_expires_at);
     if deadline <= now_unix.saturating_add(MIN_DEADLINE_MARGIN_SECS) {
-        return Err(DeadlineError { deadline, now: now_unix });
+        return Err(DeadlineError {
+            deadline,
+            now: now_unix,
+        });
     }
     Ok(deadline)
 }
@@ -213,7 +252,13 @@ mod tests {
         assert_eq!(attestation_deadline(1000, 5000), Ok(1900));
         assert_eq!(attestation_deadline(1000, 1500), Ok(1500));
         assert_eq!(attestation_deadline(1000, 1121), Ok(1121));
-        assert_eq!(attestation_deadline(1000, 1120), Err(DeadlineError { deadline: 1120, now: 1000 }));
+        assert_eq!(
+            attestation_deadline(1000, 1120),
+            Err(DeadlineError {
+                deadline: 1120,
+                now: 1000
+            })
+        );
         assert!(attestation_deadline(1000, 900).is_err());
         assert!(attestation_deadline(u64::MAX - 10, u64::MAX).is_err());
     }
@@ -223,7 +268,10 @@ mod tests {
         let name = candidate_file_name("base-mainnet:0xabc:1");
         assert_eq!(
             name,
-            format!("candidate-{}.json", hex::encode(Sha256::digest(b"base-mainnet:0xabc:1")))
+            format!(
+                "candidate-{}.json",
+                hex::encode(Sha256::digest(b"base-mainnet:0xabc:1"))
+            )
         );
         assert_eq!(
             candidate_file_name(""),
@@ -237,22 +285,39 @@ mod tests {
             format!("candidate-{}.json", "a".repeat(63)),
             format!("x/candidate-{}.json", "a".repeat(64)),
         ] {
-            assert_eq!(check_candidate_file_name(&bad), Err(ArtifactError::CandidateFileName), "{bad}");
+            assert_eq!(
+                check_candidate_file_name(&bad),
+                Err(ArtifactError::CandidateFileName),
+                "{bad}"
+            );
         }
     }
 
     #[test]
     fn candidate_round_trip_and_strictness() {
-        let c = Candidate::new(json!({"job_id": "a"}), json!({"verdict": "passed"}), "abc".into(), Some(json!({"k": 1})));
+        let c = Candidate::new(
+            json!({"job_id": "a"}),
+            json!({"verdict": "passed"}),
+            "abc".into(),
+            Some(json!({"k": 1})),
+        );
         let v = serde_json::to_value(&c).unwrap();
         assert_eq!(v["schema"], CANDIDATE_SCHEMA);
         assert_eq!(Candidate::from_value(&v).unwrap(), c);
         let mut extra = v.clone();
         extra["x"] = json!(1);
-        assert!(matches!(Candidate::from_value(&extra), Err(ArtifactError::Malformed(_))));
+        assert!(matches!(
+            Candidate::from_value(&extra),
+            Err(ArtifactError::Malformed(_))
+        ));
         let mut wrong = v.clone();
         wrong["schema"] = json!("agent-bounties/regression-candidate-v2");
-        assert_eq!(Candidate::from_value(&wrong), Err(ArtifactError::Schema { expected: CANDIDATE_SCHEMA }));
+        assert_eq!(
+            Candidate::from_value(&wrong),
+            Err(ArtifactError::Schema {
+                expected: CANDIDATE_SCHEMA
+            })
+        );
         let mut no_evidence = v;
         no_evidence.as_object_mut().unwrap().remove("evidence");
         assert_eq!(Candidate::from_value(&no_evidence).unwrap().evidence, None);
@@ -266,9 +331,15 @@ mod tests {
         assert_eq!(CandidateManifest::from_value(&v).unwrap(), m);
         let mut bad = v.clone();
         bad["candidates"][0]["file"] = json!(candidate_file_name("job-2"));
-        assert_eq!(CandidateManifest::from_value(&bad), Err(ArtifactError::CandidateFileMismatch));
+        assert_eq!(
+            CandidateManifest::from_value(&bad),
+            Err(ArtifactError::CandidateFileMismatch)
+        );
         bad["candidates"][0]["file"] = json!("../../etc/passwd");
-        assert_eq!(CandidateManifest::from_value(&bad), Err(ArtifactError::CandidateFileName));
+        assert_eq!(
+            CandidateManifest::from_value(&bad),
+            Err(ArtifactError::CandidateFileName)
+        );
 
         let a = json!({
             "schema": ATTESTATION_SCHEMA,
@@ -284,12 +355,23 @@ mod tests {
         assert!(AttestationFile::from_value(&a).is_ok());
         let mut other = a.clone();
         other["candidate_file"] = json!(candidate_file_name("job-2"));
-        assert_eq!(AttestationFile::from_value(&other), Err(ArtifactError::CandidateFileMismatch));
+        assert_eq!(
+            AttestationFile::from_value(&other),
+            Err(ArtifactError::CandidateFileMismatch)
+        );
         let mut schema = a.clone();
         schema["schema"] = json!("x");
-        assert_eq!(AttestationFile::from_value(&schema), Err(ArtifactError::Schema { expected: ATTESTATION_SCHEMA }));
+        assert_eq!(
+            AttestationFile::from_value(&schema),
+            Err(ArtifactError::Schema {
+                expected: ATTESTATION_SCHEMA
+            })
+        );
         let mut unknown = a;
         unknown["extra"] = json!(true);
-        assert!(matches!(AttestationFile::from_value(&unknown), Err(ArtifactError::Malformed(_))));
+        assert!(matches!(
+            AttestationFile::from_value(&unknown),
+            Err(ArtifactError::Malformed(_))
+        ));
     }
 }

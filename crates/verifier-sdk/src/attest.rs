@@ -62,7 +62,12 @@ pub struct AttestationFields {
 
 impl AttestationFields {
     /// The fields for `verifier` attesting a validated outcome of a validated job.
-    pub fn for_outcome(job: &ValidatedJob, outcome: &ValidatedOutcome, verifier: Address, deadline: u64) -> Self {
+    pub fn for_outcome(
+        job: &ValidatedJob,
+        outcome: &ValidatedOutcome,
+        verifier: Address,
+        deadline: u64,
+    ) -> Self {
         Self {
             bounty: job.bounty_contract(),
             bounty_id: job.bounty_id(),
@@ -121,7 +126,10 @@ pub fn struct_hash(fields: &AttestationFields) -> Bytes32 {
 
 /// keccak256(0x1901 ‖ domainSeparator ‖ structHash): what the verifier signs.
 pub fn attestation_digest(chain_id: u64, fields: &AttestationFields) -> Bytes32 {
-    fields.to_sol().eip712_signing_hash(&domain(chain_id, fields.bounty)).into()
+    fields
+        .to_sol()
+        .eip712_signing_hash(&domain(chain_id, fields.bounty))
+        .into()
 }
 
 /// keccak256(abi.encode(address[])) of the verifiers in policy order.
@@ -131,8 +139,9 @@ pub fn verifier_set_hash(verifiers: &[Address]) -> Bytes32 {
 }
 
 /// secp256k1 group order n divided by two: a signature with s above it is malleable.
-const HALF_ORDER: U256 =
-    alloy_primitives::uint!(0x7FFFFFFFFFFFFFFFFFFFFFFFFFFFFFFF5D576E7357A4501DDFE92F46681B20A0_U256);
+const HALF_ORDER: U256 = alloy_primitives::uint!(
+    0x7FFFFFFFFFFFFFFFFFFFFFFFFFFFFFFF5D576E7357A4501DDFE92F46681B20A0_U256
+);
 
 /// Why a signature is unusable.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -161,7 +170,9 @@ pub struct AttestationSignature([u8; 65]);
 impl AttestationSignature {
     /// Checks the shape of raw bytes.
     pub fn from_slice(bytes: &[u8]) -> Result<Self, SignatureError> {
-        let raw: [u8; 65] = bytes.try_into().map_err(|_| SignatureError::Length(bytes.len()))?;
+        let raw: [u8; 65] = bytes
+            .try_into()
+            .map_err(|_| SignatureError::Length(bytes.len()))?;
         let v = raw[64];
         if v != 27 && v != 28 {
             return Err(SignatureError::V(v));
@@ -203,10 +214,16 @@ impl std::fmt::Debug for AttestationSignature {
 }
 
 /// Recovers the address that signed `digest` (no prefix added), as `ecrecover` would.
-pub fn recover_signer(digest: &Bytes32, signature: &AttestationSignature) -> Result<Address, SignatureError> {
+pub fn recover_signer(
+    digest: &Bytes32,
+    signature: &AttestationSignature,
+) -> Result<Address, SignatureError> {
     let raw = signature.as_bytes();
-    let sig = alloy_primitives::Signature::from_raw_array(raw).map_err(|_| SignatureError::Recovery)?;
-    sig.recover_address_from_prehash(&B256::from(*digest)).map(Address::from).map_err(|_| SignatureError::Recovery)
+    let sig =
+        alloy_primitives::Signature::from_raw_array(raw).map_err(|_| SignatureError::Recovery)?;
+    sig.recover_address_from_prehash(&B256::from(*digest))
+        .map(Address::from)
+        .map_err(|_| SignatureError::Recovery)
 }
 
 #[cfg(test)]
@@ -254,7 +271,10 @@ mod tests {
             domain_separator(8453, f.bounty).to_string(),
             "0x40f1818a960fffd46e6aa6f7e90760571f982ccb03f1e74a5e1488bf4864251a"
         );
-        assert_eq!(struct_hash(&f).to_string(), "0xbd1c3db75b3d0ad4f1f2f60d4950fb5585b1b01b2241c7236641f3d49322df8b");
+        assert_eq!(
+            struct_hash(&f).to_string(),
+            "0xbd1c3db75b3d0ad4f1f2f60d4950fb5585b1b01b2241c7236641f3d49322df8b"
+        );
         assert_eq!(
             attestation_digest(8453, &f).to_string(),
             "0x29dbd769539e791efdd40da2c58f1bd03fa3d6f05ab58cf0ee71d39a66ae5ae5"
@@ -291,8 +311,12 @@ mod tests {
 
     #[test]
     fn golden_verifier_set_hashes() {
-        let a: Address = "0xbe6292b9e465f549e2363b918d6dd9187038431e".parse().unwrap();
-        let b: Address = "0xb7c2ce6430b66fb986e27b6140b29309550d487a".parse().unwrap();
+        let a: Address = "0xbe6292b9e465f549e2363b918d6dd9187038431e"
+            .parse()
+            .unwrap();
+        let b: Address = "0xb7c2ce6430b66fb986e27b6140b29309550d487a"
+            .parse()
+            .unwrap();
         assert_eq!(
             verifier_set_hash(&[a]).to_string(),
             "0x0838846e439ed67544d8a06da2a0f344fb25cd44723ad65839da3f242a72b1f2"
@@ -310,7 +334,9 @@ mod tests {
         use k256::ecdsa::SigningKey;
         let sk = SigningKey::from_bytes(key.into()).unwrap();
         let (sig, recid) = sk.sign_prehash_recoverable(digest.as_bytes()).unwrap();
-        let sig = sig.normalize_s().map_or((sig, recid.is_y_odd()), |n| (n, !recid.is_y_odd()));
+        let sig = sig
+            .normalize_s()
+            .map_or((sig, recid.is_y_odd()), |n| (n, !recid.is_y_odd()));
         let mut raw = [0u8; 65];
         raw[..64].copy_from_slice(&sig.0.to_bytes());
         raw[64] = 27 + u8::from(sig.1);
@@ -328,7 +354,11 @@ mod tests {
         let other = attestation_digest(84532, &vector_fields());
         assert_ne!(recover_signer(&other, &sig).unwrap(), address);
         assert_eq!(AttestationSignature::from_hex(&sig.to_hex()).unwrap(), sig);
-        assert_eq!(AttestationSignature::from_hex(&sig.to_hex().to_uppercase().replacen("0X", "0x", 1)).unwrap(), sig);
+        assert_eq!(
+            AttestationSignature::from_hex(&sig.to_hex().to_uppercase().replacen("0X", "0x", 1))
+                .unwrap(),
+            sig
+        );
     }
 
     #[test]
@@ -336,33 +366,64 @@ mod tests {
         let digest = attestation_digest(8453, &vector_fields());
         let (sig, _) = sign(&digest, &[9u8; 32]);
         let raw = *sig.as_bytes();
-        assert_eq!(AttestationSignature::from_slice(&raw[..64]), Err(SignatureError::Length(64)));
+        assert_eq!(
+            AttestationSignature::from_slice(&raw[..64]),
+            Err(SignatureError::Length(64))
+        );
         let mut long = raw.to_vec();
         long.push(0);
-        assert_eq!(AttestationSignature::from_slice(&long), Err(SignatureError::Length(66)));
+        assert_eq!(
+            AttestationSignature::from_slice(&long),
+            Err(SignatureError::Length(66))
+        );
         for v in [0u8, 1, 26, 29, 255] {
             let mut bad = raw;
             bad[64] = v;
-            assert_eq!(AttestationSignature::from_slice(&bad), Err(SignatureError::V(v)));
+            assert_eq!(
+                AttestationSignature::from_slice(&bad),
+                Err(SignatureError::V(v))
+            );
         }
         // The malleable twin (n - s, flipped v) is refused even though it recovers the same key.
-        let n = U256::from_str_radix("FFFFFFFFFFFFFFFFFFFFFFFFFFFFFFFEBAAEDCE6AF48A03BBFD25E8CD0364141", 16).unwrap();
+        let n = U256::from_str_radix(
+            "FFFFFFFFFFFFFFFFFFFFFFFFFFFFFFFEBAAEDCE6AF48A03BBFD25E8CD0364141",
+            16,
+        )
+        .unwrap();
         let s = U256::from_be_slice(&raw[32..64]);
         let mut high = raw;
         high[32..64].copy_from_slice(&(n - s).to_be_bytes::<32>());
         high[64] = if raw[64] == 27 { 28 } else { 27 };
-        assert_eq!(AttestationSignature::from_slice(&high), Err(SignatureError::HighS));
+        assert_eq!(
+            AttestationSignature::from_slice(&high),
+            Err(SignatureError::HighS)
+        );
         // Exactly n/2 is still low; n/2 + 1 is not.
         let mut edge = raw;
         edge[32..64].copy_from_slice(&HALF_ORDER.to_be_bytes::<32>());
         assert!(AttestationSignature::from_slice(&edge).is_ok());
         edge[32..64].copy_from_slice(&(HALF_ORDER + U256::from(1)).to_be_bytes::<32>());
-        assert_eq!(AttestationSignature::from_slice(&edge), Err(SignatureError::HighS));
+        assert_eq!(
+            AttestationSignature::from_slice(&edge),
+            Err(SignatureError::HighS)
+        );
         let mut zero_r = raw;
         zero_r[..32].fill(0);
-        assert_eq!(AttestationSignature::from_slice(&zero_r), Err(SignatureError::HighS));
-        assert_eq!(AttestationSignature::from_hex(&hex::encode(raw)), Err(SignatureError::NotHex));
-        assert_eq!(AttestationSignature::from_hex("0x0102"), Err(SignatureError::Length(2)));
-        assert_eq!(AttestationSignature::from_hex(&format!("0x{}", "zz".repeat(65))), Err(SignatureError::NotHex));
+        assert_eq!(
+            AttestationSignature::from_slice(&zero_r),
+            Err(SignatureError::HighS)
+        );
+        assert_eq!(
+            AttestationSignature::from_hex(&hex::encode(raw)),
+            Err(SignatureError::NotHex)
+        );
+        assert_eq!(
+            AttestationSignature::from_hex("0x0102"),
+            Err(SignatureError::Length(2))
+        );
+        assert_eq!(
+            AttestationSignature::from_hex(&format!("0x{}", "zz".repeat(65))),
+            Err(SignatureError::NotHex)
+        );
     }
 }

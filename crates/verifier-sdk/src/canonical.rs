@@ -122,9 +122,14 @@ mod tests {
 
     #[test]
     fn sorts_keys_by_utf8_bytes_recursively_and_keeps_array_order() {
-        let v: Value =
-            serde_json::from_str(r#"{"b":1,"a":{"z":[3,{"y":1,"x":2}],"B":null},"é":"ü","Z":true}"#).unwrap();
-        assert_eq!(canonical_json(&v), r#"{"Z":true,"a":{"B":null,"z":[3,{"x":2,"y":1}]},"b":1,"é":"ü"}"#);
+        let v: Value = serde_json::from_str(
+            r#"{"b":1,"a":{"z":[3,{"y":1,"x":2}],"B":null},"é":"ü","Z":true}"#,
+        )
+        .unwrap();
+        assert_eq!(
+            canonical_json(&v),
+            r#"{"Z":true,"a":{"B":null,"z":[3,{"x":2,"y":1}]},"b":1,"é":"ü"}"#
+        );
     }
 
     #[test]
@@ -138,7 +143,10 @@ mod tests {
     fn escapes_like_serde_json() {
         let s = "q\"b\\n\nt\tc\u{1}\u{1f}\u{7f}é\u{2028}/";
         assert_eq!(canonical_json(&json!(s)), serde_json::to_string(s).unwrap());
-        assert_eq!(canonical_json(&json!(s)), "\"q\\\"b\\\\n\\nt\\tc\\u0001\\u001f\u{7f}é\u{2028}/\"");
+        assert_eq!(
+            canonical_json(&json!(s)),
+            "\"q\\\"b\\\\n\\nt\\tc\\u0001\\u001f\u{7f}é\u{2028}/\""
+        );
     }
 
     #[test]
@@ -152,7 +160,10 @@ mod tests {
             keccak_json(&json!({})).to_string(),
             format!("0x{}", hex::encode(<Keccak256 as Digest>::digest(b"{}")))
         );
-        assert_eq!(sha256_json(&json!({"b": 1, "a": 2})), sha256_utf8("{\"a\":2,\"b\":1}"));
+        assert_eq!(
+            sha256_json(&json!({"b": 1, "a": 2})),
+            sha256_utf8("{\"a\":2,\"b\":1}")
+        );
         // Keccak-256 of the empty string differs from NIST SHA3-256's.
         assert_eq!(
             Bytes32::from_bytes(Keccak256::digest(b"").into()).to_string(),
@@ -183,14 +194,27 @@ mod tests {
     fn scrambled_text(v: &Value) -> String {
         match v {
             Value::Array(items) => {
-                format!("[ {} ]", items.iter().map(scrambled_text).collect::<Vec<_>>().join(" ,\n "))
+                format!(
+                    "[ {} ]",
+                    items
+                        .iter()
+                        .map(scrambled_text)
+                        .collect::<Vec<_>>()
+                        .join(" ,\n ")
+                )
             }
             Value::Object(map) => {
                 let mut entries: Vec<_> = map.iter().collect();
                 entries.sort_by(|a, b| b.0.as_bytes().cmp(a.0.as_bytes()));
                 let parts: Vec<String> = entries
                     .into_iter()
-                    .map(|(k, v)| format!("{} :\t{}", serde_json::to_string(k).unwrap(), scrambled_text(v)))
+                    .map(|(k, v)| {
+                        format!(
+                            "{} :\t{}",
+                            serde_json::to_string(k).unwrap(),
+                            scrambled_text(v)
+                        )
+                    })
                     .collect();
                 format!("{{\n {} }}", parts.join(" , "))
             }

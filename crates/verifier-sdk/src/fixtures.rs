@@ -55,7 +55,9 @@ impl Default for JobParams {
             solver: format!("0x{}", "33".repeat(20)),
             verifiers: vec!["0xbe6292b9e465f549e2363b918d6dd9187038431e".into()],
             expires_at: EXPIRES_AT,
-            artifact_reference: format!("https://github.com/solver-org/solution/commit/{SOURCE_COMMIT}"),
+            artifact_reference: format!(
+                "https://github.com/solver-org/solution/commit/{SOURCE_COMMIT}"
+            ),
             source_snapshot_digest: format!("sha256:{}", "c".repeat(64)),
             source_subdirectory: None,
             manifest: sample_manifest(),
@@ -182,12 +184,19 @@ pub fn rehash(job: &mut Value) {
             }
         }
     }
-    if let Some(reference) = job.pointer("/submission_evidence/artifact_reference").and_then(Value::as_str) {
+    if let Some(reference) = job
+        .pointer("/submission_evidence/artifact_reference")
+        .and_then(Value::as_str)
+    {
         let hash = sha256_utf8(reference);
         set(job, "/submission_evidence/artifact_hash", hash);
     }
     if let Some(evidence) = job.pointer("/submission_evidence/evidence").cloned() {
-        set(job, "/submission_evidence/evidence_hash", sha256_json(&evidence));
+        set(
+            job,
+            "/submission_evidence/evidence_hash",
+            sha256_json(&evidence),
+        );
     }
 }
 

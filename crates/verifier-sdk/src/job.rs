@@ -86,12 +86,19 @@ impl GithubRepo {
     pub fn new(owner: &str, name: &str) -> Option<Self> {
         let owner_ok = (1..=39).contains(&owner.len())
             && !owner.starts_with('-')
-            && owner.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-');
+            && owner
+                .bytes()
+                .all(|b| b.is_ascii_alphanumeric() || b == b'-');
         let name_ok = (1..=100).contains(&name.len())
             && name != "."
             && name != ".."
-            && name.bytes().all(|b| b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.'));
-        (owner_ok && name_ok).then(|| Self { owner: owner.to_owned(), name: name.to_owned() })
+            && name
+                .bytes()
+                .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.'));
+        (owner_ok && name_ok).then(|| Self {
+            owner: owner.to_owned(),
+            name: name.to_owned(),
+        })
     }
     /// Parses `owner/name`.
     pub fn parse(s: &str) -> Option<Self> {
@@ -122,7 +129,11 @@ impl CommitId {
     /// Parses 40 hex digits; uppercase is accepted only when `allow_uppercase` is set.
     pub fn parse(s: &str, allow_uppercase: bool) -> Option<Self> {
         let ok = s.len() == 40
-            && s.bytes().all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b) || (allow_uppercase && (b'A'..=b'F').contains(&b)));
+            && s.bytes().all(|b| {
+                b.is_ascii_digit()
+                    || (b'a'..=b'f').contains(&b)
+                    || (allow_uppercase && (b'A'..=b'F').contains(&b))
+            });
         ok.then(|| Self(s.to_ascii_lowercase()))
     }
     /// The lowercase hex.
@@ -300,7 +311,9 @@ pub enum JobError {
         field: &'static str,
     },
     /// `artifact_reference` is not an exact GitHub commit URL.
-    #[error("artifact_reference is not https://github.com/<owner>/<repo>/commit/<40 lowercase hex>: {0}")]
+    #[error(
+        "artifact_reference is not https://github.com/<owner>/<repo>/commit/<40 lowercase hex>: {0}"
+    )]
     ArtifactReference(&'static str),
     /// The verification policy disagrees with the job.
     #[error("verification_policy.{field} does not match the job")]
@@ -443,39 +456,81 @@ fn as_obj<'a>(v: &'a Value, field: &'static str) -> Result<&'a Map<String, Value
     v.as_object().ok_or(JobError::NotAnObject { field })
 }
 
-fn get<'a>(o: &'a Map<String, Value>, key: &str, field: &'static str) -> Result<&'a Value, JobError> {
+fn get<'a>(
+    o: &'a Map<String, Value>,
+    key: &str,
+    field: &'static str,
+) -> Result<&'a Value, JobError> {
     match o.get(key) {
         None | Some(Value::Null) => Err(JobError::Missing { field }),
         Some(v) => Ok(v),
     }
 }
 
-fn get_obj<'a>(o: &'a Map<String, Value>, key: &str, field: &'static str) -> Result<&'a Map<String, Value>, JobError> {
+fn get_obj<'a>(
+    o: &'a Map<String, Value>,
+    key: &str,
+    field: &'static str,
+) -> Result<&'a Map<String, Value>, JobError> {
     as_obj(get(o, key, field)?, field)
 }
 
-fn get_str<'a>(o: &'a Map<String, Value>, key: &str, field: &'static str) -> Result<&'a str, JobError> {
-    get(o, key, field)?.as_str().ok_or(JobError::WrongType { field, expected: "a string" })
+fn get_str<'a>(
+    o: &'a Map<String, Value>,
+    key: &str,
+    field: &'static str,
+) -> Result<&'a str, JobError> {
+    get(o, key, field)?.as_str().ok_or(JobError::WrongType {
+        field,
+        expected: "a string",
+    })
 }
 
 fn get_u64(o: &Map<String, Value>, key: &str, field: &'static str) -> Result<u64, JobError> {
-    get(o, key, field)?.as_u64().ok_or(JobError::WrongType { field, expected: "an unsigned 64-bit integer" })
+    get(o, key, field)?.as_u64().ok_or(JobError::WrongType {
+        field,
+        expected: "an unsigned 64-bit integer",
+    })
 }
 
-fn get_address(o: &Map<String, Value>, key: &str, field: &'static str) -> Result<Address, JobError> {
-    get_str(o, key, field)?.parse().map_err(|_| JobError::InvalidAddress { field })
+fn get_address(
+    o: &Map<String, Value>,
+    key: &str,
+    field: &'static str,
+) -> Result<Address, JobError> {
+    get_str(o, key, field)?
+        .parse()
+        .map_err(|_| JobError::InvalidAddress { field })
 }
 
-fn get_bytes32(o: &Map<String, Value>, key: &str, field: &'static str) -> Result<Bytes32, JobError> {
-    get_str(o, key, field)?.parse().map_err(|_| JobError::InvalidBytes32 { field })
+fn get_bytes32(
+    o: &Map<String, Value>,
+    key: &str,
+    field: &'static str,
+) -> Result<Bytes32, JobError> {
+    get_str(o, key, field)?
+        .parse()
+        .map_err(|_| JobError::InvalidBytes32 { field })
 }
 
-fn get_network(o: &Map<String, Value>, key: &str, field: &'static str) -> Result<Network, JobError> {
+fn get_network(
+    o: &Map<String, Value>,
+    key: &str,
+    field: &'static str,
+) -> Result<Network, JobError> {
     let s = get_str(o, key, field)?;
-    Network::from_alias(s).ok_or_else(|| JobError::UnknownNetwork { field, value: s.chars().take(64).collect() })
+    Network::from_alias(s).ok_or_else(|| JobError::UnknownNetwork {
+        field,
+        value: s.chars().take(64).collect(),
+    })
 }
 
-fn check_hash(o: &Map<String, Value>, key: &str, field: &'static str, computed: Bytes32) -> Result<Bytes32, JobError> {
+fn check_hash(
+    o: &Map<String, Value>,
+    key: &str,
+    field: &'static str,
+    computed: Bytes32,
+) -> Result<Bytes32, JobError> {
     let given = get_bytes32(o, key, field)?;
     if given != computed {
         return Err(JobError::HashMismatch { field, computed });
@@ -485,26 +540,43 @@ fn check_hash(o: &Map<String, Value>, key: &str, field: &'static str, computed: 
 
 fn valid_job_id(s: &str) -> bool {
     (1..=MAX_JOB_ID_LEN).contains(&s.len())
-        && s.bytes().all(|b| b.is_ascii_alphanumeric() || matches!(b, b'_' | b'.' | b':' | b'-'))
+        && s.bytes()
+            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'_' | b'.' | b':' | b'-'))
 }
 
 /// Parses `https://github.com/<owner>/<repo>/commit/<40 lowercase hex>` exactly.
 pub fn parse_artifact_reference(s: &str) -> Result<SourceRef, JobError> {
-    let rest = s.strip_prefix("https://github.com/").ok_or(JobError::ArtifactReference("must start with https://github.com/"))?;
+    let rest = s
+        .strip_prefix("https://github.com/")
+        .ok_or(JobError::ArtifactReference(
+            "must start with https://github.com/",
+        ))?;
     if rest.contains(['?', '#', '@']) {
-        return Err(JobError::ArtifactReference("must not contain userinfo, a query or a fragment"));
+        return Err(JobError::ArtifactReference(
+            "must not contain userinfo, a query or a fragment",
+        ));
     }
     let mut parts = rest.split('/');
-    let (Some(owner), Some(repo), Some(kind), Some(sha), None) =
-        (parts.next(), parts.next(), parts.next(), parts.next(), parts.next())
-    else {
-        return Err(JobError::ArtifactReference("must have exactly owner, repo, commit and sha segments"));
+    let (Some(owner), Some(repo), Some(kind), Some(sha), None) = (
+        parts.next(),
+        parts.next(),
+        parts.next(),
+        parts.next(),
+        parts.next(),
+    ) else {
+        return Err(JobError::ArtifactReference(
+            "must have exactly owner, repo, commit and sha segments",
+        ));
     };
     if kind != "commit" {
         return Err(JobError::ArtifactReference("third segment must be commit"));
     }
-    let repository = GithubRepo::new(owner, repo).ok_or(JobError::ArtifactReference("owner or repository name is invalid"))?;
-    let commit = CommitId::parse(sha, false).ok_or(JobError::ArtifactReference("commit must be 40 lowercase hex digits"))?;
+    let repository = GithubRepo::new(owner, repo).ok_or(JobError::ArtifactReference(
+        "owner or repository name is invalid",
+    ))?;
+    let commit = CommitId::parse(sha, false).ok_or(JobError::ArtifactReference(
+        "commit must be 40 lowercase hex digits",
+    ))?;
     Ok(SourceRef { repository, commit })
 }
 
@@ -529,7 +601,11 @@ pub fn validate_job(raw: &Value, now_unix: u64) -> Result<ValidatedJob, JobError
     ] {
         let other = get_network(o, "network", field)?;
         if other != network {
-            return Err(JobError::NetworkMismatch { field, expected: network.chain_id(), found: other.chain_id() });
+            return Err(JobError::NetworkMismatch {
+                field,
+                expected: network.chain_id(),
+                found: other.chain_id(),
+            });
         }
     }
 
@@ -541,15 +617,24 @@ pub fn validate_job(raw: &Value, now_unix: u64) -> Result<ValidatedJob, JobError
         return Err(JobError::VerifierModule);
     }
     let threshold_raw = get_u64(job, "threshold", "threshold")?;
-    let threshold = u8::try_from(threshold_raw).map_err(|_| JobError::WrongType { field: "threshold", expected: "an integer from 1 to 255" })?;
+    let threshold = u8::try_from(threshold_raw).map_err(|_| JobError::WrongType {
+        field: "threshold",
+        expected: "an integer from 1 to 255",
+    })?;
     if threshold == 0 {
         return Err(JobError::ThresholdZero);
     }
     let verifiers_raw = get(job, "eligible_verifiers", "eligible_verifiers")?
         .as_array()
-        .ok_or(JobError::WrongType { field: "eligible_verifiers", expected: "an array of addresses" })?;
+        .ok_or(JobError::WrongType {
+            field: "eligible_verifiers",
+            expected: "an array of addresses",
+        })?;
     if verifiers_raw.len() != usize::from(threshold) {
-        return Err(JobError::ThresholdMismatch { threshold: threshold_raw, verifiers: verifiers_raw.len() });
+        return Err(JobError::ThresholdMismatch {
+            threshold: threshold_raw,
+            verifiers: verifiers_raw.len(),
+        });
     }
     let eligible_verifiers = parse_verifiers(verifiers_raw, "eligible_verifiers")?;
     let mut seen = HashSet::new();
@@ -560,12 +645,17 @@ pub fn validate_job(raw: &Value, now_unix: u64) -> Result<ValidatedJob, JobError
     }
     let expires_at = get_u64(job, "verification_expires_at", "verification_expires_at")?;
     if now_unix >= expires_at {
-        return Err(JobError::Expired { expires_at, now: now_unix });
+        return Err(JobError::Expired {
+            expires_at,
+            now: now_unix,
+        });
     }
 
     let bounty_contract = get_address(job, "bounty_contract", "bounty_contract")?;
     let bounty_id_text = get_str(job, "bounty_id", "bounty_id")?;
-    let bounty_id: Bytes32 = bounty_id_text.parse().map_err(|_| JobError::InvalidBytes32 { field: "bounty_id" })?;
+    let bounty_id: Bytes32 = bounty_id_text
+        .parse()
+        .map_err(|_| JobError::InvalidBytes32 { field: "bounty_id" })?;
     let round = get_u64(job, "round", "round")?;
     if round == 0 {
         return Err(JobError::RoundZero);
@@ -573,22 +663,67 @@ pub fn validate_job(raw: &Value, now_unix: u64) -> Result<ValidatedJob, JobError
     let solver = get_address(job, "solver_wallet", "solver_wallet")?;
 
     // Rule 3: the five terms hashes.
-    if get_str(document, "schema_version", "terms.document.schema_version")? != TERMS_SCHEMA_VERSION {
+    if get_str(document, "schema_version", "terms.document.schema_version")? != TERMS_SCHEMA_VERSION
+    {
         return Err(JobError::TermsSchemaVersion);
     }
-    let terms_hash = check_hash(terms, "terms_hash", "terms.terms_hash", keccak_json(document_value))?;
-    let policy_value = get(document, "verification_policy", "terms.document.verification_policy")?;
-    let policy_hash = check_hash(terms, "policy_hash", "terms.policy_hash", keccak_json(policy_value))?;
-    let criteria = get(document, "acceptance_criteria", "terms.document.acceptance_criteria")?;
-    check_hash(terms, "acceptance_criteria_hash", "terms.acceptance_criteria_hash", keccak_json(criteria))?;
+    let terms_hash = check_hash(
+        terms,
+        "terms_hash",
+        "terms.terms_hash",
+        keccak_json(document_value),
+    )?;
+    let policy_value = get(
+        document,
+        "verification_policy",
+        "terms.document.verification_policy",
+    )?;
+    let policy_hash = check_hash(
+        terms,
+        "policy_hash",
+        "terms.policy_hash",
+        keccak_json(policy_value),
+    )?;
+    let criteria = get(
+        document,
+        "acceptance_criteria",
+        "terms.document.acceptance_criteria",
+    )?;
+    check_hash(
+        terms,
+        "acceptance_criteria_hash",
+        "terms.acceptance_criteria_hash",
+        keccak_json(criteria),
+    )?;
     let benchmark_value = get(document, "benchmark", "terms.document.benchmark")?;
-    check_hash(terms, "benchmark_hash", "terms.benchmark_hash", keccak_json(benchmark_value))?;
-    let schema = get(document, "evidence_schema", "terms.document.evidence_schema")?;
-    check_hash(terms, "evidence_schema_hash", "terms.evidence_schema_hash", keccak_json(schema))?;
+    check_hash(
+        terms,
+        "benchmark_hash",
+        "terms.benchmark_hash",
+        keccak_json(benchmark_value),
+    )?;
+    let schema = get(
+        document,
+        "evidence_schema",
+        "terms.document.evidence_schema",
+    )?;
+    check_hash(
+        terms,
+        "evidence_schema_hash",
+        "terms.evidence_schema_hash",
+        keccak_json(schema),
+    )?;
 
     // Rule 4: the evidence is about this bounty, round and solver, and its hashes recompute.
-    if get_address(evidence_rec, "bounty_contract", "submission_evidence.bounty_contract")? != bounty_contract {
-        return Err(JobError::ScopeMismatch { field: "bounty_contract" });
+    if get_address(
+        evidence_rec,
+        "bounty_contract",
+        "submission_evidence.bounty_contract",
+    )? != bounty_contract
+    {
+        return Err(JobError::ScopeMismatch {
+            field: "bounty_contract",
+        });
     }
     if get_bytes32(evidence_rec, "bounty_id", "submission_evidence.bounty_id")? != bounty_id {
         return Err(JobError::ScopeMismatch { field: "bounty_id" });
@@ -596,10 +731,21 @@ pub fn validate_job(raw: &Value, now_unix: u64) -> Result<ValidatedJob, JobError
     if get_u64(evidence_rec, "round", "submission_evidence.round")? != round {
         return Err(JobError::ScopeMismatch { field: "round" });
     }
-    if get_address(evidence_rec, "solver_wallet", "submission_evidence.solver_wallet")? != solver {
-        return Err(JobError::ScopeMismatch { field: "solver_wallet" });
+    if get_address(
+        evidence_rec,
+        "solver_wallet",
+        "submission_evidence.solver_wallet",
+    )? != solver
+    {
+        return Err(JobError::ScopeMismatch {
+            field: "solver_wallet",
+        });
     }
-    let artifact_reference = get_str(evidence_rec, "artifact_reference", "submission_evidence.artifact_reference")?;
+    let artifact_reference = get_str(
+        evidence_rec,
+        "artifact_reference",
+        "submission_evidence.artifact_reference",
+    )?;
     let submission_hash = check_hash(
         evidence_rec,
         "artifact_hash",
@@ -608,46 +754,92 @@ pub fn validate_job(raw: &Value, now_unix: u64) -> Result<ValidatedJob, JobError
     )?;
     let evidence_value = get(evidence_rec, "evidence", "submission_evidence.evidence")?;
     let evidence = as_obj(evidence_value, "submission_evidence.evidence")?;
-    let evidence_hash =
-        check_hash(evidence_rec, "evidence_hash", "submission_evidence.evidence_hash", sha256_json(evidence_value))?;
+    let evidence_hash = check_hash(
+        evidence_rec,
+        "evidence_hash",
+        "submission_evidence.evidence_hash",
+        sha256_json(evidence_value),
+    )?;
     let source = parse_artifact_reference(artifact_reference)?;
 
     // Rule 5: the committed policy names this engine and exactly these verifiers.
     let policy = as_obj(policy_value, "terms.document.verification_policy")?;
-    if get_str(policy, "mechanism", "terms.document.verification_policy.mechanism")? != SIGNED_QUORUM {
+    if get_str(
+        policy,
+        "mechanism",
+        "terms.document.verification_policy.mechanism",
+    )? != SIGNED_QUORUM
+    {
         return Err(JobError::PolicyMismatch { field: "mechanism" });
     }
-    if get_str(policy, "engine", "terms.document.verification_policy.engine")? != ENGINE {
+    if get_str(
+        policy,
+        "engine",
+        "terms.document.verification_policy.engine",
+    )? != ENGINE
+    {
         return Err(JobError::PolicyMismatch { field: "engine" });
     }
-    if get_u64(policy, "threshold", "terms.document.verification_policy.threshold")? != u64::from(threshold) {
+    if get_u64(
+        policy,
+        "threshold",
+        "terms.document.verification_policy.threshold",
+    )? != u64::from(threshold)
+    {
         return Err(JobError::PolicyMismatch { field: "threshold" });
     }
-    let policy_verifiers = get(policy, "verifiers", "terms.document.verification_policy.verifiers")?
-        .as_array()
-        .ok_or(JobError::WrongType { field: "terms.document.verification_policy.verifiers", expected: "an array of addresses" })?;
-    if parse_verifiers(policy_verifiers, "terms.document.verification_policy.verifiers")? != eligible_verifiers {
+    let policy_verifiers = get(
+        policy,
+        "verifiers",
+        "terms.document.verification_policy.verifiers",
+    )?
+    .as_array()
+    .ok_or(JobError::WrongType {
+        field: "terms.document.verification_policy.verifiers",
+        expected: "an array of addresses",
+    })?;
+    if parse_verifiers(
+        policy_verifiers,
+        "terms.document.verification_policy.verifiers",
+    )? != eligible_verifiers
+    {
         return Err(JobError::PolicyMismatch { field: "verifiers" });
     }
 
     // Rule 6: benchmark engine, source and manifest.
     let benchmark = as_obj(benchmark_value, "terms.document.benchmark")?;
     if get_str(benchmark, "engine", "terms.document.benchmark.engine")? != ENGINE {
-        return Err(JobError::Engine { field: "terms.document.benchmark.engine" });
+        return Err(JobError::Engine {
+            field: "terms.document.benchmark.engine",
+        });
     }
-    let benchmark_source = parse_benchmark_source(get_obj(benchmark, "source", "terms.document.benchmark.source")?)?;
-    let manifest = RunnerManifest::from_value(get(benchmark, "runner_manifest", "terms.document.benchmark.runner_manifest")?)?;
+    let benchmark_source = parse_benchmark_source(get_obj(
+        benchmark,
+        "source",
+        "terms.document.benchmark.source",
+    )?)?;
+    let manifest = RunnerManifest::from_value(get(
+        benchmark,
+        "runner_manifest",
+        "terms.document.benchmark.runner_manifest",
+    )?)?;
 
     // Rule 7: the source snapshot the staged tree must match.
-    let source_snapshot_digest = get_str(evidence, "source_snapshot_digest", "submission_evidence.evidence.source_snapshot_digest")?
-        .parse()
-        .map_err(|_| JobError::SourceSnapshotDigest)?;
+    let source_snapshot_digest = get_str(
+        evidence,
+        "source_snapshot_digest",
+        "submission_evidence.evidence.source_snapshot_digest",
+    )?
+    .parse()
+    .map_err(|_| JobError::SourceSnapshotDigest)?;
     let source_subdirectory = match evidence.get("source_subdirectory") {
         None | Some(Value::Null) => RelativeDir::root(),
         Some(v) => v
             .as_str()
             .and_then(RelativeDir::parse)
-            .ok_or(JobError::Subdirectory { field: "submission_evidence.evidence.source_subdirectory" })?,
+            .ok_or(JobError::Subdirectory {
+                field: "submission_evidence.evidence.source_subdirectory",
+            })?,
     };
 
     let scope = Scope {
@@ -681,7 +873,11 @@ pub fn validate_job(raw: &Value, now_unix: u64) -> Result<ValidatedJob, JobError
 fn parse_verifiers(items: &[Value], field: &'static str) -> Result<Vec<Address>, JobError> {
     items
         .iter()
-        .map(|v| v.as_str().and_then(|s| s.parse().ok()).ok_or(JobError::InvalidAddress { field }))
+        .map(|v| {
+            v.as_str()
+                .and_then(|s| s.parse().ok())
+                .ok_or(JobError::InvalidAddress { field })
+        })
         .collect()
 }
 
@@ -689,13 +885,30 @@ fn parse_benchmark_source(source: &Map<String, Value>) -> Result<BenchmarkSource
     if get_str(source, "kind", "terms.document.benchmark.source.kind")? != "github_commit" {
         return Err(JobError::BenchmarkSource("kind must be github_commit"));
     }
-    let repository = GithubRepo::parse(get_str(source, "repository", "terms.document.benchmark.source.repository")?)
-        .ok_or(JobError::BenchmarkSource("repository must be owner/repo"))?;
-    let commit = CommitId::parse(get_str(source, "commit", "terms.document.benchmark.source.commit")?, true)
-        .ok_or(JobError::BenchmarkSource("commit must be 40 hex digits"))?;
-    let subdirectory = RelativeDir::parse(get_str(source, "subdirectory", "terms.document.benchmark.source.subdirectory")?)
-        .ok_or(JobError::Subdirectory { field: "terms.document.benchmark.source.subdirectory" })?;
-    Ok(BenchmarkSource { repository, commit, subdirectory })
+    let repository = GithubRepo::parse(get_str(
+        source,
+        "repository",
+        "terms.document.benchmark.source.repository",
+    )?)
+    .ok_or(JobError::BenchmarkSource("repository must be owner/repo"))?;
+    let commit = CommitId::parse(
+        get_str(source, "commit", "terms.document.benchmark.source.commit")?,
+        true,
+    )
+    .ok_or(JobError::BenchmarkSource("commit must be 40 hex digits"))?;
+    let subdirectory = RelativeDir::parse(get_str(
+        source,
+        "subdirectory",
+        "terms.document.benchmark.source.subdirectory",
+    )?)
+    .ok_or(JobError::Subdirectory {
+        field: "terms.document.benchmark.source.subdirectory",
+    })?;
+    Ok(BenchmarkSource {
+        repository,
+        commit,
+        subdirectory,
+    })
 }
 
 #[cfg(test)]

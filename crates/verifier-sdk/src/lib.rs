@@ -45,22 +45,29 @@ pub mod settle;
 pub mod types;
 
 pub use artifacts::{
-    ArtifactError, AttestationFile, Candidate, CandidateEntry, CandidateManifest, DeadlineError, attestation_deadline,
-    candidate_file_name, check_candidate_file_name,
+    ArtifactError, AttestationFile, Candidate, CandidateEntry, CandidateManifest, DeadlineError,
+    attestation_deadline, candidate_file_name, check_candidate_file_name,
 };
 pub use attest::{
-    AttestationFields, AttestationSignature, SignatureError, attestation_digest, attestation_typehash, domain_separator,
-    recover_signer, struct_hash, verifier_set_hash,
+    AttestationFields, AttestationSignature, SignatureError, attestation_digest,
+    attestation_typehash, domain_separator, recover_signer, struct_hash, verifier_set_hash,
 };
 pub use canonical::{canonical_json, keccak_json, sha256_digest, sha256_json, sha256_utf8};
 pub use digest::{DigestError, DirectoryHasher, Snapshot, TreeLimits, digest_directory};
 pub use job::{
-    BenchmarkSource, CommitId, GithubRepo, JobError, Network, RelativeDir, SourceRef, ValidatedJob, validate_job,
+    BenchmarkSource, CommitId, GithubRepo, JobError, Network, RelativeDir, SourceRef, ValidatedJob,
+    validate_job,
 };
 pub use manifest::{ManifestError, RunnerManifest, command_hash, runner_manifest_hash};
 pub use receipt::{
-    Execution, ExecutionFacts, Isolation, NoVerdict, NoVerdictOutcome, NoVerdictReason, Outcome, OutcomeError, Receipt,
-    RunOutput, Scope, ValidatedOutcome, Verdict, response_hash, validate_outcome,
+    Execution, ExecutionFacts, Isolation, NoVerdict, NoVerdictOutcome, NoVerdictReason, Outcome,
+    OutcomeError, Receipt, RunOutput, Scope, ValidatedOutcome, Verdict, response_hash,
+    validate_outcome,
 };
-pub use settle::{BountyStatus, SettlementEvent, VerificationMode, settle_calldata, verification_hash};
+pub use settle::{
+    BountyStatus, SettlementEvent, VerificationMode, settle_calldata, verification_hash,
+};
 pub use types::{Address, Bytes32, ParseValueError, Sha256Digest};
+
+#[cfg(test)]
+mod end_to_end_tests;

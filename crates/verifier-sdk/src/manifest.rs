@@ -23,8 +23,22 @@ pub const MAX_ARGV_TOTAL_BYTES: usize = 16 * 1024;
 pub const MAX_IMAGE_NAME_BYTES: usize = 255;
 /// Program names refused as `argv[0]`: the protocol's list followed by ours.
 pub const FORBIDDEN_PROGRAMS: [&str; 16] = [
-    "sh", "bash", "dash", "zsh", "cmd", "cmd.exe", "powershell", "pwsh", // protocol
-    "ash", "ksh", "mksh", "csh", "tcsh", "fish", "busybox", "env", // ours: also interpreters of strings
+    "sh",
+    "bash",
+    "dash",
+    "zsh",
+    "cmd",
+    "cmd.exe",
+    "powershell",
+    "pwsh", // protocol
+    "ash",
+    "ksh",
+    "mksh",
+    "csh",
+    "tcsh",
+    "fish",
+    "busybox",
+    "env", // ours: also interpreters of strings
 ];
 
 const KIB: u64 = 1024;
@@ -182,13 +196,20 @@ impl RunnerManifest {
     pub fn from_value(v: &Value) -> Result<Self, ManifestError> {
         let obj = v.as_object().ok_or(ManifestError::NotAnObject)?;
         if let Some(unknown) = obj.keys().find(|k| !MANIFEST_FIELDS.contains(&k.as_str())) {
-            return Err(ManifestError::UnknownField(unknown.chars().take(64).collect()));
+            return Err(ManifestError::UnknownField(
+                unknown.chars().take(64).collect(),
+            ));
         }
         if let Some(missing) = MANIFEST_FIELDS.iter().find(|f| !obj.contains_key(**f)) {
             return Err(ManifestError::MissingField(missing));
         }
         // Checked before serde so a bad digest gets its own error instead of a type error.
-        if obj.get("benchmark_digest").and_then(Value::as_str).and_then(|s| s.parse::<Sha256Digest>().ok()).is_none() {
+        if obj
+            .get("benchmark_digest")
+            .and_then(Value::as_str)
+            .and_then(|s| s.parse::<Sha256Digest>().ok())
+            .is_none()
+        {
             return Err(ManifestError::BenchmarkDigest);
         }
         let manifest = Self::deserialize(v).map_err(|e| ManifestError::WrongType(e.to_string()))?;
@@ -209,7 +230,12 @@ impl RunnerManifest {
         for (field, min, max) in NUMERIC_BOUNDS {
             let value = self.numeric(field);
             if value < min || value > max {
-                return Err(ManifestError::OutOfRange { field, value, min, max });
+                return Err(ManifestError::OutOfRange {
+                    field,
+                    value,
+                    min,
+                    max,
+                });
             }
         }
         if self.tmpfs_bytes > self.memory_bytes {
@@ -249,7 +275,10 @@ impl RunnerManifest {
         m.insert("image".into(), self.image.clone().into());
         m.insert("command".into(), command_value(&self.command));
         m.insert("workdir".into(), self.workdir.clone().into());
-        m.insert("benchmark_digest".into(), self.benchmark_digest.to_string().into());
+        m.insert(
+            "benchmark_digest".into(),
+            self.benchmark_digest.to_string().into(),
+        );
         for field in MANIFEST_FIELDS.iter().skip(5).take(10) {
             m.insert((*field).into(), self.numeric(field).into());
         }
@@ -279,14 +308,19 @@ pub fn validate_image(image: &str) -> Result<(), ManifestError> {
     if image.matches('@').count() != 1 {
         return Err(ManifestError::Image("must contain exactly one @"));
     }
-    let (name, digest) = image.split_once('@').ok_or(ManifestError::Image("must contain exactly one @"))?;
+    let (name, digest) = image
+        .split_once('@')
+        .ok_or(ManifestError::Image("must contain exactly one @"))?;
     if name.is_empty() {
         return Err(ManifestError::Image("name is empty"));
     }
     if name.len() > MAX_IMAGE_NAME_BYTES {
         return Err(ManifestError::Image("name is longer than 255 bytes"));
     }
-    if !name.bytes().all(|b| matches!(b, b'a'..=b'z' | b'0'..=b'9' | b'.' | b'/' | b':' | b'_' | b'-')) {
+    if !name
+        .bytes()
+        .all(|b| matches!(b, b'a'..=b'z' | b'0'..=b'9' | b'.' | b'/' | b':' | b'_' | b'-'))
+    {
         return Err(ManifestError::Image("name may only use [a-z0-9./:_-]"));
     }
     if name.contains("..") {
@@ -295,7 +329,9 @@ pub fn validate_image(image: &str) -> Result<(), ManifestError> {
     if name.starts_with('-') {
         return Err(ManifestError::Image("name starts with -"));
     }
-    digest.parse::<Sha256Digest>().map_err(|_| ManifestError::Image("digest is not sha256:<64 lowercase hex>"))?;
+    digest
+        .parse::<Sha256Digest>()
+        .map_err(|_| ManifestError::Image("digest is not sha256:<64 lowercase hex>"))?;
     Ok(())
 }
 
@@ -319,7 +355,11 @@ pub fn validate_command(argv: &[String]) -> Result<(), ManifestError> {
     }
     if let Some(program) = argv.first() {
         // Splitting on `\` as well catches Windows-style paths such as `C:\...\cmd.exe`.
-        let last = program.rsplit(['/', '\\']).next().unwrap_or(program).to_lowercase();
+        let last = program
+            .rsplit(['/', '\\'])
+            .next()
+            .unwrap_or(program)
+            .to_lowercase();
         if FORBIDDEN_PROGRAMS.contains(&last.as_str()) {
             return Err(ManifestError::ShellCommand(last.chars().take(64).collect()));
         }
@@ -385,18 +425,33 @@ pub(crate) mod tests {
         entries.reverse();
         let reordered = Value::Object(entries.into_iter().collect());
         let m = RunnerManifest::from_value(&reordered).unwrap();
-        assert_eq!(runner_manifest_hash(&m), runner_manifest_hash(&vector_manifest()));
+        assert_eq!(
+            runner_manifest_hash(&m),
+            runner_manifest_hash(&vector_manifest())
+        );
         // And the typed serialization agrees with the preimage used for hashing.
-        assert_eq!(serde_json::to_string(&m).unwrap(), compact_json_in_order(&m.to_ordered_value()));
+        assert_eq!(
+            serde_json::to_string(&m).unwrap(),
+            compact_json_in_order(&m.to_ordered_value())
+        );
     }
 
     #[test]
     fn every_field_changes_the_hash() {
         let base = runner_manifest_hash(&vector_manifest());
         let mutations: Vec<(&str, Value)> = vec![
-            ("image", json!(format!("ghcr.io/agent-bounties/rust-verifier@sha256:{}", "c".repeat(64)))),
+            (
+                "image",
+                json!(format!(
+                    "ghcr.io/agent-bounties/rust-verifier@sha256:{}",
+                    "c".repeat(64)
+                )),
+            ),
             ("command", json!(["cargo", "test"])),
-            ("benchmark_digest", json!(format!("sha256:{}", "f".repeat(64)))),
+            (
+                "benchmark_digest",
+                json!(format!("sha256:{}", "f".repeat(64))),
+            ),
             ("timeout_seconds", json!(121)),
             ("cpu_millis", json!(1001)),
             ("memory_bytes", json!(512 * MIB + 1)),
@@ -420,27 +475,73 @@ pub(crate) mod tests {
     fn strict_shape() {
         let mut v = vector_manifest_value();
         v.as_object_mut().unwrap().insert("extra".into(), json!(1));
-        assert_eq!(RunnerManifest::from_value(&v), Err(ManifestError::UnknownField("extra".into())));
+        assert_eq!(
+            RunnerManifest::from_value(&v),
+            Err(ManifestError::UnknownField("extra".into()))
+        );
         for field in MANIFEST_FIELDS {
             let mut v = vector_manifest_value();
             v.as_object_mut().unwrap().remove(field);
-            assert_eq!(RunnerManifest::from_value(&v), Err(ManifestError::MissingField(field)), "{field}");
+            assert_eq!(
+                RunnerManifest::from_value(&v),
+                Err(ManifestError::MissingField(field)),
+                "{field}"
+            );
         }
-        assert!(matches!(with("timeout_seconds", json!(-1)), Err(ManifestError::WrongType(_))));
-        assert!(matches!(with("timeout_seconds", json!(120.5)), Err(ManifestError::WrongType(_))));
-        assert!(matches!(with("timeout_seconds", json!("120")), Err(ManifestError::WrongType(_))));
-        assert!(matches!(with("command", json!("cargo test")), Err(ManifestError::WrongType(_))));
-        assert_eq!(RunnerManifest::from_value(&json!([])), Err(ManifestError::NotAnObject));
+        assert!(matches!(
+            with("timeout_seconds", json!(-1)),
+            Err(ManifestError::WrongType(_))
+        ));
+        assert!(matches!(
+            with("timeout_seconds", json!(120.5)),
+            Err(ManifestError::WrongType(_))
+        ));
+        assert!(matches!(
+            with("timeout_seconds", json!("120")),
+            Err(ManifestError::WrongType(_))
+        ));
+        assert!(matches!(
+            with("command", json!("cargo test")),
+            Err(ManifestError::WrongType(_))
+        ));
+        assert_eq!(
+            RunnerManifest::from_value(&json!([])),
+            Err(ManifestError::NotAnObject)
+        );
     }
 
     #[test]
     fn fixed_string_fields() {
-        assert_eq!(with("schema_version", json!("agent-bounties/regression-sandbox-v2")), Err(ManifestError::SchemaVersion));
-        assert_eq!(with("workdir", json!("/workspace/")), Err(ManifestError::Workdir));
-        assert_eq!(with("platform", json!("linux/riscv64")), Err(ManifestError::Platform));
-        assert_eq!(with("platform", json!("Linux/amd64")), Err(ManifestError::Platform));
-        assert_eq!(with("benchmark_digest", json!(format!("sha256:{}", "A".repeat(64)))), Err(ManifestError::BenchmarkDigest));
-        assert_eq!(with("benchmark_digest", json!(format!("0x{}", "a".repeat(64)))), Err(ManifestError::BenchmarkDigest));
+        assert_eq!(
+            with(
+                "schema_version",
+                json!("agent-bounties/regression-sandbox-v2")
+            ),
+            Err(ManifestError::SchemaVersion)
+        );
+        assert_eq!(
+            with("workdir", json!("/workspace/")),
+            Err(ManifestError::Workdir)
+        );
+        assert_eq!(
+            with("platform", json!("linux/riscv64")),
+            Err(ManifestError::Platform)
+        );
+        assert_eq!(
+            with("platform", json!("Linux/amd64")),
+            Err(ManifestError::Platform)
+        );
+        assert_eq!(
+            with(
+                "benchmark_digest",
+                json!(format!("sha256:{}", "A".repeat(64)))
+            ),
+            Err(ManifestError::BenchmarkDigest)
+        );
+        assert_eq!(
+            with("benchmark_digest", json!(format!("0x{}", "a".repeat(64)))),
+            Err(ManifestError::BenchmarkDigest)
+        );
     }
 
     #[test]
@@ -460,7 +561,10 @@ pub(crate) mod tests {
             format!("ghcr.io/x@sha512:{}", "b".repeat(64)),
             format!("{}@{d}", "a".repeat(256)),
         ] {
-            assert!(matches!(validate_image(&bad), Err(ManifestError::Image(_))), "{bad}");
+            assert!(
+                matches!(validate_image(&bad), Err(ManifestError::Image(_))),
+                "{bad}"
+            );
         }
         assert!(validate_image(&format!("{}@{d}", "a".repeat(255))).is_ok());
     }
@@ -470,12 +574,24 @@ pub(crate) mod tests {
         let s = |v: Vec<&str>| v.into_iter().map(String::from).collect::<Vec<_>>();
         assert_eq!(validate_command(&[]), Err(ManifestError::CommandEntries(0)));
         assert!(validate_command(&vec!["x".to_string(); 64]).is_ok());
-        assert_eq!(validate_command(&vec!["x".to_string(); 65]), Err(ManifestError::CommandEntries(65)));
-        assert_eq!(validate_command(&s(vec!["cargo", ""])), Err(ManifestError::CommandEntryLength { index: 1 }));
+        assert_eq!(
+            validate_command(&vec!["x".to_string(); 65]),
+            Err(ManifestError::CommandEntries(65))
+        );
+        assert_eq!(
+            validate_command(&s(vec!["cargo", ""])),
+            Err(ManifestError::CommandEntryLength { index: 1 })
+        );
         assert!(validate_command(&["x".repeat(4096)]).is_ok());
-        assert_eq!(validate_command(&["x".repeat(4097)]), Err(ManifestError::CommandEntryLength { index: 0 }));
+        assert_eq!(
+            validate_command(&["x".repeat(4097)]),
+            Err(ManifestError::CommandEntryLength { index: 0 })
+        );
         for bad in ["a\0b", "a\nb", "a\rb"] {
-            assert_eq!(validate_command(&s(vec!["cargo", bad])), Err(ManifestError::CommandEntryControl { index: 1 }));
+            assert_eq!(
+                validate_command(&s(vec!["cargo", bad])),
+                Err(ManifestError::CommandEntryControl { index: 1 })
+            );
         }
         assert!(validate_command(&vec!["x".repeat(4096); 4]).is_ok());
         let mut over = vec!["x".repeat(4096); 4];
@@ -486,14 +602,41 @@ pub(crate) mod tests {
     #[test]
     fn shells_and_launchers_are_refused_by_last_segment_case_insensitively() {
         for program in [
-            "sh", "/bin/sh", "/usr/bin/BASH", "dash", "zsh", "cmd", "C:\\Windows\\System32\\CMD.EXE", "powershell",
-            "pwsh", "ash", "/bin/ksh", "mksh", "csh", "tcsh", "fish", "/bin/busybox", "/usr/bin/env",
+            "sh",
+            "/bin/sh",
+            "/usr/bin/BASH",
+            "dash",
+            "zsh",
+            "cmd",
+            "C:\\Windows\\System32\\CMD.EXE",
+            "powershell",
+            "pwsh",
+            "ash",
+            "/bin/ksh",
+            "mksh",
+            "csh",
+            "tcsh",
+            "fish",
+            "/bin/busybox",
+            "/usr/bin/env",
         ] {
             let argv = vec![program.to_string(), "-c".into(), "true".into()];
-            assert!(matches!(validate_command(&argv), Err(ManifestError::ShellCommand(_))), "{program}");
+            assert!(
+                matches!(validate_command(&argv), Err(ManifestError::ShellCommand(_))),
+                "{program}"
+            );
         }
-        for program in ["cargo", "/usr/bin/python3", "shx", "bashful", "/bin/sh/cargo"] {
-            assert!(validate_command(&[program.to_string()]).is_ok(), "{program}");
+        for program in [
+            "cargo",
+            "/usr/bin/python3",
+            "shx",
+            "bashful",
+            "/bin/sh/cargo",
+        ] {
+            assert!(
+                validate_command(&[program.to_string()]).is_ok(),
+                "{program}"
+            );
         }
     }
 
@@ -516,8 +659,26 @@ pub(crate) mod tests {
             };
             assert!(probe(min).is_ok(), "{field} min");
             assert!(probe(max).is_ok(), "{field} max");
-            assert_eq!(probe(min - 1), Err(ManifestError::OutOfRange { field, value: min - 1, min, max }), "{field}");
-            assert_eq!(probe(max + 1), Err(ManifestError::OutOfRange { field, value: max + 1, min, max }), "{field}");
+            assert_eq!(
+                probe(min - 1),
+                Err(ManifestError::OutOfRange {
+                    field,
+                    value: min - 1,
+                    min,
+                    max
+                }),
+                "{field}"
+            );
+            assert_eq!(
+                probe(max + 1),
+                Err(ManifestError::OutOfRange {
+                    field,
+                    value: max + 1,
+                    min,
+                    max
+                }),
+                "{field}"
+            );
         }
         assert!(with("test_seed", json!(u64::MAX)).is_ok());
         assert!(with("test_seed", json!(0)).is_ok());
@@ -529,6 +690,9 @@ pub(crate) mod tests {
         v["tmpfs_bytes"] = json!(512 * MIB);
         assert!(RunnerManifest::from_value(&v).is_ok());
         v["tmpfs_bytes"] = json!(512 * MIB + 1);
-        assert_eq!(RunnerManifest::from_value(&v), Err(ManifestError::TmpfsExceedsMemory));
+        assert_eq!(
+            RunnerManifest::from_value(&v),
+            Err(ManifestError::TmpfsExceedsMemory)
+        );
     }
 }

@@ -49,14 +49,32 @@ impl Scope {
         let mut m = Map::new();
         m.insert("network".into(), self.network.clone().into());
         m.insert("bounty_id".into(), self.bounty_id.clone().into());
-        m.insert("bounty_contract".into(), self.bounty_contract.to_string().into());
+        m.insert(
+            "bounty_contract".into(),
+            self.bounty_contract.to_string().into(),
+        );
         m.insert("round".into(), self.round.into());
-        m.insert("solver_wallet".into(), self.solver_wallet.to_string().into());
-        m.insert("submission_hash".into(), self.submission_hash.to_string().into());
-        m.insert("evidence_hash".into(), self.evidence_hash.to_string().into());
+        m.insert(
+            "solver_wallet".into(),
+            self.solver_wallet.to_string().into(),
+        );
+        m.insert(
+            "submission_hash".into(),
+            self.submission_hash.to_string().into(),
+        );
+        m.insert(
+            "evidence_hash".into(),
+            self.evidence_hash.to_string().into(),
+        );
         m.insert("terms_hash".into(), self.terms_hash.to_string().into());
-        m.insert("committed_policy_hash".into(), self.committed_policy_hash.to_string().into());
-        m.insert("verification_expires_at".into(), self.verification_expires_at.into());
+        m.insert(
+            "committed_policy_hash".into(),
+            self.committed_policy_hash.to_string().into(),
+        );
+        m.insert(
+            "verification_expires_at".into(),
+            self.verification_expires_at.into(),
+        );
         Value::Object(m)
     }
 }
@@ -104,7 +122,10 @@ impl Isolation {
         m.insert("network".into(), self.network.clone().into());
         m.insert("rootfs_read_only".into(), self.rootfs_read_only.into());
         m.insert("source_read_only".into(), self.source_read_only.into());
-        m.insert("benchmark_read_only".into(), self.benchmark_read_only.into());
+        m.insert(
+            "benchmark_read_only".into(),
+            self.benchmark_read_only.into(),
+        );
         m.insert("capabilities".into(), self.capabilities.clone().into());
         m.insert("no_new_privileges".into(), self.no_new_privileges.into());
         m.insert("user".into(), self.user.clone().into());
@@ -149,8 +170,14 @@ impl Execution {
     fn to_ordered_value(&self) -> Value {
         let mut m = Map::new();
         m.insert("exit_code".into(), self.exit_code.into());
-        m.insert("stdout_sha256".into(), self.stdout_sha256.to_string().into());
-        m.insert("stderr_sha256".into(), self.stderr_sha256.to_string().into());
+        m.insert(
+            "stdout_sha256".into(),
+            self.stdout_sha256.to_string().into(),
+        );
+        m.insert(
+            "stderr_sha256".into(),
+            self.stderr_sha256.to_string().into(),
+        );
         m.insert("stdout_bytes".into(), self.stdout_bytes.into());
         m.insert("stderr_bytes".into(), self.stderr_bytes.into());
         m.insert("isolation".into(), self.isolation.to_ordered_value());
@@ -182,7 +209,12 @@ pub struct Receipt {
 
 impl Receipt {
     /// Builds a receipt for a completed run of `manifest` on `source_digest`.
-    pub fn new(scope: Scope, manifest: &RunnerManifest, source_digest: Sha256Digest, facts: ExecutionFacts) -> Self {
+    pub fn new(
+        scope: Scope,
+        manifest: &RunnerManifest,
+        source_digest: Sha256Digest,
+        facts: ExecutionFacts,
+    ) -> Self {
         Self {
             schema_version: RECEIPT_SCHEMA_VERSION.into(),
             scope,
@@ -212,10 +244,19 @@ impl Receipt {
         let mut m = Map::new();
         m.insert("schema_version".into(), self.schema_version.clone().into());
         m.insert("scope".into(), self.scope.to_ordered_value());
-        m.insert("runner_manifest_hash".into(), self.runner_manifest_hash.to_string().into());
+        m.insert(
+            "runner_manifest_hash".into(),
+            self.runner_manifest_hash.to_string().into(),
+        );
         m.insert("command_hash".into(), self.command_hash.to_string().into());
-        m.insert("source_digest".into(), self.source_digest.to_string().into());
-        m.insert("benchmark_digest".into(), self.benchmark_digest.to_string().into());
+        m.insert(
+            "source_digest".into(),
+            self.source_digest.to_string().into(),
+        );
+        m.insert(
+            "benchmark_digest".into(),
+            self.benchmark_digest.to_string().into(),
+        );
         m.insert("image".into(), self.image.clone().into());
         m.insert("execution".into(), self.execution.to_ordered_value());
         Value::Object(m)
@@ -235,7 +276,11 @@ pub enum Verdict {
 impl Verdict {
     /// 0 → passed, anything else → failed: the solver owns every way its code can end.
     pub const fn from_exit_code(exit_code: i64) -> Self {
-        if exit_code == 0 { Self::Passed } else { Self::Failed }
+        if exit_code == 0 {
+            Self::Passed
+        } else {
+            Self::Failed
+        }
     }
     /// Whether this is `passed` (the EIP-712 `passed` flag).
     pub const fn passed(self) -> bool {
@@ -276,16 +321,29 @@ impl Outcome {
     pub fn new(receipt: Receipt) -> Self {
         let verdict = receipt.verdict();
         let response_hash = response_hash(verdict, &receipt);
-        Self { verdict, receipt, response_hash }
+        Self {
+            verdict,
+            receipt,
+            response_hash,
+        }
     }
 
     /// Builds the outcome of a completed run for `job`. Refuses a source digest other than
     /// the one the job commits to, so the worker cannot emit an outcome that fails validation.
-    pub fn for_job(job: &ValidatedJob, source_digest: Sha256Digest, facts: ExecutionFacts) -> Result<Self, OutcomeError> {
+    pub fn for_job(
+        job: &ValidatedJob,
+        source_digest: Sha256Digest,
+        facts: ExecutionFacts,
+    ) -> Result<Self, OutcomeError> {
         if source_digest != job.source_snapshot_digest() {
             return Err(OutcomeError::SourceDigest);
         }
-        Ok(Self::new(Receipt::new(job.scope().clone(), job.manifest(), source_digest, facts)))
+        Ok(Self::new(Receipt::new(
+            job.scope().clone(),
+            job.manifest(),
+            source_digest,
+            facts,
+        )))
     }
 }
 
@@ -364,8 +422,12 @@ impl ValidatedOutcome {
 }
 
 /// Parses `outcome` strictly and re-derives every field that the job determines.
-pub fn validate_outcome(outcome: &Value, job: &ValidatedJob) -> Result<ValidatedOutcome, OutcomeError> {
-    let parsed = Outcome::deserialize(outcome).map_err(|e| OutcomeError::Malformed(e.to_string().chars().take(512).collect()))?;
+pub fn validate_outcome(
+    outcome: &Value,
+    job: &ValidatedJob,
+) -> Result<ValidatedOutcome, OutcomeError> {
+    let parsed = Outcome::deserialize(outcome)
+        .map_err(|e| OutcomeError::Malformed(e.to_string().chars().take(512).collect()))?;
     let r = &parsed.receipt;
     let manifest = job.manifest();
     if r.schema_version != RECEIPT_SCHEMA_VERSION {
@@ -393,7 +455,10 @@ pub fn validate_outcome(outcome: &Value, job: &ValidatedJob) -> Result<Validated
         return Err(OutcomeError::Isolation);
     }
     if parsed.verdict != r.verdict() {
-        return Err(OutcomeError::VerdictMismatch { verdict: parsed.verdict.as_str(), exit_code: r.execution.exit_code });
+        return Err(OutcomeError::VerdictMismatch {
+            verdict: parsed.verdict.as_str(),
+            exit_code: r.execution.exit_code,
+        });
     }
     // Bytes32 parsing is case-insensitive, so this compares the hex case-insensitively.
     let computed = response_hash(parsed.verdict, r);
@@ -488,13 +553,18 @@ impl NoVerdictOutcome {
             end -= 1;
         }
         let detail = detail.get(..end).unwrap_or_default().to_owned();
-        Self { verdict: (), no_verdict: NoVerdict { reason, detail } }
+        Self {
+            verdict: (),
+            no_verdict: NoVerdict { reason, detail },
+        }
     }
 }
 
 /// What `worker --run-regression` prints: a verdict or a reasoned absence of one.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(untagged)]
+// Built and printed once per run; boxing would only make matching on it clumsier.
+#[allow(clippy::large_enum_variant)]
 pub enum RunOutput {
     /// A completed command.
     Verdict(Outcome),

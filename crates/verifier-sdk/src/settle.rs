@@ -2,68 +2,76 @@
 //! the verification hash and event decoding. Encoding only; sending is the shells' job.
 
 use alloy_primitives::{B256, Bytes, U256, keccak256};
-use alloy_sol_types::{SolCall, SolEvent, SolValue, sol};
+use alloy_sol_types::{SolCall, SolEvent, SolValue};
 
 use crate::attest::AttestationSignature;
 use crate::types::{Address, Bytes32};
 
-sol! {
-    /// The bounty contract as the signer and keeper see it.
-    interface IBounty {
-        /// One verifier's signed verdict, as passed to `settleWithAttestations`.
-        #[derive(Debug, PartialEq, Eq)]
-        struct Attestation {
-            address verifier;
-            bool passed;
-            bytes32 responseHash;
-            uint256 deadline;
-            bytes signature;
+// The generated event constructors take one argument per event field.
+#[allow(clippy::too_many_arguments)]
+mod abi {
+    use alloy_sol_types::sol;
+
+    sol! {
+        /// The bounty contract as the signer and keeper see it.
+        interface IBounty {
+            /// One verifier's signed verdict, as passed to `settleWithAttestations`.
+            #[derive(Debug, PartialEq, Eq)]
+            struct Attestation {
+                address verifier;
+                bool passed;
+                bytes32 responseHash;
+                uint256 deadline;
+                bytes signature;
+            }
+
+            /// A settlement paid the solver.
+            #[derive(Debug, PartialEq, Eq)]
+            event BountySettled(bytes32 indexed bountyId, uint64 indexed round, address indexed solver, uint256 solverReward, uint256 claimBondReturned, uint256 timeoutBondBonus, uint256 verifierReward, bytes32 submissionHash, bytes32 evidenceHash, bytes32 policyHash, bytes32 verificationHash);
+            /// A failed quorum rejected the submission.
+            #[derive(Debug, PartialEq, Eq)]
+            event SubmissionRejected(bytes32 indexed bountyId, uint64 indexed round, address indexed solver, uint256 verifierReward, uint256 claimBondForfeited, bytes32 verificationHash);
+            /// A solver submitted.
+            #[derive(Debug, PartialEq, Eq)]
+            event SubmissionAdded(bytes32 indexed bountyId, uint64 indexed round, address indexed solver, bytes32 submissionHash, bytes32 evidenceHash, uint64 verificationExpiresAt);
+
+            /// Lifecycle status (see [`BountyStatus`](crate::settle::BountyStatus)).
+            function status() external view returns (uint8);
+            /// The bounty id.
+            function bountyId() external view returns (bytes32);
+            /// The current round.
+            function round() external view returns (uint64);
+            /// The current solver.
+            function solver() external view returns (address);
+            /// The stored submission hash.
+            function submissionHash() external view returns (bytes32);
+            /// The stored evidence hash.
+            function evidenceHash() external view returns (bytes32);
+            /// The committed policy hash.
+            function policyHash() external view returns (bytes32);
+            /// The committed terms hash.
+            function termsHash() external view returns (bytes32);
+            /// End of the verification window.
+            function verificationExpiresAt() external view returns (uint64);
+            /// 0 module, 1 signed quorum, 2 AI quorum.
+            function verificationMode() external view returns (uint8);
+            /// Attestations required.
+            function threshold() external view returns (uint8);
+            /// keccak256(abi.encode(verifiers)).
+            function verifierSetHash() external view returns (bytes32);
+            /// The verifier set in policy order.
+            function verifiers() external view returns (address[]);
+            /// Membership in the verifier set.
+            function isVerifier(address account) external view returns (bool);
+            /// The EIP-712 digest the contract will check for this verifier and verdict.
+            function attestationDigest(address verifier, bool passed, bytes32 responseHash, uint256 deadline) external view returns (bytes32);
+            /// Permissionless settlement with a full quorum of signatures.
+            function settleWithAttestations(Attestation[] attestations) external;
         }
-
-        /// A settlement paid the solver.
-        #[derive(Debug, PartialEq, Eq)]
-        event BountySettled(bytes32 indexed bountyId, uint64 indexed round, address indexed solver, uint256 solverReward, uint256 claimBondReturned, uint256 timeoutBondBonus, uint256 verifierReward, bytes32 submissionHash, bytes32 evidenceHash, bytes32 policyHash, bytes32 verificationHash);
-        /// A failed quorum rejected the submission.
-        #[derive(Debug, PartialEq, Eq)]
-        event SubmissionRejected(bytes32 indexed bountyId, uint64 indexed round, address indexed solver, uint256 verifierReward, uint256 claimBondForfeited, bytes32 verificationHash);
-        /// A solver submitted.
-        #[derive(Debug, PartialEq, Eq)]
-        event SubmissionAdded(bytes32 indexed bountyId, uint64 indexed round, address indexed solver, bytes32 submissionHash, bytes32 evidenceHash, uint64 verificationExpiresAt);
-
-        /// Lifecycle status (see [`BountyStatus`](crate::settle::BountyStatus)).
-        function status() external view returns (uint8);
-        /// The bounty id.
-        function bountyId() external view returns (bytes32);
-        /// The current round.
-        function round() external view returns (uint64);
-        /// The current solver.
-        function solver() external view returns (address);
-        /// The stored submission hash.
-        function submissionHash() external view returns (bytes32);
-        /// The stored evidence hash.
-        function evidenceHash() external view returns (bytes32);
-        /// The committed policy hash.
-        function policyHash() external view returns (bytes32);
-        /// The committed terms hash.
-        function termsHash() external view returns (bytes32);
-        /// End of the verification window.
-        function verificationExpiresAt() external view returns (uint64);
-        /// 0 module, 1 signed quorum, 2 AI quorum.
-        function verificationMode() external view returns (uint8);
-        /// Attestations required.
-        function threshold() external view returns (uint8);
-        /// keccak256(abi.encode(verifiers)).
-        function verifierSetHash() external view returns (bytes32);
-        /// The verifier set in policy order.
-        function verifiers() external view returns (address[]);
-        /// Membership in the verifier set.
-        function isVerifier(address account) external view returns (bool);
-        /// The EIP-712 digest the contract will check for this verifier and verdict.
-        function attestationDigest(address verifier, bool passed, bytes32 responseHash, uint256 deadline) external view returns (bytes32);
-        /// Permissionless settlement with a full quorum of signatures.
-        function settleWithAttestations(Attestation[] attestations) external;
     }
 }
+
+pub use abi::IBounty;
 
 pub use IBounty::{Attestation, BountySettled, SubmissionAdded, SubmissionRejected};
 
@@ -115,7 +123,12 @@ impl TryFrom<u8> for BountyStatus {
             3 => Self::Submitted,
             4 => Self::Settled,
             5 => Self::Cancelled,
-            _ => return Err(UnknownEnumValue { kind: "bounty status", value }),
+            _ => {
+                return Err(UnknownEnumValue {
+                    kind: "bounty status",
+                    value,
+                });
+            }
         })
     }
 }
@@ -127,13 +140,24 @@ impl TryFrom<u8> for VerificationMode {
             0 => Self::Module,
             1 => Self::SignedQuorum,
             2 => Self::AiQuorum,
-            _ => return Err(UnknownEnumValue { kind: "verification mode", value }),
+            _ => {
+                return Err(UnknownEnumValue {
+                    kind: "verification mode",
+                    value,
+                });
+            }
         })
     }
 }
 
 /// Builds one settlement attestation from sdk types.
-pub fn attestation(verifier: Address, passed: bool, response_hash: Bytes32, deadline: u64, signature: &AttestationSignature) -> Attestation {
+pub fn attestation(
+    verifier: Address,
+    passed: bool,
+    response_hash: Bytes32,
+    deadline: u64,
+    signature: &AttestationSignature,
+) -> Attestation {
     Attestation {
         verifier: verifier.into(),
         passed,
@@ -145,11 +169,19 @@ pub fn attestation(verifier: Address, passed: bool, response_hash: Bytes32, dead
 
 /// Calldata of `settleWithAttestations(attestations)`.
 pub fn settle_calldata(attestations: &[Attestation]) -> Vec<u8> {
-    IBounty::settleWithAttestationsCall { attestations: attestations.to_vec() }.abi_encode()
+    IBounty::settleWithAttestationsCall {
+        attestations: attestations.to_vec(),
+    }
+    .abi_encode()
 }
 
 /// Calldata of `attestationDigest(verifier, passed, responseHash, deadline)`.
-pub fn attestation_digest_calldata(verifier: Address, passed: bool, response_hash: Bytes32, deadline: u64) -> Vec<u8> {
+pub fn attestation_digest_calldata(
+    verifier: Address,
+    passed: bool,
+    response_hash: Bytes32,
+    deadline: u64,
+) -> Vec<u8> {
     IBounty::attestationDigestCall {
         verifier: verifier.into(),
         passed,
@@ -184,8 +216,10 @@ fn decode<E: SolEvent>(topics: &[B256], data: &[u8]) -> Result<E, EventError> {
     if topics.first() != Some(&E::SIGNATURE_HASH) {
         return Err(EventError::WrongEvent(E::SIGNATURE));
     }
-    E::decode_raw_log_validate(topics.iter().copied(), data)
-        .map_err(|e| EventError::Decode { event: E::SIGNATURE, reason: e.to_string() })
+    E::decode_raw_log_validate(topics.iter().copied(), data).map_err(|e| EventError::Decode {
+        event: E::SIGNATURE,
+        reason: e.to_string(),
+    })
 }
 
 /// Decodes a `BountySettled` log (the caller checks it came from the bounty's own address).
@@ -194,12 +228,18 @@ pub fn decode_bounty_settled(topics: &[B256], data: &[u8]) -> Result<BountySettl
 }
 
 /// Decodes a `SubmissionRejected` log.
-pub fn decode_submission_rejected(topics: &[B256], data: &[u8]) -> Result<SubmissionRejected, EventError> {
+pub fn decode_submission_rejected(
+    topics: &[B256],
+    data: &[u8],
+) -> Result<SubmissionRejected, EventError> {
     decode(topics, data)
 }
 
 /// Decodes a `SubmissionAdded` log.
-pub fn decode_submission_added(topics: &[B256], data: &[u8]) -> Result<SubmissionAdded, EventError> {
+pub fn decode_submission_added(
+    topics: &[B256],
+    data: &[u8],
+) -> Result<SubmissionAdded, EventError> {
     decode(topics, data)
 }
 
@@ -213,7 +253,10 @@ pub enum SettlementEvent {
 }
 
 /// Decodes a log as either settlement event, or `None` if topic0 is neither.
-pub fn decode_settlement_event(topics: &[B256], data: &[u8]) -> Option<Result<SettlementEvent, EventError>> {
+pub fn decode_settlement_event(
+    topics: &[B256],
+    data: &[u8],
+) -> Option<Result<SettlementEvent, EventError>> {
     let topic0 = topics.first()?;
     if *topic0 == BountySettled::SIGNATURE_HASH {
         Some(decode_bounty_settled(topics, data).map(SettlementEvent::Settled))
@@ -235,8 +278,14 @@ mod tests {
 
     #[test]
     fn golden_selectors_and_topics() {
-        assert_eq!(hex::encode(IBounty::attestationDigestCall::SELECTOR), "fbb69591");
-        assert_eq!(hex::encode(IBounty::settleWithAttestationsCall::SELECTOR), "e3457186");
+        assert_eq!(
+            hex::encode(IBounty::attestationDigestCall::SELECTOR),
+            "fbb69591"
+        );
+        assert_eq!(
+            hex::encode(IBounty::settleWithAttestationsCall::SELECTOR),
+            "e3457186"
+        );
         assert_eq!(
             BountySettled::SIGNATURE_HASH.to_string(),
             "0x2ee7b1323824324868017119c9922527f2e2c8eb20a8044c3dd574bdbfb2dd71"
@@ -280,19 +329,32 @@ mod tests {
         ];
         assert_eq!(words(&data[4..]), expected);
         // verificationHash is keccak256 of the same encoding without the selector.
-        assert_eq!(verification_hash(&[vector_attestation()]), Bytes32::from(keccak256(&data[4..])));
+        assert_eq!(
+            verification_hash(&[vector_attestation()]),
+            Bytes32::from(keccak256(&data[4..]))
+        );
     }
 
     #[test]
     fn attestation_digest_calldata_encodes_four_words() {
         let data = attestation_digest_calldata(
-            "0x1111111111111111111111111111111111111111".parse().unwrap(),
+            "0x1111111111111111111111111111111111111111"
+                .parse()
+                .unwrap(),
             false,
             Bytes32::from_bytes([0xaa; 32]),
             123,
         );
         assert_eq!(hex::encode(&data[..4]), "fbb69591");
-        assert_eq!(words(&data[4..]), vec![format!("{:0>64}", "11".repeat(20)), "0".repeat(64), "aa".repeat(32), format!("{:0>64}", "7b")]);
+        assert_eq!(
+            words(&data[4..]),
+            vec![
+                format!("{:0>64}", "11".repeat(20)),
+                "0".repeat(64),
+                "aa".repeat(32),
+                format!("{:0>64}", "7b")
+            ]
+        );
     }
 
     #[test]
@@ -300,7 +362,10 @@ mod tests {
         assert_eq!(BountyStatus::try_from(3), Ok(BountyStatus::Submitted));
         assert_eq!(BountyStatus::try_from(5), Ok(BountyStatus::Cancelled));
         assert!(BountyStatus::try_from(6).is_err());
-        assert_eq!(VerificationMode::try_from(1), Ok(VerificationMode::SignedQuorum));
+        assert_eq!(
+            VerificationMode::try_from(1),
+            Ok(VerificationMode::SignedQuorum)
+        );
         assert!(VerificationMode::try_from(3).is_err());
     }
 
@@ -321,9 +386,18 @@ mod tests {
         };
         let log = ev.encode_log_data();
         assert_eq!(decode_bounty_settled(log.topics(), &log.data).unwrap(), ev);
-        assert!(matches!(decode_settlement_event(log.topics(), &log.data), Some(Ok(SettlementEvent::Settled(_)))));
-        assert_eq!(decode_submission_rejected(log.topics(), &log.data), Err(EventError::WrongEvent(SubmissionRejected::SIGNATURE)));
-        assert!(matches!(decode_bounty_settled(log.topics(), &log.data[..64]), Err(EventError::Decode { .. })));
+        assert!(matches!(
+            decode_settlement_event(log.topics(), &log.data),
+            Some(Ok(SettlementEvent::Settled(_)))
+        ));
+        assert_eq!(
+            decode_submission_rejected(log.topics(), &log.data),
+            Err(EventError::WrongEvent(SubmissionRejected::SIGNATURE))
+        );
+        assert!(matches!(
+            decode_bounty_settled(log.topics(), &log.data[..64]),
+            Err(EventError::Decode { .. })
+        ));
         assert!(decode_settlement_event(&[SubmissionAdded::SIGNATURE_HASH], &[]).is_none());
         assert!(decode_settlement_event(&[], &[]).is_none());
 
@@ -336,6 +410,9 @@ mod tests {
             verificationHash: FixedBytes([7; 32]),
         };
         let log = rej.encode_log_data();
-        assert_eq!(decode_settlement_event(log.topics(), &log.data), Some(Ok(SettlementEvent::Rejected(rej))));
+        assert_eq!(
+            decode_settlement_event(log.topics(), &log.data),
+            Some(Ok(SettlementEvent::Rejected(rej)))
+        );
     }
 }

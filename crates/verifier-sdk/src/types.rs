@@ -214,7 +214,11 @@ mod tests {
         let upper = format!("sha256:{}", "AB".repeat(32));
         assert!(upper.parse::<Sha256Digest>().is_err());
         assert!("sha256:".parse::<Sha256Digest>().is_err());
-        assert!(format!("sha256:{}", "a".repeat(63)).parse::<Sha256Digest>().is_err());
+        assert!(
+            format!("sha256:{}", "a".repeat(63))
+                .parse::<Sha256Digest>()
+                .is_err()
+        );
     }
 
     #[test]
@@ -224,6 +228,6 @@ mod tests {
         let a: Address = format!("0x{}", "Cd".repeat(20)).parse().unwrap();
         assert_eq!(a.to_string(), format!("0x{}", "cd".repeat(20)));
         assert!("0x1234".parse::<Address>().is_err());
-        assert!(format!("{}", "ab".repeat(20)).parse::<Address>().is_err());
+        assert!("ab".repeat(20).parse::<Address>().is_err());
     }
 }
