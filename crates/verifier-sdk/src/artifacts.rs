@@ -9,6 +9,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use sha2::{Digest, Sha256};
 
+use crate::attest::{AttestationSignature, SignatureError};
 use crate::types::{Address, Bytes32};
 
 /// `schema` of a candidate file.
@@ -40,6 +41,9 @@ pub enum ArtifactError {
     /// A candidate's file name does not belong to its job id.
     #[error("candidate file name does not match the job id")]
     CandidateFileMismatch,
+    /// An attestation file's signature has the wrong shape.
+    #[error("attestation signature: {0}")]
+    Signature(#[from] SignatureError),
 }
 
 /// A run's candidate: the job and outcome as received, plus the worker's evidence record.
@@ -199,7 +203,7 @@ pub struct AttestationFile {
 }
 
 impl AttestationFile {
-    /// Parses strictly; checks the schema and the candidate file name.
+    /// Parses strictly; checks the schema, the signature's shape and the candidate file name.
     pub fn from_value(v: &Value) -> Result<Self, ArtifactError> {
         let a = Self::deserialize(v).map_err(malformed)?;
         if a.schema != ATTESTATION_SCHEMA {
@@ -207,11 +211,17 @@ impl AttestationFile {
                 expected: ATTESTATION_SCHEMA,
             });
         }
+        a.parsed_signature()?;
         check_candidate_file_name(&a.candidate_file)?;
         if a.candidate_file != candidate_file_name(&a.job_id) {
             return Err(ArtifactError::CandidateFileMismatch);
         }
         Ok(a)
+    }
+
+    /// The signature with its shape checked (65 bytes, low-s, v 27/28).
+    pub fn parsed_signature(&self) -> Result<AttestationSignature, SignatureError> {
+        AttestationSignature::from_hex(&self.signature)
     }
 }
 
@@ -349,7 +359,7 @@ mod tests {
             "passed": true,
             "response_hash": format!("0x{}", "aa".repeat(32)),
             "deadline": 123,
-            "signature": "0x00",
+            "signature": format!("0x{}01{}011b", "00".repeat(31), "00".repeat(31)),
             "candidate_file": candidate_file_name("job-1"),
         });
         assert!(AttestationFile::from_value(&a).is_ok());
@@ -366,6 +376,12 @@ mod tests {
             Err(ArtifactError::Schema {
                 expected: ATTESTATION_SCHEMA
             })
+        );
+        let mut bad_sig = a.clone();
+        bad_sig["signature"] = json!(format!("0x{}01{}011d", "00".repeat(31), "00".repeat(31)));
+        assert_eq!(
+            AttestationFile::from_value(&bad_sig),
+            Err(ArtifactError::Signature(SignatureError::V(0x1d)))
         );
         let mut unknown = a;
         unknown["extra"] = json!(true);
