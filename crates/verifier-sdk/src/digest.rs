@@ -35,7 +35,10 @@ impl TreeLimits {
         if max_bytes == 0 || max_files == 0 {
             return Err(DigestError::ZeroLimit);
         }
-        Ok(Self { max_bytes, max_files })
+        Ok(Self {
+            max_bytes,
+            max_files,
+        })
     }
 }
 
@@ -124,7 +127,9 @@ pub fn validate_relative_path(path: &str) -> Result<(), DigestError> {
             || component.contains('\\')
             || component.contains('\0')
         {
-            return Err(DigestError::InvalidComponent(path.chars().take(256).collect()));
+            return Err(DigestError::InvalidComponent(
+                path.chars().take(256).collect(),
+            ));
         }
     }
     if depth > MAX_PATH_COMPONENTS {
@@ -155,7 +160,14 @@ impl DirectoryHasher {
     pub fn new(limits: TreeLimits) -> Self {
         let mut sha = Sha256::new();
         sha.update(DIRECTORY_DIGEST_DOMAIN);
-        Self { sha, limits, file_count: 0, total_bytes: 0, last_path: None, current: None }
+        Self {
+            sha,
+            limits,
+            file_count: 0,
+            total_bytes: 0,
+            last_path: None,
+            current: None,
+        }
     }
 
     /// Announces the next file: validates its path, order and the limits, and hashes the
@@ -163,31 +175,41 @@ impl DirectoryHasher {
     pub fn begin_file(&mut self, path: &str, size: u64) -> Result<(), DigestError> {
         self.end_file()?;
         validate_relative_path(path)?;
-        if let Some(last) = &self.last_path {
-            if path.as_bytes() <= last.as_slice() {
-                return Err(DigestError::OutOfOrder(path.chars().take(256).collect()));
-            }
+        if let Some(last) = &self.last_path
+            && path.as_bytes() <= last.as_slice()
+        {
+            return Err(DigestError::OutOfOrder(path.chars().take(256).collect()));
         }
         self.file_count += 1;
         if self.file_count > self.limits.max_files {
-            return Err(DigestError::TooManyFiles { limit: self.limits.max_files });
+            return Err(DigestError::TooManyFiles {
+                limit: self.limits.max_files,
+            });
         }
         self.total_bytes = self.total_bytes.saturating_add(size);
         if self.total_bytes > self.limits.max_bytes {
-            return Err(DigestError::TooManyBytes { limit: self.limits.max_bytes });
+            return Err(DigestError::TooManyBytes {
+                limit: self.limits.max_bytes,
+            });
         }
         self.sha.update((path.len() as u64).to_be_bytes());
         self.sha.update(path.as_bytes());
         self.sha.update(size.to_be_bytes());
         self.last_path = Some(path.as_bytes().to_vec());
-        self.current = Some(OpenFile { path: path.to_owned(), expected: size, read: 0 });
+        self.current = Some(OpenFile {
+            path: path.to_owned(),
+            expected: size,
+            read: 0,
+        });
         Ok(())
     }
 
     /// Hashes the next chunk of the current file's content.
     pub fn update(&mut self, chunk: &[u8]) -> Result<(), DigestError> {
         let Some(open) = self.current.as_mut() else {
-            return Err(DigestError::OutOfOrder(String::from("<content before any file>")));
+            return Err(DigestError::OutOfOrder(String::from(
+                "<content before any file>",
+            )));
         };
         open.read += chunk.len() as u64;
         if open.read > open.expected {
@@ -202,14 +224,14 @@ impl DirectoryHasher {
     }
 
     fn end_file(&mut self) -> Result<(), DigestError> {
-        if let Some(open) = self.current.take() {
-            if open.read != open.expected {
-                return Err(DigestError::SizeChanged {
-                    path: open.path,
-                    expected: open.expected,
-                    actual: open.read,
-                });
-            }
+        if let Some(open) = self.current.take()
+            && open.read != open.expected
+        {
+            return Err(DigestError::SizeChanged {
+                path: open.path,
+                expected: open.expected,
+                actual: open.read,
+            });
         }
         Ok(())
     }
@@ -239,8 +261,14 @@ pub struct TreeEntry {
 /// Lists a tree's regular files sorted by path bytes, enforcing every structural rule
 /// (no links or special files, UTF-8 names, depth, directory count) and the limits, without
 /// reading any content. Directories are returned too, sorted, so a stager can recreate them.
-pub fn list_tree(root: &Path, limits: TreeLimits) -> Result<(Vec<TreeEntry>, Vec<String>), DigestError> {
-    let meta = fs::symlink_metadata(root).map_err(|source| DigestError::Io { path: root.into(), source })?;
+pub fn list_tree(
+    root: &Path,
+    limits: TreeLimits,
+) -> Result<(Vec<TreeEntry>, Vec<String>), DigestError> {
+    let meta = fs::symlink_metadata(root).map_err(|source| DigestError::Io {
+        path: root.into(),
+        source,
+    })?;
     if !meta.is_dir() {
         return Err(DigestError::NotADirectory(root.into()));
     }
@@ -249,17 +277,30 @@ pub fn list_tree(root: &Path, limits: TreeLimits) -> Result<(Vec<TreeEntry>, Vec
     let mut total: u64 = 0;
     let mut stack: Vec<(PathBuf, String, usize)> = vec![(root.to_path_buf(), String::new(), 0)];
     while let Some((abs, rel, depth)) = stack.pop() {
-        let read = fs::read_dir(&abs).map_err(|source| DigestError::Io { path: abs.clone(), source })?;
+        let read = fs::read_dir(&abs).map_err(|source| DigestError::Io {
+            path: abs.clone(),
+            source,
+        })?;
         for entry in read {
-            let entry = entry.map_err(|source| DigestError::Io { path: abs.clone(), source })?;
+            let entry = entry.map_err(|source| DigestError::Io {
+                path: abs.clone(),
+                source,
+            })?;
             let name = entry.file_name();
             let child_abs = entry.path();
             let Some(name) = name.to_str() else {
                 return Err(DigestError::NonUtf8Name(child_abs));
             };
-            let child_rel = if rel.is_empty() { name.to_owned() } else { format!("{rel}/{name}") };
+            let child_rel = if rel.is_empty() {
+                name.to_owned()
+            } else {
+                format!("{rel}/{name}")
+            };
             validate_relative_path(&child_rel)?;
-            let ft = entry.file_type().map_err(|source| DigestError::Io { path: child_abs.clone(), source })?;
+            let ft = entry.file_type().map_err(|source| DigestError::Io {
+                path: child_abs.clone(),
+                source,
+            })?;
             if ft.is_symlink() {
                 return Err(DigestError::Symlink(child_abs));
             } else if ft.is_dir() {
@@ -269,15 +310,26 @@ pub fn list_tree(root: &Path, limits: TreeLimits) -> Result<(Vec<TreeEntry>, Vec
                 dirs.push(child_rel.clone());
                 stack.push((child_abs, child_rel, depth + 1));
             } else if ft.is_file() {
-                let m = entry.metadata().map_err(|source| DigestError::Io { path: child_abs.clone(), source })?;
+                let m = entry.metadata().map_err(|source| DigestError::Io {
+                    path: child_abs.clone(),
+                    source,
+                })?;
                 if files.len() as u64 >= limits.max_files {
-                    return Err(DigestError::TooManyFiles { limit: limits.max_files });
+                    return Err(DigestError::TooManyFiles {
+                        limit: limits.max_files,
+                    });
                 }
                 total = total.saturating_add(m.len());
                 if total > limits.max_bytes {
-                    return Err(DigestError::TooManyBytes { limit: limits.max_bytes });
+                    return Err(DigestError::TooManyBytes {
+                        limit: limits.max_bytes,
+                    });
                 }
-                files.push(TreeEntry { rel_path: child_rel, size: m.len(), executable: is_executable(&m) });
+                files.push(TreeEntry {
+                    rel_path: child_rel,
+                    size: m.len(),
+                    executable: is_executable(&m),
+                });
             } else {
                 return Err(DigestError::SpecialFile(child_abs));
             }
@@ -308,10 +360,16 @@ pub fn digest_directory(root: &Path, limits: TreeLimits) -> Result<Snapshot, Dig
     for entry in &files {
         let abs = root.join(&entry.rel_path);
         hasher.begin_file(&entry.rel_path, entry.size)?;
-        let mut file = fs::File::open(&abs).map_err(|source| DigestError::Io { path: abs.clone(), source })?;
+        let mut file = fs::File::open(&abs).map_err(|source| DigestError::Io {
+            path: abs.clone(),
+            source,
+        })?;
         let mut read_total: u64 = 0;
         loop {
-            let n = file.read(&mut buf).map_err(|source| DigestError::Io { path: abs.clone(), source })?;
+            let n = file.read(&mut buf).map_err(|source| DigestError::Io {
+                path: abs.clone(),
+                source,
+            })?;
             if n == 0 {
                 break;
             }
@@ -346,11 +404,24 @@ mod tests {
 
     #[test]
     fn golden_vectors() {
-        let cases: [(&[(&str, &[u8])], &str); 4] = [
-            (&[("expected.txt", b"expected-output\n")], "sha256:f6630a1c99d3a6f27f0505b6e04890a9bbe973a78b2e9c0ff89580dae2967849"),
-            (&[("result.txt", b"expected-output\n")], "sha256:a1a2e7e0e6a698d862c0820310b86655104e5866a45ef62b383ead4c5a3c5249"),
-            (&[("result.txt", b"unexpected-output\n")], "sha256:eaab4b0fc8ff768c2bb16621eddb93c15398a93b203743e1cbc18e9e3eac8ebe"),
-            (&[], "sha256:c6aa1c589e8b19b6ce405068e268ac2a954ef81be68893c39df475a5f4c82b76"),
+        type Case<'a> = (&'a [(&'a str, &'a [u8])], &'a str);
+        let cases: [Case<'_>; 4] = [
+            (
+                &[("expected.txt", b"expected-output\n")],
+                "sha256:f6630a1c99d3a6f27f0505b6e04890a9bbe973a78b2e9c0ff89580dae2967849",
+            ),
+            (
+                &[("result.txt", b"expected-output\n")],
+                "sha256:a1a2e7e0e6a698d862c0820310b86655104e5866a45ef62b383ead4c5a3c5249",
+            ),
+            (
+                &[("result.txt", b"unexpected-output\n")],
+                "sha256:eaab4b0fc8ff768c2bb16621eddb93c15398a93b203743e1cbc18e9e3eac8ebe",
+            ),
+            (
+                &[],
+                "sha256:c6aa1c589e8b19b6ce405068e268ac2a954ef81be68893c39df475a5f4c82b76",
+            ),
         ];
         for (files, expected) in cases {
             let dir = tree(files);
@@ -368,7 +439,10 @@ mod tests {
         h.update(b"2").unwrap();
         h.begin_file("a/b", 1).unwrap();
         h.update(b"1").unwrap();
-        assert_eq!(digest_directory(dir.path(), limits()).unwrap().digest, h.finish().unwrap().digest);
+        assert_eq!(
+            digest_directory(dir.path(), limits()).unwrap().digest,
+            h.finish().unwrap().digest
+        );
     }
 
     #[test]
@@ -392,23 +466,36 @@ mod tests {
             assert!(validate_relative_path(bad).is_err(), "{bad:?}");
         }
         let dir = tree(&[("x\\y", b"1")]);
-        assert!(matches!(digest_directory(dir.path(), limits()), Err(DigestError::InvalidComponent(_))));
+        assert!(matches!(
+            digest_directory(dir.path(), limits()),
+            Err(DigestError::InvalidComponent(_))
+        ));
     }
 
     #[test]
     fn rejects_symlinks() {
         let dir = tree(&[("a", b"1")]);
         std::os::unix::fs::symlink("a", dir.path().join("link")).unwrap();
-        assert!(matches!(digest_directory(dir.path(), limits()), Err(DigestError::Symlink(_))));
+        assert!(matches!(
+            digest_directory(dir.path(), limits()),
+            Err(DigestError::Symlink(_))
+        ));
     }
 
     #[test]
     fn depth_limit_allows_forty_levels_and_rejects_129() {
-        let deep40 = (0..39).map(|i| format!("d{i}")).collect::<Vec<_>>().join("/") + "/f";
+        let deep40 = (0..39)
+            .map(|i| format!("d{i}"))
+            .collect::<Vec<_>>()
+            .join("/")
+            + "/f";
         let dir = tree(&[(deep40.as_str(), b"x")]);
         assert!(digest_directory(dir.path(), limits()).is_ok());
         let deep129 = (0..128).map(|_| "d").collect::<Vec<_>>().join("/") + "/f";
-        assert!(matches!(validate_relative_path(&deep129), Err(DigestError::TooDeep(_))));
+        assert!(matches!(
+            validate_relative_path(&deep129),
+            Err(DigestError::TooDeep(_))
+        ));
     }
 
     #[test]
@@ -419,6 +506,91 @@ mod tests {
         assert!(matches!(h.finish(), Err(DigestError::SizeChanged { .. })));
         let mut h = DirectoryHasher::new(limits());
         h.begin_file("a", 1).unwrap();
-        assert!(matches!(h.update(b"ab"), Err(DigestError::SizeChanged { .. })));
+        assert!(matches!(
+            h.update(b"ab"),
+            Err(DigestError::SizeChanged { .. })
+        ));
+    }
+
+    mod properties {
+        use super::*;
+        use proptest::prelude::*;
+        use std::collections::BTreeMap;
+
+        /// Relative paths of 1–3 components from a small alphabet, so that prefixes, `.`
+        /// versus `/` ordering and file/directory name clashes all occur.
+        fn arb_tree() -> impl Strategy<Value = BTreeMap<String, Vec<u8>>> {
+            let component = "[a-c.]{1,3}".prop_filter("not . or ..", |c| c != "." && c != "..");
+            let path = prop::collection::vec(component, 1..4).prop_map(|c| c.join("/"));
+            prop::collection::btree_map(path, prop::collection::vec(any::<u8>(), 0..64), 0..12)
+                // A path cannot be both a file and a directory.
+                .prop_filter("file/dir clash", |m| {
+                    !m.keys()
+                        .any(|a| m.keys().any(|b| b.starts_with(&format!("{a}/"))))
+                })
+        }
+
+        fn write_tree(files: &BTreeMap<String, Vec<u8>>) -> tempfile::TempDir {
+            let dir = tempfile::tempdir().unwrap();
+            for (path, content) in files {
+                let p = dir.path().join(path);
+                fs::create_dir_all(p.parent().unwrap()).unwrap();
+                fs::write(p, content).unwrap();
+            }
+            dir
+        }
+
+        fn hash_in_memory(files: &BTreeMap<String, Vec<u8>>) -> Snapshot {
+            let mut sorted: Vec<_> = files.iter().collect();
+            sorted.sort_by(|a, b| a.0.as_bytes().cmp(b.0.as_bytes()));
+            let mut h = DirectoryHasher::new(limits());
+            for (path, content) in sorted {
+                h.begin_file(path, content.len() as u64).unwrap();
+                // Feed in uneven chunks: chunking must not matter.
+                for chunk in content.chunks(7) {
+                    h.update(chunk).unwrap();
+                }
+            }
+            h.finish().unwrap()
+        }
+
+        proptest! {
+            #![proptest_config(ProptestConfig::with_cases(64))]
+
+            #[test]
+            fn incremental_hasher_agrees_with_the_reference_walk(files in arb_tree()) {
+                let dir = write_tree(&files);
+                let walked = digest_directory(dir.path(), limits()).unwrap();
+                let incremental = hash_in_memory(&files);
+                prop_assert_eq!(walked, incremental);
+                prop_assert_eq!(walked.file_count, files.len() as u64);
+                prop_assert_eq!(walked.total_bytes, files.values().map(|c| c.len() as u64).sum::<u64>());
+                // Stable: a second walk gives the same digest.
+                prop_assert_eq!(digest_directory(dir.path(), limits()).unwrap(), walked);
+            }
+
+            #[test]
+            fn digest_is_content_and_name_sensitive(files in arb_tree(), pick in any::<prop::sample::Index>(), byte in any::<u8>()) {
+                prop_assume!(!files.is_empty());
+                let base = hash_in_memory(&files).digest;
+                let key = pick.get(&files.keys().collect::<Vec<_>>()).to_string();
+
+                let mut changed = files.clone();
+                let content = changed.get_mut(&key).unwrap();
+                if content.is_empty() { content.push(byte) } else { content[0] = content[0].wrapping_add(byte.max(1)) }
+                prop_assert_ne!(hash_in_memory(&changed).digest, base);
+
+                let mut renamed = files.clone();
+                let content = renamed.remove(&key).unwrap();
+                let new_name = format!("{key}x");
+                prop_assume!(!renamed.keys().any(|k| *k == new_name || k.starts_with(&format!("{new_name}/"))));
+                renamed.insert(new_name, content);
+                prop_assert_ne!(hash_in_memory(&renamed).digest, base);
+
+                let mut removed = files.clone();
+                removed.remove(&key);
+                prop_assert_ne!(hash_in_memory(&removed).digest, base);
+            }
+        }
     }
 }

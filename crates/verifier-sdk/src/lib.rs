@@ -8,9 +8,66 @@
 //! has no async runtime: everything here is a pure function of its inputs (the reference
 //! directory walk reads files, nothing else), so the worker, signer and keeper can each
 //! re-run the same checks on the bytes they received.
+//!
+//! # Using it
+//!
+//! Untrusted JSON becomes a checked type only through a verifying constructor:
+//!
+//! - worker: [`validate_job`]`(&raw_job, now)` → [`ValidatedJob`] (chain, scope, manifest,
+//!   source and benchmark refs, snapshot digest); stage and run; then
+//!   [`Outcome::for_job`]`(&job, staged_source_digest, facts)` derives the verdict from the exit
+//!   code and computes the response hash. Without a verdict, print a [`NoVerdictOutcome`].
+//!   Write a [`Candidate`] to [`candidate_file_name`]`(job_id)`.
+//! - signer: [`Candidate::from_value`], then [`validate_job`] and
+//!   [`validate_outcome`]`(&candidate.outcome, &job)` on the raw values again;
+//!   [`attestation_deadline`], [`AttestationFields::for_outcome`] and [`attestation_digest`]
+//!   (compare with the contract's `attestationDigest`, see [`settle::IBounty`]).
+//! - keeper: [`AttestationFile::from_value`], [`AttestationSignature::from_hex`],
+//!   [`recover_signer`], [`verifier_set_hash`], [`settle::attestation`] and
+//!   [`settle_calldata`]; confirm with [`settle::decode_settlement_event`].
+//!
+//! Hex is printed lowercase; [`Bytes32`] and [`Address`] accept either case, staged
+//! [`Sha256Digest`]s only lowercase. Enable the `fixtures` feature for [`fixtures`], builders
+//! of complete hash-consistent jobs for tests.
 
+#![warn(missing_docs)]
+
+pub mod artifacts;
+pub mod attest;
+pub mod canonical;
 pub mod digest;
+#[cfg(any(test, feature = "fixtures"))]
+pub mod fixtures;
+pub mod job;
+pub mod manifest;
+pub mod receipt;
+pub mod settle;
 pub mod types;
 
-pub use digest::{DirectoryHasher, Snapshot, TreeLimits, digest_directory};
+pub use artifacts::{
+    ArtifactError, AttestationFile, Candidate, CandidateEntry, CandidateManifest, DeadlineError,
+    attestation_deadline, candidate_file_name, check_candidate_file_name,
+};
+pub use attest::{
+    AttestationFields, AttestationSignature, SignatureError, attestation_digest,
+    attestation_typehash, domain_separator, recover_signer, struct_hash, verifier_set_hash,
+};
+pub use canonical::{canonical_json, keccak_json, sha256_digest, sha256_json, sha256_utf8};
+pub use digest::{DigestError, DirectoryHasher, Snapshot, TreeLimits, digest_directory};
+pub use job::{
+    BenchmarkSource, CommitId, GithubRepo, JobError, Network, RelativeDir, SourceRef, ValidatedJob,
+    validate_job,
+};
+pub use manifest::{ManifestError, RunnerManifest, command_hash, runner_manifest_hash};
+pub use receipt::{
+    Execution, ExecutionFacts, Isolation, NoVerdict, NoVerdictOutcome, NoVerdictReason, Outcome,
+    OutcomeError, Receipt, RunOutput, Scope, ValidatedOutcome, Verdict, response_hash,
+    validate_outcome,
+};
+pub use settle::{
+    BountyStatus, SettlementEvent, VerificationMode, settle_calldata, verification_hash,
+};
 pub use types::{Address, Bytes32, ParseValueError, Sha256Digest};
+
+#[cfg(test)]
+mod end_to_end_tests;

@@ -161,6 +161,31 @@ impl fmt::Debug for Address {
     }
 }
 
+// Conversions to alloy's types, for ABI encoding and signature recovery.
+impl From<Bytes32> for alloy_primitives::B256 {
+    fn from(v: Bytes32) -> Self {
+        alloy_primitives::B256::from(v.0)
+    }
+}
+
+impl From<alloy_primitives::B256> for Bytes32 {
+    fn from(v: alloy_primitives::B256) -> Self {
+        Self(v.0)
+    }
+}
+
+impl From<Address> for alloy_primitives::Address {
+    fn from(v: Address) -> Self {
+        alloy_primitives::Address::from(v.0)
+    }
+}
+
+impl From<alloy_primitives::Address> for Address {
+    fn from(v: alloy_primitives::Address) -> Self {
+        Self(v.0.0)
+    }
+}
+
 macro_rules! serde_via_str {
     ($($ty:ty),*) => {$(
         impl Serialize for $ty {
@@ -189,7 +214,11 @@ mod tests {
         let upper = format!("sha256:{}", "AB".repeat(32));
         assert!(upper.parse::<Sha256Digest>().is_err());
         assert!("sha256:".parse::<Sha256Digest>().is_err());
-        assert!(format!("sha256:{}", "a".repeat(63)).parse::<Sha256Digest>().is_err());
+        assert!(
+            format!("sha256:{}", "a".repeat(63))
+                .parse::<Sha256Digest>()
+                .is_err()
+        );
     }
 
     #[test]
@@ -199,6 +228,6 @@ mod tests {
         let a: Address = format!("0x{}", "Cd".repeat(20)).parse().unwrap();
         assert_eq!(a.to_string(), format!("0x{}", "cd".repeat(20)));
         assert!("0x1234".parse::<Address>().is_err());
-        assert!(format!("{}", "ab".repeat(20)).parse::<Address>().is_err());
+        assert!("ab".repeat(20).parse::<Address>().is_err());
     }
 }

@@ -1,0 +1,393 @@
+//! File formats passed between the runner, signer and keeper (PROTOCOL §7) and the
+//! attestation deadline rule.
+//!
+//! The candidate carries the job and outcome as raw JSON: every reader re-validates them with
+//! [`validate_job`](crate::validate_job) and [`validate_outcome`](crate::validate_outcome)
+//! instead of trusting the writer.
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+use sha2::{Digest, Sha256};
+
+use crate::attest::{AttestationSignature, SignatureError};
+use crate::types::{Address, Bytes32};
+
+/// `schema` of a candidate file.
+pub const CANDIDATE_SCHEMA: &str = "agent-bounties/regression-candidate-v1";
+/// `schema` of the candidate manifest.
+pub const CANDIDATE_MANIFEST_SCHEMA: &str = "agent-bounties/regression-candidate-manifest-v1";
+/// `schema` of an attestation file.
+pub const ATTESTATION_SCHEMA: &str = "agent-bounties/regression-attestation-v1";
+/// Longest signature validity we grant.
+pub const MAX_DEADLINE_WINDOW_SECS: u64 = 900;
+/// Shortest remaining validity worth signing for.
+pub const MIN_DEADLINE_MARGIN_SECS: u64 = 120;
+
+/// Why an artifact file is unusable.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ArtifactError {
+    /// The file does not parse strictly.
+    #[error("artifact is malformed: {0}")]
+    Malformed(String),
+    /// The `schema` field is not the expected one.
+    #[error("artifact schema is not {expected}")]
+    Schema {
+        /// The expected schema.
+        expected: &'static str,
+    },
+    /// A candidate file name is not `candidate-<64 lowercase hex>.json`.
+    #[error("candidate file name is not candidate-<64 lowercase hex>.json")]
+    CandidateFileName,
+    /// A candidate's file name does not belong to its job id.
+    #[error("candidate file name does not match the job id")]
+    CandidateFileMismatch,
+    /// An attestation file's signature has the wrong shape.
+    #[error("attestation signature: {0}")]
+    Signature(#[from] SignatureError),
+}
+
+/// A run's candidate: the job and outcome as received, plus the worker's evidence record.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Candidate {
+    /// [`CANDIDATE_SCHEMA`].
+    pub schema: String,
+    /// The job exactly as fetched.
+    pub job: Value,
+    /// `{verdict, receipt, response_hash}`.
+    pub outcome: Value,
+    /// Revision of the runner that produced it.
+    pub runner_revision: String,
+    /// The worker's evidence record (DESIGN §5); the signer refuses a candidate without one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub evidence: Option<Value>,
+}
+
+impl Candidate {
+    /// A candidate with the current schema.
+    pub fn new(
+        job: Value,
+        outcome: Value,
+        runner_revision: String,
+        evidence: Option<Value>,
+    ) -> Self {
+        Self {
+            schema: CANDIDATE_SCHEMA.into(),
+            job,
+            outcome,
+            runner_revision,
+            evidence,
+        }
+    }
+    /// Parses strictly and checks the schema.
+    pub fn from_value(v: &Value) -> Result<Self, ArtifactError> {
+        let c = Self::deserialize(v).map_err(malformed)?;
+        if c.schema != CANDIDATE_SCHEMA {
+            return Err(ArtifactError::Schema {
+                expected: CANDIDATE_SCHEMA,
+            });
+        }
+        Ok(c)
+    }
+}
+
+fn malformed(e: serde_json::Error) -> ArtifactError {
+    ArtifactError::Malformed(e.to_string().chars().take(512).collect())
+}
+
+/// `candidate-<sha256 hex of job_id>.json`.
+pub fn candidate_file_name(job_id: &str) -> String {
+    format!(
+        "candidate-{}.json",
+        hex::encode(Sha256::digest(job_id.as_bytes()))
+    )
+}
+
+/// Checks a candidate file name read from another artifact before it is joined to a path:
+/// it must be exactly `candidate-<64 lowercase hex>.json`, so it can name nothing else.
+pub fn check_candidate_file_name(name: &str) -> Result<(), ArtifactError> {
+    let hex_part = name
+        .strip_prefix("candidate-")
+        .and_then(|r| r.strip_suffix(".json"))
+        .ok_or(ArtifactError::CandidateFileName)?;
+    if hex_part.len() != 64
+        || !hex_part
+            .bytes()
+            .all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b))
+    {
+        return Err(ArtifactError::CandidateFileName);
+    }
+    Ok(())
+}
+
+/// One entry of the candidate manifest.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct CandidateEntry {
+    /// The job id.
+    pub job_id: String,
+    /// Its candidate file name.
+    pub file: String,
+}
+
+/// The list of candidates a run wrote.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct CandidateManifest {
+    /// [`CANDIDATE_MANIFEST_SCHEMA`].
+    pub schema: String,
+    /// Canonical network name.
+    pub network: String,
+    /// The candidates.
+    pub candidates: Vec<CandidateEntry>,
+}
+
+impl CandidateManifest {
+    /// An empty manifest for `network`.
+    pub fn new(network: &str) -> Self {
+        Self {
+            schema: CANDIDATE_MANIFEST_SCHEMA.into(),
+            network: network.into(),
+            candidates: Vec::new(),
+        }
+    }
+    /// Adds a job with its derived file name.
+    pub fn push(&mut self, job_id: &str) {
+        self.candidates.push(CandidateEntry {
+            job_id: job_id.into(),
+            file: candidate_file_name(job_id),
+        });
+    }
+    /// Parses strictly; checks the schema and that every file name is the one its job id
+    /// derives (so no entry can point outside the candidate directory).
+    pub fn from_value(v: &Value) -> Result<Self, ArtifactError> {
+        let m = Self::deserialize(v).map_err(malformed)?;
+        if m.schema != CANDIDATE_MANIFEST_SCHEMA {
+            return Err(ArtifactError::Schema {
+                expected: CANDIDATE_MANIFEST_SCHEMA,
+            });
+        }
+        for entry in &m.candidates {
+            check_candidate_file_name(&entry.file)?;
+            if entry.file != candidate_file_name(&entry.job_id) {
+                return Err(ArtifactError::CandidateFileMismatch);
+            }
+        }
+        Ok(m)
+    }
+}
+
+/// A signed attestation as written by the signer and read by the keeper.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct AttestationFile {
+    /// [`ATTESTATION_SCHEMA`].
+    pub schema: String,
+    /// The job id.
+    pub job_id: String,
+    /// The bounty contract.
+    pub bounty_contract: Address,
+    /// The signer.
+    pub verifier: Address,
+    /// The verdict signed.
+    pub passed: bool,
+    /// The response hash signed.
+    pub response_hash: Bytes32,
+    /// The deadline signed.
+    pub deadline: u64,
+    /// `0x` + 65-byte signature hex; check it with
+    /// [`AttestationSignature::from_hex`](crate::attest::AttestationSignature::from_hex).
+    pub signature: String,
+    /// The candidate it attests.
+    pub candidate_file: String,
+}
+
+impl AttestationFile {
+    /// Parses strictly; checks the schema, the signature's shape and the candidate file name.
+    pub fn from_value(v: &Value) -> Result<Self, ArtifactError> {
+        let a = Self::deserialize(v).map_err(malformed)?;
+        if a.schema != ATTESTATION_SCHEMA {
+            return Err(ArtifactError::Schema {
+                expected: ATTESTATION_SCHEMA,
+            });
+        }
+        a.parsed_signature()?;
+        check_candidate_file_name(&a.candidate_file)?;
+        if a.candidate_file != candidate_file_name(&a.job_id) {
+            return Err(ArtifactError::CandidateFileMismatch);
+        }
+        Ok(a)
+    }
+
+    /// The signature with its shape checked (65 bytes, low-s, v 27/28).
+    pub fn parsed_signature(&self) -> Result<AttestationSignature, SignatureError> {
+        AttestationSignature::from_hex(&self.signature)
+    }
+}
+
+/// Why no deadline can be granted.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+#[error("deadline {deadline} leaves no more than {MIN_DEADLINE_MARGIN_SECS} s after now ({now})")]
+pub struct DeadlineError {
+    /// The deadline that would have been signed.
+    pub deadline: u64,
+    /// The clock.
+    pub now: u64,
+}
+
+/// The attestation deadline: min(now + 900, expiry), which must be more than now + 120.
+pub fn attestation_deadline(
+    now_unix: u64,
+    verification_expires_at: u64,
+) -> Result<u64, DeadlineError> {
+    let deadline = now_unix
+        .saturating_add(MAX_DEADLINE_WINDOW_SECS)
+        .min(verification_expires_at);
+    if deadline <= now_unix.saturating_add(MIN_DEADLINE_MARGIN_SECS) {
+        return Err(DeadlineError {
+            deadline,
+            now: now_unix,
+        });
+    }
+    Ok(deadline)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn deadline_rule_edges() {
+        assert_eq!(attestation_deadline(1000, 5000), Ok(1900));
+        assert_eq!(attestation_deadline(1000, 1500), Ok(1500));
+        assert_eq!(attestation_deadline(1000, 1121), Ok(1121));
+        assert_eq!(
+            attestation_deadline(1000, 1120),
+            Err(DeadlineError {
+                deadline: 1120,
+                now: 1000
+            })
+        );
+        assert!(attestation_deadline(1000, 900).is_err());
+        assert!(attestation_deadline(u64::MAX - 10, u64::MAX).is_err());
+    }
+
+    #[test]
+    fn candidate_file_name_is_sha256_of_job_id() {
+        let name = candidate_file_name("base-mainnet:0xabc:1");
+        assert_eq!(
+            name,
+            format!(
+                "candidate-{}.json",
+                hex::encode(Sha256::digest(b"base-mainnet:0xabc:1"))
+            )
+        );
+        assert_eq!(
+            candidate_file_name(""),
+            "candidate-e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855.json"
+        );
+        assert!(check_candidate_file_name(&name).is_ok());
+        for bad in [
+            "../candidate-x.json".to_string(),
+            name.to_uppercase(),
+            name.replace(".json", ".json/"),
+            format!("candidate-{}.json", "a".repeat(63)),
+            format!("x/candidate-{}.json", "a".repeat(64)),
+        ] {
+            assert_eq!(
+                check_candidate_file_name(&bad),
+                Err(ArtifactError::CandidateFileName),
+                "{bad}"
+            );
+        }
+    }
+
+    #[test]
+    fn candidate_round_trip_and_strictness() {
+        let c = Candidate::new(
+            json!({"job_id": "a"}),
+            json!({"verdict": "passed"}),
+            "abc".into(),
+            Some(json!({"k": 1})),
+        );
+        let v = serde_json::to_value(&c).unwrap();
+        assert_eq!(v["schema"], CANDIDATE_SCHEMA);
+        assert_eq!(Candidate::from_value(&v).unwrap(), c);
+        let mut extra = v.clone();
+        extra["x"] = json!(1);
+        assert!(matches!(
+            Candidate::from_value(&extra),
+            Err(ArtifactError::Malformed(_))
+        ));
+        let mut wrong = v.clone();
+        wrong["schema"] = json!("agent-bounties/regression-candidate-v2");
+        assert_eq!(
+            Candidate::from_value(&wrong),
+            Err(ArtifactError::Schema {
+                expected: CANDIDATE_SCHEMA
+            })
+        );
+        let mut no_evidence = v;
+        no_evidence.as_object_mut().unwrap().remove("evidence");
+        assert_eq!(Candidate::from_value(&no_evidence).unwrap().evidence, None);
+    }
+
+    #[test]
+    fn manifest_and_attestation_file_names_must_derive_from_job_id() {
+        let mut m = CandidateManifest::new("base-mainnet");
+        m.push("job-1");
+        let v = serde_json::to_value(&m).unwrap();
+        assert_eq!(CandidateManifest::from_value(&v).unwrap(), m);
+        let mut bad = v.clone();
+        bad["candidates"][0]["file"] = json!(candidate_file_name("job-2"));
+        assert_eq!(
+            CandidateManifest::from_value(&bad),
+            Err(ArtifactError::CandidateFileMismatch)
+        );
+        bad["candidates"][0]["file"] = json!("../../etc/passwd");
+        assert_eq!(
+            CandidateManifest::from_value(&bad),
+            Err(ArtifactError::CandidateFileName)
+        );
+
+        let a = json!({
+            "schema": ATTESTATION_SCHEMA,
+            "job_id": "job-1",
+            "bounty_contract": format!("0x{}", "22".repeat(20)),
+            "verifier": format!("0x{}", "11".repeat(20)),
+            "passed": true,
+            "response_hash": format!("0x{}", "aa".repeat(32)),
+            "deadline": 123,
+            "signature": format!("0x{}01{}011b", "00".repeat(31), "00".repeat(31)),
+            "candidate_file": candidate_file_name("job-1"),
+        });
+        assert!(AttestationFile::from_value(&a).is_ok());
+        let mut other = a.clone();
+        other["candidate_file"] = json!(candidate_file_name("job-2"));
+        assert_eq!(
+            AttestationFile::from_value(&other),
+            Err(ArtifactError::CandidateFileMismatch)
+        );
+        let mut schema = a.clone();
+        schema["schema"] = json!("x");
+        assert_eq!(
+            AttestationFile::from_value(&schema),
+            Err(ArtifactError::Schema {
+                expected: ATTESTATION_SCHEMA
+            })
+        );
+        let mut bad_sig = a.clone();
+        bad_sig["signature"] = json!(format!("0x{}01{}011d", "00".repeat(31), "00".repeat(31)));
+        assert_eq!(
+            AttestationFile::from_value(&bad_sig),
+            Err(ArtifactError::Signature(SignatureError::V(0x1d)))
+        );
+        let mut unknown = a;
+        unknown["extra"] = json!(true);
+        assert!(matches!(
+            AttestationFile::from_value(&unknown),
+            Err(ArtifactError::Malformed(_))
+        ));
+    }
+}

@@ -1,0 +1,206 @@
+//! Builders of complete, hash-consistent jobs for tests (this crate's and other crates').
+//!
+//! Compiled only for this crate's tests or with the `fixtures` feature. Every hash in a
+//! built job is computed with this crate's own primitives, and [`rehash`] recomputes them
+//! after a test mutates a field, so a test can break exactly one rule at a time.
+
+use serde_json::{Value, json};
+
+use crate::canonical::{keccak_json, sha256_json, sha256_utf8};
+use crate::types::Bytes32;
+
+/// A clock value before [`EXPIRES_AT`].
+pub const NOW: u64 = 1_900_000_000;
+/// The fixture job's `verification_expires_at`.
+pub const EXPIRES_AT: u64 = 2_000_000_000;
+/// The fixture source commit.
+pub const SOURCE_COMMIT: &str = "0123456789abcdef0123456789abcdef01234567";
+/// The fixture benchmark commit.
+pub const BENCHMARK_COMMIT: &str = "89abcdef0123456789abcdef0123456789abcdef";
+
+/// Knobs of a fixture job. `Default` gives a valid single-verifier job on base-mainnet.
+#[derive(Debug, Clone)]
+pub struct JobParams {
+    /// Network name used in the job, the evidence and the contract terms.
+    pub network: String,
+    /// Bounty contract address.
+    pub bounty_contract: String,
+    /// Bounty id.
+    pub bounty_id: String,
+    /// Round.
+    pub round: u64,
+    /// Solver wallet.
+    pub solver: String,
+    /// Eligible verifiers (and policy verifiers); threshold is their count.
+    pub verifiers: Vec<String>,
+    /// `verification_expires_at`.
+    pub expires_at: u64,
+    /// `artifact_reference`.
+    pub artifact_reference: String,
+    /// `evidence.source_snapshot_digest`.
+    pub source_snapshot_digest: String,
+    /// `evidence.source_subdirectory`, omitted when `None`.
+    pub source_subdirectory: Option<String>,
+    /// `benchmark.runner_manifest`.
+    pub manifest: Value,
+}
+
+impl Default for JobParams {
+    fn default() -> Self {
+        Self {
+            network: "base-mainnet".into(),
+            bounty_contract: format!("0x{}", "22".repeat(20)),
+            bounty_id: format!("0x{}", "ab".repeat(32)),
+            round: 3,
+            solver: format!("0x{}", "33".repeat(20)),
+            verifiers: vec!["0xbe6292b9e465f549e2363b918d6dd9187038431e".into()],
+            expires_at: EXPIRES_AT,
+            artifact_reference: format!(
+                "https://github.com/solver-org/solution/commit/{SOURCE_COMMIT}"
+            ),
+            source_snapshot_digest: format!("sha256:{}", "c".repeat(64)),
+            source_subdirectory: None,
+            manifest: sample_manifest(),
+        }
+    }
+}
+
+/// A valid runner manifest (the PROTOCOL §5 vector's).
+pub fn sample_manifest() -> Value {
+    json!({
+        "schema_version": "agent-bounties/regression-sandbox-v1",
+        "image": format!("ghcr.io/agent-bounties/rust-verifier@sha256:{}", "b".repeat(64)),
+        "command": ["cargo", "test", "--locked", "--target-dir", "/tmp/target"],
+        "workdir": "/workspace",
+        "benchmark_digest": format!("sha256:{}", "a".repeat(64)),
+        "timeout_seconds": 120,
+        "cpu_millis": 1000,
+        "memory_bytes": 512u64 << 20,
+        "pids_limit": 128,
+        "max_output_bytes": 1u64 << 20,
+        "tmpfs_bytes": 256u64 << 20,
+        "max_source_bytes": 512u64 << 20,
+        "max_source_files": 50000,
+        "max_benchmark_bytes": 64u64 << 20,
+        "max_benchmark_files": 10000,
+        "platform": "linux/amd64",
+        "test_seed": 1
+    })
+}
+
+/// Builds a complete job with every hash computed.
+pub fn job_value(p: &JobParams) -> Value {
+    let mut evidence = json!({
+        "source_snapshot_digest": p.source_snapshot_digest,
+        "notes": "fixture evidence \u{2014} raw UTF-8 and \"quotes\"",
+    });
+    if let (Some(sub), Some(obj)) = (&p.source_subdirectory, evidence.as_object_mut()) {
+        obj.insert("source_subdirectory".into(), Value::String(sub.clone()));
+    }
+    let mut job = json!({
+        "job_id": format!("{}:{}:{}", p.network, p.bounty_contract.to_ascii_lowercase(), p.round),
+        "network": p.network,
+        "bounty_id": p.bounty_id,
+        "bounty_contract": p.bounty_contract,
+        "round": p.round,
+        "solver_wallet": p.solver,
+        "verification_mode": "signed_quorum",
+        "verifier_module": null,
+        "eligible_verifiers": p.verifiers,
+        "threshold": p.verifiers.len(),
+        "verification_expires_at": p.expires_at,
+        "terms": {
+            "terms_hash": "",
+            "policy_hash": "",
+            "acceptance_criteria_hash": "",
+            "benchmark_hash": "",
+            "evidence_schema_hash": "",
+            "creator_wallet": format!("0x{}", "44".repeat(20)),
+            "created_at": "2030-01-01T00:00:00Z",
+            "document": {
+                "schema_version": "agent-bounties/terms-v1",
+                "contract_terms": {"network": p.network, "reward": "1000000"},
+                "title": "Fix the parser",
+                "goal": "All benchmark tests pass",
+                "acceptance_criteria": ["cargo test passes", "no new warnings"],
+                "benchmark": {
+                    "engine": "sandboxed_regression_v1",
+                    "source": {
+                        "kind": "github_commit",
+                        "repository": "bounty-org/benchmarks",
+                        "commit": BENCHMARK_COMMIT,
+                        "subdirectory": "suites/parser"
+                    },
+                    "runner_manifest": p.manifest
+                },
+                "evidence_schema": {"type": "object", "required": ["source_snapshot_digest"]},
+                "verification_policy": {
+                    "mechanism": "signed_quorum",
+                    "engine": "sandboxed_regression_v1",
+                    "verifiers": p.verifiers,
+                    "threshold": p.verifiers.len()
+                }
+            }
+        },
+        "submission_evidence": {
+            "network": p.network,
+            "bounty_contract": p.bounty_contract,
+            "bounty_id": p.bounty_id,
+            "round": p.round,
+            "solver_wallet": p.solver,
+            "artifact_reference": p.artifact_reference,
+            "artifact_hash": "",
+            "evidence": evidence,
+            "evidence_hash": "",
+            "created_at": "2030-01-02T00:00:00Z"
+        },
+        "verifier_reward": "1000",
+        "current_solver_payout": "5000",
+        "required_action": "verify",
+        "payout_boundary": null
+    });
+    rehash(&mut job);
+    job
+}
+
+/// Recomputes the five terms hashes, `artifact_hash` and `evidence_hash` from the job's
+/// current contents. Hash fields that are absent stay absent.
+pub fn rehash(job: &mut Value) {
+    fn set(job: &mut Value, pointer: &str, hash: Bytes32) {
+        if let Some(slot) = job.pointer_mut(pointer) {
+            *slot = Value::String(hash.to_string());
+        }
+    }
+    if let Some(document) = job.pointer("/terms/document").cloned() {
+        set(job, "/terms/terms_hash", keccak_json(&document));
+        for (key, hash_field) in [
+            ("verification_policy", "/terms/policy_hash"),
+            ("acceptance_criteria", "/terms/acceptance_criteria_hash"),
+            ("benchmark", "/terms/benchmark_hash"),
+            ("evidence_schema", "/terms/evidence_schema_hash"),
+        ] {
+            if let Some(part) = document.get(key) {
+                set(job, hash_field, keccak_json(part));
+            }
+        }
+    }
+    if let Some(reference) = job
+        .pointer("/submission_evidence/artifact_reference")
+        .and_then(Value::as_str)
+    {
+        let hash = sha256_utf8(reference);
+        set(job, "/submission_evidence/artifact_hash", hash);
+    }
+    if let Some(evidence) = job.pointer("/submission_evidence/evidence").cloned() {
+        set(
+            job,
+            "/submission_evidence/evidence_hash",
+            sha256_json(&evidence),
+        );
+    }
+}
+
+/// A valid default job.
+pub fn valid_job() -> Value {
+    job_value(&JobParams::default())
+}

@@ -1,0 +1,915 @@
+//! The verification job (PROTOCOL §2): the only way to get a [`ValidatedJob`] is
+//! [`validate_job`], which checks every rule before anything may run.
+//!
+//! Hashes are recomputed over the received `serde_json::Value` (never a typed copy), and the
+//! raw value is kept so later stages (signer, keeper) can re-run the same checks on it.
+
+use std::collections::HashSet;
+use std::fmt;
+
+use serde_json::{Map, Value};
+
+use crate::canonical::{keccak_json, sha256_json, sha256_utf8};
+use crate::digest::validate_relative_path;
+use crate::manifest::{ManifestError, RunnerManifest};
+use crate::receipt::Scope;
+use crate::types::{Address, Bytes32, Sha256Digest};
+
+/// The engine name this crate implements.
+pub const ENGINE: &str = "sandboxed_regression_v1";
+/// The only verification mode and policy mechanism accepted.
+pub const SIGNED_QUORUM: &str = "signed_quorum";
+/// `terms.document.schema_version` accepted.
+pub const TERMS_SCHEMA_VERSION: &str = "agent-bounties/terms-v1";
+/// Longest `job_id`.
+pub const MAX_JOB_ID_LEN: usize = 200;
+/// Longest subdirectory string accepted.
+pub const MAX_SUBDIRECTORY_LEN: usize = 4096;
+
+/// A supported chain.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Network {
+    /// Base mainnet, chain id 8453.
+    BaseMainnet,
+    /// Base Sepolia, chain id 84532.
+    BaseSepolia,
+}
+
+impl Network {
+    /// Resolves a network name or alias (ASCII case-insensitive); `None` if unsupported.
+    pub fn from_alias(s: &str) -> Option<Self> {
+        match s.to_ascii_lowercase().as_str() {
+            "base-mainnet" | "base" | "mainnet" | "8453" => Some(Self::BaseMainnet),
+            "base-sepolia" | "sepolia" | "84532" => Some(Self::BaseSepolia),
+            _ => None,
+        }
+    }
+    /// The EIP-155 chain id.
+    pub const fn chain_id(self) -> u64 {
+        match self {
+            Self::BaseMainnet => 8453,
+            Self::BaseSepolia => 84532,
+        }
+    }
+    /// The canonical name used in receipts and API queries.
+    pub const fn name(self) -> &'static str {
+        match self {
+            Self::BaseMainnet => "base-mainnet",
+            Self::BaseSepolia => "base-sepolia",
+        }
+    }
+    /// The network of a chain id, if supported.
+    pub const fn from_chain_id(id: u64) -> Option<Self> {
+        match id {
+            8453 => Some(Self::BaseMainnet),
+            84532 => Some(Self::BaseSepolia),
+            _ => None,
+        }
+    }
+}
+
+impl fmt::Display for Network {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// A GitHub repository `owner/name` with GitHub's character rules.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct GithubRepo {
+    owner: String,
+    name: String,
+}
+
+impl GithubRepo {
+    /// Checks and builds a repository from its two parts.
+    pub fn new(owner: &str, name: &str) -> Option<Self> {
+        let owner_ok = (1..=39).contains(&owner.len())
+            && !owner.starts_with('-')
+            && owner
+                .bytes()
+                .all(|b| b.is_ascii_alphanumeric() || b == b'-');
+        let name_ok = (1..=100).contains(&name.len())
+            && name != "."
+            && name != ".."
+            && name
+                .bytes()
+                .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.'));
+        (owner_ok && name_ok).then(|| Self {
+            owner: owner.to_owned(),
+            name: name.to_owned(),
+        })
+    }
+    /// Parses `owner/name`.
+    pub fn parse(s: &str) -> Option<Self> {
+        let (owner, name) = s.split_once('/')?;
+        Self::new(owner, name)
+    }
+    /// The owner (user or organisation).
+    pub fn owner(&self) -> &str {
+        &self.owner
+    }
+    /// The repository name.
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+}
+
+impl fmt::Display for GithubRepo {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}/{}", self.owner, self.name)
+    }
+}
+
+/// A full 40-hex git commit id, stored lowercase.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct CommitId(String);
+
+impl CommitId {
+    /// Parses 40 hex digits; uppercase is accepted only when `allow_uppercase` is set.
+    pub fn parse(s: &str, allow_uppercase: bool) -> Option<Self> {
+        let ok = s.len() == 40
+            && s.bytes().all(|b| {
+                b.is_ascii_digit()
+                    || (b'a'..=b'f').contains(&b)
+                    || (allow_uppercase && (b'A'..=b'F').contains(&b))
+            });
+        ok.then(|| Self(s.to_ascii_lowercase()))
+    }
+    /// The lowercase hex.
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+}
+
+impl fmt::Display for CommitId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+/// A normalized relative directory: `.` or `/`-separated components, none empty, `.`, `..`,
+/// or containing `\` or NUL.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct RelativeDir(String);
+
+impl RelativeDir {
+    /// The tree root.
+    pub fn root() -> Self {
+        Self(".".into())
+    }
+    /// Parses a normalized relative directory; non-normalized spellings are refused, not
+    /// repaired, so every implementation selects the same directory.
+    pub fn parse(s: &str) -> Option<Self> {
+        if s == "." {
+            return Some(Self::root());
+        }
+        if s.len() > MAX_SUBDIRECTORY_LEN || s.starts_with('/') {
+            return None;
+        }
+        validate_relative_path(s).ok()?;
+        Some(Self(s.to_owned()))
+    }
+    /// The path text (`.` for the root).
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+    /// Whether this is the root.
+    pub fn is_root(&self) -> bool {
+        self.0 == "."
+    }
+}
+
+impl fmt::Display for RelativeDir {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+/// The solver's source: repository and exact commit from `artifact_reference`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SourceRef {
+    /// The repository.
+    pub repository: GithubRepo,
+    /// The commit.
+    pub commit: CommitId,
+}
+
+/// `benchmark.source`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct BenchmarkSource {
+    /// The repository.
+    pub repository: GithubRepo,
+    /// The commit.
+    pub commit: CommitId,
+    /// The subdirectory holding the benchmark.
+    pub subdirectory: RelativeDir,
+}
+
+/// Why a job was rejected. Each variant names the rule and the field that failed.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum JobError {
+    /// A value that must be an object is not.
+    #[error("{field} is not a json object")]
+    NotAnObject {
+        /// Path of the value.
+        field: &'static str,
+    },
+    /// A required field is absent (or null).
+    #[error("{field} is missing")]
+    Missing {
+        /// Path of the field.
+        field: &'static str,
+    },
+    /// A field has the wrong JSON type or does not fit its integer type.
+    #[error("{field} must be {expected}")]
+    WrongType {
+        /// Path of the field.
+        field: &'static str,
+        /// What was expected.
+        expected: &'static str,
+    },
+    /// `job_id` breaks `[A-Za-z0-9_.:-]{1,200}`.
+    #[error("job_id must match [A-Za-z0-9_.:-]{{1,200}}")]
+    JobId,
+    /// A network name is not an alias of a supported chain.
+    #[error("{field} {value:?} is not a supported network")]
+    UnknownNetwork {
+        /// Path of the field.
+        field: &'static str,
+        /// The value (truncated).
+        value: String,
+    },
+    /// A network resolves to a different chain than the job's.
+    #[error("{field} resolves to chain {found}, the job is on chain {expected}")]
+    NetworkMismatch {
+        /// Path of the field.
+        field: &'static str,
+        /// The job's chain id.
+        expected: u64,
+        /// This field's chain id.
+        found: u64,
+    },
+    /// `terms.document.schema_version` is not [`TERMS_SCHEMA_VERSION`].
+    #[error("terms.document.schema_version is not {TERMS_SCHEMA_VERSION}")]
+    TermsSchemaVersion,
+    /// `verification_mode` is not `signed_quorum`.
+    #[error("verification_mode must be signed_quorum")]
+    VerificationMode,
+    /// A verifier module is set.
+    #[error("verifier_module must be null or absent")]
+    VerifierModule,
+    /// `threshold` is zero.
+    #[error("threshold must be at least 1")]
+    ThresholdZero,
+    /// `threshold` differs from the number of eligible verifiers.
+    #[error("threshold {threshold} differs from the {verifiers} eligible verifiers")]
+    ThresholdMismatch {
+        /// The threshold.
+        threshold: u64,
+        /// Number of eligible verifiers.
+        verifiers: usize,
+    },
+    /// An address field is malformed.
+    #[error("{field} is not a 0x-prefixed 20-byte address")]
+    InvalidAddress {
+        /// Path of the field.
+        field: &'static str,
+    },
+    /// A bytes32 field is malformed.
+    #[error("{field} is not a 0x-prefixed 32-byte hex value")]
+    InvalidBytes32 {
+        /// Path of the field.
+        field: &'static str,
+    },
+    /// An eligible verifier appears twice.
+    #[error("eligible verifier {0} appears more than once")]
+    DuplicateVerifier(Address),
+    /// `round` is zero.
+    #[error("round must be greater than zero")]
+    RoundZero,
+    /// The job's verification window has closed.
+    #[error("job expired at {expires_at} (now {now})")]
+    Expired {
+        /// `verification_expires_at`.
+        expires_at: u64,
+        /// The injected clock.
+        now: u64,
+    },
+    /// A committed hash does not equal its recomputation.
+    #[error("{field} does not match its recomputation {computed}")]
+    HashMismatch {
+        /// Path of the hash field.
+        field: &'static str,
+        /// What the sdk computed.
+        computed: Bytes32,
+    },
+    /// The evidence's scope differs from the job's.
+    #[error("submission_evidence.{field} differs from the job's {field}")]
+    ScopeMismatch {
+        /// The differing field.
+        field: &'static str,
+    },
+    /// `artifact_reference` is not an exact GitHub commit URL.
+    #[error(
+        "artifact_reference is not https://github.com/<owner>/<repo>/commit/<40 lowercase hex>: {0}"
+    )]
+    ArtifactReference(&'static str),
+    /// The verification policy disagrees with the job.
+    #[error("verification_policy.{field} does not match the job")]
+    PolicyMismatch {
+        /// The differing field.
+        field: &'static str,
+    },
+    /// An engine name is not [`ENGINE`].
+    #[error("{field} must be {ENGINE}")]
+    Engine {
+        /// Path of the field.
+        field: &'static str,
+    },
+    /// `benchmark.source` breaks a rule; the reason says which.
+    #[error("benchmark.source is invalid: {0}")]
+    BenchmarkSource(&'static str),
+    /// A subdirectory is not a normalized relative path.
+    #[error("{field} is not a normalized relative path")]
+    Subdirectory {
+        /// Path of the field.
+        field: &'static str,
+    },
+    /// `evidence.source_snapshot_digest` is not `sha256:<64 lowercase hex>`.
+    #[error("submission_evidence.evidence.source_snapshot_digest is not sha256:<64 lowercase hex>")]
+    SourceSnapshotDigest,
+    /// The runner manifest is invalid.
+    #[error("benchmark.runner_manifest: {0}")]
+    Manifest(#[from] ManifestError),
+}
+
+/// A job that passed every rule of PROTOCOL §2. Built only by [`validate_job`].
+#[derive(Debug, Clone)]
+pub struct ValidatedJob {
+    raw: Value,
+    job_id: String,
+    network: Network,
+    scope: Scope,
+    bounty_id: Bytes32,
+    eligible_verifiers: Vec<Address>,
+    threshold: u8,
+    manifest: RunnerManifest,
+    source_snapshot_digest: Sha256Digest,
+    benchmark_source: BenchmarkSource,
+    source: SourceRef,
+    source_subdirectory: RelativeDir,
+}
+
+impl ValidatedJob {
+    /// The job exactly as received.
+    pub fn raw(&self) -> &Value {
+        &self.raw
+    }
+    /// `job_id`.
+    pub fn job_id(&self) -> &str {
+        &self.job_id
+    }
+    /// The network.
+    pub fn network(&self) -> Network {
+        self.network
+    }
+    /// The chain id (8453 or 84532).
+    pub fn chain_id(&self) -> u64 {
+        self.network.chain_id()
+    }
+    /// The receipt scope (PROTOCOL §2 order).
+    pub fn scope(&self) -> &Scope {
+        &self.scope
+    }
+    /// The bounty contract (one contract per bounty; the EIP-712 verifying contract).
+    pub fn bounty_contract(&self) -> Address {
+        self.scope.bounty_contract
+    }
+    /// `bounty_id` as bytes.
+    pub fn bounty_id(&self) -> Bytes32 {
+        self.bounty_id
+    }
+    /// `round`.
+    pub fn round(&self) -> u64 {
+        self.scope.round
+    }
+    /// `solver_wallet`.
+    pub fn solver(&self) -> Address {
+        self.scope.solver_wallet
+    }
+    /// `artifact_hash`, the on-chain submission hash.
+    pub fn submission_hash(&self) -> Bytes32 {
+        self.scope.submission_hash
+    }
+    /// `evidence_hash`.
+    pub fn evidence_hash(&self) -> Bytes32 {
+        self.scope.evidence_hash
+    }
+    /// `terms.policy_hash`.
+    pub fn policy_hash(&self) -> Bytes32 {
+        self.scope.committed_policy_hash
+    }
+    /// `terms.terms_hash`.
+    pub fn terms_hash(&self) -> Bytes32 {
+        self.scope.terms_hash
+    }
+    /// `verification_expires_at` (unix seconds; dead at or after it).
+    pub fn expires_at(&self) -> u64 {
+        self.scope.verification_expires_at
+    }
+    /// Eligible verifiers in policy order.
+    pub fn eligible_verifiers(&self) -> &[Address] {
+        &self.eligible_verifiers
+    }
+    /// The quorum threshold (equal to the number of verifiers).
+    pub fn threshold(&self) -> u8 {
+        self.threshold
+    }
+    /// The validated runner manifest.
+    pub fn manifest(&self) -> &RunnerManifest {
+        &self.manifest
+    }
+    /// `evidence.source_snapshot_digest`: the staged source must hash to this.
+    pub fn source_snapshot_digest(&self) -> Sha256Digest {
+        self.source_snapshot_digest
+    }
+    /// `benchmark.source`.
+    pub fn benchmark_source(&self) -> &BenchmarkSource {
+        &self.benchmark_source
+    }
+    /// Repository and commit of the solver's source, from `artifact_reference`.
+    pub fn source(&self) -> &SourceRef {
+        &self.source
+    }
+    /// `evidence.source_subdirectory` (default `.`).
+    pub fn source_subdirectory(&self) -> &RelativeDir {
+        &self.source_subdirectory
+    }
+    /// Whether the job is still open at `now_unix`.
+    pub fn is_live(&self, now_unix: u64) -> bool {
+        now_unix < self.expires_at()
+    }
+}
+
+fn as_obj<'a>(v: &'a Value, field: &'static str) -> Result<&'a Map<String, Value>, JobError> {
+    v.as_object().ok_or(JobError::NotAnObject { field })
+}
+
+fn get<'a>(
+    o: &'a Map<String, Value>,
+    key: &str,
+    field: &'static str,
+) -> Result<&'a Value, JobError> {
+    match o.get(key) {
+        None | Some(Value::Null) => Err(JobError::Missing { field }),
+        Some(v) => Ok(v),
+    }
+}
+
+fn get_obj<'a>(
+    o: &'a Map<String, Value>,
+    key: &str,
+    field: &'static str,
+) -> Result<&'a Map<String, Value>, JobError> {
+    as_obj(get(o, key, field)?, field)
+}
+
+fn get_str<'a>(
+    o: &'a Map<String, Value>,
+    key: &str,
+    field: &'static str,
+) -> Result<&'a str, JobError> {
+    get(o, key, field)?.as_str().ok_or(JobError::WrongType {
+        field,
+        expected: "a string",
+    })
+}
+
+fn get_u64(o: &Map<String, Value>, key: &str, field: &'static str) -> Result<u64, JobError> {
+    get(o, key, field)?.as_u64().ok_or(JobError::WrongType {
+        field,
+        expected: "an unsigned 64-bit integer",
+    })
+}
+
+fn get_address(
+    o: &Map<String, Value>,
+    key: &str,
+    field: &'static str,
+) -> Result<Address, JobError> {
+    get_str(o, key, field)?
+        .parse()
+        .map_err(|_| JobError::InvalidAddress { field })
+}
+
+fn get_bytes32(
+    o: &Map<String, Value>,
+    key: &str,
+    field: &'static str,
+) -> Result<Bytes32, JobError> {
+    get_str(o, key, field)?
+        .parse()
+        .map_err(|_| JobError::InvalidBytes32 { field })
+}
+
+fn get_network(
+    o: &Map<String, Value>,
+    key: &str,
+    field: &'static str,
+) -> Result<Network, JobError> {
+    let s = get_str(o, key, field)?;
+    Network::from_alias(s).ok_or_else(|| JobError::UnknownNetwork {
+        field,
+        value: s.chars().take(64).collect(),
+    })
+}
+
+fn check_hash(
+    o: &Map<String, Value>,
+    key: &str,
+    field: &'static str,
+    computed: Bytes32,
+) -> Result<Bytes32, JobError> {
+    let given = get_bytes32(o, key, field)?;
+    if given != computed {
+        return Err(JobError::HashMismatch { field, computed });
+    }
+    Ok(given)
+}
+
+fn valid_job_id(s: &str) -> bool {
+    (1..=MAX_JOB_ID_LEN).contains(&s.len())
+        && s.bytes()
+            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'_' | b'.' | b':' | b'-'))
+}
+
+/// Parses `https://github.com/<owner>/<repo>/commit/<40 lowercase hex>` exactly.
+pub fn parse_artifact_reference(s: &str) -> Result<SourceRef, JobError> {
+    let rest = s
+        .strip_prefix("https://github.com/")
+        .ok_or(JobError::ArtifactReference(
+            "must start with https://github.com/",
+        ))?;
+    if rest.contains(['?', '#', '@']) {
+        return Err(JobError::ArtifactReference(
+            "must not contain userinfo, a query or a fragment",
+        ));
+    }
+    let mut parts = rest.split('/');
+    let (Some(owner), Some(repo), Some(kind), Some(sha), None) = (
+        parts.next(),
+        parts.next(),
+        parts.next(),
+        parts.next(),
+        parts.next(),
+    ) else {
+        return Err(JobError::ArtifactReference(
+            "must have exactly owner, repo, commit and sha segments",
+        ));
+    };
+    if kind != "commit" {
+        return Err(JobError::ArtifactReference("third segment must be commit"));
+    }
+    let repository = GithubRepo::new(owner, repo).ok_or(JobError::ArtifactReference(
+        "owner or repository name is invalid",
+    ))?;
+    let commit = CommitId::parse(sha, false).ok_or(JobError::ArtifactReference(
+        "commit must be 40 lowercase hex digits",
+    ))?;
+    Ok(SourceRef { repository, commit })
+}
+
+/// Validates a job against every rule of PROTOCOL §2 with `now_unix` as the clock.
+pub fn validate_job(raw: &Value, now_unix: u64) -> Result<ValidatedJob, JobError> {
+    let job = as_obj(raw, "job")?;
+    let job_id = get_str(job, "job_id", "job_id")?;
+    if !valid_job_id(job_id) {
+        return Err(JobError::JobId);
+    }
+
+    // Rule 1: one chain across the job, the evidence and the committed terms.
+    let network = get_network(job, "network", "network")?;
+    let evidence_rec = get_obj(job, "submission_evidence", "submission_evidence")?;
+    let terms = get_obj(job, "terms", "terms")?;
+    let document_value = get(terms, "document", "terms.document")?;
+    let document = as_obj(document_value, "terms.document")?;
+    let contract_terms = get_obj(document, "contract_terms", "terms.document.contract_terms")?;
+    for (o, field) in [
+        (evidence_rec, "submission_evidence.network"),
+        (contract_terms, "terms.document.contract_terms.network"),
+    ] {
+        let other = get_network(o, "network", field)?;
+        if other != network {
+            return Err(JobError::NetworkMismatch {
+                field,
+                expected: network.chain_id(),
+                found: other.chain_id(),
+            });
+        }
+    }
+
+    // Rule 2: quorum shape and liveness.
+    if get_str(job, "verification_mode", "verification_mode")? != SIGNED_QUORUM {
+        return Err(JobError::VerificationMode);
+    }
+    if job.get("verifier_module").is_some_and(|v| !v.is_null()) {
+        return Err(JobError::VerifierModule);
+    }
+    let threshold_raw = get_u64(job, "threshold", "threshold")?;
+    let threshold = u8::try_from(threshold_raw).map_err(|_| JobError::WrongType {
+        field: "threshold",
+        expected: "an integer from 1 to 255",
+    })?;
+    if threshold == 0 {
+        return Err(JobError::ThresholdZero);
+    }
+    let verifiers_raw = get(job, "eligible_verifiers", "eligible_verifiers")?
+        .as_array()
+        .ok_or(JobError::WrongType {
+            field: "eligible_verifiers",
+            expected: "an array of addresses",
+        })?;
+    if verifiers_raw.len() != usize::from(threshold) {
+        return Err(JobError::ThresholdMismatch {
+            threshold: threshold_raw,
+            verifiers: verifiers_raw.len(),
+        });
+    }
+    let eligible_verifiers = parse_verifiers(verifiers_raw, "eligible_verifiers")?;
+    let mut seen = HashSet::new();
+    for v in &eligible_verifiers {
+        if !seen.insert(*v) {
+            return Err(JobError::DuplicateVerifier(*v));
+        }
+    }
+    let expires_at = get_u64(job, "verification_expires_at", "verification_expires_at")?;
+    if now_unix >= expires_at {
+        return Err(JobError::Expired {
+            expires_at,
+            now: now_unix,
+        });
+    }
+
+    let bounty_contract = get_address(job, "bounty_contract", "bounty_contract")?;
+    let bounty_id_text = get_str(job, "bounty_id", "bounty_id")?;
+    let bounty_id: Bytes32 = bounty_id_text
+        .parse()
+        .map_err(|_| JobError::InvalidBytes32 { field: "bounty_id" })?;
+    let round = get_u64(job, "round", "round")?;
+    if round == 0 {
+        return Err(JobError::RoundZero);
+    }
+    let solver = get_address(job, "solver_wallet", "solver_wallet")?;
+
+    // Rule 3: the five terms hashes.
+    if get_str(document, "schema_version", "terms.document.schema_version")? != TERMS_SCHEMA_VERSION
+    {
+        return Err(JobError::TermsSchemaVersion);
+    }
+    let terms_hash = check_hash(
+        terms,
+        "terms_hash",
+        "terms.terms_hash",
+        keccak_json(document_value),
+    )?;
+    let policy_value = get(
+        document,
+        "verification_policy",
+        "terms.document.verification_policy",
+    )?;
+    let policy_hash = check_hash(
+        terms,
+        "policy_hash",
+        "terms.policy_hash",
+        keccak_json(policy_value),
+    )?;
+    let criteria = get(
+        document,
+        "acceptance_criteria",
+        "terms.document.acceptance_criteria",
+    )?;
+    check_hash(
+        terms,
+        "acceptance_criteria_hash",
+        "terms.acceptance_criteria_hash",
+        keccak_json(criteria),
+    )?;
+    let benchmark_value = get(document, "benchmark", "terms.document.benchmark")?;
+    check_hash(
+        terms,
+        "benchmark_hash",
+        "terms.benchmark_hash",
+        keccak_json(benchmark_value),
+    )?;
+    let schema = get(
+        document,
+        "evidence_schema",
+        "terms.document.evidence_schema",
+    )?;
+    check_hash(
+        terms,
+        "evidence_schema_hash",
+        "terms.evidence_schema_hash",
+        keccak_json(schema),
+    )?;
+
+    // Rule 4: the evidence is about this bounty, round and solver, and its hashes recompute.
+    if get_address(
+        evidence_rec,
+        "bounty_contract",
+        "submission_evidence.bounty_contract",
+    )? != bounty_contract
+    {
+        return Err(JobError::ScopeMismatch {
+            field: "bounty_contract",
+        });
+    }
+    if get_bytes32(evidence_rec, "bounty_id", "submission_evidence.bounty_id")? != bounty_id {
+        return Err(JobError::ScopeMismatch { field: "bounty_id" });
+    }
+    if get_u64(evidence_rec, "round", "submission_evidence.round")? != round {
+        return Err(JobError::ScopeMismatch { field: "round" });
+    }
+    if get_address(
+        evidence_rec,
+        "solver_wallet",
+        "submission_evidence.solver_wallet",
+    )? != solver
+    {
+        return Err(JobError::ScopeMismatch {
+            field: "solver_wallet",
+        });
+    }
+    let artifact_reference = get_str(
+        evidence_rec,
+        "artifact_reference",
+        "submission_evidence.artifact_reference",
+    )?;
+    let submission_hash = check_hash(
+        evidence_rec,
+        "artifact_hash",
+        "submission_evidence.artifact_hash",
+        sha256_utf8(artifact_reference),
+    )?;
+    let evidence_value = get(evidence_rec, "evidence", "submission_evidence.evidence")?;
+    let evidence = as_obj(evidence_value, "submission_evidence.evidence")?;
+    let evidence_hash = check_hash(
+        evidence_rec,
+        "evidence_hash",
+        "submission_evidence.evidence_hash",
+        sha256_json(evidence_value),
+    )?;
+    let source = parse_artifact_reference(artifact_reference)?;
+
+    // Rule 5: the committed policy names this engine and exactly these verifiers.
+    let policy = as_obj(policy_value, "terms.document.verification_policy")?;
+    if get_str(
+        policy,
+        "mechanism",
+        "terms.document.verification_policy.mechanism",
+    )? != SIGNED_QUORUM
+    {
+        return Err(JobError::PolicyMismatch { field: "mechanism" });
+    }
+    if get_str(
+        policy,
+        "engine",
+        "terms.document.verification_policy.engine",
+    )? != ENGINE
+    {
+        return Err(JobError::PolicyMismatch { field: "engine" });
+    }
+    if get_u64(
+        policy,
+        "threshold",
+        "terms.document.verification_policy.threshold",
+    )? != u64::from(threshold)
+    {
+        return Err(JobError::PolicyMismatch { field: "threshold" });
+    }
+    let policy_verifiers = get(
+        policy,
+        "verifiers",
+        "terms.document.verification_policy.verifiers",
+    )?
+    .as_array()
+    .ok_or(JobError::WrongType {
+        field: "terms.document.verification_policy.verifiers",
+        expected: "an array of addresses",
+    })?;
+    if parse_verifiers(
+        policy_verifiers,
+        "terms.document.verification_policy.verifiers",
+    )? != eligible_verifiers
+    {
+        return Err(JobError::PolicyMismatch { field: "verifiers" });
+    }
+
+    // Rule 6: benchmark engine, source and manifest.
+    let benchmark = as_obj(benchmark_value, "terms.document.benchmark")?;
+    if get_str(benchmark, "engine", "terms.document.benchmark.engine")? != ENGINE {
+        return Err(JobError::Engine {
+            field: "terms.document.benchmark.engine",
+        });
+    }
+    let benchmark_source = parse_benchmark_source(get_obj(
+        benchmark,
+        "source",
+        "terms.document.benchmark.source",
+    )?)?;
+    let manifest = RunnerManifest::from_value(get(
+        benchmark,
+        "runner_manifest",
+        "terms.document.benchmark.runner_manifest",
+    )?)?;
+
+    // Rule 7: the source snapshot the staged tree must match.
+    let source_snapshot_digest = get_str(
+        evidence,
+        "source_snapshot_digest",
+        "submission_evidence.evidence.source_snapshot_digest",
+    )?
+    .parse()
+    .map_err(|_| JobError::SourceSnapshotDigest)?;
+    let source_subdirectory = match evidence.get("source_subdirectory") {
+        None | Some(Value::Null) => RelativeDir::root(),
+        Some(v) => v
+            .as_str()
+            .and_then(RelativeDir::parse)
+            .ok_or(JobError::Subdirectory {
+                field: "submission_evidence.evidence.source_subdirectory",
+            })?,
+    };
+
+    let scope = Scope {
+        network: network.name().to_owned(),
+        bounty_id: bounty_id_text.to_owned(),
+        bounty_contract,
+        round,
+        solver_wallet: solver,
+        submission_hash,
+        evidence_hash,
+        terms_hash,
+        committed_policy_hash: policy_hash,
+        verification_expires_at: expires_at,
+    };
+    Ok(ValidatedJob {
+        raw: raw.clone(),
+        job_id: job_id.to_owned(),
+        network,
+        scope,
+        bounty_id,
+        eligible_verifiers,
+        threshold,
+        manifest,
+        source_snapshot_digest,
+        benchmark_source,
+        source,
+        source_subdirectory,
+    })
+}
+
+fn parse_verifiers(items: &[Value], field: &'static str) -> Result<Vec<Address>, JobError> {
+    items
+        .iter()
+        .map(|v| {
+            v.as_str()
+                .and_then(|s| s.parse().ok())
+                .ok_or(JobError::InvalidAddress { field })
+        })
+        .collect()
+}
+
+fn parse_benchmark_source(source: &Map<String, Value>) -> Result<BenchmarkSource, JobError> {
+    if get_str(source, "kind", "terms.document.benchmark.source.kind")? != "github_commit" {
+        return Err(JobError::BenchmarkSource("kind must be github_commit"));
+    }
+    let repository = GithubRepo::parse(get_str(
+        source,
+        "repository",
+        "terms.document.benchmark.source.repository",
+    )?)
+    .ok_or(JobError::BenchmarkSource("repository must be owner/repo"))?;
+    let commit = CommitId::parse(
+        get_str(source, "commit", "terms.document.benchmark.source.commit")?,
+        true,
+    )
+    .ok_or(JobError::BenchmarkSource("commit must be 40 hex digits"))?;
+    let subdirectory = RelativeDir::parse(get_str(
+        source,
+        "subdirectory",
+        "terms.document.benchmark.source.subdirectory",
+    )?)
+    .ok_or(JobError::Subdirectory {
+        field: "terms.document.benchmark.source.subdirectory",
+    })?;
+    Ok(BenchmarkSource {
+        repository,
+        commit,
+        subdirectory,
+    })
+}
+
+#[cfg(test)]
+mod tests;
