@@ -185,8 +185,11 @@ push_and_load() {
 build_cached() {
   local name="$1" key="$2" out="$3" template="$4" layer_fn="$5"
   shift 5
-  key="$(printf '%s\nlib=%s\ntemplate=%s\n' "$key" "$IMAGE_LIB_VERSION" "$(sha256_file "$template")" |
-    sha256sum | cut -d' ' -f1)"
+  # The scripts are part of the recipe: a change to how a layer is assembled
+  # must rebuild it. An unchanged result still gets the same digest.
+  key="$(printf '%s\nlib=%s\ntemplate=%s\nrecipe=%s %s\n' "$key" "$IMAGE_LIB_VERSION" \
+    "$(sha256_file "$template")" "$(sha256_file "$REPO_ROOT/scripts/services.sh")" \
+    "$(sha256_file "$REPO_ROOT/scripts/lib/image.sh")" | sha256sum | cut -d' ' -f1)"
   if [[ -f "$out/key" && "$(cat "$out/key")" == "$key" && -f "$out/manifest_digest" &&
     -f "$out/layer.tar.gz" && -f "$out/config.json" && -f "$out/manifest.json" ]]; then
     log "$name: inputs unchanged (key ${key:0:12}), reusing the built layer"
