@@ -173,14 +173,13 @@ ensure_registry() {
 # --- images ---------------------------------------------------------------
 
 busybox_binary() {
+  # Take the binary from the busybox-static package itself: a dynamically
+  # linked busybox from the plain `busybox` package would not run in a
+  # scratch image.
   local bin
-  for bin in /bin/busybox /usr/bin/busybox; do
-    if [[ -x "$bin" ]] && file -L "$bin" 2>/dev/null | grep -q 'statically linked'; then
-      printf '%s\n' "$bin"
-      return 0
-    fi
-  done
-  die "no statically linked busybox found (package busybox-static)"
+  bin="$(dpkg -L busybox-static 2>/dev/null | grep -m1 '/bin/busybox$' || true)"
+  [[ -n "$bin" && -x "$bin" ]] || die "no static busybox found (package busybox-static)"
+  printf '%s\n' "$bin"
 }
 
 busybox_layer() {
@@ -370,6 +369,14 @@ for arg in "$@"; do
 done
 
 cd "$REPO_ROOT"
+mkdir -p "$WORK_DIR"
+# Two concurrent runs would race on the build folders and both start a
+# registry; the second waits for the first instead.
+exec 9>"$WORK_DIR/services.lock"
+if ! flock -n 9; then
+  log "another scripts/services.sh holds $WORK_DIR/services.lock; waiting up to 15 minutes"
+  flock -w 900 9 || die "timed out waiting for $WORK_DIR/services.lock"
+fi
 case "$MODE" in
 up) up ;;
 down) down ;;
