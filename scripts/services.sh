@@ -100,7 +100,7 @@ ensure_dockerd() {
   clear_stale_pid "$DOCKERD_PID_FILE" dockerd || true
   mkdir -p "$WORK_DIR"
   log "starting dockerd (log: $WORK_DIR/dockerd.log)"
-  setsid nohup dockerd >>"$WORK_DIR/dockerd.log" 2>&1 </dev/null &
+  setsid nohup dockerd >>"$WORK_DIR/dockerd.log" 2>&1 </dev/null 9>&- &
   local pid=$!
   printf '%s\n' "$pid" >"$DOCKERD_PID_FILE"
   if ! wait_until 90 "docker daemon (pid $pid)" docker_answers; then
@@ -160,7 +160,7 @@ ensure_registry() {
   fi
   log "starting docker-registry serve $REGISTRY_DIR/config.yml (log: $WORK_DIR/registry.log)"
   setsid nohup docker-registry serve "$REGISTRY_DIR/config.yml" \
-    >>"$WORK_DIR/registry.log" 2>&1 </dev/null &
+    >>"$WORK_DIR/registry.log" 2>&1 </dev/null 9>&- &
   local pid=$!
   printf '%s\n' "$pid" >"$REGISTRY_PID_FILE"
   if ! wait_until 30 "registry (pid $pid)" registry_answers; then
@@ -300,7 +300,7 @@ ensure_chain() {
   step "local chain"
   if [[ -f "$REPO_ROOT/tools/chain/up.sh" ]]; then
     log "running tools/chain/up.sh"
-    bash "$REPO_ROOT/tools/chain/up.sh" >&2 || die "tools/chain/up.sh failed"
+    bash "$REPO_ROOT/tools/chain/up.sh" >&2 9>&- || die "tools/chain/up.sh failed"
   else
     log "tools/chain/up.sh does not exist yet; skipping the chain"
   fi
@@ -312,7 +312,7 @@ down() {
   step "stopping services started by scripts/services.sh"
   if [[ -f "$REPO_ROOT/tools/chain/down.sh" ]]; then
     log "running tools/chain/down.sh"
-    bash "$REPO_ROOT/tools/chain/down.sh" >&2 || log "tools/chain/down.sh failed"
+    bash "$REPO_ROOT/tools/chain/down.sh" >&2 9>&- || log "tools/chain/down.sh failed"
   elif [[ -e "$CHAIN_PID_FILE" ]]; then
     stop_pid_file "$CHAIN_PID_FILE" node
   else
@@ -371,7 +371,8 @@ done
 cd "$REPO_ROOT"
 mkdir -p "$WORK_DIR"
 # Two concurrent runs would race on the build folders and both start a
-# registry; the second waits for the first instead.
+# registry; the second waits for the first instead. Every long-lived child
+# is started with fd 9 closed, or it would hold the lock after we exit.
 exec 9>"$WORK_DIR/services.lock"
 if ! flock -n 9; then
   log "another scripts/services.sh holds $WORK_DIR/services.lock; waiting up to 15 minutes"
