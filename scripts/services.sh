@@ -1,0 +1,384 @@
+#!/usr/bin/env bash
+# Brings up the real test environment (DESIGN.md §7) on a Debian 12 machine
+# as root: Docker Engine, a local registry on 127.0.0.1:5000, digest-pinned
+# test images listed in .work/images.json, and the local chain.
+#
+#   scripts/services.sh [--no-python]   bring everything up (idempotent)
+#   scripts/services.sh down            stop what this script started
+#
+# Progress goes to stderr. Safe to rerun: whatever already answers is left
+# alone, and unchanged image inputs reproduce the same digests.
+set -euo pipefail
+
+# shellcheck source=scripts/lib/common.sh
+source "$(dirname "${BASH_SOURCE[0]}")/lib/common.sh"
+# shellcheck source=scripts/lib/image.sh
+source "$REPO_ROOT/scripts/lib/image.sh"
+
+export DEBIAN_FRONTEND=noninteractive
+
+DOCKERD_PID_FILE="$WORK_DIR/dockerd.pid"
+REGISTRY_PID_FILE="$WORK_DIR/registry.pid"
+CHAIN_PID_FILE="$WORK_DIR/chain.pid"
+REGISTRY_DIR="$WORK_DIR/registry"
+IMAGES_JSON="$WORK_DIR/images.json"
+DEBOOTSTRAP_MIRROR="${DEBOOTSTRAP_MIRROR:-http://deb.debian.org/debian}"
+PYTHON_SUITE=bookworm
+PYTHON_INCLUDE=python3
+
+usage() {
+  cat >&2 <<'USAGE'
+usage: scripts/services.sh [--no-python]
+       scripts/services.sh down
+USAGE
+}
+
+# --- packages -------------------------------------------------------------
+
+pkg_installed() {
+  [[ "$(dpkg-query -W -f='${Status}' "$1" 2>/dev/null)" == "install ok installed" ]]
+}
+
+ensure_packages() {
+  step "packages"
+  local wanted=(docker.io docker-registry busybox-static hyperfine time jq curl ca-certificates tar gzip)
+  if [[ "$WITH_PYTHON" == 1 ]]; then
+    wanted+=(debootstrap)
+  fi
+  local missing=() pkg
+  for pkg in "${wanted[@]}"; do
+    pkg_installed "$pkg" || missing+=("$pkg")
+  done
+  # Node may come from a non-Debian build (nodesource bundles npm), so look
+  # for the commands rather than the Debian package names.
+  if ! command -v node >/dev/null 2>&1; then
+    missing+=(nodejs)
+  fi
+  if ! command -v npm >/dev/null 2>&1; then
+    missing+=(npm)
+  fi
+  if ! command -v python3 >/dev/null 2>&1; then
+    missing+=(python3)
+  fi
+  if ! python3 -m pip --version >/dev/null 2>&1; then
+    missing+=(python3-pip)
+  fi
+  if ((${#missing[@]} == 0)); then
+    log "all needed packages are installed"
+    return 0
+  fi
+  [[ "$(id -u)" == 0 ]] || die "packages missing (${missing[*]}) and not running as root to install them"
+  log "missing: ${missing[*]}; running apt-get update"
+  apt-get update -q >&2
+  log "apt-get install ${missing[*]}"
+  apt-get install -y -q "${missing[@]}" >&2
+}
+
+# --- docker engine --------------------------------------------------------
+
+docker_answers() {
+  timeout 10 docker version >/dev/null 2>&1
+}
+
+ensure_dockerd() {
+  step "docker engine"
+  if docker_answers; then
+    log "a docker daemon already answers on the default socket; leaving it alone"
+    return 0
+  fi
+  [[ "$(id -u)" == 0 ]] || die "no docker daemon answers and starting one needs root"
+  # dockerd refuses to start when /var/run/docker.pid names a live process,
+  # and its managed containerd trusts containerd.pid the same way; files left
+  # by a killed session must go, files of a live daemon must stay.
+  if ! clear_stale_pid /var/run/docker.pid dockerd; then
+    log "dockerd pid $(read_pid /var/run/docker.pid) is alive but not answering yet; waiting up to 60 s"
+    wait_until 60 "docker daemon" docker_answers ||
+      die "dockerd (pid $(read_pid /var/run/docker.pid)) is running but /var/run/docker.sock does not answer; see its log or stop it"
+    return 0
+  fi
+  clear_stale_pid /var/run/docker/containerd/containerd.pid containerd || true
+  clear_stale_pid "$DOCKERD_PID_FILE" dockerd || true
+  mkdir -p "$WORK_DIR"
+  log "starting dockerd (log: $WORK_DIR/dockerd.log)"
+  setsid nohup dockerd >>"$WORK_DIR/dockerd.log" 2>&1 </dev/null 9>&- &
+  local pid=$!
+  printf '%s\n' "$pid" >"$DOCKERD_PID_FILE"
+  if ! wait_until 90 "docker daemon (pid $pid)" docker_answers; then
+    tail -n 20 "$WORK_DIR/dockerd.log" >&2 || true
+    if pid_alive "$pid" dockerd; then
+      die "dockerd (pid $pid) did not answer within 90 s; log: $WORK_DIR/dockerd.log"
+    fi
+    rm -f "$DOCKERD_PID_FILE"
+    die "dockerd exited during startup; log: $WORK_DIR/dockerd.log"
+  fi
+}
+
+# --- local registry -------------------------------------------------------
+
+registry_answers() {
+  curl -sf -o /dev/null --max-time 5 "http://$REGISTRY_ADDR/v2/"
+}
+
+write_registry_config() {
+  local config="$REGISTRY_DIR/config.yml" tmp
+  mkdir -p "$REGISTRY_DIR/data"
+  tmp="$(mktemp "$REGISTRY_DIR/config.yml.XXXXXX")"
+  # No auth section: the registry only listens on loopback and holds test
+  # images. Deletion stays off so a digest once served keeps being served.
+  cat >"$tmp" <<YAML
+version: 0.1
+log:
+  level: warn
+  formatter: text
+storage:
+  filesystem:
+    rootdirectory: $REGISTRY_DIR/data
+http:
+  addr: $REGISTRY_ADDR
+YAML
+  if cmp -s "$tmp" "$config"; then
+    rm -f "$tmp"
+  else
+    mv "$tmp" "$config"
+    log "wrote $config"
+  fi
+}
+
+ensure_registry() {
+  step "local registry on $REGISTRY_ADDR"
+  write_registry_config
+  if registry_answers; then
+    log "a registry already answers on http://$REGISTRY_ADDR/v2/; leaving it alone"
+    return 0
+  fi
+  if ! clear_stale_pid "$REGISTRY_PID_FILE" docker-registry; then
+    local old
+    old="$(read_pid "$REGISTRY_PID_FILE")"
+    log "registry pid $old is alive but not answering; waiting up to 20 s"
+    wait_until 20 "registry" registry_answers && return 0
+    die "docker-registry (pid $old) runs but http://$REGISTRY_ADDR/v2/ does not answer; log: $WORK_DIR/registry.log"
+  fi
+  log "starting docker-registry serve $REGISTRY_DIR/config.yml (log: $WORK_DIR/registry.log)"
+  setsid nohup docker-registry serve "$REGISTRY_DIR/config.yml" \
+    >>"$WORK_DIR/registry.log" 2>&1 </dev/null 9>&- &
+  local pid=$!
+  printf '%s\n' "$pid" >"$REGISTRY_PID_FILE"
+  if ! wait_until 30 "registry (pid $pid)" registry_answers; then
+    tail -n 20 "$WORK_DIR/registry.log" >&2 || true
+    pid_alive "$pid" docker-registry || rm -f "$REGISTRY_PID_FILE"
+    die "registry did not answer on http://$REGISTRY_ADDR/v2/ within 30 s (is the port taken?); log: $WORK_DIR/registry.log"
+  fi
+}
+
+# --- images ---------------------------------------------------------------
+
+busybox_binary() {
+  # Take the binary from the busybox-static package itself: a dynamically
+  # linked busybox from the plain `busybox` package would not run in a
+  # scratch image.
+  local bin
+  bin="$(dpkg -L busybox-static 2>/dev/null | grep -m1 '/bin/busybox$' || true)"
+  [[ -n "$bin" && -x "$bin" ]] || die "no static busybox found (package busybox-static)"
+  printf '%s\n' "$bin"
+}
+
+busybox_layer() {
+  local out="$1" bin="$2" stage applet
+  stage="$out/rootfs"
+  rm -rf "$stage"
+  mkdir -p "$stage/bin" "$stage/tmp"
+  cp -a "$REPO_ROOT/images/busybox/rootfs/." "$stage/"
+  cp "$bin" "$stage/bin/busybox"
+  normalize_modes "$stage"
+  for applet in $("$stage/bin/busybox" --list); do
+    [[ "$applet" =~ ^[a-z0-9._\[-]+$ && "$applet" != busybox ]] || continue
+    [[ -e "$stage/bin/$applet" || -L "$stage/bin/$applet" ]] || ln -s busybox "$stage/bin/$applet"
+  done
+  chmod 1777 "$stage/tmp"
+  build_layer "$stage" "$out" --owner=0 --group=0 --mtime=@0
+  rm -rf "$stage"
+}
+
+build_busybox() {
+  step "image verifier-busybox"
+  local bin key out="$WORK_DIR/images/busybox"
+  bin="$(busybox_binary)"
+  key="$(printf 'busybox=%s\nfiles=%s\n' "$(sha256_file "$bin")" "$(hash_tree "$REPO_ROOT/images/busybox/rootfs")")"
+  build_cached busybox "$key" "$out" "$REPO_ROOT/images/busybox/config.json" busybox_layer "$bin"
+  BUSYBOX_REF="$(push_and_load verifier-busybox "$out")"
+  log "busybox image: $BUSYBOX_REF"
+}
+
+unmount_under() {
+  local dir="$1" target
+  # An interrupted debootstrap leaves proc/sys mounted inside its target;
+  # removing the tree with those still mounted would reach into the host.
+  findmnt -rn -o TARGET | awk -v d="$dir" 'index($0, d "/") == 1' | sort -r |
+    while IFS= read -r target; do
+      log "unmounting leftover $target"
+      umount -l "$target" || true
+    done
+}
+
+# Builds (or reuses) the debootstrap root; prints its path.
+python_root() {
+  local key="$1" root="$WORK_DIR/images/python-root"
+  if [[ -f "$root.key" && "$(cat "$root.key")" == "$key" && -x "$root/usr/bin/python3" ]]; then
+    log "reusing debootstrap root $root (key ${key:0:12})"
+    printf '%s\n' "$root"
+    return 0
+  fi
+  [[ "$(id -u)" == 0 ]] || die "debootstrap needs root"
+  local tmp="$root.tmp"
+  unmount_under "$tmp"
+  unmount_under "$root"
+  rm -rf --one-file-system "$tmp" "$root" "$root.key"
+  log "debootstrap --variant=minbase --include=$PYTHON_INCLUDE $PYTHON_SUITE (mirror $DEBOOTSTRAP_MIRROR); this takes a few minutes"
+  debootstrap --variant=minbase --include="$PYTHON_INCLUDE" "$PYTHON_SUITE" "$tmp" "$DEBOOTSTRAP_MIRROR" \
+    >"$WORK_DIR/debootstrap.log" 2>&1 || {
+    tail -n 30 "$WORK_DIR/debootstrap.log" >&2 || true
+    unmount_under "$tmp"
+    die "debootstrap failed; log: $WORK_DIR/debootstrap.log"
+  }
+  unmount_under "$tmp"
+  # Package indexes and caches are large and useless in a test image.
+  rm -rf --one-file-system "$tmp"/var/lib/apt/lists/* "$tmp"/var/cache/apt/*.bin \
+    "$tmp"/var/cache/apt/archives/*.deb "$tmp"/var/log/* "$tmp"/dev/*
+  if [[ -d "$REPO_ROOT/images/python/rootfs" ]]; then
+    cp -a "$REPO_ROOT/images/python/rootfs/." "$tmp/"
+  fi
+  chmod 1777 "$tmp/tmp"
+  "$tmp/usr/bin/python3" -c 'pass' 2>/dev/null || chroot "$tmp" /usr/bin/python3 -c 'pass' ||
+    die "python3 in the debootstrap root does not run"
+  mv "$tmp" "$root"
+  printf '%s\n' "$key" >"$root.key"
+  printf '%s\n' "$root"
+}
+
+python_layer() {
+  local out="$1" root="$2"
+  # Real owners and mtimes are kept: the root is cached, so they are stable,
+  # and .pyc files are validated against their sources' mtimes.
+  build_layer "$root" "$out" --anchored --exclude='proc/*' --exclude='sys/*' --exclude='dev/*'
+}
+
+build_python() {
+  step "image verifier-python"
+  local key root out="$WORK_DIR/images/python"
+  key="$(printf 'suite=%s\nvariant=minbase\ninclude=%s\narch=%s\nfiles=%s\n' \
+    "$PYTHON_SUITE" "$PYTHON_INCLUDE" "$(dpkg --print-architecture)" \
+    "$(hash_tree "$REPO_ROOT/images/python/rootfs")" | sha256sum | cut -d' ' -f1)"
+  root="$(python_root "$key")"
+  build_cached python "$key" "$out" "$REPO_ROOT/images/python/config.json" python_layer "$root"
+  PYTHON_REF="$(push_and_load verifier-python "$out")"
+  log "python image: $PYTHON_REF"
+}
+
+write_images_json() {
+  step "images.json"
+  local content tmp
+  if [[ -n "${PYTHON_REF:-}" ]]; then
+    content="$(printf '{"busybox": "%s", "python": "%s"}' "$BUSYBOX_REF" "$PYTHON_REF")"
+  else
+    content="$(printf '{"busybox": "%s"}' "$BUSYBOX_REF")"
+  fi
+  tmp="$(mktemp "$WORK_DIR/images.json.XXXXXX")"
+  printf '%s\n' "$content" >"$tmp"
+  if cmp -s "$tmp" "$IMAGES_JSON"; then
+    rm -f "$tmp"
+    log "$IMAGES_JSON unchanged"
+  else
+    mv "$tmp" "$IMAGES_JSON"
+    log "wrote $IMAGES_JSON"
+  fi
+  cat "$IMAGES_JSON" >&2
+}
+
+# --- chain ----------------------------------------------------------------
+
+ensure_chain() {
+  step "local chain"
+  if [[ -f "$REPO_ROOT/tools/chain/up.sh" ]]; then
+    log "running tools/chain/up.sh"
+    bash "$REPO_ROOT/tools/chain/up.sh" >&2 9>&- || die "tools/chain/up.sh failed"
+  else
+    log "tools/chain/up.sh does not exist yet; skipping the chain"
+  fi
+}
+
+# --- main -----------------------------------------------------------------
+
+down() {
+  step "stopping services started by scripts/services.sh"
+  if [[ -f "$REPO_ROOT/tools/chain/down.sh" ]]; then
+    log "running tools/chain/down.sh"
+    bash "$REPO_ROOT/tools/chain/down.sh" >&2 9>&- || log "tools/chain/down.sh failed"
+  elif [[ -e "$CHAIN_PID_FILE" ]]; then
+    stop_pid_file "$CHAIN_PID_FILE" node
+  else
+    log "chain: nothing to stop"
+  fi
+  stop_pid_file "$REGISTRY_PID_FILE" docker-registry
+  stop_pid_file "$DOCKERD_PID_FILE" dockerd
+}
+
+up() {
+  local started=$SECONDS
+  mkdir -p "$WORK_DIR"
+  ensure_packages
+  ensure_dockerd
+  ensure_registry
+  build_busybox
+  PYTHON_REF=""
+  if [[ "$WITH_PYTHON" == 1 ]]; then
+    build_python
+  else
+    log "--no-python: skipping the python image"
+    local old
+    # Keep a python image that an earlier run built, so --no-python does not
+    # take away what tests may already rely on.
+    if [[ -f "$WORK_DIR/images/python/manifest_digest" ]]; then
+      old="$REGISTRY_ADDR/verifier-python@sha256:$(cat "$WORK_DIR/images/python/manifest_digest")"
+      if docker image inspect "$old" >/dev/null 2>&1; then
+        PYTHON_REF="$old"
+        log "keeping the python image from an earlier run: $old"
+      fi
+    fi
+  fi
+  write_images_json
+  ensure_chain
+  step "done in $((SECONDS - started)) s"
+}
+
+WITH_PYTHON=1
+MODE=up
+for arg in "$@"; do
+  case "$arg" in
+  --no-python) WITH_PYTHON=0 ;;
+  up) MODE=up ;;
+  down) MODE=down ;;
+  -h | --help)
+    usage
+    exit 0
+    ;;
+  *)
+    usage
+    die "unknown argument: $arg"
+    ;;
+  esac
+done
+
+cd "$REPO_ROOT"
+mkdir -p "$WORK_DIR"
+# Two concurrent runs would race on the build folders and both start a
+# registry; the second waits for the first instead. Every long-lived child
+# is started with fd 9 closed, or it would hold the lock after we exit.
+exec 9>"$WORK_DIR/services.lock"
+if ! flock -n 9; then
+  log "another scripts/services.sh holds $WORK_DIR/services.lock; waiting up to 15 minutes"
+  flock -w 900 9 || die "timed out waiting for $WORK_DIR/services.lock"
+fi
+case "$MODE" in
+up) up ;;
+down) down ;;
+esac
