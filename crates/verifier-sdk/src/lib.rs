@@ -41,6 +41,7 @@ pub mod fixtures;
 pub mod job;
 pub mod manifest;
 pub mod receipt;
+pub mod revalidate;
 pub mod settle;
 pub mod types;
 
@@ -63,6 +64,10 @@ pub use receipt::{
     Execution, ExecutionFacts, Isolation, NoVerdict, NoVerdictOutcome, NoVerdictReason, Outcome,
     OutcomeError, Receipt, RunOutput, Scope, ValidatedOutcome, Verdict, response_hash,
     validate_outcome,
+};
+pub use revalidate::{
+    EvidenceError, Revalidated, RevalidationError, check_evidence, job_changes,
+    revalidate_candidate,
 };
 pub use settle::{
     BountyStatus, SettlementEvent, VerificationMode, settle_calldata, verification_hash,
