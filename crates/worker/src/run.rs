@@ -1,0 +1,301 @@
+//! The run step: a validated job and its staged trees in, an outcome and its evidence out.
+//!
+//! This is where the protocol (`verifier-sdk`) meets the sandbox: the job decides the spec,
+//! the staged store supplies verified trees (re-digested right before create and after the
+//! run), the executor decides completed-or-not, and only then does the sdk turn a completed
+//! run into a receipt and response hash. Rehearsal uses [`execute_manifest`] without a job.
+
+use std::io::Read;
+use std::path::{Path, PathBuf};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use serde_json::Value;
+use sha2::{Digest, Sha256};
+use verifier_sdk::{
+    ExecutionFacts, NoVerdictOutcome, NoVerdictReason, Outcome, RunOutput, RunnerManifest,
+    Sha256Digest, TreeLimits, ValidatedJob, canonical_json,
+};
+
+use crate::sandbox::{
+    Decision, DockerExecutor, EvidenceRecord, InputCheck, InputPhase, RunHooks, SandboxError,
+    SandboxSpec,
+};
+use crate::stage::{StageKind, verify_staged};
+
+/// Largest request file we read; a job is a few KiB, so this only stops abuse.
+pub const MAX_REQUEST_BYTES: u64 = 4 << 20;
+/// Environment variable naming the staging root for `--run-regression`.
+pub const STAGING_ROOT_ENV: &str = "REGRESSION_SANDBOX_STAGING_ROOT";
+
+/// Why a request file could not be turned into a job value.
+#[derive(Debug, thiserror::Error)]
+pub enum RequestError {
+    /// The file could not be read.
+    #[error("reading request {path:?}: {source}")]
+    Io {
+        /// The file.
+        path: PathBuf,
+        /// The underlying error.
+        #[source]
+        source: std::io::Error,
+    },
+    /// The file is larger than [`MAX_REQUEST_BYTES`].
+    #[error("request is larger than {MAX_REQUEST_BYTES} bytes")]
+    TooLarge,
+    /// The file is not JSON.
+    #[error("request is not valid JSON: {0}")]
+    Json(#[source] serde_json::Error),
+    /// The JSON is not an object with exactly the expected keys.
+    #[error("request must be an object with exactly the keys {expected:?}; got {got:?}")]
+    Shape {
+        /// The keys we require.
+        expected: &'static [&'static str],
+        /// The keys present (truncated).
+        got: Vec<String>,
+    },
+}
+
+/// Reads a request file: bounded size, JSON, an object with exactly the keys `expected`.
+/// Unknown keys are refused so a request can never smuggle in a host path or a policy override.
+pub fn read_request(
+    path: &Path,
+    expected: &'static [&'static str],
+) -> Result<serde_json::Map<String, Value>, RequestError> {
+    let io = |source| RequestError::Io { path: path.to_owned(), source };
+    let file = std::fs::File::open(path).map_err(io)?;
+    let mut bytes = Vec::new();
+    file.take(MAX_REQUEST_BYTES + 1).read_to_end(&mut bytes).map_err(io)?;
+    if bytes.len() as u64 > MAX_REQUEST_BYTES {
+        return Err(RequestError::TooLarge);
+    }
+    let value: Value = serde_json::from_slice(&bytes).map_err(RequestError::Json)?;
+    let Value::Object(map) = value else {
+        return Err(RequestError::Shape { expected, got: vec![] });
+    };
+    let mut got: Vec<String> = map.keys().take(16).map(|k| k.chars().take(64).collect()).collect();
+    got.sort();
+    let mut want: Vec<String> = expected.iter().map(|k| (*k).to_owned()).collect();
+    want.sort();
+    if got != want || map.len() != expected.len() {
+        return Err(RequestError::Shape { expected, got });
+    }
+    Ok(map)
+}
+
+/// Seconds since the unix epoch, the clock every validity check uses.
+pub fn now_unix() -> u64 {
+    SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_secs()).unwrap_or(0)
+}
+
+/// Options of one run that are the operator's, not the job's.
+#[derive(Debug, Clone)]
+pub struct RunOptions {
+    /// The staging root holding `sources/` and `benchmarks/`.
+    pub staging_root: PathBuf,
+    /// Pull the image by its digest when it is not present.
+    pub pull: bool,
+}
+
+/// What one execution produced, before any job is attached.
+#[derive(Debug, Clone)]
+pub struct Execution {
+    /// Completed (with exit code) or no verdict (with reason).
+    pub decision: Decision,
+    /// The evidence record of the run.
+    pub evidence: EvidenceRecord,
+}
+
+/// A finished job run: the protocol output and its evidence.
+#[derive(Debug, Clone)]
+pub struct JobRun {
+    /// Exactly what `--run-regression` prints.
+    pub output: RunOutput,
+    /// The evidence record, with `response_hash` filled in for a verdict.
+    pub evidence: EvidenceRecord,
+}
+
+fn source_limits(m: &RunnerManifest) -> Result<TreeLimits, verifier_sdk::DigestError> {
+    TreeLimits::new(m.max_source_bytes, m.max_source_files)
+}
+
+fn benchmark_limits(m: &RunnerManifest) -> Result<TreeLimits, verifier_sdk::DigestError> {
+    TreeLimits::new(m.max_benchmark_bytes, m.max_benchmark_files)
+}
+
+/// Re-digests both staged trees; used right before create and after the run.
+struct StagedInputs {
+    root: PathBuf,
+    source: Sha256Digest,
+    source_limits: TreeLimits,
+    benchmark: Sha256Digest,
+    benchmark_limits: TreeLimits,
+}
+
+impl StagedInputs {
+    fn check(&self) -> Result<(PathBuf, PathBuf), String> {
+        let source = verify_staged(&self.root, StageKind::Source, &self.source, self.source_limits)
+            .map_err(|e| format!("source: {e}"))?;
+        let benchmark =
+            verify_staged(&self.root, StageKind::Benchmark, &self.benchmark, self.benchmark_limits)
+                .map_err(|e| format!("benchmark: {e}"))?;
+        Ok((source, benchmark))
+    }
+}
+
+impl RunHooks for StagedInputs {
+    fn check_inputs(&self, _phase: InputPhase) -> InputCheck {
+        match self.check() {
+            Ok(_) => InputCheck::Matched,
+            Err(detail) => InputCheck::Mismatch { detail },
+        }
+    }
+}
+
+fn run_id(seed: &str) -> String {
+    let nanos = SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_nanos()).unwrap_or(0);
+    let mut h = Sha256::new();
+    h.update(seed.as_bytes());
+    h.update(std::process::id().to_be_bytes());
+    h.update(nanos.to_be_bytes());
+    hex::encode(h.finalize()).chars().take(24).collect()
+}
+
+/// The container spec a manifest asks for, on the given staged trees. Pure: `worker plan`
+/// prints it, and the executor runs it.
+pub fn spec_for(
+    manifest: &RunnerManifest,
+    source_dir: PathBuf,
+    benchmark_dir: PathBuf,
+    run_id: String,
+    pull: bool,
+) -> SandboxSpec {
+    SandboxSpec {
+        run_id,
+        image: manifest.image.clone(),
+        platform: manifest.platform.clone(),
+        argv: manifest.command.clone(),
+        source_dir,
+        benchmark_dir,
+        timeout: Duration::from_secs(manifest.timeout_seconds),
+        cpu_millis: manifest.cpu_millis,
+        memory_bytes: manifest.memory_bytes,
+        pids_limit: manifest.pids_limit,
+        max_output_bytes: manifest.max_output_bytes,
+        tmpfs_bytes: manifest.tmpfs_bytes,
+        test_seed: manifest.test_seed,
+        pull,
+    }
+}
+
+/// Runs `manifest` on the staged source `source` and the manifest's benchmark. Missing or
+/// changed inputs are a no-verdict `input_mismatch`, decided without touching the engine.
+pub async fn execute_manifest(
+    executor: &DockerExecutor,
+    manifest: &RunnerManifest,
+    source: Sha256Digest,
+    options: &RunOptions,
+    label: &str,
+) -> Result<Result<Execution, NoVerdictOutcome>, SandboxError> {
+    let (Ok(source_limits), Ok(benchmark_limits)) =
+        (source_limits(manifest), benchmark_limits(manifest))
+    else {
+        return Ok(Err(NoVerdictOutcome::new(
+            NoVerdictReason::InvalidJob,
+            "manifest limits must be positive",
+        )));
+    };
+    let inputs = StagedInputs {
+        root: options.staging_root.clone(),
+        source,
+        source_limits,
+        benchmark: manifest.benchmark_digest,
+        benchmark_limits,
+    };
+    // Resolve the paths (and fail fast on a missing tree); the executor re-checks both trees
+    // through the hooks immediately before create and after the run.
+    let (source_dir, benchmark_dir) = match inputs.check() {
+        Ok(paths) => paths,
+        Err(detail) => {
+            return Ok(Err(NoVerdictOutcome::new(NoVerdictReason::InputMismatch, &detail)));
+        }
+    };
+    let spec = spec_for(manifest, source_dir, benchmark_dir, run_id(label), options.pull);
+    let report = executor.run(&spec, &inputs).await?;
+    Ok(Ok(Execution { decision: report.decision, evidence: report.evidence }))
+}
+
+/// Turns an execution into the protocol output for `job`, and records the response hash in
+/// the evidence.
+pub fn outcome_for_job(job: &ValidatedJob, mut execution: Execution) -> JobRun {
+    let output = match &execution.decision {
+        Decision::Completed { exit_code } => match execution_facts(*exit_code, &execution.evidence)
+            .and_then(|facts| {
+                Outcome::for_job(job, job.source_snapshot_digest(), facts)
+                    .map_err(|e| e.to_string())
+            }) {
+            Ok(outcome) => {
+                execution.evidence.response_hash = Some(outcome.response_hash.to_string());
+                RunOutput::Verdict(outcome)
+            }
+            Err(detail) => {
+                RunOutput::NoVerdict(NoVerdictOutcome::new(NoVerdictReason::InternalError, &detail))
+            }
+        },
+        Decision::NoVerdict { reason, detail } => {
+            RunOutput::NoVerdict(NoVerdictOutcome::new(*reason, detail))
+        }
+    };
+    JobRun { output, evidence: execution.evidence }
+}
+
+fn execution_facts(exit_code: i64, evidence: &EvidenceRecord) -> Result<ExecutionFacts, String> {
+    let parse = |s: &str| s.parse::<Sha256Digest>().map_err(|e| e.to_string());
+    Ok(ExecutionFacts {
+        exit_code,
+        stdout_sha256: parse(&evidence.stdout.sha256)?,
+        stderr_sha256: parse(&evidence.stderr.sha256)?,
+        stdout_bytes: evidence.stdout.bytes,
+        stderr_bytes: evidence.stderr.bytes,
+    })
+}
+
+/// Runs a validated job end to end: staged inputs, sandbox, outcome.
+pub async fn run_job(
+    executor: &DockerExecutor,
+    job: &ValidatedJob,
+    options: &RunOptions,
+) -> Result<Result<JobRun, NoVerdictOutcome>, SandboxError> {
+    let execution = execute_manifest(
+        executor,
+        job.manifest(),
+        job.source_snapshot_digest(),
+        options,
+        job.job_id(),
+    )
+    .await?;
+    Ok(execution.map(|e| outcome_for_job(job, e)))
+}
+
+/// Writes `evidence` content-addressed under `<root>/evidence/sha256/<hex>.json` (the hex is
+/// SHA-256 of its canonical JSON) and returns the path. Written to a temporary file and
+/// renamed, so a reader never sees half a record.
+pub fn write_evidence(root: &Path, evidence: &EvidenceRecord) -> std::io::Result<PathBuf> {
+    let value = serde_json::to_value(evidence).map_err(std::io::Error::other)?;
+    let bytes = canonical_json(&value).into_bytes();
+    let hex = hex::encode(Sha256::digest(&bytes));
+    let dir = root.join("evidence").join("sha256");
+    std::fs::create_dir_all(&dir)?;
+    let target = dir.join(format!("{hex}.json"));
+    write_atomic(&target, &bytes)?;
+    Ok(target)
+}
+
+/// Writes `bytes` to `path` through a temporary file in the same folder and a rename.
+pub fn write_atomic(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
+    let dir = path.parent().unwrap_or_else(|| Path::new("."));
+    let mut tmp = tempfile::NamedTempFile::new_in(dir)?;
+    std::io::Write::write_all(&mut tmp, bytes)?;
+    tmp.as_file().sync_all()?;
+    tmp.persist(path).map_err(|e| e.error)?;
+    Ok(())
+}
