@@ -254,6 +254,15 @@ contract TestBounty {
         _setThreshold(newThreshold);
     }
 
+    /// @notice Appends verifiers to the set (the set hash follows), so tests can build lists
+    /// longer than one transaction's gas cap allows.
+    function addVerifiers(address[] calldata more) external onlyOwner {
+        for (uint256 i = 0; i < more.length; i++) {
+            _addVerifier(more[i]);
+        }
+        verifierSetHash = keccak256(abi.encode(verifierList));
+    }
+
     function setThreshold(uint8 newThreshold) external onlyOwner {
         _setThreshold(newThreshold);
     }
@@ -324,12 +333,16 @@ contract TestBounty {
         }
         delete verifierList;
         for (uint256 i = 0; i < newVerifiers.length; i++) {
-            require(newVerifiers[i] != address(0), "test bounty: zero verifier");
-            require(!isVerifier[newVerifiers[i]], "test bounty: duplicate verifier");
-            isVerifier[newVerifiers[i]] = true;
-            verifierList.push(newVerifiers[i]);
+            _addVerifier(newVerifiers[i]);
         }
         verifierSetHash = keccak256(abi.encode(newVerifiers));
+    }
+
+    function _addVerifier(address verifier) private {
+        require(verifier != address(0), "test bounty: zero verifier");
+        require(!isVerifier[verifier], "test bounty: duplicate verifier");
+        isVerifier[verifier] = true;
+        verifierList.push(verifier);
     }
 
     function _setThreshold(uint8 newThreshold) private {

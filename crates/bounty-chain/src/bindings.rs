@@ -3,6 +3,9 @@
 //! Defined here because the sdk had no `sol!` interface when this crate was written; if the
 //! sdk grows one, this module should re-export it instead of keeping a second copy.
 
+// The generated event constructors take one argument per event field (11 for BountySettled).
+#![allow(clippy::too_many_arguments)]
+
 alloy::sol! {
     /// Bounty contract interface (one contract per bounty).
     #[sol(rpc)]

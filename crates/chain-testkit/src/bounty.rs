@@ -9,21 +9,27 @@ use alloy::signers::local::PrivateKeySigner;
 use crate::attest::{AttestationFields, local_attestation_digest, sign_digest};
 use crate::node::{CHAIN_ID, TestkitError, require_node};
 
-alloy::sol!(
-    /// `contracts/TestBounty.sol`, bound from its committed artifact (ABI and bytecode).
-    #[sol(rpc)]
-    #[derive(Debug)]
-    TestBounty,
-    "../../contracts/out/TestBounty.json"
-);
+// The generated event constructors take one argument per event field (11 for BountySettled).
+#[allow(clippy::too_many_arguments)]
+mod artifacts {
+    alloy::sol!(
+        /// `contracts/TestBounty.sol`, bound from its committed artifact (ABI and bytecode).
+        #[sol(rpc)]
+        #[derive(Debug)]
+        TestBounty,
+        "../../contracts/out/TestBounty.json"
+    );
 
-alloy::sol!(
-    /// `contracts/TestVerifierWallet.sol`: an ERC-1271 contract verifier owned by one key.
-    #[sol(rpc)]
-    #[derive(Debug)]
-    TestVerifierWallet,
-    "../../contracts/out/TestVerifierWallet.json"
-);
+    alloy::sol!(
+        /// `contracts/TestVerifierWallet.sol`: an ERC-1271 contract verifier owned by one key.
+        #[sol(rpc)]
+        #[derive(Debug)]
+        TestVerifierWallet,
+        "../../contracts/out/TestVerifierWallet.json"
+    );
+}
+
+pub use artifacts::{TestBounty, TestVerifierWallet};
 
 /// Status values of the contract, for the setters.
 pub mod status {
@@ -300,6 +306,15 @@ impl DeployedBounty {
             self.contract.setVerifiers(verifiers, threshold),
         )
         .await
+    }
+
+    /// Appends to the verifier list (the set hash follows); for lists too long for one
+    /// transaction's gas cap.
+    pub async fn add_verifiers(
+        &self,
+        more: Vec<Address>,
+    ) -> Result<TransactionReceipt, TestkitError> {
+        mined("addVerifiers", self.contract.addVerifiers(more)).await
     }
 
     /// Sets `threshold()` alone.

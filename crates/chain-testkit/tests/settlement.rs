@@ -3,6 +3,9 @@
 //!
 //! Needs the node from `tools/chain/up.sh` (or scripts/services.sh); fails loudly without it.
 
+// Tests may unwrap: a failure here is a test failure with the error printed.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
 use alloy::primitives::{Address, B256, Bytes, U256, b256, keccak256};
 use alloy::signers::local::PrivateKeySigner;
 use alloy::sol_types::{SolCall, SolEvent};
