@@ -1,1 +1,19 @@
-//! placeholder
+//! On-chain reading that the signer and the keeper share.
+//!
+//! A bounty's state is read at ONE pinned block ([`ChainReader::read_bounty`]) into a
+//! [`BountyState`], so every field comes from the same chain state even while blocks keep
+//! arriving; the contract's own `attestationDigest` is read at that same block. [`expect`]
+//! compares a state against what a verification job commits to and returns typed mismatches,
+//! as a pure function, so deciding code is tested without a chain.
+//!
+//! This crate deliberately does not sign, broadcast, compute the local EIP-712 digest (the sdk
+//! owns protocol hashes) or hold keys; it only reads.
+
+pub mod bindings;
+pub mod expect;
+pub mod reader;
+pub mod state;
+
+pub use expect::{Expected, Mismatch, check_state};
+pub use reader::{AttestationQuery, ChainReadError, ChainReader, MAX_VERIFIERS, RpcChainReader};
+pub use state::{BountyState, BountyStatus, VerificationMode, verifier_set_hash};
