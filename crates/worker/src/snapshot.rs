@@ -258,8 +258,9 @@ fn read_one(
         .send(Message::Begin(index))
         .map_err(|_| Stop::HungUp)?;
 
-    // One byte past the listed size is enough to notice a file that grew.
-    let mut remaining = entry.size.saturating_add(1);
+    // Exactly the listed size is read; growth or any rewrite during the read shows in the
+    // second `fstat` below, which saves an end-of-file probe per file on small-file trees.
+    let mut remaining = entry.size;
     while remaining > 0 {
         let mut buffer = match spare.take() {
             Some(buffer) => buffer,
