@@ -2,6 +2,15 @@
 //! exit code (the only place that policy lives, see `exit.rs`). JSON results go to stdout;
 //! errors go to stderr as one `worker: error: ...` line; logs go to stderr, filtered by the
 //! `WORKER_LOG` environment variable (`tracing` env-filter syntax, default `warn`).
+//!
+//! Exit codes of the staging modes (numbers from `exit.rs`):
+//! - 0: the tree was snapshotted or staged; its JSON is on stdout.
+//! - 2: the command line is unusable (unknown flag, missing value, bad kind, limit not a
+//!   positive integer).
+//! - 4: the input tree was rejected (missing, link, special file, non-UTF-8 or `\` name, too
+//!   deep, over a limit, changed while read). Nothing was published.
+//! - 78: the staging root cannot be created or used, or lies inside the input tree.
+//! - 1: writing into the store failed, or an internal error. Nothing was published.
 
 use std::io::Write;
 
