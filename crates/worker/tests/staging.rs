@@ -363,7 +363,7 @@ fn limits_reject_one_over_and_accept_exactly_the_maximum() {
 }
 
 #[test]
-fn missing_input_is_invalid_input() {
+fn missing_or_non_directory_input_is_invalid_input() {
     let root = tempfile::tempdir().unwrap();
     let out = stage(
         "source",
@@ -373,6 +373,15 @@ fn missing_input_is_invalid_input() {
         MANY,
     );
     assert_eq!(code(&out), 4, "{}", stderr(&out));
+    let file = root.path().join("file");
+    fs::write(&file, b"x").unwrap();
+    let out = snapshot(&file, BIG, MANY);
+    assert_eq!(code(&out), 4, "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("is not a directory"),
+        "{}",
+        stderr(&out)
+    );
 }
 
 #[test]
