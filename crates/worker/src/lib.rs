@@ -7,4 +7,11 @@
 //! It deliberately holds no keys and writes nothing to any chain: its output is evidence for
 //! the signer to re-check, never a signature or a payment.
 
+pub mod cli;
 pub mod exit;
+pub mod progress;
+pub mod snapshot;
+pub mod stage;
+
+pub use snapshot::snapshot_directory;
+pub use stage::{StageError, StageKind, StagedTree, VerifyError, stage_tree, verify_staged};

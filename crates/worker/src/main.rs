@@ -1,1 +1,105 @@
-fn main() {}
+//! The `worker` binary: parses the command line, calls the library, maps the outcome to an
+//! exit code (the only place that policy lives, see `exit.rs`). JSON results go to stdout;
+//! errors go to stderr as one `worker: error: ...` line; logs go to stderr, filtered by the
+//! `WORKER_LOG` environment variable (`tracing` env-filter syntax, default `warn`).
+//!
+//! Exit codes of the staging modes (numbers from `exit.rs`):
+//! - 0: the tree was snapshotted or staged; its JSON is on stdout.
+//! - 2: the command line is unusable (unknown flag, missing value, bad kind, limit not a
+//!   positive integer).
+//! - 4: the input tree was rejected (missing, link, special file, non-UTF-8 or `\` name, too
+//!   deep, over a limit, changed while read). Nothing was published.
+//! - 78: the staging root cannot be created or used, or lies inside the input tree.
+//! - 1: writing into the store failed, or an internal error. Nothing was published.
+
+use std::io::Write;
+
+use clap::Parser;
+use tracing_subscriber::EnvFilter;
+use worker::cli::{Action, Cli};
+use worker::exit::ExitCode;
+use worker::progress::stderr_progress;
+use worker::snapshot::{SnapshotError, snapshot_directory_with_progress};
+use worker::stage::{StageError, stage_tree};
+
+fn main() -> std::process::ExitCode {
+    // clap prints its own message and exits with 2 (usage) or 0 (help, version).
+    let cli = Cli::parse();
+    init_logging();
+    let quiet = cli.quiet;
+    let code = match cli.action() {
+        Ok(action) => dispatch(action, quiet),
+        Err(error) => fail(ExitCode::Usage, &error),
+    };
+    std::process::ExitCode::from(code.code())
+}
+
+fn dispatch(action: Action, quiet: bool) -> ExitCode {
+    match action {
+        Action::SnapshotDirectory { dir, limits } => {
+            let mut progress = stderr_progress("hashing", quiet);
+            match snapshot_directory_with_progress(&dir, limits, progress.as_mut()) {
+                Ok(snapshot) => print_json(&snapshot),
+                Err(error) => fail(snapshot_exit_code(&error), &error),
+            }
+        }
+        Action::StageRegressionInput {
+            kind,
+            dir,
+            root,
+            limits,
+        } => {
+            let mut progress = stderr_progress("staging", quiet);
+            match stage_tree(kind, &dir, &root, limits, progress.as_mut()) {
+                Ok(staged) => print_json(&staged),
+                Err(error) => fail(stage_exit_code(&error), &error),
+            }
+        } // Later modes dispatch here: RunRegression, ValidateRegressionCandidate, Plan,
+          // Rehearse, Explain, Feed.
+    }
+}
+
+fn snapshot_exit_code(error: &SnapshotError) -> ExitCode {
+    if error.is_input_error() {
+        ExitCode::InvalidInput
+    } else {
+        ExitCode::Internal
+    }
+}
+
+fn stage_exit_code(error: &StageError) -> ExitCode {
+    match error {
+        StageError::Root { .. }
+        | StageError::RootNotDirectory(_)
+        | StageError::RootNotUtf8(_)
+        | StageError::RootInsideInput { .. } => ExitCode::Config,
+        StageError::Tree(error) => snapshot_exit_code(error),
+        StageError::Store { .. } => ExitCode::Internal,
+    }
+}
+
+fn print_json(value: &impl serde::Serialize) -> ExitCode {
+    let written = serde_json::to_string(value)
+        .map_err(std::io::Error::other)
+        .and_then(|json| writeln!(std::io::stdout().lock(), "{json}"));
+    match written {
+        Ok(()) => ExitCode::Success,
+        Err(error) => fail(
+            ExitCode::Internal,
+            &format_args!("writing the result: {error}"),
+        ),
+    }
+}
+
+fn fail(code: ExitCode, error: &dyn std::fmt::Display) -> ExitCode {
+    eprintln!("worker: error: {error}");
+    code
+}
+
+fn init_logging() {
+    let filter = EnvFilter::try_from_env("WORKER_LOG").unwrap_or_else(|_| EnvFilter::new("warn"));
+    tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .init();
+}

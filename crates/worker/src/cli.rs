@@ -1,0 +1,247 @@
+//! The `worker` command line: clap definitions and their conversion into a checked
+//! [`Action`]. Parsing only; what an action does lives in the library module it names, and
+//! exit-code policy lives in `main`.
+//!
+//! The flag-style modes take their positional values right after the flag
+//! (`--snapshot-directory <dir> <max-bytes> <max-files>`), as the protocol's surfaces name them.
+
+use std::ffi::OsString;
+use std::path::PathBuf;
+
+use clap::{ArgGroup, Parser};
+use verifier_sdk::TreeLimits;
+
+use crate::stage::{ParseStageKindError, StageKind};
+
+/// The parsed command line, before its values are checked.
+#[derive(Debug, Parser)]
+#[command(
+    name = "worker",
+    version,
+    about = "No-secrets regression runner: stages content-addressed trees and runs them in a \
+             bounded sandbox.",
+    group(ArgGroup::new("mode").multiple(false)),
+)]
+pub struct Cli {
+    /// Print the directory digest of DIR as JSON {digest, file_count, total_bytes}.
+    #[arg(long, num_args = 3, value_names = ["DIR", "MAX_BYTES", "MAX_FILES"], group = "mode")]
+    pub snapshot_directory: Option<Vec<OsString>>,
+
+    /// Copy DIR into the content-addressed store under STAGING_ROOT (KIND is `source` or
+    /// `benchmark`) and print JSON {kind, path, snapshot}.
+    #[arg(
+        long,
+        num_args = 5,
+        value_names = ["KIND", "DIR", "STAGING_ROOT", "MAX_BYTES", "MAX_FILES"],
+        group = "mode"
+    )]
+    pub stage_regression_input: Option<Vec<OsString>>,
+
+    // Further flag-style modes join the "mode" group here, each converted in `Cli::action`:
+    //   --run-regression <request.json>
+    //   --validate-regression-candidate <request.json>
+    // Subcommands (`plan <request.json>`, `rehearse ...`, `explain <evidence.json>`,
+    // `feed ...`) go in a `#[command(subcommand)] command: Option<Command>` field, with
+    // `args_conflicts_with_subcommands = true` on the command.
+    /// Show no progress on stderr (it is also hidden when stderr is not a terminal).
+    #[arg(long, short = 'q', global = true)]
+    pub quiet: bool,
+}
+
+/// A checked request to do one thing.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Action {
+    /// `--snapshot-directory`.
+    SnapshotDirectory {
+        /// The tree to digest.
+        dir: PathBuf,
+        /// Its limits.
+        limits: TreeLimits,
+    },
+    /// `--stage-regression-input`.
+    StageRegressionInput {
+        /// Which store.
+        kind: StageKind,
+        /// The tree to stage.
+        dir: PathBuf,
+        /// The staging root.
+        root: PathBuf,
+        /// Its limits.
+        limits: TreeLimits,
+    },
+}
+
+/// The command line parsed but its values are unusable (exit code 2).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum UsageError {
+    /// No mode flag was given.
+    #[error("no mode given (try --snapshot-directory or --stage-regression-input; see --help)")]
+    NoMode,
+    /// A flag got the wrong number of values.
+    #[error("--{flag} takes {expected} values")]
+    Arity {
+        /// The flag, without dashes.
+        flag: &'static str,
+        /// How many values it takes.
+        expected: usize,
+    },
+    /// A limit is not a positive decimal integer.
+    #[error("{what} must be a positive integer, got {value:?}")]
+    BadLimit {
+        /// Which limit.
+        what: &'static str,
+        /// What was given (truncated).
+        value: String,
+    },
+    /// The stage kind is not `source` or `benchmark`.
+    #[error(transparent)]
+    Kind(#[from] ParseStageKindError),
+}
+
+impl Cli {
+    /// Checks the values of the chosen mode.
+    pub fn action(self) -> Result<Action, UsageError> {
+        if let Some(values) = self.snapshot_directory {
+            let [dir, max_bytes, max_files] = exactly::<3>("snapshot-directory", values)?;
+            return Ok(Action::SnapshotDirectory {
+                dir: dir.into(),
+                limits: parse_limits(&max_bytes, &max_files)?,
+            });
+        }
+        if let Some(values) = self.stage_regression_input {
+            let [kind, dir, root, max_bytes, max_files] =
+                exactly::<5>("stage-regression-input", values)?;
+            let kind = kind.to_string_lossy().parse::<StageKind>()?;
+            return Ok(Action::StageRegressionInput {
+                kind,
+                dir: dir.into(),
+                root: root.into(),
+                limits: parse_limits(&max_bytes, &max_files)?,
+            });
+        }
+        Err(UsageError::NoMode)
+    }
+}
+
+fn exactly<const N: usize>(
+    flag: &'static str,
+    values: Vec<OsString>,
+) -> Result<[OsString; N], UsageError> {
+    <[OsString; N]>::try_from(values).map_err(|_| UsageError::Arity { flag, expected: N })
+}
+
+fn parse_limits(max_bytes: &OsString, max_files: &OsString) -> Result<TreeLimits, UsageError> {
+    let max_bytes = parse_positive("max-bytes", max_bytes)?;
+    let max_files = parse_positive("max-files", max_files)?;
+    TreeLimits::new(max_bytes, max_files).map_err(|_| UsageError::BadLimit {
+        what: "each limit",
+        value: format!("{max_bytes} {max_files}"),
+    })
+}
+
+fn parse_positive(what: &'static str, value: &OsString) -> Result<u64, UsageError> {
+    let bad = || UsageError::BadLimit {
+        what,
+        value: value.to_string_lossy().chars().take(64).collect(),
+    };
+    let text = value.to_str().ok_or_else(bad)?;
+    // Digits only: `+5`, ` 5` and `0x10` are refused rather than half-understood.
+    if text.is_empty() || !text.bytes().all(|b| b.is_ascii_digit()) {
+        return Err(bad());
+    }
+    match text.parse::<u64>() {
+        Ok(0) | Err(_) => Err(bad()),
+        Ok(n) => Ok(n),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::CommandFactory;
+
+    fn parse(args: &[&str]) -> Result<Action, String> {
+        let cli = Cli::try_parse_from(std::iter::once("worker").chain(args.iter().copied()))
+            .map_err(|e| e.to_string())?;
+        cli.action().map_err(|e| e.to_string())
+    }
+
+    #[test]
+    fn clap_definition_is_consistent() {
+        Cli::command().debug_assert();
+    }
+
+    #[test]
+    fn snapshot_takes_three_positional_values() {
+        let action = parse(&["--snapshot-directory", "d", "10", "2"]).unwrap();
+        assert_eq!(
+            action,
+            Action::SnapshotDirectory {
+                dir: "d".into(),
+                limits: TreeLimits::new(10, 2).unwrap()
+            }
+        );
+        assert!(parse(&["--snapshot-directory", "d", "10"]).is_err());
+    }
+
+    #[test]
+    fn stage_takes_kind_dir_root_and_limits() {
+        let action = parse(&[
+            "--stage-regression-input",
+            "benchmark",
+            "d",
+            "r",
+            "5",
+            "1",
+            "--quiet",
+        ])
+        .unwrap();
+        assert_eq!(
+            action,
+            Action::StageRegressionInput {
+                kind: StageKind::Benchmark,
+                dir: "d".into(),
+                root: "r".into(),
+                limits: TreeLimits::new(5, 1).unwrap(),
+            }
+        );
+        let err = parse(&["--stage-regression-input", "sources", "d", "r", "5", "1"]).unwrap_err();
+        assert!(err.contains("source"), "{err}");
+    }
+
+    #[test]
+    fn limits_must_be_positive_decimal_integers() {
+        for bad in ["0", "-1", "+5", "0x10", "1.5", "", "18446744073709551616"] {
+            let err = parse(&["--snapshot-directory", "d", bad, "1"]).unwrap_err();
+            assert!(
+                err.contains("max-bytes") || err.contains("unexpected"),
+                "{bad:?}: {err}"
+            );
+            assert!(
+                parse(&["--snapshot-directory", "d", "1", bad]).is_err(),
+                "{bad:?}"
+            );
+        }
+        assert!(parse(&["--snapshot-directory", "d", "18446744073709551615", "1"]).is_ok());
+    }
+
+    #[test]
+    fn modes_are_exclusive_and_one_is_required() {
+        assert!(parse(&[]).unwrap_err().contains("no mode"));
+        assert!(
+            parse(&[
+                "--snapshot-directory",
+                "d",
+                "1",
+                "1",
+                "--stage-regression-input",
+                "source",
+                "d",
+                "r",
+                "1",
+                "1",
+            ])
+            .is_err()
+        );
+    }
+}

@@ -1,0 +1,172 @@
+//! Progress indication for long tree operations.
+//!
+//! Hashing and staging report through [`ProgressSink`] so library callers (the feed runner, the
+//! run step) choose how or whether to show it; the CLI draws one self-overwriting line on stderr
+//! only when stderr is a terminal, and only once an operation has lasted long enough to be worth
+//! watching, so short runs and logs stay clean.
+
+use std::io::{IsTerminal, Write};
+use std::time::{Duration, Instant};
+
+/// Receives progress of a tree operation. Calls come from the thread that hashes, in order.
+pub trait ProgressSink {
+    /// The operation knows its size: `files` regular files holding `bytes` bytes.
+    fn start(&mut self, files: u64, bytes: u64);
+    /// `files` more files were begun and `bytes` more bytes were hashed.
+    fn advance(&mut self, files: u64, bytes: u64);
+    /// The operation ended (successfully or not).
+    fn finish(&mut self);
+}
+
+/// A sink that shows nothing.
+#[derive(Debug, Default, Clone, Copy)]
+pub struct NoProgress;
+
+impl ProgressSink for NoProgress {
+    fn start(&mut self, _files: u64, _bytes: u64) {}
+    fn advance(&mut self, _files: u64, _bytes: u64) {}
+    fn finish(&mut self) {}
+}
+
+/// How long an operation must run before a progress line appears.
+pub const SHOW_AFTER: Duration = Duration::from_millis(700);
+/// Least time between two redraws.
+pub const REDRAW_EVERY: Duration = Duration::from_millis(100);
+
+/// Draws `label: 12.0/512.0 MiB (2%), 300/20000 files` on stderr, overwriting itself.
+#[derive(Debug)]
+pub struct TerminalProgress {
+    label: &'static str,
+    started: Instant,
+    last_draw: Option<Instant>,
+    total_files: u64,
+    total_bytes: u64,
+    done_files: u64,
+    done_bytes: u64,
+}
+
+impl TerminalProgress {
+    /// A progress line prefixed with `label`.
+    pub fn new(label: &'static str) -> Self {
+        Self {
+            label,
+            started: Instant::now(),
+            last_draw: None,
+            total_files: 0,
+            total_bytes: 0,
+            done_files: 0,
+            done_bytes: 0,
+        }
+    }
+
+    fn draw(&mut self, now: Instant) {
+        let line = render_line(
+            self.label,
+            self.done_files,
+            self.total_files,
+            self.done_bytes,
+            self.total_bytes,
+        );
+        // A failed write to stderr must not fail the operation it describes.
+        let _ = write!(std::io::stderr().lock(), "\r{line}\x1b[K");
+        self.last_draw = Some(now);
+    }
+}
+
+impl ProgressSink for TerminalProgress {
+    fn start(&mut self, files: u64, bytes: u64) {
+        self.started = Instant::now();
+        self.total_files = files;
+        self.total_bytes = bytes;
+    }
+
+    fn advance(&mut self, files: u64, bytes: u64) {
+        self.done_files = self.done_files.saturating_add(files);
+        self.done_bytes = self.done_bytes.saturating_add(bytes);
+        let now = Instant::now();
+        if should_draw(self.started, self.last_draw, now) {
+            self.draw(now);
+        }
+    }
+
+    fn finish(&mut self) {
+        if self.last_draw.is_some() {
+            let now = Instant::now();
+            self.draw(now);
+            let _ = writeln!(std::io::stderr().lock());
+        }
+    }
+}
+
+/// The CLI's choice: a terminal line unless `quiet` or stderr is not a terminal.
+pub fn stderr_progress(label: &'static str, quiet: bool) -> Box<dyn ProgressSink> {
+    if quiet || !std::io::stderr().is_terminal() {
+        Box::new(NoProgress)
+    } else {
+        Box::new(TerminalProgress::new(label))
+    }
+}
+
+/// Whether to redraw at `now`: never before [`SHOW_AFTER`], then at most every
+/// [`REDRAW_EVERY`].
+pub fn should_draw(started: Instant, last_draw: Option<Instant>, now: Instant) -> bool {
+    if now.saturating_duration_since(started) < SHOW_AFTER {
+        return false;
+    }
+    match last_draw {
+        None => true,
+        Some(last) => now.saturating_duration_since(last) >= REDRAW_EVERY,
+    }
+}
+
+/// One progress line, without control characters.
+pub fn render_line(
+    label: &str,
+    done_files: u64,
+    total_files: u64,
+    done_bytes: u64,
+    total_bytes: u64,
+) -> String {
+    const MIB: f64 = 1024.0 * 1024.0;
+    let percent = if total_bytes == 0 {
+        100
+    } else {
+        // u128 keeps `done * 100` exact for any u64 sizes.
+        (u128::from(done_bytes.min(total_bytes)) * 100 / u128::from(total_bytes)) as u64
+    };
+    format!(
+        "{label}: {:.1}/{:.1} MiB ({percent}%), {done_files}/{total_files} files",
+        done_bytes as f64 / MIB,
+        total_bytes as f64 / MIB,
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn line_shows_mib_percent_and_files() {
+        let line = render_line("staging", 3, 10, 256 * 1024 * 1024, 512 * 1024 * 1024);
+        assert_eq!(line, "staging: 256.0/512.0 MiB (50%), 3/10 files");
+    }
+
+    #[test]
+    fn empty_tree_is_complete_and_overshoot_caps_at_hundred() {
+        assert_eq!(
+            render_line("x", 0, 0, 0, 0),
+            "x: 0.0/0.0 MiB (100%), 0/0 files"
+        );
+        assert!(render_line("x", 1, 1, u64::MAX, 10).contains("(100%)"));
+    }
+
+    #[test]
+    fn stays_hidden_for_a_moment_then_throttles() {
+        let t0 = Instant::now();
+        assert!(!should_draw(t0, None, t0 + SHOW_AFTER / 2));
+        assert!(should_draw(t0, None, t0 + SHOW_AFTER));
+        let drawn = t0 + SHOW_AFTER;
+        assert!(!should_draw(t0, Some(drawn), drawn + REDRAW_EVERY / 2));
+        assert!(should_draw(t0, Some(drawn), drawn + REDRAW_EVERY));
+    }
+}

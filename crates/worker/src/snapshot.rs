@@ -1,0 +1,481 @@
+//! The pipelined directory digest: one thread reads (and, when staging, writes) while the
+//! calling thread hashes.
+//!
+//! The digest is defined once, in `verifier_sdk::digest`; this module only feeds the sdk's
+//! [`DirectoryHasher`] faster than its sequential reference walk. The digest is a single
+//! SHA-256 stream, so hashing cannot be split; what overlaps is the I/O. A fixed pool of
+//! buffers circulates between the two threads, which bounds memory whatever the tree size and
+//! makes the reader wait when it is too far ahead.
+//!
+//! Every byte is read exactly once: when a copy destination is given, the buffer that was
+//! read is written out and then hashed, so the staged copy is exactly what was hashed.
+
+use std::fs::{File, OpenOptions, Permissions};
+use std::io::{ErrorKind, Read, Write};
+use std::os::unix::fs::{MetadataExt, OpenOptionsExt, PermissionsExt};
+use std::path::{Path, PathBuf};
+use std::sync::mpsc::{Receiver, SyncSender, sync_channel};
+use std::time::{Duration, Instant};
+
+use verifier_sdk::digest::{
+    DigestError, DirectoryHasher, Snapshot, TreeEntry, TreeLimits, list_tree,
+};
+
+use crate::progress::{NoProgress, ProgressSink};
+
+/// Size of one pooled buffer.
+pub const CHUNK_BYTES: usize = 1 << 20;
+/// Number of pooled buffers; with [`CHUNK_BYTES`] this is the whole read-ahead memory.
+pub const POOL_BUFFERS: usize = 8;
+/// Mode of a staged non-executable file.
+pub const FILE_MODE: u32 = 0o444;
+/// Mode of a staged file that had any execute bit.
+pub const EXEC_FILE_MODE: u32 = 0o555;
+/// Mode of every staged directory.
+pub const DIR_MODE: u32 = 0o555;
+
+/// Why a tree could not be snapshotted (or copied while snapshotting).
+#[derive(Debug, thiserror::Error)]
+pub enum SnapshotError {
+    /// The tree broke a rule (link, special file, name, depth, limit) or could not be read.
+    #[error(transparent)]
+    Tree(#[from] DigestError),
+    /// A file was replaced, removed, resized or modified between listing and reading it.
+    #[error("file {0:?} changed while being read")]
+    Changed(PathBuf),
+    /// A file of a staged tree does not carry a normalized mode.
+    #[error("file {path:?} has mode {mode:o}, expected 444 or 555")]
+    FileMode {
+        /// The file.
+        path: PathBuf,
+        /// Its permission bits.
+        mode: u32,
+    },
+    /// Writing the copy failed.
+    #[error("writing {path:?}: {source}")]
+    Write {
+        /// The file being written.
+        path: PathBuf,
+        /// The underlying error.
+        #[source]
+        source: std::io::Error,
+    },
+    /// The reading thread ended without finishing (a bug).
+    #[error("the tree reader thread stopped unexpectedly")]
+    ReaderLost,
+}
+
+impl SnapshotError {
+    /// Whether the error is about the input tree (as opposed to our own writes or a bug).
+    pub fn is_input_error(&self) -> bool {
+        matches!(
+            self,
+            Self::Tree(_) | Self::Changed(_) | Self::FileMode { .. }
+        )
+    }
+}
+
+/// Digests `dir` with the pipelined reader. Equal to `verifier_sdk::digest_directory`.
+pub fn snapshot_directory(dir: &Path, limits: TreeLimits) -> Result<Snapshot, SnapshotError> {
+    snapshot_directory_with_progress(dir, limits, &mut NoProgress)
+}
+
+/// [`snapshot_directory`] reporting to `progress`.
+pub fn snapshot_directory_with_progress(
+    dir: &Path,
+    limits: TreeLimits,
+    progress: &mut dyn ProgressSink,
+) -> Result<Snapshot, SnapshotError> {
+    let (entries, _dirs) = list_tree(dir, limits)?;
+    hash_listed_tree(&Pass::read_only(dir, limits), &entries, progress)
+}
+
+/// What one pass over a listed tree does besides hashing.
+#[derive(Debug, Clone)]
+pub(crate) struct Pass<'a> {
+    /// The tree being read.
+    pub source: &'a Path,
+    pub limits: TreeLimits,
+    /// When set, every file is also written below this directory (whose subdirectories must
+    /// already exist), with a normalized mode.
+    pub copy_to: Option<&'a Path>,
+    /// When set, files must already carry a normalized mode (verifying a staged tree).
+    pub require_normalized_modes: bool,
+    /// Test hook: after the first file, create this marker and wait until it is removed.
+    pub pause_marker: Option<PathBuf>,
+}
+
+impl<'a> Pass<'a> {
+    pub(crate) fn read_only(source: &'a Path, limits: TreeLimits) -> Self {
+        Self {
+            source,
+            limits,
+            copy_to: None,
+            require_normalized_modes: false,
+            pause_marker: None,
+        }
+    }
+}
+
+enum Message {
+    /// Begin the file at this index of the listing.
+    Begin(usize),
+    /// The next `len` bytes of the current file, in a pooled buffer.
+    Data(Vec<u8>, usize),
+    Failed(SnapshotError),
+}
+
+/// Why the reader stopped early.
+enum Stop {
+    Failed(SnapshotError),
+    /// The hashing side hung up (it failed and already has its error).
+    HungUp,
+}
+
+/// Hashes (and maybe copies) `entries`, which must come from `list_tree(pass.source, ..)`.
+pub(crate) fn hash_listed_tree(
+    pass: &Pass<'_>,
+    entries: &[TreeEntry],
+    progress: &mut dyn ProgressSink,
+) -> Result<Snapshot, SnapshotError> {
+    let total_bytes = entries
+        .iter()
+        .fold(0u64, |sum, e| sum.saturating_add(e.size));
+    progress.start(entries.len() as u64, total_bytes);
+    let (data_tx, data_rx) = sync_channel::<Message>(POOL_BUFFERS * 2);
+    let (pool_tx, pool_rx) = sync_channel::<Vec<u8>>(POOL_BUFFERS);
+    for _ in 0..POOL_BUFFERS {
+        // The channel has room for exactly the pool, so this cannot block or fail.
+        let _ = pool_tx.send(vec![0u8; CHUNK_BYTES]);
+    }
+    let result = std::thread::scope(|scope| {
+        let reader = scope.spawn(move || read_all(pass, entries, &data_tx, &pool_rx));
+        // Consumes the receiving ends, so when hashing fails early the reader's next send or
+        // buffer request fails and it stops instead of blocking forever.
+        let hashed = hash_messages(pass.limits, entries, data_rx, pool_tx, progress);
+        let completed = reader.join().unwrap_or(false);
+        match hashed {
+            Ok(snapshot) if completed => Ok(snapshot),
+            Ok(_) => Err(SnapshotError::ReaderLost),
+            Err(e) => Err(e),
+        }
+    });
+    progress.finish();
+    result
+}
+
+fn hash_messages(
+    limits: TreeLimits,
+    entries: &[TreeEntry],
+    data_rx: Receiver<Message>,
+    pool_tx: SyncSender<Vec<u8>>,
+    progress: &mut dyn ProgressSink,
+) -> Result<Snapshot, SnapshotError> {
+    let mut hasher = DirectoryHasher::new(limits);
+    for message in data_rx {
+        match message {
+            Message::Begin(index) => {
+                let entry = entries.get(index).ok_or(SnapshotError::ReaderLost)?;
+                hasher.begin_file(&entry.rel_path, entry.size)?;
+                progress.advance(1, 0);
+            }
+            Message::Data(buffer, len) => {
+                let chunk = buffer.get(..len).ok_or(SnapshotError::ReaderLost)?;
+                hasher.update(chunk)?;
+                progress.advance(0, len as u64);
+                // The reader may already be gone after a failure; the buffer is then dropped.
+                let _ = pool_tx.send(buffer);
+            }
+            Message::Failed(error) => return Err(error),
+        }
+    }
+    Ok(hasher.finish()?)
+}
+
+/// Returns whether every file was read.
+fn read_all(
+    pass: &Pass<'_>,
+    entries: &[TreeEntry],
+    data_tx: &SyncSender<Message>,
+    pool_rx: &Receiver<Vec<u8>>,
+) -> bool {
+    let mut spare: Option<Vec<u8>> = None;
+    for (index, entry) in entries.iter().enumerate() {
+        match read_one(pass, index, entry, data_tx, pool_rx, &mut spare) {
+            Ok(()) => {}
+            Err(Stop::Failed(error)) => {
+                let _ = data_tx.send(Message::Failed(error));
+                return false;
+            }
+            Err(Stop::HungUp) => return false,
+        }
+        if index == 0
+            && let Some(marker) = &pass.pause_marker
+        {
+            pause_at_marker(marker);
+        }
+    }
+    true
+}
+
+fn read_one(
+    pass: &Pass<'_>,
+    index: usize,
+    entry: &TreeEntry,
+    data_tx: &SyncSender<Message>,
+    pool_rx: &Receiver<Vec<u8>>,
+    spare: &mut Option<Vec<u8>>,
+) -> Result<(), Stop> {
+    let path = pass.source.join(&entry.rel_path);
+    // O_NOFOLLOW: a file swapped for a link after listing is refused, not followed.
+    // O_NONBLOCK: a file swapped for a fifo cannot make the open hang.
+    let mut file = match OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK)
+        .open(&path)
+    {
+        Ok(file) => file,
+        Err(e) if e.kind() == ErrorKind::NotFound || e.raw_os_error() == Some(libc::ELOOP) => {
+            return Err(changed(&path));
+        }
+        Err(source) => return Err(io_failure(&path, source)),
+    };
+    let before = file
+        .metadata()
+        .map_err(|source| io_failure(&path, source))?;
+    if !before.file_type().is_file() || before.len() != entry.size {
+        return Err(changed(&path));
+    }
+    let mode = before.mode() & 0o7777;
+    if pass.require_normalized_modes && mode != FILE_MODE && mode != EXEC_FILE_MODE {
+        return Err(Stop::Failed(SnapshotError::FileMode { path, mode }));
+    }
+    let mut out = match pass.copy_to {
+        Some(dest_root) => Some(create_copy(&dest_root.join(&entry.rel_path))?),
+        None => None,
+    };
+    data_tx
+        .send(Message::Begin(index))
+        .map_err(|_| Stop::HungUp)?;
+
+    // Exactly the listed size is read; growth or any rewrite during the read shows in the
+    // second `fstat` below, which saves an end-of-file probe per file on small-file trees.
+    let mut remaining = entry.size;
+    while remaining > 0 {
+        let mut buffer = match spare.take() {
+            Some(buffer) => buffer,
+            None => pool_rx.recv().map_err(|_| Stop::HungUp)?,
+        };
+        let want = usize::try_from(remaining)
+            .unwrap_or(usize::MAX)
+            .min(buffer.len());
+        let slot = buffer
+            .get_mut(..want)
+            .ok_or(Stop::Failed(SnapshotError::ReaderLost))?;
+        let n = match read_retrying(&mut file, slot) {
+            Ok(n) => n,
+            Err(source) => {
+                *spare = Some(buffer);
+                return Err(io_failure(&path, source));
+            }
+        };
+        if n == 0 {
+            *spare = Some(buffer);
+            break;
+        }
+        if let Some((out_file, out_path)) = out.as_mut() {
+            let written = buffer
+                .get(..n)
+                .ok_or(Stop::Failed(SnapshotError::ReaderLost))?;
+            out_file.write_all(written).map_err(|source| {
+                Stop::Failed(SnapshotError::Write {
+                    path: out_path.clone(),
+                    source,
+                })
+            })?;
+        }
+        remaining -= n as u64;
+        data_tx
+            .send(Message::Data(buffer, n))
+            .map_err(|_| Stop::HungUp)?;
+    }
+
+    let after = file
+        .metadata()
+        .map_err(|source| io_failure(&path, source))?;
+    if after.len() != before.len()
+        || after.mtime() != before.mtime()
+        || after.mtime_nsec() != before.mtime_nsec()
+        || after.ctime() != before.ctime()
+        || after.ctime_nsec() != before.ctime_nsec()
+    {
+        return Err(changed(&path));
+    }
+    if let Some((out_file, out_path)) = out {
+        let normalized = if mode & 0o111 != 0 {
+            EXEC_FILE_MODE
+        } else {
+            FILE_MODE
+        };
+        out_file
+            .set_permissions(Permissions::from_mode(normalized))
+            .map_err(|source| {
+                Stop::Failed(SnapshotError::Write {
+                    path: out_path,
+                    source,
+                })
+            })?;
+    }
+    Ok(())
+}
+
+fn changed(path: &Path) -> Stop {
+    Stop::Failed(SnapshotError::Changed(path.to_path_buf()))
+}
+
+fn io_failure(path: &Path, source: std::io::Error) -> Stop {
+    Stop::Failed(
+        DigestError::Io {
+            path: path.to_path_buf(),
+            source,
+        }
+        .into(),
+    )
+}
+
+fn create_copy(path: &Path) -> Result<(File, PathBuf), Stop> {
+    OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(0o600)
+        .custom_flags(libc::O_NOFOLLOW)
+        .open(path)
+        .map(|file| (file, path.to_path_buf()))
+        .map_err(|source| {
+            Stop::Failed(SnapshotError::Write {
+                path: path.to_path_buf(),
+                source,
+            })
+        })
+}
+
+/// Fills `buf` as far as the file allows, so chunks stay large even if a read returns short.
+fn read_retrying(file: &mut File, buf: &mut [u8]) -> std::io::Result<usize> {
+    let mut filled = 0;
+    while filled < buf.len() {
+        let Some(rest) = buf.get_mut(filled..) else {
+            break;
+        };
+        match file.read(rest) {
+            Ok(0) => break,
+            Ok(n) => filled += n,
+            Err(e) if e.kind() == ErrorKind::Interrupted => {}
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(filled)
+}
+
+/// Longest a test may keep a stage paused.
+const PAUSE_LIMIT: Duration = Duration::from_secs(60);
+
+fn pause_at_marker(marker: &Path) {
+    if std::fs::write(marker, b"paused\n").is_err() {
+        return;
+    }
+    let started = Instant::now();
+    while marker.exists() && started.elapsed() < PAUSE_LIMIT {
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::fs;
+
+    fn limits() -> TreeLimits {
+        TreeLimits::new(1 << 30, 1000).unwrap()
+    }
+
+    #[test]
+    fn matches_reference_across_chunk_boundaries() {
+        let dir = tempfile::tempdir().unwrap();
+        fs::create_dir(dir.path().join("a")).unwrap();
+        fs::write(dir.path().join("a/b"), vec![7u8; CHUNK_BYTES * 2 + 3]).unwrap();
+        fs::write(dir.path().join("a.txt"), b"x").unwrap();
+        fs::write(dir.path().join("empty"), b"").unwrap();
+        fs::write(dir.path().join("exact"), vec![1u8; CHUNK_BYTES]).unwrap();
+        let reference = verifier_sdk::digest_directory(dir.path(), limits()).unwrap();
+        assert_eq!(snapshot_directory(dir.path(), limits()).unwrap(), reference);
+    }
+
+    #[test]
+    fn more_files_than_buffers_do_not_deadlock() {
+        let dir = tempfile::tempdir().unwrap();
+        for i in 0..(POOL_BUFFERS * 5) {
+            fs::write(dir.path().join(format!("f{i:03}")), vec![i as u8; 10]).unwrap();
+        }
+        let reference = verifier_sdk::digest_directory(dir.path(), limits()).unwrap();
+        assert_eq!(snapshot_directory(dir.path(), limits()).unwrap(), reference);
+    }
+
+    #[test]
+    fn copy_writes_exact_bytes_with_normalized_modes() {
+        let src = tempfile::tempdir().unwrap();
+        let dst = tempfile::tempdir().unwrap();
+        fs::write(src.path().join("run.sh"), b"#!/bin/sh\n").unwrap();
+        fs::set_permissions(src.path().join("run.sh"), Permissions::from_mode(0o710)).unwrap();
+        fs::write(src.path().join("data"), vec![9u8; CHUNK_BYTES + 1]).unwrap();
+        fs::set_permissions(src.path().join("data"), Permissions::from_mode(0o666)).unwrap();
+        let (entries, _) = list_tree(src.path(), limits()).unwrap();
+        let pass = Pass {
+            copy_to: Some(dst.path()),
+            ..Pass::read_only(src.path(), limits())
+        };
+        let snap = hash_listed_tree(&pass, &entries, &mut NoProgress).unwrap();
+        assert_eq!(
+            snap,
+            verifier_sdk::digest_directory(src.path(), limits()).unwrap()
+        );
+        assert_eq!(
+            snap,
+            verifier_sdk::digest_directory(dst.path(), limits()).unwrap()
+        );
+        let mode = |p: &str| fs::metadata(dst.path().join(p)).unwrap().mode() & 0o7777;
+        assert_eq!(mode("run.sh"), 0o555);
+        assert_eq!(mode("data"), 0o444);
+    }
+
+    #[test]
+    fn verification_refuses_a_writable_file() {
+        let dir = tempfile::tempdir().unwrap();
+        fs::write(dir.path().join("f"), b"1").unwrap();
+        fs::set_permissions(dir.path().join("f"), Permissions::from_mode(0o644)).unwrap();
+        let (entries, _) = list_tree(dir.path(), limits()).unwrap();
+        let pass = Pass {
+            require_normalized_modes: true,
+            ..Pass::read_only(dir.path(), limits())
+        };
+        let err = hash_listed_tree(&pass, &entries, &mut NoProgress).unwrap_err();
+        assert!(
+            matches!(err, SnapshotError::FileMode { mode: 0o644, .. }),
+            "{err}"
+        );
+    }
+
+    #[test]
+    fn a_file_resized_after_listing_is_a_change() {
+        let dir = tempfile::tempdir().unwrap();
+        fs::write(dir.path().join("f"), b"1234").unwrap();
+        let (entries, _) = list_tree(dir.path(), limits()).unwrap();
+        fs::write(dir.path().join("f"), b"123456").unwrap();
+        let err = hash_listed_tree(
+            &Pass::read_only(dir.path(), limits()),
+            &entries,
+            &mut NoProgress,
+        )
+        .unwrap_err();
+        assert!(matches!(err, SnapshotError::Changed(_)), "{err}");
+    }
+}
