@@ -199,3 +199,65 @@ pub async fn run(spec: &SandboxSpec, trees: &Trees) -> RunReport {
 pub fn stdout(report: &RunReport) -> &str {
     &report.evidence.stdout.tail
 }
+
+/// A digest-pinned image derived from busybox with `extra` Dockerfile lines, built with the
+/// CLI (test code only) and pushed to the local registry for a real repo digest.
+pub fn derived_image(name: &str, extra: &str) -> String {
+    use std::io::Write;
+    use std::process::{Command, Stdio};
+    let tag = format!("127.0.0.1:5000/verifier-sandbox-{name}:test");
+    let dockerfile = format!("FROM {}\n{extra}\n", busybox());
+    let mut build = Command::new("docker")
+        .args(["build", "-q", "-t", &tag, "-"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("docker CLI needed to build a derived test image");
+    build
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(dockerfile.as_bytes())
+        .unwrap();
+    assert!(build.wait().unwrap().success(), "docker build of {tag} failed");
+    let push = Command::new("docker")
+        .args(["push", &tag])
+        .stdout(Stdio::null())
+        .status()
+        .unwrap();
+    assert!(push.success(), "docker push to 127.0.0.1:5000 failed; run scripts/services.sh");
+    let out = Command::new("docker")
+        .args(["image", "inspect", "--format", "{{json .RepoDigests}}", &tag])
+        .output()
+        .unwrap();
+    let digests: Vec<String> = serde_json::from_slice(&out.stdout).unwrap();
+    let prefix = format!("127.0.0.1:5000/verifier-sandbox-{name}@sha256:");
+    digests
+        .into_iter()
+        .find(|d| d.starts_with(&prefix))
+        .expect("pushed image has no repo digest")
+}
+
+/// Busybox whose own ENTRYPOINT and CMD print markers, so a test can prove they never run.
+pub fn entrypoint_image() -> String {
+    derived_image(
+        "entrypoint",
+        "ENTRYPOINT [\"/bin/echo\", \"IMAGE-ENTRYPOINT-RAN\"]\nCMD [\"IMAGE-CMD-RAN\"]",
+    )
+}
+
+/// Runs this test binary again as a child in `mode` (see the `child_process` entry point in
+/// the test files), with extra environment.
+pub fn spawn_child(mode: &str, envs: &[(&str, &str)]) -> std::process::Child {
+    let mut command = std::process::Command::new(std::env::current_exe().unwrap());
+    command
+        .args(["--exact", "child_process", "--ignored", "--nocapture", "--test-threads=1"])
+        .env("SANDBOX_TEST_CHILD", mode)
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped());
+    for (key, value) in envs {
+        command.env(key, value);
+    }
+    command.spawn().unwrap()
+}
