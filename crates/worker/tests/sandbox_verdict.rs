@@ -11,7 +11,10 @@ use worker::sandbox::{Decision, InputPhase, NoVerdictReason, SandboxError};
 
 fn no_verdict_reason(decision: &Decision) -> NoVerdictReason {
     match decision {
-        Decision::NoVerdict { reason, .. } => *reason,
+        Decision::NoVerdict { reason, detail } => {
+            eprintln!("no verdict: {} ({detail})", reason.as_str());
+            *reason
+        }
         other => panic!("expected no verdict, got {other:?}"),
     }
 }

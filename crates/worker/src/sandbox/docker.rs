@@ -39,6 +39,9 @@ use super::{
 const STOP_GRACE: Duration = Duration::from_secs(30);
 /// How long to keep retrying removal before giving up.
 const REMOVE_GRACE: Duration = Duration::from_secs(20);
+/// Bound on each kill, remove and inspect request during teardown, so a slow engine cannot
+/// stall teardown for the client's default two minutes.
+const TEARDOWN_CALL: Duration = Duration::from_secs(10);
 /// Symlink hops followed when resolving `argv[0]`.
 const MAX_LINK_HOPS: usize = 8;
 /// Engine value of `State.StartedAt` for a container that never started.
@@ -166,6 +169,13 @@ impl DockerExecutor {
             engine,
             owner: owner::current(),
         })
+    }
+
+    /// Sets the per-request timeout of the engine client (default two minutes). Runs longer than
+    /// it are unaffected: waits and output streams are long-lived by design.
+    pub fn with_request_timeout(mut self, timeout: Duration) -> Self {
+        self.docker = self.docker.with_timeout(timeout);
+        self
     }
 
     /// Engine and kernel facts recorded in every evidence record.
@@ -489,10 +499,6 @@ impl DockerExecutor {
             }
         };
         let mut output = attached.output;
-        // Subscribe to the exit before starting so a fast exit cannot be missed.
-        let wait_options = WaitContainerOptionsBuilder::default()
-            .condition("not-running")
-            .build();
 
         if let Err(error) = self.docker.start_container(id, None).await {
             let decision = Decision::no_verdict(
@@ -505,7 +511,8 @@ impl DockerExecutor {
         let started = Instant::now();
         ctx.evidence.timestamps.start_ms = Some(now_ms());
         let deadline = started + ctx.spec.timeout;
-        let mut wait = Box::pin(self.docker.wait_container(id, Some(wait_options)));
+        // "not-running" also matches a container that stopped before the wait was sent.
+        let mut wait = Box::pin(wait_stopped(self.docker.clone(), id.to_string()));
 
         let resources = Arc::new(Mutex::new(ResourceFacts::default()));
         let sampler = tokio::spawn(sample_stats(
@@ -535,7 +542,7 @@ impl DockerExecutor {
                     }
                     None => output_open = false,
                 },
-                _ = wait.next(), if !exited => exited = true,
+                () = &mut wait, if !exited => exited = true,
                 _ = tokio::time::sleep_until(deadline), if stopped_by == StoppedBy::None => {
                     stopped_by = StoppedBy::Timeout;
                     self.kill(id).await;
@@ -563,7 +570,7 @@ impl DockerExecutor {
         // (bounded in time, and no longer past the cap).
         let drain_until = Instant::now() + STOP_GRACE;
         if !exited {
-            let _ = tokio::time::timeout_at(drain_until, wait.next()).await;
+            let _ = tokio::time::timeout_at(drain_until, &mut wait).await;
         }
         while output_open {
             match tokio::time::timeout_at(drain_until, output.next()).await {
@@ -633,7 +640,11 @@ impl DockerExecutor {
     /// Reads the final container state into the evidence; returns whether it is still running,
     /// or `None` when it could not be read.
     async fn record_final_state(&self, ctx: &mut Ctx<'_>, id: &str) -> Option<bool> {
-        let inspect: ContainerInspectResponse = self.docker.inspect_container(id, None).await.ok()?;
+        let inspect: ContainerInspectResponse =
+            tokio::time::timeout(TEARDOWN_CALL, self.docker.inspect_container(id, None))
+                .await
+                .ok()?
+                .ok()?;
         let state = inspect.state.unwrap_or_default();
         let started_at = state.started_at.filter(|s| !s.is_empty() && s != NEVER);
         ctx.evidence.exit.started = started_at.is_some();
@@ -696,9 +707,18 @@ impl DockerExecutor {
 
     async fn kill(&self, id: &str) {
         let options = KillContainerOptionsBuilder::default().signal("KILL").build();
-        if let Err(error) = self.docker.kill_container(id, Some(options)).await {
+        match tokio::time::timeout(
+            TEARDOWN_CALL,
+            self.docker.kill_container(id, Some(options)),
+        )
+        .await
+        {
+            Ok(Ok(())) => {}
             // A container that already stopped answers 409; anything else is worth a log line.
-            tracing::debug!(container = %id, error = %engine_message(&error), "kill");
+            Ok(Err(error)) => {
+                tracing::debug!(container = %id, error = %engine_message(&error), "kill");
+            }
+            Err(_) => tracing::warn!(container = %id, "kill request timed out"),
         }
     }
 
@@ -711,17 +731,52 @@ impl DockerExecutor {
                 .force(true)
                 .v(true)
                 .build();
-            let removal = self.docker.remove_container(id, Some(options)).await;
-            if let Err(error) = &removal {
+            let removal = tokio::time::timeout(
+                TEARDOWN_CALL,
+                self.docker.remove_container(id, Some(options)),
+            )
+            .await;
+            if let Ok(Err(error)) = &removal {
                 tracing::debug!(container = %id, error = %engine_message(error), "remove");
             }
-            match self.docker.inspect_container(id, None).await {
-                Err(error) if is_not_found(&error) => return Some(now_ms()),
+            let confirm =
+                tokio::time::timeout(TEARDOWN_CALL, self.docker.inspect_container(id, None)).await;
+            match confirm {
+                Ok(Err(error)) if is_not_found(&error) => return Some(now_ms()),
                 _ if Instant::now() >= give_up => {
                     tracing::error!(container = %id, "container removal could not be confirmed");
                     return None;
                 }
                 _ => tokio::time::sleep(Duration::from_millis(200)).await,
+            }
+        }
+    }
+}
+
+/// Resolves once the engine reports the container not running.
+///
+/// A wait that fails (dropped connection, client timeout) is never taken as an exit: it is
+/// checked with an inspect and re-issued.
+async fn wait_stopped(docker: Docker, id: String) {
+    loop {
+        let options = WaitContainerOptionsBuilder::default()
+            .condition("not-running")
+            .build();
+        let first = docker.wait_container(&id, Some(options)).next().await;
+        match first {
+            // A non-zero exit arrives as this error variant; it is still an exit.
+            Some(Ok(_)) | Some(Err(EngineError::DockerContainerWaitError { .. })) => return,
+            _ => {
+                let running = docker
+                    .inspect_container(&id, None)
+                    .await
+                    .ok()
+                    .and_then(|i| i.state)
+                    .and_then(|s| s.running);
+                if running != Some(true) {
+                    return;
+                }
+                tokio::time::sleep(Duration::from_millis(250)).await;
             }
         }
     }

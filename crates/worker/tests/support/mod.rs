@@ -46,6 +46,10 @@ pub fn busybox() -> String {
 
 /// Connects to the real daemon; fails loudly when it is absent.
 pub async fn executor() -> DockerExecutor {
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter(tracing_subscriber::EnvFilter::from_default_env())
+        .with_test_writer()
+        .try_init();
     DockerExecutor::connect().await.unwrap_or_else(|e| {
         panic!("these tests need the Docker daemon on DOCKER_HOST or /var/run/docker.sock: {e}")
     })
