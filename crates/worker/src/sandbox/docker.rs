@@ -498,7 +498,7 @@ impl DockerExecutor {
                 );
             }
         };
-        let mut output = attached.output;
+        let output = attached.output;
 
         if let Err(error) = self.docker.start_container(id, None).await {
             let decision = Decision::no_verdict(
@@ -521,79 +521,58 @@ impl DockerExecutor {
             Arc::clone(&resources),
         ));
 
-        let mut stdout = OutputCapture::new();
-        let mut stderr = OutputCapture::new();
-        let cap = ctx.spec.max_output_bytes;
-        let mut stopped_by = StoppedBy::None;
-        let mut output_open = true;
-        let mut exited = false;
-        let mut stream_error = None;
+        // The reader runs on its own and always reads to the end: if we stopped reading, the
+        // engine's stream copier would block and with it the container's exit handling, so a
+        // kill, wait or inspect would hang.
+        let (over_cap_tx, mut over_cap) = tokio::sync::oneshot::channel();
+        let reader = tokio::spawn(read_output(output, ctx.spec.max_output_bytes, over_cap_tx));
 
-        loop {
+        let mut stopped_by = StoppedBy::None;
+        let mut exited = false;
+        let mut cap_signal_open = true;
+        while !exited && stopped_by == StoppedBy::None {
             tokio::select! {
                 biased;
-                chunk = output.next(), if output_open => match chunk {
-                    Some(Ok(LogOutput::StdOut { message })) => stdout.push(&message),
-                    Some(Ok(LogOutput::StdErr { message })) => stderr.push(&message),
-                    Some(Ok(_)) => {}
-                    Some(Err(error)) => {
-                        stream_error = Some(error.to_string());
-                        output_open = false;
+                signal = &mut over_cap, if cap_signal_open => {
+                    cap_signal_open = false;
+                    if signal.is_ok() {
+                        stopped_by = StoppedBy::OutputLimit;
+                        self.kill(id).await;
                     }
-                    None => output_open = false,
-                },
+                }
                 () = &mut wait, if !exited => exited = true,
-                _ = tokio::time::sleep_until(deadline), if stopped_by == StoppedBy::None => {
+                () = tokio::time::sleep_until(deadline) => {
                     stopped_by = StoppedBy::Timeout;
                     self.kill(id).await;
                 }
             }
-            if stopped_by == StoppedBy::None
-                && stdout.bytes().saturating_add(stderr.bytes()) > cap
-            {
-                stopped_by = StoppedBy::OutputLimit;
-                self.kill(id).await;
-            }
-            if stopped_by != StoppedBy::None {
-                break;
-            }
-            if exited && !output_open {
-                break;
-            }
-            if exited {
-                // The process is gone; whatever output is buffered is drained below.
-                break;
-            }
         }
-
-        // Drain: after our kill, wait for the stop; in all cases collect buffered output
-        // (bounded in time, and no longer past the cap).
         let drain_until = Instant::now() + STOP_GRACE;
         if !exited {
-            let _ = tokio::time::timeout_at(drain_until, &mut wait).await;
+            exited = tokio::time::timeout_at(drain_until, &mut wait).await.is_ok();
         }
-        while output_open {
-            match tokio::time::timeout_at(drain_until, output.next()).await {
-                Ok(Some(Ok(LogOutput::StdOut { message }))) => {
-                    if stdout.bytes().saturating_add(stderr.bytes()) <= cap {
-                        stdout.push(&message);
-                    }
-                }
-                Ok(Some(Ok(LogOutput::StdErr { message }))) => {
-                    if stdout.bytes().saturating_add(stderr.bytes()) <= cap {
-                        stderr.push(&message);
-                    }
-                }
-                Ok(Some(Ok(_))) => {}
-                Ok(Some(Err(error))) => {
-                    stream_error = Some(error.to_string());
-                    output_open = false;
-                }
-                Ok(None) | Err(_) => output_open = false,
-            }
-        }
-        if stopped_by == StoppedBy::None && stdout.bytes().saturating_add(stderr.bytes()) > cap {
+        let (stdout, stderr, over, stream_error) =
+            match tokio::time::timeout_at(drain_until, reader).await {
+                Ok(Ok(result)) => result,
+                Ok(Err(join_error)) => (
+                    OutputCapture::new(),
+                    OutputCapture::new(),
+                    false,
+                    Some(format!("output reader failed: {join_error}")),
+                ),
+                Err(_) => (
+                    OutputCapture::new(),
+                    OutputCapture::new(),
+                    false,
+                    Some("output did not end after the container stopped".to_string()),
+                ),
+            };
+        // Output over the cap is a no-verdict even when the program exited before our kill.
+        if stopped_by == StoppedBy::None && over {
             stopped_by = StoppedBy::OutputLimit;
+        }
+        if !exited {
+            tracing::warn!(container = %id, "container did not report stopping in time");
         }
         sampler.abort();
         ctx.evidence.resources = resources.lock().map(|r| r.clone()).unwrap_or_default();
@@ -601,21 +580,21 @@ impl DockerExecutor {
         ctx.evidence.stderr = stderr.finish();
         ctx.evidence.exit.stopped_by = stopped_by;
 
-        let state_ok = self.record_final_state(ctx, id).await;
-        if let Some(still_running) = state_ok.filter(|running| *running) {
-            // The wait failed rather than the container stopping; never decide on a live one.
-            let _ = still_running;
-            self.kill(id).await;
-            return Decision::no_verdict(
-                NoVerdictReason::InternalError,
-                "the container was still running after the wait ended",
-            );
-        }
-        if state_ok.is_none() {
-            return Decision::no_verdict(
-                NoVerdictReason::InternalError,
-                "inspecting the stopped container failed",
-            );
+        match self.record_final_state(ctx, id).await {
+            Some(false) => {}
+            Some(true) => {
+                // Never decide on a live container; removal below force-kills it.
+                return Decision::no_verdict(
+                    NoVerdictReason::InternalError,
+                    "the container was still running after the stop grace period",
+                );
+            }
+            None => {
+                return Decision::no_verdict(
+                    NoVerdictReason::InternalError,
+                    "inspecting the stopped container failed",
+                );
+            }
         }
         if let Some(error) = stream_error {
             tracing::warn!(container = %id, %error, "output stream ended with an error");
@@ -780,6 +759,45 @@ async fn wait_stopped(docker: Docker, id: String) {
             }
         }
     }
+}
+
+type OutputStream = std::pin::Pin<
+    Box<dyn futures_util::Stream<Item = Result<LogOutput, EngineError>> + Send>,
+>;
+
+/// Reads the attached output to its end. Bytes are captured until the combined count passes
+/// `cap` (the crossing chunk included), then discarded; passing the cap is signalled once.
+/// Returns both captures, whether the cap was passed, and a stream error if one ended it.
+async fn read_output(
+    mut output: OutputStream,
+    cap: u64,
+    over_cap: tokio::sync::oneshot::Sender<()>,
+) -> (OutputCapture, OutputCapture, bool, Option<String>) {
+    let mut stdout = OutputCapture::new();
+    let mut stderr = OutputCapture::new();
+    let mut over_cap = Some(over_cap);
+    let mut error = None;
+    while let Some(item) = output.next().await {
+        let (capture, message) = match item {
+            Ok(LogOutput::StdOut { message }) => (&mut stdout, message),
+            Ok(LogOutput::StdErr { message }) => (&mut stderr, message),
+            Ok(_) => continue,
+            Err(e) => {
+                error = Some(e.to_string());
+                break;
+            }
+        };
+        if over_cap.is_some() {
+            capture.push(&message);
+            if stdout.bytes().saturating_add(stderr.bytes()) > cap {
+                if let Some(sender) = over_cap.take() {
+                    let _ = sender.send(());
+                }
+            }
+        }
+    }
+    let over = over_cap.is_none();
+    (stdout, stderr, over, error)
 }
 
 async fn sample_stats(docker: Docker, id: String, into: Arc<Mutex<ResourceFacts>>) {
