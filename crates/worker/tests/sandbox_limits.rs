@@ -1,4 +1,5 @@
 //! Adversarial programs against every limit of the sandbox, each with its exact outcome.
+#![allow(clippy::unwrap_used, clippy::expect_used)] // tests may unwrap (COMMON.md)
 
 mod support;
 
@@ -34,7 +35,11 @@ async fn fork_loop_hits_the_pids_limit_and_ends_as_the_programs_own_failure() {
     let report = run(&spec, &trees).await;
     // ash exits 2 on "can't fork": the program's own failure, not a kill by us.
     assert_eq!(report.decision, Decision::Completed { exit_code: 2 });
-    assert!(report.evidence.stderr.tail.contains("can't fork"), "{:?}", report.evidence.stderr);
+    assert!(
+        report.evidence.stderr.tail.contains("can't fork"),
+        "{:?}",
+        report.evidence.stderr
+    );
     let started: u64 = report
         .evidence
         .stdout
@@ -45,8 +50,14 @@ async fn fork_loop_hits_the_pids_limit_and_ends_as_the_programs_own_failure() {
         .parse()
         .unwrap();
     // init + shell + sleeps never exceed the limit.
-    assert!(started + 2 <= 32, "{started} processes started under pids_limit 32");
-    assert!(started >= 20, "only {started} started; the limit was not what stopped it");
+    assert!(
+        started + 2 <= 32,
+        "{started} processes started under pids_limit 32"
+    );
+    assert!(
+        started >= 20,
+        "only {started} started; the limit was not what stopped it"
+    );
 }
 
 #[tokio::test]
@@ -57,7 +68,10 @@ async fn classic_fork_bomb_is_contained_and_ends_at_the_timeout() {
     spec.pids_limit = 32;
     spec.timeout = Duration::from_secs(3);
     let report = run(&spec, &trees).await;
-    assert_eq!(no_verdict_reason(&report.decision), NoVerdictReason::Timeout);
+    assert_eq!(
+        no_verdict_reason(&report.decision),
+        NoVerdictReason::Timeout
+    );
     assert_eq!(report.evidence.exit.stopped_by, StoppedBy::Timeout);
     assert!(run_ms(&report) < 15_000, "kill took {} ms", run_ms(&report));
 }
@@ -83,12 +97,19 @@ async fn endless_stdout_is_killed_at_the_output_cap() {
     let mut spec = spec("yes", &["/bin/yes"], &trees);
     spec.max_output_bytes = 256 * 1024;
     let report = run(&spec, &trees).await;
-    assert_eq!(no_verdict_reason(&report.decision), NoVerdictReason::OutputLimit);
+    assert_eq!(
+        no_verdict_reason(&report.decision),
+        NoVerdictReason::OutputLimit
+    );
     let ev = &report.evidence;
     assert_eq!(ev.exit.stopped_by, StoppedBy::OutputLimit);
     assert!(ev.stdout.bytes > spec.max_output_bytes);
     // Capture stops right after the cap; the tail stays bounded.
-    assert!(ev.stdout.bytes < spec.max_output_bytes + 1024 * 1024, "{}", ev.stdout.bytes);
+    assert!(
+        ev.stdout.bytes < spec.max_output_bytes + 1024 * 1024,
+        "{}",
+        ev.stdout.bytes
+    );
     assert!(ev.stdout.tail.len() <= 32 * 1024 && ev.stdout.tail_truncated);
     assert!(run_ms(&report) < 10_000, "kill took {} ms", run_ms(&report));
 }
@@ -104,7 +125,10 @@ async fn cap_is_on_combined_stdout_and_stderr() {
     let mut spec = spec("combined", &[&script], &trees);
     spec.max_output_bytes = 256 * 1024;
     let report = run(&spec, &trees).await;
-    assert_eq!(no_verdict_reason(&report.decision), NoVerdictReason::OutputLimit);
+    assert_eq!(
+        no_verdict_reason(&report.decision),
+        NoVerdictReason::OutputLimit
+    );
     assert!(report.evidence.stderr.bytes > 0 && report.evidence.stdout.bytes > 0);
 
     // Just under the cap, the same program completes.
@@ -126,7 +150,10 @@ async fn sleep_past_the_timeout_is_killed_and_removed() {
     let mut spec = spec("sleep", &["/bin/sleep", "300"], &trees);
     spec.timeout = Duration::from_secs(2);
     let report = run(&spec, &trees).await;
-    assert_eq!(no_verdict_reason(&report.decision), NoVerdictReason::Timeout);
+    assert_eq!(
+        no_verdict_reason(&report.decision),
+        NoVerdictReason::Timeout
+    );
     let ev = &report.evidence;
     assert_eq!(ev.exit.stopped_by, StoppedBy::Timeout);
     assert_eq!(ev.exit.exit_code, Some(137));
@@ -160,10 +187,17 @@ async fn runs_longer_than_the_client_request_timeout_keep_their_deadline() {
         .unwrap();
     assert_eq!(report.decision, Decision::Completed { exit_code: 0 });
     assert_eq!(report.evidence.stdout.tail, "done\n");
+    // A 3 s run spans several engine stats samples, so resource use is recorded.
+    let resources = &report.evidence.resources;
+    assert!(resources.peak_memory_bytes.is_some_and(|b| b > 0), "{resources:?}");
+    assert!(resources.cpu_time_ns.is_some_and(|ns| ns > 0), "{resources:?}");
 
     let mut spec = spec("long-timeout", &["/bin/sleep", "120"], &trees);
     spec.timeout = Duration::from_secs(3);
     let report = executor.run(&spec, &hooks).await.unwrap();
-    assert_eq!(no_verdict_reason(&report.decision), NoVerdictReason::Timeout);
+    assert_eq!(
+        no_verdict_reason(&report.decision),
+        NoVerdictReason::Timeout
+    );
     assert!(run_ms(&report) < 10_000, "ran {} ms", run_ms(&report));
 }

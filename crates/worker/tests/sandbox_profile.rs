@@ -1,5 +1,6 @@
 //! The container profile against the real daemon: what runs, as whom, with which environment,
 //! filesystem and network.
+#![allow(clippy::unwrap_used, clippy::expect_used)] // tests may unwrap (COMMON.md)
 
 mod support;
 
@@ -65,7 +66,10 @@ async fn identity_limits_and_hostname_are_fixed() {
     let report = run(&spec("identity", &[&script], &trees), &trees).await;
     assert_eq!(report.decision, Decision::Completed { exit_code: 0 });
     let out = lines(&report);
-    assert_eq!(out[..6], ["65532", "65532", "sandbox", "4096", "0", "/workspace"]);
+    assert_eq!(
+        out[..6],
+        ["65532", "65532", "sandbox", "4096", "0", "/workspace"]
+    );
     // PID 1 is the engine's tiny init, which runs our argv.
     assert!(out[6].contains("docker-init"), "{out:?}");
     assert!(out[6].contains(&script), "{out:?}");
@@ -78,7 +82,11 @@ async fn environment_is_exact_and_nothing_from_the_worker_leaks() {
         .wait_with_output()
         .unwrap();
     let out = String::from_utf8_lossy(&child.stdout);
-    assert!(child.status.success(), "child failed: {out}\n{}", String::from_utf8_lossy(&child.stderr));
+    assert!(
+        child.status.success(),
+        "child failed: {out}\n{}",
+        String::from_utf8_lossy(&child.stderr)
+    );
     let env_block = out
         .split("ENV-BEGIN\n")
         .nth(1)
@@ -191,7 +199,11 @@ async fn setuid_root_binary_does_not_elevate() {
     fs::set_permissions(&binary, fs::Permissions::from_mode(0o4755)).unwrap();
 
     // Control: outside the sandbox, the same file does elevate an unprivileged user.
-    let control = Command::new(&binary).uid(65532).gid(65532).output().unwrap();
+    let control = Command::new(&binary)
+        .uid(65532)
+        .gid(65532)
+        .output()
+        .unwrap();
     assert_eq!(
         String::from_utf8_lossy(&control.stdout),
         "uid=0 euid=0 setuid0=0\n",

@@ -1,5 +1,6 @@
 //! The verdict contract end to end: the program's own exit codes are verdicts; image, start,
 //! input and runtime problems are not.
+#![allow(clippy::unwrap_used, clippy::expect_used)] // tests may unwrap (COMMON.md)
 
 mod support;
 
@@ -32,7 +33,11 @@ async fn programs_own_exit_codes_are_failed_verdicts() {
     for (body, code) in cases {
         let script = trees.script(&format!("exit{code}.sh"), body);
         let report = run(&spec(&format!("exit{code}"), &[&script], &trees), &trees).await;
-        assert_eq!(report.decision, Decision::Completed { exit_code: code }, "{body}");
+        assert_eq!(
+            report.decision,
+            Decision::Completed { exit_code: code },
+            "{body}"
+        );
         assert_eq!(report.decision.passed(), Some(false));
         assert!(!report.evidence.exit.oom_killed);
         assert_eq!(
@@ -83,7 +88,10 @@ async fn image_not_present_is_image_missing_even_when_pull_is_allowed() {
         spec.image = format!("{name}@sha256:{}", "0".repeat(64));
         spec.pull = pull;
         let report = run(&spec, &trees).await;
-        assert_eq!(no_verdict_reason(&report.decision), NoVerdictReason::ImageMissing);
+        assert_eq!(
+            no_verdict_reason(&report.decision),
+            NoVerdictReason::ImageMissing
+        );
         assert!(report.evidence.container.is_none());
     }
 }
@@ -108,7 +116,10 @@ async fn unpinned_reference_is_refused_before_the_engine() {
     let mut spec = spec("unpinned", &["/bin/true"], &trees);
     spec.image = "127.0.0.1:5000/verifier-busybox:latest".into();
     let report = run(&spec, &trees).await;
-    assert_eq!(no_verdict_reason(&report.decision), NoVerdictReason::InternalError);
+    assert_eq!(
+        no_verdict_reason(&report.decision),
+        NoVerdictReason::InternalError
+    );
     assert!(report.evidence.image.is_none());
 }
 
@@ -135,7 +146,10 @@ async fn inputs_changed_before_create_are_input_mismatch() {
         .run(&spec("input-before", &["/bin/true"], &trees), &hooks)
         .await
         .unwrap();
-    assert_eq!(no_verdict_reason(&report.decision), NoVerdictReason::InputMismatch);
+    assert_eq!(
+        no_verdict_reason(&report.decision),
+        NoVerdictReason::InputMismatch
+    );
     assert!(report.evidence.container.is_none());
     assert_eq!(*hooks.phases.lock().unwrap(), [InputPhase::BeforeCreate]);
 }
@@ -150,7 +164,10 @@ async fn inputs_changed_during_the_run_void_a_pass() {
     let tamper = async {
         // Change the benchmark tree once the container is running.
         for _ in 0..100 {
-            if !support::containers_for(&executor, &spec.run_id).await.is_empty() {
+            if !support::containers_for(&executor, &spec.run_id)
+                .await
+                .is_empty()
+            {
                 tokio::time::sleep(Duration::from_millis(300)).await;
                 fs::write(trees.benchmark.join("tampered.txt"), "x").unwrap();
                 return;
@@ -161,7 +178,10 @@ async fn inputs_changed_during_the_run_void_a_pass() {
     };
     let (report, ()) = tokio::join!(executor.run(&spec, &hooks), tamper);
     let report = report.unwrap();
-    assert_eq!(no_verdict_reason(&report.decision), NoVerdictReason::InputMismatch);
+    assert_eq!(
+        no_verdict_reason(&report.decision),
+        NoVerdictReason::InputMismatch
+    );
     assert_eq!(report.evidence.exit.exit_code, Some(0));
     assert_eq!(
         *hooks.phases.lock().unwrap(),
@@ -171,14 +191,15 @@ async fn inputs_changed_during_the_run_void_a_pass() {
 
 #[tokio::test]
 async fn unreachable_daemon_is_runtime_unavailable() {
-    let child = support::spawn_child(
-        "connect",
-        &[("DOCKER_HOST", "unix:///nonexistent.sock")],
-    )
-    .wait_with_output()
-    .unwrap();
+    let child = support::spawn_child("connect", &[("DOCKER_HOST", "unix:///nonexistent.sock")])
+        .wait_with_output()
+        .unwrap();
     let out = String::from_utf8_lossy(&child.stdout);
-    assert!(child.status.success(), "{out}\n{}", String::from_utf8_lossy(&child.stderr));
+    assert!(
+        child.status.success(),
+        "{out}\n{}",
+        String::from_utf8_lossy(&child.stderr)
+    );
     assert!(out.contains("RESULT=runtime-unavailable"), "{out}");
 }
 

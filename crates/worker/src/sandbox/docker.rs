@@ -119,13 +119,8 @@ fn executable_candidates(argv0: &str, image_path: Option<&str>) -> Vec<String> {
 // Go's os.FileMode type bits, as the engine reports them in archive stat.
 const GO_MODE_DIR: u32 = 1 << 31;
 const GO_MODE_SYMLINK: u32 = 1 << 27;
-const GO_MODE_TYPE: u32 = GO_MODE_DIR
-    | GO_MODE_SYMLINK
-    | (1 << 26)
-    | (1 << 25)
-    | (1 << 24)
-    | (1 << 21)
-    | (1 << 19);
+const GO_MODE_TYPE: u32 =
+    GO_MODE_DIR | GO_MODE_SYMLINK | (1 << 26) | (1 << 25) | (1 << 24) | (1 << 21) | (1 << 19);
 
 struct Ctx<'a> {
     spec: &'a SandboxSpec,
@@ -289,8 +284,7 @@ impl DockerExecutor {
             Ok(path) => path,
             Err(decision) => return Ok(decision),
         };
-        if let InputCheck::Mismatch { detail } = ctx.hooks.check_inputs(InputPhase::BeforeCreate)
-        {
+        if let InputCheck::Mismatch { detail } = ctx.hooks.check_inputs(InputPhase::BeforeCreate) {
             return Ok(Decision::no_verdict(NoVerdictReason::InputMismatch, detail));
         }
 
@@ -317,7 +311,10 @@ impl DockerExecutor {
             Err(error) => {
                 return Ok(Decision::no_verdict(
                     NoVerdictReason::CreateFailed,
-                    format!("the engine refused to create the container: {}", engine_message(&error)),
+                    format!(
+                        "the engine refused to create the container: {}",
+                        engine_message(&error)
+                    ),
                 ));
             }
         };
@@ -381,7 +378,11 @@ impl DockerExecutor {
             Err(error @ EngineError::DockerResponseServerError { .. }) => {
                 return Ok(Err(Decision::no_verdict(
                     NoVerdictReason::ImageMissing,
-                    format!("image {} could not be inspected: {}", spec.image, engine_message(&error)),
+                    format!(
+                        "image {} could not be inspected: {}",
+                        spec.image,
+                        engine_message(&error)
+                    ),
                 )));
             }
             Err(error) => return Err(SandboxError::RuntimeUnavailable(error)),
@@ -393,10 +394,10 @@ impl DockerExecutor {
             image.architecture.clone().unwrap_or_default()
         );
         let requested_has_variant = spec.platform.split('/').count() > 2;
-        if let Some(variant) = image.variant.clone().filter(|v| !v.is_empty()) {
-            if requested_has_variant {
-                platform = format!("{platform}/{variant}");
-            }
+        if let Some(variant) = image.variant.clone().filter(|v| !v.is_empty())
+            && requested_has_variant
+        {
+            platform = format!("{platform}/{variant}");
         }
         ctx.evidence.image = Some(ImageFacts {
             reference: spec.image.clone(),
@@ -408,7 +409,7 @@ impl DockerExecutor {
                 .unwrap_or_default(),
             platform: platform.clone(),
         });
-        if !repo_digests.iter().any(|d| *d == spec.image) {
+        if !repo_digests.contains(&spec.image) {
             return Ok(Err(Decision::no_verdict(
                 NoVerdictReason::ImageMissing,
                 format!(
@@ -423,10 +424,7 @@ impl DockerExecutor {
                 format!("image platform {platform} is not {}", spec.platform),
             )));
         }
-        let image_env = image
-            .config
-            .and_then(|c| c.env)
-            .unwrap_or_default();
+        let image_env = image.config.and_then(|c| c.env).unwrap_or_default();
         // The engine merges every image variable into the container and none can be removed,
         // so an image that sets anything but PATH cannot get the exact environment.
         let extra: Vec<&str> = image_env
@@ -458,7 +456,10 @@ impl DockerExecutor {
             Err(error) => {
                 return Decision::no_verdict(
                     NoVerdictReason::InternalError,
-                    format!("inspecting the created container failed: {}", engine_message(&error)),
+                    format!(
+                        "inspecting the created container failed: {}",
+                        engine_message(&error)
+                    ),
                 );
             }
         };
@@ -477,7 +478,12 @@ impl DockerExecutor {
             );
         }
 
-        let argv0 = ctx.spec.argv.first().map(String::as_str).unwrap_or_default();
+        let argv0 = ctx
+            .spec
+            .argv
+            .first()
+            .map(String::as_str)
+            .unwrap_or_default();
         if let Err(detail) = self.resolve_executable(id, argv0, image_path).await {
             return Decision::no_verdict(NoVerdictReason::StartFailed, detail);
         }
@@ -494,7 +500,10 @@ impl DockerExecutor {
             Err(error) => {
                 return Decision::no_verdict(
                     NoVerdictReason::InternalError,
-                    format!("attaching to the container failed: {}", engine_message(&error)),
+                    format!(
+                        "attaching to the container failed: {}",
+                        engine_message(&error)
+                    ),
                 );
             }
         };
@@ -503,7 +512,10 @@ impl DockerExecutor {
         if let Err(error) = self.docker.start_container(id, None).await {
             let decision = Decision::no_verdict(
                 NoVerdictReason::StartFailed,
-                format!("the engine could not start the command: {}", engine_message(&error)),
+                format!(
+                    "the engine could not start the command: {}",
+                    engine_message(&error)
+                ),
             );
             self.record_final_state(ctx, id).await;
             return decision;
@@ -549,7 +561,9 @@ impl DockerExecutor {
         }
         let drain_until = Instant::now() + STOP_GRACE;
         if !exited {
-            exited = tokio::time::timeout_at(drain_until, &mut wait).await.is_ok();
+            exited = tokio::time::timeout_at(drain_until, &mut wait)
+                .await
+                .is_ok();
         }
         let (stdout, stderr, over, stream_error) =
             match tokio::time::timeout_at(drain_until, reader).await {
@@ -652,7 +666,11 @@ impl DockerExecutor {
                 let options = ContainerArchiveInfoOptionsBuilder::default()
                     .path(&path)
                     .build();
-                let stat = match self.docker.get_container_archive_info(id, Some(options)).await {
+                let stat = match self
+                    .docker
+                    .get_container_archive_info(id, Some(options))
+                    .await
+                {
                     Ok(stat) => stat,
                     Err(error) if is_not_found(&error) => break,
                     Err(error) => {
@@ -678,19 +696,20 @@ impl DockerExecutor {
                 if stat.file_mode & GO_MODE_TYPE == 0 && stat.file_mode & 0o111 != 0 {
                     return Ok(());
                 }
-                return Err(format!("{argv0} resolves to {path}, which is not an executable file"));
+                return Err(format!(
+                    "{argv0} resolves to {path}, which is not an executable file"
+                ));
             }
         }
         Err(format!("executable {argv0} not found in the image"))
     }
 
     async fn kill(&self, id: &str) {
-        let options = KillContainerOptionsBuilder::default().signal("KILL").build();
-        match tokio::time::timeout(
-            TEARDOWN_CALL,
-            self.docker.kill_container(id, Some(options)),
-        )
-        .await
+        let options = KillContainerOptionsBuilder::default()
+            .signal("KILL")
+            .build();
+        match tokio::time::timeout(TEARDOWN_CALL, self.docker.kill_container(id, Some(options)))
+            .await
         {
             Ok(Ok(())) => {}
             // A container that already stopped answers 409; anything else is worth a log line.
@@ -761,9 +780,8 @@ async fn wait_stopped(docker: Docker, id: String) {
     }
 }
 
-type OutputStream = std::pin::Pin<
-    Box<dyn futures_util::Stream<Item = Result<LogOutput, EngineError>> + Send>,
->;
+type OutputStream =
+    std::pin::Pin<Box<dyn futures_util::Stream<Item = Result<LogOutput, EngineError>> + Send>>;
 
 /// Reads the attached output to its end. Bytes are captured until the combined count passes
 /// `cap` (the crossing chunk included), then discarded; passing the cap is signalled once.
@@ -789,10 +807,11 @@ async fn read_output(
         };
         if over_cap.is_some() {
             capture.push(&message);
-            if stdout.bytes().saturating_add(stderr.bytes()) > cap {
-                if let Some(sender) = over_cap.take() {
-                    let _ = sender.send(());
-                }
+            if stdout.bytes().saturating_add(stderr.bytes()) > cap
+                && let Some(sender) = over_cap.take()
+            {
+                // The receiver is gone only when the run already ended; nothing to tell.
+                let _ = sender.send(());
             }
         }
     }
@@ -841,7 +860,10 @@ fn validate(spec: &SandboxSpec) -> Result<(Limits, String, String), String> {
         return Err("argv is empty".into());
     }
     if !is_pinned(&spec.image) {
-        return Err(format!("image {} is not pinned by sha256 digest", spec.image));
+        return Err(format!(
+            "image {} is not pinned by sha256 digest",
+            spec.image
+        ));
     }
     let positive = |name: &str, value: u64| -> Result<i64, String> {
         match i64::try_from(value) {

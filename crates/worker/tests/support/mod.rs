@@ -31,11 +31,20 @@ pub fn image(key: &str) -> String {
             path.display()
         )
     });
-    let json: serde_json::Value = serde_json::from_str(&text)
-        .unwrap_or_else(|e| panic!("{} is not JSON ({e}); run scripts/services.sh", path.display()));
+    let json: serde_json::Value = serde_json::from_str(&text).unwrap_or_else(|e| {
+        panic!(
+            "{} is not JSON ({e}); run scripts/services.sh",
+            path.display()
+        )
+    });
     json.get(key)
         .and_then(|v| v.as_str())
-        .unwrap_or_else(|| panic!("{} has no {key:?} image; run scripts/services.sh", path.display()))
+        .unwrap_or_else(|| {
+            panic!(
+                "{} has no {key:?} image; run scripts/services.sh",
+                path.display()
+            )
+        })
         .to_string()
 }
 
@@ -164,10 +173,8 @@ impl RunHooks for DigestHooks {
 
 /// Ids of containers (any state) labelled with `run_id`.
 pub async fn containers_for(executor: &DockerExecutor, run_id: &str) -> Vec<String> {
-    let filters = std::collections::HashMap::from([(
-        "label",
-        vec![format!("{LABEL_RUN_ID}={run_id}")],
-    )]);
+    let filters =
+        std::collections::HashMap::from([("label", vec![format!("{LABEL_RUN_ID}={run_id}")])]);
     let options = ListContainersOptionsBuilder::default()
         .all(true)
         .filters(&filters)
@@ -224,15 +231,27 @@ pub fn derived_image(name: &str, extra: &str) -> String {
         .unwrap()
         .write_all(dockerfile.as_bytes())
         .unwrap();
-    assert!(build.wait().unwrap().success(), "docker build of {tag} failed");
+    assert!(
+        build.wait().unwrap().success(),
+        "docker build of {tag} failed"
+    );
     let push = Command::new("docker")
         .args(["push", &tag])
         .stdout(Stdio::null())
         .status()
         .unwrap();
-    assert!(push.success(), "docker push to 127.0.0.1:5000 failed; run scripts/services.sh");
+    assert!(
+        push.success(),
+        "docker push to 127.0.0.1:5000 failed; run scripts/services.sh"
+    );
     let out = Command::new("docker")
-        .args(["image", "inspect", "--format", "{{json .RepoDigests}}", &tag])
+        .args([
+            "image",
+            "inspect",
+            "--format",
+            "{{json .RepoDigests}}",
+            &tag,
+        ])
         .output()
         .unwrap();
     let digests: Vec<String> = serde_json::from_slice(&out.stdout).unwrap();
@@ -256,7 +275,13 @@ pub fn entrypoint_image() -> String {
 pub fn spawn_child(mode: &str, envs: &[(&str, &str)]) -> std::process::Child {
     let mut command = std::process::Command::new(std::env::current_exe().unwrap());
     command
-        .args(["--exact", "child_process", "--ignored", "--nocapture", "--test-threads=1"])
+        .args([
+            "--exact",
+            "child_process",
+            "--ignored",
+            "--nocapture",
+            "--test-threads=1",
+        ])
         .env("SANDBOX_TEST_CHILD", mode)
         .stdout(std::process::Stdio::piped())
         .stderr(std::process::Stdio::piped());
