@@ -189,8 +189,14 @@ async fn runs_longer_than_the_client_request_timeout_keep_their_deadline() {
     assert_eq!(report.evidence.stdout.tail, "done\n");
     // A 3 s run spans several engine stats samples, so resource use is recorded.
     let resources = &report.evidence.resources;
-    assert!(resources.peak_memory_bytes.is_some_and(|b| b > 0), "{resources:?}");
-    assert!(resources.cpu_time_ns.is_some_and(|ns| ns > 0), "{resources:?}");
+    assert!(
+        resources.peak_memory_bytes.is_some_and(|b| b > 0),
+        "{resources:?}"
+    );
+    assert!(
+        resources.cpu_time_ns.is_some_and(|ns| ns > 0),
+        "{resources:?}"
+    );
 
     let mut spec = spec("long-timeout", &["/bin/sleep", "120"], &trees);
     spec.timeout = Duration::from_secs(3);

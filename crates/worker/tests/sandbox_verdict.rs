@@ -59,7 +59,14 @@ async fn bare_name_resolves_through_the_image_path() {
 async fn missing_or_unusable_executable_is_start_failed() {
     let trees = Trees::new();
     fs::write(trees.benchmark.join("not-exec.sh"), "#!/bin/sh\nexit 0\n").unwrap();
+    trees.script("no-interp.sh", "");
+    fs::write(
+        trees.benchmark.join("no-interp.sh"),
+        "#!/usr/bin/no-such-interpreter\nexit 0\n",
+    )
+    .unwrap();
     for argv0 in [
+        "/benchmark/no-interp.sh",
         "/bin/no-such-program",
         "no-such-program",
         "/benchmark/not-exec.sh",

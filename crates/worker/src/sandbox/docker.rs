@@ -16,9 +16,9 @@ use bollard::errors::Error as EngineError;
 use bollard::models::ContainerInspectResponse;
 use bollard::query_parameters::{
     AttachContainerOptionsBuilder, ContainerArchiveInfoOptionsBuilder,
-    CreateContainerOptionsBuilder, CreateImageOptionsBuilder, KillContainerOptionsBuilder,
-    ListContainersOptionsBuilder, RemoveContainerOptionsBuilder, StatsOptionsBuilder,
-    WaitContainerOptionsBuilder,
+    CreateContainerOptionsBuilder, CreateImageOptionsBuilder, DownloadFromContainerOptionsBuilder,
+    KillContainerOptionsBuilder, ListContainersOptionsBuilder, RemoveContainerOptionsBuilder,
+    StatsOptionsBuilder, WaitContainerOptionsBuilder,
 };
 use futures_util::StreamExt;
 use tokio::time::Instant;
@@ -42,6 +42,8 @@ const REMOVE_GRACE: Duration = Duration::from_secs(20);
 /// Bound on each kill, remove and inspect request during teardown, so a slow engine cannot
 /// stall teardown for the client's default two minutes.
 const TEARDOWN_CALL: Duration = Duration::from_secs(10);
+/// Bytes of a file's archive read to find its `#!` line (tar headers plus the line).
+const ARCHIVE_HEAD_BYTES: usize = 8 * 1024;
 /// Symlink hops followed when resolving `argv[0]`.
 const MAX_LINK_HOPS: usize = 8;
 /// Engine value of `State.StartedAt` for a container that never started.
@@ -651,16 +653,47 @@ impl DockerExecutor {
     }
 
     /// Confirms `argv[0]` names an executable regular file in the created container (image
-    /// plus mounts). With `init: true` the engine starts the init, not the command, so a
-    /// missing executable would otherwise surface only as the init's exit 127 — which the
-    /// program itself could also produce.
+    /// plus mounts) and, for a `#!` script, that its interpreter exists too. With `init: true`
+    /// the engine starts the init, not the command, so a missing executable would otherwise
+    /// surface only as the init's exit 127 — which the program itself could also produce.
     async fn resolve_executable(
         &self,
         id: &str,
         argv0: &str,
         image_path: Option<&str>,
     ) -> Result<(), String> {
-        for candidate in executable_candidates(argv0, image_path) {
+        let path = self
+            .find_executable(id, argv0, executable_candidates(argv0, image_path))
+            .await?
+            .ok_or_else(|| format!("executable {argv0} not found in the image"))?;
+        if let Some(interpreter) = self.read_interpreter(id, &path).await {
+            // The kernel does not search PATH for an interpreter; relative means the workdir.
+            let candidates = if interpreter.starts_with('/') {
+                vec![interpreter.clone()]
+            } else {
+                vec![format!("{}/{interpreter}", profile::WORKDIR)]
+            };
+            if self
+                .find_executable(id, &interpreter, candidates)
+                .await?
+                .is_none()
+            {
+                return Err(format!(
+                    "interpreter {interpreter} of {argv0} not found in the image"
+                ));
+            }
+        }
+        Ok(())
+    }
+
+    /// The first candidate that is (after following symlinks) an executable regular file.
+    async fn find_executable(
+        &self,
+        id: &str,
+        name: &str,
+        candidates: Vec<String>,
+    ) -> Result<Option<String>, String> {
+        for candidate in candidates {
             let mut path = candidate;
             for _ in 0..MAX_LINK_HOPS {
                 let options = ContainerArchiveInfoOptionsBuilder::default()
@@ -675,7 +708,7 @@ impl DockerExecutor {
                     Err(error) if is_not_found(&error) => break,
                     Err(error) => {
                         return Err(format!(
-                            "resolving executable {argv0} failed: {}",
+                            "resolving executable {name} failed: {}",
                             engine_message(&error)
                         ));
                     }
@@ -694,14 +727,37 @@ impl DockerExecutor {
                     continue;
                 }
                 if stat.file_mode & GO_MODE_TYPE == 0 && stat.file_mode & 0o111 != 0 {
-                    return Ok(());
+                    return Ok(Some(path));
                 }
                 return Err(format!(
-                    "{argv0} resolves to {path}, which is not an executable file"
+                    "{name} resolves to {path}, which is not an executable file"
                 ));
             }
         }
-        Err(format!("executable {argv0} not found in the image"))
+        Ok(None)
+    }
+
+    /// The `#!` interpreter of the file at `path`, read through the engine's archive API.
+    /// Unreadable or non-script files yield `None`: the executable itself is already known to
+    /// exist, so this only narrows what a 127 can mean.
+    async fn read_interpreter(&self, id: &str, path: &str) -> Option<String> {
+        let options = DownloadFromContainerOptionsBuilder::default()
+            .path(path)
+            .build();
+        let mut archive = self.docker.download_from_container(id, Some(options));
+        let mut head = Vec::new();
+        while head.len() < ARCHIVE_HEAD_BYTES {
+            match archive.next().await {
+                Some(Ok(chunk)) => head.extend_from_slice(&chunk),
+                _ => break,
+            }
+        }
+        drop(archive);
+        let mut entries = tar::Archive::new(std::io::Cursor::new(head));
+        let mut entry = entries.entries().ok()?.next()?.ok()?;
+        let mut start = Vec::new();
+        std::io::Read::read_to_end(&mut std::io::Read::take(&mut entry, 256), &mut start).ok()?;
+        shebang_interpreter(&start)
     }
 
     async fn kill(&self, id: &str) {
@@ -840,6 +896,17 @@ async fn sample_stats(docker: Docker, id: String, into: Arc<Mutex<ResourceFacts>
     }
 }
 
+/// The interpreter named by a `#!` line at the start of `head`, as the kernel reads it: the
+/// first word after `#!`, leading blanks skipped.
+fn shebang_interpreter(head: &[u8]) -> Option<String> {
+    let rest = head.strip_prefix(b"#!")?;
+    let line = rest.split(|b| *b == b'\n').next()?;
+    let word = line
+        .split(|b| *b == b' ' || *b == b'\t')
+        .find(|w| !w.is_empty())?;
+    std::str::from_utf8(word).ok().map(str::to_string)
+}
+
 fn container_name(run_id: &str) -> String {
     let safe: String = run_id
         .chars()
@@ -911,6 +978,21 @@ mod tests {
         assert!(!is_pinned(&format!("@sha256:{hex}")));
         assert!(!is_pinned(&format!("x@sha256:{}", "A".repeat(64))));
         assert!(!is_pinned(&format!("x@sha256:{}", "a".repeat(63))));
+    }
+
+    #[test]
+    fn shebang_interpreter_is_the_first_word() {
+        assert_eq!(
+            shebang_interpreter(b"#!/bin/sh\necho"),
+            Some("/bin/sh".into())
+        );
+        assert_eq!(
+            shebang_interpreter(b"#! \t/usr/bin/env python3 -u\n"),
+            Some("/usr/bin/env".into())
+        );
+        assert_eq!(shebang_interpreter(b"\x7fELF..."), None);
+        assert_eq!(shebang_interpreter(b"#!\n"), None);
+        assert_eq!(shebang_interpreter(b""), None);
     }
 
     #[test]
