@@ -207,3 +207,31 @@ async fn runs_longer_than_the_client_request_timeout_keep_their_deadline() {
     );
     assert!(run_ms(&report) < 10_000, "ran {} ms", run_ms(&report));
 }
+
+#[tokio::test]
+async fn two_busy_loops_get_no_more_than_the_cpu_quota() {
+    let trees = Trees::new();
+    let script = trees.script(
+        "cpu.sh",
+        r#"(while :; do :; done) &
+(while :; do :; done) &
+a=$(cat /sys/fs/cgroup/cpuacct/cpuacct.usage)
+sleep 2
+b=$(cat /sys/fs/cgroup/cpuacct/cpuacct.usage)
+echo $(( (b - a) / 1000000 ))"#,
+    );
+    let mut spec = spec("cpu", &[&script], &trees);
+    spec.cpu_millis = 250;
+    let report = run(&spec, &trees).await;
+    assert_eq!(report.decision, Decision::Completed { exit_code: 0 });
+    let used_ms: u64 = report.evidence.stdout.tail.trim().parse().unwrap();
+    // A quarter core over 2 s is 500 ms; unthrottled, two loops would take far more.
+    assert!(
+        used_ms <= 700,
+        "used {used_ms} ms of CPU in 2 s at 250 millicores"
+    );
+    assert!(
+        used_ms >= 200,
+        "used only {used_ms} ms; the loops did not run"
+    );
+}
