@@ -94,27 +94,27 @@ async fn environment_is_exact_and_nothing_from_the_worker_leaks() {
         .unwrap_or_else(|| panic!("no env block in child output: {out}"));
     let mut seen: Vec<&str> = env_block.lines().collect();
     seen.sort();
+    let image_path = support::image_path(&support::busybox()).await;
     // HOSTNAME is added by the engine itself (fixed, not from the worker).
-    assert_eq!(
-        seen,
-        [
-            "AGENT_BOUNTIES_TEST_SEED=42",
-            "HOME=/tmp/home",
-            "HOSTNAME=sandbox",
-            "LANG=C.UTF-8",
-            "LC_ALL=C.UTF-8",
-            "PATH=/usr/local/bin:/usr/bin:/bin",
-            "SOURCE_DATE_EPOCH=0",
-            "TZ=UTC",
-        ]
-    );
+    let mut expected = vec![
+        "AGENT_BOUNTIES_TEST_SEED=42",
+        "HOME=/tmp/home",
+        "HOSTNAME=sandbox",
+        "LANG=C.UTF-8",
+        "LC_ALL=C.UTF-8",
+        &image_path,
+        "SOURCE_DATE_EPOCH=0",
+        "TZ=UTC",
+    ];
+    expected.sort();
+    assert_eq!(seen, expected);
     assert!(!out.contains("secret-value-must-not-leak"));
 }
 
 #[tokio::test]
 #[ignore = "entry point for child processes spawned by other tests"]
 async fn child_process() {
-    let mode = std::env::var("SANDBOX_TEST_CHILD").unwrap();
+    let mode = support::child_mode();
     assert_eq!(mode, "env");
     let trees = Trees::new();
     let report = run(&spec("env-child", &["/bin/env"], &trees), &trees).await;

@@ -52,7 +52,7 @@ async fn sigkilled_worker_leaves_a_container_that_cleanup_stale_removes() {
 #[tokio::test]
 #[ignore = "entry point for child processes spawned by other tests"]
 async fn child_process() {
-    assert_eq!(std::env::var("SANDBOX_TEST_CHILD").unwrap(), "sleep");
+    assert_eq!(support::child_mode(), "sleep");
     let trees = Trees::new();
     let mut spec = spec("stale-child", &["/bin/sleep", "120"], &trees);
     spec.run_id = std::env::var("SANDBOX_TEST_RUN_ID").unwrap();

@@ -213,7 +213,7 @@ async fn unreachable_daemon_is_runtime_unavailable() {
 #[tokio::test]
 #[ignore = "entry point for child processes spawned by other tests"]
 async fn child_process() {
-    assert_eq!(std::env::var("SANDBOX_TEST_CHILD").unwrap(), "connect");
+    assert_eq!(support::child_mode(), "connect");
     match worker::sandbox::DockerExecutor::connect().await {
         Err(SandboxError::RuntimeUnavailable(error)) => {
             println!("RESULT=runtime-unavailable ({error})")

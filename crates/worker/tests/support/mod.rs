@@ -290,3 +290,26 @@ pub fn spawn_child(mode: &str, envs: &[(&str, &str)]) -> std::process::Child {
     }
     command.spawn().unwrap()
 }
+
+/// The mode a child spawned by [`spawn_child`] runs in; the entry point is not a test by itself.
+pub fn child_mode() -> String {
+    std::env::var("SANDBOX_TEST_CHILD")
+        .unwrap_or_else(|_| panic!("child_process only runs when spawned by another test"))
+}
+
+/// The `PATH` the busybox image declares (the only image variable the sandbox passes on).
+pub async fn image_path(image: &str) -> String {
+    let inspected = executor()
+        .await
+        .client()
+        .inspect_image(image)
+        .await
+        .unwrap();
+    inspected
+        .config
+        .and_then(|c| c.env)
+        .unwrap_or_default()
+        .into_iter()
+        .find(|e| e.starts_with("PATH="))
+        .expect("test image declares no PATH")
+}
