@@ -10,6 +10,8 @@
 pub mod cli;
 pub mod exit;
 pub mod progress;
+pub mod run;
+pub mod sandbox;
 pub mod snapshot;
 pub mod stage;
 

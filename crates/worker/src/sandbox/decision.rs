@@ -1,0 +1,234 @@
+//! The verdict contract (DESIGN §3) as a pure function of what the engine reported.
+//!
+//! Nothing here talks to Docker: the executor gathers a [`RunObservation`] and this module alone
+//! decides whether it is a verdict, so every branch of the contract is unit-tested.
+
+use serde::{Deserialize, Serialize};
+
+/// Who ended the container, if anyone other than the program itself.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum StoppedBy {
+    /// The program ended on its own (or never started).
+    None,
+    /// The sandbox killed the container at the deadline.
+    Timeout,
+    /// The sandbox killed the container because combined output passed the cap.
+    OutputLimit,
+}
+
+// The reasons are the protocol's (`verifier-sdk`), so the sandbox and the printed outcome
+// can never disagree on a name.
+pub use verifier_sdk::NoVerdictReason;
+
+/// Result of re-checking the staged inputs against their digests.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "status", rename_all = "snake_case")]
+pub enum InputCheck {
+    /// Both trees still match their digests.
+    Matched,
+    /// A tree changed or went missing; `detail` says which.
+    Mismatch {
+        /// Human-readable description of what differed.
+        detail: String,
+    },
+}
+
+/// Everything the contract looks at, as observed after the container stopped.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct RunObservation {
+    /// The engine's container state shows the process started (`State.StartedAt` set).
+    pub started: bool,
+    /// `State.ExitCode` once the container stopped; `None` if it could not be read.
+    pub exit_code: Option<i64>,
+    /// `State.OOMKilled`.
+    pub oom_killed: bool,
+    /// Whether the sandbox killed the container.
+    pub stopped_by: StoppedBy,
+    /// The post-run input re-check.
+    pub inputs: InputCheck,
+}
+
+/// The outcome of one run under the verdict contract.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "status", rename_all = "snake_case")]
+pub enum Decision {
+    /// The command completed on its own: exit 0 is `passed`, anything else `failed`.
+    Completed {
+        /// The process's own exit code.
+        exit_code: i64,
+    },
+    /// No verdict; the run must be retried and is never cached as completed.
+    NoVerdict {
+        /// Stable machine-readable reason.
+        reason: NoVerdictReason,
+        /// Human-readable detail.
+        detail: String,
+    },
+}
+
+impl Decision {
+    /// Shorthand for a no-verdict decision.
+    pub fn no_verdict(reason: NoVerdictReason, detail: impl Into<String>) -> Self {
+        Self::NoVerdict {
+            reason,
+            detail: detail.into(),
+        }
+    }
+
+    /// `Some(true)` for passed, `Some(false)` for failed, `None` for no verdict.
+    pub fn passed(&self) -> Option<bool> {
+        match self {
+            Self::Completed { exit_code } => Some(*exit_code == 0),
+            Self::NoVerdict { .. } => None,
+        }
+    }
+}
+
+/// Applies the verdict contract.
+///
+/// The order matters only for which reason is reported when several apply; every path other
+/// than the last yields no verdict. A kill by the sandbox wins over the exit code because 137
+/// from our own kill is not the program's doing, while 137 with no kill by us and no OOM is.
+pub fn decide(observation: &RunObservation) -> Decision {
+    if !observation.started {
+        return Decision::no_verdict(
+            NoVerdictReason::StartFailed,
+            "the engine never reported the container as started",
+        );
+    }
+    if let InputCheck::Mismatch { detail } = &observation.inputs {
+        return Decision::no_verdict(NoVerdictReason::InputMismatch, detail.clone());
+    }
+    match observation.stopped_by {
+        StoppedBy::Timeout => {
+            return Decision::no_verdict(
+                NoVerdictReason::Timeout,
+                "the command ran past its timeout and was killed",
+            );
+        }
+        StoppedBy::OutputLimit => {
+            return Decision::no_verdict(
+                NoVerdictReason::OutputLimit,
+                "combined stdout and stderr exceeded the output cap",
+            );
+        }
+        StoppedBy::None => {}
+    }
+    if observation.oom_killed {
+        return Decision::no_verdict(
+            NoVerdictReason::Oom,
+            "the engine reported an out-of-memory kill",
+        );
+    }
+    match observation.exit_code {
+        Some(exit_code) => Decision::Completed { exit_code },
+        None => Decision::no_verdict(
+            NoVerdictReason::InternalError,
+            "the engine did not report an exit code",
+        ),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn completed(exit_code: i64) -> RunObservation {
+        RunObservation {
+            started: true,
+            exit_code: Some(exit_code),
+            oom_killed: false,
+            stopped_by: StoppedBy::None,
+            inputs: InputCheck::Matched,
+        }
+    }
+
+    fn reason(decision: &Decision) -> Option<NoVerdictReason> {
+        match decision {
+            Decision::NoVerdict { reason, .. } => Some(*reason),
+            Decision::Completed { .. } => None,
+        }
+    }
+
+    #[test]
+    fn exit_zero_passes() {
+        let decision = decide(&completed(0));
+        assert_eq!(decision, Decision::Completed { exit_code: 0 });
+        assert_eq!(decision.passed(), Some(true));
+    }
+
+    #[test]
+    fn programs_own_nonzero_exits_fail_including_signal_codes() {
+        for code in [1, 2, 126, 127, 137, 139, 255] {
+            let decision = decide(&completed(code));
+            assert_eq!(decision, Decision::Completed { exit_code: code });
+            assert_eq!(decision.passed(), Some(false), "exit {code}");
+        }
+    }
+
+    #[test]
+    fn our_kill_is_never_a_verdict_even_with_exit_137() {
+        let mut obs = completed(137);
+        obs.stopped_by = StoppedBy::Timeout;
+        assert_eq!(reason(&decide(&obs)), Some(NoVerdictReason::Timeout));
+        obs.stopped_by = StoppedBy::OutputLimit;
+        assert_eq!(reason(&decide(&obs)), Some(NoVerdictReason::OutputLimit));
+        // A kill that raced a clean exit is still our kill: the run did not complete on its own.
+        obs.exit_code = Some(0);
+        assert_eq!(reason(&decide(&obs)), Some(NoVerdictReason::OutputLimit));
+    }
+
+    #[test]
+    fn oom_is_no_verdict_whatever_the_exit_code() {
+        for code in [0, 1, 137] {
+            let mut obs = completed(code);
+            obs.oom_killed = true;
+            assert_eq!(reason(&decide(&obs)), Some(NoVerdictReason::Oom));
+        }
+    }
+
+    #[test]
+    fn never_started_is_start_failed_even_with_an_exit_code() {
+        let mut obs = completed(0);
+        obs.started = false;
+        assert_eq!(reason(&decide(&obs)), Some(NoVerdictReason::StartFailed));
+    }
+
+    #[test]
+    fn changed_inputs_void_a_pass() {
+        let mut obs = completed(0);
+        obs.inputs = InputCheck::Mismatch {
+            detail: "benchmark digest changed".into(),
+        };
+        let decision = decide(&obs);
+        assert_eq!(reason(&decision), Some(NoVerdictReason::InputMismatch));
+        assert_eq!(decision.passed(), None);
+    }
+
+    #[test]
+    fn missing_exit_code_is_internal_error() {
+        let mut obs = completed(0);
+        obs.exit_code = None;
+        assert_eq!(reason(&decide(&obs)), Some(NoVerdictReason::InternalError));
+    }
+
+    #[test]
+    fn reason_names_are_stable_and_match_serde() {
+        for r in [
+            NoVerdictReason::Timeout,
+            NoVerdictReason::OutputLimit,
+            NoVerdictReason::Oom,
+            NoVerdictReason::InputMismatch,
+            NoVerdictReason::ImageMissing,
+            NoVerdictReason::ImagePlatformMismatch,
+            NoVerdictReason::CreateFailed,
+            NoVerdictReason::StartFailed,
+            NoVerdictReason::IsolationMismatch,
+            NoVerdictReason::InternalError,
+        ] {
+            let json = serde_json::to_value(r).unwrap();
+            assert_eq!(json, serde_json::Value::String(r.as_str().to_string()));
+        }
+    }
+}

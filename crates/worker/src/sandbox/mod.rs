@@ -1,0 +1,113 @@
+//! Sandbox executor: runs one direct-argv command in a locked-down container through the Docker
+//! Engine API (`bollard`; never the `docker` CLI) and decides the verdict per DESIGN §3.
+//!
+//! Split by responsibility: [`decision`] is the pure verdict contract, [`profile`] builds the
+//! container profile and reads it back, [`streams`] hashes output, [`evidence`] holds the
+//! record, and [`DockerExecutor`] is the only part that talks to the engine.
+//!
+//! This module does not know about jobs or manifests: the caller turns those into a
+//! [`SandboxSpec`] and supplies [`RunHooks`] that re-check the staged inputs.
+
+pub mod decision;
+mod docker;
+pub mod evidence;
+mod owner;
+pub mod profile;
+pub mod streams;
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+pub use decision::{Decision, InputCheck, NoVerdictReason, RunObservation, StoppedBy, decide};
+pub use docker::DockerExecutor;
+pub use evidence::{EVIDENCE_SCHEMA_VERSION, EvidenceRecord};
+
+/// Label present on every container this worker creates.
+pub const LABEL_VERIFIER: &str = "dev.agent-bounties.verifier";
+/// Label holding the run id.
+pub const LABEL_RUN_ID: &str = "dev.agent-bounties.run-id";
+/// Label holding the worker version.
+pub const LABEL_WORKER_VERSION: &str = "dev.agent-bounties.worker-version";
+/// Label naming the owning worker process (`<boot id>/<pid>/<start time>`), used by
+/// [`DockerExecutor::cleanup_stale`] to tell a dead owner from a live one.
+pub const LABEL_OWNER: &str = "dev.agent-bounties.owner";
+
+/// Everything needed to run one command; independent of the job and manifest types.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct SandboxSpec {
+    /// Unique id of this run (label and container name; not trusted for anything else).
+    pub run_id: String,
+    /// Digest-pinned image reference, `name@sha256:<64 hex>`.
+    pub image: String,
+    /// Required image platform, `os/arch[/variant]`, e.g. `linux/amd64`.
+    pub platform: String,
+    /// The command; `argv[0]` is resolved inside the image (PATH for bare names).
+    pub argv: Vec<String>,
+    /// Verified staged source tree, mounted read-only at `/workspace`.
+    pub source_dir: PathBuf,
+    /// Verified staged benchmark tree, mounted read-only at `/benchmark`.
+    pub benchmark_dir: PathBuf,
+    /// Wall-clock limit measured from container start.
+    pub timeout: Duration,
+    /// CPU in thousandths of a core.
+    pub cpu_millis: u64,
+    /// Memory limit; swap is disabled by setting memory+swap to the same value.
+    pub memory_bytes: u64,
+    /// Maximum number of processes and threads.
+    pub pids_limit: u64,
+    /// Combined stdout+stderr cap; exceeding it kills the container.
+    pub max_output_bytes: u64,
+    /// Size of the `/tmp` tmpfs (and of the separate `/tmp/home` tmpfs).
+    pub tmpfs_bytes: u64,
+    /// Exposed to the program as `AGENT_BOUNTIES_TEST_SEED`.
+    pub test_seed: u64,
+    /// Pull the image (by its digest only) when it is not present locally.
+    pub pull: bool,
+}
+
+/// When the staged inputs are re-checked.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum InputPhase {
+    /// Immediately before the container is created.
+    BeforeCreate,
+    /// After the container stopped.
+    AfterRun,
+}
+
+/// Caller-supplied checks the executor runs at fixed points.
+pub trait RunHooks: Send + Sync {
+    /// Re-verifies the source and benchmark trees against their digests.
+    fn check_inputs(&self, phase: InputPhase) -> InputCheck;
+}
+
+/// What [`DockerExecutor::run`] returns: the decision and its evidence.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct RunReport {
+    /// Verdict or no-verdict under the contract (also in `evidence.outcome`).
+    pub decision: Decision,
+    /// The evidence record.
+    pub evidence: EvidenceRecord,
+}
+
+/// Failures that prevent a run from producing even a no-verdict report.
+#[derive(Debug, thiserror::Error)]
+pub enum SandboxError {
+    /// The engine could not be reached (maps to the "runtime unavailable" exit code).
+    #[error("container runtime unavailable: {0}")]
+    RuntimeUnavailable(#[source] bollard::errors::Error),
+    /// An engine request outside a run failed (for example listing stale containers).
+    #[error("docker engine request failed while {context}: {source}")]
+    Engine {
+        /// What the executor was doing.
+        context: &'static str,
+        /// The engine's error.
+        #[source]
+        source: bollard::errors::Error,
+    },
+    /// A stale container could not be removed.
+    #[error("stale container {id} could not be removed")]
+    StaleNotRemoved {
+        /// The container id.
+        id: String,
+    },
+}

@@ -1,0 +1,237 @@
+//! Adversarial programs against every limit of the sandbox, each with its exact outcome.
+#![allow(clippy::unwrap_used, clippy::expect_used)] // tests may unwrap (COMMON.md)
+
+mod support;
+
+use std::time::Duration;
+
+use support::{Trees, run, spec};
+use worker::sandbox::{Decision, NoVerdictReason, StoppedBy};
+
+fn no_verdict_reason(decision: &Decision) -> NoVerdictReason {
+    match decision {
+        Decision::NoVerdict { reason, detail } => {
+            eprintln!("no verdict: {} ({detail})", reason.as_str());
+            *reason
+        }
+        other => panic!("expected no verdict, got {other:?}"),
+    }
+}
+
+fn run_ms(report: &worker::sandbox::RunReport) -> u64 {
+    let t = &report.evidence.timestamps;
+    t.finish_ms.unwrap() - t.start_ms.unwrap()
+}
+
+#[tokio::test]
+async fn fork_loop_hits_the_pids_limit_and_ends_as_the_programs_own_failure() {
+    let trees = Trees::new();
+    let script = trees.script(
+        "forks.sh",
+        "n=0; while [ $n -lt 500 ]; do /bin/sleep 30 & n=$((n+1)); echo $n; done",
+    );
+    let mut spec = spec("forkloop", &[&script], &trees);
+    spec.pids_limit = 32;
+    let report = run(&spec, &trees).await;
+    // ash exits 2 on "can't fork": the program's own failure, not a kill by us.
+    assert_eq!(report.decision, Decision::Completed { exit_code: 2 });
+    assert!(
+        report.evidence.stderr.tail.contains("can't fork"),
+        "{:?}",
+        report.evidence.stderr
+    );
+    let started: u64 = report
+        .evidence
+        .stdout
+        .tail
+        .lines()
+        .last()
+        .unwrap()
+        .parse()
+        .unwrap();
+    // init + shell + sleeps never exceed the limit.
+    assert!(
+        started + 2 <= 32,
+        "{started} processes started under pids_limit 32"
+    );
+    assert!(
+        started >= 20,
+        "only {started} started; the limit was not what stopped it"
+    );
+}
+
+#[tokio::test]
+async fn classic_fork_bomb_is_contained_and_ends_at_the_timeout() {
+    let trees = Trees::new();
+    let script = trees.script("bomb.sh", "b() { b | b & }; b; sleep 60");
+    let mut spec = spec("forkbomb", &[&script], &trees);
+    spec.pids_limit = 32;
+    spec.timeout = Duration::from_secs(3);
+    let report = run(&spec, &trees).await;
+    assert_eq!(
+        no_verdict_reason(&report.decision),
+        NoVerdictReason::Timeout
+    );
+    assert_eq!(report.evidence.exit.stopped_by, StoppedBy::Timeout);
+    assert!(run_ms(&report) < 15_000, "kill took {} ms", run_ms(&report));
+}
+
+#[tokio::test]
+async fn memory_hog_is_oom_with_no_verdict() {
+    let trees = Trees::new();
+    let script = trees.script(
+        "hog.sh",
+        "head -c 400000000 /dev/zero | tail -c 400000000 > /dev/null; echo survived",
+    );
+    let mut spec = spec("hog", &[&script], &trees);
+    spec.memory_bytes = 64 << 20;
+    let report = run(&spec, &trees).await;
+    assert_eq!(no_verdict_reason(&report.decision), NoVerdictReason::Oom);
+    assert!(report.evidence.exit.oom_killed);
+    assert_eq!(report.evidence.exit.stopped_by, StoppedBy::None);
+}
+
+#[tokio::test]
+async fn endless_stdout_is_killed_at_the_output_cap() {
+    let trees = Trees::new();
+    let mut spec = spec("yes", &["/bin/yes"], &trees);
+    spec.max_output_bytes = 256 * 1024;
+    let report = run(&spec, &trees).await;
+    assert_eq!(
+        no_verdict_reason(&report.decision),
+        NoVerdictReason::OutputLimit
+    );
+    let ev = &report.evidence;
+    assert_eq!(ev.exit.stopped_by, StoppedBy::OutputLimit);
+    assert!(ev.stdout.bytes > spec.max_output_bytes);
+    // Capture stops right after the cap; the tail stays bounded.
+    assert!(
+        ev.stdout.bytes < spec.max_output_bytes + 1024 * 1024,
+        "{}",
+        ev.stdout.bytes
+    );
+    assert!(ev.stdout.tail.len() <= 32 * 1024 && ev.stdout.tail_truncated);
+    assert!(run_ms(&report) < 10_000, "kill took {} ms", run_ms(&report));
+}
+
+#[tokio::test]
+async fn cap_is_on_combined_stdout_and_stderr() {
+    let trees = Trees::new();
+    // 150 KiB on each stream: under a 256 KiB cap alone, over it together.
+    let script = trees.script(
+        "both.sh",
+        "head -c 153600 /dev/zero; head -c 153600 /dev/zero >&2; sleep 30",
+    );
+    let mut spec = spec("combined", &[&script], &trees);
+    spec.max_output_bytes = 256 * 1024;
+    let report = run(&spec, &trees).await;
+    assert_eq!(
+        no_verdict_reason(&report.decision),
+        NoVerdictReason::OutputLimit
+    );
+    assert!(report.evidence.stderr.bytes > 0 && report.evidence.stdout.bytes > 0);
+
+    // Just under the cap, the same program completes.
+    let under = trees.script(
+        "under.sh",
+        "head -c 100000 /dev/zero; head -c 100000 /dev/zero >&2",
+    );
+    let mut spec = support::spec("combined-under", &[&under], &trees);
+    spec.max_output_bytes = 256 * 1024;
+    let report = run(&spec, &trees).await;
+    assert_eq!(report.decision, Decision::Completed { exit_code: 0 });
+    assert_eq!(report.evidence.stdout.bytes, 100_000);
+    assert_eq!(report.evidence.stderr.bytes, 100_000);
+}
+
+#[tokio::test]
+async fn sleep_past_the_timeout_is_killed_and_removed() {
+    let trees = Trees::new();
+    let mut spec = spec("sleep", &["/bin/sleep", "300"], &trees);
+    spec.timeout = Duration::from_secs(2);
+    let report = run(&spec, &trees).await;
+    assert_eq!(
+        no_verdict_reason(&report.decision),
+        NoVerdictReason::Timeout
+    );
+    let ev = &report.evidence;
+    assert_eq!(ev.exit.stopped_by, StoppedBy::Timeout);
+    assert_eq!(ev.exit.exit_code, Some(137));
+    assert!(ev.exit.started && ev.exit.removed);
+    let elapsed = run_ms(&report);
+    assert!((2_000..10_000).contains(&elapsed), "ran {elapsed} ms");
+}
+
+#[tokio::test]
+async fn finishing_inside_the_timeout_is_a_verdict() {
+    let trees = Trees::new();
+    let mut spec = spec("quick", &["/bin/sleep", "1"], &trees);
+    spec.timeout = Duration::from_secs(4);
+    let report = run(&spec, &trees).await;
+    assert_eq!(report.decision, Decision::Completed { exit_code: 0 });
+}
+
+/// Runs, waits and output streams longer than the engine client's per-request timeout (here
+/// 1 s) must neither be cut short nor lose their deadline.
+#[tokio::test]
+async fn runs_longer_than_the_client_request_timeout_keep_their_deadline() {
+    let trees = Trees::new();
+    let executor = support::executor()
+        .await
+        .with_request_timeout(Duration::from_secs(1));
+    let script = trees.script("long.sh", "sleep 3; echo done");
+    let hooks = support::DigestHooks::new(&trees);
+    let report = executor
+        .run(&spec("long-wait", &[&script], &trees), &hooks)
+        .await
+        .unwrap();
+    assert_eq!(report.decision, Decision::Completed { exit_code: 0 });
+    assert_eq!(report.evidence.stdout.tail, "done\n");
+    // A 3 s run spans several engine stats samples, so resource use is recorded.
+    let resources = &report.evidence.resources;
+    assert!(
+        resources.peak_memory_bytes.is_some_and(|b| b > 0),
+        "{resources:?}"
+    );
+    assert!(
+        resources.cpu_time_ns.is_some_and(|ns| ns > 0),
+        "{resources:?}"
+    );
+
+    let mut spec = spec("long-timeout", &["/bin/sleep", "120"], &trees);
+    spec.timeout = Duration::from_secs(3);
+    let report = executor.run(&spec, &hooks).await.unwrap();
+    assert_eq!(
+        no_verdict_reason(&report.decision),
+        NoVerdictReason::Timeout
+    );
+    assert!(run_ms(&report) < 10_000, "ran {} ms", run_ms(&report));
+}
+
+#[tokio::test]
+async fn two_busy_loops_get_no_more_than_the_cpu_quota() {
+    let trees = Trees::new();
+    let script = trees.script(
+        "cpu.sh",
+        r#"(while :; do :; done) &
+(while :; do :; done) &
+a=$(cat /sys/fs/cgroup/cpuacct/cpuacct.usage)
+sleep 2
+b=$(cat /sys/fs/cgroup/cpuacct/cpuacct.usage)
+echo $(( (b - a) / 1000000 ))"#,
+    );
+    let mut spec = spec("cpu", &[&script], &trees);
+    spec.cpu_millis = 250;
+    let report = run(&spec, &trees).await;
+    assert_eq!(report.decision, Decision::Completed { exit_code: 0 });
+    let used_ms: u64 = report.evidence.stdout.tail.trim().parse().unwrap();
+    // A quarter core over 2 s is 500 ms; unthrottled, two loops would take far more.
+    assert!(
+        used_ms <= 700,
+        "used {used_ms} ms of CPU in 2 s at 250 millicores"
+    );
+    assert!(
+        used_ms >= 200,
+        "used only {used_ms} ms; the loops did not run"
+    );
+}

@@ -1,0 +1,224 @@
+//! The verdict contract end to end: the program's own exit codes are verdicts; image, start,
+//! input and runtime problems are not.
+#![allow(clippy::unwrap_used, clippy::expect_used)] // tests may unwrap (COMMON.md)
+
+mod support;
+
+use std::fs;
+use std::time::Duration;
+
+use support::{DigestHooks, Trees, executor, run, spec};
+use worker::sandbox::{Decision, InputPhase, NoVerdictReason, SandboxError};
+
+fn no_verdict_reason(decision: &Decision) -> NoVerdictReason {
+    match decision {
+        Decision::NoVerdict { reason, detail } => {
+            eprintln!("no verdict: {} ({detail})", reason.as_str());
+            *reason
+        }
+        other => panic!("expected no verdict, got {other:?}"),
+    }
+}
+
+#[tokio::test]
+async fn programs_own_exit_codes_are_failed_verdicts() {
+    let trees = Trees::new();
+    let cases = [
+        ("exit 1", 1),
+        ("exit 126", 126),
+        ("exit 127", 127),
+        ("kill -SEGV $$", 139),
+        ("kill -KILL $$", 137),
+    ];
+    for (body, code) in cases {
+        let script = trees.script(&format!("exit{code}.sh"), body);
+        let report = run(&spec(&format!("exit{code}"), &[&script], &trees), &trees).await;
+        assert_eq!(
+            report.decision,
+            Decision::Completed { exit_code: code },
+            "{body}"
+        );
+        assert_eq!(report.decision.passed(), Some(false));
+        assert!(!report.evidence.exit.oom_killed);
+        assert_eq!(
+            report.evidence.exit.stopped_by,
+            worker::sandbox::StoppedBy::None
+        );
+    }
+}
+
+#[tokio::test]
+async fn bare_name_resolves_through_the_image_path() {
+    let trees = Trees::new();
+    let report = run(&spec("path", &["cat", "/workspace/README"], &trees), &trees).await;
+    assert_eq!(report.decision, Decision::Completed { exit_code: 0 });
+    assert_eq!(report.evidence.stdout.tail, "solver source\n");
+}
+
+#[tokio::test]
+async fn missing_or_unusable_executable_is_start_failed() {
+    let trees = Trees::new();
+    fs::write(trees.benchmark.join("not-exec.sh"), "#!/bin/sh\nexit 0\n").unwrap();
+    trees.script("no-interp.sh", "");
+    fs::write(
+        trees.benchmark.join("no-interp.sh"),
+        "#!/usr/bin/no-such-interpreter\nexit 0\n",
+    )
+    .unwrap();
+    for argv0 in [
+        "/benchmark/no-interp.sh",
+        "/bin/no-such-program",
+        "no-such-program",
+        "/benchmark/not-exec.sh",
+        "/benchmark",
+        "./missing.sh",
+    ] {
+        let report = run(&spec("noexec", &[argv0], &trees), &trees).await;
+        assert_eq!(
+            no_verdict_reason(&report.decision),
+            NoVerdictReason::StartFailed,
+            "{argv0}"
+        );
+        // The container was created and removed, but never started.
+        assert!(report.evidence.container.is_some());
+        assert!(!report.evidence.exit.started);
+    }
+}
+
+#[tokio::test]
+async fn image_not_present_is_image_missing_even_when_pull_is_allowed() {
+    let trees = Trees::new();
+    let busybox = support::busybox();
+    let (name, _) = busybox.rsplit_once("@sha256:").unwrap();
+    for pull in [false, true] {
+        let mut spec = spec("missing-image", &["/bin/true"], &trees);
+        spec.image = format!("{name}@sha256:{}", "0".repeat(64));
+        spec.pull = pull;
+        let report = run(&spec, &trees).await;
+        assert_eq!(
+            no_verdict_reason(&report.decision),
+            NoVerdictReason::ImageMissing
+        );
+        assert!(report.evidence.container.is_none());
+    }
+}
+
+#[tokio::test]
+async fn wrong_platform_is_image_platform_mismatch() {
+    let trees = Trees::new();
+    let mut spec = spec("platform", &["/bin/true"], &trees);
+    spec.platform = "linux/arm64".into();
+    let report = run(&spec, &trees).await;
+    assert_eq!(
+        no_verdict_reason(&report.decision),
+        NoVerdictReason::ImagePlatformMismatch
+    );
+    assert_eq!(report.evidence.image.unwrap().platform, "linux/amd64");
+    assert!(report.evidence.container.is_none());
+}
+
+#[tokio::test]
+async fn unpinned_reference_is_refused_before_the_engine() {
+    let trees = Trees::new();
+    let mut spec = spec("unpinned", &["/bin/true"], &trees);
+    spec.image = "127.0.0.1:5000/verifier-busybox:latest".into();
+    let report = run(&spec, &trees).await;
+    assert_eq!(
+        no_verdict_reason(&report.decision),
+        NoVerdictReason::InternalError
+    );
+    assert!(report.evidence.image.is_none());
+}
+
+#[tokio::test]
+async fn image_environment_beyond_path_fails_closed() {
+    let trees = Trees::new();
+    let mut spec = spec("image-env", &["/bin/env"], &trees);
+    spec.image = support::derived_image("leaky-env", "ENV LEAKY_IMAGE_VAR=1");
+    let report = run(&spec, &trees).await;
+    assert_eq!(
+        no_verdict_reason(&report.decision),
+        NoVerdictReason::IsolationMismatch
+    );
+    assert!(report.evidence.container.is_none());
+}
+
+#[tokio::test]
+async fn inputs_changed_before_create_are_input_mismatch() {
+    let trees = Trees::new();
+    let hooks = DigestHooks::new(&trees);
+    fs::write(trees.benchmark.join("late.txt"), "changed").unwrap();
+    let report = executor()
+        .await
+        .run(&spec("input-before", &["/bin/true"], &trees), &hooks)
+        .await
+        .unwrap();
+    assert_eq!(
+        no_verdict_reason(&report.decision),
+        NoVerdictReason::InputMismatch
+    );
+    assert!(report.evidence.container.is_none());
+    assert_eq!(*hooks.phases.lock().unwrap(), [InputPhase::BeforeCreate]);
+}
+
+#[tokio::test]
+async fn inputs_changed_during_the_run_void_a_pass() {
+    let trees = Trees::new();
+    let script = trees.script("slow-pass.sh", "sleep 2; exit 0");
+    let hooks = DigestHooks::new(&trees);
+    let spec = spec("input-during", &[&script], &trees);
+    let executor = executor().await;
+    let tamper = async {
+        // Change the benchmark tree once the container is running.
+        for _ in 0..100 {
+            if !support::containers_for(&executor, &spec.run_id)
+                .await
+                .is_empty()
+            {
+                tokio::time::sleep(Duration::from_millis(300)).await;
+                fs::write(trees.benchmark.join("tampered.txt"), "x").unwrap();
+                return;
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        panic!("container never appeared");
+    };
+    let (report, ()) = tokio::join!(executor.run(&spec, &hooks), tamper);
+    let report = report.unwrap();
+    assert_eq!(
+        no_verdict_reason(&report.decision),
+        NoVerdictReason::InputMismatch
+    );
+    assert_eq!(report.evidence.exit.exit_code, Some(0));
+    assert_eq!(
+        *hooks.phases.lock().unwrap(),
+        [InputPhase::BeforeCreate, InputPhase::AfterRun]
+    );
+}
+
+#[tokio::test]
+async fn unreachable_daemon_is_runtime_unavailable() {
+    let child = support::spawn_child("connect", &[("DOCKER_HOST", "unix:///nonexistent.sock")])
+        .wait_with_output()
+        .unwrap();
+    let out = String::from_utf8_lossy(&child.stdout);
+    assert!(
+        child.status.success(),
+        "{out}\n{}",
+        String::from_utf8_lossy(&child.stderr)
+    );
+    assert!(out.contains("RESULT=runtime-unavailable"), "{out}");
+}
+
+#[tokio::test]
+#[ignore = "entry point for child processes spawned by other tests"]
+async fn child_process() {
+    assert_eq!(support::child_mode(), "connect");
+    match worker::sandbox::DockerExecutor::connect().await {
+        Err(SandboxError::RuntimeUnavailable(error)) => {
+            println!("RESULT=runtime-unavailable ({error})")
+        }
+        Err(other) => println!("RESULT=other-error ({other})"),
+        Ok(_) => println!("RESULT=connected"),
+    }
+}

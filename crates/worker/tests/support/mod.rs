@@ -1,0 +1,315 @@
+//! Shared helpers for the sandbox integration tests: the digest-pinned test images, the real
+//! Docker executor, staged trees and input-checking hooks.
+#![allow(dead_code)]
+
+use std::fs;
+use std::os::unix::fs::PermissionsExt;
+use std::path::{Path, PathBuf};
+use std::sync::Mutex;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use bollard::query_parameters::ListContainersOptionsBuilder;
+use verifier_sdk::digest::{TreeLimits, digest_directory};
+use worker::sandbox::{
+    DockerExecutor, InputCheck, InputPhase, LABEL_RUN_ID, RunHooks, RunReport, SandboxSpec,
+};
+
+/// Workspace root, two levels above this crate.
+pub fn workspace_root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../..")
+        .canonicalize()
+        .unwrap()
+}
+
+/// The digest-pinned image reference named `key` in `.work/images.json`.
+pub fn image(key: &str) -> String {
+    let path = workspace_root().join(".work/images.json");
+    let text = fs::read_to_string(&path).unwrap_or_else(|e| {
+        panic!(
+            "test images are not built ({}: {e}); run scripts/services.sh",
+            path.display()
+        )
+    });
+    let json: serde_json::Value = serde_json::from_str(&text).unwrap_or_else(|e| {
+        panic!(
+            "{} is not JSON ({e}); run scripts/services.sh",
+            path.display()
+        )
+    });
+    json.get(key)
+        .and_then(|v| v.as_str())
+        .unwrap_or_else(|| {
+            panic!(
+                "{} has no {key:?} image; run scripts/services.sh",
+                path.display()
+            )
+        })
+        .to_string()
+}
+
+/// The busybox test image.
+pub fn busybox() -> String {
+    image("busybox")
+}
+
+/// Connects to the real daemon; fails loudly when it is absent.
+pub async fn executor() -> DockerExecutor {
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter(tracing_subscriber::EnvFilter::from_default_env())
+        .with_test_writer()
+        .try_init();
+    DockerExecutor::connect().await.unwrap_or_else(|e| {
+        panic!("these tests need the Docker daemon on DOCKER_HOST or /var/run/docker.sock: {e}")
+    })
+}
+
+/// A run id unique to this test and moment.
+pub fn run_id(name: &str) -> String {
+    let nanos = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .unwrap()
+        .as_nanos();
+    format!("test-{name}-{}-{nanos}", std::process::id())
+}
+
+/// Source and benchmark trees, world-readable so the sandbox user can read them.
+pub struct Trees {
+    _root: tempfile::TempDir,
+    pub source: PathBuf,
+    pub benchmark: PathBuf,
+}
+
+impl Trees {
+    pub fn new() -> Self {
+        let root = tempfile::tempdir().unwrap();
+        fs::set_permissions(root.path(), fs::Permissions::from_mode(0o755)).unwrap();
+        let source = root.path().join("source");
+        let benchmark = root.path().join("benchmark");
+        for dir in [&source, &benchmark] {
+            fs::create_dir(dir).unwrap();
+            fs::set_permissions(dir, fs::Permissions::from_mode(0o755)).unwrap();
+        }
+        fs::write(source.join("README"), "solver source\n").unwrap();
+        Self {
+            _root: root,
+            source,
+            benchmark,
+        }
+    }
+
+    /// Writes an executable `#!/bin/sh` script into the benchmark tree; returns its path
+    /// inside the container.
+    pub fn script(&self, name: &str, body: &str) -> String {
+        let path = self.benchmark.join(name);
+        fs::write(&path, format!("#!/bin/sh\n{body}\n")).unwrap();
+        fs::set_permissions(&path, fs::Permissions::from_mode(0o755)).unwrap();
+        format!("/benchmark/{name}")
+    }
+}
+
+/// A spec with small, fast limits.
+pub fn spec(name: &str, argv: &[&str], trees: &Trees) -> SandboxSpec {
+    SandboxSpec {
+        run_id: run_id(name),
+        image: busybox(),
+        platform: "linux/amd64".into(),
+        argv: argv.iter().map(|s| s.to_string()).collect(),
+        source_dir: trees.source.clone(),
+        benchmark_dir: trees.benchmark.clone(),
+        timeout: Duration::from_secs(20),
+        cpu_millis: 1000,
+        memory_bytes: 128 << 20,
+        pids_limit: 64,
+        max_output_bytes: 1 << 20,
+        tmpfs_bytes: 16 << 20,
+        test_seed: 42,
+        pull: false,
+    }
+}
+
+/// Re-digests both trees with the sdk's reference walk and compares with the digests taken
+/// when the hooks were built; records which phases ran.
+pub struct DigestHooks {
+    source: PathBuf,
+    benchmark: PathBuf,
+    expected: (String, String),
+    pub phases: Mutex<Vec<InputPhase>>,
+}
+
+fn tree_digest(dir: &Path) -> Result<String, String> {
+    let limits = TreeLimits::new(1 << 30, 100_000).map_err(|e| e.to_string())?;
+    digest_directory(dir, limits)
+        .map(|s| s.digest.to_string())
+        .map_err(|e| e.to_string())
+}
+
+impl DigestHooks {
+    pub fn new(trees: &Trees) -> Self {
+        Self {
+            source: trees.source.clone(),
+            benchmark: trees.benchmark.clone(),
+            expected: (
+                tree_digest(&trees.source).unwrap(),
+                tree_digest(&trees.benchmark).unwrap(),
+            ),
+            phases: Mutex::new(Vec::new()),
+        }
+    }
+}
+
+impl RunHooks for DigestHooks {
+    fn check_inputs(&self, phase: InputPhase) -> InputCheck {
+        self.phases.lock().unwrap().push(phase);
+        let now = (tree_digest(&self.source), tree_digest(&self.benchmark));
+        match now {
+            (Ok(s), Ok(b)) if (s.clone(), b.clone()) == self.expected => InputCheck::Matched,
+            (s, b) => InputCheck::Mismatch {
+                detail: format!("inputs changed: source {s:?}, benchmark {b:?}"),
+            },
+        }
+    }
+}
+
+/// Ids of containers (any state) labelled with `run_id`.
+pub async fn containers_for(executor: &DockerExecutor, run_id: &str) -> Vec<String> {
+    let filters =
+        std::collections::HashMap::from([("label", vec![format!("{LABEL_RUN_ID}={run_id}")])]);
+    let options = ListContainersOptionsBuilder::default()
+        .all(true)
+        .filters(&filters)
+        .build();
+    executor
+        .client()
+        .list_containers(Some(options))
+        .await
+        .unwrap()
+        .into_iter()
+        .filter_map(|c| c.id)
+        .collect()
+}
+
+/// Runs `spec` with digest hooks and asserts the container is gone afterwards.
+pub async fn run(spec: &SandboxSpec, trees: &Trees) -> RunReport {
+    let executor = executor().await;
+    let hooks = DigestHooks::new(trees);
+    let report = executor.run(spec, &hooks).await.unwrap();
+    assert!(
+        containers_for(&executor, &spec.run_id).await.is_empty(),
+        "container of {} left behind",
+        spec.run_id
+    );
+    if report.evidence.container.is_some() {
+        assert!(report.evidence.exit.removed, "removal not confirmed");
+        assert!(report.evidence.timestamps.remove_ms.is_some());
+    }
+    report
+}
+
+/// The stdout tail of a report.
+pub fn stdout(report: &RunReport) -> &str {
+    &report.evidence.stdout.tail
+}
+
+/// A digest-pinned image derived from busybox with `extra` Dockerfile lines, built with the
+/// CLI (test code only) and pushed to the local registry for a real repo digest.
+pub fn derived_image(name: &str, extra: &str) -> String {
+    use std::io::Write;
+    use std::process::{Command, Stdio};
+    let tag = format!("127.0.0.1:5000/verifier-sandbox-{name}:test");
+    let dockerfile = format!("FROM {}\n{extra}\n", busybox());
+    let mut build = Command::new("docker")
+        .args(["build", "-q", "-t", &tag, "-"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("docker CLI needed to build a derived test image");
+    build
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(dockerfile.as_bytes())
+        .unwrap();
+    assert!(
+        build.wait().unwrap().success(),
+        "docker build of {tag} failed"
+    );
+    let push = Command::new("docker")
+        .args(["push", &tag])
+        .stdout(Stdio::null())
+        .status()
+        .unwrap();
+    assert!(
+        push.success(),
+        "docker push to 127.0.0.1:5000 failed; run scripts/services.sh"
+    );
+    let out = Command::new("docker")
+        .args([
+            "image",
+            "inspect",
+            "--format",
+            "{{json .RepoDigests}}",
+            &tag,
+        ])
+        .output()
+        .unwrap();
+    let digests: Vec<String> = serde_json::from_slice(&out.stdout).unwrap();
+    let prefix = format!("127.0.0.1:5000/verifier-sandbox-{name}@sha256:");
+    digests
+        .into_iter()
+        .find(|d| d.starts_with(&prefix))
+        .expect("pushed image has no repo digest")
+}
+
+/// Busybox whose own ENTRYPOINT and CMD print markers, so a test can prove they never run.
+pub fn entrypoint_image() -> String {
+    derived_image(
+        "entrypoint",
+        "ENTRYPOINT [\"/bin/echo\", \"IMAGE-ENTRYPOINT-RAN\"]\nCMD [\"IMAGE-CMD-RAN\"]",
+    )
+}
+
+/// Runs this test binary again as a child in `mode` (see the `child_process` entry point in
+/// the test files), with extra environment.
+pub fn spawn_child(mode: &str, envs: &[(&str, &str)]) -> std::process::Child {
+    let mut command = std::process::Command::new(std::env::current_exe().unwrap());
+    command
+        .args([
+            "--exact",
+            "child_process",
+            "--ignored",
+            "--nocapture",
+            "--test-threads=1",
+        ])
+        .env("SANDBOX_TEST_CHILD", mode)
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped());
+    for (key, value) in envs {
+        command.env(key, value);
+    }
+    command.spawn().unwrap()
+}
+
+/// The mode a child spawned by [`spawn_child`] runs in; the entry point is not a test by itself.
+pub fn child_mode() -> String {
+    std::env::var("SANDBOX_TEST_CHILD")
+        .unwrap_or_else(|_| panic!("child_process only runs when spawned by another test"))
+}
+
+/// The `PATH` the busybox image declares (the only image variable the sandbox passes on).
+pub async fn image_path(image: &str) -> String {
+    let inspected = executor()
+        .await
+        .client()
+        .inspect_image(image)
+        .await
+        .unwrap();
+    inspected
+        .config
+        .and_then(|c| c.env)
+        .unwrap_or_default()
+        .into_iter()
+        .find(|e| e.starts_with("PATH="))
+        .expect("test image declares no PATH")
+}
