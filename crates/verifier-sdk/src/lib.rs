@@ -67,7 +67,7 @@ pub use receipt::{
 };
 pub use revalidate::{
     EvidenceError, Revalidated, RevalidationError, check_evidence, job_changes,
-    revalidate_candidate,
+    revalidate_candidate, revalidate_outcome,
 };
 pub use settle::{
     BountyStatus, SettlementEvent, VerificationMode, settle_calldata, verification_hash,

@@ -188,6 +188,19 @@ pub fn revalidate_candidate(
     evidence: Option<&Value>,
     now_unix: u64,
 ) -> Result<Revalidated, RevalidationError> {
+    let checked = revalidate_outcome(candidate_job, current_job, outcome, now_unix)?;
+    check_evidence(evidence, &checked.outcome).map_err(RevalidationError::Evidence)?;
+    Ok(checked)
+}
+
+/// Every check of [`revalidate_candidate`] except the evidence record: for operators who
+/// hold only the protocol's fields. Never enough to sign on.
+pub fn revalidate_outcome(
+    candidate_job: &Value,
+    current_job: &Value,
+    outcome: &Value,
+    now_unix: u64,
+) -> Result<Revalidated, RevalidationError> {
     validate_job(candidate_job, now_unix).map_err(RevalidationError::CandidateJob)?;
     let job = validate_job(current_job, now_unix).map_err(RevalidationError::CurrentJob)?;
     let changed = job_changes(candidate_job, current_job);
@@ -195,7 +208,6 @@ pub fn revalidate_candidate(
         return Err(RevalidationError::JobChanged(changed));
     }
     let outcome = validate_outcome(outcome, &job).map_err(RevalidationError::Outcome)?;
-    check_evidence(evidence, &outcome).map_err(RevalidationError::Evidence)?;
     Ok(Revalidated { job, outcome })
 }
 

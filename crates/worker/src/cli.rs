@@ -8,7 +8,7 @@
 use std::ffi::OsString;
 use std::path::PathBuf;
 
-use clap::{ArgGroup, Parser};
+use clap::{ArgGroup, Parser, Subcommand};
 use verifier_sdk::TreeLimits;
 
 use crate::stage::{ParseStageKindError, StageKind};
@@ -21,6 +21,7 @@ use crate::stage::{ParseStageKindError, StageKind};
     about = "No-secrets regression runner: stages content-addressed trees and runs them in a \
              bounded sandbox.",
     group(ArgGroup::new("mode").multiple(false)),
+    args_conflicts_with_subcommands = true,
 )]
 pub struct Cli {
     /// Print the directory digest of DIR as JSON {digest, file_count, total_bytes}.
@@ -37,15 +38,45 @@ pub struct Cli {
     )]
     pub stage_regression_input: Option<Vec<OsString>>,
 
-    // Further flag-style modes join the "mode" group here, each converted in `Cli::action`:
-    //   --run-regression <request.json>
-    //   --validate-regression-candidate <request.json>
-    // Subcommands (`plan <request.json>`, `rehearse ...`, `explain <evidence.json>`,
-    // `feed ...`) go in a `#[command(subcommand)] command: Option<Command>` field, with
-    // `args_conflicts_with_subcommands = true` on the command.
+    /// Run the job in REQUEST (`{"job": …}`) on its staged trees under
+    /// $REGRESSION_SANDBOX_STAGING_ROOT and print the outcome as JSON.
+    #[arg(long, value_name = "REQUEST", group = "mode")]
+    pub run_regression: Option<PathBuf>,
+
+    /// Re-check a candidate (`{"job", "current_job", "outcome"[, "evidence"]}`) the way the
+    /// signer does, without any chain or key.
+    #[arg(long, value_name = "REQUEST", group = "mode")]
+    pub validate_regression_candidate: Option<PathBuf>,
+
+    /// With --run-regression: pull the image by its pinned digest when it is not present.
+    #[arg(long)]
+    pub pull: bool,
+
+    /// With --run-regression: also write the evidence record to this path.
+    #[arg(long, value_name = "PATH")]
+    pub evidence: Option<PathBuf>,
+
+    /// Subcommands.
+    #[command(subcommand)]
+    pub command: Option<Command>,
+
     /// Show no progress on stderr (it is also hidden when stderr is not a terminal).
     #[arg(long, short = 'q', global = true)]
     pub quiet: bool,
+}
+
+/// Subcommands of `worker`.
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Print the exact container configuration and limits a request would run with,
+    /// without running anything.
+    Plan {
+        /// The request file, `{"job": …}`.
+        request: PathBuf,
+        /// Staging root (defaults to $REGRESSION_SANDBOX_STAGING_ROOT).
+        #[arg(long)]
+        staging_root: Option<PathBuf>,
+    },
 }
 
 /// A checked request to do one thing.
@@ -69,14 +100,41 @@ pub enum Action {
         /// Its limits.
         limits: TreeLimits,
     },
+    /// `--run-regression`.
+    RunRegression {
+        /// The request file.
+        request: PathBuf,
+        /// Pull by digest when missing.
+        pull: bool,
+        /// Extra copy of the evidence record.
+        evidence: Option<PathBuf>,
+    },
+    /// `--validate-regression-candidate`.
+    ValidateCandidate {
+        /// The request file.
+        request: PathBuf,
+    },
+    /// `plan`.
+    Plan {
+        /// The request file.
+        request: PathBuf,
+        /// Explicit staging root.
+        staging_root: Option<PathBuf>,
+    },
 }
 
 /// The command line parsed but its values are unusable (exit code 2).
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum UsageError {
     /// No mode flag was given.
-    #[error("no mode given (try --snapshot-directory or --stage-regression-input; see --help)")]
+    #[error(
+        "no mode given (try --snapshot-directory, --stage-regression-input, --run-regression, \
+         --validate-regression-candidate or plan; see --help)"
+    )]
     NoMode,
+    /// `--pull` or `--evidence` without `--run-regression`.
+    #[error("--pull and --evidence only apply to --run-regression")]
+    RunOnly,
     /// A flag got the wrong number of values.
     #[error("--{flag} takes {expected} values")]
     Arity {
@@ -119,7 +177,29 @@ impl Cli {
                 limits: parse_limits(&max_bytes, &max_files)?,
             });
         }
-        Err(UsageError::NoMode)
+        if let Some(request) = self.run_regression {
+            return Ok(Action::RunRegression {
+                request,
+                pull: self.pull,
+                evidence: self.evidence,
+            });
+        }
+        if self.pull || self.evidence.is_some() {
+            return Err(UsageError::RunOnly);
+        }
+        if let Some(request) = self.validate_regression_candidate {
+            return Ok(Action::ValidateCandidate { request });
+        }
+        match self.command {
+            Some(Command::Plan {
+                request,
+                staging_root,
+            }) => Ok(Action::Plan {
+                request,
+                staging_root,
+            }),
+            None => Err(UsageError::NoMode),
+        }
     }
 }
 

@@ -16,9 +16,11 @@ use std::io::Write;
 
 use clap::Parser;
 use tracing_subscriber::EnvFilter;
+use verifier_sdk::{NoVerdictReason, RunOutput};
 use worker::cli::{Action, Cli};
 use worker::exit::ExitCode;
 use worker::progress::stderr_progress;
+use worker::run;
 use worker::snapshot::{SnapshotError, snapshot_directory_with_progress};
 use worker::stage::{StageError, stage_tree};
 
@@ -54,9 +56,89 @@ fn dispatch(action: Action, quiet: bool) -> ExitCode {
                 Ok(staged) => print_json(&staged),
                 Err(error) => fail(stage_exit_code(&error), &error),
             }
-        } // Later modes dispatch here: RunRegression, ValidateRegressionCandidate, Plan,
-          // Rehearse, Explain, Feed.
+        }
+        Action::RunRegression {
+            request,
+            pull,
+            evidence,
+        } => {
+            let root = match run::staging_root_from_env() {
+                Ok(root) => root,
+                Err(error) => return fail(ExitCode::Config, &error),
+            };
+            let result = block_on(run::run_regression_command(
+                &request,
+                root,
+                pull,
+                evidence.as_deref(),
+            ));
+            match result {
+                Ok(Ok(done)) => {
+                    let code = outcome_exit_code(&done.output);
+                    match print_json(&done.output) {
+                        ExitCode::Success => code,
+                        failed => failed,
+                    }
+                }
+                Ok(Err(error)) => fail(run_error_exit_code(&error), &error),
+                Err(error) => fail(ExitCode::Internal, &error),
+            }
+        }
+        Action::ValidateCandidate { request } => match run::validate_candidate_command(&request) {
+            Ok(check) => print_json(&check),
+            Err(error) => {
+                let refusal = serde_json::json!({"valid": false, "error": error.to_string()});
+                let _ = print_json(&refusal);
+                fail(ExitCode::InvalidInput, &error)
+            }
+        },
+        Action::Plan {
+            request,
+            staging_root,
+        } => {
+            let root = match staging_root
+                .map(Ok)
+                .unwrap_or_else(run::staging_root_from_env)
+            {
+                Ok(root) => root,
+                Err(error) => return fail(ExitCode::Config, &error),
+            };
+            match run::plan_command(&request, &root) {
+                Ok(plan) => print_json(&plan),
+                Err(error) => fail(ExitCode::InvalidInput, &error),
+            }
+        }
     }
+}
+
+/// The exit code of a run, from its outcome alone: a verdict (either one) is success.
+fn outcome_exit_code(output: &RunOutput) -> ExitCode {
+    match output {
+        RunOutput::Verdict(_) => ExitCode::Success,
+        RunOutput::NoVerdict(no) => match no.no_verdict.reason {
+            NoVerdictReason::InvalidJob | NoVerdictReason::Expired => ExitCode::InvalidInput,
+            NoVerdictReason::RuntimeUnavailable => ExitCode::RuntimeUnavailable,
+            _ => ExitCode::NoVerdict,
+        },
+    }
+}
+
+fn run_error_exit_code(error: &run::RunCommandError) -> ExitCode {
+    match error {
+        run::RunCommandError::Request(_) => ExitCode::InvalidInput,
+        run::RunCommandError::StagingRoot => ExitCode::Config,
+        run::RunCommandError::Evidence(_) => ExitCode::Internal,
+    }
+}
+
+/// Runs a future on a runtime made for this one command; async stays out of the library's
+/// synchronous paths (staging, snapshot).
+fn block_on<F: std::future::Future>(future: F) -> Result<F::Output, std::io::Error> {
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()?;
+    Ok(runtime.block_on(future))
 }
 
 fn snapshot_exit_code(error: &SnapshotError) -> ExitCode {

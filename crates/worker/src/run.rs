@@ -61,18 +61,30 @@ pub fn read_request(
     path: &Path,
     expected: &'static [&'static str],
 ) -> Result<serde_json::Map<String, Value>, RequestError> {
-    let io = |source| RequestError::Io { path: path.to_owned(), source };
+    let io = |source| RequestError::Io {
+        path: path.to_owned(),
+        source,
+    };
     let file = std::fs::File::open(path).map_err(io)?;
     let mut bytes = Vec::new();
-    file.take(MAX_REQUEST_BYTES + 1).read_to_end(&mut bytes).map_err(io)?;
+    file.take(MAX_REQUEST_BYTES + 1)
+        .read_to_end(&mut bytes)
+        .map_err(io)?;
     if bytes.len() as u64 > MAX_REQUEST_BYTES {
         return Err(RequestError::TooLarge);
     }
     let value: Value = serde_json::from_slice(&bytes).map_err(RequestError::Json)?;
     let Value::Object(map) = value else {
-        return Err(RequestError::Shape { expected, got: vec![] });
+        return Err(RequestError::Shape {
+            expected,
+            got: vec![],
+        });
     };
-    let mut got: Vec<String> = map.keys().take(16).map(|k| k.chars().take(64).collect()).collect();
+    let mut got: Vec<String> = map
+        .keys()
+        .take(16)
+        .map(|k| k.chars().take(64).collect())
+        .collect();
     got.sort();
     let mut want: Vec<String> = expected.iter().map(|k| (*k).to_owned()).collect();
     want.sort();
@@ -84,7 +96,10 @@ pub fn read_request(
 
 /// Seconds since the unix epoch, the clock every validity check uses.
 pub fn now_unix() -> u64 {
-    SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_secs()).unwrap_or(0)
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_secs())
+        .unwrap_or(0)
 }
 
 /// Options of one run that are the operator's, not the job's.
@@ -133,11 +148,20 @@ struct StagedInputs {
 
 impl StagedInputs {
     fn check(&self) -> Result<(PathBuf, PathBuf), String> {
-        let source = verify_staged(&self.root, StageKind::Source, &self.source, self.source_limits)
-            .map_err(|e| format!("source: {e}"))?;
-        let benchmark =
-            verify_staged(&self.root, StageKind::Benchmark, &self.benchmark, self.benchmark_limits)
-                .map_err(|e| format!("benchmark: {e}"))?;
+        let source = verify_staged(
+            &self.root,
+            StageKind::Source,
+            &self.source,
+            self.source_limits,
+        )
+        .map_err(|e| format!("source: {e}"))?;
+        let benchmark = verify_staged(
+            &self.root,
+            StageKind::Benchmark,
+            &self.benchmark,
+            self.benchmark_limits,
+        )
+        .map_err(|e| format!("benchmark: {e}"))?;
         Ok((source, benchmark))
     }
 }
@@ -152,7 +176,10 @@ impl RunHooks for StagedInputs {
 }
 
 fn run_id(seed: &str) -> String {
-    let nanos = SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_nanos()).unwrap_or(0);
+    let nanos = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_nanos())
+        .unwrap_or(0);
     let mut h = Sha256::new();
     h.update(seed.as_bytes());
     h.update(std::process::id().to_be_bytes());
@@ -216,12 +243,24 @@ pub async fn execute_manifest(
     let (source_dir, benchmark_dir) = match inputs.check() {
         Ok(paths) => paths,
         Err(detail) => {
-            return Ok(Err(NoVerdictOutcome::new(NoVerdictReason::InputMismatch, &detail)));
+            return Ok(Err(NoVerdictOutcome::new(
+                NoVerdictReason::InputMismatch,
+                &detail,
+            )));
         }
     };
-    let spec = spec_for(manifest, source_dir, benchmark_dir, run_id(label), options.pull);
+    let spec = spec_for(
+        manifest,
+        source_dir,
+        benchmark_dir,
+        run_id(label),
+        options.pull,
+    );
     let report = executor.run(&spec, &inputs).await?;
-    Ok(Ok(Execution { decision: report.decision, evidence: report.evidence }))
+    Ok(Ok(Execution {
+        decision: report.decision,
+        evidence: report.evidence,
+    }))
 }
 
 /// Turns an execution into the protocol output for `job`, and records the response hash in
@@ -237,15 +276,19 @@ pub fn outcome_for_job(job: &ValidatedJob, mut execution: Execution) -> JobRun {
                 execution.evidence.response_hash = Some(outcome.response_hash.to_string());
                 RunOutput::Verdict(outcome)
             }
-            Err(detail) => {
-                RunOutput::NoVerdict(NoVerdictOutcome::new(NoVerdictReason::InternalError, &detail))
-            }
+            Err(detail) => RunOutput::NoVerdict(NoVerdictOutcome::new(
+                NoVerdictReason::InternalError,
+                &detail,
+            )),
         },
         Decision::NoVerdict { reason, detail } => {
             RunOutput::NoVerdict(NoVerdictOutcome::new(*reason, detail))
         }
     };
-    JobRun { output, evidence: execution.evidence }
+    JobRun {
+        output,
+        evidence: execution.evidence,
+    }
 }
 
 fn execution_facts(exit_code: i64, evidence: &EvidenceRecord) -> Result<ExecutionFacts, String> {
@@ -298,4 +341,226 @@ pub fn write_atomic(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
     tmp.as_file().sync_all()?;
     tmp.persist(path).map_err(|e| e.error)?;
     Ok(())
+}
+
+/// Why `--run-regression` could not even produce a no-verdict outcome.
+#[derive(Debug, thiserror::Error)]
+pub enum RunCommandError {
+    /// The request file is unusable.
+    #[error(transparent)]
+    Request(#[from] RequestError),
+    /// The staging root is not configured.
+    #[error("{STAGING_ROOT_ENV} must name the staging root (an absolute path)")]
+    StagingRoot,
+    /// The evidence record could not be written.
+    #[error("writing the evidence record: {0}")]
+    Evidence(#[source] std::io::Error),
+}
+
+/// What `--run-regression` prints, and where the evidence went.
+#[derive(Debug, Clone)]
+pub struct RunCommandOutput {
+    /// The protocol output.
+    pub output: RunOutput,
+    /// The content-addressed evidence record, when the run got far enough to have one.
+    pub evidence_path: Option<PathBuf>,
+}
+
+/// The staging root from [`STAGING_ROOT_ENV`]; it must be absolute so a relative path can
+/// never resolve somewhere the operator did not mean.
+pub fn staging_root_from_env() -> Result<PathBuf, RunCommandError> {
+    let root = std::env::var_os(STAGING_ROOT_ENV).map(PathBuf::from);
+    match root {
+        Some(root) if root.is_absolute() => Ok(root),
+        _ => Err(RunCommandError::StagingRoot),
+    }
+}
+
+fn no_verdict(reason: NoVerdictReason, detail: &str) -> RunCommandOutput {
+    RunCommandOutput {
+        output: RunOutput::NoVerdict(NoVerdictOutcome::new(reason, detail)),
+        evidence_path: None,
+    }
+}
+
+/// The reason a job that does not validate gets.
+pub fn job_error_reason(error: &verifier_sdk::JobError) -> NoVerdictReason {
+    match error {
+        verifier_sdk::JobError::Expired { .. } => NoVerdictReason::Expired,
+        _ => NoVerdictReason::InvalidJob,
+    }
+}
+
+/// `worker --run-regression`: the whole run for one request file. Every way a run can end is
+/// an outcome (verdict or reasoned no-verdict); `Err` only for an unusable request or a
+/// failure to record evidence.
+pub async fn run_regression_command(
+    request: &Path,
+    staging_root: PathBuf,
+    pull: bool,
+    evidence_copy: Option<&Path>,
+) -> Result<RunCommandOutput, RunCommandError> {
+    let request = read_request(request, &["job"])?;
+    let raw_job = request.get("job").unwrap_or(&Value::Null);
+    let job = match verifier_sdk::validate_job(raw_job, now_unix()) {
+        Ok(job) => job,
+        Err(error) => return Ok(no_verdict(job_error_reason(&error), &error.to_string())),
+    };
+    let executor = match DockerExecutor::connect().await {
+        Ok(executor) => executor,
+        Err(error) => {
+            return Ok(no_verdict(
+                NoVerdictReason::RuntimeUnavailable,
+                &error.to_string(),
+            ));
+        }
+    };
+    match executor.cleanup_stale().await {
+        Ok(removed) if !removed.is_empty() => {
+            tracing::warn!(count = removed.len(), "removed stale sandbox containers");
+        }
+        Ok(_) => {}
+        Err(error) => tracing::warn!(%error, "could not clean up stale sandbox containers"),
+    }
+    let options = RunOptions {
+        staging_root: staging_root.clone(),
+        pull,
+    };
+    let run = match run_job(&executor, &job, &options).await {
+        Ok(Ok(run)) => run,
+        Ok(Err(no)) => {
+            return Ok(RunCommandOutput {
+                output: RunOutput::NoVerdict(no),
+                evidence_path: None,
+            });
+        }
+        Err(SandboxError::RuntimeUnavailable(error)) => {
+            return Ok(no_verdict(
+                NoVerdictReason::RuntimeUnavailable,
+                &error.to_string(),
+            ));
+        }
+        Err(error) => {
+            return Ok(no_verdict(
+                NoVerdictReason::InternalError,
+                &error.to_string(),
+            ));
+        }
+    };
+    let path = write_evidence(&staging_root, &run.evidence).map_err(RunCommandError::Evidence)?;
+    if let Some(copy) = evidence_copy {
+        let bytes = std::fs::read(&path).map_err(RunCommandError::Evidence)?;
+        write_atomic(copy, &bytes).map_err(RunCommandError::Evidence)?;
+    }
+    Ok(RunCommandOutput {
+        output: run.output,
+        evidence_path: Some(path),
+    })
+}
+
+/// The result of `--validate-regression-candidate`.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct CandidateCheck {
+    /// Always true here; a refusal is an error.
+    pub valid: bool,
+    /// `passed` or `failed`.
+    pub verdict: verifier_sdk::Verdict,
+    /// The re-derived response hash.
+    pub response_hash: verifier_sdk::Bytes32,
+    /// Whether an evidence record was supplied and checked.
+    pub evidence_checked: bool,
+}
+
+/// Why `--validate-regression-candidate` refused.
+#[derive(Debug, thiserror::Error)]
+pub enum ValidateCommandError {
+    /// The request file is unusable.
+    #[error(transparent)]
+    Request(#[from] RequestError),
+    /// The candidate does not hold up.
+    #[error(transparent)]
+    Refused(#[from] verifier_sdk::RevalidationError),
+}
+
+/// `worker --validate-regression-candidate`: the signer's re-check without chain or key.
+pub fn validate_candidate_command(request: &Path) -> Result<CandidateCheck, ValidateCommandError> {
+    let with_evidence = read_request(request, &["job", "current_job", "outcome", "evidence"]);
+    let (map, evidence_checked) = match with_evidence {
+        Ok(map) => (map, true),
+        Err(RequestError::Shape { .. }) => (
+            read_request(request, &["job", "current_job", "outcome"])?,
+            false,
+        ),
+        Err(other) => return Err(other.into()),
+    };
+    let get = |k: &str| map.get(k).unwrap_or(&Value::Null);
+    let now = now_unix();
+    let checked = if evidence_checked {
+        verifier_sdk::revalidate_candidate(
+            get("job"),
+            get("current_job"),
+            get("outcome"),
+            Some(get("evidence")),
+            now,
+        )?
+    } else {
+        verifier_sdk::revalidate_outcome(get("job"), get("current_job"), get("outcome"), now)?
+    };
+    Ok(CandidateCheck {
+        valid: true,
+        verdict: checked.outcome.verdict(),
+        response_hash: checked.outcome.response_hash(),
+        evidence_checked,
+    })
+}
+
+/// Why `worker plan` could not plan.
+#[derive(Debug, thiserror::Error)]
+pub enum PlanError {
+    /// The request file is unusable.
+    #[error(transparent)]
+    Request(#[from] RequestError),
+    /// The job does not validate.
+    #[error("job is invalid: {0}")]
+    Job(#[from] verifier_sdk::JobError),
+    /// The manifest's numbers do not fit the engine.
+    #[error("manifest does not fit the engine: {0}")]
+    Limits(String),
+}
+
+/// `worker plan`: the exact container configuration a request would get, without running.
+/// The image's own `PATH` is added at run time from the image config; everything else is here.
+pub fn plan_command(request: &Path, staging_root: &Path) -> Result<Value, PlanError> {
+    let request = read_request(request, &["job"])?;
+    let job = verifier_sdk::validate_job(request.get("job").unwrap_or(&Value::Null), now_unix())?;
+    let manifest = job.manifest();
+    let source = crate::stage::target_path(
+        staging_root,
+        StageKind::Source,
+        &job.source_snapshot_digest(),
+    );
+    let benchmark = crate::stage::target_path(
+        staging_root,
+        StageKind::Benchmark,
+        &manifest.benchmark_digest,
+    );
+    let spec = spec_for(
+        manifest,
+        source.clone(),
+        benchmark.clone(),
+        "plan".into(),
+        false,
+    );
+    let isolation = crate::sandbox::plan(&spec).map_err(PlanError::Limits)?;
+    Ok(serde_json::json!({
+        "job_id": job.job_id(),
+        "image": manifest.image,
+        "platform": manifest.platform,
+        "timeout_seconds": manifest.timeout_seconds,
+        "max_output_bytes": manifest.max_output_bytes,
+        "source": {"digest": job.source_snapshot_digest(), "path": source, "staged": source.is_dir()},
+        "benchmark": {"digest": manifest.benchmark_digest, "path": benchmark, "staged": benchmark.is_dir()},
+        "container": isolation,
+        "env_note": "plus PATH from the image's own config",
+    }))
 }

@@ -111,3 +111,29 @@ pub enum SandboxError {
         id: String,
     },
 }
+
+/// The container profile `spec` would be created with, computed without the engine (the
+/// image's `PATH` is added at run time). Used by `worker plan` and rehearsal.
+pub fn plan(spec: &SandboxSpec) -> Result<profile::Isolation, String> {
+    let as_i64 = |name: &str, v: u64| -> Result<i64, String> {
+        i64::try_from(v)
+            .ok()
+            .filter(|v| *v > 0)
+            .ok_or_else(|| format!("{name} {v} is out of range"))
+    };
+    let limits = profile::Limits {
+        nano_cpus: as_i64("cpu_millis", spec.cpu_millis)?
+            .checked_mul(1_000_000)
+            .ok_or("cpu_millis is out of range")?,
+        memory: as_i64("memory_bytes", spec.memory_bytes)?,
+        pids: as_i64("pids_limit", spec.pids_limit)?,
+    };
+    let path = |p: &std::path::Path| p.to_string_lossy().into_owned();
+    Ok(profile::requested(
+        spec,
+        limits,
+        None,
+        &path(&spec.source_dir),
+        &path(&spec.benchmark_dir),
+    ))
+}

@@ -29,7 +29,7 @@ use verifier_sdk::digest::{Snapshot, TreeLimits, list_tree};
 use crate::progress::ProgressSink;
 use crate::snapshot::{DIR_MODE, Pass, SnapshotError, hash_listed_tree};
 
-pub use store::{STALE_AFTER, WORK_PREFIX};
+pub use store::{STALE_AFTER, WORK_PREFIX, target_path};
 
 /// Environment variable of the pause test hook (see the module documentation).
 pub const PAUSE_HOOK_ENV: &str = "WORKER_TEST_PAUSE_AFTER_FIRST_FILE";

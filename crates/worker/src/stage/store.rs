@@ -187,7 +187,7 @@ impl Store {
 }
 
 /// `<root>/{sources|benchmarks}/sha256/<hex>`.
-pub(crate) fn target_path(root: &Path, kind: StageKind, digest: &Sha256Digest) -> PathBuf {
+pub fn target_path(root: &Path, kind: StageKind, digest: &Sha256Digest) -> PathBuf {
     root.join(kind.store_dir())
         .join("sha256")
         .join(digest.hex())
