@@ -150,7 +150,10 @@ impl PlatformClient {
         let http = reqwest::Client::builder()
             .redirect(reqwest::redirect::Policy::none())
             .connect_timeout(limits.connect_timeout)
-            .user_agent(concat!("agent-bounties-platform-client/", env!("CARGO_PKG_VERSION")))
+            .user_agent(concat!(
+                "agent-bounties-platform-client/",
+                env!("CARGO_PKG_VERSION")
+            ))
             .build()
             .map_err(transport)?;
         Ok(Self { http, limits })
@@ -194,7 +197,9 @@ impl PlatformClient {
             .filter(|job| job.get("job_id").and_then(Value::as_str) == Some(job_id));
         let first = matching.next();
         if first.is_some() && matching.next().is_some() {
-            return Err(ClientError::DuplicateJob(job_id.chars().take(200).collect()));
+            return Err(ClientError::DuplicateJob(
+                job_id.chars().take(200).collect(),
+            ));
         }
         Ok(first)
     }
@@ -343,7 +348,9 @@ mod tests {
 
     #[test]
     fn jobs_url_has_the_protocol_shape() {
-        let verifier: Address = "0xBE6292B9E465F549E2363B918D6DD9187038431E".parse().unwrap();
+        let verifier: Address = "0xBE6292B9E465F549E2363B918D6DD9187038431E"
+            .parse()
+            .unwrap();
         let url = jobs_url("https://api.example.com/", Network::BaseMainnet, verifier).unwrap();
         assert_eq!(
             url.as_str(),

@@ -1,6 +1,9 @@
 //! The exact-commit archive extractor against hostile archives, its caps at their edges, and a
 //! property test over arbitrary entry lists.
 
+// Test scaffolding outside #[test] fns (fakes, builders): failures should fail loudly.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
 mod feed_support;
 
 use std::collections::BTreeMap;
@@ -59,7 +62,13 @@ fn files_under(dir: &Path) -> BTreeMap<String, Vec<u8>> {
         let ft = e.file_type();
         assert!(!ft.is_symlink(), "a link was created: {:?}", e.path());
         if ft.is_file() {
-            let rel = e.path().strip_prefix(dir).unwrap().to_str().unwrap().to_owned();
+            let rel = e
+                .path()
+                .strip_prefix(dir)
+                .unwrap()
+                .to_str()
+                .unwrap()
+                .to_owned();
             out.insert(rel, fs::read(e.path()).unwrap());
         }
     }
@@ -249,7 +258,10 @@ fn subdirectory_must_exist_and_be_a_directory() {
     assert!(matches!(err, ArchiveError::SubdirectoryMissing(_)), "{err}");
     assert_clean(&s);
     let err = extract(&s, &gz, "a/b", &roomy()).unwrap_err();
-    assert!(matches!(err, ArchiveError::SubdirectoryNotDirectory(_)), "{err}");
+    assert!(
+        matches!(err, ArchiveError::SubdirectoryNotDirectory(_)),
+        "{err}"
+    );
     assert_clean(&s);
 }
 
@@ -281,21 +293,31 @@ fn tar_bomb_over_the_uncompressed_cap_is_rejected() {
         ..roomy()
     };
     let err = extract(&s, &gz, ".", &limits).unwrap_err();
-    assert!(matches!(err, ArchiveError::UncompressedTooLarge { .. }), "{err}");
+    assert!(
+        matches!(err, ArchiveError::UncompressedTooLarge { .. }),
+        "{err}"
+    );
     assert_clean(&s);
 }
 
 #[test]
 fn uncompressed_cap_counts_entries_outside_the_subdirectory_too() {
     let zeros = vec![0u8; 1 << 20];
-    let gz = tar_gz(&[dir("t/"), file("t/elsewhere/zeros", &zeros), file("t/sub/a", b"x")]);
+    let gz = tar_gz(&[
+        dir("t/"),
+        file("t/elsewhere/zeros", &zeros),
+        file("t/sub/a", b"x"),
+    ]);
     let s = scratch();
     let limits = ArchiveLimits {
         max_uncompressed_bytes: 512 << 10,
         ..roomy()
     };
     let err = extract(&s, &gz, "sub", &limits).unwrap_err();
-    assert!(matches!(err, ArchiveError::UncompressedTooLarge { .. }), "{err}");
+    assert!(
+        matches!(err, ArchiveError::UncompressedTooLarge { .. }),
+        "{err}"
+    );
     assert_clean(&s);
 }
 
@@ -318,7 +340,10 @@ fn compressed_cap_is_enforced_while_reading() {
         ..roomy()
     };
     let err = extract(&s, &gz, ".", &limits).unwrap_err();
-    assert!(matches!(err, ArchiveError::CompressedTooLarge { .. }), "{err}");
+    assert!(
+        matches!(err, ArchiveError::CompressedTooLarge { .. }),
+        "{err}"
+    );
     assert_clean(&s);
 }
 
@@ -345,7 +370,10 @@ fn entry_cap_counts_every_entry() {
         ..roomy()
     };
     let err = extract(&s, &gz, ".", &under).unwrap_err();
-    assert!(matches!(err, ArchiveError::TooManyEntries { limit: 3 }), "{err}");
+    assert!(
+        matches!(err, ArchiveError::TooManyEntries { limit: 3 }),
+        "{err}"
+    );
     assert_clean(&s);
 }
 
@@ -353,7 +381,11 @@ fn entry_cap_counts_every_entry() {
 fn manifest_tree_caps_apply_to_the_selected_subtree() {
     let gz = codeload(
         TOP,
-        &[("big/outside", &[7u8; 5000]), ("sub/a", b"12345"), ("sub/b", b"67890")],
+        &[
+            ("big/outside", &[7u8; 5000]),
+            ("sub/a", b"12345"),
+            ("sub/b", b"67890"),
+        ],
     );
     let ok = ArchiveLimits {
         max_tree_bytes: 10,
@@ -370,7 +402,10 @@ fn manifest_tree_caps_apply_to_the_selected_subtree() {
         ..ok
     };
     let err = extract(&s, &gz, "sub", &few_bytes).unwrap_err();
-    assert!(matches!(err, ArchiveError::TreeTooLarge { limit: 9 }), "{err}");
+    assert!(
+        matches!(err, ArchiveError::TreeTooLarge { limit: 9 }),
+        "{err}"
+    );
     assert_clean(&s);
 
     let s = scratch();
@@ -379,7 +414,10 @@ fn manifest_tree_caps_apply_to_the_selected_subtree() {
         ..ok
     };
     let err = extract(&s, &gz, "sub", &few_files).unwrap_err();
-    assert!(matches!(err, ArchiveError::TooManyFiles { limit: 1 }), "{err}");
+    assert!(
+        matches!(err, ArchiveError::TooManyFiles { limit: 1 }),
+        "{err}"
+    );
     assert_clean(&s);
 }
 
@@ -517,7 +555,10 @@ fn the_entry_generator_produces_both_valid_and_invalid_archives() {
     let valid = (0..1000)
         .filter(|_| model(&strategy.new_tree(&mut runner).unwrap().current()).is_some())
         .count();
-    assert!((150..=850).contains(&valid), "{valid} of 1000 generated archives are valid");
+    assert!(
+        (150..=850).contains(&valid),
+        "{valid} of 1000 generated archives are valid"
+    );
 }
 
 proptest! {

@@ -2,6 +2,8 @@
 //! builders that can write any (hostile) entry, and fixture jobs whose committed digests match
 //! trees built here.
 #![allow(dead_code)]
+// Test scaffolding: a failure here should fail the test loudly.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::collections::HashMap;
 use std::io::Write as _;
@@ -152,15 +154,34 @@ impl TestServer {
 /// A tar entry, written with raw header fields so hostile names survive.
 #[derive(Clone, Debug)]
 pub enum Entry {
-    File { path: String, data: Vec<u8>, mode: u32 },
-    Dir { path: String },
-    Symlink { path: String, target: String },
-    HardLink { path: String, target: String },
-    Fifo { path: String },
+    File {
+        path: String,
+        data: Vec<u8>,
+        mode: u32,
+    },
+    Dir {
+        path: String,
+    },
+    Symlink {
+        path: String,
+        target: String,
+    },
+    HardLink {
+        path: String,
+        target: String,
+    },
+    Fifo {
+        path: String,
+    },
     /// A pax global header as codeload writes first.
-    GlobalHeader { comment: String },
+    GlobalHeader {
+        comment: String,
+    },
     /// A file whose name bytes are not UTF-8.
-    RawName { name: Vec<u8>, data: Vec<u8> },
+    RawName {
+        name: Vec<u8>,
+        data: Vec<u8>,
+    },
     /// A file whose real name comes from a pax extended header (overriding `name`).
     PaxFile {
         name: String,
@@ -217,7 +238,12 @@ pub fn tar_bytes(entries: &[Entry]) -> Vec<u8> {
     for e in entries {
         let (mut h, data): (tar::Header, Vec<u8>) = match e {
             Entry::File { path, data, mode } => (
-                header(path.as_bytes(), tar::EntryType::Regular, data.len() as u64, *mode),
+                header(
+                    path.as_bytes(),
+                    tar::EntryType::Regular,
+                    data.len() as u64,
+                    *mode,
+                ),
                 data.clone(),
             ),
             Entry::Dir { path } => (
@@ -225,11 +251,17 @@ pub fn tar_bytes(entries: &[Entry]) -> Vec<u8> {
                 vec![],
             ),
             Entry::Symlink { path, target } => (
-                with_link(header(path.as_bytes(), tar::EntryType::Symlink, 0, 0o777), target),
+                with_link(
+                    header(path.as_bytes(), tar::EntryType::Symlink, 0, 0o777),
+                    target,
+                ),
                 vec![],
             ),
             Entry::HardLink { path, target } => (
-                with_link(header(path.as_bytes(), tar::EntryType::Link, 0, 0o644), target),
+                with_link(
+                    header(path.as_bytes(), tar::EntryType::Link, 0, 0o644),
+                    target,
+                ),
                 vec![],
             ),
             Entry::Fifo { path } => (
@@ -263,7 +295,12 @@ pub fn tar_bytes(entries: &[Entry]) -> Vec<u8> {
                 x.set_cksum();
                 b.append(&x, record.as_slice()).unwrap();
                 (
-                    header(name.as_bytes(), tar::EntryType::Regular, data.len() as u64, 0o644),
+                    header(
+                        name.as_bytes(),
+                        tar::EntryType::Regular,
+                        data.len() as u64,
+                        0o644,
+                    ),
                     data.clone(),
                 )
             }
@@ -329,7 +366,9 @@ pub const OTHER_VERIFIER: &str = "0x2222222222222222222222222222222222222222";
 
 /// Jobs-feed path for `verifier` on base-mainnet.
 pub fn feed_path(verifier: &str) -> String {
-    format!("/v1/base/autonomous-bounties/verification-jobs?network=base-mainnet&verifier={verifier}")
+    format!(
+        "/v1/base/autonomous-bounties/verification-jobs?network=base-mainnet&verifier={verifier}"
+    )
 }
 
 /// A valid job for round `round` whose source is `solver-org/<repo>@<commit>` committed to

@@ -194,7 +194,9 @@ mod tests {
     use verifier_sdk::{ExecutionFacts, NoVerdictOutcome, NoVerdictReason, validate_job};
 
     fn digest(c: char) -> Sha256Digest {
-        format!("sha256:{}", c.to_string().repeat(64)).parse().unwrap()
+        format!("sha256:{}", c.to_string().repeat(64))
+            .parse()
+            .unwrap()
     }
 
     fn outcome(job: &ValidatedJob, exit_code: i64) -> Outcome {
@@ -225,15 +227,28 @@ mod tests {
         let k = base.key();
         assert_eq!(k, identity(&job, "1.0.0").key());
         let mut variants = vec![
-            RunIdentity { source_digest: digest('e'), ..base },
-            RunIdentity { benchmark_digest: digest('e'), ..base },
-            RunIdentity { image_digest: digest('e'), ..base },
-            RunIdentity { worker_version: "1.0.1", ..base },
+            RunIdentity {
+                source_digest: digest('e'),
+                ..base
+            },
+            RunIdentity {
+                benchmark_digest: digest('e'),
+                ..base
+            },
+            RunIdentity {
+                image_digest: digest('e'),
+                ..base
+            },
+            RunIdentity {
+                worker_version: "1.0.1",
+                ..base
+            },
         ];
-        let mut other = verifier_sdk::fixtures::JobParams::default();
-        other.round = 4;
-        let other_job =
-            validate_job(&verifier_sdk::fixtures::job_value(&other), NOW).unwrap();
+        let other = verifier_sdk::fixtures::JobParams {
+            round: 4,
+            ..Default::default()
+        };
+        let other_job = validate_job(&verifier_sdk::fixtures::job_value(&other), NOW).unwrap();
         variants.push(identity(&other_job, "1.0.0"));
         let mut manifest = verifier_sdk::fixtures::JobParams::default();
         manifest.manifest["timeout_seconds"] = serde_json::json!(121);
@@ -243,7 +258,10 @@ mod tests {
         for v in variants {
             assert_ne!(v.key(), k);
         }
-        assert_ne!(base.key_for_schema("agent-bounties/regression-feed-cache-v0"), k);
+        assert_ne!(
+            base.key_for_schema("agent-bounties/regression-feed-cache-v0"),
+            k
+        );
     }
 
     #[test]
@@ -302,7 +320,11 @@ mod tests {
             serde_json::to_vec(&no_verdict).unwrap(),
         ] {
             fs::write(&path, &bytes).unwrap();
-            assert!(cache.load(&id).is_none(), "{}", String::from_utf8_lossy(&bytes));
+            assert!(
+                cache.load(&id).is_none(),
+                "{}",
+                String::from_utf8_lossy(&bytes)
+            );
             assert!(!path.exists(), "unusable entry was not removed");
         }
         // An entry over the size bound is not even parsed.

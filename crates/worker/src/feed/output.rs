@@ -98,7 +98,11 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let out = dir.path().join("candidates");
         let job = validate_job(&valid_job(), NOW).unwrap();
-        let d = |c: char| format!("sha256:{}", c.to_string().repeat(64)).parse().unwrap();
+        let d = |c: char| {
+            format!("sha256:{}", c.to_string().repeat(64))
+                .parse()
+                .unwrap()
+        };
         let facts = ExecutionFacts {
             exit_code: 0,
             stdout_sha256: d('1'),
@@ -114,7 +118,10 @@ mod tests {
         assert_eq!(&c.job, job.raw());
         assert_eq!(c.runner_revision, "local");
         let again = validate_job(&c.job, NOW).unwrap();
-        assert_eq!(validate_outcome(&c.outcome, &again).unwrap().outcome(), &outcome);
+        assert_eq!(
+            validate_outcome(&c.outcome, &again).unwrap().outcome(),
+            &outcome
+        );
 
         let mut m = CandidateManifest::new("base-mainnet");
         m.push(job.job_id());

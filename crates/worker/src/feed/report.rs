@@ -213,8 +213,7 @@ impl FeedReport {
         if !self.jobs.is_empty() {
             let _ = writeln!(
                 out,
-                "  {:<16} {:<6} {:>9}  {:<24} {}",
-                "status", "cache", "total_ms", "job_id", "reason"
+                "  status           cache   total_ms  job_id                   reason"
             );
         }
         for r in &self.jobs {
@@ -265,7 +264,10 @@ mod tests {
             report(&[CompletedPassed, CompletedFailed, Skipped, Rejected]).exit_code(),
             ExitCode::Success
         );
-        assert_eq!(report(&[CompletedPassed, NoVerdict]).exit_code(), ExitCode::NoVerdict);
+        assert_eq!(
+            report(&[CompletedPassed, NoVerdict]).exit_code(),
+            ExitCode::NoVerdict
+        );
         assert_eq!(report(&[Error, Skipped]).exit_code(), ExitCode::NoVerdict);
 
         let mut r = report(&[CompletedPassed]);

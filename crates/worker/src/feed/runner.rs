@@ -218,11 +218,17 @@ pub async fn run_feed(
             .await
         {
             Ok(jobs) => {
-                progress(config, format_args!("feed: {} job(s) for {verifier}", jobs.len()));
+                progress(
+                    config,
+                    format_args!("feed: {} job(s) for {verifier}", jobs.len()),
+                );
                 fetched.push(jobs);
             }
             Err(e) => {
-                progress(config, format_args!("feed: query for {verifier} failed: {e}"));
+                progress(
+                    config,
+                    format_args!("feed: query for {verifier} failed: {e}"),
+                );
                 report.fetch_failures.push(FetchFailure {
                     verifier: verifier.to_string(),
                     kind: e.kind().into(),
@@ -340,8 +346,12 @@ impl Runner<'_> {
                 durations,
             },
             Err(stop) => {
-                let mut row =
-                    JobRow::new(job.job_id().to_owned(), stop.status, &stop.code, &stop.reason);
+                let mut row = JobRow::new(
+                    job.job_id().to_owned(),
+                    stop.status,
+                    &stop.code,
+                    &stop.reason,
+                );
                 row.durations = durations;
                 row
             }
@@ -472,7 +482,11 @@ impl Runner<'_> {
         // turning a run on other inputs into a cached, signable candidate.
         for (what, reported, committed) in [
             ("source", executed.source_digest, identity.source_digest),
-            ("benchmark", executed.benchmark_digest, identity.benchmark_digest),
+            (
+                "benchmark",
+                executed.benchmark_digest,
+                identity.benchmark_digest,
+            ),
             ("image", executed.image_digest, identity.image_digest),
         ] {
             if reported != committed {

@@ -111,9 +111,7 @@ pub fn select_jobs(
             }
         }
     }
-    selected.sort_by(|a, b| {
-        (a.expires_at(), a.job_id()).cmp(&(b.expires_at(), b.job_id()))
-    });
+    selected.sort_by(|a, b| (a.expires_at(), a.job_id()).cmp(&(b.expires_at(), b.job_id())));
     if let Some(max) = max_jobs
         && selected.len() > max
     {
@@ -209,11 +207,19 @@ mod tests {
         let mut b = a.clone();
         b["verifier_reward"] = json!("999");
         let other = job(2, &[A], NOW + 100);
-        let s = select_jobs(&[vec![a.clone(), other.clone()], vec![b]], &[addr(A)], NOW, None);
+        let s = select_jobs(
+            &[vec![a.clone(), other.clone()], vec![b]],
+            &[addr(A)],
+            NOW,
+            None,
+        );
         assert_eq!(ids(&s), vec![other["job_id"].as_str().unwrap()]);
         let r = row(&s, a["job_id"].as_str().unwrap());
         assert_eq!(r.status, JobStatus::Rejected);
-        assert_eq!(r.reason_code.as_deref(), Some(reason::CONFLICTING_DUPLICATE));
+        assert_eq!(
+            r.reason_code.as_deref(),
+            Some(reason::CONFLICTING_DUPLICATE)
+        );
     }
 
     #[test]
@@ -221,7 +227,12 @@ mod tests {
         let ours = job(1, &[A], NOW + 100);
         let superset = job(2, &[A, C], NOW + 100);
         let other = job(3, &[C], NOW + 100);
-        let s = select_jobs(&[vec![ours.clone(), superset.clone(), other.clone()]], &[addr(A)], NOW, None);
+        let s = select_jobs(
+            &[vec![ours.clone(), superset.clone(), other.clone()]],
+            &[addr(A)],
+            NOW,
+            None,
+        );
         assert_eq!(ids(&s), vec![ours["job_id"].as_str().unwrap()]);
         for j in [&superset, &other] {
             let r = row(&s, j["job_id"].as_str().unwrap());
@@ -241,7 +252,13 @@ mod tests {
         let s = select_jobs(&[vec![j]], &[addr(A), addr(B)], NOW, None);
         assert!(s.selected.is_empty());
         assert_eq!(s.excluded[0].status, JobStatus::Skipped);
-        assert!(s.excluded[0].reason.as_deref().unwrap().contains("threshold 1"));
+        assert!(
+            s.excluded[0]
+                .reason
+                .as_deref()
+                .unwrap()
+                .contains("threshold 1")
+        );
     }
 
     #[test]
@@ -250,7 +267,12 @@ mod tests {
         let mut tampered = job(2, &[A], NOW + 100);
         tampered["terms"]["document"]["title"] = json!("changed after hashing");
         let nameless = json!({"round": 1});
-        let s = select_jobs(&[vec![expired.clone(), tampered.clone(), nameless]], &[addr(A)], NOW, None);
+        let s = select_jobs(
+            &[vec![expired.clone(), tampered.clone(), nameless]],
+            &[addr(A)],
+            NOW,
+            None,
+        );
         assert!(s.selected.is_empty());
         let r = row(&s, expired["job_id"].as_str().unwrap());
         assert_eq!(r.status, JobStatus::Rejected);
@@ -258,13 +280,17 @@ mod tests {
         let r = row(&s, tampered["job_id"].as_str().unwrap());
         assert_eq!(r.reason_code.as_deref(), Some(reason::INVALID_JOB));
         assert!(r.reason.as_deref().unwrap().contains("terms_hash"));
-        assert!(s.excluded.iter().any(|r| r.reason_code.as_deref() == Some(reason::MISSING_JOB_ID)));
+        assert!(
+            s.excluded
+                .iter()
+                .any(|r| r.reason_code.as_deref() == Some(reason::MISSING_JOB_ID))
+        );
     }
 
     #[test]
     fn max_jobs_keeps_the_earliest_expiring_and_skips_the_rest() {
         let jobs: Vec<Value> = (1..=4).map(|r| job(r, &[A], NOW + 1000 - r)).collect();
-        let s = select_jobs(&[jobs.clone()], &[addr(A)], NOW, Some(2));
+        let s = select_jobs(std::slice::from_ref(&jobs), &[addr(A)], NOW, Some(2));
         let want: Vec<String> = [&jobs[3], &jobs[2]]
             .iter()
             .map(|j| j["job_id"].as_str().unwrap().to_owned())
