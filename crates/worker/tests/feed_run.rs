@@ -38,6 +38,10 @@ struct FakeExecutor {
     exit_codes: HashMap<String, i64>,
     /// Every call fails as if the Docker Engine were down.
     runtime_down: bool,
+    /// Jobs whose run panics inside the executor.
+    panic_on: HashSet<String>,
+    /// Report an image digest other than the one pinned (a buggy executor).
+    wrong_image: bool,
 }
 
 impl FakeExecutor {
@@ -66,6 +70,9 @@ impl JobExecutor for FakeExecutor {
             *n += 1;
             *n
         };
+        if self.panic_on.contains(job.job_id()) {
+            panic!("test double panics on purpose");
+        }
         if self.runtime_down {
             return Err(JobFailure::RuntimeUnavailable(
                 "engine socket refused".into(),
@@ -73,7 +80,11 @@ impl JobExecutor for FakeExecutor {
         }
         let source_digest = dir_digest(source_dir);
         let benchmark_digest = dir_digest(benchmark_dir);
-        let image_digest = job.manifest().image_digest().unwrap();
+        let image_digest = if self.wrong_image {
+            digest('f')
+        } else {
+            job.manifest().image_digest().unwrap()
+        };
         let done = |output| ExecutedJob {
             output,
             evidence: Some(json!({"test_double": "not evidence from the docker executor"})),
@@ -624,4 +635,49 @@ async fn unusable_configuration_fails_before_any_request() {
     }
     assert_eq!(w.server.hits(&feed_path(VERIFIER)), 0);
     assert!(!w.root.join("x").exists());
+}
+
+#[tokio::test]
+async fn a_panicking_executor_fails_only_its_own_job() {
+    let w = World::new().await;
+    let boom = w.job_with_source(1, &[("a", b"1")]);
+    let fine = w.job_with_source(2, &[("b", b"2")]);
+    w.serve_feed(VERIFIER, &[&boom, &fine]);
+    let exec = FakeExecutor {
+        panic_on: [id(&boom)].into(),
+        ..FakeExecutor::default()
+    };
+    let report = run_feed(&w.config("out"), &exec).await.unwrap();
+    let r = row(&report, &boom);
+    assert_eq!(
+        (r.status, r.reason_code.as_deref()),
+        (JobStatus::Error, Some("executor_panicked"))
+    );
+    assert_eq!(row(&report, &fine).status, JobStatus::CompletedPassed);
+    assert_eq!(read_candidates(&w.root.join("out")), vec![id(&fine)]);
+    assert_eq!(report.exit_code(), ExitCode::NoVerdict);
+}
+
+#[tokio::test]
+async fn a_verdict_on_other_inputs_than_committed_is_neither_written_nor_cached() {
+    let w = World::new().await;
+    let j = w.job_with_source(1, &[("a", b"1")]);
+    w.serve_feed(VERIFIER, &[&j]);
+    let liar = FakeExecutor {
+        wrong_image: true,
+        ..FakeExecutor::default()
+    };
+    let report = run_feed(&w.config("out"), &liar).await.unwrap();
+    let r = row(&report, &j);
+    assert_eq!(
+        (r.status, r.reason_code.as_deref()),
+        (JobStatus::Error, Some("digest_mismatch"))
+    );
+    assert!(read_candidates(&w.root.join("out")).is_empty());
+    // Nothing was cached: an honest executor runs the job again.
+    let honest = FakeExecutor::default();
+    let report = run_feed(&w.config("again"), &honest).await.unwrap();
+    assert!(!row(&report, &j).reused_from_cache);
+    assert_eq!(honest.calls(&id(&j)), 1);
+    assert_eq!(row(&report, &j).status, JobStatus::CompletedPassed);
 }
