@@ -9,6 +9,7 @@
 
 pub mod cli;
 pub mod exit;
+pub mod feed;
 pub mod progress;
 pub mod run;
 pub mod sandbox;

@@ -1,0 +1,683 @@
+//! The feed runner end to end against a real HTTP server on loopback serving a job feed built
+//! with the sdk fixtures and real tar.gz archives.
+//!
+//! The executor here is a TEST DOUBLE: it digests the extracted trees (as the real staging
+//! does) and fabricates a verdict without running anything. Its evidence record is a marker
+//! object, not the Docker executor's evidence, so a signer refuses every candidate it yields.
+
+// Test scaffolding outside #[test] fns (fakes, builders): failures should fail loudly.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod feed_support;
+
+use std::collections::{HashMap, HashSet};
+use std::io::Write as _;
+use std::path::{Path, PathBuf};
+use std::sync::Mutex;
+
+use feed_support::*;
+use serde_json::{Value, json};
+use verifier_sdk::fixtures::{BENCHMARK_COMMIT, JobParams};
+use verifier_sdk::{
+    Address, Candidate, CandidateManifest, ExecutionFacts, Network, NoVerdictOutcome,
+    NoVerdictReason, Outcome, RunOutput, Sha256Digest, ValidatedJob, candidate_file_name,
+    validate_job, validate_outcome,
+};
+use worker::exit::ExitCode;
+use worker::feed::{
+    ExecutedJob, FeedConfig, FeedError, FeedReport, JobExecutor, JobFailure, JobStatus, run_feed,
+};
+
+/// TEST DOUBLE of the staging + sandbox executor (see the module doc).
+#[derive(Default)]
+struct FakeExecutor {
+    calls: Mutex<HashMap<String, usize>>,
+    /// Jobs whose first run ends without a verdict (timeout).
+    no_verdict_once: HashSet<String>,
+    /// Exit code per job (default 0 = passed).
+    exit_codes: HashMap<String, i64>,
+    /// Every call fails as if the Docker Engine were down.
+    runtime_down: bool,
+    /// Jobs whose run panics inside the executor.
+    panic_on: HashSet<String>,
+    /// Report an image digest other than the one pinned (a buggy executor).
+    wrong_image: bool,
+}
+
+impl FakeExecutor {
+    fn calls(&self, job_id: &str) -> usize {
+        self.calls.lock().unwrap().get(job_id).copied().unwrap_or(0)
+    }
+}
+
+fn digest(c: char) -> Sha256Digest {
+    format!("sha256:{}", c.to_string().repeat(64))
+        .parse()
+        .unwrap()
+}
+
+#[async_trait::async_trait]
+impl JobExecutor for FakeExecutor {
+    async fn execute(
+        &self,
+        job: &ValidatedJob,
+        source_dir: &Path,
+        benchmark_dir: &Path,
+    ) -> Result<ExecutedJob, JobFailure> {
+        let call = {
+            let mut calls = self.calls.lock().unwrap();
+            let n = calls.entry(job.job_id().to_owned()).or_default();
+            *n += 1;
+            *n
+        };
+        if self.panic_on.contains(job.job_id()) {
+            panic!("test double panics on purpose");
+        }
+        if self.runtime_down {
+            return Err(JobFailure::RuntimeUnavailable(
+                "engine socket refused".into(),
+            ));
+        }
+        let source_digest = dir_digest(source_dir);
+        let benchmark_digest = dir_digest(benchmark_dir);
+        let image_digest = if self.wrong_image {
+            digest('f')
+        } else {
+            job.manifest().image_digest().unwrap()
+        };
+        let done = |output| ExecutedJob {
+            output,
+            evidence: Some(json!({"test_double": "not evidence from the docker executor"})),
+            image_digest,
+            source_digest,
+            benchmark_digest,
+        };
+        if source_digest != job.source_snapshot_digest()
+            || benchmark_digest != job.manifest().benchmark_digest
+        {
+            return Ok(done(RunOutput::NoVerdict(NoVerdictOutcome::new(
+                NoVerdictReason::InputMismatch,
+                "staged digest differs from the job's",
+            ))));
+        }
+        if call == 1 && self.no_verdict_once.contains(job.job_id()) {
+            return Ok(done(RunOutput::NoVerdict(NoVerdictOutcome::new(
+                NoVerdictReason::Timeout,
+                "command timed out",
+            ))));
+        }
+        let facts = ExecutionFacts {
+            exit_code: self.exit_codes.get(job.job_id()).copied().unwrap_or(0),
+            stdout_sha256: digest('1'),
+            stderr_sha256: digest('2'),
+            stdout_bytes: 3,
+            stderr_bytes: 4,
+        };
+        let outcome = Outcome::for_job(job, source_digest, facts).unwrap();
+        Ok(done(RunOutput::Verdict(outcome)))
+    }
+}
+
+const BENCH_FILES: &[(&str, &[u8])] = &[("tests.rs", b"#[test] fn t() {}"), ("data/x", b"1")];
+
+struct World {
+    server: TestServer,
+    _tmp: tempfile::TempDir,
+    root: PathBuf,
+    bench_digest: Sha256Digest,
+}
+
+impl World {
+    async fn new() -> Self {
+        let server = TestServer::start().await;
+        let mut files = vec![("README.md", b"bench" as &[u8])];
+        let nested: Vec<(String, &[u8])> = BENCH_FILES
+            .iter()
+            .map(|(p, d)| (format!("suites/parser/{p}"), *d))
+            .collect();
+        files.extend(nested.iter().map(|(p, d)| (p.as_str(), *d)));
+        server.route(
+            &format!("/bounty-org/benchmarks/tar.gz/{BENCHMARK_COMMIT}"),
+            Reply::ok(codeload(&format!("benchmarks-{BENCHMARK_COMMIT}"), &files)),
+        );
+        let tmp = tempfile::tempdir().unwrap();
+        let root = tmp.path().to_path_buf();
+        std::fs::create_dir(root.join("work")).unwrap();
+        Self {
+            server,
+            _tmp: tmp,
+            root,
+            bench_digest: tree_digest(BENCH_FILES),
+        }
+    }
+
+    fn commit(round: u64) -> String {
+        format!("{round:040x}")
+    }
+
+    fn archive_path(repo: &str, round: u64) -> String {
+        format!("/solver-org/{repo}/tar.gz/{}", Self::commit(round))
+    }
+
+    /// A job whose source archive (served at its codeload URL) holds `files` and whose
+    /// committed source digest is theirs.
+    fn job_with_source(&self, round: u64, files: &[(&str, &[u8])]) -> Value {
+        let repo = format!("sol-{round}");
+        let top = format!("{repo}-{}", Self::commit(round));
+        self.server.route(
+            &Self::archive_path(&repo, round),
+            Reply::ok(codeload(&top, files)),
+        );
+        job(
+            round,
+            &repo,
+            &Self::commit(round),
+            tree_digest(files),
+            self.bench_digest,
+        )
+    }
+
+    /// A job whose source archive is `archive` (committed digest arbitrary).
+    fn job_with_archive(&self, round: u64, archive: Vec<u8>) -> Value {
+        let repo = format!("sol-{round}");
+        self.server
+            .route(&Self::archive_path(&repo, round), Reply::ok(archive));
+        job(
+            round,
+            &repo,
+            &Self::commit(round),
+            digest('c'),
+            self.bench_digest,
+        )
+    }
+
+    fn serve_feed(&self, verifier: &str, jobs: &[&Value]) {
+        self.server
+            .route(&feed_path(verifier), Reply::json(&json!(jobs)));
+    }
+
+    fn config(&self, out: &str) -> FeedConfig {
+        let mut c = FeedConfig::new(
+            &self.server.base,
+            Network::BaseMainnet,
+            vec![VERIFIER.parse().unwrap()],
+            &self.root.join(out),
+        );
+        c.archive_base = self.server.base.clone();
+        c.work_dir = self.root.join("work");
+        c.cache_dir = Some(self.root.join("cache"));
+        c.runner_revision = "local".into();
+        c
+    }
+}
+
+fn id(job: &Value) -> String {
+    job["job_id"].as_str().unwrap().to_owned()
+}
+
+fn row<'a>(report: &'a FeedReport, job: &Value) -> &'a worker::feed::JobRow {
+    let id = id(job);
+    report
+        .jobs
+        .iter()
+        .find(|r| r.job_id == id)
+        .unwrap_or_else(|| panic!("no row for {id}"))
+}
+
+/// Reads the manifest and every candidate with the sdk's strict readers and re-validates
+/// them; returns the job ids listed.
+fn read_candidates(out: &Path) -> Vec<String> {
+    let raw: Value =
+        serde_json::from_slice(&std::fs::read(out.join("manifest.json")).unwrap()).unwrap();
+    let manifest = CandidateManifest::from_value(&raw).unwrap();
+    assert_eq!(manifest.network, "base-mainnet");
+    for entry in &manifest.candidates {
+        let raw: Value =
+            serde_json::from_slice(&std::fs::read(out.join(&entry.file)).unwrap()).unwrap();
+        let c = Candidate::from_value(&raw).unwrap();
+        let job = validate_job(&c.job, verifier_sdk::fixtures::NOW).unwrap();
+        assert_eq!(job.job_id(), entry.job_id);
+        validate_outcome(&c.outcome, &job).unwrap();
+        assert_eq!(c.runner_revision, "local");
+        assert_eq!(
+            c.evidence.unwrap()["test_double"],
+            "not evidence from the docker executor"
+        );
+    }
+    manifest.candidates.into_iter().map(|c| c.job_id).collect()
+}
+
+/// A gzip stream of a tar holding `top/src/a` and a `size`-byte file outside `src`, built in
+/// chunks so the test never holds the bomb uncompressed.
+fn bomb(top: &str, size: u64) -> Vec<u8> {
+    let mut gz = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::fast());
+    gz.write_all(
+        &tar_bytes(&[dir(&format!("{top}/")), file(&format!("{top}/src/a"), b"a")])[..1536],
+    )
+    .unwrap();
+    let mut h = tar::Header::new_gnu();
+    h.set_path(format!("{top}/junk/zeros")).unwrap();
+    h.set_size(size);
+    h.set_mode(0o644);
+    h.set_entry_type(tar::EntryType::Regular);
+    h.set_cksum();
+    gz.write_all(h.as_bytes()).unwrap();
+    let chunk = vec![0u8; 1 << 20];
+    let mut left = size;
+    while left > 0 {
+        let n = left.min(chunk.len() as u64);
+        gz.write_all(&chunk[..n as usize]).unwrap();
+        left -= n;
+    }
+    gz.write_all(&[0u8; 1024]).unwrap();
+    gz.finish().unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_batch_runs_the_valid_jobs_and_isolates_every_bad_one() {
+    let w = World::new().await;
+    let pass = w.job_with_source(
+        1,
+        &[("src/lib.rs", b"pub fn f() {}"), ("Cargo.toml", b"[p]")],
+    );
+    let fail = w.job_with_source(2, &[("lib.rs", b"broken")]);
+    let t = |r: u64| format!("sol-{r}-{}", World::commit(r));
+    let traversal = w.job_with_archive(
+        3,
+        tar_gz(&[
+            dir(&format!("{}/", t(3))),
+            file(&format!("{}/../x", t(3)), b"evil"),
+        ]),
+    );
+    let absolute = w.job_with_archive(4, tar_gz(&[file("/tmp/feed-test-absolute", b"evil")]));
+    let symlink = w.job_with_archive(
+        5,
+        tar_gz(&[
+            dir(&format!("{}/", t(5))),
+            Entry::Symlink {
+                path: format!("{}/l", t(5)),
+                target: "/etc".into(),
+            },
+        ]),
+    );
+    let hardlink = w.job_with_archive(
+        6,
+        tar_gz(&[
+            dir(&format!("{}/", t(6))),
+            file(&format!("{}/a", t(6)), b"a"),
+            Entry::HardLink {
+                path: format!("{}/h", t(6)),
+                target: format!("{}/a", t(6)),
+            },
+        ]),
+    );
+    // Over the 512 MiB source cap, in files outside the selected subdirectory so only the
+    // uncompressed cap (not the manifest's tree cap) can stop it.
+    let bomb_job = {
+        let repo = "sol-7";
+        w.server.route(
+            &World::archive_path(repo, 7),
+            Reply::ok(bomb(&t(7), (512 << 20) + 1)),
+        );
+        let mut p = JobParams {
+            round: 7,
+            artifact_reference: format!(
+                "https://github.com/solver-org/{repo}/commit/{}",
+                World::commit(7)
+            ),
+            source_subdirectory: Some("src".into()),
+            ..JobParams::default()
+        };
+        p.manifest["benchmark_digest"] = json!(w.bench_digest.to_string());
+        verifier_sdk::fixtures::job_value(&p)
+    };
+    let duplicate = w.job_with_archive(
+        8,
+        tar_gz(&[
+            dir(&format!("{}/", t(8))),
+            file(&format!("{}/a", t(8)), b"1"),
+            file(&format!("{}/a", t(8)), b"2"),
+        ]),
+    );
+    let two_tops = w.job_with_archive(
+        9,
+        tar_gz(&[
+            dir("one/"),
+            file("one/a", b"1"),
+            dir("two/"),
+            file("two/b", b"2"),
+        ]),
+    );
+    let mismatch = {
+        let mut j = w.job_with_source(10, &[("lib.rs", b"real")]);
+        j["submission_evidence"]["evidence"]["source_snapshot_digest"] =
+            json!(digest('d').to_string());
+        verifier_sdk::fixtures::rehash(&mut j);
+        j
+    };
+    let expired = {
+        let mut j = w.job_with_source(11, &[("lib.rs", b"late")]);
+        j["verification_expires_at"] = json!(1_000_000_000u64);
+        verifier_sdk::fixtures::rehash(&mut j);
+        j
+    };
+    let other_set = verifier_sdk::fixtures::job_value(&JobParams {
+        round: 12,
+        verifiers: vec![VERIFIER.into(), OTHER_VERIFIER.into()],
+        ..JobParams::default()
+    });
+    let all = [
+        &pass, &fail, &traversal, &absolute, &symlink, &hardlink, &bomb_job, &duplicate, &two_tops,
+        &mismatch, &expired, &other_set,
+    ];
+    w.serve_feed(VERIFIER, &all);
+    let exec = FakeExecutor {
+        exit_codes: [(id(&fail), 1)].into(),
+        ..FakeExecutor::default()
+    };
+    let config = w.config("out");
+    let report = run_feed(&config, &exec).await.unwrap();
+    eprintln!("{}", report.human_summary());
+
+    assert_eq!(row(&report, &pass).status, JobStatus::CompletedPassed);
+    assert_eq!(row(&report, &fail).status, JobStatus::CompletedFailed);
+    for bad in [
+        &traversal, &absolute, &symlink, &hardlink, &bomb_job, &duplicate, &two_tops,
+    ] {
+        let r = row(&report, bad);
+        assert_eq!(r.status, JobStatus::Rejected, "{r:?}");
+        assert_eq!(r.reason_code.as_deref(), Some("archive_rejected"), "{r:?}");
+        assert!(r.candidate_file.is_none());
+        assert_eq!(exec.calls(&id(bad)), 0);
+    }
+    let reason = |j: &Value| row(&report, j).reason.clone().unwrap();
+    assert!(reason(&traversal).contains("not a normalized relative path"));
+    assert!(reason(&absolute).contains("absolute"));
+    assert!(reason(&symlink).contains("link"));
+    assert!(reason(&hardlink).contains("link"));
+    assert!(
+        reason(&bomb_job).contains("uncompressed"),
+        "{}",
+        reason(&bomb_job)
+    );
+    assert!(reason(&duplicate).contains("more than once"));
+    assert!(reason(&two_tops).contains("more than one top-level"));
+    assert!(!Path::new("/tmp/feed-test-absolute").exists());
+
+    let r = row(&report, &mismatch);
+    assert_eq!(r.status, JobStatus::NoVerdict);
+    assert_eq!(r.reason_code.as_deref(), Some("input_mismatch"));
+    let r = row(&report, &expired);
+    assert_eq!(
+        (r.status, r.reason_code.as_deref()),
+        (JobStatus::Rejected, Some("expired"))
+    );
+    assert_eq!(exec.calls(&id(&expired)), 0);
+    let r = row(&report, &other_set);
+    assert_eq!(
+        (r.status, r.reason_code.as_deref()),
+        (JobStatus::Skipped, Some("other_verifier_set"))
+    );
+    assert_eq!(report.jobs.len(), all.len());
+
+    let out = w.root.join("out");
+    let mut listed = read_candidates(&out);
+    listed.sort();
+    let mut want = vec![id(&pass), id(&fail)];
+    want.sort();
+    assert_eq!(listed, want);
+    assert_eq!(
+        row(&report, &pass).candidate_file.as_deref(),
+        Some(candidate_file_name(&id(&pass)).as_str())
+    );
+    // Output holds exactly the manifest and the two candidates.
+    assert_eq!(std::fs::read_dir(&out).unwrap().count(), 3);
+    // Every download and extraction was cleaned up.
+    assert_eq!(std::fs::read_dir(w.root.join("work")).unwrap().count(), 0);
+    // The no-verdict job makes the batch retryable.
+    assert_eq!(report.exit_code(), ExitCode::NoVerdict);
+    let json = report.to_json();
+    assert_eq!(
+        json["schema_version"],
+        "agent-bounties/regression-feed-report-v1"
+    );
+}
+
+#[tokio::test]
+async fn a_second_run_reuses_completed_verdicts_and_retries_no_verdict() {
+    let w = World::new().await;
+    let done = w.job_with_source(1, &[("lib.rs", b"ok")]);
+    let flaky = w.job_with_source(2, &[("lib.rs", b"slow")]);
+    w.serve_feed(VERIFIER, &[&done, &flaky]);
+    let exec = FakeExecutor {
+        no_verdict_once: [id(&flaky)].into(),
+        ..FakeExecutor::default()
+    };
+    let mut config = w.config("run1");
+    config.progress = false;
+    let first = run_feed(&config, &exec).await.unwrap();
+    assert_eq!(row(&first, &done).status, JobStatus::CompletedPassed);
+    assert!(!row(&first, &done).reused_from_cache);
+    assert_eq!(row(&first, &flaky).status, JobStatus::NoVerdict);
+    assert_eq!(row(&first, &flaky).reason_code.as_deref(), Some("timeout"));
+    assert_eq!(first.exit_code(), ExitCode::NoVerdict);
+    assert_eq!(read_candidates(&w.root.join("run1")), vec![id(&done)]);
+    let done_archive = World::archive_path("sol-1", 1);
+    assert_eq!(w.server.hits(&done_archive), 1);
+
+    let config = w.config("run2");
+    let second = run_feed(&config, &exec).await.unwrap();
+    let r = row(&second, &done);
+    assert_eq!(r.status, JobStatus::CompletedPassed);
+    assert!(r.reused_from_cache);
+    assert_eq!(exec.calls(&id(&done)), 1, "cached job was executed again");
+    assert_eq!(
+        w.server.hits(&done_archive),
+        1,
+        "cached job was downloaded again"
+    );
+    let r = row(&second, &flaky);
+    assert_eq!(r.status, JobStatus::CompletedPassed);
+    assert!(!r.reused_from_cache);
+    assert_eq!(exec.calls(&id(&flaky)), 2);
+    assert_eq!(second.exit_code(), ExitCode::Success);
+    let mut listed = read_candidates(&w.root.join("run2"));
+    listed.sort();
+    let mut want = vec![id(&done), id(&flaky)];
+    want.sort();
+    assert_eq!(listed, want);
+    // The reused candidate is byte-identical to the fresh one.
+    let file = candidate_file_name(&id(&done));
+    assert_eq!(
+        std::fs::read(w.root.join("run1").join(&file)).unwrap(),
+        std::fs::read(w.root.join("run2").join(&file)).unwrap()
+    );
+
+    // A different worker version is a different run identity: nothing is reused.
+    let mut config = w.config("run3");
+    config.worker_version = "999.0.0".into();
+    let third = run_feed(&config, &exec).await.unwrap();
+    assert!(!row(&third, &done).reused_from_cache);
+    assert_eq!(exec.calls(&id(&done)), 2);
+}
+
+#[tokio::test]
+async fn two_verifier_feeds_are_merged_and_each_job_runs_once() {
+    let w = World::new().await;
+    let params = |round: u64, files: &[(&str, &[u8])]| {
+        let mut j = w.job_with_source(round, files);
+        j["eligible_verifiers"] = json!([OTHER_VERIFIER, VERIFIER]);
+        j["threshold"] = json!(2);
+        j["terms"]["document"]["verification_policy"]["verifiers"] =
+            json!([OTHER_VERIFIER, VERIFIER]);
+        j["terms"]["document"]["verification_policy"]["threshold"] = json!(2);
+        verifier_sdk::fixtures::rehash(&mut j);
+        j
+    };
+    let a = params(1, &[("a", b"1")]);
+    let b = params(2, &[("b", b"2")]);
+    w.serve_feed(VERIFIER, &[&a, &b]);
+    w.serve_feed(OTHER_VERIFIER, &[&b, &a]);
+    let exec = FakeExecutor::default();
+    let mut config = w.config("out");
+    config.verifiers = vec![VERIFIER.parse().unwrap(), OTHER_VERIFIER.parse().unwrap()];
+    let report = run_feed(&config, &exec).await.unwrap();
+    assert_eq!(report.jobs.len(), 2, "{:#?}", report.jobs);
+    assert_eq!(report.count(JobStatus::CompletedPassed), 2);
+    assert_eq!((exec.calls(&id(&a)), exec.calls(&id(&b))), (1, 1));
+    assert_eq!(read_candidates(&w.root.join("out")).len(), 2);
+    assert_eq!(report.exit_code(), ExitCode::Success);
+}
+
+#[tokio::test]
+async fn max_jobs_runs_the_earliest_expiring_only() {
+    let w = World::new().await;
+    let mut late = w.job_with_source(1, &[("a", b"1")]);
+    late["verification_expires_at"] = json!(verifier_sdk::fixtures::EXPIRES_AT + 10);
+    verifier_sdk::fixtures::rehash(&mut late);
+    let early = w.job_with_source(2, &[("b", b"2")]);
+    w.serve_feed(VERIFIER, &[&late, &early]);
+    let exec = FakeExecutor::default();
+    let mut config = w.config("out");
+    config.max_jobs = Some(1);
+    let report = run_feed(&config, &exec).await.unwrap();
+    assert_eq!(row(&report, &early).status, JobStatus::CompletedPassed);
+    assert_eq!(row(&report, &late).status, JobStatus::Skipped);
+    assert_eq!(exec.calls(&id(&late)), 0);
+    assert_eq!(report.exit_code(), ExitCode::Success);
+}
+
+#[tokio::test]
+async fn exit_status_reflects_feed_and_runtime_failures() {
+    let w = World::new().await;
+    let j = w.job_with_source(1, &[("a", b"1")]);
+    w.serve_feed(VERIFIER, &[&j]);
+    let down = FakeExecutor {
+        runtime_down: true,
+        ..FakeExecutor::default()
+    };
+    let report = run_feed(&w.config("down"), &down).await.unwrap();
+    assert_eq!(row(&report, &j).status, JobStatus::Error);
+    assert_eq!(
+        row(&report, &j).reason_code.as_deref(),
+        Some("runtime_unavailable")
+    );
+    assert_eq!(report.exit_code(), ExitCode::RuntimeUnavailable);
+    // An empty manifest is still written, so the signer sees "nothing to sign".
+    assert!(read_candidates(&w.root.join("down")).is_empty());
+
+    w.server.route(&feed_path(VERIFIER), Reply::status(502));
+    let report = run_feed(&w.config("flaky"), &FakeExecutor::default())
+        .await
+        .unwrap();
+    assert_eq!(report.fetch_failures.len(), 1);
+    assert!(report.fetch_failures[0].transient);
+    assert_eq!(report.exit_code(), ExitCode::NoVerdict);
+
+    let deep = format!("{}{}", "[".repeat(65), "]".repeat(65));
+    w.server
+        .route(&feed_path(VERIFIER), Reply::ok(deep.into_bytes()));
+    let report = run_feed(&w.config("deep"), &FakeExecutor::default())
+        .await
+        .unwrap();
+    assert_eq!(report.fetch_failures[0].kind, "too_deep");
+    assert_eq!(report.exit_code(), ExitCode::InvalidInput);
+}
+
+#[tokio::test]
+async fn unusable_configuration_fails_before_any_request() {
+    let w = World::new().await;
+    let exec = FakeExecutor::default();
+    let v: Address = VERIFIER.parse().unwrap();
+    let o: Address = OTHER_VERIFIER.parse().unwrap();
+    type Expect = fn(&FeedError) -> bool;
+    let cases: Vec<(FeedConfig, Expect)> = vec![
+        (
+            FeedConfig {
+                api_base: "http://platform.invalid".into(),
+                ..w.config("x")
+            },
+            |e| matches!(e, FeedError::ApiUrl(_)),
+        ),
+        (
+            FeedConfig {
+                archive_base: "http://codeload.invalid".into(),
+                ..w.config("x")
+            },
+            |e| matches!(e, FeedError::ArchiveBase(_)),
+        ),
+        (
+            FeedConfig {
+                verifiers: vec![],
+                ..w.config("x")
+            },
+            |e| matches!(e, FeedError::NoVerifiers),
+        ),
+        (
+            FeedConfig {
+                verifiers: vec![v, v],
+                ..w.config("x")
+            },
+            |e| matches!(e, FeedError::DuplicateVerifier),
+        ),
+        (
+            FeedConfig {
+                verifiers: vec![v, o, Address::from_bytes([9; 20])],
+                ..w.config("x")
+            },
+            |e| matches!(e, FeedError::TooManyVerifiers(3)),
+        ),
+    ];
+    for (config, expected) in cases {
+        let err = run_feed(&config, &exec).await.unwrap_err();
+        assert!(expected(&err), "{err}");
+        assert_eq!(err.exit_code(), ExitCode::Config);
+    }
+    assert_eq!(w.server.hits(&feed_path(VERIFIER)), 0);
+    assert!(!w.root.join("x").exists());
+}
+
+#[tokio::test]
+async fn a_panicking_executor_fails_only_its_own_job() {
+    let w = World::new().await;
+    let boom = w.job_with_source(1, &[("a", b"1")]);
+    let fine = w.job_with_source(2, &[("b", b"2")]);
+    w.serve_feed(VERIFIER, &[&boom, &fine]);
+    let exec = FakeExecutor {
+        panic_on: [id(&boom)].into(),
+        ..FakeExecutor::default()
+    };
+    let report = run_feed(&w.config("out"), &exec).await.unwrap();
+    let r = row(&report, &boom);
+    assert_eq!(
+        (r.status, r.reason_code.as_deref()),
+        (JobStatus::Error, Some("executor_panicked"))
+    );
+    assert_eq!(row(&report, &fine).status, JobStatus::CompletedPassed);
+    assert_eq!(read_candidates(&w.root.join("out")), vec![id(&fine)]);
+    assert_eq!(report.exit_code(), ExitCode::NoVerdict);
+}
+
+#[tokio::test]
+async fn a_verdict_on_other_inputs_than_committed_is_neither_written_nor_cached() {
+    let w = World::new().await;
+    let j = w.job_with_source(1, &[("a", b"1")]);
+    w.serve_feed(VERIFIER, &[&j]);
+    let liar = FakeExecutor {
+        wrong_image: true,
+        ..FakeExecutor::default()
+    };
+    let report = run_feed(&w.config("out"), &liar).await.unwrap();
+    let r = row(&report, &j);
+    assert_eq!(
+        (r.status, r.reason_code.as_deref()),
+        (JobStatus::Error, Some("digest_mismatch"))
+    );
+    assert!(read_candidates(&w.root.join("out")).is_empty());
+    // Nothing was cached: an honest executor runs the job again.
+    let honest = FakeExecutor::default();
+    let report = run_feed(&w.config("again"), &honest).await.unwrap();
+    assert!(!row(&report, &j).reused_from_cache);
+    assert_eq!(honest.calls(&id(&j)), 1);
+    assert_eq!(row(&report, &j).status, JobStatus::CompletedPassed);
+}

@@ -1,0 +1,392 @@
+//! Shared pieces of the feed tests: a tiny real HTTP/1.1 server on loopback, raw tar.gz
+//! builders that can write any (hostile) entry, and fixture jobs whose committed digests match
+//! trees built here.
+#![allow(dead_code)]
+// Test scaffolding: a failure here should fail the test loudly.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::collections::HashMap;
+use std::io::Write as _;
+use std::path::Path;
+use std::sync::{Arc, Mutex};
+
+use flate2::Compression;
+use flate2::write::GzEncoder;
+use serde_json::Value;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::{TcpListener, TcpStream};
+use verifier_sdk::fixtures::{JobParams, job_value, sample_manifest};
+use verifier_sdk::{Sha256Digest, TreeLimits, digest_directory};
+
+/// One canned HTTP response.
+#[derive(Clone, Debug)]
+pub struct Reply {
+    pub status: u16,
+    pub headers: Vec<(String, String)>,
+    pub body: Vec<u8>,
+    /// Send `Content-Length` (otherwise the body is delimited by closing the connection).
+    pub content_length: bool,
+    /// Accept the request and never answer.
+    pub stall: bool,
+}
+
+impl Reply {
+    pub fn ok(body: Vec<u8>) -> Self {
+        Self {
+            status: 200,
+            headers: vec![],
+            body,
+            content_length: true,
+            stall: false,
+        }
+    }
+    pub fn json(v: &Value) -> Self {
+        Self::ok(serde_json::to_vec(v).unwrap())
+    }
+    pub fn status(status: u16) -> Self {
+        Self {
+            status,
+            ..Self::ok(Vec::new())
+        }
+    }
+    pub fn redirect(location: &str) -> Self {
+        Self {
+            headers: vec![("Location".into(), location.into())],
+            ..Self::status(302)
+        }
+    }
+}
+
+/// A real HTTP server on 127.0.0.1 serving canned replies by exact path-and-query.
+#[derive(Clone)]
+pub struct TestServer {
+    pub base: String,
+    routes: Arc<Mutex<HashMap<String, Reply>>>,
+    hits: Arc<Mutex<HashMap<String, usize>>>,
+}
+
+impl TestServer {
+    pub async fn start() -> Self {
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        let server = Self {
+            base: format!("http://{addr}"),
+            routes: Arc::default(),
+            hits: Arc::default(),
+        };
+        let s = server.clone();
+        tokio::spawn(async move {
+            while let Ok((stream, _)) = listener.accept().await {
+                let s = s.clone();
+                tokio::spawn(async move { s.handle(stream).await });
+            }
+        });
+        server
+    }
+
+    pub fn route(&self, path_and_query: &str, reply: Reply) {
+        self.routes
+            .lock()
+            .unwrap()
+            .insert(path_and_query.into(), reply);
+    }
+
+    pub fn hits(&self, path_and_query: &str) -> usize {
+        self.hits
+            .lock()
+            .unwrap()
+            .get(path_and_query)
+            .copied()
+            .unwrap_or(0)
+    }
+
+    async fn handle(&self, mut stream: TcpStream) {
+        let mut head = Vec::new();
+        let mut buf = [0u8; 4096];
+        while !head.windows(4).any(|w| w == b"\r\n\r\n") {
+            match stream.read(&mut buf).await {
+                Ok(0) | Err(_) => return,
+                Ok(n) => head.extend_from_slice(&buf[..n]),
+            }
+            if head.len() > 64 * 1024 {
+                return;
+            }
+        }
+        let text = String::from_utf8_lossy(&head);
+        let target = text
+            .lines()
+            .next()
+            .and_then(|l| l.split(' ').nth(1))
+            .unwrap_or("")
+            .to_owned();
+        *self.hits.lock().unwrap().entry(target.clone()).or_default() += 1;
+        let reply = self
+            .routes
+            .lock()
+            .unwrap()
+            .get(&target)
+            .cloned()
+            .unwrap_or_else(|| Reply::status(404));
+        if reply.stall {
+            tokio::time::sleep(std::time::Duration::from_secs(3600)).await;
+            return;
+        }
+        let mut out = format!("HTTP/1.1 {} X\r\nConnection: close\r\n", reply.status);
+        for (k, v) in &reply.headers {
+            out.push_str(&format!("{k}: {v}\r\n"));
+        }
+        if reply.content_length {
+            out.push_str(&format!("Content-Length: {}\r\n", reply.body.len()));
+        }
+        out.push_str("\r\n");
+        if stream.write_all(out.as_bytes()).await.is_err() {
+            return;
+        }
+        for chunk in reply.body.chunks(64 * 1024) {
+            if stream.write_all(chunk).await.is_err() {
+                return;
+            }
+        }
+        let _ = stream.shutdown().await;
+    }
+}
+
+/// A tar entry, written with raw header fields so hostile names survive.
+#[derive(Clone, Debug)]
+pub enum Entry {
+    File {
+        path: String,
+        data: Vec<u8>,
+        mode: u32,
+    },
+    Dir {
+        path: String,
+    },
+    Symlink {
+        path: String,
+        target: String,
+    },
+    HardLink {
+        path: String,
+        target: String,
+    },
+    Fifo {
+        path: String,
+    },
+    /// A pax global header as codeload writes first.
+    GlobalHeader {
+        comment: String,
+    },
+    /// A file whose name bytes are not UTF-8.
+    RawName {
+        name: Vec<u8>,
+        data: Vec<u8>,
+    },
+    /// A file whose real name comes from a pax extended header (overriding `name`).
+    PaxFile {
+        name: String,
+        pax_path: String,
+        data: Vec<u8>,
+    },
+}
+
+fn pax_record(key: &str, value: &str) -> Vec<u8> {
+    let body = format!(" {key}={value}\n");
+    // The length prefix counts itself.
+    let mut len = body.len() + 1;
+    while format!("{len}{body}").len() != len {
+        len += 1;
+    }
+    format!("{len}{body}").into_bytes()
+}
+
+pub fn file(path: &str, data: &[u8]) -> Entry {
+    Entry::File {
+        path: path.into(),
+        data: data.to_vec(),
+        mode: 0o644,
+    }
+}
+
+pub fn dir(path: &str) -> Entry {
+    Entry::Dir { path: path.into() }
+}
+
+fn header(name: &[u8], kind: tar::EntryType, size: u64, mode: u32) -> tar::Header {
+    let mut h = tar::Header::new_gnu();
+    assert!(name.len() <= 100, "test names must fit the v7 name field");
+    {
+        let gnu = h.as_gnu_mut().unwrap();
+        gnu.name[..name.len()].copy_from_slice(name);
+    }
+    h.set_entry_type(kind);
+    h.set_size(size);
+    h.set_mode(mode);
+    h.set_mtime(0);
+    h
+}
+
+fn with_link(mut h: tar::Header, target: &str) -> tar::Header {
+    let gnu = h.as_gnu_mut().unwrap();
+    gnu.linkname[..target.len()].copy_from_slice(target.as_bytes());
+    h
+}
+
+/// The uncompressed tar stream of `entries`.
+pub fn tar_bytes(entries: &[Entry]) -> Vec<u8> {
+    let mut b = tar::Builder::new(Vec::new());
+    for e in entries {
+        let (mut h, data): (tar::Header, Vec<u8>) = match e {
+            Entry::File { path, data, mode } => (
+                header(
+                    path.as_bytes(),
+                    tar::EntryType::Regular,
+                    data.len() as u64,
+                    *mode,
+                ),
+                data.clone(),
+            ),
+            Entry::Dir { path } => (
+                header(path.as_bytes(), tar::EntryType::Directory, 0, 0o755),
+                vec![],
+            ),
+            Entry::Symlink { path, target } => (
+                with_link(
+                    header(path.as_bytes(), tar::EntryType::Symlink, 0, 0o777),
+                    target,
+                ),
+                vec![],
+            ),
+            Entry::HardLink { path, target } => (
+                with_link(
+                    header(path.as_bytes(), tar::EntryType::Link, 0, 0o644),
+                    target,
+                ),
+                vec![],
+            ),
+            Entry::Fifo { path } => (
+                header(path.as_bytes(), tar::EntryType::Fifo, 0, 0o644),
+                vec![],
+            ),
+            Entry::GlobalHeader { comment } => {
+                let line = pax_record("comment", comment);
+                (
+                    header(
+                        b"pax_global_header",
+                        tar::EntryType::XGlobalHeader,
+                        line.len() as u64,
+                        0o666,
+                    ),
+                    line,
+                )
+            }
+            Entry::PaxFile {
+                name,
+                pax_path,
+                data,
+            } => {
+                let record = pax_record("path", pax_path);
+                let mut x = header(
+                    b"PaxHeaders/x",
+                    tar::EntryType::XHeader,
+                    record.len() as u64,
+                    0o644,
+                );
+                x.set_cksum();
+                b.append(&x, record.as_slice()).unwrap();
+                (
+                    header(
+                        name.as_bytes(),
+                        tar::EntryType::Regular,
+                        data.len() as u64,
+                        0o644,
+                    ),
+                    data.clone(),
+                )
+            }
+            Entry::RawName { name, data } => (
+                header(name, tar::EntryType::Regular, data.len() as u64, 0o644),
+                data.clone(),
+            ),
+        };
+        h.set_cksum();
+        b.append(&h, data.as_slice()).unwrap();
+    }
+    b.into_inner().unwrap()
+}
+
+pub fn gzip(bytes: &[u8]) -> Vec<u8> {
+    let mut gz = GzEncoder::new(Vec::new(), Compression::fast());
+    gz.write_all(bytes).unwrap();
+    gz.finish().unwrap()
+}
+
+pub fn tar_gz(entries: &[Entry]) -> Vec<u8> {
+    gzip(&tar_bytes(entries))
+}
+
+/// A codeload-style archive: pax global header, `<top>/` folder, then `files` under it.
+pub fn codeload(top: &str, files: &[(&str, &[u8])]) -> Vec<u8> {
+    let mut entries = vec![
+        Entry::GlobalHeader {
+            comment: "0123456789abcdef0123456789abcdef01234567".into(),
+        },
+        dir(&format!("{top}/")),
+    ];
+    for (path, data) in files {
+        entries.push(file(&format!("{top}/{path}"), data));
+    }
+    tar_gz(&entries)
+}
+
+/// The digest of a tree made of `files` (written to a scratch dir and digested by the sdk's
+/// reference walk, so the tests never restate the digest algorithm).
+pub fn tree_digest(files: &[(&str, &[u8])]) -> Sha256Digest {
+    let dir = tempfile::tempdir().unwrap();
+    for (path, data) in files {
+        let p = dir.path().join(path);
+        std::fs::create_dir_all(p.parent().unwrap()).unwrap();
+        std::fs::write(p, data).unwrap();
+    }
+    digest_directory(dir.path(), TreeLimits::new(1 << 30, 100_000).unwrap())
+        .unwrap()
+        .digest
+}
+
+pub fn dir_digest(path: &Path) -> Sha256Digest {
+    digest_directory(path, TreeLimits::new(1 << 30, 100_000).unwrap())
+        .unwrap()
+        .digest
+}
+
+/// The fixture's verifier.
+pub const VERIFIER: &str = "0xbe6292b9e465f549e2363b918d6dd9187038431e";
+/// Another verifier, never configured.
+pub const OTHER_VERIFIER: &str = "0x2222222222222222222222222222222222222222";
+
+/// Jobs-feed path for `verifier` on base-mainnet.
+pub fn feed_path(verifier: &str) -> String {
+    format!(
+        "/v1/base/autonomous-bounties/verification-jobs?network=base-mainnet&verifier={verifier}"
+    )
+}
+
+/// A valid job for round `round` whose source is `solver-org/<repo>@<commit>` committed to
+/// `source_digest`, and whose benchmark commits to `benchmark_digest`.
+pub fn job(
+    round: u64,
+    repo: &str,
+    commit: &str,
+    source_digest: Sha256Digest,
+    benchmark_digest: Sha256Digest,
+) -> Value {
+    let mut manifest = sample_manifest();
+    manifest["benchmark_digest"] = Value::String(benchmark_digest.to_string());
+    job_value(&JobParams {
+        round,
+        artifact_reference: format!("https://github.com/solver-org/{repo}/commit/{commit}"),
+        source_snapshot_digest: source_digest.to_string(),
+        manifest,
+        ..JobParams::default()
+    })
+}
