@@ -131,7 +131,13 @@ pub fn check_receipt(
         n => return Err(ConfirmError::ManyEvents(n)),
     };
     let b32 = |b: B256| Bytes32::from_bytes(b.0);
-    let check = |ok: bool, field: &'static str| if ok { Ok(()) } else { Err(ConfirmError::Field(field)) };
+    let check = |ok: bool, field: &'static str| {
+        if ok {
+            Ok(())
+        } else {
+            Err(ConfirmError::Field(field))
+        }
+    };
     match event {
         SettlementEvent::Settled(e) => {
             if !expected.passed {
@@ -142,8 +148,14 @@ pub fn check_receipt(
             check(b32(e.bountyId) == expected.bounty_id, "bountyId")?;
             check(e.round == expected.round, "round")?;
             check(Address::from(e.solver) == expected.solver, "solver")?;
-            check(b32(e.submissionHash) == expected.submission_hash, "submissionHash")?;
-            check(b32(e.evidenceHash) == expected.evidence_hash, "evidenceHash")?;
+            check(
+                b32(e.submissionHash) == expected.submission_hash,
+                "submissionHash",
+            )?;
+            check(
+                b32(e.evidenceHash) == expected.evidence_hash,
+                "evidenceHash",
+            )?;
             check(b32(e.policyHash) == expected.policy_hash, "policyHash")?;
             check(
                 b32(e.verificationHash) == expected.verification_hash,
@@ -257,7 +269,10 @@ mod tests {
     fn events_from_other_addresses_are_ignored() {
         // A look-alike event from another contract must neither count nor confuse.
         let r = receipt(vec![settled_log(a(0x45), b(0x99))]);
-        assert_eq!(check_receipt(&r, &expected(true)), Err(ConfirmError::NoEvent));
+        assert_eq!(
+            check_receipt(&r, &expected(true)),
+            Err(ConfirmError::NoEvent)
+        );
         let r = receipt(vec![
             settled_log(a(0x45), b(0x01)),
             settled_log(a(0x44), b(0x99)),
@@ -283,8 +298,14 @@ mod tests {
         e.round = 8;
         let r = receipt(vec![settled_log(a(0x44), b(0x99))]);
         assert_eq!(check_receipt(&r, &e), Err(ConfirmError::Field("round")));
-        let r = receipt(vec![settled_log(a(0x44), b(0x99)), settled_log(a(0x44), b(0x99))]);
-        assert_eq!(check_receipt(&r, &expected(true)), Err(ConfirmError::ManyEvents(2)));
+        let r = receipt(vec![
+            settled_log(a(0x44), b(0x99)),
+            settled_log(a(0x44), b(0x99)),
+        ]);
+        assert_eq!(
+            check_receipt(&r, &expected(true)),
+            Err(ConfirmError::ManyEvents(2))
+        );
         let mut bad = settled_log(a(0x44), b(0x99));
         bad.data.truncate(10);
         assert!(matches!(
@@ -293,6 +314,9 @@ mod tests {
         ));
         let mut reverted = receipt(vec![settled_log(a(0x44), b(0x99))]);
         reverted.success = false;
-        assert_eq!(check_receipt(&reverted, &expected(true)), Err(ConfirmError::Reverted));
+        assert_eq!(
+            check_receipt(&reverted, &expected(true)),
+            Err(ConfirmError::Reverted)
+        );
     }
 }

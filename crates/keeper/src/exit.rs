@@ -52,14 +52,29 @@ mod tests {
     #[test]
     fn codes_are_stable() {
         assert_eq!(
-            [SUCCESS, INTERNAL, USAGE, NOT_SETTLED, INVALID_INPUT, UNAVAILABLE, CONFIG],
+            [
+                SUCCESS,
+                INTERNAL,
+                USAGE,
+                NOT_SETTLED,
+                INVALID_INPUT,
+                UNAVAILABLE,
+                CONFIG
+            ],
             [0, 1, 2, 3, 4, 5, 78]
         );
     }
 
     #[test]
     fn worst_follows_the_documented_order() {
-        let order = [SUCCESS, NOT_SETTLED, INVALID_INPUT, UNAVAILABLE, CONFIG, INTERNAL];
+        let order = [
+            SUCCESS,
+            NOT_SETTLED,
+            INVALID_INPUT,
+            UNAVAILABLE,
+            CONFIG,
+            INTERNAL,
+        ];
         for (i, a) in order.iter().enumerate() {
             for (j, b) in order.iter().enumerate() {
                 let expected = if i >= j { *a } else { *b };

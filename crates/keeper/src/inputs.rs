@@ -94,7 +94,8 @@ pub fn read_json(path: &Path, max: u64) -> Result<Value, FileError> {
     if bytes.len() as u64 > max {
         return Err(FileError::TooLarge(max));
     }
-    serde_json::from_slice(&bytes).map_err(|e| FileError::Json(e.to_string().chars().take(200).collect()))
+    serde_json::from_slice(&bytes)
+        .map_err(|e| FileError::Json(e.to_string().chars().take(200).collect()))
 }
 
 /// Candidate files (`candidate-<64 hex>.json`) in name order; other names are ignored.
@@ -195,7 +196,11 @@ mod tests {
         fs::write(dir.path().join(&good), b"{}").unwrap();
         fs::write(dir.path().join("manifest.json"), br#"{"schema":"other"}"#).unwrap();
         fs::write(dir.path().join("candidate-xyz.json"), b"{}").unwrap();
-        let names: Vec<_> = candidate_files(dir.path()).unwrap().into_iter().map(|(n, _)| n).collect();
+        let names: Vec<_> = candidate_files(dir.path())
+            .unwrap()
+            .into_iter()
+            .map(|(n, _)| n)
+            .collect();
         assert_eq!(names, vec![good]);
         let pool = attestation_pool(&[dir.path().to_path_buf()]).unwrap();
         assert!(pool.by_job.is_empty() && pool.unreadable.is_empty());

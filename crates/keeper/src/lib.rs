@@ -100,7 +100,8 @@ pub async fn run(cfg: &RelayConfig) -> Result<Report, RunError> {
     let rpc = SettlementRpc::new(&cfg.rpc, REQUEST_TIMEOUT).map_err(RunError::Rpc)?;
     let reader = bounty_chain::RpcChainReader::new(&cfg.rpc, REQUEST_TIMEOUT)
         .map_err(|e| RunError::Config(e.to_string()))?;
-    let source = HttpJobSource::new(&cfg.api, REQUEST_TIMEOUT).map_err(|e| RunError::Config(e.to_string()))?;
+    let source = HttpJobSource::new(&cfg.api, REQUEST_TIMEOUT)
+        .map_err(|e| RunError::Config(e.to_string()))?;
     let state = StateDir::open(&cfg.state_dir)?;
     let candidates = inputs::candidate_files(&cfg.candidates)?;
     let pool = inputs::attestation_pool(&cfg.attestations)?;

@@ -11,7 +11,10 @@ use keeper::relay::WaitPolicy;
 use keeper::{RelayConfig, exit};
 
 #[derive(Parser)]
-#[command(name = "keeper", about = "Relay verifier attestations to bounty contracts")]
+#[command(
+    name = "keeper",
+    about = "Relay verifier attestations to bounty contracts"
+)]
 struct Cli {
     #[command(subcommand)]
     command: Command,
@@ -79,7 +82,11 @@ fn main() -> ExitCode {
         Ok(c) => c,
         Err(e) => {
             let _ = e.print();
-            return ExitCode::from(if e.use_stderr() { exit::USAGE } else { exit::SUCCESS });
+            return ExitCode::from(if e.use_stderr() {
+                exit::USAGE
+            } else {
+                exit::SUCCESS
+            });
         }
     };
     let Command::Relay(args) = cli.command;
@@ -106,7 +113,10 @@ fn main() -> ExitCode {
             poll: Duration::from_millis(500),
         },
     };
-    let runtime = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+    {
         Ok(r) => r,
         Err(e) => {
             eprintln!("keeper: cannot start the async runtime: {e}");

@@ -298,8 +298,8 @@ impl StateDir {
             record.key().file_name(),
             std::process::id()
         ));
-        let bytes = serde_json::to_vec_pretty(record)
-            .map_err(|e| RecordError::Malformed(e.to_string()))?;
+        let bytes =
+            serde_json::to_vec_pretty(record).map_err(|e| RecordError::Malformed(e.to_string()))?;
         {
             let mut f = fs::File::create(&tmp).map_err(io(&tmp))?;
             f.write_all(&bytes).map_err(io(&tmp))?;
@@ -381,7 +381,9 @@ mod tests {
             .collect();
         assert_eq!(names, vec![r.key().file_name()], "no temp file left behind");
         let text = fs::read_to_string(state.path(&r.key())).unwrap();
-        assert!(text.contains("\"schema_version\": \"agent-bounties/regression-keeper-settlement-v1\""));
+        assert!(
+            text.contains("\"schema_version\": \"agent-bounties/regression-keeper-settlement-v1\"")
+        );
         assert!(text.contains("\"state\": \"confirmed\""));
     }
 
@@ -394,18 +396,30 @@ mod tests {
         fs::write(&path, vec![b' '; (MAX_RECORD_BYTES + 1) as usize]).unwrap();
         assert!(matches!(state.load(&r.key()), Err(RecordError::TooLarge)));
         fs::write(&path, b"{").unwrap();
-        assert!(matches!(state.load(&r.key()), Err(RecordError::Malformed(_))));
+        assert!(matches!(
+            state.load(&r.key()),
+            Err(RecordError::Malformed(_))
+        ));
         let mut other = r.clone();
         other.round = 8;
         fs::write(&path, serde_json::to_vec(&other).unwrap()).unwrap();
-        assert!(matches!(state.load(&r.key()), Err(RecordError::KeyMismatch)));
+        assert!(matches!(
+            state.load(&r.key()),
+            Err(RecordError::KeyMismatch)
+        ));
         let mut v = serde_json::to_value(&r).unwrap();
         v["schema_version"] = "agent-bounties/regression-keeper-settlement-v0".into();
         fs::write(&path, serde_json::to_vec(&v).unwrap()).unwrap();
-        assert!(matches!(state.load(&r.key()), Err(RecordError::Malformed(_))));
+        assert!(matches!(
+            state.load(&r.key()),
+            Err(RecordError::Malformed(_))
+        ));
         let mut v = serde_json::to_value(&r).unwrap();
         v["tx"]["hash"] = "0x1234".into();
         fs::write(&path, serde_json::to_vec(&v).unwrap()).unwrap();
-        assert!(matches!(state.load(&r.key()), Err(RecordError::Malformed(_))));
+        assert!(matches!(
+            state.load(&r.key()),
+            Err(RecordError::Malformed(_))
+        ));
     }
 }

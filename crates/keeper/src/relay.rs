@@ -127,7 +127,10 @@ impl<S: JobSource + Sync, R: ChainReader + Sync> Relayer<'_, S, R> {
                 report,
                 JobStatus::Refused,
                 "wrong_chain",
-                format!("job is for chain {}, rpc serves {}", key.chain_id, self.chain_id),
+                format!(
+                    "job is for chain {}, rpc serves {}",
+                    key.chain_id, self.chain_id
+                ),
             );
         }
         let previous = match self.state.load(&key) {
@@ -140,7 +143,12 @@ impl<S: JobSource + Sync, R: ChainReader + Sync> Relayer<'_, S, R> {
                     r.block_number = record.confirmation.as_ref().map(|c| c.block_number);
                     r.verification_hash = Some(record.verification_hash);
                     r.verifiers = record.verifiers.clone();
-                    return finish(r, JobStatus::Done, "already_confirmed", "confirmed by an earlier run");
+                    return finish(
+                        r,
+                        JobStatus::Done,
+                        "already_confirmed",
+                        "confirmed by an earlier run",
+                    );
                 }
                 RecordState::Planned | RecordState::Sent => {
                     return self.resume(report, record, &candidate).await;
@@ -152,7 +160,8 @@ impl<S: JobSource + Sync, R: ChainReader + Sync> Relayer<'_, S, R> {
                 }
             },
         };
-        self.attempt(report, &candidate, key, &job_id, previous).await
+        self.attempt(report, &candidate, key, &job_id, previous)
+            .await
     }
 
     /// A fresh settlement attempt: status pre-check, full revalidation, selection, simulation,
@@ -169,7 +178,12 @@ impl<S: JobSource + Sync, R: ChainReader + Sync> Relayer<'_, S, R> {
         match self.reader.read_bounty(key.bounty_contract).await {
             Err(e) => return finish(report, JobStatus::Unavailable, "rpc", e.to_string()),
             Ok(s) if s.status != BountyStatus::Submitted => {
-                return finish(report, JobStatus::Done, "not_submitted", format!("bounty status is {:?}", s.status));
+                return finish(
+                    report,
+                    JobStatus::Done,
+                    "not_submitted",
+                    format!("bounty status is {:?}", s.status),
+                );
             }
             Ok(_) => {}
         }
@@ -184,11 +198,19 @@ impl<S: JobSource + Sync, R: ChainReader + Sync> Relayer<'_, S, R> {
                 return finish(report, JobStatus::Done, "not_submitted", r.to_string());
             }
             Err(RevalidateError::Refused(r)) => {
-                let status = if r.code() == "invalid_candidate" { JobStatus::Invalid } else { JobStatus::Refused };
+                let status = if r.code() == "invalid_candidate" {
+                    JobStatus::Invalid
+                } else {
+                    JobStatus::Refused
+                };
                 return finish(report, status, r.code(), r.to_string());
             }
-            Err(RevalidateError::Source(e)) => return finish(report, JobStatus::Unavailable, "api", e.to_string()),
-            Err(RevalidateError::Chain(e)) => return finish(report, JobStatus::Unavailable, "rpc", e.to_string()),
+            Err(RevalidateError::Source(e)) => {
+                return finish(report, JobStatus::Unavailable, "api", e.to_string());
+            }
+            Err(RevalidateError::Chain(e)) => {
+                return finish(report, JobStatus::Unavailable, "rpc", e.to_string());
+            }
         };
         let job = &checked.revalidated.job;
         let committed: Vec<Address> = job
@@ -197,18 +219,35 @@ impl<S: JobSource + Sync, R: ChainReader + Sync> Relayer<'_, S, R> {
             .filter(|v| checked.state.has_verifier(v))
             .copied()
             .collect();
-        let files = self.pool.by_job.get(job_id).map(Vec::as_slice).unwrap_or(&[]);
-        let picked = select(job, &checked.revalidated.outcome, &committed, checked.state.threshold, files, now);
+        let files = self
+            .pool
+            .by_job
+            .get(job_id)
+            .map(Vec::as_slice)
+            .unwrap_or(&[]);
+        let picked = select(
+            job,
+            &checked.revalidated.outcome,
+            &committed,
+            checked.state.threshold,
+            files,
+            now,
+        );
         let mut report = report;
         report.skipped_attestations = self
             .pool
             .unreadable
             .iter()
             .cloned()
-            .chain(picked.skipped.iter().map(|(source, skip)| SkippedAttestation {
-                source: source.clone(),
-                code: skip.code().into(),
-            }))
+            .chain(
+                picked
+                    .skipped
+                    .iter()
+                    .map(|(source, skip)| SkippedAttestation {
+                        source: source.clone(),
+                        code: skip.code().into(),
+                    }),
+            )
             .collect();
         let selection = match picked.result {
             Ok(s) => s,
@@ -248,17 +287,30 @@ impl<S: JobSource + Sync, R: ChainReader + Sync> Relayer<'_, S, R> {
                 report,
                 JobStatus::Refused,
                 "insufficient_balance",
-                format!("need up to {} wei (gas {} × {} wei), balance {balance} wei", plan.max_cost_wei(), plan.gas_limit, plan.max_fee_per_gas),
+                format!(
+                    "need up to {} wei (gas {} × {} wei), balance {balance} wei",
+                    plan.max_cost_wei(),
+                    plan.gas_limit,
+                    plan.max_fee_per_gas
+                ),
             );
         }
         let nonce = match self.rpc.pending_nonce(keeper).await {
             Ok(n) => n,
             Err(e) => return finish(report, JobStatus::Unavailable, "rpc", e.to_string()),
         };
-        let signed = match sign_settlement(self.signer, self.chain_id, nonce, bounty, &calldata, &plan) {
-            Ok(s) => s,
-            Err(_) => return finish(report, JobStatus::Internal, "sign", "signing the transaction failed"),
-        };
+        let signed =
+            match sign_settlement(self.signer, self.chain_id, nonce, bounty, &calldata, &plan) {
+                Ok(s) => s,
+                Err(_) => {
+                    return finish(
+                        report,
+                        JobStatus::Internal,
+                        "sign",
+                        "signing the transaction failed",
+                    );
+                }
+            };
         let record = SettlementRecord {
             schema_version: RECORD_SCHEMA.into(),
             chain_id: key.chain_id,
@@ -296,9 +348,19 @@ impl<S: JobSource + Sync, R: ChainReader + Sync> Relayer<'_, S, R> {
         self.send_and_confirm(report, record, &signed).await
     }
 
-    async fn send_and_confirm(&self, report: JobReport, mut record: SettlementRecord, signed: &SignedTx) -> JobReport {
+    async fn send_and_confirm(
+        &self,
+        report: JobReport,
+        mut record: SettlementRecord,
+        signed: &SignedTx,
+    ) -> JobReport {
         if let Err(e) = self.rpc.send_raw(signed).await {
-            return finish(report, JobStatus::Unavailable, "rpc", format!("{e} (recorded as planned; a rerun rebroadcasts it)"));
+            return finish(
+                report,
+                JobStatus::Unavailable,
+                "rpc",
+                format!("{e} (recorded as planned; a rerun rebroadcasts it)"),
+            );
         }
         tracing::info!(tx = %signed.hash, job = %record.job_id, "settlement sent");
         record.state = RecordState::Sent;
@@ -312,7 +374,12 @@ impl<S: JobSource + Sync, R: ChainReader + Sync> Relayer<'_, S, R> {
     /// Resumes a `planned` or `sent` record: never signs a new transaction unless the old
     /// one is provably dropped (its nonce is used by another mined transaction) and the
     /// bounty is still Submitted.
-    async fn resume(&self, report: JobReport, record: SettlementRecord, candidate: &Candidate) -> JobReport {
+    async fn resume(
+        &self,
+        report: JobReport,
+        record: SettlementRecord,
+        candidate: &Candidate,
+    ) -> JobReport {
         let mut report = report;
         report.tx_hash = Some(record.tx.hash);
         report.verification_hash = Some(record.verification_hash);
@@ -334,9 +401,17 @@ impl<S: JobSource + Sync, R: ChainReader + Sync> Relayer<'_, S, R> {
         if mined_nonce <= record.tx.nonce {
             // Unknown to the node but its nonce is still free: the same signed bytes are valid.
             let Some(raw) = raw_from_hex(&record.tx.raw) else {
-                return finish(report, JobStatus::Internal, "state_dir", "recorded raw transaction is not hex");
+                return finish(
+                    report,
+                    JobStatus::Internal,
+                    "state_dir",
+                    "recorded raw transaction is not hex",
+                );
             };
-            let signed = SignedTx { hash: record.tx.hash, raw };
+            let signed = SignedTx {
+                hash: record.tx.hash,
+                raw,
+            };
             tracing::info!(tx = %signed.hash, "rebroadcasting the recorded transaction");
             return self.send_and_confirm(report, record, &signed).await;
         }
@@ -347,7 +422,8 @@ impl<S: JobSource + Sync, R: ChainReader + Sync> Relayer<'_, S, R> {
         report.tx_hash = None;
         report.verification_hash = None;
         report.verifiers = Vec::new();
-        self.attempt(report, candidate, key, &record.job_id, previous).await
+        self.attempt(report, candidate, key, &record.job_id, previous)
+            .await
     }
 
     /// Waits (bounded) for the receipt and the confirmations, checks the event, records.
@@ -363,12 +439,18 @@ impl<S: JobSource + Sync, R: ChainReader + Sync> Relayer<'_, S, R> {
                     Ok(n) => n,
                     Err(e) => return finish(report, JobStatus::Unavailable, "rpc", e.to_string()),
                 };
-                if head.saturating_sub(r.block_number).saturating_add(1) >= self.wait.confirmations {
+                if head.saturating_sub(r.block_number).saturating_add(1) >= self.wait.confirmations
+                {
                     break r;
                 }
             }
             if started.elapsed() >= self.wait.timeout {
-                return finish(report, JobStatus::Pending, "unconfirmed", "no confirmed receipt yet; rerun to resume");
+                return finish(
+                    report,
+                    JobStatus::Pending,
+                    "unconfirmed",
+                    "no confirmed receipt yet; rerun to resume",
+                );
             }
             tokio::time::sleep(self.wait.poll).await;
         };
@@ -381,8 +463,16 @@ impl<S: JobSource + Sync, R: ChainReader + Sync> Relayer<'_, S, R> {
             tx_hash: record.tx.hash,
         };
         let (status, new_state, event) = match check_receipt(&receipt, &record.expected()) {
-            Ok(Settled::Paid) => (JobStatus::Paid, RecordState::Confirmed, Settled::Paid.event_name()),
-            Ok(Settled::Rejected) => (JobStatus::Rejected, RecordState::Confirmed, Settled::Rejected.event_name()),
+            Ok(Settled::Paid) => (
+                JobStatus::Paid,
+                RecordState::Confirmed,
+                Settled::Paid.event_name(),
+            ),
+            Ok(Settled::Rejected) => (
+                JobStatus::Rejected,
+                RecordState::Confirmed,
+                Settled::Rejected.event_name(),
+            ),
             Err(ConfirmError::Reverted) => (JobStatus::Reverted, RecordState::Reverted, "reverted"),
             Err(e) => {
                 // Mined without the expected event: keep `sent` so no rerun sends again, and
@@ -406,7 +496,9 @@ impl<S: JobSource + Sync, R: ChainReader + Sync> Relayer<'_, S, R> {
 
 fn call_failed(report: JobReport, e: CallFailure) -> JobReport {
     match e {
-        CallFailure::Reverted(reason) => finish(report, JobStatus::Refused, "simulation_reverted", reason),
+        CallFailure::Reverted(reason) => {
+            finish(report, JobStatus::Refused, "simulation_reverted", reason)
+        }
         CallFailure::Rpc(e) => finish(report, JobStatus::Unavailable, "rpc", e.to_string()),
     }
 }

@@ -203,15 +203,31 @@ mod tests {
         let r = Report::new(8453, keeper, vec![]);
         assert_eq!(r.exit_code, 0);
         let jobs = |s: &[JobStatus]| s.iter().map(|s| JobReport::new("c", *s)).collect();
-        let r = Report::new(8453, keeper, jobs(&[JobStatus::Paid, JobStatus::Done, JobStatus::Rejected]));
+        let r = Report::new(
+            8453,
+            keeper,
+            jobs(&[JobStatus::Paid, JobStatus::Done, JobStatus::Rejected]),
+        );
         assert_eq!(r.exit_code, 0);
         let r = Report::new(8453, keeper, jobs(&[JobStatus::Paid, JobStatus::Refused]));
         assert_eq!(r.exit_code, 3);
-        let r = Report::new(8453, keeper, jobs(&[JobStatus::Invalid, JobStatus::Refused]));
+        let r = Report::new(
+            8453,
+            keeper,
+            jobs(&[JobStatus::Invalid, JobStatus::Refused]),
+        );
         assert_eq!(r.exit_code, 4);
-        let r = Report::new(8453, keeper, jobs(&[JobStatus::Unavailable, JobStatus::Invalid]));
+        let r = Report::new(
+            8453,
+            keeper,
+            jobs(&[JobStatus::Unavailable, JobStatus::Invalid]),
+        );
         assert_eq!(r.exit_code, 5);
-        let r = Report::new(8453, keeper, jobs(&[JobStatus::Unavailable, JobStatus::Internal]));
+        let r = Report::new(
+            8453,
+            keeper,
+            jobs(&[JobStatus::Unavailable, JobStatus::Internal]),
+        );
         assert_eq!(r.exit_code, 1);
         let v = serde_json::to_value(&r).unwrap();
         assert_eq!(v["schema_version"], REPORT_SCHEMA);

@@ -86,7 +86,10 @@ impl JobSource for HttpJobSource {
             .await
             .map_err(|e| SourceError::Unavailable(e.without_url().to_string()))?;
         if !resp.status().is_success() {
-            return Err(SourceError::Unavailable(format!("status {}", resp.status())));
+            return Err(SourceError::Unavailable(format!(
+                "status {}",
+                resp.status()
+            )));
         }
         let mut body = Vec::new();
         while let Some(chunk) = resp

@@ -65,14 +65,24 @@ async fn assert_paid(sc: &Scenario) {
     let logs = bounty_logs(sc, tx).await;
     assert_eq!(logs.len(), 1);
     let ev = decode_bounty_settled(logs[0].topics(), &logs[0].data().data).unwrap();
-    assert_eq!(ev.bountyId, B256::from(*sc.validated.bounty_id().as_bytes()));
+    assert_eq!(
+        ev.bountyId,
+        B256::from(*sc.validated.bounty_id().as_bytes())
+    );
     assert_eq!(ev.round, sc.validated.round());
     assert_eq!(ev.solver, sc.params.solver);
-    assert_eq!(ev.submissionHash, B256::from(*sc.validated.submission_hash().as_bytes()));
+    assert_eq!(
+        ev.submissionHash,
+        B256::from(*sc.validated.submission_hash().as_bytes())
+    );
     let expected = expected_verification_hash(sc);
     assert_eq!(ev.verificationHash, B256::from(*expected.as_bytes()));
     assert_eq!(job.verification_hash, Some(expected));
-    let mut verifiers: Vec<_> = sc.verifier_keys.iter().map(|i| sdk_addr(dev(*i).address())).collect();
+    let mut verifiers: Vec<_> = sc
+        .verifier_keys
+        .iter()
+        .map(|i| sdk_addr(dev(*i).address()))
+        .collect();
     verifiers.sort();
     assert_eq!(job.verifiers, verifiers);
 }
@@ -100,7 +110,10 @@ async fn failed_verdict_is_relayed_as_submission_rejected() {
     let logs = bounty_logs(&sc, B256::from(*job.tx_hash.unwrap().as_bytes())).await;
     assert_eq!(logs.len(), 1);
     let ev = decode_submission_rejected(logs[0].topics(), &logs[0].data().data).unwrap();
-    assert_eq!(ev.verificationHash, B256::from(*expected_verification_hash(&sc).as_bytes()));
+    assert_eq!(
+        ev.verificationHash,
+        B256::from(*expected_verification_hash(&sc).as_bytes())
+    );
     assert_ne!(sc.status().await, status::SETTLED);
     assert_ne!(sc.status().await, status::SUBMITTED);
 }
@@ -120,7 +133,10 @@ async fn assert_refused(sc: &Scenario, code: &str) -> keeper::report::JobReport 
 }
 
 fn skipped_codes(job: &keeper::report::JobReport) -> Vec<String> {
-    job.skipped_attestations.iter().map(|s| s.code.clone()).collect()
+    job.skipped_attestations
+        .iter()
+        .map(|s| s.code.clone())
+        .collect()
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -159,7 +175,8 @@ async fn forged_signature_is_not_counted() {
 async fn malleated_high_s_signature_is_refused() {
     let sc = Scenario::new(&[1], 0).await;
     let mut v = sc.attestation(1);
-    let sig = alloy::hex::decode(v["signature"].as_str().unwrap().trim_start_matches("0x")).unwrap();
+    let sig =
+        alloy::hex::decode(v["signature"].as_str().unwrap().trim_start_matches("0x")).unwrap();
     let n = U256::from_be_bytes(alloy::hex!(
         "fffffffffffffffffffffffffffffffebaaedce6af48a03bbfd25e8cd0364141"
     ));
@@ -175,7 +192,10 @@ async fn malleated_high_s_signature_is_refused() {
     let job = assert_refused(&sc, "insufficient_attestations").await;
     let codes = skipped_codes(&job);
     assert_eq!(codes.len(), 1);
-    assert!(codes[0].starts_with("malformed") && codes[0].contains("lower half"), "{codes:?}");
+    assert!(
+        codes[0].starts_with("malformed") && codes[0].contains("lower half"),
+        "{codes:?}"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -333,6 +353,9 @@ async fn one_bad_candidate_does_not_block_another() {
     let report = sc.run().await;
     assert_eq!(report.jobs.len(), 2);
     let statuses: Vec<_> = report.jobs.iter().map(|j| j.status).collect();
-    assert!(statuses.contains(&JobStatus::Invalid) && statuses.contains(&JobStatus::Paid), "{report:#?}");
+    assert!(
+        statuses.contains(&JobStatus::Invalid) && statuses.contains(&JobStatus::Paid),
+        "{report:#?}"
+    );
     assert_eq!(report.exit_code, 4);
 }

@@ -31,16 +31,31 @@ fn planned(sc: &Scenario, nonce: u64, state: RecordState) -> (SignedTx, Settleme
         })
         .collect();
     let committed = sc.validated.eligible_verifiers().to_vec();
-    let sel = select(&sc.validated, &sc.outcome, &committed, sc.validated.threshold(), &files, sc.now)
-        .result
-        .unwrap();
+    let sel = select(
+        &sc.validated,
+        &sc.outcome,
+        &committed,
+        sc.validated.threshold(),
+        &files,
+        sc.now,
+    )
+    .result
+    .unwrap();
     let plan = FeePlan {
         gas_limit: 1_000_000,
         max_fee_per_gas: 50_000_000_000,
         max_priority_fee_per_gas: 1_000_000_000,
     };
     let calldata = settle_calldata(&sel.attestations);
-    let signed = sign_settlement(&sc.keeper, 8453, nonce, sc.validated.bounty_contract(), &calldata, &plan).unwrap();
+    let signed = sign_settlement(
+        &sc.keeper,
+        8453,
+        nonce,
+        sc.validated.bounty_contract(),
+        &calldata,
+        &plan,
+    )
+    .unwrap();
     let record = SettlementRecord {
         schema_version: RECORD_SCHEMA.into(),
         chain_id: 8453,
@@ -67,9 +82,15 @@ fn planned(sc: &Scenario, nonce: u64, state: RecordState) -> (SignedTx, Settleme
         },
         confirmation: None,
         previous_attempts: vec![],
-        updated_at: SystemTime::now().duration_since(UNIX_EPOCH).unwrap().as_secs(),
+        updated_at: SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .unwrap()
+            .as_secs(),
     };
-    StateDir::open(&sc.path("state")).unwrap().save(&record).unwrap();
+    StateDir::open(&sc.path("state"))
+        .unwrap()
+        .save(&record)
+        .unwrap();
     (signed, record)
 }
 
@@ -97,7 +118,11 @@ async fn killed_after_sending_resumes_and_confirms_without_a_second_tx() {
     let job = only_job(&report);
     assert_eq!(job.status, JobStatus::Paid, "{job:#?}");
     assert_eq!(job.tx_hash, Some(signed.hash));
-    assert_eq!(sc.keeper_nonce().await, nonce + 1, "exactly one transaction");
+    assert_eq!(
+        sc.keeper_nonce().await,
+        nonce + 1,
+        "exactly one transaction"
+    );
     let stored = load(&sc, &record);
     assert_eq!(stored.state, RecordState::Confirmed);
     assert_eq!(stored.confirmation.unwrap().event, "BountySettled");
@@ -113,7 +138,11 @@ async fn planned_but_never_broadcast_is_rebroadcast_byte_for_byte() {
     let report = sc.run().await;
     let job = only_job(&report);
     assert_eq!(job.status, JobStatus::Paid, "{job:#?}");
-    assert_eq!(job.tx_hash, Some(signed.hash), "the recorded tx, not a new one");
+    assert_eq!(
+        job.tx_hash,
+        Some(signed.hash),
+        "the recorded tx, not a new one"
+    );
     assert_eq!(sc.keeper_nonce().await, nonce + 1);
     assert_eq!(load(&sc, &record).state, RecordState::Confirmed);
 }
@@ -133,7 +162,13 @@ async fn provably_dropped_tx_is_replaced_only_while_still_submitted() {
         .with_to(sc.kit.deployer())
         .with_value(U256::from(1u64))
         .with_nonce(nonce);
-    provider.send_transaction(tx).await.unwrap().get_receipt().await.unwrap();
+    provider
+        .send_transaction(tx)
+        .await
+        .unwrap()
+        .get_receipt()
+        .await
+        .unwrap();
     let report = sc.run().await;
     let job = only_job(&report);
     assert_eq!(job.status, JobStatus::Paid, "{job:#?}");
@@ -170,7 +205,10 @@ async fn binary_settles_with_key_from_env_and_never_prints_it() {
     let stderr = String::from_utf8(out.stderr).unwrap();
     assert_eq!(out.status.code(), Some(0), "{stderr}");
     let report: serde_json::Value = serde_json::from_str(&stdout).unwrap();
-    assert_eq!(report["schema_version"], "agent-bounties/regression-keeper-report-v1");
+    assert_eq!(
+        report["schema_version"],
+        "agent-bounties/regression-keeper-report-v1"
+    );
     assert_eq!(report["jobs"][0]["status"], "paid");
     assert!(stderr.contains("paid"), "{stderr}");
     let secret = key_hex.trim().trim_start_matches("0x");
@@ -186,11 +224,19 @@ async fn binary_settles_with_key_from_env_and_never_prints_it() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn binary_exit_codes_for_usage_and_credentials() {
     let bin = env!("CARGO_BIN_EXE_keeper");
-    let out = tokio::process::Command::new(bin).args(["relay"]).output().await.unwrap();
+    let out = tokio::process::Command::new(bin)
+        .args(["relay"])
+        .output()
+        .await
+        .unwrap();
     assert_eq!(out.status.code(), Some(2));
     let dir = tempfile::tempdir().unwrap();
     let key = dir.path().join("key");
-    std::fs::write(&key, "0x59c6995e998f97a5a0044966f0945389dc9e86dae88c7a8412f4603b6b78690d").unwrap();
+    std::fs::write(
+        &key,
+        "0x59c6995e998f97a5a0044966f0945389dc9e86dae88c7a8412f4603b6b78690d",
+    )
+    .unwrap();
     use std::os::unix::fs::PermissionsExt;
     std::fs::set_permissions(&key, std::fs::Permissions::from_mode(0o640)).unwrap();
     let base = |k: &[&str]| {
@@ -208,14 +254,30 @@ async fn binary_exit_codes_for_usage_and_credentials() {
     };
     let key_arg = key.to_str().unwrap();
     let out = base(&["--key-file", key_arg]).output().await.unwrap();
-    assert_eq!(out.status.code(), Some(78), "{}", String::from_utf8_lossy(&out.stderr));
-    let out = base(&["--key-env", "KEEPER_TEST_UNSET_VARIABLE"]).output().await.unwrap();
+    assert_eq!(
+        out.status.code(),
+        Some(78),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let out = base(&["--key-env", "KEEPER_TEST_UNSET_VARIABLE"])
+        .output()
+        .await
+        .unwrap();
     assert_eq!(out.status.code(), Some(78));
     // Both key options at once is a usage error.
-    let out = base(&["--key-env", "X", "--key-file", key_arg]).output().await.unwrap();
+    let out = base(&["--key-env", "X", "--key-file", key_arg])
+        .output()
+        .await
+        .unwrap();
     assert_eq!(out.status.code(), Some(2));
     // A good key but no node: unavailable.
     std::fs::set_permissions(&key, std::fs::Permissions::from_mode(0o600)).unwrap();
     let out = base(&["--key-file", key_arg]).output().await.unwrap();
-    assert_eq!(out.status.code(), Some(5), "{}", String::from_utf8_lossy(&out.stderr));
+    assert_eq!(
+        out.status.code(),
+        Some(5),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
 }

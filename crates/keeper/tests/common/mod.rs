@@ -118,10 +118,14 @@ impl Scenario {
     pub async fn new(verifier_keys: &[usize], exit_code: i64) -> Self {
         let kit = Testkit::connect().await.unwrap_or_else(|e| panic!("{e}"));
         let now = kit.latest_timestamp().await.unwrap().max(wall_clock());
-        let verifiers: Vec<ChainAddress> = verifier_keys.iter().map(|i| dev(*i).address()).collect();
+        let verifiers: Vec<ChainAddress> =
+            verifier_keys.iter().map(|i| dev(*i).address()).collect();
         let solver = PrivateKeySigner::random().address();
         let mut jp = JobParams {
-            verifiers: verifiers.iter().map(|a| a.to_string().to_lowercase()).collect(),
+            verifiers: verifiers
+                .iter()
+                .map(|a| a.to_string().to_lowercase())
+                .collect(),
             expires_at: now + 3600,
             solver: solver.to_string(),
             bounty_id: format!("0x{}", "5b".repeat(32)),
@@ -149,7 +153,8 @@ impl Scenario {
             stdout_bytes: 12,
             stderr_bytes: 0,
         };
-        let outcome = Outcome::for_job(&validated, validated.source_snapshot_digest(), facts).unwrap();
+        let outcome =
+            Outcome::for_job(&validated, validated.source_snapshot_digest(), facts).unwrap();
         let outcome_value = serde_json::to_value(&outcome).unwrap();
         let evidence = json!({
             "schema_version": EVIDENCE_SCHEMA_VERSION,
@@ -165,9 +170,16 @@ impl Scenario {
         for sub in ["candidates", "att0", "att1", "state"] {
             std::fs::create_dir_all(dir.path().join(sub)).unwrap();
         }
-        let candidate = Candidate::new(job.clone(), outcome_value, "test-revision".into(), Some(evidence));
+        let candidate = Candidate::new(
+            job.clone(),
+            outcome_value,
+            "test-revision".into(),
+            Some(evidence),
+        );
         std::fs::write(
-            dir.path().join("candidates").join(candidate_file_name(validated.job_id())),
+            dir.path()
+                .join("candidates")
+                .join(candidate_file_name(validated.job_id())),
             serde_json::to_vec_pretty(&candidate).unwrap(),
         )
         .unwrap();
@@ -177,7 +189,11 @@ impl Scenario {
             .await
             .unwrap();
         let key_file = dir.path().join("keeper.key");
-        std::fs::write(&key_file, format!("0x{}", alloy::hex::encode(keeper.to_bytes()))).unwrap();
+        std::fs::write(
+            &key_file,
+            format!("0x{}", alloy::hex::encode(keeper.to_bytes())),
+        )
+        .unwrap();
         use std::os::unix::fs::PermissionsExt;
         std::fs::set_permissions(&key_file, std::fs::Permissions::from_mode(0o600)).unwrap();
         Self {
@@ -209,11 +225,14 @@ impl Scenario {
         response: Bytes32,
         deadline: u64,
     ) -> Value {
-        let mut fields = AttestationFields::for_outcome(&self.validated, &self.outcome, verifier, deadline);
+        let mut fields =
+            AttestationFields::for_outcome(&self.validated, &self.outcome, verifier, deadline);
         fields.passed = passed;
         fields.response_hash = response;
         let digest = attestation_digest(self.validated.chain_id(), &fields);
-        let sig = dev(signer_index).sign_hash_sync(&B256::from(*digest.as_bytes())).unwrap();
+        let sig = dev(signer_index)
+            .sign_hash_sync(&B256::from(*digest.as_bytes()))
+            .unwrap();
         json!({
             "schema": ATTESTATION_SCHEMA,
             "job_id": self.validated.job_id(),
@@ -239,7 +258,11 @@ impl Scenario {
     }
 
     pub fn write_attestation(&self, dir: &str, name: &str, value: &Value) {
-        std::fs::write(self.path(dir).join(name), serde_json::to_vec_pretty(value).unwrap()).unwrap();
+        std::fs::write(
+            self.path(dir).join(name),
+            serde_json::to_vec_pretty(value).unwrap(),
+        )
+        .unwrap();
     }
 
     /// Honest attestations from every verifier, split over the two directories.
