@@ -4,9 +4,9 @@
 //! [`BountyState`] it read; every disagreement comes back as a typed [`Mismatch`], so signer and
 //! keeper refuse for the same reasons and the reasons are tested without a chain.
 
-use verifier_sdk::{Address, Bytes32};
+use verifier_sdk::{Address, BountyStatus, Bytes32, VerificationMode, verifier_set_hash};
 
-use crate::state::{BountyState, BountyStatus, VerificationMode, verifier_set_hash};
+use crate::state::BountyState;
 
 /// What the job says the bounty must hold on chain.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -9,11 +9,12 @@
 //! This crate deliberately does not sign, broadcast, compute the local EIP-712 digest (the sdk
 //! owns protocol hashes) or hold keys; it only reads.
 
-pub mod bindings;
 pub mod expect;
 pub mod reader;
 pub mod state;
 
 pub use expect::{Expected, Mismatch, check_state};
 pub use reader::{AttestationQuery, ChainReadError, ChainReader, MAX_VERIFIERS, RpcChainReader};
-pub use state::{BountyState, BountyStatus, VerificationMode, verifier_set_hash};
+pub use state::BountyState;
+// Re-exported so callers of this crate name one set of protocol types, the sdk's.
+pub use verifier_sdk::{BountyStatus, VerificationMode, verifier_set_hash};
