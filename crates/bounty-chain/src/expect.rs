@@ -138,6 +138,27 @@ pub enum Mismatch {
     },
 }
 
+impl Mismatch {
+    /// A stable snake_case code for machine-readable reports; never renamed.
+    pub fn code(&self) -> &'static str {
+        match self {
+            Self::NotSubmitted { .. } => "status_not_submitted",
+            Self::ChainId { .. } => "chain_id",
+            Self::VerificationMode { .. } => "verification_mode",
+            Self::BountyId { .. } => "bounty_id",
+            Self::Round { .. } => "round",
+            Self::Solver { .. } => "solver",
+            Self::SubmissionHash { .. } => "submission_hash",
+            Self::EvidenceHash { .. } => "evidence_hash",
+            Self::PolicyHash { .. } => "policy_hash",
+            Self::VerificationExpiresAt { .. } => "verification_expires_at",
+            Self::VerifierSetHash { .. } => "verifier_set_hash",
+            Self::VerifierList { .. } => "verifier_list",
+            Self::Threshold { .. } => "threshold",
+        }
+    }
+}
+
 /// Every way `state` disagrees with `expected`, in a fixed order; empty when they agree.
 pub fn check_state(state: &BountyState, expected: &Expected) -> Vec<Mismatch> {
     let mut out = Vec::new();
