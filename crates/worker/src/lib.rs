@@ -8,3 +8,4 @@
 //! the signer to re-check, never a signature or a payment.
 
 pub mod exit;
+pub mod feed;

@@ -1,0 +1,513 @@
+//! Safe extraction of a GitHub exact-commit `tar.gz` (codeload format).
+//!
+//! The archive is hostile input. It is read as a stream: compressed bytes, decompressed bytes
+//! and entries are each counted against a cap while reading, and the selected subtree is held
+//! to the manifest's byte and file caps. Only regular files and directories with clean UTF-8
+//! relative paths under exactly one top-level folder are accepted; links, devices, fifos,
+//! absolute paths, `..`, `.`, empty components, backslashes and duplicates fail the whole
+//! archive. Nothing is ever overwritten (files are created with `O_EXCL`), no link is created
+//! or followed, and on any failure the partial extraction is removed.
+
+use std::cell::Cell;
+use std::collections::HashSet;
+use std::fs;
+use std::io::{self, Read, Write};
+use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
+use std::path::Path;
+use std::rc::Rc;
+
+use tar::EntryType;
+use verifier_sdk::digest::validate_relative_path;
+use verifier_sdk::{CommitId, GithubRepo, RelativeDir, RunnerManifest};
+
+/// Where exact-commit archives come from unless configured otherwise.
+pub const DEFAULT_ARCHIVE_BASE: &str = "https://codeload.github.com";
+/// Most entries an archive may hold (PROTOCOL §7).
+pub const MAX_ENTRIES: u64 = 100_000;
+/// Source archive caps (PROTOCOL §7).
+pub const SOURCE_MAX_COMPRESSED: u64 = 256 << 20;
+/// Source archive caps (PROTOCOL §7).
+pub const SOURCE_MAX_UNCOMPRESSED: u64 = 512 << 20;
+/// Benchmark archive caps (PROTOCOL §7).
+pub const BENCHMARK_MAX_COMPRESSED: u64 = 128 << 20;
+/// Benchmark archive caps (PROTOCOL §7).
+pub const BENCHMARK_MAX_UNCOMPRESSED: u64 = 256 << 20;
+
+/// `{archive_base}/{owner}/{repo}/tar.gz/{commit}`. Owner, repo and commit are validated
+/// types whose characters need no escaping.
+pub fn archive_url(archive_base: &str, repo: &GithubRepo, commit: &CommitId) -> String {
+    format!(
+        "{}/{}/{}/tar.gz/{}",
+        archive_base.trim_end_matches('/'),
+        repo.owner(),
+        repo.name(),
+        commit
+    )
+}
+
+/// The caps one extraction runs under.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ArchiveLimits {
+    /// Compressed bytes read.
+    pub max_compressed_bytes: u64,
+    /// Decompressed tar stream bytes (headers and all entries, selected or not).
+    pub max_uncompressed_bytes: u64,
+    /// Tar entries, selected or not.
+    pub max_entries: u64,
+    /// Regular-file bytes in the selected subtree (the manifest's cap).
+    pub max_tree_bytes: u64,
+    /// Regular files in the selected subtree (the manifest's cap).
+    pub max_tree_files: u64,
+}
+
+impl ArchiveLimits {
+    /// Caps for the solver's source under `manifest`.
+    pub fn source(manifest: &RunnerManifest) -> Self {
+        Self {
+            max_compressed_bytes: SOURCE_MAX_COMPRESSED,
+            max_uncompressed_bytes: SOURCE_MAX_UNCOMPRESSED,
+            max_entries: MAX_ENTRIES,
+            max_tree_bytes: manifest.max_source_bytes,
+            max_tree_files: manifest.max_source_files,
+        }
+    }
+    /// Caps for the benchmark under `manifest`.
+    pub fn benchmark(manifest: &RunnerManifest) -> Self {
+        Self {
+            max_compressed_bytes: BENCHMARK_MAX_COMPRESSED,
+            max_uncompressed_bytes: BENCHMARK_MAX_UNCOMPRESSED,
+            max_entries: MAX_ENTRIES,
+            max_tree_bytes: manifest.max_benchmark_bytes,
+            max_tree_files: manifest.max_benchmark_files,
+        }
+    }
+}
+
+/// Why an archive was rejected. Paths are shown escaped and truncated.
+#[derive(Debug, thiserror::Error)]
+pub enum ArchiveError {
+    /// The destination already exists; nothing is extracted over existing files.
+    #[error("extraction destination {0:?} already exists")]
+    DestinationExists(String),
+    /// The gzip or tar stream is corrupt or unreadable.
+    #[error("archive is unreadable: {0}")]
+    Read(String),
+    /// More compressed bytes than the cap.
+    #[error("archive exceeds {limit} compressed bytes")]
+    CompressedTooLarge {
+        /// The cap.
+        limit: u64,
+    },
+    /// More decompressed bytes than the cap.
+    #[error("archive exceeds {limit} uncompressed bytes")]
+    UncompressedTooLarge {
+        /// The cap.
+        limit: u64,
+    },
+    /// More entries than the cap.
+    #[error("archive has more than {limit} entries")]
+    TooManyEntries {
+        /// The cap.
+        limit: u64,
+    },
+    /// The selected subtree holds more file bytes than the manifest allows.
+    #[error("selected tree exceeds {limit} bytes")]
+    TreeTooLarge {
+        /// The cap.
+        limit: u64,
+    },
+    /// The selected subtree holds more files than the manifest allows.
+    #[error("selected tree has more than {limit} files")]
+    TooManyFiles {
+        /// The cap.
+        limit: u64,
+    },
+    /// A symbolic or hard link.
+    #[error("archive entry {0:?} is a link")]
+    Link(String),
+    /// A device, fifo, sparse file or other non-regular entry.
+    #[error("archive entry {0:?} is not a regular file or directory")]
+    SpecialFile(String),
+    /// An entry name is not UTF-8.
+    #[error("archive entry name is not utf-8")]
+    NonUtf8,
+    /// An absolute entry path.
+    #[error("archive entry {0:?} is an absolute path")]
+    AbsolutePath(String),
+    /// `..`, `.`, empty components, backslashes, NUL, or too many components.
+    #[error("archive entry {0:?} is not a normalized relative path")]
+    UnsafePath(String),
+    /// The same path appears twice.
+    #[error("archive entry {0:?} appears more than once")]
+    Duplicate(String),
+    /// A path needs a directory where a file is (or the reverse).
+    #[error("archive entry {0:?} conflicts with an earlier entry")]
+    Conflict(String),
+    /// Entries under more than one top-level folder.
+    #[error("archive has more than one top-level folder")]
+    MultipleTopLevel,
+    /// A file at the top level instead of inside the one folder.
+    #[error("archive entry {0:?} is not inside the top-level folder")]
+    NotInTopLevelFolder(String),
+    /// No entries at all.
+    #[error("archive is empty")]
+    Empty,
+    /// The selected subdirectory is absent.
+    #[error("subdirectory {0:?} is not in the archive")]
+    SubdirectoryMissing(String),
+    /// The selected subdirectory is a file.
+    #[error("subdirectory {0:?} is not a directory in the archive")]
+    SubdirectoryNotDirectory(String),
+    /// Writing the extraction failed.
+    #[error("writing {path:?}: {source}")]
+    Io {
+        /// The relative path being written.
+        path: String,
+        /// The underlying error.
+        #[source]
+        source: io::Error,
+    },
+}
+
+impl ArchiveError {
+    /// Whether the archive itself broke a rule (as opposed to a local I/O failure).
+    pub fn is_rejection(&self) -> bool {
+        !matches!(self, Self::Io { .. } | Self::DestinationExists(_))
+    }
+}
+
+/// What an extraction wrote.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Extracted {
+    /// Regular files written.
+    pub files: u64,
+    /// Their bytes.
+    pub bytes: u64,
+    /// Tar entries read, selected or not.
+    pub entries: u64,
+}
+
+/// Extracts the `subdirectory` of the archive's single top-level folder into `dest`, which
+/// must not exist (its parent must). On failure `dest` is removed.
+pub fn extract_tar_gz<R: Read>(
+    reader: R,
+    dest: &Path,
+    subdirectory: &RelativeDir,
+    limits: &ArchiveLimits,
+) -> Result<Extracted, ArchiveError> {
+    match fs::DirBuilder::new().mode(0o755).create(dest) {
+        Ok(()) => {}
+        Err(e) if e.kind() == io::ErrorKind::AlreadyExists => {
+            return Err(ArchiveError::DestinationExists(shown(
+                &dest.display().to_string(),
+            )));
+        }
+        Err(source) => {
+            return Err(ArchiveError::Io {
+                path: ".".into(),
+                source,
+            });
+        }
+    }
+    let result = Extraction::new(dest, subdirectory, limits).run(reader);
+    if result.is_err() {
+        // Only what this call created is under `dest`, and remove_dir_all does not follow
+        // links (none were created anyway).
+        let _ = fs::remove_dir_all(dest);
+    }
+    result
+}
+
+/// Counts bytes through a reader and fails the read that crosses the cap. The flag survives
+/// the reader being moved into the tar and gzip decoders, so the caller can tell a cap from a
+/// corrupt stream.
+struct CappedReader<R> {
+    inner: R,
+    count: u64,
+    limit: u64,
+    exceeded: Rc<Cell<bool>>,
+}
+
+impl<R: Read> Read for CappedReader<R> {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        let n = self.inner.read(buf)?;
+        self.count = self.count.saturating_add(n as u64);
+        if self.count > self.limit {
+            self.exceeded.set(true);
+            return Err(io::Error::other("archive size cap exceeded"));
+        }
+        Ok(n)
+    }
+}
+
+struct Extraction<'a> {
+    dest: &'a Path,
+    subdirectory: &'a RelativeDir,
+    limits: &'a ArchiveLimits,
+    compressed_exceeded: Rc<Cell<bool>>,
+    uncompressed_exceeded: Rc<Cell<bool>>,
+    top_level: Option<String>,
+    seen: HashSet<String>,
+    subdirectory_seen: bool,
+    stats: Extracted,
+}
+
+enum Kind {
+    File,
+    Directory,
+}
+
+impl<'a> Extraction<'a> {
+    fn new(dest: &'a Path, subdirectory: &'a RelativeDir, limits: &'a ArchiveLimits) -> Self {
+        Self {
+            dest,
+            subdirectory,
+            limits,
+            compressed_exceeded: Rc::default(),
+            uncompressed_exceeded: Rc::default(),
+            top_level: None,
+            seen: HashSet::new(),
+            subdirectory_seen: subdirectory.is_root(),
+            stats: Extracted {
+                files: 0,
+                bytes: 0,
+                entries: 0,
+            },
+        }
+    }
+
+    fn stream_error(&self, e: io::Error) -> ArchiveError {
+        if self.compressed_exceeded.get() {
+            ArchiveError::CompressedTooLarge {
+                limit: self.limits.max_compressed_bytes,
+            }
+        } else if self.uncompressed_exceeded.get() {
+            ArchiveError::UncompressedTooLarge {
+                limit: self.limits.max_uncompressed_bytes,
+            }
+        } else {
+            ArchiveError::Read(e.to_string().chars().take(256).collect())
+        }
+    }
+
+    fn run<R: Read>(mut self, reader: R) -> Result<Extracted, ArchiveError> {
+        let compressed = CappedReader {
+            inner: reader,
+            count: 0,
+            limit: self.limits.max_compressed_bytes,
+            exceeded: Rc::clone(&self.compressed_exceeded),
+        };
+        let uncompressed = CappedReader {
+            inner: flate2::read::GzDecoder::new(compressed),
+            count: 0,
+            limit: self.limits.max_uncompressed_bytes,
+            exceeded: Rc::clone(&self.uncompressed_exceeded),
+        };
+        let mut archive = tar::Archive::new(uncompressed);
+        let entries = archive.entries().map_err(|e| self.stream_error(e))?;
+        for entry in entries {
+            let mut entry = entry.map_err(|e| self.stream_error(e))?;
+            self.stats.entries += 1;
+            if self.stats.entries > self.limits.max_entries {
+                return Err(ArchiveError::TooManyEntries {
+                    limit: self.limits.max_entries,
+                });
+            }
+            let entry_type = entry.header().entry_type();
+            // codeload puts the commit id in a pax global header; it names no file.
+            if entry_type == EntryType::XGlobalHeader {
+                continue;
+            }
+            let path = std::str::from_utf8(&entry.path_bytes())
+                .map_err(|_| ArchiveError::NonUtf8)?
+                .to_owned();
+            let kind = match entry_type {
+                t if t.is_file() => Kind::File,
+                t if t.is_dir() => Kind::Directory,
+                t if t.is_symlink() || t.is_hard_link() => {
+                    return Err(ArchiveError::Link(shown(&path)));
+                }
+                _ => return Err(ArchiveError::SpecialFile(shown(&path))),
+            };
+            let Some(rel) = self.place(&path, &kind)? else {
+                continue;
+            };
+            match kind {
+                Kind::Directory => self.make_dirs(&rel)?,
+                Kind::File => {
+                    let size = entry.size();
+                    let mode = entry.header().mode().unwrap_or(0o644);
+                    self.write_file(&rel, size, mode, &mut entry)?;
+                }
+            }
+        }
+        if self.top_level.is_none() {
+            return Err(ArchiveError::Empty);
+        }
+        if !self.subdirectory_seen {
+            return Err(ArchiveError::SubdirectoryMissing(shown(
+                self.subdirectory.as_str(),
+            )));
+        }
+        Ok(self.stats)
+    }
+
+    /// Checks an entry path and returns where it goes under `dest`: `None` for entries
+    /// outside the selected subdirectory (and the subdirectory itself), which are checked and
+    /// counted but not written.
+    fn place(&mut self, path: &str, kind: &Kind) -> Result<Option<String>, ArchiveError> {
+        let trimmed = match kind {
+            Kind::Directory => path.strip_suffix('/').unwrap_or(path),
+            Kind::File => path,
+        };
+        if trimmed.starts_with('/') {
+            return Err(ArchiveError::AbsolutePath(shown(path)));
+        }
+        if trimmed.is_empty() || validate_relative_path(trimmed).is_err() {
+            return Err(ArchiveError::UnsafePath(shown(path)));
+        }
+        let (top, rest) = match trimmed.split_once('/') {
+            Some((top, rest)) => (top, Some(rest)),
+            None => (trimmed, None),
+        };
+        match &self.top_level {
+            Some(existing) if existing != top => return Err(ArchiveError::MultipleTopLevel),
+            Some(_) => {}
+            None => self.top_level = Some(top.to_owned()),
+        }
+        let rest = match (rest, kind) {
+            (Some(rest), _) => rest,
+            (None, Kind::Directory) => "",
+            (None, Kind::File) => return Err(ArchiveError::NotInTopLevelFolder(shown(path))),
+        };
+        if !self.seen.insert(rest.to_owned()) {
+            return Err(ArchiveError::Duplicate(shown(path)));
+        }
+        if rest.is_empty() {
+            return Ok(None);
+        }
+        if self.subdirectory.is_root() {
+            return Ok(Some(rest.to_owned()));
+        }
+        let sub = self.subdirectory.as_str();
+        if rest == sub {
+            if matches!(kind, Kind::File) {
+                return Err(ArchiveError::SubdirectoryNotDirectory(shown(sub)));
+            }
+            self.subdirectory_seen = true;
+            return Ok(None);
+        }
+        match rest.strip_prefix(sub).and_then(|r| r.strip_prefix('/')) {
+            Some(inner) => {
+                self.subdirectory_seen = true;
+                Ok(Some(inner.to_owned()))
+            }
+            None => Ok(None),
+        }
+    }
+
+    /// Creates each component of `rel` that is missing; an existing component must be a real
+    /// directory (we made it), never a file or a link.
+    fn make_dirs(&self, rel: &str) -> Result<(), ArchiveError> {
+        let mut path = self.dest.to_path_buf();
+        for component in rel.split('/') {
+            path.push(component);
+            match fs::DirBuilder::new().mode(0o755).create(&path) {
+                Ok(()) => {}
+                Err(e) if e.kind() == io::ErrorKind::AlreadyExists => {
+                    let is_dir = fs::symlink_metadata(&path)
+                        .map(|m| m.file_type().is_dir())
+                        .unwrap_or(false);
+                    if !is_dir {
+                        return Err(ArchiveError::Conflict(shown(rel)));
+                    }
+                }
+                Err(source) => {
+                    return Err(ArchiveError::Io {
+                        path: shown(rel),
+                        source,
+                    });
+                }
+            }
+        }
+        Ok(())
+    }
+
+    fn write_file(
+        &mut self,
+        rel: &str,
+        size: u64,
+        mode: u32,
+        content: &mut impl Read,
+    ) -> Result<(), ArchiveError> {
+        self.stats.files += 1;
+        if self.stats.files > self.limits.max_tree_files {
+            return Err(ArchiveError::TooManyFiles {
+                limit: self.limits.max_tree_files,
+            });
+        }
+        self.stats.bytes = self.stats.bytes.saturating_add(size);
+        if self.stats.bytes > self.limits.max_tree_bytes {
+            return Err(ArchiveError::TreeTooLarge {
+                limit: self.limits.max_tree_bytes,
+            });
+        }
+        if let Some((parent, _)) = rel.rsplit_once('/') {
+            self.make_dirs(parent)?;
+        }
+        // Only the executable bit is kept: it is part of the directory digest.
+        let mode = if mode & 0o111 != 0 { 0o755 } else { 0o644 };
+        let mut file = fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .mode(mode)
+            .custom_flags(libc::O_NOFOLLOW)
+            .open(self.dest.join(rel))
+            .map_err(|e| match e.kind() {
+                io::ErrorKind::AlreadyExists => ArchiveError::Conflict(shown(rel)),
+                _ => ArchiveError::Io {
+                    path: shown(rel),
+                    source: e,
+                },
+            })?;
+        // A read failure is the archive's fault, a write failure is ours; io::copy would
+        // blur the two.
+        let mut buf = vec![0u8; 64 * 1024];
+        loop {
+            let n = match content.read(&mut buf) {
+                Ok(0) => break,
+                Ok(n) => n,
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+                Err(e) => return Err(self.stream_error(e)),
+            };
+            let chunk = buf.get(..n).unwrap_or_default();
+            file.write_all(chunk).map_err(|source| ArchiveError::Io {
+                path: shown(rel),
+                source,
+            })?;
+        }
+        Ok(())
+    }
+}
+
+fn shown(path: &str) -> String {
+    path.chars().take(256).collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn archive_url_has_the_codeload_shape() {
+        let repo = GithubRepo::parse("bounty-org/bench.marks").unwrap();
+        let commit = CommitId::parse(&"a".repeat(40), false).unwrap();
+        assert_eq!(
+            archive_url("https://codeload.github.com/", &repo, &commit),
+            format!(
+                "https://codeload.github.com/bounty-org/bench.marks/tar.gz/{}",
+                "a".repeat(40)
+            )
+        );
+    }
+}

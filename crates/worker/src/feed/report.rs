@@ -1,0 +1,311 @@
+//! The feed run's report: one row per job, a human table for stderr, stable `--json`, and the
+//! batch's exit status.
+
+use std::fmt::Write as _;
+
+use serde::Serialize;
+
+use crate::exit::ExitCode;
+
+/// `schema_version` of the `--json` report.
+pub const REPORT_SCHEMA_VERSION: &str = "agent-bounties/regression-feed-report-v1";
+
+/// What happened to one job.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum JobStatus {
+    /// A `passed` verdict; a candidate was written.
+    CompletedPassed,
+    /// A `failed` verdict; a candidate was written (a failed verdict is a verification too).
+    CompletedFailed,
+    /// The run ended without a verdict (timeout, input mismatch, …); retried next run.
+    NoVerdict,
+    /// The job or one of its archives broke a rule; retrying the same input cannot succeed.
+    Rejected,
+    /// Not ours to run now (another verifier set, beyond `--max-jobs`).
+    Skipped,
+    /// An infrastructure failure (network, disk, runtime); retried next run.
+    Error,
+}
+
+impl JobStatus {
+    /// The snake_case name.
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            Self::CompletedPassed => "completed_passed",
+            Self::CompletedFailed => "completed_failed",
+            Self::NoVerdict => "no_verdict",
+            Self::Rejected => "rejected",
+            Self::Skipped => "skipped",
+            Self::Error => "error",
+        }
+    }
+}
+
+/// Wall-clock time spent per phase, in milliseconds.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+pub struct Durations {
+    /// Downloading both archives.
+    pub download_ms: u64,
+    /// Extracting both archives.
+    pub extract_ms: u64,
+    /// The executor (stage, verify, run).
+    pub execute_ms: u64,
+    /// Everything for this job.
+    pub total_ms: u64,
+}
+
+/// One job's row.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct JobRow {
+    /// The job id as the feed gave it (or a placeholder for an entry without one).
+    pub job_id: String,
+    /// What happened.
+    pub status: JobStatus,
+    /// Stable machine-readable cause (e.g. `expired`, `archive_rejected`, `timeout`).
+    pub reason_code: Option<String>,
+    /// Human-readable detail.
+    pub reason: Option<String>,
+    /// The candidate file written, for completed jobs.
+    pub candidate_file: Option<String>,
+    /// Whether the verdict came from the local result cache.
+    pub reused_from_cache: bool,
+    /// Time spent.
+    pub durations: Durations,
+}
+
+impl JobRow {
+    /// A row with a reason and no candidate.
+    pub fn new(job_id: String, status: JobStatus, reason_code: &str, reason: &str) -> Self {
+        Self {
+            job_id,
+            status,
+            reason_code: Some(reason_code.to_owned()),
+            reason: Some(reason.chars().take(1024).collect()),
+            candidate_file: None,
+            reused_from_cache: false,
+            durations: Durations::default(),
+        }
+    }
+}
+
+/// A feed query that failed (one per configured verifier at most).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct FetchFailure {
+    /// The verifier whose feed was queried.
+    pub verifier: String,
+    /// The client error kind (`timeout`, `too_large`, …).
+    pub kind: String,
+    /// Detail (never a URL's userinfo or query).
+    pub message: String,
+    /// Whether a later run may succeed.
+    pub transient: bool,
+}
+
+/// The whole run.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct FeedReport {
+    /// [`REPORT_SCHEMA_VERSION`].
+    pub schema_version: &'static str,
+    /// Canonical network name.
+    pub network: String,
+    /// The configured verifiers, lowercase.
+    pub verifiers: Vec<String>,
+    /// Feed queries that failed.
+    pub fetch_failures: Vec<FetchFailure>,
+    /// One row per job seen, selected ones first in run order.
+    pub jobs: Vec<JobRow>,
+    /// The candidates manifest written (relative to the output dir), if any.
+    pub manifest_file: Option<String>,
+    /// Count of executor calls that failed because the container runtime was unreachable.
+    pub runtime_unavailable: u64,
+    /// Count of executor calls made.
+    pub executed: u64,
+}
+
+impl FeedReport {
+    /// An empty report.
+    pub fn new(network: &str, verifiers: Vec<String>) -> Self {
+        Self {
+            schema_version: REPORT_SCHEMA_VERSION,
+            network: network.to_owned(),
+            verifiers,
+            fetch_failures: Vec::new(),
+            jobs: Vec::new(),
+            manifest_file: None,
+            runtime_unavailable: 0,
+            executed: 0,
+        }
+    }
+
+    /// Rows with `status`.
+    pub fn count(&self, status: JobStatus) -> usize {
+        self.jobs.iter().filter(|r| r.status == status).count()
+    }
+
+    /// The batch's exit status:
+    ///
+    /// - `0` ([`ExitCode::Success`]): every feed query answered, and every job either produced
+    ///   a candidate (fresh or reused from the cache), was skipped as not ours to run now
+    ///   (another verifier set, beyond `--max-jobs`), or was rejected for breaking a rule
+    ///   (invalid, expired, conflicting duplicate, bad archive) — a rejected job is the
+    ///   feed's defect, it is reported, and retrying cannot help, so it does not fail the
+    ///   scheduled run.
+    /// - `3` ([`ExitCode::NoVerdict`]): some job ended without a verdict or with an
+    ///   infrastructure error (download, disk, executor), or a feed query failed transiently
+    ///   (timeout, network, 5xx/429). Candidates that were produced are still written; the
+    ///   next run retries the rest.
+    /// - `4` ([`ExitCode::InvalidInput`]): a feed query was answered with something that breaks
+    ///   the feed contract (not a JSON array, over the size or depth cap, a redirect, a 4xx).
+    /// - `5` ([`ExitCode::RuntimeUnavailable`]): at least one job reached the executor and the
+    ///   container runtime was unreachable for every one of them.
+    /// - `78` ([`ExitCode::Config`]) is returned before any report exists, for a configuration
+    ///   that can never work (see `FeedConfigError`).
+    ///
+    /// When several apply the most specific wins: 5, then 4, then 3.
+    pub fn exit_code(&self) -> ExitCode {
+        if self.executed > 0 && self.runtime_unavailable == self.executed {
+            return ExitCode::RuntimeUnavailable;
+        }
+        if self.fetch_failures.iter().any(|f| !f.transient) {
+            return ExitCode::InvalidInput;
+        }
+        let retryable = self
+            .jobs
+            .iter()
+            .any(|r| matches!(r.status, JobStatus::NoVerdict | JobStatus::Error));
+        if retryable || !self.fetch_failures.is_empty() {
+            return ExitCode::NoVerdict;
+        }
+        ExitCode::Success
+    }
+
+    /// The `--json` form.
+    pub fn to_json(&self) -> serde_json::Value {
+        serde_json::to_value(self).unwrap_or(serde_json::Value::Null)
+    }
+
+    /// A concise table for stderr. Feed-controlled text is escaped so it cannot inject
+    /// terminal control sequences.
+    pub fn human_summary(&self) -> String {
+        let mut out = String::new();
+        let _ = writeln!(
+            out,
+            "feed run on {}: {} job(s); {} passed, {} failed, {} no verdict, {} rejected, {} skipped, {} error",
+            self.network,
+            self.jobs.len(),
+            self.count(JobStatus::CompletedPassed),
+            self.count(JobStatus::CompletedFailed),
+            self.count(JobStatus::NoVerdict),
+            self.count(JobStatus::Rejected),
+            self.count(JobStatus::Skipped),
+            self.count(JobStatus::Error),
+        );
+        for f in &self.fetch_failures {
+            let _ = writeln!(
+                out,
+                "  feed query for {} failed ({}): {}",
+                f.verifier,
+                f.kind,
+                escape(&f.message)
+            );
+        }
+        if !self.jobs.is_empty() {
+            let _ = writeln!(
+                out,
+                "  {:<16} {:<6} {:>9}  {:<24} {}",
+                "status", "cache", "total_ms", "job_id", "reason"
+            );
+        }
+        for r in &self.jobs {
+            let _ = writeln!(
+                out,
+                "  {:<16} {:<6} {:>9}  {:<24} {}",
+                r.status.as_str(),
+                if r.reused_from_cache { "reused" } else { "-" },
+                r.durations.total_ms,
+                escape(&r.job_id),
+                escape(r.reason.as_deref().unwrap_or("")),
+            );
+        }
+        out
+    }
+}
+
+fn escape(s: &str) -> String {
+    s.chars().take(200).flat_map(char::escape_debug).collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn report(statuses: &[JobStatus]) -> FeedReport {
+        let mut r = FeedReport::new("base-mainnet", vec![]);
+        for (i, s) in statuses.iter().enumerate() {
+            r.jobs.push(JobRow::new(format!("job-{i}"), *s, "x", "y"));
+        }
+        r
+    }
+
+    fn failure(transient: bool) -> FetchFailure {
+        FetchFailure {
+            verifier: "0x00".into(),
+            kind: "k".into(),
+            message: "m".into(),
+            transient,
+        }
+    }
+
+    #[test]
+    fn exit_status_mapping() {
+        use JobStatus::*;
+        assert_eq!(report(&[]).exit_code(), ExitCode::Success);
+        assert_eq!(
+            report(&[CompletedPassed, CompletedFailed, Skipped, Rejected]).exit_code(),
+            ExitCode::Success
+        );
+        assert_eq!(report(&[CompletedPassed, NoVerdict]).exit_code(), ExitCode::NoVerdict);
+        assert_eq!(report(&[Error, Skipped]).exit_code(), ExitCode::NoVerdict);
+
+        let mut r = report(&[CompletedPassed]);
+        r.fetch_failures.push(failure(true));
+        assert_eq!(r.exit_code(), ExitCode::NoVerdict);
+        r.fetch_failures.push(failure(false));
+        assert_eq!(r.exit_code(), ExitCode::InvalidInput);
+
+        let mut r = report(&[Error, Error]);
+        r.executed = 2;
+        r.runtime_unavailable = 2;
+        assert_eq!(r.exit_code(), ExitCode::RuntimeUnavailable);
+        r.runtime_unavailable = 1;
+        assert_eq!(r.exit_code(), ExitCode::NoVerdict);
+    }
+
+    #[test]
+    fn json_has_schema_and_snake_case_statuses() {
+        let r = report(&[JobStatus::CompletedPassed, JobStatus::NoVerdict]);
+        let v = r.to_json();
+        assert_eq!(v["schema_version"], REPORT_SCHEMA_VERSION);
+        assert_eq!(v["jobs"][0]["status"], "completed_passed");
+        assert_eq!(v["jobs"][1]["status"], "no_verdict");
+        assert_eq!(v["jobs"][0]["reused_from_cache"], false);
+        assert!(v["jobs"][0]["durations"]["total_ms"].is_u64());
+    }
+
+    #[test]
+    fn human_summary_escapes_feed_text() {
+        let mut r = report(&[]);
+        r.jobs.push(JobRow::new(
+            "evil\u{1b}[2J".into(),
+            JobStatus::Rejected,
+            "x",
+            "line\nbreak",
+        ));
+        let text = r.human_summary();
+        assert!(!text.contains('\u{1b}'));
+        assert!(text.contains("evil\\u{1b}[2J"));
+        assert!(text.contains("line\\nbreak"));
+        assert!(text.contains("1 rejected"));
+    }
+}

@@ -1,0 +1,280 @@
+//! Which fetched jobs to run: a pure decision over the raw feed values.
+//!
+//! Jobs fetched for each configured verifier are merged and deduplicated by `job_id`; a job
+//! id that came back with different content is rejected (both copies) because we cannot know
+//! which one the platform means. Only jobs whose policy commits exactly to the configured
+//! verifier set (order-insensitive, threshold = count) are kept; the rest are skipped, not
+//! rejected, since they are another quorum's work. Kept jobs are validated with the sdk and
+//! sorted by earliest expiry, then job id, before `--max-jobs` applies.
+
+use std::collections::{BTreeSet, HashMap, HashSet};
+
+use serde_json::Value;
+use verifier_sdk::{Address, ValidatedJob, validate_job};
+
+use super::report::{JobRow, JobStatus};
+
+/// The outcome of selection.
+#[derive(Debug)]
+pub struct Selection {
+    /// Jobs to run, in run order.
+    pub selected: Vec<ValidatedJob>,
+    /// Jobs not run, each with its report row (status `rejected` or `skipped`).
+    pub excluded: Vec<JobRow>,
+}
+
+/// Stable reason codes of selection.
+pub mod reason {
+    /// The same job id came back with different content.
+    pub const CONFLICTING_DUPLICATE: &str = "conflicting_duplicate";
+    /// The feed entry has no usable `job_id`.
+    pub const MISSING_JOB_ID: &str = "missing_job_id";
+    /// The job commits to a different verifier set.
+    pub const OTHER_VERIFIER_SET: &str = "other_verifier_set";
+    /// The job's verification window has closed.
+    pub const EXPIRED: &str = "expired";
+    /// The job broke a validation rule.
+    pub const INVALID_JOB: &str = "invalid_job";
+    /// Beyond `--max-jobs`.
+    pub const MAX_JOBS: &str = "max_jobs";
+}
+
+/// Selects the jobs to run from everything fetched (one list per configured verifier).
+pub fn select_jobs(
+    fetched: &[Vec<Value>],
+    verifiers: &[Address],
+    now_unix: u64,
+    max_jobs: Option<usize>,
+) -> Selection {
+    let mut excluded = Vec::new();
+    let mut unique: Vec<(String, Value)> = Vec::new();
+    let mut index: HashMap<String, usize> = HashMap::new();
+    let mut conflicting: HashSet<String> = HashSet::new();
+    let mut unnamed = 0usize;
+    for job in fetched.iter().flatten() {
+        let Some(job_id) = job.get("job_id").and_then(Value::as_str) else {
+            unnamed += 1;
+            excluded.push(JobRow::new(
+                format!("<feed entry without job_id #{unnamed}>"),
+                JobStatus::Rejected,
+                reason::MISSING_JOB_ID,
+                "feed entry has no string job_id",
+            ));
+            continue;
+        };
+        match index.get(job_id) {
+            Some(&i) => {
+                if unique.get(i).map(|(_, v)| v) != Some(job) {
+                    conflicting.insert(job_id.to_owned());
+                }
+            }
+            None => {
+                index.insert(job_id.to_owned(), unique.len());
+                unique.push((job_id.to_owned(), job.clone()));
+            }
+        }
+    }
+    let wanted: BTreeSet<Address> = verifiers.iter().copied().collect();
+    let mut selected = Vec::new();
+    for (job_id, job) in unique {
+        if conflicting.contains(&job_id) {
+            excluded.push(JobRow::new(
+                job_id,
+                JobStatus::Rejected,
+                reason::CONFLICTING_DUPLICATE,
+                "the feed returned this job id with different contents; none is run",
+            ));
+            continue;
+        }
+        if let Some(detail) = other_verifier_set(&job, &wanted) {
+            excluded.push(JobRow::new(
+                job_id,
+                JobStatus::Skipped,
+                reason::OTHER_VERIFIER_SET,
+                &detail,
+            ));
+            continue;
+        }
+        match validate_job(&job, now_unix) {
+            Ok(validated) => selected.push(validated),
+            Err(e) => {
+                let code = match e {
+                    verifier_sdk::JobError::Expired { .. } => reason::EXPIRED,
+                    _ => reason::INVALID_JOB,
+                };
+                excluded.push(JobRow::new(
+                    job_id,
+                    JobStatus::Rejected,
+                    code,
+                    &e.to_string(),
+                ));
+            }
+        }
+    }
+    selected.sort_by(|a, b| {
+        (a.expires_at(), a.job_id()).cmp(&(b.expires_at(), b.job_id()))
+    });
+    if let Some(max) = max_jobs
+        && selected.len() > max
+    {
+        for job in selected.split_off(max) {
+            excluded.push(JobRow::new(
+                job.job_id().to_owned(),
+                JobStatus::Skipped,
+                reason::MAX_JOBS,
+                &format!("beyond --max-jobs {max}; left for a later run"),
+            ));
+        }
+    }
+    Selection { selected, excluded }
+}
+
+/// `Some(why)` when the job's raw policy names a different verifier set than ours. A job whose
+/// verifier fields do not parse is left to validation, which rejects it with the exact rule.
+fn other_verifier_set(job: &Value, wanted: &BTreeSet<Address>) -> Option<String> {
+    let listed = job.get("eligible_verifiers")?.as_array()?;
+    let mut set = BTreeSet::new();
+    for v in listed {
+        set.insert(v.as_str()?.parse::<Address>().ok()?);
+    }
+    let threshold = job.get("threshold")?.as_u64()?;
+    if set != *wanted {
+        return Some(format!(
+            "job commits to {} verifier(s) that are not exactly the configured set",
+            listed.len()
+        ));
+    }
+    if threshold != wanted.len() as u64 || listed.len() != wanted.len() {
+        return Some(format!(
+            "job threshold {threshold} over {} listed verifier(s) differs from the configured {}",
+            listed.len(),
+            wanted.len()
+        ));
+    }
+    None
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+    use verifier_sdk::fixtures::{JobParams, NOW, job_value};
+
+    const A: &str = "0xbe6292b9e465f549e2363b918d6dd9187038431e";
+    const B: &str = "0x1111111111111111111111111111111111111111";
+    const C: &str = "0x2222222222222222222222222222222222222222";
+
+    fn addr(s: &str) -> Address {
+        s.parse().unwrap()
+    }
+
+    fn job(round: u64, verifiers: &[&str], expires_at: u64) -> Value {
+        job_value(&JobParams {
+            round,
+            verifiers: verifiers.iter().map(|s| s.to_string()).collect(),
+            expires_at,
+            ..JobParams::default()
+        })
+    }
+
+    fn ids(s: &Selection) -> Vec<String> {
+        s.selected.iter().map(|j| j.job_id().to_owned()).collect()
+    }
+
+    fn row<'a>(s: &'a Selection, id: &str) -> &'a JobRow {
+        s.excluded.iter().find(|r| r.job_id == id).unwrap()
+    }
+
+    #[test]
+    fn merges_two_verifier_feeds_dedupes_and_sorts_by_expiry_then_id() {
+        let late = job(1, &[A, B], NOW + 500);
+        let early = job(2, &[B, A], NOW + 100);
+        let same_expiry = job(3, &[A, B], NOW + 100);
+        let fetched = vec![
+            vec![late.clone(), early.clone()],
+            vec![early.clone(), same_expiry.clone(), late.clone()],
+        ];
+        let s = select_jobs(&fetched, &[addr(A), addr(B)], NOW, None);
+        assert!(s.excluded.is_empty(), "{:?}", s.excluded);
+        let expected: Vec<String> = [&early, &same_expiry, &late]
+            .iter()
+            .map(|j| j["job_id"].as_str().unwrap().to_owned())
+            .collect();
+        assert_eq!(ids(&s), expected);
+    }
+
+    #[test]
+    fn conflicting_duplicates_reject_every_copy() {
+        let a = job(1, &[A], NOW + 100);
+        let mut b = a.clone();
+        b["verifier_reward"] = json!("999");
+        let other = job(2, &[A], NOW + 100);
+        let s = select_jobs(&[vec![a.clone(), other.clone()], vec![b]], &[addr(A)], NOW, None);
+        assert_eq!(ids(&s), vec![other["job_id"].as_str().unwrap()]);
+        let r = row(&s, a["job_id"].as_str().unwrap());
+        assert_eq!(r.status, JobStatus::Rejected);
+        assert_eq!(r.reason_code.as_deref(), Some(reason::CONFLICTING_DUPLICATE));
+    }
+
+    #[test]
+    fn jobs_for_another_verifier_set_are_skipped_not_rejected() {
+        let ours = job(1, &[A], NOW + 100);
+        let superset = job(2, &[A, C], NOW + 100);
+        let other = job(3, &[C], NOW + 100);
+        let s = select_jobs(&[vec![ours.clone(), superset.clone(), other.clone()]], &[addr(A)], NOW, None);
+        assert_eq!(ids(&s), vec![ours["job_id"].as_str().unwrap()]);
+        for j in [&superset, &other] {
+            let r = row(&s, j["job_id"].as_str().unwrap());
+            assert_eq!(r.status, JobStatus::Skipped);
+            assert_eq!(r.reason_code.as_deref(), Some(reason::OTHER_VERIFIER_SET));
+        }
+        // Configured with two verifiers, a job for only one of them is not ours either.
+        let s = select_jobs(&[vec![ours.clone()]], &[addr(A), addr(B)], NOW, None);
+        assert!(s.selected.is_empty());
+        assert_eq!(s.excluded[0].status, JobStatus::Skipped);
+    }
+
+    #[test]
+    fn threshold_other_than_the_set_size_is_another_policy() {
+        let mut j = job(1, &[A, B], NOW + 100);
+        j["threshold"] = json!(1);
+        let s = select_jobs(&[vec![j]], &[addr(A), addr(B)], NOW, None);
+        assert!(s.selected.is_empty());
+        assert_eq!(s.excluded[0].status, JobStatus::Skipped);
+        assert!(s.excluded[0].reason.as_deref().unwrap().contains("threshold 1"));
+    }
+
+    #[test]
+    fn invalid_and_expired_jobs_are_rejected_with_the_rule() {
+        let expired = job(1, &[A], NOW - 1);
+        let mut tampered = job(2, &[A], NOW + 100);
+        tampered["terms"]["document"]["title"] = json!("changed after hashing");
+        let nameless = json!({"round": 1});
+        let s = select_jobs(&[vec![expired.clone(), tampered.clone(), nameless]], &[addr(A)], NOW, None);
+        assert!(s.selected.is_empty());
+        let r = row(&s, expired["job_id"].as_str().unwrap());
+        assert_eq!(r.status, JobStatus::Rejected);
+        assert_eq!(r.reason_code.as_deref(), Some(reason::EXPIRED));
+        let r = row(&s, tampered["job_id"].as_str().unwrap());
+        assert_eq!(r.reason_code.as_deref(), Some(reason::INVALID_JOB));
+        assert!(r.reason.as_deref().unwrap().contains("terms_hash"));
+        assert!(s.excluded.iter().any(|r| r.reason_code.as_deref() == Some(reason::MISSING_JOB_ID)));
+    }
+
+    #[test]
+    fn max_jobs_keeps_the_earliest_expiring_and_skips_the_rest() {
+        let jobs: Vec<Value> = (1..=4).map(|r| job(r, &[A], NOW + 1000 - r)).collect();
+        let s = select_jobs(&[jobs.clone()], &[addr(A)], NOW, Some(2));
+        let want: Vec<String> = [&jobs[3], &jobs[2]]
+            .iter()
+            .map(|j| j["job_id"].as_str().unwrap().to_owned())
+            .collect();
+        assert_eq!(ids(&s), want);
+        assert_eq!(s.excluded.len(), 2);
+        assert!(s.excluded.iter().all(|r| r.status == JobStatus::Skipped
+            && r.reason_code.as_deref() == Some(reason::MAX_JOBS)));
+        let s = select_jobs(&[jobs], &[addr(A)], NOW, Some(0));
+        assert!(s.selected.is_empty());
+        assert_eq!(s.excluded.len(), 4);
+    }
+}
