@@ -10,18 +10,18 @@
 //!
 //! It deliberately never touches Docker or runs untrusted code, never holds a verifier key
 //! (only its own transaction key, which never reaches a log, report, error or command line),
-//! and trusts no earlier stage: every check is re-run on the bytes it received.
+//! and trusts no earlier stage: every check is re-run on the bytes it received. The
+//! revalidation itself is `bounty_chain::refetch_and_revalidate`, shared with the signer, and
+//! the key comes through the shared `keyfile` crate.
 
 pub mod chain;
 pub mod confirm;
 pub mod exit;
 pub mod fees;
 pub mod inputs;
-pub mod key;
 pub mod record;
 pub mod relay;
 pub mod report;
-pub mod revalidation;
 pub mod select;
 
 use std::path::PathBuf;
@@ -29,13 +29,15 @@ use std::time::Duration;
 
 use verifier_sdk::Address;
 
+pub use keyfile::KeySource;
+use keyfile::LoadedKey;
+use platform_client::{ClientLimits, PlatformClient};
+
 use crate::chain::SettlementRpc;
 use crate::fees::FeeCaps;
-use crate::key::KeySource;
 use crate::record::StateDir;
 use crate::relay::{Relayer, WaitPolicy};
 use crate::report::Report;
-use crate::revalidation::HttpJobSource;
 
 /// Timeout of each RPC or API request.
 pub const REQUEST_TIMEOUT: Duration = Duration::from_secs(30);
@@ -66,7 +68,7 @@ pub struct RelayConfig {
 pub enum RunError {
     /// Key problem.
     #[error(transparent)]
-    Key(#[from] key::KeyError),
+    Key(#[from] keyfile::KeyError),
     /// Bad URL or client setup.
     #[error("configuration: {0}")]
     Config(String),
@@ -96,21 +98,24 @@ impl RunError {
 
 /// Runs `keeper relay`.
 pub async fn run(cfg: &RelayConfig) -> Result<Report, RunError> {
-    let signer = key::load_signer(&cfg.key)?;
+    let key = LoadedKey::load(&cfg.key)?;
+    let signer = key.signer();
     let rpc = SettlementRpc::new(&cfg.rpc, REQUEST_TIMEOUT).map_err(RunError::Rpc)?;
     let reader = bounty_chain::RpcChainReader::new(&cfg.rpc, REQUEST_TIMEOUT)
         .map_err(|e| RunError::Config(e.to_string()))?;
-    let source = HttpJobSource::new(&cfg.api, REQUEST_TIMEOUT)
+    platform_client::check_url(&cfg.api).map_err(|e| RunError::Config(e.to_string()))?;
+    let client = PlatformClient::new(ClientLimits::default())
         .map_err(|e| RunError::Config(e.to_string()))?;
     let state = StateDir::open(&cfg.state_dir)?;
     let candidates = inputs::candidate_files(&cfg.candidates)?;
     let pool = inputs::attestation_pool(&cfg.attestations)?;
     let chain_id = rpc.chain_id().await.map_err(RunError::Rpc)?;
     let relayer = Relayer {
-        source: &source,
+        client: &client,
+        api: &cfg.api,
         reader: &reader,
         rpc: &rpc,
-        signer: &signer,
+        signer,
         state: &state,
         chain_id,
         caps: cfg.caps,

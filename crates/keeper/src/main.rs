@@ -5,8 +5,8 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 use clap::{Args, Parser, Subcommand};
+use keeper::KeySource;
 use keeper::fees::FeeCaps;
-use keeper::key::KeySource;
 use keeper::relay::WaitPolicy;
 use keeper::{RelayConfig, exit};
 

@@ -6,10 +6,13 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use alloy::primitives::U256;
 use alloy::signers::local::PrivateKeySigner;
-use bounty_chain::{BountyStatus, ChainReader};
+use bounty_chain::{
+    BountyStatus, ChainReader, HttpJobSource, Mismatch, Refusal, refetch_and_revalidate,
+};
+use platform_client::PlatformClient;
 use serde_json::Value;
 use verifier_sdk::settle::settle_calldata;
-use verifier_sdk::{Address, Candidate, Network, candidate_file_name};
+use verifier_sdk::{Address, Candidate, JobError, Network, RevalidationError, candidate_file_name};
 
 use crate::chain::{CallFailure, SettlementRpc, SignedTx, raw_from_hex, sign_settlement};
 use crate::confirm::{ConfirmError, Settled, check_receipt};
@@ -19,7 +22,6 @@ use crate::record::{
     Confirmation, RECORD_SCHEMA, RecordKey, RecordState, SettlementRecord, StateDir, TxRecord,
 };
 use crate::report::{JobReport, JobStatus, SkippedAttestation};
-use crate::revalidation::{JobSource, RevalidateError, revalidate};
 use crate::select::select;
 
 /// Waiting for receipts and confirmations.
@@ -34,9 +36,11 @@ pub struct WaitPolicy {
 }
 
 /// Everything one relay run needs.
-pub struct Relayer<'a, S, R> {
-    /// Current-job source.
-    pub source: &'a S,
+pub struct Relayer<'a, R> {
+    /// Platform API client (current jobs are re-fetched through it).
+    pub client: &'a PlatformClient,
+    /// Platform API base URL.
+    pub api: &'a str,
     /// Bounty state reader.
     pub reader: &'a R,
     /// RPC for simulation, fees and broadcast.
@@ -87,7 +91,34 @@ fn record_key(job: &Value) -> Option<(RecordKey, String)> {
     ))
 }
 
-impl<S: JobSource + Sync, R: ChainReader + Sync> Relayer<'_, S, R> {
+/// The job source for a candidate: its network's feed as seen by its first eligible verifier.
+fn job_source(client: &PlatformClient, api: &str, job: &Value) -> Option<HttpJobSource> {
+    let network = Network::from_alias(job.get("network")?.as_str()?)?;
+    let verifier: Address = job
+        .get("eligible_verifiers")?
+        .get(0)?
+        .as_str()?
+        .parse()
+        .ok()?;
+    Some(HttpJobSource::new(client.clone(), api, network, verifier))
+}
+
+/// How a shared-revalidation refusal ends this job.
+fn refusal_status(r: &Refusal) -> JobStatus {
+    match r {
+        _ if r.is_unavailable() => JobStatus::Unavailable,
+        Refusal::OnChain(m) if m.iter().any(|m| matches!(m, Mismatch::NotSubmitted { .. })) => {
+            JobStatus::Done
+        }
+        Refusal::Revalidation(RevalidationError::CandidateJob(JobError::Expired { .. })) => {
+            JobStatus::Refused
+        }
+        Refusal::Revalidation(RevalidationError::CandidateJob(_)) => JobStatus::Invalid,
+        _ => JobStatus::Refused,
+    }
+}
+
+impl<R: ChainReader + Sync> Relayer<'_, R> {
     fn keeper(&self) -> Address {
         Address::from(self.signer.address())
     }
@@ -192,27 +223,27 @@ impl<S: JobSource + Sync, R: ChainReader + Sync> Relayer<'_, S, R> {
             Err(e) => return finish(report, JobStatus::Unavailable, "rpc", e.to_string()),
         };
         let now = unix_now().max(head.timestamp);
-        let checked = match revalidate(self.source, self.reader, candidate, now).await {
+        let Some(source) = job_source(self.client, self.api, &candidate.job) else {
+            return finish(
+                report,
+                JobStatus::Invalid,
+                "invalid_candidate",
+                "job lacks a usable network or first eligible verifier",
+            );
+        };
+        let checked = match refetch_and_revalidate(candidate, &source, self.reader, now).await {
             Ok(c) => c,
-            Err(RevalidateError::Refused(r)) if r.is_not_submitted() => {
-                return finish(report, JobStatus::Done, "not_submitted", r.to_string());
-            }
-            Err(RevalidateError::Refused(r)) => {
-                let status = if r.code() == "invalid_candidate" {
-                    JobStatus::Invalid
+            Err(r) => {
+                let status = refusal_status(&r);
+                let code = if status == JobStatus::Done {
+                    "not_submitted"
                 } else {
-                    JobStatus::Refused
+                    r.code()
                 };
-                return finish(report, status, r.code(), r.to_string());
-            }
-            Err(RevalidateError::Source(e)) => {
-                return finish(report, JobStatus::Unavailable, "api", e.to_string());
-            }
-            Err(RevalidateError::Chain(e)) => {
-                return finish(report, JobStatus::Unavailable, "rpc", e.to_string());
+                return finish(report, status, code, r.to_string());
             }
         };
-        let job = &checked.revalidated.job;
+        let job = &checked.job;
         let committed: Vec<Address> = job
             .eligible_verifiers()
             .iter()
@@ -227,7 +258,7 @@ impl<S: JobSource + Sync, R: ChainReader + Sync> Relayer<'_, S, R> {
             .unwrap_or(&[]);
         let picked = select(
             job,
-            &checked.revalidated.outcome,
+            &checked.outcome,
             &committed,
             checked.state.threshold,
             files,

@@ -252,7 +252,7 @@ async fn verifier_set_changed_on_chain_is_refused() {
         .set_verifiers(vec![dev(2).address(), dev(6).address()], 2)
         .await
         .unwrap();
-    let job = assert_refused(&sc, "state_mismatch").await;
+    let job = assert_refused(&sc, "onchain_mismatch").await;
     assert!(job.detail.unwrap().contains("verifier"));
 }
 
@@ -261,7 +261,7 @@ async fn threshold_changed_on_chain_is_refused() {
     let sc = Scenario::new(&[2, 3], 0).await;
     sc.attest_all();
     sc.bounty.set_threshold(1).await.unwrap();
-    let job = assert_refused(&sc, "state_mismatch").await;
+    let job = assert_refused(&sc, "onchain_mismatch").await;
     assert!(job.detail.unwrap().contains("threshold"));
 }
 
@@ -358,4 +358,40 @@ async fn one_bad_candidate_does_not_block_another() {
         "{report:#?}"
     );
     assert_eq!(report.exit_code, 4);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn job_changed_on_the_platform_is_refused() {
+    let sc = Scenario::new(&[1], 0).await;
+    sc.attest_all();
+    let mut changed = sc.job.clone();
+    changed["submission_evidence"]["artifact_reference"] = format!(
+        "https://github.com/solver-org/solution/commit/{}",
+        "f".repeat(40)
+    )
+    .into();
+    verifier_sdk::fixtures::rehash(&mut changed);
+    *sc.server.jobs.lock().unwrap() = vec![changed];
+    assert_refused(&sc, "job_changed").await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn job_no_longer_listed_is_refused() {
+    let sc = Scenario::new(&[1], 0).await;
+    sc.attest_all();
+    sc.server.jobs.lock().unwrap().clear();
+    assert_refused(&sc, "job_gone").await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn cancelled_bounty_is_done_and_nothing_is_sent() {
+    let sc = Scenario::new(&[1], 0).await;
+    sc.attest_all();
+    sc.bounty.set_status(status::CANCELLED).await.unwrap();
+    let nonce = sc.keeper_nonce().await;
+    let report = sc.run().await;
+    let job = only_job(&report);
+    assert_eq!(job.status, JobStatus::Done, "{job:#?}");
+    assert_eq!(job.code.as_deref(), Some("not_submitted"));
+    assert_eq!(sc.keeper_nonce().await, nonce);
 }
