@@ -4,9 +4,9 @@
 //! [`BountyState`] it read; every disagreement comes back as a typed [`Mismatch`], so signer and
 //! keeper refuse for the same reasons and the reasons are tested without a chain.
 
-use verifier_sdk::{Address, Bytes32};
+use verifier_sdk::{Address, BountyStatus, Bytes32, VerificationMode, verifier_set_hash};
 
-use crate::state::{BountyState, BountyStatus, VerificationMode, verifier_set_hash};
+use crate::state::BountyState;
 
 /// What the job says the bounty must hold on chain.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -136,6 +136,27 @@ pub enum Mismatch {
         /// From the contract.
         actual: u8,
     },
+}
+
+impl Mismatch {
+    /// A stable snake_case code for machine-readable reports; never renamed.
+    pub fn code(&self) -> &'static str {
+        match self {
+            Self::NotSubmitted { .. } => "status_not_submitted",
+            Self::ChainId { .. } => "chain_id",
+            Self::VerificationMode { .. } => "verification_mode",
+            Self::BountyId { .. } => "bounty_id",
+            Self::Round { .. } => "round",
+            Self::Solver { .. } => "solver",
+            Self::SubmissionHash { .. } => "submission_hash",
+            Self::EvidenceHash { .. } => "evidence_hash",
+            Self::PolicyHash { .. } => "policy_hash",
+            Self::VerificationExpiresAt { .. } => "verification_expires_at",
+            Self::VerifierSetHash { .. } => "verifier_set_hash",
+            Self::VerifierList { .. } => "verifier_list",
+            Self::Threshold { .. } => "threshold",
+        }
+    }
 }
 
 /// Every way `state` disagrees with `expected`, in a fixed order; empty when they agree.

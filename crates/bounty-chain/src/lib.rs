@@ -6,14 +6,23 @@
 //! compares a state against what a verification job commits to and returns typed mismatches,
 //! as a pure function, so deciding code is tested without a chain.
 //!
+//! [`revalidate`] is the whole pre-signing (and pre-relay) check: the sdk's candidate checks
+//! against the platform's current job (fetched through a [`JobSource`]), then the chain
+//! state at one block against that job, giving a [`CheckedCandidate`] or a typed [`Refusal`].
+//!
 //! This crate deliberately does not sign, broadcast, compute the local EIP-712 digest (the sdk
 //! owns protocol hashes) or hold keys; it only reads.
 
-pub mod bindings;
 pub mod expect;
+pub mod feed;
 pub mod reader;
+pub mod revalidate;
 pub mod state;
 
 pub use expect::{Expected, Mismatch, check_state};
+pub use feed::{HttpJobSource, JobSource, JobSourceError};
 pub use reader::{AttestationQuery, ChainReadError, ChainReader, MAX_VERIFIERS, RpcChainReader};
-pub use state::{BountyState, BountyStatus, VerificationMode, verifier_set_hash};
+pub use revalidate::{CheckedCandidate, Refusal, expected_for, refetch_and_revalidate};
+pub use state::BountyState;
+// Re-exported so callers of this crate name one set of protocol types, the sdk's.
+pub use verifier_sdk::{BountyStatus, VerificationMode, verifier_set_hash};

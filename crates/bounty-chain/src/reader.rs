@@ -4,15 +4,16 @@
 use std::future::Future;
 use std::time::Duration;
 
-use alloy::contract::{CallBuilder, CallDecoder};
 use alloy::eips::BlockId;
-use alloy::primitives::{Address as ChainAddress, B256, U256};
+use alloy::primitives::{Address as ChainAddress, U256};
 use alloy::providers::{Provider, RootProvider};
 use alloy::rpc::client::RpcClient;
-use verifier_sdk::{Address, Bytes32};
+use alloy::rpc::types::TransactionRequest;
+use alloy::sol_types::SolCall;
+use verifier_sdk::settle::IBounty;
+use verifier_sdk::{Address, BountyStatus, Bytes32, VerificationMode};
 
-use crate::bindings::IBounty;
-use crate::state::{BountyState, BountyStatus, VerificationMode};
+use crate::state::BountyState;
 
 /// Longest verifier list accepted from a contract. `threshold` is a `uint8` and must equal the
 /// verifier count for this engine, so a longer list can never be served and only costs work.
@@ -135,33 +136,26 @@ impl RpcChainReader {
         ChainReadError::Rpc { what, detail }
     }
 
-    /// Runs one contract view at `at`, with the error named after the view and redacted.
-    async fn view<D>(
+    /// Runs one contract view as a raw `eth_call` at `at` and decodes its return value, with
+    /// the error named after the view and redacted.
+    async fn view<C: SolCall>(
         &self,
         what: &'static str,
+        bounty: Address,
         at: BlockId,
-        call: CallBuilder<&RootProvider, D>,
-    ) -> Result<D::CallOutput, ChainReadError>
-    where
-        D: CallDecoder,
-    {
-        call.block(at)
-            .call()
+        call: C,
+    ) -> Result<C::Return, ChainReadError> {
+        let request = TransactionRequest::default()
+            .to(ChainAddress::from(bounty))
+            .input(call.abi_encode().into());
+        let output = self
+            .provider
+            .call(request)
+            .block(at)
             .await
-            .map_err(|e| self.rpc_error(what, &e))
+            .map_err(|e| self.rpc_error(what, &e))?;
+        C::abi_decode_returns(&output).map_err(|e| self.rpc_error(what, &e))
     }
-}
-
-fn chain_address(a: &Address) -> ChainAddress {
-    ChainAddress::from(*a.as_bytes())
-}
-
-fn sdk_address(a: ChainAddress) -> Address {
-    Address::from_bytes(a.into_array())
-}
-
-fn sdk_bytes32(b: B256) -> Bytes32 {
-    Bytes32::from_bytes(b.0)
 }
 
 impl ChainReader for RpcChainReader {
@@ -172,7 +166,7 @@ impl ChainReader for RpcChainReader {
             .await
             .map_err(|e| self.rpc_error("eth_blockNumber", &e))?;
         let at = BlockId::number(block_number);
-        let address = chain_address(&bounty);
+        let address = ChainAddress::from(bounty);
 
         let code = self
             .provider
@@ -193,7 +187,6 @@ impl ChainReader for RpcChainReader {
                 .await
                 .map_err(|e| self.rpc_error("eth_chainId", &e))
         };
-        let c = IBounty::new(address, self.provider.clone());
         let (
             chain_id,
             status,
@@ -211,19 +204,39 @@ impl ChainReader for RpcChainReader {
             verifiers,
         ) = tokio::try_join!(
             chain_id,
-            self.view("status()", at, c.status()),
-            self.view("bountyId()", at, c.bountyId()),
-            self.view("round()", at, c.round()),
-            self.view("solver()", at, c.solver()),
-            self.view("submissionHash()", at, c.submissionHash()),
-            self.view("evidenceHash()", at, c.evidenceHash()),
-            self.view("policyHash()", at, c.policyHash()),
-            self.view("termsHash()", at, c.termsHash()),
-            self.view("verificationExpiresAt()", at, c.verificationExpiresAt()),
-            self.view("verificationMode()", at, c.verificationMode()),
-            self.view("threshold()", at, c.threshold()),
-            self.view("verifierSetHash()", at, c.verifierSetHash()),
-            self.view("verifiers()", at, c.verifiers()),
+            self.view("status()", bounty, at, IBounty::statusCall {}),
+            self.view("bountyId()", bounty, at, IBounty::bountyIdCall {}),
+            self.view("round()", bounty, at, IBounty::roundCall {}),
+            self.view("solver()", bounty, at, IBounty::solverCall {}),
+            self.view(
+                "submissionHash()",
+                bounty,
+                at,
+                IBounty::submissionHashCall {}
+            ),
+            self.view("evidenceHash()", bounty, at, IBounty::evidenceHashCall {}),
+            self.view("policyHash()", bounty, at, IBounty::policyHashCall {}),
+            self.view("termsHash()", bounty, at, IBounty::termsHashCall {}),
+            self.view(
+                "verificationExpiresAt()",
+                bounty,
+                at,
+                IBounty::verificationExpiresAtCall {}
+            ),
+            self.view(
+                "verificationMode()",
+                bounty,
+                at,
+                IBounty::verificationModeCall {}
+            ),
+            self.view("threshold()", bounty, at, IBounty::thresholdCall {}),
+            self.view(
+                "verifierSetHash()",
+                bounty,
+                at,
+                IBounty::verifierSetHashCall {}
+            ),
+            self.view("verifiers()", bounty, at, IBounty::verifiersCall {}),
         )?;
 
         if verifiers.len() > MAX_VERIFIERS {
@@ -235,20 +248,21 @@ impl ChainReader for RpcChainReader {
             block_number,
             chain_id,
             bounty,
-            status: BountyStatus::from_u8(status).ok_or(ChainReadError::UnknownStatus(status))?,
-            bounty_id: sdk_bytes32(bounty_id),
+            status: BountyStatus::try_from(status)
+                .map_err(|_| ChainReadError::UnknownStatus(status))?,
+            bounty_id: Bytes32::from(bounty_id),
             round,
-            solver: sdk_address(solver),
-            submission_hash: sdk_bytes32(submission_hash),
-            evidence_hash: sdk_bytes32(evidence_hash),
-            policy_hash: sdk_bytes32(policy_hash),
-            terms_hash: sdk_bytes32(terms_hash),
+            solver: Address::from(solver),
+            submission_hash: Bytes32::from(submission_hash),
+            evidence_hash: Bytes32::from(evidence_hash),
+            policy_hash: Bytes32::from(policy_hash),
+            terms_hash: Bytes32::from(terms_hash),
             verification_expires_at,
-            verification_mode: VerificationMode::from_u8(verification_mode)
-                .ok_or(ChainReadError::UnknownMode(verification_mode))?,
+            verification_mode: VerificationMode::try_from(verification_mode)
+                .map_err(|_| ChainReadError::UnknownMode(verification_mode))?,
             threshold,
-            verifier_set_hash: sdk_bytes32(verifier_set_hash),
-            verifiers: verifiers.into_iter().map(sdk_address).collect(),
+            verifier_set_hash: Bytes32::from(verifier_set_hash),
+            verifiers: verifiers.into_iter().map(Address::from).collect(),
         })
     }
 
@@ -258,17 +272,21 @@ impl ChainReader for RpcChainReader {
         block_number: u64,
         query: AttestationQuery,
     ) -> Result<Bytes32, ChainReadError> {
-        let c = IBounty::new(chain_address(&bounty), self.provider.clone());
-        let call = c.attestationDigest(
-            chain_address(&query.verifier),
-            query.passed,
-            B256::from(*query.response_hash.as_bytes()),
-            U256::from(query.deadline),
-        );
+        let call = IBounty::attestationDigestCall {
+            verifier: query.verifier.into(),
+            passed: query.passed,
+            responseHash: query.response_hash.into(),
+            deadline: U256::from(query.deadline),
+        };
         let digest = self
-            .view("attestationDigest()", BlockId::number(block_number), call)
+            .view(
+                "attestationDigest()",
+                bounty,
+                BlockId::number(block_number),
+                call,
+            )
             .await?;
-        Ok(sdk_bytes32(digest))
+        Ok(Bytes32::from(digest))
     }
 
     async fn is_verifier(
@@ -277,9 +295,10 @@ impl ChainReader for RpcChainReader {
         block_number: u64,
         account: Address,
     ) -> Result<bool, ChainReadError> {
-        let c = IBounty::new(chain_address(&bounty), self.provider.clone());
-        let call = c.isVerifier(chain_address(&account));
-        self.view("isVerifier()", BlockId::number(block_number), call)
+        let call = IBounty::isVerifierCall {
+            account: account.into(),
+        };
+        self.view("isVerifier()", bounty, BlockId::number(block_number), call)
             .await
     }
 }

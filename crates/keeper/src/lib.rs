@@ -1,1 +1,131 @@
-//! placeholder
+//! The keeper: relays verifier attestations to a bounty contract.
+//!
+//! For each candidate it re-fetches the job and re-runs the full revalidation at one pinned
+//! block, gathers attestation files from every directory, recovers each signature locally
+//! against the locally computed EIP-712 digest, keeps exactly `threshold` attestations of one
+//! verdict from distinct committed verifiers, simulates `settleWithAttestations`, caps gas and
+//! fees, checks the balance, sends, waits for confirmations and checks the `BountySettled` /
+//! `SubmissionRejected` event of the bounty itself. A settlement record per (chain id, bounty
+//! contract, round) makes reruns idempotent and resumes a crash between send and confirmation.
+//!
+//! It deliberately never touches Docker or runs untrusted code, never holds a verifier key
+//! (only its own transaction key, which never reaches a log, report, error or command line),
+//! and trusts no earlier stage: every check is re-run on the bytes it received. The
+//! revalidation itself is `bounty_chain::refetch_and_revalidate`, shared with the signer, and
+//! the key comes through the shared `keyfile` crate.
+
+pub mod chain;
+pub mod confirm;
+pub mod exit;
+pub mod fees;
+pub mod inputs;
+pub mod record;
+pub mod relay;
+pub mod report;
+pub mod select;
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use verifier_sdk::Address;
+
+pub use keyfile::KeySource;
+use keyfile::LoadedKey;
+use platform_client::{ClientLimits, PlatformClient};
+
+use crate::chain::SettlementRpc;
+use crate::fees::FeeCaps;
+use crate::record::StateDir;
+use crate::relay::{Relayer, WaitPolicy};
+use crate::report::Report;
+
+/// Timeout of each RPC or API request.
+pub const REQUEST_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// A relay run's configuration (what `keeper relay` parses into).
+#[derive(Debug, Clone)]
+pub struct RelayConfig {
+    /// Candidate directory.
+    pub candidates: PathBuf,
+    /// Attestation directories.
+    pub attestations: Vec<PathBuf>,
+    /// Job API base URL.
+    pub api: String,
+    /// RPC URL (may embed a key; never printed).
+    pub rpc: String,
+    /// Where the transaction key comes from.
+    pub key: KeySource,
+    /// Settlement records.
+    pub state_dir: PathBuf,
+    /// Gas and fee caps.
+    pub caps: FeeCaps,
+    /// Receipt wait.
+    pub wait: WaitPolicy,
+}
+
+/// A run could not start or could not list its inputs.
+#[derive(Debug, thiserror::Error)]
+pub enum RunError {
+    /// Key problem.
+    #[error(transparent)]
+    Key(#[from] keyfile::KeyError),
+    /// Bad URL or client setup.
+    #[error("configuration: {0}")]
+    Config(String),
+    /// The RPC node did not answer the chain id.
+    #[error(transparent)]
+    Rpc(chain::RpcFailure),
+    /// An input directory is unusable.
+    #[error(transparent)]
+    Input(#[from] inputs::InputError),
+    /// The state directory cannot be opened.
+    #[error(transparent)]
+    State(#[from] record::RecordError),
+}
+
+impl RunError {
+    /// The exit code for this failure.
+    pub fn exit_code(&self) -> u8 {
+        match self {
+            Self::Key(_) | Self::Config(_) => exit::CONFIG,
+            Self::Rpc(chain::RpcFailure::InvalidUrl) => exit::CONFIG,
+            Self::Rpc(_) => exit::UNAVAILABLE,
+            Self::Input(_) => exit::INVALID_INPUT,
+            Self::State(_) => exit::INTERNAL,
+        }
+    }
+}
+
+/// Runs `keeper relay`.
+pub async fn run(cfg: &RelayConfig) -> Result<Report, RunError> {
+    let key = LoadedKey::load(&cfg.key)?;
+    let signer = key.signer();
+    let rpc = SettlementRpc::new(&cfg.rpc, REQUEST_TIMEOUT).map_err(RunError::Rpc)?;
+    let reader = bounty_chain::RpcChainReader::new(&cfg.rpc, REQUEST_TIMEOUT)
+        .map_err(|e| RunError::Config(e.to_string()))?;
+    platform_client::check_url(&cfg.api).map_err(|e| RunError::Config(e.to_string()))?;
+    let client = PlatformClient::new(ClientLimits::default())
+        .map_err(|e| RunError::Config(e.to_string()))?;
+    let state = StateDir::open(&cfg.state_dir)?;
+    let candidates = inputs::candidate_files(&cfg.candidates)?;
+    let pool = inputs::attestation_pool(&cfg.attestations)?;
+    let chain_id = rpc.chain_id().await.map_err(RunError::Rpc)?;
+    let relayer = Relayer {
+        client: &client,
+        api: &cfg.api,
+        reader: &reader,
+        rpc: &rpc,
+        signer,
+        state: &state,
+        chain_id,
+        caps: cfg.caps,
+        wait: cfg.wait,
+        pool: &pool,
+    };
+    let mut jobs = Vec::with_capacity(candidates.len());
+    for (name, path) in &candidates {
+        // Each candidate is isolated: its failure is a status, never an early return.
+        jobs.push(relayer.relay_file(name, path).await);
+    }
+    Ok(Report::new(chain_id, Address::from(signer.address()), jobs))
+}

@@ -1,0 +1,338 @@
+//! The keeper's JSON-RPC writes and the reads around them (simulation, gas, fees, balance,
+//! nonce, broadcast, receipts). Reading a bounty's state is `bounty_chain`'s job, not this
+//! module's.
+
+use std::time::Duration;
+
+use alloy::consensus::{SignableTransaction, TxEip1559, TxEnvelope};
+use alloy::eips::eip2718::Encodable2718;
+use alloy::eips::{BlockId, BlockNumberOrTag};
+use alloy::network::TxSignerSync;
+use alloy::primitives::{Address as ChainAddress, B256, Bytes, TxKind, U256};
+use alloy::providers::{Provider, RootProvider};
+use alloy::rpc::client::RpcClient;
+use alloy::rpc::types::TransactionRequest;
+use alloy::signers::local::PrivateKeySigner;
+use alloy::transports::{RpcError, TransportErrorKind};
+use verifier_sdk::{Address, Bytes32};
+
+use crate::confirm::{LogEntry, ReceiptFacts};
+use crate::fees::FeePlan;
+use crate::record::TxHash;
+
+/// A JSON-RPC call failed.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum RpcFailure {
+    /// The URL does not parse.
+    #[error("rpc url is not a valid url")]
+    InvalidUrl,
+    /// Transport or node error (the URL is scrubbed from the detail).
+    #[error("rpc {what} failed: {detail}")]
+    Unavailable {
+        /// The method.
+        what: &'static str,
+        /// What the node or transport said.
+        detail: String,
+    },
+    /// The node answered with something the keeper cannot use.
+    #[error("rpc {what} returned an unusable answer: {detail}")]
+    BadAnswer {
+        /// The method.
+        what: &'static str,
+        /// Why.
+        detail: String,
+    },
+}
+
+/// A simulated call or gas estimate failed.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum CallFailure {
+    /// The contract reverted; the decoded reason when there is one.
+    #[error("call reverted: {0}")]
+    Reverted(String),
+    /// Anything else.
+    #[error(transparent)]
+    Rpc(#[from] RpcFailure),
+}
+
+/// The latest block's facts the keeper needs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Head {
+    /// Number.
+    pub number: u64,
+    /// Timestamp (unix seconds).
+    pub timestamp: u64,
+    /// Base fee (wei); 0 on a chain without EIP-1559.
+    pub base_fee_per_gas: u128,
+}
+
+/// A transaction signed and encoded, not yet sent.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SignedTx {
+    /// Its hash.
+    pub hash: TxHash,
+    /// EIP-2718 bytes.
+    pub raw: Vec<u8>,
+}
+
+/// JSON-RPC client for the keeper's calls.
+#[derive(Clone)]
+pub struct SettlementRpc {
+    provider: RootProvider,
+    redact: Vec<String>,
+}
+
+impl std::fmt::Debug for SettlementRpc {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        // The URL may embed an API key.
+        f.debug_struct("SettlementRpc").finish_non_exhaustive()
+    }
+}
+
+fn chain_address(a: Address) -> ChainAddress {
+    a.into()
+}
+
+impl SettlementRpc {
+    /// A client for `rpc_url` with a per-request timeout.
+    pub fn new(rpc_url: &str, timeout: Duration) -> Result<Self, RpcFailure> {
+        let url: reqwest::Url = rpc_url.parse().map_err(|_| RpcFailure::InvalidUrl)?;
+        let client = reqwest::Client::builder()
+            .timeout(timeout)
+            .build()
+            .map_err(|e| RpcFailure::Unavailable {
+                what: "client",
+                detail: e.without_url().to_string(),
+            })?;
+        let redact = vec![url.as_str().to_owned(), rpc_url.to_owned()];
+        let provider = RootProvider::new(RpcClient::new_http_with_client(client, url));
+        Ok(Self { provider, redact })
+    }
+
+    fn scrub(&self, text: String) -> String {
+        let mut text = text;
+        for secret in &self.redact {
+            if !secret.is_empty() {
+                text = text.replace(secret.as_str(), "<rpc-url>");
+            }
+        }
+        text.chars().take(512).collect()
+    }
+
+    fn fail(&self, what: &'static str, e: &dyn std::fmt::Display) -> RpcFailure {
+        RpcFailure::Unavailable {
+            what,
+            detail: self.scrub(e.to_string()),
+        }
+    }
+
+    fn call_failure(&self, what: &'static str, e: &RpcError<TransportErrorKind>) -> CallFailure {
+        if let Some(payload) = e.as_error_resp() {
+            if let Some(data) = payload.as_revert_data() {
+                let reason = alloy::sol_types::decode_revert_reason(&data)
+                    .unwrap_or_else(|| format!("0x{}", hex::encode(&data)));
+                return CallFailure::Reverted(self.scrub(reason));
+            }
+            let msg = payload.message.to_string();
+            if msg.to_ascii_lowercase().contains("revert") {
+                return CallFailure::Reverted(self.scrub(msg));
+            }
+        }
+        CallFailure::Rpc(self.fail(what, e))
+    }
+
+    fn request(from: Address, to: Address, calldata: &[u8]) -> TransactionRequest {
+        TransactionRequest::default()
+            .from(chain_address(from))
+            .to(chain_address(to))
+            .input(Bytes::copy_from_slice(calldata).into())
+    }
+
+    /// `eth_chainId`.
+    pub async fn chain_id(&self) -> Result<u64, RpcFailure> {
+        self.provider
+            .get_chain_id()
+            .await
+            .map_err(|e| self.fail("eth_chainId", &e))
+    }
+
+    /// The latest block.
+    pub async fn head(&self) -> Result<Head, RpcFailure> {
+        let block = self
+            .provider
+            .get_block_by_number(BlockNumberOrTag::Latest)
+            .await
+            .map_err(|e| self.fail("eth_getBlockByNumber", &e))?
+            .ok_or(RpcFailure::BadAnswer {
+                what: "eth_getBlockByNumber",
+                detail: "no latest block".into(),
+            })?;
+        Ok(Head {
+            number: block.header.number,
+            timestamp: block.header.timestamp,
+            base_fee_per_gas: block.header.base_fee_per_gas.map(u128::from).unwrap_or(0),
+        })
+    }
+
+    /// `eth_blockNumber`.
+    pub async fn block_number(&self) -> Result<u64, RpcFailure> {
+        self.provider
+            .get_block_number()
+            .await
+            .map_err(|e| self.fail("eth_blockNumber", &e))
+    }
+
+    /// `eth_call` of `calldata` from `from` at `block` (or latest).
+    pub async fn simulate(
+        &self,
+        from: Address,
+        to: Address,
+        calldata: &[u8],
+        block: Option<u64>,
+    ) -> Result<(), CallFailure> {
+        let at = block.map_or(BlockId::latest(), BlockId::number);
+        self.provider
+            .call(Self::request(from, to, calldata))
+            .block(at)
+            .await
+            .map(|_| ())
+            .map_err(|e| self.call_failure("eth_call", &e))
+    }
+
+    /// `eth_estimateGas`.
+    pub async fn estimate_gas(
+        &self,
+        from: Address,
+        to: Address,
+        calldata: &[u8],
+    ) -> Result<u64, CallFailure> {
+        self.provider
+            .estimate_gas(Self::request(from, to, calldata))
+            .await
+            .map_err(|e| self.call_failure("eth_estimateGas", &e))
+    }
+
+    /// `eth_maxPriorityFeePerGas`.
+    pub async fn suggested_priority_fee(&self) -> Result<u128, RpcFailure> {
+        self.provider
+            .get_max_priority_fee_per_gas()
+            .await
+            .map_err(|e| self.fail("eth_maxPriorityFeePerGas", &e))
+    }
+
+    /// `eth_getBalance` at latest.
+    pub async fn balance(&self, account: Address) -> Result<U256, RpcFailure> {
+        self.provider
+            .get_balance(chain_address(account))
+            .await
+            .map_err(|e| self.fail("eth_getBalance", &e))
+    }
+
+    /// `eth_getTransactionCount` at `pending` (mined plus the node's pool).
+    pub async fn pending_nonce(&self, account: Address) -> Result<u64, RpcFailure> {
+        self.provider
+            .get_transaction_count(chain_address(account))
+            .pending()
+            .await
+            .map_err(|e| self.fail("eth_getTransactionCount", &e))
+    }
+
+    /// `eth_getTransactionCount` at `latest` (mined only).
+    pub async fn mined_nonce(&self, account: Address) -> Result<u64, RpcFailure> {
+        self.provider
+            .get_transaction_count(chain_address(account))
+            .latest()
+            .await
+            .map_err(|e| self.fail("eth_getTransactionCount", &e))
+    }
+
+    /// `eth_sendRawTransaction`. A node that already has the transaction is success.
+    pub async fn send_raw(&self, tx: &SignedTx) -> Result<(), RpcFailure> {
+        match self.provider.send_raw_transaction(&tx.raw).await {
+            Ok(_) => Ok(()),
+            Err(e) => {
+                let text = e.to_string().to_ascii_lowercase();
+                if text.contains("already known") || text.contains("known transaction") {
+                    return Ok(());
+                }
+                Err(self.fail("eth_sendRawTransaction", &e))
+            }
+        }
+    }
+
+    /// Whether the node knows the transaction (pool or chain).
+    pub async fn transaction_known(&self, hash: TxHash) -> Result<bool, RpcFailure> {
+        self.provider
+            .get_transaction_by_hash(B256::from(*hash.as_bytes()))
+            .await
+            .map(|t| t.is_some())
+            .map_err(|e| self.fail("eth_getTransactionByHash", &e))
+    }
+
+    /// The receipt, if mined.
+    pub async fn receipt(&self, hash: TxHash) -> Result<Option<ReceiptFacts>, RpcFailure> {
+        let Some(r) = self
+            .provider
+            .get_transaction_receipt(B256::from(*hash.as_bytes()))
+            .await
+            .map_err(|e| self.fail("eth_getTransactionReceipt", &e))?
+        else {
+            return Ok(None);
+        };
+        let (Some(block_number), Some(block_hash)) = (r.block_number, r.block_hash) else {
+            // A receipt without a block is a pending one on some nodes.
+            return Ok(None);
+        };
+        let logs = r
+            .inner
+            .logs()
+            .iter()
+            .map(|l| LogEntry {
+                address: Address::from(l.address()),
+                topics: l.topics().to_vec(),
+                data: l.data().data.to_vec(),
+            })
+            .collect();
+        Ok(Some(ReceiptFacts {
+            success: r.status(),
+            block_number,
+            block_hash: Bytes32::from_bytes(block_hash.0),
+            logs,
+        }))
+    }
+}
+
+/// Signs an EIP-1559 call of `calldata` to `to`; nothing is sent.
+pub fn sign_settlement(
+    signer: &PrivateKeySigner,
+    chain_id: u64,
+    nonce: u64,
+    to: Address,
+    calldata: &[u8],
+    fees: &FeePlan,
+) -> Result<SignedTx, alloy::signers::Error> {
+    let mut tx = TxEip1559 {
+        chain_id,
+        nonce,
+        gas_limit: fees.gas_limit,
+        max_fee_per_gas: fees.max_fee_per_gas,
+        max_priority_fee_per_gas: fees.max_priority_fee_per_gas,
+        to: TxKind::Call(chain_address(to)),
+        value: U256::ZERO,
+        access_list: Default::default(),
+        input: Bytes::copy_from_slice(calldata),
+    };
+    let signature = signer.sign_transaction_sync(&mut tx)?;
+    let signed = tx.into_signed(signature);
+    let hash = TxHash::from_bytes(signed.hash().0);
+    let envelope = TxEnvelope::from(signed);
+    Ok(SignedTx {
+        hash,
+        raw: envelope.encoded_2718(),
+    })
+}
+
+/// Decodes a recorded raw transaction hex back to bytes.
+pub fn raw_from_hex(hex_text: &str) -> Option<Vec<u8>> {
+    hex::decode(hex_text.strip_prefix("0x")?).ok()
+}

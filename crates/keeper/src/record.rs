@@ -1,0 +1,425 @@
+//! The settlement record: one JSON file per (chain id, bounty contract, round) in the state
+//! directory, written atomically, so a rerun never sends twice and a crash between send and
+//! confirmation resumes from the recorded transaction.
+//!
+//! States: `planned` (signed raw tx and its hash, written before sending), `sent`,
+//! `confirmed` (event, block, tx hash) and `reverted` (mined but reverted; the bounty is still
+//! Submitted, so a later run may plan a new transaction).
+
+use std::fmt;
+use std::fs;
+use std::io::{Read, Write};
+use std::path::{Path, PathBuf};
+use std::str::FromStr;
+
+use serde::{Deserialize, Deserializer, Serialize, Serializer};
+use verifier_sdk::{Address, Bytes32};
+
+/// `schema_version` of the record; bump it when the shape changes.
+pub const RECORD_SCHEMA: &str = "agent-bounties/regression-keeper-settlement-v1";
+/// Largest record file accepted on read; anything bigger is not ours.
+pub const MAX_RECORD_BYTES: u64 = 1 << 20;
+
+/// A transaction hash: its own type so a response or verification hash cannot stand in.
+#[derive(Clone, Copy, PartialEq, Eq, Hash)]
+pub struct TxHash([u8; 32]);
+
+impl TxHash {
+    /// From raw bytes.
+    pub const fn from_bytes(bytes: [u8; 32]) -> Self {
+        Self(bytes)
+    }
+    /// Raw bytes.
+    pub const fn as_bytes(&self) -> &[u8; 32] {
+        &self.0
+    }
+}
+
+impl fmt::Display for TxHash {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "0x{}", hex::encode(self.0))
+    }
+}
+
+impl fmt::Debug for TxHash {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        fmt::Display::fmt(self, f)
+    }
+}
+
+impl FromStr for TxHash {
+    type Err = RecordError;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        s.parse::<Bytes32>()
+            .map(|b| Self(*b.as_bytes()))
+            .map_err(|_| RecordError::Malformed("tx hash is not 0x + 64 hex".into()))
+    }
+}
+
+impl Serialize for TxHash {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.collect_str(self)
+    }
+}
+
+impl<'de> Deserialize<'de> for TxHash {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let s = String::deserialize(d)?;
+        s.parse().map_err(serde::de::Error::custom)
+    }
+}
+
+/// Where a settlement stands.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum RecordState {
+    /// Signed, about to be sent.
+    Planned,
+    /// Accepted by the node, not yet confirmed.
+    Sent,
+    /// Mined with a checked settlement event and the requested confirmations.
+    Confirmed,
+    /// Mined and reverted.
+    Reverted,
+}
+
+/// The signed transaction as sent (the raw bytes are public once broadcast; no key material).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TxRecord {
+    /// keccak256 of the raw transaction.
+    pub hash: TxHash,
+    /// EIP-2718 encoded signed transaction, 0x-hex.
+    pub raw: String,
+    /// Sender account nonce used.
+    pub nonce: u64,
+    /// Gas limit.
+    pub gas_limit: u64,
+    /// `maxFeePerGas` in wei, decimal string (may exceed JSON's safe integers).
+    pub max_fee_per_gas: String,
+    /// `maxPriorityFeePerGas` in wei, decimal string.
+    pub max_priority_fee_per_gas: String,
+}
+
+/// The checked outcome of a mined transaction.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Confirmation {
+    /// `BountySettled`, `SubmissionRejected`, or `reverted`.
+    pub event: String,
+    /// Block of inclusion.
+    pub block_number: u64,
+    /// Hash of that block.
+    pub block_hash: Bytes32,
+    /// The transaction.
+    pub tx_hash: TxHash,
+}
+
+/// One settlement attempt for (chain id, bounty contract, round).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SettlementRecord {
+    /// Always [`RECORD_SCHEMA`].
+    pub schema_version: String,
+    /// EIP-155 chain id.
+    pub chain_id: u64,
+    /// The bounty contract.
+    pub bounty_contract: Address,
+    /// The bounty round.
+    pub round: u64,
+    /// The job this settles.
+    pub job_id: String,
+    /// Current state.
+    pub state: RecordState,
+    /// The keeper account that signed `tx`.
+    pub keeper: Address,
+    /// The verdict relayed.
+    pub passed: bool,
+    /// Bounty id the event must carry.
+    pub bounty_id: Bytes32,
+    /// Solver the event must carry.
+    pub solver: Address,
+    /// Submission hash the event must carry (BountySettled).
+    pub submission_hash: Bytes32,
+    /// Evidence hash the event must carry (BountySettled).
+    pub evidence_hash: Bytes32,
+    /// Policy hash the event must carry (BountySettled).
+    pub policy_hash: Bytes32,
+    /// `keccak256(abi.encode(attestations))` expected in the event.
+    pub verification_hash: Bytes32,
+    /// Verifiers whose attestations were relayed, in calldata order.
+    pub verifiers: Vec<Address>,
+    /// The transaction of this attempt.
+    pub tx: TxRecord,
+    /// Set once mined.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub confirmation: Option<Confirmation>,
+    /// Hashes of earlier attempts that reverted or were provably dropped.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub previous_attempts: Vec<TxHash>,
+    /// Unix seconds of the last write.
+    pub updated_at: u64,
+}
+
+/// The identity a record is filed under.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct RecordKey {
+    /// EIP-155 chain id.
+    pub chain_id: u64,
+    /// The bounty contract.
+    pub bounty_contract: Address,
+    /// The round.
+    pub round: u64,
+}
+
+impl RecordKey {
+    /// `settlement-<chain id>-<bounty lowercase hex>-<round>.json`: only digits, hex and
+    /// dashes, so no input can steer the path.
+    pub fn file_name(&self) -> String {
+        format!(
+            "settlement-{}-{}-{}.json",
+            self.chain_id,
+            hex::encode(self.bounty_contract.as_bytes()),
+            self.round
+        )
+    }
+}
+
+impl SettlementRecord {
+    /// What the settlement event of this record's transaction must show.
+    pub fn expected(&self) -> crate::confirm::ExpectedSettlement {
+        crate::confirm::ExpectedSettlement {
+            bounty: self.bounty_contract,
+            bounty_id: self.bounty_id,
+            round: self.round,
+            solver: self.solver,
+            submission_hash: self.submission_hash,
+            evidence_hash: self.evidence_hash,
+            policy_hash: self.policy_hash,
+            verification_hash: self.verification_hash,
+            passed: self.passed,
+        }
+    }
+
+    /// This record's key.
+    pub fn key(&self) -> RecordKey {
+        RecordKey {
+            chain_id: self.chain_id,
+            bounty_contract: self.bounty_contract,
+            round: self.round,
+        }
+    }
+}
+
+/// Reading or writing the state directory failed.
+#[derive(Debug, thiserror::Error)]
+pub enum RecordError {
+    /// Filesystem error on the named path.
+    #[error("state dir i/o on {path}: {source}")]
+    Io {
+        /// The path.
+        path: PathBuf,
+        /// The error.
+        #[source]
+        source: std::io::Error,
+    },
+    /// The record file is not a record of this schema.
+    #[error("settlement record is malformed: {0}")]
+    Malformed(String),
+    /// The record file is larger than [`MAX_RECORD_BYTES`].
+    #[error("settlement record is larger than {MAX_RECORD_BYTES} bytes")]
+    TooLarge,
+    /// The file's identity differs from the name it is filed under.
+    #[error("settlement record identity does not match its file name")]
+    KeyMismatch,
+}
+
+/// The state directory.
+#[derive(Debug, Clone)]
+pub struct StateDir {
+    root: PathBuf,
+}
+
+fn io(path: &Path) -> impl FnOnce(std::io::Error) -> RecordError + '_ {
+    move |source| RecordError::Io {
+        path: path.to_path_buf(),
+        source,
+    }
+}
+
+impl StateDir {
+    /// Opens (creating if needed) the state directory.
+    pub fn open(root: &Path) -> Result<Self, RecordError> {
+        fs::create_dir_all(root).map_err(io(root))?;
+        Ok(Self {
+            root: root.to_path_buf(),
+        })
+    }
+
+    /// Path of the record for `key`.
+    pub fn path(&self, key: &RecordKey) -> PathBuf {
+        self.root.join(key.file_name())
+    }
+
+    /// The record for `key`, if one was written.
+    pub fn load(&self, key: &RecordKey) -> Result<Option<SettlementRecord>, RecordError> {
+        let path = self.path(key);
+        let file = match fs::File::open(&path) {
+            Ok(f) => f,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+            Err(e) => return Err(io(&path)(e)),
+        };
+        let mut bytes = Vec::new();
+        file.take(MAX_RECORD_BYTES + 1)
+            .read_to_end(&mut bytes)
+            .map_err(io(&path))?;
+        if bytes.len() as u64 > MAX_RECORD_BYTES {
+            return Err(RecordError::TooLarge);
+        }
+        let record: SettlementRecord = serde_json::from_slice(&bytes)
+            .map_err(|e| RecordError::Malformed(e.to_string().chars().take(256).collect()))?;
+        if record.schema_version != RECORD_SCHEMA {
+            return Err(RecordError::Malformed(format!(
+                "schema_version is not {RECORD_SCHEMA}"
+            )));
+        }
+        if record.key() != *key {
+            return Err(RecordError::KeyMismatch);
+        }
+        Ok(Some(record))
+    }
+
+    /// Writes `record` atomically: temp file in the same directory, fsync, rename, fsync the
+    /// directory — a crash leaves either the old or the new record, never a torn one.
+    pub fn save(&self, record: &SettlementRecord) -> Result<(), RecordError> {
+        let path = self.path(&record.key());
+        let tmp = self.root.join(format!(
+            ".{}.tmp-{}",
+            record.key().file_name(),
+            std::process::id()
+        ));
+        let bytes =
+            serde_json::to_vec_pretty(record).map_err(|e| RecordError::Malformed(e.to_string()))?;
+        {
+            let mut f = fs::File::create(&tmp).map_err(io(&tmp))?;
+            f.write_all(&bytes).map_err(io(&tmp))?;
+            f.write_all(b"\n").map_err(io(&tmp))?;
+            f.sync_all().map_err(io(&tmp))?;
+        }
+        fs::rename(&tmp, &path).map_err(io(&path))?;
+        fs::File::open(&self.root)
+            .and_then(|d| d.sync_all())
+            .map_err(io(&self.root))?;
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn record() -> SettlementRecord {
+        SettlementRecord {
+            schema_version: RECORD_SCHEMA.into(),
+            chain_id: 8453,
+            bounty_contract: format!("0x{}", "AB".repeat(20)).parse().unwrap(),
+            round: 7,
+            job_id: "base-mainnet:0xab:7".into(),
+            state: RecordState::Planned,
+            keeper: format!("0x{}", "11".repeat(20)).parse().unwrap(),
+            passed: true,
+            bounty_id: format!("0x{}", "bb".repeat(32)).parse().unwrap(),
+            solver: format!("0x{}", "33".repeat(20)).parse().unwrap(),
+            submission_hash: format!("0x{}", "c1".repeat(32)).parse().unwrap(),
+            evidence_hash: format!("0x{}", "d1".repeat(32)).parse().unwrap(),
+            policy_hash: format!("0x{}", "e1".repeat(32)).parse().unwrap(),
+            verification_hash: format!("0x{}", "cc".repeat(32)).parse().unwrap(),
+            verifiers: vec![format!("0x{}", "22".repeat(20)).parse().unwrap()],
+            tx: TxRecord {
+                hash: TxHash::from_bytes([0xdd; 32]),
+                raw: "0x02f8".into(),
+                nonce: 3,
+                gas_limit: 100_000,
+                max_fee_per_gas: u128::MAX.to_string(),
+                max_priority_fee_per_gas: "1".into(),
+            },
+            confirmation: None,
+            previous_attempts: vec![],
+            updated_at: 1,
+        }
+    }
+
+    #[test]
+    fn file_name_is_lowercase_and_path_safe() {
+        let r = record();
+        assert_eq!(
+            r.key().file_name(),
+            format!("settlement-8453-{}-7.json", "ab".repeat(20))
+        );
+    }
+
+    #[test]
+    fn save_load_round_trip_and_overwrite() {
+        let dir = tempfile::tempdir().unwrap();
+        let state = StateDir::open(&dir.path().join("nested/state")).unwrap();
+        let mut r = record();
+        assert_eq!(state.load(&r.key()).unwrap(), None);
+        state.save(&r).unwrap();
+        assert_eq!(state.load(&r.key()).unwrap(), Some(r.clone()));
+        r.state = RecordState::Confirmed;
+        r.confirmation = Some(Confirmation {
+            event: "BountySettled".into(),
+            block_number: 9,
+            block_hash: format!("0x{}", "ee".repeat(32)).parse().unwrap(),
+            tx_hash: r.tx.hash,
+        });
+        state.save(&r).unwrap();
+        assert_eq!(state.load(&r.key()).unwrap(), Some(r.clone()));
+        let names: Vec<_> = fs::read_dir(dir.path().join("nested/state"))
+            .unwrap()
+            .map(|e| e.unwrap().file_name().into_string().unwrap())
+            .collect();
+        assert_eq!(names, vec![r.key().file_name()], "no temp file left behind");
+        let text = fs::read_to_string(state.path(&r.key())).unwrap();
+        assert!(
+            text.contains("\"schema_version\": \"agent-bounties/regression-keeper-settlement-v1\"")
+        );
+        assert!(text.contains("\"state\": \"confirmed\""));
+    }
+
+    #[test]
+    fn hostile_record_files_are_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        let state = StateDir::open(dir.path()).unwrap();
+        let r = record();
+        let path = state.path(&r.key());
+        fs::write(&path, vec![b' '; (MAX_RECORD_BYTES + 1) as usize]).unwrap();
+        assert!(matches!(state.load(&r.key()), Err(RecordError::TooLarge)));
+        fs::write(&path, b"{").unwrap();
+        assert!(matches!(
+            state.load(&r.key()),
+            Err(RecordError::Malformed(_))
+        ));
+        let mut other = r.clone();
+        other.round = 8;
+        fs::write(&path, serde_json::to_vec(&other).unwrap()).unwrap();
+        assert!(matches!(
+            state.load(&r.key()),
+            Err(RecordError::KeyMismatch)
+        ));
+        let mut v = serde_json::to_value(&r).unwrap();
+        v["schema_version"] = "agent-bounties/regression-keeper-settlement-v0".into();
+        fs::write(&path, serde_json::to_vec(&v).unwrap()).unwrap();
+        assert!(matches!(
+            state.load(&r.key()),
+            Err(RecordError::Malformed(_))
+        ));
+        let mut v = serde_json::to_value(&r).unwrap();
+        v["tx"]["hash"] = "0x1234".into();
+        fs::write(&path, serde_json::to_vec(&v).unwrap()).unwrap();
+        assert!(matches!(
+            state.load(&r.key()),
+            Err(RecordError::Malformed(_))
+        ));
+    }
+}

@@ -1,0 +1,321 @@
+//! Shared harness: a TestBounty on the real local Hardhat node, a real HTTP job feed on
+//! loopback serving a hash-consistent job for it, a candidate and attestation files signed
+//! with Hardhat dev keys through the sdk digest, and a funded keeper account.
+
+#![allow(dead_code, clippy::unwrap_used, clippy::expect_used)]
+
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use alloy::primitives::{Address as ChainAddress, B256, U256};
+use alloy::providers::Provider;
+use alloy::signers::SignerSync;
+use alloy::signers::local::PrivateKeySigner;
+use chain_testkit::{BountyParams, DeployedBounty, Testkit, dev_signer};
+use keeper::KeySource;
+use keeper::fees::FeeCaps;
+use keeper::relay::WaitPolicy;
+use keeper::report::{JobReport, Report};
+use keeper::{RelayConfig, run};
+use serde_json::{Value, json};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use verifier_sdk::artifacts::ATTESTATION_SCHEMA;
+use verifier_sdk::fixtures::{JobParams, job_value};
+use verifier_sdk::receipt::ExecutionFacts;
+use verifier_sdk::revalidate::{DOCKER_EXECUTOR, EVIDENCE_SCHEMA_VERSION};
+use verifier_sdk::{
+    Address, AttestationFields, Bytes32, Candidate, Outcome, Sha256Digest, ValidatedJob,
+    ValidatedOutcome, attestation_digest, candidate_file_name, validate_job, validate_outcome,
+};
+
+/// A loopback HTTP/1.1 server answering every GET with the current job list.
+pub struct JobServer {
+    pub url: String,
+    pub jobs: Arc<Mutex<Vec<Value>>>,
+}
+
+impl JobServer {
+    pub async fn start(jobs: Vec<Value>) -> Self {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let url = format!("http://{}", listener.local_addr().unwrap());
+        let jobs = Arc::new(Mutex::new(jobs));
+        let served = jobs.clone();
+        tokio::spawn(async move {
+            loop {
+                let Ok((mut stream, _)) = listener.accept().await else {
+                    return;
+                };
+                let served = served.clone();
+                tokio::spawn(async move {
+                    let mut buf = Vec::new();
+                    let mut chunk = [0u8; 4096];
+                    while !buf.windows(4).any(|w| w == b"\r\n\r\n") {
+                        match stream.read(&mut chunk).await {
+                            Ok(0) | Err(_) => return,
+                            Ok(n) => buf.extend_from_slice(&chunk[..n]),
+                        }
+                    }
+                    let request = String::from_utf8_lossy(&buf).to_string();
+                    let (status, body) = if request
+                        .starts_with("GET /v1/base/autonomous-bounties/verification-jobs?")
+                    {
+                        let jobs = served.lock().unwrap().clone();
+                        ("200 OK", serde_json::to_string(&jobs).unwrap())
+                    } else {
+                        ("404 Not Found", "[]".to_string())
+                    };
+                    let response = format!(
+                        "HTTP/1.1 {status}\r\ncontent-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}",
+                        body.len()
+                    );
+                    let _ = stream.write_all(response.as_bytes()).await;
+                    let _ = stream.shutdown().await;
+                });
+            }
+        });
+        Self { url, jobs }
+    }
+}
+
+pub fn dev(i: usize) -> PrivateKeySigner {
+    dev_signer(i).unwrap()
+}
+
+pub fn sdk_addr(a: ChainAddress) -> Address {
+    Address::from(a)
+}
+
+pub fn wall_clock() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_secs()
+}
+
+pub struct Scenario {
+    pub kit: Testkit,
+    pub bounty: DeployedBounty,
+    pub params: BountyParams,
+    pub job: Value,
+    pub validated: ValidatedJob,
+    pub outcome: ValidatedOutcome,
+    pub verifier_keys: Vec<usize>,
+    pub dir: tempfile::TempDir,
+    pub server: JobServer,
+    pub keeper: PrivateKeySigner,
+    pub key_file: PathBuf,
+    pub now: u64,
+}
+
+fn b256(b: Bytes32) -> B256 {
+    B256::from(*b.as_bytes())
+}
+
+impl Scenario {
+    /// A Submitted bounty with verifiers = dev accounts `verifier_keys` (threshold = count),
+    /// a candidate whose run exited `exit_code`, and a keeper funded with 10 ETH.
+    pub async fn new(verifier_keys: &[usize], exit_code: i64) -> Self {
+        let kit = Testkit::connect().await.unwrap_or_else(|e| panic!("{e}"));
+        let now = kit.latest_timestamp().await.unwrap().max(wall_clock());
+        let verifiers: Vec<ChainAddress> =
+            verifier_keys.iter().map(|i| dev(*i).address()).collect();
+        let solver = PrivateKeySigner::random().address();
+        let mut jp = JobParams {
+            verifiers: verifiers
+                .iter()
+                .map(|a| a.to_string().to_lowercase())
+                .collect(),
+            expires_at: now + 3600,
+            solver: solver.to_string(),
+            bounty_id: format!("0x{}", "5b".repeat(32)),
+            round: 4,
+            ..JobParams::default()
+        };
+        // Hashes do not depend on the contract address, so deploy with a draft job's hashes.
+        let draft = validate_job(&job_value(&jp), now).unwrap();
+        let mut params = BountyParams::new(verifiers, jp.expires_at);
+        params.bounty_id = b256(draft.bounty_id());
+        params.round = jp.round;
+        params.solver = solver;
+        params.submission_hash = b256(draft.submission_hash());
+        params.evidence_hash = b256(draft.evidence_hash());
+        params.policy_hash = b256(draft.policy_hash());
+        params.terms_hash = b256(draft.terms_hash());
+        let bounty = kit.deploy_bounty(&params).await.unwrap();
+        jp.bounty_contract = bounty.address().to_string();
+        let job = job_value(&jp);
+        let validated = validate_job(&job, now).unwrap();
+        let facts = ExecutionFacts {
+            exit_code,
+            stdout_sha256: Sha256Digest::from_bytes([0xdd; 32]),
+            stderr_sha256: Sha256Digest::from_bytes([0xee; 32]),
+            stdout_bytes: 12,
+            stderr_bytes: 0,
+        };
+        let outcome =
+            Outcome::for_job(&validated, validated.source_snapshot_digest(), facts).unwrap();
+        let outcome_value = serde_json::to_value(&outcome).unwrap();
+        let evidence = json!({
+            "schema_version": EVIDENCE_SCHEMA_VERSION,
+            "executor": DOCKER_EXECUTOR,
+            "response_hash": outcome.response_hash.to_string(),
+            "outcome": {"status": "completed", "exit_code": exit_code},
+            "stdout": {"sha256": facts.stdout_sha256.to_string(), "bytes": 12},
+            "stderr": {"sha256": facts.stderr_sha256.to_string(), "bytes": 0},
+            "image": {"reference": validated.manifest().image},
+        });
+        let validated_outcome = validate_outcome(&outcome_value, &validated).unwrap();
+        let dir = tempfile::tempdir().unwrap();
+        for sub in ["candidates", "att0", "att1", "state"] {
+            std::fs::create_dir_all(dir.path().join(sub)).unwrap();
+        }
+        let candidate = Candidate::new(
+            job.clone(),
+            outcome_value,
+            "test-revision".into(),
+            Some(evidence),
+        );
+        std::fs::write(
+            dir.path()
+                .join("candidates")
+                .join(candidate_file_name(validated.job_id())),
+            serde_json::to_vec_pretty(&candidate).unwrap(),
+        )
+        .unwrap();
+        let server = JobServer::start(vec![job.clone()]).await;
+        let keeper = kit
+            .fund_new_account(U256::from(10u128 * 10u128.pow(18)))
+            .await
+            .unwrap();
+        let key_file = dir.path().join("keeper.key");
+        std::fs::write(
+            &key_file,
+            format!("0x{}", alloy::hex::encode(keeper.to_bytes())),
+        )
+        .unwrap();
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(&key_file, std::fs::Permissions::from_mode(0o600)).unwrap();
+        Self {
+            kit,
+            bounty,
+            params,
+            job,
+            validated,
+            outcome: validated_outcome,
+            verifier_keys: verifier_keys.to_vec(),
+            dir,
+            server,
+            keeper,
+            key_file,
+            now,
+        }
+    }
+
+    pub fn path(&self, sub: &str) -> PathBuf {
+        self.dir.path().join(sub)
+    }
+
+    /// An attestation by dev key `signer_index` claiming `verifier`, for `passed`/`response`.
+    pub fn attestation_as(
+        &self,
+        signer_index: usize,
+        verifier: Address,
+        passed: bool,
+        response: Bytes32,
+        deadline: u64,
+    ) -> Value {
+        let mut fields =
+            AttestationFields::for_outcome(&self.validated, &self.outcome, verifier, deadline);
+        fields.passed = passed;
+        fields.response_hash = response;
+        let digest = attestation_digest(self.validated.chain_id(), &fields);
+        let sig = dev(signer_index)
+            .sign_hash_sync(&B256::from(*digest.as_bytes()))
+            .unwrap();
+        json!({
+            "schema": ATTESTATION_SCHEMA,
+            "job_id": self.validated.job_id(),
+            "bounty_contract": self.validated.bounty_contract().to_string(),
+            "verifier": verifier.to_string(),
+            "passed": passed,
+            "response_hash": response.to_string(),
+            "deadline": deadline,
+            "signature": format!("0x{}", alloy::hex::encode(sig.as_bytes())),
+            "candidate_file": candidate_file_name(self.validated.job_id()),
+        })
+    }
+
+    /// An honest attestation by dev key `i` agreeing with the candidate.
+    pub fn attestation(&self, i: usize) -> Value {
+        self.attestation_as(
+            i,
+            sdk_addr(dev(i).address()),
+            self.outcome.verdict().passed(),
+            self.outcome.response_hash(),
+            self.now + 900,
+        )
+    }
+
+    pub fn write_attestation(&self, dir: &str, name: &str, value: &Value) {
+        std::fs::write(
+            self.path(dir).join(name),
+            serde_json::to_vec_pretty(value).unwrap(),
+        )
+        .unwrap();
+    }
+
+    /// Honest attestations from every verifier, split over the two directories.
+    pub fn attest_all(&self) {
+        for (n, i) in self.verifier_keys.iter().enumerate() {
+            let dir = if n % 2 == 0 { "att0" } else { "att1" };
+            self.write_attestation(dir, &format!("attestation-{i}.json"), &self.attestation(*i));
+        }
+    }
+
+    pub fn config(&self) -> RelayConfig {
+        RelayConfig {
+            candidates: self.path("candidates"),
+            attestations: vec![self.path("att0"), self.path("att1")],
+            api: self.server.url.clone(),
+            rpc: self.kit.url().to_string(),
+            key: KeySource::File(self.key_file.clone()),
+            state_dir: self.path("state"),
+            caps: FeeCaps {
+                max_gas: 2_000_000,
+                max_fee_per_gas: 100_000_000_000,
+                max_priority_fee_per_gas: None,
+            },
+            wait: WaitPolicy {
+                confirmations: 1,
+                timeout: Duration::from_secs(30),
+                poll: Duration::from_millis(100),
+            },
+        }
+    }
+
+    pub async fn run_with(&self, cfg: &RelayConfig) -> Report {
+        run(cfg).await.unwrap()
+    }
+
+    pub async fn run(&self) -> Report {
+        self.run_with(&self.config()).await
+    }
+
+    pub async fn keeper_nonce(&self) -> u64 {
+        self.kit
+            .provider()
+            .get_transaction_count(self.keeper.address())
+            .await
+            .unwrap()
+    }
+
+    pub async fn status(&self) -> u8 {
+        self.bounty.status().await.unwrap()
+    }
+}
+
+pub fn only_job(report: &Report) -> &JobReport {
+    assert_eq!(report.jobs.len(), 1, "{report:#?}");
+    &report.jobs[0]
+}

@@ -1,0 +1,283 @@
+//! Crash recovery and the binary's contract, against the real local node and job feed.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod common;
+
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use alloy::network::TransactionBuilder;
+use alloy::primitives::U256;
+use alloy::providers::{Provider, ProviderBuilder};
+use alloy::rpc::types::TransactionRequest;
+use chain_testkit::status;
+use common::{Scenario, only_job};
+use keeper::chain::{SettlementRpc, SignedTx, sign_settlement};
+use keeper::fees::FeePlan;
+use keeper::record::{RECORD_SCHEMA, RecordState, SettlementRecord, StateDir, TxRecord};
+use keeper::report::JobStatus;
+use keeper::select::{NamedAttestation, select};
+use verifier_sdk::settle::settle_calldata;
+use verifier_sdk::{Address, AttestationFile};
+
+/// Signs the settlement the keeper would send at `nonce` and files it as `state`.
+fn planned(sc: &Scenario, nonce: u64, state: RecordState) -> (SignedTx, SettlementRecord) {
+    let files: Vec<_> = sc
+        .verifier_keys
+        .iter()
+        .map(|i| NamedAttestation {
+            source: format!("test/{i}"),
+            file: AttestationFile::from_value(&sc.attestation(*i)).unwrap(),
+        })
+        .collect();
+    let committed = sc.validated.eligible_verifiers().to_vec();
+    let sel = select(
+        &sc.validated,
+        &sc.outcome,
+        &committed,
+        sc.validated.threshold(),
+        &files,
+        sc.now,
+    )
+    .result
+    .unwrap();
+    let plan = FeePlan {
+        gas_limit: 1_000_000,
+        max_fee_per_gas: 50_000_000_000,
+        max_priority_fee_per_gas: 1_000_000_000,
+    };
+    let calldata = settle_calldata(&sel.attestations);
+    let signed = sign_settlement(
+        &sc.keeper,
+        8453,
+        nonce,
+        sc.validated.bounty_contract(),
+        &calldata,
+        &plan,
+    )
+    .unwrap();
+    let record = SettlementRecord {
+        schema_version: RECORD_SCHEMA.into(),
+        chain_id: 8453,
+        bounty_contract: sc.validated.bounty_contract(),
+        round: sc.validated.round(),
+        job_id: sc.validated.job_id().into(),
+        state,
+        keeper: Address::from(sc.keeper.address()),
+        passed: true,
+        bounty_id: sc.validated.bounty_id(),
+        solver: sc.validated.solver(),
+        submission_hash: sc.validated.submission_hash(),
+        evidence_hash: sc.validated.evidence_hash(),
+        policy_hash: sc.validated.policy_hash(),
+        verification_hash: sel.verification_hash,
+        verifiers: sel.verifiers,
+        tx: TxRecord {
+            hash: signed.hash,
+            raw: format!("0x{}", alloy::hex::encode(&signed.raw)),
+            nonce,
+            gas_limit: plan.gas_limit,
+            max_fee_per_gas: plan.max_fee_per_gas.to_string(),
+            max_priority_fee_per_gas: plan.max_priority_fee_per_gas.to_string(),
+        },
+        confirmation: None,
+        previous_attempts: vec![],
+        updated_at: SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .unwrap()
+            .as_secs(),
+    };
+    StateDir::open(&sc.path("state"))
+        .unwrap()
+        .save(&record)
+        .unwrap();
+    (signed, record)
+}
+
+fn load(sc: &Scenario, record: &SettlementRecord) -> SettlementRecord {
+    StateDir::open(&sc.path("state"))
+        .unwrap()
+        .load(&record.key())
+        .unwrap()
+        .unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn killed_after_sending_resumes_and_confirms_without_a_second_tx() {
+    let sc = Scenario::new(&[1], 0).await;
+    sc.attest_all();
+    let nonce = sc.keeper_nonce().await;
+    let (signed, record) = planned(&sc, nonce, RecordState::Sent);
+    // Broadcast as the killed keeper did, and never wait for it.
+    SettlementRpc::new(sc.kit.url(), keeper::REQUEST_TIMEOUT)
+        .unwrap()
+        .send_raw(&signed)
+        .await
+        .unwrap();
+    let report = sc.run().await;
+    let job = only_job(&report);
+    assert_eq!(job.status, JobStatus::Paid, "{job:#?}");
+    assert_eq!(job.tx_hash, Some(signed.hash));
+    assert_eq!(
+        sc.keeper_nonce().await,
+        nonce + 1,
+        "exactly one transaction"
+    );
+    let stored = load(&sc, &record);
+    assert_eq!(stored.state, RecordState::Confirmed);
+    assert_eq!(stored.confirmation.unwrap().event, "BountySettled");
+    assert_eq!(sc.status().await, status::SETTLED);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn planned_but_never_broadcast_is_rebroadcast_byte_for_byte() {
+    let sc = Scenario::new(&[1], 0).await;
+    sc.attest_all();
+    let nonce = sc.keeper_nonce().await;
+    let (signed, record) = planned(&sc, nonce, RecordState::Planned);
+    let report = sc.run().await;
+    let job = only_job(&report);
+    assert_eq!(job.status, JobStatus::Paid, "{job:#?}");
+    assert_eq!(
+        job.tx_hash,
+        Some(signed.hash),
+        "the recorded tx, not a new one"
+    );
+    assert_eq!(sc.keeper_nonce().await, nonce + 1);
+    assert_eq!(load(&sc, &record).state, RecordState::Confirmed);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn provably_dropped_tx_is_replaced_only_while_still_submitted() {
+    let sc = Scenario::new(&[1], 0).await;
+    sc.attest_all();
+    let nonce = sc.keeper_nonce().await;
+    let (signed, record) = planned(&sc, nonce, RecordState::Sent);
+    // Another transaction of the keeper takes that nonce: the recorded one can never be mined.
+    let wallet = alloy::network::EthereumWallet::from(sc.keeper.clone());
+    let provider = ProviderBuilder::new()
+        .wallet(wallet)
+        .connect_http(sc.kit.url().parse().unwrap());
+    let tx = TransactionRequest::default()
+        .with_to(sc.kit.deployer())
+        .with_value(U256::from(1u64))
+        .with_nonce(nonce);
+    provider
+        .send_transaction(tx)
+        .await
+        .unwrap()
+        .get_receipt()
+        .await
+        .unwrap();
+    let report = sc.run().await;
+    let job = only_job(&report);
+    assert_eq!(job.status, JobStatus::Paid, "{job:#?}");
+    assert_ne!(job.tx_hash, Some(signed.hash));
+    let stored = load(&sc, &record);
+    assert_eq!(stored.previous_attempts, vec![signed.hash]);
+    assert_eq!(stored.tx.nonce, nonce + 1);
+    assert_eq!(sc.keeper_nonce().await, nonce + 2);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn binary_settles_with_key_from_env_and_never_prints_it() {
+    let sc = Scenario::new(&[1], 0).await;
+    sc.attest_all();
+    let key_hex = std::fs::read_to_string(&sc.key_file).unwrap();
+    let out = tokio::process::Command::new(env!("CARGO_BIN_EXE_keeper"))
+        .args(["relay", "--candidates"])
+        .arg(sc.path("candidates"))
+        .arg("--attestations")
+        .arg(sc.path("att0"))
+        .arg("--attestations")
+        .arg(sc.path("att1"))
+        .args(["--api", &sc.server.url, "--rpc", sc.kit.url()])
+        .args(["--key-env", "KEEPER_TEST_KEY", "--state-dir"])
+        .arg(sc.path("state"))
+        .args(["--max-gas", "2000000", "--max-fee-per-gas", "100000000000"])
+        .args(["--confirmations", "1", "--json"])
+        .env("KEEPER_TEST_KEY", key_hex.trim())
+        .env("KEEPER_LOG", "debug")
+        .output()
+        .await
+        .unwrap();
+    let stdout = String::from_utf8(out.stdout).unwrap();
+    let stderr = String::from_utf8(out.stderr).unwrap();
+    assert_eq!(out.status.code(), Some(0), "{stderr}");
+    let report: serde_json::Value = serde_json::from_str(&stdout).unwrap();
+    assert_eq!(
+        report["schema_version"],
+        "agent-bounties/regression-keeper-report-v1"
+    );
+    assert_eq!(report["jobs"][0]["status"], "paid");
+    assert!(stderr.contains("paid"), "{stderr}");
+    let secret = key_hex.trim().trim_start_matches("0x");
+    for text in [&stdout, &stderr] {
+        assert!(!text.contains(secret) && !text.contains(&secret[..16]));
+    }
+    for entry in std::fs::read_dir(sc.path("state")).unwrap() {
+        let body = std::fs::read_to_string(entry.unwrap().path()).unwrap();
+        assert!(!body.contains(secret));
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn binary_exit_codes_for_usage_and_credentials() {
+    let bin = env!("CARGO_BIN_EXE_keeper");
+    let out = tokio::process::Command::new(bin)
+        .args(["relay"])
+        .output()
+        .await
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    let dir = tempfile::tempdir().unwrap();
+    let key = dir.path().join("key");
+    std::fs::write(
+        &key,
+        "0x59c6995e998f97a5a0044966f0945389dc9e86dae88c7a8412f4603b6b78690d",
+    )
+    .unwrap();
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(&key, std::fs::Permissions::from_mode(0o640)).unwrap();
+    let base = |k: &[&str]| {
+        let mut c = tokio::process::Command::new(bin);
+        c.args(["relay", "--candidates"])
+            .arg(dir.path())
+            .arg("--attestations")
+            .arg(dir.path())
+            .args(["--api", "http://127.0.0.1:9", "--rpc", "http://127.0.0.1:9"])
+            .args(k)
+            .arg("--state-dir")
+            .arg(dir.path().join("state"))
+            .args(["--max-gas", "1", "--max-fee-per-gas", "1"]);
+        c
+    };
+    let key_arg = key.to_str().unwrap();
+    let out = base(&["--key-file", key_arg]).output().await.unwrap();
+    assert_eq!(
+        out.status.code(),
+        Some(78),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let out = base(&["--key-env", "KEEPER_TEST_UNSET_VARIABLE"])
+        .output()
+        .await
+        .unwrap();
+    assert_eq!(out.status.code(), Some(78));
+    // Both key options at once is a usage error.
+    let out = base(&["--key-env", "X", "--key-file", key_arg])
+        .output()
+        .await
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    // A good key but no node: unavailable.
+    std::fs::set_permissions(&key, std::fs::Permissions::from_mode(0o600)).unwrap();
+    let out = base(&["--key-file", key_arg]).output().await.unwrap();
+    assert_eq!(
+        out.status.code(),
+        Some(5),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
