@@ -1,1 +1,201 @@
-//! placeholder
+//! The regression verifier's signer: turns the runner's candidates into EIP-712 attestations.
+//!
+//! For each candidate it re-fetches the job from the platform, re-runs every sdk check on the
+//! bytes it received, reads the bounty at one pinned block, computes the EIP-712 digest
+//! locally and requires the contract's `attestationDigest` to agree before signing; then it
+//! verifies its own signature and writes one attestation file per candidate, an attestation
+//! manifest and a report. Exit codes are in [`exit`].
+//!
+//! It deliberately never runs Docker or untrusted code, never broadcasts a transaction, never
+//! takes a key on the command line (only the name of an environment variable, or a 0600
+//! file), and never prints or logs key material.
+
+pub mod exit;
+pub mod files;
+pub mod sign;
+
+use std::path::PathBuf;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use bounty_chain::{HttpJobSource, RpcChainReader};
+use clap::{Args, Parser, Subcommand};
+use keyfile::{KeySource, LoadedKey};
+use platform_client::{ClientLimits, PlatformClient};
+use verifier_sdk::{Address, Network};
+
+pub use exit::ExitCode;
+pub use sign::{RunError, RunReport, SignConfig, sign_candidates};
+
+/// Bound on every JSON-RPC request.
+pub const RPC_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// `signer` command line.
+#[derive(Debug, Parser)]
+#[command(
+    name = "signer",
+    version,
+    about = "Sign regression-verifier candidates"
+)]
+pub struct Cli {
+    /// What to do.
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+/// Subcommands.
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Sign every candidate in a candidates directory.
+    Sign(SignArgs),
+}
+
+/// Arguments of `signer sign`.
+#[derive(Debug, Args)]
+#[command(group(clap::ArgGroup::new("key").required(true).args(["key_env", "key_file"])))]
+pub struct SignArgs {
+    /// Directory holding manifest.json and the candidate files.
+    #[arg(long, value_name = "DIR")]
+    pub candidates: PathBuf,
+    /// Platform API base URL (https, or http to a loopback host).
+    #[arg(long, value_name = "URL")]
+    pub api: String,
+    /// JSON-RPC URL of the chain.
+    #[arg(long, value_name = "URL")]
+    pub rpc: String,
+    /// The verifier address to sign as; must be the key's address.
+    #[arg(long, value_name = "ADDRESS")]
+    pub signer: String,
+    /// Name of the environment variable holding the hex private key.
+    #[arg(long, value_name = "NAME")]
+    pub key_env: Option<String>,
+    /// File holding the hex private key (mode 0600 or stricter, not a symlink).
+    #[arg(long, value_name = "PATH")]
+    pub key_file: Option<PathBuf>,
+    /// Output directory for attestations, their manifest.
+    #[arg(long, value_name = "DIR")]
+    pub out: PathBuf,
+    /// Network name or alias.
+    #[arg(long, default_value = "base-mainnet")]
+    pub network: String,
+    /// Print the run report as JSON on stdout.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// A setup problem that a restart will not fix (exit 78).
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigError {
+    /// `--signer` is not an address.
+    #[error("--signer is not a 0x-prefixed 20-byte address")]
+    SignerAddress,
+    /// `--network` is not supported.
+    #[error("--network {0:?} is not a supported network")]
+    Network(String),
+    /// The key could not be loaded.
+    #[error("{0}")]
+    Key(#[from] keyfile::KeyError),
+    /// The key is for another address.
+    #[error("the key's address {key} is not --signer {signer}")]
+    KeyMismatch {
+        /// The key's address.
+        key: Address,
+        /// `--signer`.
+        signer: Address,
+    },
+    /// The RPC URL is unusable.
+    #[error("--rpc: {0}")]
+    Rpc(#[source] bounty_chain::ChainReadError),
+    /// The API URL is unusable or the client could not be built.
+    #[error("--api: {0}")]
+    Api(#[source] platform_client::ClientError),
+}
+
+fn unix_now() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_secs())
+        .unwrap_or(0)
+}
+
+struct Setup {
+    cfg: SignConfig,
+    key: LoadedKey,
+    source: HttpJobSource,
+    reader: RpcChainReader,
+}
+
+fn setup(args: &SignArgs) -> Result<Setup, ConfigError> {
+    let signer: Address = args
+        .signer
+        .parse()
+        .map_err(|_| ConfigError::SignerAddress)?;
+    let network = Network::from_alias(&args.network)
+        .ok_or_else(|| ConfigError::Network(args.network.chars().take(64).collect()))?;
+    let source = match (&args.key_env, &args.key_file) {
+        (Some(name), _) => KeySource::Env(name.clone()),
+        (None, Some(path)) => KeySource::File(path.clone()),
+        // clap's required group makes this unreachable; treated as a missing key anyway.
+        (None, None) => KeySource::Env(String::new()),
+    };
+    let key = LoadedKey::load(&source)?;
+    let key_address = Address::from(key.address());
+    if key_address != signer {
+        return Err(ConfigError::KeyMismatch {
+            key: key_address,
+            signer,
+        });
+    }
+    // Checked up front so a plain-http or malformed API base is a configuration error, not a
+    // per-candidate refusal.
+    platform_client::jobs_url(&args.api, network, signer).map_err(ConfigError::Api)?;
+    let client = PlatformClient::new(ClientLimits::default()).map_err(ConfigError::Api)?;
+    let reader = RpcChainReader::new(&args.rpc, RPC_TIMEOUT).map_err(ConfigError::Rpc)?;
+    Ok(Setup {
+        cfg: SignConfig {
+            candidates_dir: args.candidates.clone(),
+            out_dir: args.out.clone(),
+            signer,
+            network,
+        },
+        key,
+        source: HttpJobSource::new(client, &args.api, network, signer),
+        reader,
+    })
+}
+
+/// Runs `signer sign`: the report goes to stdout with `--json`, the summary to stderr.
+pub async fn run_sign(args: &SignArgs) -> ExitCode {
+    let s = match setup(args) {
+        Ok(s) => s,
+        Err(e) => {
+            eprintln!("signer: configuration error: {e}");
+            return ExitCode::Config;
+        }
+    };
+    match sign_candidates(&s.cfg, &s.key, &s.source, &s.reader, unix_now()).await {
+        Ok(report) => {
+            eprint!("{}", report.summary());
+            if args.json {
+                match serde_json::to_string_pretty(&report) {
+                    Ok(text) => println!("{text}"),
+                    Err(e) => {
+                        eprintln!("signer: could not serialize the report: {e}");
+                        return ExitCode::Internal;
+                    }
+                }
+            }
+            report.exit_code()
+        }
+        Err(e) => {
+            eprintln!("signer: {e}");
+            e.exit_code()
+        }
+    }
+}
+
+/// Runs a parsed command line.
+pub async fn run(cli: &Cli) -> ExitCode {
+    match &cli.command {
+        Command::Sign(args) => run_sign(args).await,
+    }
+}

@@ -1,1 +1,36 @@
-fn main() {}
+//! `signer` binary: parses arguments, runs, maps the result to an exit code (see `exit.rs`).
+
+use clap::Parser;
+use signer::{Cli, ExitCode};
+
+fn main() -> std::process::ExitCode {
+    let cli = match Cli::try_parse() {
+        Ok(cli) => cli,
+        Err(e) => {
+            let _ = e.print();
+            return if e.use_stderr() {
+                std::process::ExitCode::from(ExitCode::Usage.code())
+            } else {
+                std::process::ExitCode::SUCCESS
+            };
+        }
+    };
+    tracing_subscriber::fmt()
+        .with_writer(std::io::stderr)
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_default_env()
+                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn")),
+        )
+        .init();
+    let code = match tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(rt) => rt.block_on(signer::run(&cli)),
+        Err(e) => {
+            eprintln!("signer: could not start the async runtime: {e}");
+            ExitCode::Internal
+        }
+    };
+    std::process::ExitCode::from(code.code())
+}

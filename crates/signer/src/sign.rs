@@ -1,0 +1,503 @@
+//! Signing every candidate of a run: the per-candidate checks in order, then signing and
+//! writing, each candidate isolated so one bad candidate never blocks the others.
+//!
+//! Order per candidate: the manifest entry and the file agree on the job id; this signer is
+//! an eligible verifier of the candidate's job (else "not ours", not a refusal); the current
+//! job is re-fetched and the candidate revalidated against it and against the chain at one
+//! pinned block ([`bounty_chain::revalidate`]); `isVerifier(signer)` at that block; the
+//! deadline rule; the local EIP-712 digest must equal the contract's `attestationDigest` at
+//! that block; the local digest is signed and the signature must recover to the signer before
+//! anything is written.
+
+use std::collections::HashSet;
+use std::path::{Path, PathBuf};
+
+use bounty_chain::{
+    AttestationQuery, ChainReadError, ChainReader, CheckedCandidate, JobSource, Refusal,
+    refetch_and_revalidate,
+};
+use keyfile::LoadedKey;
+use serde::Serialize;
+use serde_json::{Value, json};
+use sha2::{Digest, Sha256};
+use verifier_sdk::artifacts::ATTESTATION_SCHEMA;
+use verifier_sdk::{
+    Address, ArtifactError, AttestationFields, AttestationFile, AttestationSignature, Bytes32,
+    Candidate, CandidateEntry, CandidateManifest, DeadlineError, JobError, Network, SignatureError,
+    attestation_deadline, attestation_digest, recover_signer, validate_job,
+};
+
+use crate::exit::ExitCode;
+use crate::files::{
+    FileError, MAX_CANDIDATE_BYTES, MAX_CANDIDATES, MAX_MANIFEST_BYTES, read_json, write_json,
+};
+
+/// Name of the candidate manifest inside the candidates directory.
+pub const CANDIDATE_MANIFEST_FILE: &str = "manifest.json";
+/// Name of the attestation manifest written to the output directory.
+pub const ATTESTATION_MANIFEST_FILE: &str = "attestation-manifest.json";
+/// `schema` of the attestation manifest.
+pub const ATTESTATION_MANIFEST_SCHEMA: &str = "agent-bounties/regression-attestation-manifest-v1";
+/// `schema` of the run report.
+pub const REPORT_SCHEMA: &str = "agent-bounties/regression-signer-report-v1";
+
+/// What one run signs and where.
+#[derive(Debug, Clone)]
+pub struct SignConfig {
+    /// Directory holding `manifest.json` and the candidate files.
+    pub candidates_dir: PathBuf,
+    /// Directory the attestations, their manifest are written to (created if absent).
+    pub out_dir: PathBuf,
+    /// The verifier address this run signs as; must be the key's address.
+    pub signer: Address,
+    /// The network the manifest must be for.
+    pub network: Network,
+}
+
+/// Why the whole run could not proceed.
+#[derive(Debug, thiserror::Error)]
+pub enum RunError {
+    /// The candidates directory or its manifest is unusable.
+    #[error("invalid candidates input: {0}")]
+    InvalidInput(String),
+    /// The key does not belong to the configured signer address.
+    #[error("the key's address {key} is not the configured signer {signer}")]
+    KeyMismatch {
+        /// The key's address.
+        key: Address,
+        /// `--signer`.
+        signer: Address,
+    },
+    /// The output could not be written.
+    #[error("writing output failed: {0}")]
+    Output(#[source] FileError),
+}
+
+impl RunError {
+    /// The exit code this failure maps to.
+    pub fn exit_code(&self) -> ExitCode {
+        match self {
+            Self::InvalidInput(_) => ExitCode::InvalidInput,
+            Self::KeyMismatch { .. } => ExitCode::Config,
+            Self::Output(_) => ExitCode::Internal,
+        }
+    }
+}
+
+/// Why one candidate was not signed.
+#[derive(Debug, thiserror::Error)]
+pub enum CandidateRefusal {
+    /// The manifest lists the same job id twice.
+    #[error("the manifest lists this job id more than once")]
+    DuplicateEntry,
+    /// The candidate file is unreadable.
+    #[error("candidate file: {0}")]
+    File(#[source] FileError),
+    /// The candidate file is not a candidate.
+    #[error("candidate: {0}")]
+    Malformed(#[source] ArtifactError),
+    /// The candidate's job id is not the manifest entry's.
+    #[error("candidate job id does not match its manifest entry")]
+    JobIdMismatch,
+    /// The candidate's job does not validate.
+    #[error("candidate job is invalid: {0}")]
+    CandidateJob(#[source] JobError),
+    /// Revalidation against the feed and the chain failed.
+    #[error(transparent)]
+    Revalidation(#[from] Refusal),
+    /// A read at the pinned block failed.
+    #[error("reading the bounty failed: {0}")]
+    ChainRead(#[source] ChainReadError),
+    /// `isVerifier(signer)` is false at the pinned block.
+    #[error("the contract does not list this signer as a verifier")]
+    NotOnChainVerifier,
+    /// Too little time is left to sign.
+    #[error(transparent)]
+    Deadline(#[from] DeadlineError),
+    /// The contract's `attestationDigest` differs from the local EIP-712 digest.
+    #[error("contract attestationDigest {onchain} differs from the local digest {local}")]
+    DigestMismatch {
+        /// Computed locally from the checked job and outcome.
+        local: Bytes32,
+        /// What the RPC returned.
+        onchain: Bytes32,
+    },
+    /// The fresh signature failed its own check (shape or recovery).
+    #[error("the signature failed its own check: {0}")]
+    SignatureCheck(String),
+}
+
+impl CandidateRefusal {
+    /// A stable snake_case code for reports; never renamed.
+    pub fn code(&self) -> &'static str {
+        match self {
+            Self::DuplicateEntry => "duplicate_entry",
+            Self::File(_) => "candidate_unreadable",
+            Self::Malformed(_) => "candidate_malformed",
+            Self::JobIdMismatch => "candidate_job_id_mismatch",
+            Self::CandidateJob(_) => "candidate_job_invalid",
+            Self::Revalidation(r) => r.code(),
+            Self::ChainRead(_) => "chain_read_failed",
+            Self::NotOnChainVerifier => "not_onchain_verifier",
+            Self::Deadline(_) => "deadline_too_close",
+            Self::DigestMismatch { .. } => "digest_mismatch",
+            Self::SignatureCheck(_) => "signature_check_failed",
+        }
+    }
+
+    /// Whether an unavailable RPC or API caused it (a retry may succeed).
+    pub fn is_unavailable(&self) -> bool {
+        match self {
+            Self::Revalidation(r) => r.is_unavailable(),
+            Self::ChainRead(e) => {
+                matches!(e, ChainReadError::Rpc { .. } | ChainReadError::Client(_))
+            }
+            _ => false,
+        }
+    }
+}
+
+/// What happened to one candidate.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum CandidateStatus {
+    /// An attestation was written.
+    Signed,
+    /// This signer is not an eligible verifier of the job.
+    NotOurs,
+    /// Refused; see the code.
+    Refused,
+    /// The RPC or API was unavailable; see the code.
+    Unavailable,
+}
+
+/// One candidate's line in the report.
+#[derive(Debug, Clone, Serialize)]
+pub struct CandidateReport {
+    /// The manifest entry's job id.
+    pub job_id: String,
+    /// What happened.
+    pub status: CandidateStatus,
+    /// Refusal code, when refused or unavailable.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub code: Option<&'static str>,
+    /// On-chain mismatch codes, when the code is `onchain_mismatch`.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub mismatches: Vec<&'static str>,
+    /// Human-readable reason, when refused or unavailable.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub detail: Option<String>,
+    /// The attestation file written, when signed.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub attestation_file: Option<String>,
+    /// The verdict signed, when signed.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub passed: Option<bool>,
+    /// The deadline signed, when signed.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub deadline: Option<u64>,
+}
+
+/// The run report (stdout with `--json`).
+#[derive(Debug, Clone, Serialize)]
+pub struct RunReport {
+    /// [`REPORT_SCHEMA`].
+    pub schema: &'static str,
+    /// The network.
+    pub network: &'static str,
+    /// The signer address.
+    pub signer: Address,
+    /// One entry per manifest entry, in manifest order.
+    pub candidates: Vec<CandidateReport>,
+    /// How many were signed.
+    pub signed: usize,
+    /// How many were not ours.
+    pub not_ours: usize,
+    /// How many were refused.
+    pub refused: usize,
+    /// How many hit an unavailable service.
+    pub unavailable: usize,
+}
+
+impl RunReport {
+    /// 5 when any candidate hit an unavailable service, else 3 when any was refused, else 0.
+    pub fn exit_code(&self) -> ExitCode {
+        if self.unavailable > 0 {
+            ExitCode::Unavailable
+        } else if self.refused > 0 {
+            ExitCode::Refused
+        } else {
+            ExitCode::Success
+        }
+    }
+
+    /// The human summary for stderr.
+    pub fn summary(&self) -> String {
+        let mut out = format!(
+            "signer {} on {}: {} signed, {} not ours, {} refused, {} unavailable\n",
+            self.signer, self.network, self.signed, self.not_ours, self.refused, self.unavailable
+        );
+        for c in &self.candidates {
+            let status = match c.status {
+                CandidateStatus::Signed => "signed",
+                CandidateStatus::NotOurs => "not ours",
+                CandidateStatus::Refused => "refused",
+                CandidateStatus::Unavailable => "unavailable",
+            };
+            out.push_str(&format!("  {} {status}", c.job_id));
+            if let Some(code) = c.code {
+                out.push_str(&format!(" [{code}]"));
+            }
+            if let Some(detail) = &c.detail {
+                out.push_str(&format!(": {detail}"));
+            }
+            out.push('\n');
+        }
+        out
+    }
+}
+
+/// `attestation-<sha256 hex of job_id>-<verifier>.json`.
+pub fn attestation_file_name(job_id: &str, verifier: &Address) -> String {
+    format!(
+        "attestation-{}-{}.json",
+        hex::encode(Sha256::digest(job_id.as_bytes())),
+        verifier
+    )
+}
+
+fn read_manifest(cfg: &SignConfig) -> Result<CandidateManifest, RunError> {
+    let path = cfg.candidates_dir.join(CANDIDATE_MANIFEST_FILE);
+    let raw =
+        read_json(&path, MAX_MANIFEST_BYTES).map_err(|e| RunError::InvalidInput(e.to_string()))?;
+    let manifest = CandidateManifest::from_value(&raw)
+        .map_err(|e| RunError::InvalidInput(format!("{}: {e}", path.display())))?;
+    if Network::from_alias(&manifest.network) != Some(cfg.network) {
+        return Err(RunError::InvalidInput(format!(
+            "manifest is for network {:?}, not {}",
+            manifest.network.chars().take(64).collect::<String>(),
+            cfg.network
+        )));
+    }
+    if manifest.candidates.len() > MAX_CANDIDATES {
+        return Err(RunError::InvalidInput(format!(
+            "manifest lists {} candidates, more than the limit of {MAX_CANDIDATES}",
+            manifest.candidates.len()
+        )));
+    }
+    Ok(manifest)
+}
+
+/// A signed attestation ready to be written.
+struct Signed {
+    file: AttestationFile,
+    file_name: String,
+}
+
+enum Decision {
+    NotOurs,
+    Sign(Box<Signed>),
+}
+
+async fn check_and_sign(
+    cfg: &SignConfig,
+    entry: &CandidateEntry,
+    key: &LoadedKey,
+    source: &impl JobSource,
+    reader: &impl ChainReader,
+    now: u64,
+) -> Result<Decision, CandidateRefusal> {
+    // The manifest constructor already checked that the file name derives from the job id,
+    // so the join below cannot leave the candidates directory.
+    let raw = read_json(&cfg.candidates_dir.join(&entry.file), MAX_CANDIDATE_BYTES)
+        .map_err(CandidateRefusal::File)?;
+    let candidate = Candidate::from_value(&raw).map_err(CandidateRefusal::Malformed)?;
+    if candidate.job.get("job_id").and_then(Value::as_str) != Some(entry.job_id.as_str()) {
+        return Err(CandidateRefusal::JobIdMismatch);
+    }
+    let claimed = validate_job(&candidate.job, now).map_err(CandidateRefusal::CandidateJob)?;
+    if !claimed.eligible_verifiers().contains(&cfg.signer) {
+        return Ok(Decision::NotOurs);
+    }
+
+    let CheckedCandidate {
+        job,
+        outcome,
+        state,
+    } = refetch_and_revalidate(&candidate, source, reader, now).await?;
+    let bounty = job.bounty_contract();
+    let block = state.block_number;
+
+    let listed = reader
+        .is_verifier(bounty, block, cfg.signer)
+        .await
+        .map_err(CandidateRefusal::ChainRead)?;
+    if !listed {
+        return Err(CandidateRefusal::NotOnChainVerifier);
+    }
+
+    let deadline = attestation_deadline(now, job.expires_at())?;
+    let fields = AttestationFields::for_outcome(&job, &outcome, cfg.signer, deadline);
+    let local = attestation_digest(state.chain_id, &fields);
+    let onchain = reader
+        .attestation_digest(
+            bounty,
+            block,
+            AttestationQuery {
+                verifier: cfg.signer,
+                passed: fields.passed,
+                response_hash: fields.response_hash,
+                deadline,
+            },
+        )
+        .await
+        .map_err(CandidateRefusal::ChainRead)?;
+    if onchain != local {
+        return Err(CandidateRefusal::DigestMismatch { local, onchain });
+    }
+
+    let raw_sig = key
+        .sign_prehash(local.as_bytes())
+        .map_err(|e| CandidateRefusal::SignatureCheck(e.to_string()))?;
+    let signature = AttestationSignature::from_slice(&raw_sig)
+        .map_err(|e: SignatureError| CandidateRefusal::SignatureCheck(e.to_string()))?;
+    let recovered = recover_signer(&local, &signature)
+        .map_err(|e| CandidateRefusal::SignatureCheck(e.to_string()))?;
+    if recovered != cfg.signer {
+        return Err(CandidateRefusal::SignatureCheck(format!(
+            "recovers to {recovered}, not {}",
+            cfg.signer
+        )));
+    }
+
+    Ok(Decision::Sign(Box::new(Signed {
+        file_name: attestation_file_name(job.job_id(), &cfg.signer),
+        file: AttestationFile {
+            schema: ATTESTATION_SCHEMA.into(),
+            job_id: job.job_id().to_owned(),
+            bounty_contract: bounty,
+            verifier: cfg.signer,
+            passed: fields.passed,
+            response_hash: fields.response_hash,
+            deadline,
+            signature: signature.to_hex(),
+            candidate_file: entry.file.clone(),
+        },
+    })))
+}
+
+fn write_attestation(out_dir: &Path, signed: &Signed) -> Result<(), FileError> {
+    let value = serde_json::to_value(&signed.file).map_err(|e| FileError::Json {
+        path: out_dir.join(&signed.file_name),
+        detail: e.to_string(),
+    })?;
+    // Re-parse what is about to be written with the keeper's strict reader.
+    if let Err(e) = AttestationFile::from_value(&value) {
+        return Err(FileError::Json {
+            path: out_dir.join(&signed.file_name),
+            detail: e.to_string(),
+        });
+    }
+    write_json(out_dir, &signed.file_name, &value).map(|_| ())
+}
+
+/// Signs every candidate listed in `cfg.candidates_dir/manifest.json` at unix time `now`,
+/// writing one attestation per signed candidate and an attestation manifest to
+/// `cfg.out_dir`. Per-candidate failures are in the report; only an unusable manifest, a key
+/// for another address or an unwritable output directory fail the run.
+pub async fn sign_candidates(
+    cfg: &SignConfig,
+    key: &LoadedKey,
+    source: &impl JobSource,
+    reader: &impl ChainReader,
+    now: u64,
+) -> Result<RunReport, RunError> {
+    let key_address = Address::from(key.address());
+    if key_address != cfg.signer {
+        return Err(RunError::KeyMismatch {
+            key: key_address,
+            signer: cfg.signer,
+        });
+    }
+    let manifest = read_manifest(cfg)?;
+    std::fs::create_dir_all(&cfg.out_dir).map_err(|e| {
+        RunError::Output(FileError::Io {
+            path: cfg.out_dir.clone(),
+            source: e,
+        })
+    })?;
+
+    let mut report = RunReport {
+        schema: REPORT_SCHEMA,
+        network: cfg.network.name(),
+        signer: cfg.signer,
+        candidates: Vec::new(),
+        signed: 0,
+        not_ours: 0,
+        refused: 0,
+        unavailable: 0,
+    };
+    let mut written = Vec::new();
+    let mut seen = HashSet::new();
+    for entry in &manifest.candidates {
+        let result = if seen.insert(entry.job_id.as_str()) {
+            check_and_sign(cfg, entry, key, source, reader, now).await
+        } else {
+            Err(CandidateRefusal::DuplicateEntry)
+        };
+        let mut line = CandidateReport {
+            job_id: entry.job_id.clone(),
+            status: CandidateStatus::Refused,
+            code: None,
+            mismatches: Vec::new(),
+            detail: None,
+            attestation_file: None,
+            passed: None,
+            deadline: None,
+        };
+        match result {
+            Ok(Decision::NotOurs) => {
+                line.status = CandidateStatus::NotOurs;
+                report.not_ours += 1;
+            }
+            Ok(Decision::Sign(signed)) => {
+                write_attestation(&cfg.out_dir, &signed).map_err(RunError::Output)?;
+                line.status = CandidateStatus::Signed;
+                line.attestation_file = Some(signed.file_name.clone());
+                line.passed = Some(signed.file.passed);
+                line.deadline = Some(signed.file.deadline);
+                report.signed += 1;
+                written.push(json!({
+                    "job_id": signed.file.job_id,
+                    "file": signed.file_name,
+                    "candidate_file": signed.file.candidate_file,
+                }));
+            }
+            Err(refusal) => {
+                tracing::debug!(job_id = %entry.job_id, code = refusal.code(), "candidate not signed: {refusal}");
+                if refusal.is_unavailable() {
+                    line.status = CandidateStatus::Unavailable;
+                    report.unavailable += 1;
+                } else {
+                    report.refused += 1;
+                }
+                line.code = Some(refusal.code());
+                if let CandidateRefusal::Revalidation(r) = &refusal {
+                    line.mismatches = r.mismatch_codes();
+                }
+                line.detail = Some(refusal.to_string().chars().take(1024).collect());
+            }
+        }
+        report.candidates.push(line);
+    }
+
+    let manifest_value = json!({
+        "schema": ATTESTATION_MANIFEST_SCHEMA,
+        "network": cfg.network.name(),
+        "verifier": cfg.signer,
+        "attestations": written,
+    });
+    write_json(&cfg.out_dir, ATTESTATION_MANIFEST_FILE, &manifest_value)
+        .map_err(RunError::Output)?;
+    Ok(report)
+}

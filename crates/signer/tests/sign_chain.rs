@@ -1,0 +1,728 @@
+//! The signer against the real local Hardhat node (tools/chain/up.sh or scripts/services.sh;
+//! fails loudly without it) and a real local HTTP server serving the job feed.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::os::unix::fs::PermissionsExt;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use alloy::primitives::{Address as ChainAddress, B256, Bytes, U256};
+use bounty_chain::{
+    AttestationQuery, BountyState, ChainReadError, ChainReader, HttpJobSource, RpcChainReader,
+};
+use chain_testkit::{
+    BountyParams, DEV_KEYS, DeployedBounty, TestBounty, Testkit, dev_signer, status,
+};
+use keyfile::LoadedKey;
+use platform_client::{ClientLimits, PlatformClient};
+use serde_json::{Value, json};
+use signer::sign::{ATTESTATION_MANIFEST_FILE, CandidateStatus};
+use signer::{ExitCode, RunReport, SignConfig, sign_candidates};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpListener;
+use verifier_sdk::fixtures::{JobParams, job_value};
+use verifier_sdk::revalidate::{DOCKER_EXECUTOR, EVIDENCE_SCHEMA_VERSION};
+use verifier_sdk::{
+    Address, AttestationFile, Candidate, CandidateManifest, ExecutionFacts, Network, Outcome,
+    Sha256Digest, candidate_file_name, validate_job,
+};
+
+// ---------- a tiny HTTP/1.1 server ----------
+
+/// Reads one request (head and Content-Length body), returns (head, body).
+async fn read_request(sock: &mut tokio::net::TcpStream) -> Option<(String, Vec<u8>)> {
+    let mut buf = Vec::new();
+    let mut chunk = [0u8; 4096];
+    let head_end = loop {
+        let n = sock.read(&mut chunk).await.ok()?;
+        if n == 0 {
+            return None;
+        }
+        buf.extend_from_slice(&chunk[..n]);
+        if let Some(i) = buf.windows(4).position(|w| w == b"\r\n\r\n") {
+            break i + 4;
+        }
+        assert!(buf.len() < 1 << 20, "request head too large");
+    };
+    let head = String::from_utf8_lossy(&buf[..head_end]).to_string();
+    let len = head
+        .lines()
+        .find_map(|l| {
+            let (k, v) = l.split_once(':')?;
+            k.eq_ignore_ascii_case("content-length")
+                .then(|| v.trim().parse::<usize>().ok())?
+        })
+        .unwrap_or(0);
+    let mut body = buf[head_end..].to_vec();
+    while body.len() < len {
+        let n = sock.read(&mut chunk).await.ok()?;
+        if n == 0 {
+            return None;
+        }
+        body.extend_from_slice(&chunk[..n]);
+    }
+    Some((head, body))
+}
+
+async fn respond(sock: &mut tokio::net::TcpStream, body: &[u8]) {
+    let head = format!(
+        "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
+        body.len()
+    );
+    let _ = sock.write_all(head.as_bytes()).await;
+    let _ = sock.write_all(body).await;
+    let _ = sock.shutdown().await;
+}
+
+/// Serves `GET …/verification-jobs` with whatever `jobs` holds at request time.
+async fn feed_server(jobs: Arc<Mutex<Value>>) -> String {
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    tokio::spawn(async move {
+        loop {
+            let Ok((mut sock, _)) = listener.accept().await else {
+                return;
+            };
+            let jobs = jobs.clone();
+            tokio::spawn(async move {
+                if let Some((head, _)) = read_request(&mut sock).await {
+                    assert!(head.starts_with(
+                        "GET /v1/base/autonomous-bounties/verification-jobs?network=base-mainnet&verifier=0x"
+                    ), "{head}");
+                    let body = serde_json::to_vec(&*jobs.lock().unwrap()).unwrap();
+                    respond(&mut sock, &body).await;
+                }
+            });
+        }
+    });
+    format!("http://{addr}")
+}
+
+/// A JSON-RPC proxy to `upstream` that answers every `attestationDigest` call with a digest
+/// of its own: what a malicious or broken RPC provider could do.
+async fn lying_rpc(upstream: String) -> String {
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let http = reqwest::Client::new();
+    tokio::spawn(async move {
+        loop {
+            let Ok((mut sock, _)) = listener.accept().await else {
+                return;
+            };
+            let http = http.clone();
+            let upstream = upstream.clone();
+            tokio::spawn(async move {
+                let Some((_, body)) = read_request(&mut sock).await else {
+                    return;
+                };
+                let request: Value = serde_json::from_slice(&body).unwrap();
+                let answer: Value = http
+                    .post(&upstream)
+                    .json(&request)
+                    .send()
+                    .await
+                    .unwrap()
+                    .json()
+                    .await
+                    .unwrap();
+                let call = &request["params"][0];
+                let data = call["input"]
+                    .as_str()
+                    .or(call["data"].as_str())
+                    .unwrap_or("");
+                let answer = if request["method"] == "eth_call" && data.starts_with("0xfbb69591") {
+                    let mut a = answer;
+                    a["result"] = json!(format!("0x{}", "ab".repeat(32)));
+                    a
+                } else {
+                    answer
+                };
+                respond(&mut sock, &serde_json::to_vec(&answer).unwrap()).await;
+            });
+        }
+    });
+    format!("http://{addr}")
+}
+
+// ---------- the world a test signs in ----------
+
+const SIGNER_KEY_INDEX: usize = 1;
+
+struct World {
+    kit: Testkit,
+    bounty: DeployedBounty,
+    params: BountyParams,
+    job: Value,
+    now: u64,
+    candidates: tempfile::TempDir,
+    out: tempfile::TempDir,
+    feed: Arc<Mutex<Value>>,
+    api: String,
+    signer: Address,
+}
+
+fn signer_address() -> Address {
+    Address::from(dev_signer(SIGNER_KEY_INDEX).unwrap().address())
+}
+
+fn key() -> LoadedKey {
+    LoadedKey::from_hex_text(DEV_KEYS[SIGNER_KEY_INDEX]).unwrap()
+}
+
+fn job_params(
+    bounty: &str,
+    verifiers: &[Address],
+    solver: ChainAddress,
+    expires_at: u64,
+) -> JobParams {
+    JobParams {
+        bounty_contract: bounty.to_owned(),
+        bounty_id: format!("0x{}", "bb".repeat(32)),
+        round: 7,
+        solver: solver.to_string().to_lowercase(),
+        verifiers: verifiers.iter().map(ToString::to_string).collect(),
+        expires_at,
+        ..JobParams::default()
+    }
+}
+
+/// Deploys a bounty whose stored values are exactly what the job built for it commits to.
+async fn deploy_for(
+    kit: &Testkit,
+    verifiers: &[Address],
+    expires_in: u64,
+    now: u64,
+) -> (DeployedBounty, BountyParams, Value) {
+    let chain_verifiers: Vec<ChainAddress> = verifiers.iter().map(|a| (*a).into()).collect();
+    let mut params = BountyParams::new(chain_verifiers, now + expires_in);
+    // The hashes do not depend on the contract address, so a placeholder job gives them.
+    let draft = job_value(&job_params(
+        &format!("0x{}", "22".repeat(20)),
+        verifiers,
+        params.solver,
+        params.verification_expires_at,
+    ));
+    let draft = validate_job(&draft, now).unwrap();
+    params.submission_hash = draft.submission_hash().into();
+    params.evidence_hash = draft.evidence_hash().into();
+    params.policy_hash = draft.policy_hash().into();
+    params.terms_hash = draft.terms_hash().into();
+    let bounty = kit.deploy_bounty(&params).await.unwrap();
+    let job = job_value(&job_params(
+        &bounty.address().to_string().to_lowercase(),
+        verifiers,
+        params.solver,
+        params.verification_expires_at,
+    ));
+    let v = validate_job(&job, now).unwrap();
+    assert_eq!(B256::from(v.submission_hash()), params.submission_hash);
+    (bounty, params, job)
+}
+
+/// A candidate for `job` as the worker would write it after running with `exit_code`.
+fn candidate_for(job: &Value, now: u64, exit_code: i64) -> Candidate {
+    let validated = validate_job(job, now).unwrap();
+    let facts = ExecutionFacts {
+        exit_code,
+        stdout_sha256: Sha256Digest::from_bytes([0x5a; 32]),
+        stderr_sha256: Sha256Digest::from_bytes([0x5b; 32]),
+        stdout_bytes: 321,
+        stderr_bytes: 7,
+    };
+    let outcome = Outcome::for_job(&validated, validated.source_snapshot_digest(), facts).unwrap();
+    let evidence = json!({
+        "schema_version": EVIDENCE_SCHEMA_VERSION,
+        "executor": DOCKER_EXECUTOR,
+        "response_hash": outcome.response_hash.to_string(),
+        "outcome": {"status": "completed", "exit_code": exit_code},
+        "stdout": {"sha256": facts.stdout_sha256.to_string(), "bytes": 321},
+        "stderr": {"sha256": facts.stderr_sha256.to_string(), "bytes": 7},
+        "image": {"reference": validated.manifest().image},
+    });
+    Candidate::new(
+        job.clone(),
+        serde_json::to_value(&outcome).unwrap(),
+        "test-runner-revision".into(),
+        Some(evidence),
+    )
+}
+
+fn write_candidates(dir: &Path, candidates: &[Candidate]) {
+    let mut manifest = CandidateManifest::new("base-mainnet");
+    for c in candidates {
+        let job_id = c.job["job_id"].as_str().unwrap();
+        manifest.push(job_id);
+        std::fs::write(
+            dir.join(candidate_file_name(job_id)),
+            serde_json::to_vec(c).unwrap(),
+        )
+        .unwrap();
+    }
+    std::fs::write(
+        dir.join("manifest.json"),
+        serde_json::to_vec(&manifest).unwrap(),
+    )
+    .unwrap();
+}
+
+async fn world_with(verifiers: &[Address], expires_in: u64, exit_code: i64) -> World {
+    let kit = Testkit::connect().await.unwrap_or_else(|e| panic!("{e}"));
+    let now = kit.latest_timestamp().await.unwrap();
+    let (bounty, params, job) = deploy_for(&kit, verifiers, expires_in, now).await;
+    let candidates = tempfile::tempdir().unwrap();
+    write_candidates(candidates.path(), &[candidate_for(&job, now, exit_code)]);
+    let feed = Arc::new(Mutex::new(json!([job.clone()])));
+    let api = feed_server(feed.clone()).await;
+    World {
+        kit,
+        bounty,
+        params,
+        job,
+        now,
+        candidates,
+        out: tempfile::tempdir().unwrap(),
+        feed,
+        api,
+        signer: signer_address(),
+    }
+}
+
+async fn world() -> World {
+    world_with(&[signer_address()], 3600, 0).await
+}
+
+impl World {
+    fn cfg(&self) -> SignConfig {
+        SignConfig {
+            candidates_dir: self.candidates.path().to_owned(),
+            out_dir: self.out.path().to_owned(),
+            signer: self.signer,
+            network: Network::BaseMainnet,
+        }
+    }
+
+    fn source(&self) -> HttpJobSource {
+        HttpJobSource::new(
+            PlatformClient::new(ClientLimits::default()).unwrap(),
+            &self.api,
+            Network::BaseMainnet,
+            self.signer,
+        )
+    }
+
+    async fn sign_with(&self, reader: &impl ChainReader, now: u64) -> RunReport {
+        sign_candidates(&self.cfg(), &key(), &self.source(), reader, now)
+            .await
+            .unwrap()
+    }
+
+    async fn sign(&self) -> RunReport {
+        let reader = RpcChainReader::new(self.kit.url(), Duration::from_secs(10)).unwrap();
+        self.sign_with(&reader, self.now).await
+    }
+
+    fn rewrite_candidate(&self, edit: impl FnOnce(&mut Candidate)) {
+        let mut c = candidate_for(&self.job, self.now, 0);
+        edit(&mut c);
+        write_candidates(self.candidates.path(), &[c]);
+    }
+
+    fn attestation_files(&self) -> Vec<PathBuf> {
+        std::fs::read_dir(self.out.path())
+            .unwrap()
+            .map(|e| e.unwrap().path())
+            .filter(|p| {
+                let name = p.file_name().unwrap().to_str().unwrap();
+                name.starts_with("attestation-") && name != ATTESTATION_MANIFEST_FILE
+            })
+            .collect()
+    }
+}
+
+/// The single candidate was refused with `code`, nothing was signed, exit 3.
+fn assert_refused(report: &RunReport, code: &str) {
+    assert_eq!(report.candidates.len(), 1, "{report:?}");
+    let c = &report.candidates[0];
+    assert_eq!(c.status, CandidateStatus::Refused, "{report:?}");
+    assert_eq!(c.code, Some(code), "{}", report.summary());
+    assert_eq!(report.signed, 0);
+    assert_eq!(report.exit_code(), ExitCode::Refused);
+}
+
+// ---------- cases ----------
+
+#[tokio::test]
+async fn valid_candidate_yields_an_attestation_the_contract_settles_with() {
+    let w = world().await;
+    let report = w.sign().await;
+    assert_eq!(
+        report.exit_code(),
+        ExitCode::Success,
+        "{}",
+        report.summary()
+    );
+    assert_eq!(report.signed, 1);
+
+    let files = w.attestation_files();
+    assert_eq!(files.len(), 1, "{files:?}");
+    let raw: Value = serde_json::from_slice(&std::fs::read(&files[0]).unwrap()).unwrap();
+    let att = AttestationFile::from_value(&raw).unwrap();
+    assert_eq!(att.verifier, w.signer);
+    assert!(att.passed);
+    assert_eq!(att.deadline, w.now + 900);
+    let manifest: Value = serde_json::from_slice(
+        &std::fs::read(w.out.path().join(ATTESTATION_MANIFEST_FILE)).unwrap(),
+    )
+    .unwrap();
+    assert_eq!(manifest["attestations"][0]["job_id"], w.job["job_id"]);
+
+    let sig = att.parsed_signature().unwrap();
+    w.bounty
+        .settle(vec![TestBounty::Attestation {
+            verifier: att.verifier.into(),
+            passed: att.passed,
+            responseHash: att.response_hash.into(),
+            deadline: U256::from(att.deadline),
+            signature: Bytes::copy_from_slice(sig.as_bytes()),
+        }])
+        .await
+        .unwrap();
+    assert_eq!(w.bounty.status().await.unwrap(), status::SETTLED);
+}
+
+#[tokio::test]
+async fn failing_verdict_is_signed_and_rejects_on_chain() {
+    let w = world_with(&[signer_address()], 3600, 1).await;
+    let report = w.sign().await;
+    assert_eq!(
+        report.exit_code(),
+        ExitCode::Success,
+        "{}",
+        report.summary()
+    );
+    assert_eq!(report.candidates[0].passed, Some(false));
+    let raw: Value =
+        serde_json::from_slice(&std::fs::read(&w.attestation_files()[0]).unwrap()).unwrap();
+    let att = AttestationFile::from_value(&raw).unwrap();
+    w.bounty
+        .settle(vec![TestBounty::Attestation {
+            verifier: att.verifier.into(),
+            passed: false,
+            responseHash: att.response_hash.into(),
+            deadline: U256::from(att.deadline),
+            signature: Bytes::copy_from_slice(att.parsed_signature().unwrap().as_bytes()),
+        }])
+        .await
+        .unwrap();
+    assert_ne!(w.bounty.status().await.unwrap(), status::SUBMITTED);
+}
+
+#[tokio::test]
+async fn job_changed_since_the_run_is_refused() {
+    let w = world().await;
+    let mut changed = w.job.clone();
+    changed["verification_expires_at"] = json!(w.params.verification_expires_at + 1);
+    *w.feed.lock().unwrap() = json!([changed]);
+    let report = w.sign().await;
+    assert_refused(&report, "job_changed");
+    assert!(w.attestation_files().is_empty());
+}
+
+#[tokio::test]
+async fn job_gone_from_the_feed_is_refused() {
+    let w = world().await;
+    *w.feed.lock().unwrap() = json!([]);
+    assert_refused(&w.sign().await, "job_gone");
+}
+
+#[tokio::test]
+async fn deadline_too_close_to_now_is_refused() {
+    let w = world_with(&[signer_address()], 100, 0).await;
+    assert_refused(&w.sign().await, "deadline_too_close");
+}
+
+#[tokio::test]
+async fn expired_job_is_refused() {
+    let w = world().await;
+    let reader = RpcChainReader::new(w.kit.url(), Duration::from_secs(10)).unwrap();
+    let report = w.sign_with(&reader, w.params.verification_expires_at).await;
+    assert_refused(&report, "candidate_job_invalid");
+}
+
+/// Answers like the node but reports another chain id.
+struct OtherChain(RpcChainReader);
+
+impl ChainReader for OtherChain {
+    async fn read_bounty(&self, bounty: Address) -> Result<BountyState, ChainReadError> {
+        let mut s = self.0.read_bounty(bounty).await?;
+        s.chain_id = 84532;
+        Ok(s)
+    }
+    async fn attestation_digest(
+        &self,
+        bounty: Address,
+        block: u64,
+        q: AttestationQuery,
+    ) -> Result<verifier_sdk::Bytes32, ChainReadError> {
+        self.0.attestation_digest(bounty, block, q).await
+    }
+    async fn is_verifier(
+        &self,
+        bounty: Address,
+        block: u64,
+        a: Address,
+    ) -> Result<bool, ChainReadError> {
+        self.0.is_verifier(bounty, block, a).await
+    }
+}
+
+#[tokio::test]
+async fn wrong_chain_id_is_refused() {
+    let w = world().await;
+    let reader = OtherChain(RpcChainReader::new(w.kit.url(), Duration::from_secs(10)).unwrap());
+    assert_refused(&w.sign_with(&reader, w.now).await, "chain_id_mismatch");
+}
+
+#[tokio::test]
+async fn on_chain_evidence_hash_mismatch_is_refused() {
+    let w = world().await;
+    let p = &w.params;
+    w.bounty
+        .set_hashes(
+            p.submission_hash,
+            B256::repeat_byte(0x01),
+            p.policy_hash,
+            p.terms_hash,
+        )
+        .await
+        .unwrap();
+    let report = w.sign().await;
+    assert_refused(&report, "onchain_mismatch");
+    assert_eq!(report.candidates[0].mismatches, vec!["evidence_hash"]);
+}
+
+#[tokio::test]
+async fn on_chain_round_mismatch_is_refused() {
+    let w = world().await;
+    w.bounty.set_round(8).await.unwrap();
+    let report = w.sign().await;
+    assert_refused(&report, "onchain_mismatch");
+    assert_eq!(report.candidates[0].mismatches, vec!["round"]);
+}
+
+#[tokio::test]
+async fn changed_verifier_set_is_refused() {
+    let w = world().await;
+    let other = dev_signer(2).unwrap().address();
+    w.bounty
+        .set_verifiers(vec![w.signer.into(), other], 2)
+        .await
+        .unwrap();
+    let report = w.sign().await;
+    assert_refused(&report, "onchain_mismatch");
+    assert_eq!(
+        report.candidates[0].mismatches,
+        vec!["verifier_set_hash", "verifier_list", "threshold"]
+    );
+}
+
+#[tokio::test]
+async fn changed_threshold_is_refused() {
+    let w = world_with(
+        &[
+            signer_address(),
+            Address::from(dev_signer(2).unwrap().address()),
+        ],
+        3600,
+        0,
+    )
+    .await;
+    w.bounty.set_threshold(1).await.unwrap();
+    let report = w.sign().await;
+    assert_refused(&report, "onchain_mismatch");
+    assert_eq!(report.candidates[0].mismatches, vec!["threshold"]);
+}
+
+#[tokio::test]
+async fn job_without_this_signer_is_not_ours_and_not_signed() {
+    let w = world_with(&[Address::from(dev_signer(2).unwrap().address())], 3600, 0).await;
+    let report = w.sign().await;
+    assert_eq!(report.candidates[0].status, CandidateStatus::NotOurs);
+    assert_eq!(report.exit_code(), ExitCode::Success);
+    assert!(w.attestation_files().is_empty());
+}
+
+#[tokio::test]
+async fn tampered_response_hash_is_refused() {
+    let w = world().await;
+    w.rewrite_candidate(|c| c.outcome["response_hash"] = json!(format!("0x{}", "12".repeat(32))));
+    assert_refused(&w.sign().await, "outcome_invalid");
+}
+
+#[tokio::test]
+async fn flipped_verdict_is_refused() {
+    let w = world().await;
+    w.rewrite_candidate(|c| c.outcome["verdict"] = json!("failed"));
+    assert_refused(&w.sign().await, "outcome_invalid");
+}
+
+#[tokio::test]
+async fn test_double_evidence_is_refused() {
+    let w = world().await;
+    w.rewrite_candidate(|c| c.evidence.as_mut().unwrap()["executor"] = json!("test-double"));
+    assert_refused(&w.sign().await, "evidence_rejected");
+}
+
+#[tokio::test]
+async fn rpc_returning_another_attestation_digest_is_refused() {
+    let w = world().await;
+    let proxy = lying_rpc(w.kit.url().to_owned()).await;
+    let reader = RpcChainReader::new(&proxy, Duration::from_secs(10)).unwrap();
+    let report = w.sign_with(&reader, w.now).await;
+    assert_refused(&report, "digest_mismatch");
+    assert!(w.attestation_files().is_empty());
+}
+
+#[tokio::test]
+async fn one_bad_candidate_does_not_block_the_others() {
+    let w = world().await;
+    let (_b2, _p2, job2) = deploy_for(&w.kit, &[w.signer], 3600, w.now).await;
+    let mut bad = candidate_for(&job2, w.now, 0);
+    bad.outcome["verdict"] = json!("failed");
+    let good = candidate_for(&w.job, w.now, 0);
+    write_candidates(w.candidates.path(), &[bad, good]);
+    *w.feed.lock().unwrap() = json!([job2, w.job.clone()]);
+    let report = w.sign().await;
+    assert_eq!(report.signed, 1, "{}", report.summary());
+    assert_eq!(report.refused, 1);
+    assert_eq!(report.candidates[0].code, Some("outcome_invalid"));
+    assert_eq!(report.candidates[1].status, CandidateStatus::Signed);
+    assert_eq!(report.exit_code(), ExitCode::Refused);
+}
+
+#[tokio::test]
+async fn manifest_entry_pointing_outside_the_directory_is_invalid_input() {
+    let w = world().await;
+    let job_id = w.job["job_id"].as_str().unwrap();
+    std::fs::write(
+        w.candidates.path().join("manifest.json"),
+        serde_json::to_vec(&json!({
+            "schema": "agent-bounties/regression-candidate-manifest-v1",
+            "network": "base-mainnet",
+            "candidates": [{"job_id": job_id, "file": "../candidate.json"}],
+        }))
+        .unwrap(),
+    )
+    .unwrap();
+    let reader = RpcChainReader::new(w.kit.url(), Duration::from_secs(10)).unwrap();
+    let err = sign_candidates(&w.cfg(), &key(), &w.source(), &reader, w.now)
+        .await
+        .unwrap_err();
+    assert_eq!(err.exit_code(), ExitCode::InvalidInput);
+}
+
+#[tokio::test]
+async fn symlinked_candidate_file_is_refused() {
+    let w = world().await;
+    let name = candidate_file_name(w.job["job_id"].as_str().unwrap());
+    let real = w.candidates.path().join("elsewhere.json");
+    std::fs::rename(w.candidates.path().join(&name), &real).unwrap();
+    std::os::unix::fs::symlink(&real, w.candidates.path().join(&name)).unwrap();
+    assert_refused(&w.sign().await, "candidate_unreadable");
+}
+
+// ---------- the binary ----------
+
+async fn run_binary(w: &World, key_args: &[&str], env: &[(&str, &str)]) -> (i32, String, String) {
+    let mut cmd = tokio::process::Command::new(env!("CARGO_BIN_EXE_signer"));
+    cmd.args(["sign", "--candidates"])
+        .arg(w.candidates.path())
+        .args([
+            "--api",
+            &w.api,
+            "--rpc",
+            w.kit.url(),
+            "--signer",
+            &w.signer.to_string(),
+            "--out",
+        ])
+        .arg(w.out.path())
+        .args(["--json"])
+        .args(key_args)
+        .env_remove("RUST_LOG");
+    for (k, v) in env {
+        cmd.env(k, v);
+    }
+    let out = cmd.output().await.unwrap();
+    (
+        out.status.code().unwrap(),
+        String::from_utf8_lossy(&out.stdout).to_string(),
+        String::from_utf8_lossy(&out.stderr).to_string(),
+    )
+}
+
+fn key_digits() -> &'static str {
+    DEV_KEYS[SIGNER_KEY_INDEX].trim_start_matches("0x")
+}
+
+#[tokio::test]
+async fn binary_signs_with_a_key_from_an_env_var_and_prints_a_json_report() {
+    let w = world().await;
+    let (code, stdout, stderr) = run_binary(
+        &w,
+        &["--key-env", "SIGNER_TEST_KEY"],
+        &[("SIGNER_TEST_KEY", DEV_KEYS[SIGNER_KEY_INDEX])],
+    )
+    .await;
+    assert_eq!(code, 0, "{stderr}");
+    let report: Value = serde_json::from_str(&stdout).unwrap();
+    assert_eq!(report["signed"], 1);
+    assert_eq!(report["candidates"][0]["status"], "signed");
+    assert!(!stdout.contains(key_digits()) && !stderr.contains(key_digits()));
+}
+
+#[tokio::test]
+async fn binary_refuses_a_key_file_with_mode_0644() {
+    let w = world().await;
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("key");
+    std::fs::write(&path, DEV_KEYS[SIGNER_KEY_INDEX]).unwrap();
+    std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o644)).unwrap();
+    let (code, stdout, stderr) = run_binary(&w, &["--key-file", path.to_str().unwrap()], &[]).await;
+    assert_eq!(code, 78, "{stderr}");
+    assert!(stderr.contains("0600 or stricter"), "{stderr}");
+    assert!(!stdout.contains(key_digits()) && !stderr.contains(key_digits()));
+    assert!(w.attestation_files().is_empty());
+
+    std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o600)).unwrap();
+    let (code, _, stderr) = run_binary(&w, &["--key-file", path.to_str().unwrap()], &[]).await;
+    assert_eq!(code, 0, "{stderr}");
+}
+
+#[tokio::test]
+async fn binary_refuses_a_key_for_another_address_with_exit_78() {
+    let w = world().await;
+    let (code, stdout, stderr) = run_binary(
+        &w,
+        &["--key-env", "SIGNER_TEST_OTHER_KEY"],
+        &[("SIGNER_TEST_OTHER_KEY", DEV_KEYS[3])],
+    )
+    .await;
+    assert_eq!(code, 78, "{stderr}");
+    assert!(stderr.contains("is not --signer"), "{stderr}");
+    let other = DEV_KEYS[3].trim_start_matches("0x");
+    assert!(!stdout.contains(other) && !stderr.contains(other));
+    assert!(w.attestation_files().is_empty());
+}
+
+#[tokio::test]
+async fn binary_usage_error_is_exit_2() {
+    let out = tokio::process::Command::new(env!("CARGO_BIN_EXE_signer"))
+        .args(["sign", "--candidates", "/nonexistent"])
+        .output()
+        .await
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+}
