@@ -12,7 +12,7 @@ step "services (Docker Engine, local registry, test images)"
 scripts/services.sh --no-python
 
 step "building the worker"
-cargo build -q --release -p worker --example example_job
+cargo build -q --release -p worker --bin worker --example example_job
 worker=target/release/worker
 make_job=target/release/examples/example_job
 
