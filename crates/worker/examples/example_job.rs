@@ -13,7 +13,9 @@ use verifier_sdk::fixtures::{JobParams, job_value, sample_manifest};
 fn main() -> std::process::ExitCode {
     let args: Vec<String> = std::env::args().skip(1).collect();
     let [image, source, benchmark, command @ ..] = args.as_slice() else {
-        eprintln!("usage: example_job <image@sha256:…> <source-digest> <benchmark-digest> <argv0> [args…]");
+        eprintln!(
+            "usage: example_job <image@sha256:…> <source-digest> <benchmark-digest> <argv0> [args…]"
+        );
         return std::process::ExitCode::from(2);
     };
     if command.is_empty() {

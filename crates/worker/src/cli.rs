@@ -77,6 +77,47 @@ pub enum Command {
         #[arg(long)]
         staging_root: Option<PathBuf>,
     },
+    /// Fetch the platform's job feed, run every job committed to our verifier(s), and write
+    /// candidate files and their manifest.
+    Feed(FeedArgs),
+}
+
+/// Arguments of `worker feed`.
+#[derive(Debug, Clone, PartialEq, Eq, clap::Args)]
+pub struct FeedArgs {
+    /// Platform API base URL (https; plain http only to loopback).
+    #[arg(long)]
+    pub api: String,
+    /// Network to query: base-mainnet or base-sepolia (or an alias).
+    #[arg(long, default_value = "base-mainnet")]
+    pub network: String,
+    /// A verifier address this runner serves; give it once or twice.
+    #[arg(long = "verifier", required = true)]
+    pub verifiers: Vec<String>,
+    /// Directory for candidate files and manifest.json.
+    #[arg(long)]
+    pub out: PathBuf,
+    /// Run at most this many jobs (earliest expiry first).
+    #[arg(long)]
+    pub max_jobs: Option<usize>,
+    /// Reuse completed verdicts from this cache directory.
+    #[arg(long)]
+    pub cache_dir: Option<PathBuf>,
+    /// Scratch directory for downloads and extraction (default: the system temp dir).
+    #[arg(long)]
+    pub work_dir: Option<PathBuf>,
+    /// Base of exact-commit archive URLs (default https://codeload.github.com).
+    #[arg(long)]
+    pub archive_base: Option<String>,
+    /// Staging root (defaults to $REGRESSION_SANDBOX_STAGING_ROOT).
+    #[arg(long)]
+    pub staging_root: Option<PathBuf>,
+    /// Pull missing images, by their pinned digest only.
+    #[arg(long)]
+    pub pull: bool,
+    /// Print the run report as JSON on stdout.
+    #[arg(long)]
+    pub json: bool,
 }
 
 /// A checked request to do one thing.
@@ -114,6 +155,8 @@ pub enum Action {
         /// The request file.
         request: PathBuf,
     },
+    /// `feed`.
+    Feed(FeedArgs),
     /// `plan`.
     Plan {
         /// The request file.
@@ -198,6 +241,7 @@ impl Cli {
                 request,
                 staging_root,
             }),
+            Some(Command::Feed(args)) => Ok(Action::Feed(args)),
             None => Err(UsageError::NoMode),
         }
     }

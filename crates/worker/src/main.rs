@@ -19,6 +19,7 @@ use tracing_subscriber::EnvFilter;
 use verifier_sdk::{NoVerdictReason, RunOutput};
 use worker::cli::{Action, Cli};
 use worker::exit::ExitCode;
+use worker::feed::{FeedConfig, SandboxJobExecutor, run_feed};
 use worker::progress::stderr_progress;
 use worker::run;
 use worker::snapshot::{SnapshotError, snapshot_directory_with_progress};
@@ -92,6 +93,7 @@ fn dispatch(action: Action, quiet: bool) -> ExitCode {
                 fail(ExitCode::InvalidInput, &error)
             }
         },
+        Action::Feed(args) => feed(args, quiet),
         Action::Plan {
             request,
             staging_root,
@@ -109,6 +111,72 @@ fn dispatch(action: Action, quiet: bool) -> ExitCode {
             }
         }
     }
+}
+
+fn feed(args: worker::cli::FeedArgs, quiet: bool) -> ExitCode {
+    let config = match feed_config(&args, quiet) {
+        Ok(config) => config,
+        Err(error) => return fail(ExitCode::Config, &error),
+    };
+    let json = args.json;
+    let result = block_on(async move {
+        let executor = match worker::sandbox::DockerExecutor::connect().await {
+            Ok(executor) => executor,
+            Err(error) => return Err((ExitCode::RuntimeUnavailable, error.to_string())),
+        };
+        if let Err(error) = executor.cleanup_stale().await {
+            tracing::warn!(%error, "could not clean up stale sandbox containers");
+        }
+        let job_executor = SandboxJobExecutor::new(executor, config.1, args.pull);
+        run_feed(&config.0, &job_executor)
+            .await
+            .map_err(|e| (e.exit_code(), e.to_string()))
+    });
+    match result {
+        Ok(Ok(report)) => {
+            eprint!("{}", report.human_summary());
+            if json {
+                if let code @ (ExitCode::Internal | ExitCode::Usage) = print_json(&report.to_json())
+                {
+                    return code;
+                }
+            }
+            report.exit_code()
+        }
+        Ok(Err((code, error))) => fail(code, &error),
+        Err(error) => fail(ExitCode::Internal, &error),
+    }
+}
+
+fn feed_config(
+    args: &worker::cli::FeedArgs,
+    quiet: bool,
+) -> Result<(FeedConfig, std::path::PathBuf), String> {
+    let network = verifier_sdk::Network::from_alias(&args.network)
+        .ok_or_else(|| format!("unknown network {:?}", args.network))?;
+    let verifiers = args
+        .verifiers
+        .iter()
+        .map(|v| {
+            v.parse::<verifier_sdk::Address>()
+                .map_err(|e| e.to_string())
+        })
+        .collect::<Result<Vec<_>, _>>()?;
+    let root = match &args.staging_root {
+        Some(root) => std::path::absolute(root).map_err(|e| e.to_string())?,
+        None => run::staging_root_from_env().map_err(|e| e.to_string())?,
+    };
+    let mut config = FeedConfig::new(&args.api, network, verifiers, &args.out);
+    config.max_jobs = args.max_jobs;
+    config.cache_dir = args.cache_dir.clone();
+    if let Some(work) = &args.work_dir {
+        config.work_dir = work.clone();
+    }
+    if let Some(base) = &args.archive_base {
+        config.archive_base = base.clone();
+    }
+    config.progress = !quiet;
+    Ok((config, root))
 }
 
 /// The exit code of a run, from its outcome alone: a verdict (either one) is success.

@@ -16,9 +16,11 @@ pub mod cache;
 pub mod output;
 pub mod report;
 pub mod runner;
+pub mod sandbox_executor;
 pub mod select;
 
 pub use report::{FeedReport, JobRow, JobStatus, REPORT_SCHEMA_VERSION};
 pub use runner::{
     ExecutedJob, FeedConfig, FeedError, JobExecutor, JobFailure, MAX_VERIFIERS, run_feed,
 };
+pub use sandbox_executor::SandboxJobExecutor;
