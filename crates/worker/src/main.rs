@@ -166,6 +166,12 @@ fn feed_config(
         Some(root) => std::path::absolute(root).map_err(|e| e.to_string())?,
         None => run::staging_root_from_env().map_err(|e| e.to_string())?,
     };
+    // Each job would otherwise fail on its own and the batch end in "retry later" (3), which
+    // a scheduled run treats as fine: a broken store must stop the run as a configuration
+    // error before anything is fetched.
+    std::fs::create_dir_all(&root)
+        .and_then(|()| tempfile::tempfile_in(&root))
+        .map_err(|e| format!("staging root {root:?} is unusable: {e}"))?;
     let mut config = FeedConfig::new(&args.api, network, verifiers, &args.out);
     config.max_jobs = args.max_jobs;
     config.cache_dir = args.cache_dir.clone();

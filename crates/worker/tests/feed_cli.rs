@@ -114,6 +114,11 @@ impl World {
     /// `worker feed --json` into `out` with the cache, work dir and staging root of this
     /// world; `env` is added to the child's environment.
     async fn feed(&self, out: &str, env: &[(&str, &str)]) -> Outcome {
+        self.feed_staged(out, env, &self.path("staging")).await
+    }
+
+    /// As [`World::feed`], with `staging` as the staging root.
+    async fn feed_staged(&self, out: &str, env: &[(&str, &str)], staging: &Path) -> Outcome {
         let mut cmd = Command::new(env!("CARGO_BIN_EXE_worker"));
         cmd.args(["feed", "--quiet", "--api", &self.server.base])
             .args(["--network", "base-mainnet", "--verifier", VERIFIER])
@@ -124,7 +129,7 @@ impl World {
             .arg("--work-dir")
             .arg(self.path("work"))
             .arg("--staging-root")
-            .arg(self.path("staging"))
+            .arg(staging)
             .args(["--archive-base", &self.server.base, "--json"])
             .env_remove("GITHUB_SHA")
             .env_remove("REGRESSION_SANDBOX_STAGING_ROOT");
@@ -348,4 +353,19 @@ async fn an_unreachable_engine_exits_runtime_unavailable() {
     );
     assert!(!w.path("out").join(candidate_file_name(&id(&job))).exists());
     assert!(w.evidence_files().is_empty());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_unusable_staging_root_is_a_configuration_error_not_a_retry() {
+    let w = World::new().await;
+    let job = w.example_job(1, "source-pass");
+    w.serve(&[&job]);
+    let not_a_dir = w.path("staging-file");
+    std::fs::write(&not_a_dir, b"a file where the staging root should be").unwrap();
+
+    let run = w.feed_staged("out", &[], &not_a_dir).await;
+    // 3 would tell the scheduled workflow "retry next time" and pass it, forever.
+    run.assert_code(78);
+    assert!(run.stderr.contains("staging root"), "stderr: {}", run.stderr);
+    assert_eq!(w.server.hits(&feed_path(VERIFIER)), 0, "ran with a broken store");
 }
