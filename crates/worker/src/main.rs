@@ -135,11 +135,9 @@ fn feed(args: worker::cli::FeedArgs, quiet: bool) -> ExitCode {
     match result {
         Ok(Ok(report)) => {
             eprint!("{}", report.human_summary());
-            if json {
-                if let code @ (ExitCode::Internal | ExitCode::Usage) = print_json(&report.to_json())
-                {
-                    return code;
-                }
+            // An unwritable report is an internal failure whatever the batch's outcome.
+            if json && print_json(&report.to_json()) != ExitCode::Success {
+                return ExitCode::Internal;
             }
             report.exit_code()
         }

@@ -24,7 +24,9 @@ use verifier_sdk::{Candidate, CandidateManifest, Sha256Digest, candidate_file_na
 const REPORT_SCHEMA: &str = "agent-bounties/regression-feed-report-v1";
 
 fn example(name: &str) -> PathBuf {
-    support::workspace_root().join("fixtures/example").join(name)
+    support::workspace_root()
+        .join("fixtures/example")
+        .join(name)
 }
 
 fn commit(round: u64) -> String {
@@ -85,7 +87,11 @@ impl World {
         );
         let mut manifest = sample_manifest();
         manifest["image"] = json!(self.image);
-        manifest["command"] = json!(["/bin/cmp", "/benchmark/expected.txt", "/workspace/result.txt"]);
+        manifest["command"] = json!([
+            "/bin/cmp",
+            "/benchmark/expected.txt",
+            "/workspace/result.txt"
+        ]);
         manifest["benchmark_digest"] = json!(self.bench_digest.to_string());
         job_value(&JobParams {
             round,
@@ -366,6 +372,14 @@ async fn an_unusable_staging_root_is_a_configuration_error_not_a_retry() {
     let run = w.feed_staged("out", &[], &not_a_dir).await;
     // 3 would tell the scheduled workflow "retry next time" and pass it, forever.
     run.assert_code(78);
-    assert!(run.stderr.contains("staging root"), "stderr: {}", run.stderr);
-    assert_eq!(w.server.hits(&feed_path(VERIFIER)), 0, "ran with a broken store");
+    assert!(
+        run.stderr.contains("staging root"),
+        "stderr: {}",
+        run.stderr
+    );
+    assert_eq!(
+        w.server.hits(&feed_path(VERIFIER)),
+        0,
+        "ran with a broken store"
+    );
 }

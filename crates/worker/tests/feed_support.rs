@@ -399,7 +399,12 @@ pub fn read_tree(dir: &Path) -> Vec<(String, Vec<u8>)> {
             if path.is_dir() {
                 walk(base, &path, out);
             } else {
-                let rel = path.strip_prefix(base).unwrap().to_str().unwrap().to_owned();
+                let rel = path
+                    .strip_prefix(base)
+                    .unwrap()
+                    .to_str()
+                    .unwrap()
+                    .to_owned();
                 out.push((rel, std::fs::read(&path).unwrap()));
             }
         }
