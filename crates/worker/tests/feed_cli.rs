@@ -297,6 +297,7 @@ async fn a_source_digest_mismatch_is_no_verdict_retried_and_does_not_block_the_v
     let second = w.feed("out2", &[]).await;
     second.assert_code(3);
     assert_eq!(second.row(&good)["reused_from_cache"], true);
+    assert_eq!(w.evidence_files().len(), 1, "the cached job ran again");
     assert_eq!(second.row(&mismatched)["status"], "no_verdict");
     assert_eq!(second.row(&mismatched)["reason_code"], "input_mismatch");
     assert_eq!(second.row(&mismatched)["reused_from_cache"], false);
@@ -329,6 +330,15 @@ async fn a_path_traversal_archive_is_rejected_and_the_valid_job_still_runs() {
     let run = w.feed("out", &[]).await;
     run.assert_code(0);
     assert_eq!(run.row(&evil)["status"], "rejected");
+    assert_eq!(run.row(&evil)["reason_code"], "archive_rejected");
+    assert!(
+        run.row(&evil)["reason"]
+            .as_str()
+            .unwrap()
+            .starts_with("source archive"),
+        "{}",
+        run.row(&evil)
+    );
     assert_eq!(run.row(&evil)["candidate_file"], Value::Null);
     assert_eq!(run.row(&good)["status"], "completed_passed");
     let candidates = signable_candidates(&w.path("out"));
