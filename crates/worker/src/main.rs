@@ -135,10 +135,9 @@ fn feed(args: worker::cli::FeedArgs, quiet: bool) -> ExitCode {
     match result {
         Ok(Ok(report)) => {
             eprint!("{}", report.human_summary());
-            if json
-                && let code @ (ExitCode::Internal | ExitCode::Usage) = print_json(&report.to_json())
-            {
-                return code;
+            // An unwritable report is an internal failure whatever the batch's outcome.
+            if json && print_json(&report.to_json()) != ExitCode::Success {
+                return ExitCode::Internal;
             }
             report.exit_code()
         }
@@ -165,6 +164,12 @@ fn feed_config(
         Some(root) => std::path::absolute(root).map_err(|e| e.to_string())?,
         None => run::staging_root_from_env().map_err(|e| e.to_string())?,
     };
+    // Each job would otherwise fail on its own and the batch end in "retry later" (3), which
+    // a scheduled run treats as fine: a broken store must stop the run as a configuration
+    // error before anything is fetched.
+    std::fs::create_dir_all(&root)
+        .and_then(|()| tempfile::tempfile_in(&root))
+        .map_err(|e| format!("staging root {root:?} is unusable: {e}"))?;
     let mut config = FeedConfig::new(&args.api, network, verifiers, &args.out);
     config.max_jobs = args.max_jobs;
     config.cache_dir = args.cache_dir.clone();

@@ -390,3 +390,41 @@ pub fn job(
         ..JobParams::default()
     })
 }
+
+/// Every regular file under `dir` as (path relative to `dir`, bytes), in path order.
+pub fn read_tree(dir: &Path) -> Vec<(String, Vec<u8>)> {
+    fn walk(base: &Path, dir: &Path, out: &mut Vec<(String, Vec<u8>)>) {
+        for entry in std::fs::read_dir(dir).unwrap() {
+            let path = entry.unwrap().path();
+            if path.is_dir() {
+                walk(base, &path, out);
+            } else {
+                let rel = path
+                    .strip_prefix(base)
+                    .unwrap()
+                    .to_str()
+                    .unwrap()
+                    .to_owned();
+                out.push((rel, std::fs::read(&path).unwrap()));
+            }
+        }
+    }
+    let mut out = Vec::new();
+    walk(dir, dir, &mut out);
+    out.sort();
+    out
+}
+
+/// A codeload-style archive of the tree at `dir`, placed at `<top>/<prefix>` (`prefix` empty
+/// or ending in `/`).
+pub fn codeload_dir(top: &str, prefix: &str, dir: &Path) -> Vec<u8> {
+    let files: Vec<(String, Vec<u8>)> = read_tree(dir)
+        .into_iter()
+        .map(|(path, data)| (format!("{prefix}{path}"), data))
+        .collect();
+    let borrowed: Vec<(&str, &[u8])> = files
+        .iter()
+        .map(|(p, d)| (p.as_str(), d.as_slice()))
+        .collect();
+    codeload(top, &borrowed)
+}

@@ -1,0 +1,395 @@
+//! `worker feed` end to end: the real binary, the real Docker sandbox (busybox image from the
+//! local registry, digest-pinned in `.work/images.json`), and a job feed plus codeload-style
+//! archives served by a real HTTP server on loopback. The jobs are the bundled example
+//! (fixtures/example): `cmp` of the benchmark's expected output with the solver's result.
+//!
+//! Needs the Docker daemon on the default socket and `scripts/services.sh` to have run; fails
+//! loudly otherwise.
+
+// Test scaffolding outside #[test] fns (builders, runners): failures should fail loudly.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod feed_support;
+mod support;
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use feed_support::*;
+use serde_json::{Value, json};
+use verifier_sdk::fixtures::{BENCHMARK_COMMIT, JobParams, job_value, sample_manifest};
+use verifier_sdk::{Candidate, CandidateManifest, Sha256Digest, candidate_file_name};
+
+const REPORT_SCHEMA: &str = "agent-bounties/regression-feed-report-v1";
+
+fn example(name: &str) -> PathBuf {
+    support::workspace_root()
+        .join("fixtures/example")
+        .join(name)
+}
+
+fn commit(round: u64) -> String {
+    format!("{round:040x}")
+}
+
+fn now_unix() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_secs()
+}
+
+/// A feed server with the example benchmark, and the directories one test's runs share.
+struct World {
+    server: TestServer,
+    tmp: tempfile::TempDir,
+    image: String,
+    bench_digest: Sha256Digest,
+}
+
+impl World {
+    async fn new() -> Self {
+        // Fail here, with the reason, rather than as an opaque exit code from the binary.
+        support::executor().await;
+        let server = TestServer::start().await;
+        server.route(
+            &format!("/bounty-org/benchmarks/tar.gz/{BENCHMARK_COMMIT}"),
+            Reply::ok(codeload_dir(
+                &format!("benchmarks-{BENCHMARK_COMMIT}"),
+                "suites/parser/",
+                &example("benchmark"),
+            )),
+        );
+        let tmp = tempfile::tempdir().unwrap();
+        for d in ["work", "staging", "cache"] {
+            std::fs::create_dir(tmp.path().join(d)).unwrap();
+        }
+        Self {
+            server,
+            tmp,
+            image: support::busybox(),
+            bench_digest: dir_digest(&example("benchmark")),
+        }
+    }
+
+    fn path(&self, name: &str) -> PathBuf {
+        self.tmp.path().join(name)
+    }
+
+    /// Serves `archive` as `solver-org/sol-<round>@<commit(round)>` and returns a job for it
+    /// committed to `source_digest`, running the example's `cmp` in busybox.
+    fn job(&self, round: u64, archive: Vec<u8>, source_digest: Sha256Digest) -> Value {
+        let repo = format!("sol-{round}");
+        self.server.route(
+            &format!("/solver-org/{repo}/tar.gz/{}", commit(round)),
+            Reply::ok(archive),
+        );
+        let mut manifest = sample_manifest();
+        manifest["image"] = json!(self.image);
+        manifest["command"] = json!([
+            "/bin/cmp",
+            "/benchmark/expected.txt",
+            "/workspace/result.txt"
+        ]);
+        manifest["benchmark_digest"] = json!(self.bench_digest.to_string());
+        job_value(&JobParams {
+            round,
+            artifact_reference: format!(
+                "https://github.com/solver-org/{repo}/commit/{}",
+                commit(round)
+            ),
+            source_snapshot_digest: source_digest.to_string(),
+            manifest,
+            ..JobParams::default()
+        })
+    }
+
+    /// A job whose source is the example tree `name`, committed to that tree's digest.
+    fn example_job(&self, round: u64, name: &str) -> Value {
+        let tree = example(name);
+        let top = format!("sol-{round}-{}", commit(round));
+        self.job(round, codeload_dir(&top, "", &tree), dir_digest(&tree))
+    }
+
+    fn serve(&self, jobs: &[&Value]) {
+        self.server
+            .route(&feed_path(VERIFIER), Reply::json(&json!(jobs)));
+    }
+
+    /// `worker feed --json` into `out` with the cache, work dir and staging root of this
+    /// world; `env` is added to the child's environment.
+    async fn feed(&self, out: &str, env: &[(&str, &str)]) -> Outcome {
+        self.feed_staged(out, env, &self.path("staging")).await
+    }
+
+    /// As [`World::feed`], with `staging` as the staging root.
+    async fn feed_staged(&self, out: &str, env: &[(&str, &str)], staging: &Path) -> Outcome {
+        let mut cmd = Command::new(env!("CARGO_BIN_EXE_worker"));
+        cmd.args(["feed", "--quiet", "--api", &self.server.base])
+            .args(["--network", "base-mainnet", "--verifier", VERIFIER])
+            .arg("--out")
+            .arg(self.path(out))
+            .arg("--cache-dir")
+            .arg(self.path("cache"))
+            .arg("--work-dir")
+            .arg(self.path("work"))
+            .arg("--staging-root")
+            .arg(staging)
+            .args(["--archive-base", &self.server.base, "--json"])
+            .env_remove("GITHUB_SHA")
+            .env_remove("REGRESSION_SANDBOX_STAGING_ROOT");
+        for (k, v) in env {
+            cmd.env(k, v);
+        }
+        let output = tokio::task::spawn_blocking(move || cmd.output())
+            .await
+            .unwrap()
+            .unwrap();
+        let stderr = String::from_utf8_lossy(&output.stderr).into_owned();
+        let report = serde_json::from_slice(&output.stdout).unwrap_or(Value::Null);
+        Outcome {
+            code: output.status.code(),
+            report,
+            stderr,
+        }
+    }
+
+    /// Evidence records the executor has written into the store.
+    fn evidence_files(&self) -> Vec<PathBuf> {
+        let dir = self.path("staging/evidence/sha256");
+        let Ok(entries) = std::fs::read_dir(&dir) else {
+            return Vec::new();
+        };
+        let mut files: Vec<PathBuf> = entries.map(|e| e.unwrap().path()).collect();
+        files.sort();
+        files
+    }
+}
+
+struct Outcome {
+    code: Option<i32>,
+    report: Value,
+    stderr: String,
+}
+
+impl Outcome {
+    fn row(&self, job: &Value) -> &Value {
+        let id = &job["job_id"];
+        self.report["jobs"]
+            .as_array()
+            .unwrap_or_else(|| panic!("no report; stderr:\n{}", self.stderr))
+            .iter()
+            .find(|r| &r["job_id"] == id)
+            .unwrap_or_else(|| panic!("no row for {id}; stderr:\n{}", self.stderr))
+    }
+
+    fn assert_code(&self, want: i32) {
+        assert_eq!(
+            self.code,
+            Some(want),
+            "exit status; report {}\nstderr:\n{}",
+            self.report,
+            self.stderr
+        );
+    }
+}
+
+/// Reads `out`'s manifest and candidates with the sdk's strict readers and re-validates every
+/// candidate as the signer does (job unchanged, outcome and evidence record consistent).
+/// Returns job id → (verdict status, candidate file bytes).
+fn signable_candidates(out: &Path) -> BTreeMap<String, (String, Vec<u8>)> {
+    let raw: Value =
+        serde_json::from_slice(&std::fs::read(out.join("manifest.json")).unwrap()).unwrap();
+    let manifest = CandidateManifest::from_value(&raw).unwrap();
+    assert_eq!(manifest.network, "base-mainnet");
+    let mut found = BTreeMap::new();
+    for entry in &manifest.candidates {
+        assert_eq!(entry.file, candidate_file_name(&entry.job_id));
+        let bytes = std::fs::read(out.join(&entry.file)).unwrap();
+        let c = Candidate::from_value(&serde_json::from_slice(&bytes).unwrap()).unwrap();
+        let evidence = c.evidence.as_ref();
+        assert!(evidence.is_some(), "candidate without evidence");
+        let checked =
+            verifier_sdk::revalidate_candidate(&c.job, &c.job, &c.outcome, evidence, now_unix())
+                .unwrap_or_else(|e| panic!("the signer would refuse {}: {e}", entry.job_id));
+        assert_eq!(checked.job.job_id(), entry.job_id);
+        let status = c.outcome["verdict"].as_str().unwrap().to_owned();
+        found.insert(entry.job_id.clone(), (status, bytes));
+    }
+    found
+}
+
+fn id(job: &Value) -> String {
+    job["job_id"].as_str().unwrap().to_owned()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_example_jobs_yield_signable_verdicts_and_the_cache_reruns_nothing() {
+    let w = World::new().await;
+    let pass = w.example_job(1, "source-pass");
+    let fail = w.example_job(2, "source-fail");
+    w.serve(&[&pass, &fail]);
+
+    let first = w.feed("out1", &[]).await;
+    first.assert_code(0);
+    assert_eq!(first.report["schema_version"], REPORT_SCHEMA);
+    assert_eq!(first.report["executed"], 2);
+    assert_eq!(first.row(&pass)["status"], "completed_passed");
+    assert_eq!(first.row(&fail)["status"], "completed_failed");
+    for job in [&pass, &fail] {
+        assert_eq!(first.row(job)["reused_from_cache"], false);
+        assert_eq!(
+            first.row(job)["candidate_file"],
+            candidate_file_name(&id(job))
+        );
+    }
+    let candidates = signable_candidates(&w.path("out1"));
+    assert_eq!(candidates.len(), 2);
+    assert_eq!(candidates[&id(&pass)].0, "passed");
+    assert_eq!(candidates[&id(&fail)].0, "failed");
+    // One evidence record per container run, each the one its candidate carries.
+    let evidence = w.evidence_files();
+    assert_eq!(evidence.len(), 2, "evidence store: {evidence:?}");
+    for (_, bytes) in candidates.values() {
+        let c: Value = serde_json::from_slice(bytes).unwrap();
+        let on_disk = evidence
+            .iter()
+            .map(|p| serde_json::from_slice::<Value>(&std::fs::read(p).unwrap()).unwrap())
+            .any(|e| e == c["evidence"]);
+        assert!(on_disk, "candidate evidence is not a record in the store");
+    }
+
+    let second = w.feed("out2", &[]).await;
+    second.assert_code(0);
+    assert_eq!(second.report["executed"], 0);
+    for job in [&pass, &fail] {
+        assert_eq!(second.row(job)["reused_from_cache"], true);
+    }
+    // Every run writes an evidence record with a fresh run id: none means no container ran.
+    assert_eq!(w.evidence_files(), evidence);
+    assert_eq!(signable_candidates(&w.path("out2")), candidates);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_source_digest_mismatch_is_no_verdict_retried_and_does_not_block_the_valid_job() {
+    let w = World::new().await;
+    let good = w.example_job(1, "source-pass");
+    // The archive holds the failing tree, the job commits to the passing tree's digest.
+    let top = format!("sol-2-{}", commit(2));
+    let mismatched = w.job(
+        2,
+        codeload_dir(&top, "", &example("source-fail")),
+        dir_digest(&example("source-pass")),
+    );
+    w.serve(&[&good, &mismatched]);
+
+    let first = w.feed("out1", &[]).await;
+    first.assert_code(3);
+    assert_eq!(first.row(&good)["status"], "completed_passed");
+    assert_eq!(first.row(&mismatched)["status"], "no_verdict");
+    assert_eq!(first.row(&mismatched)["reason_code"], "input_mismatch");
+    assert_eq!(first.row(&mismatched)["candidate_file"], Value::Null);
+    let candidates = signable_candidates(&w.path("out1"));
+    assert_eq!(candidates.keys().collect::<Vec<_>>(), [&id(&good)]);
+    assert_eq!(w.evidence_files().len(), 1, "only the valid job runs");
+
+    let second = w.feed("out2", &[]).await;
+    second.assert_code(3);
+    assert_eq!(second.row(&good)["reused_from_cache"], true);
+    assert_eq!(w.evidence_files().len(), 1, "the cached job ran again");
+    assert_eq!(second.row(&mismatched)["status"], "no_verdict");
+    assert_eq!(second.row(&mismatched)["reason_code"], "input_mismatch");
+    assert_eq!(second.row(&mismatched)["reused_from_cache"], false);
+    // Retried means fetched again, not answered from a cached no-verdict.
+    assert_eq!(
+        w.server
+            .hits(&format!("/solver-org/sol-2/tar.gz/{}", commit(2))),
+        2
+    );
+    assert_eq!(signable_candidates(&w.path("out2")), candidates);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_path_traversal_archive_is_rejected_and_the_valid_job_still_runs() {
+    let w = World::new().await;
+    let good = w.example_job(1, "source-pass");
+    let top = format!("sol-2-{}", commit(2));
+    let marker = b"feed-cli traversal payload";
+    let evil = w.job(
+        2,
+        tar_gz(&[
+            dir(&format!("{top}/")),
+            file(&format!("{top}/result.txt"), b"expected-output\n"),
+            file(&format!("{top}/../../escaped.txt"), marker),
+        ]),
+        dir_digest(&example("source-pass")),
+    );
+    w.serve(&[&evil, &good]);
+
+    let run = w.feed("out", &[]).await;
+    run.assert_code(0);
+    assert_eq!(run.row(&evil)["status"], "rejected");
+    assert_eq!(run.row(&evil)["reason_code"], "archive_rejected");
+    assert!(
+        run.row(&evil)["reason"]
+            .as_str()
+            .unwrap()
+            .starts_with("source archive"),
+        "{}",
+        run.row(&evil)
+    );
+    assert_eq!(run.row(&evil)["candidate_file"], Value::Null);
+    assert_eq!(run.row(&good)["status"], "completed_passed");
+    let candidates = signable_candidates(&w.path("out"));
+    assert_eq!(candidates.keys().collect::<Vec<_>>(), [&id(&good)]);
+    assert_eq!(w.evidence_files().len(), 1, "the rejected job never runs");
+    // Nothing landed outside the extraction folder, anywhere in this test's tree.
+    let leaked: Vec<_> = read_tree(w.tmp.path())
+        .into_iter()
+        .filter(|(_, data)| data == marker)
+        .collect();
+    assert!(leaked.is_empty(), "traversal wrote {leaked:?}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_unreachable_engine_exits_runtime_unavailable() {
+    let w = World::new().await;
+    let job = w.example_job(1, "source-pass");
+    w.serve(&[&job]);
+
+    let run = w
+        .feed("out", &[("DOCKER_HOST", "unix:///nonexistent.sock")])
+        .await;
+    run.assert_code(5);
+    assert!(
+        run.stderr.contains("worker: error:"),
+        "stderr: {}",
+        run.stderr
+    );
+    assert!(!w.path("out").join(candidate_file_name(&id(&job))).exists());
+    assert!(w.evidence_files().is_empty());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_unusable_staging_root_is_a_configuration_error_not_a_retry() {
+    let w = World::new().await;
+    let job = w.example_job(1, "source-pass");
+    w.serve(&[&job]);
+    let not_a_dir = w.path("staging-file");
+    std::fs::write(&not_a_dir, b"a file where the staging root should be").unwrap();
+
+    let run = w.feed_staged("out", &[], &not_a_dir).await;
+    // 3 would tell the scheduled workflow "retry next time" and pass it, forever.
+    run.assert_code(78);
+    assert!(
+        run.stderr.contains("staging root"),
+        "stderr: {}",
+        run.stderr
+    );
+    assert_eq!(
+        w.server.hits(&feed_path(VERIFIER)),
+        0,
+        "ran with a broken store"
+    );
+}
