@@ -21,7 +21,6 @@ use crate::stage::{ParseStageKindError, StageKind};
     about = "No-secrets regression runner: stages content-addressed trees and runs them in a \
              bounded sandbox.",
     group(ArgGroup::new("mode").multiple(false)),
-    args_conflicts_with_subcommands = true,
 )]
 pub struct Cli {
     /// Print the directory digest of DIR as JSON {digest, file_count, total_bytes}.
@@ -175,6 +174,9 @@ pub enum UsageError {
          --validate-regression-candidate or plan; see --help)"
     )]
     NoMode,
+    /// A mode flag and a subcommand were both given.
+    #[error("give either a mode flag or a subcommand, not both")]
+    ModeAndSubcommand,
     /// `--pull` or `--evidence` without `--run-regression`.
     #[error("--pull and --evidence only apply to --run-regression")]
     RunOnly,
@@ -202,6 +204,15 @@ pub enum UsageError {
 impl Cli {
     /// Checks the values of the chosen mode.
     pub fn action(self) -> Result<Action, UsageError> {
+        // Checked here rather than with clap's `args_conflicts_with_subcommands`, which would
+        // also refuse global flags such as `worker --quiet feed`.
+        let has_mode = self.snapshot_directory.is_some()
+            || self.stage_regression_input.is_some()
+            || self.run_regression.is_some()
+            || self.validate_regression_candidate.is_some();
+        if has_mode && self.command.is_some() {
+            return Err(UsageError::ModeAndSubcommand);
+        }
         if let Some(values) = self.snapshot_directory {
             let [dir, max_bytes, max_files] = exactly::<3>("snapshot-directory", values)?;
             return Ok(Action::SnapshotDirectory {
@@ -293,6 +304,13 @@ mod tests {
     #[test]
     fn clap_definition_is_consistent() {
         Cli::command().debug_assert();
+    }
+
+    #[test]
+    fn global_quiet_works_before_a_subcommand_but_modes_and_subcommands_conflict() {
+        assert!(matches!(parse(&["--quiet", "plan", "r.json"]), Ok(Action::Plan { .. })));
+        let err = parse(&["--run-regression", "r.json", "plan", "r.json"]).unwrap_err();
+        assert!(err.contains("not both"), "{err}");
     }
 
     #[test]
