@@ -80,6 +80,47 @@ pub enum Command {
     /// Fetch the platform's job feed, run every job committed to our verifier(s), and write
     /// candidate files and their manifest.
     Feed(FeedArgs),
+    /// Rehearse a runner manifest on local trees, with no job and no chain: the digests a
+    /// bounty would commit, the exact sandbox, and the verdict explained.
+    Rehearse(RehearseArgs),
+    /// Explain an evidence record (from --run-regression --evidence, rehearse, or the store).
+    Explain {
+        /// The evidence record file.
+        evidence: PathBuf,
+        /// Print a normalized JSON summary instead of text.
+        #[arg(long)]
+        json: bool,
+    },
+}
+
+/// Arguments of `worker rehearse`.
+#[derive(Debug, Clone, PartialEq, Eq, clap::Args)]
+pub struct RehearseArgs {
+    /// The source tree to judge (usually the solution).
+    #[arg(long)]
+    pub source: PathBuf,
+    /// The benchmark tree, mounted read-only at /benchmark.
+    #[arg(long)]
+    pub benchmark: PathBuf,
+    /// The runner manifest (JSON). A benchmark_digest of sha256:000…0 is filled in.
+    #[arg(long)]
+    pub manifest: PathBuf,
+    /// Run the source this many times in fresh containers (1 to 20) and check they agree.
+    #[arg(long, default_value_t = 1)]
+    pub repeat: u32,
+    /// An unsolved tree: the benchmark should fail on it.
+    #[arg(long)]
+    pub base: Option<PathBuf>,
+    /// Staging root (default: $REGRESSION_SANDBOX_STAGING_ROOT, else a private dir in the
+    /// system temp dir).
+    #[arg(long)]
+    pub staging_root: Option<PathBuf>,
+    /// Pull a missing image, by its pinned digest only.
+    #[arg(long)]
+    pub pull: bool,
+    /// Print the report as JSON on stdout.
+    #[arg(long)]
+    pub json: bool,
 }
 
 /// Arguments of `worker feed`.
@@ -157,6 +198,15 @@ pub enum Action {
     },
     /// `feed`.
     Feed(FeedArgs),
+    /// `rehearse`.
+    Rehearse(RehearseArgs),
+    /// `explain`.
+    Explain {
+        /// The evidence record.
+        evidence: PathBuf,
+        /// JSON output.
+        json: bool,
+    },
     /// `plan`.
     Plan {
         /// The request file.
@@ -242,6 +292,8 @@ impl Cli {
                 staging_root,
             }),
             Some(Command::Feed(args)) => Ok(Action::Feed(args)),
+            Some(Command::Rehearse(args)) => Ok(Action::Rehearse(args)),
+            Some(Command::Explain { evidence, json }) => Ok(Action::Explain { evidence, json }),
             None => Err(UsageError::NoMode),
         }
     }
@@ -347,6 +399,27 @@ mod tests {
             );
         }
         assert!(parse(&["--snapshot-directory", "d", "18446744073709551615", "1"]).is_ok());
+    }
+
+    #[test]
+    fn rehearse_and_explain_parse() {
+        let action = parse(&[
+            "rehearse", "--source", "s", "--benchmark", "b", "--manifest", "m.json", "--repeat",
+            "3", "--json",
+        ])
+        .unwrap();
+        let Action::Rehearse(args) = action else {
+            panic!("{action:?}")
+        };
+        assert_eq!((args.repeat, args.json, args.base), (3, true, None));
+        assert!(parse(&["rehearse", "--source", "s", "--benchmark", "b"]).is_err());
+        assert_eq!(
+            parse(&["explain", "e.json"]).unwrap(),
+            Action::Explain {
+                evidence: "e.json".into(),
+                json: false
+            }
+        );
     }
 
     #[test]
