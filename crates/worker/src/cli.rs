@@ -106,7 +106,7 @@ pub struct RehearseArgs {
     #[arg(long)]
     pub manifest: PathBuf,
     /// Run the source this many times in fresh containers (1 to 20) and check they agree.
-    #[arg(long, default_value_t = 1)]
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=20))]
     pub repeat: u32,
     /// An unsolved tree: the benchmark should fail on it.
     #[arg(long)]
@@ -413,6 +413,12 @@ mod tests {
         };
         assert_eq!((args.repeat, args.json, args.base), (3, true, None));
         assert!(parse(&["rehearse", "--source", "s", "--benchmark", "b"]).is_err());
+        for bad in ["0", "21", "-1", "x"] {
+            let args = ["rehearse", "--source", "s", "--benchmark", "b", "--manifest", "m"];
+            let mut args = args.to_vec();
+            args.extend(["--repeat", bad]);
+            assert!(parse(&args).is_err(), "{bad}");
+        }
         assert_eq!(
             parse(&["explain", "e.json"]).unwrap(),
             Action::Explain {
