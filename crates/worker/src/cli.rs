@@ -404,8 +404,16 @@ mod tests {
     #[test]
     fn rehearse_and_explain_parse() {
         let action = parse(&[
-            "rehearse", "--source", "s", "--benchmark", "b", "--manifest", "m.json", "--repeat",
-            "3", "--json",
+            "rehearse",
+            "--source",
+            "s",
+            "--benchmark",
+            "b",
+            "--manifest",
+            "m.json",
+            "--repeat",
+            "3",
+            "--json",
         ])
         .unwrap();
         let Action::Rehearse(args) = action else {
@@ -414,7 +422,15 @@ mod tests {
         assert_eq!((args.repeat, args.json, args.base), (3, true, None));
         assert!(parse(&["rehearse", "--source", "s", "--benchmark", "b"]).is_err());
         for bad in ["0", "21", "-1", "x"] {
-            let args = ["rehearse", "--source", "s", "--benchmark", "b", "--manifest", "m"];
+            let args = [
+                "rehearse",
+                "--source",
+                "s",
+                "--benchmark",
+                "b",
+                "--manifest",
+                "m",
+            ];
             let mut args = args.to_vec();
             args.extend(["--repeat", bad]);
             assert!(parse(&args).is_err(), "{bad}");

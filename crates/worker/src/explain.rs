@@ -75,7 +75,7 @@ fn seconds(ms: u64) -> String {
 }
 
 fn mib(bytes: u64) -> String {
-    if bytes % (1 << 20) == 0 {
+    if bytes.is_multiple_of(1 << 20) {
         format!("{} MiB", bytes >> 20)
     } else {
         format!("{bytes} bytes")
@@ -91,7 +91,12 @@ fn tail(text: &str, truncated: bool) -> Option<String> {
     }
     let lines: Vec<&str> = trimmed.lines().collect();
     let skip = lines.len().saturating_sub(TAIL_LINES);
-    let mut shown = lines.iter().skip(skip).copied().collect::<Vec<_>>().join("\n");
+    let mut shown = lines
+        .iter()
+        .skip(skip)
+        .copied()
+        .collect::<Vec<_>>()
+        .join("\n");
     if shown.len() > TAIL_BYTES {
         let mut cut = shown.len() - TAIL_BYTES;
         while !shown.is_char_boundary(cut) {
@@ -116,10 +121,7 @@ pub fn explain(evidence: &EvidenceRecord) -> Explanation {
     let took = duration_ms
         .map(|ms| format!(" after {}", seconds(ms)))
         .unwrap_or_default();
-    let output_bytes = evidence
-        .stdout
-        .bytes
-        .saturating_add(evidence.stderr.bytes);
+    let output_bytes = evidence.stdout.bytes.saturating_add(evidence.stderr.bytes);
     let mut details = Vec::new();
     if let Some(peak) = evidence.resources.peak_memory_bytes {
         details.push(format!(
@@ -198,7 +200,8 @@ pub fn explain(evidence: &EvidenceRecord) -> Explanation {
 }
 
 fn mib_rounded(bytes: u64) -> String {
-    format!("{:.1} MiB", bytes as f64 / f64::from(1u32 << 20))
+    let tenths = u128::from(bytes) * 10 / (1 << 20);
+    format!("{}.{} MiB", tenths / 10, tenths % 10)
 }
 
 /// A hint for exit codes that usually mean "the program could not run" rather than "a test
@@ -303,7 +306,11 @@ mod tests {
     fn tail_is_bounded_in_bytes_even_for_one_huge_line() {
         let line = "é".repeat(10_000);
         let shown = tail(&line, false).unwrap();
-        assert!(shown.len() <= TAIL_BYTES + "…\n".len() + 1, "{}", shown.len());
+        assert!(
+            shown.len() <= TAIL_BYTES + "…\n".len() + 1,
+            "{}",
+            shown.len()
+        );
     }
 
     #[test]
@@ -312,6 +319,7 @@ mod tests {
         assert_eq!(seconds(350), "0.3 s");
         assert_eq!(mib(64 << 20), "64 MiB");
         assert_eq!(mib(1000), "1000 bytes");
+        assert_eq!(mib_rounded(3_565_158), "3.4 MiB");
     }
 
     #[test]
@@ -320,11 +328,17 @@ mod tests {
         let path = dir.path().join("e.json");
         std::fs::write(&path, r#"{"schema_version":"other/v9"}"#).unwrap();
         let err = read_evidence(&path).unwrap_err().to_string();
-        assert!(err.contains("other/v9") && err.contains("expected"), "{err}");
+        assert!(
+            err.contains("other/v9") && err.contains("expected"),
+            "{err}"
+        );
         std::fs::write(&path, "not json").unwrap();
         assert!(matches!(read_evidence(&path), Err(ExplainError::Json(_))));
-        std::fs::write(&path, format!(r#"{{"schema_version":"{EVIDENCE_SCHEMA_VERSION}"}}"#))
-            .unwrap();
+        std::fs::write(
+            &path,
+            format!(r#"{{"schema_version":"{EVIDENCE_SCHEMA_VERSION}"}}"#),
+        )
+        .unwrap();
         assert!(matches!(read_evidence(&path), Err(ExplainError::Shape(_))));
         std::fs::write(&path, vec![b' '; MAX_EVIDENCE_BYTES as usize + 1]).unwrap();
         assert!(matches!(read_evidence(&path), Err(ExplainError::TooLarge)));

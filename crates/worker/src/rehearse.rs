@@ -123,7 +123,9 @@ impl RehearseError {
     /// Whether the input (manifest, trees, arguments) is at fault rather than the machine.
     pub fn is_input_error(&self) -> bool {
         match self {
-            Self::Stage { source, .. } => matches!(source, StageError::Tree(e) if e.is_input_error()),
+            Self::Stage { source, .. } => {
+                matches!(source, StageError::Tree(e) if e.is_input_error())
+            }
             Self::Repeat(_)
             | Self::ManifestIo { .. }
             | Self::ManifestTooLarge
@@ -316,13 +318,19 @@ pub fn prepare(options: &RehearseOptions) -> Result<Prepared, RehearseError> {
         return Err(RehearseError::PlaceholderImage(manifest.image));
     }
     let root = &options.staging_root;
-    let benchmark_limits = TreeLimits::new(manifest.max_benchmark_bytes, manifest.max_benchmark_files)
-        .map_err(|e| RehearseError::Plan(e.to_string()))?;
+    let benchmark_limits =
+        TreeLimits::new(manifest.max_benchmark_bytes, manifest.max_benchmark_files)
+            .map_err(|e| RehearseError::Plan(e.to_string()))?;
     let stage = |what, kind, dir: &Path, limits| {
         stage_tree(kind, dir, root, limits, &mut NoProgress)
             .map_err(|source| RehearseError::Stage { what, source })
     };
-    let benchmark = stage("benchmark", StageKind::Benchmark, &options.benchmark, benchmark_limits)?;
+    let benchmark = stage(
+        "benchmark",
+        StageKind::Benchmark,
+        &options.benchmark,
+        benchmark_limits,
+    )?;
     let staged_digest = benchmark.snapshot.digest;
     let filled_in = manifest.benchmark_digest.to_string() == PLACEHOLDER_DIGEST;
     if filled_in {
@@ -369,8 +377,7 @@ async fn one_run(
     run: u32,
     label: &str,
 ) -> Result<RunResult, RehearseError> {
-    let execution =
-        execute_manifest(executor, &prepared.manifest, source, options, label).await?;
+    let execution = execute_manifest(executor, &prepared.manifest, source, options, label).await?;
     match execution {
         Ok(execution) => {
             let path = write_evidence(&options.staging_root, &execution.evidence)
@@ -429,9 +436,17 @@ pub async fn rehearse(
         );
     }
     let base = match prepared.commit.base_snapshot_digest {
-        Some(digest) => {
-            Some(one_run(executor, &prepared, digest, &run_options, 1, "rehearse-base").await?)
-        }
+        Some(digest) => Some(
+            one_run(
+                executor,
+                &prepared,
+                digest,
+                &run_options,
+                1,
+                "rehearse-base",
+            )
+            .await?,
+        ),
         None => None,
     };
     Ok(assemble(prepared, runs, base))
@@ -473,9 +488,8 @@ fn assemble(prepared: Prepared, runs: Vec<RunResult>, base: Option<RunResult>) -
     let discrimination = base.as_ref().map(|b| match b.explanation.status {
         "failed" if verdict == "passed" => "discriminates",
         "passed" => {
-            problems.push(
-                "the benchmark passes on the base tree: it does not test the change".into(),
-            );
+            problems
+                .push("the benchmark passes on the base tree: it does not test the change".into());
             "does_not_discriminate"
         }
         "failed" => {
@@ -536,14 +550,26 @@ impl Report {
         let m = &self.manifest;
         let num = |k: &str| m.get(k).and_then(Value::as_u64).unwrap_or(0);
         out.push_str("sandbox\n");
-        row(&mut out, "image", m.get("image").and_then(Value::as_str).unwrap_or(""));
-        row(&mut out, "platform", m.get("platform").and_then(Value::as_str).unwrap_or(""));
+        row(
+            &mut out,
+            "image",
+            m.get("image").and_then(Value::as_str).unwrap_or(""),
+        );
+        row(
+            &mut out,
+            "platform",
+            m.get("platform").and_then(Value::as_str).unwrap_or(""),
+        );
         row(
             &mut out,
             "command",
             serde_json::to_string(&s.entrypoint).unwrap_or_default(),
         );
-        row(&mut out, "workdir / user", format!("{} as {}", s.working_dir, s.user));
+        row(
+            &mut out,
+            "workdir / user",
+            format!("{} as {}", s.working_dir, s.user),
+        );
         row(&mut out, "timeout", format!("{} s", num("timeout_seconds")));
         row(
             &mut out,
@@ -555,7 +581,11 @@ impl Report {
                 s.pids_limit
             ),
         );
-        row(&mut out, "output cap", format!("{} bytes (stdout+stderr)", num("max_output_bytes")));
+        row(
+            &mut out,
+            "output cap",
+            format!("{} bytes (stdout+stderr)", num("max_output_bytes")),
+        );
         row(&mut out, "network", &s.network_mode);
         let mounts: Vec<String> = s
             .mounts
@@ -569,7 +599,11 @@ impl Report {
             "filesystem",
             format!(
                 "root {}; tmpfs {} ({} MiB each)",
-                if s.readonly_rootfs { "read-only" } else { "writable" },
+                if s.readonly_rootfs {
+                    "read-only"
+                } else {
+                    "writable"
+                },
                 tmpfs.join(", "),
                 num("tmpfs_bytes") >> 20
             ),
@@ -702,14 +736,21 @@ mod tests {
             None,
         );
         assert_eq!((r.verdict, r.stability, c), ("unstable", "unstable", 4));
-        assert!(r.problems[0].contains("run 2: no verdict (oom)"), "{:?}", r.problems);
+        assert!(
+            r.problems[0].contains("run 2: no verdict (oom)"),
+            "{:?}",
+            r.problems
+        );
     }
 
     #[test]
     fn no_verdict_exits_3_and_a_passing_base_is_named() {
         let (_, c) = code(vec![result(1, "no_verdict", Some("timeout"))], None);
         assert_eq!(c, 3);
-        let (r, c) = code(vec![result(1, "passed", None)], Some(result(1, "passed", None)));
+        let (r, c) = code(
+            vec![result(1, "passed", None)],
+            Some(result(1, "passed", None)),
+        );
         assert_eq!((r.discrimination, c), (Some("does_not_discriminate"), 4));
         assert!(r.problems[0].contains("passes on the base tree"));
         let (r, c) = code(

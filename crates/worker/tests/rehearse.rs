@@ -1,5 +1,6 @@
 //! `worker rehearse` and `worker explain` through the real binary, on the real Docker daemon and
 //! the repo's digest-pinned test images (`scripts/services.sh` builds them).
+#![allow(clippy::unwrap_used, clippy::expect_used)] // tests may unwrap (COMMON.md)
 
 mod support;
 
@@ -61,7 +62,10 @@ impl Rehearsal {
         let mut value: Value = serde_json::from_str(&text).unwrap();
         value["image"] = Value::String(image(key));
         edit(&mut value);
-        let path = self.dir.path().join(format!("{key}-{}.json", fs::read_dir(self.dir.path()).unwrap().count()));
+        let path = self.dir.path().join(format!(
+            "{key}-{}.json",
+            fs::read_dir(self.dir.path()).unwrap().count()
+        ));
         fs::write(&path, serde_json::to_vec(&value).unwrap()).unwrap();
         path
     }
@@ -133,9 +137,15 @@ fn the_bundled_example_passes_and_shows_what_to_commit() {
     );
     assert_eq!(ran.code, 0, "{}{}", ran.stdout, ran.stderr);
     let out = &ran.stdout;
-    assert!(out.contains(&format!("source_snapshot_digest  {EXAMPLE_SOURCE_DIGEST}")), "{out}");
+    assert!(
+        out.contains(&format!("source_snapshot_digest  {EXAMPLE_SOURCE_DIGEST}")),
+        "{out}"
+    );
     assert!(out.contains(EXAMPLE_BENCHMARK_DIGEST), "{out}");
-    assert!(out.contains("filled in: the manifest had the placeholder"), "{out}");
+    assert!(
+        out.contains("filled in: the manifest had the placeholder"),
+        "{out}"
+    );
     assert!(out.contains("network                 none"), "{out}");
     assert!(out.contains("passed: the command exited 0"), "{out}");
     assert!(out.contains("verdict  passed\nok: passed\n"), "{out}");
@@ -156,7 +166,10 @@ fn a_manifest_with_the_real_digest_is_used_as_is_and_a_wrong_one_is_refused() {
     assert_eq!(ran.code, 0, "{}", ran.stderr);
     let report = ran.json();
     assert_eq!(report["commit"]["benchmark_digest_filled_in"], false);
-    assert_eq!(report["schema_version"], "agent-bounties/regression-rehearsal-v1");
+    assert_eq!(
+        report["schema_version"],
+        "agent-bounties/regression-rehearsal-v1"
+    );
 
     let wrong = r.manifest("busybox-cmp.json", "busybox", |m| {
         m["benchmark_digest"] = format!("sha256:{}", "1".repeat(64)).into();
@@ -168,8 +181,17 @@ fn a_manifest_with_the_real_digest_is_used_as_is_and_a_wrong_one_is_refused() {
         &[],
     );
     assert_eq!(ran.code, 4, "{}", ran.stderr);
-    assert!(ran.stderr.contains("does not match the benchmark directory"), "{}", ran.stderr);
-    assert!(ran.stderr.contains(EXAMPLE_BENCHMARK_DIGEST), "{}", ran.stderr);
+    assert!(
+        ran.stderr
+            .contains("does not match the benchmark directory"),
+        "{}",
+        ran.stderr
+    );
+    assert!(
+        ran.stderr.contains(EXAMPLE_BENCHMARK_DIGEST),
+        "{}",
+        ran.stderr
+    );
 
     // The example manifests' own placeholder image must never reach the engine.
     let placeholder = workspace_root().join("manifests/busybox-cmp.json");
@@ -203,7 +225,13 @@ fn repeated_runs_of_the_example_are_stable_and_discriminate_against_the_failing_
         &fixture("example/source-pass"),
         &fixture("example/benchmark"),
         &r.busybox_cmp(),
-        &["--repeat", "3", "--base", fixture("example/source-fail").to_str().unwrap(), "--json"],
+        &[
+            "--repeat",
+            "3",
+            "--base",
+            fixture("example/source-fail").to_str().unwrap(),
+            "--json",
+        ],
     );
     assert_eq!(ran.code, 0, "{}{}", ran.stdout, ran.stderr);
     let report = ran.json();
@@ -229,11 +257,16 @@ fn a_base_tree_that_passes_means_the_benchmark_does_not_discriminate() {
     );
     assert_eq!(ran.code, 4, "{}{}", ran.stdout, ran.stderr);
     assert!(
-        ran.stdout.contains("problem: the benchmark passes on the base tree: it does not test the change"),
+        ran.stdout.contains(
+            "problem: the benchmark passes on the base tree: it does not test the change"
+        ),
         "{}",
         ran.stdout
     );
-    assert!(ran.stdout.contains("discrimination          does_not_discriminate"));
+    assert!(
+        ran.stdout
+            .contains("discrimination          does_not_discriminate")
+    );
 }
 
 #[test]
@@ -260,9 +293,15 @@ fn a_coin_flip_benchmark_is_reported_unstable() {
         .iter()
         .map(|r| r["status"].as_str().unwrap())
         .collect();
-    assert!(statuses.contains(&"passed") && statuses.contains(&"failed"), "{statuses:?}");
+    assert!(
+        statuses.contains(&"passed") && statuses.contains(&"failed"),
+        "{statuses:?}"
+    );
     let problem = report["problems"][0].as_str().unwrap();
-    assert!(problem.contains("unstable across fresh containers"), "{problem}");
+    assert!(
+        problem.contains("unstable across fresh containers"),
+        "{problem}"
+    );
 }
 
 #[test]
@@ -277,7 +316,8 @@ fn a_timeout_is_explained_with_the_limit_and_the_elapsed_time() {
     );
     assert_eq!(ran.code, 3, "{}{}", ran.stdout, ran.stderr);
     assert!(
-        ran.stdout.contains("no verdict: stopped by the 2 s timeout after 2."),
+        ran.stdout
+            .contains("no verdict: stopped by the 2 s timeout after 2."),
         "{}",
         ran.stdout
     );
@@ -297,7 +337,8 @@ fn the_output_cap_and_oom_are_explained() {
     );
     assert_eq!(ran.code, 3, "{}{}", ran.stdout, ran.stderr);
     assert!(
-        ran.stdout.contains("no verdict: killed: stdout+stderr passed the 1024-byte cap"),
+        ran.stdout
+            .contains("no verdict: killed: stdout+stderr passed the 1024-byte cap"),
         "{}",
         ran.stdout
     );
@@ -314,7 +355,8 @@ fn the_output_cap_and_oom_are_explained() {
     );
     assert_eq!(ran.code, 3, "{}{}", ran.stdout, ran.stderr);
     assert!(
-        ran.stdout.contains("no verdict: out of memory at the 64 MiB limit"),
+        ran.stdout
+            .contains("no verdict: out of memory at the 64 MiB limit"),
         "{}",
         ran.stdout
     );
@@ -333,27 +375,52 @@ fn explain_reproduces_the_explanation_of_a_real_run() {
     assert_eq!(ran.code, 4, "{}{}", ran.stdout, ran.stderr);
     let report = ran.json();
     let run = &report["runs"][0];
-    assert_eq!((run["status"].as_str(), run["exit_code"].as_i64()), (Some("failed"), Some(7)));
+    assert_eq!(
+        (run["status"].as_str(), run["exit_code"].as_i64()),
+        (Some("failed"), Some(7))
+    );
     let evidence = run["evidence_path"].as_str().unwrap();
 
     let human = explain(&[evidence]);
     assert_eq!(human.code, 0, "{}", human.stderr);
-    assert!(human.stdout.starts_with("failed: the command exited 7 in "), "{}", human.stdout);
+    assert!(
+        human.stdout.starts_with("failed: the command exited 7 in "),
+        "{}",
+        human.stdout
+    );
     assert!(human.stdout.contains("| test_add ... FAIL") && human.stdout.contains("| boom"));
     assert!(human.stdout.contains(run["headline"].as_str().unwrap()));
 
     let json = explain(&["--json", evidence]).json();
-    for key in ["status", "exit_code", "headline", "details", "stdout_tail", "stderr_tail"] {
+    for key in [
+        "status",
+        "exit_code",
+        "headline",
+        "details",
+        "stdout_tail",
+        "stderr_tail",
+    ] {
         assert_eq!(json["explanation"][key], run[key], "{key}");
     }
-    assert_eq!(json["outcome"], serde_json::json!({"status": "completed", "exit_code": 7}));
+    assert_eq!(
+        json["outcome"],
+        serde_json::json!({"status": "completed", "exit_code": 7})
+    );
 
     // Unreadable, foreign or malformed input is refused with exit 4 and a named reason.
     let other = r.dir.path().join("other.json");
-    fs::write(&other, r#"{"schema_version": "agent-bounties/regression-rehearsal-v1"}"#).unwrap();
+    fs::write(
+        &other,
+        r#"{"schema_version": "agent-bounties/regression-rehearsal-v1"}"#,
+    )
+    .unwrap();
     let ran = explain(&[other.to_str().unwrap()]);
     assert_eq!(ran.code, 4);
-    assert!(ran.stderr.contains("schema_version") && ran.stderr.contains("regression-evidence-v1"), "{}", ran.stderr);
+    assert!(
+        ran.stderr.contains("schema_version") && ran.stderr.contains("regression-evidence-v1"),
+        "{}",
+        ran.stderr
+    );
     fs::write(&other, "{").unwrap();
     assert_eq!(explain(&[other.to_str().unwrap()]).code, 4);
     assert_eq!(explain(&["/nonexistent/evidence.json"]).code, 4);
@@ -367,10 +434,17 @@ fn the_python_example_passes_fails_and_discriminates() {
         &fixture("python-example/source-pass"),
         &fixture("python-example/benchmark"),
         &unittest,
-        &["--base", fixture("python-example/source-fail").to_str().unwrap()],
+        &[
+            "--base",
+            fixture("python-example/source-fail").to_str().unwrap(),
+        ],
     );
     assert_eq!(ran.code, 0, "{}{}", ran.stdout, ran.stderr);
-    assert!(ran.stdout.contains("ok: passed, discriminating"), "{}", ran.stdout);
+    assert!(
+        ran.stdout.contains("ok: passed, discriminating"),
+        "{}",
+        ran.stdout
+    );
 
     let script = r.manifest("python-script.json", "python", |_| {});
     let ran = r.rehearse(
@@ -380,9 +454,16 @@ fn the_python_example_passes_fails_and_discriminates() {
         &[],
     );
     assert_eq!(ran.code, 4, "{}{}", ran.stdout, ran.stderr);
-    assert!(ran.stdout.contains("failed: the command exited 1"), "{}", ran.stdout);
+    assert!(
+        ran.stdout.contains("failed: the command exited 1"),
+        "{}",
+        ran.stdout
+    );
     assert!(ran.stdout.contains("AssertionError"), "{}", ran.stdout);
-    assert!(ran.stdout.contains("problem: the solution fails the benchmark"));
+    assert!(
+        ran.stdout
+            .contains("problem: the solution fails the benchmark")
+    );
 }
 
 #[test]
@@ -398,9 +479,12 @@ fn every_bundled_manifest_validates_and_unbuilt_images_are_marked_example() {
         let value: Value = serde_json::from_slice(&fs::read(&path).unwrap()).unwrap();
         let manifest = RunnerManifest::from_value(&value)
             .unwrap_or_else(|e| panic!("{name} does not validate: {e}"));
-        let built_here = ["127.0.0.1:5000/verifier-busybox@", "127.0.0.1:5000/verifier-python@"]
-            .iter()
-            .any(|p| manifest.image.starts_with(p));
+        let built_here = [
+            "127.0.0.1:5000/verifier-busybox@",
+            "127.0.0.1:5000/verifier-python@",
+        ]
+        .iter()
+        .any(|p| manifest.image.starts_with(p));
         assert_eq!(
             built_here,
             !name.ends_with(".example.json"),
@@ -410,6 +494,9 @@ fn every_bundled_manifest_validates_and_unbuilt_images_are_marked_example() {
     }
     names.sort();
     for stack in ["busybox", "python", "node", "rust", "go"] {
-        assert!(names.iter().any(|n| n.starts_with(stack)), "no {stack} manifest in {names:?}");
+        assert!(
+            names.iter().any(|n| n.starts_with(stack)),
+            "no {stack} manifest in {names:?}"
+        );
     }
 }
