@@ -319,7 +319,8 @@ mod tests {
         assert_eq!(seconds(350), "0.3 s");
         assert_eq!(mib(64 << 20), "64 MiB");
         assert_eq!(mib(1000), "1000 bytes");
-        assert_eq!(mib_rounded(3_565_158), "3.4 MiB");
+        assert_eq!(mib_rounded(3_670_016), "3.5 MiB");
+        assert_eq!(mib_rounded(3_670_015), "3.4 MiB");
     }
 
     #[test]
