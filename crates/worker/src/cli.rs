@@ -108,7 +108,7 @@ pub struct RehearseArgs {
     /// Run the source this many times in fresh containers (1 to 20) and check they agree.
     #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=20))]
     pub repeat: u32,
-    /// An unsolved tree: the benchmark should fail on it.
+    /// An unsolved tree, run once: the benchmark should fail on it.
     #[arg(long)]
     pub base: Option<PathBuf>,
     /// Staging root (default: $REGRESSION_SANDBOX_STAGING_ROOT, else a private dir in the

@@ -130,10 +130,13 @@ pub fn explain(evidence: &EvidenceRecord) -> Explanation {
             mib(request.memory_bytes)
         ));
     }
-    details.push(format!(
-        "output {} bytes (stdout {}, stderr {}) of the {}-byte cap",
-        output_bytes, evidence.stdout.bytes, evidence.stderr.bytes, request.max_output_bytes
-    ));
+    // A run that never started has no output worth a line.
+    if evidence.exit.started {
+        details.push(format!(
+            "output {} bytes (stdout {}, stderr {}) of the {}-byte cap",
+            output_bytes, evidence.stdout.bytes, evidence.stderr.bytes, request.max_output_bytes
+        ));
+    }
     let stdout_tail = tail(&evidence.stdout.tail, evidence.stdout.tail_truncated);
     let stderr_tail = tail(&evidence.stderr.tail, evidence.stderr.tail_truncated);
     match &evidence.outcome {
@@ -182,6 +185,10 @@ pub fn explain(evidence: &EvidenceRecord) -> Explanation {
                 NoVerdictReason::Oom => format!(
                     "no verdict: out of memory at the {} limit{took}",
                     mib(request.memory_bytes)
+                ),
+                NoVerdictReason::ImageMissing => format!(
+                    "no verdict (image_missing): {detail} (build or pull it; `worker rehearse \
+                     --pull` fetches it by its pinned digest)"
                 ),
                 other => format!("no verdict ({}): {detail}", other.as_str()),
             };

@@ -179,6 +179,9 @@ fn rehearse(args: worker::cli::RehearseArgs) -> ExitCode {
     };
     let result = block_on(async {
         let executor = DockerExecutor::connect().await?;
+        if let Err(error) = executor.cleanup_stale().await {
+            tracing::warn!(%error, "could not clean up stale sandbox containers");
+        }
         worker::rehearse::rehearse(&executor, prepared, &options).await
     });
     match result {

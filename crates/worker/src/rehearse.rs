@@ -467,11 +467,13 @@ fn assemble(prepared: Prepared, runs: Vec<RunResult>, base: Option<RunResult>) -
         "failed" => problems.push(
             "the solution fails the benchmark: a bounty with this manifest would not pay it".into(),
         ),
-        "no_verdict" => problems.push(
-            "the solution run ended without a verdict: the benchmark cannot judge it under these \
-             limits"
-                .into(),
-        ),
+        "no_verdict" => problems.push(format!(
+            "the solution run ended without a verdict ({}): nothing was judged; fix the cause \
+             shown above and rehearse again",
+            runs.first()
+                .and_then(|r| r.explanation.reason)
+                .unwrap_or("unknown")
+        )),
         "unstable" => {
             let answers: Vec<String> = runs
                 .iter()

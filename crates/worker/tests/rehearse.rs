@@ -500,3 +500,45 @@ fn every_bundled_manifest_validates_and_unbuilt_images_are_marked_example() {
         );
     }
 }
+
+#[test]
+fn a_missing_image_is_no_verdict_with_a_hint_and_the_env_root_is_used() {
+    let r = Rehearsal::new();
+    let missing = r.manifest("busybox-cmp.json", "busybox", |m| {
+        let name = m["image"]
+            .as_str()
+            .unwrap()
+            .split('@')
+            .next()
+            .unwrap()
+            .to_string();
+        m["image"] = format!("{name}@sha256:{}", "1".repeat(64)).into();
+    });
+    let root = r.dir.path().join("env-root");
+    let output = Command::new(env!("CARGO_BIN_EXE_worker"))
+        .args(["rehearse", "--json", "--source"])
+        .arg(fixture("example/source-pass"))
+        .arg("--benchmark")
+        .arg(fixture("example/benchmark"))
+        .arg("--manifest")
+        .arg(&missing)
+        .env("REGRESSION_SANDBOX_STAGING_ROOT", &root)
+        .output()
+        .unwrap();
+    let ran = finish(output);
+    assert_eq!(ran.code, 3, "{}{}", ran.stdout, ran.stderr);
+    let report = ran.json();
+    let run = &report["runs"][0];
+    assert_eq!(run["reason"], "image_missing");
+    assert!(
+        run["headline"].as_str().unwrap().contains("--pull"),
+        "{run}"
+    );
+    assert!(
+        run["evidence_path"]
+            .as_str()
+            .unwrap()
+            .starts_with(root.to_str().unwrap())
+    );
+    assert!(root.join("benchmarks/sha256").is_dir());
+}
