@@ -79,6 +79,47 @@ pub enum Command {
     /// Fetch the platform's job feed, run every job committed to our verifier(s), and write
     /// candidate files and their manifest.
     Feed(FeedArgs),
+    /// Rehearse a runner manifest on local trees, with no job and no chain: the digests a
+    /// bounty would commit, the exact sandbox, and the verdict explained.
+    Rehearse(RehearseArgs),
+    /// Explain an evidence record (from --run-regression --evidence, rehearse, or the store).
+    Explain {
+        /// The evidence record file.
+        evidence: PathBuf,
+        /// Print a normalized JSON summary instead of text.
+        #[arg(long)]
+        json: bool,
+    },
+}
+
+/// Arguments of `worker rehearse`.
+#[derive(Debug, Clone, PartialEq, Eq, clap::Args)]
+pub struct RehearseArgs {
+    /// The source tree to judge (usually the solution).
+    #[arg(long)]
+    pub source: PathBuf,
+    /// The benchmark tree, mounted read-only at /benchmark.
+    #[arg(long)]
+    pub benchmark: PathBuf,
+    /// The runner manifest (JSON). A benchmark_digest of sha256:000…0 is filled in.
+    #[arg(long)]
+    pub manifest: PathBuf,
+    /// Run the source this many times in fresh containers (1 to 20) and check they agree.
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=20))]
+    pub repeat: u32,
+    /// An unsolved tree, run once: the benchmark should fail on it.
+    #[arg(long)]
+    pub base: Option<PathBuf>,
+    /// Staging root (default: $REGRESSION_SANDBOX_STAGING_ROOT, else a private dir in the
+    /// system temp dir).
+    #[arg(long)]
+    pub staging_root: Option<PathBuf>,
+    /// Pull a missing image, by its pinned digest only.
+    #[arg(long)]
+    pub pull: bool,
+    /// Print the report as JSON on stdout.
+    #[arg(long)]
+    pub json: bool,
 }
 
 /// Arguments of `worker feed`.
@@ -156,6 +197,15 @@ pub enum Action {
     },
     /// `feed`.
     Feed(FeedArgs),
+    /// `rehearse`.
+    Rehearse(RehearseArgs),
+    /// `explain`.
+    Explain {
+        /// The evidence record.
+        evidence: PathBuf,
+        /// JSON output.
+        json: bool,
+    },
     /// `plan`.
     Plan {
         /// The request file.
@@ -253,6 +303,8 @@ impl Cli {
                 staging_root,
             }),
             Some(Command::Feed(args)) => Ok(Action::Feed(args)),
+            Some(Command::Rehearse(args)) => Ok(Action::Rehearse(args)),
+            Some(Command::Explain { evidence, json }) => Ok(Action::Explain { evidence, json }),
             None => Err(UsageError::NoMode),
         }
     }
@@ -365,6 +417,49 @@ mod tests {
             );
         }
         assert!(parse(&["--snapshot-directory", "d", "18446744073709551615", "1"]).is_ok());
+    }
+
+    #[test]
+    fn rehearse_and_explain_parse() {
+        let action = parse(&[
+            "rehearse",
+            "--source",
+            "s",
+            "--benchmark",
+            "b",
+            "--manifest",
+            "m.json",
+            "--repeat",
+            "3",
+            "--json",
+        ])
+        .unwrap();
+        let Action::Rehearse(args) = action else {
+            panic!("{action:?}")
+        };
+        assert_eq!((args.repeat, args.json, args.base), (3, true, None));
+        assert!(parse(&["rehearse", "--source", "s", "--benchmark", "b"]).is_err());
+        for bad in ["0", "21", "-1", "x"] {
+            let args = [
+                "rehearse",
+                "--source",
+                "s",
+                "--benchmark",
+                "b",
+                "--manifest",
+                "m",
+            ];
+            let mut args = args.to_vec();
+            args.extend(["--repeat", bad]);
+            assert!(parse(&args).is_err(), "{bad}");
+        }
+        assert_eq!(
+            parse(&["explain", "e.json"]).unwrap(),
+            Action::Explain {
+                evidence: "e.json".into(),
+                json: false
+            }
+        );
     }
 
     #[test]

@@ -9,8 +9,10 @@
 
 pub mod cli;
 pub mod exit;
+pub mod explain;
 pub mod feed;
 pub mod progress;
+pub mod rehearse;
 pub mod run;
 pub mod sandbox;
 pub mod snapshot;

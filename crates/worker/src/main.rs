@@ -22,6 +22,7 @@ use worker::exit::ExitCode;
 use worker::feed::{FeedConfig, SandboxJobExecutor, run_feed};
 use worker::progress::stderr_progress;
 use worker::run;
+use worker::sandbox::DockerExecutor;
 use worker::snapshot::{SnapshotError, snapshot_directory_with_progress};
 use worker::stage::{StageError, stage_tree};
 
@@ -94,6 +95,8 @@ fn dispatch(action: Action, quiet: bool) -> ExitCode {
             }
         },
         Action::Feed(args) => feed(args, quiet),
+        Action::Rehearse(args) => rehearse(args),
+        Action::Explain { evidence, json } => explain(&evidence, json),
         Action::Plan {
             request,
             staging_root,
@@ -142,6 +145,89 @@ fn feed(args: worker::cli::FeedArgs, quiet: bool) -> ExitCode {
             report.exit_code()
         }
         Ok(Err((code, error))) => fail(code, &error),
+        Err(error) => fail(ExitCode::Internal, &error),
+    }
+}
+
+/// `worker rehearse`; the exit code of a finished report is `rehearse::report_exit_code`.
+fn rehearse(args: worker::cli::RehearseArgs) -> ExitCode {
+    use worker::rehearse::{RehearseError, RehearseOptions};
+    let staging_root = match args.staging_root.clone() {
+        Some(root) => std::path::absolute(&root).map_err(|e| RehearseError::StagingRoot {
+            path: root,
+            detail: e.to_string(),
+        }),
+        None => worker::rehearse::default_staging_root(),
+    };
+    let staging_root = match staging_root {
+        Ok(root) => root,
+        Err(error) => return fail(ExitCode::Config, &error),
+    };
+    let options = RehearseOptions {
+        source: args.source,
+        benchmark: args.benchmark,
+        manifest: args.manifest,
+        repeat: args.repeat,
+        base: args.base,
+        staging_root,
+        pull: args.pull,
+    };
+    let prepared = match worker::rehearse::prepare(&options) {
+        Ok(prepared) => prepared,
+        Err(error) => return fail(rehearse_error_exit_code(&error), &error),
+    };
+    let result = block_on(async {
+        let executor = DockerExecutor::connect().await?;
+        if let Err(error) = executor.cleanup_stale().await {
+            tracing::warn!(%error, "could not clean up stale sandbox containers");
+        }
+        worker::rehearse::rehearse(&executor, prepared, &options).await
+    });
+    match result {
+        Ok(Ok(report)) => {
+            let written = if args.json {
+                print_json(&report.to_json())
+            } else {
+                match write!(std::io::stdout().lock(), "{}", report.human()) {
+                    Ok(()) => ExitCode::Success,
+                    Err(error) => fail(ExitCode::Internal, &error),
+                }
+            };
+            match written {
+                ExitCode::Success => worker::rehearse::report_exit_code(&report),
+                failed => failed,
+            }
+        }
+        Ok(Err(error)) => fail(rehearse_error_exit_code(&error), &error),
+        Err(error) => fail(ExitCode::Internal, &error),
+    }
+}
+
+fn rehearse_error_exit_code(error: &worker::rehearse::RehearseError) -> ExitCode {
+    use worker::rehearse::RehearseError;
+    match error {
+        e if e.is_input_error() => ExitCode::InvalidInput,
+        RehearseError::Sandbox(worker::sandbox::SandboxError::RuntimeUnavailable(_)) => {
+            ExitCode::RuntimeUnavailable
+        }
+        RehearseError::StagingRoot { .. } => ExitCode::Config,
+        RehearseError::Stage { source, .. } => stage_exit_code(source),
+        _ => ExitCode::Internal,
+    }
+}
+
+/// `worker explain`: exit 0 with the explanation, 4 for an unreadable or unknown record.
+fn explain(path: &std::path::Path, json: bool) -> ExitCode {
+    let evidence = match worker::explain::read_evidence(path) {
+        Ok(evidence) => evidence,
+        Err(error) => return fail(ExitCode::InvalidInput, &error),
+    };
+    let explanation = worker::explain::explain(&evidence);
+    if json {
+        return print_json(&worker::explain::summary_json(&evidence, &explanation));
+    }
+    match write!(std::io::stdout().lock(), "{}", explanation.render("")) {
+        Ok(()) => ExitCode::Success,
         Err(error) => fail(ExitCode::Internal, &error),
     }
 }

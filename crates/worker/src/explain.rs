@@ -1,0 +1,354 @@
+//! Turns an evidence record into a readable account of what happened: which limit stopped a
+//! run and when, or what exit code and output a failure had. `worker rehearse` prints the same
+//! explanation for each of its runs, and `worker explain` prints it for a stored record.
+//!
+//! The explanation reads only the record; it never re-decides the verdict (the record's own
+//! `outcome` is the decision), so it cannot disagree with what a job run reported.
+
+use std::io::Read;
+use std::path::{Path, PathBuf};
+
+use serde::Serialize;
+use serde_json::Value;
+
+use crate::sandbox::evidence::EvidenceRecord;
+use crate::sandbox::{Decision, EVIDENCE_SCHEMA_VERSION, NoVerdictReason};
+
+/// Largest evidence file `explain` reads: two 32 KiB tails and the isolation profile fit many
+/// times over, so only a wrong file gets near it.
+pub const MAX_EVIDENCE_BYTES: u64 = 4 << 20;
+/// Output lines of each stream shown for a failure.
+pub const TAIL_LINES: usize = 12;
+/// Bytes of each stream shown for a failure, whatever the line count.
+pub const TAIL_BYTES: usize = 2048;
+
+/// A readable summary of one run.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Explanation {
+    /// `passed`, `failed` or `no_verdict`.
+    pub status: &'static str,
+    /// The no-verdict reason's wire name, for a no-verdict run.
+    pub reason: Option<&'static str>,
+    /// The process's exit code, for a completed run.
+    pub exit_code: Option<i64>,
+    /// Wall time from start to observed stop, by our clock.
+    pub duration_ms: Option<u64>,
+    /// One sentence: what happened.
+    pub headline: String,
+    /// Supporting facts, one per line.
+    pub details: Vec<String>,
+    /// The end of stdout (at most [`TAIL_LINES`] lines), shown for failures and no-verdicts.
+    pub stdout_tail: Option<String>,
+    /// The end of stderr, likewise.
+    pub stderr_tail: Option<String>,
+}
+
+impl Explanation {
+    /// The short word used in aligned tables.
+    pub fn label(&self) -> String {
+        match self.reason {
+            Some(reason) => format!("no verdict ({reason})"),
+            None => self.status.to_string(),
+        }
+    }
+
+    /// Multi-line human text, each line prefixed with `indent`.
+    pub fn render(&self, indent: &str) -> String {
+        let mut out = format!("{indent}{}\n", self.headline);
+        for line in &self.details {
+            out.push_str(&format!("{indent}  {line}\n"));
+        }
+        for (name, tail) in [("stdout", &self.stdout_tail), ("stderr", &self.stderr_tail)] {
+            if let Some(tail) = tail {
+                out.push_str(&format!("{indent}  {name} (last lines):\n"));
+                for line in tail.lines() {
+                    out.push_str(&format!("{indent}    | {line}\n"));
+                }
+            }
+        }
+        out
+    }
+}
+
+fn seconds(ms: u64) -> String {
+    format!("{}.{} s", ms / 1000, (ms % 1000) / 100)
+}
+
+fn mib(bytes: u64) -> String {
+    if bytes.is_multiple_of(1 << 20) {
+        format!("{} MiB", bytes >> 20)
+    } else {
+        format!("{bytes} bytes")
+    }
+}
+
+/// The last [`TAIL_LINES`] lines (and at most [`TAIL_BYTES`] bytes) of `text`, or `None` when
+/// it is empty.
+fn tail(text: &str, truncated: bool) -> Option<String> {
+    let trimmed = text.trim_end_matches('\n');
+    if trimmed.is_empty() {
+        return None;
+    }
+    let lines: Vec<&str> = trimmed.lines().collect();
+    let skip = lines.len().saturating_sub(TAIL_LINES);
+    let mut shown = lines
+        .iter()
+        .skip(skip)
+        .copied()
+        .collect::<Vec<_>>()
+        .join("\n");
+    if shown.len() > TAIL_BYTES {
+        let mut cut = shown.len() - TAIL_BYTES;
+        while !shown.is_char_boundary(cut) {
+            cut += 1;
+        }
+        shown = shown.split_off(cut);
+    }
+    if truncated || skip > 0 {
+        shown = format!("…\n{shown}");
+    }
+    Some(shown)
+}
+
+/// Explains one evidence record.
+pub fn explain(evidence: &EvidenceRecord) -> Explanation {
+    let request = &evidence.request;
+    let times = &evidence.timestamps;
+    let duration_ms = match (times.start_ms, times.finish_ms) {
+        (Some(start), Some(finish)) => Some(finish.saturating_sub(start)),
+        _ => None,
+    };
+    let took = duration_ms
+        .map(|ms| format!(" after {}", seconds(ms)))
+        .unwrap_or_default();
+    let output_bytes = evidence.stdout.bytes.saturating_add(evidence.stderr.bytes);
+    let mut details = Vec::new();
+    if let Some(peak) = evidence.resources.peak_memory_bytes {
+        details.push(format!(
+            "peak memory {} of the {} limit",
+            mib_rounded(peak),
+            mib(request.memory_bytes)
+        ));
+    }
+    // A run that never started has no output worth a line.
+    if evidence.exit.started {
+        details.push(format!(
+            "output {} bytes (stdout {}, stderr {}) of the {}-byte cap",
+            output_bytes, evidence.stdout.bytes, evidence.stderr.bytes, request.max_output_bytes
+        ));
+    }
+    let stdout_tail = tail(&evidence.stdout.tail, evidence.stdout.tail_truncated);
+    let stderr_tail = tail(&evidence.stderr.tail, evidence.stderr.tail_truncated);
+    match &evidence.outcome {
+        Decision::Completed { exit_code } if *exit_code == 0 => Explanation {
+            status: "passed",
+            reason: None,
+            exit_code: Some(0),
+            duration_ms,
+            headline: format!(
+                "passed: the command exited 0{}",
+                duration_ms
+                    .map(|ms| format!(" in {}", seconds(ms)))
+                    .unwrap_or_default()
+            ),
+            details,
+            stdout_tail: None,
+            stderr_tail: None,
+        },
+        Decision::Completed { exit_code } => Explanation {
+            status: "failed",
+            reason: None,
+            exit_code: Some(*exit_code),
+            duration_ms,
+            headline: format!(
+                "failed: the command exited {exit_code}{}{}",
+                duration_ms
+                    .map(|ms| format!(" in {}", seconds(ms)))
+                    .unwrap_or_default(),
+                exit_hint(*exit_code)
+            ),
+            details,
+            stdout_tail,
+            stderr_tail,
+        },
+        Decision::NoVerdict { reason, detail } => {
+            let headline = match reason {
+                NoVerdictReason::Timeout => format!(
+                    "no verdict: stopped by the {} timeout{took}",
+                    seconds(request.timeout_ms).replace(".0 s", " s")
+                ),
+                NoVerdictReason::OutputLimit => format!(
+                    "no verdict: killed: stdout+stderr passed the {}-byte cap{took} ({} bytes \
+                     seen)",
+                    request.max_output_bytes, output_bytes
+                ),
+                NoVerdictReason::Oom => format!(
+                    "no verdict: out of memory at the {} limit{took}",
+                    mib(request.memory_bytes)
+                ),
+                NoVerdictReason::ImageMissing => format!(
+                    "no verdict (image_missing): {detail} (build or pull it; `worker rehearse \
+                     --pull` fetches it by its pinned digest)"
+                ),
+                other => format!("no verdict ({}): {detail}", other.as_str()),
+            };
+            Explanation {
+                status: "no_verdict",
+                reason: Some(reason.as_str()),
+                exit_code: None,
+                duration_ms,
+                headline,
+                details,
+                stdout_tail,
+                stderr_tail,
+            }
+        }
+    }
+}
+
+fn mib_rounded(bytes: u64) -> String {
+    let tenths = u128::from(bytes) * 10 / (1 << 20);
+    format!("{}.{} MiB", tenths / 10, tenths % 10)
+}
+
+/// A hint for exit codes that usually mean "the program could not run" rather than "a test
+/// failed", so authors do not mistake a broken manifest for a failing solution.
+fn exit_hint(code: i64) -> &'static str {
+    match code {
+        126 => " (126: the program exists but could not be executed — permissions or format?)",
+        127 => " (127: the program was not found in the image)",
+        137 => " (137: killed by SIGKILL from inside the container)",
+        139 => " (139: segmentation fault)",
+        _ => "",
+    }
+}
+
+/// Why `worker explain` could not read a record (exit code 4).
+#[derive(Debug, thiserror::Error)]
+pub enum ExplainError {
+    /// The file could not be read.
+    #[error("reading evidence {path:?}: {source}")]
+    Io {
+        /// The file.
+        path: PathBuf,
+        /// The underlying error.
+        #[source]
+        source: std::io::Error,
+    },
+    /// The file is larger than [`MAX_EVIDENCE_BYTES`].
+    #[error("evidence file is larger than {MAX_EVIDENCE_BYTES} bytes")]
+    TooLarge,
+    /// The file is not JSON.
+    #[error("evidence file is not valid json: {0}")]
+    Json(#[source] serde_json::Error),
+    /// `schema_version` is missing or names another schema.
+    #[error("evidence schema_version is {found:?}, expected {EVIDENCE_SCHEMA_VERSION:?}")]
+    Schema {
+        /// What the file says (truncated), or `None` when absent.
+        found: Option<String>,
+    },
+    /// The schema matches but the record's shape does not.
+    #[error("evidence record does not match {EVIDENCE_SCHEMA_VERSION}: {0}")]
+    Shape(#[source] serde_json::Error),
+}
+
+/// Reads and parses an evidence record, checking its schema first so a wrong file gets a
+/// clear message rather than a field-level parse error.
+pub fn read_evidence(path: &Path) -> Result<EvidenceRecord, ExplainError> {
+    let io = |source| ExplainError::Io {
+        path: path.to_owned(),
+        source,
+    };
+    let file = std::fs::File::open(path).map_err(io)?;
+    let mut bytes = Vec::new();
+    file.take(MAX_EVIDENCE_BYTES + 1)
+        .read_to_end(&mut bytes)
+        .map_err(io)?;
+    if bytes.len() as u64 > MAX_EVIDENCE_BYTES {
+        return Err(ExplainError::TooLarge);
+    }
+    let value: Value = serde_json::from_slice(&bytes).map_err(ExplainError::Json)?;
+    match value.get("schema_version").and_then(Value::as_str) {
+        Some(EVIDENCE_SCHEMA_VERSION) => {}
+        other => {
+            return Err(ExplainError::Schema {
+                found: other.map(|s| s.chars().take(80).collect()),
+            });
+        }
+    }
+    serde_json::from_value(value).map_err(ExplainError::Shape)
+}
+
+/// The normalized summary `worker explain --json` prints.
+pub fn summary_json(evidence: &EvidenceRecord, explanation: &Explanation) -> Value {
+    serde_json::json!({
+        "schema_version": EVIDENCE_SCHEMA_VERSION,
+        "run_id": evidence.run_id,
+        "executor": evidence.executor,
+        "image": evidence.image.as_ref().map(|i| &i.reference),
+        "argv": evidence.request.argv,
+        "response_hash": evidence.response_hash,
+        "outcome": evidence.outcome,
+        "explanation": explanation,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn tail_keeps_the_last_lines_and_marks_a_cut() {
+        let text: String = (1..=30).map(|i| format!("line {i}\n")).collect();
+        let shown = tail(&text, false).unwrap();
+        assert!(shown.starts_with("…\nline 19\n"), "{shown}");
+        assert!(shown.ends_with("line 30"));
+        assert_eq!(tail("", false), None);
+        assert_eq!(tail("\n\n", false), None);
+        assert_eq!(tail("one\n", false).as_deref(), Some("one"));
+        assert_eq!(tail("one\n", true).as_deref(), Some("…\none"));
+    }
+
+    #[test]
+    fn tail_is_bounded_in_bytes_even_for_one_huge_line() {
+        let line = "é".repeat(10_000);
+        let shown = tail(&line, false).unwrap();
+        assert!(
+            shown.len() <= TAIL_BYTES + "…\n".len() + 1,
+            "{}",
+            shown.len()
+        );
+    }
+
+    #[test]
+    fn seconds_and_sizes_read_naturally() {
+        assert_eq!(seconds(2_049), "2.0 s");
+        assert_eq!(seconds(350), "0.3 s");
+        assert_eq!(mib(64 << 20), "64 MiB");
+        assert_eq!(mib(1000), "1000 bytes");
+        assert_eq!(mib_rounded(3_670_016), "3.5 MiB");
+        assert_eq!(mib_rounded(3_670_015), "3.4 MiB");
+    }
+
+    #[test]
+    fn unknown_schema_and_garbage_are_refused_clearly() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("e.json");
+        std::fs::write(&path, r#"{"schema_version":"other/v9"}"#).unwrap();
+        let err = read_evidence(&path).unwrap_err().to_string();
+        assert!(
+            err.contains("other/v9") && err.contains("expected"),
+            "{err}"
+        );
+        std::fs::write(&path, "not json").unwrap();
+        assert!(matches!(read_evidence(&path), Err(ExplainError::Json(_))));
+        std::fs::write(
+            &path,
+            format!(r#"{{"schema_version":"{EVIDENCE_SCHEMA_VERSION}"}}"#),
+        )
+        .unwrap();
+        assert!(matches!(read_evidence(&path), Err(ExplainError::Shape(_))));
+        std::fs::write(&path, vec![b' '; MAX_EVIDENCE_BYTES as usize + 1]).unwrap();
+        assert!(matches!(read_evidence(&path), Err(ExplainError::TooLarge)));
+    }
+}

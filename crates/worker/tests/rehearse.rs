@@ -1,0 +1,544 @@
+//! `worker rehearse` and `worker explain` through the real binary, on the real Docker daemon and
+//! the repo's digest-pinned test images (`scripts/services.sh` builds them).
+#![allow(clippy::unwrap_used, clippy::expect_used)] // tests may unwrap (COMMON.md)
+
+mod support;
+
+use std::fs;
+use std::os::unix::fs::PermissionsExt;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+use serde_json::Value;
+use support::{image, workspace_root};
+use verifier_sdk::RunnerManifest;
+
+struct Rehearsal {
+    dir: tempfile::TempDir,
+}
+
+struct Ran {
+    code: i32,
+    stdout: String,
+    stderr: String,
+}
+
+impl Ran {
+    fn json(&self) -> Value {
+        serde_json::from_str(&self.stdout)
+            .unwrap_or_else(|e| panic!("stdout is not json ({e}): {}", self.stdout))
+    }
+}
+
+fn finish(output: Output) -> Ran {
+    let ran = Ran {
+        code: output.status.code().unwrap_or(-1),
+        stdout: String::from_utf8_lossy(&output.stdout).into_owned(),
+        stderr: String::from_utf8_lossy(&output.stderr).into_owned(),
+    };
+    assert_ne!(
+        ran.code, 5,
+        "these tests need the Docker daemon on /var/run/docker.sock: {}",
+        ran.stderr
+    );
+    ran
+}
+
+fn fixture(path: &str) -> PathBuf {
+    workspace_root().join("fixtures").join(path)
+}
+
+impl Rehearsal {
+    fn new() -> Self {
+        Self {
+            dir: tempfile::tempdir().unwrap(),
+        }
+    }
+
+    /// `manifests/<name>` with the locally built image (`key` in `.work/images.json`) pinned,
+    /// then `edit` applied.
+    fn manifest(&self, name: &str, key: &str, edit: impl FnOnce(&mut Value)) -> PathBuf {
+        let text = fs::read_to_string(workspace_root().join("manifests").join(name)).unwrap();
+        let mut value: Value = serde_json::from_str(&text).unwrap();
+        value["image"] = Value::String(image(key));
+        edit(&mut value);
+        let path = self.dir.path().join(format!(
+            "{key}-{}.json",
+            fs::read_dir(self.dir.path()).unwrap().count()
+        ));
+        fs::write(&path, serde_json::to_vec(&value).unwrap()).unwrap();
+        path
+    }
+
+    /// A benchmark tree holding one executable `#!/bin/sh` script `run.sh`.
+    fn script_benchmark(&self, name: &str, body: &str) -> PathBuf {
+        let dir = self.dir.path().join(name);
+        fs::create_dir(&dir).unwrap();
+        let script = dir.join("run.sh");
+        fs::write(&script, format!("#!/bin/sh\n{body}\n")).unwrap();
+        fs::set_permissions(&script, fs::Permissions::from_mode(0o755)).unwrap();
+        dir
+    }
+
+    fn rehearse(&self, source: &Path, benchmark: &Path, manifest: &Path, extra: &[&str]) -> Ran {
+        let output = Command::new(env!("CARGO_BIN_EXE_worker"))
+            .arg("rehearse")
+            .arg("--source")
+            .arg(source)
+            .arg("--benchmark")
+            .arg(benchmark)
+            .arg("--manifest")
+            .arg(manifest)
+            .arg("--staging-root")
+            .arg(self.dir.path().join("staging"))
+            .args(extra)
+            .env_remove("REGRESSION_SANDBOX_STAGING_ROOT")
+            .output()
+            .unwrap();
+        finish(output)
+    }
+
+    fn busybox_cmp(&self) -> PathBuf {
+        self.manifest("busybox-cmp.json", "busybox", |_| {})
+    }
+
+    /// A busybox manifest running `/benchmark/run.sh`.
+    fn busybox_script(&self, edit: impl FnOnce(&mut Value)) -> PathBuf {
+        self.manifest("busybox-cmp.json", "busybox", |m| {
+            m["command"] = serde_json::json!(["/benchmark/run.sh"]);
+            edit(m);
+        })
+    }
+}
+
+fn explain(args: &[&str]) -> Ran {
+    finish(
+        Command::new(env!("CARGO_BIN_EXE_worker"))
+            .arg("explain")
+            .args(args)
+            .output()
+            .unwrap(),
+    )
+}
+
+const EXAMPLE_SOURCE_DIGEST: &str =
+    "sha256:a1a2e7e0e6a698d862c0820310b86655104e5866a45ef62b383ead4c5a3c5249";
+const EXAMPLE_BENCHMARK_DIGEST: &str =
+    "sha256:f6630a1c99d3a6f27f0505b6e04890a9bbe973a78b2e9c0ff89580dae2967849";
+
+#[test]
+fn the_bundled_example_passes_and_shows_what_to_commit() {
+    let r = Rehearsal::new();
+    let ran = r.rehearse(
+        &fixture("example/source-pass"),
+        &fixture("example/benchmark"),
+        &r.busybox_cmp(),
+        &[],
+    );
+    assert_eq!(ran.code, 0, "{}{}", ran.stdout, ran.stderr);
+    let out = &ran.stdout;
+    assert!(
+        out.contains(&format!("source_snapshot_digest  {EXAMPLE_SOURCE_DIGEST}")),
+        "{out}"
+    );
+    assert!(out.contains(EXAMPLE_BENCHMARK_DIGEST), "{out}");
+    assert!(
+        out.contains("filled in: the manifest had the placeholder"),
+        "{out}"
+    );
+    assert!(out.contains("network                 none"), "{out}");
+    assert!(out.contains("passed: the command exited 0"), "{out}");
+    assert!(out.contains("verdict  passed\nok: passed\n"), "{out}");
+}
+
+#[test]
+fn a_manifest_with_the_real_digest_is_used_as_is_and_a_wrong_one_is_refused() {
+    let r = Rehearsal::new();
+    let right = r.manifest("busybox-cmp.json", "busybox", |m| {
+        m["benchmark_digest"] = EXAMPLE_BENCHMARK_DIGEST.into();
+    });
+    let ran = r.rehearse(
+        &fixture("example/source-pass"),
+        &fixture("example/benchmark"),
+        &right,
+        &["--json"],
+    );
+    assert_eq!(ran.code, 0, "{}", ran.stderr);
+    let report = ran.json();
+    assert_eq!(report["commit"]["benchmark_digest_filled_in"], false);
+    assert_eq!(
+        report["schema_version"],
+        "agent-bounties/regression-rehearsal-v1"
+    );
+
+    let wrong = r.manifest("busybox-cmp.json", "busybox", |m| {
+        m["benchmark_digest"] = format!("sha256:{}", "1".repeat(64)).into();
+    });
+    let ran = r.rehearse(
+        &fixture("example/source-pass"),
+        &fixture("example/benchmark"),
+        &wrong,
+        &[],
+    );
+    assert_eq!(ran.code, 4, "{}", ran.stderr);
+    assert!(
+        ran.stderr
+            .contains("does not match the benchmark directory"),
+        "{}",
+        ran.stderr
+    );
+    assert!(
+        ran.stderr.contains(EXAMPLE_BENCHMARK_DIGEST),
+        "{}",
+        ran.stderr
+    );
+
+    // The example manifests' own placeholder image must never reach the engine.
+    let placeholder = workspace_root().join("manifests/busybox-cmp.json");
+    let ran = r.rehearse(
+        &fixture("example/source-pass"),
+        &fixture("example/benchmark"),
+        &placeholder,
+        &[],
+    );
+    assert_eq!(ran.code, 4, "{}", ran.stderr);
+    assert!(ran.stderr.contains("placeholder digest"), "{}", ran.stderr);
+
+    // The same rules as a job's manifest: a shell as argv[0] is refused.
+    let shell = r.manifest("busybox-cmp.json", "busybox", |m| {
+        m["command"] = serde_json::json!(["/bin/sh", "-c", "true"]);
+    });
+    let ran = r.rehearse(
+        &fixture("example/source-pass"),
+        &fixture("example/benchmark"),
+        &shell,
+        &[],
+    );
+    assert_eq!(ran.code, 4, "{}", ran.stderr);
+    assert!(ran.stderr.contains("shell"), "{}", ran.stderr);
+}
+
+#[test]
+fn repeated_runs_of_the_example_are_stable_and_discriminate_against_the_failing_tree() {
+    let r = Rehearsal::new();
+    let ran = r.rehearse(
+        &fixture("example/source-pass"),
+        &fixture("example/benchmark"),
+        &r.busybox_cmp(),
+        &[
+            "--repeat",
+            "3",
+            "--base",
+            fixture("example/source-fail").to_str().unwrap(),
+            "--json",
+        ],
+    );
+    assert_eq!(ran.code, 0, "{}{}", ran.stdout, ran.stderr);
+    let report = ran.json();
+    assert_eq!(report["stability"], "stable");
+    assert_eq!(report["runs"].as_array().unwrap().len(), 3);
+    for run in report["runs"].as_array().unwrap() {
+        assert_eq!(run["status"], "passed");
+    }
+    assert_eq!(report["base"]["status"], "failed");
+    assert_eq!(report["base"]["exit_code"], 1);
+    assert_eq!(report["discrimination"], "discriminates");
+    assert_eq!(report["problems"], serde_json::json!([]));
+}
+
+#[test]
+fn a_base_tree_that_passes_means_the_benchmark_does_not_discriminate() {
+    let r = Rehearsal::new();
+    let ran = r.rehearse(
+        &fixture("example/source-pass"),
+        &fixture("example/benchmark"),
+        &r.busybox_cmp(),
+        &["--base", fixture("example/source-pass").to_str().unwrap()],
+    );
+    assert_eq!(ran.code, 4, "{}{}", ran.stdout, ran.stderr);
+    assert!(
+        ran.stdout.contains(
+            "problem: the benchmark passes on the base tree: it does not test the change"
+        ),
+        "{}",
+        ran.stdout
+    );
+    assert!(
+        ran.stdout
+            .contains("discrimination          does_not_discriminate")
+    );
+}
+
+#[test]
+fn a_coin_flip_benchmark_is_reported_unstable() {
+    let r = Rehearsal::new();
+    // One random byte per fresh container: with 16 runs all agreeing has odds 2^-15.
+    let bench = r.script_benchmark(
+        "coin",
+        "n=$(od -An -N1 -tu1 /dev/urandom)\necho \"byte $n\"\nexit $((n % 2))",
+    );
+    let ran = r.rehearse(
+        &fixture("example/source-pass"),
+        &bench,
+        &r.busybox_script(|_| {}),
+        &["--repeat", "16", "--json"],
+    );
+    assert_eq!(ran.code, 4, "{}{}", ran.stdout, ran.stderr);
+    let report = ran.json();
+    assert_eq!(report["stability"], "unstable");
+    assert_eq!(report["verdict"], "unstable");
+    let statuses: Vec<&str> = report["runs"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r["status"].as_str().unwrap())
+        .collect();
+    assert!(
+        statuses.contains(&"passed") && statuses.contains(&"failed"),
+        "{statuses:?}"
+    );
+    let problem = report["problems"][0].as_str().unwrap();
+    assert!(
+        problem.contains("unstable across fresh containers"),
+        "{problem}"
+    );
+}
+
+#[test]
+fn a_timeout_is_explained_with_the_limit_and_the_elapsed_time() {
+    let r = Rehearsal::new();
+    let bench = r.script_benchmark("slow", "echo starting\nsleep 60");
+    let ran = r.rehearse(
+        &fixture("example/source-pass"),
+        &bench,
+        &r.busybox_script(|m| m["timeout_seconds"] = 2.into()),
+        &[],
+    );
+    assert_eq!(ran.code, 3, "{}{}", ran.stdout, ran.stderr);
+    assert!(
+        ran.stdout
+            .contains("no verdict: stopped by the 2 s timeout after 2."),
+        "{}",
+        ran.stdout
+    );
+    assert!(ran.stdout.contains("| starting"), "{}", ran.stdout);
+    assert!(ran.stdout.contains("verdict  no_verdict"));
+}
+
+#[test]
+fn the_output_cap_and_oom_are_explained() {
+    let r = Rehearsal::new();
+    let chatty = r.script_benchmark("chatty", "while :; do echo spam; done");
+    let ran = r.rehearse(
+        &fixture("example/source-pass"),
+        &chatty,
+        &r.busybox_script(|m| m["max_output_bytes"] = 1024.into()),
+        &[],
+    );
+    assert_eq!(ran.code, 3, "{}{}", ran.stdout, ran.stderr);
+    assert!(
+        ran.stdout
+            .contains("no verdict: killed: stdout+stderr passed the 1024-byte cap"),
+        "{}",
+        ran.stdout
+    );
+
+    let hog = r.script_benchmark(
+        "hog",
+        "head -c 400000000 /dev/zero | tail -c 400000000 > /dev/null; echo survived",
+    );
+    let ran = r.rehearse(
+        &fixture("example/source-pass"),
+        &hog,
+        &r.busybox_script(|m| m["memory_bytes"] = (64u64 << 20).into()),
+        &[],
+    );
+    assert_eq!(ran.code, 3, "{}{}", ran.stdout, ran.stderr);
+    assert!(
+        ran.stdout
+            .contains("no verdict: out of memory at the 64 MiB limit"),
+        "{}",
+        ran.stdout
+    );
+}
+
+#[test]
+fn explain_reproduces_the_explanation_of_a_real_run() {
+    let r = Rehearsal::new();
+    let bench = r.script_benchmark("fails", "echo 'test_add ... FAIL'\necho 'boom' >&2\nexit 7");
+    let ran = r.rehearse(
+        &fixture("example/source-pass"),
+        &bench,
+        &r.busybox_script(|_| {}),
+        &["--json"],
+    );
+    assert_eq!(ran.code, 4, "{}{}", ran.stdout, ran.stderr);
+    let report = ran.json();
+    let run = &report["runs"][0];
+    assert_eq!(
+        (run["status"].as_str(), run["exit_code"].as_i64()),
+        (Some("failed"), Some(7))
+    );
+    let evidence = run["evidence_path"].as_str().unwrap();
+
+    let human = explain(&[evidence]);
+    assert_eq!(human.code, 0, "{}", human.stderr);
+    assert!(
+        human.stdout.starts_with("failed: the command exited 7 in "),
+        "{}",
+        human.stdout
+    );
+    assert!(human.stdout.contains("| test_add ... FAIL") && human.stdout.contains("| boom"));
+    assert!(human.stdout.contains(run["headline"].as_str().unwrap()));
+
+    let json = explain(&["--json", evidence]).json();
+    for key in [
+        "status",
+        "exit_code",
+        "headline",
+        "details",
+        "stdout_tail",
+        "stderr_tail",
+    ] {
+        assert_eq!(json["explanation"][key], run[key], "{key}");
+    }
+    assert_eq!(
+        json["outcome"],
+        serde_json::json!({"status": "completed", "exit_code": 7})
+    );
+
+    // Unreadable, foreign or malformed input is refused with exit 4 and a named reason.
+    let other = r.dir.path().join("other.json");
+    fs::write(
+        &other,
+        r#"{"schema_version": "agent-bounties/regression-rehearsal-v1"}"#,
+    )
+    .unwrap();
+    let ran = explain(&[other.to_str().unwrap()]);
+    assert_eq!(ran.code, 4);
+    assert!(
+        ran.stderr.contains("schema_version") && ran.stderr.contains("regression-evidence-v1"),
+        "{}",
+        ran.stderr
+    );
+    fs::write(&other, "{").unwrap();
+    assert_eq!(explain(&[other.to_str().unwrap()]).code, 4);
+    assert_eq!(explain(&["/nonexistent/evidence.json"]).code, 4);
+}
+
+#[test]
+fn the_python_example_passes_fails_and_discriminates() {
+    let r = Rehearsal::new();
+    let unittest = r.manifest("python-unittest.json", "python", |_| {});
+    let ran = r.rehearse(
+        &fixture("python-example/source-pass"),
+        &fixture("python-example/benchmark"),
+        &unittest,
+        &[
+            "--base",
+            fixture("python-example/source-fail").to_str().unwrap(),
+        ],
+    );
+    assert_eq!(ran.code, 0, "{}{}", ran.stdout, ran.stderr);
+    assert!(
+        ran.stdout.contains("ok: passed, discriminating"),
+        "{}",
+        ran.stdout
+    );
+
+    let script = r.manifest("python-script.json", "python", |_| {});
+    let ran = r.rehearse(
+        &fixture("python-example/source-fail"),
+        &fixture("python-example/benchmark"),
+        &script,
+        &[],
+    );
+    assert_eq!(ran.code, 4, "{}{}", ran.stdout, ran.stderr);
+    assert!(
+        ran.stdout.contains("failed: the command exited 1"),
+        "{}",
+        ran.stdout
+    );
+    assert!(ran.stdout.contains("AssertionError"), "{}", ran.stdout);
+    assert!(
+        ran.stdout
+            .contains("problem: the solution fails the benchmark")
+    );
+}
+
+#[test]
+fn every_bundled_manifest_validates_and_unbuilt_images_are_marked_example() {
+    let dir = workspace_root().join("manifests");
+    let mut names = Vec::new();
+    for entry in fs::read_dir(&dir).unwrap() {
+        let path = entry.unwrap().path();
+        let name = path.file_name().unwrap().to_str().unwrap().to_string();
+        if !name.ends_with(".json") {
+            continue;
+        }
+        let value: Value = serde_json::from_slice(&fs::read(&path).unwrap()).unwrap();
+        let manifest = RunnerManifest::from_value(&value)
+            .unwrap_or_else(|e| panic!("{name} does not validate: {e}"));
+        let built_here = [
+            "127.0.0.1:5000/verifier-busybox@",
+            "127.0.0.1:5000/verifier-python@",
+        ]
+        .iter()
+        .any(|p| manifest.image.starts_with(p));
+        assert_eq!(
+            built_here,
+            !name.ends_with(".example.json"),
+            "{name}: images this repo does not build must be named *.example.json"
+        );
+        names.push(name);
+    }
+    names.sort();
+    for stack in ["busybox", "python", "node", "rust", "go"] {
+        assert!(
+            names.iter().any(|n| n.starts_with(stack)),
+            "no {stack} manifest in {names:?}"
+        );
+    }
+}
+
+#[test]
+fn a_missing_image_is_no_verdict_with_a_hint_and_the_env_root_is_used() {
+    let r = Rehearsal::new();
+    let missing = r.manifest("busybox-cmp.json", "busybox", |m| {
+        let name = m["image"]
+            .as_str()
+            .unwrap()
+            .split('@')
+            .next()
+            .unwrap()
+            .to_string();
+        m["image"] = format!("{name}@sha256:{}", "1".repeat(64)).into();
+    });
+    let root = r.dir.path().join("env-root");
+    let output = Command::new(env!("CARGO_BIN_EXE_worker"))
+        .args(["rehearse", "--json", "--source"])
+        .arg(fixture("example/source-pass"))
+        .arg("--benchmark")
+        .arg(fixture("example/benchmark"))
+        .arg("--manifest")
+        .arg(&missing)
+        .env("REGRESSION_SANDBOX_STAGING_ROOT", &root)
+        .output()
+        .unwrap();
+    let ran = finish(output);
+    assert_eq!(ran.code, 3, "{}{}", ran.stdout, ran.stderr);
+    let report = ran.json();
+    let run = &report["runs"][0];
+    assert_eq!(run["reason"], "image_missing");
+    assert!(
+        run["headline"].as_str().unwrap().contains("--pull"),
+        "{run}"
+    );
+    assert!(
+        run["evidence_path"]
+            .as_str()
+            .unwrap()
+            .starts_with(root.to_str().unwrap())
+    );
+    assert!(root.join("benchmarks/sha256").is_dir());
+}
