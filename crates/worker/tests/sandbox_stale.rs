@@ -19,14 +19,16 @@ async fn sigkilled_worker_leaves_a_container_that_cleanup_stale_removes() {
     for _ in 0..200 {
         found = containers_for(&executor, &run_id).await;
         if !found.is_empty() {
-            let state = executor
+            // The listing and the inspect race with the child's own create/start; a container
+            // that is not inspectable yet is simply not running yet.
+            let running = executor
                 .client()
                 .inspect_container(&found[0], None)
                 .await
-                .unwrap()
-                .state
-                .unwrap();
-            if state.running == Some(true) {
+                .ok()
+                .and_then(|c| c.state)
+                .and_then(|s| s.running);
+            if running == Some(true) {
                 break;
             }
         }
