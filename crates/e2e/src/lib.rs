@@ -118,10 +118,18 @@ impl E2eConfig {
                 });
             }
         }
+        // Absolute paths: the binaries and Docker's bind mounts must not depend on a cwd.
+        let absolute = |p: &Path| {
+            std::path::absolute(p).map_err(|source| E2eError::Io {
+                what: "make a path absolute",
+                path: p.to_path_buf(),
+                source,
+            })
+        };
         Ok(Self {
-            repo_root: repo_root.to_path_buf(),
-            bin_dir,
-            work_dir,
+            repo_root: absolute(repo_root)?,
+            bin_dir: absolute(&bin_dir)?,
+            work_dir: absolute(&work_dir)?,
             python_image,
         })
     }
@@ -470,7 +478,6 @@ pub async fn run_scenario(
         scenario.name()
     ));
     let mut args = vec![
-        s("--quiet"),
         s("feed"),
         s("--api"),
         server.url().to_owned(),
