@@ -336,8 +336,12 @@ async fn run_binary(
         let stdout = String::from_utf8_lossy(&output.stdout);
         return Err(fail(code, format!("{tail}\n{stdout}")));
     }
-    serde_json::from_slice(&output.stdout)
-        .map_err(|e| fail(code, format!("stdout is not a JSON report ({e}); stderr: {tail}")))
+    serde_json::from_slice(&output.stdout).map_err(|e| {
+        fail(
+            code,
+            format!("stdout is not a JSON report ({e}); stderr: {tail}"),
+        )
+    })
 }
 
 fn s(v: impl std::fmt::Display) -> String {
@@ -354,10 +358,7 @@ fn fresh_dir(path: &Path) -> Result<(), E2eError> {
 }
 
 /// Plays `scenario` end to end; errors unless the chain ends in the scenario's settlement.
-pub async fn run_scenario(
-    cfg: &E2eConfig,
-    scenario: Scenario,
-) -> Result<ScenarioResult, E2eError> {
+pub async fn run_scenario(cfg: &E2eConfig, scenario: Scenario) -> Result<ScenarioResult, E2eError> {
     let started = Instant::now();
     let mut timings = Vec::new();
     let mut lap = Instant::now();
@@ -452,7 +453,9 @@ pub async fn run_scenario(
         "[{}] serve the job feed and codeload-style archives on loopback",
         scenario.name()
     ));
-    let server = ArchiveServer::start(json!([job])).await.map_err(setup("start the loopback server"))?;
+    let server = ArchiveServer::start(json!([job]))
+        .await
+        .map_err(setup("start the loopback server"))?;
     server.add_archive(
         &format!("/solver-org/{repo}/tar.gz/{commit}"),
         &format!("{repo}-{commit}"),
@@ -468,7 +471,14 @@ pub async fn run_scenario(
     info(&format!("api + archives at {}", server.url()));
 
     let dirs = |name: &str| work.join(name);
-    for d in ["candidates", "staging", "scratch", "att-1", "att-2", "keeper-state"] {
+    for d in [
+        "candidates",
+        "staging",
+        "scratch",
+        "att-1",
+        "att-2",
+        "keeper-state",
+    ] {
         std::fs::create_dir_all(dirs(d)).map_err(io("create a work directory", &dirs(d)))?;
     }
     let bin = |name: &str| cfg.bin_dir.join(name);
@@ -499,7 +509,32 @@ pub async fn run_scenario(
         s("--json"),
     ]);
     let report = run_binary("worker feed", &bin("worker"), &args, None, &[0]).await?;
-    info(&format!("report: {}", compact(&report, &["counts", "jobs"])));
+    info(&format!(
+        "report: {}",
+        compact(&report, &["counts", "jobs"])
+    ));
+    let candidate = dirs("candidates").join(verifier_sdk::candidate_file_name(validated.job_id()));
+    let candidate: Value = std::fs::read(&candidate)
+        .map_err(io("read the candidate", &candidate))
+        .and_then(|b| {
+            serde_json::from_slice(&b).map_err(|e| E2eError::Step {
+                step: "worker feed".into(),
+                code: Some(0),
+                detail: format!("candidate is not JSON: {e}"),
+            })
+        })?;
+    info(&format!(
+        "sandbox run: {} (stdout {} bytes, stderr {} bytes)",
+        candidate
+            .pointer("/evidence/outcome")
+            .unwrap_or(&Value::Null),
+        candidate
+            .pointer("/evidence/stdout/bytes")
+            .unwrap_or(&Value::Null),
+        candidate
+            .pointer("/evidence/stderr/bytes")
+            .unwrap_or(&Value::Null),
+    ));
     mark("worker feed");
 
     for key in VERIFIER_KEYS {
@@ -533,7 +568,10 @@ pub async fn run_scenario(
             &[0],
         )
         .await?;
-        info(&format!("report: {}", compact(&report, &["counts", "candidates"])));
+        info(&format!(
+            "report: {}",
+            compact(&report, &["counts", "candidates"])
+        ));
         mark(&format!("signer sign (key {key})"));
     }
 
@@ -587,7 +625,10 @@ pub async fn run_scenario(
             code: Some(0),
             detail: format!("report has no job: {report}"),
         })?;
-    let keeper_status = job_report.get("status").and_then(Value::as_str).unwrap_or("?");
+    let keeper_status = job_report
+        .get("status")
+        .and_then(Value::as_str)
+        .unwrap_or("?");
     let tx_hash: B256 = job_report
         .get("tx_hash")
         .and_then(Value::as_str)
@@ -603,7 +644,10 @@ pub async fn run_scenario(
     ));
     mark("keeper relay");
 
-    step(&format!("[{}] read the result back from the chain", scenario.name()));
+    step(&format!(
+        "[{}] read the result back from the chain",
+        scenario.name()
+    ));
     let receipt = kit
         .provider()
         .get_transaction_receipt(tx_hash)
@@ -711,7 +755,15 @@ fn compact(report: &Value, keys: &[&str]) -> String {
 /// Keeps the scalar fields a reader wants (status, verdict, codes) and drops long blobs.
 fn summarize(v: &Value) -> Value {
     const KEEP: [&str; 9] = [
-        "status", "verdict", "passed", "code", "detail", "exit_code", "tx_hash", "job_id", "reason",
+        "status",
+        "verdict",
+        "passed",
+        "code",
+        "detail",
+        "exit_code",
+        "tx_hash",
+        "job_id",
+        "reason",
     ];
     match v {
         Value::Array(items) => Value::Array(items.iter().map(summarize).collect()),

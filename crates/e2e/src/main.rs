@@ -102,6 +102,9 @@ fn main() -> ExitCode {
             .collect();
         println!("             {}", steps.join(", "));
     }
-    println!("    all scenarios passed in {:.1}s", started.elapsed().as_secs_f64());
+    println!(
+        "    all scenarios passed in {:.1}s",
+        started.elapsed().as_secs_f64()
+    );
     ExitCode::SUCCESS
 }

@@ -20,12 +20,8 @@ fn config() -> E2eConfig {
     let target = std::env::var_os("CARGO_TARGET_DIR")
         .map(PathBuf::from)
         .unwrap_or_else(|| root.join("target"));
-    E2eConfig::from_repo(
-        &root,
-        target.join("debug"),
-        root.join(".work/e2e-test"),
-    )
-    .unwrap_or_else(|e| panic!("{e}"))
+    E2eConfig::from_repo(&root, target.join("debug"), root.join(".work/e2e-test"))
+        .unwrap_or_else(|e| panic!("{e}"))
 }
 
 /// One test for both scenarios: they share the keeper's dev account, whose nonce two
@@ -38,7 +34,10 @@ async fn passing_solution_settles_and_failing_one_is_rejected() {
     let settled = run_scenario(&cfg, Scenario::Settled)
         .await
         .unwrap_or_else(|e| panic!("settled scenario: {e}"));
-    assert!(matches!(settled.event, SettlementEvent::Settled(_)), "{settled:?}");
+    assert!(
+        matches!(settled.event, SettlementEvent::Settled(_)),
+        "{settled:?}"
+    );
     // Read the status again through a connection of our own, not the run's.
     let bounty = chain_testkit::TestBounty::new(settled.bounty, kit.provider().clone());
     assert_eq!(bounty.status().call().await.unwrap(), status::SETTLED);
@@ -46,7 +45,10 @@ async fn passing_solution_settles_and_failing_one_is_rejected() {
     let rejected = run_scenario(&cfg, Scenario::Rejected)
         .await
         .unwrap_or_else(|e| panic!("rejected scenario: {e}"));
-    assert!(matches!(rejected.event, SettlementEvent::Rejected(_)), "{rejected:?}");
+    assert!(
+        matches!(rejected.event, SettlementEvent::Rejected(_)),
+        "{rejected:?}"
+    );
     let bounty = chain_testkit::TestBounty::new(rejected.bounty, kit.provider().clone());
     let after = bounty.status().call().await.unwrap();
     assert_ne!(after, status::SETTLED);
