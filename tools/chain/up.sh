@@ -72,6 +72,9 @@ ensure_deps() {
 
 up() {
   mkdir -p "$work"
+  # Installed even when a node already answers: compile.js --check and the tests need solc
+  # from this tree's node_modules whoever started the node.
+  ensure_deps
   local current
   current="$(chain_id)"
   if [[ -n "$current" ]]; then
@@ -83,7 +86,6 @@ up() {
     exit 1
   fi
 
-  ensure_deps
   echo "chain: starting hardhat node on $rpc (log $log_file)"
   (
     cd "$here"

@@ -180,10 +180,9 @@ mod tests {
     use super::*;
     use crate::reader::AttestationQuery;
     use serde_json::json;
-    use verifier_sdk::revalidate::{DOCKER_EXECUTOR, EVIDENCE_SCHEMA_VERSION};
     use verifier_sdk::{
-        Address, BountyStatus, Bytes32, ExecutionFacts, Outcome, Sha256Digest, VerificationMode,
-        fixtures, verifier_set_hash,
+        Address, BountyStatus, Bytes32, ExecutionFacts, Sha256Digest, VerificationMode, fixtures,
+        verifier_set_hash,
     };
 
     /// A chain reader that answers with a fixed state, or fails like a dead RPC.
@@ -232,17 +231,7 @@ mod tests {
             stdout_bytes: 5,
             stderr_bytes: 0,
         };
-        let outcome =
-            Outcome::for_job(&validated, validated.source_snapshot_digest(), facts).unwrap();
-        let evidence = json!({
-            "schema_version": EVIDENCE_SCHEMA_VERSION,
-            "executor": DOCKER_EXECUTOR,
-            "response_hash": outcome.response_hash.to_string(),
-            "outcome": {"status": "completed", "exit_code": 0},
-            "stdout": {"sha256": facts.stdout_sha256.to_string(), "bytes": 5},
-            "stderr": {"sha256": facts.stderr_sha256.to_string(), "bytes": 0},
-            "image": {"reference": validated.manifest().image},
-        });
+        let (outcome, evidence) = fixtures::completed_run(&validated, facts);
         Candidate::new(
             job,
             serde_json::to_value(&outcome).unwrap(),

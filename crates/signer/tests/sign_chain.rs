@@ -23,10 +23,9 @@ use signer::{ExitCode, RunReport, SignConfig, sign_candidates};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpListener;
 use verifier_sdk::fixtures::{JobParams, job_value};
-use verifier_sdk::revalidate::{DOCKER_EXECUTOR, EVIDENCE_SCHEMA_VERSION};
 use verifier_sdk::{
-    Address, AttestationFile, Candidate, CandidateManifest, ExecutionFacts, Network, Outcome,
-    Sha256Digest, candidate_file_name, validate_job,
+    Address, AttestationFile, Candidate, CandidateManifest, ExecutionFacts, Network, Sha256Digest,
+    candidate_file_name, validate_job,
 };
 
 // ---------- a tiny HTTP/1.1 server ----------
@@ -231,16 +230,7 @@ fn candidate_for(job: &Value, now: u64, exit_code: i64) -> Candidate {
         stdout_bytes: 321,
         stderr_bytes: 7,
     };
-    let outcome = Outcome::for_job(&validated, validated.source_snapshot_digest(), facts).unwrap();
-    let evidence = json!({
-        "schema_version": EVIDENCE_SCHEMA_VERSION,
-        "executor": DOCKER_EXECUTOR,
-        "response_hash": outcome.response_hash.to_string(),
-        "outcome": {"status": "completed", "exit_code": exit_code},
-        "stdout": {"sha256": facts.stdout_sha256.to_string(), "bytes": 321},
-        "stderr": {"sha256": facts.stderr_sha256.to_string(), "bytes": 7},
-        "image": {"reference": validated.manifest().image},
-    });
+    let (outcome, evidence) = verifier_sdk::fixtures::completed_run(&validated, facts);
     Candidate::new(
         job.clone(),
         serde_json::to_value(&outcome).unwrap(),

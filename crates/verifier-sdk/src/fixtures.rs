@@ -204,3 +204,26 @@ pub fn rehash(job: &mut Value) {
 pub fn valid_job() -> Value {
     job_value(&JobParams::default())
 }
+
+/// A completed run of `job` with `facts`: its outcome and an evidence record shaped as the
+/// worker's Docker executor writes it (the fields [`crate::check_evidence`] reads). For tests of
+/// the stages after the worker, which need a candidate without running a container.
+pub fn completed_run(
+    job: &crate::ValidatedJob,
+    facts: crate::ExecutionFacts,
+) -> (crate::Outcome, Value) {
+    let outcome = match crate::Outcome::for_job(job, job.source_snapshot_digest(), facts) {
+        Ok(outcome) => outcome,
+        Err(error) => panic!("fixture outcome must build: {error}"),
+    };
+    let evidence = json!({
+        "schema_version": crate::revalidate::EVIDENCE_SCHEMA_VERSION,
+        "executor": crate::revalidate::DOCKER_EXECUTOR,
+        "response_hash": outcome.response_hash.to_string(),
+        "outcome": {"status": "completed", "exit_code": facts.exit_code},
+        "stdout": {"sha256": facts.stdout_sha256.to_string(), "bytes": facts.stdout_bytes},
+        "stderr": {"sha256": facts.stderr_sha256.to_string(), "bytes": facts.stderr_bytes},
+        "image": {"reference": job.manifest().image},
+    });
+    (outcome, evidence)
+}

@@ -215,7 +215,7 @@ pub fn revalidate_outcome(
 mod tests {
     use super::*;
     use crate::fixtures;
-    use crate::receipt::{ExecutionFacts, Outcome};
+    use crate::receipt::ExecutionFacts;
     use crate::types::Sha256Digest;
     use serde_json::json;
 
@@ -229,17 +229,7 @@ mod tests {
             stdout_bytes: 12,
             stderr_bytes: 0,
         };
-        let outcome =
-            Outcome::for_job(&validated, validated.source_snapshot_digest(), facts).unwrap();
-        let evidence = json!({
-            "schema_version": EVIDENCE_SCHEMA_VERSION,
-            "executor": DOCKER_EXECUTOR,
-            "response_hash": outcome.response_hash.to_string(),
-            "outcome": {"status": "completed", "exit_code": exit_code},
-            "stdout": {"sha256": facts.stdout_sha256.to_string(), "bytes": 12},
-            "stderr": {"sha256": facts.stderr_sha256.to_string(), "bytes": 0},
-            "image": {"reference": validated.manifest().image},
-        });
+        let (outcome, evidence) = fixtures::completed_run(&validated, facts);
         (job, serde_json::to_value(&outcome).unwrap(), evidence)
     }
 

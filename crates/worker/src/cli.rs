@@ -360,7 +360,10 @@ mod tests {
 
     #[test]
     fn global_quiet_works_before_a_subcommand_but_modes_and_subcommands_conflict() {
-        assert!(matches!(parse(&["--quiet", "plan", "r.json"]), Ok(Action::Plan { .. })));
+        assert!(matches!(
+            parse(&["--quiet", "plan", "r.json"]),
+            Ok(Action::Plan { .. })
+        ));
         let err = parse(&["--run-regression", "r.json", "plan", "r.json"]).unwrap_err();
         assert!(err.contains("not both"), "{err}");
     }

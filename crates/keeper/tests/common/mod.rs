@@ -23,10 +23,9 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use verifier_sdk::artifacts::ATTESTATION_SCHEMA;
 use verifier_sdk::fixtures::{JobParams, job_value};
 use verifier_sdk::receipt::ExecutionFacts;
-use verifier_sdk::revalidate::{DOCKER_EXECUTOR, EVIDENCE_SCHEMA_VERSION};
 use verifier_sdk::{
-    Address, AttestationFields, Bytes32, Candidate, Outcome, Sha256Digest, ValidatedJob,
-    ValidatedOutcome, attestation_digest, candidate_file_name, validate_job, validate_outcome,
+    Address, AttestationFields, Bytes32, Candidate, Sha256Digest, ValidatedJob, ValidatedOutcome,
+    attestation_digest, candidate_file_name, validate_job, validate_outcome,
 };
 
 /// A loopback HTTP/1.1 server answering every GET with the current job list.
@@ -153,18 +152,8 @@ impl Scenario {
             stdout_bytes: 12,
             stderr_bytes: 0,
         };
-        let outcome =
-            Outcome::for_job(&validated, validated.source_snapshot_digest(), facts).unwrap();
+        let (outcome, evidence) = verifier_sdk::fixtures::completed_run(&validated, facts);
         let outcome_value = serde_json::to_value(&outcome).unwrap();
-        let evidence = json!({
-            "schema_version": EVIDENCE_SCHEMA_VERSION,
-            "executor": DOCKER_EXECUTOR,
-            "response_hash": outcome.response_hash.to_string(),
-            "outcome": {"status": "completed", "exit_code": exit_code},
-            "stdout": {"sha256": facts.stdout_sha256.to_string(), "bytes": 12},
-            "stderr": {"sha256": facts.stderr_sha256.to_string(), "bytes": 0},
-            "image": {"reference": validated.manifest().image},
-        });
         let validated_outcome = validate_outcome(&outcome_value, &validated).unwrap();
         let dir = tempfile::tempdir().unwrap();
         for sub in ["candidates", "att0", "att1", "state"] {
