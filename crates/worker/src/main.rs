@@ -135,11 +135,10 @@ fn feed(args: worker::cli::FeedArgs, quiet: bool) -> ExitCode {
     match result {
         Ok(Ok(report)) => {
             eprint!("{}", report.human_summary());
-            if json {
-                if let code @ (ExitCode::Internal | ExitCode::Usage) = print_json(&report.to_json())
-                {
-                    return code;
-                }
+            if json
+                && let code @ (ExitCode::Internal | ExitCode::Usage) = print_json(&report.to_json())
+            {
+                return code;
             }
             report.exit_code()
         }
