@@ -166,6 +166,25 @@ impl StagedInputs {
     }
 }
 
+impl StagedInputs {
+    /// The staged paths, present as real directories, without re-digesting them: the executor
+    /// digests both trees through the hooks immediately before create and after the run, so a
+    /// full walk here would hash every byte a third time for no added guarantee.
+    fn locate(&self) -> Result<(PathBuf, PathBuf), String> {
+        let source = crate::stage::target_path(&self.root, StageKind::Source, &self.source);
+        let benchmark =
+            crate::stage::target_path(&self.root, StageKind::Benchmark, &self.benchmark);
+        for (what, path) in [("source", &source), ("benchmark", &benchmark)] {
+            match std::fs::symlink_metadata(path) {
+                Ok(meta) if meta.is_dir() => {}
+                Ok(_) => return Err(format!("{what}: {} is not a directory", path.display())),
+                Err(e) => return Err(format!("{what}: {} is not staged: {e}", path.display())),
+            }
+        }
+        Ok((source, benchmark))
+    }
+}
+
 impl RunHooks for StagedInputs {
     fn check_inputs(&self, _phase: InputPhase) -> InputCheck {
         match self.check() {
@@ -215,7 +234,8 @@ pub fn spec_for(
 }
 
 /// Runs `manifest` on the staged source `source` and the manifest's benchmark. Missing or
-/// changed inputs are a no-verdict `input_mismatch`, decided without touching the engine.
+/// changed inputs are a no-verdict `input_mismatch`: a missing tree is decided without the
+/// engine, a changed one by the digest check right before create (no container is created).
 pub async fn execute_manifest(
     executor: &DockerExecutor,
     manifest: &RunnerManifest,
@@ -238,9 +258,9 @@ pub async fn execute_manifest(
         benchmark: manifest.benchmark_digest,
         benchmark_limits,
     };
-    // Resolve the paths (and fail fast on a missing tree); the executor re-checks both trees
-    // through the hooks immediately before create and after the run.
-    let (source_dir, benchmark_dir) = match inputs.check() {
+    // Fail fast on a missing tree; the digests are checked by the executor's hooks right
+    // before create and after the run.
+    let (source_dir, benchmark_dir) = match inputs.locate() {
         Ok(paths) => paths,
         Err(detail) => {
             return Ok(Err(NoVerdictOutcome::new(
