@@ -178,48 +178,24 @@ pub fn check_state(state: &BountyState, expected: &Expected) -> Vec<Mismatch> {
             actual: state.verification_mode,
         });
     }
-    if state.bounty_id != expected.bounty_id {
-        out.push(Mismatch::BountyId {
-            expected: expected.bounty_id,
-            actual: state.bounty_id,
-        });
+    // Scalar fields the job pins one for one: each differing field is its own mismatch, in
+    // this order, so a report names every disagreement at once.
+    macro_rules! compare {
+        ($($field:ident => $variant:ident),* $(,)?) => {$(
+            if state.$field != expected.$field {
+                out.push(Mismatch::$variant { expected: expected.$field, actual: state.$field });
+            }
+        )*};
     }
-    if state.round != expected.round {
-        out.push(Mismatch::Round {
-            expected: expected.round,
-            actual: state.round,
-        });
-    }
-    if state.solver != expected.solver {
-        out.push(Mismatch::Solver {
-            expected: expected.solver,
-            actual: state.solver,
-        });
-    }
-    if state.submission_hash != expected.submission_hash {
-        out.push(Mismatch::SubmissionHash {
-            expected: expected.submission_hash,
-            actual: state.submission_hash,
-        });
-    }
-    if state.evidence_hash != expected.evidence_hash {
-        out.push(Mismatch::EvidenceHash {
-            expected: expected.evidence_hash,
-            actual: state.evidence_hash,
-        });
-    }
-    if state.policy_hash != expected.policy_hash {
-        out.push(Mismatch::PolicyHash {
-            expected: expected.policy_hash,
-            actual: state.policy_hash,
-        });
-    }
-    if state.verification_expires_at != expected.verification_expires_at {
-        out.push(Mismatch::VerificationExpiresAt {
-            expected: expected.verification_expires_at,
-            actual: state.verification_expires_at,
-        });
-    }
+    compare!(
+        bounty_id => BountyId,
+        round => Round,
+        solver => Solver,
+        submission_hash => SubmissionHash,
+        evidence_hash => EvidenceHash,
+        policy_hash => PolicyHash,
+        verification_expires_at => VerificationExpiresAt,
+    );
     let expected_set_hash = verifier_set_hash(&expected.verifiers);
     if state.verifier_set_hash != expected_set_hash {
         out.push(Mismatch::VerifierSetHash {
