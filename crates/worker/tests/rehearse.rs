@@ -446,11 +446,10 @@ fn the_python_example_passes_fails_and_discriminates() {
         ran.stdout
     );
 
-    let script = r.manifest("python-script.json", "python", |_| {});
     let ran = r.rehearse(
         &fixture("python-example/source-fail"),
         &fixture("python-example/benchmark"),
-        &script,
+        &unittest,
         &[],
     );
     assert_eq!(ran.code, 4, "{}{}", ran.stdout, ran.stderr);
@@ -541,4 +540,84 @@ fn a_missing_image_is_no_verdict_with_a_hint_and_the_env_root_is_used() {
             .starts_with(root.to_str().unwrap())
     );
     assert!(root.join("benchmarks/sha256").is_dir());
+}
+
+/// Non-solutions that end a bare `python3 -m unittest` run with status 0 (DESIGN §8): each is a
+/// tree a solver could submit for the roman-numerals bounty without solving it.
+fn stub_solutions(root: &Path) -> Vec<(&'static str, PathBuf)> {
+    let bad = fs::read_to_string(fixture("python-bounty/solution-bad/roman.py")).unwrap();
+    let stubs: [(&str, &[(&str, &str)]); 5] = [
+        ("exit_0_on_import", &[("roman.py", "import os\nos._exit(0)\n")]),
+        (
+            "unittest_shadowed_by_the_solution",
+            &[
+                ("roman.py", bad.as_str()),
+                ("unittest.py", "import sys\nsys.exit(0)\n"),
+            ],
+        ),
+        (
+            "assertions_patched_to_no_ops",
+            &[(
+                "roman.py",
+                "import contextlib, unittest\n\
+                 unittest.TestCase.assertEqual = lambda *a, **k: None\n\
+                 unittest.TestCase.assertRaises = \
+                 lambda *a, **k: contextlib.suppress(Exception)\n\
+                 def to_roman(n): return ''\n\
+                 def from_roman(s): return 0\n",
+            )],
+        ),
+        ("exit_256_wraps_to_0", &[("roman.py", "import sys\nsys.exit(256)\n")]),
+        ("empty_tree", &[]),
+    ];
+    stubs
+        .iter()
+        .map(|(name, files)| {
+            let dir = root.join(name);
+            fs::create_dir(&dir).unwrap();
+            for (file, body) in *files {
+                fs::write(dir.join(file), body).unwrap();
+            }
+            (*name, dir)
+        })
+        .collect()
+}
+
+#[test]
+fn stub_solutions_that_pass_a_bare_unittest_run_fail_the_bounty_harness() {
+    let r = Rehearsal::new();
+    let stubs = stub_solutions(r.dir.path());
+    let benchmark = fixture("python-bounty/benchmark");
+    // The attack, reproduced: the manifest the e2e bounty shipped before, a bare unittest run.
+    let bare = r.manifest("python-unittest.json", "python", |m| {
+        m["command"] = serde_json::json!(["python3", "-B", "-m", "unittest", "discover", "-s",
+            "/benchmark", "-t", "/benchmark"]);
+    });
+    let bypassed: Vec<&str> = stubs
+        .iter()
+        .filter(|(_, dir)| r.rehearse(dir, &benchmark, &bare, &[]).code == 0)
+        .map(|(name, _)| *name)
+        .collect();
+    assert!(
+        bypassed.contains(&"exit_0_on_import") && bypassed.contains(&"assertions_patched_to_no_ops"),
+        "a bare unittest run should be bypassable, or this test proves nothing: {bypassed:?}"
+    );
+
+    // The hardened command the bounty commits: isolated interpreter, harness in a child process.
+    let harness = r.manifest("python-unittest.json", "python", |m| {
+        m["command"] = serde_json::json!(["python3", "-I", "-B", "/benchmark/run_tests.py", "6"]);
+    });
+    for (name, dir) in &stubs {
+        let ran = r.rehearse(dir, &benchmark, &harness, &[]);
+        assert_eq!(ran.code, 4, "stub {name} must fail: {}{}", ran.stdout, ran.stderr);
+        assert!(ran.stdout.contains("harness: FAIL"), "stub {name}: {}", ran.stdout);
+    }
+    let good = r.rehearse(
+        &fixture("python-bounty/solution-good"),
+        &benchmark,
+        &harness,
+        &["--base", fixture("python-bounty/solution-bad").to_str().unwrap()],
+    );
+    assert_eq!(good.code, 0, "{}{}", good.stdout, good.stderr);
+    assert!(good.stdout.contains("ok: passed, discriminating"), "{}", good.stdout);
 }
