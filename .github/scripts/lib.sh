@@ -1,0 +1,24 @@
+# shellcheck shell=bash
+# Shared by the workflow scripts: GitHub REST calls and step outputs. Sourced, not run.
+#
+# The REST base comes from GITHUB_API_URL (set on every Actions runner; the tests point it at
+# a local stand-in), the token from GH_TOKEN. No token value is ever printed.
+
+api_get() {
+  local path="$1"
+  curl --silent --show-error --fail --max-time 30 \
+    --header "Authorization: Bearer ${GH_TOKEN:?GH_TOKEN is not set}" \
+    --header "Accept: application/vnd.github+json" \
+    --header "X-GitHub-Api-Version: 2022-11-28" \
+    "${GITHUB_API_URL:-https://api.github.com}${path}"
+}
+
+# Appends key=value to the step's outputs.
+output() {
+  printf '%s=%s\n' "$1" "$2" >> "${GITHUB_OUTPUT:?GITHUB_OUTPUT is not set}"
+}
+
+# Appends a line to the job's summary (shown on the run's page).
+summary() {
+  printf '%s\n' "$*" >> "${GITHUB_STEP_SUMMARY:-/dev/null}"
+}

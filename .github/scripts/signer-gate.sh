@@ -1,0 +1,48 @@
+#!/usr/bin/env bash
+# Decides whether a finished runner run may be signed. Writes `proceed=true|false` and
+# `head_sha` to GITHUB_OUTPUT.
+#
+# Signed: a successful runner run on main (scheduled or dispatched by hand on main) from this
+# repository whose head is still main's head. A run on an outdated commit is a normal race
+# (main moved during the cycle): the next cycle signs, so it is a green skip with a summary,
+# not a failure. Anything that looks forged (another repository, a malformed SHA) or an API
+# that does not answer fails the job.
+#
+# Env: RUN_CONCLUSION RUN_EVENT RUN_HEAD_BRANCH RUN_HEAD_SHA RUN_HEAD_REPOSITORY (the
+# triggering run's head_repository.full_name), GITHUB_REPOSITORY, GH_TOKEN, GITHUB_OUTPUT.
+set -euo pipefail
+# shellcheck source=.github/scripts/lib.sh
+source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+
+skip() {
+  echo "::notice::not signing: $*"
+  summary "Not signed: $*"
+  output proceed false
+  exit 0
+}
+
+[[ "${RUN_CONCLUSION}" == "success" ]] || skip "the runner run concluded ${RUN_CONCLUSION}"
+case "${RUN_EVENT}" in
+  schedule | workflow_dispatch) ;;
+  *) skip "the runner run was triggered by ${RUN_EVENT}" ;;
+esac
+[[ "${RUN_HEAD_BRANCH}" == "main" ]] || skip "the runner run is on ${RUN_HEAD_BRANCH}, not main"
+if [[ "${RUN_HEAD_REPOSITORY}" != "${GITHUB_REPOSITORY}" ]]; then
+  echo "::error::the runner run's code comes from ${RUN_HEAD_REPOSITORY}, not ${GITHUB_REPOSITORY}"
+  exit 1
+fi
+if [[ ! "${RUN_HEAD_SHA}" =~ ^[0-9a-f]{40}$ ]]; then
+  echo "::error::the runner run's head SHA is malformed"
+  exit 1
+fi
+main_sha="$(api_get "/repos/${GITHUB_REPOSITORY}/commits/main" | jq -r .sha)"
+if [[ ! "${main_sha}" =~ ^[0-9a-f]{40}$ ]]; then
+  echo "::error::could not read main's head from the API"
+  exit 1
+fi
+if [[ "${main_sha}" != "${RUN_HEAD_SHA}" ]]; then
+  skip "the runner run is for ${RUN_HEAD_SHA}, main has moved to ${main_sha}; the next cycle signs"
+fi
+summary "Signing the candidates of ${RUN_EVENT} run at ${RUN_HEAD_SHA}."
+output proceed true
+output head_sha "${RUN_HEAD_SHA}"

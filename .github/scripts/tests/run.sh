@@ -1,0 +1,220 @@
+#!/usr/bin/env bash
+# The checks are eval'd strings so a case reads as one line; they expand when they run.
+# shellcheck disable=SC2016,SC2034
+# Tests of the workflow scripts in .github/scripts, run by .ci/run: each script in the
+# argument shapes the workflows use, against a local stand-in for the GitHub REST API and real
+# GITHUB_OUTPUT / GITHUB_STEP_SUMMARY files, with the real keeper binary where one runs.
+#
+#   .github/scripts/tests/run.sh [directory holding the built keeper and worker]
+#
+# Prints one line per case and closes with "N passed, N failed".
+set -uo pipefail
+here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+scripts="$(dirname "${here}")"
+bin_dir="${1:-$(cd "${here}/../../.." && pwd)/target/debug}"
+keeper_bin="${bin_dir}/keeper"
+worker_bin="${bin_dir}/worker"
+
+tmp="$(mktemp -d)"
+server_pid=""
+cleanup() {
+  [[ -n "${server_pid}" ]] && kill "${server_pid}" 2>/dev/null
+  rm -rf "${tmp}"
+}
+trap cleanup EXIT
+
+routes="${tmp}/routes.json"
+echo '{}' > "${routes}"
+python3 "${here}/github_standin.py" "${routes}" "${tmp}/port" "${tmp}/requests.log" &
+server_pid=$!
+for _ in $(seq 50); do [[ -s "${tmp}/port" ]] && break; sleep 0.1; done
+[[ -s "${tmp}/port" ]] || { echo "the GitHub stand-in did not start"; exit 1; }
+
+GITHUB_API_URL="http://127.0.0.1:$(cat "${tmp}/port")"
+export GITHUB_API_URL
+export GH_TOKEN=test-token
+export GITHUB_REPOSITORY=acme/verifier
+
+passed=0
+failed=0
+check() {
+  local name="$1"; shift
+  if "$@"; then
+    echo "ok    ${name}"
+    passed=$((passed + 1))
+  else
+    echo "FAIL  ${name}"
+    failed=$((failed + 1))
+  fi
+}
+
+# Runs a script with fresh output files; leaves status, stdout and outputs in globals.
+run_script() {
+  : > "${tmp}/requests.log"
+  out_file="${tmp}/output"; summary_file="${tmp}/summary"
+  : > "${out_file}"; : > "${summary_file}"
+  stdout="$(GITHUB_OUTPUT="${out_file}" GITHUB_STEP_SUMMARY="${summary_file}" "$@" 2>&1)"
+  status=$?
+}
+output_is() { grep -qxF "$1=$2" "${out_file}"; }
+said() { grep -qF -- "$1" <<<"${stdout}"; }
+
+main_sha=1111111111111111111111111111111111111111
+old_sha=2222222222222222222222222222222222222222
+
+# --- signer gate ------------------------------------------------------------------------
+gate() {
+  RUN_CONCLUSION="${1}" RUN_EVENT="${2}" RUN_HEAD_BRANCH=main RUN_HEAD_SHA="${3}" \
+    RUN_HEAD_REPOSITORY="${4:-acme/verifier}" run_script "${scripts}/signer-gate.sh"
+}
+cat > "${routes}" <<JSON
+{"/repos/acme/verifier/commits/main": {"sha": "${main_sha}"}}
+JSON
+
+gate success schedule "${main_sha}"
+check "gate: a scheduled run at main's head is signed" \
+  eval '((status == 0)) && output_is proceed true && output_is head_sha '"${main_sha}"
+
+gate success workflow_dispatch "${main_sha}"
+check "gate: a dispatched run on main is signed too" eval '((status == 0)) && output_is proceed true'
+
+gate success schedule "${old_sha}"
+check "gate: main moved during the cycle is a green skip with a summary" \
+  eval '((status == 0)) && output_is proceed false && grep -q "main has moved" "${summary_file}"'
+
+gate failure schedule "${main_sha}"
+check "gate: a failed runner run is not signed, without asking the API" \
+  eval '((status == 0)) && output_is proceed false && [[ ! -s "${tmp}/requests.log" ]]'
+
+gate success schedule "${main_sha}" evil/fork
+check "gate: a run whose head repository is a fork fails the job" \
+  eval '((status != 0)) && said "comes from evil/fork"'
+
+echo '{}' > "${routes}"
+gate success schedule "${main_sha}"
+check "gate: an API that does not answer fails the job (no silent skip)" \
+  eval '((status != 0)) && ! output_is proceed true'
+
+# --- keeper state restore ---------------------------------------------------------------
+runs_path='/repos/acme/verifier/actions/workflows/regression-verifier-keeper.yml/runs?branch=main&status=completed&per_page=30'
+run() { # id created head_branch head_repo
+  printf '{"id": %s, "created_at": "%s", "head_branch": "%s", "head_repository": {"full_name": "%s"}, "repository": {"full_name": "acme/verifier"}}' "$@"
+}
+artifacts() { # expired
+  printf '{"artifacts": [{"name": "regression-keeper-state", "expired": %s}]}' "$1"
+}
+cat > "${routes}" <<JSON
+{
+  "${runs_path}": {"workflow_runs": [
+    $(run 40 2026-11-30T10:00:00Z main acme/verifier),
+    $(run 41 2026-11-30T11:00:00Z main acme/verifier),
+    $(run 42 2026-11-30T12:00:00Z main evil/fork),
+    $(run 43 2026-11-30T13:00:00Z feature acme/verifier),
+    $(run 44 2026-11-30T14:00:00Z main acme/verifier)
+  ]},
+  "/repos/acme/verifier/actions/runs/44/artifacts?name=regression-keeper-state": $(artifacts true),
+  "/repos/acme/verifier/actions/runs/43/artifacts?name=regression-keeper-state": $(artifacts false),
+  "/repos/acme/verifier/actions/runs/42/artifacts?name=regression-keeper-state": $(artifacts false),
+  "/repos/acme/verifier/actions/runs/41/artifacts?name=regression-keeper-state": $(artifacts false),
+  "/repos/acme/verifier/actions/runs/40/artifacts?name=regression-keeper-state": $(artifacts false)
+}
+JSON
+GITHUB_RUN_ID=99 run_script "${scripts}/keeper-find-state.sh"
+check "state: the newest unexpired state of a keeper run on main wins (expired, fork and branch runs skipped)" \
+  eval '((status == 0)) && output_is run_id 41'
+check "state: the fork's and the branch's artifacts are never even listed" \
+  eval '! grep -q "runs/42/\|runs/43/" "${tmp}/requests.log"'
+check "state: the artifacts search is scoped to the keeper workflow, not the repository" \
+  eval '! grep -q "^/repos/acme/verifier/actions/artifacts" "${tmp}/requests.log"'
+
+cat > "${routes}" <<JSON
+{"${runs_path}": {"workflow_runs": [$(run 44 2026-11-30T14:00:00Z main acme/verifier)]},
+ "/repos/acme/verifier/actions/runs/44/artifacts?name=regression-keeper-state": $(artifacts true)}
+JSON
+GITHUB_RUN_ID=99 run_script "${scripts}/keeper-find-state.sh"
+check "state: only expired artifacts means starting from no state, not a failed run" \
+  eval '((status == 0)) && output_is run_id ""'
+
+# --- keeper relay -----------------------------------------------------------------------
+relay_input="${tmp}/input"
+mkdir -p "${relay_input}/candidates"
+relay() {
+  INPUT="${relay_input}" STATE_DIR="${tmp}/state" REPORT="${tmp}/report.json" KEEPER_BIN="${keeper_bin}" \
+    API_URL="http://127.0.0.1:9" RPC_URL="http://127.0.0.1:9" run_script "${scripts}/keeper-relay.sh"
+}
+relay
+check "relay: no attestation artifacts ends green without starting the keeper" \
+  eval '((status == 0)) && said "nothing to relay" && [[ ! -e "${tmp}/report.json" ]]'
+
+mkdir -p "${relay_input}/attestations/regression-attestations-1"
+echo '{"schema": "agent-bounties/regression-attestation-manifest-v1", "attestations": []}' \
+  > "${relay_input}/attestations/regression-attestations-1/attestation-manifest.json"
+relay
+check "relay: a slot that signed nothing (manifest only) is nothing to relay; the RPC is not touched" \
+  eval '((status == 0)) && said "nothing to relay"'
+
+if [[ -x "${keeper_bin}" ]]; then
+  echo '{}' > "${relay_input}/attestations/regression-attestations-1/attestation-00-11.json"
+  # Hardhat's well-known dev account #3 (public test key): the keeper gets past its key check
+  # and reaches the (closed) RPC port, which must fail the job.
+  REGRESSION_KEEPER_KEY=0x5de4111afa1a4b94908f83103eb1f1706367c2e68ca870fc3fb9a804cdab365a relay
+  check "relay: with attestations the real keeper runs in the workflow's argument shape; an RPC outage fails the job" \
+    eval '((status == 5)) && said "keeper relay exited with 5"'
+else
+  echo "FAIL  relay: the keeper binary ${keeper_bin} is not built"
+  failed=$((failed + 1))
+fi
+
+# --- runner judge -----------------------------------------------------------------------
+feed_report() { # fetch_failures jobs
+  printf '{"schema_version": "agent-bounties/regression-feed-report-v1", "network": "base-mainnet", "verifiers": [], "fetch_failures": %s, "jobs": %s, "runtime_unavailable": 0, "executed": 0}' "$1" "$2" > "${tmp}/feed-report.json"
+}
+job() { # id status reason_code
+  printf '{"job_id": "%s", "status": "%s", "reason_code": %s, "reason": "r", "reused_from_cache": false}' "$1" "$2" "$3"
+}
+judge() { run_script "${scripts}/runner-judge.sh" "$1" "${tmp}/feed-report.json"; }
+
+feed_report '[]' "[$(job a completed_passed null), $(job b completed_failed null), $(job c no_verdict '"timeout"')]"
+judge 3
+check "runner: verdicts plus a solver's timeout is green, with counts in the summary and a warning" \
+  eval '((status == 0)) && grep -q "| no_verdict | 1 |" "${summary_file}" && said "::warning::job c"'
+
+feed_report '[{"verifier": "0x11", "kind": "http", "message": "connection refused", "transient": true}]' '[]'
+judge 3
+check "runner: a platform API that never answered fails the run (exit 3 is not enough)" \
+  eval '((status == 1)) && said "::error::the platform API failed"'
+
+feed_report '[]' "[$(job a no_verdict '"image_missing"')]"
+judge 3
+check "runner: an image failure fails the run" eval '((status == 1)) && said "image_missing"'
+
+feed_report '[]' "[$(job a error '"archive"')]"
+judge 3
+check "runner: an infrastructure error on a job fails the run" eval '((status == 1))'
+
+feed_report '[]' '[]'
+judge 5
+check "runner: an unreachable engine fails the run" eval '((status == 1)) && said "exited with 5"'
+
+: > "${tmp}/feed-report.json"
+judge 1
+check "runner: no report fails the run" eval '((status == 1)) && said "no readable report"'
+
+if [[ -x "${worker_bin}" ]]; then
+  # The real worker against a platform API that does not answer: it exits 3 with an empty
+  # batch, which the old workflow accepted as success.
+  feed_status=0
+  "${worker_bin}" feed --api http://127.0.0.1:9 --network base-mainnet \
+    --verifier 0x1111111111111111111111111111111111111111 --out "${tmp}/candidates" \
+    --staging-root "${tmp}/staging" --work-dir "${tmp}" --json \
+    > "${tmp}/feed-report.json" 2>/dev/null || feed_status=$?
+  judge "${feed_status}"
+  check "runner: the real worker's report of an API outage (exit ${feed_status}) fails the run" \
+    eval '((feed_status == 3 && status == 1)) && said "::error::the platform API failed"'
+else
+  echo "FAIL  runner: the worker binary ${worker_bin} is not built"
+  failed=$((failed + 1))
+fi
+
+echo "${passed} passed, ${failed} failed"
+((failed == 0))
