@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Brings up the real test environment (DESIGN.md §7) on a Debian 12 machine
+# Brings up the real test environment (docs/design.md §7) on a Debian 12 machine
 # as root: Docker Engine, a local registry on 127.0.0.1:5000, digest-pinned
 # test images listed in .work/images.json, and the local chain.
 #
