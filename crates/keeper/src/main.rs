@@ -13,6 +13,7 @@ use keeper::{RelayConfig, exit};
 #[derive(Parser)]
 #[command(
     name = "keeper",
+    version = cli_support::VERSION,
     about = "Relay verifier attestations to bounty contracts"
 )]
 struct Cli {
@@ -71,13 +72,8 @@ struct RelayArgs {
 }
 
 fn main() -> ExitCode {
-    tracing_subscriber::fmt()
-        .with_writer(std::io::stderr)
-        .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_env("KEEPER_LOG")
-                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn")),
-        )
-        .init();
+    cli_support::restore_sigpipe();
+    cli_support::init_logging("KEEPER_LOG", "warn");
     let cli = match Cli::try_parse() {
         Ok(c) => c,
         Err(e) => {

@@ -33,7 +33,7 @@ pub const RPC_TIMEOUT: Duration = Duration::from_secs(30);
 #[derive(Debug, Parser)]
 #[command(
     name = "signer",
-    version,
+    version = cli_support::VERSION,
     about = "Sign regression-verifier candidates"
 )]
 pub struct Cli {

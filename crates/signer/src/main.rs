@@ -4,6 +4,7 @@ use clap::Parser;
 use signer::{Cli, ExitCode};
 
 fn main() -> std::process::ExitCode {
+    cli_support::restore_sigpipe();
     let cli = match Cli::try_parse() {
         Ok(cli) => cli,
         Err(e) => {
@@ -15,13 +16,7 @@ fn main() -> std::process::ExitCode {
             };
         }
     };
-    tracing_subscriber::fmt()
-        .with_writer(std::io::stderr)
-        .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_default_env()
-                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn")),
-        )
-        .init();
+    cli_support::init_logging("SIGNER_LOG", "warn");
     let code = match tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()

@@ -17,7 +17,7 @@ use crate::stage::{ParseStageKindError, StageKind};
 #[derive(Debug, Parser)]
 #[command(
     name = "worker",
-    version,
+    version = cli_support::VERSION,
     about = "No-secrets regression runner: stages content-addressed trees and runs them in a \
              bounded sandbox.",
     group(ArgGroup::new("mode").multiple(false)),

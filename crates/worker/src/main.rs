@@ -15,7 +15,6 @@
 use std::io::Write;
 
 use clap::Parser;
-use tracing_subscriber::EnvFilter;
 use verifier_sdk::{NoVerdictReason, RunOutput};
 use worker::cli::{Action, Cli};
 use worker::exit::ExitCode;
@@ -27,6 +26,7 @@ use worker::snapshot::{SnapshotError, snapshot_directory_with_progress};
 use worker::stage::{StageError, stage_tree};
 
 fn main() -> std::process::ExitCode {
+    cli_support::restore_sigpipe();
     // clap prints its own message and exits with 2 (usage) or 0 (help, version).
     let cli = Cli::parse();
     init_logging();
@@ -337,9 +337,5 @@ fn fail(code: ExitCode, error: &dyn std::fmt::Display) -> ExitCode {
 }
 
 fn init_logging() {
-    let filter = EnvFilter::try_from_env("WORKER_LOG").unwrap_or_else(|_| EnvFilter::new("warn"));
-    tracing_subscriber::fmt()
-        .with_env_filter(filter)
-        .with_writer(std::io::stderr)
-        .init();
+    cli_support::init_logging("WORKER_LOG", "warn");
 }

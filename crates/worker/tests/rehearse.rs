@@ -547,7 +547,10 @@ fn a_missing_image_is_no_verdict_with_a_hint_and_the_env_root_is_used() {
 fn stub_solutions(root: &Path) -> Vec<(&'static str, PathBuf)> {
     let bad = fs::read_to_string(fixture("python-bounty/solution-bad/roman.py")).unwrap();
     let stubs: [(&str, &[(&str, &str)]); 5] = [
-        ("exit_0_on_import", &[("roman.py", "import os\nos._exit(0)\n")]),
+        (
+            "exit_0_on_import",
+            &[("roman.py", "import os\nos._exit(0)\n")],
+        ),
         (
             "unittest_shadowed_by_the_solution",
             &[
@@ -567,7 +570,10 @@ fn stub_solutions(root: &Path) -> Vec<(&'static str, PathBuf)> {
                  def from_roman(s): return 0\n",
             )],
         ),
-        ("exit_256_wraps_to_0", &[("roman.py", "import sys\nsys.exit(256)\n")]),
+        (
+            "exit_256_wraps_to_0",
+            &[("roman.py", "import sys\nsys.exit(256)\n")],
+        ),
         ("empty_tree", &[]),
     ];
     stubs
@@ -590,8 +596,17 @@ fn stub_solutions_that_pass_a_bare_unittest_run_fail_the_bounty_harness() {
     let benchmark = fixture("python-bounty/benchmark");
     // The attack, reproduced: the manifest the e2e bounty shipped before, a bare unittest run.
     let bare = r.manifest("python-unittest.json", "python", |m| {
-        m["command"] = serde_json::json!(["python3", "-B", "-m", "unittest", "discover", "-s",
-            "/benchmark", "-t", "/benchmark"]);
+        m["command"] = serde_json::json!([
+            "python3",
+            "-B",
+            "-m",
+            "unittest",
+            "discover",
+            "-s",
+            "/benchmark",
+            "-t",
+            "/benchmark"
+        ]);
     });
     let bypassed: Vec<&str> = stubs
         .iter()
@@ -599,7 +614,8 @@ fn stub_solutions_that_pass_a_bare_unittest_run_fail_the_bounty_harness() {
         .map(|(name, _)| *name)
         .collect();
     assert!(
-        bypassed.contains(&"exit_0_on_import") && bypassed.contains(&"assertions_patched_to_no_ops"),
+        bypassed.contains(&"exit_0_on_import")
+            && bypassed.contains(&"assertions_patched_to_no_ops"),
         "a bare unittest run should be bypassable, or this test proves nothing: {bypassed:?}"
     );
 
@@ -609,15 +625,30 @@ fn stub_solutions_that_pass_a_bare_unittest_run_fail_the_bounty_harness() {
     });
     for (name, dir) in &stubs {
         let ran = r.rehearse(dir, &benchmark, &harness, &[]);
-        assert_eq!(ran.code, 4, "stub {name} must fail: {}{}", ran.stdout, ran.stderr);
-        assert!(ran.stdout.contains("harness: FAIL"), "stub {name}: {}", ran.stdout);
+        assert_eq!(
+            ran.code, 4,
+            "stub {name} must fail: {}{}",
+            ran.stdout, ran.stderr
+        );
+        assert!(
+            ran.stdout.contains("harness: FAIL"),
+            "stub {name}: {}",
+            ran.stdout
+        );
     }
     let good = r.rehearse(
         &fixture("python-bounty/solution-good"),
         &benchmark,
         &harness,
-        &["--base", fixture("python-bounty/solution-bad").to_str().unwrap()],
+        &[
+            "--base",
+            fixture("python-bounty/solution-bad").to_str().unwrap(),
+        ],
     );
     assert_eq!(good.code, 0, "{}{}", good.stdout, good.stderr);
-    assert!(good.stdout.contains("ok: passed, discriminating"), "{}", good.stdout);
+    assert!(
+        good.stdout.contains("ok: passed, discriminating"),
+        "{}",
+        good.stdout
+    );
 }

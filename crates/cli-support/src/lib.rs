@@ -1,0 +1,67 @@
+//! Start-up conventions shared by `worker`, `signer` and `keeper`, so the three behave alike for
+//! the people who run them: `--version` names the git revision, logs are filtered by one
+//! variable per binary and carry no colour codes into files or pipes, and a closed stdout ends
+//! the process quietly instead of with a panic.
+//!
+//! The binaries still do not depend on each other; this crate knows nothing about any of them.
+
+use std::io::IsTerminal;
+
+/// `--version` text: the package version and the git revision the binary was built from
+/// (`-modified` when the checkout had uncommitted changes, `unknown` outside git).
+pub const VERSION: &str = concat!(
+    env!("CARGO_PKG_VERSION"),
+    " (",
+    env!("VERIFIER_GIT_REVISION"),
+    ")"
+);
+
+/// Restores the default SIGPIPE action. Rust ignores SIGPIPE, so `keeper … | head -1` turned the
+/// next write into a "failed printing to stdout" panic (exit 101); with the default action the
+/// process ends quietly when its reader has gone, as other command-line tools do.
+pub fn restore_sigpipe() {
+    sigpipe::reset();
+}
+
+/// Logs to stderr, filtered by the variable `env_var` (tracing's env-filter syntax, e.g.
+/// `WORKER_LOG=debug`; `default_filter` when unset or invalid). Colour only on a terminal and
+/// never when `NO_COLOR` is set (<https://no-color.org>).
+pub fn init_logging(env_var: &str, default_filter: &str) {
+    let filter = tracing_subscriber::EnvFilter::try_from_env(env_var)
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(default_filter));
+    tracing_subscriber::fmt()
+        .with_writer(std::io::stderr)
+        .with_env_filter(filter)
+        .with_ansi(use_colour(
+            std::io::stderr().is_terminal(),
+            std::env::var_os("NO_COLOR").is_some_and(|v| !v.is_empty()),
+        ))
+        .init();
+}
+
+const fn use_colour(stderr_is_terminal: bool, no_color: bool) -> bool {
+    stderr_is_terminal && !no_color
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn colour_only_on_a_terminal_without_no_color() {
+        assert!(use_colour(true, false));
+        assert!(!use_colour(false, false));
+        assert!(!use_colour(true, true));
+        assert!(!use_colour(false, true));
+    }
+
+    #[test]
+    fn version_names_a_revision() {
+        assert!(VERSION.starts_with(env!("CARGO_PKG_VERSION")));
+        assert!(VERSION.ends_with(')'), "{VERSION}");
+        assert!(
+            VERSION.len() > env!("CARGO_PKG_VERSION").len() + 3,
+            "{VERSION}"
+        );
+    }
+}
