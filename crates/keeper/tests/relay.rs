@@ -395,3 +395,23 @@ async fn cancelled_bounty_is_done_and_nothing_is_sent() {
     assert_eq!(job.code.as_deref(), Some("not_submitted"));
     assert_eq!(sc.keeper_nonce().await, nonce);
 }
+
+/// The real bounty's job with a more lenient benchmark (same policy, submission and evidence,
+/// so the attestation digest is unchanged and honest signatures over it settle on chain).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn lenient_benchmark_terms_not_on_chain_are_not_relayed() {
+    let mut sc = Scenario::new(&[1], 0).await;
+    let mut lenient = sc.job.clone();
+    lenient["terms"]["document"]["benchmark"]["runner_manifest"]["command"] =
+        serde_json::json!(["python3", "-c", "pass"]);
+    verifier_sdk::fixtures::rehash(&mut lenient);
+    assert_eq!(lenient["terms"]["policy_hash"], sc.job["terms"]["policy_hash"]);
+    sc.replace_job(lenient);
+    sc.attest_all();
+    let job = assert_refused(&sc, "onchain_mismatch").await;
+    let detail = job.detail.unwrap();
+    assert!(
+        detail.contains("terms hash") && detail.contains("benchmark hash"),
+        "{detail}"
+    );
+}

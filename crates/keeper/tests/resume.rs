@@ -14,11 +14,13 @@ use chain_testkit::status;
 use common::{Scenario, only_job};
 use keeper::chain::{SettlementRpc, SignedTx, sign_settlement};
 use keeper::fees::FeePlan;
-use keeper::record::{RECORD_SCHEMA, RecordState, SettlementRecord, StateDir, TxRecord};
+use keeper::record::{
+    Confirmation, RECORD_SCHEMA, RecordState, SettlementRecord, StateDir, TxRecord,
+};
 use keeper::report::JobStatus;
 use keeper::select::{NamedAttestation, select};
 use verifier_sdk::settle::settle_calldata;
-use verifier_sdk::{Address, AttestationFile};
+use verifier_sdk::{Address, AttestationFile, Bytes32};
 
 /// Signs the settlement the keeper would send at `nonce` and files it as `state`.
 fn planned(sc: &Scenario, nonce: u64, state: RecordState) -> (SignedTx, SettlementRecord) {
@@ -179,6 +181,89 @@ async fn provably_dropped_tx_is_replaced_only_while_still_submitted() {
     assert_eq!(sc.keeper_nonce().await, nonce + 2);
 }
 
+/// A `confirmed` record the chain does not back: a file planted in the state directory (or
+/// left by a run that believed a lying RPC's fabricated receipt), for a transaction that was
+/// never sent, while the bounty is still Submitted.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn planted_confirmed_record_for_a_submitted_bounty_is_not_trusted() {
+    let sc = Scenario::new(&[1], 0).await;
+    sc.attest_all();
+    let nonce = sc.keeper_nonce().await;
+    let (signed, mut record) = planned(&sc, nonce, RecordState::Confirmed);
+    record.confirmation = Some(Confirmation {
+        event: "BountySettled".into(),
+        block_number: 1,
+        block_hash: Bytes32::from_bytes([0x42; 32]),
+        tx_hash: signed.hash,
+    });
+    StateDir::open(&sc.path("state"))
+        .unwrap()
+        .save(&record)
+        .unwrap();
+    assert_eq!(sc.status().await, status::SUBMITTED);
+
+    let report = sc.run().await;
+    let job = only_job(&report);
+    assert_ne!(
+        job.code.as_deref(),
+        Some("already_confirmed"),
+        "a record the chain contradicts must not be reported: {job:#?}"
+    );
+    // Stale record replaced: revalidated and relayed for real, and only now paid.
+    assert_eq!(job.status, JobStatus::Paid, "{job:#?}");
+    assert_eq!(sc.status().await, status::SETTLED);
+    let stored = load(&sc, &record);
+    assert_eq!(stored.state, RecordState::Confirmed);
+    assert_eq!(stored.previous_attempts, vec![signed.hash]);
+    assert_eq!(Some(stored.tx.hash), job.tx_hash);
+}
+
+/// A `confirmed` record whose transaction is a real, mined settlement of ANOTHER bounty: the
+/// receipt exists and carries a genuine `BountySettled`, just not from this bounty's address.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn confirmed_record_pointing_at_another_bountys_settlement_is_not_trusted() {
+    let other = Scenario::new(&[1], 0).await;
+    other.attest_all();
+    let paid = only_job(&other.run().await).clone();
+    assert_eq!(paid.status, JobStatus::Paid, "{paid:#?}");
+    let other_tx = paid.tx_hash.unwrap();
+
+    let sc = Scenario::new(&[1], 0).await;
+    sc.attest_all();
+    let nonce = sc.keeper_nonce().await;
+    let (_, mut record) = planned(&sc, nonce, RecordState::Confirmed);
+    record.tx.hash = other_tx;
+    record.confirmation = Some(Confirmation {
+        event: "BountySettled".into(),
+        block_number: paid.block_number.unwrap(),
+        block_hash: Bytes32::from_bytes([0x42; 32]),
+        tx_hash: other_tx,
+    });
+    StateDir::open(&sc.path("state"))
+        .unwrap()
+        .save(&record)
+        .unwrap();
+    let report = sc.run().await;
+    let job = only_job(&report);
+    assert_ne!(job.code.as_deref(), Some("already_confirmed"), "{job:#?}");
+    assert_eq!(job.status, JobStatus::Paid, "{job:#?}");
+    assert_ne!(job.tx_hash, Some(other_tx));
+    assert_eq!(sc.status().await, status::SETTLED);
+}
+
+/// A genuinely confirmed settlement is still reported as done on a rerun, from the chain.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn confirmed_record_the_chain_backs_is_done_without_a_second_tx() {
+    let sc = Scenario::new(&[1], 0).await;
+    sc.attest_all();
+    assert_eq!(only_job(&sc.run().await).status, JobStatus::Paid);
+    let nonce = sc.keeper_nonce().await;
+    let job = only_job(&sc.run().await).clone();
+    assert_eq!(job.status, JobStatus::Done, "{job:#?}");
+    assert_eq!(job.code.as_deref(), Some("already_confirmed"));
+    assert_eq!(sc.keeper_nonce().await, nonce);
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn binary_settles_with_key_from_env_and_never_prints_it() {
     let sc = Scenario::new(&[1], 0).await;
@@ -280,4 +365,58 @@ async fn binary_exit_codes_for_usage_and_credentials() {
         "{}",
         String::from_utf8_lossy(&out.stderr)
     );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn binary_refuses_plain_http_rpc_or_api_to_a_remote_host_with_exit_78() {
+    let sc = Scenario::new(&[1], 0).await;
+    sc.attest_all();
+    let run = |api: String, rpc: String| {
+        let mut c = tokio::process::Command::new(env!("CARGO_BIN_EXE_keeper"));
+        c.args(["relay", "--candidates"])
+            .arg(sc.path("candidates"))
+            .arg("--attestations")
+            .arg(sc.path("att0"))
+            .args(["--api", &api, "--rpc", &rpc, "--key-file"])
+            .arg(&sc.key_file)
+            .arg("--state-dir")
+            .arg(sc.path("state"))
+            .args(["--max-gas", "2000000", "--max-fee-per-gas", "100000000000"])
+            .args(["--confirmations", "1"]);
+        c
+    };
+    // `.invalid` never resolves (RFC 6761): the refusal must come from the URL policy, before
+    // any request, and must not echo the URL's secret path.
+    for rpc in [
+        "http://rpc.example.invalid:8545/v2/SECRETRPCKEY",
+        "ws://127.0.0.1:8545/v2/SECRETRPCKEY",
+    ] {
+        let out = run(sc.server.url.clone(), rpc.into()).output().await.unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr).to_string();
+        assert_eq!(out.status.code(), Some(78), "{rpc}: {stderr}");
+        assert!(stderr.contains("--rpc") && stderr.contains("https"), "{stderr}");
+        assert!(!stderr.contains("SECRETRPCKEY"), "{stderr}");
+    }
+    let out = run("http://api.example.invalid".into(), sc.kit.url().into())
+        .output()
+        .await
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr).to_string();
+    assert_eq!(out.status.code(), Some(78), "{stderr}");
+    assert!(stderr.contains("--api") && stderr.contains("https"), "{stderr}");
+    assert_eq!(sc.status().await, status::SUBMITTED);
+    assert!(std::fs::read_dir(sc.path("state")).unwrap().next().is_none());
+    // A loopback spelling is accepted and the relay goes through.
+    let port = sc.kit.url().rsplit(':').next().unwrap().to_owned();
+    let out = run(sc.server.url.clone(), format!("http://localhost:{port}"))
+        .output()
+        .await
+        .unwrap();
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(sc.status().await, status::SETTLED);
 }
