@@ -405,7 +405,10 @@ async fn lenient_benchmark_terms_not_on_chain_are_not_relayed() {
     lenient["terms"]["document"]["benchmark"]["runner_manifest"]["command"] =
         serde_json::json!(["python3", "-c", "pass"]);
     verifier_sdk::fixtures::rehash(&mut lenient);
-    assert_eq!(lenient["terms"]["policy_hash"], sc.job["terms"]["policy_hash"]);
+    assert_eq!(
+        lenient["terms"]["policy_hash"],
+        sc.job["terms"]["policy_hash"]
+    );
     sc.replace_job(lenient);
     sc.attest_all();
     let job = assert_refused(&sc, "onchain_mismatch").await;

@@ -391,10 +391,16 @@ async fn binary_refuses_plain_http_rpc_or_api_to_a_remote_host_with_exit_78() {
         "http://rpc.example.invalid:8545/v2/SECRETRPCKEY",
         "ws://127.0.0.1:8545/v2/SECRETRPCKEY",
     ] {
-        let out = run(sc.server.url.clone(), rpc.into()).output().await.unwrap();
+        let out = run(sc.server.url.clone(), rpc.into())
+            .output()
+            .await
+            .unwrap();
         let stderr = String::from_utf8_lossy(&out.stderr).to_string();
         assert_eq!(out.status.code(), Some(78), "{rpc}: {stderr}");
-        assert!(stderr.contains("--rpc") && stderr.contains("https"), "{stderr}");
+        assert!(
+            stderr.contains("--rpc") && stderr.contains("https"),
+            "{stderr}"
+        );
         assert!(!stderr.contains("SECRETRPCKEY"), "{stderr}");
     }
     let out = run("http://api.example.invalid".into(), sc.kit.url().into())
@@ -403,9 +409,17 @@ async fn binary_refuses_plain_http_rpc_or_api_to_a_remote_host_with_exit_78() {
         .unwrap();
     let stderr = String::from_utf8_lossy(&out.stderr).to_string();
     assert_eq!(out.status.code(), Some(78), "{stderr}");
-    assert!(stderr.contains("--api") && stderr.contains("https"), "{stderr}");
+    assert!(
+        stderr.contains("--api") && stderr.contains("https"),
+        "{stderr}"
+    );
     assert_eq!(sc.status().await, status::SUBMITTED);
-    assert!(std::fs::read_dir(sc.path("state")).unwrap().next().is_none());
+    assert!(
+        std::fs::read_dir(sc.path("state"))
+            .unwrap()
+            .next()
+            .is_none()
+    );
     // A loopback spelling is accepted and the relay goes through.
     let port = sc.kit.url().rsplit(':').next().unwrap().to_owned();
     let out = run(sc.server.url.clone(), format!("http://localhost:{port}"))

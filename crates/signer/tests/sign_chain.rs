@@ -208,6 +208,9 @@ async fn deploy_for(
     params.evidence_hash = draft.evidence_hash().into();
     params.policy_hash = draft.policy_hash().into();
     params.terms_hash = draft.terms_hash().into();
+    params.acceptance_criteria_hash = draft.acceptance_criteria_hash().into();
+    params.benchmark_hash = draft.benchmark_hash().into();
+    params.evidence_schema_hash = draft.evidence_schema_hash().into();
     let bounty = kit.deploy_bounty(&params).await.unwrap();
     let job = job_value(&job_params(
         &bounty.address().to_string().to_lowercase(),
@@ -743,7 +746,14 @@ async fn run_binary_with_urls(w: &World, api: &str, rpc: &str) -> (i32, String, 
     let out = tokio::process::Command::new(env!("CARGO_BIN_EXE_signer"))
         .args(["sign", "--candidates"])
         .arg(w.candidates.path())
-        .args(["--api", api, "--rpc", rpc, "--signer", &w.signer.to_string()])
+        .args([
+            "--api",
+            api,
+            "--rpc",
+            rpc,
+            "--signer",
+            &w.signer.to_string(),
+        ])
         .arg("--out")
         .arg(w.out.path())
         .args(["--key-env", "SIGNER_TEST_KEY"])
@@ -769,13 +779,19 @@ async fn binary_refuses_plain_http_rpc_or_api_to_a_remote_host_with_exit_78() {
     ] {
         let (code, stdout, stderr) = run_binary_with_urls(&w, &w.api, rpc).await;
         assert_eq!(code, 78, "{rpc}: {stderr}");
-        assert!(stderr.contains("--rpc") && stderr.contains("https"), "{stderr}");
+        assert!(
+            stderr.contains("--rpc") && stderr.contains("https"),
+            "{stderr}"
+        );
         assert!(!stdout.contains("SECRETRPCKEY") && !stderr.contains("SECRETRPCKEY"));
     }
     let (code, _, stderr) =
         run_binary_with_urls(&w, "http://api.example.invalid", w.kit.url()).await;
     assert_eq!(code, 78, "{stderr}");
-    assert!(stderr.contains("--api") && stderr.contains("https"), "{stderr}");
+    assert!(
+        stderr.contains("--api") && stderr.contains("https"),
+        "{stderr}"
+    );
     assert!(w.attestation_files().is_empty());
     // Loopback spellings stay accepted (the local node answers on 127.0.0.1).
     let port = w.kit.url().rsplit(':').next().unwrap().to_owned();

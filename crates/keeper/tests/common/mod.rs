@@ -141,6 +141,9 @@ impl Scenario {
         params.evidence_hash = b256(draft.evidence_hash());
         params.policy_hash = b256(draft.policy_hash());
         params.terms_hash = b256(draft.terms_hash());
+        params.acceptance_criteria_hash = b256(draft.acceptance_criteria_hash());
+        params.benchmark_hash = b256(draft.benchmark_hash());
+        params.evidence_schema_hash = b256(draft.evidence_schema_hash());
         let bounty = kit.deploy_bounty(&params).await.unwrap();
         jp.bounty_contract = bounty.address().to_string();
         let job = job_value(&jp);
@@ -183,7 +186,11 @@ impl Scenario {
     /// worker that ran `job` would have (same exit code); attestations built afterwards are
     /// honest signatures over it.
     pub fn replace_job(&mut self, job: Value) {
-        let exit_code = if self.outcome.verdict().passed() { 0 } else { 1 };
+        let exit_code = if self.outcome.verdict().passed() {
+            0
+        } else {
+            1
+        };
         let (validated, outcome) =
             write_candidate(&self.path("candidates"), &job, self.now, exit_code);
         *self.server.jobs.lock().unwrap() = vec![job.clone()];
