@@ -418,3 +418,40 @@ async fn lenient_benchmark_terms_not_on_chain_are_not_relayed() {
         "{detail}"
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn each_terms_hash_the_bounty_did_not_fund_is_refused() {
+    let sc = Scenario::new(&[1], 0).await;
+    sc.attest_all();
+    let p = &sc.params;
+    let funded = [
+        p.terms_hash,
+        p.acceptance_criteria_hash,
+        p.benchmark_hash,
+        p.evidence_schema_hash,
+    ];
+    let names = [
+        "terms hash",
+        "acceptance criteria hash",
+        "benchmark hash",
+        "evidence schema hash",
+    ];
+    for (i, name) in names.into_iter().enumerate() {
+        let mut on_chain = funded;
+        on_chain[i] = B256::repeat_byte(0x5a);
+        let [t, a, b, e] = on_chain;
+        sc.bounty.set_terms_hashes(t, a, b, e).await.unwrap();
+        let job = assert_refused(&sc, "onchain_mismatch").await;
+        let detail = job.detail.unwrap();
+        assert!(
+            detail.starts_with(&format!(
+                "on-chain state disagrees with the job: {name} is "
+            )),
+            "{detail}"
+        );
+        assert!(!detail.contains(';'), "exactly one mismatch: {detail}");
+    }
+    let [t, a, b, e] = funded;
+    sc.bounty.set_terms_hashes(t, a, b, e).await.unwrap();
+    assert_eq!(only_job(&sc.run().await).status, JobStatus::Paid);
+}

@@ -528,6 +528,38 @@ async fn lenient_benchmark_terms_not_on_chain_is_refused() {
 }
 
 #[tokio::test]
+async fn each_terms_hash_the_bounty_did_not_fund_is_refused() {
+    let w = world().await;
+    let p = &w.params;
+    let x = B256::repeat_byte(0x5a);
+    let funded = [
+        p.terms_hash,
+        p.acceptance_criteria_hash,
+        p.benchmark_hash,
+        p.evidence_schema_hash,
+    ];
+    let codes = [
+        "terms_hash",
+        "acceptance_criteria_hash",
+        "benchmark_hash",
+        "evidence_schema_hash",
+    ];
+    for (i, code) in codes.into_iter().enumerate() {
+        let mut on_chain = funded;
+        on_chain[i] = x;
+        let [t, a, b, e] = on_chain;
+        w.bounty.set_terms_hashes(t, a, b, e).await.unwrap();
+        let report = w.sign().await;
+        assert_refused(&report, "onchain_mismatch");
+        assert_eq!(report.candidates[0].mismatches, vec![code]);
+        assert!(w.attestation_files().is_empty());
+    }
+    let [t, a, b, e] = funded;
+    w.bounty.set_terms_hashes(t, a, b, e).await.unwrap();
+    assert_eq!(w.sign().await.signed, 1);
+}
+
+#[tokio::test]
 async fn on_chain_round_mismatch_is_refused() {
     let w = world().await;
     w.bounty.set_round(8).await.unwrap();
