@@ -55,6 +55,9 @@ contract TestBounty {
         bytes32 evidenceHash;
         bytes32 policyHash;
         bytes32 termsHash;
+        bytes32 acceptanceCriteriaHash;
+        bytes32 benchmarkHash;
+        bytes32 evidenceSchemaHash;
         uint64 verificationExpiresAt;
         uint8 verificationMode;
         uint8 threshold;
@@ -101,6 +104,9 @@ contract TestBounty {
     bytes32 public evidenceHash;
     bytes32 public policyHash;
     bytes32 public termsHash;
+    bytes32 public acceptanceCriteriaHash;
+    bytes32 public benchmarkHash;
+    bytes32 public evidenceSchemaHash;
     uint64 public verificationExpiresAt;
     uint8 public verificationMode;
     uint8 public threshold;
@@ -283,6 +289,18 @@ contract TestBounty {
         termsHash = newTerms;
     }
 
+    /// @notice Overwrites the four terms hashes other than the policy's, to simulate a bounty
+    /// whose funded terms differ from a job's.
+    function setTermsHashes(bytes32 newTerms, bytes32 newCriteria, bytes32 newBenchmark, bytes32 newSchema)
+        external
+        onlyOwner
+    {
+        termsHash = newTerms;
+        acceptanceCriteriaHash = newCriteria;
+        benchmarkHash = newBenchmark;
+        evidenceSchemaHash = newSchema;
+    }
+
     function setVerificationExpiresAt(uint64 newExpiry) external onlyOwner {
         verificationExpiresAt = newExpiry;
     }
@@ -311,6 +329,9 @@ contract TestBounty {
         evidenceHash = config.evidenceHash;
         policyHash = config.policyHash;
         termsHash = config.termsHash;
+        acceptanceCriteriaHash = config.acceptanceCriteriaHash;
+        benchmarkHash = config.benchmarkHash;
+        evidenceSchemaHash = config.evidenceSchemaHash;
         verificationExpiresAt = config.verificationExpiresAt;
         verificationMode = config.verificationMode;
         _setVerifiers(config.verifiers);

@@ -25,6 +25,14 @@ pub struct Expected {
     pub evidence_hash: Bytes32,
     /// The terms' `policy_hash`.
     pub policy_hash: Bytes32,
+    /// The terms' `terms_hash` (of the whole terms document).
+    pub terms_hash: Bytes32,
+    /// The terms' `acceptance_criteria_hash`.
+    pub acceptance_criteria_hash: Bytes32,
+    /// The terms' `benchmark_hash`.
+    pub benchmark_hash: Bytes32,
+    /// The terms' `evidence_schema_hash`.
+    pub evidence_schema_hash: Bytes32,
     /// The job's `verification_expires_at`.
     pub verification_expires_at: u64,
     /// The job's `eligible_verifiers`, in policy order.
@@ -104,6 +112,38 @@ pub enum Mismatch {
         /// From the contract.
         actual: Bytes32,
     },
+    /// `termsHash()` differs: the job's terms document is not the one the bounty funded.
+    #[error("terms hash is {actual}, job expects {expected}")]
+    TermsHash {
+        /// From the job.
+        expected: Bytes32,
+        /// From the contract.
+        actual: Bytes32,
+    },
+    /// `acceptanceCriteriaHash()` differs.
+    #[error("acceptance criteria hash is {actual}, job expects {expected}")]
+    AcceptanceCriteriaHash {
+        /// From the job.
+        expected: Bytes32,
+        /// From the contract.
+        actual: Bytes32,
+    },
+    /// `benchmarkHash()` differs: the job's benchmark is not the one the bounty funded.
+    #[error("benchmark hash is {actual}, job expects {expected}")]
+    BenchmarkHash {
+        /// From the job.
+        expected: Bytes32,
+        /// From the contract.
+        actual: Bytes32,
+    },
+    /// `evidenceSchemaHash()` differs.
+    #[error("evidence schema hash is {actual}, job expects {expected}")]
+    EvidenceSchemaHash {
+        /// From the job.
+        expected: Bytes32,
+        /// From the contract.
+        actual: Bytes32,
+    },
     /// `verificationExpiresAt()` differs.
     #[error("verification expiry is {actual}, job expects {expected}")]
     VerificationExpiresAt {
@@ -151,6 +191,10 @@ impl Mismatch {
             Self::SubmissionHash { .. } => "submission_hash",
             Self::EvidenceHash { .. } => "evidence_hash",
             Self::PolicyHash { .. } => "policy_hash",
+            Self::TermsHash { .. } => "terms_hash",
+            Self::AcceptanceCriteriaHash { .. } => "acceptance_criteria_hash",
+            Self::BenchmarkHash { .. } => "benchmark_hash",
+            Self::EvidenceSchemaHash { .. } => "evidence_schema_hash",
             Self::VerificationExpiresAt { .. } => "verification_expires_at",
             Self::VerifierSetHash { .. } => "verifier_set_hash",
             Self::VerifierList { .. } => "verifier_list",
@@ -179,7 +223,10 @@ pub fn check_state(state: &BountyState, expected: &Expected) -> Vec<Mismatch> {
         });
     }
     // Scalar fields the job pins one for one: each differing field is its own mismatch, in
-    // this order, so a report names every disagreement at once.
+    // this order, so a report names every disagreement at once. The attestation digest binds
+    // only the policy hash, so the other four terms hashes are what ties the job's benchmark
+    // and criteria to the ones the bounty funded: a job with a lenient benchmark and the same
+    // policy would otherwise be signed and paid.
     macro_rules! compare {
         ($($field:ident => $variant:ident),* $(,)?) => {$(
             if state.$field != expected.$field {
@@ -194,6 +241,10 @@ pub fn check_state(state: &BountyState, expected: &Expected) -> Vec<Mismatch> {
         submission_hash => SubmissionHash,
         evidence_hash => EvidenceHash,
         policy_hash => PolicyHash,
+        terms_hash => TermsHash,
+        acceptance_criteria_hash => AcceptanceCriteriaHash,
+        benchmark_hash => BenchmarkHash,
+        evidence_schema_hash => EvidenceSchemaHash,
         verification_expires_at => VerificationExpiresAt,
     );
     let expected_set_hash = verifier_set_hash(&expected.verifiers);
@@ -246,6 +297,9 @@ mod tests {
             evidence_hash: b32(0x55),
             policy_hash: b32(0x77),
             terms_hash: b32(0x66),
+            acceptance_criteria_hash: b32(0x67),
+            benchmark_hash: b32(0x68),
+            evidence_schema_hash: b32(0x69),
             verification_expires_at: 2_000_000_000,
             verification_mode: VerificationMode::SignedQuorum,
             threshold: 2,
@@ -260,6 +314,10 @@ mod tests {
             submission_hash: b32(0x44),
             evidence_hash: b32(0x55),
             policy_hash: b32(0x77),
+            terms_hash: b32(0x66),
+            acceptance_criteria_hash: b32(0x67),
+            benchmark_hash: b32(0x68),
+            evidence_schema_hash: b32(0x69),
             verification_expires_at: 2_000_000_000,
             verifiers,
             threshold: 2,
@@ -274,12 +332,29 @@ mod tests {
     }
 
     #[test]
-    fn terms_hash_and_block_are_not_compared() {
-        // Neither is bound by the attestation; a difference must not block signing.
+    fn block_number_is_not_compared() {
+        // Which block was pinned is the reader's choice, not something the job commits to.
         let (mut state, expected) = matching();
-        state.terms_hash = b32(0x01);
         state.block_number = 7;
         assert_eq!(check_state(&state, &expected), vec![]);
+    }
+
+    #[test]
+    fn lenient_benchmark_with_the_funded_policy_is_refused() {
+        // Same policy (so the attestation digest is unchanged), different benchmark: the
+        // terms document and its benchmark hash both differ from what the bounty committed.
+        let (state, mut expected) = matching();
+        expected.terms_hash = b32(0x01);
+        expected.benchmark_hash = b32(0x02);
+        let got = check_state(&state, &expected);
+        assert_eq!(
+            got.iter().map(Mismatch::code).collect::<Vec<_>>(),
+            vec!["terms_hash", "benchmark_hash"]
+        );
+        assert_eq!(
+            got[1].to_string(),
+            format!("benchmark hash is {}, job expects {}", b32(0x68), b32(0x02))
+        );
     }
 
     #[test]
@@ -363,6 +438,34 @@ mod tests {
                 Mismatch::PolicyHash {
                     expected: b32(0x77),
                     actual: b32(0x78),
+                },
+            ),
+            (
+                |s| s.terms_hash = b32(0x65),
+                Mismatch::TermsHash {
+                    expected: b32(0x66),
+                    actual: b32(0x65),
+                },
+            ),
+            (
+                |s| s.acceptance_criteria_hash = b32(0x65),
+                Mismatch::AcceptanceCriteriaHash {
+                    expected: b32(0x67),
+                    actual: b32(0x65),
+                },
+            ),
+            (
+                |s| s.benchmark_hash = b32(0x65),
+                Mismatch::BenchmarkHash {
+                    expected: b32(0x68),
+                    actual: b32(0x65),
+                },
+            ),
+            (
+                |s| s.evidence_schema_hash = b32(0x65),
+                Mismatch::EvidenceSchemaHash {
+                    expected: b32(0x69),
+                    actual: b32(0x65),
                 },
             ),
             (

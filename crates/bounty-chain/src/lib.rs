@@ -21,7 +21,9 @@ pub mod state;
 
 pub use expect::{Expected, Mismatch, check_state};
 pub use feed::{HttpJobSource, JobSource, JobSourceError};
-pub use reader::{AttestationQuery, ChainReadError, ChainReader, MAX_VERIFIERS, RpcChainReader};
+pub use reader::{
+    AttestationQuery, ChainReadError, ChainReader, MAX_VERIFIERS, RpcChainReader, check_rpc_url,
+};
 pub use revalidate::{CheckedCandidate, Refusal, expected_for, refetch_and_revalidate};
 pub use state::BountyState;
 // Re-exported so callers of this crate name one set of protocol types, the sdk's.

@@ -38,6 +38,9 @@ pub enum ChainReadError {
     /// The RPC URL did not parse. The URL itself is withheld: it may carry an API key.
     #[error("rpc url is not a valid url")]
     InvalidUrl,
+    /// The RPC URL is neither `https` nor plain `http` to a loopback host. Withheld too.
+    #[error("rpc url must be https, or http to a loopback host (127.0.0.1, [::1], localhost)")]
+    InsecureUrl,
     /// The HTTP client could not be built.
     #[error("could not build the http client: {0}")]
     Client(String),
@@ -98,6 +101,17 @@ pub trait ChainReader {
     ) -> impl Future<Output = Result<bool, ChainReadError>> + Send;
 }
 
+/// Parses an RPC URL and applies the platform client's transport policy: `https` anywhere,
+/// plain `http` only to a loopback host. Everything signer and keeper decide rests on what the
+/// RPC answers (the bounty's state, the contract's digest, receipts), so an unauthenticated
+/// remote endpoint is refused before any request. The URL never appears in the error.
+pub fn check_rpc_url(rpc_url: &str) -> Result<reqwest::Url, ChainReadError> {
+    platform_client::check_url(rpc_url).map_err(|e| match e {
+        platform_client::ClientError::NotHttps { .. } => ChainReadError::InsecureUrl,
+        _ => ChainReadError::InvalidUrl,
+    })
+}
+
 /// [`ChainReader`] over an HTTP JSON-RPC endpoint.
 #[derive(Clone)]
 pub struct RpcChainReader {
@@ -114,9 +128,10 @@ impl std::fmt::Debug for RpcChainReader {
 }
 
 impl RpcChainReader {
-    /// Connects lazily to `rpc_url`; every request is bounded by `timeout`.
+    /// Connects lazily to `rpc_url` (see [`check_rpc_url`]); every request is bounded by
+    /// `timeout`.
     pub fn new(rpc_url: &str, timeout: Duration) -> Result<Self, ChainReadError> {
-        let url: reqwest::Url = rpc_url.parse().map_err(|_| ChainReadError::InvalidUrl)?;
+        let url = check_rpc_url(rpc_url)?;
         let client = reqwest::Client::builder()
             .timeout(timeout)
             .build()
@@ -197,6 +212,9 @@ impl ChainReader for RpcChainReader {
             evidence_hash,
             policy_hash,
             terms_hash,
+            acceptance_criteria_hash,
+            benchmark_hash,
+            evidence_schema_hash,
             verification_expires_at,
             verification_mode,
             threshold,
@@ -217,6 +235,19 @@ impl ChainReader for RpcChainReader {
             self.view("evidenceHash()", bounty, at, IBounty::evidenceHashCall {}),
             self.view("policyHash()", bounty, at, IBounty::policyHashCall {}),
             self.view("termsHash()", bounty, at, IBounty::termsHashCall {}),
+            self.view(
+                "acceptanceCriteriaHash()",
+                bounty,
+                at,
+                IBounty::acceptanceCriteriaHashCall {}
+            ),
+            self.view("benchmarkHash()", bounty, at, IBounty::benchmarkHashCall {}),
+            self.view(
+                "evidenceSchemaHash()",
+                bounty,
+                at,
+                IBounty::evidenceSchemaHashCall {}
+            ),
             self.view(
                 "verificationExpiresAt()",
                 bounty,
@@ -257,6 +288,9 @@ impl ChainReader for RpcChainReader {
             evidence_hash: Bytes32::from(evidence_hash),
             policy_hash: Bytes32::from(policy_hash),
             terms_hash: Bytes32::from(terms_hash),
+            acceptance_criteria_hash: Bytes32::from(acceptance_criteria_hash),
+            benchmark_hash: Bytes32::from(benchmark_hash),
+            evidence_schema_hash: Bytes32::from(evidence_schema_hash),
             verification_expires_at,
             verification_mode: VerificationMode::try_from(verification_mode)
                 .map_err(|_| ChainReadError::UnknownMode(verification_mode))?,

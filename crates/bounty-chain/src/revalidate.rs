@@ -114,6 +114,10 @@ pub fn expected_for(job: &ValidatedJob) -> Expected {
         submission_hash: job.submission_hash(),
         evidence_hash: job.evidence_hash(),
         policy_hash: job.policy_hash(),
+        terms_hash: job.terms_hash(),
+        acceptance_criteria_hash: job.acceptance_criteria_hash(),
+        benchmark_hash: job.benchmark_hash(),
+        evidence_schema_hash: job.evidence_schema_hash(),
         verification_expires_at: job.expires_at(),
         verifiers: job.eligible_verifiers().to_vec(),
         threshold: job.threshold(),
@@ -254,6 +258,9 @@ mod tests {
             evidence_hash: job.evidence_hash(),
             policy_hash: job.policy_hash(),
             terms_hash: job.terms_hash(),
+            acceptance_criteria_hash: job.acceptance_criteria_hash(),
+            benchmark_hash: job.benchmark_hash(),
+            evidence_schema_hash: job.evidence_schema_hash(),
             verification_expires_at: job.expires_at(),
             verification_mode: VerificationMode::SignedQuorum,
             threshold: job.threshold(),
@@ -304,6 +311,20 @@ mod tests {
         assert_eq!(err.code(), "onchain_mismatch");
         assert_eq!(err.mismatch_codes(), vec!["round", "threshold"]);
         assert!(!err.is_unavailable());
+    }
+
+    #[tokio::test]
+    async fn terms_the_bounty_did_not_fund_are_refused() {
+        let c = candidate();
+        let mut state = state_for(&c.job);
+        state.acceptance_criteria_hash = Bytes32::from_bytes([0x01; 32]);
+        state.evidence_schema_hash = Bytes32::from_bytes([0x02; 32]);
+        let err = run(&c, Ok(state)).await.unwrap_err();
+        assert_eq!(err.code(), "onchain_mismatch");
+        assert_eq!(
+            err.mismatch_codes(),
+            vec!["acceptance_criteria_hash", "evidence_schema_hash"]
+        );
     }
 
     #[tokio::test]
@@ -404,6 +425,22 @@ mod tests {
                 actual: b,
             },
             Mismatch::PolicyHash {
+                expected: b,
+                actual: b,
+            },
+            Mismatch::TermsHash {
+                expected: b,
+                actual: b,
+            },
+            Mismatch::AcceptanceCriteriaHash {
+                expected: b,
+                actual: b,
+            },
+            Mismatch::BenchmarkHash {
+                expected: b,
+                actual: b,
+            },
+            Mismatch::EvidenceSchemaHash {
                 expected: b,
                 actual: b,
             },

@@ -27,6 +27,12 @@ pub struct BountyState {
     pub policy_hash: Bytes32,
     /// `termsHash()`.
     pub terms_hash: Bytes32,
+    /// `acceptanceCriteriaHash()`.
+    pub acceptance_criteria_hash: Bytes32,
+    /// `benchmarkHash()`.
+    pub benchmark_hash: Bytes32,
+    /// `evidenceSchemaHash()`.
+    pub evidence_schema_hash: Bytes32,
     /// `verificationExpiresAt()`, unix seconds.
     pub verification_expires_at: u64,
     /// `verificationMode()`.

@@ -47,6 +47,10 @@ fn expected_from(params: &BountyParams) -> Expected {
         submission_hash: sdk_b32(params.submission_hash),
         evidence_hash: sdk_b32(params.evidence_hash),
         policy_hash: sdk_b32(params.policy_hash),
+        terms_hash: sdk_b32(params.terms_hash),
+        acceptance_criteria_hash: sdk_b32(params.acceptance_criteria_hash),
+        benchmark_hash: sdk_b32(params.benchmark_hash),
+        evidence_schema_hash: sdk_b32(params.evidence_schema_hash),
         verification_expires_at: params.verification_expires_at,
         verifiers: params.verifiers.iter().copied().map(sdk_addr).collect(),
         threshold: params.threshold,
@@ -97,6 +101,15 @@ async fn reads_every_view_of_a_deployed_bounty() {
     assert_eq!(state.evidence_hash, sdk_b32(params.evidence_hash));
     assert_eq!(state.policy_hash, sdk_b32(params.policy_hash));
     assert_eq!(state.terms_hash, sdk_b32(params.terms_hash));
+    assert_eq!(
+        state.acceptance_criteria_hash,
+        sdk_b32(params.acceptance_criteria_hash)
+    );
+    assert_eq!(state.benchmark_hash, sdk_b32(params.benchmark_hash));
+    assert_eq!(
+        state.evidence_schema_hash,
+        sdk_b32(params.evidence_schema_hash)
+    );
     assert_eq!(
         state.verification_expires_at,
         params.verification_expires_at
@@ -174,8 +187,63 @@ async fn contract_digest_matches_local_digest_at_the_pinned_block() {
                 expected: sdk_b32(params.policy_hash),
                 actual: Bytes32::from_bytes([3; 32]),
             },
+            Mismatch::TermsHash {
+                expected: sdk_b32(params.terms_hash),
+                actual: Bytes32::from_bytes([4; 32]),
+            },
         ]
     );
+}
+
+#[tokio::test]
+async fn each_terms_hash_the_contract_commits_is_compared() {
+    let (_kit, reader, bounty, params) = setup().await;
+    let address = sdk_addr(bounty.address());
+    let expected = expected_from(&params);
+    let x = B256::repeat_byte(0x5a);
+    let p = &params;
+    let cases = [
+        (
+            [
+                x,
+                p.acceptance_criteria_hash,
+                p.benchmark_hash,
+                p.evidence_schema_hash,
+            ],
+            "terms_hash",
+        ),
+        (
+            [p.terms_hash, x, p.benchmark_hash, p.evidence_schema_hash],
+            "acceptance_criteria_hash",
+        ),
+        (
+            [
+                p.terms_hash,
+                p.acceptance_criteria_hash,
+                x,
+                p.evidence_schema_hash,
+            ],
+            "benchmark_hash",
+        ),
+        (
+            [
+                p.terms_hash,
+                p.acceptance_criteria_hash,
+                p.benchmark_hash,
+                x,
+            ],
+            "evidence_schema_hash",
+        ),
+    ];
+    for ([t, a, b, e], code) in cases {
+        bounty.set_terms_hashes(t, a, b, e).await.unwrap();
+        let state = reader.read_bounty(address).await.unwrap();
+        let got = check_state(&state, &expected);
+        assert_eq!(
+            got.iter().map(Mismatch::code).collect::<Vec<_>>(),
+            vec![code]
+        );
+    }
 }
 
 #[tokio::test]
@@ -337,4 +405,30 @@ fn invalid_url_is_refused_without_echoing_it() {
     let err = RpcChainReader::new("not a url secret", Duration::from_secs(1)).unwrap_err();
     assert_eq!(err, ChainReadError::InvalidUrl);
     assert!(!err.to_string().contains("secret"));
+}
+
+#[test]
+fn rpc_url_must_be_https_or_loopback_http() {
+    for bad in [
+        "http://rpc.example.com/v2/secret",
+        "http://10.0.0.1:8545/secret",
+        "http://localhost.example.com/secret",
+        "ws://127.0.0.1:8545/secret",
+        "ftp://127.0.0.1/secret",
+    ] {
+        let err = RpcChainReader::new(bad, Duration::from_secs(1)).unwrap_err();
+        assert_eq!(err, ChainReadError::InsecureUrl, "{bad}");
+        assert!(!err.to_string().contains("secret"));
+    }
+    for ok in [
+        "https://rpc.example.com/v2/key",
+        "http://127.0.0.1:8545",
+        "http://[::1]:8545",
+        "http://localhost:8545",
+    ] {
+        assert!(
+            RpcChainReader::new(ok, Duration::from_secs(1)).is_ok(),
+            "{ok}"
+        );
+    }
 }

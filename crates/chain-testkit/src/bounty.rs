@@ -67,6 +67,12 @@ pub struct BountyParams {
     pub policy_hash: B256,
     /// `termsHash()`.
     pub terms_hash: B256,
+    /// `acceptanceCriteriaHash()`.
+    pub acceptance_criteria_hash: B256,
+    /// `benchmarkHash()`.
+    pub benchmark_hash: B256,
+    /// `evidenceSchemaHash()`.
+    pub evidence_schema_hash: B256,
     /// `verificationExpiresAt()`, unix seconds (compare with the node's block time).
     pub verification_expires_at: u64,
     /// `verificationMode()`: 0 module, 1 signed quorum, 2 AI quorum.
@@ -81,7 +87,10 @@ pub struct BountyParams {
 
 impl BountyParams {
     /// Signed-quorum bounty with `threshold = verifiers.len()`, a fresh solver address, bounty
-    /// id `0xbb…bb`, round 7, hashes `0xcc…`/`0xdd…`/`0xee…`/`0xff…` and a 0.001 ETH reward.
+    /// id `0xbb…bb`, round 7, submission/evidence/policy/terms hashes `0xcc…`/`0xdd…`/`0xee…`/
+    /// `0xff…`, acceptance-criteria/benchmark/evidence-schema hashes `0xa1…`/`0xa2…`/`0xa3…`
+    /// and a 0.001 ETH reward. A test serving a job for it sets all five terms hashes from
+    /// that job.
     pub fn new(verifiers: Vec<Address>, verification_expires_at: u64) -> Self {
         Self {
             bounty_id: B256::repeat_byte(0xbb),
@@ -91,6 +100,9 @@ impl BountyParams {
             evidence_hash: B256::repeat_byte(0xdd),
             policy_hash: B256::repeat_byte(0xee),
             terms_hash: B256::repeat_byte(0xff),
+            acceptance_criteria_hash: B256::repeat_byte(0xa1),
+            benchmark_hash: B256::repeat_byte(0xa2),
+            evidence_schema_hash: B256::repeat_byte(0xa3),
             verification_expires_at,
             verification_mode: 1,
             threshold: u8::try_from(verifiers.len()).unwrap_or(u8::MAX),
@@ -108,6 +120,9 @@ impl BountyParams {
             evidenceHash: self.evidence_hash,
             policyHash: self.policy_hash,
             termsHash: self.terms_hash,
+            acceptanceCriteriaHash: self.acceptance_criteria_hash,
+            benchmarkHash: self.benchmark_hash,
+            evidenceSchemaHash: self.evidence_schema_hash,
             verificationExpiresAt: self.verification_expires_at,
             verificationMode: self.verification_mode,
             threshold: self.threshold,
@@ -341,6 +356,22 @@ impl DeployedBounty {
         mined(
             "setHashes",
             self.contract.setHashes(submission, evidence, policy, terms),
+        )
+        .await
+    }
+
+    /// Sets the terms, acceptance-criteria, benchmark and evidence-schema hashes.
+    pub async fn set_terms_hashes(
+        &self,
+        terms: B256,
+        acceptance_criteria: B256,
+        benchmark: B256,
+        evidence_schema: B256,
+    ) -> Result<TransactionReceipt, TestkitError> {
+        mined(
+            "setTermsHashes",
+            self.contract
+                .setTermsHashes(terms, acceptance_criteria, benchmark, evidence_schema),
         )
         .await
     }

@@ -113,6 +113,35 @@ async fn contract_digest_equals_local_eip712_digest_for_the_golden_values() {
 }
 
 #[tokio::test]
+async fn five_terms_hashes_are_committed_at_creation_and_settable() {
+    let kit = kit().await;
+    let (bounty, params) = bounty_with(&kit, &[1]).await;
+    let c = bounty.contract();
+    let read = || async {
+        [
+            c.policyHash().call().await.unwrap(),
+            c.termsHash().call().await.unwrap(),
+            c.acceptanceCriteriaHash().call().await.unwrap(),
+            c.benchmarkHash().call().await.unwrap(),
+            c.evidenceSchemaHash().call().await.unwrap(),
+        ]
+    };
+    assert_eq!(
+        read().await,
+        [
+            params.policy_hash,
+            params.terms_hash,
+            params.acceptance_criteria_hash,
+            params.benchmark_hash,
+            params.evidence_schema_hash,
+        ]
+    );
+    let [t, a, b, e] = [0x31, 0x32, 0x33, 0x34].map(B256::repeat_byte);
+    bounty.set_terms_hashes(t, a, b, e).await.unwrap();
+    assert_eq!(read().await, [params.policy_hash, t, a, b, e]);
+}
+
+#[tokio::test]
 async fn valid_single_attestation_settles_and_pays_the_solver() {
     let kit = kit().await;
     let (bounty, params) = bounty_with(&kit, &[1]).await;

@@ -435,6 +435,9 @@ pub async fn run_scenario(cfg: &E2eConfig, scenario: Scenario) -> Result<Scenari
     params.evidence_hash = b256(draft.evidence_hash());
     params.policy_hash = b256(draft.policy_hash());
     params.terms_hash = b256(draft.terms_hash());
+    params.acceptance_criteria_hash = b256(draft.acceptance_criteria_hash());
+    params.benchmark_hash = b256(draft.benchmark_hash());
+    params.evidence_schema_hash = b256(draft.evidence_schema_hash());
     params.threshold = 2;
     let bounty = kit.deploy_bounty(&params).await?;
     jp.bounty_contract = bounty.address().to_string();

@@ -26,6 +26,9 @@ pub enum RpcFailure {
     /// The URL does not parse.
     #[error("rpc url is not a valid url")]
     InvalidUrl,
+    /// The URL is neither `https` nor plain `http` to a loopback host.
+    #[error("rpc url must be https, or http to a loopback host (127.0.0.1, [::1], localhost)")]
+    InsecureUrl,
     /// Transport or node error (the URL is scrubbed from the detail).
     #[error("rpc {what} failed: {detail}")]
     Unavailable {
@@ -94,9 +97,13 @@ fn chain_address(a: Address) -> ChainAddress {
 }
 
 impl SettlementRpc {
-    /// A client for `rpc_url` with a per-request timeout.
+    /// A client for `rpc_url` with a per-request timeout; the URL must pass
+    /// [`bounty_chain::check_rpc_url`].
     pub fn new(rpc_url: &str, timeout: Duration) -> Result<Self, RpcFailure> {
-        let url: reqwest::Url = rpc_url.parse().map_err(|_| RpcFailure::InvalidUrl)?;
+        let url = bounty_chain::check_rpc_url(rpc_url).map_err(|e| match e {
+            bounty_chain::ChainReadError::InsecureUrl => RpcFailure::InsecureUrl,
+            _ => RpcFailure::InvalidUrl,
+        })?;
         let client = reqwest::Client::builder()
             .timeout(timeout)
             .build()

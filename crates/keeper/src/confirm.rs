@@ -1,11 +1,13 @@
 //! Checking a mined settlement transaction: pure over the receipt's fields.
 //!
 //! Only logs emitted by the bounty contract itself count; a settlement event from any other
-//! address (a contract the transaction happened to touch) is ignored.
+//! address (a contract the transaction happened to touch) is ignored. An event is believed
+//! only together with the bounty's status read afterwards ([`check_status`]), so neither a
+//! receipt alone nor a record of one is taken as payment.
 
 use alloy::primitives::B256;
 use verifier_sdk::settle::{SettlementEvent, decode_settlement_event};
-use verifier_sdk::{Address, Bytes32};
+use verifier_sdk::{Address, BountyStatus, Bytes32};
 
 /// One log of a receipt.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -97,6 +99,18 @@ pub enum ConfirmError {
     /// A field of the event differs from what was relayed.
     #[error("event field {0} differs from the relayed settlement")]
     Field(&'static str),
+    /// The bounty's status now is not what the event leaves behind.
+    #[error("bounty status is {status:?} in round {round} after a {event} of round {event_round}")]
+    Status {
+        /// The event that was checked.
+        event: &'static str,
+        /// The round the event settled.
+        event_round: u64,
+        /// Status read from the chain.
+        status: BountyStatus,
+        /// Round read from the chain.
+        round: u64,
+    },
 }
 
 impl ConfirmError {
@@ -104,6 +118,7 @@ impl ConfirmError {
     pub const fn code(&self) -> &'static str {
         match self {
             Self::Reverted => "reverted",
+            Self::Status { .. } => "status_mismatch",
             _ => "event_mismatch",
         }
     }
@@ -178,6 +193,31 @@ pub fn check_receipt(
             )?;
             Ok(Settled::Rejected)
         }
+    }
+}
+
+/// Checks that the bounty's `status` and `round`, read after the event's block, are what the
+/// checked event leaves behind: a payment is final (Settled, same round); a rejection leaves
+/// Submitted (the contract reopens the bounty), though a later round may be Submitted again.
+pub fn check_status(
+    settled: Settled,
+    event_round: u64,
+    status: BountyStatus,
+    round: u64,
+) -> Result<(), ConfirmError> {
+    let agrees = match settled {
+        Settled::Paid => status == BountyStatus::Settled && round == event_round,
+        Settled::Rejected => status != BountyStatus::Submitted || round != event_round,
+    };
+    if agrees {
+        Ok(())
+    } else {
+        Err(ConfirmError::Status {
+            event: settled.event_name(),
+            event_round,
+            status,
+            round,
+        })
     }
 }
 
@@ -278,6 +318,45 @@ mod tests {
             settled_log(a(0x44), b(0x99)),
         ]);
         assert_eq!(check_receipt(&r, &expected(true)), Ok(Settled::Paid));
+    }
+
+    #[test]
+    fn a_payment_needs_the_bounty_settled_in_that_round() {
+        assert_eq!(
+            check_status(Settled::Paid, 7, BountyStatus::Settled, 7),
+            Ok(())
+        );
+        for (status, round) in [
+            (BountyStatus::Submitted, 7),
+            (BountyStatus::Claimable, 7),
+            (BountyStatus::Cancelled, 7),
+            (BountyStatus::Settled, 8),
+        ] {
+            let err = check_status(Settled::Paid, 7, status, round).unwrap_err();
+            assert_eq!(err.code(), "status_mismatch", "{status:?} {round}");
+        }
+    }
+
+    #[test]
+    fn a_rejection_needs_the_round_to_have_left_submitted() {
+        for (status, round) in [
+            (BountyStatus::Claimable, 7),
+            (BountyStatus::Claimed, 7),
+            (BountyStatus::Submitted, 8),
+            (BountyStatus::Settled, 8),
+        ] {
+            assert_eq!(
+                check_status(Settled::Rejected, 7, status, round),
+                Ok(()),
+                "{status:?} {round}"
+            );
+        }
+        assert_eq!(
+            check_status(Settled::Rejected, 7, BountyStatus::Submitted, 7)
+                .unwrap_err()
+                .to_string(),
+            "bounty status is Submitted in round 7 after a SubmissionRejected of round 7"
+        );
     }
 
     #[test]

@@ -88,7 +88,9 @@ impl RunError {
     pub fn exit_code(&self) -> u8 {
         match self {
             Self::Key(_) | Self::Config(_) => exit::CONFIG,
-            Self::Rpc(chain::RpcFailure::InvalidUrl) => exit::CONFIG,
+            Self::Rpc(chain::RpcFailure::InvalidUrl | chain::RpcFailure::InsecureUrl) => {
+                exit::CONFIG
+            }
             Self::Rpc(_) => exit::UNAVAILABLE,
             Self::Input(_) => exit::INVALID_INPUT,
             Self::State(_) => exit::INTERNAL,
@@ -98,12 +100,15 @@ impl RunError {
 
 /// Runs `keeper relay`.
 pub async fn run(cfg: &RelayConfig) -> Result<Report, RunError> {
+    // Both URLs are checked before anything else happens, so a plain-http remote endpoint is
+    // a configuration error and never receives a request.
+    bounty_chain::check_rpc_url(&cfg.rpc).map_err(|e| RunError::Config(format!("--rpc: {e}")))?;
+    platform_client::check_url(&cfg.api).map_err(|e| RunError::Config(format!("--api: {e}")))?;
     let key = LoadedKey::load(&cfg.key)?;
     let signer = key.signer();
     let rpc = SettlementRpc::new(&cfg.rpc, REQUEST_TIMEOUT).map_err(RunError::Rpc)?;
     let reader = bounty_chain::RpcChainReader::new(&cfg.rpc, REQUEST_TIMEOUT)
         .map_err(|e| RunError::Config(e.to_string()))?;
-    platform_client::check_url(&cfg.api).map_err(|e| RunError::Config(e.to_string()))?;
     let client = PlatformClient::new(ClientLimits::default())
         .map_err(|e| RunError::Config(e.to_string()))?;
     let state = StateDir::open(&cfg.state_dir)?;

@@ -15,7 +15,7 @@ use verifier_sdk::settle::settle_calldata;
 use verifier_sdk::{Address, Candidate, JobError, Network, RevalidationError, candidate_file_name};
 
 use crate::chain::{CallFailure, SettlementRpc, SignedTx, raw_from_hex, sign_settlement};
-use crate::confirm::{ConfirmError, Settled, check_receipt};
+use crate::confirm::{ConfirmError, ReceiptFacts, Settled, check_receipt, check_status};
 use crate::fees::{FeeCaps, FeeQuote, plan_fees};
 use crate::inputs::{AttestationPool, MAX_CANDIDATE_BYTES, read_json};
 use crate::record::{
@@ -103,6 +103,18 @@ fn job_source(client: &PlatformClient, api: &str, job: &Value) -> Option<HttpJob
     Some(HttpJobSource::new(client.clone(), api, network, verifier))
 }
 
+/// What the chain says about a `confirmed` record.
+enum Backing {
+    /// Receipt, event, confirmations and the bounty's status all agree with the record.
+    Backed(Settled, ReceiptFacts),
+    /// Mined with the expected event but not yet as deep as the wait policy asks.
+    Shallow,
+    /// The chain contradicts the record (why, for the log).
+    Stale(String),
+    /// The chain could not be asked.
+    Unavailable(String),
+}
+
 /// How a shared-revalidation refusal ends this job.
 fn refusal_status(r: &Refusal) -> JobStatus {
     match r {
@@ -168,19 +180,47 @@ impl<R: ChainReader + Sync> Relayer<'_, R> {
             Err(e) => return finish(report, JobStatus::Internal, "state_dir", e.to_string()),
             Ok(None) => Vec::new(),
             Ok(Some(record)) => match record.state {
-                RecordState::Confirmed => {
-                    let mut r = report;
-                    r.tx_hash = Some(record.tx.hash);
-                    r.block_number = record.confirmation.as_ref().map(|c| c.block_number);
-                    r.verification_hash = Some(record.verification_hash);
-                    r.verifiers = record.verifiers.clone();
-                    return finish(
-                        r,
-                        JobStatus::Done,
-                        "already_confirmed",
-                        "confirmed by an earlier run",
-                    );
-                }
+                // The record is only a pointer to the chain: a planted file, or one written
+                // after a lying RPC's fabricated receipt, must not report a payment.
+                RecordState::Confirmed => match self.chain_backs(&record).await {
+                    Backing::Backed(settled, receipt) => {
+                        let mut r = report;
+                        r.tx_hash = Some(record.tx.hash);
+                        r.block_number = Some(receipt.block_number);
+                        r.verification_hash = Some(record.verification_hash);
+                        r.verifiers = record.verifiers.clone();
+                        return finish(
+                            r,
+                            JobStatus::Done,
+                            "already_confirmed",
+                            format!(
+                                "{} confirmed by an earlier run; receipt, event and status \
+                                 re-read from the chain",
+                                settled.event_name()
+                            ),
+                        );
+                    }
+                    Backing::Shallow => {
+                        let mut r = report;
+                        r.tx_hash = Some(record.tx.hash);
+                        r.verification_hash = Some(record.verification_hash);
+                        r.verifiers = record.verifiers.clone();
+                        return self.confirm(r, record).await;
+                    }
+                    Backing::Unavailable(e) => {
+                        return finish(report, JobStatus::Unavailable, "rpc", e);
+                    }
+                    Backing::Stale(why) => {
+                        tracing::warn!(
+                            tx = %record.tx.hash,
+                            job = %record.job_id,
+                            "settlement record is contradicted by the chain ({why}); ignoring it"
+                        );
+                        let mut p = record.previous_attempts.clone();
+                        p.push(record.tx.hash);
+                        p
+                    }
+                },
                 RecordState::Planned | RecordState::Sent => {
                     return self.resume(report, record, &candidate).await;
                 }
@@ -457,7 +497,56 @@ impl<R: ChainReader + Sync> Relayer<'_, R> {
             .await
     }
 
-    /// Waits (bounded) for the receipt and the confirmations, checks the event, records.
+    /// Re-reads from the chain what a `confirmed` record claims: its transaction's receipt
+    /// with the expected event from the bounty's own address, and the bounty's status now
+    /// being what that event leaves behind.
+    async fn chain_backs(&self, record: &SettlementRecord) -> Backing {
+        let receipt = match self.rpc.receipt(record.tx.hash).await {
+            Err(e) => return Backing::Unavailable(e.to_string()),
+            Ok(None) => return Backing::Stale("its transaction has no receipt".into()),
+            Ok(Some(r)) => r,
+        };
+        let settled = match check_receipt(&receipt, &record.expected()) {
+            Ok(s) => s,
+            Err(e) => return Backing::Stale(format!("its receipt: {e}")),
+        };
+        match self.status_after(record, settled).await {
+            Err(e) => return Backing::Unavailable(e),
+            Ok(Err(e)) => return Backing::Stale(e.to_string()),
+            Ok(Ok(())) => {}
+        }
+        let head = match self.rpc.block_number().await {
+            Ok(n) => n,
+            Err(e) => return Backing::Unavailable(e.to_string()),
+        };
+        if head.saturating_sub(receipt.block_number).saturating_add(1) < self.wait.confirmations {
+            return Backing::Shallow;
+        }
+        Backing::Backed(settled, receipt)
+    }
+
+    /// Reads the bounty now and checks its status against the checked event `settled` of
+    /// `record`'s round; the outer error is an unavailable RPC.
+    async fn status_after(
+        &self,
+        record: &SettlementRecord,
+        settled: Settled,
+    ) -> Result<Result<(), ConfirmError>, String> {
+        let state = self
+            .reader
+            .read_bounty(record.bounty_contract)
+            .await
+            .map_err(|e| e.to_string())?;
+        Ok(check_status(
+            settled,
+            record.round,
+            state.status,
+            state.round,
+        ))
+    }
+
+    /// Waits (bounded) for the receipt and the confirmations, checks the event and the
+    /// bounty's status after it, records.
     async fn confirm(&self, report: JobReport, mut record: SettlementRecord) -> JobReport {
         let started = Instant::now();
         let receipt = loop {
@@ -493,7 +582,14 @@ impl<R: ChainReader + Sync> Relayer<'_, R> {
             block_hash: receipt.block_hash,
             tx_hash: record.tx.hash,
         };
-        let (status, new_state, event) = match check_receipt(&receipt, &record.expected()) {
+        let checked = match check_receipt(&receipt, &record.expected()) {
+            Ok(settled) => match self.status_after(&record, settled).await {
+                Err(e) => return finish(report, JobStatus::Unavailable, "rpc", e),
+                Ok(agrees) => agrees.map(|()| settled),
+            },
+            Err(e) => Err(e),
+        };
+        let (status, new_state, event) = match checked {
             Ok(Settled::Paid) => (
                 JobStatus::Paid,
                 RecordState::Confirmed,
@@ -506,8 +602,8 @@ impl<R: ChainReader + Sync> Relayer<'_, R> {
             ),
             Err(ConfirmError::Reverted) => (JobStatus::Reverted, RecordState::Reverted, "reverted"),
             Err(e) => {
-                // Mined without the expected event: keep `sent` so no rerun sends again, and
-                // report it loudly.
+                // Mined without the expected event, or the bounty's status denies it: keep
+                // the record's state so no rerun sends again, and report it loudly.
                 return finish(report, JobStatus::Refused, e.code(), e.to_string());
             }
         };

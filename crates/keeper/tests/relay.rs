@@ -395,3 +395,63 @@ async fn cancelled_bounty_is_done_and_nothing_is_sent() {
     assert_eq!(job.code.as_deref(), Some("not_submitted"));
     assert_eq!(sc.keeper_nonce().await, nonce);
 }
+
+/// The real bounty's job with a more lenient benchmark (same policy, submission and evidence,
+/// so the attestation digest is unchanged and honest signatures over it settle on chain).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn lenient_benchmark_terms_not_on_chain_are_not_relayed() {
+    let mut sc = Scenario::new(&[1], 0).await;
+    let mut lenient = sc.job.clone();
+    lenient["terms"]["document"]["benchmark"]["runner_manifest"]["command"] =
+        serde_json::json!(["python3", "-c", "pass"]);
+    verifier_sdk::fixtures::rehash(&mut lenient);
+    assert_eq!(
+        lenient["terms"]["policy_hash"],
+        sc.job["terms"]["policy_hash"]
+    );
+    sc.replace_job(lenient);
+    sc.attest_all();
+    let job = assert_refused(&sc, "onchain_mismatch").await;
+    let detail = job.detail.unwrap();
+    assert!(
+        detail.contains("terms hash") && detail.contains("benchmark hash"),
+        "{detail}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn each_terms_hash_the_bounty_did_not_fund_is_refused() {
+    let sc = Scenario::new(&[1], 0).await;
+    sc.attest_all();
+    let p = &sc.params;
+    let funded = [
+        p.terms_hash,
+        p.acceptance_criteria_hash,
+        p.benchmark_hash,
+        p.evidence_schema_hash,
+    ];
+    let names = [
+        "terms hash",
+        "acceptance criteria hash",
+        "benchmark hash",
+        "evidence schema hash",
+    ];
+    for (i, name) in names.into_iter().enumerate() {
+        let mut on_chain = funded;
+        on_chain[i] = B256::repeat_byte(0x5a);
+        let [t, a, b, e] = on_chain;
+        sc.bounty.set_terms_hashes(t, a, b, e).await.unwrap();
+        let job = assert_refused(&sc, "onchain_mismatch").await;
+        let detail = job.detail.unwrap();
+        assert!(
+            detail.starts_with(&format!(
+                "on-chain state disagrees with the job: {name} is "
+            )),
+            "{detail}"
+        );
+        assert!(!detail.contains(';'), "exactly one mismatch: {detail}");
+    }
+    let [t, a, b, e] = funded;
+    sc.bounty.set_terms_hashes(t, a, b, e).await.unwrap();
+    assert_eq!(only_job(&sc.run().await).status, JobStatus::Paid);
+}

@@ -14,11 +14,13 @@ use chain_testkit::status;
 use common::{Scenario, only_job};
 use keeper::chain::{SettlementRpc, SignedTx, sign_settlement};
 use keeper::fees::FeePlan;
-use keeper::record::{RECORD_SCHEMA, RecordState, SettlementRecord, StateDir, TxRecord};
+use keeper::record::{
+    Confirmation, RECORD_SCHEMA, RecordState, SettlementRecord, StateDir, TxRecord,
+};
 use keeper::report::JobStatus;
 use keeper::select::{NamedAttestation, select};
 use verifier_sdk::settle::settle_calldata;
-use verifier_sdk::{Address, AttestationFile};
+use verifier_sdk::{Address, AttestationFile, Bytes32};
 
 /// Signs the settlement the keeper would send at `nonce` and files it as `state`.
 fn planned(sc: &Scenario, nonce: u64, state: RecordState) -> (SignedTx, SettlementRecord) {
@@ -179,6 +181,89 @@ async fn provably_dropped_tx_is_replaced_only_while_still_submitted() {
     assert_eq!(sc.keeper_nonce().await, nonce + 2);
 }
 
+/// A `confirmed` record the chain does not back: a file planted in the state directory (or
+/// left by a run that believed a lying RPC's fabricated receipt), for a transaction that was
+/// never sent, while the bounty is still Submitted.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn planted_confirmed_record_for_a_submitted_bounty_is_not_trusted() {
+    let sc = Scenario::new(&[1], 0).await;
+    sc.attest_all();
+    let nonce = sc.keeper_nonce().await;
+    let (signed, mut record) = planned(&sc, nonce, RecordState::Confirmed);
+    record.confirmation = Some(Confirmation {
+        event: "BountySettled".into(),
+        block_number: 1,
+        block_hash: Bytes32::from_bytes([0x42; 32]),
+        tx_hash: signed.hash,
+    });
+    StateDir::open(&sc.path("state"))
+        .unwrap()
+        .save(&record)
+        .unwrap();
+    assert_eq!(sc.status().await, status::SUBMITTED);
+
+    let report = sc.run().await;
+    let job = only_job(&report);
+    assert_ne!(
+        job.code.as_deref(),
+        Some("already_confirmed"),
+        "a record the chain contradicts must not be reported: {job:#?}"
+    );
+    // Stale record replaced: revalidated and relayed for real, and only now paid.
+    assert_eq!(job.status, JobStatus::Paid, "{job:#?}");
+    assert_eq!(sc.status().await, status::SETTLED);
+    let stored = load(&sc, &record);
+    assert_eq!(stored.state, RecordState::Confirmed);
+    assert_eq!(stored.previous_attempts, vec![signed.hash]);
+    assert_eq!(Some(stored.tx.hash), job.tx_hash);
+}
+
+/// A `confirmed` record whose transaction is a real, mined settlement of ANOTHER bounty: the
+/// receipt exists and carries a genuine `BountySettled`, just not from this bounty's address.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn confirmed_record_pointing_at_another_bountys_settlement_is_not_trusted() {
+    let other = Scenario::new(&[1], 0).await;
+    other.attest_all();
+    let paid = only_job(&other.run().await).clone();
+    assert_eq!(paid.status, JobStatus::Paid, "{paid:#?}");
+    let other_tx = paid.tx_hash.unwrap();
+
+    let sc = Scenario::new(&[1], 0).await;
+    sc.attest_all();
+    let nonce = sc.keeper_nonce().await;
+    let (_, mut record) = planned(&sc, nonce, RecordState::Confirmed);
+    record.tx.hash = other_tx;
+    record.confirmation = Some(Confirmation {
+        event: "BountySettled".into(),
+        block_number: paid.block_number.unwrap(),
+        block_hash: Bytes32::from_bytes([0x42; 32]),
+        tx_hash: other_tx,
+    });
+    StateDir::open(&sc.path("state"))
+        .unwrap()
+        .save(&record)
+        .unwrap();
+    let report = sc.run().await;
+    let job = only_job(&report);
+    assert_ne!(job.code.as_deref(), Some("already_confirmed"), "{job:#?}");
+    assert_eq!(job.status, JobStatus::Paid, "{job:#?}");
+    assert_ne!(job.tx_hash, Some(other_tx));
+    assert_eq!(sc.status().await, status::SETTLED);
+}
+
+/// A genuinely confirmed settlement is still reported as done on a rerun, from the chain.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn confirmed_record_the_chain_backs_is_done_without_a_second_tx() {
+    let sc = Scenario::new(&[1], 0).await;
+    sc.attest_all();
+    assert_eq!(only_job(&sc.run().await).status, JobStatus::Paid);
+    let nonce = sc.keeper_nonce().await;
+    let job = only_job(&sc.run().await).clone();
+    assert_eq!(job.status, JobStatus::Done, "{job:#?}");
+    assert_eq!(job.code.as_deref(), Some("already_confirmed"));
+    assert_eq!(sc.keeper_nonce().await, nonce);
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn binary_settles_with_key_from_env_and_never_prints_it() {
     let sc = Scenario::new(&[1], 0).await;
@@ -280,4 +365,264 @@ async fn binary_exit_codes_for_usage_and_credentials() {
         "{}",
         String::from_utf8_lossy(&out.stderr)
     );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn binary_refuses_plain_http_rpc_or_api_to_a_remote_host_with_exit_78() {
+    let sc = Scenario::new(&[1], 0).await;
+    sc.attest_all();
+    let run = |api: String, rpc: String| {
+        let mut c = tokio::process::Command::new(env!("CARGO_BIN_EXE_keeper"));
+        c.args(["relay", "--candidates"])
+            .arg(sc.path("candidates"))
+            .arg("--attestations")
+            .arg(sc.path("att0"))
+            .args(["--api", &api, "--rpc", &rpc, "--key-file"])
+            .arg(&sc.key_file)
+            .arg("--state-dir")
+            .arg(sc.path("state"))
+            .args(["--max-gas", "2000000", "--max-fee-per-gas", "100000000000"])
+            .args(["--confirmations", "1"]);
+        c
+    };
+    // `.invalid` never resolves (RFC 6761): the refusal must come from the URL policy, before
+    // any request, and must not echo the URL's secret path.
+    for rpc in [
+        "http://rpc.example.invalid:8545/v2/SECRETRPCKEY",
+        "ws://127.0.0.1:8545/v2/SECRETRPCKEY",
+    ] {
+        let out = run(sc.server.url.clone(), rpc.into())
+            .output()
+            .await
+            .unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr).to_string();
+        assert_eq!(out.status.code(), Some(78), "{rpc}: {stderr}");
+        assert!(
+            stderr.contains("--rpc") && stderr.contains("https"),
+            "{stderr}"
+        );
+        assert!(!stderr.contains("SECRETRPCKEY"), "{stderr}");
+    }
+    let out = run("http://api.example.invalid".into(), sc.kit.url().into())
+        .output()
+        .await
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr).to_string();
+    assert_eq!(out.status.code(), Some(78), "{stderr}");
+    assert!(
+        stderr.contains("--api") && stderr.contains("https"),
+        "{stderr}"
+    );
+    assert_eq!(sc.status().await, status::SUBMITTED);
+    assert!(
+        std::fs::read_dir(sc.path("state"))
+            .unwrap()
+            .next()
+            .is_none()
+    );
+    // A loopback spelling is accepted and the relay goes through.
+    let port = sc.kit.url().rsplit(':').next().unwrap().to_owned();
+    let out = run(sc.server.url.clone(), format!("http://localhost:{port}"))
+        .output()
+        .await
+        .unwrap();
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(sc.status().await, status::SETTLED);
+}
+
+/// A JSON-RPC proxy to `upstream` that swallows `eth_sendRawTransaction` and answers the
+/// receipt of the swallowed transaction with a fabricated, successful one carrying exactly the
+/// `BountySettled` the keeper expects, from the bounty's own address: what a lying RPC
+/// provider can do. Everything else is forwarded, so the bounty really stays Submitted.
+async fn receipt_forging_rpc(upstream: String, sc: &Scenario) -> String {
+    use alloy::consensus::{Transaction, TxEnvelope};
+    use alloy::eips::eip2718::Decodable2718;
+    use alloy::primitives::{B256, keccak256};
+    use alloy::sol_types::SolEvent;
+    use serde_json::{Value, json};
+    use std::collections::HashMap;
+    use std::sync::{Arc, Mutex};
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+    let b = |x: Bytes32| B256::from(*x.as_bytes());
+    let event = verifier_sdk::settle::BountySettled {
+        bountyId: b(sc.validated.bounty_id()),
+        round: sc.validated.round(),
+        solver: sc.validated.solver().into(),
+        solverReward: U256::from(1u64),
+        claimBondReturned: U256::ZERO,
+        timeoutBondBonus: U256::ZERO,
+        verifierReward: U256::ZERO,
+        submissionHash: b(sc.validated.submission_hash()),
+        evidenceHash: b(sc.validated.evidence_hash()),
+        policyHash: b(sc.validated.policy_hash()),
+        verificationHash: B256::ZERO,
+    };
+    let bounty = sc.bounty.address();
+    let swallowed: Arc<Mutex<HashMap<String, Vec<u8>>>> = Arc::default();
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let url = format!("http://{}", listener.local_addr().unwrap());
+    let http = reqwest::Client::new();
+    tokio::spawn(async move {
+        loop {
+            let Ok((mut sock, _)) = listener.accept().await else {
+                return;
+            };
+            let (http, upstream, swallowed, event) = (
+                http.clone(),
+                upstream.clone(),
+                swallowed.clone(),
+                event.clone(),
+            );
+            tokio::spawn(async move {
+                let mut buf = Vec::new();
+                let mut chunk = [0u8; 8192];
+                let (head_end, len) = loop {
+                    let n = sock.read(&mut chunk).await.unwrap_or(0);
+                    if n == 0 {
+                        return;
+                    }
+                    buf.extend_from_slice(&chunk[..n]);
+                    if let Some(i) = buf.windows(4).position(|w| w == b"\r\n\r\n") {
+                        let head = String::from_utf8_lossy(&buf[..i]).to_ascii_lowercase();
+                        let len = head
+                            .lines()
+                            .find_map(|l| l.strip_prefix("content-length:"))
+                            .map_or(0, |v| v.trim().parse::<usize>().unwrap());
+                        break (i + 4, len);
+                    }
+                };
+                while buf.len() < head_end + len {
+                    let n = sock.read(&mut chunk).await.unwrap_or(0);
+                    if n == 0 {
+                        return;
+                    }
+                    buf.extend_from_slice(&chunk[..n]);
+                }
+                let request: Value = serde_json::from_slice(&buf[head_end..]).unwrap();
+                let forward = || async {
+                    http.post(&upstream)
+                        .json(&request)
+                        .send()
+                        .await
+                        .unwrap()
+                        .json::<Value>()
+                        .await
+                        .unwrap()
+                };
+                let id = request["id"].clone();
+                let answer = match request["method"].as_str().unwrap_or("") {
+                    "eth_sendRawTransaction" => {
+                        let hex = request["params"][0].as_str().unwrap();
+                        let raw = alloy::hex::decode(hex.trim_start_matches("0x")).unwrap();
+                        let tx = TxEnvelope::decode_2718(&mut raw.as_slice()).unwrap();
+                        let hash = format!("{}", keccak256(&raw));
+                        swallowed
+                            .lock()
+                            .unwrap()
+                            .insert(hash.clone(), tx.input().to_vec());
+                        json!({"jsonrpc": "2.0", "id": id, "result": hash})
+                    }
+                    "eth_getTransactionReceipt" => {
+                        let hash = request["params"][0].as_str().unwrap().to_lowercase();
+                        let calldata = swallowed.lock().unwrap().get(&hash).cloned();
+                        match calldata {
+                            None => forward().await,
+                            Some(calldata) => {
+                                let head = http
+                                    .post(&upstream)
+                                    .json(&json!({"jsonrpc": "2.0", "id": 1,
+                                        "method": "eth_getBlockByNumber",
+                                        "params": ["latest", false]}))
+                                    .send()
+                                    .await
+                                    .unwrap()
+                                    .json::<Value>()
+                                    .await
+                                    .unwrap()["result"]
+                                    .clone();
+                                let mut ev = event.clone();
+                                ev.verificationHash = keccak256(&calldata[4..]);
+                                let data = ev.encode_log_data();
+                                let log = json!({
+                                    "address": bounty,
+                                    "topics": data.topics(),
+                                    "data": format!("0x{}", alloy::hex::encode(&data.data)),
+                                    "blockNumber": head["number"],
+                                    "blockHash": head["hash"],
+                                    "transactionHash": hash,
+                                    "transactionIndex": "0x0",
+                                    "logIndex": "0x0",
+                                    "removed": false,
+                                });
+                                json!({"jsonrpc": "2.0", "id": id, "result": {
+                                    "transactionHash": hash,
+                                    "transactionIndex": "0x0",
+                                    "blockHash": head["hash"],
+                                    "blockNumber": head["number"],
+                                    "from": format!("0x{}", "00".repeat(20)),
+                                    "to": bounty,
+                                    "cumulativeGasUsed": "0x5208",
+                                    "gasUsed": "0x5208",
+                                    "effectiveGasPrice": "0x1",
+                                    "contractAddress": null,
+                                    "logs": [log],
+                                    "logsBloom": format!("0x{}", "00".repeat(256)),
+                                    "type": "0x2",
+                                    "status": "0x1",
+                                }})
+                            }
+                        }
+                    }
+                    _ => forward().await,
+                };
+                let body = serde_json::to_vec(&answer).unwrap();
+                let head = format!(
+                    "HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n\r\n",
+                    body.len()
+                );
+                let _ = sock.write_all(head.as_bytes()).await;
+                let _ = sock.write_all(&body).await;
+                let _ = sock.shutdown().await;
+            });
+        }
+    });
+    url
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn fabricated_receipt_from_a_lying_rpc_is_not_reported_paid() {
+    let sc = Scenario::new(&[1], 0).await;
+    sc.attest_all();
+    let mut cfg = sc.config();
+    cfg.rpc = receipt_forging_rpc(sc.kit.url().to_owned(), &sc).await;
+    let report = sc.run_with(&cfg).await;
+    let job = only_job(&report);
+    assert_eq!(
+        sc.status().await,
+        status::SUBMITTED,
+        "nothing really settled"
+    );
+    assert_ne!(job.status, JobStatus::Paid, "{job:#?}");
+    assert_eq!(job.status, JobStatus::Refused, "{job:#?}");
+    assert_eq!(job.code.as_deref(), Some("status_mismatch"), "{job:#?}");
+    // The record stays `sent`: a rerun neither sends again nor reports the forged payment.
+    let record = StateDir::open(&sc.path("state"))
+        .unwrap()
+        .load(&keeper::record::RecordKey {
+            chain_id: 8453,
+            bounty_contract: sc.validated.bounty_contract(),
+            round: sc.validated.round(),
+        })
+        .unwrap()
+        .unwrap();
+    assert_eq!(record.state, RecordState::Sent);
+    let again = sc.run_with(&cfg).await;
+    assert_eq!(only_job(&again).code.as_deref(), Some("status_mismatch"));
+    assert_eq!(sc.status().await, status::SUBMITTED);
 }

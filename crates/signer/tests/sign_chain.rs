@@ -208,6 +208,9 @@ async fn deploy_for(
     params.evidence_hash = draft.evidence_hash().into();
     params.policy_hash = draft.policy_hash().into();
     params.terms_hash = draft.terms_hash().into();
+    params.acceptance_criteria_hash = draft.acceptance_criteria_hash().into();
+    params.benchmark_hash = draft.benchmark_hash().into();
+    params.evidence_schema_hash = draft.evidence_schema_hash().into();
     let bounty = kit.deploy_bounty(&params).await.unwrap();
     let job = job_value(&job_params(
         &bounty.address().to_string().to_lowercase(),
@@ -493,6 +496,69 @@ async fn on_chain_evidence_hash_mismatch_is_refused() {
     assert_eq!(report.candidates[0].mismatches, vec!["evidence_hash"]);
 }
 
+/// The real bounty's job with a more lenient benchmark: the same policy, submission and
+/// evidence, so everything the attestation digest binds is unchanged; only the terms document
+/// (its benchmark, hence `terms_hash` and `benchmark_hash`) differs from what the bounty funded.
+fn lenient_benchmark(job: &Value) -> Value {
+    let mut lenient = job.clone();
+    lenient["terms"]["document"]["benchmark"]["runner_manifest"]["command"] =
+        json!(["python3", "-c", "pass"]);
+    verifier_sdk::fixtures::rehash(&mut lenient);
+    assert_eq!(lenient["terms"]["policy_hash"], job["terms"]["policy_hash"]);
+    assert_ne!(
+        lenient["terms"]["benchmark_hash"],
+        job["terms"]["benchmark_hash"]
+    );
+    lenient
+}
+
+#[tokio::test]
+async fn lenient_benchmark_terms_not_on_chain_is_refused() {
+    let w = world().await;
+    let lenient = lenient_benchmark(&w.job);
+    write_candidates(w.candidates.path(), &[candidate_for(&lenient, w.now, 0)]);
+    *w.feed.lock().unwrap() = json!([lenient]);
+    let report = w.sign().await;
+    assert_refused(&report, "onchain_mismatch");
+    assert_eq!(
+        report.candidates[0].mismatches,
+        vec!["terms_hash", "benchmark_hash"]
+    );
+    assert!(w.attestation_files().is_empty());
+}
+
+#[tokio::test]
+async fn each_terms_hash_the_bounty_did_not_fund_is_refused() {
+    let w = world().await;
+    let p = &w.params;
+    let x = B256::repeat_byte(0x5a);
+    let funded = [
+        p.terms_hash,
+        p.acceptance_criteria_hash,
+        p.benchmark_hash,
+        p.evidence_schema_hash,
+    ];
+    let codes = [
+        "terms_hash",
+        "acceptance_criteria_hash",
+        "benchmark_hash",
+        "evidence_schema_hash",
+    ];
+    for (i, code) in codes.into_iter().enumerate() {
+        let mut on_chain = funded;
+        on_chain[i] = x;
+        let [t, a, b, e] = on_chain;
+        w.bounty.set_terms_hashes(t, a, b, e).await.unwrap();
+        let report = w.sign().await;
+        assert_refused(&report, "onchain_mismatch");
+        assert_eq!(report.candidates[0].mismatches, vec![code]);
+        assert!(w.attestation_files().is_empty());
+    }
+    let [t, a, b, e] = funded;
+    w.bounty.set_terms_hashes(t, a, b, e).await.unwrap();
+    assert_eq!(w.sign().await.signed, 1);
+}
+
 #[tokio::test]
 async fn on_chain_round_mismatch_is_refused() {
     let w = world().await;
@@ -705,6 +771,65 @@ async fn binary_refuses_a_key_for_another_address_with_exit_78() {
     let other = DEV_KEYS[3].trim_start_matches("0x");
     assert!(!stdout.contains(other) && !stderr.contains(other));
     assert!(w.attestation_files().is_empty());
+}
+
+/// Runs `signer sign` with the given `--api` and `--rpc` against `w`'s candidates.
+async fn run_binary_with_urls(w: &World, api: &str, rpc: &str) -> (i32, String, String) {
+    let out = tokio::process::Command::new(env!("CARGO_BIN_EXE_signer"))
+        .args(["sign", "--candidates"])
+        .arg(w.candidates.path())
+        .args([
+            "--api",
+            api,
+            "--rpc",
+            rpc,
+            "--signer",
+            &w.signer.to_string(),
+        ])
+        .arg("--out")
+        .arg(w.out.path())
+        .args(["--key-env", "SIGNER_TEST_KEY"])
+        .env("SIGNER_TEST_KEY", DEV_KEYS[SIGNER_KEY_INDEX])
+        .output()
+        .await
+        .unwrap();
+    (
+        out.status.code().unwrap(),
+        String::from_utf8_lossy(&out.stdout).to_string(),
+        String::from_utf8_lossy(&out.stderr).to_string(),
+    )
+}
+
+#[tokio::test]
+async fn binary_refuses_plain_http_rpc_or_api_to_a_remote_host_with_exit_78() {
+    // `.invalid` never resolves (RFC 6761): nothing could answer, yet the refusal must come
+    // from the URL policy, before any request, and must not echo the URL's secret path.
+    let w = world().await;
+    for rpc in [
+        "http://rpc.example.invalid:8545/v2/SECRETRPCKEY",
+        "ws://127.0.0.1:8545/v2/SECRETRPCKEY",
+    ] {
+        let (code, stdout, stderr) = run_binary_with_urls(&w, &w.api, rpc).await;
+        assert_eq!(code, 78, "{rpc}: {stderr}");
+        assert!(
+            stderr.contains("--rpc") && stderr.contains("https"),
+            "{stderr}"
+        );
+        assert!(!stdout.contains("SECRETRPCKEY") && !stderr.contains("SECRETRPCKEY"));
+    }
+    let (code, _, stderr) =
+        run_binary_with_urls(&w, "http://api.example.invalid", w.kit.url()).await;
+    assert_eq!(code, 78, "{stderr}");
+    assert!(
+        stderr.contains("--api") && stderr.contains("https"),
+        "{stderr}"
+    );
+    assert!(w.attestation_files().is_empty());
+    // Loopback spellings stay accepted (the local node answers on 127.0.0.1).
+    let port = w.kit.url().rsplit(':').next().unwrap().to_owned();
+    let (code, _, stderr) =
+        run_binary_with_urls(&w, &w.api, &format!("http://localhost:{port}")).await;
+    assert_eq!(code, 0, "{stderr}");
 }
 
 #[tokio::test]

@@ -352,6 +352,9 @@ pub struct ValidatedJob {
     network: Network,
     scope: Scope,
     bounty_id: Bytes32,
+    acceptance_criteria_hash: Bytes32,
+    benchmark_hash: Bytes32,
+    evidence_schema_hash: Bytes32,
     eligible_verifiers: Vec<Address>,
     threshold: u8,
     manifest: RunnerManifest,
@@ -413,6 +416,18 @@ impl ValidatedJob {
     /// `terms.terms_hash`.
     pub fn terms_hash(&self) -> Bytes32 {
         self.scope.terms_hash
+    }
+    /// `terms.acceptance_criteria_hash`.
+    pub fn acceptance_criteria_hash(&self) -> Bytes32 {
+        self.acceptance_criteria_hash
+    }
+    /// `terms.benchmark_hash`.
+    pub fn benchmark_hash(&self) -> Bytes32 {
+        self.benchmark_hash
+    }
+    /// `terms.evidence_schema_hash`.
+    pub fn evidence_schema_hash(&self) -> Bytes32 {
+        self.evidence_schema_hash
     }
     /// `verification_expires_at` (unix seconds; dead at or after it).
     pub fn expires_at(&self) -> u64 {
@@ -689,14 +704,14 @@ pub fn validate_job(raw: &Value, now_unix: u64) -> Result<ValidatedJob, JobError
         "acceptance_criteria",
         "terms.document.acceptance_criteria",
     )?;
-    check_hash(
+    let acceptance_criteria_hash = check_hash(
         terms,
         "acceptance_criteria_hash",
         "terms.acceptance_criteria_hash",
         keccak_json(criteria),
     )?;
     let benchmark_value = get(document, "benchmark", "terms.document.benchmark")?;
-    check_hash(
+    let benchmark_hash = check_hash(
         terms,
         "benchmark_hash",
         "terms.benchmark_hash",
@@ -707,7 +722,7 @@ pub fn validate_job(raw: &Value, now_unix: u64) -> Result<ValidatedJob, JobError
         "evidence_schema",
         "terms.document.evidence_schema",
     )?;
-    check_hash(
+    let evidence_schema_hash = check_hash(
         terms,
         "evidence_schema_hash",
         "terms.evidence_schema_hash",
@@ -860,6 +875,9 @@ pub fn validate_job(raw: &Value, now_unix: u64) -> Result<ValidatedJob, JobError
         network,
         scope,
         bounty_id,
+        acceptance_criteria_hash,
+        benchmark_hash,
+        evidence_schema_hash,
         eligible_verifiers,
         threshold,
         manifest,

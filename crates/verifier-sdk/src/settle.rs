@@ -51,6 +51,12 @@ mod abi {
             function policyHash() external view returns (bytes32);
             /// The committed terms hash.
             function termsHash() external view returns (bytes32);
+            /// The committed acceptance criteria hash.
+            function acceptanceCriteriaHash() external view returns (bytes32);
+            /// The committed benchmark hash.
+            function benchmarkHash() external view returns (bytes32);
+            /// The committed evidence schema hash.
+            function evidenceSchemaHash() external view returns (bytes32);
             /// End of the verification window.
             function verificationExpiresAt() external view returns (uint64);
             /// 0 module, 1 signed quorum, 2 AI quorum.

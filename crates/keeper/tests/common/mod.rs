@@ -141,37 +141,18 @@ impl Scenario {
         params.evidence_hash = b256(draft.evidence_hash());
         params.policy_hash = b256(draft.policy_hash());
         params.terms_hash = b256(draft.terms_hash());
+        params.acceptance_criteria_hash = b256(draft.acceptance_criteria_hash());
+        params.benchmark_hash = b256(draft.benchmark_hash());
+        params.evidence_schema_hash = b256(draft.evidence_schema_hash());
         let bounty = kit.deploy_bounty(&params).await.unwrap();
         jp.bounty_contract = bounty.address().to_string();
         let job = job_value(&jp);
-        let validated = validate_job(&job, now).unwrap();
-        let facts = ExecutionFacts {
-            exit_code,
-            stdout_sha256: Sha256Digest::from_bytes([0xdd; 32]),
-            stderr_sha256: Sha256Digest::from_bytes([0xee; 32]),
-            stdout_bytes: 12,
-            stderr_bytes: 0,
-        };
-        let (outcome, evidence) = verifier_sdk::fixtures::completed_run(&validated, facts);
-        let outcome_value = serde_json::to_value(&outcome).unwrap();
-        let validated_outcome = validate_outcome(&outcome_value, &validated).unwrap();
         let dir = tempfile::tempdir().unwrap();
         for sub in ["candidates", "att0", "att1", "state"] {
             std::fs::create_dir_all(dir.path().join(sub)).unwrap();
         }
-        let candidate = Candidate::new(
-            job.clone(),
-            outcome_value,
-            "test-revision".into(),
-            Some(evidence),
-        );
-        std::fs::write(
-            dir.path()
-                .join("candidates")
-                .join(candidate_file_name(validated.job_id())),
-            serde_json::to_vec_pretty(&candidate).unwrap(),
-        )
-        .unwrap();
+        let (validated, validated_outcome) =
+            write_candidate(&dir.path().join("candidates"), &job, now, exit_code);
         let server = JobServer::start(vec![job.clone()]).await;
         let keeper = kit
             .fund_new_account(U256::from(10u128 * 10u128.pow(18)))
@@ -199,6 +180,23 @@ impl Scenario {
             key_file,
             now,
         }
+    }
+
+    /// Serves `job` instead of the deployed bounty's own and rewrites the candidate as a
+    /// worker that ran `job` would have (same exit code); attestations built afterwards are
+    /// honest signatures over it.
+    pub fn replace_job(&mut self, job: Value) {
+        let exit_code = if self.outcome.verdict().passed() {
+            0
+        } else {
+            1
+        };
+        let (validated, outcome) =
+            write_candidate(&self.path("candidates"), &job, self.now, exit_code);
+        *self.server.jobs.lock().unwrap() = vec![job.clone()];
+        self.job = job;
+        self.validated = validated;
+        self.outcome = outcome;
     }
 
     pub fn path(&self, sub: &str) -> PathBuf {
@@ -302,6 +300,38 @@ impl Scenario {
     pub async fn status(&self) -> u8 {
         self.bounty.status().await.unwrap()
     }
+}
+
+/// Writes the candidate a worker would write after running `job` to exit `exit_code`.
+fn write_candidate(
+    dir: &std::path::Path,
+    job: &Value,
+    now: u64,
+    exit_code: i64,
+) -> (ValidatedJob, ValidatedOutcome) {
+    let validated = validate_job(job, now).unwrap();
+    let facts = ExecutionFacts {
+        exit_code,
+        stdout_sha256: Sha256Digest::from_bytes([0xdd; 32]),
+        stderr_sha256: Sha256Digest::from_bytes([0xee; 32]),
+        stdout_bytes: 12,
+        stderr_bytes: 0,
+    };
+    let (outcome, evidence) = verifier_sdk::fixtures::completed_run(&validated, facts);
+    let outcome_value = serde_json::to_value(&outcome).unwrap();
+    let validated_outcome = validate_outcome(&outcome_value, &validated).unwrap();
+    let candidate = Candidate::new(
+        job.clone(),
+        outcome_value,
+        "test-revision".into(),
+        Some(evidence),
+    );
+    std::fs::write(
+        dir.join(candidate_file_name(validated.job_id())),
+        serde_json::to_vec_pretty(&candidate).unwrap(),
+    )
+    .unwrap();
+    (validated, validated_outcome)
 }
 
 pub fn only_job(report: &Report) -> &JobReport {

@@ -68,6 +68,18 @@ fn valid_fixture_exposes_everything() {
         job.policy_hash(),
         keccak_json(&raw["terms"]["document"]["verification_policy"])
     );
+    assert_eq!(
+        job.acceptance_criteria_hash(),
+        keccak_json(&raw["terms"]["document"]["acceptance_criteria"])
+    );
+    assert_eq!(
+        job.benchmark_hash(),
+        keccak_json(&raw["terms"]["document"]["benchmark"])
+    );
+    assert_eq!(
+        job.evidence_schema_hash(),
+        keccak_json(&raw["terms"]["document"]["evidence_schema"])
+    );
     assert_eq!(job.source().repository.to_string(), "solver-org/solution");
     assert_eq!(job.source().commit.as_str(), fixtures::SOURCE_COMMIT);
     assert!(job.source_subdirectory().is_root());
