@@ -9,14 +9,22 @@
 //!
 //! Every byte is read exactly once: when a copy destination is given, the buffer that was
 //! read is written out and then hashed, so the staged copy is exactly what was hashed.
+//!
+//! Files are opened relative to directory descriptors walked down from the tree's root, every
+//! step with `O_NOFOLLOW`, and each opened file must be the very inode the listing saw. So a
+//! folder swapped for a link, or a file swapped for another, between listing and reading is a
+//! [`SnapshotError::Changed`], never a read of something outside the tree.
 
 use std::fs::{File, OpenOptions, Permissions};
 use std::io::{ErrorKind, Read, Write};
+use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 use std::os::unix::fs::{MetadataExt, OpenOptionsExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 use std::sync::mpsc::{Receiver, SyncSender, sync_channel};
 use std::time::{Duration, Instant};
 
+use rustix::fs::{CWD, Mode, OFlags, openat};
+use rustix::io::Errno;
 use verifier_sdk::digest::{
     DigestError, DirectoryHasher, Snapshot, TreeEntry, TreeLimits, list_tree,
 };
@@ -40,7 +48,8 @@ pub enum SnapshotError {
     /// The tree broke a rule (link, special file, name, depth, limit) or could not be read.
     #[error(transparent)]
     Tree(#[from] DigestError),
-    /// A file was replaced, removed, resized or modified between listing and reading it.
+    /// A file or one of its folders was replaced, removed, resized or modified between listing
+    /// and reading it.
     #[error("file {0:?} changed while being read")]
     Changed(PathBuf),
     /// A file of a staged tree does not carry a normalized mode.
@@ -200,8 +209,15 @@ fn read_all(
     pool_rx: &Receiver<Vec<u8>>,
 ) -> bool {
     let mut spare: Option<Vec<u8>> = None;
+    let mut dirs = match DirChain::open(pass.source) {
+        Ok(dirs) => dirs,
+        Err(errno) => {
+            let _ = data_tx.send(Message::Failed(open_failure(pass.source, errno)));
+            return false;
+        }
+    };
     for (index, entry) in entries.iter().enumerate() {
-        match read_one(pass, index, entry, data_tx, pool_rx, &mut spare) {
+        match read_one(pass, &mut dirs, index, entry, data_tx, pool_rx, &mut spare) {
             Ok(()) => {}
             Err(Stop::Failed(error)) => {
                 let _ = data_tx.send(Message::Failed(error));
@@ -218,8 +234,84 @@ fn read_all(
     true
 }
 
+/// Directory descriptors from the tree's root down to the folder of the file being read. The
+/// listing is sorted by path bytes, so all files below a folder are contiguous in it and each
+/// folder is opened once, while at most one chain of folders (bounded by the depth limit) is
+/// held open.
+struct DirChain {
+    root: OwnedFd,
+    /// Relative path and descriptor of each folder below the root, outermost first.
+    open: Vec<(String, OwnedFd)>,
+}
+
+/// Folders are never followed through a link, and a non-folder in their place fails.
+const DIR_FLAGS: OFlags = OFlags::RDONLY
+    .union(OFlags::DIRECTORY)
+    .union(OFlags::NOFOLLOW)
+    .union(OFlags::CLOEXEC);
+/// `O_NOFOLLOW`: a file swapped for a link after listing is refused, not followed.
+/// `O_NONBLOCK`: a file swapped for a fifo cannot make the open hang.
+const FILE_FLAGS: OFlags = OFlags::RDONLY
+    .union(OFlags::NOFOLLOW)
+    .union(OFlags::NONBLOCK)
+    .union(OFlags::CLOEXEC);
+
+impl DirChain {
+    fn open(root: &Path) -> Result<Self, Errno> {
+        Ok(Self {
+            root: openat(CWD, root, DIR_FLAGS, Mode::empty())?,
+            open: Vec::new(),
+        })
+    }
+
+    /// The descriptor of folder `rel` (`""` for the root), opening the folders not yet open.
+    fn dir(&mut self, rel: &str) -> Result<BorrowedFd<'_>, Errno> {
+        while let Some((top, _)) = self.open.last() {
+            if rel
+                .strip_prefix(top.as_str())
+                .is_some_and(|rest| rest.is_empty() || rest.starts_with('/'))
+            {
+                break;
+            }
+            self.open.pop();
+        }
+        let opened = self.open.last().map_or(0, |(top, _)| top.len() + 1);
+        for component in rel.get(opened..).unwrap_or_default().split('/') {
+            if component.is_empty() {
+                continue;
+            }
+            let fd = openat(self.current(), component, DIR_FLAGS, Mode::empty())?;
+            let path = match self.open.last() {
+                Some((top, _)) => format!("{top}/{component}"),
+                None => component.to_owned(),
+            };
+            self.open.push((path, fd));
+        }
+        Ok(self.current())
+    }
+
+    fn current(&self) -> BorrowedFd<'_> {
+        self.open
+            .last()
+            .map_or(self.root.as_fd(), |(_, fd)| fd.as_fd())
+    }
+}
+
+/// A missing entry, a link, or a non-folder where a folder was listed means the tree changed.
+fn open_failure(path: &Path, errno: Errno) -> SnapshotError {
+    match errno {
+        Errno::NOENT | Errno::LOOP | Errno::NOTDIR => SnapshotError::Changed(path.to_path_buf()),
+        other => DigestError::Io {
+            path: path.to_path_buf(),
+            source: other.into(),
+        }
+        .into(),
+    }
+}
+
 fn read_one(
     pass: &Pass<'_>,
+    dirs: &mut DirChain,
     index: usize,
     entry: &TreeEntry,
     data_tx: &SyncSender<Message>,
@@ -227,23 +319,25 @@ fn read_one(
     spare: &mut Option<Vec<u8>>,
 ) -> Result<(), Stop> {
     let path = pass.source.join(&entry.rel_path);
-    // O_NOFOLLOW: a file swapped for a link after listing is refused, not followed.
-    // O_NONBLOCK: a file swapped for a fifo cannot make the open hang.
-    let mut file = match OpenOptions::new()
-        .read(true)
-        .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK)
-        .open(&path)
-    {
-        Ok(file) => file,
-        Err(e) if e.kind() == ErrorKind::NotFound || e.raw_os_error() == Some(libc::ELOOP) => {
-            return Err(changed(&path));
-        }
-        Err(source) => return Err(io_failure(&path, source)),
-    };
+    let (folder, name) = entry
+        .rel_path
+        .rsplit_once('/')
+        .unwrap_or(("", entry.rel_path.as_str()));
+    let mut file = dirs
+        .dir(folder)
+        .and_then(|dir| openat(dir, name, FILE_FLAGS, Mode::empty()))
+        .map(File::from)
+        .map_err(|errno| Stop::Failed(open_failure(&path, errno)))?;
     let before = file
         .metadata()
         .map_err(|source| io_failure(&path, source))?;
-    if !before.file_type().is_file() || before.len() != entry.size {
+    // The inode check is what ties the bytes read to the listing: without it, a folder swapped
+    // back and forth, or a file renamed over the listed one, could be read in its place.
+    if !before.file_type().is_file()
+        || before.len() != entry.size
+        || before.dev() != entry.dev
+        || before.ino() != entry.ino
+    {
         return Err(changed(&path));
     }
     let mode = before.mode() & 0o7777;
@@ -461,6 +555,71 @@ mod tests {
         assert!(
             matches!(err, SnapshotError::FileMode { mode: 0o644, .. }),
             "{err}"
+        );
+    }
+
+    /// Lists `dir`, then reads it with the pause hook set, running `swap` at the pause (after
+    /// the first file, before any other is opened).
+    fn read_swapping_after_first_file(
+        dir: &Path,
+        swap: impl FnOnce() + Send,
+    ) -> Result<Snapshot, SnapshotError> {
+        let (entries, _) = list_tree(dir, limits()).unwrap();
+        let marker_dir = tempfile::tempdir().unwrap();
+        let marker = marker_dir.path().join("paused");
+        let pass = Pass {
+            pause_marker: Some(marker.clone()),
+            ..Pass::read_only(dir, limits())
+        };
+        std::thread::scope(|scope| {
+            scope.spawn(|| {
+                let started = Instant::now();
+                while !marker.exists() {
+                    assert!(started.elapsed() < PAUSE_LIMIT, "never paused");
+                    std::thread::sleep(Duration::from_millis(5));
+                }
+                swap();
+                fs::remove_file(&marker).unwrap();
+            });
+            hash_listed_tree(&pass, &entries, &mut NoProgress)
+        })
+    }
+
+    #[test]
+    fn parent_directory_swapped_for_symlink_mid_snapshot_is_refused() {
+        let outside = tempfile::tempdir().unwrap();
+        fs::write(outside.path().join("secret"), b"outside!").unwrap();
+        fs::set_permissions(outside.path().join("secret"), Permissions::from_mode(0o600)).unwrap();
+        let dir = tempfile::tempdir().unwrap();
+        let moved = tempfile::tempdir().unwrap();
+        fs::write(dir.path().join("0first"), b"first").unwrap();
+        fs::create_dir(dir.path().join("a")).unwrap();
+        fs::write(dir.path().join("a/secret"), b"in-tree!").unwrap();
+        let result = read_swapping_after_first_file(dir.path(), || {
+            fs::rename(dir.path().join("a"), moved.path().join("a")).unwrap();
+            std::os::unix::fs::symlink(outside.path(), dir.path().join("a")).unwrap();
+        });
+        match result {
+            Err(SnapshotError::Changed(path)) => assert_eq!(path, dir.path().join("a/secret")),
+            other => panic!("read through the swapped folder: {other:?}"),
+        }
+    }
+
+    #[test]
+    fn a_file_replaced_by_another_of_the_same_size_mid_read_is_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        let moved = tempfile::tempdir().unwrap();
+        fs::write(dir.path().join("0first"), b"first").unwrap();
+        fs::create_dir(dir.path().join("a")).unwrap();
+        fs::write(dir.path().join("a/f"), b"listed").unwrap();
+        let result = read_swapping_after_first_file(dir.path(), || {
+            fs::rename(dir.path().join("a"), moved.path().join("a")).unwrap();
+            fs::create_dir(dir.path().join("a")).unwrap();
+            fs::write(dir.path().join("a/f"), b"other!").unwrap();
+        });
+        assert!(
+            matches!(result, Err(SnapshotError::Changed(_))),
+            "{result:?}"
         );
     }
 

@@ -6,7 +6,10 @@
 //! `<root>/{sources|benchmarks}/sha256/<hex>`. An existing target is never trusted: it is
 //! re-digested, and replaced atomically when it does not match. Concurrent stagers of the same
 //! tree converge on one valid target, and work folders of crashed stages are removed by the
-//! next stage. A rejected input leaves no target and no work folder behind.
+//! next stage. A rejected input leaves no target and no work folder behind. Files are read
+//! through directory descriptors of the input, never through a link, and must be the inodes
+//! the listing saw (see [`crate::snapshot`]), so swapping a folder or file of the input while it
+//! is staged fails the stage instead of publishing bytes from outside the tree.
 //!
 //! [`verify_staged`] re-digests a published tree; the run step calls it immediately before and
 //! after each run.
