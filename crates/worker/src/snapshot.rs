@@ -18,15 +18,17 @@
 use std::fs::{File, OpenOptions, Permissions};
 use std::io::{ErrorKind, Read, Write};
 use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
+use std::os::unix::ffi::OsStrExt;
 use std::os::unix::fs::{MetadataExt, OpenOptionsExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 use std::sync::mpsc::{Receiver, SyncSender, sync_channel};
 use std::time::{Duration, Instant};
 
-use rustix::fs::{CWD, Mode, OFlags, openat};
+use rustix::fs::{AtFlags, CWD, Dir, FileType, Mode, OFlags, openat, statat};
 use rustix::io::Errno;
 use verifier_sdk::digest::{
-    DigestError, DirectoryHasher, Snapshot, TreeEntry, TreeLimits, list_tree,
+    DigestError, DirectoryHasher, MAX_DIRECTORIES, Snapshot, TreeEntry, TreeLimits,
+    validate_relative_path,
 };
 
 use crate::progress::{NoProgress, ProgressSink};
@@ -95,8 +97,128 @@ pub fn snapshot_directory_with_progress(
     limits: TreeLimits,
     progress: &mut dyn ProgressSink,
 ) -> Result<Snapshot, SnapshotError> {
-    let (entries, _dirs) = list_tree(dir, limits)?;
+    let (entries, _dirs) = list_tree_at(dir, limits)?;
     hash_listed_tree(&Pass::read_only(dir, limits), &entries, progress)
+}
+
+/// Lists `root` under the rules, limits and errors of `verifier_sdk::digest::list_tree`, but
+/// reaches every folder through a descriptor opened from its parent's with `O_NOFOLLOW`, so a
+/// folder swapped for a link while the tree is listed cannot lead the walk out of the tree.
+pub(crate) fn list_tree_at(
+    root: &Path,
+    limits: TreeLimits,
+) -> Result<(Vec<TreeEntry>, Vec<String>), SnapshotError> {
+    let fd = openat(CWD, root, DIR_FLAGS, Mode::empty()).map_err(|errno| match errno {
+        Errno::LOOP | Errno::NOTDIR => DigestError::NotADirectory(root.into()),
+        other => DigestError::Io {
+            path: root.into(),
+            source: other.into(),
+        },
+    })?;
+    let mut listing = Listing {
+        limits,
+        files: Vec::new(),
+        dirs: Vec::new(),
+        total: 0,
+    };
+    listing.walk(fd, root, "")?;
+    let Listing {
+        mut files,
+        mut dirs,
+        ..
+    } = listing;
+    files.sort_unstable_by(|a, b| a.rel_path.as_bytes().cmp(b.rel_path.as_bytes()));
+    dirs.sort_unstable();
+    Ok((files, dirs))
+}
+
+struct Listing {
+    limits: TreeLimits,
+    files: Vec<TreeEntry>,
+    dirs: Vec<String>,
+    total: u64,
+}
+
+impl Listing {
+    /// Lists the folder open at `fd`, then each of its subfolders; only the chain of folders
+    /// being walked (bounded by the depth limit) is held open.
+    fn walk(&mut self, fd: OwnedFd, abs: &Path, rel: &str) -> Result<(), SnapshotError> {
+        let io = |path: &Path, errno: Errno| DigestError::Io {
+            path: path.to_path_buf(),
+            source: errno.into(),
+        };
+        let mut dir = Dir::new(fd).map_err(|e| io(abs, e))?;
+        let mut subdirs = Vec::new();
+        while let Some(entry) = dir.read() {
+            let entry = entry.map_err(|e| io(abs, e))?;
+            let name_bytes = entry.file_name().to_bytes();
+            if name_bytes == b"." || name_bytes == b".." {
+                continue;
+            }
+            let child_abs = abs.join(std::ffi::OsStr::from_bytes(name_bytes));
+            let Ok(name) = std::str::from_utf8(name_bytes) else {
+                return Err(DigestError::NonUtf8Name(child_abs).into());
+            };
+            let child_rel = if rel.is_empty() {
+                name.to_owned()
+            } else {
+                format!("{rel}/{name}")
+            };
+            validate_relative_path(&child_rel)?;
+            let dir_fd = dir.fd().map_err(|e| io(abs, e))?;
+            // `d_type` spares a stat for folders, links and special files; a file needs one
+            // for its size and identity, and a filesystem without `d_type` needs one for all.
+            let mut stat = None;
+            let mut kind = entry.file_type();
+            if kind == FileType::Unknown || kind == FileType::RegularFile {
+                let st = statat(dir_fd, name, AtFlags::SYMLINK_NOFOLLOW)
+                    .map_err(|e| io(&child_abs, e))?;
+                kind = FileType::from_raw_mode(st.st_mode);
+                stat = Some(st);
+            }
+            match (kind, stat) {
+                (FileType::Symlink, _) => return Err(DigestError::Symlink(child_abs).into()),
+                (FileType::Directory, _) => {
+                    if self.dirs.len() as u64 >= MAX_DIRECTORIES {
+                        return Err(DigestError::TooManyDirectories.into());
+                    }
+                    self.dirs.push(child_rel.clone());
+                    subdirs.push((name.to_owned(), child_abs, child_rel));
+                }
+                (FileType::RegularFile, Some(st)) => {
+                    if self.files.len() as u64 >= self.limits.max_files {
+                        return Err(DigestError::TooManyFiles {
+                            limit: self.limits.max_files,
+                        }
+                        .into());
+                    }
+                    let size = u64::try_from(st.st_size).unwrap_or(u64::MAX);
+                    self.total = self.total.saturating_add(size);
+                    if self.total > self.limits.max_bytes {
+                        return Err(DigestError::TooManyBytes {
+                            limit: self.limits.max_bytes,
+                        }
+                        .into());
+                    }
+                    self.files.push(TreeEntry {
+                        rel_path: child_rel,
+                        size,
+                        executable: st.st_mode & 0o111 != 0,
+                        dev: st.st_dev,
+                        ino: st.st_ino,
+                    });
+                }
+                _ => return Err(DigestError::SpecialFile(child_abs).into()),
+            }
+        }
+        for (name, child_abs, child_rel) in subdirs {
+            let parent = dir.fd().map_err(|e| io(abs, e))?;
+            let child = openat(parent, name.as_str(), DIR_FLAGS, Mode::empty())
+                .map_err(|errno| open_failure(&child_abs, errno))?;
+            self.walk(child, &child_abs, &child_rel)?;
+        }
+        Ok(())
+    }
 }
 
 /// What one pass over a listed tree does besides hashing.
@@ -141,7 +263,7 @@ enum Stop {
     HungUp,
 }
 
-/// Hashes (and maybe copies) `entries`, which must come from `list_tree(pass.source, ..)`.
+/// Hashes (and maybe copies) `entries`, which must come from `list_tree_at(pass.source, ..)`.
 pub(crate) fn hash_listed_tree(
     pass: &Pass<'_>,
     entries: &[TreeEntry],
@@ -505,6 +627,44 @@ mod tests {
     }
 
     #[test]
+    fn listing_through_descriptors_equals_the_sdk_listing() {
+        let dir = tempfile::tempdir().unwrap();
+        for (path, content) in [
+            ("a/b-c", &b"1"[..]),
+            ("a/b/x", b"22"),
+            ("a/b0", b"333"),
+            ("a.txt", b""),
+            ("z/y/x/w", b"4444"),
+        ] {
+            let path = dir.path().join(path);
+            fs::create_dir_all(path.parent().unwrap()).unwrap();
+            fs::write(path, content).unwrap();
+        }
+        fs::create_dir_all(dir.path().join("empty/dir")).unwrap();
+        fs::set_permissions(dir.path().join("a/b0"), Permissions::from_mode(0o750)).unwrap();
+        let ours = list_tree_at(dir.path(), limits()).unwrap();
+        assert_eq!(
+            ours,
+            verifier_sdk::digest::list_tree(dir.path(), limits()).unwrap()
+        );
+        assert_eq!(ours.0.len(), 5);
+
+        std::os::unix::fs::symlink("a", dir.path().join("a/link")).unwrap();
+        let err = list_tree_at(dir.path(), limits()).unwrap_err();
+        assert!(
+            matches!(err, SnapshotError::Tree(DigestError::Symlink(ref p)) if *p == dir.path().join("a/link")),
+            "{err}"
+        );
+        let root_link = dir.path().join("root-link");
+        std::os::unix::fs::symlink(dir.path().join("empty"), &root_link).unwrap();
+        let err = list_tree_at(&root_link, limits()).unwrap_err();
+        assert!(
+            matches!(err, SnapshotError::Tree(DigestError::NotADirectory(_))),
+            "{err}"
+        );
+    }
+
+    #[test]
     fn more_files_than_buffers_do_not_deadlock() {
         let dir = tempfile::tempdir().unwrap();
         for i in 0..(POOL_BUFFERS * 5) {
@@ -522,7 +682,7 @@ mod tests {
         fs::set_permissions(src.path().join("run.sh"), Permissions::from_mode(0o710)).unwrap();
         fs::write(src.path().join("data"), vec![9u8; CHUNK_BYTES + 1]).unwrap();
         fs::set_permissions(src.path().join("data"), Permissions::from_mode(0o666)).unwrap();
-        let (entries, _) = list_tree(src.path(), limits()).unwrap();
+        let (entries, _) = list_tree_at(src.path(), limits()).unwrap();
         let pass = Pass {
             copy_to: Some(dst.path()),
             ..Pass::read_only(src.path(), limits())
@@ -546,7 +706,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         fs::write(dir.path().join("f"), b"1").unwrap();
         fs::set_permissions(dir.path().join("f"), Permissions::from_mode(0o644)).unwrap();
-        let (entries, _) = list_tree(dir.path(), limits()).unwrap();
+        let (entries, _) = list_tree_at(dir.path(), limits()).unwrap();
         let pass = Pass {
             require_normalized_modes: true,
             ..Pass::read_only(dir.path(), limits())
@@ -564,7 +724,7 @@ mod tests {
         dir: &Path,
         swap: impl FnOnce() + Send,
     ) -> Result<Snapshot, SnapshotError> {
-        let (entries, _) = list_tree(dir, limits()).unwrap();
+        let (entries, _) = list_tree_at(dir, limits()).unwrap();
         let marker_dir = tempfile::tempdir().unwrap();
         let marker = marker_dir.path().join("paused");
         let pass = Pass {
@@ -627,7 +787,7 @@ mod tests {
     fn a_file_resized_after_listing_is_a_change() {
         let dir = tempfile::tempdir().unwrap();
         fs::write(dir.path().join("f"), b"1234").unwrap();
-        let (entries, _) = list_tree(dir.path(), limits()).unwrap();
+        let (entries, _) = list_tree_at(dir.path(), limits()).unwrap();
         fs::write(dir.path().join("f"), b"123456").unwrap();
         let err = hash_listed_tree(
             &Pass::read_only(dir.path(), limits()),

@@ -27,10 +27,10 @@ use std::str::FromStr;
 
 use tracing::info;
 use verifier_sdk::Sha256Digest;
-use verifier_sdk::digest::{Snapshot, TreeLimits, list_tree};
+use verifier_sdk::digest::{Snapshot, TreeLimits};
 
 use crate::progress::ProgressSink;
-use crate::snapshot::{DIR_MODE, Pass, SnapshotError, hash_listed_tree};
+use crate::snapshot::{DIR_MODE, Pass, SnapshotError, hash_listed_tree, list_tree_at};
 
 pub use store::{STALE_AFTER, WORK_PREFIX, target_path};
 
@@ -206,7 +206,7 @@ pub fn stage_tree(
     }
     let store = store::Store::open(root)?;
     store.clean_leftovers();
-    let (entries, dirs) = list_tree(dir, limits).map_err(SnapshotError::from)?;
+    let (entries, dirs) = list_tree_at(dir, limits)?;
     let mut work = store.new_work_dir()?;
     let store_error = |path: PathBuf, source| StageError::Store { path, source };
     for rel in &dirs {
@@ -294,7 +294,7 @@ fn verify_tree(path: &Path, expected: Sha256Digest, limits: TreeLimits) -> Resul
         path: path.into(),
         source,
     };
-    let (entries, dirs) = list_tree(path, limits).map_err(|e| invalid(e.into()))?;
+    let (entries, dirs) = list_tree_at(path, limits).map_err(invalid)?;
     for dir in std::iter::once(path.to_path_buf()).chain(dirs.iter().map(|d| path.join(d))) {
         let mode = std::fs::symlink_metadata(&dir)
             .map_err(|source| VerifyError::Io {
