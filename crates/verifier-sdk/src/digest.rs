@@ -256,6 +256,11 @@ pub struct TreeEntry {
     pub size: u64,
     /// Whether any execute bit was set.
     pub executable: bool,
+    /// Device and inode reported by the same `lstat`, so a reader can check that the file it
+    /// opened later is the one that was listed (0 where the platform has none).
+    pub dev: u64,
+    /// See [`TreeEntry::dev`].
+    pub ino: u64,
 }
 
 /// Lists a tree's regular files sorted by path bytes, enforcing every structural rule
@@ -325,10 +330,13 @@ pub fn list_tree(
                         limit: limits.max_bytes,
                     });
                 }
+                let (dev, ino) = file_id(&m);
                 files.push(TreeEntry {
                     rel_path: child_rel,
                     size: m.len(),
                     executable: is_executable(&m),
+                    dev,
+                    ino,
                 });
             } else {
                 return Err(DigestError::SpecialFile(child_abs));
@@ -349,6 +357,17 @@ fn is_executable(m: &fs::Metadata) -> bool {
 #[cfg(not(unix))]
 fn is_executable(_m: &fs::Metadata) -> bool {
     false
+}
+
+#[cfg(unix)]
+fn file_id(m: &fs::Metadata) -> (u64, u64) {
+    use std::os::unix::fs::MetadataExt;
+    (m.dev(), m.ino())
+}
+
+#[cfg(not(unix))]
+fn file_id(_m: &fs::Metadata) -> (u64, u64) {
+    (0, 0)
 }
 
 /// Reference implementation: digests a directory sequentially. The worker has a faster,

@@ -9,16 +9,26 @@
 //!
 //! Every byte is read exactly once: when a copy destination is given, the buffer that was
 //! read is written out and then hashed, so the staged copy is exactly what was hashed.
+//!
+//! Files are opened relative to directory descriptors walked down from the tree's root, every
+//! step with `O_NOFOLLOW`, and each opened file must be the very inode the listing saw. So a
+//! folder swapped for a link, or a file swapped for another, between listing and reading is a
+//! [`SnapshotError::Changed`], never a read of something outside the tree.
 
 use std::fs::{File, OpenOptions, Permissions};
 use std::io::{ErrorKind, Read, Write};
+use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
+use std::os::unix::ffi::OsStrExt;
 use std::os::unix::fs::{MetadataExt, OpenOptionsExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 use std::sync::mpsc::{Receiver, SyncSender, sync_channel};
 use std::time::{Duration, Instant};
 
+use rustix::fs::{AtFlags, CWD, Dir, FileType, Mode, OFlags, openat, statat};
+use rustix::io::Errno;
 use verifier_sdk::digest::{
-    DigestError, DirectoryHasher, Snapshot, TreeEntry, TreeLimits, list_tree,
+    DigestError, DirectoryHasher, MAX_DIRECTORIES, Snapshot, TreeEntry, TreeLimits,
+    validate_relative_path,
 };
 
 use crate::progress::{NoProgress, ProgressSink};
@@ -40,7 +50,8 @@ pub enum SnapshotError {
     /// The tree broke a rule (link, special file, name, depth, limit) or could not be read.
     #[error(transparent)]
     Tree(#[from] DigestError),
-    /// A file was replaced, removed, resized or modified between listing and reading it.
+    /// A file or one of its folders was replaced, removed, resized or modified between listing
+    /// and reading it.
     #[error("file {0:?} changed while being read")]
     Changed(PathBuf),
     /// A file of a staged tree does not carry a normalized mode.
@@ -86,8 +97,128 @@ pub fn snapshot_directory_with_progress(
     limits: TreeLimits,
     progress: &mut dyn ProgressSink,
 ) -> Result<Snapshot, SnapshotError> {
-    let (entries, _dirs) = list_tree(dir, limits)?;
+    let (entries, _dirs) = list_tree_at(dir, limits)?;
     hash_listed_tree(&Pass::read_only(dir, limits), &entries, progress)
+}
+
+/// Lists `root` under the rules, limits and errors of `verifier_sdk::digest::list_tree`, but
+/// reaches every folder through a descriptor opened from its parent's with `O_NOFOLLOW`, so a
+/// folder swapped for a link while the tree is listed cannot lead the walk out of the tree.
+pub(crate) fn list_tree_at(
+    root: &Path,
+    limits: TreeLimits,
+) -> Result<(Vec<TreeEntry>, Vec<String>), SnapshotError> {
+    let fd = openat(CWD, root, DIR_FLAGS, Mode::empty()).map_err(|errno| match errno {
+        Errno::LOOP | Errno::NOTDIR => DigestError::NotADirectory(root.into()),
+        other => DigestError::Io {
+            path: root.into(),
+            source: other.into(),
+        },
+    })?;
+    let mut listing = Listing {
+        limits,
+        files: Vec::new(),
+        dirs: Vec::new(),
+        total: 0,
+    };
+    listing.walk(fd, root, "")?;
+    let Listing {
+        mut files,
+        mut dirs,
+        ..
+    } = listing;
+    files.sort_unstable_by(|a, b| a.rel_path.as_bytes().cmp(b.rel_path.as_bytes()));
+    dirs.sort_unstable();
+    Ok((files, dirs))
+}
+
+struct Listing {
+    limits: TreeLimits,
+    files: Vec<TreeEntry>,
+    dirs: Vec<String>,
+    total: u64,
+}
+
+impl Listing {
+    /// Lists the folder open at `fd`, then each of its subfolders; only the chain of folders
+    /// being walked (bounded by the depth limit) is held open.
+    fn walk(&mut self, fd: OwnedFd, abs: &Path, rel: &str) -> Result<(), SnapshotError> {
+        let io = |path: &Path, errno: Errno| DigestError::Io {
+            path: path.to_path_buf(),
+            source: errno.into(),
+        };
+        let mut dir = Dir::new(fd).map_err(|e| io(abs, e))?;
+        let mut subdirs = Vec::new();
+        while let Some(entry) = dir.read() {
+            let entry = entry.map_err(|e| io(abs, e))?;
+            let name_bytes = entry.file_name().to_bytes();
+            if name_bytes == b"." || name_bytes == b".." {
+                continue;
+            }
+            let child_abs = abs.join(std::ffi::OsStr::from_bytes(name_bytes));
+            let Ok(name) = std::str::from_utf8(name_bytes) else {
+                return Err(DigestError::NonUtf8Name(child_abs).into());
+            };
+            let child_rel = if rel.is_empty() {
+                name.to_owned()
+            } else {
+                format!("{rel}/{name}")
+            };
+            validate_relative_path(&child_rel)?;
+            let dir_fd = dir.fd().map_err(|e| io(abs, e))?;
+            // `d_type` spares a stat for folders, links and special files; a file needs one
+            // for its size and identity, and a filesystem without `d_type` needs one for all.
+            let mut stat = None;
+            let mut kind = entry.file_type();
+            if kind == FileType::Unknown || kind == FileType::RegularFile {
+                let st = statat(dir_fd, name, AtFlags::SYMLINK_NOFOLLOW)
+                    .map_err(|e| io(&child_abs, e))?;
+                kind = FileType::from_raw_mode(st.st_mode);
+                stat = Some(st);
+            }
+            match (kind, stat) {
+                (FileType::Symlink, _) => return Err(DigestError::Symlink(child_abs).into()),
+                (FileType::Directory, _) => {
+                    if self.dirs.len() as u64 >= MAX_DIRECTORIES {
+                        return Err(DigestError::TooManyDirectories.into());
+                    }
+                    self.dirs.push(child_rel.clone());
+                    subdirs.push((name.to_owned(), child_abs, child_rel));
+                }
+                (FileType::RegularFile, Some(st)) => {
+                    if self.files.len() as u64 >= self.limits.max_files {
+                        return Err(DigestError::TooManyFiles {
+                            limit: self.limits.max_files,
+                        }
+                        .into());
+                    }
+                    let size = u64::try_from(st.st_size).unwrap_or(u64::MAX);
+                    self.total = self.total.saturating_add(size);
+                    if self.total > self.limits.max_bytes {
+                        return Err(DigestError::TooManyBytes {
+                            limit: self.limits.max_bytes,
+                        }
+                        .into());
+                    }
+                    self.files.push(TreeEntry {
+                        rel_path: child_rel,
+                        size,
+                        executable: st.st_mode & 0o111 != 0,
+                        dev: st.st_dev,
+                        ino: st.st_ino,
+                    });
+                }
+                _ => return Err(DigestError::SpecialFile(child_abs).into()),
+            }
+        }
+        for (name, child_abs, child_rel) in subdirs {
+            let parent = dir.fd().map_err(|e| io(abs, e))?;
+            let child = openat(parent, name.as_str(), DIR_FLAGS, Mode::empty())
+                .map_err(|errno| open_failure(&child_abs, errno))?;
+            self.walk(child, &child_abs, &child_rel)?;
+        }
+        Ok(())
+    }
 }
 
 /// What one pass over a listed tree does besides hashing.
@@ -132,7 +263,7 @@ enum Stop {
     HungUp,
 }
 
-/// Hashes (and maybe copies) `entries`, which must come from `list_tree(pass.source, ..)`.
+/// Hashes (and maybe copies) `entries`, which must come from `list_tree_at(pass.source, ..)`.
 pub(crate) fn hash_listed_tree(
     pass: &Pass<'_>,
     entries: &[TreeEntry],
@@ -200,8 +331,15 @@ fn read_all(
     pool_rx: &Receiver<Vec<u8>>,
 ) -> bool {
     let mut spare: Option<Vec<u8>> = None;
+    let mut dirs = match DirChain::open(pass.source) {
+        Ok(dirs) => dirs,
+        Err(errno) => {
+            let _ = data_tx.send(Message::Failed(open_failure(pass.source, errno)));
+            return false;
+        }
+    };
     for (index, entry) in entries.iter().enumerate() {
-        match read_one(pass, index, entry, data_tx, pool_rx, &mut spare) {
+        match read_one(pass, &mut dirs, index, entry, data_tx, pool_rx, &mut spare) {
             Ok(()) => {}
             Err(Stop::Failed(error)) => {
                 let _ = data_tx.send(Message::Failed(error));
@@ -218,8 +356,84 @@ fn read_all(
     true
 }
 
+/// Directory descriptors from the tree's root down to the folder of the file being read. The
+/// listing is sorted by path bytes, so all files below a folder are contiguous in it and each
+/// folder is opened once, while at most one chain of folders (bounded by the depth limit) is
+/// held open.
+struct DirChain {
+    root: OwnedFd,
+    /// Relative path and descriptor of each folder below the root, outermost first.
+    open: Vec<(String, OwnedFd)>,
+}
+
+/// Folders are never followed through a link, and a non-folder in their place fails.
+const DIR_FLAGS: OFlags = OFlags::RDONLY
+    .union(OFlags::DIRECTORY)
+    .union(OFlags::NOFOLLOW)
+    .union(OFlags::CLOEXEC);
+/// `O_NOFOLLOW`: a file swapped for a link after listing is refused, not followed.
+/// `O_NONBLOCK`: a file swapped for a fifo cannot make the open hang.
+const FILE_FLAGS: OFlags = OFlags::RDONLY
+    .union(OFlags::NOFOLLOW)
+    .union(OFlags::NONBLOCK)
+    .union(OFlags::CLOEXEC);
+
+impl DirChain {
+    fn open(root: &Path) -> Result<Self, Errno> {
+        Ok(Self {
+            root: openat(CWD, root, DIR_FLAGS, Mode::empty())?,
+            open: Vec::new(),
+        })
+    }
+
+    /// The descriptor of folder `rel` (`""` for the root), opening the folders not yet open.
+    fn dir(&mut self, rel: &str) -> Result<BorrowedFd<'_>, Errno> {
+        while let Some((top, _)) = self.open.last() {
+            if rel
+                .strip_prefix(top.as_str())
+                .is_some_and(|rest| rest.is_empty() || rest.starts_with('/'))
+            {
+                break;
+            }
+            self.open.pop();
+        }
+        let opened = self.open.last().map_or(0, |(top, _)| top.len() + 1);
+        for component in rel.get(opened..).unwrap_or_default().split('/') {
+            if component.is_empty() {
+                continue;
+            }
+            let fd = openat(self.current(), component, DIR_FLAGS, Mode::empty())?;
+            let path = match self.open.last() {
+                Some((top, _)) => format!("{top}/{component}"),
+                None => component.to_owned(),
+            };
+            self.open.push((path, fd));
+        }
+        Ok(self.current())
+    }
+
+    fn current(&self) -> BorrowedFd<'_> {
+        self.open
+            .last()
+            .map_or(self.root.as_fd(), |(_, fd)| fd.as_fd())
+    }
+}
+
+/// A missing entry, a link, or a non-folder where a folder was listed means the tree changed.
+fn open_failure(path: &Path, errno: Errno) -> SnapshotError {
+    match errno {
+        Errno::NOENT | Errno::LOOP | Errno::NOTDIR => SnapshotError::Changed(path.to_path_buf()),
+        other => DigestError::Io {
+            path: path.to_path_buf(),
+            source: other.into(),
+        }
+        .into(),
+    }
+}
+
 fn read_one(
     pass: &Pass<'_>,
+    dirs: &mut DirChain,
     index: usize,
     entry: &TreeEntry,
     data_tx: &SyncSender<Message>,
@@ -227,23 +441,25 @@ fn read_one(
     spare: &mut Option<Vec<u8>>,
 ) -> Result<(), Stop> {
     let path = pass.source.join(&entry.rel_path);
-    // O_NOFOLLOW: a file swapped for a link after listing is refused, not followed.
-    // O_NONBLOCK: a file swapped for a fifo cannot make the open hang.
-    let mut file = match OpenOptions::new()
-        .read(true)
-        .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK)
-        .open(&path)
-    {
-        Ok(file) => file,
-        Err(e) if e.kind() == ErrorKind::NotFound || e.raw_os_error() == Some(libc::ELOOP) => {
-            return Err(changed(&path));
-        }
-        Err(source) => return Err(io_failure(&path, source)),
-    };
+    let (folder, name) = entry
+        .rel_path
+        .rsplit_once('/')
+        .unwrap_or(("", entry.rel_path.as_str()));
+    let mut file = dirs
+        .dir(folder)
+        .and_then(|dir| openat(dir, name, FILE_FLAGS, Mode::empty()))
+        .map(File::from)
+        .map_err(|errno| Stop::Failed(open_failure(&path, errno)))?;
     let before = file
         .metadata()
         .map_err(|source| io_failure(&path, source))?;
-    if !before.file_type().is_file() || before.len() != entry.size {
+    // The inode check is what ties the bytes read to the listing: without it, a folder swapped
+    // back and forth, or a file renamed over the listed one, could be read in its place.
+    if !before.file_type().is_file()
+        || before.len() != entry.size
+        || before.dev() != entry.dev
+        || before.ino() != entry.ino
+    {
         return Err(changed(&path));
     }
     let mode = before.mode() & 0o7777;
@@ -411,6 +627,44 @@ mod tests {
     }
 
     #[test]
+    fn listing_through_descriptors_equals_the_sdk_listing() {
+        let dir = tempfile::tempdir().unwrap();
+        for (path, content) in [
+            ("a/b-c", &b"1"[..]),
+            ("a/b/x", b"22"),
+            ("a/b0", b"333"),
+            ("a.txt", b""),
+            ("z/y/x/w", b"4444"),
+        ] {
+            let path = dir.path().join(path);
+            fs::create_dir_all(path.parent().unwrap()).unwrap();
+            fs::write(path, content).unwrap();
+        }
+        fs::create_dir_all(dir.path().join("empty/dir")).unwrap();
+        fs::set_permissions(dir.path().join("a/b0"), Permissions::from_mode(0o750)).unwrap();
+        let ours = list_tree_at(dir.path(), limits()).unwrap();
+        assert_eq!(
+            ours,
+            verifier_sdk::digest::list_tree(dir.path(), limits()).unwrap()
+        );
+        assert_eq!(ours.0.len(), 5);
+
+        std::os::unix::fs::symlink("a", dir.path().join("a/link")).unwrap();
+        let err = list_tree_at(dir.path(), limits()).unwrap_err();
+        assert!(
+            matches!(err, SnapshotError::Tree(DigestError::Symlink(ref p)) if *p == dir.path().join("a/link")),
+            "{err}"
+        );
+        let root_link = dir.path().join("root-link");
+        std::os::unix::fs::symlink(dir.path().join("empty"), &root_link).unwrap();
+        let err = list_tree_at(&root_link, limits()).unwrap_err();
+        assert!(
+            matches!(err, SnapshotError::Tree(DigestError::NotADirectory(_))),
+            "{err}"
+        );
+    }
+
+    #[test]
     fn more_files_than_buffers_do_not_deadlock() {
         let dir = tempfile::tempdir().unwrap();
         for i in 0..(POOL_BUFFERS * 5) {
@@ -428,7 +682,7 @@ mod tests {
         fs::set_permissions(src.path().join("run.sh"), Permissions::from_mode(0o710)).unwrap();
         fs::write(src.path().join("data"), vec![9u8; CHUNK_BYTES + 1]).unwrap();
         fs::set_permissions(src.path().join("data"), Permissions::from_mode(0o666)).unwrap();
-        let (entries, _) = list_tree(src.path(), limits()).unwrap();
+        let (entries, _) = list_tree_at(src.path(), limits()).unwrap();
         let pass = Pass {
             copy_to: Some(dst.path()),
             ..Pass::read_only(src.path(), limits())
@@ -452,7 +706,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         fs::write(dir.path().join("f"), b"1").unwrap();
         fs::set_permissions(dir.path().join("f"), Permissions::from_mode(0o644)).unwrap();
-        let (entries, _) = list_tree(dir.path(), limits()).unwrap();
+        let (entries, _) = list_tree_at(dir.path(), limits()).unwrap();
         let pass = Pass {
             require_normalized_modes: true,
             ..Pass::read_only(dir.path(), limits())
@@ -464,11 +718,76 @@ mod tests {
         );
     }
 
+    /// Lists `dir`, then reads it with the pause hook set, running `swap` at the pause (after
+    /// the first file, before any other is opened).
+    fn read_swapping_after_first_file(
+        dir: &Path,
+        swap: impl FnOnce() + Send,
+    ) -> Result<Snapshot, SnapshotError> {
+        let (entries, _) = list_tree_at(dir, limits()).unwrap();
+        let marker_dir = tempfile::tempdir().unwrap();
+        let marker = marker_dir.path().join("paused");
+        let pass = Pass {
+            pause_marker: Some(marker.clone()),
+            ..Pass::read_only(dir, limits())
+        };
+        std::thread::scope(|scope| {
+            scope.spawn(|| {
+                let started = Instant::now();
+                while !marker.exists() {
+                    assert!(started.elapsed() < PAUSE_LIMIT, "never paused");
+                    std::thread::sleep(Duration::from_millis(5));
+                }
+                swap();
+                fs::remove_file(&marker).unwrap();
+            });
+            hash_listed_tree(&pass, &entries, &mut NoProgress)
+        })
+    }
+
+    #[test]
+    fn parent_directory_swapped_for_symlink_mid_snapshot_is_refused() {
+        let outside = tempfile::tempdir().unwrap();
+        fs::write(outside.path().join("secret"), b"outside!").unwrap();
+        fs::set_permissions(outside.path().join("secret"), Permissions::from_mode(0o600)).unwrap();
+        let dir = tempfile::tempdir().unwrap();
+        let moved = tempfile::tempdir().unwrap();
+        fs::write(dir.path().join("0first"), b"first").unwrap();
+        fs::create_dir(dir.path().join("a")).unwrap();
+        fs::write(dir.path().join("a/secret"), b"in-tree!").unwrap();
+        let result = read_swapping_after_first_file(dir.path(), || {
+            fs::rename(dir.path().join("a"), moved.path().join("a")).unwrap();
+            std::os::unix::fs::symlink(outside.path(), dir.path().join("a")).unwrap();
+        });
+        match result {
+            Err(SnapshotError::Changed(path)) => assert_eq!(path, dir.path().join("a/secret")),
+            other => panic!("read through the swapped folder: {other:?}"),
+        }
+    }
+
+    #[test]
+    fn a_file_replaced_by_another_of_the_same_size_mid_read_is_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        let moved = tempfile::tempdir().unwrap();
+        fs::write(dir.path().join("0first"), b"first").unwrap();
+        fs::create_dir(dir.path().join("a")).unwrap();
+        fs::write(dir.path().join("a/f"), b"listed").unwrap();
+        let result = read_swapping_after_first_file(dir.path(), || {
+            fs::rename(dir.path().join("a"), moved.path().join("a")).unwrap();
+            fs::create_dir(dir.path().join("a")).unwrap();
+            fs::write(dir.path().join("a/f"), b"other!").unwrap();
+        });
+        assert!(
+            matches!(result, Err(SnapshotError::Changed(_))),
+            "{result:?}"
+        );
+    }
+
     #[test]
     fn a_file_resized_after_listing_is_a_change() {
         let dir = tempfile::tempdir().unwrap();
         fs::write(dir.path().join("f"), b"1234").unwrap();
-        let (entries, _) = list_tree(dir.path(), limits()).unwrap();
+        let (entries, _) = list_tree_at(dir.path(), limits()).unwrap();
         fs::write(dir.path().join("f"), b"123456").unwrap();
         let err = hash_listed_tree(
             &Pass::read_only(dir.path(), limits()),

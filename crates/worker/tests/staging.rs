@@ -412,6 +412,74 @@ fn a_file_changing_during_the_copy_leaves_nothing_behind() {
     assert_store_empty(root.path());
 }
 
+/// Every regular file below `dir` whose content is `needle`.
+fn files_holding(dir: &Path, needle: &[u8]) -> Vec<PathBuf> {
+    let mut found = Vec::new();
+    let mut stack = vec![dir.to_path_buf()];
+    while let Some(current) = stack.pop() {
+        for entry in fs::read_dir(&current).unwrap() {
+            let entry = entry.unwrap();
+            let kind = entry.file_type().unwrap();
+            if kind.is_dir() {
+                stack.push(entry.path());
+            } else if kind.is_file() && fs::read(entry.path()).unwrap() == needle {
+                found.push(entry.path());
+            }
+        }
+    }
+    found
+}
+
+#[test]
+fn parent_directory_swapped_for_symlink_mid_stage_is_refused() {
+    const SECRET: &[u8] = b"outside-secret-0600\n";
+    const DECOY: &[u8] = b"in-tree-decoy-0644!\n";
+    assert_eq!(
+        SECRET.len(),
+        DECOY.len(),
+        "the swap must keep the listed size"
+    );
+    let outside = tempfile::tempdir().unwrap();
+    write_tree(outside.path(), &[("secret", SECRET)]);
+    unseal(&outside.path().join("secret"), 0o600);
+    // `0first` sorts before `a/secret`, so the pause falls after the listing and before any
+    // file of `a/` is opened.
+    let dir = tree(&[("0first", b"first"), ("a/secret", DECOY)]);
+    let root = tempfile::tempdir().unwrap();
+    let marker_dir = tempfile::tempdir().unwrap();
+    let marker = marker_dir.path().join("paused");
+    let mut child = stage_cmd("source", dir.path(), root.path(), BIG, MANY)
+        .env(worker::stage::PAUSE_HOOK_ENV, &marker)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    wait_for(&marker, &mut child);
+    fs::rename(dir.path().join("a"), marker_dir.path().join("a-moved")).unwrap();
+    std::os::unix::fs::symlink(outside.path(), dir.path().join("a")).unwrap();
+    fs::remove_file(&marker).unwrap();
+    let out = child.wait_with_output().unwrap();
+
+    let leaked = files_holding(root.path(), SECRET);
+    assert!(
+        leaked.is_empty(),
+        "the 0600 file from outside the tree was published: {leaked:?} (modes {:?}), stdout: {}",
+        leaked
+            .iter()
+            .map(|p| format!("{:o}", mode(p)))
+            .collect::<Vec<_>>(),
+        String::from_utf8_lossy(&out.stdout)
+    );
+    assert_eq!(code(&out), 4, "{}", stderr(&out));
+    assert!(out.stdout.is_empty());
+    assert!(
+        stderr(&out).contains("changed while being read"),
+        "{}",
+        stderr(&out)
+    );
+    assert_store_empty(root.path());
+}
+
 #[test]
 fn a_killed_stage_leaves_no_target_and_its_leftovers_are_cleaned_next_time() {
     let dir = tree(&[

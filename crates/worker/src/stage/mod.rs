@@ -6,7 +6,10 @@
 //! `<root>/{sources|benchmarks}/sha256/<hex>`. An existing target is never trusted: it is
 //! re-digested, and replaced atomically when it does not match. Concurrent stagers of the same
 //! tree converge on one valid target, and work folders of crashed stages are removed by the
-//! next stage. A rejected input leaves no target and no work folder behind.
+//! next stage. A rejected input leaves no target and no work folder behind. Files are read
+//! through directory descriptors of the input, never through a link, and must be the inodes
+//! the listing saw (see [`crate::snapshot`]), so swapping a folder or file of the input while it
+//! is staged fails the stage instead of publishing bytes from outside the tree.
 //!
 //! [`verify_staged`] re-digests a published tree; the run step calls it immediately before and
 //! after each run.
@@ -24,10 +27,10 @@ use std::str::FromStr;
 
 use tracing::info;
 use verifier_sdk::Sha256Digest;
-use verifier_sdk::digest::{Snapshot, TreeLimits, list_tree};
+use verifier_sdk::digest::{Snapshot, TreeLimits};
 
 use crate::progress::ProgressSink;
-use crate::snapshot::{DIR_MODE, Pass, SnapshotError, hash_listed_tree};
+use crate::snapshot::{DIR_MODE, Pass, SnapshotError, hash_listed_tree, list_tree_at};
 
 pub use store::{STALE_AFTER, WORK_PREFIX, target_path};
 
@@ -203,7 +206,7 @@ pub fn stage_tree(
     }
     let store = store::Store::open(root)?;
     store.clean_leftovers();
-    let (entries, dirs) = list_tree(dir, limits).map_err(SnapshotError::from)?;
+    let (entries, dirs) = list_tree_at(dir, limits)?;
     let mut work = store.new_work_dir()?;
     let store_error = |path: PathBuf, source| StageError::Store { path, source };
     for rel in &dirs {
@@ -291,7 +294,7 @@ fn verify_tree(path: &Path, expected: Sha256Digest, limits: TreeLimits) -> Resul
         path: path.into(),
         source,
     };
-    let (entries, dirs) = list_tree(path, limits).map_err(|e| invalid(e.into()))?;
+    let (entries, dirs) = list_tree_at(path, limits).map_err(invalid)?;
     for dir in std::iter::once(path.to_path_buf()).chain(dirs.iter().map(|d| path.join(d))) {
         let mode = std::fs::symlink_metadata(&dir)
             .map_err(|source| VerifyError::Io {
