@@ -395,7 +395,7 @@ async fn an_unusable_staging_root_is_a_configuration_error_not_a_retry() {
 }
 
 /// Most resident memory `worker feed` may use on a hostile feed.
-const FEED_RSS_BOUND: u64 = 512 << 20;
+const FEED_RSS_BOUND: u64 = 128 << 20;
 
 /// What a memory-watched `worker feed` run ended with.
 struct Watched {

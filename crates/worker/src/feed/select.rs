@@ -61,7 +61,7 @@ pub fn select_jobs(
     let mut unnamed = 0usize;
     for job in fetched.into_iter().flatten() {
         let Some(job_id) = job.get("job_id").and_then(Value::as_str).map(str::to_owned) else {
-            unnamed += 1;
+            unnamed = unnamed.saturating_add(1);
             excluded.push(JobStatus::Rejected, reason::MISSING_JOB_ID, || {
                 JobRow::new(
                     format!("<feed entry without job_id #{unnamed}>"),
