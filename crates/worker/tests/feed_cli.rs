@@ -125,20 +125,7 @@ impl World {
 
     /// As [`World::feed`], with `staging` as the staging root.
     async fn feed_staged(&self, out: &str, env: &[(&str, &str)], staging: &Path) -> Outcome {
-        let mut cmd = Command::new(env!("CARGO_BIN_EXE_worker"));
-        cmd.args(["feed", "--quiet", "--api", &self.server.base])
-            .args(["--network", "base-mainnet", "--verifier", VERIFIER])
-            .arg("--out")
-            .arg(self.path(out))
-            .arg("--cache-dir")
-            .arg(self.path("cache"))
-            .arg("--work-dir")
-            .arg(self.path("work"))
-            .arg("--staging-root")
-            .arg(staging)
-            .args(["--archive-base", &self.server.base, "--json"])
-            .env_remove("GITHUB_SHA")
-            .env_remove("REGRESSION_SANDBOX_STAGING_ROOT");
+        let mut cmd = self.command(out, staging);
         for (k, v) in env {
             cmd.env(k, v);
         }
@@ -153,6 +140,25 @@ impl World {
             report,
             stderr,
         }
+    }
+
+    /// The `worker feed --json` command line of this world.
+    fn command(&self, out: &str, staging: &Path) -> Command {
+        let mut cmd = Command::new(env!("CARGO_BIN_EXE_worker"));
+        cmd.args(["feed", "--quiet", "--api", &self.server.base])
+            .args(["--network", "base-mainnet", "--verifier", VERIFIER])
+            .arg("--out")
+            .arg(self.path(out))
+            .arg("--cache-dir")
+            .arg(self.path("cache"))
+            .arg("--work-dir")
+            .arg(self.path("work"))
+            .arg("--staging-root")
+            .arg(staging)
+            .args(["--archive-base", &self.server.base, "--json"])
+            .env_remove("GITHUB_SHA")
+            .env_remove("REGRESSION_SANDBOX_STAGING_ROOT");
+        cmd
     }
 
     /// Evidence records the executor has written into the store.
@@ -605,4 +611,51 @@ async fn a_feed_of_ten_thousand_nameless_entries_is_reported_as_five_rows_and_a_
         out.stderr
     );
     assert!(out.stderr.lines().count() < 20, "{}", out.stderr);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_worker_killed_mid_download_leaves_a_scratch_dir_that_the_next_run_removes() {
+    let w = World::new().await;
+    let job = w.example_job(1, "source-pass");
+    // The source download never completes.
+    w.server.route(
+        &format!("/solver-org/sol-1/tar.gz/{}", commit(1)),
+        Reply {
+            stall: true,
+            ..Reply::ok(Vec::new())
+        },
+    );
+    w.serve(&[&job]);
+    let mut cmd = w.command("out1", &w.path("staging"));
+    cmd.stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null());
+    let mut child = cmd.spawn().unwrap();
+    let work = w.path("work");
+    let started = std::time::Instant::now();
+    let scratch = loop {
+        let found = std::fs::read_dir(&work)
+            .unwrap()
+            .map(|e| e.unwrap().path())
+            .find(|p| p.join("job-0/source.tar.gz").exists());
+        if let Some(dir) = found {
+            break dir;
+        }
+        assert!(
+            started.elapsed() < std::time::Duration::from_secs(60),
+            "the worker never started the download"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    };
+    child.kill().unwrap();
+    child.wait().unwrap();
+    assert!(scratch.exists(), "SIGKILL leaves the scratch dir behind");
+
+    w.serve(&[]);
+    let run = w.feed("out2", &[]).await;
+    run.assert_code(0);
+    assert!(
+        !scratch.exists(),
+        "the killed worker's scratch dir {scratch:?} survived the next run"
+    );
+    assert_eq!(std::fs::read_dir(&work).unwrap().count(), 0);
 }
