@@ -25,6 +25,11 @@ pub use policy::{check_url, is_loopback, redact};
 /// Path of the verification-job feed under the API base (PROTOCOL §2).
 pub const JOBS_PATH: &str = "/v1/base/autonomous-bounties/verification-jobs";
 
+/// Most entries one feed answer may hold; a longer feed is refused whole. Far above any real
+/// feed (one answer lists the open jobs of one verifier), and low enough that a 16 MiB body of
+/// tiny entries cannot turn into millions of parsed values and report rows.
+pub const MAX_FEED_JOBS: usize = 10_000;
+
 /// Why a request failed. Messages never contain a URL's userinfo or query, or a header.
 #[derive(Debug, thiserror::Error)]
 pub enum ClientError {
@@ -70,6 +75,12 @@ pub enum ClientError {
     /// The feed returned the same job id more than once for one query.
     #[error("the feed returned job {0} more than once")]
     DuplicateJob(String),
+    /// The feed holds more entries than [`MAX_FEED_JOBS`]; none of them is used.
+    #[error("the job feed has more than {limit} entries; refusing all of them")]
+    TooManyJobs {
+        /// The cap.
+        limit: usize,
+    },
     /// Connecting, TLS, or reading the body failed.
     #[error("transport error: {0}")]
     Transport(String),
@@ -91,6 +102,7 @@ impl ClientError {
             Self::HttpStatus { .. } => "http_status",
             Self::InvalidJson(_) => "invalid_json",
             Self::DuplicateJob(_) => "duplicate_job",
+            Self::TooManyJobs { .. } => "too_many_jobs",
             Self::Transport(_) => "transport",
             Self::Write(_) => "write",
         }
@@ -173,12 +185,8 @@ impl PlatformClient {
         verifier: Address,
     ) -> Result<Vec<Value>, ClientError> {
         let url = jobs_url(api_base, network, verifier)?;
-        match self.get_json(url.as_str()).await? {
-            Value::Array(jobs) => Ok(jobs),
-            _ => Err(ClientError::InvalidJson(
-                "the job feed is not a json array".into(),
-            )),
-        }
+        let body = self.get_json_body(url.as_str()).await?;
+        parse_jobs(&body, MAX_FEED_JOBS)
     }
 
     /// The one job with `job_id` in `verifier`'s feed, or `None`. More than one job with that
@@ -206,6 +214,13 @@ impl PlatformClient {
 
     /// GETs `url` and parses the body as JSON within the size and depth caps.
     pub async fn get_json(&self, url: &str) -> Result<Value, ClientError> {
+        let body = self.get_json_body(url).await?;
+        serde_json::from_slice(&body)
+            .map_err(|e| ClientError::InvalidJson(e.to_string().chars().take(256).collect()))
+    }
+
+    /// GETs `url` and returns the body once it is known to be within the size and depth caps.
+    async fn get_json_body(&self, url: &str) -> Result<Vec<u8>, ClientError> {
         let url = check_url(url)?;
         let limit = self.limits.max_json_bytes;
         let timeout = self.limits.json_timeout;
@@ -227,8 +242,7 @@ impl PlatformClient {
                 limit: self.limits.max_json_depth,
             });
         }
-        serde_json::from_slice(&body)
-            .map_err(|e| ClientError::InvalidJson(e.to_string().chars().take(256).collect()))
+        Ok(body)
     }
 
     /// Streams `url` into `writer`, failing as soon as more than `max_bytes` arrive (or are
@@ -273,6 +287,62 @@ impl PlatformClient {
             .map_err(|e| request_error(e, timeout))?;
         check_status(response.status())?;
         Ok(response)
+    }
+}
+
+/// Parses a feed body as a JSON array of at most `max` entries. The count is checked while
+/// parsing, and entries past the cap are skipped without being built, so an over-long feed
+/// costs no more memory than `max` entries.
+fn parse_jobs(body: &[u8], max: usize) -> Result<Vec<Value>, ClientError> {
+    use serde::de::{DeserializeSeed, Error as _, IgnoredAny, SeqAccess, Visitor};
+
+    struct Jobs<'a> {
+        max: usize,
+        over: &'a std::cell::Cell<bool>,
+    }
+    impl<'de> DeserializeSeed<'de> for Jobs<'_> {
+        type Value = Vec<Value>;
+        fn deserialize<D: serde::Deserializer<'de>>(self, d: D) -> Result<Vec<Value>, D::Error> {
+            d.deserialize_seq(self)
+        }
+    }
+    impl<'de> Visitor<'de> for Jobs<'_> {
+        type Value = Vec<Value>;
+        fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+            f.write_str("a json array of jobs")
+        }
+        fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Vec<Value>, A::Error> {
+            let mut jobs = Vec::new();
+            loop {
+                if jobs.len() == self.max {
+                    if seq.next_element::<IgnoredAny>()?.is_some() {
+                        self.over.set(true);
+                        return Err(A::Error::custom("too many entries"));
+                    }
+                    return Ok(jobs);
+                }
+                match seq.next_element::<Value>()? {
+                    Some(job) => jobs.push(job),
+                    None => return Ok(jobs),
+                }
+            }
+        }
+    }
+
+    let over = std::cell::Cell::new(false);
+    let mut de = serde_json::Deserializer::from_slice(body);
+    let parsed = Jobs { max, over: &over }
+        .deserialize(&mut de)
+        .and_then(|jobs| de.end().map(|()| jobs));
+    match parsed {
+        Ok(jobs) => Ok(jobs),
+        Err(_) if over.get() => Err(ClientError::TooManyJobs { limit: max }),
+        Err(e) if e.is_data() => Err(ClientError::InvalidJson(
+            "the job feed is not a json array".into(),
+        )),
+        Err(e) => Err(ClientError::InvalidJson(
+            e.to_string().chars().take(256).collect(),
+        )),
     }
 }
 
@@ -345,6 +415,30 @@ fn transport(e: reqwest::Error) -> ClientError {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_feed_entry_cap_is_exact_and_refuses_the_whole_feed() {
+        let feed = |n: usize| format!("[{}]", vec!["{}"; n].join(",")).into_bytes();
+        assert_eq!(parse_jobs(&feed(3), 3).unwrap().len(), 3);
+        assert_eq!(parse_jobs(b"[]", 3).unwrap().len(), 0);
+        assert!(matches!(
+            parse_jobs(&feed(4), 3),
+            Err(ClientError::TooManyJobs { limit: 3 })
+        ));
+        // Refused at the first entry past the cap, before the rest is even parsed.
+        assert!(matches!(
+            parse_jobs(b"[0,0,0,0,", 3),
+            Err(ClientError::TooManyJobs { limit: 3 })
+        ));
+        for bad in [&b"{\"jobs\":[]}"[..], b"[1,", b"[] []", b"7"] {
+            assert!(
+                matches!(parse_jobs(bad, 3), Err(ClientError::InvalidJson(_))),
+                "{}",
+                String::from_utf8_lossy(bad)
+            );
+        }
+        assert!(!ClientError::TooManyJobs { limit: 1 }.is_transient());
+    }
 
     #[test]
     fn jobs_url_has_the_protocol_shape() {

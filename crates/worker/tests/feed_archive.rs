@@ -591,3 +591,142 @@ proptest! {
         }
     }
 }
+
+/// Peak resident memory of this process so far (nextest runs each test in its own process).
+fn peak_rss_bytes() -> u64 {
+    let status = fs::read_to_string("/proc/self/status").unwrap();
+    let line = status.lines().find(|l| l.starts_with("VmHWM:")).unwrap();
+    let kib: u64 = line
+        .split_whitespace()
+        .nth(1)
+        .and_then(|n| n.parse().ok())
+        .unwrap();
+    kib * 1024
+}
+
+/// A tar.gz whose first entry is an extension header of `kind` announcing `size` bytes of
+/// zeros, followed by a plain `t/` folder and file. Built in chunks: the test never holds the
+/// header's body.
+fn huge_extension_header(kind: tar::EntryType, size: u64) -> Vec<u8> {
+    use std::io::Write as _;
+    let mut gz = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::fast());
+    let mut h = tar::Header::new_ustar();
+    h.set_path("././@LongLink").unwrap();
+    h.set_entry_type(kind);
+    h.set_size(size);
+    h.set_mode(0o644);
+    h.set_cksum();
+    gz.write_all(h.as_bytes()).unwrap();
+    let chunk = vec![0u8; 1 << 20];
+    let mut left = size;
+    while left > 0 {
+        let n = left.min(chunk.len() as u64);
+        gz.write_all(&chunk[..n as usize]).unwrap();
+        left -= n;
+    }
+    let pad = (512 - size % 512) % 512;
+    gz.write_all(&vec![0u8; pad as usize]).unwrap();
+    let rest = tar_bytes(&[dir("t/"), file("t/a", b"a")]);
+    gz.write_all(&rest).unwrap();
+    gz.finish().unwrap()
+}
+
+/// Extracts an archive whose extension header announces 100 MiB under the production source
+/// caps, and checks it is refused for the header's size without buffering it.
+fn assert_huge_header_refused(kind: tar::EntryType) {
+    let gz = huge_extension_header(kind, 100 << 20);
+    assert!(gz.len() < 1 << 20, "zeros compress well: {}", gz.len());
+    let limits = ArchiveLimits {
+        max_compressed_bytes: worker::feed::archive::SOURCE_MAX_COMPRESSED,
+        max_uncompressed_bytes: worker::feed::archive::SOURCE_MAX_UNCOMPRESSED,
+        ..roomy()
+    };
+    let s = scratch();
+    let before = peak_rss_bytes();
+    let result = extract(&s, &gz, ".", &limits);
+    let grown = peak_rss_bytes().saturating_sub(before);
+    let shown: String = format!("{result:?}").chars().take(300).collect();
+    eprintln!("{kind:?}: {shown}; peak rss grew by {} KiB", grown >> 10);
+    assert!(
+        grown < 16 << 20,
+        "a {kind:?} header was buffered: peak rss grew by {} MiB",
+        grown >> 20
+    );
+    let err = result.unwrap_err();
+    assert!(err.is_rejection(), "{err}");
+    let text = err.to_string();
+    assert!(
+        text.contains("extension header") && text.contains("65536"),
+        "not refused for the header's size: {text}"
+    );
+    assert_clean(&s);
+}
+
+#[test]
+fn a_100_mib_gnu_long_name_header_is_refused_without_buffering_it() {
+    assert_huge_header_refused(tar::EntryType::GNULongName);
+}
+
+#[test]
+fn a_100_mib_gnu_long_link_header_is_refused_without_buffering_it() {
+    assert_huge_header_refused(tar::EntryType::GNULongLink);
+}
+
+#[test]
+fn a_100_mib_pax_extended_header_is_refused_without_buffering_it() {
+    assert_huge_header_refused(tar::EntryType::XHeader);
+}
+
+#[test]
+fn a_100_mib_pax_global_header_is_refused_without_buffering_it() {
+    assert_huge_header_refused(tar::EntryType::XGlobalHeader);
+}
+
+#[test]
+fn a_pax_path_names_the_file() {
+    let s = scratch();
+    let long = format!("t/{}/{}.rs", "d".repeat(120), "f".repeat(80));
+    let gz = tar_gz(&[
+        dir("t/"),
+        Entry::PaxFile {
+            name: "t/short".into(),
+            pax_path: long.clone(),
+            data: b"pax".to_vec(),
+        },
+    ]);
+    extract(&s, &gz, ".", &roomy()).unwrap();
+    let got = files_under(&s.dest);
+    assert_eq!(got.len(), 1);
+    assert_eq!(got[long.strip_prefix("t/").unwrap()], b"pax");
+}
+
+#[test]
+fn a_pax_size_that_disagrees_with_the_header_is_refused() {
+    // Parsers that honour the pax size and those that read the header's would see different
+    // files in the same archive.
+    let mut b = tar::Builder::new(Vec::new());
+    let record = b"16 size=1048576\n";
+    let mut d = tar::Header::new_ustar();
+    d.set_path("t/").unwrap();
+    d.set_entry_type(tar::EntryType::Directory);
+    d.set_size(0);
+    d.set_cksum();
+    b.append(&d, &[][..]).unwrap();
+    let mut x = tar::Header::new_ustar();
+    x.set_path("PaxHeaders/a").unwrap();
+    x.set_entry_type(tar::EntryType::XHeader);
+    x.set_size(record.len() as u64);
+    x.set_cksum();
+    b.append(&x, &record[..]).unwrap();
+    let mut f = tar::Header::new_ustar();
+    f.set_path("t/a").unwrap();
+    f.set_size(1);
+    f.set_mode(0o644);
+    f.set_cksum();
+    b.append(&f, &b"a"[..]).unwrap();
+    let gz = gzip(&b.into_inner().unwrap());
+    let s = scratch();
+    let err = extract(&s, &gz, ".", &roomy()).unwrap_err();
+    assert!(err.is_rejection(), "{err}");
+    assert_clean(&s);
+}

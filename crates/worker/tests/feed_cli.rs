@@ -125,20 +125,7 @@ impl World {
 
     /// As [`World::feed`], with `staging` as the staging root.
     async fn feed_staged(&self, out: &str, env: &[(&str, &str)], staging: &Path) -> Outcome {
-        let mut cmd = Command::new(env!("CARGO_BIN_EXE_worker"));
-        cmd.args(["feed", "--quiet", "--api", &self.server.base])
-            .args(["--network", "base-mainnet", "--verifier", VERIFIER])
-            .arg("--out")
-            .arg(self.path(out))
-            .arg("--cache-dir")
-            .arg(self.path("cache"))
-            .arg("--work-dir")
-            .arg(self.path("work"))
-            .arg("--staging-root")
-            .arg(staging)
-            .args(["--archive-base", &self.server.base, "--json"])
-            .env_remove("GITHUB_SHA")
-            .env_remove("REGRESSION_SANDBOX_STAGING_ROOT");
+        let mut cmd = self.command(out, staging);
         for (k, v) in env {
             cmd.env(k, v);
         }
@@ -153,6 +140,25 @@ impl World {
             report,
             stderr,
         }
+    }
+
+    /// The `worker feed --json` command line of this world.
+    fn command(&self, out: &str, staging: &Path) -> Command {
+        let mut cmd = Command::new(env!("CARGO_BIN_EXE_worker"));
+        cmd.args(["feed", "--quiet", "--api", &self.server.base])
+            .args(["--network", "base-mainnet", "--verifier", VERIFIER])
+            .arg("--out")
+            .arg(self.path(out))
+            .arg("--cache-dir")
+            .arg(self.path("cache"))
+            .arg("--work-dir")
+            .arg(self.path("work"))
+            .arg("--staging-root")
+            .arg(staging)
+            .args(["--archive-base", &self.server.base, "--json"])
+            .env_remove("GITHUB_SHA")
+            .env_remove("REGRESSION_SANDBOX_STAGING_ROOT");
+        cmd
     }
 
     /// Evidence records the executor has written into the store.
@@ -392,4 +398,264 @@ async fn an_unusable_staging_root_is_a_configuration_error_not_a_retry() {
         0,
         "ran with a broken store"
     );
+}
+
+/// Most resident memory `worker feed` may use on a hostile feed.
+const FEED_RSS_BOUND: u64 = 128 << 20;
+
+/// What a memory-watched `worker feed` run ended with.
+struct Watched {
+    outcome: Outcome,
+    peak_rss: u64,
+}
+
+/// Runs `worker feed --json` against `api` under GNU time, watching its resident memory: the
+/// worker is SIGKILLed (and the test fails) as soon as it crosses [`FEED_RSS_BOUND`] or runs
+/// for a minute, so an unbounded run cannot take the machine down. The peak is the kernel's
+/// `ru_maxrss` of the worker as GNU time reports it.
+fn feed_watched(api: &str, tmp: &Path) -> Watched {
+    use std::io::Read as _;
+    use std::process::Stdio;
+    for d in ["work", "staging"] {
+        std::fs::create_dir_all(tmp.join(d)).unwrap();
+    }
+    let rss_file = tmp.join("maxrss");
+    let mut child = Command::new("/usr/bin/time")
+        .args(["-f", "%M", "-o"])
+        .arg(&rss_file)
+        .arg(env!("CARGO_BIN_EXE_worker"))
+        .args(["feed", "--quiet", "--api", api])
+        .args(["--network", "base-mainnet", "--verifier", VERIFIER])
+        .arg("--out")
+        .arg(tmp.join("out"))
+        .arg("--work-dir")
+        .arg(tmp.join("work"))
+        .arg("--staging-root")
+        .arg(tmp.join("staging"))
+        .args(["--archive-base", api, "--json"])
+        .env_remove("REGRESSION_SANDBOX_STAGING_ROOT")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("GNU time at /usr/bin/time measures the worker's peak memory");
+    let drain = |mut r: Box<dyn std::io::Read + Send>| {
+        std::thread::spawn(move || {
+            let mut buf = Vec::new();
+            let _ = r.read_to_end(&mut buf);
+            buf
+        })
+    };
+    let stdout = drain(Box::new(child.stdout.take().unwrap()));
+    let stderr = drain(Box::new(child.stderr.take().unwrap()));
+    let time_pid = child.id();
+    let started = std::time::Instant::now();
+    let mut killed = None;
+    let status = loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            break status;
+        }
+        let worker_pid =
+            std::fs::read_to_string(format!("/proc/{time_pid}/task/{time_pid}/children"))
+                .ok()
+                .and_then(|s| s.split_whitespace().next().map(str::to_owned));
+        if let Some(pid) = worker_pid {
+            let rss = std::fs::read_to_string(format!("/proc/{pid}/status"))
+                .ok()
+                .and_then(|s| {
+                    s.lines()
+                        .find(|l| l.starts_with("VmRSS:"))
+                        .and_then(|l| l.split_whitespace().nth(1)?.parse::<u64>().ok())
+                })
+                .unwrap_or(0)
+                * 1024;
+            let too_long = started.elapsed() > std::time::Duration::from_secs(60);
+            if killed.is_none() && (rss > FEED_RSS_BOUND || too_long) {
+                killed = Some(format!(
+                    "resident {} MiB after {:?}",
+                    rss >> 20,
+                    started.elapsed()
+                ));
+                let _ = Command::new("kill").args(["-KILL", &pid]).status();
+            }
+        }
+        std::thread::sleep(std::time::Duration::from_millis(5));
+    };
+    let stderr = String::from_utf8_lossy(&stderr.join().unwrap()).into_owned();
+    let stdout = stdout.join().unwrap();
+    let measured = std::fs::read_to_string(&rss_file).unwrap();
+    let peak_rss = measured
+        .lines()
+        .last()
+        .and_then(|l| l.trim().parse::<u64>().ok())
+        .unwrap_or_else(|| panic!("GNU time wrote {measured:?}"))
+        * 1024;
+    if let Some(why) = killed {
+        panic!(
+            "worker feed was killed over the {} MiB bound: {why}; peak {} MiB\nstderr: {}",
+            FEED_RSS_BOUND >> 20,
+            peak_rss >> 20,
+            stderr.chars().take(2000).collect::<String>()
+        );
+    }
+    Watched {
+        outcome: Outcome {
+            code: status.code(),
+            report: serde_json::from_slice(&stdout).unwrap_or(Value::Null),
+            stderr,
+        },
+        peak_rss,
+    }
+}
+
+/// Serves `body` as the feed, runs `worker feed` under the memory watch and checks the whole
+/// feed was refused for its entry count, in bounded memory.
+async fn assert_oversized_feed_refused(body: Vec<u8>) {
+    assert!(
+        body.len() as u64 <= 16 << 20,
+        "within the client's byte cap"
+    );
+    let server = TestServer::start().await;
+    server.route(&feed_path(VERIFIER), Reply::ok(body));
+    let tmp = tempfile::tempdir().unwrap();
+    let api = server.base.clone();
+    let dir = tmp.path().to_path_buf();
+    let run = tokio::task::spawn_blocking(move || feed_watched(&api, &dir))
+        .await
+        .unwrap();
+    eprintln!(
+        "peak rss {} MiB; exit {:?}; stderr:\n{}",
+        run.peak_rss >> 20,
+        run.outcome.code,
+        run.outcome.stderr
+    );
+    assert!(
+        run.peak_rss <= FEED_RSS_BOUND,
+        "peak {} MiB",
+        run.peak_rss >> 20
+    );
+    // The feed breaks its contract: invalid input, nothing run, nothing listed.
+    run.outcome.assert_code(4);
+    let failure = &run.outcome.report["fetch_failures"][0];
+    assert_eq!(failure["kind"], "too_many_jobs", "{}", run.outcome.report);
+    assert!(
+        failure["message"].as_str().unwrap().contains("10000"),
+        "{failure}"
+    );
+    assert_eq!(run.outcome.report["jobs"], json!([]));
+    assert!(
+        run.outcome.stderr.contains("too_many_jobs"),
+        "{}",
+        run.outcome.stderr
+    );
+}
+
+/// A JSON array of `item` repeated to just under 16 MiB.
+fn feed_of(item: &str) -> Vec<u8> {
+    let count = ((16 << 20) - 2) / (item.len() + 1);
+    let mut body = Vec::with_capacity(16 << 20);
+    body.push(b'[');
+    for i in 0..count {
+        if i > 0 {
+            body.push(b',');
+        }
+        body.extend_from_slice(item.as_bytes());
+    }
+    body.push(b']');
+    body
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_16_mib_feed_of_empty_objects_is_refused_in_bounded_memory() {
+    assert_oversized_feed_refused(feed_of("{}")).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_16_mib_feed_of_zeros_is_refused_in_bounded_memory() {
+    assert_oversized_feed_refused(feed_of("0")).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_feed_of_ten_thousand_nameless_entries_is_reported_as_five_rows_and_a_count() {
+    let server = TestServer::start().await;
+    let body = format!("[{}]", vec!["{}"; 10_000].join(","));
+    server.route(&feed_path(VERIFIER), Reply::ok(body.into_bytes()));
+    let tmp = tempfile::tempdir().unwrap();
+    let api = server.base.clone();
+    let dir = tmp.path().to_path_buf();
+    let run = tokio::task::spawn_blocking(move || feed_watched(&api, &dir))
+        .await
+        .unwrap();
+    let out = &run.outcome;
+    eprintln!(
+        "peak rss {} MiB; stderr:\n{}",
+        run.peak_rss >> 20,
+        out.stderr
+    );
+    // Every entry is rejected (no job id); a rejected job does not fail the scheduled run.
+    out.assert_code(0);
+    let rows = out.report["jobs"].as_array().unwrap();
+    assert_eq!(rows.len(), 5, "{}", out.report);
+    assert!(rows.iter().all(|r| r["reason_code"] == "missing_job_id"));
+    assert_eq!(
+        out.report["omitted_jobs"],
+        json!([{"status": "rejected", "reason_code": "missing_job_id", "count": 9995}])
+    );
+    assert!(
+        out.stderr.contains("10000 job(s)") && out.stderr.contains("10000 rejected"),
+        "{}",
+        out.stderr
+    );
+    assert!(
+        out.stderr.contains("9995 more rejected: missing_job_id"),
+        "{}",
+        out.stderr
+    );
+    assert!(out.stderr.lines().count() < 20, "{}", out.stderr);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_worker_killed_mid_download_leaves_a_scratch_dir_that_the_next_run_removes() {
+    let w = World::new().await;
+    let job = w.example_job(1, "source-pass");
+    // The source download never completes.
+    w.server.route(
+        &format!("/solver-org/sol-1/tar.gz/{}", commit(1)),
+        Reply {
+            stall: true,
+            ..Reply::ok(Vec::new())
+        },
+    );
+    w.serve(&[&job]);
+    let mut cmd = w.command("out1", &w.path("staging"));
+    cmd.stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null());
+    let mut child = cmd.spawn().unwrap();
+    let work = w.path("work");
+    let started = std::time::Instant::now();
+    let scratch = loop {
+        let found = std::fs::read_dir(&work)
+            .unwrap()
+            .map(|e| e.unwrap().path())
+            .find(|p| p.join("job-0/source.tar.gz").exists());
+        if let Some(dir) = found {
+            break dir;
+        }
+        assert!(
+            started.elapsed() < std::time::Duration::from_secs(60),
+            "the worker never started the download"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    };
+    child.kill().unwrap();
+    child.wait().unwrap();
+    assert!(scratch.exists(), "SIGKILL leaves the scratch dir behind");
+
+    w.serve(&[]);
+    let run = w.feed("out2", &[]).await;
+    run.assert_code(0);
+    assert!(
+        !scratch.exists(),
+        "the killed worker's scratch dir {scratch:?} survived the next run"
+    );
+    assert_eq!(std::fs::read_dir(&work).unwrap().count(), 0);
 }

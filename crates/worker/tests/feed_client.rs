@@ -299,3 +299,34 @@ async fn downloads_stream_up_to_the_cap_and_no_further() {
         assert!(sink.len() as u64 <= cap, "wrote past the cap");
     }
 }
+
+#[tokio::test]
+async fn a_feed_over_the_entry_cap_is_refused_whole() {
+    use platform_client::MAX_FEED_JOBS;
+    let server = TestServer::start().await;
+    let feed = |n: usize| format!("[{}]", vec!["{}"; n].join(",")).into_bytes();
+    let c = client();
+    server.route(&feed_path(VERIFIER), Reply::ok(feed(MAX_FEED_JOBS)));
+    let jobs = c
+        .fetch_jobs(&server.base, Network::BaseMainnet, verifier())
+        .await
+        .unwrap();
+    assert_eq!(jobs.len(), MAX_FEED_JOBS);
+    server.route(&feed_path(VERIFIER), Reply::ok(feed(MAX_FEED_JOBS + 1)));
+    let err = c
+        .fetch_jobs(&server.base, Network::BaseMainnet, verifier())
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(err, ClientError::TooManyJobs { limit } if limit == MAX_FEED_JOBS),
+        "{err}"
+    );
+    assert_eq!(err.kind(), "too_many_jobs");
+    assert!(!err.is_transient());
+    // The signer's and keeper's single-job lookup goes through the same cap.
+    let err = c
+        .fetch_job(&server.base, Network::BaseMainnet, verifier(), "x")
+        .await
+        .unwrap_err();
+    assert!(matches!(err, ClientError::TooManyJobs { .. }), "{err}");
+}

@@ -681,3 +681,149 @@ async fn a_verdict_on_other_inputs_than_committed_is_neither_written_nor_cached(
     assert_eq!(honest.calls(&id(&j)), 1);
     assert_eq!(row(&report, &j).status, JobStatus::CompletedPassed);
 }
+
+#[tokio::test]
+async fn a_rejected_archive_is_cached_as_rejected_and_not_downloaded_again() {
+    let w = World::new().await;
+    let t = format!("sol-1-{}", World::commit(1));
+    let evil = w.job_with_archive(
+        1,
+        tar_gz(&[dir(&format!("{t}/")), file(&format!("{t}/../x"), b"evil")]),
+    );
+    let good = w.job_with_source(2, &[("a", b"1")]);
+    w.serve_feed(VERIFIER, &[&evil, &good]);
+    let exec = FakeExecutor::default();
+    let evil_archive = World::archive_path("sol-1", 1);
+
+    let first = run_feed(&w.config("run1"), &exec).await.unwrap();
+    let r = row(&first, &evil);
+    assert_eq!(
+        (r.status, r.reason_code.as_deref(), r.reused_from_cache),
+        (JobStatus::Rejected, Some("archive_rejected"), false)
+    );
+    assert_eq!(w.server.hits(&evil_archive), 1);
+
+    let second = run_feed(&w.config("run2"), &exec).await.unwrap();
+    let r = row(&second, &evil);
+    eprintln!("{}", second.human_summary());
+    assert_eq!(
+        (r.status, r.reason_code.as_deref()),
+        (JobStatus::Rejected, Some("archive_rejected")),
+        "{r:?}"
+    );
+    assert!(r.reused_from_cache, "{r:?}");
+    assert!(
+        r.reason
+            .as_deref()
+            .unwrap()
+            .contains("not a normalized relative path"),
+        "{r:?}"
+    );
+    assert!(r.candidate_file.is_none());
+    assert_eq!(
+        w.server.hits(&evil_archive),
+        1,
+        "a refused archive was downloaded again for the same run identity"
+    );
+    assert_eq!(exec.calls(&id(&evil)), 0);
+    assert_eq!(read_candidates(&w.root.join("run2")), vec![id(&good)]);
+    assert_eq!(second.exit_code(), ExitCode::Success);
+
+    // A new worker version may judge differently: the rejection is not reused.
+    let mut config = w.config("run3");
+    config.worker_version = "999.0.0".into();
+    let third = run_feed(&config, &exec).await.unwrap();
+    assert!(!row(&third, &evil).reused_from_cache);
+    assert_eq!(w.server.hits(&evil_archive), 2);
+}
+
+#[tokio::test]
+async fn an_unreadable_archive_is_not_cached_as_rejected() {
+    // A truncated transfer looks like a corrupt gzip; it must be fetched again next run.
+    let w = World::new().await;
+    let t = format!("sol-1-{}", World::commit(1));
+    let mut gz = tar_gz(&[dir(&format!("{t}/")), file(&format!("{t}/a"), &[7u8; 4096])]);
+    gz.truncate(gz.len() / 2);
+    let cut = w.job_with_archive(1, gz);
+    w.serve_feed(VERIFIER, &[&cut]);
+    let exec = FakeExecutor::default();
+    for out in ["run1", "run2"] {
+        let report = run_feed(&w.config(out), &exec).await.unwrap();
+        assert!(!row(&report, &cut).reused_from_cache);
+    }
+    assert_eq!(w.server.hits(&World::archive_path("sol-1", 1)), 2);
+}
+
+#[tokio::test]
+async fn a_job_for_another_network_is_rejected_and_never_run() {
+    let w = World::new().await;
+    let files: &[(&str, &[u8])] = &[("a", b"1")];
+    let mainnet = w.job_with_source(1, files);
+    // Same source and benchmark, but the job (and its terms) are for base-sepolia, served in
+    // the answer to a base-mainnet query.
+    let mut manifest = verifier_sdk::fixtures::sample_manifest();
+    manifest["benchmark_digest"] = json!(w.bench_digest.to_string());
+    let sepolia = verifier_sdk::fixtures::job_value(&JobParams {
+        network: "base-sepolia".into(),
+        round: 1,
+        artifact_reference: format!(
+            "https://github.com/solver-org/sol-1/commit/{}",
+            World::commit(1)
+        ),
+        source_snapshot_digest: tree_digest(files).to_string(),
+        manifest,
+        ..JobParams::default()
+    });
+    assert_ne!(id(&sepolia), id(&mainnet));
+    w.serve_feed(VERIFIER, &[&sepolia, &mainnet]);
+    let exec = FakeExecutor::default();
+    let report = run_feed(&w.config("out"), &exec).await.unwrap();
+    eprintln!("{}", report.human_summary());
+    let r = row(&report, &sepolia);
+    assert_eq!(
+        (r.status, r.reason_code.as_deref()),
+        (JobStatus::Rejected, Some("wrong_network")),
+        "{r:?}"
+    );
+    assert_eq!(exec.calls(&id(&sepolia)), 0, "a base-sepolia job ran");
+    assert_eq!(row(&report, &mainnet).status, JobStatus::CompletedPassed);
+    assert_eq!(read_candidates(&w.root.join("out")), vec![id(&mainnet)]);
+}
+
+#[tokio::test]
+async fn a_killed_workers_scratch_dir_is_removed_on_the_next_start_and_a_live_ones_is_kept() {
+    let w = World::new().await;
+    w.serve_feed(VERIFIER, &[]);
+    let work = w.root.join("work");
+    // A pid that no longer runs.
+    let mut gone = std::process::Command::new("true").spawn().unwrap();
+    gone.wait().unwrap();
+    let dead_pid = gone.id();
+    // As a worker SIGKILLed mid-download leaves it: a half-written archive in its job dir.
+    let stale = work.join(format!("regression-feed-{dead_pid}-Ab3xYz"));
+    std::fs::create_dir_all(stale.join("job-0")).unwrap();
+    std::fs::write(stale.join("job-0/source.tar.gz"), vec![0u8; 4096]).unwrap();
+    // A worker that is still running holds the lock on its scratch dir.
+    let live = work.join(format!("regression-feed-{}-Live01", std::process::id()));
+    std::fs::create_dir_all(live.join("job-0")).unwrap();
+    let lock = std::fs::File::open(&live).unwrap();
+    lock.try_lock().unwrap();
+    // Not ours to judge.
+    let foreign = work.join("something-else");
+    std::fs::create_dir(&foreign).unwrap();
+
+    let report = run_feed(&w.config("out"), &FakeExecutor::default())
+        .await
+        .unwrap();
+    assert_eq!(report.exit_code(), ExitCode::Success);
+    assert!(
+        !stale.exists(),
+        "a dead worker's scratch dir was left behind"
+    );
+    assert!(
+        live.join("job-0").is_dir(),
+        "a live worker's scratch dir was removed"
+    );
+    assert!(foreign.is_dir());
+    drop(lock);
+}

@@ -7,6 +7,12 @@
 //! absolute paths, `..`, `.`, empty components, backslashes and duplicates fail the whole
 //! archive. Nothing is ever overwritten (files are created with `O_EXCL`), no link is created
 //! or followed, and on any failure the partial extraction is removed.
+//!
+//! Extension records (GNU long name and long link, pax local and global headers) are read
+//! here rather than by the `tar` crate, which buffers them whole: each is refused before
+//! reading once its size is over [`MAX_EXTENSION_HEADER_BYTES`], a pending record must be
+//! followed by the member it describes, and a pax `size` that disagrees with the member's
+//! header (parsers would then see different files in the same archive) fails the archive.
 
 use std::cell::Cell;
 use std::collections::HashSet;
@@ -24,6 +30,9 @@ use verifier_sdk::{CommitId, GithubRepo, RelativeDir, RunnerManifest};
 pub const DEFAULT_ARCHIVE_BASE: &str = "https://codeload.github.com";
 /// Most entries an archive may hold (PROTOCOL §7).
 pub const MAX_ENTRIES: u64 = 100_000;
+/// Largest extension record (GNU long name or long link, pax header) accepted; a record over
+/// it is refused before it is read. Real ones hold one path and a few attributes.
+pub const MAX_EXTENSION_HEADER_BYTES: u64 = 64 << 10;
 /// Source archive caps (PROTOCOL §7).
 pub const SOURCE_MAX_COMPRESSED: u64 = 256 << 20;
 /// Source archive caps (PROTOCOL §7).
@@ -128,6 +137,19 @@ pub enum ArchiveError {
     /// A device, fifo, sparse file or other non-regular entry.
     #[error("archive entry {0:?} is not a regular file or directory")]
     SpecialFile(String),
+    /// A GNU long-name or long-link record or a pax header is over its cap.
+    #[error("archive extension header ({kind}) of {size} bytes exceeds {limit} bytes")]
+    ExtensionHeaderTooLarge {
+        /// `gnu_long_name`, `gnu_long_link`, `pax` or `pax_global`.
+        kind: &'static str,
+        /// Its announced size.
+        size: u64,
+        /// [`MAX_EXTENSION_HEADER_BYTES`].
+        limit: u64,
+    },
+    /// Extension records that do not describe exactly one following member.
+    #[error("archive extension header is malformed: {0}")]
+    MalformedExtension(&'static str),
     /// An entry name is not UTF-8.
     #[error("archive entry name is not utf-8")]
     NonUtf8,
@@ -173,6 +195,12 @@ impl ArchiveError {
     /// Whether the archive itself broke a rule (as opposed to a local I/O failure).
     pub fn is_rejection(&self) -> bool {
         !matches!(self, Self::Io { .. } | Self::DestinationExists(_))
+    }
+
+    /// Whether the same archive bytes are refused again on every attempt, so the refusal may
+    /// be remembered. An unreadable stream is not: a truncated transfer looks the same.
+    pub fn is_permanent_rejection(&self) -> bool {
+        self.is_rejection() && !matches!(self, Self::Read(_))
     }
 }
 
@@ -304,23 +332,46 @@ impl<'a> Extraction<'a> {
             exceeded: Rc::clone(&self.uncompressed_exceeded),
         };
         let mut archive = tar::Archive::new(uncompressed);
-        let entries = archive.entries().map_err(|e| self.stream_error(e))?;
+        // Raw: extension records come to us as entries, so their size is checked before any
+        // of them is read (see the module doc).
+        let entries = archive
+            .entries()
+            .map_err(|e| self.stream_error(e))?
+            .raw(true);
+        let mut pending = Pending::default();
         for entry in entries {
             let mut entry = entry.map_err(|e| self.stream_error(e))?;
-            self.stats.entries += 1;
-            if self.stats.entries > self.limits.max_entries {
-                return Err(ArchiveError::TooManyEntries {
-                    limit: self.limits.max_entries,
-                });
-            }
             let entry_type = entry.header().entry_type();
-            // codeload puts the commit id in a pax global header; it names no file.
-            if entry_type == EntryType::XGlobalHeader {
+            let recognized =
+                entry.header().as_ustar().is_some() || entry.header().as_gnu().is_some();
+            let extension = extension_kind(entry_type).filter(|_| recognized);
+            // A local record is part of its member's entry (each costs a header block of the
+            // uncompressed cap); a global one is an entry of its own.
+            if extension.is_none() || entry_type.is_pax_global_extensions() {
+                self.stats.entries += 1;
+                if self.stats.entries > self.limits.max_entries {
+                    return Err(ArchiveError::TooManyEntries {
+                        limit: self.limits.max_entries,
+                    });
+                }
+            }
+            if let Some(kind) = extension {
+                let body = self.read_extension(kind, &mut entry)?;
+                pending.add(entry_type, body)?;
                 continue;
             }
-            let path = std::str::from_utf8(&entry.path_bytes())
+            let extension = std::mem::take(&mut pending);
+            let path_bytes = extension.path(&entry);
+            let path = std::str::from_utf8(&path_bytes)
                 .map_err(|_| ArchiveError::NonUtf8)?
                 .to_owned();
+            if let Some(size) = extension.pax_size()?
+                && size != entry.size()
+            {
+                return Err(ArchiveError::MalformedExtension(
+                    "a pax size disagrees with its member's header",
+                ));
+            }
             let kind = match entry_type {
                 t if t.is_file() => Kind::File,
                 t if t.is_dir() => Kind::Directory,
@@ -341,6 +392,11 @@ impl<'a> Extraction<'a> {
                 }
             }
         }
+        if !pending.is_empty() {
+            return Err(ArchiveError::MalformedExtension(
+                "an extension header describes no member",
+            ));
+        }
         if self.top_level.is_none() {
             return Err(ArchiveError::Empty);
         }
@@ -350,6 +406,28 @@ impl<'a> Extraction<'a> {
             )));
         }
         Ok(self.stats)
+    }
+
+    /// Reads an extension record's body, refusing it by its announced size before reading.
+    fn read_extension<R: Read>(
+        &self,
+        kind: &'static str,
+        entry: &mut tar::Entry<'_, R>,
+    ) -> Result<Vec<u8>, ArchiveError> {
+        let size = entry.size();
+        if size > MAX_EXTENSION_HEADER_BYTES {
+            return Err(ArchiveError::ExtensionHeaderTooLarge {
+                kind,
+                size,
+                limit: MAX_EXTENSION_HEADER_BYTES,
+            });
+        }
+        let mut body = Vec::new();
+        Read::by_ref(entry)
+            .take(MAX_EXTENSION_HEADER_BYTES)
+            .read_to_end(&mut body)
+            .map_err(|e| self.stream_error(e))?;
+        Ok(body)
     }
 
     /// Checks an entry path and returns where it goes under `dest`: `None` for entries
@@ -488,6 +566,125 @@ impl<'a> Extraction<'a> {
         }
         Ok(())
     }
+}
+
+/// The report name of an extension record type, `None` for a member.
+fn extension_kind(t: EntryType) -> Option<&'static str> {
+    if t.is_gnu_longname() {
+        Some("gnu_long_name")
+    } else if t.is_gnu_longlink() {
+        Some("gnu_long_link")
+    } else if t.is_pax_local_extensions() {
+        Some("pax")
+    } else if t.is_pax_global_extensions() {
+        Some("pax_global")
+    } else {
+        None
+    }
+}
+
+/// Extension records read since the last member; they describe the next one.
+#[derive(Debug, Default)]
+struct Pending {
+    long_name: Option<Vec<u8>>,
+    long_link: bool,
+    pax: Option<Vec<u8>>,
+}
+
+impl Pending {
+    fn is_empty(&self) -> bool {
+        self.long_name.is_none() && !self.long_link && self.pax.is_none()
+    }
+
+    fn add(&mut self, t: EntryType, body: Vec<u8>) -> Result<(), ArchiveError> {
+        let twice = ArchiveError::MalformedExtension(
+            "two extension headers of one kind describe the same member",
+        );
+        if t.is_gnu_longname() {
+            if self.long_name.replace(body).is_some() {
+                return Err(twice);
+            }
+        } else if t.is_gnu_longlink() {
+            // Links are refused anyway; the target itself is never needed.
+            if std::mem::replace(&mut self.long_link, true) {
+                return Err(twice);
+            }
+        } else if t.is_pax_local_extensions() {
+            check_pax(&body)?;
+            if self.pax.replace(body).is_some() {
+                return Err(twice);
+            }
+        } else if !self.is_empty() {
+            // A global header (codeload's commit comment) names no file; it may not sit
+            // between a local record and its member.
+            return Err(ArchiveError::MalformedExtension(
+                "an extension header describes no member",
+            ));
+        }
+        Ok(())
+    }
+
+    /// The member's path as the `tar` crate resolves it: the GNU long name (without its
+    /// terminating NUL), else the pax `path`, else the header's own.
+    fn path<R: Read>(&self, entry: &tar::Entry<'_, R>) -> Vec<u8> {
+        if let Some(name) = &self.long_name {
+            return name.strip_suffix(&[0]).unwrap_or(name.as_slice()).to_vec();
+        }
+        if let Some(path) = self.pax_value(b"path") {
+            return path.to_vec();
+        }
+        entry.header().path_bytes().into_owned()
+    }
+
+    fn pax_value(&self, key: &[u8]) -> Option<&[u8]> {
+        let pax = self.pax.as_deref()?;
+        tar::PaxExtensions::new(pax)
+            .filter_map(Result::ok)
+            .find(|r| r.key_bytes() == key)
+            .map(|r| r.value_bytes())
+    }
+
+    fn pax_size(&self) -> Result<Option<u64>, ArchiveError> {
+        self.pax_value(b"size")
+            .map(|v| {
+                std::str::from_utf8(v)
+                    .ok()
+                    .and_then(|v| v.parse::<u64>().ok())
+                    .ok_or(ArchiveError::MalformedExtension(
+                        "a pax size is not a number",
+                    ))
+            })
+            .transpose()
+    }
+}
+
+/// Refuses pax records that parsers are known to read differently: malformed records, a
+/// `path` or `size` given twice (some take the first, some the last), and GNU sparse maps
+/// (which turn a regular member into another file's content).
+fn check_pax(body: &[u8]) -> Result<(), ArchiveError> {
+    let mut path = false;
+    let mut size = false;
+    for record in tar::PaxExtensions::new(body) {
+        let record =
+            record.map_err(|_| ArchiveError::MalformedExtension("a pax record is malformed"))?;
+        let key = record.key_bytes();
+        let seen = match key {
+            b"path" => &mut path,
+            b"size" => &mut size,
+            k if k.starts_with(b"GNU.sparse.") => {
+                return Err(ArchiveError::MalformedExtension(
+                    "pax sparse files are not supported",
+                ));
+            }
+            _ => continue,
+        };
+        if std::mem::replace(seen, true) {
+            return Err(ArchiveError::MalformedExtension(
+                "a pax key is given twice for one member",
+            ));
+        }
+    }
+    Ok(())
 }
 
 fn shown(path: &str) -> String {

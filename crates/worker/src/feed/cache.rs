@@ -6,6 +6,12 @@
 //! is simply never looked up. Only verdicts are stored: a no-verdict or infrastructure
 //! failure must be retried, never replayed. Every loaded entry is re-validated against the
 //! job with `validate_outcome`; an entry that fails is deleted and ignored.
+//!
+//! Beside verdicts, the cache remembers inputs refused by rule (an archive with a link, a
+//! traversal, over a cap, …) under the same key, in a separate `<key>.rejected.json` record, so
+//! a job whose archive can never be extracted is not downloaded again every run. A rejection
+//! record carries only a reason: it is never read as a verdict, and a verdict entry never as a
+//! rejection. It is re-checked on load like a verdict (schema, key, job id, reason code).
 
 use std::fs;
 use std::io::Write as _;
@@ -23,6 +29,13 @@ pub const CACHE_SCHEMA_VERSION: &str = "agent-bounties/regression-feed-cache-v1"
 
 /// Largest cache entry read back; a larger file is not ours.
 const MAX_ENTRY_BYTES: u64 = 8 << 20;
+
+/// The reason codes a rejection record may carry: refusals that the same inputs meet again on
+/// every attempt. Anything else read back is discarded.
+pub const CACHEABLE_REJECTIONS: &[&str] = &["archive_rejected", "download_too_large"];
+
+/// Longest reason kept in a rejection record.
+const MAX_REASON_CHARS: usize = 1024;
 
 /// Why the cache could not be written.
 #[derive(Debug, thiserror::Error)]
@@ -83,6 +96,25 @@ struct Entry {
     evidence: Option<Value>,
 }
 
+#[derive(Debug, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RejectionEntry {
+    schema_version: String,
+    key: String,
+    job_id: String,
+    rejected: Rejection,
+}
+
+/// A refusal of a job's inputs by rule, as remembered in the cache.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Rejection {
+    /// One of [`CACHEABLE_REJECTIONS`].
+    pub reason_code: String,
+    /// The original detail.
+    pub reason: String,
+}
+
 /// A verdict read back from the cache, re-validated against its job.
 #[derive(Debug, Clone)]
 pub struct CachedResult {
@@ -124,6 +156,67 @@ impl ResultCache {
                 None
             }
         }
+    }
+
+    /// The rejection record file for `key`.
+    pub fn rejection_path(&self, key: &Sha256Digest) -> PathBuf {
+        self.dir.join(format!("{}.rejected.json", key.hex()))
+    }
+
+    /// The remembered rejection of `identity`'s inputs, if a valid record exists; an unusable
+    /// record at that key is removed.
+    pub fn load_rejection(&self, identity: &RunIdentity<'_>) -> Option<Rejection> {
+        let key = identity.key();
+        let path = self.rejection_path(&key);
+        let bytes = read_bounded(&path)?;
+        let parsed = serde_json::from_slice::<RejectionEntry>(&bytes)
+            .ok()
+            .filter(|e| {
+                e.schema_version == CACHE_SCHEMA_VERSION
+                    && e.key == key.to_string()
+                    && e.job_id == identity.job.job_id()
+                    && CACHEABLE_REJECTIONS.contains(&e.rejected.reason_code.as_str())
+                    && e.rejected.reason.chars().count() <= MAX_REASON_CHARS
+            });
+        match parsed {
+            Some(entry) => Some(entry.rejected),
+            None => {
+                tracing::warn!(path = %path.display(), "discarding unusable rejection record");
+                let _ = fs::remove_file(&path);
+                None
+            }
+        }
+    }
+
+    /// Remembers that `identity`'s inputs were refused with `reason_code`, one of
+    /// [`CACHEABLE_REJECTIONS`] (any other code is not stored).
+    pub fn store_rejection(
+        &self,
+        identity: &RunIdentity<'_>,
+        reason_code: &str,
+        reason: &str,
+    ) -> Result<Option<PathBuf>, CacheError> {
+        if !CACHEABLE_REJECTIONS.contains(&reason_code) {
+            return Ok(None);
+        }
+        let key = identity.key();
+        let path = self.rejection_path(&key);
+        let io = |source| CacheError::Io {
+            path: path.clone(),
+            source,
+        };
+        let entry = RejectionEntry {
+            schema_version: CACHE_SCHEMA_VERSION.into(),
+            key: key.to_string(),
+            job_id: identity.job.job_id().to_owned(),
+            rejected: Rejection {
+                reason_code: reason_code.to_owned(),
+                reason: reason.chars().take(MAX_REASON_CHARS).collect(),
+            },
+        };
+        let bytes = serde_json::to_vec(&entry).map_err(|e| io(e.into()))?;
+        write_atomically(&self.dir, &path, &bytes).map_err(io)?;
+        Ok(Some(path))
     }
 
     /// Stores a verdict atomically (temporary file in the same directory, then rename).
@@ -331,5 +424,93 @@ mod tests {
         fs::write(&path, vec![b' '; MAX_ENTRY_BYTES as usize + 1]).unwrap();
         assert!(cache.load(&id).is_none());
         assert!(!path.exists());
+    }
+
+    #[test]
+    fn a_rejection_is_remembered_and_never_read_as_a_verdict() {
+        let dir = tempfile::tempdir().unwrap();
+        let cache = ResultCache::new(dir.path());
+        let job = validate_job(&valid_job(), NOW).unwrap();
+        let id = identity(&job, "1");
+        assert!(cache.load_rejection(&id).is_none());
+        cache
+            .store_rejection(&id, "archive_rejected", "source archive: a link")
+            .unwrap()
+            .unwrap();
+        assert_eq!(
+            cache.load_rejection(&id),
+            Some(Rejection {
+                reason_code: "archive_rejected".into(),
+                reason: "source archive: a link".into(),
+            })
+        );
+        // The rejection is not a verdict, and another identity does not see it.
+        assert!(cache.load(&id).is_none());
+        assert!(cache.load_rejection(&identity(&job, "2")).is_none());
+        // A rejection record put where a verdict is looked up is discarded, not replayed.
+        let verdict_path = cache.entry_path(&id.key());
+        fs::copy(cache.rejection_path(&id.key()), &verdict_path).unwrap();
+        assert!(cache.load(&id).is_none());
+        assert!(!verdict_path.exists());
+        // Retryable outcomes are never remembered as rejections.
+        for code in [
+            "extract_failed",
+            "download_timeout",
+            "timeout",
+            "input_mismatch",
+        ] {
+            assert_eq!(cache.store_rejection(&id, code, "x").unwrap(), None);
+        }
+    }
+
+    #[test]
+    fn unusable_rejection_records_are_ignored_and_removed() {
+        let dir = tempfile::tempdir().unwrap();
+        let cache = ResultCache::new(dir.path());
+        let job = validate_job(&valid_job(), NOW).unwrap();
+        let id = identity(&job, "1");
+        let path = cache.rejection_path(&id.key());
+        let record = |schema: &str, key: String, job_id: &str, code: &str| {
+            json!({
+                "schema_version": schema, "key": key, "job_id": job_id,
+                "rejected": {"reason_code": code, "reason": "r"},
+            })
+        };
+        let key = id.key().to_string();
+        let good = good_outcome_entry(&job, &id);
+        for bad in [
+            record(
+                "agent-bounties/regression-feed-cache-v0",
+                key.clone(),
+                job.job_id(),
+                "archive_rejected",
+            ),
+            record(
+                CACHE_SCHEMA_VERSION,
+                digest('e').to_string(),
+                job.job_id(),
+                "archive_rejected",
+            ),
+            record(
+                CACHE_SCHEMA_VERSION,
+                key.clone(),
+                "someone-else",
+                "archive_rejected",
+            ),
+            record(CACHE_SCHEMA_VERSION, key.clone(), job.job_id(), "timeout"),
+            good,
+        ] {
+            fs::write(&path, serde_json::to_vec(&bad).unwrap()).unwrap();
+            assert!(cache.load_rejection(&id).is_none(), "{bad}");
+            assert!(!path.exists(), "unusable record was not removed");
+        }
+    }
+
+    fn good_outcome_entry(job: &ValidatedJob, id: &RunIdentity<'_>) -> Value {
+        json!({
+            "schema_version": CACHE_SCHEMA_VERSION,
+            "key": id.key().to_string(), "job_id": job.job_id(),
+            "outcome": outcome(job, 0), "evidence": null,
+        })
     }
 }

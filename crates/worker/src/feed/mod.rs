@@ -5,7 +5,8 @@
 //! Each job is isolated: whatever goes wrong with one (invalid job, hostile archive, digest
 //! mismatch, no verdict, executor failure or panic) becomes its report row and the next job
 //! runs. Completed verdicts are reused from a local cache when the run's full identity
-//! matches; no-verdict results are never cached, so they are retried.
+//! matches, and so are refusals of an archive by rule (it would be refused again); no-verdict
+//! results and transient failures are never cached, so they are retried.
 //!
 //! Deciding is kept apart from doing: [`select`] and [`report`] are pure, [`archive`],
 //! [`cache`] and [`output`] touch only the local disk, and [`runner`] drives them with the
@@ -17,9 +18,10 @@ pub mod output;
 pub mod report;
 pub mod runner;
 pub mod sandbox_executor;
+pub mod scratch;
 pub mod select;
 
-pub use report::{FeedReport, JobRow, JobStatus, REPORT_SCHEMA_VERSION};
+pub use report::{FeedReport, JobRow, JobStatus, OmittedJobs, REPORT_SCHEMA_VERSION};
 pub use runner::{
     ExecutedJob, FeedConfig, FeedError, JobExecutor, JobFailure, MAX_VERIFIERS, run_feed,
 };

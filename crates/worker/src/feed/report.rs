@@ -1,6 +1,7 @@
 //! The feed run's report: one row per job, a human table for stderr, stable `--json`, and the
 //! batch's exit status.
 
+use std::collections::BTreeMap;
 use std::fmt::Write as _;
 
 use serde::Serialize;
@@ -10,8 +11,13 @@ use crate::exit::ExitCode;
 /// `schema_version` of the `--json` report.
 pub const REPORT_SCHEMA_VERSION: &str = "agent-bounties/regression-feed-report-v1";
 
+/// Excluded jobs (rejected or skipped before running) listed one row each per reason code;
+/// beyond that they are only counted, so a feed of junk entries cannot turn into a report of
+/// thousands of rows.
+pub const LISTED_PER_REASON: usize = 5;
+
 /// What happened to one job.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize)]
 #[serde(rename_all = "snake_case")]
 pub enum JobStatus {
     /// A `passed` verdict; a candidate was written.
@@ -89,6 +95,61 @@ impl JobRow {
     }
 }
 
+/// Excluded jobs not listed as rows: how many had this status and reason.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct OmittedJobs {
+    /// `rejected` or `skipped`.
+    pub status: JobStatus,
+    /// The reason code they share.
+    pub reason_code: String,
+    /// How many.
+    pub count: u64,
+}
+
+/// The rows of jobs excluded before running, listed up to [`LISTED_PER_REASON`] per
+/// (status, reason code) and counted beyond.
+#[derive(Debug, Default)]
+pub struct ExcludedRows {
+    listed: Vec<JobRow>,
+    per_reason: BTreeMap<(JobStatus, &'static str), u64>,
+}
+
+impl ExcludedRows {
+    /// Records one excluded job; `row` is built only when the row is listed.
+    pub fn push(&mut self, status: JobStatus, code: &'static str, row: impl FnOnce() -> JobRow) {
+        let seen = self.per_reason.entry((status, code)).or_default();
+        *seen += 1;
+        if *seen <= LISTED_PER_REASON as u64 {
+            self.listed.push(row());
+        }
+    }
+
+    /// The listed rows.
+    pub fn rows(&self) -> &[JobRow] {
+        &self.listed
+    }
+
+    /// How many jobs were recorded in all.
+    pub fn total(&self) -> u64 {
+        self.per_reason.values().sum()
+    }
+
+    /// The listed rows and the counts of the rest.
+    pub fn into_parts(self) -> (Vec<JobRow>, Vec<OmittedJobs>) {
+        let omitted = self
+            .per_reason
+            .into_iter()
+            .filter(|(_, n)| *n > LISTED_PER_REASON as u64)
+            .map(|((status, code), n)| OmittedJobs {
+                status,
+                reason_code: code.to_owned(),
+                count: n - LISTED_PER_REASON as u64,
+            })
+            .collect();
+        (self.listed, omitted)
+    }
+}
+
 /// A feed query that failed (one per configured verifier at most).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct FetchFailure {
@@ -113,8 +174,10 @@ pub struct FeedReport {
     pub verifiers: Vec<String>,
     /// Feed queries that failed.
     pub fetch_failures: Vec<FetchFailure>,
-    /// One row per job seen, selected ones first in run order.
+    /// One row per job run, in run order, then the excluded jobs that are listed.
     pub jobs: Vec<JobRow>,
+    /// Excluded jobs beyond [`LISTED_PER_REASON`] per reason, counted instead of listed.
+    pub omitted_jobs: Vec<OmittedJobs>,
     /// The candidates manifest written (relative to the output dir), if any.
     pub manifest_file: Option<String>,
     /// Count of executor calls that failed because the container runtime was unreachable.
@@ -132,15 +195,29 @@ impl FeedReport {
             verifiers,
             fetch_failures: Vec::new(),
             jobs: Vec::new(),
+            omitted_jobs: Vec::new(),
             manifest_file: None,
             runtime_unavailable: 0,
             executed: 0,
         }
     }
 
-    /// Rows with `status`.
+    /// Jobs with `status`, listed or omitted.
     pub fn count(&self, status: JobStatus) -> usize {
+        let omitted: u64 = self
+            .omitted_jobs
+            .iter()
+            .filter(|o| o.status == status)
+            .map(|o| o.count)
+            .sum();
         self.jobs.iter().filter(|r| r.status == status).count()
+            + usize::try_from(omitted).unwrap_or(usize::MAX)
+    }
+
+    /// Every job seen, listed or omitted.
+    pub fn total(&self) -> usize {
+        let omitted: u64 = self.omitted_jobs.iter().map(|o| o.count).sum();
+        self.jobs.len() + usize::try_from(omitted).unwrap_or(usize::MAX)
     }
 
     /// The batch's exit status:
@@ -193,7 +270,7 @@ impl FeedReport {
             out,
             "feed run on {}: {} job(s); {} passed, {} failed, {} no verdict, {} rejected, {} skipped, {} error",
             self.network,
-            self.jobs.len(),
+            self.total(),
             self.count(JobStatus::CompletedPassed),
             self.count(JobStatus::CompletedFailed),
             self.count(JobStatus::NoVerdict),
@@ -225,6 +302,15 @@ impl FeedReport {
                 r.durations.total_ms,
                 escape(&r.job_id),
                 escape(r.reason.as_deref().unwrap_or("")),
+            );
+        }
+        for o in &self.omitted_jobs {
+            let _ = writeln!(
+                out,
+                "  … {} more {}: {}",
+                o.count,
+                o.status.as_str(),
+                escape(&o.reason_code)
             );
         }
         out
@@ -293,6 +379,45 @@ mod tests {
         assert_eq!(v["jobs"][1]["status"], "no_verdict");
         assert_eq!(v["jobs"][0]["reused_from_cache"], false);
         assert!(v["jobs"][0]["durations"]["total_ms"].is_u64());
+    }
+
+    #[test]
+    fn excluded_rows_are_listed_up_to_the_cap_per_reason_then_counted() {
+        let mut ex = ExcludedRows::default();
+        let mut built = 0;
+        for i in 0..12 {
+            ex.push(JobStatus::Rejected, "missing_job_id", || {
+                built += 1;
+                JobRow::new(format!("n{i}"), JobStatus::Rejected, "missing_job_id", "x")
+            });
+        }
+        ex.push(JobStatus::Skipped, "max_jobs", || {
+            JobRow::new("m".into(), JobStatus::Skipped, "max_jobs", "x")
+        });
+        assert_eq!(built, LISTED_PER_REASON);
+        assert_eq!(ex.total(), 13);
+        let (rows, omitted) = ex.into_parts();
+        assert_eq!(rows.len(), LISTED_PER_REASON + 1);
+        assert_eq!(
+            omitted,
+            vec![OmittedJobs {
+                status: JobStatus::Rejected,
+                reason_code: "missing_job_id".into(),
+                count: 7,
+            }]
+        );
+        let mut r = FeedReport::new("base-mainnet", vec![]);
+        r.jobs = rows;
+        r.omitted_jobs = omitted;
+        assert_eq!(r.total(), 13);
+        assert_eq!(r.count(JobStatus::Rejected), 12);
+        let text = r.human_summary();
+        assert!(text.contains("13 job(s)"), "{text}");
+        assert!(text.contains("… 7 more rejected: missing_job_id"), "{text}");
+        assert_eq!(
+            r.to_json()["omitted_jobs"],
+            serde_json::json!([{"status": "rejected", "reason_code": "missing_job_id", "count": 7}])
+        );
     }
 
     #[test]

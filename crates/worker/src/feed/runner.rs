@@ -21,7 +21,8 @@ use super::archive::{
 use super::cache::{ResultCache, RunIdentity};
 use super::output::{MANIFEST_FILE, write_candidate, write_manifest};
 use super::report::{Durations, FeedReport, FetchFailure, JobRow, JobStatus};
-use super::select::{reason, select_jobs};
+use super::scratch::{Scratch, remove_stale};
+use super::select::{Selection, reason, select_jobs};
 use crate::exit::ExitCode;
 
 /// Most verifier addresses one run serves (one or two operators' quorum).
@@ -198,14 +199,13 @@ pub async fn run_feed(
         path: config.out_dir.clone(),
         source,
     })?;
-    let scratch = tempfile::Builder::new()
-        .prefix("regression-feed-")
-        .tempdir_in(&config.work_dir)
-        .map_err(|source| FeedError::Dir {
-            what: "work directory",
-            path: config.work_dir.clone(),
-            source,
-        })?;
+    // A killed run leaves its downloads behind; nobody else would ever remove them.
+    remove_stale(&config.work_dir);
+    let scratch = Scratch::create(&config.work_dir).map_err(|source| FeedError::Dir {
+        what: "work directory",
+        path: config.work_dir.clone(),
+        source,
+    })?;
 
     let mut report = FeedReport::new(
         config.network.name(),
@@ -239,7 +239,13 @@ pub async fn run_feed(
         }
     }
 
-    let selection = select_jobs(&fetched, &config.verifiers, now_unix(), config.max_jobs);
+    let Selection { selected, excluded } = select_jobs(
+        fetched,
+        config.network,
+        &config.verifiers,
+        now_unix(),
+        config.max_jobs,
+    );
     let runner = Runner {
         config,
         client: &client,
@@ -247,8 +253,8 @@ pub async fn run_feed(
         cache: config.cache_dir.as_ref().map(ResultCache::new),
     };
     let mut manifest = CandidateManifest::new(config.network.name());
-    let total = selection.selected.len();
-    for (i, job) in selection.selected.iter().enumerate() {
+    let total = selected.len();
+    for (i, job) in selected.iter().enumerate() {
         progress(
             config,
             format_args!("[{}/{total}] {}", i + 1, job.job_id().escape_debug()),
@@ -280,7 +286,9 @@ pub async fn run_feed(
         );
         report.jobs.push(run.row);
     }
-    report.jobs.extend(selection.excluded);
+    let (listed, omitted) = excluded.into_parts();
+    report.jobs.extend(listed);
+    report.omitted_jobs = omitted;
     write_manifest(&config.out_dir, &manifest).map_err(FeedError::Manifest)?;
     report.manifest_file = Some(MANIFEST_FILE.into());
     Ok(report)
@@ -304,6 +312,10 @@ struct Stop {
     status: JobStatus,
     code: String,
     reason: String,
+    /// The same inputs are refused on every attempt: remember it (see `cache`).
+    permanent: bool,
+    /// Replayed from the cache.
+    cached: bool,
 }
 
 impl Stop {
@@ -312,7 +324,14 @@ impl Stop {
             status,
             code: code.to_owned(),
             reason: reason.to_string(),
+            permanent: false,
+            cached: false,
         }
+    }
+
+    fn permanent(mut self) -> Self {
+        self.permanent = true;
+        self
     }
 }
 
@@ -353,6 +372,7 @@ impl Runner<'_> {
                     &stop.reason,
                 );
                 row.durations = durations;
+                row.reused_from_cache = stop.cached;
                 row
             }
         };
@@ -403,6 +423,17 @@ impl Runner<'_> {
                 cached: true,
             });
         }
+        if let Some(rejected) = self
+            .cache
+            .as_ref()
+            .and_then(|c| c.load_rejection(&identity))
+        {
+            progress(self.config, format_args!("  reusing the cached rejection"));
+            return Err(Stop {
+                cached: true,
+                ..Stop::new(JobStatus::Rejected, &rejected.reason_code, rejected.reason)
+            });
+        }
 
         std::fs::create_dir(job_dir)
             .map_err(|e| Stop::new(JobStatus::Error, "scratch_failed", e))?;
@@ -428,7 +459,18 @@ impl Runner<'_> {
         ];
         let mut dirs = Vec::with_capacity(2);
         for fetch in &fetches {
-            dirs.push(self.fetch_tree(fetch, job_dir, durations).await?);
+            match self.fetch_tree(fetch, job_dir, durations).await {
+                Ok(dir) => dirs.push(dir),
+                Err(stop) => {
+                    if stop.permanent
+                        && let Some(cache) = &self.cache
+                        && let Err(e) = cache.store_rejection(&identity, &stop.code, &stop.reason)
+                    {
+                        tracing::warn!(error = %e, "could not cache a rejection");
+                    }
+                    return Err(stop);
+                }
+            }
         }
         let (Some(source_dir), Some(benchmark_dir)) = (dirs.first(), dirs.get(1)) else {
             return Err(Stop::new(JobStatus::Error, "internal", "archive list"));
@@ -577,11 +619,17 @@ impl Runner<'_> {
             } else {
                 JobStatus::Rejected
             };
-            Stop::new(
+            let stop = Stop::new(
                 status,
                 &format!("download_{}", e.kind()),
                 format!("{} archive: {e}", fetch.label),
-            )
+            );
+            // Over the size cap is a property of the archive; a 404 or a refused redirect
+            // may not be, so those are tried again next run.
+            match e {
+                ClientError::TooLarge { .. } => stop.permanent(),
+                _ => stop,
+            }
         })?;
         progress(
             self.config,
@@ -617,11 +665,18 @@ impl Runner<'_> {
                 );
                 Ok(dest)
             }
-            Ok(Err(e)) if e.is_rejection() => Err(Stop::new(
-                JobStatus::Rejected,
-                "archive_rejected",
-                format!("{} archive: {e}", fetch.label),
-            )),
+            Ok(Err(e)) if e.is_rejection() => {
+                let stop = Stop::new(
+                    JobStatus::Rejected,
+                    "archive_rejected",
+                    format!("{} archive: {e}", fetch.label),
+                );
+                Err(if e.is_permanent_rejection() {
+                    stop.permanent()
+                } else {
+                    stop
+                })
+            }
             Ok(Err(e)) => Err(Stop::new(
                 JobStatus::Error,
                 "extract_failed",

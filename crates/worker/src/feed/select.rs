@@ -5,22 +5,26 @@
 //! which one the platform means. Only jobs whose policy commits exactly to the configured
 //! verifier set (order-insensitive, threshold = count) are kept; the rest are skipped, not
 //! rejected, since they are another quorum's work. Kept jobs are validated with the sdk and
-//! sorted by earliest expiry, then job id, before `--max-jobs` applies.
+//! sorted by earliest expiry, then job id, before `--max-jobs` applies. A job for another
+//! network than the one queried is rejected: the feed answered outside the question.
+//!
+//! Excluded jobs are listed up to [`super::report::LISTED_PER_REASON`] per reason and counted
+//! beyond, and each fetched value is moved, never copied, so the feed's size bounds the work.
 
 use std::collections::{BTreeSet, HashMap, HashSet};
 
 use serde_json::Value;
-use verifier_sdk::{Address, ValidatedJob, validate_job};
+use verifier_sdk::{Address, Network, ValidatedJob, validate_job};
 
-use super::report::{JobRow, JobStatus};
+use super::report::{ExcludedRows, JobRow, JobStatus};
 
 /// The outcome of selection.
 #[derive(Debug)]
 pub struct Selection {
     /// Jobs to run, in run order.
     pub selected: Vec<ValidatedJob>,
-    /// Jobs not run, each with its report row (status `rejected` or `skipped`).
-    pub excluded: Vec<JobRow>,
+    /// Jobs not run (status `rejected` or `skipped`), listed or counted.
+    pub excluded: ExcludedRows,
 }
 
 /// Stable reason codes of selection.
@@ -31,6 +35,8 @@ pub mod reason {
     pub const MISSING_JOB_ID: &str = "missing_job_id";
     /// The job commits to a different verifier set.
     pub const OTHER_VERIFIER_SET: &str = "other_verifier_set";
+    /// The job is for another network than the one queried.
+    pub const WRONG_NETWORK: &str = "wrong_network";
     /// The job's verification window has closed.
     pub const EXPIRED: &str = "expired";
     /// The job broke a validation rule.
@@ -39,38 +45,42 @@ pub mod reason {
     pub const MAX_JOBS: &str = "max_jobs";
 }
 
-/// Selects the jobs to run from everything fetched (one list per configured verifier).
+/// Selects the jobs to run on `network` from everything fetched (one list per configured
+/// verifier).
 pub fn select_jobs(
-    fetched: &[Vec<Value>],
+    fetched: Vec<Vec<Value>>,
+    network: Network,
     verifiers: &[Address],
     now_unix: u64,
     max_jobs: Option<usize>,
 ) -> Selection {
-    let mut excluded = Vec::new();
+    let mut excluded = ExcludedRows::default();
     let mut unique: Vec<(String, Value)> = Vec::new();
     let mut index: HashMap<String, usize> = HashMap::new();
     let mut conflicting: HashSet<String> = HashSet::new();
     let mut unnamed = 0usize;
-    for job in fetched.iter().flatten() {
-        let Some(job_id) = job.get("job_id").and_then(Value::as_str) else {
-            unnamed += 1;
-            excluded.push(JobRow::new(
-                format!("<feed entry without job_id #{unnamed}>"),
-                JobStatus::Rejected,
-                reason::MISSING_JOB_ID,
-                "feed entry has no string job_id",
-            ));
+    for job in fetched.into_iter().flatten() {
+        let Some(job_id) = job.get("job_id").and_then(Value::as_str).map(str::to_owned) else {
+            unnamed = unnamed.saturating_add(1);
+            excluded.push(JobStatus::Rejected, reason::MISSING_JOB_ID, || {
+                JobRow::new(
+                    format!("<feed entry without job_id #{unnamed}>"),
+                    JobStatus::Rejected,
+                    reason::MISSING_JOB_ID,
+                    "feed entry has no string job_id",
+                )
+            });
             continue;
         };
-        match index.get(job_id) {
+        match index.get(&job_id) {
             Some(&i) => {
-                if unique.get(i).map(|(_, v)| v) != Some(job) {
-                    conflicting.insert(job_id.to_owned());
+                if unique.get(i).map(|(_, v)| v) != Some(&job) {
+                    conflicting.insert(job_id);
                 }
             }
             None => {
-                index.insert(job_id.to_owned(), unique.len());
-                unique.push((job_id.to_owned(), job.clone()));
+                index.insert(job_id.clone(), unique.len());
+                unique.push((job_id, job));
             }
         }
     }
@@ -78,36 +88,51 @@ pub fn select_jobs(
     let mut selected = Vec::new();
     for (job_id, job) in unique {
         if conflicting.contains(&job_id) {
-            excluded.push(JobRow::new(
-                job_id,
-                JobStatus::Rejected,
-                reason::CONFLICTING_DUPLICATE,
-                "the feed returned this job id with different contents; none is run",
-            ));
+            excluded.push(JobStatus::Rejected, reason::CONFLICTING_DUPLICATE, || {
+                JobRow::new(
+                    job_id,
+                    JobStatus::Rejected,
+                    reason::CONFLICTING_DUPLICATE,
+                    "the feed returned this job id with different contents; none is run",
+                )
+            });
             continue;
         }
         if let Some(detail) = other_verifier_set(&job, &wanted) {
-            excluded.push(JobRow::new(
-                job_id,
-                JobStatus::Skipped,
-                reason::OTHER_VERIFIER_SET,
-                &detail,
-            ));
+            excluded.push(JobStatus::Skipped, reason::OTHER_VERIFIER_SET, || {
+                JobRow::new(
+                    job_id,
+                    JobStatus::Skipped,
+                    reason::OTHER_VERIFIER_SET,
+                    &detail,
+                )
+            });
             continue;
         }
         match validate_job(&job, now_unix) {
+            Ok(validated) if validated.network() != network => {
+                excluded.push(JobStatus::Rejected, reason::WRONG_NETWORK, || {
+                    JobRow::new(
+                        job_id,
+                        JobStatus::Rejected,
+                        reason::WRONG_NETWORK,
+                        &format!(
+                            "the job is for {}, the feed was queried for {}",
+                            validated.network().name(),
+                            network.name()
+                        ),
+                    )
+                });
+            }
             Ok(validated) => selected.push(validated),
             Err(e) => {
                 let code = match e {
                     verifier_sdk::JobError::Expired { .. } => reason::EXPIRED,
                     _ => reason::INVALID_JOB,
                 };
-                excluded.push(JobRow::new(
-                    job_id,
-                    JobStatus::Rejected,
-                    code,
-                    &e.to_string(),
-                ));
+                excluded.push(JobStatus::Rejected, code, || {
+                    JobRow::new(job_id, JobStatus::Rejected, code, &e.to_string())
+                });
             }
         }
     }
@@ -116,12 +141,14 @@ pub fn select_jobs(
         && selected.len() > max
     {
         for job in selected.split_off(max) {
-            excluded.push(JobRow::new(
-                job.job_id().to_owned(),
-                JobStatus::Skipped,
-                reason::MAX_JOBS,
-                &format!("beyond --max-jobs {max}; left for a later run"),
-            ));
+            excluded.push(JobStatus::Skipped, reason::MAX_JOBS, || {
+                JobRow::new(
+                    job.job_id().to_owned(),
+                    JobStatus::Skipped,
+                    reason::MAX_JOBS,
+                    &format!("beyond --max-jobs {max}; left for a later run"),
+                )
+            });
         }
     }
     Selection { selected, excluded }
@@ -175,12 +202,27 @@ mod tests {
         })
     }
 
+    fn sel(
+        fetched: &[Vec<Value>],
+        verifiers: &[Address],
+        now: u64,
+        max_jobs: Option<usize>,
+    ) -> Selection {
+        select_jobs(
+            fetched.to_vec(),
+            Network::BaseMainnet,
+            verifiers,
+            now,
+            max_jobs,
+        )
+    }
+
     fn ids(s: &Selection) -> Vec<String> {
         s.selected.iter().map(|j| j.job_id().to_owned()).collect()
     }
 
     fn row<'a>(s: &'a Selection, id: &str) -> &'a JobRow {
-        s.excluded.iter().find(|r| r.job_id == id).unwrap()
+        s.excluded.rows().iter().find(|r| r.job_id == id).unwrap()
     }
 
     #[test]
@@ -192,8 +234,8 @@ mod tests {
             vec![late.clone(), early.clone()],
             vec![early.clone(), same_expiry.clone(), late.clone()],
         ];
-        let s = select_jobs(&fetched, &[addr(A), addr(B)], NOW, None);
-        assert!(s.excluded.is_empty(), "{:?}", s.excluded);
+        let s = sel(&fetched, &[addr(A), addr(B)], NOW, None);
+        assert!(s.excluded.rows().is_empty(), "{:?}", s.excluded.rows());
         let expected: Vec<String> = [&early, &same_expiry, &late]
             .iter()
             .map(|j| j["job_id"].as_str().unwrap().to_owned())
@@ -207,7 +249,7 @@ mod tests {
         let mut b = a.clone();
         b["verifier_reward"] = json!("999");
         let other = job(2, &[A], NOW + 100);
-        let s = select_jobs(
+        let s = sel(
             &[vec![a.clone(), other.clone()], vec![b]],
             &[addr(A)],
             NOW,
@@ -227,7 +269,7 @@ mod tests {
         let ours = job(1, &[A], NOW + 100);
         let superset = job(2, &[A, C], NOW + 100);
         let other = job(3, &[C], NOW + 100);
-        let s = select_jobs(
+        let s = sel(
             &[vec![ours.clone(), superset.clone(), other.clone()]],
             &[addr(A)],
             NOW,
@@ -240,20 +282,20 @@ mod tests {
             assert_eq!(r.reason_code.as_deref(), Some(reason::OTHER_VERIFIER_SET));
         }
         // Configured with two verifiers, a job for only one of them is not ours either.
-        let s = select_jobs(&[vec![ours.clone()]], &[addr(A), addr(B)], NOW, None);
+        let s = sel(&[vec![ours.clone()]], &[addr(A), addr(B)], NOW, None);
         assert!(s.selected.is_empty());
-        assert_eq!(s.excluded[0].status, JobStatus::Skipped);
+        assert_eq!(s.excluded.rows()[0].status, JobStatus::Skipped);
     }
 
     #[test]
     fn threshold_other_than_the_set_size_is_another_policy() {
         let mut j = job(1, &[A, B], NOW + 100);
         j["threshold"] = json!(1);
-        let s = select_jobs(&[vec![j]], &[addr(A), addr(B)], NOW, None);
+        let s = sel(&[vec![j]], &[addr(A), addr(B)], NOW, None);
         assert!(s.selected.is_empty());
-        assert_eq!(s.excluded[0].status, JobStatus::Skipped);
+        assert_eq!(s.excluded.rows()[0].status, JobStatus::Skipped);
         assert!(
-            s.excluded[0]
+            s.excluded.rows()[0]
                 .reason
                 .as_deref()
                 .unwrap()
@@ -267,7 +309,7 @@ mod tests {
         let mut tampered = job(2, &[A], NOW + 100);
         tampered["terms"]["document"]["title"] = json!("changed after hashing");
         let nameless = json!({"round": 1});
-        let s = select_jobs(
+        let s = sel(
             &[vec![expired.clone(), tampered.clone(), nameless]],
             &[addr(A)],
             NOW,
@@ -282,6 +324,7 @@ mod tests {
         assert!(r.reason.as_deref().unwrap().contains("terms_hash"));
         assert!(
             s.excluded
+                .rows()
                 .iter()
                 .any(|r| r.reason_code.as_deref() == Some(reason::MISSING_JOB_ID))
         );
@@ -290,17 +333,64 @@ mod tests {
     #[test]
     fn max_jobs_keeps_the_earliest_expiring_and_skips_the_rest() {
         let jobs: Vec<Value> = (1..=4).map(|r| job(r, &[A], NOW + 1000 - r)).collect();
-        let s = select_jobs(std::slice::from_ref(&jobs), &[addr(A)], NOW, Some(2));
+        let s = sel(std::slice::from_ref(&jobs), &[addr(A)], NOW, Some(2));
         let want: Vec<String> = [&jobs[3], &jobs[2]]
             .iter()
             .map(|j| j["job_id"].as_str().unwrap().to_owned())
             .collect();
         assert_eq!(ids(&s), want);
-        assert_eq!(s.excluded.len(), 2);
-        assert!(s.excluded.iter().all(|r| r.status == JobStatus::Skipped
-            && r.reason_code.as_deref() == Some(reason::MAX_JOBS)));
-        let s = select_jobs(&[jobs], &[addr(A)], NOW, Some(0));
+        assert_eq!(s.excluded.rows().len(), 2);
+        assert!(
+            s.excluded
+                .rows()
+                .iter()
+                .all(|r| r.status == JobStatus::Skipped
+                    && r.reason_code.as_deref() == Some(reason::MAX_JOBS))
+        );
+        let s = sel(&[jobs], &[addr(A)], NOW, Some(0));
         assert!(s.selected.is_empty());
-        assert_eq!(s.excluded.len(), 4);
+        assert_eq!(s.excluded.rows().len(), 4);
+    }
+
+    #[test]
+    fn jobs_for_another_network_are_rejected() {
+        let mainnet = job(1, &[A], NOW + 100);
+        let sepolia = job_value(&JobParams {
+            network: "base-sepolia".into(),
+            round: 2,
+            verifiers: vec![A.to_owned()],
+            expires_at: NOW + 100,
+            ..JobParams::default()
+        });
+        let s = sel(
+            &[vec![mainnet.clone(), sepolia.clone()]],
+            &[addr(A)],
+            NOW,
+            None,
+        );
+        assert_eq!(ids(&s), vec![mainnet["job_id"].as_str().unwrap()]);
+        let r = row(&s, sepolia["job_id"].as_str().unwrap());
+        assert_eq!(r.status, JobStatus::Rejected);
+        assert_eq!(r.reason_code.as_deref(), Some(reason::WRONG_NETWORK));
+        let s = select_jobs(
+            vec![vec![mainnet, sepolia.clone()]],
+            Network::BaseSepolia,
+            &[addr(A)],
+            NOW,
+            None,
+        );
+        assert_eq!(ids(&s), vec![sepolia["job_id"].as_str().unwrap()]);
+    }
+
+    #[test]
+    fn thousands_of_nameless_entries_list_five_rows_and_count_the_rest() {
+        let junk = vec![json!({}); 10_000];
+        let s = sel(&[junk], &[addr(A)], NOW, None);
+        assert!(s.selected.is_empty());
+        assert_eq!(s.excluded.total(), 10_000);
+        assert_eq!(
+            s.excluded.rows().len(),
+            crate::feed::report::LISTED_PER_REASON
+        );
     }
 }
