@@ -15,6 +15,9 @@ pub enum StoppedBy {
     Timeout,
     /// The sandbox killed the container because combined output passed the cap.
     OutputLimit,
+    /// Something other than the sandbox killed, stopped or acted on the running container,
+    /// as the engine's event stream showed (or the stream ended before the exit was seen).
+    External,
 }
 
 // The reasons are the protocol's (`verifier-sdk`), so the sandbox and the printed outcome
@@ -113,7 +116,7 @@ pub fn decide(observation: &RunObservation) -> Decision {
                 "combined stdout and stderr exceeded the output cap",
             );
         }
-        StoppedBy::None => {}
+        StoppedBy::None | StoppedBy::External => {}
     }
     if observation.oom_killed {
         return Decision::no_verdict(
