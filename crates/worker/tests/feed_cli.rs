@@ -311,6 +311,7 @@ async fn a_run_killed_from_outside_is_no_verdict_and_never_cached() {
             if let Some(id) = running.unwrap().into_iter().find_map(|c| c.id) {
                 let status = Command::new("docker")
                     .args(["kill", "--signal", "KILL", &id])
+                    .stdout(std::process::Stdio::null())
                     .status()
                     .unwrap();
                 assert!(status.success(), "docker kill failed");

@@ -219,6 +219,7 @@ async fn run_killed_from_outside(name: &str, signal: &str) -> RunReport {
                 if running == Some(true) {
                     let status = tokio::process::Command::new("docker")
                         .args(["kill", "--signal", signal, id])
+                        .stdout(std::process::Stdio::null())
                         .status()
                         .await
                         .unwrap();
