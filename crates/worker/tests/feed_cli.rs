@@ -84,7 +84,11 @@ impl World {
             round,
             archive,
             source_digest,
-            &["/bin/cmp", "/benchmark/expected.txt", "/workspace/result.txt"],
+            &[
+                "/bin/cmp",
+                "/benchmark/expected.txt",
+                "/workspace/result.txt",
+            ],
         )
     }
 
@@ -300,7 +304,10 @@ async fn a_run_killed_from_outside_is_no_verdict_and_never_cached() {
     let killer = tokio::spawn(async {
         let executor = support::executor().await;
         let filters = std::collections::HashMap::from([
-            ("label", vec![format!("{}=1", worker::sandbox::LABEL_VERIFIER)]),
+            (
+                "label",
+                vec![format!("{}=1", worker::sandbox::LABEL_VERIFIER)],
+            ),
             ("status", vec!["running".to_string()]),
         ]);
         for _ in 0..600 {
@@ -332,7 +339,10 @@ async fn a_run_killed_from_outside_is_no_verdict_and_never_cached() {
         .unwrap()
         .map(|e| e.unwrap().path())
         .collect();
-    assert!(cached.is_empty(), "an externally killed run was cached: {cached:?}");
+    assert!(
+        cached.is_empty(),
+        "an externally killed run was cached: {cached:?}"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

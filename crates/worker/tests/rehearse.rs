@@ -454,8 +454,14 @@ exit 1",
     );
     assert_eq!(ran.code, 4, "{}{}", ran.stdout, ran.stderr);
     for text in [&ran.stdout, &ran.stderr] {
-        assert!(!text.contains('\u{1b}'), "ESC reached the terminal: {text:?}");
-        assert!(!text.contains('\r'), "a bare CR reached the terminal: {text:?}");
+        assert!(
+            !text.contains('\u{1b}'),
+            "ESC reached the terminal: {text:?}"
+        );
+        assert!(
+            !text.contains('\r'),
+            "a bare CR reached the terminal: {text:?}"
+        );
         assert_eq!(control_chars(text), Vec::<char>::new(), "{text:?}");
     }
     // The bytes are still shown, visibly.
@@ -479,7 +485,11 @@ exit 1",
     assert!(!human.stdout.contains('\u{1b}'), "{:?}", human.stdout);
     assert!(!human.stdout.contains('\r'), "{:?}", human.stdout);
     assert_eq!(control_chars(&human.stdout), Vec::<char>::new());
-    assert!(human.stdout.contains(r"\e[1A\e[2K\rPASSED"), "{}", human.stdout);
+    assert!(
+        human.stdout.contains(r"\e[1A\e[2K\rPASSED"),
+        "{}",
+        human.stdout
+    );
     // JSON keeps the exact bytes (serde escapes them).
     let json = explain(&["--json", evidence]).json();
     assert!(

@@ -8,9 +8,7 @@ use std::fs;
 use std::time::Duration;
 
 use support::{DigestHooks, Trees, containers_for, executor, run, spec};
-use worker::sandbox::{
-    Decision, InputPhase, NoVerdictReason, RunReport, SandboxError, StoppedBy,
-};
+use worker::sandbox::{Decision, InputPhase, NoVerdictReason, RunReport, SandboxError, StoppedBy};
 
 fn no_verdict_reason(decision: &Decision) -> NoVerdictReason {
     match decision {

@@ -17,8 +17,8 @@ use bollard::models::{ContainerInspectResponse, ContainerSummaryStateEnum, Event
 use bollard::query_parameters::{
     AttachContainerOptionsBuilder, ContainerArchiveInfoOptionsBuilder,
     CreateContainerOptionsBuilder, CreateImageOptionsBuilder, DownloadFromContainerOptionsBuilder,
-    EventsOptionsBuilder, KillContainerOptionsBuilder, ListContainersOptionsBuilder, RemoveContainerOptionsBuilder,
-    StatsOptionsBuilder, WaitContainerOptionsBuilder,
+    EventsOptionsBuilder, KillContainerOptionsBuilder, ListContainersOptionsBuilder,
+    RemoveContainerOptionsBuilder, StatsOptionsBuilder, WaitContainerOptionsBuilder,
 };
 use futures_util::StreamExt;
 use tokio::time::Instant;
@@ -639,7 +639,10 @@ impl DockerExecutor {
             tracing::warn!(container = %id, "container did not report stopping in time");
         }
         let events_until = drain_until.min(Instant::now() + EVENTS_GRACE);
-        if tokio::time::timeout_at(events_until, &mut events).await.is_err() {
+        if tokio::time::timeout_at(events_until, &mut events)
+            .await
+            .is_err()
+        {
             events.abort();
         }
         let events = event_log

@@ -72,9 +72,11 @@ fn removable(here: &Here, owner: &str, running: bool, age: Duration) -> bool {
     ) else {
         return false;
     };
-    let (Some(our_boot), Some(our_pidns), Ok(pid)) =
-        (here.boot.as_deref(), here.pidns.as_deref(), pid.parse::<u32>())
-    else {
+    let (Some(our_boot), Some(our_pidns), Ok(pid)) = (
+        here.boot.as_deref(),
+        here.pidns.as_deref(),
+        pid.parse::<u32>(),
+    ) else {
         return false;
     };
     if boot.is_empty() || pidns.is_empty() || start.is_empty() {
