@@ -973,17 +973,13 @@ impl EventLog {
             };
         }
         let mut outside = self.foreign.clone();
-        // The sandbox only ever sends SIGKILL (signal 9), at most `own_kills` times.
-        let foreign_signals = self.kills.iter().filter(|s| *s != "9").count();
-        let extra_kills = self
-            .kills
-            .len()
-            .saturating_sub(foreign_signals)
-            .saturating_sub(own_kills);
-        for signal in self.kills.iter().filter(|s| *s != "9") {
+        // The sandbox only ever sends SIGKILL, at most `own_kills` times.
+        let is_sigkill = |s: &&String| matches!(s.as_str(), "9" | "KILL" | "SIGKILL");
+        let sigkills = self.kills.iter().filter(is_sigkill).count();
+        for signal in self.kills.iter().filter(|s| !is_sigkill(s)) {
             outside.push(format!("kill (signal {signal})"));
         }
-        for _ in 0..extra_kills {
+        for _ in 0..sigkills.saturating_sub(own_kills) {
             outside.push("kill (signal 9) not sent by the sandbox".into());
         }
         if !self.died
@@ -1173,6 +1169,94 @@ fn validate(spec: &SandboxSpec) -> Result<(Limits, String, String), String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn event(action: &str, signal: Option<&str>) -> EventMessage {
+        EventMessage {
+            action: Some(action.into()),
+            actor: Some(bollard::models::EventActor {
+                id: Some("c".into()),
+                attributes: signal.map(|s| HashMap::from([("signal".into(), s.into())])),
+            }),
+            ..EventMessage::default()
+        }
+    }
+
+    fn log_of(events: &[(&str, Option<&str>)]) -> EventLog {
+        let mut log = EventLog::default();
+        for (action, signal) in events {
+            log.record(&event(action, *signal));
+        }
+        log
+    }
+
+    #[test]
+    fn a_run_with_only_its_own_events_is_clean() {
+        let log = log_of(&[
+            ("create", None),
+            ("attach", None),
+            ("archive-path", None),
+            ("start", None),
+            ("oom", None),
+            ("die", None),
+            // After the exit: our own removal.
+            ("kill", Some("9")),
+            ("destroy", None),
+        ]);
+        assert_eq!(log.judge(0), EngineEvents::Clean);
+        // Our own timeout kill.
+        let log = log_of(&[("start", None), ("kill", Some("9")), ("die", None)]);
+        assert_eq!(log.judge(1), EngineEvents::Clean);
+    }
+
+    #[test]
+    fn kills_stops_and_tampering_we_did_not_do_are_external() {
+        for events in [
+            vec![("start", None), ("kill", Some("9")), ("die", None)],
+            vec![("start", None), ("kill", Some("15")), ("die", None)],
+            vec![
+                ("start", None),
+                ("kill", Some("15")),
+                ("kill", Some("9")),
+                ("die", None),
+                ("stop", None),
+            ],
+            vec![
+                ("start", None),
+                ("pause", None),
+                ("unpause", None),
+                ("die", None),
+            ],
+            vec![("start", None), ("exec_create: sh", None), ("die", None)],
+            vec![("extract-to-dir", None), ("start", None), ("die", None)],
+            vec![("start", None), ("update", None), ("die", None)],
+        ] {
+            let log = log_of(&events);
+            assert!(
+                matches!(log.judge(0), EngineEvents::External { .. }),
+                "{events:?}"
+            );
+        }
+        // Two SIGKILLs where we sent one.
+        let log = log_of(&[
+            ("start", None),
+            ("kill", Some("9")),
+            ("kill", Some("9")),
+            ("die", None),
+        ]);
+        assert!(matches!(log.judge(1), EngineEvents::External { .. }));
+    }
+
+    #[test]
+    fn a_stream_without_start_or_exit_proves_nothing() {
+        let log = log_of(&[("create", None)]);
+        assert!(matches!(log.judge(0), EngineEvents::Unconfirmed { .. }));
+        let log = log_of(&[("start", None)]);
+        assert!(matches!(log.judge(0), EngineEvents::Unconfirmed { .. }));
+        // The daemon going away mid-run ends the stream before the exit.
+        let mut log = log_of(&[("start", None)]);
+        log.ended = Some("the engine's event stream ended".into());
+        assert!(matches!(log.judge(0), EngineEvents::External { .. }));
+    }
 
     #[test]
     fn only_full_sha256_pins_are_accepted() {
