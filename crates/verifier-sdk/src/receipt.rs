@@ -492,6 +492,10 @@ pub enum NoVerdictReason {
     StartFailed,
     /// The container's observed settings differ from the profile.
     IsolationMismatch,
+    /// Something other than the worker killed, stopped, removed or otherwise acted on the
+    /// running container (an operator's `docker kill`, a daemon stop, another process's
+    /// cleanup), so its exit code is not the program's own.
+    ExternallyStopped,
     /// The job or manifest is invalid.
     InvalidJob,
     /// The job expired.
@@ -516,6 +520,7 @@ impl NoVerdictReason {
             Self::CreateFailed => "create_failed",
             Self::StartFailed => "start_failed",
             Self::IsolationMismatch => "isolation_mismatch",
+            Self::ExternallyStopped => "externally_stopped",
             Self::InvalidJob => "invalid_job",
             Self::Expired => "expired",
             Self::InternalError => "internal_error",

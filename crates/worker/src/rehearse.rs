@@ -651,7 +651,9 @@ impl Report {
         for problem in &self.problems {
             out.push_str(&format!("problem: {problem}\n"));
         }
-        out
+        // Runs' output is already escaped by `render`; the manifest's argv, env and image and
+        // the problems are author-controlled text too.
+        crate::explain::terminal_safe(&out)
     }
 
     /// The `--json` report.

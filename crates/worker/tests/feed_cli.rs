@@ -80,6 +80,26 @@ impl World {
     /// Serves `archive` as `solver-org/sol-<round>@<commit(round)>` and returns a job for it
     /// committed to `source_digest`, running the example's `cmp` in busybox.
     fn job(&self, round: u64, archive: Vec<u8>, source_digest: Sha256Digest) -> Value {
+        self.job_running(
+            round,
+            archive,
+            source_digest,
+            &[
+                "/bin/cmp",
+                "/benchmark/expected.txt",
+                "/workspace/result.txt",
+            ],
+        )
+    }
+
+    /// As [`World::job`], running `command` instead of the example's `cmp`.
+    fn job_running(
+        &self,
+        round: u64,
+        archive: Vec<u8>,
+        source_digest: Sha256Digest,
+        command: &[&str],
+    ) -> Value {
         let repo = format!("sol-{round}");
         self.server.route(
             &format!("/solver-org/{repo}/tar.gz/{}", commit(round)),
@@ -87,11 +107,7 @@ impl World {
         );
         let mut manifest = sample_manifest();
         manifest["image"] = json!(self.image);
-        manifest["command"] = json!([
-            "/bin/cmp",
-            "/benchmark/expected.txt",
-            "/workspace/result.txt"
-        ]);
+        manifest["command"] = json!(command);
         manifest["benchmark_digest"] = json!(self.bench_digest.to_string());
         job_value(&JobParams {
             round,
@@ -275,6 +291,64 @@ async fn two_example_jobs_yield_signable_verdicts_and_the_cache_reruns_nothing()
     // Every run writes an evidence record with a fresh run id: none means no container ran.
     assert_eq!(w.evidence_files(), evidence);
     assert_eq!(signable_candidates(&w.path("out2")), candidates);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_run_killed_from_outside_is_no_verdict_and_never_cached() {
+    let w = World::new().await;
+    let tree = example("source-pass");
+    let top = format!("sol-1-{}", commit(1));
+    let job = w.job_running(
+        1,
+        codeload_dir(&top, "", &tree),
+        dir_digest(&tree),
+        &["/bin/sleep", "30"],
+    );
+    w.serve(&[&job]);
+
+    // Container tests run one at a time, so the only running sandbox container is the feed's.
+    let killer = tokio::spawn(async {
+        let executor = support::executor().await;
+        let filters = std::collections::HashMap::from([
+            (
+                "label",
+                vec![format!("{}=1", worker::sandbox::LABEL_VERIFIER)],
+            ),
+            ("status", vec!["running".to_string()]),
+        ]);
+        for _ in 0..600 {
+            let options = bollard::query_parameters::ListContainersOptionsBuilder::default()
+                .filters(&filters)
+                .build();
+            let running = executor.client().list_containers(Some(options)).await;
+            if let Some(id) = running.unwrap().into_iter().find_map(|c| c.id) {
+                let status = Command::new("docker")
+                    .args(["kill", "--signal", "KILL", &id])
+                    .stdout(std::process::Stdio::null())
+                    .status()
+                    .unwrap();
+                assert!(status.success(), "docker kill failed");
+                return;
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+        }
+        panic!("the feed's container never ran");
+    });
+    let first = w.feed("out1", &[]).await;
+    killer.await.unwrap();
+    first.assert_code(3);
+    assert_eq!(first.row(&job)["status"], "no_verdict");
+    assert_eq!(first.row(&job)["reason_code"], "externally_stopped");
+    assert_eq!(first.row(&job)["candidate_file"], Value::Null);
+    assert!(signable_candidates(&w.path("out1")).is_empty());
+    let cached: Vec<_> = std::fs::read_dir(w.path("cache"))
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .collect();
+    assert!(
+        cached.is_empty(),
+        "an externally killed run was cached: {cached:?}"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -426,6 +426,80 @@ fn explain_reproduces_the_explanation_of_a_real_run() {
     assert_eq!(explain(&["/nonexistent/evidence.json"]).code, 4);
 }
 
+/// Terminal control characters other than newline and tab: C0, DEL, C1 (as UTF-8).
+fn control_chars(text: &str) -> Vec<char> {
+    text.chars()
+        .filter(|c| {
+            (c.is_control() && *c != '\n' && *c != '\t') || ('\u{80}'..='\u{9f}').contains(c)
+        })
+        .collect()
+}
+
+#[test]
+fn solver_output_with_terminal_control_codes_cannot_repaint_a_failure_as_passed() {
+    let r = Rehearsal::new();
+    // Cursor up, erase line and carriage return would overwrite FAILED with PASSED on a
+    // terminal; an OSC sets the window title; U+009B is a one-character C1 CSI.
+    let bench = r.script_benchmark(
+        "repaint",
+        r"printf 'FAILED\n\033[1A\033[2K\rPASSED\n\033]0;passed\007\302\233A\n'
+printf 'boom\rPASSED\n' >&2
+exit 1",
+    );
+    let ran = r.rehearse(
+        &fixture("example/source-pass"),
+        &bench,
+        &r.busybox_script(|_| {}),
+        &[],
+    );
+    assert_eq!(ran.code, 4, "{}{}", ran.stdout, ran.stderr);
+    for text in [&ran.stdout, &ran.stderr] {
+        assert!(
+            !text.contains('\u{1b}'),
+            "ESC reached the terminal: {text:?}"
+        );
+        assert!(
+            !text.contains('\r'),
+            "a bare CR reached the terminal: {text:?}"
+        );
+        assert_eq!(control_chars(text), Vec::<char>::new(), "{text:?}");
+    }
+    // The bytes are still shown, visibly.
+    assert!(ran.stdout.contains("| FAILED"), "{}", ran.stdout);
+    assert!(ran.stdout.contains(r"\e[1A\e[2K\rPASSED"), "{}", ran.stdout);
+    assert!(ran.stdout.contains(r"boom\rPASSED"), "{}", ran.stdout);
+    assert!(ran.stdout.contains("verdict  failed"), "{}", ran.stdout);
+
+    let evidence = ran
+        .stdout
+        .lines()
+        .find_map(|l| l.trim().strip_prefix("evidence "))
+        .unwrap_or_else(|| panic!("no evidence path in {}", ran.stdout));
+    let human = explain(&[evidence]);
+    assert_eq!(human.code, 0, "{}", human.stderr);
+    assert!(
+        human.stdout.starts_with("failed: the command exited 1"),
+        "{}",
+        human.stdout
+    );
+    assert!(!human.stdout.contains('\u{1b}'), "{:?}", human.stdout);
+    assert!(!human.stdout.contains('\r'), "{:?}", human.stdout);
+    assert_eq!(control_chars(&human.stdout), Vec::<char>::new());
+    assert!(
+        human.stdout.contains(r"\e[1A\e[2K\rPASSED"),
+        "{}",
+        human.stdout
+    );
+    // JSON keeps the exact bytes (serde escapes them).
+    let json = explain(&["--json", evidence]).json();
+    assert!(
+        json["explanation"]["stdout_tail"]
+            .as_str()
+            .unwrap()
+            .contains("\u{1b}[1A\u{1b}[2K\rPASSED")
+    );
+}
+
 #[test]
 fn the_python_example_passes_fails_and_discriminates() {
     let r = Rehearsal::new();

@@ -247,7 +247,8 @@ fn containers_of_pid(pid: u32) -> Vec<String> {
     .lines()
     .filter_map(|line| {
         let (id, owner) = line.split_once(' ')?;
-        let owner_pid = owner.split('/').nth(1)?;
+        // `<boot id>/<pid namespace>/<pid>/<start time>`
+        let owner_pid = owner.split('/').nth(2)?;
         (owner_pid == pid.to_string()).then(|| id.to_string())
     })
     .collect()

@@ -7,7 +7,7 @@ mod support;
 use std::time::Duration;
 
 use support::{Trees, containers_for, executor, spawn_child, spec};
-use worker::sandbox::Decision;
+use worker::sandbox::{Decision, LABEL_OWNER, LABEL_RUN_ID, LABEL_VERIFIER};
 
 #[tokio::test]
 async fn sigkilled_worker_leaves_a_container_that_cleanup_stale_removes() {
@@ -49,6 +49,107 @@ async fn sigkilled_worker_leaves_a_container_that_cleanup_stale_removes() {
     let removed = executor.cleanup_stale().await.unwrap();
     assert!(removed.contains(&found[0]), "{removed:?}");
     assert!(containers_for(&executor, &run_id).await.is_empty());
+}
+
+/// Field 22 of `/proc/<pid>/stat` (start time), counted after the command name.
+fn start_time(pid: u32) -> String {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap();
+    let after_comm = stat.rsplit_once(')').unwrap().1;
+    after_comm.split_whitespace().nth(19).unwrap().to_string()
+}
+
+/// A labelled sandbox container made with the CLI, as another worker would have left it;
+/// `start` runs it (`sleep 120`), otherwise it stays created.
+fn labelled_container(run_id: &str, owner: &str, start: bool) -> String {
+    let output = std::process::Command::new("docker")
+        .args([if start { "run" } else { "create" }])
+        .args(start.then_some("--detach"))
+        .args([
+            "--label",
+            &format!("{LABEL_VERIFIER}=1"),
+            "--label",
+            &format!("{LABEL_RUN_ID}={run_id}"),
+            "--label",
+            &format!("{LABEL_OWNER}={owner}"),
+            &support::busybox(),
+            "sleep",
+            "120",
+        ])
+        .output()
+        .unwrap();
+    assert!(
+        output.status.success(),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    String::from_utf8(output.stdout).unwrap().trim().to_string()
+}
+
+#[tokio::test]
+async fn sweep_spares_a_live_owner_in_another_pid_namespace_and_removes_a_provably_dead_one() {
+    let boot = std::fs::read_to_string("/proc/sys/kernel/random/boot_id")
+        .unwrap()
+        .trim()
+        .to_string();
+    let ns = std::fs::read_link("/proc/self/ns/pid")
+        .unwrap()
+        .to_str()
+        .unwrap()
+        .to_string();
+    let other_ns = if ns == "pid:[4026531836]" {
+        "pid:[4026532999]".to_string()
+    } else {
+        "pid:[4026531836]".to_string()
+    };
+    let pid = std::process::id();
+    let start = start_time(pid);
+    let mut gone = std::process::Command::new("true").spawn().unwrap();
+    let dead_pid = gone.id();
+    gone.wait().unwrap();
+
+    // (owner label, run the container, whether the sweep may remove it)
+    let cases = [
+        // A live pid of ours, but the label is another namespace's: that pid names some other
+        // worker's process there, which may be running right now.
+        (format!("{boot}/{other_ns}/{pid}/{start}"), true, false),
+        // A pid that is gone here says nothing about another namespace either.
+        (format!("{boot}/{other_ns}/{dead_pid}/1"), true, false),
+        // A running container of another boot id belongs to another host sharing the daemon.
+        (format!("another-boot/{ns}/{pid}/{start}"), true, false),
+        // An unreadable label is never proof of a dead owner.
+        ("not-an-owner".to_string(), true, false),
+        // Our own, live identity.
+        (format!("{boot}/{ns}/{pid}/{start}"), true, false),
+        // Same boot and namespace, pid gone: provably dead.
+        (format!("{boot}/{ns}/{dead_pid}/1"), true, true),
+        // Same boot and namespace, pid reused by another process: provably dead.
+        (format!("{boot}/{ns}/{pid}/{start}0"), true, true),
+        // Another boot and not running: left over from before a reboot.
+        (format!("another-boot/{ns}/{pid}/{start}"), false, true),
+    ];
+    let run_id = support::run_id("sweep");
+    let ids: Vec<String> = cases
+        .iter()
+        .map(|(owner, start, _)| labelled_container(&run_id, owner, *start))
+        .collect();
+    let executor = executor().await;
+    let swept = executor.cleanup_stale().await;
+    let left = containers_for(&executor, &run_id).await;
+    let _ = std::process::Command::new("docker")
+        .args(["rm", "--force"])
+        .args(&left)
+        .output();
+    let removed = swept.unwrap();
+    let mut wrong = Vec::new();
+    for ((owner, running, removable), id) in cases.iter().zip(&ids) {
+        if removed.contains(id) != *removable || left.contains(id) == *removable {
+            wrong.push(format!(
+                "owner {owner:?} (running {running}): removed {}, expected {removable}",
+                removed.contains(id)
+            ));
+        }
+    }
+    assert!(wrong.is_empty(), "{wrong:#?}");
 }
 
 #[tokio::test]

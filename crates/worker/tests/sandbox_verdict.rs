@@ -7,8 +7,8 @@ mod support;
 use std::fs;
 use std::time::Duration;
 
-use support::{DigestHooks, Trees, executor, run, spec};
-use worker::sandbox::{Decision, InputPhase, NoVerdictReason, SandboxError};
+use support::{DigestHooks, Trees, containers_for, executor, run, spec};
+use worker::sandbox::{Decision, InputPhase, NoVerdictReason, RunReport, SandboxError, StoppedBy};
 
 fn no_verdict_reason(decision: &Decision) -> NoVerdictReason {
     match decision {
@@ -194,6 +194,65 @@ async fn inputs_changed_during_the_run_void_a_pass() {
         *hooks.phases.lock().unwrap(),
         [InputPhase::BeforeCreate, InputPhase::AfterRun]
     );
+}
+
+/// Runs `sleep 30` and, once its container runs, has `docker kill -s <signal>` (the CLI, as an
+/// operator or another tool on the host would) stop it from outside the worker.
+async fn run_killed_from_outside(name: &str, signal: &str) -> RunReport {
+    let trees = Trees::new();
+    let mut spec = spec(name, &["/bin/sleep", "30"], &trees);
+    spec.timeout = Duration::from_secs(60);
+    let run_id = spec.run_id.clone();
+    let killer = async {
+        let executor = executor().await;
+        for _ in 0..300 {
+            if let Some(id) = containers_for(&executor, &run_id).await.first() {
+                let running = executor
+                    .client()
+                    .inspect_container(id, None)
+                    .await
+                    .ok()
+                    .and_then(|c| c.state)
+                    .and_then(|s| s.running);
+                if running == Some(true) {
+                    let status = tokio::process::Command::new("docker")
+                        .args(["kill", "--signal", signal, id])
+                        .stdout(std::process::Stdio::null())
+                        .status()
+                        .await
+                        .unwrap();
+                    assert!(status.success(), "docker kill failed");
+                    return;
+                }
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+        panic!("the run's container never ran");
+    };
+    let (report, ()) = tokio::join!(run(&spec, &trees), killer);
+    report
+}
+
+#[tokio::test]
+async fn docker_kill_sigkill_from_outside_is_externally_stopped_not_failed() {
+    let report = run_killed_from_outside("extkill", "KILL").await;
+    assert_eq!(
+        no_verdict_reason(&report.decision),
+        NoVerdictReason::ExternallyStopped
+    );
+    assert_eq!(report.decision.passed(), None);
+    assert_eq!(report.evidence.exit.stopped_by, StoppedBy::External);
+}
+
+#[tokio::test]
+async fn docker_kill_sigterm_from_outside_is_externally_stopped_not_failed() {
+    let report = run_killed_from_outside("extterm", "TERM").await;
+    assert_eq!(
+        no_verdict_reason(&report.decision),
+        NoVerdictReason::ExternallyStopped
+    );
+    assert_eq!(report.decision.passed(), None);
+    assert_eq!(report.evidence.exit.stopped_by, StoppedBy::External);
 }
 
 #[tokio::test]

@@ -356,6 +356,7 @@ fn no_verdict_wire_format() {
         NoVerdictReason::CreateFailed,
         NoVerdictReason::StartFailed,
         NoVerdictReason::IsolationMismatch,
+        NoVerdictReason::ExternallyStopped,
         NoVerdictReason::InvalidJob,
         NoVerdictReason::Expired,
         NoVerdictReason::InternalError,

@@ -15,6 +15,9 @@ pub enum StoppedBy {
     Timeout,
     /// The sandbox killed the container because combined output passed the cap.
     OutputLimit,
+    /// Something other than the sandbox killed, stopped or acted on the running container,
+    /// as the engine's event stream showed (or the stream ended before the exit was seen).
+    External,
 }
 
 // The reasons are the protocol's (`verifier-sdk`), so the sandbox and the printed outcome
@@ -34,6 +37,26 @@ pub enum InputCheck {
     },
 }
 
+/// What the engine's event stream for the container showed between its start and its exit.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "status", rename_all = "snake_case")]
+pub enum EngineEvents {
+    /// The stream showed the start and the exit, and nothing but the program and the
+    /// sandbox's own kills acted on the container in between.
+    Clean,
+    /// Something the sandbox did not do acted on the running container (a kill or stop it did
+    /// not send, a removal, pause, exec, copy into it, or the daemon going away).
+    External {
+        /// The events, as the engine named them.
+        detail: String,
+    },
+    /// The stream did not show both the start and the exit, so it proves nothing.
+    Unconfirmed {
+        /// What was missing.
+        detail: String,
+    },
+}
+
 /// Everything the contract looks at, as observed after the container stopped.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct RunObservation {
@@ -47,6 +70,8 @@ pub struct RunObservation {
     pub stopped_by: StoppedBy,
     /// The post-run input re-check.
     pub inputs: InputCheck,
+    /// The engine's events for the container during the run.
+    pub events: EngineEvents,
 }
 
 /// The outcome of one run under the verdict contract.
@@ -89,7 +114,8 @@ impl Decision {
 ///
 /// The order matters only for which reason is reported when several apply; every path other
 /// than the last yields no verdict. A kill by the sandbox wins over the exit code because 137
-/// from our own kill is not the program's doing, while 137 with no kill by us and no OOM is.
+/// from our own kill is not the program's doing, while 137 with no kill by us, no kill by
+/// anyone else (per the engine's events) and no OOM is.
 pub fn decide(observation: &RunObservation) -> Decision {
     if !observation.started {
         return Decision::no_verdict(
@@ -99,6 +125,20 @@ pub fn decide(observation: &RunObservation) -> Decision {
     }
     if let InputCheck::Mismatch { detail } = &observation.inputs {
         return Decision::no_verdict(NoVerdictReason::InputMismatch, detail.clone());
+    }
+    // Before our own kills: an outside kill that beat our timeout kill still ended the program,
+    // and whatever exit code it left (137, 143, or 0 from a SIGTERM handler) is not its own.
+    if observation.stopped_by == StoppedBy::External
+        || matches!(observation.events, EngineEvents::External { .. })
+    {
+        let detail = match &observation.events {
+            EngineEvents::External { detail } => detail.as_str(),
+            _ => "something other than the sandbox stopped the container",
+        };
+        return Decision::no_verdict(
+            NoVerdictReason::ExternallyStopped,
+            format!("the run was interfered with from outside the sandbox: {detail}"),
+        );
     }
     match observation.stopped_by {
         StoppedBy::Timeout => {
@@ -113,7 +153,10 @@ pub fn decide(observation: &RunObservation) -> Decision {
                 "combined stdout and stderr exceeded the output cap",
             );
         }
-        StoppedBy::None => {}
+        StoppedBy::None | StoppedBy::External => {}
+    }
+    if let EngineEvents::Unconfirmed { detail } = &observation.events {
+        return Decision::no_verdict(NoVerdictReason::InternalError, detail.clone());
     }
     if observation.oom_killed {
         return Decision::no_verdict(
@@ -141,6 +184,7 @@ mod tests {
             oom_killed: false,
             stopped_by: StoppedBy::None,
             inputs: InputCheck::Matched,
+            events: EngineEvents::Clean,
         }
     }
 
@@ -177,6 +221,42 @@ mod tests {
         // A kill that raced a clean exit is still our kill: the run did not complete on its own.
         obs.exit_code = Some(0);
         assert_eq!(reason(&decide(&obs)), Some(NoVerdictReason::OutputLimit));
+    }
+
+    #[test]
+    fn an_outside_kill_is_never_a_verdict_whatever_the_exit_code() {
+        for code in [0, 1, 137, 143] {
+            let mut obs = completed(code);
+            obs.events = EngineEvents::External {
+                detail: "kill (signal 15)".into(),
+            };
+            let decision = decide(&obs);
+            assert_eq!(reason(&decision), Some(NoVerdictReason::ExternallyStopped));
+            assert_eq!(decision.passed(), None);
+            // Also when our own timeout kill came after it.
+            obs.stopped_by = StoppedBy::Timeout;
+            assert_eq!(
+                reason(&decide(&obs)),
+                Some(NoVerdictReason::ExternallyStopped)
+            );
+        }
+        let mut obs = completed(137);
+        obs.stopped_by = StoppedBy::External;
+        assert_eq!(
+            reason(&decide(&obs)),
+            Some(NoVerdictReason::ExternallyStopped)
+        );
+    }
+
+    #[test]
+    fn unconfirmed_events_are_no_verdict() {
+        for code in [0, 1] {
+            let mut obs = completed(code);
+            obs.events = EngineEvents::Unconfirmed {
+                detail: "no die event".into(),
+            };
+            assert_eq!(reason(&decide(&obs)), Some(NoVerdictReason::InternalError));
+        }
     }
 
     #[test]
@@ -225,6 +305,7 @@ mod tests {
             NoVerdictReason::CreateFailed,
             NoVerdictReason::StartFailed,
             NoVerdictReason::IsolationMismatch,
+            NoVerdictReason::ExternallyStopped,
             NoVerdictReason::InternalError,
         ] {
             let json = serde_json::to_value(r).unwrap();

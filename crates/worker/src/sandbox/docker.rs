@@ -13,17 +13,19 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use bollard::Docker;
 use bollard::container::LogOutput;
 use bollard::errors::Error as EngineError;
-use bollard::models::ContainerInspectResponse;
+use bollard::models::{ContainerInspectResponse, ContainerSummaryStateEnum, EventMessage};
 use bollard::query_parameters::{
     AttachContainerOptionsBuilder, ContainerArchiveInfoOptionsBuilder,
     CreateContainerOptionsBuilder, CreateImageOptionsBuilder, DownloadFromContainerOptionsBuilder,
-    KillContainerOptionsBuilder, ListContainersOptionsBuilder, RemoveContainerOptionsBuilder,
-    StatsOptionsBuilder, WaitContainerOptionsBuilder,
+    EventsOptionsBuilder, KillContainerOptionsBuilder, ListContainersOptionsBuilder,
+    RemoveContainerOptionsBuilder, StatsOptionsBuilder, WaitContainerOptionsBuilder,
 };
 use futures_util::StreamExt;
 use tokio::time::Instant;
 
-use super::decision::{Decision, InputCheck, NoVerdictReason, RunObservation, StoppedBy, decide};
+use super::decision::{
+    Decision, EngineEvents, InputCheck, NoVerdictReason, RunObservation, StoppedBy, decide,
+};
 use super::evidence::{
     ContainerFacts, DOCKER_EXECUTOR, EVIDENCE_SCHEMA_VERSION, EngineFacts, EvidenceRecord,
     ExitFacts, ImageFacts, IsolationEvidence, RequestFacts, ResourceFacts, Timestamps,
@@ -46,6 +48,24 @@ const TEARDOWN_CALL: Duration = Duration::from_secs(10);
 const ARCHIVE_HEAD_BYTES: usize = 8 * 1024;
 /// Symlink hops followed when resolving `argv[0]`.
 const MAX_LINK_HOPS: usize = 8;
+/// How long after the observed stop the engine's `die` event may take to arrive.
+const EVENTS_GRACE: Duration = Duration::from_secs(10);
+/// How far back the event subscription replays the engine's buffer, so a `start` that happens
+/// before the subscription is in place is still seen (the filter is the container's id, so
+/// nothing older can match); generous for a daemon whose clock differs from ours.
+const EVENTS_REPLAY: Duration = Duration::from_secs(600);
+/// Container actions that only something other than the program and this worker can cause
+/// while it runs: each means the exit code may not be the program's own. `kill` is judged
+/// separately against the sandbox's own kills; `exec_*` actions match by prefix.
+const FOREIGN_ACTIONS: [&str; 7] = [
+    "stop",
+    "destroy",
+    "pause",
+    "unpause",
+    "restart",
+    "update",
+    "extract-to-dir",
+];
 /// Engine value of `State.StartedAt` for a container that never started.
 const NEVER: &str = "0001-01-01T00:00:00Z";
 
@@ -185,8 +205,10 @@ impl DockerExecutor {
         &self.docker
     }
 
-    /// Removes labelled containers whose owning worker process is gone (for example after a
-    /// SIGKILL), and returns their ids. Containers of live workers are left alone.
+    /// Removes labelled containers whose owning worker process is provably gone (for example
+    /// after a SIGKILL), left from before a reboot, or older than any run can last, and returns
+    /// their ids. Anything else — a live owner, or one in another pid namespace this process
+    /// cannot see — is left alone: removing a live run's container would end it from outside.
     pub async fn cleanup_stale(&self) -> Result<Vec<String>, SandboxError> {
         let filters = HashMap::from([("label", vec![format!("{LABEL_VERIFIER}=1")])]);
         let options = ListContainersOptionsBuilder::default()
@@ -210,7 +232,21 @@ impl DockerExecutor {
                 .and_then(|labels| labels.get(LABEL_OWNER))
                 .map(String::as_str)
                 .unwrap_or_default();
-            if owner::is_alive(owner) {
+            let running = matches!(
+                container.state,
+                Some(
+                    ContainerSummaryStateEnum::RUNNING
+                        | ContainerSummaryStateEnum::PAUSED
+                        | ContainerSummaryStateEnum::RESTARTING
+                )
+            );
+            let age = container
+                .created
+                .and_then(|created| u64::try_from(created).ok())
+                .map_or(Duration::ZERO, |created| {
+                    Duration::from_secs((now_ms() / 1000).saturating_sub(created))
+                });
+            if !owner::is_removable(owner, running, age) {
                 continue;
             }
             tracing::info!(container = %id, owner, "removing stale sandbox container");
@@ -511,7 +547,16 @@ impl DockerExecutor {
         };
         let output = attached.output;
 
+        // Subscribed before start (and replaying the engine's recent buffer besides), so every
+        // action on the container from its start to its exit is seen.
+        let event_log = Arc::new(Mutex::new(EventLog::default()));
+        let events_task = tokio::spawn(watch_events(
+            self.docker.clone(),
+            id.to_string(),
+            Arc::clone(&event_log),
+        ));
         if let Err(error) = self.docker.start_container(id, None).await {
+            events_task.abort();
             let decision = Decision::no_verdict(
                 NoVerdictReason::StartFailed,
                 format!(
@@ -524,6 +569,7 @@ impl DockerExecutor {
         }
         let started = Instant::now();
         ctx.evidence.timestamps.start_ms = Some(now_ms());
+        let mut events = events_task;
         let deadline = started + ctx.spec.timeout;
         // "not-running" also matches a container that stopped before the wait was sent.
         let mut wait = Box::pin(wait_stopped(self.docker.clone(), id.to_string()));
@@ -542,6 +588,8 @@ impl DockerExecutor {
         let reader = tokio::spawn(read_output(output, ctx.spec.max_output_bytes, over_cap_tx));
 
         let mut stopped_by = StoppedBy::None;
+        // Kills this worker sent (or may have: a timed-out request may still have landed).
+        let mut own_kills = 0usize;
         let mut exited = false;
         let mut cap_signal_open = true;
         while !exited && stopped_by == StoppedBy::None {
@@ -551,13 +599,13 @@ impl DockerExecutor {
                     cap_signal_open = false;
                     if signal.is_ok() {
                         stopped_by = StoppedBy::OutputLimit;
-                        self.kill(id).await;
+                        own_kills += usize::from(self.kill(id).await);
                     }
                 }
                 () = &mut wait, if !exited => exited = true,
                 () = tokio::time::sleep_until(deadline) => {
                     stopped_by = StoppedBy::Timeout;
-                    self.kill(id).await;
+                    own_kills += usize::from(self.kill(id).await);
                 }
             }
         }
@@ -590,6 +638,25 @@ impl DockerExecutor {
         if !exited {
             tracing::warn!(container = %id, "container did not report stopping in time");
         }
+        let events_until = drain_until.min(Instant::now() + EVENTS_GRACE);
+        if tokio::time::timeout_at(events_until, &mut events)
+            .await
+            .is_err()
+        {
+            events.abort();
+        }
+        let events = event_log
+            .lock()
+            .map(|log| log.judge(own_kills))
+            .unwrap_or_else(|_| EngineEvents::Unconfirmed {
+                detail: "the event log was poisoned".into(),
+            });
+        if let EngineEvents::External { detail } = &events {
+            tracing::warn!(container = %id, %detail, "the container was acted on from outside");
+            if stopped_by == StoppedBy::None {
+                stopped_by = StoppedBy::External;
+            }
+        }
         sampler.abort();
         ctx.evidence.resources = resources.lock().map(|r| r.clone()).unwrap_or_default();
         ctx.evidence.stdout = stdout.finish();
@@ -606,6 +673,13 @@ impl DockerExecutor {
                 );
             }
             None => {
+                // Removed from outside (another process's cleanup) is the likeliest cause.
+                if let EngineEvents::External { detail } = &events {
+                    return Decision::no_verdict(
+                        NoVerdictReason::ExternallyStopped,
+                        format!("the run was interfered with from outside the sandbox: {detail}"),
+                    );
+                }
                 return Decision::no_verdict(
                     NoVerdictReason::InternalError,
                     "inspecting the stopped container failed",
@@ -628,6 +702,7 @@ impl DockerExecutor {
             oom_killed: ctx.evidence.exit.oom_killed,
             stopped_by,
             inputs: ctx.hooks.check_inputs(InputPhase::AfterRun),
+            events,
         };
         decide(&observation)
     }
@@ -760,19 +835,26 @@ impl DockerExecutor {
         shebang_interpreter(&start)
     }
 
-    async fn kill(&self, id: &str) {
+    /// Sends SIGKILL; returns whether the engine may have acted on it (accepted, or the
+    /// request timed out), so the run can tell its own `kill` event from someone else's.
+    async fn kill(&self, id: &str) -> bool {
         let options = KillContainerOptionsBuilder::default()
             .signal("KILL")
             .build();
         match tokio::time::timeout(TEARDOWN_CALL, self.docker.kill_container(id, Some(options)))
             .await
         {
-            Ok(Ok(())) => {}
-            // A container that already stopped answers 409; anything else is worth a log line.
+            Ok(Ok(())) => true,
+            // A container that already stopped answers 409 and emits no event; anything else
+            // is worth a log line.
             Ok(Err(error)) => {
                 tracing::debug!(container = %id, error = %engine_message(&error), "kill");
+                false
             }
-            Err(_) => tracing::warn!(container = %id, "kill request timed out"),
+            Err(_) => {
+                tracing::warn!(container = %id, "kill request timed out");
+                true
+            }
         }
     }
 
@@ -833,6 +915,124 @@ async fn wait_stopped(docker: Docker, id: String) {
                 tokio::time::sleep(Duration::from_millis(250)).await;
             }
         }
+    }
+}
+
+/// The container's engine events up to its first exit after start.
+#[derive(Debug, Default)]
+struct EventLog {
+    started: bool,
+    died: bool,
+    /// `kill` events before the exit, by signal.
+    kills: Vec<String>,
+    /// Other actions before the exit that only an outsider causes.
+    foreign: Vec<String>,
+    /// Why the stream ended before the exit, if it did.
+    ended: Option<String>,
+}
+
+impl EventLog {
+    fn record(&mut self, event: &EventMessage) {
+        let action = event.action.as_deref().unwrap_or_default();
+        if self.died {
+            return;
+        }
+        // Foreign actions count from creation on (a copy into the container before start is
+        // as much tampering as one during the run); the replayed `create` and `attach` and
+        // this worker's own archive reads are not among them.
+        match action {
+            "start" if !self.started => self.started = true,
+            "die" if self.started => self.died = true,
+            "kill" => self.kills.push(
+                event
+                    .actor
+                    .as_ref()
+                    .and_then(|a| a.attributes.as_ref())
+                    .and_then(|a| a.get("signal"))
+                    .cloned()
+                    .unwrap_or_default(),
+            ),
+            // The engine's own OOM handling, judged from the container state, not an outsider.
+            "oom" => {}
+            other
+                if FOREIGN_ACTIONS.contains(&other)
+                    || other.starts_with("exec_")
+                    || other == "start" =>
+            {
+                self.foreign.push(other.chars().take(80).collect());
+            }
+            _ => {}
+        }
+    }
+
+    /// Whether anything but the program and `own_kills` SIGKILLs acted on the container.
+    fn judge(&self, own_kills: usize) -> EngineEvents {
+        if !self.started {
+            return EngineEvents::Unconfirmed {
+                detail: "the engine's event stream did not show the container's start".into(),
+            };
+        }
+        let mut outside = self.foreign.clone();
+        // The sandbox only ever sends SIGKILL, at most `own_kills` times.
+        let is_sigkill = |s: &&String| matches!(s.as_str(), "9" | "KILL" | "SIGKILL");
+        let sigkills = self.kills.iter().filter(is_sigkill).count();
+        for signal in self.kills.iter().filter(|s| !is_sigkill(s)) {
+            outside.push(format!("kill (signal {signal})"));
+        }
+        for _ in 0..sigkills.saturating_sub(own_kills) {
+            outside.push("kill (signal 9) not sent by the sandbox".into());
+        }
+        if !self.died
+            && let Some(ended) = &self.ended
+        {
+            outside.push(format!("{ended} before the container exited"));
+        }
+        if !outside.is_empty() {
+            return EngineEvents::External {
+                detail: outside.join(", "),
+            };
+        }
+        if !self.died {
+            return EngineEvents::Unconfirmed {
+                detail: "the engine's event stream did not show the container's exit".into(),
+            };
+        }
+        EngineEvents::Clean
+    }
+}
+
+/// Follows the engine's events for container `id` into `log` until its first exit after start.
+async fn watch_events(docker: Docker, id: String, log: Arc<Mutex<EventLog>>) {
+    let since = (now_ms() / 1000).saturating_sub(EVENTS_REPLAY.as_secs());
+    let filters = HashMap::from([
+        ("container", vec![id.clone()]),
+        ("type", vec!["container".to_string()]),
+    ]);
+    let options = EventsOptionsBuilder::default()
+        .since(&since.to_string())
+        .filters(&filters)
+        .build();
+    let mut stream = docker.events(Some(options));
+    loop {
+        let ended = match stream.next().await {
+            Some(Ok(event)) => {
+                if event.actor.as_ref().and_then(|a| a.id.as_deref()) != Some(id.as_str()) {
+                    continue;
+                }
+                let Ok(mut log) = log.lock() else { return };
+                log.record(&event);
+                if log.died {
+                    return;
+                }
+                continue;
+            }
+            Some(Err(error)) => format!("the engine's event stream failed ({error})"),
+            None => "the engine's event stream ended".to_string(),
+        };
+        if let Ok(mut log) = log.lock() {
+            log.ended = Some(ended);
+        }
+        return;
     }
 }
 
@@ -969,6 +1169,94 @@ fn validate(spec: &SandboxSpec) -> Result<(Limits, String, String), String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn event(action: &str, signal: Option<&str>) -> EventMessage {
+        EventMessage {
+            action: Some(action.into()),
+            actor: Some(bollard::models::EventActor {
+                id: Some("c".into()),
+                attributes: signal.map(|s| HashMap::from([("signal".into(), s.into())])),
+            }),
+            ..EventMessage::default()
+        }
+    }
+
+    fn log_of(events: &[(&str, Option<&str>)]) -> EventLog {
+        let mut log = EventLog::default();
+        for (action, signal) in events {
+            log.record(&event(action, *signal));
+        }
+        log
+    }
+
+    #[test]
+    fn a_run_with_only_its_own_events_is_clean() {
+        let log = log_of(&[
+            ("create", None),
+            ("attach", None),
+            ("archive-path", None),
+            ("start", None),
+            ("oom", None),
+            ("die", None),
+            // After the exit: our own removal.
+            ("kill", Some("9")),
+            ("destroy", None),
+        ]);
+        assert_eq!(log.judge(0), EngineEvents::Clean);
+        // Our own timeout kill.
+        let log = log_of(&[("start", None), ("kill", Some("9")), ("die", None)]);
+        assert_eq!(log.judge(1), EngineEvents::Clean);
+    }
+
+    #[test]
+    fn kills_stops_and_tampering_we_did_not_do_are_external() {
+        for events in [
+            vec![("start", None), ("kill", Some("9")), ("die", None)],
+            vec![("start", None), ("kill", Some("15")), ("die", None)],
+            vec![
+                ("start", None),
+                ("kill", Some("15")),
+                ("kill", Some("9")),
+                ("die", None),
+                ("stop", None),
+            ],
+            vec![
+                ("start", None),
+                ("pause", None),
+                ("unpause", None),
+                ("die", None),
+            ],
+            vec![("start", None), ("exec_create: sh", None), ("die", None)],
+            vec![("extract-to-dir", None), ("start", None), ("die", None)],
+            vec![("start", None), ("update", None), ("die", None)],
+        ] {
+            let log = log_of(&events);
+            assert!(
+                matches!(log.judge(0), EngineEvents::External { .. }),
+                "{events:?}"
+            );
+        }
+        // Two SIGKILLs where we sent one.
+        let log = log_of(&[
+            ("start", None),
+            ("kill", Some("9")),
+            ("kill", Some("9")),
+            ("die", None),
+        ]);
+        assert!(matches!(log.judge(1), EngineEvents::External { .. }));
+    }
+
+    #[test]
+    fn a_stream_without_start_or_exit_proves_nothing() {
+        let log = log_of(&[("create", None)]);
+        assert!(matches!(log.judge(0), EngineEvents::Unconfirmed { .. }));
+        let log = log_of(&[("start", None)]);
+        assert!(matches!(log.judge(0), EngineEvents::Unconfirmed { .. }));
+        // The daemon going away mid-run ends the stream before the exit.
+        let mut log = log_of(&[("start", None)]);
+        log.ended = Some("the engine's event stream ended".into());
+        assert!(matches!(log.judge(0), EngineEvents::External { .. }));
+    }
 
     #[test]
     fn only_full_sha256_pins_are_accepted() {

@@ -18,7 +18,9 @@ pub mod streams;
 use std::path::PathBuf;
 use std::time::Duration;
 
-pub use decision::{Decision, InputCheck, NoVerdictReason, RunObservation, StoppedBy, decide};
+pub use decision::{
+    Decision, EngineEvents, InputCheck, NoVerdictReason, RunObservation, StoppedBy, decide,
+};
 pub use docker::DockerExecutor;
 pub use evidence::{EVIDENCE_SCHEMA_VERSION, EvidenceRecord};
 
@@ -28,8 +30,8 @@ pub const LABEL_VERIFIER: &str = "dev.agent-bounties.verifier";
 pub const LABEL_RUN_ID: &str = "dev.agent-bounties.run-id";
 /// Label holding the worker version.
 pub const LABEL_WORKER_VERSION: &str = "dev.agent-bounties.worker-version";
-/// Label naming the owning worker process (`<boot id>/<pid>/<start time>`), used by
-/// [`DockerExecutor::cleanup_stale`] to tell a dead owner from a live one.
+/// Label naming the owning worker process (`<boot id>/<pid namespace>/<pid>/<start time>`),
+/// used by [`DockerExecutor::cleanup_stale`] to tell a provably dead owner from a live one.
 pub const LABEL_OWNER: &str = "dev.agent-bounties.owner";
 
 /// Everything needed to run one command; independent of the job and manifest types.
