@@ -136,8 +136,11 @@ impl StubResult {
                 if files.is_empty() {
                     continue;
                 }
-                let shown: Vec<String> =
-                    files.iter().take(LISTED_FILES).map(|f| printable(f)).collect();
+                let shown: Vec<String> = files
+                    .iter()
+                    .take(LISTED_FILES)
+                    .map(|f| printable(f))
+                    .collect();
                 line.push_str(&format!(": {verb} {}", shown.join(", ")));
                 if files.len() > LISTED_FILES {
                     line.push_str(&format!(" and {} more", files.len() - LISTED_FILES));
@@ -523,9 +526,15 @@ mod tests {
             fs::read_to_string(dest.join("run.sh")).unwrap(),
             "#!/bin/sh\nexit 0\n"
         );
-        let mode = fs::metadata(dest.join("run.sh")).unwrap().permissions().mode();
+        let mode = fs::metadata(dest.join("run.sh"))
+            .unwrap()
+            .permissions()
+            .mode();
         assert_eq!(mode & 0o111, 0o111);
-        assert_eq!(fs::read_to_string(dest.join("data.txt")).unwrap(), "keep me");
+        assert_eq!(
+            fs::read_to_string(dest.join("data.txt")).unwrap(),
+            "keep me"
+        );
 
         // Nothing to stub: the stub would be the solution itself, so it is not built.
         let data = tempfile::tempdir().unwrap();
@@ -553,7 +562,12 @@ mod tests {
     #[test]
     fn lines_name_the_stub_its_files_and_escape_control_characters() {
         let mut bypass = stub("exit_on_load", "passed", "bypassed");
-        bypass.replaced = vec!["a.py".into(), "b\x1b[2J.py".into(), "c.py".into(), "d.py".into()];
+        bypass.replaced = vec![
+            "a.py".into(),
+            "b\x1b[2J.py".into(),
+            "c.py".into(),
+            "d.py".into(),
+        ];
         assert_eq!(
             bypass.line(),
             "  BYPASSABLE: exit_on_load (passed): replaced a.py, b\\u{1b}[2J.py, c.py and 1 more\n"
@@ -562,13 +576,17 @@ mod tests {
         timeout.reason = Some("timeout");
         assert_eq!(timeout.line(), "  held: empty_tree (no verdict: timeout)\n");
         let adversarial = Adversarial {
-            stubs: vec![timeout, stub("shadow pytest.py", "failed", "held"), not_applicable()],
+            stubs: vec![
+                timeout,
+                stub("shadow pytest.py", "failed", "held"),
+                not_applicable(),
+            ],
             bypassable: false,
         };
         assert!(
-            adversarial
-                .human()
-                .ends_with("adversarial  held: no stub passed (1 failed, 1 without a verdict, 1 skipped)\n"),
+            adversarial.human().ends_with(
+                "adversarial  held: no stub passed (1 failed, 1 without a verdict, 1 skipped)\n"
+            ),
             "{}",
             adversarial.human()
         );

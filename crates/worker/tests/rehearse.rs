@@ -626,8 +626,17 @@ fn stub_solutions_that_pass_a_bare_unittest_run_fail_the_bounty_harness() {
 /// exiting 0 on import or a `unittest.py` in the source ends with status 0.
 fn bare_unittest(r: &Rehearsal) -> PathBuf {
     r.manifest("python-unittest.json", "python", |m| {
-        m["command"] = serde_json::json!(["python3", "-B", "-m", "unittest", "discover", "-s",
-            "/benchmark", "-t", "/benchmark"]);
+        m["command"] = serde_json::json!([
+            "python3",
+            "-B",
+            "-m",
+            "unittest",
+            "discover",
+            "-s",
+            "/benchmark",
+            "-t",
+            "/benchmark"
+        ]);
     })
 }
 
@@ -661,7 +670,10 @@ fn adversarial_rehearsal_finds_that_exit_stubs_and_a_shadow_unittest_pass_a_bare
     );
     // Shadows a bare unittest run never imports, and the empty tree, fail on the missing module.
     for held in ["shadow conftest.py", "shadow pytest.py", "empty_tree"] {
-        assert!(out.contains(&format!("  held: {held} (failed)")), "{held}: {out}");
+        assert!(
+            out.contains(&format!("  held: {held} (failed)")),
+            "{held}: {out}"
+        );
     }
     assert!(
         out.contains("problem: a stub solution passes the benchmark"),
@@ -702,7 +714,10 @@ fn adversarial_stubs_fail_the_bounty_harness_which_still_discriminates() {
         "shadow usercustomize.py",
         "empty_tree",
     ] {
-        assert!(out.contains(&format!("  held: {held} (failed)")), "{held}: {out}");
+        assert!(
+            out.contains(&format!("  held: {held} (failed)")),
+            "{held}: {out}"
+        );
     }
     assert!(
         out.ends_with("adversarial  held: no stub passed (7 failed)\n"),
@@ -734,7 +749,10 @@ fn adversarial_json_names_each_stub_its_files_its_verdict_and_whether_it_held() 
     let exit = stub("exit_on_load");
     assert_eq!(exit["replaced"], serde_json::json!(["roman.py"]));
     assert_eq!(exit["added"], serde_json::json!([]));
-    assert_eq!((&exit["status"], &exit["outcome"]), (&"passed".into(), &"bypassed".into()));
+    assert_eq!(
+        (&exit["status"], &exit["outcome"]),
+        (&"passed".into(), &"bypassed".into())
+    );
     let source = report["commit"]["source_snapshot_digest"].as_str().unwrap();
     let digest = exit["source_snapshot_digest"].as_str().unwrap();
     assert!(digest.starts_with("sha256:") && digest != source, "{exit}");
@@ -746,16 +764,21 @@ fn adversarial_json_names_each_stub_its_files_its_verdict_and_whether_it_held() 
     assert_eq!(shadow["added"], serde_json::json!(["unittest.py"]));
     assert_eq!(shadow["outcome"], "bypassed");
     let conftest = stub("shadow conftest.py");
-    assert_eq!((&conftest["status"], &conftest["outcome"]), (&"failed".into(), &"held".into()));
+    assert_eq!(
+        (&conftest["status"], &conftest["outcome"]),
+        (&"failed".into(), &"held".into())
+    );
     let empty = stub("empty_tree");
-    assert_eq!((&empty["status"], &empty["outcome"]), (&"failed".into(), &"held".into()));
+    assert_eq!(
+        (&empty["status"], &empty["outcome"]),
+        (&"failed".into(), &"held".into())
+    );
     assert_eq!(empty["replaced"], serde_json::json!([]));
     assert!(
-        report["problems"]
-            .as_array()
+        report["problems"].as_array().unwrap().iter().any(|p| p
+            .as_str()
             .unwrap()
-            .iter()
-            .any(|p| p.as_str().unwrap().contains("exit_on_load, shadow unittest.py")),
+            .contains("exit_on_load, shadow unittest.py")),
         "{}",
         report["problems"]
     );
@@ -788,7 +811,10 @@ fn adversarial_busybox_example_holds_and_a_benchmark_that_passes_anything_is_byp
         out.contains("  skipped: exit_on_load (no file in a language with an exit stub)\n"),
         "{out}"
     );
-    assert!(out.contains("  held: shadow unittest.py (failed)\n"), "{out}");
+    assert!(
+        out.contains("  held: shadow unittest.py (failed)\n"),
+        "{out}"
+    );
     assert!(out.contains("ok: passed\n"), "{out}");
 
     // A benchmark whose command succeeds whatever the source: even the empty tree is paid.
