@@ -186,8 +186,9 @@ impl Adversarial {
             ));
         } else {
             let count = |status| self.stubs.iter().filter(|s| s.status == status).count();
-            let mut parts = vec![format!("{} failed", count("failed"))];
+            let mut parts = Vec::new();
             for (n, what) in [
+                (count("failed"), "failed"),
                 (count("no_verdict"), "without a verdict"),
                 (count("not_run"), "skipped"),
             ] {
