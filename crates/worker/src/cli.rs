@@ -120,6 +120,10 @@ pub struct RehearseArgs {
     /// Print the report as JSON on stdout.
     #[arg(long)]
     pub json: bool,
+    /// Also run the benchmark on stub trees that solve nothing (code that exits 0 when loaded,
+    /// files shadowing the test runner, the empty tree); any that passes exits 4.
+    #[arg(long)]
+    pub adversarial: bool,
 }
 
 /// Arguments of `worker feed`.

@@ -13,6 +13,7 @@ pub mod explain;
 pub mod feed;
 pub mod progress;
 pub mod rehearse;
+pub mod rehearse_adversarial;
 pub mod run;
 pub mod sandbox;
 pub mod snapshot;

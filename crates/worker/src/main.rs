@@ -149,7 +149,7 @@ fn feed(args: worker::cli::FeedArgs, quiet: bool) -> ExitCode {
     }
 }
 
-/// `worker rehearse`; the exit code of a finished report is `rehearse::report_exit_code`.
+/// `worker rehearse`; the exit code of a finished report is `Rehearsed::exit_code`.
 fn rehearse(args: worker::cli::RehearseArgs) -> ExitCode {
     use worker::rehearse::{RehearseError, RehearseOptions};
     let staging_root = match args.staging_root.clone() {
@@ -181,7 +181,8 @@ fn rehearse(args: worker::cli::RehearseArgs) -> ExitCode {
         if let Err(error) = executor.cleanup_stale().await {
             tracing::warn!(%error, "could not clean up stale sandbox containers");
         }
-        worker::rehearse::rehearse(&executor, prepared, &options).await
+        worker::rehearse_adversarial::rehearse(&executor, prepared, &options, args.adversarial)
+            .await
     });
     match result {
         Ok(Ok(report)) => {
@@ -194,7 +195,7 @@ fn rehearse(args: worker::cli::RehearseArgs) -> ExitCode {
                 }
             };
             match written {
-                ExitCode::Success => worker::rehearse::report_exit_code(&report),
+                ExitCode::Success => report.exit_code(),
                 failed => failed,
             }
         }

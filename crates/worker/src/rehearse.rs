@@ -301,9 +301,10 @@ fn source_limits(m: &RunnerManifest) -> Result<TreeLimits, RehearseError> {
 }
 
 /// Stages the trees and validates the manifest; everything up to running a container.
+#[derive(Clone)]
 pub struct Prepared {
-    manifest: RunnerManifest,
-    commit: Commitments,
+    pub(crate) manifest: RunnerManifest,
+    pub(crate) commit: Commitments,
     sandbox: Isolation,
 }
 
@@ -369,7 +370,7 @@ pub fn prepare(options: &RehearseOptions) -> Result<Prepared, RehearseError> {
     })
 }
 
-async fn one_run(
+pub(crate) async fn one_run(
     executor: &DockerExecutor,
     prepared: &Prepared,
     source: Sha256Digest,

@@ -726,3 +726,212 @@ fn stub_solutions_that_pass_a_bare_unittest_run_fail_the_bounty_harness() {
         good.stdout
     );
 }
+
+/// The manifest the e2e bounty shipped before the harness: a bare unittest run, which a module
+/// exiting 0 on import or a `unittest.py` in the source ends with status 0.
+fn bare_unittest(r: &Rehearsal) -> PathBuf {
+    r.manifest("python-unittest.json", "python", |m| {
+        m["command"] = serde_json::json!([
+            "python3",
+            "-B",
+            "-m",
+            "unittest",
+            "discover",
+            "-s",
+            "/benchmark",
+            "-t",
+            "/benchmark"
+        ]);
+    })
+}
+
+fn bounty_harness(r: &Rehearsal) -> PathBuf {
+    r.manifest("python-unittest.json", "python", |m| {
+        m["command"] = serde_json::json!(["python3", "-I", "-B", "/benchmark/run_tests.py", "6"]);
+    })
+}
+
+#[test]
+fn adversarial_rehearsal_finds_that_exit_stubs_and_a_shadow_unittest_pass_a_bare_unittest_run() {
+    let r = Rehearsal::new();
+    let ran = r.rehearse(
+        &fixture("python-bounty/solution-good"),
+        &fixture("python-bounty/benchmark"),
+        &bare_unittest(&r),
+        &["--adversarial"],
+    );
+    let out = &ran.stdout;
+    assert_eq!(ran.code, 4, "{out}{}", ran.stderr);
+    // The solution itself passes: the rehearsal alone would have said ok.
+    assert!(out.contains("verdict  passed\n"), "{out}");
+    assert!(!out.contains("ok: passed"), "{out}");
+    assert!(
+        out.contains("  BYPASSABLE: exit_on_load (passed): replaced roman.py\n"),
+        "{out}"
+    );
+    assert!(
+        out.contains("  BYPASSABLE: shadow unittest.py (passed): added unittest.py\n"),
+        "{out}"
+    );
+    // Shadows a bare unittest run never imports, and the empty tree, fail on the missing module.
+    for held in ["shadow conftest.py", "shadow pytest.py", "empty_tree"] {
+        assert!(
+            out.contains(&format!("  held: {held} (failed)")),
+            "{held}: {out}"
+        );
+    }
+    assert!(
+        out.contains("problem: a stub solution passes the benchmark"),
+        "{out}"
+    );
+    assert!(
+        out.ends_with(
+            "adversarial  BYPASSABLE: exit_on_load, shadow unittest.py passed: a bounty with \
+             this manifest would pay a non-solution\n"
+        ),
+        "{out}"
+    );
+}
+
+#[test]
+fn adversarial_stubs_fail_the_bounty_harness_which_still_discriminates() {
+    let r = Rehearsal::new();
+    let ran = r.rehearse(
+        &fixture("python-bounty/solution-good"),
+        &fixture("python-bounty/benchmark"),
+        &bounty_harness(&r),
+        &[
+            "--adversarial",
+            "--base",
+            fixture("python-bounty/solution-bad").to_str().unwrap(),
+        ],
+    );
+    let out = &ran.stdout;
+    assert_eq!(ran.code, 0, "{out}{}", ran.stderr);
+    assert!(out.contains("ok: passed, discriminating\n"), "{out}");
+    assert!(!out.contains("BYPASSABLE"), "{out}");
+    for held in [
+        "exit_on_load",
+        "shadow unittest.py",
+        "shadow pytest.py",
+        "shadow conftest.py",
+        "shadow sitecustomize.py",
+        "shadow usercustomize.py",
+        "empty_tree",
+    ] {
+        assert!(
+            out.contains(&format!("  held: {held} (failed)")),
+            "{held}: {out}"
+        );
+    }
+    assert!(
+        out.ends_with("adversarial  held: no stub passed (7 failed)\n"),
+        "{out}"
+    );
+}
+
+#[test]
+fn adversarial_json_names_each_stub_its_files_its_verdict_and_whether_it_held() {
+    let r = Rehearsal::new();
+    let ran = r.rehearse(
+        &fixture("python-bounty/solution-good"),
+        &fixture("python-bounty/benchmark"),
+        &bare_unittest(&r),
+        &["--adversarial", "--json"],
+    );
+    assert_eq!(ran.code, 4, "{}{}", ran.stdout, ran.stderr);
+    let report = ran.json();
+    assert_eq!(report["verdict"], "passed");
+    let adversarial = &report["adversarial"];
+    assert_eq!(adversarial["bypassable"], true, "{adversarial}");
+    let stubs = adversarial["stubs"].as_array().unwrap();
+    let stub = |name: &str| {
+        stubs
+            .iter()
+            .find(|s| s["name"] == name)
+            .unwrap_or_else(|| panic!("no stub {name}: {adversarial}"))
+    };
+    let exit = stub("exit_on_load");
+    assert_eq!(exit["replaced"], serde_json::json!(["roman.py"]));
+    assert_eq!(exit["added"], serde_json::json!([]));
+    assert_eq!(
+        (&exit["status"], &exit["outcome"]),
+        (&"passed".into(), &"bypassed".into())
+    );
+    let source = report["commit"]["source_snapshot_digest"].as_str().unwrap();
+    let digest = exit["source_snapshot_digest"].as_str().unwrap();
+    assert!(digest.starts_with("sha256:") && digest != source, "{exit}");
+    // The evidence of a bypass is kept for `worker explain`.
+    let evidence = exit["evidence_path"].as_str().unwrap();
+    assert_eq!(explain(&[evidence]).code, 0);
+
+    let shadow = stub("shadow unittest.py");
+    assert_eq!(shadow["added"], serde_json::json!(["unittest.py"]));
+    assert_eq!(shadow["outcome"], "bypassed");
+    let conftest = stub("shadow conftest.py");
+    assert_eq!(
+        (&conftest["status"], &conftest["outcome"]),
+        (&"failed".into(), &"held".into())
+    );
+    let empty = stub("empty_tree");
+    assert_eq!(
+        (&empty["status"], &empty["outcome"]),
+        (&"failed".into(), &"held".into())
+    );
+    assert_eq!(empty["replaced"], serde_json::json!([]));
+    assert!(
+        report["problems"].as_array().unwrap().iter().any(|p| p
+            .as_str()
+            .unwrap()
+            .contains("exit_on_load, shadow unittest.py")),
+        "{}",
+        report["problems"]
+    );
+
+    // Without the flag the report has no adversarial part at all.
+    let plain = r.rehearse(
+        &fixture("python-bounty/solution-good"),
+        &fixture("python-bounty/benchmark"),
+        &bare_unittest(&r),
+        &["--json"],
+    );
+    assert_eq!(plain.code, 0, "{}{}", plain.stdout, plain.stderr);
+    assert!(plain.json().get("adversarial").is_none());
+}
+
+#[test]
+fn adversarial_busybox_example_holds_and_a_benchmark_that_passes_anything_is_bypassable() {
+    let r = Rehearsal::new();
+    let ran = r.rehearse(
+        &fixture("example/source-pass"),
+        &fixture("example/benchmark"),
+        &r.busybox_cmp(),
+        &["--adversarial"],
+    );
+    let out = &ran.stdout;
+    assert_eq!(ran.code, 0, "{out}{}", ran.stderr);
+    assert!(out.contains("  held: empty_tree (failed)\n"), "{out}");
+    // The example's source is a data file: no exit stub applies, and it is not run as one.
+    assert!(
+        out.contains("  skipped: exit_on_load (no file in a language with an exit stub)\n"),
+        "{out}"
+    );
+    assert!(
+        out.contains("  held: shadow unittest.py (failed)\n"),
+        "{out}"
+    );
+    assert!(out.contains("ok: passed\n"), "{out}");
+
+    // A benchmark whose command succeeds whatever the source: even the empty tree is paid.
+    let anything = r.script_benchmark("anything", "exit 0");
+    let ran = r.rehearse(
+        &fixture("example/source-pass"),
+        &anything,
+        &r.busybox_script(|_| {}),
+        &["--adversarial"],
+    );
+    let out = &ran.stdout;
+    assert_eq!(ran.code, 4, "{out}{}", ran.stderr);
+    assert!(out.contains("  BYPASSABLE: empty_tree (passed)\n"), "{out}");
+    assert!(out.contains("adversarial  BYPASSABLE: "), "{out}");
+}
