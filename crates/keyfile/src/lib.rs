@@ -400,8 +400,20 @@ mod tests {
             .unwrap();
         let stdout = String::from_utf8_lossy(&out.stdout);
         assert!(out.status.success(), "{stdout}");
-        println!("{}", stdout.lines().find(|l| l.starts_with("before")).unwrap_or(""));
-        println!("{}", stdout.lines().find(|l| l.starts_with("after")).unwrap_or(""));
+        println!(
+            "{}",
+            stdout
+                .lines()
+                .find(|l| l.starts_with("before"))
+                .unwrap_or("")
+        );
+        println!(
+            "{}",
+            stdout
+                .lines()
+                .find(|l| l.starts_with("after"))
+                .unwrap_or("")
+        );
         assert!(stdout.contains("before: dumpable=Dumpable"), "{stdout}");
         assert!(
             stdout.contains("after: dumpable=NotDumpable core=Some(0)/Some(0)"),

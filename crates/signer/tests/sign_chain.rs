@@ -799,10 +799,12 @@ async fn binary_refuses_a_key_file_reached_through_a_symlinked_directory_with_ex
     std::fs::set_permissions(real.join("key"), std::fs::Permissions::from_mode(0o600)).unwrap();
     std::os::unix::fs::symlink(&real, dir.path().join("link")).unwrap();
     let through = dir.path().join("link/key");
-    let (code, _, stderr) =
-        run_binary(&w, &["--key-file", through.to_str().unwrap()], &[]).await;
+    let (code, _, stderr) = run_binary(&w, &["--key-file", through.to_str().unwrap()], &[]).await;
     println!("exit {code}: {stderr}");
     assert_eq!(code, 78, "{stderr}");
-    assert!(stderr.contains("symbolic link in a parent directory"), "{stderr}");
+    assert!(
+        stderr.contains("symbolic link in a parent directory"),
+        "{stderr}"
+    );
     assert!(w.attestation_files().is_empty());
 }

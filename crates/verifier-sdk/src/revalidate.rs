@@ -242,7 +242,8 @@ pub fn revalidate_candidate(
     now_unix: u64,
 ) -> Result<Revalidated, RevalidationError> {
     let checked = revalidate_outcome(candidate_job, current_job, outcome, now_unix)?;
-    check_evidence(evidence, &checked.job, &checked.outcome).map_err(RevalidationError::Evidence)?;
+    check_evidence(evidence, &checked.job, &checked.outcome)
+        .map_err(RevalidationError::Evidence)?;
     Ok(checked)
 }
 
@@ -504,7 +505,10 @@ mod tests {
         reported["isolation"]["mismatches"] = json!(["readonly_rootfs"]);
         assert!(matches!(
             check(&reported).unwrap_err(),
-            RevalidationError::Evidence(EvidenceError::Isolation { record: "mismatches", .. })
+            RevalidationError::Evidence(EvidenceError::Isolation {
+                record: "mismatches",
+                ..
+            })
         ));
         assert!(check(&evidence).is_ok());
     }
