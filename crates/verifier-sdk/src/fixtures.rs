@@ -225,6 +225,7 @@ pub fn completed_run(
         "stdout": {"sha256": facts.stdout_sha256.to_string(), "bytes": facts.stdout_bytes},
         "stderr": {"sha256": facts.stderr_sha256.to_string(), "bytes": facts.stderr_bytes},
         "image": {"reference": job.manifest().image},
+        "request": crate::revalidate::expected_request(job.manifest()),
         "isolation": {
             "requested": profile,
             "observed": profile,

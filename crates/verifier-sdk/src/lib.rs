@@ -68,8 +68,8 @@ pub use receipt::{
     validate_outcome,
 };
 pub use revalidate::{
-    EvidenceError, Revalidated, RevalidationError, check_evidence, check_isolation, job_changes,
-    revalidate_candidate, revalidate_outcome,
+    EvidenceError, Revalidated, RevalidationError, check_evidence, check_isolation,
+    expected_request, job_changes, revalidate_candidate, revalidate_outcome,
 };
 pub use settle::{
     BountyStatus, SettlementEvent, VerificationMode, settle_calldata, verification_hash,

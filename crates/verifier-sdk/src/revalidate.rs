@@ -13,6 +13,7 @@ use serde_json::Value;
 
 use crate::canonical::canonical_json;
 use crate::job::{JobError, ValidatedJob, validate_job};
+use crate::manifest::RunnerManifest;
 use crate::profile::{ContainerProfile, check_recorded_profile};
 use crate::receipt::{OutcomeError, ValidatedOutcome, Verdict, validate_outcome};
 
@@ -217,6 +218,24 @@ pub fn check_isolation(evidence: &Value, job: &ValidatedJob) -> Result<(), Evide
                 .collect(),
         });
     }
+    let request = evidence
+        .get("request")
+        .and_then(Value::as_object)
+        .ok_or(EvidenceError::Malformed("request"))?;
+    let expected = expected_request(job.manifest());
+    let fields: Vec<String> = expected
+        .as_object()
+        .into_iter()
+        .flatten()
+        .filter(|(key, value)| request.get(*key) != Some(*value))
+        .map(|(key, _)| key.clone())
+        .collect();
+    if !fields.is_empty() {
+        return Err(EvidenceError::Isolation {
+            record: "request",
+            fields,
+        });
+    }
     for (record, name) in [
         ("requested", "isolation.requested"),
         ("observed", "isolation.observed"),
@@ -231,6 +250,23 @@ pub fn check_isolation(evidence: &Value, job: &ValidatedJob) -> Result<(), Evide
         }
     }
     Ok(())
+}
+
+/// The `request` facts an evidence record of a run of `manifest` carries: the command, the
+/// platform and every limit, including the two the container profile does not hold (a longer
+/// timeout or a larger output cap could turn a run without verdict into a pass).
+pub fn expected_request(manifest: &RunnerManifest) -> Value {
+    serde_json::json!({
+        "argv": manifest.command,
+        "platform": manifest.platform,
+        "timeout_ms": manifest.timeout_seconds.saturating_mul(1000),
+        "cpu_millis": manifest.cpu_millis,
+        "memory_bytes": manifest.memory_bytes,
+        "pids_limit": manifest.pids_limit,
+        "max_output_bytes": manifest.max_output_bytes,
+        "tmpfs_bytes": manifest.tmpfs_bytes,
+        "test_seed": manifest.test_seed,
+    })
 }
 
 /// The full re-check of a candidate against the platform's current job at time `now_unix`.
@@ -422,6 +458,40 @@ mod tests {
             json!([{"name": "nofile", "soft": 4096, "hard": 4096}]),
             "ulimits",
         );
+    }
+
+    #[test]
+    fn evidence_of_a_run_with_a_longer_timeout_or_larger_output_cap_is_refused() {
+        let (job, outcome, evidence) = run(0);
+        let m = fixtures::sample_manifest();
+        for (key, value) in [
+            (
+                "timeout_ms",
+                json!(m["timeout_seconds"].as_u64().unwrap() * 1000 + 1),
+            ),
+            (
+                "max_output_bytes",
+                json!(m["max_output_bytes"].as_u64().unwrap() * 2),
+            ),
+            (
+                "memory_bytes",
+                json!(m["memory_bytes"].as_u64().unwrap() * 2),
+            ),
+            ("argv", json!(["true"])),
+            ("test_seed", json!(2)),
+        ] {
+            let mut ev = evidence.clone();
+            ev["request"][key] = value;
+            let err = revalidate_candidate(&job, &job, &outcome, Some(&ev), fixtures::NOW);
+            assert_eq!(
+                err.map(|_| ()).unwrap_err(),
+                RevalidationError::Evidence(EvidenceError::Isolation {
+                    record: "request",
+                    fields: vec![key.to_string()],
+                }),
+                "{key}"
+            );
+        }
     }
 
     #[test]
