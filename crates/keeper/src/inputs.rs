@@ -3,7 +3,6 @@
 
 use std::collections::BTreeMap;
 use std::fs;
-use std::io::Read;
 use std::path::{Path, PathBuf};
 
 use serde_json::Value;
@@ -77,23 +76,14 @@ fn list(dir: &Path) -> Result<Vec<(String, PathBuf)>, InputError> {
     Ok(out)
 }
 
-/// Reads one JSON file of at most `max` bytes, refusing anything but a regular file.
+/// Reads one JSON file of at most `max` bytes, refusing anything but a regular file (opened
+/// with `O_NOFOLLOW` and judged on the open descriptor).
 pub fn read_json(path: &Path, max: u64) -> Result<Value, FileError> {
-    let meta = fs::symlink_metadata(path).map_err(|e| FileError::Io(e.kind().to_string()))?;
-    if !meta.file_type().is_file() {
-        return Err(FileError::NotRegular);
-    }
-    if meta.len() > max {
-        return Err(FileError::TooLarge(max));
-    }
-    let f = fs::File::open(path).map_err(|e| FileError::Io(e.kind().to_string()))?;
-    let mut bytes = Vec::new();
-    f.take(max + 1)
-        .read_to_end(&mut bytes)
-        .map_err(|e| FileError::Io(e.kind().to_string()))?;
-    if bytes.len() as u64 > max {
-        return Err(FileError::TooLarge(max));
-    }
+    let bytes = artifact_fs::read_bounded(path, max).map_err(|e| match e {
+        artifact_fs::ReadError::NotRegular(_) => FileError::NotRegular,
+        artifact_fs::ReadError::TooLarge { limit, .. } => FileError::TooLarge(limit),
+        artifact_fs::ReadError::Io { source, .. } => FileError::Io(source.kind().to_string()),
+    })?;
     serde_json::from_slice(&bytes)
         .map_err(|e| FileError::Json(e.to_string().chars().take(200).collect()))
 }

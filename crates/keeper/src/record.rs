@@ -8,7 +8,6 @@
 
 use std::fmt;
 use std::fs;
-use std::io::{Read, Write};
 use std::path::{Path, PathBuf};
 use std::str::FromStr;
 
@@ -232,6 +231,10 @@ pub enum RecordError {
     /// The file's identity differs from the name it is filed under.
     #[error("settlement record identity does not match its file name")]
     KeyMismatch,
+    /// The record path is a symlink or not a regular file: nothing outside the state
+    /// directory may stand in for a record.
+    #[error("settlement record {0} is not a regular file (symlinks are refused)")]
+    NotRegular(PathBuf),
 }
 
 /// The state directory.
@@ -264,18 +267,18 @@ impl StateDir {
     /// The record for `key`, if one was written.
     pub fn load(&self, key: &RecordKey) -> Result<Option<SettlementRecord>, RecordError> {
         let path = self.path(key);
-        let file = match fs::File::open(&path) {
-            Ok(f) => f,
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
-            Err(e) => return Err(io(&path)(e)),
+        // O_NOFOLLOW, then fstat on the descriptor: no window between the check and the open.
+        let bytes = match artifact_fs::read_bounded(&path, MAX_RECORD_BYTES) {
+            Ok(bytes) => bytes,
+            Err(e) if e.is_not_found() => return Ok(None),
+            Err(artifact_fs::ReadError::NotRegular(path)) => {
+                return Err(RecordError::NotRegular(path));
+            }
+            Err(artifact_fs::ReadError::TooLarge { .. }) => return Err(RecordError::TooLarge),
+            Err(artifact_fs::ReadError::Io { path, source }) => {
+                return Err(RecordError::Io { path, source });
+            }
         };
-        let mut bytes = Vec::new();
-        file.take(MAX_RECORD_BYTES + 1)
-            .read_to_end(&mut bytes)
-            .map_err(io(&path))?;
-        if bytes.len() as u64 > MAX_RECORD_BYTES {
-            return Err(RecordError::TooLarge);
-        }
         let record: SettlementRecord = serde_json::from_slice(&bytes)
             .map_err(|e| RecordError::Malformed(e.to_string().chars().take(256).collect()))?;
         if record.schema_version != RECORD_SCHEMA {
@@ -289,28 +292,15 @@ impl StateDir {
         Ok(Some(record))
     }
 
-    /// Writes `record` atomically: temp file in the same directory, fsync, rename, fsync the
-    /// directory — a crash leaves either the old or the new record, never a torn one.
+    /// Writes `record` through [`artifact_fs::write_atomic`]: a fresh exclusive temp file,
+    /// fsync, rename, fsync the directory — a crash leaves either the old or the new record,
+    /// never a torn one, and nothing planted in the directory is written through.
     pub fn save(&self, record: &SettlementRecord) -> Result<(), RecordError> {
         let path = self.path(&record.key());
-        let tmp = self.root.join(format!(
-            ".{}.tmp-{}",
-            record.key().file_name(),
-            std::process::id()
-        ));
-        let bytes =
+        let mut bytes =
             serde_json::to_vec_pretty(record).map_err(|e| RecordError::Malformed(e.to_string()))?;
-        {
-            let mut f = fs::File::create(&tmp).map_err(io(&tmp))?;
-            f.write_all(&bytes).map_err(io(&tmp))?;
-            f.write_all(b"\n").map_err(io(&tmp))?;
-            f.sync_all().map_err(io(&tmp))?;
-        }
-        fs::rename(&tmp, &path).map_err(io(&path))?;
-        fs::File::open(&self.root)
-            .and_then(|d| d.sync_all())
-            .map_err(io(&self.root))?;
-        Ok(())
+        bytes.push(b'\n');
+        artifact_fs::write_atomic(&path, &bytes).map_err(io(&path))
     }
 }
 
@@ -421,5 +411,40 @@ mod tests {
             state.load(&r.key()),
             Err(RecordError::Malformed(_))
         ));
+    }
+
+    #[test]
+    fn settlement_record_reached_through_a_symlink_is_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        let elsewhere = tempfile::tempdir().unwrap();
+        let state = StateDir::open(dir.path()).unwrap();
+        let other = StateDir::open(elsewhere.path()).unwrap();
+        let r = record();
+        other.save(&r).unwrap();
+        std::os::unix::fs::symlink(other.path(&r.key()), state.path(&r.key())).unwrap();
+        let loaded = state.load(&r.key());
+        assert!(
+            matches!(loaded, Err(RecordError::NotRegular(_))),
+            "{loaded:?}"
+        );
+    }
+
+    #[test]
+    fn hard_link_planted_at_the_old_state_temp_name_does_not_overwrite_its_target() {
+        let dir = tempfile::tempdir().unwrap();
+        let elsewhere = tempfile::tempdir().unwrap();
+        let victim = elsewhere.path().join("victim");
+        fs::write(&victim, b"precious").unwrap();
+        let state = StateDir::open(dir.path()).unwrap();
+        let r = record();
+        let old_tmp = dir.path().join(format!(
+            ".{}.tmp-{}",
+            r.key().file_name(),
+            std::process::id()
+        ));
+        fs::hard_link(&victim, &old_tmp).unwrap();
+        state.save(&r).unwrap();
+        assert_eq!(fs::read(&victim).unwrap(), b"precious");
+        assert_eq!(state.load(&r.key()).unwrap(), Some(r));
     }
 }

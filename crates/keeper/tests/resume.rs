@@ -625,4 +625,47 @@ async fn fabricated_receipt_from_a_lying_rpc_is_not_reported_paid() {
     let again = sc.run_with(&cfg).await;
     assert_eq!(only_job(&again).code.as_deref(), Some("status_mismatch"));
     assert_eq!(sc.status().await, status::SUBMITTED);
+
+#[tokio::test]
+async fn binary_refuses_a_key_file_of_another_user_or_under_a_symlinked_directory_with_exit_78() {
+    use std::os::unix::fs::PermissionsExt;
+    let bin = env!("CARGO_BIN_EXE_keeper");
+    let dir = tempfile::tempdir().unwrap();
+    let real = dir.path().join("real");
+    std::fs::create_dir(&real).unwrap();
+    let key = real.join("key");
+    std::fs::write(
+        &key,
+        "0x59c6995e998f97a5a0044966f0945389dc9e86dae88c7a8412f4603b6b78690d",
+    )
+    .unwrap();
+    std::fs::set_permissions(&key, std::fs::Permissions::from_mode(0o600)).unwrap();
+    std::os::unix::fs::symlink(&real, dir.path().join("link")).unwrap();
+    let run = |key: std::path::PathBuf| {
+        let mut c = tokio::process::Command::new(bin);
+        c.args(["relay", "--candidates"])
+            .arg(dir.path())
+            .arg("--attestations")
+            .arg(dir.path())
+            .args(["--api", "http://127.0.0.1:9", "--rpc", "http://127.0.0.1:9"])
+            .arg("--key-file")
+            .arg(key)
+            .arg("--state-dir")
+            .arg(dir.path().join("state"))
+            .args(["--max-gas", "1", "--max-fee-per-gas", "1"]);
+        c
+    };
+    let out = run(dir.path().join("link/key")).output().await.unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(78), "{stderr}");
+    assert!(
+        stderr.contains("symbolic link in a parent directory"),
+        "{stderr}"
+    );
+    // The tests run as root; uid 12345 stands for any other user.
+    std::os::unix::fs::chown(&key, Some(12345), Some(12345)).unwrap();
+    let out = run(key.clone()).output().await.unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(78), "{stderr}");
+    assert!(stderr.contains("owned by uid 12345"), "{stderr}");
 }

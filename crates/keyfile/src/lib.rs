@@ -1,9 +1,13 @@
 //! Where the signer and the keeper get their secp256k1 key from.
 //!
 //! A key comes either from an environment variable whose NAME is given on the command line
-//! (the value is the hex key), or from a file that is a regular file (not a symlink) with mode
-//! 0600 or stricter. The text is hex, optionally `0x`-prefixed, with optional surrounding
-//! whitespace. Every buffer that held key text or key bytes is zeroized when dropped; the
+//! (the value is the hex key), or from a file that is a regular file owned by the running user
+//! with mode 0600 or stricter, reached without any symlink (neither the file nor a parent
+//! directory: each component is opened from its parent's descriptor with `O_NOFOLLOW`, so no
+//! link swapped in mid-walk is followed either). The text is hex, optionally `0x`-prefixed,
+//! with optional surrounding whitespace. Before any key text is read, the process makes itself
+//! undumpable (`PR_SET_DUMPABLE` 0, `RLIMIT_CORE` 0): a crash must not write the key's bytes to
+//! a core file, and no other process of the same user may ptrace it. Every buffer that held key text or key bytes is zeroized when dropped; the
 //! loaded key's `Debug` shows only its address, and no error message carries key material
 //! (not even the offending character of malformed hex).
 //!
@@ -13,8 +17,11 @@
 
 use std::fs::File;
 use std::io::Read;
-use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
-use std::path::{Path, PathBuf};
+use std::os::unix::fs::MetadataExt;
+use std::path::{Component, Path, PathBuf};
+
+use rustix::fs::{AtFlags, CWD, FileType, Mode, OFlags, openat, statat};
+use rustix::process::{DumpableBehavior, Resource, Rlimit};
 
 use alloy::primitives::{Address, B256};
 use alloy::signers::SignerSync;
@@ -52,9 +59,27 @@ pub enum KeyError {
     /// The path is a symbolic link (refused so the key cannot be redirected elsewhere).
     #[error("key file {0} is a symbolic link; point at the file itself")]
     Symlink(PathBuf),
+    /// A directory on the way to the file is a symbolic link.
+    #[error(
+        "key file {0} is reached through a symbolic link in a parent directory; give its real path"
+    )]
+    SymlinkedParent(PathBuf),
     /// The path is not a regular file.
     #[error("key file {0} is not a regular file")]
     NotRegularFile(PathBuf),
+    /// Another user owns the file, so they can replace the key or read it.
+    #[error("key file {path} is owned by uid {uid}, not by the running user (uid {euid})")]
+    Owner {
+        /// The file.
+        path: PathBuf,
+        /// Its owner.
+        uid: u32,
+        /// The running user.
+        euid: u32,
+    },
+    /// Core dumps could not be disabled, so no key is read into this process.
+    #[error("cannot make the process undumpable before reading a key: {0}")]
+    Harden(String),
     /// The file grants more than owner read/write.
     #[error("key file {path} has mode {mode:04o}; it must be 0600 or stricter (chmod 600)")]
     Permissions {
@@ -101,8 +126,9 @@ impl std::fmt::Debug for LoadedKey {
 }
 
 impl LoadedKey {
-    /// Loads the key from `source`.
+    /// Loads the key from `source`, after [`disable_core_dumps`].
     pub fn load(source: &KeySource) -> Result<Self, KeyError> {
+        disable_core_dumps()?;
         let text = match source {
             KeySource::Env(name) => read_env(name)?,
             KeySource::File(path) => read_file(path)?,
@@ -152,6 +178,22 @@ impl LoadedKey {
     }
 }
 
+/// Makes this process undumpable and sets its core size limit (soft and hard) to zero, so no
+/// crash writes memory holding key bytes to disk and no same-user process can attach to it.
+/// [`LoadedKey::load`] calls it before reading anything; it is idempotent.
+pub fn disable_core_dumps() -> Result<(), KeyError> {
+    rustix::process::set_dumpable_behavior(DumpableBehavior::NotDumpable)
+        .map_err(|e| KeyError::Harden(format!("prctl(PR_SET_DUMPABLE, 0): {e}")))?;
+    rustix::process::setrlimit(
+        Resource::Core,
+        Rlimit {
+            current: Some(0),
+            maximum: Some(0),
+        },
+    )
+    .map_err(|e| KeyError::Harden(format!("setrlimit(RLIMIT_CORE, 0): {e}")))
+}
+
 fn read_env(name: &str) -> Result<Zeroizing<String>, KeyError> {
     if name.is_empty() || name.contains('=') || name.contains('\0') {
         return Err(KeyError::InvalidEnvName(name.chars().take(64).collect()));
@@ -173,28 +215,68 @@ fn io_error(path: &Path, e: &std::io::Error) -> KeyError {
     }
 }
 
-fn read_file(path: &Path) -> Result<Zeroizing<String>, KeyError> {
-    // The lstat gives a clear message for a symlink; O_NOFOLLOW below closes the race where
-    // the path is swapped for a link between the two calls.
-    let link_meta = std::fs::symlink_metadata(path).map_err(|e| io_error(path, &e))?;
-    if link_meta.file_type().is_symlink() {
-        return Err(KeyError::Symlink(path.to_owned()));
-    }
-    let file = File::options()
-        .read(true)
-        .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK)
-        .open(path)
-        .map_err(|e| {
-            if e.raw_os_error() == Some(libc::ELOOP) {
-                KeyError::Symlink(path.to_owned())
+/// Opens `path` one component at a time from the previous directory's descriptor, never
+/// following a symlink: a link anywhere on the way is refused, and one swapped in between two
+/// steps is not followed either.
+fn open_without_links(path: &Path) -> Result<File, KeyError> {
+    let io = |e: rustix::io::Errno| io_error(path, &std::io::Error::from(e));
+    let dir_flags = OFlags::PATH | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC;
+    let mut components: Vec<Component<'_>> = path.components().collect();
+    let Some(Component::Normal(name)) = components.pop() else {
+        return Err(KeyError::NotRegularFile(path.to_owned()));
+    };
+    let mut dir = match components.first() {
+        Some(Component::RootDir) => openat(CWD, "/", dir_flags, Mode::empty()).map_err(io)?,
+        _ => openat(CWD, ".", dir_flags, Mode::empty()).map_err(io)?,
+    };
+    for component in components {
+        let step = match component {
+            Component::Normal(step) => step,
+            Component::ParentDir => "..".as_ref(),
+            Component::RootDir | Component::CurDir | Component::Prefix(_) => continue,
+        };
+        dir = openat(&dir, step, dir_flags, Mode::empty()).map_err(|e| {
+            // With O_PATH a symlink is not refused with ELOOP but fails O_DIRECTORY.
+            let is_link = statat(&dir, step, AtFlags::SYMLINK_NOFOLLOW)
+                .map(|st| FileType::from_raw_mode(st.st_mode).is_symlink())
+                .unwrap_or(false);
+            if is_link {
+                KeyError::SymlinkedParent(path.to_owned())
             } else {
-                io_error(path, &e)
+                io(e)
             }
         })?;
+    }
+    let fd = openat(
+        &dir,
+        name,
+        OFlags::RDONLY | OFlags::NOFOLLOW | OFlags::NONBLOCK | OFlags::CLOEXEC,
+        Mode::empty(),
+    )
+    .map_err(|e| {
+        if e == rustix::io::Errno::LOOP {
+            KeyError::Symlink(path.to_owned())
+        } else {
+            io(e)
+        }
+    })?;
+    Ok(File::from(fd))
+}
+
+fn read_file(path: &Path) -> Result<Zeroizing<String>, KeyError> {
+    let file = open_without_links(path)?;
     // Checked on the open descriptor, so the file judged is the file read.
     let meta = file.metadata().map_err(|e| io_error(path, &e))?;
     if !meta.file_type().is_file() {
         return Err(KeyError::NotRegularFile(path.to_owned()));
+    }
+    let euid = rustix::process::geteuid().as_raw();
+    if meta.uid() != euid {
+        return Err(KeyError::Owner {
+            path: path.to_owned(),
+            uid: meta.uid(),
+            euid,
+        });
     }
     let mode = meta.mode() & 0o7777;
     if mode & !ALLOWED_MODE_BITS != 0 {
@@ -265,6 +347,98 @@ mod tests {
             LoadedKey::load(&KeySource::File(link.clone())).unwrap_err(),
             KeyError::Symlink(link)
         );
+    }
+
+    #[test]
+    fn key_file_owned_by_another_user_is_refused() {
+        // Tests run as root; a file root can read but another uid owns is the case to refuse.
+        let dir = tempfile::tempdir().unwrap();
+        let path = key_file(dir.path(), KEY, 0o600);
+        std::os::unix::fs::chown(&path, Some(12345), Some(12345)).unwrap();
+        let err = LoadedKey::load(&KeySource::File(path.clone()));
+        assert!(
+            matches!(&err, Err(KeyError::Owner { uid: 12345, .. })),
+            "{err:?}"
+        );
+        println!("{}", err.unwrap_err());
+    }
+
+    #[test]
+    fn key_file_reached_through_a_symlinked_parent_directory_is_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        let real = dir.path().join("real");
+        std::fs::create_dir(&real).unwrap();
+        key_file(&real, KEY, 0o600);
+        let link = dir.path().join("link");
+        std::os::unix::fs::symlink(&real, &link).unwrap();
+        let through = link.join("key.hex");
+        let err = LoadedKey::load(&KeySource::File(through.clone()));
+        assert_eq!(err.unwrap_err(), KeyError::SymlinkedParent(through));
+        // Deeper, and relative paths too.
+        std::fs::create_dir(real.join("sub")).unwrap();
+        key_file(&real.join("sub"), KEY, 0o600);
+        let deep = link.join("sub/key.hex");
+        assert_eq!(
+            LoadedKey::load(&KeySource::File(deep.clone())).unwrap_err(),
+            KeyError::SymlinkedParent(deep)
+        );
+        assert!(LoadedKey::load(&KeySource::File(real.join("sub/key.hex"))).is_ok());
+        assert!(LoadedKey::load(&KeySource::File(real.join("sub/../key.hex"))).is_ok());
+    }
+
+    #[test]
+    fn loading_a_key_leaves_the_process_undumpable_with_no_core_limit() {
+        // Checked in a child run of this test binary, so the test process's own state (and
+        // other tests) cannot make it pass.
+        let dir = tempfile::tempdir().unwrap();
+        let path = key_file(dir.path(), KEY, 0o600);
+        let exe = std::env::current_exe().unwrap();
+        let out = std::process::Command::new(exe)
+            .args(["--exact", "tests::dumpable_child", "--nocapture"])
+            .env("KEYFILE_TEST_DUMPABLE_CHILD", &path)
+            .output()
+            .unwrap();
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        assert!(out.status.success(), "{stdout}");
+        println!(
+            "{}",
+            stdout
+                .lines()
+                .find(|l| l.starts_with("before"))
+                .unwrap_or("")
+        );
+        println!(
+            "{}",
+            stdout
+                .lines()
+                .find(|l| l.starts_with("after"))
+                .unwrap_or("")
+        );
+        assert!(stdout.contains("before: dumpable=Dumpable"), "{stdout}");
+        assert!(
+            stdout.contains("after: dumpable=NotDumpable core=Some(0)/Some(0)"),
+            "{stdout}"
+        );
+    }
+
+    /// Runs only as the child of the test above: the process state before and after a load.
+    #[test]
+    fn dumpable_child() {
+        let Some(path) = std::env::var_os("KEYFILE_TEST_DUMPABLE_CHILD") else {
+            return;
+        };
+        let show = |when: &str| {
+            let core = rustix::process::getrlimit(rustix::process::Resource::Core);
+            println!(
+                "{when}: dumpable={:?} core={:?}/{:?}",
+                rustix::process::dumpable_behavior().unwrap(),
+                core.current,
+                core.maximum
+            );
+        };
+        show("before");
+        LoadedKey::load(&KeySource::File(PathBuf::from(path))).unwrap();
+        show("after");
     }
 
     #[test]

@@ -1,9 +1,6 @@
 //! Bounded, link-refusing file reads from the candidates directory and atomic writes to the
 //! output directory.
 
-use std::fs::File;
-use std::io::{Read, Write};
-use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 
 use serde_json::Value;
@@ -58,60 +55,28 @@ fn io(path: &Path) -> impl FnOnce(std::io::Error) -> FileError + '_ {
 /// Reads `path` as JSON: a regular file (the final component may not be a symlink), at most
 /// `limit` bytes, never reading past the cap.
 pub fn read_json(path: &Path, limit: u64) -> Result<Value, FileError> {
-    let file = File::options()
-        .read(true)
-        .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK)
-        .open(path)
-        .map_err(|e| {
-            if e.raw_os_error() == Some(libc::ELOOP) {
-                FileError::NotRegular(path.to_owned())
-            } else {
-                FileError::Io {
-                    path: path.to_owned(),
-                    source: e,
-                }
-            }
-        })?;
-    let meta = file.metadata().map_err(io(path))?;
-    if !meta.file_type().is_file() {
-        return Err(FileError::NotRegular(path.to_owned()));
-    }
-    let mut buf = Vec::new();
-    file.take(limit.saturating_add(1))
-        .read_to_end(&mut buf)
-        .map_err(io(path))?;
-    if buf.len() as u64 > limit {
-        return Err(FileError::TooLarge {
-            path: path.to_owned(),
-            limit,
-        });
-    }
+    let buf = artifact_fs::read_bounded(path, limit).map_err(|e| match e {
+        artifact_fs::ReadError::NotRegular(path) => FileError::NotRegular(path),
+        artifact_fs::ReadError::TooLarge { path, limit } => FileError::TooLarge { path, limit },
+        artifact_fs::ReadError::Io { path, source } => FileError::Io { path, source },
+    })?;
     serde_json::from_slice(&buf).map_err(|e| FileError::Json {
         path: path.to_owned(),
         detail: e.to_string().chars().take(256).collect(),
     })
 }
 
-/// Writes `value` as pretty JSON to `dir/name` through a temporary file and a rename, so a
-/// reader never sees a half-written attestation.
+/// Writes `value` as pretty JSON to `dir/name` through [`artifact_fs::write_atomic`], so a
+/// reader never sees a half-written attestation and nothing planted in `dir` is written
+/// through.
 pub fn write_json(dir: &Path, name: &str, value: &Value) -> Result<PathBuf, FileError> {
     let path = dir.join(name);
-    let tmp = dir.join(format!(".{name}.tmp"));
     let mut bytes = serde_json::to_vec_pretty(value).map_err(|e| FileError::Json {
         path: path.clone(),
         detail: e.to_string(),
     })?;
     bytes.push(b'\n');
-    let mut f = File::options()
-        .write(true)
-        .create(true)
-        .truncate(true)
-        .custom_flags(libc::O_NOFOLLOW)
-        .open(&tmp)
-        .map_err(io(&tmp))?;
-    f.write_all(&bytes).map_err(io(&tmp))?;
-    f.sync_all().map_err(io(&tmp))?;
-    std::fs::rename(&tmp, &path).map_err(io(&path))?;
+    artifact_fs::write_atomic(&path, &bytes).map_err(io(&path))?;
     Ok(path)
 }
 

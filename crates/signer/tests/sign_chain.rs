@@ -841,3 +841,95 @@ async fn binary_usage_error_is_exit_2() {
         .unwrap();
     assert_eq!(out.status.code(), Some(2));
 }
+
+// ---------- evidence isolation (DESIGN §4) ----------
+
+#[tokio::test]
+async fn evidence_saying_the_container_had_a_bridge_network_is_refused() {
+    let w = world().await;
+    w.rewrite_candidate(|c| {
+        c.evidence.as_mut().unwrap()["isolation"]["observed"]["network_mode"] = json!("bridge");
+    });
+    let report = w.sign().await;
+    assert_refused(&report, "evidence_rejected");
+    let detail = report.candidates[0].detail.clone().unwrap_or_default();
+    assert!(detail.contains("network_mode"), "{detail}");
+    println!("refusal: {detail}");
+    assert!(w.attestation_files().is_empty());
+}
+
+// ---------- output files ----------
+
+/// Plants `kind` (hard link or symlink) at every temporary name the signer's writes used to
+/// use, pointing at a victim file outside the output directory; signing must succeed and the
+/// victim must keep its bytes.
+async fn planted_link_at_the_old_temp_name_leaves_the_victim_untouched(hard: bool) {
+    let w = world().await;
+    let elsewhere = tempfile::tempdir().unwrap();
+    let victim = elsewhere.path().join("victim");
+    std::fs::write(&victim, b"precious").unwrap();
+    let attestation =
+        signer::sign::attestation_file_name(w.job["job_id"].as_str().unwrap(), &w.signer);
+    for name in [ATTESTATION_MANIFEST_FILE, attestation.as_str()] {
+        let planted = w.out.path().join(format!(".{name}.tmp"));
+        if hard {
+            std::fs::hard_link(&victim, &planted).unwrap();
+        } else {
+            std::os::unix::fs::symlink(&victim, &planted).unwrap();
+        }
+    }
+    let reader = RpcChainReader::new(w.kit.url(), Duration::from_secs(10)).unwrap();
+    let result = sign_candidates(&w.cfg(), &key(), &w.source(), &reader, w.now).await;
+    assert_eq!(std::fs::read(&victim).unwrap(), b"precious");
+    let report = result.unwrap();
+    assert_eq!(report.signed, 1, "{}", report.summary());
+}
+
+#[tokio::test]
+async fn hard_link_planted_at_the_old_temp_name_does_not_overwrite_its_target() {
+    planted_link_at_the_old_temp_name_leaves_the_victim_untouched(true).await;
+}
+
+#[tokio::test]
+async fn symlink_planted_at_the_old_temp_name_does_not_overwrite_its_target() {
+    planted_link_at_the_old_temp_name_leaves_the_victim_untouched(false).await;
+}
+
+// ---------- key file ownership and path ----------
+
+#[tokio::test]
+async fn binary_refuses_a_key_file_owned_by_another_user_with_exit_78() {
+    let w = world().await;
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("key");
+    std::fs::write(&path, DEV_KEYS[SIGNER_KEY_INDEX]).unwrap();
+    std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o600)).unwrap();
+    // The tests run as root; uid 12345 stands for any other user.
+    std::os::unix::fs::chown(&path, Some(12345), Some(12345)).unwrap();
+    let (code, stdout, stderr) = run_binary(&w, &["--key-file", path.to_str().unwrap()], &[]).await;
+    println!("exit {code}: {stderr}");
+    assert_eq!(code, 78, "{stderr}");
+    assert!(stderr.contains("owned by uid 12345"), "{stderr}");
+    assert!(!stdout.contains(key_digits()) && !stderr.contains(key_digits()));
+    assert!(w.attestation_files().is_empty());
+}
+
+#[tokio::test]
+async fn binary_refuses_a_key_file_reached_through_a_symlinked_directory_with_exit_78() {
+    let w = world().await;
+    let dir = tempfile::tempdir().unwrap();
+    let real = dir.path().join("real");
+    std::fs::create_dir(&real).unwrap();
+    std::fs::write(real.join("key"), DEV_KEYS[SIGNER_KEY_INDEX]).unwrap();
+    std::fs::set_permissions(real.join("key"), std::fs::Permissions::from_mode(0o600)).unwrap();
+    std::os::unix::fs::symlink(&real, dir.path().join("link")).unwrap();
+    let through = dir.path().join("link/key");
+    let (code, _, stderr) = run_binary(&w, &["--key-file", through.to_str().unwrap()], &[]).await;
+    println!("exit {code}: {stderr}");
+    assert_eq!(code, 78, "{stderr}");
+    assert!(
+        stderr.contains("symbolic link in a parent directory"),
+        "{stderr}"
+    );
+    assert!(w.attestation_files().is_empty());
+}

@@ -216,6 +216,7 @@ pub fn completed_run(
         Ok(outcome) => outcome,
         Err(error) => panic!("fixture outcome must build: {error}"),
     };
+    let profile = profile_for(job);
     let evidence = json!({
         "schema_version": crate::revalidate::EVIDENCE_SCHEMA_VERSION,
         "executor": crate::revalidate::DOCKER_EXECUTOR,
@@ -224,6 +225,35 @@ pub fn completed_run(
         "stdout": {"sha256": facts.stdout_sha256.to_string(), "bytes": facts.stdout_bytes},
         "stderr": {"sha256": facts.stderr_sha256.to_string(), "bytes": facts.stderr_bytes},
         "image": {"reference": job.manifest().image},
+        "request": crate::revalidate::expected_request(job.manifest()),
+        "isolation": {
+            "requested": profile,
+            "observed": profile,
+            "mismatches": [],
+        },
     });
     (outcome, evidence)
+}
+
+/// The profile the worker would request and observe for `job` (image `PATH` and staged host
+/// paths as a worker would have them).
+pub fn profile_for(job: &crate::ValidatedJob) -> Value {
+    let m = job.manifest();
+    let limits = match crate::profile::Limits::new(m.cpu_millis, m.memory_bytes, m.pids_limit) {
+        Ok(limits) => limits,
+        Err(error) => panic!("fixture limits must fit: {error}"),
+    };
+    let profile = crate::profile::expected_profile(&crate::profile::ProfileInputs {
+        argv: &m.command,
+        test_seed: m.test_seed,
+        tmpfs_bytes: m.tmpfs_bytes,
+        limits,
+        image_path: Some("/usr/local/cargo/bin:/usr/local/bin:/usr/bin:/bin"),
+        source: "/var/lib/agent-bounties/stage/source/c0ffee",
+        benchmark: "/var/lib/agent-bounties/stage/benchmark/beef",
+    });
+    match serde_json::to_value(profile) {
+        Ok(value) => value,
+        Err(error) => panic!("fixture profile must serialize: {error}"),
+    }
 }

@@ -40,6 +40,7 @@ pub mod digest;
 pub mod fixtures;
 pub mod job;
 pub mod manifest;
+pub mod profile;
 pub mod receipt;
 pub mod revalidate;
 pub mod settle;
@@ -60,14 +61,15 @@ pub use job::{
     validate_job,
 };
 pub use manifest::{ManifestError, RunnerManifest, command_hash, runner_manifest_hash};
+pub use profile::{ContainerProfile, ProfileInputs, check_recorded_profile, expected_profile};
 pub use receipt::{
     Execution, ExecutionFacts, Isolation, NoVerdict, NoVerdictOutcome, NoVerdictReason, Outcome,
     OutcomeError, Receipt, RunOutput, Scope, ValidatedOutcome, Verdict, response_hash,
     validate_outcome,
 };
 pub use revalidate::{
-    EvidenceError, Revalidated, RevalidationError, check_evidence, job_changes,
-    revalidate_candidate, revalidate_outcome,
+    EvidenceError, Revalidated, RevalidationError, check_evidence, check_isolation,
+    expected_request, job_changes, revalidate_candidate, revalidate_outcome,
 };
 pub use settle::{
     BountyStatus, SettlementEvent, VerificationMode, settle_calldata, verification_hash,

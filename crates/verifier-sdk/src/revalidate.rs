@@ -1,15 +1,20 @@
 //! The re-check every stage after the worker performs on a candidate: the job it claims still
 //! equals the platform's current job, both validate, the outcome re-derives from the job, and
-//! the evidence record says the real Docker executor produced exactly that outcome.
+//! the evidence record says the real Docker executor produced exactly that outcome in a
+//! container whose requested and observed isolation are exactly the profile the manifest
+//! demands (DESIGN §4).
 //!
 //! `worker --validate-regression-candidate`, the signer and the keeper all call
 //! [`revalidate_candidate`] on the raw bytes they received, so none of them trusts an earlier
 //! stage's opinion.
 
+use serde::Deserialize;
 use serde_json::Value;
 
 use crate::canonical::canonical_json;
 use crate::job::{JobError, ValidatedJob, validate_job};
+use crate::manifest::RunnerManifest;
+use crate::profile::{ContainerProfile, check_recorded_profile};
 use crate::receipt::{OutcomeError, ValidatedOutcome, Verdict, validate_outcome};
 
 /// Schema of the worker's evidence record.
@@ -46,6 +51,15 @@ pub enum EvidenceError {
     /// A field of the record disagrees with the outcome.
     #[error("evidence field `{0}` does not match the outcome")]
     Mismatch(&'static str),
+    /// The recorded isolation is not the container profile the manifest demands: the run says
+    /// it was not sandboxed as required, so it backs no signature.
+    #[error("evidence isolation.{record} differs from the container profile in {}", .fields.join(", "))]
+    Isolation {
+        /// `requested`, `observed` or `mismatches`.
+        record: &'static str,
+        /// The differing fields.
+        fields: Vec<String>,
+    },
 }
 
 /// Why a candidate was refused.
@@ -112,11 +126,12 @@ fn u64_at(v: &Value, path: &[&str], name: &'static str) -> Result<u64, EvidenceE
         .ok_or(EvidenceError::Malformed(name))
 }
 
-/// Checks that `evidence` is a record of the real Docker executor for exactly this outcome:
-/// same response hash, a completed run with the receipt's exit code, the receipt's stream
-/// hashes and sizes, and the receipt's image.
+/// Checks that `evidence` is a record of the real Docker executor for exactly this outcome of
+/// `job`: same response hash, a completed run with the receipt's exit code, the receipt's stream
+/// hashes and sizes, the receipt's image, and isolation as [`check_isolation`] requires.
 pub fn check_evidence(
     evidence: Option<&Value>,
+    job: &ValidatedJob,
     outcome: &ValidatedOutcome,
 ) -> Result<(), EvidenceError> {
     let ev = evidence.ok_or(EvidenceError::Missing)?;
@@ -177,7 +192,81 @@ pub fn check_evidence(
     if str_at(ev, &["image", "reference"], "image.reference")? != receipt.image {
         return Err(EvidenceError::Mismatch("image.reference"));
     }
+    check_isolation(ev, job)
+}
+
+/// Checks the record's isolation: the worker found no difference, and both the profile it
+/// requested and the one the engine reported are, field by field, what the job's manifest
+/// demands. The signer cannot re-run the container; it can at least refuse a run whose own
+/// record says it had a network, a writable root, root, capabilities or larger limits.
+pub fn check_isolation(evidence: &Value, job: &ValidatedJob) -> Result<(), EvidenceError> {
+    let isolation = evidence
+        .get("isolation")
+        .filter(|v| v.is_object())
+        .ok_or(EvidenceError::Malformed("isolation"))?;
+    let reported = isolation
+        .get("mismatches")
+        .and_then(Value::as_array)
+        .ok_or(EvidenceError::Malformed("isolation.mismatches"))?;
+    if !reported.is_empty() {
+        return Err(EvidenceError::Isolation {
+            record: "mismatches",
+            fields: reported
+                .iter()
+                .take(32)
+                .map(|f| f.as_str().unwrap_or("?").chars().take(64).collect())
+                .collect(),
+        });
+    }
+    let request = evidence
+        .get("request")
+        .and_then(Value::as_object)
+        .ok_or(EvidenceError::Malformed("request"))?;
+    let expected = expected_request(job.manifest());
+    let fields: Vec<String> = expected
+        .as_object()
+        .into_iter()
+        .flatten()
+        .filter(|(key, value)| request.get(*key) != Some(*value))
+        .map(|(key, _)| key.clone())
+        .collect();
+    if !fields.is_empty() {
+        return Err(EvidenceError::Isolation {
+            record: "request",
+            fields,
+        });
+    }
+    for (record, name) in [
+        ("requested", "isolation.requested"),
+        ("observed", "isolation.observed"),
+    ] {
+        let profile = isolation
+            .get(record)
+            .and_then(|v| ContainerProfile::deserialize(v).ok())
+            .ok_or(EvidenceError::Malformed(name))?;
+        let fields = check_recorded_profile(job.manifest(), &profile);
+        if !fields.is_empty() {
+            return Err(EvidenceError::Isolation { record, fields });
+        }
+    }
     Ok(())
+}
+
+/// The `request` facts an evidence record of a run of `manifest` carries: the command, the
+/// platform and every limit, including the two the container profile does not hold (a longer
+/// timeout or a larger output cap could turn a run without verdict into a pass).
+pub fn expected_request(manifest: &RunnerManifest) -> Value {
+    serde_json::json!({
+        "argv": manifest.command,
+        "platform": manifest.platform,
+        "timeout_ms": manifest.timeout_seconds.saturating_mul(1000),
+        "cpu_millis": manifest.cpu_millis,
+        "memory_bytes": manifest.memory_bytes,
+        "pids_limit": manifest.pids_limit,
+        "max_output_bytes": manifest.max_output_bytes,
+        "tmpfs_bytes": manifest.tmpfs_bytes,
+        "test_seed": manifest.test_seed,
+    })
 }
 
 /// The full re-check of a candidate against the platform's current job at time `now_unix`.
@@ -189,7 +278,8 @@ pub fn revalidate_candidate(
     now_unix: u64,
 ) -> Result<Revalidated, RevalidationError> {
     let checked = revalidate_outcome(candidate_job, current_job, outcome, now_unix)?;
-    check_evidence(evidence, &checked.outcome).map_err(RevalidationError::Evidence)?;
+    check_evidence(evidence, &checked.job, &checked.outcome)
+        .map_err(RevalidationError::Evidence)?;
     Ok(checked)
 }
 
@@ -298,6 +388,199 @@ mod tests {
             );
         }
         assert!(check(Some(&evidence)).is_ok());
+    }
+
+    /// Sets `pointer` in both the requested and observed profile of the evidence, or in the
+    /// observed one only, and expects a refusal naming `field`.
+    fn refused_isolation(pointer: &str, value: Value, field: &str) {
+        let (job, outcome, evidence) = run(0);
+        for records in [&["observed"][..], &["requested", "observed"][..]] {
+            let mut ev = evidence.clone();
+            for record in records {
+                let slot = ev
+                    .pointer_mut(&format!("/isolation/{record}{pointer}"))
+                    .unwrap_or_else(|| panic!("{pointer} not in the fixture"));
+                *slot = value.clone();
+            }
+            let err = revalidate_candidate(&job, &job, &outcome, Some(&ev), fixtures::NOW)
+                .map(|_| ())
+                .unwrap_err();
+            let RevalidationError::Evidence(EvidenceError::Isolation { fields, .. }) = &err else {
+                panic!("{pointer}: {err:?}");
+            };
+            assert_eq!(fields, &[field.to_string()], "{pointer}");
+            assert!(err.to_string().contains(field), "{err}");
+        }
+    }
+
+    #[test]
+    fn evidence_with_a_bridge_network_is_refused() {
+        refused_isolation("/network_mode", json!("bridge"), "network_mode");
+        refused_isolation("/network_mode", json!("host"), "network_mode");
+    }
+
+    #[test]
+    fn evidence_with_a_writable_root_filesystem_is_refused() {
+        refused_isolation("/readonly_rootfs", json!(false), "readonly_rootfs");
+    }
+
+    #[test]
+    fn evidence_with_the_root_user_is_refused() {
+        refused_isolation("/user", json!("0:0"), "user");
+        refused_isolation("/user", json!(""), "user");
+    }
+
+    #[test]
+    fn evidence_with_capabilities_not_dropped_is_refused() {
+        refused_isolation("/cap_drop", json!([]), "cap_drop");
+        refused_isolation("/cap_add", json!(["SYS_ADMIN"]), "cap_add");
+    }
+
+    #[test]
+    fn evidence_of_a_privileged_container_is_refused() {
+        refused_isolation("/privileged", json!(true), "privileged");
+    }
+
+    #[test]
+    fn evidence_with_larger_limits_is_refused() {
+        let m = fixtures::sample_manifest();
+        let memory = m["memory_bytes"].as_i64().unwrap();
+        let pids = m["pids_limit"].as_i64().unwrap();
+        let nano = m["cpu_millis"].as_i64().unwrap() * 1_000_000;
+        refused_isolation("/memory", json!(memory * 2), "memory");
+        refused_isolation("/memory_swap", json!(-1), "memory_swap");
+        refused_isolation("/pids_limit", json!(pids + 1), "pids_limit");
+        refused_isolation("/pids_limit", json!(0), "pids_limit");
+        refused_isolation("/nano_cpus", json!(nano * 2), "nano_cpus");
+        refused_isolation("/shm_size", json!(1i64 << 40), "shm_size");
+        refused_isolation(
+            "/ulimits",
+            json!([{"name": "nofile", "soft": 4096, "hard": 4096}]),
+            "ulimits",
+        );
+    }
+
+    #[test]
+    fn evidence_of_a_run_with_a_longer_timeout_or_larger_output_cap_is_refused() {
+        let (job, outcome, evidence) = run(0);
+        let m = fixtures::sample_manifest();
+        for (key, value) in [
+            (
+                "timeout_ms",
+                json!(m["timeout_seconds"].as_u64().unwrap() * 1000 + 1),
+            ),
+            (
+                "max_output_bytes",
+                json!(m["max_output_bytes"].as_u64().unwrap() * 2),
+            ),
+            (
+                "memory_bytes",
+                json!(m["memory_bytes"].as_u64().unwrap() * 2),
+            ),
+            ("argv", json!(["true"])),
+            ("test_seed", json!(2)),
+        ] {
+            let mut ev = evidence.clone();
+            ev["request"][key] = value;
+            let err = revalidate_candidate(&job, &job, &outcome, Some(&ev), fixtures::NOW);
+            assert_eq!(
+                err.map(|_| ()).unwrap_err(),
+                RevalidationError::Evidence(EvidenceError::Isolation {
+                    record: "request",
+                    fields: vec![key.to_string()],
+                }),
+                "{key}"
+            );
+        }
+    }
+
+    #[test]
+    fn evidence_with_a_tmpfs_without_size_is_refused() {
+        refused_isolation(
+            "/tmpfs/~1tmp",
+            json!("rw,exec,nosuid,nodev,mode=1777"),
+            "tmpfs",
+        );
+    }
+
+    #[test]
+    fn evidence_without_no_new_privileges_is_refused() {
+        refused_isolation("/security_opt", json!([]), "security_opt");
+        refused_isolation(
+            "/security_opt",
+            json!(["no-new-privileges", "seccomp=unconfined"]),
+            "security_opt",
+        );
+    }
+
+    #[test]
+    fn evidence_with_an_extra_environment_variable_is_refused() {
+        let (_, _, evidence) = run(0);
+        let mut env = evidence["isolation"]["observed"]["env"].clone();
+        env.as_array_mut()
+            .unwrap()
+            .push(json!("GITHUB_TOKEN=ghp_x"));
+        refused_isolation("/env", env, "env");
+        let mut two_paths = evidence["isolation"]["observed"]["env"].clone();
+        two_paths.as_array_mut().unwrap().push(json!("PATH=/tmp"));
+        refused_isolation("/env", two_paths, "env");
+    }
+
+    #[test]
+    fn evidence_with_other_namespace_mount_or_command_fields_is_refused() {
+        let cases: [(&str, Value, &str); 12] = [
+            ("/ipc_mode", json!("host"), "ipc_mode"),
+            ("/pid_mode", json!("host"), "pid_mode"),
+            ("/userns_mode", json!("host"), "userns_mode"),
+            ("/init", json!(false), "init"),
+            ("/mounts/0/read_only", json!(false), "mounts"),
+            ("/mount_points/1/read_only", json!(false), "mount_points"),
+            ("/binds", json!(["/:/host"]), "binds"),
+            ("/devices", json!(1), "devices"),
+            ("/log_driver", json!("json-file"), "log_driver"),
+            ("/entrypoint", json!(["sh", "-c", "exit 0"]), "entrypoint"),
+            ("/cmd", json!(["--extra"]), "cmd"),
+            ("/hostname", json!("host"), "hostname"),
+        ];
+        for (pointer, value, field) in cases {
+            refused_isolation(pointer, value, field);
+        }
+    }
+
+    #[test]
+    fn evidence_without_isolation_or_with_reported_mismatches_is_refused() {
+        let (job, outcome, evidence) = run(0);
+        let check = |ev: &Value| {
+            revalidate_candidate(&job, &job, &outcome, Some(ev), fixtures::NOW).map(|_| ())
+        };
+        let mut missing = evidence.clone();
+        missing.as_object_mut().unwrap().remove("isolation");
+        assert_eq!(
+            check(&missing).unwrap_err(),
+            RevalidationError::Evidence(EvidenceError::Malformed("isolation"))
+        );
+        let mut partial = evidence.clone();
+        partial["isolation"]["observed"]
+            .as_object_mut()
+            .unwrap()
+            .remove("network_mode");
+        assert_eq!(
+            check(&partial).unwrap_err(),
+            RevalidationError::Evidence(EvidenceError::Malformed("isolation.observed"))
+        );
+        let mut unknown = evidence.clone();
+        unknown["isolation"]["observed"]["network_disabled"] = json!(false);
+        assert!(check(&unknown).is_err());
+        let mut reported = evidence.clone();
+        reported["isolation"]["mismatches"] = json!(["readonly_rootfs"]);
+        assert!(matches!(
+            check(&reported).unwrap_err(),
+            RevalidationError::Evidence(EvidenceError::Isolation {
+                record: "mismatches",
+                ..
+            })
+        ));
+        assert!(check(&evidence).is_ok());
     }
 
     #[test]

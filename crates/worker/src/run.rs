@@ -349,18 +349,8 @@ pub fn write_evidence(root: &Path, evidence: &EvidenceRecord) -> std::io::Result
     let dir = root.join("evidence").join("sha256");
     std::fs::create_dir_all(&dir)?;
     let target = dir.join(format!("{hex}.json"));
-    write_atomic(&target, &bytes)?;
+    artifact_fs::write_atomic(&target, &bytes)?;
     Ok(target)
-}
-
-/// Writes `bytes` to `path` through a temporary file in the same folder and a rename.
-pub fn write_atomic(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
-    let dir = path.parent().unwrap_or_else(|| Path::new("."));
-    let mut tmp = tempfile::NamedTempFile::new_in(dir)?;
-    std::io::Write::write_all(&mut tmp, bytes)?;
-    tmp.as_file().sync_all()?;
-    tmp.persist(path).map_err(|e| e.error)?;
-    Ok(())
 }
 
 /// Why `--run-regression` could not even produce a no-verdict outcome.
@@ -470,7 +460,7 @@ pub async fn run_regression_command(
     let path = write_evidence(&staging_root, &run.evidence).map_err(RunCommandError::Evidence)?;
     if let Some(copy) = evidence_copy {
         let bytes = std::fs::read(&path).map_err(RunCommandError::Evidence)?;
-        write_atomic(copy, &bytes).map_err(RunCommandError::Evidence)?;
+        artifact_fs::write_atomic(copy, &bytes).map_err(RunCommandError::Evidence)?;
     }
     Ok(RunCommandOutput {
         output: run.output,

@@ -645,4 +645,15 @@ fn candidate_from_a_real_run_validates_and_tampering_is_refused() {
         out["error"].as_str().unwrap().contains("test-double"),
         "{refused:?}"
     );
+    // The real run's own record, edited to say the container had a network: refused, naming
+    // the field, although nothing else about the candidate changed.
+    let mut bridged = candidate.clone();
+    bridged["evidence"]["isolation"]["observed"]["network_mode"] = json!("bridge");
+    let refused = validate(&env, &bridged);
+    assert_eq!(refused.code, 4, "{refused:?}");
+    let out = refused.json();
+    assert!(
+        out["error"].as_str().unwrap().contains("network_mode"),
+        "{refused:?}"
+    );
 }

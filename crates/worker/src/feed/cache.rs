@@ -14,7 +14,6 @@
 //! rejection. It is re-checked on load like a verdict (schema, key, job id, reason code).
 
 use std::fs;
-use std::io::Write as _;
 use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
@@ -246,12 +245,14 @@ impl ResultCache {
 }
 
 fn read_bounded(path: &Path) -> Option<Vec<u8>> {
-    let meta = fs::symlink_metadata(path).ok()?;
-    if !meta.is_file() || meta.len() > MAX_ENTRY_BYTES {
-        let _ = fs::remove_file(path);
-        return None;
+    match artifact_fs::read_bounded(path, MAX_ENTRY_BYTES) {
+        Ok(bytes) => Some(bytes),
+        Err(artifact_fs::ReadError::NotRegular(_) | artifact_fs::ReadError::TooLarge { .. }) => {
+            let _ = fs::remove_file(path);
+            None
+        }
+        Err(_) => None,
     }
-    fs::read(path).ok()
 }
 
 fn parse_entry(bytes: &[u8], key: &Sha256Digest, job: &ValidatedJob) -> Option<CachedResult> {
@@ -269,15 +270,11 @@ fn parse_entry(bytes: &[u8], key: &Sha256Digest, job: &ValidatedJob) -> Option<C
     })
 }
 
-/// Writes `bytes` to `path` through a temporary file in `dir` and a rename, so a reader sees
-/// either the old file or the complete new one.
+/// Creates `dir` if needed and writes `bytes` to `path` in it through
+/// [`artifact_fs::write_atomic`], so a reader sees either the old file or the complete new one.
 pub(crate) fn write_atomically(dir: &Path, path: &Path, bytes: &[u8]) -> std::io::Result<()> {
     fs::create_dir_all(dir)?;
-    let mut tmp = tempfile::NamedTempFile::new_in(dir)?;
-    tmp.write_all(bytes)?;
-    tmp.as_file().sync_all()?;
-    tmp.persist(path).map_err(|e| e.error)?;
-    Ok(())
+    artifact_fs::write_atomic(path, bytes)
 }
 
 #[cfg(test)]

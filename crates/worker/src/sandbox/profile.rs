@@ -1,176 +1,26 @@
 //! The container profile (DESIGN §4): what we ask the engine for, and the same fields read back
-//! from `inspect` so a difference fails closed.
-//!
-//! `HOME=/tmp/home` must be writable, but `/tmp` is an empty tmpfs and nothing extra may run in
-//! the container to create the directory. So `/tmp/home` is its own tmpfs, mounted over `/tmp`
-//! (the engine orders mounts by depth) and owned by the sandbox user through the kernel's
-//! `uid=`/`gid=` tmpfs options, `mode=0700`. It has the same size cap as `/tmp`; both are
-//! charged to the container's memory cgroup, so `memory_bytes` bounds them together.
-
-use std::collections::BTreeMap;
+//! from `inspect` so a difference fails closed. The profile's fields and values are
+//! [`verifier_sdk::profile`]'s (see there for why `/tmp/home` is its own tmpfs); this module
+//! turns them into the Engine API's create request and back.
 
 use bollard::models::{
     ContainerCreateBody, ContainerInspectResponse, HostConfig, HostConfigLogConfig, Mount,
     MountType, ResourcesUlimits,
 };
-use serde::{Deserialize, Serialize};
+
+// The profile itself is defined once, in the sdk, so the signer and keeper check evidence
+// against the very definition the worker asked the engine for.
+pub use verifier_sdk::profile::{
+    BENCHMARK_DIR, BindMount, ContainerProfile as Isolation, HOME_DIR, Limits, NOFILE_LIMIT,
+    SANDBOX_HOSTNAME, SANDBOX_USER, SHM_BYTES, Ulimit, WORKDIR, environment,
+};
+use verifier_sdk::profile::{ProfileInputs, expected_profile};
 
 use super::SandboxSpec;
-
-/// The unprivileged user and group every command runs as.
-pub const SANDBOX_USER: &str = "65532:65532";
-/// Fixed hostname so output cannot depend on the container id.
-pub const SANDBOX_HOSTNAME: &str = "sandbox";
-/// Working directory: the read-only source tree.
-pub const WORKDIR: &str = "/workspace";
-/// Mount point of the read-only benchmark tree.
-pub const BENCHMARK_DIR: &str = "/benchmark";
-/// `HOME` inside the container.
-pub const HOME_DIR: &str = "/tmp/home";
-/// Size of the private `/dev/shm`.
-pub const SHM_BYTES: i64 = 64 * 1024 * 1024;
-/// Open-file limit (soft = hard).
-pub const NOFILE_LIMIT: i64 = 4096;
-
-/// One `ulimit` entry.
-#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
-pub struct Ulimit {
-    /// Resource name (`nofile`, `core`).
-    pub name: String,
-    /// Soft limit.
-    pub soft: i64,
-    /// Hard limit.
-    pub hard: i64,
-}
-
-/// A bind mount as the engine reports it.
-#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
-pub struct BindMount {
-    /// Host path.
-    pub source: String,
-    /// Path inside the container.
-    pub target: String,
-    /// Whether the mount is read-only.
-    pub read_only: bool,
-}
-
-/// Every isolation field we set, in a form that can be compared and recorded.
-///
-/// The same type holds what was requested and what `inspect` reported; the executor refuses to
-/// start the container unless they are equal.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Isolation {
-    /// `Config.Entrypoint`: the argv.
-    pub entrypoint: Vec<String>,
-    /// `Config.Cmd`: always empty so the image's CMD cannot run.
-    pub cmd: Vec<String>,
-    /// `Config.WorkingDir`.
-    pub working_dir: String,
-    /// `Config.User`.
-    pub user: String,
-    /// `Config.Hostname`.
-    pub hostname: String,
-    /// `Config.Env`, sorted.
-    pub env: Vec<String>,
-    /// `HostConfig.Init`.
-    pub init: bool,
-    /// `HostConfig.Privileged`.
-    pub privileged: bool,
-    /// `HostConfig.NetworkMode`.
-    pub network_mode: String,
-    /// `HostConfig.IpcMode`.
-    pub ipc_mode: String,
-    /// `HostConfig.PidMode` (empty = private).
-    pub pid_mode: String,
-    /// `HostConfig.UsernsMode` (empty = daemon default).
-    pub userns_mode: String,
-    /// `HostConfig.ShmSize`.
-    pub shm_size: i64,
-    /// `HostConfig.ReadonlyRootfs`.
-    pub readonly_rootfs: bool,
-    /// `HostConfig.CapAdd`, sorted.
-    pub cap_add: Vec<String>,
-    /// `HostConfig.CapDrop`, sorted.
-    pub cap_drop: Vec<String>,
-    /// `HostConfig.SecurityOpt`, sorted.
-    pub security_opt: Vec<String>,
-    /// `HostConfig.NanoCpus`.
-    pub nano_cpus: i64,
-    /// `HostConfig.Memory`.
-    pub memory: i64,
-    /// `HostConfig.MemorySwap`.
-    pub memory_swap: i64,
-    /// `HostConfig.PidsLimit`.
-    pub pids_limit: i64,
-    /// `HostConfig.Ulimits`, sorted.
-    pub ulimits: Vec<Ulimit>,
-    /// `HostConfig.Tmpfs`.
-    pub tmpfs: BTreeMap<String, String>,
-    /// `HostConfig.Mounts`, sorted.
-    pub mounts: Vec<BindMount>,
-    /// The container's effective `Mounts`, sorted (what the runtime will actually mount).
-    pub mount_points: Vec<BindMount>,
-    /// `HostConfig.Binds`: always empty (mounts go through `Mounts`).
-    pub binds: Vec<String>,
-    /// Number of `HostConfig.Devices`: always zero.
-    pub devices: usize,
-    /// `HostConfig.LogConfig.Type`: `none`, so output never lands on the host's disk.
-    pub log_driver: String,
-}
-
-impl Isolation {
-    /// Names of the fields that differ between `self` (requested) and `observed`.
-    pub fn mismatches(&self, observed: &Isolation) -> Vec<String> {
-        let (Ok(serde_json::Value::Object(want)), Ok(serde_json::Value::Object(got))) =
-            (serde_json::to_value(self), serde_json::to_value(observed))
-        else {
-            return vec!["<unserializable>".to_string()];
-        };
-        want.iter()
-            .filter(|(key, value)| got.get(*key) != Some(*value))
-            .map(|(key, _)| key.clone())
-            .collect()
-    }
-}
-
-fn tmpfs_options(bytes: u64, mode: &str, owner: Option<&str>) -> String {
-    let mut options = format!("rw,exec,nosuid,nodev,size={bytes},mode={mode}");
-    if let Some((uid, gid)) = owner.and_then(|o| o.split_once(':')) {
-        options.push_str(&format!(",uid={uid},gid={gid}"));
-    }
-    options
-}
 
 fn sorted(mut items: Vec<String>) -> Vec<String> {
     items.sort();
     items
-}
-
-/// The exact environment: fixed variables plus the image's own `PATH`, nothing from the worker.
-pub fn environment(test_seed: u64, image_path: Option<&str>) -> Vec<String> {
-    let mut env = vec![
-        format!("HOME={HOME_DIR}"),
-        "LANG=C.UTF-8".to_string(),
-        "LC_ALL=C.UTF-8".to_string(),
-        "TZ=UTC".to_string(),
-        "SOURCE_DATE_EPOCH=0".to_string(),
-        format!("AGENT_BOUNTIES_TEST_SEED={test_seed}"),
-    ];
-    if let Some(path) = image_path {
-        env.push(format!("PATH={path}"));
-    }
-    env
-}
-
-/// Numbers the engine takes as `i64`; a spec outside that range is refused, not clamped.
-#[derive(Clone, Copy, Debug)]
-pub struct Limits {
-    /// `cpu_millis × 10⁶`.
-    pub nano_cpus: i64,
-    /// Memory and memory+swap.
-    pub memory: i64,
-    /// Process limit.
-    pub pids: i64,
 }
 
 /// The requested profile for `spec`, with `source`/`benchmark` the canonical host paths.
@@ -181,71 +31,15 @@ pub fn requested(
     source: &str,
     benchmark: &str,
 ) -> Isolation {
-    let mut tmpfs = BTreeMap::new();
-    tmpfs.insert(
-        "/tmp".to_string(),
-        tmpfs_options(spec.tmpfs_bytes, "1777", None),
-    );
-    tmpfs.insert(
-        HOME_DIR.to_string(),
-        tmpfs_options(spec.tmpfs_bytes, "0700", Some(SANDBOX_USER)),
-    );
-    let mut mounts = vec![
-        BindMount {
-            source: benchmark.to_string(),
-            target: BENCHMARK_DIR.to_string(),
-            read_only: true,
-        },
-        BindMount {
-            source: source.to_string(),
-            target: WORKDIR.to_string(),
-            read_only: true,
-        },
-    ];
-    mounts.sort();
-    let mut ulimits = vec![
-        Ulimit {
-            name: "core".into(),
-            soft: 0,
-            hard: 0,
-        },
-        Ulimit {
-            name: "nofile".into(),
-            soft: NOFILE_LIMIT,
-            hard: NOFILE_LIMIT,
-        },
-    ];
-    ulimits.sort();
-    Isolation {
-        entrypoint: spec.argv.clone(),
-        cmd: Vec::new(),
-        working_dir: WORKDIR.to_string(),
-        user: SANDBOX_USER.to_string(),
-        hostname: SANDBOX_HOSTNAME.to_string(),
-        env: sorted(environment(spec.test_seed, image_path)),
-        init: true,
-        privileged: false,
-        network_mode: "none".to_string(),
-        ipc_mode: "private".to_string(),
-        pid_mode: String::new(),
-        userns_mode: String::new(),
-        shm_size: SHM_BYTES,
-        readonly_rootfs: true,
-        cap_add: Vec::new(),
-        cap_drop: vec!["ALL".to_string()],
-        security_opt: vec!["no-new-privileges".to_string()],
-        nano_cpus: limits.nano_cpus,
-        memory: limits.memory,
-        memory_swap: limits.memory,
-        pids_limit: limits.pids,
-        ulimits,
-        tmpfs,
-        mounts: mounts.clone(),
-        mount_points: mounts,
-        binds: Vec::new(),
-        devices: 0,
-        log_driver: "none".to_string(),
-    }
+    expected_profile(&ProfileInputs {
+        argv: &spec.argv,
+        test_seed: spec.test_seed,
+        tmpfs_bytes: spec.tmpfs_bytes,
+        limits,
+        image_path,
+        source,
+        benchmark,
+    })
 }
 
 /// The create request for a requested profile.
