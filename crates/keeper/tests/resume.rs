@@ -625,6 +625,7 @@ async fn fabricated_receipt_from_a_lying_rpc_is_not_reported_paid() {
     let again = sc.run_with(&cfg).await;
     assert_eq!(only_job(&again).code.as_deref(), Some("status_mismatch"));
     assert_eq!(sc.status().await, status::SUBMITTED);
+}
 
 #[tokio::test]
 async fn binary_refuses_a_key_file_of_another_user_or_under_a_symlinked_directory_with_exit_78() {

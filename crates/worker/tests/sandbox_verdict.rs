@@ -281,3 +281,58 @@ async fn child_process() {
         Ok(_) => println!("RESULT=connected"),
     }
 }
+
+/// An image whose HEALTHCHECK runs every second: the engine would exec it inside the sandbox
+/// while the benchmark runs, which is code nobody committed to and, for the external-stop
+/// watch, interference that voids the verdict. Built from the busybox test image and pushed to
+/// the local registry so it has a repo digest like any pinned image.
+fn image_with_a_healthcheck() -> String {
+    use std::io::Write;
+    use std::process::{Command, Stdio};
+    let tag = "127.0.0.1:5000/verifier-healthcheck:test";
+    let dockerfile = format!(
+        "FROM {}\nHEALTHCHECK --interval=1s --timeout=1s CMD [\"/bin/true\"]\n",
+        support::busybox()
+    );
+    let mut build = Command::new("docker")
+        .args(["build", "--quiet", "-t", tag, "-"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::null())
+        .spawn()
+        .unwrap();
+    build
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(dockerfile.as_bytes())
+        .unwrap();
+    assert!(build.wait().unwrap().success(), "docker build failed");
+    let push = Command::new("docker")
+        .args(["push", "--quiet", tag])
+        .output()
+        .unwrap();
+    assert!(
+        push.status.success(),
+        "{}",
+        String::from_utf8_lossy(&push.stderr)
+    );
+    let digests = Command::new("docker")
+        .args(["image", "inspect", "--format", "{{json .RepoDigests}}", tag])
+        .output()
+        .unwrap();
+    let digests: Vec<String> = serde_json::from_slice(&digests.stdout).unwrap();
+    digests
+        .into_iter()
+        .find(|d| d.starts_with("127.0.0.1:5000/verifier-healthcheck@sha256:"))
+        .expect("pushed image has a repo digest")
+}
+
+#[tokio::test]
+async fn image_healthcheck_never_runs_inside_the_sandbox() {
+    let trees = Trees::new();
+    let script = trees.script("slow.sh", "sleep 4; exit 0");
+    let mut spec = spec("healthcheck", &[&script], &trees);
+    spec.image = image_with_a_healthcheck();
+    let report = run(&spec, &trees).await;
+    assert_eq!(report.decision, Decision::Completed { exit_code: 0 });
+}

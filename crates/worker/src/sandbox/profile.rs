@@ -4,8 +4,8 @@
 //! turns them into the Engine API's create request and back.
 
 use bollard::models::{
-    ContainerCreateBody, ContainerInspectResponse, HostConfig, HostConfigLogConfig, Mount,
-    MountType, ResourcesUlimits,
+    ContainerCreateBody, ContainerInspectResponse, HealthConfig, HostConfig, HostConfigLogConfig,
+    Mount, MountType, ResourcesUlimits,
 };
 
 // The profile itself is defined once, in the sdk, so the signer and keeper check evidence
@@ -107,6 +107,13 @@ pub fn create_body(
         open_stdin: Some(false),
         tty: Some(false),
         network_disabled: Some(true),
+        // The image's HEALTHCHECK would run as an exec inside the sandbox while the benchmark
+        // runs: code nobody committed to, and an exec the external-stop watch must treat as
+        // interference (no verdict). `NONE` switches it off.
+        healthcheck: Some(HealthConfig {
+            test: Some(vec!["NONE".to_string()]),
+            ..Default::default()
+        }),
         host_config: Some(host_config),
         ..Default::default()
     }
