@@ -110,6 +110,13 @@ pub struct RehearseArgs {
     /// An unsolved tree, run once: the benchmark should fail on it.
     #[arg(long)]
     pub base: Option<PathBuf>,
+    /// For a tree inside a git repository: the revision to stage, exactly as an exact-commit
+    /// archive of it holds it (no .git, no untracked files, export-ignore honoured).
+    #[arg(long, default_value = "HEAD", conflicts_with = "worktree")]
+    pub rev: String,
+    /// Stage the directories as they are on disk, even inside a git repository.
+    #[arg(long)]
+    pub worktree: bool,
     /// Staging root (default: $REGRESSION_SANDBOX_STAGING_ROOT, else a private dir in the
     /// system temp dir).
     #[arg(long)]

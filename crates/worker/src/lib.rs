@@ -14,6 +14,7 @@ pub mod feed;
 pub mod progress;
 pub mod rehearse;
 pub mod rehearse_adversarial;
+pub mod rehearse_git;
 pub mod run;
 pub mod sandbox;
 pub mod snapshot;

@@ -171,6 +171,8 @@ fn rehearse(args: worker::cli::RehearseArgs) -> ExitCode {
         base: args.base,
         staging_root,
         pull: args.pull,
+        rev: args.rev,
+        worktree: args.worktree,
     };
     let prepared = match worker::rehearse::prepare(&options) {
         Ok(prepared) => prepared,

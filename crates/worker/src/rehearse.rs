@@ -14,6 +14,7 @@ use serde_json::Value;
 use verifier_sdk::{RunnerManifest, Sha256Digest, TreeLimits, runner_manifest_hash};
 
 use crate::explain::{Explanation, explain};
+use crate::feed::archive::ArchiveLimits;
 use crate::progress::NoProgress;
 use crate::run::{RunOptions, STAGING_ROOT_ENV, execute_manifest, spec_for, write_evidence};
 use crate::sandbox::profile::Isolation;
@@ -48,6 +49,10 @@ pub struct RehearseOptions {
     pub staging_root: PathBuf,
     /// Pull the image by its digest when missing.
     pub pull: bool,
+    /// The git revision staged for trees inside a repository.
+    pub rev: String,
+    /// Stage the directories as they are on disk, even inside a git repository.
+    pub worktree: bool,
 }
 
 /// Why a rehearsal could not produce a report.
@@ -84,6 +89,15 @@ pub enum RehearseError {
         manifest: Sha256Digest,
         /// What the tree hashes to.
         staged: Sha256Digest,
+    },
+    /// A tree's git revision could not be staged as an archive holds it.
+    #[error("staging the {what} tree from git: {source}")]
+    Git {
+        /// `source`, `benchmark` or `base`.
+        what: &'static str,
+        /// The underlying error.
+        #[source]
+        source: crate::rehearse_git::GitTreeError,
     },
     /// A tree could not be staged.
     #[error("staging the {what} tree: {source}")]
@@ -126,7 +140,8 @@ impl RehearseError {
             Self::Stage { source, .. } => {
                 matches!(source, StageError::Tree(e) if e.is_input_error())
             }
-            Self::Repeat(_)
+            Self::Git { .. }
+            | Self::Repeat(_)
             | Self::ManifestIo { .. }
             | Self::ManifestTooLarge
             | Self::ManifestJson(_)
@@ -171,6 +186,9 @@ pub struct Commitments {
     pub runner_manifest_hash: Sha256Digest,
     /// Digest of the base tree, when one was given.
     pub base_snapshot_digest: Option<Sha256Digest>,
+    /// Where each tree came from: a git revision (what the feed's archive will hold) or the
+    /// directory as it is.
+    pub trees: Vec<crate::rehearse_git::TreeOrigin>,
 }
 
 /// The whole rehearsal.
@@ -322,8 +340,31 @@ pub fn prepare(options: &RehearseOptions) -> Result<Prepared, RehearseError> {
     let benchmark_limits =
         TreeLimits::new(manifest.max_benchmark_bytes, manifest.max_benchmark_files)
             .map_err(|e| RehearseError::Plan(e.to_string()))?;
+    // Trees inside a git repository are staged as the revision's archive holds them; the
+    // extractions live here until they are staged.
+    let scratch = tempfile::tempdir()
+        .map_err(|e| RehearseError::Plan(format!("creating a temporary directory: {e}")))?;
+    let trees = std::cell::RefCell::new(Vec::new());
+    let (benchmark_archive, source_archive) = (
+        ArchiveLimits::benchmark(&manifest),
+        ArchiveLimits::source(&manifest),
+    );
     let stage = |what, kind, dir: &Path, limits| {
-        stage_tree(kind, dir, root, limits, &mut NoProgress)
+        let archive_limits = match kind {
+            StageKind::Benchmark => &benchmark_archive,
+            StageKind::Source => &source_archive,
+        };
+        let (dir, origin) = crate::rehearse_git::resolve(
+            what,
+            dir,
+            &options.rev,
+            options.worktree,
+            scratch.path(),
+            archive_limits,
+        )
+        .map_err(|source| RehearseError::Git { what, source })?;
+        trees.borrow_mut().push(origin);
+        stage_tree(kind, &dir, root, limits, &mut NoProgress)
             .map_err(|source| RehearseError::Stage { what, source })
     };
     let benchmark = stage(
@@ -362,6 +403,7 @@ pub fn prepare(options: &RehearseOptions) -> Result<Prepared, RehearseError> {
         benchmark_digest_filled_in: filled_in,
         runner_manifest_hash: runner_manifest_hash(&manifest),
         base_snapshot_digest: base.map(|b| b.snapshot.digest),
+        trees: trees.into_inner(),
     };
     Ok(Prepared {
         manifest,
@@ -549,6 +591,13 @@ impl Report {
         if let Some(base) = &c.base_snapshot_digest {
             row(&mut out, "base (not committed)", base);
         }
+        for origin in &c.trees {
+            row(
+                &mut out,
+                &format!("{} staged from", origin.tree),
+                origin.line(),
+            );
+        }
         let s = &self.sandbox;
         let m = &self.manifest;
         let num = |k: &str| m.get(k).and_then(Value::as_u64).unwrap_or(0);
@@ -705,6 +754,7 @@ mod tests {
                 source_snapshot_digest: manifest.benchmark_digest,
                 benchmark_digest: manifest.benchmark_digest,
                 benchmark_digest_filled_in: false,
+                trees: Vec::new(),
                 runner_manifest_hash: runner_manifest_hash(&manifest),
                 base_snapshot_digest: None,
             },
@@ -776,6 +826,8 @@ mod tests {
                 base: None,
                 staging_root: "/nonexistent".into(),
                 pull: false,
+                rev: "HEAD".into(),
+                worktree: false,
             };
             assert!(matches!(prepare(&options), Err(RehearseError::Repeat(_))));
         }

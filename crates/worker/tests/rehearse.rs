@@ -935,3 +935,94 @@ fn adversarial_busybox_example_holds_and_a_benchmark_that_passes_anything_is_byp
     assert!(out.contains("  BYPASSABLE: empty_tree (passed)\n"), "{out}");
     assert!(out.contains("adversarial  BYPASSABLE: "), "{out}");
 }
+
+/// A solution inside a git working copy with `.git/`, a `__pycache__/`, an untracked file and an
+/// `export-ignore` path: rehearsal must tell the author the digest the feed will compute from
+/// the exact-commit archive, not the digest of the working copy (a bounty committing that one
+/// could never verify).
+#[test]
+fn a_git_working_copy_is_staged_as_its_exact_commit_archive_holds_it() {
+    let r = Rehearsal::new();
+    let repo = r.dir.path().join("repo");
+    let sol = repo.join("sol");
+    fs::create_dir_all(&sol).unwrap();
+    let git = |args: &[&str]| {
+        let out = Command::new("git")
+            .arg("-C")
+            .arg(&repo)
+            .args(["-c", "user.email=t@example.invalid", "-c", "user.name=t"])
+            .args(args)
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "git {args:?}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        out.stdout
+    };
+    git(&["init", "-q"]);
+    fs::copy(
+        fixture("example/source-pass/result.txt"),
+        sol.join("result.txt"),
+    )
+    .unwrap();
+    fs::write(repo.join(".gitattributes"), "sol/notes.txt export-ignore\n").unwrap();
+    fs::write(sol.join("notes.txt"), "not in the archive\n").unwrap();
+    git(&["add", "-A"]);
+    git(&["commit", "-q", "-m", "solution"]);
+    fs::create_dir(sol.join("__pycache__")).unwrap();
+    fs::write(sol.join("__pycache__/roman.cpython-311.pyc"), "cache").unwrap();
+    fs::write(sol.join("scratch.txt"), "untracked").unwrap();
+
+    let manifest = r.busybox_cmp();
+    let bench = fixture("example/benchmark");
+    let ran = r.rehearse(&sol, &bench, &manifest, &["--json"]);
+    assert_eq!(ran.code, 0, "{}{}", ran.stdout, ran.stderr);
+    let report = ran.json();
+    let digest = report["commit"]["source_snapshot_digest"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    // Only result.txt is in the archive's `sol/`: the protocol's golden vector.
+    assert_eq!(digest, EXAMPLE_SOURCE_DIGEST);
+    let origin = &report["commit"]["trees"][1];
+    assert_eq!(origin["tree"], "source", "{report:#}");
+    assert_eq!(origin["origin"], "git");
+    assert_eq!(origin["subdirectory"], "sol");
+    assert_eq!(
+        origin["worktree_differs"], true,
+        "untracked files were left out"
+    );
+
+    // The same digest from a real `git archive` tarball through the feed's own extraction.
+    let tarball = r.dir.path().join("archive.tar.gz");
+    let bytes = git(&["archive", "--format=tar.gz", "--prefix=repo-abc/", "HEAD"]);
+    fs::write(&tarball, bytes).unwrap();
+    let value: Value = serde_json::from_str(&fs::read_to_string(&manifest).unwrap()).unwrap();
+    let mut value = value;
+    value["benchmark_digest"] = Value::String(EXAMPLE_BENCHMARK_DIGEST.into());
+    let parsed = RunnerManifest::from_value(&value).unwrap();
+    let extracted = r.dir.path().join("extracted");
+    worker::feed::archive::extract_tar_gz(
+        fs::File::open(&tarball).unwrap(),
+        &extracted,
+        &verifier_sdk::RelativeDir::parse("sol").unwrap(),
+        &worker::feed::archive::ArchiveLimits::source(&parsed),
+    )
+    .unwrap();
+    let limits = verifier_sdk::TreeLimits::new(1 << 20, 100).unwrap();
+    let feed_digest = verifier_sdk::digest::digest_directory(&extracted, limits)
+        .unwrap()
+        .digest;
+    assert_eq!(feed_digest.to_string(), digest);
+
+    // --worktree keeps the old behaviour, explicitly: the working copy's own digest.
+    let ran = r.rehearse(&sol, &bench, &manifest, &["--json", "--worktree"]);
+    assert_eq!(ran.code, 0, "{}{}", ran.stdout, ran.stderr);
+    assert_ne!(
+        ran.json()["commit"]["source_snapshot_digest"],
+        digest.as_str()
+    );
+    assert_eq!(ran.json()["commit"]["trees"][1]["origin"], "worktree");
+}
