@@ -164,6 +164,27 @@ pub struct RunResult {
     pub explanation: Explanation,
     /// The content-addressed evidence record, for `worker explain`.
     pub evidence_path: Option<PathBuf>,
+    /// The test runner's own words when its output says no test ran (e.g. `Ran 0 tests`): a
+    /// pass that judged nothing.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub zero_tests: Option<&'static str>,
+}
+
+/// The summary line of a common test runner that ran no test, if the output has one. A pass
+/// with zero tests judged nothing: a benchmark whose discovery finds no test (a wrong pattern
+/// or directory) passes every solution.
+pub fn zero_tests_ran(output: &str) -> Option<&'static str> {
+    output.lines().map(str::trim).find_map(|line| {
+        if line == "Ran 0 tests" || line.starts_with("Ran 0 tests in ") {
+            Some("Ran 0 tests (unittest)")
+        } else if line.contains("no tests ran") {
+            Some("no tests ran (pytest)")
+        } else if line == "# tests 0" || line == "ℹ tests 0" {
+            Some("tests 0 (node --test)")
+        } else {
+            None
+        }
+    })
 }
 
 impl RunResult {
@@ -425,10 +446,15 @@ pub(crate) async fn one_run(
         Ok(execution) => {
             let path = write_evidence(&options.staging_root, &execution.evidence)
                 .map_err(RehearseError::Evidence)?;
+            let tails = format!(
+                "{}\n{}",
+                execution.evidence.stdout.tail, execution.evidence.stderr.tail
+            );
             Ok(RunResult {
                 run,
                 explanation: explain(&execution.evidence),
                 evidence_path: Some(path),
+                zero_tests: zero_tests_ran(&tails),
             })
         }
         // Decided before any container existed, so there is no evidence to explain.
@@ -449,6 +475,7 @@ pub(crate) async fn one_run(
                 stderr_tail: None,
             },
             evidence_path: None,
+            zero_tests: None,
         }),
     }
 }
@@ -529,6 +556,14 @@ fn assemble(prepared: Prepared, runs: Vec<RunResult>, base: Option<RunResult>) -
             ));
         }
         _ => {}
+    }
+    if verdict == "passed"
+        && let Some(words) = runs.first().and_then(|r| r.zero_tests)
+    {
+        problems.push(format!(
+            "the benchmark passed but its test runner says no test ran ({words}): a benchmark \
+             that judges nothing passes every solution; check the test pattern and directory"
+        ));
     }
     let discrimination = base.as_ref().map(|b| match b.explanation.status {
         "failed" if verdict == "passed" => "discriminates",
@@ -742,6 +777,7 @@ mod tests {
                 stderr_tail: None,
             },
             evidence_path: None,
+            zero_tests: None,
         }
     }
 
@@ -813,6 +849,28 @@ mod tests {
             Some(result(1, "no_verdict", Some("timeout"))),
         );
         assert_eq!((r.discrimination, c), (Some("unknown"), 3));
+    }
+
+    #[test]
+    fn zero_test_summaries_of_common_runners_are_recognised() {
+        let unittest = "----------------------------------------------------------------------\n\
+                        Ran 0 tests in 0.000s\n\nOK\n";
+        assert_eq!(zero_tests_ran(unittest), Some("Ran 0 tests (unittest)"));
+        let pytest =
+            "============================ no tests ran in 0.01s =============================";
+        assert_eq!(zero_tests_ran(pytest), Some("no tests ran (pytest)"));
+        assert_eq!(
+            zero_tests_ran("# tests 0\n# pass 0\n"),
+            Some("tests 0 (node --test)")
+        );
+        for ran in [
+            "Ran 10 tests in 0.1s\n\nOK",
+            "# tests 3",
+            "3 passed in 0.02s",
+            "",
+        ] {
+            assert_eq!(zero_tests_ran(ran), None, "{ran}");
+        }
     }
 
     #[test]

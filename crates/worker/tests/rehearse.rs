@@ -1026,3 +1026,45 @@ fn a_git_working_copy_is_staged_as_its_exact_commit_archive_holds_it() {
     );
     assert_eq!(ran.json()["commit"]["trees"][1]["origin"], "worktree");
 }
+
+/// A benchmark whose discovery finds no test (wrong directory or pattern) passes every
+/// solution: Python 3.11's unittest exits 0 after `Ran 0 tests`. Rehearsal must not call that
+/// a pass a bounty can use.
+#[test]
+fn a_benchmark_that_runs_zero_tests_is_not_reported_as_a_usable_pass() {
+    let r = Rehearsal::new();
+    let benchmark = r.dir.path().join("no-tests");
+    fs::create_dir(&benchmark).unwrap();
+    fs::write(
+        benchmark.join("tests_are_elsewhere.txt"),
+        "nothing to discover\n",
+    )
+    .unwrap();
+    let bare = r.manifest("python-unittest.json", "python", |m| {
+        m["command"] = serde_json::json!([
+            "python3",
+            "-I",
+            "-B",
+            "-m",
+            "unittest",
+            "discover",
+            "-s",
+            "/benchmark",
+            "-t",
+            "/benchmark"
+        ]);
+    });
+    let ran = r.rehearse(
+        &fixture("python-bounty/solution-good"),
+        &benchmark,
+        &bare,
+        &["--worktree"],
+    );
+    assert_eq!(ran.code, 4, "{}{}", ran.stdout, ran.stderr);
+    assert!(ran.stdout.contains("verdict  passed"), "{}", ran.stdout);
+    assert!(
+        ran.stdout.contains("no test ran (Ran 0 tests (unittest))"),
+        "{}",
+        ran.stdout
+    );
+}
