@@ -287,6 +287,7 @@ mod tests {
         let verifiers = vec![addr(0x11), addr(0x12)];
         let state = BountyState {
             block_number: 42,
+            block_timestamp: 0,
             chain_id: 8453,
             bounty: addr(0x22),
             status: BountyStatus::Submitted,

@@ -182,6 +182,19 @@ impl ChainReader for RpcChainReader {
             .map_err(|e| self.rpc_error("eth_blockNumber", &e))?;
         let at = BlockId::number(block_number);
         let address = ChainAddress::from(bounty);
+        let block_timestamp = self
+            .provider
+            .get_block_by_number(block_number.into())
+            .await
+            .map_err(|e| self.rpc_error("eth_getBlockByNumber", &e))?
+            .ok_or_else(|| {
+                self.rpc_error(
+                    "eth_getBlockByNumber",
+                    &"the pinned block is unknown to the node",
+                )
+            })?
+            .header
+            .timestamp;
 
         let code = self
             .provider
@@ -277,6 +290,7 @@ impl ChainReader for RpcChainReader {
         }
         Ok(BountyState {
             block_number,
+            block_timestamp,
             chain_id,
             bounty,
             status: BountyStatus::try_from(status)

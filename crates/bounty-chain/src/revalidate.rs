@@ -248,6 +248,7 @@ mod tests {
         let job = validate_job(job, fixtures::NOW).unwrap();
         BountyState {
             block_number: 10,
+            block_timestamp: fixtures::NOW,
             chain_id: job.chain_id(),
             bounty: job.bounty_contract(),
             status: BountyStatus::Submitted,

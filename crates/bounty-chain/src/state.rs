@@ -7,6 +7,9 @@ use verifier_sdk::{Address, BountyStatus, Bytes32, VerificationMode};
 pub struct BountyState {
     /// The block every view below was read at.
     pub block_number: u64,
+    /// That block's timestamp: the chain's clock, which the contract checks deadlines and
+    /// expiry against (it can run ahead of the local wall clock).
+    pub block_timestamp: u64,
     /// `eth_chainId` of the node that answered.
     pub chain_id: u64,
     /// The bounty contract that was read.

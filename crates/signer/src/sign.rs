@@ -336,6 +336,11 @@ async fn check_and_sign(
         return Err(CandidateRefusal::NotOnChainVerifier);
     }
 
+    // The contract checks the deadline against `block.timestamp`, which can run ahead of this
+    // machine's clock (a node that mines faster than wall time, or a local clock running
+    // late): count from whichever is later, so the keeper and the contract still see the
+    // deadline's full margin.
+    let now = now.max(state.block_timestamp);
     let deadline = attestation_deadline(now, job.expires_at())?;
     let fields = AttestationFields::for_outcome(&job, &outcome, cfg.signer, deadline);
     let local = attestation_digest(state.chain_id, &fields);

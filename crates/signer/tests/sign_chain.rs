@@ -364,7 +364,16 @@ async fn valid_candidate_yields_an_attestation_the_contract_settles_with() {
     let att = AttestationFile::from_value(&raw).unwrap();
     assert_eq!(att.verifier, w.signer);
     assert!(att.passed);
-    assert_eq!(att.deadline, w.now + 900);
+    // now + 900 s, where now is the later of the caller's clock and the pinned block's
+    // timestamp (deploying the bounty mined blocks after `w.now` was read).
+    let head = w.kit.latest_timestamp().await.unwrap();
+    assert!(
+        (w.now + 900..=head + 900).contains(&att.deadline),
+        "deadline {} not within [{}, {}]",
+        att.deadline,
+        w.now + 900,
+        head + 900
+    );
     let manifest: Value = serde_json::from_slice(
         &std::fs::read(w.out.path().join(ATTESTATION_MANIFEST_FILE)).unwrap(),
     )
@@ -932,4 +941,26 @@ async fn binary_refuses_a_key_file_reached_through_a_symlinked_directory_with_ex
         "{stderr}"
     );
     assert!(w.attestation_files().is_empty());
+}
+
+/// The chain's clock runs ahead of the signer's (a node that mines faster than wall time, or a
+/// local clock running late): the deadline must count from the chain's time, or the keeper and
+/// the contract see it as about to expire and the honest verdict is never settled.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn deadline_counts_from_the_chain_clock_when_it_runs_ahead_of_ours() {
+    let w = world().await;
+    let head = w.kit.latest_timestamp().await.unwrap();
+    let reader = RpcChainReader::new(w.kit.url(), Duration::from_secs(10)).unwrap();
+    // Our clock is 800 s behind the chain's; counted from it, the deadline would leave only
+    // 100 s of chain time, inside the keeper's and most relays' safety margins.
+    let report = w.sign_with(&reader, head - 800).await;
+    assert_eq!(report.signed, 1, "{}", report.summary());
+    let raw: Value =
+        serde_json::from_slice(&std::fs::read(&w.attestation_files()[0]).unwrap()).unwrap();
+    let att = AttestationFile::from_value(&raw).unwrap();
+    assert!(
+        att.deadline >= head + 900,
+        "deadline {} < chain time {head} + 900",
+        att.deadline
+    );
 }
