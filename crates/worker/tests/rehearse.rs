@@ -669,19 +669,7 @@ fn stub_solutions_that_pass_a_bare_unittest_run_fail_the_bounty_harness() {
     let stubs = stub_solutions(r.dir.path());
     let benchmark = fixture("python-bounty/benchmark");
     // The attack, reproduced: the manifest the e2e bounty shipped before, a bare unittest run.
-    let bare = r.manifest("python-unittest.json", "python", |m| {
-        m["command"] = serde_json::json!([
-            "python3",
-            "-B",
-            "-m",
-            "unittest",
-            "discover",
-            "-s",
-            "/benchmark",
-            "-t",
-            "/benchmark"
-        ]);
-    });
+    let bare = bare_unittest(&r);
     let bypassed: Vec<&str> = stubs
         .iter()
         .filter(|(_, dir)| r.rehearse(dir, &benchmark, &bare, &[]).code == 0)
@@ -694,9 +682,7 @@ fn stub_solutions_that_pass_a_bare_unittest_run_fail_the_bounty_harness() {
     );
 
     // The hardened command the bounty commits: isolated interpreter, harness in a child process.
-    let harness = r.manifest("python-unittest.json", "python", |m| {
-        m["command"] = serde_json::json!(["python3", "-I", "-B", "/benchmark/run_tests.py", "6"]);
-    });
+    let harness = bounty_harness(&r);
     for (name, dir) in &stubs {
         let ran = r.rehearse(dir, &benchmark, &harness, &[]);
         assert_eq!(
@@ -730,18 +716,24 @@ fn stub_solutions_that_pass_a_bare_unittest_run_fail_the_bounty_harness() {
 /// The manifest the e2e bounty shipped before the harness: a bare unittest run, which a module
 /// exiting 0 on import or a `unittest.py` in the source ends with status 0.
 fn bare_unittest(r: &Rehearsal) -> PathBuf {
+    unittest_discover(r, &["-B"])
+}
+
+/// `python3 <flags> -m unittest discover` over `/benchmark`, with no harness around it.
+fn unittest_discover(r: &Rehearsal, flags: &[&str]) -> PathBuf {
     r.manifest("python-unittest.json", "python", |m| {
-        m["command"] = serde_json::json!([
-            "python3",
-            "-B",
+        let mut command = vec!["python3"];
+        command.extend_from_slice(flags);
+        command.extend([
             "-m",
             "unittest",
             "discover",
             "-s",
             "/benchmark",
             "-t",
-            "/benchmark"
+            "/benchmark",
         ]);
+        m["command"] = serde_json::json!(command);
     })
 }
 
@@ -1040,20 +1032,7 @@ fn a_benchmark_that_runs_zero_tests_is_not_reported_as_a_usable_pass() {
         "nothing to discover\n",
     )
     .unwrap();
-    let bare = r.manifest("python-unittest.json", "python", |m| {
-        m["command"] = serde_json::json!([
-            "python3",
-            "-I",
-            "-B",
-            "-m",
-            "unittest",
-            "discover",
-            "-s",
-            "/benchmark",
-            "-t",
-            "/benchmark"
-        ]);
-    });
+    let bare = unittest_discover(&r, &["-I", "-B"]);
     let ran = r.rehearse(
         &fixture("python-bounty/solution-good"),
         &benchmark,
