@@ -417,7 +417,7 @@ pub fn prepare(options: &RehearseOptions) -> Result<Prepared, RehearseError> {
         "rehearse".into(),
         options.pull,
     );
-    let sandbox = crate::sandbox::plan(&spec).map_err(RehearseError::Plan)?;
+    let sandbox = crate::sandbox::plan(&spec).map_err(|e| RehearseError::Plan(e.to_string()))?;
     let commit = Commitments {
         source_snapshot_digest: source.snapshot.digest,
         benchmark_digest: staged_digest,

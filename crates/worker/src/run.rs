@@ -535,7 +535,7 @@ pub enum PlanError {
     Job(#[from] verifier_sdk::JobError),
     /// The manifest's numbers do not fit the engine.
     #[error("manifest does not fit the engine: {0}")]
-    Limits(String),
+    Limits(#[from] crate::sandbox::SpecError),
 }
 
 /// `worker plan`: the exact container configuration a request would get, without running.
@@ -561,7 +561,7 @@ pub fn plan_command(request: &Path, staging_root: &Path) -> Result<Value, PlanEr
         "plan".into(),
         false,
     );
-    let isolation = crate::sandbox::plan(&spec).map_err(PlanError::Limits)?;
+    let isolation = crate::sandbox::plan(&spec)?;
     Ok(serde_json::json!({
         "job_id": job.job_id(),
         "image": manifest.image,
