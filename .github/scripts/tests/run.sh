@@ -119,7 +119,7 @@ cat > "${routes}" <<JSON
   "/repos/acme/verifier/actions/runs/40/artifacts?name=regression-keeper-state": $(artifacts false)
 }
 JSON
-GITHUB_RUN_ID=99 run_script "${scripts}/keeper-find-state.sh"
+GITHUB_RUN_ID=99 run_script "${scripts}/find-previous-artifact.sh"
 check "state: the newest unexpired state of a keeper run on main wins (expired, fork and branch runs skipped)" \
   eval '((status == 0)) && output_is run_id 41'
 check "state: the fork's and the branch's artifacts are never even listed" \
@@ -131,9 +131,26 @@ cat > "${routes}" <<JSON
 {"${runs_path}": {"workflow_runs": [$(run 44 2026-11-30T14:00:00Z main acme/verifier)]},
  "/repos/acme/verifier/actions/runs/44/artifacts?name=regression-keeper-state": $(artifacts true)}
 JSON
-GITHUB_RUN_ID=99 run_script "${scripts}/keeper-find-state.sh"
+GITHUB_RUN_ID=99 run_script "${scripts}/find-previous-artifact.sh"
 check "state: only expired artifacts means starting from no state, not a failed run" \
   eval '((status == 0)) && output_is run_id ""'
+
+# The runner's result cache: the same rule, its own workflow and artifact name.
+cache_runs_path='/repos/acme/verifier/actions/workflows/regression-verifier-runner.yml/runs?branch=main&status=completed&per_page=30'
+cat > "${routes}" <<JSON
+{
+  "${cache_runs_path}": {"workflow_runs": [
+    $(run 50 2026-11-30T10:00:00Z main acme/verifier),
+    $(run 51 2026-11-30T11:00:00Z main evil/fork)
+  ]},
+  "/repos/acme/verifier/actions/runs/50/artifacts?name=regression-runner-cache": {"artifacts": [{"name": "regression-runner-cache", "expired": false}]},
+  "/repos/acme/verifier/actions/runs/51/artifacts?name=regression-runner-cache": {"artifacts": [{"name": "regression-runner-cache", "expired": false}]}
+}
+JSON
+WORKFLOW=regression-verifier-runner.yml ARTIFACT=regression-runner-cache GITHUB_RUN_ID=99 \
+  run_script "${scripts}/find-previous-artifact.sh"
+check "runner cache: restored only from the runner's own runs on main (the fork's newer one is skipped)" \
+  eval '((status == 0)) && output_is run_id 50 && ! grep -q "runs/51/" "${tmp}/requests.log"'
 
 # --- keeper relay -----------------------------------------------------------------------
 relay_input="${tmp}/input"
@@ -213,6 +230,88 @@ if [[ -x "${worker_bin}" ]]; then
     eval '((feed_status == 3 && status == 1)) && said "::error::the platform API failed"'
 else
   echo "FAIL  runner: the worker binary ${worker_bin} is not built"
+  failed=$((failed + 1))
+fi
+
+# --- fetch binaries (build once, verify everywhere) ------------------------------------
+build_runs_path="/repos/acme/verifier/actions/workflows/regression-verifier-build.yml/runs?branch=main&head_sha=${main_sha}&status=success&per_page=20"
+build_run() { # id event head_branch head_repo head_sha
+  printf '{"id": %s, "created_at": "2026-11-30T1%s:00:00Z", "event": "%s", "head_branch": "%s", "conclusion": "success", "head_sha": "%s", "head_repository": {"full_name": "%s"}, "repository": {"full_name": "acme/verifier"}}' \
+    "$1" "${1: -1}" "$2" "$3" "$5" "$4"
+}
+binaries_artifact() { # id expired
+  printf '{"artifacts": [{"id": %s, "name": "regression-binaries", "expired": %s}]}' "$1" "$2"
+}
+# An artifact as the build workflow uploads it: the binaries, SHA256SUMS and COMMIT, zipped.
+make_artifact() { # zip commit binaries...
+  local zip="$1" commit="$2"; shift 2
+  local dir="${tmp}/artifact-src"
+  rm -rf "${dir}" "${zip}"; mkdir -p "${dir}"
+  for b in "$@"; do cp "${bin_dir}/${b}" "${dir}/${b}"; done
+  (cd "${dir}" && sha256sum "$@" > SHA256SUMS && echo "${commit}" > COMMIT && zip -q "${zip}" ./*)
+}
+fetch() { # binaries...
+  rm -rf "${tmp}/fetched"
+  COMMIT="${main_sha}" DEST="${tmp}/fetched" VERIFY_ATTESTATION=0 run_script "${scripts}/fetch-binaries.sh" "$@"
+}
+binaries_routes() { # runs-json artifacts-of-run-71 [zip]
+  cat > "${routes}" <<JSON
+{"${build_runs_path}": {"workflow_runs": [$1]},
+ "/repos/acme/verifier/actions/runs/71/artifacts?name=regression-binaries": $2,
+ "/repos/acme/verifier/actions/runs/72/artifacts?name=regression-binaries": $(binaries_artifact 902 false),
+ "/repos/acme/verifier/actions/artifacts/901/zip": {"@file": "${3:-${tmp}/good.zip}"},
+ "/repos/acme/verifier/actions/artifacts/902/zip": {"@file": "${tmp}/good.zip"}}
+JSON
+}
+if [[ -x "${keeper_bin}" && -x "${worker_bin}" ]]; then
+  make_artifact "${tmp}/good.zip" "${main_sha}" keeper worker
+  binaries_routes "$(build_run 71 push main acme/verifier "${main_sha}")" "$(binaries_artifact 901 false)"
+  fetch keeper worker
+  check "binaries: the build of this exact main commit is downloaded, checked and installed" \
+    eval '((status == 0)) && cmp -s "${tmp}/fetched/keeper" "${keeper_bin}" && cmp -s "${tmp}/fetched/worker" "${worker_bin}" && [[ -x "${tmp}/fetched/keeper" ]] && grep -q "sha256" "${summary_file}"'
+
+  # Tampered: the keeper's bytes changed after the build summed them.
+  make_artifact "${tmp}/tampered.zip" "${main_sha}" keeper worker
+  (cd "${tmp}/artifact-src" && printf 'x' >> keeper && rm -f "${tmp}/tampered.zip" && zip -q "${tmp}/tampered.zip" ./*)
+  binaries_routes "$(build_run 71 push main acme/verifier "${main_sha}")" "$(binaries_artifact 901 false)" "${tmp}/tampered.zip"
+  fetch keeper worker
+  check "binaries: a tampered binary fails closed and nothing is installed" \
+    eval '((status != 0)) && said "keeper does not match its SHA-256" && [[ ! -e "${tmp}/fetched" ]]'
+
+  make_artifact "${tmp}/other-commit.zip" "${old_sha}" keeper worker
+  binaries_routes "$(build_run 71 push main acme/verifier "${main_sha}")" "$(binaries_artifact 901 false)" "${tmp}/other-commit.zip"
+  fetch keeper
+  check "binaries: an artifact built from another commit fails closed" \
+    eval '((status != 0)) && said "was not built from ${main_sha}" && [[ ! -e "${tmp}/fetched" ]]'
+
+  make_artifact "${tmp}/keeper-only.zip" "${main_sha}" keeper
+  binaries_routes "$(build_run 71 push main acme/verifier "${main_sha}")" "$(binaries_artifact 901 false)" "${tmp}/keeper-only.zip"
+  fetch keeper worker
+  check "binaries: a binary missing from the artifact fails closed" \
+    eval '((status != 0)) && said "has no worker" && [[ ! -e "${tmp}/fetched" ]]'
+
+  binaries_routes "" "$(binaries_artifact 901 false)"
+  fetch keeper
+  check "binaries: no build run for this commit fails closed" \
+    eval '((status != 0)) && said "run the build workflow for this commit" && [[ ! -e "${tmp}/fetched" ]]'
+
+  binaries_routes "$(build_run 71 push main acme/verifier "${main_sha}")" "$(binaries_artifact 901 true)"
+  fetch keeper
+  check "binaries: only an expired artifact fails closed" \
+    eval '((status != 0)) && said "no unexpired regression-binaries artifact" && [[ ! -e "${tmp}/fetched" ]]'
+
+  # A pull request (or fork, or branch) run of the build workflow uploading the same name:
+  # never listed, never downloaded.
+  binaries_routes "$(build_run 72 pull_request main acme/verifier "${main_sha}"), $(build_run 73 push main evil/fork "${main_sha}"), $(build_run 74 push feature acme/verifier "${main_sha}")" "$(binaries_artifact 901 false)"
+  fetch keeper
+  check "binaries: artifacts of pull request, fork or branch runs are never used" \
+    eval '((status != 0)) && ! grep -q "runs/72/\|runs/73/\|runs/74/\|artifacts/902" "${tmp}/requests.log"'
+
+  COMMIT="not-a-sha" DEST="${tmp}/fetched" VERIFY_ATTESTATION=0 run_script "${scripts}/fetch-binaries.sh" keeper
+  check "binaries: a malformed commit fails before asking the API" \
+    eval '((status != 0)) && [[ ! -s "${tmp}/requests.log" ]]'
+else
+  echo "FAIL  binaries: the keeper and worker binaries in ${bin_dir} are not built"
   failed=$((failed + 1))
 fi
 
