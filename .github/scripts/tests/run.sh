@@ -315,5 +315,83 @@ else
   failed=$((failed + 1))
 fi
 
+# --- independent execution: compare the runner's candidates with a slot's own re-run ------
+# Two real runs of the worker in the sandbox (the bundled example, as scripts/example.sh runs
+# it), wrapped as candidates of one job the way `worker feed` writes them.
+repo="$(cd "${here}/../../.." && pwd)"
+example_job="${bin_dir}/examples/example_job"
+images="${repo}/.work/images.json"
+if [[ -x "${worker_bin}" && -x "${example_job}" && -s "${images}" ]]; then
+  staging="${repo}/.work/script-tests-staging"
+  mkdir -p "${staging}"
+  export REGRESSION_SANDBOX_STAGING_ROOT="${staging}"
+  image="$(jq -r .busybox "${images}")"
+  stage() { "${worker_bin}" --quiet --stage-regression-input "$1" "$2" "${staging}" "$3" "$4" | jq -r .snapshot.digest; }
+  bench_digest="$(stage benchmark "${repo}/fixtures/example/benchmark" 67108864 10000)"
+  real_run() { # source-dir request-out outcome-out
+    local digest
+    digest="$(stage source "$1" 536870912 50000)"
+    "${example_job}" "${image}" "${digest}" "${bench_digest}" /bin/cmp /benchmark/expected.txt /workspace/result.txt > "$2"
+    "${worker_bin}" --run-regression "$2" > "$3"
+  }
+  real_run "${repo}/fixtures/example/source-pass" "${tmp}/request-pass.json" "${tmp}/outcome-runner.json"
+  real_run "${repo}/fixtures/example/source-pass" "${tmp}/request-pass-2.json" "${tmp}/outcome-own.json"
+  real_run "${repo}/fixtures/example/source-fail" "${tmp}/request-fail.json" "${tmp}/outcome-fail.json"
+  job_id="$(jq -r .job.job_id "${tmp}/request-pass.json")"
+  cand_file="candidate-$(printf '%s' "${job_id}" | sha256sum | cut -d' ' -f1).json"
+  candidate_dir() { # dir request outcome
+    mkdir -p "$1"
+    jq -n --slurpfile r "$2" --slurpfile o "$3" \
+      '{schema: "agent-bounties/regression-candidate-v1", job: $r[0].job, outcome: $o[0], runner_revision: "test"}' \
+      > "$1/${cand_file}"
+    jq -n --arg id "${job_id}" --arg f "${cand_file}" \
+      '{schema: "agent-bounties/regression-candidate-manifest-v1", network: "base-mainnet", candidates: [{job_id: $id, file: $f}]}' \
+      > "$1/manifest.json"
+  }
+  compare() { rm -rf "${tmp}/agreed"; run_script "${scripts}/compare-candidates.sh" "${tmp}/runner" "${tmp}/own" "${tmp}/agreed"; }
+  rm -rf "${tmp}/runner" "${tmp}/own"
+  candidate_dir "${tmp}/runner" "${tmp}/request-pass.json" "${tmp}/outcome-runner.json"
+  candidate_dir "${tmp}/own" "${tmp}/request-pass.json" "${tmp}/outcome-own.json"
+  compare
+  check "independent: two real runs of the job agree; the runner's candidate is kept for signing" \
+    eval '((status == 0)) && [[ "$(jq -r ".candidates[0].file" "${tmp}/agreed/manifest.json")" == "${cand_file}" ]] && cmp -s "${tmp}/runner/${cand_file}" "${tmp}/agreed/${cand_file}" && grep -q "| agree |" "${summary_file}"'
+
+  # A runner presenting another run's result for this job: the slot's own real run disagrees.
+  rm -rf "${tmp}/runner"
+  candidate_dir "${tmp}/runner" "${tmp}/request-pass.json" "${tmp}/outcome-fail.json"
+  compare
+  check "independent: the runner's response hash differs from the slot's own run; nothing is signed, reported as an error" \
+    eval '((status == 0)) && [[ "$(jq ".candidates | length" "${tmp}/agreed/manifest.json")" == 0 ]] && [[ ! -e "${tmp}/agreed/${cand_file}" ]] && said "::error::job ${job_id}: independent re-run disagrees" && grep -q "disagree" "${summary_file}"'
+
+  rm -rf "${tmp}/own" && mkdir -p "${tmp}/own"
+  compare
+  check "independent: a job the slot's own run has no candidate for is not signed (warning)" \
+    eval '((status == 0)) && [[ "$(jq ".candidates | length" "${tmp}/agreed/manifest.json")" == 0 ]] && said "::warning::job ${job_id}: not re-run here"'
+
+  rm -f "${tmp}/runner/manifest.json"
+  compare
+  check "independent: runner candidates without a manifest fail closed" eval '((status == 1)) && [[ ! -e "${tmp}/agreed/manifest.json" ]]'
+else
+  echo "FAIL  independent: needs ${worker_bin}, ${example_job} (cargo build -p worker --example example_job) and ${images} (scripts/services.sh)"
+  failed=$((failed + 1))
+fi
+
+# --- every job of every workflow has a timeout ---------------------------------------------
+# A job without `timeout-minutes` runs up to six hours (a hung pull or RPC holds the
+# concurrency group, and every later cycle queues behind it).
+workflows_dir="$(dirname "${scripts}")/workflows"
+untimed=""
+for workflow in "${workflows_dir}"/*.yml; do
+  # Job keys sit two spaces in under `jobs:`; each must have a four-space `timeout-minutes:`.
+  missing="$(awk '
+    /^jobs:/ { in_jobs = 1; next }
+    in_jobs && /^[^ #]/ { in_jobs = 0 }
+    in_jobs && /^  [A-Za-z0-9_-]+:[[:space:]]*$/ { if (job != "" && !timed) print job; job = $1; timed = 0; next }
+    in_jobs && /^    timeout-minutes:/ { timed = 1 }
+    END { if (job != "" && !timed) print job }' "${workflow}")"
+  [[ -z "${missing}" ]] || untimed+=" $(basename "${workflow}"):${missing//$'\n'/,}"
+done
+check "workflows: every job has timeout-minutes${untimed:+ (missing:${untimed})}" eval '[[ -z "${untimed}" ]]'
+
 echo "${passed} passed, ${failed} failed"
 ((failed == 0))
