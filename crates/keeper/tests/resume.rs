@@ -81,9 +81,11 @@ fn planned(sc: &Scenario, nonce: u64, state: RecordState) -> (SignedTx, Settleme
             gas_limit: plan.gas_limit,
             max_fee_per_gas: plan.max_fee_per_gas.to_string(),
             max_priority_fee_per_gas: plan.max_priority_fee_per_gas.to_string(),
+            sent_block: None,
         },
         confirmation: None,
         previous_attempts: vec![],
+        replaced: vec![],
         updated_at: SystemTime::now()
             .duration_since(UNIX_EPOCH)
             .unwrap()

@@ -116,6 +116,11 @@ impl Scenario {
     /// a candidate whose run exited `exit_code`, and a keeper funded with 10 ETH.
     pub async fn new(verifier_keys: &[usize], exit_code: i64) -> Self {
         let kit = Testkit::connect().await.unwrap_or_else(|e| panic!("{e}"));
+        Self::on(kit, verifier_keys, exit_code).await
+    }
+
+    /// [`Scenario::new`] on the node `kit` is connected to.
+    pub async fn on(kit: Testkit, verifier_keys: &[usize], exit_code: i64) -> Self {
         let now = kit.latest_timestamp().await.unwrap().max(wall_clock());
         let verifiers: Vec<ChainAddress> =
             verifier_keys.iter().map(|i| dev(*i).address()).collect();
@@ -277,6 +282,7 @@ impl Scenario {
                 confirmations: 1,
                 timeout: Duration::from_secs(30),
                 poll: Duration::from_millis(100),
+                replace_after_blocks: 10,
             },
         }
     }
