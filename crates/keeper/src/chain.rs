@@ -348,6 +348,10 @@ pub enum ResignError {
         /// Its signer.
         recorded: Address,
     },
+    /// The recorded transaction is not a value-free call of this record's bounty contract on
+    /// this chain, so it is not one the keeper would have sent for it.
+    #[error("recorded transaction is not a settlement call of this bounty on this chain")]
+    NotTheSettlement,
     /// Signing failed.
     #[error("signing the replacement failed")]
     Sign,
@@ -355,9 +359,13 @@ pub enum ResignError {
 
 /// The transaction replacing `raw` (the recorded signed transaction): the same chain id,
 /// nonce, recipient, calldata and gas limit with `fees`' fee fields, signed by `signer`, which
-/// must be the key that signed `raw`.
+/// must be the key that signed `raw`. `raw` must be a value-free call of `to` on `chain_id`:
+/// a record is only a pointer, and its bytes are re-signed only when they are what the keeper
+/// would have sent.
 pub fn resign_with_fees(
     signer: &PrivateKeySigner,
+    chain_id: u64,
+    to: Address,
     raw: &[u8],
     fees: &FeePlan,
 ) -> Result<SignedTx, ResignError> {
@@ -376,6 +384,9 @@ pub fn resign_with_fees(
         });
     }
     let mut tx = old.strip_signature();
+    if tx.chain_id != chain_id || tx.to != TxKind::Call(chain_address(to)) || !tx.value.is_zero() {
+        return Err(ResignError::NotTheSettlement);
+    }
     tx.max_fee_per_gas = fees.max_fee_per_gas;
     tx.max_priority_fee_per_gas = fees.max_priority_fee_per_gas;
     let signature = signer
@@ -392,4 +403,74 @@ pub fn resign_with_fees(
 /// Decodes a recorded raw transaction hex back to bytes.
 pub fn raw_from_hex(hex_text: &str) -> Option<Vec<u8>> {
     hex::decode(hex_text.strip_prefix("0x")?).ok()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use alloy::eips::eip2718::Decodable2718;
+
+    fn plan(fee: u128, tip: u128) -> FeePlan {
+        FeePlan {
+            gas_limit: 200_000,
+            max_fee_per_gas: fee,
+            max_priority_fee_per_gas: tip,
+        }
+    }
+
+    fn decoded(raw: &[u8]) -> TxEip1559 {
+        let TxEnvelope::Eip1559(tx) = TxEnvelope::decode_2718(&mut &raw[..]).unwrap() else {
+            panic!("not EIP-1559");
+        };
+        tx.strip_signature()
+    }
+
+    #[test]
+    fn a_replacement_changes_only_the_fees() {
+        let key = PrivateKeySigner::random();
+        let bounty = Address::from_bytes([0x44; 20]);
+        let old = sign_settlement(&key, 8453, 7, bounty, b"call", &plan(10, 2)).unwrap();
+        let new = resign_with_fees(&key, 8453, bounty, &old.raw, &plan(20, 3)).unwrap();
+        assert_ne!(new.hash, old.hash);
+        let (a, b) = (decoded(&old.raw), decoded(&new.raw));
+        assert_eq!((b.max_fee_per_gas, b.max_priority_fee_per_gas), (20, 3));
+        assert_eq!(
+            TxEip1559 {
+                max_fee_per_gas: 10,
+                max_priority_fee_per_gas: 2,
+                ..b
+            },
+            a
+        );
+    }
+
+    #[test]
+    fn only_the_keepers_own_settlement_of_this_bounty_is_resigned() {
+        let key = PrivateKeySigner::random();
+        let bounty = Address::from_bytes([0x44; 20]);
+        let old = sign_settlement(&key, 8453, 7, bounty, b"call", &plan(10, 2)).unwrap();
+        let other_key = PrivateKeySigner::random();
+        assert!(matches!(
+            resign_with_fees(&other_key, 8453, bounty, &old.raw, &plan(20, 3)),
+            Err(ResignError::OtherSigner { .. })
+        ));
+        assert!(matches!(
+            resign_with_fees(
+                &key,
+                8453,
+                Address::from_bytes([0x45; 20]),
+                &old.raw,
+                &plan(20, 3)
+            ),
+            Err(ResignError::NotTheSettlement)
+        ));
+        assert!(matches!(
+            resign_with_fees(&key, 1, bounty, &old.raw, &plan(20, 3)),
+            Err(ResignError::NotTheSettlement)
+        ));
+        assert!(matches!(
+            resign_with_fees(&key, 8453, bounty, b"\x02junk", &plan(20, 3)),
+            Err(ResignError::NotEip1559)
+        ));
+    }
 }

@@ -667,7 +667,13 @@ impl<R: ChainReader + Sync> Relayer<'_, R> {
         }
         let raw = raw_from_hex(&record.tx.raw)
             .ok_or_else(|| Stop::StateDir("recorded raw transaction is not hex".into()))?;
-        let signed = match resign_with_fees(self.signer, &raw, &plan) {
+        let signed = match resign_with_fees(
+            self.signer,
+            self.chain_id,
+            record.bounty_contract,
+            &raw,
+            &plan,
+        ) {
             Ok(s) => s,
             Err(e) => {
                 stuck.refused = Some(("replacement_unsigned", e.to_string()));
