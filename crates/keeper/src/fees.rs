@@ -12,6 +12,15 @@ pub struct FeeCaps {
     pub max_priority_fee_per_gas: Option<u128>,
 }
 
+impl FeeCaps {
+    /// The most to tip per gas: `--max-priority-fee-per-gas`, never above `--max-fee-per-gas`.
+    fn priority_cap(self) -> u128 {
+        self.max_priority_fee_per_gas
+            .unwrap_or(self.max_fee_per_gas)
+            .min(self.max_fee_per_gas)
+    }
+}
+
 /// What the chain says now.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct FeeQuote {
@@ -132,10 +141,7 @@ pub fn plan_replacement(
             cap: caps.max_fee_per_gas,
         });
     }
-    let priority_cap = caps
-        .max_priority_fee_per_gas
-        .unwrap_or(caps.max_fee_per_gas)
-        .min(caps.max_fee_per_gas);
+    let priority_cap = caps.priority_cap();
     let min_tip = bumped(old.max_priority_fee_per_gas);
     if min_tip > priority_cap {
         return Err(ReplacementRefusal::AboveCap {
@@ -184,10 +190,7 @@ pub fn plan_fees(caps: FeeCaps, quote: FeeQuote, gas_estimate: u64) -> Result<Fe
             cap: caps.max_fee_per_gas,
         });
     }
-    let priority_cap = caps
-        .max_priority_fee_per_gas
-        .unwrap_or(caps.max_fee_per_gas)
-        .min(caps.max_fee_per_gas);
+    let priority_cap = caps.priority_cap();
     let priority = quote.suggested_priority_fee_per_gas.min(priority_cap);
     let max_fee = quote
         .base_fee_per_gas

@@ -6,99 +6,16 @@
 mod common;
 
 use std::sync::Arc;
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::Duration;
 
 use chain_testkit::{PrivateNode, Testkit, status};
-use common::{Scenario, only_job};
-use keeper::chain::{SettlementRpc, SignedTx, sign_settlement};
+use common::{Scenario, only_job, recorded, tx_record};
+use keeper::chain::SettlementRpc;
 use keeper::fees::FeePlan;
-use keeper::record::{RECORD_SCHEMA, RecordState, SettlementRecord, StateDir, TxRecord};
+use keeper::record::{RecordState, SettlementRecord, StateDir};
 use keeper::report::JobStatus;
-use keeper::select::{NamedAttestation, select};
-use verifier_sdk::settle::settle_calldata;
-use verifier_sdk::{Address, AttestationFile};
 
 const GWEI: u128 = 1_000_000_000;
-
-/// Signs the settlement the keeper would send at `nonce` with `fees` and files it as `state`.
-fn recorded(
-    sc: &Scenario,
-    nonce: u64,
-    fees: FeePlan,
-    state: RecordState,
-) -> (SignedTx, SettlementRecord) {
-    let files: Vec<_> = sc
-        .verifier_keys
-        .iter()
-        .map(|i| NamedAttestation {
-            source: format!("test/{i}"),
-            file: AttestationFile::from_value(&sc.attestation(*i)).unwrap(),
-        })
-        .collect();
-    let committed = sc.validated.eligible_verifiers().to_vec();
-    let sel = select(
-        &sc.validated,
-        &sc.outcome,
-        &committed,
-        sc.validated.threshold(),
-        &files,
-        sc.now,
-    )
-    .result
-    .unwrap();
-    let calldata = settle_calldata(&sel.attestations);
-    let signed = sign_settlement(
-        &sc.keeper,
-        8453,
-        nonce,
-        sc.validated.bounty_contract(),
-        &calldata,
-        &fees,
-    )
-    .unwrap();
-    let record = SettlementRecord {
-        schema_version: RECORD_SCHEMA.into(),
-        chain_id: 8453,
-        bounty_contract: sc.validated.bounty_contract(),
-        round: sc.validated.round(),
-        job_id: sc.validated.job_id().into(),
-        state,
-        keeper: Address::from(sc.keeper.address()),
-        passed: true,
-        bounty_id: sc.validated.bounty_id(),
-        solver: sc.validated.solver(),
-        submission_hash: sc.validated.submission_hash(),
-        evidence_hash: sc.validated.evidence_hash(),
-        policy_hash: sc.validated.policy_hash(),
-        verification_hash: sel.verification_hash,
-        verifiers: sel.verifiers,
-        tx: tx_record(&signed, nonce, fees),
-        confirmation: None,
-        previous_attempts: vec![],
-        replaced: vec![],
-        updated_at: SystemTime::now()
-            .duration_since(UNIX_EPOCH)
-            .unwrap()
-            .as_secs(),
-    };
-    StateDir::open(&sc.path("state"))
-        .unwrap()
-        .save(&record)
-        .unwrap();
-    (signed, record)
-}
-
-fn tx_record(signed: &SignedTx, nonce: u64, fees: FeePlan) -> TxRecord {
-    TxRecord {
-        hash: signed.hash,
-        raw: format!("0x{}", alloy::hex::encode(&signed.raw)),
-        nonce,
-        gas_limit: fees.gas_limit,
-        max_fee_per_gas: fees.max_fee_per_gas.to_string(),
-        max_priority_fee_per_gas: fees.max_priority_fee_per_gas.to_string(),
-        sent_block: None,
-    }
-}
 
 fn load(sc: &Scenario, record: &SettlementRecord) -> SettlementRecord {
     StateDir::open(&sc.path("state"))
@@ -118,26 +35,64 @@ fn keep_mining(node: Arc<PrivateNode>, base_fee: u128) -> tokio::task::JoinHandl
     })
 }
 
+/// A transaction an earlier keeper run sent with `fee_per_gas` (tip 1 gwei), waiting in the
+/// pool of a private node that now mines a block every 200 ms at `base_fee` (automine off).
+struct Stuck {
+    node: Arc<PrivateNode>,
+    sc: Scenario,
+    nonce: u64,
+    fees: FeePlan,
+    tx: keeper::chain::SignedTx,
+    record: SettlementRecord,
+    rpc: SettlementRpc,
+    miner: tokio::task::JoinHandle<()>,
+}
+
+impl Stuck {
+    async fn new(fee_per_gas: u128, base_fee: u128) -> Self {
+        let node = Arc::new(PrivateNode::start().await.unwrap());
+        let kit = Testkit::connect_to(node.url()).await.unwrap();
+        let sc = Scenario::on(kit, &[1], 0).await;
+        sc.attest_all();
+        let nonce = sc.keeper_nonce().await;
+        let fees = FeePlan {
+            gas_limit: 1_000_000,
+            max_fee_per_gas: fee_per_gas,
+            max_priority_fee_per_gas: GWEI,
+        };
+        let (tx, record) = recorded(&sc, nonce, fees, RecordState::Sent);
+        node.set_automine(false).await.unwrap();
+        let rpc = SettlementRpc::new(node.url(), keeper::REQUEST_TIMEOUT).unwrap();
+        rpc.send_raw(&tx).await.unwrap();
+        let miner = keep_mining(node.clone(), base_fee);
+        Self {
+            node,
+            sc,
+            nonce,
+            fees,
+            tx,
+            record,
+            rpc,
+            miner,
+        }
+    }
+}
+
 /// A transaction stuck in the pool (the previous run sent it at 2 gwei, the base fee is now
 /// 10 gwei): before the fix the keeper waited on it until its receipt timeout and reported
 /// `pending`, run after run, with the bounty unsettled.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn stuck_transaction_is_replaced_with_bumped_fees_and_settles() {
-    let node = Arc::new(PrivateNode::start().await.unwrap());
-    let kit = Testkit::connect_to(node.url()).await.unwrap();
-    let sc = Scenario::on(kit, &[1], 0).await;
-    sc.attest_all();
-    let nonce = sc.keeper_nonce().await;
-    let low = FeePlan {
-        gas_limit: 1_000_000,
-        max_fee_per_gas: 2 * GWEI,
-        max_priority_fee_per_gas: GWEI,
-    };
-    let (stuck, record) = recorded(&sc, nonce, low, RecordState::Sent);
-    node.set_automine(false).await.unwrap();
-    let rpc = SettlementRpc::new(node.url(), keeper::REQUEST_TIMEOUT).unwrap();
-    rpc.send_raw(&stuck).await.unwrap();
-    let miner = keep_mining(node.clone(), 10 * GWEI);
+    let Stuck {
+        node: _node,
+        sc,
+        nonce,
+        fees: low,
+        tx: stuck,
+        record,
+        rpc,
+        miner,
+    } = Stuck::new(2 * GWEI, 10 * GWEI).await;
     tokio::time::sleep(Duration::from_secs(1)).await;
     assert!(
         rpc.receipt(stuck.hash).await.unwrap().is_none(),
@@ -180,21 +135,15 @@ async fn stuck_transaction_is_replaced_with_bumped_fees_and_settles() {
 /// offered than the cap allows; the keeper reports it pending and says why.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn stuck_transaction_is_not_replaced_above_the_fee_cap() {
-    let node = Arc::new(PrivateNode::start().await.unwrap());
-    let kit = Testkit::connect_to(node.url()).await.unwrap();
-    let sc = Scenario::on(kit, &[1], 0).await;
-    sc.attest_all();
-    let nonce = sc.keeper_nonce().await;
-    let low = FeePlan {
-        gas_limit: 1_000_000,
-        max_fee_per_gas: 50 * GWEI,
-        max_priority_fee_per_gas: GWEI,
-    };
-    let (stuck, record) = recorded(&sc, nonce, low, RecordState::Sent);
-    node.set_automine(false).await.unwrap();
-    let rpc = SettlementRpc::new(node.url(), keeper::REQUEST_TIMEOUT).unwrap();
-    rpc.send_raw(&stuck).await.unwrap();
-    let miner = keep_mining(node.clone(), 60 * GWEI);
+    let Stuck {
+        node: _node,
+        sc,
+        nonce,
+        tx: stuck,
+        record,
+        miner,
+        ..
+    } = Stuck::new(50 * GWEI, 60 * GWEI).await;
 
     let mut cfg = sc.config();
     cfg.caps.max_fee_per_gas = 54 * GWEI;
