@@ -85,6 +85,21 @@ pub enum Subcommands {
     /// Rehearse a runner manifest on local trees, with no job and no chain: the digests a
     /// bounty would commit, the exact sandbox, and the verdict explained.
     Rehearse(RehearseArgs),
+    /// Run as a service: poll the feed on an interval, run new jobs as `feed` does, write
+    /// candidates to --out, and keep a durable ledger in --state.
+    Serve(ServeArgs),
+    /// Print the ledger of `worker serve` (every job, run and candidate), or one job's history.
+    Ledger {
+        /// The state directory given to `worker serve --state`.
+        #[arg(long)]
+        state: PathBuf,
+        /// Only this job's history.
+        #[arg(long = "job", value_name = "ID")]
+        job: Option<String>,
+        /// Print JSON instead of text.
+        #[arg(long)]
+        json: bool,
+    },
     /// Explain an evidence record (from --run-regression --evidence, rehearse, or the store).
     Explain {
         /// The evidence record file.
@@ -178,6 +193,49 @@ pub struct FeedArgs {
     pub json: bool,
 }
 
+/// Arguments of `worker serve`.
+#[derive(Debug, Clone, PartialEq, Eq, clap::Args)]
+pub struct ServeArgs {
+    /// Platform API base URL (https; plain http only to loopback).
+    #[arg(long)]
+    pub api: String,
+    /// Network to query: base-mainnet or base-sepolia (or an alias).
+    #[arg(long, default_value = "base-mainnet", value_parser = parse_network)]
+    pub network: Network,
+    /// A verifier address this runner serves; give it once or twice.
+    #[arg(long = "verifier", required = true, value_parser = parse_address)]
+    pub verifiers: Vec<Address>,
+    /// Directory for candidate files and manifest.json, where a signer picks them up.
+    #[arg(long)]
+    pub out: PathBuf,
+    /// State directory: the ledger (SQLite) lives here.
+    #[arg(long)]
+    pub state: PathBuf,
+    /// Run only the jobs of shard I of N: first 8 bytes of sha256(job_id), big-endian,
+    /// modulo N, equal to I.
+    #[arg(long, value_name = "I/N", default_value = "0/1")]
+    pub shard: crate::serve::shard::Shard,
+    /// Seconds between polls (each pause is jittered by ±10 %).
+    #[arg(long, value_name = "S", default_value_t = 60,
+          value_parser = clap::value_parser!(u64).range(1..=86_400))]
+    pub poll_interval: u64,
+    /// Reuse completed verdicts from this cache directory.
+    #[arg(long)]
+    pub cache_dir: Option<PathBuf>,
+    /// Scratch directory for downloads and extraction (default: the system temp dir).
+    #[arg(long)]
+    pub work_dir: Option<PathBuf>,
+    /// Base of exact-commit archive URLs (default https://codeload.github.com).
+    #[arg(long)]
+    pub archive_base: Option<String>,
+    /// Staging root (defaults to $REGRESSION_SANDBOX_STAGING_ROOT).
+    #[arg(long)]
+    pub staging_root: Option<PathBuf>,
+    /// Pull missing images, by their pinned digest only.
+    #[arg(long)]
+    pub pull: bool,
+}
+
 /// A checked request to do one thing.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Command {
@@ -217,6 +275,17 @@ pub enum Command {
     Feed(FeedArgs),
     /// `rehearse`.
     Rehearse(RehearseArgs),
+    /// `serve`.
+    Serve(ServeArgs),
+    /// `ledger`.
+    Ledger {
+        /// The state directory.
+        state: PathBuf,
+        /// One job's history.
+        job: Option<String>,
+        /// JSON output.
+        json: bool,
+    },
     /// `explain`.
     Explain {
         /// The evidence record.
@@ -355,6 +424,10 @@ impl Cli {
             }),
             Some(Subcommands::Feed(args)) => Ok(Command::Feed(args)),
             Some(Subcommands::Rehearse(args)) => Ok(Command::Rehearse(args)),
+            Some(Subcommands::Serve(args)) => Ok(Command::Serve(args)),
+            Some(Subcommands::Ledger { state, job, json }) => {
+                Ok(Command::Ledger { state, job, json })
+            }
             Some(Subcommands::Explain { evidence, json }) => {
                 Ok(Command::Explain { evidence, json })
             }

@@ -20,6 +20,7 @@ pub mod rehearse_adversarial;
 pub mod rehearse_git;
 pub mod run;
 pub mod sandbox;
+pub mod serve;
 pub mod snapshot;
 pub mod stage;
 pub mod staging_root;

@@ -41,6 +41,10 @@ fn dispatch(command: Command, quiet: bool) -> ExitCode {
         }
         Command::Feed(args) => commands::feed::feed(&args, quiet),
         Command::Rehearse(args) => commands::rehearse::rehearse(args),
+        Command::Serve(args) => commands::serve::serve(&args),
+        Command::Ledger { state, job, json } => {
+            commands::serve::ledger(&state, job.as_deref(), json)
+        }
         Command::Explain { evidence, json } => commands::explain::explain(&evidence, json),
         Command::Plan {
             request,

@@ -9,6 +9,7 @@ pub mod plan;
 pub mod rehearse;
 pub mod request;
 pub mod run_regression;
+pub mod serve;
 pub mod stage;
 pub mod validate_candidate;
 

@@ -23,6 +23,7 @@ pub mod select;
 
 pub use report::{FeedReport, JobRow, JobStatus, OmittedJobs, REPORT_SCHEMA_VERSION};
 pub use runner::{
-    ExecutedJob, FeedConfig, FeedError, JobExecutor, JobFailure, MAX_VERIFIERS, run_feed,
+    ExecutedJob, FeedConfig, FeedError, JobExecutor, JobFailure, JobRunner, MAX_VERIFIERS,
+    fetch_feeds, run_feed,
 };
 pub use sandbox_executor::SandboxJobExecutor;

@@ -214,33 +214,8 @@ pub async fn run_feed(
         config.network.name(),
         config.verifiers.iter().map(ToString::to_string).collect(),
     );
-    let mut fetched = Vec::new();
-    for verifier in &config.verifiers {
-        match client
-            .fetch_jobs(&config.api_base, config.network, *verifier)
-            .await
-        {
-            Ok(jobs) => {
-                progress(
-                    config,
-                    format_args!("feed: {} job(s) for {verifier}", jobs.len()),
-                );
-                fetched.push(jobs);
-            }
-            Err(e) => {
-                progress(
-                    config,
-                    format_args!("feed: query for {verifier} failed: {e}"),
-                );
-                report.fetch_failures.push(FetchFailure {
-                    verifier: verifier.to_string(),
-                    kind: e.kind().into(),
-                    message: e.to_string(),
-                    transient: e.is_transient(),
-                });
-            }
-        }
-    }
+    let (fetched, failures) = fetch_feeds(config, &client).await;
+    report.fetch_failures = failures;
 
     let Selection {
         mut selected,
@@ -314,6 +289,77 @@ pub async fn run_feed(
     write_manifest(&config.out_dir, &manifest).map_err(FeedError::Manifest)?;
     report.manifest_file = Some(MANIFEST_FILE.into());
     Ok(report)
+}
+
+/// Queries the feed once per configured verifier; a failed query is a [`FetchFailure`], never
+/// a reason to stop (the other verifier's jobs still run). `worker feed` and `worker serve`
+/// both start each batch here, so they select from the same answers.
+pub async fn fetch_feeds(
+    config: &FeedConfig,
+    client: &PlatformClient,
+) -> (Vec<Vec<Value>>, Vec<FetchFailure>) {
+    let mut fetched = Vec::new();
+    let mut failures = Vec::new();
+    for verifier in &config.verifiers {
+        match client
+            .fetch_jobs(&config.api_base, config.network, *verifier)
+            .await
+        {
+            Ok(jobs) => {
+                progress(
+                    config,
+                    format_args!("feed: {} job(s) for {verifier}", jobs.len()),
+                );
+                fetched.push(jobs);
+            }
+            Err(e) => {
+                progress(
+                    config,
+                    format_args!("feed: query for {verifier} failed: {e}"),
+                );
+                failures.push(FetchFailure {
+                    verifier: verifier.to_string(),
+                    kind: e.kind().into(),
+                    message: e.to_string(),
+                    transient: e.is_transient(),
+                });
+            }
+        }
+    }
+    (fetched, failures)
+}
+
+/// Runs single selected jobs exactly as [`run_feed`] runs each job of its batch (liveness
+/// re-check, cache, archives, executor, judgement, candidate file), for callers that drive
+/// the jobs themselves (`worker serve`).
+pub struct JobRunner<'a>(Runner<'a>);
+
+impl<'a> JobRunner<'a> {
+    /// A runner with `config`'s cache (if any).
+    pub fn new(
+        config: &'a FeedConfig,
+        client: &'a PlatformClient,
+        executor: &'a dyn JobExecutor,
+    ) -> Self {
+        Self(Runner {
+            config,
+            client,
+            executor,
+            cache: config.cache_dir.as_ref().map(ResultCache::new),
+        })
+    }
+
+    /// Runs `job` with `job_dir` (which must not exist yet) as its scratch directory, removes
+    /// that directory, and returns the job's report row and whether the executor ran.
+    pub async fn run(&self, job: &ValidatedJob, job_dir: &Path) -> (JobRow, bool) {
+        let run = self.0.run_one(job, job_dir).await;
+        if let Err(e) = std::fs::remove_dir_all(job_dir)
+            && e.kind() != std::io::ErrorKind::NotFound
+        {
+            tracing::warn!(error = %e, "could not remove a job's scratch directory");
+        }
+        (run.row, run.executed)
+    }
 }
 
 struct Runner<'a> {

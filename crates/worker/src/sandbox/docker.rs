@@ -165,6 +165,37 @@ impl DockerExecutor {
         Ok(removed)
     }
 
+    /// Kills and removes every container this process labelled as its own; returns their ids.
+    /// A run whose future was dropped (a service shutting down mid-run) leaves its container
+    /// behind, and only its owner may remove a live one.
+    pub async fn remove_own(&self) -> Result<Vec<String>, SandboxError> {
+        let filters = HashMap::from([("label", vec![format!("{LABEL_OWNER}={}", self.owner)])]);
+        let options = ListContainersOptionsBuilder::default()
+            .all(true)
+            .filters(&filters)
+            .build();
+        let containers = self
+            .docker
+            .list_containers(Some(options))
+            .await
+            .map_err(|source| SandboxError::Engine {
+                context: "listing own containers",
+                source,
+            })?;
+        let mut removed = Vec::new();
+        for id in containers.into_iter().filter_map(|c| c.id) {
+            teardown::kill(&self.docker, &id).await;
+            if teardown::remove_and_confirm(&self.docker, &id)
+                .await
+                .is_none()
+            {
+                return Err(SandboxError::StaleNotRemoved { id });
+            }
+            removed.push(id);
+        }
+        Ok(removed)
+    }
+
     /// Runs `spec` and decides its outcome. Every contract failure is a no-verdict report;
     /// `Err` only when the engine cannot be reached at all.
     pub async fn run(

@@ -1,0 +1,315 @@
+//! `worker serve`: the worker as a long-running service on a dedicated host. It polls the
+//! feed on an interval (with jitter, so several hosts do not poll in step), runs each new job
+//! through the same path as `worker feed` ([`crate::feed::JobRunner`]: selection, archives,
+//! staging, sandbox, judgement, candidate file), and keeps a durable [`ledger`] so that a
+//! restart neither repeats completed work nor invents a result for a run it did not see end.
+//!
+//! Shutdown (SIGTERM/SIGINT) stops polling, drops the running job, kills and removes its
+//! container, records the run as `interrupted` and returns; a crash leaves the run open in
+//! the ledger, and the next start closes it as `interrupted`, removes the dead process's
+//! container (the start-up sweep, [`crate::sandbox::DockerExecutor::cleanup_stale`]) and
+//! runs the job again.
+
+pub mod ledger;
+pub mod shard;
+pub mod shutdown;
+
+use std::collections::BTreeSet;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use platform_client::PlatformClient;
+use sha2::{Digest, Sha256};
+use verifier_sdk::{CandidateManifest, canonical_json};
+
+use crate::feed::output::write_manifest;
+use crate::feed::scratch::{Scratch, remove_stale};
+use crate::feed::select::select_jobs;
+use crate::feed::{FeedConfig, JobRow, JobRunner, JobStatus, SandboxJobExecutor, fetch_feeds};
+use crate::sandbox::DockerExecutor;
+use ledger::{Ledger, LedgerError, Polls, RunKind, RunResult};
+use shard::Shard;
+use shutdown::Shutdown;
+
+/// Longest a shutdown may take once signalled: killing and removing the container is
+/// bounded by the teardown's own timeouts; this caps everything else.
+pub const SHUTDOWN_BOUND: Duration = Duration::from_secs(30);
+
+/// How often the heartbeat row is written while the service is up.
+pub const HEARTBEAT_EVERY: Duration = Duration::from_secs(30);
+
+/// How `worker serve` is configured.
+#[derive(Debug, Clone)]
+pub struct ServeConfig {
+    /// The feed, output, scratch and cache settings shared with `worker feed`.
+    pub feed: FeedConfig,
+    /// Directory of the ledger.
+    pub state_dir: PathBuf,
+    /// Seconds between polls (before jitter).
+    pub poll_interval: Duration,
+    /// The part of the feed this host serves.
+    pub shard: Shard,
+}
+
+/// Why the service stopped other than by a signal.
+#[derive(Debug, thiserror::Error)]
+pub enum ServeError {
+    /// A configuration a restart cannot fix (exit 78).
+    #[error("{0}")]
+    Config(String),
+    /// Anything a restart may fix (exit 1).
+    #[error("{0}")]
+    Transient(String),
+}
+
+impl From<LedgerError> for ServeError {
+    fn from(error: LedgerError) -> Self {
+        match error {
+            LedgerError::TooNew { .. } => Self::Config(error.to_string()),
+            LedgerError::Sqlite { .. } => Self::Transient(error.to_string()),
+        }
+    }
+}
+
+/// Checks what can be checked before the engine is contacted, and opens the ledger
+/// (closing the runs a dead predecessor left open). Every failure here is a configuration
+/// error: an unopenable state directory stays unopenable across restarts.
+pub fn prepare(config: &ServeConfig) -> Result<Ledger, ServeError> {
+    config
+        .feed
+        .validate()
+        .map_err(|e| ServeError::Config(e.to_string()))?;
+    if config.poll_interval.is_zero() {
+        return Err(ServeError::Config(
+            "--poll-interval must be positive".into(),
+        ));
+    }
+    for (what, dir) in [
+        ("state directory", &config.state_dir),
+        ("output directory", &config.feed.out_dir),
+        ("work directory", &config.feed.work_dir),
+    ] {
+        std::fs::create_dir_all(dir)
+            .map_err(|e| ServeError::Config(format!("{what} {dir:?}: {e}")))?;
+    }
+    let mut ledger =
+        Ledger::open(&config.state_dir).map_err(|e| ServeError::Config(e.to_string()))?;
+    let closed = ledger.recover_interrupted()?;
+    if !closed.is_empty() {
+        tracing::warn!(runs = ?closed, "runs left open by a stopped worker recorded as interrupted");
+    }
+    Ok(ledger)
+}
+
+/// Serves until `shutdown` fires (`Ok`) or something a restart may fix fails (`Err`).
+pub async fn serve(
+    config: &ServeConfig,
+    mut ledger: Ledger,
+    docker: DockerExecutor,
+    staging_root: PathBuf,
+    pull: bool,
+    shutdown: &Shutdown,
+) -> Result<(), ServeError> {
+    let feed = &config.feed;
+    let client = PlatformClient::new(feed.client_limits)
+        .map_err(|e| ServeError::Config(format!("http client: {e}")))?;
+    remove_stale(&feed.work_dir);
+    let scratch = Scratch::create(&feed.work_dir)
+        .map_err(|e| ServeError::Transient(format!("work directory: {e}")))?;
+    let executor = SandboxJobExecutor::new(docker.clone(), staging_root, pull);
+    let runner = JobRunner::new(feed, &client, &executor);
+    let mut polls = Polls::default();
+    ledger.heartbeat(&polls)?;
+    while !shutdown.requested() {
+        let (fetched, failures) = tokio::select! {
+            r = fetch_feeds(feed, &client) => r,
+            () = shutdown.wait() => break,
+        };
+        if failures.is_empty() {
+            polls.ok += 1;
+            polls.last_ok_ms = Some(ledger::now_ms());
+        } else {
+            polls.failed += 1;
+            for f in &failures {
+                tracing::warn!(verifier = %f.verifier, kind = %f.kind, "feed query failed: {}", f.message);
+            }
+        }
+        let any_answer = !fetched.is_empty();
+        let now = ledger::now_ms();
+        let selection = select_jobs(
+            fetched,
+            feed.network,
+            &feed.verifiers,
+            u64::try_from(now / 1000).unwrap_or(0),
+            None,
+        );
+        let mut listed = BTreeSet::new();
+        for job in selection.selected {
+            let id = job.job_id().to_owned();
+            if !config.shard.owns(&id) {
+                continue;
+            }
+            listed.insert(id.clone());
+            if shutdown.requested() || !ledger.seen(&id, job.round(), now)? {
+                continue;
+            }
+            let run_id = ledger.start_run(&id)?;
+            let job_dir = scratch.path().join(format!("run-{run_id}"));
+            tracing::info!(job = %id.escape_debug(), run_id, "running");
+            let ran = run_beating(&runner, &job, &job_dir, &mut ledger, &polls, shutdown).await?;
+            let Some(row) = ran else {
+                interrupt(&mut ledger, &docker, run_id, &id, &job_dir).await;
+                return Ok(());
+            };
+            record(&mut ledger, feed, run_id, &id, &row)?;
+        }
+        // A poll that got no answer at all leaves the previous manifest in place: the jobs
+        // did not disappear because the feed was down.
+        if any_answer {
+            write_listed_manifest(&ledger, feed, &listed)?;
+        }
+        ledger.heartbeat(&polls)?;
+        let pause = jittered(config.poll_interval);
+        tokio::select! {
+            () = tokio::time::sleep(pause) => {}
+            () = shutdown.wait() => break,
+        }
+    }
+    ledger.heartbeat(&polls)?;
+    Ok(())
+}
+
+/// Runs the job to its end, writing the heartbeat every [`HEARTBEAT_EVERY`]; `None` when a
+/// shutdown cut it short.
+async fn run_beating(
+    runner: &JobRunner<'_>,
+    job: &verifier_sdk::ValidatedJob,
+    job_dir: &Path,
+    ledger: &mut Ledger,
+    polls: &Polls,
+    shutdown: &Shutdown,
+) -> Result<Option<JobRow>, ServeError> {
+    let run = runner.run(job, job_dir);
+    tokio::pin!(run);
+    let mut beat = tokio::time::interval(HEARTBEAT_EVERY);
+    beat.tick().await;
+    loop {
+        tokio::select! {
+            (row, _) = &mut run => return Ok(Some(row)),
+            () = shutdown.wait() => return Ok(None),
+            _ = beat.tick() => ledger.heartbeat(polls)?,
+        }
+    }
+}
+
+/// Closes a run cut short by a shutdown: its container is killed and removed first (the
+/// dropped future did not), then the run is recorded as interrupted. Bounded by
+/// [`SHUTDOWN_BOUND`]; a failure is logged, and the next start's sweep and recovery finish
+/// the job (the run stays open in the ledger, so it is closed as interrupted then).
+async fn interrupt(
+    ledger: &mut Ledger,
+    docker: &DockerExecutor,
+    run_id: i64,
+    job_id: &str,
+    job_dir: &Path,
+) {
+    match tokio::time::timeout(SHUTDOWN_BOUND, docker.remove_own()).await {
+        Ok(Ok(removed)) => tracing::info!(containers = ?removed, "removed the running container"),
+        Ok(Err(error)) => tracing::error!(%error, "could not remove the running container"),
+        Err(_) => tracing::error!("removing the running container timed out"),
+    }
+    let _ = std::fs::remove_dir_all(job_dir);
+    let result = RunResult::interrupted("the worker was asked to stop (SIGTERM/SIGINT)");
+    if let Err(error) = ledger.finish_run(run_id, job_id, &result) {
+        tracing::error!(%error, "could not record the interrupted run");
+    }
+}
+
+/// Records the end of a run from its report row.
+fn record(
+    ledger: &mut Ledger,
+    feed: &FeedConfig,
+    run_id: i64,
+    job_id: &str,
+    row: &JobRow,
+) -> Result<(), ServeError> {
+    let kind = match row.status {
+        JobStatus::CompletedPassed | JobStatus::CompletedFailed => RunKind::Completed,
+        JobStatus::Rejected => RunKind::Rejected,
+        JobStatus::NoVerdict | JobStatus::Error | JobStatus::Skipped => RunKind::NoVerdict,
+    };
+    let evidence = row
+        .candidate_file
+        .as_deref()
+        .and_then(|file| evidence_address(&feed.out_dir.join(file)));
+    tracing::info!(job = %job_id.escape_debug(), run_id, status = row.status.as_str(), "run ended");
+    ledger.finish_run(
+        run_id,
+        job_id,
+        &RunResult {
+            kind,
+            outcome: row.status.as_str().into(),
+            reason_code: row.reason_code.clone(),
+            reason: row.reason.clone(),
+            evidence,
+            candidate_file: row.candidate_file.clone(),
+        },
+    )?;
+    Ok(())
+}
+
+/// The store address (`sha256:` of the canonical JSON) of the evidence record embedded in
+/// a candidate file, the name under which the executor wrote it in the staging root.
+fn evidence_address(candidate: &Path) -> Option<String> {
+    let value: serde_json::Value = serde_json::from_slice(&std::fs::read(candidate).ok()?).ok()?;
+    let evidence = value.get("evidence")?;
+    Some(format!(
+        "sha256:{}",
+        hex::encode(Sha256::digest(canonical_json(evidence).as_bytes()))
+    ))
+}
+
+/// Rewrites the candidates manifest with the candidates of the jobs the feed still lists
+/// (the signer has nothing to do with the others).
+fn write_listed_manifest(
+    ledger: &Ledger,
+    feed: &FeedConfig,
+    listed: &BTreeSet<String>,
+) -> Result<(), ServeError> {
+    let mut manifest = CandidateManifest::new(feed.network.name());
+    let mut named = BTreeSet::new();
+    for candidate in ledger.candidates(None)? {
+        if listed.contains(&candidate.job_id) && named.insert(candidate.job_id.clone()) {
+            manifest.push(&candidate.job_id);
+        }
+    }
+    write_manifest(&feed.out_dir, &manifest)
+        .map_err(|e| ServeError::Transient(format!("writing the candidates manifest: {e}")))
+}
+
+/// `interval` ± 10 %, from the clock's nanoseconds and the pid (no need for a strong
+/// source: it only keeps several hosts from polling in step).
+fn jittered(interval: Duration) -> Duration {
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.subsec_nanos());
+    let seed = Sha256::digest(format!("{nanos}/{}", std::process::id()).as_bytes());
+    let unit = f64::from(u16::from_be_bytes([seed[0], seed[1]])) / f64::from(u16::MAX);
+    interval.mul_f64(0.9 + 0.2 * unit)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn serve_poll_jitter_stays_within_ten_percent() {
+        for _ in 0..100 {
+            let d = jittered(Duration::from_secs(100));
+            assert!(
+                d >= Duration::from_secs(90) && d <= Duration::from_secs(110),
+                "{d:?}"
+            );
+        }
+    }
+}

@@ -1,0 +1,53 @@
+//! SIGTERM/SIGINT for `worker serve`: the first signal asks the service to stop (no new
+//! poll, no new job; the running one is cut short and recorded as interrupted).
+
+use tokio::signal::unix::{SignalKind, signal};
+use tokio::sync::watch;
+
+/// A stop request, shared by the service's loops.
+#[derive(Debug, Clone)]
+pub struct Shutdown {
+    rx: watch::Receiver<bool>,
+}
+
+impl Shutdown {
+    /// Installs the SIGTERM and SIGINT handlers (within a Tokio runtime).
+    pub fn install() -> std::io::Result<Self> {
+        let mut term = signal(SignalKind::terminate())?;
+        let mut int = signal(SignalKind::interrupt())?;
+        let (tx, rx) = watch::channel(false);
+        tokio::spawn(async move {
+            tokio::select! {
+                _ = term.recv() => tracing::info!("SIGTERM: stopping"),
+                _ = int.recv() => tracing::info!("SIGINT: stopping"),
+            }
+            let _ = tx.send(true);
+            // Later signals are absorbed: the bounded shutdown is already under way.
+            loop {
+                tokio::select! {
+                    _ = term.recv() => {}
+                    _ = int.recv() => {}
+                }
+            }
+        });
+        Ok(Self { rx })
+    }
+
+    /// A request that never fires (tests, one-shot callers).
+    pub fn never() -> Self {
+        let (tx, rx) = watch::channel(false);
+        std::mem::forget(tx);
+        Self { rx }
+    }
+
+    /// Whether a stop was asked for.
+    pub fn requested(&self) -> bool {
+        *self.rx.borrow()
+    }
+
+    /// Resolves once a stop is asked for.
+    pub async fn wait(&self) {
+        let mut rx = self.rx.clone();
+        let _ = rx.wait_for(|stop| *stop).await;
+    }
+}
