@@ -15,5 +15,6 @@ mod sandbox_limits;
 mod sandbox_profile;
 mod sandbox_stale;
 mod sandbox_verdict;
+mod serve;
 mod staging;
 mod support;

@@ -1,0 +1,554 @@
+//! `worker serve` end to end: the real binary as a service, the real Docker sandbox (busybox
+//! from the local registry) and a job feed plus codeload-style archives on a loopback HTTP
+//! server. The jobs are the bundled example (`cmp` of the benchmark's expected output with the
+//! solver's result), some behind a `sleep` so a run can be cut short from outside.
+//!
+//! Other suites share the engine: containers are found by this test's own worker pid in the
+//! owner label, never by the generic sandbox label alone.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use serde_json::{Value, json};
+use verifier_sdk::fixtures::{BENCHMARK_COMMIT, JobParams, job_value, sample_manifest};
+use verifier_sdk::{Candidate, CandidateManifest, Sha256Digest};
+
+use crate::feed_support::*;
+use crate::support;
+
+fn example(name: &str) -> PathBuf {
+    support::workspace_root()
+        .join("fixtures/example")
+        .join(name)
+}
+
+fn commit(round: u64) -> String {
+    format!("{round:040x}")
+}
+
+struct World {
+    server: TestServer,
+    tmp: tempfile::TempDir,
+    image: String,
+    bench_digest: Sha256Digest,
+}
+
+impl World {
+    async fn new() -> Self {
+        support::executor().await;
+        let server = TestServer::start().await;
+        server.route(
+            &format!("/bounty-org/benchmarks/tar.gz/{BENCHMARK_COMMIT}"),
+            Reply::ok(codeload_dir(
+                &format!("benchmarks-{BENCHMARK_COMMIT}"),
+                "suites/parser/",
+                &example("benchmark"),
+            )),
+        );
+        let tmp = tempfile::tempdir().unwrap();
+        for d in ["work", "staging", "state", "out"] {
+            std::fs::create_dir(tmp.path().join(d)).unwrap();
+        }
+        Self {
+            server,
+            tmp,
+            image: support::busybox(),
+            bench_digest: dir_digest(&example("benchmark")),
+        }
+    }
+
+    fn path(&self, name: &str) -> PathBuf {
+        self.tmp.path().join(name)
+    }
+
+    /// A job on the passing example source: the example's `cmp`, or with `sleep` > 0 a
+    /// `sleep` of that many seconds.
+    fn job(&self, round: u64, sleep: u32) -> Value {
+        let tree = example("source-pass");
+        let repo = format!("sol-{round}");
+        self.server.route(
+            &format!("/solver-org/{repo}/tar.gz/{}", commit(round)),
+            Reply::ok(codeload_dir(
+                &format!("{repo}-{}", commit(round)),
+                "",
+                &tree,
+            )),
+        );
+        let mut manifest = sample_manifest();
+        manifest["image"] = json!(self.image);
+        // The protocol refuses a shell as argv[0], so a slow job is a plain `sleep`, which
+        // exits 0: a passing verdict once it runs to its end.
+        manifest["command"] = if sleep == 0 {
+            json!([
+                "/bin/cmp",
+                "/benchmark/expected.txt",
+                "/workspace/result.txt"
+            ])
+        } else {
+            json!(["/bin/sleep", sleep.to_string()])
+        };
+        manifest["benchmark_digest"] = json!(self.bench_digest.to_string());
+        job_value(&JobParams {
+            round,
+            artifact_reference: format!(
+                "https://github.com/solver-org/{repo}/commit/{}",
+                commit(round)
+            ),
+            source_snapshot_digest: dir_digest(&tree).to_string(),
+            manifest,
+            ..JobParams::default()
+        })
+    }
+
+    fn serve_jobs(&self, jobs: &[&Value]) {
+        self.server
+            .route(&feed_path(VERIFIER), Reply::json(&json!(jobs)));
+    }
+
+    /// `worker serve` on this world; `overrides` replace the default value of a flag.
+    fn command_with(&self, overrides: &[(&str, &std::ffi::OsStr)]) -> Command {
+        let mut flags: Vec<(&str, std::ffi::OsString)> = vec![
+            ("--api", self.server.base.clone().into()),
+            ("--verifier", VERIFIER.into()),
+            ("--out", self.path("out").into()),
+            ("--state", self.path("state").into()),
+            ("--work-dir", self.path("work").into()),
+            ("--staging-root", self.path("staging").into()),
+            ("--archive-base", self.server.base.clone().into()),
+            ("--poll-interval", "1".into()),
+            ("--shard", "0/1".into()),
+        ];
+        for (flag, value) in overrides {
+            let slot = flags.iter_mut().find(|(f, _)| f == flag).unwrap();
+            slot.1 = (*value).to_owned();
+        }
+        let mut cmd = Command::new(env!("CARGO_BIN_EXE_worker"));
+        cmd.arg("serve");
+        for (flag, value) in flags {
+            cmd.arg(flag).arg(value);
+        }
+        cmd.env("WORKER_LOG", "info")
+            .env_remove("GITHUB_SHA")
+            .env_remove("REGRESSION_SANDBOX_STAGING_ROOT")
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped());
+        cmd
+    }
+
+    fn start(&self) -> Child {
+        self.command_with(&[]).spawn().unwrap()
+    }
+
+    fn ledger(&self) -> Value {
+        ledger_of(&self.path("state"))
+    }
+
+    /// Waits until the ledger satisfies `done` (with `what` in the panic message).
+    async fn wait_ledger(&self, what: &str, done: impl Fn(&Value) -> bool) -> Value {
+        let give_up = Instant::now() + Duration::from_secs(120);
+        loop {
+            if self.path("state/ledger.sqlite3").exists() {
+                let ledger = self.ledger();
+                if done(&ledger) {
+                    return ledger;
+                }
+                assert!(
+                    Instant::now() < give_up,
+                    "timed out waiting for {what}: {ledger:#}"
+                );
+            }
+            assert!(Instant::now() < give_up, "timed out waiting for {what}");
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        }
+    }
+}
+
+fn ledger_of(state: &Path) -> Value {
+    let out = Command::new(env!("CARGO_BIN_EXE_worker"))
+        .args(["ledger", "--json", "--state"])
+        .arg(state)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "worker ledger: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    serde_json::from_slice(&out.stdout).unwrap()
+}
+
+fn id(job: &Value) -> String {
+    job["job_id"].as_str().unwrap().to_owned()
+}
+
+fn job_status(ledger: &Value, job: &Value) -> String {
+    ledger["jobs"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|j| j["job_id"] == job["job_id"])
+        .map(|j| j["status"].as_str().unwrap().to_owned())
+        .unwrap_or_default()
+}
+
+fn runs_of(ledger: &Value, job: &Value) -> Vec<Value> {
+    ledger["runs"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|r| r["job_id"] == job["job_id"])
+        .cloned()
+        .collect()
+}
+
+fn candidates_of(ledger: &Value, job: &Value) -> usize {
+    ledger["candidates"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|c| c["job_id"] == job["job_id"])
+        .count()
+}
+
+/// Every container (any state) whose owner label names the worker process `pid`.
+fn containers_of(pid: u32) -> Vec<String> {
+    let out = Command::new("docker")
+        .args(["ps", "-a", "--no-trunc", "--filter"])
+        .arg(format!("label={}=1", worker::sandbox::LABEL_VERIFIER))
+        .args([
+            "--format",
+            "{{.ID}} {{.Label \"dev.agent-bounties.owner\"}}",
+        ])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "docker ps failed");
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .filter_map(|line| {
+            let (id, owner) = line.split_once(' ')?;
+            (owner.split('/').nth(2) == Some(&pid.to_string())).then(|| id.to_owned())
+        })
+        .collect()
+}
+
+async fn wait_container(pid: u32) -> Vec<String> {
+    let give_up = Instant::now() + Duration::from_secs(120);
+    loop {
+        let found = containers_of(pid);
+        if !found.is_empty() {
+            return found;
+        }
+        assert!(
+            Instant::now() < give_up,
+            "worker {pid} never started a container"
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+}
+
+fn signal(child: &Child, sig: &str) {
+    let status = Command::new("kill")
+        .args([&format!("-{sig}"), &child.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(status.success());
+}
+
+/// Waits for `child` to exit within `bound`; returns its exit code and stderr.
+async fn exit_within(mut child: Child, bound: Duration) -> (Option<i32>, String) {
+    let give_up = Instant::now() + bound;
+    loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            let mut stderr = String::new();
+            std::io::Read::read_to_string(child.stderr.as_mut().unwrap(), &mut stderr).unwrap();
+            return (status.code(), stderr);
+        }
+        if Instant::now() > give_up {
+            let _ = child.kill();
+            let out = child.wait_with_output().unwrap();
+            panic!(
+                "worker serve did not exit within {bound:?}; stderr:\n{}",
+                String::from_utf8_lossy(&out.stderr)
+            );
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+/// The manifest's job ids, each candidate re-checked as the signer does.
+fn signable(out: &Path) -> Vec<String> {
+    let raw: Value =
+        serde_json::from_slice(&std::fs::read(out.join("manifest.json")).unwrap()).unwrap();
+    let manifest = CandidateManifest::from_value(&raw).unwrap();
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_secs();
+    let mut ids = Vec::new();
+    for entry in &manifest.candidates {
+        let bytes = std::fs::read(out.join(&entry.file)).unwrap();
+        let c = Candidate::from_value(&serde_json::from_slice(&bytes).unwrap()).unwrap();
+        verifier_sdk::revalidate_candidate(&c.job, &c.job, &c.outcome, c.evidence.as_ref(), now)
+            .unwrap_or_else(|e| panic!("the signer would refuse {}: {e}", entry.job_id));
+        ids.push(entry.job_id.clone());
+    }
+    ids.sort();
+    ids
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn serve_sigkilled_mid_run_restarts_reruns_the_job_once_and_never_a_completed_one() {
+    let w = World::new().await;
+    let done = w.job(1, 0);
+    w.serve_jobs(&[&done]);
+    let first = w.start();
+    w.wait_ledger("the first job to complete", |l| {
+        job_status(l, &done) == "completed"
+    })
+    .await;
+
+    // A second job that sleeps; SIGKILL the service while its container runs.
+    let slow = w.job(2, 8);
+    w.serve_jobs(&[&done, &slow]);
+    let pid1 = first.id();
+    let orphans = wait_container(pid1).await;
+    signal(&first, "KILL");
+    let (code, _) = exit_within(first, Duration::from_secs(10)).await;
+    assert_eq!(code, None, "SIGKILL leaves no exit code");
+    assert_eq!(
+        containers_of(pid1),
+        orphans,
+        "the killed worker's container outlives it (else the test proves nothing)"
+    );
+    let killed = w.ledger();
+    assert_eq!(job_status(&killed, &slow), "running");
+    assert_eq!(runs_of(&killed, &slow)[0]["ended_ms"], Value::Null);
+
+    let second = w.start();
+    let ledger = w
+        .wait_ledger("the slow job to complete after the restart", |l| {
+            job_status(l, &slow) == "completed"
+        })
+        .await;
+    assert!(
+        containers_of(pid1).is_empty(),
+        "the dead worker's container was not reaped"
+    );
+    let slow_runs = runs_of(&ledger, &slow);
+    assert_eq!(slow_runs.len(), 2, "{slow_runs:#?}");
+    assert_eq!(slow_runs[0]["outcome"], "interrupted");
+    assert_eq!(slow_runs[0]["evidence"], Value::Null);
+    assert_eq!(slow_runs[1]["outcome"], "completed_passed");
+    assert!(
+        slow_runs[1]["evidence"]
+            .as_str()
+            .unwrap()
+            .starts_with("sha256:")
+    );
+    assert_eq!(candidates_of(&ledger, &slow), 1);
+    // A few more polls: nothing completed runs again.
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    let pid2 = second.id();
+    signal(&second, "TERM");
+    let (code, stderr) = exit_within(second, Duration::from_secs(40)).await;
+    assert_eq!(code, Some(0), "{stderr}");
+    let ledger = w.ledger();
+    assert_eq!(
+        runs_of(&ledger, &done).len(),
+        1,
+        "a completed job ran again"
+    );
+    assert_eq!(candidates_of(&ledger, &done), 1);
+    assert_eq!(runs_of(&ledger, &slow).len(), 2);
+    assert_eq!(candidates_of(&ledger, &slow), 1);
+    assert!(containers_of(pid2).is_empty());
+    let mut want = vec![id(&done), id(&slow)];
+    want.sort();
+    assert_eq!(signable(&w.path("out")), want);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn serve_sigterm_mid_run_exits_0_within_the_bound_and_leaves_nothing() {
+    let w = World::new().await;
+    let slow = w.job(3, 120);
+    w.serve_jobs(&[&slow]);
+    let child = w.start();
+    let pid = child.id();
+    wait_container(pid).await;
+    let asked = Instant::now();
+    signal(&child, "TERM");
+    let (code, stderr) = exit_within(child, Duration::from_secs(40)).await;
+    let took = asked.elapsed();
+    assert_eq!(code, Some(0), "{stderr}");
+    assert!(
+        took < worker::serve::SHUTDOWN_BOUND,
+        "shutdown took {took:?}"
+    );
+    assert!(
+        containers_of(pid).is_empty(),
+        "a container survived the shutdown"
+    );
+    let ledger = w.ledger();
+    let runs = runs_of(&ledger, &slow);
+    assert_eq!(runs.len(), 1);
+    assert_eq!(runs[0]["outcome"], "interrupted");
+    assert!(runs[0]["ended_ms"].is_i64());
+    assert_eq!(job_status(&ledger, &slow), "interrupted");
+    assert_eq!(candidates_of(&ledger, &slow), 0);
+    assert!(
+        std::fs::read_dir(w.path("out"))
+            .unwrap()
+            .all(|e| e.unwrap().file_name() == "manifest.json"),
+        "a candidate was written for an interrupted run"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn serve_keeps_running_while_the_feed_is_down_counts_failed_polls_and_recovers() {
+    let w = World::new().await;
+    w.server.route(&feed_path(VERIFIER), Reply::status(503));
+    let mut child = w.start();
+    w.wait_ledger("failed polls to be counted", |l| {
+        l["heartbeat"]["polls"]["failed"].as_i64() >= Some(2)
+    })
+    .await;
+    assert!(
+        child.try_wait().unwrap().is_none(),
+        "serve exited while the feed was down"
+    );
+    let job = w.job(4, 0);
+    w.serve_jobs(&[&job]);
+    let ledger = w
+        .wait_ledger("the job to complete once the feed is back", |l| {
+            job_status(l, &job) == "completed" && l["heartbeat"]["polls"]["ok"].as_i64() >= Some(2)
+        })
+        .await;
+    assert!(ledger["heartbeat"]["polls"]["last_ok_ms"].is_i64());
+    signal(&child, "TERM");
+    let (code, stderr) = exit_within(child, Duration::from_secs(40)).await;
+    assert_eq!(code, Some(0), "{stderr}");
+    assert_eq!(signable(&w.path("out")), vec![id(&job)]);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn serve_two_shards_on_one_feed_run_every_job_exactly_once() {
+    let w = World::new().await;
+    let jobs: Vec<Value> = (10..14).map(|round| w.job(round, 0)).collect();
+    let refs: Vec<&Value> = jobs.iter().collect();
+    w.serve_jobs(&refs);
+    let shard = |i: u64| {
+        jobs.iter()
+            .filter(|j| worker::serve::shard::shard_of(&id(j), 2) == i)
+            .count()
+    };
+    assert!(
+        shard(0) > 0 && shard(1) > 0,
+        "the fixture jobs all fall in one shard"
+    );
+    // Two hosts: separate state, output and work dirs; one staging root is fine.
+    let mut hosts = Vec::new();
+    for i in 0..2 {
+        for d in ["state", "out", "work"] {
+            std::fs::create_dir_all(w.path(&format!("{d}{i}"))).unwrap();
+        }
+        let shard = format!("{i}/2");
+        let (state, out, work) = (
+            w.path(&format!("state{i}")),
+            w.path(&format!("out{i}")),
+            w.path(&format!("work{i}")),
+        );
+        let mut cmd = w.command_with(&[
+            ("--shard", shard.as_ref()),
+            ("--state", state.as_ref()),
+            ("--out", out.as_ref()),
+            ("--work-dir", work.as_ref()),
+        ]);
+        hosts.push(cmd.spawn().unwrap());
+    }
+    let give_up = Instant::now() + Duration::from_secs(180);
+    loop {
+        let completed: usize = (0..2)
+            .map(|i| {
+                let state = w.path(&format!("state{i}"));
+                if !state.join("ledger.sqlite3").exists() {
+                    return 0;
+                }
+                let l = ledger_of(&state);
+                jobs.iter()
+                    .filter(|j| job_status(&l, j) == "completed")
+                    .count()
+            })
+            .sum();
+        if completed == jobs.len() {
+            break;
+        }
+        assert!(Instant::now() < give_up, "not every job completed");
+        tokio::time::sleep(Duration::from_millis(300)).await;
+    }
+    for host in hosts {
+        signal(&host, "TERM");
+        let (code, stderr) = exit_within(host, Duration::from_secs(40)).await;
+        assert_eq!(code, Some(0), "{stderr}");
+    }
+    let mut seen = Vec::new();
+    for i in 0..2u64 {
+        let l = ledger_of(&w.path(&format!("state{i}")));
+        for j in &jobs {
+            let runs = runs_of(&l, j).len();
+            if worker::serve::shard::shard_of(&id(j), 2) == i {
+                assert_eq!(runs, 1, "shard {i} ran {} {runs} times", id(j));
+            } else {
+                assert_eq!(runs, 0, "shard {i} ran another shard's job {}", id(j));
+                assert_eq!(
+                    job_status(&l, j),
+                    "",
+                    "shard {i} recorded another shard's job"
+                );
+            }
+        }
+        seen.extend(signable(&w.path(&format!("out{i}"))));
+    }
+    seen.sort();
+    let mut want: Vec<String> = jobs.iter().map(id).collect();
+    want.sort();
+    assert_eq!(seen, want, "every job once across the shards");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn serve_configuration_errors_exit_78() {
+    let w = World::new().await;
+    let run = |cmd: &mut Command| {
+        let out = cmd.output().unwrap();
+        (
+            out.status.code(),
+            String::from_utf8_lossy(&out.stderr).into_owned(),
+        )
+    };
+    // Plain http to a non-loopback host breaks the URL policy.
+    let (code, err) = run(&mut w.command_with(&[("--api", "http://example.com".as_ref())]));
+    assert_eq!(code, Some(78), "{err}");
+    assert!(err.contains("api base url"), "{err}");
+    // The state directory is a file.
+    let file = w.path("a-file");
+    std::fs::write(&file, b"x").unwrap();
+    let (code, err) = run(&mut w.command_with(&[("--state", file.as_ref())]));
+    assert_eq!(code, Some(78), "{err}");
+    // A ledger written by a newer worker: this one must not guess at its schema.
+    let newer = w.path("state-newer");
+    std::fs::create_dir(&newer).unwrap();
+    rusqlite::Connection::open(newer.join("ledger.sqlite3"))
+        .unwrap()
+        .pragma_update(None, "user_version", 999)
+        .unwrap();
+    let (code, err) = run(&mut w.command_with(&[("--state", newer.as_ref())]));
+    assert_eq!(code, Some(78), "{err}");
+    assert!(err.contains("schema version 999"), "{err}");
+    // The staging root is a file.
+    let (code, err) = run(&mut w.command_with(&[("--staging-root", file.as_ref())]));
+    assert_eq!(code, Some(78), "{err}");
+    // None of these started a poll.
+    assert_eq!(w.server.hits(&feed_path(VERIFIER)), 0);
+}
