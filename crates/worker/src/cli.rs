@@ -176,6 +176,10 @@ pub struct FeedArgs {
     /// independent re-run of another runner's batch names its jobs this way.
     #[arg(long = "job-id", value_name = "ID")]
     pub job_ids: Vec<String>,
+    /// Run only the jobs of shard I of N (the others are reported skipped): first 8 bytes of
+    /// sha256(job_id), big-endian, modulo N, equal to I.
+    #[arg(long, value_name = "I/N", default_value = "0/1")]
+    pub shard: crate::feed::shard::Shard,
     /// Scratch directory for downloads and extraction (default: the system temp dir).
     #[arg(long)]
     pub work_dir: Option<PathBuf>,
@@ -214,7 +218,7 @@ pub struct ServeArgs {
     /// Run only the jobs of shard I of N: first 8 bytes of sha256(job_id), big-endian,
     /// modulo N, equal to I.
     #[arg(long, value_name = "I/N", default_value = "0/1")]
-    pub shard: crate::serve::shard::Shard,
+    pub shard: crate::feed::shard::Shard,
     /// Seconds between polls (each pause is jittered by ±10 %).
     #[arg(long, value_name = "S", default_value_t = 60,
           value_parser = clap::value_parser!(u64).range(1..=86_400))]

@@ -57,5 +57,6 @@ fn feed_config(args: &FeedArgs, quiet: bool) -> Result<(FeedConfig, PathBuf), St
         config.archive_base = base.clone();
     }
     config.progress = !quiet;
+    config.shard = args.shard;
     Ok((config, root))
 }

@@ -70,11 +70,11 @@ fn serve_config(args: &ServeArgs) -> ServeConfig {
     }
     // A service logs through `tracing`; per-download progress lines are for terminals.
     feed.progress = false;
+    feed.shard = args.shard;
     ServeConfig {
         feed,
         state_dir: args.state.clone(),
         poll_interval: Duration::from_secs(args.poll_interval),
-        shard: args.shard,
     }
 }
 

@@ -20,6 +20,7 @@ pub mod runner;
 pub mod sandbox_executor;
 pub mod scratch;
 pub mod select;
+pub mod shard;
 
 pub use report::{FeedReport, JobRow, JobStatus, OmittedJobs, REPORT_SCHEMA_VERSION};
 pub use runner::{

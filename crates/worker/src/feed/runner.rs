@@ -49,6 +49,8 @@ pub struct FeedConfig {
     pub max_jobs: Option<usize>,
     /// When set, only these job ids are run; the rest are reported as skipped.
     pub only_jobs: Option<BTreeSet<String>>,
+    /// Only this shard's jobs are run; the rest are reported as skipped.
+    pub shard: super::shard::Shard,
     /// HTTP bounds.
     pub client_limits: ClientLimits,
     /// Part of the cache identity: a new worker never reuses an old worker's verdicts.
@@ -73,6 +75,7 @@ impl FeedConfig {
             archive_base: DEFAULT_ARCHIVE_BASE.to_owned(),
             max_jobs: None,
             only_jobs: None,
+            shard: super::shard::Shard::default(),
             client_limits: ClientLimits::default(),
             worker_version: env!("CARGO_PKG_VERSION").to_owned(),
             runner_revision: super::output::runner_revision(),
@@ -237,6 +240,22 @@ pub async fn run_feed(
                         JobStatus::Skipped,
                         reason::NOT_REQUESTED,
                         "not one of the --job-id jobs",
+                    )
+                });
+            }
+            keep
+        });
+    }
+    if config.shard != super::shard::Shard::default() {
+        selected.retain(|job| {
+            let keep = config.shard.owns(job.job_id());
+            if !keep {
+                excluded.push(JobStatus::Skipped, reason::OTHER_SHARD, || {
+                    JobRow::new(
+                        job.job_id().to_owned(),
+                        JobStatus::Skipped,
+                        reason::OTHER_SHARD,
+                        "another --shard's job",
                     )
                 });
             }

@@ -45,6 +45,8 @@ pub mod reason {
     pub const MAX_JOBS: &str = "max_jobs";
     /// Not one of the `--job-id` jobs.
     pub const NOT_REQUESTED: &str = "not_requested";
+    /// Another `--shard`'s job.
+    pub const OTHER_SHARD: &str = "other_shard";
 }
 
 /// Selects the jobs to run on `network` from everything fetched (one list per configured

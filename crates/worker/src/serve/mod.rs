@@ -11,8 +11,9 @@
 //! runs the job again.
 
 pub mod ledger;
-pub mod shard;
 pub mod shutdown;
+
+pub use crate::feed::shard;
 
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
@@ -28,7 +29,6 @@ use crate::feed::select::select_jobs;
 use crate::feed::{FeedConfig, JobRow, JobRunner, JobStatus, SandboxJobExecutor, fetch_feeds};
 use crate::sandbox::DockerExecutor;
 use ledger::{Ledger, LedgerError, Polls, RunKind, RunResult};
-use shard::Shard;
 use shutdown::Shutdown;
 
 /// Longest a shutdown may take once signalled: killing and removing the container is
@@ -47,8 +47,6 @@ pub struct ServeConfig {
     pub state_dir: PathBuf,
     /// Seconds between polls (before jitter).
     pub poll_interval: Duration,
-    /// The part of the feed this host serves.
-    pub shard: Shard,
 }
 
 /// Why the service stopped other than by a signal.
@@ -146,7 +144,7 @@ pub async fn serve(
         let mut listed = BTreeSet::new();
         for job in selection.selected {
             let id = job.job_id().to_owned();
-            if !config.shard.owns(&id) {
+            if !feed.shard.owns(&id) {
                 continue;
             }
             listed.insert(id.clone());

@@ -569,6 +569,49 @@ async fn job_ids_run_only_the_named_jobs() {
     assert_eq!(report.exit_code(), ExitCode::Success);
 }
 
+/// `--shard 0/2` and `1/2` on one feed: each job runs in exactly one of them, and the other
+/// reports it skipped (`other_shard`).
+#[tokio::test]
+async fn feed_shards_run_every_job_exactly_once_across_two_runners() {
+    let w = World::new().await;
+    let jobs: Vec<Value> = (1..=6)
+        .map(|round| w.job_with_source(round, &[("a", format!("{round}").as_bytes())]))
+        .collect();
+    w.serve_feed(VERIFIER, &jobs.iter().collect::<Vec<_>>());
+    let exec = FakeExecutor::default();
+    let mut listed = Vec::new();
+    for i in 0..2u64 {
+        let mut config = w.config(&format!("out{i}"));
+        config.cache_dir = None;
+        config.shard = format!("{i}/2").parse().unwrap();
+        let report = run_feed(&config, &exec).await.unwrap();
+        for job in &jobs {
+            let mine = worker::feed::shard::shard_of(&id(job), 2) == i;
+            let r = row(&report, job);
+            if mine {
+                assert_eq!(r.status, JobStatus::CompletedPassed);
+            } else {
+                assert_eq!(r.status, JobStatus::Skipped);
+                assert_eq!(r.reason_code.as_deref(), Some("other_shard"));
+            }
+        }
+        assert_eq!(report.exit_code(), ExitCode::Success);
+        listed.extend(read_candidates(&w.root.join(format!("out{i}"))));
+    }
+    for job in &jobs {
+        assert_eq!(
+            exec.calls(&id(job)),
+            1,
+            "{} ran more or less than once",
+            id(job)
+        );
+    }
+    listed.sort();
+    let mut want: Vec<String> = jobs.iter().map(id).collect();
+    want.sort();
+    assert_eq!(listed, want);
+}
+
 #[tokio::test]
 async fn exit_status_reflects_feed_and_runtime_failures() {
     let w = World::new().await;

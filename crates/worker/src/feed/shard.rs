@@ -1,4 +1,4 @@
-//! `--shard i/n`: a deterministic partition of jobs by id, so n hosts (or an Actions matrix of
+//! `--shard i/n` (`worker feed` and `worker serve`): a deterministic partition of jobs by id, so n hosts (or an Actions matrix of
 //! n) cover one feed without coordinating. Job `id` belongs to shard
 //! `u64::from_be_bytes(sha256(id)[0..8]) mod n`; every host computes the same answer.
 
