@@ -183,8 +183,7 @@ fn rehearse(args: worker::cli::RehearseArgs) -> ExitCode {
         if let Err(error) = executor.cleanup_stale().await {
             tracing::warn!(%error, "could not clean up stale sandbox containers");
         }
-        worker::rehearse_adversarial::rehearse(&executor, prepared, &options, args.adversarial)
-            .await
+        worker::rehearse::rehearse(&executor, prepared, &options, args.adversarial).await
     });
     match result {
         Ok(Ok(report)) => {

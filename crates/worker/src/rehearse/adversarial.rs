@@ -22,14 +22,12 @@ use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 
 use serde::Serialize;
-use serde_json::Value;
 use verifier_sdk::{Sha256Digest, TreeLimits};
 
-use crate::exit::ExitCode;
+use super::report::RunResult;
+use super::run::{Prepared, one_run};
+use super::{RehearseError, RehearseOptions};
 use crate::progress::NoProgress;
-use crate::rehearse::{
-    Prepared, RehearseError, RehearseOptions, Report, RunResult, one_run, report_exit_code,
-};
 use crate::run::RunOptions;
 use crate::sandbox::DockerExecutor;
 use crate::stage::{StageKind, stage_tree, verify_staged};
@@ -162,7 +160,7 @@ pub struct Adversarial {
 }
 
 impl Adversarial {
-    fn bypassed(&self) -> Vec<&str> {
+    pub(super) fn bypassed(&self) -> Vec<&str> {
         self.stubs
             .iter()
             .filter(|s| s.outcome == "bypassed")
@@ -203,81 +201,6 @@ impl Adversarial {
         }
         out
     }
-}
-
-/// A rehearsal report with, for `--adversarial`, its stub runs.
-#[derive(Debug, Clone)]
-pub struct Rehearsed {
-    /// The rehearsal itself; a bypass is added to its problems.
-    pub report: Report,
-    /// The stub runs, when asked for.
-    pub adversarial: Option<Adversarial>,
-}
-
-impl Rehearsed {
-    /// Joins a report and its stub runs.
-    pub fn new(mut report: Report, adversarial: Option<Adversarial>) -> Self {
-        if let Some(adversarial) = &adversarial
-            && adversarial.bypassable
-        {
-            report.problems.push(format!(
-                "a stub solution passes the benchmark ({}): a bounty with this manifest would \
-                 pay a non-solution; make the command judge which tests ran and passed, not \
-                 only the exit status (manifests/README.md)",
-                adversarial.bypassed().join(", ")
-            ));
-        }
-        Self {
-            report,
-            adversarial,
-        }
-    }
-
-    /// The human report, the stub lines last.
-    pub fn human(&self) -> String {
-        let mut out = self.report.human();
-        if let Some(adversarial) = &self.adversarial {
-            out.push_str(&adversarial.human());
-        }
-        out
-    }
-
-    /// The `--json` report, with an `adversarial` object when stubs were run.
-    pub fn to_json(&self) -> Value {
-        let mut json = self.report.to_json();
-        if let (Some(adversarial), Value::Object(map)) = (&self.adversarial, &mut json) {
-            map.insert(
-                "adversarial".into(),
-                serde_json::to_value(adversarial).unwrap_or(Value::Null),
-            );
-        }
-        json
-    }
-
-    /// `rehearse::report_exit_code`, except that a bypassable benchmark is always 4: what a
-    /// stub can pass is not what a bounty needs, whatever the solution did.
-    pub fn exit_code(&self) -> ExitCode {
-        match &self.adversarial {
-            Some(adversarial) if adversarial.bypassable => ExitCode::InvalidInput,
-            _ => report_exit_code(&self.report),
-        }
-    }
-}
-
-/// Runs the rehearsal, then, with `adversarial`, every stub.
-pub async fn rehearse(
-    executor: &DockerExecutor,
-    prepared: Prepared,
-    options: &RehearseOptions,
-    adversarial: bool,
-) -> Result<Rehearsed, RehearseError> {
-    if !adversarial {
-        let report = crate::rehearse::rehearse(executor, prepared, options).await?;
-        return Ok(Rehearsed::new(report, None));
-    }
-    let report = crate::rehearse::rehearse(executor, prepared.clone(), options).await?;
-    let stubs = run_stubs(executor, &prepared, options).await?;
-    Ok(Rehearsed::new(report, Some(stubs)))
 }
 
 /// A stub tree built under the rehearsal's temp dir.
