@@ -95,8 +95,12 @@ fn dispatch(action: Action, quiet: bool) -> ExitCode {
             }
         },
         Action::Feed(args) => feed(args, quiet),
-        Action::Rehearse(args) => rehearse(args),
-        Action::Explain { evidence, json } => explain(&evidence, json),
+        Action::Rehearse(args) => rehearse(args, quiet),
+        Action::Explain {
+            evidence,
+            json,
+            lines,
+        } => explain(&evidence, json, lines),
         Action::Plan {
             request,
             staging_root,
@@ -150,7 +154,7 @@ fn feed(args: worker::cli::FeedArgs, quiet: bool) -> ExitCode {
 }
 
 /// `worker rehearse`; the exit code of a finished report is `Rehearsed::exit_code`.
-fn rehearse(args: worker::cli::RehearseArgs) -> ExitCode {
+fn rehearse(args: worker::cli::RehearseArgs, quiet: bool) -> ExitCode {
     use worker::rehearse::{RehearseError, RehearseOptions};
     let staging_root = match args.staging_root.clone() {
         Some(root) => std::path::absolute(&root).map_err(|e| RehearseError::StagingRoot {
@@ -173,6 +177,8 @@ fn rehearse(args: worker::cli::RehearseArgs) -> ExitCode {
         pull: args.pull,
         rev: args.rev,
         worktree: args.worktree,
+        quiet,
+        log_dir: args.log_dir,
     };
     let prepared = match worker::rehearse::prepare(&options) {
         Ok(prepared) => prepared,
@@ -212,23 +218,29 @@ fn rehearse_error_exit_code(error: &worker::rehearse::RehearseError) -> ExitCode
         RehearseError::Sandbox(worker::sandbox::SandboxError::RuntimeUnavailable(_)) => {
             ExitCode::RuntimeUnavailable
         }
-        RehearseError::StagingRoot { .. } => ExitCode::Config,
+        RehearseError::StagingRoot { .. } | RehearseError::LogDir { .. } => ExitCode::Config,
         RehearseError::Stage { source, .. } => stage_exit_code(source),
         _ => ExitCode::Internal,
     }
 }
 
 /// `worker explain`: exit 0 with the explanation, 4 for an unreadable or unknown record.
-fn explain(path: &std::path::Path, json: bool) -> ExitCode {
+fn explain(path: &std::path::Path, json: bool, lines: Option<usize>) -> ExitCode {
+    use worker::explain::{Shown, explain_shown, terminal_safe, what_ran};
     let evidence = match worker::explain::read_evidence(path) {
         Ok(evidence) => evidence,
         Err(error) => return fail(ExitCode::InvalidInput, &error),
     };
-    let explanation = worker::explain::explain(&evidence);
+    let explanation = explain_shown(&evidence, &Default::default(), Shown::reading(lines));
     if json {
         return print_json(&worker::explain::summary_json(&evidence, &explanation));
     }
-    match write!(std::io::stdout().lock(), "{}", explanation.render("")) {
+    let mut text = explanation.render("");
+    text.push_str("what ran\n");
+    for line in what_ran(&evidence) {
+        text.push_str(&format!("  {}\n", terminal_safe(&line)));
+    }
+    match write!(std::io::stdout().lock(), "{text}") {
         Ok(()) => ExitCode::Success,
         Err(error) => fail(ExitCode::Internal, &error),
     }

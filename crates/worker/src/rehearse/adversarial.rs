@@ -25,10 +25,9 @@ use serde::Serialize;
 use verifier_sdk::{Sha256Digest, TreeLimits};
 
 use super::report::RunResult;
-use super::run::{Prepared, one_run};
+use super::run::{Prepared, Runs, one_run};
 use super::{RehearseError, RehearseOptions};
 use crate::progress::NoProgress;
-use crate::run::RunOptions;
 use crate::sandbox::DockerExecutor;
 use crate::stage::{StageKind, stage_tree, verify_staged};
 
@@ -220,10 +219,11 @@ fn root_error(path: &Path, detail: impl std::fmt::Display) -> RehearseError {
 }
 
 /// Builds, stages and runs every stub, each once in a fresh container.
-pub async fn run_stubs(
+pub(crate) async fn run_stubs(
     executor: &DockerExecutor,
     prepared: &Prepared,
     options: &RehearseOptions,
+    runs: &mut Runs,
 ) -> Result<Adversarial, RehearseError> {
     let root = &options.staging_root;
     let manifest = &prepared.manifest;
@@ -268,10 +268,6 @@ pub async fn run_stubs(
         kept: 0,
     }));
 
-    let run_options = RunOptions {
-        staging_root: root.clone(),
-        pull: options.pull,
-    };
     let mut stubs = Vec::new();
     for (i, tree) in trees.into_iter().enumerate() {
         let Some(tree) = tree else {
@@ -285,7 +281,8 @@ pub async fn run_stubs(
             })?;
         let digest = staged.snapshot.digest;
         let label = format!("rehearse-stub-{i}");
-        let run = one_run(executor, prepared, digest, &run_options, 1, &label).await?;
+        let step = format!("stub {}", tree.name);
+        let run = one_run(executor, prepared, runs, digest, 1, &label, &step).await?;
         stubs.push(StubResult::ran(tree, digest, run));
     }
     let bypassable = stubs.iter().any(|s| s.outcome == "bypassed");

@@ -14,6 +14,7 @@
 
 pub mod adversarial;
 pub mod git;
+pub mod limits;
 pub mod render;
 pub mod report;
 pub mod run;
@@ -63,6 +64,10 @@ pub struct RehearseOptions {
     pub rev: String,
     /// Stage the directories as they are on disk, even inside a git repository.
     pub worktree: bool,
+    /// Show no progress (it is also hidden when stderr is not a terminal).
+    pub quiet: bool,
+    /// Where each run's full output and evidence are written, when given.
+    pub log_dir: Option<PathBuf>,
 }
 
 /// Why a rehearsal could not produce a report.
@@ -135,6 +140,18 @@ pub enum RehearseError {
         /// What is wrong.
         detail: String,
     },
+    /// A tree is over a limit of the manifest; the message names the field, the value, the
+    /// tree's real count and size, its largest directories, and who can do what.
+    #[error("{0}")]
+    TreeLimit(String),
+    /// `--log-dir` could not be written.
+    #[error("log directory {path:?}: {detail}")]
+    LogDir {
+        /// The path that failed.
+        path: PathBuf,
+        /// What went wrong.
+        detail: String,
+    },
     /// The engine failed outside a run (unreachable, or a request failed).
     #[error(transparent)]
     Sandbox(#[from] SandboxError),
@@ -158,8 +175,12 @@ impl RehearseError {
             | Self::Manifest(_)
             | Self::BenchmarkMismatch { .. }
             | Self::PlaceholderImage(_)
+            | Self::TreeLimit(_)
             | Self::Plan(_) => true,
-            Self::StagingRoot { .. } | Self::Sandbox(_) | Self::Evidence(_) => false,
+            Self::StagingRoot { .. }
+            | Self::LogDir { .. }
+            | Self::Sandbox(_)
+            | Self::Evidence(_) => false,
         }
     }
 }

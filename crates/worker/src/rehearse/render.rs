@@ -166,5 +166,11 @@ fn run_block(run: &RunResult) -> String {
     if let Some(path) = &run.evidence_path {
         out.push_str(&format!("{indent}  evidence {}\n", path.display()));
     }
+    if let Some(prefix) = &run.logs {
+        out.push_str(&format!(
+            "{indent}  logs     {}.stdout, .stderr, .evidence.json\n",
+            prefix.display()
+        ));
+    }
     out
 }

@@ -30,6 +30,10 @@ pub struct RunResult {
     /// pass that judged nothing.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub zero_tests: Option<&'static str>,
+    /// With `--log-dir`: the common prefix of the run's `.stdout`, `.stderr` and
+    /// `.evidence.json` files.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub logs: Option<PathBuf>,
 }
 
 /// The summary line of a common test runner that ran no test, if the output has one. A pass
@@ -78,6 +82,8 @@ pub struct Commitments {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Stability {
+    /// One run: nothing to compare (`--repeat` checks it).
+    NotChecked,
     /// Every run had the same status and reason.
     Stable,
     /// At least two runs differ.
@@ -114,6 +120,7 @@ impl Stability {
     /// The wire name.
     pub fn as_str(self) -> &'static str {
         match self {
+            Self::NotChecked => "not_checked",
             Self::Stable => "stable",
             Self::Unstable => "unstable",
         }
@@ -166,7 +173,7 @@ pub struct Report {
     pub sandbox: Isolation,
     /// The solution runs.
     pub runs: Vec<RunResult>,
-    /// Whether the runs agree (only meaningful with more than one run).
+    /// Whether the runs agree; `not_checked` for one run.
     pub stability: Stability,
     /// The base-tree run, when `--base` was given.
     pub base: Option<RunResult>,
@@ -238,8 +245,13 @@ pub(super) fn assemble(
                 .collect();
             problems.push(format!(
                 "the verdict is unstable across fresh containers ({}): the benchmark depends on \
-                 something other than the source",
-                answers.join(", ")
+                 something other than the source. Every run gets the same \
+                 AGENT_BOUNTIES_TEST_SEED={seed} (the manifest's test_seed): seed every random \
+                 choice of the tests from it (Python: \
+                 random.seed(int(os.environ[\"AGENT_BOUNTIES_TEST_SEED\"]))), and do not depend \
+                 on the clock, on ordering or on timing",
+                answers.join(", "),
+                seed = prepared.manifest.test_seed,
             ));
         }
         Verdict::Passed => {}
@@ -252,43 +264,47 @@ pub(super) fn assemble(
              that judges nothing passes every solution; check the test pattern and directory"
         ));
     }
-    let discrimination =
-        base.as_ref().map(
-            |b| match (Verdict::of_status(b.explanation.status), verdict) {
-                (Verdict::Failed, Verdict::Passed) => Discrimination::Discriminates,
-                (Verdict::Passed, _) => {
-                    problems.push(
-                        "the benchmark passes on the base tree: it does not test the change".into(),
-                    );
-                    Discrimination::DoesNotDiscriminate
-                }
-                (Verdict::Failed, _) => {
-                    problems.push(
-                        "the benchmark fails on the base tree, but the solution does not pass it \
+    let discrimination = base.as_ref().map(|b| {
+        match (Verdict::of_status(b.explanation.status), verdict) {
+            (Verdict::Failed, Verdict::Passed) => Discrimination::Discriminates,
+            // A flaky solution says nothing about discrimination: the base tree's one run could
+            // be the flake. The instability is the problem.
+            (_, Verdict::Unstable) | (Verdict::Failed, Verdict::NoVerdict) => {
+                Discrimination::Unknown
+            }
+            (Verdict::Passed, _) => {
+                problems.push(
+                    "the benchmark passes on the base tree: it does not test the change".into(),
+                );
+                Discrimination::DoesNotDiscriminate
+            }
+            (Verdict::Failed, _) => {
+                problems.push(
+                    "the benchmark fails on the base tree, but the solution does not pass it \
                      either"
-                            .into(),
-                    );
-                    Discrimination::DoesNotDiscriminate
-                }
-                _ => {
-                    problems.push(format!(
-                        "the base tree run ended without a verdict ({}): cannot tell whether the \
+                        .into(),
+                );
+                Discrimination::DoesNotDiscriminate
+            }
+            _ => {
+                problems.push(format!(
+                    "the base tree run ended without a verdict ({}): cannot tell whether the \
                      benchmark discriminates",
-                        b.explanation.reason.unwrap_or("unknown")
-                    ));
-                    Discrimination::Unknown
-                }
-            },
-        );
+                    b.explanation.reason.unwrap_or("unknown")
+                ));
+                Discrimination::Unknown
+            }
+        }
+    });
     Report {
         schema_version: REHEARSAL_SCHEMA_VERSION,
         manifest: prepared.manifest.to_ordered_value(),
         commit: prepared.commit,
         sandbox: prepared.sandbox,
-        stability: if stable {
-            Stability::Stable
-        } else {
-            Stability::Unstable
+        stability: match (runs.len(), stable) {
+            (0 | 1, _) => Stability::NotChecked,
+            (_, true) => Stability::Stable,
+            (_, false) => Stability::Unstable,
         },
         runs,
         base,
@@ -373,9 +389,11 @@ mod tests {
                 details: vec![],
                 stdout_tail: None,
                 stderr_tail: None,
+                hits: vec![],
             },
             evidence_path: None,
             zero_tests: None,
+            logs: None,
         }
     }
 
@@ -436,6 +454,33 @@ mod tests {
             "{:?}",
             r.problems
         );
+    }
+
+    #[test]
+    fn one_run_is_not_checked_and_a_flaky_benchmark_is_not_also_non_discriminating() {
+        let (r, c) = code(vec![result(1, "passed", None)], None);
+        assert_eq!((r.stability, c), (Stability::NotChecked, 0));
+        assert_eq!(
+            serde_json::to_value(r.stability).unwrap(),
+            serde_json::json!("not_checked")
+        );
+        for base in ["failed", "passed"] {
+            let (r, c) = code(
+                vec![result(1, "passed", None), result(2, "failed", None)],
+                Some(result(1, base, None)),
+            );
+            assert_eq!(
+                (r.verdict, r.discrimination, c),
+                (Verdict::Unstable, Some(Discrimination::Unknown), 4),
+                "{base}"
+            );
+            assert_eq!(r.problems.len(), 1, "{:?}", r.problems);
+            assert!(
+                r.problems[0].contains("AGENT_BOUNTIES_TEST_SEED=1 (the manifest's test_seed)"),
+                "{:?}",
+                r.problems
+            );
+        }
     }
 
     #[test]

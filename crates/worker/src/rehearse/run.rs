@@ -8,13 +8,15 @@ use serde_json::Value;
 use verifier_sdk::{RunnerManifest, Sha256Digest, TreeLimits, runner_manifest_hash};
 
 use super::adversarial::run_stubs;
+use super::limits::TreeFields;
 use super::report::{Commitments, Rehearsed, Report, RunResult, assemble, zero_tests_ran};
 use super::{MAX_MANIFEST_BYTES, MAX_REPEAT, PLACEHOLDER_DIGEST, RehearseError, RehearseOptions};
-use crate::explain::{Explanation, explain};
+use crate::explain::{Explanation, explain_observed};
 use crate::feed::archive::ArchiveLimits;
-use crate::progress::NoProgress;
+use crate::progress::{StepSink, stderr_steps};
 use crate::run::{RunOptions, STAGING_ROOT_ENV, execute_manifest, spec_for, write_evidence};
 use crate::sandbox::DockerExecutor;
+use crate::sandbox::hits::Hit;
 use crate::sandbox::profile::Isolation;
 use crate::stage::{StageKind, stage_tree};
 
@@ -121,6 +123,7 @@ pub fn prepare(options: &RehearseOptions) -> Result<Prepared, RehearseError> {
     let scratch = tempfile::tempdir()
         .map_err(|e| RehearseError::Plan(format!("creating a temporary directory: {e}")))?;
     let trees = std::cell::RefCell::new(Vec::new());
+    let tree_fields = TreeFields::of(&manifest);
     let (benchmark_archive, source_archive) = (
         ArchiveLimits::benchmark(&manifest),
         ArchiveLimits::source(&manifest),
@@ -140,8 +143,13 @@ pub fn prepare(options: &RehearseOptions) -> Result<Prepared, RehearseError> {
         )
         .map_err(|source| RehearseError::Git { what, source })?;
         trees.borrow_mut().push(origin);
-        stage_tree(kind, &dir, root, limits, &mut NoProgress)
-            .map_err(|source| RehearseError::Stage { what, source })
+        let mut progress = crate::progress::stderr_progress(staging_label(what), options.quiet);
+        stage_tree(kind, &dir, root, limits, progress.as_mut()).map_err(|source| {
+            match super::limits::over_limit(what, &dir, &source, &tree_fields) {
+                Some(message) => RehearseError::TreeLimit(message),
+                None => RehearseError::Stage { what, source },
+            }
+        })
     };
     let benchmark = stage(
         "benchmark",
@@ -188,28 +196,97 @@ pub fn prepare(options: &RehearseOptions) -> Result<Prepared, RehearseError> {
     })
 }
 
+/// The staging progress line's label for a tree.
+fn staging_label(what: &str) -> &'static str {
+    match what {
+        "benchmark" => "staging benchmark",
+        "base" => "staging base",
+        "source" => "staging source",
+        _ => "staging",
+    }
+}
+
+/// What every run of one rehearsal shares: where evidence and logs go, and who hears about
+/// each run as it starts and ends.
+pub(crate) struct Runs {
+    pub(crate) options: RunOptions,
+    log_dir: Option<PathBuf>,
+    steps: Box<dyn StepSink + Send>,
+}
+
+impl Runs {
+    pub(crate) fn new(options: &RehearseOptions) -> Self {
+        Self {
+            options: RunOptions {
+                staging_root: options.staging_root.clone(),
+                pull: options.pull,
+            },
+            log_dir: options.log_dir.clone(),
+            steps: stderr_steps("rehearse", options.quiet),
+        }
+    }
+}
+
+/// Runs `source` once in a fresh container: `label` names its container and log files, `step`
+/// is what the progress line calls it.
 pub(crate) async fn one_run(
     executor: &DockerExecutor,
     prepared: &Prepared,
+    runs: &mut Runs,
     source: Sha256Digest,
-    options: &RunOptions,
+    run: u32,
+    label: &str,
+    step: &str,
+) -> Result<RunResult, RehearseError> {
+    runs.steps.started(step);
+    let result = run_once(executor, prepared, runs, source, run, label).await;
+    match &result {
+        Ok(done) => {
+            let e = &done.explanation;
+            let took = e
+                .duration_ms
+                .map(|ms| format!(" in {}.{} s", ms / 1000, (ms % 1000) / 100))
+                .unwrap_or_default();
+            let hits = match done.explanation.hits.len() {
+                0 => String::new(),
+                n => format!(" ({n} limit hit(s): see the report)"),
+            };
+            runs.steps
+                .finished(step, &format!("{}{took}{hits}", e.label()));
+        }
+        Err(error) => runs.steps.finished(step, &format!("error: {error}")),
+    }
+    result
+}
+
+async fn run_once(
+    executor: &DockerExecutor,
+    prepared: &Prepared,
+    runs: &Runs,
+    source: Sha256Digest,
     run: u32,
     label: &str,
 ) -> Result<RunResult, RehearseError> {
-    let execution = execute_manifest(executor, &prepared.manifest, source, options, label).await?;
+    let manifest = &prepared.manifest;
+    let execution = execute_manifest(executor, manifest, source, &runs.options, label).await?;
     match execution {
         Ok(execution) => {
-            let path = write_evidence(&options.staging_root, &execution.evidence)
+            let path = write_evidence(&runs.options.staging_root, &execution.evidence)
                 .map_err(RehearseError::Evidence)?;
+            let logs = match &runs.log_dir {
+                Some(dir) => Some(write_logs(dir, label, &path, &execution.output)?),
+                None => None,
+            };
             let tails = format!(
                 "{}\n{}",
                 execution.evidence.stdout.tail, execution.evidence.stderr.tail
             );
             Ok(RunResult {
                 run,
-                explanation: explain(&execution.evidence),
+                explanation: explain_observed(&execution.evidence, &execution.observed),
                 evidence_path: Some(path),
                 zero_tests: zero_tests_ran(&tails),
+                logs,
             })
         }
         // Decided before any container existed, so there is no evidence to explain.
@@ -228,53 +305,71 @@ pub(crate) async fn one_run(
                 details: vec![],
                 stdout_tail: None,
                 stderr_tail: None,
+                hits: Vec::<Hit>::new(),
             },
             evidence_path: None,
             zero_tests: None,
+            logs: None,
         }),
     }
 }
 
+/// Writes a run's full output (within the manifest's cap) and a copy of its evidence record
+/// to `dir` as `<label>.stdout`, `<label>.stderr` and `<label>.evidence.json`; returns the
+/// common prefix `dir/<label>`.
+fn write_logs(
+    dir: &Path,
+    label: &str,
+    evidence: &Path,
+    output: &crate::sandbox::streams::FullOutput,
+) -> Result<PathBuf, RehearseError> {
+    let fail = |path: &Path, e: std::io::Error| RehearseError::LogDir {
+        path: path.to_owned(),
+        detail: e.to_string(),
+    };
+    std::fs::create_dir_all(dir).map_err(|e| fail(dir, e))?;
+    let record = std::fs::read(evidence).map_err(|e| fail(evidence, e))?;
+    for (suffix, bytes) in [
+        ("stdout", output.stdout.as_slice()),
+        ("stderr", output.stderr.as_slice()),
+        ("evidence.json", record.as_slice()),
+    ] {
+        let path = dir.join(format!("{label}.{suffix}"));
+        artifact_fs::write_atomic(&path, bytes).map_err(|e| fail(&path, e))?;
+    }
+    Ok(dir.join(label))
+}
+
 /// Runs the solution (`--repeat` times) and the base tree on a prepared manifest and trees.
-pub async fn solution_runs(
+pub(crate) async fn solution_runs(
     executor: &DockerExecutor,
     prepared: Prepared,
     options: &RehearseOptions,
+    runs: &mut Runs,
 ) -> Result<Report, RehearseError> {
-    let run_options = RunOptions {
-        staging_root: options.staging_root.clone(),
-        pull: options.pull,
-    };
-    let mut runs = Vec::new();
+    let mut results = Vec::new();
     for run in 1..=options.repeat {
         let label = format!("rehearse-{run}");
-        runs.push(
-            one_run(
-                executor,
-                &prepared,
-                prepared.commit.source_snapshot_digest,
-                &run_options,
-                run,
-                &label,
-            )
-            .await?,
-        );
+        let step = format!("run {run}/{} of the solution", options.repeat);
+        let source = prepared.commit.source_snapshot_digest;
+        results.push(one_run(executor, &prepared, runs, source, run, &label, &step).await?);
     }
     let base = match prepared.commit.base_snapshot_digest {
         Some(digest) => Some(
             one_run(
                 executor,
                 &prepared,
+                runs,
                 digest,
-                &run_options,
                 1,
                 "rehearse-base",
+                "the base tree run",
             )
             .await?,
         ),
         None => None,
     };
-    Ok(assemble(prepared, runs, base))
+    Ok(assemble(prepared, results, base))
 }
 
 /// Runs the rehearsal, then, with `adversarial`, every stub.
@@ -284,12 +379,13 @@ pub async fn rehearse(
     options: &RehearseOptions,
     adversarial: bool,
 ) -> Result<Rehearsed, RehearseError> {
+    let mut runs = Runs::new(options);
     if !adversarial {
-        let report = solution_runs(executor, prepared, options).await?;
+        let report = solution_runs(executor, prepared, options, &mut runs).await?;
         return Ok(Rehearsed::new(report, None));
     }
-    let report = solution_runs(executor, prepared.clone(), options).await?;
-    let stubs = run_stubs(executor, &prepared, options).await?;
+    let report = solution_runs(executor, prepared.clone(), options, &mut runs).await?;
+    let stubs = run_stubs(executor, &prepared, options, &mut runs).await?;
     Ok(Rehearsed::new(report, Some(stubs)))
 }
 
@@ -309,6 +405,8 @@ mod tests {
                 pull: false,
                 rev: "HEAD".into(),
                 worktree: false,
+                quiet: true,
+                log_dir: None,
             };
             assert!(matches!(prepare(&options), Err(RehearseError::Repeat(_))));
         }

@@ -31,10 +31,10 @@ use super::evidence::{
     ExitFacts, ImageFacts, IsolationEvidence, RequestFacts, ResourceFacts, Timestamps,
 };
 use super::profile::{self, Limits};
-use super::streams::OutputCapture;
+use super::streams::{FullOutput, OutputCapture};
 use super::{
-    InputPhase, LABEL_OWNER, LABEL_RUN_ID, LABEL_VERIFIER, LABEL_WORKER_VERSION, RunHooks,
-    RunReport, SandboxError, SandboxSpec, owner,
+    InputPhase, LABEL_OWNER, LABEL_RUN_ID, LABEL_VERIFIER, LABEL_WORKER_VERSION, PULL_FAILED,
+    RunHooks, RunReport, SandboxError, SandboxSpec, owner,
 };
 
 /// How long to wait for a killed container to stop and for its output to drain.
@@ -148,6 +148,8 @@ struct Ctx<'a> {
     spec: &'a SandboxSpec,
     hooks: &'a dyn RunHooks,
     evidence: EvidenceRecord,
+    observed: super::hits::Observed,
+    output: FullOutput,
 }
 
 impl DockerExecutor {
@@ -269,12 +271,16 @@ impl DockerExecutor {
             spec,
             hooks,
             evidence: self.blank_evidence(spec),
+            observed: super::hits::Observed::default(),
+            output: FullOutput::default(),
         };
         let decision = self.run_phases(&mut ctx).await?;
         ctx.evidence.outcome = decision.clone();
         Ok(RunReport {
             decision,
             evidence: ctx.evidence,
+            observed: ctx.observed,
+            output: ctx.output,
         })
     }
 
@@ -387,6 +393,7 @@ impl DockerExecutor {
     ) -> Result<Result<Option<String>, Decision>, SandboxError> {
         let spec = ctx.spec;
         let mut inspected = self.docker.inspect_image(&spec.image).await;
+        let mut pull_failed = None;
         if spec.pull && matches!(&inspected, Err(e) if is_not_found(e)) {
             // The reference is already checked to be digest-pinned, so this pulls by digest.
             let options = CreateImageOptionsBuilder::default()
@@ -400,17 +407,27 @@ impl DockerExecutor {
                     break;
                 }
             }
-            if let Some(detail) = pull_error {
+            if let Some(detail) = &pull_error {
                 tracing::warn!(image = %spec.image, %detail, "pull by digest failed");
             }
             inspected = self.docker.inspect_image(&spec.image).await;
+            pull_failed = pull_error;
         }
         let image = match inspected {
             Ok(image) => image,
             Err(error) if is_not_found(&error) => {
+                // The engine's reason is what the author can act on (no such digest in the
+                // registry, unreachable registry, denied), not a hint to pass --pull again.
+                let detail = match pull_failed {
+                    Some(reason) => format!(
+                        "image {} is not present; {PULL_FAILED} {reason}",
+                        spec.image
+                    ),
+                    None => format!("image {} is not present", spec.image),
+                };
                 return Ok(Err(Decision::no_verdict(
                     NoVerdictReason::ImageMissing,
-                    format!("image {} is not present", spec.image),
+                    detail,
                 )));
             }
             Err(error @ EngineError::DockerResponseServerError { .. }) => {
@@ -580,6 +597,7 @@ impl DockerExecutor {
             id.to_string(),
             Arc::clone(&resources),
         ));
+        let hit_watch = super::hits::Watch::start(self.docker.clone(), id.to_string());
 
         // The reader runs on its own and always reads to the end: if we stopped reading, the
         // engine's stream copier would block and with it the container's exit handling, so a
@@ -658,9 +676,16 @@ impl DockerExecutor {
             }
         }
         sampler.abort();
+        ctx.observed = hit_watch.stop();
         ctx.evidence.resources = resources.lock().map(|r| r.clone()).unwrap_or_default();
-        ctx.evidence.stdout = stdout.finish();
-        ctx.evidence.stderr = stderr.finish();
+        let (stdout, stdout_full) = stdout.finish_keeping();
+        let (stderr, stderr_full) = stderr.finish_keeping();
+        ctx.evidence.stdout = stdout;
+        ctx.evidence.stderr = stderr;
+        ctx.output = FullOutput {
+            stdout: stdout_full,
+            stderr: stderr_full,
+        };
         ctx.evidence.exit.stopped_by = stopped_by;
 
         match self.record_final_state(ctx, id).await {

@@ -1,0 +1,177 @@
+//! A tree over the manifest's file or byte limit, said in the author's terms: which field, its
+//! value, what the tree really holds, where the bulk is, and who can do what about it.
+
+use std::collections::BTreeMap;
+use std::path::Path;
+
+use verifier_sdk::{DigestError, RunnerManifest};
+
+use crate::explain::AUTHOR_SETS_IT;
+use crate::snapshot::SnapshotError;
+use crate::stage::StageError;
+
+/// Entries counted at most when measuring an oversized tree: enough to name where the bulk is,
+/// bounded so a huge tree cannot make the error itself slow.
+pub const MAX_COUNTED_ENTRIES: u64 = 2_000_000;
+/// Directories named in the message.
+pub const LISTED_DIRECTORIES: usize = 3;
+
+/// The manifest's tree limits, copied out so staging can name them.
+#[derive(Debug, Clone, Copy)]
+pub struct TreeFields {
+    source_files: u64,
+    source_bytes: u64,
+    benchmark_files: u64,
+    benchmark_bytes: u64,
+}
+
+impl TreeFields {
+    /// The limits of `manifest`.
+    pub fn of(manifest: &RunnerManifest) -> Self {
+        Self {
+            source_files: manifest.max_source_files,
+            source_bytes: manifest.max_source_bytes,
+            benchmark_files: manifest.max_benchmark_files,
+            benchmark_bytes: manifest.max_benchmark_bytes,
+        }
+    }
+}
+
+/// The message for `error` when it is a file or byte limit of tree `what` (`source`, `base`
+/// or `benchmark`) staged from `dir`; `None` for any other error.
+pub fn over_limit(
+    what: &str,
+    dir: &Path,
+    error: &StageError,
+    fields: &TreeFields,
+) -> Option<String> {
+    let StageError::Tree(SnapshotError::Tree(digest)) = error else {
+        return None;
+    };
+    let benchmark = what == "benchmark";
+    let (field, value) = match (digest, benchmark) {
+        (DigestError::TooManyFiles { .. }, false) => ("max_source_files", fields.source_files),
+        (DigestError::TooManyBytes { .. }, false) => ("max_source_bytes", fields.source_bytes),
+        (DigestError::TooManyFiles { .. }, true) => ("max_benchmark_files", fields.benchmark_files),
+        (DigestError::TooManyBytes { .. }, true) => ("max_benchmark_bytes", fields.benchmark_bytes),
+        _ => return None,
+    };
+    let by_files = field.ends_with("_files");
+    let measured = measure(dir);
+    let holds = format!(
+        "{}{} files, {} bytes",
+        if measured.complete { "" } else { "at least " },
+        measured.files,
+        measured.bytes
+    );
+    let mut top: Vec<(&String, &(u64, u64))> = measured.directories.iter().collect();
+    top.sort_by_key(|(_, (files, bytes))| {
+        std::cmp::Reverse(if by_files { *files } else { *bytes })
+    });
+    let largest: Vec<String> = top
+        .iter()
+        .take(LISTED_DIRECTORIES)
+        .map(|(name, (files, bytes))| format!("{name} ({files} files, {bytes} bytes)"))
+        .collect();
+    let largest = if largest.is_empty() {
+        String::new()
+    } else {
+        format!("; largest directories: {}", largest.join(", "))
+    };
+    let solver = if benchmark {
+        "the benchmark is the author's own tree: make it smaller, or raise the limit".to_owned()
+    } else {
+        "a solver can only submit a smaller tree (leave out build output, caches, vendored \
+         copies and data the tests do not need)"
+            .to_owned()
+    };
+    Some(format!(
+        "the {what} tree is over {field} = {value} in the runner manifest: it holds {holds}\
+         {largest}; {AUTHOR_SETS_IT}; {solver}"
+    ))
+}
+
+struct Measured {
+    files: u64,
+    bytes: u64,
+    /// Files and bytes under each top-level directory (`name/`).
+    directories: BTreeMap<String, (u64, u64)>,
+    complete: bool,
+}
+
+/// Counts regular files and their bytes under `dir`, per top-level directory, without
+/// following links.
+fn measure(dir: &Path) -> Measured {
+    let mut measured = Measured {
+        files: 0,
+        bytes: 0,
+        directories: BTreeMap::new(),
+        complete: true,
+    };
+    let mut seen = 0u64;
+    for entry in walkdir::WalkDir::new(dir).follow_links(false).min_depth(1) {
+        seen += 1;
+        if seen > MAX_COUNTED_ENTRIES {
+            measured.complete = false;
+            break;
+        }
+        let Ok(entry) = entry else { continue };
+        if !entry.file_type().is_file() {
+            continue;
+        }
+        let size = entry.metadata().map(|m| m.len()).unwrap_or(0);
+        measured.files += 1;
+        measured.bytes = measured.bytes.saturating_add(size);
+        let rel = entry.path().strip_prefix(dir).unwrap_or(entry.path());
+        let mut parts = rel.components();
+        if let (Some(first), Some(_)) = (parts.next(), parts.next()) {
+            let name = format!("{}/", first.as_os_str().to_string_lossy());
+            let slot = measured.directories.entry(name).or_insert((0, 0));
+            slot.0 += 1;
+            slot.1 = slot.1.saturating_add(size);
+        }
+    }
+    measured
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_message_names_the_field_the_real_size_the_bulk_and_who_can_act() {
+        let dir = tempfile::tempdir().unwrap();
+        let d = dir.path();
+        std::fs::create_dir_all(d.join("node_modules/a")).unwrap();
+        for i in 0..5 {
+            std::fs::write(d.join(format!("node_modules/a/{i}.js")), "x".repeat(10)).unwrap();
+        }
+        std::fs::create_dir(d.join("src")).unwrap();
+        std::fs::write(d.join("src/main.py"), "print(1)\n").unwrap();
+        std::fs::write(d.join("README"), "r").unwrap();
+        let fields = TreeFields {
+            source_files: 4,
+            source_bytes: 1000,
+            benchmark_files: 9,
+            benchmark_bytes: 9,
+        };
+        let error = StageError::Tree(SnapshotError::Tree(DigestError::TooManyFiles { limit: 4 }));
+        let text = over_limit("source", d, &error, &fields).unwrap();
+        assert_eq!(
+            text,
+            "the source tree is over max_source_files = 4 in the runner manifest: it holds 7 \
+             files, 60 bytes; largest directories: node_modules/ (5 files, 50 bytes), src/ (1 \
+             files, 9 bytes); only the bounty author can change it (it is committed in \
+             runner_manifest_hash); a solver can only submit a smaller tree (leave out build \
+             output, caches, vendored copies and data the tests do not need)"
+        );
+        let bytes = StageError::Tree(SnapshotError::Tree(DigestError::TooManyBytes { limit: 9 }));
+        assert!(
+            over_limit("benchmark", d, &bytes, &fields)
+                .unwrap()
+                .contains("over max_benchmark_bytes = 9")
+        );
+        let other = StageError::Tree(SnapshotError::Tree(DigestError::TooManyDirectories));
+        assert!(over_limit("source", d, &other, &fields).is_none());
+    }
+}
