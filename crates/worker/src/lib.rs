@@ -8,6 +8,7 @@
 //! the signer to re-check, never a signature or a payment.
 
 pub mod cli;
+pub mod commands;
 pub mod exit;
 pub mod explain;
 pub mod feed;
@@ -17,6 +18,7 @@ pub mod run;
 pub mod sandbox;
 pub mod snapshot;
 pub mod stage;
+pub mod staging_root;
 
 pub use snapshot::snapshot_directory;
 pub use stage::{StageError, StageKind, StagedTree, VerifyError, stage_tree, verify_staged};

@@ -30,7 +30,7 @@ pub use report::{
     Commitments, Discrimination, Rehearsed, Report, RunResult, Stability, Verdict,
     report_exit_code, zero_tests_ran,
 };
-pub use run::{Prepared, default_staging_root, prepare, rehearse};
+pub use run::{Prepared, prepare, rehearse};
 
 /// Schema of the `--json` report; bump on any change of shape or meaning.
 pub const REHEARSAL_SCHEMA_VERSION: &str = "agent-bounties/regression-rehearsal-v1";
