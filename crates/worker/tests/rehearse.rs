@@ -1200,6 +1200,32 @@ fn a_tree_over_max_source_files_names_the_field_its_real_size_and_largest_direct
         ran.stderr
             .contains("a solver can only submit a smaller tree")
     );
+
+    // The same tree committed in a git repository is refused while its archive is extracted,
+    // with the same words (measured on the directory, `.git` left out).
+    let git = |args: &[&str]| {
+        let out = Command::new("git")
+            .arg("-C")
+            .arg(&source)
+            .args(["-c", "user.email=t@example.invalid", "-c", "user.name=t"])
+            .args(args)
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "git {args:?}");
+    };
+    git(&["init", "-q"]);
+    git(&["add", "-A"]);
+    git(&["commit", "-q", "-m", "big"]);
+    let ran = r.rehearse(&source, &fixture("example/benchmark"), &manifest, &[]);
+    assert_eq!(ran.code, 4, "{}{}", ran.stdout, ran.stderr);
+    assert!(
+        ran.stderr.contains(
+            "the source tree is over max_source_files = 3 in the runner manifest: it holds 5 \
+             files, 27 bytes; largest directories: vendor/ (4 files, 24 bytes)"
+        ),
+        "{}",
+        ran.stderr
+    );
 }
 
 /// `cmd` run on a pseudo-terminal (`script`), so the worker's stderr is a terminal; returns

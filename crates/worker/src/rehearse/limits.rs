@@ -6,7 +6,9 @@ use std::path::Path;
 
 use verifier_sdk::{DigestError, RunnerManifest};
 
+use super::git::GitTreeError;
 use crate::explain::AUTHOR_SETS_IT;
+use crate::feed::archive::ArchiveError;
 use crate::snapshot::SnapshotError;
 use crate::stage::StageError;
 
@@ -37,24 +39,53 @@ impl TreeFields {
     }
 }
 
-/// The message for `error` when it is a file or byte limit of tree `what` (`source`, `base`
-/// or `benchmark`) staged from `dir`; `None` for any other error.
-pub fn over_limit(
-    what: &str,
-    dir: &Path,
-    error: &StageError,
-    fields: &TreeFields,
-) -> Option<String> {
-    let StageError::Tree(SnapshotError::Tree(digest)) = error else {
-        return None;
-    };
+/// Which of a tree's two limits was passed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Limit {
+    /// The file count.
+    Files,
+    /// The total file bytes.
+    Bytes,
+}
+
+/// The limit a staging error is about, if it is one.
+pub fn stage_limit(error: &StageError) -> Option<Limit> {
+    match error {
+        StageError::Tree(SnapshotError::Tree(DigestError::TooManyFiles { .. })) => {
+            Some(Limit::Files)
+        }
+        StageError::Tree(SnapshotError::Tree(DigestError::TooManyBytes { .. })) => {
+            Some(Limit::Bytes)
+        }
+        _ => None,
+    }
+}
+
+/// The limit an archive extraction error is about, if it is one (a tree in a git repository
+/// is extracted under the same limits before it is staged).
+pub fn archive_limit(error: &GitTreeError) -> Option<Limit> {
+    match error {
+        GitTreeError::Archive {
+            source: ArchiveError::TooManyFiles { .. },
+            ..
+        } => Some(Limit::Files),
+        GitTreeError::Archive {
+            source: ArchiveError::TreeTooLarge { .. },
+            ..
+        } => Some(Limit::Bytes),
+        _ => None,
+    }
+}
+
+/// The message for tree `what` (`source`, `base` or `benchmark`), read from `dir`, over
+/// `limit`.
+pub fn over_limit(what: &str, dir: &Path, limit: Limit, fields: &TreeFields) -> String {
     let benchmark = what == "benchmark";
-    let (field, value) = match (digest, benchmark) {
-        (DigestError::TooManyFiles { .. }, false) => ("max_source_files", fields.source_files),
-        (DigestError::TooManyBytes { .. }, false) => ("max_source_bytes", fields.source_bytes),
-        (DigestError::TooManyFiles { .. }, true) => ("max_benchmark_files", fields.benchmark_files),
-        (DigestError::TooManyBytes { .. }, true) => ("max_benchmark_bytes", fields.benchmark_bytes),
-        _ => return None,
+    let (field, value) = match (limit, benchmark) {
+        (Limit::Files, false) => ("max_source_files", fields.source_files),
+        (Limit::Bytes, false) => ("max_source_bytes", fields.source_bytes),
+        (Limit::Files, true) => ("max_benchmark_files", fields.benchmark_files),
+        (Limit::Bytes, true) => ("max_benchmark_bytes", fields.benchmark_bytes),
     };
     let by_files = field.ends_with("_files");
     let measured = measure(dir);
@@ -85,10 +116,10 @@ pub fn over_limit(
          copies and data the tests do not need)"
             .to_owned()
     };
-    Some(format!(
+    format!(
         "the {what} tree is over {field} = {value} in the runner manifest: it holds {holds}\
          {largest}; {AUTHOR_SETS_IT}; {solver}"
-    ))
+    )
 }
 
 struct Measured {
@@ -109,7 +140,13 @@ fn measure(dir: &Path) -> Measured {
         complete: true,
     };
     let mut seen = 0u64;
-    for entry in walkdir::WalkDir::new(dir).follow_links(false).min_depth(1) {
+    // A repository's own `.git` is never part of the tree a bounty commits.
+    let walk = walkdir::WalkDir::new(dir)
+        .follow_links(false)
+        .min_depth(1)
+        .into_iter()
+        .filter_entry(|e| e.file_name() != ".git");
+    for entry in walk {
         seen += 1;
         if seen > MAX_COUNTED_ENTRIES {
             measured.complete = false;
@@ -156,7 +193,7 @@ mod tests {
             benchmark_bytes: 9,
         };
         let error = StageError::Tree(SnapshotError::Tree(DigestError::TooManyFiles { limit: 4 }));
-        let text = over_limit("source", d, &error, &fields).unwrap();
+        let text = over_limit("source", d, stage_limit(&error).unwrap(), &fields);
         assert_eq!(
             text,
             "the source tree is over max_source_files = 4 in the runner manifest: it holds 7 \
@@ -166,12 +203,17 @@ mod tests {
              output, caches, vendored copies and data the tests do not need)"
         );
         let bytes = StageError::Tree(SnapshotError::Tree(DigestError::TooManyBytes { limit: 9 }));
+        assert_eq!(stage_limit(&bytes), Some(Limit::Bytes));
         assert!(
-            over_limit("benchmark", d, &bytes, &fields)
-                .unwrap()
+            over_limit("benchmark", d, Limit::Bytes, &fields)
                 .contains("over max_benchmark_bytes = 9")
         );
         let other = StageError::Tree(SnapshotError::Tree(DigestError::TooManyDirectories));
-        assert!(over_limit("source", d, &other, &fields).is_none());
+        assert!(stage_limit(&other).is_none());
+        let archive = GitTreeError::Archive {
+            revision: "r".into(),
+            source: ArchiveError::TooManyFiles { limit: 4 },
+        };
+        assert_eq!(archive_limit(&archive), Some(Limit::Files));
     }
 }

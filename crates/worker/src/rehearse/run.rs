@@ -8,7 +8,7 @@ use serde_json::Value;
 use verifier_sdk::{RunnerManifest, Sha256Digest, TreeLimits, runner_manifest_hash};
 
 use super::adversarial::run_stubs;
-use super::limits::TreeFields;
+use super::limits::{TreeFields, over_limit};
 use super::report::{Commitments, Rehearsed, Report, RunResult, assemble, zero_tests_ran};
 use super::{MAX_MANIFEST_BYTES, MAX_REPEAT, PLACEHOLDER_DIGEST, RehearseError, RehearseOptions};
 use crate::explain::{Explanation, explain_observed};
@@ -86,12 +86,17 @@ pub fn prepare(options: &RehearseOptions) -> Result<Prepared, RehearseError> {
             scratch.path(),
             archive_limits,
         )
-        .map_err(|source| RehearseError::Git { what, source })?;
+        .map_err(|source| match super::limits::archive_limit(&source) {
+            Some(limit) => RehearseError::TreeLimit(over_limit(what, dir, limit, &tree_fields)),
+            None => RehearseError::Git { what, source },
+        })?;
         trees.borrow_mut().push(origin);
         let mut progress = crate::progress::stderr_progress(staging_label(what), options.quiet);
         stage_tree(kind, &dir, root, limits, progress.as_mut()).map_err(|source| {
-            match super::limits::over_limit(what, &dir, &source, &tree_fields) {
-                Some(message) => RehearseError::TreeLimit(message),
+            match super::limits::stage_limit(&source) {
+                Some(limit) => {
+                    RehearseError::TreeLimit(over_limit(what, &dir, limit, &tree_fields))
+                }
                 None => RehearseError::Stage { what, source },
             }
         })
