@@ -397,7 +397,24 @@ pub fn what_ran(evidence: &EvidenceRecord) -> Vec<String> {
     ));
     if let Some(isolation) = &evidence.isolation {
         for mount in &isolation.requested.mounts {
-            rows.push(("mount", format!("{} from {}", mount.target, mount.source)));
+            // Staged trees live at `<root>/<kind>/sha256/<hex>`: the path names the digest.
+            let digest = std::path::Path::new(&mount.source)
+                .file_name()
+                .and_then(|hex| hex.to_str())
+                .filter(|hex| hex.len() == 64 && hex.bytes().all(|b| b.is_ascii_hexdigit()))
+                .map(|hex| format!("sha256:{hex}"));
+            let name = match mount.target.as_str() {
+                "/workspace" => "source",
+                "/benchmark" => "benchmark",
+                _ => "mount",
+            };
+            rows.push((
+                name,
+                match digest {
+                    Some(digest) => format!("{digest} at {} ({})", mount.target, mount.source),
+                    None => format!("{} from {}", mount.target, mount.source),
+                },
+            ));
         }
     }
     rows.push((

@@ -1358,13 +1358,23 @@ fn log_dir_keeps_every_runs_full_output_and_explain_shows_what_ran_and_a_passing
         "  image     127.0.0.1:5000/verifier-busybox@sha256:",
         "  image id  sha256:",
         "  command   [\"/benchmark/run.sh\"]",
+        "  source    sha256:",
+        "  benchmark sha256:",
         "  started   ",
         "  finished  ",
         "  engine    ",
     ] {
         assert!(out.contains(row), "{row:?} not in {out}");
     }
+    for (row, digest) in [
+        ("source   ", &report["commit"]["source_snapshot_digest"]),
+        ("benchmark", &report["commit"]["benchmark_digest"]),
+    ] {
+        let line = format!("  {row} {} at ", digest.as_str().unwrap());
+        assert!(out.contains(&line), "{line:?} not in {out}");
+    }
     let three = explain(&["--lines", "3", evidence]).stdout;
+
     assert!(
         three.contains("| line 98\n") && !three.contains("| line 97\n"),
         "{three}"
