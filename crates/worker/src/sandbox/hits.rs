@@ -91,6 +91,13 @@ impl HitKind {
 /// words. `pids_limit` and `tmpfs_bytes` are the manifest's values, for the message.
 pub fn hits(observed: &Observed, output: &str, pids_limit: u64, tmpfs_bytes: u64) -> Vec<Hit> {
     let author = crate::explain::AUTHOR_SETS_IT;
+    // Why a counter did not show it: the poll ran but missed it, or nothing was polled (no
+    // access to the container's /proc entry, or an evidence record, which keeps no counters).
+    let unseen = if observed.watched {
+        "the run ended between two reads of the kernel's counters"
+    } else {
+        "the kernel's counters were not read for this run"
+    };
     let mut hits = Vec::new();
     let words = |patterns: &[&'static str]| patterns.iter().copied().find(|p| output.contains(p));
 
@@ -120,9 +127,8 @@ pub fn hits(observed: &Observed, output: &str, pids_limit: u64, tmpfs_bytes: u64
             kind: HitKind::PidsLimit,
             certainty: Certainty::Likely,
             message: format!(
-                "likely hit: the output says {said:?}, which is what a refused fork looks like; \
-                 the kernel's counter was not seen (the run ended between two reads, or it \
-                 could not be read): {pids_line}"
+                "likely hit: the output says {said:?}, which is what a refused fork looks like \
+                 ({unseen}): {pids_line}"
             ),
         });
     }
@@ -147,8 +153,7 @@ pub fn hits(observed: &Observed, output: &str, pids_limit: u64, tmpfs_bytes: u64
             certainty: Certainty::Likely,
             message: format!(
                 "likely hit: the output says {said:?}; the writable places are the /tmp and \
-                 /tmp/home tmpfs, and no full one was seen (the run ended between two reads, or \
-                 it could not be read): {tmpfs_line}"
+                 /tmp/home tmpfs ({unseen}): {tmpfs_line}"
             ),
         });
     }
@@ -190,8 +195,7 @@ pub fn hits(observed: &Observed, output: &str, pids_limit: u64, tmpfs_bytes: u64
             certainty: Certainty::Likely,
             message: format!(
                 "likely hit: the output says {said:?}, which is what a network attempt looks \
-                 like here; no unroutable packet was counted (the run ended between two reads, \
-                 or the counter could not be read): {network_line}"
+                 like here ({unseen}): {network_line}"
             ),
         });
     }
@@ -414,6 +418,21 @@ mod tests {
             "{found:?}"
         );
         assert_eq!(found.len(), 2);
+        assert!(
+            found[0]
+                .message
+                .contains("(the kernel's counters were not read for this run)"),
+            "{found:?}"
+        );
+        let watched = Observed {
+            watched: true,
+            ..Observed::default()
+        };
+        assert!(
+            hits(&watched, words, 16, 1)[0]
+                .message
+                .contains("(the run ended between two reads of the kernel's counters)")
+        );
         assert!(hits(&Observed::default(), "all 3 tests passed", 16, 1).is_empty());
     }
 }
