@@ -168,6 +168,10 @@ pub struct FeedArgs {
     /// Reuse completed verdicts from this cache directory.
     #[arg(long)]
     pub cache_dir: Option<PathBuf>,
+    /// Run only the job with this id (repeatable); every other job is reported skipped. An
+    /// independent re-run of another runner's batch names its jobs this way.
+    #[arg(long = "job-id", value_name = "ID")]
+    pub job_ids: Vec<String>,
     /// Scratch directory for downloads and extraction (default: the system temp dir).
     #[arg(long)]
     pub work_dir: Option<PathBuf>,

@@ -139,33 +139,39 @@ fn measure(dir: &Path) -> Measured {
         directories: BTreeMap::new(),
         complete: true,
     };
+    // Depth first, without following links; a repository's own `.git` is never part of the
+    // tree a bounty commits.
+    let mut pending = vec![(dir.to_path_buf(), None::<String>)];
     let mut seen = 0u64;
-    // A repository's own `.git` is never part of the tree a bounty commits.
-    let walk = walkdir::WalkDir::new(dir)
-        .follow_links(false)
-        .min_depth(1)
-        .into_iter()
-        .filter_entry(|e| e.file_name() != ".git");
-    for entry in walk {
-        seen += 1;
-        if seen > MAX_COUNTED_ENTRIES {
-            measured.complete = false;
-            break;
-        }
-        let Ok(entry) = entry else { continue };
-        if !entry.file_type().is_file() {
+    while let Some((path, top)) = pending.pop() {
+        let Ok(entries) = std::fs::read_dir(&path) else {
             continue;
-        }
-        let size = entry.metadata().map(|m| m.len()).unwrap_or(0);
-        measured.files += 1;
-        measured.bytes = measured.bytes.saturating_add(size);
-        let rel = entry.path().strip_prefix(dir).unwrap_or(entry.path());
-        let mut parts = rel.components();
-        if let (Some(first), Some(_)) = (parts.next(), parts.next()) {
-            let name = format!("{}/", first.as_os_str().to_string_lossy());
-            let slot = measured.directories.entry(name).or_insert((0, 0));
-            slot.0 += 1;
-            slot.1 = slot.1.saturating_add(size);
+        };
+        for entry in entries.flatten() {
+            seen += 1;
+            if seen > MAX_COUNTED_ENTRIES {
+                measured.complete = false;
+                return measured;
+            }
+            let Ok(meta) = entry.path().symlink_metadata() else {
+                continue;
+            };
+            let name = entry.file_name().to_string_lossy().into_owned();
+            if meta.is_dir() {
+                if top.is_none() && name == ".git" {
+                    continue;
+                }
+                let top = top.clone().unwrap_or_else(|| format!("{name}/"));
+                pending.push((entry.path(), Some(top)));
+            } else if meta.is_file() {
+                measured.files += 1;
+                measured.bytes = measured.bytes.saturating_add(meta.len());
+                if let Some(top) = &top {
+                    let slot = measured.directories.entry(top.clone()).or_insert((0, 0));
+                    slot.0 += 1;
+                    slot.1 = slot.1.saturating_add(meta.len());
+                }
+            }
         }
     }
     measured

@@ -36,79 +36,7 @@ impl Report {
                 origin.line(),
             );
         }
-        let s = &self.sandbox;
-        let m = &self.manifest;
-        let num = |k: &str| m.get(k).and_then(Value::as_u64).unwrap_or(0);
-        out.push_str("sandbox\n");
-        row(
-            &mut out,
-            "image",
-            m.get("image").and_then(Value::as_str).unwrap_or(""),
-        );
-        row(
-            &mut out,
-            "platform",
-            m.get("platform").and_then(Value::as_str).unwrap_or(""),
-        );
-        row(
-            &mut out,
-            "command",
-            serde_json::to_string(&s.entrypoint).unwrap_or_default(),
-        );
-        row(
-            &mut out,
-            "workdir / user",
-            format!("{} as {}", s.working_dir, s.user),
-        );
-        row(&mut out, "timeout", format!("{} s", num("timeout_seconds")));
-        row(
-            &mut out,
-            "cpu / memory / pids",
-            format!(
-                "{} millicores / {} MiB, no swap / {}",
-                num("cpu_millis"),
-                num("memory_bytes") >> 20,
-                s.pids_limit
-            ),
-        );
-        row(
-            &mut out,
-            "output cap",
-            format!("{} bytes (stdout+stderr)", num("max_output_bytes")),
-        );
-        row(&mut out, "network", &s.network_mode);
-        let mounts: Vec<String> = s
-            .mounts
-            .iter()
-            .map(|b| format!("{} {}", b.target, if b.read_only { "ro" } else { "rw" }))
-            .collect();
-        row(&mut out, "mounts", mounts.join(", "));
-        let tmpfs: Vec<&str> = s.tmpfs.keys().map(String::as_str).collect();
-        row(
-            &mut out,
-            "filesystem",
-            format!(
-                "root {}; tmpfs {} ({} MiB each)",
-                if s.readonly_rootfs {
-                    "read-only"
-                } else {
-                    "writable"
-                },
-                tmpfs.join(", "),
-                num("tmpfs_bytes") >> 20
-            ),
-        );
-        row(
-            &mut out,
-            "privileges",
-            format!(
-                "cap_drop {}; {}; init {}",
-                s.cap_drop.join(","),
-                s.security_opt.join(", "),
-                s.init
-            ),
-        );
-        row(&mut out, "env", s.env.join(" "));
+        self.sandbox_rows(&mut out);
         out.push_str(&format!("solution runs ({})\n", self.runs.len()));
         for run in &self.runs {
             out.push_str(&run_block(run));
@@ -143,6 +71,83 @@ impl Report {
         // Runs' output is already escaped by `render`; the manifest's argv, env and image and
         // the problems are author-controlled text too.
         crate::explain::terminal_safe(&out)
+    }
+
+    /// The `sandbox` section: the container exactly as it will be created.
+    fn sandbox_rows(&self, out: &mut String) {
+        let s = &self.sandbox;
+        let m = &self.manifest;
+        let num = |k: &str| m.get(k).and_then(Value::as_u64).unwrap_or(0);
+        out.push_str("sandbox\n");
+        row(
+            out,
+            "image",
+            m.get("image").and_then(Value::as_str).unwrap_or(""),
+        );
+        row(
+            out,
+            "platform",
+            m.get("platform").and_then(Value::as_str).unwrap_or(""),
+        );
+        row(
+            out,
+            "command",
+            serde_json::to_string(&s.entrypoint).unwrap_or_default(),
+        );
+        row(
+            out,
+            "workdir / user",
+            format!("{} as {}", s.working_dir, s.user),
+        );
+        row(out, "timeout", format!("{} s", num("timeout_seconds")));
+        row(
+            out,
+            "cpu / memory / pids",
+            format!(
+                "{} millicores / {} MiB, no swap / {}",
+                num("cpu_millis"),
+                num("memory_bytes") >> 20,
+                s.pids_limit
+            ),
+        );
+        row(
+            out,
+            "output cap",
+            format!("{} bytes (stdout+stderr)", num("max_output_bytes")),
+        );
+        row(out, "network", &s.network_mode);
+        let mounts: Vec<String> = s
+            .mounts
+            .iter()
+            .map(|b| format!("{} {}", b.target, if b.read_only { "ro" } else { "rw" }))
+            .collect();
+        row(out, "mounts", mounts.join(", "));
+        let tmpfs: Vec<&str> = s.tmpfs.keys().map(String::as_str).collect();
+        row(
+            out,
+            "filesystem",
+            format!(
+                "root {}; tmpfs {} ({} MiB each)",
+                if s.readonly_rootfs {
+                    "read-only"
+                } else {
+                    "writable"
+                },
+                tmpfs.join(", "),
+                num("tmpfs_bytes") >> 20
+            ),
+        );
+        row(
+            out,
+            "privileges",
+            format!(
+                "cap_drop {}; {}; init {}",
+                s.cap_drop.join(","),
+                s.security_opt.join(", "),
+                s.init
+            ),
+        );
+        row(out, "env", s.env.join(" "));
     }
 }
 
