@@ -77,6 +77,15 @@ fn main() -> ExitCode {
     let cli = match Cli::try_parse() {
         Ok(c) => c,
         Err(e) => {
+            if e.use_stderr() && cli_support::json_requested(std::env::args_os().skip(1)) {
+                let text = e.to_string();
+                let first = text.lines().next().unwrap_or_default();
+                json_error(
+                    true,
+                    exit::USAGE,
+                    first.strip_prefix("error: ").unwrap_or(first),
+                );
+            }
             let _ = e.print();
             return ExitCode::from(if e.use_stderr() {
                 exit::USAGE
@@ -89,7 +98,11 @@ fn main() -> ExitCode {
     let key = match (args.key_env, args.key_file) {
         (Some(name), None) => KeySource::Env(name),
         (None, Some(path)) => KeySource::File(path),
-        _ => return ExitCode::from(exit::USAGE),
+        _ => {
+            let message = "give exactly one of --key-env and --key-file";
+            eprintln!("keeper: {message}");
+            return ExitCode::from(json_error(args.json, exit::USAGE, message));
+        }
     };
     let cfg = RelayConfig {
         candidates: args.candidates,
@@ -135,7 +148,25 @@ fn main() -> ExitCode {
         }
         Err(e) => {
             eprintln!("keeper: {e}");
-            ExitCode::from(e.exit_code())
+            ExitCode::from(json_error(args.json, e.exit_code(), &e.to_string()))
         }
     }
+}
+
+/// Under `--json`, the error object on stdout as well as the stderr line (see
+/// `cli_support::error_json`); returns `code`.
+fn json_error(json: bool, code: u8, message: &str) -> u8 {
+    if json {
+        let name = match code {
+            exit::SUCCESS => "success",
+            exit::USAGE => "usage",
+            exit::NOT_SETTLED => "not_settled",
+            exit::INVALID_INPUT => "invalid_input",
+            exit::UNAVAILABLE => "unavailable",
+            exit::CONFIG => "config",
+            _ => "internal",
+        };
+        cli_support::print_error_json(name, code, message);
+    }
+    code
 }

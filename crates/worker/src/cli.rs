@@ -55,6 +55,11 @@ pub struct Cli {
     #[arg(long, value_name = "PATH")]
     pub evidence: Option<PathBuf>,
 
+    /// With --run-regression: write an in-toto Statement v1 (test-result predicate) of the
+    /// verdict to this path; nothing is written without a verdict.
+    #[arg(long, value_name = "FILE")]
+    pub in_toto: Option<PathBuf>,
+
     /// Subcommands.
     #[command(subcommand)]
     pub command: Option<Command>,
@@ -82,6 +87,14 @@ pub enum Command {
     /// Rehearse a runner manifest on local trees, with no job and no chain: the digests a
     /// bounty would commit, the exact sandbox, and the verdict explained.
     Rehearse(RehearseArgs),
+    /// Print the shell completion script for bash, zsh or fish (and elvish, powershell).
+    Completions(crate::completions::CompletionsArgs),
+    /// Write a request file ({"job": …}) for `plan` and --run-regression from a source digest
+    /// and a runner manifest; its bounty is a local placeholder that no chain knows.
+    Request(crate::request::RequestArgs),
+    /// Remove staged trees and evidence records older than an age from a staging store,
+    /// keeping any tree a container mounts.
+    Gc(crate::gc::GcArgs),
     /// Explain an evidence record (from --run-regression --evidence, rehearse, or the store).
     Explain {
         /// The evidence record file.
@@ -200,6 +213,8 @@ pub enum Action {
         pull: bool,
         /// Extra copy of the evidence record.
         evidence: Option<PathBuf>,
+        /// Where to write the in-toto statement of a verdict.
+        in_toto: Option<PathBuf>,
     },
     /// `--validate-regression-candidate`.
     ValidateCandidate {
@@ -210,6 +225,12 @@ pub enum Action {
     Feed(FeedArgs),
     /// `rehearse`.
     Rehearse(RehearseArgs),
+    /// `gc`.
+    Gc(crate::gc::GcArgs),
+    /// `request`.
+    Request(crate::request::RequestArgs),
+    /// `completions`.
+    Completions(crate::completions::CompletionsArgs),
     /// `explain`.
     Explain {
         /// The evidence record.
@@ -230,16 +251,13 @@ pub enum Action {
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum UsageError {
     /// No mode flag was given.
-    #[error(
-        "no mode given (try --snapshot-directory, --stage-regression-input, --run-regression, \
-         --validate-regression-candidate or plan; see --help)"
-    )]
+    #[error("no mode given; the modes are {} (see --help)", mode_list())]
     NoMode,
     /// A mode flag and a subcommand were both given.
     #[error("give either a mode flag or a subcommand, not both")]
     ModeAndSubcommand,
-    /// `--pull` or `--evidence` without `--run-regression`.
-    #[error("--pull and --evidence only apply to --run-regression")]
+    /// `--pull`, `--evidence` or `--in-toto` without `--run-regression`.
+    #[error("--pull, --evidence and --in-toto only apply to --run-regression")]
     RunOnly,
     /// A flag got the wrong number of values.
     #[error("--{flag} takes {expected} values")]
@@ -297,9 +315,10 @@ impl Cli {
                 request,
                 pull: self.pull,
                 evidence: self.evidence,
+                in_toto: self.in_toto,
             });
         }
-        if self.pull || self.evidence.is_some() {
+        if self.pull || self.evidence.is_some() || self.in_toto.is_some() {
             return Err(UsageError::RunOnly);
         }
         if let Some(request) = self.validate_regression_candidate {
@@ -315,10 +334,36 @@ impl Cli {
             }),
             Some(Command::Feed(args)) => Ok(Action::Feed(args)),
             Some(Command::Rehearse(args)) => Ok(Action::Rehearse(args)),
+            Some(Command::Gc(args)) => Ok(Action::Gc(args)),
+            Some(Command::Request(args)) => Ok(Action::Request(args)),
+            Some(Command::Completions(args)) => Ok(Action::Completions(args)),
             Some(Command::Explain { evidence, json }) => Ok(Action::Explain { evidence, json }),
             None => Err(UsageError::NoMode),
         }
     }
+}
+
+/// Every mode, from the clap definition itself so the list cannot fall behind it: the mode
+/// flags, then the subcommands.
+pub fn mode_list() -> String {
+    use clap::CommandFactory;
+    let mut command = Cli::command();
+    // Building merges each argument's `group = "mode"` into the group's list.
+    command.build();
+    let mode_ids: Vec<_> = command
+        .get_groups()
+        .filter(|g| g.get_id() == "mode")
+        .flat_map(|g| g.get_args().cloned().collect::<Vec<_>>())
+        .collect();
+    let flags = command
+        .get_arguments()
+        .filter(|a| mode_ids.contains(a.get_id()))
+        .filter_map(|a| a.get_long().map(|l| format!("--{l}")));
+    let subcommands = command
+        .get_subcommands()
+        .map(|c| c.get_name().to_owned())
+        .filter(|name| name != "help");
+    flags.chain(subcommands).collect::<Vec<_>>().join(", ")
 }
 
 fn exactly<const N: usize>(
@@ -474,6 +519,28 @@ mod tests {
                 json: false
             }
         );
+    }
+
+    #[test]
+    fn a_bare_worker_lists_every_mode() {
+        let message = parse(&[]).unwrap_err();
+        for mode in [
+            "--snapshot-directory",
+            "--stage-regression-input",
+            "--run-regression",
+            "--validate-regression-candidate",
+            "plan",
+            "feed",
+            "rehearse",
+            "explain",
+            "request",
+            "gc",
+        ] {
+            assert!(message.contains(mode), "{mode} missing from: {message}");
+        }
+        for sub in Cli::command().get_subcommands() {
+            assert!(message.contains(sub.get_name()), "{message}");
+        }
     }
 
     #[test]

@@ -8,13 +8,18 @@
 //! the signer to re-check, never a signature or a payment.
 
 pub mod cli;
+pub mod completions;
 pub mod exit;
 pub mod explain;
 pub mod feed;
+pub mod gc;
+pub mod interrupt;
+pub mod intoto;
 pub mod progress;
 pub mod rehearse;
 pub mod rehearse_adversarial;
 pub mod rehearse_git;
+pub mod request;
 pub mod run;
 pub mod sandbox;
 pub mod snapshot;

@@ -13,6 +13,7 @@
 //! - 1: writing into the store failed, or an internal error. Nothing was published.
 
 use std::io::Write;
+use std::sync::atomic::{AtomicBool, Ordering};
 
 use clap::Parser;
 use verifier_sdk::{NoVerdictReason, RunOutput};
@@ -27,8 +28,25 @@ use worker::stage::{StageError, stage_tree};
 
 fn main() -> std::process::ExitCode {
     cli_support::restore_sigpipe();
+    let json = cli_support::json_requested(std::env::args_os().skip(1));
+    JSON_ERRORS.store(json, Ordering::Relaxed);
     // clap prints its own message and exits with 2 (usage) or 0 (help, version).
-    let cli = Cli::parse();
+    let cli = match Cli::try_parse() {
+        Ok(cli) => cli,
+        Err(error) => {
+            if json && error.use_stderr() {
+                let text = error.to_string();
+                let first = text.lines().next().unwrap_or_default();
+                let message = first.strip_prefix("error: ").unwrap_or(first);
+                cli_support::print_error_json(
+                    ExitCode::Usage.as_str(),
+                    ExitCode::Usage.code(),
+                    message,
+                );
+            }
+            error.exit()
+        }
+    };
     init_logging();
     let quiet = cli.quiet;
     let code = match cli.action() {
@@ -63,19 +81,27 @@ fn dispatch(action: Action, quiet: bool) -> ExitCode {
             request,
             pull,
             evidence,
+            in_toto,
         } => {
             let root = match run::staging_root_from_env() {
                 Ok(root) => root,
                 Err(error) => return fail(ExitCode::Config, &error),
             };
-            let result = block_on(run::run_regression_command(
-                &request,
-                root,
-                pull,
-                evidence.as_deref(),
+            let result = block_on(worker::interrupt::run_interruptible(
+                run::run_regression_command(&request, root, pull, evidence.as_deref()),
             ));
+            let result = match result {
+                Ok(Ok(done)) => Ok(done),
+                Ok(Err(stopped)) => return interrupted(&stopped, "the run"),
+                Err(error) => Err(error),
+            };
             match result {
                 Ok(Ok(done)) => {
+                    if let Some(path) = &in_toto
+                        && let Err(error) = worker::intoto::write_for_run(path, &done)
+                    {
+                        return fail(ExitCode::Internal, &error);
+                    }
                     let code = outcome_exit_code(&done.output);
                     match print_json(&done.output) {
                         ExitCode::Success => code,
@@ -89,7 +115,11 @@ fn dispatch(action: Action, quiet: bool) -> ExitCode {
         Action::ValidateCandidate { request } => match run::validate_candidate_command(&request) {
             Ok(check) => print_json(&check),
             Err(error) => {
-                let refusal = serde_json::json!({"valid": false, "error": error.to_string()});
+                let refusal = serde_json::json!({
+                    "schema_version": run::CANDIDATE_CHECK_SCHEMA_VERSION,
+                    "valid": false,
+                    "error": error.to_string(),
+                });
                 let _ = print_json(&refusal);
                 fail(ExitCode::InvalidInput, &error)
             }
@@ -97,6 +127,12 @@ fn dispatch(action: Action, quiet: bool) -> ExitCode {
         Action::Feed(args) => feed(args, quiet),
         Action::Rehearse(args) => rehearse(args),
         Action::Explain { evidence, json } => explain(&evidence, json),
+        Action::Gc(args) => gc(&args),
+        Action::Request(args) => request(&args),
+        Action::Completions(args) => {
+            worker::completions::write_completions(args.shell, &mut std::io::stdout().lock());
+            ExitCode::Success
+        }
         Action::Plan {
             request,
             staging_root,
@@ -122,7 +158,7 @@ fn feed(args: worker::cli::FeedArgs, quiet: bool) -> ExitCode {
         Err(error) => return fail(ExitCode::Config, &error),
     };
     let json = args.json;
-    let result = block_on(async move {
+    let result = block_on(worker::interrupt::run_interruptible(async move {
         let executor = match worker::sandbox::DockerExecutor::connect().await {
             Ok(executor) => executor,
             Err(error) => return Err((ExitCode::RuntimeUnavailable, error.to_string())),
@@ -134,7 +170,14 @@ fn feed(args: worker::cli::FeedArgs, quiet: bool) -> ExitCode {
         run_feed(&config.0, &job_executor)
             .await
             .map_err(|e| (e.exit_code(), e.to_string()))
-    });
+    }));
+    let result = match result {
+        Ok(Ok(done)) => Ok(done),
+        Ok(Err(stopped)) => {
+            return interrupted(&stopped, "the feed run (no further job was started)");
+        }
+        Err(error) => Err(error),
+    };
     match result {
         Ok(Ok(report)) => {
             eprint!("{}", report.human_summary());
@@ -178,14 +221,19 @@ fn rehearse(args: worker::cli::RehearseArgs) -> ExitCode {
         Ok(prepared) => prepared,
         Err(error) => return fail(rehearse_error_exit_code(&error), &error),
     };
-    let result = block_on(async {
+    let result = block_on(worker::interrupt::run_interruptible(async {
         let executor = DockerExecutor::connect().await?;
         if let Err(error) = executor.cleanup_stale().await {
             tracing::warn!(%error, "could not clean up stale sandbox containers");
         }
         worker::rehearse_adversarial::rehearse(&executor, prepared, &options, args.adversarial)
             .await
-    });
+    }));
+    let result = match result {
+        Ok(Ok(done)) => Ok(done),
+        Ok(Err(stopped)) => return interrupted(&stopped, "the rehearsal (no report)"),
+        Err(error) => Err(error),
+    };
     match result {
         Ok(Ok(report)) => {
             let written = if args.json {
@@ -206,6 +254,11 @@ fn rehearse(args: worker::cli::RehearseArgs) -> ExitCode {
     }
 }
 
+/// Prints what a signal interrupted and returns its exit code (130 or 143).
+fn interrupted(stopped: &worker::interrupt::Stopped, what: &str) -> ExitCode {
+    fail(stopped.signal.exit_code(), &stopped.message(what))
+}
+
 fn rehearse_error_exit_code(error: &worker::rehearse::RehearseError) -> ExitCode {
     use worker::rehearse::RehearseError;
     match error {
@@ -216,6 +269,55 @@ fn rehearse_error_exit_code(error: &worker::rehearse::RehearseError) -> ExitCode
         RehearseError::StagingRoot { .. } => ExitCode::Config,
         RehearseError::Stage { source, .. } => stage_exit_code(source),
         _ => ExitCode::Internal,
+    }
+}
+
+/// `worker request`: 0 with the request written, 4 when it would not be a valid job.
+fn request(args: &worker::request::RequestArgs) -> ExitCode {
+    let request = match worker::request::request_command(args, run::now_unix()) {
+        Ok(request) => request,
+        Err(error) => return fail(ExitCode::InvalidInput, &error),
+    };
+    match &args.out {
+        None => print_json(&request),
+        Some(path) => {
+            let written = serde_json::to_vec_pretty(&request)
+                .map_err(std::io::Error::other)
+                .and_then(|bytes| artifact_fs::write_atomic(path, &bytes));
+            match written {
+                Ok(()) => ExitCode::Success,
+                Err(error) => fail(
+                    ExitCode::Internal,
+                    &format_args!("writing {path:?}: {error}"),
+                ),
+            }
+        }
+    }
+}
+
+/// `worker gc`: 0 when everything old and unused was removed, 1 when some entry could not
+/// be, 5 without an engine to ask which trees are in use, 78 for an unusable root.
+fn gc(args: &worker::gc::GcArgs) -> ExitCode {
+    use worker::gc::GcCommandError;
+    let report = match block_on(worker::gc::gc_command(args)) {
+        Ok(Ok(report)) => report,
+        Ok(Err(error @ GcCommandError::Engine(_))) => {
+            return fail(ExitCode::RuntimeUnavailable, &error);
+        }
+        Ok(Err(error)) => return fail(ExitCode::Config, &error),
+        Err(error) => return fail(ExitCode::Internal, &error),
+    };
+    let written = if args.json {
+        print_json(&report)
+    } else {
+        match write!(std::io::stdout().lock(), "{}", report.human()) {
+            Ok(()) => ExitCode::Success,
+            Err(error) => fail(ExitCode::Internal, &error),
+        }
+    };
+    match written {
+        ExitCode::Success if !report.failed.is_empty() => ExitCode::Internal,
+        other => other,
     }
 }
 
@@ -334,8 +436,15 @@ fn print_json(value: &impl serde::Serialize) -> ExitCode {
     }
 }
 
+/// Set when the command line has `--json`: failures then also print the error object on
+/// stdout, so a caller parsing stdout always gets JSON.
+static JSON_ERRORS: AtomicBool = AtomicBool::new(false);
+
 fn fail(code: ExitCode, error: &dyn std::fmt::Display) -> ExitCode {
     eprintln!("worker: error: {error}");
+    if JSON_ERRORS.load(Ordering::Relaxed) {
+        cli_support::print_error_json(code.as_str(), code.code(), &error.to_string());
+    }
     code
 }
 

@@ -374,6 +374,8 @@ pub struct RunCommandOutput {
     pub output: RunOutput,
     /// The content-addressed evidence record, when the run got far enough to have one.
     pub evidence_path: Option<PathBuf>,
+    /// The job's id, once the job validated.
+    pub job_id: Option<String>,
 }
 
 /// The staging root from [`STAGING_ROOT_ENV`]; it must be absolute so a relative path can
@@ -390,6 +392,7 @@ fn no_verdict(reason: NoVerdictReason, detail: &str) -> RunCommandOutput {
     RunCommandOutput {
         output: RunOutput::NoVerdict(NoVerdictOutcome::new(reason, detail)),
         evidence_path: None,
+        job_id: None,
     }
 }
 
@@ -442,6 +445,7 @@ pub async fn run_regression_command(
             return Ok(RunCommandOutput {
                 output: RunOutput::NoVerdict(no),
                 evidence_path: None,
+                job_id: Some(job.job_id().to_owned()),
             });
         }
         Err(SandboxError::RuntimeUnavailable(error)) => {
@@ -465,12 +469,15 @@ pub async fn run_regression_command(
     Ok(RunCommandOutput {
         output: run.output,
         evidence_path: Some(path),
+        job_id: Some(job.job_id().to_owned()),
     })
 }
 
 /// The result of `--validate-regression-candidate`.
 #[derive(Debug, Clone, serde::Serialize)]
 pub struct CandidateCheck {
+    /// [`CANDIDATE_CHECK_SCHEMA_VERSION`].
+    pub schema_version: &'static str,
     /// Always true here; a refusal is an error.
     pub valid: bool,
     /// `passed` or `failed`.
@@ -517,6 +524,7 @@ pub fn validate_candidate_command(request: &Path) -> Result<CandidateCheck, Vali
         verifier_sdk::revalidate_outcome(get("job"), get("current_job"), get("outcome"), now)?
     };
     Ok(CandidateCheck {
+        schema_version: CANDIDATE_CHECK_SCHEMA_VERSION,
         valid: true,
         verdict: checked.outcome.verdict(),
         response_hash: checked.outcome.response_hash(),
@@ -537,6 +545,11 @@ pub enum PlanError {
     #[error("manifest does not fit the engine: {0}")]
     Limits(String),
 }
+
+/// Schema id of `worker plan`'s output.
+pub const PLAN_SCHEMA_VERSION: &str = "agent-bounties/worker-plan-v1";
+/// Schema id of `--validate-regression-candidate`'s output.
+pub const CANDIDATE_CHECK_SCHEMA_VERSION: &str = "agent-bounties/worker-candidate-check-v1";
 
 /// `worker plan`: the exact container configuration a request would get, without running.
 /// The image's own `PATH` is added at run time from the image config; everything else is here.
@@ -563,6 +576,7 @@ pub fn plan_command(request: &Path, staging_root: &Path) -> Result<Value, PlanEr
     );
     let isolation = crate::sandbox::plan(&spec).map_err(PlanError::Limits)?;
     Ok(serde_json::json!({
+        "schema_version": PLAN_SCHEMA_VERSION,
         "job_id": job.job_id(),
         "image": manifest.image,
         "platform": manifest.platform,
