@@ -249,7 +249,7 @@ mod tests {
     use verifier_sdk::fixtures::{NOW, valid_job};
     use verifier_sdk::{ExecutionFacts, validate_job};
 
-    fn outcome(exit_code: i64) -> (String, Outcome) {
+    fn sample_outcome(exit_code: i64) -> (String, Outcome) {
         let job = validate_job(&valid_job(), NOW).unwrap();
         let d = |c: char| {
             format!("sha256:{}", c.to_string().repeat(64))
@@ -269,7 +269,7 @@ mod tests {
 
     #[test]
     fn statement_names_subjects_result_configuration_and_evidence() {
-        let (job_id, outcome) = outcome(1);
+        let (job_id, outcome) = sample_outcome(1);
         let evidence = EvidenceAddress::of_record(&serde_json::json!({"a": 1}), "candidate-x.json");
         let s = test_result_statement(&job_id, &outcome, &evidence);
         let v = serde_json::to_value(&s).unwrap();
@@ -301,7 +301,7 @@ mod tests {
         let back: Statement = serde_json::from_value(v).unwrap();
         assert_eq!(back, s);
         assert_eq!(
-            test_result_statement(&job_id, &outcome(0).1, &evidence)
+            test_result_statement(&job_id, &sample_outcome(0).1, &evidence)
                 .predicate
                 .result,
             TestResultKind::Passed

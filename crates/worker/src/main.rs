@@ -87,13 +87,12 @@ fn dispatch(action: Action, quiet: bool) -> ExitCode {
                 Ok(root) => root,
                 Err(error) => return fail(ExitCode::Config, &error),
             };
-            let result = block_on(worker::interrupt::run_interruptible(
+            let result = match block_on_interruptible(
                 run::run_regression_command(&request, root, pull, evidence.as_deref()),
-            ));
-            let result = match result {
-                Ok(Ok(done)) => Ok(done),
-                Ok(Err(stopped)) => return interrupted(&stopped, "the run"),
-                Err(error) => Err(error),
+                "the run",
+            ) {
+                Ok(result) => result,
+                Err(code) => return code,
             };
             match result {
                 Ok(Ok(done)) => {
@@ -158,7 +157,7 @@ fn feed(args: worker::cli::FeedArgs, quiet: bool) -> ExitCode {
         Err(error) => return fail(ExitCode::Config, &error),
     };
     let json = args.json;
-    let result = block_on(worker::interrupt::run_interruptible(async move {
+    let result = block_on_interruptible(async move {
         let executor = match worker::sandbox::DockerExecutor::connect().await {
             Ok(executor) => executor,
             Err(error) => return Err((ExitCode::RuntimeUnavailable, error.to_string())),
@@ -170,13 +169,10 @@ fn feed(args: worker::cli::FeedArgs, quiet: bool) -> ExitCode {
         run_feed(&config.0, &job_executor)
             .await
             .map_err(|e| (e.exit_code(), e.to_string()))
-    }));
+    }, "the feed run (no further job was started)");
     let result = match result {
-        Ok(Ok(done)) => Ok(done),
-        Ok(Err(stopped)) => {
-            return interrupted(&stopped, "the feed run (no further job was started)");
-        }
-        Err(error) => Err(error),
+        Ok(result) => result,
+        Err(code) => return code,
     };
     match result {
         Ok(Ok(report)) => {
@@ -221,18 +217,17 @@ fn rehearse(args: worker::cli::RehearseArgs) -> ExitCode {
         Ok(prepared) => prepared,
         Err(error) => return fail(rehearse_error_exit_code(&error), &error),
     };
-    let result = block_on(worker::interrupt::run_interruptible(async {
+    let result = block_on_interruptible(async {
         let executor = DockerExecutor::connect().await?;
         if let Err(error) = executor.cleanup_stale().await {
             tracing::warn!(%error, "could not clean up stale sandbox containers");
         }
         worker::rehearse_adversarial::rehearse(&executor, prepared, &options, args.adversarial)
             .await
-    }));
+    }, "the rehearsal (no report)");
     let result = match result {
-        Ok(Ok(done)) => Ok(done),
-        Ok(Err(stopped)) => return interrupted(&stopped, "the rehearsal (no report)"),
-        Err(error) => Err(error),
+        Ok(result) => result,
+        Err(code) => return code,
     };
     match result {
         Ok(Ok(report)) => {
@@ -254,9 +249,17 @@ fn rehearse(args: worker::cli::RehearseArgs) -> ExitCode {
     }
 }
 
-/// Prints what a signal interrupted and returns its exit code (130 or 143).
-fn interrupted(stopped: &worker::interrupt::Stopped, what: &str) -> ExitCode {
-    fail(stopped.signal.exit_code(), &stopped.message(what))
+/// [`block_on`] for the modes that run containers: on SIGINT/SIGTERM the work is dropped, this
+/// process's containers removed, what was interrupted printed, and `Err(130 or 143)` returned.
+fn block_on_interruptible<F: std::future::Future>(
+    future: F,
+    what: &str,
+) -> Result<Result<F::Output, std::io::Error>, ExitCode> {
+    match block_on(worker::interrupt::run_interruptible(future)) {
+        Ok(Ok(Ok(output))) => Ok(Ok(output)),
+        Ok(Ok(Err(stopped))) => Err(fail(stopped.signal.exit_code(), &stopped.message(what))),
+        Ok(Err(error)) | Err(error) => Ok(Err(error)),
+    }
 }
 
 fn rehearse_error_exit_code(error: &worker::rehearse::RehearseError) -> ExitCode {

@@ -73,11 +73,13 @@ fn render(command: clap::Command, pages: &mut BTreeMap<String, Vec<u8>>) -> std:
         if sub.get_name() == "help" {
             continue;
         }
-        let full = format!("{name}-{}", sub.get_name());
+        // clap takes `&'static str` names without its `string` feature; a chore binary that
+        // renders a handful of pages and exits can leak them.
+        let full: &'static str = Box::leak(format!("{name}-{}", sub.get_name()).into_boxed_str());
         let sub = sub
             .clone()
-            .name(full.clone())
-            .version(command.get_version().unwrap_or_default().to_owned());
+            .name(full)
+            .version(env!("CARGO_PKG_VERSION"));
         let mut bytes = Vec::new();
         clap_mangen::Man::new(sub).render(&mut bytes)?;
         pages.insert(format!("{full}.1"), bytes);
