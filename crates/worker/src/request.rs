@@ -142,7 +142,7 @@ pub fn local_job(
                 "kind": "github_commit",
                 "repository": "local/benchmark",
                 "commit": "0000000000000000000000000000000000000000",
-                "subdirectory": ""
+                "subdirectory": "."
             },
             "runner_manifest": manifest
         },
