@@ -157,19 +157,22 @@ fn feed(args: worker::cli::FeedArgs, quiet: bool) -> ExitCode {
         Err(error) => return fail(ExitCode::Config, &error),
     };
     let json = args.json;
-    let result = block_on_interruptible(async move {
-        let executor = match worker::sandbox::DockerExecutor::connect().await {
-            Ok(executor) => executor,
-            Err(error) => return Err((ExitCode::RuntimeUnavailable, error.to_string())),
-        };
-        if let Err(error) = executor.cleanup_stale().await {
-            tracing::warn!(%error, "could not clean up stale sandbox containers");
-        }
-        let job_executor = SandboxJobExecutor::new(executor, config.1, args.pull);
-        run_feed(&config.0, &job_executor)
-            .await
-            .map_err(|e| (e.exit_code(), e.to_string()))
-    }, "the feed run (no further job was started)");
+    let result = block_on_interruptible(
+        async move {
+            let executor = match worker::sandbox::DockerExecutor::connect().await {
+                Ok(executor) => executor,
+                Err(error) => return Err((ExitCode::RuntimeUnavailable, error.to_string())),
+            };
+            if let Err(error) = executor.cleanup_stale().await {
+                tracing::warn!(%error, "could not clean up stale sandbox containers");
+            }
+            let job_executor = SandboxJobExecutor::new(executor, config.1, args.pull);
+            run_feed(&config.0, &job_executor)
+                .await
+                .map_err(|e| (e.exit_code(), e.to_string()))
+        },
+        "the feed run (no further job was started)",
+    );
     let result = match result {
         Ok(result) => result,
         Err(code) => return code,
@@ -217,14 +220,17 @@ fn rehearse(args: worker::cli::RehearseArgs) -> ExitCode {
         Ok(prepared) => prepared,
         Err(error) => return fail(rehearse_error_exit_code(&error), &error),
     };
-    let result = block_on_interruptible(async {
-        let executor = DockerExecutor::connect().await?;
-        if let Err(error) = executor.cleanup_stale().await {
-            tracing::warn!(%error, "could not clean up stale sandbox containers");
-        }
-        worker::rehearse_adversarial::rehearse(&executor, prepared, &options, args.adversarial)
-            .await
-    }, "the rehearsal (no report)");
+    let result = block_on_interruptible(
+        async {
+            let executor = DockerExecutor::connect().await?;
+            if let Err(error) = executor.cleanup_stale().await {
+                tracing::warn!(%error, "could not clean up stale sandbox containers");
+            }
+            worker::rehearse_adversarial::rehearse(&executor, prepared, &options, args.adversarial)
+                .await
+        },
+        "the rehearsal (no report)",
+    );
     let result = match result {
         Ok(result) => result,
         Err(code) => return code,

@@ -116,10 +116,17 @@ fn interrupt(mut child: Child, signal: &str) -> (Ended, String, u32) {
 }
 
 fn assert_stopped_cleanly(ended: &Ended, container: &str, pid: u32, signal: &str, code: i32) {
-    assert_eq!(ended.code, Some(code), "{}", ended.stderr);
+    assert_eq!(
+        ended.code,
+        Some(code),
+        "exit code; stderr: {}",
+        ended.stderr
+    );
     assert!(
-        ended.stderr.contains(&format!("interrupted by {signal}")),
-        "{}",
+        ended
+            .stderr
+            .contains(&format!("interrupted by SIG{signal}")),
+        "no message: {}",
         ended.stderr
     );
     assert!(

@@ -76,10 +76,7 @@ fn render(command: clap::Command, pages: &mut BTreeMap<String, Vec<u8>>) -> std:
         // clap takes `&'static str` names without its `string` feature; a chore binary that
         // renders a handful of pages and exits can leak them.
         let full: &'static str = Box::leak(format!("{name}-{}", sub.get_name()).into_boxed_str());
-        let sub = sub
-            .clone()
-            .name(full)
-            .version(env!("CARGO_PKG_VERSION"));
+        let sub = sub.clone().name(full).version(env!("CARGO_PKG_VERSION"));
         let mut bytes = Vec::new();
         clap_mangen::Man::new(sub).render(&mut bytes)?;
         pages.insert(format!("{full}.1"), bytes);
