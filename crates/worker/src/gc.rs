@@ -61,11 +61,13 @@ pub enum GcCommandError {
 /// `worker gc`: the root from the flag, the environment or the rehearsal default; the trees
 /// containers mount from the engine (no engine, no removal); then [`collect`].
 pub async fn gc_command(args: &GcArgs) -> Result<GcReport, GcCommandError> {
-    let root = match &args.staging_root {
-        Some(root) => std::path::absolute(root).map_err(|e| GcCommandError::Root(e.to_string()))?,
-        None => crate::rehearse::default_staging_root()
-            .map_err(|e| GcCommandError::Root(e.to_string()))?,
-    };
+    // The same root a rehearsal without --staging-root would have used, so `worker gc` alone
+    // cleans the store `worker rehearse` alone fills.
+    let root = crate::staging_root::resolve(
+        args.staging_root.as_deref(),
+        crate::staging_root::Fallback::PrivateTemp,
+    )
+    .map_err(|e| GcCommandError::Root(e.to_string()))?;
     let executor = crate::sandbox::DockerExecutor::connect()
         .await
         .map_err(|e| GcCommandError::Engine(e.to_string()))?;

@@ -227,7 +227,10 @@ pub fn write_statement(path: &Path, statement: &Statement) -> std::io::Result<Pa
 /// `--run-regression --in-toto FILE`: writes the statement of a verdict. A run without a
 /// verdict has nothing to attest, so nothing is written (and a statement left at `path` by an
 /// earlier run is not touched: it names its own evidence).
-pub fn write_for_run(path: &Path, run: &crate::run::RunCommandOutput) -> Result<(), String> {
+pub fn write_for_run(
+    path: &Path,
+    run: &crate::commands::run_regression::RunCommandOutput,
+) -> Result<(), String> {
     let verifier_sdk::RunOutput::Verdict(outcome) = &run.output else {
         tracing::warn!("no verdict, so no in-toto statement was written");
         return Ok(());

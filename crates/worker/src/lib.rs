@@ -8,6 +8,7 @@
 //! the signer to re-check, never a signature or a payment.
 
 pub mod cli;
+pub mod commands;
 pub mod completions;
 pub mod exit;
 pub mod explain;
@@ -15,15 +16,16 @@ pub mod feed;
 pub mod gc;
 pub mod interrupt;
 pub mod intoto;
+pub mod local_request;
 pub mod progress;
 pub mod rehearse;
 pub mod rehearse_adversarial;
 pub mod rehearse_git;
-pub mod request;
 pub mod run;
 pub mod sandbox;
 pub mod snapshot;
 pub mod stage;
+pub mod staging_root;
 
 pub use snapshot::snapshot_directory;
 pub use stage::{StageError, StageKind, StagedTree, VerifyError, stage_tree, verify_staged};

@@ -75,7 +75,7 @@ pub fn request_command(args: &RequestArgs, now_unix: u64) -> Result<Value, Reque
         detail,
     };
     let metadata = std::fs::metadata(&args.manifest).map_err(|e| read(e.to_string()))?;
-    if metadata.len() > crate::run::MAX_REQUEST_BYTES {
+    if metadata.len() > crate::commands::request::MAX_REQUEST_BYTES {
         return Err(read("larger than a manifest can be".into()));
     }
     let bytes = std::fs::read(&args.manifest).map_err(|e| read(e.to_string()))?;
