@@ -47,15 +47,40 @@ impl Interrupted {
 pub async fn until_interrupted<F: Future>(
     work: F,
 ) -> std::io::Result<Result<F::Output, Interrupted>> {
-    let mut interrupt = signal(SignalKind::interrupt())?;
+    // A SIGINT this process was started with ignored (`worker … &` from a script, `nohup`)
+    // stays ignored, as shells do: a Ctrl-C meant for the foreground must not stop it.
+    let mut interrupt = if inherited_ignored(libc::SIGINT) {
+        None
+    } else {
+        Some(signal(SignalKind::interrupt())?)
+    };
     let mut terminate = signal(SignalKind::terminate())?;
+    let interrupted = async {
+        match interrupt.as_mut() {
+            Some(interrupt) => interrupt.recv().await,
+            None => std::future::pending().await,
+        }
+    };
     tokio::select! {
         // Biased toward the work: when it finished at the same moment, its result stands.
         biased;
         output = work => Ok(Ok(output)),
-        _ = interrupt.recv() => Ok(Err(Interrupted::Interrupt)),
+        _ = interrupted => Ok(Err(Interrupted::Interrupt)),
         _ = terminate.recv() => Ok(Err(Interrupted::Terminate)),
     }
+}
+
+/// Whether `signo` was ignored when this process started, from `SigIgn` in /proc/self/status
+/// (read before any handler of ours is installed; unreadable counts as not ignored).
+fn inherited_ignored(signo: i32) -> bool {
+    let Ok(status) = std::fs::read_to_string("/proc/self/status") else {
+        return false;
+    };
+    status
+        .lines()
+        .find_map(|line| line.strip_prefix("SigIgn:"))
+        .and_then(|mask| u64::from_str_radix(mask.trim(), 16).ok())
+        .is_some_and(|mask| signo >= 1 && mask & (1 << (signo - 1)) != 0)
 }
 
 /// A run ended by a signal, after its containers were dealt with.
@@ -104,4 +129,16 @@ pub async fn run_interruptible<F: Future>(work: F) -> std::io::Result<Result<F::
         Err(e) => Err(e.to_string()),
     };
     Ok(Err(Stopped { signal, removed }))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_default_signal_is_not_reported_as_inherited_ignored() {
+        // The test harness starts with SIGTERM at its default action.
+        assert!(!inherited_ignored(libc::SIGTERM));
+        assert!(!inherited_ignored(0));
+    }
 }
