@@ -1,14 +1,17 @@
 //! `keeper`: parses the command line, runs the relay, maps the result to an exit code.
 
+#![warn(clippy::too_many_lines, clippy::needless_pass_by_value)]
+
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Duration;
 
 use clap::{Args, Parser, Subcommand};
 use keeper::KeySource;
+use keeper::RelayConfig;
+use keeper::exit::ExitCode as Exit;
 use keeper::fees::FeeCaps;
 use keeper::relay::WaitPolicy;
-use keeper::{RelayConfig, exit};
 
 #[derive(Parser)]
 #[command(
@@ -66,9 +69,17 @@ struct RelayArgs {
     /// Seconds to wait for the receipt and confirmations before reporting `pending`.
     #[arg(long, default_value_t = 180, value_parser = clap::value_parser!(u64).range(1..=3600))]
     receipt_timeout: u64,
+    /// Blocks a sent transaction may stay unmined before the keeper replaces it (same nonce,
+    /// fees bumped by at least the replacement minimum, never above the caps).
+    #[arg(long, default_value_t = 10, value_parser = clap::value_parser!(u64).range(1..=10_000))]
+    replace_after_blocks: u64,
     /// Print the JSON report on stdout.
     #[arg(long)]
     json: bool,
+}
+
+fn exit(code: Exit) -> ExitCode {
+    ExitCode::from(code.code())
 }
 
 fn main() -> ExitCode {
@@ -82,15 +93,15 @@ fn main() -> ExitCode {
                 let first = text.lines().next().unwrap_or_default();
                 json_error(
                     true,
-                    exit::USAGE,
+                    Exit::Usage,
                     first.strip_prefix("error: ").unwrap_or(first),
                 );
             }
             let _ = e.print();
-            return ExitCode::from(if e.use_stderr() {
-                exit::USAGE
+            return exit(if e.use_stderr() {
+                Exit::Usage
             } else {
-                exit::SUCCESS
+                Exit::Success
             });
         }
     };
@@ -101,7 +112,7 @@ fn main() -> ExitCode {
         _ => {
             let message = "give exactly one of --key-env and --key-file";
             eprintln!("keeper: {message}");
-            return ExitCode::from(json_error(args.json, exit::USAGE, message));
+            return exit(json_error(args.json, Exit::Usage, message));
         }
     };
     let cfg = RelayConfig {
@@ -120,6 +131,7 @@ fn main() -> ExitCode {
             confirmations: args.confirmations,
             timeout: Duration::from_secs(args.receipt_timeout),
             poll: Duration::from_millis(500),
+            replace_after_blocks: args.replace_after_blocks,
         },
     };
     let runtime = match tokio::runtime::Builder::new_multi_thread()
@@ -129,7 +141,7 @@ fn main() -> ExitCode {
         Ok(r) => r,
         Err(e) => {
             eprintln!("keeper: cannot start the async runtime: {e}");
-            return ExitCode::from(exit::INTERNAL);
+            return exit(Exit::Internal);
         }
     };
     match runtime.block_on(keeper::run(&cfg)) {
@@ -140,7 +152,7 @@ fn main() -> ExitCode {
                     Ok(text) => println!("{text}"),
                     Err(e) => {
                         eprintln!("keeper: cannot encode the report: {e}");
-                        return ExitCode::from(exit::INTERNAL);
+                        return exit(Exit::Internal);
                     }
                 }
             }
@@ -148,25 +160,25 @@ fn main() -> ExitCode {
         }
         Err(e) => {
             eprintln!("keeper: {e}");
-            ExitCode::from(json_error(args.json, e.exit_code(), &e.to_string()))
+            exit(json_error(args.json, e.exit_code(), &e.to_string()))
         }
     }
 }
 
 /// Under `--json`, the error object on stdout as well as the stderr line (see
 /// `cli_support::error_json`); returns `code`.
-fn json_error(json: bool, code: u8, message: &str) -> u8 {
+fn json_error(json: bool, code: Exit, message: &str) -> Exit {
     if json {
         let name = match code {
-            exit::SUCCESS => "success",
-            exit::USAGE => "usage",
-            exit::NOT_SETTLED => "not_settled",
-            exit::INVALID_INPUT => "invalid_input",
-            exit::UNAVAILABLE => "unavailable",
-            exit::CONFIG => "config",
-            _ => "internal",
+            Exit::Success => "success",
+            Exit::Internal => "internal",
+            Exit::Usage => "usage",
+            Exit::NotSettled => "not_settled",
+            Exit::InvalidInput => "invalid_input",
+            Exit::Unavailable => "unavailable",
+            Exit::Config => "config",
         };
-        cli_support::print_error_json(name, code, message);
+        cli_support::print_error_json(name, code.code(), message);
     }
     code
 }

@@ -351,16 +351,30 @@ fn remove(kind: &'static str, path: PathBuf, age: u64, options: &GcOptions, repo
     });
 }
 
-/// Bytes of the regular files under `path`, links not followed.
+/// Bytes of the regular files under `path`, links not followed (entry types come from the
+/// directory listing, which does not follow them).
 fn tree_bytes(path: &Path) -> u64 {
-    walkdir::WalkDir::new(path)
-        .follow_links(false)
-        .into_iter()
-        .flatten()
-        .filter(|e| e.file_type().is_file())
-        .filter_map(|e| e.metadata().ok())
-        .map(|m| m.size())
-        .sum()
+    let Ok(meta) = fs::symlink_metadata(path) else {
+        return 0;
+    };
+    if meta.is_file() {
+        return meta.size();
+    }
+    let mut total = 0;
+    let mut stack = vec![path.to_path_buf()];
+    while let Some(dir) = stack.pop() {
+        let Ok(entries) = fs::read_dir(&dir) else {
+            continue;
+        };
+        for entry in entries.flatten() {
+            match entry.file_type() {
+                Ok(t) if t.is_dir() => stack.push(entry.path()),
+                Ok(t) if t.is_file() => total += entry.metadata().map_or(0, |m| m.size()),
+                _ => {}
+            }
+        }
+    }
+    total
 }
 
 /// Removes a file, or a read-only tree: each directory is opened with `O_NOFOLLOW` and made

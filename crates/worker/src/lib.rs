@@ -7,6 +7,8 @@
 //! It deliberately holds no keys and writes nothing to any chain: its output is evidence for
 //! the signer to re-check, never a signature or a payment.
 
+#![warn(clippy::too_many_lines, clippy::needless_pass_by_value)]
+
 pub mod cli;
 pub mod commands;
 pub mod completions;
@@ -19,8 +21,6 @@ pub mod intoto;
 pub mod local_request;
 pub mod progress;
 pub mod rehearse;
-pub mod rehearse_adversarial;
-pub mod rehearse_git;
 pub mod run;
 pub mod sandbox;
 pub mod snapshot;

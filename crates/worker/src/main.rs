@@ -5,6 +5,8 @@
 //! stderr, filtered by the `WORKER_LOG` environment variable (`tracing` env-filter syntax,
 //! default `warn`). The exit codes of each mode are listed in its handler's module.
 
+#![warn(clippy::too_many_lines, clippy::needless_pass_by_value)]
+
 use std::sync::atomic::Ordering;
 
 use worker::cli::{self, Command};
@@ -49,8 +51,12 @@ fn dispatch(command: Command, quiet: bool) -> ExitCode {
             commands::validate_candidate::validate_candidate(&request)
         }
         Command::Feed(args) => commands::feed::feed(&args, quiet),
-        Command::Rehearse(args) => commands::rehearse::rehearse(args),
-        Command::Explain { evidence, json } => commands::explain::explain(&evidence, json),
+        Command::Rehearse(args) => commands::rehearse::rehearse(args, quiet),
+        Command::Explain {
+            evidence,
+            json,
+            lines,
+        } => commands::explain::explain(&evidence, json, lines),
         Command::Request(args) => commands::make_request::request(&args),
         Command::Gc(args) => commands::gc::gc(&args),
         Command::Completions(args) => commands::completions::completions(&args),

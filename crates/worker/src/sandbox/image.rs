@@ -102,22 +102,7 @@ mod tests {
     }
 
     fn spec(platform: &str) -> SandboxSpec {
-        SandboxSpec {
-            run_id: "r".into(),
-            image: reference(),
-            platform: platform.into(),
-            argv: vec!["true".into()],
-            source_dir: "/s".into(),
-            benchmark_dir: "/b".into(),
-            timeout: std::time::Duration::from_secs(1),
-            cpu_millis: 1000,
-            memory_bytes: 1 << 26,
-            pids_limit: 64,
-            max_output_bytes: 1024,
-            tmpfs_bytes: 1 << 20,
-            test_seed: 1,
-            pull: false,
-        }
+        super::super::spec::sample_spec(std::path::Path::new("/s"), platform)
     }
 
     fn inspect(env: &[&str]) -> ImageInspect {

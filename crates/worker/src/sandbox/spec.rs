@@ -133,27 +133,33 @@ pub(super) fn validate(spec: &SandboxSpec) -> Result<Validated, SpecError> {
     })
 }
 
+/// A valid spec for unit tests: a pinned image on `platform`, both trees at `dir`.
+#[cfg(test)]
+pub(super) fn sample_spec(dir: &Path, platform: &str) -> SandboxSpec {
+    SandboxSpec {
+        run_id: "r".into(),
+        image: format!("127.0.0.1:5000/x@sha256:{}", "a".repeat(64)),
+        platform: platform.into(),
+        argv: vec!["true".into()],
+        source_dir: dir.to_path_buf(),
+        benchmark_dir: dir.to_path_buf(),
+        timeout: std::time::Duration::from_secs(1),
+        cpu_millis: 500,
+        memory_bytes: 1 << 26,
+        pids_limit: 64,
+        max_output_bytes: 1024,
+        tmpfs_bytes: 1 << 20,
+        test_seed: 1,
+        pull: false,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
 
     fn spec(dir: &Path) -> SandboxSpec {
-        SandboxSpec {
-            run_id: "r".into(),
-            image: format!("127.0.0.1:5000/x@sha256:{}", "a".repeat(64)),
-            platform: "linux/amd64".into(),
-            argv: vec!["true".into()],
-            source_dir: dir.to_path_buf(),
-            benchmark_dir: dir.to_path_buf(),
-            timeout: std::time::Duration::from_secs(1),
-            cpu_millis: 500,
-            memory_bytes: 1 << 26,
-            pids_limit: 64,
-            max_output_bytes: 1024,
-            tmpfs_bytes: 1 << 20,
-            test_seed: 1,
-            pull: false,
-        }
+        sample_spec(dir, "linux/amd64")
     }
 
     #[test]

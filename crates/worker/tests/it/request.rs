@@ -2,7 +2,7 @@
 //! `plan` and by `--run-regression` (real Docker), and bad input writes nothing.
 #![allow(clippy::unwrap_used, clippy::expect_used)] // tests may unwrap (COMMON.md)
 
-mod support;
+use crate::support;
 
 use std::fs;
 use std::os::unix::fs::PermissionsExt;

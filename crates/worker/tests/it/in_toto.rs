@@ -4,7 +4,7 @@
 //! fails these tests: they never skip.
 #![allow(clippy::unwrap_used, clippy::expect_used)] // tests may unwrap (COMMON.md)
 
-mod support;
+use crate::support;
 
 use std::fs;
 use std::os::unix::fs::PermissionsExt;

@@ -5,7 +5,7 @@
 //! whom a plain `rm -rf` of the same tree fails).
 #![allow(clippy::unwrap_used, clippy::expect_used)] // tests may unwrap (COMMON.md)
 
-mod support;
+use crate::support;
 
 use std::fs;
 use std::path::{Path, PathBuf};

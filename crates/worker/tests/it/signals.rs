@@ -5,8 +5,8 @@
 //! always lands while its container runs.
 #![allow(clippy::unwrap_used, clippy::expect_used)] // tests may unwrap (COMMON.md)
 
-mod feed_support;
-mod support;
+use crate::feed_support::*;
+use crate::support;
 
 use std::fs;
 use std::os::unix::fs::PermissionsExt;
@@ -14,7 +14,6 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use feed_support::*;
 use serde_json::{Value, json};
 use verifier_sdk::fixtures::{BENCHMARK_COMMIT, JobParams, job_value, sample_manifest};
 

@@ -4,7 +4,7 @@
 //! unreachable engine is explained in the operator's terms; a bare `worker` lists every mode.
 #![allow(clippy::unwrap_used, clippy::expect_used)] // tests may unwrap (COMMON.md)
 
-mod support;
+use crate::support;
 
 use std::fs;
 use std::os::unix::fs::PermissionsExt;
