@@ -107,7 +107,7 @@ pub fn request_command(args: &RequestArgs, now_unix: u64) -> Result<Value, Reque
         .source_commit
         .clone()
         .unwrap_or_else(|| LOCAL_ARTIFACT_REFERENCE.to_owned());
-    let job = local_job(&source, manifest, &reference, expires_at);
+    let job = local_job(&source, &manifest, &reference, expires_at);
     verifier_sdk::validate_job(&job, now_unix)?;
     Ok(json!({ "job": job }))
 }
@@ -115,7 +115,7 @@ pub fn request_command(args: &RequestArgs, now_unix: u64) -> Result<Value, Reque
 /// The job of a local request: fixed placeholder parties, every hash computed.
 pub fn local_job(
     source: &Sha256Digest,
-    manifest: Value,
+    manifest: &Value,
     reference: &str,
     expires_at: u64,
 ) -> Value {
@@ -124,7 +124,7 @@ pub fn local_job(
     // feed cache and candidate file names key on it).
     let mut id = Sha256::new();
     id.update(source.to_string());
-    id.update(serde_json::to_vec(&manifest).unwrap_or_default());
+    id.update(serde_json::to_vec(manifest).unwrap_or_default());
     id.update(reference);
     let id = hex::encode(id.finalize());
     let round = 1;
