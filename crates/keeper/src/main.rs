@@ -88,6 +88,15 @@ fn main() -> ExitCode {
     let cli = match Cli::try_parse() {
         Ok(c) => c,
         Err(e) => {
+            if e.use_stderr() && cli_support::json_requested(std::env::args_os().skip(1)) {
+                let text = e.to_string();
+                let first = text.lines().next().unwrap_or_default();
+                json_error(
+                    true,
+                    Exit::Usage,
+                    first.strip_prefix("error: ").unwrap_or(first),
+                );
+            }
             let _ = e.print();
             return exit(if e.use_stderr() {
                 Exit::Usage
@@ -100,7 +109,11 @@ fn main() -> ExitCode {
     let key = match (args.key_env, args.key_file) {
         (Some(name), None) => KeySource::Env(name),
         (None, Some(path)) => KeySource::File(path),
-        _ => return exit(Exit::Usage),
+        _ => {
+            let message = "give exactly one of --key-env and --key-file";
+            eprintln!("keeper: {message}");
+            return exit(json_error(args.json, Exit::Usage, message));
+        }
     };
     let cfg = RelayConfig {
         candidates: args.candidates,
@@ -147,7 +160,25 @@ fn main() -> ExitCode {
         }
         Err(e) => {
             eprintln!("keeper: {e}");
-            exit(e.exit_code())
+            exit(json_error(args.json, e.exit_code(), &e.to_string()))
         }
     }
+}
+
+/// Under `--json`, the error object on stdout as well as the stderr line (see
+/// `cli_support::error_json`); returns `code`.
+fn json_error(json: bool, code: Exit, message: &str) -> Exit {
+    if json {
+        let name = match code {
+            Exit::Success => "success",
+            Exit::Internal => "internal",
+            Exit::Usage => "usage",
+            Exit::NotSettled => "not_settled",
+            Exit::InvalidInput => "invalid_input",
+            Exit::Unavailable => "unavailable",
+            Exit::Config => "config",
+        };
+        cli_support::print_error_json(name, code.code(), message);
+    }
+    code
 }

@@ -507,10 +507,14 @@ pub fn read_evidence(path: &Path) -> Result<EvidenceRecord, ExplainError> {
     serde_json::from_value(value).map_err(ExplainError::Shape)
 }
 
+/// Schema id of the `worker explain --json` summary: its own, not the evidence record's, since
+/// the summary is not a record (`explain` refuses it as input).
+pub const EXPLAIN_SCHEMA_VERSION: &str = "agent-bounties/regression-explain-v1";
+
 /// The normalized summary `worker explain --json` prints.
 pub fn summary_json(evidence: &EvidenceRecord, explanation: &Explanation) -> Value {
     serde_json::json!({
-        "schema_version": EVIDENCE_SCHEMA_VERSION,
+        "schema_version": EXPLAIN_SCHEMA_VERSION,
         "run_id": evidence.run_id,
         "executor": evidence.executor,
         "image": evidence.image.as_ref().map(|i| &i.reference),

@@ -11,9 +11,14 @@
 
 pub mod cli;
 pub mod commands;
+pub mod completions;
 pub mod exit;
 pub mod explain;
 pub mod feed;
+pub mod gc;
+pub mod interrupt;
+pub mod intoto;
+pub mod local_request;
 pub mod progress;
 pub mod rehearse;
 pub mod run;

@@ -7,12 +7,17 @@
 
 #![warn(clippy::too_many_lines, clippy::needless_pass_by_value)]
 
+use std::sync::atomic::Ordering;
+
 use worker::cli::{self, Command};
 use worker::commands;
 use worker::exit::ExitCode;
 
 fn main() -> std::process::ExitCode {
     cli_support::restore_sigpipe();
+    // Under --json every failure also prints the error object on stdout (see commands::fail).
+    let json = cli_support::json_requested(std::env::args_os().skip(1));
+    commands::JSON_ERRORS.store(json, Ordering::Relaxed);
     // clap prints its own message and exits with 2 (usage) or 0 (help, version).
     let parsed = cli::parse();
     cli_support::init_logging("WORKER_LOG", "warn");
@@ -35,7 +40,13 @@ fn dispatch(command: Command, quiet: bool) -> ExitCode {
             request,
             pull,
             evidence,
-        } => commands::run_regression::run_regression(&request, pull, evidence.as_deref()),
+            in_toto,
+        } => commands::run_regression::run_regression(
+            &request,
+            pull,
+            evidence.as_deref(),
+            in_toto.as_deref(),
+        ),
         Command::ValidateCandidate { request } => {
             commands::validate_candidate::validate_candidate(&request)
         }
@@ -46,6 +57,9 @@ fn dispatch(command: Command, quiet: bool) -> ExitCode {
             json,
             lines,
         } => commands::explain::explain(&evidence, json, lines),
+        Command::Request(args) => commands::make_request::request(&args),
+        Command::Gc(args) => commands::gc::gc(&args),
+        Command::Completions(args) => commands::completions::completions(&args),
         Command::Plan {
             request,
             staging_root,

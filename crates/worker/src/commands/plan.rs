@@ -12,6 +12,9 @@ use crate::run::{now_unix, spec_for};
 use crate::stage::StageKind;
 use crate::staging_root::{self, Fallback};
 
+/// Schema id of `worker plan`'s output.
+pub const PLAN_SCHEMA_VERSION: &str = "agent-bounties/worker-plan-v1";
+
 /// Prints the plan for `request` against the staging root (`--staging-root`, else the
 /// environment's).
 pub fn plan(request: &Path, staging_root: Option<&Path>) -> ExitCode {
@@ -64,6 +67,7 @@ pub fn plan_command(request: &Path, staging_root: &Path) -> Result<Value, PlanEr
     );
     let isolation = crate::sandbox::plan(&spec)?;
     Ok(serde_json::json!({
+        "schema_version": PLAN_SCHEMA_VERSION,
         "job_id": job.job_id(),
         "image": manifest.image,
         "platform": manifest.platform,

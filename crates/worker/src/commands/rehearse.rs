@@ -1,7 +1,9 @@
 //! `worker rehearse`: the glue between the command line and [`crate::rehearse`]; the exit code
 //! of a finished report is `Rehearsed::exit_code`.
 
-use super::{block_on, connect_swept, fail, print_json, print_text, staging_root_failed};
+use super::{
+    block_on_interruptible, connect_swept, fail, print_json, print_text, staging_root_failed,
+};
 use crate::cli::RehearseArgs;
 use crate::exit::ExitCode;
 use crate::rehearse::{RehearseError, RehearseOptions};
@@ -32,10 +34,17 @@ pub fn rehearse(args: RehearseArgs, quiet: bool) -> ExitCode {
         Ok(prepared) => prepared,
         Err(error) => return fail(rehearse_error_exit_code(&error), &error),
     };
-    let result = block_on(async {
-        let executor = connect_swept().await?;
-        crate::rehearse::rehearse(&executor, prepared, &options, args.adversarial).await
-    });
+    let result = block_on_interruptible(
+        async {
+            let executor = connect_swept().await?;
+            crate::rehearse::rehearse(&executor, prepared, &options, args.adversarial).await
+        },
+        "the rehearsal (no report)",
+    );
+    let result = match result {
+        Ok(result) => result,
+        Err(code) => return code,
+    };
     match result {
         Ok(Ok(report)) => {
             let written = if args.json {

@@ -167,6 +167,44 @@ impl DockerExecutor {
         Ok(removed)
     }
 
+    /// Kills and removes every container this process created (by its owner label), each
+    /// removal confirmed, and returns their ids; used after SIGINT/SIGTERM dropped a run
+    /// mid-way. A create request dropped in flight may still complete in the engine, so the
+    /// listing is repeated until one, made at least a second after the first, finds none.
+    pub async fn remove_own_containers(&self) -> Result<Vec<String>, SandboxError> {
+        let filters = HashMap::from([("label", vec![format!("{LABEL_OWNER}={}", self.owner)])]);
+        let settle = Instant::now() + Duration::from_secs(1);
+        let mut removed = Vec::new();
+        loop {
+            let options = ListContainersOptionsBuilder::default()
+                .all(true)
+                .filters(&filters)
+                .build();
+            let containers =
+                self.docker
+                    .list_containers(Some(options))
+                    .await
+                    .map_err(|source| SandboxError::Engine {
+                        context: "listing this worker's containers",
+                        source,
+                    })?;
+            let ids: Vec<String> = containers.into_iter().filter_map(|c| c.id).collect();
+            if ids.is_empty() && Instant::now() >= settle {
+                return Ok(removed);
+            }
+            for id in ids {
+                if teardown::remove_and_confirm(&self.docker, &id)
+                    .await
+                    .is_none()
+                {
+                    return Err(SandboxError::StaleNotRemoved { id });
+                }
+                removed.push(id);
+            }
+            tokio::time::sleep(Duration::from_millis(250)).await;
+        }
+    }
+
     /// Runs `spec` and decides its outcome. Every contract failure is a no-verdict report;
     /// `Err` only when the engine cannot be reached at all.
     pub async fn run(

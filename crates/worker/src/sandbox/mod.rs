@@ -14,6 +14,7 @@
 
 pub mod decision;
 mod docker;
+pub mod endpoint;
 mod engine;
 mod events;
 pub mod evidence;
@@ -117,7 +118,7 @@ pub struct RunReport {
 #[derive(Debug, thiserror::Error)]
 pub enum SandboxError {
     /// The engine could not be reached (maps to the "runtime unavailable" exit code).
-    #[error("container runtime unavailable: {0}")]
+    #[error("container runtime unavailable: {}", endpoint::unreachable_message(.0))]
     RuntimeUnavailable(#[source] bollard::errors::Error),
     /// An engine request outside a run failed (for example listing stale containers).
     #[error("docker engine request failed while {context}: {source}")]

@@ -428,8 +428,16 @@ async fn a_batch_runs_the_valid_jobs_and_isolates_every_bad_one() {
         row(&report, &pass).candidate_file.as_deref(),
         Some(candidate_file_name(&id(&pass)).as_str())
     );
-    // Output holds exactly the manifest and the two candidates.
-    assert_eq!(std::fs::read_dir(&out).unwrap().count(), 3);
+    // Output holds exactly the manifest, the two candidates and their in-toto statements.
+    assert_eq!(std::fs::read_dir(&out).unwrap().count(), 5);
+    for job in [&pass, &fail] {
+        let name = worker::intoto::statement_file_name(&candidate_file_name(&id(job)));
+        assert!(
+            out.join(name).is_file(),
+            "no in-toto statement for {}",
+            id(job)
+        );
+    }
     // Every download and extraction was cleaned up.
     assert_eq!(std::fs::read_dir(w.root.join("work")).unwrap().count(), 0);
     // The no-verdict job makes the batch retryable.

@@ -4,16 +4,21 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)] // tests may unwrap (COMMON.md)
 
 mod cli_conventions;
+mod cli_json;
 mod feed_archive;
 mod feed_cli;
 mod feed_client;
 mod feed_run;
 mod feed_support;
+mod gc;
+mod in_toto;
 mod rehearse;
+mod request;
 mod run_regression;
 mod sandbox_limits;
 mod sandbox_profile;
 mod sandbox_stale;
 mod sandbox_verdict;
+mod signals;
 mod staging;
 mod support;

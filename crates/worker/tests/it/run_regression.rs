@@ -622,6 +622,7 @@ fn candidate_from_a_real_run_validates_and_tampering_is_refused() {
     assert_eq!(
         ok.json(),
         json!({
+            "schema_version": "agent-bounties/worker-candidate-check-v1",
             "valid": true,
             "verdict": "passed",
             "response_hash": outcome["response_hash"],
