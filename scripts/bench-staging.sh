@@ -8,7 +8,7 @@
 #
 # Self-contained: builds the release binary, generates the deterministic tree under a
 # temporary folder (and /dev/shm for tmpfs), removes everything at the end.
-# Needs openssl and python3.
+# Needs openssl, python3 and GNU time (Debian package `time`).
 #
 # Usage: scripts/bench-staging.sh    (PAIRS=7 MIB="64 512" FILES=20000 FS="disk tmpfs")
 set -euo pipefail
@@ -19,7 +19,7 @@ FILES=${FILES:-20000}
 FS=${FS:-disk tmpfs}
 
 cd "$(dirname "$0")/.."
-for tool in openssl python3; do
+for tool in openssl python3 /usr/bin/time; do
     command -v "$tool" >/dev/null || { echo "bench-staging: missing $tool" >&2; exit 1; }
 done
 
