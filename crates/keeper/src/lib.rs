@@ -17,6 +17,7 @@
 #![warn(clippy::too_many_lines, clippy::needless_pass_by_value)]
 
 pub mod chain;
+pub mod cli;
 pub mod confirm;
 pub mod exit;
 pub mod fees;

@@ -6,77 +6,13 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Duration;
 
-use clap::{Args, Parser, Subcommand};
+use clap::Parser;
 use keeper::KeySource;
 use keeper::RelayConfig;
+use keeper::cli::{Cli, Command, RelayArgs};
 use keeper::exit::ExitCode as Exit;
 use keeper::fees::FeeCaps;
 use keeper::relay::WaitPolicy;
-
-#[derive(Parser)]
-#[command(
-    name = "keeper",
-    version = cli_support::VERSION,
-    about = "Relay verifier attestations to bounty contracts"
-)]
-struct Cli {
-    #[command(subcommand)]
-    command: Command,
-}
-
-#[derive(Subcommand)]
-enum Command {
-    /// Relay every candidate's attestations and confirm the settlement.
-    Relay(RelayArgs),
-}
-
-#[derive(Args)]
-#[command(group(clap::ArgGroup::new("key").required(true).args(["key_env", "key_file"])))]
-struct RelayArgs {
-    /// Directory of candidate-<sha256(job id)>.json files.
-    #[arg(long)]
-    candidates: PathBuf,
-    /// Directory of attestation files; repeat for several verifiers' artifacts.
-    #[arg(long, required = true)]
-    attestations: Vec<PathBuf>,
-    /// Platform API base URL (jobs are re-fetched from it).
-    #[arg(long)]
-    api: String,
-    /// JSON-RPC URL of the chain.
-    #[arg(long)]
-    rpc: String,
-    /// Name of the environment variable holding the keeper's transaction key.
-    #[arg(long, value_name = "NAME")]
-    key_env: Option<String>,
-    /// File (mode 0600) holding the keeper's transaction key.
-    #[arg(long, value_name = "PATH")]
-    key_file: Option<PathBuf>,
-    /// Directory of settlement records (idempotency across runs).
-    #[arg(long)]
-    state_dir: PathBuf,
-    /// Refuse when eth_estimateGas is above this.
-    #[arg(long)]
-    max_gas: u64,
-    /// Never pay more than this per gas (wei).
-    #[arg(long)]
-    max_fee_per_gas: u128,
-    /// Never tip more than this per gas (wei).
-    #[arg(long)]
-    max_priority_fee_per_gas: Option<u128>,
-    /// Blocks to wait for, counting the inclusion block.
-    #[arg(long, default_value_t = 3, value_parser = clap::value_parser!(u64).range(1..=64))]
-    confirmations: u64,
-    /// Seconds to wait for the receipt and confirmations before reporting `pending`.
-    #[arg(long, default_value_t = 180, value_parser = clap::value_parser!(u64).range(1..=3600))]
-    receipt_timeout: u64,
-    /// Blocks a sent transaction may stay unmined before the keeper replaces it (same nonce,
-    /// fees bumped by at least the replacement minimum, never above the caps).
-    #[arg(long, default_value_t = 10, value_parser = clap::value_parser!(u64).range(1..=10_000))]
-    replace_after_blocks: u64,
-    /// Print the JSON report on stdout.
-    #[arg(long)]
-    json: bool,
-}
 
 fn exit(code: Exit) -> ExitCode {
     ExitCode::from(code.code())

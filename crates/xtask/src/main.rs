@@ -1,4 +1,4 @@
-//! `cargo xtask man [--check]`: writes the man pages of `worker` and `signer` (one page per
+//! `cargo xtask man [--check]`: writes the man pages of `worker`, `signer` and `keeper` (one page per
 //! command and subcommand, `docs/man/<binary>[-<subcommand>].1`) from their clap definitions,
 //! so the pages cannot drift from `--help`. `--check` regenerates them in memory and fails when
 //! any page differs from, is missing from, or is extra in the checked-in directory (CI runs it).
@@ -49,13 +49,14 @@ fn main() -> ExitCode {
     }
 }
 
-/// File name → page bytes for every command and subcommand of both binaries.
+/// File name → page bytes for every command and subcommand of the three binaries.
 fn pages() -> std::io::Result<BTreeMap<String, Vec<u8>>> {
     let mut pages = BTreeMap::new();
     let version = env!("CARGO_PKG_VERSION");
     for command in [
         worker::cli::Cli::command().version(version),
         signer::Cli::command().version(version),
+        keeper::cli::Cli::command().version(version),
     ] {
         render(command, &mut pages)?;
     }
