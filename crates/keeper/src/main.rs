@@ -2,14 +2,13 @@
 
 #![warn(clippy::too_many_lines, clippy::needless_pass_by_value)]
 
-use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Duration;
 
 use clap::Parser;
 use keeper::KeySource;
 use keeper::RelayConfig;
-use keeper::cli::{Cli, Command, RelayArgs};
+use keeper::cli::{Cli, Command};
 use keeper::exit::ExitCode as Exit;
 use keeper::fees::FeeCaps;
 use keeper::relay::WaitPolicy;
