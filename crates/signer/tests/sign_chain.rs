@@ -394,6 +394,58 @@ async fn valid_candidate_yields_an_attestation_the_contract_settles_with() {
     assert_eq!(w.bounty.status().await.unwrap(), status::SETTLED);
 }
 
+/// What a reference relay reads from one signer's directory (PROTOCOL §7), written from the
+/// spec rather than with our types: only `manifest.json` =
+/// `{schema: "agent-bounties/regression-attestation-v1", signer, attestations: [{job_id, file}]}`,
+/// then each listed file. Returns (signer, [(job_id, attestation)]).
+fn reference_relay_read(dir: &std::path::Path) -> (String, Vec<(String, Value)>) {
+    let manifest: Value =
+        serde_json::from_slice(&std::fs::read(dir.join("manifest.json")).unwrap()).unwrap();
+    let keys: Vec<&str> = manifest
+        .as_object()
+        .unwrap()
+        .keys()
+        .map(String::as_str)
+        .collect();
+    assert_eq!(keys.len(), 3, "{manifest}");
+    assert_eq!(
+        manifest["schema"],
+        "agent-bounties/regression-attestation-v1"
+    );
+    let signer = manifest["signer"].as_str().unwrap().to_owned();
+    let mut out = Vec::new();
+    for entry in manifest["attestations"].as_array().unwrap() {
+        assert_eq!(entry.as_object().unwrap().len(), 2, "{entry}");
+        let job_id = entry["job_id"].as_str().unwrap().to_owned();
+        let file = entry["file"].as_str().unwrap();
+        assert!(!file.contains('/') && file.ends_with(".json"), "{file}");
+        let attestation: Value =
+            serde_json::from_slice(&std::fs::read(dir.join(file)).unwrap()).unwrap();
+        assert_eq!(
+            attestation["schema"],
+            "agent-bounties/regression-attestation-v1"
+        );
+        assert_eq!(attestation["job_id"], job_id.as_str());
+        assert_eq!(attestation["verifier"], signer.as_str());
+        out.push((job_id, attestation));
+    }
+    (signer, out)
+}
+
+#[tokio::test]
+async fn a_reference_relay_reads_our_attestation_directory() {
+    let w = world().await;
+    let report = w.sign().await;
+    assert_eq!(report.signed, 1, "{}", report.summary());
+    let (signer, read) = reference_relay_read(w.out.path());
+    assert_eq!(signer, w.signer.to_string());
+    assert_eq!(read.len(), 1);
+    assert_eq!(read[0].0, w.job["job_id"].as_str().unwrap());
+    assert_eq!(read[0].1["passed"], true);
+    // Our own manifest is still written beside it.
+    assert!(w.out.path().join(ATTESTATION_MANIFEST_FILE).is_file());
+}
+
 #[tokio::test]
 async fn failing_verdict_is_signed_and_rejects_on_chain() {
     let w = world_with(&[signer_address()], 3600, 1).await;

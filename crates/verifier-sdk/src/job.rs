@@ -7,12 +7,12 @@
 use std::collections::HashSet;
 use std::fmt;
 
+use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
 use crate::canonical::{keccak_json, sha256_json, sha256_utf8};
 use crate::digest::validate_relative_path;
 use crate::manifest::{ManifestError, RunnerManifest};
-use crate::receipt::Scope;
 use crate::types::{Address, Bytes32, Sha256Digest};
 
 /// The engine name this crate implements.
@@ -206,6 +206,32 @@ pub struct BenchmarkSource {
     pub subdirectory: RelativeDir,
 }
 
+/// What a receipt is about (PROTOCOL §2 "Receipt scope", in that order).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Scope {
+    /// Canonical network name.
+    pub network: String,
+    /// `bounty_id` exactly as the job gave it.
+    pub bounty_id: String,
+    /// The bounty contract.
+    pub bounty_contract: Address,
+    /// The round.
+    pub round: u64,
+    /// The solver.
+    pub solver_wallet: Address,
+    /// `artifact_hash`.
+    pub submission_hash: Bytes32,
+    /// `evidence_hash`.
+    pub evidence_hash: Bytes32,
+    /// `terms_hash`.
+    pub terms_hash: Bytes32,
+    /// `terms.policy_hash`.
+    pub committed_policy_hash: Bytes32,
+    /// `verification_expires_at`.
+    pub verification_expires_at: u64,
+}
+
 /// Why a job was rejected. Each variant names the rule and the field that failed.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum JobError {
@@ -344,7 +370,10 @@ pub enum JobError {
     Manifest(#[from] ManifestError),
 }
 
-/// A job that passed every rule of PROTOCOL §2. Built only by [`validate_job`].
+/// A job that passed every structural rule of PROTOCOL §2. Built only by
+/// [`ValidatedJob::parse`] (which does not look at the clock, so an expired job's fields can
+/// still be read, e.g. to find its settlement record) and [`validate_job`] (parse, then
+/// [`ValidatedJob::check_live`]). A job may run or be signed only after `check_live`.
 #[derive(Debug, Clone)]
 pub struct ValidatedJob {
     raw: Value,
@@ -365,6 +394,22 @@ pub struct ValidatedJob {
 }
 
 impl ValidatedJob {
+    /// Checks every rule of PROTOCOL §2 except liveness, once per process: the stages after
+    /// it read the typed fields instead of parsing the raw job again.
+    pub fn parse(raw: &Value) -> Result<Self, JobError> {
+        parse_job(raw)
+    }
+    /// The liveness rule: the verification window is still open at `now_unix`.
+    pub fn check_live(&self, now_unix: u64) -> Result<(), JobError> {
+        if self.is_live(now_unix) {
+            Ok(())
+        } else {
+            Err(JobError::Expired {
+                expires_at: self.expires_at(),
+                now: now_unix,
+            })
+        }
+    }
     /// The job exactly as received.
     pub fn raw(&self) -> &Value {
         &self.raw
@@ -595,8 +640,15 @@ pub fn parse_artifact_reference(s: &str) -> Result<SourceRef, JobError> {
     Ok(SourceRef { repository, commit })
 }
 
-/// Validates a job against every rule of PROTOCOL §2 with `now_unix` as the clock.
+/// Validates a job against every rule of PROTOCOL §2 with `now_unix` as the clock:
+/// [`ValidatedJob::parse`], then [`ValidatedJob::check_live`].
 pub fn validate_job(raw: &Value, now_unix: u64) -> Result<ValidatedJob, JobError> {
+    let job = ValidatedJob::parse(raw)?;
+    job.check_live(now_unix)?;
+    Ok(job)
+}
+
+fn parse_job(raw: &Value) -> Result<ValidatedJob, JobError> {
     let job = as_obj(raw, "job")?;
     let job_id = get_str(job, "job_id", "job_id")?;
     if !valid_job_id(job_id) {
@@ -624,7 +676,7 @@ pub fn validate_job(raw: &Value, now_unix: u64) -> Result<ValidatedJob, JobError
         }
     }
 
-    // Rule 2: quorum shape and liveness.
+    // Rule 2: quorum shape (liveness is `check_live`'s).
     if get_str(job, "verification_mode", "verification_mode")? != SIGNED_QUORUM {
         return Err(JobError::VerificationMode);
     }
@@ -659,12 +711,6 @@ pub fn validate_job(raw: &Value, now_unix: u64) -> Result<ValidatedJob, JobError
         }
     }
     let expires_at = get_u64(job, "verification_expires_at", "verification_expires_at")?;
-    if now_unix >= expires_at {
-        return Err(JobError::Expired {
-            expires_at,
-            now: now_unix,
-        });
-    }
 
     let bounty_contract = get_address(job, "bounty_contract", "bounty_contract")?;
     let bounty_id_text = get_str(job, "bounty_id", "bounty_id")?;

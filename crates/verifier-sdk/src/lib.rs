@@ -15,7 +15,7 @@
 //!
 //! - worker: [`validate_job`]`(&raw_job, now)` → [`ValidatedJob`] (chain, scope, manifest,
 //!   source and benchmark refs, snapshot digest); stage and run; then
-//!   [`Outcome::for_job`]`(&job, staged_source_digest, facts)` derives the verdict from the exit
+//!   [`Outcome::for_job`]`(&job, facts)` derives the verdict from the exit
 //!   code and computes the response hash. Without a verdict, print a [`NoVerdictOutcome`].
 //!   Write a [`Candidate`] to [`candidate_file_name`]`(job_id)`.
 //! - signer: [`Candidate::from_value`], then [`validate_job`] and
@@ -36,6 +36,7 @@ pub mod artifacts;
 pub mod attest;
 pub mod canonical;
 pub mod digest;
+pub mod evidence;
 #[cfg(any(test, feature = "fixtures"))]
 pub mod fixtures;
 pub mod job;
@@ -47,8 +48,10 @@ pub mod settle;
 pub mod types;
 
 pub use artifacts::{
-    ArtifactError, AttestationFile, Candidate, CandidateEntry, CandidateManifest, DeadlineError,
-    attestation_deadline, candidate_file_name, check_candidate_file_name,
+    ArtifactError, AttestationFile, AttestationManifest, AttestationManifestEntry, Candidate,
+    CandidateEntry, CandidateManifest, DeadlineError, ParsedCandidate, ReferenceAttestationEntry,
+    ReferenceAttestationManifest, attestation_deadline, attestation_file_name, candidate_file_name,
+    check_candidate_file_name,
 };
 pub use attest::{
     AttestationFields, AttestationSignature, SignatureError, attestation_digest,
@@ -56,6 +59,7 @@ pub use attest::{
 };
 pub use canonical::{canonical_json, keccak_json, sha256_digest, sha256_json, sha256_utf8};
 pub use digest::{DigestError, DirectoryHasher, Snapshot, TreeLimits, digest_directory};
+pub use evidence::{EvidenceRecord, RequestFacts, StreamEvidence};
 pub use job::{
     BenchmarkSource, CommitId, GithubRepo, JobError, Network, RelativeDir, SourceRef, ValidatedJob,
     validate_job,
@@ -68,8 +72,8 @@ pub use receipt::{
     validate_outcome,
 };
 pub use revalidate::{
-    EvidenceError, Revalidated, RevalidationError, check_evidence, check_isolation,
-    expected_request, job_changes, revalidate_candidate, revalidate_outcome,
+    EvidenceError, Revalidated, RevalidationError, check_evidence, check_isolation, check_record,
+    expected_request, job_changes, revalidate_candidate, revalidate_outcome, revalidate_parsed,
 };
 pub use settle::{
     BountyStatus, SettlementEvent, VerificationMode, settle_calldata, verification_hash,

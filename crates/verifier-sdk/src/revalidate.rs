@@ -8,20 +8,16 @@
 //! [`revalidate_candidate`] on the raw bytes they received, so none of them trusts an earlier
 //! stage's opinion.
 
-use serde::Deserialize;
 use serde_json::Value;
 
+use crate::artifacts::ParsedCandidate;
 use crate::canonical::canonical_json;
+use crate::evidence::{EVIDENCE_SCHEMA_VERSION, EvidenceRecord, RecordError, RequestFacts};
 use crate::job::{JobError, ValidatedJob, validate_job};
 use crate::manifest::RunnerManifest;
-use crate::profile::{ContainerProfile, check_recorded_profile};
+use crate::profile::check_recorded_profile;
 use crate::receipt::{OutcomeError, ValidatedOutcome, Verdict, validate_outcome};
 
-/// Schema of the worker's evidence record.
-pub const EVIDENCE_SCHEMA_VERSION: &str = "agent-bounties/regression-evidence-v1";
-/// The only executor whose evidence may back a signature. Test doubles label themselves
-/// differently, so a candidate they produced can never be signed.
-pub const DOCKER_EXECUTOR: &str = "docker-engine";
 /// Job fields the platform may change without changing what is paid for (PROTOCOL §2).
 pub const INFORMATIONAL_JOB_FIELDS: [&str; 4] = [
     "verifier_reward",
@@ -112,18 +108,14 @@ pub fn job_changes(candidate_job: &Value, current_job: &Value) -> Vec<String> {
         .collect()
 }
 
-fn str_at<'a>(v: &'a Value, path: &[&str], name: &'static str) -> Result<&'a str, EvidenceError> {
-    path.iter()
-        .try_fold(v, |v, k| v.get(k))
-        .and_then(Value::as_str)
-        .ok_or(EvidenceError::Malformed(name))
-}
-
-fn u64_at(v: &Value, path: &[&str], name: &'static str) -> Result<u64, EvidenceError> {
-    path.iter()
-        .try_fold(v, |v, k| v.get(k))
-        .and_then(Value::as_u64)
-        .ok_or(EvidenceError::Malformed(name))
+impl From<RecordError> for EvidenceError {
+    fn from(e: RecordError) -> Self {
+        match e {
+            RecordError::Malformed(field) => Self::Malformed(field),
+            RecordError::Schema(found) => Self::Schema(found),
+            RecordError::NotRealExecutor(found) => Self::NotRealExecutor(found),
+        }
+    }
 }
 
 /// Checks that `evidence` is a record of the real Docker executor for exactly this outcome of
@@ -134,30 +126,27 @@ pub fn check_evidence(
     job: &ValidatedJob,
     outcome: &ValidatedOutcome,
 ) -> Result<(), EvidenceError> {
-    let ev = evidence.ok_or(EvidenceError::Missing)?;
-    let schema = str_at(ev, &["schema_version"], "schema_version")?;
-    if schema != EVIDENCE_SCHEMA_VERSION {
-        return Err(EvidenceError::Schema(schema.chars().take(96).collect()));
-    }
-    let executor = str_at(ev, &["executor"], "executor")?;
-    if executor != DOCKER_EXECUTOR {
-        return Err(EvidenceError::NotRealExecutor(
-            executor.chars().take(96).collect(),
-        ));
-    }
+    let record = EvidenceRecord::from_docker_value(evidence.ok_or(EvidenceError::Missing)?)?;
+    check_record(&record, job, outcome)
+}
+
+/// [`check_evidence`] on a record already parsed.
+pub fn check_record(
+    ev: &EvidenceRecord,
+    job: &ValidatedJob,
+    outcome: &ValidatedOutcome,
+) -> Result<(), EvidenceError> {
     let receipt = outcome.receipt();
-    let response = str_at(ev, &["response_hash"], "response_hash")?;
+    let response = ev
+        .response_hash
+        .as_deref()
+        .ok_or(EvidenceError::Malformed("response_hash"))?;
     if !response.eq_ignore_ascii_case(&outcome.response_hash().to_string()) {
         return Err(EvidenceError::Mismatch("response_hash"));
     }
-    if str_at(ev, &["outcome", "status"], "outcome.status")? != "completed" {
+    let crate::evidence::Decision::Completed { exit_code: exit } = ev.outcome else {
         return Err(EvidenceError::NotCompleted);
-    }
-    let exit = ev
-        .get("outcome")
-        .and_then(|o| o.get("exit_code"))
-        .and_then(Value::as_i64)
-        .ok_or(EvidenceError::Malformed("outcome.exit_code"))?;
+    };
     if exit != receipt.execution.exit_code {
         return Err(EvidenceError::Mismatch("outcome.exit_code"));
     }
@@ -172,24 +161,27 @@ pub fn check_evidence(
     let streams = [
         (
             "stdout",
+            &ev.stdout,
             receipt.execution.stdout_sha256,
             receipt.execution.stdout_bytes,
         ),
         (
             "stderr",
+            &ev.stderr,
             receipt.execution.stderr_sha256,
             receipt.execution.stderr_bytes,
         ),
     ];
-    for (name, sha, bytes) in streams {
-        if str_at(ev, &[name, "sha256"], name)? != sha.to_string() {
-            return Err(EvidenceError::Mismatch(name));
-        }
-        if u64_at(ev, &[name, "bytes"], name)? != bytes {
+    for (name, recorded, sha, bytes) in streams {
+        if recorded.sha256 != sha || recorded.bytes != bytes {
             return Err(EvidenceError::Mismatch(name));
         }
     }
-    if str_at(ev, &["image", "reference"], "image.reference")? != receipt.image {
+    let image = ev
+        .image
+        .as_ref()
+        .ok_or(EvidenceError::Malformed("image.reference"))?;
+    if image.reference != receipt.image {
         return Err(EvidenceError::Mismatch("image.reference"));
     }
     check_isolation(ev, job)
@@ -199,52 +191,34 @@ pub fn check_evidence(
 /// requested and the one the engine reported are, field by field, what the job's manifest
 /// demands. The signer cannot re-run the container; it can at least refuse a run whose own
 /// record says it had a network, a writable root, root, capabilities or larger limits.
-pub fn check_isolation(evidence: &Value, job: &ValidatedJob) -> Result<(), EvidenceError> {
+pub fn check_isolation(evidence: &EvidenceRecord, job: &ValidatedJob) -> Result<(), EvidenceError> {
     let isolation = evidence
-        .get("isolation")
-        .filter(|v| v.is_object())
+        .isolation
+        .as_ref()
         .ok_or(EvidenceError::Malformed("isolation"))?;
-    let reported = isolation
-        .get("mismatches")
-        .and_then(Value::as_array)
-        .ok_or(EvidenceError::Malformed("isolation.mismatches"))?;
-    if !reported.is_empty() {
+    if !isolation.mismatches.is_empty() {
         return Err(EvidenceError::Isolation {
             record: "mismatches",
-            fields: reported
+            fields: isolation
+                .mismatches
                 .iter()
                 .take(32)
-                .map(|f| f.as_str().unwrap_or("?").chars().take(64).collect())
+                .map(|f| f.chars().take(64).collect())
                 .collect(),
         });
     }
-    let request = evidence
-        .get("request")
-        .and_then(Value::as_object)
-        .ok_or(EvidenceError::Malformed("request"))?;
-    let expected = expected_request(job.manifest());
-    let fields: Vec<String> = expected
-        .as_object()
-        .into_iter()
-        .flatten()
-        .filter(|(key, value)| request.get(*key) != Some(*value))
-        .map(|(key, _)| key.clone())
-        .collect();
+    let fields = expected_request(job.manifest()).differing_fields(&evidence.request);
     if !fields.is_empty() {
         return Err(EvidenceError::Isolation {
             record: "request",
             fields,
         });
     }
-    for (record, name) in [
-        ("requested", "isolation.requested"),
-        ("observed", "isolation.observed"),
+    for (record, profile) in [
+        ("requested", &isolation.requested),
+        ("observed", &isolation.observed),
     ] {
-        let profile = isolation
-            .get(record)
-            .and_then(|v| ContainerProfile::deserialize(v).ok())
-            .ok_or(EvidenceError::Malformed(name))?;
-        let fields = check_recorded_profile(job.manifest(), &profile);
+        let fields = check_recorded_profile(job.manifest(), profile);
         if !fields.is_empty() {
             return Err(EvidenceError::Isolation { record, fields });
         }
@@ -252,21 +226,10 @@ pub fn check_isolation(evidence: &Value, job: &ValidatedJob) -> Result<(), Evide
     Ok(())
 }
 
-/// The `request` facts an evidence record of a run of `manifest` carries: the command, the
-/// platform and every limit, including the two the container profile does not hold (a longer
-/// timeout or a larger output cap could turn a run without verdict into a pass).
-pub fn expected_request(manifest: &RunnerManifest) -> Value {
-    serde_json::json!({
-        "argv": manifest.command,
-        "platform": manifest.platform,
-        "timeout_ms": manifest.timeout_seconds.saturating_mul(1000),
-        "cpu_millis": manifest.cpu_millis,
-        "memory_bytes": manifest.memory_bytes,
-        "pids_limit": manifest.pids_limit,
-        "max_output_bytes": manifest.max_output_bytes,
-        "tmpfs_bytes": manifest.tmpfs_bytes,
-        "test_seed": manifest.test_seed,
-    })
+/// The `request` facts an evidence record of a run of `manifest` carries (see
+/// [`RequestFacts::for_manifest`]).
+pub fn expected_request(manifest: &RunnerManifest) -> RequestFacts {
+    RequestFacts::for_manifest(manifest)
 }
 
 /// The full re-check of a candidate against the platform's current job at time `now_unix`.
@@ -277,8 +240,23 @@ pub fn revalidate_candidate(
     evidence: Option<&Value>,
     now_unix: u64,
 ) -> Result<Revalidated, RevalidationError> {
-    let checked = revalidate_outcome(candidate_job, current_job, outcome, now_unix)?;
+    let candidate_job =
+        ValidatedJob::parse(candidate_job).map_err(RevalidationError::CandidateJob)?;
+    let checked = outcome_against(&candidate_job, current_job, outcome, now_unix)?;
     check_evidence(evidence, &checked.job, &checked.outcome)
+        .map_err(RevalidationError::Evidence)?;
+    Ok(checked)
+}
+
+/// [`revalidate_candidate`] on a candidate whose job was parsed already.
+pub fn revalidate_parsed(
+    candidate: &ParsedCandidate,
+    current_job: &Value,
+    now_unix: u64,
+) -> Result<Revalidated, RevalidationError> {
+    let raw = candidate.candidate();
+    let checked = outcome_against(candidate.job(), current_job, &raw.outcome, now_unix)?;
+    check_evidence(raw.evidence.as_ref(), &checked.job, &checked.outcome)
         .map_err(RevalidationError::Evidence)?;
     Ok(checked)
 }
@@ -291,9 +269,22 @@ pub fn revalidate_outcome(
     outcome: &Value,
     now_unix: u64,
 ) -> Result<Revalidated, RevalidationError> {
-    validate_job(candidate_job, now_unix).map_err(RevalidationError::CandidateJob)?;
+    let candidate_job =
+        ValidatedJob::parse(candidate_job).map_err(RevalidationError::CandidateJob)?;
+    outcome_against(&candidate_job, current_job, outcome, now_unix)
+}
+
+fn outcome_against(
+    candidate_job: &ValidatedJob,
+    current_job: &Value,
+    outcome: &Value,
+    now_unix: u64,
+) -> Result<Revalidated, RevalidationError> {
+    candidate_job
+        .check_live(now_unix)
+        .map_err(RevalidationError::CandidateJob)?;
     let job = validate_job(current_job, now_unix).map_err(RevalidationError::CurrentJob)?;
-    let changed = job_changes(candidate_job, current_job);
+    let changed = job_changes(candidate_job.raw(), current_job);
     if !changed.is_empty() {
         return Err(RevalidationError::JobChanged(changed));
     }

@@ -5,7 +5,6 @@
 //! run), the executor decides completed-or-not, and only then does the sdk turn a completed
 //! run into a receipt and response hash. Rehearsal uses [`execute_manifest`] without a job.
 
-use std::io::Read;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
@@ -65,14 +64,10 @@ pub fn read_request(
         path: path.to_owned(),
         source,
     };
-    let file = std::fs::File::open(path).map_err(io)?;
-    let mut bytes = Vec::new();
-    file.take(MAX_REQUEST_BYTES + 1)
-        .read_to_end(&mut bytes)
-        .map_err(io)?;
-    if bytes.len() as u64 > MAX_REQUEST_BYTES {
-        return Err(RequestError::TooLarge);
-    }
+    let bytes = artifact_fs::read_named(path, MAX_REQUEST_BYTES).map_err(|e| match e {
+        artifact_fs::ReadError::TooLarge { .. } => RequestError::TooLarge,
+        e => io(e.into_io()),
+    })?;
     let value: Value = serde_json::from_slice(&bytes).map_err(RequestError::Json)?;
     let Value::Object(map) = value else {
         return Err(RequestError::Shape {
@@ -127,14 +122,6 @@ pub struct JobRun {
     pub output: RunOutput,
     /// The evidence record, with `response_hash` filled in for a verdict.
     pub evidence: EvidenceRecord,
-}
-
-fn source_limits(m: &RunnerManifest) -> Result<TreeLimits, verifier_sdk::DigestError> {
-    TreeLimits::new(m.max_source_bytes, m.max_source_files)
-}
-
-fn benchmark_limits(m: &RunnerManifest) -> Result<TreeLimits, verifier_sdk::DigestError> {
-    TreeLimits::new(m.max_benchmark_bytes, m.max_benchmark_files)
 }
 
 /// Re-digests both staged trees; used right before create and after the run.
@@ -217,18 +204,18 @@ pub fn spec_for(
 ) -> SandboxSpec {
     SandboxSpec {
         run_id,
-        image: manifest.image.clone(),
-        platform: manifest.platform.clone(),
-        argv: manifest.command.clone(),
+        image: manifest.image().to_owned(),
+        platform: manifest.platform().to_owned(),
+        argv: manifest.command().to_vec(),
         source_dir,
         benchmark_dir,
-        timeout: Duration::from_secs(manifest.timeout_seconds),
-        cpu_millis: manifest.cpu_millis,
-        memory_bytes: manifest.memory_bytes,
-        pids_limit: manifest.pids_limit,
-        max_output_bytes: manifest.max_output_bytes,
-        tmpfs_bytes: manifest.tmpfs_bytes,
-        test_seed: manifest.test_seed,
+        timeout: Duration::from_secs(manifest.timeout_seconds()),
+        cpu_millis: manifest.cpu_millis(),
+        memory_bytes: manifest.memory_bytes(),
+        pids_limit: manifest.pids_limit(),
+        max_output_bytes: manifest.max_output_bytes(),
+        tmpfs_bytes: manifest.tmpfs_bytes(),
+        test_seed: manifest.test_seed(),
         pull,
     }
 }
@@ -243,19 +230,12 @@ pub async fn execute_manifest(
     options: &RunOptions,
     label: &str,
 ) -> Result<Result<Execution, NoVerdictOutcome>, SandboxError> {
-    let (Ok(source_limits), Ok(benchmark_limits)) =
-        (source_limits(manifest), benchmark_limits(manifest))
-    else {
-        return Ok(Err(NoVerdictOutcome::new(
-            NoVerdictReason::InvalidJob,
-            "manifest limits must be positive",
-        )));
-    };
+    let (source_limits, benchmark_limits) = (manifest.source_limits(), manifest.benchmark_limits());
     let inputs = StagedInputs {
         root: options.staging_root.clone(),
         source,
         source_limits,
-        benchmark: manifest.benchmark_digest,
+        benchmark: manifest.benchmark_digest(),
         benchmark_limits,
     };
     // Fail fast on a missing tree; the digests are checked by the executor's hooks right
@@ -287,20 +267,11 @@ pub async fn execute_manifest(
 /// the evidence.
 pub fn outcome_for_job(job: &ValidatedJob, mut execution: Execution) -> JobRun {
     let output = match &execution.decision {
-        Decision::Completed { exit_code } => match execution_facts(*exit_code, &execution.evidence)
-            .and_then(|facts| {
-                Outcome::for_job(job, job.source_snapshot_digest(), facts)
-                    .map_err(|e| e.to_string())
-            }) {
-            Ok(outcome) => {
-                execution.evidence.response_hash = Some(outcome.response_hash.to_string());
-                RunOutput::Verdict(outcome)
-            }
-            Err(detail) => RunOutput::NoVerdict(NoVerdictOutcome::new(
-                NoVerdictReason::InternalError,
-                &detail,
-            )),
-        },
+        Decision::Completed { exit_code } => {
+            let outcome = Outcome::for_job(job, execution_facts(*exit_code, &execution.evidence));
+            execution.evidence.response_hash = Some(outcome.response_hash.to_string());
+            RunOutput::Verdict(outcome)
+        }
         Decision::NoVerdict { reason, detail } => {
             RunOutput::NoVerdict(NoVerdictOutcome::new(*reason, detail))
         }
@@ -311,15 +282,14 @@ pub fn outcome_for_job(job: &ValidatedJob, mut execution: Execution) -> JobRun {
     }
 }
 
-fn execution_facts(exit_code: i64, evidence: &EvidenceRecord) -> Result<ExecutionFacts, String> {
-    let parse = |s: &str| s.parse::<Sha256Digest>().map_err(|e| e.to_string());
-    Ok(ExecutionFacts {
+fn execution_facts(exit_code: i64, evidence: &EvidenceRecord) -> ExecutionFacts {
+    ExecutionFacts {
         exit_code,
-        stdout_sha256: parse(&evidence.stdout.sha256)?,
-        stderr_sha256: parse(&evidence.stderr.sha256)?,
+        stdout_sha256: evidence.stdout.sha256,
+        stderr_sha256: evidence.stderr.sha256,
         stdout_bytes: evidence.stdout.bytes,
         stderr_bytes: evidence.stderr.bytes,
-    })
+    }
 }
 
 /// Runs a validated job end to end: staged inputs, sandbox, outcome.
@@ -552,7 +522,7 @@ pub fn plan_command(request: &Path, staging_root: &Path) -> Result<Value, PlanEr
     let benchmark = crate::stage::target_path(
         staging_root,
         StageKind::Benchmark,
-        &manifest.benchmark_digest,
+        &manifest.benchmark_digest(),
     );
     let spec = spec_for(
         manifest,
@@ -564,12 +534,12 @@ pub fn plan_command(request: &Path, staging_root: &Path) -> Result<Value, PlanEr
     let isolation = crate::sandbox::plan(&spec).map_err(PlanError::Limits)?;
     Ok(serde_json::json!({
         "job_id": job.job_id(),
-        "image": manifest.image,
-        "platform": manifest.platform,
-        "timeout_seconds": manifest.timeout_seconds,
-        "max_output_bytes": manifest.max_output_bytes,
+        "image": manifest.image(),
+        "platform": manifest.platform(),
+        "timeout_seconds": manifest.timeout_seconds(),
+        "max_output_bytes": manifest.max_output_bytes(),
         "source": {"digest": job.source_snapshot_digest(), "path": source, "staged": source.is_dir()},
-        "benchmark": {"digest": manifest.benchmark_digest, "path": benchmark, "staged": benchmark.is_dir()},
+        "benchmark": {"digest": manifest.benchmark_digest(), "path": benchmark, "staged": benchmark.is_dir()},
         "container": isolation,
         "env_note": "plus PATH from the image's own config",
     }))
