@@ -89,7 +89,7 @@ impl Candidate {
     }
     /// Parses strictly and checks the schema.
     pub fn from_value(v: &Value) -> Result<Self, ArtifactError> {
-        let c = Self::deserialize(v).map_err(malformed)?;
+        let c = Self::deserialize(v).map_err(|e| malformed(&e))?;
         if c.schema != CANDIDATE_SCHEMA {
             return Err(ArtifactError::Schema {
                 expected: CANDIDATE_SCHEMA,
@@ -124,7 +124,7 @@ impl ParsedCandidate {
     }
 }
 
-fn malformed(e: serde_json::Error) -> ArtifactError {
+fn malformed(e: &serde_json::Error) -> ArtifactError {
     ArtifactError::Malformed(e.to_string().chars().take(512).collect())
 }
 
@@ -194,7 +194,7 @@ impl CandidateManifest {
     /// Parses strictly; checks the schema and that every file name is the one its job id
     /// derives (so no entry can point outside the candidate directory).
     pub fn from_value(v: &Value) -> Result<Self, ArtifactError> {
-        let m = Self::deserialize(v).map_err(malformed)?;
+        let m = Self::deserialize(v).map_err(|e| malformed(&e))?;
         if m.schema != CANDIDATE_MANIFEST_SCHEMA {
             return Err(ArtifactError::Schema {
                 expected: CANDIDATE_MANIFEST_SCHEMA,
@@ -238,7 +238,7 @@ pub struct AttestationFile {
 impl AttestationFile {
     /// Parses strictly; checks the schema, the signature's shape and the candidate file name.
     pub fn from_value(v: &Value) -> Result<Self, ArtifactError> {
-        let a = Self::deserialize(v).map_err(malformed)?;
+        let a = Self::deserialize(v).map_err(|e| malformed(&e))?;
         if a.schema != ATTESTATION_SCHEMA {
             return Err(ArtifactError::Schema {
                 expected: ATTESTATION_SCHEMA,
@@ -349,7 +349,7 @@ pub struct ReferenceAttestationManifest {
 impl ReferenceAttestationManifest {
     /// Parses strictly and checks the schema.
     pub fn from_value(v: &Value) -> Result<Self, ArtifactError> {
-        let m = Self::deserialize(v).map_err(malformed)?;
+        let m = Self::deserialize(v).map_err(|e| malformed(&e))?;
         if m.schema != ATTESTATION_SCHEMA {
             return Err(ArtifactError::Schema {
                 expected: ATTESTATION_SCHEMA,

@@ -383,7 +383,7 @@ mod tests {
 
     /// Sets `pointer` in both the requested and observed profile of the evidence, or in the
     /// observed one only, and expects a refusal naming `field`.
-    fn refused_isolation(pointer: &str, value: Value, field: &str) {
+    fn refused_isolation(pointer: &str, value: &Value, field: &str) {
         let (job, outcome, evidence) = run(0);
         for records in [&["observed"][..], &["requested", "observed"][..]] {
             let mut ev = evidence.clone();
@@ -406,30 +406,30 @@ mod tests {
 
     #[test]
     fn evidence_with_a_bridge_network_is_refused() {
-        refused_isolation("/network_mode", json!("bridge"), "network_mode");
-        refused_isolation("/network_mode", json!("host"), "network_mode");
+        refused_isolation("/network_mode", &json!("bridge"), "network_mode");
+        refused_isolation("/network_mode", &json!("host"), "network_mode");
     }
 
     #[test]
     fn evidence_with_a_writable_root_filesystem_is_refused() {
-        refused_isolation("/readonly_rootfs", json!(false), "readonly_rootfs");
+        refused_isolation("/readonly_rootfs", &json!(false), "readonly_rootfs");
     }
 
     #[test]
     fn evidence_with_the_root_user_is_refused() {
-        refused_isolation("/user", json!("0:0"), "user");
-        refused_isolation("/user", json!(""), "user");
+        refused_isolation("/user", &json!("0:0"), "user");
+        refused_isolation("/user", &json!(""), "user");
     }
 
     #[test]
     fn evidence_with_capabilities_not_dropped_is_refused() {
-        refused_isolation("/cap_drop", json!([]), "cap_drop");
-        refused_isolation("/cap_add", json!(["SYS_ADMIN"]), "cap_add");
+        refused_isolation("/cap_drop", &json!([]), "cap_drop");
+        refused_isolation("/cap_add", &json!(["SYS_ADMIN"]), "cap_add");
     }
 
     #[test]
     fn evidence_of_a_privileged_container_is_refused() {
-        refused_isolation("/privileged", json!(true), "privileged");
+        refused_isolation("/privileged", &json!(true), "privileged");
     }
 
     #[test]
@@ -438,15 +438,15 @@ mod tests {
         let memory = m["memory_bytes"].as_i64().unwrap();
         let pids = m["pids_limit"].as_i64().unwrap();
         let nano = m["cpu_millis"].as_i64().unwrap() * 1_000_000;
-        refused_isolation("/memory", json!(memory * 2), "memory");
-        refused_isolation("/memory_swap", json!(-1), "memory_swap");
-        refused_isolation("/pids_limit", json!(pids + 1), "pids_limit");
-        refused_isolation("/pids_limit", json!(0), "pids_limit");
-        refused_isolation("/nano_cpus", json!(nano * 2), "nano_cpus");
-        refused_isolation("/shm_size", json!(1i64 << 40), "shm_size");
+        refused_isolation("/memory", &json!(memory * 2), "memory");
+        refused_isolation("/memory_swap", &json!(-1), "memory_swap");
+        refused_isolation("/pids_limit", &json!(pids + 1), "pids_limit");
+        refused_isolation("/pids_limit", &json!(0), "pids_limit");
+        refused_isolation("/nano_cpus", &json!(nano * 2), "nano_cpus");
+        refused_isolation("/shm_size", &json!(1i64 << 40), "shm_size");
         refused_isolation(
             "/ulimits",
-            json!([{"name": "nofile", "soft": 4096, "hard": 4096}]),
+            &json!([{"name": "nofile", "soft": 4096, "hard": 4096}]),
             "ulimits",
         );
     }
@@ -489,17 +489,17 @@ mod tests {
     fn evidence_with_a_tmpfs_without_size_is_refused() {
         refused_isolation(
             "/tmpfs/~1tmp",
-            json!("rw,exec,nosuid,nodev,mode=1777"),
+            &json!("rw,exec,nosuid,nodev,mode=1777"),
             "tmpfs",
         );
     }
 
     #[test]
     fn evidence_without_no_new_privileges_is_refused() {
-        refused_isolation("/security_opt", json!([]), "security_opt");
+        refused_isolation("/security_opt", &json!([]), "security_opt");
         refused_isolation(
             "/security_opt",
-            json!(["no-new-privileges", "seccomp=unconfined"]),
+            &json!(["no-new-privileges", "seccomp=unconfined"]),
             "security_opt",
         );
     }
@@ -511,10 +511,10 @@ mod tests {
         env.as_array_mut()
             .unwrap()
             .push(json!("GITHUB_TOKEN=ghp_x"));
-        refused_isolation("/env", env, "env");
+        refused_isolation("/env", &env, "env");
         let mut two_paths = evidence["isolation"]["observed"]["env"].clone();
         two_paths.as_array_mut().unwrap().push(json!("PATH=/tmp"));
-        refused_isolation("/env", two_paths, "env");
+        refused_isolation("/env", &two_paths, "env");
     }
 
     #[test]
@@ -534,7 +534,7 @@ mod tests {
             ("/hostname", json!("host"), "hostname"),
         ];
         for (pointer, value, field) in cases {
-            refused_isolation(pointer, value, field);
+            refused_isolation(pointer, &value, field);
         }
     }
 
