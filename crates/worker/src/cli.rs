@@ -1,6 +1,9 @@
-//! The `worker` command line: clap definitions and their conversion into a checked
-//! [`Action`]. Parsing only; what an action does lives in the library module it names, and
-//! exit-code policy lives in `main`.
+//! The `worker` command line, in two layers (as ripgrep's low-level and high-level
+//! arguments): [`Cli`] is what clap parses, and [`Cli::into_command`] turns it into a checked
+//! [`Command`] whose values are already typed (limits, stage kind, network, verifier
+//! addresses), so no handler parses a string late. Every refusal here is a usage error
+//! (exit 2) printed by clap. Parsing only; each command is carried out by its handler in
+//! [`crate::commands`].
 //!
 //! The flag-style modes take their positional values right after the flag
 //! (`--snapshot-directory <dir> <max-bytes> <max-files>`), as the protocol's surfaces name them.
@@ -8,8 +11,8 @@
 use std::ffi::OsString;
 use std::path::PathBuf;
 
-use clap::{ArgGroup, Parser, Subcommand};
-use verifier_sdk::TreeLimits;
+use clap::{ArgGroup, CommandFactory, Parser, Subcommand};
+use verifier_sdk::{Address, Network, TreeLimits};
 
 use crate::stage::{ParseStageKindError, StageKind};
 
@@ -57,7 +60,7 @@ pub struct Cli {
 
     /// Subcommands.
     #[command(subcommand)]
-    pub command: Option<Command>,
+    pub command: Option<Subcommands>,
 
     /// Show no progress on stderr (it is also hidden when stderr is not a terminal).
     #[arg(long, short = 'q', global = true)]
@@ -66,7 +69,7 @@ pub struct Cli {
 
 /// Subcommands of `worker`.
 #[derive(Debug, Subcommand)]
-pub enum Command {
+pub enum Subcommands {
     /// Print the exact container configuration and limits a request would run with,
     /// without running anything.
     Plan {
@@ -140,11 +143,11 @@ pub struct FeedArgs {
     #[arg(long)]
     pub api: String,
     /// Network to query: base-mainnet or base-sepolia (or an alias).
-    #[arg(long, default_value = "base-mainnet")]
-    pub network: String,
+    #[arg(long, default_value = "base-mainnet", value_parser = parse_network)]
+    pub network: Network,
     /// A verifier address this runner serves; give it once or twice.
-    #[arg(long = "verifier", required = true)]
-    pub verifiers: Vec<String>,
+    #[arg(long = "verifier", required = true, value_parser = parse_address)]
+    pub verifiers: Vec<Address>,
     /// Directory for candidate files and manifest.json.
     #[arg(long)]
     pub out: PathBuf,
@@ -173,7 +176,7 @@ pub struct FeedArgs {
 
 /// A checked request to do one thing.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Action {
+pub enum Command {
     /// `--snapshot-directory`.
     SnapshotDirectory {
         /// The tree to digest.
@@ -226,7 +229,7 @@ pub enum Action {
     },
 }
 
-/// The command line parsed but its values are unusable (exit code 2).
+/// The command line parsed but its values are unusable (exit code 2, reported through clap).
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum UsageError {
     /// No mode flag was given.
@@ -262,9 +265,42 @@ pub enum UsageError {
     Kind(#[from] ParseStageKindError),
 }
 
+impl UsageError {
+    /// The clap error kind it is reported as.
+    fn kind(&self) -> clap::error::ErrorKind {
+        use clap::error::ErrorKind;
+        match self {
+            Self::NoMode => ErrorKind::MissingRequiredArgument,
+            Self::ModeAndSubcommand | Self::RunOnly => ErrorKind::ArgumentConflict,
+            Self::Arity { .. } => ErrorKind::WrongNumberOfValues,
+            Self::BadLimit { .. } | Self::Kind(_) => ErrorKind::ValueValidation,
+        }
+    }
+}
+
+/// The parsed and checked command line.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Parsed {
+    /// What to do.
+    pub command: Command,
+    /// `--quiet`: no progress on stderr.
+    pub quiet: bool,
+}
+
+/// Parses the process's arguments; on any usage error clap prints it with the usage line
+/// and exits with 2 (0 for `--help` and `--version`).
+pub fn parse() -> Parsed {
+    let cli = Cli::parse();
+    let quiet = cli.quiet;
+    match cli.into_command() {
+        Ok(command) => Parsed { command, quiet },
+        Err(error) => Cli::command().error(error.kind(), error).exit(),
+    }
+}
+
 impl Cli {
     /// Checks the values of the chosen mode.
-    pub fn action(self) -> Result<Action, UsageError> {
+    pub fn into_command(self) -> Result<Command, UsageError> {
         // Checked here rather than with clap's `args_conflicts_with_subcommands`, which would
         // also refuse global flags such as `worker --quiet feed`.
         let has_mode = self.snapshot_directory.is_some()
@@ -276,7 +312,7 @@ impl Cli {
         }
         if let Some(values) = self.snapshot_directory {
             let [dir, max_bytes, max_files] = exactly::<3>("snapshot-directory", values)?;
-            return Ok(Action::SnapshotDirectory {
+            return Ok(Command::SnapshotDirectory {
                 dir: dir.into(),
                 limits: parse_limits(&max_bytes, &max_files)?,
             });
@@ -285,7 +321,7 @@ impl Cli {
             let [kind, dir, root, max_bytes, max_files] =
                 exactly::<5>("stage-regression-input", values)?;
             let kind = kind.to_string_lossy().parse::<StageKind>()?;
-            return Ok(Action::StageRegressionInput {
+            return Ok(Command::StageRegressionInput {
                 kind,
                 dir: dir.into(),
                 root: root.into(),
@@ -293,7 +329,7 @@ impl Cli {
             });
         }
         if let Some(request) = self.run_regression {
-            return Ok(Action::RunRegression {
+            return Ok(Command::RunRegression {
                 request,
                 pull: self.pull,
                 evidence: self.evidence,
@@ -303,22 +339,32 @@ impl Cli {
             return Err(UsageError::RunOnly);
         }
         if let Some(request) = self.validate_regression_candidate {
-            return Ok(Action::ValidateCandidate { request });
+            return Ok(Command::ValidateCandidate { request });
         }
         match self.command {
-            Some(Command::Plan {
+            Some(Subcommands::Plan {
                 request,
                 staging_root,
-            }) => Ok(Action::Plan {
+            }) => Ok(Command::Plan {
                 request,
                 staging_root,
             }),
-            Some(Command::Feed(args)) => Ok(Action::Feed(args)),
-            Some(Command::Rehearse(args)) => Ok(Action::Rehearse(args)),
-            Some(Command::Explain { evidence, json }) => Ok(Action::Explain { evidence, json }),
+            Some(Subcommands::Feed(args)) => Ok(Command::Feed(args)),
+            Some(Subcommands::Rehearse(args)) => Ok(Command::Rehearse(args)),
+            Some(Subcommands::Explain { evidence, json }) => {
+                Ok(Command::Explain { evidence, json })
+            }
             None => Err(UsageError::NoMode),
         }
     }
+}
+
+fn parse_network(value: &str) -> Result<Network, String> {
+    Network::from_alias(value).ok_or_else(|| format!("unknown network {value:?}"))
+}
+
+fn parse_address(value: &str) -> Result<Address, String> {
+    value.parse::<Address>().map_err(|e| e.to_string())
 }
 
 fn exactly<const N: usize>(
@@ -356,12 +402,11 @@ fn parse_positive(what: &'static str, value: &OsString) -> Result<u64, UsageErro
 #[cfg(test)]
 mod tests {
     use super::*;
-    use clap::CommandFactory;
 
-    fn parse(args: &[&str]) -> Result<Action, String> {
+    fn parse(args: &[&str]) -> Result<Command, String> {
         let cli = Cli::try_parse_from(std::iter::once("worker").chain(args.iter().copied()))
             .map_err(|e| e.to_string())?;
-        cli.action().map_err(|e| e.to_string())
+        cli.into_command().map_err(|e| e.to_string())
     }
 
     #[test]
@@ -373,7 +418,7 @@ mod tests {
     fn global_quiet_works_before_a_subcommand_but_modes_and_subcommands_conflict() {
         assert!(matches!(
             parse(&["--quiet", "plan", "r.json"]),
-            Ok(Action::Plan { .. })
+            Ok(Command::Plan { .. })
         ));
         let err = parse(&["--run-regression", "r.json", "plan", "r.json"]).unwrap_err();
         assert!(err.contains("not both"), "{err}");
@@ -384,7 +429,7 @@ mod tests {
         let action = parse(&["--snapshot-directory", "d", "10", "2"]).unwrap();
         assert_eq!(
             action,
-            Action::SnapshotDirectory {
+            Command::SnapshotDirectory {
                 dir: "d".into(),
                 limits: TreeLimits::new(10, 2).unwrap()
             }
@@ -406,7 +451,7 @@ mod tests {
         .unwrap();
         assert_eq!(
             action,
-            Action::StageRegressionInput {
+            Command::StageRegressionInput {
                 kind: StageKind::Benchmark,
                 dir: "d".into(),
                 root: "r".into(),
@@ -448,7 +493,7 @@ mod tests {
             "--json",
         ])
         .unwrap();
-        let Action::Rehearse(args) = action else {
+        let Command::Rehearse(args) = action else {
             panic!("{action:?}")
         };
         assert_eq!((args.repeat, args.json, args.base), (3, true, None));
@@ -469,7 +514,7 @@ mod tests {
         }
         assert_eq!(
             parse(&["explain", "e.json"]).unwrap(),
-            Action::Explain {
+            Command::Explain {
                 evidence: "e.json".into(),
                 json: false
             }
@@ -494,5 +539,34 @@ mod tests {
             ])
             .is_err()
         );
+    }
+
+    #[test]
+    fn feed_values_are_typed_by_clap() {
+        let feed = |network: &str, verifier: &str| {
+            let args = [
+                "feed",
+                "--api",
+                "https://a",
+                "--out",
+                "o",
+                "--network",
+                network,
+                "--verifier",
+                verifier,
+            ];
+            Cli::try_parse_from(std::iter::once("worker").chain(args))
+        };
+        let address = format!("0x{}", "ab".repeat(20));
+        let cli = feed("sepolia", &address).unwrap();
+        let Ok(Command::Feed(args)) = cli.into_command() else {
+            panic!("not a feed")
+        };
+        assert_eq!(args.network, Network::BaseSepolia);
+        assert_eq!(args.verifiers, vec![address.parse::<Address>().unwrap()]);
+        for (network, verifier) in [("ropsten", address.as_str()), ("base", "0x12")] {
+            let error = feed(network, verifier).unwrap_err();
+            assert_eq!(error.exit_code(), 2, "{error}");
+        }
     }
 }

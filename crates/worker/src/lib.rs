@@ -7,7 +7,10 @@
 //! It deliberately holds no keys and writes nothing to any chain: its output is evidence for
 //! the signer to re-check, never a signature or a payment.
 
+#![warn(clippy::too_many_lines, clippy::needless_pass_by_value)]
+
 pub mod cli;
+pub mod commands;
 pub mod exit;
 pub mod explain;
 pub mod feed;
@@ -19,6 +22,7 @@ pub mod run;
 pub mod sandbox;
 pub mod snapshot;
 pub mod stage;
+pub mod staging_root;
 
 pub use snapshot::snapshot_directory;
 pub use stage::{StageError, StageKind, StagedTree, VerifyError, stage_tree, verify_staged};

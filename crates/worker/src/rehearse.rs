@@ -15,7 +15,7 @@ use verifier_sdk::{RunnerManifest, Sha256Digest, runner_manifest_hash};
 use crate::explain::{Explanation, explain};
 use crate::feed::archive::ArchiveLimits;
 use crate::progress::NoProgress;
-use crate::run::{RunOptions, STAGING_ROOT_ENV, execute_manifest, spec_for, write_evidence};
+use crate::run::{RunOptions, execute_manifest, spec_for, write_evidence};
 use crate::sandbox::profile::Isolation;
 use crate::sandbox::{DockerExecutor, SandboxError};
 use crate::stage::{StageError, StageKind, stage_tree};
@@ -274,61 +274,6 @@ fn read_manifest(path: &Path) -> Result<Value, RehearseError> {
     serde_json::from_slice(&bytes).map_err(RehearseError::ManifestJson)
 }
 
-/// The staging root when none is given: `$REGRESSION_SANDBOX_STAGING_ROOT`, else a directory
-/// private to this user under the system temp dir, reused across rehearsals (the store is
-/// content-addressed, so reuse only saves copying).
-pub fn default_staging_root() -> Result<PathBuf, RehearseError> {
-    if let Some(root) = std::env::var_os(STAGING_ROOT_ENV).map(PathBuf::from) {
-        if !root.is_absolute() {
-            return Err(RehearseError::StagingRoot {
-                path: root,
-                detail: format!("{STAGING_ROOT_ENV} must be an absolute path"),
-            });
-        }
-        return Ok(root);
-    }
-    let uid = effective_uid().map_err(|e| RehearseError::StagingRoot {
-        path: std::env::temp_dir(),
-        detail: format!("cannot tell our user id from /proc/self: {e}"),
-    })?;
-    let root = std::env::temp_dir().join(format!("worker-rehearse-{uid}"));
-    private_dir(&root, uid)?;
-    Ok(root)
-}
-
-/// The effective uid: `/proc/self` is owned by it, and this keeps `unsafe` (libc) out.
-fn effective_uid() -> std::io::Result<u32> {
-    use std::os::unix::fs::MetadataExt;
-    std::fs::metadata("/proc/self").map(|m| m.uid())
-}
-
-/// Creates `dir` mode 0700, or accepts an existing one only if it is ours and closed to others:
-/// a shared temp dir must not let another user plant trees or evidence we would then trust.
-fn private_dir(dir: &Path, uid: u32) -> Result<(), RehearseError> {
-    use std::os::unix::fs::{DirBuilderExt, MetadataExt};
-    let bad = |detail: String| RehearseError::StagingRoot {
-        path: dir.to_owned(),
-        detail,
-    };
-    match std::fs::DirBuilder::new().mode(0o700).create(dir) {
-        Ok(()) => {}
-        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {}
-        Err(e) => return Err(bad(e.to_string())),
-    }
-    let meta = std::fs::symlink_metadata(dir).map_err(|e| bad(e.to_string()))?;
-    if !meta.is_dir() {
-        return Err(bad("not a directory".into()));
-    }
-    if meta.uid() != uid || meta.mode() & 0o077 != 0 {
-        return Err(bad(format!(
-            "must be owned by uid {uid} with mode 0700 (is uid {}, mode {:o})",
-            meta.uid(),
-            meta.mode() & 0o7777
-        )));
-    }
-    Ok(())
-}
-
 /// Stages the trees and validates the manifest; everything up to running a container.
 #[derive(Clone)]
 pub struct Prepared {
@@ -405,7 +350,7 @@ pub fn prepare(options: &RehearseOptions) -> Result<Prepared, RehearseError> {
         "rehearse".into(),
         options.pull,
     );
-    let sandbox = crate::sandbox::plan(&spec).map_err(RehearseError::Plan)?;
+    let sandbox = crate::sandbox::plan(&spec).map_err(|e| RehearseError::Plan(e.to_string()))?;
     let commit = Commitments {
         source_snapshot_digest: source.snapshot.digest,
         benchmark_digest: staged_digest,
@@ -596,6 +541,8 @@ fn row(out: &mut String, key: &str, value: impl std::fmt::Display) {
 
 impl Report {
     /// The human report: concise and aligned.
+    // TODO(h-auth): split when rehearse/ becomes run, report and render.
+    #[allow(clippy::too_many_lines)]
     pub fn human(&self) -> String {
         let mut out = String::from("commit\n");
         let c = &self.commit;
@@ -877,18 +824,5 @@ mod tests {
             };
             assert!(matches!(prepare(&options), Err(RehearseError::Repeat(_))));
         }
-    }
-
-    #[test]
-    fn an_open_or_foreign_private_dir_is_refused() {
-        use std::os::unix::fs::PermissionsExt;
-        let dir = tempfile::tempdir().unwrap();
-        let root = dir.path().join("r");
-        let uid = effective_uid().unwrap();
-        private_dir(&root, uid).unwrap();
-        std::fs::set_permissions(&root, std::fs::Permissions::from_mode(0o777)).unwrap();
-        assert!(private_dir(&root, uid).is_err());
-        std::fs::set_permissions(&root, std::fs::Permissions::from_mode(0o700)).unwrap();
-        assert!(private_dir(&root, uid + 1).is_err());
     }
 }

@@ -295,6 +295,9 @@ pub(crate) fn hash_listed_tree(
     result
 }
 
+// Taking the senders by value is the point: dropping them when hashing ends is what makes the
+// reader's next send or buffer request fail, so it stops instead of blocking forever.
+#[allow(clippy::needless_pass_by_value)]
 fn hash_messages(
     limits: TreeLimits,
     entries: &[TreeEntry],

@@ -304,7 +304,7 @@ impl<'a> Extraction<'a> {
         }
     }
 
-    fn stream_error(&self, e: io::Error) -> ArchiveError {
+    fn stream_error(&self, e: &io::Error) -> ArchiveError {
         if self.compressed_exceeded.get() {
             ArchiveError::CompressedTooLarge {
                 limit: self.limits.max_compressed_bytes,
@@ -336,11 +336,11 @@ impl<'a> Extraction<'a> {
         // of them is read (see the module doc).
         let entries = archive
             .entries()
-            .map_err(|e| self.stream_error(e))?
+            .map_err(|e| self.stream_error(&e))?
             .raw(true);
         let mut pending = Pending::default();
         for entry in entries {
-            let mut entry = entry.map_err(|e| self.stream_error(e))?;
+            let mut entry = entry.map_err(|e| self.stream_error(&e))?;
             let entry_type = entry.header().entry_type();
             let recognized =
                 entry.header().as_ustar().is_some() || entry.header().as_gnu().is_some();
@@ -426,7 +426,7 @@ impl<'a> Extraction<'a> {
         Read::by_ref(entry)
             .take(MAX_EXTENSION_HEADER_BYTES)
             .read_to_end(&mut body)
-            .map_err(|e| self.stream_error(e))?;
+            .map_err(|e| self.stream_error(&e))?;
         Ok(body)
     }
 
@@ -556,7 +556,7 @@ impl<'a> Extraction<'a> {
                 Ok(0) => break,
                 Ok(n) => n,
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
-                Err(e) => return Err(self.stream_error(e)),
+                Err(e) => return Err(self.stream_error(&e)),
             };
             let chunk = buf.get(..n).unwrap_or_default();
             file.write_all(chunk).map_err(|source| ArchiveError::Io {

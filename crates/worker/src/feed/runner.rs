@@ -407,28 +407,73 @@ impl Runner<'_> {
             image_digest,
             worker_version: &self.config.worker_version,
         };
-        if let Some(hit) = self.cache.as_ref().and_then(|c| c.load(&identity)) {
+        if let Some(reused) = self.reuse_cached(job, &identity) {
+            return reused;
+        }
+        let dirs = self.fetch_trees(job, job_dir, &identity, durations).await?;
+        let (Some(source_dir), Some(benchmark_dir)) = (dirs.first(), dirs.get(1)) else {
+            return Err(Stop::new(JobStatus::Error, "internal", "archive list"));
+        };
+
+        progress(self.config, format_args!("  running"));
+        let t = Instant::now();
+        flags.executed = true;
+        let executed = AssertUnwindSafe(self.executor.execute(job, source_dir, benchmark_dir))
+            .catch_unwind()
+            .await;
+        durations.execute_ms = millis(t);
+        let (outcome, evidence) = judge_execution(executed, job, &identity, flags)?;
+        if let Some(cache) = &self.cache
+            && let Err(e) = cache.store(&identity, &outcome, Some(&evidence))
+        {
+            tracing::warn!(error = %e, "could not cache a verdict");
+        }
+        let file = self.write(job, &outcome, Some(evidence))?;
+        Ok(Done {
+            status: verdict_status(outcome.verdict.passed()),
+            file,
+            cached: false,
+        })
+    }
+
+    /// A verdict or a rejection cached under the run's full identity, reused as it is.
+    fn reuse_cached(
+        &self,
+        job: &ValidatedJob,
+        identity: &RunIdentity<'_>,
+    ) -> Option<Result<Done, Stop>> {
+        if let Some(hit) = self.cache.as_ref().and_then(|c| c.load(identity)) {
             progress(self.config, format_args!("  reusing the cached verdict"));
             let status = verdict_status(hit.outcome.verdict.passed());
-            let file = self.write(job, &hit.outcome, hit.evidence)?;
-            return Ok(Done {
-                status,
-                file,
-                cached: true,
-            });
+            return Some(
+                self.write(job, &hit.outcome, hit.evidence)
+                    .map(|file| Done {
+                        status,
+                        file,
+                        cached: true,
+                    }),
+            );
         }
-        if let Some(rejected) = self
-            .cache
-            .as_ref()
-            .and_then(|c| c.load_rejection(&identity))
-        {
+        if let Some(rejected) = self.cache.as_ref().and_then(|c| c.load_rejection(identity)) {
             progress(self.config, format_args!("  reusing the cached rejection"));
-            return Err(Stop {
+            return Some(Err(Stop {
                 cached: true,
                 ..Stop::new(JobStatus::Rejected, &rejected.reason_code, rejected.reason)
-            });
+            }));
         }
+        None
+    }
 
+    /// Downloads and extracts the source and benchmark archives into `job_dir`; a permanent
+    /// failure is cached as a rejection of this run identity.
+    async fn fetch_trees(
+        &self,
+        job: &ValidatedJob,
+        job_dir: &Path,
+        identity: &RunIdentity<'_>,
+        durations: &mut Durations,
+    ) -> Result<Vec<PathBuf>, Stop> {
+        let manifest = job.manifest();
         std::fs::create_dir(job_dir)
             .map_err(|e| Stop::new(JobStatus::Error, "scratch_failed", e))?;
         let source = job.source();
@@ -458,7 +503,7 @@ impl Runner<'_> {
                 Err(stop) => {
                     if stop.permanent
                         && let Some(cache) = &self.cache
-                        && let Err(e) = cache.store_rejection(&identity, &stop.code, &stop.reason)
+                        && let Err(e) = cache.store_rejection(identity, &stop.code, &stop.reason)
                     {
                         tracing::warn!(error = %e, "could not cache a rejection");
                     }
@@ -466,95 +511,7 @@ impl Runner<'_> {
                 }
             }
         }
-        let (Some(source_dir), Some(benchmark_dir)) = (dirs.first(), dirs.get(1)) else {
-            return Err(Stop::new(JobStatus::Error, "internal", "archive list"));
-        };
-
-        progress(self.config, format_args!("  running"));
-        let t = Instant::now();
-        flags.executed = true;
-        let executed = AssertUnwindSafe(self.executor.execute(job, source_dir, benchmark_dir))
-            .catch_unwind()
-            .await;
-        durations.execute_ms = millis(t);
-        let executed = match executed {
-            Err(_) => {
-                return Err(Stop::new(
-                    JobStatus::Error,
-                    "executor_panicked",
-                    "the executor panicked",
-                ));
-            }
-            Ok(Err(JobFailure::RuntimeUnavailable(m))) => {
-                flags.runtime_unavailable = true;
-                return Err(Stop::new(
-                    JobStatus::Error,
-                    NoVerdictReason::RuntimeUnavailable.as_str(),
-                    m,
-                ));
-            }
-            Ok(Err(JobFailure::InvalidInput(m))) => {
-                return Err(Stop::new(JobStatus::Rejected, "executor_rejected", m));
-            }
-            Ok(Err(JobFailure::Internal(m))) => {
-                return Err(Stop::new(JobStatus::Error, "executor_error", m));
-            }
-            Ok(Ok(executed)) => executed,
-        };
-        let outcome = match executed.output {
-            RunOutput::NoVerdict(nv) => {
-                if nv.no_verdict.reason == NoVerdictReason::RuntimeUnavailable {
-                    flags.runtime_unavailable = true;
-                }
-                return Err(Stop::new(
-                    JobStatus::NoVerdict,
-                    nv.no_verdict.reason.as_str(),
-                    nv.no_verdict.detail,
-                ));
-            }
-            RunOutput::Verdict(outcome) => outcome,
-        };
-        // The executor verifies the digests; this re-check keeps a buggy executor from
-        // turning a run on other inputs into a cached, signable candidate.
-        for (what, reported, committed) in [
-            ("source", executed.source_digest, identity.source_digest),
-            (
-                "benchmark",
-                executed.benchmark_digest,
-                identity.benchmark_digest,
-            ),
-            ("image", executed.image_digest, identity.image_digest),
-        ] {
-            if reported != committed {
-                return Err(Stop::new(
-                    JobStatus::Error,
-                    "digest_mismatch",
-                    format!("executor ran {what} {reported}, the job commits to {committed}"),
-                ));
-            }
-        }
-        let outcome_value = serde_json::to_value(&outcome)
-            .map_err(|e| Stop::new(JobStatus::Error, "invalid_outcome", e))?;
-        validate_outcome(&outcome_value, job)
-            .map_err(|e| Stop::new(JobStatus::Error, "invalid_outcome", e))?;
-        let Some(evidence) = executed.evidence else {
-            return Err(Stop::new(
-                JobStatus::Error,
-                "missing_evidence",
-                "the executor returned a verdict without an evidence record",
-            ));
-        };
-        if let Some(cache) = &self.cache
-            && let Err(e) = cache.store(&identity, &outcome, Some(&evidence))
-        {
-            tracing::warn!(error = %e, "could not cache a verdict");
-        }
-        let file = self.write(job, &outcome, Some(evidence))?;
-        Ok(Done {
-            status: verdict_status(outcome.verdict.passed()),
-            file,
-            cached: false,
-        })
+        Ok(dirs)
     }
 
     fn write(
@@ -719,4 +676,81 @@ fn now_unix() -> u64 {
         .duration_since(UNIX_EPOCH)
         .map(|d| d.as_secs())
         .unwrap_or(0)
+}
+
+/// The verdict and evidence of an execution, or why there is none. The executor verifies the
+/// digests; the re-check here keeps a buggy executor from turning a run on other inputs into
+/// a cached, signable candidate.
+fn judge_execution(
+    executed: std::thread::Result<Result<ExecutedJob, JobFailure>>,
+    job: &ValidatedJob,
+    identity: &RunIdentity<'_>,
+    flags: &mut Flags,
+) -> Result<(verifier_sdk::Outcome, Value), Stop> {
+    let executed = match executed {
+        Err(_) => {
+            return Err(Stop::new(
+                JobStatus::Error,
+                "executor_panicked",
+                "the executor panicked",
+            ));
+        }
+        Ok(Err(JobFailure::RuntimeUnavailable(m))) => {
+            flags.runtime_unavailable = true;
+            return Err(Stop::new(
+                JobStatus::Error,
+                NoVerdictReason::RuntimeUnavailable.as_str(),
+                m,
+            ));
+        }
+        Ok(Err(JobFailure::InvalidInput(m))) => {
+            return Err(Stop::new(JobStatus::Rejected, "executor_rejected", m));
+        }
+        Ok(Err(JobFailure::Internal(m))) => {
+            return Err(Stop::new(JobStatus::Error, "executor_error", m));
+        }
+        Ok(Ok(executed)) => executed,
+    };
+    let outcome = match executed.output {
+        RunOutput::NoVerdict(nv) => {
+            if nv.no_verdict.reason == NoVerdictReason::RuntimeUnavailable {
+                flags.runtime_unavailable = true;
+            }
+            return Err(Stop::new(
+                JobStatus::NoVerdict,
+                nv.no_verdict.reason.as_str(),
+                nv.no_verdict.detail,
+            ));
+        }
+        RunOutput::Verdict(outcome) => outcome,
+    };
+    for (what, reported, committed) in [
+        ("source", executed.source_digest, identity.source_digest),
+        (
+            "benchmark",
+            executed.benchmark_digest,
+            identity.benchmark_digest,
+        ),
+        ("image", executed.image_digest, identity.image_digest),
+    ] {
+        if reported != committed {
+            return Err(Stop::new(
+                JobStatus::Error,
+                "digest_mismatch",
+                format!("executor ran {what} {reported}, the job commits to {committed}"),
+            ));
+        }
+    }
+    let outcome_value = serde_json::to_value(&outcome)
+        .map_err(|e| Stop::new(JobStatus::Error, "invalid_outcome", e))?;
+    validate_outcome(&outcome_value, job)
+        .map_err(|e| Stop::new(JobStatus::Error, "invalid_outcome", e))?;
+    let Some(evidence) = executed.evidence else {
+        return Err(Stop::new(
+            JobStatus::Error,
+            "missing_evidence",
+            "the executor returned a verdict without an evidence record",
+        ));
+    };
+    Ok((outcome, evidence))
 }

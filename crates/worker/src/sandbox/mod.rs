@@ -1,19 +1,30 @@
 //! Sandbox executor: runs one direct-argv command in a locked-down container through the Docker
 //! Engine API (`bollard`; never the `docker` CLI) and decides the verdict per DESIGN §3.
 //!
-//! Split by responsibility: [`decision`] is the pure verdict contract, [`profile`] builds the
-//! container profile and reads it back, [`streams`] hashes output, [`evidence`] holds the
-//! record, and [`DockerExecutor`] is the only part that talks to the engine.
+//! Split by responsibility, pure steps apart from engine calls: [`decision`] is the pure verdict
+//! contract, `spec` checks the spec and converts its limits, `image` accepts or refuses the
+//! inspected image, `events` judges the engine's event stream, `executable` resolves `argv[0]`
+//! through the archive API, [`profile`] builds the container profile and reads it back,
+//! [`streams`] hashes output, `output` reads it, `teardown` kills, removes and reads the final
+//! state, [`evidence`] holds the record, `engine` holds the remaining engine calls, and
+//! [`DockerExecutor`] connects, sweeps and drives the lifecycle.
 //!
 //! This module does not know about jobs or manifests: the caller turns those into a
 //! [`SandboxSpec`] and supplies [`RunHooks`] that re-check the staged inputs.
 
 pub mod decision;
 mod docker;
+mod engine;
+mod events;
 pub mod evidence;
+mod executable;
+mod image;
+mod output;
 mod owner;
 pub mod profile;
+mod spec;
 pub mod streams;
+mod teardown;
 
 use std::path::PathBuf;
 use std::time::Duration;
@@ -23,6 +34,7 @@ pub use decision::{
 };
 pub use docker::DockerExecutor;
 pub use evidence::{EVIDENCE_SCHEMA_VERSION, EvidenceRecord};
+pub use spec::SpecError;
 
 /// Label present on every container this worker creates.
 pub const LABEL_VERIFIER: &str = "dev.agent-bounties.verifier";
@@ -116,20 +128,8 @@ pub enum SandboxError {
 
 /// The container profile `spec` would be created with, computed without the engine (the
 /// image's `PATH` is added at run time). Used by `worker plan` and rehearsal.
-pub fn plan(spec: &SandboxSpec) -> Result<profile::Isolation, String> {
-    let as_i64 = |name: &str, v: u64| -> Result<i64, String> {
-        i64::try_from(v)
-            .ok()
-            .filter(|v| *v > 0)
-            .ok_or_else(|| format!("{name} {v} is out of range"))
-    };
-    let limits = profile::Limits {
-        nano_cpus: as_i64("cpu_millis", spec.cpu_millis)?
-            .checked_mul(1_000_000)
-            .ok_or("cpu_millis is out of range")?,
-        memory: as_i64("memory_bytes", spec.memory_bytes)?,
-        pids: as_i64("pids_limit", spec.pids_limit)?,
-    };
+pub fn plan(spec: &SandboxSpec) -> Result<profile::Isolation, SpecError> {
+    let limits = spec::limits(spec)?;
     let path = |p: &std::path::Path| p.to_string_lossy().into_owned();
     Ok(profile::requested(
         spec,

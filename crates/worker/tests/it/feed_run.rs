@@ -8,14 +8,12 @@
 // Test scaffolding outside #[test] fns (fakes, builders): failures should fail loudly.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-mod feed_support;
-
 use std::collections::{HashMap, HashSet};
 use std::io::Write as _;
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 
-use feed_support::*;
+use crate::feed_support::*;
 use serde_json::{Value, json};
 use verifier_sdk::fixtures::{BENCHMARK_COMMIT, JobParams};
 use verifier_sdk::{

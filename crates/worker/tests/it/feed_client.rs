@@ -3,11 +3,9 @@
 // Test scaffolding outside #[test] fns (fakes, builders): failures should fail loudly.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-mod feed_support;
-
 use std::time::Duration;
 
-use feed_support::*;
+use crate::feed_support::*;
 use platform_client::{ClientError, ClientLimits, PlatformClient};
 use serde_json::json;
 use verifier_sdk::{Address, Network};

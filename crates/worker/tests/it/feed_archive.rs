@@ -4,13 +4,11 @@
 // Test scaffolding outside #[test] fns (fakes, builders): failures should fail loudly.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-mod feed_support;
-
 use std::collections::BTreeMap;
 use std::fs;
 use std::path::{Path, PathBuf};
 
-use feed_support::*;
+use crate::feed_support::*;
 use proptest::prelude::*;
 use verifier_sdk::RelativeDir;
 use worker::feed::archive::{ArchiveError, ArchiveLimits, Extracted, extract_tar_gz};

@@ -2,17 +2,17 @@
 //! removes it, and leaves a live worker's container alone.
 #![allow(clippy::unwrap_used, clippy::expect_used)] // tests may unwrap (COMMON.md)
 
-mod support;
+use crate::support;
 
 use std::time::Duration;
 
-use support::{Trees, containers_for, executor, spawn_child, spec};
+use crate::support::{Trees, containers_for, executor, spawn_child, spec};
 use worker::sandbox::{Decision, LABEL_OWNER, LABEL_RUN_ID, LABEL_VERIFIER};
 
 #[tokio::test]
 async fn sigkilled_worker_leaves_a_container_that_cleanup_stale_removes() {
     let run_id = support::run_id("stale");
-    let mut child = spawn_child("sleep", &[("SANDBOX_TEST_RUN_ID", &run_id)]);
+    let mut child = spawn_child(module_path!(), "sleep", &[("SANDBOX_TEST_RUN_ID", &run_id)]);
     let executor = executor().await;
 
     let mut found = Vec::new();

@@ -2,15 +2,13 @@
 //! the repo's digest-pinned test images (`scripts/services.sh` builds them).
 #![allow(clippy::unwrap_used, clippy::expect_used)] // tests may unwrap (COMMON.md)
 
-mod support;
-
 use std::fs;
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
+use crate::support::{image, workspace_root};
 use serde_json::Value;
-use support::{image, workspace_root};
 use verifier_sdk::RunnerManifest;
 
 struct Rehearsal {

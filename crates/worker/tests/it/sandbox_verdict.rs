@@ -2,12 +2,12 @@
 //! input and runtime problems are not.
 #![allow(clippy::unwrap_used, clippy::expect_used)] // tests may unwrap (COMMON.md)
 
-mod support;
+use crate::support;
 
 use std::fs;
 use std::time::Duration;
 
-use support::{DigestHooks, Trees, containers_for, executor, run, spec};
+use crate::support::{DigestHooks, Trees, containers_for, executor, run, spec};
 use worker::sandbox::{Decision, InputPhase, NoVerdictReason, RunReport, SandboxError, StoppedBy};
 
 fn no_verdict_reason(decision: &Decision) -> NoVerdictReason {
@@ -257,9 +257,13 @@ async fn docker_kill_sigterm_from_outside_is_externally_stopped_not_failed() {
 
 #[tokio::test]
 async fn unreachable_daemon_is_runtime_unavailable() {
-    let child = support::spawn_child("connect", &[("DOCKER_HOST", "unix:///nonexistent.sock")])
-        .wait_with_output()
-        .unwrap();
+    let child = support::spawn_child(
+        module_path!(),
+        "connect",
+        &[("DOCKER_HOST", "unix:///nonexistent.sock")],
+    )
+    .wait_with_output()
+    .unwrap();
     let out = String::from_utf8_lossy(&child.stdout);
     assert!(
         child.status.success(),

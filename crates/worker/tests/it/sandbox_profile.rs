@@ -2,14 +2,14 @@
 //! filesystem and network.
 #![allow(clippy::unwrap_used, clippy::expect_used)] // tests may unwrap (COMMON.md)
 
-mod support;
+use crate::support;
 
 use std::fs;
 use std::os::unix::fs::{PermissionsExt, chown};
 use std::os::unix::process::CommandExt;
 use std::process::Command;
 
-use support::{Trees, run, spec, stdout};
+use crate::support::{Trees, run, spec, stdout};
 use worker::sandbox::Decision;
 
 fn assert_no_floats(value: &serde_json::Value) {
@@ -78,9 +78,13 @@ async fn identity_limits_and_hostname_are_fixed() {
 #[tokio::test]
 async fn environment_is_exact_and_nothing_from_the_worker_leaks() {
     let unique = format!("LEAK_CANARY_{}", std::process::id());
-    let child = support::spawn_child("env", &[(&unique, "secret-value-must-not-leak")])
-        .wait_with_output()
-        .unwrap();
+    let child = support::spawn_child(
+        module_path!(),
+        "env",
+        &[(&unique, "secret-value-must-not-leak")],
+    )
+    .wait_with_output()
+    .unwrap();
     let out = String::from_utf8_lossy(&child.stdout);
     assert!(
         child.status.success(),

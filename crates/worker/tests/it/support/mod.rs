@@ -270,14 +270,17 @@ pub fn entrypoint_image() -> String {
     )
 }
 
-/// Runs this test binary again as a child in `mode` (see the `child_process` entry point in
-/// the test files), with extra environment.
-pub fn spawn_child(mode: &str, envs: &[(&str, &str)]) -> std::process::Child {
+/// Runs this test binary again as a child in `mode`, entering at the `child_process` entry
+/// point of the calling test module (`module` is its `module_path!()`), with extra environment.
+pub fn spawn_child(module: &str, mode: &str, envs: &[(&str, &str)]) -> std::process::Child {
+    // Test names leave out the crate: `it::sandbox_stale` runs as `sandbox_stale::…`.
+    let module = module.split_once("::").map_or(module, |(_, path)| path);
+    let entry = format!("{module}::child_process");
     let mut command = std::process::Command::new(std::env::current_exe().unwrap());
     command
         .args([
             "--exact",
-            "child_process",
+            &entry,
             "--ignored",
             "--nocapture",
             "--test-threads=1",

@@ -1,11 +1,11 @@
 //! Adversarial programs against every limit of the sandbox, each with its exact outcome.
 #![allow(clippy::unwrap_used, clippy::expect_used)] // tests may unwrap (COMMON.md)
 
-mod support;
+use crate::support;
 
 use std::time::Duration;
 
-use support::{Trees, run, spec};
+use crate::support::{Trees, run, spec};
 use worker::sandbox::{Decision, NoVerdictReason, StoppedBy};
 
 fn no_verdict_reason(decision: &Decision) -> NoVerdictReason {

@@ -9,14 +9,13 @@
 // Test scaffolding outside #[test] fns (builders, runners): failures should fail loudly.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-mod feed_support;
-mod support;
+use crate::support;
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use feed_support::*;
+use crate::feed_support::*;
 use serde_json::{Value, json};
 use verifier_sdk::fixtures::{BENCHMARK_COMMIT, JobParams, job_value, sample_manifest};
 use verifier_sdk::{Candidate, CandidateManifest, Sha256Digest, candidate_file_name};

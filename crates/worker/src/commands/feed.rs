@@ -1,0 +1,58 @@
+//! `worker feed`: fetch the platform's job feed, run every job committed to our verifier(s),
+//! and write candidate files and their manifest. The batch's exit code is the report's.
+
+use std::path::PathBuf;
+
+use super::{block_on, connect_swept, fail, print_json, staging_root_failed};
+use crate::cli::FeedArgs;
+use crate::exit::ExitCode;
+use crate::feed::{FeedConfig, SandboxJobExecutor, run_feed};
+use crate::staging_root::{self, Fallback, StagingRootError};
+
+/// Runs one batch and prints its summary (and, with `--json`, its report).
+pub fn feed(args: &FeedArgs, quiet: bool) -> ExitCode {
+    let (config, staging_root) = match feed_config(args, quiet) {
+        Ok(config) => config,
+        Err(error) => return staging_root_failed(&error),
+    };
+    let pull = args.pull;
+    let result = block_on(async move {
+        let executor = connect_swept()
+            .await
+            .map_err(|error| (ExitCode::RuntimeUnavailable, error.to_string()))?;
+        let job_executor = SandboxJobExecutor::new(executor, staging_root, pull);
+        run_feed(&config, &job_executor)
+            .await
+            .map_err(|e| (e.exit_code(), e.to_string()))
+    });
+    match result {
+        Ok(Ok(report)) => {
+            eprint!("{}", report.human_summary());
+            // An unwritable report is an internal failure whatever the batch's outcome.
+            if args.json && print_json(&report.to_json()) != ExitCode::Success {
+                return ExitCode::Internal;
+            }
+            report.exit_code()
+        }
+        Ok(Err((code, error))) => fail(code, &error),
+        Err(error) => fail(ExitCode::Internal, &error),
+    }
+}
+
+/// The batch's configuration and its staging root, proven writable before anything is
+/// fetched.
+fn feed_config(args: &FeedArgs, quiet: bool) -> Result<(FeedConfig, PathBuf), StagingRootError> {
+    let root = staging_root::resolve(args.staging_root.as_deref(), Fallback::Required)?;
+    staging_root::ensure_writable(&root)?;
+    let mut config = FeedConfig::new(&args.api, args.network, args.verifiers.clone(), &args.out);
+    config.max_jobs = args.max_jobs;
+    config.cache_dir = args.cache_dir.clone();
+    if let Some(work) = &args.work_dir {
+        config.work_dir = work.clone();
+    }
+    if let Some(base) = &args.archive_base {
+        config.archive_base = base.clone();
+    }
+    config.progress = !quiet;
+    Ok((config, root))
+}

@@ -1,0 +1,62 @@
+//! `worker rehearse`: the glue between the command line and [`crate::rehearse`]; the exit code
+//! of a finished report is `Rehearsed::exit_code`.
+
+use super::{block_on, connect_swept, fail, print_json, print_text, staging_root_failed};
+use crate::cli::RehearseArgs;
+use crate::exit::ExitCode;
+use crate::rehearse::{RehearseError, RehearseOptions};
+use crate::sandbox::SandboxError;
+use crate::staging_root::{self, Fallback};
+
+/// Rehearses the manifest on the trees `args` names and prints the report.
+pub fn rehearse(args: RehearseArgs) -> ExitCode {
+    let staging_root =
+        match staging_root::resolve(args.staging_root.as_deref(), Fallback::PrivateTemp) {
+            Ok(root) => root,
+            Err(error) => return staging_root_failed(&error),
+        };
+    let options = RehearseOptions {
+        source: args.source,
+        benchmark: args.benchmark,
+        manifest: args.manifest,
+        repeat: args.repeat,
+        base: args.base,
+        staging_root,
+        pull: args.pull,
+        rev: args.rev,
+        worktree: args.worktree,
+    };
+    let prepared = match crate::rehearse::prepare(&options) {
+        Ok(prepared) => prepared,
+        Err(error) => return fail(rehearse_error_exit_code(&error), &error),
+    };
+    let result = block_on(async {
+        let executor = connect_swept().await?;
+        crate::rehearse_adversarial::rehearse(&executor, prepared, &options, args.adversarial).await
+    });
+    match result {
+        Ok(Ok(report)) => {
+            let written = if args.json {
+                print_json(&report.to_json())
+            } else {
+                print_text(&report.human())
+            };
+            match written {
+                ExitCode::Success => report.exit_code(),
+                failed => failed,
+            }
+        }
+        Ok(Err(error)) => fail(rehearse_error_exit_code(&error), &error),
+        Err(error) => fail(ExitCode::Internal, &error),
+    }
+}
+
+fn rehearse_error_exit_code(error: &RehearseError) -> ExitCode {
+    match error {
+        e if e.is_input_error() => ExitCode::InvalidInput,
+        RehearseError::Sandbox(SandboxError::RuntimeUnavailable(_)) => ExitCode::RuntimeUnavailable,
+        RehearseError::StagingRoot { .. } => ExitCode::Config,
+        RehearseError::Stage { source, .. } => super::stage::stage_exit_code(source),
+        _ => ExitCode::Internal,
+    }
+}

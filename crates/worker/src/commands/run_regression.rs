@@ -1,0 +1,156 @@
+//! `worker --run-regression REQUEST`: the whole run for one request file, on trees staged
+//! under the staging root, printing the protocol outcome.
+
+use std::path::{Path, PathBuf};
+
+use serde_json::Value;
+use verifier_sdk::{NoVerdictOutcome, NoVerdictReason, RunOutput};
+
+use super::request::{RequestError, read_request};
+use super::{block_on, fail, print_json, staging_root_failed};
+use crate::exit::ExitCode;
+use crate::run::{RunOptions, now_unix, run_job, write_evidence};
+use crate::sandbox::{DockerExecutor, SandboxError};
+use crate::staging_root::{self, Fallback};
+
+/// Why `--run-regression` could not even produce a no-verdict outcome.
+#[derive(Debug, thiserror::Error)]
+pub enum RunCommandError {
+    /// The request file is unusable.
+    #[error(transparent)]
+    Request(#[from] RequestError),
+    /// The evidence record could not be written.
+    #[error("writing the evidence record: {0}")]
+    Evidence(#[source] std::io::Error),
+}
+
+impl RunCommandError {
+    fn exit_code(&self) -> ExitCode {
+        match self {
+            Self::Request(_) => ExitCode::InvalidInput,
+            Self::Evidence(_) => ExitCode::Internal,
+        }
+    }
+}
+
+/// Runs the request and prints its outcome; the exit code is the outcome's.
+pub fn run_regression(request: &Path, pull: bool, evidence: Option<&Path>) -> ExitCode {
+    let root = match staging_root::resolve(None, Fallback::Required) {
+        Ok(root) => root,
+        Err(error) => return staging_root_failed(&error),
+    };
+    match block_on(run_regression_command(request, root, pull, evidence)) {
+        Ok(Ok(done)) => {
+            let code = outcome_exit_code(&done.output);
+            match print_json(&done.output) {
+                ExitCode::Success => code,
+                failed => failed,
+            }
+        }
+        Ok(Err(error)) => fail(error.exit_code(), &error),
+        Err(error) => fail(ExitCode::Internal, &error),
+    }
+}
+
+/// The exit code of a run, from its outcome alone: a verdict (either one) is success.
+fn outcome_exit_code(output: &RunOutput) -> ExitCode {
+    match output {
+        RunOutput::Verdict(_) => ExitCode::Success,
+        RunOutput::NoVerdict(no) => match no.no_verdict.reason {
+            NoVerdictReason::InvalidJob | NoVerdictReason::Expired => ExitCode::InvalidInput,
+            NoVerdictReason::RuntimeUnavailable => ExitCode::RuntimeUnavailable,
+            _ => ExitCode::NoVerdict,
+        },
+    }
+}
+
+/// What `--run-regression` prints, and where the evidence went.
+#[derive(Debug, Clone)]
+pub struct RunCommandOutput {
+    /// The protocol output.
+    pub output: RunOutput,
+    /// The content-addressed evidence record, when the run got far enough to have one.
+    pub evidence_path: Option<PathBuf>,
+}
+
+fn no_verdict(reason: NoVerdictReason, detail: &str) -> RunCommandOutput {
+    RunCommandOutput {
+        output: RunOutput::NoVerdict(NoVerdictOutcome::new(reason, detail)),
+        evidence_path: None,
+    }
+}
+
+/// The reason a job that does not validate gets.
+pub fn job_error_reason(error: &verifier_sdk::JobError) -> NoVerdictReason {
+    match error {
+        verifier_sdk::JobError::Expired { .. } => NoVerdictReason::Expired,
+        _ => NoVerdictReason::InvalidJob,
+    }
+}
+
+/// `worker --run-regression`: the whole run for one request file. Every way a run can end is
+/// an outcome (verdict or reasoned no-verdict); `Err` only for an unusable request or a
+/// failure to record evidence.
+pub async fn run_regression_command(
+    request: &Path,
+    staging_root: PathBuf,
+    pull: bool,
+    evidence_copy: Option<&Path>,
+) -> Result<RunCommandOutput, RunCommandError> {
+    let request = read_request(request, &["job"])?;
+    let raw_job = request.get("job").unwrap_or(&Value::Null);
+    let job = match verifier_sdk::validate_job(raw_job, now_unix()) {
+        Ok(job) => job,
+        Err(error) => return Ok(no_verdict(job_error_reason(&error), &error.to_string())),
+    };
+    let executor = match DockerExecutor::connect().await {
+        Ok(executor) => executor,
+        Err(error) => {
+            return Ok(no_verdict(
+                NoVerdictReason::RuntimeUnavailable,
+                &error.to_string(),
+            ));
+        }
+    };
+    match executor.cleanup_stale().await {
+        Ok(removed) if !removed.is_empty() => {
+            tracing::warn!(count = removed.len(), "removed stale sandbox containers");
+        }
+        Ok(_) => {}
+        Err(error) => tracing::warn!(%error, "could not clean up stale sandbox containers"),
+    }
+    let options = RunOptions {
+        staging_root: staging_root.clone(),
+        pull,
+    };
+    let run = match run_job(&executor, &job, &options).await {
+        Ok(Ok(run)) => run,
+        Ok(Err(no)) => {
+            return Ok(RunCommandOutput {
+                output: RunOutput::NoVerdict(no),
+                evidence_path: None,
+            });
+        }
+        Err(SandboxError::RuntimeUnavailable(error)) => {
+            return Ok(no_verdict(
+                NoVerdictReason::RuntimeUnavailable,
+                &error.to_string(),
+            ));
+        }
+        Err(error) => {
+            return Ok(no_verdict(
+                NoVerdictReason::InternalError,
+                &error.to_string(),
+            ));
+        }
+    };
+    let path = write_evidence(&staging_root, &run.evidence).map_err(RunCommandError::Evidence)?;
+    if let Some(copy) = evidence_copy {
+        let bytes = std::fs::read(&path).map_err(RunCommandError::Evidence)?;
+        artifact_fs::write_atomic(copy, &bytes).map_err(RunCommandError::Evidence)?;
+    }
+    Ok(RunCommandOutput {
+        output: run.output,
+        evidence_path: Some(path),
+    })
+}

@@ -1,0 +1,68 @@
+//! `--snapshot-directory` and `--stage-regression-input`, the staging modes.
+//!
+//! Exit codes (numbers from `exit.rs`):
+//! - 0: the tree was snapshotted or staged; its JSON is on stdout.
+//! - 2: the command line is unusable (unknown flag, missing value, bad kind, limit not a
+//!   positive integer).
+//! - 4: the input tree was rejected (missing, link, special file, non-UTF-8 or `\` name, too
+//!   deep, over a limit, changed while read). Nothing was published.
+//! - 78: the staging root cannot be created or used, or lies inside the input tree.
+//! - 1: writing into the store failed, or an internal error. Nothing was published.
+
+use std::path::Path;
+
+use verifier_sdk::TreeLimits;
+
+use super::{fail, print_json, staging_root_failed};
+use crate::exit::ExitCode;
+use crate::progress::stderr_progress;
+use crate::snapshot::{SnapshotError, snapshot_directory_with_progress};
+use crate::stage::{StageError, StageKind, stage_tree};
+use crate::staging_root::{self, Fallback};
+
+/// `--snapshot-directory DIR MAX_BYTES MAX_FILES`.
+pub fn snapshot(dir: &Path, limits: TreeLimits, quiet: bool) -> ExitCode {
+    let mut progress = stderr_progress("hashing", quiet);
+    match snapshot_directory_with_progress(dir, limits, progress.as_mut()) {
+        Ok(snapshot) => print_json(&snapshot),
+        Err(error) => fail(snapshot_exit_code(&error), &error),
+    }
+}
+
+/// `--stage-regression-input KIND DIR STAGING_ROOT MAX_BYTES MAX_FILES`.
+pub fn stage(
+    kind: StageKind,
+    dir: &Path,
+    root: &Path,
+    limits: TreeLimits,
+    quiet: bool,
+) -> ExitCode {
+    let root = match staging_root::resolve(Some(root), Fallback::Required) {
+        Ok(root) => root,
+        Err(error) => return staging_root_failed(&error),
+    };
+    let mut progress = stderr_progress("staging", quiet);
+    match stage_tree(kind, dir, &root, limits, progress.as_mut()) {
+        Ok(staged) => print_json(&staged),
+        Err(error) => fail(stage_exit_code(&error), &error),
+    }
+}
+
+pub(crate) fn snapshot_exit_code(error: &SnapshotError) -> ExitCode {
+    if error.is_input_error() {
+        ExitCode::InvalidInput
+    } else {
+        ExitCode::Internal
+    }
+}
+
+pub(crate) fn stage_exit_code(error: &StageError) -> ExitCode {
+    match error {
+        StageError::Root { .. }
+        | StageError::RootNotDirectory(_)
+        | StageError::RootNotUtf8(_)
+        | StageError::RootInsideInput { .. } => ExitCode::Config,
+        StageError::Tree(error) => snapshot_exit_code(error),
+        StageError::Store { .. } => ExitCode::Internal,
+    }
+}

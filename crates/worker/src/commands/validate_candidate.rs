@@ -1,0 +1,80 @@
+//! `worker --validate-regression-candidate REQUEST`: the signer's re-check of a candidate,
+//! without any chain or key.
+
+use std::path::Path;
+
+use serde_json::Value;
+
+use super::request::{RequestError, read_request};
+use super::{fail, print_json};
+use crate::exit::ExitCode;
+use crate::run::now_unix;
+
+/// Re-checks the candidate and prints the check; a refusal is printed as
+/// `{"valid": false, "error": …}` and exits 4.
+pub fn validate_candidate(request: &Path) -> ExitCode {
+    match validate_candidate_command(request) {
+        Ok(check) => print_json(&check),
+        Err(error) => {
+            let refusal = serde_json::json!({"valid": false, "error": error.to_string()});
+            let _ = print_json(&refusal);
+            fail(ExitCode::InvalidInput, &error)
+        }
+    }
+}
+
+/// The result of `--validate-regression-candidate`.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct CandidateCheck {
+    /// Always true here; a refusal is an error.
+    pub valid: bool,
+    /// `passed` or `failed`.
+    pub verdict: verifier_sdk::Verdict,
+    /// The re-derived response hash.
+    pub response_hash: verifier_sdk::Bytes32,
+    /// Whether an evidence record was supplied and checked.
+    pub evidence_checked: bool,
+}
+
+/// Why `--validate-regression-candidate` refused.
+#[derive(Debug, thiserror::Error)]
+pub enum ValidateCommandError {
+    /// The request file is unusable.
+    #[error(transparent)]
+    Request(#[from] RequestError),
+    /// The candidate does not hold up.
+    #[error(transparent)]
+    Refused(#[from] verifier_sdk::RevalidationError),
+}
+
+/// `worker --validate-regression-candidate`: the signer's re-check without chain or key.
+pub fn validate_candidate_command(request: &Path) -> Result<CandidateCheck, ValidateCommandError> {
+    let with_evidence = read_request(request, &["job", "current_job", "outcome", "evidence"]);
+    let (map, evidence_checked) = match with_evidence {
+        Ok(map) => (map, true),
+        Err(RequestError::Shape { .. }) => (
+            read_request(request, &["job", "current_job", "outcome"])?,
+            false,
+        ),
+        Err(other) => return Err(other.into()),
+    };
+    let get = |k: &str| map.get(k).unwrap_or(&Value::Null);
+    let now = now_unix();
+    let checked = if evidence_checked {
+        verifier_sdk::revalidate_candidate(
+            get("job"),
+            get("current_job"),
+            get("outcome"),
+            Some(get("evidence")),
+            now,
+        )?
+    } else {
+        verifier_sdk::revalidate_outcome(get("job"), get("current_job"), get("outcome"), now)?
+    };
+    Ok(CandidateCheck {
+        valid: true,
+        verdict: checked.outcome.verdict(),
+        response_hash: checked.outcome.response_hash(),
+        evidence_checked,
+    })
+}

@@ -1,0 +1,19 @@
+//! The worker's integration tests, one binary with a module per area (linking one test binary
+//! instead of a dozen is most of a build on a small machine). Modules whose tests start
+//! containers are serialised by name in `.config/nextest.toml`.
+#![allow(clippy::unwrap_used, clippy::expect_used)] // tests may unwrap (COMMON.md)
+
+mod cli_conventions;
+mod feed_archive;
+mod feed_cli;
+mod feed_client;
+mod feed_run;
+mod feed_support;
+mod rehearse;
+mod run_regression;
+mod sandbox_limits;
+mod sandbox_profile;
+mod sandbox_stale;
+mod sandbox_verdict;
+mod staging;
+mod support;
