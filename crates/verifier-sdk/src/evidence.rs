@@ -298,9 +298,12 @@ struct Header {
     executor: String,
 }
 
-/// Why a value is not an evidence record of the real executor.
+/// Why a candidate's evidence record does not back its outcome.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum RecordError {
+pub enum EvidenceError {
+    /// The candidate carries no evidence record.
+    #[error("candidate has no evidence record")]
+    Missing,
     /// A field is absent or of the wrong type.
     #[error("evidence field `{0}` is missing or malformed")]
     Malformed(&'static str),
@@ -310,15 +313,30 @@ pub enum RecordError {
     /// The record was not produced by the real Docker executor.
     #[error("evidence comes from executor {0:?}, not the real docker executor")]
     NotRealExecutor(String),
+    /// The record says the run did not complete.
+    #[error("evidence does not record a completed run")]
+    NotCompleted,
+    /// A field of the record disagrees with the outcome.
+    #[error("evidence field `{0}` does not match the outcome")]
+    Mismatch(&'static str),
+    /// The recorded isolation is not the container profile the manifest demands: the run says
+    /// it was not sandboxed as required, so it backs no signature.
+    #[error("evidence isolation.{record} differs from the container profile in {}", .fields.join(", "))]
+    Isolation {
+        /// `requested`, `observed` or `mismatches`.
+        record: &'static str,
+        /// The differing fields.
+        fields: Vec<String>,
+    },
 }
 
 impl EvidenceRecord {
     /// Parses a record the real Docker executor wrote: the schema and executor first, then
     /// the whole record strictly typed. A shape error names the first field that does not
     /// parse (`isolation.observed`, say), so a refusal says where the record is wrong.
-    pub fn from_docker_value(v: &Value) -> Result<Self, RecordError> {
+    pub fn from_docker_value(v: &Value) -> Result<Self, EvidenceError> {
         let header = Header::deserialize(v).map_err(|_| {
-            RecordError::Malformed(
+            EvidenceError::Malformed(
                 if v.get("schema_version").and_then(Value::as_str).is_none() {
                     "schema_version"
                 } else {
@@ -327,16 +345,16 @@ impl EvidenceRecord {
             )
         })?;
         if header.schema_version != EVIDENCE_SCHEMA_VERSION {
-            return Err(RecordError::Schema(
+            return Err(EvidenceError::Schema(
                 header.schema_version.chars().take(96).collect(),
             ));
         }
         if header.executor != DOCKER_EXECUTOR {
-            return Err(RecordError::NotRealExecutor(
+            return Err(EvidenceError::NotRealExecutor(
                 header.executor.chars().take(96).collect(),
             ));
         }
-        Self::deserialize(v).map_err(|_| RecordError::Malformed(first_malformed_field(v)))
+        Self::deserialize(v).map_err(|_| EvidenceError::Malformed(first_malformed_field(v)))
     }
 }
 

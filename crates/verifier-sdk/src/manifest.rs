@@ -83,10 +83,21 @@ pub const NUMERIC_BOUNDS: [(&str, u64, u64); 11] = [
 ];
 
 /// A runner manifest that passed every rule: built only by [`RunnerManifest::from_value`], so
-/// its accessors cannot fail. Fields are declared in hash order, so its serialization is the
-/// hash preimage.
+/// its accessors cannot fail. Its serialization is the hash preimage.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct RunnerManifest {
+    #[serde(flatten)]
+    fields: ManifestFields,
+    /// The digest part of `image`, parsed once when the manifest was checked.
+    #[serde(skip)]
+    image_digest: Sha256Digest,
+}
+
+/// The manifest's fields, declared in hash order; serde rejects unknown fields and requires
+/// every field.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ManifestFields {
     /// Must be [`MANIFEST_SCHEMA_VERSION`].
     schema_version: String,
     /// `name@sha256:<64 lowercase hex>`.
@@ -120,33 +131,6 @@ pub struct RunnerManifest {
     /// `linux/amd64` or `linux/arm64`.
     platform: String,
     /// Passed to the command as `AGENT_BOUNTIES_TEST_SEED`.
-    test_seed: u64,
-    /// The digest part of `image`, parsed once when the manifest was checked.
-    #[serde(skip)]
-    image_digest: Sha256Digest,
-}
-
-/// The manifest's shape before its rules are checked; serde rejects unknown fields and
-/// requires every field.
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
-struct RawManifest {
-    schema_version: String,
-    image: String,
-    command: Vec<String>,
-    workdir: String,
-    benchmark_digest: Sha256Digest,
-    timeout_seconds: u64,
-    cpu_millis: u64,
-    memory_bytes: u64,
-    pids_limit: u64,
-    max_output_bytes: u64,
-    tmpfs_bytes: u64,
-    max_source_bytes: u64,
-    max_source_files: u64,
-    max_benchmark_bytes: u64,
-    max_benchmark_files: u64,
-    platform: String,
     test_seed: u64,
 }
 
@@ -240,39 +224,124 @@ impl RunnerManifest {
         {
             return Err(ManifestError::BenchmarkDigest);
         }
-        let raw =
-            RawManifest::deserialize(v).map_err(|e| ManifestError::WrongType(e.to_string()))?;
-        let mut manifest = Self {
-            schema_version: raw.schema_version,
-            image: raw.image,
-            command: raw.command,
-            workdir: raw.workdir,
-            benchmark_digest: raw.benchmark_digest,
-            timeout_seconds: raw.timeout_seconds,
-            cpu_millis: raw.cpu_millis,
-            memory_bytes: raw.memory_bytes,
-            pids_limit: raw.pids_limit,
-            max_output_bytes: raw.max_output_bytes,
-            tmpfs_bytes: raw.tmpfs_bytes,
-            max_source_bytes: raw.max_source_bytes,
-            max_source_files: raw.max_source_files,
-            max_benchmark_bytes: raw.max_benchmark_bytes,
-            max_benchmark_files: raw.max_benchmark_files,
-            platform: raw.platform,
-            test_seed: raw.test_seed,
-            image_digest: Sha256Digest::from_bytes([0; 32]),
-        };
-        manifest.validate()?;
-        manifest.image_digest = manifest
+        let fields =
+            ManifestFields::deserialize(v).map_err(|e| ManifestError::WrongType(e.to_string()))?;
+        fields.validate()?;
+        let image_digest = fields
             .image
             .split_once('@')
             .and_then(|(_, d)| d.parse().ok())
             .ok_or(ManifestError::Image(
                 "digest must be sha256:<64 lowercase hex>",
             ))?;
-        Ok(manifest)
+        Ok(Self {
+            fields,
+            image_digest,
+        })
     }
 
+    /// The image's pinned digest (the part after `@`; [`validate_image`] checked it).
+    pub fn image_digest(&self) -> Sha256Digest {
+        self.image_digest
+    }
+    /// `schema_version` ([`MANIFEST_SCHEMA_VERSION`]).
+    pub fn schema_version(&self) -> &str {
+        &self.fields.schema_version
+    }
+    /// The image, `name@sha256:<64 lowercase hex>`.
+    pub fn image(&self) -> &str {
+        &self.fields.image
+    }
+    /// The direct argv; `argv[0]` is not a shell.
+    pub fn command(&self) -> &[String] {
+        &self.fields.command
+    }
+    /// The working directory ([`WORKDIR`]).
+    pub fn workdir(&self) -> &str {
+        &self.fields.workdir
+    }
+    /// Digest of the staged benchmark tree.
+    pub fn benchmark_digest(&self) -> Sha256Digest {
+        self.fields.benchmark_digest
+    }
+    /// The same manifest with another benchmark digest (a rehearsal fills in the placeholder
+    /// with the staged tree's digest); every other rule still holds.
+    #[must_use]
+    pub fn with_benchmark_digest(mut self, digest: Sha256Digest) -> Self {
+        self.fields.benchmark_digest = digest;
+        self
+    }
+    /// Wall-clock limit from container start.
+    pub fn timeout_seconds(&self) -> u64 {
+        self.fields.timeout_seconds
+    }
+    /// CPU quota in thousandths of a core.
+    pub fn cpu_millis(&self) -> u64 {
+        self.fields.cpu_millis
+    }
+    /// Memory (and memory+swap) limit.
+    pub fn memory_bytes(&self) -> u64 {
+        self.fields.memory_bytes
+    }
+    /// Process limit.
+    pub fn pids_limit(&self) -> u64 {
+        self.fields.pids_limit
+    }
+    /// Cap on stdout and stderr together.
+    pub fn max_output_bytes(&self) -> u64 {
+        self.fields.max_output_bytes
+    }
+    /// Size of the `/tmp` tmpfs; at most `memory_bytes`.
+    pub fn tmpfs_bytes(&self) -> u64 {
+        self.fields.tmpfs_bytes
+    }
+    /// Byte cap of the source tree.
+    pub fn max_source_bytes(&self) -> u64 {
+        self.fields.max_source_bytes
+    }
+    /// File cap of the source tree.
+    pub fn max_source_files(&self) -> u64 {
+        self.fields.max_source_files
+    }
+    /// Byte cap of the benchmark tree.
+    pub fn max_benchmark_bytes(&self) -> u64 {
+        self.fields.max_benchmark_bytes
+    }
+    /// File cap of the benchmark tree.
+    pub fn max_benchmark_files(&self) -> u64 {
+        self.fields.max_benchmark_files
+    }
+    /// `linux/amd64` or `linux/arm64`.
+    pub fn platform(&self) -> &str {
+        &self.fields.platform
+    }
+    /// Passed to the command as `AGENT_BOUNTIES_TEST_SEED`.
+    pub fn test_seed(&self) -> u64 {
+        self.fields.test_seed
+    }
+    /// The source tree's caps (both at least 1 by [`NUMERIC_BOUNDS`]).
+    pub fn source_limits(&self) -> TreeLimits {
+        TreeLimits {
+            max_bytes: self.fields.max_source_bytes,
+            max_files: self.fields.max_source_files,
+        }
+    }
+    /// The benchmark tree's caps (both at least 1 by [`NUMERIC_BOUNDS`]).
+    pub fn benchmark_limits(&self) -> TreeLimits {
+        TreeLimits {
+            max_bytes: self.fields.max_benchmark_bytes,
+            max_files: self.fields.max_benchmark_files,
+        }
+    }
+
+    /// The manifest as a JSON object with keys in declared order (the hash preimage): its
+    /// derived serialization, since the fields are declared in [`MANIFEST_FIELDS`] order.
+    pub fn to_ordered_value(&self) -> Value {
+        crate::canonical::ordered_value(self)
+    }
+}
+
+impl ManifestFields {
     /// Checks every rule of PROTOCOL §3 (and our stricter shell list).
     fn validate(&self) -> Result<(), ManifestError> {
         if self.schema_version != MANIFEST_SCHEMA_VERSION {
@@ -317,106 +386,6 @@ impl RunnerManifest {
             "max_benchmark_files" => self.max_benchmark_files,
             _ => self.test_seed,
         }
-    }
-
-    /// The image's pinned digest (the part after `@`; [`validate_image`] checked it).
-    pub fn image_digest(&self) -> Sha256Digest {
-        self.image_digest
-    }
-    /// `schema_version` ([`MANIFEST_SCHEMA_VERSION`]).
-    pub fn schema_version(&self) -> &str {
-        &self.schema_version
-    }
-    /// The image, `name@sha256:<64 lowercase hex>`.
-    pub fn image(&self) -> &str {
-        &self.image
-    }
-    /// The direct argv; `argv[0]` is not a shell.
-    pub fn command(&self) -> &[String] {
-        &self.command
-    }
-    /// The working directory ([`WORKDIR`]).
-    pub fn workdir(&self) -> &str {
-        &self.workdir
-    }
-    /// Digest of the staged benchmark tree.
-    pub fn benchmark_digest(&self) -> Sha256Digest {
-        self.benchmark_digest
-    }
-    /// The same manifest with another benchmark digest (a rehearsal fills in the placeholder
-    /// with the staged tree's digest); every other rule still holds.
-    #[must_use]
-    pub fn with_benchmark_digest(mut self, digest: Sha256Digest) -> Self {
-        self.benchmark_digest = digest;
-        self
-    }
-    /// Wall-clock limit from container start.
-    pub fn timeout_seconds(&self) -> u64 {
-        self.timeout_seconds
-    }
-    /// CPU quota in thousandths of a core.
-    pub fn cpu_millis(&self) -> u64 {
-        self.cpu_millis
-    }
-    /// Memory (and memory+swap) limit.
-    pub fn memory_bytes(&self) -> u64 {
-        self.memory_bytes
-    }
-    /// Process limit.
-    pub fn pids_limit(&self) -> u64 {
-        self.pids_limit
-    }
-    /// Cap on stdout and stderr together.
-    pub fn max_output_bytes(&self) -> u64 {
-        self.max_output_bytes
-    }
-    /// Size of the `/tmp` tmpfs; at most `memory_bytes`.
-    pub fn tmpfs_bytes(&self) -> u64 {
-        self.tmpfs_bytes
-    }
-    /// Byte cap of the source tree.
-    pub fn max_source_bytes(&self) -> u64 {
-        self.max_source_bytes
-    }
-    /// File cap of the source tree.
-    pub fn max_source_files(&self) -> u64 {
-        self.max_source_files
-    }
-    /// Byte cap of the benchmark tree.
-    pub fn max_benchmark_bytes(&self) -> u64 {
-        self.max_benchmark_bytes
-    }
-    /// File cap of the benchmark tree.
-    pub fn max_benchmark_files(&self) -> u64 {
-        self.max_benchmark_files
-    }
-    /// `linux/amd64` or `linux/arm64`.
-    pub fn platform(&self) -> &str {
-        &self.platform
-    }
-    /// Passed to the command as `AGENT_BOUNTIES_TEST_SEED`.
-    pub fn test_seed(&self) -> u64 {
-        self.test_seed
-    }
-    /// The source tree's caps (both at least 1 by [`NUMERIC_BOUNDS`]).
-    pub fn source_limits(&self) -> TreeLimits {
-        TreeLimits {
-            max_bytes: self.max_source_bytes,
-            max_files: self.max_source_files,
-        }
-    }
-    /// The benchmark tree's caps (both at least 1 by [`NUMERIC_BOUNDS`]).
-    pub fn benchmark_limits(&self) -> TreeLimits {
-        TreeLimits {
-            max_bytes: self.max_benchmark_bytes,
-            max_files: self.max_benchmark_files,
-        }
-    }
-
-    /// The manifest as a JSON object with keys in declared order (the hash preimage): its
-    /// derived serialization, since the fields are declared in [`MANIFEST_FIELDS`] order.
-    pub fn to_ordered_value(&self) -> Value {
-        crate::canonical::ordered_value(self)
     }
 }
 
@@ -545,7 +514,7 @@ pub(crate) mod tests {
             "sha256:4143e42ceb590751a31719cc251bcbae73af24b4bc7dea4e962246ef047b032f"
         );
         assert_eq!(
-            command_hash(&m.command).to_string(),
+            command_hash(m.command()).to_string(),
             "sha256:db047e0937d1d5658583d413b8d33780e2915eba423edb17c6082cb6b7330f5b"
         );
     }

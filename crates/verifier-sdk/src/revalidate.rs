@@ -12,7 +12,8 @@ use serde_json::Value;
 
 use crate::artifacts::ParsedCandidate;
 use crate::canonical::canonical_json;
-use crate::evidence::{EVIDENCE_SCHEMA_VERSION, EvidenceRecord, RecordError, RequestFacts};
+pub use crate::evidence::EvidenceError;
+use crate::evidence::{EvidenceRecord, RequestFacts};
 use crate::job::{JobError, ValidatedJob, validate_job};
 use crate::manifest::RunnerManifest;
 use crate::profile::check_recorded_profile;
@@ -25,38 +26,6 @@ pub const INFORMATIONAL_JOB_FIELDS: [&str; 4] = [
     "required_action",
     "payout_boundary",
 ];
-
-/// Why a candidate's evidence record does not back its outcome.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum EvidenceError {
-    /// The candidate carries no evidence record.
-    #[error("candidate has no evidence record")]
-    Missing,
-    /// A field is absent or of the wrong type.
-    #[error("evidence field `{0}` is missing or malformed")]
-    Malformed(&'static str),
-    /// The record's schema is not the one we understand.
-    #[error("evidence schema {0:?} is not {EVIDENCE_SCHEMA_VERSION}")]
-    Schema(String),
-    /// The record was not produced by the real Docker executor.
-    #[error("evidence comes from executor {0:?}, not the real docker executor")]
-    NotRealExecutor(String),
-    /// The record says the run did not complete.
-    #[error("evidence does not record a completed run")]
-    NotCompleted,
-    /// A field of the record disagrees with the outcome.
-    #[error("evidence field `{0}` does not match the outcome")]
-    Mismatch(&'static str),
-    /// The recorded isolation is not the container profile the manifest demands: the run says
-    /// it was not sandboxed as required, so it backs no signature.
-    #[error("evidence isolation.{record} differs from the container profile in {}", .fields.join(", "))]
-    Isolation {
-        /// `requested`, `observed` or `mismatches`.
-        record: &'static str,
-        /// The differing fields.
-        fields: Vec<String>,
-    },
-}
 
 /// Why a candidate was refused.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -106,16 +75,6 @@ pub fn job_changes(candidate_job: &Value, current_job: &Value) -> Vec<String> {
         })
         .map(|k| k.chars().take(64).collect())
         .collect()
-}
-
-impl From<RecordError> for EvidenceError {
-    fn from(e: RecordError) -> Self {
-        match e {
-            RecordError::Malformed(field) => Self::Malformed(field),
-            RecordError::Schema(found) => Self::Schema(found),
-            RecordError::NotRealExecutor(found) => Self::NotRealExecutor(found),
-        }
-    }
 }
 
 /// Checks that `evidence` is a record of the real Docker executor for exactly this outcome of
