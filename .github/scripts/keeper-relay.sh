@@ -8,7 +8,9 @@
 #
 # Env: KEEPER_BIN (default bin/keeper), INPUT (default input: holds candidates/ and
 # attestations/<artifact>/), STATE_DIR (default state), API_URL, RPC_URL, MAX_GAS,
-# MAX_FEE_PER_GAS, CONFIRMATIONS (default 3), REPORT (default keeper-report.json), and the key
+# MAX_FEE_PER_GAS, CONFIRMATIONS (default 3), REPLACE_AFTER_BLOCKS (default 10: blocks a sent
+# settlement may stay unmined before the keeper replaces it with higher fees, within the caps),
+# REPORT (default keeper-report.json), and the key
 # in REGRESSION_KEEPER_KEY (passed by name, never on the command line).
 set -euo pipefail
 # shellcheck source=.github/scripts/lib.sh
@@ -38,7 +40,7 @@ fi
 args=(relay --candidates "${input}/candidates" --api "${API_URL}" --rpc "${RPC_URL:?RPC_URL is not set}"
   --key-env REGRESSION_KEEPER_KEY --state-dir "${state}"
   --max-gas "${MAX_GAS:-1500000}" --max-fee-per-gas "${MAX_FEE_PER_GAS:-2000000000}"
-  --confirmations "${CONFIRMATIONS:-3}" --json)
+  --confirmations "${CONFIRMATIONS:-3}" --replace-after-blocks "${REPLACE_AFTER_BLOCKS:-10}" --json)
 for dir in "${attestation_dirs[@]}"; do
   args+=(--attestations "${dir%/}")
 done

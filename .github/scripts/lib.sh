@@ -22,3 +22,14 @@ output() {
 summary() {
   printf '%s\n' "$*" >> "${GITHUB_STEP_SUMMARY:-/dev/null}"
 }
+
+# Downloads an API resource (following GitHub's redirect to its storage) to a file. curl
+# sends the token to the API host only, never to the redirect's host.
+api_download() {
+  local path="$1" dest="$2"
+  curl --silent --show-error --fail --location --max-time 300 \
+    --header "Authorization: Bearer ${GH_TOKEN:?GH_TOKEN is not set}" \
+    --header "X-GitHub-Api-Version: 2022-11-28" \
+    --output "${dest}" \
+    "${GITHUB_API_URL:-https://api.github.com}${path}"
+}

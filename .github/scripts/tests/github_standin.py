@@ -3,7 +3,8 @@
     python3 github_standin.py <routes.json> <port-file> <request-log>
 
 routes.json maps a request target (path and query, exactly as sent) to the JSON body to
-answer with; anything else is a 404. Requests without a bearer token get a 401. Each request
+answer with, or to {"@file": <path>} to answer with that file's bytes (an artifact's zip);
+anything else is a 404. Requests without a bearer token get a 401. Each request
 target is appended to the log so a test can check what was (or was not) asked.
 """
 import json
@@ -27,9 +28,16 @@ class Handler(BaseHTTPRequestHandler):
             self.send_response(404)
             self.end_headers()
             return
-        body = json.dumps(routes[self.path]).encode()
+        route = routes[self.path]
+        if isinstance(route, dict) and "@file" in route:
+            with open(route["@file"], "rb") as f:
+                body = f.read()
+            content_type = "application/zip"
+        else:
+            body = json.dumps(route).encode()
+            content_type = "application/json"
         self.send_response(200)
-        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Type", content_type)
         self.send_header("Content-Length", str(len(body)))
         self.end_headers()
         self.wfile.write(body)

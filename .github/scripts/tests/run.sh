@@ -119,7 +119,7 @@ cat > "${routes}" <<JSON
   "/repos/acme/verifier/actions/runs/40/artifacts?name=regression-keeper-state": $(artifacts false)
 }
 JSON
-GITHUB_RUN_ID=99 run_script "${scripts}/keeper-find-state.sh"
+GITHUB_RUN_ID=99 run_script "${scripts}/find-previous-artifact.sh"
 check "state: the newest unexpired state of a keeper run on main wins (expired, fork and branch runs skipped)" \
   eval '((status == 0)) && output_is run_id 41'
 check "state: the fork's and the branch's artifacts are never even listed" \
@@ -131,9 +131,26 @@ cat > "${routes}" <<JSON
 {"${runs_path}": {"workflow_runs": [$(run 44 2026-11-30T14:00:00Z main acme/verifier)]},
  "/repos/acme/verifier/actions/runs/44/artifacts?name=regression-keeper-state": $(artifacts true)}
 JSON
-GITHUB_RUN_ID=99 run_script "${scripts}/keeper-find-state.sh"
+GITHUB_RUN_ID=99 run_script "${scripts}/find-previous-artifact.sh"
 check "state: only expired artifacts means starting from no state, not a failed run" \
   eval '((status == 0)) && output_is run_id ""'
+
+# The runner's result cache: the same rule, its own workflow and artifact name.
+cache_runs_path='/repos/acme/verifier/actions/workflows/regression-verifier-runner.yml/runs?branch=main&status=completed&per_page=30'
+cat > "${routes}" <<JSON
+{
+  "${cache_runs_path}": {"workflow_runs": [
+    $(run 50 2026-11-30T10:00:00Z main acme/verifier),
+    $(run 51 2026-11-30T11:00:00Z main evil/fork)
+  ]},
+  "/repos/acme/verifier/actions/runs/50/artifacts?name=regression-runner-cache": {"artifacts": [{"name": "regression-runner-cache", "expired": false}]},
+  "/repos/acme/verifier/actions/runs/51/artifacts?name=regression-runner-cache": {"artifacts": [{"name": "regression-runner-cache", "expired": false}]}
+}
+JSON
+WORKFLOW=regression-verifier-runner.yml ARTIFACT=regression-runner-cache GITHUB_RUN_ID=99 \
+  run_script "${scripts}/find-previous-artifact.sh"
+check "runner cache: restored only from the runner's own runs on main (the fork's newer one is skipped)" \
+  eval '((status == 0)) && output_is run_id 50 && ! grep -q "runs/51/" "${tmp}/requests.log"'
 
 # --- keeper relay -----------------------------------------------------------------------
 relay_input="${tmp}/input"
@@ -215,6 +232,166 @@ else
   echo "FAIL  runner: the worker binary ${worker_bin} is not built"
   failed=$((failed + 1))
 fi
+
+# --- fetch binaries (build once, verify everywhere) ------------------------------------
+build_runs_path="/repos/acme/verifier/actions/workflows/regression-verifier-build.yml/runs?branch=main&head_sha=${main_sha}&status=success&per_page=20"
+build_run() { # id event head_branch head_repo head_sha
+  printf '{"id": %s, "created_at": "2026-11-30T1%s:00:00Z", "event": "%s", "head_branch": "%s", "conclusion": "success", "head_sha": "%s", "head_repository": {"full_name": "%s"}, "repository": {"full_name": "acme/verifier"}}' \
+    "$1" "${1: -1}" "$2" "$3" "$5" "$4"
+}
+binaries_artifact() { # id expired
+  printf '{"artifacts": [{"id": %s, "name": "regression-binaries", "expired": %s}]}' "$1" "$2"
+}
+# An artifact as the build workflow uploads it: the binaries, SHA256SUMS and COMMIT, zipped.
+make_artifact() { # zip commit binaries...
+  local zip="$1" commit="$2"; shift 2
+  local dir="${tmp}/artifact-src"
+  rm -rf "${dir}" "${zip}"; mkdir -p "${dir}"
+  for b in "$@"; do cp "${bin_dir}/${b}" "${dir}/${b}"; done
+  (cd "${dir}" && sha256sum "$@" > SHA256SUMS && echo "${commit}" > COMMIT && zip -q "${zip}" ./*)
+}
+fetch() { # binaries...
+  rm -rf "${tmp}/fetched"
+  COMMIT="${main_sha}" DEST="${tmp}/fetched" VERIFY_ATTESTATION=0 run_script "${scripts}/fetch-binaries.sh" "$@"
+}
+binaries_routes() { # runs-json artifacts-of-run-71 [zip]
+  cat > "${routes}" <<JSON
+{"${build_runs_path}": {"workflow_runs": [$1]},
+ "/repos/acme/verifier/actions/runs/71/artifacts?name=regression-binaries": $2,
+ "/repos/acme/verifier/actions/runs/72/artifacts?name=regression-binaries": $(binaries_artifact 902 false),
+ "/repos/acme/verifier/actions/artifacts/901/zip": {"@file": "${3:-${tmp}/good.zip}"},
+ "/repos/acme/verifier/actions/artifacts/902/zip": {"@file": "${tmp}/good.zip"}}
+JSON
+}
+if [[ -x "${keeper_bin}" && -x "${worker_bin}" ]]; then
+  make_artifact "${tmp}/good.zip" "${main_sha}" keeper worker
+  binaries_routes "$(build_run 71 push main acme/verifier "${main_sha}")" "$(binaries_artifact 901 false)"
+  fetch keeper worker
+  check "binaries: the build of this exact main commit is downloaded, checked and installed" \
+    eval '((status == 0)) && cmp -s "${tmp}/fetched/keeper" "${keeper_bin}" && cmp -s "${tmp}/fetched/worker" "${worker_bin}" && [[ -x "${tmp}/fetched/keeper" ]] && grep -q "sha256" "${summary_file}"'
+
+  # Tampered: the keeper's bytes changed after the build summed them.
+  make_artifact "${tmp}/tampered.zip" "${main_sha}" keeper worker
+  (cd "${tmp}/artifact-src" && printf 'x' >> keeper && rm -f "${tmp}/tampered.zip" && zip -q "${tmp}/tampered.zip" ./*)
+  binaries_routes "$(build_run 71 push main acme/verifier "${main_sha}")" "$(binaries_artifact 901 false)" "${tmp}/tampered.zip"
+  fetch keeper worker
+  check "binaries: a tampered binary fails closed and nothing is installed" \
+    eval '((status != 0)) && said "keeper does not match its SHA-256" && [[ ! -e "${tmp}/fetched" ]]'
+
+  make_artifact "${tmp}/other-commit.zip" "${old_sha}" keeper worker
+  binaries_routes "$(build_run 71 push main acme/verifier "${main_sha}")" "$(binaries_artifact 901 false)" "${tmp}/other-commit.zip"
+  fetch keeper
+  check "binaries: an artifact built from another commit fails closed" \
+    eval '((status != 0)) && said "was not built from ${main_sha}" && [[ ! -e "${tmp}/fetched" ]]'
+
+  make_artifact "${tmp}/keeper-only.zip" "${main_sha}" keeper
+  binaries_routes "$(build_run 71 push main acme/verifier "${main_sha}")" "$(binaries_artifact 901 false)" "${tmp}/keeper-only.zip"
+  fetch keeper worker
+  check "binaries: a binary missing from the artifact fails closed" \
+    eval '((status != 0)) && said "has no worker" && [[ ! -e "${tmp}/fetched" ]]'
+
+  binaries_routes "" "$(binaries_artifact 901 false)"
+  fetch keeper
+  check "binaries: no build run for this commit fails closed" \
+    eval '((status != 0)) && said "run the build workflow for this commit" && [[ ! -e "${tmp}/fetched" ]]'
+
+  binaries_routes "$(build_run 71 push main acme/verifier "${main_sha}")" "$(binaries_artifact 901 true)"
+  fetch keeper
+  check "binaries: only an expired artifact fails closed" \
+    eval '((status != 0)) && said "no unexpired regression-binaries artifact" && [[ ! -e "${tmp}/fetched" ]]'
+
+  # A pull request (or fork, or branch) run of the build workflow uploading the same name:
+  # never listed, never downloaded.
+  binaries_routes "$(build_run 72 pull_request main acme/verifier "${main_sha}"), $(build_run 73 push main evil/fork "${main_sha}"), $(build_run 74 push feature acme/verifier "${main_sha}")" "$(binaries_artifact 901 false)"
+  fetch keeper
+  check "binaries: artifacts of pull request, fork or branch runs are never used" \
+    eval '((status != 0)) && ! grep -q "runs/72/\|runs/73/\|runs/74/\|artifacts/902" "${tmp}/requests.log"'
+
+  COMMIT="not-a-sha" DEST="${tmp}/fetched" VERIFY_ATTESTATION=0 run_script "${scripts}/fetch-binaries.sh" keeper
+  check "binaries: a malformed commit fails before asking the API" \
+    eval '((status != 0)) && [[ ! -s "${tmp}/requests.log" ]]'
+else
+  echo "FAIL  binaries: the keeper and worker binaries in ${bin_dir} are not built"
+  failed=$((failed + 1))
+fi
+
+# --- independent execution: compare the runner's candidates with a slot's own re-run ------
+# Two real runs of the worker in the sandbox (the bundled example, as scripts/example.sh runs
+# it), wrapped as candidates of one job the way `worker feed` writes them.
+repo="$(cd "${here}/../../.." && pwd)"
+example_job="${bin_dir}/examples/example_job"
+images="${repo}/.work/images.json"
+if [[ -x "${worker_bin}" && -x "${example_job}" && -s "${images}" ]]; then
+  staging="${repo}/.work/script-tests-staging"
+  mkdir -p "${staging}"
+  export REGRESSION_SANDBOX_STAGING_ROOT="${staging}"
+  image="$(jq -r .busybox "${images}")"
+  stage() { "${worker_bin}" --quiet --stage-regression-input "$1" "$2" "${staging}" "$3" "$4" | jq -r .snapshot.digest; }
+  bench_digest="$(stage benchmark "${repo}/fixtures/example/benchmark" 67108864 10000)"
+  real_run() { # source-dir request-out outcome-out
+    local digest
+    digest="$(stage source "$1" 536870912 50000)"
+    "${example_job}" "${image}" "${digest}" "${bench_digest}" /bin/cmp /benchmark/expected.txt /workspace/result.txt > "$2"
+    "${worker_bin}" --run-regression "$2" > "$3"
+  }
+  real_run "${repo}/fixtures/example/source-pass" "${tmp}/request-pass.json" "${tmp}/outcome-runner.json"
+  real_run "${repo}/fixtures/example/source-pass" "${tmp}/request-pass-2.json" "${tmp}/outcome-own.json"
+  real_run "${repo}/fixtures/example/source-fail" "${tmp}/request-fail.json" "${tmp}/outcome-fail.json"
+  job_id="$(jq -r .job.job_id "${tmp}/request-pass.json")"
+  cand_file="candidate-$(printf '%s' "${job_id}" | sha256sum | cut -d' ' -f1).json"
+  candidate_dir() { # dir request outcome
+    mkdir -p "$1"
+    jq -n --slurpfile r "$2" --slurpfile o "$3" \
+      '{schema: "agent-bounties/regression-candidate-v1", job: $r[0].job, outcome: $o[0], runner_revision: "test"}' \
+      > "$1/${cand_file}"
+    jq -n --arg id "${job_id}" --arg f "${cand_file}" \
+      '{schema: "agent-bounties/regression-candidate-manifest-v1", network: "base-mainnet", candidates: [{job_id: $id, file: $f}]}' \
+      > "$1/manifest.json"
+  }
+  compare() { rm -rf "${tmp}/agreed"; run_script "${scripts}/compare-candidates.sh" "${tmp}/runner" "${tmp}/own" "${tmp}/agreed"; }
+  rm -rf "${tmp}/runner" "${tmp}/own"
+  candidate_dir "${tmp}/runner" "${tmp}/request-pass.json" "${tmp}/outcome-runner.json"
+  candidate_dir "${tmp}/own" "${tmp}/request-pass.json" "${tmp}/outcome-own.json"
+  compare
+  check "independent: two real runs of the job agree; the runner's candidate is kept for signing" \
+    eval '((status == 0)) && [[ "$(jq -r ".candidates[0].file" "${tmp}/agreed/manifest.json")" == "${cand_file}" ]] && cmp -s "${tmp}/runner/${cand_file}" "${tmp}/agreed/${cand_file}" && grep -q "| agree |" "${summary_file}"'
+
+  # A runner presenting another run's result for this job: the slot's own real run disagrees.
+  rm -rf "${tmp}/runner"
+  candidate_dir "${tmp}/runner" "${tmp}/request-pass.json" "${tmp}/outcome-fail.json"
+  compare
+  check "independent: the runner's response hash differs from the slot's own run; nothing is signed, reported as an error" \
+    eval '((status == 0)) && [[ "$(jq ".candidates | length" "${tmp}/agreed/manifest.json")" == 0 ]] && [[ ! -e "${tmp}/agreed/${cand_file}" ]] && said "::error::job ${job_id}: independent re-run disagrees" && grep -q "disagree" "${summary_file}"'
+
+  rm -rf "${tmp}/own" && mkdir -p "${tmp}/own"
+  compare
+  check "independent: a job the slot's own run has no candidate for is not signed (warning)" \
+    eval '((status == 0)) && [[ "$(jq ".candidates | length" "${tmp}/agreed/manifest.json")" == 0 ]] && said "::warning::job ${job_id}: not re-run here"'
+
+  rm -f "${tmp}/runner/manifest.json"
+  compare
+  check "independent: runner candidates without a manifest fail closed" eval '((status == 1)) && [[ ! -e "${tmp}/agreed/manifest.json" ]]'
+else
+  echo "FAIL  independent: needs ${worker_bin}, ${example_job} (cargo build -p worker --example example_job) and ${images} (scripts/services.sh)"
+  failed=$((failed + 1))
+fi
+
+# --- every job of every workflow has a timeout ---------------------------------------------
+# A job without `timeout-minutes` runs up to six hours (a hung pull or RPC holds the
+# concurrency group, and every later cycle queues behind it).
+workflows_dir="$(dirname "${scripts}")/workflows"
+untimed=""
+for workflow in "${workflows_dir}"/*.yml; do
+  # Job keys sit two spaces in under `jobs:`; each must have a four-space `timeout-minutes:`.
+  missing="$(awk '
+    /^jobs:/ { in_jobs = 1; next }
+    in_jobs && /^[^ #]/ { in_jobs = 0 }
+    in_jobs && /^  [A-Za-z0-9_-]+:[[:space:]]*$/ { if (job != "" && !timed) print job; job = $1; timed = 0; next }
+    in_jobs && /^    timeout-minutes:/ { timed = 1 }
+    END { if (job != "" && !timed) print job }' "${workflow}")"
+  [[ -z "${missing}" ]] || untimed+=" $(basename "${workflow}"):${missing//$'\n'/,}"
+done
+check "workflows: every job has timeout-minutes${untimed:+ (missing:${untimed})}" eval '[[ -z "${untimed}" ]]'
 
 echo "${passed} passed, ${failed} failed"
 ((failed == 0))

@@ -19,6 +19,7 @@ pub mod expect;
 pub mod feed;
 pub mod reader;
 pub mod revalidate;
+pub mod rpc;
 pub mod state;
 
 pub use expect::{Expected, Mismatch, check_state};
@@ -27,6 +28,7 @@ pub use reader::{
     AttestationQuery, ChainReadError, ChainReader, MAX_VERIFIERS, RpcChainReader, check_rpc_url,
 };
 pub use revalidate::{CheckedCandidate, Refusal, expected_for, refetch_and_revalidate};
+pub use rpc::{Redactor, connect_rpc};
 pub use state::BountyState;
 // Re-exported so callers of this crate name one set of protocol types, the sdk's.
 pub use verifier_sdk::{BountyStatus, VerificationMode, verifier_set_hash};

@@ -7,12 +7,12 @@ use std::time::Duration;
 use alloy::eips::BlockId;
 use alloy::primitives::{Address as ChainAddress, U256};
 use alloy::providers::{Provider, RootProvider};
-use alloy::rpc::client::RpcClient;
 use alloy::rpc::types::TransactionRequest;
 use alloy::sol_types::SolCall;
 use verifier_sdk::settle::IBounty;
 use verifier_sdk::{Address, BountyStatus, Bytes32, VerificationMode};
 
+use crate::rpc::{Redactor, connect_rpc};
 use crate::state::BountyState;
 
 /// Longest verifier list accepted from a contract. `threshold` is a `uint8` and must equal the
@@ -74,6 +74,14 @@ pub enum ChainReadError {
     },
 }
 
+impl ChainReadError {
+    /// Whether the node or the transport failed (a later retry may succeed), rather than the
+    /// URL or what the contract answered.
+    pub fn is_transient(&self) -> bool {
+        matches!(self, Self::Rpc { .. } | Self::Client(_))
+    }
+}
+
 /// Reads bounty contracts. Implemented over JSON-RPC by [`RpcChainReader`]; deciding code takes
 /// this trait so it can be tested with a fixed [`BountyState`].
 pub trait ChainReader {
@@ -116,8 +124,8 @@ pub fn check_rpc_url(rpc_url: &str) -> Result<reqwest::Url, ChainReadError> {
 #[derive(Clone)]
 pub struct RpcChainReader {
     provider: RootProvider,
-    // Spellings of the RPC URL to scrub from error text: it may embed an API key.
-    redact: Vec<String>,
+    // The RPC URL may embed an API key: scrubbed from every error.
+    redactor: Redactor,
 }
 
 impl std::fmt::Debug for RpcChainReader {
@@ -131,24 +139,15 @@ impl RpcChainReader {
     /// Connects lazily to `rpc_url` (see [`check_rpc_url`]); every request is bounded by
     /// `timeout`.
     pub fn new(rpc_url: &str, timeout: Duration) -> Result<Self, ChainReadError> {
-        let url = check_rpc_url(rpc_url)?;
-        let client = reqwest::Client::builder()
-            .timeout(timeout)
-            .build()
-            .map_err(|e| ChainReadError::Client(e.without_url().to_string()))?;
-        let redact = vec![url.as_str().to_owned(), rpc_url.to_owned()];
-        let provider = RootProvider::new(RpcClient::new_http_with_client(client, url));
-        Ok(Self { provider, redact })
+        let (provider, redactor) = connect_rpc(rpc_url, timeout)?;
+        Ok(Self { provider, redactor })
     }
 
     fn rpc_error(&self, what: &'static str, err: &dyn std::fmt::Display) -> ChainReadError {
-        let mut detail = err.to_string();
-        for secret in &self.redact {
-            if !secret.is_empty() {
-                detail = detail.replace(secret.as_str(), "<rpc-url>");
-            }
+        ChainReadError::Rpc {
+            what,
+            detail: self.redactor.scrub(&err.to_string()),
         }
-        ChainReadError::Rpc { what, detail }
     }
 
     /// Runs one contract view as a raw `eth_call` at `at` and decodes its return value, with

@@ -87,9 +87,7 @@ impl Refusal {
     pub fn is_unavailable(&self) -> bool {
         match self {
             Self::JobFeed(e) => e.is_transient(),
-            Self::ChainRead(e) => {
-                matches!(e, ChainReadError::Rpc { .. } | ChainReadError::Client(_))
-            }
+            Self::ChainRead(e) => e.is_transient(),
             _ => false,
         }
     }

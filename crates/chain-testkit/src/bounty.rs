@@ -153,10 +153,22 @@ impl Testkit {
         Ok(kit)
     }
 
+    /// Like [`Testkit::connect`], on the node at `url` (a [`crate::PrivateNode`]).
+    pub async fn connect_to(url: &str) -> Result<Self, TestkitError> {
+        let kit = Self::connect_at(url.to_owned(), PrivateKeySigner::random())?;
+        kit.set_balance(kit.deployer, U256::from(DEPLOYER_BALANCE_WEI))
+            .await?;
+        Ok(kit)
+    }
+
     /// Like [`Testkit::connect`] but sends from `signer` (e.g. `dev_signer(0)`), unfunded.
     /// Tests sharing one signer must not send concurrently.
     pub async fn connect_as(signer: PrivateKeySigner) -> Result<Self, TestkitError> {
         let url = require_node().await?;
+        Self::connect_at(url, signer)
+    }
+
+    fn connect_at(url: String, signer: PrivateKeySigner) -> Result<Self, TestkitError> {
         let deployer = signer.address();
         let parsed = url.parse().map_err(|e| TestkitError::NodeDown {
             url: url.clone(),

@@ -7,11 +7,13 @@
 //! (`publish = false`, dev-dependency only). It does not start the node: tests call
 //! [`Testkit::connect`], which fails loudly with "run scripts/services.sh" when no node with
 //! chain id 8453 answers. The node is found at `$CHAIN_RPC_URL`, default
-//! `http://127.0.0.1:8545`.
+//! `http://127.0.0.1:8545`. A test that must change how blocks are mined starts its own node
+//! ([`PrivateNode`]) and connects with [`Testkit::connect_to`].
 
 pub mod attest;
 pub mod bounty;
 pub mod node;
+pub mod private;
 
 pub use attest::{AttestationFields, local_attestation_digest, revert_reason, sign_digest};
 pub use bounty::{BountyParams, DeployedBounty, TestBounty, TestVerifierWallet, Testkit, status};
@@ -19,3 +21,4 @@ pub use node::{
     CHAIN_ID, DEFAULT_RPC_URL, DEV_KEYS, RPC_URL_ENV, TestkitError, dev_signer, require_node,
     rpc_url,
 };
+pub use private::PrivateNode;

@@ -10,10 +10,10 @@ use alloy::eips::{BlockId, BlockNumberOrTag};
 use alloy::network::TxSignerSync;
 use alloy::primitives::{Address as ChainAddress, B256, Bytes, TxKind, U256};
 use alloy::providers::{Provider, RootProvider};
-use alloy::rpc::client::RpcClient;
 use alloy::rpc::types::TransactionRequest;
 use alloy::signers::local::PrivateKeySigner;
 use alloy::transports::{RpcError, TransportErrorKind};
+use bounty_chain::{ChainReadError, Redactor, connect_rpc};
 use verifier_sdk::{Address, Bytes32};
 
 use crate::confirm::{LogEntry, ReceiptFacts};
@@ -45,6 +45,14 @@ pub enum RpcFailure {
         /// Why.
         detail: String,
     },
+}
+
+impl RpcFailure {
+    /// Whether the node or the transport failed (a later retry may succeed), rather than the
+    /// configured URL.
+    pub fn is_transient(&self) -> bool {
+        !matches!(self, Self::InvalidUrl | Self::InsecureUrl)
+    }
 }
 
 /// A simulated call or gas estimate failed.
@@ -82,7 +90,7 @@ pub struct SignedTx {
 #[derive(Clone)]
 pub struct SettlementRpc {
     provider: RootProvider,
-    redact: Vec<String>,
+    redactor: Redactor,
 }
 
 impl std::fmt::Debug for SettlementRpc {
@@ -100,36 +108,25 @@ impl SettlementRpc {
     /// A client for `rpc_url` with a per-request timeout; the URL must pass
     /// [`bounty_chain::check_rpc_url`].
     pub fn new(rpc_url: &str, timeout: Duration) -> Result<Self, RpcFailure> {
-        let url = bounty_chain::check_rpc_url(rpc_url).map_err(|e| match e {
-            bounty_chain::ChainReadError::InsecureUrl => RpcFailure::InsecureUrl,
+        let (provider, redactor) = connect_rpc(rpc_url, timeout).map_err(|e| match e {
+            ChainReadError::InsecureUrl => RpcFailure::InsecureUrl,
+            ChainReadError::Client(detail) => RpcFailure::Unavailable {
+                what: "client",
+                detail,
+            },
             _ => RpcFailure::InvalidUrl,
         })?;
-        let client = reqwest::Client::builder()
-            .timeout(timeout)
-            .build()
-            .map_err(|e| RpcFailure::Unavailable {
-                what: "client",
-                detail: e.without_url().to_string(),
-            })?;
-        let redact = vec![url.as_str().to_owned(), rpc_url.to_owned()];
-        let provider = RootProvider::new(RpcClient::new_http_with_client(client, url));
-        Ok(Self { provider, redact })
+        Ok(Self { provider, redactor })
     }
 
-    fn scrub(&self, text: String) -> String {
-        let mut text = text;
-        for secret in &self.redact {
-            if !secret.is_empty() {
-                text = text.replace(secret.as_str(), "<rpc-url>");
-            }
-        }
-        text.chars().take(512).collect()
+    fn scrub(&self, text: &str) -> String {
+        self.redactor.scrub(text).chars().take(512).collect()
     }
 
     fn fail(&self, what: &'static str, e: &dyn std::fmt::Display) -> RpcFailure {
         RpcFailure::Unavailable {
             what,
-            detail: self.scrub(e.to_string()),
+            detail: self.scrub(&e.to_string()),
         }
     }
 
@@ -138,11 +135,11 @@ impl SettlementRpc {
             if let Some(data) = payload.as_revert_data() {
                 let reason = alloy::sol_types::decode_revert_reason(&data)
                     .unwrap_or_else(|| format!("0x{}", hex::encode(&data)));
-                return CallFailure::Reverted(self.scrub(reason));
+                return CallFailure::Reverted(self.scrub(&reason));
             }
             let msg = payload.message.to_string();
             if msg.to_ascii_lowercase().contains("revert") {
-                return CallFailure::Reverted(self.scrub(msg));
+                return CallFailure::Reverted(self.scrub(&msg));
             }
         }
         CallFailure::Rpc(self.fail(what, e))
@@ -339,7 +336,141 @@ pub fn sign_settlement(
     })
 }
 
+/// Why a recorded transaction cannot be re-signed with new fees.
+#[derive(Debug, thiserror::Error)]
+pub enum ResignError {
+    /// The recorded bytes are not a signed EIP-1559 transaction.
+    #[error("recorded raw transaction is not a signed EIP-1559 transaction")]
+    NotEip1559,
+    /// The recorded transaction was signed by another key (the keeper key was rotated).
+    #[error("recorded transaction was signed by {recorded}, not this keeper's key")]
+    OtherSigner {
+        /// Its signer.
+        recorded: Address,
+    },
+    /// The recorded transaction is not a value-free call of this record's bounty contract on
+    /// this chain, so it is not one the keeper would have sent for it.
+    #[error("recorded transaction is not a settlement call of this bounty on this chain")]
+    NotTheSettlement,
+    /// Signing failed.
+    #[error("signing the replacement failed")]
+    Sign,
+}
+
+/// The transaction replacing `raw` (the recorded signed transaction): the same chain id,
+/// nonce, recipient, calldata and gas limit with `fees`' fee fields, signed by `signer`, which
+/// must be the key that signed `raw`. `raw` must be a value-free call of `to` on `chain_id`:
+/// a record is only a pointer, and its bytes are re-signed only when they are what the keeper
+/// would have sent.
+pub fn resign_with_fees(
+    signer: &PrivateKeySigner,
+    chain_id: u64,
+    to: Address,
+    raw: &[u8],
+    fees: &FeePlan,
+) -> Result<SignedTx, ResignError> {
+    use alloy::eips::eip2718::Decodable2718;
+    let envelope = TxEnvelope::decode_2718(&mut &raw[..]).map_err(|_| ResignError::NotEip1559)?;
+    let TxEnvelope::Eip1559(old) = envelope else {
+        return Err(ResignError::NotEip1559);
+    };
+    let recorded = old
+        .signature()
+        .recover_address_from_prehash(&old.tx().signature_hash())
+        .map_err(|_| ResignError::NotEip1559)?;
+    if recorded != signer.address() {
+        return Err(ResignError::OtherSigner {
+            recorded: Address::from(recorded),
+        });
+    }
+    let mut tx = old.strip_signature();
+    if tx.chain_id != chain_id || tx.to != TxKind::Call(chain_address(to)) || !tx.value.is_zero() {
+        return Err(ResignError::NotTheSettlement);
+    }
+    tx.max_fee_per_gas = fees.max_fee_per_gas;
+    tx.max_priority_fee_per_gas = fees.max_priority_fee_per_gas;
+    let signature = signer
+        .sign_transaction_sync(&mut tx)
+        .map_err(|_| ResignError::Sign)?;
+    let signed = tx.into_signed(signature);
+    let hash = TxHash::from_bytes(signed.hash().0);
+    Ok(SignedTx {
+        hash,
+        raw: TxEnvelope::from(signed).encoded_2718(),
+    })
+}
+
 /// Decodes a recorded raw transaction hex back to bytes.
 pub fn raw_from_hex(hex_text: &str) -> Option<Vec<u8>> {
     hex::decode(hex_text.strip_prefix("0x")?).ok()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use alloy::eips::eip2718::Decodable2718;
+
+    fn plan(fee: u128, tip: u128) -> FeePlan {
+        FeePlan {
+            gas_limit: 200_000,
+            max_fee_per_gas: fee,
+            max_priority_fee_per_gas: tip,
+        }
+    }
+
+    fn decoded(raw: &[u8]) -> TxEip1559 {
+        let TxEnvelope::Eip1559(tx) = TxEnvelope::decode_2718(&mut &raw[..]).unwrap() else {
+            panic!("not EIP-1559");
+        };
+        tx.strip_signature()
+    }
+
+    #[test]
+    fn a_replacement_changes_only_the_fees() {
+        let key = PrivateKeySigner::random();
+        let bounty = Address::from_bytes([0x44; 20]);
+        let old = sign_settlement(&key, 8453, 7, bounty, b"call", &plan(10, 2)).unwrap();
+        let new = resign_with_fees(&key, 8453, bounty, &old.raw, &plan(20, 3)).unwrap();
+        assert_ne!(new.hash, old.hash);
+        let (a, b) = (decoded(&old.raw), decoded(&new.raw));
+        assert_eq!((b.max_fee_per_gas, b.max_priority_fee_per_gas), (20, 3));
+        assert_eq!(
+            TxEip1559 {
+                max_fee_per_gas: 10,
+                max_priority_fee_per_gas: 2,
+                ..b
+            },
+            a
+        );
+    }
+
+    #[test]
+    fn only_the_keepers_own_settlement_of_this_bounty_is_resigned() {
+        let key = PrivateKeySigner::random();
+        let bounty = Address::from_bytes([0x44; 20]);
+        let old = sign_settlement(&key, 8453, 7, bounty, b"call", &plan(10, 2)).unwrap();
+        let other_key = PrivateKeySigner::random();
+        assert!(matches!(
+            resign_with_fees(&other_key, 8453, bounty, &old.raw, &plan(20, 3)),
+            Err(ResignError::OtherSigner { .. })
+        ));
+        assert!(matches!(
+            resign_with_fees(
+                &key,
+                8453,
+                Address::from_bytes([0x45; 20]),
+                &old.raw,
+                &plan(20, 3)
+            ),
+            Err(ResignError::NotTheSettlement)
+        ));
+        assert!(matches!(
+            resign_with_fees(&key, 1, bounty, &old.raw, &plan(20, 3)),
+            Err(ResignError::NotTheSettlement)
+        ));
+        assert!(matches!(
+            resign_with_fees(&key, 8453, bounty, b"\x02junk", &plan(20, 3)),
+            Err(ResignError::NotEip1559)
+        ));
+    }
 }

@@ -12,6 +12,15 @@ pub struct FeeCaps {
     pub max_priority_fee_per_gas: Option<u128>,
 }
 
+impl FeeCaps {
+    /// The most to tip per gas: `--max-priority-fee-per-gas`, never above `--max-fee-per-gas`.
+    fn priority_cap(self) -> u128 {
+        self.max_priority_fee_per_gas
+            .unwrap_or(self.max_fee_per_gas)
+            .min(self.max_fee_per_gas)
+    }
+}
+
 /// What the chain says now.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct FeeQuote {
@@ -70,6 +79,102 @@ impl FeeRefusal {
     }
 }
 
+/// The least raise, in percent of both `maxFeePerGas` and `maxPriorityFeePerGas`, with which
+/// a node accepts a transaction replacing a pending one of the same sender and nonce (geth's
+/// and op-geth's default `txpool.pricebump`, Hardhat's rule too).
+pub const REPLACEMENT_BUMP_PERCENT: u128 = 10;
+
+/// Why a pending transaction is not replaced now.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+pub enum ReplacementRefusal {
+    /// The least acceptable replacement would pay more per gas than `--max-fee-per-gas` (or
+    /// tip more than `--max-priority-fee-per-gas`).
+    #[error(
+        "a replacement must offer at least {needed} wei per gas ({REPLACEMENT_BUMP_PERCENT} % above \
+         {offered} wei), above the cap {cap} wei"
+    )]
+    AboveCap {
+        /// The least fee (or tip) a node accepts.
+        needed: u128,
+        /// What the pending transaction offers.
+        offered: u128,
+        /// The cap it would exceed.
+        cap: u128,
+    },
+    /// The base fee alone is above `--max-fee-per-gas`: no fee within the cap gets it mined.
+    #[error("base fee {base_fee} wei is above the cap {cap} wei")]
+    BaseFeeAboveCap {
+        /// Latest base fee.
+        base_fee: u128,
+        /// `--max-fee-per-gas`.
+        cap: u128,
+    },
+}
+
+impl ReplacementRefusal {
+    /// Stable code for reports.
+    pub const fn code(&self) -> &'static str {
+        "replacement_above_cap"
+    }
+}
+
+/// `value` raised by [`REPLACEMENT_BUMP_PERCENT`], rounded up, and by at least 1 wei.
+fn bumped(value: u128) -> u128 {
+    let raise = value
+        .saturating_mul(REPLACEMENT_BUMP_PERCENT)
+        .div_ceil(100)
+        .max(1);
+    value.saturating_add(raise)
+}
+
+/// Fees for a transaction replacing the pending `old` one (same nonce, same call, same gas
+/// limit): each fee at least the replacement minimum above the old one, and at least what
+/// [`plan_fees`] would offer now, never above the caps.
+pub fn plan_replacement(
+    caps: FeeCaps,
+    quote: FeeQuote,
+    old: FeePlan,
+) -> Result<FeePlan, ReplacementRefusal> {
+    if quote.base_fee_per_gas > caps.max_fee_per_gas {
+        return Err(ReplacementRefusal::BaseFeeAboveCap {
+            base_fee: quote.base_fee_per_gas,
+            cap: caps.max_fee_per_gas,
+        });
+    }
+    let priority_cap = caps.priority_cap();
+    let min_tip = bumped(old.max_priority_fee_per_gas);
+    if min_tip > priority_cap {
+        return Err(ReplacementRefusal::AboveCap {
+            needed: min_tip,
+            offered: old.max_priority_fee_per_gas,
+            cap: priority_cap,
+        });
+    }
+    let min_fee = bumped(old.max_fee_per_gas);
+    if min_fee > caps.max_fee_per_gas {
+        return Err(ReplacementRefusal::AboveCap {
+            needed: min_fee,
+            offered: old.max_fee_per_gas,
+            cap: caps.max_fee_per_gas,
+        });
+    }
+    let tip = quote
+        .suggested_priority_fee_per_gas
+        .min(priority_cap)
+        .max(min_tip);
+    let max_fee = quote
+        .base_fee_per_gas
+        .saturating_mul(2)
+        .saturating_add(tip)
+        .min(caps.max_fee_per_gas)
+        .max(min_fee);
+    Ok(FeePlan {
+        gas_limit: old.gas_limit,
+        max_fee_per_gas: max_fee,
+        max_priority_fee_per_gas: tip.min(max_fee),
+    })
+}
+
 /// Decides gas limit and fees: refuse above the gas cap or when the base fee alone exceeds
 /// the fee cap; `max fee = min(cap, 2 × base + priority)`.
 pub fn plan_fees(caps: FeeCaps, quote: FeeQuote, gas_estimate: u64) -> Result<FeePlan, FeeRefusal> {
@@ -85,10 +190,7 @@ pub fn plan_fees(caps: FeeCaps, quote: FeeQuote, gas_estimate: u64) -> Result<Fe
             cap: caps.max_fee_per_gas,
         });
     }
-    let priority_cap = caps
-        .max_priority_fee_per_gas
-        .unwrap_or(caps.max_fee_per_gas)
-        .min(caps.max_fee_per_gas);
+    let priority_cap = caps.priority_cap();
     let priority = quote.suggested_priority_fee_per_gas.min(priority_cap);
     let max_fee = quote
         .base_fee_per_gas
@@ -167,6 +269,65 @@ mod tests {
                 cap: 500_000
             })
         );
+    }
+
+    fn old(fee: u128, tip: u128) -> FeePlan {
+        FeePlan {
+            gas_limit: 120_000,
+            max_fee_per_gas: fee,
+            max_priority_fee_per_gas: tip,
+        }
+    }
+
+    #[test]
+    fn replacement_pays_the_current_base_fee_and_at_least_the_minimum_bump() {
+        // The base fee rose: the replacement follows it.
+        let plan =
+            plan_replacement(caps(), quote(4_000_000_000, 100), old(2_000_000_000, 100)).unwrap();
+        assert_eq!(plan.gas_limit, 120_000);
+        assert_eq!(plan.max_fee_per_gas, 8_000_000_110);
+        assert_eq!(plan.max_priority_fee_per_gas, 110);
+        // The base fee did not move: only the minimum bump, rounded up.
+        let plan = plan_replacement(caps(), quote(1, 1), old(1_000_000_001, 7)).unwrap();
+        assert_eq!(plan.max_fee_per_gas, 1_100_000_002);
+        assert_eq!(plan.max_priority_fee_per_gas, 8);
+        // Zero fees still go up, or the node calls the replacement underpriced.
+        let plan = plan_replacement(caps(), quote(0, 0), old(0, 0)).unwrap();
+        assert_eq!(
+            (plan.max_fee_per_gas, plan.max_priority_fee_per_gas),
+            (1, 1)
+        );
+    }
+
+    #[test]
+    fn replacement_is_refused_when_the_minimum_bump_passes_a_cap() {
+        let cap = caps().max_fee_per_gas;
+        let at_cap = plan_replacement(caps(), quote(1, 1), old(cap / 11 * 10, 1)).unwrap();
+        assert!(at_cap.max_fee_per_gas <= cap);
+        let refused = plan_replacement(caps(), quote(1, 1), old(cap / 10 * 10 - 9, 1));
+        assert!(
+            matches!(refused, Err(ReplacementRefusal::AboveCap { .. })),
+            "{refused:?}"
+        );
+        assert_eq!(refused.unwrap_err().code(), "replacement_above_cap");
+        let mut c = caps();
+        c.max_priority_fee_per_gas = Some(10);
+        assert!(matches!(
+            plan_replacement(c, quote(1, 1), old(1_000, 10)),
+            Err(ReplacementRefusal::AboveCap {
+                needed: 11,
+                cap: 10,
+                ..
+            })
+        ));
+        assert!(matches!(
+            plan_replacement(caps(), quote(cap + 1, 1), old(1, 1)),
+            Err(ReplacementRefusal::BaseFeeAboveCap { .. })
+        ));
+        // A hostile quote cannot push it past the cap or overflow.
+        let plan = plan_replacement(caps(), quote(cap, u128::MAX), old(1, 1)).unwrap();
+        assert_eq!(plan.max_fee_per_gas, cap);
+        assert!(plan.max_priority_fee_per_gas <= plan.max_fee_per_gas);
     }
 
     #[test]

@@ -14,6 +14,8 @@
 //! revalidation itself is `bounty_chain::refetch_and_revalidate`, shared with the signer, and
 //! the key comes through the shared `keyfile` crate.
 
+#![warn(clippy::too_many_lines, clippy::needless_pass_by_value)]
+
 pub mod chain;
 pub mod confirm;
 pub mod exit;
@@ -34,6 +36,7 @@ use keyfile::LoadedKey;
 use platform_client::{ClientLimits, PlatformClient};
 
 use crate::chain::SettlementRpc;
+use crate::exit::ExitCode;
 use crate::fees::FeeCaps;
 use crate::record::StateDir;
 use crate::relay::{Relayer, WaitPolicy};
@@ -85,15 +88,13 @@ pub enum RunError {
 
 impl RunError {
     /// The exit code for this failure.
-    pub fn exit_code(&self) -> u8 {
+    pub fn exit_code(&self) -> ExitCode {
         match self {
-            Self::Key(_) | Self::Config(_) => exit::CONFIG,
-            Self::Rpc(chain::RpcFailure::InvalidUrl | chain::RpcFailure::InsecureUrl) => {
-                exit::CONFIG
-            }
-            Self::Rpc(_) => exit::UNAVAILABLE,
-            Self::Input(_) => exit::INVALID_INPUT,
-            Self::State(_) => exit::INTERNAL,
+            Self::Key(_) | Self::Config(_) => ExitCode::Config,
+            Self::Rpc(e) if !e.is_transient() => ExitCode::Config,
+            Self::Rpc(_) => ExitCode::Unavailable,
+            Self::Input(_) => ExitCode::InvalidInput,
+            Self::State(_) => ExitCode::Internal,
         }
     }
 }

@@ -1,14 +1,17 @@
 //! `keeper`: parses the command line, runs the relay, maps the result to an exit code.
 
+#![warn(clippy::too_many_lines, clippy::needless_pass_by_value)]
+
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Duration;
 
 use clap::{Args, Parser, Subcommand};
 use keeper::KeySource;
+use keeper::RelayConfig;
+use keeper::exit::ExitCode as Exit;
 use keeper::fees::FeeCaps;
 use keeper::relay::WaitPolicy;
-use keeper::{RelayConfig, exit};
 
 #[derive(Parser)]
 #[command(
@@ -66,9 +69,17 @@ struct RelayArgs {
     /// Seconds to wait for the receipt and confirmations before reporting `pending`.
     #[arg(long, default_value_t = 180, value_parser = clap::value_parser!(u64).range(1..=3600))]
     receipt_timeout: u64,
+    /// Blocks a sent transaction may stay unmined before the keeper replaces it (same nonce,
+    /// fees bumped by at least the replacement minimum, never above the caps).
+    #[arg(long, default_value_t = 10, value_parser = clap::value_parser!(u64).range(1..=10_000))]
+    replace_after_blocks: u64,
     /// Print the JSON report on stdout.
     #[arg(long)]
     json: bool,
+}
+
+fn exit(code: Exit) -> ExitCode {
+    ExitCode::from(code.code())
 }
 
 fn main() -> ExitCode {
@@ -78,10 +89,10 @@ fn main() -> ExitCode {
         Ok(c) => c,
         Err(e) => {
             let _ = e.print();
-            return ExitCode::from(if e.use_stderr() {
-                exit::USAGE
+            return exit(if e.use_stderr() {
+                Exit::Usage
             } else {
-                exit::SUCCESS
+                Exit::Success
             });
         }
     };
@@ -89,7 +100,7 @@ fn main() -> ExitCode {
     let key = match (args.key_env, args.key_file) {
         (Some(name), None) => KeySource::Env(name),
         (None, Some(path)) => KeySource::File(path),
-        _ => return ExitCode::from(exit::USAGE),
+        _ => return exit(Exit::Usage),
     };
     let cfg = RelayConfig {
         candidates: args.candidates,
@@ -107,6 +118,7 @@ fn main() -> ExitCode {
             confirmations: args.confirmations,
             timeout: Duration::from_secs(args.receipt_timeout),
             poll: Duration::from_millis(500),
+            replace_after_blocks: args.replace_after_blocks,
         },
     };
     let runtime = match tokio::runtime::Builder::new_multi_thread()
@@ -116,7 +128,7 @@ fn main() -> ExitCode {
         Ok(r) => r,
         Err(e) => {
             eprintln!("keeper: cannot start the async runtime: {e}");
-            return ExitCode::from(exit::INTERNAL);
+            return exit(Exit::Internal);
         }
     };
     match runtime.block_on(keeper::run(&cfg)) {
@@ -127,7 +139,7 @@ fn main() -> ExitCode {
                     Ok(text) => println!("{text}"),
                     Err(e) => {
                         eprintln!("keeper: cannot encode the report: {e}");
-                        return ExitCode::from(exit::INTERNAL);
+                        return exit(Exit::Internal);
                     }
                 }
             }
@@ -135,7 +147,7 @@ fn main() -> ExitCode {
         }
         Err(e) => {
             eprintln!("keeper: {e}");
-            ExitCode::from(e.exit_code())
+            exit(e.exit_code())
         }
     }
 }

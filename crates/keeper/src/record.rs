@@ -98,6 +98,10 @@ pub struct TxRecord {
     pub max_fee_per_gas: String,
     /// `maxPriorityFeePerGas` in wei, decimal string.
     pub max_priority_fee_per_gas: String,
+    /// The latest block number when it was sent: the count of blocks it has waited starts
+    /// here (absent in records of older keepers: counted from when a run first sees it).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sent_block: Option<u64>,
 }
 
 /// The checked outcome of a mined transaction.
@@ -156,6 +160,11 @@ pub struct SettlementRecord {
     /// Hashes of earlier attempts that reverted or were provably dropped.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub previous_attempts: Vec<TxHash>,
+    /// Transactions of this attempt at the same nonce that `tx` replaced with higher fees
+    /// because no block included them; until one of the nonce's transactions is mined, any of
+    /// them may be.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub replaced: Vec<TxRecord>,
     /// Unix seconds of the last write.
     pub updated_at: u64,
 }
@@ -184,7 +193,26 @@ impl RecordKey {
     }
 }
 
+impl TxRecord {
+    /// Its gas limit and fees, `None` when a recorded fee is not a decimal number.
+    pub fn fee_plan(&self) -> Option<crate::fees::FeePlan> {
+        Some(crate::fees::FeePlan {
+            gas_limit: self.gas_limit,
+            max_fee_per_gas: self.max_fee_per_gas.parse().ok()?,
+            max_priority_fee_per_gas: self.max_priority_fee_per_gas.parse().ok()?,
+        })
+    }
+}
+
 impl SettlementRecord {
+    /// Hashes of every transaction of this attempt's nonce: the current one first, then
+    /// those it replaced.
+    pub fn nonce_hashes(&self) -> Vec<TxHash> {
+        std::iter::once(self.tx.hash)
+            .chain(self.replaced.iter().map(|t| t.hash))
+            .collect()
+    }
+
     /// What the settlement event of this record's transaction must show.
     pub fn expected(&self) -> crate::confirm::ExpectedSettlement {
         crate::confirm::ExpectedSettlement {
@@ -332,9 +360,11 @@ mod tests {
                 gas_limit: 100_000,
                 max_fee_per_gas: u128::MAX.to_string(),
                 max_priority_fee_per_gas: "1".into(),
+                sent_block: None,
             },
             confirmation: None,
             previous_attempts: vec![],
+            replaced: vec![],
             updated_at: 1,
         }
     }

@@ -16,9 +16,11 @@ use verifier_sdk::{
     candidate_file_name,
 };
 
-use crate::chain::{CallFailure, SettlementRpc, SignedTx, raw_from_hex, sign_settlement};
+use crate::chain::{
+    CallFailure, SettlementRpc, SignedTx, raw_from_hex, resign_with_fees, sign_settlement,
+};
 use crate::confirm::{ConfirmError, ReceiptFacts, Settled, check_receipt, check_status};
-use crate::fees::{FeeCaps, FeeQuote, plan_fees};
+use crate::fees::{FeeCaps, FeeQuote, plan_fees, plan_replacement};
 use crate::inputs::{AttestationPool, MAX_CANDIDATE_BYTES, read_json};
 use crate::record::{
     Confirmation, RECORD_SCHEMA, RecordKey, RecordState, SettlementRecord, StateDir, TxRecord,
@@ -35,6 +37,9 @@ pub struct WaitPolicy {
     pub timeout: Duration,
     /// Pause between polls.
     pub poll: Duration,
+    /// Replace a sent transaction that no block has included after this many new blocks
+    /// (same nonce, fees bumped by at least the replacement minimum, within the caps).
+    pub replace_after_blocks: u64,
 }
 
 /// Everything one relay run needs.
@@ -176,7 +181,7 @@ impl<R: ChainReader + Sync> Relayer<'_, R> {
             );
         }
         let previous = match self.state.load(&key) {
-            Err(e) => return finish(report, JobStatus::Internal, "state_dir", e.to_string()),
+            Err(e) => return Stop::state_dir(e).end(report),
             Ok(None) => Vec::new(),
             Ok(Some(record)) => match record.state {
                 // The record is only a pointer to the chain: a planted file, or one written
@@ -206,9 +211,7 @@ impl<R: ChainReader + Sync> Relayer<'_, R> {
                         r.verifiers = record.verifiers.clone();
                         return self.confirm(r, record).await;
                     }
-                    Backing::Unavailable(e) => {
-                        return finish(report, JobStatus::Unavailable, "rpc", e);
-                    }
+                    Backing::Unavailable(e) => return Stop::Rpc(e).end(report),
                     Backing::Stale(why) => {
                         tracing::warn!(
                             tx = %record.tx.hash,
@@ -244,44 +247,138 @@ impl<R: ChainReader + Sync> Relayer<'_, R> {
         job_id: &str,
         previous_attempts: Vec<crate::record::TxHash>,
     ) -> JobReport {
-        // Cheap first: a bounty that left Submitted needs nothing, whatever the API says now.
-        match self.reader.read_bounty(key.bounty_contract).await {
-            Err(e) => return finish(report, JobStatus::Unavailable, "rpc", e.to_string()),
-            Ok(s) if s.status != BountyStatus::Submitted => {
-                return finish(
-                    report,
-                    JobStatus::Done,
-                    "not_submitted",
-                    format!("bounty status is {:?}", s.status),
-                );
+        let mut report = report;
+        match self
+            .prepare(&mut report, candidate, key, job_id, previous_attempts)
+            .await
+        {
+            Ok((record, signed)) => {
+                report.tx_hash = Some(signed.hash);
+                self.send_and_confirm(report, record, &signed).await
             }
-            Ok(_) => {}
+            Err(stop) => stop.end(report),
         }
-        let head = match self.rpc.head().await {
-            Ok(h) => h,
-            Err(e) => return finish(report, JobStatus::Unavailable, "rpc", e.to_string()),
+    }
+
+    /// Everything before the send: the checks, the fees, the signed transaction, and its
+    /// record on disk, written before the transaction exists anywhere else, so a crash from
+    /// there on resumes this exact transaction instead of signing a second one.
+    async fn prepare(
+        &self,
+        report: &mut JobReport,
+        candidate: &ParsedCandidate,
+        key: RecordKey,
+        job_id: &str,
+        previous_attempts: Vec<crate::record::TxHash>,
+    ) -> Result<(SettlementRecord, SignedTx), Stop> {
+        let (checked, head, now) = self.revalidate(candidate, key).await?;
+        let selection = self.select_attestations(report, &checked, job_id, now)?;
+        report.verification_hash = Some(selection.verification_hash);
+        report.verifiers = selection.verifiers.clone();
+        let job = &checked.job;
+        let calldata = settle_calldata(&selection.attestations);
+        let (plan, nonce) = self.price(job.bounty_contract(), &calldata, head).await?;
+        let signed = sign_settlement(
+            self.signer,
+            self.chain_id,
+            nonce,
+            job.bounty_contract(),
+            &calldata,
+            &plan,
+        )
+        .map_err(|_| {
+            Stop::job(
+                JobStatus::Internal,
+                "sign",
+                "signing the transaction failed",
+            )
+        })?;
+        let record = SettlementRecord {
+            schema_version: RECORD_SCHEMA.into(),
+            chain_id: key.chain_id,
+            bounty_contract: key.bounty_contract,
+            round: key.round,
+            job_id: job_id.into(),
+            state: RecordState::Planned,
+            keeper: self.keeper(),
+            passed: selection.passed,
+            bounty_id: job.bounty_id(),
+            solver: job.solver(),
+            submission_hash: job.submission_hash(),
+            evidence_hash: job.evidence_hash(),
+            policy_hash: job.policy_hash(),
+            verification_hash: selection.verification_hash,
+            verifiers: selection.verifiers,
+            tx: TxRecord {
+                hash: signed.hash,
+                raw: format!("0x{}", hex::encode(&signed.raw)),
+                nonce,
+                gas_limit: plan.gas_limit,
+                max_fee_per_gas: plan.max_fee_per_gas.to_string(),
+                max_priority_fee_per_gas: plan.max_priority_fee_per_gas.to_string(),
+                sent_block: Some(head.number),
+            },
+            confirmation: None,
+            previous_attempts,
+            replaced: vec![],
+            updated_at: unix_now(),
         };
+        self.state.save(&record).map_err(Stop::state_dir)?;
+        Ok((record, signed))
+    }
+
+    /// The bounty still Submitted (checked cheaply first: a bounty that left Submitted needs
+    /// nothing, whatever the API says now), then the full revalidation against the current
+    /// job and the chain. Also the head it was done at and the `now` it used.
+    async fn revalidate(
+        &self,
+        candidate: &ParsedCandidate,
+        key: RecordKey,
+    ) -> Result<(bounty_chain::CheckedCandidate, crate::chain::Head, u64), Stop> {
+        let state = self
+            .reader
+            .read_bounty(key.bounty_contract)
+            .await
+            .map_err(Stop::rpc)?;
+        if state.status != BountyStatus::Submitted {
+            return Err(Stop::job(
+                JobStatus::Done,
+                "not_submitted",
+                format!("bounty status is {:?}", state.status),
+            ));
+        }
+        let head = self.rpc.head().await.map_err(Stop::rpc)?;
         let now = unix_now().max(head.timestamp);
-        let Some(source) = job_source(self.client, self.api, candidate.job()) else {
-            return finish(
-                report,
+        let source = job_source(self.client, self.api, candidate.job()).ok_or_else(|| {
+            Stop::job(
                 JobStatus::Invalid,
                 "invalid_candidate",
                 "job lacks a usable network or first eligible verifier",
-            );
-        };
-        let checked = match refetch_and_revalidate(candidate, &source, self.reader, now).await {
-            Ok(c) => c,
-            Err(r) => {
+            )
+        })?;
+        let checked = refetch_and_revalidate(candidate, &source, self.reader, now)
+            .await
+            .map_err(|r| {
                 let status = refusal_status(&r);
                 let code = if status == JobStatus::Done {
                     "not_submitted"
                 } else {
                     r.code()
                 };
-                return finish(report, status, code, r.to_string());
-            }
-        };
+                Stop::job(status, code, r.to_string())
+            })?;
+        Ok((checked, head, now))
+    }
+
+    /// Exactly `threshold` attestations of one verdict from distinct committed verifiers;
+    /// every file set aside is listed in the report.
+    fn select_attestations(
+        &self,
+        report: &mut JobReport,
+        checked: &bounty_chain::CheckedCandidate,
+        job_id: &str,
+        now: u64,
+    ) -> Result<crate::select::Selection, Stop> {
         let job = &checked.job;
         let committed: Vec<Address> = job
             .eligible_verifiers()
@@ -303,7 +400,6 @@ impl<R: ChainReader + Sync> Relayer<'_, R> {
             files,
             now,
         );
-        let mut report = report;
         report.skipped_attestations = self
             .pool
             .unreadable
@@ -319,42 +415,39 @@ impl<R: ChainReader + Sync> Relayer<'_, R> {
                     }),
             )
             .collect();
-        let selection = match picked.result {
-            Ok(s) => s,
-            Err(e) => return finish(report, JobStatus::Refused, e.code(), e.to_string()),
-        };
-        report.verification_hash = Some(selection.verification_hash);
-        report.verifiers = selection.verifiers.clone();
-        let calldata = settle_calldata(&selection.attestations);
-        let keeper = self.keeper();
-        let bounty = job.bounty_contract();
+        picked
+            .result
+            .map_err(|e| Stop::job(JobStatus::Refused, e.code(), e.to_string()))
+    }
 
-        if let Err(e) = self.rpc.simulate(keeper, bounty, &calldata, None).await {
-            return call_failed(report, e);
-        }
-        let gas = match self.rpc.estimate_gas(keeper, bounty, &calldata).await {
-            Ok(g) => g,
-            Err(e) => return call_failed(report, e),
-        };
-        let tip = match self.rpc.suggested_priority_fee().await {
-            Ok(t) => t,
-            Err(e) => return finish(report, JobStatus::Unavailable, "rpc", e.to_string()),
-        };
+    /// Simulation, gas estimate, fees within the caps, the balance for the worst case, and
+    /// the nonce.
+    async fn price(
+        &self,
+        bounty: Address,
+        calldata: &[u8],
+        head: crate::chain::Head,
+    ) -> Result<(crate::fees::FeePlan, u64), Stop> {
+        let keeper = self.keeper();
+        self.rpc
+            .simulate(keeper, bounty, calldata, None)
+            .await
+            .map_err(call_failed)?;
+        let gas = self
+            .rpc
+            .estimate_gas(keeper, bounty, calldata)
+            .await
+            .map_err(call_failed)?;
+        let tip = self.rpc.suggested_priority_fee().await.map_err(Stop::rpc)?;
         let quote = FeeQuote {
             base_fee_per_gas: head.base_fee_per_gas,
             suggested_priority_fee_per_gas: tip,
         };
-        let plan = match plan_fees(self.caps, quote, gas) {
-            Ok(p) => p,
-            Err(e) => return finish(report, JobStatus::Refused, e.code(), e.to_string()),
-        };
-        let balance = match self.rpc.balance(keeper).await {
-            Ok(b) => b,
-            Err(e) => return finish(report, JobStatus::Unavailable, "rpc", e.to_string()),
-        };
+        let plan = plan_fees(self.caps, quote, gas)
+            .map_err(|e| Stop::job(JobStatus::Refused, e.code(), e.to_string()))?;
+        let balance = self.rpc.balance(keeper).await.map_err(Stop::rpc)?;
         if U256::from(plan.max_cost_wei()) > balance {
-            return finish(
-                report,
+            return Err(Stop::job(
                 JobStatus::Refused,
                 "insufficient_balance",
                 format!(
@@ -363,59 +456,10 @@ impl<R: ChainReader + Sync> Relayer<'_, R> {
                     plan.gas_limit,
                     plan.max_fee_per_gas
                 ),
-            );
+            ));
         }
-        let nonce = match self.rpc.pending_nonce(keeper).await {
-            Ok(n) => n,
-            Err(e) => return finish(report, JobStatus::Unavailable, "rpc", e.to_string()),
-        };
-        let signed =
-            match sign_settlement(self.signer, self.chain_id, nonce, bounty, &calldata, &plan) {
-                Ok(s) => s,
-                Err(_) => {
-                    return finish(
-                        report,
-                        JobStatus::Internal,
-                        "sign",
-                        "signing the transaction failed",
-                    );
-                }
-            };
-        let record = SettlementRecord {
-            schema_version: RECORD_SCHEMA.into(),
-            chain_id: key.chain_id,
-            bounty_contract: key.bounty_contract,
-            round: key.round,
-            job_id: job_id.into(),
-            state: RecordState::Planned,
-            keeper,
-            passed: selection.passed,
-            bounty_id: job.bounty_id(),
-            solver: job.solver(),
-            submission_hash: job.submission_hash(),
-            evidence_hash: job.evidence_hash(),
-            policy_hash: job.policy_hash(),
-            verification_hash: selection.verification_hash,
-            verifiers: selection.verifiers.clone(),
-            tx: TxRecord {
-                hash: signed.hash,
-                raw: format!("0x{}", hex::encode(&signed.raw)),
-                nonce,
-                gas_limit: plan.gas_limit,
-                max_fee_per_gas: plan.max_fee_per_gas.to_string(),
-                max_priority_fee_per_gas: plan.max_priority_fee_per_gas.to_string(),
-            },
-            confirmation: None,
-            previous_attempts,
-            updated_at: unix_now(),
-        };
-        // The record is on disk before the transaction exists anywhere else: a crash from
-        // here on resumes this exact transaction instead of signing a second one.
-        if let Err(e) = self.state.save(&record) {
-            return finish(report, JobStatus::Internal, "state_dir", e.to_string());
-        }
-        report.tx_hash = Some(signed.hash);
-        self.send_and_confirm(report, record, &signed).await
+        let nonce = self.rpc.pending_nonce(keeper).await.map_err(Stop::rpc)?;
+        Ok((plan, nonce))
     }
 
     async fn send_and_confirm(
@@ -425,18 +469,16 @@ impl<R: ChainReader + Sync> Relayer<'_, R> {
         signed: &SignedTx,
     ) -> JobReport {
         if let Err(e) = self.rpc.send_raw(signed).await {
-            return finish(
-                report,
-                JobStatus::Unavailable,
-                "rpc",
-                format!("{e} (recorded as planned; a rerun rebroadcasts it)"),
-            );
+            return Stop::Rpc(format!(
+                "{e} (recorded as planned; a rerun rebroadcasts it)"
+            ))
+            .end(report);
         }
         tracing::info!(tx = %signed.hash, job = %record.job_id, "settlement sent");
         record.state = RecordState::Sent;
         record.updated_at = unix_now();
         if let Err(e) = self.state.save(&record) {
-            return finish(report, JobStatus::Internal, "state_dir", e.to_string());
+            return Stop::state_dir(e).end(report);
         }
         self.confirm(report, record).await
     }
@@ -454,29 +496,29 @@ impl<R: ChainReader + Sync> Relayer<'_, R> {
         report.tx_hash = Some(record.tx.hash);
         report.verification_hash = Some(record.verification_hash);
         report.verifiers = record.verifiers.clone();
-        match self.rpc.receipt(record.tx.hash).await {
-            Err(e) => return finish(report, JobStatus::Unavailable, "rpc", e.to_string()),
+        let mut record = record;
+        match self.mined(&mut record).await {
+            Err(e) => return Stop::rpc(e).end(report),
             Ok(Some(_)) => return self.confirm(report, record).await,
             Ok(None) => {}
         }
-        match self.rpc.transaction_known(record.tx.hash).await {
-            Err(e) => return finish(report, JobStatus::Unavailable, "rpc", e.to_string()),
-            Ok(true) => return self.confirm(report, record).await,
-            Ok(false) => {}
+        // Any transaction of the nonce still in the pool may yet be mined: wait on it (and
+        // replace it if it stays stuck) rather than call it dropped.
+        for hash in record.nonce_hashes() {
+            match self.rpc.transaction_known(hash).await {
+                Err(e) => return Stop::rpc(e).end(report),
+                Ok(true) => return self.confirm(report, record).await,
+                Ok(false) => {}
+            }
         }
         let mined_nonce = match self.rpc.mined_nonce(record.keeper).await {
             Ok(n) => n,
-            Err(e) => return finish(report, JobStatus::Unavailable, "rpc", e.to_string()),
+            Err(e) => return Stop::rpc(e).end(report),
         };
         if mined_nonce <= record.tx.nonce {
             // Unknown to the node but its nonce is still free: the same signed bytes are valid.
             let Some(raw) = raw_from_hex(&record.tx.raw) else {
-                return finish(
-                    report,
-                    JobStatus::Internal,
-                    "state_dir",
-                    "recorded raw transaction is not hex",
-                );
+                return Stop::StateDir("recorded raw transaction is not hex".into()).end(report);
             };
             let signed = SignedTx {
                 hash: record.tx.hash,
@@ -485,9 +527,10 @@ impl<R: ChainReader + Sync> Relayer<'_, R> {
             tracing::info!(tx = %signed.hash, "rebroadcasting the recorded transaction");
             return self.send_and_confirm(report, record, &signed).await;
         }
-        // Provably dropped: another transaction took its nonce and it has no receipt.
+        // Provably dropped: another transaction took its nonce and none of ours has a receipt.
         let key = record.key();
         let mut previous = record.previous_attempts.clone();
+        previous.extend(record.replaced.iter().map(|t| t.hash));
         previous.push(record.tx.hash);
         report.tx_hash = None;
         report.verification_hash = None;
@@ -544,36 +587,184 @@ impl<R: ChainReader + Sync> Relayer<'_, R> {
         ))
     }
 
+    /// The receipt of whichever transaction of the record's nonce was mined: the current one,
+    /// or one it replaced (which then becomes the record's transaction again).
+    async fn mined(
+        &self,
+        record: &mut SettlementRecord,
+    ) -> Result<Option<ReceiptFacts>, crate::chain::RpcFailure> {
+        if let Some(r) = self.rpc.receipt(record.tx.hash).await? {
+            return Ok(Some(r));
+        }
+        for i in 0..record.replaced.len() {
+            if let Some(r) = self.rpc.receipt(record.replaced[i].hash).await? {
+                tracing::info!(
+                    tx = %record.replaced[i].hash,
+                    job = %record.job_id,
+                    "a replaced transaction was mined instead of its replacement"
+                );
+                std::mem::swap(&mut record.tx, &mut record.replaced[i]);
+                return Ok(Some(r));
+            }
+        }
+        Ok(None)
+    }
+
+    /// Replaces the record's transaction when no block has included it for
+    /// `replace_after_blocks` blocks: same nonce and call, fees raised by at least the
+    /// replacement minimum and to what the current base fee needs, within the caps. The new
+    /// transaction is recorded before it is sent; the old one stays in `replaced`, since it
+    /// may still be mined. A replacement the caps or the balance do not allow is noted in
+    /// `stuck` and the wait goes on.
+    async fn replace_if_stuck(
+        &self,
+        record: &mut SettlementRecord,
+        head: u64,
+        stuck: &mut Stuck,
+    ) -> Result<(), Stop> {
+        let since = *stuck.since.get_or_insert(head);
+        if head < since.saturating_add(self.wait.replace_after_blocks) {
+            return Ok(());
+        }
+        // Whatever happens next, the next replacement is considered a full window later.
+        stuck.since = Some(head);
+        let keeper = self.keeper();
+        let mined_nonce = self.rpc.mined_nonce(keeper).await.map_err(Stop::rpc)?;
+        if mined_nonce > record.tx.nonce {
+            // The nonce is taken and none of ours shows a receipt yet: a replacement could
+            // never be mined; the receipt is looked for again, and a rerun sees a drop.
+            return Ok(());
+        }
+        let latest = self.rpc.head().await.map_err(Stop::rpc)?;
+        let tip = self.rpc.suggested_priority_fee().await.map_err(Stop::rpc)?;
+        let old = record
+            .tx
+            .fee_plan()
+            .ok_or_else(|| Stop::StateDir("recorded transaction fees are not decimal".into()))?;
+        let quote = FeeQuote {
+            base_fee_per_gas: latest.base_fee_per_gas,
+            suggested_priority_fee_per_gas: tip,
+        };
+        let plan = match plan_replacement(self.caps, quote, old) {
+            Ok(p) => p,
+            Err(e) => {
+                tracing::warn!(tx = %record.tx.hash, job = %record.job_id, "stuck transaction: {e}");
+                stuck.refused = Some((e.code(), e.to_string()));
+                return Ok(());
+            }
+        };
+        let balance = self.rpc.balance(keeper).await.map_err(Stop::rpc)?;
+        if U256::from(plan.max_cost_wei()) > balance {
+            stuck.refused = Some((
+                "insufficient_balance",
+                format!(
+                    "a replacement needs up to {} wei, balance {balance} wei",
+                    plan.max_cost_wei()
+                ),
+            ));
+            return Ok(());
+        }
+        let raw = raw_from_hex(&record.tx.raw)
+            .ok_or_else(|| Stop::StateDir("recorded raw transaction is not hex".into()))?;
+        let signed = match resign_with_fees(
+            self.signer,
+            self.chain_id,
+            record.bounty_contract,
+            &raw,
+            &plan,
+        ) {
+            Ok(s) => s,
+            Err(e) => {
+                stuck.refused = Some(("replacement_unsigned", e.to_string()));
+                return Ok(());
+            }
+        };
+        let new_tx = TxRecord {
+            hash: signed.hash,
+            raw: format!("0x{}", hex::encode(&signed.raw)),
+            nonce: record.tx.nonce,
+            gas_limit: plan.gas_limit,
+            max_fee_per_gas: plan.max_fee_per_gas.to_string(),
+            max_priority_fee_per_gas: plan.max_priority_fee_per_gas.to_string(),
+            sent_block: Some(head),
+        };
+        let old_tx = std::mem::replace(&mut record.tx, new_tx);
+        record.replaced.push(old_tx);
+        record.state = RecordState::Planned;
+        record.updated_at = unix_now();
+        // On disk before it is sent, as for the first transaction.
+        self.state.save(record).map_err(Stop::state_dir)?;
+        stuck.refused = None;
+        if let Err(e) = self.rpc.send_raw(&signed).await {
+            // The replaced transaction is still pending and still watched; the next window
+            // tries again from the recorded replacement's fees.
+            tracing::warn!(tx = %signed.hash, "sending the replacement failed: {e}");
+            return Ok(());
+        }
+        tracing::info!(
+            tx = %signed.hash,
+            replaces = %record.replaced.last().map(|t| t.hash.to_string()).unwrap_or_default(),
+            max_fee_per_gas = plan.max_fee_per_gas,
+            "stuck settlement replaced with higher fees"
+        );
+        record.state = RecordState::Sent;
+        record.updated_at = unix_now();
+        self.state.save(record).map_err(Stop::state_dir)
+    }
+
     /// Waits (bounded) for the receipt and the confirmations, checks the event and the
     /// bounty's status after it, records.
     async fn confirm(&self, report: JobReport, mut record: SettlementRecord) -> JobReport {
         let started = Instant::now();
+        let mut stuck = Stuck {
+            since: record.tx.sent_block,
+            refused: None,
+        };
         let receipt = loop {
-            let seen = match self.rpc.receipt(record.tx.hash).await {
+            let seen = match self.mined(&mut record).await {
                 Ok(r) => r,
-                Err(e) => return finish(report, JobStatus::Unavailable, "rpc", e.to_string()),
+                Err(e) => return Stop::rpc(e).end(report),
             };
-            if let Some(r) = seen {
-                let head = match self.rpc.block_number().await {
-                    Ok(n) => n,
-                    Err(e) => return finish(report, JobStatus::Unavailable, "rpc", e.to_string()),
-                };
-                if head.saturating_sub(r.block_number).saturating_add(1) >= self.wait.confirmations
-                {
-                    break r;
+            let head = match self.rpc.block_number().await {
+                Ok(n) => n,
+                Err(e) => return Stop::rpc(e).end(report),
+            };
+            match seen {
+                Some(r) => {
+                    if head.saturating_sub(r.block_number).saturating_add(1)
+                        >= self.wait.confirmations
+                    {
+                        break r;
+                    }
+                }
+                None => {
+                    if let Err(stop) = self.replace_if_stuck(&mut record, head, &mut stuck).await {
+                        return stop.end(report);
+                    }
                 }
             }
             if started.elapsed() >= self.wait.timeout {
-                return finish(
-                    report,
-                    JobStatus::Pending,
-                    "unconfirmed",
-                    "no confirmed receipt yet; rerun to resume",
-                );
+                let mut report = report;
+                report.tx_hash = Some(record.tx.hash);
+                return match stuck.refused {
+                    Some((code, detail)) => finish(
+                        report,
+                        JobStatus::Pending,
+                        code,
+                        format!("not mined and not replaced: {detail}; rerun to resume"),
+                    ),
+                    None => finish(
+                        report,
+                        JobStatus::Pending,
+                        "unconfirmed",
+                        "no confirmed receipt yet; rerun to resume",
+                    ),
+                };
             }
             tokio::time::sleep(self.wait.poll).await;
         };
         let mut report = report;
+        report.tx_hash = Some(record.tx.hash);
         report.block_number = Some(receipt.block_number);
         let confirmation = |event: &str| Confirmation {
             event: event.into(),
@@ -583,7 +774,7 @@ impl<R: ChainReader + Sync> Relayer<'_, R> {
         };
         let checked = match check_receipt(&receipt, &record.expected()) {
             Ok(settled) => match self.status_after(&record, settled).await {
-                Err(e) => return finish(report, JobStatus::Unavailable, "rpc", e),
+                Err(e) => return Stop::Rpc(e).end(report),
                 Ok(agrees) => agrees.map(|()| settled),
             },
             Err(e) => Err(e),
@@ -610,7 +801,7 @@ impl<R: ChainReader + Sync> Relayer<'_, R> {
         record.confirmation = Some(confirmation(event));
         record.updated_at = unix_now();
         if let Err(e) = self.state.save(&record) {
-            return finish(report, JobStatus::Internal, "state_dir", e.to_string());
+            return Stop::state_dir(e).end(report);
         }
         let code = match status {
             JobStatus::Reverted => "reverted",
@@ -620,11 +811,71 @@ impl<R: ChainReader + Sync> Relayer<'_, R> {
     }
 }
 
-fn call_failed(report: JobReport, e: CallFailure) -> JobReport {
+/// How long the record's transaction has waited unmined, and why it was not replaced.
+struct Stuck {
+    /// The block the wait is counted from.
+    since: Option<u64>,
+    /// Code and detail of the last refused replacement.
+    refused: Option<(&'static str, String)>,
+}
+
+/// Why a candidate's relay ended before (or instead of) a confirmed settlement. Each variant
+/// ends the job with one status and one stable code; the RPC and the state directory, which
+/// many steps share, are variants of their own.
+#[derive(Debug)]
+enum Stop {
+    /// The RPC node did not answer, or answered something unusable: `unavailable`, code `rpc`.
+    Rpc(String),
+    /// The state directory could not be read or written, or holds an unusable record:
+    /// `internal`, code `state_dir`.
+    StateDir(String),
+    /// A decision about the candidate (refused, invalid, already done, ...).
+    Job {
+        /// How the job ends.
+        status: JobStatus,
+        /// Its stable code.
+        code: &'static str,
+        /// Why, for people.
+        detail: String,
+    },
+}
+
+impl Stop {
+    fn rpc(e: impl std::fmt::Display) -> Self {
+        Self::Rpc(e.to_string())
+    }
+
+    fn state_dir(e: impl std::fmt::Display) -> Self {
+        Self::StateDir(e.to_string())
+    }
+
+    fn job(status: JobStatus, code: &'static str, detail: impl Into<String>) -> Self {
+        Self::Job {
+            status,
+            code,
+            detail: detail.into(),
+        }
+    }
+
+    /// Ends `report` with this stop's status, code and detail.
+    fn end(self, report: JobReport) -> JobReport {
+        match self {
+            Self::Rpc(detail) => finish(report, JobStatus::Unavailable, "rpc", detail),
+            Self::StateDir(detail) => finish(report, JobStatus::Internal, "state_dir", detail),
+            Self::Job {
+                status,
+                code,
+                detail,
+            } => finish(report, status, code, detail),
+        }
+    }
+}
+
+fn call_failed(e: CallFailure) -> Stop {
     match e {
         CallFailure::Reverted(reason) => {
-            finish(report, JobStatus::Refused, "simulation_reverted", reason)
+            Stop::job(JobStatus::Refused, "simulation_reverted", reason)
         }
-        CallFailure::Rpc(e) => finish(report, JobStatus::Unavailable, "rpc", e.to_string()),
+        CallFailure::Rpc(e) => Stop::rpc(e),
     }
 }

@@ -6,7 +6,7 @@ use std::fmt::Write as _;
 use serde::Serialize;
 use verifier_sdk::{Address, Bytes32};
 
-use crate::exit;
+use crate::exit::ExitCode;
 use crate::record::TxHash;
 
 /// `schema_version` of the JSON report.
@@ -38,13 +38,13 @@ pub enum JobStatus {
 
 impl JobStatus {
     /// This status's exit code.
-    pub const fn exit_code(self) -> u8 {
+    pub const fn exit_code(self) -> ExitCode {
         match self {
-            Self::Paid | Self::Rejected | Self::Done => exit::SUCCESS,
-            Self::Reverted | Self::Pending | Self::Refused => exit::NOT_SETTLED,
-            Self::Invalid => exit::INVALID_INPUT,
-            Self::Unavailable => exit::UNAVAILABLE,
-            Self::Internal => exit::INTERNAL,
+            Self::Paid | Self::Rejected | Self::Done => ExitCode::Success,
+            Self::Reverted | Self::Pending | Self::Refused => ExitCode::NotSettled,
+            Self::Invalid => ExitCode::InvalidInput,
+            Self::Unavailable => ExitCode::Unavailable,
+            Self::Internal => ExitCode::Internal,
         }
     }
 
@@ -134,7 +134,7 @@ pub struct Report {
     pub jobs: Vec<JobReport>,
     /// Count per status.
     pub counts: BTreeMap<JobStatus, usize>,
-    /// The process exit code.
+    /// The process exit code ([`ExitCode::code`] of the worst job's), a number on the wire.
     pub exit_code: u8,
 }
 
@@ -142,10 +142,10 @@ impl Report {
     /// Builds the report and its exit code from the per-job results.
     pub fn new(chain_id: u64, keeper: Address, jobs: Vec<JobReport>) -> Self {
         let mut counts = BTreeMap::new();
-        let mut code = exit::SUCCESS;
+        let mut code = ExitCode::Success;
         for j in &jobs {
             *counts.entry(j.status).or_insert(0) += 1;
-            code = exit::worst(code, j.status.exit_code());
+            code = code.worst(j.status.exit_code());
         }
         Self {
             schema_version: REPORT_SCHEMA,
@@ -153,7 +153,7 @@ impl Report {
             keeper,
             jobs,
             counts,
-            exit_code: code,
+            exit_code: code.code(),
         }
     }
 

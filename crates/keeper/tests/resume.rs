@@ -4,96 +4,26 @@
 
 mod common;
 
-use std::time::{SystemTime, UNIX_EPOCH};
-
 use alloy::network::TransactionBuilder;
 use alloy::primitives::U256;
 use alloy::providers::{Provider, ProviderBuilder};
 use alloy::rpc::types::TransactionRequest;
 use chain_testkit::status;
-use common::{Scenario, only_job};
-use keeper::chain::{SettlementRpc, SignedTx, sign_settlement};
+use common::{Scenario, only_job, recorded};
+use keeper::chain::{SettlementRpc, SignedTx};
 use keeper::fees::FeePlan;
-use keeper::record::{
-    Confirmation, RECORD_SCHEMA, RecordState, SettlementRecord, StateDir, TxRecord,
-};
+use keeper::record::{Confirmation, RecordState, SettlementRecord, StateDir};
 use keeper::report::JobStatus;
-use keeper::select::{NamedAttestation, select};
-use verifier_sdk::settle::settle_calldata;
-use verifier_sdk::{Address, AttestationFile, Bytes32};
+use verifier_sdk::Bytes32;
 
 /// Signs the settlement the keeper would send at `nonce` and files it as `state`.
 fn planned(sc: &Scenario, nonce: u64, state: RecordState) -> (SignedTx, SettlementRecord) {
-    let files: Vec<_> = sc
-        .verifier_keys
-        .iter()
-        .map(|i| NamedAttestation {
-            source: format!("test/{i}"),
-            file: AttestationFile::from_value(&sc.attestation(*i)).unwrap(),
-        })
-        .collect();
-    let committed = sc.validated.eligible_verifiers().to_vec();
-    let sel = select(
-        &sc.validated,
-        &sc.outcome,
-        &committed,
-        sc.validated.threshold(),
-        &files,
-        sc.now,
-    )
-    .result
-    .unwrap();
     let plan = FeePlan {
         gas_limit: 1_000_000,
         max_fee_per_gas: 50_000_000_000,
         max_priority_fee_per_gas: 1_000_000_000,
     };
-    let calldata = settle_calldata(&sel.attestations);
-    let signed = sign_settlement(
-        &sc.keeper,
-        8453,
-        nonce,
-        sc.validated.bounty_contract(),
-        &calldata,
-        &plan,
-    )
-    .unwrap();
-    let record = SettlementRecord {
-        schema_version: RECORD_SCHEMA.into(),
-        chain_id: 8453,
-        bounty_contract: sc.validated.bounty_contract(),
-        round: sc.validated.round(),
-        job_id: sc.validated.job_id().into(),
-        state,
-        keeper: Address::from(sc.keeper.address()),
-        passed: true,
-        bounty_id: sc.validated.bounty_id(),
-        solver: sc.validated.solver(),
-        submission_hash: sc.validated.submission_hash(),
-        evidence_hash: sc.validated.evidence_hash(),
-        policy_hash: sc.validated.policy_hash(),
-        verification_hash: sel.verification_hash,
-        verifiers: sel.verifiers,
-        tx: TxRecord {
-            hash: signed.hash,
-            raw: format!("0x{}", alloy::hex::encode(&signed.raw)),
-            nonce,
-            gas_limit: plan.gas_limit,
-            max_fee_per_gas: plan.max_fee_per_gas.to_string(),
-            max_priority_fee_per_gas: plan.max_priority_fee_per_gas.to_string(),
-        },
-        confirmation: None,
-        previous_attempts: vec![],
-        updated_at: SystemTime::now()
-            .duration_since(UNIX_EPOCH)
-            .unwrap()
-            .as_secs(),
-    };
-    StateDir::open(&sc.path("state"))
-        .unwrap()
-        .save(&record)
-        .unwrap();
-    (signed, record)
+    recorded(sc, nonce, plan, state)
 }
 
 fn load(sc: &Scenario, record: &SettlementRecord) -> SettlementRecord {

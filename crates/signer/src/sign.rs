@@ -149,9 +149,7 @@ impl CandidateRefusal {
     pub fn is_unavailable(&self) -> bool {
         match self {
             Self::Revalidation(r) => r.is_unavailable(),
-            Self::ChainRead(e) => {
-                matches!(e, ChainReadError::Rpc { .. } | ChainReadError::Client(_))
-            }
+            Self::ChainRead(e) => e.is_transient(),
             _ => false,
         }
     }

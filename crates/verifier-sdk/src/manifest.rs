@@ -2,7 +2,7 @@
 //! rule, and the manifest and command hashes.
 
 use serde::{Deserialize, Serialize};
-use serde_json::Value;
+use serde_json::{Map, Value};
 
 use crate::canonical::{compact_json_in_order, sha256_digest};
 use crate::digest::TreeLimits;
@@ -141,7 +141,7 @@ pub enum ManifestError {
     #[error("runner manifest is not a json object")]
     NotAnObject,
     /// A field outside the protocol's list is present.
-    #[error("runner manifest has unknown field {0:?}")]
+    #[error("runner manifest has unknown field {0:?}{hint}", hint = closest_field_hint(.0))]
     UnknownField(String),
     /// A required field is absent.
     #[error("runner manifest is missing field {0:?}")]
@@ -224,8 +224,7 @@ impl RunnerManifest {
         {
             return Err(ManifestError::BenchmarkDigest);
         }
-        let fields =
-            ManifestFields::deserialize(v).map_err(|e| ManifestError::WrongType(e.to_string()))?;
+        let fields = ManifestFields::deserialize(v).map_err(|e| wrong_type(obj, &e))?;
         fields.validate()?;
         let image_digest = fields
             .image
@@ -389,6 +388,52 @@ impl ManifestFields {
     }
 }
 
+/// A type error naming the field: serde's own message for a `Value` has no path, and "expected
+/// u64" does not say which of eleven numbers is wrong.
+fn wrong_type(obj: &Map<String, Value>, error: &serde_json::Error) -> ManifestError {
+    let field = MANIFEST_FIELDS.iter().find_map(|field| {
+        let value = obj.get(*field)?;
+        let failed = match *field {
+            "command" => Vec::<String>::deserialize(value).err(),
+            "schema_version" | "image" | "workdir" | "benchmark_digest" | "platform" => {
+                String::deserialize(value).err()
+            }
+            _ => u64::deserialize(value).err(),
+        };
+        failed.map(|e| format!("{field}: {e}"))
+    });
+    ManifestError::WrongType(field.unwrap_or_else(|| error.to_string()))
+}
+
+/// `; did you mean "x"?` for the protocol field closest to an unknown one, when one is close.
+fn closest_field_hint(unknown: &str) -> String {
+    MANIFEST_FIELDS
+        .iter()
+        .map(|field| (edit_distance(unknown, field), field))
+        .min()
+        .filter(|(distance, field)| *distance <= 3.max(field.len() / 3))
+        .map(|(_, field)| format!("; did you mean {field:?}?"))
+        .unwrap_or_default()
+}
+
+/// Levenshtein distance over chars; both inputs are short field names.
+fn edit_distance(a: &str, b: &str) -> usize {
+    let b: Vec<char> = b.chars().collect();
+    let mut row: Vec<usize> = (0..=b.len()).collect();
+    for (i, ca) in a.chars().take(64).enumerate() {
+        let mut diagonal = row[0];
+        row[0] = i + 1;
+        for (j, cb) in b.iter().enumerate() {
+            let above = row[j + 1];
+            row[j + 1] = (above + 1)
+                .min(row[j] + 1)
+                .min(diagonal + usize::from(ca != *cb));
+            diagonal = above;
+        }
+    }
+    row[b.len()]
+}
+
 fn command_value(argv: &[String]) -> Value {
     Value::Array(argv.iter().cloned().map(Value::String).collect())
 }
@@ -406,6 +451,11 @@ pub fn command_hash(argv: &[String]) -> Sha256Digest {
 /// Checks an image reference: `name@sha256:<64 lowercase hex>`, name in `[a-z0-9./:_-]`,
 /// no `..`, no leading `-`, exactly one `@`.
 pub fn validate_image(image: &str) -> Result<(), ManifestError> {
+    if !image.contains('@') {
+        return Err(ManifestError::Image(
+            "has no digest (a tag can move): pin by digest: name@sha256:<64 hex>",
+        ));
+    }
     if image.matches('@').count() != 1 {
         return Err(ManifestError::Image("must contain exactly one @"));
     }
@@ -605,6 +655,26 @@ pub(crate) mod tests {
             with("command", json!("cargo test")),
             Err(ManifestError::WrongType(_))
         ));
+        // The author is told which field, the closest real one, and how to pin an image.
+        let text = |r: Result<RunnerManifest, ManifestError>| r.unwrap_err().to_string();
+        let wrong = text(with("timeout_seconds", json!("120")));
+        assert!(
+            wrong.contains("timeout_seconds: invalid type: string \"120\", expected u64"),
+            "{wrong}"
+        );
+        assert!(text(with("command", json!("cargo test"))).contains("command: "));
+        let mut v = vector_manifest_value();
+        v.as_object_mut()
+            .unwrap()
+            .insert("timeout_secs".into(), json!(1));
+        let unknown = text(RunnerManifest::from_value(&v));
+        assert!(
+            unknown.ends_with("unknown field \"timeout_secs\"; did you mean \"timeout_seconds\"?"),
+            "{unknown}"
+        );
+        assert!(!text(with("network", json!("none"))).contains("did you mean"));
+        let tag = text(with("image", json!("python:3.12")));
+        assert!(tag.contains("pin by digest: name@sha256:<64 hex>"), "{tag}");
         assert_eq!(
             RunnerManifest::from_value(&json!([])),
             Err(ManifestError::NotAnObject)

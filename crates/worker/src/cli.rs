@@ -92,6 +92,13 @@ pub enum Subcommands {
         /// Print a normalized JSON summary instead of text.
         #[arg(long)]
         json: bool,
+        /// Show the last N lines of each stream (default 12).
+        #[arg(long, value_name = "N", conflicts_with = "full")]
+        lines: Option<usize>,
+        /// Show all the output the record holds (its last 32 KiB of each stream; `rehearse
+        /// --log-dir` keeps everything).
+        #[arg(long)]
+        full: bool,
     },
 }
 
@@ -130,6 +137,10 @@ pub struct RehearseArgs {
     /// Print the report as JSON on stdout.
     #[arg(long)]
     pub json: bool,
+    /// Write each run's full output (within the manifest's max_output_bytes) and a copy of its
+    /// evidence record to DIR, as `<run>.stdout`, `<run>.stderr` and `<run>.evidence.json`.
+    #[arg(long, value_name = "DIR")]
+    pub log_dir: Option<PathBuf>,
     /// Also run the benchmark on stub trees that solve nothing (code that exits 0 when loaded,
     /// files shadowing the test runner, the empty tree); any that passes exits 4.
     #[arg(long)]
@@ -157,6 +168,10 @@ pub struct FeedArgs {
     /// Reuse completed verdicts from this cache directory.
     #[arg(long)]
     pub cache_dir: Option<PathBuf>,
+    /// Run only the job with this id (repeatable); every other job is reported skipped. An
+    /// independent re-run of another runner's batch names its jobs this way.
+    #[arg(long = "job-id", value_name = "ID")]
+    pub job_ids: Vec<String>,
     /// Scratch directory for downloads and extraction (default: the system temp dir).
     #[arg(long)]
     pub work_dir: Option<PathBuf>,
@@ -219,6 +234,8 @@ pub enum Command {
         evidence: PathBuf,
         /// JSON output.
         json: bool,
+        /// Lines of each stream to show; `None` for all the record holds (`--full`).
+        lines: Option<usize>,
     },
     /// `plan`.
     Plan {
@@ -351,9 +368,20 @@ impl Cli {
             }),
             Some(Subcommands::Feed(args)) => Ok(Command::Feed(args)),
             Some(Subcommands::Rehearse(args)) => Ok(Command::Rehearse(args)),
-            Some(Subcommands::Explain { evidence, json }) => {
-                Ok(Command::Explain { evidence, json })
-            }
+            Some(Subcommands::Explain {
+                evidence,
+                json,
+                lines,
+                full,
+            }) => Ok(Command::Explain {
+                evidence,
+                json,
+                lines: if full {
+                    None
+                } else {
+                    Some(lines.unwrap_or(crate::explain::TAIL_LINES))
+                },
+            }),
             None => Err(UsageError::NoMode),
         }
     }
@@ -516,7 +544,8 @@ mod tests {
             parse(&["explain", "e.json"]).unwrap(),
             Command::Explain {
                 evidence: "e.json".into(),
-                json: false
+                json: false,
+                lines: Some(crate::explain::TAIL_LINES),
             }
         );
     }

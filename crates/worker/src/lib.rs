@@ -16,8 +16,6 @@ pub mod explain;
 pub mod feed;
 pub mod progress;
 pub mod rehearse;
-pub mod rehearse_adversarial;
-pub mod rehearse_git;
 pub mod run;
 pub mod sandbox;
 pub mod snapshot;

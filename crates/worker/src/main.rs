@@ -40,8 +40,12 @@ fn dispatch(command: Command, quiet: bool) -> ExitCode {
             commands::validate_candidate::validate_candidate(&request)
         }
         Command::Feed(args) => commands::feed::feed(&args, quiet),
-        Command::Rehearse(args) => commands::rehearse::rehearse(args),
-        Command::Explain { evidence, json } => commands::explain::explain(&evidence, json),
+        Command::Rehearse(args) => commands::rehearse::rehearse(args, quiet),
+        Command::Explain {
+            evidence,
+            json,
+            lines,
+        } => commands::explain::explain(&evidence, json, lines),
         Command::Plan {
             request,
             staging_root,

@@ -44,6 +44,10 @@ pub struct Execution {
     pub decision: Decision,
     /// The evidence record of the run.
     pub evidence: EvidenceRecord,
+    /// Limits met that the program saw only as an errno (beside the verdict, never in it).
+    pub observed: crate::sandbox::hits::Observed,
+    /// Everything the run wrote, within the output cap.
+    pub output: crate::sandbox::streams::FullOutput,
 }
 
 /// A finished job run: the protocol output and its evidence.
@@ -191,6 +195,8 @@ pub async fn execute_manifest(
     Ok(Ok(Execution {
         decision: report.decision,
         evidence: report.evidence,
+        observed: report.observed,
+        output: report.output,
     }))
 }
 

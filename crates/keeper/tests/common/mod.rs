@@ -6,7 +6,7 @@
 
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use alloy::primitives::{Address as ChainAddress, B256, U256};
 use alloy::providers::Provider;
@@ -14,14 +14,20 @@ use alloy::signers::SignerSync;
 use alloy::signers::local::PrivateKeySigner;
 use chain_testkit::{BountyParams, DeployedBounty, Testkit, dev_signer};
 use keeper::KeySource;
+use keeper::chain::{SignedTx, sign_settlement};
 use keeper::fees::FeeCaps;
+use keeper::fees::FeePlan;
+use keeper::record::{RECORD_SCHEMA, RecordState, SettlementRecord, StateDir, TxRecord};
 use keeper::relay::WaitPolicy;
 use keeper::report::{JobReport, Report};
+use keeper::select::{NamedAttestation, select};
 use keeper::{RelayConfig, run};
 use serde_json::{Value, json};
+use verifier_sdk::AttestationFile;
 use verifier_sdk::artifacts::ATTESTATION_SCHEMA;
 use verifier_sdk::fixtures::{JobParams, job_value};
 use verifier_sdk::receipt::ExecutionFacts;
+use verifier_sdk::settle::settle_calldata;
 use verifier_sdk::{
     Address, AttestationFields, Bytes32, Candidate, Sha256Digest, ValidatedJob, ValidatedOutcome,
     attestation_digest, candidate_file_name, validate_job, validate_outcome,
@@ -96,6 +102,11 @@ impl Scenario {
     /// a candidate whose run exited `exit_code`, and a keeper funded with 10 ETH.
     pub async fn new(verifier_keys: &[usize], exit_code: i64) -> Self {
         let kit = Testkit::connect().await.unwrap_or_else(|e| panic!("{e}"));
+        Self::on(kit, verifier_keys, exit_code).await
+    }
+
+    /// [`Scenario::new`] on the node `kit` is connected to.
+    pub async fn on(kit: Testkit, verifier_keys: &[usize], exit_code: i64) -> Self {
         let now = kit.latest_timestamp().await.unwrap().max(wall_clock());
         let verifiers: Vec<ChainAddress> =
             verifier_keys.iter().map(|i| dev(*i).address()).collect();
@@ -257,6 +268,7 @@ impl Scenario {
                 confirmations: 1,
                 timeout: Duration::from_secs(30),
                 poll: Duration::from_millis(100),
+                replace_after_blocks: 10,
             },
         }
     }
@@ -317,4 +329,84 @@ fn write_candidate(
 pub fn only_job(report: &Report) -> &JobReport {
     assert_eq!(report.jobs.len(), 1, "{report:#?}");
     &report.jobs[0]
+}
+
+/// Signs the settlement the keeper would send at `nonce` with `fees` and files it as `state`.
+pub fn recorded(
+    sc: &Scenario,
+    nonce: u64,
+    fees: FeePlan,
+    state: RecordState,
+) -> (SignedTx, SettlementRecord) {
+    let files: Vec<_> = sc
+        .verifier_keys
+        .iter()
+        .map(|i| NamedAttestation {
+            source: format!("test/{i}"),
+            file: AttestationFile::from_value(&sc.attestation(*i)).unwrap(),
+        })
+        .collect();
+    let committed = sc.validated.eligible_verifiers().to_vec();
+    let sel = select(
+        &sc.validated,
+        &sc.outcome,
+        &committed,
+        sc.validated.threshold(),
+        &files,
+        sc.now,
+    )
+    .result
+    .unwrap();
+    let calldata = settle_calldata(&sel.attestations);
+    let signed = sign_settlement(
+        &sc.keeper,
+        8453,
+        nonce,
+        sc.validated.bounty_contract(),
+        &calldata,
+        &fees,
+    )
+    .unwrap();
+    let record = SettlementRecord {
+        schema_version: RECORD_SCHEMA.into(),
+        chain_id: 8453,
+        bounty_contract: sc.validated.bounty_contract(),
+        round: sc.validated.round(),
+        job_id: sc.validated.job_id().into(),
+        state,
+        keeper: Address::from(sc.keeper.address()),
+        passed: true,
+        bounty_id: sc.validated.bounty_id(),
+        solver: sc.validated.solver(),
+        submission_hash: sc.validated.submission_hash(),
+        evidence_hash: sc.validated.evidence_hash(),
+        policy_hash: sc.validated.policy_hash(),
+        verification_hash: sel.verification_hash,
+        verifiers: sel.verifiers,
+        tx: tx_record(&signed, nonce, fees),
+        confirmation: None,
+        previous_attempts: vec![],
+        replaced: vec![],
+        updated_at: SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .unwrap()
+            .as_secs(),
+    };
+    StateDir::open(&sc.path("state"))
+        .unwrap()
+        .save(&record)
+        .unwrap();
+    (signed, record)
+}
+
+pub fn tx_record(signed: &SignedTx, nonce: u64, fees: FeePlan) -> TxRecord {
+    TxRecord {
+        hash: signed.hash,
+        raw: format!("0x{}", alloy::hex::encode(&signed.raw)),
+        nonce,
+        gas_limit: fees.gas_limit,
+        max_fee_per_gas: fees.max_fee_per_gas.to_string(),
+        max_priority_fee_per_gas: fees.max_priority_fee_per_gas.to_string(),
+        sent_block: None,
+    }
 }

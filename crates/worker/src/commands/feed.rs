@@ -47,6 +47,9 @@ fn feed_config(args: &FeedArgs, quiet: bool) -> Result<(FeedConfig, PathBuf), St
     let mut config = FeedConfig::new(&args.api, args.network, args.verifiers.clone(), &args.out);
     config.max_jobs = args.max_jobs;
     config.cache_dir = args.cache_dir.clone();
+    if !args.job_ids.is_empty() {
+        config.only_jobs = Some(args.job_ids.iter().cloned().collect());
+    }
     if let Some(work) = &args.work_dir {
         config.work_dir = work.clone();
     }

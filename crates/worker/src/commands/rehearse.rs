@@ -9,7 +9,7 @@ use crate::sandbox::SandboxError;
 use crate::staging_root::{self, Fallback};
 
 /// Rehearses the manifest on the trees `args` names and prints the report.
-pub fn rehearse(args: RehearseArgs) -> ExitCode {
+pub fn rehearse(args: RehearseArgs, quiet: bool) -> ExitCode {
     let staging_root =
         match staging_root::resolve(args.staging_root.as_deref(), Fallback::PrivateTemp) {
             Ok(root) => root,
@@ -25,6 +25,8 @@ pub fn rehearse(args: RehearseArgs) -> ExitCode {
         pull: args.pull,
         rev: args.rev,
         worktree: args.worktree,
+        quiet,
+        log_dir: args.log_dir,
     };
     let prepared = match crate::rehearse::prepare(&options) {
         Ok(prepared) => prepared,
@@ -32,7 +34,7 @@ pub fn rehearse(args: RehearseArgs) -> ExitCode {
     };
     let result = block_on(async {
         let executor = connect_swept().await?;
-        crate::rehearse_adversarial::rehearse(&executor, prepared, &options, args.adversarial).await
+        crate::rehearse::rehearse(&executor, prepared, &options, args.adversarial).await
     });
     match result {
         Ok(Ok(report)) => {
@@ -55,7 +57,7 @@ fn rehearse_error_exit_code(error: &RehearseError) -> ExitCode {
     match error {
         e if e.is_input_error() => ExitCode::InvalidInput,
         RehearseError::Sandbox(SandboxError::RuntimeUnavailable(_)) => ExitCode::RuntimeUnavailable,
-        RehearseError::StagingRoot { .. } => ExitCode::Config,
+        RehearseError::StagingRoot { .. } | RehearseError::LogDir { .. } => ExitCode::Config,
         RehearseError::Stage { source, .. } => super::stage::stage_exit_code(source),
         _ => ExitCode::Internal,
     }

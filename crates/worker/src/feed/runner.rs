@@ -47,6 +47,8 @@ pub struct FeedConfig {
     pub archive_base: String,
     /// Most jobs to run; the rest are reported as skipped.
     pub max_jobs: Option<usize>,
+    /// When set, only these job ids are run; the rest are reported as skipped.
+    pub only_jobs: Option<BTreeSet<String>>,
     /// HTTP bounds.
     pub client_limits: ClientLimits,
     /// Part of the cache identity: a new worker never reuses an old worker's verdicts.
@@ -70,6 +72,7 @@ impl FeedConfig {
             cache_dir: None,
             archive_base: DEFAULT_ARCHIVE_BASE.to_owned(),
             max_jobs: None,
+            only_jobs: None,
             client_limits: ClientLimits::default(),
             worker_version: env!("CARGO_PKG_VERSION").to_owned(),
             runner_revision: super::output::runner_revision(),
@@ -239,13 +242,32 @@ pub async fn run_feed(
         }
     }
 
-    let Selection { selected, excluded } = select_jobs(
+    let Selection {
+        mut selected,
+        mut excluded,
+    } = select_jobs(
         fetched,
         config.network,
         &config.verifiers,
         now_unix(),
         config.max_jobs,
     );
+    if let Some(wanted) = &config.only_jobs {
+        selected.retain(|job| {
+            let keep = wanted.contains(job.job_id());
+            if !keep {
+                excluded.push(JobStatus::Skipped, reason::NOT_REQUESTED, || {
+                    JobRow::new(
+                        job.job_id().to_owned(),
+                        JobStatus::Skipped,
+                        reason::NOT_REQUESTED,
+                        "not one of the --job-id jobs",
+                    )
+                });
+            }
+            keep
+        });
+    }
     let runner = Runner {
         config,
         client: &client,

@@ -43,6 +43,8 @@ pub mod reason {
     pub const INVALID_JOB: &str = "invalid_job";
     /// Beyond `--max-jobs`.
     pub const MAX_JOBS: &str = "max_jobs";
+    /// Not one of the `--job-id` jobs.
+    pub const NOT_REQUESTED: &str = "not_requested";
 }
 
 /// Selects the jobs to run on `network` from everything fetched (one list per configured

@@ -31,10 +31,10 @@ use super::evidence::{
 };
 use super::output::{self, Drained, OutputStream};
 use super::profile;
-use super::streams::OutputCapture;
+use super::streams::{FullOutput, OutputCapture};
 use super::{
     InputPhase, LABEL_OWNER, LABEL_RUN_ID, LABEL_VERIFIER, LABEL_WORKER_VERSION, RunHooks,
-    RunReport, SandboxError, SandboxSpec, executable, image, owner, spec, teardown,
+    RunReport, SandboxError, SandboxSpec, executable, hits, image, owner, spec, teardown,
 };
 
 /// How long after the observed stop the engine's `die` event may take to arrive.
@@ -52,6 +52,8 @@ struct Ctx<'a> {
     spec: &'a SandboxSpec,
     hooks: &'a dyn RunHooks,
     evidence: EvidenceRecord,
+    observed: hits::Observed,
+    output: FullOutput,
 }
 
 impl DockerExecutor {
@@ -176,12 +178,16 @@ impl DockerExecutor {
             spec,
             hooks,
             evidence: self.blank_evidence(spec),
+            observed: hits::Observed::default(),
+            output: FullOutput::default(),
         };
         let decision = self.run_phases(&mut ctx).await?;
         ctx.evidence.outcome = decision.clone();
         Ok(RunReport {
             decision,
             evidence: ctx.evidence,
+            observed: ctx.observed,
+            output: ctx.output,
         })
     }
 
@@ -449,6 +455,7 @@ impl DockerExecutor {
             id.to_string(),
             Arc::clone(&resources),
         ));
+        let hit_watch = hits::Watch::start(self.docker.clone(), id.to_string());
         // The reader runs on its own and always reads to the end: if we stopped reading, the
         // engine's stream copier would block and with it the container's exit handling, so a
         // kill, wait or inspect would hang.
@@ -517,6 +524,7 @@ impl DockerExecutor {
             events,
             output,
             resources,
+            observed: hit_watch.stop(),
         }
     }
 
@@ -527,10 +535,18 @@ impl DockerExecutor {
             events,
             output,
             resources,
+            observed,
         } = watched;
         ctx.evidence.resources = resources;
-        ctx.evidence.stdout = output.stdout.finish();
-        ctx.evidence.stderr = output.stderr.finish();
+        ctx.observed = observed;
+        let (stdout, stdout_full) = output.stdout.finish_keeping();
+        let (stderr, stderr_full) = output.stderr.finish_keeping();
+        ctx.evidence.stdout = stdout;
+        ctx.evidence.stderr = stderr;
+        ctx.output = FullOutput {
+            stdout: stdout_full,
+            stderr: stderr_full,
+        };
         ctx.evidence.exit.stopped_by = stopped_by;
 
         let running = match teardown::final_state(&self.docker, id).await {
@@ -584,6 +600,7 @@ struct Watched {
     events: EngineEvents,
     output: Drained,
     resources: ResourceFacts,
+    observed: hits::Observed,
 }
 
 fn container_name(run_id: &str) -> String {

@@ -18,6 +18,7 @@ mod engine;
 mod events;
 pub mod evidence;
 mod executable;
+pub mod hits;
 mod image;
 mod output;
 mod owner;
@@ -45,6 +46,10 @@ pub const LABEL_WORKER_VERSION: &str = "dev.agent-bounties.worker-version";
 /// Label naming the owning worker process (`<boot id>/<pid namespace>/<pid>/<start time>`),
 /// used by [`DockerExecutor::cleanup_stale`] to tell a provably dead owner from a live one.
 pub const LABEL_OWNER: &str = "dev.agent-bounties.owner";
+
+/// How an `image_missing` detail says that pulling by digest was tried and failed; the engine's
+/// reason follows it.
+pub const PULL_FAILED: &str = "pulling it by its digest failed:";
 
 /// Everything needed to run one command; independent of the job and manifest types.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -101,6 +106,11 @@ pub struct RunReport {
     pub decision: Decision,
     /// The evidence record.
     pub evidence: EvidenceRecord,
+    /// Limits met that the program saw only as an errno, as read while it ran; reported
+    /// beside the verdict, never part of it or of the evidence.
+    pub observed: hits::Observed,
+    /// Everything the run wrote, within the output cap (the evidence keeps only tails).
+    pub output: streams::FullOutput,
 }
 
 /// Failures that prevent a run from producing even a no-verdict report.

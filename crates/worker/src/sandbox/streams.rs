@@ -9,12 +9,25 @@ use verifier_sdk::Sha256Digest;
 /// Most bytes of each stream kept verbatim in the evidence record (DESIGN §5).
 pub const TAIL_LIMIT: usize = 32 * 1024;
 
-/// Hashes and counts a stream as chunks arrive and keeps its last [`TAIL_LIMIT`] bytes.
+/// Hashes and counts a stream as chunks arrive and keeps its last [`TAIL_LIMIT`] bytes, and
+/// every byte it was fed (the reader stops feeding it at the manifest's output cap, so this is
+/// bounded by the cap plus one chunk) for `--log-dir`.
 #[derive(Clone, Debug, Default)]
 pub struct OutputCapture {
     hasher: Sha256,
     bytes: u64,
     tail: VecDeque<u8>,
+    full: Vec<u8>,
+}
+
+/// Everything a run wrote, within the output cap; kept beside the evidence (which holds only
+/// the tails), never part of it.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct FullOutput {
+    /// Standard output.
+    pub stdout: Vec<u8>,
+    /// Standard error.
+    pub stderr: Vec<u8>,
 }
 
 impl OutputCapture {
@@ -26,6 +39,7 @@ impl OutputCapture {
     /// Feeds the next chunk.
     pub fn push(&mut self, chunk: &[u8]) {
         self.hasher.update(chunk);
+        self.full.extend_from_slice(chunk);
         self.bytes = self
             .bytes
             .saturating_add(u64::try_from(chunk.len()).unwrap_or(u64::MAX));
@@ -43,13 +57,19 @@ impl OutputCapture {
 
     /// Final digest, count and tail.
     pub fn finish(self) -> StreamEvidence {
+        self.finish_keeping().0
+    }
+
+    /// Final digest, count and tail, and every byte fed.
+    pub fn finish_keeping(self) -> (StreamEvidence, Vec<u8>) {
         let tail_bytes: Vec<u8> = self.tail.into_iter().collect();
-        StreamEvidence {
+        let evidence = StreamEvidence {
             sha256: Sha256Digest::from_bytes(self.hasher.finalize().into()),
             bytes: self.bytes,
             tail_truncated: u64::try_from(tail_bytes.len()).unwrap_or(u64::MAX) < self.bytes,
             tail: String::from_utf8_lossy(&tail_bytes).into_owned(),
-        }
+        };
+        (evidence, self.full)
     }
 }
 

@@ -545,6 +545,30 @@ async fn max_jobs_runs_the_earliest_expiring_only() {
     assert_eq!(report.exit_code(), ExitCode::Success);
 }
 
+/// An independent re-run names the runner's jobs; nothing else in the feed runs.
+#[tokio::test]
+async fn job_ids_run_only_the_named_jobs() {
+    let w = World::new().await;
+    let named = w.job_with_source(1, &[("a", b"1")]);
+    let other = w.job_with_source(2, &[("b", b"2")]);
+    w.serve_feed(VERIFIER, &[&named, &other]);
+    let exec = FakeExecutor::default();
+    let mut config = w.config("out");
+    config.only_jobs = Some(
+        [id(&named), "not-in-the-feed".to_owned()]
+            .into_iter()
+            .collect(),
+    );
+    let report = run_feed(&config, &exec).await.unwrap();
+    assert_eq!(row(&report, &named).status, JobStatus::CompletedPassed);
+    let skipped = row(&report, &other);
+    assert_eq!(skipped.status, JobStatus::Skipped);
+    assert_eq!(skipped.reason_code.as_deref(), Some("not_requested"));
+    assert_eq!((exec.calls(&id(&named)), exec.calls(&id(&other))), (1, 0));
+    assert_eq!(read_candidates(&w.root.join("out")).len(), 1);
+    assert_eq!(report.exit_code(), ExitCode::Success);
+}
+
 #[tokio::test]
 async fn exit_status_reflects_feed_and_runtime_failures() {
     let w = World::new().await;

@@ -1,0 +1,113 @@
+#!/usr/bin/env bash
+# Downloads the release binaries the build workflow (regression-verifier-build.yml) built for
+# one main commit, verifies them and installs them into DEST. Fails closed: no build for the
+# commit, an expired artifact, a missing binary, a checksum or commit mismatch, or (on
+# Actions) a provenance attestation that does not verify all end the job with nothing
+# installed.
+#
+# Only a successful run of the build workflow itself, for exactly COMMIT, on main, pushed or
+# dispatched in this repository counts: an artifact of the same name from a pull request, a
+# branch, a fork or any other workflow is never even listed. The artifact carries SHA256SUMS
+# and COMMIT beside the binaries; each binary's digest is checked against SHA256SUMS and, with
+# VERIFY_ATTESTATION=1 (the default), against the build's provenance attestation
+# (`gh attestation verify`: signed by the build workflow of this repository, on main, at
+# COMMIT), which ties the bytes to that build rather than to whoever could upload an artifact.
+#
+#   fetch-binaries.sh <binary>...      e.g. fetch-binaries.sh worker
+#
+# A build that has not finished yet (a scheduled run right after a push) is waited for up to
+# WAIT_SECONDS (default 0), polling every 30 s.
+#
+# Env: COMMIT (40 hex; the commit the calling run works on), DEST (default bin), WAIT_SECONDS,
+# GITHUB_REPOSITORY, GH_TOKEN, GITHUB_API_URL, GITHUB_OUTPUT (optional),
+# BUILD_WORKFLOW (default regression-verifier-build.yml), VERIFY_ATTESTATION (default 1).
+set -euo pipefail
+# shellcheck source=.github/scripts/lib.sh
+source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+
+fail() {
+  echo "::error::$*"
+  summary "Binaries not installed: $*"
+  exit 1
+}
+
+(($# > 0)) || fail "no binary named"
+commit="${COMMIT:-}"
+[[ "${commit}" =~ ^[0-9a-f]{40}$ ]] || fail "COMMIT is not a 40-hex commit"
+dest="${DEST:-bin}"
+workflow="${BUILD_WORKFLOW:-regression-verifier-build.yml}"
+artifact_name=regression-binaries
+for name in "$@"; do
+  [[ "${name}" =~ ^[a-z][a-z0-9-]*$ ]] || fail "bad binary name ${name}"
+done
+
+# Prints the id of the newest unexpired artifact of a successful build run of the commit
+# (nothing when there is none); fails when the API does not answer.
+find_artifact() {
+  local runs run_ids run_id artifacts id
+  runs="$(api_get "/repos/${GITHUB_REPOSITORY}/actions/workflows/${workflow}/runs?branch=main&head_sha=${commit}&status=success&per_page=20")" || return 1
+  run_ids="$(jq -r --arg repo "${GITHUB_REPOSITORY}" --arg sha "${commit}" '
+    .workflow_runs
+    | sort_by(.created_at) | reverse
+    | .[]
+    | select(.head_sha == $sha and .head_branch == "main" and .conclusion == "success"
+             and (.event == "push" or .event == "workflow_dispatch")
+             and .head_repository.full_name == $repo and .repository.full_name == $repo)
+    | .id' <<<"${runs}")" || return 1
+  for run_id in ${run_ids}; do
+    [[ "${run_id}" =~ ^[0-9]+$ ]] || continue
+    artifacts="$(api_get "/repos/${GITHUB_REPOSITORY}/actions/runs/${run_id}/artifacts?name=${artifact_name}")" || continue
+    id="$(jq -r --arg name "${artifact_name}" \
+      '[.artifacts[] | select(.name == $name and .expired == false) | .id] | first // empty' <<<"${artifacts}")"
+    if [[ "${id}" =~ ^[0-9]+$ ]]; then
+      echo "using the binaries of build run ${run_id} (artifact ${id}) for ${commit}" >&2
+      echo "${id}"
+      return 0
+    fi
+  done
+}
+
+deadline=$((SECONDS + ${WAIT_SECONDS:-0}))
+while true; do
+  artifact_id="$(find_artifact)" || fail "could not list the build workflow's runs of ${commit}"
+  [[ -n "${artifact_id}" ]] || ((SECONDS >= deadline)) && break
+  echo "no finished build of ${commit} yet; waiting"
+  sleep 30
+done
+[[ -n "${artifact_id}" ]] ||
+  fail "no unexpired ${artifact_name} artifact of a successful build run for ${commit} on main; run the build workflow for this commit"
+
+work="$(mktemp -d)"
+trap 'rm -rf "${work}"' EXIT
+api_download "/repos/${GITHUB_REPOSITORY}/actions/artifacts/${artifact_id}/zip" "${work}/artifact.zip" ||
+  fail "could not download artifact ${artifact_id}"
+mkdir "${work}/files"
+unzip -q "${work}/artifact.zip" -d "${work}/files" || fail "artifact ${artifact_id} is not a readable zip"
+
+[[ -f "${work}/files/COMMIT" && "$(cat "${work}/files/COMMIT")" == "${commit}" ]] ||
+  fail "artifact ${artifact_id} was not built from ${commit}"
+[[ -f "${work}/files/SHA256SUMS" ]] || fail "artifact ${artifact_id} has no SHA256SUMS"
+
+for name in "$@"; do
+  file="${work}/files/${name}"
+  [[ -f "${file}" && ! -L "${file}" ]] || fail "artifact ${artifact_id} has no ${name}"
+  expected="$(awk -v n="${name}" '$2 == n || $2 == "*" n { print $1 }' "${work}/files/SHA256SUMS")"
+  [[ "${expected}" =~ ^[0-9a-f]{64}$ ]] || fail "SHA256SUMS has no single digest for ${name}"
+  actual="$(sha256sum "${file}" | cut -d' ' -f1)"
+  [[ "${actual}" == "${expected}" ]] ||
+    fail "${name} does not match its SHA-256 (${actual}, expected ${expected})"
+  if [[ "${VERIFY_ATTESTATION:-1}" != 0 ]]; then
+    gh attestation verify "${file}" --repo "${GITHUB_REPOSITORY}" \
+      --signer-workflow "${GITHUB_REPOSITORY}/.github/workflows/${workflow}" \
+      --source-ref refs/heads/main --source-digest "${commit}" --deny-self-hosted-runners >/dev/null ||
+      fail "${name}: its build provenance attestation does not verify"
+  fi
+done
+
+# Installed only once every binary checked out.
+mkdir -p "${dest}"
+for name in "$@"; do
+  install -m 0755 "${work}/files/${name}" "${dest}/${name}"
+  summary "\`${name}\` sha256 \`$(sha256sum "${dest}/${name}" | cut -d' ' -f1)\` (build of ${commit})"
+  echo "installed ${dest}/${name}"
+done

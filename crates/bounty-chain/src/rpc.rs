@@ -1,0 +1,86 @@
+//! One way to reach a JSON-RPC node, shared by the signer's reads and the keeper's writes: the
+//! URL checked by [`check_rpc_url`], a client bounded by a per-request timeout, and every
+//! spelling of the URL scrubbed from error text, since it may embed an API key.
+
+use std::time::Duration;
+
+use alloy::providers::RootProvider;
+use alloy::rpc::client::RpcClient;
+
+use crate::reader::{ChainReadError, check_rpc_url};
+
+/// Replaces the RPC URL in error text with `<rpc-url>`.
+#[derive(Clone)]
+pub struct Redactor {
+    // The URL as given and as the parser normalised it.
+    spellings: Vec<String>,
+}
+
+impl std::fmt::Debug for Redactor {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        // The spellings are the secret.
+        f.debug_struct("Redactor").finish_non_exhaustive()
+    }
+}
+
+impl Redactor {
+    /// `text` with every spelling of the URL replaced.
+    pub fn scrub(&self, text: &str) -> String {
+        let mut text = text.to_owned();
+        for secret in &self.spellings {
+            if !secret.is_empty() {
+                text = text.replace(secret.as_str(), "<rpc-url>");
+            }
+        }
+        text
+    }
+}
+
+/// A provider for `rpc_url` (see [`check_rpc_url`]) whose every request is bounded by
+/// `timeout`, and the [`Redactor`] for its errors. Connects lazily.
+pub fn connect_rpc(
+    rpc_url: &str,
+    timeout: Duration,
+) -> Result<(RootProvider, Redactor), ChainReadError> {
+    let url = check_rpc_url(rpc_url)?;
+    let client = reqwest::Client::builder()
+        .timeout(timeout)
+        .build()
+        .map_err(|e| ChainReadError::Client(e.without_url().to_string()))?;
+    let redactor = Redactor {
+        spellings: vec![url.as_str().to_owned(), rpc_url.to_owned()],
+    };
+    let provider = RootProvider::new(RpcClient::new_http_with_client(client, url));
+    Ok((provider, redactor))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn both_spellings_of_the_url_are_scrubbed() {
+        let (_, redactor) =
+            connect_rpc("HTTPS://rpc.example/key123", Duration::from_secs(1)).unwrap();
+        let text = "error sending request for url (https://rpc.example/key123): HTTPS://rpc.example/key123 refused";
+        let scrubbed = redactor.scrub(text);
+        assert!(!scrubbed.contains("key123"), "{scrubbed}");
+        assert_eq!(
+            scrubbed,
+            "error sending request for url (<rpc-url>): <rpc-url> refused"
+        );
+        assert!(!format!("{redactor:?}").contains("key123"));
+    }
+
+    #[test]
+    fn refused_urls_never_build_a_client() {
+        assert_eq!(
+            connect_rpc("http://rpc.example/key", Duration::from_secs(1)).unwrap_err(),
+            ChainReadError::InsecureUrl
+        );
+        assert_eq!(
+            connect_rpc("not a url", Duration::from_secs(1)).unwrap_err(),
+            ChainReadError::InvalidUrl
+        );
+    }
+}
