@@ -5,7 +5,6 @@
 //! The explanation reads only the record; it never re-decides the verdict (the record's own
 //! `outcome` is the decision), so it cannot disagree with what a job run reported.
 
-use std::io::Read;
 use std::path::{Path, PathBuf};
 
 use serde::Serialize;
@@ -487,14 +486,10 @@ pub fn read_evidence(path: &Path) -> Result<EvidenceRecord, ExplainError> {
         path: path.to_owned(),
         source,
     };
-    let file = std::fs::File::open(path).map_err(io)?;
-    let mut bytes = Vec::new();
-    file.take(MAX_EVIDENCE_BYTES + 1)
-        .read_to_end(&mut bytes)
-        .map_err(io)?;
-    if bytes.len() as u64 > MAX_EVIDENCE_BYTES {
-        return Err(ExplainError::TooLarge);
-    }
+    let bytes = artifact_fs::read_named(path, MAX_EVIDENCE_BYTES).map_err(|e| match e {
+        artifact_fs::ReadError::TooLarge { .. } => ExplainError::TooLarge,
+        e => io(e.into_io()),
+    })?;
     let value: Value = serde_json::from_slice(&bytes).map_err(ExplainError::Json)?;
     match value.get("schema_version").and_then(Value::as_str) {
         Some(EVIDENCE_SCHEMA_VERSION) => {}

@@ -56,7 +56,7 @@ pub fn plan_command(request: &Path, staging_root: &Path) -> Result<Value, PlanEr
     let benchmark = crate::stage::target_path(
         staging_root,
         StageKind::Benchmark,
-        &manifest.benchmark_digest,
+        &manifest.benchmark_digest(),
     );
     let spec = spec_for(
         manifest,
@@ -69,12 +69,12 @@ pub fn plan_command(request: &Path, staging_root: &Path) -> Result<Value, PlanEr
     Ok(serde_json::json!({
         "schema_version": PLAN_SCHEMA_VERSION,
         "job_id": job.job_id(),
-        "image": manifest.image,
-        "platform": manifest.platform,
-        "timeout_seconds": manifest.timeout_seconds,
-        "max_output_bytes": manifest.max_output_bytes,
+        "image": manifest.image(),
+        "platform": manifest.platform(),
+        "timeout_seconds": manifest.timeout_seconds(),
+        "max_output_bytes": manifest.max_output_bytes(),
         "source": {"digest": job.source_snapshot_digest(), "path": source, "staged": source.is_dir()},
-        "benchmark": {"digest": manifest.benchmark_digest, "path": benchmark, "staged": benchmark.is_dir()},
+        "benchmark": {"digest": manifest.benchmark_digest(), "path": benchmark, "staged": benchmark.is_dir()},
         "container": isolation,
         "env_note": "plus PATH from the image's own config",
     }))

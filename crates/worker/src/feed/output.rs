@@ -125,7 +125,7 @@ mod tests {
             stdout_bytes: 0,
             stderr_bytes: 0,
         };
-        let outcome = Outcome::for_job(&job, job.source_snapshot_digest(), facts).unwrap();
+        let outcome = Outcome::for_job(&job, facts);
         let name = write_candidate(&out, &job, &outcome, None, "local").unwrap();
         assert_eq!(name, candidate_file_name(job.job_id()));
         let raw: Value = serde_json::from_slice(&std::fs::read(out.join(&name)).unwrap()).unwrap();

@@ -227,8 +227,7 @@ pub(crate) async fn run_stubs(
 ) -> Result<Adversarial, RehearseError> {
     let root = &options.staging_root;
     let manifest = &prepared.manifest;
-    let limits = TreeLimits::new(manifest.max_source_bytes, manifest.max_source_files)
-        .map_err(|e| RehearseError::Plan(e.to_string()))?;
+    let limits = manifest.source_limits();
     // Derived from the staged copy, re-verified, so the stubs come from exactly the tree whose
     // digest the rehearsal reported.
     let source = verify_staged(

@@ -31,10 +31,10 @@ impl TreeFields {
     /// The limits of `manifest`.
     pub fn of(manifest: &RunnerManifest) -> Self {
         Self {
-            source_files: manifest.max_source_files,
-            source_bytes: manifest.max_source_bytes,
-            benchmark_files: manifest.max_benchmark_files,
-            benchmark_bytes: manifest.max_benchmark_bytes,
+            source_files: manifest.max_source_files(),
+            source_bytes: manifest.max_source_bytes(),
+            benchmark_files: manifest.max_benchmark_files(),
+            benchmark_bytes: manifest.max_benchmark_bytes(),
         }
     }
 }

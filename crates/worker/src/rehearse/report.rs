@@ -251,7 +251,7 @@ pub(super) fn assemble(
                  random.seed(int(os.environ[\"AGENT_BOUNTIES_TEST_SEED\"]))), and do not depend \
                  on the clock, on ordering or on timing",
                 answers.join(", "),
-                seed = prepared.manifest.test_seed,
+                seed = prepared.manifest.test_seed(),
             ));
         }
         Verdict::Passed => {}
@@ -403,8 +403,8 @@ mod tests {
         let spec = spec_for(&manifest, "/s".into(), "/b".into(), "t".into(), false);
         Prepared {
             commit: Commitments {
-                source_snapshot_digest: manifest.benchmark_digest,
-                benchmark_digest: manifest.benchmark_digest,
+                source_snapshot_digest: manifest.benchmark_digest(),
+                benchmark_digest: manifest.benchmark_digest(),
                 benchmark_digest_filled_in: false,
                 trees: Vec::new(),
                 runner_manifest_hash: runner_manifest_hash(&manifest),

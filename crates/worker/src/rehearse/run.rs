@@ -1,11 +1,10 @@
 //! Reading the manifest, staging the trees (as their git revision's archive holds them when
 //! they live in a repository) and running the solution and base tree in fresh containers.
 
-use std::io::Read;
 use std::path::{Path, PathBuf};
 
 use serde_json::Value;
-use verifier_sdk::{RunnerManifest, Sha256Digest, TreeLimits, runner_manifest_hash};
+use verifier_sdk::{RunnerManifest, Sha256Digest, runner_manifest_hash};
 
 use super::adversarial::run_stubs;
 use super::limits::{TreeFields, over_limit};
@@ -25,20 +24,11 @@ fn read_manifest(path: &Path) -> Result<Value, RehearseError> {
         path: path.to_owned(),
         source,
     };
-    let file = std::fs::File::open(path).map_err(io)?;
-    let mut bytes = Vec::new();
-    file.take(MAX_MANIFEST_BYTES + 1)
-        .read_to_end(&mut bytes)
-        .map_err(io)?;
-    if bytes.len() as u64 > MAX_MANIFEST_BYTES {
-        return Err(RehearseError::ManifestTooLarge);
-    }
+    let bytes = artifact_fs::read_named(path, MAX_MANIFEST_BYTES).map_err(|e| match e {
+        artifact_fs::ReadError::TooLarge { .. } => RehearseError::ManifestTooLarge,
+        e => io(e.into_io()),
+    })?;
     serde_json::from_slice(&bytes).map_err(RehearseError::ManifestJson)
-}
-
-fn source_limits(m: &RunnerManifest) -> Result<TreeLimits, RehearseError> {
-    TreeLimits::new(m.max_source_bytes, m.max_source_files)
-        .map_err(|e| RehearseError::Plan(e.to_string()))
 }
 
 /// Stages the trees and validates the manifest; everything up to running a container.
@@ -56,13 +46,11 @@ pub fn prepare(options: &RehearseOptions) -> Result<Prepared, RehearseError> {
     }
     let value = read_manifest(&options.manifest)?;
     let mut manifest = RunnerManifest::from_value(&value)?;
-    if manifest.image.ends_with(&PLACEHOLDER_DIGEST[6..]) {
-        return Err(RehearseError::PlaceholderImage(manifest.image));
+    if manifest.image().ends_with(&PLACEHOLDER_DIGEST[6..]) {
+        return Err(RehearseError::PlaceholderImage(manifest.image().to_owned()));
     }
     let root = &options.staging_root;
-    let benchmark_limits =
-        TreeLimits::new(manifest.max_benchmark_bytes, manifest.max_benchmark_files)
-            .map_err(|e| RehearseError::Plan(e.to_string()))?;
+    let benchmark_limits = manifest.benchmark_limits();
     // Trees inside a git repository are staged as the revision's archive holds them; the
     // extractions live here until they are staged.
     let scratch = tempfile::tempdir()
@@ -108,16 +96,16 @@ pub fn prepare(options: &RehearseOptions) -> Result<Prepared, RehearseError> {
         benchmark_limits,
     )?;
     let staged_digest = benchmark.snapshot.digest;
-    let filled_in = manifest.benchmark_digest.to_string() == PLACEHOLDER_DIGEST;
+    let filled_in = manifest.benchmark_digest().to_string() == PLACEHOLDER_DIGEST;
     if filled_in {
-        manifest.benchmark_digest = staged_digest;
-    } else if manifest.benchmark_digest != staged_digest {
+        manifest = manifest.with_benchmark_digest(staged_digest);
+    } else if manifest.benchmark_digest() != staged_digest {
         return Err(RehearseError::BenchmarkMismatch {
-            manifest: manifest.benchmark_digest,
+            manifest: manifest.benchmark_digest(),
             staged: staged_digest,
         });
     }
-    let limits = source_limits(&manifest)?;
+    let limits = manifest.source_limits();
     let source = stage("source", StageKind::Source, &options.source, limits)?;
     let base = match &options.base {
         Some(dir) => Some(stage("base", StageKind::Source, dir, limits)?),

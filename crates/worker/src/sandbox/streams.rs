@@ -3,8 +3,8 @@
 
 use std::collections::VecDeque;
 
-use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
+use verifier_sdk::Sha256Digest;
 
 /// Most bytes of each stream kept verbatim in the evidence record (DESIGN §5).
 pub const TAIL_LIMIT: usize = 32 * 1024;
@@ -64,7 +64,7 @@ impl OutputCapture {
     pub fn finish_keeping(self) -> (StreamEvidence, Vec<u8>) {
         let tail_bytes: Vec<u8> = self.tail.into_iter().collect();
         let evidence = StreamEvidence {
-            sha256: format!("sha256:{}", hex::encode(self.hasher.finalize())),
+            sha256: Sha256Digest::from_bytes(self.hasher.finalize().into()),
             bytes: self.bytes,
             tail_truncated: u64::try_from(tail_bytes.len()).unwrap_or(u64::MAX) < self.bytes,
             tail: String::from_utf8_lossy(&tail_bytes).into_owned(),
@@ -73,22 +73,7 @@ impl OutputCapture {
     }
 }
 
-/// What the evidence record says about one stream.
-///
-/// `tail` is the last bytes decoded as lossy UTF-8: it is for reading, not verification (the
-/// hash covers the exact bytes), and a multi-byte character cut at the tail's start shows as
-/// U+FFFD.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-pub struct StreamEvidence {
-    /// `sha256:<hex>` of every byte received.
-    pub sha256: String,
-    /// Number of bytes received.
-    pub bytes: u64,
-    /// Last at most 32 KiB, lossy UTF-8.
-    pub tail: String,
-    /// True when `tail` holds fewer bytes than were received.
-    pub tail_truncated: bool,
-}
+pub use verifier_sdk::evidence::StreamEvidence;
 
 #[cfg(test)]
 mod tests {
@@ -102,7 +87,7 @@ mod tests {
         capture.push(b"world\n");
         let evidence = capture.finish();
         let expected = hex::encode(Sha256::digest(b"hello world\n"));
-        assert_eq!(evidence.sha256, format!("sha256:{expected}"));
+        assert_eq!(evidence.sha256.to_string(), format!("sha256:{expected}"));
         assert_eq!(evidence.bytes, 12);
         assert_eq!(evidence.tail, "hello world\n");
         assert!(!evidence.tail_truncated);
@@ -112,7 +97,7 @@ mod tests {
     fn empty_stream_has_the_empty_digest() {
         let evidence = OutputCapture::new().finish();
         assert_eq!(
-            evidence.sha256,
+            evidence.sha256.to_string(),
             "sha256:e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855"
         );
         assert_eq!(evidence.bytes, 0);
@@ -141,6 +126,6 @@ mod tests {
         let evidence = capture.finish();
         assert_eq!(evidence.tail, "\u{fffd}ok");
         let expected = hex::encode(Sha256::digest([0xff, b'o', b'k']));
-        assert_eq!(evidence.sha256, format!("sha256:{expected}"));
+        assert_eq!(evidence.sha256.to_string(), format!("sha256:{expected}"));
     }
 }

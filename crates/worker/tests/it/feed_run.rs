@@ -81,7 +81,7 @@ impl JobExecutor for FakeExecutor {
         let image_digest = if self.wrong_image {
             digest('f')
         } else {
-            job.manifest().image_digest().unwrap()
+            job.manifest().image_digest()
         };
         let done = |output| ExecutedJob {
             output,
@@ -91,7 +91,7 @@ impl JobExecutor for FakeExecutor {
             benchmark_digest,
         };
         if source_digest != job.source_snapshot_digest()
-            || benchmark_digest != job.manifest().benchmark_digest
+            || benchmark_digest != job.manifest().benchmark_digest()
         {
             return Ok(done(RunOutput::NoVerdict(NoVerdictOutcome::new(
                 NoVerdictReason::InputMismatch,
@@ -111,7 +111,7 @@ impl JobExecutor for FakeExecutor {
             stdout_bytes: 3,
             stderr_bytes: 4,
         };
-        let outcome = Outcome::for_job(job, source_digest, facts).unwrap();
+        let outcome = Outcome::for_job(job, facts);
         Ok(done(RunOutput::Verdict(outcome)))
     }
 }

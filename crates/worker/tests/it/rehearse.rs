@@ -601,7 +601,7 @@ fn every_bundled_manifest_validates_and_unbuilt_images_are_marked_example() {
             "127.0.0.1:5000/verifier-python@",
         ]
         .iter()
-        .any(|p| manifest.image.starts_with(p));
+        .any(|p| manifest.image().starts_with(p));
         assert_eq!(
             built_here,
             !name.ends_with(".example.json"),
