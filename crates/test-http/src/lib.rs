@@ -1,7 +1,7 @@
 //! Test-only: one loopback HTTP/1.1 server for the test suites (a stand-in platform API, a
 //! lying RPC proxy). Each connection carries one request (`Connection: close`); the handler
-//! sees the request line, the head and the `Content-Length` body, and answers with a status
-//! and a JSON body. Ships in no binary.
+//! sees the request line, the head and the `Content-Length` body, and answers with a status,
+//! headers and a body, or not at all (a handler may also stall). Ships in no binary.
 
 use std::future::Future;
 use std::sync::Arc;
@@ -36,25 +36,48 @@ impl Request {
 #[derive(Debug, Clone)]
 pub struct Response {
     /// Status line after `HTTP/1.1 `, e.g. `200 OK`.
-    pub status: &'static str,
-    /// The JSON body.
+    pub status: String,
+    /// Headers sent before the body (`Connection: close` and, with `content_length`, the
+    /// length are added).
+    pub headers: Vec<(String, String)>,
+    /// The body.
     pub body: Vec<u8>,
+    /// Send `Content-Length`; without it the body is delimited by closing the connection.
+    pub content_length: bool,
 }
 
 impl Response {
-    /// `200 OK` with `body`.
+    /// `200 OK` with a JSON `body`.
     pub fn ok(body: Vec<u8>) -> Self {
+        Self::status(200).json_body(body)
+    }
+    /// `404 Not Found` with a JSON `body`.
+    pub fn not_found(body: Vec<u8>) -> Self {
+        Self::status(404).json_body(body)
+    }
+    /// `code` with an empty body and no content type.
+    pub fn status(code: u16) -> Self {
+        let reason = match code {
+            200 => "OK",
+            302 => "Found",
+            404 => "Not Found",
+            500 => "Internal Server Error",
+            _ => "Status",
+        };
         Self {
-            status: "200 OK",
-            body,
+            status: format!("{code} {reason}"),
+            headers: Vec::new(),
+            body: Vec::new(),
+            content_length: true,
         }
     }
-    /// `404 Not Found` with `body`.
-    pub fn not_found(body: Vec<u8>) -> Self {
-        Self {
-            status: "404 Not Found",
-            body,
-        }
+    /// The same status with `body` as JSON.
+    #[must_use]
+    pub fn json_body(mut self, body: Vec<u8>) -> Self {
+        self.headers
+            .push(("Content-Type".into(), "application/json".into()));
+        self.body = body;
+        self
     }
 }
 
@@ -126,12 +149,22 @@ async fn read_request(sock: &mut TcpStream) -> Option<Request> {
 }
 
 async fn respond(sock: &mut TcpStream, response: &Response) {
-    let head = format!(
-        "HTTP/1.1 {}\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
-        response.status,
-        response.body.len()
-    );
-    let _ = sock.write_all(head.as_bytes()).await;
-    let _ = sock.write_all(&response.body).await;
+    let mut head = format!("HTTP/1.1 {}\r\n", response.status);
+    for (name, value) in &response.headers {
+        head.push_str(&format!("{name}: {value}\r\n"));
+    }
+    if response.content_length {
+        head.push_str(&format!("Content-Length: {}\r\n", response.body.len()));
+    }
+    head.push_str("Connection: close\r\n\r\n");
+    if sock.write_all(head.as_bytes()).await.is_err() {
+        return;
+    }
+    // In chunks, so a client that stops reading at its size cap sees the connection end.
+    for chunk in response.body.chunks(64 * 1024) {
+        if sock.write_all(chunk).await.is_err() {
+            return;
+        }
+    }
     let _ = sock.shutdown().await;
 }

@@ -266,7 +266,7 @@ mod tests {
             stdout_bytes: 0,
             stderr_bytes: 0,
         };
-        let outcome = Outcome::for_job(&job, job.source_snapshot_digest(), facts).unwrap();
+        let outcome = Outcome::for_job(&job, facts);
         (job.job_id().to_owned(), outcome)
     }
 

@@ -95,7 +95,7 @@ pub fn request_command(args: &RequestArgs, now_unix: u64) -> Result<Value, Reque
     }
     let checked = RunnerManifest::from_value(&manifest)
         .map_err(|e| RequestBuildError::Invalid(format!("manifest: {e}")))?;
-    if checked.benchmark_digest.as_bytes() == &[0; 32] {
+    if checked.benchmark_digest().as_bytes() == &[0; 32] {
         return Err(RequestBuildError::Invalid(
             "the manifest's benchmark_digest is the sha256:000…0 placeholder: give \
              --benchmark-digest (the digest --stage-regression-input printed)"
