@@ -14,8 +14,6 @@
 //! Synchronous on purpose: these are small files, and every caller already runs them outside
 //! any async hot path.
 
-#![warn(clippy::too_many_lines, clippy::needless_pass_by_value)]
-
 use std::ffi::OsString;
 use std::fs::File;
 use std::io::{Read, Write};

@@ -13,8 +13,6 @@
 //! This crate deliberately does not sign, broadcast, compute the local EIP-712 digest (the sdk
 //! owns protocol hashes) or hold keys; it only reads.
 
-#![warn(clippy::too_many_lines, clippy::needless_pass_by_value)]
-
 pub mod expect;
 pub mod feed;
 pub mod reader;

@@ -1,7 +1,5 @@
 //! `keeper`: parses the command line, runs the relay, maps the result to an exit code.
 
-#![warn(clippy::too_many_lines, clippy::needless_pass_by_value)]
-
 use std::process::ExitCode;
 use std::time::Duration;
 

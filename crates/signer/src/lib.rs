@@ -10,8 +10,6 @@
 //! takes a key on the command line (only the name of an environment variable, or a 0600
 //! file), and never prints or logs key material.
 
-#![warn(clippy::too_many_lines, clippy::needless_pass_by_value)]
-
 pub mod exit;
 pub mod files;
 pub mod sign;

@@ -1,7 +1,5 @@
 //! `signer` binary: parses arguments, runs, maps the result to an exit code (see `exit.rs`).
 
-#![warn(clippy::too_many_lines, clippy::needless_pass_by_value)]
-
 use clap::Parser;
 use signer::{Cli, ExitCode};
 

@@ -7,8 +7,6 @@
 //! It deliberately holds no keys and writes nothing to any chain: its output is evidence for
 //! the signer to re-check, never a signature or a payment.
 
-#![warn(clippy::too_many_lines, clippy::needless_pass_by_value)]
-
 pub mod cli;
 pub mod commands;
 pub mod completions;

@@ -5,8 +5,6 @@
 //! stderr, filtered by the `WORKER_LOG` environment variable (`tracing` env-filter syntax,
 //! default `warn`). The exit codes of each mode are listed in its handler's module.
 
-#![warn(clippy::too_many_lines, clippy::needless_pass_by_value)]
-
 use std::sync::atomic::Ordering;
 
 use worker::cli::{self, Command};

@@ -28,7 +28,7 @@ impl Ran {
     }
 }
 
-fn finish(output: Output) -> Ran {
+fn finish(output: &Output) -> Ran {
     let ran = Ran {
         code: output.status.code().unwrap_or(-1),
         stdout: String::from_utf8_lossy(&output.stdout).into_owned(),
@@ -93,7 +93,7 @@ impl Rehearsal {
             .env_remove("REGRESSION_SANDBOX_STAGING_ROOT")
             .output()
             .unwrap();
-        finish(output)
+        finish(&output)
     }
 
     fn busybox_cmp(&self) -> PathBuf {
@@ -111,7 +111,7 @@ impl Rehearsal {
 
 fn explain(args: &[&str]) -> Ran {
     finish(
-        Command::new(env!("CARGO_BIN_EXE_worker"))
+        &Command::new(env!("CARGO_BIN_EXE_worker"))
             .arg("explain")
             .args(args)
             .output()
@@ -642,7 +642,7 @@ fn a_missing_image_is_no_verdict_with_a_hint_and_the_env_root_is_used() {
         .env("REGRESSION_SANDBOX_STAGING_ROOT", &root)
         .output()
         .unwrap();
-    let ran = finish(output);
+    let ran = finish(&output);
     assert_eq!(ran.code, 3, "{}{}", ran.stdout, ran.stderr);
     let report = ran.json();
     let run = &report["runs"][0];
