@@ -4,6 +4,8 @@
 //! - [`read_bounded`] opens with `O_NOFOLLOW`, then judges the descriptor it opened (`fstat`):
 //!   a regular file of at most the cap, never a symlink, FIFO or device, and never reads past
 //!   the cap. There is no check-then-open window in which the path could be swapped.
+//! - [`read_named`] is the same for a path an operator named on the command line, whose final
+//!   symlink (the operator's choice) is followed; the descriptor is judged all the same.
 //! - [`write_atomic`] writes to a fresh, randomly named file in the target's directory created
 //!   with `O_CREAT | O_EXCL | O_NOFOLLOW` (so nothing planted there, link or file, is ever
 //!   opened), fsyncs it, renames it over the target and fsyncs the directory. A reader sees the
@@ -55,6 +57,20 @@ impl ReadError {
     pub fn is_not_found(&self) -> bool {
         matches!(self, Self::Io { source, .. } if source.kind() == std::io::ErrorKind::NotFound)
     }
+
+    /// The error as an `std::io::Error`, for callers that report reads as I/O failures.
+    pub fn into_io(self) -> std::io::Error {
+        match self {
+            Self::Io { source, .. } => source,
+            Self::NotRegular(_) => {
+                std::io::Error::new(std::io::ErrorKind::InvalidInput, "not a regular file")
+            }
+            Self::TooLarge { limit, .. } => std::io::Error::new(
+                std::io::ErrorKind::InvalidData,
+                format!("larger than {limit} bytes"),
+            ),
+        }
+    }
 }
 
 /// Reads `path` whole: a regular file reached without following a final symlink, at most
@@ -76,6 +92,31 @@ pub fn read_bounded(path: &Path, limit: u64) -> Result<Vec<u8>, ReadError> {
                 io(e)
             }
         })?;
+    read_open(path, file, limit)
+}
+
+/// Reads a file an operator named on the command line (a request, a manifest, an evidence
+/// record): like [`read_bounded`], except that a symlink the operator chose is followed. The
+/// opened descriptor is still judged: a regular file of at most `limit` bytes, so a FIFO,
+/// device or directory is refused rather than read or waited on.
+pub fn read_named(path: &Path, limit: u64) -> Result<Vec<u8>, ReadError> {
+    let io = |source| ReadError::Io {
+        path: path.to_owned(),
+        source,
+    };
+    let file = File::options()
+        .read(true)
+        .custom_flags(libc::O_NONBLOCK)
+        .open(path)
+        .map_err(io)?;
+    read_open(path, file, limit)
+}
+
+fn read_open(path: &Path, file: File, limit: u64) -> Result<Vec<u8>, ReadError> {
+    let io = |source| ReadError::Io {
+        path: path.to_owned(),
+        source,
+    };
     let meta = file.metadata().map_err(io)?;
     if !meta.file_type().is_file() {
         return Err(ReadError::NotRegular(path.to_owned()));
@@ -196,6 +237,43 @@ mod tests {
         ));
         let missing = read_bounded(&dir.path().join("missing"), 100).unwrap_err();
         assert!(missing.is_not_found(), "{missing}");
+    }
+
+    #[test]
+    fn a_named_input_follows_its_link_but_is_still_judged_on_the_descriptor() {
+        let dir = tempfile::tempdir().unwrap();
+        let ok = dir.path().join("ok.json");
+        std::fs::write(&ok, b"1234567").unwrap();
+        let link = dir.path().join("link.json");
+        std::os::unix::fs::symlink(&ok, &link).unwrap();
+        assert_eq!(read_named(&link, 7).unwrap(), b"1234567");
+        assert!(matches!(
+            read_named(&link, 6),
+            Err(ReadError::TooLarge { limit: 6, .. })
+        ));
+        assert!(matches!(
+            read_named(dir.path(), 100),
+            Err(ReadError::NotRegular(_))
+        ));
+        let fifo = dir.path().join("fifo");
+        rustix::fs::mknodat(
+            rustix::fs::CWD,
+            &fifo,
+            rustix::fs::FileType::Fifo,
+            rustix::fs::Mode::from_raw_mode(0o600),
+            0,
+        )
+        .unwrap();
+        // Without O_NONBLOCK this open would wait for a writer forever.
+        assert!(matches!(
+            read_named(&fifo, 100),
+            Err(ReadError::NotRegular(_))
+        ));
+        assert!(
+            read_named(&dir.path().join("missing"), 100)
+                .unwrap_err()
+                .is_not_found()
+        );
     }
 
     #[test]

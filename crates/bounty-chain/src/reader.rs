@@ -172,15 +172,14 @@ impl RpcChainReader {
     }
 }
 
-impl ChainReader for RpcChainReader {
-    async fn read_bounty(&self, bounty: Address) -> Result<BountyState, ChainReadError> {
+impl RpcChainReader {
+    /// The block every read of one bounty is pinned to, and its timestamp.
+    async fn pinned_block(&self) -> Result<(u64, u64), ChainReadError> {
         let block_number = self
             .provider
             .get_block_number()
             .await
             .map_err(|e| self.rpc_error("eth_blockNumber", &e))?;
-        let at = BlockId::number(block_number);
-        let address = ChainAddress::from(bounty);
         let block_timestamp = self
             .provider
             .get_block_by_number(block_number.into())
@@ -194,11 +193,15 @@ impl ChainReader for RpcChainReader {
             })?
             .header
             .timestamp;
+        Ok((block_number, block_timestamp))
+    }
 
+    /// Refuses an address with no code at the pinned block (every view would read zeros).
+    async fn check_code(&self, bounty: Address, block_number: u64) -> Result<(), ChainReadError> {
         let code = self
             .provider
-            .get_code_at(address)
-            .block_id(at)
+            .get_code_at(ChainAddress::from(bounty))
+            .block_id(BlockId::number(block_number))
             .await
             .map_err(|e| self.rpc_error("eth_getCode", &e))?;
         if code.is_empty() {
@@ -207,6 +210,15 @@ impl ChainReader for RpcChainReader {
                 block_number,
             });
         }
+        Ok(())
+    }
+}
+
+impl ChainReader for RpcChainReader {
+    async fn read_bounty(&self, bounty: Address) -> Result<BountyState, ChainReadError> {
+        let (block_number, block_timestamp) = self.pinned_block().await?;
+        let at = BlockId::number(block_number);
+        self.check_code(bounty, block_number).await?;
 
         let chain_id = async {
             self.provider

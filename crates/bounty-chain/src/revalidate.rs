@@ -8,8 +8,7 @@
 
 use serde_json::Value;
 use verifier_sdk::{
-    Candidate, RevalidationError, ValidatedJob, ValidatedOutcome, revalidate_candidate,
-    validate_job,
+    ParsedCandidate, RevalidationError, ValidatedJob, ValidatedOutcome, revalidate_parsed,
 };
 
 use crate::expect::{Expected, Mismatch, check_state};
@@ -125,18 +124,12 @@ pub fn expected_for(job: &ValidatedJob) -> Expected {
 /// Re-checks `candidate` against the platform's `current_job` (already fetched) and the
 /// bounty's on-chain state read through `reader`, at unix time `now`.
 pub async fn revalidate(
-    candidate: &Candidate,
+    candidate: &ParsedCandidate,
     current_job: &Value,
     reader: &impl ChainReader,
     now: u64,
 ) -> Result<CheckedCandidate, Refusal> {
-    let checked = revalidate_candidate(
-        &candidate.job,
-        current_job,
-        &candidate.outcome,
-        candidate.evidence.as_ref(),
-        now,
-    )?;
+    let checked = revalidate_parsed(candidate, current_job, now)?;
     let state = reader.read_bounty(checked.job.bounty_contract()).await?;
     let expected = expected_for(&checked.job);
     if state.chain_id != expected.chain_id {
@@ -159,14 +152,16 @@ pub async fn revalidate(
 /// Fetches the current job with `candidate`'s job id from `source` (refusing when it is gone)
 /// and runs [`revalidate`].
 pub async fn refetch_and_revalidate(
-    candidate: &Candidate,
+    candidate: &ParsedCandidate,
     source: &impl JobSource,
     reader: &impl ChainReader,
     now: u64,
 ) -> Result<CheckedCandidate, Refusal> {
-    // Validated first so only a well-formed job id is ever sent to the platform.
-    let candidate_job =
-        validate_job(&candidate.job, now).map_err(RevalidationError::CandidateJob)?;
+    // Parsed (and live) first so only a well-formed job id is ever sent to the platform.
+    let candidate_job = candidate.job();
+    candidate_job
+        .check_live(now)
+        .map_err(RevalidationError::CandidateJob)?;
     let job_id = candidate_job.job_id();
     let current = source
         .current_job(job_id)
@@ -183,8 +178,8 @@ mod tests {
     use crate::reader::AttestationQuery;
     use serde_json::json;
     use verifier_sdk::{
-        Address, BountyStatus, Bytes32, ExecutionFacts, Sha256Digest, VerificationMode, fixtures,
-        verifier_set_hash,
+        Address, BountyStatus, Bytes32, Candidate, ExecutionFacts, Sha256Digest, VerificationMode,
+        fixtures, validate_job, verifier_set_hash,
     };
 
     /// A chain reader that answers with a fixed state, or fails like a dead RPC.
@@ -268,11 +263,15 @@ mod tests {
         }
     }
 
+    fn parsed(c: &Candidate) -> ParsedCandidate {
+        ParsedCandidate::parse(c.clone()).unwrap()
+    }
+
     async fn run(
         c: &Candidate,
         state: Result<BountyState, ChainReadError>,
     ) -> Result<CheckedCandidate, Refusal> {
-        revalidate(c, &c.job, &FixedChain(state), fixtures::NOW).await
+        revalidate(&parsed(c), &c.job, &FixedChain(state), fixtures::NOW).await
     }
 
     #[tokio::test]
@@ -359,7 +358,7 @@ mod tests {
         let c = candidate();
         let mut current = c.job.clone();
         current["verification_expires_at"] = json!(fixtures::EXPIRES_AT + 60);
-        let err = revalidate(&c, &current, &FixedChain(Ok(state)), fixtures::NOW)
+        let err = revalidate(&parsed(&c), &current, &FixedChain(Ok(state)), fixtures::NOW)
             .await
             .unwrap_err();
         assert_eq!(err.code(), "job_changed", "{err}");
@@ -370,7 +369,7 @@ mod tests {
         let c = candidate();
         let state = state_for(&c.job);
         let err = refetch_and_revalidate(
-            &c,
+            &parsed(&c),
             &FixedFeed(None),
             &FixedChain(Ok(state.clone())),
             fixtures::NOW,
@@ -379,7 +378,7 @@ mod tests {
         .unwrap_err();
         assert_eq!(err.code(), "job_gone");
         let ok = refetch_and_revalidate(
-            &c,
+            &parsed(&c),
             &FixedFeed(Some(c.job.clone())),
             &FixedChain(Ok(state)),
             fixtures::NOW,

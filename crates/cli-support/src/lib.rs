@@ -39,6 +39,41 @@ pub fn init_logging(env_var: &str, default_filter: &str) {
         .init();
 }
 
+/// Schema id of the error object the binaries print on stdout under `--json`.
+pub const ERROR_SCHEMA: &str = "agent-bounties/cli-error-v1";
+
+/// The error object printed on stdout under `--json` when a command fails, so a caller that
+/// parses stdout gets a JSON value in every case:
+/// `{"schema_version": ERROR_SCHEMA, "error": {"code", "exit_code", "message"}}`. `code` is a
+/// stable snake_case name of the failure class (the exit code's name); the stderr line is
+/// printed as well.
+pub fn error_json(code: &str, exit_code: u8, message: &str) -> String {
+    serde_json::json!({
+        "schema_version": ERROR_SCHEMA,
+        "error": {"code": code, "exit_code": exit_code, "message": message},
+    })
+    .to_string()
+}
+
+/// Prints [`error_json`] as one line on stdout; a closed stdout is ignored (the stderr line
+/// already said what failed).
+pub fn print_error_json(code: &str, exit_code: u8, message: &str) {
+    use std::io::Write;
+    let _ = writeln!(
+        std::io::stdout().lock(),
+        "{}",
+        error_json(code, exit_code, message)
+    );
+}
+
+/// Whether the raw command line asks for JSON (`--json` before any `--`): used when clap itself
+/// refuses the command line, before any parsed value exists.
+pub fn json_requested<I: IntoIterator<Item = std::ffi::OsString>>(args: I) -> bool {
+    args.into_iter()
+        .take_while(|a| a != "--")
+        .any(|a| a == "--json")
+}
+
 const fn use_colour(stderr_is_terminal: bool, no_color: bool) -> bool {
     stderr_is_terminal && !no_color
 }
@@ -46,6 +81,24 @@ const fn use_colour(stderr_is_terminal: bool, no_color: bool) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn error_object_has_schema_code_and_message() {
+        let v: serde_json::Value =
+            serde_json::from_str(&error_json("invalid_input", 4, "bad \"x\"")).unwrap();
+        assert_eq!(v["schema_version"], ERROR_SCHEMA);
+        assert_eq!(v["error"]["code"], "invalid_input");
+        assert_eq!(v["error"]["exit_code"], 4);
+        assert_eq!(v["error"]["message"], "bad \"x\"");
+    }
+
+    #[test]
+    fn json_is_requested_only_before_a_double_dash() {
+        let args = |a: &[&str]| a.iter().map(std::ffi::OsString::from).collect::<Vec<_>>();
+        assert!(json_requested(args(&["feed", "--json"])));
+        assert!(!json_requested(args(&["feed", "--", "--json"])));
+        assert!(!json_requested(args(&["feed", "--jsonx"])));
+    }
 
     #[test]
     fn colour_only_on_a_terminal_without_no_color() {

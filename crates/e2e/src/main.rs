@@ -53,7 +53,7 @@ fn main() -> ExitCode {
         return usage("cannot locate the binaries; pass --bin-dir");
     };
     let work_dir = work_dir.unwrap_or_else(|| repo.join(".work/e2e"));
-    let cfg = match E2eConfig::from_repo(&repo, bin_dir, work_dir) {
+    let cfg = match E2eConfig::from_repo(&repo, &bin_dir, &work_dir) {
         Ok(cfg) => cfg,
         Err(e) => {
             eprintln!("bounty-e2e: {e}");

@@ -8,15 +8,11 @@ use std::sync::{Arc, Mutex};
 use flate2::Compression;
 use flate2::write::GzEncoder;
 use serde_json::Value;
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::{TcpListener, TcpStream};
 
 use crate::E2eError;
 
 /// Path prefix of the feed; every verifier and network query gets the same job list.
 const FEED_PREFIX: &str = "/v1/base/autonomous-bounties/verification-jobs?";
-/// Longest request head read; the clients here send a few hundred bytes.
-const MAX_HEAD_BYTES: usize = 64 * 1024;
 
 type Routes = Arc<Mutex<HashMap<String, Vec<u8>>>>;
 
@@ -28,26 +24,19 @@ pub struct ArchiveServer {
 }
 
 impl ArchiveServer {
-    /// Listens on an ephemeral loopback port and serves `jobs` as the feed.
+    /// Listens on an ephemeral loopback port (the shared `test-http` server) and serves
+    /// `jobs` as the feed.
     pub async fn start(jobs: Value) -> Result<Self, String> {
-        let listener = TcpListener::bind("127.0.0.1:0")
-            .await
-            .map_err(|e| e.to_string())?;
-        let addr = listener.local_addr().map_err(|e| e.to_string())?;
         let feed = serde_json::to_vec(&jobs).map_err(|e| e.to_string())?;
         let routes: Routes = Arc::default();
         let served = routes.clone();
-        tokio::spawn(async move {
-            while let Ok((stream, _)) = listener.accept().await {
-                let routes = served.clone();
-                let feed = feed.clone();
-                tokio::spawn(async move { handle(stream, routes, feed).await });
-            }
-        });
-        Ok(Self {
-            url: format!("http://{addr}"),
-            routes,
+        let url = test_http::serve(move |request| {
+            let response = respond(request.target(), &served, &feed);
+            async move { Some(response) }
         })
+        .await
+        .map_err(|e| e.to_string())?;
+        Ok(Self { url, routes })
     }
 
     /// Base URL, used both as `--api` and `--archive-base`.
@@ -128,44 +117,26 @@ fn codeload_archive(
     gz.finish()
 }
 
-async fn handle(mut stream: TcpStream, routes: Routes, feed: Vec<u8>) {
-    let mut head = Vec::new();
-    let mut buf = [0u8; 4096];
-    while !head.windows(4).any(|w| w == b"\r\n\r\n") {
-        match stream.read(&mut buf).await {
-            Ok(0) | Err(_) => return,
-            Ok(n) => head.extend_from_slice(buf.get(..n).unwrap_or_default()),
-        }
-        if head.len() > MAX_HEAD_BYTES {
-            return;
-        }
-    }
-    let text = String::from_utf8_lossy(&head);
-    let target = text
-        .lines()
-        .next()
-        .and_then(|l| l.split(' ').nth(1))
-        .unwrap_or("")
-        .to_owned();
-    let body = if target.starts_with(FEED_PREFIX) {
-        Some((feed, "application/json"))
+/// The feed for any feed query, a registered archive by exact path, else 404.
+fn respond(target: &str, routes: &Routes, feed: &[u8]) -> test_http::Response {
+    let found = if target.starts_with(FEED_PREFIX) {
+        Some((feed.to_vec(), "application/json"))
     } else {
         routes
             .lock()
             .ok()
-            .and_then(|r| r.get(&target).cloned())
+            .and_then(|r| r.get(target).cloned())
             .map(|b| (b, "application/x-gzip"))
     };
-    let (status, body, kind) = match body {
-        Some((b, kind)) => ("200 OK", b, kind),
-        None => ("404 Not Found", Vec::new(), "text/plain"),
+    let Some((body, kind)) = found else {
+        let mut missing = test_http::Response::status(404);
+        missing
+            .headers
+            .push(("Content-Type".into(), "text/plain".into()));
+        return missing;
     };
-    let head = format!(
-        "HTTP/1.1 {status}\r\nContent-Type: {kind}\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
-        body.len()
-    );
-    if stream.write_all(head.as_bytes()).await.is_ok() {
-        let _ = stream.write_all(&body).await;
-    }
-    let _ = stream.shutdown().await;
+    let mut response = test_http::Response::status(200);
+    response.headers.push(("Content-Type".into(), kind.into()));
+    response.body = body;
+    response
 }

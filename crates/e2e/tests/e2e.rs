@@ -20,7 +20,7 @@ fn config() -> E2eConfig {
     let target = std::env::var_os("CARGO_TARGET_DIR")
         .map(PathBuf::from)
         .unwrap_or_else(|| root.join("target"));
-    E2eConfig::from_repo(&root, target.join("debug"), root.join(".work/e2e-test"))
+    E2eConfig::from_repo(&root, &target.join("debug"), &root.join(".work/e2e-test"))
         .unwrap_or_else(|e| panic!("{e}"))
 }
 

@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 
 use serde_json::Value;
 use verifier_sdk::artifacts::ATTESTATION_SCHEMA;
-use verifier_sdk::{AttestationFile, check_candidate_file_name};
+use verifier_sdk::{AttestationFile, ReferenceAttestationManifest, check_candidate_file_name};
 
 use crate::report::SkippedAttestation;
 use crate::select::NamedAttestation;
@@ -129,6 +129,14 @@ pub fn attestation_pool(dirs: &[PathBuf]) -> Result<AttestationPool, InputError>
             if value.get("schema").and_then(Value::as_str) != Some(ATTESTATION_SCHEMA) {
                 continue;
             }
+            // A reference signer's directory lists its attestations in a `manifest.json` that
+            // carries the attestation schema too (PROTOCOL §7); every attestation file is read
+            // and checked on its own anyway, so the list adds nothing to trust.
+            if ReferenceAttestationManifest::is_manifest_shaped(&value)
+                && ReferenceAttestationManifest::from_value(&value).is_ok()
+            {
+                continue;
+            }
             match AttestationFile::from_value(&value) {
                 Ok(file) => pool
                     .by_job
@@ -199,5 +207,51 @@ mod tests {
         let pool = attestation_pool(&[dir.path().to_path_buf()]).unwrap();
         assert_eq!(pool.unreadable.len(), 1);
         assert!(pool.unreadable[0].code.starts_with("malformed"));
+    }
+
+    /// A directory as a reference signer writes it (PROTOCOL §7): `attestation-<sha256 hex of
+    /// job_id>.json` files and a `manifest.json` `{schema, signer, attestations: [{job_id,
+    /// file}]}` whose schema is the attestation's own. Written here from the spec, not with our
+    /// types, so the test fails if our reader and the reference layout drift apart.
+    #[test]
+    fn a_reference_signers_attestation_directory_is_read() {
+        use sha2::{Digest, Sha256};
+        let dir = tempfile::tempdir().unwrap();
+        let job_id = "base-mainnet:0xabc:1";
+        let hex_id = hex::encode(Sha256::digest(job_id.as_bytes()));
+        let signer = format!("0x{}", "11".repeat(20));
+        let file = format!("attestation-{hex_id}.json");
+        let attestation = serde_json::json!({
+            "schema": "agent-bounties/regression-attestation-v1",
+            "job_id": job_id,
+            "bounty_contract": format!("0x{}", "22".repeat(20)),
+            "verifier": signer,
+            "passed": true,
+            "response_hash": format!("0x{}", "aa".repeat(32)),
+            "deadline": 2_000_000_000u64,
+            "signature": format!("0x{}01{}011b", "00".repeat(31), "00".repeat(31)),
+            "candidate_file": format!("candidate-{hex_id}.json"),
+        });
+        fs::write(dir.path().join(&file), attestation.to_string()).unwrap();
+        let manifest = serde_json::json!({
+            "schema": "agent-bounties/regression-attestation-v1",
+            "signer": signer,
+            "attestations": [{"job_id": job_id, "file": file}],
+        });
+        fs::write(dir.path().join("manifest.json"), manifest.to_string()).unwrap();
+
+        let pool = attestation_pool(&[dir.path().to_path_buf()]).unwrap();
+        assert!(pool.unreadable.is_empty(), "{:?}", pool.unreadable);
+        let read = &pool.by_job[job_id];
+        assert_eq!(read.len(), 1);
+        assert_eq!(read[0].source, format!("attestations[0]/{file}"));
+        assert_eq!(read[0].file.verifier.to_string(), signer);
+
+        // A file that only looks like such a manifest is still reported, not skipped.
+        let mut forged = manifest;
+        forged["signer"] = serde_json::json!("not an address");
+        fs::write(dir.path().join("manifest.json"), forged.to_string()).unwrap();
+        let pool = attestation_pool(&[dir.path().to_path_buf()]).unwrap();
+        assert_eq!(pool.unreadable.len(), 1, "{:?}", pool.unreadable);
     }
 }

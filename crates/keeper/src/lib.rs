@@ -14,9 +14,8 @@
 //! revalidation itself is `bounty_chain::refetch_and_revalidate`, shared with the signer, and
 //! the key comes through the shared `keyfile` crate.
 
-#![warn(clippy::too_many_lines, clippy::needless_pass_by_value)]
-
 pub mod chain;
+pub mod cli;
 pub mod confirm;
 pub mod exit;
 pub mod fees;

@@ -1,82 +1,15 @@
 //! `keeper`: parses the command line, runs the relay, maps the result to an exit code.
 
-#![warn(clippy::too_many_lines, clippy::needless_pass_by_value)]
-
-use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Duration;
 
-use clap::{Args, Parser, Subcommand};
+use clap::Parser;
 use keeper::KeySource;
 use keeper::RelayConfig;
+use keeper::cli::{Cli, Command};
 use keeper::exit::ExitCode as Exit;
 use keeper::fees::FeeCaps;
 use keeper::relay::WaitPolicy;
-
-#[derive(Parser)]
-#[command(
-    name = "keeper",
-    version = cli_support::VERSION,
-    about = "Relay verifier attestations to bounty contracts"
-)]
-struct Cli {
-    #[command(subcommand)]
-    command: Command,
-}
-
-#[derive(Subcommand)]
-enum Command {
-    /// Relay every candidate's attestations and confirm the settlement.
-    Relay(RelayArgs),
-}
-
-#[derive(Args)]
-#[command(group(clap::ArgGroup::new("key").required(true).args(["key_env", "key_file"])))]
-struct RelayArgs {
-    /// Directory of candidate-<sha256(job id)>.json files.
-    #[arg(long)]
-    candidates: PathBuf,
-    /// Directory of attestation files; repeat for several verifiers' artifacts.
-    #[arg(long, required = true)]
-    attestations: Vec<PathBuf>,
-    /// Platform API base URL (jobs are re-fetched from it).
-    #[arg(long)]
-    api: String,
-    /// JSON-RPC URL of the chain.
-    #[arg(long)]
-    rpc: String,
-    /// Name of the environment variable holding the keeper's transaction key.
-    #[arg(long, value_name = "NAME")]
-    key_env: Option<String>,
-    /// File (mode 0600) holding the keeper's transaction key.
-    #[arg(long, value_name = "PATH")]
-    key_file: Option<PathBuf>,
-    /// Directory of settlement records (idempotency across runs).
-    #[arg(long)]
-    state_dir: PathBuf,
-    /// Refuse when eth_estimateGas is above this.
-    #[arg(long)]
-    max_gas: u64,
-    /// Never pay more than this per gas (wei).
-    #[arg(long)]
-    max_fee_per_gas: u128,
-    /// Never tip more than this per gas (wei).
-    #[arg(long)]
-    max_priority_fee_per_gas: Option<u128>,
-    /// Blocks to wait for, counting the inclusion block.
-    #[arg(long, default_value_t = 3, value_parser = clap::value_parser!(u64).range(1..=64))]
-    confirmations: u64,
-    /// Seconds to wait for the receipt and confirmations before reporting `pending`.
-    #[arg(long, default_value_t = 180, value_parser = clap::value_parser!(u64).range(1..=3600))]
-    receipt_timeout: u64,
-    /// Blocks a sent transaction may stay unmined before the keeper replaces it (same nonce,
-    /// fees bumped by at least the replacement minimum, never above the caps).
-    #[arg(long, default_value_t = 10, value_parser = clap::value_parser!(u64).range(1..=10_000))]
-    replace_after_blocks: u64,
-    /// Print the JSON report on stdout.
-    #[arg(long)]
-    json: bool,
-}
 
 fn exit(code: Exit) -> ExitCode {
     ExitCode::from(code.code())
@@ -88,6 +21,15 @@ fn main() -> ExitCode {
     let cli = match Cli::try_parse() {
         Ok(c) => c,
         Err(e) => {
+            if e.use_stderr() && cli_support::json_requested(std::env::args_os().skip(1)) {
+                let text = e.to_string();
+                let first = text.lines().next().unwrap_or_default();
+                json_error(
+                    true,
+                    Exit::Usage,
+                    first.strip_prefix("error: ").unwrap_or(first),
+                );
+            }
             let _ = e.print();
             return exit(if e.use_stderr() {
                 Exit::Usage
@@ -100,7 +42,11 @@ fn main() -> ExitCode {
     let key = match (args.key_env, args.key_file) {
         (Some(name), None) => KeySource::Env(name),
         (None, Some(path)) => KeySource::File(path),
-        _ => return exit(Exit::Usage),
+        _ => {
+            let message = "give exactly one of --key-env and --key-file";
+            eprintln!("keeper: {message}");
+            return exit(json_error(args.json, Exit::Usage, message));
+        }
     };
     let cfg = RelayConfig {
         candidates: args.candidates,
@@ -147,7 +93,25 @@ fn main() -> ExitCode {
         }
         Err(e) => {
             eprintln!("keeper: {e}");
-            exit(e.exit_code())
+            exit(json_error(args.json, e.exit_code(), &e.to_string()))
         }
     }
+}
+
+/// Under `--json`, the error object on stdout as well as the stderr line (see
+/// `cli_support::error_json`); returns `code`.
+fn json_error(json: bool, code: Exit, message: &str) -> Exit {
+    if json {
+        let name = match code {
+            Exit::Success => "success",
+            Exit::Internal => "internal",
+            Exit::Usage => "usage",
+            Exit::NotSettled => "not_settled",
+            Exit::InvalidInput => "invalid_input",
+            Exit::Unavailable => "unavailable",
+            Exit::Config => "config",
+        };
+        cli_support::print_error_json(name, code.code(), message);
+    }
+    code
 }

@@ -10,9 +10,11 @@ use bounty_chain::{
     BountyStatus, ChainReader, HttpJobSource, Mismatch, Refusal, refetch_and_revalidate,
 };
 use platform_client::PlatformClient;
-use serde_json::Value;
 use verifier_sdk::settle::settle_calldata;
-use verifier_sdk::{Address, Candidate, JobError, Network, RevalidationError, candidate_file_name};
+use verifier_sdk::{
+    Address, Candidate, JobError, ParsedCandidate, RevalidationError, ValidatedJob,
+    candidate_file_name,
+};
 
 use crate::chain::{
     CallFailure, SettlementRpc, SignedTx, raw_from_hex, resign_with_fees, sign_settlement,
@@ -79,33 +81,25 @@ fn finish(mut r: JobReport, status: JobStatus, code: &str, detail: impl Into<Str
     r
 }
 
-/// The record key a candidate's job is filed under, read from the raw job (the job may be
-/// expired by now, so full validation is not a precondition for finding its record).
-fn record_key(job: &Value) -> Option<(RecordKey, String)> {
-    let network = Network::from_alias(job.get("network")?.as_str()?)?;
-    let bounty_contract: Address = job.get("bounty_contract")?.as_str()?.parse().ok()?;
-    let round = job.get("round")?.as_u64()?;
-    let job_id = job.get("job_id")?.as_str()?.to_owned();
-    Some((
-        RecordKey {
-            chain_id: network.chain_id(),
-            bounty_contract,
-            round,
-        },
-        job_id,
-    ))
+/// The record key a candidate's job is filed under. The job is parsed without the liveness
+/// rule: it may be expired by now, and its record must still be found.
+fn record_key(job: &ValidatedJob) -> RecordKey {
+    RecordKey {
+        chain_id: job.chain_id(),
+        bounty_contract: job.bounty_contract(),
+        round: job.round(),
+    }
 }
 
 /// The job source for a candidate: its network's feed as seen by its first eligible verifier.
-fn job_source(client: &PlatformClient, api: &str, job: &Value) -> Option<HttpJobSource> {
-    let network = Network::from_alias(job.get("network")?.as_str()?)?;
-    let verifier: Address = job
-        .get("eligible_verifiers")?
-        .get(0)?
-        .as_str()?
-        .parse()
-        .ok()?;
-    Some(HttpJobSource::new(client.clone(), api, network, verifier))
+fn job_source(client: &PlatformClient, api: &str, job: &ValidatedJob) -> Option<HttpJobSource> {
+    let verifier = *job.eligible_verifiers().first()?;
+    Some(HttpJobSource::new(
+        client.clone(),
+        api,
+        job.network(),
+        verifier,
+    ))
 }
 
 /// What the chain says about a `confirmed` record.
@@ -150,14 +144,19 @@ impl<R: ChainReader + Sync> Relayer<'_, R> {
             Ok(c) => c,
             Err(e) => return finish(report, JobStatus::Invalid, "invalid_candidate", e),
         };
-        let Some((key, job_id)) = record_key(&candidate.job) else {
-            return finish(
-                report,
-                JobStatus::Invalid,
-                "invalid_candidate",
-                "job lacks a usable network, bounty_contract, round or job_id",
-            );
+        let candidate = match ParsedCandidate::parse(candidate) {
+            Ok(c) => c,
+            Err(e) => {
+                return finish(
+                    report,
+                    JobStatus::Invalid,
+                    "candidate_job_invalid",
+                    format!("candidate job is invalid: {e}"),
+                );
+            }
         };
+        let key = record_key(candidate.job());
+        let job_id = candidate.job().job_id().to_owned();
         let mut report = report;
         report.job_id = Some(job_id.clone());
         report.bounty_contract = Some(key.bounty_contract);
@@ -243,7 +242,7 @@ impl<R: ChainReader + Sync> Relayer<'_, R> {
     async fn attempt(
         &self,
         report: JobReport,
-        candidate: &Candidate,
+        candidate: &ParsedCandidate,
         key: RecordKey,
         job_id: &str,
         previous_attempts: Vec<crate::record::TxHash>,
@@ -267,7 +266,7 @@ impl<R: ChainReader + Sync> Relayer<'_, R> {
     async fn prepare(
         &self,
         report: &mut JobReport,
-        candidate: &Candidate,
+        candidate: &ParsedCandidate,
         key: RecordKey,
         job_id: &str,
         previous_attempts: Vec<crate::record::TxHash>,
@@ -333,7 +332,7 @@ impl<R: ChainReader + Sync> Relayer<'_, R> {
     /// job and the chain. Also the head it was done at and the `now` it used.
     async fn revalidate(
         &self,
-        candidate: &Candidate,
+        candidate: &ParsedCandidate,
         key: RecordKey,
     ) -> Result<(bounty_chain::CheckedCandidate, crate::chain::Head, u64), Stop> {
         let state = self
@@ -350,7 +349,7 @@ impl<R: ChainReader + Sync> Relayer<'_, R> {
         }
         let head = self.rpc.head().await.map_err(Stop::rpc)?;
         let now = unix_now().max(head.timestamp);
-        let source = job_source(self.client, self.api, &candidate.job).ok_or_else(|| {
+        let source = job_source(self.client, self.api, candidate.job()).ok_or_else(|| {
             Stop::job(
                 JobStatus::Invalid,
                 "invalid_candidate",
@@ -491,7 +490,7 @@ impl<R: ChainReader + Sync> Relayer<'_, R> {
         &self,
         report: JobReport,
         record: SettlementRecord,
-        candidate: &Candidate,
+        candidate: &ParsedCandidate,
     ) -> JobReport {
         let mut report = report;
         report.tx_hash = Some(record.tx.hash);

@@ -377,7 +377,6 @@ async fn receipt_forging_rpc(upstream: String, sc: &Scenario) -> String {
     use serde_json::{Value, json};
     use std::collections::HashMap;
     use std::sync::{Arc, Mutex};
-    use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
     let b = |x: Bytes32| B256::from(*x.as_bytes());
     let event = verifier_sdk::settle::BountySettled {
@@ -395,134 +394,99 @@ async fn receipt_forging_rpc(upstream: String, sc: &Scenario) -> String {
     };
     let bounty = sc.bounty.address();
     let swallowed: Arc<Mutex<HashMap<String, Vec<u8>>>> = Arc::default();
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let url = format!("http://{}", listener.local_addr().unwrap());
     let http = reqwest::Client::new();
-    tokio::spawn(async move {
-        loop {
-            let Ok((mut sock, _)) = listener.accept().await else {
-                return;
+    test_http::serve(move |req| {
+        let (http, upstream, swallowed, event) = (
+            http.clone(),
+            upstream.clone(),
+            swallowed.clone(),
+            event.clone(),
+        );
+        async move {
+            let request: Value = serde_json::from_slice(&req.body).unwrap();
+            let forward = || async {
+                http.post(&upstream)
+                    .json(&request)
+                    .send()
+                    .await
+                    .unwrap()
+                    .json::<Value>()
+                    .await
+                    .unwrap()
             };
-            let (http, upstream, swallowed, event) = (
-                http.clone(),
-                upstream.clone(),
-                swallowed.clone(),
-                event.clone(),
-            );
-            tokio::spawn(async move {
-                let mut buf = Vec::new();
-                let mut chunk = [0u8; 8192];
-                let (head_end, len) = loop {
-                    let n = sock.read(&mut chunk).await.unwrap_or(0);
-                    if n == 0 {
-                        return;
-                    }
-                    buf.extend_from_slice(&chunk[..n]);
-                    if let Some(i) = buf.windows(4).position(|w| w == b"\r\n\r\n") {
-                        let head = String::from_utf8_lossy(&buf[..i]).to_ascii_lowercase();
-                        let len = head
-                            .lines()
-                            .find_map(|l| l.strip_prefix("content-length:"))
-                            .map_or(0, |v| v.trim().parse::<usize>().unwrap());
-                        break (i + 4, len);
-                    }
-                };
-                while buf.len() < head_end + len {
-                    let n = sock.read(&mut chunk).await.unwrap_or(0);
-                    if n == 0 {
-                        return;
-                    }
-                    buf.extend_from_slice(&chunk[..n]);
+            let id = request["id"].clone();
+            let answer = match request["method"].as_str().unwrap_or("") {
+                "eth_sendRawTransaction" => {
+                    let hex = request["params"][0].as_str().unwrap();
+                    let raw = alloy::hex::decode(hex.trim_start_matches("0x")).unwrap();
+                    let tx = TxEnvelope::decode_2718(&mut raw.as_slice()).unwrap();
+                    let hash = format!("{}", keccak256(&raw));
+                    swallowed
+                        .lock()
+                        .unwrap()
+                        .insert(hash.clone(), tx.input().to_vec());
+                    json!({"jsonrpc": "2.0", "id": id, "result": hash})
                 }
-                let request: Value = serde_json::from_slice(&buf[head_end..]).unwrap();
-                let forward = || async {
-                    http.post(&upstream)
-                        .json(&request)
-                        .send()
-                        .await
-                        .unwrap()
-                        .json::<Value>()
-                        .await
-                        .unwrap()
-                };
-                let id = request["id"].clone();
-                let answer = match request["method"].as_str().unwrap_or("") {
-                    "eth_sendRawTransaction" => {
-                        let hex = request["params"][0].as_str().unwrap();
-                        let raw = alloy::hex::decode(hex.trim_start_matches("0x")).unwrap();
-                        let tx = TxEnvelope::decode_2718(&mut raw.as_slice()).unwrap();
-                        let hash = format!("{}", keccak256(&raw));
-                        swallowed
-                            .lock()
-                            .unwrap()
-                            .insert(hash.clone(), tx.input().to_vec());
-                        json!({"jsonrpc": "2.0", "id": id, "result": hash})
-                    }
-                    "eth_getTransactionReceipt" => {
-                        let hash = request["params"][0].as_str().unwrap().to_lowercase();
-                        let calldata = swallowed.lock().unwrap().get(&hash).cloned();
-                        match calldata {
-                            None => forward().await,
-                            Some(calldata) => {
-                                let head = http
-                                    .post(&upstream)
-                                    .json(&json!({"jsonrpc": "2.0", "id": 1,
+                "eth_getTransactionReceipt" => {
+                    let hash = request["params"][0].as_str().unwrap().to_lowercase();
+                    let calldata = swallowed.lock().unwrap().get(&hash).cloned();
+                    match calldata {
+                        None => forward().await,
+                        Some(calldata) => {
+                            let head = http
+                                .post(&upstream)
+                                .json(&json!({"jsonrpc": "2.0", "id": 1,
                                         "method": "eth_getBlockByNumber",
                                         "params": ["latest", false]}))
-                                    .send()
-                                    .await
-                                    .unwrap()
-                                    .json::<Value>()
-                                    .await
-                                    .unwrap()["result"]
-                                    .clone();
-                                let mut ev = event.clone();
-                                ev.verificationHash = keccak256(&calldata[4..]);
-                                let data = ev.encode_log_data();
-                                let log = json!({
-                                    "address": bounty,
-                                    "topics": data.topics(),
-                                    "data": format!("0x{}", alloy::hex::encode(&data.data)),
-                                    "blockNumber": head["number"],
-                                    "blockHash": head["hash"],
-                                    "transactionHash": hash,
-                                    "transactionIndex": "0x0",
-                                    "logIndex": "0x0",
-                                    "removed": false,
-                                });
-                                json!({"jsonrpc": "2.0", "id": id, "result": {
-                                    "transactionHash": hash,
-                                    "transactionIndex": "0x0",
-                                    "blockHash": head["hash"],
-                                    "blockNumber": head["number"],
-                                    "from": format!("0x{}", "00".repeat(20)),
-                                    "to": bounty,
-                                    "cumulativeGasUsed": "0x5208",
-                                    "gasUsed": "0x5208",
-                                    "effectiveGasPrice": "0x1",
-                                    "contractAddress": null,
-                                    "logs": [log],
-                                    "logsBloom": format!("0x{}", "00".repeat(256)),
-                                    "type": "0x2",
-                                    "status": "0x1",
-                                }})
-                            }
+                                .send()
+                                .await
+                                .unwrap()
+                                .json::<Value>()
+                                .await
+                                .unwrap()["result"]
+                                .clone();
+                            let mut ev = event.clone();
+                            ev.verificationHash = keccak256(&calldata[4..]);
+                            let data = ev.encode_log_data();
+                            let log = json!({
+                                "address": bounty,
+                                "topics": data.topics(),
+                                "data": format!("0x{}", alloy::hex::encode(&data.data)),
+                                "blockNumber": head["number"],
+                                "blockHash": head["hash"],
+                                "transactionHash": hash,
+                                "transactionIndex": "0x0",
+                                "logIndex": "0x0",
+                                "removed": false,
+                            });
+                            json!({"jsonrpc": "2.0", "id": id, "result": {
+                                "transactionHash": hash,
+                                "transactionIndex": "0x0",
+                                "blockHash": head["hash"],
+                                "blockNumber": head["number"],
+                                "from": format!("0x{}", "00".repeat(20)),
+                                "to": bounty,
+                                "cumulativeGasUsed": "0x5208",
+                                "gasUsed": "0x5208",
+                                "effectiveGasPrice": "0x1",
+                                "contractAddress": null,
+                                "logs": [log],
+                                "logsBloom": format!("0x{}", "00".repeat(256)),
+                                "type": "0x2",
+                                "status": "0x1",
+                            }})
                         }
                     }
-                    _ => forward().await,
-                };
-                let body = serde_json::to_vec(&answer).unwrap();
-                let head = format!(
-                    "HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n\r\n",
-                    body.len()
-                );
-                let _ = sock.write_all(head.as_bytes()).await;
-                let _ = sock.write_all(&body).await;
-                let _ = sock.shutdown().await;
-            });
+                }
+                _ => forward().await,
+            };
+            Some(test_http::Response::ok(
+                serde_json::to_vec(&answer).unwrap(),
+            ))
         }
-    });
-    url
+    })
+    .await
+    .unwrap()
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

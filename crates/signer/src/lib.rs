@@ -169,7 +169,11 @@ pub async fn run_sign(args: &SignArgs) -> ExitCode {
         Ok(s) => s,
         Err(e) => {
             eprintln!("signer: configuration error: {e}");
-            return ExitCode::Config;
+            return json_error(
+                args.json,
+                ExitCode::Config,
+                &format!("configuration error: {e}"),
+            );
         }
     };
     match sign_candidates(&s.cfg, &s.key, &s.source, &s.reader, unix_now()).await {
@@ -188,9 +192,22 @@ pub async fn run_sign(args: &SignArgs) -> ExitCode {
         }
         Err(e) => {
             eprintln!("signer: {e}");
-            e.exit_code()
+            json_error(args.json, e.exit_code(), &e.to_string())
         }
     }
+}
+
+/// Under `--json`, the error object on stdout as well as the stderr line (see
+/// `cli_support::error_json`); returns `code`.
+pub fn json_error(json: bool, code: ExitCode, message: &str) -> ExitCode {
+    if json {
+        let name = serde_json::to_value(code)
+            .ok()
+            .and_then(|v| v.as_str().map(str::to_owned))
+            .unwrap_or_default();
+        cli_support::print_error_json(&name, code.code(), message);
+    }
+    code
 }
 
 /// Runs a parsed command line.

@@ -8,6 +8,15 @@ fn main() -> std::process::ExitCode {
     let cli = match Cli::try_parse() {
         Ok(cli) => cli,
         Err(e) => {
+            if e.use_stderr() && cli_support::json_requested(std::env::args_os().skip(1)) {
+                let text = e.to_string();
+                let first = text.lines().next().unwrap_or_default();
+                signer::json_error(
+                    true,
+                    ExitCode::Usage,
+                    first.strip_prefix("error: ").unwrap_or(first),
+                );
+            }
             let _ = e.print();
             return if e.use_stderr() {
                 std::process::ExitCode::from(ExitCode::Usage.code())

@@ -18,13 +18,13 @@ use bounty_chain::{
 };
 use keyfile::LoadedKey;
 use serde::Serialize;
-use serde_json::{Value, json};
-use sha2::{Digest, Sha256};
+use serde_json::Value;
 use verifier_sdk::artifacts::ATTESTATION_SCHEMA;
 use verifier_sdk::{
-    Address, ArtifactError, AttestationFields, AttestationFile, AttestationSignature, Bytes32,
-    Candidate, CandidateEntry, CandidateManifest, DeadlineError, JobError, Network, SignatureError,
-    attestation_deadline, attestation_digest, recover_signer, validate_job,
+    Address, ArtifactError, AttestationFields, AttestationFile, AttestationManifest,
+    AttestationManifestEntry, AttestationSignature, Bytes32, Candidate, CandidateEntry,
+    CandidateManifest, DeadlineError, JobError, Network, ParsedCandidate, SignatureError,
+    attestation_deadline, attestation_digest, recover_signer,
 };
 
 use crate::exit::ExitCode;
@@ -34,10 +34,10 @@ use crate::files::{
 
 /// Name of the candidate manifest inside the candidates directory.
 pub const CANDIDATE_MANIFEST_FILE: &str = "manifest.json";
-/// Name of the attestation manifest written to the output directory.
-pub const ATTESTATION_MANIFEST_FILE: &str = "attestation-manifest.json";
-/// `schema` of the attestation manifest.
-pub const ATTESTATION_MANIFEST_SCHEMA: &str = "agent-bounties/regression-attestation-manifest-v1";
+pub use verifier_sdk::artifacts::{
+    ATTESTATION_MANIFEST_FILE, ATTESTATION_MANIFEST_SCHEMA, REFERENCE_ATTESTATION_MANIFEST_FILE,
+    attestation_file_name,
+};
 /// `schema` of the run report.
 pub const REPORT_SCHEMA: &str = "agent-bounties/regression-signer-report-v1";
 
@@ -255,15 +255,6 @@ impl RunReport {
     }
 }
 
-/// `attestation-<sha256 hex of job_id>-<verifier>.json`.
-pub fn attestation_file_name(job_id: &str, verifier: &Address) -> String {
-    format!(
-        "attestation-{}-{}.json",
-        hex::encode(Sha256::digest(job_id.as_bytes())),
-        verifier
-    )
-}
-
 fn read_manifest(cfg: &SignConfig) -> Result<CandidateManifest, RunError> {
     let path = cfg.candidates_dir.join(CANDIDATE_MANIFEST_FILE);
     let raw =
@@ -313,7 +304,12 @@ async fn check_and_sign(
     if candidate.job.get("job_id").and_then(Value::as_str) != Some(entry.job_id.as_str()) {
         return Err(CandidateRefusal::JobIdMismatch);
     }
-    let claimed = validate_job(&candidate.job, now).map_err(CandidateRefusal::CandidateJob)?;
+    // Parsed once here; the re-check below works on the parsed job.
+    let candidate = ParsedCandidate::parse(candidate).map_err(CandidateRefusal::CandidateJob)?;
+    let claimed = candidate.job();
+    claimed
+        .check_live(now)
+        .map_err(CandidateRefusal::CandidateJob)?;
     if !claimed.eligible_verifiers().contains(&cfg.signer) {
         return Ok(Decision::NotOurs);
     }
@@ -440,7 +436,7 @@ pub async fn sign_candidates(
         refused: 0,
         unavailable: 0,
     };
-    let mut written = Vec::new();
+    let mut written = AttestationManifest::new(cfg.network.name(), cfg.signer);
     let mut seen = HashSet::new();
     for entry in &manifest.candidates {
         let result = if seen.insert(entry.job_id.as_str()) {
@@ -470,11 +466,11 @@ pub async fn sign_candidates(
                 line.passed = Some(signed.file.passed);
                 line.deadline = Some(signed.file.deadline);
                 report.signed += 1;
-                written.push(json!({
-                    "job_id": signed.file.job_id,
-                    "file": signed.file_name,
-                    "candidate_file": signed.file.candidate_file,
-                }));
+                written.attestations.push(AttestationManifestEntry {
+                    job_id: signed.file.job_id.clone(),
+                    file: signed.file_name.clone(),
+                    candidate_file: signed.file.candidate_file.clone(),
+                });
             }
             Err(refusal) => {
                 tracing::debug!(job_id = %entry.job_id, code = refusal.code(), "candidate not signed: {refusal}");
@@ -494,13 +490,24 @@ pub async fn sign_candidates(
         report.candidates.push(line);
     }
 
-    let manifest_value = json!({
-        "schema": ATTESTATION_MANIFEST_SCHEMA,
-        "network": cfg.network.name(),
-        "verifier": cfg.signer,
-        "attestations": written,
-    });
-    write_json(&cfg.out_dir, ATTESTATION_MANIFEST_FILE, &manifest_value)
-        .map_err(RunError::Output)?;
+    write_manifest(&cfg.out_dir, ATTESTATION_MANIFEST_FILE, &written)?;
+    // The same list in the reference pipeline's layout, so a reference relay can read this
+    // directory (PROTOCOL §7).
+    write_manifest(
+        &cfg.out_dir,
+        REFERENCE_ATTESTATION_MANIFEST_FILE,
+        &written.to_reference(),
+    )?;
     Ok(report)
+}
+
+fn write_manifest(dir: &Path, name: &str, manifest: &impl Serialize) -> Result<(), RunError> {
+    let value = serde_json::to_value(manifest).map_err(|e| {
+        RunError::Output(FileError::Json {
+            path: dir.join(name),
+            detail: e.to_string(),
+        })
+    })?;
+    write_json(dir, name, &value).map_err(RunError::Output)?;
+    Ok(())
 }

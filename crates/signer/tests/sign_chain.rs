@@ -20,129 +20,70 @@ use platform_client::{ClientLimits, PlatformClient};
 use serde_json::{Value, json};
 use signer::sign::{ATTESTATION_MANIFEST_FILE, CandidateStatus};
 use signer::{ExitCode, RunReport, SignConfig, sign_candidates};
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::TcpListener;
 use verifier_sdk::fixtures::{JobParams, job_value};
 use verifier_sdk::{
     Address, AttestationFile, Candidate, CandidateManifest, ExecutionFacts, Network, Sha256Digest,
     candidate_file_name, validate_job,
 };
 
-// ---------- a tiny HTTP/1.1 server ----------
-
-/// Reads one request (head and Content-Length body), returns (head, body).
-async fn read_request(sock: &mut tokio::net::TcpStream) -> Option<(String, Vec<u8>)> {
-    let mut buf = Vec::new();
-    let mut chunk = [0u8; 4096];
-    let head_end = loop {
-        let n = sock.read(&mut chunk).await.ok()?;
-        if n == 0 {
-            return None;
-        }
-        buf.extend_from_slice(&chunk[..n]);
-        if let Some(i) = buf.windows(4).position(|w| w == b"\r\n\r\n") {
-            break i + 4;
-        }
-        assert!(buf.len() < 1 << 20, "request head too large");
-    };
-    let head = String::from_utf8_lossy(&buf[..head_end]).to_string();
-    let len = head
-        .lines()
-        .find_map(|l| {
-            let (k, v) = l.split_once(':')?;
-            k.eq_ignore_ascii_case("content-length")
-                .then(|| v.trim().parse::<usize>().ok())?
-        })
-        .unwrap_or(0);
-    let mut body = buf[head_end..].to_vec();
-    while body.len() < len {
-        let n = sock.read(&mut chunk).await.ok()?;
-        if n == 0 {
-            return None;
-        }
-        body.extend_from_slice(&chunk[..n]);
-    }
-    Some((head, body))
-}
-
-async fn respond(sock: &mut tokio::net::TcpStream, body: &[u8]) {
-    let head = format!(
-        "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
-        body.len()
-    );
-    let _ = sock.write_all(head.as_bytes()).await;
-    let _ = sock.write_all(body).await;
-    let _ = sock.shutdown().await;
-}
+// ---------- stand-ins served by the shared test server ----------
 
 /// Serves `GET …/verification-jobs` with whatever `jobs` holds at request time.
 async fn feed_server(jobs: Arc<Mutex<Value>>) -> String {
-    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let addr = listener.local_addr().unwrap();
-    tokio::spawn(async move {
-        loop {
-            let Ok((mut sock, _)) = listener.accept().await else {
-                return;
-            };
-            let jobs = jobs.clone();
-            tokio::spawn(async move {
-                if let Some((head, _)) = read_request(&mut sock).await {
-                    assert!(head.starts_with(
-                        "GET /v1/base/autonomous-bounties/verification-jobs?network=base-mainnet&verifier=0x"
-                    ), "{head}");
-                    let body = serde_json::to_vec(&*jobs.lock().unwrap()).unwrap();
-                    respond(&mut sock, &body).await;
-                }
-            });
+    test_http::serve(move |req| {
+        let jobs = jobs.clone();
+        async move {
+            assert!(
+                req.head.starts_with(
+                    "GET /v1/base/autonomous-bounties/verification-jobs?network=base-mainnet&verifier=0x"
+                ),
+                "{}",
+                req.head
+            );
+            let body = serde_json::to_vec(&*jobs.lock().unwrap()).unwrap();
+            Some(test_http::Response::ok(body))
         }
-    });
-    format!("http://{addr}")
+    })
+    .await
+    .unwrap()
 }
 
 /// A JSON-RPC proxy to `upstream` that answers every `attestationDigest` call with a digest
 /// of its own: what a malicious or broken RPC provider could do.
 async fn lying_rpc(upstream: String) -> String {
-    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let addr = listener.local_addr().unwrap();
     let http = reqwest::Client::new();
-    tokio::spawn(async move {
-        loop {
-            let Ok((mut sock, _)) = listener.accept().await else {
-                return;
+    test_http::serve(move |req| {
+        let (http, upstream) = (http.clone(), upstream.clone());
+        async move {
+            let request: Value = serde_json::from_slice(&req.body).unwrap();
+            let answer: Value = http
+                .post(&upstream)
+                .json(&request)
+                .send()
+                .await
+                .unwrap()
+                .json()
+                .await
+                .unwrap();
+            let call = &request["params"][0];
+            let data = call["input"]
+                .as_str()
+                .or(call["data"].as_str())
+                .unwrap_or("");
+            let answer = if request["method"] == "eth_call" && data.starts_with("0xfbb69591") {
+                let mut a = answer;
+                a["result"] = json!(format!("0x{}", "ab".repeat(32)));
+                a
+            } else {
+                answer
             };
-            let http = http.clone();
-            let upstream = upstream.clone();
-            tokio::spawn(async move {
-                let Some((_, body)) = read_request(&mut sock).await else {
-                    return;
-                };
-                let request: Value = serde_json::from_slice(&body).unwrap();
-                let answer: Value = http
-                    .post(&upstream)
-                    .json(&request)
-                    .send()
-                    .await
-                    .unwrap()
-                    .json()
-                    .await
-                    .unwrap();
-                let call = &request["params"][0];
-                let data = call["input"]
-                    .as_str()
-                    .or(call["data"].as_str())
-                    .unwrap_or("");
-                let answer = if request["method"] == "eth_call" && data.starts_with("0xfbb69591") {
-                    let mut a = answer;
-                    a["result"] = json!(format!("0x{}", "ab".repeat(32)));
-                    a
-                } else {
-                    answer
-                };
-                respond(&mut sock, &serde_json::to_vec(&answer).unwrap()).await;
-            });
+            Some(test_http::Response::ok(
+                serde_json::to_vec(&answer).unwrap(),
+            ))
         }
-    });
-    format!("http://{addr}")
+    })
+    .await
+    .unwrap()
 }
 
 // ---------- the world a test signs in ----------
@@ -392,6 +333,58 @@ async fn valid_candidate_yields_an_attestation_the_contract_settles_with() {
         .await
         .unwrap();
     assert_eq!(w.bounty.status().await.unwrap(), status::SETTLED);
+}
+
+/// What a reference relay reads from one signer's directory (PROTOCOL §7), written from the
+/// spec rather than with our types: only `manifest.json` =
+/// `{schema: "agent-bounties/regression-attestation-v1", signer, attestations: [{job_id, file}]}`,
+/// then each listed file. Returns (signer, [(job_id, attestation)]).
+fn reference_relay_read(dir: &std::path::Path) -> (String, Vec<(String, Value)>) {
+    let manifest: Value =
+        serde_json::from_slice(&std::fs::read(dir.join("manifest.json")).unwrap()).unwrap();
+    let keys: Vec<&str> = manifest
+        .as_object()
+        .unwrap()
+        .keys()
+        .map(String::as_str)
+        .collect();
+    assert_eq!(keys.len(), 3, "{manifest}");
+    assert_eq!(
+        manifest["schema"],
+        "agent-bounties/regression-attestation-v1"
+    );
+    let signer = manifest["signer"].as_str().unwrap().to_owned();
+    let mut out = Vec::new();
+    for entry in manifest["attestations"].as_array().unwrap() {
+        assert_eq!(entry.as_object().unwrap().len(), 2, "{entry}");
+        let job_id = entry["job_id"].as_str().unwrap().to_owned();
+        let file = entry["file"].as_str().unwrap();
+        assert!(!file.contains('/') && file.ends_with(".json"), "{file}");
+        let attestation: Value =
+            serde_json::from_slice(&std::fs::read(dir.join(file)).unwrap()).unwrap();
+        assert_eq!(
+            attestation["schema"],
+            "agent-bounties/regression-attestation-v1"
+        );
+        assert_eq!(attestation["job_id"], job_id.as_str());
+        assert_eq!(attestation["verifier"], signer.as_str());
+        out.push((job_id, attestation));
+    }
+    (signer, out)
+}
+
+#[tokio::test]
+async fn a_reference_relay_reads_our_attestation_directory() {
+    let w = world().await;
+    let report = w.sign().await;
+    assert_eq!(report.signed, 1, "{}", report.summary());
+    let (signer, read) = reference_relay_read(w.out.path());
+    assert_eq!(signer, w.signer.to_string());
+    assert_eq!(read.len(), 1);
+    assert_eq!(read[0].0, w.job["job_id"].as_str().unwrap());
+    assert_eq!(read[0].1["passed"], true);
+    // Our own manifest is still written beside it.
+    assert!(w.out.path().join(ATTESTATION_MANIFEST_FILE).is_file());
 }
 
 #[tokio::test]

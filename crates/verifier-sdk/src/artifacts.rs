@@ -10,14 +10,22 @@ use serde_json::Value;
 use sha2::{Digest, Sha256};
 
 use crate::attest::{AttestationSignature, SignatureError};
+use crate::job::{JobError, ValidatedJob};
 use crate::types::{Address, Bytes32};
 
 /// `schema` of a candidate file.
 pub const CANDIDATE_SCHEMA: &str = "agent-bounties/regression-candidate-v1";
 /// `schema` of the candidate manifest.
 pub const CANDIDATE_MANIFEST_SCHEMA: &str = "agent-bounties/regression-candidate-manifest-v1";
-/// `schema` of an attestation file.
+/// `schema` of an attestation file (and, in the reference pipeline's layout, of the
+/// attestation directory's `manifest.json`, see [`ReferenceAttestationManifest`]).
 pub const ATTESTATION_SCHEMA: &str = "agent-bounties/regression-attestation-v1";
+/// `schema` of our attestation manifest.
+pub const ATTESTATION_MANIFEST_SCHEMA: &str = "agent-bounties/regression-attestation-manifest-v1";
+/// Name of our attestation manifest inside an attestation directory.
+pub const ATTESTATION_MANIFEST_FILE: &str = "attestation-manifest.json";
+/// Name of the manifest a reference relay reads in an attestation directory (PROTOCOL §7).
+pub const REFERENCE_ATTESTATION_MANIFEST_FILE: &str = "manifest.json";
 /// Longest signature validity we grant.
 pub const MAX_DEADLINE_WINDOW_SECS: u64 = 900;
 /// Shortest remaining validity worth signing for.
@@ -81,7 +89,7 @@ impl Candidate {
     }
     /// Parses strictly and checks the schema.
     pub fn from_value(v: &Value) -> Result<Self, ArtifactError> {
-        let c = Self::deserialize(v).map_err(malformed)?;
+        let c = Self::deserialize(v).map_err(|e| malformed(&e))?;
         if c.schema != CANDIDATE_SCHEMA {
             return Err(ArtifactError::Schema {
                 expected: CANDIDATE_SCHEMA,
@@ -91,7 +99,32 @@ impl Candidate {
     }
 }
 
-fn malformed(e: serde_json::Error) -> ArtifactError {
+/// A candidate whose job passed every structural rule ([`ValidatedJob::parse`]): the form the
+/// signer and keeper work on, so each parses the job once. Liveness is left to the re-check
+/// ([`crate::revalidate_parsed`]), so the keeper can still find an expired job's record.
+#[derive(Debug, Clone)]
+pub struct ParsedCandidate {
+    candidate: Candidate,
+    job: ValidatedJob,
+}
+
+impl ParsedCandidate {
+    /// Parses the candidate's job.
+    pub fn parse(candidate: Candidate) -> Result<Self, JobError> {
+        let job = ValidatedJob::parse(&candidate.job)?;
+        Ok(Self { candidate, job })
+    }
+    /// The candidate as read.
+    pub fn candidate(&self) -> &Candidate {
+        &self.candidate
+    }
+    /// Its job, structurally valid (not necessarily live).
+    pub fn job(&self) -> &ValidatedJob {
+        &self.job
+    }
+}
+
+fn malformed(e: &serde_json::Error) -> ArtifactError {
     ArtifactError::Malformed(e.to_string().chars().take(512).collect())
 }
 
@@ -161,7 +194,7 @@ impl CandidateManifest {
     /// Parses strictly; checks the schema and that every file name is the one its job id
     /// derives (so no entry can point outside the candidate directory).
     pub fn from_value(v: &Value) -> Result<Self, ArtifactError> {
-        let m = Self::deserialize(v).map_err(malformed)?;
+        let m = Self::deserialize(v).map_err(|e| malformed(&e))?;
         if m.schema != CANDIDATE_MANIFEST_SCHEMA {
             return Err(ArtifactError::Schema {
                 expected: CANDIDATE_MANIFEST_SCHEMA,
@@ -205,7 +238,7 @@ pub struct AttestationFile {
 impl AttestationFile {
     /// Parses strictly; checks the schema, the signature's shape and the candidate file name.
     pub fn from_value(v: &Value) -> Result<Self, ArtifactError> {
-        let a = Self::deserialize(v).map_err(malformed)?;
+        let a = Self::deserialize(v).map_err(|e| malformed(&e))?;
         if a.schema != ATTESTATION_SCHEMA {
             return Err(ArtifactError::Schema {
                 expected: ATTESTATION_SCHEMA,
@@ -222,6 +255,113 @@ impl AttestationFile {
     /// The signature with its shape checked (65 bytes, low-s, v 27/28).
     pub fn parsed_signature(&self) -> Result<AttestationSignature, SignatureError> {
         AttestationSignature::from_hex(&self.signature)
+    }
+}
+
+/// `attestation-<sha256 hex of job_id>-<verifier>.json`: one name per job and signer, so the
+/// attestations of several signers can share a directory.
+pub fn attestation_file_name(job_id: &str, verifier: &Address) -> String {
+    format!(
+        "attestation-{}-{}.json",
+        hex::encode(Sha256::digest(job_id.as_bytes())),
+        verifier
+    )
+}
+
+/// One entry of the attestation manifest.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct AttestationManifestEntry {
+    /// The job id.
+    pub job_id: String,
+    /// The attestation file name.
+    pub file: String,
+    /// The candidate it attests.
+    pub candidate_file: String,
+}
+
+/// The list of attestations one signer run wrote.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct AttestationManifest {
+    /// [`ATTESTATION_MANIFEST_SCHEMA`].
+    pub schema: String,
+    /// Canonical network name.
+    pub network: String,
+    /// The signer.
+    pub verifier: Address,
+    /// The attestations, in candidate manifest order.
+    pub attestations: Vec<AttestationManifestEntry>,
+}
+
+impl AttestationManifest {
+    /// An empty manifest of `verifier` on `network`.
+    pub fn new(network: &str, verifier: Address) -> Self {
+        Self {
+            schema: ATTESTATION_MANIFEST_SCHEMA.into(),
+            network: network.into(),
+            verifier,
+            attestations: Vec::new(),
+        }
+    }
+
+    /// The same list in the reference pipeline's layout.
+    pub fn to_reference(&self) -> ReferenceAttestationManifest {
+        ReferenceAttestationManifest {
+            schema: ATTESTATION_SCHEMA.into(),
+            signer: self.verifier,
+            attestations: self
+                .attestations
+                .iter()
+                .map(|a| ReferenceAttestationEntry {
+                    job_id: a.job_id.clone(),
+                    file: a.file.clone(),
+                })
+                .collect(),
+        }
+    }
+}
+
+/// One entry of a reference attestation manifest.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ReferenceAttestationEntry {
+    /// The job id.
+    pub job_id: String,
+    /// The attestation file name, inside the same directory.
+    pub file: String,
+}
+
+/// The `manifest.json` of an attestation directory in the reference pipeline's layout
+/// (PROTOCOL §7): its relay reads only this file to find the attestations. Its `schema` is the
+/// attestation's own, so a reader of attestation files must tell the two apart by shape.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ReferenceAttestationManifest {
+    /// [`ATTESTATION_SCHEMA`].
+    pub schema: String,
+    /// The signer.
+    pub signer: Address,
+    /// The attestations.
+    pub attestations: Vec<ReferenceAttestationEntry>,
+}
+
+impl ReferenceAttestationManifest {
+    /// Parses strictly and checks the schema.
+    pub fn from_value(v: &Value) -> Result<Self, ArtifactError> {
+        let m = Self::deserialize(v).map_err(|e| malformed(&e))?;
+        if m.schema != ATTESTATION_SCHEMA {
+            return Err(ArtifactError::Schema {
+                expected: ATTESTATION_SCHEMA,
+            });
+        }
+        Ok(m)
+    }
+
+    /// Whether `v` has this manifest's shape (the keys `signer` and `attestations`, no
+    /// `signature`), which an attestation file never has.
+    pub fn is_manifest_shaped(v: &Value) -> bool {
+        v.get("signer").is_some() && v.get("attestations").is_some() && v.get("signature").is_none()
     }
 }
 

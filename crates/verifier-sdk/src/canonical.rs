@@ -30,6 +30,13 @@ pub fn canonical_json(v: &Value) -> String {
 }
 
 /// Compact JSON keeping map order as stored; used for preimages in declared field order.
+/// A value's derived serialization as JSON in declared field order (serde_json keeps
+/// insertion order in this workspace). Serializing these plain structs cannot fail; if it
+/// ever did, `null` hashes to a value no contract or job agrees with, so nothing is signed.
+pub(crate) fn ordered_value(value: &impl serde::Serialize) -> Value {
+    serde_json::to_value(value).unwrap_or(Value::Null)
+}
+
 pub(crate) fn compact_json_in_order(v: &Value) -> String {
     let mut out = String::new();
     write_json(&mut out, v, KeyOrder::AsInserted);

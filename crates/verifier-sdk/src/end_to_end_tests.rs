@@ -42,7 +42,7 @@ fn job_to_settlement_calldata() {
         stdout_bytes: 3,
         stderr_bytes: 0,
     };
-    let outcome = Outcome::for_job(&job, job.source_snapshot_digest(), facts).unwrap();
+    let outcome = Outcome::for_job(&job, facts);
     let candidate = Candidate::new(
         raw_job.clone(),
         serde_json::to_value(&outcome).unwrap(),

@@ -206,32 +206,61 @@ pub fn valid_job() -> Value {
 }
 
 /// A completed run of `job` with `facts`: its outcome and an evidence record shaped as the
-/// worker's Docker executor writes it (the fields [`crate::check_evidence`] reads). For tests of
+/// worker's Docker executor writes it (every field, typed as [`crate::evidence::EvidenceRecord`]). For tests of
 /// the stages after the worker, which need a candidate without running a container.
 pub fn completed_run(
     job: &crate::ValidatedJob,
     facts: crate::ExecutionFacts,
 ) -> (crate::Outcome, Value) {
-    let outcome = match crate::Outcome::for_job(job, job.source_snapshot_digest(), facts) {
-        Ok(outcome) => outcome,
-        Err(error) => panic!("fixture outcome must build: {error}"),
+    let outcome = crate::Outcome::for_job(job, facts);
+    let profile: crate::ContainerProfile = match serde_json::from_value(profile_for(job)) {
+        Ok(profile) => profile,
+        Err(error) => panic!("fixture profile must parse: {error}"),
     };
-    let profile = profile_for(job);
-    let evidence = json!({
-        "schema_version": crate::revalidate::EVIDENCE_SCHEMA_VERSION,
-        "executor": crate::revalidate::DOCKER_EXECUTOR,
-        "response_hash": outcome.response_hash.to_string(),
-        "outcome": {"status": "completed", "exit_code": facts.exit_code},
-        "stdout": {"sha256": facts.stdout_sha256.to_string(), "bytes": facts.stdout_bytes},
-        "stderr": {"sha256": facts.stderr_sha256.to_string(), "bytes": facts.stderr_bytes},
-        "image": {"reference": job.manifest().image},
-        "request": crate::revalidate::expected_request(job.manifest()),
-        "isolation": {
-            "requested": profile,
-            "observed": profile,
-            "mismatches": [],
+    let stream = |sha256, bytes| crate::evidence::StreamEvidence {
+        sha256,
+        bytes,
+        tail: String::new(),
+        tail_truncated: bytes > 0,
+    };
+    let record = crate::evidence::EvidenceRecord {
+        schema_version: crate::evidence::EVIDENCE_SCHEMA_VERSION.into(),
+        executor: crate::evidence::DOCKER_EXECUTOR.into(),
+        run_id: "fixture-run".into(),
+        response_hash: Some(outcome.response_hash.to_string()),
+        worker_version: "fixture".into(),
+        engine: crate::evidence::EngineFacts::default(),
+        image: Some(crate::evidence::ImageFacts {
+            reference: job.manifest().image().to_owned(),
+            id: format!("sha256:{}", "0".repeat(64)),
+            repo_digest: job.manifest().image().to_owned(),
+            platform: job.manifest().platform().to_owned(),
+        }),
+        request: crate::revalidate::expected_request(job.manifest()),
+        isolation: Some(crate::evidence::IsolationEvidence {
+            requested: profile.clone(),
+            observed: profile,
+            mismatches: Vec::new(),
+        }),
+        container: None,
+        timestamps: crate::evidence::Timestamps::default(),
+        exit: crate::evidence::ExitFacts {
+            started: true,
+            exit_code: Some(facts.exit_code),
+            removed: true,
+            ..crate::evidence::ExitFacts::default()
         },
-    });
+        resources: crate::evidence::ResourceFacts::default(),
+        stdout: stream(facts.stdout_sha256, facts.stdout_bytes),
+        stderr: stream(facts.stderr_sha256, facts.stderr_bytes),
+        outcome: crate::evidence::Decision::Completed {
+            exit_code: facts.exit_code,
+        },
+    };
+    let evidence = match serde_json::to_value(record) {
+        Ok(value) => value,
+        Err(error) => panic!("fixture evidence must serialize: {error}"),
+    };
     (outcome, evidence)
 }
 
@@ -239,14 +268,15 @@ pub fn completed_run(
 /// paths as a worker would have them).
 pub fn profile_for(job: &crate::ValidatedJob) -> Value {
     let m = job.manifest();
-    let limits = match crate::profile::Limits::new(m.cpu_millis, m.memory_bytes, m.pids_limit) {
+    let limits = match crate::profile::Limits::new(m.cpu_millis(), m.memory_bytes(), m.pids_limit())
+    {
         Ok(limits) => limits,
         Err(error) => panic!("fixture limits must fit: {error}"),
     };
     let profile = crate::profile::expected_profile(&crate::profile::ProfileInputs {
-        argv: &m.command,
-        test_seed: m.test_seed,
-        tmpfs_bytes: m.tmpfs_bytes,
+        argv: m.command(),
+        test_seed: m.test_seed(),
+        tmpfs_bytes: m.tmpfs_bytes(),
         limits,
         image_path: Some("/usr/local/cargo/bin:/usr/local/bin:/usr/bin:/bin"),
         source: "/var/lib/agent-bounties/stage/source/c0ffee",

@@ -5,6 +5,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
 use crate::canonical::{compact_json_in_order, sha256_digest};
+use crate::digest::TreeLimits;
 use crate::types::Sha256Digest;
 
 /// `schema_version` every manifest must carry.
@@ -81,45 +82,56 @@ pub const NUMERIC_BOUNDS: [(&str, u64, u64); 11] = [
     ("test_seed", 0, u64::MAX),
 ];
 
-/// A runner manifest. Fields are declared in hash order; serde rejects unknown fields and
-/// requires every field. Use [`RunnerManifest::from_value`] to get one that passed every rule.
+/// A runner manifest that passed every rule: built only by [`RunnerManifest::from_value`], so
+/// its accessors cannot fail. Its serialization is the hash preimage.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct RunnerManifest {
+    #[serde(flatten)]
+    fields: ManifestFields,
+    /// The digest part of `image`, parsed once when the manifest was checked.
+    #[serde(skip)]
+    image_digest: Sha256Digest,
+}
+
+/// The manifest's fields, declared in hash order; serde rejects unknown fields and requires
+/// every field.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
-pub struct RunnerManifest {
+struct ManifestFields {
     /// Must be [`MANIFEST_SCHEMA_VERSION`].
-    pub schema_version: String,
+    schema_version: String,
     /// `name@sha256:<64 lowercase hex>`.
-    pub image: String,
+    image: String,
     /// Direct argv; `argv[0]` is not a shell.
-    pub command: Vec<String>,
+    command: Vec<String>,
     /// Must be [`WORKDIR`].
-    pub workdir: String,
+    workdir: String,
     /// Digest of the staged benchmark tree.
-    pub benchmark_digest: Sha256Digest,
+    benchmark_digest: Sha256Digest,
     /// Wall-clock limit from container start.
-    pub timeout_seconds: u64,
+    timeout_seconds: u64,
     /// CPU quota in thousandths of a core.
-    pub cpu_millis: u64,
+    cpu_millis: u64,
     /// Memory (and memory+swap) limit.
-    pub memory_bytes: u64,
+    memory_bytes: u64,
     /// Process limit.
-    pub pids_limit: u64,
+    pids_limit: u64,
     /// Cap on stdout and stderr together.
-    pub max_output_bytes: u64,
+    max_output_bytes: u64,
     /// Size of the `/tmp` tmpfs; at most `memory_bytes`.
-    pub tmpfs_bytes: u64,
+    tmpfs_bytes: u64,
     /// Byte cap of the source tree.
-    pub max_source_bytes: u64,
+    max_source_bytes: u64,
     /// File cap of the source tree.
-    pub max_source_files: u64,
+    max_source_files: u64,
     /// Byte cap of the benchmark tree.
-    pub max_benchmark_bytes: u64,
+    max_benchmark_bytes: u64,
     /// File cap of the benchmark tree.
-    pub max_benchmark_files: u64,
+    max_benchmark_files: u64,
     /// `linux/amd64` or `linux/arm64`.
-    pub platform: String,
+    platform: String,
     /// Passed to the command as `AGENT_BOUNTIES_TEST_SEED`.
-    pub test_seed: u64,
+    test_seed: u64,
 }
 
 /// Why a runner manifest was rejected. One variant per rule of PROTOCOL §3.
@@ -129,7 +141,7 @@ pub enum ManifestError {
     #[error("runner manifest is not a json object")]
     NotAnObject,
     /// A field outside the protocol's list is present.
-    #[error("runner manifest has unknown field {0:?}")]
+    #[error("runner manifest has unknown field {0:?}{hint}", hint = closest_field_hint(.0))]
     UnknownField(String),
     /// A required field is absent.
     #[error("runner manifest is missing field {0:?}")]
@@ -212,13 +224,125 @@ impl RunnerManifest {
         {
             return Err(ManifestError::BenchmarkDigest);
         }
-        let manifest = Self::deserialize(v).map_err(|e| ManifestError::WrongType(e.to_string()))?;
-        manifest.validate()?;
-        Ok(manifest)
+        let fields = ManifestFields::deserialize(v).map_err(|e| wrong_type(obj, &e))?;
+        fields.validate()?;
+        let image_digest = fields
+            .image
+            .split_once('@')
+            .and_then(|(_, d)| d.parse().ok())
+            .ok_or(ManifestError::Image(
+                "digest must be sha256:<64 lowercase hex>",
+            ))?;
+        Ok(Self {
+            fields,
+            image_digest,
+        })
     }
 
+    /// The image's pinned digest (the part after `@`; [`validate_image`] checked it).
+    pub fn image_digest(&self) -> Sha256Digest {
+        self.image_digest
+    }
+    /// `schema_version` ([`MANIFEST_SCHEMA_VERSION`]).
+    pub fn schema_version(&self) -> &str {
+        &self.fields.schema_version
+    }
+    /// The image, `name@sha256:<64 lowercase hex>`.
+    pub fn image(&self) -> &str {
+        &self.fields.image
+    }
+    /// The direct argv; `argv[0]` is not a shell.
+    pub fn command(&self) -> &[String] {
+        &self.fields.command
+    }
+    /// The working directory ([`WORKDIR`]).
+    pub fn workdir(&self) -> &str {
+        &self.fields.workdir
+    }
+    /// Digest of the staged benchmark tree.
+    pub fn benchmark_digest(&self) -> Sha256Digest {
+        self.fields.benchmark_digest
+    }
+    /// The same manifest with another benchmark digest (a rehearsal fills in the placeholder
+    /// with the staged tree's digest); every other rule still holds.
+    #[must_use]
+    pub fn with_benchmark_digest(mut self, digest: Sha256Digest) -> Self {
+        self.fields.benchmark_digest = digest;
+        self
+    }
+    /// Wall-clock limit from container start.
+    pub fn timeout_seconds(&self) -> u64 {
+        self.fields.timeout_seconds
+    }
+    /// CPU quota in thousandths of a core.
+    pub fn cpu_millis(&self) -> u64 {
+        self.fields.cpu_millis
+    }
+    /// Memory (and memory+swap) limit.
+    pub fn memory_bytes(&self) -> u64 {
+        self.fields.memory_bytes
+    }
+    /// Process limit.
+    pub fn pids_limit(&self) -> u64 {
+        self.fields.pids_limit
+    }
+    /// Cap on stdout and stderr together.
+    pub fn max_output_bytes(&self) -> u64 {
+        self.fields.max_output_bytes
+    }
+    /// Size of the `/tmp` tmpfs; at most `memory_bytes`.
+    pub fn tmpfs_bytes(&self) -> u64 {
+        self.fields.tmpfs_bytes
+    }
+    /// Byte cap of the source tree.
+    pub fn max_source_bytes(&self) -> u64 {
+        self.fields.max_source_bytes
+    }
+    /// File cap of the source tree.
+    pub fn max_source_files(&self) -> u64 {
+        self.fields.max_source_files
+    }
+    /// Byte cap of the benchmark tree.
+    pub fn max_benchmark_bytes(&self) -> u64 {
+        self.fields.max_benchmark_bytes
+    }
+    /// File cap of the benchmark tree.
+    pub fn max_benchmark_files(&self) -> u64 {
+        self.fields.max_benchmark_files
+    }
+    /// `linux/amd64` or `linux/arm64`.
+    pub fn platform(&self) -> &str {
+        &self.fields.platform
+    }
+    /// Passed to the command as `AGENT_BOUNTIES_TEST_SEED`.
+    pub fn test_seed(&self) -> u64 {
+        self.fields.test_seed
+    }
+    /// The source tree's caps (both at least 1 by [`NUMERIC_BOUNDS`]).
+    pub fn source_limits(&self) -> TreeLimits {
+        TreeLimits {
+            max_bytes: self.fields.max_source_bytes,
+            max_files: self.fields.max_source_files,
+        }
+    }
+    /// The benchmark tree's caps (both at least 1 by [`NUMERIC_BOUNDS`]).
+    pub fn benchmark_limits(&self) -> TreeLimits {
+        TreeLimits {
+            max_bytes: self.fields.max_benchmark_bytes,
+            max_files: self.fields.max_benchmark_files,
+        }
+    }
+
+    /// The manifest as a JSON object with keys in declared order (the hash preimage): its
+    /// derived serialization, since the fields are declared in [`MANIFEST_FIELDS`] order.
+    pub fn to_ordered_value(&self) -> Value {
+        crate::canonical::ordered_value(self)
+    }
+}
+
+impl ManifestFields {
     /// Checks every rule of PROTOCOL §3 (and our stricter shell list).
-    pub fn validate(&self) -> Result<(), ManifestError> {
+    fn validate(&self) -> Result<(), ManifestError> {
         if self.schema_version != MANIFEST_SCHEMA_VERSION {
             return Err(ManifestError::SchemaVersion);
         }
@@ -262,30 +386,52 @@ impl RunnerManifest {
             _ => self.test_seed,
         }
     }
+}
 
-    /// The image's pinned digest (the part after `@`); `None` only on an unvalidated manifest.
-    pub fn image_digest(&self) -> Option<Sha256Digest> {
-        self.image.split_once('@').and_then(|(_, d)| d.parse().ok())
-    }
+/// A type error naming the field: serde's own message for a `Value` has no path, and "expected
+/// u64" does not say which of eleven numbers is wrong.
+fn wrong_type(obj: &Map<String, Value>, error: &serde_json::Error) -> ManifestError {
+    let field = MANIFEST_FIELDS.iter().find_map(|field| {
+        let value = obj.get(*field)?;
+        let failed = match *field {
+            "command" => Vec::<String>::deserialize(value).err(),
+            "schema_version" | "image" | "workdir" | "benchmark_digest" | "platform" => {
+                String::deserialize(value).err()
+            }
+            _ => u64::deserialize(value).err(),
+        };
+        failed.map(|e| format!("{field}: {e}"))
+    });
+    ManifestError::WrongType(field.unwrap_or_else(|| error.to_string()))
+}
 
-    /// The manifest as a JSON object with keys in declared order (the hash preimage).
-    pub fn to_ordered_value(&self) -> Value {
-        let mut m = Map::new();
-        m.insert("schema_version".into(), self.schema_version.clone().into());
-        m.insert("image".into(), self.image.clone().into());
-        m.insert("command".into(), command_value(&self.command));
-        m.insert("workdir".into(), self.workdir.clone().into());
-        m.insert(
-            "benchmark_digest".into(),
-            self.benchmark_digest.to_string().into(),
-        );
-        for field in MANIFEST_FIELDS.iter().skip(5).take(10) {
-            m.insert((*field).into(), self.numeric(field).into());
+/// `; did you mean "x"?` for the protocol field closest to an unknown one, when one is close.
+fn closest_field_hint(unknown: &str) -> String {
+    MANIFEST_FIELDS
+        .iter()
+        .map(|field| (edit_distance(unknown, field), field))
+        .min()
+        .filter(|(distance, field)| *distance <= 3.max(field.len() / 3))
+        .map(|(_, field)| format!("; did you mean {field:?}?"))
+        .unwrap_or_default()
+}
+
+/// Levenshtein distance over chars; both inputs are short field names.
+fn edit_distance(a: &str, b: &str) -> usize {
+    let b: Vec<char> = b.chars().collect();
+    let mut row: Vec<usize> = (0..=b.len()).collect();
+    for (i, ca) in a.chars().take(64).enumerate() {
+        let mut diagonal = row[0];
+        row[0] = i + 1;
+        for (j, cb) in b.iter().enumerate() {
+            let above = row[j + 1];
+            row[j + 1] = (above + 1)
+                .min(row[j] + 1)
+                .min(diagonal + usize::from(ca != *cb));
+            diagonal = above;
         }
-        m.insert("platform".into(), self.platform.clone().into());
-        m.insert("test_seed".into(), self.test_seed.into());
-        Value::Object(m)
     }
+    row[b.len()]
 }
 
 fn command_value(argv: &[String]) -> Value {
@@ -305,6 +451,11 @@ pub fn command_hash(argv: &[String]) -> Sha256Digest {
 /// Checks an image reference: `name@sha256:<64 lowercase hex>`, name in `[a-z0-9./:_-]`,
 /// no `..`, no leading `-`, exactly one `@`.
 pub fn validate_image(image: &str) -> Result<(), ManifestError> {
+    if !image.contains('@') {
+        return Err(ManifestError::Image(
+            "has no digest (a tag can move): pin by digest: name@sha256:<64 hex>",
+        ));
+    }
     if image.matches('@').count() != 1 {
         return Err(ManifestError::Image("must contain exactly one @"));
     }
@@ -413,7 +564,7 @@ pub(crate) mod tests {
             "sha256:4143e42ceb590751a31719cc251bcbae73af24b4bc7dea4e962246ef047b032f"
         );
         assert_eq!(
-            command_hash(&m.command).to_string(),
+            command_hash(m.command()).to_string(),
             "sha256:db047e0937d1d5658583d413b8d33780e2915eba423edb17c6082cb6b7330f5b"
         );
     }
@@ -504,6 +655,26 @@ pub(crate) mod tests {
             with("command", json!("cargo test")),
             Err(ManifestError::WrongType(_))
         ));
+        // The author is told which field, the closest real one, and how to pin an image.
+        let text = |r: Result<RunnerManifest, ManifestError>| r.unwrap_err().to_string();
+        let wrong = text(with("timeout_seconds", json!("120")));
+        assert!(
+            wrong.contains("timeout_seconds: invalid type: string \"120\", expected u64"),
+            "{wrong}"
+        );
+        assert!(text(with("command", json!("cargo test"))).contains("command: "));
+        let mut v = vector_manifest_value();
+        v.as_object_mut()
+            .unwrap()
+            .insert("timeout_secs".into(), json!(1));
+        let unknown = text(RunnerManifest::from_value(&v));
+        assert!(
+            unknown.ends_with("unknown field \"timeout_secs\"; did you mean \"timeout_seconds\"?"),
+            "{unknown}"
+        );
+        assert!(!text(with("network", json!("none"))).contains("did you mean"));
+        let tag = text(with("image", json!("python:3.12")));
+        assert!(tag.contains("pin by digest: name@sha256:<64 hex>"), "{tag}");
         assert_eq!(
             RunnerManifest::from_value(&json!([])),
             Err(ManifestError::NotAnObject)

@@ -296,9 +296,9 @@ pub fn expected_for_recorded(
     recorded: &ContainerProfile,
 ) -> Result<ContainerProfile, String> {
     let limits = Limits::new(
-        manifest.cpu_millis,
-        manifest.memory_bytes,
-        manifest.pids_limit,
+        manifest.cpu_millis(),
+        manifest.memory_bytes(),
+        manifest.pids_limit(),
     )?;
     let image_path = recorded.env.iter().find_map(|e| e.strip_prefix("PATH="));
     let host = |target: &str| {
@@ -312,9 +312,9 @@ pub fn expected_for_recorded(
             .unwrap_or("")
     };
     Ok(expected_profile(&ProfileInputs {
-        argv: &manifest.command,
-        test_seed: manifest.test_seed,
-        tmpfs_bytes: manifest.tmpfs_bytes,
+        argv: manifest.command(),
+        test_seed: manifest.test_seed(),
+        tmpfs_bytes: manifest.tmpfs_bytes(),
         limits,
         image_path,
         source: host(WORKDIR),

@@ -5,79 +5,19 @@
 //! Parsing is strict (`deny_unknown_fields`) so nothing outside the hash can ride along.
 
 use serde::{Deserialize, Serialize};
-use serde_json::{Map, Value};
+use serde_json::Value;
 use sha2::{Digest, Sha256};
 
-use crate::canonical::compact_json_in_order;
+use crate::canonical::{compact_json_in_order, ordered_value};
+pub use crate::job::Scope;
 use crate::job::ValidatedJob;
 use crate::manifest::{RunnerManifest, command_hash, runner_manifest_hash};
-use crate::types::{Address, Bytes32, Sha256Digest};
+use crate::types::{Bytes32, Sha256Digest};
 
 /// `schema_version` of a receipt and of the response-hash preimage.
 pub const RECEIPT_SCHEMA_VERSION: &str = "agent-bounties/regression-sandbox-receipt-v1";
 /// Longest `no_verdict.detail` we write or accept, in bytes.
 pub const MAX_NO_VERDICT_DETAIL: usize = 4096;
-
-/// What a receipt is about (PROTOCOL §2 "Receipt scope", in that order).
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct Scope {
-    /// Canonical network name.
-    pub network: String,
-    /// `bounty_id` exactly as the job gave it.
-    pub bounty_id: String,
-    /// The bounty contract.
-    pub bounty_contract: Address,
-    /// The round.
-    pub round: u64,
-    /// The solver.
-    pub solver_wallet: Address,
-    /// `artifact_hash`.
-    pub submission_hash: Bytes32,
-    /// `evidence_hash`.
-    pub evidence_hash: Bytes32,
-    /// `terms_hash`.
-    pub terms_hash: Bytes32,
-    /// `terms.policy_hash`.
-    pub committed_policy_hash: Bytes32,
-    /// `verification_expires_at`.
-    pub verification_expires_at: u64,
-}
-
-impl Scope {
-    fn to_ordered_value(&self) -> Value {
-        let mut m = Map::new();
-        m.insert("network".into(), self.network.clone().into());
-        m.insert("bounty_id".into(), self.bounty_id.clone().into());
-        m.insert(
-            "bounty_contract".into(),
-            self.bounty_contract.to_string().into(),
-        );
-        m.insert("round".into(), self.round.into());
-        m.insert(
-            "solver_wallet".into(),
-            self.solver_wallet.to_string().into(),
-        );
-        m.insert(
-            "submission_hash".into(),
-            self.submission_hash.to_string().into(),
-        );
-        m.insert(
-            "evidence_hash".into(),
-            self.evidence_hash.to_string().into(),
-        );
-        m.insert("terms_hash".into(), self.terms_hash.to_string().into());
-        m.insert(
-            "committed_policy_hash".into(),
-            self.committed_policy_hash.to_string().into(),
-        );
-        m.insert(
-            "verification_expires_at".into(),
-            self.verification_expires_at.into(),
-        );
-        Value::Object(m)
-    }
-}
 
 /// The isolation profile a receipt attests. Only [`Isolation::profile`] is valid.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -115,22 +55,6 @@ impl Isolation {
             user: "65532:65532".into(),
         }
     }
-
-    fn to_ordered_value(&self) -> Value {
-        let mut m = Map::new();
-        m.insert("runtime".into(), self.runtime.clone().into());
-        m.insert("network".into(), self.network.clone().into());
-        m.insert("rootfs_read_only".into(), self.rootfs_read_only.into());
-        m.insert("source_read_only".into(), self.source_read_only.into());
-        m.insert(
-            "benchmark_read_only".into(),
-            self.benchmark_read_only.into(),
-        );
-        m.insert("capabilities".into(), self.capabilities.clone().into());
-        m.insert("no_new_privileges".into(), self.no_new_privileges.into());
-        m.insert("user".into(), self.user.clone().into());
-        Value::Object(m)
-    }
 }
 
 /// What the executor observed about a completed command.
@@ -164,25 +88,6 @@ pub struct Execution {
     pub stderr_bytes: u64,
     /// The isolation profile.
     pub isolation: Isolation,
-}
-
-impl Execution {
-    fn to_ordered_value(&self) -> Value {
-        let mut m = Map::new();
-        m.insert("exit_code".into(), self.exit_code.into());
-        m.insert(
-            "stdout_sha256".into(),
-            self.stdout_sha256.to_string().into(),
-        );
-        m.insert(
-            "stderr_sha256".into(),
-            self.stderr_sha256.to_string().into(),
-        );
-        m.insert("stdout_bytes".into(), self.stdout_bytes.into());
-        m.insert("stderr_bytes".into(), self.stderr_bytes.into());
-        m.insert("isolation".into(), self.isolation.to_ordered_value());
-        Value::Object(m)
-    }
 }
 
 /// Receipt v1.
@@ -219,10 +124,10 @@ impl Receipt {
             schema_version: RECEIPT_SCHEMA_VERSION.into(),
             scope,
             runner_manifest_hash: runner_manifest_hash(manifest),
-            command_hash: command_hash(&manifest.command),
+            command_hash: command_hash(manifest.command()),
             source_digest,
-            benchmark_digest: manifest.benchmark_digest,
-            image: manifest.image.clone(),
+            benchmark_digest: manifest.benchmark_digest(),
+            image: manifest.image().to_owned(),
             execution: Execution {
                 exit_code: facts.exit_code,
                 stdout_sha256: facts.stdout_sha256,
@@ -239,27 +144,10 @@ impl Receipt {
         Verdict::from_exit_code(self.execution.exit_code)
     }
 
-    /// The receipt as JSON with keys in declared order (part of the response-hash preimage).
+    /// The receipt as JSON with keys in declared order (part of the response-hash preimage):
+    /// its derived serialization, since every field is declared in preimage order.
     pub fn to_ordered_value(&self) -> Value {
-        let mut m = Map::new();
-        m.insert("schema_version".into(), self.schema_version.clone().into());
-        m.insert("scope".into(), self.scope.to_ordered_value());
-        m.insert(
-            "runner_manifest_hash".into(),
-            self.runner_manifest_hash.to_string().into(),
-        );
-        m.insert("command_hash".into(), self.command_hash.to_string().into());
-        m.insert(
-            "source_digest".into(),
-            self.source_digest.to_string().into(),
-        );
-        m.insert(
-            "benchmark_digest".into(),
-            self.benchmark_digest.to_string().into(),
-        );
-        m.insert("image".into(), self.image.clone().into());
-        m.insert("execution".into(), self.execution.to_ordered_value());
-        Value::Object(m)
+        ordered_value(self)
     }
 }
 
@@ -295,13 +183,22 @@ impl Verdict {
     }
 }
 
+/// The `response_hash` preimage, fields in declared order.
+#[derive(Serialize)]
+struct ResponsePreimage<'a> {
+    schema_version: &'static str,
+    verdict: Verdict,
+    receipt: &'a Receipt,
+}
+
 /// `response_hash` = SHA-256 of `{schema_version, verdict, receipt}` in declared order.
 pub fn response_hash(verdict: Verdict, receipt: &Receipt) -> Bytes32 {
-    let mut m = Map::new();
-    m.insert("schema_version".into(), RECEIPT_SCHEMA_VERSION.into());
-    m.insert("verdict".into(), verdict.as_str().into());
-    m.insert("receipt".into(), receipt.to_ordered_value());
-    Bytes32::from_bytes(Sha256::digest(compact_json_in_order(&Value::Object(m)).as_bytes()).into())
+    let preimage = ordered_value(&ResponsePreimage {
+        schema_version: RECEIPT_SCHEMA_VERSION,
+        verdict,
+        receipt,
+    });
+    Bytes32::from_bytes(Sha256::digest(compact_json_in_order(&preimage).as_bytes()).into())
 }
 
 /// A run with a verdict: `{verdict, receipt, response_hash}`.
@@ -328,22 +225,16 @@ impl Outcome {
         }
     }
 
-    /// Builds the outcome of a completed run for `job`. Refuses a source digest other than
-    /// the one the job commits to, so the worker cannot emit an outcome that fails validation.
-    pub fn for_job(
-        job: &ValidatedJob,
-        source_digest: Sha256Digest,
-        facts: ExecutionFacts,
-    ) -> Result<Self, OutcomeError> {
-        if source_digest != job.source_snapshot_digest() {
-            return Err(OutcomeError::SourceDigest);
-        }
-        Ok(Self::new(Receipt::new(
+    /// Builds the outcome of a completed run for `job`. The receipt's source digest is the one
+    /// the job commits to: the worker stages and re-verifies the source against exactly that
+    /// digest before and after the run, so there is no other digest to pass.
+    pub fn for_job(job: &ValidatedJob, facts: ExecutionFacts) -> Self {
+        Self::new(Receipt::new(
             job.scope().clone(),
             job.manifest(),
-            source_digest,
+            job.source_snapshot_digest(),
             facts,
-        )))
+        ))
     }
 }
 
@@ -439,16 +330,16 @@ pub fn validate_outcome(
     if r.runner_manifest_hash != runner_manifest_hash(manifest) {
         return Err(OutcomeError::ManifestHash);
     }
-    if r.command_hash != command_hash(&manifest.command) {
+    if r.command_hash != command_hash(manifest.command()) {
         return Err(OutcomeError::CommandHash);
     }
     if r.source_digest != job.source_snapshot_digest() {
         return Err(OutcomeError::SourceDigest);
     }
-    if r.benchmark_digest != manifest.benchmark_digest {
+    if r.benchmark_digest != manifest.benchmark_digest() {
         return Err(OutcomeError::BenchmarkDigest);
     }
-    if r.image != manifest.image {
+    if r.image != manifest.image() {
         return Err(OutcomeError::Image);
     }
     if r.execution.isolation != Isolation::profile() {

@@ -8,20 +8,17 @@
 //! [`revalidate_candidate`] on the raw bytes they received, so none of them trusts an earlier
 //! stage's opinion.
 
-use serde::Deserialize;
 use serde_json::Value;
 
+use crate::artifacts::ParsedCandidate;
 use crate::canonical::canonical_json;
+pub use crate::evidence::EvidenceError;
+use crate::evidence::{EvidenceRecord, RequestFacts};
 use crate::job::{JobError, ValidatedJob, validate_job};
 use crate::manifest::RunnerManifest;
-use crate::profile::{ContainerProfile, check_recorded_profile};
+use crate::profile::check_recorded_profile;
 use crate::receipt::{OutcomeError, ValidatedOutcome, Verdict, validate_outcome};
 
-/// Schema of the worker's evidence record.
-pub const EVIDENCE_SCHEMA_VERSION: &str = "agent-bounties/regression-evidence-v1";
-/// The only executor whose evidence may back a signature. Test doubles label themselves
-/// differently, so a candidate they produced can never be signed.
-pub const DOCKER_EXECUTOR: &str = "docker-engine";
 /// Job fields the platform may change without changing what is paid for (PROTOCOL §2).
 pub const INFORMATIONAL_JOB_FIELDS: [&str; 4] = [
     "verifier_reward",
@@ -29,38 +26,6 @@ pub const INFORMATIONAL_JOB_FIELDS: [&str; 4] = [
     "required_action",
     "payout_boundary",
 ];
-
-/// Why a candidate's evidence record does not back its outcome.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum EvidenceError {
-    /// The candidate carries no evidence record.
-    #[error("candidate has no evidence record")]
-    Missing,
-    /// A field is absent or of the wrong type.
-    #[error("evidence field `{0}` is missing or malformed")]
-    Malformed(&'static str),
-    /// The record's schema is not the one we understand.
-    #[error("evidence schema {0:?} is not {EVIDENCE_SCHEMA_VERSION}")]
-    Schema(String),
-    /// The record was not produced by the real Docker executor.
-    #[error("evidence comes from executor {0:?}, not the real docker executor")]
-    NotRealExecutor(String),
-    /// The record says the run did not complete.
-    #[error("evidence does not record a completed run")]
-    NotCompleted,
-    /// A field of the record disagrees with the outcome.
-    #[error("evidence field `{0}` does not match the outcome")]
-    Mismatch(&'static str),
-    /// The recorded isolation is not the container profile the manifest demands: the run says
-    /// it was not sandboxed as required, so it backs no signature.
-    #[error("evidence isolation.{record} differs from the container profile in {}", .fields.join(", "))]
-    Isolation {
-        /// `requested`, `observed` or `mismatches`.
-        record: &'static str,
-        /// The differing fields.
-        fields: Vec<String>,
-    },
-}
 
 /// Why a candidate was refused.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -112,20 +77,6 @@ pub fn job_changes(candidate_job: &Value, current_job: &Value) -> Vec<String> {
         .collect()
 }
 
-fn str_at<'a>(v: &'a Value, path: &[&str], name: &'static str) -> Result<&'a str, EvidenceError> {
-    path.iter()
-        .try_fold(v, |v, k| v.get(k))
-        .and_then(Value::as_str)
-        .ok_or(EvidenceError::Malformed(name))
-}
-
-fn u64_at(v: &Value, path: &[&str], name: &'static str) -> Result<u64, EvidenceError> {
-    path.iter()
-        .try_fold(v, |v, k| v.get(k))
-        .and_then(Value::as_u64)
-        .ok_or(EvidenceError::Malformed(name))
-}
-
 /// Checks that `evidence` is a record of the real Docker executor for exactly this outcome of
 /// `job`: same response hash, a completed run with the receipt's exit code, the receipt's stream
 /// hashes and sizes, the receipt's image, and isolation as [`check_isolation`] requires.
@@ -134,30 +85,27 @@ pub fn check_evidence(
     job: &ValidatedJob,
     outcome: &ValidatedOutcome,
 ) -> Result<(), EvidenceError> {
-    let ev = evidence.ok_or(EvidenceError::Missing)?;
-    let schema = str_at(ev, &["schema_version"], "schema_version")?;
-    if schema != EVIDENCE_SCHEMA_VERSION {
-        return Err(EvidenceError::Schema(schema.chars().take(96).collect()));
-    }
-    let executor = str_at(ev, &["executor"], "executor")?;
-    if executor != DOCKER_EXECUTOR {
-        return Err(EvidenceError::NotRealExecutor(
-            executor.chars().take(96).collect(),
-        ));
-    }
+    let record = EvidenceRecord::from_docker_value(evidence.ok_or(EvidenceError::Missing)?)?;
+    check_record(&record, job, outcome)
+}
+
+/// [`check_evidence`] on a record already parsed.
+pub fn check_record(
+    ev: &EvidenceRecord,
+    job: &ValidatedJob,
+    outcome: &ValidatedOutcome,
+) -> Result<(), EvidenceError> {
     let receipt = outcome.receipt();
-    let response = str_at(ev, &["response_hash"], "response_hash")?;
+    let response = ev
+        .response_hash
+        .as_deref()
+        .ok_or(EvidenceError::Malformed("response_hash"))?;
     if !response.eq_ignore_ascii_case(&outcome.response_hash().to_string()) {
         return Err(EvidenceError::Mismatch("response_hash"));
     }
-    if str_at(ev, &["outcome", "status"], "outcome.status")? != "completed" {
+    let crate::evidence::Decision::Completed { exit_code: exit } = ev.outcome else {
         return Err(EvidenceError::NotCompleted);
-    }
-    let exit = ev
-        .get("outcome")
-        .and_then(|o| o.get("exit_code"))
-        .and_then(Value::as_i64)
-        .ok_or(EvidenceError::Malformed("outcome.exit_code"))?;
+    };
     if exit != receipt.execution.exit_code {
         return Err(EvidenceError::Mismatch("outcome.exit_code"));
     }
@@ -172,24 +120,27 @@ pub fn check_evidence(
     let streams = [
         (
             "stdout",
+            &ev.stdout,
             receipt.execution.stdout_sha256,
             receipt.execution.stdout_bytes,
         ),
         (
             "stderr",
+            &ev.stderr,
             receipt.execution.stderr_sha256,
             receipt.execution.stderr_bytes,
         ),
     ];
-    for (name, sha, bytes) in streams {
-        if str_at(ev, &[name, "sha256"], name)? != sha.to_string() {
-            return Err(EvidenceError::Mismatch(name));
-        }
-        if u64_at(ev, &[name, "bytes"], name)? != bytes {
+    for (name, recorded, sha, bytes) in streams {
+        if recorded.sha256 != sha || recorded.bytes != bytes {
             return Err(EvidenceError::Mismatch(name));
         }
     }
-    if str_at(ev, &["image", "reference"], "image.reference")? != receipt.image {
+    let image = ev
+        .image
+        .as_ref()
+        .ok_or(EvidenceError::Malformed("image.reference"))?;
+    if image.reference != receipt.image {
         return Err(EvidenceError::Mismatch("image.reference"));
     }
     check_isolation(ev, job)
@@ -199,52 +150,34 @@ pub fn check_evidence(
 /// requested and the one the engine reported are, field by field, what the job's manifest
 /// demands. The signer cannot re-run the container; it can at least refuse a run whose own
 /// record says it had a network, a writable root, root, capabilities or larger limits.
-pub fn check_isolation(evidence: &Value, job: &ValidatedJob) -> Result<(), EvidenceError> {
+pub fn check_isolation(evidence: &EvidenceRecord, job: &ValidatedJob) -> Result<(), EvidenceError> {
     let isolation = evidence
-        .get("isolation")
-        .filter(|v| v.is_object())
+        .isolation
+        .as_ref()
         .ok_or(EvidenceError::Malformed("isolation"))?;
-    let reported = isolation
-        .get("mismatches")
-        .and_then(Value::as_array)
-        .ok_or(EvidenceError::Malformed("isolation.mismatches"))?;
-    if !reported.is_empty() {
+    if !isolation.mismatches.is_empty() {
         return Err(EvidenceError::Isolation {
             record: "mismatches",
-            fields: reported
+            fields: isolation
+                .mismatches
                 .iter()
                 .take(32)
-                .map(|f| f.as_str().unwrap_or("?").chars().take(64).collect())
+                .map(|f| f.chars().take(64).collect())
                 .collect(),
         });
     }
-    let request = evidence
-        .get("request")
-        .and_then(Value::as_object)
-        .ok_or(EvidenceError::Malformed("request"))?;
-    let expected = expected_request(job.manifest());
-    let fields: Vec<String> = expected
-        .as_object()
-        .into_iter()
-        .flatten()
-        .filter(|(key, value)| request.get(*key) != Some(*value))
-        .map(|(key, _)| key.clone())
-        .collect();
+    let fields = expected_request(job.manifest()).differing_fields(&evidence.request);
     if !fields.is_empty() {
         return Err(EvidenceError::Isolation {
             record: "request",
             fields,
         });
     }
-    for (record, name) in [
-        ("requested", "isolation.requested"),
-        ("observed", "isolation.observed"),
+    for (record, profile) in [
+        ("requested", &isolation.requested),
+        ("observed", &isolation.observed),
     ] {
-        let profile = isolation
-            .get(record)
-            .and_then(|v| ContainerProfile::deserialize(v).ok())
-            .ok_or(EvidenceError::Malformed(name))?;
-        let fields = check_recorded_profile(job.manifest(), &profile);
+        let fields = check_recorded_profile(job.manifest(), profile);
         if !fields.is_empty() {
             return Err(EvidenceError::Isolation { record, fields });
         }
@@ -252,21 +185,10 @@ pub fn check_isolation(evidence: &Value, job: &ValidatedJob) -> Result<(), Evide
     Ok(())
 }
 
-/// The `request` facts an evidence record of a run of `manifest` carries: the command, the
-/// platform and every limit, including the two the container profile does not hold (a longer
-/// timeout or a larger output cap could turn a run without verdict into a pass).
-pub fn expected_request(manifest: &RunnerManifest) -> Value {
-    serde_json::json!({
-        "argv": manifest.command,
-        "platform": manifest.platform,
-        "timeout_ms": manifest.timeout_seconds.saturating_mul(1000),
-        "cpu_millis": manifest.cpu_millis,
-        "memory_bytes": manifest.memory_bytes,
-        "pids_limit": manifest.pids_limit,
-        "max_output_bytes": manifest.max_output_bytes,
-        "tmpfs_bytes": manifest.tmpfs_bytes,
-        "test_seed": manifest.test_seed,
-    })
+/// The `request` facts an evidence record of a run of `manifest` carries (see
+/// [`RequestFacts::for_manifest`]).
+pub fn expected_request(manifest: &RunnerManifest) -> RequestFacts {
+    RequestFacts::for_manifest(manifest)
 }
 
 /// The full re-check of a candidate against the platform's current job at time `now_unix`.
@@ -277,8 +199,23 @@ pub fn revalidate_candidate(
     evidence: Option<&Value>,
     now_unix: u64,
 ) -> Result<Revalidated, RevalidationError> {
-    let checked = revalidate_outcome(candidate_job, current_job, outcome, now_unix)?;
+    let candidate_job =
+        ValidatedJob::parse(candidate_job).map_err(RevalidationError::CandidateJob)?;
+    let checked = outcome_against(&candidate_job, current_job, outcome, now_unix)?;
     check_evidence(evidence, &checked.job, &checked.outcome)
+        .map_err(RevalidationError::Evidence)?;
+    Ok(checked)
+}
+
+/// [`revalidate_candidate`] on a candidate whose job was parsed already.
+pub fn revalidate_parsed(
+    candidate: &ParsedCandidate,
+    current_job: &Value,
+    now_unix: u64,
+) -> Result<Revalidated, RevalidationError> {
+    let raw = candidate.candidate();
+    let checked = outcome_against(candidate.job(), current_job, &raw.outcome, now_unix)?;
+    check_evidence(raw.evidence.as_ref(), &checked.job, &checked.outcome)
         .map_err(RevalidationError::Evidence)?;
     Ok(checked)
 }
@@ -291,9 +228,22 @@ pub fn revalidate_outcome(
     outcome: &Value,
     now_unix: u64,
 ) -> Result<Revalidated, RevalidationError> {
-    validate_job(candidate_job, now_unix).map_err(RevalidationError::CandidateJob)?;
+    let candidate_job =
+        ValidatedJob::parse(candidate_job).map_err(RevalidationError::CandidateJob)?;
+    outcome_against(&candidate_job, current_job, outcome, now_unix)
+}
+
+fn outcome_against(
+    candidate_job: &ValidatedJob,
+    current_job: &Value,
+    outcome: &Value,
+    now_unix: u64,
+) -> Result<Revalidated, RevalidationError> {
+    candidate_job
+        .check_live(now_unix)
+        .map_err(RevalidationError::CandidateJob)?;
     let job = validate_job(current_job, now_unix).map_err(RevalidationError::CurrentJob)?;
-    let changed = job_changes(candidate_job, current_job);
+    let changed = job_changes(candidate_job.raw(), current_job);
     if !changed.is_empty() {
         return Err(RevalidationError::JobChanged(changed));
     }
@@ -392,7 +342,7 @@ mod tests {
 
     /// Sets `pointer` in both the requested and observed profile of the evidence, or in the
     /// observed one only, and expects a refusal naming `field`.
-    fn refused_isolation(pointer: &str, value: Value, field: &str) {
+    fn refused_isolation(pointer: &str, value: &Value, field: &str) {
         let (job, outcome, evidence) = run(0);
         for records in [&["observed"][..], &["requested", "observed"][..]] {
             let mut ev = evidence.clone();
@@ -415,30 +365,30 @@ mod tests {
 
     #[test]
     fn evidence_with_a_bridge_network_is_refused() {
-        refused_isolation("/network_mode", json!("bridge"), "network_mode");
-        refused_isolation("/network_mode", json!("host"), "network_mode");
+        refused_isolation("/network_mode", &json!("bridge"), "network_mode");
+        refused_isolation("/network_mode", &json!("host"), "network_mode");
     }
 
     #[test]
     fn evidence_with_a_writable_root_filesystem_is_refused() {
-        refused_isolation("/readonly_rootfs", json!(false), "readonly_rootfs");
+        refused_isolation("/readonly_rootfs", &json!(false), "readonly_rootfs");
     }
 
     #[test]
     fn evidence_with_the_root_user_is_refused() {
-        refused_isolation("/user", json!("0:0"), "user");
-        refused_isolation("/user", json!(""), "user");
+        refused_isolation("/user", &json!("0:0"), "user");
+        refused_isolation("/user", &json!(""), "user");
     }
 
     #[test]
     fn evidence_with_capabilities_not_dropped_is_refused() {
-        refused_isolation("/cap_drop", json!([]), "cap_drop");
-        refused_isolation("/cap_add", json!(["SYS_ADMIN"]), "cap_add");
+        refused_isolation("/cap_drop", &json!([]), "cap_drop");
+        refused_isolation("/cap_add", &json!(["SYS_ADMIN"]), "cap_add");
     }
 
     #[test]
     fn evidence_of_a_privileged_container_is_refused() {
-        refused_isolation("/privileged", json!(true), "privileged");
+        refused_isolation("/privileged", &json!(true), "privileged");
     }
 
     #[test]
@@ -447,15 +397,15 @@ mod tests {
         let memory = m["memory_bytes"].as_i64().unwrap();
         let pids = m["pids_limit"].as_i64().unwrap();
         let nano = m["cpu_millis"].as_i64().unwrap() * 1_000_000;
-        refused_isolation("/memory", json!(memory * 2), "memory");
-        refused_isolation("/memory_swap", json!(-1), "memory_swap");
-        refused_isolation("/pids_limit", json!(pids + 1), "pids_limit");
-        refused_isolation("/pids_limit", json!(0), "pids_limit");
-        refused_isolation("/nano_cpus", json!(nano * 2), "nano_cpus");
-        refused_isolation("/shm_size", json!(1i64 << 40), "shm_size");
+        refused_isolation("/memory", &json!(memory * 2), "memory");
+        refused_isolation("/memory_swap", &json!(-1), "memory_swap");
+        refused_isolation("/pids_limit", &json!(pids + 1), "pids_limit");
+        refused_isolation("/pids_limit", &json!(0), "pids_limit");
+        refused_isolation("/nano_cpus", &json!(nano * 2), "nano_cpus");
+        refused_isolation("/shm_size", &json!(1i64 << 40), "shm_size");
         refused_isolation(
             "/ulimits",
-            json!([{"name": "nofile", "soft": 4096, "hard": 4096}]),
+            &json!([{"name": "nofile", "soft": 4096, "hard": 4096}]),
             "ulimits",
         );
     }
@@ -498,17 +448,17 @@ mod tests {
     fn evidence_with_a_tmpfs_without_size_is_refused() {
         refused_isolation(
             "/tmpfs/~1tmp",
-            json!("rw,exec,nosuid,nodev,mode=1777"),
+            &json!("rw,exec,nosuid,nodev,mode=1777"),
             "tmpfs",
         );
     }
 
     #[test]
     fn evidence_without_no_new_privileges_is_refused() {
-        refused_isolation("/security_opt", json!([]), "security_opt");
+        refused_isolation("/security_opt", &json!([]), "security_opt");
         refused_isolation(
             "/security_opt",
-            json!(["no-new-privileges", "seccomp=unconfined"]),
+            &json!(["no-new-privileges", "seccomp=unconfined"]),
             "security_opt",
         );
     }
@@ -520,10 +470,10 @@ mod tests {
         env.as_array_mut()
             .unwrap()
             .push(json!("GITHUB_TOKEN=ghp_x"));
-        refused_isolation("/env", env, "env");
+        refused_isolation("/env", &env, "env");
         let mut two_paths = evidence["isolation"]["observed"]["env"].clone();
         two_paths.as_array_mut().unwrap().push(json!("PATH=/tmp"));
-        refused_isolation("/env", two_paths, "env");
+        refused_isolation("/env", &two_paths, "env");
     }
 
     #[test]
@@ -543,7 +493,7 @@ mod tests {
             ("/hostname", json!("host"), "hostname"),
         ];
         for (pointer, value, field) in cases {
-            refused_isolation(pointer, value, field);
+            refused_isolation(pointer, &value, field);
         }
     }
 

@@ -58,6 +58,11 @@ pub struct Cli {
     #[arg(long, value_name = "PATH")]
     pub evidence: Option<PathBuf>,
 
+    /// With --run-regression: write an in-toto Statement v1 (test-result predicate) of the
+    /// verdict to this path; nothing is written without a verdict.
+    #[arg(long, value_name = "FILE")]
+    pub in_toto: Option<PathBuf>,
+
     /// Subcommands.
     #[command(subcommand)]
     pub command: Option<Subcommands>,
@@ -100,6 +105,14 @@ pub enum Subcommands {
         #[arg(long)]
         json: bool,
     },
+    /// Write a request file ({"job": …}) for `plan` and --run-regression from a source digest
+    /// and a runner manifest; its bounty is a local placeholder that no chain knows.
+    Request(crate::local_request::RequestArgs),
+    /// Remove staged trees and evidence records older than an age from a staging store,
+    /// keeping any tree a container mounts.
+    Gc(crate::gc::GcArgs),
+    /// Print the shell completion script for bash, zsh or fish (and elvish, powershell).
+    Completions(crate::completions::CompletionsArgs),
     /// Explain an evidence record (from --run-regression --evidence, rehearse, or the store).
     Explain {
         /// The evidence record file.
@@ -107,6 +120,13 @@ pub enum Subcommands {
         /// Print a normalized JSON summary instead of text.
         #[arg(long)]
         json: bool,
+        /// Show the last N lines of each stream (default 12).
+        #[arg(long, value_name = "N", conflicts_with = "full")]
+        lines: Option<usize>,
+        /// Show all the output the record holds (its last 32 KiB of each stream; `rehearse
+        /// --log-dir` keeps everything).
+        #[arg(long)]
+        full: bool,
     },
 }
 
@@ -145,6 +165,10 @@ pub struct RehearseArgs {
     /// Print the report as JSON on stdout.
     #[arg(long)]
     pub json: bool,
+    /// Write each run's full output (within the manifest's max_output_bytes) and a copy of its
+    /// evidence record to DIR, as `<run>.stdout`, `<run>.stderr` and `<run>.evidence.json`.
+    #[arg(long, value_name = "DIR")]
+    pub log_dir: Option<PathBuf>,
     /// Also run the benchmark on stub trees that solve nothing (code that exits 0 when loaded,
     /// files shadowing the test runner, the empty tree); any that passes exits 4.
     #[arg(long)]
@@ -269,6 +293,8 @@ pub enum Command {
         pull: bool,
         /// Extra copy of the evidence record.
         evidence: Option<PathBuf>,
+        /// Where to write the in-toto statement of a verdict.
+        in_toto: Option<PathBuf>,
     },
     /// `--validate-regression-candidate`.
     ValidateCandidate {
@@ -296,7 +322,15 @@ pub enum Command {
         evidence: PathBuf,
         /// JSON output.
         json: bool,
+        /// Lines of each stream to show; `None` for all the record holds (`--full`).
+        lines: Option<usize>,
     },
+    /// `request`.
+    Request(crate::local_request::RequestArgs),
+    /// `gc`.
+    Gc(crate::gc::GcArgs),
+    /// `completions`.
+    Completions(crate::completions::CompletionsArgs),
     /// `plan`.
     Plan {
         /// The request file.
@@ -310,16 +344,13 @@ pub enum Command {
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum UsageError {
     /// No mode flag was given.
-    #[error(
-        "no mode given (try --snapshot-directory, --stage-regression-input, --run-regression, \
-         --validate-regression-candidate or plan; see --help)"
-    )]
+    #[error("no mode given; the modes are {} (see --help)", mode_list())]
     NoMode,
     /// A mode flag and a subcommand were both given.
     #[error("give either a mode flag or a subcommand, not both")]
     ModeAndSubcommand,
-    /// `--pull` or `--evidence` without `--run-regression`.
-    #[error("--pull and --evidence only apply to --run-regression")]
+    /// `--pull`, `--evidence` or `--in-toto` without `--run-regression`.
+    #[error("--pull, --evidence and --in-toto only apply to --run-regression")]
     RunOnly,
     /// A flag got the wrong number of values.
     #[error("--{flag} takes {expected} values")]
@@ -367,12 +398,51 @@ pub struct Parsed {
 /// Parses the process's arguments; on any usage error clap prints it with the usage line
 /// and exits with 2 (0 for `--help` and `--version`).
 pub fn parse() -> Parsed {
-    let cli = Cli::parse();
+    let cli = Cli::try_parse().unwrap_or_else(|error| exit_usage(&error));
     let quiet = cli.quiet;
     match cli.into_command() {
         Ok(command) => Parsed { command, quiet },
-        Err(error) => Cli::command().error(error.kind(), error).exit(),
+        Err(error) => exit_usage(&Cli::command().error(error.kind(), error)),
     }
+}
+
+/// Exits through clap (message and usage on stderr, exit 2; 0 for help and version). Under
+/// `--json` a refusal also prints the error object on stdout first, since no parsed value
+/// exists yet to say JSON was asked for.
+fn exit_usage(error: &clap::Error) -> ! {
+    if error.use_stderr() && cli_support::json_requested(std::env::args_os().skip(1)) {
+        let text = error.to_string();
+        let first = text.lines().next().unwrap_or_default();
+        let usage = crate::exit::ExitCode::Usage;
+        cli_support::print_error_json(
+            usage.as_str(),
+            usage.code(),
+            first.strip_prefix("error: ").unwrap_or(first),
+        );
+    }
+    error.exit()
+}
+
+/// Every mode, from the clap definition itself so the list cannot fall behind it: the mode
+/// flags, then the subcommands.
+pub fn mode_list() -> String {
+    let mut command = Cli::command();
+    // Building merges each argument's `group = "mode"` into the group's list.
+    command.build();
+    let mode_ids: Vec<_> = command
+        .get_groups()
+        .filter(|g| g.get_id() == "mode")
+        .flat_map(|g| g.get_args().cloned().collect::<Vec<_>>())
+        .collect();
+    let flags = command
+        .get_arguments()
+        .filter(|a| mode_ids.contains(a.get_id()))
+        .filter_map(|a| a.get_long().map(|l| format!("--{l}")));
+    let subcommands = command
+        .get_subcommands()
+        .map(|c| c.get_name().to_owned())
+        .filter(|name| name != "help");
+    flags.chain(subcommands).collect::<Vec<_>>().join(", ")
 }
 
 impl Cli {
@@ -410,9 +480,10 @@ impl Cli {
                 request,
                 pull: self.pull,
                 evidence: self.evidence,
+                in_toto: self.in_toto,
             });
         }
-        if self.pull || self.evidence.is_some() {
+        if self.pull || self.evidence.is_some() || self.in_toto.is_some() {
             return Err(UsageError::RunOnly);
         }
         if let Some(request) = self.validate_regression_candidate {
@@ -432,9 +503,23 @@ impl Cli {
             Some(Subcommands::Ledger { state, job, json }) => {
                 Ok(Command::Ledger { state, job, json })
             }
-            Some(Subcommands::Explain { evidence, json }) => {
-                Ok(Command::Explain { evidence, json })
-            }
+            Some(Subcommands::Explain {
+                evidence,
+                json,
+                lines,
+                full,
+            }) => Ok(Command::Explain {
+                evidence,
+                json,
+                lines: if full {
+                    None
+                } else {
+                    Some(lines.unwrap_or(crate::explain::TAIL_LINES))
+                },
+            }),
+            Some(Subcommands::Request(args)) => Ok(Command::Request(args)),
+            Some(Subcommands::Gc(args)) => Ok(Command::Gc(args)),
+            Some(Subcommands::Completions(args)) => Ok(Command::Completions(args)),
             None => Err(UsageError::NoMode),
         }
     }
@@ -597,9 +682,33 @@ mod tests {
             parse(&["explain", "e.json"]).unwrap(),
             Command::Explain {
                 evidence: "e.json".into(),
-                json: false
+                json: false,
+                lines: Some(crate::explain::TAIL_LINES),
             }
         );
+    }
+
+    #[test]
+    fn a_bare_worker_lists_every_mode() {
+        let message = parse(&[]).unwrap_err();
+        for mode in [
+            "--snapshot-directory",
+            "--stage-regression-input",
+            "--run-regression",
+            "--validate-regression-candidate",
+            "plan",
+            "feed",
+            "rehearse",
+            "explain",
+            "request",
+            "gc",
+            "completions",
+        ] {
+            assert!(message.contains(mode), "{mode} missing from: {message}");
+        }
+        for sub in Cli::command().get_subcommands() {
+            assert!(message.contains(sub.get_name()), "{message}");
+        }
     }
 
     #[test]

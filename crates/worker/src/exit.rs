@@ -22,12 +22,31 @@ pub enum ExitCode {
     RuntimeUnavailable = 5,
     /// A configuration or credential problem that a restart will not fix.
     Config = 78,
+    /// Ended by SIGINT: the run was stopped, its container removed, nothing written as a verdict.
+    Interrupted = 130,
+    /// Ended by SIGTERM: as for SIGINT.
+    Terminated = 143,
 }
 
 impl ExitCode {
     /// The numeric process exit code.
     pub const fn code(self) -> u8 {
         self as u8
+    }
+
+    /// The stable name of the exit code, the `code` of the `--json` error object.
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            Self::Success => "success",
+            Self::Internal => "internal",
+            Self::Usage => "usage",
+            Self::NoVerdict => "no_verdict",
+            Self::InvalidInput => "invalid_input",
+            Self::RuntimeUnavailable => "runtime_unavailable",
+            Self::Config => "config",
+            Self::Interrupted => "interrupted",
+            Self::Terminated => "terminated",
+        }
     }
 }
 
@@ -44,5 +63,7 @@ mod tests {
         assert_eq!(ExitCode::InvalidInput.code(), 4);
         assert_eq!(ExitCode::RuntimeUnavailable.code(), 5);
         assert_eq!(ExitCode::Config.code(), 78);
+        assert_eq!(ExitCode::Interrupted.code(), 130);
+        assert_eq!(ExitCode::Terminated.code(), 143);
     }
 }

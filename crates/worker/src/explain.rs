@@ -5,13 +5,13 @@
 //! The explanation reads only the record; it never re-decides the verdict (the record's own
 //! `outcome` is the decision), so it cannot disagree with what a job run reported.
 
-use std::io::Read;
 use std::path::{Path, PathBuf};
 
 use serde::Serialize;
 use serde_json::Value;
 
 use crate::sandbox::evidence::EvidenceRecord;
+use crate::sandbox::hits::{Hit, Observed, hits};
 use crate::sandbox::{Decision, EVIDENCE_SCHEMA_VERSION, NoVerdictReason};
 
 /// Largest evidence file `explain` reads: two 32 KiB tails and the isolation profile fit many
@@ -41,6 +41,10 @@ pub struct Explanation {
     pub stdout_tail: Option<String>,
     /// The end of stderr, likewise.
     pub stderr_tail: Option<String>,
+    /// Limits the run met that the program saw only as an errno (pids, a full tmpfs, a
+    /// read-only path, the network), observed or likely; beside the verdict, never changing it.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub hits: Vec<Hit>,
 }
 
 impl Explanation {
@@ -109,23 +113,73 @@ fn mib(bytes: u64) -> String {
     }
 }
 
+/// How much of a run's output an explanation shows.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Shown {
+    /// Lines of each stream.
+    pub lines: usize,
+    /// Bytes of each stream, whatever the line count.
+    pub bytes: usize,
+    /// Show the output of a passing run too (`worker explain` does; a rehearsal report keeps
+    /// passes short).
+    pub passing: bool,
+}
+
+impl Default for Shown {
+    fn default() -> Self {
+        Self {
+            lines: TAIL_LINES,
+            bytes: TAIL_BYTES,
+            passing: false,
+        }
+    }
+}
+
+impl Shown {
+    /// `worker explain`: `lines` lines of each stream (all that the record holds with
+    /// `None`), for every status.
+    pub fn reading(lines: Option<usize>) -> Self {
+        match lines {
+            Some(lines) => Self {
+                lines,
+                bytes: lines
+                    .saturating_mul(TAIL_BYTES / TAIL_LINES)
+                    .max(TAIL_BYTES),
+                passing: true,
+            },
+            None => Self {
+                lines: usize::MAX,
+                bytes: usize::MAX,
+                passing: true,
+            },
+        }
+    }
+}
+
 /// The last [`TAIL_LINES`] lines (and at most [`TAIL_BYTES`] bytes) of `text`, or `None` when
 /// it is empty.
+#[cfg(test)]
 fn tail(text: &str, truncated: bool) -> Option<String> {
+    tail_of(text, truncated, Shown::default())
+}
+
+/// The last `shown.lines` lines (and at most `shown.bytes` bytes) of `text`, or `None` when it
+/// is empty.
+fn tail_of(text: &str, truncated: bool, limit: Shown) -> Option<String> {
     let trimmed = text.trim_end_matches('\n');
     if trimmed.is_empty() {
         return None;
     }
     let lines: Vec<&str> = trimmed.lines().collect();
-    let skip = lines.len().saturating_sub(TAIL_LINES);
+    let skip = lines.len().saturating_sub(limit.lines);
     let mut shown = lines
         .iter()
         .skip(skip)
         .copied()
         .collect::<Vec<_>>()
         .join("\n");
-    if shown.len() > TAIL_BYTES {
-        let mut cut = shown.len() - TAIL_BYTES;
+    if shown.len() > limit.bytes {
+        let mut cut = shown.len() - limit.bytes;
         while !shown.is_char_boundary(cut) {
             cut += 1;
         }
@@ -137,9 +191,26 @@ fn tail(text: &str, truncated: bool) -> Option<String> {
     Some(shown)
 }
 
-/// Explains one evidence record.
+/// Explains one evidence record. Limit hits can only be read from its output here (`likely`);
+/// a run that was watched passes what was observed to [`explain_observed`].
 pub fn explain(evidence: &EvidenceRecord) -> Explanation {
+    explain_observed(evidence, &Observed::default())
+}
+
+/// Explains one evidence record with what the kernel's counters showed while it ran.
+pub fn explain_observed(evidence: &EvidenceRecord, observed: &Observed) -> Explanation {
+    explain_shown(evidence, observed, Shown::default())
+}
+
+/// Explains one evidence record, showing as much output as `shown` asks for.
+pub fn explain_shown(evidence: &EvidenceRecord, observed: &Observed, shown: Shown) -> Explanation {
     let request = &evidence.request;
+    let found = if evidence.exit.started {
+        let output = format!("{}\n{}", evidence.stdout.tail, evidence.stderr.tail);
+        hits(observed, &output, request.pids_limit, request.tmpfs_bytes)
+    } else {
+        Vec::new()
+    };
     let times = &evidence.timestamps;
     let duration_ms = match (times.start_ms, times.finish_ms) {
         (Some(start), Some(finish)) => Some(finish.saturating_sub(start)),
@@ -164,8 +235,14 @@ pub fn explain(evidence: &EvidenceRecord) -> Explanation {
             output_bytes, evidence.stdout.bytes, evidence.stderr.bytes, request.max_output_bytes
         ));
     }
-    let stdout_tail = tail(&evidence.stdout.tail, evidence.stdout.tail_truncated);
-    let stderr_tail = tail(&evidence.stderr.tail, evidence.stderr.tail_truncated);
+    details.extend(found.iter().map(|h| h.message.clone()));
+    let stdout_tail = tail_of(&evidence.stdout.tail, evidence.stdout.tail_truncated, shown);
+    let stderr_tail = tail_of(&evidence.stderr.tail, evidence.stderr.tail_truncated, shown);
+    let (pass_stdout, pass_stderr) = if shown.passing {
+        (stdout_tail.clone(), stderr_tail.clone())
+    } else {
+        (None, None)
+    };
     match &evidence.outcome {
         Decision::Completed { exit_code } if *exit_code == 0 => Explanation {
             status: "passed",
@@ -179,8 +256,9 @@ pub fn explain(evidence: &EvidenceRecord) -> Explanation {
                     .unwrap_or_default()
             ),
             details,
-            stdout_tail: None,
-            stderr_tail: None,
+            stdout_tail: pass_stdout,
+            stderr_tail: pass_stderr,
+            hits: found,
         },
         Decision::Completed { exit_code } => Explanation {
             status: "failed",
@@ -197,8 +275,12 @@ pub fn explain(evidence: &EvidenceRecord) -> Explanation {
             details,
             stdout_tail,
             stderr_tail,
+            hits: found,
         },
         Decision::NoVerdict { reason, detail } => {
+            if let Some(line) = limit_line(*reason, request) {
+                details.insert(0, line);
+            }
             let headline = match reason {
                 NoVerdictReason::Timeout => format!(
                     "no verdict: stopped by the {} timeout{took}",
@@ -213,6 +295,10 @@ pub fn explain(evidence: &EvidenceRecord) -> Explanation {
                     "no verdict: out of memory at the {} limit{took}",
                     mib(request.memory_bytes)
                 ),
+                // A failed pull already carries the engine's reason; `--pull` again would not help.
+                NoVerdictReason::ImageMissing if detail.contains(crate::sandbox::PULL_FAILED) => {
+                    format!("no verdict (image_missing): {detail}")
+                }
                 NoVerdictReason::ImageMissing => format!(
                     "no verdict (image_missing): {detail} (build or pull it; `worker rehearse \
                      --pull` fetches it by its pinned digest)"
@@ -228,9 +314,51 @@ pub fn explain(evidence: &EvidenceRecord) -> Explanation {
                 details,
                 stdout_tail,
                 stderr_tail,
+                hits: found,
             }
         }
     }
+}
+
+/// Who can change a limit and what a solver can do, in the words of the manifest.
+pub const AUTHOR_SETS_IT: &str =
+    "only the bounty author can change it (it is committed in runner_manifest_hash)";
+
+/// The manifest field behind a sandbox limit that ended a run, its value, who can change it
+/// and what the solver can do.
+fn limit_line(
+    reason: NoVerdictReason,
+    request: &crate::sandbox::evidence::RequestFacts,
+) -> Option<String> {
+    let (field, value, note, solver) = match reason {
+        NoVerdictReason::Timeout => (
+            "timeout_seconds",
+            (request.timeout_ms / 1000).to_string(),
+            "",
+            "make the tests finish sooner",
+        ),
+        NoVerdictReason::OutputLimit => (
+            "max_output_bytes",
+            request.max_output_bytes.to_string(),
+            " (stdout and stderr together)",
+            "print less (no debug output, no dumps of large values)",
+        ),
+        NoVerdictReason::Oom => (
+            "memory_bytes",
+            format!("{} ({})", request.memory_bytes, mib(request.memory_bytes)),
+            " (no swap; files written to the /tmp and /tmp/home tmpfs count against it too)",
+            "use less memory, or write less to /tmp",
+        ),
+        _ => return None,
+    };
+    Some(limit_sentence(field, &value, note, solver))
+}
+
+/// `limit: field = value in the runner manifest…; only the bounty author…; the solver can …`.
+pub fn limit_sentence(field: &str, value: &str, note: &str, solver: &str) -> String {
+    format!(
+        "limit: {field} = {value} in the runner manifest{note}; {AUTHOR_SETS_IT}; the solver can {solver}"
+    )
 }
 
 fn mib_rounded(bytes: u64) -> String {
@@ -248,6 +376,78 @@ fn exit_hint(code: i64) -> &'static str {
         139 => " (139: segmentation fault)",
         _ => "",
     }
+}
+
+/// What ran, for `worker explain`: image and digests, command, the engine, the container and
+/// the times, one `name  value` line each.
+pub fn what_ran(evidence: &EvidenceRecord) -> Vec<String> {
+    let mut rows: Vec<(&str, String)> = Vec::new();
+    match &evidence.image {
+        Some(image) => {
+            rows.push(("image", image.reference.clone()));
+            rows.push(("image id", image.id.clone()));
+            rows.push(("platform", image.platform.clone()));
+        }
+        None => rows.push(("image", "(not resolved)".into())),
+    }
+    rows.push((
+        "command",
+        serde_json::to_string(&evidence.request.argv).unwrap_or_default(),
+    ));
+    if let Some(isolation) = &evidence.isolation {
+        for mount in &isolation.requested.mounts {
+            // Staged trees live at `<root>/<kind>/sha256/<hex>`: the path names the digest.
+            let digest = std::path::Path::new(&mount.source)
+                .file_name()
+                .and_then(|hex| hex.to_str())
+                .filter(|hex| hex.len() == 64 && hex.bytes().all(|b| b.is_ascii_hexdigit()))
+                .map(|hex| format!("sha256:{hex}"));
+            let name = match mount.target.as_str() {
+                "/workspace" => "source",
+                "/benchmark" => "benchmark",
+                _ => "mount",
+            };
+            rows.push((
+                name,
+                match digest {
+                    Some(digest) => format!("{digest} at {} ({})", mount.target, mount.source),
+                    None => format!("{} from {}", mount.target, mount.source),
+                },
+            ));
+        }
+    }
+    rows.push((
+        "engine",
+        format!(
+            "{} (API {}, cgroup v{} {}, kernel {})",
+            evidence.engine.version,
+            evidence.engine.api_version,
+            evidence.engine.cgroup_version,
+            evidence.engine.cgroup_driver,
+            evidence.engine.kernel_version
+        ),
+    ));
+    if let Some(container) = &evidence.container {
+        rows.push((
+            "container",
+            format!("{} ({})", container.name, container.id),
+        ));
+    }
+    let t = &evidence.timestamps;
+    if let Some(started) = &t.engine_started {
+        rows.push(("started", format!("{started} (engine)")));
+    }
+    if let Some(finished) = &t.engine_finished {
+        rows.push(("finished", format!("{finished} (engine)")));
+    }
+    if let (Some(start), Some(finish)) = (t.start_ms, t.finish_ms) {
+        rows.push(("wall time", seconds(finish.saturating_sub(start))));
+    }
+    rows.push(("run id", evidence.run_id.clone()));
+    rows.push(("worker", evidence.worker_version.clone()));
+    rows.into_iter()
+        .map(|(name, value)| format!("{name:<10}{value}"))
+        .collect()
 }
 
 /// Why `worker explain` could not read a record (exit code 4).
@@ -286,14 +486,10 @@ pub fn read_evidence(path: &Path) -> Result<EvidenceRecord, ExplainError> {
         path: path.to_owned(),
         source,
     };
-    let file = std::fs::File::open(path).map_err(io)?;
-    let mut bytes = Vec::new();
-    file.take(MAX_EVIDENCE_BYTES + 1)
-        .read_to_end(&mut bytes)
-        .map_err(io)?;
-    if bytes.len() as u64 > MAX_EVIDENCE_BYTES {
-        return Err(ExplainError::TooLarge);
-    }
+    let bytes = artifact_fs::read_named(path, MAX_EVIDENCE_BYTES).map_err(|e| match e {
+        artifact_fs::ReadError::TooLarge { .. } => ExplainError::TooLarge,
+        e => io(e.into_io()),
+    })?;
     let value: Value = serde_json::from_slice(&bytes).map_err(ExplainError::Json)?;
     match value.get("schema_version").and_then(Value::as_str) {
         Some(EVIDENCE_SCHEMA_VERSION) => {}
@@ -306,10 +502,14 @@ pub fn read_evidence(path: &Path) -> Result<EvidenceRecord, ExplainError> {
     serde_json::from_value(value).map_err(ExplainError::Shape)
 }
 
+/// Schema id of the `worker explain --json` summary: its own, not the evidence record's, since
+/// the summary is not a record (`explain` refuses it as input).
+pub const EXPLAIN_SCHEMA_VERSION: &str = "agent-bounties/regression-explain-v1";
+
 /// The normalized summary `worker explain --json` prints.
 pub fn summary_json(evidence: &EvidenceRecord, explanation: &Explanation) -> Value {
     serde_json::json!({
-        "schema_version": EVIDENCE_SCHEMA_VERSION,
+        "schema_version": EXPLAIN_SCHEMA_VERSION,
         "run_id": evidence.run_id,
         "executor": evidence.executor,
         "image": evidence.image.as_ref().map(|i| &i.reference),
@@ -353,6 +553,7 @@ mod tests {
             details: vec!["d\r".into()],
             stdout_tail: Some("FAILED\n\u{1b}[1A\rPASSED".into()),
             stderr_tail: Some("x\r\ny".into()),
+            hits: vec![],
         };
         let text = explanation.render("  ");
         assert!(!text.contains('\u{1b}') && !text.contains('\r'), "{text:?}");

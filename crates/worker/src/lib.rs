@@ -7,17 +7,18 @@
 //! It deliberately holds no keys and writes nothing to any chain: its output is evidence for
 //! the signer to re-check, never a signature or a payment.
 
-#![warn(clippy::too_many_lines, clippy::needless_pass_by_value)]
-
 pub mod cli;
 pub mod commands;
+pub mod completions;
 pub mod exit;
 pub mod explain;
 pub mod feed;
+pub mod gc;
+pub mod interrupt;
+pub mod intoto;
+pub mod local_request;
 pub mod progress;
 pub mod rehearse;
-pub mod rehearse_adversarial;
-pub mod rehearse_git;
 pub mod run;
 pub mod sandbox;
 pub mod serve;

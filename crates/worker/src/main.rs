@@ -5,7 +5,7 @@
 //! stderr, filtered by the `WORKER_LOG` environment variable (`tracing` env-filter syntax,
 //! default `warn`). The exit codes of each mode are listed in its handler's module.
 
-#![warn(clippy::too_many_lines, clippy::needless_pass_by_value)]
+use std::sync::atomic::Ordering;
 
 use worker::cli::{self, Command};
 use worker::commands;
@@ -13,6 +13,9 @@ use worker::exit::ExitCode;
 
 fn main() -> std::process::ExitCode {
     cli_support::restore_sigpipe();
+    // Under --json every failure also prints the error object on stdout (see commands::fail).
+    let json = cli_support::json_requested(std::env::args_os().skip(1));
+    commands::JSON_ERRORS.store(json, Ordering::Relaxed);
     // clap prints its own message and exits with 2 (usage) or 0 (help, version).
     let parsed = cli::parse();
     cli_support::init_logging("WORKER_LOG", "warn");
@@ -35,17 +38,30 @@ fn dispatch(command: Command, quiet: bool) -> ExitCode {
             request,
             pull,
             evidence,
-        } => commands::run_regression::run_regression(&request, pull, evidence.as_deref()),
+            in_toto,
+        } => commands::run_regression::run_regression(
+            &request,
+            pull,
+            evidence.as_deref(),
+            in_toto.as_deref(),
+        ),
         Command::ValidateCandidate { request } => {
             commands::validate_candidate::validate_candidate(&request)
         }
         Command::Feed(args) => commands::feed::feed(&args, quiet),
-        Command::Rehearse(args) => commands::rehearse::rehearse(args),
+        Command::Rehearse(args) => commands::rehearse::rehearse(args, quiet),
         Command::Serve(args) => commands::serve::serve(&args),
         Command::Ledger { state, job, json } => {
             commands::serve::ledger(&state, job.as_deref(), json)
         }
-        Command::Explain { evidence, json } => commands::explain::explain(&evidence, json),
+        Command::Explain {
+            evidence,
+            json,
+            lines,
+        } => commands::explain::explain(&evidence, json, lines),
+        Command::Request(args) => commands::make_request::request(&args),
+        Command::Gc(args) => commands::gc::gc(&args),
+        Command::Completions(args) => commands::completions::completions(&args),
         Command::Plan {
             request,
             staging_root,

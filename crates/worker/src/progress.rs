@@ -107,6 +107,66 @@ pub fn stderr_progress(label: &'static str, quiet: bool) -> Box<dyn ProgressSink
     }
 }
 
+/// Announces the steps of a longer operation (the runs of a rehearsal) as whole lines: one when
+/// a step starts, one when it ends with its result.
+pub trait StepSink {
+    /// `step` began.
+    fn started(&mut self, step: &str);
+    /// `step` ended with `result` (a short phrase: `passed in 0.3 s`).
+    fn finished(&mut self, step: &str, result: &str);
+}
+
+/// A step sink that shows nothing.
+#[derive(Debug, Default, Clone, Copy)]
+pub struct NoSteps;
+
+impl StepSink for NoSteps {
+    fn started(&mut self, _step: &str) {}
+    fn finished(&mut self, _step: &str, _result: &str) {}
+}
+
+/// Writes `label: step …` and `label: step: result` lines to `out`; step names and results may
+/// come from a run's author, so they pass through [`crate::explain::terminal_safe`].
+#[derive(Debug)]
+pub struct LineSteps<W: Write> {
+    label: &'static str,
+    out: W,
+}
+
+impl<W: Write> LineSteps<W> {
+    /// Lines prefixed with `label`, written to `out`.
+    pub fn new(label: &'static str, out: W) -> Self {
+        Self { label, out }
+    }
+
+    /// The writer, for tests.
+    pub fn into_inner(self) -> W {
+        self.out
+    }
+}
+
+impl<W: Write> StepSink for LineSteps<W> {
+    fn started(&mut self, step: &str) {
+        let line = crate::explain::terminal_safe(&format!("{}: {step} …", self.label));
+        // Progress must never fail the operation it describes.
+        let _ = writeln!(self.out, "{line}");
+    }
+
+    fn finished(&mut self, step: &str, result: &str) {
+        let line = crate::explain::terminal_safe(&format!("{}: {step}: {result}", self.label));
+        let _ = writeln!(self.out, "{line}");
+    }
+}
+
+/// The CLI's choice of step lines: on stderr unless `quiet` or stderr is not a terminal.
+pub fn stderr_steps(label: &'static str, quiet: bool) -> Box<dyn StepSink + Send> {
+    if quiet || !std::io::stderr().is_terminal() {
+        Box::new(NoSteps)
+    } else {
+        Box::new(LineSteps::new(label, std::io::stderr()))
+    }
+}
+
 /// Whether to redraw at `now`: never before [`SHOW_AFTER`], then at most every
 /// [`REDRAW_EVERY`].
 pub fn should_draw(started: Instant, last_draw: Option<Instant>, now: Instant) -> bool {
@@ -158,6 +218,19 @@ mod tests {
             "x: 0.0/0.0 MiB (100%), 0/0 files"
         );
         assert!(render_line("x", 1, 1, u64::MAX, 10).contains("(100%)"));
+    }
+
+    #[test]
+    fn step_lines_announce_start_and_result_and_cannot_repaint_the_terminal() {
+        let mut steps = LineSteps::new("rehearse", Vec::new());
+        steps.started("run 1/2 (solution)");
+        steps.finished("run 1/2 (solution)", "failed: exited 1\x1b[1A\rpassed");
+        let text = String::from_utf8(steps.into_inner()).unwrap();
+        assert_eq!(
+            text,
+            "rehearse: run 1/2 (solution) …\nrehearse: run 1/2 (solution): failed: exited \
+             1\\e[1A\\rpassed\n"
+        );
     }
 
     #[test]

@@ -44,6 +44,10 @@ pub struct Execution {
     pub decision: Decision,
     /// The evidence record of the run.
     pub evidence: EvidenceRecord,
+    /// Limits met that the program saw only as an errno (beside the verdict, never in it).
+    pub observed: crate::sandbox::hits::Observed,
+    /// Everything the run wrote, within the output cap.
+    pub output: crate::sandbox::streams::FullOutput,
 }
 
 /// A finished job run: the protocol output and its evidence.
@@ -53,14 +57,6 @@ pub struct JobRun {
     pub output: RunOutput,
     /// The evidence record, with `response_hash` filled in for a verdict.
     pub evidence: EvidenceRecord,
-}
-
-fn source_limits(m: &RunnerManifest) -> Result<TreeLimits, verifier_sdk::DigestError> {
-    TreeLimits::new(m.max_source_bytes, m.max_source_files)
-}
-
-fn benchmark_limits(m: &RunnerManifest) -> Result<TreeLimits, verifier_sdk::DigestError> {
-    TreeLimits::new(m.max_benchmark_bytes, m.max_benchmark_files)
 }
 
 /// Re-digests both staged trees; used right before create and after the run.
@@ -143,18 +139,18 @@ pub fn spec_for(
 ) -> SandboxSpec {
     SandboxSpec {
         run_id,
-        image: manifest.image.clone(),
-        platform: manifest.platform.clone(),
-        argv: manifest.command.clone(),
+        image: manifest.image().to_owned(),
+        platform: manifest.platform().to_owned(),
+        argv: manifest.command().to_vec(),
         source_dir,
         benchmark_dir,
-        timeout: Duration::from_secs(manifest.timeout_seconds),
-        cpu_millis: manifest.cpu_millis,
-        memory_bytes: manifest.memory_bytes,
-        pids_limit: manifest.pids_limit,
-        max_output_bytes: manifest.max_output_bytes,
-        tmpfs_bytes: manifest.tmpfs_bytes,
-        test_seed: manifest.test_seed,
+        timeout: Duration::from_secs(manifest.timeout_seconds()),
+        cpu_millis: manifest.cpu_millis(),
+        memory_bytes: manifest.memory_bytes(),
+        pids_limit: manifest.pids_limit(),
+        max_output_bytes: manifest.max_output_bytes(),
+        tmpfs_bytes: manifest.tmpfs_bytes(),
+        test_seed: manifest.test_seed(),
         pull,
     }
 }
@@ -169,19 +165,12 @@ pub async fn execute_manifest(
     options: &RunOptions,
     label: &str,
 ) -> Result<Result<Execution, NoVerdictOutcome>, SandboxError> {
-    let (Ok(source_limits), Ok(benchmark_limits)) =
-        (source_limits(manifest), benchmark_limits(manifest))
-    else {
-        return Ok(Err(NoVerdictOutcome::new(
-            NoVerdictReason::InvalidJob,
-            "manifest limits must be positive",
-        )));
-    };
+    let (source_limits, benchmark_limits) = (manifest.source_limits(), manifest.benchmark_limits());
     let inputs = StagedInputs {
         root: options.staging_root.clone(),
         source,
         source_limits,
-        benchmark: manifest.benchmark_digest,
+        benchmark: manifest.benchmark_digest(),
         benchmark_limits,
     };
     // Fail fast on a missing tree; the digests are checked by the executor's hooks right
@@ -206,6 +195,8 @@ pub async fn execute_manifest(
     Ok(Ok(Execution {
         decision: report.decision,
         evidence: report.evidence,
+        observed: report.observed,
+        output: report.output,
     }))
 }
 
@@ -213,20 +204,11 @@ pub async fn execute_manifest(
 /// the evidence.
 pub fn outcome_for_job(job: &ValidatedJob, mut execution: Execution) -> JobRun {
     let output = match &execution.decision {
-        Decision::Completed { exit_code } => match execution_facts(*exit_code, &execution.evidence)
-            .and_then(|facts| {
-                Outcome::for_job(job, job.source_snapshot_digest(), facts)
-                    .map_err(|e| e.to_string())
-            }) {
-            Ok(outcome) => {
-                execution.evidence.response_hash = Some(outcome.response_hash.to_string());
-                RunOutput::Verdict(outcome)
-            }
-            Err(detail) => RunOutput::NoVerdict(NoVerdictOutcome::new(
-                NoVerdictReason::InternalError,
-                &detail,
-            )),
-        },
+        Decision::Completed { exit_code } => {
+            let outcome = Outcome::for_job(job, execution_facts(*exit_code, &execution.evidence));
+            execution.evidence.response_hash = Some(outcome.response_hash.to_string());
+            RunOutput::Verdict(outcome)
+        }
         Decision::NoVerdict { reason, detail } => {
             RunOutput::NoVerdict(NoVerdictOutcome::new(*reason, detail))
         }
@@ -237,15 +219,14 @@ pub fn outcome_for_job(job: &ValidatedJob, mut execution: Execution) -> JobRun {
     }
 }
 
-fn execution_facts(exit_code: i64, evidence: &EvidenceRecord) -> Result<ExecutionFacts, String> {
-    let parse = |s: &str| s.parse::<Sha256Digest>().map_err(|e| e.to_string());
-    Ok(ExecutionFacts {
+fn execution_facts(exit_code: i64, evidence: &EvidenceRecord) -> ExecutionFacts {
+    ExecutionFacts {
         exit_code,
-        stdout_sha256: parse(&evidence.stdout.sha256)?,
-        stderr_sha256: parse(&evidence.stderr.sha256)?,
+        stdout_sha256: evidence.stdout.sha256,
+        stderr_sha256: evidence.stderr.sha256,
         stdout_bytes: evidence.stdout.bytes,
         stderr_bytes: evidence.stderr.bytes,
-    })
+    }
 }
 
 /// Runs a validated job end to end: staged inputs, sandbox, outcome.

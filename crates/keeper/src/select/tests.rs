@@ -40,8 +40,7 @@ fn fx(verifiers: &[usize]) -> Fx {
         stdout_bytes: 1,
         stderr_bytes: 1,
     };
-    let outcome =
-        verifier_sdk::Outcome::for_job(&job, job.source_snapshot_digest(), facts).unwrap();
+    let outcome = verifier_sdk::Outcome::for_job(&job, facts);
     let outcome =
         verifier_sdk::validate_outcome(&serde_json::to_value(&outcome).unwrap(), &job).unwrap();
     Fx { job, outcome }

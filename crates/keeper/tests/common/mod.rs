@@ -23,7 +23,6 @@ use keeper::report::{JobReport, Report};
 use keeper::select::{NamedAttestation, select};
 use keeper::{RelayConfig, run};
 use serde_json::{Value, json};
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use verifier_sdk::AttestationFile;
 use verifier_sdk::artifacts::ATTESTATION_SCHEMA;
 use verifier_sdk::fixtures::{JobParams, job_value};
@@ -42,43 +41,24 @@ pub struct JobServer {
 
 impl JobServer {
     pub async fn start(jobs: Vec<Value>) -> Self {
-        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-        let url = format!("http://{}", listener.local_addr().unwrap());
         let jobs = Arc::new(Mutex::new(jobs));
         let served = jobs.clone();
-        tokio::spawn(async move {
-            loop {
-                let Ok((mut stream, _)) = listener.accept().await else {
-                    return;
-                };
-                let served = served.clone();
-                tokio::spawn(async move {
-                    let mut buf = Vec::new();
-                    let mut chunk = [0u8; 4096];
-                    while !buf.windows(4).any(|w| w == b"\r\n\r\n") {
-                        match stream.read(&mut chunk).await {
-                            Ok(0) | Err(_) => return,
-                            Ok(n) => buf.extend_from_slice(&chunk[..n]),
-                        }
-                    }
-                    let request = String::from_utf8_lossy(&buf).to_string();
-                    let (status, body) = if request
-                        .starts_with("GET /v1/base/autonomous-bounties/verification-jobs?")
-                    {
-                        let jobs = served.lock().unwrap().clone();
-                        ("200 OK", serde_json::to_string(&jobs).unwrap())
-                    } else {
-                        ("404 Not Found", "[]".to_string())
-                    };
-                    let response = format!(
-                        "HTTP/1.1 {status}\r\ncontent-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}",
-                        body.len()
-                    );
-                    let _ = stream.write_all(response.as_bytes()).await;
-                    let _ = stream.shutdown().await;
-                });
+        let url = test_http::serve(move |req| {
+            let served = served.clone();
+            async move {
+                if req
+                    .head
+                    .starts_with("GET /v1/base/autonomous-bounties/verification-jobs?")
+                {
+                    let jobs = served.lock().unwrap().clone();
+                    Some(test_http::Response::ok(serde_json::to_vec(&jobs).unwrap()))
+                } else {
+                    Some(test_http::Response::not_found(b"[]".to_vec()))
+                }
             }
-        });
+        })
+        .await
+        .unwrap();
         Self { url, jobs }
     }
 }

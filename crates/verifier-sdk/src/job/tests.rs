@@ -2,6 +2,7 @@ use proptest::prelude::*;
 use serde_json::{Value, json};
 
 use super::*;
+use crate::canonical::{keccak_json, sha256_json, sha256_utf8};
 use crate::fixtures::{self, EXPIRES_AT, JobParams, NOW, rehash, valid_job};
 
 fn ok(job: &Value) -> ValidatedJob {

@@ -5,6 +5,7 @@ use super::*;
 use crate::fixtures::{self, NOW, valid_job};
 use crate::job::validate_job;
 use crate::manifest::tests::vector_manifest;
+use crate::types::Address;
 
 fn d(c: char) -> Sha256Digest {
     format!("sha256:{}", c.to_string().repeat(64))
@@ -162,10 +163,7 @@ fn job() -> ValidatedJob {
 
 fn outcome_value(exit_code: i64) -> Value {
     let job = job();
-    serde_json::to_value(
-        Outcome::for_job(&job, job.source_snapshot_digest(), facts(exit_code)).unwrap(),
-    )
-    .unwrap()
+    serde_json::to_value(Outcome::for_job(&job, facts(exit_code))).unwrap()
 }
 
 #[test]
@@ -178,9 +176,10 @@ fn outcome_for_job_round_trips_through_validation() {
         assert_eq!(validated.receipt().scope, *job.scope());
         assert_eq!(serde_json::to_value(validated.outcome()).unwrap(), v);
     }
+    // The receipt's source digest is always the job's: `for_job` takes no other.
     assert_eq!(
-        Outcome::for_job(&job, d('f'), facts(0)),
-        Err(OutcomeError::SourceDigest)
+        Outcome::for_job(&job, facts(0)).receipt.source_digest,
+        job.source_snapshot_digest()
     );
 }
 
@@ -200,7 +199,7 @@ fn response_hash_is_compared_case_insensitively() {
 /// from the job can catch it.
 fn rehashed(f: impl FnOnce(&mut Receipt)) -> Value {
     let job = job();
-    let mut o = Outcome::for_job(&job, job.source_snapshot_digest(), facts(0)).unwrap();
+    let mut o = Outcome::for_job(&job, facts(0));
     f(&mut o.receipt);
     serde_json::to_value(Outcome::new(o.receipt)).unwrap()
 }

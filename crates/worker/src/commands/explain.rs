@@ -5,15 +5,22 @@ use std::path::Path;
 use super::{fail, print_json, print_text};
 use crate::exit::ExitCode;
 
-/// Explains the evidence record at `path`, as text or (`json`) a normalized summary.
-pub fn explain(path: &Path, json: bool) -> ExitCode {
+/// Explains the evidence record at `path`, as text or (`json`) a normalized summary, with
+/// `lines` lines of each stream (`None`: all the record holds), then what ran.
+pub fn explain(path: &Path, json: bool, lines: Option<usize>) -> ExitCode {
+    use crate::explain::{Shown, explain_shown, terminal_safe, what_ran};
     let evidence = match crate::explain::read_evidence(path) {
         Ok(evidence) => evidence,
         Err(error) => return fail(ExitCode::InvalidInput, &error),
     };
-    let explanation = crate::explain::explain(&evidence);
+    let explanation = explain_shown(&evidence, &Default::default(), Shown::reading(lines));
     if json {
         return print_json(&crate::explain::summary_json(&evidence, &explanation));
     }
-    print_text(&explanation.render(""))
+    let mut text = explanation.render("");
+    text.push_str("what ran\n");
+    for line in what_ran(&evidence) {
+        text.push_str(&format!("  {}\n", terminal_safe(&line)));
+    }
+    print_text(&text)
 }

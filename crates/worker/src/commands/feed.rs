@@ -3,7 +3,7 @@
 
 use std::path::PathBuf;
 
-use super::{block_on, connect_swept, fail, print_json, staging_root_failed};
+use super::{block_on_interruptible, connect_swept, fail, print_json, staging_root_failed};
 use crate::cli::FeedArgs;
 use crate::exit::ExitCode;
 use crate::feed::{FeedConfig, SandboxJobExecutor, run_feed};
@@ -16,15 +16,22 @@ pub fn feed(args: &FeedArgs, quiet: bool) -> ExitCode {
         Err(error) => return staging_root_failed(&error),
     };
     let pull = args.pull;
-    let result = block_on(async move {
-        let executor = connect_swept()
-            .await
-            .map_err(|error| (ExitCode::RuntimeUnavailable, error.to_string()))?;
-        let job_executor = SandboxJobExecutor::new(executor, staging_root, pull);
-        run_feed(&config, &job_executor)
-            .await
-            .map_err(|e| (e.exit_code(), e.to_string()))
-    });
+    let result = block_on_interruptible(
+        async move {
+            let executor = connect_swept()
+                .await
+                .map_err(|error| (ExitCode::RuntimeUnavailable, error.to_string()))?;
+            let job_executor = SandboxJobExecutor::new(executor, staging_root, pull);
+            run_feed(&config, &job_executor)
+                .await
+                .map_err(|e| (e.exit_code(), e.to_string()))
+        },
+        "the feed run (no further job was started)",
+    );
+    let result = match result {
+        Ok(result) => result,
+        Err(code) => return code,
+    };
     match result {
         Ok(Ok(report)) => {
             eprint!("{}", report.human_summary());

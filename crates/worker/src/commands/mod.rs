@@ -3,8 +3,11 @@
 //! stdout; errors as one `worker: error: ...` line on stderr) and returns the [`ExitCode`];
 //! `main` only dispatches and turns that code into the process's status.
 
+pub mod completions;
 pub mod explain;
 pub mod feed;
+pub mod gc;
+pub mod make_request;
 pub mod plan;
 pub mod rehearse;
 pub mod request;
@@ -14,6 +17,7 @@ pub mod stage;
 pub mod validate_candidate;
 
 use std::io::Write;
+use std::sync::atomic::{AtomicBool, Ordering};
 
 use crate::exit::ExitCode;
 use crate::sandbox::{DockerExecutor, SandboxError};
@@ -41,9 +45,17 @@ pub(crate) fn print_text(text: &impl std::fmt::Display) -> ExitCode {
     }
 }
 
-/// Reports `error` on stderr and returns `code`.
+/// Set by `main` when the command line has `--json`: failures then also print the error
+/// object on stdout, so a caller parsing stdout always gets JSON.
+pub static JSON_ERRORS: AtomicBool = AtomicBool::new(false);
+
+/// Reports `error` on stderr (and, under `--json`, as the error object on stdout) and returns
+/// `code`.
 pub(crate) fn fail(code: ExitCode, error: &dyn std::fmt::Display) -> ExitCode {
     eprintln!("worker: error: {error}");
+    if JSON_ERRORS.load(Ordering::Relaxed) {
+        cli_support::print_error_json(code.as_str(), code.code(), &error.to_string());
+    }
     code
 }
 
@@ -60,6 +72,19 @@ pub(crate) fn block_on<F: std::future::Future>(future: F) -> Result<F::Output, s
         .enable_all()
         .build()?;
     Ok(runtime.block_on(future))
+}
+
+/// [`block_on`] for the modes that run containers: on SIGINT/SIGTERM the work is dropped, this
+/// process's containers removed, what was interrupted printed, and `Err(130 or 143)` returned.
+pub(crate) fn block_on_interruptible<F: std::future::Future>(
+    future: F,
+    what: &str,
+) -> Result<Result<F::Output, std::io::Error>, ExitCode> {
+    match block_on(crate::interrupt::run_interruptible(future)) {
+        Ok(Ok(Ok(output))) => Ok(Ok(output)),
+        Ok(Ok(Err(stopped))) => Err(fail(stopped.signal.exit_code(), &stopped.message(what))),
+        Ok(Err(error)) | Err(error) => Ok(Err(error)),
+    }
 }
 
 /// Connects to the engine and removes stale containers of dead workers; a failed sweep is

@@ -12,6 +12,9 @@ use crate::run::{now_unix, spec_for};
 use crate::stage::StageKind;
 use crate::staging_root::{self, Fallback};
 
+/// Schema id of `worker plan`'s output.
+pub const PLAN_SCHEMA_VERSION: &str = "agent-bounties/worker-plan-v1";
+
 /// Prints the plan for `request` against the staging root (`--staging-root`, else the
 /// environment's).
 pub fn plan(request: &Path, staging_root: Option<&Path>) -> ExitCode {
@@ -53,7 +56,7 @@ pub fn plan_command(request: &Path, staging_root: &Path) -> Result<Value, PlanEr
     let benchmark = crate::stage::target_path(
         staging_root,
         StageKind::Benchmark,
-        &manifest.benchmark_digest,
+        &manifest.benchmark_digest(),
     );
     let spec = spec_for(
         manifest,
@@ -64,13 +67,14 @@ pub fn plan_command(request: &Path, staging_root: &Path) -> Result<Value, PlanEr
     );
     let isolation = crate::sandbox::plan(&spec)?;
     Ok(serde_json::json!({
+        "schema_version": PLAN_SCHEMA_VERSION,
         "job_id": job.job_id(),
-        "image": manifest.image,
-        "platform": manifest.platform,
-        "timeout_seconds": manifest.timeout_seconds,
-        "max_output_bytes": manifest.max_output_bytes,
+        "image": manifest.image(),
+        "platform": manifest.platform(),
+        "timeout_seconds": manifest.timeout_seconds(),
+        "max_output_bytes": manifest.max_output_bytes(),
         "source": {"digest": job.source_snapshot_digest(), "path": source, "staged": source.is_dir()},
-        "benchmark": {"digest": manifest.benchmark_digest, "path": benchmark, "staged": benchmark.is_dir()},
+        "benchmark": {"digest": manifest.benchmark_digest(), "path": benchmark, "staged": benchmark.is_dir()},
         "container": isolation,
         "env_note": "plus PATH from the image's own config",
     }))

@@ -1,7 +1,9 @@
 //! `worker rehearse`: the glue between the command line and [`crate::rehearse`]; the exit code
 //! of a finished report is `Rehearsed::exit_code`.
 
-use super::{block_on, connect_swept, fail, print_json, print_text, staging_root_failed};
+use super::{
+    block_on_interruptible, connect_swept, fail, print_json, print_text, staging_root_failed,
+};
 use crate::cli::RehearseArgs;
 use crate::exit::ExitCode;
 use crate::rehearse::{RehearseError, RehearseOptions};
@@ -9,7 +11,7 @@ use crate::sandbox::SandboxError;
 use crate::staging_root::{self, Fallback};
 
 /// Rehearses the manifest on the trees `args` names and prints the report.
-pub fn rehearse(args: RehearseArgs) -> ExitCode {
+pub fn rehearse(args: RehearseArgs, quiet: bool) -> ExitCode {
     let staging_root =
         match staging_root::resolve(args.staging_root.as_deref(), Fallback::PrivateTemp) {
             Ok(root) => root,
@@ -25,15 +27,24 @@ pub fn rehearse(args: RehearseArgs) -> ExitCode {
         pull: args.pull,
         rev: args.rev,
         worktree: args.worktree,
+        quiet,
+        log_dir: args.log_dir,
     };
     let prepared = match crate::rehearse::prepare(&options) {
         Ok(prepared) => prepared,
         Err(error) => return fail(rehearse_error_exit_code(&error), &error),
     };
-    let result = block_on(async {
-        let executor = connect_swept().await?;
-        crate::rehearse_adversarial::rehearse(&executor, prepared, &options, args.adversarial).await
-    });
+    let result = block_on_interruptible(
+        async {
+            let executor = connect_swept().await?;
+            crate::rehearse::rehearse(&executor, prepared, &options, args.adversarial).await
+        },
+        "the rehearsal (no report)",
+    );
+    let result = match result {
+        Ok(result) => result,
+        Err(code) => return code,
+    };
     match result {
         Ok(Ok(report)) => {
             let written = if args.json {
@@ -55,7 +66,7 @@ fn rehearse_error_exit_code(error: &RehearseError) -> ExitCode {
     match error {
         e if e.is_input_error() => ExitCode::InvalidInput,
         RehearseError::Sandbox(SandboxError::RuntimeUnavailable(_)) => ExitCode::RuntimeUnavailable,
-        RehearseError::StagingRoot { .. } => ExitCode::Config,
+        RehearseError::StagingRoot { .. } | RehearseError::LogDir { .. } => ExitCode::Config,
         RehearseError::Stage { source, .. } => super::stage::stage_exit_code(source),
         _ => ExitCode::Internal,
     }

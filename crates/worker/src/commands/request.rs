@@ -1,7 +1,6 @@
 //! Request files of `--run-regression`, `--validate-regression-candidate` and `plan`: a
 //! bounded JSON object with exactly the keys a mode expects.
 
-use std::io::Read;
 use std::path::{Path, PathBuf};
 
 use serde_json::Value;
@@ -47,14 +46,10 @@ pub fn read_request(
         path: path.to_owned(),
         source,
     };
-    let file = std::fs::File::open(path).map_err(io)?;
-    let mut bytes = Vec::new();
-    file.take(MAX_REQUEST_BYTES + 1)
-        .read_to_end(&mut bytes)
-        .map_err(io)?;
-    if bytes.len() as u64 > MAX_REQUEST_BYTES {
-        return Err(RequestError::TooLarge);
-    }
+    let bytes = artifact_fs::read_named(path, MAX_REQUEST_BYTES).map_err(|e| match e {
+        artifact_fs::ReadError::TooLarge { .. } => RequestError::TooLarge,
+        e => io(e.into_io()),
+    })?;
     let value: Value = serde_json::from_slice(&bytes).map_err(RequestError::Json)?;
     let Value::Object(map) = value else {
         return Err(RequestError::Shape {

@@ -7,7 +7,7 @@ use serde_json::Value;
 use verifier_sdk::{NoVerdictOutcome, NoVerdictReason, RunOutput};
 
 use super::request::{RequestError, read_request};
-use super::{block_on, fail, print_json, staging_root_failed};
+use super::{block_on_interruptible, fail, print_json, staging_root_failed};
 use crate::exit::ExitCode;
 use crate::run::{RunOptions, now_unix, run_job, write_evidence};
 use crate::sandbox::{DockerExecutor, SandboxError};
@@ -33,14 +33,32 @@ impl RunCommandError {
     }
 }
 
-/// Runs the request and prints its outcome; the exit code is the outcome's.
-pub fn run_regression(request: &Path, pull: bool, evidence: Option<&Path>) -> ExitCode {
+/// Runs the request and prints its outcome; the exit code is the outcome's. With `in_toto`,
+/// the in-toto statement of a verdict is written there first.
+pub fn run_regression(
+    request: &Path,
+    pull: bool,
+    evidence: Option<&Path>,
+    in_toto: Option<&Path>,
+) -> ExitCode {
     let root = match staging_root::resolve(None, Fallback::Required) {
         Ok(root) => root,
         Err(error) => return staging_root_failed(&error),
     };
-    match block_on(run_regression_command(request, root, pull, evidence)) {
+    let result = match block_on_interruptible(
+        run_regression_command(request, root, pull, evidence),
+        "the run",
+    ) {
+        Ok(result) => result,
+        Err(code) => return code,
+    };
+    match result {
         Ok(Ok(done)) => {
+            if let Some(path) = in_toto
+                && let Err(error) = crate::intoto::write_for_run(path, &done)
+            {
+                return fail(ExitCode::Internal, &error);
+            }
             let code = outcome_exit_code(&done.output);
             match print_json(&done.output) {
                 ExitCode::Success => code,
@@ -71,12 +89,15 @@ pub struct RunCommandOutput {
     pub output: RunOutput,
     /// The content-addressed evidence record, when the run got far enough to have one.
     pub evidence_path: Option<PathBuf>,
+    /// The job's id, once the job validated.
+    pub job_id: Option<String>,
 }
 
 fn no_verdict(reason: NoVerdictReason, detail: &str) -> RunCommandOutput {
     RunCommandOutput {
         output: RunOutput::NoVerdict(NoVerdictOutcome::new(reason, detail)),
         evidence_path: None,
+        job_id: None,
     }
 }
 
@@ -129,6 +150,7 @@ pub async fn run_regression_command(
             return Ok(RunCommandOutput {
                 output: RunOutput::NoVerdict(no),
                 evidence_path: None,
+                job_id: Some(job.job_id().to_owned()),
             });
         }
         Err(SandboxError::RuntimeUnavailable(error)) => {
@@ -152,5 +174,6 @@ pub async fn run_regression_command(
     Ok(RunCommandOutput {
         output: run.output,
         evidence_path: Some(path),
+        job_id: Some(job.job_id().to_owned()),
     })
 }

@@ -16,16 +16,25 @@ pub fn validate_candidate(request: &Path) -> ExitCode {
     match validate_candidate_command(request) {
         Ok(check) => print_json(&check),
         Err(error) => {
-            let refusal = serde_json::json!({"valid": false, "error": error.to_string()});
+            let refusal = serde_json::json!({
+                "schema_version": CANDIDATE_CHECK_SCHEMA_VERSION,
+                "valid": false,
+                "error": error.to_string(),
+            });
             let _ = print_json(&refusal);
             fail(ExitCode::InvalidInput, &error)
         }
     }
 }
 
+/// Schema id of `--validate-regression-candidate`'s output.
+pub const CANDIDATE_CHECK_SCHEMA_VERSION: &str = "agent-bounties/worker-candidate-check-v1";
+
 /// The result of `--validate-regression-candidate`.
 #[derive(Debug, Clone, serde::Serialize)]
 pub struct CandidateCheck {
+    /// [`CANDIDATE_CHECK_SCHEMA_VERSION`].
+    pub schema_version: &'static str,
     /// Always true here; a refusal is an error.
     pub valid: bool,
     /// `passed` or `failed`.
@@ -72,6 +81,7 @@ pub fn validate_candidate_command(request: &Path) -> Result<CandidateCheck, Vali
         verifier_sdk::revalidate_outcome(get("job"), get("current_job"), get("outcome"), now)?
     };
     Ok(CandidateCheck {
+        schema_version: CANDIDATE_CHECK_SCHEMA_VERSION,
         valid: true,
         verdict: checked.outcome.verdict(),
         response_hash: checked.outcome.response_hash(),

@@ -76,8 +76,8 @@ impl ArchiveLimits {
             max_compressed_bytes: SOURCE_MAX_COMPRESSED,
             max_uncompressed_bytes: SOURCE_MAX_UNCOMPRESSED,
             max_entries: MAX_ENTRIES,
-            max_tree_bytes: manifest.max_source_bytes,
-            max_tree_files: manifest.max_source_files,
+            max_tree_bytes: manifest.max_source_bytes(),
+            max_tree_files: manifest.max_source_files(),
         }
     }
     /// Caps for the benchmark under `manifest`.
@@ -86,8 +86,8 @@ impl ArchiveLimits {
             max_compressed_bytes: BENCHMARK_MAX_COMPRESSED,
             max_uncompressed_bytes: BENCHMARK_MAX_UNCOMPRESSED,
             max_entries: MAX_ENTRIES,
-            max_tree_bytes: manifest.max_benchmark_bytes,
-            max_tree_files: manifest.max_benchmark_files,
+            max_tree_bytes: manifest.max_benchmark_bytes(),
+            max_tree_files: manifest.max_benchmark_files(),
         }
     }
 }

@@ -297,15 +297,15 @@ mod tests {
             stdout_bytes: 1,
             stderr_bytes: 2,
         };
-        Outcome::for_job(job, job.source_snapshot_digest(), facts).unwrap()
+        Outcome::for_job(job, facts)
     }
 
     fn identity<'a>(job: &'a ValidatedJob, version: &'a str) -> RunIdentity<'a> {
         RunIdentity {
             job,
             source_digest: job.source_snapshot_digest(),
-            benchmark_digest: job.manifest().benchmark_digest,
-            image_digest: job.manifest().image_digest().unwrap(),
+            benchmark_digest: job.manifest().benchmark_digest(),
+            image_digest: job.manifest().image_digest(),
             worker_version: version,
         }
     }

@@ -6,6 +6,7 @@ use serde_json::Value;
 use verifier_sdk::{Candidate, CandidateManifest, Outcome, ValidatedJob, candidate_file_name};
 
 use super::cache::write_atomically;
+use crate::intoto::{EvidenceAddress, statement_file_name, test_result_statement};
 
 /// Name of the candidates manifest in the output dir.
 pub const MANIFEST_FILE: &str = "manifest.json";
@@ -40,7 +41,9 @@ fn revision_from(github_sha: Option<&str>) -> String {
     }
 }
 
-/// Writes `candidate-<sha256(job_id)>.json` for a verdict and returns its file name.
+/// Writes `candidate-<sha256(job_id)>.json` for a verdict, and beside it the in-toto
+/// statement `candidate-<sha256(job_id)>.intoto.json` when the evidence is known, and returns
+/// the candidate's file name.
 pub fn write_candidate(
     out_dir: &Path,
     job: &ValidatedJob,
@@ -54,6 +57,18 @@ pub fn write_candidate(
         path: path.clone(),
         source,
     };
+    // The in-toto statement beside it; the evidence is carried inside the candidate, so that
+    // is its address. Written first so a candidate never appears without its statement.
+    if let Some(evidence) = &evidence {
+        let address = EvidenceAddress::of_record(evidence, &format!("{name}#/evidence"));
+        let statement = test_result_statement(job.job_id(), outcome, &address);
+        let statement_path = out_dir.join(statement_file_name(&name));
+        let bytes = serde_json::to_vec_pretty(&statement).map_err(|e| io(e.into()))?;
+        write_atomically(out_dir, &statement_path, &bytes).map_err(|source| OutputError::Io {
+            path: statement_path.clone(),
+            source,
+        })?;
+    }
     let outcome = serde_json::to_value(outcome).map_err(|e| io(e.into()))?;
     let candidate = Candidate::new(
         job.raw().clone(),
@@ -110,7 +125,7 @@ mod tests {
             stdout_bytes: 0,
             stderr_bytes: 0,
         };
-        let outcome = Outcome::for_job(&job, job.source_snapshot_digest(), facts).unwrap();
+        let outcome = Outcome::for_job(&job, facts);
         let name = write_candidate(&out, &job, &outcome, None, "local").unwrap();
         assert_eq!(name, candidate_file_name(job.job_id()));
         let raw: Value = serde_json::from_slice(&std::fs::read(out.join(&name)).unwrap()).unwrap();

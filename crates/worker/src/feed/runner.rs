@@ -486,17 +486,11 @@ impl Runner<'_> {
             ));
         }
         let manifest = job.manifest();
-        let image_digest = manifest.image_digest().ok_or_else(|| {
-            Stop::new(
-                JobStatus::Rejected,
-                reason::INVALID_JOB,
-                "runner manifest image is not pinned by digest",
-            )
-        })?;
+        let image_digest = manifest.image_digest();
         let identity = RunIdentity {
             job,
             source_digest: job.source_snapshot_digest(),
-            benchmark_digest: manifest.benchmark_digest,
+            benchmark_digest: manifest.benchmark_digest(),
             image_digest,
             worker_version: &self.config.worker_version,
         };

@@ -60,17 +60,22 @@ impl JobExecutor for SandboxJobExecutor {
         benchmark_dir: &Path,
     ) -> Result<ExecutedJob, JobFailure> {
         let manifest = job.manifest();
-        let limits = |bytes, files| {
-            TreeLimits::new(bytes, files).map_err(|e| JobFailure::InvalidInput(e.to_string()))
-        };
         let root = &self.options.staging_root;
-        let source_limits = limits(manifest.max_source_bytes, manifest.max_source_files)?;
-        let benchmark_limits = limits(manifest.max_benchmark_bytes, manifest.max_benchmark_files)?;
-        let source = stage(StageKind::Source, source_dir, root, source_limits).await?;
-        let benchmark = stage(StageKind::Benchmark, benchmark_dir, root, benchmark_limits).await?;
-        let image_digest = manifest.image_digest().ok_or_else(|| {
-            JobFailure::InvalidInput("manifest image is not digest-pinned".into())
-        })?;
+        let source = stage(
+            StageKind::Source,
+            source_dir,
+            root,
+            manifest.source_limits(),
+        )
+        .await?;
+        let benchmark = stage(
+            StageKind::Benchmark,
+            benchmark_dir,
+            root,
+            manifest.benchmark_limits(),
+        )
+        .await?;
+        let image_digest = manifest.image_digest();
         let executed = |output, evidence| ExecutedJob {
             output,
             evidence,
@@ -91,9 +96,9 @@ impl JobExecutor for SandboxJobExecutor {
                 None,
             ));
         }
-        if benchmark != manifest.benchmark_digest {
+        if benchmark != manifest.benchmark_digest() {
             return Ok(executed(
-                mismatch("benchmark", benchmark, manifest.benchmark_digest),
+                mismatch("benchmark", benchmark, manifest.benchmark_digest()),
                 None,
             ));
         }

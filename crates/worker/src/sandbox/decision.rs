@@ -5,20 +5,9 @@
 
 use serde::{Deserialize, Serialize};
 
-/// Who ended the container, if anyone other than the program itself.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum StoppedBy {
-    /// The program ended on its own (or never started).
-    None,
-    /// The sandbox killed the container at the deadline.
-    Timeout,
-    /// The sandbox killed the container because combined output passed the cap.
-    OutputLimit,
-    /// Something other than the sandbox killed, stopped or acted on the running container,
-    /// as the engine's event stream showed (or the stream ended before the exit was seen).
-    External,
-}
+// The stop and decision types are part of the evidence record the sdk defines, so the record
+// the worker writes and the one the signer reads are one type.
+pub use verifier_sdk::evidence::{Decision, StoppedBy};
 
 // The reasons are the protocol's (`verifier-sdk`), so the sandbox and the printed outcome
 // can never disagree on a name.
@@ -72,42 +61,6 @@ pub struct RunObservation {
     pub inputs: InputCheck,
     /// The engine's events for the container during the run.
     pub events: EngineEvents,
-}
-
-/// The outcome of one run under the verdict contract.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(tag = "status", rename_all = "snake_case")]
-pub enum Decision {
-    /// The command completed on its own: exit 0 is `passed`, anything else `failed`.
-    Completed {
-        /// The process's own exit code.
-        exit_code: i64,
-    },
-    /// No verdict; the run must be retried and is never cached as completed.
-    NoVerdict {
-        /// Stable machine-readable reason.
-        reason: NoVerdictReason,
-        /// Human-readable detail.
-        detail: String,
-    },
-}
-
-impl Decision {
-    /// Shorthand for a no-verdict decision.
-    pub fn no_verdict(reason: NoVerdictReason, detail: impl Into<String>) -> Self {
-        Self::NoVerdict {
-            reason,
-            detail: detail.into(),
-        }
-    }
-
-    /// `Some(true)` for passed, `Some(false)` for failed, `None` for no verdict.
-    pub fn passed(&self) -> Option<bool> {
-        match self {
-            Self::Completed { exit_code } => Some(*exit_code == 0),
-            Self::NoVerdict { .. } => None,
-        }
-    }
 }
 
 /// Applies the verdict contract.

@@ -31,10 +31,10 @@ use super::evidence::{
 };
 use super::output::{self, Drained, OutputStream};
 use super::profile;
-use super::streams::OutputCapture;
+use super::streams::{FullOutput, OutputCapture};
 use super::{
     InputPhase, LABEL_OWNER, LABEL_RUN_ID, LABEL_VERIFIER, LABEL_WORKER_VERSION, RunHooks,
-    RunReport, SandboxError, SandboxSpec, executable, image, owner, spec, teardown,
+    RunReport, SandboxError, SandboxSpec, executable, hits, image, owner, spec, teardown,
 };
 
 /// How long after the observed stop the engine's `die` event may take to arrive.
@@ -52,6 +52,8 @@ struct Ctx<'a> {
     spec: &'a SandboxSpec,
     hooks: &'a dyn RunHooks,
     evidence: EvidenceRecord,
+    observed: hits::Observed,
+    output: FullOutput,
 }
 
 impl DockerExecutor {
@@ -165,35 +167,42 @@ impl DockerExecutor {
         Ok(removed)
     }
 
-    /// Kills and removes every container this process labelled as its own; returns their ids.
-    /// A run whose future was dropped (a service shutting down mid-run) leaves its container
-    /// behind, and only its owner may remove a live one.
-    pub async fn remove_own(&self) -> Result<Vec<String>, SandboxError> {
+    /// Kills and removes every container this process created (by its owner label), each
+    /// removal confirmed, and returns their ids; used after SIGINT/SIGTERM dropped a run
+    /// mid-way. A create request dropped in flight may still complete in the engine, so the
+    /// listing is repeated until one, made at least a second after the first, finds none.
+    pub async fn remove_own_containers(&self) -> Result<Vec<String>, SandboxError> {
         let filters = HashMap::from([("label", vec![format!("{LABEL_OWNER}={}", self.owner)])]);
-        let options = ListContainersOptionsBuilder::default()
-            .all(true)
-            .filters(&filters)
-            .build();
-        let containers = self
-            .docker
-            .list_containers(Some(options))
-            .await
-            .map_err(|source| SandboxError::Engine {
-                context: "listing own containers",
-                source,
-            })?;
+        let settle = Instant::now() + Duration::from_secs(1);
         let mut removed = Vec::new();
-        for id in containers.into_iter().filter_map(|c| c.id) {
-            teardown::kill(&self.docker, &id).await;
-            if teardown::remove_and_confirm(&self.docker, &id)
-                .await
-                .is_none()
-            {
-                return Err(SandboxError::StaleNotRemoved { id });
+        loop {
+            let options = ListContainersOptionsBuilder::default()
+                .all(true)
+                .filters(&filters)
+                .build();
+            let containers =
+                self.docker
+                    .list_containers(Some(options))
+                    .await
+                    .map_err(|source| SandboxError::Engine {
+                        context: "listing this worker's containers",
+                        source,
+                    })?;
+            let ids: Vec<String> = containers.into_iter().filter_map(|c| c.id).collect();
+            if ids.is_empty() && Instant::now() >= settle {
+                return Ok(removed);
             }
-            removed.push(id);
+            for id in ids {
+                if teardown::remove_and_confirm(&self.docker, &id)
+                    .await
+                    .is_none()
+                {
+                    return Err(SandboxError::StaleNotRemoved { id });
+                }
+                removed.push(id);
+            }
+            tokio::time::sleep(Duration::from_millis(250)).await;
         }
-        Ok(removed)
     }
 
     /// Runs `spec` and decides its outcome. Every contract failure is a no-verdict report;
@@ -207,12 +216,16 @@ impl DockerExecutor {
             spec,
             hooks,
             evidence: self.blank_evidence(spec),
+            observed: hits::Observed::default(),
+            output: FullOutput::default(),
         };
         let decision = self.run_phases(&mut ctx).await?;
         ctx.evidence.outcome = decision.clone();
         Ok(RunReport {
             decision,
             evidence: ctx.evidence,
+            observed: ctx.observed,
+            output: ctx.output,
         })
     }
 
@@ -480,6 +493,7 @@ impl DockerExecutor {
             id.to_string(),
             Arc::clone(&resources),
         ));
+        let hit_watch = hits::Watch::start(self.docker.clone(), id.to_string());
         // The reader runs on its own and always reads to the end: if we stopped reading, the
         // engine's stream copier would block and with it the container's exit handling, so a
         // kill, wait or inspect would hang.
@@ -548,6 +562,7 @@ impl DockerExecutor {
             events,
             output,
             resources,
+            observed: hit_watch.stop(),
         }
     }
 
@@ -558,10 +573,18 @@ impl DockerExecutor {
             events,
             output,
             resources,
+            observed,
         } = watched;
         ctx.evidence.resources = resources;
-        ctx.evidence.stdout = output.stdout.finish();
-        ctx.evidence.stderr = output.stderr.finish();
+        ctx.observed = observed;
+        let (stdout, stdout_full) = output.stdout.finish_keeping();
+        let (stderr, stderr_full) = output.stderr.finish_keeping();
+        ctx.evidence.stdout = stdout;
+        ctx.evidence.stderr = stderr;
+        ctx.output = FullOutput {
+            stdout: stdout_full,
+            stderr: stderr_full,
+        };
         ctx.evidence.exit.stopped_by = stopped_by;
 
         let running = match teardown::final_state(&self.docker, id).await {
@@ -615,6 +638,7 @@ struct Watched {
     events: EngineEvents,
     output: Drained,
     resources: ResourceFacts,
+    observed: hits::Observed,
 }
 
 fn container_name(run_id: &str) -> String {

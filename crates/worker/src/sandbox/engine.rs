@@ -18,7 +18,7 @@ use futures_util::StreamExt;
 use super::decision::{Decision, NoVerdictReason};
 use super::events::EventLog;
 use super::evidence::ResourceFacts;
-use super::{SandboxError, SandboxSpec};
+use super::{PULL_FAILED, SandboxError, SandboxSpec};
 
 /// How far back the event subscription replays the engine's buffer, so a `start` that happens
 /// before the subscription is in place is still seen (the filter is the container's id, so
@@ -64,6 +64,7 @@ pub(super) async fn inspect_image(
     spec: &SandboxSpec,
 ) -> Result<Result<ImageInspect, Decision>, SandboxError> {
     let mut inspected = docker.inspect_image(&spec.image).await;
+    let mut pull_failed = None;
     if spec.pull && matches!(&inspected, Err(e) if is_not_found(e)) {
         // The reference is already checked to be digest-pinned, so this pulls by digest.
         let options = CreateImageOptionsBuilder::default()
@@ -77,16 +78,25 @@ pub(super) async fn inspect_image(
                 break;
             }
         }
-        if let Some(detail) = pull_error {
+        if let Some(detail) = &pull_error {
             tracing::warn!(image = %spec.image, %detail, "pull by digest failed");
         }
         inspected = docker.inspect_image(&spec.image).await;
+        pull_failed = pull_error;
     }
     match inspected {
         Ok(image) => Ok(Ok(image)),
+        // The engine's reason is what the author can act on (no such digest in the registry,
+        // an unreachable registry, denied), not a hint to pass --pull again.
         Err(error) if is_not_found(&error) => Ok(Err(Decision::no_verdict(
             NoVerdictReason::ImageMissing,
-            format!("image {} is not present", spec.image),
+            match pull_failed {
+                Some(reason) => format!(
+                    "image {} is not present; {PULL_FAILED} {reason}",
+                    spec.image
+                ),
+                None => format!("image {} is not present", spec.image),
+            },
         ))),
         Err(error @ EngineError::DockerResponseServerError { .. }) => {
             Ok(Err(Decision::no_verdict(

@@ -14,10 +14,12 @@
 
 pub mod decision;
 mod docker;
+pub mod endpoint;
 mod engine;
 mod events;
 pub mod evidence;
 mod executable;
+pub mod hits;
 mod image;
 mod output;
 mod owner;
@@ -45,6 +47,10 @@ pub const LABEL_WORKER_VERSION: &str = "dev.agent-bounties.worker-version";
 /// Label naming the owning worker process (`<boot id>/<pid namespace>/<pid>/<start time>`),
 /// used by [`DockerExecutor::cleanup_stale`] to tell a provably dead owner from a live one.
 pub const LABEL_OWNER: &str = "dev.agent-bounties.owner";
+
+/// How an `image_missing` detail says that pulling by digest was tried and failed; the engine's
+/// reason follows it.
+pub const PULL_FAILED: &str = "pulling it by its digest failed:";
 
 /// Everything needed to run one command; independent of the job and manifest types.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -101,13 +107,18 @@ pub struct RunReport {
     pub decision: Decision,
     /// The evidence record.
     pub evidence: EvidenceRecord,
+    /// Limits met that the program saw only as an errno, as read while it ran; reported
+    /// beside the verdict, never part of it or of the evidence.
+    pub observed: hits::Observed,
+    /// Everything the run wrote, within the output cap (the evidence keeps only tails).
+    pub output: streams::FullOutput,
 }
 
 /// Failures that prevent a run from producing even a no-verdict report.
 #[derive(Debug, thiserror::Error)]
 pub enum SandboxError {
     /// The engine could not be reached (maps to the "runtime unavailable" exit code).
-    #[error("container runtime unavailable: {0}")]
+    #[error("container runtime unavailable: {}", endpoint::unreachable_message(.0))]
     RuntimeUnavailable(#[source] bollard::errors::Error),
     /// An engine request outside a run failed (for example listing stale containers).
     #[error("docker engine request failed while {context}: {source}")]

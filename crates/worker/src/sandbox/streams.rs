@@ -3,18 +3,31 @@
 
 use std::collections::VecDeque;
 
-use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
+use verifier_sdk::Sha256Digest;
 
 /// Most bytes of each stream kept verbatim in the evidence record (DESIGN §5).
 pub const TAIL_LIMIT: usize = 32 * 1024;
 
-/// Hashes and counts a stream as chunks arrive and keeps its last [`TAIL_LIMIT`] bytes.
+/// Hashes and counts a stream as chunks arrive and keeps its last [`TAIL_LIMIT`] bytes, and
+/// every byte it was fed (the reader stops feeding it at the manifest's output cap, so this is
+/// bounded by the cap plus one chunk) for `--log-dir`.
 #[derive(Clone, Debug, Default)]
 pub struct OutputCapture {
     hasher: Sha256,
     bytes: u64,
     tail: VecDeque<u8>,
+    full: Vec<u8>,
+}
+
+/// Everything a run wrote, within the output cap; kept beside the evidence (which holds only
+/// the tails), never part of it.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct FullOutput {
+    /// Standard output.
+    pub stdout: Vec<u8>,
+    /// Standard error.
+    pub stderr: Vec<u8>,
 }
 
 impl OutputCapture {
@@ -26,6 +39,7 @@ impl OutputCapture {
     /// Feeds the next chunk.
     pub fn push(&mut self, chunk: &[u8]) {
         self.hasher.update(chunk);
+        self.full.extend_from_slice(chunk);
         self.bytes = self
             .bytes
             .saturating_add(u64::try_from(chunk.len()).unwrap_or(u64::MAX));
@@ -43,32 +57,23 @@ impl OutputCapture {
 
     /// Final digest, count and tail.
     pub fn finish(self) -> StreamEvidence {
+        self.finish_keeping().0
+    }
+
+    /// Final digest, count and tail, and every byte fed.
+    pub fn finish_keeping(self) -> (StreamEvidence, Vec<u8>) {
         let tail_bytes: Vec<u8> = self.tail.into_iter().collect();
-        StreamEvidence {
-            sha256: format!("sha256:{}", hex::encode(self.hasher.finalize())),
+        let evidence = StreamEvidence {
+            sha256: Sha256Digest::from_bytes(self.hasher.finalize().into()),
             bytes: self.bytes,
             tail_truncated: u64::try_from(tail_bytes.len()).unwrap_or(u64::MAX) < self.bytes,
             tail: String::from_utf8_lossy(&tail_bytes).into_owned(),
-        }
+        };
+        (evidence, self.full)
     }
 }
 
-/// What the evidence record says about one stream.
-///
-/// `tail` is the last bytes decoded as lossy UTF-8: it is for reading, not verification (the
-/// hash covers the exact bytes), and a multi-byte character cut at the tail's start shows as
-/// U+FFFD.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-pub struct StreamEvidence {
-    /// `sha256:<hex>` of every byte received.
-    pub sha256: String,
-    /// Number of bytes received.
-    pub bytes: u64,
-    /// Last at most 32 KiB, lossy UTF-8.
-    pub tail: String,
-    /// True when `tail` holds fewer bytes than were received.
-    pub tail_truncated: bool,
-}
+pub use verifier_sdk::evidence::StreamEvidence;
 
 #[cfg(test)]
 mod tests {
@@ -82,7 +87,7 @@ mod tests {
         capture.push(b"world\n");
         let evidence = capture.finish();
         let expected = hex::encode(Sha256::digest(b"hello world\n"));
-        assert_eq!(evidence.sha256, format!("sha256:{expected}"));
+        assert_eq!(evidence.sha256.to_string(), format!("sha256:{expected}"));
         assert_eq!(evidence.bytes, 12);
         assert_eq!(evidence.tail, "hello world\n");
         assert!(!evidence.tail_truncated);
@@ -92,7 +97,7 @@ mod tests {
     fn empty_stream_has_the_empty_digest() {
         let evidence = OutputCapture::new().finish();
         assert_eq!(
-            evidence.sha256,
+            evidence.sha256.to_string(),
             "sha256:e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855"
         );
         assert_eq!(evidence.bytes, 0);
@@ -121,6 +126,6 @@ mod tests {
         let evidence = capture.finish();
         assert_eq!(evidence.tail, "\u{fffd}ok");
         let expected = hex::encode(Sha256::digest([0xff, b'o', b'k']));
-        assert_eq!(evidence.sha256, format!("sha256:{expected}"));
+        assert_eq!(evidence.sha256.to_string(), format!("sha256:{expected}"));
     }
 }

@@ -211,7 +211,7 @@ async fn interrupt(
     job_id: &str,
     job_dir: &Path,
 ) {
-    match tokio::time::timeout(SHUTDOWN_BOUND, docker.remove_own()).await {
+    match tokio::time::timeout(SHUTDOWN_BOUND, docker.remove_own_containers()).await {
         Ok(Ok(removed)) => tracing::info!(containers = ?removed, "removed the running container"),
         Ok(Err(error)) => tracing::error!(%error, "could not remove the running container"),
         Err(_) => tracing::error!("removing the running container timed out"),

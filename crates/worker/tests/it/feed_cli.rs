@@ -305,8 +305,10 @@ async fn a_run_killed_from_outside_is_no_verdict_and_never_cached() {
     );
     w.serve(&[&job]);
 
-    // Container tests run one at a time, so the only running sandbox container is the feed's.
-    let killer = tokio::spawn(async {
+    // Other processes may run sandbox containers on the same engine, so the killer picks the
+    // one whose bind mounts come from this world's staging root, never just any sandbox.
+    let staging = w.path("staging").to_string_lossy().into_owned();
+    let killer = tokio::spawn(async move {
         let executor = support::executor().await;
         let filters = std::collections::HashMap::from([
             (
@@ -320,7 +322,14 @@ async fn a_run_killed_from_outside_is_no_verdict_and_never_cached() {
                 .filters(&filters)
                 .build();
             let running = executor.client().list_containers(Some(options)).await;
-            if let Some(id) = running.unwrap().into_iter().find_map(|c| c.id) {
+            let ours = running.unwrap().into_iter().find(|c| {
+                c.mounts.iter().flatten().any(|m| {
+                    m.source
+                        .as_deref()
+                        .is_some_and(|source| source.starts_with(&staging))
+                })
+            });
+            if let Some(id) = ours.and_then(|c| c.id) {
                 let status = Command::new("docker")
                     .args(["kill", "--signal", "KILL", &id])
                     .stdout(std::process::Stdio::null())

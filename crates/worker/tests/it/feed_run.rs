@@ -81,7 +81,7 @@ impl JobExecutor for FakeExecutor {
         let image_digest = if self.wrong_image {
             digest('f')
         } else {
-            job.manifest().image_digest().unwrap()
+            job.manifest().image_digest()
         };
         let done = |output| ExecutedJob {
             output,
@@ -91,7 +91,7 @@ impl JobExecutor for FakeExecutor {
             benchmark_digest,
         };
         if source_digest != job.source_snapshot_digest()
-            || benchmark_digest != job.manifest().benchmark_digest
+            || benchmark_digest != job.manifest().benchmark_digest()
         {
             return Ok(done(RunOutput::NoVerdict(NoVerdictOutcome::new(
                 NoVerdictReason::InputMismatch,
@@ -111,7 +111,7 @@ impl JobExecutor for FakeExecutor {
             stdout_bytes: 3,
             stderr_bytes: 4,
         };
-        let outcome = Outcome::for_job(job, source_digest, facts).unwrap();
+        let outcome = Outcome::for_job(job, facts);
         Ok(done(RunOutput::Verdict(outcome)))
     }
 }
@@ -428,8 +428,16 @@ async fn a_batch_runs_the_valid_jobs_and_isolates_every_bad_one() {
         row(&report, &pass).candidate_file.as_deref(),
         Some(candidate_file_name(&id(&pass)).as_str())
     );
-    // Output holds exactly the manifest and the two candidates.
-    assert_eq!(std::fs::read_dir(&out).unwrap().count(), 3);
+    // Output holds exactly the manifest, the two candidates and their in-toto statements.
+    assert_eq!(std::fs::read_dir(&out).unwrap().count(), 5);
+    for job in [&pass, &fail] {
+        let name = worker::intoto::statement_file_name(&candidate_file_name(&id(job)));
+        assert!(
+            out.join(name).is_file(),
+            "no in-toto statement for {}",
+            id(job)
+        );
+    }
     // Every download and extraction was cleaned up.
     assert_eq!(std::fs::read_dir(w.root.join("work")).unwrap().count(), 0);
     // The no-verdict job makes the batch retryable.

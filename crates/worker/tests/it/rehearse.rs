@@ -28,7 +28,7 @@ impl Ran {
     }
 }
 
-fn finish(output: Output) -> Ran {
+fn finish(output: &Output) -> Ran {
     let ran = Ran {
         code: output.status.code().unwrap_or(-1),
         stdout: String::from_utf8_lossy(&output.stdout).into_owned(),
@@ -93,7 +93,7 @@ impl Rehearsal {
             .env_remove("REGRESSION_SANDBOX_STAGING_ROOT")
             .output()
             .unwrap();
-        finish(output)
+        finish(&output)
     }
 
     fn busybox_cmp(&self) -> PathBuf {
@@ -111,7 +111,7 @@ impl Rehearsal {
 
 fn explain(args: &[&str]) -> Ran {
     finish(
-        Command::new(env!("CARGO_BIN_EXE_worker"))
+        &Command::new(env!("CARGO_BIN_EXE_worker"))
             .arg("explain")
             .args(args)
             .output()
@@ -164,6 +164,8 @@ fn a_manifest_with_the_real_digest_is_used_as_is_and_a_wrong_one_is_refused() {
     assert_eq!(ran.code, 0, "{}", ran.stderr);
     let report = ran.json();
     assert_eq!(report["commit"]["benchmark_digest_filled_in"], false);
+    // One run compares nothing: its stability is not checked, not "stable".
+    assert_eq!(report["stability"], "not_checked");
     assert_eq!(
         report["schema_version"],
         "agent-bounties/regression-rehearsal-v1"
@@ -279,12 +281,29 @@ fn a_coin_flip_benchmark_is_reported_unstable() {
         &fixture("example/source-pass"),
         &bench,
         &r.busybox_script(|_| {}),
-        &["--repeat", "16", "--json"],
+        &[
+            "--repeat",
+            "16",
+            "--base",
+            fixture("example/source-fail").to_str().unwrap(),
+            "--json",
+        ],
     );
     assert_eq!(ran.code, 4, "{}{}", ran.stdout, ran.stderr);
     let report = ran.json();
     assert_eq!(report["stability"], "unstable");
     assert_eq!(report["verdict"], "unstable");
+    // Flaky is the finding; whatever the base tree's one coin flip gave, the benchmark is not
+    // also called non-discriminating, and the fix is named.
+    assert_eq!(report["discrimination"], "unknown");
+    assert_eq!(report["problems"].as_array().unwrap().len(), 1, "{report}");
+    assert!(
+        report["problems"][0]
+            .as_str()
+            .unwrap()
+            .contains("AGENT_BOUNTIES_TEST_SEED=1 (the manifest's test_seed)"),
+        "{report}"
+    );
     let statuses: Vec<&str> = report["runs"]
         .as_array()
         .unwrap()
@@ -321,6 +340,15 @@ fn a_timeout_is_explained_with_the_limit_and_the_elapsed_time() {
     );
     assert!(ran.stdout.contains("| starting"), "{}", ran.stdout);
     assert!(ran.stdout.contains("verdict  no_verdict"));
+    assert!(
+        ran.stdout.contains(
+            "limit: timeout_seconds = 2 in the runner manifest; only the bounty author can \
+             change it (it is committed in runner_manifest_hash); the solver can make the tests \
+             finish sooner"
+        ),
+        "{}",
+        ran.stdout
+    );
 }
 
 #[test]
@@ -340,6 +368,14 @@ fn the_output_cap_and_oom_are_explained() {
         "{}",
         ran.stdout
     );
+    assert!(
+        ran.stdout.contains(
+            "limit: max_output_bytes = 1024 in the runner manifest (stdout and stderr together); \
+             only the bounty author can change it"
+        ),
+        "{}",
+        ran.stdout
+    );
 
     let hog = r.script_benchmark(
         "hog",
@@ -355,6 +391,16 @@ fn the_output_cap_and_oom_are_explained() {
     assert!(
         ran.stdout
             .contains("no verdict: out of memory at the 64 MiB limit"),
+        "{}",
+        ran.stdout
+    );
+    assert!(
+        ran.stdout.contains(
+            "limit: memory_bytes = 67108864 (64 MiB) in the runner manifest (no swap; files \
+             written to the /tmp and /tmp/home tmpfs count against it too); only the bounty \
+             author can change it (it is committed in runner_manifest_hash); the solver can use \
+             less memory, or write less to /tmp"
+        ),
         "{}",
         ran.stdout
     );
@@ -555,7 +601,7 @@ fn every_bundled_manifest_validates_and_unbuilt_images_are_marked_example() {
             "127.0.0.1:5000/verifier-python@",
         ]
         .iter()
-        .any(|p| manifest.image.starts_with(p));
+        .any(|p| manifest.image().starts_with(p));
         assert_eq!(
             built_here,
             !name.ends_with(".example.json"),
@@ -596,7 +642,7 @@ fn a_missing_image_is_no_verdict_with_a_hint_and_the_env_root_is_used() {
         .env("REGRESSION_SANDBOX_STAGING_ROOT", &root)
         .output()
         .unwrap();
-    let ran = finish(output);
+    let ran = finish(&output);
     assert_eq!(ran.code, 3, "{}{}", ran.stdout, ran.stderr);
     let report = ran.json();
     let run = &report["runs"][0];
@@ -1041,6 +1087,449 @@ fn a_benchmark_that_runs_zero_tests_is_not_reported_as_a_usable_pass() {
     assert!(ran.stdout.contains("verdict  passed"), "{}", ran.stdout);
     assert!(
         ran.stdout.contains("no test ran (Ran 0 tests (unittest))"),
+        "{}",
+        ran.stdout
+    );
+}
+
+#[test]
+fn a_failed_pull_shows_the_engines_reason_not_advice_to_pull() {
+    let r = Rehearsal::new();
+    // A digest the local registry does not hold: the pull is refused by the registry.
+    let absent = r.manifest("busybox-cmp.json", "busybox", |m| {
+        let name = m["image"]
+            .as_str()
+            .unwrap()
+            .split('@')
+            .next()
+            .unwrap()
+            .to_string();
+        m["image"] = format!("{name}@sha256:{}", "2".repeat(64)).into();
+    });
+    let ran = r.rehearse(
+        &fixture("example/source-pass"),
+        &fixture("example/benchmark"),
+        &absent,
+        &["--pull"],
+    );
+    assert_eq!(ran.code, 3, "{}{}", ran.stdout, ran.stderr);
+    let line = ran
+        .stdout
+        .lines()
+        .find(|l| l.contains("no verdict (image_missing)"))
+        .unwrap_or_else(|| panic!("{}", ran.stdout));
+    assert!(line.contains("pulling it by its digest failed:"), "{line}");
+    // The engine's words follow (the registry's "manifest unknown" / "not found").
+    let reason = line
+        .split("pulling it by its digest failed:")
+        .nth(1)
+        .unwrap();
+    assert!(reason.trim().len() > 5, "{line}");
+    assert!(!line.contains("--pull"), "{line}");
+}
+
+#[test]
+fn manifest_errors_name_the_field_suggest_the_closest_and_say_how_to_pin() {
+    let r = Rehearsal::new();
+    let run = |edit: fn(&mut Value)| {
+        let manifest = r.manifest("busybox-cmp.json", "busybox", edit);
+        r.rehearse(
+            &fixture("example/source-pass"),
+            &fixture("example/benchmark"),
+            &manifest,
+            &[],
+        )
+    };
+    let typed = run(|m| m["timeout_seconds"] = "120".into());
+    assert_eq!(typed.code, 4, "{}", typed.stderr);
+    assert!(
+        typed
+            .stderr
+            .contains("timeout_seconds: invalid type: string \"120\", expected u64"),
+        "{}",
+        typed.stderr
+    );
+    let unknown = run(|m| {
+        let v = m["memory_bytes"].take();
+        m.as_object_mut().unwrap().remove("memory_bytes");
+        m["memory_byte"] = v;
+    });
+    assert_eq!(unknown.code, 4, "{}", unknown.stderr);
+    assert!(
+        unknown
+            .stderr
+            .contains("unknown field \"memory_byte\"; did you mean \"memory_bytes\"?"),
+        "{}",
+        unknown.stderr
+    );
+    let tag = run(|m| m["image"] = "python:3.12-slim".into());
+    assert_eq!(tag.code, 4, "{}", tag.stderr);
+    assert!(
+        tag.stderr.contains("pin by digest: name@sha256:<64 hex>"),
+        "{}",
+        tag.stderr
+    );
+}
+
+#[test]
+fn a_tree_over_max_source_files_names_the_field_its_real_size_and_largest_directories() {
+    let r = Rehearsal::new();
+    let source = r.dir.path().join("big-source");
+    fs::create_dir_all(source.join("vendor/lib")).unwrap();
+    for i in 0..4 {
+        fs::write(source.join(format!("vendor/lib/{i}.py")), "x = 1\n").unwrap();
+    }
+    fs::write(source.join("result.txt"), "42\n").unwrap();
+    let manifest = r.manifest("busybox-cmp.json", "busybox", |m| {
+        m["max_source_files"] = 3.into();
+    });
+    let ran = r.rehearse(&source, &fixture("example/benchmark"), &manifest, &[]);
+    assert_eq!(ran.code, 4, "{}{}", ran.stdout, ran.stderr);
+    assert!(
+        ran.stderr.contains(
+            "the source tree is over max_source_files = 3 in the runner manifest: it holds 5 \
+             files, 27 bytes; largest directories: vendor/ (4 files, 24 bytes); only the bounty \
+             author can change it"
+        ),
+        "{}",
+        ran.stderr
+    );
+    assert!(
+        ran.stderr
+            .contains("a solver can only submit a smaller tree")
+    );
+
+    // The same tree committed in a git repository is refused while its archive is extracted,
+    // with the same words (measured on the directory, `.git` left out).
+    let git = |args: &[&str]| {
+        let out = Command::new("git")
+            .arg("-C")
+            .arg(&source)
+            .args(["-c", "user.email=t@example.invalid", "-c", "user.name=t"])
+            .args(args)
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "git {args:?}");
+    };
+    git(&["init", "-q"]);
+    git(&["add", "-A"]);
+    git(&["commit", "-q", "-m", "big"]);
+    let ran = r.rehearse(&source, &fixture("example/benchmark"), &manifest, &[]);
+    assert_eq!(ran.code, 4, "{}{}", ran.stdout, ran.stderr);
+    assert!(
+        ran.stderr.contains(
+            "the source tree is over max_source_files = 3 in the runner manifest: it holds 5 \
+             files, 27 bytes; largest directories: vendor/ (4 files, 24 bytes)"
+        ),
+        "{}",
+        ran.stderr
+    );
+}
+
+/// `cmd` run on a pseudo-terminal (`script`), so the worker's stderr is a terminal; returns
+/// what the terminal showed.
+fn on_a_terminal(args: &[&str]) -> String {
+    let mut line = String::from(env!("CARGO_BIN_EXE_worker"));
+    for arg in args {
+        assert!(
+            arg.chars()
+                .all(|c| c.is_ascii_alphanumeric() || "/._-=".contains(c)),
+            "{arg}"
+        );
+        line.push(' ');
+        line.push_str(arg);
+    }
+    let output = Command::new("script")
+        .args(["-qec", &line, "/dev/null"])
+        .stdin(std::process::Stdio::null())
+        .env_remove("REGRESSION_SANDBOX_STAGING_ROOT")
+        .output()
+        .expect("util-linux `script` runs the worker on a pseudo-terminal");
+    String::from_utf8_lossy(&output.stdout).into_owned()
+}
+
+#[test]
+fn progress_shows_each_run_on_a_terminal_and_nothing_off_one_or_with_quiet() {
+    let r = Rehearsal::new();
+    let manifest = r.busybox_cmp();
+    let staging = r.dir.path().join("staging");
+    let args = [
+        "rehearse",
+        "--source",
+        fixture("example/source-pass").to_str().unwrap(),
+        "--benchmark",
+        fixture("example/benchmark").to_str().unwrap(),
+        "--manifest",
+        manifest.to_str().unwrap(),
+        "--staging-root",
+        staging.to_str().unwrap(),
+        "--repeat",
+        "2",
+        "--base",
+        fixture("example/source-fail").to_str().unwrap(),
+    ]
+    .map(str::to_owned);
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let shown = on_a_terminal(&args);
+    for line in [
+        "rehearse: run 1/2 of the solution …",
+        "rehearse: run 1/2 of the solution: passed in ",
+        "rehearse: run 2/2 of the solution: passed in ",
+        "rehearse: the base tree run …",
+        "rehearse: the base tree run: failed in ",
+    ] {
+        assert!(shown.contains(line), "{line:?} not in {shown}");
+    }
+    // The starting line comes before the result, and the report still follows.
+    let start = shown.find("run 1/2 of the solution …").unwrap();
+    let end = shown.find("run 1/2 of the solution: passed").unwrap();
+    assert!(start < end, "{shown}");
+    assert!(
+        shown.contains("ok: passed, stable, discriminating"),
+        "{shown}"
+    );
+
+    let mut quiet = args.clone();
+    quiet.push("--quiet");
+    let shown = on_a_terminal(&quiet);
+    assert!(
+        shown.contains("ok: passed, stable, discriminating"),
+        "{shown}"
+    );
+    assert!(!shown.contains("rehearse: run"), "{shown}");
+
+    // Off a terminal (a pipe, as in CI), stderr carries no progress.
+    let ran = r.rehearse(
+        &fixture("example/source-pass"),
+        &fixture("example/benchmark"),
+        &manifest,
+        &["--repeat", "2"],
+    );
+    assert_eq!(ran.code, 0, "{}", ran.stderr);
+    assert!(!ran.stderr.contains("rehearse: run"), "{}", ran.stderr);
+}
+
+#[test]
+fn log_dir_keeps_every_runs_full_output_and_explain_shows_what_ran_and_a_passing_tail() {
+    let r = Rehearsal::new();
+    let bench = r.script_benchmark(
+        "talky",
+        "i=1; while [ $i -le 100 ]; do echo \"line $i\"; i=$((i+1)); done\necho oops >&2",
+    );
+    let logs = r.dir.path().join("logs");
+    let ran = r.rehearse(
+        &fixture("example/source-pass"),
+        &bench,
+        &r.busybox_script(|_| {}),
+        &["--log-dir", logs.to_str().unwrap(), "--json"],
+    );
+    assert_eq!(ran.code, 0, "{}{}", ran.stdout, ran.stderr);
+    let report = ran.json();
+    let run = &report["runs"][0];
+    assert_eq!(run["logs"], logs.join("rehearse-1").to_str().unwrap());
+    let expected: String = (1..=100).map(|i| format!("line {i}\n")).collect();
+    assert_eq!(
+        fs::read_to_string(logs.join("rehearse-1.stdout")).unwrap(),
+        expected
+    );
+    assert_eq!(
+        fs::read_to_string(logs.join("rehearse-1.stderr")).unwrap(),
+        "oops\n"
+    );
+    let copy = fs::read(logs.join("rehearse-1.evidence.json")).unwrap();
+    let evidence = run["evidence_path"].as_str().unwrap();
+    assert_eq!(copy, fs::read(evidence).unwrap());
+
+    // A passing run's explanation shows what ran and the end of its output.
+    let shown = explain(&[evidence]);
+    assert_eq!(shown.code, 0, "{}", shown.stderr);
+    let out = &shown.stdout;
+    assert!(out.starts_with("passed: the command exited 0 in "), "{out}");
+    assert!(
+        out.contains("| line 100\n") && out.contains("| line 89\n"),
+        "{out}"
+    );
+    assert!(!out.contains("| line 88\n"), "{out}");
+    assert!(out.contains("stderr (last lines):\n    | oops"), "{out}");
+    for row in [
+        "what ran\n",
+        "  image     127.0.0.1:5000/verifier-busybox@sha256:",
+        "  image id  sha256:",
+        "  command   [\"/benchmark/run.sh\"]",
+        "  source    sha256:",
+        "  benchmark sha256:",
+        "  started   ",
+        "  finished  ",
+        "  engine    ",
+    ] {
+        assert!(out.contains(row), "{row:?} not in {out}");
+    }
+    for (row, digest) in [
+        ("source   ", &report["commit"]["source_snapshot_digest"]),
+        ("benchmark", &report["commit"]["benchmark_digest"]),
+    ] {
+        let line = format!("  {row} {} at ", digest.as_str().unwrap());
+        assert!(out.contains(&line), "{line:?} not in {out}");
+    }
+    let three = explain(&["--lines", "3", evidence]).stdout;
+
+    assert!(
+        three.contains("| line 98\n") && !three.contains("| line 97\n"),
+        "{three}"
+    );
+    let full = explain(&["--full", evidence]).stdout;
+    assert!(
+        full.contains("| line 1\n") && full.contains("| line 100\n"),
+        "{full}"
+    );
+    assert_eq!(explain(&["--full", "--lines", "3", evidence]).code, 2);
+
+    // Output past the cap is kept up to the cap (the chunk that crossed it included), not
+    // beyond.
+    let chatty = r.script_benchmark("chatty-log", "while :; do echo spam; done");
+    let ran = r.rehearse(
+        &fixture("example/source-pass"),
+        &chatty,
+        &r.busybox_script(|m| m["max_output_bytes"] = 4096.into()),
+        &["--log-dir", logs.to_str().unwrap()],
+    );
+    assert_eq!(ran.code, 3, "{}{}", ran.stdout, ran.stderr);
+    let kept = fs::metadata(logs.join("rehearse-1.stdout")).unwrap().len();
+    assert!((4096..4096 + 65_536).contains(&kept), "{kept}");
+}
+
+/// The `runs[0].hits` of a rehearsal as `(kind, certainty)` pairs, and the run's details.
+fn hits_of(report: &Value) -> (Vec<(String, String)>, String) {
+    let run = &report["runs"][0];
+    let hits = run["hits"]
+        .as_array()
+        .map(|hits| {
+            hits.iter()
+                .map(|h| {
+                    (
+                        h["kind"].as_str().unwrap().to_owned(),
+                        h["certainty"].as_str().unwrap().to_owned(),
+                    )
+                })
+                .collect()
+        })
+        .unwrap_or_default();
+    (hits, run["details"].to_string())
+}
+
+#[test]
+fn a_benchmark_forking_past_pids_limit_is_named_from_the_cgroup_and_keeps_its_verdict() {
+    let r = Rehearsal::new();
+    // The subshell forks until refused (and dies of it); the sleeps it started keep the
+    // container's process count at the limit while the main shell waits, then passes.
+    let bench = r.script_benchmark(
+        "forks",
+        "( i=0; while [ $i -lt 64 ]; do sleep 3 & i=$((i+1)); done; wait )\nsleep 1\nexit 0",
+    );
+    let ran = r.rehearse(
+        &fixture("example/source-pass"),
+        &bench,
+        &r.busybox_script(|m| m["pids_limit"] = 16.into()),
+        &["--json"],
+    );
+    let report = ran.json();
+    // A hit is reported beside the verdict and never changes it.
+    assert_eq!(ran.code, 0, "{}{}", ran.stdout, ran.stderr);
+    assert_eq!(report["runs"][0]["status"], "passed");
+    let (hits, details) = hits_of(&report);
+    assert_eq!(
+        hits,
+        [("pids_limit".to_owned(), "observed".to_owned())],
+        "{details}"
+    );
+    assert!(
+        details.contains("hit: the process limit refused")
+            && details.contains("(cgroup pids.events): pids_limit = 16 in the runner manifest"),
+        "{details}"
+    );
+}
+
+#[test]
+fn a_benchmark_filling_tmp_is_named_from_statfs_beside_the_failure() {
+    let r = Rehearsal::new();
+    let bench = r.script_benchmark(
+        "fills",
+        "head -c 100000000 /dev/zero > /tmp/fill\necho \"wrote $(wc -c < /tmp/fill)\"\nsleep 1\nexit 1",
+    );
+    let ran = r.rehearse(
+        &fixture("example/source-pass"),
+        &bench,
+        &r.busybox_script(|m| {
+            m["tmpfs_bytes"] = (64u64 << 20).into();
+            m["memory_bytes"] = (256u64 << 20).into();
+        }),
+        &["--json"],
+    );
+    assert_eq!(ran.code, 4, "{}{}", ran.stdout, ran.stderr);
+    let report = ran.json();
+    assert_eq!(report["runs"][0]["status"], "failed");
+    let (hits, details) = hits_of(&report);
+    assert_eq!(
+        hits,
+        [("tmpfs_full".to_owned(), "observed".to_owned())],
+        "{details}"
+    );
+    assert!(
+        details.contains("hit: /tmp had no free space left (statfs): tmpfs_bytes = 67108864"),
+        "{details}"
+    );
+    assert!(
+        details.contains("also counts against memory_bytes"),
+        "{details}"
+    );
+}
+
+#[test]
+fn a_write_to_a_read_only_path_is_named_as_likely_from_the_output() {
+    let r = Rehearsal::new();
+    let bench = r.script_benchmark("writes", "echo x > /workspace/new\nexit 1");
+    let ran = r.rehearse(
+        &fixture("example/source-pass"),
+        &bench,
+        &r.busybox_script(|_| {}),
+        &["--json"],
+    );
+    assert_eq!(ran.code, 4, "{}{}", ran.stdout, ran.stderr);
+    let report = ran.json();
+    assert_eq!(report["runs"][0]["status"], "failed");
+    let (hits, details) = hits_of(&report);
+    assert_eq!(
+        hits,
+        [("read_only_path".to_owned(), "likely".to_owned())],
+        "{details}"
+    );
+    assert!(
+        details.contains("likely hit: the output says \\\"Read-only file system\\\""),
+        "{details}"
+    );
+}
+
+#[test]
+fn a_network_attempt_under_network_none_is_named_from_the_namespace_counters() {
+    let r = Rehearsal::new();
+    let bench = r.script_benchmark("dials", "nc 1.1.1.1 80 < /dev/null\nsleep 1\nexit 1");
+    let ran = r.rehearse(
+        &fixture("example/source-pass"),
+        &bench,
+        &r.busybox_script(|_| {}),
+        &[],
+    );
+    assert_eq!(ran.code, 4, "{}{}", ran.stdout, ran.stderr);
+    assert!(
+        ran.stdout.contains(
+            "hit: the program tried to reach the network: 1 packet(s) had no route (the \
+             namespace's OutNoRoutes counter)"
+        ),
+        "{}",
+        ran.stdout
+    );
+    assert!(
+        ran.stdout.contains("failed: the command exited 1"),
         "{}",
         ran.stdout
     );

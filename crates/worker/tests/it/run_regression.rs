@@ -472,6 +472,11 @@ fn evidence_is_written_and_content_addressed() {
         )
     });
     assert_eq!(stored_bytes, fs::read(env.path("out.json")).unwrap());
+    // The record the worker wrote is exactly the sdk's evidence type: parsing it as the signer
+    // does and serializing it again gives the same bytes.
+    let typed = verifier_sdk::EvidenceRecord::from_docker_value(&evidence).unwrap();
+    let again = verifier_sdk::canonical_json(&serde_json::to_value(&typed).unwrap());
+    assert_eq!(again.as_bytes(), stored_bytes.as_slice());
 }
 
 #[test]
@@ -622,6 +627,7 @@ fn candidate_from_a_real_run_validates_and_tampering_is_refused() {
     assert_eq!(
         ok.json(),
         json!({
+            "schema_version": "agent-bounties/worker-candidate-check-v1",
             "valid": true,
             "verdict": "passed",
             "response_hash": outcome["response_hash"],

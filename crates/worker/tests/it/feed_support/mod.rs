@@ -1,4 +1,4 @@
-//! Shared pieces of the feed tests: a tiny real HTTP/1.1 server on loopback, raw tar.gz
+//! Shared pieces of the feed tests: canned routes on the shared loopback HTTP server, raw tar.gz
 //! builders that can write any (hostile) entry, and fixture jobs whose committed digests match
 //! trees built here.
 #![allow(dead_code)]
@@ -13,8 +13,6 @@ use std::sync::{Arc, Mutex};
 use flate2::Compression;
 use flate2::write::GzEncoder;
 use serde_json::Value;
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::{TcpListener, TcpStream};
 use verifier_sdk::fixtures::{JobParams, job_value, sample_manifest};
 use verifier_sdk::{Sha256Digest, TreeLimits, digest_directory};
 
@@ -57,7 +55,8 @@ impl Reply {
     }
 }
 
-/// A real HTTP server on 127.0.0.1 serving canned replies by exact path-and-query.
+/// A real HTTP server on 127.0.0.1 (the shared `test-http` server) serving canned replies by
+/// exact path-and-query, counting the requests per target.
 #[derive(Clone)]
 pub struct TestServer {
     pub base: String,
@@ -67,21 +66,33 @@ pub struct TestServer {
 
 impl TestServer {
     pub async fn start() -> Self {
-        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
-        let addr = listener.local_addr().unwrap();
-        let server = Self {
-            base: format!("http://{addr}"),
-            routes: Arc::default(),
-            hits: Arc::default(),
-        };
-        let s = server.clone();
-        tokio::spawn(async move {
-            while let Ok((stream, _)) = listener.accept().await {
-                let s = s.clone();
-                tokio::spawn(async move { s.handle(stream).await });
+        let routes: Arc<Mutex<HashMap<String, Reply>>> = Arc::default();
+        let hits: Arc<Mutex<HashMap<String, usize>>> = Arc::default();
+        let (served, counted) = (routes.clone(), hits.clone());
+        let base = test_http::serve(move |request| {
+            let target = request.target().to_owned();
+            *counted.lock().unwrap().entry(target.clone()).or_default() += 1;
+            let reply = served
+                .lock()
+                .unwrap()
+                .get(&target)
+                .cloned()
+                .unwrap_or_else(|| Reply::status(404));
+            async move {
+                if reply.stall {
+                    tokio::time::sleep(std::time::Duration::from_secs(3600)).await;
+                    return None;
+                }
+                let mut response = test_http::Response::status(reply.status);
+                response.headers = reply.headers;
+                response.body = reply.body;
+                response.content_length = reply.content_length;
+                Some(response)
             }
-        });
-        server
+        })
+        .await
+        .unwrap();
+        Self { base, routes, hits }
     }
 
     pub fn route(&self, path_and_query: &str, reply: Reply) {
@@ -98,56 +109,6 @@ impl TestServer {
             .get(path_and_query)
             .copied()
             .unwrap_or(0)
-    }
-
-    async fn handle(&self, mut stream: TcpStream) {
-        let mut head = Vec::new();
-        let mut buf = [0u8; 4096];
-        while !head.windows(4).any(|w| w == b"\r\n\r\n") {
-            match stream.read(&mut buf).await {
-                Ok(0) | Err(_) => return,
-                Ok(n) => head.extend_from_slice(&buf[..n]),
-            }
-            if head.len() > 64 * 1024 {
-                return;
-            }
-        }
-        let text = String::from_utf8_lossy(&head);
-        let target = text
-            .lines()
-            .next()
-            .and_then(|l| l.split(' ').nth(1))
-            .unwrap_or("")
-            .to_owned();
-        *self.hits.lock().unwrap().entry(target.clone()).or_default() += 1;
-        let reply = self
-            .routes
-            .lock()
-            .unwrap()
-            .get(&target)
-            .cloned()
-            .unwrap_or_else(|| Reply::status(404));
-        if reply.stall {
-            tokio::time::sleep(std::time::Duration::from_secs(3600)).await;
-            return;
-        }
-        let mut out = format!("HTTP/1.1 {} X\r\nConnection: close\r\n", reply.status);
-        for (k, v) in &reply.headers {
-            out.push_str(&format!("{k}: {v}\r\n"));
-        }
-        if reply.content_length {
-            out.push_str(&format!("Content-Length: {}\r\n", reply.body.len()));
-        }
-        out.push_str("\r\n");
-        if stream.write_all(out.as_bytes()).await.is_err() {
-            return;
-        }
-        for chunk in reply.body.chunks(64 * 1024) {
-            if stream.write_all(chunk).await.is_err() {
-                return;
-            }
-        }
-        let _ = stream.shutdown().await;
     }
 }
 

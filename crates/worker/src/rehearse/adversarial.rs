@@ -22,15 +22,12 @@ use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 
 use serde::Serialize;
-use serde_json::Value;
 use verifier_sdk::{Sha256Digest, TreeLimits};
 
-use crate::exit::ExitCode;
+use super::report::RunResult;
+use super::run::{Prepared, Runs, one_run};
+use super::{RehearseError, RehearseOptions};
 use crate::progress::NoProgress;
-use crate::rehearse::{
-    Prepared, RehearseError, RehearseOptions, Report, RunResult, one_run, report_exit_code,
-};
-use crate::run::RunOptions;
 use crate::sandbox::DockerExecutor;
 use crate::stage::{StageKind, stage_tree, verify_staged};
 
@@ -162,7 +159,7 @@ pub struct Adversarial {
 }
 
 impl Adversarial {
-    fn bypassed(&self) -> Vec<&str> {
+    pub(super) fn bypassed(&self) -> Vec<&str> {
         self.stubs
             .iter()
             .filter(|s| s.outcome == "bypassed")
@@ -205,81 +202,6 @@ impl Adversarial {
     }
 }
 
-/// A rehearsal report with, for `--adversarial`, its stub runs.
-#[derive(Debug, Clone)]
-pub struct Rehearsed {
-    /// The rehearsal itself; a bypass is added to its problems.
-    pub report: Report,
-    /// The stub runs, when asked for.
-    pub adversarial: Option<Adversarial>,
-}
-
-impl Rehearsed {
-    /// Joins a report and its stub runs.
-    pub fn new(mut report: Report, adversarial: Option<Adversarial>) -> Self {
-        if let Some(adversarial) = &adversarial
-            && adversarial.bypassable
-        {
-            report.problems.push(format!(
-                "a stub solution passes the benchmark ({}): a bounty with this manifest would \
-                 pay a non-solution; make the command judge which tests ran and passed, not \
-                 only the exit status (manifests/README.md)",
-                adversarial.bypassed().join(", ")
-            ));
-        }
-        Self {
-            report,
-            adversarial,
-        }
-    }
-
-    /// The human report, the stub lines last.
-    pub fn human(&self) -> String {
-        let mut out = self.report.human();
-        if let Some(adversarial) = &self.adversarial {
-            out.push_str(&adversarial.human());
-        }
-        out
-    }
-
-    /// The `--json` report, with an `adversarial` object when stubs were run.
-    pub fn to_json(&self) -> Value {
-        let mut json = self.report.to_json();
-        if let (Some(adversarial), Value::Object(map)) = (&self.adversarial, &mut json) {
-            map.insert(
-                "adversarial".into(),
-                serde_json::to_value(adversarial).unwrap_or(Value::Null),
-            );
-        }
-        json
-    }
-
-    /// `rehearse::report_exit_code`, except that a bypassable benchmark is always 4: what a
-    /// stub can pass is not what a bounty needs, whatever the solution did.
-    pub fn exit_code(&self) -> ExitCode {
-        match &self.adversarial {
-            Some(adversarial) if adversarial.bypassable => ExitCode::InvalidInput,
-            _ => report_exit_code(&self.report),
-        }
-    }
-}
-
-/// Runs the rehearsal, then, with `adversarial`, every stub.
-pub async fn rehearse(
-    executor: &DockerExecutor,
-    prepared: Prepared,
-    options: &RehearseOptions,
-    adversarial: bool,
-) -> Result<Rehearsed, RehearseError> {
-    if !adversarial {
-        let report = crate::rehearse::rehearse(executor, prepared, options).await?;
-        return Ok(Rehearsed::new(report, None));
-    }
-    let report = crate::rehearse::rehearse(executor, prepared.clone(), options).await?;
-    let stubs = run_stubs(executor, &prepared, options).await?;
-    Ok(Rehearsed::new(report, Some(stubs)))
-}
-
 /// A stub tree built under the rehearsal's temp dir.
 struct StubTree {
     name: String,
@@ -297,15 +219,15 @@ fn root_error(path: &Path, detail: impl std::fmt::Display) -> RehearseError {
 }
 
 /// Builds, stages and runs every stub, each once in a fresh container.
-pub async fn run_stubs(
+pub(crate) async fn run_stubs(
     executor: &DockerExecutor,
     prepared: &Prepared,
     options: &RehearseOptions,
+    runs: &mut Runs,
 ) -> Result<Adversarial, RehearseError> {
     let root = &options.staging_root;
     let manifest = &prepared.manifest;
-    let limits = TreeLimits::new(manifest.max_source_bytes, manifest.max_source_files)
-        .map_err(|e| RehearseError::Plan(e.to_string()))?;
+    let limits = manifest.source_limits();
     // Derived from the staged copy, re-verified, so the stubs come from exactly the tree whose
     // digest the rehearsal reported.
     let source = verify_staged(
@@ -345,10 +267,6 @@ pub async fn run_stubs(
         kept: 0,
     }));
 
-    let run_options = RunOptions {
-        staging_root: root.clone(),
-        pull: options.pull,
-    };
     let mut stubs = Vec::new();
     for (i, tree) in trees.into_iter().enumerate() {
         let Some(tree) = tree else {
@@ -362,7 +280,8 @@ pub async fn run_stubs(
             })?;
         let digest = staged.snapshot.digest;
         let label = format!("rehearse-stub-{i}");
-        let run = one_run(executor, prepared, digest, &run_options, 1, &label).await?;
+        let step = format!("stub {}", tree.name);
+        let run = one_run(executor, prepared, runs, digest, 1, &label, &step).await?;
         stubs.push(StubResult::ran(tree, digest, run));
     }
     let bypassable = stubs.iter().any(|s| s.outcome == "bypassed");

@@ -1,18 +1,21 @@
 //! The verification job (PROTOCOL §2): the only way to get a [`ValidatedJob`] is
-//! [`validate_job`], which checks every rule before anything may run.
+//! [`ValidatedJob::parse`] (every structural rule, in `rules`, read through the path-carrying
+//! cursor in `fields`) or [`validate_job`] (parse, then liveness), which check every rule before
+//! anything may run.
 //!
 //! Hashes are recomputed over the received `serde_json::Value` (never a typed copy), and the
 //! raw value is kept so later stages (signer, keeper) can re-run the same checks on it.
 
-use std::collections::HashSet;
+mod fields;
+mod rules;
+
 use std::fmt;
 
-use serde_json::{Map, Value};
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
 
-use crate::canonical::{keccak_json, sha256_json, sha256_utf8};
 use crate::digest::validate_relative_path;
 use crate::manifest::{ManifestError, RunnerManifest};
-use crate::receipt::Scope;
 use crate::types::{Address, Bytes32, Sha256Digest};
 
 /// The engine name this crate implements.
@@ -206,6 +209,32 @@ pub struct BenchmarkSource {
     pub subdirectory: RelativeDir,
 }
 
+/// What a receipt is about (PROTOCOL §2 "Receipt scope", in that order).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Scope {
+    /// Canonical network name.
+    pub network: String,
+    /// `bounty_id` exactly as the job gave it.
+    pub bounty_id: String,
+    /// The bounty contract.
+    pub bounty_contract: Address,
+    /// The round.
+    pub round: u64,
+    /// The solver.
+    pub solver_wallet: Address,
+    /// `artifact_hash`.
+    pub submission_hash: Bytes32,
+    /// `evidence_hash`.
+    pub evidence_hash: Bytes32,
+    /// `terms_hash`.
+    pub terms_hash: Bytes32,
+    /// `terms.policy_hash`.
+    pub committed_policy_hash: Bytes32,
+    /// `verification_expires_at`.
+    pub verification_expires_at: u64,
+}
+
 /// Why a job was rejected. Each variant names the rule and the field that failed.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum JobError {
@@ -344,7 +373,10 @@ pub enum JobError {
     Manifest(#[from] ManifestError),
 }
 
-/// A job that passed every rule of PROTOCOL §2. Built only by [`validate_job`].
+/// A job that passed every structural rule of PROTOCOL §2. Built only by
+/// [`ValidatedJob::parse`] (which does not look at the clock, so an expired job's fields can
+/// still be read, e.g. to find its settlement record) and [`validate_job`] (parse, then
+/// [`ValidatedJob::check_live`]). A job may run or be signed only after `check_live`.
 #[derive(Debug, Clone)]
 pub struct ValidatedJob {
     raw: Value,
@@ -365,6 +397,22 @@ pub struct ValidatedJob {
 }
 
 impl ValidatedJob {
+    /// Checks every rule of PROTOCOL §2 except liveness, once per process: the stages after
+    /// it read the typed fields instead of parsing the raw job again.
+    pub fn parse(raw: &Value) -> Result<Self, JobError> {
+        rules::parse_job(raw)
+    }
+    /// The liveness rule: the verification window is still open at `now_unix`.
+    pub fn check_live(&self, now_unix: u64) -> Result<(), JobError> {
+        if self.is_live(now_unix) {
+            Ok(())
+        } else {
+            Err(JobError::Expired {
+                expires_at: self.expires_at(),
+                now: now_unix,
+            })
+        }
+    }
     /// The job exactly as received.
     pub fn raw(&self) -> &Value {
         &self.raw
@@ -467,92 +515,6 @@ impl ValidatedJob {
     }
 }
 
-fn as_obj<'a>(v: &'a Value, field: &'static str) -> Result<&'a Map<String, Value>, JobError> {
-    v.as_object().ok_or(JobError::NotAnObject { field })
-}
-
-fn get<'a>(
-    o: &'a Map<String, Value>,
-    key: &str,
-    field: &'static str,
-) -> Result<&'a Value, JobError> {
-    match o.get(key) {
-        None | Some(Value::Null) => Err(JobError::Missing { field }),
-        Some(v) => Ok(v),
-    }
-}
-
-fn get_obj<'a>(
-    o: &'a Map<String, Value>,
-    key: &str,
-    field: &'static str,
-) -> Result<&'a Map<String, Value>, JobError> {
-    as_obj(get(o, key, field)?, field)
-}
-
-fn get_str<'a>(
-    o: &'a Map<String, Value>,
-    key: &str,
-    field: &'static str,
-) -> Result<&'a str, JobError> {
-    get(o, key, field)?.as_str().ok_or(JobError::WrongType {
-        field,
-        expected: "a string",
-    })
-}
-
-fn get_u64(o: &Map<String, Value>, key: &str, field: &'static str) -> Result<u64, JobError> {
-    get(o, key, field)?.as_u64().ok_or(JobError::WrongType {
-        field,
-        expected: "an unsigned 64-bit integer",
-    })
-}
-
-fn get_address(
-    o: &Map<String, Value>,
-    key: &str,
-    field: &'static str,
-) -> Result<Address, JobError> {
-    get_str(o, key, field)?
-        .parse()
-        .map_err(|_| JobError::InvalidAddress { field })
-}
-
-fn get_bytes32(
-    o: &Map<String, Value>,
-    key: &str,
-    field: &'static str,
-) -> Result<Bytes32, JobError> {
-    get_str(o, key, field)?
-        .parse()
-        .map_err(|_| JobError::InvalidBytes32 { field })
-}
-
-fn get_network(
-    o: &Map<String, Value>,
-    key: &str,
-    field: &'static str,
-) -> Result<Network, JobError> {
-    let s = get_str(o, key, field)?;
-    Network::from_alias(s).ok_or_else(|| JobError::UnknownNetwork {
-        field,
-        value: s.chars().take(64).collect(),
-    })
-}
-
-fn check_hash(
-    o: &Map<String, Value>,
-    key: &str,
-    field: &'static str,
-    computed: Bytes32,
-) -> Result<Bytes32, JobError> {
-    let given = get_bytes32(o, key, field)?;
-    if given != computed {
-        return Err(JobError::HashMismatch { field, computed });
-    }
-    Ok(given)
-}
-
 fn valid_job_id(s: &str) -> bool {
     (1..=MAX_JOB_ID_LEN).contains(&s.len())
         && s.bytes()
@@ -595,338 +557,12 @@ pub fn parse_artifact_reference(s: &str) -> Result<SourceRef, JobError> {
     Ok(SourceRef { repository, commit })
 }
 
-/// Validates a job against every rule of PROTOCOL §2 with `now_unix` as the clock.
+/// Validates a job against every rule of PROTOCOL §2 with `now_unix` as the clock:
+/// [`ValidatedJob::parse`], then [`ValidatedJob::check_live`].
 pub fn validate_job(raw: &Value, now_unix: u64) -> Result<ValidatedJob, JobError> {
-    let job = as_obj(raw, "job")?;
-    let job_id = get_str(job, "job_id", "job_id")?;
-    if !valid_job_id(job_id) {
-        return Err(JobError::JobId);
-    }
-
-    // Rule 1: one chain across the job, the evidence and the committed terms.
-    let network = get_network(job, "network", "network")?;
-    let evidence_rec = get_obj(job, "submission_evidence", "submission_evidence")?;
-    let terms = get_obj(job, "terms", "terms")?;
-    let document_value = get(terms, "document", "terms.document")?;
-    let document = as_obj(document_value, "terms.document")?;
-    let contract_terms = get_obj(document, "contract_terms", "terms.document.contract_terms")?;
-    for (o, field) in [
-        (evidence_rec, "submission_evidence.network"),
-        (contract_terms, "terms.document.contract_terms.network"),
-    ] {
-        let other = get_network(o, "network", field)?;
-        if other != network {
-            return Err(JobError::NetworkMismatch {
-                field,
-                expected: network.chain_id(),
-                found: other.chain_id(),
-            });
-        }
-    }
-
-    // Rule 2: quorum shape and liveness.
-    if get_str(job, "verification_mode", "verification_mode")? != SIGNED_QUORUM {
-        return Err(JobError::VerificationMode);
-    }
-    if job.get("verifier_module").is_some_and(|v| !v.is_null()) {
-        return Err(JobError::VerifierModule);
-    }
-    let threshold_raw = get_u64(job, "threshold", "threshold")?;
-    let threshold = u8::try_from(threshold_raw).map_err(|_| JobError::WrongType {
-        field: "threshold",
-        expected: "an integer from 1 to 255",
-    })?;
-    if threshold == 0 {
-        return Err(JobError::ThresholdZero);
-    }
-    let verifiers_raw = get(job, "eligible_verifiers", "eligible_verifiers")?
-        .as_array()
-        .ok_or(JobError::WrongType {
-            field: "eligible_verifiers",
-            expected: "an array of addresses",
-        })?;
-    if verifiers_raw.len() != usize::from(threshold) {
-        return Err(JobError::ThresholdMismatch {
-            threshold: threshold_raw,
-            verifiers: verifiers_raw.len(),
-        });
-    }
-    let eligible_verifiers = parse_verifiers(verifiers_raw, "eligible_verifiers")?;
-    let mut seen = HashSet::new();
-    for v in &eligible_verifiers {
-        if !seen.insert(*v) {
-            return Err(JobError::DuplicateVerifier(*v));
-        }
-    }
-    let expires_at = get_u64(job, "verification_expires_at", "verification_expires_at")?;
-    if now_unix >= expires_at {
-        return Err(JobError::Expired {
-            expires_at,
-            now: now_unix,
-        });
-    }
-
-    let bounty_contract = get_address(job, "bounty_contract", "bounty_contract")?;
-    let bounty_id_text = get_str(job, "bounty_id", "bounty_id")?;
-    let bounty_id: Bytes32 = bounty_id_text
-        .parse()
-        .map_err(|_| JobError::InvalidBytes32 { field: "bounty_id" })?;
-    let round = get_u64(job, "round", "round")?;
-    if round == 0 {
-        return Err(JobError::RoundZero);
-    }
-    let solver = get_address(job, "solver_wallet", "solver_wallet")?;
-
-    // Rule 3: the five terms hashes.
-    if get_str(document, "schema_version", "terms.document.schema_version")? != TERMS_SCHEMA_VERSION
-    {
-        return Err(JobError::TermsSchemaVersion);
-    }
-    let terms_hash = check_hash(
-        terms,
-        "terms_hash",
-        "terms.terms_hash",
-        keccak_json(document_value),
-    )?;
-    let policy_value = get(
-        document,
-        "verification_policy",
-        "terms.document.verification_policy",
-    )?;
-    let policy_hash = check_hash(
-        terms,
-        "policy_hash",
-        "terms.policy_hash",
-        keccak_json(policy_value),
-    )?;
-    let criteria = get(
-        document,
-        "acceptance_criteria",
-        "terms.document.acceptance_criteria",
-    )?;
-    let acceptance_criteria_hash = check_hash(
-        terms,
-        "acceptance_criteria_hash",
-        "terms.acceptance_criteria_hash",
-        keccak_json(criteria),
-    )?;
-    let benchmark_value = get(document, "benchmark", "terms.document.benchmark")?;
-    let benchmark_hash = check_hash(
-        terms,
-        "benchmark_hash",
-        "terms.benchmark_hash",
-        keccak_json(benchmark_value),
-    )?;
-    let schema = get(
-        document,
-        "evidence_schema",
-        "terms.document.evidence_schema",
-    )?;
-    let evidence_schema_hash = check_hash(
-        terms,
-        "evidence_schema_hash",
-        "terms.evidence_schema_hash",
-        keccak_json(schema),
-    )?;
-
-    // Rule 4: the evidence is about this bounty, round and solver, and its hashes recompute.
-    if get_address(
-        evidence_rec,
-        "bounty_contract",
-        "submission_evidence.bounty_contract",
-    )? != bounty_contract
-    {
-        return Err(JobError::ScopeMismatch {
-            field: "bounty_contract",
-        });
-    }
-    if get_bytes32(evidence_rec, "bounty_id", "submission_evidence.bounty_id")? != bounty_id {
-        return Err(JobError::ScopeMismatch { field: "bounty_id" });
-    }
-    if get_u64(evidence_rec, "round", "submission_evidence.round")? != round {
-        return Err(JobError::ScopeMismatch { field: "round" });
-    }
-    if get_address(
-        evidence_rec,
-        "solver_wallet",
-        "submission_evidence.solver_wallet",
-    )? != solver
-    {
-        return Err(JobError::ScopeMismatch {
-            field: "solver_wallet",
-        });
-    }
-    let artifact_reference = get_str(
-        evidence_rec,
-        "artifact_reference",
-        "submission_evidence.artifact_reference",
-    )?;
-    let submission_hash = check_hash(
-        evidence_rec,
-        "artifact_hash",
-        "submission_evidence.artifact_hash",
-        sha256_utf8(artifact_reference),
-    )?;
-    let evidence_value = get(evidence_rec, "evidence", "submission_evidence.evidence")?;
-    let evidence = as_obj(evidence_value, "submission_evidence.evidence")?;
-    let evidence_hash = check_hash(
-        evidence_rec,
-        "evidence_hash",
-        "submission_evidence.evidence_hash",
-        sha256_json(evidence_value),
-    )?;
-    let source = parse_artifact_reference(artifact_reference)?;
-
-    // Rule 5: the committed policy names this engine and exactly these verifiers.
-    let policy = as_obj(policy_value, "terms.document.verification_policy")?;
-    if get_str(
-        policy,
-        "mechanism",
-        "terms.document.verification_policy.mechanism",
-    )? != SIGNED_QUORUM
-    {
-        return Err(JobError::PolicyMismatch { field: "mechanism" });
-    }
-    if get_str(
-        policy,
-        "engine",
-        "terms.document.verification_policy.engine",
-    )? != ENGINE
-    {
-        return Err(JobError::PolicyMismatch { field: "engine" });
-    }
-    if get_u64(
-        policy,
-        "threshold",
-        "terms.document.verification_policy.threshold",
-    )? != u64::from(threshold)
-    {
-        return Err(JobError::PolicyMismatch { field: "threshold" });
-    }
-    let policy_verifiers = get(
-        policy,
-        "verifiers",
-        "terms.document.verification_policy.verifiers",
-    )?
-    .as_array()
-    .ok_or(JobError::WrongType {
-        field: "terms.document.verification_policy.verifiers",
-        expected: "an array of addresses",
-    })?;
-    if parse_verifiers(
-        policy_verifiers,
-        "terms.document.verification_policy.verifiers",
-    )? != eligible_verifiers
-    {
-        return Err(JobError::PolicyMismatch { field: "verifiers" });
-    }
-
-    // Rule 6: benchmark engine, source and manifest.
-    let benchmark = as_obj(benchmark_value, "terms.document.benchmark")?;
-    if get_str(benchmark, "engine", "terms.document.benchmark.engine")? != ENGINE {
-        return Err(JobError::Engine {
-            field: "terms.document.benchmark.engine",
-        });
-    }
-    let benchmark_source = parse_benchmark_source(get_obj(
-        benchmark,
-        "source",
-        "terms.document.benchmark.source",
-    )?)?;
-    let manifest = RunnerManifest::from_value(get(
-        benchmark,
-        "runner_manifest",
-        "terms.document.benchmark.runner_manifest",
-    )?)?;
-
-    // Rule 7: the source snapshot the staged tree must match.
-    let source_snapshot_digest = get_str(
-        evidence,
-        "source_snapshot_digest",
-        "submission_evidence.evidence.source_snapshot_digest",
-    )?
-    .parse()
-    .map_err(|_| JobError::SourceSnapshotDigest)?;
-    let source_subdirectory = match evidence.get("source_subdirectory") {
-        None | Some(Value::Null) => RelativeDir::root(),
-        Some(v) => v
-            .as_str()
-            .and_then(RelativeDir::parse)
-            .ok_or(JobError::Subdirectory {
-                field: "submission_evidence.evidence.source_subdirectory",
-            })?,
-    };
-
-    let scope = Scope {
-        network: network.name().to_owned(),
-        bounty_id: bounty_id_text.to_owned(),
-        bounty_contract,
-        round,
-        solver_wallet: solver,
-        submission_hash,
-        evidence_hash,
-        terms_hash,
-        committed_policy_hash: policy_hash,
-        verification_expires_at: expires_at,
-    };
-    Ok(ValidatedJob {
-        raw: raw.clone(),
-        job_id: job_id.to_owned(),
-        network,
-        scope,
-        bounty_id,
-        acceptance_criteria_hash,
-        benchmark_hash,
-        evidence_schema_hash,
-        eligible_verifiers,
-        threshold,
-        manifest,
-        source_snapshot_digest,
-        benchmark_source,
-        source,
-        source_subdirectory,
-    })
-}
-
-fn parse_verifiers(items: &[Value], field: &'static str) -> Result<Vec<Address>, JobError> {
-    items
-        .iter()
-        .map(|v| {
-            v.as_str()
-                .and_then(|s| s.parse().ok())
-                .ok_or(JobError::InvalidAddress { field })
-        })
-        .collect()
-}
-
-fn parse_benchmark_source(source: &Map<String, Value>) -> Result<BenchmarkSource, JobError> {
-    if get_str(source, "kind", "terms.document.benchmark.source.kind")? != "github_commit" {
-        return Err(JobError::BenchmarkSource("kind must be github_commit"));
-    }
-    let repository = GithubRepo::parse(get_str(
-        source,
-        "repository",
-        "terms.document.benchmark.source.repository",
-    )?)
-    .ok_or(JobError::BenchmarkSource("repository must be owner/repo"))?;
-    let commit = CommitId::parse(
-        get_str(source, "commit", "terms.document.benchmark.source.commit")?,
-        true,
-    )
-    .ok_or(JobError::BenchmarkSource("commit must be 40 hex digits"))?;
-    let subdirectory = RelativeDir::parse(get_str(
-        source,
-        "subdirectory",
-        "terms.document.benchmark.source.subdirectory",
-    )?)
-    .ok_or(JobError::Subdirectory {
-        field: "terms.document.benchmark.source.subdirectory",
-    })?;
-    Ok(BenchmarkSource {
-        repository,
-        commit,
-        subdirectory,
-    })
+    let job = ValidatedJob::parse(raw)?;
+    job.check_live(now_unix)?;
+    Ok(job)
 }
 
 #[cfg(test)]

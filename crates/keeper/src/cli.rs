@@ -1,0 +1,72 @@
+//! The keeper's command line, in the library so `cargo xtask man` can render its man page
+//! from the same definition the binary parses.
+
+use std::path::PathBuf;
+
+use clap::{Args, Parser, Subcommand};
+
+#[derive(Parser)]
+#[command(
+    name = "keeper",
+    version = cli_support::VERSION,
+    about = "Relay verifier attestations to bounty contracts"
+)]
+pub struct Cli {
+    /// What to do.
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+#[derive(Subcommand)]
+pub enum Command {
+    /// Relay every candidate's attestations and confirm the settlement.
+    Relay(RelayArgs),
+}
+
+#[derive(Args)]
+#[command(group(clap::ArgGroup::new("key").required(true).args(["key_env", "key_file"])))]
+pub struct RelayArgs {
+    /// Directory of candidate-<sha256(job id)>.json files.
+    #[arg(long)]
+    pub candidates: PathBuf,
+    /// Directory of attestation files; repeat for several verifiers' artifacts.
+    #[arg(long, required = true)]
+    pub attestations: Vec<PathBuf>,
+    /// Platform API base URL (jobs are re-fetched from it).
+    #[arg(long)]
+    pub api: String,
+    /// JSON-RPC URL of the chain.
+    #[arg(long)]
+    pub rpc: String,
+    /// Name of the environment variable holding the keeper's transaction key.
+    #[arg(long, value_name = "NAME")]
+    pub key_env: Option<String>,
+    /// File (mode 0600) holding the keeper's transaction key.
+    #[arg(long, value_name = "PATH")]
+    pub key_file: Option<PathBuf>,
+    /// Directory of settlement records (idempotency across runs).
+    #[arg(long)]
+    pub state_dir: PathBuf,
+    /// Refuse when eth_estimateGas is above this.
+    #[arg(long)]
+    pub max_gas: u64,
+    /// Never pay more than this per gas (wei).
+    #[arg(long)]
+    pub max_fee_per_gas: u128,
+    /// Never tip more than this per gas (wei).
+    #[arg(long)]
+    pub max_priority_fee_per_gas: Option<u128>,
+    /// Blocks to wait for, counting the inclusion block.
+    #[arg(long, default_value_t = 3, value_parser = clap::value_parser!(u64).range(1..=64))]
+    pub confirmations: u64,
+    /// Seconds to wait for the receipt and confirmations before reporting `pending`.
+    #[arg(long, default_value_t = 180, value_parser = clap::value_parser!(u64).range(1..=3600))]
+    pub receipt_timeout: u64,
+    /// Blocks a sent transaction may stay unmined before the keeper replaces it (same nonce,
+    /// fees bumped by at least the replacement minimum, never above the caps).
+    #[arg(long, default_value_t = 10, value_parser = clap::value_parser!(u64).range(1..=10_000))]
+    pub replace_after_blocks: u64,
+    /// Print the JSON report on stdout.
+    #[arg(long)]
+    pub json: bool,
+}

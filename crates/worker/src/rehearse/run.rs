@@ -1,0 +1,353 @@
+//! Reading the manifest, staging the trees (as their git revision's archive holds them when
+//! they live in a repository) and running the solution and base tree in fresh containers.
+
+use std::path::{Path, PathBuf};
+
+use serde_json::Value;
+use verifier_sdk::{RunnerManifest, Sha256Digest, runner_manifest_hash};
+
+use super::adversarial::run_stubs;
+use super::limits::{TreeFields, over_limit};
+use super::report::{Commitments, Rehearsed, Report, RunResult, assemble, zero_tests_ran};
+use super::{MAX_MANIFEST_BYTES, MAX_REPEAT, PLACEHOLDER_DIGEST, RehearseError, RehearseOptions};
+use crate::explain::{Explanation, explain_observed};
+use crate::feed::archive::ArchiveLimits;
+use crate::progress::{StepSink, stderr_steps};
+use crate::run::{RunOptions, execute_manifest, spec_for, write_evidence};
+use crate::sandbox::DockerExecutor;
+use crate::sandbox::hits::Hit;
+use crate::sandbox::profile::Isolation;
+use crate::stage::{StageKind, stage_tree};
+
+fn read_manifest(path: &Path) -> Result<Value, RehearseError> {
+    let io = |source| RehearseError::ManifestIo {
+        path: path.to_owned(),
+        source,
+    };
+    let bytes = artifact_fs::read_named(path, MAX_MANIFEST_BYTES).map_err(|e| match e {
+        artifact_fs::ReadError::TooLarge { .. } => RehearseError::ManifestTooLarge,
+        e => io(e.into_io()),
+    })?;
+    serde_json::from_slice(&bytes).map_err(RehearseError::ManifestJson)
+}
+
+/// Stages the trees and validates the manifest; everything up to running a container.
+#[derive(Clone)]
+pub struct Prepared {
+    pub(crate) manifest: RunnerManifest,
+    pub(crate) commit: Commitments,
+    pub(crate) sandbox: Isolation,
+}
+
+/// Reads and checks the manifest, stages every tree, and plans the sandbox.
+pub fn prepare(options: &RehearseOptions) -> Result<Prepared, RehearseError> {
+    if options.repeat == 0 || options.repeat > MAX_REPEAT {
+        return Err(RehearseError::Repeat(options.repeat));
+    }
+    let value = read_manifest(&options.manifest)?;
+    let mut manifest = RunnerManifest::from_value(&value)?;
+    if manifest.image().ends_with(&PLACEHOLDER_DIGEST[6..]) {
+        return Err(RehearseError::PlaceholderImage(manifest.image().to_owned()));
+    }
+    let root = &options.staging_root;
+    let benchmark_limits = manifest.benchmark_limits();
+    // Trees inside a git repository are staged as the revision's archive holds them; the
+    // extractions live here until they are staged.
+    let scratch = tempfile::tempdir()
+        .map_err(|e| RehearseError::Plan(format!("creating a temporary directory: {e}")))?;
+    let trees = std::cell::RefCell::new(Vec::new());
+    let tree_fields = TreeFields::of(&manifest);
+    let (benchmark_archive, source_archive) = (
+        ArchiveLimits::benchmark(&manifest),
+        ArchiveLimits::source(&manifest),
+    );
+    let stage = |what, kind, dir: &Path, limits| {
+        let archive_limits = match kind {
+            StageKind::Benchmark => &benchmark_archive,
+            StageKind::Source => &source_archive,
+        };
+        let (dir, origin) = super::git::resolve(
+            what,
+            dir,
+            &options.rev,
+            options.worktree,
+            scratch.path(),
+            archive_limits,
+        )
+        .map_err(|source| match super::limits::archive_limit(&source) {
+            Some(limit) => RehearseError::TreeLimit(over_limit(what, dir, limit, &tree_fields)),
+            None => RehearseError::Git { what, source },
+        })?;
+        trees.borrow_mut().push(origin);
+        let mut progress = crate::progress::stderr_progress(staging_label(what), options.quiet);
+        stage_tree(kind, &dir, root, limits, progress.as_mut()).map_err(|source| {
+            match super::limits::stage_limit(&source) {
+                Some(limit) => {
+                    RehearseError::TreeLimit(over_limit(what, &dir, limit, &tree_fields))
+                }
+                None => RehearseError::Stage { what, source },
+            }
+        })
+    };
+    let benchmark = stage(
+        "benchmark",
+        StageKind::Benchmark,
+        &options.benchmark,
+        benchmark_limits,
+    )?;
+    let staged_digest = benchmark.snapshot.digest;
+    let filled_in = manifest.benchmark_digest().to_string() == PLACEHOLDER_DIGEST;
+    if filled_in {
+        manifest = manifest.with_benchmark_digest(staged_digest);
+    } else if manifest.benchmark_digest() != staged_digest {
+        return Err(RehearseError::BenchmarkMismatch {
+            manifest: manifest.benchmark_digest(),
+            staged: staged_digest,
+        });
+    }
+    let limits = manifest.source_limits();
+    let source = stage("source", StageKind::Source, &options.source, limits)?;
+    let base = match &options.base {
+        Some(dir) => Some(stage("base", StageKind::Source, dir, limits)?),
+        None => None,
+    };
+    let spec = spec_for(
+        &manifest,
+        source.path.clone(),
+        benchmark.path.clone(),
+        "rehearse".into(),
+        options.pull,
+    );
+    let sandbox = crate::sandbox::plan(&spec).map_err(|e| RehearseError::Plan(e.to_string()))?;
+    let commit = Commitments {
+        source_snapshot_digest: source.snapshot.digest,
+        benchmark_digest: staged_digest,
+        benchmark_digest_filled_in: filled_in,
+        runner_manifest_hash: runner_manifest_hash(&manifest),
+        base_snapshot_digest: base.map(|b| b.snapshot.digest),
+        trees: trees.into_inner(),
+    };
+    Ok(Prepared {
+        manifest,
+        commit,
+        sandbox,
+    })
+}
+
+/// The staging progress line's label for a tree.
+fn staging_label(what: &str) -> &'static str {
+    match what {
+        "benchmark" => "staging benchmark",
+        "base" => "staging base",
+        "source" => "staging source",
+        _ => "staging",
+    }
+}
+
+/// What every run of one rehearsal shares: where evidence and logs go, and who hears about
+/// each run as it starts and ends.
+pub(crate) struct Runs {
+    pub(crate) options: RunOptions,
+    log_dir: Option<PathBuf>,
+    steps: Box<dyn StepSink + Send>,
+}
+
+impl Runs {
+    pub(crate) fn new(options: &RehearseOptions) -> Self {
+        Self {
+            options: RunOptions {
+                staging_root: options.staging_root.clone(),
+                pull: options.pull,
+            },
+            log_dir: options.log_dir.clone(),
+            steps: stderr_steps("rehearse", options.quiet),
+        }
+    }
+}
+
+/// Runs `source` once in a fresh container: `label` names its container and log files, `step`
+/// is what the progress line calls it.
+pub(crate) async fn one_run(
+    executor: &DockerExecutor,
+    prepared: &Prepared,
+    runs: &mut Runs,
+    source: Sha256Digest,
+    run: u32,
+    label: &str,
+    step: &str,
+) -> Result<RunResult, RehearseError> {
+    runs.steps.started(step);
+    let result = run_once(executor, prepared, runs, source, run, label).await;
+    match &result {
+        Ok(done) => {
+            let e = &done.explanation;
+            let took = e
+                .duration_ms
+                .map(|ms| format!(" in {}.{} s", ms / 1000, (ms % 1000) / 100))
+                .unwrap_or_default();
+            let hits = match done.explanation.hits.len() {
+                0 => String::new(),
+                n => format!(" ({n} limit hit(s): see the report)"),
+            };
+            runs.steps
+                .finished(step, &format!("{}{took}{hits}", e.label()));
+        }
+        Err(error) => runs.steps.finished(step, &format!("error: {error}")),
+    }
+    result
+}
+
+async fn run_once(
+    executor: &DockerExecutor,
+    prepared: &Prepared,
+    runs: &Runs,
+    source: Sha256Digest,
+    run: u32,
+    label: &str,
+) -> Result<RunResult, RehearseError> {
+    let manifest = &prepared.manifest;
+    let execution = execute_manifest(executor, manifest, source, &runs.options, label).await?;
+    match execution {
+        Ok(execution) => {
+            let path = write_evidence(&runs.options.staging_root, &execution.evidence)
+                .map_err(RehearseError::Evidence)?;
+            let logs = match &runs.log_dir {
+                Some(dir) => Some(write_logs(dir, label, &path, &execution.output)?),
+                None => None,
+            };
+            let tails = format!(
+                "{}\n{}",
+                execution.evidence.stdout.tail, execution.evidence.stderr.tail
+            );
+            Ok(RunResult {
+                run,
+                explanation: explain_observed(&execution.evidence, &execution.observed),
+                evidence_path: Some(path),
+                zero_tests: zero_tests_ran(&tails),
+                logs,
+            })
+        }
+        // Decided before any container existed, so there is no evidence to explain.
+        Err(no) => Ok(RunResult {
+            run,
+            explanation: Explanation {
+                status: "no_verdict",
+                reason: Some(no.no_verdict.reason.as_str()),
+                exit_code: None,
+                duration_ms: None,
+                headline: format!(
+                    "no verdict ({}): {}",
+                    no.no_verdict.reason.as_str(),
+                    no.no_verdict.detail
+                ),
+                details: vec![],
+                stdout_tail: None,
+                stderr_tail: None,
+                hits: Vec::<Hit>::new(),
+            },
+            evidence_path: None,
+            zero_tests: None,
+            logs: None,
+        }),
+    }
+}
+
+/// Writes a run's full output (within the manifest's cap) and a copy of its evidence record
+/// to `dir` as `<label>.stdout`, `<label>.stderr` and `<label>.evidence.json`; returns the
+/// common prefix `dir/<label>`.
+fn write_logs(
+    dir: &Path,
+    label: &str,
+    evidence: &Path,
+    output: &crate::sandbox::streams::FullOutput,
+) -> Result<PathBuf, RehearseError> {
+    let fail = |path: &Path, e: std::io::Error| RehearseError::LogDir {
+        path: path.to_owned(),
+        detail: e.to_string(),
+    };
+    std::fs::create_dir_all(dir).map_err(|e| fail(dir, e))?;
+    let record = std::fs::read(evidence).map_err(|e| fail(evidence, e))?;
+    for (suffix, bytes) in [
+        ("stdout", output.stdout.as_slice()),
+        ("stderr", output.stderr.as_slice()),
+        ("evidence.json", record.as_slice()),
+    ] {
+        let path = dir.join(format!("{label}.{suffix}"));
+        artifact_fs::write_atomic(&path, bytes).map_err(|e| fail(&path, e))?;
+    }
+    Ok(dir.join(label))
+}
+
+/// Runs the solution (`--repeat` times) and the base tree on a prepared manifest and trees.
+pub(crate) async fn solution_runs(
+    executor: &DockerExecutor,
+    prepared: Prepared,
+    options: &RehearseOptions,
+    runs: &mut Runs,
+) -> Result<Report, RehearseError> {
+    let mut results = Vec::new();
+    for run in 1..=options.repeat {
+        let label = format!("rehearse-{run}");
+        let step = format!("run {run}/{} of the solution", options.repeat);
+        let source = prepared.commit.source_snapshot_digest;
+        results.push(one_run(executor, &prepared, runs, source, run, &label, &step).await?);
+    }
+    let base = match prepared.commit.base_snapshot_digest {
+        Some(digest) => Some(
+            one_run(
+                executor,
+                &prepared,
+                runs,
+                digest,
+                1,
+                "rehearse-base",
+                "the base tree run",
+            )
+            .await?,
+        ),
+        None => None,
+    };
+    Ok(assemble(prepared, results, base))
+}
+
+/// Runs the rehearsal, then, with `adversarial`, every stub.
+pub async fn rehearse(
+    executor: &DockerExecutor,
+    prepared: Prepared,
+    options: &RehearseOptions,
+    adversarial: bool,
+) -> Result<Rehearsed, RehearseError> {
+    let mut runs = Runs::new(options);
+    if !adversarial {
+        let report = solution_runs(executor, prepared, options, &mut runs).await?;
+        return Ok(Rehearsed::new(report, None));
+    }
+    let report = solution_runs(executor, prepared.clone(), options, &mut runs).await?;
+    let stubs = run_stubs(executor, &prepared, options, &mut runs).await?;
+    Ok(Rehearsed::new(report, Some(stubs)))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn repeat_is_bounded() {
+        for repeat in [0, MAX_REPEAT + 1] {
+            let options = RehearseOptions {
+                source: "s".into(),
+                benchmark: "b".into(),
+                manifest: "m".into(),
+                repeat,
+                base: None,
+                staging_root: "/nonexistent".into(),
+                pull: false,
+                rev: "HEAD".into(),
+                worktree: false,
+                quiet: true,
+                log_dir: None,
+            };
+            assert!(matches!(prepare(&options), Err(RehearseError::Repeat(_))));
+        }
+    }
+}

@@ -1,0 +1,167 @@
+//! `worker request`: a request file made from a source digest and a manifest is accepted by
+//! `plan` and by `--run-regression` (real Docker), and bad input writes nothing.
+#![allow(clippy::unwrap_used, clippy::expect_used)] // tests may unwrap (COMMON.md)
+
+use crate::support;
+
+use std::fs;
+use std::os::unix::fs::PermissionsExt;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+use serde_json::{Value, json};
+use verifier_sdk::fixtures::sample_manifest;
+
+const WORKER: &str = env!("CARGO_BIN_EXE_worker");
+
+fn stage(root: &Path, kind: &str, dir: &Path) -> String {
+    let out = Command::new(WORKER)
+        .args(["--quiet", "--stage-regression-input", kind])
+        .arg(dir)
+        .arg(root)
+        .args(["536870912", "50000"])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let staged: Value = serde_json::from_slice(&out.stdout).unwrap();
+    staged["snapshot"]["digest"].as_str().unwrap().to_owned()
+}
+
+struct Env {
+    dir: tempfile::TempDir,
+    root: PathBuf,
+    source: String,
+    benchmark: String,
+    manifest: PathBuf,
+}
+
+/// The example trees staged, and a manifest for them with the placeholder benchmark digest.
+fn env(source: &str) -> Env {
+    let dir = tempfile::tempdir().unwrap();
+    fs::set_permissions(dir.path(), fs::Permissions::from_mode(0o755)).unwrap();
+    let root = dir.path().join("staging");
+    fs::create_dir(&root).unwrap();
+    let example = support::workspace_root().join("fixtures/example");
+    let benchmark = stage(&root, "benchmark", &example.join("benchmark"));
+    let source = stage(&root, "source", &example.join(source));
+    let mut manifest = sample_manifest();
+    manifest["image"] = json!(support::busybox());
+    manifest["command"] = json!([
+        "/bin/cmp",
+        "/benchmark/expected.txt",
+        "/workspace/result.txt"
+    ]);
+    manifest["benchmark_digest"] = json!(format!("sha256:{}", "0".repeat(64)));
+    manifest["timeout_seconds"] = json!(60);
+    let path = dir.path().join("m.json");
+    fs::write(&path, serde_json::to_vec(&manifest).unwrap()).unwrap();
+    Env {
+        dir,
+        root,
+        source,
+        benchmark,
+        manifest: path,
+    }
+}
+
+fn request(env: &Env, extra: &[&str]) -> (Output, PathBuf) {
+    let out_path = env.dir.path().join("request.json");
+    let out = Command::new(WORKER)
+        .args(["request", "--source-digest", &env.source, "--manifest"])
+        .arg(&env.manifest)
+        .arg("--out")
+        .arg(&out_path)
+        .args(extra)
+        .output()
+        .unwrap();
+    (out, out_path)
+}
+
+#[test]
+fn request_file_is_accepted_by_plan_and_run_regression() {
+    let env = env("source-pass");
+    let (out, path) = request(&env, &["--benchmark-digest", &env.benchmark]);
+    assert_eq!(out.status.code(), Some(0), "{out:?}");
+
+    let plan = Command::new(WORKER)
+        .arg("plan")
+        .arg(&path)
+        .arg("--staging-root")
+        .arg(&env.root)
+        .output()
+        .unwrap();
+    assert_eq!(plan.status.code(), Some(0), "{plan:?}");
+    let plan: Value = serde_json::from_slice(&plan.stdout).unwrap();
+    assert_eq!(plan["source"]["digest"], env.source.as_str());
+    assert_eq!(plan["source"]["staged"], true);
+    assert_eq!(plan["benchmark"]["digest"], env.benchmark.as_str());
+    assert_eq!(plan["benchmark"]["staged"], true);
+
+    let run = Command::new(WORKER)
+        .arg("--run-regression")
+        .arg(&path)
+        .env("REGRESSION_SANDBOX_STAGING_ROOT", &env.root)
+        .env_remove("DOCKER_HOST")
+        .output()
+        .unwrap();
+    assert_eq!(run.status.code(), Some(0), "{run:?}");
+    let outcome: Value = serde_json::from_slice(&run.stdout).unwrap();
+    assert_eq!(outcome["verdict"], "passed", "{run:?}");
+    assert_eq!(outcome["receipt"]["source_digest"], env.source.as_str());
+    // The bounty is a placeholder no chain knows: the made-up contract and testnet.
+    let job: Value = serde_json::from_slice(&fs::read(&path).unwrap()).unwrap();
+    assert_eq!(job["job"]["network"], "base-sepolia");
+    assert_eq!(
+        job["job"]["bounty_contract"],
+        worker::local_request::LOCAL_BOUNTY_CONTRACT
+    );
+}
+
+#[test]
+fn request_of_a_failing_source_runs_to_a_failed_verdict() {
+    let env = env("source-fail");
+    let (out, path) = request(&env, &["--benchmark-digest", &env.benchmark]);
+    assert_eq!(out.status.code(), Some(0), "{out:?}");
+    let run = Command::new(WORKER)
+        .arg("--run-regression")
+        .arg(&path)
+        .env("REGRESSION_SANDBOX_STAGING_ROOT", &env.root)
+        .env_remove("DOCKER_HOST")
+        .output()
+        .unwrap();
+    let outcome: Value = serde_json::from_slice(&run.stdout).unwrap();
+    assert_eq!(outcome["verdict"], "failed", "{run:?}");
+}
+
+#[test]
+fn request_refuses_bad_input_and_writes_nothing() {
+    let env = env("source-pass");
+    // The manifest still has the placeholder digest and none is given.
+    let (out, path) = request(&env, &[]);
+    assert_eq!(out.status.code(), Some(4), "{out:?}");
+    assert!(String::from_utf8_lossy(&out.stderr).contains("--benchmark-digest"));
+    assert!(!path.exists());
+    for bad in [
+        &["--benchmark-digest", "sha256:xyz"][..],
+        &[
+            "--benchmark-digest",
+            &env.benchmark,
+            "--source-commit",
+            "https://example.com/x",
+        ],
+    ] {
+        let (out, path) = request(&env, bad);
+        assert_eq!(out.status.code(), Some(4), "{bad:?}: {out:?}");
+        assert!(!path.exists());
+    }
+    let mut broken: Value = serde_json::from_slice(&fs::read(&env.manifest).unwrap()).unwrap();
+    broken["image"] = json!("busybox:latest");
+    fs::write(&env.manifest, serde_json::to_vec(&broken).unwrap()).unwrap();
+    let (out, path) = request(&env, &["--benchmark-digest", &env.benchmark]);
+    assert_eq!(out.status.code(), Some(4), "unpinned image: {out:?}");
+    assert!(!path.exists());
+}

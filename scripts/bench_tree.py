@@ -1,0 +1,209 @@
+#!/usr/bin/env python3
+"""Side-by-side benchmark of the worker's tree snapshot and staging against plain tools.
+
+    worker --snapshot-directory       vs  openssl dgst -sha256 over the same bytes as one file
+    worker --stage-regression-input   vs  cp -a of the same tree
+
+Both sides run under the same conditions, in pairs (A B, then B A, alternating so a drift in
+the machine's state favours neither), and the figure reported is the per-pair ratio
+worker/baseline: its median and its min-max over all pairs.
+
+What is kept out of the timed window, because it favours one side or measures the machine:
+  * deletions: every destination directory is fresh (created as a new, never-used name under
+    a parent made before the timed runs) and nothing is deleted until all pairs are done; on
+    ext4, creating files right after deleting many makes the allocator scan the freed inodes,
+    which slowed whichever side ran after a deletion;
+  * writeback: one `sync` and a pause before the timed runs start;
+  * cold cache: both inputs are read once before timing.
+The load average is recorded before and after each table; a run with a load above the
+number of cores is marked as such, not silently reported.
+
+Usage: scripts/bench_tree.py BIN --work DIR [--pairs N] [--mib M ...] [--files F] [--fs disk|tmpfs ...]
+(scripts/bench-staging.sh builds the release binary and calls this with the defaults.)
+"""
+
+import argparse
+import os
+import random
+import resource
+import statistics
+import subprocess
+import sys
+import time
+
+
+def generate(tree, concat, files, mib):
+    """The deterministic bench tree: many small files log-uniform in 64 B..64 KiB, a few
+    large ones holding the rest, spread over 37 x 11 folders; plus the same bytes in digest
+    order as one file for the openssl baseline."""
+    rng = random.Random(20240601)
+    target = mib * 1024 * 1024
+    large = max(1, files // 500)
+    small = files - large
+    sizes = [int(64 * 2 ** (rng.random() * 10)) for _ in range(small)]
+    rest = max(0, target - sum(sizes))
+    weights = [rng.random() ** 3 + 0.01 for _ in range(large)]
+    sizes += [int(rest * w / sum(weights)) for w in weights]
+    rng.shuffle(sizes)
+    paths = []
+    for i, size in enumerate(sizes):
+        rel = f"d{i % 37:02}/s{(i * 7) % 11:02}/f{i:05}.bin"
+        path = os.path.join(tree, rel)
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        with open(path, "wb") as f:
+            f.write(rng.randbytes(size))
+        paths.append(rel)
+    paths.sort(key=lambda p: p.encode())
+    with open(concat, "wb") as out:
+        for rel in paths:
+            with open(os.path.join(tree, rel), "rb") as f:
+                out.write(f.read())
+    return len(sizes), sum(sizes)
+
+
+def warm(paths):
+    for top in paths:
+        if os.path.isfile(top):
+            with open(top, "rb") as f:
+                while f.read(1 << 20):
+                    pass
+            continue
+        for root, _, names in os.walk(top):
+            for name in names:
+                with open(os.path.join(root, name), "rb") as f:
+                    while f.read(1 << 20):
+                        pass
+
+
+def timed(argv):
+    """Wall, user and system seconds of one child, its output discarded."""
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    start = time.perf_counter()
+    done = subprocess.run(argv, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    wall = time.perf_counter() - start
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    if done.returncode != 0:
+        sys.exit(f"bench: {argv[0]} failed ({done.returncode}): {done.stderr.decode()[-400:]}")
+    return wall, after.ru_utime - before.ru_utime, after.ru_stime - before.ru_stime
+
+
+def pairs(name, worker, baseline, count):
+    """`count` pairs, the order alternating; worker(i)/baseline(i) give the i-th argv."""
+    rows = []
+    for i in range(count + 1):  # pair 0 is a warm-up, not reported
+        order = [("w", worker), ("b", baseline)] if i % 2 == 0 else [("b", baseline), ("w", worker)]
+        got = {side: timed(make(i)) for side, make in order}
+        if i > 0:
+            rows.append((got["w"], got["b"]))
+    ratios = [w[0] / b[0] for w, b in rows]
+    return {
+        "name": name,
+        "worker": statistics.median(w[0] for w, _ in rows),
+        "baseline": statistics.median(b[0] for _, b in rows),
+        "ratio": statistics.median(ratios),
+        "min": min(ratios),
+        "max": max(ratios),
+        "worker_cpu": (statistics.median(w[1] for w, _ in rows), statistics.median(w[2] for w, _ in rows)),
+        "baseline_cpu": (statistics.median(b[1] for _, b in rows), statistics.median(b[2] for _, b in rows)),
+    }
+
+
+def peak_rss_mib(argv):
+    """Peak RSS of one extra run, measured by GNU time: a child forked from this Python
+    process would report Python's own high-water mark, which survives exec."""
+    done = subprocess.run(["/usr/bin/time", "-f", "%M", *argv], stdout=subprocess.DEVNULL,
+                          stderr=subprocess.PIPE, check=True)
+    return int(done.stderr.decode().strip().splitlines()[-1]) / 1024
+
+
+def settle():
+    subprocess.run(["sync"], check=True)
+    time.sleep(3)
+
+
+def bench_fs(args, fs, base):
+    tree, concat = os.path.join(base, "tree"), os.path.join(base, "concat.bin")
+    results = []
+    for mib in args.mib:
+        for p in (tree, concat):
+            subprocess.run(["rm", "-rf", p], check=True)
+        files, size = generate(tree, concat, args.files, mib)
+        limit_bytes, limit_files = str(size * 4), str(files * 2)
+        dst = os.path.join(base, f"dst-{mib}")
+        os.makedirs(dst)
+        warm([tree, concat])
+        settle()
+        load0 = os.getloadavg()[0]
+        snap = pairs(
+            f"snapshot vs openssl, {mib} MiB",
+            lambda i: [args.bin, "--snapshot-directory", tree, limit_bytes, limit_files],
+            lambda i: ["openssl", "dgst", "-sha256", concat],
+            args.pairs,
+        )
+        # Fresh, never-used destinations for both sides; nothing is deleted until the end.
+        stage = pairs(
+            f"stage vs cp -a, {mib} MiB",
+            lambda i: [args.bin, "--stage-regression-input", "source", tree,
+                       os.path.join(dst, f"root-{i}"), limit_bytes, limit_files],
+            lambda i: ["cp", "-a", tree, os.path.join(dst, f"cp-{i}")],
+            args.pairs,
+        )
+        load1 = os.getloadavg()[0]
+        probe = os.path.join(dst, "rss-root")
+        rss = (
+            peak_rss_mib([args.bin, "--snapshot-directory", tree, limit_bytes, limit_files]),
+            peak_rss_mib([args.bin, "--stage-regression-input", "source", tree, probe,
+                          limit_bytes, limit_files]),
+        )
+        for r in (snap, stage):
+            r.update(fs=fs, files=files, bytes=size, load=(load0, load1))
+        snap["rss"], stage["rss"] = rss
+        results += [snap, stage]
+        subprocess.run(["chmod", "-R", "u+w", dst], check=True)
+        subprocess.run(["rm", "-rf", dst], check=True)
+    return results
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("bin")
+    ap.add_argument("--work", required=True)
+    ap.add_argument("--pairs", type=int, default=7)
+    ap.add_argument("--mib", type=int, nargs="+", default=[64, 512])
+    ap.add_argument("--files", type=int, default=20000)
+    ap.add_argument("--fs", nargs="+", default=["disk", "tmpfs"])
+    args = ap.parse_args()
+    if args.pairs < 3:
+        sys.exit("bench: --pairs must be at least 3")
+    cores = os.cpu_count() or 1
+    results = []
+    for fs in args.fs:
+        if fs == "disk":
+            base = os.path.join(args.work, "disk")
+        elif fs == "tmpfs":
+            base = os.path.join("/dev/shm", f"bench-tree-{os.getpid()}")
+        else:
+            sys.exit(f"bench: unknown --fs {fs}")
+        os.makedirs(base)
+        try:
+            results += bench_fs(args, fs, base)
+        finally:
+            subprocess.run(["chmod", "-R", "u+w", base])
+            subprocess.run(["rm", "-rf", base])
+    print(f"{cores} cores; {args.pairs} pairs per row (A B / B A alternating, one warm-up pair"
+          " not counted); ratio = worker / baseline per pair")
+    print()
+    print("| fs | comparison | worker median | baseline median | ratio median | ratio min–max"
+          " | worker user/sys | baseline user/sys | peak RSS | load before → after |")
+    print("|---|---|---|---|---|---|---|---|---|---|")
+    for r in results:
+        busy = " (busy)" if max(r["load"]) > cores else ""
+        print(f"| {r['fs']} | {r['name']} | {r['worker']:.3f} s | {r['baseline']:.3f} s"
+              f" | {r['ratio']:.2f} | {r['min']:.2f}–{r['max']:.2f}"
+              f" | {r['worker_cpu'][0]:.2f}/{r['worker_cpu'][1]:.2f} s"
+              f" | {r['baseline_cpu'][0]:.2f}/{r['baseline_cpu'][1]:.2f} s"
+              f" | {r['rss']:.1f} MiB | {r['load'][0]:.2f} → {r['load'][1]:.2f}{busy} |")
+
+
+if __name__ == "__main__":
+    main()
