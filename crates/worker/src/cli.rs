@@ -243,6 +243,10 @@ pub struct ServeArgs {
     /// modulo N, equal to I.
     #[arg(long, value_name = "I/N", default_value = "0/1")]
     pub shard: crate::feed::shard::Shard,
+    /// Most jobs run at once (default 1). Each job's container gets the cpu and memory its
+    /// manifest asks for, so N should fit N of the largest manifests on this host.
+    #[arg(long, value_name = "N", default_value_t = std::num::NonZeroUsize::MIN)]
+    pub parallel: std::num::NonZeroUsize,
     /// Seconds between polls (each pause is jittered by ±10 %).
     #[arg(long, value_name = "S", default_value_t = 60,
           value_parser = clap::value_parser!(u64).range(1..=86_400))]

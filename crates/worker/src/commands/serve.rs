@@ -75,6 +75,7 @@ fn serve_config(args: &ServeArgs) -> ServeConfig {
         feed,
         state_dir: args.state.clone(),
         poll_interval: Duration::from_secs(args.poll_interval),
+        parallel: args.parallel,
     }
 }
 

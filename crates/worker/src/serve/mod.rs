@@ -15,10 +15,13 @@ pub mod shutdown;
 
 pub use crate::feed::shard;
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
+use std::num::NonZeroUsize;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
+use futures_util::StreamExt as _;
+use futures_util::stream::FuturesUnordered;
 use platform_client::PlatformClient;
 use sha2::{Digest, Sha256};
 use verifier_sdk::{CandidateManifest, canonical_json};
@@ -47,6 +50,8 @@ pub struct ServeConfig {
     pub state_dir: PathBuf,
     /// Seconds between polls (before jitter).
     pub poll_interval: Duration,
+    /// Most jobs run at once.
+    pub parallel: NonZeroUsize,
 }
 
 /// Why the service stopped other than by a signal.
@@ -142,24 +147,52 @@ pub async fn serve(
             None,
         );
         let mut listed = BTreeSet::new();
+        let mut due = Vec::new();
         for job in selection.selected {
             let id = job.job_id().to_owned();
             if !feed.shard.owns(&id) {
                 continue;
             }
             listed.insert(id.clone());
-            if shutdown.requested() || !ledger.seen(&id, job.round(), now)? {
-                continue;
+            if ledger.seen(&id, job.round(), now)? {
+                due.push(job);
             }
-            let run_id = ledger.start_run(&id)?;
-            let job_dir = scratch.path().join(format!("run-{run_id}"));
-            tracing::info!(job = %id.escape_debug(), run_id, "running");
-            let ran = run_beating(&runner, &job, &job_dir, &mut ledger, &polls, shutdown).await?;
-            let Some(row) = ran else {
-                interrupt(&mut ledger, &docker, run_id, &id, &job_dir).await;
-                return Ok(());
-            };
-            record(&mut ledger, feed, run_id, &id, &row)?;
+        }
+        let mut due = due.into_iter();
+        let mut running = FuturesUnordered::new();
+        let mut open: BTreeMap<i64, (String, PathBuf)> = BTreeMap::new();
+        let mut beat = tokio::time::interval(HEARTBEAT_EVERY);
+        beat.tick().await;
+        loop {
+            while running.len() < config.parallel.get() && !shutdown.requested() {
+                let Some(job) = due.next() else { break };
+                let id = job.job_id().to_owned();
+                let run_id = ledger.start_run(&id)?;
+                let job_dir = scratch.path().join(format!("run-{run_id}"));
+                tracing::info!(job = %id.escape_debug(), run_id, "running");
+                open.insert(run_id, (id, job_dir.clone()));
+                let runner = &runner;
+                running.push(async move {
+                    let (row, _) = runner.run(&job, &job_dir).await;
+                    (run_id, row)
+                });
+            }
+            if running.is_empty() {
+                break;
+            }
+            tokio::select! {
+                Some((run_id, row)) = running.next() => {
+                    if let Some((id, _)) = open.remove(&run_id) {
+                        record(&mut ledger, feed, run_id, &id, &row)?;
+                    }
+                }
+                () = shutdown.wait() => {
+                    drop(running);
+                    interrupt(&mut ledger, &docker, &open).await;
+                    return Ok(());
+                }
+                _ = beat.tick() => ledger.heartbeat(&polls)?,
+            }
         }
         // A poll that got no answer at all leaves the previous manifest in place: the jobs
         // did not disappear because the feed was down.
@@ -177,49 +210,26 @@ pub async fn serve(
     Ok(())
 }
 
-/// Runs the job to its end, writing the heartbeat every [`HEARTBEAT_EVERY`]; `None` when a
-/// shutdown cut it short.
-async fn run_beating(
-    runner: &JobRunner<'_>,
-    job: &verifier_sdk::ValidatedJob,
-    job_dir: &Path,
-    ledger: &mut Ledger,
-    polls: &Polls,
-    shutdown: &Shutdown,
-) -> Result<Option<JobRow>, ServeError> {
-    let run = runner.run(job, job_dir);
-    tokio::pin!(run);
-    let mut beat = tokio::time::interval(HEARTBEAT_EVERY);
-    beat.tick().await;
-    loop {
-        tokio::select! {
-            (row, _) = &mut run => return Ok(Some(row)),
-            () = shutdown.wait() => return Ok(None),
-            _ = beat.tick() => ledger.heartbeat(polls)?,
-        }
-    }
-}
-
-/// Closes a run cut short by a shutdown: its container is killed and removed first (the
-/// dropped future did not), then the run is recorded as interrupted. Bounded by
+/// Closes the runs cut short by a shutdown: their containers are killed and removed first (the
+/// dropped futures did not), then each run is recorded as interrupted. Bounded by
 /// [`SHUTDOWN_BOUND`]; a failure is logged, and the next start's sweep and recovery finish
 /// the job (the run stays open in the ledger, so it is closed as interrupted then).
 async fn interrupt(
     ledger: &mut Ledger,
     docker: &DockerExecutor,
-    run_id: i64,
-    job_id: &str,
-    job_dir: &Path,
+    open: &BTreeMap<i64, (String, PathBuf)>,
 ) {
     match tokio::time::timeout(SHUTDOWN_BOUND, docker.remove_own_containers()).await {
-        Ok(Ok(removed)) => tracing::info!(containers = ?removed, "removed the running container"),
-        Ok(Err(error)) => tracing::error!(%error, "could not remove the running container"),
-        Err(_) => tracing::error!("removing the running container timed out"),
+        Ok(Ok(removed)) => tracing::info!(containers = ?removed, "removed the running containers"),
+        Ok(Err(error)) => tracing::error!(%error, "could not remove the running containers"),
+        Err(_) => tracing::error!("removing the running containers timed out"),
     }
-    let _ = std::fs::remove_dir_all(job_dir);
-    let result = RunResult::interrupted("the worker was asked to stop (SIGTERM/SIGINT)");
-    if let Err(error) = ledger.finish_run(run_id, job_id, &result) {
-        tracing::error!(%error, "could not record the interrupted run");
+    for (run_id, (job_id, job_dir)) in open {
+        let _ = std::fs::remove_dir_all(job_dir);
+        let result = RunResult::interrupted("the worker was asked to stop (SIGTERM/SIGINT)");
+        if let Err(error) = ledger.finish_run(*run_id, job_id, &result) {
+            tracing::error!(%error, "could not record the interrupted run");
+        }
     }
 }
 

@@ -552,3 +552,43 @@ async fn serve_configuration_errors_exit_78() {
     // None of these started a poll.
     assert_eq!(w.server.hits(&feed_path(VERIFIER)), 0);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn serve_parallel_2_runs_two_jobs_at_once_and_sigterm_interrupts_both() {
+    let w = World::new().await;
+    let (a, b, c) = (w.job(20, 120), w.job(21, 120), w.job(22, 120));
+    w.serve_jobs(&[&a, &b, &c]);
+    let mut cmd = w.command_with(&[]);
+    cmd.args(["--parallel", "2"]);
+    let child = cmd.spawn().unwrap();
+    let pid = child.id();
+    let give_up = Instant::now() + Duration::from_secs(120);
+    while containers_of(pid).len() < 2 {
+        assert!(Instant::now() < give_up, "two containers never ran at once");
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    assert_eq!(
+        containers_of(pid).len(),
+        2,
+        "more than --parallel jobs ran at once"
+    );
+    signal(&child, "TERM");
+    let (code, stderr) = exit_within(child, Duration::from_secs(40)).await;
+    assert_eq!(code, Some(0), "{stderr}");
+    assert!(
+        containers_of(pid).is_empty(),
+        "a container survived the shutdown"
+    );
+    let ledger = w.ledger();
+    let runs: Vec<Value> = [&a, &b, &c]
+        .iter()
+        .flat_map(|j| runs_of(&ledger, j))
+        .collect();
+    assert_eq!(runs.len(), 2, "{runs:#?}");
+    assert!(
+        runs.iter().all(|r| r["outcome"] == "interrupted"),
+        "{runs:#?}"
+    );
+    assert!(ledger["candidates"].as_array().unwrap().is_empty());
+}
