@@ -72,7 +72,7 @@ pub async fn until_interrupted<F: Future>(
 
 /// Whether `signo` was ignored when this process started, from `SigIgn` in /proc/self/status
 /// (read before any handler of ours is installed; unreadable counts as not ignored).
-fn inherited_ignored(signo: i32) -> bool {
+pub(crate) fn inherited_ignored(signo: i32) -> bool {
     let Ok(status) = std::fs::read_to_string("/proc/self/status") else {
         return false;
     };

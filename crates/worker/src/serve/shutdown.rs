@@ -13,20 +13,29 @@ pub struct Shutdown {
 impl Shutdown {
     /// Installs the SIGTERM and SIGINT handlers (within a Tokio runtime).
     pub fn install() -> std::io::Result<Self> {
+        // As in the run modes: a SIGINT the service was started with ignored stays ignored.
+        let mut int = if crate::interrupt::inherited_ignored(libc::SIGINT) {
+            None
+        } else {
+            Some(signal(SignalKind::interrupt())?)
+        };
         let mut term = signal(SignalKind::terminate())?;
-        let mut int = signal(SignalKind::interrupt())?;
         let (tx, rx) = watch::channel(false);
         tokio::spawn(async move {
+            let mut int_recv = async || match int.as_mut() {
+                Some(int) => int.recv().await,
+                None => std::future::pending().await,
+            };
             tokio::select! {
                 _ = term.recv() => tracing::info!("SIGTERM: stopping"),
-                _ = int.recv() => tracing::info!("SIGINT: stopping"),
+                _ = int_recv() => tracing::info!("SIGINT: stopping"),
             }
             let _ = tx.send(true);
             // Later signals are absorbed: the bounded shutdown is already under way.
             loop {
                 tokio::select! {
                     _ = term.recv() => {}
-                    _ = int.recv() => {}
+                    _ = int_recv() => {}
                 }
             }
         });
