@@ -200,10 +200,18 @@ pub async fn serve(
             write_listed_manifest(&ledger, feed, &listed)?;
         }
         ledger.heartbeat(&polls)?;
-        let pause = jittered(config.poll_interval);
-        tokio::select! {
-            () = tokio::time::sleep(pause) => {}
-            () = shutdown.wait() => break,
+        // The heartbeat goes on between polls too, so a long --poll-interval is not mistaken
+        // for a dead service.
+        let next_poll = tokio::time::sleep(jittered(config.poll_interval));
+        tokio::pin!(next_poll);
+        let mut beat = tokio::time::interval(HEARTBEAT_EVERY);
+        beat.tick().await;
+        loop {
+            tokio::select! {
+                () = &mut next_poll => break,
+                () = shutdown.wait() => break,
+                _ = beat.tick() => ledger.heartbeat(&polls)?,
+            }
         }
     }
     ledger.heartbeat(&polls)?;
