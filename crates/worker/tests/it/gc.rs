@@ -18,19 +18,7 @@ const WORKER: &str = env!("CARGO_BIN_EXE_worker");
 const DAY: Duration = Duration::from_secs(86_400);
 
 fn stage(root: &Path, kind: &str, dir: &Path) -> PathBuf {
-    let out = Command::new(WORKER)
-        .args(["--quiet", "--stage-regression-input", kind])
-        .arg(dir)
-        .arg(root)
-        .args(["1048576", "100"])
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let staged: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let staged = support::stage_with_cli(root, kind, dir, "1048576", "100");
     PathBuf::from(staged["path"].as_str().unwrap())
 }
 

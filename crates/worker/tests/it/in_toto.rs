@@ -48,23 +48,6 @@ fn check_with_in_toto_bindings(statement: &Path) -> Result<Value, String> {
     }
 }
 
-fn stage(root: &Path, kind: &str, dir: &Path) -> String {
-    let out = Command::new(WORKER)
-        .args(["--quiet", "--stage-regression-input", kind])
-        .arg(dir)
-        .arg(root)
-        .args(["536870912", "50000"])
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let staged: Value = serde_json::from_slice(&out.stdout).unwrap();
-    staged["snapshot"]["digest"].as_str().unwrap().to_owned()
-}
-
 struct Ran {
     job: Value,
     code: i32,
@@ -81,8 +64,8 @@ fn run_example(source: &str) -> Ran {
     let root = dir.path().join("staging");
     fs::create_dir(&root).unwrap();
     let example = support::workspace_root().join("fixtures/example");
-    let benchmark = stage(&root, "benchmark", &example.join("benchmark"));
-    let source = stage(&root, "source", &example.join(source));
+    let benchmark = support::stage_digest(&root, "benchmark", &example.join("benchmark"));
+    let source = support::stage_digest(&root, "source", &example.join(source));
     let mut manifest = sample_manifest();
     manifest["image"] = json!(support::busybox());
     manifest["command"] = json!([

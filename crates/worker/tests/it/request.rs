@@ -6,30 +6,13 @@ use crate::support;
 
 use std::fs;
 use std::os::unix::fs::PermissionsExt;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::{Command, Output};
 
 use serde_json::{Value, json};
 use verifier_sdk::fixtures::sample_manifest;
 
 const WORKER: &str = env!("CARGO_BIN_EXE_worker");
-
-fn stage(root: &Path, kind: &str, dir: &Path) -> String {
-    let out = Command::new(WORKER)
-        .args(["--quiet", "--stage-regression-input", kind])
-        .arg(dir)
-        .arg(root)
-        .args(["536870912", "50000"])
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let staged: Value = serde_json::from_slice(&out.stdout).unwrap();
-    staged["snapshot"]["digest"].as_str().unwrap().to_owned()
-}
 
 struct Env {
     dir: tempfile::TempDir,
@@ -46,8 +29,8 @@ fn env(source: &str) -> Env {
     let root = dir.path().join("staging");
     fs::create_dir(&root).unwrap();
     let example = support::workspace_root().join("fixtures/example");
-    let benchmark = stage(&root, "benchmark", &example.join("benchmark"));
-    let source = stage(&root, "source", &example.join(source));
+    let benchmark = support::stage_digest(&root, "benchmark", &example.join("benchmark"));
+    let source = support::stage_digest(&root, "source", &example.join(source));
     let mut manifest = sample_manifest();
     manifest["image"] = json!(support::busybox());
     manifest["command"] = json!([

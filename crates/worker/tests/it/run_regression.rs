@@ -68,7 +68,7 @@ impl Env {
         fs::set_permissions(dir.path(), fs::Permissions::from_mode(0o755)).unwrap();
         let root = dir.path().join("staging");
         fs::create_dir(&root).unwrap();
-        let benchmark = stage(&root, "benchmark", &example("benchmark"));
+        let benchmark = support::stage_digest(&root, "benchmark", &example("benchmark"));
         Self {
             dir,
             root,
@@ -77,7 +77,7 @@ impl Env {
     }
 
     fn stage_source(&self, name: &str) -> String {
-        stage(&self.root, "source", &example(name))
+        support::stage_digest(&self.root, "source", &example(name))
     }
 
     fn path(&self, name: &str) -> PathBuf {
@@ -134,24 +134,6 @@ impl Env {
         let path = self.write_request("request.json", request);
         Run::from(self.command(&path, extra).output().unwrap())
     }
-}
-
-fn stage(root: &Path, kind: &str, dir: &Path) -> String {
-    let out = Command::new(WORKER)
-        .args(["--quiet", "--stage-regression-input", kind])
-        .arg(dir)
-        .arg(root)
-        .args(["536870912", "50000"])
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "staging {kind} {}: {}",
-        dir.display(),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let staged: Value = serde_json::from_slice(&out.stdout).unwrap();
-    staged["snapshot"]["digest"].as_str().unwrap().to_string()
 }
 
 #[derive(Debug)]
@@ -429,7 +411,7 @@ fn source_never_staged_is_input_mismatch() {
     let env = Env::new();
     // A real snapshot digest, staged only under another root.
     let elsewhere = tempfile::tempdir().unwrap();
-    let source = stage(elsewhere.path(), "source", &example("source-pass"));
+    let source = support::stage_digest(elsewhere.path(), "source", &example("source-pass"));
     let job = env.cmp_job(&source);
     env.run(&json!({ "job": job }), &[])
         .assert_no_verdict("input_mismatch", 3);

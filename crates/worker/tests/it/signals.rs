@@ -10,7 +10,7 @@ use crate::support;
 
 use std::fs;
 use std::os::unix::fs::PermissionsExt;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
@@ -148,25 +148,12 @@ fn assert_stopped_cleanly(ended: &Ended, container: &str, pid: u32, signal: &str
     assert!(left.trim().is_empty(), "container {container} still exists");
 }
 
-fn stage(root: &Path, kind: &str, dir: &Path) -> String {
-    let out = Command::new(WORKER)
-        .args(["--quiet", "--stage-regression-input", kind])
-        .arg(dir)
-        .arg(root)
-        .args(["536870912", "50000"])
-        .output()
-        .unwrap();
-    assert!(out.status.success(), "{out:?}");
-    let v: Value = serde_json::from_slice(&out.stdout).unwrap();
-    v["snapshot"]["digest"].as_str().unwrap().to_owned()
-}
-
 fn run_regression_interrupted(signal: &str, code: i32) {
     let dir = tempfile::tempdir().unwrap();
     fs::set_permissions(dir.path(), fs::Permissions::from_mode(0o755)).unwrap();
     let root = dir.path().join("staging");
-    let benchmark = stage(&root, "benchmark", &example("benchmark"));
-    let source = stage(&root, "source", &example("source-pass"));
+    let benchmark = support::stage_digest(&root, "benchmark", &example("benchmark"));
+    let source = support::stage_digest(&root, "source", &example("source-pass"));
     let mut manifest = sample_manifest();
     manifest["image"] = json!(support::busybox());
     manifest["command"] = json!(SLEEP);

@@ -316,3 +316,36 @@ pub async fn image_path(image: &str) -> String {
         .find(|e| e.starts_with("PATH="))
         .expect("test image declares no PATH")
 }
+
+/// Stages `dir` as `kind` (`source` or `benchmark`) under `root` through the real
+/// `worker --stage-regression-input`, with the given limits; returns the printed JSON.
+pub fn stage_with_cli(
+    root: &Path,
+    kind: &str,
+    dir: &Path,
+    max_bytes: &str,
+    max_files: &str,
+) -> serde_json::Value {
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_worker"))
+        .args(["--quiet", "--stage-regression-input", kind])
+        .arg(dir)
+        .arg(root)
+        .args([max_bytes, max_files])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "staging {kind} {}: {}",
+        dir.display(),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    serde_json::from_slice(&out.stdout).unwrap()
+}
+
+/// [`stage_with_cli`] with roomy limits; returns the staged tree's digest.
+pub fn stage_digest(root: &Path, kind: &str, dir: &Path) -> String {
+    stage_with_cli(root, kind, dir, "536870912", "50000")["snapshot"]["digest"]
+        .as_str()
+        .unwrap()
+        .to_owned()
+}
