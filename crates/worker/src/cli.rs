@@ -251,6 +251,12 @@ pub struct ServeArgs {
     #[arg(long, value_name = "S", default_value_t = 60,
           value_parser = clap::value_parser!(u64).range(1..=86_400))]
     pub poll_interval: u64,
+    /// Serve GET /healthz and GET /metrics (Prometheus text) on this loopback address,
+    /// e.g. 127.0.0.1:9464; any other address is refused (exit 78). /healthz answers 200
+    /// when the last successful poll is within 3.3 poll intervals (runs in progress pause
+    /// that clock) and the ledger heartbeat is fresh, 503 with the reason otherwise.
+    #[arg(long, value_name = "ADDR")]
+    pub metrics_listen: Option<std::net::SocketAddr>,
     /// Reuse completed verdicts from this cache directory.
     #[arg(long)]
     pub cache_dir: Option<PathBuf>,

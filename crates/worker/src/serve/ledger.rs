@@ -219,25 +219,28 @@ impl Ledger {
             path: path.clone(),
             source,
         };
-        let found: i64 = self
-            .conn
-            .pragma_query_value(None, "user_version", |row| row.get(0))
-            .map_err(err)?;
         let known = Self::schema_version();
-        if found > known {
-            return Err(LedgerError::TooNew { path, found, known });
-        }
-        for (i, sql) in MIGRATIONS
-            .iter()
-            .enumerate()
-            .skip(usize::try_from(found).unwrap_or(0))
-        {
-            let tx = self.conn.transaction().map_err(err)?;
+        // The version is read inside a write transaction: a `worker ledger` opening the
+        // database while the service creates it must not apply the same migration twice.
+        loop {
+            let tx = self
+                .conn
+                .transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)
+                .map_err(err)?;
+            let found: i64 = tx
+                .pragma_query_value(None, "user_version", |row| row.get(0))
+                .map_err(err)?;
+            if found > known {
+                return Err(LedgerError::TooNew { path, found, known });
+            }
+            let Some(sql) = usize::try_from(found).ok().and_then(|i| MIGRATIONS.get(i)) else {
+                return tx.commit().map_err(err);
+            };
             tx.execute_batch(sql).map_err(err)?;
-            tx.pragma_update(None, "user_version", i + 1).map_err(err)?;
+            tx.pragma_update(None, "user_version", found + 1)
+                .map_err(err)?;
             tx.commit().map_err(err)?;
         }
-        Ok(())
     }
 
     /// Closes every run left open by a dead process as `interrupted` and makes its job
@@ -301,6 +304,47 @@ impl Ledger {
             status.as_str(),
             status::PENDING | status::RETRY | status::INTERRUPTED
         ))
+    }
+
+    /// Whether `job_id` is in the ledger.
+    pub fn knows(&self, job_id: &str) -> Result<bool, LedgerError> {
+        self.conn
+            .query_row(
+                "SELECT 1 FROM jobs WHERE job_id = ?1",
+                params![job_id],
+                |_| Ok(()),
+            )
+            .optional()
+            .map(|found| found.is_some())
+            .map_err(self.err())
+    }
+
+    /// The first-seen time of the oldest of `job_ids` still to run (pending, running, to be
+    /// retried), or `None`.
+    pub fn oldest_unfinished(
+        &self,
+        job_ids: &std::collections::BTreeSet<String>,
+    ) -> Result<Option<i64>, LedgerError> {
+        let mut stmt = self
+            .conn
+            .prepare_cached("SELECT first_seen_ms, status FROM jobs WHERE job_id = ?1")
+            .map_err(self.err())?;
+        let mut oldest: Option<i64> = None;
+        for id in job_ids {
+            let row: Option<(i64, String)> = stmt
+                .query_row(params![id], |r| Ok((r.get(0)?, r.get(1)?)))
+                .optional()
+                .map_err(self.err())?;
+            if let Some((first_seen, st)) = row
+                && matches!(
+                    st.as_str(),
+                    status::PENDING | status::RUNNING | status::RETRY | status::INTERRUPTED
+                )
+            {
+                oldest = Some(oldest.map_or(first_seen, |o| o.min(first_seen)));
+            }
+        }
+        Ok(oldest)
     }
 
     /// Opens a run of `job_id` (before anything is started for it); returns its run id.
@@ -684,6 +728,24 @@ mod tests {
         let run = ledger.start_run("j2").unwrap();
         ledger.finish_run(run, "j2", &completed()).unwrap();
         assert_eq!(ledger.candidates(None).unwrap().len(), 2);
+    }
+
+    /// `worker ledger` polling a state directory while `worker serve` creates the database:
+    /// both see version 0, and the second to migrate must not run the migration again.
+    #[test]
+    fn serve_ledger_concurrent_opens_of_a_new_database_migrate_once() {
+        for _ in 0..20 {
+            let dir = tempfile::tempdir().unwrap();
+            let opened: Vec<_> = std::thread::scope(|scope| {
+                let handles: Vec<_> = (0..4)
+                    .map(|_| scope.spawn(|| Ledger::open(dir.path()).map(drop)))
+                    .collect();
+                handles.into_iter().map(|h| h.join().unwrap()).collect()
+            });
+            for result in opened {
+                result.unwrap();
+            }
+        }
     }
 
     #[test]

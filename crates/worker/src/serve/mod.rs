@@ -10,15 +10,18 @@
 //! container (the start-up sweep, [`crate::sandbox::DockerExecutor::cleanup_stale`]) and
 //! runs the job again.
 
+pub mod http;
 pub mod ledger;
 pub mod shutdown;
+pub mod telemetry;
 
 pub use crate::feed::shard;
 
 use std::collections::{BTreeMap, BTreeSet};
+use std::net::SocketAddr;
 use std::num::NonZeroUsize;
 use std::path::{Path, PathBuf};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use futures_util::StreamExt as _;
 use futures_util::stream::FuturesUnordered;
@@ -33,6 +36,7 @@ use crate::feed::{FeedConfig, JobRow, JobRunner, JobStatus, SandboxJobExecutor, 
 use crate::sandbox::DockerExecutor;
 use ledger::{Ledger, LedgerError, Polls, RunKind, RunResult};
 use shutdown::Shutdown;
+use telemetry::Telemetry;
 
 /// Longest a shutdown may take once signalled: killing and removing the container is
 /// bounded by the teardown's own timeouts; this caps everything else.
@@ -52,6 +56,8 @@ pub struct ServeConfig {
     pub poll_interval: Duration,
     /// Most jobs run at once.
     pub parallel: NonZeroUsize,
+    /// Where `/healthz` and `/metrics` are served (loopback only); `None`: nowhere.
+    pub metrics_listen: Option<SocketAddr>,
 }
 
 /// Why the service stopped other than by a signal.
@@ -82,6 +88,9 @@ pub fn prepare(config: &ServeConfig) -> Result<Ledger, ServeError> {
         .feed
         .validate()
         .map_err(|e| ServeError::Config(e.to_string()))?;
+    if let Some(addr) = config.metrics_listen {
+        http::check_loopback(addr).map_err(|e| ServeError::Config(e.to_string()))?;
+    }
     if config.poll_interval.is_zero() {
         return Err(ServeError::Config(
             "--poll-interval must be positive".into(),
@@ -112,6 +121,7 @@ pub async fn serve(
     staging_root: PathBuf,
     pull: bool,
     shutdown: &Shutdown,
+    telemetry: &Telemetry,
 ) -> Result<(), ServeError> {
     let feed = &config.feed;
     let client = PlatformClient::new(feed.client_limits)
@@ -122,7 +132,9 @@ pub async fn serve(
     let executor = SandboxJobExecutor::new(docker.clone(), staging_root, pull);
     let runner = JobRunner::new(feed, &client, &executor);
     let mut polls = Polls::default();
-    ledger.heartbeat(&polls)?;
+    heartbeat(&ledger, &polls, telemetry)?;
+    // The jobs the last answered poll listed, for the oldest-pending gauge.
+    let mut listed = BTreeSet::new();
     while !shutdown.requested() {
         let (fetched, failures) = tokio::select! {
             r = fetch_feeds(feed, &client) => r,
@@ -137,6 +149,7 @@ pub async fn serve(
                 tracing::warn!(verifier = %f.verifier, kind = %f.kind, "feed query failed: {}", f.message);
             }
         }
+        telemetry.poll(failures.is_empty());
         let any_answer = !fetched.is_empty();
         let now = ledger::now_ms();
         let selection = select_jobs(
@@ -146,18 +159,27 @@ pub async fn serve(
             u64::try_from(now / 1000).unwrap_or(0),
             None,
         );
-        let mut listed = BTreeSet::new();
+        let mut polled = BTreeSet::new();
         let mut due = Vec::new();
         for job in selection.selected {
             let id = job.job_id().to_owned();
             if !feed.shard.owns(&id) {
                 continue;
             }
-            listed.insert(id.clone());
+            polled.insert(id.clone());
+            if !ledger.knows(&id)? {
+                telemetry.job_seen();
+            }
             if ledger.seen(&id, job.round(), now)? {
                 due.push(job);
             }
         }
+        // A poll that got no answer at all lists nothing: the jobs did not disappear
+        // because the feed was down.
+        if any_answer {
+            listed = polled;
+        }
+        telemetry.set_oldest_pending(ledger.oldest_unfinished(&listed)?);
         let mut due = due.into_iter();
         let mut running = FuturesUnordered::new();
         let mut open: BTreeMap<i64, (String, PathBuf)> = BTreeMap::new();
@@ -172,34 +194,37 @@ pub async fn serve(
                 tracing::info!(job = %id.escape_debug(), run_id, "running");
                 open.insert(run_id, (id, job_dir.clone()));
                 let runner = &runner;
+                telemetry.run_started();
                 running.push(async move {
+                    let started = Instant::now();
                     let (row, _) = runner.run(&job, &job_dir).await;
-                    (run_id, row)
+                    (run_id, row, started.elapsed())
                 });
             }
             if running.is_empty() {
                 break;
             }
             tokio::select! {
-                Some((run_id, row)) = running.next() => {
+                Some((run_id, row, took)) = running.next() => {
+                    telemetry.run_ended(row.status.as_str(), row.reason_code.as_deref(), took);
                     if let Some((id, _)) = open.remove(&run_id) {
                         record(&mut ledger, feed, run_id, &id, &row)?;
                     }
+                    telemetry.set_oldest_pending(ledger.oldest_unfinished(&listed)?);
                 }
                 () = shutdown.wait() => {
                     drop(running);
-                    interrupt(&mut ledger, &docker, &open).await;
+                    interrupt(&mut ledger, &docker, &open, telemetry).await;
                     return Ok(());
                 }
-                _ = beat.tick() => ledger.heartbeat(&polls)?,
+                _ = beat.tick() => heartbeat(&ledger, &polls, telemetry)?,
             }
         }
-        // A poll that got no answer at all leaves the previous manifest in place: the jobs
-        // did not disappear because the feed was down.
+        // A poll that got no answer at all leaves the previous manifest in place.
         if any_answer {
             write_listed_manifest(&ledger, feed, &listed)?;
         }
-        ledger.heartbeat(&polls)?;
+        heartbeat(&ledger, &polls, telemetry)?;
         // The heartbeat goes on between polls too, so a long --poll-interval is not mistaken
         // for a dead service.
         let next_poll = tokio::time::sleep(jittered(config.poll_interval));
@@ -210,11 +235,18 @@ pub async fn serve(
             tokio::select! {
                 () = &mut next_poll => break,
                 () = shutdown.wait() => break,
-                _ = beat.tick() => ledger.heartbeat(&polls)?,
+                _ = beat.tick() => heartbeat(&ledger, &polls, telemetry)?,
             }
         }
     }
-    ledger.heartbeat(&polls)?;
+    heartbeat(&ledger, &polls, telemetry)?;
+    Ok(())
+}
+
+/// Writes the heartbeat row, and tells `/healthz` it was written.
+fn heartbeat(ledger: &Ledger, polls: &Polls, telemetry: &Telemetry) -> Result<(), ServeError> {
+    ledger.heartbeat(polls)?;
+    telemetry.heartbeat();
     Ok(())
 }
 
@@ -226,6 +258,7 @@ async fn interrupt(
     ledger: &mut Ledger,
     docker: &DockerExecutor,
     open: &BTreeMap<i64, (String, PathBuf)>,
+    telemetry: &Telemetry,
 ) {
     match tokio::time::timeout(SHUTDOWN_BOUND, docker.remove_own_containers()).await {
         Ok(Ok(removed)) => tracing::info!(containers = ?removed, "removed the running containers"),
@@ -234,6 +267,7 @@ async fn interrupt(
     }
     for (run_id, (job_id, job_dir)) in open {
         let _ = std::fs::remove_dir_all(job_dir);
+        telemetry.run_interrupted();
         let result = RunResult::interrupted("the worker was asked to stop (SIGTERM/SIGINT)");
         if let Err(error) = ledger.finish_run(*run_id, job_id, &result) {
             tracing::error!(%error, "could not record the interrupted run");
