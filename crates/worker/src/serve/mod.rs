@@ -10,6 +10,7 @@
 //! container (the start-up sweep, [`crate::sandbox::DockerExecutor::cleanup_stale`]) and
 //! runs the job again.
 
+pub mod capacity;
 pub mod http;
 pub mod ledger;
 pub mod shutdown;
@@ -54,8 +55,8 @@ pub struct ServeConfig {
     pub state_dir: PathBuf,
     /// Seconds between polls (before jitter).
     pub poll_interval: Duration,
-    /// Most jobs run at once.
-    pub parallel: NonZeroUsize,
+    /// Most jobs run at once; `None`: what the engine holds ([`capacity::auto_parallel`]).
+    pub parallel: Option<NonZeroUsize>,
     /// Where `/healthz` and `/metrics` are served (loopback only); `None`: nowhere.
     pub metrics_listen: Option<SocketAddr>,
 }
@@ -132,6 +133,17 @@ pub async fn serve(
     let executor = SandboxJobExecutor::new(docker.clone(), staging_root, pull);
     let runner = JobRunner::new(feed, &client, &executor);
     let mut polls = Polls::default();
+    let host = match config.parallel {
+        Some(n) => {
+            tracing::info!(
+                parallel = n.get(),
+                "running at most --parallel jobs at once"
+            );
+            None
+        }
+        None => Some(engine_capacity(&docker).await),
+    };
+    let mut chosen = None;
     heartbeat(&ledger, &polls, telemetry)?;
     // The jobs the last answered poll listed, for the oldest-pending gauge.
     let mut listed = BTreeSet::new();
@@ -151,42 +163,18 @@ pub async fn serve(
         }
         telemetry.poll(failures.is_empty());
         let any_answer = !fetched.is_empty();
-        let now = ledger::now_ms();
-        let selection = select_jobs(
-            fetched,
-            feed.network,
-            &feed.verifiers,
-            u64::try_from(now / 1000).unwrap_or(0),
-            None,
-        );
-        let mut polled = BTreeSet::new();
-        let mut due = Vec::new();
-        for job in selection.selected {
-            let id = job.job_id().to_owned();
-            if !feed.shard.owns(&id) {
-                continue;
-            }
-            polled.insert(id.clone());
-            if !ledger.knows(&id)? {
-                telemetry.job_seen();
-            }
-            if ledger.seen(&id, job.round(), now)? {
-                due.push(job);
-            }
-        }
-        // A poll that got no answer at all lists nothing: the jobs did not disappear
-        // because the feed was down.
-        if any_answer {
-            listed = polled;
-        }
-        telemetry.set_oldest_pending(ledger.oldest_unfinished(&listed)?);
+        let due = due_jobs(&ledger, feed, fetched, any_answer, &mut listed, telemetry)?;
+        let parallel = match host {
+            Some(host) => batch_parallel(host, &due, &mut chosen),
+            None => config.parallel.unwrap_or(NonZeroUsize::MIN),
+        };
         let mut due = due.into_iter();
         let mut running = FuturesUnordered::new();
         let mut open: BTreeMap<i64, (String, PathBuf)> = BTreeMap::new();
         let mut beat = tokio::time::interval(HEARTBEAT_EVERY);
         beat.tick().await;
         loop {
-            while running.len() < config.parallel.get() && !shutdown.requested() {
+            while running.len() < parallel.get() && !shutdown.requested() {
                 let Some(job) = due.next() else { break };
                 let id = job.job_id().to_owned();
                 let run_id = ledger.start_run(&id)?;
@@ -241,6 +229,97 @@ pub async fn serve(
     }
     heartbeat(&ledger, &polls, telemetry)?;
     Ok(())
+}
+
+/// Records in the ledger the jobs of this shard a poll listed; returns those due to run.
+/// `listed` becomes the poll's job ids, unless the poll got no answer at all (the jobs did
+/// not disappear because the feed was down).
+fn due_jobs(
+    ledger: &Ledger,
+    feed: &FeedConfig,
+    fetched: Vec<Vec<serde_json::Value>>,
+    any_answer: bool,
+    listed: &mut BTreeSet<String>,
+    telemetry: &Telemetry,
+) -> Result<Vec<verifier_sdk::ValidatedJob>, ServeError> {
+    let now = ledger::now_ms();
+    let selection = select_jobs(
+        fetched,
+        feed.network,
+        &feed.verifiers,
+        u64::try_from(now / 1000).unwrap_or(0),
+        None,
+    );
+    let mut polled = BTreeSet::new();
+    let mut due = Vec::new();
+    for job in selection.selected {
+        let id = job.job_id().to_owned();
+        if !feed.shard.owns(&id) {
+            continue;
+        }
+        polled.insert(id.clone());
+        if !ledger.knows(&id)? {
+            telemetry.job_seen();
+        }
+        if ledger.seen(&id, job.round(), now)? {
+            due.push(job);
+        }
+    }
+    if any_answer {
+        *listed = polled;
+    }
+    telemetry.set_oldest_pending(ledger.oldest_unfinished(listed)?);
+    Ok(due)
+}
+
+/// What the engine can hold, from its `/info` and this host's cores; an engine that does
+/// not answer gets the one-job default of [`capacity::auto_parallel`].
+async fn engine_capacity(docker: &DockerExecutor) -> capacity::Host {
+    let local = std::thread::available_parallelism()
+        .ok()
+        .map(NonZeroUsize::get);
+    match docker.client().info().await {
+        Ok(info) => {
+            let host = capacity::Host::from_info(info.ncpu, info.mem_total, local);
+            tracing::info!(
+                engine_cpus = ?info.ncpu,
+                engine_memory_bytes = ?info.mem_total,
+                local_cpus = ?local,
+                "--parallel not given: sizing each batch from the engine ({} cpu(s), {} bytes)",
+                host.cpus,
+                host.memory_bytes
+            );
+            host
+        }
+        Err(error) => {
+            tracing::warn!(%error, "engine /info failed: running one job at a time");
+            capacity::Host::from_info(None, None, local)
+        }
+    }
+}
+
+/// The default `--parallel` for the jobs due now; logged when it changes.
+fn batch_parallel(
+    host: capacity::Host,
+    due: &[verifier_sdk::ValidatedJob],
+    chosen: &mut Option<NonZeroUsize>,
+) -> NonZeroUsize {
+    let Some(largest) = due
+        .iter()
+        .map(|job| capacity::JobSize {
+            cpu_millis: job.manifest().cpu_millis(),
+            memory_bytes: job.manifest().memory_bytes(),
+        })
+        .reduce(capacity::JobSize::max)
+    else {
+        return chosen.unwrap_or(NonZeroUsize::MIN);
+    };
+    let choice = capacity::auto_parallel(host, largest);
+    if *chosen != Some(choice.parallel) {
+        tracing::info!(parallel = choice.parallel.get(), why = %choice.why, "jobs at once");
+        *chosen = Some(choice.parallel);
+    }
+    choice.parallel
 }
 
 /// Writes the heartbeat row, and tells `/healthz` it was written.

@@ -803,6 +803,12 @@ async fn serve_metrics_after_a_completed_job_show_the_outcome_and_a_duration_sam
     signal(&child, "TERM");
     let (code, stderr) = exit_within(child, Duration::from_secs(40)).await;
     assert_eq!(code, Some(0), "{stderr}");
+    // No --parallel: the default was sized from the engine and the job's manifest, and said so.
+    assert!(stderr.contains("--parallel not given"), "{stderr}");
+    assert!(
+        stderr.contains("jobs at once") && stderr.contains("millis per job"),
+        "{stderr}"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
