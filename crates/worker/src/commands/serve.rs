@@ -159,13 +159,14 @@ pub fn ledger(state: &Path, job: Option<&str>, json: bool) -> ExitCode {
     }
     for j in &jobs {
         text.push_str(&format!(
-            "job {} round {}: {} ({} attempt(s) without a verdict)\n",
+            "job {} round {} content {}: {} ({} attempt(s) without a verdict)\n",
             j.job_id.escape_debug(),
             j.round,
+            j.content_hash.as_deref().unwrap_or("(not recorded)"),
             j.status,
             j.attempts
         ));
-        for r in runs.iter().filter(|r| r.job_id == j.job_id) {
+        for r in runs.iter().filter(|r| r.job == j.job) {
             text.push_str(&format!(
                 "  run {} {}..{}: {}{}{}\n",
                 r.run_id,
@@ -183,7 +184,7 @@ pub fn ledger(state: &Path, job: Option<&str>, json: bool) -> ExitCode {
                     .unwrap_or_default(),
             ));
         }
-        for c in candidates.iter().filter(|c| c.job_id == j.job_id) {
+        for c in candidates.iter().filter(|c| c.job == j.job) {
             text.push_str(&format!("  candidate {} (run {})\n", c.file, c.run_id));
         }
     }

@@ -35,7 +35,7 @@ use crate::feed::scratch::{Scratch, remove_stale};
 use crate::feed::select::select_jobs;
 use crate::feed::{FeedConfig, JobRow, JobRunner, JobStatus, SandboxJobExecutor, fetch_feeds};
 use crate::sandbox::DockerExecutor;
-use ledger::{Ledger, LedgerError, Polls, RunKind, RunResult};
+use ledger::{JobKey, Ledger, LedgerError, Polls, RunKind, RunResult};
 use shutdown::Shutdown;
 use telemetry::Telemetry;
 
@@ -145,8 +145,8 @@ pub async fn serve(
     };
     let mut chosen = None;
     heartbeat(&ledger, &polls, telemetry)?;
-    // The jobs the last answered poll listed, for the oldest-pending gauge.
-    let mut listed = BTreeSet::new();
+    // The jobs (ledger key, job id) the last answered poll listed.
+    let mut listed = BTreeMap::new();
     while !shutdown.requested() {
         let (fetched, failures) = tokio::select! {
             r = fetch_feeds(feed, &client) => r,
@@ -170,17 +170,17 @@ pub async fn serve(
         };
         let mut due = due.into_iter();
         let mut running = FuturesUnordered::new();
-        let mut open: BTreeMap<i64, (String, PathBuf)> = BTreeMap::new();
+        let mut open: BTreeMap<i64, (i64, String, PathBuf)> = BTreeMap::new();
         let mut beat = tokio::time::interval(HEARTBEAT_EVERY);
         beat.tick().await;
         loop {
             while running.len() < parallel.get() && !shutdown.requested() {
-                let Some(job) = due.next() else { break };
+                let Some((key, job)) = due.next() else { break };
                 let id = job.job_id().to_owned();
-                let run_id = ledger.start_run(&id)?;
+                let run_id = ledger.start_run(key)?;
                 let job_dir = scratch.path().join(format!("run-{run_id}"));
-                tracing::info!(job = %id.escape_debug(), run_id, "running");
-                open.insert(run_id, (id, job_dir.clone()));
+                tracing::info!(job = %id.escape_debug(), round = job.round(), run_id, "running");
+                open.insert(run_id, (key, id, job_dir.clone()));
                 let runner = &runner;
                 telemetry.run_started();
                 running.push(async move {
@@ -195,8 +195,8 @@ pub async fn serve(
             tokio::select! {
                 Some((run_id, row, took)) = running.next() => {
                     telemetry.run_ended(row.status.as_str(), row.reason_code.as_deref(), took);
-                    if let Some((id, _)) = open.remove(&run_id) {
-                        record(&mut ledger, feed, run_id, &id, &row)?;
+                    if let Some((key, id, _)) = open.remove(&run_id) {
+                        record(&mut ledger, feed, run_id, (key, &id), &row)?;
                     }
                     telemetry.set_oldest_pending(ledger.oldest_unfinished(&listed)?);
                 }
@@ -231,17 +231,17 @@ pub async fn serve(
     Ok(())
 }
 
-/// Records in the ledger the jobs of this shard a poll listed; returns those due to run.
-/// `listed` becomes the poll's job ids, unless the poll got no answer at all (the jobs did
-/// not disappear because the feed was down).
+/// Records in the ledger the jobs of this shard a poll listed; returns those due to run,
+/// with their ledger keys. `listed` becomes the poll's jobs, unless the poll got no answer
+/// at all (the jobs did not disappear because the feed was down).
 fn due_jobs(
     ledger: &Ledger,
     feed: &FeedConfig,
     fetched: Vec<Vec<serde_json::Value>>,
     any_answer: bool,
-    listed: &mut BTreeSet<String>,
+    listed: &mut BTreeMap<i64, String>,
     telemetry: &Telemetry,
-) -> Result<Vec<verifier_sdk::ValidatedJob>, ServeError> {
+) -> Result<Vec<(i64, verifier_sdk::ValidatedJob)>, ServeError> {
     let now = ledger::now_ms();
     let selection = select_jobs(
         fetched,
@@ -250,19 +250,36 @@ fn due_jobs(
         u64::try_from(now / 1000).unwrap_or(0),
         None,
     );
-    let mut polled = BTreeSet::new();
+    let mut polled = BTreeMap::new();
     let mut due = Vec::new();
     for job in selection.selected {
         let id = job.job_id().to_owned();
         if !feed.shard.owns(&id) {
             continue;
         }
-        polled.insert(id.clone());
-        if !ledger.knows(&id)? {
+        let content_hash = content_hash(&job);
+        let seen = ledger.seen(
+            JobKey {
+                job_id: &id,
+                round: job.round(),
+                content_hash: &content_hash,
+            },
+            now,
+        )?;
+        if seen.new {
             telemetry.job_seen();
+            if !seen.due {
+                tracing::warn!(
+                    job = %id.escape_debug(),
+                    round = job.round(),
+                    %content_hash,
+                    "the feed lists a job id and round already seen with other content: recorded as conflicting, not run"
+                );
+            }
         }
-        if ledger.seen(&id, job.round(), now)? {
-            due.push(job);
+        polled.insert(seen.job, id);
+        if seen.due {
+            due.push((seen.job, job));
         }
     }
     if any_answer {
@@ -270,6 +287,17 @@ fn due_jobs(
     }
     telemetry.set_oldest_pending(ledger.oldest_unfinished(listed)?);
     Ok(due)
+}
+
+/// What the ledger keys a job's content by: `sha256:` of the canonical JSON of its receipt
+/// scope, which commits to the terms (runner manifest, benchmark), the submission, the
+/// evidence (source snapshot digest) and the verification window.
+fn content_hash(job: &verifier_sdk::ValidatedJob) -> String {
+    let scope = serde_json::to_value(job.scope()).unwrap_or_default();
+    format!(
+        "sha256:{}",
+        hex::encode(Sha256::digest(canonical_json(&scope).as_bytes()))
+    )
 }
 
 /// What the engine can hold, from its `/info` and this host's cores; an engine that does
@@ -301,12 +329,12 @@ async fn engine_capacity(docker: &DockerExecutor) -> capacity::Host {
 /// The default `--parallel` for the jobs due now; logged when it changes.
 fn batch_parallel(
     host: capacity::Host,
-    due: &[verifier_sdk::ValidatedJob],
+    due: &[(i64, verifier_sdk::ValidatedJob)],
     chosen: &mut Option<NonZeroUsize>,
 ) -> NonZeroUsize {
     let Some(largest) = due
         .iter()
-        .map(|job| capacity::JobSize {
+        .map(|(_, job)| capacity::JobSize {
             cpu_millis: job.manifest().cpu_millis(),
             memory_bytes: job.manifest().memory_bytes(),
         })
@@ -336,7 +364,7 @@ fn heartbeat(ledger: &Ledger, polls: &Polls, telemetry: &Telemetry) -> Result<()
 async fn interrupt(
     ledger: &mut Ledger,
     docker: &DockerExecutor,
-    open: &BTreeMap<i64, (String, PathBuf)>,
+    open: &BTreeMap<i64, (i64, String, PathBuf)>,
     telemetry: &Telemetry,
 ) {
     match tokio::time::timeout(SHUTDOWN_BOUND, docker.remove_own_containers()).await {
@@ -344,11 +372,11 @@ async fn interrupt(
         Ok(Err(error)) => tracing::error!(%error, "could not remove the running containers"),
         Err(_) => tracing::error!("removing the running containers timed out"),
     }
-    for (run_id, (job_id, job_dir)) in open {
+    for (run_id, (key, _, job_dir)) in open {
         let _ = std::fs::remove_dir_all(job_dir);
         telemetry.run_interrupted();
         let result = RunResult::interrupted("the worker was asked to stop (SIGTERM/SIGINT)");
-        if let Err(error) = ledger.finish_run(*run_id, job_id, &result) {
+        if let Err(error) = ledger.finish_run(*run_id, *key, &result) {
             tracing::error!(%error, "could not record the interrupted run");
         }
     }
@@ -359,7 +387,7 @@ fn record(
     ledger: &mut Ledger,
     feed: &FeedConfig,
     run_id: i64,
-    job_id: &str,
+    (key, job_id): (i64, &str),
     row: &JobRow,
 ) -> Result<(), ServeError> {
     let kind = match row.status {
@@ -374,7 +402,7 @@ fn record(
     tracing::info!(job = %job_id.escape_debug(), run_id, status = row.status.as_str(), "run ended");
     ledger.finish_run(
         run_id,
-        job_id,
+        key,
         &RunResult {
             kind,
             outcome: row.status.as_str().into(),
@@ -398,18 +426,19 @@ fn evidence_address(candidate: &Path) -> Option<String> {
     ))
 }
 
-/// Rewrites the candidates manifest with the candidates of the jobs the feed still lists
-/// (the signer has nothing to do with the others).
+/// Rewrites the candidates manifest with the candidates of the jobs the feed still lists,
+/// each for the round and content it lists (the signer has nothing to do with the others; a
+/// verdict on other content of the same id is never offered for it).
 fn write_listed_manifest(
     ledger: &Ledger,
     feed: &FeedConfig,
-    listed: &BTreeSet<String>,
+    listed: &BTreeMap<i64, String>,
 ) -> Result<(), ServeError> {
     let mut manifest = CandidateManifest::new(feed.network.name());
     let mut named = BTreeSet::new();
-    for candidate in ledger.candidates(None)? {
-        if listed.contains(&candidate.job_id) && named.insert(candidate.job_id.clone()) {
-            manifest.push(&candidate.job_id);
+    for (key, job_id) in listed {
+        if ledger.candidate_of(*key)?.is_some() && named.insert(job_id.clone()) {
+            manifest.push(job_id);
         }
     }
     write_manifest(&feed.out_dir, &manifest)

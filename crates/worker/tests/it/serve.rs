@@ -929,3 +929,105 @@ async fn serve_metrics_hostile_clients_cannot_block_healthz_or_the_service() {
     let (code, stderr) = exit_within(child, Duration::from_secs(40)).await;
     assert_eq!(code, Some(0), "{stderr}");
 }
+
+/// The job under one opaque id: the platform's ids usually name the round, but the id is
+/// opaque (PROTOCOL §2), so the ledger must not assume it.
+fn under_id(mut job: Value, id: &str) -> Value {
+    job["job_id"] = json!(id);
+    job
+}
+
+/// The round of the candidate the output's manifest lists for `id`.
+fn listed_round(out: &Path, id: &str) -> Option<u64> {
+    let raw: Value =
+        serde_json::from_slice(&std::fs::read(out.join("manifest.json")).ok()?).ok()?;
+    let manifest = CandidateManifest::from_value(&raw).unwrap();
+    let entry = manifest.candidates.iter().find(|c| c.job_id == id)?;
+    let bytes = std::fs::read(out.join(&entry.file)).unwrap();
+    let c = Candidate::from_value(&serde_json::from_slice(&bytes).unwrap()).unwrap();
+    Some(c.job["round"].as_u64().unwrap())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn serve_ledger_a_new_round_runs_again_and_changed_content_in_a_round_is_never_completed() {
+    let w = World::new().await;
+    let id = "opaque-job-1";
+    let first = under_id(w.job(40, 0), id);
+    w.serve_jobs(&[&first]);
+    let child = w.start();
+    w.wait_ledger("round 40 to complete", |l| {
+        runs_of(l, &first)
+            .iter()
+            .any(|r| r["outcome"] == "completed_passed")
+    })
+    .await;
+    assert_eq!(listed_round(&w.path("out"), id), Some(40));
+
+    // A new round under the same id: a new job, run once.
+    let next = under_id(w.job(41, 0), id);
+    w.serve_jobs(&[&next]);
+    let ledger = w
+        .wait_ledger("round 41 to run", |l| {
+            runs_of(l, &next)
+                .iter()
+                .filter(|r| r["outcome"] == "completed_passed")
+                .count()
+                == 2
+        })
+        .await;
+    let rounds: Vec<i64> = ledger["jobs"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|j| j["job_id"] == id)
+        .map(|j| j["round"].as_i64().unwrap())
+        .collect();
+    assert_eq!(rounds, vec![40, 41], "{ledger:#}");
+    let give_up = Instant::now() + Duration::from_secs(30);
+    while listed_round(&w.path("out"), id) != Some(41) {
+        assert!(
+            Instant::now() < give_up,
+            "the manifest still lists round 40"
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+
+    // Round 41 again with other content (another command): recorded, never run, and the
+    // verdict for the content that did run is not offered for it.
+    let changed = under_id(w.job(41, 1), id);
+    assert_ne!(changed, next);
+    w.serve_jobs(&[&changed]);
+    w.wait_ledger("the changed content to be recorded", |l| {
+        l["jobs"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|j| j["job_id"] == id && j["status"] == "conflicting")
+    })
+    .await;
+    let give_up = Instant::now() + Duration::from_secs(30);
+    while listed_round(&w.path("out"), id).is_some() {
+        assert!(
+            Instant::now() < give_up,
+            "the manifest offers the old content's verdict for the changed job"
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    // A few more polls: still nothing run for it.
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    signal(&child, "TERM");
+    let (code, stderr) = exit_within(child, Duration::from_secs(40)).await;
+    assert_eq!(code, Some(0), "{stderr}");
+    let ledger = w.ledger();
+    assert_eq!(runs_of(&ledger, &changed).len(), 2, "{ledger:#}");
+    assert_eq!(candidates_of(&ledger, &changed), 2);
+    assert!(
+        ledger["jobs"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .all(|j| j["status"] != "conflicting" || j["content_hash"].is_string()),
+        "{ledger:#}"
+    );
+    assert_eq!(listed_round(&w.path("out"), id), None);
+}
