@@ -179,10 +179,19 @@ done
 finish
 
 mkdir -p "${out}"
+# Each candidate with the in-toto statement `worker feed` writes beside it, and each shard's
+# feed report under its own name.
 for ((i = 0; i < count; i++)); do
   while IFS= read -r file; do
     cp "${work}/shard-${i}/${file}" "${out}/${file}"
+    statement="${file%.json}.intoto.json"
+    if [[ -f "${work}/shard-${i}/${statement}" ]]; then
+      cp "${work}/shard-${i}/${statement}" "${out}/${statement}"
+    fi
   done < <(jq -r '.candidates[].file' "${work}/shard-${i}/manifest.json")
+  if [[ -f "${work}/shard-${i}/feed-report.json" ]]; then
+    cp "${work}/shard-${i}/feed-report.json" "${out}/feed-report-shard-${i}.json"
+  fi
 done
 jq -n --arg s "${manifest_schema}" --arg n "${network}" --argjson c "${merged}" \
   '{schema: $s, network: $n, candidates: $c}' > "${out}/manifest.json"

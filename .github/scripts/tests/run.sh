@@ -19,6 +19,7 @@ tmp="$(mktemp -d)"
 server_pid=""
 cleanup() {
   [[ -n "${server_pid}" ]] && kill "${server_pid}" 2>/dev/null
+  [[ -n "${feed_pid:-}" ]] && kill "${feed_pid}" 2>/dev/null
   rm -rf "${tmp}"
 }
 trap cleanup EXIT
@@ -426,6 +427,7 @@ shard_zip() { # zip job-ids...
   for id in "$@"; do
     file="candidate-$(printf '%s' "${id}" | sha256sum | cut -d' ' -f1).json"
     jq -n --arg id "${id}" '{schema: "agent-bounties/regression-candidate-v1", job: {job_id: $id}, outcome: {response_hash: "0x00"}}' > "${dir}/${file}"
+    echo '{"_type": "https://in-toto.io/Statement/v1"}' > "${dir}/${file%.json}.intoto.json"
     entries="$(jq -c --arg id "${id}" --arg f "${file}" '. + [{job_id: $id, file: $f}]' <<<"${entries}")"
   done
   jq -n --argjson c "${entries}" '{schema: "agent-bounties/regression-candidate-manifest-v1", network: "base-mainnet", candidates: $c}' > "${dir}/manifest.json"
@@ -451,8 +453,8 @@ a0="$(id_of_shard 0 3 a)"; b0="$(id_of_shard 0 3 b)"; a1="$(id_of_shard 1 3 a)";
 shard_zip "${tmp}/s0.zip" "${a0}" "${b0}"; shard_zip "${tmp}/s1.zip" "${a1}"; shard_zip "${tmp}/s2.zip"
 shard_routes "${three_jobs}" "${three_artifacts}"
 collect
-check "collect: three shards' candidates are merged into one manifest for the signer (an empty shard is fine)" \
-  eval '((status == 0)) && [[ "$(jq -c "[.candidates[].job_id] | sort" "${tmp}/collected/manifest.json")" == "$(jq -cn --arg a "${a0}" --arg b "${b0}" --arg c "${a1}" "[\$a, \$b, \$c] | sort")" ]] && [[ "$(ls "${tmp}/collected" | wc -l)" == 4 ]] && output_is count 3 && output_is shards "[0,1,2]" && grep -q "| 2 | 0 candidate(s) |" "${summary_file}"'
+check "collect: three shards' candidates (with their in-toto statements and each shard's feed report) are merged into one manifest for the signer (an empty shard is fine)" \
+  eval '((status == 0)) && [[ "$(jq -c "[.candidates[].job_id] | sort" "${tmp}/collected/manifest.json")" == "$(jq -cn --arg a "${a0}" --arg b "${b0}" --arg c "${a1}" "[\$a, \$b, \$c] | sort")" ]] && [[ "$(ls "${tmp}/collected"/candidate-*.intoto.json | wc -l)" == 3 && "$(ls "${tmp}/collected"/feed-report-shard-*.json | wc -l)" == 3 && "$(ls "${tmp}/collected" | wc -l)" == 10 ]] && output_is count 3 && output_is shards "[0,1,2]" && grep -q "| 2 | 0 candidate(s) |" "${summary_file}"'
 
 # Shard 1 also lists shard 0's job: a duplicate across shards, whoever's copy is genuine.
 shard_zip "${tmp}/s1.zip" "${a1}" "${a0}"
@@ -506,6 +508,61 @@ check "collect: an artifact holding a symlink is refused" \
 echo '{}' > "${routes}"
 collect
 check "collect: a jobs API that does not answer fails closed" eval '((status == 1)) && [[ ! -e "${tmp}/collected" ]]'
+
+# The real worker, sharded as the runner workflow runs it: `worker feed --shard i/3` over a
+# local feed of six example jobs (crates/worker/examples/bench_feed.rs), each shard's output
+# zipped as its artifact, collected; then each slot's independent re-run per shard
+# (`--shard i/3 --job-id …` for that shard's collected jobs, as the signer workflow's `rerun`
+# does) compared with compare-candidates.sh.
+bench_feed="${bin_dir}/examples/bench_feed"
+staging="${repo}/.work/script-tests-staging"
+mkdir -p "${staging}"
+if [[ -x "${worker_bin}" && -x "${bench_feed}" && -s "${images}" ]]; then
+  mkdir -p "${tmp}/feed"
+  "${bench_feed}" "${repo}" "$(jq -r .busybox "${images}")" 6 "${tmp}/feed" 2>/dev/null &
+  feed_pid=$!
+  for _ in $(seq 100); do [[ -s "${tmp}/feed/base" ]] && break; sleep 0.1; done
+  feed_base="$(cat "${tmp}/feed/base" 2>/dev/null)"
+  real_feed() { # out shard [job ids...]
+    local out="$1" shard="$2" id
+    shift 2
+    local args=(feed --api "${feed_base}" --archive-base "${feed_base}" --network base-mainnet
+      --verifier 0xbe6292b9e465f549e2363b918d6dd9187038431e --out "${out}" --shard "${shard}"
+      --staging-root "${staging}" --work-dir "${tmp}" --json)
+    for id in "$@"; do args+=(--job-id "${id}"); done
+    mkdir -p "${out}"
+    "${worker_bin}" "${args[@]}" > "${out}/feed-report.json" 2>/dev/null
+  }
+  feed_statuses=""
+  for i in 0 1 2; do
+    rm -rf "${tmp}/real-$i"
+    real_feed "${tmp}/real-$i" "$i/3"; feed_statuses+="$?"
+    rm -f "${tmp}/s$i.zip"; (cd "${tmp}/real-$i" && zip -q -r "${tmp}/s$i.zip" .)
+  done
+  shard_routes "${three_jobs}" "${three_artifacts}"
+  collect
+  check "sharded: three real worker feed --shard i/3 runs collect into every job once (feed exits ${feed_statuses})" \
+    eval '[[ "${feed_statuses}" == 000 ]] && ((status == 0)) && [[ "$(jq -r ".candidates[].job_id" "${tmp}/collected/manifest.json" | sort)" == "$(jq -r ".[].job_id" "${tmp}/feed/all-jobs.json" | sort)" ]]'
+
+  rm -rf "${tmp}/own" && mkdir -p "${tmp}/own"
+  rerun_statuses=""
+  for i in 0 1 2; do
+    mapfile -t shard_ids < <(jq -r '.candidates[].job_id' "${tmp}/collected/manifest.json" |
+      while IFS= read -r id; do [[ "$(shard_of "${id}" 3)" == "$i" ]] && echo "${id}"; done)
+    ((${#shard_ids[@]} > 0)) || continue
+    rm -rf "${tmp}/rerun-$i"
+    real_feed "${tmp}/rerun-$i" "$i/3" "${shard_ids[@]}"; rerun_statuses+="$?"
+    cp "${tmp}/rerun-$i"/candidate-*.json "${tmp}/own/"
+  done
+  rm -rf "${tmp}/agreed"
+  run_script "${scripts}/compare-candidates.sh" "${tmp}/collected" "${tmp}/own" "${tmp}/agreed"
+  check "sharded: each shard's independent re-run (--shard i/3 --job-id) agrees with the collected candidates; all six kept" \
+    eval '((status == 0)) && [[ "${rerun_statuses}" =~ ^0+$ ]] && [[ "$(jq ".candidates | length" "${tmp}/agreed/manifest.json")" == 6 ]] && said "6 agree, 0 disagree, 0 not re-run"'
+  kill "${feed_pid}" 2>/dev/null; wait "${feed_pid}" 2>/dev/null
+else
+  echo "FAIL  sharded: needs ${worker_bin}, ${bench_feed} (cargo build -p worker --example bench_feed) and ${images}"
+  failed=$((failed + 1))
+fi
 
 # --- every job of every workflow has a timeout ---------------------------------------------
 # A job without `timeout-minutes` runs up to six hours (a hung pull or RPC holds the
