@@ -39,7 +39,7 @@ TIMEOUT=${TIMEOUT:-3600}
 PROFILE=${PROFILE:-release}
 
 cd "$(dirname "$0")/.."
-for tool in python3 jq docker; do
+for tool in python3 jq bc docker; do
     command -v "$tool" >/dev/null || { echo "bench-serve: missing $tool" >&2; exit 1; }
 done
 for n in "$JOBS" "$REPEATS" "$MAX_JOBS" "$TIMEOUT"; do
@@ -57,7 +57,6 @@ cargo build -q "${build_flags[@]}" -p worker --bin worker --example bench_feed >
 BIN=$(pwd)/target/$PROFILE/worker
 FEED=$(pwd)/target/$PROFILE/examples/bench_feed
 image=$(jq -r .busybox .work/images.json)
-verifier=0xbe6292b9e465f549e2363b918d6dd9187038431e
 
 WORK=$(mktemp -d "${TMPDIR:-/tmp}/bench-serve.XXXXXX")
 chmod 755 "$WORK"
@@ -82,6 +81,7 @@ feed_pid=$!
 for _ in $(seq 100); do [[ -s "$WORK/feed/base" ]] && break; sleep 0.1; done
 [[ -s "$WORK/feed/base" ]] || { echo "bench-serve: the feed stand-in did not start" >&2; cat "$WORK/feed.log" >&2; exit 1; }
 api=$(cat "$WORK/feed/base")
+verifier=$(cat "$WORK/feed/verifier")
 [[ "$(jq length "$WORK/feed/all-jobs.json")" == "$JOBS" ]] || { echo "bench-serve: the feed has the wrong number of jobs" >&2; exit 1; }
 
 now() { date +%s.%N; }
@@ -177,7 +177,6 @@ measure_cycles() { # run-dir
     echo "  C: $(echo "$end - $start" | bc) s in $cycle cycles (load $before -> $after)" >&2
 }
 
-command -v bc >/dev/null || { echo "bench-serve: missing bc" >&2; exit 1; }
 modes=(A B C)
 for ((r = 0; r < REPEATS; r++)); do
     order=("${modes[@]:r%3}" "${modes[@]:0:r%3}")

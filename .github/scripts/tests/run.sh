@@ -527,7 +527,7 @@ if [[ -x "${worker_bin}" && -x "${bench_feed}" && -s "${images}" ]]; then
     local out="$1" shard="$2" id
     shift 2
     local args=(feed --api "${feed_base}" --archive-base "${feed_base}" --network base-mainnet
-      --verifier 0xbe6292b9e465f549e2363b918d6dd9187038431e --out "${out}" --shard "${shard}"
+      --verifier "$(cat "${tmp}/feed/verifier")" --out "${out}" --shard "${shard}"
       --staging-root "${staging}" --work-dir "${tmp}" --json)
     for id in "$@"; do args+=(--job-id "${id}"); done
     mkdir -p "${out}"

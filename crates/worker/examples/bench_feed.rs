@@ -5,8 +5,8 @@
 //!
 //! The feed is read from `<dir>/feed.json` on every request, so the benchmark can take jobs
 //! out of it between cycles (as the platform does once a job is settled). At start it writes
-//! every job to `<dir>/all-jobs.json` and `<dir>/feed.json`, then the server's base URL to
-//! `<dir>/base`, and serves until killed.
+//! every job to `<dir>/all-jobs.json` and `<dir>/feed.json`, the jobs' verifier address to
+//! `<dir>/verifier`, then the server's base URL to `<dir>/base`, and serves until killed.
 //!
 //! Usage: `bench_feed <repository root> <image@sha256:…> <jobs> <dir>`
 
@@ -111,6 +111,7 @@ async fn serve(root: &Path, image: &str, jobs: u64, dir: &Path) -> std::io::Resu
         async move { Some(reply) }
     })
     .await?;
+    std::fs::write(dir.join("verifier"), VERIFIER)?;
     std::fs::write(dir.join("base"), &base)?;
     std::future::pending::<()>().await;
     Ok(())
