@@ -266,6 +266,24 @@ pub fn now_ms() -> i64 {
 impl Ledger {
     /// Opens (creating if needed) the ledger in `state_dir` and applies pending migrations.
     pub fn open(state_dir: &Path) -> Result<Self, LedgerError> {
+        // Two processes creating the database at once (`worker ledger` polling while the
+        // service starts) can meet in SQLite's lock upgrade, which answers "busy" at once
+        // instead of waiting: opening is idempotent, so it is tried again for a while.
+        let give_up = std::time::Instant::now() + std::time::Duration::from_secs(10);
+        loop {
+            match Self::open_once(state_dir) {
+                Err(LedgerError::Sqlite { source, .. })
+                    if source.sqlite_error_code() == Some(rusqlite::ErrorCode::DatabaseBusy)
+                        && std::time::Instant::now() < give_up =>
+                {
+                    std::thread::sleep(std::time::Duration::from_millis(25));
+                }
+                result => return result,
+            }
+        }
+    }
+
+    fn open_once(state_dir: &Path) -> Result<Self, LedgerError> {
         let path = state_dir.join(LEDGER_FILE);
         let err = |source| LedgerError::Sqlite {
             path: path.clone(),
