@@ -58,6 +58,9 @@ pub struct Telemetry {
     last_poll_ms: AtomicI64,
     /// Unix ms at which the current batch of runs started, 0 while idle.
     busy_since_ms: AtomicI64,
+    /// Time spent in finished batches since the last successful poll, in ms: the loop polls
+    /// between batches, so that time does not make the poll stale.
+    busy_ms_since_ok: AtomicI64,
     /// Unix ms of the last heartbeat row written.
     last_heartbeat_ms: AtomicI64,
     /// The poll interval, in ms.
@@ -149,6 +152,7 @@ impl Telemetry {
             last_poll_ok_ms: AtomicI64::new(0),
             last_poll_ms: AtomicI64::new(0),
             busy_since_ms: AtomicI64::new(0),
+            busy_ms_since_ok: AtomicI64::new(0),
             last_heartbeat_ms: AtomicI64::new(0),
             poll_interval_ms: AtomicU64::new(
                 u64::try_from(poll_interval.as_millis()).unwrap_or(u64::MAX),
@@ -161,6 +165,7 @@ impl Telemetry {
         let now = now_ms();
         if ok {
             self.last_poll_ok_ms.store(now, Ordering::Relaxed);
+            self.busy_ms_since_ok.store(0, Ordering::Relaxed);
             self.last_poll_ok.set(now / 1000);
         }
         self.last_poll_ms.store(now, Ordering::Relaxed);
@@ -183,14 +188,18 @@ impl Telemetry {
 
     /// A run started.
     pub fn run_started(&self) {
+        self.run_started_at(now_ms());
+    }
+
+    fn run_started_at(&self, now: i64) {
         if self.in_flight.inc() == 0 {
-            self.busy_since_ms.store(now_ms(), Ordering::Relaxed);
+            self.busy_since_ms.store(now, Ordering::Relaxed);
         }
     }
 
     /// A run ended with a job row of `status` (and `reason_code`), after `took`.
     pub fn run_ended(&self, status: &str, reason_code: Option<&str>, took: Duration) {
-        self.leave();
+        self.leave(now_ms());
         self.runs
             .get_or_create(&vec![("outcome", label_value(status))])
             .inc();
@@ -207,13 +216,17 @@ impl Telemetry {
 
     /// A run was cut short by a shutdown.
     pub fn run_interrupted(&self) {
-        self.leave();
+        self.leave(now_ms());
         self.interrupted.inc();
     }
 
-    fn leave(&self) {
+    fn leave(&self, now: i64) {
         if self.in_flight.dec() <= 1 {
-            self.busy_since_ms.store(0, Ordering::Relaxed);
+            let since = self.busy_since_ms.swap(0, Ordering::Relaxed);
+            if since > 0 {
+                self.busy_ms_since_ok
+                    .fetch_add(now.saturating_sub(since).max(0), Ordering::Relaxed);
+            }
         }
     }
 
@@ -259,10 +272,14 @@ impl Telemetry {
             return Err("no successful poll of the feed yet".into());
         }
         // Runs hold up the next poll (the loop polls between batches), so time spent
-        // running does not make the last poll stale; a poll that failed before the batch
-        // still does.
-        let reference = if busy_since > 0 { busy_since } else { now };
-        let poll_age = reference.saturating_sub(last_ok);
+        // running, in this batch or in those since, does not make the last poll stale.
+        let busy = self.busy_ms_since_ok.load(Ordering::Relaxed)
+            + if busy_since > 0 {
+                now.saturating_sub(busy_since)
+            } else {
+                0
+            };
+        let poll_age = now.saturating_sub(last_ok).saturating_sub(busy);
         if poll_age > poll_bound {
             return Err(format!(
                 "the last successful poll of the feed was {} s ago (bound {} s)",
@@ -333,6 +350,25 @@ mod tests {
         );
         t.run_ended("completed_passed", None, Duration::from_secs(1));
         assert!(t.health_at(now_ms() + 34_000).is_err());
+    }
+
+    /// A batch of ten minutes on a 10 s poll interval: right after it, the service is about
+    /// to poll again, not stale; once it has idled past the bound without polling, it is.
+    #[test]
+    fn serve_health_a_long_batch_does_not_make_the_poll_stale_afterwards() {
+        let t = Telemetry::new(Duration::from_secs(10));
+        let start = now_ms();
+        t.poll(true);
+        t.heartbeat();
+        t.run_started_at(start + 1_000);
+        t.leave(start + 601_000);
+        t.last_heartbeat_ms
+            .store(start + 601_000, Ordering::Relaxed);
+        assert!(t.health_at(start + 602_000).is_ok());
+        assert!(t.health_at(start + 636_000).is_err());
+        // The next successful poll starts the count afresh.
+        t.poll(true);
+        assert_eq!(t.busy_ms_since_ok.load(Ordering::Relaxed), 0);
     }
 
     #[test]
