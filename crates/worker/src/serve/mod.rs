@@ -293,7 +293,9 @@ fn due_jobs(
 /// scope, which commits to the terms (runner manifest, benchmark), the submission, the
 /// evidence (source snapshot digest) and the verification window.
 fn content_hash(job: &verifier_sdk::ValidatedJob) -> String {
-    let scope = serde_json::to_value(job.scope()).unwrap_or_default();
+    // The scope is plain data and always serializes; were it not to, the raw job (a
+    // stricter key) stands in rather than one hash shared by every job.
+    let scope = serde_json::to_value(job.scope()).unwrap_or_else(|_| job.raw().clone());
     format!(
         "sha256:{}",
         hex::encode(Sha256::digest(canonical_json(&scope).as_bytes()))
