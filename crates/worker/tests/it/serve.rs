@@ -812,7 +812,7 @@ async fn serve_metrics_after_a_completed_job_show_the_outcome_and_a_duration_sam
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn serve_metrics_listen_on_a_non_loopback_address_exits_78() {
+async fn serve_metrics_listen_on_a_non_loopback_address_exits_78_on_a_held_port_1() {
     let w = World::new().await;
     for addr in ["0.0.0.0:9464", "[::]:9464", "192.0.2.1:9464"] {
         let mut cmd = w.command_with(&[]);
@@ -828,6 +828,17 @@ async fn serve_metrics_listen_on_a_non_loopback_address_exits_78() {
         0,
         "a refused start polled"
     );
+    // A port still held (a predecessor stopping) is something a restart may fix: exit 1,
+    // which systemd restarts, not 78, which it does not.
+    let held = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let mut cmd = w.command_with(&[]);
+    cmd.arg("--metrics-listen")
+        .arg(held.local_addr().unwrap().to_string());
+    let out = cmd.output().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    assert!(stderr.contains("--metrics-listen"), "{stderr}");
+    assert_eq!(w.server.hits(&feed_path(VERIFIER)), 0);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
