@@ -269,6 +269,7 @@ fn due_jobs(
         if seen.new {
             telemetry.job_seen();
             if !seen.due {
+                telemetry.job_conflicting();
                 tracing::warn!(
                     job = %id.escape_debug(),
                     round = job.round(),

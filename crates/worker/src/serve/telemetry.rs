@@ -42,6 +42,7 @@ type Labels = Vec<(&'static str, String)>;
 pub struct Telemetry {
     registry: Registry,
     jobs_seen: Counter,
+    conflicting: Counter,
     runs: Family<Labels, Counter>,
     no_verdict: Family<Labels, Counter>,
     interrupted: Counter,
@@ -76,6 +77,12 @@ impl Telemetry {
             "worker_serve_jobs_seen",
             "Jobs this process recorded in the ledger for the first time",
             jobs_seen.clone(),
+        );
+        let conflicting = Counter::default();
+        registry.register(
+            "worker_serve_conflicting_jobs",
+            "Jobs listed with the id and round of a job already seen but other content (recorded, never run)",
+            conflicting.clone(),
         );
         let runs = Family::<Labels, Counter>::default();
         for outcome in OUTCOMES {
@@ -140,6 +147,7 @@ impl Telemetry {
         Self {
             registry,
             jobs_seen,
+            conflicting,
             runs,
             no_verdict,
             interrupted,
@@ -178,6 +186,11 @@ impl Telemetry {
     /// A job was recorded in the ledger for the first time.
     pub fn job_seen(&self) {
         self.jobs_seen.inc();
+    }
+
+    /// A job was recorded as conflicting (its id and round seen before with other content).
+    pub fn job_conflicting(&self) {
+        self.conflicting.inc();
     }
 
     /// First-seen time (unix ms) of the oldest job still to run, `None` when none is.
@@ -382,6 +395,12 @@ mod tests {
         let text = t.render();
         assert!(
             text.contains("worker_serve_no_verdict_runs_total{reason=\"other\"} 1"),
+            "{text}"
+        );
+        t.job_conflicting();
+        let text = t.render();
+        assert!(
+            text.contains("worker_serve_conflicting_jobs_total 1"),
             "{text}"
         );
     }
