@@ -13,8 +13,10 @@
 //! file. The reader packs file starts and contents into pooled batch buffers; a fixed pool
 //! bounds memory whatever the tree size and makes the reader wait when it is too far ahead.
 //!
-//! Every byte is read exactly once: when a copy destination is given, the buffer that was
-//! read is written out and then hashed, so the staged copy is exactly what was hashed.
+//! Every byte is read exactly once: when a copy destination is given, the hashing thread writes
+//! out the very buffer it hashes, so the staged copy is exactly what was hashed. Creating and
+//! writing the copies there, rather than on the reading side, splits a stage's system time
+//! between the two threads instead of leaving the hasher idle behind a busy reader.
 //!
 //! Each folder is listed once, when the walk enters it, with one `stat` per file and folder
 //! (its size counts against the limits right away). Folders are opened relative to their
@@ -30,6 +32,7 @@ use std::io::Write;
 use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 use std::sync::mpsc::{Receiver, SyncSender, TryRecvError, sync_channel};
 use std::time::{Duration, Instant};
 
@@ -161,10 +164,20 @@ struct Batch {
 }
 
 enum Item {
-    /// The next file (its relative path and listed size).
-    Begin(String, u64),
+    /// The next file (its relative path and listed size), and where to copy it.
+    Begin(String, u64, Option<CopyFile>),
     /// The next `len` bytes of `data` belong to the current file.
     Data(usize),
+    /// Every entry of this copied folder (relative path) has been announced: seal it.
+    Seal(Arc<OwnedFd>, String),
+}
+
+/// Where the hashing thread creates a file's copy: its folder in the copy, the mode to create
+/// it with, and the mode to set once written when the umask would not keep the final one.
+struct CopyFile {
+    dir: Arc<OwnedFd>,
+    mode: u32,
+    chmod_to: Option<u32>,
 }
 
 impl Batch {
@@ -215,7 +228,7 @@ pub(crate) fn hash_tree(
         let reader = scope.spawn(move || read_tree(pass, &data_tx, &pool_rx));
         // Consumes the receiving ends, so when hashing fails early the reader's next send or
         // buffer request fails and it stops instead of blocking forever.
-        let hashed = hash_batches(pass.limits, data_rx, pool_tx, progress);
+        let hashed = hash_batches(pass, data_rx, pool_tx, progress);
         let completed = reader.join().unwrap_or(false);
         match hashed {
             Ok(snapshot) if completed => Ok(snapshot),
@@ -231,12 +244,13 @@ pub(crate) fn hash_tree(
 // reader's next send or buffer request fail, so it stops instead of blocking forever.
 #[allow(clippy::needless_pass_by_value)]
 fn hash_batches(
-    limits: TreeLimits,
+    pass: &Pass<'_>,
     data_rx: Receiver<Message>,
     pool_tx: SyncSender<Batch>,
     progress: &mut dyn ProgressSink,
 ) -> Result<Snapshot, SnapshotError> {
-    let mut hasher = DirectoryHasher::new(limits);
+    let mut hasher = DirectoryHasher::new(pass.limits);
+    let mut out = Output::default();
     for message in data_rx {
         let mut batch = match message {
             Message::Batch(batch) => batch,
@@ -246,8 +260,9 @@ fn hash_batches(
         let (mut at, mut files) = (0usize, 0u64);
         for item in batch.items.drain(..) {
             match item {
-                Item::Begin(path, size) => {
+                Item::Begin(path, size, copy) => {
                     hasher.begin_file(&path, size)?;
+                    out.begin(pass.copy_to, path, copy)?;
                     files += 1;
                 }
                 Item::Data(len) => {
@@ -256,7 +271,17 @@ fn hash_batches(
                         .and_then(|end| batch.data.get(at..end))
                         .ok_or(SnapshotError::ReaderLost)?;
                     hasher.update(chunk)?;
+                    out.write(pass.copy_to, chunk)?;
                     at += len;
+                }
+                Item::Seal(dir, rel) => {
+                    out.finish(pass.copy_to)?;
+                    fchmod(&*dir, Mode::from_raw_mode(DIR_MODE)).map_err(|e| {
+                        SnapshotError::Write {
+                            path: copy_path(pass.copy_to, &rel),
+                            source: e.into(),
+                        }
+                    })?;
                 }
             }
         }
@@ -265,7 +290,58 @@ fn hash_batches(
         // The reader may already be gone after a failure; the buffer is then dropped.
         let _ = pool_tx.send(batch);
     }
+    out.finish(pass.copy_to)?;
     Ok(hasher.finish()?)
+}
+
+/// The copy being written by the hashing thread.
+#[derive(Default)]
+struct Output {
+    current: Option<(File, String, Option<u32>)>,
+}
+
+impl Output {
+    fn begin(
+        &mut self,
+        copy_to: Option<&Path>,
+        rel: String,
+        copy: Option<CopyFile>,
+    ) -> Result<(), SnapshotError> {
+        self.finish(copy_to)?;
+        let Some(copy) = copy else { return Ok(()) };
+        let name = rel.rsplit('/').next().unwrap_or_default();
+        let file =
+            openat(&*copy.dir, name, COPY_FLAGS, Mode::from_raw_mode(copy.mode)).map_err(|e| {
+                SnapshotError::Write {
+                    path: copy_path(copy_to, &rel),
+                    source: e.into(),
+                }
+            })?;
+        self.current = Some((File::from(file), rel, copy.chmod_to));
+        Ok(())
+    }
+
+    fn write(&mut self, copy_to: Option<&Path>, chunk: &[u8]) -> Result<(), SnapshotError> {
+        if let Some((file, rel, _)) = self.current.as_mut() {
+            file.write_all(chunk)
+                .map_err(|source| SnapshotError::Write {
+                    path: copy_path(copy_to, rel),
+                    source,
+                })?;
+        }
+        Ok(())
+    }
+
+    /// Closes the current copy, setting its final mode if it could not be born with it.
+    fn finish(&mut self, copy_to: Option<&Path>) -> Result<(), SnapshotError> {
+        if let Some((file, rel, Some(mode))) = self.current.take() {
+            fchmod(&file, Mode::from_raw_mode(mode)).map_err(|e| SnapshotError::Write {
+                path: copy_path(copy_to, &rel),
+                source: e.into(),
+            })?;
+        }
+        Ok(())
+    }
 }
 
 /// Returns whether the whole tree was read.
@@ -289,6 +365,8 @@ struct Reader<'p, 'c> {
     data_tx: &'c SyncSender<Message>,
     pool_rx: &'c Receiver<Batch>,
     batch: Option<Batch>,
+    /// Batches taken back from the pool while draining (test hook only).
+    spare: Vec<Batch>,
     /// Batch buffers allocated so far (at most [`POOL_BUFFERS`]); small trees need one.
     allocated: usize,
     /// Files, bytes and folders listed so far, checked against the limits as they grow.
@@ -346,6 +424,7 @@ impl<'p, 'c> Reader<'p, 'c> {
             data_tx,
             pool_rx,
             batch: None,
+            spare: Vec::new(),
             allocated: 0,
             files: 0,
             bytes: 0,
@@ -367,19 +446,19 @@ impl<'p, 'c> Reader<'p, 'c> {
             check_dir_mode(source, &st)?;
         }
         let dest = match self.pass.copy_to {
-            Some(dest) => Some(
+            Some(dest) => Some(Arc::new(
                 openat(CWD, dest, DIR_FLAGS, Mode::empty())
                     .map_err(|e| write_error(dest.to_path_buf(), e))?,
-            ),
+            )),
             None => None,
         };
-        self.walk(root, dest.as_ref().map(AsFd::as_fd), "")
+        self.walk(root, dest.as_ref(), "")
     }
 
     /// Lists the folder open at `fd`, then reads its files and walks its folders in digest
     /// order. Only the chain of folders being walked (bounded by the depth limit) is held open,
     /// each with its sorted listing.
-    fn walk(&mut self, fd: OwnedFd, dest: Option<BorrowedFd<'_>>, rel: &str) -> Result<(), Stop> {
+    fn walk(&mut self, fd: OwnedFd, dest: Option<&Arc<OwnedFd>>, rel: &str) -> Result<(), Stop> {
         let mut dir = Dir::new(fd).map_err(|e| io_error(&self.abs(rel), e))?;
         let children = self.list(&mut dir, rel)?;
         let dir_fd = dir.fd().map_err(|e| io_error(&self.abs(rel), e))?;
@@ -402,14 +481,20 @@ impl<'p, 'c> Reader<'p, 'c> {
                 check_dir_mode(&abs(), &st)?;
             }
             let sub_dest = match dest {
-                Some(parent) => Some(self.make_copy_dir(parent, &child.name, &child_rel)?),
+                Some(parent) => Some(Arc::new(self.make_copy_dir(
+                    parent.as_fd(),
+                    &child.name,
+                    &child_rel,
+                )?)),
                 None => None,
             };
-            self.walk(sub, sub_dest.as_ref().map(AsFd::as_fd), &child_rel)?;
+            self.walk(sub, sub_dest.as_ref(), &child_rel)?;
             if let Some(sub_dest) = sub_dest {
-                // Everything below is written, so the folder can be sealed now.
-                fchmod(&sub_dest, Mode::from_raw_mode(DIR_MODE))
-                    .map_err(|e| write_error(self.copy_path(&child_rel), e))?;
+                // Everything below is announced; the hasher seals the folder once it has
+                // written it.
+                self.batch_with_room()?
+                    .items
+                    .push(Item::Seal(sub_dest, child_rel));
             }
         }
         Ok(())
@@ -487,7 +572,7 @@ impl<'p, 'c> Reader<'p, 'c> {
     fn read_file(
         &mut self,
         dir_fd: BorrowedFd<'_>,
-        dest: Option<BorrowedFd<'_>>,
+        dest: Option<&Arc<OwnedFd>>,
         rel: &str,
         child: &Child,
     ) -> Result<(), Stop> {
@@ -507,13 +592,22 @@ impl<'p, 'c> Reader<'p, 'c> {
         } else {
             FILE_MODE
         };
-        let mut copy = match dest {
-            Some(dest) => Some(self.create_copy(dest, &child.name, rel, normalized)?),
-            None => None,
-        };
+        // A new file is writable through the descriptor that created it whatever its mode, so
+        // it can be born read-only and skip a `fchmod`.
+        let copy = dest.map(|dir| CopyFile {
+            dir: Arc::clone(dir),
+            mode: if self.create_final_mode {
+                normalized
+            } else {
+                0o600
+            },
+            chmod_to: (!self.create_final_mode).then_some(normalized),
+        });
         let size = u64::try_from(listed.st_size).unwrap_or(u64::MAX);
-        self.start_file(rel.to_owned(), size)?;
-        let (source, copy_to) = (self.pass.source, self.pass.copy_to);
+        self.batch_with_room()?
+            .items
+            .push(Item::Begin(rel.to_owned(), size, copy));
+        let source = self.pass.source;
 
         // Exactly the listed size is read; growth or any rewrite until the last byte shows in
         // the `fstat` below, which saves an end-of-file probe per file on small-file trees.
@@ -535,13 +629,6 @@ impl<'p, 'c> Reader<'p, 'c> {
             if n == 0 {
                 break;
             }
-            if let Some(out) = copy.as_mut() {
-                out.write_all(slot.get(..n).unwrap_or_default())
-                    .map_err(|error| SnapshotError::Write {
-                        path: copy_path(copy_to, rel),
-                        source: error,
-                    })?;
-            }
             batch.items.push(Item::Data(n));
             batch.filled += n;
             remaining -= n as u64;
@@ -551,15 +638,10 @@ impl<'p, 'c> Reader<'p, 'c> {
         if !same_file_unchanged(listed, &after) {
             return Err(changed(&self.abs(rel)));
         }
-        if let Some(out) = copy
-            && !self.create_final_mode
-        {
-            fchmod(&out, Mode::from_raw_mode(normalized))
-                .map_err(|e| write_error(self.copy_path(rel), e))?;
-        }
         if !self.paused {
             self.paused = true;
             if let Some(marker) = &self.pass.pause_marker {
+                self.drain()?;
                 pause_at_marker(marker);
             }
         }
@@ -583,11 +665,6 @@ impl<'p, 'c> Reader<'p, 'c> {
             .ok_or(Stop::Failed(SnapshotError::ReaderLost))
     }
 
-    fn start_file(&mut self, rel: String, size: u64) -> Result<(), Stop> {
-        self.batch_with_room()?.items.push(Item::Begin(rel, size));
-        Ok(())
-    }
-
     /// Sends the batch being filled, if any, to the hasher.
     fn hand_over(&mut self) -> Result<(), Stop> {
         if let Some(mut batch) = self.batch.take() {
@@ -599,7 +676,21 @@ impl<'p, 'c> Reader<'p, 'c> {
         Ok(())
     }
 
+    /// Hands over the batch being filled and waits until the hasher has processed (and
+    /// copied) everything, so the test hook pauses with the first file written.
+    fn drain(&mut self) -> Result<(), Stop> {
+        self.hand_over()?;
+        while self.spare.len() < self.allocated {
+            let batch = self.pool_rx.recv().map_err(|_| Stop::HungUp)?;
+            self.spare.push(batch);
+        }
+        Ok(())
+    }
+
     fn fresh_batch(&mut self) -> Result<Batch, Stop> {
+        if let Some(batch) = self.spare.pop() {
+            return Ok(batch);
+        }
         match self.pool_rx.try_recv() {
             Ok(batch) => return Ok(batch),
             Err(TryRecvError::Disconnected) => return Err(Stop::HungUp),
@@ -620,25 +711,6 @@ impl<'p, 'c> Reader<'p, 'c> {
     ) -> Result<OwnedFd, Stop> {
         mkdirat(parent, name, Mode::from_raw_mode(0o700))
             .and_then(|()| openat(parent, name, DIR_FLAGS, Mode::empty()))
-            .map_err(|e| write_error(self.copy_path(rel), e))
-    }
-
-    fn create_copy(
-        &self,
-        dest: BorrowedFd<'_>,
-        name: &str,
-        rel: &str,
-        normalized: u32,
-    ) -> Result<File, Stop> {
-        // A new file is writable through the descriptor that created it whatever its mode, so
-        // it can be born read-only and skip a `fchmod`.
-        let mode = if self.create_final_mode {
-            normalized
-        } else {
-            0o600
-        };
-        openat(dest, name, COPY_FLAGS, Mode::from_raw_mode(mode))
-            .map(File::from)
             .map_err(|e| write_error(self.copy_path(rel), e))
     }
 
