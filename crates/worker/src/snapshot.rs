@@ -1150,16 +1150,16 @@ mod tests {
         read_swapping_after_first_file(dir.path(), || attack(&victim))
     }
 
-    fn assert_changed(result: Result<Snapshot, SnapshotError>) {
+    fn assert_changed(result: &Result<Snapshot, SnapshotError>) {
         assert!(
-            matches!(result, Err(SnapshotError::Changed(ref p)) if p.ends_with("victim")),
+            matches!(result, Err(SnapshotError::Changed(p)) if p.ends_with("victim")),
             "{result:?}"
         );
     }
 
     #[test]
     fn a_file_growing_while_the_reader_is_ahead_is_refused() {
-        assert_changed(attack_second_file(|victim| {
+        assert_changed(&attack_second_file(|victim| {
             let mut f = OpenOptions::new().append(true).open(victim).unwrap();
             f.write_all(b"appended").unwrap();
         }));
@@ -1167,7 +1167,7 @@ mod tests {
 
     #[test]
     fn a_file_shrinking_while_the_reader_is_ahead_is_refused() {
-        assert_changed(attack_second_file(|victim| {
+        assert_changed(&attack_second_file(|victim| {
             OpenOptions::new()
                 .write(true)
                 .open(victim)
@@ -1179,7 +1179,7 @@ mod tests {
 
     #[test]
     fn a_file_rewritten_in_place_with_the_same_size_is_refused() {
-        assert_changed(attack_second_file(|victim| {
+        assert_changed(&attack_second_file(|victim| {
             // Past the coarse clock tick, so the rewrite's times differ from the listed ones.
             std::thread::sleep(Duration::from_millis(30));
             fs::write(victim, vec![6u8; CHUNK_BYTES + 10]).unwrap();
@@ -1191,7 +1191,7 @@ mod tests {
         let outside = tempfile::tempdir().unwrap();
         let secret = outside.path().join("secret");
         fs::write(&secret, vec![5u8; CHUNK_BYTES + 10]).unwrap();
-        assert_changed(attack_second_file(|victim| {
+        assert_changed(&attack_second_file(|victim| {
             fs::remove_file(victim).unwrap();
             std::os::unix::fs::symlink(&secret, victim).unwrap();
         }));
@@ -1199,7 +1199,7 @@ mod tests {
 
     #[test]
     fn a_file_replaced_by_a_fifo_is_refused_without_hanging() {
-        assert_changed(attack_second_file(|victim| {
+        assert_changed(&attack_second_file(|victim| {
             fs::remove_file(victim).unwrap();
             rustix::fs::mknodat(CWD, victim, FileType::Fifo, Mode::from_raw_mode(0o644), 0)
                 .unwrap();
