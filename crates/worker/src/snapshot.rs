@@ -13,10 +13,11 @@
 //! file. The reader packs file starts and contents into pooled batch buffers; a fixed pool
 //! bounds memory whatever the tree size and makes the reader wait when it is too far ahead.
 //!
-//! Every byte is read exactly once: when a copy destination is given, the hashing thread writes
-//! out the very buffer it hashes, so the staged copy is exactly what was hashed. Creating and
-//! writing the copies there, rather than on the reading side, splits a stage's system time
-//! between the two threads instead of leaving the hasher idle behind a busy reader.
+//! Every byte is read exactly once: when a copy destination is given, each file's copy is
+//! written from the very buffer that is hashed, so the staged copy is exactly what was hashed.
+//! Which thread creates and writes a copy is decided per file: the hasher when it keeps up
+//! with the reader (creating files is most of a stage's system time, and would otherwise leave
+//! the hasher idle behind a busy reader), the reader when batches queue up for the hasher.
 //!
 //! Each folder is listed once, when the walk enters it, with one `stat` per file and folder
 //! (its size counts against the limits right away). Folders are opened relative to their
@@ -139,6 +140,8 @@ pub(crate) struct Pass<'a> {
     pub require_normalized_modes: bool,
     /// Test hook: after the first file, create this marker and wait until it is removed.
     pub pause_marker: Option<PathBuf>,
+    /// With this many batches queued for the hasher, the reader copies files itself.
+    pub copy_backlog: usize,
 }
 
 impl<'a> Pass<'a> {
@@ -149,6 +152,7 @@ impl<'a> Pass<'a> {
             copy_to: None,
             require_normalized_modes: false,
             pause_marker: None,
+            copy_backlog: POOL_BUFFERS / 2,
         }
     }
 }
@@ -369,6 +373,10 @@ struct Reader<'p, 'c> {
     spare: Vec<Batch>,
     /// Batch buffers allocated so far (at most [`POOL_BUFFERS`]); small trees need one.
     allocated: usize,
+    /// Batches handed over, and taken back from the pool: the difference is the hasher's
+    /// backlog.
+    sent: usize,
+    returned: usize,
     /// Files, bytes and folders listed so far, checked against the limits as they grow.
     files: u64,
     bytes: u64,
@@ -426,6 +434,8 @@ impl<'p, 'c> Reader<'p, 'c> {
             batch: None,
             spare: Vec::new(),
             allocated: 0,
+            sent: 0,
+            returned: 0,
             files: 0,
             bytes: 0,
             dirs: 0,
@@ -604,10 +614,19 @@ impl<'p, 'c> Reader<'p, 'c> {
             chmod_to: (!self.create_final_mode).then_some(normalized),
         });
         let size = u64::try_from(listed.st_size).unwrap_or(u64::MAX);
+        // With half the pool queued the hasher is the slower side: copy this file here.
+        let mut own_copy = Output::default();
+        let copy = match copy {
+            Some(copy) if self.sent - self.returned >= self.pass.copy_backlog => {
+                own_copy.begin(self.pass.copy_to, rel.to_owned(), Some(copy))?;
+                None
+            }
+            other => other,
+        };
         self.batch_with_room()?
             .items
             .push(Item::Begin(rel.to_owned(), size, copy));
-        let source = self.pass.source;
+        let (source, copy_to) = (self.pass.source, self.pass.copy_to);
 
         // Exactly the listed size is read; growth or any rewrite until the last byte shows in
         // the `fstat` below, which saves an end-of-file probe per file on small-file trees.
@@ -629,6 +648,7 @@ impl<'p, 'c> Reader<'p, 'c> {
             if n == 0 {
                 break;
             }
+            own_copy.write(copy_to, slot.get(..n).unwrap_or_default())?;
             batch.items.push(Item::Data(n));
             batch.filled += n;
             remaining -= n as u64;
@@ -638,6 +658,7 @@ impl<'p, 'c> Reader<'p, 'c> {
         if !same_file_unchanged(listed, &after) {
             return Err(changed(&self.abs(rel)));
         }
+        own_copy.finish(copy_to)?;
         if !self.paused {
             self.paused = true;
             if let Some(marker) = &self.pass.pause_marker {
@@ -672,6 +693,7 @@ impl<'p, 'c> Reader<'p, 'c> {
             self.data_tx
                 .send(Message::Batch(batch))
                 .map_err(|_| Stop::HungUp)?;
+            self.sent += 1;
         }
         Ok(())
     }
@@ -682,6 +704,7 @@ impl<'p, 'c> Reader<'p, 'c> {
         self.hand_over()?;
         while self.spare.len() < self.allocated {
             let batch = self.pool_rx.recv().map_err(|_| Stop::HungUp)?;
+            self.returned += 1;
             self.spare.push(batch);
         }
         Ok(())
@@ -692,7 +715,10 @@ impl<'p, 'c> Reader<'p, 'c> {
             return Ok(batch);
         }
         match self.pool_rx.try_recv() {
-            Ok(batch) => return Ok(batch),
+            Ok(batch) => {
+                self.returned += 1;
+                return Ok(batch);
+            }
             Err(TryRecvError::Disconnected) => return Err(Stop::HungUp),
             Err(TryRecvError::Empty) => {}
         }
@@ -700,7 +726,9 @@ impl<'p, 'c> Reader<'p, 'c> {
             self.allocated += 1;
             return Ok(Batch::new());
         }
-        self.pool_rx.recv().map_err(|_| Stop::HungUp)
+        let batch = self.pool_rx.recv().map_err(|_| Stop::HungUp)?;
+        self.returned += 1;
+        Ok(batch)
     }
 
     fn make_copy_dir(
@@ -1003,14 +1031,24 @@ mod tests {
 
     #[test]
     fn copy_writes_exact_bytes_with_normalized_modes() {
+        // Copies written by the hasher (it keeps up), then all by the reader.
+        copy_writes_exact_bytes_with_normalized_modes_at(usize::MAX);
+        copy_writes_exact_bytes_with_normalized_modes_at(0);
+    }
+
+    fn copy_writes_exact_bytes_with_normalized_modes_at(copy_backlog: usize) {
         let src = tempfile::tempdir().unwrap();
         let dst = tempfile::tempdir().unwrap();
         fs::write(src.path().join("run.sh"), b"#!/bin/sh\n").unwrap();
         fs::set_permissions(src.path().join("run.sh"), Permissions::from_mode(0o710)).unwrap();
         fs::write(src.path().join("data"), vec![9u8; CHUNK_BYTES + 1]).unwrap();
         fs::set_permissions(src.path().join("data"), Permissions::from_mode(0o666)).unwrap();
+        fs::create_dir_all(src.path().join("sub/deeper")).unwrap();
+        fs::write(src.path().join("sub/deeper/f"), b"deep").unwrap();
+        fs::create_dir(src.path().join("sub/empty")).unwrap();
         let pass = Pass {
             copy_to: Some(dst.path()),
+            copy_backlog,
             ..Pass::read_only(src.path(), limits())
         };
         let snap = hash_tree(&pass, &mut NoProgress).unwrap();
@@ -1025,6 +1063,13 @@ mod tests {
         let mode = |p: &str| fs::metadata(dst.path().join(p)).unwrap().mode() & 0o7777;
         assert_eq!(mode("run.sh"), 0o555);
         assert_eq!(mode("data"), 0o444);
+        assert_eq!(mode("sub/deeper/f"), 0o444);
+        for folder in ["sub", "sub/deeper", "sub/empty"] {
+            assert_eq!(mode(folder), DIR_MODE, "{folder}");
+        }
+        for folder in ["sub/deeper", "sub/empty", "sub"] {
+            fs::set_permissions(dst.path().join(folder), Permissions::from_mode(0o700)).unwrap();
+        }
     }
 
     #[test]
