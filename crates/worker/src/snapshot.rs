@@ -15,9 +15,11 @@
 //!
 //! Every byte is read exactly once: when a copy destination is given, each file's copy is
 //! written from the very buffer that is hashed, so the staged copy is exactly what was hashed.
-//! Which thread creates and writes a copy is decided per file: the hasher when it keeps up
-//! with the reader (creating files is most of a stage's system time, and would otherwise leave
-//! the hasher idle behind a busy reader), the reader when batches queue up for the hasher.
+//! Which thread writes is decided as the reader goes: the hasher when it keeps up with the
+//! reader (creating and writing files is most of a stage's system time, and would otherwise
+//! leave the hasher idle behind a busy reader), the reader when batches queue up for the
+//! hasher. Small files are created and written wholly by one side; a file spanning batches is
+//! created by the reader and each chunk written, at its offset, by whichever side is free.
 //!
 //! Each folder is listed once, when the walk enters it, with one `stat` per file and folder
 //! (its size counts against the limits right away). Folders are opened relative to their
@@ -29,9 +31,9 @@
 //! than those listed.
 
 use std::fs::File;
-use std::io::Write;
 use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 use std::os::unix::ffi::OsStrExt;
+use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::sync::mpsc::{Receiver, SyncSender, TryRecvError, sync_channel};
@@ -169,11 +171,20 @@ struct Batch {
 
 enum Item {
     /// The next file (its relative path and listed size), and where to copy it.
-    Begin(String, u64, Option<CopyFile>),
-    /// The next `len` bytes of `data` belong to the current file.
-    Data(usize),
+    Begin(String, u64, Option<CopyTarget>),
+    /// The next `len` bytes of `data` belong to the current file; `write`: the hasher writes
+    /// them to the copy (otherwise the reader already has).
+    Data { len: usize, write: bool },
     /// Every entry of this copied folder (relative path) has been announced: seal it.
     Seal(Arc<OwnedFd>, String),
+}
+
+enum CopyTarget {
+    /// The hasher creates the copy and writes all of it.
+    Create(CopyFile),
+    /// The reader created the copy (and sets its final mode); the hasher writes the chunks
+    /// marked for it.
+    Shared(Arc<File>),
 }
 
 /// Where the hashing thread creates a file's copy: its folder in the copy, the mode to create
@@ -269,13 +280,13 @@ fn hash_batches(
                     out.begin(pass.copy_to, path, copy)?;
                     files += 1;
                 }
-                Item::Data(len) => {
+                Item::Data { len, write } => {
                     let chunk = at
                         .checked_add(len)
                         .and_then(|end| batch.data.get(at..end))
                         .ok_or(SnapshotError::ReaderLost)?;
                     hasher.update(chunk)?;
-                    out.write(pass.copy_to, chunk)?;
+                    out.write(pass.copy_to, chunk, write)?;
                     at += len;
                 }
                 Item::Seal(dir, rel) => {
@@ -298,10 +309,19 @@ fn hash_batches(
     Ok(hasher.finish()?)
 }
 
-/// The copy being written by the hashing thread.
+/// A copy being written: by the hashing thread, or by the reader for a file it copies alone.
 #[derive(Default)]
 struct Output {
-    current: Option<(File, String, Option<u32>)>,
+    current: Option<Current>,
+}
+
+struct Current {
+    file: Arc<File>,
+    rel: String,
+    /// Where the next chunk goes.
+    offset: u64,
+    /// The mode to set when done, if the file could not be born with it.
+    chmod_to: Option<u32>,
 }
 
 impl Output {
@@ -309,43 +329,73 @@ impl Output {
         &mut self,
         copy_to: Option<&Path>,
         rel: String,
-        copy: Option<CopyFile>,
+        copy: Option<CopyTarget>,
     ) -> Result<(), SnapshotError> {
         self.finish(copy_to)?;
-        let Some(copy) = copy else { return Ok(()) };
-        let name = rel.rsplit('/').next().unwrap_or_default();
-        let file =
-            openat(&*copy.dir, name, COPY_FLAGS, Mode::from_raw_mode(copy.mode)).map_err(|e| {
-                SnapshotError::Write {
-                    path: copy_path(copy_to, &rel),
-                    source: e.into(),
-                }
-            })?;
-        self.current = Some((File::from(file), rel, copy.chmod_to));
+        let (file, chmod_to) = match copy {
+            None => return Ok(()),
+            Some(CopyTarget::Shared(file)) => (file, None),
+            Some(CopyTarget::Create(copy)) => {
+                (Arc::new(create_copy(copy_to, &copy, &rel)?), copy.chmod_to)
+            }
+        };
+        self.current = Some(Current {
+            file,
+            rel,
+            offset: 0,
+            chmod_to,
+        });
         Ok(())
     }
 
-    fn write(&mut self, copy_to: Option<&Path>, chunk: &[u8]) -> Result<(), SnapshotError> {
-        if let Some((file, rel, _)) = self.current.as_mut() {
-            file.write_all(chunk)
-                .map_err(|source| SnapshotError::Write {
-                    path: copy_path(copy_to, rel),
-                    source,
-                })?;
+    /// Accounts for the next chunk of the current copy, writing it if `write`.
+    fn write(
+        &mut self,
+        copy_to: Option<&Path>,
+        chunk: &[u8],
+        write: bool,
+    ) -> Result<(), SnapshotError> {
+        if let Some(current) = self.current.as_mut() {
+            if write {
+                current
+                    .file
+                    .write_all_at(chunk, current.offset)
+                    .map_err(|source| SnapshotError::Write {
+                        path: copy_path(copy_to, &current.rel),
+                        source,
+                    })?;
+            }
+            current.offset += chunk.len() as u64;
         }
         Ok(())
     }
 
     /// Closes the current copy, setting its final mode if it could not be born with it.
     fn finish(&mut self, copy_to: Option<&Path>) -> Result<(), SnapshotError> {
-        if let Some((file, rel, Some(mode))) = self.current.take() {
-            fchmod(&file, Mode::from_raw_mode(mode)).map_err(|e| SnapshotError::Write {
+        if let Some(Current {
+            file,
+            rel,
+            chmod_to: Some(mode),
+            ..
+        }) = self.current.take()
+        {
+            fchmod(&*file, Mode::from_raw_mode(mode)).map_err(|e| SnapshotError::Write {
                 path: copy_path(copy_to, &rel),
                 source: e.into(),
             })?;
         }
         Ok(())
     }
+}
+
+fn create_copy(copy_to: Option<&Path>, copy: &CopyFile, rel: &str) -> Result<File, SnapshotError> {
+    let name = rel.rsplit('/').next().unwrap_or_default();
+    openat(&*copy.dir, name, COPY_FLAGS, Mode::from_raw_mode(copy.mode))
+        .map(File::from)
+        .map_err(|e| SnapshotError::Write {
+            path: copy_path(copy_to, rel),
+            source: e.into(),
+        })
 }
 
 /// Returns whether the whole tree was read.
@@ -614,24 +664,37 @@ impl<'p, 'c> Reader<'p, 'c> {
             chmod_to: (!self.create_final_mode).then_some(normalized),
         });
         let size = u64::try_from(listed.st_size).unwrap_or(u64::MAX);
-        // With half the pool queued the hasher is the slower side: copy this file here.
+        let (source, copy_to) = (self.pass.source, self.pass.copy_to);
+        // With half the pool queued the hasher is the slower side, so the reader creates the
+        // copy; it also creates every file spanning batches, so that each chunk can go to
+        // whichever side is free.
         let mut own_copy = Output::default();
         let copy = match copy {
-            Some(copy) if self.sent - self.returned >= self.pass.copy_backlog => {
-                own_copy.begin(self.pass.copy_to, rel.to_owned(), Some(copy))?;
-                None
+            Some(copy) if self.hasher_behind() || size > (CHUNK_BYTES / 2) as u64 => {
+                let file = Arc::new(create_copy(copy_to, &copy, rel)?);
+                own_copy.begin(
+                    copy_to,
+                    rel.to_owned(),
+                    Some(CopyTarget::Shared(Arc::clone(&file))),
+                )?;
+                if let Some(current) = own_copy.current.as_mut() {
+                    current.chmod_to = copy.chmod_to;
+                }
+                Some(CopyTarget::Shared(file))
             }
-            other => other,
+            Some(copy) => Some(CopyTarget::Create(copy)),
+            None => None,
         };
+        let shared = matches!(copy, Some(CopyTarget::Shared(_)));
         self.batch_with_room()?
             .items
             .push(Item::Begin(rel.to_owned(), size, copy));
-        let (source, copy_to) = (self.pass.source, self.pass.copy_to);
 
         // Exactly the listed size is read; growth or any rewrite until the last byte shows in
         // the `fstat` below, which saves an end-of-file probe per file on small-file trees.
         let mut remaining = size;
         while remaining > 0 {
+            let reader_writes = self.hasher_behind();
             let batch = self.batch_with_room()?;
             let free = batch.data.get_mut(batch.filled..).unwrap_or_default();
             let want = usize::try_from(remaining)
@@ -648,8 +711,13 @@ impl<'p, 'c> Reader<'p, 'c> {
             if n == 0 {
                 break;
             }
-            own_copy.write(copy_to, slot.get(..n).unwrap_or_default())?;
-            batch.items.push(Item::Data(n));
+            // Decided before taking the batch, which borrows `self`.
+            let write_here = shared && reader_writes;
+            own_copy.write(copy_to, slot.get(..n).unwrap_or_default(), write_here)?;
+            batch.items.push(Item::Data {
+                len: n,
+                write: !write_here,
+            });
             batch.filled += n;
             remaining -= n as u64;
         }
@@ -696,6 +764,11 @@ impl<'p, 'c> Reader<'p, 'c> {
             self.sent += 1;
         }
         Ok(())
+    }
+
+    /// Whether half the pool is queued for the hasher.
+    fn hasher_behind(&self) -> bool {
+        self.sent - self.returned >= self.pass.copy_backlog
     }
 
     /// Hands over the batch being filled and waits until the hasher has processed (and
@@ -883,6 +956,7 @@ fn pause_at_marker(marker: &Path) {
 mod tests {
     use super::*;
     use std::fs::{self, OpenOptions, Permissions};
+    use std::io::Write;
     use std::os::unix::fs::{MetadataExt, PermissionsExt};
 
     fn limits() -> TreeLimits {
