@@ -14,6 +14,9 @@ pub trait ProgressSink {
     fn start(&mut self, files: u64, bytes: u64);
     /// `files` more files were begun and `bytes` more bytes were hashed.
     fn advance(&mut self, files: u64, bytes: u64);
+    /// A streamed walk has now found `files` files holding `bytes` bytes in all: the totals
+    /// grow while the tree is read, because it is listed one folder at a time.
+    fn listed(&mut self, _files: u64, _bytes: u64) {}
     /// The operation ended (successfully or not).
     fn finish(&mut self);
 }
@@ -87,6 +90,11 @@ impl ProgressSink for TerminalProgress {
         if should_draw(self.started, self.last_draw, now) {
             self.draw(now);
         }
+    }
+
+    fn listed(&mut self, files: u64, bytes: u64) {
+        self.total_files = self.total_files.max(files);
+        self.total_bytes = self.total_bytes.max(bytes);
     }
 
     fn finish(&mut self) {

@@ -1,42 +1,61 @@
-//! The pipelined directory digest: one thread reads (and, when staging, writes) while the
-//! calling thread hashes.
+//! The pipelined directory digest: one thread walks the tree and reads (and, when staging,
+//! writes) while the calling thread hashes.
 //!
 //! The digest is defined once, in `verifier_sdk::digest`; this module only feeds the sdk's
 //! [`DirectoryHasher`] faster than its sequential reference walk. The digest is a single
-//! SHA-256 stream, so hashing cannot be split; what overlaps is the I/O. A fixed pool of
-//! buffers circulates between the two threads, which bounds memory whatever the tree size and
-//! makes the reader wait when it is too far ahead.
+//! SHA-256 stream, so hashing cannot be split; what overlaps is everything else: listing,
+//! opening, reading and writing.
 //!
-//! Every byte is read exactly once: when a copy destination is given, the buffer that was
-//! read is written out and then hashed, so the staged copy is exactly what was hashed.
+//! The walk is streamed: the digest orders files by their whole relative path as bytes, and
+//! since no name holds a `/`, that order is a depth-first walk visiting each folder's entries
+//! sorted by name, a folder's name taken with a trailing `/` (`a.txt` < `a/…` < `a0`). So only
+//! one folder needs listing before its files can be read, and hashing starts with the first
+//! file. The reader packs file starts and contents into pooled batch buffers; a fixed pool
+//! bounds memory whatever the tree size and makes the reader wait when it is too far ahead.
 //!
-//! Files are opened relative to directory descriptors walked down from the tree's root, every
-//! step with `O_NOFOLLOW`, and each opened file must be the very inode the listing saw. So a
-//! folder swapped for a link, or a file swapped for another, between listing and reading is a
-//! [`SnapshotError::Changed`], never a read of something outside the tree.
+//! Every byte is read exactly once: when a copy destination is given, each file's copy is
+//! written from the very buffer that is hashed, so the staged copy is exactly what was hashed.
+//! Which thread writes is decided as the reader goes: the hasher when it keeps up with the
+//! reader (creating and writing files is most of a stage's system time, and would otherwise
+//! leave the hasher idle behind a busy reader), the reader when batches queue up for the
+//! hasher. Small files are created and written wholly by one side; a file spanning batches is
+//! created by the reader and each chunk written, at its offset, by whichever side is free.
+//!
+//! Each folder is listed once, when the walk enters it, with one `stat` per file and folder
+//! (its size counts against the limits right away). Folders are opened relative to their
+//! parent's descriptor with `O_NOFOLLOW` and must be the inode listed; files are opened the
+//! same way, and the `fstat` of the open file after its last byte was read must equal the
+//! listed one (inode, size, modification and change times). So a folder swapped for a link,
+//! or a file swapped, resized or rewritten between its listing and the end of its read, is a
+//! [`SnapshotError::Changed`], never a read of something outside the tree or of bytes other
+//! than those listed.
 
-use std::fs::{File, OpenOptions, Permissions};
-use std::io::{ErrorKind, Read, Write};
+use std::fs::File;
 use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 use std::os::unix::ffi::OsStrExt;
-use std::os::unix::fs::{MetadataExt, OpenOptionsExt, PermissionsExt};
+use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
-use std::sync::mpsc::{Receiver, SyncSender, sync_channel};
+use std::sync::Arc;
+use std::sync::mpsc::{Receiver, SyncSender, TryRecvError, sync_channel};
 use std::time::{Duration, Instant};
 
-use rustix::fs::{AtFlags, CWD, Dir, FileType, Mode, OFlags, openat, statat};
+use rustix::fs::{
+    AtFlags, CWD, Dir, FileType, Mode, OFlags, Stat, fchmod, fstat, mkdirat, openat, statat,
+};
 use rustix::io::Errno;
 use verifier_sdk::digest::{
-    DigestError, DirectoryHasher, MAX_DIRECTORIES, Snapshot, TreeEntry, TreeLimits,
-    validate_relative_path,
+    DigestError, DirectoryHasher, MAX_DIRECTORIES, Snapshot, TreeLimits, validate_relative_path,
 };
 
 use crate::progress::{NoProgress, ProgressSink};
 
-/// Size of one pooled buffer.
+/// Size of one pooled batch buffer.
 pub const CHUNK_BYTES: usize = 1 << 20;
-/// Number of pooled buffers; with [`CHUNK_BYTES`] this is the whole read-ahead memory.
+/// Number of pooled batch buffers; with [`CHUNK_BYTES`] this is the whole read-ahead memory.
 pub const POOL_BUFFERS: usize = 8;
+/// A batch is handed over once it announces this many files, even if its buffer has room, so
+/// the hasher is not kept waiting on a run of tiny or empty files.
+const BATCH_FILES: usize = 2048;
 /// Mode of a staged non-executable file.
 pub const FILE_MODE: u32 = 0o444;
 /// Mode of a staged file that had any execute bit.
@@ -62,6 +81,14 @@ pub enum SnapshotError {
         /// Its permission bits.
         mode: u32,
     },
+    /// A directory of a staged tree is not sealed read-only.
+    #[error("directory {path:?} has mode {mode:o}, expected 555")]
+    DirectoryMode {
+        /// The directory.
+        path: PathBuf,
+        /// Its permission bits.
+        mode: u32,
+    },
     /// Writing the copy failed.
     #[error("writing {path:?}: {source}")]
     Write {
@@ -81,7 +108,7 @@ impl SnapshotError {
     pub fn is_input_error(&self) -> bool {
         matches!(
             self,
-            Self::Tree(_) | Self::Changed(_) | Self::FileMode { .. }
+            Self::Tree(_) | Self::Changed(_) | Self::FileMode { .. } | Self::DirectoryMode { .. }
         )
     }
 }
@@ -97,143 +124,26 @@ pub fn snapshot_directory_with_progress(
     limits: TreeLimits,
     progress: &mut dyn ProgressSink,
 ) -> Result<Snapshot, SnapshotError> {
-    let (entries, _dirs) = list_tree_at(dir, limits)?;
-    hash_listed_tree(&Pass::read_only(dir, limits), &entries, progress)
+    hash_tree(&Pass::read_only(dir, limits), progress)
 }
 
-/// Lists `root` under the rules, limits and errors of `verifier_sdk::digest::list_tree`, but
-/// reaches every folder through a descriptor opened from its parent's with `O_NOFOLLOW`, so a
-/// folder swapped for a link while the tree is listed cannot lead the walk out of the tree.
-pub(crate) fn list_tree_at(
-    root: &Path,
-    limits: TreeLimits,
-) -> Result<(Vec<TreeEntry>, Vec<String>), SnapshotError> {
-    let fd = openat(CWD, root, DIR_FLAGS, Mode::empty()).map_err(|errno| match errno {
-        Errno::LOOP | Errno::NOTDIR => DigestError::NotADirectory(root.into()),
-        other => DigestError::Io {
-            path: root.into(),
-            source: other.into(),
-        },
-    })?;
-    let mut listing = Listing {
-        limits,
-        files: Vec::new(),
-        dirs: Vec::new(),
-        total: 0,
-    };
-    listing.walk(fd, root, "")?;
-    let Listing {
-        mut files,
-        mut dirs,
-        ..
-    } = listing;
-    files.sort_unstable_by(|a, b| a.rel_path.as_bytes().cmp(b.rel_path.as_bytes()));
-    dirs.sort_unstable();
-    Ok((files, dirs))
-}
-
-struct Listing {
-    limits: TreeLimits,
-    files: Vec<TreeEntry>,
-    dirs: Vec<String>,
-    total: u64,
-}
-
-impl Listing {
-    /// Lists the folder open at `fd`, then each of its subfolders; only the chain of folders
-    /// being walked (bounded by the depth limit) is held open.
-    fn walk(&mut self, fd: OwnedFd, abs: &Path, rel: &str) -> Result<(), SnapshotError> {
-        let io = |path: &Path, errno: Errno| DigestError::Io {
-            path: path.to_path_buf(),
-            source: errno.into(),
-        };
-        let mut dir = Dir::new(fd).map_err(|e| io(abs, e))?;
-        let mut subdirs = Vec::new();
-        while let Some(entry) = dir.read() {
-            let entry = entry.map_err(|e| io(abs, e))?;
-            let name_bytes = entry.file_name().to_bytes();
-            if name_bytes == b"." || name_bytes == b".." {
-                continue;
-            }
-            let child_abs = abs.join(std::ffi::OsStr::from_bytes(name_bytes));
-            let Ok(name) = std::str::from_utf8(name_bytes) else {
-                return Err(DigestError::NonUtf8Name(child_abs).into());
-            };
-            let child_rel = if rel.is_empty() {
-                name.to_owned()
-            } else {
-                format!("{rel}/{name}")
-            };
-            validate_relative_path(&child_rel)?;
-            let dir_fd = dir.fd().map_err(|e| io(abs, e))?;
-            // `d_type` spares a stat for folders, links and special files; a file needs one
-            // for its size and identity, and a filesystem without `d_type` needs one for all.
-            let mut stat = None;
-            let mut kind = entry.file_type();
-            if kind == FileType::Unknown || kind == FileType::RegularFile {
-                let st = statat(dir_fd, name, AtFlags::SYMLINK_NOFOLLOW)
-                    .map_err(|e| io(&child_abs, e))?;
-                kind = FileType::from_raw_mode(st.st_mode);
-                stat = Some(st);
-            }
-            match (kind, stat) {
-                (FileType::Symlink, _) => return Err(DigestError::Symlink(child_abs).into()),
-                (FileType::Directory, _) => {
-                    if self.dirs.len() as u64 >= MAX_DIRECTORIES {
-                        return Err(DigestError::TooManyDirectories.into());
-                    }
-                    self.dirs.push(child_rel.clone());
-                    subdirs.push((name.to_owned(), child_abs, child_rel));
-                }
-                (FileType::RegularFile, Some(st)) => {
-                    if self.files.len() as u64 >= self.limits.max_files {
-                        return Err(DigestError::TooManyFiles {
-                            limit: self.limits.max_files,
-                        }
-                        .into());
-                    }
-                    let size = u64::try_from(st.st_size).unwrap_or(u64::MAX);
-                    self.total = self.total.saturating_add(size);
-                    if self.total > self.limits.max_bytes {
-                        return Err(DigestError::TooManyBytes {
-                            limit: self.limits.max_bytes,
-                        }
-                        .into());
-                    }
-                    self.files.push(TreeEntry {
-                        rel_path: child_rel,
-                        size,
-                        executable: st.st_mode & 0o111 != 0,
-                        dev: st.st_dev,
-                        ino: st.st_ino,
-                    });
-                }
-                _ => return Err(DigestError::SpecialFile(child_abs).into()),
-            }
-        }
-        for (name, child_abs, child_rel) in subdirs {
-            let parent = dir.fd().map_err(|e| io(abs, e))?;
-            let child = openat(parent, name.as_str(), DIR_FLAGS, Mode::empty())
-                .map_err(|errno| open_failure(&child_abs, errno))?;
-            self.walk(child, &child_abs, &child_rel)?;
-        }
-        Ok(())
-    }
-}
-
-/// What one pass over a listed tree does besides hashing.
+/// What one pass over a tree does besides hashing.
 #[derive(Debug, Clone)]
 pub(crate) struct Pass<'a> {
     /// The tree being read.
     pub source: &'a Path,
     pub limits: TreeLimits,
-    /// When set, every file is also written below this directory (whose subdirectories must
-    /// already exist), with a normalized mode.
+    /// When set, the tree is also copied into this existing, empty directory: every folder
+    /// below it is created and then sealed with [`DIR_MODE`] once its entries are written,
+    /// every file gets a normalized mode. The directory itself keeps its mode.
     pub copy_to: Option<&'a Path>,
-    /// When set, files must already carry a normalized mode (verifying a staged tree).
+    /// When set, files and folders (the root included) must already carry a normalized mode
+    /// (verifying a staged tree).
     pub require_normalized_modes: bool,
     /// Test hook: after the first file, create this marker and wait until it is removed.
     pub pause_marker: Option<PathBuf>,
+    /// With this many batches queued for the hasher, the reader copies files itself.
+    pub copy_backlog: usize,
 }
 
 impl<'a> Pass<'a> {
@@ -244,15 +154,60 @@ impl<'a> Pass<'a> {
             copy_to: None,
             require_normalized_modes: false,
             pause_marker: None,
+            copy_backlog: POOL_BUFFERS / 2,
+        }
+    }
+}
+
+/// Files started and contents read, in walk order, packed into one pooled buffer.
+struct Batch {
+    /// Always [`CHUNK_BYTES`] long; `filled` bytes of it are in use.
+    data: Vec<u8>,
+    filled: usize,
+    items: Vec<Item>,
+    /// Files and bytes listed so far, when the batch was handed over (for progress).
+    listed: (u64, u64),
+}
+
+enum Item {
+    /// The next file (its relative path and listed size), and where to copy it.
+    Begin(String, u64, Option<CopyTarget>),
+    /// The next `len` bytes of `data` belong to the current file; `write`: the hasher writes
+    /// them to the copy (otherwise the reader already has).
+    Data { len: usize, write: bool },
+    /// Every entry of this copied folder (relative path) has been announced: seal it.
+    Seal(Arc<OwnedFd>, String),
+}
+
+enum CopyTarget {
+    /// The hasher creates the copy and writes all of it.
+    Create(CopyFile),
+    /// The reader created the copy (and sets its final mode); the hasher writes the chunks
+    /// marked for it.
+    Shared(Arc<File>),
+}
+
+/// Where the hashing thread creates a file's copy: its folder in the copy, the mode to create
+/// it with, and the mode to set once written when the umask would not keep the final one.
+struct CopyFile {
+    dir: Arc<OwnedFd>,
+    mode: u32,
+    chmod_to: Option<u32>,
+}
+
+impl Batch {
+    fn new() -> Self {
+        Self {
+            data: vec![0u8; CHUNK_BYTES],
+            filled: 0,
+            items: Vec::new(),
+            listed: (0, 0),
         }
     }
 }
 
 enum Message {
-    /// Begin the file at this index of the listing.
-    Begin(usize),
-    /// The next `len` bytes of the current file, in a pooled buffer.
-    Data(Vec<u8>, usize),
+    Batch(Batch),
     Failed(SnapshotError),
 }
 
@@ -263,27 +218,32 @@ enum Stop {
     HungUp,
 }
 
-/// Hashes (and maybe copies) `entries`, which must come from `list_tree_at(pass.source, ..)`.
-pub(crate) fn hash_listed_tree(
+impl From<SnapshotError> for Stop {
+    fn from(error: SnapshotError) -> Self {
+        Self::Failed(error)
+    }
+}
+
+impl From<DigestError> for Stop {
+    fn from(error: DigestError) -> Self {
+        Self::Failed(error.into())
+    }
+}
+
+/// Walks, checks and hashes (and maybe copies) the tree of `pass`.
+pub(crate) fn hash_tree(
     pass: &Pass<'_>,
-    entries: &[TreeEntry],
     progress: &mut dyn ProgressSink,
 ) -> Result<Snapshot, SnapshotError> {
-    let total_bytes = entries
-        .iter()
-        .fold(0u64, |sum, e| sum.saturating_add(e.size));
-    progress.start(entries.len() as u64, total_bytes);
-    let (data_tx, data_rx) = sync_channel::<Message>(POOL_BUFFERS * 2);
-    let (pool_tx, pool_rx) = sync_channel::<Vec<u8>>(POOL_BUFFERS);
-    for _ in 0..POOL_BUFFERS {
-        // The channel has room for exactly the pool, so this cannot block or fail.
-        let _ = pool_tx.send(vec![0u8; CHUNK_BYTES]);
-    }
+    // The walk learns the tree's size as it goes; totals grow through `ProgressSink::listed`.
+    progress.start(0, 0);
+    let (data_tx, data_rx) = sync_channel::<Message>(POOL_BUFFERS);
+    let (pool_tx, pool_rx) = sync_channel::<Batch>(POOL_BUFFERS);
     let result = std::thread::scope(|scope| {
-        let reader = scope.spawn(move || read_all(pass, entries, &data_tx, &pool_rx));
+        let reader = scope.spawn(move || read_tree(pass, &data_tx, &pool_rx));
         // Consumes the receiving ends, so when hashing fails early the reader's next send or
         // buffer request fails and it stops instead of blocking forever.
-        let hashed = hash_messages(pass.limits, entries, data_rx, pool_tx, progress);
+        let hashed = hash_batches(pass, data_rx, pool_tx, progress);
         let completed = reader.join().unwrap_or(false);
         match hashed {
             Ok(snapshot) if completed => Ok(snapshot),
@@ -298,75 +258,199 @@ pub(crate) fn hash_listed_tree(
 // Taking the senders by value is the point: dropping them when hashing ends is what makes the
 // reader's next send or buffer request fail, so it stops instead of blocking forever.
 #[allow(clippy::needless_pass_by_value)]
-fn hash_messages(
-    limits: TreeLimits,
-    entries: &[TreeEntry],
+fn hash_batches(
+    pass: &Pass<'_>,
     data_rx: Receiver<Message>,
-    pool_tx: SyncSender<Vec<u8>>,
+    pool_tx: SyncSender<Batch>,
     progress: &mut dyn ProgressSink,
 ) -> Result<Snapshot, SnapshotError> {
-    let mut hasher = DirectoryHasher::new(limits);
+    let mut hasher = DirectoryHasher::new(pass.limits);
+    let mut out = Output::default();
     for message in data_rx {
-        match message {
-            Message::Begin(index) => {
-                let entry = entries.get(index).ok_or(SnapshotError::ReaderLost)?;
-                hasher.begin_file(&entry.rel_path, entry.size)?;
-                progress.advance(1, 0);
-            }
-            Message::Data(buffer, len) => {
-                let chunk = buffer.get(..len).ok_or(SnapshotError::ReaderLost)?;
-                hasher.update(chunk)?;
-                progress.advance(0, len as u64);
-                // The reader may already be gone after a failure; the buffer is then dropped.
-                let _ = pool_tx.send(buffer);
-            }
+        let mut batch = match message {
+            Message::Batch(batch) => batch,
             Message::Failed(error) => return Err(error),
+        };
+        progress.listed(batch.listed.0, batch.listed.1);
+        let (mut at, mut files) = (0usize, 0u64);
+        for item in batch.items.drain(..) {
+            match item {
+                Item::Begin(path, size, copy) => {
+                    hasher.begin_file(&path, size)?;
+                    out.begin(pass.copy_to, path, copy)?;
+                    files += 1;
+                }
+                Item::Data { len, write } => {
+                    let chunk = at
+                        .checked_add(len)
+                        .and_then(|end| batch.data.get(at..end))
+                        .ok_or(SnapshotError::ReaderLost)?;
+                    hasher.update(chunk)?;
+                    out.write(pass.copy_to, chunk, write)?;
+                    at += len;
+                }
+                Item::Seal(dir, rel) => {
+                    out.finish(pass.copy_to)?;
+                    fchmod(&*dir, Mode::from_raw_mode(DIR_MODE)).map_err(|e| {
+                        SnapshotError::Write {
+                            path: copy_path(pass.copy_to, &rel),
+                            source: e.into(),
+                        }
+                    })?;
+                }
+            }
         }
+        progress.advance(files, at as u64);
+        batch.filled = 0;
+        // The reader may already be gone after a failure; the buffer is then dropped.
+        let _ = pool_tx.send(batch);
     }
+    out.finish(pass.copy_to)?;
     Ok(hasher.finish()?)
 }
 
-/// Returns whether every file was read.
-fn read_all(
-    pass: &Pass<'_>,
-    entries: &[TreeEntry],
-    data_tx: &SyncSender<Message>,
-    pool_rx: &Receiver<Vec<u8>>,
-) -> bool {
-    let mut spare: Option<Vec<u8>> = None;
-    let mut dirs = match DirChain::open(pass.source) {
-        Ok(dirs) => dirs,
-        Err(errno) => {
-            let _ = data_tx.send(Message::Failed(open_failure(pass.source, errno)));
-            return false;
-        }
-    };
-    for (index, entry) in entries.iter().enumerate() {
-        match read_one(pass, &mut dirs, index, entry, data_tx, pool_rx, &mut spare) {
-            Ok(()) => {}
-            Err(Stop::Failed(error)) => {
-                let _ = data_tx.send(Message::Failed(error));
-                return false;
-            }
-            Err(Stop::HungUp) => return false,
-        }
-        if index == 0
-            && let Some(marker) = &pass.pause_marker
-        {
-            pause_at_marker(marker);
-        }
-    }
-    true
+/// A copy being written: by the hashing thread, or by the reader for a file it copies alone.
+#[derive(Default)]
+struct Output {
+    current: Option<Current>,
 }
 
-/// Directory descriptors from the tree's root down to the folder of the file being read. The
-/// listing is sorted by path bytes, so all files below a folder are contiguous in it and each
-/// folder is opened once, while at most one chain of folders (bounded by the depth limit) is
-/// held open.
-struct DirChain {
-    root: OwnedFd,
-    /// Relative path and descriptor of each folder below the root, outermost first.
-    open: Vec<(String, OwnedFd)>,
+struct Current {
+    file: Arc<File>,
+    rel: String,
+    /// Where the next chunk goes.
+    offset: u64,
+    /// The mode to set when done, if the file could not be born with it.
+    chmod_to: Option<u32>,
+}
+
+impl Output {
+    fn begin(
+        &mut self,
+        copy_to: Option<&Path>,
+        rel: String,
+        copy: Option<CopyTarget>,
+    ) -> Result<(), SnapshotError> {
+        self.finish(copy_to)?;
+        let (file, chmod_to) = match copy {
+            None => return Ok(()),
+            Some(CopyTarget::Shared(file)) => (file, None),
+            Some(CopyTarget::Create(copy)) => {
+                (Arc::new(create_copy(copy_to, &copy, &rel)?), copy.chmod_to)
+            }
+        };
+        self.current = Some(Current {
+            file,
+            rel,
+            offset: 0,
+            chmod_to,
+        });
+        Ok(())
+    }
+
+    /// Accounts for the next chunk of the current copy, writing it if `write`.
+    fn write(
+        &mut self,
+        copy_to: Option<&Path>,
+        chunk: &[u8],
+        write: bool,
+    ) -> Result<(), SnapshotError> {
+        if let Some(current) = self.current.as_mut() {
+            if write {
+                current
+                    .file
+                    .write_all_at(chunk, current.offset)
+                    .map_err(|source| SnapshotError::Write {
+                        path: copy_path(copy_to, &current.rel),
+                        source,
+                    })?;
+            }
+            current.offset += chunk.len() as u64;
+        }
+        Ok(())
+    }
+
+    /// Closes the current copy, setting its final mode if it could not be born with it.
+    fn finish(&mut self, copy_to: Option<&Path>) -> Result<(), SnapshotError> {
+        if let Some(Current {
+            file,
+            rel,
+            chmod_to: Some(mode),
+            ..
+        }) = self.current.take()
+        {
+            fchmod(&*file, Mode::from_raw_mode(mode)).map_err(|e| SnapshotError::Write {
+                path: copy_path(copy_to, &rel),
+                source: e.into(),
+            })?;
+        }
+        Ok(())
+    }
+}
+
+fn create_copy(copy_to: Option<&Path>, copy: &CopyFile, rel: &str) -> Result<File, SnapshotError> {
+    let name = rel.rsplit('/').next().unwrap_or_default();
+    openat(&*copy.dir, name, COPY_FLAGS, Mode::from_raw_mode(copy.mode))
+        .map(File::from)
+        .map_err(|e| SnapshotError::Write {
+            path: copy_path(copy_to, rel),
+            source: e.into(),
+        })
+}
+
+/// Returns whether the whole tree was read.
+fn read_tree(pass: &Pass<'_>, data_tx: &SyncSender<Message>, pool_rx: &Receiver<Batch>) -> bool {
+    let mut reader = Reader::new(pass, data_tx, pool_rx);
+    let outcome = reader.run().and_then(|()| reader.hand_over());
+    match outcome {
+        Ok(()) => true,
+        Err(Stop::Failed(error)) => {
+            let _ = data_tx.send(Message::Failed(error));
+            false
+        }
+        Err(Stop::HungUp) => false,
+    }
+}
+
+/// The reading side: the walk, the limits it enforces while listing, and the batch being
+/// filled.
+struct Reader<'p, 'c> {
+    pass: &'p Pass<'p>,
+    data_tx: &'c SyncSender<Message>,
+    pool_rx: &'c Receiver<Batch>,
+    batch: Option<Batch>,
+    /// Batches taken back from the pool while draining (test hook only).
+    spare: Vec<Batch>,
+    /// Batch buffers allocated so far (at most [`POOL_BUFFERS`]); small trees need one.
+    allocated: usize,
+    /// Batches handed over, and taken back from the pool: the difference is the hasher's
+    /// backlog.
+    sent: usize,
+    returned: usize,
+    /// Files, bytes and folders listed so far, checked against the limits as they grow.
+    files: u64,
+    bytes: u64,
+    dirs: u64,
+    paused: bool,
+    /// Copies can be created with their final mode (the umask keeps it); otherwise they are
+    /// created private and `fchmod`ed once written.
+    create_final_mode: bool,
+}
+
+/// One listed entry of a folder. The stat is the listing's: files and folders read later must
+/// still match it.
+struct Child {
+    name: String,
+    is_dir: bool,
+    stat: Stat,
+}
+
+impl Child {
+    /// The digest order among siblings: a folder sorts as its name followed by `/`, which is
+    /// where all its files fall in a flat sort of whole paths.
+    fn sort_key(&self) -> impl Iterator<Item = u8> + '_ {
+        self.name.bytes().chain(self.is_dir.then_some(b'/'))
+    }
 }
 
 /// Folders are never followed through a link, and a non-folder in their place fails.
@@ -375,220 +459,480 @@ const DIR_FLAGS: OFlags = OFlags::RDONLY
     .union(OFlags::NOFOLLOW)
     .union(OFlags::CLOEXEC);
 /// `O_NOFOLLOW`: a file swapped for a link after listing is refused, not followed.
-/// `O_NONBLOCK`: a file swapped for a fifo cannot make the open hang.
+/// `O_NONBLOCK`: a file swapped for a fifo cannot make the open (or a read) hang.
 const FILE_FLAGS: OFlags = OFlags::RDONLY
     .union(OFlags::NOFOLLOW)
     .union(OFlags::NONBLOCK)
     .union(OFlags::CLOEXEC);
+/// A copy is always a new file in our private work folder, never through a link.
+const COPY_FLAGS: OFlags = OFlags::WRONLY
+    .union(OFlags::CREATE)
+    .union(OFlags::EXCL)
+    .union(OFlags::NOFOLLOW)
+    .union(OFlags::CLOEXEC);
 
-impl DirChain {
-    fn open(root: &Path) -> Result<Self, Errno> {
-        Ok(Self {
-            root: openat(CWD, root, DIR_FLAGS, Mode::empty())?,
-            open: Vec::new(),
-        })
+impl<'p, 'c> Reader<'p, 'c> {
+    fn new(
+        pass: &'p Pass<'p>,
+        data_tx: &'c SyncSender<Message>,
+        pool_rx: &'c Receiver<Batch>,
+    ) -> Self {
+        Self {
+            pass,
+            data_tx,
+            pool_rx,
+            batch: None,
+            spare: Vec::new(),
+            allocated: 0,
+            sent: 0,
+            returned: 0,
+            files: 0,
+            bytes: 0,
+            dirs: 0,
+            paused: pass.pause_marker.is_none(),
+            create_final_mode: pass.copy_to.is_some()
+                && process_umask().is_some_and(|umask| umask & 0o555 == 0),
+        }
     }
 
-    /// The descriptor of folder `rel` (`""` for the root), opening the folders not yet open.
-    fn dir(&mut self, rel: &str) -> Result<BorrowedFd<'_>, Errno> {
-        while let Some((top, _)) = self.open.last() {
-            if rel
-                .strip_prefix(top.as_str())
-                .is_some_and(|rest| rest.is_empty() || rest.starts_with('/'))
-            {
-                break;
-            }
-            self.open.pop();
+    fn run(&mut self) -> Result<(), Stop> {
+        let source = self.pass.source;
+        let root = openat(CWD, source, DIR_FLAGS, Mode::empty()).map_err(|errno| match errno {
+            Errno::LOOP | Errno::NOTDIR => DigestError::NotADirectory(source.into()).into(),
+            other => io_error(source, other),
+        })?;
+        if self.pass.require_normalized_modes {
+            let st = fstat(&root).map_err(|e| io_error(source, e))?;
+            check_dir_mode(source, &st)?;
         }
-        let opened = self.open.last().map_or(0, |(top, _)| top.len() + 1);
-        for component in rel.get(opened..).unwrap_or_default().split('/') {
-            if component.is_empty() {
+        let dest = match self.pass.copy_to {
+            Some(dest) => Some(Arc::new(
+                openat(CWD, dest, DIR_FLAGS, Mode::empty())
+                    .map_err(|e| write_error(dest.to_path_buf(), e))?,
+            )),
+            None => None,
+        };
+        self.walk(root, dest.as_ref(), "")
+    }
+
+    /// Lists the folder open at `fd`, then reads its files and walks its folders in digest
+    /// order. Only the chain of folders being walked (bounded by the depth limit) is held open,
+    /// each with its sorted listing.
+    fn walk(&mut self, fd: OwnedFd, dest: Option<&Arc<OwnedFd>>, rel: &str) -> Result<(), Stop> {
+        let mut dir = Dir::new(fd).map_err(|e| io_error(&self.abs(rel), e))?;
+        let children = self.list(&mut dir, rel)?;
+        let dir_fd = dir.fd().map_err(|e| io_error(&self.abs(rel), e))?;
+        for child in children {
+            let child_rel = join_rel(rel, &child.name);
+            if !child.is_dir {
+                self.read_file(dir_fd, dest, &child_rel, &child)?;
                 continue;
             }
-            let fd = openat(self.current(), component, DIR_FLAGS, Mode::empty())?;
-            let path = match self.open.last() {
-                Some((top, _)) => format!("{top}/{component}"),
-                None => component.to_owned(),
-            };
-            self.open.push((path, fd));
-        }
-        Ok(self.current())
-    }
-
-    fn current(&self) -> BorrowedFd<'_> {
-        self.open
-            .last()
-            .map_or(self.root.as_fd(), |(_, fd)| fd.as_fd())
-    }
-}
-
-/// A missing entry, a link, or a non-folder where a folder was listed means the tree changed.
-fn open_failure(path: &Path, errno: Errno) -> SnapshotError {
-    match errno {
-        Errno::NOENT | Errno::LOOP | Errno::NOTDIR => SnapshotError::Changed(path.to_path_buf()),
-        other => DigestError::Io {
-            path: path.to_path_buf(),
-            source: other.into(),
-        }
-        .into(),
-    }
-}
-
-fn read_one(
-    pass: &Pass<'_>,
-    dirs: &mut DirChain,
-    index: usize,
-    entry: &TreeEntry,
-    data_tx: &SyncSender<Message>,
-    pool_rx: &Receiver<Vec<u8>>,
-    spare: &mut Option<Vec<u8>>,
-) -> Result<(), Stop> {
-    let path = pass.source.join(&entry.rel_path);
-    let (folder, name) = entry
-        .rel_path
-        .rsplit_once('/')
-        .unwrap_or(("", entry.rel_path.as_str()));
-    let mut file = dirs
-        .dir(folder)
-        .and_then(|dir| openat(dir, name, FILE_FLAGS, Mode::empty()))
-        .map(File::from)
-        .map_err(|errno| Stop::Failed(open_failure(&path, errno)))?;
-    let before = file
-        .metadata()
-        .map_err(|source| io_failure(&path, source))?;
-    // The inode check is what ties the bytes read to the listing: without it, a folder swapped
-    // back and forth, or a file renamed over the listed one, could be read in its place.
-    if !before.file_type().is_file()
-        || before.len() != entry.size
-        || before.dev() != entry.dev
-        || before.ino() != entry.ino
-    {
-        return Err(changed(&path));
-    }
-    let mode = before.mode() & 0o7777;
-    if pass.require_normalized_modes && mode != FILE_MODE && mode != EXEC_FILE_MODE {
-        return Err(Stop::Failed(SnapshotError::FileMode { path, mode }));
-    }
-    let mut out = match pass.copy_to {
-        Some(dest_root) => Some(create_copy(&dest_root.join(&entry.rel_path))?),
-        None => None,
-    };
-    data_tx
-        .send(Message::Begin(index))
-        .map_err(|_| Stop::HungUp)?;
-
-    // Exactly the listed size is read; growth or any rewrite during the read shows in the
-    // second `fstat` below, which saves an end-of-file probe per file on small-file trees.
-    let mut remaining = entry.size;
-    while remaining > 0 {
-        let mut buffer = match spare.take() {
-            Some(buffer) => buffer,
-            None => pool_rx.recv().map_err(|_| Stop::HungUp)?,
-        };
-        let want = usize::try_from(remaining)
-            .unwrap_or(usize::MAX)
-            .min(buffer.len());
-        let slot = buffer
-            .get_mut(..want)
-            .ok_or(Stop::Failed(SnapshotError::ReaderLost))?;
-        let n = match read_retrying(&mut file, slot) {
-            Ok(n) => n,
-            Err(source) => {
-                *spare = Some(buffer);
-                return Err(io_failure(&path, source));
+            let abs = || self.abs(&child_rel);
+            let sub = openat(dir_fd, child.name.as_str(), DIR_FLAGS, Mode::empty())
+                .map_err(|errno| open_failure(&abs(), errno))?;
+            let st = fstat(&sub).map_err(|e| io_error(&abs(), e))?;
+            // Opened through the listed name, so it must be the listed folder: one swapped
+            // for another folder after the listing is a change, as for files.
+            if st.st_dev != child.stat.st_dev || st.st_ino != child.stat.st_ino {
+                return Err(changed(&abs()));
             }
-        };
-        if n == 0 {
-            *spare = Some(buffer);
-            break;
+            if self.pass.require_normalized_modes {
+                check_dir_mode(&abs(), &st)?;
+            }
+            let sub_dest = match dest {
+                Some(parent) => Some(Arc::new(self.make_copy_dir(
+                    parent.as_fd(),
+                    &child.name,
+                    &child_rel,
+                )?)),
+                None => None,
+            };
+            self.walk(sub, sub_dest.as_ref(), &child_rel)?;
+            if let Some(sub_dest) = sub_dest {
+                // Everything below is announced; the hasher seals the folder once it has
+                // written it.
+                self.batch_with_room()?
+                    .items
+                    .push(Item::Seal(sub_dest, child_rel));
+            }
         }
-        if let Some((out_file, out_path)) = out.as_mut() {
-            let written = buffer
-                .get(..n)
-                .ok_or(Stop::Failed(SnapshotError::ReaderLost))?;
-            out_file.write_all(written).map_err(|source| {
-                Stop::Failed(SnapshotError::Write {
-                    path: out_path.clone(),
-                    source,
-                })
-            })?;
-        }
-        remaining -= n as u64;
-        data_tx
-            .send(Message::Data(buffer, n))
-            .map_err(|_| Stop::HungUp)?;
+        Ok(())
     }
 
-    let after = file
-        .metadata()
-        .map_err(|source| io_failure(&path, source))?;
-    if after.len() != before.len()
-        || after.mtime() != before.mtime()
-        || after.mtime_nsec() != before.mtime_nsec()
-        || after.ctime() != before.ctime()
-        || after.ctime_nsec() != before.ctime_nsec()
-    {
-        return Err(changed(&path));
+    /// Reads the whole listing of `dir`, checking names, kinds and the limits entry by entry
+    /// (so a huge folder fails as soon as it crosses a limit, before the rest is read), and
+    /// sorts it into digest order.
+    fn list(&mut self, dir: &mut Dir, rel: &str) -> Result<Vec<Child>, Stop> {
+        let mut children = Vec::new();
+        while let Some(entry) = dir.read() {
+            let entry = entry.map_err(|e| io_error(&self.abs(rel), e))?;
+            let name_bytes = entry.file_name().to_bytes();
+            if name_bytes == b"." || name_bytes == b".." {
+                continue;
+            }
+            let Ok(name) = std::str::from_utf8(name_bytes) else {
+                let abs = self.abs(rel).join(std::ffi::OsStr::from_bytes(name_bytes));
+                return Err(DigestError::NonUtf8Name(abs).into());
+            };
+            let child_rel = join_rel(rel, name);
+            validate_relative_path(&child_rel)?;
+            let dir_fd = dir.fd().map_err(|e| io_error(&self.abs(rel), e))?;
+            // `d_type` refuses links and special files without a stat; files need one for
+            // their size, identity and times, folders for their identity, and a filesystem
+            // without `d_type` for everything.
+            let kind = entry.file_type();
+            if !matches!(
+                kind,
+                FileType::Unknown | FileType::RegularFile | FileType::Directory
+            ) {
+                return Err(refused_kind(kind, self.abs(&child_rel)));
+            }
+            let stat = statat(dir_fd, name, AtFlags::SYMLINK_NOFOLLOW)
+                .map_err(|e| io_error(&self.abs(&child_rel), e))?;
+            let is_dir = match FileType::from_raw_mode(stat.st_mode) {
+                FileType::Directory => {
+                    if self.dirs >= MAX_DIRECTORIES {
+                        return Err(DigestError::TooManyDirectories.into());
+                    }
+                    self.dirs += 1;
+                    true
+                }
+                FileType::RegularFile => {
+                    let limits = self.pass.limits;
+                    if self.files >= limits.max_files {
+                        return Err(DigestError::TooManyFiles {
+                            limit: limits.max_files,
+                        }
+                        .into());
+                    }
+                    self.files += 1;
+                    let size = u64::try_from(stat.st_size).unwrap_or(u64::MAX);
+                    self.bytes = self.bytes.saturating_add(size);
+                    if self.bytes > limits.max_bytes {
+                        return Err(DigestError::TooManyBytes {
+                            limit: limits.max_bytes,
+                        }
+                        .into());
+                    }
+                    false
+                }
+                other => return Err(refused_kind(other, self.abs(&child_rel))),
+            };
+            children.push(Child {
+                name: name.to_owned(),
+                is_dir,
+                stat,
+            });
+        }
+        children.sort_unstable_by(|a, b| a.sort_key().cmp(b.sort_key()));
+        Ok(children)
     }
-    if let Some((out_file, out_path)) = out {
+
+    fn read_file(
+        &mut self,
+        dir_fd: BorrowedFd<'_>,
+        dest: Option<&Arc<OwnedFd>>,
+        rel: &str,
+        child: &Child,
+    ) -> Result<(), Stop> {
+        let listed = &child.stat;
+        let mode = listed.st_mode & 0o7777;
+        if self.pass.require_normalized_modes && mode != FILE_MODE && mode != EXEC_FILE_MODE {
+            return Err(SnapshotError::FileMode {
+                path: self.abs(rel),
+                mode,
+            }
+            .into());
+        }
+        let file = openat(dir_fd, child.name.as_str(), FILE_FLAGS, Mode::empty())
+            .map_err(|errno| open_failure(&self.abs(rel), errno))?;
         let normalized = if mode & 0o111 != 0 {
             EXEC_FILE_MODE
         } else {
             FILE_MODE
         };
-        out_file
-            .set_permissions(Permissions::from_mode(normalized))
-            .map_err(|source| {
-                Stop::Failed(SnapshotError::Write {
-                    path: out_path,
-                    source,
-                })
-            })?;
+        // A new file is writable through the descriptor that created it whatever its mode, so
+        // it can be born read-only and skip a `fchmod`.
+        let copy = dest.map(|dir| CopyFile {
+            dir: Arc::clone(dir),
+            mode: if self.create_final_mode {
+                normalized
+            } else {
+                0o600
+            },
+            chmod_to: (!self.create_final_mode).then_some(normalized),
+        });
+        let size = u64::try_from(listed.st_size).unwrap_or(u64::MAX);
+        let (source, copy_to) = (self.pass.source, self.pass.copy_to);
+        // With half the pool queued the hasher is the slower side, so the reader creates the
+        // copy; it also creates every file spanning batches, so that each chunk can go to
+        // whichever side is free.
+        let mut own_copy = Output::default();
+        let copy = match copy {
+            Some(copy) if self.hasher_behind() || size > (CHUNK_BYTES / 2) as u64 => {
+                let file = Arc::new(create_copy(copy_to, &copy, rel)?);
+                own_copy.begin(
+                    copy_to,
+                    rel.to_owned(),
+                    Some(CopyTarget::Shared(Arc::clone(&file))),
+                )?;
+                if let Some(current) = own_copy.current.as_mut() {
+                    current.chmod_to = copy.chmod_to;
+                }
+                Some(CopyTarget::Shared(file))
+            }
+            Some(copy) => Some(CopyTarget::Create(copy)),
+            None => None,
+        };
+        let shared = matches!(copy, Some(CopyTarget::Shared(_)));
+        self.batch_with_room()?
+            .items
+            .push(Item::Begin(rel.to_owned(), size, copy));
+
+        // Exactly the listed size is read; growth or any rewrite until the last byte shows in
+        // the `fstat` below, which saves an end-of-file probe per file on small-file trees.
+        let mut remaining = size;
+        while remaining > 0 {
+            let reader_writes = self.hasher_behind();
+            let batch = self.batch_with_room()?;
+            let free = batch.data.get_mut(batch.filled..).unwrap_or_default();
+            let want = usize::try_from(remaining)
+                .unwrap_or(usize::MAX)
+                .min(free.len());
+            let slot = free.get_mut(..want).unwrap_or_default();
+            let n = match read_retrying(&file, slot) {
+                Ok(n) => n,
+                // A file swapped for a folder or a fifo fails to read; say it changed.
+                Err(errno) => {
+                    return Err(read_failure(&file, &abs_path(source, rel), listed, errno));
+                }
+            };
+            if n == 0 {
+                break;
+            }
+            // Decided before taking the batch, which borrows `self`.
+            let write_here = shared && reader_writes;
+            own_copy.write(copy_to, slot.get(..n).unwrap_or_default(), write_here)?;
+            batch.items.push(Item::Data {
+                len: n,
+                write: !write_here,
+            });
+            batch.filled += n;
+            remaining -= n as u64;
+        }
+
+        let after = fstat(&file).map_err(|e| io_error(&self.abs(rel), e))?;
+        if !same_file_unchanged(listed, &after) {
+            return Err(changed(&self.abs(rel)));
+        }
+        own_copy.finish(copy_to)?;
+        if !self.paused {
+            self.paused = true;
+            if let Some(marker) = &self.pass.pause_marker {
+                self.drain()?;
+                pause_at_marker(marker);
+            }
+        }
+        Ok(())
     }
-    Ok(())
+
+    /// The batch being filled, handing it over first when it has no room or enough files.
+    fn batch_with_room(&mut self) -> Result<&mut Batch, Stop> {
+        if self
+            .batch
+            .as_ref()
+            .is_some_and(|b| b.filled == b.data.len() || b.items.len() >= BATCH_FILES)
+        {
+            self.hand_over()?;
+        }
+        if self.batch.is_none() {
+            self.batch = Some(self.fresh_batch()?);
+        }
+        self.batch
+            .as_mut()
+            .ok_or(Stop::Failed(SnapshotError::ReaderLost))
+    }
+
+    /// Sends the batch being filled, if any, to the hasher.
+    fn hand_over(&mut self) -> Result<(), Stop> {
+        if let Some(mut batch) = self.batch.take() {
+            batch.listed = (self.files, self.bytes);
+            self.data_tx
+                .send(Message::Batch(batch))
+                .map_err(|_| Stop::HungUp)?;
+            self.sent += 1;
+        }
+        Ok(())
+    }
+
+    /// Whether half the pool is queued for the hasher.
+    fn hasher_behind(&self) -> bool {
+        self.sent - self.returned >= self.pass.copy_backlog
+    }
+
+    /// Hands over the batch being filled and waits until the hasher has processed (and
+    /// copied) everything, so the test hook pauses with the first file written.
+    fn drain(&mut self) -> Result<(), Stop> {
+        self.hand_over()?;
+        while self.spare.len() < self.allocated {
+            let batch = self.pool_rx.recv().map_err(|_| Stop::HungUp)?;
+            self.returned += 1;
+            self.spare.push(batch);
+        }
+        Ok(())
+    }
+
+    fn fresh_batch(&mut self) -> Result<Batch, Stop> {
+        if let Some(batch) = self.spare.pop() {
+            return Ok(batch);
+        }
+        match self.pool_rx.try_recv() {
+            Ok(batch) => {
+                self.returned += 1;
+                return Ok(batch);
+            }
+            Err(TryRecvError::Disconnected) => return Err(Stop::HungUp),
+            Err(TryRecvError::Empty) => {}
+        }
+        if self.allocated < POOL_BUFFERS {
+            self.allocated += 1;
+            return Ok(Batch::new());
+        }
+        let batch = self.pool_rx.recv().map_err(|_| Stop::HungUp)?;
+        self.returned += 1;
+        Ok(batch)
+    }
+
+    fn make_copy_dir(
+        &self,
+        parent: BorrowedFd<'_>,
+        name: &str,
+        rel: &str,
+    ) -> Result<OwnedFd, Stop> {
+        mkdirat(parent, name, Mode::from_raw_mode(0o700))
+            .and_then(|()| openat(parent, name, DIR_FLAGS, Mode::empty()))
+            .map_err(|e| write_error(self.copy_path(rel), e))
+    }
+
+    fn abs(&self, rel: &str) -> PathBuf {
+        abs_path(self.pass.source, rel)
+    }
+
+    fn copy_path(&self, rel: &str) -> PathBuf {
+        copy_path(self.pass.copy_to, rel)
+    }
+}
+
+fn abs_path(source: &Path, rel: &str) -> PathBuf {
+    if rel.is_empty() {
+        source.to_path_buf()
+    } else {
+        source.join(rel)
+    }
+}
+
+fn copy_path(copy_to: Option<&Path>, rel: &str) -> PathBuf {
+    copy_to.unwrap_or(Path::new("")).join(rel)
+}
+
+fn read_failure(file: &OwnedFd, path: &Path, listed: &Stat, errno: Errno) -> Stop {
+    match fstat(file) {
+        Ok(now) if same_file_unchanged(listed, &now) => io_error(path, errno),
+        _ => changed(path),
+    }
+}
+
+fn join_rel(rel: &str, name: &str) -> String {
+    if rel.is_empty() {
+        name.to_owned()
+    } else {
+        format!("{rel}/{name}")
+    }
+}
+
+/// Whether `now` (an `fstat` of the opened file) is the listed file, still of the listed size
+/// and not written or otherwise changed since (any write moves the modification time, any
+/// metadata change the change time).
+fn same_file_unchanged(listed: &Stat, now: &Stat) -> bool {
+    FileType::from_raw_mode(now.st_mode) == FileType::RegularFile
+        && now.st_dev == listed.st_dev
+        && now.st_ino == listed.st_ino
+        && now.st_size == listed.st_size
+        && now.st_mtime == listed.st_mtime
+        && now.st_mtime_nsec == listed.st_mtime_nsec
+        && now.st_ctime == listed.st_ctime
+        && now.st_ctime_nsec == listed.st_ctime_nsec
+}
+
+fn check_dir_mode(path: &Path, st: &Stat) -> Result<(), Stop> {
+    let mode = st.st_mode & 0o7777;
+    if mode == DIR_MODE {
+        Ok(())
+    } else {
+        Err(SnapshotError::DirectoryMode {
+            path: path.to_path_buf(),
+            mode,
+        }
+        .into())
+    }
+}
+
+fn refused_kind(kind: FileType, path: PathBuf) -> Stop {
+    match kind {
+        FileType::Symlink => DigestError::Symlink(path).into(),
+        _ => DigestError::SpecialFile(path).into(),
+    }
+}
+
+/// A missing entry, a link, or a non-folder where a folder was listed means the tree changed.
+fn open_failure(path: &Path, errno: Errno) -> Stop {
+    match errno {
+        Errno::NOENT | Errno::LOOP | Errno::NOTDIR => changed(path),
+        other => io_error(path, other),
+    }
 }
 
 fn changed(path: &Path) -> Stop {
     Stop::Failed(SnapshotError::Changed(path.to_path_buf()))
 }
 
-fn io_failure(path: &Path, source: std::io::Error) -> Stop {
-    Stop::Failed(
-        DigestError::Io {
-            path: path.to_path_buf(),
-            source,
-        }
-        .into(),
-    )
+fn io_error(path: &Path, errno: Errno) -> Stop {
+    DigestError::Io {
+        path: path.to_path_buf(),
+        source: errno.into(),
+    }
+    .into()
 }
 
-fn create_copy(path: &Path) -> Result<(File, PathBuf), Stop> {
-    OpenOptions::new()
-        .write(true)
-        .create_new(true)
-        .mode(0o600)
-        .custom_flags(libc::O_NOFOLLOW)
-        .open(path)
-        .map(|file| (file, path.to_path_buf()))
-        .map_err(|source| {
-            Stop::Failed(SnapshotError::Write {
-                path: path.to_path_buf(),
-                source,
-            })
-        })
+fn write_error(path: PathBuf, errno: Errno) -> Stop {
+    Stop::Failed(SnapshotError::Write {
+        path,
+        source: errno.into(),
+    })
+}
+
+/// The process umask, from `/proc` (asking the kernel for it means setting it, which would
+/// race with other threads creating files).
+fn process_umask() -> Option<u32> {
+    let status = std::fs::read_to_string("/proc/self/status").ok()?;
+    let value = status
+        .lines()
+        .find_map(|line| line.strip_prefix("Umask:"))?;
+    u32::from_str_radix(value.trim(), 8).ok()
 }
 
 /// Fills `buf` as far as the file allows, so chunks stay large even if a read returns short.
-fn read_retrying(file: &mut File, buf: &mut [u8]) -> std::io::Result<usize> {
+fn read_retrying(file: &OwnedFd, buf: &mut [u8]) -> Result<usize, Errno> {
     let mut filled = 0;
     while filled < buf.len() {
         let Some(rest) = buf.get_mut(filled..) else {
             break;
         };
-        match file.read(rest) {
+        match rustix::io::read(file, rest) {
             Ok(0) => break,
             Ok(n) => filled += n,
-            Err(e) if e.kind() == ErrorKind::Interrupted => {}
+            Err(Errno::INTR) => {}
             Err(e) => return Err(e),
         }
     }
@@ -611,7 +955,9 @@ fn pause_at_marker(marker: &Path) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::fs;
+    use std::fs::{self, OpenOptions, Permissions};
+    use std::io::Write;
+    use std::os::unix::fs::{MetadataExt, PermissionsExt};
 
     fn limits() -> TreeLimits {
         TreeLimits::new(1 << 30, 1000).unwrap()
@@ -645,22 +991,39 @@ mod tests {
         }
         fs::create_dir_all(dir.path().join("empty/dir")).unwrap();
         fs::set_permissions(dir.path().join("a/b0"), Permissions::from_mode(0o750)).unwrap();
-        let ours = list_tree_at(dir.path(), limits()).unwrap();
+        // The streamed walk enumerates what it copies: the copy's listing (files in digest
+        // order, sizes, exec bits, every folder) must be the sdk's listing of the input.
+        let copy = tempfile::tempdir().unwrap();
+        let pass = Pass {
+            copy_to: Some(copy.path()),
+            ..Pass::read_only(dir.path(), limits())
+        };
+        let snap = hash_tree(&pass, &mut NoProgress).unwrap();
         assert_eq!(
-            ours,
-            verifier_sdk::digest::list_tree(dir.path(), limits()).unwrap()
+            snap,
+            verifier_sdk::digest_directory(dir.path(), limits()).unwrap()
         );
+        let shape = |root: &Path| {
+            let (files, dirs) = verifier_sdk::digest::list_tree(root, limits()).unwrap();
+            let files: Vec<_> = files
+                .into_iter()
+                .map(|e| (e.rel_path, e.size, e.executable))
+                .collect();
+            (files, dirs)
+        };
+        let ours = shape(copy.path());
+        assert_eq!(ours, shape(dir.path()));
         assert_eq!(ours.0.len(), 5);
 
         std::os::unix::fs::symlink("a", dir.path().join("a/link")).unwrap();
-        let err = list_tree_at(dir.path(), limits()).unwrap_err();
+        let err = snapshot_directory(dir.path(), limits()).unwrap_err();
         assert!(
             matches!(err, SnapshotError::Tree(DigestError::Symlink(ref p)) if *p == dir.path().join("a/link")),
             "{err}"
         );
         let root_link = dir.path().join("root-link");
         std::os::unix::fs::symlink(dir.path().join("empty"), &root_link).unwrap();
-        let err = list_tree_at(&root_link, limits()).unwrap_err();
+        let err = snapshot_directory(&root_link, limits()).unwrap_err();
         assert!(
             matches!(err, SnapshotError::Tree(DigestError::NotADirectory(_))),
             "{err}"
@@ -678,19 +1041,91 @@ mod tests {
     }
 
     #[test]
+    fn more_files_than_a_batch_holds_match_the_reference() {
+        let dir = tempfile::tempdir().unwrap();
+        for i in 0..(BATCH_FILES * 3 + 7) {
+            let sub = dir.path().join(format!("d{}", i % 3));
+            fs::create_dir_all(&sub).unwrap();
+            fs::write(sub.join(format!("f{i:05}")), vec![i as u8; i % 5]).unwrap();
+        }
+        let limits = TreeLimits::new(1 << 30, 10_000).unwrap();
+        let reference = verifier_sdk::digest_directory(dir.path(), limits).unwrap();
+        assert_eq!(snapshot_directory(dir.path(), limits).unwrap(), reference);
+    }
+
+    /// Lists `dir` on this thread as the reader would and returns the error and how many files
+    /// and bytes were counted when it stopped.
+    fn list_until_refused(dir: &Path, limits: TreeLimits) -> (SnapshotError, u64, u64) {
+        let pass = Pass::read_only(dir, limits);
+        let (data_tx, _data_rx) = sync_channel(POOL_BUFFERS);
+        let (_pool_tx, pool_rx) = sync_channel(POOL_BUFFERS);
+        let mut reader = Reader::new(&pass, &data_tx, &pool_rx);
+        match reader.run() {
+            Err(Stop::Failed(error)) => (error, reader.files, reader.bytes),
+            Ok(()) => panic!("accepted"),
+            Err(Stop::HungUp) => panic!("hung up"),
+        }
+    }
+
+    #[test]
+    fn a_huge_folder_is_refused_at_the_limit_while_it_is_listed() {
+        let dir = tempfile::tempdir().unwrap();
+        fs::create_dir(dir.path().join("huge")).unwrap();
+        for i in 0..3000 {
+            fs::write(dir.path().join(format!("huge/f{i:04}")), b"x").unwrap();
+        }
+        // The listing stops at the first file over the limit, not after reading the folder.
+        let files = TreeLimits::new(1 << 20, 10).unwrap();
+        let (err, counted, _) = list_until_refused(dir.path(), files);
+        assert!(
+            matches!(
+                err,
+                SnapshotError::Tree(DigestError::TooManyFiles { limit: 10 })
+            ),
+            "{err}"
+        );
+        assert_eq!(counted, 10);
+        let bytes = TreeLimits::new(10, 100_000).unwrap();
+        let (err, counted, total) = list_until_refused(dir.path(), bytes);
+        assert!(
+            matches!(
+                err,
+                SnapshotError::Tree(DigestError::TooManyBytes { limit: 10 })
+            ),
+            "{err}"
+        );
+        assert_eq!((counted, total), (11, 11));
+        // Exactly at the limits is fine.
+        let exact = TreeLimits::new(3000, 3000).unwrap();
+        assert_eq!(
+            snapshot_directory(dir.path(), exact).unwrap(),
+            verifier_sdk::digest_directory(dir.path(), exact).unwrap()
+        );
+    }
+
+    #[test]
     fn copy_writes_exact_bytes_with_normalized_modes() {
+        // Copies written by the hasher (it keeps up), then all by the reader.
+        copy_writes_exact_bytes_with_normalized_modes_at(usize::MAX);
+        copy_writes_exact_bytes_with_normalized_modes_at(0);
+    }
+
+    fn copy_writes_exact_bytes_with_normalized_modes_at(copy_backlog: usize) {
         let src = tempfile::tempdir().unwrap();
         let dst = tempfile::tempdir().unwrap();
         fs::write(src.path().join("run.sh"), b"#!/bin/sh\n").unwrap();
         fs::set_permissions(src.path().join("run.sh"), Permissions::from_mode(0o710)).unwrap();
         fs::write(src.path().join("data"), vec![9u8; CHUNK_BYTES + 1]).unwrap();
         fs::set_permissions(src.path().join("data"), Permissions::from_mode(0o666)).unwrap();
-        let (entries, _) = list_tree_at(src.path(), limits()).unwrap();
+        fs::create_dir_all(src.path().join("sub/deeper")).unwrap();
+        fs::write(src.path().join("sub/deeper/f"), b"deep").unwrap();
+        fs::create_dir(src.path().join("sub/empty")).unwrap();
         let pass = Pass {
             copy_to: Some(dst.path()),
+            copy_backlog,
             ..Pass::read_only(src.path(), limits())
         };
-        let snap = hash_listed_tree(&pass, &entries, &mut NoProgress).unwrap();
+        let snap = hash_tree(&pass, &mut NoProgress).unwrap();
         assert_eq!(
             snap,
             verifier_sdk::digest_directory(src.path(), limits()).unwrap()
@@ -702,6 +1137,13 @@ mod tests {
         let mode = |p: &str| fs::metadata(dst.path().join(p)).unwrap().mode() & 0o7777;
         assert_eq!(mode("run.sh"), 0o555);
         assert_eq!(mode("data"), 0o444);
+        assert_eq!(mode("sub/deeper/f"), 0o444);
+        for folder in ["sub", "sub/deeper", "sub/empty"] {
+            assert_eq!(mode(folder), DIR_MODE, "{folder}");
+        }
+        for folder in ["sub/deeper", "sub/empty", "sub"] {
+            fs::set_permissions(dst.path().join(folder), Permissions::from_mode(0o700)).unwrap();
+        }
     }
 
     #[test]
@@ -709,25 +1151,53 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         fs::write(dir.path().join("f"), b"1").unwrap();
         fs::set_permissions(dir.path().join("f"), Permissions::from_mode(0o644)).unwrap();
-        let (entries, _) = list_tree_at(dir.path(), limits()).unwrap();
+        // The folders are checked too (the root included): seal it so the file is what fails.
+        fs::set_permissions(dir.path(), Permissions::from_mode(DIR_MODE)).unwrap();
         let pass = Pass {
             require_normalized_modes: true,
             ..Pass::read_only(dir.path(), limits())
         };
-        let err = hash_listed_tree(&pass, &entries, &mut NoProgress).unwrap_err();
+        let err = hash_tree(&pass, &mut NoProgress).unwrap_err();
+        fs::set_permissions(dir.path(), Permissions::from_mode(0o700)).unwrap();
         assert!(
             matches!(err, SnapshotError::FileMode { mode: 0o644, .. }),
             "{err}"
         );
     }
 
-    /// Lists `dir`, then reads it with the pause hook set, running `swap` at the pause (after
-    /// the first file, before any other is opened).
+    #[test]
+    fn verification_refuses_a_writable_folder() {
+        let dir = tempfile::tempdir().unwrap();
+        fs::create_dir(dir.path().join("sub")).unwrap();
+        fs::write(dir.path().join("sub/f"), b"1").unwrap();
+        fs::set_permissions(dir.path().join("sub/f"), Permissions::from_mode(FILE_MODE)).unwrap();
+        fs::set_permissions(dir.path(), Permissions::from_mode(DIR_MODE)).unwrap();
+        let pass = Pass {
+            require_normalized_modes: true,
+            ..Pass::read_only(dir.path(), limits())
+        };
+        let err = hash_tree(&pass, &mut NoProgress).unwrap_err();
+        assert!(
+            matches!(err, SnapshotError::DirectoryMode { ref path, mode: 0o755 } if *path == dir.path().join("sub")),
+            "{err}"
+        );
+        fs::set_permissions(dir.path().join("sub"), Permissions::from_mode(DIR_MODE)).unwrap();
+        let snap = hash_tree(&pass, &mut NoProgress).unwrap();
+        fs::set_permissions(dir.path(), Permissions::from_mode(0o700)).unwrap();
+        fs::set_permissions(dir.path().join("sub"), Permissions::from_mode(0o700)).unwrap();
+        assert_eq!(
+            snap,
+            verifier_sdk::digest_directory(dir.path(), limits()).unwrap()
+        );
+    }
+
+    /// Reads `dir` with the pause hook set, running `swap` at the pause (after the first file,
+    /// before any other is opened; the first file's folder is listed by then, the folders
+    /// after it are not).
     fn read_swapping_after_first_file(
         dir: &Path,
         swap: impl FnOnce() + Send,
     ) -> Result<Snapshot, SnapshotError> {
-        let (entries, _) = list_tree_at(dir, limits()).unwrap();
         let marker_dir = tempfile::tempdir().unwrap();
         let marker = marker_dir.path().join("paused");
         let pass = Pass {
@@ -744,7 +1214,7 @@ mod tests {
                 swap();
                 fs::remove_file(&marker).unwrap();
             });
-            hash_listed_tree(&pass, &entries, &mut NoProgress)
+            hash_tree(&pass, &mut NoProgress)
         })
     }
 
@@ -762,8 +1232,9 @@ mod tests {
             fs::rename(dir.path().join("a"), moved.path().join("a")).unwrap();
             std::os::unix::fs::symlink(outside.path(), dir.path().join("a")).unwrap();
         });
+        // The walk meets the link where it enters `a`, before any file below it is named.
         match result {
-            Err(SnapshotError::Changed(path)) => assert_eq!(path, dir.path().join("a/secret")),
+            Err(SnapshotError::Changed(path)) => assert_eq!(path, dir.path().join("a")),
             other => panic!("read through the swapped folder: {other:?}"),
         }
     }
@@ -786,17 +1257,82 @@ mod tests {
         );
     }
 
+    /// A tree whose first file is `0first` and whose second, `victim`, sits in the same
+    /// folder, so it is listed (with its size, identity and times) before the first byte is
+    /// read, and attacked while the reader is paused after `0first`.
+    fn attack_second_file(attack: impl FnOnce(&Path) + Send) -> Result<Snapshot, SnapshotError> {
+        let dir = tempfile::tempdir().unwrap();
+        fs::write(dir.path().join("0first"), b"first").unwrap();
+        fs::write(dir.path().join("victim"), vec![5u8; CHUNK_BYTES + 10]).unwrap();
+        fs::write(dir.path().join("z-after"), b"after").unwrap();
+        let victim = dir.path().join("victim");
+        read_swapping_after_first_file(dir.path(), || attack(&victim))
+    }
+
+    fn assert_changed(result: &Result<Snapshot, SnapshotError>) {
+        assert!(
+            matches!(result, Err(SnapshotError::Changed(p)) if p.ends_with("victim")),
+            "{result:?}"
+        );
+    }
+
+    #[test]
+    fn a_file_growing_while_the_reader_is_ahead_is_refused() {
+        assert_changed(&attack_second_file(|victim| {
+            let mut f = OpenOptions::new().append(true).open(victim).unwrap();
+            f.write_all(b"appended").unwrap();
+        }));
+    }
+
+    #[test]
+    fn a_file_shrinking_while_the_reader_is_ahead_is_refused() {
+        assert_changed(&attack_second_file(|victim| {
+            OpenOptions::new()
+                .write(true)
+                .open(victim)
+                .unwrap()
+                .set_len(3)
+                .unwrap();
+        }));
+    }
+
+    #[test]
+    fn a_file_rewritten_in_place_with_the_same_size_is_refused() {
+        assert_changed(&attack_second_file(|victim| {
+            // Past the coarse clock tick, so the rewrite's times differ from the listed ones.
+            std::thread::sleep(Duration::from_millis(30));
+            fs::write(victim, vec![6u8; CHUNK_BYTES + 10]).unwrap();
+        }));
+    }
+
+    #[test]
+    fn a_file_replaced_by_a_symlink_while_the_reader_is_ahead_is_refused() {
+        let outside = tempfile::tempdir().unwrap();
+        let secret = outside.path().join("secret");
+        fs::write(&secret, vec![5u8; CHUNK_BYTES + 10]).unwrap();
+        assert_changed(&attack_second_file(|victim| {
+            fs::remove_file(victim).unwrap();
+            std::os::unix::fs::symlink(&secret, victim).unwrap();
+        }));
+    }
+
+    #[test]
+    fn a_file_replaced_by_a_fifo_is_refused_without_hanging() {
+        assert_changed(&attack_second_file(|victim| {
+            fs::remove_file(victim).unwrap();
+            rustix::fs::mknodat(CWD, victim, FileType::Fifo, Mode::from_raw_mode(0o644), 0)
+                .unwrap();
+        }));
+    }
+
     #[test]
     fn a_file_resized_after_listing_is_a_change() {
         let dir = tempfile::tempdir().unwrap();
+        fs::write(dir.path().join("0first"), b"first").unwrap();
         fs::write(dir.path().join("f"), b"1234").unwrap();
-        let (entries, _) = list_tree_at(dir.path(), limits()).unwrap();
-        fs::write(dir.path().join("f"), b"123456").unwrap();
-        let err = hash_listed_tree(
-            &Pass::read_only(dir.path(), limits()),
-            &entries,
-            &mut NoProgress,
-        )
+        let err = read_swapping_after_first_file(dir.path(), || {
+            fs::write(dir.path().join("f"), b"123456").unwrap();
+        })
         .unwrap_err();
         assert!(matches!(err, SnapshotError::Changed(_)), "{err}");
     }

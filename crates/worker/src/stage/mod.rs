@@ -20,8 +20,6 @@
 
 mod store;
 
-use std::fs::{DirBuilder, Permissions};
-use std::os::unix::fs::{DirBuilderExt, MetadataExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 use std::str::FromStr;
 
@@ -30,7 +28,7 @@ use verifier_sdk::Sha256Digest;
 use verifier_sdk::digest::{Snapshot, TreeLimits};
 
 use crate::progress::ProgressSink;
-use crate::snapshot::{DIR_MODE, Pass, SnapshotError, hash_listed_tree, list_tree_at};
+use crate::snapshot::{Pass, SnapshotError, hash_tree};
 
 pub use store::{STALE_AFTER, WORK_PREFIX, target_path};
 
@@ -206,28 +204,14 @@ pub fn stage_tree(
     }
     let store = store::Store::open(root)?;
     store.clean_leftovers();
-    let (entries, dirs) = list_tree_at(dir, limits)?;
     let mut work = store.new_work_dir()?;
-    let store_error = |path: PathBuf, source| StageError::Store { path, source };
-    for rel in &dirs {
-        let path = work.path().join(rel);
-        DirBuilder::new()
-            .mode(0o700)
-            .create(&path)
-            .map_err(|e| store_error(path, e))?;
-    }
+    // The walk creates each folder of the copy as it enters it and seals it as it leaves.
     let pass = Pass {
         copy_to: Some(work.path()),
         pause_marker: std::env::var_os(PAUSE_HOOK_ENV).map(PathBuf::from),
         ..Pass::read_only(dir, limits)
     };
-    let snapshot = hash_listed_tree(&pass, &entries, progress)?;
-    // Children first, so no directory is sealed while something below still needs sealing.
-    for rel in dirs.iter().rev() {
-        let path = work.path().join(rel);
-        std::fs::set_permissions(&path, Permissions::from_mode(DIR_MODE))
-            .map_err(|e| store_error(path, e))?;
-    }
+    let snapshot = hash_tree(&pass, progress)?;
     let target = store.target(kind, &snapshot.digest);
     let published = store.publish(&mut work, &target, |path| {
         verify_tree(path, snapshot.digest, limits)
@@ -294,26 +278,17 @@ fn verify_tree(path: &Path, expected: Sha256Digest, limits: TreeLimits) -> Resul
         path: path.into(),
         source,
     };
-    let (entries, dirs) = list_tree_at(path, limits).map_err(invalid)?;
-    for dir in std::iter::once(path.to_path_buf()).chain(dirs.iter().map(|d| path.join(d))) {
-        let mode = std::fs::symlink_metadata(&dir)
-            .map_err(|source| VerifyError::Io {
-                path: dir.clone(),
-                source,
-            })?
-            .mode()
-            & 0o7777;
-        if mode != DIR_MODE {
-            return Err(VerifyError::DirectoryMode { path: dir, mode });
-        }
-    }
     let pass = Pass {
         require_normalized_modes: true,
         ..Pass::read_only(path, limits)
     };
-    let actual = hash_listed_tree(&pass, &entries, &mut crate::progress::NoProgress)
-        .map_err(invalid)?
-        .digest;
+    let actual = match hash_tree(&pass, &mut crate::progress::NoProgress) {
+        Ok(snapshot) => snapshot.digest,
+        Err(SnapshotError::DirectoryMode { path, mode }) => {
+            return Err(VerifyError::DirectoryMode { path, mode });
+        }
+        Err(error) => return Err(invalid(error)),
+    };
     if actual != expected {
         return Err(VerifyError::DigestMismatch {
             path: path.into(),

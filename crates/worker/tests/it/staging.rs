@@ -294,6 +294,40 @@ fn staging_publishes_a_sealed_copy_at_its_digest() {
     assert_eq!(names(&canonical_root.join("tmp")), Vec::<String>::new());
 }
 
+#[test]
+fn staging_under_a_umask_that_strips_the_final_modes_still_seals_them() {
+    // Copies are born with their final mode when the umask keeps it; under `umask 0077` it
+    // (0444 would become 0400), and the stage must set it afterwards.
+    let dir = generated_tree();
+    let root = tempfile::tempdir().unwrap();
+    let reference = digest_directory(dir.path(), limits()).unwrap();
+    let out = Command::new("sh")
+        .arg("-c")
+        .arg("umask 0077 && exec \"$@\"")
+        .arg("sh")
+        .arg(env!("CARGO_BIN_EXE_worker"))
+        .arg("--stage-regression-input")
+        .arg("source")
+        .arg(dir.path())
+        .arg(root.path())
+        .arg(BIG)
+        .arg(MANY)
+        .env_remove("WORKER_LOG")
+        .env_remove(worker::stage::PAUSE_HOOK_ENV)
+        .output()
+        .unwrap();
+    let staged = json(&out);
+    assert_eq!(staged["snapshot"]["digest"], reference.digest.to_string());
+    let target = fs::canonicalize(root.path())
+        .unwrap()
+        .join("sources/sha256")
+        .join(reference.digest.hex());
+    assert_eq!(mode(&target.join("bin/run")), 0o555);
+    assert_eq!(mode(&target.join("a.txt")), 0o444);
+    assert_eq!(mode(&target.join("empty/dir")), 0o555);
+    verify_staged(root.path(), StageKind::Source, &reference.digest, limits()).unwrap();
+}
+
 /// Each rejected input exits 4 with one clear line, and leaves no target or work folder.
 fn assert_rejected(dir: &Path, max_bytes: &str, max_files: &str, needle: &str) {
     let root = tempfile::tempdir().unwrap();
