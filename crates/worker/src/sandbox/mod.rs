@@ -18,6 +18,7 @@ pub mod endpoint;
 mod engine;
 mod events;
 pub mod evidence;
+mod exec_cache;
 mod executable;
 pub mod hits;
 mod image;
@@ -98,6 +99,12 @@ pub enum InputPhase {
 pub trait RunHooks: Send + Sync {
     /// Re-verifies the source and benchmark trees against their digests.
     fn check_inputs(&self, phase: InputPhase) -> InputCheck;
+
+    /// A directory where `argv[0]`'s resolution in an image may be remembered across runs
+    /// (created if absent; never read or written through a symlink); `None` probes every run.
+    fn executable_cache(&self) -> Option<PathBuf> {
+        None
+    }
 }
 
 /// What [`DockerExecutor::run`] returns: the decision and its evidence.
