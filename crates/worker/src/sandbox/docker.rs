@@ -429,10 +429,9 @@ impl DockerExecutor {
         let decision = self.conclude(ctx, id, watched).await;
         if settled == executable::Settled::Cached
             && decision != (Decision::Completed { exit_code: 0 })
+            && let Some(refused) = self.recheck_cached(ctx, id, want, image_path).await
         {
-            if let Some(refused) = self.recheck_cached(ctx, id, want, image_path).await {
-                return refused;
-            }
+            return refused;
         }
         decision
     }

@@ -758,6 +758,9 @@ fn poisoned_cache_entry_for_the_command_changes_neither_the_command_nor_the_hash
     assert_eq!(poisoned.stdout, clean.stdout);
 }
 
+/// Puts something at a cache entry's path.
+type Plant<'a> = Box<dyn Fn(&Path) + 'a>;
+
 #[test]
 fn planted_cache_entries_cannot_turn_a_missing_executable_into_a_verdict() {
     let _engine = shared();
@@ -778,7 +781,7 @@ fn planted_cache_entries_cannot_turn_a_missing_executable_into_a_verdict() {
 
         let decoy = env.path("decoy.json");
         fs::write(&decoy, forged_entry(argv0, argv0, None).to_string()).unwrap();
-        let plants: Vec<(&str, Box<dyn Fn(&Path)>)> = vec![
+        let plants: Vec<(&str, Plant)> = vec![
             (
                 "a well-formed entry with the right key",
                 Box::new(|p| {
