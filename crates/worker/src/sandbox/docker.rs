@@ -474,7 +474,11 @@ impl DockerExecutor {
         let detail = executable::resolve(&self.docker, id, argv0, image_path)
             .await
             .err()?;
-        tracing::warn!(argv0, %detail, "a cached executable resolution did not hold; forgetting it");
+        tracing::warn!(
+            argv0,
+            %detail,
+            "a cached executable resolution did not hold; forgetting it"
+        );
         let image_id = image_id(ctx);
         if let Some(cache) = Self::cache(ctx, &image_id, want, image_path) {
             super::exec_cache::forget(&cache.dir, &cache.key);

@@ -4,9 +4,10 @@
 //! Split by responsibility, pure steps apart from engine calls: [`decision`] is the pure verdict
 //! contract, `spec` checks the spec and converts its limits, `image` accepts or refuses the
 //! inspected image, `events` judges the engine's event stream, `executable` resolves `argv[0]`
-//! through the archive API, [`profile`] builds the container profile and reads it back,
-//! [`streams`] hashes output, `output` reads it, `teardown` kills, removes and reads the final
-//! state, [`evidence`] holds the record, `engine` holds the remaining engine calls, and
+//! through the archive API (`exec_cache` remembers the answers that depend on the image
+//! alone), [`profile`] builds the container profile and reads it back, [`streams`] hashes
+//! output, `output` reads it, `teardown` kills, removes and reads the final state,
+//! [`evidence`] holds the record, `engine` holds the remaining engine calls, and
 //! [`DockerExecutor`] connects, sweeps and drives the lifecycle.
 //!
 //! This module does not know about jobs or manifests: the caller turns those into a
