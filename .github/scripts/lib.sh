@@ -33,3 +33,15 @@ api_download() {
     --output "${dest}" \
     "${GITHUB_API_URL:-https://api.github.com}${path}"
 }
+
+# The shard of a job id among `count` shards, as `worker feed --shard` computes it
+# (crates/worker/src/feed/shard.rs): the first 8 bytes of sha256(id), big-endian, mod count.
+# Bash integers are signed 64-bit, so the u64 is reduced in two 32-bit halves:
+# (hi * 2^32 + lo) mod n = ((hi mod n) * (2^32 mod n) + lo) mod n, exact for n <= 2^31.
+shard_of() {
+  local id="$1" count="$2" digest hi lo
+  digest="$(printf '%s' "${id}" | sha256sum | cut -c1-16)"
+  hi=$((16#${digest:0:8}))
+  lo=$((16#${digest:8:8}))
+  echo $((((hi % count) * ((1 << 32) % count) + lo) % count))
+}

@@ -19,6 +19,7 @@ tmp="$(mktemp -d)"
 server_pid=""
 cleanup() {
   [[ -n "${server_pid}" ]] && kill "${server_pid}" 2>/dev/null
+  [[ -n "${feed_pid:-}" ]] && kill "${feed_pid}" 2>/dev/null
   rm -rf "${tmp}"
 }
 trap cleanup EXIT
@@ -373,6 +374,193 @@ if [[ -x "${worker_bin}" && -x "${example_job}" && -s "${images}" ]]; then
   check "independent: runner candidates without a manifest fail closed" eval '((status == 1)) && [[ ! -e "${tmp}/agreed/manifest.json" ]]'
 else
   echo "FAIL  independent: needs ${worker_bin}, ${example_job} (cargo build -p worker --example example_job) and ${images} (scripts/services.sh)"
+  failed=$((failed + 1))
+fi
+
+# --- runner shards: the matrix size, and collecting every shard's candidates for the signer ---
+shards() { REGRESSION_SHARDS="$1" run_script "${scripts}/shard-matrix.sh"; }
+unset REGRESSION_SHARDS
+run_script "${scripts}/shard-matrix.sh"
+check "shards: vars.REGRESSION_SHARDS unset runs one shard" \
+  eval '((status == 0)) && output_is count 1 && output_is shards "[0]"'
+shards ""
+check "shards: vars.REGRESSION_SHARDS empty runs one shard" eval '((status == 0)) && output_is count 1 && output_is shards "[0]"'
+shards 3
+check "shards: 3 runs shards [0,1,2] of 3" eval '((status == 0)) && output_is count 3 && output_is shards "[0,1,2]"'
+shards 16
+check "shards: 16, the most, is accepted" eval '((status == 0)) && output_is count 16'
+bad_values=0
+for value in 0 17 100 -1 abc 2.5 03 " 2" "2 " "1e1" "3;4" '$(id)'; do
+  shards "${value}"
+  if ((status == 0)) || ! said "::error::vars.REGRESSION_SHARDS must be a whole number from 1 to 16" || [[ -s "${out_file}" ]]; then
+    echo "      accepted or unclear for '${value}'"
+    bad_values=$((bad_values + 1))
+  fi
+done
+check "shards: invalid values (0, 17, 100, -1, abc, 2.5, 03, spaces, 1e1, 3;4, \$(id)) fail the job with an ::error and no matrix" \
+  eval '((bad_values == 0))'
+
+# lib.sh's shard_of against the formula of crates/worker/src/feed/shard.rs, computed here by
+# Python independently (and the Rust unit test's own example: sha256("a") mod 7).
+# shellcheck source=.github/scripts/lib.sh
+source "${scripts}/lib.sh"
+py_shard() { python3 -c 'import hashlib,sys; print(int.from_bytes(hashlib.sha256(sys.argv[1].encode()).digest()[:8], "big") % int(sys.argv[2]))' "$1" "$2"; }
+shard_mismatch=0
+for k in $(seq 40); do
+  n=$(((k % 16) + 1))
+  [[ "$(shard_of "job-${k}-x" "${n}")" == "$(py_shard "job-${k}-x" "${n}")" ]] || shard_mismatch=$((shard_mismatch + 1))
+done
+check "shards: lib.sh shard_of is worker feed --shard's formula (40 ids, 1..16 shards; sha256(a) mod 7 = $(shard_of a 7))" \
+  eval '((shard_mismatch == 0)) && [[ "$(shard_of a 7)" == "$(python3 -c "print(0xca978112ca1bbdca % 7)")" ]]'
+
+# Job ids owned by a given shard of n, found with the independent Python formula.
+id_of_shard() { # shard n tag
+  local k=0
+  while [[ "$(py_shard "job-$3-${k}" "$2")" != "$1" ]]; do k=$((k + 1)); done
+  echo "job-$3-${k}"
+}
+# A shard's artifact as the runner uploads it: candidates, their manifest and the feed report.
+shard_zip() { # zip job-ids...
+  local zip="$1" dir="${tmp}/shard-src" entries='[]' id file
+  shift
+  rm -rf "${dir}" "${zip}"; mkdir -p "${dir}"
+  for id in "$@"; do
+    file="candidate-$(printf '%s' "${id}" | sha256sum | cut -d' ' -f1).json"
+    jq -n --arg id "${id}" '{schema: "agent-bounties/regression-candidate-v1", job: {job_id: $id}, outcome: {response_hash: "0x00"}}' > "${dir}/${file}"
+    echo '{"_type": "https://in-toto.io/Statement/v1"}' > "${dir}/${file%.json}.intoto.json"
+    entries="$(jq -c --arg id "${id}" --arg f "${file}" '. + [{job_id: $id, file: $f}]' <<<"${entries}")"
+  done
+  jq -n --argjson c "${entries}" '{schema: "agent-bounties/regression-candidate-manifest-v1", network: "base-mainnet", candidates: $c}' > "${dir}/manifest.json"
+  echo '{"jobs": []}' > "${dir}/feed-report.json"
+  (cd "${dir}" && zip -q -y -r "${zip}" .)
+}
+shard_job() { printf '{"name": "Run the verification feed (shard %s/%s)", "conclusion": "%s"}' "$1" "$2" "$3"; }
+shard_artifact() { printf '{"id": %s, "name": "regression-candidates-shard-%s-of-%s", "expired": false}' "$1" "$2" "$3"; }
+shard_routes() { # jobs-json artifacts-json
+  cat > "${routes}" <<JSON
+{"/repos/acme/verifier/actions/runs/77/jobs?per_page=100": {"jobs": [{"name": "Plan the shards", "conclusion": "success"}, $1]},
+ "/repos/acme/verifier/actions/runs/77/artifacts?per_page=100": {"artifacts": [$2]},
+ "/repos/acme/verifier/actions/artifacts/800/zip": {"@file": "${tmp}/s0.zip"},
+ "/repos/acme/verifier/actions/artifacts/801/zip": {"@file": "${tmp}/s1.zip"},
+ "/repos/acme/verifier/actions/artifacts/802/zip": {"@file": "${tmp}/s2.zip"}}
+JSON
+}
+collect() { rm -rf "${tmp}/collected"; RUN_ID=77 run_script "${scripts}/collect-shards.sh" "${tmp}/collected"; }
+three_jobs="$(shard_job 0 3 success), $(shard_job 1 3 success), $(shard_job 2 3 success)"
+three_artifacts="$(shard_artifact 800 0 3), $(shard_artifact 801 1 3), $(shard_artifact 802 2 3)"
+a0="$(id_of_shard 0 3 a)"; b0="$(id_of_shard 0 3 b)"; a1="$(id_of_shard 1 3 a)"; a2="$(id_of_shard 2 3 a)"
+
+shard_zip "${tmp}/s0.zip" "${a0}" "${b0}"; shard_zip "${tmp}/s1.zip" "${a1}"; shard_zip "${tmp}/s2.zip"
+shard_routes "${three_jobs}" "${three_artifacts}"
+collect
+check "collect: three shards' candidates (with their in-toto statements and each shard's feed report) are merged into one manifest for the signer (an empty shard is fine)" \
+  eval '((status == 0)) && [[ "$(jq -c "[.candidates[].job_id] | sort" "${tmp}/collected/manifest.json")" == "$(jq -cn --arg a "${a0}" --arg b "${b0}" --arg c "${a1}" "[\$a, \$b, \$c] | sort")" ]] && [[ "$(ls "${tmp}/collected"/candidate-*.intoto.json | wc -l)" == 3 && "$(ls "${tmp}/collected"/feed-report-shard-*.json | wc -l)" == 3 && "$(ls "${tmp}/collected" | wc -l)" == 10 ]] && output_is count 3 && output_is shards "[0,1,2]" && grep -q "| 2 | 0 candidate(s) |" "${summary_file}"'
+
+# Shard 1 also lists shard 0's job: a duplicate across shards, whoever's copy is genuine.
+shard_zip "${tmp}/s1.zip" "${a1}" "${a0}"
+collect
+check "collect: a job listed by two shards is refused; nothing is written for signing" \
+  eval '((status == 1)) && said "::error::shard 1: job ${a0} is also listed by shard 0 (a duplicate)" && [[ ! -e "${tmp}/collected" ]] && grep -q "Nothing signed" "${summary_file}"'
+
+# Shard 1 plants a candidate for a job of shard 2 that shard 2 did not run (no duplicate).
+shard_zip "${tmp}/s1.zip" "${a1}" "${a2}"
+collect
+check "collect: a shard's candidate for a job another shard owns is refused" \
+  eval '((status == 1)) && said "::error::shard 1: job ${a2} belongs to shard 2, not this one" && [[ ! -e "${tmp}/collected" ]]'
+
+# Shard 1 lists its own job but points at a candidate for shard 0's job (under the right name).
+shard_zip "${tmp}/s1.zip" "${a1}"
+(cd "${tmp}/shard-src" && jq --arg id "${a0}" '.job.job_id = $id' "candidate-$(printf '%s' "${a1}" | sha256sum | cut -d' ' -f1).json" > t && mv t "candidate-$(printf '%s' "${a1}" | sha256sum | cut -d' ' -f1).json" && rm -f "${tmp}/s1.zip" && zip -q -r "${tmp}/s1.zip" .)
+collect
+check "collect: a manifest entry whose file holds another job's candidate is refused" \
+  eval '((status == 1)) && said "is not a candidate for job ${a1}" && [[ ! -e "${tmp}/collected" ]]'
+
+shard_zip "${tmp}/s1.zip" "${a1}"
+shard_routes "${three_jobs}" "$(shard_artifact 800 0 3), $(shard_artifact 802 2 3)"
+collect
+check "collect: a shard's missing artifact is refused with a summary row" \
+  eval '((status == 1)) && said "::error::shard 1: artifact regression-candidates-shard-1-of-3 is missing" && grep -q "| 1 | \*\*refused\*\*" "${summary_file}" && [[ ! -e "${tmp}/collected" ]]'
+
+shard_routes "$(shard_job 0 3 success), $(shard_job 1 3 failure), $(shard_job 2 3 success)" "${three_artifacts}"
+collect
+check "collect: a shard whose job failed is refused, not signed as if complete" \
+  eval '((status == 1)) && said "::error::shard 1: its job concluded failure" && [[ ! -e "${tmp}/collected" ]]'
+
+shard_routes "$(shard_job 0 3 success), $(shard_job 2 3 success)" "${three_artifacts}"
+collect
+check "collect: a shard with no job in the run is refused" \
+  eval '((status == 1)) && said "::error::shard 1: no job of the runner run ran this shard"'
+
+# An artifact named for another shard count (say, planted by a shard's VM): refused.
+shard_routes "${three_jobs}" "${three_artifacts}, $(shard_artifact 803 0 1)"
+collect
+check "collect: an extra regression-candidates artifact is refused" \
+  eval '((status == 1)) && said "unexpected artifact regression-candidates-shard-0-of-1"'
+
+shard_zip "${tmp}/s1.zip" "${a1}"
+ln -s /etc/hostname "${tmp}/shard-src/feed-report.json.link"
+(cd "${tmp}/shard-src" && rm -f "${tmp}/s1.zip" && zip -q -y -r "${tmp}/s1.zip" .)
+shard_routes "${three_jobs}" "${three_artifacts}"
+collect
+check "collect: an artifact holding a symlink is refused" \
+  eval '((status == 1)) && said "holds something other than regular files"'
+
+echo '{}' > "${routes}"
+collect
+check "collect: a jobs API that does not answer fails closed" eval '((status == 1)) && [[ ! -e "${tmp}/collected" ]]'
+
+# The real worker, sharded as the runner workflow runs it: `worker feed --shard i/3` over a
+# local feed of six example jobs (crates/worker/examples/bench_feed.rs), each shard's output
+# zipped as its artifact, collected; then each slot's independent re-run per shard
+# (`--shard i/3 --job-id …` for that shard's collected jobs, as the signer workflow's `rerun`
+# does) compared with compare-candidates.sh.
+bench_feed="${bin_dir}/examples/bench_feed"
+staging="${repo}/.work/script-tests-staging"
+mkdir -p "${staging}"
+if [[ -x "${worker_bin}" && -x "${bench_feed}" && -s "${images}" ]]; then
+  mkdir -p "${tmp}/feed"
+  "${bench_feed}" "${repo}" "$(jq -r .busybox "${images}")" 6 "${tmp}/feed" 2>/dev/null &
+  feed_pid=$!
+  for _ in $(seq 100); do [[ -s "${tmp}/feed/base" ]] && break; sleep 0.1; done
+  feed_base="$(cat "${tmp}/feed/base" 2>/dev/null)"
+  real_feed() { # out shard [job ids...]
+    local out="$1" shard="$2" id
+    shift 2
+    local args=(feed --api "${feed_base}" --archive-base "${feed_base}" --network base-mainnet
+      --verifier "$(cat "${tmp}/feed/verifier")" --out "${out}" --shard "${shard}"
+      --staging-root "${staging}" --work-dir "${tmp}" --json)
+    for id in "$@"; do args+=(--job-id "${id}"); done
+    mkdir -p "${out}"
+    "${worker_bin}" "${args[@]}" > "${out}/feed-report.json" 2>/dev/null
+  }
+  feed_statuses=""
+  for i in 0 1 2; do
+    rm -rf "${tmp}/real-$i"
+    real_feed "${tmp}/real-$i" "$i/3"; feed_statuses+="$?"
+    rm -f "${tmp}/s$i.zip"; (cd "${tmp}/real-$i" && zip -q -r "${tmp}/s$i.zip" .)
+  done
+  shard_routes "${three_jobs}" "${three_artifacts}"
+  collect
+  check "sharded: three real worker feed --shard i/3 runs collect into every job once (feed exits ${feed_statuses})" \
+    eval '[[ "${feed_statuses}" == 000 ]] && ((status == 0)) && [[ "$(jq -r ".candidates[].job_id" "${tmp}/collected/manifest.json" | sort)" == "$(jq -r ".[].job_id" "${tmp}/feed/all-jobs.json" | sort)" ]]'
+
+  rm -rf "${tmp}/own" && mkdir -p "${tmp}/own"
+  rerun_statuses=""
+  for i in 0 1 2; do
+    mapfile -t shard_ids < <(jq -r '.candidates[].job_id' "${tmp}/collected/manifest.json" |
+      while IFS= read -r id; do [[ "$(shard_of "${id}" 3)" == "$i" ]] && echo "${id}"; done)
+    ((${#shard_ids[@]} > 0)) || continue
+    rm -rf "${tmp}/rerun-$i"
+    real_feed "${tmp}/rerun-$i" "$i/3" "${shard_ids[@]}"; rerun_statuses+="$?"
+    cp "${tmp}/rerun-$i"/candidate-*.json "${tmp}/own/"
+  done
+  rm -rf "${tmp}/agreed"
+  run_script "${scripts}/compare-candidates.sh" "${tmp}/collected" "${tmp}/own" "${tmp}/agreed"
+  check "sharded: each shard's independent re-run (--shard i/3 --job-id) agrees with the collected candidates; all six kept" \
+    eval '((status == 0)) && [[ "${rerun_statuses}" =~ ^0+$ ]] && [[ "$(jq ".candidates | length" "${tmp}/agreed/manifest.json")" == 6 ]] && said "6 agree, 0 disagree, 0 not re-run"'
+  kill "${feed_pid}" 2>/dev/null; wait "${feed_pid}" 2>/dev/null
+else
+  echo "FAIL  sharded: needs ${worker_bin}, ${bench_feed} (cargo build -p worker --example bench_feed) and ${images}"
   failed=$((failed + 1))
 fi
 

@@ -243,14 +243,22 @@ pub struct ServeArgs {
     /// modulo N, equal to I.
     #[arg(long, value_name = "I/N", default_value = "0/1")]
     pub shard: crate::feed::shard::Shard,
-    /// Most jobs run at once (default 1). Each job's container gets the cpu and memory its
-    /// manifest asks for, so N should fit N of the largest manifests on this host.
-    #[arg(long, value_name = "N", default_value_t = std::num::NonZeroUsize::MIN)]
-    pub parallel: std::num::NonZeroUsize,
+    /// Most jobs run at once. Default: before each batch, with L and M the largest cpu_millis
+    /// and memory_bytes among the jobs due, min(cpus * 1000 / L, (MemTotal - min(1 GiB,
+    /// MemTotal / 4)) / M) clamped to 1..=64, where cpus = min(the engine's NCPU, this host's
+    /// cores) and MemTotal the engine's (its /info); 1 if the engine reports neither.
+    #[arg(long, value_name = "N")]
+    pub parallel: Option<std::num::NonZeroUsize>,
     /// Seconds between polls (each pause is jittered by ±10 %).
     #[arg(long, value_name = "S", default_value_t = 60,
           value_parser = clap::value_parser!(u64).range(1..=86_400))]
     pub poll_interval: u64,
+    /// Serve GET /healthz and GET /metrics (Prometheus text) on this loopback address,
+    /// e.g. 127.0.0.1:9464; any other address is refused (exit 78). /healthz answers 200
+    /// when the last successful poll is within 3.3 poll intervals (runs in progress pause
+    /// that clock) and the ledger heartbeat is fresh, 503 with the reason otherwise.
+    #[arg(long, value_name = "ADDR")]
+    pub metrics_listen: Option<std::net::SocketAddr>,
     /// Reuse completed verdicts from this cache directory.
     #[arg(long)]
     pub cache_dir: Option<PathBuf>,

@@ -9,14 +9,17 @@
 //! `ledger` exits 0, or 78 when the state directory holds no usable ledger.
 
 use std::path::Path;
+use std::sync::Arc;
 use std::time::Duration;
 
 use super::{fail, print_json, print_text};
 use crate::cli::ServeArgs;
 use crate::exit::ExitCode;
 use crate::feed::FeedConfig;
+use crate::serve::http;
 use crate::serve::ledger::{LEDGER_FILE, Ledger};
 use crate::serve::shutdown::Shutdown;
+use crate::serve::telemetry::Telemetry;
 use crate::serve::{ServeConfig, ServeError, prepare};
 use crate::staging_root::{self, Fallback};
 
@@ -33,8 +36,28 @@ pub fn serve(args: &ServeArgs) -> ExitCode {
         Ok(ledger) => ledger,
         Err(error) => return served(Err(error)),
     };
+    let listener = match config.metrics_listen.map(http::bind).transpose() {
+        Ok(listener) => listener,
+        // Another process on the port may be a predecessor still stopping: a restart may
+        // help. Anything else (no such address here, a privileged port) will not.
+        Err(error) => {
+            let in_use = matches!(&error, http::ListenError::Bind { source, .. }
+                if source.kind() == std::io::ErrorKind::AddrInUse);
+            let code = if in_use {
+                ExitCode::Internal
+            } else {
+                ExitCode::Config
+            };
+            return fail(code, &error);
+        }
+    };
     let pull = args.pull;
+    let telemetry = Arc::new(Telemetry::new(config.poll_interval));
     let result = super::block_on(async move {
+        let endpoint = listener.map(|l| {
+            tracing::info!(addr = ?config.metrics_listen, "serving /healthz and /metrics");
+            tokio::spawn(http::run(l, telemetry.clone()))
+        });
         let shutdown = Shutdown::install()
             .map_err(|e| ServeError::Transient(format!("installing signal handlers: {e}")))?;
         // The sweep removes containers of a worker that died mid-run (SIGKILL, crash): its
@@ -42,7 +65,20 @@ pub fn serve(args: &ServeArgs) -> ExitCode {
         let docker = super::connect_swept()
             .await
             .map_err(|e| ServeError::Transient(e.to_string()))?;
-        crate::serve::serve(&config, ledger, docker, staging_root, pull, &shutdown).await
+        let served = crate::serve::serve(
+            &config,
+            ledger,
+            docker,
+            staging_root,
+            pull,
+            &shutdown,
+            &telemetry,
+        )
+        .await;
+        if let Some(endpoint) = endpoint {
+            endpoint.abort();
+        }
+        served
     });
     match result {
         Ok(result) => served(result),
@@ -76,6 +112,7 @@ fn serve_config(args: &ServeArgs) -> ServeConfig {
         state_dir: args.state.clone(),
         poll_interval: Duration::from_secs(args.poll_interval),
         parallel: args.parallel,
+        metrics_listen: args.metrics_listen,
     }
 }
 
@@ -122,13 +159,14 @@ pub fn ledger(state: &Path, job: Option<&str>, json: bool) -> ExitCode {
     }
     for j in &jobs {
         text.push_str(&format!(
-            "job {} round {}: {} ({} attempt(s) without a verdict)\n",
+            "job {} round {} content {}: {} ({} attempt(s) without a verdict)\n",
             j.job_id.escape_debug(),
             j.round,
+            j.content_hash.as_deref().unwrap_or("(not recorded)"),
             j.status,
             j.attempts
         ));
-        for r in runs.iter().filter(|r| r.job_id == j.job_id) {
+        for r in runs.iter().filter(|r| r.job == j.job) {
             text.push_str(&format!(
                 "  run {} {}..{}: {}{}{}\n",
                 r.run_id,
@@ -146,7 +184,7 @@ pub fn ledger(state: &Path, job: Option<&str>, json: bool) -> ExitCode {
                     .unwrap_or_default(),
             ));
         }
-        for c in candidates.iter().filter(|c| c.job_id == j.job_id) {
+        for c in candidates.iter().filter(|c| c.job == j.job) {
             text.push_str(&format!("  candidate {} (run {})\n", c.file, c.run_id));
         }
     }

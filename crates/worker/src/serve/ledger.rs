@@ -3,6 +3,12 @@
 //! mode, so a crash mid-write leaves the last committed state). The schema is versioned in
 //! the code with `PRAGMA user_version`; each migration runs in one transaction.
 //!
+//! A job is keyed by its id, its round and its content hash (the SHA-256 of the canonical
+//! JSON of its receipt scope, which commits to the terms, the runner manifest, the
+//! submission and the evidence): a new round of the same id is a new job, and the same id
+//! and round listed with other content is recorded as `conflicting` and never run or
+//! offered to the signer, whatever was completed for the content seen first.
+//!
 //! A run row is written *before* its container starts and closed after the job's row is
 //! known. A run still open when the ledger is opened again belonged to a process that died
 //! (SIGKILL, power loss): it is closed as `interrupted`, which is never a verdict, and its
@@ -37,6 +43,8 @@ pub mod status {
     pub const EXHAUSTED: &str = "exhausted";
     /// The last run was interrupted (shutdown or crash); retried.
     pub const INTERRUPTED: &str = "interrupted";
+    /// Listed with the id and round of a job already seen, and other content; never run.
+    pub const CONFLICTING: &str = "conflicting";
 }
 
 /// The outcome recorded for a run that a shutdown or crash cut short.
@@ -82,7 +90,80 @@ const MIGRATIONS: &[&str] = &[
         polls_failed INTEGER NOT NULL,
         last_poll_ok_ms INTEGER
     );",
+    // 2: jobs keyed by (job_id, round, content_hash); runs and candidates point at that key.
+    // Version-1 rows keep a NULL content hash: they never match a job seen from now on,
+    // so a job completed before the upgrade runs once more under its full key.
+    "CREATE TABLE jobs2 (
+        job INTEGER PRIMARY KEY AUTOINCREMENT,
+        job_id TEXT NOT NULL,
+        round INTEGER NOT NULL,
+        content_hash TEXT,
+        first_seen_ms INTEGER NOT NULL,
+        last_seen_ms INTEGER NOT NULL,
+        status TEXT NOT NULL,
+        attempts INTEGER NOT NULL DEFAULT 0,
+        UNIQUE (job_id, round, content_hash)
+    );
+    INSERT INTO jobs2 (job_id, round, content_hash, first_seen_ms, last_seen_ms, status, attempts)
+        SELECT job_id, round, NULL, first_seen_ms, last_seen_ms, status, attempts FROM jobs
+        ORDER BY first_seen_ms, job_id;
+    CREATE TABLE runs2 (
+        run_id INTEGER PRIMARY KEY AUTOINCREMENT,
+        job INTEGER NOT NULL REFERENCES jobs2(job),
+        job_id TEXT NOT NULL,
+        started_ms INTEGER NOT NULL,
+        ended_ms INTEGER,
+        outcome TEXT,
+        reason_code TEXT,
+        reason TEXT,
+        evidence TEXT,
+        worker_version TEXT NOT NULL,
+        pid INTEGER NOT NULL
+    );
+    INSERT INTO runs2 SELECT r.run_id, j.job, r.job_id, r.started_ms, r.ended_ms, r.outcome,
+        r.reason_code, r.reason, r.evidence, r.worker_version, r.pid
+        FROM runs r JOIN jobs2 j ON j.job_id = r.job_id;
+    CREATE TABLE candidates2 (
+        job INTEGER NOT NULL REFERENCES jobs2(job),
+        job_id TEXT NOT NULL,
+        run_id INTEGER NOT NULL REFERENCES runs2(run_id),
+        file TEXT NOT NULL,
+        written_ms INTEGER NOT NULL,
+        PRIMARY KEY (job, run_id)
+    );
+    INSERT INTO candidates2 SELECT j.job, c.job_id, c.run_id, c.file, c.written_ms
+        FROM candidates c JOIN jobs2 j ON j.job_id = c.job_id;
+    DROP TABLE candidates;
+    DROP TABLE runs;
+    DROP TABLE jobs;
+    ALTER TABLE jobs2 RENAME TO jobs;
+    ALTER TABLE runs2 RENAME TO runs;
+    ALTER TABLE candidates2 RENAME TO candidates;
+    CREATE INDEX runs_by_job ON runs(job);
+    CREATE INDEX jobs_by_id ON jobs(job_id, round);",
 ];
+
+/// What identifies a job in the ledger.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct JobKey<'a> {
+    /// The platform's job id (opaque).
+    pub job_id: &'a str,
+    /// The bounty round.
+    pub round: u64,
+    /// `sha256:` of the canonical JSON of the job's receipt scope.
+    pub content_hash: &'a str,
+}
+
+/// What [`Ledger::seen`] found.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Seen {
+    /// The job's ledger key.
+    pub job: i64,
+    /// Whether it should run now (new, or retryable).
+    pub due: bool,
+    /// Whether this poll recorded it for the first time.
+    pub new: bool,
+}
 
 /// The ledger could not be used.
 #[derive(Debug, thiserror::Error)]
@@ -111,10 +192,14 @@ pub enum LedgerError {
 /// One job's row.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct JobEntry {
+    /// Its ledger key (runs and candidates name it).
+    pub job: i64,
     /// The platform's job id.
     pub job_id: String,
     /// The bounty round.
     pub round: i64,
+    /// `sha256:` of its receipt scope (`None` for a row from a version-1 ledger).
+    pub content_hash: Option<String>,
     /// First poll that listed it (unix ms).
     pub first_seen_ms: i64,
     /// Last poll that listed it (unix ms).
@@ -130,6 +215,8 @@ pub struct JobEntry {
 pub struct RunEntry {
     /// Ledger run id.
     pub run_id: i64,
+    /// The job's ledger key.
+    pub job: i64,
     /// The job.
     pub job_id: String,
     /// Start (unix ms).
@@ -151,6 +238,8 @@ pub struct RunEntry {
 /// One candidate file written.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct CandidateEntry {
+    /// The job's ledger key.
+    pub job: i64,
     /// The job.
     pub job_id: String,
     /// The run that produced it.
@@ -177,6 +266,24 @@ pub fn now_ms() -> i64 {
 impl Ledger {
     /// Opens (creating if needed) the ledger in `state_dir` and applies pending migrations.
     pub fn open(state_dir: &Path) -> Result<Self, LedgerError> {
+        // Two processes creating the database at once (`worker ledger` polling while the
+        // service starts) can meet in SQLite's lock upgrade, which answers "busy" at once
+        // instead of waiting: opening is idempotent, so it is tried again for a while.
+        let give_up = std::time::Instant::now() + std::time::Duration::from_secs(10);
+        loop {
+            match Self::open_once(state_dir) {
+                Err(LedgerError::Sqlite { source, .. })
+                    if source.sqlite_error_code() == Some(rusqlite::ErrorCode::DatabaseBusy)
+                        && std::time::Instant::now() < give_up =>
+                {
+                    std::thread::sleep(std::time::Duration::from_millis(25));
+                }
+                result => return result,
+            }
+        }
+    }
+
+    fn open_once(state_dir: &Path) -> Result<Self, LedgerError> {
         let path = state_dir.join(LEDGER_FILE);
         let err = |source| LedgerError::Sqlite {
             path: path.clone(),
@@ -219,25 +326,28 @@ impl Ledger {
             path: path.clone(),
             source,
         };
-        let found: i64 = self
-            .conn
-            .pragma_query_value(None, "user_version", |row| row.get(0))
-            .map_err(err)?;
         let known = Self::schema_version();
-        if found > known {
-            return Err(LedgerError::TooNew { path, found, known });
-        }
-        for (i, sql) in MIGRATIONS
-            .iter()
-            .enumerate()
-            .skip(usize::try_from(found).unwrap_or(0))
-        {
-            let tx = self.conn.transaction().map_err(err)?;
+        // The version is read inside a write transaction: a `worker ledger` opening the
+        // database while the service creates it must not apply the same migration twice.
+        loop {
+            let tx = self
+                .conn
+                .transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)
+                .map_err(err)?;
+            let found: i64 = tx
+                .pragma_query_value(None, "user_version", |row| row.get(0))
+                .map_err(err)?;
+            if found > known {
+                return Err(LedgerError::TooNew { path, found, known });
+            }
+            let Some(sql) = usize::try_from(found).ok().and_then(|i| MIGRATIONS.get(i)) else {
+                return tx.commit().map_err(err);
+            };
             tx.execute_batch(sql).map_err(err)?;
-            tx.pragma_update(None, "user_version", i + 1).map_err(err)?;
+            tx.pragma_update(None, "user_version", found + 1)
+                .map_err(err)?;
             tx.commit().map_err(err)?;
         }
-        Ok(())
     }
 
     /// Closes every run left open by a dead process as `interrupted` and makes its job
@@ -249,9 +359,9 @@ impl Ledger {
             source,
         };
         let tx = self.conn.transaction().map_err(err)?;
-        let open: Vec<(i64, String)> = {
+        let open: Vec<(i64, i64)> = {
             let mut stmt = tx
-                .prepare("SELECT run_id, job_id FROM runs WHERE ended_ms IS NULL")
+                .prepare("SELECT run_id, job FROM runs WHERE ended_ms IS NULL")
                 .map_err(err)?;
             stmt.query_map([], |r| Ok((r.get(0)?, r.get(1)?)))
                 .map_err(err)?
@@ -259,7 +369,7 @@ impl Ledger {
                 .map_err(err)?
         };
         let now = now_ms();
-        for (run_id, job_id) in &open {
+        for (run_id, job) in &open {
             tx.execute(
                 "UPDATE runs SET ended_ms = ?1, outcome = ?2, reason_code = ?2,
                  reason = 'the worker stopped before the run ended (crash or kill)'
@@ -268,8 +378,8 @@ impl Ledger {
             )
             .map_err(err)?;
             tx.execute(
-                "UPDATE jobs SET status = ?1 WHERE job_id = ?2 AND status = ?3",
-                params![status::INTERRUPTED, job_id, status::RUNNING],
+                "UPDATE jobs SET status = ?1 WHERE job = ?2 AND status = ?3",
+                params![status::INTERRUPTED, job, status::RUNNING],
             )
             .map_err(err)?;
         }
@@ -277,34 +387,107 @@ impl Ledger {
         Ok(open.into_iter().map(|(id, _)| id).collect())
     }
 
-    /// Records that a poll listed `job_id`; returns whether it should run now (new, or
-    /// retryable).
-    pub fn seen(&self, job_id: &str, round: u64, at_ms: i64) -> Result<bool, LedgerError> {
-        let round = i64::try_from(round).unwrap_or(i64::MAX);
-        self.conn
-            .execute(
-                "INSERT INTO jobs (job_id, round, first_seen_ms, last_seen_ms, status)
-                 VALUES (?1, ?2, ?3, ?3, ?4)
-                 ON CONFLICT(job_id) DO UPDATE SET last_seen_ms = excluded.last_seen_ms",
-                params![job_id, round, at_ms, status::PENDING],
-            )
-            .map_err(self.err())?;
-        let status: String = self
+    /// Records that a poll listed the job `key`. A job whose id and round the ledger holds
+    /// with other content is recorded as [`status::CONFLICTING`] and is never due.
+    pub fn seen(&self, key: JobKey<'_>, at_ms: i64) -> Result<Seen, LedgerError> {
+        let round = i64::try_from(key.round).unwrap_or(i64::MAX);
+        let existing: Option<(i64, String)> = self
             .conn
             .query_row(
-                "SELECT status FROM jobs WHERE job_id = ?1",
-                params![job_id],
+                "SELECT job, status FROM jobs WHERE job_id = ?1 AND round = ?2
+                 AND content_hash = ?3",
+                params![key.job_id, round, key.content_hash],
+                |r| Ok((r.get(0)?, r.get(1)?)),
+            )
+            .optional()
+            .map_err(self.err())?;
+        if let Some((job, st)) = existing {
+            self.conn
+                .execute(
+                    "UPDATE jobs SET last_seen_ms = ?1 WHERE job = ?2",
+                    params![at_ms, job],
+                )
+                .map_err(self.err())?;
+            let due = matches!(
+                st.as_str(),
+                status::PENDING | status::RETRY | status::INTERRUPTED
+            );
+            return Ok(Seen {
+                job,
+                due,
+                new: false,
+            });
+        }
+        let other_content: bool = self
+            .conn
+            .query_row(
+                "SELECT EXISTS (SELECT 1 FROM jobs WHERE job_id = ?1 AND round = ?2
+                 AND content_hash IS NOT NULL)",
+                params![key.job_id, round],
                 |r| r.get(0),
             )
             .map_err(self.err())?;
-        Ok(matches!(
-            status.as_str(),
-            status::PENDING | status::RETRY | status::INTERRUPTED
-        ))
+        let new_status = if other_content {
+            status::CONFLICTING
+        } else {
+            status::PENDING
+        };
+        self.conn
+            .execute(
+                "INSERT INTO jobs (job_id, round, content_hash, first_seen_ms, last_seen_ms, status)
+                 VALUES (?1, ?2, ?3, ?4, ?4, ?5)",
+                params![key.job_id, round, key.content_hash, at_ms, new_status],
+            )
+            .map_err(self.err())?;
+        Ok(Seen {
+            job: self.conn.last_insert_rowid(),
+            due: !other_content,
+            new: true,
+        })
     }
 
-    /// Opens a run of `job_id` (before anything is started for it); returns its run id.
-    pub fn start_run(&mut self, job_id: &str) -> Result<i64, LedgerError> {
+    /// The first-seen time of the oldest of `jobs` still to run (pending, running, to be
+    /// retried), or `None`.
+    pub fn oldest_unfinished(
+        &self,
+        jobs: &std::collections::BTreeMap<i64, String>,
+    ) -> Result<Option<i64>, LedgerError> {
+        let mut stmt = self
+            .conn
+            .prepare_cached("SELECT first_seen_ms, status FROM jobs WHERE job = ?1")
+            .map_err(self.err())?;
+        let mut oldest: Option<i64> = None;
+        for job in jobs.keys() {
+            let row: Option<(i64, String)> = stmt
+                .query_row(params![job], |r| Ok((r.get(0)?, r.get(1)?)))
+                .optional()
+                .map_err(self.err())?;
+            if let Some((first_seen, st)) = row
+                && matches!(
+                    st.as_str(),
+                    status::PENDING | status::RUNNING | status::RETRY | status::INTERRUPTED
+                )
+            {
+                oldest = Some(oldest.map_or(first_seen, |o| o.min(first_seen)));
+            }
+        }
+        Ok(oldest)
+    }
+
+    /// The file of the last candidate written for the job `job`, if any.
+    pub fn candidate_of(&self, job: i64) -> Result<Option<String>, LedgerError> {
+        self.conn
+            .query_row(
+                "SELECT file FROM candidates WHERE job = ?1 ORDER BY run_id DESC LIMIT 1",
+                params![job],
+                |r| r.get(0),
+            )
+            .optional()
+            .map_err(self.err())
+    }
+
+    /// Opens a run of the job `job` (before anything is started for it); returns its run id.
+    pub fn start_run(&mut self, job: i64) -> Result<i64, LedgerError> {
         let path = self.path.clone();
         let err = |source| LedgerError::Sqlite {
             path: path.clone(),
@@ -312,9 +495,10 @@ impl Ledger {
         };
         let tx = self.conn.transaction().map_err(err)?;
         tx.execute(
-            "INSERT INTO runs (job_id, started_ms, worker_version, pid) VALUES (?1, ?2, ?3, ?4)",
+            "INSERT INTO runs (job, job_id, started_ms, worker_version, pid)
+             SELECT job, job_id, ?2, ?3, ?4 FROM jobs WHERE job = ?1",
             params![
-                job_id,
+                job,
                 now_ms(),
                 env!("CARGO_PKG_VERSION"),
                 i64::from(std::process::id())
@@ -323,8 +507,8 @@ impl Ledger {
         .map_err(err)?;
         let run_id = tx.last_insert_rowid();
         tx.execute(
-            "UPDATE jobs SET status = ?1 WHERE job_id = ?2",
-            params![status::RUNNING, job_id],
+            "UPDATE jobs SET status = ?1 WHERE job = ?2",
+            params![status::RUNNING, job],
         )
         .map_err(err)?;
         tx.commit().map_err(err)?;
@@ -336,7 +520,7 @@ impl Ledger {
     pub fn finish_run(
         &mut self,
         run_id: i64,
-        job_id: &str,
+        job: i64,
         result: &RunResult,
     ) -> Result<(), LedgerError> {
         let path = self.path.clone();
@@ -361,8 +545,9 @@ impl Ledger {
         .map_err(err)?;
         if let Some(file) = &result.candidate_file {
             tx.execute(
-                "INSERT INTO candidates (job_id, run_id, file, written_ms) VALUES (?1, ?2, ?3, ?4)",
-                params![job_id, run_id, file, now],
+                "INSERT INTO candidates (job, job_id, run_id, file, written_ms)
+                 SELECT job, job_id, ?2, ?3, ?4 FROM jobs WHERE job = ?1",
+                params![job, run_id, file, now],
             )
             .map_err(err)?;
         }
@@ -373,13 +558,13 @@ impl Ledger {
             RunKind::NoVerdict => (status::RETRY, true),
         };
         tx.execute(
-            "UPDATE jobs SET status = ?1, attempts = attempts + ?2 WHERE job_id = ?3",
-            params![new_status, i64::from(counts), job_id],
+            "UPDATE jobs SET status = ?1, attempts = attempts + ?2 WHERE job = ?3",
+            params![new_status, i64::from(counts), job],
         )
         .map_err(err)?;
         tx.execute(
-            "UPDATE jobs SET status = ?1 WHERE job_id = ?2 AND status = ?3 AND attempts >= ?4",
-            params![status::EXHAUSTED, job_id, status::RETRY, MAX_ATTEMPTS],
+            "UPDATE jobs SET status = ?1 WHERE job = ?2 AND status = ?3 AND attempts >= ?4",
+            params![status::EXHAUSTED, job, status::RETRY, MAX_ATTEMPTS],
         )
         .map_err(err)?;
         tx.commit().map_err(err)
@@ -436,18 +621,20 @@ impl Ledger {
         let mut stmt = self
             .conn
             .prepare(
-                "SELECT job_id, round, first_seen_ms, last_seen_ms, status, attempts FROM jobs
-                 WHERE ?1 IS NULL OR job_id = ?1 ORDER BY first_seen_ms, job_id",
+                "SELECT job_id, round, content_hash, first_seen_ms, last_seen_ms, status, attempts,
+                 job FROM jobs WHERE ?1 IS NULL OR job_id = ?1 ORDER BY first_seen_ms, job",
             )
             .map_err(self.err())?;
         stmt.query_map(params![job_id], |r| {
             Ok(JobEntry {
                 job_id: r.get(0)?,
                 round: r.get(1)?,
-                first_seen_ms: r.get(2)?,
-                last_seen_ms: r.get(3)?,
-                status: r.get(4)?,
-                attempts: r.get(5)?,
+                content_hash: r.get(2)?,
+                first_seen_ms: r.get(3)?,
+                last_seen_ms: r.get(4)?,
+                status: r.get(5)?,
+                attempts: r.get(6)?,
+                job: r.get(7)?,
             })
         })
         .map_err(self.err())?
@@ -461,7 +648,7 @@ impl Ledger {
             .conn
             .prepare(
                 "SELECT run_id, job_id, started_ms, ended_ms, outcome, reason_code, reason,
-                 evidence, worker_version FROM runs WHERE ?1 IS NULL OR job_id = ?1
+                 evidence, worker_version, job FROM runs WHERE ?1 IS NULL OR job_id = ?1
                  ORDER BY run_id",
             )
             .map_err(self.err())?;
@@ -476,6 +663,7 @@ impl Ledger {
                 reason: r.get(6)?,
                 evidence: r.get(7)?,
                 worker_version: r.get(8)?,
+                job: r.get(9)?,
             })
         })
         .map_err(self.err())?
@@ -488,7 +676,7 @@ impl Ledger {
         let mut stmt = self
             .conn
             .prepare(
-                "SELECT job_id, run_id, file, written_ms FROM candidates
+                "SELECT job_id, run_id, file, written_ms, job FROM candidates
                  WHERE ?1 IS NULL OR job_id = ?1 ORDER BY run_id",
             )
             .map_err(self.err())?;
@@ -498,6 +686,7 @@ impl Ledger {
                 run_id: r.get(1)?,
                 file: r.get(2)?,
                 written_ms: r.get(3)?,
+                job: r.get(4)?,
             })
         })
         .map_err(self.err())?
@@ -579,6 +768,26 @@ impl RunResult {
 mod tests {
     use super::*;
 
+    fn key(id: &str) -> JobKey<'_> {
+        JobKey {
+            job_id: id,
+            round: 1,
+            content_hash: "sha256:c1",
+        }
+    }
+
+    /// The ledger key of the job `id` (round 1, content c1).
+    fn job(ledger: &Ledger, id: &str) -> i64 {
+        ledger
+            .conn
+            .query_row(
+                "SELECT job FROM jobs WHERE job_id = ?1 AND round = 1 AND content_hash = 'sha256:c1'",
+                params![id],
+                |r| r.get(0),
+            )
+            .unwrap()
+    }
+
     fn completed() -> RunResult {
         RunResult {
             kind: RunKind::Completed,
@@ -594,13 +803,15 @@ mod tests {
     fn serve_ledger_a_completed_job_is_never_due_again_even_after_reopening() {
         let dir = tempfile::tempdir().unwrap();
         let mut ledger = Ledger::open(dir.path()).unwrap();
-        assert!(ledger.seen("j1", 1, 10).unwrap());
-        let run = ledger.start_run("j1").unwrap();
-        ledger.finish_run(run, "j1", &completed()).unwrap();
+        assert!(ledger.seen(key("j1"), 10).unwrap().due);
+        let run = ledger.start_run(job(&ledger, "j1")).unwrap();
+        ledger
+            .finish_run(run, job(&ledger, "j1"), &completed())
+            .unwrap();
         drop(ledger);
         let mut ledger = Ledger::open(dir.path()).unwrap();
         assert!(ledger.recover_interrupted().unwrap().is_empty());
-        assert!(!ledger.seen("j1", 1, 20).unwrap());
+        assert!(!ledger.seen(key("j1"), 20).unwrap().due);
         let jobs = ledger.jobs(None).unwrap();
         assert_eq!((jobs[0].first_seen_ms, jobs[0].last_seen_ms), (10, 20));
         assert_eq!(ledger.candidates(Some("j1")).unwrap().len(), 1);
@@ -610,8 +821,8 @@ mod tests {
     fn serve_ledger_a_run_left_open_by_a_dead_process_is_interrupted_and_retried() {
         let dir = tempfile::tempdir().unwrap();
         let mut ledger = Ledger::open(dir.path()).unwrap();
-        ledger.seen("j1", 1, 10).unwrap();
-        let run = ledger.start_run("j1").unwrap();
+        ledger.seen(key("j1"), 10).unwrap();
+        let run = ledger.start_run(job(&ledger, "j1")).unwrap();
         drop(ledger); // the process dies here
         let mut ledger = Ledger::open(dir.path()).unwrap();
         assert_eq!(ledger.recover_interrupted().unwrap(), vec![run]);
@@ -620,7 +831,7 @@ mod tests {
         assert!(runs[0].ended_ms.is_some());
         assert_eq!(ledger.jobs(None).unwrap()[0].status, status::INTERRUPTED);
         assert!(
-            ledger.seen("j1", 1, 20).unwrap(),
+            ledger.seen(key("j1"), 20).unwrap().due,
             "an interrupted job is retried"
         );
         assert!(ledger.candidates(None).unwrap().is_empty());
@@ -639,11 +850,11 @@ mod tests {
             candidate_file: None,
         };
         for i in 0..MAX_ATTEMPTS {
-            assert!(ledger.seen("j", 1, i).unwrap());
-            let run = ledger.start_run("j").unwrap();
-            ledger.finish_run(run, "j", &nv).unwrap();
+            assert!(ledger.seen(key("j"), i).unwrap().due);
+            let run = ledger.start_run(job(&ledger, "j")).unwrap();
+            ledger.finish_run(run, job(&ledger, "j"), &nv).unwrap();
         }
-        assert!(!ledger.seen("j", 1, 9).unwrap());
+        assert!(!ledger.seen(key("j"), 9).unwrap().due);
         assert_eq!(ledger.jobs(None).unwrap()[0].status, status::EXHAUSTED);
     }
 
@@ -654,9 +865,11 @@ mod tests {
     fn serve_ledger_survives_a_crash_with_a_torn_wal_tail() {
         let live = tempfile::tempdir().unwrap();
         let mut ledger = Ledger::open(live.path()).unwrap();
-        ledger.seen("j1", 1, 10).unwrap();
-        let run = ledger.start_run("j1").unwrap();
-        ledger.finish_run(run, "j1", &completed()).unwrap();
+        ledger.seen(key("j1"), 10).unwrap();
+        let run = ledger.start_run(job(&ledger, "j1")).unwrap();
+        ledger
+            .finish_run(run, job(&ledger, "j1"), &completed())
+            .unwrap();
         let wal = live.path().join(format!("{LEDGER_FILE}-wal"));
         assert!(
             std::fs::metadata(&wal).unwrap().len() > 0,
@@ -677,13 +890,179 @@ mod tests {
         assert!(ledger.recover_interrupted().unwrap().is_empty());
         assert_eq!(ledger.jobs(None).unwrap()[0].status, status::COMPLETED);
         assert!(
-            !ledger.seen("j1", 1, 20).unwrap(),
+            !ledger.seen(key("j1"), 20).unwrap().due,
             "the completed job would run again"
         );
-        assert!(ledger.seen("j2", 1, 20).unwrap());
-        let run = ledger.start_run("j2").unwrap();
-        ledger.finish_run(run, "j2", &completed()).unwrap();
+        assert!(ledger.seen(key("j2"), 20).unwrap().due);
+        let run = ledger.start_run(job(&ledger, "j2")).unwrap();
+        ledger
+            .finish_run(run, job(&ledger, "j2"), &completed())
+            .unwrap();
         assert_eq!(ledger.candidates(None).unwrap().len(), 2);
+    }
+
+    #[test]
+    fn serve_ledger_a_new_round_of_the_same_id_is_a_new_job() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut ledger = Ledger::open(dir.path()).unwrap();
+        let r1 = ledger.seen(key("j1"), 10).unwrap();
+        assert!(r1.due && r1.new);
+        let run = ledger.start_run(r1.job).unwrap();
+        ledger.finish_run(run, r1.job, &completed()).unwrap();
+        let round2 = JobKey {
+            round: 2,
+            content_hash: "sha256:c2",
+            ..key("j1")
+        };
+        let r2 = ledger.seen(round2, 20).unwrap();
+        assert!(r2.due && r2.new && r2.job != r1.job, "{r2:?}");
+        assert_eq!(ledger.candidate_of(r2.job).unwrap(), None);
+        assert_eq!(
+            ledger.candidate_of(r1.job).unwrap().as_deref(),
+            Some("c.json")
+        );
+    }
+
+    #[test]
+    fn serve_ledger_same_id_and_round_with_other_content_is_conflicting_never_due() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut ledger = Ledger::open(dir.path()).unwrap();
+        let first = ledger.seen(key("j1"), 10).unwrap();
+        let run = ledger.start_run(first.job).unwrap();
+        ledger.finish_run(run, first.job, &completed()).unwrap();
+        let other = JobKey {
+            content_hash: "sha256:evil",
+            ..key("j1")
+        };
+        for at in [20, 30] {
+            let seen = ledger.seen(other, at).unwrap();
+            assert!(!seen.due, "changed content would run");
+            assert_ne!(seen.job, first.job);
+            assert_eq!(
+                ledger.candidate_of(seen.job).unwrap(),
+                None,
+                "the first content's verdict is offered for the changed one"
+            );
+        }
+        let jobs = ledger.jobs(Some("j1")).unwrap();
+        assert_eq!(jobs.len(), 2);
+        assert_eq!(jobs[1].status, status::CONFLICTING);
+        assert_eq!(jobs[1].content_hash.as_deref(), Some("sha256:evil"));
+        assert_eq!(jobs[1].last_seen_ms, 30);
+        // Even before the first content completed.
+        let pending = JobKey {
+            job_id: "j2",
+            ..key("j1")
+        };
+        assert!(ledger.seen(pending, 40).unwrap().due);
+        assert!(
+            !ledger
+                .seen(
+                    JobKey {
+                        content_hash: "sha256:other",
+                        ..pending
+                    },
+                    41
+                )
+                .unwrap()
+                .due
+        );
+    }
+
+    /// A version-1 ledger (jobs keyed by id alone) as the previous worker left it: a completed
+    /// job with its candidate, a job whose run a crash left open, and a job to retry.
+    #[test]
+    fn serve_ledger_migrates_a_version_1_database_keeping_its_history() {
+        let dir = tempfile::tempdir().unwrap();
+        {
+            let conn = Connection::open(dir.path().join(LEDGER_FILE)).unwrap();
+            conn.execute_batch(MIGRATIONS[0]).unwrap();
+            conn.pragma_update(None, "user_version", 1).unwrap();
+            conn.execute_batch(
+                "INSERT INTO jobs VALUES ('done', 7, 10, 20, 'completed', 0);
+                 INSERT INTO jobs VALUES ('open', 8, 11, 21, 'running', 0);
+                 INSERT INTO jobs VALUES ('retry', 9, 12, 22, 'retry', 1);
+                 INSERT INTO runs VALUES (1, 'done', 100, 200, 'completed_passed', NULL, NULL,
+                     'sha256:ev', '0.0.9', 42);
+                 INSERT INTO runs VALUES (2, 'open', 300, NULL, NULL, NULL, NULL, NULL,
+                     '0.0.9', 42);
+                 INSERT INTO runs VALUES (3, 'retry', 400, 500, 'no_verdict', 'timeout', NULL,
+                     NULL, '0.0.9', 42);
+                 INSERT INTO candidates VALUES ('done', 1, 'candidate-done.json', 200);",
+            )
+            .unwrap();
+        }
+        let mut ledger = Ledger::open(dir.path()).unwrap();
+        let version: i64 = ledger
+            .conn
+            .pragma_query_value(None, "user_version", |r| r.get(0))
+            .unwrap();
+        assert_eq!(version, Ledger::schema_version());
+        assert_eq!(ledger.recover_interrupted().unwrap(), vec![2]);
+        let jobs = ledger.jobs(None).unwrap();
+        let summary: Vec<_> = jobs
+            .iter()
+            .map(|j| {
+                (
+                    j.job_id.as_str(),
+                    j.round,
+                    j.content_hash.clone(),
+                    j.status.as_str(),
+                    j.attempts,
+                )
+            })
+            .collect();
+        assert_eq!(
+            summary,
+            vec![
+                ("done", 7, None, status::COMPLETED, 0),
+                ("open", 8, None, status::INTERRUPTED, 0),
+                ("retry", 9, None, status::RETRY, 1),
+            ]
+        );
+        let runs = ledger.runs(None).unwrap();
+        assert_eq!(runs.len(), 3);
+        assert_eq!(runs[0].evidence.as_deref(), Some("sha256:ev"));
+        assert_eq!(runs[1].outcome.as_deref(), Some(INTERRUPTED));
+        assert_eq!(
+            ledger.candidates(Some("done")).unwrap()[0].file,
+            "candidate-done.json"
+        );
+        // A version-1 row does not know what content it ran: the job seen now, with its
+        // content hash, is a new job (run once more), not a conflict and not completed.
+        let again = ledger
+            .seen(
+                JobKey {
+                    job_id: "done",
+                    round: 7,
+                    content_hash: "sha256:c1",
+                },
+                1000,
+            )
+            .unwrap();
+        assert!(again.due && again.new);
+        assert_eq!(ledger.candidate_of(again.job).unwrap(), None);
+        // New run ids continue after the old ones.
+        let run = ledger.start_run(again.job).unwrap();
+        assert!(run > 3, "{run}");
+    }
+
+    /// `worker ledger` polling a state directory while `worker serve` creates the database:
+    /// both see version 0, and the second to migrate must not run the migration again.
+    #[test]
+    fn serve_ledger_concurrent_opens_of_a_new_database_migrate_once() {
+        for _ in 0..20 {
+            let dir = tempfile::tempdir().unwrap();
+            let opened: Vec<_> = std::thread::scope(|scope| {
+                let handles: Vec<_> = (0..4)
+                    .map(|_| scope.spawn(|| Ledger::open(dir.path()).map(drop)))
+                    .collect();
+                handles.into_iter().map(|h| h.join().unwrap()).collect()
+            });
+            for result in opened {
+                result.unwrap();
+            }
+        }
     }
 
     #[test]

@@ -10,15 +10,19 @@
 //! container (the start-up sweep, [`crate::sandbox::DockerExecutor::cleanup_stale`]) and
 //! runs the job again.
 
+pub mod capacity;
+pub mod http;
 pub mod ledger;
 pub mod shutdown;
+pub mod telemetry;
 
 pub use crate::feed::shard;
 
 use std::collections::{BTreeMap, BTreeSet};
+use std::net::SocketAddr;
 use std::num::NonZeroUsize;
 use std::path::{Path, PathBuf};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use futures_util::StreamExt as _;
 use futures_util::stream::FuturesUnordered;
@@ -31,8 +35,9 @@ use crate::feed::scratch::{Scratch, remove_stale};
 use crate::feed::select::select_jobs;
 use crate::feed::{FeedConfig, JobRow, JobRunner, JobStatus, SandboxJobExecutor, fetch_feeds};
 use crate::sandbox::DockerExecutor;
-use ledger::{Ledger, LedgerError, Polls, RunKind, RunResult};
+use ledger::{JobKey, Ledger, LedgerError, Polls, RunKind, RunResult};
 use shutdown::Shutdown;
+use telemetry::Telemetry;
 
 /// Longest a shutdown may take once signalled: killing and removing the container is
 /// bounded by the teardown's own timeouts; this caps everything else.
@@ -50,8 +55,10 @@ pub struct ServeConfig {
     pub state_dir: PathBuf,
     /// Seconds between polls (before jitter).
     pub poll_interval: Duration,
-    /// Most jobs run at once.
-    pub parallel: NonZeroUsize,
+    /// Most jobs run at once; `None`: what the engine holds ([`capacity::auto_parallel`]).
+    pub parallel: Option<NonZeroUsize>,
+    /// Where `/healthz` and `/metrics` are served (loopback only); `None`: nowhere.
+    pub metrics_listen: Option<SocketAddr>,
 }
 
 /// Why the service stopped other than by a signal.
@@ -82,6 +89,9 @@ pub fn prepare(config: &ServeConfig) -> Result<Ledger, ServeError> {
         .feed
         .validate()
         .map_err(|e| ServeError::Config(e.to_string()))?;
+    if let Some(addr) = config.metrics_listen {
+        http::check_loopback(addr).map_err(|e| ServeError::Config(e.to_string()))?;
+    }
     if config.poll_interval.is_zero() {
         return Err(ServeError::Config(
             "--poll-interval must be positive".into(),
@@ -112,6 +122,7 @@ pub async fn serve(
     staging_root: PathBuf,
     pull: bool,
     shutdown: &Shutdown,
+    telemetry: &Telemetry,
 ) -> Result<(), ServeError> {
     let feed = &config.feed;
     let client = PlatformClient::new(feed.client_limits)
@@ -122,7 +133,20 @@ pub async fn serve(
     let executor = SandboxJobExecutor::new(docker.clone(), staging_root, pull);
     let runner = JobRunner::new(feed, &client, &executor);
     let mut polls = Polls::default();
-    ledger.heartbeat(&polls)?;
+    let host = match config.parallel {
+        Some(n) => {
+            tracing::info!(
+                parallel = n.get(),
+                "running at most --parallel jobs at once"
+            );
+            None
+        }
+        None => Some(engine_capacity(&docker).await),
+    };
+    let mut chosen = None;
+    heartbeat(&ledger, &polls, telemetry)?;
+    // The jobs (ledger key, job id) the last answered poll listed.
+    let mut listed = BTreeMap::new();
     while !shutdown.requested() {
         let (fetched, failures) = tokio::select! {
             r = fetch_feeds(feed, &client) => r,
@@ -137,69 +161,58 @@ pub async fn serve(
                 tracing::warn!(verifier = %f.verifier, kind = %f.kind, "feed query failed: {}", f.message);
             }
         }
+        telemetry.poll(failures.is_empty());
         let any_answer = !fetched.is_empty();
-        let now = ledger::now_ms();
-        let selection = select_jobs(
-            fetched,
-            feed.network,
-            &feed.verifiers,
-            u64::try_from(now / 1000).unwrap_or(0),
-            None,
-        );
-        let mut listed = BTreeSet::new();
-        let mut due = Vec::new();
-        for job in selection.selected {
-            let id = job.job_id().to_owned();
-            if !feed.shard.owns(&id) {
-                continue;
-            }
-            listed.insert(id.clone());
-            if ledger.seen(&id, job.round(), now)? {
-                due.push(job);
-            }
-        }
+        let due = due_jobs(&ledger, feed, fetched, any_answer, &mut listed, telemetry)?;
+        let parallel = match host {
+            Some(host) => batch_parallel(host, &due, &mut chosen),
+            None => config.parallel.unwrap_or(NonZeroUsize::MIN),
+        };
         let mut due = due.into_iter();
         let mut running = FuturesUnordered::new();
-        let mut open: BTreeMap<i64, (String, PathBuf)> = BTreeMap::new();
+        let mut open: BTreeMap<i64, (i64, String, PathBuf)> = BTreeMap::new();
         let mut beat = tokio::time::interval(HEARTBEAT_EVERY);
         beat.tick().await;
         loop {
-            while running.len() < config.parallel.get() && !shutdown.requested() {
-                let Some(job) = due.next() else { break };
+            while running.len() < parallel.get() && !shutdown.requested() {
+                let Some((key, job)) = due.next() else { break };
                 let id = job.job_id().to_owned();
-                let run_id = ledger.start_run(&id)?;
+                let run_id = ledger.start_run(key)?;
                 let job_dir = scratch.path().join(format!("run-{run_id}"));
-                tracing::info!(job = %id.escape_debug(), run_id, "running");
-                open.insert(run_id, (id, job_dir.clone()));
+                tracing::info!(job = %id.escape_debug(), round = job.round(), run_id, "running");
+                open.insert(run_id, (key, id, job_dir.clone()));
                 let runner = &runner;
+                telemetry.run_started();
                 running.push(async move {
+                    let started = Instant::now();
                     let (row, _) = runner.run(&job, &job_dir).await;
-                    (run_id, row)
+                    (run_id, row, started.elapsed())
                 });
             }
             if running.is_empty() {
                 break;
             }
             tokio::select! {
-                Some((run_id, row)) = running.next() => {
-                    if let Some((id, _)) = open.remove(&run_id) {
-                        record(&mut ledger, feed, run_id, &id, &row)?;
+                Some((run_id, row, took)) = running.next() => {
+                    telemetry.run_ended(row.status.as_str(), row.reason_code.as_deref(), took);
+                    if let Some((key, id, _)) = open.remove(&run_id) {
+                        record(&mut ledger, feed, run_id, (key, &id), &row)?;
                     }
+                    telemetry.set_oldest_pending(ledger.oldest_unfinished(&listed)?);
                 }
                 () = shutdown.wait() => {
                     drop(running);
-                    interrupt(&mut ledger, &docker, &open).await;
+                    interrupt(&mut ledger, &docker, &open, telemetry).await;
                     return Ok(());
                 }
-                _ = beat.tick() => ledger.heartbeat(&polls)?,
+                _ = beat.tick() => heartbeat(&ledger, &polls, telemetry)?,
             }
         }
-        // A poll that got no answer at all leaves the previous manifest in place: the jobs
-        // did not disappear because the feed was down.
+        // A poll that got no answer at all leaves the previous manifest in place.
         if any_answer {
             write_listed_manifest(&ledger, feed, &listed)?;
         }
-        ledger.heartbeat(&polls)?;
+        heartbeat(&ledger, &polls, telemetry)?;
         // The heartbeat goes on between polls too, so a long --poll-interval is not mistaken
         // for a dead service.
         let next_poll = tokio::time::sleep(jittered(config.poll_interval));
@@ -210,11 +223,140 @@ pub async fn serve(
             tokio::select! {
                 () = &mut next_poll => break,
                 () = shutdown.wait() => break,
-                _ = beat.tick() => ledger.heartbeat(&polls)?,
+                _ = beat.tick() => heartbeat(&ledger, &polls, telemetry)?,
             }
         }
     }
-    ledger.heartbeat(&polls)?;
+    heartbeat(&ledger, &polls, telemetry)?;
+    Ok(())
+}
+
+/// Records in the ledger the jobs of this shard a poll listed; returns those due to run,
+/// with their ledger keys. `listed` becomes the poll's jobs, unless the poll got no answer
+/// at all (the jobs did not disappear because the feed was down).
+fn due_jobs(
+    ledger: &Ledger,
+    feed: &FeedConfig,
+    fetched: Vec<Vec<serde_json::Value>>,
+    any_answer: bool,
+    listed: &mut BTreeMap<i64, String>,
+    telemetry: &Telemetry,
+) -> Result<Vec<(i64, verifier_sdk::ValidatedJob)>, ServeError> {
+    let now = ledger::now_ms();
+    let selection = select_jobs(
+        fetched,
+        feed.network,
+        &feed.verifiers,
+        u64::try_from(now / 1000).unwrap_or(0),
+        None,
+    );
+    let mut polled = BTreeMap::new();
+    let mut due = Vec::new();
+    for job in selection.selected {
+        let id = job.job_id().to_owned();
+        if !feed.shard.owns(&id) {
+            continue;
+        }
+        let content_hash = content_hash(&job);
+        let seen = ledger.seen(
+            JobKey {
+                job_id: &id,
+                round: job.round(),
+                content_hash: &content_hash,
+            },
+            now,
+        )?;
+        if seen.new {
+            telemetry.job_seen();
+            if !seen.due {
+                telemetry.job_conflicting();
+                tracing::warn!(
+                    job = %id.escape_debug(),
+                    round = job.round(),
+                    %content_hash,
+                    "the feed lists a job id and round already seen with other content: recorded as conflicting, not run"
+                );
+            }
+        }
+        polled.insert(seen.job, id);
+        if seen.due {
+            due.push((seen.job, job));
+        }
+    }
+    if any_answer {
+        *listed = polled;
+    }
+    telemetry.set_oldest_pending(ledger.oldest_unfinished(listed)?);
+    Ok(due)
+}
+
+/// What the ledger keys a job's content by: `sha256:` of the canonical JSON of its receipt
+/// scope, which commits to the terms (runner manifest, benchmark), the submission, the
+/// evidence (source snapshot digest) and the verification window.
+fn content_hash(job: &verifier_sdk::ValidatedJob) -> String {
+    // The scope is plain data and always serializes; were it not to, the raw job (a
+    // stricter key) stands in rather than one hash shared by every job.
+    let scope = serde_json::to_value(job.scope()).unwrap_or_else(|_| job.raw().clone());
+    format!(
+        "sha256:{}",
+        hex::encode(Sha256::digest(canonical_json(&scope).as_bytes()))
+    )
+}
+
+/// What the engine can hold, from its `/info` and this host's cores; an engine that does
+/// not answer gets the one-job default of [`capacity::auto_parallel`].
+async fn engine_capacity(docker: &DockerExecutor) -> capacity::Host {
+    let local = std::thread::available_parallelism()
+        .ok()
+        .map(NonZeroUsize::get);
+    match docker.client().info().await {
+        Ok(info) => {
+            let host = capacity::Host::from_info(info.ncpu, info.mem_total, local);
+            tracing::info!(
+                engine_cpus = ?info.ncpu,
+                engine_memory_bytes = ?info.mem_total,
+                local_cpus = ?local,
+                "--parallel not given: sizing each batch from the engine ({} cpu(s), {} bytes)",
+                host.cpus,
+                host.memory_bytes
+            );
+            host
+        }
+        Err(error) => {
+            tracing::warn!(%error, "engine /info failed: running one job at a time");
+            capacity::Host::from_info(None, None, local)
+        }
+    }
+}
+
+/// The default `--parallel` for the jobs due now; logged when it changes.
+fn batch_parallel(
+    host: capacity::Host,
+    due: &[(i64, verifier_sdk::ValidatedJob)],
+    chosen: &mut Option<NonZeroUsize>,
+) -> NonZeroUsize {
+    let Some(largest) = due
+        .iter()
+        .map(|(_, job)| capacity::JobSize {
+            cpu_millis: job.manifest().cpu_millis(),
+            memory_bytes: job.manifest().memory_bytes(),
+        })
+        .reduce(capacity::JobSize::max)
+    else {
+        return chosen.unwrap_or(NonZeroUsize::MIN);
+    };
+    let choice = capacity::auto_parallel(host, largest);
+    if *chosen != Some(choice.parallel) {
+        tracing::info!(parallel = choice.parallel.get(), why = %choice.why, "jobs at once");
+        *chosen = Some(choice.parallel);
+    }
+    choice.parallel
+}
+
+/// Writes the heartbeat row, and tells `/healthz` it was written.
+fn heartbeat(ledger: &Ledger, polls: &Polls, telemetry: &Telemetry) -> Result<(), ServeError> {
+    ledger.heartbeat(polls)?;
+    telemetry.heartbeat();
     Ok(())
 }
 
@@ -225,17 +367,19 @@ pub async fn serve(
 async fn interrupt(
     ledger: &mut Ledger,
     docker: &DockerExecutor,
-    open: &BTreeMap<i64, (String, PathBuf)>,
+    open: &BTreeMap<i64, (i64, String, PathBuf)>,
+    telemetry: &Telemetry,
 ) {
     match tokio::time::timeout(SHUTDOWN_BOUND, docker.remove_own_containers()).await {
         Ok(Ok(removed)) => tracing::info!(containers = ?removed, "removed the running containers"),
         Ok(Err(error)) => tracing::error!(%error, "could not remove the running containers"),
         Err(_) => tracing::error!("removing the running containers timed out"),
     }
-    for (run_id, (job_id, job_dir)) in open {
+    for (run_id, (key, _, job_dir)) in open {
         let _ = std::fs::remove_dir_all(job_dir);
+        telemetry.run_interrupted();
         let result = RunResult::interrupted("the worker was asked to stop (SIGTERM/SIGINT)");
-        if let Err(error) = ledger.finish_run(*run_id, job_id, &result) {
+        if let Err(error) = ledger.finish_run(*run_id, *key, &result) {
             tracing::error!(%error, "could not record the interrupted run");
         }
     }
@@ -246,7 +390,7 @@ fn record(
     ledger: &mut Ledger,
     feed: &FeedConfig,
     run_id: i64,
-    job_id: &str,
+    (key, job_id): (i64, &str),
     row: &JobRow,
 ) -> Result<(), ServeError> {
     let kind = match row.status {
@@ -261,7 +405,7 @@ fn record(
     tracing::info!(job = %job_id.escape_debug(), run_id, status = row.status.as_str(), "run ended");
     ledger.finish_run(
         run_id,
-        job_id,
+        key,
         &RunResult {
             kind,
             outcome: row.status.as_str().into(),
@@ -285,18 +429,19 @@ fn evidence_address(candidate: &Path) -> Option<String> {
     ))
 }
 
-/// Rewrites the candidates manifest with the candidates of the jobs the feed still lists
-/// (the signer has nothing to do with the others).
+/// Rewrites the candidates manifest with the candidates of the jobs the feed still lists,
+/// each for the round and content it lists (the signer has nothing to do with the others; a
+/// verdict on other content of the same id is never offered for it).
 fn write_listed_manifest(
     ledger: &Ledger,
     feed: &FeedConfig,
-    listed: &BTreeSet<String>,
+    listed: &BTreeMap<i64, String>,
 ) -> Result<(), ServeError> {
     let mut manifest = CandidateManifest::new(feed.network.name());
     let mut named = BTreeSet::new();
-    for candidate in ledger.candidates(None)? {
-        if listed.contains(&candidate.job_id) && named.insert(candidate.job_id.clone()) {
-            manifest.push(&candidate.job_id);
+    for (key, job_id) in listed {
+        if ledger.candidate_of(*key)?.is_some() && named.insert(job_id.clone()) {
+            manifest.push(job_id);
         }
     }
     write_manifest(&feed.out_dir, &manifest)

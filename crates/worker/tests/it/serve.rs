@@ -592,3 +592,453 @@ async fn serve_parallel_2_runs_two_jobs_at_once_and_sigterm_interrupts_both() {
     );
     assert!(ledger["candidates"].as_array().unwrap().is_empty());
 }
+
+/// A loopback port nobody listens on (bound then released; the race with another binder is
+/// harmless here: the service would exit and the test fail loudly).
+fn free_loopback() -> std::net::SocketAddr {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+}
+
+/// One raw HTTP/1.1 request; returns the status and body, or `None` when nothing answered
+/// within 3 s (refused, reset, or a stalled server).
+async fn http(addr: std::net::SocketAddr, request: &str) -> Option<(u16, String)> {
+    use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
+    let exchange = async {
+        let mut stream = tokio::net::TcpStream::connect(addr).await.ok()?;
+        stream.write_all(request.as_bytes()).await.ok()?;
+        let mut raw = Vec::new();
+        stream.read_to_end(&mut raw).await.ok()?;
+        let text = String::from_utf8_lossy(&raw).into_owned();
+        let (head, body) = text.split_once("\r\n\r\n")?;
+        let status = head.split(' ').nth(1)?.parse().ok()?;
+        Some((status, body.to_owned()))
+    };
+    tokio::time::timeout(Duration::from_secs(3), exchange)
+        .await
+        .ok()
+        .flatten()
+}
+
+async fn get(addr: std::net::SocketAddr, path: &str) -> Option<(u16, String)> {
+    http(
+        addr,
+        &format!("GET {path} HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n"),
+    )
+    .await
+}
+
+/// The value of one series (`name` or `name{labels}`, exactly as exposed) in a text
+/// exposition.
+fn sample(exposition: &str, series: &str) -> Option<f64> {
+    exposition.lines().find_map(|line| {
+        let rest = line.strip_prefix(series)?.strip_prefix(' ')?;
+        rest.split(' ').next()?.parse().ok()
+    })
+}
+
+/// Polls `/metrics` until `done` holds for the exposition.
+async fn wait_metrics(
+    addr: std::net::SocketAddr,
+    what: &str,
+    done: impl Fn(&str) -> bool,
+) -> String {
+    let give_up = Instant::now() + Duration::from_secs(120);
+    let mut last = String::new();
+    loop {
+        if let Some((200, body)) = get(addr, "/metrics").await {
+            if done(&body) {
+                return body;
+            }
+            last = body;
+        }
+        assert!(
+            Instant::now() < give_up,
+            "timed out waiting for {what}; last /metrics:\n{last}"
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+}
+
+impl World {
+    fn start_with_metrics(&self, addr: std::net::SocketAddr) -> Child {
+        let mut cmd = self.command_with(&[]);
+        cmd.arg("--metrics-listen").arg(addr.to_string());
+        cmd.spawn().unwrap()
+    }
+}
+
+const POLLS_FAILED: &str = "worker_serve_polls_total{result=\"failed\"}";
+const POLLS_OK: &str = "worker_serve_polls_total{result=\"ok\"}";
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn serve_metrics_feed_down_counts_failed_polls_healthz_503_then_recovers_to_200() {
+    let w = World::new().await;
+    w.server.route(&feed_path(VERIFIER), Reply::status(503));
+    let addr = free_loopback();
+    let child = w.start_with_metrics(addr);
+    let first = wait_metrics(addr, "two failed polls", |m| {
+        sample(m, POLLS_FAILED) >= Some(2.0)
+    })
+    .await;
+    assert_eq!(sample(&first, POLLS_OK), Some(0.0), "{first}");
+    let later = wait_metrics(addr, "the failed polls to keep increasing", |m| {
+        sample(m, POLLS_FAILED) > sample(&first, POLLS_FAILED)
+    })
+    .await;
+    assert_eq!(
+        sample(
+            &later,
+            "worker_serve_last_successful_poll_timestamp_seconds"
+        ),
+        Some(0.0),
+        "{later}"
+    );
+    // No successful poll ever: unhealthy, and the body says why.
+    let (status, body) = get(addr, "/healthz").await.expect("/healthz answers");
+    assert_eq!(status, 503, "{body}");
+    let health: Value = serde_json::from_str(&body).unwrap();
+    assert_eq!(health["status"], "unhealthy", "{health}");
+    assert!(
+        health["reason"].as_str().unwrap().contains("poll"),
+        "{health}"
+    );
+
+    // The feed comes back with a job: polls succeed, the job runs, health returns.
+    let job = w.job(30, 0);
+    w.serve_jobs(&[&job]);
+    w.wait_ledger("the job to complete once the feed is back", |l| {
+        job_status(l, &job) == "completed"
+    })
+    .await;
+    let back = wait_metrics(addr, "successful polls", |m| {
+        sample(m, POLLS_OK) >= Some(1.0)
+    })
+    .await;
+    assert!(
+        sample(&back, "worker_serve_last_successful_poll_timestamp_seconds") > Some(1.0e9),
+        "{back}"
+    );
+    let give_up = Instant::now() + Duration::from_secs(30);
+    loop {
+        let answer = get(addr, "/healthz").await;
+        if let Some((200, body)) = &answer {
+            let health: Value = serde_json::from_str(body).unwrap();
+            assert_eq!(health["status"], "ok", "{health}");
+            break;
+        }
+        assert!(
+            Instant::now() < give_up,
+            "/healthz never recovered: {answer:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    signal(&child, "TERM");
+    let (code, stderr) = exit_within(child, Duration::from_secs(40)).await;
+    assert_eq!(code, Some(0), "{stderr}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn serve_metrics_after_a_completed_job_show_the_outcome_and_a_duration_sample() {
+    let w = World::new().await;
+    let job = w.job(31, 0);
+    w.serve_jobs(&[&job]);
+    let addr = free_loopback();
+    let child = w.start_with_metrics(addr);
+    w.wait_ledger("the job to complete", |l| {
+        job_status(l, &job) == "completed"
+    })
+    .await;
+    let m = wait_metrics(addr, "the completed run", |m| {
+        sample(m, "worker_serve_runs_total{outcome=\"completed_passed\"}") == Some(1.0)
+    })
+    .await;
+    assert_eq!(
+        sample(&m, "worker_serve_run_duration_seconds_count"),
+        Some(1.0),
+        "{m}"
+    );
+    assert!(
+        sample(&m, "worker_serve_run_duration_seconds_sum") > Some(0.0),
+        "{m}"
+    );
+    assert_eq!(sample(&m, "worker_serve_jobs_seen_total"), Some(1.0), "{m}");
+    assert_eq!(sample(&m, "worker_serve_runs_in_flight"), Some(0.0), "{m}");
+    assert_eq!(
+        sample(&m, "worker_serve_interrupted_runs_total"),
+        Some(0.0),
+        "{m}"
+    );
+    assert_eq!(
+        sample(&m, "worker_serve_oldest_pending_job_age_seconds"),
+        Some(0.0),
+        "nothing is pending once the only job completed: {m}"
+    );
+    assert_eq!(
+        sample(
+            &m,
+            &format!(
+                "worker_build_info{{version=\"{}\"}}",
+                env!("CARGO_PKG_VERSION")
+            )
+        ),
+        Some(1.0),
+        "{m}"
+    );
+    // Only GET of the two paths.
+    assert_eq!(get(addr, "/").await.map(|r| r.0), Some(404));
+    assert_eq!(
+        get(addr, "/metrics/../healthz").await.map(|r| r.0),
+        Some(404)
+    );
+    assert_eq!(
+        http(addr, "POST /metrics HTTP/1.1\r\nContent-Length: 0\r\n\r\n")
+            .await
+            .map(|r| r.0),
+        Some(405)
+    );
+    assert_eq!(http(addr, "garbage\r\n\r\n").await.map(|r| r.0), Some(400));
+    signal(&child, "TERM");
+    let (code, stderr) = exit_within(child, Duration::from_secs(40)).await;
+    assert_eq!(code, Some(0), "{stderr}");
+    // No --parallel: the default was sized from the engine and the job's manifest, and said so.
+    assert!(stderr.contains("--parallel not given"), "{stderr}");
+    assert!(
+        stderr.contains("jobs at once") && stderr.contains("millis per job"),
+        "{stderr}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn serve_metrics_listen_on_a_non_loopback_address_exits_78_on_a_held_port_1() {
+    let w = World::new().await;
+    for addr in ["0.0.0.0:9464", "[::]:9464", "192.0.2.1:9464"] {
+        let mut cmd = w.command_with(&[]);
+        cmd.args(["--metrics-listen", addr]);
+        let out = cmd.output().unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(78), "{addr}: {stderr}");
+        assert!(stderr.contains("--metrics-listen"), "{addr}: {stderr}");
+        assert!(stderr.contains("loopback"), "{addr}: {stderr}");
+    }
+    assert_eq!(
+        w.server.hits(&feed_path(VERIFIER)),
+        0,
+        "a refused start polled"
+    );
+    // A port still held (a predecessor stopping) is something a restart may fix: exit 1,
+    // which systemd restarts, not 78, which it does not.
+    let held = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let mut cmd = w.command_with(&[]);
+    cmd.arg("--metrics-listen")
+        .arg(held.local_addr().unwrap().to_string());
+    let out = cmd.output().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    assert!(stderr.contains("--metrics-listen"), "{stderr}");
+    assert_eq!(w.server.hits(&feed_path(VERIFIER)), 0);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn serve_metrics_hostile_clients_cannot_block_healthz_or_the_service() {
+    use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
+    let w = World::new().await;
+    let addr = free_loopback();
+    w.serve_jobs(&[]);
+    let child = w.start_with_metrics(addr);
+    wait_metrics(addr, "a successful poll", |m| {
+        sample(m, POLLS_OK) >= Some(1.0)
+    })
+    .await;
+
+    // Slowloris: many connections that send a request head a byte at a time, never ending it.
+    let mut slow = Vec::new();
+    for _ in 0..40 {
+        let mut s = tokio::net::TcpStream::connect(addr).await.unwrap();
+        s.write_all(b"GET /healthz HTTP/1.1\r\nX-Slow: ")
+            .await
+            .unwrap();
+        slow.push(s);
+    }
+    let dribble = tokio::spawn(async move {
+        let started = Instant::now();
+        let mut closed = vec![None; slow.len()];
+        while started.elapsed() < Duration::from_secs(30) && closed.iter().any(Option::is_none) {
+            for (i, s) in slow.iter_mut().enumerate() {
+                if closed[i].is_some() {
+                    continue;
+                }
+                let mut buf = [0u8; 256];
+                // The server ends the connection (with or without an answer) once its
+                // deadline passes: a read returning 0 or an error, or a failed write.
+                match tokio::time::timeout(Duration::from_millis(5), s.read(&mut buf)).await {
+                    Ok(Ok(0) | Err(_)) => closed[i] = Some(started.elapsed()),
+                    _ => {
+                        if s.write_all(b"a").await.is_err() {
+                            closed[i] = Some(started.elapsed());
+                        }
+                    }
+                }
+            }
+            tokio::time::sleep(Duration::from_millis(300)).await;
+        }
+        closed
+    });
+    // A huge request: an endless header line.
+    let huge = tokio::spawn(async move {
+        let mut s = tokio::net::TcpStream::connect(addr).await.unwrap();
+        let chunk = vec![b'a'; 64 * 1024];
+        let mut sent = 0usize;
+        let _ = s.write_all(b"GET /metrics HTTP/1.1\r\nX-Huge: ").await;
+        let started = Instant::now();
+        while sent < 64 * 1024 * 1024 && started.elapsed() < Duration::from_secs(20) {
+            match tokio::time::timeout(Duration::from_secs(2), s.write_all(&chunk)).await {
+                Ok(Ok(())) => sent += chunk.len(),
+                _ => break,
+            }
+        }
+        sent
+    });
+
+    // Meanwhile /healthz and /metrics answer promptly, every time.
+    for _ in 0..10 {
+        let asked = Instant::now();
+        let answer = get(addr, "/healthz").await;
+        assert_eq!(answer.as_ref().map(|a| a.0), Some(200), "{answer:?}");
+        assert!(
+            asked.elapsed() < Duration::from_secs(2),
+            "{:?}",
+            asked.elapsed()
+        );
+        assert_eq!(get(addr, "/metrics").await.map(|a| a.0), Some(200));
+        tokio::time::sleep(Duration::from_millis(300)).await;
+    }
+    // And the service goes on: a job listed now runs to its verdict.
+    let job = w.job(32, 0);
+    w.serve_jobs(&[&job]);
+    w.wait_ledger("the job to complete under attack", |l| {
+        job_status(l, &job) == "completed"
+    })
+    .await;
+
+    let sent = huge.await.unwrap();
+    assert!(
+        sent < 64 * 1024 * 1024,
+        "the server read a 64 MiB request head to its end"
+    );
+    let closed = dribble.await.unwrap();
+    assert!(
+        closed
+            .iter()
+            .all(|c| c.is_some_and(|t| t < Duration::from_secs(20))),
+        "slow connections were kept open: {closed:?}"
+    );
+    assert_eq!(get(addr, "/healthz").await.map(|a| a.0), Some(200));
+    signal(&child, "TERM");
+    let (code, stderr) = exit_within(child, Duration::from_secs(40)).await;
+    assert_eq!(code, Some(0), "{stderr}");
+}
+
+/// The job under one opaque id: the platform's ids usually name the round, but the id is
+/// opaque (PROTOCOL §2), so the ledger must not assume it.
+fn under_id(mut job: Value, id: &str) -> Value {
+    job["job_id"] = json!(id);
+    job
+}
+
+/// The round of the candidate the output's manifest lists for `id`.
+fn listed_round(out: &Path, id: &str) -> Option<u64> {
+    let raw: Value =
+        serde_json::from_slice(&std::fs::read(out.join("manifest.json")).ok()?).ok()?;
+    let manifest = CandidateManifest::from_value(&raw).unwrap();
+    let entry = manifest.candidates.iter().find(|c| c.job_id == id)?;
+    let bytes = std::fs::read(out.join(&entry.file)).unwrap();
+    let c = Candidate::from_value(&serde_json::from_slice(&bytes).unwrap()).unwrap();
+    Some(c.job["round"].as_u64().unwrap())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn serve_ledger_a_new_round_runs_again_and_changed_content_in_a_round_is_never_completed() {
+    let w = World::new().await;
+    let id = "opaque-job-1";
+    let first = under_id(w.job(40, 0), id);
+    w.serve_jobs(&[&first]);
+    let child = w.start();
+    w.wait_ledger("round 40 to complete", |l| {
+        runs_of(l, &first)
+            .iter()
+            .any(|r| r["outcome"] == "completed_passed")
+    })
+    .await;
+    assert_eq!(listed_round(&w.path("out"), id), Some(40));
+
+    // A new round under the same id: a new job, run once.
+    let next = under_id(w.job(41, 0), id);
+    w.serve_jobs(&[&next]);
+    let ledger = w
+        .wait_ledger("round 41 to run", |l| {
+            runs_of(l, &next)
+                .iter()
+                .filter(|r| r["outcome"] == "completed_passed")
+                .count()
+                == 2
+        })
+        .await;
+    let rounds: Vec<i64> = ledger["jobs"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|j| j["job_id"] == id)
+        .map(|j| j["round"].as_i64().unwrap())
+        .collect();
+    assert_eq!(rounds, vec![40, 41], "{ledger:#}");
+    let give_up = Instant::now() + Duration::from_secs(30);
+    while listed_round(&w.path("out"), id) != Some(41) {
+        assert!(
+            Instant::now() < give_up,
+            "the manifest still lists round 40"
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+
+    // Round 41 again with other content (another command): recorded, never run, and the
+    // verdict for the content that did run is not offered for it.
+    let changed = under_id(w.job(41, 1), id);
+    assert_ne!(changed, next);
+    w.serve_jobs(&[&changed]);
+    w.wait_ledger("the changed content to be recorded", |l| {
+        l["jobs"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|j| j["job_id"] == id && j["status"] == "conflicting")
+    })
+    .await;
+    let give_up = Instant::now() + Duration::from_secs(30);
+    while listed_round(&w.path("out"), id).is_some() {
+        assert!(
+            Instant::now() < give_up,
+            "the manifest offers the old content's verdict for the changed job"
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    // A few more polls: still nothing run for it.
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    signal(&child, "TERM");
+    let (code, stderr) = exit_within(child, Duration::from_secs(40)).await;
+    assert_eq!(code, Some(0), "{stderr}");
+    let ledger = w.ledger();
+    assert_eq!(runs_of(&ledger, &changed).len(), 2, "{ledger:#}");
+    assert_eq!(candidates_of(&ledger, &changed), 2);
+    assert!(
+        ledger["jobs"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .all(|j| j["status"] != "conflicting" || j["content_hash"].is_string()),
+        "{ledger:#}"
+    );
+    assert_eq!(listed_round(&w.path("out"), id), None);
+}

@@ -1,0 +1,118 @@
+//! A platform stand-in for `scripts/bench-serve.sh`: serves a feed of N small jobs (the bundled
+//! example, alternately on its passing and its failing source, each with its own round, solver
+//! repository and commit, so every job id differs) and their codeload-style archives on a
+//! loopback HTTP server, the way the `worker serve` tests do.
+//!
+//! The feed is read from `<dir>/feed.json` on every request, so the benchmark can take jobs
+//! out of it between cycles (as the platform does once a job is settled). At start it writes
+//! every job to `<dir>/all-jobs.json` and `<dir>/feed.json`, the jobs' verifier address to
+//! `<dir>/verifier`, then the server's base URL to `<dir>/base`, and serves until killed.
+//!
+//! Usage: `bench_feed <repository root> <image@sha256:…> <jobs> <dir>`
+
+#[path = "../tests/it/feed_support/mod.rs"]
+mod feed_support;
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use feed_support::{VERIFIER, codeload_dir, dir_digest, feed_path};
+use serde_json::{Value, json};
+use verifier_sdk::fixtures::{BENCHMARK_COMMIT, JobParams, job_value, sample_manifest};
+
+fn main() -> std::process::ExitCode {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let [root, image, jobs, dir] = args.as_slice() else {
+        eprintln!("usage: bench_feed <repository root> <image@sha256:…> <jobs> <dir>");
+        return std::process::ExitCode::from(2);
+    };
+    let Ok(jobs) = jobs.parse::<u64>() else {
+        eprintln!("bench_feed: <jobs> must be a number");
+        return std::process::ExitCode::from(2);
+    };
+    let runtime = match tokio::runtime::Runtime::new() {
+        Ok(r) => r,
+        Err(e) => {
+            eprintln!("bench_feed: {e}");
+            return std::process::ExitCode::from(1);
+        }
+    };
+    match runtime.block_on(serve(Path::new(root), image, jobs, Path::new(dir))) {
+        Ok(()) => std::process::ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("bench_feed: {e}");
+            std::process::ExitCode::from(1)
+        }
+    }
+}
+
+async fn serve(root: &Path, image: &str, jobs: u64, dir: &Path) -> std::io::Result<()> {
+    let example = root.join("fixtures/example");
+    let bench = example.join("benchmark");
+    let mut routes = std::collections::HashMap::new();
+    routes.insert(
+        format!("/bounty-org/benchmarks/tar.gz/{BENCHMARK_COMMIT}"),
+        codeload_dir(
+            &format!("benchmarks-{BENCHMARK_COMMIT}"),
+            "suites/parser/",
+            &bench,
+        ),
+    );
+    let bench_digest = dir_digest(&bench);
+    let mut all = Vec::new();
+    for round in 1..=jobs {
+        let tree = example.join(if round % 2 == 1 {
+            "source-pass"
+        } else {
+            "source-fail"
+        });
+        let repo = format!("bench-{round}");
+        let commit = format!("{round:040x}");
+        routes.insert(
+            format!("/solver-org/{repo}/tar.gz/{commit}"),
+            codeload_dir(&format!("{repo}-{commit}"), "", &tree),
+        );
+        let mut manifest = sample_manifest();
+        manifest["image"] = json!(image);
+        manifest["command"] = json!([
+            "/bin/cmp",
+            "/benchmark/expected.txt",
+            "/workspace/result.txt"
+        ]);
+        manifest["benchmark_digest"] = json!(bench_digest.to_string());
+        all.push(job_value(&JobParams {
+            round,
+            artifact_reference: format!("https://github.com/solver-org/{repo}/commit/{commit}"),
+            source_snapshot_digest: dir_digest(&tree).to_string(),
+            manifest,
+            ..JobParams::default()
+        }));
+    }
+    let all = Value::Array(all);
+    let bytes = serde_json::to_vec(&all).map_err(std::io::Error::other)?;
+    std::fs::write(dir.join("all-jobs.json"), &bytes)?;
+    std::fs::write(dir.join("feed.json"), &bytes)?;
+
+    let routes = Arc::new(routes);
+    let feed_file: PathBuf = dir.join("feed.json");
+    let feed = feed_path(VERIFIER);
+    let base = test_http::serve(move |request| {
+        let target = request.target().to_owned();
+        let reply = if target == feed {
+            std::fs::read(&feed_file)
+                .map(|body| test_http::Response::ok(Vec::new()).json_body(body))
+                .unwrap_or_else(|_| test_http::Response::status(500))
+        } else {
+            match routes.get(&target) {
+                Some(body) => test_http::Response::ok(body.clone()),
+                None => test_http::Response::not_found(Vec::new()),
+            }
+        };
+        async move { Some(reply) }
+    })
+    .await?;
+    std::fs::write(dir.join("verifier"), VERIFIER)?;
+    std::fs::write(dir.join("base"), &base)?;
+    std::future::pending::<()>().await;
+    Ok(())
+}
