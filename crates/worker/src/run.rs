@@ -59,6 +59,10 @@ pub struct JobRun {
     pub evidence: EvidenceRecord,
 }
 
+/// Under the staging root: remembered `argv[0]` resolutions, one small file per image id,
+/// `argv[0]` and image `PATH` (see `sandbox::exec_cache`).
+pub const EXECUTABLE_CACHE_DIR: &str = "executables";
+
 /// Re-digests both staged trees; used right before create and after the run.
 struct StagedInputs {
     root: PathBuf,
@@ -113,6 +117,10 @@ impl RunHooks for StagedInputs {
             Ok(_) => InputCheck::Matched,
             Err(detail) => InputCheck::Mismatch { detail },
         }
+    }
+
+    fn executable_cache(&self) -> Option<PathBuf> {
+        Some(self.root.join(EXECUTABLE_CACHE_DIR))
     }
 }
 

@@ -7,7 +7,7 @@
 //! Where to look and what each answer means are pure steps ([`candidates`], [`probe_step`],
 //! [`shebang_interpreter`]); the functions taking the engine only fetch.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use bollard::Docker;
 use bollard::query_parameters::{
@@ -16,6 +16,7 @@ use bollard::query_parameters::{
 use futures_util::StreamExt;
 
 use super::engine::{engine_message, is_not_found};
+use super::exec_cache::{self, Key, Miss, Volatile};
 use super::profile;
 
 /// Bytes of a file's archive read to find its `#!` line (tar headers plus the line).
@@ -87,6 +88,87 @@ pub(super) fn shebang_interpreter(head: &[u8]) -> Option<String> {
     std::str::from_utf8(word).ok().map(str::to_string)
 }
 
+/// Where a run's resolution is remembered, and what it is remembered by.
+pub(super) struct Cache<'a> {
+    /// The cache directory (the staging root's `executables/`).
+    pub dir: PathBuf,
+    /// The run's key.
+    pub key: Key<'a>,
+    /// The run's mounts, tmpfs and runtime paths: answers touching them are not kept.
+    pub volatile: Volatile,
+}
+
+/// How a run's `argv[0]` was settled.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum Settled {
+    /// Probed in this container.
+    Probed,
+    /// Taken from the cache without probing: only trusted as far as a run exiting 0 proves
+    /// the init could execute it.
+    Cached,
+}
+
+/// [`resolve`], answered from `cache` when it holds an entry for this key, and remembered in
+/// it when the answer depends on the image alone.
+pub(super) async fn resolve_cached(
+    docker: &Docker,
+    id: &str,
+    argv0: &str,
+    image_path: Option<&str>,
+    cache: Option<&Cache<'_>>,
+) -> Result<Settled, String> {
+    if let Some(cache) = cache {
+        match exec_cache::lookup(&cache.dir, &cache.key, &cache.volatile) {
+            Ok(entry) => {
+                tracing::debug!(
+                    argv0,
+                    executable = %entry.executable,
+                    "executable resolution taken from the cache"
+                );
+                return Ok(Settled::Cached);
+            }
+            Err(Miss::Rejected(why)) => {
+                tracing::warn!(argv0, %why, "ignoring an unusable executable cache entry");
+            }
+            Err(Miss::Absent | Miss::Uncacheable) => {}
+        }
+    }
+    let resolved = resolve(docker, id, argv0, image_path).await?;
+    if let Some(cache) = cache {
+        let image_only = resolved
+            .probed
+            .iter()
+            .all(|path| cache.volatile.is_image_only(path));
+        if image_only && ancestors_are_plain(docker, id, &resolved.probed).await {
+            let entry = exec_cache::Entry::new(
+                &cache.key,
+                resolved.executable.clone(),
+                resolved.interpreter.clone(),
+            );
+            if let Err(error) = exec_cache::store(&cache.dir, &cache.key, &entry) {
+                tracing::warn!(argv0, %error, "could not remember the executable resolution");
+            }
+        } else {
+            tracing::debug!(
+                argv0,
+                "executable resolution depends on the run; not cached"
+            );
+        }
+    }
+    Ok(Settled::Probed)
+}
+
+/// Where `argv0` resolved in a container.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(super) struct Resolved {
+    /// The executable regular file `argv0` leads to.
+    pub executable: String,
+    /// The resolved `#!` interpreter, when the executable is a script.
+    pub interpreter: Option<String>,
+    /// Every path stat'd on the way, found or not, in order: what the answer depends on.
+    pub probed: Vec<String>,
+}
+
 /// Resolves `argv0` (and its `#!` interpreter) in container `id`; the error is the detail of
 /// a start-failed no-verdict.
 pub(super) async fn resolve(
@@ -94,32 +176,77 @@ pub(super) async fn resolve(
     id: &str,
     argv0: &str,
     image_path: Option<&str>,
-) -> Result<(), String> {
-    let path = find(docker, id, argv0, candidates(argv0, image_path))
-        .await?
-        .ok_or_else(|| format!("executable {argv0} not found in the image"))?;
-    if let Some(interpreter) = read_interpreter(docker, id, &path).await {
+) -> Result<Resolved, String> {
+    let mut probed = Vec::new();
+    let executable = find(
+        docker,
+        id,
+        argv0,
+        candidates(argv0, image_path),
+        &mut probed,
+    )
+    .await?
+    .ok_or_else(|| format!("executable {argv0} not found in the image"))?;
+    let mut resolved_interpreter = None;
+    if let Some(interpreter) = read_interpreter(docker, id, &executable).await {
         // The kernel does not search PATH for an interpreter; relative means the workdir.
         let candidates = if interpreter.starts_with('/') {
             vec![interpreter.clone()]
         } else {
             vec![format!("{}/{interpreter}", profile::WORKDIR)]
         };
-        if find(docker, id, &interpreter, candidates).await?.is_none() {
-            return Err(format!(
-                "interpreter {interpreter} of {argv0} not found in the image"
-            ));
+        match find(docker, id, &interpreter, candidates, &mut probed).await? {
+            Some(path) => resolved_interpreter = Some(path),
+            None => {
+                return Err(format!(
+                    "interpreter {interpreter} of {argv0} not found in the image"
+                ));
+            }
         }
     }
-    Ok(())
+    Ok(Resolved {
+        executable,
+        interpreter: resolved_interpreter,
+        probed,
+    })
 }
 
-/// The first candidate that is (after following symlinks) an executable regular file.
+/// Whether no directory on the way to any of `paths` is a symlink in the container (or could
+/// not be told): a lexically plain path under a linked directory may land in a mount.
+pub(super) async fn ancestors_are_plain(docker: &Docker, id: &str, paths: &[String]) -> bool {
+    let mut ancestors: Vec<&str> = paths
+        .iter()
+        .flat_map(|path| {
+            path.match_indices('/')
+                .map(|(at, _)| &path[..at])
+                .filter(|dir| !dir.is_empty())
+        })
+        .collect();
+    ancestors.sort_unstable();
+    ancestors.dedup();
+    for dir in ancestors {
+        let options = ContainerArchiveInfoOptionsBuilder::default()
+            .path(dir)
+            .build();
+        tracing::debug!(path = dir, "archive stat of an ancestor");
+        match docker.get_container_archive_info(id, Some(options)).await {
+            Ok(stat) if stat.file_mode & GO_MODE_SYMLINK == 0 => {}
+            // Absent: nothing under it exists either, and no mount can create it.
+            Err(error) if is_not_found(&error) => {}
+            _ => return false,
+        }
+    }
+    true
+}
+
+/// The first candidate that is (after following symlinks) an executable regular file; every
+/// path stat'd is appended to `probed`.
 async fn find(
     docker: &Docker,
     id: &str,
     name: &str,
     candidates: Vec<String>,
+    probed: &mut Vec<String>,
 ) -> Result<Option<String>, String> {
     for candidate in candidates {
         let mut path = candidate;
@@ -127,6 +254,8 @@ async fn find(
             let options = ContainerArchiveInfoOptionsBuilder::default()
                 .path(&path)
                 .build();
+            tracing::debug!(path = %path, "archive stat");
+            probed.push(path.clone());
             let stat = match docker.get_container_archive_info(id, Some(options)).await {
                 Ok(stat) => stat,
                 Err(error) if is_not_found(&error) => break,
@@ -158,6 +287,7 @@ async fn read_interpreter(docker: &Docker, id: &str, path: &str) -> Option<Strin
     let options = DownloadFromContainerOptionsBuilder::default()
         .path(path)
         .build();
+    tracing::debug!(path, "archive read of the file's head");
     let mut archive = docker.download_from_container(id, Some(options));
     let mut head = Vec::new();
     while head.len() < ARCHIVE_HEAD_BYTES {

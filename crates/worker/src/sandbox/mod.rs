@@ -4,9 +4,10 @@
 //! Split by responsibility, pure steps apart from engine calls: [`decision`] is the pure verdict
 //! contract, `spec` checks the spec and converts its limits, `image` accepts or refuses the
 //! inspected image, `events` judges the engine's event stream, `executable` resolves `argv[0]`
-//! through the archive API, [`profile`] builds the container profile and reads it back,
-//! [`streams`] hashes output, `output` reads it, `teardown` kills, removes and reads the final
-//! state, [`evidence`] holds the record, `engine` holds the remaining engine calls, and
+//! through the archive API (`exec_cache` remembers the answers that depend on the image
+//! alone), [`profile`] builds the container profile and reads it back, [`streams`] hashes
+//! output, `output` reads it, `teardown` kills, removes and reads the final state,
+//! [`evidence`] holds the record, `engine` holds the remaining engine calls, and
 //! [`DockerExecutor`] connects, sweeps and drives the lifecycle.
 //!
 //! This module does not know about jobs or manifests: the caller turns those into a
@@ -18,6 +19,7 @@ pub mod endpoint;
 mod engine;
 mod events;
 pub mod evidence;
+mod exec_cache;
 mod executable;
 pub mod hits;
 mod image;
@@ -98,6 +100,12 @@ pub enum InputPhase {
 pub trait RunHooks: Send + Sync {
     /// Re-verifies the source and benchmark trees against their digests.
     fn check_inputs(&self, phase: InputPhase) -> InputCheck;
+
+    /// A directory where `argv[0]`'s resolution in an image may be remembered across runs
+    /// (created if absent; never read or written through a symlink); `None` probes every run.
+    fn executable_cache(&self) -> Option<PathBuf> {
+        None
+    }
 }
 
 /// What [`DockerExecutor::run`] returns: the decision and its evidence.

@@ -645,3 +645,195 @@ fn candidate_from_a_real_run_validates_and_tampering_is_refused() {
         "{refused:?}"
     );
 }
+
+/// Like [`Env::run`], with the sandbox's debug events on stderr (one per archive call, one
+/// when the executable resolution comes from the cache).
+fn run_logged(env: &Env, request: &Value) -> Run {
+    let path = env.write_request("request.json", request);
+    let mut command = env.command(&path, &[]);
+    command.env("WORKER_LOG", "worker::sandbox::executable=debug");
+    Run::from(command.output().unwrap())
+}
+
+/// Where the executable cache keeps the entry for `argv0` in the busybox image, by the
+/// documented recipe: `<root>/executables/<sha256 of [image id, argv0, image PATH]>.json`.
+fn cache_entry_path(env: &Env, argv0: &str) -> PathBuf {
+    let image = support::busybox();
+    let id = docker(&["image", "inspect", "--format", "{{.Id}}", &image]);
+    let image_env: Vec<String> = serde_json::from_str(&docker(&[
+        "image",
+        "inspect",
+        "--format",
+        "{{json .Config.Env}}",
+        &image,
+    ]))
+    .unwrap();
+    let path_env = image_env
+        .iter()
+        .find_map(|e| e.strip_prefix("PATH="))
+        .map(str::to_string);
+    let key = json!([id.trim(), argv0, path_env]).to_string();
+    env.root
+        .join("executables")
+        .join(format!("{}.json", hex::encode(Sha256::digest(key))))
+}
+
+/// A well-formed entry for `argv0` claiming `executable`, against `image_id` (the real one
+/// when `None`).
+fn forged_entry(argv0: &str, executable: &str, image_id: Option<&str>) -> Value {
+    let image = support::busybox();
+    let real_id = docker(&["image", "inspect", "--format", "{{.Id}}", &image]);
+    let image_env: Vec<String> = serde_json::from_str(&docker(&[
+        "image",
+        "inspect",
+        "--format",
+        "{{json .Config.Env}}",
+        &image,
+    ]))
+    .unwrap();
+    json!({
+        "schema": "agent-bounties/executable-resolution-v1",
+        "image_id": image_id.unwrap_or(real_id.trim()),
+        "argv0": argv0,
+        "path_env": image_env.iter().find_map(|e| e.strip_prefix("PATH=")),
+        "executable": executable,
+        "interpreter": null,
+    })
+}
+
+#[test]
+fn second_run_takes_the_executable_from_the_cache_and_hashes_the_same() {
+    let _engine = shared();
+    let env = Env::new();
+    let source = env.stage_source("source-pass");
+    let job = env.cmp_job(&source);
+    let request = json!({ "job": job });
+
+    let first = run_logged(&env, &request);
+    let first_outcome = assert_verdict(&first, &job, "passed");
+    assert!(first.stderr.contains("archive stat"), "{first:?}");
+    assert!(!first.stderr.contains("from the cache"), "{first:?}");
+    let entry = cache_entry_path(&env, "/bin/cmp");
+    let stored: Value = serde_json::from_slice(
+        &fs::read(&entry)
+            .unwrap_or_else(|e| panic!("no cache entry at {}: {e}: {first:?}", entry.display())),
+    )
+    .unwrap();
+    assert_eq!(stored["executable"], "/bin/busybox", "{stored}");
+
+    let second = run_logged(&env, &request);
+    let second_outcome = assert_verdict(&second, &job, "passed");
+    assert!(second.stderr.contains("from the cache"), "{second:?}");
+    // No archive call at all: neither a stat nor a read of the file's head.
+    assert!(!second.stderr.contains("archive"), "{second:?}");
+    assert_eq!(second_outcome["receipt"], first_outcome["receipt"]);
+    assert_eq!(
+        second_outcome["response_hash"],
+        first_outcome["response_hash"]
+    );
+    assert_eq!(second.stdout, first.stdout);
+}
+
+#[test]
+fn poisoned_cache_entry_for_the_command_changes_neither_the_command_nor_the_hash() {
+    let _engine = shared();
+    let env = Env::new();
+    let source = env.stage_source("source-pass");
+    let job = env.cmp_job(&source);
+    let request = json!({ "job": job });
+    let clean = env.run(&request, &[]);
+    let clean_outcome = assert_verdict(&clean, &job, "passed");
+    // A lie with the right key: /bin/cmp "is" /bin/false. The entry only skips the pre-check;
+    // the argv run is the job's, so the verdict and its hash are the clean run's.
+    let entry = cache_entry_path(&env, "/bin/cmp");
+    fs::write(
+        &entry,
+        forged_entry("/bin/cmp", "/bin/false", None).to_string(),
+    )
+    .unwrap();
+    let poisoned = run_logged(&env, &request);
+    assert!(poisoned.stderr.contains("from the cache"), "{poisoned:?}");
+    let outcome = assert_verdict(&poisoned, &job, "passed");
+    assert_eq!(outcome["response_hash"], clean_outcome["response_hash"]);
+    assert_eq!(poisoned.stdout, clean.stdout);
+}
+
+/// Puts something at a cache entry's path.
+type Plant<'a> = Box<dyn Fn(&Path) + 'a>;
+
+#[test]
+fn planted_cache_entries_cannot_turn_a_missing_executable_into_a_verdict() {
+    let _engine = shared();
+    let env = Env::new();
+    let source = env.stage_source("source-pass");
+    for argv0 in ["/bin/no-such-tool", "/workspace/no-such-script.sh"] {
+        let job = env.job(&source, &[argv0, "x"], |_| {});
+        let request = json!({ "job": job });
+        let clean = env.run(&request, &[]);
+        let clean_out = clean.assert_no_verdict("start_failed", clean.code);
+        let entry = cache_entry_path(&env, argv0);
+        assert!(!entry.exists(), "a failed resolution was cached: {clean:?}");
+
+        // A real entry for another argv[0], produced by a real run, then renamed to this key.
+        let cmp = env.run(&json!({ "job": env.cmp_job(&source) }), &[]);
+        assert_verdict(&cmp, &env.cmp_job(&source), "passed");
+        let other = fs::read(cache_entry_path(&env, "/bin/cmp")).unwrap();
+
+        let decoy = env.path("decoy.json");
+        fs::write(&decoy, forged_entry(argv0, argv0, None).to_string()).unwrap();
+        let plants: Vec<(&str, Plant)> = vec![
+            (
+                "a well-formed entry with the right key",
+                Box::new(|p| {
+                    fs::write(p, forged_entry(argv0, argv0, None).to_string()).unwrap();
+                }),
+            ),
+            (
+                "an entry resolved against another image",
+                Box::new(|p| {
+                    let other_image = format!("sha256:{}", "ab".repeat(32));
+                    let forged = forged_entry(argv0, "/bin/busybox", Some(&other_image));
+                    fs::write(p, forged.to_string()).unwrap();
+                }),
+            ),
+            (
+                "an entry naming a path inside /workspace",
+                Box::new(|p| {
+                    let forged = forged_entry(argv0, "/workspace/result.txt", None);
+                    fs::write(p, forged.to_string()).unwrap();
+                }),
+            ),
+            (
+                "garbage",
+                Box::new(|p| fs::write(p, b"\x00\xffnot json{").unwrap()),
+            ),
+            (
+                "a symlink to a well-formed entry",
+                Box::new(|p| std::os::unix::fs::symlink(&decoy, p).unwrap()),
+            ),
+            (
+                "the entry of another argv[0]",
+                Box::new(|p| fs::write(p, &other).unwrap()),
+            ),
+        ];
+        for (what, plant) in plants {
+            let _ = fs::remove_file(&entry);
+            plant(&entry);
+            let planted = env.run(&request, &[]);
+            assert_eq!(planted.code, clean.code, "{argv0}, {what}: {planted:?}");
+            assert_eq!(
+                planted.assert_no_verdict("start_failed", clean.code),
+                clean_out,
+                "{argv0}, {what}: {planted:?}"
+            );
+        }
+        // The lie that was believed is forgotten once the run disproved it.
+        let _ = fs::remove_file(&entry);
+        fs::write(&entry, forged_entry(argv0, argv0, None).to_string()).unwrap();
+        env.run(&request, &[])
+            .assert_no_verdict("start_failed", clean.code);
+        if !argv0.starts_with("/workspace") {
+            assert!(!entry.exists(), "{argv0}: a disproved entry was kept");
+        }
+    }
+}
