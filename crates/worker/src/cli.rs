@@ -108,8 +108,8 @@ pub enum Subcommands {
     /// Write a request file ({"job": …}) for `plan` and --run-regression from a source digest
     /// and a runner manifest; its bounty is a local placeholder that no chain knows.
     Request(crate::local_request::RequestArgs),
-    /// Remove staged trees and evidence records older than an age from a staging store,
-    /// keeping any tree a container mounts.
+    /// Remove staged trees, evidence records and remembered executable resolutions older
+    /// than an age from a staging store, keeping any tree a container mounts.
     Gc(crate::gc::GcArgs),
     /// Print the shell completion script for bash, zsh or fish (and elvish, powershell).
     Completions(crate::completions::CompletionsArgs),

@@ -5,8 +5,9 @@
 //! would turn into empty directories mid-run, and the post-run digest check would void the
 //! run). So a published tree goes only when it is older than the limit (by the mtime of its
 //! top directory, set when it was published) and no container (running or not, ours or not)
-//! mounts it. Evidence records go by age alone. Work folders under `tmp/` are the stager's
-//! own business (it removes crashed ones itself) and are never touched here.
+//! mounts it. Evidence records and cached executable resolutions go by age alone. Work
+//! folders under `tmp/` are the stager's own business (it removes crashed ones itself) and
+//! are never touched here.
 //!
 //! Staged trees are read-only (0555/0444), which stops a plain `rm -rf` of a non-root user;
 //! each directory is opened without following links and made writable through its own
@@ -101,7 +102,7 @@ pub struct GcOptions {
 /// One entry removed (or, in a dry run, that would be).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct Freed {
-    /// `source`, `benchmark` or `evidence`.
+    /// `source`, `benchmark`, `evidence` or `executable`.
     pub kind: &'static str,
     /// Its path.
     pub path: PathBuf,
@@ -261,6 +262,12 @@ pub fn collect(options: &GcOptions) -> Result<GcReport, GcError> {
     let evidence = options.root.join("evidence").join("sha256");
     for (path, age) in old_entries(&evidence, options, false, &mut report) {
         remove("evidence", path, age, options, &mut report);
+    }
+    // Executable resolutions only save a probe of an immutable image: a removed entry is
+    // resolved again on the next run, so age alone decides, as for evidence.
+    let executables = options.root.join(crate::run::EXECUTABLE_CACHE_DIR);
+    for (path, age) in old_entries(&executables, options, false, &mut report) {
+        remove("executable", path, age, options, &mut report);
     }
     report.freed_bytes = report.freed.iter().map(|f| f.bytes).sum();
     Ok(report)

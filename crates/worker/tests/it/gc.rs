@@ -46,6 +46,15 @@ fn evidence(root: &Path, fill: char) -> PathBuf {
     path
 }
 
+/// An entry of the executable-resolution cache (`<root>/executables/<hex>.json`).
+fn executable_entry(root: &Path, fill: char) -> PathBuf {
+    let dir = root.join("executables");
+    fs::create_dir_all(&dir).unwrap();
+    let path = dir.join(format!("{}.json", fill.to_string().repeat(64)));
+    fs::write(&path, b"{}").unwrap();
+    path
+}
+
 /// `worker gc` with CAP_DAC_OVERRIDE and CAP_DAC_READ_SEARCH out of the bounding set, so
 /// read-only directories stop it exactly as they stop a non-root user.
 fn gc(root: &Path, extra: &[&str]) -> Output {
@@ -124,7 +133,9 @@ fn gc_removes_old_unreferenced_trees_and_evidence_but_keeps_a_mounted_tree() {
     let bench = stage(&root, "benchmark", &tree(&inputs, "bench", "bench"));
     let old_evidence = evidence(&root, 'a');
     let young_evidence = evidence(&root, 'b');
-    for path in [&old, &mounted, &bench, &old_evidence] {
+    let old_executable = executable_entry(&root, 'c');
+    let young_executable = executable_entry(&root, 'd');
+    for path in [&old, &mounted, &bench, &old_evidence, &old_executable] {
         backdate(path, 10 * DAY);
     }
     backdate(&young, 2 * DAY);
@@ -152,6 +163,7 @@ fn gc_removes_old_unreferenced_trees_and_evidence_but_keeps_a_mounted_tree() {
         old.display().to_string(),
         bench.display().to_string(),
         old_evidence.display().to_string(),
+        old_executable.display().to_string(),
     ];
     expected.sort();
     assert_eq!(freed, expected, "{report}");
@@ -161,6 +173,7 @@ fn gc_removes_old_unreferenced_trees_and_evidence_but_keeps_a_mounted_tree() {
     assert!(mounted.join("nested/deeper/file.txt").is_file());
     assert!(young.join("top.txt").is_file());
     assert!(young_evidence.is_file());
+    assert!(!old_executable.exists() && young_executable.is_file());
 }
 
 #[test]
