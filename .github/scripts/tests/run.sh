@@ -564,6 +564,52 @@ else
   failed=$((failed + 1))
 fi
 
+# --- independent execution with shards: merging a slot's per-shard re-runs ----------------
+# A re-run VM runs solver code: its artifact may only contribute candidates of its own shard.
+rerun_shard_of() { shard_of "$1" 2; }
+rerun_id0=""; rerun_id1=""
+for n in $(seq 1 40); do
+  case "$(rerun_shard_of "rerun-job-${n}")" in
+    0) [[ -n "${rerun_id0}" ]] || rerun_id0="rerun-job-${n}" ;;
+    1) [[ -n "${rerun_id1}" ]] || rerun_id1="rerun-job-${n}" ;;
+  esac
+done
+rerun_name() { echo "candidate-$(printf '%s' "$1" | sha256sum | cut -d' ' -f1).json"; }
+rerun_candidate() { # folder job-id hash [file name]
+  mkdir -p "$1"
+  jq -n --arg id "$2" --arg h "$3" '{job: {job_id: $id}, outcome: {response_hash: $h}}' \
+    > "$1/${4:-$(rerun_name "$2")}"
+}
+merge_reruns() { rm -rf "${tmp}/merged"; run_script "${scripts}/merge-reruns.sh" "${tmp}/reruns" 2 "${tmp}/merged"; }
+honest_hash="0x$(printf 'a%.0s' $(seq 64))"
+forged_hash="0x$(printf 'f%.0s' $(seq 64))"
+
+rm -rf "${tmp}/reruns"
+rerun_candidate "${tmp}/reruns/regression-rerun-1-shard-0" "${rerun_id0}" "${honest_hash}"
+rerun_candidate "${tmp}/reruns/regression-rerun-1-shard-1" "${rerun_id1}" "${honest_hash}"
+echo '{}' > "${tmp}/reruns/regression-rerun-1-shard-1/feed-report.json"
+merge_reruns
+check "reruns: each shard's own candidates are merged (reports left out)" \
+  eval '((status == 0)) && [[ -f "${tmp}/merged/$(rerun_name "${rerun_id0}")" && -f "${tmp}/merged/$(rerun_name "${rerun_id1}")" && ! -e "${tmp}/merged/feed-report.json" ]]'
+
+# Shard 1's VM plants a candidate for shard 0's job agreeing with a forged runner candidate;
+# whichever folder is merged last, only shard 0's own answer may reach the comparison.
+rerun_candidate "${tmp}/reruns/regression-rerun-1-shard-1" "${rerun_id0}" "${forged_hash}"
+merge_reruns
+check "reruns: a shard's planted candidate for another shard's job is dropped with an error" \
+  eval '((status == 0)) && [[ "$(jq -r .outcome.response_hash "${tmp}/merged/$(rerun_name "${rerun_id0}")")" == "${honest_hash}" ]] && said "::error::re-run artifact regression-rerun-1-shard-1/$(rerun_name "${rerun_id0}"): job ${rerun_id0} is in shard 0, not 1"'
+
+rm -rf "${tmp}/reruns"
+rerun_candidate "${tmp}/reruns/regression-rerun-1-shard-1" "${rerun_id1}" "${forged_hash}" "$(rerun_name "${rerun_id0}")"
+ln -s /etc/passwd "${tmp}/reruns/regression-rerun-1-shard-1/$(rerun_name "${rerun_id1}")"
+rerun_candidate "${tmp}/reruns/regression-rerun-1-shard-7" "${rerun_id1}" "${forged_hash}"
+merge_reruns
+check "reruns: a file named for another job, a symlink and a shard out of range are all dropped" \
+  eval '((status == 0)) && [[ -z "$(ls -A "${tmp}/merged")" ]] && said "holds job ${rerun_id1}" && said "not a regular file" && said "shard 7 is not one of 0..1"'
+
+run_script "${scripts}/merge-reruns.sh" "${tmp}/reruns" 0 "${tmp}/merged-bad"
+check "reruns: a malformed shard count fails closed" eval '((status == 1)) && [[ ! -e "${tmp}/merged-bad" ]]'
+
 # --- every job of every workflow has a timeout ---------------------------------------------
 # A job without `timeout-minutes` runs up to six hours (a hung pull or RPC holds the
 # concurrency group, and every later cycle queues behind it).
