@@ -655,9 +655,9 @@ fn run_logged(env: &Env, request: &Value) -> Run {
     Run::from(command.output().unwrap())
 }
 
-/// Where the executable cache keeps the entry for `argv0` in the busybox image, by the
-/// documented recipe: `<root>/executables/<sha256 of [image id, argv0, image PATH]>.json`.
-fn cache_entry_path(env: &Env, argv0: &str) -> PathBuf {
+/// The busybox image's content id and the `PATH` of its config, the two image facts an
+/// executable-cache key holds.
+fn busybox_id_and_path() -> (String, Option<String>) {
     let image = support::busybox();
     let id = docker(&["image", "inspect", "--format", "{{.Id}}", &image]);
     let image_env: Vec<String> = serde_json::from_str(&docker(&[
@@ -672,7 +672,14 @@ fn cache_entry_path(env: &Env, argv0: &str) -> PathBuf {
         .iter()
         .find_map(|e| e.strip_prefix("PATH="))
         .map(str::to_string);
-    let key = json!([id.trim(), argv0, path_env]).to_string();
+    (id.trim().to_string(), path_env)
+}
+
+/// Where the executable cache keeps the entry for `argv0` in the busybox image, by the
+/// documented recipe: `<root>/executables/<sha256 of [image id, argv0, image PATH]>.json`.
+fn cache_entry_path(env: &Env, argv0: &str) -> PathBuf {
+    let (id, path_env) = busybox_id_and_path();
+    let key = json!([id, argv0, path_env]).to_string();
     env.root
         .join("executables")
         .join(format!("{}.json", hex::encode(Sha256::digest(key))))
@@ -681,21 +688,12 @@ fn cache_entry_path(env: &Env, argv0: &str) -> PathBuf {
 /// A well-formed entry for `argv0` claiming `executable`, against `image_id` (the real one
 /// when `None`).
 fn forged_entry(argv0: &str, executable: &str, image_id: Option<&str>) -> Value {
-    let image = support::busybox();
-    let real_id = docker(&["image", "inspect", "--format", "{{.Id}}", &image]);
-    let image_env: Vec<String> = serde_json::from_str(&docker(&[
-        "image",
-        "inspect",
-        "--format",
-        "{{json .Config.Env}}",
-        &image,
-    ]))
-    .unwrap();
+    let (real_id, path_env) = busybox_id_and_path();
     json!({
         "schema": "agent-bounties/executable-resolution-v1",
-        "image_id": image_id.unwrap_or(real_id.trim()),
+        "image_id": image_id.unwrap_or(&real_id),
         "argv0": argv0,
-        "path_env": image_env.iter().find_map(|e| e.strip_prefix("PATH=")),
+        "path_env": path_env,
         "executable": executable,
         "interpreter": null,
     })
