@@ -202,6 +202,17 @@ mod tests {
 
     use super::*;
 
+    fn make_fifo(path: &Path) {
+        rustix::fs::mknodat(
+            rustix::fs::CWD,
+            path,
+            rustix::fs::FileType::Fifo,
+            rustix::fs::Mode::from_raw_mode(0o600),
+            0,
+        )
+        .unwrap();
+    }
+
     #[test]
     fn read_enforces_the_cap_and_refuses_links_dirs_and_fifos() {
         let dir = tempfile::tempdir().unwrap();
@@ -223,14 +234,7 @@ mod tests {
             Err(ReadError::NotRegular(_))
         ));
         let fifo = dir.path().join("fifo");
-        rustix::fs::mknodat(
-            rustix::fs::CWD,
-            &fifo,
-            rustix::fs::FileType::Fifo,
-            rustix::fs::Mode::from_raw_mode(0o600),
-            0,
-        )
-        .unwrap();
+        make_fifo(&fifo);
         assert!(matches!(
             read_bounded(&fifo, 100),
             Err(ReadError::NotRegular(_))
@@ -256,14 +260,7 @@ mod tests {
             Err(ReadError::NotRegular(_))
         ));
         let fifo = dir.path().join("fifo");
-        rustix::fs::mknodat(
-            rustix::fs::CWD,
-            &fifo,
-            rustix::fs::FileType::Fifo,
-            rustix::fs::Mode::from_raw_mode(0o600),
-            0,
-        )
-        .unwrap();
+        make_fifo(&fifo);
         // Without O_NONBLOCK this open would wait for a writer forever.
         assert!(matches!(
             read_named(&fifo, 100),

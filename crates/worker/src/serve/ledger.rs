@@ -618,80 +618,79 @@ impl Ledger {
 
     /// Every job, oldest first (or only `job_id`).
     pub fn jobs(&self, job_id: Option<&str>) -> Result<Vec<JobEntry>, LedgerError> {
-        let mut stmt = self
-            .conn
-            .prepare(
-                "SELECT job_id, round, content_hash, first_seen_ms, last_seen_ms, status, attempts,
-                 job FROM jobs WHERE ?1 IS NULL OR job_id = ?1 ORDER BY first_seen_ms, job",
-            )
-            .map_err(self.err())?;
-        stmt.query_map(params![job_id], |r| {
-            Ok(JobEntry {
-                job_id: r.get(0)?,
-                round: r.get(1)?,
-                content_hash: r.get(2)?,
-                first_seen_ms: r.get(3)?,
-                last_seen_ms: r.get(4)?,
-                status: r.get(5)?,
-                attempts: r.get(6)?,
-                job: r.get(7)?,
-            })
-        })
-        .map_err(self.err())?
-        .collect::<Result<_, _>>()
-        .map_err(self.err())
+        self.select(
+            "SELECT job_id, round, content_hash, first_seen_ms, last_seen_ms, status, attempts,
+             job FROM jobs WHERE ?1 IS NULL OR job_id = ?1 ORDER BY first_seen_ms, job",
+            job_id,
+            |r| {
+                Ok(JobEntry {
+                    job_id: r.get(0)?,
+                    round: r.get(1)?,
+                    content_hash: r.get(2)?,
+                    first_seen_ms: r.get(3)?,
+                    last_seen_ms: r.get(4)?,
+                    status: r.get(5)?,
+                    attempts: r.get(6)?,
+                    job: r.get(7)?,
+                })
+            },
+        )
     }
 
     /// Every run, in order (or only `job_id`'s).
     pub fn runs(&self, job_id: Option<&str>) -> Result<Vec<RunEntry>, LedgerError> {
-        let mut stmt = self
-            .conn
-            .prepare(
-                "SELECT run_id, job_id, started_ms, ended_ms, outcome, reason_code, reason,
-                 evidence, worker_version, job FROM runs WHERE ?1 IS NULL OR job_id = ?1
-                 ORDER BY run_id",
-            )
-            .map_err(self.err())?;
-        stmt.query_map(params![job_id], |r| {
-            Ok(RunEntry {
-                run_id: r.get(0)?,
-                job_id: r.get(1)?,
-                started_ms: r.get(2)?,
-                ended_ms: r.get(3)?,
-                outcome: r.get(4)?,
-                reason_code: r.get(5)?,
-                reason: r.get(6)?,
-                evidence: r.get(7)?,
-                worker_version: r.get(8)?,
-                job: r.get(9)?,
-            })
-        })
-        .map_err(self.err())?
-        .collect::<Result<_, _>>()
-        .map_err(self.err())
+        self.select(
+            "SELECT run_id, job_id, started_ms, ended_ms, outcome, reason_code, reason,
+             evidence, worker_version, job FROM runs WHERE ?1 IS NULL OR job_id = ?1
+             ORDER BY run_id",
+            job_id,
+            |r| {
+                Ok(RunEntry {
+                    run_id: r.get(0)?,
+                    job_id: r.get(1)?,
+                    started_ms: r.get(2)?,
+                    ended_ms: r.get(3)?,
+                    outcome: r.get(4)?,
+                    reason_code: r.get(5)?,
+                    reason: r.get(6)?,
+                    evidence: r.get(7)?,
+                    worker_version: r.get(8)?,
+                    job: r.get(9)?,
+                })
+            },
+        )
     }
 
     /// Every candidate written, in order (or only `job_id`'s).
     pub fn candidates(&self, job_id: Option<&str>) -> Result<Vec<CandidateEntry>, LedgerError> {
-        let mut stmt = self
-            .conn
-            .prepare(
-                "SELECT job_id, run_id, file, written_ms, job FROM candidates
-                 WHERE ?1 IS NULL OR job_id = ?1 ORDER BY run_id",
-            )
-            .map_err(self.err())?;
-        stmt.query_map(params![job_id], |r| {
-            Ok(CandidateEntry {
-                job_id: r.get(0)?,
-                run_id: r.get(1)?,
-                file: r.get(2)?,
-                written_ms: r.get(3)?,
-                job: r.get(4)?,
-            })
-        })
-        .map_err(self.err())?
-        .collect::<Result<_, _>>()
-        .map_err(self.err())
+        self.select(
+            "SELECT job_id, run_id, file, written_ms, job FROM candidates
+             WHERE ?1 IS NULL OR job_id = ?1 ORDER BY run_id",
+            job_id,
+            |r| {
+                Ok(CandidateEntry {
+                    job_id: r.get(0)?,
+                    run_id: r.get(1)?,
+                    file: r.get(2)?,
+                    written_ms: r.get(3)?,
+                    job: r.get(4)?,
+                })
+            },
+        )
+    }
+
+    /// The rows of `sql` (one parameter: a job id or NULL for all), each read by `row`.
+    fn select<T>(
+        &self,
+        sql: &str,
+        job_id: Option<&str>,
+        row: impl FnMut(&rusqlite::Row<'_>) -> rusqlite::Result<T>,
+    ) -> Result<Vec<T>, LedgerError> {
+        let mut stmt = self.conn.prepare(sql).map_err(self.err())?;
+        stmt.query_map(params![job_id], row)
+            .map_err(self.err())?
+            .collect::<Result<_, _>>()
+            .map_err(self.err())
     }
 }
 

@@ -15,22 +15,12 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
+use crate::example_feed::{ExampleFeed, commit, example};
 use crate::feed_support::*;
 use serde_json::{Value, json};
-use verifier_sdk::fixtures::{BENCHMARK_COMMIT, JobParams, job_value, sample_manifest};
 use verifier_sdk::{Candidate, CandidateManifest, Sha256Digest, candidate_file_name};
 
 const REPORT_SCHEMA: &str = "agent-bounties/regression-feed-report-v1";
-
-fn example(name: &str) -> PathBuf {
-    support::workspace_root()
-        .join("fixtures/example")
-        .join(name)
-}
-
-fn commit(round: u64) -> String {
-    format!("{round:040x}")
-}
 
 fn now_unix() -> u64 {
     std::time::SystemTime::now()
@@ -39,41 +29,19 @@ fn now_unix() -> u64 {
         .as_secs()
 }
 
-/// A feed server with the example benchmark, and the directories one test's runs share.
-struct World {
-    server: TestServer,
-    tmp: tempfile::TempDir,
-    image: String,
-    bench_digest: Sha256Digest,
+/// The shared example feed, with the directories `worker feed` uses.
+struct World(ExampleFeed);
+
+impl std::ops::Deref for World {
+    type Target = ExampleFeed;
+    fn deref(&self) -> &ExampleFeed {
+        &self.0
+    }
 }
 
 impl World {
     async fn new() -> Self {
-        // Fail here, with the reason, rather than as an opaque exit code from the binary.
-        support::executor().await;
-        let server = TestServer::start().await;
-        server.route(
-            &format!("/bounty-org/benchmarks/tar.gz/{BENCHMARK_COMMIT}"),
-            Reply::ok(codeload_dir(
-                &format!("benchmarks-{BENCHMARK_COMMIT}"),
-                "suites/parser/",
-                &example("benchmark"),
-            )),
-        );
-        let tmp = tempfile::tempdir().unwrap();
-        for d in ["work", "staging", "cache"] {
-            std::fs::create_dir(tmp.path().join(d)).unwrap();
-        }
-        Self {
-            server,
-            tmp,
-            image: support::busybox(),
-            bench_digest: dir_digest(&example("benchmark")),
-        }
-    }
-
-    fn path(&self, name: &str) -> PathBuf {
-        self.tmp.path().join(name)
+        Self(ExampleFeed::new(&["work", "staging", "cache"]).await)
     }
 
     /// Serves `archive` as `solver-org/sol-<round>@<commit(round)>` and returns a job for it
@@ -91,45 +59,11 @@ impl World {
         )
     }
 
-    /// As [`World::job`], running `command` instead of the example's `cmp`.
-    fn job_running(
-        &self,
-        round: u64,
-        archive: Vec<u8>,
-        source_digest: Sha256Digest,
-        command: &[&str],
-    ) -> Value {
-        let repo = format!("sol-{round}");
-        self.server.route(
-            &format!("/solver-org/{repo}/tar.gz/{}", commit(round)),
-            Reply::ok(archive),
-        );
-        let mut manifest = sample_manifest();
-        manifest["image"] = json!(self.image);
-        manifest["command"] = json!(command);
-        manifest["benchmark_digest"] = json!(self.bench_digest.to_string());
-        job_value(&JobParams {
-            round,
-            artifact_reference: format!(
-                "https://github.com/solver-org/{repo}/commit/{}",
-                commit(round)
-            ),
-            source_snapshot_digest: source_digest.to_string(),
-            manifest,
-            ..JobParams::default()
-        })
-    }
-
     /// A job whose source is the example tree `name`, committed to that tree's digest.
     fn example_job(&self, round: u64, name: &str) -> Value {
         let tree = example(name);
         let top = format!("sol-{round}-{}", commit(round));
         self.job(round, codeload_dir(&top, "", &tree), dir_digest(&tree))
-    }
-
-    fn serve(&self, jobs: &[&Value]) {
-        self.server
-            .route(&feed_path(VERIFIER), Reply::json(&json!(jobs)));
     }
 
     /// `worker feed --json` into `out` with the cache, work dir and staging root of this
@@ -250,7 +184,7 @@ async fn two_example_jobs_yield_signable_verdicts_and_the_cache_reruns_nothing()
     let w = World::new().await;
     let pass = w.example_job(1, "source-pass");
     let fail = w.example_job(2, "source-fail");
-    w.serve(&[&pass, &fail]);
+    w.serve_jobs(&[&pass, &fail]);
 
     let first = w.feed("out1", &[]).await;
     first.assert_code(0);
@@ -303,7 +237,7 @@ async fn a_run_killed_from_outside_is_no_verdict_and_never_cached() {
         dir_digest(&tree),
         &["/bin/sleep", "30"],
     );
-    w.serve(&[&job]);
+    w.serve_jobs(&[&job]);
 
     // Other processes may run sandbox containers on the same engine, so the killer picks the
     // one whose bind mounts come from this world's staging root, never just any sandbox.
@@ -370,7 +304,7 @@ async fn a_source_digest_mismatch_is_no_verdict_retried_and_does_not_block_the_v
         codeload_dir(&top, "", &example("source-fail")),
         dir_digest(&example("source-pass")),
     );
-    w.serve(&[&good, &mismatched]);
+    w.serve_jobs(&[&good, &mismatched]);
 
     let first = w.feed("out1", &[]).await;
     first.assert_code(3);
@@ -413,7 +347,7 @@ async fn a_path_traversal_archive_is_rejected_and_the_valid_job_still_runs() {
         ]),
         dir_digest(&example("source-pass")),
     );
-    w.serve(&[&evil, &good]);
+    w.serve_jobs(&[&evil, &good]);
 
     let run = w.feed("out", &[]).await;
     run.assert_code(0);
@@ -444,7 +378,7 @@ async fn a_path_traversal_archive_is_rejected_and_the_valid_job_still_runs() {
 async fn an_unreachable_engine_exits_runtime_unavailable() {
     let w = World::new().await;
     let job = w.example_job(1, "source-pass");
-    w.serve(&[&job]);
+    w.serve_jobs(&[&job]);
 
     let run = w
         .feed("out", &[("DOCKER_HOST", "unix:///nonexistent.sock")])
@@ -463,7 +397,7 @@ async fn an_unreachable_engine_exits_runtime_unavailable() {
 async fn an_unusable_staging_root_is_a_configuration_error_not_a_retry() {
     let w = World::new().await;
     let job = w.example_job(1, "source-pass");
-    w.serve(&[&job]);
+    w.serve_jobs(&[&job]);
     let not_a_dir = w.path("staging-file");
     std::fs::write(&not_a_dir, b"a file where the staging root should be").unwrap();
 
@@ -707,7 +641,7 @@ async fn a_worker_killed_mid_download_leaves_a_scratch_dir_that_the_next_run_rem
             ..Reply::ok(Vec::new())
         },
     );
-    w.serve(&[&job]);
+    w.serve_jobs(&[&job]);
     let mut cmd = w.command("out1", &w.path("staging"));
     cmd.stdout(std::process::Stdio::null())
         .stderr(std::process::Stdio::null());
@@ -732,7 +666,7 @@ async fn a_worker_killed_mid_download_leaves_a_scratch_dir_that_the_next_run_rem
     child.wait().unwrap();
     assert!(scratch.exists(), "SIGKILL leaves the scratch dir behind");
 
-    w.serve(&[]);
+    w.serve_jobs(&[]);
     let run = w.feed("out2", &[]).await;
     run.assert_code(0);
     assert!(

@@ -9,6 +9,7 @@
 
 mod cli_conventions;
 mod cli_json;
+mod example_feed;
 mod feed_archive;
 mod feed_cli;
 mod feed_client;

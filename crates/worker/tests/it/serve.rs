@@ -8,104 +8,49 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
-use verifier_sdk::fixtures::{BENCHMARK_COMMIT, JobParams, job_value, sample_manifest};
-use verifier_sdk::{Candidate, CandidateManifest, Sha256Digest};
+use verifier_sdk::{Candidate, CandidateManifest};
 
+use crate::example_feed::{ExampleFeed, commit, example};
 use crate::feed_support::*;
-use crate::support;
 
-fn example(name: &str) -> PathBuf {
-    support::workspace_root()
-        .join("fixtures/example")
-        .join(name)
-}
+/// The shared example feed, with the directories `worker serve` uses.
+struct World(ExampleFeed);
 
-fn commit(round: u64) -> String {
-    format!("{round:040x}")
-}
-
-struct World {
-    server: TestServer,
-    tmp: tempfile::TempDir,
-    image: String,
-    bench_digest: Sha256Digest,
+impl std::ops::Deref for World {
+    type Target = ExampleFeed;
+    fn deref(&self) -> &ExampleFeed {
+        &self.0
+    }
 }
 
 impl World {
     async fn new() -> Self {
-        support::executor().await;
-        let server = TestServer::start().await;
-        server.route(
-            &format!("/bounty-org/benchmarks/tar.gz/{BENCHMARK_COMMIT}"),
-            Reply::ok(codeload_dir(
-                &format!("benchmarks-{BENCHMARK_COMMIT}"),
-                "suites/parser/",
-                &example("benchmark"),
-            )),
-        );
-        let tmp = tempfile::tempdir().unwrap();
-        for d in ["work", "staging", "state", "out"] {
-            std::fs::create_dir(tmp.path().join(d)).unwrap();
-        }
-        Self {
-            server,
-            tmp,
-            image: support::busybox(),
-            bench_digest: dir_digest(&example("benchmark")),
-        }
-    }
-
-    fn path(&self, name: &str) -> PathBuf {
-        self.tmp.path().join(name)
+        Self(ExampleFeed::new(&["work", "staging", "state", "out"]).await)
     }
 
     /// A job on the passing example source: the example's `cmp`, or with `sleep` > 0 a
     /// `sleep` of that many seconds.
     fn job(&self, round: u64, sleep: u32) -> Value {
         let tree = example("source-pass");
-        let repo = format!("sol-{round}");
-        self.server.route(
-            &format!("/solver-org/{repo}/tar.gz/{}", commit(round)),
-            Reply::ok(codeload_dir(
-                &format!("{repo}-{}", commit(round)),
-                "",
-                &tree,
-            )),
-        );
-        let mut manifest = sample_manifest();
-        manifest["image"] = json!(self.image);
+        let archive = codeload_dir(&format!("sol-{round}-{}", commit(round)), "", &tree);
         // The protocol refuses a shell as argv[0], so a slow job is a plain `sleep`, which
         // exits 0: a passing verdict once it runs to its end.
-        manifest["command"] = if sleep == 0 {
-            json!([
+        let seconds = sleep.to_string();
+        let command: &[&str] = if sleep == 0 {
+            &[
                 "/bin/cmp",
                 "/benchmark/expected.txt",
-                "/workspace/result.txt"
-            ])
+                "/workspace/result.txt",
+            ]
         } else {
-            json!(["/bin/sleep", sleep.to_string()])
+            &["/bin/sleep", &seconds]
         };
-        manifest["benchmark_digest"] = json!(self.bench_digest.to_string());
-        job_value(&JobParams {
-            round,
-            artifact_reference: format!(
-                "https://github.com/solver-org/{repo}/commit/{}",
-                commit(round)
-            ),
-            source_snapshot_digest: dir_digest(&tree).to_string(),
-            manifest,
-            ..JobParams::default()
-        })
-    }
-
-    fn serve_jobs(&self, jobs: &[&Value]) {
-        self.server
-            .route(&feed_path(VERIFIER), Reply::json(&json!(jobs)));
+        self.job_running(round, archive, dir_digest(&tree), command)
     }
 
     /// `worker serve` on this world; `overrides` replace the default value of a flag.
