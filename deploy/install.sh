@@ -1,0 +1,295 @@
+#!/usr/bin/env bash
+# Installs `worker serve` on a dedicated Docker host as deploy/worker.service expects it
+# (docs/operations.md, "A dedicated host"). Idempotent: a second run changes nothing and
+# says so; an existing /etc/verifier/worker.env is never overwritten.
+#
+#   deploy/install.sh [--root DIR] [--dry-run] [--worker-bin PATH] [--pull-images FILE]
+#                     [--enable]
+#
+#   --root DIR          install into DIR instead of / (DIR/etc/passwd, DIR/etc/group, ...);
+#                       nothing outside DIR is touched except the Docker Engine's image store
+#                       when --pull-images is given. systemctl is never called.
+#   --dry-run           print what would change (lines starting with "+ ") and change nothing.
+#   --worker-bin PATH   install PATH as /usr/local/bin/worker (the unit's ExecStart).
+#   --pull-images FILE  pull each image FILE lists (one per line, name@sha256:<64 hex>;
+#                       blank lines and # comments allowed) so the first jobs need no pull.
+#                       A reference without a digest is refused before anything is pulled.
+#   --enable            after installing, `systemctl enable --now verifier-worker` (only
+#                       with systemd as PID 1 and no --root).
+#
+# What it does, each step skipped when already so:
+#   the `verifier` system user and group (home /var/lib/verifier, no login shell), a member
+#   of `docker` (which must exist: install Docker Engine first); /var/lib/verifier 0750 and
+#   its state/ staging/ work/ 0700 and out/ 0750 (group verifier, for a local reader), all
+#   owned by verifier; /etc/verifier 0755 and worker.env 0644 root (it holds no secret);
+#   /etc/systemd/system/verifier-worker.service; /usr/share/doc/verifier/operations.md (the
+#   unit's Documentation=) and the worker man pages under /usr/share/man/man1.
+#
+# Exit status: 0 installed (or nothing to do), 1 a step failed or the existing env file
+# lacks a variable the unit needs, 2 bad usage.
+set -euo pipefail
+
+here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+repo="$(cd "$here/.." && pwd)"
+
+USER_NAME=verifier
+DOCKER_GROUP=docker
+UNIT_NAME=verifier-worker.service
+# The variables the unit's ExecStart names; an env file lacking one starts a worker with an
+# empty argument.
+REQUIRED_VARS=(VERIFIER_API VERIFIER_NETWORK VERIFIER_ADDRESS VERIFIER_ARCHIVE_BASE
+  VERIFIER_SHARD VERIFIER_POLL_SECONDS VERIFIER_METRICS_LISTEN VERIFIER_OPTIONS)
+
+root=/
+dry_run=""
+worker_bin=""
+images_file=""
+enable=""
+
+usage() {
+  sed -n '2,/^set -euo/{/^set -euo/d;s/^# \{0,1\}//;p}' "${BASH_SOURCE[0]}" >&2
+  exit 2
+}
+die() {
+  printf 'install.sh: %s\n' "$*" >&2
+  exit 1
+}
+say() { printf '%s\n' "$*"; }
+
+while (($#)); do
+  case "$1" in
+    --root)
+      (($# >= 2)) || usage
+      root="$2"
+      shift 2
+      ;;
+    --dry-run)
+      dry_run=1
+      shift
+      ;;
+    --worker-bin)
+      (($# >= 2)) || usage
+      worker_bin="$2"
+      shift 2
+      ;;
+    --pull-images)
+      (($# >= 2)) || usage
+      images_file="$2"
+      shift 2
+      ;;
+    --enable)
+      enable=1
+      shift
+      ;;
+    -h | --help) usage ;;
+    *)
+      printf 'install.sh: unknown argument %q\n' "$1" >&2
+      usage
+      ;;
+  esac
+done
+
+[[ -d "$root" ]] || die "--root $root is not a directory"
+root="$(cd "$root" && pwd)"
+# Paths below are written as on the target system; p() puts them under the root.
+p() {
+  if [[ "$root" == / ]]; then printf '%s' "$1"; else printf '%s%s' "$root" "$1"; fi
+}
+if [[ -z "$dry_run" && "$(id -u)" -ne 0 ]]; then
+  die "run as root (or with --dry-run to see what it would do)"
+fi
+if [[ -n "$enable" && "$root" != / ]]; then
+  die "--enable and --root do not go together: a temporary root has no systemd"
+fi
+
+# Every change goes through run: printed with a "+ " prefix, and only printed in a dry run.
+changes=0
+run() {
+  changes=$((changes + 1))
+  printf '+'
+  printf ' %q' "$@"
+  printf '\n'
+  [[ -n "$dry_run" ]] || "$@"
+}
+
+# The shadow tools edit DIR/etc/* with --prefix, without chrooting into DIR.
+prefix_args=()
+[[ "$root" == / ]] || prefix_args=(--prefix "$root")
+
+# A field of an /etc/passwd or /etc/group entry on the target system.
+entry_field() {
+  local db="$1" name="$2" field="$3"
+  if [[ "$root" == / ]]; then
+    getent "$db" "$name" | cut -d: -f"$field"
+  else
+    [[ -f "$(p "/etc/$db")" ]] || return 0
+    awk -F: -v n="$name" -v f="$field" '$1 == n { print $f; exit }' "$(p "/etc/$db")"
+  fi
+}
+
+# --- the images list is checked before anything changes ------------------------------------
+images=()
+if [[ -n "$images_file" ]]; then
+  [[ -f "$images_file" ]] || die "--pull-images $images_file is not a file"
+  lineno=0
+  while IFS= read -r line || [[ -n "$line" ]]; do
+    lineno=$((lineno + 1))
+    line="${line%%#*}"
+    line="${line#"${line%%[![:space:]]*}"}"
+    line="${line%"${line##*[![:space:]]}"}"
+    [[ -z "$line" ]] && continue
+    # By digest only: a tag names whatever the registry serves today, and the worker runs
+    # manifests' images by digest anyway.
+    if [[ ! "$line" =~ ^[a-z0-9][a-z0-9._:/-]*@sha256:[0-9a-f]{64}$ ]]; then
+      die "$images_file:$lineno: '$line' is not an image reference by digest (name@sha256:<64 hex>)"
+    fi
+    images+=("$line")
+  done <"$images_file"
+fi
+if [[ -n "$worker_bin" ]]; then
+  [[ -f "$worker_bin" && -x "$worker_bin" ]] || die "--worker-bin $worker_bin is not an executable file"
+fi
+
+say "installing into $root${dry_run:+ (dry run: nothing is changed)}"
+
+# --- user and groups -----------------------------------------------------------------------
+if [[ -z "$(entry_field group "$DOCKER_GROUP" 1)" ]]; then
+  die "no '$DOCKER_GROUP' group on the target: install Docker Engine first (its socket is group $DOCKER_GROUP)"
+fi
+if [[ -z "$(entry_field passwd "$USER_NAME" 1)" ]]; then
+  run useradd "${prefix_args[@]}" --system --user-group --home-dir /var/lib/verifier \
+    --no-create-home --shell /usr/sbin/nologin --comment "regression verifier worker" "$USER_NAME"
+else
+  say "ok: user $USER_NAME exists"
+fi
+members="$(entry_field group "$DOCKER_GROUP" 4)"
+if [[ ",$members," == *",$USER_NAME,"* ]]; then
+  say "ok: $USER_NAME is in group $DOCKER_GROUP"
+else
+  run usermod "${prefix_args[@]}" --append --groups "$DOCKER_GROUP" "$USER_NAME"
+fi
+uid="$(entry_field passwd "$USER_NAME" 3)"
+gid="$(entry_field passwd "$USER_NAME" 4)"
+if [[ -z "$uid" || -z "$gid" ]]; then
+  # Only in a dry run of a fresh install: the user does not exist yet.
+  [[ -n "$dry_run" ]] || die "user $USER_NAME has no uid after useradd"
+  uid="$USER_NAME"
+  gid="$USER_NAME"
+fi
+
+# --- directories ---------------------------------------------------------------------------
+# ensure_dir PATH MODE UID GID
+ensure_dir() {
+  local path="$1" mode="$2" owner="$3" group="$4" target
+  target="$(p "$path")"
+  if [[ -d "$target" && ! -L "$target" ]] &&
+    [[ "$(stat -c '%a %u %g' "$target")" == "$(printf '%o' "$((8#$mode))") $owner $group" ]]; then
+    say "ok: $path ($mode)"
+    return
+  fi
+  [[ -L "$target" ]] && die "$target is a symbolic link; refusing to install through it"
+  run install -d -m "$mode" -o "$owner" -g "$group" "$target"
+}
+ensure_dir /etc 0755 0 0
+ensure_dir /etc/verifier 0755 0 0
+ensure_dir /etc/systemd 0755 0 0
+ensure_dir /etc/systemd/system 0755 0 0
+ensure_dir /var 0755 0 0
+ensure_dir /var/lib 0755 0 0
+ensure_dir /var/lib/verifier 0750 "$uid" "$gid"
+ensure_dir /var/lib/verifier/state 0700 "$uid" "$gid"
+# The worker refuses a staging root that is not 0700 and its own.
+ensure_dir /var/lib/verifier/staging 0700 "$uid" "$gid"
+ensure_dir /var/lib/verifier/work 0700 "$uid" "$gid"
+ensure_dir /var/lib/verifier/out 0750 "$uid" "$gid"
+ensure_dir /usr 0755 0 0
+ensure_dir /usr/local 0755 0 0
+ensure_dir /usr/local/bin 0755 0 0
+ensure_dir /usr/share 0755 0 0
+ensure_dir /usr/share/doc 0755 0 0
+ensure_dir /usr/share/doc/verifier 0755 0 0
+ensure_dir /usr/share/man 0755 0 0
+ensure_dir /usr/share/man/man1 0755 0 0
+
+# --- files ---------------------------------------------------------------------------------
+# ensure_file SOURCE PATH MODE: replaced when its content or mode differs.
+ensure_file() {
+  local source="$1" path="$2" mode="$3" target
+  target="$(p "$path")"
+  [[ -L "$target" ]] && die "$target is a symbolic link; refusing to install through it"
+  if [[ -f "$target" ]] && cmp -s "$source" "$target" &&
+    [[ "$(stat -c '%a %u %g' "$target")" == "$(printf '%o' "$((8#$mode))") 0 0" ]]; then
+    say "ok: $path"
+    return
+  fi
+  run install -m "$mode" -o 0 -g 0 "$source" "$target"
+}
+ensure_file "$here/worker.service" "/etc/systemd/system/$UNIT_NAME" 0644
+ensure_file "$repo/docs/operations.md" /usr/share/doc/verifier/operations.md 0644
+for page in "$repo"/docs/man/worker*.1; do
+  ensure_file "$page" "/usr/share/man/man1/$(basename "$page")" 0644
+done
+if [[ -n "$worker_bin" ]]; then
+  ensure_file "$worker_bin" /usr/local/bin/worker 0755
+elif [[ ! -x "$(p /usr/local/bin/worker)" ]]; then
+  say "note: /usr/local/bin/worker is missing; give --worker-bin or install the release binary there"
+fi
+
+# The env file is the operator's once it exists: never replaced, only checked.
+env_file=/etc/verifier/worker.env
+env_status=0
+if [[ -L "$(p "$env_file")" ]]; then
+  die "$(p "$env_file") is a symbolic link; refusing to read or write through it"
+elif [[ -e "$(p "$env_file")" ]]; then
+  missing=()
+  for var in "${REQUIRED_VARS[@]}"; do
+    grep -Eq "^[[:space:]]*$var=" "$(p "$env_file")" || missing+=("$var")
+  done
+  if ((${#missing[@]})); then
+    printf 'install.sh: %s exists and was kept, but lacks %s: copy them from %s\n' \
+      "$env_file" "${missing[*]}" "$here/worker.env.example" >&2
+    env_status=1
+  else
+    say "ok: $env_file exists (kept as it is)"
+  fi
+else
+  run install -m 0644 -o 0 -g 0 "$here/worker.env.example" "$(p "$env_file")"
+  say "note: edit $env_file (VERIFIER_API, VERIFIER_ADDRESS, VERIFIER_ARCHIVE_BASE) before starting"
+fi
+
+# --- images --------------------------------------------------------------------------------
+for image in "${images[@]}"; do
+  if [[ -z "$dry_run" ]] && docker image inspect "$image" >/dev/null 2>&1; then
+    say "ok: image $image is present"
+  elif [[ -n "$dry_run" ]] && command -v docker >/dev/null 2>&1 &&
+    docker image inspect "$image" >/dev/null 2>&1; then
+    say "ok: image $image is present"
+  else
+    run docker pull --quiet --platform linux/amd64 "$image"
+  fi
+done
+
+# --- systemd -------------------------------------------------------------------------------
+systemd_running=""
+[[ "$root" == / && -d /run/systemd/system ]] && systemd_running=1
+if [[ -n "$systemd_running" ]]; then
+  ((changes == 0)) || run systemctl daemon-reload
+  if [[ -n "$enable" ]]; then
+    ((env_status == 0)) || die "not enabling: fix $env_file first"
+    run systemctl enable --now "$UNIT_NAME"
+  fi
+elif [[ -n "$enable" ]]; then
+  die "--enable: systemd is not PID 1 here; start the worker as docs/operations.md says for a host without systemd"
+fi
+
+if ((changes == 0)); then
+  say "nothing to do: everything was already installed"
+else
+  say "${dry_run:+would make }$changes change(s)"
+fi
+if [[ "$root" == / && -z "$systemd_running" ]]; then
+  say "note: systemd is not PID 1 here; the unit is installed but cannot be started (see docs/operations.md, \"Without systemd\")"
+elif [[ "$root" == / && -z "$enable" ]]; then
+  say "next: systemctl enable --now $UNIT_NAME"
+fi
+exit "$env_status"

@@ -1,0 +1,302 @@
+#!/usr/bin/env bash
+# Tests of deploy/: deploy/install.sh into throwaway roots (never the real system), the
+# installed unit scored and verified there, and deploy/pull-candidates.sh against planted
+# and hostile candidate directories. Run by .ci/run; needs root (install.sh chowns), the
+# shadow tools, systemd-analyze, rsync and, for the pre-pull case, the Docker Engine with the
+# local registry on 127.0.0.1:5000 (scripts/services.sh).
+#
+#   deploy/tests/run.sh
+#
+# Prints one line per case and closes with "N passed, N failed"; exit 1 on any failure.
+set -uo pipefail
+here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+deploy="$(dirname "$here")"
+repo="$(dirname "$deploy")"
+install_sh="$deploy/install.sh"
+unit="$deploy/worker.service"
+
+tmp="$(mktemp -d)"
+pulled_tag=""
+cleanup() {
+  if [[ -n "$pulled_tag" ]]; then
+    docker rmi "$pulled_tag" >/dev/null 2>&1 || true
+    docker rmi "${pulled_ref:-}" >/dev/null 2>&1 || true
+  fi
+  rm -rf "$tmp"
+}
+trap cleanup EXIT
+
+passed=0
+failed=0
+check() {
+  local name="$1"
+  shift
+  local log="$tmp/case.log"
+  rm -f "$tmp/failed"
+  # A case fails on its status or on any fail() it called (a later check's success must
+  # not hide an earlier failure).
+  if "$@" >"$log" 2>&1 && [[ ! -e "$tmp/failed" ]]; then
+    echo "ok    $name"
+    passed=$((passed + 1))
+  else
+    echo "FAIL  $name"
+    sed 's/^/      /' "$log"
+    failed=$((failed + 1))
+  fi
+}
+fail() {
+  echo "$*"
+  : >>"$tmp/failed"
+  return 1
+}
+
+# A root with just enough of /etc for the shadow tools: root, and a docker group as Docker
+# Engine's package makes it.
+fresh_root() {
+  local r
+  r="$(mktemp -d "$tmp/root.XXXX")"
+  mkdir -p "$r/etc"
+  printf 'root:x:0:0:root:/root:/bin/bash\n' >"$r/etc/passwd"
+  printf 'root:x:0:\ndocker:x:999:\n' >"$r/etc/group"
+  printf 'root:*:19000:0:99999:7:::\n' >"$r/etc/shadow"
+  printf 'root:*::\ndocker:!::\n' >"$r/etc/gshadow"
+  chmod 0640 "$r/etc/shadow" "$r/etc/gshadow"
+  printf '%s' "$r"
+}
+
+for tool in shellcheck rsync; do
+  if ! command -v "$tool" >/dev/null 2>&1; then
+    echo "installing $tool (Debian package)" >&2
+    apt-get install -y -qq "$tool" >/dev/null || { apt-get update -qq && apt-get install -y -qq "$tool" >/dev/null; }
+  fi
+done
+
+stub_worker="$tmp/worker"
+printf '#!/bin/sh\nexit 0\n' >"$stub_worker"
+chmod 0755 "$stub_worker"
+
+# Every file and directory under a root with its type, mode, owner and content hash.
+tree_state() {
+  (cd "$1" && find . -printf '%y %m %u:%g %p\n' | sort &&
+    find . -type f -exec sha256sum {} + | sort -k2)
+}
+
+# A value of the unit: the words of every `Key=` line, in order.
+unit_values() {
+  sed -n "s/^$2=//p" "$1" | tr ' ' '\n' | sed '/^$/d'
+}
+
+# mode_owner_is ROOT PATH "MODE USER:GROUP", names resolved in ROOT's /etc, not the host's.
+mode_owner_is() {
+  local r="$1" path="$2" want="$3" got user group
+  user="$(awk -F: -v u="$(stat -c %u "$r$path")" '$3 == u { print $1; exit }' "$r/etc/passwd")"
+  group="$(awk -F: -v g="$(stat -c %g "$r$path")" '$3 == g { print $1; exit }' "$r/etc/group")"
+  got="$(stat -c %a "$r$path") $user:$group"
+  [[ "$got" == "$want" ]] || fail "$path: $got, expected $want"
+}
+
+# --- install.sh ----------------------------------------------------------------------------
+
+# The reported bug: the unit named /var/lib/verifier/work (ReadWritePaths=, ExecStart=) and
+# /usr/share/doc/verifier/operations.md (Documentation=), and nothing created either.
+install_creates_every_path_the_unit_names() {
+  local r
+  r="$(fresh_root)"
+  "$install_sh" --root "$r" --worker-bin "$stub_worker" || fail "install.sh exited $?"
+  local installed="$r/etc/systemd/system/verifier-worker.service"
+  cmp "$unit" "$installed" || fail "the installed unit is not deploy/worker.service"
+  local path
+  # Directories the sandbox needs to exist at start (a missing one is 226/NAMESPACE).
+  for path in $(unit_values "$installed" ReadWritePaths) $(unit_values "$installed" ReadOnlyPaths); do
+    [[ -d "$r${path#-}" ]] || fail "ReadWritePaths/ReadOnlyPaths names $path, which install.sh did not create"
+  done
+  for path in $(unit_values "$installed" StateDirectory); do
+    [[ -d "$r/var/lib/$path" ]] || fail "StateDirectory=$path is not created by install.sh"
+  done
+  # Directories ExecStart hands the worker, and the binary itself.
+  local exec_start
+  exec_start="$(sed -n 's/^ExecStart=//p' "$installed")"
+  [[ -x "$r${exec_start%% *}" ]] || fail "ExecStart binary ${exec_start%% *} not installed"
+  local flag dir
+  for flag in --out --state --staging-root --work-dir; do
+    dir="$(sed -n "s/.* $flag \([^ ]*\).*/\1/p" <<<"$exec_start")"
+    [[ -n "$dir" ]] || fail "ExecStart has no $flag"
+    [[ -d "$r$dir" ]] || fail "ExecStart's $flag $dir was not created"
+  done
+  # Documentation= points at files that exist once installed.
+  local doc
+  for doc in $(unit_values "$installed" Documentation); do
+    case "$doc" in
+      file://*) [[ -f "$r${doc#file://}" ]] || fail "Documentation=$doc is not installed" ;;
+      man:*)
+        local page="${doc#man:}"
+        page="${page%%(*}"
+        [[ -f "$r/usr/share/man/man1/$page.1" ]] || fail "Documentation=$doc is not installed"
+        ;;
+      *) fail "Documentation=$doc: unexpected scheme" ;;
+    esac
+  done
+  # The env file holds every variable ExecStart names.
+  local var
+  for var in $(grep -oE '[$][{]?[A-Z_]+' <<<"$exec_start" | tr -d '{$'); do
+    grep -q "^$var=" "$r/etc/verifier/worker.env" || fail "worker.env lacks $var, which ExecStart names"
+  done
+  # The user, its group membership, modes and owners.
+  grep -q '^verifier:x:[0-9]*:[0-9]*:[^:]*:/var/lib/verifier:/usr/sbin/nologin$' "$r/etc/passwd" ||
+    fail "no verifier user with home /var/lib/verifier and no login: $(cat "$r/etc/passwd")"
+  grep -q '^docker:x:999:verifier$' "$r/etc/group" || fail "verifier is not in docker: $(cat "$r/etc/group")"
+  mode_owner_is "$r" "/var/lib/verifier" "750 verifier:verifier" &&
+    mode_owner_is "$r" "/var/lib/verifier/state" "700 verifier:verifier" &&
+    mode_owner_is "$r" "/var/lib/verifier/staging" "700 verifier:verifier" &&
+    mode_owner_is "$r" "/var/lib/verifier/work" "700 verifier:verifier" &&
+    mode_owner_is "$r" "/var/lib/verifier/out" "750 verifier:verifier" &&
+    mode_owner_is "$r" "/etc/verifier" "755 root:root" &&
+    mode_owner_is "$r" "/etc/verifier/worker.env" "644 root:root" &&
+    mode_owner_is "$r" /etc/systemd/system/verifier-worker.service "644 root:root" &&
+    mode_owner_is "$r" "/usr/local/bin/worker" "755 root:root"
+}
+
+# The unit as installed, scored inside the root (not the checked-in file; `verify --root`
+# would need a whole systemd tree there, deploy/verify-unit.sh verifies the file).
+installed_unit_scores_in_the_root() {
+  local r out
+  r="$(fresh_root)"
+  "$install_sh" --root "$r" --worker-bin "$stub_worker" >/dev/null || fail "install.sh exited $?"
+  out="$(systemd-analyze security --offline=yes --root="$r" --threshold=15 verifier-worker.service 2>&1)" ||
+    fail "$out"
+  grep -F 'Overall exposure level for verifier-worker.service: 1.5' <<<"$out" ||
+    fail "unexpected score: $(tail -1 <<<"$out")"
+}
+
+# Without install.sh too (a hand install, a wiped /var/lib): every directory the unit names
+# is one systemd creates before the start (StateDirectory=), so the sandbox's mount setup
+# cannot fail on a missing one (226/NAMESPACE). And the archive host is configurable.
+unit_creates_every_directory_it_names() {
+  local created=() path flag dir exec_start
+  for path in $(unit_values "$unit" StateDirectory); do created+=("/var/lib/$path"); done
+  exec_start="$(sed -n 's/^ExecStart=//p' "$unit")"
+  local named=()
+  for path in $(unit_values "$unit" ReadWritePaths); do named+=("${path#-}"); done
+  for flag in --out --state --staging-root --work-dir; do
+    dir="$(sed -n "s/.* $flag \([^ ]*\).*/\1/p" <<<"$exec_start")"
+    named+=("$dir")
+  done
+  for path in "${named[@]}"; do
+    [[ " ${created[*]} " == *" $path "* ]] ||
+      fail "the unit names $path, which its StateDirectory= does not create (${created[*]})"
+  done
+  grep -qF -- "--archive-base \${VERIFIER_ARCHIVE_BASE}" <<<"$exec_start" ||
+    fail "ExecStart does not pass --archive-base from the env file"
+}
+
+second_run_changes_nothing() {
+  local r before after out
+  r="$(fresh_root)"
+  "$install_sh" --root "$r" --worker-bin "$stub_worker" >/dev/null || fail "first run exited $?"
+  before="$(tree_state "$r")"
+  out="$("$install_sh" --root "$r" --worker-bin "$stub_worker")" || fail "second run exited $?: $out"
+  after="$(tree_state "$r")"
+  [[ "$before" == "$after" ]] || fail "second run changed the tree: $(diff <(echo "$before") <(echo "$after"))"
+  ! grep -q '^+ ' <<<"$out" || fail "second run ran commands: $out"
+  grep -q '^nothing to do' <<<"$out" || fail "second run did not say nothing to do: $out"
+}
+
+existing_env_file_is_never_overwritten() {
+  local r out status=0
+  r="$(fresh_root)"
+  "$install_sh" --root "$r" >/dev/null || fail "first run exited $?"
+  sed -i 's|^VERIFIER_API=.*|VERIFIER_API=https://platform.operator.example|' "$r/etc/verifier/worker.env"
+  cp "$r/etc/verifier/worker.env" "$tmp/edited.env"
+  "$install_sh" --root "$r" >/dev/null || fail "rerun exited $?"
+  cmp "$tmp/edited.env" "$r/etc/verifier/worker.env" || fail "the operator's env file was replaced"
+  # An env file from before VERIFIER_ARCHIVE_BASE existed: kept, and the run fails naming it.
+  sed -i '/^VERIFIER_ARCHIVE_BASE=/d;/^VERIFIER_OPTIONS=/d' "$r/etc/verifier/worker.env"
+  cp "$r/etc/verifier/worker.env" "$tmp/old.env"
+  out="$("$install_sh" --root "$r" 2>&1)" || status=$?
+  ((status == 1)) || fail "an env file lacking variables: exit $status, expected 1: $out"
+  grep -q 'lacks VERIFIER_ARCHIVE_BASE VERIFIER_OPTIONS' <<<"$out" || fail "no clear message: $out"
+  cmp "$tmp/old.env" "$r/etc/verifier/worker.env" || fail "the old env file was replaced"
+}
+
+dry_run_changes_nothing() {
+  local r before after out
+  r="$(fresh_root)"
+  before="$(tree_state "$r")"
+  out="$("$install_sh" --root "$r" --dry-run --worker-bin "$stub_worker")" || fail "dry run exited $?: $out"
+  after="$(tree_state "$r")"
+  [[ "$before" == "$after" ]] || fail "the dry run changed the tree"
+  grep -q '^+ useradd' <<<"$out" || fail "the dry run did not show the useradd: $out"
+  grep -q "^+ install -m 0644 -o 0 -g 0 .*worker.env.example $r/etc/verifier/worker.env$" <<<"$out" ||
+    fail "the dry run did not show the env file: $out"
+}
+
+refuses_to_write_through_a_symlink() {
+  local r status=0 out
+  r="$(fresh_root)"
+  mkdir -p "$r/etc/verifier"
+  ln -s "$tmp/elsewhere.env" "$r/etc/verifier/worker.env"
+  out="$("$install_sh" --root "$r" 2>&1)" || status=$?
+  ((status == 1)) || fail "exit $status: $out"
+  grep -q 'is a symbolic link' <<<"$out" || fail "no clear message: $out"
+  [[ ! -e "$tmp/elsewhere.env" ]] || fail "wrote through the link"
+}
+
+refuses_a_root_without_a_docker_group() {
+  local r status=0 out
+  r="$(fresh_root)"
+  printf 'root:x:0:\n' >"$r/etc/group"
+  out="$("$install_sh" --root "$r" 2>&1)" || status=$?
+  ((status == 1)) || fail "exit $status: $out"
+  grep -q "no 'docker' group" <<<"$out" || fail "no clear message: $out"
+  ! grep -q '^verifier:' "$r/etc/passwd" || fail "a user was created anyway"
+}
+
+pull_list_with_a_tag_is_refused_before_anything_changes() {
+  local r before after status=0 out
+  r="$(fresh_root)"
+  printf '# images\n127.0.0.1:5000/verifier-busybox@sha256:%s\n127.0.0.1:5000/verifier-busybox:latest\n' \
+    "$(printf 'a%.0s' $(seq 64))" >"$tmp/images.txt"
+  before="$(tree_state "$r")"
+  out="$("$install_sh" --root "$r" --pull-images "$tmp/images.txt" 2>&1)" || status=$?
+  after="$(tree_state "$r")"
+  ((status == 1)) || fail "exit $status: $out"
+  grep -q "images.txt:3: '127.0.0.1:5000/verifier-busybox:latest' is not an image reference by digest" <<<"$out" ||
+    fail "no clear message: $out"
+  [[ "$before" == "$after" ]] || fail "the root changed before the list was refused"
+}
+
+# A real pull from the local registry: a fresh repository name whose only local reference
+# is removed first, so the image is absent by that name until install.sh pulls it.
+pull_list_pulls_by_digest() {
+  local r out busybox
+  busybox="$(jq -r .busybox "$repo/.work/images.json")" || fail "no .work/images.json (scripts/services.sh)"
+  pulled_tag="127.0.0.1:5000/deploy-install-test:$$"
+  docker tag "$busybox" "$pulled_tag" || fail "could not tag $busybox"
+  docker push --quiet "$pulled_tag" >/dev/null || fail "could not push $pulled_tag to the local registry"
+  pulled_ref="$(docker image inspect --format '{{range .RepoDigests}}{{println .}}{{end}}' "$pulled_tag" |
+    grep '^127.0.0.1:5000/deploy-install-test@')" || fail "no repo digest for $pulled_tag"
+  docker rmi "$pulled_tag" >/dev/null
+  ! docker image inspect "$pulled_ref" >/dev/null 2>&1 || fail "$pulled_ref still present before the pull"
+  printf '%s\n' "$pulled_ref" >"$tmp/images.txt"
+  r="$(fresh_root)"
+  out="$("$install_sh" --root "$r" --pull-images "$tmp/images.txt" 2>&1)" || fail "exit $?: $out"
+  grep -qF "+ docker pull --quiet --platform linux/amd64 $pulled_ref" <<<"$out" || fail "no pull shown: $out"
+  docker image inspect "$pulled_ref" >/dev/null || fail "$pulled_ref not present after install.sh"
+  out="$("$install_sh" --root "$r" --pull-images "$tmp/images.txt" 2>&1)" || fail "rerun exit $?: $out"
+  grep -qF "ok: image $pulled_ref is present" <<<"$out" || fail "rerun pulled again: $out"
+}
+
+check deploy_scripts_pass_shellcheck shellcheck -x "$deploy"/*.sh "$here"/*.sh
+check unit_creates_every_directory_it_names unit_creates_every_directory_it_names
+check install_creates_every_path_the_unit_names install_creates_every_path_the_unit_names
+check installed_unit_scores_in_the_root installed_unit_scores_in_the_root
+check second_run_changes_nothing second_run_changes_nothing
+check existing_env_file_is_never_overwritten existing_env_file_is_never_overwritten
+check dry_run_changes_nothing dry_run_changes_nothing
+check refuses_to_write_through_a_symlink refuses_to_write_through_a_symlink
+check refuses_a_root_without_a_docker_group refuses_a_root_without_a_docker_group
+check pull_list_with_a_tag_is_refused_before_anything_changes pull_list_with_a_tag_is_refused_before_anything_changes
+check pull_list_pulls_by_digest pull_list_pulls_by_digest
+
+echo "$passed passed, $failed failed"
+((failed == 0))
