@@ -19,9 +19,9 @@
 #
 # What it does, each step skipped when already so:
 #   the `verifier` system user and group (home /var/lib/verifier, no login shell), a member
-#   of `docker` (which must exist: install Docker Engine first); /var/lib/verifier 0750 and
-#   its state/ staging/ work/ 0700 and out/ 0750 (group verifier, for a local reader), all
-#   owned by verifier; /etc/verifier 0755 and worker.env 0644 root (it holds no secret);
+#   of `docker` (which must exist: install Docker Engine first); /var/lib/verifier, its
+#   state/ and out/ 0750 (group verifier: a pull account in that group can read out/), and
+#   /var/cache/verifier, its staging/ and work/ 0700, all owned by verifier; /etc/verifier 0755 and worker.env 0644 root (it holds no secret);
 #   /etc/systemd/system/verifier-worker.service; /usr/share/doc/verifier/operations.md (the
 #   unit's Documentation=) and the worker man pages under /usr/share/man/man1.
 #
@@ -196,12 +196,15 @@ ensure_dir /etc/systemd 0755 0 0
 ensure_dir /etc/systemd/system 0755 0 0
 ensure_dir /var 0755 0 0
 ensure_dir /var/lib 0755 0 0
+# The modes the unit's StateDirectory= and CacheDirectory= reset at every start.
 ensure_dir /var/lib/verifier 0750 "$uid" "$gid"
-ensure_dir /var/lib/verifier/state 0700 "$uid" "$gid"
-# The worker refuses a staging root that is not 0700 and its own.
-ensure_dir /var/lib/verifier/staging 0700 "$uid" "$gid"
-ensure_dir /var/lib/verifier/work 0700 "$uid" "$gid"
+ensure_dir /var/lib/verifier/state 0750 "$uid" "$gid"
 ensure_dir /var/lib/verifier/out 0750 "$uid" "$gid"
+ensure_dir /var/cache 0755 0 0
+ensure_dir /var/cache/verifier 0700 "$uid" "$gid"
+# The worker refuses a staging root that is not 0700 and its own.
+ensure_dir /var/cache/verifier/staging 0700 "$uid" "$gid"
+ensure_dir /var/cache/verifier/work 0700 "$uid" "$gid"
 ensure_dir /usr 0755 0 0
 ensure_dir /usr/local 0755 0 0
 ensure_dir /usr/local/bin 0755 0 0

@@ -113,6 +113,9 @@ install_creates_every_path_the_unit_names() {
   for path in $(unit_values "$installed" StateDirectory); do
     [[ -d "$r/var/lib/$path" ]] || fail "StateDirectory=$path is not created by install.sh"
   done
+  for path in $(unit_values "$installed" CacheDirectory); do
+    [[ -d "$r/var/cache/$path" ]] || fail "CacheDirectory=$path is not created by install.sh"
+  done
   # Directories ExecStart hands the worker, and the binary itself.
   local exec_start
   exec_start="$(sed -n 's/^ExecStart=//p' "$installed")"
@@ -145,11 +148,18 @@ install_creates_every_path_the_unit_names() {
   grep -q '^verifier:x:[0-9]*:[0-9]*:[^:]*:/var/lib/verifier:/usr/sbin/nologin$' "$r/etc/passwd" ||
     fail "no verifier user with home /var/lib/verifier and no login: $(cat "$r/etc/passwd")"
   grep -q '^docker:x:999:verifier$' "$r/etc/group" || fail "verifier is not in docker: $(cat "$r/etc/group")"
-  mode_owner_is "$r" "/var/lib/verifier" "750 verifier:verifier" &&
-    mode_owner_is "$r" "/var/lib/verifier/state" "700 verifier:verifier" &&
-    mode_owner_is "$r" "/var/lib/verifier/staging" "700 verifier:verifier" &&
-    mode_owner_is "$r" "/var/lib/verifier/work" "700 verifier:verifier" &&
-    mode_owner_is "$r" "/var/lib/verifier/out" "750 verifier:verifier" &&
+  # The modes the unit's StateDirectoryMode= and CacheDirectoryMode= set at each start.
+  local state_mode cache_mode
+  state_mode="$(sed -n 's/^StateDirectoryMode=0//p' "$installed")"
+  cache_mode="$(sed -n 's/^CacheDirectoryMode=0//p' "$installed")"
+  [[ "$state_mode" == 750 && "$cache_mode" == 700 ]] ||
+    fail "unit modes: state $state_mode cache $cache_mode (out/ must be group-readable, staging 0700)"
+  mode_owner_is "$r" "/var/lib/verifier" "$state_mode verifier:verifier" &&
+    mode_owner_is "$r" "/var/lib/verifier/state" "$state_mode verifier:verifier" &&
+    mode_owner_is "$r" "/var/lib/verifier/out" "$state_mode verifier:verifier" &&
+    mode_owner_is "$r" "/var/cache/verifier" "$cache_mode verifier:verifier" &&
+    mode_owner_is "$r" "/var/cache/verifier/staging" "$cache_mode verifier:verifier" &&
+    mode_owner_is "$r" "/var/cache/verifier/work" "$cache_mode verifier:verifier" &&
     mode_owner_is "$r" "/etc/verifier" "755 root:root" &&
     mode_owner_is "$r" "/etc/verifier/worker.env" "644 root:root" &&
     mode_owner_is "$r" /etc/systemd/system/verifier-worker.service "644 root:root" &&
@@ -174,6 +184,7 @@ installed_unit_scores_in_the_root() {
 unit_creates_every_directory_it_names() {
   local created=() path flag dir exec_start
   for path in $(unit_values "$unit" StateDirectory); do created+=("/var/lib/$path"); done
+  for path in $(unit_values "$unit" CacheDirectory); do created+=("/var/cache/$path"); done
   exec_start="$(sed -n 's/^ExecStart=//p' "$unit")"
   local named=()
   for path in $(unit_values "$unit" ReadWritePaths); do named+=("${path#-}"); done
