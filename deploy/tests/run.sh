@@ -297,6 +297,96 @@ pull_list_pulls_by_digest() {
   grep -qF "ok: image $pulled_ref is present" <<<"$out" || fail "rerun pulled again: $out"
 }
 
+# --- pull-candidates.sh --------------------------------------------------------------------
+pull_sh="$deploy/pull-candidates.sh"
+name_of() { printf 'candidate-%s.json' "$(printf '%s' "$1" | sha256sum | cut -c1-64)"; }
+# A worker out directory: one good candidate with its statement, and the manifest listing
+# the given job ids.
+out_dir_listing() {
+  local d="$1" id
+  shift
+  mkdir -p "$d"
+  local entries=()
+  for id in "$@"; do entries+=("{\"job_id\":\"$id\",\"file\":\"$(name_of "$id")\"}"); done
+  local IFS=,
+  printf '{"schema":"agent-bounties/regression-candidates-v1","network":"base-mainnet","candidates":[%s]}' \
+    "${entries[*]}" >"$d/manifest.json"
+}
+
+pull_copies_exactly_the_listed_candidates() {
+  local src="$tmp/pull1/out" dst="$tmp/pull1/dst" out
+  out_dir_listing "$src" job-a job-b
+  echo '{"candidate":"a"}' >"$src/$(name_of job-a)"
+  echo '{"statement":"a"}' >"$src/$(name_of job-a | sed 's/\.json$/.intoto.json/')"
+  echo '{"candidate":"b"}' >"$src/$(name_of job-b)"
+  echo '{"candidate":"unlisted"}' >"$src/$(name_of job-c)"
+  echo 'ledger' >"$src/ledger.sqlite"
+  out="$("$pull_sh" --from "$src" --to "$dst" 2>&1)" || fail "exit $?: $out"
+  grep -q "^pulled 2 of 2 listed candidate(s)" <<<"$out" || fail "summary: $out"
+  local got
+  got="$(find "$dst" -mindepth 1 -printf '%f\n' | sort | tr '\n' ' ')"
+  [[ "$got" == "$(printf '%s\n' "$(name_of job-a)" "$(name_of job-a | sed 's/\.json$/.intoto.json/')" \
+    "$(name_of job-b)" manifest.json | sort | tr '\n' ' ')" ]] || fail "pulled: $got"
+  cmp "$src/manifest.json" "$dst/manifest.json" || fail "manifest changed in transit"
+}
+
+# A compromised worker host plants a symlink (to the signer host's files, once copied),
+# an oversized file and a directory where candidates should be.
+pull_refuses_links_oversize_and_directories() {
+  local src="$tmp/pull2/out" dst="$tmp/pull2/dst" out
+  out_dir_listing "$src" job-link job-big job-dir job-ok
+  ln -s /etc/shadow "$src/$(name_of job-link)"
+  head -c $((16 * 1024 * 1024 + 1)) /dev/zero >"$src/$(name_of job-big)"
+  mkdir "$src/$(name_of job-dir)"
+  echo '{}' >"$src/$(name_of job-dir)/inner.json"
+  echo '{"candidate":"ok"}' >"$src/$(name_of job-ok)"
+  out="$("$pull_sh" --from "$src" --to "$dst" 2>&1)" || fail "exit $?: $out"
+  grep -q "^pulled 1 of 4 listed candidate(s)" <<<"$out" || fail "summary: $out"
+  [[ ! -e "$dst/$(name_of job-link)" && ! -L "$dst/$(name_of job-link)" ]] || fail "the symlink was copied"
+  [[ ! -e "$dst/$(name_of job-big)" ]] || fail "the oversized file was copied"
+  [[ ! -e "$dst/$(name_of job-dir)/inner.json" ]] || fail "the directory's content was copied"
+  [[ -f "$dst/$(name_of job-ok)" ]] || fail "the good candidate is missing"
+}
+
+pull_refuses_a_manifest_naming_other_files() {
+  local src="$tmp/pull3/out" dst="$tmp/pull3/dst" out status=0
+  mkdir -p "$src"
+  printf '{"schema":"x","network":"base-mainnet","candidates":[{"job_id":"j","file":"../../etc/passwd"}]}' \
+    >"$src/manifest.json"
+  out="$("$pull_sh" --from "$src" --to "$dst" 2>&1)" || status=$?
+  ((status == 1)) || fail "exit $status: $out"
+  grep -q "names '../../etc/passwd', not a candidate-<64 hex>.json file" <<<"$out" || fail "message: $out"
+  [[ ! -e "$dst/manifest.json" ]] || fail "a manifest was left in $dst"
+  # Too many entries, and not a manifest at all.
+  local many
+  many="$(jq -n --arg f "$(name_of x)" '{candidates: [range(1001) | {job_id: "x", file: $f}]}')"
+  printf '%s' "$many" >"$src/manifest.json"
+  status=0
+  out="$("$pull_sh" --from "$src" --to "$tmp/pull3/dst2" 2>&1)" || status=$?
+  ((status == 1)) || fail "1001 entries: exit $status: $out"
+  echo '[1,2]' >"$src/manifest.json"
+  status=0
+  out="$("$pull_sh" --from "$src" --to "$tmp/pull3/dst3" 2>&1)" || status=$?
+  ((status == 1)) || fail "not a manifest: exit $status: $out"
+  # A manifest that is a symlink is not followed.
+  rm "$src/manifest.json"
+  printf '{"candidates":[]}' >"$tmp/pull3/elsewhere.json"
+  ln -s "$tmp/pull3/elsewhere.json" "$src/manifest.json"
+  status=0
+  out="$("$pull_sh" --from "$src" --to "$tmp/pull3/dst4" 2>&1)" || status=$?
+  ((status == 1)) || fail "symlinked manifest: exit $status: $out"
+}
+
+pull_into_a_used_directory_is_refused() {
+  local src="$tmp/pull4/out" dst="$tmp/pull4/dst" out status=0
+  out_dir_listing "$src"
+  mkdir -p "$dst"
+  echo old >"$dst/$(name_of old)"
+  out="$("$pull_sh" --from "$src" --to "$dst" 2>&1)" || status=$?
+  ((status == 1)) || fail "exit $status: $out"
+  grep -q "is not empty" <<<"$out" || fail "message: $out"
+}
+
 check deploy_scripts_pass_shellcheck shellcheck -x "$deploy"/*.sh "$here"/*.sh
 check unit_creates_every_directory_it_names unit_creates_every_directory_it_names
 check install_creates_every_path_the_unit_names install_creates_every_path_the_unit_names
@@ -308,6 +398,10 @@ check refuses_to_write_through_a_symlink refuses_to_write_through_a_symlink
 check refuses_a_root_without_a_docker_group refuses_a_root_without_a_docker_group
 check pull_list_with_a_tag_is_refused_before_anything_changes pull_list_with_a_tag_is_refused_before_anything_changes
 check pull_list_pulls_by_digest pull_list_pulls_by_digest
+check pull_copies_exactly_the_listed_candidates pull_copies_exactly_the_listed_candidates
+check pull_refuses_links_oversize_and_directories pull_refuses_links_oversize_and_directories
+check pull_refuses_a_manifest_naming_other_files pull_refuses_a_manifest_naming_other_files
+check pull_into_a_used_directory_is_refused pull_into_a_used_directory_is_refused
 
 echo "$passed passed, $failed failed"
 ((failed == 0))
