@@ -78,7 +78,7 @@ esac
 incoming="$(mktemp -d "$to/.incoming.XXXXXX")"
 trap 'rm -rf "$incoming"' EXIT
 rsync_args=(--no-links --no-devices --no-specials --no-perms --no-owner --no-group
-  --chmod=F0644 --protect-args --timeout=120)
+  --chmod=F0644 --timeout=120)
 
 rsync "${rsync_args[@]}" --max-size="$MAX_MANIFEST_BYTES" \
   "${src}manifest.json" "$incoming/manifest.json" ||

@@ -377,6 +377,29 @@ pull_refuses_a_manifest_naming_other_files() {
   ((status == 1)) || fail "symlinked manifest: exit $status: $out"
 }
 
+# The production transport: ssh to an account whose authorized_keys forces `rrsync -ro` on
+# the out directory (forced-command-ssh.sh runs what sshd would). The pull works through it,
+# and the same account can neither write there nor read outside it.
+pull_through_the_read_only_forced_command() {
+  local src="$tmp/pull5/out" dst="$tmp/pull5/dst" out status=0
+  out_dir_listing "$src" job-a
+  echo '{"candidate":"a"}' >"$src/$(name_of job-a)"
+  echo 'outside' >"$tmp/pull5/secret"
+  out="$(RSYNC_RSH="$here/forced-command-ssh.sh" FORCED_RRSYNC_DIR="$src" \
+    "$pull_sh" --from worker-host: --to "$dst" 2>&1)" || fail "exit $?: $out"
+  grep -q "^pulled 1 of 1 listed candidate(s) from worker-host:" <<<"$out" || fail "summary: $out"
+  cmp "$src/$(name_of job-a)" "$dst/$(name_of job-a)" || fail "candidate differs"
+  echo planted >"$tmp/planted.json"
+  out="$(RSYNC_RSH="$here/forced-command-ssh.sh" FORCED_RRSYNC_DIR="$src" \
+    rsync "$tmp/planted.json" worker-host:planted.json 2>&1)" || status=$?
+  ((status != 0)) || fail "a write through the pull account succeeded"
+  [[ ! -e "$src/planted.json" ]] || fail "planted.json reached the out directory"
+  status=0
+  out="$(RSYNC_RSH="$here/forced-command-ssh.sh" FORCED_RRSYNC_DIR="$src" \
+    rsync worker-host:../secret "$tmp/pull5/leak" 2>&1)" || status=$?
+  [[ ! -e "$tmp/pull5/leak" ]] || fail "read outside the out directory: $out"
+}
+
 pull_into_a_used_directory_is_refused() {
   local src="$tmp/pull4/out" dst="$tmp/pull4/dst" out status=0
   out_dir_listing "$src"
@@ -401,6 +424,7 @@ check pull_list_pulls_by_digest pull_list_pulls_by_digest
 check pull_copies_exactly_the_listed_candidates pull_copies_exactly_the_listed_candidates
 check pull_refuses_links_oversize_and_directories pull_refuses_links_oversize_and_directories
 check pull_refuses_a_manifest_naming_other_files pull_refuses_a_manifest_naming_other_files
+check pull_through_the_read_only_forced_command pull_through_the_read_only_forced_command
 check pull_into_a_used_directory_is_refused pull_into_a_used_directory_is_refused
 
 echo "$passed passed, $failed failed"
