@@ -120,7 +120,7 @@ prefix_args=()
 entry_field() {
   local db="$1" name="$2" field="$3"
   if [[ "$root" == / ]]; then
-    getent "$db" "$name" | cut -d: -f"$field"
+    { getent "$db" "$name" || true; } | cut -d: -f"$field"
   else
     [[ -f "$(p "/etc/$db")" ]] || return 0
     awk -F: -v n="$name" -v f="$field" '$1 == n { print $f; exit }' "$(p "/etc/$db")"

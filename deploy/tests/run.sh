@@ -241,6 +241,15 @@ dry_run_changes_nothing() {
     fail "the dry run did not show the env file: $out"
 }
 
+# On the real root a dry run reads the host's user database through getent, which fails for
+# a user not there yet; that once ended the run silently after the first lines.
+dry_run_on_the_real_root_runs_to_its_summary() {
+  local out
+  out="$("$install_sh" --dry-run 2>&1)" || fail "exit $?: $out"
+  grep -Eq '^(would make [0-9]+ change\(s\)|nothing to do: everything was already installed)$' <<<"$out" ||
+    fail "no summary line: $out"
+}
+
 refuses_to_write_through_a_symlink() {
   local r status=0 out
   r="$(fresh_root)"
@@ -295,6 +304,33 @@ pull_list_pulls_by_digest() {
   docker image inspect "$pulled_ref" >/dev/null || fail "$pulled_ref not present after install.sh"
   out="$("$install_sh" --root "$r" --pull-images "$tmp/images.txt" 2>&1)" || fail "rerun exit $?: $out"
   grep -qF "ok: image $pulled_ref is present" <<<"$out" || fail "rerun pulled again: $out"
+}
+
+# --- exec-start.sh -------------------------------------------------------------------------
+
+# The command a host without systemd runs is the unit's, expanded by systemd's rules.
+exec_start_expands_like_systemd() {
+  local r out
+  r="$(fresh_root)"
+  "$install_sh" --root "$r" >/dev/null || fail "install.sh exited $?"
+  local env="$r/etc/verifier/worker.env"
+  sed -i 's|^VERIFIER_OPTIONS=.*|VERIFIER_OPTIONS=--pull  --parallel 2|' "$env"
+  out="$("$deploy/exec-start.sh" --root "$r" --print)" || fail "exit $?: $out"
+  [[ "$(head -n 2 <<<"$out" | tr '\n' ' ')" == "/usr/local/bin/worker serve " ]] || fail "start: $out"
+  grep -A1 -xF -- '--archive-base' <<<"$out" | grep -qxF 'https://codeload.github.com' ||
+    fail "no --archive-base from the env file: $out"
+  [[ "$(tail -n 3 <<<"$out" | tr '\n' ' ')" == "--pull --parallel 2 " ]] ||
+    fail "\$VERIFIER_OPTIONS not split into words: $(tail -n 4 <<<"$out")"
+  # Empty: no argument at all (not an empty one).
+  sed -i 's|^VERIFIER_OPTIONS=.*|VERIFIER_OPTIONS=|' "$env"
+  out="$("$deploy/exec-start.sh" --root "$r" --print)" || fail "exit $?: $out"
+  [[ "$(tail -n 1 <<<"$out")" == "127.0.0.1:9464" ]] || fail "empty options left an argument: $(tail -n 2 <<<"$out")"
+  # A variable the unit names and the file lacks is an error, not an empty argument.
+  sed -i '/^VERIFIER_ARCHIVE_BASE=/d' "$env"
+  local status=0
+  out="$("$deploy/exec-start.sh" --root "$r" --print 2>&1)" || status=$?
+  ((status == 1)) || fail "unset variable: exit $status: $out"
+  grep -qF "names \${VERIFIER_ARCHIVE_BASE}" <<<"$out" || fail "message: $out"
 }
 
 # --- pull-candidates.sh --------------------------------------------------------------------
@@ -417,10 +453,12 @@ check installed_unit_scores_in_the_root installed_unit_scores_in_the_root
 check second_run_changes_nothing second_run_changes_nothing
 check existing_env_file_is_never_overwritten existing_env_file_is_never_overwritten
 check dry_run_changes_nothing dry_run_changes_nothing
+check dry_run_on_the_real_root_runs_to_its_summary dry_run_on_the_real_root_runs_to_its_summary
 check refuses_to_write_through_a_symlink refuses_to_write_through_a_symlink
 check refuses_a_root_without_a_docker_group refuses_a_root_without_a_docker_group
 check pull_list_with_a_tag_is_refused_before_anything_changes pull_list_with_a_tag_is_refused_before_anything_changes
 check pull_list_pulls_by_digest pull_list_pulls_by_digest
+check exec_start_expands_like_systemd exec_start_expands_like_systemd
 check pull_copies_exactly_the_listed_candidates pull_copies_exactly_the_listed_candidates
 check pull_refuses_links_oversize_and_directories pull_refuses_links_oversize_and_directories
 check pull_refuses_a_manifest_naming_other_files pull_refuses_a_manifest_naming_other_files
