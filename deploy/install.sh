@@ -23,7 +23,9 @@
 #   state/ and out/ 0750 (group verifier: a pull account in that group can read out/), and
 #   /var/cache/verifier, its staging/ and work/ 0700, all owned by verifier; /etc/verifier 0755 and worker.env 0644 root (it holds no secret);
 #   /etc/systemd/system/verifier-worker.service; /usr/share/doc/verifier/operations.md (the
-#   unit's Documentation=) and the worker man pages under /usr/share/man/man1.
+#   unit's Documentation=) and the worker man pages under /usr/share/man/man1;
+#   exec-start.sh (a host without systemd) and pull-candidates.sh (the signer's host) under
+#   /usr/local/lib/verifier.
 #
 # Exit status: 0 installed (or nothing to do), 1 a step failed or the existing env file
 # lacks a variable the unit needs, 2 bad usage.
@@ -208,6 +210,8 @@ ensure_dir /var/cache/verifier/work 0700 "$uid" "$gid"
 ensure_dir /usr 0755 0 0
 ensure_dir /usr/local 0755 0 0
 ensure_dir /usr/local/bin 0755 0 0
+ensure_dir /usr/local/lib 0755 0 0
+ensure_dir /usr/local/lib/verifier 0755 0 0
 ensure_dir /usr/share 0755 0 0
 ensure_dir /usr/share/doc 0755 0 0
 ensure_dir /usr/share/doc/verifier 0755 0 0
@@ -229,6 +233,9 @@ ensure_file() {
 }
 ensure_file "$here/worker.service" "/etc/systemd/system/$UNIT_NAME" 0644
 ensure_file "$repo/docs/operations.md" /usr/share/doc/verifier/operations.md 0644
+# For a host without systemd (a supervisor runs exec-start.sh), and for the signer's host.
+ensure_file "$here/exec-start.sh" /usr/local/lib/verifier/exec-start.sh 0755
+ensure_file "$here/pull-candidates.sh" /usr/local/lib/verifier/pull-candidates.sh 0755
 for page in "$repo"/docs/man/worker*.1; do
   ensure_file "$page" "/usr/share/man/man1/$(basename "$page")" 0644
 done
