@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # Tests of deploy/: deploy/install.sh into throwaway roots (never the real system), the
-# installed unit scored and verified there, and deploy/pull-candidates.sh against planted
-# and hostile candidate directories. Run by .ci/run; needs root (install.sh chowns), the
-# shadow tools, systemd-analyze, rsync and, for the pre-pull case, the Docker Engine with the
-# local registry on 127.0.0.1:5000 (scripts/services.sh).
+# installed unit scored there, deploy/exec-start.sh's expansion, deploy/pull-candidates.sh
+# against planted and hostile candidate directories, and the unit brought up under a real
+# systemd as PID 1 in a container (deploy/tests/systemd-unit.sh). Run by .ci/run; needs root
+# (install.sh chowns), the shadow tools, systemd-analyze, rsync, cargo, and the Docker Engine
+# with the local registry on 127.0.0.1:5000 (scripts/services.sh).
 #
 #   deploy/tests/run.sh
 #
@@ -464,6 +465,16 @@ check pull_refuses_links_oversize_and_directories pull_refuses_links_oversize_an
 check pull_refuses_a_manifest_naming_other_files pull_refuses_a_manifest_naming_other_files
 check pull_through_the_read_only_forced_command pull_through_the_read_only_forced_command
 check pull_into_a_used_directory_is_refused pull_into_a_used_directory_is_refused
+
+# --- the unit under systemd as PID 1 --------------------------------------------------------
+# In a container (systemd-unit.sh says how and why); the real worker and the bench_feed
+# stand-in, built here if CI has not built them yet.
+target="${CARGO_TARGET_DIR:-$repo/target}/debug"
+unit_starts_and_stops_under_systemd_as_pid_1() {
+  (cd "$repo" && cargo build -q -p worker --bin worker --example bench_feed) || fail "cargo build failed"
+  "$here/systemd-unit.sh" "$target/worker" "$target/examples/bench_feed"
+}
+check unit_starts_and_stops_under_systemd_as_pid_1 unit_starts_and_stops_under_systemd_as_pid_1
 
 echo "$passed passed, $failed failed"
 ((failed == 0))

@@ -1,0 +1,136 @@
+#!/usr/bin/env bash
+# Brings the unit up under a real systemd as PID 1: this host and CI have none, so a Debian
+# bookworm container runs /lib/systemd/systemd, deploy/install.sh installs the unit there, and
+# `systemctl start verifier-worker` runs the worker (its sandbox and all) against the
+# bench_feed platform stand-in, on the host's Docker Engine through the mounted socket. Passes
+# when the service is active, writes a candidate for every job, answers /healthz 200, and
+# stops on `systemctl stop` with exit 0 (Result=success).
+#
+#   deploy/tests/systemd-unit.sh WORKER_BIN BENCH_FEED_BIN [UNIT_FILE]
+#
+# UNIT_FILE (default deploy/worker.service) replaces the installed unit, to show how another
+# unit fares. Needs root, Docker, debootstrap (Debian package; installed if missing) and
+# Debian's package mirror the first time (the image is kept as verifier-systemd-test:bookworm).
+# The staging root must have the same path in the container and on the host (the engine
+# mounts it by path), so /var/cache/verifier on the host is used: created for the run and
+# removed after it when absent, used as it is (with its owner) when present.
+set -euo pipefail
+here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+repo="$(cd "$here/../.." && pwd)"
+worker_bin="$(realpath "${1:?worker binary}")"
+bench_feed="$(realpath "${2:?bench_feed binary}")"
+unit="$(realpath "${3:-$repo/deploy/worker.service}")"
+image="verifier-systemd-test:bookworm"
+name="verifier-systemd-test-$$"
+cache=/var/cache/verifier
+
+tmp="$(mktemp -d)"
+feed_pid=""
+made_cache=""
+cleanup() {
+  docker rm -f "$name" >/dev/null 2>&1 || true
+  [[ -n "$feed_pid" ]] && kill "$feed_pid" 2>/dev/null
+  [[ -n "$made_cache" ]] && rm -rf "$cache"
+  rm -rf "$tmp"
+}
+trap cleanup EXIT
+die() {
+  printf 'systemd-unit.sh: %s\n' "$*" >&2
+  exit 1
+}
+
+if ! docker image inspect "$image" >/dev/null 2>&1; then
+  if ! command -v debootstrap >/dev/null 2>&1; then
+    apt-get install -y -qq debootstrap >/dev/null || { apt-get update -qq && apt-get install -y -qq debootstrap >/dev/null; }
+  fi
+  echo "building $image with debootstrap (once)" >&2
+  debootstrap --variant=minbase --include=systemd,systemd-sysv,dbus,passwd,curl,jq \
+    bookworm "$tmp/rootfs" http://deb.debian.org/debian >"$tmp/debootstrap.log" 2>&1 ||
+    { tail -20 "$tmp/debootstrap.log" >&2; die "debootstrap failed"; }
+  tar -C "$tmp/rootfs" -c . | docker import - "$image" >/dev/null
+  rm -rf "$tmp/rootfs"
+fi
+
+# The verifier user inside owns the host's cache directory; the docker group inside has the
+# socket's group id.
+if [[ -d "$cache" ]]; then
+  uid="$(stat -c %u "$cache")"
+  gid="$(stat -c %g "$cache")"
+else
+  uid=64999
+  gid=64999
+  install -d -m 0700 -o "$uid" -g "$gid" "$cache"
+  made_cache=1
+fi
+socket_gid="$(stat -c %g /var/run/docker.sock)"
+
+busybox="$(jq -r .busybox "$repo/.work/images.json")"
+mkdir -p "$tmp/feed"
+"$bench_feed" "$repo" "$busybox" 3 "$tmp/feed" >"$tmp/feed.log" 2>&1 &
+feed_pid=$!
+for _ in $(seq 300); do [[ -s "$tmp/feed/base" ]] && break; sleep 0.1; done
+[[ -s "$tmp/feed/base" ]] || die "bench_feed did not start: $(cat "$tmp/feed.log")"
+base="$(cat "$tmp/feed/base")"
+verifier="$(cat "$tmp/feed/verifier")"
+
+mkdir -p "$tmp/src/deploy"
+cp "$repo"/deploy/*.sh "$repo/deploy/worker.env.example" "$tmp/src/deploy/"
+cp "$unit" "$tmp/src/deploy/worker.service"
+cp -r "$repo/docs" "$tmp/src/docs"
+cp "$worker_bin" "$tmp/src/worker"
+
+# Not --privileged: this host's engine cannot grant every capability. SYS_ADMIN and no
+# seccomp profile are what systemd needs to set up the unit's namespaces and filters.
+docker run -d --name "$name" --network host --cgroupns=private \
+  --cap-add SYS_ADMIN --security-opt seccomp=unconfined -e container=docker \
+  --tmpfs /run --tmpfs /run/lock --tmpfs /tmp \
+  -v /var/run/docker.sock:/run/docker.sock -v "$cache:$cache" -v "$tmp/src:/src:ro" \
+  "$image" /lib/systemd/systemd >/dev/null
+inside() { docker exec "$name" "$@"; }
+for _ in $(seq 300); do
+  state="$(inside systemctl is-system-running 2>/dev/null || true)"
+  [[ "$state" == running || "$state" == degraded ]] && break
+  sleep 0.2
+done
+echo "systemd in the container: $(inside cat /proc/1/comm) is PID 1, $(inside systemctl --version | head -n 1), state $state"
+inside sh -c "getent group docker >/dev/null && groupmod -g $socket_gid docker || groupadd -g $socket_gid docker"
+inside groupadd -r -g "$gid" verifier
+inside useradd -r -u "$uid" -g "$gid" -d /var/lib/verifier -M -s /usr/sbin/nologin verifier
+inside /src/deploy/install.sh --worker-bin /src/worker >"$tmp/install.log" 2>&1 ||
+  { cat "$tmp/install.log" >&2; die "install.sh failed in the container"; }
+inside sed -i "s|^VERIFIER_API=.*|VERIFIER_API=$base|;s|^VERIFIER_ARCHIVE_BASE=.*|VERIFIER_ARCHIVE_BASE=$base|;s|^VERIFIER_ADDRESS=.*|VERIFIER_ADDRESS=$verifier|;s|^VERIFIER_POLL_SECONDS=.*|VERIFIER_POLL_SECONDS=2|;s|^VERIFIER_METRICS_LISTEN=.*|VERIFIER_METRICS_LISTEN=127.0.0.1:0|" /etc/verifier/worker.env
+# An ephemeral port cannot be curled; pick one the host does not use.
+port="$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')"
+inside sed -i "s|^VERIFIER_METRICS_LISTEN=.*|VERIFIER_METRICS_LISTEN=127.0.0.1:$port|" /etc/verifier/worker.env
+
+status=0
+inside systemctl start verifier-worker.service 2>"$tmp/start.err" || status=$?
+show() { inside systemctl show verifier-worker.service -p "$1" --value; }
+if ((status != 0)); then
+  inside journalctl -u verifier-worker.service --no-pager -n 20 >&2 || true
+  die "systemctl start failed: ExecMainStatus=$(show ExecMainStatus) Result=$(show Result)"
+fi
+# Every job of the feed gets a candidate (awaited, with a generous deadline).
+deadline=$((SECONDS + 240))
+listed=0
+while ((SECONDS < deadline)); do
+  listed="$(inside jq '.candidates | length' /var/lib/verifier/out/manifest.json 2>/dev/null || echo 0)"
+  ((listed >= 3)) && break
+  [[ "$(show ActiveState)" == active ]] || break
+  sleep 0.5
+done
+if ((listed < 3)); then
+  inside journalctl -u verifier-worker.service --no-pager -n 30 >&2 || true
+  die "$listed of 3 candidates; unit $(show ActiveState), ExecMainStatus=$(show ExecMainStatus)"
+fi
+echo "unit active (main pid $(show MainPID)), $listed candidates in /var/lib/verifier/out"
+health="$(inside curl -s -w ' %{http_code}' "http://127.0.0.1:$port/healthz")"
+[[ "$health" == *' 200' ]] || die "/healthz: $health"
+echo "/healthz: $health"
+pid="$(show MainPID)"
+echo "worker process: $(inside grep -E '^(Uid|Groups|CapEff|CapBnd|NoNewPrivs|Seccomp):' "/proc/$pid/status" | tr -s '\t ' ' ' | tr '\n' ';')"
+inside systemd-analyze security verifier-worker.service --no-pager 2>&1 | tail -n 1
+inside systemctl stop verifier-worker.service
+[[ "$(show Result)" == success && "$(show ExecMainStatus)" == 0 ]] ||
+  die "stop: Result=$(show Result) ExecMainStatus=$(show ExecMainStatus)"
+echo "systemctl stop: Result=success, exit 0"
