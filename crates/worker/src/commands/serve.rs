@@ -23,7 +23,9 @@ use crate::exit::ExitCode;
 use crate::feed::FeedConfig;
 use crate::serve::clock::{Clock, SystemClock};
 use crate::serve::http;
-use crate::serve::ledger::{LEDGER_FILE, Ledger, Requeued};
+use crate::serve::ledger::{
+    CandidateEntry, Heartbeat, JobEntry, LEDGER_FILE, Ledger, Requeued, RunEntry,
+};
 use crate::serve::shutdown::Shutdown;
 use crate::serve::telemetry::Telemetry;
 use crate::serve::timefmt::{human_duration, iso_utc};
@@ -196,53 +198,7 @@ fn show(ledger: &Ledger, job: Option<&str>, json: bool) -> ExitCode {
         Err(error) => return fail(ExitCode::Internal, &error),
     };
     if json {
-        return print_json(&json!({
-            "schema_version": LEDGER_SCHEMA_VERSION,
-            "ledger_schema": Ledger::schema_version(),
-            "heartbeat": heartbeat.as_ref().map(|h| json!({
-                "at": iso_utc(h.at_ms),
-                "pid": h.pid,
-                "worker_version": h.worker_version,
-                "polls": {
-                    "ok": h.polls.ok,
-                    "failed": h.polls.failed,
-                    "last_ok_at": at(h.polls.last_ok_ms),
-                },
-            })),
-            "jobs": jobs.iter().map(|j| json!({
-                "job": j.job,
-                "job_id": j.job_id,
-                "round": j.round,
-                "content_hash": j.content_hash,
-                "first_seen_at": iso_utc(j.first_seen_ms),
-                "last_seen_at": iso_utc(j.last_seen_ms),
-                "status": j.status,
-                "attempts": j.attempts,
-                "expires_at": at(j.expires_ms),
-                "retry_not_before": at(j.not_before_ms),
-            })).collect::<Vec<_>>(),
-            "runs": runs.iter().map(|r| json!({
-                "run_id": r.run_id,
-                "job": r.job,
-                "job_id": r.job_id,
-                "started_at": iso_utc(r.started_ms),
-                "ended_at": at(r.ended_ms),
-                "duration_ms": r.ended_ms.map(|e| e - r.started_ms),
-                "outcome": r.outcome,
-                "cause": r.cause,
-                "reason_code": r.reason_code,
-                "reason": r.reason,
-                "evidence": r.evidence,
-                "worker_version": r.worker_version,
-            })).collect::<Vec<_>>(),
-            "candidates": candidates.iter().map(|c| json!({
-                "job": c.job,
-                "job_id": c.job_id,
-                "run_id": c.run_id,
-                "file": c.file,
-                "written_at": iso_utc(c.written_ms),
-            })).collect::<Vec<_>>(),
-        }));
+        return print_json(&ledger_json(&jobs, &runs, &candidates, heartbeat.as_ref()));
     }
     let mut text = String::new();
     if let Some(h) = heartbeat {
@@ -309,4 +265,60 @@ fn show(ledger: &Ledger, job: Option<&str>, json: bool) -> ExitCode {
         }
     }
     print_text(&text)
+}
+
+/// The `agent-bounties/worker-ledger-v1` document: times as ISO 8601 UTC, durations in ms.
+fn ledger_json(
+    jobs: &[JobEntry],
+    runs: &[RunEntry],
+    candidates: &[CandidateEntry],
+    heartbeat: Option<&Heartbeat>,
+) -> Value {
+    json!({
+    "schema_version": LEDGER_SCHEMA_VERSION,
+    "ledger_schema": Ledger::schema_version(),
+    "heartbeat": heartbeat.map(|h| json!({
+        "at": iso_utc(h.at_ms),
+        "pid": h.pid,
+        "worker_version": h.worker_version,
+        "polls": {
+            "ok": h.polls.ok,
+            "failed": h.polls.failed,
+            "last_ok_at": at(h.polls.last_ok_ms),
+        },
+    })),
+    "jobs": jobs.iter().map(|j| json!({
+        "job": j.job,
+        "job_id": j.job_id,
+        "round": j.round,
+        "content_hash": j.content_hash,
+        "first_seen_at": iso_utc(j.first_seen_ms),
+        "last_seen_at": iso_utc(j.last_seen_ms),
+        "status": j.status,
+        "attempts": j.attempts,
+        "expires_at": at(j.expires_ms),
+        "retry_not_before": at(j.not_before_ms),
+    })).collect::<Vec<_>>(),
+    "runs": runs.iter().map(|r| json!({
+        "run_id": r.run_id,
+        "job": r.job,
+        "job_id": r.job_id,
+        "started_at": iso_utc(r.started_ms),
+        "ended_at": at(r.ended_ms),
+        "duration_ms": r.ended_ms.map(|e| e - r.started_ms),
+        "outcome": r.outcome,
+        "cause": r.cause,
+        "reason_code": r.reason_code,
+        "reason": r.reason,
+        "evidence": r.evidence,
+        "worker_version": r.worker_version,
+    })).collect::<Vec<_>>(),
+    "candidates": candidates.iter().map(|c| json!({
+        "job": c.job,
+        "job_id": c.job_id,
+        "run_id": c.run_id,
+        "file": c.file,
+        "written_at": iso_utc(c.written_ms),
+    })).collect::<Vec<_>>(),
+    })
 }

@@ -268,14 +268,7 @@ async fn serve_loop(
             Some(host) => batch_parallel(host, &due, &mut chosen),
             None => config.parallel.unwrap_or(NonZeroUsize::MIN),
         };
-        if !due.is_empty() && !host_health.may_start(clock.monotonic()) {
-            tracing::warn!(
-                due = due.len(),
-                retry_in_seconds = host_health.wait_left(clock.monotonic()).as_secs(),
-                last = host_health.last().unwrap_or_default(),
-                "the host is unhealthy: the due jobs wait for its back-off (not counted as their attempts)"
-            );
-        }
+        warn_waiting(&host_health, due.len(), clock.monotonic());
         let mut due = due.into_iter();
         let mut running = FuturesUnordered::new();
         let mut open: BTreeMap<i64, (i64, String, PathBuf)> = BTreeMap::new();
@@ -326,23 +319,45 @@ async fn serve_loop(
         if any_answer {
             write_listed_manifest(&ledger, feed, &listed)?;
         }
-        heartbeat(&ledger, &polls, telemetry)?;
-        // The heartbeat goes on between polls too, so a long --poll-interval is not mistaken
-        // for a dead service.
-        let next_poll = tokio::time::sleep(jittered(config.poll_interval));
-        tokio::pin!(next_poll);
-        let mut beat = tokio::time::interval(HEARTBEAT_EVERY);
-        beat.tick().await;
-        loop {
-            tokio::select! {
-                () = &mut next_poll => break,
-                () = shutdown.wait() => break,
-                _ = beat.tick() => heartbeat(&ledger, &polls, telemetry)?,
-            }
-        }
+        pause(config.poll_interval, &ledger, &polls, shutdown, telemetry).await?;
     }
     heartbeat(&ledger, &polls, telemetry)?;
     Ok(())
+}
+
+/// The pause until the next poll (or a shutdown). The heartbeat goes on between polls too,
+/// so a long --poll-interval is not mistaken for a dead service.
+async fn pause(
+    poll_interval: Duration,
+    ledger: &Ledger,
+    polls: &Polls,
+    shutdown: &Shutdown,
+    telemetry: &Telemetry,
+) -> Result<(), ServeError> {
+    heartbeat(ledger, polls, telemetry)?;
+    let next_poll = tokio::time::sleep(jittered(poll_interval));
+    tokio::pin!(next_poll);
+    let mut beat = tokio::time::interval(HEARTBEAT_EVERY);
+    beat.tick().await;
+    loop {
+        tokio::select! {
+            () = &mut next_poll => return Ok(()),
+            () = shutdown.wait() => return Ok(()),
+            _ = beat.tick() => heartbeat(ledger, polls, telemetry)?,
+        }
+    }
+}
+
+/// Says once per poll that `due` jobs wait for the host's back-off.
+fn warn_waiting(host: &HostHealth, due: usize, now: Duration) {
+    if due > 0 && !host.may_start(now) {
+        tracing::warn!(
+            due,
+            retry_in_seconds = host.wait_left(now).as_secs(),
+            last = host.last().unwrap_or_default(),
+            "the host is unhealthy: the due jobs wait for its back-off (not counted as their attempts)"
+        );
+    }
 }
 
 /// Updates the host's health from the cause of the run that ended with `row`.
