@@ -1445,7 +1445,7 @@ async fn serve_an_unreachable_archive_host_is_the_hosts_fault_and_recovers() {
 async fn serve_a_jobs_own_failure_backs_off_and_is_given_up_at_its_window() {
     let w = World::new().await;
     let mut job = mismatched_job(&w, 55);
-    let expires = unix_now() + 40;
+    let expires = unix_now() + 50;
     job["verification_expires_at"] = json!(expires);
     w.serve_jobs(&[&job]);
     let addr = free_loopback();
@@ -1461,14 +1461,19 @@ async fn serve_a_jobs_own_failure_backs_off_and_is_given_up_at_its_window() {
         given_up_at + 1 >= expires,
         "given up before its window ended: {ledger:#}"
     );
-    let starts = run_starts(&ledger, &job);
+    // A run selected just before the window ended may start just after it: the runner then
+    // refuses it as expired before anything runs. Every run inside the window is an attempt.
+    let window_ms = i64::try_from(expires).unwrap() * 1000;
+    for r in &runs_of(&ledger, &job) {
+        let inside = iso_ms(r["started_at"].as_str().unwrap()) < window_ms;
+        let want = if inside { "input_mismatch" } else { "expired" };
+        assert_eq!(r["reason_code"], want, "{ledger:#}");
+    }
+    let starts: Vec<i64> = run_starts(&ledger, &job)
+        .into_iter()
+        .filter(|&s| s < window_ms)
+        .collect();
     assert!(starts.len() > 3, "{ledger:#}");
-    assert!(
-        runs_of(&ledger, &job)
-            .iter()
-            .all(|r| r["reason_code"] == "input_mismatch"),
-        "{ledger:#}"
-    );
     // Growing intervals: the k-th retry waits at least 2^(k-1) poll intervals (1 s here;
     // 10 % off for the poll jitter).
     for (k, pair) in starts.windows(2).enumerate() {
@@ -1479,12 +1484,6 @@ async fn serve_a_jobs_own_failure_backs_off_and_is_given_up_at_its_window() {
             pair[1] - pair[0]
         );
     }
-    assert!(
-        starts
-            .iter()
-            .all(|&s| s < i64::try_from(expires).unwrap() * 1000),
-        "ran after its window: {starts:?}"
-    );
     let m = wait_metrics(addr, "the given-up job", |m| {
         sample(m, "worker_serve_jobs_given_up_total") == Some(1.0)
     })
