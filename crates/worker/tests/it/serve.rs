@@ -1355,6 +1355,12 @@ async fn serve_a_missing_image_is_the_hosts_fault_and_recovers_once_the_image_is
     assert_eq!(status, 503, "{body}");
     let health: Value = serde_json::from_str(&body).unwrap();
     assert_eq!(health["status"], "degraded", "{health}");
+    // The job is waiting, and the age of the oldest pending job says so (it read 0 before).
+    let m = wait_metrics(addr, "the scrape", |_| true).await;
+    assert!(
+        sample(&m, "worker_serve_oldest_pending_job_age_seconds") >= Some(1.0),
+        "{m}"
+    );
     assert!(
         health["reason"].as_str().unwrap().contains("image_missing"),
         "{health}"
