@@ -1242,6 +1242,25 @@ async fn serve_a_busy_ledger_at_start_exits_1_and_a_corrupt_one_78() {
     assert_eq!(w.server.hits(&feed_path(VERIFIER)), 0);
 }
 
+/// Issue 21.6: the ledger first created on a full disk (here: its file on `/dev/full`, which
+/// answers every write with ENOSPC, as SQLite's "database or disk is full") is transient:
+/// exit 1, which systemd restarts, not 78.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn serve_a_ledger_on_a_full_disk_at_start_exits_1() {
+    let w = World::new().await;
+    let full = w.path("state-full");
+    std::fs::create_dir(&full).unwrap();
+    std::os::unix::fs::symlink("/dev/full", full.join("ledger.sqlite3")).unwrap();
+    let out = w
+        .command_with(&[("--state", full.as_ref())])
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    assert!(stderr.contains("full"), "{stderr}");
+    assert_eq!(w.server.hits(&feed_path(VERIFIER)), 0);
+}
+
 /// Issue 21.9: `worker serve --parallel 2` exiting 1 on a ledger error (the ledger locked by
 /// another process when a run ends) removes the container of the run still going.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
