@@ -93,7 +93,8 @@ pub enum Subcommands {
     /// Run as a service: poll the feed on an interval, run new jobs as `feed` does, write
     /// candidates to --out, and keep a durable ledger in --state.
     Serve(ServeArgs),
-    /// Print the ledger of `worker serve` (every job, run and candidate), or one job's history.
+    /// Print the ledger of `worker serve` (every job, run and candidate, times in UTC), or one
+    /// job's history; or re-queue jobs with --retry / --retry-exhausted.
     Ledger {
         /// The state directory given to `worker serve --state`.
         #[arg(long)]
@@ -104,6 +105,14 @@ pub enum Subcommands {
         /// Print JSON instead of text.
         #[arg(long)]
         json: bool,
+        /// Re-queue job ID (every round of it without a verdict: given up, to be retried,
+        /// refused, interrupted): pending, no attempts, no back-off; a running service runs it
+        /// at its next poll if the feed still lists it. Exits 1 when nothing was re-queued.
+        #[arg(long, value_name = "ID", conflicts_with_all = ["retry_exhausted", "job", "json"])]
+        retry: Option<String>,
+        /// Re-queue every given-up (`exhausted`) job, as --retry does.
+        #[arg(long, conflicts_with_all = ["job", "json"])]
+        retry_exhausted: bool,
     },
     /// Write a request file ({"job": …}) for `plan` and --run-regression from a source digest
     /// and a runner manifest; its bounty is a local placeholder that no chain knows.
@@ -236,7 +245,8 @@ pub struct ServeArgs {
     /// Directory for candidate files and manifest.json, where a signer picks them up.
     #[arg(long)]
     pub out: PathBuf,
-    /// State directory: the ledger (SQLite) lives here.
+    /// State directory: the ledger (SQLite) lives here. One `worker serve` per directory
+    /// (an exclusive lock on DIR/serve.lock; a second one exits 1).
     #[arg(long)]
     pub state: PathBuf,
     /// Run only the jobs of shard I of N: first 8 bytes of sha256(job_id), big-endian,
@@ -249,14 +259,19 @@ pub struct ServeArgs {
     /// cores) and MemTotal the engine's (its /info); 1 if the engine reports neither.
     #[arg(long, value_name = "N")]
     pub parallel: Option<std::num::NonZeroUsize>,
-    /// Seconds between polls (each pause is jittered by ±10 %).
+    /// Seconds between polls (each pause is jittered by ±10 %). Also the base of the
+    /// back-offs: a job's own failure is retried after S × 2^(n−1) seconds (at most an hour)
+    /// until its window ends; host failures (engine, missing image without --pull, archive
+    /// host, full or unwritable directories) are not the job's attempts and pause every job
+    /// for S × 2^(n−1) seconds (at most 16 × S).
     #[arg(long, value_name = "S", default_value_t = 60,
           value_parser = clap::value_parser!(u64).range(1..=86_400))]
     pub poll_interval: u64,
     /// Serve GET /healthz and GET /metrics (Prometheus text) on this loopback address,
     /// e.g. 127.0.0.1:9464; any other address is refused (exit 78). /healthz answers 200
     /// when the last successful poll is within 3.3 poll intervals (runs in progress pause
-    /// that clock) and the ledger heartbeat is fresh, 503 with the reason otherwise.
+    /// that clock) and the ledger heartbeat is fresh, both on the monotonic clock, 503 with
+    /// the reason otherwise; 503 "degraded" when the last 3 runs all failed for host causes.
     #[arg(long, value_name = "ADDR")]
     pub metrics_listen: Option<std::net::SocketAddr>,
     /// Reuse completed verdicts from this cache directory.
@@ -274,6 +289,22 @@ pub struct ServeArgs {
     /// Pull missing images, by their pinned digest only.
     #[arg(long)]
     pub pull: bool,
+}
+
+/// What `worker ledger` does.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum LedgerAction {
+    /// Print it (or one job's history), as text or JSON.
+    Show {
+        /// One job's history.
+        job: Option<String>,
+        /// JSON output.
+        json: bool,
+    },
+    /// `--retry ID`.
+    Retry(String),
+    /// `--retry-exhausted`.
+    RetryExhausted,
 }
 
 /// A checked request to do one thing.
@@ -323,10 +354,8 @@ pub enum Command {
     Ledger {
         /// The state directory.
         state: PathBuf,
-        /// One job's history.
-        job: Option<String>,
-        /// JSON output.
-        json: bool,
+        /// What to do.
+        action: LedgerAction,
     },
     /// `explain`.
     Explain {
@@ -512,9 +541,20 @@ impl Cli {
             Some(Subcommands::Feed(args)) => Ok(Command::Feed(args)),
             Some(Subcommands::Rehearse(args)) => Ok(Command::Rehearse(args)),
             Some(Subcommands::Serve(args)) => Ok(Command::Serve(args)),
-            Some(Subcommands::Ledger { state, job, json }) => {
-                Ok(Command::Ledger { state, job, json })
-            }
+            Some(Subcommands::Ledger {
+                state,
+                job,
+                json,
+                retry,
+                retry_exhausted,
+            }) => Ok(Command::Ledger {
+                state,
+                action: match (retry, retry_exhausted) {
+                    (Some(job), _) => LedgerAction::Retry(job),
+                    (None, true) => LedgerAction::RetryExhausted,
+                    (None, false) => LedgerAction::Show { job, json },
+                },
+            }),
             Some(Subcommands::Explain {
                 evidence,
                 json,

@@ -51,9 +51,7 @@ fn dispatch(command: Command, quiet: bool) -> ExitCode {
         Command::Feed(args) => commands::feed::feed(&args, quiet),
         Command::Rehearse(args) => commands::rehearse::rehearse(args, quiet),
         Command::Serve(args) => commands::serve::serve(&args),
-        Command::Ledger { state, job, json } => {
-            commands::serve::ledger(&state, job.as_deref(), json)
-        }
+        Command::Ledger { state, action } => commands::serve::ledger(&state, &action),
         Command::Explain {
             evidence,
             json,

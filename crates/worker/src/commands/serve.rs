@@ -2,25 +2,37 @@
 //!
 //! `serve` exits 0 after a SIGTERM/SIGINT shutdown (the running container killed and removed,
 //! the run recorded as interrupted), 78 on configuration a restart cannot fix (bad URL or
-//! verifier set, unusable staging, state or output directory, a ledger from a newer worker),
-//! and 1 on failures a restart may fix (engine unreachable, ledger write failed). A feed that
-//! does not answer is not a failure: the service keeps polling and counts the failed polls.
+//! verifier set, unusable staging, state or output directory, a corrupt ledger or one from a
+//! newer worker), and 1 on failures a restart may fix (engine unreachable, the state
+//! directory held by another `worker serve`, the ledger busy past its timeout or its disk
+//! full, a ledger write failed). A feed that does not answer is not a failure: the service
+//! keeps polling and counts the failed polls. Every exit removes this process's containers.
 //!
-//! `ledger` exits 0, or 78 when the state directory holds no usable ledger.
+//! `ledger` exits 0, 78 when the state directory holds no usable ledger, and 1 when
+//! `--retry` re-queued nothing or the ledger could not be read or written.
 
 use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
 
+use serde_json::{Value, json};
+
 use super::{fail, print_json, print_text};
-use crate::cli::ServeArgs;
+use crate::cli::{LedgerAction, ServeArgs};
 use crate::exit::ExitCode;
 use crate::feed::FeedConfig;
+use crate::serve::clock::{Clock, SystemClock};
 use crate::serve::http;
-use crate::serve::ledger::{LEDGER_FILE, Ledger};
+use crate::serve::ledger::{
+    CandidateEntry, Heartbeat, JobEntry, LEDGER_FILE, Ledger, Requeued, RunEntry,
+};
 use crate::serve::shutdown::Shutdown;
 use crate::serve::telemetry::Telemetry;
-use crate::serve::{ServeConfig, ServeError, prepare};
+use crate::serve::timefmt::{human_duration, iso_utc};
+use crate::serve::{Prepared, ServeConfig, ServeError, prepare};
+
+/// `schema_version` of `worker ledger --json`.
+pub const LEDGER_SCHEMA_VERSION: &str = "agent-bounties/worker-ledger-v1";
 use crate::staging_root::{self, Fallback};
 
 /// Runs the service until a signal or a failure.
@@ -32,8 +44,12 @@ pub fn serve(args: &ServeArgs) -> ExitCode {
         Err(error) => return fail(ExitCode::Config, &error),
     };
     let config = serve_config(args);
-    let ledger = match prepare(&config) {
-        Ok(ledger) => ledger,
+    // The lock lives to the end of this function: the whole life of the service.
+    let Prepared {
+        ledger,
+        lock: _lock,
+    } = match prepare(&config) {
+        Ok(prepared) => prepared,
         Err(error) => return served(Err(error)),
     };
     let listener = match config.metrics_listen.map(http::bind).transpose() {
@@ -52,7 +68,8 @@ pub fn serve(args: &ServeArgs) -> ExitCode {
         }
     };
     let pull = args.pull;
-    let telemetry = Arc::new(Telemetry::new(config.poll_interval));
+    let clock: Arc<dyn Clock> = Arc::new(SystemClock::new());
+    let telemetry = Arc::new(Telemetry::new(config.poll_interval, clock));
     let result = super::block_on(async move {
         let endpoint = listener.map(|l| {
             tracing::info!(addr = ?config.metrics_listen, "serving /healthz and /metrics");
@@ -116,8 +133,8 @@ fn serve_config(args: &ServeArgs) -> ServeConfig {
     }
 }
 
-/// Prints the ledger, or one job's history.
-pub fn ledger(state: &Path, job: Option<&str>, json: bool) -> ExitCode {
+/// Prints the ledger, or one job's history; or re-queues jobs.
+pub fn ledger(state: &Path, action: &LedgerAction) -> ExitCode {
     // Opening creates a database; a reader must not leave an empty ledger behind.
     if !state.join(LEDGER_FILE).is_file() {
         return fail(
@@ -125,10 +142,49 @@ pub fn ledger(state: &Path, job: Option<&str>, json: bool) -> ExitCode {
             &format_args!("no ledger in {}", state.display()),
         );
     }
-    let ledger = match Ledger::open(state) {
+    let mut ledger = match Ledger::open(state) {
         Ok(ledger) => ledger,
-        Err(error) => return fail(ExitCode::Config, &error),
+        Err(error) if error.is_permanent() => return fail(ExitCode::Config, &error),
+        Err(error) => return fail(ExitCode::Internal, &error),
     };
+    match action {
+        LedgerAction::Show { job, json } => show(&ledger, job.as_deref(), *json),
+        LedgerAction::Retry(job) => match ledger.retry(job) {
+            Ok(done) => requeued(&done, &format!("job {}", job.escape_debug())),
+            Err(error) => fail(ExitCode::Internal, &error),
+        },
+        LedgerAction::RetryExhausted => match ledger.retry_exhausted() {
+            Ok(done) => requeued(&done, "given-up jobs"),
+            Err(error) => fail(ExitCode::Internal, &error),
+        },
+    }
+}
+
+fn requeued(done: &Requeued, what: &str) -> ExitCode {
+    let mut text = format!(
+        "re-queued {} job row(s) of {what}: pending, run at the next poll that lists them\n",
+        done.requeued
+    );
+    for (round, status) in &done.kept {
+        text.push_str(&format!("  round {round} left as {status}\n"));
+    }
+    if done.requeued == 0 && !done.kept.is_empty() {
+        print_text(&text);
+        return fail(
+            ExitCode::Internal,
+            &format_args!(
+                "nothing re-queued for {what}: it has a verdict, is running or conflicting"
+            ),
+        );
+    }
+    print_text(&text)
+}
+
+fn at(ms: Option<i64>) -> Value {
+    ms.map_or(Value::Null, |ms| Value::String(iso_utc(ms)))
+}
+
+fn show(ledger: &Ledger, job: Option<&str>, json: bool) -> ExitCode {
     let read = (|| {
         Ok::<_, crate::serve::ledger::LedgerError>((
             ledger.jobs(job)?,
@@ -142,41 +198,56 @@ pub fn ledger(state: &Path, job: Option<&str>, json: bool) -> ExitCode {
         Err(error) => return fail(ExitCode::Internal, &error),
     };
     if json {
-        return print_json(&serde_json::json!({
-            "schema_version": Ledger::schema_version(),
-            "heartbeat": heartbeat,
-            "jobs": jobs,
-            "runs": runs,
-            "candidates": candidates,
-        }));
+        return print_json(&ledger_json(&jobs, &runs, &candidates, heartbeat.as_ref()));
     }
     let mut text = String::new();
     if let Some(h) = heartbeat {
         text.push_str(&format!(
-            "heartbeat {} ms (pid {}, worker {}): {} poll(s) ok, {} failed\n",
-            h.at_ms, h.pid, h.worker_version, h.polls.ok, h.polls.failed
+            "heartbeat {} (pid {}, worker {}): {} poll(s) ok, {} failed{}\n",
+            iso_utc(h.at_ms),
+            h.pid,
+            h.worker_version,
+            h.polls.ok,
+            h.polls.failed,
+            h.polls
+                .last_ok_ms
+                .map(|t| format!(", last ok {}", iso_utc(t)))
+                .unwrap_or_default()
         ));
     }
     for j in &jobs {
         text.push_str(&format!(
-            "job {} round {} content {}: {} ({} attempt(s) without a verdict)\n",
+            "job {} round {} content {}: {} ({} attempt(s) of its own without a verdict){}{}\n",
             j.job_id.escape_debug(),
             j.round,
             j.content_hash.as_deref().unwrap_or("(not recorded)"),
             j.status,
-            j.attempts
+            j.attempts,
+            j.not_before_ms
+                .filter(|_| j.status == crate::serve::ledger::status::RETRY)
+                .map(|t| format!(", next try after {}", iso_utc(t)))
+                .unwrap_or_default(),
+            j.expires_ms
+                .map(|t| format!(", window ends {}", iso_utc(t)))
+                .unwrap_or_default(),
         ));
         for r in runs.iter().filter(|r| r.job == j.job) {
             text.push_str(&format!(
-                "  run {} {}..{}: {}{}{}\n",
+                "  run {} {} .. {}: {}{}{}{}\n",
                 r.run_id,
-                r.started_ms,
-                r.ended_ms
-                    .map_or_else(|| "running".into(), |e| e.to_string()),
+                iso_utc(r.started_ms),
+                r.ended_ms.map_or_else(
+                    || "running".into(),
+                    |e| format!("{} ({})", iso_utc(e), human_duration(e - r.started_ms))
+                ),
                 r.outcome.as_deref().unwrap_or("-"),
                 r.reason_code
                     .as_deref()
                     .map(|c| format!(" ({})", c.escape_debug()))
+                    .unwrap_or_default(),
+                r.cause
+                    .as_deref()
+                    .map(|c| format!(" [{c} cause]"))
                     .unwrap_or_default(),
                 r.evidence
                     .as_deref()
@@ -185,8 +256,69 @@ pub fn ledger(state: &Path, job: Option<&str>, json: bool) -> ExitCode {
             ));
         }
         for c in candidates.iter().filter(|c| c.job == j.job) {
-            text.push_str(&format!("  candidate {} (run {})\n", c.file, c.run_id));
+            text.push_str(&format!(
+                "  candidate {} (run {}, {})\n",
+                c.file,
+                c.run_id,
+                iso_utc(c.written_ms)
+            ));
         }
     }
     print_text(&text)
+}
+
+/// The `agent-bounties/worker-ledger-v1` document: times as ISO 8601 UTC, durations in ms.
+fn ledger_json(
+    jobs: &[JobEntry],
+    runs: &[RunEntry],
+    candidates: &[CandidateEntry],
+    heartbeat: Option<&Heartbeat>,
+) -> Value {
+    json!({
+    "schema_version": LEDGER_SCHEMA_VERSION,
+    "ledger_schema": Ledger::schema_version(),
+    "heartbeat": heartbeat.map(|h| json!({
+        "at": iso_utc(h.at_ms),
+        "pid": h.pid,
+        "worker_version": h.worker_version,
+        "polls": {
+            "ok": h.polls.ok,
+            "failed": h.polls.failed,
+            "last_ok_at": at(h.polls.last_ok_ms),
+        },
+    })),
+    "jobs": jobs.iter().map(|j| json!({
+        "job": j.job,
+        "job_id": j.job_id,
+        "round": j.round,
+        "content_hash": j.content_hash,
+        "first_seen_at": iso_utc(j.first_seen_ms),
+        "last_seen_at": iso_utc(j.last_seen_ms),
+        "status": j.status,
+        "attempts": j.attempts,
+        "expires_at": at(j.expires_ms),
+        "retry_not_before": at(j.not_before_ms),
+    })).collect::<Vec<_>>(),
+    "runs": runs.iter().map(|r| json!({
+        "run_id": r.run_id,
+        "job": r.job,
+        "job_id": r.job_id,
+        "started_at": iso_utc(r.started_ms),
+        "ended_at": at(r.ended_ms),
+        "duration_ms": r.ended_ms.map(|e| e - r.started_ms),
+        "outcome": r.outcome,
+        "cause": r.cause,
+        "reason_code": r.reason_code,
+        "reason": r.reason,
+        "evidence": r.evidence,
+        "worker_version": r.worker_version,
+    })).collect::<Vec<_>>(),
+    "candidates": candidates.iter().map(|c| json!({
+        "job": c.job,
+        "job_id": c.job_id,
+        "run_id": c.run_id,
+        "file": c.file,
+        "written_at": iso_utc(c.written_ms),
+    })).collect::<Vec<_>>(),
+    })
 }

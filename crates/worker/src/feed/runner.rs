@@ -173,6 +173,10 @@ pub enum JobFailure {
     /// The executor refused the inputs (a rule broken; retrying cannot help).
     #[error("executor rejected the inputs: {0}")]
     InvalidInput(String),
+    /// Staging the trees into the store failed for a reason of this host (the staging
+    /// root full or unwritable), not of the trees.
+    #[error("staging failed: {0}")]
+    Staging(String),
     /// Anything else.
     #[error("executor failed: {0}")]
     Internal(String),
@@ -792,6 +796,9 @@ fn judge_execution(
         }
         Ok(Err(JobFailure::InvalidInput(m))) => {
             return Err(Stop::new(JobStatus::Rejected, "executor_rejected", m));
+        }
+        Ok(Err(JobFailure::Staging(m))) => {
+            return Err(Stop::new(JobStatus::Error, "staging_failed", m));
         }
         Ok(Err(JobFailure::Internal(m))) => {
             return Err(Stop::new(JobStatus::Error, "executor_error", m));

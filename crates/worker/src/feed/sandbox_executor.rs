@@ -47,7 +47,7 @@ async fn stage(
         Err(crate::stage::StageError::Tree(e)) if e.is_input_error() => Err(
             JobFailure::InvalidInput(format!("{kind} tree rejected: {e}")),
         ),
-        Err(e) => Err(JobFailure::Internal(format!("staging {kind}: {e}"))),
+        Err(e) => Err(JobFailure::Staging(format!("staging {kind}: {e}"))),
     }
 }
 

@@ -5,17 +5,22 @@
 //! Bounded against a hostile local client: a request head larger than [`MAX_HEAD`] is
 //! refused (431) without reading the rest, a head not complete within [`HEAD_DEADLINE`] is
 //! dropped (slowloris), an answer that cannot be written within [`WRITE_DEADLINE`] is
-//! dropped, and at most [`MAX_CONNECTIONS`] are served at once (more are closed at once, so
-//! sockets and file descriptors stay available to the runs). Each connection has its own
-//! task, so one slow client never delays another, nor the service loop.
+//! dropped, and at most [`MAX_CONNECTIONS`] are served at once, so sockets and file
+//! descriptors stay available to the runs. When all are taken, a new connection takes the
+//! place of the oldest one still waiting for its request head (which is closed): idle
+//! connections, however many a local user opens, can never shut out a health check, which
+//! sends its head at once; a connection whose head has arrived is answered, never cut. Each
+//! connection has its own task, so one slow client never delays another, nor the service
+//! loop.
 
+use std::collections::BTreeMap;
 use std::net::{SocketAddr, TcpListener as StdListener};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
 use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
 use tokio::net::{TcpListener, TcpStream};
-use tokio::sync::Semaphore;
+use tokio::sync::{Semaphore, oneshot};
 
 use super::telemetry::Telemetry;
 
@@ -76,6 +81,10 @@ pub async fn run(listener: StdListener, telemetry: Arc<Telemetry>) {
         }
     };
     let slots = Arc::new(Semaphore::new(MAX_CONNECTIONS));
+    // The connections still waiting for their request head, oldest first: dropping the
+    // sender closes that connection.
+    let waiting: Arc<Mutex<BTreeMap<u64, oneshot::Sender<()>>>> = Arc::default();
+    let mut next = 0u64;
     loop {
         let (stream, _) = match listener.accept().await {
             Ok(accepted) => accepted,
@@ -86,20 +95,67 @@ pub async fn run(listener: StdListener, telemetry: Arc<Telemetry>) {
                 continue;
             }
         };
-        let Ok(slot) = slots.clone().try_acquire_owned() else {
-            drop(stream);
-            continue;
+        let slot = match slots.clone().try_acquire_owned() {
+            Ok(slot) => slot,
+            Err(_) => {
+                let oldest = waiting
+                    .lock()
+                    .unwrap_or_else(PoisonError::into_inner)
+                    .pop_first();
+                // Every slot answering (each bounded by WRITE_DEADLINE): this one is closed.
+                if oldest.is_none() {
+                    drop(stream);
+                    continue;
+                }
+                drop(oldest);
+                match tokio::time::timeout(EVICT_WAIT, slots.clone().acquire_owned()).await {
+                    Ok(Ok(slot)) => slot,
+                    _ => {
+                        drop(stream);
+                        continue;
+                    }
+                }
+            }
         };
+        let seq = next;
+        next += 1;
+        let (evict, evicted) = oneshot::channel();
+        waiting
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .insert(seq, evict);
         let telemetry = telemetry.clone();
+        let waiting = waiting.clone();
         tokio::spawn(async move {
-            serve_one(stream, &telemetry).await;
+            serve_one(stream, &telemetry, evicted, || {
+                waiting
+                    .lock()
+                    .unwrap_or_else(PoisonError::into_inner)
+                    .remove(&seq);
+            })
+            .await;
             drop(slot);
         });
     }
 }
 
-async fn serve_one(mut stream: TcpStream, telemetry: &Telemetry) {
-    let answer = match tokio::time::timeout(HEAD_DEADLINE, read_head(&mut stream)).await {
+/// How long a new connection waits for the slot of the connection it evicted to be freed.
+const EVICT_WAIT: Duration = Duration::from_secs(1);
+
+/// Reads the head (unless `evicted` fires first), then answers; `head_read` is called once
+/// the head is in, when the connection stops being evictable.
+async fn serve_one(
+    mut stream: TcpStream,
+    telemetry: &Telemetry,
+    evicted: oneshot::Receiver<()>,
+    head_read: impl FnOnce(),
+) {
+    let head = tokio::select! {
+        head = tokio::time::timeout(HEAD_DEADLINE, read_head(&mut stream)) => head,
+        _ = evicted => return,
+    };
+    head_read();
+    let answer = match head {
         Ok(Ok(head)) => respond(&head, telemetry),
         Ok(Err(HeadError::TooLarge)) => plain(431, "request head too large\n"),
         Ok(Err(HeadError::Closed)) | Err(_) => return,
@@ -171,9 +227,9 @@ fn respond(head: &[u8], telemetry: &Telemetry) -> Vec<u8> {
     }
     let (status, body) = match telemetry.health() {
         Ok(detail) => (200, detail),
-        Err(reason) => (
+        Err(bad) => (
             503,
-            serde_json::json!({"status": "unhealthy", "reason": reason}),
+            serde_json::json!({"status": bad.status, "reason": bad.reason}),
         ),
     };
     let mut body = serde_json::to_vec(&body).unwrap_or_default();
@@ -235,7 +291,10 @@ mod tests {
 
     #[test]
     fn serve_metrics_requests_other_than_get_of_the_two_paths_are_refused() {
-        let t = Telemetry::new(Duration::from_secs(1));
+        let t = Telemetry::new(
+            Duration::from_secs(1),
+            Arc::new(crate::serve::clock::SystemClock::new()),
+        );
         let status = |head: &str| {
             let out = respond(head.as_bytes(), &t);
             String::from_utf8_lossy(&out[9..12]).into_owned()

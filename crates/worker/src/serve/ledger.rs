@@ -9,6 +9,11 @@
 //! and round listed with other content is recorded as `conflicting` and never run or
 //! offered to the signer, whatever was completed for the content seen first.
 //!
+//! A run that ends without a verdict records whose fault it was ([`super::retry::Cause`]): a
+//! host cause is not an attempt of the job; the job's own failure is, and the job is not due
+//! again before its back-off ends. A job is given up (`exhausted`) only when its verification
+//! window ends without a verdict; `worker ledger --retry` puts a job back.
+//!
 //! A run row is written *before* its container starts and closed after the job's row is
 //! known. A run still open when the ledger is opened again belonged to a process that died
 //! (SIGKILL, power loss): it is closed as `interrupted`, which is never a verdict, and its
@@ -23,10 +28,6 @@ use serde::Serialize;
 /// The database file inside the state directory.
 pub const LEDGER_FILE: &str = "ledger.sqlite3";
 
-/// Attempts that ended without a verdict (no-verdict or error) after which a job is given
-/// up as `exhausted`; interrupted runs do not count, they were not the job's fault.
-pub const MAX_ATTEMPTS: i64 = 3;
-
 /// Statuses of a job in the ledger.
 pub mod status {
     /// Seen, not run yet (or to be retried).
@@ -37,9 +38,11 @@ pub mod status {
     pub const COMPLETED: &str = "completed";
     /// Refused by rule (invalid job, hostile archive, expired); never run again.
     pub const REJECTED: &str = "rejected";
-    /// The last run ended without a verdict; retried up to [`super::MAX_ATTEMPTS`].
+    /// The last run ended without a verdict, the job's own fault; retried once its back-off
+    /// ends, while its verification window is open.
     pub const RETRY: &str = "retry";
-    /// [`super::MAX_ATTEMPTS`] runs without a verdict; not run again.
+    /// Given up: the verification window ended without a verdict; not run again unless
+    /// `worker ledger --retry` puts it back.
     pub const EXHAUSTED: &str = "exhausted";
     /// The last run was interrupted (shutdown or crash); retried.
     pub const INTERRUPTED: &str = "interrupted";
@@ -141,6 +144,11 @@ const MIGRATIONS: &[&str] = &[
     ALTER TABLE candidates2 RENAME TO candidates;
     CREATE INDEX runs_by_job ON runs(job);
     CREATE INDEX jobs_by_id ON jobs(job_id, round);",
+    // 3: the job's verification window and retry time; whose fault a run without a verdict
+    // was. Rows from before keep NULL: a window is learnt at the next poll that lists the job.
+    "ALTER TABLE jobs ADD COLUMN expires_ms INTEGER;
+    ALTER TABLE jobs ADD COLUMN not_before_ms INTEGER;
+    ALTER TABLE runs ADD COLUMN cause TEXT;",
 ];
 
 /// What identifies a job in the ledger.
@@ -163,6 +171,30 @@ pub struct Seen {
     pub due: bool,
     /// Whether this poll recorded it for the first time.
     pub new: bool,
+    /// Whether it is given up ([`status::EXHAUSTED`]).
+    pub given_up: bool,
+}
+
+/// A job given up because its window ended.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct GivenUp {
+    /// The platform's job id.
+    pub job_id: String,
+    /// The bounty round.
+    pub round: i64,
+    /// Runs that failed for the job's own cause.
+    pub attempts: i64,
+    /// The last run's reason code and detail, if it ran.
+    pub last_reason: Option<String>,
+}
+
+/// What `worker ledger --retry` did.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct Requeued {
+    /// Rows put back to `pending`.
+    pub requeued: usize,
+    /// Rows left as they were, with their status (completed, conflicting, running).
+    pub kept: Vec<(i64, String)>,
 }
 
 /// The ledger could not be used.
@@ -189,6 +221,29 @@ pub enum LedgerError {
     },
 }
 
+impl LedgerError {
+    /// Whether a restart cannot fix it (exit 78): a file that is not a ledger or is corrupt,
+    /// one from a newer worker, one this user may not open or write. Busy or locked past the
+    /// timeout, a full disk or an I/O error may pass (exit 1, which systemd restarts).
+    pub fn is_permanent(&self) -> bool {
+        use rusqlite::ErrorCode as C;
+        match self {
+            Self::TooNew { .. } => true,
+            Self::Sqlite { source, .. } => matches!(
+                source.sqlite_error_code(),
+                Some(
+                    C::NotADatabase
+                        | C::DatabaseCorrupt
+                        | C::CannotOpen
+                        | C::PermissionDenied
+                        | C::ReadOnly
+                        | C::AuthorizationForStatementDenied
+                )
+            ),
+        }
+    }
+}
+
 /// One job's row.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct JobEntry {
@@ -206,8 +261,12 @@ pub struct JobEntry {
     pub last_seen_ms: i64,
     /// One of [`status`].
     pub status: String,
-    /// Runs that ended without a verdict.
+    /// Runs that ended without a verdict for the job's own cause.
     pub attempts: i64,
+    /// The end of its verification window (unix ms), once a poll listed it.
+    pub expires_ms: Option<i64>,
+    /// Not run again before this time (unix ms): the back-off after its own failure.
+    pub not_before_ms: Option<i64>,
 }
 
 /// One run's row.
@@ -233,6 +292,8 @@ pub struct RunEntry {
     pub evidence: Option<String>,
     /// The worker version that ran it.
     pub worker_version: String,
+    /// For a run without a verdict: `host` (not an attempt of the job) or `job`.
+    pub cause: Option<String>,
 }
 
 /// One candidate file written.
@@ -254,6 +315,7 @@ pub struct CandidateEntry {
 pub struct Ledger {
     conn: Connection,
     path: PathBuf,
+    retry_base: std::time::Duration,
 }
 
 /// Milliseconds since the epoch.
@@ -303,6 +365,7 @@ impl Ledger {
         let mut ledger = Self {
             conn,
             path: path.clone(),
+            retry_base: std::time::Duration::from_secs(60),
         };
         ledger.migrate()?;
         Ok(ledger)
@@ -313,6 +376,11 @@ impl Ledger {
             path: self.path.clone(),
             source,
         }
+    }
+
+    /// The base of the back-off after a job's own failure (the poll interval; default 60 s).
+    pub fn set_retry_base(&mut self, base: std::time::Duration) {
+        self.retry_base = base;
     }
 
     /// The schema version this code writes.
@@ -390,32 +458,46 @@ impl Ledger {
     /// Records that a poll listed the job `key`. A job whose id and round the ledger holds
     /// with other content is recorded as [`status::CONFLICTING`] and is never due.
     pub fn seen(&self, key: JobKey<'_>, at_ms: i64) -> Result<Seen, LedgerError> {
+        self.seen_until(key, None, at_ms)
+    }
+
+    /// [`Ledger::seen`], recording the end of the job's verification window (unix ms). A job
+    /// is due when it is pending, interrupted, or to be retried and past its back-off.
+    pub fn seen_until(
+        &self,
+        key: JobKey<'_>,
+        expires_ms: Option<i64>,
+        at_ms: i64,
+    ) -> Result<Seen, LedgerError> {
         let round = i64::try_from(key.round).unwrap_or(i64::MAX);
-        let existing: Option<(i64, String)> = self
+        let existing: Option<(i64, String, Option<i64>)> = self
             .conn
             .query_row(
-                "SELECT job, status FROM jobs WHERE job_id = ?1 AND round = ?2
+                "SELECT job, status, not_before_ms FROM jobs WHERE job_id = ?1 AND round = ?2
                  AND content_hash = ?3",
                 params![key.job_id, round, key.content_hash],
-                |r| Ok((r.get(0)?, r.get(1)?)),
+                |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)),
             )
             .optional()
             .map_err(self.err())?;
-        if let Some((job, st)) = existing {
+        if let Some((job, st, not_before)) = existing {
+            // The window is part of the content hash: it cannot change for this row.
             self.conn
                 .execute(
-                    "UPDATE jobs SET last_seen_ms = ?1 WHERE job = ?2",
-                    params![at_ms, job],
+                    "UPDATE jobs SET last_seen_ms = ?1, expires_ms = COALESCE(expires_ms, ?2)
+                     WHERE job = ?3",
+                    params![at_ms, expires_ms, job],
                 )
                 .map_err(self.err())?;
             let due = matches!(
                 st.as_str(),
                 status::PENDING | status::RETRY | status::INTERRUPTED
-            );
+            ) && not_before.is_none_or(|t| t <= at_ms);
             return Ok(Seen {
                 job,
                 due,
                 new: false,
+                given_up: st == status::EXHAUSTED,
             });
         }
         let other_content: bool = self
@@ -434,15 +516,16 @@ impl Ledger {
         };
         self.conn
             .execute(
-                "INSERT INTO jobs (job_id, round, content_hash, first_seen_ms, last_seen_ms, status)
-                 VALUES (?1, ?2, ?3, ?4, ?4, ?5)",
-                params![key.job_id, round, key.content_hash, at_ms, new_status],
+                "INSERT INTO jobs (job_id, round, content_hash, first_seen_ms, last_seen_ms, status,
+                 expires_ms) VALUES (?1, ?2, ?3, ?4, ?4, ?5, ?6)",
+                params![key.job_id, round, key.content_hash, at_ms, new_status, expires_ms],
             )
             .map_err(self.err())?;
         Ok(Seen {
             job: self.conn.last_insert_rowid(),
             due: !other_content,
             new: true,
+            given_up: false,
         })
     }
 
@@ -515,30 +598,48 @@ impl Ledger {
         Ok(run_id)
     }
 
-    /// Closes run `run_id` with its result; the job's status follows (completed and rejected
-    /// are final; a run without a verdict counts as an attempt; interrupted does not).
+    /// Closes run `run_id` with its result, now; see [`Ledger::finish_run_at`].
     pub fn finish_run(
         &mut self,
         run_id: i64,
         job: i64,
         result: &RunResult,
     ) -> Result<(), LedgerError> {
+        self.finish_run_at(run_id, job, result, now_ms())
+    }
+
+    /// Closes run `run_id` with its result at `at_ms`; the job's status follows (completed
+    /// and rejected are final; the job's own failure counts as an attempt and is retried after
+    /// its back-off; a host failure and an interruption do not count and are retried at once).
+    pub fn finish_run_at(
+        &mut self,
+        run_id: i64,
+        job: i64,
+        result: &RunResult,
+        at_ms: i64,
+    ) -> Result<(), LedgerError> {
         let path = self.path.clone();
         let err = |source| LedgerError::Sqlite {
             path: path.clone(),
             source,
         };
-        let now = now_ms();
+        let base = self.retry_base;
         let tx = self.conn.transaction().map_err(err)?;
+        let cause = match result.kind {
+            RunKind::NoVerdict => Some("job"),
+            RunKind::Host => Some("host"),
+            _ => None,
+        };
         tx.execute(
             "UPDATE runs SET ended_ms = ?1, outcome = ?2, reason_code = ?3, reason = ?4,
-             evidence = ?5 WHERE run_id = ?6",
+             evidence = ?5, cause = ?6 WHERE run_id = ?7",
             params![
-                now,
+                at_ms,
                 result.outcome,
                 result.reason_code,
                 result.reason,
                 result.evidence,
+                cause,
                 run_id
             ],
         )
@@ -547,27 +648,163 @@ impl Ledger {
             tx.execute(
                 "INSERT INTO candidates (job, job_id, run_id, file, written_ms)
                  SELECT job, job_id, ?2, ?3, ?4 FROM jobs WHERE job = ?1",
-                params![job, run_id, file, now],
+                params![job, run_id, file, at_ms],
             )
             .map_err(err)?;
         }
-        let (new_status, counts) = match result.kind {
-            RunKind::Completed => (status::COMPLETED, false),
-            RunKind::Rejected => (status::REJECTED, false),
-            RunKind::Interrupted => (status::INTERRUPTED, false),
-            RunKind::NoVerdict => (status::RETRY, true),
-        };
-        tx.execute(
-            "UPDATE jobs SET status = ?1, attempts = attempts + ?2 WHERE job = ?3",
-            params![new_status, i64::from(counts), job],
-        )
-        .map_err(err)?;
-        tx.execute(
-            "UPDATE jobs SET status = ?1 WHERE job = ?2 AND status = ?3 AND attempts >= ?4",
-            params![status::EXHAUSTED, job, status::RETRY, MAX_ATTEMPTS],
-        )
-        .map_err(err)?;
+        match result.kind {
+            RunKind::Completed | RunKind::Rejected | RunKind::Interrupted => {
+                let st = match result.kind {
+                    RunKind::Completed => status::COMPLETED,
+                    RunKind::Rejected => status::REJECTED,
+                    _ => status::INTERRUPTED,
+                };
+                tx.execute(
+                    "UPDATE jobs SET status = ?1 WHERE job = ?2",
+                    params![st, job],
+                )
+                .map_err(err)?;
+            }
+            RunKind::Host => {
+                tx.execute(
+                    "UPDATE jobs SET status = CASE WHEN attempts > 0 THEN ?1 ELSE ?2 END
+                     WHERE job = ?3",
+                    params![status::RETRY, status::PENDING, job],
+                )
+                .map_err(err)?;
+            }
+            RunKind::NoVerdict => {
+                let attempts: i64 = tx
+                    .query_row(
+                        "UPDATE jobs SET status = ?1, attempts = attempts + 1 WHERE job = ?2
+                         RETURNING attempts",
+                        params![status::RETRY, job],
+                        |r| r.get(0),
+                    )
+                    .map_err(err)?;
+                let wait = super::retry::job_backoff(base, attempts);
+                let not_before =
+                    at_ms.saturating_add(i64::try_from(wait.as_millis()).unwrap_or(i64::MAX));
+                tx.execute(
+                    "UPDATE jobs SET not_before_ms = ?1 WHERE job = ?2",
+                    params![not_before, job],
+                )
+                .map_err(err)?;
+            }
+        }
         tx.commit().map_err(err)
+    }
+
+    /// Gives up every job still to run whose verification window has ended at `at_ms`
+    /// ([`status::EXHAUSTED`]); returns them, with their last run's reason.
+    pub fn give_up_expired(&mut self, at_ms: i64) -> Result<Vec<GivenUp>, LedgerError> {
+        let path = self.path.clone();
+        let err = |source| LedgerError::Sqlite {
+            path: path.clone(),
+            source,
+        };
+        let tx = self.conn.transaction().map_err(err)?;
+        let expired: Vec<(i64, GivenUp)> = {
+            let mut stmt = tx
+                .prepare(
+                    "SELECT j.job, j.job_id, j.round, j.attempts,
+                     (SELECT r.reason_code || ': ' || COALESCE(r.reason, '') FROM runs r
+                      WHERE r.job = j.job AND r.reason_code IS NOT NULL
+                      ORDER BY r.run_id DESC LIMIT 1)
+                     FROM jobs j WHERE j.status IN (?1, ?2, ?3) AND j.expires_ms IS NOT NULL
+                     AND j.expires_ms <= ?4 ORDER BY j.job",
+                )
+                .map_err(err)?;
+            stmt.query_map(
+                params![status::PENDING, status::RETRY, status::INTERRUPTED, at_ms],
+                |r| {
+                    Ok((
+                        r.get(0)?,
+                        GivenUp {
+                            job_id: r.get(1)?,
+                            round: r.get(2)?,
+                            attempts: r.get(3)?,
+                            last_reason: r.get(4)?,
+                        },
+                    ))
+                },
+            )
+            .map_err(err)?
+            .collect::<Result<_, _>>()
+            .map_err(err)?
+        };
+        for (job, _) in &expired {
+            tx.execute(
+                "UPDATE jobs SET status = ?1 WHERE job = ?2",
+                params![status::EXHAUSTED, job],
+            )
+            .map_err(err)?;
+        }
+        tx.commit().map_err(err)?;
+        Ok(expired.into_iter().map(|(_, g)| g).collect())
+    }
+
+    /// Puts every row of `job_id` that has no verdict and is not running or conflicting back
+    /// to `pending`, with no attempts and no back-off (`worker ledger --retry`).
+    pub fn retry(&mut self, job_id: &str) -> Result<Requeued, LedgerError> {
+        self.requeue("job_id = ?1", Some(job_id))
+    }
+
+    /// Puts every given-up job back to `pending` (`worker ledger --retry-exhausted`).
+    pub fn retry_exhausted(&mut self) -> Result<Requeued, LedgerError> {
+        self.requeue("status = 'exhausted' AND ?1 IS NULL", None)
+    }
+
+    fn requeue(&mut self, which: &str, job_id: Option<&str>) -> Result<Requeued, LedgerError> {
+        let path = self.path.clone();
+        let err = |source| LedgerError::Sqlite {
+            path: path.clone(),
+            source,
+        };
+        let tx = self
+            .conn
+            .transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)
+            .map_err(err)?;
+        let requeued = tx
+            .execute(
+                &format!(
+                    "UPDATE jobs SET status = ?2, attempts = 0, not_before_ms = NULL
+                     WHERE {which} AND status IN (?3, ?4, ?5, ?6, ?2)"
+                ),
+                params![
+                    job_id,
+                    status::PENDING,
+                    status::EXHAUSTED,
+                    status::RETRY,
+                    status::REJECTED,
+                    status::INTERRUPTED
+                ],
+            )
+            .map_err(err)?;
+        let kept = {
+            let mut stmt = tx
+                .prepare(&format!(
+                    "SELECT round, status FROM jobs WHERE {which} AND status NOT IN (?2, ?3, ?4, ?5, ?6)
+                     ORDER BY job"
+                ))
+                .map_err(err)?;
+            stmt.query_map(
+                params![
+                    job_id,
+                    status::PENDING,
+                    status::EXHAUSTED,
+                    status::RETRY,
+                    status::REJECTED,
+                    status::INTERRUPTED
+                ],
+                |r| Ok((r.get(0)?, r.get(1)?)),
+            )
+            .map_err(err)?
+            .collect::<Result<_, _>>()
+            .map_err(err)?
+        };
+        tx.commit().map_err(err)?;
+        Ok(Requeued { requeued, kept })
     }
 
     /// Writes the heartbeat row with this process's poll counters.
@@ -620,7 +857,8 @@ impl Ledger {
     pub fn jobs(&self, job_id: Option<&str>) -> Result<Vec<JobEntry>, LedgerError> {
         self.select(
             "SELECT job_id, round, content_hash, first_seen_ms, last_seen_ms, status, attempts,
-             job FROM jobs WHERE ?1 IS NULL OR job_id = ?1 ORDER BY first_seen_ms, job",
+             job, expires_ms, not_before_ms FROM jobs WHERE ?1 IS NULL OR job_id = ?1
+             ORDER BY first_seen_ms, job",
             job_id,
             |r| {
                 Ok(JobEntry {
@@ -632,6 +870,8 @@ impl Ledger {
                     status: r.get(5)?,
                     attempts: r.get(6)?,
                     job: r.get(7)?,
+                    expires_ms: r.get(8)?,
+                    not_before_ms: r.get(9)?,
                 })
             },
         )
@@ -641,7 +881,7 @@ impl Ledger {
     pub fn runs(&self, job_id: Option<&str>) -> Result<Vec<RunEntry>, LedgerError> {
         self.select(
             "SELECT run_id, job_id, started_ms, ended_ms, outcome, reason_code, reason,
-             evidence, worker_version, job FROM runs WHERE ?1 IS NULL OR job_id = ?1
+             evidence, worker_version, job, cause FROM runs WHERE ?1 IS NULL OR job_id = ?1
              ORDER BY run_id",
             job_id,
             |r| {
@@ -656,6 +896,7 @@ impl Ledger {
                     evidence: r.get(7)?,
                     worker_version: r.get(8)?,
                     job: r.get(9)?,
+                    cause: r.get(10)?,
                 })
             },
         )
@@ -725,8 +966,10 @@ pub enum RunKind {
     Completed,
     /// Refused by rule.
     Rejected,
-    /// No verdict, or an error: retried.
+    /// No verdict, or an error, the job's own fault: an attempt, retried after a back-off.
     NoVerdict,
+    /// No verdict, or an error, for a host cause: not an attempt, retried once the host works.
+    Host,
     /// Cut short by a shutdown.
     Interrupted,
 }
@@ -836,25 +1079,154 @@ mod tests {
         assert!(ledger.candidates(None).unwrap().is_empty());
     }
 
-    #[test]
-    fn serve_ledger_runs_without_a_verdict_are_retried_a_bounded_number_of_times() {
-        let dir = tempfile::tempdir().unwrap();
-        let mut ledger = Ledger::open(dir.path()).unwrap();
-        let nv = RunResult {
-            kind: RunKind::NoVerdict,
+    fn failed(kind: RunKind, code: &str) -> RunResult {
+        RunResult {
+            kind,
             outcome: "no_verdict".into(),
-            reason_code: Some("timeout".into()),
-            reason: None,
+            reason_code: Some(code.into()),
+            reason: Some("detail".into()),
             evidence: None,
             candidate_file: None,
-        };
-        for i in 0..MAX_ATTEMPTS {
-            assert!(ledger.seen(key("j"), i).unwrap().due);
-            let run = ledger.start_run(job(&ledger, "j")).unwrap();
-            ledger.finish_run(run, job(&ledger, "j"), &nv).unwrap();
         }
-        assert!(!ledger.seen(key("j"), 9).unwrap().due);
-        assert_eq!(ledger.jobs(None).unwrap()[0].status, status::EXHAUSTED);
+    }
+
+    /// Issue 23.1: the job's own failures back off by doubling intervals and never end by a
+    /// count; the job is given up when its window ends, with its last reason.
+    #[test]
+    fn serve_ledger_own_failures_back_off_and_are_given_up_at_the_window_not_by_count() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut ledger = Ledger::open(dir.path()).unwrap();
+        ledger.set_retry_base(std::time::Duration::from_secs(10));
+        let expires = 1_000_000;
+        let mut at = 0;
+        for attempt in 1..=6i64 {
+            let seen = ledger.seen_until(key("j"), Some(expires), at).unwrap();
+            assert!(seen.due, "attempt {attempt} at {at}");
+            let run = ledger.start_run(seen.job).unwrap();
+            let nv = failed(RunKind::NoVerdict, "timeout");
+            ledger.finish_run_at(run, seen.job, &nv, at).unwrap();
+            let wait = 10_000 * (1 << (attempt - 1));
+            assert!(
+                !ledger
+                    .seen_until(key("j"), Some(expires), at + wait - 1)
+                    .unwrap()
+                    .due,
+                "retried before its back-off of {wait} ms"
+            );
+            at += wait;
+        }
+        let jobs = ledger.jobs(None).unwrap();
+        assert_eq!(
+            (jobs[0].status.as_str(), jobs[0].attempts),
+            (status::RETRY, 6)
+        );
+        assert_eq!(ledger.runs(None).unwrap()[0].cause.as_deref(), Some("job"));
+        assert!(ledger.give_up_expired(expires - 1).unwrap().is_empty());
+        let given_up = ledger.give_up_expired(expires).unwrap();
+        assert_eq!(given_up.len(), 1);
+        assert_eq!(given_up[0].attempts, 6);
+        assert_eq!(given_up[0].last_reason.as_deref(), Some("timeout: detail"));
+        let seen = ledger
+            .seen_until(key("j"), Some(expires), expires + 1)
+            .unwrap();
+        assert!(!seen.due && seen.given_up);
+        assert!(
+            ledger.give_up_expired(expires + 1).unwrap().is_empty(),
+            "given up twice"
+        );
+    }
+
+    /// Issue 23.1: a host failure is not an attempt and sets no back-off of the job's own.
+    #[test]
+    fn serve_ledger_host_failures_are_not_attempts() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut ledger = Ledger::open(dir.path()).unwrap();
+        for at in 0..10 {
+            let seen = ledger.seen_until(key("j"), Some(1_000), at).unwrap();
+            assert!(seen.due, "{at}");
+            let run = ledger.start_run(seen.job).unwrap();
+            let host = failed(RunKind::Host, "image_missing");
+            ledger.finish_run_at(run, seen.job, &host, at).unwrap();
+        }
+        let jobs = ledger.jobs(None).unwrap();
+        assert_eq!(
+            (jobs[0].status.as_str(), jobs[0].attempts),
+            (status::PENDING, 0)
+        );
+        assert_eq!(ledger.runs(None).unwrap()[9].cause.as_deref(), Some("host"));
+    }
+
+    /// Issue 23.1: `--retry JOB` re-queues exactly that job, `--retry-exhausted` every
+    /// given-up one; a job with a verdict is kept.
+    #[test]
+    fn serve_ledger_retry_requeues_exactly_the_job_named() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut ledger = Ledger::open(dir.path()).unwrap();
+        for id in ["a", "b", "c"] {
+            let seen = ledger.seen_until(key(id), Some(100), 0).unwrap();
+            let run = ledger.start_run(seen.job).unwrap();
+            let result = if id == "c" {
+                completed()
+            } else {
+                failed(RunKind::NoVerdict, "timeout")
+            };
+            ledger.finish_run_at(run, seen.job, &result, 0).unwrap();
+        }
+        assert_eq!(ledger.give_up_expired(100).unwrap().len(), 2);
+        let done = ledger.retry("a").unwrap();
+        assert_eq!(
+            done,
+            Requeued {
+                requeued: 1,
+                kept: vec![]
+            }
+        );
+        let by_id = |l: &Ledger| {
+            l.jobs(None)
+                .unwrap()
+                .into_iter()
+                .map(|j| (j.job_id, j.status, j.attempts))
+                .collect::<Vec<_>>()
+        };
+        assert_eq!(
+            by_id(&ledger),
+            vec![
+                ("a".into(), status::PENDING.into(), 0),
+                ("b".into(), status::EXHAUSTED.into(), 1),
+                ("c".into(), status::COMPLETED.into(), 0),
+            ]
+        );
+        let kept = ledger.retry("c").unwrap();
+        assert_eq!(kept.requeued, 0);
+        assert_eq!(kept.kept, vec![(1, status::COMPLETED.to_owned())]);
+        assert_eq!(ledger.retry("nobody").unwrap(), Requeued::default());
+        assert_eq!(ledger.retry_exhausted().unwrap().requeued, 1);
+        assert_eq!(by_id(&ledger)[1].1, status::PENDING);
+        assert_eq!(by_id(&ledger)[2].1, status::COMPLETED);
+    }
+
+    #[test]
+    fn serve_ledger_only_what_a_restart_cannot_fix_is_permanent() {
+        let sqlite = |code| LedgerError::Sqlite {
+            path: "l".into(),
+            source: rusqlite::Error::SqliteFailure(rusqlite::ffi::Error::new(code), None),
+        };
+        for transient in [
+            rusqlite::ffi::SQLITE_BUSY,
+            rusqlite::ffi::SQLITE_LOCKED,
+            rusqlite::ffi::SQLITE_FULL,
+            rusqlite::ffi::SQLITE_IOERR,
+        ] {
+            assert!(!sqlite(transient).is_permanent(), "{transient}");
+        }
+        for permanent in [
+            rusqlite::ffi::SQLITE_NOTADB,
+            rusqlite::ffi::SQLITE_CORRUPT,
+            rusqlite::ffi::SQLITE_CANTOPEN,
+            rusqlite::ffi::SQLITE_READONLY,
+        ] {
+            assert!(sqlite(permanent).is_permanent(), "{permanent}");
+        }
     }
 
     /// The files a crash leaves: the database and its WAL copied while the writer still has

@@ -8,13 +8,22 @@
 //! container, records the run as `interrupted` and returns; a crash leaves the run open in
 //! the ledger, and the next start closes it as `interrupted`, removes the dead process's
 //! container (the start-up sweep, [`crate::sandbox::DockerExecutor::cleanup_stale`]) and
-//! runs the job again.
+//! runs the job again. An exit on an error (exit 1 or 78) removes the containers of this
+//! process first too.
+//!
+//! One service per state directory ([`lock`]). Runs without a verdict are sorted by whose
+//! fault they were ([`retry`]): the host's back off as a whole and never count against a job;
+//! the job's own back off per job until its verification window ends, when it is given up.
 
 pub mod capacity;
+pub mod clock;
 pub mod http;
 pub mod ledger;
+pub mod lock;
+pub mod retry;
 pub mod shutdown;
 pub mod telemetry;
+pub mod timefmt;
 
 pub use crate::feed::shard;
 
@@ -22,7 +31,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::net::SocketAddr;
 use std::num::NonZeroUsize;
 use std::path::{Path, PathBuf};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use futures_util::StreamExt as _;
 use futures_util::stream::FuturesUnordered;
@@ -32,10 +41,12 @@ use verifier_sdk::{CandidateManifest, canonical_json};
 
 use crate::feed::output::write_manifest;
 use crate::feed::scratch::{Scratch, remove_stale};
-use crate::feed::select::select_jobs;
+use crate::feed::select::{reason::EXPIRED, select_jobs};
 use crate::feed::{FeedConfig, JobRow, JobRunner, JobStatus, SandboxJobExecutor, fetch_feeds};
 use crate::sandbox::DockerExecutor;
 use ledger::{JobKey, Ledger, LedgerError, Polls, RunKind, RunResult};
+use lock::{LockError, StateLock};
+use retry::{Cause, HostHealth, cause_of};
 use shutdown::Shutdown;
 use telemetry::Telemetry;
 
@@ -74,17 +85,55 @@ pub enum ServeError {
 
 impl From<LedgerError> for ServeError {
     fn from(error: LedgerError) -> Self {
-        match error {
-            LedgerError::TooNew { .. } => Self::Config(error.to_string()),
-            LedgerError::Sqlite { .. } => Self::Transient(error.to_string()),
+        if error.is_permanent() {
+            Self::Config(error.to_string())
+        } else {
+            Self::Transient(error.to_string())
         }
     }
 }
 
-/// Checks what can be checked before the engine is contacted, and opens the ledger
-/// (closing the runs a dead predecessor left open). Every failure here is a configuration
-/// error: an unopenable state directory stays unopenable across restarts.
-pub fn prepare(config: &ServeConfig) -> Result<Ledger, ServeError> {
+impl From<LockError> for ServeError {
+    fn from(error: LockError) -> Self {
+        match &error {
+            // Another service holds the state directory. Exit 1, not 78: under systemd the
+            // holder is most often this unit's own predecessor still stopping (it has up to
+            // SHUTDOWN_BOUND), and a restart then succeeds; a second unit on the same
+            // --state keeps failing visibly in its restart loop instead of stopping for good.
+            LockError::Held { .. } => Self::Transient(error.to_string()),
+            LockError::Io { source, .. } if transient_io(source) => {
+                Self::Transient(error.to_string())
+            }
+            LockError::Io { .. } => Self::Config(error.to_string()),
+        }
+    }
+}
+
+/// An I/O error that may pass by itself (a full disk, an interrupted call, no memory).
+fn transient_io(error: &std::io::Error) -> bool {
+    use std::io::ErrorKind as K;
+    matches!(
+        error.kind(),
+        K::StorageFull | K::QuotaExceeded | K::Interrupted | K::OutOfMemory | K::WouldBlock
+    )
+}
+
+/// What [`prepare`] hands to [`serve`]: the ledger, and the state directory's lock, held
+/// for as long as this value lives.
+pub struct Prepared {
+    /// The open ledger.
+    pub ledger: Ledger,
+    /// The exclusive lock on the state directory.
+    pub lock: StateLock,
+}
+
+/// Checks what can be checked before the engine is contacted, takes the state directory's
+/// lock (before the ledger is touched: a second service must not close the first's live
+/// runs) and opens the ledger, closing the runs a dead predecessor left open. What a restart
+/// cannot fix is a configuration error (78: a bad flag, a corrupt or newer ledger, a
+/// directory that cannot be made); what may pass is not (1: the state held by another
+/// service, the ledger busy past its timeout, a full disk).
+pub fn prepare(config: &ServeConfig) -> Result<Prepared, ServeError> {
     config
         .feed
         .validate()
@@ -102,29 +151,72 @@ pub fn prepare(config: &ServeConfig) -> Result<Ledger, ServeError> {
         ("output directory", &config.feed.out_dir),
         ("work directory", &config.feed.work_dir),
     ] {
-        std::fs::create_dir_all(dir)
-            .map_err(|e| ServeError::Config(format!("{what} {dir:?}: {e}")))?;
+        std::fs::create_dir_all(dir).map_err(|e| {
+            let message = format!("{what} {dir:?}: {e}");
+            if transient_io(&e) {
+                ServeError::Transient(message)
+            } else {
+                ServeError::Config(message)
+            }
+        })?;
     }
-    let mut ledger =
-        Ledger::open(&config.state_dir).map_err(|e| ServeError::Config(e.to_string()))?;
+    let lock = lock::lock_state(&config.state_dir)?;
+    let mut ledger = Ledger::open(&config.state_dir)?;
+    ledger.set_retry_base(config.poll_interval);
     let closed = ledger.recover_interrupted()?;
     if !closed.is_empty() {
         tracing::warn!(runs = ?closed, "runs left open by a stopped worker recorded as interrupted");
     }
-    Ok(ledger)
+    Ok(Prepared { ledger, lock })
 }
 
-/// Serves until `shutdown` fires (`Ok`) or something a restart may fix fails (`Err`).
+/// Serves until `shutdown` fires (`Ok`) or something fails (`Err`). On every exit, the
+/// containers of this process are gone: a shutdown removes them and records the runs as
+/// interrupted; an error removes them and leaves the runs open, for the next start to close.
 pub async fn serve(
     config: &ServeConfig,
-    mut ledger: Ledger,
+    ledger: Ledger,
     docker: DockerExecutor,
     staging_root: PathBuf,
     pull: bool,
     shutdown: &Shutdown,
     telemetry: &Telemetry,
 ) -> Result<(), ServeError> {
+    let served = serve_loop(
+        config,
+        ledger,
+        &docker,
+        staging_root,
+        pull,
+        shutdown,
+        telemetry,
+    )
+    .await;
+    if served.is_err() {
+        // The runs' futures were dropped with the loop; their containers were not.
+        match tokio::time::timeout(SHUTDOWN_BOUND, docker.remove_own_containers()).await {
+            Ok(Ok(removed)) if !removed.is_empty() => {
+                tracing::warn!(containers = ?removed, "stopping on an error: removed the running containers");
+            }
+            Ok(Ok(_)) => {}
+            Ok(Err(error)) => tracing::error!(%error, "could not remove the running containers"),
+            Err(_) => tracing::error!("removing the running containers timed out"),
+        }
+    }
+    served
+}
+
+async fn serve_loop(
+    config: &ServeConfig,
+    mut ledger: Ledger,
+    docker: &DockerExecutor,
+    staging_root: PathBuf,
+    pull: bool,
+    shutdown: &Shutdown,
+    telemetry: &Telemetry,
+) -> Result<(), ServeError> {
     let feed = &config.feed;
+    let clock = telemetry.clock().clone();
     let client = PlatformClient::new(feed.client_limits)
         .map_err(|e| ServeError::Config(format!("http client: {e}")))?;
     remove_stale(&feed.work_dir);
@@ -133,6 +225,7 @@ pub async fn serve(
     let executor = SandboxJobExecutor::new(docker.clone(), staging_root, pull);
     let runner = JobRunner::new(feed, &client, &executor);
     let mut polls = Polls::default();
+    let mut host_health = HostHealth::default();
     let host = match config.parallel {
         Some(n) => {
             tracing::info!(
@@ -141,7 +234,7 @@ pub async fn serve(
             );
             None
         }
-        None => Some(engine_capacity(&docker).await),
+        None => Some(engine_capacity(docker).await),
     };
     let mut chosen = None;
     heartbeat(&ledger, &polls, telemetry)?;
@@ -154,7 +247,7 @@ pub async fn serve(
         };
         if failures.is_empty() {
             polls.ok += 1;
-            polls.last_ok_ms = Some(ledger::now_ms());
+            polls.last_ok_ms = Some(clock.wall_ms());
         } else {
             polls.failed += 1;
             for f in &failures {
@@ -163,18 +256,29 @@ pub async fn serve(
         }
         telemetry.poll(failures.is_empty());
         let any_answer = !fetched.is_empty();
-        let due = due_jobs(&ledger, feed, fetched, any_answer, &mut listed, telemetry)?;
+        let due = due_jobs(
+            &mut ledger,
+            feed,
+            fetched,
+            any_answer,
+            &mut listed,
+            telemetry,
+        )?;
         let parallel = match host {
             Some(host) => batch_parallel(host, &due, &mut chosen),
             None => config.parallel.unwrap_or(NonZeroUsize::MIN),
         };
+        warn_waiting(&host_health, due.len(), clock.monotonic());
         let mut due = due.into_iter();
         let mut running = FuturesUnordered::new();
         let mut open: BTreeMap<i64, (i64, String, PathBuf)> = BTreeMap::new();
         let mut beat = tokio::time::interval(HEARTBEAT_EVERY);
         beat.tick().await;
         loop {
-            while running.len() < parallel.get() && !shutdown.requested() {
+            while running.len() < host_health.limit(parallel.get())
+                && !shutdown.requested()
+                && host_health.may_start(clock.monotonic())
+            {
                 let Some((key, job)) = due.next() else { break };
                 let id = job.job_id().to_owned();
                 let run_id = ledger.start_run(key)?;
@@ -182,11 +286,12 @@ pub async fn serve(
                 tracing::info!(job = %id.escape_debug(), round = job.round(), run_id, "running");
                 open.insert(run_id, (key, id, job_dir.clone()));
                 let runner = &runner;
+                let clock = &clock;
                 telemetry.run_started();
                 running.push(async move {
-                    let started = Instant::now();
+                    let started = clock.monotonic();
                     let (row, _) = runner.run(&job, &job_dir).await;
-                    (run_id, row, started.elapsed())
+                    (run_id, row, clock.monotonic().saturating_sub(started))
                 });
             }
             if running.is_empty() {
@@ -195,14 +300,16 @@ pub async fn serve(
             tokio::select! {
                 Some((run_id, row, took)) = running.next() => {
                     telemetry.run_ended(row.status.as_str(), row.reason_code.as_deref(), took);
+                    let cause = cause_of(&row, pull);
+                    judge_host(&mut host_health, cause, &row, clock.monotonic(), config.poll_interval, telemetry);
                     if let Some((key, id, _)) = open.remove(&run_id) {
-                        record(&mut ledger, feed, run_id, (key, &id), &row)?;
+                        record(&mut ledger, feed, run_id, (key, &id), &row, cause, clock.wall_ms())?;
                     }
                     telemetry.set_oldest_pending(ledger.oldest_unfinished(&listed)?);
                 }
                 () = shutdown.wait() => {
                     drop(running);
-                    interrupt(&mut ledger, &docker, &open, telemetry).await;
+                    interrupt(&mut ledger, docker, &open, telemetry).await;
                     return Ok(());
                 }
                 _ = beat.tick() => heartbeat(&ledger, &polls, telemetry)?,
@@ -212,37 +319,86 @@ pub async fn serve(
         if any_answer {
             write_listed_manifest(&ledger, feed, &listed)?;
         }
-        heartbeat(&ledger, &polls, telemetry)?;
-        // The heartbeat goes on between polls too, so a long --poll-interval is not mistaken
-        // for a dead service.
-        let next_poll = tokio::time::sleep(jittered(config.poll_interval));
-        tokio::pin!(next_poll);
-        let mut beat = tokio::time::interval(HEARTBEAT_EVERY);
-        beat.tick().await;
-        loop {
-            tokio::select! {
-                () = &mut next_poll => break,
-                () = shutdown.wait() => break,
-                _ = beat.tick() => heartbeat(&ledger, &polls, telemetry)?,
-            }
-        }
+        pause(config.poll_interval, &ledger, &polls, shutdown, telemetry).await?;
     }
     heartbeat(&ledger, &polls, telemetry)?;
     Ok(())
+}
+
+/// The pause until the next poll (or a shutdown). The heartbeat goes on between polls too,
+/// so a long --poll-interval is not mistaken for a dead service.
+async fn pause(
+    poll_interval: Duration,
+    ledger: &Ledger,
+    polls: &Polls,
+    shutdown: &Shutdown,
+    telemetry: &Telemetry,
+) -> Result<(), ServeError> {
+    heartbeat(ledger, polls, telemetry)?;
+    let next_poll = tokio::time::sleep(jittered(poll_interval));
+    tokio::pin!(next_poll);
+    let mut beat = tokio::time::interval(HEARTBEAT_EVERY);
+    beat.tick().await;
+    loop {
+        tokio::select! {
+            () = &mut next_poll => return Ok(()),
+            () = shutdown.wait() => return Ok(()),
+            _ = beat.tick() => heartbeat(ledger, polls, telemetry)?,
+        }
+    }
+}
+
+/// Says once per poll that `due` jobs wait for the host's back-off.
+fn warn_waiting(host: &HostHealth, due: usize, now: Duration) {
+    if due > 0 && !host.may_start(now) {
+        tracing::warn!(
+            due,
+            retry_in_seconds = host.wait_left(now).as_secs(),
+            last = host.last().unwrap_or_default(),
+            "the host is unhealthy: the due jobs wait for its back-off (not counted as their attempts)"
+        );
+    }
+}
+
+/// Updates the host's health from the cause of the run that ended with `row`.
+fn judge_host(
+    host: &mut HostHealth,
+    cause: Option<Cause>,
+    row: &JobRow,
+    now: Duration,
+    poll_interval: Duration,
+    telemetry: &Telemetry,
+) {
+    if cause == Some(Cause::Host) {
+        let code = row.reason_code.as_deref().unwrap_or("none");
+        let detail = row.reason.as_deref().unwrap_or_default();
+        host.failed(now, poll_interval, format!("{code}: {detail}"));
+        telemetry.host_failure(code, detail);
+        tracing::warn!(
+            reason_code = code,
+            failures_in_row = host.failures_in_row(),
+            retry_in_seconds = host.wait_left(now).as_secs(),
+            "the host failed the run (not the job's attempt): {}",
+            detail.escape_debug()
+        );
+    } else {
+        host.worked();
+        telemetry.host_worked();
+    }
 }
 
 /// Records in the ledger the jobs of this shard a poll listed; returns those due to run,
 /// with their ledger keys. `listed` becomes the poll's jobs, unless the poll got no answer
 /// at all (the jobs did not disappear because the feed was down).
 fn due_jobs(
-    ledger: &Ledger,
+    ledger: &mut Ledger,
     feed: &FeedConfig,
     fetched: Vec<Vec<serde_json::Value>>,
     any_answer: bool,
     listed: &mut BTreeMap<i64, String>,
     telemetry: &Telemetry,
 ) -> Result<Vec<(i64, verifier_sdk::ValidatedJob)>, ServeError> {
-    let now = ledger::now_ms();
+    let now = telemetry.clock().wall_ms();
     let selection = select_jobs(
         fetched,
         feed.network,
@@ -252,20 +408,26 @@ fn due_jobs(
     );
     let mut polled = BTreeMap::new();
     let mut due = Vec::new();
+    let mut given_up = 0usize;
     for job in selection.selected {
         let id = job.job_id().to_owned();
         if !feed.shard.owns(&id) {
             continue;
         }
         let content_hash = content_hash(&job);
-        let seen = ledger.seen(
+        let expires_ms = i64::try_from(job.expires_at())
+            .ok()
+            .and_then(|s| s.checked_mul(1000));
+        let seen = ledger.seen_until(
             JobKey {
                 job_id: &id,
                 round: job.round(),
                 content_hash: &content_hash,
             },
+            expires_ms,
             now,
         )?;
+        given_up += usize::from(seen.given_up);
         if seen.new {
             telemetry.job_seen();
             if !seen.due {
@@ -283,8 +445,32 @@ fn due_jobs(
             due.push((seen.job, job));
         }
     }
+    // Said once per poll, so an operator reading the log after a restart sees why nothing
+    // runs.
+    if given_up > 0 {
+        let what = if given_up == polled.len() {
+            "every listed job is given up".to_owned()
+        } else {
+            format!("{given_up} of {} listed jobs are given up", polled.len())
+        };
+        tracing::warn!(
+            given_up,
+            listed = polled.len(),
+            "{what} (its verification window ended without a verdict, or an older worker gave it up): nothing runs for it; `worker ledger --retry JOB` or `--retry-exhausted` re-queues"
+        );
+    }
     if any_answer {
         *listed = polled;
+    }
+    for g in ledger.give_up_expired(now)? {
+        telemetry.jobs_given_up(1);
+        tracing::warn!(
+            job = %g.job_id.escape_debug(),
+            round = g.round,
+            attempts = g.attempts,
+            last = g.last_reason.as_deref().unwrap_or("never ran").escape_debug().to_string(),
+            "job given up: its verification window ended without a verdict"
+        );
     }
     telemetry.set_oldest_pending(ledger.oldest_unfinished(listed)?);
     Ok(due)
@@ -385,25 +571,49 @@ async fn interrupt(
     }
 }
 
-/// Records the end of a run from its report row.
+/// Records the end of a run from its report row and whose fault a failure was; a run
+/// without a verdict is logged at WARN with its reason and detail.
 fn record(
     ledger: &mut Ledger,
     feed: &FeedConfig,
     run_id: i64,
     (key, job_id): (i64, &str),
     row: &JobRow,
+    cause: Option<Cause>,
+    at_ms: i64,
 ) -> Result<(), ServeError> {
-    let kind = match row.status {
-        JobStatus::CompletedPassed | JobStatus::CompletedFailed => RunKind::Completed,
-        JobStatus::Rejected => RunKind::Rejected,
-        JobStatus::NoVerdict | JobStatus::Error | JobStatus::Skipped => RunKind::NoVerdict,
+    let kind = match (row.status, cause) {
+        (JobStatus::CompletedPassed | JobStatus::CompletedFailed, _) => RunKind::Completed,
+        // Expired while it waited: not a refusal of its content; the ledger gives it up
+        // (with the metric and the warning) at the next poll.
+        (JobStatus::Rejected, _) if row.reason_code.as_deref() == Some(EXPIRED) => {
+            RunKind::NoVerdict
+        }
+        (JobStatus::Rejected, _) => RunKind::Rejected,
+        (_, Some(Cause::Host)) => RunKind::Host,
+        (JobStatus::NoVerdict | JobStatus::Error | JobStatus::Skipped, _) => RunKind::NoVerdict,
     };
     let evidence = row
         .candidate_file
         .as_deref()
         .and_then(|file| evidence_address(&feed.out_dir.join(file)));
-    tracing::info!(job = %job_id.escape_debug(), run_id, status = row.status.as_str(), "run ended");
-    ledger.finish_run(
+    let code = row.reason_code.as_deref().unwrap_or("none");
+    let detail = row.reason.as_deref().unwrap_or_default().escape_debug();
+    match kind {
+        RunKind::Completed => {
+            tracing::info!(job = %job_id.escape_debug(), run_id, status = row.status.as_str(), "run ended");
+        }
+        RunKind::Rejected => tracing::warn!(
+            job = %job_id.escape_debug(), run_id, status = row.status.as_str(), reason_code = code,
+            "run ended: refused by rule, not run again: {detail}"
+        ),
+        _ => tracing::warn!(
+            job = %job_id.escape_debug(), run_id, status = row.status.as_str(), reason_code = code,
+            cause = cause.map_or("job", Cause::as_str),
+            "run ended without a verdict: {detail}"
+        ),
+    }
+    ledger.finish_run_at(
         run_id,
         key,
         &RunResult {
@@ -414,6 +624,7 @@ fn record(
             evidence,
             candidate_file: row.candidate_file.clone(),
         },
+        at_ms,
     )?;
     Ok(())
 }

@@ -270,7 +270,7 @@ async fn serve_sigkilled_mid_run_restarts_reruns_the_job_once_and_never_a_comple
     );
     let killed = w.ledger();
     assert_eq!(job_status(&killed, &slow), "running");
-    assert_eq!(runs_of(&killed, &slow)[0]["ended_ms"], Value::Null);
+    assert_eq!(runs_of(&killed, &slow)[0]["ended_at"], Value::Null);
 
     let second = w.start();
     let ledger = w
@@ -340,7 +340,7 @@ async fn serve_sigterm_mid_run_exits_0_within_the_bound_and_leaves_nothing() {
     let runs = runs_of(&ledger, &slow);
     assert_eq!(runs.len(), 1);
     assert_eq!(runs[0]["outcome"], "interrupted");
-    assert!(runs[0]["ended_ms"].is_i64());
+    assert!(runs[0]["ended_at"].is_string());
     assert_eq!(job_status(&ledger, &slow), "interrupted");
     assert_eq!(candidates_of(&ledger, &slow), 0);
     assert!(
@@ -371,7 +371,7 @@ async fn serve_keeps_running_while_the_feed_is_down_counts_failed_polls_and_reco
             job_status(l, &job) == "completed" && l["heartbeat"]["polls"]["ok"].as_i64() >= Some(2)
         })
         .await;
-    assert!(ledger["heartbeat"]["polls"]["last_ok_ms"].is_i64());
+    assert!(ledger["heartbeat"]["polls"]["last_ok_at"].is_string());
     signal(&child, "TERM");
     let (code, stderr) = exit_within(child, Duration::from_secs(40)).await;
     assert_eq!(code, Some(0), "{stderr}");
@@ -986,4 +986,680 @@ async fn serve_ledger_a_new_round_runs_again_and_changed_content_in_a_round_is_n
         "{ledger:#}"
     );
     assert_eq!(listed_round(&w.path("out"), id), None);
+}
+
+// ---------------------------------------------------------------------------------------
+// Faults of the host, of a job, and of a second instance (issues 21 and 23).
+
+/// Unix seconds now.
+fn unix_now() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_secs()
+}
+
+/// Unix ms of an ISO 8601 UTC time as `worker ledger` prints it (`2026-12-01T10:00:00.123Z`),
+/// parsed here independently of the worker's own formatter.
+fn iso_ms(s: &str) -> i64 {
+    let b = s.as_bytes();
+    assert!(
+        s.len() == 24 && s.ends_with('Z') && b[10] == b'T' && b[19] == b'.',
+        "not ISO 8601 UTC with ms: {s:?}"
+    );
+    let n = |r: std::ops::Range<usize>| s[r].parse::<i64>().unwrap();
+    let (y, m, d) = (n(0..4), n(5..7), n(8..10));
+    // Days from the civil date (H. Hinnant's algorithm).
+    let y = if m <= 2 { y - 1 } else { y };
+    let era = y.div_euclid(400);
+    let yoe = y - era * 400;
+    let mp = (m + 9) % 12;
+    let doy = (153 * mp + 2) / 5 + d - 1;
+    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
+    let days = era * 146_097 + doe - 719_468;
+    ((days * 24 + n(11..13)) * 60 + n(14..16)) * 60_000 + n(17..19) * 1000 + n(20..23)
+}
+
+#[test]
+fn serve_test_iso_parser_reads_known_instants() {
+    assert_eq!(iso_ms("1970-01-01T00:00:00.000Z"), 0);
+    assert_eq!(iso_ms("2001-09-09T01:46:40.000Z"), 1_000_000_000_000);
+    assert_eq!(iso_ms("2024-02-29T23:59:59.999Z"), 1_709_251_199_999);
+}
+
+/// Run rows of `job`, each with its start (unix ms) read from its ISO time.
+fn run_starts(ledger: &Value, job: &Value) -> Vec<i64> {
+    runs_of(ledger, job)
+        .iter()
+        .map(|r| iso_ms(r["started_at"].as_str().unwrap()))
+        .collect()
+}
+
+/// The example job whose source archive does not match the digest it commits to: the job's
+/// own failure (`input_mismatch`, no verdict), every time it runs, no container needed.
+fn mismatched_job(w: &World, round: u64) -> Value {
+    let tree = example("source-pass");
+    let archive = codeload_dir(&format!("sol-{round}-{}", commit(round)), "", &tree);
+    let wrong = dir_digest(&example("benchmark"));
+    w.job_running(
+        round,
+        archive,
+        wrong,
+        &[
+            "/bin/cmp",
+            "/benchmark/expected.txt",
+            "/workspace/result.txt",
+        ],
+    )
+}
+
+/// The example job (`cmp`, passing) in the digest-pinned `image` instead of busybox.
+fn job_with_image(w: &World, round: u64, image: &str) -> Value {
+    use verifier_sdk::fixtures::{JobParams, job_value, sample_manifest};
+    let tree = example("source-pass");
+    let repo = format!("sol-{round}");
+    w.server.route(
+        &format!("/solver-org/{repo}/tar.gz/{}", commit(round)),
+        Reply::ok(codeload_dir(
+            &format!("{repo}-{}", commit(round)),
+            "",
+            &tree,
+        )),
+    );
+    let mut manifest = sample_manifest();
+    manifest["image"] = json!(image);
+    manifest["command"] = json!([
+        "/bin/cmp",
+        "/benchmark/expected.txt",
+        "/workspace/result.txt"
+    ]);
+    manifest["benchmark_digest"] = json!(w.bench_digest.to_string());
+    job_value(&JobParams {
+        round,
+        artifact_reference: format!(
+            "https://github.com/solver-org/{repo}/commit/{}",
+            commit(round)
+        ),
+        source_snapshot_digest: dir_digest(&tree).to_string(),
+        manifest,
+        ..JobParams::default()
+    })
+}
+
+/// A loopback TCP gate in front of the test server: while closed, every connection is
+/// dropped at once (the archive host unreachable, `download_transport`); once opened, bytes
+/// pass through.
+struct Gate {
+    base: String,
+    open: std::sync::Arc<std::sync::atomic::AtomicBool>,
+}
+
+impl Gate {
+    async fn start(target_base: &str) -> Self {
+        use std::sync::atomic::Ordering;
+        let target: std::net::SocketAddr =
+            target_base.trim_start_matches("http://").parse().unwrap();
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let base = format!("http://{}", listener.local_addr().unwrap());
+        let open = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let gate = open.clone();
+        tokio::spawn(async move {
+            loop {
+                let Ok((mut inbound, _)) = listener.accept().await else {
+                    continue;
+                };
+                if !gate.load(Ordering::SeqCst) {
+                    drop(inbound);
+                    continue;
+                }
+                tokio::spawn(async move {
+                    if let Ok(mut out) = tokio::net::TcpStream::connect(target).await {
+                        let _ = tokio::io::copy_bidirectional(&mut inbound, &mut out).await;
+                    }
+                });
+            }
+        });
+        Self { base, open }
+    }
+
+    fn open(&self) {
+        self.open.store(true, std::sync::atomic::Ordering::SeqCst);
+    }
+}
+
+/// Reads the child's stderr to its end on a thread, so a long-running service never blocks
+/// on a full pipe; the text is returned by `join`.
+fn drain_stderr(child: &mut Child) -> std::thread::JoinHandle<String> {
+    let mut pipe = child.stderr.take().unwrap();
+    std::thread::spawn(move || {
+        let mut text = String::new();
+        let _ = std::io::Read::read_to_string(&mut pipe, &mut text);
+        text
+    })
+}
+
+/// Waits for the child to exit within `bound` (its stderr already taken); returns the code.
+async fn code_within(child: &mut Child, bound: Duration) -> Option<i32> {
+    let give_up = Instant::now() + bound;
+    loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            return status.code();
+        }
+        if Instant::now() > give_up {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!("worker serve did not exit within {bound:?}");
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+/// Issue 21.5: a second `worker serve` on the same `--state` refuses (before touching the
+/// ledger), also when it would have exited on a port clash; the live run stays as it is.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn serve_second_instance_on_one_state_refuses_and_leaves_the_live_run_alone() {
+    let w = World::new().await;
+    let slow = w.job(50, 120);
+    w.serve_jobs(&[&slow]);
+    let mut first = w.start();
+    let first_log = drain_stderr(&mut first);
+    let pid1 = first.id();
+    wait_container(pid1).await;
+    let live = w.ledger();
+    assert_eq!(runs_of(&live, &slow).len(), 1);
+
+    // The port clash: the second exits, but must not have rewritten the first's live run.
+    let held = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let mut clash = w.command_with(&[]);
+    clash
+        .arg("--metrics-listen")
+        .arg(held.local_addr().unwrap().to_string());
+    let out = clash.output().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_ne!(out.status.code(), Some(0), "{stderr}");
+    let after = w.ledger();
+    assert_eq!(
+        runs_of(&after, &slow),
+        runs_of(&live, &slow),
+        "the second instance rewrote the live run: {stderr}"
+    );
+    assert_eq!(job_status(&after, &slow), "running");
+
+    // A plain second instance: refuses at once with a clear message, runs nothing.
+    let mut second = w.start();
+    let second_log = drain_stderr(&mut second);
+    let pid2 = second.id();
+    let code = code_within(&mut second, Duration::from_secs(30)).await;
+    let stderr = second_log.join().unwrap();
+    assert_eq!(code, Some(1), "{stderr}");
+    assert!(
+        stderr.contains("another worker serve") && stderr.contains(&pid1.to_string()),
+        "{stderr}"
+    );
+    assert!(containers_of(pid2).is_empty(), "the second ran a container");
+    let after = w.ledger();
+    let runs = runs_of(&after, &slow);
+    assert_eq!(runs.len(), 1, "{runs:#?}");
+    assert_eq!(runs[0]["ended_at"], Value::Null, "{runs:#?}");
+    assert_eq!(
+        containers_of(pid1).len(),
+        1,
+        "the live run's container is gone"
+    );
+    signal(&first, "TERM");
+    let code = code_within(&mut first, Duration::from_secs(40)).await;
+    assert_eq!(code, Some(0), "{}", first_log.join().unwrap());
+}
+
+/// Issue 21.6: a ledger locked by another process past the busy timeout is transient (exit 1,
+/// which systemd restarts); a corrupt ledger is not (exit 78).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn serve_a_busy_ledger_at_start_exits_1_and_a_corrupt_one_78() {
+    let w = World::new().await;
+    let state = w.path("state");
+    drop(worker::serve::ledger::Ledger::open(&state).unwrap());
+    let holder = rusqlite::Connection::open(state.join("ledger.sqlite3")).unwrap();
+    holder.execute_batch("BEGIN EXCLUSIVE").unwrap();
+    let out = w.command_with(&[]).output().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    assert!(
+        stderr.contains("locked") || stderr.contains("busy"),
+        "{stderr}"
+    );
+    holder.execute_batch("ROLLBACK").unwrap();
+    drop(holder);
+
+    let corrupt = w.path("state-corrupt");
+    std::fs::create_dir(&corrupt).unwrap();
+    std::fs::write(corrupt.join("ledger.sqlite3"), vec![0x5a; 8192]).unwrap();
+    let out = w
+        .command_with(&[("--state", corrupt.as_ref())])
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(78), "{stderr}");
+    assert_eq!(w.server.hits(&feed_path(VERIFIER)), 0);
+}
+
+/// Issue 21.6: the ledger first created on a full disk (here: its file on `/dev/full`, which
+/// answers every write with ENOSPC, as SQLite's "database or disk is full") is transient:
+/// exit 1, which systemd restarts, not 78.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn serve_a_ledger_on_a_full_disk_at_start_exits_1() {
+    let w = World::new().await;
+    let full = w.path("state-full");
+    std::fs::create_dir(&full).unwrap();
+    std::os::unix::fs::symlink("/dev/full", full.join("ledger.sqlite3")).unwrap();
+    let out = w
+        .command_with(&[("--state", full.as_ref())])
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    assert!(stderr.contains("full"), "{stderr}");
+    assert_eq!(w.server.hits(&feed_path(VERIFIER)), 0);
+}
+
+/// Issue 21.9: `worker serve --parallel 2` exiting 1 on a ledger error (the ledger locked by
+/// another process when a run ends) removes the container of the run still going.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn serve_an_error_exit_removes_every_container_of_the_process() {
+    let w = World::new().await;
+    let (long, short) = (w.job(51, 120), w.job(52, 15));
+    w.serve_jobs(&[&long, &short]);
+    let mut cmd = w.command_with(&[]);
+    cmd.args(["--parallel", "2"]);
+    let mut child = cmd.spawn().unwrap();
+    let log = drain_stderr(&mut child);
+    let pid = child.id();
+    let give_up = Instant::now() + Duration::from_secs(120);
+    while containers_of(pid).len() < 2 {
+        assert!(Instant::now() < give_up, "two containers never ran at once");
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    // The short run ends within 15 s and cannot be recorded: the service exits 1.
+    let holder = rusqlite::Connection::open(w.path("state/ledger.sqlite3")).unwrap();
+    holder.execute_batch("BEGIN EXCLUSIVE").unwrap();
+    let code = code_within(&mut child, Duration::from_secs(120)).await;
+    holder.execute_batch("ROLLBACK").unwrap();
+    let stderr = log.join().unwrap();
+    assert_eq!(code, Some(1), "{stderr}");
+    assert!(
+        containers_of(pid).is_empty(),
+        "a container outlived the error exit: {stderr}"
+    );
+}
+
+/// Issue 21.10: a local user holding 64 and more idle connections cannot make `/healthz`
+/// fail (a false alert).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn serve_metrics_64_idle_connections_do_not_starve_healthz() {
+    let w = World::new().await;
+    let addr = free_loopback();
+    w.serve_jobs(&[]);
+    let child = w.start_with_metrics(addr);
+    wait_metrics(addr, "a successful poll", |m| {
+        sample(m, POLLS_OK) >= Some(1.0)
+    })
+    .await;
+    for wave in 0..2 {
+        // Idle: connected, nothing sent, kept open.
+        let mut idle = Vec::new();
+        for _ in 0..100 {
+            idle.push(tokio::net::TcpStream::connect(addr).await.unwrap());
+        }
+        for i in 0..10 {
+            let answer = get(addr, "/healthz").await;
+            assert_eq!(
+                answer.as_ref().map(|a| a.0),
+                Some(200),
+                "wave {wave}, check {i}: {answer:?}"
+            );
+        }
+        drop(idle);
+    }
+    signal(&child, "TERM");
+    let (code, stderr) = exit_within(child, Duration::from_secs(40)).await;
+    assert_eq!(code, Some(0), "{stderr}");
+}
+
+/// Issue 23.1: an image missing without `--pull` is the host's fault, not the job's: the
+/// job is never given up for it, `/healthz` says so, and it runs once the image is there.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn serve_a_missing_image_is_the_hosts_fault_and_recovers_once_the_image_is_there() {
+    let w = World::new().await;
+    let unique = format!("{}-{}", std::process::id(), unix_now());
+    let image = crate::support::derived_image(
+        &format!("serve-missing-{unique}"),
+        &format!("LABEL dev.agent-bounties.test=\"{unique}\""),
+    );
+    let removed = Command::new("docker")
+        .args(["image", "rm", "-f"])
+        .arg(&image)
+        .arg(format!(
+            "127.0.0.1:5000/verifier-sandbox-serve-missing-{unique}:test"
+        ))
+        .output()
+        .unwrap();
+    assert!(removed.status.success(), "{removed:?}");
+    let job = job_with_image(&w, 53, &image);
+    w.serve_jobs(&[&job]);
+    let addr = free_loopback();
+    let mut child = w.start_with_metrics(addr);
+    let log = drain_stderr(&mut child);
+    // More failed runs than the old limit of three attempts.
+    let ledger = w
+        .wait_ledger("four runs failing on the missing image", |l| {
+            runs_of(l, &job)
+                .iter()
+                .filter(|r| r["reason_code"] == "image_missing")
+                .count()
+                >= 4
+        })
+        .await;
+    assert_ne!(job_status(&ledger, &job), "exhausted", "{ledger:#}");
+    let entry = ledger["jobs"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|j| j["job_id"] == job["job_id"])
+        .unwrap()
+        .clone();
+    assert_eq!(
+        entry["attempts"], 0,
+        "host faults counted as attempts: {entry}"
+    );
+    let (status, body) = get(addr, "/healthz").await.expect("/healthz answers");
+    assert_eq!(status, 503, "{body}");
+    let health: Value = serde_json::from_str(&body).unwrap();
+    assert_eq!(health["status"], "degraded", "{health}");
+    // The job is waiting, and the age of the oldest pending job says so (it read 0 before).
+    let m = wait_metrics(addr, "the scrape", |_| true).await;
+    assert!(
+        sample(&m, "worker_serve_oldest_pending_job_age_seconds") >= Some(1.0),
+        "{m}"
+    );
+    assert!(
+        health["reason"].as_str().unwrap().contains("image_missing"),
+        "{health}"
+    );
+    // Fixed: the image is pulled. The job runs by itself, and health returns.
+    let pulled = Command::new("docker")
+        .args(["pull", "-q"])
+        .arg(&image)
+        .output()
+        .unwrap();
+    assert!(pulled.status.success(), "{pulled:?}");
+    w.wait_ledger("the job to complete once the image is there", |l| {
+        job_status(l, &job) == "completed"
+    })
+    .await;
+    let give_up = Instant::now() + Duration::from_secs(60);
+    while get(addr, "/healthz").await.map(|a| a.0) != Some(200) {
+        assert!(Instant::now() < give_up, "/healthz never recovered");
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    let m = wait_metrics(addr, "host failures", |m| {
+        sample(
+            m,
+            "worker_serve_host_failures_total{reason=\"image_missing\"}",
+        ) >= Some(4.0)
+    })
+    .await;
+    assert_eq!(
+        sample(&m, "worker_serve_jobs_given_up_total"),
+        Some(0.0),
+        "{m}"
+    );
+    signal(&child, "TERM");
+    let code = code_within(&mut child, Duration::from_secs(40)).await;
+    let stderr = log.join().unwrap();
+    assert_eq!(code, Some(0), "{stderr}");
+    // The reason and its detail at WARN, not only `status="error"` at INFO.
+    assert!(
+        stderr
+            .lines()
+            .any(|l| l.contains("WARN") && l.contains("image_missing") && l.contains("host")),
+        "{stderr}"
+    );
+    let _ = Command::new("docker")
+        .args(["image", "rm", "-f"])
+        .arg(&image)
+        .output();
+}
+
+/// Issue 23.1: the archive host unreachable (`download_transport`) is the host's fault; the
+/// job runs by itself once the host answers again.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn serve_an_unreachable_archive_host_is_the_hosts_fault_and_recovers() {
+    let w = World::new().await;
+    let gate = Gate::start(&w.server.base).await;
+    let job = w.job(54, 0);
+    w.serve_jobs(&[&job]);
+    let mut child = w
+        .command_with(&[("--archive-base", gate.base.as_ref())])
+        .spawn()
+        .unwrap();
+    let log = drain_stderr(&mut child);
+    let ledger = w
+        .wait_ledger("four runs failing on the archive host", |l| {
+            runs_of(l, &job)
+                .iter()
+                .filter(|r| r["reason_code"] == "download_transport")
+                .count()
+                >= 4
+        })
+        .await;
+    assert_ne!(job_status(&ledger, &job), "exhausted", "{ledger:#}");
+    gate.open();
+    w.wait_ledger("the job to complete once the archive host answers", |l| {
+        job_status(l, &job) == "completed"
+    })
+    .await;
+    signal(&child, "TERM");
+    let code = code_within(&mut child, Duration::from_secs(40)).await;
+    let stderr = log.join().unwrap();
+    assert_eq!(code, Some(0), "{stderr}");
+}
+
+/// Issue 23.1: a job's own failure (its archive does not match the digest it commits to) is
+/// retried with growing intervals, more than three times, and given up when its
+/// verification window ends: not run after it, counted, and said at WARN.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn serve_a_jobs_own_failure_backs_off_and_is_given_up_at_its_window() {
+    let w = World::new().await;
+    let mut job = mismatched_job(&w, 55);
+    let expires = unix_now() + 50;
+    job["verification_expires_at"] = json!(expires);
+    w.serve_jobs(&[&job]);
+    let addr = free_loopback();
+    let mut child = w.start_with_metrics(addr);
+    let log = drain_stderr(&mut child);
+    let ledger = w
+        .wait_ledger("the job to be given up", |l| {
+            job_status(l, &job) == "exhausted"
+        })
+        .await;
+    let given_up_at = unix_now();
+    assert!(
+        given_up_at + 1 >= expires,
+        "given up before its window ended: {ledger:#}"
+    );
+    // A run selected just before the window ended may start just after it: the runner then
+    // refuses it as expired before anything runs. Every run inside the window is an attempt.
+    let window_ms = i64::try_from(expires).unwrap() * 1000;
+    for r in &runs_of(&ledger, &job) {
+        let inside = iso_ms(r["started_at"].as_str().unwrap()) < window_ms;
+        let want = if inside { "input_mismatch" } else { "expired" };
+        assert_eq!(r["reason_code"], want, "{ledger:#}");
+    }
+    let starts: Vec<i64> = run_starts(&ledger, &job)
+        .into_iter()
+        .filter(|&s| s < window_ms)
+        .collect();
+    assert!(starts.len() > 3, "{ledger:#}");
+    // Growing intervals: the k-th retry waits at least 2^(k-1) poll intervals (1 s here;
+    // 10 % off for the poll jitter).
+    for (k, pair) in starts.windows(2).enumerate() {
+        let least = 900 * (1i64 << k.min(4));
+        assert!(
+            pair[1] - pair[0] >= least,
+            "retry {k} after {} ms: {starts:?}",
+            pair[1] - pair[0]
+        );
+    }
+    let m = wait_metrics(addr, "the given-up job", |m| {
+        sample(m, "worker_serve_jobs_given_up_total") == Some(1.0)
+    })
+    .await;
+    assert!(sample(&m, POLLS_OK) >= Some(1.0), "{m}");
+    signal(&child, "TERM");
+    let code = code_within(&mut child, Duration::from_secs(40)).await;
+    let stderr = log.join().unwrap();
+    assert_eq!(code, Some(0), "{stderr}");
+    assert!(
+        stderr
+            .lines()
+            .any(|l| l.contains("WARN") && l.contains("given up") && l.contains("input_mismatch")),
+        "{stderr}"
+    );
+}
+
+/// Issue 23.1: `worker ledger --retry JOB` re-queues exactly that job (here: refused because
+/// its archive answered 404, which a fixed archive host no longer does).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn serve_ledger_retry_reruns_exactly_that_job() {
+    let w = World::new().await;
+    let (a, b) = (w.job(56, 0), w.job(57, 0));
+    for round in [56, 57] {
+        w.server.route(
+            &format!("/solver-org/sol-{round}/tar.gz/{}", commit(round)),
+            Reply::status(404),
+        );
+    }
+    w.serve_jobs(&[&a, &b]);
+    let mut child = w.start();
+    let log = drain_stderr(&mut child);
+    w.wait_ledger("both jobs to be refused", |l| {
+        job_status(l, &a) == "rejected" && job_status(l, &b) == "rejected"
+    })
+    .await;
+    // The archives come back; only `--retry a` brings a job back.
+    let (a, b) = (w.job(56, 0), w.job(57, 0));
+    let out = Command::new(env!("CARGO_BIN_EXE_worker"))
+        .args(["ledger", "--state"])
+        .arg(w.path("state"))
+        .args(["--retry", &id(&a)])
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{out:?}");
+    assert!(stdout.contains("re-queued 1 job"), "{stdout}");
+    w.wait_ledger("the re-queued job to complete", |l| {
+        job_status(l, &a) == "completed"
+    })
+    .await;
+    // A few more polls: the other one stays as it was.
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    let ledger = w.ledger();
+    assert_eq!(job_status(&ledger, &b), "rejected");
+    assert_eq!(runs_of(&ledger, &b).len(), 1, "{ledger:#}");
+    assert_eq!(runs_of(&ledger, &a).len(), 2, "{ledger:#}");
+    // A job with a verdict is not re-queued.
+    let out = Command::new(env!("CARGO_BIN_EXE_worker"))
+        .args(["ledger", "--state"])
+        .arg(w.path("state"))
+        .args(["--retry", &id(&a)])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1), "{out:?}");
+    signal(&child, "TERM");
+    let code = code_within(&mut child, Duration::from_secs(40)).await;
+    assert_eq!(code, Some(0), "{}", log.join().unwrap());
+}
+
+/// Issue 23.4: a restart whose listed jobs are all given up says so at WARN once per poll.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn serve_a_restart_with_every_job_given_up_warns_once_per_poll() {
+    let w = World::new().await;
+    let job = w.job(58, 0);
+    w.server.route(
+        &format!("/solver-org/sol-58/tar.gz/{}", commit(58)),
+        Reply::status(404),
+    );
+    w.serve_jobs(&[&job]);
+    let child = w.start();
+    w.wait_ledger("the job to be refused", |l| {
+        job_status(l, &job) == "rejected"
+    })
+    .await;
+    signal(&child, "TERM");
+    let (code, stderr) = exit_within(child, Duration::from_secs(40)).await;
+    assert_eq!(code, Some(0), "{stderr}");
+    // As an older worker left it: given up.
+    rusqlite::Connection::open(w.path("state/ledger.sqlite3"))
+        .unwrap()
+        .execute("UPDATE jobs SET status = 'exhausted'", [])
+        .unwrap();
+    let child = w.start();
+    w.wait_ledger("three polls", |l| {
+        l["heartbeat"]["polls"]["ok"].as_i64() >= Some(3)
+    })
+    .await;
+    signal(&child, "TERM");
+    let (code, stderr) = exit_within(child, Duration::from_secs(40)).await;
+    assert_eq!(code, Some(0), "{stderr}");
+    let polls = w.ledger()["heartbeat"]["polls"]["ok"].as_i64().unwrap();
+    let warned = stderr
+        .lines()
+        .filter(|l| l.contains("WARN") && l.contains("every listed job is given up"))
+        .count();
+    assert!(
+        warned >= 3 && i64::try_from(warned).unwrap() <= polls,
+        "{warned} warnings in {polls} polls:\n{stderr}"
+    );
+}
+
+/// Issue 23.4: `worker ledger` prints UTC ISO 8601 times and durations, and its JSON names
+/// its schema like every other output.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn serve_ledger_output_names_its_schema_and_prints_utc_times() {
+    let w = World::new().await;
+    let job = w.job(59, 0);
+    w.serve_jobs(&[&job]);
+    let child = w.start();
+    w.wait_ledger("the job to complete", |l| {
+        job_status(l, &job) == "completed"
+    })
+    .await;
+    signal(&child, "TERM");
+    let (code, stderr) = exit_within(child, Duration::from_secs(40)).await;
+    assert_eq!(code, Some(0), "{stderr}");
+    let l = w.ledger();
+    assert_eq!(
+        l["schema_version"], "agent-bounties/worker-ledger-v1",
+        "{l:#}"
+    );
+    let run = &runs_of(&l, &job)[0];
+    let (start, end) = (
+        iso_ms(run["started_at"].as_str().unwrap()),
+        iso_ms(run["ended_at"].as_str().unwrap()),
+    );
+    assert_eq!(run["duration_ms"].as_i64(), Some(end - start), "{run}");
+    let now = i64::try_from(unix_now()).unwrap() * 1000;
+    assert!((now - 600_000..=now + 1000).contains(&start), "{run}");
+    iso_ms(l["heartbeat"]["at"].as_str().unwrap());
+    let text = Command::new(env!("CARGO_BIN_EXE_worker"))
+        .args(["ledger", "--state"])
+        .arg(w.path("state"))
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&text.stdout);
+    assert!(text.contains(run["started_at"].as_str().unwrap()), "{text}");
+    assert!(text.contains(" s)"), "no duration: {text}");
+    assert!(
+        !text.contains(&start.to_string()),
+        "epoch ms printed: {text}"
+    );
 }
