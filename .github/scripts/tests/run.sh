@@ -68,8 +68,11 @@ gate() {
   RUN_CONCLUSION="${1}" RUN_EVENT="${2}" RUN_HEAD_BRANCH=main RUN_HEAD_SHA="${3}" \
     RUN_HEAD_REPOSITORY="${4:-acme/verifier}" run_script "${scripts}/signer-gate.sh"
 }
+# main's rules as a ruleset that protects it (see main-protection.sh; setup.sh tests each gap).
+protected_rules='[{"type": "deletion"}, {"type": "non_fast_forward"}, {"type": "pull_request", "parameters": {"required_approving_review_count": 1}}, {"type": "required_status_checks", "parameters": {"required_status_checks": [{"context": ".ci/run"}]}}]'
 cat > "${routes}" <<JSON
-{"/repos/acme/verifier/commits/main": {"sha": "${main_sha}"}}
+{"/repos/acme/verifier/commits/main": {"sha": "${main_sha}"},
+ "/repos/acme/verifier/rules/branches/main": ${protected_rules}}
 JSON
 
 gate success schedule "${main_sha}"
