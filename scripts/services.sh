@@ -1,7 +1,10 @@
 #!/usr/bin/env bash
-# Brings up the real test environment (docs/design.md §7) on a Debian 12 machine
-# as root: Docker Engine, a local registry on 127.0.0.1:5000, digest-pinned
-# test images listed in .work/images.json, and the local chain.
+# Brings up the real test environment (docs/design.md §7): Docker Engine, a local
+# registry on 127.0.0.1:5000, digest-pinned test images listed in
+# .work/images.json, and the local chain. Runs on Debian 12 as root (this
+# project's CI) and on GitHub's ubuntu-24.04 runner as its user, where the
+# preinstalled Docker CE is kept and only apt, systemctl and the debootstrap
+# root go through sudo (scripts/lib/host.sh).
 #
 #   scripts/services.sh [--no-python]   bring everything up (idempotent)
 #   scripts/services.sh down            stop what this script started
@@ -14,10 +17,11 @@ set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/lib/common.sh"
 # shellcheck source=scripts/lib/image.sh
 source "$REPO_ROOT/scripts/lib/image.sh"
+# shellcheck source=scripts/lib/host.sh
+source "$REPO_ROOT/scripts/lib/host.sh"
 
 export DEBIAN_FRONTEND=noninteractive
 
-DOCKERD_PID_FILE="$WORK_DIR/dockerd.pid"
 REGISTRY_PID_FILE="$WORK_DIR/registry.pid"
 CHAIN_PID_FILE="$WORK_DIR/chain.pid"
 REGISTRY_DIR="$WORK_DIR/registry"
@@ -33,85 +37,7 @@ usage: scripts/services.sh [--no-python]
 USAGE
 }
 
-# --- packages -------------------------------------------------------------
-
-pkg_installed() {
-  [[ "$(dpkg-query -W -f='${Status}' "$1" 2>/dev/null)" == "install ok installed" ]]
-}
-
-ensure_packages() {
-  step "packages"
-  local wanted=(docker.io docker-registry busybox-static hyperfine time jq curl ca-certificates tar gzip)
-  if [[ "$WITH_PYTHON" == 1 ]]; then
-    wanted+=(debootstrap)
-  fi
-  local missing=() pkg
-  for pkg in "${wanted[@]}"; do
-    pkg_installed "$pkg" || missing+=("$pkg")
-  done
-  # Node may come from a non-Debian build (nodesource bundles npm), so look
-  # for the commands rather than the Debian package names.
-  if ! command -v node >/dev/null 2>&1; then
-    missing+=(nodejs)
-  fi
-  if ! command -v npm >/dev/null 2>&1; then
-    missing+=(npm)
-  fi
-  if ! command -v python3 >/dev/null 2>&1; then
-    missing+=(python3)
-  fi
-  if ! python3 -m pip --version >/dev/null 2>&1; then
-    missing+=(python3-pip)
-  fi
-  if ((${#missing[@]} == 0)); then
-    log "all needed packages are installed"
-    return 0
-  fi
-  [[ "$(id -u)" == 0 ]] || die "packages missing (${missing[*]}) and not running as root to install them"
-  log "missing: ${missing[*]}; running apt-get update"
-  apt-get update -q >&2
-  log "apt-get install ${missing[*]}"
-  apt-get install -y -q "${missing[@]}" >&2
-}
-
-# --- docker engine --------------------------------------------------------
-
-docker_answers() {
-  timeout 10 docker version >/dev/null 2>&1
-}
-
-ensure_dockerd() {
-  step "docker engine"
-  if docker_answers; then
-    log "a docker daemon already answers on the default socket; leaving it alone"
-    return 0
-  fi
-  [[ "$(id -u)" == 0 ]] || die "no docker daemon answers and starting one needs root"
-  # dockerd refuses to start when /var/run/docker.pid names a live process,
-  # and its managed containerd trusts containerd.pid the same way; files left
-  # by a killed session must go, files of a live daemon must stay.
-  if ! clear_stale_pid /var/run/docker.pid dockerd; then
-    log "dockerd pid $(read_pid /var/run/docker.pid) is alive but not answering yet; waiting up to 60 s"
-    wait_until 60 "docker daemon" docker_answers ||
-      die "dockerd (pid $(read_pid /var/run/docker.pid)) is running but /var/run/docker.sock does not answer; see its log or stop it"
-    return 0
-  fi
-  clear_stale_pid /var/run/docker/containerd/containerd.pid containerd || true
-  clear_stale_pid "$DOCKERD_PID_FILE" dockerd || true
-  mkdir -p "$WORK_DIR"
-  log "starting dockerd (log: $WORK_DIR/dockerd.log)"
-  setsid nohup dockerd >>"$WORK_DIR/dockerd.log" 2>&1 </dev/null 9>&- &
-  local pid=$!
-  printf '%s\n' "$pid" >"$DOCKERD_PID_FILE"
-  if ! wait_until 90 "docker daemon (pid $pid)" docker_answers; then
-    tail -n 20 "$WORK_DIR/dockerd.log" >&2 || true
-    if pid_alive "$pid" dockerd; then
-      die "dockerd (pid $pid) did not answer within 90 s; log: $WORK_DIR/dockerd.log"
-    fi
-    rm -f "$DOCKERD_PID_FILE"
-    die "dockerd exited during startup; log: $WORK_DIR/dockerd.log"
-  fi
-}
+# --- packages and docker engine: scripts/lib/host.sh (ensure_packages, ensure_dockerd)
 
 # --- local registry -------------------------------------------------------
 
@@ -147,6 +73,7 @@ YAML
 ensure_registry() {
   step "local registry on $REGISTRY_ADDR"
   write_registry_config
+  stop_packaged_registry
   if registry_answers; then
     log "a registry already answers on http://$REGISTRY_ADDR/v2/; leaving it alone"
     return 0
@@ -216,7 +143,7 @@ unmount_under() {
   findmnt -rn -o TARGET | awk -v d="$dir" 'index($0, d "/") == 1' | sort -r |
     while IFS= read -r target; do
       log "unmounting leftover $target"
-      umount -l "$target" || true
+      as_root umount -l "$target" || true
     done
 }
 
@@ -228,13 +155,13 @@ python_root() {
     printf '%s\n' "$root"
     return 0
   fi
-  [[ "$(id -u)" == 0 ]] || die "debootstrap needs root"
   local tmp="$root.tmp"
   unmount_under "$tmp"
   unmount_under "$root"
-  rm -rf --one-file-system "$tmp" "$root" "$root.key"
+  as_root rm -rf --one-file-system "$tmp" "$root"
+  rm -f "$root.key"
   log "debootstrap --variant=minbase --include=$PYTHON_INCLUDE $PYTHON_SUITE (mirror $DEBOOTSTRAP_MIRROR); this takes a few minutes"
-  debootstrap --variant=minbase --include="$PYTHON_INCLUDE" "$PYTHON_SUITE" "$tmp" "$DEBOOTSTRAP_MIRROR" \
+  as_root debootstrap --variant=minbase --include="$PYTHON_INCLUDE" "$PYTHON_SUITE" "$tmp" "$DEBOOTSTRAP_MIRROR" \
     >"$WORK_DIR/debootstrap.log" 2>&1 || {
     tail -n 30 "$WORK_DIR/debootstrap.log" >&2 || true
     unmount_under "$tmp"
@@ -242,24 +169,34 @@ python_root() {
   }
   unmount_under "$tmp"
   # Package indexes and caches are large and useless in a test image.
-  rm -rf --one-file-system "$tmp"/var/lib/apt/lists/* "$tmp"/var/cache/apt/*.bin \
+  as_root rm -rf --one-file-system "$tmp"/var/lib/apt/lists/* "$tmp"/var/cache/apt/*.bin \
     "$tmp"/var/cache/apt/archives/*.deb "$tmp"/var/log/* "$tmp"/dev/*
   if [[ -d "$REPO_ROOT/images/python/rootfs" ]]; then
-    cp -a "$REPO_ROOT/images/python/rootfs/." "$tmp/"
+    as_root cp -a "$REPO_ROOT/images/python/rootfs/." "$tmp/"
   fi
-  chmod 1777 "$tmp/tmp"
-  "$tmp/usr/bin/python3" -c 'pass' 2>/dev/null || chroot "$tmp" /usr/bin/python3 -c 'pass' ||
+  as_root chmod 1777 "$tmp/tmp"
+  "$tmp/usr/bin/python3" -c 'pass' 2>/dev/null || as_root chroot "$tmp" /usr/bin/python3 -c 'pass' ||
     die "python3 in the debootstrap root does not run"
-  mv "$tmp" "$root"
+  as_root mv "$tmp" "$root"
   printf '%s\n' "$key" >"$root.key"
   printf '%s\n' "$root"
 }
 
 python_layer() {
   local out="$1" root="$2"
+  local args=(--anchored --exclude='proc/*' --exclude='sys/*' --exclude='dev/*')
   # Real owners and mtimes are kept: the root is cached, so they are stable,
   # and .pyc files are validated against their sources' mtimes.
-  build_layer "$root" "$out" --anchored --exclude='proc/*' --exclude='sys/*' --exclude='dev/*'
+  if is_root; then
+    build_layer "$root" "$out" "${args[@]}"
+    return 0
+  fi
+  # The debootstrap root holds files only root may read (/etc/shadow, /root): tar it as
+  # root, then hand the outputs back to this user.
+  # shellcheck disable=SC2016 # expanded by the root shell, from its arguments
+  as_root bash -c 'source "$1" && shift && build_layer "$@"' _ \
+    "$REPO_ROOT/scripts/lib/image.sh" "$root" "$out" "${args[@]}"
+  as_root chown "$(id -u):$(id -g)" "$out/layer.tar.gz" "$out/diff_id" "$out/layer_digest"
 }
 
 build_python() {

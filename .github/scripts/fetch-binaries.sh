@@ -5,8 +5,14 @@
 # Actions) a provenance attestation that does not verify all end the job with nothing
 # installed.
 #
-# Only a successful run of the build workflow itself, for exactly COMMIT, on main, pushed or
-# dispatched in this repository counts: an artifact of the same name from a pull request, a
+# COMMIT must have passed CI first: a successful push run of the CI workflow (CI_WORKFLOW,
+# default ci.yml) for exactly COMMIT on main in this repository, looked up through the API
+# before anything is downloaded. The build workflow itself runs only after such a CI run, but
+# a dispatched rebuild does not wait for one, so the check is made here, where the binaries are
+# about to be used.
+#
+# Only a successful run of the build workflow itself, for exactly COMMIT, on main, triggered by
+# a successful CI run, pushed or dispatched in this repository counts: an artifact of the same name from a pull request, a
 # branch, a fork or any other workflow is never even listed. The artifact carries SHA256SUMS
 # and COMMIT beside the binaries; each binary's digest is checked against SHA256SUMS and, with
 # VERIFY_ATTESTATION=1 (the default), against the build's provenance attestation
@@ -20,7 +26,8 @@
 #
 # Env: COMMIT (40 hex; the commit the calling run works on), DEST (default bin), WAIT_SECONDS,
 # GITHUB_REPOSITORY, GH_TOKEN, GITHUB_API_URL, GITHUB_OUTPUT (optional),
-# BUILD_WORKFLOW (default regression-verifier-build.yml), VERIFY_ATTESTATION (default 1).
+# BUILD_WORKFLOW (default regression-verifier-build.yml), CI_WORKFLOW (default ci.yml),
+# VERIFY_ATTESTATION (default 1).
 set -euo pipefail
 # shellcheck source=.github/scripts/lib.sh
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
@@ -36,6 +43,7 @@ commit="${COMMIT:-}"
 [[ "${commit}" =~ ^[0-9a-f]{40}$ ]] || fail "COMMIT is not a 40-hex commit"
 dest="${DEST:-bin}"
 workflow="${BUILD_WORKFLOW:-regression-verifier-build.yml}"
+ci_workflow="${CI_WORKFLOW:-ci.yml}"
 artifact_name=regression-binaries
 for name in "$@"; do
   [[ "${name}" =~ ^[a-z][a-z0-9-]*$ ]] || fail "bad binary name ${name}"
@@ -51,7 +59,7 @@ find_artifact() {
     | sort_by(.created_at) | reverse
     | .[]
     | select(.head_sha == $sha and .head_branch == "main" and .conclusion == "success"
-             and (.event == "push" or .event == "workflow_dispatch")
+             and (.event == "workflow_run" or .event == "push" or .event == "workflow_dispatch")
              and .head_repository.full_name == $repo and .repository.full_name == $repo)
     | .id' <<<"${runs}")" || return 1
   for run_id in ${run_ids}; do
@@ -67,7 +75,30 @@ find_artifact() {
   done
 }
 
+# True when a push run of the CI workflow passed for exactly COMMIT on main in this repository;
+# fails when the API does not answer.
+ci_passed() {
+  local runs
+  runs="$(api_get "/repos/${GITHUB_REPOSITORY}/actions/workflows/${ci_workflow}/runs?branch=main&event=push&head_sha=${commit}&status=success&per_page=20")" || return 2
+  jq -e --arg repo "${GITHUB_REPOSITORY}" --arg sha "${commit}" --arg path ".github/workflows/${ci_workflow}" '
+    [.workflow_runs[]
+     | select(.head_sha == $sha and .head_branch == "main" and .event == "push"
+              and .conclusion == "success" and (.path == $path or (.path | startswith($path + "@")))
+              and .head_repository.full_name == $repo and .repository.full_name == $repo)]
+    | length > 0' <<<"${runs}" >/dev/null || return 1
+}
+
 deadline=$((SECONDS + ${WAIT_SECONDS:-0}))
+while true; do
+  ci_status=0
+  ci_passed || ci_status=$?
+  ((ci_status != 2)) || fail "could not list the CI workflow's runs of ${commit}"
+  ((ci_status == 0)) && break
+  ((SECONDS >= deadline)) &&
+    fail "${commit} has no successful CI run (${ci_workflow}, push on main); binaries of a commit that did not pass CI are never used"
+  echo "CI has not passed for ${commit} yet; waiting"
+  sleep 30
+done
 while true; do
   artifact_id="$(find_artifact)" || fail "could not list the build workflow's runs of ${commit}"
   [[ -n "${artifact_id}" ]] || ((SECONDS >= deadline)) && break

@@ -13,6 +13,8 @@
 set -euo pipefail
 # shellcheck source=.github/scripts/lib.sh
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+# shellcheck source=.github/scripts/main-protection.sh
+source "$(dirname "${BASH_SOURCE[0]}")/main-protection.sh"
 
 skip() {
   echo "::notice::not signing: $*"
@@ -43,6 +45,25 @@ fi
 if [[ "${main_sha}" != "${RUN_HEAD_SHA}" ]]; then
   skip "the runner run is for ${RUN_HEAD_SHA}, main has moved to ${main_sha}; the next cycle signs"
 fi
+# --- main's protection (issue 22.4) ------------------------------------------------------
+# The keys sit behind "deploy from main only"; without the ruleset on main that promise is
+# empty, so nothing is signed (red: a setup fault, not a race). See main-protection.sh.
+require_main_protection() {
+  local problems status=0
+  problems="$(main_protection_problems)" || status=$?
+  if ((status != 0)); then
+    echo "::error::could not read main's rules from the API; not signing"
+    exit 1
+  fi
+  if [[ -n "${problems}" ]]; then
+    while IFS= read -r line; do echo "::error::main is not protected: ${line}"; done <<<"${problems}"
+    summary "Not signed: main is not protected (${problems//$'\n'/; }); see docs/operations.md, First setup."
+    exit 1
+  fi
+}
+require_main_protection
+# --- end of main's protection ------------------------------------------------------------
+
 summary "Signing the candidates of ${RUN_EVENT} run at ${RUN_HEAD_SHA}."
 output proceed true
 output head_sha "${RUN_HEAD_SHA}"

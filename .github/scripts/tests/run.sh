@@ -68,8 +68,11 @@ gate() {
   RUN_CONCLUSION="${1}" RUN_EVENT="${2}" RUN_HEAD_BRANCH=main RUN_HEAD_SHA="${3}" \
     RUN_HEAD_REPOSITORY="${4:-acme/verifier}" run_script "${scripts}/signer-gate.sh"
 }
+# main's rules as a ruleset that protects it (see main-protection.sh; setup.sh tests each gap).
+protected_rules='[{"type": "deletion"}, {"type": "non_fast_forward"}, {"type": "pull_request", "parameters": {"required_approving_review_count": 1}}, {"type": "required_status_checks", "parameters": {"required_status_checks": [{"context": ".ci/run"}]}}]'
 cat > "${routes}" <<JSON
-{"/repos/acme/verifier/commits/main": {"sha": "${main_sha}"}}
+{"/repos/acme/verifier/commits/main": {"sha": "${main_sha}"},
+ "/repos/acme/verifier/rules/branches/main": ${protected_rules}}
 JSON
 
 gate success schedule "${main_sha}"
@@ -255,9 +258,16 @@ fetch() { # binaries...
   rm -rf "${tmp}/fetched"
   COMMIT="${main_sha}" DEST="${tmp}/fetched" VERIFY_ATTESTATION=0 run_script "${scripts}/fetch-binaries.sh" "$@"
 }
+ci_runs_path="/repos/acme/verifier/actions/workflows/ci.yml/runs?branch=main&event=push&head_sha=${main_sha}&status=success&per_page=20"
+ci_run() { # event head_branch head_repo conclusion
+  printf '{"id": 60, "event": "%s", "head_branch": "%s", "conclusion": "%s", "head_sha": "%s", "path": ".github/workflows/ci.yml", "head_repository": {"full_name": "%s"}, "repository": {"full_name": "acme/verifier"}}' \
+    "$1" "$2" "$4" "${main_sha}" "$3"
+}
+ci_runs="$(ci_run push main acme/verifier success)"
 binaries_routes() { # runs-json artifacts-of-run-71 [zip]
   cat > "${routes}" <<JSON
-{"${build_runs_path}": {"workflow_runs": [$1]},
+{"${ci_runs_path}": {"workflow_runs": [${ci_runs}]},
+ "${build_runs_path}": {"workflow_runs": [$1]},
  "/repos/acme/verifier/actions/runs/71/artifacts?name=regression-binaries": $2,
  "/repos/acme/verifier/actions/runs/72/artifacts?name=regression-binaries": $(binaries_artifact 902 false),
  "/repos/acme/verifier/actions/artifacts/901/zip": {"@file": "${3:-${tmp}/good.zip}"},
@@ -307,6 +317,27 @@ if [[ -x "${keeper_bin}" && -x "${worker_bin}" ]]; then
   fetch keeper
   check "binaries: artifacts of pull request, fork or branch runs are never used" \
     eval '((status != 0)) && ! grep -q "runs/72/\|runs/73/\|runs/74/\|artifacts/902" "${tmp}/requests.log"'
+
+  # CI first: binaries of a commit whose CI did not pass (or passed only on a pull request, a
+  # fork or a branch) are never looked up, let alone installed.
+  for ci_runs in "" "$(ci_run pull_request main acme/verifier success)" \
+    "$(ci_run push main evil/fork success)" "$(ci_run push feature acme/verifier success)" \
+    "$(ci_run push main acme/verifier failure)"; do
+    binaries_routes "$(build_run 71 push main acme/verifier "${main_sha}")" "$(binaries_artifact 901 false)"
+    fetch keeper
+    if ((status == 0)) || ! said "has no successful CI run" || grep -q "regression-verifier-build.yml\|artifacts" "${tmp}/requests.log" || [[ -e "${tmp}/fetched" ]]; then
+      echo "      accepted without a passing CI run: ${ci_runs:-none}"
+      ci_bad=$((${ci_bad:-0} + 1))
+    fi
+  done
+  ci_runs="$(ci_run push main acme/verifier success)"
+  check "binaries: a commit without a successful CI push run on main (none, pull request, fork, branch, failed) fails closed before the build is looked up" \
+    eval '((${ci_bad:-0} == 0))'
+
+  binaries_routes "$(build_run 71 workflow_run main acme/verifier "${main_sha}")" "$(binaries_artifact 901 false)"
+  fetch keeper worker
+  check "binaries: the build triggered by the commit's successful CI (workflow_run) is used" \
+    eval '((status == 0)) && cmp -s "${tmp}/fetched/keeper" "${keeper_bin}"'
 
   COMMIT="not-a-sha" DEST="${tmp}/fetched" VERIFY_ATTESTATION=0 run_script "${scripts}/fetch-binaries.sh" keeper
   check "binaries: a malformed commit fails before asking the API" \

@@ -2,7 +2,9 @@
 //! writing, each candidate isolated so one bad candidate never blocks the others.
 //!
 //! Order per candidate: the manifest entry and the file agree on the job id; this signer is
-//! an eligible verifier of the candidate's job (else "not ours", not a refusal); the current
+//! an eligible verifier of the candidate's job (else "not ours", not a refusal: a slot signs
+//! only jobs committed to its own address); the candidate carries the worker's evidence record
+//! (a reference-runner candidate has none and is refused, naming that); the current
 //! job is re-fetched and the candidate revalidated against it and against the chain at one
 //! pinned block ([`bounty_chain::revalidate`]); `isVerifier(signer)` at that block; the
 //! deadline rule; the local EIP-712 digest must equal the contract's `attestationDigest` at
@@ -111,6 +113,13 @@ pub enum CandidateRefusal {
     /// `isVerifier(signer)` is false at the pinned block.
     #[error("the contract does not list this signer as a verifier")]
     NotOnChainVerifier,
+    /// The candidate carries no evidence record: the reference runner writes candidates in
+    /// this shape, and this signer signs only what the worker's evidence record backs.
+    #[error(
+        "reference-runner candidate without evidence: this signer requires the worker's evidence \
+         record (run the job with this repository's `worker feed`, which writes it)"
+    )]
+    WithoutEvidence,
     /// Too little time is left to sign.
     #[error(transparent)]
     Deadline(#[from] DeadlineError),
@@ -139,6 +148,9 @@ impl CandidateRefusal {
             Self::Revalidation(r) => r.code(),
             Self::ChainRead(_) => "chain_read_failed",
             Self::NotOnChainVerifier => "not_onchain_verifier",
+            // The code the sdk's re-check gives a missing record, kept so reports and alerts
+            // that match on it still do; the detail names the cause.
+            Self::WithoutEvidence => "evidence_rejected",
             Self::Deadline(_) => "deadline_too_close",
             Self::DigestMismatch { .. } => "digest_mismatch",
             Self::SignatureCheck(_) => "signature_check_failed",
@@ -312,6 +324,11 @@ async fn check_and_sign(
         .map_err(CandidateRefusal::CandidateJob)?;
     if !claimed.eligible_verifiers().contains(&cfg.signer) {
         return Ok(Decision::NotOurs);
+    }
+    // Before the feed or the chain is asked: the re-check below would refuse it anyway, with a
+    // message that does not say where such a candidate comes from.
+    if candidate.candidate().evidence.is_none() {
+        return Err(CandidateRefusal::WithoutEvidence);
     }
 
     let CheckedCandidate {

@@ -626,6 +626,24 @@ async fn flipped_verdict_is_refused() {
     assert_refused(&w.sign().await, "outcome_invalid");
 }
 
+/// A candidate as the reference runner writes it (no `evidence`): refused before the feed or
+/// the chain is asked, with a message that says why, so an operator mixing the two pipelines
+/// sees the cause rather than a bare "no evidence record".
+#[tokio::test]
+async fn reference_runner_candidate_without_evidence_is_refused_with_a_clear_message() {
+    let w = world().await;
+    w.rewrite_candidate(|c| c.evidence = None);
+    let report = w.sign().await;
+    assert_refused(&report, "evidence_rejected");
+    let detail = report.candidates[0].detail.as_deref().unwrap();
+    assert!(
+        detail.contains("reference-runner candidate without evidence")
+            && detail.contains("requires the worker's evidence record"),
+        "{detail}"
+    );
+    assert!(w.attestation_files().is_empty());
+}
+
 #[tokio::test]
 async fn test_double_evidence_is_refused() {
     let w = world().await;

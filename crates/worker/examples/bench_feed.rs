@@ -9,6 +9,11 @@
 //! `<dir>/verifier`, then the server's base URL to `<dir>/base`, and serves until killed.
 //!
 //! Usage: `bench_feed <repository root> <image@sha256:…> <jobs> <dir>`
+//!
+//! With `BENCH_FEED_VERIFIER_SETS` (sets separated by `;`, addresses in a set by `,`), job N
+//! commits to set (N - 1) mod the number of sets instead of the fixture's verifier, and each
+//! verifier's feed query answers with the jobs that name it, as the platform does (the
+//! key-rotation script test, `.github/scripts/tests/setup.sh`).
 
 #[path = "../tests/it/feed_support/mod.rs"]
 mod feed_support;
@@ -59,6 +64,13 @@ async fn serve(root: &Path, image: &str, jobs: u64, dir: &Path) -> std::io::Resu
         ),
     );
     let bench_digest = dir_digest(&bench);
+    let sets: Vec<Vec<String>> = std::env::var("BENCH_FEED_VERIFIER_SETS")
+        .map(|v| {
+            v.split(';')
+                .map(|set| set.split(',').map(str::to_owned).collect())
+                .collect()
+        })
+        .unwrap_or_default();
     let mut all = Vec::new();
     for round in 1..=jobs {
         let tree = example.join(if round % 2 == 1 {
@@ -85,6 +97,11 @@ async fn serve(root: &Path, image: &str, jobs: u64, dir: &Path) -> std::io::Resu
             artifact_reference: format!("https://github.com/solver-org/{repo}/commit/{commit}"),
             source_snapshot_digest: dir_digest(&tree).to_string(),
             manifest,
+            verifiers: usize::try_from(round - 1)
+                .ok()
+                .and_then(|i| sets.get(i % sets.len().max(1)))
+                .cloned()
+                .unwrap_or_else(|| JobParams::default().verifiers),
             ..JobParams::default()
         }));
     }
@@ -95,13 +112,13 @@ async fn serve(root: &Path, image: &str, jobs: u64, dir: &Path) -> std::io::Resu
 
     let routes = Arc::new(routes);
     let feed_file: PathBuf = dir.join("feed.json");
-    let feed = feed_path(VERIFIER);
+    let feed_prefix = feed_path("");
     let base = test_http::serve(move |request| {
         let target = request.target().to_owned();
-        let reply = if target == feed {
-            std::fs::read(&feed_file)
+        let reply = if let Some(verifier) = target.strip_prefix(&feed_prefix) {
+            feed_for(&feed_file, verifier)
                 .map(|body| test_http::Response::ok(Vec::new()).json_body(body))
-                .unwrap_or_else(|_| test_http::Response::status(500))
+                .unwrap_or_else(|| test_http::Response::status(500))
         } else {
             match routes.get(&target) {
                 Some(body) => test_http::Response::ok(body.clone()),
@@ -115,4 +132,20 @@ async fn serve(root: &Path, image: &str, jobs: u64, dir: &Path) -> std::io::Resu
     std::fs::write(dir.join("base"), &base)?;
     std::future::pending::<()>().await;
     Ok(())
+}
+
+/// The jobs of `feed.json` that name `verifier`, as the platform answers one verifier's query.
+fn feed_for(feed_file: &Path, verifier: &str) -> Option<Vec<u8>> {
+    let jobs: Vec<Value> = serde_json::from_slice(&std::fs::read(feed_file).ok()?).ok()?;
+    let named: Vec<&Value> = jobs
+        .iter()
+        .filter(|job| {
+            job["eligible_verifiers"].as_array().is_some_and(|listed| {
+                listed
+                    .iter()
+                    .any(|v| v.as_str().is_some_and(|v| v.eq_ignore_ascii_case(verifier)))
+            })
+        })
+        .collect();
+    serde_json::to_vec(&named).ok()
 }

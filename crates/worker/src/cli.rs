@@ -46,9 +46,15 @@ pub struct Cli {
     pub run_regression: Option<PathBuf>,
 
     /// Re-check a candidate (`{"job", "current_job", "outcome"[, "evidence"]}`) the way the
-    /// signer does, without any chain or key.
+    /// signer does, without any chain or key; prints `ok` (as the reference worker does) or
+    /// exits 4 with the reason on stderr.
     #[arg(long, value_name = "REQUEST", group = "mode")]
     pub validate_regression_candidate: Option<PathBuf>,
+
+    /// With --validate-regression-candidate: print the check as a JSON object
+    /// (agent-bounties/worker-candidate-check-v1) instead of `ok`.
+    #[arg(long)]
+    pub json: bool,
 
     /// With --run-regression: pull the image by its pinned digest when it is not present.
     #[arg(long)]
@@ -343,6 +349,8 @@ pub enum Command {
     ValidateCandidate {
         /// The request file.
         request: PathBuf,
+        /// Print the JSON check rather than `ok`.
+        json: bool,
     },
     /// `feed`.
     Feed(FeedArgs),
@@ -393,6 +401,9 @@ pub enum UsageError {
     /// `--pull`, `--evidence` or `--in-toto` without `--run-regression`.
     #[error("--pull, --evidence and --in-toto only apply to --run-regression")]
     RunOnly,
+    /// `--json` without `--validate-regression-candidate`.
+    #[error("--json (before any subcommand) only applies to --validate-regression-candidate")]
+    ValidateOnly,
     /// A flag got the wrong number of values.
     #[error("--{flag} takes {expected} values")]
     Arity {
@@ -420,7 +431,9 @@ impl UsageError {
         use clap::error::ErrorKind;
         match self {
             Self::NoMode => ErrorKind::MissingRequiredArgument,
-            Self::ModeAndSubcommand | Self::RunOnly => ErrorKind::ArgumentConflict,
+            Self::ModeAndSubcommand | Self::RunOnly | Self::ValidateOnly => {
+                ErrorKind::ArgumentConflict
+            }
             Self::Arity { .. } => ErrorKind::WrongNumberOfValues,
             Self::BadLimit { .. } | Self::Kind(_) => ErrorKind::ValueValidation,
         }
@@ -516,6 +529,9 @@ impl Cli {
                 limits: parse_limits(&max_bytes, &max_files)?,
             });
         }
+        if self.json && self.validate_regression_candidate.is_none() {
+            return Err(UsageError::ValidateOnly);
+        }
         if let Some(request) = self.run_regression {
             return Ok(Command::RunRegression {
                 request,
@@ -528,7 +544,10 @@ impl Cli {
             return Err(UsageError::RunOnly);
         }
         if let Some(request) = self.validate_regression_candidate {
-            return Ok(Command::ValidateCandidate { request });
+            return Ok(Command::ValidateCandidate {
+                request,
+                json: self.json,
+            });
         }
         match self.command {
             Some(Subcommands::Plan {

@@ -45,8 +45,8 @@ fn dispatch(command: Command, quiet: bool) -> ExitCode {
             evidence.as_deref(),
             in_toto.as_deref(),
         ),
-        Command::ValidateCandidate { request } => {
-            commands::validate_candidate::validate_candidate(&request)
+        Command::ValidateCandidate { request, json } => {
+            commands::validate_candidate::validate_candidate(&request, json)
         }
         Command::Feed(args) => commands::feed::feed(&args, quiet),
         Command::Rehearse(args) => commands::rehearse::rehearse(args, quiet),

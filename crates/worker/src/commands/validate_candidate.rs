@@ -1,6 +1,7 @@
 //! `worker --validate-regression-candidate REQUEST`: the signer's re-check of a candidate,
 //! without any chain or key.
 
+use std::io::Write as _;
 use std::path::Path;
 
 use serde_json::Value;
@@ -10,19 +11,37 @@ use super::{fail, print_json};
 use crate::exit::ExitCode;
 use crate::run::now_unix;
 
-/// Re-checks the candidate and prints the check; a refusal is printed as
-/// `{"valid": false, "error": …}` and exits 4.
-pub fn validate_candidate(request: &Path) -> ExitCode {
+/// What a valid candidate prints without `--json`: the reference worker's answer, which the
+/// reference pipeline (`scripts/regression_verifier_pipeline.py`, `validate_candidate`)
+/// compares with its stripped stdout, so this binary is a drop-in there.
+pub const VALID_PLAIN: &str = "ok";
+
+/// Re-checks the candidate. Without `json`, prints [`VALID_PLAIN`] when it holds and nothing on
+/// stdout when it is refused (the reason goes to stderr, exit 4), as the reference worker does.
+/// With `json`, prints the check; a refusal is printed as `{"valid": false, "error": …}` and
+/// exits 4.
+pub fn validate_candidate(request: &Path, json: bool) -> ExitCode {
     match validate_candidate_command(request) {
-        Ok(check) => print_json(&check),
+        Ok(check) if json => print_json(&check),
+        Ok(_) => match writeln!(std::io::stdout().lock(), "{VALID_PLAIN}") {
+            Ok(()) => ExitCode::Success,
+            Err(error) => fail(
+                ExitCode::Internal,
+                &format_args!("writing the result: {error}"),
+            ),
+        },
+        Err(error) if !json => fail(ExitCode::InvalidInput, &error),
         Err(error) => {
             let refusal = serde_json::json!({
                 "schema_version": CANDIDATE_CHECK_SCHEMA_VERSION,
                 "valid": false,
                 "error": error.to_string(),
             });
+            // The refusal object is this mode's one JSON value on stdout; `fail` would add the
+            // generic error object under --json, so only the stderr line is written here.
+            eprintln!("worker: error: {error}");
             let _ = print_json(&refusal);
-            fail(ExitCode::InvalidInput, &error)
+            ExitCode::InvalidInput
         }
     }
 }

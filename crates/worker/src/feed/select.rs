@@ -2,9 +2,9 @@
 //!
 //! Jobs fetched for each configured verifier are merged and deduplicated by `job_id`; a job
 //! id that came back with different content is rejected (both copies) because we cannot know
-//! which one the platform means. Only jobs whose policy commits exactly to the configured
-//! verifier set (order-insensitive, threshold = count) are kept; the rest are skipped, not
-//! rejected, since they are another quorum's work. Kept jobs are validated with the sdk and
+//! which one the platform means. Only jobs whose committed verifiers are all configured here
+//! are kept (one or both of ours; see [`other_verifier_set`] for why); the rest are skipped,
+//! not rejected, since they are another quorum's work. Kept jobs are validated with the sdk and
 //! sorted by earliest expiry, then job id, before `--max-jobs` applies. A job for another
 //! network than the one queried is rejected: the feed answered outside the question.
 //!
@@ -33,7 +33,7 @@ pub mod reason {
     pub const CONFLICTING_DUPLICATE: &str = "conflicting_duplicate";
     /// The feed entry has no usable `job_id`.
     pub const MISSING_JOB_ID: &str = "missing_job_id";
-    /// The job commits to a different verifier set.
+    /// The job commits to a verifier that is not configured here.
     pub const OTHER_VERIFIER_SET: &str = "other_verifier_set";
     /// The job is for another network than the one queried.
     pub const WRONG_NETWORK: &str = "wrong_network";
@@ -158,29 +158,33 @@ pub fn select_jobs(
     Selection { selected, excluded }
 }
 
-/// `Some(why)` when the job's raw policy names a different verifier set than ours. A job whose
-/// verifier fields do not parse is left to validation, which rejects it with the exact rule.
+/// `Some(why)` when the job's raw policy commits to a verifier that is not configured here.
+///
+/// A job is ours when every verifier it commits to is one of ours. The sdk requires
+/// `threshold` = the number of committed verifiers, so that is exactly "at least `threshold`
+/// of its verifiers are ours": this operator's slots alone can produce the quorum and the
+/// keeper can settle it. That covers key rotation ({old}, {new} and {old, new} bounties while
+/// both keys are configured) and two unrelated single-verifier identities. A job that also
+/// needs someone else's signature is skipped: no slot here can complete it, and running it
+/// would execute a solver's code for an attestation nobody here can use. Each signer slot
+/// then signs only the jobs that commit to its own address (the signer's `not ours`).
+///
+/// A job whose verifier fields do not parse, or whose threshold differs from its set's size,
+/// is left to validation, which rejects it with the exact rule.
 fn other_verifier_set(job: &Value, wanted: &BTreeSet<Address>) -> Option<String> {
     let listed = job.get("eligible_verifiers")?.as_array()?;
-    let mut set = BTreeSet::new();
+    let mut foreign = 0usize;
     for v in listed {
-        set.insert(v.as_str()?.parse::<Address>().ok()?);
+        if !wanted.contains(&v.as_str()?.parse::<Address>().ok()?) {
+            foreign = foreign.saturating_add(1);
+        }
     }
-    let threshold = job.get("threshold")?.as_u64()?;
-    if set != *wanted {
-        return Some(format!(
-            "job commits to {} verifier(s) that are not exactly the configured set",
+    (foreign > 0).then(|| {
+        format!(
+            "job commits to {foreign} of {} verifier(s) that are not configured here; its quorum cannot be completed by this operator",
             listed.len()
-        ));
-    }
-    if threshold != wanted.len() as u64 || listed.len() != wanted.len() {
-        return Some(format!(
-            "job threshold {threshold} over {} listed verifier(s) differs from the configured {}",
-            listed.len(),
-            wanted.len()
-        ));
-    }
-    None
+        )
+    })
 }
 
 #[cfg(test)]
@@ -285,25 +289,89 @@ mod tests {
             assert_eq!(r.status, JobStatus::Skipped);
             assert_eq!(r.reason_code.as_deref(), Some(reason::OTHER_VERIFIER_SET));
         }
-        // Configured with two verifiers, a job for only one of them is not ours either.
-        let s = sel(&[vec![ours.clone()]], &[addr(A), addr(B)], NOW, None);
-        assert!(s.selected.is_empty());
-        assert_eq!(s.excluded.rows()[0].status, JobStatus::Skipped);
+    }
+
+    /// Key rotation as the runbook describes it: slot 1 holds the old key, slot 2 the new one
+    /// while old bounties are open. Every bounty whose whole committed set is configured here
+    /// can be settled by this operator's slots alone, so each is run: threshold-1 bounties of
+    /// either key and threshold-2 bounties of both.
+    #[test]
+    fn rotation_old_then_both_then_new_selects_every_job_our_slots_can_settle() {
+        let (old, new) = (A, B);
+        let old_only = job(1, &[old], NOW + 100);
+        let new_only = job(2, &[new], NOW + 200);
+        let both = job(3, &[old, new], NOW + 300);
+        let foreign_pair = job(4, &[old, C], NOW + 400);
+        let id = |j: &Value| j["job_id"].as_str().unwrap().to_owned();
+        // The platform answers each verifier's query with the jobs that name it.
+        let feed_for = |v: &str| -> Vec<Value> {
+            [&old_only, &new_only, &both, &foreign_pair]
+                .into_iter()
+                .filter(|j| {
+                    j["eligible_verifiers"]
+                        .as_array()
+                        .unwrap()
+                        .iter()
+                        .any(|x| x.as_str() == Some(v))
+                })
+                .cloned()
+                .collect()
+        };
+
+        // Before: the old key only.
+        let s = sel(&[feed_for(old)], &[addr(old)], NOW, None);
+        assert_eq!(ids(&s), vec![id(&old_only)]);
+        // During: both keys; every job of the old, the new, or both is run.
+        let s = sel(
+            &[feed_for(old), feed_for(new)],
+            &[addr(old), addr(new)],
+            NOW,
+            None,
+        );
+        assert_eq!(ids(&s), vec![id(&old_only), id(&new_only), id(&both)]);
+        // A quorum with a verifier that is not ours is never ours to settle.
+        let r = row(&s, &id(&foreign_pair));
+        assert_eq!(r.reason_code.as_deref(), Some(reason::OTHER_VERIFIER_SET));
+        // After: the new key only; the pair needs the old key, which is gone.
+        let s = sel(&[feed_for(new)], &[addr(new)], NOW, None);
+        assert_eq!(ids(&s), vec![id(&new_only)]);
+        assert_eq!(
+            row(&s, &id(&both)).reason_code.as_deref(),
+            Some(reason::OTHER_VERIFIER_SET)
+        );
+    }
+
+    /// An operator with two unrelated single-verifier identities: both identities' bounties
+    /// are run in one batch, and the order is still by expiry across them.
+    #[test]
+    fn two_independent_single_verifier_identities_run_both_feeds() {
+        let first = job(1, &[A], NOW + 300);
+        let second = job(2, &[B], NOW + 100);
+        let s = sel(
+            &[vec![first.clone()], vec![second.clone()]],
+            &[addr(A), addr(B)],
+            NOW,
+            None,
+        );
+        assert_eq!(
+            ids(&s),
+            vec![
+                second["job_id"].as_str().unwrap(),
+                first["job_id"].as_str().unwrap()
+            ]
+        );
     }
 
     #[test]
-    fn threshold_other_than_the_set_size_is_another_policy() {
+    fn threshold_other_than_the_set_size_is_rejected_by_the_rule() {
         let mut j = job(1, &[A, B], NOW + 100);
         j["threshold"] = json!(1);
         let s = sel(&[vec![j]], &[addr(A), addr(B)], NOW, None);
         assert!(s.selected.is_empty());
-        assert_eq!(s.excluded.rows()[0].status, JobStatus::Skipped);
-        assert!(
-            s.excluded.rows()[0]
-                .reason
-                .as_deref()
-                .unwrap()
-                .contains("threshold 1")
+        assert_eq!(s.excluded.rows()[0].status, JobStatus::Rejected);
+        assert_eq!(
+            s.excluded.rows()[0].reason_code.as_deref(),
+            Some(reason::INVALID_JOB)
         );
     }
 

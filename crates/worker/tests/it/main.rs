@@ -28,3 +28,4 @@ mod serve;
 mod signals;
 mod staging;
 mod support;
+mod validate_candidate;

@@ -591,6 +591,7 @@ fn validate(env: &Env, request: &Value) -> Run {
         Command::new(WORKER)
             .arg("--validate-regression-candidate")
             .arg(path)
+            .arg("--json")
             .output()
             .unwrap(),
     )
