@@ -112,6 +112,8 @@ enum Backing {
     Stale(String),
     /// The chain could not be asked.
     Unavailable(String),
+    /// No receipt, and nothing proves the transaction was never mined (why).
+    Unproven(String),
 }
 
 /// How a shared-revalidation refusal ends this job.
@@ -212,6 +214,19 @@ impl<R: ChainReader + Sync> Relayer<'_, R> {
                         return self.confirm(r, record).await;
                     }
                     Backing::Unavailable(e) => return Stop::Rpc(e).end(report),
+                    Backing::Unproven(why) => {
+                        let mut r = report;
+                        r.tx_hash = Some(record.tx.hash);
+                        return finish(
+                            r,
+                            JobStatus::Pending,
+                            "unconfirmed",
+                            format!(
+                                "confirmed earlier, but no receipt now and no proof it was \
+                                 never mined ({why}); rerun to resume"
+                            ),
+                        );
+                    }
                     Backing::Stale(why) => {
                         tracing::warn!(
                             tx = %record.tx.hash,
@@ -484,8 +499,8 @@ impl<R: ChainReader + Sync> Relayer<'_, R> {
     }
 
     /// Resumes a `planned` or `sent` record: never signs a new transaction unless the old
-    /// one is provably dropped (its nonce is used by another mined transaction) and the
-    /// bounty is still Submitted.
+    /// one is provably dropped (its nonce taken by another transaction in a block at least
+    /// `confirmations` deep, see [`Self::nonce_taker`]) and the bounty is still Submitted.
     async fn resume(
         &self,
         report: JobReport,
@@ -527,7 +542,38 @@ impl<R: ChainReader + Sync> Relayer<'_, R> {
             tracing::info!(tx = %signed.hash, "rebroadcasting the recorded transaction");
             return self.send_and_confirm(report, record, &signed).await;
         }
-        // Provably dropped: another transaction took its nonce and none of ours has a receipt.
+        // The nonce looks taken, and none of ours shows a receipt. Behind a load balancer the
+        // nonce and the receipts may come from nodes at different heights, so neither read
+        // proves a drop: only the block that took the nonce, read by number at the depth of
+        // the confirmations, does.
+        match self.nonce_taker(&record).await {
+            Err(e) => return Stop::rpc(e).end(report),
+            Ok(Taker::Ours(block)) => {
+                tracing::info!(
+                    tx = %record.tx.hash,
+                    block,
+                    "the recorded transaction took its nonce; waiting for its receipt"
+                );
+                return self.confirm(report, record).await;
+            }
+            Ok(Taker::Unproven(why)) => {
+                return finish(
+                    report,
+                    JobStatus::Pending,
+                    "unconfirmed",
+                    format!("no receipt yet and no proof of a drop ({why}); rerun to resume"),
+                );
+            }
+            Ok(Taker::Other(hash, block)) => {
+                tracing::warn!(
+                    tx = %record.tx.hash,
+                    taken_by = %hash,
+                    block,
+                    "the recorded transaction was dropped: another transaction took its nonce"
+                );
+            }
+        }
+        // Provably dropped: another transaction took its nonce, deep enough.
         let key = record.key();
         let mut previous = record.previous_attempts.clone();
         previous.extend(record.replaced.iter().map(|t| t.hash));
@@ -539,13 +585,71 @@ impl<R: ChainReader + Sync> Relayer<'_, R> {
             .await
     }
 
+    /// Which transaction took `record`'s nonce, proven from blocks read by number: the head,
+    /// the nonce at the block `confirmations` deep under it, and the first block whose nonce
+    /// passes the record's (found by bisection) with the transaction in it. Any answer that
+    /// does not fit (the nonce not yet taken that deep, the block missing, no transaction of
+    /// that nonce in it) is `Unproven`, never a drop.
+    async fn nonce_taker(
+        &self,
+        record: &SettlementRecord,
+    ) -> Result<Taker, crate::chain::RpcFailure> {
+        let (keeper, nonce) = (record.keeper, record.tx.nonce);
+        let head = self.rpc.block_number().await?;
+        let Some(deep) = (head + 1).checked_sub(self.wait.confirmations) else {
+            return Ok(Taker::Unproven(format!(
+                "the head {head} is shallower than the confirmations"
+            )));
+        };
+        if self.rpc.nonce_at(keeper, deep).await? <= nonce {
+            return Ok(Taker::Unproven(format!(
+                "nonce {nonce} is not taken at block {deep}, {} deep under the head {head}",
+                self.wait.confirmations
+            )));
+        }
+        // Bisect for the block that took it: `low` is a block where it was still free
+        // (the block the transaction was planned at, else genesis), `high` one where it is taken.
+        let mut low = match record.tx.sent_block.filter(|b| *b < deep) {
+            Some(b) if self.rpc.nonce_at(keeper, b).await? <= nonce => b,
+            _ => 0,
+        };
+        if self.rpc.nonce_at(keeper, low).await? > nonce {
+            return Ok(Taker::Unproven(format!(
+                "nonce {nonce} is already taken at block {low}"
+            )));
+        }
+        let mut high = deep;
+        while high - low > 1 {
+            let mid = low + (high - low) / 2;
+            if self.rpc.nonce_at(keeper, mid).await? > nonce {
+                high = mid;
+            } else {
+                low = mid;
+            }
+        }
+        Ok(
+            match self.rpc.transaction_in_block(high, keeper, nonce).await? {
+                crate::chain::InBlock::Found(hash) if record.nonce_hashes().contains(&hash) => {
+                    Taker::Ours(high)
+                }
+                crate::chain::InBlock::Found(hash) => Taker::Other(hash, high),
+                crate::chain::InBlock::NoBlock => Taker::Unproven(format!(
+                    "block {high}, which took nonce {nonce}, is unknown to the node"
+                )),
+                crate::chain::InBlock::Absent => Taker::Unproven(format!(
+                    "block {high} took nonce {nonce} but holds no transaction of it"
+                )),
+            },
+        )
+    }
+
     /// Re-reads from the chain what a `confirmed` record claims: its transaction's receipt
     /// with the expected event from the bounty's own address, and the bounty's status now
     /// being what that event leaves behind.
     async fn chain_backs(&self, record: &SettlementRecord) -> Backing {
         let receipt = match self.rpc.receipt(record.tx.hash).await {
             Err(e) => return Backing::Unavailable(e.to_string()),
-            Ok(None) => return Backing::Stale("its transaction has no receipt".into()),
+            Ok(None) => return self.unmined_backing(record).await,
             Ok(Some(r)) => r,
         };
         let settled = match check_receipt(&receipt, &record.expected()) {
@@ -565,6 +669,28 @@ impl<R: ChainReader + Sync> Relayer<'_, R> {
             return Backing::Shallow;
         }
         Backing::Backed(settled, receipt)
+    }
+
+    /// What a `confirmed` record whose transaction shows no receipt is: stale only when the
+    /// chain proves its transaction was never mined (its nonce still free, or taken by another
+    /// transaction, proven as in [`Self::nonce_taker`]); a receipt missing from a node that
+    /// lags is not that proof.
+    async fn unmined_backing(&self, record: &SettlementRecord) -> Backing {
+        let mined_nonce = match self.rpc.mined_nonce(record.keeper).await {
+            Ok(n) => n,
+            Err(e) => return Backing::Unavailable(e.to_string()),
+        };
+        if mined_nonce <= record.tx.nonce {
+            return Backing::Stale("its transaction has no receipt and its nonce is free".into());
+        }
+        match self.nonce_taker(record).await {
+            Err(e) => Backing::Unavailable(e.to_string()),
+            Ok(Taker::Ours(_)) => Backing::Shallow,
+            Ok(Taker::Other(hash, block)) => {
+                Backing::Stale(format!("its nonce was taken by {hash} in block {block}"))
+            }
+            Ok(Taker::Unproven(why)) => Backing::Unproven(why),
+        }
     }
 
     /// Reads the bounty now and checks its status against the checked event `settled` of
@@ -809,6 +935,16 @@ impl<R: ChainReader + Sync> Relayer<'_, R> {
         };
         finish(report, status, code, "")
     }
+}
+
+/// Which transaction took a record's nonce.
+enum Taker {
+    /// One of the record's own (block number).
+    Ours(u64),
+    /// Another one (its hash, block number): the record's transactions can never be mined.
+    Other(crate::record::TxHash, u64),
+    /// Not proven either way (why).
+    Unproven(String),
 }
 
 /// How long the record's transaction has waited unmined, and why it was not replaced.
