@@ -509,6 +509,32 @@ echo '{}' > "${routes}"
 collect
 check "collect: a jobs API that does not answer fails closed" eval '((status == 1)) && [[ ! -e "${tmp}/collected" ]]'
 
+# One shard of 1,001 candidates, one past the manifest bound the signer agrees on
+# (verifier_sdk::MAX_MANIFEST_CANDIDATES): the 1,000 that expire first are collected, the
+# latest (listed first) is left out with a warning and a count; never the whole run refused.
+rm -rf "${tmp}/shard-src" "${tmp}/s0.zip"; mkdir -p "${tmp}/shard-src"
+python3 - "${tmp}/shard-src" <<'PY'
+import hashlib, json, sys
+d = sys.argv[1]
+entries = []
+for k in range(1001):
+    job_id = f"job-bound-{k}"
+    expires = 2100000000 if k == 0 else 2000000000 - k
+    f = "candidate-" + hashlib.sha256(job_id.encode()).hexdigest() + ".json"
+    json.dump({"schema": "agent-bounties/regression-candidate-v1",
+               "job": {"job_id": job_id, "verification_expires_at": expires},
+               "outcome": {"response_hash": "0x00"}}, open(f"{d}/{f}", "w"))
+    entries.append({"job_id": job_id, "file": f})
+json.dump({"schema": "agent-bounties/regression-candidate-manifest-v1", "network": "base-mainnet",
+           "candidates": entries}, open(f"{d}/manifest.json", "w"))
+PY
+(cd "${tmp}/shard-src" && zip -q -r "${tmp}/s0.zip" .)
+shard_routes "$(shard_job 0 1 success)" "$(shard_artifact 800 0 1)"
+collect
+bound_file() { printf 'candidate-%s.json' "$(printf '%s' "$1" | sha256sum | cut -d' ' -f1)"; }
+check "collect: 1,001 candidates give a manifest of the 1,000 that expire first (earliest first), the latest left out with a warning and a count" \
+  eval '((status == 0)) && [[ "$(jq ".candidates | length" "${tmp}/collected/manifest.json")" == 1000 ]] && [[ "$(jq -r ".candidates[0].job_id" "${tmp}/collected/manifest.json")" == job-bound-1000 ]] && ! jq -e "any(.candidates[]; .job_id == \"job-bound-0\")" "${tmp}/collected/manifest.json" >/dev/null && [[ ! -e "${tmp}/collected/$(bound_file job-bound-0)" ]] && said "::warning::1 candidate(s) left out" && output_is left_out 1 && grep -q "1 candidate(s) left out" "${summary_file}"'
+
 # The real worker, sharded as the runner workflow runs it: `worker feed --shard i/3` over a
 # local feed of six example jobs (crates/worker/examples/bench_feed.rs), each shard's output
 # zipped as its artifact, collected; then each slot's independent re-run per shard

@@ -428,6 +428,19 @@ mod tests {
     use super::*;
     use serde_json::json;
 
+    /// The workflow's shard collector is a producer too; its bound is a shell variable, held
+    /// equal to the constant here.
+    #[test]
+    fn collect_shards_uses_the_same_manifest_bound() {
+        let script = std::fs::read_to_string(concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/../../.github/scripts/collect-shards.sh"
+        ))
+        .unwrap();
+        let line = format!("\nmanifest_bound={MAX_MANIFEST_CANDIDATES}\n");
+        assert!(script.contains(&line), "collect-shards.sh lacks {line:?}");
+    }
+
     #[test]
     fn a_manifest_over_the_bound_keeps_the_earliest_expiries_and_returns_the_rest() {
         let mut m = CandidateManifest::new("base-mainnet");
