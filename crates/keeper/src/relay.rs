@@ -239,7 +239,7 @@ impl<R: ChainReader + Sync> Relayer<'_, R> {
                     }
                 },
                 RecordState::Planned | RecordState::Sent => {
-                    return self.resume(report, record, &candidate).await;
+                    return self.resume(report, record, Some(&candidate)).await;
                 }
                 RecordState::Reverted => {
                     let mut p = record.previous_attempts.clone();
@@ -250,6 +250,30 @@ impl<R: ChainReader + Sync> Relayer<'_, R> {
         };
         self.attempt(report, &candidate, key, &job_id, previous)
             .await
+    }
+
+    /// Resumes one open (`planned` or `sent`) record without its candidate, as
+    /// `keeper resume` does for the records whose jobs left the feed: the recorded
+    /// transaction is rebroadcast, waited on, replaced when stuck and confirmed exactly as a
+    /// relay would; only a new attempt (after a proven drop) needs the candidate, and is
+    /// reported instead of planned.
+    pub async fn resume_record(&self, file: &str, record: SettlementRecord) -> JobReport {
+        let mut report = JobReport::new(file, JobStatus::Pending);
+        report.job_id = Some(record.job_id.clone());
+        report.bounty_contract = Some(record.bounty_contract);
+        report.round = Some(record.round);
+        if record.chain_id != self.chain_id {
+            return finish(
+                report,
+                JobStatus::Refused,
+                "wrong_chain",
+                format!(
+                    "record is for chain {}, rpc serves {}",
+                    record.chain_id, self.chain_id
+                ),
+            );
+        }
+        self.resume(report, record, None).await
     }
 
     /// A fresh settlement attempt: status pre-check, full revalidation, selection, simulation,
@@ -505,7 +529,7 @@ impl<R: ChainReader + Sync> Relayer<'_, R> {
         &self,
         report: JobReport,
         record: SettlementRecord,
-        candidate: &ParsedCandidate,
+        candidate: Option<&ParsedCandidate>,
     ) -> JobReport {
         let mut report = report;
         report.tx_hash = Some(record.tx.hash);
@@ -574,6 +598,18 @@ impl<R: ChainReader + Sync> Relayer<'_, R> {
             }
         }
         // Provably dropped: another transaction took its nonce, deep enough.
+        let Some(candidate) = candidate else {
+            return finish(
+                report,
+                JobStatus::Refused,
+                "dropped",
+                format!(
+                    "another transaction took its nonce {}; without the job's candidate no new \
+                     attempt is planned (a relay given the candidate plans one)",
+                    record.tx.nonce
+                ),
+            );
+        };
         let key = record.key();
         let mut previous = record.previous_attempts.clone();
         previous.extend(record.replaced.iter().map(|t| t.hash));
