@@ -97,7 +97,7 @@ check "gate: an API that does not answer fails the job (no silent skip)" \
   eval '((status != 0)) && ! output_is proceed true'
 
 # --- keeper state restore ---------------------------------------------------------------
-runs_path='/repos/acme/verifier/actions/workflows/regression-verifier-keeper.yml/runs?branch=main&status=completed&per_page=30'
+runs_path='/repos/acme/verifier/actions/workflows/regression-verifier-keeper.yml/runs?branch=main&status=completed&per_page=100&page=1'
 run() { # id created head_branch head_repo
   printf '{"id": %s, "created_at": "%s", "head_branch": "%s", "head_repository": {"full_name": "%s"}, "repository": {"full_name": "acme/verifier"}}' "$@"
 }
@@ -136,8 +136,49 @@ GITHUB_RUN_ID=99 run_script "${scripts}/find-previous-artifact.sh"
 check "state: only expired artifacts means starting from no state, not a failed run" \
   eval '((status == 0)) && output_is run_id ""'
 
+# 34 keeper runs in a row that failed before their restore step (no state uploaded) in front
+# of the last run that kept the state: the state must still be found, not silently dropped.
+state_routes() { # runs-total newest-without-state [conclusion of the others]
+  python3 - "$1" "$2" "${3:-failure}" > "${routes}" <<'PY'
+import json, sys
+total, without, conclusion = int(sys.argv[1]), int(sys.argv[2]), sys.argv[3]
+base = "/repos/acme/verifier/actions/workflows/regression-verifier-keeper.yml/runs?branch=main&status=completed"
+runs = [{"id": 100 + k, "created_at": f"2026-11-{1 + k // 24:02d}T{k % 24:02d}:00:00Z",
+         "head_branch": "main", "event": "workflow_run", "conclusion": "success" if k < total - without else conclusion,
+         "head_repository": {"full_name": "acme/verifier"}, "repository": {"full_name": "acme/verifier"}}
+        for k in range(total)]
+newest_first = list(reversed(runs))
+routes = {base + "&per_page=30": {"workflow_runs": newest_first[:30]}}
+for page in range(1, 11):
+    routes[base + f"&per_page=100&page={page}"] = {"workflow_runs": newest_first[(page - 1) * 100:page * 100]}
+for k, run in enumerate(runs):
+    has_state = k < total - without
+    routes[f"/repos/acme/verifier/actions/runs/{run['id']}/artifacts?name=regression-keeper-state"] = {
+        "artifacts": [{"name": "regression-keeper-state", "expired": False}] if has_state else []}
+print(json.dumps(routes))
+PY
+}
+state_routes 35 34
+REQUIRED=true GITHUB_RUN_ID=99 run_script "${scripts}/find-previous-artifact.sh"
+check "state: 34 runs that failed before restoring do not hide the state of the run before them" \
+  eval '((status == 0)) && output_is run_id 100'
+
+state_routes 40 40
+REQUIRED=true GITHUB_RUN_ID=99 run_script "${scripts}/find-previous-artifact.sh"
+check "state: earlier keeper runs but no state in any of them fails red instead of starting empty" \
+  eval '((status == 1)) && said "::error::" && said "keeper status" && ! grep -q "^run_id=" "${out_file}"'
+
+REQUIRED=true ALLOW_EMPTY=true GITHUB_RUN_ID=99 run_script "${scripts}/find-previous-artifact.sh"
+check "state: REGRESSION_KEEPER_ALLOW_EMPTY_STATE starts empty, with a warning" \
+  eval '((status == 0)) && output_is run_id "" && said "::warning::"'
+
+state_routes 3 3 skipped
+REQUIRED=true GITHUB_RUN_ID=99 run_script "${scripts}/find-previous-artifact.sh"
+check "state: the first runs ever (earlier ones only skipped) start empty" \
+  eval '((status == 0)) && output_is run_id ""'
+
 # The runner's result cache: the same rule, its own workflow and artifact name.
-cache_runs_path='/repos/acme/verifier/actions/workflows/regression-verifier-runner.yml/runs?branch=main&status=completed&per_page=30'
+cache_runs_path='/repos/acme/verifier/actions/workflows/regression-verifier-runner.yml/runs?branch=main&status=completed&per_page=100&page=1'
 cat > "${routes}" <<JSON
 {
   "${cache_runs_path}": {"workflow_runs": [
