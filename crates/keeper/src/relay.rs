@@ -632,7 +632,7 @@ impl<R: ChainReader + Sync> Relayer<'_, R> {
     ) -> Result<Taker, crate::chain::RpcFailure> {
         let (keeper, nonce) = (record.keeper, record.tx.nonce);
         let head = self.rpc.block_number().await?;
-        let Some(deep) = (head + 1).checked_sub(self.wait.confirmations) else {
+        let Some(deep) = head.saturating_add(1).checked_sub(self.wait.confirmations) else {
             return Ok(Taker::Unproven(format!(
                 "the head {head} is shallower than the confirmations"
             )));
