@@ -17,11 +17,16 @@
 # A shard that planted a candidate for another shard's job would otherwise get it signed
 # beside, or instead of, the owner's own; the signer re-checks every candidate it is given,
 # but it cannot tell which shard was meant to run it.
+# The merged manifest lists at most `manifest_bound` candidates (the one bound of every
+# manifest, verifier_sdk::artifacts::MAX_MANIFEST_CANDIDATES; a Rust test holds the two
+# equal): past it, the ones of the earliest `verification_expires_at`, with a `::warning::`,
+# a summary line and the output `left_out` counting the rest (not copied; the next cycle offers
+# them again). That is a crowded feed, not a refusal: the signer would sign no more anyway.
 #
 #   collect-shards.sh <out dir>
 #
-# Env: RUN_ID (the runner run), GITHUB_REPOSITORY, GH_TOKEN, GITHUB_OUTPUT (gets `count` and
-# `shards`, the JSON list of shard indexes), GITHUB_STEP_SUMMARY.
+# Env: RUN_ID (the runner run), GITHUB_REPOSITORY, GH_TOKEN, GITHUB_OUTPUT (gets `count`,
+# `shards`, the JSON list of shard indexes, and `left_out`), GITHUB_STEP_SUMMARY.
 # Exits 0 with <out dir> holding every shard's candidates; 1 with nothing written.
 set -euo pipefail
 # shellcheck source=.github/scripts/lib.sh
@@ -30,6 +35,7 @@ source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 out="$1"
 run_id="${RUN_ID:?RUN_ID is not set}"
 manifest_schema=agent-bounties/regression-candidate-manifest-v1
+manifest_bound=1000
 file_re='^candidate-[0-9a-f]{64}\.json$'
 job_re='^Run the verification feed \(shard ([0-9]+)/([0-9]+)\)$'
 
@@ -181,11 +187,31 @@ for ((i = 0; i < count; i++)); do
 done
 finish
 
+# Past the bound: the earliest-expiring first (ties in shard and manifest order); a candidate
+# whose expiry does not read sorts last (the signer would refuse it anyway).
+listed="$(jq length <<<"${merged}")"
+left_out=0
+if ((listed > manifest_bound)); then
+  expiries="$(for ((i = 0; i < count; i++)); do
+    (cd "${work}/shard-${i}" && jq -r '.candidates[].file' manifest.json |
+      xargs -r jq -c '{(.job.job_id): .job.verification_expires_at}')
+  done | jq -cs 'add // {}')"
+  merged="$(jq -c --argjson at "${expiries}" --argjson n "${manifest_bound}" '
+    [to_entries[] | {i: .key, e: .value,
+      at: ($at[.value.job_id] | if type == "number" then . else infinite end)}]
+    | sort_by(.at, .i) | map(.e) | .[:$n]' <<<"${merged}")"
+  left_out=$((listed - manifest_bound))
+  echo "::warning::${left_out} candidate(s) left out: a manifest lists at most ${manifest_bound}, the earliest-expiring; the next cycle offers the rest again"
+fi
+declare -A kept_file=()
+while IFS= read -r file; do kept_file[${file}]=1; done < <(jq -r '.[].file' <<<"${merged}")
+
 mkdir -p "${out}"
 # Each candidate with the in-toto statement `worker feed` writes beside it, and each shard's
 # feed report under its own name.
 for ((i = 0; i < count; i++)); do
   while IFS= read -r file; do
+    [[ -n "${kept_file[${file}]+x}" ]] || continue
     cp "${work}/shard-${i}/${file}" "${out}/${file}"
     statement="${file%.json}.intoto.json"
     if [[ -f "${work}/shard-${i}/${statement}" ]]; then
@@ -200,5 +226,9 @@ jq -n --arg s "${manifest_schema}" --arg n "${network}" --argjson c "${merged}" 
   '{schema: $s, network: $n, candidates: $c}' > "${out}/manifest.json"
 output count "${count}"
 output shards "$(jq -cn --argjson n "${count}" '[range($n)]')"
+output left_out "${left_out}"
 echo "collected $(jq length <<<"${merged}") candidate(s) from ${count} shard(s)"
 summary "$(jq length <<<"${merged}") candidate(s) from ${count} shard(s), every shard complete."
+if ((left_out > 0)); then
+  summary "**Warning**: ${left_out} candidate(s) left out: a manifest lists at most ${manifest_bound} (the earliest-expiring); the next cycle offers them again."
+fi

@@ -100,7 +100,7 @@ check "gate: an API that does not answer fails the job (no silent skip)" \
   eval '((status != 0)) && ! output_is proceed true'
 
 # --- keeper state restore ---------------------------------------------------------------
-runs_path='/repos/acme/verifier/actions/workflows/regression-verifier-keeper.yml/runs?branch=main&status=completed&per_page=30'
+runs_path='/repos/acme/verifier/actions/workflows/regression-verifier-keeper.yml/runs?branch=main&status=completed&per_page=100&page=1'
 run() { # id created head_branch head_repo
   printf '{"id": %s, "created_at": "%s", "head_branch": "%s", "head_repository": {"full_name": "%s"}, "repository": {"full_name": "acme/verifier"}}' "$@"
 }
@@ -139,8 +139,49 @@ GITHUB_RUN_ID=99 run_script "${scripts}/find-previous-artifact.sh"
 check "state: only expired artifacts means starting from no state, not a failed run" \
   eval '((status == 0)) && output_is run_id ""'
 
+# 34 keeper runs in a row that failed before their restore step (no state uploaded) in front
+# of the last run that kept the state: the state must still be found, not silently dropped.
+state_routes() { # runs-total newest-without-state [conclusion of the others]
+  python3 - "$1" "$2" "${3:-failure}" > "${routes}" <<'PY'
+import json, sys
+total, without, conclusion = int(sys.argv[1]), int(sys.argv[2]), sys.argv[3]
+base = "/repos/acme/verifier/actions/workflows/regression-verifier-keeper.yml/runs?branch=main&status=completed"
+runs = [{"id": 100 + k, "created_at": f"2026-11-{1 + k // 24:02d}T{k % 24:02d}:00:00Z",
+         "head_branch": "main", "event": "workflow_run", "conclusion": "success" if k < total - without else conclusion,
+         "head_repository": {"full_name": "acme/verifier"}, "repository": {"full_name": "acme/verifier"}}
+        for k in range(total)]
+newest_first = list(reversed(runs))
+routes = {base + "&per_page=30": {"workflow_runs": newest_first[:30]}}
+for page in range(1, 11):
+    routes[base + f"&per_page=100&page={page}"] = {"workflow_runs": newest_first[(page - 1) * 100:page * 100]}
+for k, run in enumerate(runs):
+    has_state = k < total - without
+    routes[f"/repos/acme/verifier/actions/runs/{run['id']}/artifacts?name=regression-keeper-state"] = {
+        "artifacts": [{"name": "regression-keeper-state", "expired": False}] if has_state else []}
+print(json.dumps(routes))
+PY
+}
+state_routes 35 34
+REQUIRED=true GITHUB_RUN_ID=99 run_script "${scripts}/find-previous-artifact.sh"
+check "state: 34 runs that failed before restoring do not hide the state of the run before them" \
+  eval '((status == 0)) && output_is run_id 100'
+
+state_routes 40 40
+REQUIRED=true GITHUB_RUN_ID=99 run_script "${scripts}/find-previous-artifact.sh"
+check "state: earlier keeper runs but no state in any of them fails red instead of starting empty" \
+  eval '((status == 1)) && said "::error::" && said "keeper status" && ! grep -q "^run_id=" "${out_file}"'
+
+REQUIRED=true ALLOW_EMPTY=true GITHUB_RUN_ID=99 run_script "${scripts}/find-previous-artifact.sh"
+check "state: REGRESSION_KEEPER_ALLOW_EMPTY_STATE starts empty, with a warning" \
+  eval '((status == 0)) && output_is run_id "" && said "::warning::"'
+
+state_routes 3 3 skipped
+REQUIRED=true GITHUB_RUN_ID=99 run_script "${scripts}/find-previous-artifact.sh"
+check "state: the first runs ever (earlier ones only skipped) start empty" \
+  eval '((status == 0)) && output_is run_id ""'
+
 # The runner's result cache: the same rule, its own workflow and artifact name.
-cache_runs_path='/repos/acme/verifier/actions/workflows/regression-verifier-runner.yml/runs?branch=main&status=completed&per_page=30'
+cache_runs_path='/repos/acme/verifier/actions/workflows/regression-verifier-runner.yml/runs?branch=main&status=completed&per_page=100&page=1'
 cat > "${routes}" <<JSON
 {
   "${cache_runs_path}": {"workflow_runs": [
@@ -539,6 +580,32 @@ check "collect: an artifact holding a symlink is refused" \
 echo '{}' > "${routes}"
 collect
 check "collect: a jobs API that does not answer fails closed" eval '((status == 1)) && [[ ! -e "${tmp}/collected" ]]'
+
+# One shard of 1,001 candidates, one past the manifest bound the signer agrees on
+# (verifier_sdk::MAX_MANIFEST_CANDIDATES): the 1,000 that expire first are collected, the
+# latest (listed first) is left out with a warning and a count; never the whole run refused.
+rm -rf "${tmp}/shard-src" "${tmp}/s0.zip"; mkdir -p "${tmp}/shard-src"
+python3 - "${tmp}/shard-src" <<'PY'
+import hashlib, json, sys
+d = sys.argv[1]
+entries = []
+for k in range(1001):
+    job_id = f"job-bound-{k}"
+    expires = 2100000000 if k == 0 else 2000000000 - k
+    f = "candidate-" + hashlib.sha256(job_id.encode()).hexdigest() + ".json"
+    json.dump({"schema": "agent-bounties/regression-candidate-v1",
+               "job": {"job_id": job_id, "verification_expires_at": expires},
+               "outcome": {"response_hash": "0x00"}}, open(f"{d}/{f}", "w"))
+    entries.append({"job_id": job_id, "file": f})
+json.dump({"schema": "agent-bounties/regression-candidate-manifest-v1", "network": "base-mainnet",
+           "candidates": entries}, open(f"{d}/manifest.json", "w"))
+PY
+(cd "${tmp}/shard-src" && zip -q -r "${tmp}/s0.zip" .)
+shard_routes "$(shard_job 0 1 success)" "$(shard_artifact 800 0 1)"
+collect
+bound_file() { printf 'candidate-%s.json' "$(printf '%s' "$1" | sha256sum | cut -d' ' -f1)"; }
+check "collect: 1,001 candidates give a manifest of the 1,000 that expire first (earliest first), the latest left out with a warning and a count" \
+  eval '((status == 0)) && [[ "$(jq ".candidates | length" "${tmp}/collected/manifest.json")" == 1000 ]] && [[ "$(jq -r ".candidates[0].job_id" "${tmp}/collected/manifest.json")" == job-bound-1000 ]] && ! jq -e "any(.candidates[]; .job_id == \"job-bound-0\")" "${tmp}/collected/manifest.json" >/dev/null && [[ ! -e "${tmp}/collected/$(bound_file job-bound-0)" ]] && said "::warning::1 candidate(s) left out" && output_is left_out 1 && grep -q "1 candidate(s) left out" "${summary_file}"'
 
 # The real worker, sharded as the runner workflow runs it: `worker feed --shard i/3` over a
 # local feed of six example jobs (crates/worker/examples/bench_feed.rs), each shard's output

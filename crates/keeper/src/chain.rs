@@ -77,6 +77,17 @@ pub struct Head {
     pub base_fee_per_gas: u128,
 }
 
+/// What a block says about one account's transaction of one nonce.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum InBlock {
+    /// The node does not have the block.
+    NoBlock,
+    /// The block holds no transaction of that account and nonce.
+    Absent,
+    /// The transaction's hash.
+    Found(TxHash),
+}
+
 /// A transaction signed and encoded, not yet sent.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct SignedTx {
@@ -248,6 +259,54 @@ impl SettlementRpc {
             .latest()
             .await
             .map_err(|e| self.fail("eth_getTransactionCount", &e))
+    }
+
+    /// `eth_getTransactionCount` at block `number`: the transactions of `account` mined up to
+    /// and including that block, whichever node answers (a block by number reads the same on
+    /// every node that has it, unlike `latest`).
+    pub async fn nonce_at(&self, account: Address, number: u64) -> Result<u64, RpcFailure> {
+        self.provider
+            .get_transaction_count(chain_address(account))
+            .block_id(BlockId::number(number))
+            .await
+            .map_err(|e| self.fail("eth_getTransactionCount", &e))
+    }
+
+    /// The transaction of `account` with `nonce` in block `number`, its hash computed here
+    /// from the bytes the node returned (not taken from its word).
+    pub async fn transaction_in_block(
+        &self,
+        number: u64,
+        account: Address,
+        nonce: u64,
+    ) -> Result<InBlock, RpcFailure> {
+        use alloy::consensus::Transaction as _;
+        let Some(block) = self
+            .provider
+            .get_block_by_number(BlockNumberOrTag::Number(number))
+            .full()
+            .await
+            .map_err(|e| self.fail("eth_getBlockByNumber", &e))?
+        else {
+            return Ok(InBlock::NoBlock);
+        };
+        let Some(txs) = block.transactions.as_transactions() else {
+            return Err(RpcFailure::BadAnswer {
+                what: "eth_getBlockByNumber",
+                detail: "asked for full transactions, got hashes".into(),
+            });
+        };
+        for tx in txs {
+            let envelope = tx.inner.inner();
+            // The sender is the node's word, as the nonce counts are; the hash that decides
+            // whether the transaction is the keeper's own is computed here.
+            if envelope.nonce() != nonce || tx.inner.signer() != chain_address(account) {
+                continue;
+            }
+            let hash = alloy::primitives::keccak256(envelope.encoded_2718());
+            return Ok(InBlock::Found(TxHash::from_bytes(hash.0)));
+        }
+        Ok(InBlock::Absent)
     }
 
     /// `eth_sendRawTransaction`. A node that already has the transaction is success.

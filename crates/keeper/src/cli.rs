@@ -21,10 +21,17 @@ pub struct Cli {
 pub enum Command {
     /// Relay every candidate's attestations and confirm the settlement.
     Relay(RelayArgs),
+    /// Resume every open (planned or sent) settlement record of the state directory without
+    /// candidates: rebroadcast, wait, replace when stuck, confirm. For records whose job left
+    /// the feed, whose stuck transaction would otherwise block every later nonce.
+    Resume(SettleArgs),
+    /// List the open (planned or sent) settlement records: keeper account, nonce, age. Reads
+    /// the state directory only. Exits 0 when none is open, 3 when some is, 4 when a record
+    /// file is unreadable.
+    Status(StatusArgs),
 }
 
 #[derive(Args)]
-#[command(group(clap::ArgGroup::new("key").required(true).args(["key_env", "key_file"])))]
 pub struct RelayArgs {
     /// Directory of candidate-<sha256(job id)>.json files.
     #[arg(long)]
@@ -35,6 +42,24 @@ pub struct RelayArgs {
     /// Platform API base URL (jobs are re-fetched from it).
     #[arg(long)]
     pub api: String,
+    #[command(flatten)]
+    pub settle: SettleArgs,
+}
+
+#[derive(Args)]
+pub struct StatusArgs {
+    /// Directory of settlement records.
+    #[arg(long)]
+    pub state_dir: PathBuf,
+    /// Print the JSON status on stdout.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// The chain, key, state and fee options `relay` and `resume` share.
+#[derive(Args)]
+#[command(group(clap::ArgGroup::new("key").required(true).args(["key_env", "key_file"])))]
+pub struct SettleArgs {
     /// JSON-RPC URL of the chain.
     #[arg(long)]
     pub rpc: String,

@@ -24,6 +24,7 @@ pub mod record;
 pub mod relay;
 pub mod report;
 pub mod select;
+pub mod status;
 
 use std::path::PathBuf;
 use std::time::Duration;
@@ -37,9 +38,9 @@ use platform_client::{ClientLimits, PlatformClient};
 use crate::chain::SettlementRpc;
 use crate::exit::ExitCode;
 use crate::fees::FeeCaps;
-use crate::record::StateDir;
+use crate::record::{RecordState, StateDir};
 use crate::relay::{Relayer, WaitPolicy};
-use crate::report::Report;
+use crate::report::{JobReport, JobStatus, Report};
 
 /// Timeout of each RPC or API request.
 pub const REQUEST_TIMEOUT: Duration = Duration::from_secs(30);
@@ -60,6 +61,21 @@ pub struct RelayConfig {
     /// Settlement records.
     pub state_dir: PathBuf,
     /// Gas and fee caps.
+    pub caps: FeeCaps,
+    /// Receipt wait.
+    pub wait: WaitPolicy,
+}
+
+/// A `keeper resume` run's configuration: a relay's without candidates, attestations or API.
+#[derive(Debug, Clone)]
+pub struct ResumeConfig {
+    /// RPC URL (may embed a key; never printed).
+    pub rpc: String,
+    /// Where the transaction key comes from.
+    pub key: KeySource,
+    /// Settlement records.
+    pub state_dir: PathBuf,
+    /// Gas and fee caps (replacements stay within them).
     pub caps: FeeCaps,
     /// Receipt wait.
     pub wait: WaitPolicy,
@@ -131,6 +147,58 @@ pub async fn run(cfg: &RelayConfig) -> Result<Report, RunError> {
     for (name, path) in &candidates {
         // Each candidate is isolated: its failure is a status, never an early return.
         jobs.push(relayer.relay_file(name, path).await);
+    }
+    Ok(Report::new(chain_id, Address::from(signer.address()), jobs))
+}
+
+/// Runs `keeper resume`: every open (`planned` or `sent`) record of the state directory is
+/// resumed without its candidate ([`Relayer::resume_record`]), oldest first; records of every
+/// other state are left alone, and an unreadable record file is reported `internal`.
+pub async fn run_resume(cfg: &ResumeConfig) -> Result<Report, RunError> {
+    bounty_chain::check_rpc_url(&cfg.rpc).map_err(|e| RunError::Config(format!("--rpc: {e}")))?;
+    let key = LoadedKey::load(&cfg.key)?;
+    let signer = key.signer();
+    let rpc = SettlementRpc::new(&cfg.rpc, REQUEST_TIMEOUT).map_err(RunError::Rpc)?;
+    let reader = bounty_chain::RpcChainReader::new(&cfg.rpc, REQUEST_TIMEOUT)
+        .map_err(|e| RunError::Config(e.to_string()))?;
+    // Never asked: a resume re-plans nothing, so it needs no job and no attestation.
+    let client = PlatformClient::new(ClientLimits::default())
+        .map_err(|e| RunError::Config(e.to_string()))?;
+    let pool = inputs::AttestationPool::default();
+    let state = StateDir::open(&cfg.state_dir)?;
+    let mut open = Vec::new();
+    let mut jobs = Vec::new();
+    for (file, record) in state.list()? {
+        match record {
+            Ok(r) if matches!(r.state, RecordState::Planned | RecordState::Sent) => {
+                open.push((file, r));
+            }
+            Ok(_) => {}
+            Err(e) => {
+                let mut j = JobReport::new(&file, JobStatus::Internal);
+                j.code = Some("state_dir".into());
+                j.detail = Some(e.to_string());
+                jobs.push(j);
+            }
+        }
+    }
+    // Oldest first: the lowest nonce is the one blocking the others.
+    open.sort_by_key(|(_, r)| (r.tx.nonce, r.updated_at));
+    let chain_id = rpc.chain_id().await.map_err(RunError::Rpc)?;
+    let relayer = Relayer {
+        client: &client,
+        api: "",
+        reader: &reader,
+        rpc: &rpc,
+        signer,
+        state: &state,
+        chain_id,
+        caps: cfg.caps,
+        wait: cfg.wait,
+        pool: &pool,
+    };
+    for (file, record) in open {
+        jobs.push(relayer.resume_record(&file, record).await);
     }
     Ok(Report::new(chain_id, Address::from(signer.address()), jobs))
 }

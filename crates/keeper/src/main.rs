@@ -5,11 +5,11 @@ use std::time::Duration;
 
 use clap::Parser;
 use keeper::KeySource;
-use keeper::RelayConfig;
-use keeper::cli::{Cli, Command};
+use keeper::cli::{Cli, Command, SettleArgs};
 use keeper::exit::ExitCode as Exit;
 use keeper::fees::FeeCaps;
 use keeper::relay::WaitPolicy;
+use keeper::{RelayConfig, ResumeConfig};
 
 fn exit(code: Exit) -> ExitCode {
     ExitCode::from(code.code())
@@ -38,23 +38,78 @@ fn main() -> ExitCode {
             });
         }
     };
-    let Command::Relay(args) = cli.command;
-    let key = match (args.key_env, args.key_file) {
-        (Some(name), None) => KeySource::Env(name),
-        (None, Some(path)) => KeySource::File(path),
+    match cli.command {
+        Command::Relay(args) => {
+            let json = args.settle.json;
+            let settle = match settle_parts(&args.settle) {
+                Ok(p) => p,
+                Err(code) => return exit(code),
+            };
+            let cfg = RelayConfig {
+                candidates: args.candidates,
+                attestations: args.attestations,
+                api: args.api,
+                rpc: settle.rpc,
+                key: settle.key,
+                state_dir: settle.state_dir,
+                caps: settle.caps,
+                wait: settle.wait,
+            };
+            block_on(json, keeper::run(&cfg))
+        }
+        Command::Resume(args) => {
+            let json = args.json;
+            let settle = match settle_parts(&args) {
+                Ok(p) => p,
+                Err(code) => return exit(code),
+            };
+            block_on(json, keeper::run_resume(&settle))
+        }
+        Command::Status(args) => {
+            let now = std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map(|d| d.as_secs())
+                .unwrap_or(0);
+            match keeper::status::status(&args.state_dir, now) {
+                Ok(report) => {
+                    eprint!("{}", report.human());
+                    if args.json {
+                        match serde_json::to_string_pretty(&report) {
+                            Ok(text) => println!("{text}"),
+                            Err(e) => {
+                                eprintln!("keeper: cannot encode the status: {e}");
+                                return exit(Exit::Internal);
+                            }
+                        }
+                    }
+                    ExitCode::from(report.exit_code)
+                }
+                Err(e) => {
+                    let message = format!("--state-dir: {e}");
+                    eprintln!("keeper: {message}");
+                    exit(json_error(args.json, Exit::InvalidInput, &message))
+                }
+            }
+        }
+    }
+}
+
+/// The chain, key, state and fee options as a [`ResumeConfig`] (a relay adds its inputs);
+/// the exit code of a usage error otherwise.
+fn settle_parts(args: &SettleArgs) -> Result<ResumeConfig, Exit> {
+    let key = match (&args.key_env, &args.key_file) {
+        (Some(name), None) => KeySource::Env(name.clone()),
+        (None, Some(path)) => KeySource::File(path.clone()),
         _ => {
             let message = "give exactly one of --key-env and --key-file";
             eprintln!("keeper: {message}");
-            return exit(json_error(args.json, Exit::Usage, message));
+            return Err(json_error(args.json, Exit::Usage, message));
         }
     };
-    let cfg = RelayConfig {
-        candidates: args.candidates,
-        attestations: args.attestations,
-        api: args.api,
-        rpc: args.rpc,
+    Ok(ResumeConfig {
+        rpc: args.rpc.clone(),
         key,
-        state_dir: args.state_dir,
+        state_dir: args.state_dir.clone(),
         caps: FeeCaps {
             max_gas: args.max_gas,
             max_fee_per_gas: args.max_fee_per_gas,
@@ -66,7 +121,15 @@ fn main() -> ExitCode {
             poll: Duration::from_millis(500),
             replace_after_blocks: args.replace_after_blocks,
         },
-    };
+    })
+}
+
+/// Runs a relay or resume to its report: the summary on stderr, the JSON on stdout with
+/// `--json`, the report's exit code.
+fn block_on(
+    json: bool,
+    run: impl std::future::Future<Output = Result<keeper::report::Report, keeper::RunError>>,
+) -> ExitCode {
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
@@ -77,10 +140,10 @@ fn main() -> ExitCode {
             return exit(Exit::Internal);
         }
     };
-    match runtime.block_on(keeper::run(&cfg)) {
+    match runtime.block_on(run) {
         Ok(report) => {
             eprint!("{}", report.human());
-            if args.json {
+            if json {
                 match serde_json::to_string_pretty(&report) {
                     Ok(text) => println!("{text}"),
                     Err(e) => {
@@ -93,7 +156,7 @@ fn main() -> ExitCode {
         }
         Err(e) => {
             eprintln!("keeper: {e}");
-            exit(json_error(args.json, e.exit_code(), &e.to_string()))
+            exit(json_error(json, e.exit_code(), &e.to_string()))
         }
     }
 }

@@ -193,6 +193,23 @@ impl RecordKey {
     }
 }
 
+/// The key a record file name stands for: the inverse of [`RecordKey::file_name`].
+fn key_of_file_name(name: &str) -> Option<RecordKey> {
+    let rest = name.strip_prefix("settlement-")?.strip_suffix(".json")?;
+    let mut parts = rest.split('-');
+    let (chain, bounty, round) = (parts.next()?, parts.next()?, parts.next()?);
+    if parts.next().is_some() {
+        return None;
+    }
+    let key = RecordKey {
+        chain_id: chain.parse().ok()?,
+        bounty_contract: format!("0x{bounty}").parse().ok()?,
+        round: round.parse().ok()?,
+    };
+    // Only the canonical spelling (no leading zeros, lowercase hex) names a record.
+    (key.file_name() == name).then_some(key)
+}
+
 impl TxRecord {
     /// Its gas limit and fees, `None` when a recorded fee is not a decimal number.
     pub fn fee_plan(&self) -> Option<crate::fees::FeePlan> {
@@ -265,6 +282,9 @@ pub enum RecordError {
     NotRegular(PathBuf),
 }
 
+/// A record file's name and what reading it gave.
+pub type ListedRecord = (String, Result<SettlementRecord, RecordError>);
+
 /// The state directory.
 #[derive(Debug, Clone)]
 pub struct StateDir {
@@ -320,6 +340,35 @@ impl StateDir {
         Ok(Some(record))
     }
 
+    /// Every record in the directory, by file name (sorted): each `settlement-*.json` read
+    /// as [`Self::load`] reads it, so a file that is not a record of the name it is filed
+    /// under comes back as its error. Other names are not records and are skipped.
+    pub fn list(&self) -> Result<Vec<ListedRecord>, RecordError> {
+        let mut names = Vec::new();
+        for entry in fs::read_dir(&self.root).map_err(io(&self.root))? {
+            let entry = entry.map_err(io(&self.root))?;
+            let Some(name) = entry.file_name().to_str().map(str::to_owned) else {
+                continue;
+            };
+            if name.starts_with("settlement-") && name.ends_with(".json") {
+                names.push(name);
+            }
+        }
+        names.sort();
+        Ok(names
+            .into_iter()
+            .map(|name| {
+                let record = match key_of_file_name(&name) {
+                    Some(key) => self
+                        .load(&key)
+                        .and_then(|r| r.ok_or(RecordError::KeyMismatch)),
+                    None => Err(RecordError::KeyMismatch),
+                };
+                (name, record)
+            })
+            .collect())
+    }
+
     /// Writes `record` through [`artifact_fs::write_atomic`]: a fresh exclusive temp file,
     /// fsync, rename, fsync the directory — a crash leaves either the old or the new record,
     /// never a torn one, and nothing planted in the directory is written through.
@@ -367,6 +416,25 @@ mod tests {
             replaced: vec![],
             updated_at: 1,
         }
+    }
+
+    #[test]
+    fn list_reads_every_record_file_and_nothing_else() {
+        let dir = tempfile::tempdir().unwrap();
+        let state = StateDir::open(dir.path()).unwrap();
+        let r = record();
+        state.save(&r).unwrap();
+        fs::write(dir.path().join("README"), b"not a record").unwrap();
+        // A name that is not the canonical spelling of a key (uppercase hex).
+        let odd = r.key().file_name().replace("abab", "ABAB");
+        fs::write(dir.path().join(&odd), b"{}").unwrap();
+        let listed = state.list().unwrap();
+        assert_eq!(listed.len(), 2, "{listed:?}");
+        let (name, got) = &listed[1];
+        assert_eq!(name, &r.key().file_name());
+        assert_eq!(got.as_ref().unwrap(), &r);
+        assert_eq!(listed[0].0, odd);
+        assert!(matches!(listed[0].1, Err(RecordError::KeyMismatch)));
     }
 
     #[test]

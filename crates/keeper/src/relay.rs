@@ -112,6 +112,8 @@ enum Backing {
     Stale(String),
     /// The chain could not be asked.
     Unavailable(String),
+    /// No receipt, and nothing proves the transaction was never mined (why).
+    Unproven(String),
 }
 
 /// How a shared-revalidation refusal ends this job.
@@ -212,6 +214,19 @@ impl<R: ChainReader + Sync> Relayer<'_, R> {
                         return self.confirm(r, record).await;
                     }
                     Backing::Unavailable(e) => return Stop::Rpc(e).end(report),
+                    Backing::Unproven(why) => {
+                        let mut r = report;
+                        r.tx_hash = Some(record.tx.hash);
+                        return finish(
+                            r,
+                            JobStatus::Pending,
+                            "unconfirmed",
+                            format!(
+                                "confirmed earlier, but no receipt now and no proof it was \
+                                 never mined ({why}); rerun to resume"
+                            ),
+                        );
+                    }
                     Backing::Stale(why) => {
                         tracing::warn!(
                             tx = %record.tx.hash,
@@ -224,7 +239,7 @@ impl<R: ChainReader + Sync> Relayer<'_, R> {
                     }
                 },
                 RecordState::Planned | RecordState::Sent => {
-                    return self.resume(report, record, &candidate).await;
+                    return self.resume(report, record, Some(&candidate)).await;
                 }
                 RecordState::Reverted => {
                     let mut p = record.previous_attempts.clone();
@@ -235,6 +250,30 @@ impl<R: ChainReader + Sync> Relayer<'_, R> {
         };
         self.attempt(report, &candidate, key, &job_id, previous)
             .await
+    }
+
+    /// Resumes one open (`planned` or `sent`) record without its candidate, as
+    /// `keeper resume` does for the records whose jobs left the feed: the recorded
+    /// transaction is rebroadcast, waited on, replaced when stuck and confirmed exactly as a
+    /// relay would; only a new attempt (after a proven drop) needs the candidate, and is
+    /// reported instead of planned.
+    pub async fn resume_record(&self, file: &str, record: SettlementRecord) -> JobReport {
+        let mut report = JobReport::new(file, JobStatus::Pending);
+        report.job_id = Some(record.job_id.clone());
+        report.bounty_contract = Some(record.bounty_contract);
+        report.round = Some(record.round);
+        if record.chain_id != self.chain_id {
+            return finish(
+                report,
+                JobStatus::Refused,
+                "wrong_chain",
+                format!(
+                    "record is for chain {}, rpc serves {}",
+                    record.chain_id, self.chain_id
+                ),
+            );
+        }
+        self.resume(report, record, None).await
     }
 
     /// A fresh settlement attempt: status pre-check, full revalidation, selection, simulation,
@@ -484,13 +523,13 @@ impl<R: ChainReader + Sync> Relayer<'_, R> {
     }
 
     /// Resumes a `planned` or `sent` record: never signs a new transaction unless the old
-    /// one is provably dropped (its nonce is used by another mined transaction) and the
-    /// bounty is still Submitted.
+    /// one is provably dropped (its nonce taken by another transaction in a block at least
+    /// `confirmations` deep, see [`Self::nonce_taker`]) and the bounty is still Submitted.
     async fn resume(
         &self,
         report: JobReport,
         record: SettlementRecord,
-        candidate: &ParsedCandidate,
+        candidate: Option<&ParsedCandidate>,
     ) -> JobReport {
         let mut report = report;
         report.tx_hash = Some(record.tx.hash);
@@ -527,7 +566,50 @@ impl<R: ChainReader + Sync> Relayer<'_, R> {
             tracing::info!(tx = %signed.hash, "rebroadcasting the recorded transaction");
             return self.send_and_confirm(report, record, &signed).await;
         }
-        // Provably dropped: another transaction took its nonce and none of ours has a receipt.
+        // The nonce looks taken, and none of ours shows a receipt. Behind a load balancer the
+        // nonce and the receipts may come from nodes at different heights, so neither read
+        // proves a drop: only the block that took the nonce, read by number at the depth of
+        // the confirmations, does.
+        match self.nonce_taker(&record).await {
+            Err(e) => return Stop::rpc(e).end(report),
+            Ok(Taker::Ours(block)) => {
+                tracing::info!(
+                    tx = %record.tx.hash,
+                    block,
+                    "the recorded transaction took its nonce; waiting for its receipt"
+                );
+                return self.confirm(report, record).await;
+            }
+            Ok(Taker::Unproven(why)) => {
+                return finish(
+                    report,
+                    JobStatus::Pending,
+                    "unconfirmed",
+                    format!("no receipt yet and no proof of a drop ({why}); rerun to resume"),
+                );
+            }
+            Ok(Taker::Other(hash, block)) => {
+                tracing::warn!(
+                    tx = %record.tx.hash,
+                    taken_by = %hash,
+                    block,
+                    "the recorded transaction was dropped: another transaction took its nonce"
+                );
+            }
+        }
+        // Provably dropped: another transaction took its nonce, deep enough.
+        let Some(candidate) = candidate else {
+            return finish(
+                report,
+                JobStatus::Refused,
+                "dropped",
+                format!(
+                    "another transaction took its nonce {}; without the job's candidate no new \
+                     attempt is planned (a relay given the candidate plans one)",
+                    record.tx.nonce
+                ),
+            );
+        };
         let key = record.key();
         let mut previous = record.previous_attempts.clone();
         previous.extend(record.replaced.iter().map(|t| t.hash));
@@ -539,13 +621,71 @@ impl<R: ChainReader + Sync> Relayer<'_, R> {
             .await
     }
 
+    /// Which transaction took `record`'s nonce, proven from blocks read by number: the head,
+    /// the nonce at the block `confirmations` deep under it, and the first block whose nonce
+    /// passes the record's (found by bisection) with the transaction in it. Any answer that
+    /// does not fit (the nonce not yet taken that deep, the block missing, no transaction of
+    /// that nonce in it) is `Unproven`, never a drop.
+    async fn nonce_taker(
+        &self,
+        record: &SettlementRecord,
+    ) -> Result<Taker, crate::chain::RpcFailure> {
+        let (keeper, nonce) = (record.keeper, record.tx.nonce);
+        let head = self.rpc.block_number().await?;
+        let Some(deep) = head.saturating_add(1).checked_sub(self.wait.confirmations) else {
+            return Ok(Taker::Unproven(format!(
+                "the head {head} is shallower than the confirmations"
+            )));
+        };
+        if self.rpc.nonce_at(keeper, deep).await? <= nonce {
+            return Ok(Taker::Unproven(format!(
+                "nonce {nonce} is not taken at block {deep}, {} deep under the head {head}",
+                self.wait.confirmations
+            )));
+        }
+        // Bisect for the block that took it: `low` is a block where it was still free
+        // (the block the transaction was planned at, else genesis), `high` one where it is taken.
+        let mut low = match record.tx.sent_block.filter(|b| *b < deep) {
+            Some(b) if self.rpc.nonce_at(keeper, b).await? <= nonce => b,
+            _ => 0,
+        };
+        if self.rpc.nonce_at(keeper, low).await? > nonce {
+            return Ok(Taker::Unproven(format!(
+                "nonce {nonce} is already taken at block {low}"
+            )));
+        }
+        let mut high = deep;
+        while high - low > 1 {
+            let mid = low + (high - low) / 2;
+            if self.rpc.nonce_at(keeper, mid).await? > nonce {
+                high = mid;
+            } else {
+                low = mid;
+            }
+        }
+        Ok(
+            match self.rpc.transaction_in_block(high, keeper, nonce).await? {
+                crate::chain::InBlock::Found(hash) if record.nonce_hashes().contains(&hash) => {
+                    Taker::Ours(high)
+                }
+                crate::chain::InBlock::Found(hash) => Taker::Other(hash, high),
+                crate::chain::InBlock::NoBlock => Taker::Unproven(format!(
+                    "block {high}, which took nonce {nonce}, is unknown to the node"
+                )),
+                crate::chain::InBlock::Absent => Taker::Unproven(format!(
+                    "block {high} took nonce {nonce} but holds no transaction of it"
+                )),
+            },
+        )
+    }
+
     /// Re-reads from the chain what a `confirmed` record claims: its transaction's receipt
     /// with the expected event from the bounty's own address, and the bounty's status now
     /// being what that event leaves behind.
     async fn chain_backs(&self, record: &SettlementRecord) -> Backing {
         let receipt = match self.rpc.receipt(record.tx.hash).await {
             Err(e) => return Backing::Unavailable(e.to_string()),
-            Ok(None) => return Backing::Stale("its transaction has no receipt".into()),
+            Ok(None) => return self.unmined_backing(record).await,
             Ok(Some(r)) => r,
         };
         let settled = match check_receipt(&receipt, &record.expected()) {
@@ -565,6 +705,28 @@ impl<R: ChainReader + Sync> Relayer<'_, R> {
             return Backing::Shallow;
         }
         Backing::Backed(settled, receipt)
+    }
+
+    /// What a `confirmed` record whose transaction shows no receipt is: stale only when the
+    /// chain proves its transaction was never mined (its nonce still free, or taken by another
+    /// transaction, proven as in [`Self::nonce_taker`]); a receipt missing from a node that
+    /// lags is not that proof.
+    async fn unmined_backing(&self, record: &SettlementRecord) -> Backing {
+        let mined_nonce = match self.rpc.mined_nonce(record.keeper).await {
+            Ok(n) => n,
+            Err(e) => return Backing::Unavailable(e.to_string()),
+        };
+        if mined_nonce <= record.tx.nonce {
+            return Backing::Stale("its transaction has no receipt and its nonce is free".into());
+        }
+        match self.nonce_taker(record).await {
+            Err(e) => Backing::Unavailable(e.to_string()),
+            Ok(Taker::Ours(_)) => Backing::Shallow,
+            Ok(Taker::Other(hash, block)) => {
+                Backing::Stale(format!("its nonce was taken by {hash} in block {block}"))
+            }
+            Ok(Taker::Unproven(why)) => Backing::Unproven(why),
+        }
     }
 
     /// Reads the bounty now and checks its status against the checked event `settled` of
@@ -809,6 +971,16 @@ impl<R: ChainReader + Sync> Relayer<'_, R> {
         };
         finish(report, status, code, "")
     }
+}
+
+/// Which transaction took a record's nonce.
+enum Taker {
+    /// One of the record's own (block number).
+    Ours(u64),
+    /// Another one (its hash, block number): the record's transactions can never be mined.
+    Other(crate::record::TxHash, u64),
+    /// Not proven either way (why).
+    Unproven(String),
 }
 
 /// How long the record's transaction has waited unmined, and why it was not replaced.

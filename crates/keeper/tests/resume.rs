@@ -564,3 +564,178 @@ async fn binary_refuses_a_key_file_of_another_user_or_under_a_symlinked_director
     assert_eq!(out.status.code(), Some(78), "{stderr}");
     assert!(stderr.contains("owned by uid 12345"), "{stderr}");
 }
+
+/// A JSON-RPC proxy to `upstream` behind which two nodes disagree: every read of state,
+/// blocks, receipts and transactions comes from a node stuck at block `*lag` (while it is
+/// `Some`), and the nonce (`eth_getTransactionCount`) and broadcasts from the current one.
+/// What an RPC provider's load balancer does when one of its nodes is a block behind. With
+/// `lag` at `None` everything is forwarded.
+async fn lagging_rpc(
+    upstream: String,
+    lag: std::sync::Arc<std::sync::Mutex<Option<u64>>>,
+) -> String {
+    use serde_json::{Value, json};
+
+    // The position of the block parameter of the state reads the lagging node answers.
+    fn block_param(method: &str) -> Option<usize> {
+        match method {
+            "eth_call" | "eth_estimateGas" | "eth_getBalance" | "eth_getCode" => Some(1),
+            "eth_getStorageAt" => Some(2),
+            "eth_getBlockByNumber" => Some(0),
+            _ => None,
+        }
+    }
+    fn number(v: &Value) -> Option<u64> {
+        u64::from_str_radix(v.as_str()?.trim_start_matches("0x"), 16).ok()
+    }
+    let http = reqwest::Client::new();
+    test_http::serve(move |req| {
+        let (http, upstream, lag) = (http.clone(), upstream.clone(), lag.clone());
+        async move {
+            let mut request: Value = serde_json::from_slice(&req.body).unwrap();
+            let id = request["id"].clone();
+            let method = request["method"].as_str().unwrap_or("").to_owned();
+            let at = *lag.lock().unwrap();
+            let answer = |result: Value| json!({"jsonrpc": "2.0", "id": id, "result": result});
+            let mut beyond = false;
+            if let Some(at) = at {
+                if method == "eth_blockNumber" {
+                    let body = serde_json::to_vec(&answer(json!(format!("{at:#x}")))).unwrap();
+                    return Some(test_http::Response::ok(body));
+                }
+                if let Some(i) = block_param(&method) {
+                    let params = request["params"].as_array_mut().unwrap();
+                    while params.len() <= i {
+                        params.push(json!("latest"));
+                    }
+                    match number(&params[i]) {
+                        Some(n) if n > at => beyond = true,
+                        Some(_) => {}
+                        // A tag: the lagging node's latest is its own head.
+                        None => params[i] = json!(format!("{at:#x}")),
+                    }
+                }
+            }
+            if beyond {
+                // The lagging node has not seen that block yet.
+                let body = serde_json::to_vec(&answer(Value::Null)).unwrap();
+                return Some(test_http::Response::ok(body));
+            }
+            let mut response: Value = http
+                .post(&upstream)
+                .json(&request)
+                .send()
+                .await
+                .unwrap()
+                .json()
+                .await
+                .unwrap();
+            if let Some(at) = at
+                && matches!(
+                    method.as_str(),
+                    "eth_getTransactionReceipt" | "eth_getTransactionByHash"
+                )
+            {
+                // Mined above the lagging node's head, or only in the current node's pool:
+                // unknown to the lagging node.
+                let seen = number(&response["result"]["blockNumber"]).is_some_and(|n| n <= at);
+                if !seen {
+                    response["result"] = Value::Null;
+                }
+            }
+            Some(test_http::Response::ok(
+                serde_json::to_vec(&response).unwrap(),
+            ))
+        }
+    })
+    .await
+    .unwrap()
+}
+
+/// Behind an RPC whose nodes disagree by one block (receipts and state from a node one block
+/// behind, the nonce from the current one), the keeper's mined settlement looks unmined while
+/// its nonce looks taken. That is no proof of a drop: the keeper must neither send a second
+/// settlement (which reverts) nor report anything but `pending` until the chain reads
+/// consistently, and then `paid` for the transaction it sent.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn lagging_rpc_never_makes_a_mined_settlement_look_dropped() {
+    let sc = Scenario::new(&[1], 0).await;
+    sc.attest_all();
+    let nonce = sc.keeper_nonce().await;
+    let (signed, record) = planned(&sc, nonce, RecordState::Sent);
+    let before = sc.kit.provider().get_block_number().await.unwrap();
+    // The killed keeper's transaction, mined on the real chain.
+    SettlementRpc::new(sc.kit.url(), keeper::REQUEST_TIMEOUT)
+        .unwrap()
+        .send_raw(&signed)
+        .await
+        .unwrap();
+    let mined = sc
+        .kit
+        .provider()
+        .get_transaction_receipt(alloy::primitives::B256::from(*signed.hash.as_bytes()))
+        .await
+        .unwrap()
+        .expect("automine included the transaction");
+    assert!(mined.block_number.unwrap() > before);
+    assert_eq!(sc.status().await, status::SETTLED);
+    assert_eq!(sc.keeper_nonce().await, nonce + 1);
+
+    let lag = std::sync::Arc::new(std::sync::Mutex::new(Some(before)));
+    let mut cfg = sc.config();
+    cfg.rpc = lagging_rpc(sc.kit.url().to_owned(), lag.clone()).await;
+    cfg.wait.timeout = std::time::Duration::from_secs(3);
+    let first = only_job(&sc.run_with(&cfg).await).clone();
+    let second_send = sc.keeper_nonce().await != nonce + 1;
+    // The lagging node catches up; the keeper must now find its own transaction.
+    *lag.lock().unwrap() = None;
+    let again = only_job(&sc.run_with(&cfg).await).clone();
+    assert!(
+        !second_send,
+        "a second settlement was sent while the first was mined: first run {first:#?}, \
+         rerun {again:#?}"
+    );
+    assert_eq!(first.status, JobStatus::Pending, "{first:#?}");
+    assert_ne!(first.code.as_deref(), Some("reverted"), "{first:#?}");
+    assert_eq!(again.status, JobStatus::Paid, "{again:#?}");
+    assert_eq!(again.tx_hash, Some(signed.hash));
+    assert_eq!(
+        sc.keeper_nonce().await,
+        nonce + 1,
+        "exactly one transaction"
+    );
+    let stored = load(&sc, &record);
+    assert_eq!(stored.state, RecordState::Confirmed);
+    assert_eq!(stored.tx.hash, signed.hash);
+    assert!(stored.previous_attempts.is_empty(), "{stored:#?}");
+}
+
+/// The same lag on a rerun after a confirmed payment: the `confirmed` record's receipt is
+/// missing from the lagging node. That is no proof the record is stale; the keeper must not
+/// settle again.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn lagging_rpc_never_makes_a_confirmed_record_look_stale() {
+    let sc = Scenario::new(&[1], 0).await;
+    sc.attest_all();
+    let paid = only_job(&sc.run().await).clone();
+    assert_eq!(paid.status, JobStatus::Paid, "{paid:#?}");
+    let nonce = sc.keeper_nonce().await;
+    let lag = std::sync::Arc::new(std::sync::Mutex::new(Some(paid.block_number.unwrap() - 1)));
+    let mut cfg = sc.config();
+    cfg.rpc = lagging_rpc(sc.kit.url().to_owned(), lag.clone()).await;
+    cfg.wait.timeout = std::time::Duration::from_secs(3);
+    let first = only_job(&sc.run_with(&cfg).await).clone();
+    let second_send = sc.keeper_nonce().await != nonce;
+    *lag.lock().unwrap() = None;
+    let again = only_job(&sc.run_with(&cfg).await).clone();
+    assert!(
+        !second_send,
+        "a second settlement was sent after a confirmed one: first run {first:#?}, \
+         rerun {again:#?}"
+    );
+    assert_eq!(first.status, JobStatus::Pending, "{first:#?}");
+    assert_eq!(again.status, JobStatus::Done, "{again:#?}");
+    assert_eq!(again.code.as_deref(), Some("already_confirmed"));
+    assert_eq!(again.tx_hash, paid.tx_hash);
+    assert_eq!(sc.keeper_nonce().await, nonce);
+}

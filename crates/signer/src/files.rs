@@ -9,8 +9,6 @@ use serde_json::Value;
 pub const MAX_MANIFEST_BYTES: u64 = 4 << 20;
 /// Largest candidate file accepted.
 pub const MAX_CANDIDATE_BYTES: u64 = 16 << 20;
-/// Most candidates one run handles; the rest of a longer manifest is refused as invalid input.
-pub const MAX_CANDIDATES: usize = 1000;
 
 /// Why a file could not be read or written.
 #[derive(Debug, thiserror::Error)]

@@ -156,6 +156,7 @@ fn setup(args: &SignArgs) -> Result<Setup, ConfigError> {
             out_dir: args.out.clone(),
             signer,
             network,
+            max_candidates: verifier_sdk::MAX_MANIFEST_CANDIDATES,
         },
         key,
         source: HttpJobSource::new(client, &args.api, network, signer),

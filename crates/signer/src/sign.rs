@@ -30,9 +30,7 @@ use verifier_sdk::{
 };
 
 use crate::exit::ExitCode;
-use crate::files::{
-    FileError, MAX_CANDIDATE_BYTES, MAX_CANDIDATES, MAX_MANIFEST_BYTES, read_json, write_json,
-};
+use crate::files::{FileError, MAX_CANDIDATE_BYTES, MAX_MANIFEST_BYTES, read_json, write_json};
 
 /// Name of the candidate manifest inside the candidates directory.
 pub const CANDIDATE_MANIFEST_FILE: &str = "manifest.json";
@@ -54,6 +52,11 @@ pub struct SignConfig {
     pub signer: Address,
     /// The network the manifest must be for.
     pub network: Network,
+    /// The most candidates one run handles:
+    /// [`verifier_sdk::MAX_MANIFEST_CANDIDATES`], the bound the producers write to (tests
+    /// inject a smaller one). Of a longer manifest the earliest-expiring are handled and the
+    /// rest reported as deferred.
+    pub max_candidates: usize,
 }
 
 /// Why the whole run could not proceed.
@@ -177,6 +180,9 @@ pub enum CandidateStatus {
     NotOurs,
     /// Refused; see the code.
     Refused,
+    /// Not looked at: the manifest lists more than the bound, and this candidate expires later
+    /// than those handled (code `manifest_bound`). The next run offers it again.
+    Deferred,
     /// The RPC or API was unavailable; see the code.
     Unavailable,
 }
@@ -217,7 +223,8 @@ pub struct RunReport {
     pub network: &'static str,
     /// The signer address.
     pub signer: Address,
-    /// One entry per manifest entry, in manifest order.
+    /// One entry per manifest entry: in manifest order, or, for a manifest longer than the
+    /// bound, those handled in expiry order and then the deferred ones.
     pub candidates: Vec<CandidateReport>,
     /// How many were signed.
     pub signed: usize,
@@ -227,10 +234,13 @@ pub struct RunReport {
     pub refused: usize,
     /// How many hit an unavailable service.
     pub unavailable: usize,
+    /// How many were deferred past the manifest bound.
+    pub deferred: usize,
 }
 
 impl RunReport {
-    /// 5 when any candidate hit an unavailable service, else 3 when any was refused, else 0.
+    /// 5 when any candidate hit an unavailable service, else 3 when any was refused, else 0
+    /// (a deferred candidate is not a failure: the next run offers it again).
     pub fn exit_code(&self) -> ExitCode {
         if self.unavailable > 0 {
             ExitCode::Unavailable
@@ -244,14 +254,24 @@ impl RunReport {
     /// The human summary for stderr.
     pub fn summary(&self) -> String {
         let mut out = format!(
-            "signer {} on {}: {} signed, {} not ours, {} refused, {} unavailable\n",
+            "signer {} on {}: {} signed, {} not ours, {} refused, {} unavailable",
             self.signer, self.network, self.signed, self.not_ours, self.refused, self.unavailable
         );
+        if self.deferred > 0 {
+            out.push_str(&format!(
+                ", {} deferred (warning: the manifest lists more than {} candidates; the \
+                 earliest-expiring were handled, the rest wait for the next run)",
+                self.deferred,
+                self.candidates.len() - self.deferred
+            ));
+        }
+        out.push('\n');
         for c in &self.candidates {
             let status = match c.status {
                 CandidateStatus::Signed => "signed",
                 CandidateStatus::NotOurs => "not ours",
                 CandidateStatus::Refused => "refused",
+                CandidateStatus::Deferred => "deferred",
                 CandidateStatus::Unavailable => "unavailable",
             };
             out.push_str(&format!("  {} {status}", c.job_id));
@@ -280,13 +300,16 @@ fn read_manifest(cfg: &SignConfig) -> Result<CandidateManifest, RunError> {
             cfg.network
         )));
     }
-    if manifest.candidates.len() > MAX_CANDIDATES {
-        return Err(RunError::InvalidInput(format!(
-            "manifest lists {} candidates, more than the limit of {MAX_CANDIDATES}",
-            manifest.candidates.len()
-        )));
-    }
     Ok(manifest)
+}
+
+/// The `verification_expires_at` of an entry's candidate, for ordering an over-long manifest;
+/// `None` when the file does not read as a candidate (it then sorts last, and is refused if
+/// it is reached at all).
+fn candidate_expiry(cfg: &SignConfig, entry: &CandidateEntry) -> Option<u64> {
+    let raw = read_json(&cfg.candidates_dir.join(&entry.file), MAX_CANDIDATE_BYTES).ok()?;
+    let candidate = Candidate::from_value(&raw).ok()?;
+    Some(ParsedCandidate::parse(candidate).ok()?.job().expires_at())
 }
 
 /// A signed attestation ready to be written.
@@ -435,7 +458,18 @@ pub async fn sign_candidates(
             signer: cfg.signer,
         });
     }
-    let manifest = read_manifest(cfg)?;
+    let mut manifest = read_manifest(cfg)?;
+    // Past the bound: the earliest-expiring first, as every producer writes them, and never
+    // nothing signed.
+    let deferred = manifest.keep_earliest(cfg.max_candidates, |e| candidate_expiry(cfg, e));
+    if !deferred.is_empty() {
+        tracing::warn!(
+            listed = manifest.candidates.len() + deferred.len(),
+            bound = cfg.max_candidates,
+            deferred = deferred.len(),
+            "the manifest lists more candidates than the bound; the rest are deferred"
+        );
+    }
     std::fs::create_dir_all(&cfg.out_dir).map_err(|e| {
         RunError::Output(FileError::Io {
             path: cfg.out_dir.clone(),
@@ -452,6 +486,7 @@ pub async fn sign_candidates(
         not_ours: 0,
         refused: 0,
         unavailable: 0,
+        deferred: 0,
     };
     let mut written = AttestationManifest::new(cfg.network.name(), cfg.signer);
     let mut seen = HashSet::new();
@@ -505,6 +540,23 @@ pub async fn sign_candidates(
             }
         }
         report.candidates.push(line);
+    }
+    for entry in deferred {
+        report.deferred += 1;
+        report.candidates.push(CandidateReport {
+            job_id: entry.job_id,
+            status: CandidateStatus::Deferred,
+            code: Some("manifest_bound"),
+            mismatches: Vec::new(),
+            detail: Some(format!(
+                "the manifest lists more than {} candidates; this one expires later than \
+                 those handled",
+                cfg.max_candidates
+            )),
+            attestation_file: None,
+            passed: None,
+            deadline: None,
+        });
     }
 
     write_manifest(&cfg.out_dir, ATTESTATION_MANIFEST_FILE, &written)?;

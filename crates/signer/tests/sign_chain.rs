@@ -234,6 +234,7 @@ impl World {
             out_dir: self.out.path().to_owned(),
             signer: self.signer,
             network: Network::BaseMainnet,
+            max_candidates: verifier_sdk::MAX_MANIFEST_CANDIDATES,
         }
     }
 
@@ -974,4 +975,101 @@ async fn deadline_counts_from_the_chain_clock_when_it_runs_ahead_of_ours() {
         "deadline {} < chain time {head} + 900",
         att.deadline
     );
+}
+
+// ---------- the manifest bound ----------
+
+/// A manifest of 1,001 entries, one past the bound every producer and the signer agree on:
+/// the 1,000 of the earliest expiry are handled (here 999 jobs of other verifiers, checked
+/// locally, and one of ours, signed) and the last is reported as deferred. The run is never
+/// refused as a whole.
+#[tokio::test]
+async fn a_manifest_one_past_the_bound_is_handled_up_to_the_bound_and_reports_the_rest() {
+    assert_eq!(verifier_sdk::artifacts::MAX_MANIFEST_CANDIDATES, 1000);
+    let w = world().await;
+    let (_late, _p, late_job) = deploy_for(&w.kit, &[w.signer], 7200, w.now).await;
+    let other = Address::from_bytes([0x77; 20]);
+    let mut candidates = vec![candidate_for(&late_job, w.now, 0)];
+    for i in 0..999u64 {
+        let mut contract = [0x10u8; 20];
+        contract[12..].copy_from_slice(&i.to_be_bytes());
+        let job = job_value(&JobParams {
+            bounty_contract: Address::from_bytes(contract).to_string(),
+            verifiers: vec![other.to_string()],
+            expires_at: w.now + 3601 + i,
+            ..JobParams::default()
+        });
+        candidates.push(candidate_for(&job, w.now, 0));
+    }
+    candidates.push(candidate_for(&w.job, w.now, 0));
+    write_candidates(w.candidates.path(), &candidates);
+    *w.feed.lock().unwrap() = json!([w.job.clone(), late_job.clone()]);
+    let reader = RpcChainReader::new(w.kit.url(), Duration::from_secs(10)).unwrap();
+    let report = sign_candidates(&w.cfg(), &key(), &w.source(), &reader, w.now)
+        .await
+        .unwrap_or_else(|e| panic!("the whole run was refused: {e}"));
+    let value = serde_json::to_value(&report).unwrap();
+    assert_eq!(report.candidates.len(), 1001);
+    assert_eq!(report.signed, 1, "{}", report.summary());
+    assert_eq!(report.not_ours, 999);
+    assert_eq!(value["deferred"], 1, "{value:#}");
+    let deferred: Vec<&Value> = value["candidates"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|c| c["status"] == "deferred")
+        .collect();
+    assert_eq!(deferred.len(), 1);
+    assert_eq!(deferred[0]["job_id"], late_job["job_id"]);
+    assert_eq!(deferred[0]["code"], "manifest_bound");
+    assert_eq!(w.attestation_files().len(), 1);
+    assert_eq!(report.exit_code(), ExitCode::Success);
+}
+
+/// With a bound of 2 (as a test injects it), three candidates of ours: the two of the
+/// earliest expiry are signed, whatever their manifest order; the third is deferred.
+#[tokio::test]
+async fn past_the_bound_the_earliest_expiries_are_signed() {
+    let w = world_with(&[signer_address()], 3600, 0).await;
+    let (_b2, _p2, latest) = deploy_for(&w.kit, &[w.signer], 9000, w.now).await;
+    let (_b3, _p3, middle) = deploy_for(&w.kit, &[w.signer], 5400, w.now).await;
+    write_candidates(
+        w.candidates.path(),
+        &[
+            candidate_for(&latest, w.now, 0),
+            candidate_for(&w.job, w.now, 0),
+            candidate_for(&middle, w.now, 0),
+        ],
+    );
+    *w.feed.lock().unwrap() = json!([w.job.clone(), latest.clone(), middle.clone()]);
+    let mut cfg = w.cfg();
+    cfg.max_candidates = 2;
+    let reader = RpcChainReader::new(w.kit.url(), Duration::from_secs(10)).unwrap();
+    let report = sign_candidates(&cfg, &key(), &w.source(), &reader, w.now)
+        .await
+        .unwrap();
+    assert_eq!(report.signed, 2, "{}", report.summary());
+    assert_eq!(report.deferred, 1);
+    let ids: Vec<(&str, CandidateStatus)> = report
+        .candidates
+        .iter()
+        .map(|c| (c.job_id.as_str(), c.status))
+        .collect();
+    assert_eq!(
+        ids,
+        [
+            (w.job["job_id"].as_str().unwrap(), CandidateStatus::Signed),
+            (middle["job_id"].as_str().unwrap(), CandidateStatus::Signed),
+            (
+                latest["job_id"].as_str().unwrap(),
+                CandidateStatus::Deferred
+            ),
+        ]
+    );
+    assert!(
+        report.summary().contains("1 deferred"),
+        "{}",
+        report.summary()
+    );
+    assert_eq!(w.attestation_files().len(), 2);
 }

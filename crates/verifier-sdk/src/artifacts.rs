@@ -17,6 +17,14 @@ use crate::types::{Address, Bytes32};
 pub const CANDIDATE_SCHEMA: &str = "agent-bounties/regression-candidate-v1";
 /// `schema` of the candidate manifest.
 pub const CANDIDATE_MANIFEST_SCHEMA: &str = "agent-bounties/regression-candidate-manifest-v1";
+/// The most candidates one candidate manifest lists, agreed by every producer (`worker feed`,
+/// `worker serve`, the workflow's `collect-shards.sh`) and the signer. It bounds one signing
+/// run (each candidate is revalidated against the API and the chain) within the attestation
+/// deadline. Past it a producer lists the candidates of the earliest `verification_expires_at`
+/// ([`CandidateManifest::keep_earliest`]) and reports how many it left out; the signer, given
+/// a longer manifest all the same, signs that many in the same order and reports the rest as
+/// deferred. Never nothing: the ones left out are offered again by the next run.
+pub const MAX_MANIFEST_CANDIDATES: usize = 1000;
 /// `schema` of an attestation file (and, in the reference pipeline's layout, of the
 /// attestation directory's `manifest.json`, see [`ReferenceAttestationManifest`]).
 pub const ATTESTATION_SCHEMA: &str = "agent-bounties/regression-attestation-v1";
@@ -191,6 +199,29 @@ impl CandidateManifest {
             file: candidate_file_name(job_id),
         });
     }
+    /// Keeps at most `bound` entries. When there are more, keeps the `bound` of the earliest
+    /// `expiry` (an entry whose expiry is unknown sorts last; ties keep manifest order), in
+    /// that order, and returns the entries left out, in the same order. A manifest within the
+    /// bound is left exactly as it is.
+    pub fn keep_earliest(
+        &mut self,
+        bound: usize,
+        mut expiry: impl FnMut(&CandidateEntry) -> Option<u64>,
+    ) -> Vec<CandidateEntry> {
+        if self.candidates.len() <= bound {
+            return Vec::new();
+        }
+        let mut keyed: Vec<(u64, CandidateEntry)> = std::mem::take(&mut self.candidates)
+            .into_iter()
+            .map(|e| (expiry(&e).unwrap_or(u64::MAX), e))
+            .collect();
+        // Stable: equal expiries stay in manifest order.
+        keyed.sort_by_key(|(at, _)| *at);
+        let rest = keyed.split_off(bound);
+        self.candidates = keyed.into_iter().map(|(_, e)| e).collect();
+        rest.into_iter().map(|(_, e)| e).collect()
+    }
+
     /// Parses strictly; checks the schema and that every file name is the one its job id
     /// derives (so no entry can point outside the candidate directory).
     pub fn from_value(v: &Value) -> Result<Self, ArtifactError> {
@@ -396,6 +427,41 @@ pub fn attestation_deadline(
 mod tests {
     use super::*;
     use serde_json::json;
+
+    /// The workflow's shard collector is a producer too; its bound is a shell variable, held
+    /// equal to the constant here.
+    #[test]
+    fn collect_shards_uses_the_same_manifest_bound() {
+        let script = std::fs::read_to_string(concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/../../.github/scripts/collect-shards.sh"
+        ))
+        .unwrap();
+        let line = format!("\nmanifest_bound={MAX_MANIFEST_CANDIDATES}\n");
+        assert!(script.contains(&line), "collect-shards.sh lacks {line:?}");
+    }
+
+    #[test]
+    fn a_manifest_over_the_bound_keeps_the_earliest_expiries_and_returns_the_rest() {
+        let mut m = CandidateManifest::new("base-mainnet");
+        for id in ["late", "unknown", "early", "tie-a", "tie-b"] {
+            m.push(id);
+        }
+        let expiry = |e: &CandidateEntry| match e.job_id.as_str() {
+            "late" => Some(900),
+            "early" => Some(100),
+            "tie-a" | "tie-b" => Some(500),
+            _ => None,
+        };
+        let within = m.clone();
+        let mut same = m.clone();
+        assert!(same.keep_earliest(5, expiry).is_empty());
+        assert_eq!(same, within, "within the bound nothing moves");
+        let rest = m.keep_earliest(3, expiry);
+        let ids = |v: &[CandidateEntry]| v.iter().map(|e| e.job_id.clone()).collect::<Vec<_>>();
+        assert_eq!(ids(&m.candidates), ["early", "tie-a", "tie-b"]);
+        assert_eq!(ids(&rest), ["late", "unknown"]);
+    }
 
     #[test]
     fn deadline_rule_edges() {

@@ -117,9 +117,9 @@ pub mod types;
 
 pub use artifacts::{
     ArtifactError, AttestationFile, AttestationManifest, AttestationManifestEntry, Candidate,
-    CandidateEntry, CandidateManifest, DeadlineError, ParsedCandidate, ReferenceAttestationEntry,
-    ReferenceAttestationManifest, attestation_deadline, attestation_file_name, candidate_file_name,
-    check_candidate_file_name,
+    CandidateEntry, CandidateManifest, DeadlineError, MAX_MANIFEST_CANDIDATES, ParsedCandidate,
+    ReferenceAttestationEntry, ReferenceAttestationManifest, attestation_deadline,
+    attestation_file_name, candidate_file_name, check_candidate_file_name,
 };
 pub use attest::{
     AttestationFields, AttestationSignature, SignatureError, attestation_digest,

@@ -3,7 +3,10 @@
 use std::path::{Path, PathBuf};
 
 use serde_json::Value;
-use verifier_sdk::{Candidate, CandidateManifest, Outcome, ValidatedJob, candidate_file_name};
+use verifier_sdk::{
+    Candidate, CandidateEntry, CandidateManifest, MAX_MANIFEST_CANDIDATES, Outcome,
+    ParsedCandidate, ValidatedJob, candidate_file_name,
+};
 
 use super::cache::write_atomically;
 use crate::intoto::{EvidenceAddress, statement_file_name, test_result_statement};
@@ -81,15 +84,53 @@ pub fn write_candidate(
     Ok(name)
 }
 
-/// Writes `manifest.json`.
+/// Largest candidate file read back to order an over-long manifest (the signer's own cap).
+const MAX_CANDIDATE_READ_BACK: u64 = 16 << 20;
+
+/// Writes `manifest.json`, at most [`MAX_MANIFEST_CANDIDATES`] entries (the bound the signer
+/// agrees on); past it a warning names how many were left out (see
+/// [`write_bounded_manifest`]).
 pub fn write_manifest(out_dir: &Path, manifest: &CandidateManifest) -> Result<(), OutputError> {
+    write_bounded_manifest(out_dir, manifest, MAX_MANIFEST_CANDIDATES).map(|_| ())
+}
+
+/// Writes `manifest.json` with at most `bound` entries: of a longer list, the `bound` whose
+/// candidates (in `out_dir`, written by this process) expire first, so a crowded feed still
+/// gets its most urgent candidates signed instead of a manifest the signer would cut. Returns
+/// the entries left out; their candidate files stay, and the next run lists them again.
+pub fn write_bounded_manifest(
+    out_dir: &Path,
+    manifest: &CandidateManifest,
+    bound: usize,
+) -> Result<Vec<CandidateEntry>, OutputError> {
     let path = out_dir.join(MANIFEST_FILE);
     let io = |source| OutputError::Io {
         path: path.clone(),
         source,
     };
-    let bytes = serde_json::to_vec_pretty(manifest).map_err(|e| io(e.into()))?;
-    write_atomically(out_dir, &path, &bytes).map_err(io)
+    let mut manifest = manifest.clone();
+    let left_out = manifest.keep_earliest(bound, |e| candidate_expiry(out_dir, e));
+    if !left_out.is_empty() {
+        tracing::warn!(
+            listed = manifest.candidates.len(),
+            left_out = left_out.len(),
+            bound,
+            "more candidates than a manifest may list; the earliest-expiring are listed, the \
+             rest wait for the next run"
+        );
+    }
+    let bytes = serde_json::to_vec_pretty(&manifest).map_err(|e| io(e.into()))?;
+    write_atomically(out_dir, &path, &bytes).map_err(io)?;
+    Ok(left_out)
+}
+
+/// The `verification_expires_at` of an entry's candidate file, `None` when it does not read.
+fn candidate_expiry(out_dir: &Path, entry: &CandidateEntry) -> Option<u64> {
+    let raw =
+        artifact_fs::read_bounded(&out_dir.join(&entry.file), MAX_CANDIDATE_READ_BACK).ok()?;
+    let value: Value = serde_json::from_slice(&raw).ok()?;
+    let candidate = Candidate::from_value(&value).ok()?;
+    Some(ParsedCandidate::parse(candidate).ok()?.job().expires_at())
 }
 
 #[cfg(test)]
@@ -144,5 +185,77 @@ mod tests {
         let raw: Value =
             serde_json::from_slice(&std::fs::read(out.join(MANIFEST_FILE)).unwrap()).unwrap();
         assert_eq!(CandidateManifest::from_value(&raw).unwrap(), m);
+    }
+
+    /// Writes a candidate for a fixture job of its own bounty contract, expiring at `expires_at`.
+    fn candidate_expiring(out: &Path, n: u64, expires_at: u64) -> String {
+        use verifier_sdk::fixtures::{JobParams, job_value};
+        let mut contract = [0x10u8; 20];
+        contract[12..].copy_from_slice(&n.to_be_bytes());
+        let job = job_value(&JobParams {
+            bounty_contract: verifier_sdk::Address::from_bytes(contract).to_string(),
+            expires_at,
+            ..JobParams::default()
+        });
+        let job = validate_job(&job, NOW).unwrap();
+        let d = |c: char| {
+            format!("sha256:{}", c.to_string().repeat(64))
+                .parse()
+                .unwrap()
+        };
+        let facts = ExecutionFacts {
+            exit_code: 0,
+            stdout_sha256: d('1'),
+            stderr_sha256: d('2'),
+            stdout_bytes: 0,
+            stderr_bytes: 0,
+        };
+        let outcome = Outcome::for_job(&job, facts);
+        write_candidate(out, &job, &outcome, None, "local").unwrap();
+        job.job_id().to_owned()
+    }
+
+    /// 1,001 candidates, one past the bound the signer accepts: the manifest lists the 1,000
+    /// that expire first (the latest, here the first run, is left out), never all 1,001 for
+    /// the signer to refuse.
+    #[test]
+    fn a_manifest_of_1001_candidates_lists_the_1000_that_expire_first() {
+        assert_eq!(MAX_MANIFEST_CANDIDATES, 1000);
+        let dir = tempfile::tempdir().unwrap();
+        let out = dir.path();
+        let mut m = CandidateManifest::new("base-mainnet");
+        let latest = candidate_expiring(out, 5000, NOW + 90_000);
+        m.push(&latest);
+        for n in 0..1000 {
+            m.push(&candidate_expiring(out, n, NOW + 80_000 - n));
+        }
+        write_manifest(out, &m).unwrap();
+        let raw: Value =
+            serde_json::from_slice(&std::fs::read(out.join(MANIFEST_FILE)).unwrap()).unwrap();
+        let written = CandidateManifest::from_value(&raw).unwrap();
+        assert_eq!(written.candidates.len(), 1000);
+        assert!(written.candidates.iter().all(|e| e.job_id != latest));
+        // Earliest expiry first: the last pushed expires first.
+        assert_eq!(written.candidates[0], m.candidates[1000]);
+        // The same through the bounded writer the feed uses, which hands back what it left out.
+        let left_out = write_bounded_manifest(out, &m, MAX_MANIFEST_CANDIDATES).unwrap();
+        assert_eq!(left_out.len(), 1);
+        assert_eq!(left_out[0].job_id, latest);
+    }
+
+    #[test]
+    fn a_feed_report_counts_and_warns_about_candidates_left_out() {
+        let mut r = crate::feed::report::FeedReport::new("base-mainnet", vec![]);
+        assert!(!r.human_summary().contains("left out"));
+        assert_eq!(serde_json::to_value(&r).unwrap()["candidates_left_out"], 0);
+        r.candidates_left_out = 3;
+        assert!(
+            r.human_summary().contains(
+                "warning: 3 candidate(s) left out of the manifest, which lists at most 1000"
+            ),
+            "{}",
+            r.human_summary()
+        );
+        assert_eq!(serde_json::to_value(&r).unwrap()["candidates_left_out"], 3);
     }
 }

@@ -180,6 +180,9 @@ pub struct FeedReport {
     pub omitted_jobs: Vec<OmittedJobs>,
     /// The candidates manifest written (relative to the output dir), if any.
     pub manifest_file: Option<String>,
+    /// Candidates written but left out of the manifest: past
+    /// [`verifier_sdk::MAX_MANIFEST_CANDIDATES`] it lists the earliest-expiring only.
+    pub candidates_left_out: u64,
     /// Count of executor calls that failed because the container runtime was unreachable.
     pub runtime_unavailable: u64,
     /// Count of executor calls made.
@@ -197,6 +200,7 @@ impl FeedReport {
             jobs: Vec::new(),
             omitted_jobs: Vec::new(),
             manifest_file: None,
+            candidates_left_out: 0,
             runtime_unavailable: 0,
             executed: 0,
         }
@@ -278,6 +282,15 @@ impl FeedReport {
             self.count(JobStatus::Skipped),
             self.count(JobStatus::Error),
         );
+        if self.candidates_left_out > 0 {
+            let _ = writeln!(
+                out,
+                "  warning: {} candidate(s) left out of the manifest, which lists at most {} \
+                 (the earliest-expiring); the next run lists them again",
+                self.candidates_left_out,
+                verifier_sdk::MAX_MANIFEST_CANDIDATES
+            );
+        }
         for f in &self.fetch_failures {
             let _ = writeln!(
                 out,

@@ -10,8 +10,8 @@ use futures_util::FutureExt as _;
 use platform_client::{ClientError, ClientLimits, PlatformClient, check_url};
 use serde_json::Value;
 use verifier_sdk::{
-    Address, CandidateManifest, CommitId, GithubRepo, Network, NoVerdictReason, RelativeDir,
-    RunOutput, Sha256Digest, ValidatedJob, validate_outcome,
+    Address, CandidateManifest, CommitId, GithubRepo, MAX_MANIFEST_CANDIDATES, Network,
+    NoVerdictReason, RelativeDir, RunOutput, Sha256Digest, ValidatedJob, validate_outcome,
 };
 
 use super::archive::{
@@ -19,7 +19,7 @@ use super::archive::{
     archive_url, extract_tar_gz,
 };
 use super::cache::{ResultCache, RunIdentity};
-use super::output::{MANIFEST_FILE, write_candidate, write_manifest};
+use super::output::{MANIFEST_FILE, write_bounded_manifest, write_candidate};
 use super::report::{Durations, FeedReport, FetchFailure, JobRow, JobStatus};
 use super::scratch::{Scratch, remove_stale};
 use super::select::{Selection, reason, select_jobs};
@@ -309,7 +309,9 @@ pub async fn run_feed(
     let (listed, omitted) = excluded.into_parts();
     report.jobs.extend(listed);
     report.omitted_jobs = omitted;
-    write_manifest(&config.out_dir, &manifest).map_err(FeedError::Manifest)?;
+    let left_out = write_bounded_manifest(&config.out_dir, &manifest, MAX_MANIFEST_CANDIDATES)
+        .map_err(FeedError::Manifest)?;
+    report.candidates_left_out = u64::try_from(left_out.len()).unwrap_or(u64::MAX);
     report.manifest_file = Some(MANIFEST_FILE.into());
     Ok(report)
 }
