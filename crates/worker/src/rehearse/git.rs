@@ -154,7 +154,7 @@ fn output(mut cmd: Command, what: &'static str, dir: &Path) -> Result<Output, Gi
     })
 }
 
-fn text(out: Output, what: &'static str, dir: &Path) -> Result<String, GitTreeError> {
+fn text(out: &Output, what: &'static str, dir: &Path) -> Result<String, GitTreeError> {
     if !out.status.success() {
         return Err(GitTreeError::Git {
             what,
@@ -183,7 +183,7 @@ impl Repository {
         cmd.env("GIT_DIR", &self.git_dir)
             .env("GIT_WORK_TREE", &self.top)
             .args(args);
-        text(output(cmd, what, cwd)?, what, cwd)
+        text(&output(cmd, what, cwd)?, what, cwd)
     }
 }
 
@@ -325,7 +325,8 @@ fn filter_overrides(repository: &Repository) -> Result<Vec<(String, String)>, Gi
         ]);
     let out = output(cmd, "config", &repository.top)?;
     // Exit 1 with nothing printed: no such key.
-    if !out.status.success() && !(out.status.code() == Some(1) && out.stdout.is_empty()) {
+    let none = out.status.code() == Some(1) && out.stdout.is_empty();
+    if !out.status.success() && !none {
         return Err(GitTreeError::Git {
             what: "config",
             dir: repository.top.display().to_string(),
