@@ -60,13 +60,20 @@ async fn fork_loop_hits_the_pids_limit_and_ends_as_the_programs_own_failure() {
     );
 }
 
+/// The bomb runs in the background while the script's own process waits. That wait must not
+/// fork: with `sleep 60` the shell had to fork once more after starting the bomb, and on a busy
+/// machine the bomb sometimes filled the pids table first, so the shell's "can't fork" exit 2
+/// (the program's own failure, a correct verdict) ended the run instead of the timeout. With
+/// `exec` the shell's only fork comes while init and the shell are all there is, so the run
+/// always ends at the timeout whichever fork of the bomb wins.
 #[tokio::test]
 async fn classic_fork_bomb_is_contained_and_ends_at_the_timeout() {
     let trees = Trees::new();
-    let script = trees.script("bomb.sh", "b() { b | b & }; b; sleep 60");
+    let script = trees.script("bomb.sh", "b() { b | b & }; b; exec /bin/sleep 60");
     let mut spec = spec("forkbomb", &[&script], &trees);
     spec.pids_limit = 32;
     spec.timeout = Duration::from_secs(3);
+    // `run` asserts the container and everything in it are gone.
     let report = run(&spec, &trees).await;
     assert_eq!(
         no_verdict_reason(&report.decision),
@@ -74,6 +81,11 @@ async fn classic_fork_bomb_is_contained_and_ends_at_the_timeout() {
     );
     assert_eq!(report.evidence.exit.stopped_by, StoppedBy::Timeout);
     assert!(run_ms(&report) < 15_000, "kill took {} ms", run_ms(&report));
+    // Contained: never more processes than the limit (the kernel's own high-water mark, where
+    // it keeps one).
+    if let Some(peak) = report.observed.pids_peak {
+        assert!(peak <= 32, "{peak} processes under pids_limit 32");
+    }
 }
 
 #[tokio::test]
