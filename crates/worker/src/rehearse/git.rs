@@ -273,7 +273,10 @@ fn repository_of(dir: &Path) -> Result<Option<(Repository, String)>, GitTreeErro
     // repository is the caller's own, so it is made here, once.
     let mut probe = command(&top, &[], true);
     probe.args(["rev-parse", "--absolute-git-dir"]);
-    let probed = output(probe, "rev-parse", &top)?;
+    // git missing is no reason to stage the working copy either.
+    let probed = probe
+        .output()
+        .map_err(|e| refuse(format!("starting git: {e}")))?;
     if !probed.status.success() {
         return Err(refuse(
             String::from_utf8_lossy(&probed.stderr).trim().to_owned(),
@@ -538,6 +541,52 @@ impl TreeOrigin {
                 format!("git {repo} at {rev}, directory {sub}{warn}")
             }
             _ => "the directory as it is on disk (--worktree, or not in a git repository)".into(),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+
+    #[test]
+    fn a_gitfile_names_its_directory_relative_to_itself_and_anything_else_is_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        let dot_git = dir.path().join(".git");
+        fs::write(&dot_git, "gitdir: ../elsewhere.git\n").unwrap();
+        assert_eq!(
+            read_gitfile(&dot_git, dir.path()).unwrap(),
+            dir.path().join("../elsewhere.git")
+        );
+        fs::write(&dot_git, "gitdir: /abs/wt\r\n").unwrap();
+        assert_eq!(
+            read_gitfile(&dot_git, dir.path()).unwrap(),
+            PathBuf::from("/abs/wt")
+        );
+        for bad in [
+            "gitdir:\n".to_owned(),
+            "ref: HEAD\n".to_owned(),
+            "gitdir: a\nb\n".to_owned(),
+            format!("gitdir: {}", "a".repeat(5000)),
+        ] {
+            fs::write(&dot_git, &bad).unwrap();
+            assert!(
+                matches!(
+                    read_gitfile(&dot_git, dir.path()),
+                    Err(GitTreeError::Refused { .. })
+                ),
+                "{bad:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn only_a_full_object_id_is_a_commit_id() {
+        assert!(is_object_id(&"a".repeat(40)));
+        assert!(is_object_id(&"0".repeat(64)));
+        for bad in ["", "HEAD", "-a", &"a".repeat(39), &"g".repeat(40)] {
+            assert!(!is_object_id(bad), "{bad:?}");
         }
     }
 }
