@@ -5,7 +5,10 @@
 //! to the manifest's byte and file caps. Only regular files and directories with clean UTF-8
 //! relative paths under exactly one top-level folder are accepted; links, devices, fifos,
 //! absolute paths, `..`, `.`, empty components, backslashes and duplicates fail the whole
-//! archive. Nothing is ever overwritten (files are created with `O_EXCL`), no link is created
+//! archive, and so does a selected entry the local filesystem cannot hold (a name over
+//! [`MAX_NAME_BYTES`], a path over [`MAX_PATH_BYTES`]): the same bytes are refused the same way
+//! on every attempt, so it is a rule refusal, never a local write failure to retry. Nothing is
+//! ever overwritten (files are created with `O_EXCL`), no link is created
 //! or followed, and on any failure the partial extraction is removed.
 //!
 //! Extension records (GNU long name and long link, pax local and global headers) are read
@@ -33,6 +36,11 @@ pub const MAX_ENTRIES: u64 = 100_000;
 /// Largest extension record (GNU long name or long link, pax header) accepted; a record over
 /// it is refused before it is read. Real ones hold one path and a few attributes.
 pub const MAX_EXTENSION_HEADER_BYTES: u64 = 64 << 10;
+/// Longest name of one path component the filesystem holds (Linux `NAME_MAX`).
+pub const MAX_NAME_BYTES: usize = 255;
+/// Longest path the kernel takes (Linux `PATH_MAX`, with its terminating NUL): an entry whose
+/// path under the destination is this long or longer cannot be created there.
+pub const MAX_PATH_BYTES: usize = 4096;
 /// Source archive caps (PROTOCOL §7).
 pub const SOURCE_MAX_COMPRESSED: u64 = 256 << 20;
 /// Source archive caps (PROTOCOL §7).
@@ -159,6 +167,15 @@ pub enum ArchiveError {
     /// `..`, `.`, empty components, backslashes, NUL, or too many components.
     #[error("archive entry {0:?} is not a normalized relative path")]
     UnsafePath(String),
+    /// A selected entry the local filesystem cannot hold: a component over
+    /// [`MAX_NAME_BYTES`], or a path under the destination of [`MAX_PATH_BYTES`] or more.
+    #[error("archive entry {path:?} cannot be written on this filesystem: {why}")]
+    Unrepresentable {
+        /// The entry path.
+        path: String,
+        /// Which limit.
+        why: String,
+    },
     /// The same path appears twice.
     #[error("archive entry {0:?} appears more than once")]
     Duplicate(String),
@@ -465,6 +482,7 @@ impl<'a> Extraction<'a> {
             return Ok(None);
         }
         if self.subdirectory.is_root() {
+            self.representable(path, rest)?;
             return Ok(Some(rest.to_owned()));
         }
         let sub = self.subdirectory.as_str();
@@ -478,10 +496,35 @@ impl<'a> Extraction<'a> {
         match rest.strip_prefix(sub).and_then(|r| r.strip_prefix('/')) {
             Some(inner) => {
                 self.subdirectory_seen = true;
+                self.representable(path, inner)?;
                 Ok(Some(inner.to_owned()))
             }
             None => Ok(None),
         }
+    }
+
+    /// Refuses a selected entry the filesystem cannot hold at `dest/rel`, before anything of
+    /// it is written. (`.`, `..`, empty components and NUL are refused for every entry by
+    /// `validate_relative_path`.) Entries outside the selection are never written, so their
+    /// names cannot fail here.
+    fn representable(&self, path: &str, rel: &str) -> Result<(), ArchiveError> {
+        let refuse = |why: String| ArchiveError::Unrepresentable {
+            path: shown(path),
+            why,
+        };
+        if let Some(long) = rel.split('/').find(|c| c.len() > MAX_NAME_BYTES) {
+            return Err(refuse(format!(
+                "a name of {} bytes is over the filesystem's {MAX_NAME_BYTES}",
+                long.len()
+            )));
+        }
+        let full = self.dest.as_os_str().len() + 1 + rel.len();
+        if full >= MAX_PATH_BYTES {
+            return Err(refuse(format!(
+                "its path of {full} bytes is not under the kernel's {MAX_PATH_BYTES}"
+            )));
+        }
+        Ok(())
     }
 
     /// Creates each component of `rel` that is missing; an existing component must be a real

@@ -728,3 +728,41 @@ fn a_pax_size_that_disagrees_with_the_header_is_refused() {
     assert!(err.is_rejection(), "{err}");
     assert_clean(&s);
 }
+
+/// Issue 21 item 11: an entry the local filesystem cannot hold (a 300-byte name, over
+/// NAME_MAX 255; a path over PATH_MAX 4096) failed while writing, as a local I/O error
+/// (`extract_failed`, retried every cycle), instead of being refused by rule like a link.
+#[test]
+fn entries_the_filesystem_cannot_hold_are_refused_by_rule_not_as_a_local_failure() {
+    let long_name = format!("t/{}", "n".repeat(300));
+    let long_path = format!("t/{}", vec!["d".repeat(200); 21].join("/"));
+    for path in [long_name, long_path] {
+        let err = rejected(&[
+            dir("t/"),
+            Entry::PaxFile {
+                name: "t/short".into(),
+                pax_path: path.clone(),
+                data: b"x".to_vec(),
+            },
+        ]);
+        assert!(err.is_permanent_rejection(), "{} bytes: {err}", path.len());
+        assert!(
+            err.to_string().contains("cannot be written"),
+            "{} bytes: {err}",
+            path.len()
+        );
+    }
+    // The longest name the filesystem holds still extracts.
+    let s = scratch();
+    let longest = format!("t/{}", "n".repeat(255));
+    let gz = tar_gz(&[
+        dir("t/"),
+        Entry::PaxFile {
+            name: "t/short".into(),
+            pax_path: longest.clone(),
+            data: b"ok".to_vec(),
+        },
+    ]);
+    extract(&s, &gz, ".", &roomy()).unwrap();
+    assert_eq!(files_under(&s.dest)[&longest[2..]], b"ok");
+}

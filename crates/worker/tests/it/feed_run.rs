@@ -810,6 +810,47 @@ async fn a_rejected_archive_is_cached_as_rejected_and_not_downloaded_again() {
     assert_eq!(w.server.hits(&evil_archive), 2);
 }
 
+/// Issue 21 item 11: a 300-byte entry name (over NAME_MAX) ended `error: extract_failed`,
+/// downloaded and retried every cycle; it is a rule refusal, remembered like the others.
+#[tokio::test]
+async fn a_name_over_name_max_is_rejected_by_rule_and_not_downloaded_again() {
+    let w = World::new().await;
+    let t = format!("sol-1-{}", World::commit(1));
+    let long = w.job_with_archive(
+        1,
+        tar_gz(&[
+            dir(&format!("{t}/")),
+            Entry::PaxFile {
+                name: format!("{t}/short"),
+                pax_path: format!("{t}/{}", "n".repeat(300)),
+                data: b"x".to_vec(),
+            },
+        ]),
+    );
+    w.serve_feed(VERIFIER, &[&long]);
+    let exec = FakeExecutor::default();
+    let archive = World::archive_path("sol-1", 1);
+    for (out, cached) in [("run1", false), ("run2", true)] {
+        let report = run_feed(&w.config(out), &exec).await.unwrap();
+        let r = row(&report, &long);
+        assert_eq!(
+            (r.status, r.reason_code.as_deref(), r.reused_from_cache),
+            (JobStatus::Rejected, Some("archive_rejected"), cached),
+            "{out}: {r:?}"
+        );
+        assert!(
+            r.reason.as_deref().unwrap().contains("cannot be written"),
+            "{r:?}"
+        );
+    }
+    assert_eq!(
+        w.server.hits(&archive),
+        1,
+        "the refused archive was fetched again"
+    );
+    assert_eq!(exec.calls(&id(&long)), 0);
+}
+
 #[tokio::test]
 async fn an_unreadable_archive_is_not_cached_as_rejected() {
     // A truncated transfer looks like a corrupt gzip; it must be fetched again next run.

@@ -1534,3 +1534,261 @@ fn a_network_attempt_under_network_none_is_named_from_the_namespace_counters() {
         ran.stdout
     );
 }
+
+/// `git <args>` in `dir` with a fixed identity; panics with git's words on failure.
+fn git_in(dir: &Path, args: &[&str]) -> Vec<u8> {
+    let out = Command::new("git")
+        .arg("-C")
+        .arg(dir)
+        .args(["-c", "user.email=t@example.invalid", "-c", "user.name=t"])
+        .args(args)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "git {args:?} in {}: {}",
+        dir.display(),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    out.stdout
+}
+
+/// A shell command that creates `marker` (and exits 1, so a filter or hook it stands in for
+/// fails loudly if it ever runs).
+fn touches(marker: &Path) -> String {
+    format!("touch '{}'; false", marker.display())
+}
+
+/// The solver's attack on the author's machine (issue 21 item 1): the files of a bare
+/// repository (`HEAD`, `objects/`, `refs/`, a `config` with `core.worktree=..` and
+/// `core.fsmonitor=<command>`) committed inside the directory the bounty points at, in an
+/// ordinary clone. Git's discovery took that directory for a repository and `git status` ran
+/// the command with the author's privileges. Rehearsal must find the clone's own `.git` itself,
+/// stage the exact commit from it, and run nothing the tree names — for the source and the
+/// benchmark tree alike.
+#[test]
+fn an_embedded_bare_repository_in_the_tree_cannot_run_a_command_on_the_host() {
+    let r = Rehearsal::new();
+    let repo = r.dir.path().join("clone");
+    let (sol, bench) = (repo.join("sol"), repo.join("bench"));
+    fs::create_dir_all(&sol).unwrap();
+    git_in(&repo, &["init", "-q"]);
+    fs::copy(
+        fixture("example/source-pass/result.txt"),
+        sol.join("result.txt"),
+    )
+    .unwrap();
+    fs::create_dir_all(&bench).unwrap();
+    fs::copy(
+        fixture("example/benchmark/expected.txt"),
+        bench.join("expected.txt"),
+    )
+    .unwrap();
+    let markers: Vec<PathBuf> = ["source", "benchmark"]
+        .iter()
+        .map(|t| r.dir.path().join(format!("ran-from-{t}")))
+        .collect();
+    for (dir, marker) in [&sol, &bench].into_iter().zip(&markers) {
+        fs::write(dir.join("HEAD"), "ref: refs/heads/main\n").unwrap();
+        for sub in ["objects/info", "refs/heads"] {
+            fs::create_dir_all(dir.join(sub)).unwrap();
+            fs::write(dir.join(sub).join(".keep"), "").unwrap();
+        }
+        fs::write(
+            dir.join("config"),
+            format!(
+                "[core]\n\trepositoryformatversion = 0\n\tbare = false\n\tworktree = ..\n\
+                 \tfsmonitor = \"{}\"\n",
+                touches(marker)
+            ),
+        )
+        .unwrap();
+    }
+    git_in(&repo, &["add", "-A"]);
+    git_in(
+        &repo,
+        &["commit", "-q", "-m", "a solution with a repository inside"],
+    );
+    // The control: git's own discovery in that directory runs the command.
+    let control = r.dir.path().join("control");
+    let out = Command::new("git")
+        .arg("-C")
+        .arg(&sol)
+        .args(["-c", &format!("core.fsmonitor={}", touches(&control))])
+        .args(["status", "--porcelain"])
+        .output()
+        .unwrap();
+    assert!(
+        control.exists(),
+        "git no longer discovers the embedded repository: {out:?}"
+    );
+
+    let ran = r.rehearse(&sol, &bench, &r.busybox_cmp(), &["--json"]);
+    for marker in &markers {
+        assert!(
+            !marker.exists(),
+            "rehearse ran the solver's command ({}): {}{}",
+            marker.display(),
+            ran.stdout,
+            ran.stderr
+        );
+    }
+    assert_eq!(ran.code, 0, "{}{}", ran.stdout, ran.stderr);
+    let report = ran.json();
+    let top = fs::canonicalize(&repo).unwrap();
+    for (i, sub) in [(0, "bench"), (1, "sol")] {
+        let origin = &report["commit"]["trees"][i];
+        assert_eq!(origin["origin"], "git", "{report:#}");
+        assert_eq!(
+            origin["repository"],
+            top.display().to_string(),
+            "{report:#}"
+        );
+        assert_eq!(origin["subdirectory"], sub, "{report:#}");
+    }
+}
+
+/// The same attack through a repository of the solver's own: a `.git` directory (or a `.git`
+/// file naming a git directory elsewhere) inside the tree, as an unpacked download holds it,
+/// whose config names `core.fsmonitor`, a `core.hooksPath` holding a `post-index-change` hook,
+/// and a `filter` driver the tree's `.gitattributes` selects (`git archive` runs its smudge
+/// command, `git status` its clean command). Rehearsal may stage that repository's commit,
+/// but none of those commands may run.
+#[test]
+fn a_nested_git_directory_or_file_with_hostile_config_cannot_run_a_command_on_the_host() {
+    for form in ["directory", "file"] {
+        let r = Rehearsal::new();
+        let sol = r.dir.path().join("download").join("sol");
+        fs::create_dir_all(&sol).unwrap();
+        git_in(&sol, &["init", "-q"]);
+        fs::copy(
+            fixture("example/source-pass/result.txt"),
+            sol.join("result.txt"),
+        )
+        .unwrap();
+        fs::write(sol.join(".gitattributes"), "* filter=evil\n").unwrap();
+        git_in(&sol, &["add", "-A"]);
+        git_in(&sol, &["commit", "-q", "-m", "solution"]);
+        let marker = |what: &str| r.dir.path().join(format!("ran-{what}"));
+        let hooks = sol.join(".git").join("evil-hooks");
+        fs::create_dir_all(&hooks).unwrap();
+        let hook = hooks.join("post-index-change");
+        fs::write(&hook, format!("#!/bin/sh\n{}\n", touches(&marker("hook")))).unwrap();
+        fs::set_permissions(&hook, fs::Permissions::from_mode(0o755)).unwrap();
+        let config = sol.join(".git").join("config");
+        let mut text = fs::read_to_string(&config).unwrap();
+        text.push_str(&format!(
+            "[core]\n\tfsmonitor = \"{}\"\n\thooksPath = {}\n[filter \"evil\"]\n\
+             \tsmudge = \"{}\"\n\tclean = \"{}\"\n\trequired = true\n",
+            touches(&marker("fsmonitor")),
+            hooks.display(),
+            touches(&marker("smudge")),
+            touches(&marker("clean")),
+        ));
+        fs::write(&config, text).unwrap();
+        if form == "file" {
+            let elsewhere = r.dir.path().join("download").join("elsewhere.git");
+            fs::rename(sol.join(".git"), &elsewhere).unwrap();
+            fs::write(sol.join(".git"), "gitdir: ../elsewhere.git\n").unwrap();
+        }
+        // Files whose index entries are stale, so `git status` re-reads them through the
+        // clean filter and refreshes (writes) the index.
+        fs::write(
+            sol.join("result.txt"),
+            fs::read(sol.join("result.txt")).unwrap(),
+        )
+        .unwrap();
+        fs::write(sol.join("untracked.txt"), "x").unwrap();
+        let out = Command::new("git")
+            .arg("-C")
+            .arg(&sol)
+            .args(["archive", "HEAD"])
+            .output()
+            .unwrap();
+        assert!(
+            marker("smudge").exists(),
+            "control: git archive no longer runs the smudge filter: {out:?}"
+        );
+        fs::remove_file(marker("smudge")).unwrap();
+
+        let ran = r.rehearse(
+            &sol,
+            &fixture("example/benchmark"),
+            &r.busybox_cmp(),
+            &["--json"],
+        );
+        for what in ["fsmonitor", "hook", "smudge", "clean"] {
+            assert!(
+                !marker(what).exists(),
+                "rehearse ran the solver's {what} command (.git {form}): {}{}",
+                ran.stdout,
+                ran.stderr
+            );
+        }
+        assert_eq!(ran.code, 0, ".git {form}: {}{}", ran.stdout, ran.stderr);
+        let origin = &ran.json()["commit"]["trees"][1];
+        assert_eq!(origin["origin"], "git", ".git {form}: {origin:#}");
+        assert_eq!(origin["subdirectory"], ".", ".git {form}: {origin:#}");
+    }
+}
+
+/// Issue 21 item 8: a repository git refuses (here: owned by another user, "dubious
+/// ownership"; and one of a format this git cannot read) was taken for "not in a git
+/// repository" and the working copy — `.git/`, untracked files and all — staged without a
+/// word. Rehearsal must refuse with git's reason and name `--worktree`.
+#[test]
+fn a_repository_git_refuses_is_refused_with_the_reason_not_staged_as_the_working_copy() {
+    let r = Rehearsal::new();
+    let owned = r.dir.path().join("owned-by-another");
+    let future = r.dir.path().join("future-format");
+    for sol in [&owned, &future] {
+        fs::create_dir_all(sol).unwrap();
+        fs::copy(
+            fixture("example/source-pass/result.txt"),
+            sol.join("result.txt"),
+        )
+        .unwrap();
+        git_in(sol, &["init", "-q"]);
+        git_in(sol, &["add", "-A"]);
+        git_in(sol, &["commit", "-q", "-m", "solution"]);
+    }
+    let status = Command::new("chown")
+        .args(["-R", "12345:12345"])
+        .arg(&owned)
+        .status()
+        .unwrap();
+    assert!(
+        status.success(),
+        "this test must run as root to chown (CI does)"
+    );
+    git_in(&future, &["config", "core.repositoryformatversion", "99"]);
+    let manifest = r.busybox_cmp();
+    for (sol, reason) in [(&owned, "dubious ownership"), (&future, "git repo version")] {
+        let ran = r.rehearse(sol, &fixture("example/benchmark"), &manifest, &["--json"]);
+        assert_eq!(
+            ran.code,
+            4,
+            "{}: {}{}",
+            sol.display(),
+            ran.stdout,
+            ran.stderr
+        );
+        assert!(ran.stderr.contains(reason), "{}", ran.stderr);
+        assert!(ran.stderr.contains("--worktree"), "{}", ran.stderr);
+        // The working copy is still rehearsed when asked for.
+        let ran = r.rehearse(
+            sol,
+            &fixture("example/benchmark"),
+            &manifest,
+            &["--json", "--worktree"],
+        );
+        assert_eq!(
+            ran.code,
+            0,
+            "{}: {}{}",
+            sol.display(),
+            ran.stdout,
+            ran.stderr
+        );
+    }
+}

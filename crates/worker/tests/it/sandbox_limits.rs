@@ -60,20 +60,37 @@ async fn fork_loop_hits_the_pids_limit_and_ends_as_the_programs_own_failure() {
     );
 }
 
+/// The bomb must not race the script's own process for the pids table: with `b; sleep 60` the
+/// script's shell forked up to three times after the bomb began (ash forks each element of the
+/// background pipeline `b | b &` itself, then `sleep`), and on a busy machine the bomb's first
+/// element sometimes filled the table before the shell's next fork, so the shell's "can't fork"
+/// exit 2 (the program's own failure, a correct verdict) ended the run instead of the timeout.
+/// Here the shell forks once, while init and itself are all there is (`b &` is one subshell),
+/// and then `exec`s its wait, so the run ends at the timeout whichever fork of the bomb wins.
 #[tokio::test]
 async fn classic_fork_bomb_is_contained_and_ends_at_the_timeout() {
     let trees = Trees::new();
-    let script = trees.script("bomb.sh", "b() { b | b & }; b; sleep 60");
+    let script = trees.script("bomb.sh", "b() { b | b & }; b & exec /bin/sleep 60");
     let mut spec = spec("forkbomb", &[&script], &trees);
     spec.pids_limit = 32;
     spec.timeout = Duration::from_secs(3);
+    // `run` asserts the container and everything in it are gone.
     let report = run(&spec, &trees).await;
+    eprintln!(
+        "decision {:?}, observed {:?}, stderr tail {:?}, stdout tail {:?}",
+        report.decision, report.observed, report.evidence.stderr.tail, report.evidence.stdout.tail
+    );
     assert_eq!(
         no_verdict_reason(&report.decision),
         NoVerdictReason::Timeout
     );
     assert_eq!(report.evidence.exit.stopped_by, StoppedBy::Timeout);
     assert!(run_ms(&report) < 15_000, "kill took {} ms", run_ms(&report));
+    // Contained: never more processes than the limit (the kernel's own high-water mark, where
+    // it keeps one).
+    if let Some(peak) = report.observed.pids_peak {
+        assert!(peak <= 32, "{peak} processes under pids_limit 32");
+    }
 }
 
 #[tokio::test]
