@@ -3,13 +3,19 @@
 //!
 //!   bounty-e2e [--repo DIR] [--bin-dir DIR] [--work-dir DIR] [settled|rejected]...
 //!
+//!   bounty-e2e [--repo DIR] [--bin-dir DIR] [--work-dir DIR] chaos --seed S [--bounties N]
+//!              [--faults F] [--chaos-cycles C] [--soak K] [--no-disk] [--allow-docker-restart]
+//!
 //! Defaults: the repository is the current directory, the binaries sit next to this one,
-//! the work directory is `<repo>/.work/e2e`.
+//! the work directory is `<repo>/.work/e2e` (`<repo>/.work/chaos` for `chaos`). `chaos` plays
+//! one fault schedule (or K consecutive seeds from S with `--soak K`) and exits 1 when an
+//! invariant broke; docs/chaos.md describes it.
 
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Instant;
 
+use e2e::chaos::{ChaosOptions, summary_table};
 use e2e::{E2eConfig, Scenario, run_scenario};
 
 fn usage(msg: &str) -> ExitCode {
@@ -27,9 +33,34 @@ fn main() -> ExitCode {
         .and_then(|p| p.parent().map(PathBuf::from));
     let mut work_dir = None;
     let mut scenarios = Vec::new();
+    let mut chaos: Option<(ChaosOptions, u64)> = None;
     let mut args = std::env::args().skip(1);
     while let Some(arg) = args.next() {
+        if let Some((opts, soak)) = chaos.as_mut() {
+            let flag = arg.as_str();
+            match flag {
+                "--no-disk" => opts.schedule.disk = false,
+                "--allow-docker-restart" => opts.schedule.docker_restart = true,
+                "--seed" | "--bounties" | "--faults" | "--chaos-cycles" | "--soak" => {
+                    let Some(n) = args.next().and_then(|v| v.parse::<u64>().ok()) else {
+                        return usage(&format!("{flag} takes a number"));
+                    };
+                    match flag {
+                        "--seed" => opts.seed = n,
+                        "--bounties" => opts.bounties = usize::try_from(n.clamp(1, 50)).unwrap_or(6),
+                        "--faults" => opts.faults = usize::try_from(n.min(50)).unwrap_or(4),
+                        "--chaos-cycles" => {
+                            opts.schedule.chaos_cycles = u32::try_from(n.clamp(1, 20)).unwrap_or(2);
+                        }
+                        _ => *soak = n.max(1),
+                    }
+                }
+                other => return usage(&format!("unknown chaos argument {other:?}")),
+            }
+            continue;
+        }
         match arg.as_str() {
+            "chaos" => chaos = Some((ChaosOptions::new(1), 1)),
             "--repo" | "--bin-dir" | "--work-dir" => {
                 let Some(value) = args.next() else {
                     return usage(&format!("{arg} takes a value"));
@@ -52,7 +83,9 @@ fn main() -> ExitCode {
     let Some(bin_dir) = bin_dir else {
         return usage("cannot locate the binaries; pass --bin-dir");
     };
-    let work_dir = work_dir.unwrap_or_else(|| repo.join(".work/e2e"));
+    let work_dir = work_dir.unwrap_or_else(|| {
+        repo.join(if chaos.is_some() { ".work/chaos" } else { ".work/e2e" })
+    });
     let cfg = match E2eConfig::from_repo(&repo, &bin_dir, &work_dir) {
         Ok(cfg) => cfg,
         Err(e) => {
@@ -71,6 +104,9 @@ fn main() -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
+    if let Some((opts, soak)) = chaos {
+        return run_chaos(&runtime, &cfg, opts, soak);
+    }
     let started = Instant::now();
     let mut summary = Vec::new();
     for scenario in scenarios {
@@ -107,4 +143,45 @@ fn main() -> ExitCode {
         started.elapsed().as_secs_f64()
     );
     ExitCode::SUCCESS
+}
+
+/// Plays `soak` schedules from `opts.seed` on; prints each failure's replay report and the
+/// summary table. Exit 0 only when every invariant held in every schedule.
+fn run_chaos(
+    runtime: &tokio::runtime::Runtime,
+    cfg: &E2eConfig,
+    opts: ChaosOptions,
+    soak: u64,
+) -> ExitCode {
+    let mut results = Vec::new();
+    for i in 0..soak {
+        let o = ChaosOptions {
+            seed: opts.seed.wrapping_add(i),
+            ..opts
+        };
+        println!("==> chaos seed {} ({}/{soak})", o.seed, i + 1);
+        match runtime.block_on(e2e::chaos::run(cfg, &o)) {
+            Ok(r) => {
+                if r.violations.is_empty() {
+                    println!(
+                        "    ok: {} cycles, {}/{} faults fired, {:.0}s",
+                        r.cycles,
+                        r.fired.iter().filter(|(_, f)| *f).count(),
+                        r.fired.len(),
+                        r.elapsed.as_secs_f64()
+                    );
+                } else {
+                    println!("{}", r.failure_report());
+                }
+                results.push(Ok(r));
+            }
+            Err(e) => {
+                println!("    driver error (seed {}): {e}\n    replay: {}", o.seed, o.replay_command());
+                results.push(Err(format!("seed {}: {e}", o.seed)));
+            }
+        }
+    }
+    println!("\n==> chaos summary\n{}", summary_table(&results));
+    let clean = results.iter().all(|r| r.as_ref().is_ok_and(|r| r.violations.is_empty()));
+    if clean { ExitCode::SUCCESS } else { ExitCode::FAILURE }
 }
