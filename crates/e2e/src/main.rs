@@ -4,7 +4,7 @@
 //!   bounty-e2e [--repo DIR] [--bin-dir DIR] [--work-dir DIR] [settled|rejected]...
 //!
 //!   bounty-e2e [--repo DIR] [--bin-dir DIR] [--work-dir DIR] chaos --seed S [--bounties N]
-//!              [--faults F] [--chaos-cycles C] [--soak K] [--no-disk] [--allow-docker-restart]
+//!              [--faults F] [--chaos-cycles C] [--soak K] [--no-disk] [--allow-docker-restart] [--verbose]
 //!
 //! Defaults: the repository is the current directory, the binaries sit next to this one,
 //! the work directory is `<repo>/.work/e2e` (`<repo>/.work/chaos` for `chaos`). `chaos` plays
@@ -34,12 +34,14 @@ fn main() -> ExitCode {
     let mut work_dir = None;
     let mut scenarios = Vec::new();
     let mut chaos: Option<(ChaosOptions, u64)> = None;
+    let mut verbose = false;
     let mut args = std::env::args().skip(1);
     while let Some(arg) = args.next() {
         if let Some((opts, soak)) = chaos.as_mut() {
             let flag = arg.as_str();
             match flag {
                 "--no-disk" => opts.schedule.disk = false,
+                "--verbose" => verbose = true,
                 "--allow-docker-restart" => opts.schedule.docker_restart = true,
                 "--seed" | "--bounties" | "--faults" | "--chaos-cycles" | "--soak" => {
                     let Some(n) = args.next().and_then(|v| v.parse::<u64>().ok()) else {
@@ -105,7 +107,7 @@ fn main() -> ExitCode {
         }
     };
     if let Some((opts, soak)) = chaos {
-        return run_chaos(&runtime, &cfg, opts, soak);
+        return run_chaos(&runtime, &cfg, opts, soak, verbose);
     }
     let started = Instant::now();
     let mut summary = Vec::new();
@@ -152,6 +154,7 @@ fn run_chaos(
     cfg: &E2eConfig,
     opts: ChaosOptions,
     soak: u64,
+    verbose: bool,
 ) -> ExitCode {
     let mut results = Vec::new();
     for i in 0..soak {
@@ -162,6 +165,9 @@ fn run_chaos(
         println!("==> chaos seed {} ({}/{soak})", o.seed, i + 1);
         match runtime.block_on(e2e::chaos::run(cfg, &o)) {
             Ok(r) => {
+                if verbose {
+                    println!("{}", r.failure_report());
+                }
                 if r.violations.is_empty() {
                     println!(
                         "    ok: {} cycles, {}/{} faults fired, {:.0}s",
@@ -170,7 +176,7 @@ fn run_chaos(
                         r.fired.len(),
                         r.elapsed.as_secs_f64()
                     );
-                } else {
+                } else if !verbose {
                     println!("{}", r.failure_report());
                 }
                 results.push(Ok(r));

@@ -127,7 +127,15 @@ impl RunResult {
     }
 }
 
+/// One verifier set: its runner, its signers and its keeper run per cycle.
+struct Lane {
+    name: &'static str,
+    keys: Vec<usize>,
+    addresses: Vec<Address>,
+}
+
 struct Bounty {
+    lane: &'static str,
     kind: BountyKind,
     deployed: DeployedBounty,
     solver: Address,
@@ -354,10 +362,17 @@ pub async fn run(cfg: &E2eConfig, opts: &ChaosOptions) -> Result<RunResult, E2eE
     let fixtures = cfg.repo_root.join("fixtures/python-bounty");
     let benchmark = fixtures.join("benchmark");
     let benchmark_digest = tree_digest(&benchmark)?;
-    let verifiers = VERIFIER_KEYS
-        .iter()
-        .map(|i| dev_signer(*i).map(|s| s.address()))
-        .collect::<Result<Vec<_>, _>>()?;
+    // A job's threshold is the size of its verifier set (PROTOCOL), and a runner serves
+    // exactly one set: threshold-2 bounties go to the pair of verifiers, threshold-1 ones to
+    // verifier 1 alone, each set with its own runner, signers and keeper run per cycle.
+    let mut lanes = Vec::new();
+    for (name, keys) in [("pair", VERIFIER_KEYS.to_vec()), ("solo", vec![VERIFIER_KEYS[0]])] {
+        let addresses = keys
+            .iter()
+            .map(|i| dev_signer(*i).map(|s| s.address()))
+            .collect::<Result<Vec<_>, _>>()?;
+        lanes.push(Lane { name, keys, addresses });
+    }
     let now = kit.latest_timestamp().await?.max(wall_clock());
     let wrong_image = {
         let base = cfg.python_image.split('@').next().unwrap_or(&cfg.python_image);
@@ -391,6 +406,8 @@ pub async fn run(cfg: &E2eConfig, opts: &ChaosOptions) -> Result<RunResult, E2eE
             archives.push((path, tgz));
         }
         let solver = PrivateKeySigner::random().address();
+        let lane = if spec.threshold >= 2 { &lanes[0] } else { &lanes[1] };
+        let verifiers = &lane.addresses;
         let image = if spec.kind == BountyKind::WrongImage {
             wrong_image.clone()
         } else {
@@ -431,6 +448,7 @@ pub async fn run(cfg: &E2eConfig, opts: &ChaosOptions) -> Result<RunResult, E2eE
             detail: e.to_string(),
         })?;
         bounties.push(Bounty {
+            lane: lane.name,
             kind: spec.kind,
             balance_before: kit.balance(solver).await?,
             deployed,
@@ -443,7 +461,20 @@ pub async fn run(cfg: &E2eConfig, opts: &ChaosOptions) -> Result<RunResult, E2eE
         });
         jobs.push(job);
     }
-    let server = FaultyServer::start(&Value::Array(jobs), opts.seed).await?;
+    lanes.retain(|l| bounties.iter().any(|b| b.lane == l.name));
+    // Bounties are posted over the chaos cycles (bounty i from cycle i mod C on), so every
+    // chaos cycle has fresh work for its faults to land on, as a live feed would.
+    let listed_from = |i: usize| u32::try_from(i).unwrap_or(0) % schedule.chaos_cycles;
+    let feed_at = |cycle: u32| {
+        Value::Array(
+            jobs.iter()
+                .enumerate()
+                .filter(|(i, _)| listed_from(*i) <= cycle)
+                .map(|(_, j)| j.clone())
+                .collect(),
+        )
+    };
+    let server = FaultyServer::start(&feed_at(0), opts.seed).await?;
     for (p, a) in archives {
         server.add(&p, a);
     }
@@ -460,30 +491,30 @@ pub async fn run(cfg: &E2eConfig, opts: &ChaosOptions) -> Result<RunResult, E2eE
 
     let bin = |name: &str| cfg.bin_dir.join(name);
     let mut pids = HashSet::new();
-    let mut fired: Vec<(Fault, bool)> = Vec::new();
+    let mut fired: Vec<(Fault, bool)> = schedule.faults.iter().map(|f| (*f, false)).collect();
     let mut steps = Vec::new();
     let mut hung = Vec::new();
     let mut cycle = 0u32;
     loop {
         let chaos = cycle < schedule.chaos_cycles;
-        let faults: Vec<Fault> = schedule.faults_in(cycle).copied().collect();
-        let cdir = work.join(format!("cycle-{cycle}"));
-        let cand = cdir.join("candidates");
-        let att = [cdir.join("att-1"), cdir.join("att-2")];
-        for d in [&cand, &att[0], &att[1]] {
-            std::fs::create_dir_all(d).map_err(io("create a cycle directory", d))?;
-        }
+        server.set_jobs(&feed_at(cycle))?;
+        let faults: Vec<(usize, Fault)> = schedule
+            .faults
+            .iter()
+            .copied()
+            .enumerate()
+            .filter(|(_, f)| f.cycle == cycle)
+            .collect();
         // Environment faults hold for the whole cycle.
-        let mut env_fired = Vec::new();
-        for f in &faults {
+        for (i, f) in &faults {
             match f.kind {
                 FaultKind::Feed(m) => {
                     server.set_mode(Some(m));
-                    env_fired.push(*f);
+                    fired[*i].1 = true;
                 }
                 FaultKind::Rpc(m) => {
                     proxy.set_mode(Some(m));
-                    env_fired.push(*f);
+                    fired[*i].1 = true;
                 }
                 FaultKind::DiskFull(d) => {
                     let fs = match d {
@@ -492,257 +523,257 @@ pub async fn run(cfg: &E2eConfig, opts: &ChaosOptions) -> Result<RunResult, E2eE
                     };
                     if let Some(fs) = fs {
                         fs.fill()?;
-                        env_fired.push(*f);
+                        fired[*i].1 = true;
                     }
                 }
                 _ => {}
             }
         }
-        let kill_for = |t: Target| {
-            faults.iter().find_map(|f| match f.kind {
-                FaultKind::Kill { target, sig, at } if target == t => Some((*f, sig, at)),
+        // A kill or docker kill applies to the first step of its target in the cycle that it
+        // fires in; one that did not fire (the process ended first) is tried at the next lane.
+        let kill_for = |t: Target, fired: &[(Fault, bool)]| {
+            faults.iter().find_map(|(i, f)| match f.kind {
+                FaultKind::Kill { target, sig, at } if target == t && !fired[*i].1 => {
+                    Some((*i, sig, at))
+                }
                 _ => None,
             })
         };
-        let mut record = |f: Fault, ok: bool| {
-            if let Some(slot) = fired.iter_mut().find(|(g, _)| *g == f) {
-                slot.1 |= ok;
-            } else {
-                fired.push((f, ok));
+        for lane in &lanes {
+            let cdir = work.join(format!("cycle-{cycle}/{}", lane.name));
+            let cand = cdir.join("candidates");
+            let att: Vec<PathBuf> = lane.keys.iter().map(|k| cdir.join(format!("att-{k}"))).collect();
+            for d in std::iter::once(&cand).chain(&att) {
+                std::fs::create_dir_all(d).map_err(io("create a cycle directory", d))?;
             }
-        };
-        for f in env_fired {
-            record(f, true);
-        }
-        for f in &faults {
-            record(*f, false);
-        }
+            let tag = format!("c{cycle}-{}", lane.name);
 
-        // worker feed
-        let mut args = vec![s("feed"), s("--api"), server.url().to_owned(), s("--network"), s("base-mainnet")];
-        for v in &verifiers {
-            args.extend([s("--verifier"), v.to_string()]);
-        }
-        args.extend([
-            s("--out"),
-            s(cand.display()),
-            s("--archive-base"),
-            server.url().to_owned(),
-            s("--staging-root"),
-            s(staging.display()),
-            s("--work-dir"),
-            s(scratch.display()),
-            s("--cache-dir"),
-            s(cache.display()),
-            s("--json"),
-        ]);
-        let wk = kill_for(Target::Worker);
-        let trigger = wk.map(|(_, sig, at)| {
-            (
-                sig,
-                match at {
-                    KillAt::AfterMs(ms) => Trigger::After(Duration::from_millis(ms)),
-                    KillAt::ContainerRunning => Trigger::ContainerRunning,
-                    _ => Trigger::CandidateWritten(cand.clone()),
-                },
-            )
-        });
-        let dk: Vec<(Fault, u64)> = faults
-            .iter()
-            .filter_map(|f| match f.kind {
-                FaultKind::DockerKill { after_ms } => Some((*f, after_ms)),
-                _ => None,
-            })
-            .collect();
-        let dk_ms: Vec<u64> = dk.iter().map(|(_, ms)| *ms).collect();
-        let restart = faults.iter().find(|f| f.kind == FaultKind::DockerRestart).copied();
-        let out = run_step(
-            Step {
-                label: format!("c{cycle}-worker"),
-                program: bin("worker"),
-                args,
-                env: vec![],
-                logs: &logs,
-                deadline: Duration::from_secs(300),
-            },
-            trigger,
-            &dk_ms,
-            restart.is_some() && opts.schedule.docker_restart,
-            None,
-            &mut pids,
-        )
-        .await?;
-        if let Some((f, _, _)) = wk {
-            record(f, out.fired);
-        }
-        for ((f, _), ok) in dk.iter().zip(&out.docker_kills_fired) {
-            record(*f, *ok);
-        }
-        if let (Some(f), Some(ok)) = (restart, out.docker_kills_fired.get(dk.len())) {
-            record(f, *ok);
-        }
-        if let Some(h) = out.hung.filter(|_| wk.is_none() || !chaos) {
-            hung.push(format!("cycle {cycle}: {h}"));
-        }
-        steps.push(format!("cycle {cycle} worker: exit {:?}{}", out.code, if out.fired { " (killed)" } else { "" }));
-        // What the worker decided, job by job.
-        let rows = out
-            .report
-            .as_ref()
-            .and_then(|r| r.get("jobs"))
-            .and_then(Value::as_array)
-            .cloned()
-            .unwrap_or_default();
-        for b in &mut bounties {
-            let file = cand.join(candidate_file_name(&b.job_id));
-            if let Some(verdict) = std::fs::read(&file)
-                .ok()
-                .and_then(|bytes| serde_json::from_slice::<Value>(&bytes).ok())
-                .and_then(|c| c.pointer("/outcome/verdict").and_then(Value::as_str).map(str::to_owned))
-            {
-                b.verdicts.push(verdict);
+            // worker feed
+            let mut args = vec![s("feed"), s("--api"), server.url().to_owned(), s("--network"), s("base-mainnet")];
+            for v in &lane.addresses {
+                args.extend([s("--verifier"), v.to_string()]);
             }
-            b.last_status = rows
-                .iter()
-                .find(|r| r.get("job_id").and_then(Value::as_str) == Some(b.job_id.as_str()))
-                .and_then(|r| r.get("status").and_then(Value::as_str).map(str::to_owned));
-        }
-
-        // signer sign, as each verifier
-        for (slot, key) in VERIFIER_KEYS.iter().enumerate() {
-            let target = if slot == 0 { Target::Signer1 } else { Target::Signer2 };
-            let signer = dev_signer(*key)?;
-            let args = vec![
-                s("sign"),
-                s("--candidates"),
-                s(cand.display()),
-                s("--api"),
-                server.url().to_owned(),
-                s("--rpc"),
-                proxy.url().to_owned(),
-                s("--signer"),
-                signer.address().to_string(),
-                s("--key-env"),
-                s(VERIFIER_KEY_ENV),
+            args.extend([
                 s("--out"),
-                s(att[slot].display()),
+                s(cand.display()),
+                s("--archive-base"),
+                server.url().to_owned(),
+                s("--staging-root"),
+                s(staging.display()),
+                s("--work-dir"),
+                s(scratch.display()),
+                s("--cache-dir"),
+                s(cache.display()),
                 s("--json"),
-            ];
-            let sk = kill_for(target);
+            ]);
+            let wk = kill_for(Target::Worker, &fired);
+            let trigger = wk.map(|(_, sig, at)| {
+                (
+                    sig,
+                    match at {
+                        KillAt::AfterMs(ms) => Trigger::After(Duration::from_millis(ms)),
+                        KillAt::ContainerRunning => Trigger::ContainerRunning,
+                        _ => Trigger::CandidateWritten(cand.clone()),
+                    },
+                )
+            });
+            let dk: Vec<(usize, u64)> = faults
+                .iter()
+                .filter_map(|(i, f)| match f.kind {
+                    FaultKind::DockerKill { after_ms } if !fired[*i].1 => Some((*i, after_ms)),
+                    _ => None,
+                })
+                .collect();
+            let dk_ms: Vec<u64> = dk.iter().map(|(_, ms)| *ms).collect();
+            let restart = faults
+                .iter()
+                .find(|(i, f)| f.kind == FaultKind::DockerRestart && !fired[*i].1)
+                .map(|(i, _)| *i);
             let out = run_step(
                 Step {
-                    label: format!("c{cycle}-{}", target.name()),
-                    program: bin("signer"),
+                    label: format!("{tag}-worker"),
+                    program: bin("worker"),
                     args,
-                    env: vec![(VERIFIER_KEY_ENV, DEV_KEYS.get(*key).copied().unwrap_or_default().to_owned())],
+                    env: vec![],
                     logs: &logs,
-                    deadline: Duration::from_secs(180),
+                    deadline: Duration::from_secs(300),
                 },
-                sk.map(|(_, sig, at)| {
-                    let d = match at {
-                        KillAt::AfterMs(ms) => ms,
-                        _ => 100,
-                    };
-                    (sig, Trigger::After(Duration::from_millis(d)))
-                }),
-                &[],
-                false,
+                trigger,
+                &dk_ms,
+                restart.is_some() && opts.schedule.docker_restart,
                 None,
                 &mut pids,
             )
             .await?;
-            if let Some((f, _, _)) = sk {
-                record(f, out.fired);
+            if let Some((i, _, _)) = wk {
+                fired[i].1 |= out.fired;
             }
-            if let Some(h) = out.hung.filter(|_| sk.is_none() || !chaos) {
+            for ((i, _), ok) in dk.iter().zip(&out.docker_kills_fired) {
+                fired[*i].1 |= *ok;
+            }
+            if let (Some(i), Some(ok)) = (restart, out.docker_kills_fired.get(dk.len())) {
+                fired[i].1 |= *ok;
+            }
+            if let Some(h) = out.hung.filter(|_| !out.fired) {
                 hung.push(format!("cycle {cycle}: {h}"));
             }
+            steps.push(format!("{tag} worker: exit {:?}{}", out.code, if out.fired { " (killed)" } else { "" }));
+            // What the worker decided, job by job.
+            let rows = out
+                .report
+                .as_ref()
+                .and_then(|r| r.get("jobs"))
+                .and_then(Value::as_array)
+                .cloned()
+                .unwrap_or_default();
+            for b in bounties.iter_mut().filter(|b| b.lane == lane.name) {
+                let file = cand.join(candidate_file_name(&b.job_id));
+                if let Some(verdict) = std::fs::read(&file)
+                    .ok()
+                    .and_then(|bytes| serde_json::from_slice::<Value>(&bytes).ok())
+                    .and_then(|c| c.pointer("/outcome/verdict").and_then(Value::as_str).map(str::to_owned))
+                {
+                    b.verdicts.push(verdict);
+                }
+                b.last_status = rows
+                    .iter()
+                    .find(|r| r.get("job_id").and_then(Value::as_str) == Some(b.job_id.as_str()))
+                    .and_then(|r| r.get("status").and_then(Value::as_str).map(str::to_owned));
+            }
+
+            // signer sign, as each verifier of the lane
+            for (slot, key) in lane.keys.iter().enumerate() {
+                let target = if *key == VERIFIER_KEYS[0] { Target::Signer1 } else { Target::Signer2 };
+                let signer = dev_signer(*key)?;
+                let args = vec![
+                    s("sign"),
+                    s("--candidates"),
+                    s(cand.display()),
+                    s("--api"),
+                    server.url().to_owned(),
+                    s("--rpc"),
+                    proxy.url().to_owned(),
+                    s("--signer"),
+                    signer.address().to_string(),
+                    s("--key-env"),
+                    s(VERIFIER_KEY_ENV),
+                    s("--out"),
+                    s(att[slot].display()),
+                    s("--json"),
+                ];
+                let sk = kill_for(target, &fired);
+                let out = run_step(
+                    Step {
+                        label: format!("{tag}-{}", target.name()),
+                        program: bin("signer"),
+                        args,
+                        env: vec![(VERIFIER_KEY_ENV, DEV_KEYS.get(*key).copied().unwrap_or_default().to_owned())],
+                        logs: &logs,
+                        deadline: Duration::from_secs(180),
+                    },
+                    sk.map(|(_, sig, at)| {
+                        let d = match at {
+                            KillAt::AfterMs(ms) => ms,
+                            _ => 100,
+                        };
+                        (sig, Trigger::After(Duration::from_millis(d)))
+                    }),
+                    &[],
+                    false,
+                    None,
+                    &mut pids,
+                )
+                .await?;
+                if let Some((i, _, _)) = sk {
+                    fired[i].1 |= out.fired;
+                }
+                if let Some(h) = out.hung.filter(|_| !out.fired) {
+                    hung.push(format!("cycle {cycle}: {h}"));
+                }
+                steps.push(format!(
+                    "{tag} {}: exit {:?}{}",
+                    target.name(),
+                    out.code,
+                    if out.fired { " (killed)" } else { "" }
+                ));
+            }
+
+            // keeper relay
+            let mut args = vec![s("relay"), s("--candidates"), s(cand.display())];
+            for a in &att {
+                args.extend([s("--attestations"), s(a.display())]);
+            }
+            args.extend([
+                s("--api"),
+                server.url().to_owned(),
+                s("--rpc"),
+                proxy.url().to_owned(),
+                s("--key-env"),
+                s(KEEPER_KEY_ENV),
+                s("--state-dir"),
+                s(keeper_state.display()),
+                s("--max-gas"),
+                s(2_000_000),
+                s("--max-fee-per-gas"),
+                s(100_000_000_000u64),
+                s("--confirmations"),
+                s(1),
+                s("--receipt-timeout"),
+                s(60),
+                s("--json"),
+            ]);
+            let kk = kill_for(Target::Keeper, &fired);
+            let mut release = None;
+            let trigger = kk.map(|(_, sig, at)| match at {
+                KillAt::Broadcast => {
+                    let (f, r) = (Arc::new(Notify::new()), Arc::new(Notify::new()));
+                    proxy.arm_broadcast(f.clone(), r.clone());
+                    release = Some(r);
+                    (sig, Trigger::Broadcast(f))
+                }
+                KillAt::AfterMs(ms) => (sig, Trigger::After(Duration::from_millis(ms))),
+                _ => (sig, Trigger::After(Duration::from_millis(200))),
+            });
+            let out = run_step(
+                Step {
+                    label: format!("{tag}-keeper"),
+                    program: bin("keeper"),
+                    args,
+                    env: vec![(KEEPER_KEY_ENV, keeper_key.clone())],
+                    logs: &logs,
+                    deadline: Duration::from_secs(240),
+                },
+                trigger,
+                &[],
+                false,
+                release,
+                &mut pids,
+            )
+            .await?;
+            proxy.disarm_broadcast();
+            if let Some((i, _, _)) = kk {
+                fired[i].1 |= out.fired;
+            }
+            if let Some(h) = out.hung.filter(|_| !out.fired) {
+                hung.push(format!("cycle {cycle}: {h}"));
+            }
+            let statuses: Vec<String> = out
+                .report
+                .as_ref()
+                .and_then(|r| r.get("jobs"))
+                .and_then(Value::as_array)
+                .map(|jobs| {
+                    jobs.iter()
+                        .filter_map(|j| j.get("status").and_then(Value::as_str).map(str::to_owned))
+                        .collect()
+                })
+                .unwrap_or_default();
             steps.push(format!(
-                "cycle {cycle} {}: exit {:?}{}",
-                target.name(),
+                "{tag} keeper: exit {:?}{} {statuses:?}",
                 out.code,
                 if out.fired { " (killed)" } else { "" }
             ));
         }
-
-        // keeper relay
-        let args = vec![
-            s("relay"),
-            s("--candidates"),
-            s(cand.display()),
-            s("--attestations"),
-            s(att[0].display()),
-            s("--attestations"),
-            s(att[1].display()),
-            s("--api"),
-            server.url().to_owned(),
-            s("--rpc"),
-            proxy.url().to_owned(),
-            s("--key-env"),
-            s(KEEPER_KEY_ENV),
-            s("--state-dir"),
-            s(keeper_state.display()),
-            s("--max-gas"),
-            s(2_000_000),
-            s("--max-fee-per-gas"),
-            s(100_000_000_000u64),
-            s("--confirmations"),
-            s(1),
-            s("--receipt-timeout"),
-            s(60),
-            s("--json"),
-        ];
-        let kk = kill_for(Target::Keeper);
-        let mut release = None;
-        let trigger = kk.map(|(_, sig, at)| match at {
-            KillAt::Broadcast => {
-                let (f, r) = (Arc::new(Notify::new()), Arc::new(Notify::new()));
-                proxy.arm_broadcast(f.clone(), r.clone());
-                release = Some(r);
-                (sig, Trigger::Broadcast(f))
-            }
-            KillAt::AfterMs(ms) => (sig, Trigger::After(Duration::from_millis(ms))),
-            _ => (sig, Trigger::After(Duration::from_millis(200))),
-        });
-        let out = run_step(
-            Step {
-                label: format!("c{cycle}-keeper"),
-                program: bin("keeper"),
-                args,
-                env: vec![(KEEPER_KEY_ENV, keeper_key.clone())],
-                logs: &logs,
-                deadline: Duration::from_secs(240),
-            },
-            trigger,
-            &[],
-            false,
-            release,
-            &mut pids,
-        )
-        .await?;
-        proxy.disarm_broadcast();
-        if let Some((f, _, _)) = kk {
-            record(f, out.fired);
-        }
-        if let Some(h) = out.hung.filter(|_| kk.is_none() || !chaos) {
-            hung.push(format!("cycle {cycle}: {h}"));
-        }
-        let statuses: Vec<String> = out
-            .report
-            .as_ref()
-            .and_then(|r| r.get("jobs"))
-            .and_then(Value::as_array)
-            .map(|jobs| {
-                jobs.iter()
-                    .filter_map(|j| j.get("status").and_then(Value::as_str).map(str::to_owned))
-                    .collect()
-            })
-            .unwrap_or_default();
-        steps.push(format!(
-            "cycle {cycle} keeper: exit {:?}{} {statuses:?}",
-            out.code,
-            if out.fired { " (killed)" } else { "" }
-        ));
 
         // The cycle's faults end with it.
         server.set_mode(None);

@@ -36,15 +36,21 @@ pub struct FaultyServer {
     url: String,
     routes: Arc<Mutex<HashMap<String, Vec<u8>>>>,
     state: Arc<Mutex<FeedState>>,
+    feed: Arc<Mutex<Vec<u8>>>,
+}
+
+fn serialize(jobs: &Value) -> Result<Vec<u8>, E2eError> {
+    serde_json::to_vec(jobs).map_err(|e| E2eError::Setup {
+        what: "serialize the feed",
+        detail: e.to_string(),
+    })
 }
 
 impl FaultyServer {
     /// Serves `jobs` as the feed on a fresh loopback port.
     pub async fn start(jobs: &Value, seed: u64) -> Result<Self, E2eError> {
-        let feed = serde_json::to_vec(jobs).map_err(|e| E2eError::Setup {
-            what: "serialize the feed",
-            detail: e.to_string(),
-        })?;
+        let feed = Arc::new(Mutex::new(serialize(jobs)?));
+        let listed = feed.clone();
         let routes: Arc<Mutex<HashMap<String, Vec<u8>>>> = Arc::default();
         let state = Arc::new(Mutex::new(FeedState {
             mode: None,
@@ -63,7 +69,7 @@ impl FaultyServer {
             };
             let target = request.target().to_owned();
             let found = if target.starts_with(FEED_PREFIX) {
-                Some((feed.clone(), "application/json"))
+                Some((lock(&listed).clone(), "application/json"))
             } else {
                 lock(&r).get(&target).cloned().map(|b| (b, "application/x-gzip"))
             };
@@ -91,7 +97,18 @@ impl FaultyServer {
             what: "start the feed server",
             detail: e.to_string(),
         })?;
-        Ok(Self { url, routes, state })
+        Ok(Self {
+            url,
+            routes,
+            state,
+            feed,
+        })
+    }
+
+    /// Replaces the job list the feed serves.
+    pub fn set_jobs(&self, jobs: &Value) -> Result<(), E2eError> {
+        *lock(&self.feed) = serialize(jobs)?;
+        Ok(())
     }
 
     /// Base URL (`--api` and `--archive-base`).

@@ -268,6 +268,7 @@ pub fn generate(seed: u64, bounties: usize, faults: usize, opts: ScheduleOptions
     let mut rng = SplitMix64::new(seed);
     let fixed = [BountyKind::Good, BountyKind::Bad, BountyKind::WrongImage];
     let first_threshold = rng.range(1, 2);
+    // Bounty i is posted in cycle i mod chaos_cycles (see the driver).
     let specs = (0..bounties)
         .map(|i| {
             let kind = match fixed.get(i) {
@@ -321,7 +322,8 @@ fn draw_kind(rng: &mut SplitMix64, opts: ScheduleOptions) -> FaultKind {
                 (Target::Worker, 1) => KillAt::CandidateWritten,
                 (Target::Keeper, 0 | 1) => KillAt::Broadcast,
                 (Target::Worker, _) => KillAt::AfterMs(rng.range(200, 8000)),
-                _ => KillAt::AfterMs(rng.range(50, 1500)),
+                // Signer and keeper runs take well under a second or two on loopback.
+                _ => KillAt::AfterMs(rng.range(20, 700)),
             };
             FaultKind::Kill { target, sig, at }
         }
