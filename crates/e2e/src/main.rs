@@ -49,7 +49,9 @@ fn main() -> ExitCode {
                     };
                     match flag {
                         "--seed" => opts.seed = n,
-                        "--bounties" => opts.bounties = usize::try_from(n.clamp(1, 50)).unwrap_or(6),
+                        "--bounties" => {
+                            opts.bounties = usize::try_from(n.clamp(1, 50)).unwrap_or(6)
+                        }
                         "--faults" => opts.faults = usize::try_from(n.min(50)).unwrap_or(4),
                         "--chaos-cycles" => {
                             opts.schedule.chaos_cycles = u32::try_from(n.clamp(1, 20)).unwrap_or(2);
@@ -86,7 +88,11 @@ fn main() -> ExitCode {
         return usage("cannot locate the binaries; pass --bin-dir");
     };
     let work_dir = work_dir.unwrap_or_else(|| {
-        repo.join(if chaos.is_some() { ".work/chaos" } else { ".work/e2e" })
+        repo.join(if chaos.is_some() {
+            ".work/chaos"
+        } else {
+            ".work/e2e"
+        })
     });
     let cfg = match E2eConfig::from_repo(&repo, &bin_dir, &work_dir) {
         Ok(cfg) => cfg,
@@ -182,12 +188,22 @@ fn run_chaos(
                 results.push(Ok(r));
             }
             Err(e) => {
-                println!("    driver error (seed {}): {e}\n    replay: {}", o.seed, o.replay_command());
+                println!(
+                    "    driver error (seed {}): {e}\n    replay: {}",
+                    o.seed,
+                    o.replay_command()
+                );
                 results.push(Err(format!("seed {}: {e}", o.seed)));
             }
         }
     }
     println!("\n==> chaos summary\n{}", summary_table(&results));
-    let clean = results.iter().all(|r| r.as_ref().is_ok_and(|r| r.violations.is_empty()));
-    if clean { ExitCode::SUCCESS } else { ExitCode::FAILURE }
+    let clean = results
+        .iter()
+        .all(|r| r.as_ref().is_ok_and(|r| r.violations.is_empty()));
+    if clean {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::FAILURE
+    }
 }

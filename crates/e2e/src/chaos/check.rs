@@ -80,7 +80,10 @@ pub fn check(obs: &Observations) -> Vec<Violation> {
         if b.settled_events > 0 && b.rejected_events > 0 {
             v(
                 "no_bounty_both",
-                format!("{who}: {} settled and {} rejected events", b.settled_events, b.rejected_events),
+                format!(
+                    "{who}: {} settled and {} rejected events",
+                    b.settled_events, b.rejected_events
+                ),
             );
         }
         match b.kind {
@@ -88,19 +91,28 @@ pub fn check(obs: &Observations) -> Vec<Violation> {
                 if b.settled_events != 1 {
                     v(
                         "good_settled_exactly_once",
-                        format!("{who}: {} BountySettled events (last feed status {:?}, verdicts {:?})", b.settled_events, b.last_status, b.verdicts),
+                        format!(
+                            "{who}: {} BountySettled events (last feed status {:?}, verdicts {:?})",
+                            b.settled_events, b.last_status, b.verdicts
+                        ),
                     );
                 }
                 if b.solver_gain != b.reward {
                     v(
                         "good_paid_exactly_reward",
-                        format!("{who}: solver gained {} wei, reward {}", b.solver_gain, b.reward),
+                        format!(
+                            "{who}: solver gained {} wei, reward {}",
+                            b.solver_gain, b.reward
+                        ),
                     );
                 }
                 if b.verdicts.iter().any(|x| x != "passed") {
                     v(
                         "good_never_failed",
-                        format!("{who}: verdicts {:?} (a fault became a verdict against a passing solution)", b.verdicts),
+                        format!(
+                            "{who}: verdicts {:?} (a fault became a verdict against a passing solution)",
+                            b.verdicts
+                        ),
                     );
                 }
             }
@@ -108,16 +120,27 @@ pub fn check(obs: &Observations) -> Vec<Violation> {
                 if b.settled_events != 0 || b.solver_gain != 0 {
                     v(
                         "bad_never_paid",
-                        format!("{who}: {} BountySettled events, solver gained {} wei", b.settled_events, b.solver_gain),
+                        format!(
+                            "{who}: {} BountySettled events, solver gained {} wei",
+                            b.settled_events, b.solver_gain
+                        ),
                     );
                 }
                 if b.kind == BountyKind::Bad && b.verdicts.iter().any(|x| x == "passed") {
-                    v("bad_never_passed", format!("{who}: verdicts {:?}", b.verdicts));
+                    v(
+                        "bad_never_passed",
+                        format!("{who}: verdicts {:?}", b.verdicts),
+                    );
                 }
-                if b.kind == BountyKind::WrongImage && (!b.verdicts.is_empty() || b.rejected_events != 0) {
+                if b.kind == BountyKind::WrongImage
+                    && (!b.verdicts.is_empty() || b.rejected_events != 0)
+                {
                     v(
                         "wrong_image_no_verdict",
-                        format!("{who}: verdicts {:?}, {} rejected events (no run can happen without its image)", b.verdicts, b.rejected_events),
+                        format!(
+                            "{who}: verdicts {:?}, {} rejected events (no run can happen without its image)",
+                            b.verdicts, b.rejected_events
+                        ),
                     );
                 }
             }
@@ -138,11 +161,17 @@ pub fn check(obs: &Observations) -> Vec<Violation> {
     for tx in obs.keeper_txs.iter().filter(|t| !t.succeeded) {
         v(
             "no_reverted_keeper_tx",
-            format!("keeper transaction {} reverted (a settlement sent twice)", tx.hash),
+            format!(
+                "keeper transaction {} reverted (a settlement sent twice)",
+                tx.hash
+            ),
         );
     }
     for c in &obs.leftover_containers {
-        v("no_container_left", format!("container {c} of a run's worker still exists"));
+        v(
+            "no_container_left",
+            format!("container {c} of a run's worker still exists"),
+        );
     }
     for f in &obs.key_leaks {
         v("no_key_in_logs", format!("{f} holds a private key"));
@@ -200,8 +229,14 @@ mod tests {
         Observations {
             bounties: vec![good(0), bad(1), wrong_image(2)],
             keeper_txs: vec![
-                KeeperTx { hash: "0x1".into(), succeeded: true },
-                KeeperTx { hash: "0x2".into(), succeeded: true },
+                KeeperTx {
+                    hash: "0x1".into(),
+                    succeeded: true,
+                },
+                KeeperTx {
+                    hash: "0x2".into(),
+                    succeeded: true,
+                },
             ],
             ..Observations::default()
         }
@@ -220,8 +255,14 @@ mod tests {
     fn paid_twice_is_caught() {
         let mut o = healthy();
         o.bounties[0].solver_gain = 2000;
-        o.keeper_txs.push(KeeperTx { hash: "0x3".into(), succeeded: false });
-        assert_eq!(names(&o), vec!["good_paid_exactly_reward", "no_reverted_keeper_tx"]);
+        o.keeper_txs.push(KeeperTx {
+            hash: "0x3".into(),
+            succeeded: false,
+        });
+        assert_eq!(
+            names(&o),
+            vec!["good_paid_exactly_reward", "no_reverted_keeper_tx"]
+        );
     }
 
     #[test]
@@ -229,7 +270,10 @@ mod tests {
         let mut o = healthy();
         o.bounties[0].settled_events = 0;
         o.bounties[0].solver_gain = 0;
-        assert_eq!(names(&o), vec!["good_settled_exactly_once", "good_paid_exactly_reward"]);
+        assert_eq!(
+            names(&o),
+            vec!["good_settled_exactly_once", "good_paid_exactly_reward"]
+        );
     }
 
     #[test]
@@ -269,7 +313,8 @@ mod tests {
         let mut o = healthy();
         o.leftover_containers.push("abc (running)".into());
         o.key_leaks.push("logs/c0-keeper.stderr".into());
-        o.panics.push("logs/c1-worker.stderr: thread 'main' panicked".into());
+        o.panics
+            .push("logs/c1-worker.stderr: thread 'main' panicked".into());
         o.hung_steps.push("cycle 3 keeper".into());
         assert_eq!(
             names(&o),

@@ -23,7 +23,9 @@ use verifier_sdk::settle::{SettlementEvent, decode_settlement_event};
 use verifier_sdk::{candidate_file_name, validate_job};
 
 use super::check::{BountyObservation, KeeperTx, Observations, Violation, check};
-use super::inject::{FaultyServer, RpcProxy, Tmpfs, containers_of, docker_kill, running_container_of, sigterm};
+use super::inject::{
+    FaultyServer, RpcProxy, Tmpfs, containers_of, docker_kill, running_container_of, sigterm,
+};
 use super::schedule::{
     BountyKind, Disk, Fault, FaultKind, KillAt, Schedule, ScheduleOptions, Sig, Target, generate,
 };
@@ -161,8 +163,11 @@ struct StepOut {
     fired: bool,
     hung: Option<String>,
     docker_kills_fired: Vec<bool>,
+    /// Exit of the killed run, when a kill fired (the other fields are the restart's).
+    killed_code: Option<i32>,
 }
 
+#[derive(Clone)]
 struct Step<'a> {
     label: String,
     program: PathBuf,
@@ -172,8 +177,38 @@ struct Step<'a> {
     deadline: Duration,
 }
 
-/// Runs one binary to its end or to its fault; every pid goes into `pids`.
+/// Runs one step; when its kill fired, restarts it at once with the cycle's other faults
+/// still in force (as `Restart=on-failure` or a re-run job would), and reports the restart's
+/// exit and report.
 async fn run_step(
+    step: Step<'_>,
+    kill: Option<(Sig, Trigger)>,
+    docker_kills: &[u64],
+    docker_restart: bool,
+    release: Option<Arc<Notify>>,
+    pids: &mut HashSet<u32>,
+) -> Result<StepOut, E2eError> {
+    let again = Step {
+        label: format!("{}-restart", step.label),
+        ..step.clone()
+    };
+    let first = run_once(step, kill, docker_kills, docker_restart, release, pids).await?;
+    if !first.fired {
+        return Ok(first);
+    }
+    let second = run_once(again, None, &[], false, None, pids).await?;
+    Ok(StepOut {
+        code: second.code,
+        report: second.report,
+        fired: true,
+        hung: first.hung.or(second.hung),
+        docker_kills_fired: first.docker_kills_fired,
+        killed_code: first.code,
+    })
+}
+
+/// Runs one binary to its end or to its fault; every pid goes into `pids`.
+async fn run_once(
     step: Step<'_>,
     kill: Option<(Sig, Trigger)>,
     docker_kills: &[u64],
@@ -229,7 +264,9 @@ async fn run_step(
                 let found = std::fs::read_dir(&dir).is_ok_and(|rd| {
                     rd.filter_map(Result::ok).any(|e| {
                         let n = e.file_name().to_string_lossy().into_owned();
-                        n.starts_with("candidate-") && n.ends_with(".json") && !n.ends_with(".intoto.json")
+                        n.starts_with("candidate-")
+                            && n.ends_with(".json")
+                            && !n.ends_with(".intoto.json")
                     })
                 });
                 if found {
@@ -278,7 +315,10 @@ async fn run_step(
             match tokio::time::timeout(grace, child.wait()).await {
                 Ok(r) => r.ok().and_then(|s| s.code()),
                 Err(_) => {
-                    hung = Some(format!("{} did not exit within {grace:?} of its signal", step.label));
+                    hung = Some(format!(
+                        "{} did not exit within {grace:?} of its signal",
+                        step.label
+                    ));
                     let _ = child.start_kill();
                     let _ = child.wait().await;
                     None
@@ -286,7 +326,10 @@ async fn run_step(
             }
         }
         Ended::Deadline => {
-            hung = Some(format!("{} did not exit within {:?}", step.label, step.deadline));
+            hung = Some(format!(
+                "{} did not exit within {:?}",
+                step.label, step.deadline
+            ));
             let _ = child.start_kill();
             let _ = child.wait().await;
             None
@@ -313,7 +356,19 @@ async fn run_step(
         fired,
         hung,
         docker_kills_fired,
+        killed_code: None,
     })
+}
+
+fn killed_note(out: &StepOut) -> String {
+    if out.fired {
+        format!(
+            " after a kill (killed run exit {:?}) and a restart",
+            out.killed_code
+        )
+    } else {
+        String::new()
+    }
 }
 
 fn key_hex(k: &str) -> String {
@@ -366,16 +421,27 @@ pub async fn run(cfg: &E2eConfig, opts: &ChaosOptions) -> Result<RunResult, E2eE
     // exactly one set: threshold-2 bounties go to the pair of verifiers, threshold-1 ones to
     // verifier 1 alone, each set with its own runner, signers and keeper run per cycle.
     let mut lanes = Vec::new();
-    for (name, keys) in [("pair", VERIFIER_KEYS.to_vec()), ("solo", vec![VERIFIER_KEYS[0]])] {
+    for (name, keys) in [
+        ("pair", VERIFIER_KEYS.to_vec()),
+        ("solo", vec![VERIFIER_KEYS[0]]),
+    ] {
         let addresses = keys
             .iter()
             .map(|i| dev_signer(*i).map(|s| s.address()))
             .collect::<Result<Vec<_>, _>>()?;
-        lanes.push(Lane { name, keys, addresses });
+        lanes.push(Lane {
+            name,
+            keys,
+            addresses,
+        });
     }
     let now = kit.latest_timestamp().await?.max(wall_clock());
     let wrong_image = {
-        let base = cfg.python_image.split('@').next().unwrap_or(&cfg.python_image);
+        let base = cfg
+            .python_image
+            .split('@')
+            .next()
+            .unwrap_or(&cfg.python_image);
         let digest = keccak256("chaos: an image digest nobody pushed");
         format!("{base}@sha256:{}", alloy::hex::encode(digest))
     };
@@ -399,14 +465,20 @@ pub async fn run(cfg: &E2eConfig, opts: &ChaosOptions) -> Result<RunResult, E2eE
         let path = format!("/solver-org/{repo}/tar.gz/{commit}");
         if !archives.iter().any(|(p, _)| *p == path) {
             let files = tree_files(&solution)?;
-            let tgz = codeload_archive(&format!("{repo}-{commit}"), "", &files).map_err(|e| E2eError::Setup {
-                what: "build a tar.gz archive",
-                detail: e.to_string(),
+            let tgz = codeload_archive(&format!("{repo}-{commit}"), "", &files).map_err(|e| {
+                E2eError::Setup {
+                    what: "build a tar.gz archive",
+                    detail: e.to_string(),
+                }
             })?;
             archives.push((path, tgz));
         }
         let solver = PrivateKeySigner::random().address();
-        let lane = if spec.threshold >= 2 { &lanes[0] } else { &lanes[1] };
+        let lane = if spec.threshold >= 2 {
+            &lanes[0]
+        } else {
+            &lanes[1]
+        };
         let verifiers = &lane.addresses;
         let image = if spec.kind == BountyKind::WrongImage {
             wrong_image.clone()
@@ -417,7 +489,10 @@ pub async fn run(cfg: &E2eConfig, opts: &ChaosOptions) -> Result<RunResult, E2eE
             bounty_id: keccak256(format!("chaos:{}:{i}:{now}:{solver}", opts.seed)).to_string(),
             round: 1,
             solver: solver.to_string(),
-            verifiers: verifiers.iter().map(|a| a.to_string().to_lowercase()).collect(),
+            verifiers: verifiers
+                .iter()
+                .map(|a| a.to_string().to_lowercase())
+                .collect(),
             expires_at: now + 3600,
             artifact_reference: format!("https://github.com/solver-org/{repo}/commit/{commit}"),
             source_snapshot_digest: source_digest.to_string(),
@@ -487,7 +562,10 @@ pub async fn run(cfg: &E2eConfig, opts: &ChaosOptions) -> Result<RunResult, E2eE
         what: "build a tar.gz archive",
         detail: e.to_string(),
     })?;
-    server.add(&format!("/bounty-org/benchmarks/tar.gz/{BENCHMARK_COMMIT}"), benchmark_tgz);
+    server.add(
+        &format!("/bounty-org/benchmarks/tar.gz/{BENCHMARK_COMMIT}"),
+        benchmark_tgz,
+    );
 
     let bin = |name: &str| cfg.bin_dir.join(name);
     let mut pids = HashSet::new();
@@ -542,14 +620,24 @@ pub async fn run(cfg: &E2eConfig, opts: &ChaosOptions) -> Result<RunResult, E2eE
         for lane in &lanes {
             let cdir = work.join(format!("cycle-{cycle}/{}", lane.name));
             let cand = cdir.join("candidates");
-            let att: Vec<PathBuf> = lane.keys.iter().map(|k| cdir.join(format!("att-{k}"))).collect();
+            let att: Vec<PathBuf> = lane
+                .keys
+                .iter()
+                .map(|k| cdir.join(format!("att-{k}")))
+                .collect();
             for d in std::iter::once(&cand).chain(&att) {
                 std::fs::create_dir_all(d).map_err(io("create a cycle directory", d))?;
             }
             let tag = format!("c{cycle}-{}", lane.name);
 
             // worker feed
-            let mut args = vec![s("feed"), s("--api"), server.url().to_owned(), s("--network"), s("base-mainnet")];
+            let mut args = vec![
+                s("feed"),
+                s("--api"),
+                server.url().to_owned(),
+                s("--network"),
+                s("base-mainnet"),
+            ];
             for v in &lane.addresses {
                 args.extend([s("--verifier"), v.to_string()]);
             }
@@ -614,10 +702,14 @@ pub async fn run(cfg: &E2eConfig, opts: &ChaosOptions) -> Result<RunResult, E2eE
             if let (Some(i), Some(ok)) = (restart, out.docker_kills_fired.get(dk.len())) {
                 fired[i].1 |= *ok;
             }
-            if let Some(h) = out.hung.filter(|_| !out.fired) {
+            if let Some(h) = out.hung.clone() {
                 hung.push(format!("cycle {cycle}: {h}"));
             }
-            steps.push(format!("{tag} worker: exit {:?}{}", out.code, if out.fired { " (killed)" } else { "" }));
+            steps.push(format!(
+                "{tag} worker: exit {:?}{}",
+                out.code,
+                killed_note(&out)
+            ));
             // What the worker decided, job by job.
             let rows = out
                 .report
@@ -631,7 +723,11 @@ pub async fn run(cfg: &E2eConfig, opts: &ChaosOptions) -> Result<RunResult, E2eE
                 if let Some(verdict) = std::fs::read(&file)
                     .ok()
                     .and_then(|bytes| serde_json::from_slice::<Value>(&bytes).ok())
-                    .and_then(|c| c.pointer("/outcome/verdict").and_then(Value::as_str).map(str::to_owned))
+                    .and_then(|c| {
+                        c.pointer("/outcome/verdict")
+                            .and_then(Value::as_str)
+                            .map(str::to_owned)
+                    })
                 {
                     b.verdicts.push(verdict);
                 }
@@ -643,7 +739,11 @@ pub async fn run(cfg: &E2eConfig, opts: &ChaosOptions) -> Result<RunResult, E2eE
 
             // signer sign, as each verifier of the lane
             for (slot, key) in lane.keys.iter().enumerate() {
-                let target = if *key == VERIFIER_KEYS[0] { Target::Signer1 } else { Target::Signer2 };
+                let target = if *key == VERIFIER_KEYS[0] {
+                    Target::Signer1
+                } else {
+                    Target::Signer2
+                };
                 let signer = dev_signer(*key)?;
                 let args = vec![
                     s("sign"),
@@ -667,7 +767,10 @@ pub async fn run(cfg: &E2eConfig, opts: &ChaosOptions) -> Result<RunResult, E2eE
                         label: format!("{tag}-{}", target.name()),
                         program: bin("signer"),
                         args,
-                        env: vec![(VERIFIER_KEY_ENV, DEV_KEYS.get(*key).copied().unwrap_or_default().to_owned())],
+                        env: vec![(
+                            VERIFIER_KEY_ENV,
+                            DEV_KEYS.get(*key).copied().unwrap_or_default().to_owned(),
+                        )],
                         logs: &logs,
                         deadline: Duration::from_secs(180),
                     },
@@ -687,14 +790,14 @@ pub async fn run(cfg: &E2eConfig, opts: &ChaosOptions) -> Result<RunResult, E2eE
                 if let Some((i, _, _)) = sk {
                     fired[i].1 |= out.fired;
                 }
-                if let Some(h) = out.hung.filter(|_| !out.fired) {
+                if let Some(h) = out.hung.clone() {
                     hung.push(format!("cycle {cycle}: {h}"));
                 }
                 steps.push(format!(
                     "{tag} {}: exit {:?}{}",
                     target.name(),
                     out.code,
-                    if out.fired { " (killed)" } else { "" }
+                    killed_note(&out)
                 ));
             }
 
@@ -754,7 +857,7 @@ pub async fn run(cfg: &E2eConfig, opts: &ChaosOptions) -> Result<RunResult, E2eE
             if let Some((i, _, _)) = kk {
                 fired[i].1 |= out.fired;
             }
-            if let Some(h) = out.hung.filter(|_| !out.fired) {
+            if let Some(h) = out.hung.clone() {
                 hung.push(format!("cycle {cycle}: {h}"));
             }
             let statuses: Vec<String> = out
@@ -771,7 +874,7 @@ pub async fn run(cfg: &E2eConfig, opts: &ChaosOptions) -> Result<RunResult, E2eE
             steps.push(format!(
                 "{tag} keeper: exit {:?}{} {statuses:?}",
                 out.code,
-                if out.fired { " (killed)" } else { "" }
+                killed_note(&out)
             ));
         }
 
@@ -785,7 +888,9 @@ pub async fn run(cfg: &E2eConfig, opts: &ChaosOptions) -> Result<RunResult, E2eE
         if !chaos {
             let mut settled_all = true;
             for b in &bounties {
-                if b.kind != BountyKind::WrongImage && b.deployed.status().await? == status::SUBMITTED {
+                if b.kind != BountyKind::WrongImage
+                    && b.deployed.status().await? == status::SUBMITTED
+                {
                     settled_all = false;
                 }
             }
@@ -800,7 +905,9 @@ pub async fn run(cfg: &E2eConfig, opts: &ChaosOptions) -> Result<RunResult, E2eE
     let chain_now = kit.latest_timestamp().await?;
     let mut obs = Observations::default();
     for (index, b) in bounties.iter().enumerate() {
-        let filter = Filter::new().address(b.deployed.address()).from_block(start_block);
+        let filter = Filter::new()
+            .address(b.deployed.address())
+            .from_block(start_block);
         let logs = provider
             .get_logs(&filter)
             .await
@@ -819,7 +926,8 @@ pub async fn run(cfg: &E2eConfig, opts: &ChaosOptions) -> Result<RunResult, E2eE
             kind: b.kind,
             settled_events: settled,
             rejected_events: rejected,
-            solver_gain: u128::try_from(after.saturating_sub(b.balance_before)).unwrap_or(u128::MAX),
+            solver_gain: u128::try_from(after.saturating_sub(b.balance_before))
+                .unwrap_or(u128::MAX),
             reward: u128::try_from(b.reward).unwrap_or(u128::MAX),
             verdicts: b.verdicts.clone(),
             last_status: b.last_status.clone(),
@@ -836,13 +944,25 @@ pub async fn run(cfg: &E2eConfig, opts: &ChaosOptions) -> Result<RunResult, E2eE
             .raw_request("eth_getBlockByNumber".into(), (format!("0x{n:x}"), true))
             .await
             .map_err(|e| E2eError::Mismatch(format!("eth_getBlockByNumber {n}: {e}")))?;
-        let txs = block.get("transactions").and_then(Value::as_array).cloned().unwrap_or_default();
+        let txs = block
+            .get("transactions")
+            .and_then(Value::as_array)
+            .cloned()
+            .unwrap_or_default();
         for tx in txs {
-            let from = tx.get("from").and_then(Value::as_str).unwrap_or("").to_lowercase();
+            let from = tx
+                .get("from")
+                .and_then(Value::as_str)
+                .unwrap_or("")
+                .to_lowercase();
             if from != keeper_lc {
                 continue;
             }
-            let hash = tx.get("hash").and_then(Value::as_str).unwrap_or("").to_owned();
+            let hash = tx
+                .get("hash")
+                .and_then(Value::as_str)
+                .unwrap_or("")
+                .to_owned();
             let receipt: Value = provider
                 .raw_request("eth_getTransactionReceipt".into(), (hash.clone(),))
                 .await
@@ -881,10 +1001,14 @@ pub async fn run(cfg: &E2eConfig, opts: &ChaosOptions) -> Result<RunResult, E2eE
 
 /// Every file under `dir`: a key's hex in it is a leak; a panic in a log is a bug.
 fn scan_files(root: &Path, dir: &Path, keys: &[String], obs: &mut Observations) {
-    let Ok(entries) = std::fs::read_dir(dir) else { return };
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return;
+    };
     for e in entries.filter_map(Result::ok) {
         let path = e.path();
-        let Ok(meta) = std::fs::symlink_metadata(&path) else { continue };
+        let Ok(meta) = std::fs::symlink_metadata(&path) else {
+            continue;
+        };
         if meta.is_dir() {
             scan_files(root, &path, keys, obs);
             continue;
@@ -892,9 +1016,15 @@ fn scan_files(root: &Path, dir: &Path, keys: &[String], obs: &mut Observations) 
         if !meta.is_file() || path.file_name().is_some_and(|n| n == ".chaos-fill") {
             continue;
         }
-        let Ok(bytes) = std::fs::read(&path) else { continue };
+        let Ok(bytes) = std::fs::read(&path) else {
+            continue;
+        };
         let lower = bytes.to_ascii_lowercase();
-        let rel = path.strip_prefix(root).unwrap_or(&path).display().to_string();
+        let rel = path
+            .strip_prefix(root)
+            .unwrap_or(&path)
+            .display()
+            .to_string();
         if keys.iter().any(|k| contains(&lower, k.as_bytes())) {
             obs.key_leaks.push(rel.clone());
         }

@@ -71,12 +71,17 @@ impl FaultyServer {
             let found = if target.starts_with(FEED_PREFIX) {
                 Some((lock(&listed).clone(), "application/json"))
             } else {
-                lock(&r).get(&target).cloned().map(|b| (b, "application/x-gzip"))
+                lock(&r)
+                    .get(&target)
+                    .cloned()
+                    .map(|b| (b, "application/x-gzip"))
             };
             async move {
                 match mode {
                     Some(FeedMode::Down) => return None,
-                    Some(FeedMode::SlowMs(ms)) => tokio::time::sleep(Duration::from_millis(ms)).await,
+                    Some(FeedMode::SlowMs(ms)) => {
+                        tokio::time::sleep(Duration::from_millis(ms)).await
+                    }
                     Some(FeedMode::Status(code)) => return Some(test_http::Response::status(code)),
                     Some(FeedMode::FlakyPercent(_)) if flaky_hit => {
                         return Some(test_http::Response::status(503));
@@ -226,8 +231,17 @@ async fn proxy(addr: &str, state: &Mutex<RpcState>, body: &[u8]) -> Option<test_
 }
 
 /// One call through the fault; `None` drops the connection.
-async fn one_call(addr: &str, state: &Mutex<RpcState>, mode: Option<RpcMode>, mut call: Value) -> Option<Value> {
-    let method = call.get("method").and_then(Value::as_str).unwrap_or("").to_owned();
+async fn one_call(
+    addr: &str,
+    state: &Mutex<RpcState>,
+    mode: Option<RpcMode>,
+    mut call: Value,
+) -> Option<Value> {
+    let method = call
+        .get("method")
+        .and_then(Value::as_str)
+        .unwrap_or("")
+        .to_owned();
     let (drop_before, drop_after, lag) = {
         let mut st = lock(state);
         st.calls += 1;
@@ -252,14 +266,24 @@ async fn one_call(addr: &str, state: &Mutex<RpcState>, mode: Option<RpcMode>, mu
     }
     let mut latest = None;
     if lag {
-        let head = upstream(addr, &json!({"jsonrpc":"2.0","id":0,"method":"eth_blockNumber","params":[]})).await?;
-        let n = head.get("result").and_then(Value::as_str).and_then(parse_hex)?;
+        let head = upstream(
+            addr,
+            &json!({"jsonrpc":"2.0","id":0,"method":"eth_blockNumber","params":[]}),
+        )
+        .await?;
+        let n = head
+            .get("result")
+            .and_then(Value::as_str)
+            .and_then(parse_hex)?;
         latest = Some(n);
         let behind = json!(format!("0x{:x}", n.saturating_sub(1)));
         let params = call.get_mut("params").and_then(Value::as_array_mut);
         match (method.as_str(), params) {
             // Nonce, state and "latest" block from the node that is one block behind.
-            ("eth_getTransactionCount" | "eth_getBalance" | "eth_call" | "eth_getCode", Some(p)) => {
+            (
+                "eth_getTransactionCount" | "eth_getBalance" | "eth_call" | "eth_getCode",
+                Some(p),
+            ) => {
                 if let Some(tag) = p.get_mut(1) {
                     if matches!(tag.as_str(), Some("latest" | "pending")) {
                         *tag = behind;
@@ -365,7 +389,13 @@ impl Tmpfs {
         // A mount left by an earlier run of ours that was killed: only our own path.
         let _ = std::process::Command::new("umount").arg(path).output();
         let out = std::process::Command::new("mount")
-            .args(["-t", "tmpfs", "-o", &format!("size={size_mib}m,mode=0755"), "tmpfs"])
+            .args([
+                "-t",
+                "tmpfs",
+                "-o",
+                &format!("size={size_mib}m,mode=0755"),
+                "tmpfs",
+            ])
             .arg(path)
             .output()
             .map_err(crate::io("run mount", path))?;
@@ -393,7 +423,8 @@ impl Tmpfs {
     pub fn fill(&self) -> Result<(), E2eError> {
         use std::io::Write as _;
         let path = self.fill_path();
-        let mut f = std::fs::File::create(&path).map_err(crate::io("create the fill file", &path))?;
+        let mut f =
+            std::fs::File::create(&path).map_err(crate::io("create the fill file", &path))?;
         let chunk = vec![0u8; 1 << 20];
         loop {
             match f.write(&chunk) {
@@ -421,7 +452,10 @@ impl Drop for Tmpfs {
             .is_ok_and(|s| s.success());
         if !ok {
             // Busy (a process still holds a file): detach it now, freed when released.
-            let _ = std::process::Command::new("umount").arg("-l").arg(&self.path).status();
+            let _ = std::process::Command::new("umount")
+                .arg("-l")
+                .arg(&self.path)
+                .status();
         }
     }
 }
@@ -465,7 +499,11 @@ pub async fn containers_of(pids: &HashSet<u32>) -> Vec<(String, String)> {
 pub async fn running_container_of(pid: u32) -> String {
     let pids = HashSet::from([pid]);
     loop {
-        if let Some((id, _)) = containers_of(&pids).await.into_iter().find(|(_, s)| s == "running") {
+        if let Some((id, _)) = containers_of(&pids)
+            .await
+            .into_iter()
+            .find(|(_, s)| s == "running")
+        {
             return id;
         }
         tokio::time::sleep(Duration::from_millis(150)).await;
@@ -481,14 +519,16 @@ pub async fn docker_kill(id: &str) -> bool {
         .is_ok_and(|o| o.status.success())
 }
 
-
 #[cfg(test)]
 mod tests {
     use super::*;
 
     #[test]
     fn chunked_bodies_are_decoded() {
-        assert_eq!(dechunk(b"3\r\nabc\r\n2\r\nde\r\n0\r\n\r\n").as_deref(), Some(&b"abcde"[..]));
+        assert_eq!(
+            dechunk(b"3\r\nabc\r\n2\r\nde\r\n0\r\n\r\n").as_deref(),
+            Some(&b"abcde"[..])
+        );
         assert_eq!(dechunk(b"5\r\nab"), None);
     }
 }

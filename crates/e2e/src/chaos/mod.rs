@@ -24,7 +24,10 @@ pub const CI_SEEDS: &[u64] = &[1, 2, 3, 4, 5, 6];
 /// violations by invariant.
 pub fn summary_table(results: &[Result<RunResult, String>]) -> String {
     let mut out = String::new();
-    let _ = writeln!(out, "| seed | cycles | faults fired/drawn | violations | seconds |");
+    let _ = writeln!(
+        out,
+        "| seed | cycles | faults fired/drawn | violations | seconds |"
+    );
     let _ = writeln!(out, "|---:|---:|---:|---|---:|");
     let mut drawn: BTreeMap<&'static str, (u32, u32)> = BTreeMap::new();
     let mut broken: BTreeMap<&'static str, u32> = BTreeMap::new();
@@ -48,7 +51,11 @@ pub fn summary_table(results: &[Result<RunResult, String>]) -> String {
                     r.cycles,
                     r.fired.iter().filter(|(_, f)| *f).count(),
                     r.fired.len(),
-                    if names.is_empty() { "-".to_owned() } else { names.join(", ") },
+                    if names.is_empty() {
+                        "-".to_owned()
+                    } else {
+                        names.join(", ")
+                    },
                     r.elapsed.as_secs_f64()
                 );
             }

@@ -163,12 +163,8 @@ impl FaultKind {
     /// The kind's family, for the summary table.
     pub fn family(&self) -> &'static str {
         match self {
-            Self::Kill {
-                sig: Sig::Kill, ..
-            } => "sigkill",
-            Self::Kill {
-                sig: Sig::Term, ..
-            } => "sigterm",
+            Self::Kill { sig: Sig::Kill, .. } => "sigkill",
+            Self::Kill { sig: Sig::Term, .. } => "sigterm",
             Self::DockerKill { .. } => "docker-kill",
             Self::Feed(_) => "feed",
             Self::Rpc(RpcMode::LagOneBlock) => "rpc-lag",
@@ -196,7 +192,10 @@ impl fmt::Display for FaultKind {
                 write!(f, "{sig} {} {at}", target.name())
             }
             Self::DockerKill { after_ms } => {
-                write!(f, "docker kill the sandbox container {after_ms} ms after it runs")
+                write!(
+                    f,
+                    "docker kill the sandbox container {after_ms} ms after it runs"
+                )
             }
             Self::Feed(m) => match m {
                 FeedMode::Down => write!(f, "feed/archive server down"),
@@ -282,7 +281,11 @@ pub fn generate(seed: u64, bounties: usize, faults: usize, opts: ScheduleOptions
                     ])
                     .unwrap_or(BountyKind::Good),
             };
-            let threshold = if (i as u64 + first_threshold) % 2 == 0 { 2 } else { 1 };
+            let threshold = if (i as u64 + first_threshold) % 2 == 0 {
+                2
+            } else {
+                1
+            };
             BountySpec { kind, threshold }
         })
         .collect();
@@ -314,7 +317,14 @@ fn draw_kind(rng: &mut SplitMix64, opts: ScheduleOptions) -> FaultKind {
     match rng.pick(&families).unwrap_or(0) {
         0 => {
             let target = rng
-                .pick(&[Target::Worker, Target::Worker, Target::Signer1, Target::Signer2, Target::Keeper, Target::Keeper])
+                .pick(&[
+                    Target::Worker,
+                    Target::Worker,
+                    Target::Signer1,
+                    Target::Signer2,
+                    Target::Keeper,
+                    Target::Keeper,
+                ])
                 .unwrap_or(Target::Worker);
             let sig = if rng.chance(60) { Sig::Kill } else { Sig::Term };
             let at = match (target, rng.below(3)) {
@@ -328,7 +338,7 @@ fn draw_kind(rng: &mut SplitMix64, opts: ScheduleOptions) -> FaultKind {
             FaultKind::Kill { target, sig, at }
         }
         1 => FaultKind::DockerKill {
-            after_ms: rng.range(0, 1500),
+            after_ms: rng.range(0, 400),
         },
         2 => FaultKind::Feed(match rng.below(4) {
             0 => FeedMode::Down,
@@ -342,7 +352,11 @@ fn draw_kind(rng: &mut SplitMix64, opts: ScheduleOptions) -> FaultKind {
             2 => RpcMode::LagOneBlock,
             _ => RpcMode::Reorder,
         }),
-        4 => FaultKind::DiskFull(if rng.chance(50) { Disk::Staging } else { Disk::State }),
+        4 => FaultKind::DiskFull(if rng.chance(50) {
+            Disk::Staging
+        } else {
+            Disk::State
+        }),
         _ => FaultKind::DockerRestart,
     }
 }
@@ -358,7 +372,12 @@ impl fmt::Display for Schedule {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         writeln!(f, "seed {} ({} chaos cycles)", self.seed, self.chaos_cycles)?;
         for (i, b) in self.bounties.iter().enumerate() {
-            writeln!(f, "  bounty {i}: {} threshold {}", b.kind.name(), b.threshold)?;
+            writeln!(
+                f,
+                "  bounty {i}: {} threshold {}",
+                b.kind.name(),
+                b.threshold
+            )?;
         }
         for fault in &self.faults {
             writeln!(f, "  cycle {}: {}", fault.cycle, fault.kind)?;
@@ -397,7 +416,11 @@ mod tests {
             for k in [BountyKind::Good, BountyKind::Bad, BountyKind::WrongImage] {
                 assert!(s.bounties.iter().any(|b| b.kind == k), "{s}");
             }
-            assert!(s.bounties.iter().all(|b| b.threshold == 1 || b.threshold == 2));
+            assert!(
+                s.bounties
+                    .iter()
+                    .all(|b| b.threshold == 1 || b.threshold == 2)
+            );
             assert!(s.bounties.iter().any(|b| b.threshold == 1));
             assert!(s.bounties.iter().any(|b| b.threshold == 2));
             assert!(s.faults.iter().all(|f| f.cycle < s.chaos_cycles));
@@ -413,18 +436,21 @@ mod tests {
         };
         for seed in 0..300 {
             let s = generate(seed, 3, 10, off);
-            assert!(s.faults.iter().all(|f| !matches!(
-                f.kind,
-                FaultKind::DockerRestart | FaultKind::DiskFull(_)
-            )));
+            assert!(
+                s.faults
+                    .iter()
+                    .all(|f| !matches!(f.kind, FaultKind::DockerRestart | FaultKind::DiskFull(_)))
+            );
         }
         let on = ScheduleOptions {
             docker_restart: true,
             ..ScheduleOptions::default()
         };
-        assert!((0..300).any(|seed| generate(seed, 3, 10, on)
-            .faults
-            .iter()
-            .any(|f| f.kind == FaultKind::DockerRestart)));
+        assert!((0..300).any(|seed| {
+            generate(seed, 3, 10, on)
+                .faults
+                .iter()
+                .any(|f| f.kind == FaultKind::DockerRestart)
+        }));
     }
 }
