@@ -23,6 +23,10 @@ fn usage(msg: &str) -> ExitCode {
     eprintln!(
         "usage: bounty-e2e [--repo DIR] [--bin-dir DIR] [--work-dir DIR] [settled|rejected]..."
     );
+    eprintln!(
+        "       bounty-e2e [--repo DIR] [--bin-dir DIR] [--work-dir DIR] chaos --seed S [--bounties N] \
+         [--faults F] [--chaos-cycles C] [--soak K] [--no-disk] [--allow-docker-restart] [--verbose]"
+    );
     ExitCode::from(2)
 }
 
@@ -38,28 +42,8 @@ fn main() -> ExitCode {
     let mut args = std::env::args().skip(1);
     while let Some(arg) = args.next() {
         if let Some((opts, soak)) = chaos.as_mut() {
-            let flag = arg.as_str();
-            match flag {
-                "--no-disk" => opts.schedule.disk = false,
-                "--verbose" => verbose = true,
-                "--allow-docker-restart" => opts.schedule.docker_restart = true,
-                "--seed" | "--bounties" | "--faults" | "--chaos-cycles" | "--soak" => {
-                    let Some(n) = args.next().and_then(|v| v.parse::<u64>().ok()) else {
-                        return usage(&format!("{flag} takes a number"));
-                    };
-                    match flag {
-                        "--seed" => opts.seed = n,
-                        "--bounties" => {
-                            opts.bounties = usize::try_from(n.clamp(1, 50)).unwrap_or(6)
-                        }
-                        "--faults" => opts.faults = usize::try_from(n.min(50)).unwrap_or(4),
-                        "--chaos-cycles" => {
-                            opts.schedule.chaos_cycles = u32::try_from(n.clamp(1, 20)).unwrap_or(2);
-                        }
-                        _ => *soak = n.max(1),
-                    }
-                }
-                other => return usage(&format!("unknown chaos argument {other:?}")),
+            if let Err(msg) = chaos_arg(opts, soak, &mut verbose, &arg, &mut args) {
+                return usage(&msg);
             }
             continue;
         }
@@ -151,6 +135,37 @@ fn main() -> ExitCode {
         started.elapsed().as_secs_f64()
     );
     ExitCode::SUCCESS
+}
+
+/// One argument after `chaos` (taking its value from `args`).
+fn chaos_arg(
+    opts: &mut ChaosOptions,
+    soak: &mut u64,
+    verbose: &mut bool,
+    flag: &str,
+    args: &mut impl Iterator<Item = String>,
+) -> Result<(), String> {
+    match flag {
+        "--no-disk" => opts.schedule.disk = false,
+        "--verbose" => *verbose = true,
+        "--allow-docker-restart" => opts.schedule.docker_restart = true,
+        "--seed" | "--bounties" | "--faults" | "--chaos-cycles" | "--soak" => {
+            let Some(n) = args.next().and_then(|v| v.parse::<u64>().ok()) else {
+                return Err(format!("{flag} takes a number"));
+            };
+            match flag {
+                "--seed" => opts.seed = n,
+                "--bounties" => opts.bounties = usize::try_from(n.clamp(1, 50)).unwrap_or(6),
+                "--faults" => opts.faults = usize::try_from(n.min(50)).unwrap_or(4),
+                "--chaos-cycles" => {
+                    opts.schedule.chaos_cycles = u32::try_from(n.clamp(1, 20)).unwrap_or(2);
+                }
+                _ => *soak = n.max(1),
+            }
+        }
+        other => return Err(format!("unknown chaos argument {other:?}")),
+    }
+    Ok(())
 }
 
 /// Plays `soak` schedules from `opts.seed` on; prints each failure's replay report and the

@@ -208,6 +208,9 @@ async fn run_step(
 }
 
 /// Runs one binary to its end or to its fault; every pid goes into `pids`.
+// One function on purpose: the spawn, the trigger race, the signal and its grace read as
+// the one sequence they are.
+#[allow(clippy::too_many_lines)]
 async fn run_once(
     step: Step<'_>,
     kill: Option<(Sig, Trigger)>,
@@ -1039,4 +1042,34 @@ fn scan_files(root: &Path, dir: &Path, keys: &[String], obs: &mut Observations) 
 
 fn contains(hay: &[u8], needle: &[u8]) -> bool {
     !needle.is_empty() && hay.windows(needle.len()).any(|w| w == needle)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_file_scan_finds_a_key_in_any_case_and_a_panic_in_a_log() {
+        let dir = std::env::temp_dir().join(format!("chaos-scan-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(dir.join("logs/deep")).unwrap();
+        let key = key_hex(DEV_KEYS[3]);
+        std::fs::write(dir.join("logs/clean.stderr"), "nothing to see\n").unwrap();
+        std::fs::write(
+            dir.join("logs/deep/leak.json"),
+            format!("{{\"k\":\"0x{}\"}}", key.to_ascii_uppercase()),
+        )
+        .unwrap();
+        std::fs::write(
+            dir.join("logs/c0-worker.stderr"),
+            "thread 'main' panicked at src/x.rs:1:1:\n",
+        )
+        .unwrap();
+        let mut obs = Observations::default();
+        scan_files(&dir, &dir, &[key], &mut obs);
+        std::fs::remove_dir_all(&dir).unwrap();
+        assert_eq!(obs.key_leaks, vec!["logs/deep/leak.json".to_owned()]);
+        assert_eq!(obs.panics.len(), 1, "{:?}", obs.panics);
+        assert!(obs.panics[0].starts_with("logs/c0-worker.stderr: "));
+    }
 }

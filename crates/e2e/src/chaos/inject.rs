@@ -284,17 +284,17 @@ async fn one_call(
                 "eth_getTransactionCount" | "eth_getBalance" | "eth_call" | "eth_getCode",
                 Some(p),
             ) => {
-                if let Some(tag) = p.get_mut(1) {
-                    if matches!(tag.as_str(), Some("latest" | "pending")) {
-                        *tag = behind;
-                    }
+                if let Some(tag) = p.get_mut(1)
+                    && matches!(tag.as_str(), Some("latest" | "pending"))
+                {
+                    *tag = behind;
                 }
             }
             ("eth_getBlockByNumber", Some(p)) => {
-                if let Some(tag) = p.get_mut(0) {
-                    if matches!(tag.as_str(), Some("latest" | "pending")) {
-                        *tag = behind;
-                    }
+                if let Some(tag) = p.get_mut(0)
+                    && matches!(tag.as_str(), Some("latest" | "pending"))
+                {
+                    *tag = behind;
                 }
             }
             _ => {}

@@ -281,7 +281,7 @@ pub fn generate(seed: u64, bounties: usize, faults: usize, opts: ScheduleOptions
                     ])
                     .unwrap_or(BountyKind::Good),
             };
-            let threshold = if (i as u64 + first_threshold) % 2 == 0 {
+            let threshold = if (i as u64 + first_threshold).is_multiple_of(2) {
                 2
             } else {
                 1
