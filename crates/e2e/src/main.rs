@@ -4,7 +4,7 @@
 //!   bounty-e2e [--repo DIR] [--bin-dir DIR] [--work-dir DIR] [settled|rejected]...
 //!
 //!   bounty-e2e [--repo DIR] [--bin-dir DIR] [--work-dir DIR] chaos --seed S [--bounties N]
-//!              [--faults F] [--chaos-cycles C] [--soak K] [--no-disk] [--allow-docker-restart] [--verbose]
+//!              [--faults F] [--chaos-cycles C] [--soak K] [--no-disk] [--allow-docker-restart] [--verbose] [--dry-run]
 //!
 //! Defaults: the repository is the current directory, the binaries sit next to this one,
 //! the work directory is `<repo>/.work/e2e` (`<repo>/.work/chaos` for `chaos`). `chaos` plays
@@ -25,7 +25,7 @@ fn usage(msg: &str) -> ExitCode {
     );
     eprintln!(
         "       bounty-e2e [--repo DIR] [--bin-dir DIR] [--work-dir DIR] chaos --seed S [--bounties N] \
-         [--faults F] [--chaos-cycles C] [--soak K] [--no-disk] [--allow-docker-restart] [--verbose]"
+         [--faults F] [--chaos-cycles C] [--soak K] [--no-disk] [--allow-docker-restart] [--verbose] [--dry-run]"
     );
     ExitCode::from(2)
 }
@@ -96,6 +96,15 @@ fn main() -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
+    if let Some((opts, soak)) = chaos.filter(|(o, _)| o.dry_run) {
+        // The schedules only: what a run of these seeds would inject (nothing is started).
+        for i in 0..soak {
+            let seed = opts.seed.wrapping_add(i);
+            let s = e2e::chaos::schedule::generate(seed, opts.bounties, opts.faults, opts.schedule);
+            println!("{s}");
+        }
+        return ExitCode::SUCCESS;
+    }
     if let Some((opts, soak)) = chaos {
         return run_chaos(&runtime, &cfg, opts, soak, verbose);
     }
@@ -148,6 +157,7 @@ fn chaos_arg(
     match flag {
         "--no-disk" => opts.schedule.disk = false,
         "--verbose" => *verbose = true,
+        "--dry-run" => opts.dry_run = true,
         "--allow-docker-restart" => opts.schedule.docker_restart = true,
         "--seed" | "--bounties" | "--faults" | "--chaos-cycles" | "--soak" => {
             let Some(n) = args.next().and_then(|v| v.parse::<u64>().ok()) else {

@@ -48,6 +48,8 @@ pub struct ChaosOptions {
     pub schedule: ScheduleOptions,
     /// Clean cycles allowed after the chaos cycles before a bounty counts as stuck.
     pub max_drain_cycles: u32,
+    /// Print the schedules instead of running them (`--dry-run`).
+    pub dry_run: bool,
 }
 
 impl ChaosOptions {
@@ -59,6 +61,7 @@ impl ChaosOptions {
             faults: 4,
             schedule: ScheduleOptions::default(),
             max_drain_cycles: 4,
+            dry_run: false,
         }
     }
 
@@ -825,7 +828,7 @@ pub async fn run(cfg: &E2eConfig, opts: &ChaosOptions) -> Result<RunResult, E2eE
                 s("--confirmations"),
                 s(1),
                 s("--receipt-timeout"),
-                s(60),
+                s(30),
                 s("--json"),
             ]);
             let kk = kill_for(Target::Keeper, &fired);

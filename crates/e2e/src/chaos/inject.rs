@@ -140,6 +140,8 @@ struct RpcState {
     on_broadcast: Option<(Arc<Notify>, Arc<Notify>)>,
     calls: u64,
     faulted_calls: u64,
+    /// The lagging node's head under [`RpcMode::SplitLag`], fixed at its first call.
+    frozen_head: Option<u64>,
 }
 
 /// A JSON-RPC proxy in front of the node.
@@ -161,6 +163,7 @@ impl RpcProxy {
             on_broadcast: None,
             calls: 0,
             faulted_calls: 0,
+            frozen_head: None,
         }));
         let s = state.clone();
         let url = test_http::serve(move |request| {
@@ -183,7 +186,9 @@ impl RpcProxy {
 
     /// Sets (or clears) the fault.
     pub fn set_mode(&self, mode: Option<RpcMode>) {
-        lock(&self.state).mode = mode;
+        let mut st = lock(&self.state);
+        st.mode = mode;
+        st.frozen_head = None;
     }
 
     /// Arms the broadcast hook: `fired` is notified after the next raw transaction reached
@@ -251,6 +256,7 @@ async fn one_call(
                 (before, !before, false)
             }
             Some(RpcMode::LagOneBlock) => (false, false, st.rng.chance(50)),
+            Some(RpcMode::SplitLag) => (false, false, method != "eth_getTransactionCount"),
             _ => (false, false, false),
         };
         if r.0 || r.1 || r.2 {
@@ -264,7 +270,8 @@ async fn one_call(
     if drop_before {
         return None;
     }
-    let mut latest = None;
+    // `stale`: the head of the lagging node, whose receipts and state are answered.
+    let mut stale = None;
     if lag {
         let head = upstream(
             addr,
@@ -275,15 +282,32 @@ async fn one_call(
             .get("result")
             .and_then(Value::as_str)
             .and_then(parse_hex)?;
-        latest = Some(n);
-        let behind = json!(format!("0x{:x}", n.saturating_sub(1)));
+        let h = if mode == Some(RpcMode::SplitLag) {
+            // Frozen at the block before the first lagging call of the cycle: on a shared
+            // node other tests mine blocks all the time, and a node exactly one block behind
+            // would catch up before the keeper reads it again.
+            *lock(state).frozen_head.get_or_insert(n.saturating_sub(1))
+        } else {
+            n.saturating_sub(1)
+        };
+        stale = Some(h);
+        let behind = json!(format!("0x{h:x}"));
         let params = call.get_mut("params").and_then(Value::as_array_mut);
         match (method.as_str(), params) {
             // Nonce, state and "latest" block from the node that is one block behind.
             (
-                "eth_getTransactionCount" | "eth_getBalance" | "eth_call" | "eth_getCode",
+                "eth_getTransactionCount"
+                | "eth_getBalance"
+                | "eth_call"
+                | "eth_getCode"
+                | "eth_estimateGas",
                 Some(p),
             ) => {
+                // A call without a block tag means "latest" (estimateGas, and eth_call as
+                // alloy sends it): pin it to the lagging head as well.
+                if p.len() == 1 && matches!(method.as_str(), "eth_call" | "eth_estimateGas") {
+                    p.push(json!("latest"));
+                }
                 if let Some(tag) = p.get_mut(1)
                     && matches!(tag.as_str(), Some("latest" | "pending"))
                 {
@@ -311,15 +335,17 @@ async fn one_call(
     if drop_after {
         return None;
     }
-    if let Some(n) = latest {
+    if let Some(h) = stale {
         match method.as_str() {
-            "eth_blockNumber" => answer["result"] = json!(format!("0x{:x}", n.saturating_sub(1))),
-            "eth_getTransactionReceipt" => {
+            "eth_blockNumber" => answer["result"] = json!(format!("0x{h:x}")),
+            // A transaction mined after the lagging node's head is unknown to it, like its
+            // receipt.
+            "eth_getTransactionReceipt" | "eth_getTransactionByHash" => {
                 let mined_in = answer
                     .pointer("/result/blockNumber")
                     .and_then(Value::as_str)
                     .and_then(parse_hex);
-                if mined_in.is_some_and(|b| b >= n) {
+                if mined_in.is_some_and(|b| b > h) {
                     answer["result"] = Value::Null;
                 }
             }

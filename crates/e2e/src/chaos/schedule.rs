@@ -117,6 +117,11 @@ pub enum RpcMode {
     /// On about half the calls the proxy answers as a node one block behind: the block number
     /// minus one, a receipt of the latest block not yet known, a nonce as of the block before.
     LagOneBlock,
+    /// Receipts and state from a node that stays at the block before the cycle's first call,
+    /// the nonce from a current one (two load-balanced nodes that disagree), on every call:
+    /// that block's number, no receipt of a later block, balance, code, `eth_call` and
+    /// "latest" block as of that block, `eth_getTransactionCount` current.
+    SplitLag,
     /// Answers are held a random 0..=400 ms so concurrent calls complete out of order, and
     /// batch answers come back in reverse order (both legal JSON-RPC).
     Reorder,
@@ -167,7 +172,7 @@ impl FaultKind {
             Self::Kill { sig: Sig::Term, .. } => "sigterm",
             Self::DockerKill { .. } => "docker-kill",
             Self::Feed(_) => "feed",
-            Self::Rpc(RpcMode::LagOneBlock) => "rpc-lag",
+            Self::Rpc(RpcMode::LagOneBlock | RpcMode::SplitLag) => "rpc-lag",
             Self::Rpc(_) => "rpc",
             Self::DiskFull(_) => "disk-full",
             Self::DockerRestart => "docker-restart",
@@ -207,6 +212,10 @@ impl fmt::Display for FaultKind {
                 RpcMode::DropPercent(p) => write!(f, "rpc proxy drops {p}% of calls"),
                 RpcMode::DelayMs(ms) => write!(f, "rpc proxy delays every call {ms} ms"),
                 RpcMode::LagOneBlock => write!(f, "rpc proxy lags one block behind on some calls"),
+                RpcMode::SplitLag => write!(
+                    f,
+                    "rpc proxy: receipts and state from a stale node, nonce current"
+                ),
                 RpcMode::Reorder => write!(f, "rpc proxy reorders answers"),
             },
             Self::DiskFull(Disk::Staging) => write!(f, "staging root full"),
@@ -346,10 +355,11 @@ fn draw_kind(rng: &mut SplitMix64, opts: ScheduleOptions) -> FaultKind {
             2 => FeedMode::Status(rng.pick(&[500, 502, 503]).unwrap_or(500)),
             _ => FeedMode::FlakyPercent(rng.range(20, 60)),
         }),
-        3 => FaultKind::Rpc(match rng.below(4) {
+        3 => FaultKind::Rpc(match rng.below(5) {
             0 => RpcMode::DropPercent(rng.range(10, 40)),
             1 => RpcMode::DelayMs(rng.range(50, 800)),
             2 => RpcMode::LagOneBlock,
+            3 => RpcMode::SplitLag,
             _ => RpcMode::Reorder,
         }),
         4 => FaultKind::DiskFull(if rng.chance(50) {
