@@ -18,16 +18,24 @@ pub use driver::{ChaosOptions, RunResult, run};
 /// The seeds CI plays (tests/chaos.rs), in one place so a seed whose bug is being fixed
 /// elsewhere can be added once the fix is on main. Each is run with [`ChaosOptions::new`]
 /// (6 bounties, 4 faults, 2 chaos cycles).
-pub const CI_SEEDS: &[u64] = &[1, 2, 3, 4, 5, 6];
+pub const CI_SEEDS: &[u64] = &[1, 2, 3, 4, 5, 6, 7, 8];
 
 /// Seeds that break an invariant on today's code because of a bug being fixed elsewhere, with
 /// what they break. Move a seed into [`CI_SEEDS`] once its fix is on main.
-pub const SEEDS_AWAITING_FIXES: &[(u64, &str)] = &[(
-    57,
-    "no_reverted_keeper_tx: behind receipts/state from a stale node and the nonce from a \
-     current one, the restarted keeper judges its paying transaction dropped and sends a \
-     second settlement, which reverts and is reported `reverted` (issue 21 item 3)",
-)];
+pub const SEEDS_AWAITING_FIXES: &[(u64, &str)] = &[
+    (
+        12,
+        "no_reverted_keeper_tx: keeper SIGKILLed after its broadcast behind a one-block lag, \
+         then a stale-node cycle: a second settlement is sent, reverts, is reported `reverted` \
+         (issue 21 item 3)",
+    ),
+    (
+        57,
+        "no_reverted_keeper_tx: behind receipts/state from a stale node and the nonce from a \
+         current one, the restarted keeper judges its paying transaction dropped and sends a \
+         second settlement, which reverts and is reported `reverted` (issue 21 item 3)",
+    ),
+];
 
 /// The soak summary: per schedule one row, then faults by kind (drawn and fired) and
 /// violations by invariant.
