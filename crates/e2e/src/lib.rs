@@ -8,6 +8,7 @@
 //! keys reach the binaries through environment variables named on their command lines, so no
 //! key is ever an argument or printed.
 
+pub mod chaos;
 pub mod dedicated;
 mod server;
 

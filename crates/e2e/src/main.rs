@@ -3,19 +3,29 @@
 //!
 //!   bounty-e2e [--repo DIR] [--bin-dir DIR] [--work-dir DIR] [settled|rejected]...
 //!
+//!   bounty-e2e [--repo DIR] [--bin-dir DIR] [--work-dir DIR] chaos --seed S [--bounties N]
+//!              [--faults F] [--chaos-cycles C] [--soak K] [--no-disk] [--allow-docker-restart] [--verbose] [--dry-run]
+//!
 //! Defaults: the repository is the current directory, the binaries sit next to this one,
-//! the work directory is `<repo>/.work/e2e`.
+//! the work directory is `<repo>/.work/e2e` (`<repo>/.work/chaos` for `chaos`). `chaos` plays
+//! one fault schedule (or K consecutive seeds from S with `--soak K`) and exits 1 when an
+//! invariant broke; docs/chaos.md describes it.
 
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Instant;
 
+use e2e::chaos::{ChaosOptions, summary_table};
 use e2e::{E2eConfig, Scenario, run_scenario};
 
 fn usage(msg: &str) -> ExitCode {
     eprintln!("bounty-e2e: {msg}");
     eprintln!(
         "usage: bounty-e2e [--repo DIR] [--bin-dir DIR] [--work-dir DIR] [settled|rejected]..."
+    );
+    eprintln!(
+        "       bounty-e2e [--repo DIR] [--bin-dir DIR] [--work-dir DIR] chaos --seed S [--bounties N] \
+         [--faults F] [--chaos-cycles C] [--soak K] [--no-disk] [--allow-docker-restart] [--verbose] [--dry-run]"
     );
     ExitCode::from(2)
 }
@@ -27,9 +37,18 @@ fn main() -> ExitCode {
         .and_then(|p| p.parent().map(PathBuf::from));
     let mut work_dir = None;
     let mut scenarios = Vec::new();
+    let mut chaos: Option<(ChaosOptions, u64)> = None;
+    let mut verbose = false;
     let mut args = std::env::args().skip(1);
     while let Some(arg) = args.next() {
+        if let Some((opts, soak)) = chaos.as_mut() {
+            if let Err(msg) = chaos_arg(opts, soak, &mut verbose, &arg, &mut args) {
+                return usage(&msg);
+            }
+            continue;
+        }
         match arg.as_str() {
+            "chaos" => chaos = Some((ChaosOptions::new(1), 1)),
             "--repo" | "--bin-dir" | "--work-dir" => {
                 let Some(value) = args.next() else {
                     return usage(&format!("{arg} takes a value"));
@@ -52,7 +71,13 @@ fn main() -> ExitCode {
     let Some(bin_dir) = bin_dir else {
         return usage("cannot locate the binaries; pass --bin-dir");
     };
-    let work_dir = work_dir.unwrap_or_else(|| repo.join(".work/e2e"));
+    let work_dir = work_dir.unwrap_or_else(|| {
+        repo.join(if chaos.is_some() {
+            ".work/chaos"
+        } else {
+            ".work/e2e"
+        })
+    });
     let cfg = match E2eConfig::from_repo(&repo, &bin_dir, &work_dir) {
         Ok(cfg) => cfg,
         Err(e) => {
@@ -71,6 +96,18 @@ fn main() -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
+    if let Some((opts, soak)) = chaos.filter(|(o, _)| o.dry_run) {
+        // The schedules only: what a run of these seeds would inject (nothing is started).
+        for i in 0..soak {
+            let seed = opts.seed.wrapping_add(i);
+            let s = e2e::chaos::schedule::generate(seed, opts.bounties, opts.faults, opts.schedule);
+            println!("{s}");
+        }
+        return ExitCode::SUCCESS;
+    }
+    if let Some((opts, soak)) = chaos {
+        return run_chaos(&runtime, &cfg, opts, soak, verbose);
+    }
     let started = Instant::now();
     let mut summary = Vec::new();
     for scenario in scenarios {
@@ -107,4 +144,91 @@ fn main() -> ExitCode {
         started.elapsed().as_secs_f64()
     );
     ExitCode::SUCCESS
+}
+
+/// One argument after `chaos` (taking its value from `args`).
+fn chaos_arg(
+    opts: &mut ChaosOptions,
+    soak: &mut u64,
+    verbose: &mut bool,
+    flag: &str,
+    args: &mut impl Iterator<Item = String>,
+) -> Result<(), String> {
+    match flag {
+        "--no-disk" => opts.schedule.disk = false,
+        "--verbose" => *verbose = true,
+        "--dry-run" => opts.dry_run = true,
+        "--allow-docker-restart" => opts.schedule.docker_restart = true,
+        "--seed" | "--bounties" | "--faults" | "--chaos-cycles" | "--soak" => {
+            let Some(n) = args.next().and_then(|v| v.parse::<u64>().ok()) else {
+                return Err(format!("{flag} takes a number"));
+            };
+            match flag {
+                "--seed" => opts.seed = n,
+                "--bounties" => opts.bounties = usize::try_from(n.clamp(1, 50)).unwrap_or(6),
+                "--faults" => opts.faults = usize::try_from(n.min(50)).unwrap_or(4),
+                "--chaos-cycles" => {
+                    opts.schedule.chaos_cycles = u32::try_from(n.clamp(1, 20)).unwrap_or(2);
+                }
+                _ => *soak = n.max(1),
+            }
+        }
+        other => return Err(format!("unknown chaos argument {other:?}")),
+    }
+    Ok(())
+}
+
+/// Plays `soak` schedules from `opts.seed` on; prints each failure's replay report and the
+/// summary table. Exit 0 only when every invariant held in every schedule.
+fn run_chaos(
+    runtime: &tokio::runtime::Runtime,
+    cfg: &E2eConfig,
+    opts: ChaosOptions,
+    soak: u64,
+    verbose: bool,
+) -> ExitCode {
+    let mut results = Vec::new();
+    for i in 0..soak {
+        let o = ChaosOptions {
+            seed: opts.seed.wrapping_add(i),
+            ..opts
+        };
+        println!("==> chaos seed {} ({}/{soak})", o.seed, i + 1);
+        match runtime.block_on(e2e::chaos::run(cfg, &o)) {
+            Ok(r) => {
+                if verbose {
+                    println!("{}", r.failure_report());
+                }
+                if r.violations.is_empty() {
+                    println!(
+                        "    ok: {} cycles, {}/{} faults fired, {:.0}s",
+                        r.cycles,
+                        r.fired.iter().filter(|(_, f)| *f).count(),
+                        r.fired.len(),
+                        r.elapsed.as_secs_f64()
+                    );
+                } else if !verbose {
+                    println!("{}", r.failure_report());
+                }
+                results.push(Ok(r));
+            }
+            Err(e) => {
+                println!(
+                    "    driver error (seed {}): {e}\n    replay: {}",
+                    o.seed,
+                    o.replay_command()
+                );
+                results.push(Err(format!("seed {}: {e}", o.seed)));
+            }
+        }
+    }
+    println!("\n==> chaos summary\n{}", summary_table(&results));
+    let clean = results
+        .iter()
+        .all(|r| r.as_ref().is_ok_and(|r| r.violations.is_empty()));
+    if clean {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::FAILURE
+    }
 }

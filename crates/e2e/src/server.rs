@@ -68,7 +68,7 @@ impl ArchiveServer {
     }
 }
 
-fn codeload_archive(
+pub(crate) fn codeload_archive(
     top: &str,
     subdir: &str,
     files: &[(String, Vec<u8>, bool)],

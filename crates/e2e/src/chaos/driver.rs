@@ -1,0 +1,1078 @@
+//! Plays one schedule: deploys the bounties, runs cycles of the real binaries while the
+//! schedule's faults are injected, keeps running clean cycles until every bounty that can
+//! settle has (as systemd restarts or the next workflow run would), then collects the
+//! observations from the chain, Docker and the files, and checks them.
+
+use std::collections::HashSet;
+use std::future::Future;
+use std::path::{Path, PathBuf};
+use std::pin::Pin;
+use std::process::Stdio;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use alloy::primitives::{Address, U256, keccak256};
+use alloy::providers::Provider;
+use alloy::rpc::types::Filter;
+use alloy::signers::local::PrivateKeySigner;
+use chain_testkit::{BountyParams, DEV_KEYS, DeployedBounty, Testkit, dev_signer, status};
+use serde_json::Value;
+use tokio::sync::Notify;
+use verifier_sdk::fixtures::{BENCHMARK_COMMIT, JobParams, job_value};
+use verifier_sdk::settle::{SettlementEvent, decode_settlement_event};
+use verifier_sdk::{candidate_file_name, validate_job};
+
+use super::check::{BountyObservation, KeeperTx, Observations, Violation, check};
+use super::inject::{
+    FaultyServer, RpcProxy, Tmpfs, containers_of, docker_kill, running_container_of, sigterm,
+};
+use super::schedule::{
+    BountyKind, Disk, Fault, FaultKind, KillAt, Schedule, ScheduleOptions, Sig, Target, generate,
+};
+use crate::server::codeload_archive;
+use crate::{
+    BENCHMARK_SUBDIR, E2eConfig, E2eError, KEEPER_KEY_ENV, VERIFIER_KEY_ENV, VERIFIER_KEYS, b256,
+    fresh_dir, io, manifest, s, tree_digest, tree_files, wall_clock,
+};
+
+/// What to play.
+#[derive(Debug, Clone, Copy)]
+pub struct ChaosOptions {
+    /// The seed.
+    pub seed: u64,
+    /// Bounties in the feed.
+    pub bounties: usize,
+    /// Faults drawn.
+    pub faults: usize,
+    /// What the generator may draw.
+    pub schedule: ScheduleOptions,
+    /// Clean cycles allowed after the chaos cycles before a bounty counts as stuck.
+    pub max_drain_cycles: u32,
+    /// Print the schedules instead of running them (`--dry-run`).
+    pub dry_run: bool,
+}
+
+impl ChaosOptions {
+    /// The defaults for `seed`: 6 bounties, 4 faults, 2 chaos cycles, 4 drain cycles.
+    pub fn new(seed: u64) -> Self {
+        Self {
+            seed,
+            bounties: 6,
+            faults: 4,
+            schedule: ScheduleOptions::default(),
+            max_drain_cycles: 4,
+            dry_run: false,
+        }
+    }
+
+    /// The command that replays this run exactly.
+    pub fn replay_command(&self) -> String {
+        let mut c = format!(
+            "target/debug/bounty-e2e chaos --seed {} --bounties {} --faults {} --chaos-cycles {}",
+            self.seed, self.bounties, self.faults, self.schedule.chaos_cycles
+        );
+        if !self.schedule.disk {
+            c.push_str(" --no-disk");
+        }
+        if self.schedule.docker_restart {
+            c.push_str(" --allow-docker-restart");
+        }
+        c
+    }
+}
+
+/// What one schedule did and found.
+#[derive(Debug, Clone)]
+pub struct RunResult {
+    /// The options it ran with.
+    pub options: ChaosOptions,
+    /// The schedule played.
+    pub schedule: Schedule,
+    /// Each fault and whether its trigger fired (a kill whose process ended first did not).
+    pub fired: Vec<(Fault, bool)>,
+    /// What was observed.
+    pub observations: Observations,
+    /// Broken invariants (empty: all held).
+    pub violations: Vec<Violation>,
+    /// Cycles run (chaos and drain).
+    pub cycles: u32,
+    /// Wall time.
+    pub elapsed: Duration,
+    /// One line per step: cycle, step, exit code, kill.
+    pub steps: Vec<String>,
+}
+
+impl RunResult {
+    /// The report printed when an invariant breaks: the seed, the schedule, the replay command.
+    pub fn failure_report(&self) -> String {
+        let mut out = format!(
+            "chaos seed {}: {} invariant(s) broken\n",
+            self.schedule.seed,
+            self.violations.len()
+        );
+        for v in &self.violations {
+            out.push_str(&format!("  VIOLATION {v}\n"));
+        }
+        out.push_str(&format!("schedule:\n{}", self.schedule));
+        out.push_str("fired:\n");
+        for (f, fired) in &self.fired {
+            out.push_str(&format!(
+                "  cycle {}: {} -> {}\n",
+                f.cycle,
+                f.kind,
+                if *fired { "fired" } else { "did not fire" }
+            ));
+        }
+        out.push_str("steps:\n");
+        for st in &self.steps {
+            out.push_str(&format!("  {st}\n"));
+        }
+        out.push_str(&format!("replay: {}\n", self.options.replay_command()));
+        out
+    }
+}
+
+/// One verifier set: its runner, its signers and its keeper run per cycle.
+struct Lane {
+    name: &'static str,
+    keys: Vec<usize>,
+    addresses: Vec<Address>,
+}
+
+struct Bounty {
+    lane: &'static str,
+    kind: BountyKind,
+    deployed: DeployedBounty,
+    solver: Address,
+    reward: U256,
+    balance_before: U256,
+    job_id: String,
+    expires_at: u64,
+    verdicts: Vec<String>,
+    last_status: Option<String>,
+}
+
+/// How a kill is triggered, resolved for one step.
+enum Trigger {
+    After(Duration),
+    ContainerRunning,
+    CandidateWritten(PathBuf),
+    Broadcast(Arc<Notify>),
+}
+
+struct StepOut {
+    code: Option<i32>,
+    report: Option<Value>,
+    fired: bool,
+    hung: Option<String>,
+    docker_kills_fired: Vec<bool>,
+    /// Exit of the killed run, when a kill fired (the other fields are the restart's).
+    killed_code: Option<i32>,
+}
+
+#[derive(Clone)]
+struct Step<'a> {
+    label: String,
+    program: PathBuf,
+    args: Vec<String>,
+    env: Vec<(&'static str, String)>,
+    logs: &'a Path,
+    deadline: Duration,
+}
+
+/// Runs one step; when its kill fired, restarts it at once with the cycle's other faults
+/// still in force (as `Restart=on-failure` or a re-run job would), and reports the restart's
+/// exit and report.
+async fn run_step(
+    step: Step<'_>,
+    kill: Option<(Sig, Trigger)>,
+    docker_kills: &[u64],
+    docker_restart: bool,
+    release: Option<Arc<Notify>>,
+    pids: &mut HashSet<u32>,
+) -> Result<StepOut, E2eError> {
+    let again = Step {
+        label: format!("{}-restart", step.label),
+        ..step.clone()
+    };
+    let first = run_once(step, kill, docker_kills, docker_restart, release, pids).await?;
+    if !first.fired {
+        return Ok(first);
+    }
+    let second = run_once(again, None, &[], false, None, pids).await?;
+    Ok(StepOut {
+        code: second.code,
+        report: second.report,
+        fired: true,
+        hung: first.hung.or(second.hung),
+        docker_kills_fired: first.docker_kills_fired,
+        killed_code: first.code,
+    })
+}
+
+/// Runs one binary to its end or to its fault; every pid goes into `pids`.
+// One function on purpose: the spawn, the trigger race, the signal and its grace read as
+// the one sequence they are.
+#[allow(clippy::too_many_lines)]
+async fn run_once(
+    step: Step<'_>,
+    kill: Option<(Sig, Trigger)>,
+    docker_kills: &[u64],
+    docker_restart: bool,
+    release: Option<Arc<Notify>>,
+    pids: &mut HashSet<u32>,
+) -> Result<StepOut, E2eError> {
+    let out_path = step.logs.join(format!("{}.stdout", step.label));
+    let err_path = step.logs.join(format!("{}.stderr", step.label));
+    let stdout = std::fs::File::create(&out_path).map_err(io("create a log", &out_path))?;
+    let stderr = std::fs::File::create(&err_path).map_err(io("create a log", &err_path))?;
+    let mut cmd = tokio::process::Command::new(&step.program);
+    cmd.args(&step.args)
+        .stdin(Stdio::null())
+        .stdout(Stdio::from(stdout))
+        .stderr(Stdio::from(stderr))
+        .kill_on_drop(true);
+    for (k, v) in &step.env {
+        cmd.env(k, v);
+    }
+    let mut child = cmd.spawn().map_err(io("start a binary", &step.program))?;
+    let pid = child.id().unwrap_or(0);
+    pids.insert(pid);
+    let kill_tasks: Vec<_> = docker_kills
+        .iter()
+        .map(|&ms| {
+            tokio::spawn(async move {
+                let id = running_container_of(pid).await;
+                tokio::time::sleep(Duration::from_millis(ms)).await;
+                docker_kill(&id).await
+            })
+        })
+        .collect();
+    let restart = docker_restart.then(|| {
+        tokio::spawn(async move {
+            tokio::time::sleep(Duration::from_secs(1)).await;
+            tokio::process::Command::new("systemctl")
+                .args(["restart", "docker"])
+                .status()
+                .await
+                .is_ok_and(|s| s.success())
+        })
+    });
+    let sig = kill.as_ref().map(|(s, _)| *s);
+    let trigger: Pin<Box<dyn Future<Output = ()> + Send>> = match kill.map(|(_, t)| t) {
+        None => Box::pin(std::future::pending()),
+        Some(Trigger::After(d)) => Box::pin(tokio::time::sleep(d)),
+        Some(Trigger::ContainerRunning) => Box::pin(async move {
+            running_container_of(pid).await;
+        }),
+        Some(Trigger::CandidateWritten(dir)) => Box::pin(async move {
+            loop {
+                let found = std::fs::read_dir(&dir).is_ok_and(|rd| {
+                    rd.filter_map(Result::ok).any(|e| {
+                        let n = e.file_name().to_string_lossy().into_owned();
+                        n.starts_with("candidate-")
+                            && n.ends_with(".json")
+                            && !n.ends_with(".intoto.json")
+                    })
+                });
+                if found {
+                    return;
+                }
+                tokio::time::sleep(Duration::from_millis(20)).await;
+            }
+        }),
+        Some(Trigger::Broadcast(n)) => Box::pin(async move { n.notified().await }),
+    };
+    enum Ended {
+        Exited(Option<i32>),
+        Fire,
+        Deadline,
+    }
+    let ended = match tokio::time::timeout(step.deadline, async {
+        tokio::select! {
+            r = child.wait() => Ended::Exited(r.ok().and_then(|s| s.code())),
+            () = trigger => Ended::Fire,
+        }
+    })
+    .await
+    {
+        Ok(e) => e,
+        Err(_) => Ended::Deadline,
+    };
+    let mut fired = false;
+    let mut hung = None;
+    let code = match ended {
+        Ended::Exited(code) => code,
+        Ended::Fire => {
+            fired = true;
+            let grace = match sig {
+                Some(Sig::Term) => {
+                    sigterm(pid);
+                    Duration::from_secs(40)
+                }
+                _ => {
+                    let _ = child.start_kill();
+                    Duration::from_secs(10)
+                }
+            };
+            if let Some(r) = &release {
+                r.notify_one();
+            }
+            match tokio::time::timeout(grace, child.wait()).await {
+                Ok(r) => r.ok().and_then(|s| s.code()),
+                Err(_) => {
+                    hung = Some(format!(
+                        "{} did not exit within {grace:?} of its signal",
+                        step.label
+                    ));
+                    let _ = child.start_kill();
+                    let _ = child.wait().await;
+                    None
+                }
+            }
+        }
+        Ended::Deadline => {
+            hung = Some(format!(
+                "{} did not exit within {:?}",
+                step.label, step.deadline
+            ));
+            let _ = child.start_kill();
+            let _ = child.wait().await;
+            None
+        }
+    };
+    let mut docker_kills_fired = Vec::new();
+    for t in kill_tasks {
+        if t.is_finished() {
+            docker_kills_fired.push(t.await.unwrap_or(false));
+        } else {
+            t.abort();
+            docker_kills_fired.push(false);
+        }
+    }
+    if let Some(t) = restart {
+        docker_kills_fired.push(t.await.unwrap_or(false));
+    }
+    let report = std::fs::read(&out_path)
+        .ok()
+        .and_then(|b| serde_json::from_slice(&b).ok());
+    Ok(StepOut {
+        code,
+        report,
+        fired,
+        hung,
+        docker_kills_fired,
+        killed_code: None,
+    })
+}
+
+fn killed_note(out: &StepOut) -> String {
+    if out.fired {
+        format!(
+            " after a kill (killed run exit {:?}) and a restart",
+            out.killed_code
+        )
+    } else {
+        String::new()
+    }
+}
+
+fn key_hex(k: &str) -> String {
+    k.trim_start_matches("0x").to_ascii_lowercase()
+}
+
+/// Plays the schedule for `opts` end to end and checks the invariants.
+#[allow(clippy::too_many_lines)]
+pub async fn run(cfg: &E2eConfig, opts: &ChaosOptions) -> Result<RunResult, E2eError> {
+    let started = Instant::now();
+    let schedule = generate(opts.seed, opts.bounties, opts.faults, opts.schedule);
+    let work = cfg.work_dir.join(format!("seed-{}", opts.seed));
+    fresh_dir(&work)?;
+    let logs = work.join("logs");
+    std::fs::create_dir_all(&logs).map_err(io("create the log dir", &logs))?;
+
+    // Filesystems: small tmpfs mounts the disk faults fill, or plain directories.
+    let (stage_fs, state_fs) = if opts.schedule.disk {
+        (
+            Some(Tmpfs::mount(&work.join("stage-fs"), 64)?),
+            Some(Tmpfs::mount(&work.join("state-fs"), 16)?),
+        )
+    } else {
+        (None, None)
+    };
+    let staging = work.join("stage-fs/staging");
+    let keeper_state = work.join("state-fs/keeper");
+    let cache = work.join("state-fs/cache");
+    let scratch = work.join("scratch");
+    for d in [&staging, &keeper_state, &cache, &scratch] {
+        std::fs::create_dir_all(d).map_err(io("create a work directory", d))?;
+    }
+
+    let kit = Testkit::connect().await?;
+    let proxy = RpcProxy::start(kit.url(), opts.seed).await?;
+    let keeper_signer = kit.fund_new_account(U256::from(10u128.pow(21))).await?;
+    let keeper_key = keeper_signer.to_bytes().to_string();
+    let keeper_addr = keeper_signer.address();
+    let start_block = kit
+        .provider()
+        .get_block_number()
+        .await
+        .map_err(|e| E2eError::Mismatch(format!("eth_blockNumber: {e}")))?;
+
+    // The bounties and their jobs.
+    let fixtures = cfg.repo_root.join("fixtures/python-bounty");
+    let benchmark = fixtures.join("benchmark");
+    let benchmark_digest = tree_digest(&benchmark)?;
+    // A job's threshold is the size of its verifier set (PROTOCOL), and a runner serves
+    // exactly one set: threshold-2 bounties go to the pair of verifiers, threshold-1 ones to
+    // verifier 1 alone, each set with its own runner, signers and keeper run per cycle.
+    let mut lanes = Vec::new();
+    for (name, keys) in [
+        ("pair", VERIFIER_KEYS.to_vec()),
+        ("solo", vec![VERIFIER_KEYS[0]]),
+    ] {
+        let addresses = keys
+            .iter()
+            .map(|i| dev_signer(*i).map(|s| s.address()))
+            .collect::<Result<Vec<_>, _>>()?;
+        lanes.push(Lane {
+            name,
+            keys,
+            addresses,
+        });
+    }
+    let now = kit.latest_timestamp().await?.max(wall_clock());
+    let wrong_image = {
+        let base = cfg
+            .python_image
+            .split('@')
+            .next()
+            .unwrap_or(&cfg.python_image);
+        let digest = keccak256("chaos: an image digest nobody pushed");
+        format!("{base}@sha256:{}", alloy::hex::encode(digest))
+    };
+    let mut archives: Vec<(String, Vec<u8>)> = Vec::new();
+    let mut bounties = Vec::new();
+    let mut jobs = Vec::new();
+    for (i, spec) in schedule.bounties.iter().enumerate() {
+        let solution_dir = match spec.kind {
+            BountyKind::Bad => "solution-bad",
+            BountyKind::Good | BountyKind::WrongImage => "solution-good",
+        };
+        let solution = fixtures.join(solution_dir);
+        let source_digest = tree_digest(&solution)?;
+        let commit: String = source_digest
+            .to_string()
+            .trim_start_matches("sha256:")
+            .chars()
+            .take(40)
+            .collect();
+        let repo = format!("roman-{solution_dir}");
+        let path = format!("/solver-org/{repo}/tar.gz/{commit}");
+        if !archives.iter().any(|(p, _)| *p == path) {
+            let files = tree_files(&solution)?;
+            let tgz = codeload_archive(&format!("{repo}-{commit}"), "", &files).map_err(|e| {
+                E2eError::Setup {
+                    what: "build a tar.gz archive",
+                    detail: e.to_string(),
+                }
+            })?;
+            archives.push((path, tgz));
+        }
+        let solver = PrivateKeySigner::random().address();
+        let lane = if spec.threshold >= 2 {
+            &lanes[0]
+        } else {
+            &lanes[1]
+        };
+        let verifiers = &lane.addresses;
+        let image = if spec.kind == BountyKind::WrongImage {
+            wrong_image.clone()
+        } else {
+            cfg.python_image.clone()
+        };
+        let mut jp = JobParams {
+            bounty_id: keccak256(format!("chaos:{}:{i}:{now}:{solver}", opts.seed)).to_string(),
+            round: 1,
+            solver: solver.to_string(),
+            verifiers: verifiers
+                .iter()
+                .map(|a| a.to_string().to_lowercase())
+                .collect(),
+            expires_at: now + 3600,
+            artifact_reference: format!("https://github.com/solver-org/{repo}/commit/{commit}"),
+            source_snapshot_digest: source_digest.to_string(),
+            manifest: manifest(&image, benchmark_digest),
+            ..JobParams::default()
+        };
+        let draft = validate_job(&job_value(&jp), now).map_err(|e| E2eError::Setup {
+            what: "validate the draft job",
+            detail: e.to_string(),
+        })?;
+        let mut params = BountyParams::new(verifiers.clone(), jp.expires_at);
+        params.bounty_id = b256(draft.bounty_id());
+        params.round = jp.round;
+        params.solver = solver;
+        params.submission_hash = b256(draft.submission_hash());
+        params.evidence_hash = b256(draft.evidence_hash());
+        params.policy_hash = b256(draft.policy_hash());
+        params.terms_hash = b256(draft.terms_hash());
+        params.acceptance_criteria_hash = b256(draft.acceptance_criteria_hash());
+        params.benchmark_hash = b256(draft.benchmark_hash());
+        params.evidence_schema_hash = b256(draft.evidence_schema_hash());
+        params.threshold = spec.threshold;
+        let deployed = kit.deploy_bounty(&params).await?;
+        jp.bounty_contract = deployed.address().to_string();
+        let job = job_value(&jp);
+        let validated = validate_job(&job, now).map_err(|e| E2eError::Setup {
+            what: "validate the job",
+            detail: e.to_string(),
+        })?;
+        bounties.push(Bounty {
+            lane: lane.name,
+            kind: spec.kind,
+            balance_before: kit.balance(solver).await?,
+            deployed,
+            solver,
+            reward: params.reward,
+            job_id: validated.job_id().to_owned(),
+            expires_at: jp.expires_at,
+            verdicts: Vec::new(),
+            last_status: None,
+        });
+        jobs.push(job);
+    }
+    lanes.retain(|l| bounties.iter().any(|b| b.lane == l.name));
+    // Bounties are posted over the chaos cycles (bounty i from cycle i mod C on), so every
+    // chaos cycle has fresh work for its faults to land on, as a live feed would.
+    let listed_from = |i: usize| u32::try_from(i).unwrap_or(0) % schedule.chaos_cycles;
+    let feed_at = |cycle: u32| {
+        Value::Array(
+            jobs.iter()
+                .enumerate()
+                .filter(|(i, _)| listed_from(*i) <= cycle)
+                .map(|(_, j)| j.clone())
+                .collect(),
+        )
+    };
+    let server = FaultyServer::start(&feed_at(0), opts.seed).await?;
+    for (p, a) in archives {
+        server.add(&p, a);
+    }
+    let benchmark_tgz = codeload_archive(
+        &format!("benchmarks-{BENCHMARK_COMMIT}"),
+        BENCHMARK_SUBDIR,
+        &tree_files(&benchmark)?,
+    )
+    .map_err(|e| E2eError::Setup {
+        what: "build a tar.gz archive",
+        detail: e.to_string(),
+    })?;
+    server.add(
+        &format!("/bounty-org/benchmarks/tar.gz/{BENCHMARK_COMMIT}"),
+        benchmark_tgz,
+    );
+
+    let bin = |name: &str| cfg.bin_dir.join(name);
+    let mut pids = HashSet::new();
+    let mut fired: Vec<(Fault, bool)> = schedule.faults.iter().map(|f| (*f, false)).collect();
+    let mut steps = Vec::new();
+    let mut hung = Vec::new();
+    let mut cycle = 0u32;
+    loop {
+        let chaos = cycle < schedule.chaos_cycles;
+        server.set_jobs(&feed_at(cycle))?;
+        let faults: Vec<(usize, Fault)> = schedule
+            .faults
+            .iter()
+            .copied()
+            .enumerate()
+            .filter(|(_, f)| f.cycle == cycle)
+            .collect();
+        // Environment faults hold for the whole cycle.
+        for (i, f) in &faults {
+            match f.kind {
+                FaultKind::Feed(m) => {
+                    server.set_mode(Some(m));
+                    fired[*i].1 = true;
+                }
+                FaultKind::Rpc(m) => {
+                    proxy.set_mode(Some(m));
+                    fired[*i].1 = true;
+                }
+                FaultKind::DiskFull(d) => {
+                    let fs = match d {
+                        Disk::Staging => stage_fs.as_ref(),
+                        Disk::State => state_fs.as_ref(),
+                    };
+                    if let Some(fs) = fs {
+                        fs.fill()?;
+                        fired[*i].1 = true;
+                    }
+                }
+                _ => {}
+            }
+        }
+        // A kill or docker kill applies to the first step of its target in the cycle that it
+        // fires in; one that did not fire (the process ended first) is tried at the next lane.
+        let kill_for = |t: Target, fired: &[(Fault, bool)]| {
+            faults.iter().find_map(|(i, f)| match f.kind {
+                FaultKind::Kill { target, sig, at } if target == t && !fired[*i].1 => {
+                    Some((*i, sig, at))
+                }
+                _ => None,
+            })
+        };
+        for lane in &lanes {
+            let cdir = work.join(format!("cycle-{cycle}/{}", lane.name));
+            let cand = cdir.join("candidates");
+            let att: Vec<PathBuf> = lane
+                .keys
+                .iter()
+                .map(|k| cdir.join(format!("att-{k}")))
+                .collect();
+            for d in std::iter::once(&cand).chain(&att) {
+                std::fs::create_dir_all(d).map_err(io("create a cycle directory", d))?;
+            }
+            let tag = format!("c{cycle}-{}", lane.name);
+
+            // worker feed
+            let mut args = vec![
+                s("feed"),
+                s("--api"),
+                server.url().to_owned(),
+                s("--network"),
+                s("base-mainnet"),
+            ];
+            for v in &lane.addresses {
+                args.extend([s("--verifier"), v.to_string()]);
+            }
+            args.extend([
+                s("--out"),
+                s(cand.display()),
+                s("--archive-base"),
+                server.url().to_owned(),
+                s("--staging-root"),
+                s(staging.display()),
+                s("--work-dir"),
+                s(scratch.display()),
+                s("--cache-dir"),
+                s(cache.display()),
+                s("--json"),
+            ]);
+            let wk = kill_for(Target::Worker, &fired);
+            let trigger = wk.map(|(_, sig, at)| {
+                (
+                    sig,
+                    match at {
+                        KillAt::AfterMs(ms) => Trigger::After(Duration::from_millis(ms)),
+                        KillAt::ContainerRunning => Trigger::ContainerRunning,
+                        _ => Trigger::CandidateWritten(cand.clone()),
+                    },
+                )
+            });
+            let dk: Vec<(usize, u64)> = faults
+                .iter()
+                .filter_map(|(i, f)| match f.kind {
+                    FaultKind::DockerKill { after_ms } if !fired[*i].1 => Some((*i, after_ms)),
+                    _ => None,
+                })
+                .collect();
+            let dk_ms: Vec<u64> = dk.iter().map(|(_, ms)| *ms).collect();
+            let restart = faults
+                .iter()
+                .find(|(i, f)| f.kind == FaultKind::DockerRestart && !fired[*i].1)
+                .map(|(i, _)| *i);
+            let out = run_step(
+                Step {
+                    label: format!("{tag}-worker"),
+                    program: bin("worker"),
+                    args,
+                    env: vec![],
+                    logs: &logs,
+                    deadline: Duration::from_secs(300),
+                },
+                trigger,
+                &dk_ms,
+                restart.is_some() && opts.schedule.docker_restart,
+                None,
+                &mut pids,
+            )
+            .await?;
+            if let Some((i, _, _)) = wk {
+                fired[i].1 |= out.fired;
+            }
+            for ((i, _), ok) in dk.iter().zip(&out.docker_kills_fired) {
+                fired[*i].1 |= *ok;
+            }
+            if let (Some(i), Some(ok)) = (restart, out.docker_kills_fired.get(dk.len())) {
+                fired[i].1 |= *ok;
+            }
+            if let Some(h) = out.hung.clone() {
+                hung.push(format!("cycle {cycle}: {h}"));
+            }
+            steps.push(format!(
+                "{tag} worker: exit {:?}{}",
+                out.code,
+                killed_note(&out)
+            ));
+            // What the worker decided, job by job.
+            let rows = out
+                .report
+                .as_ref()
+                .and_then(|r| r.get("jobs"))
+                .and_then(Value::as_array)
+                .cloned()
+                .unwrap_or_default();
+            for b in bounties.iter_mut().filter(|b| b.lane == lane.name) {
+                let file = cand.join(candidate_file_name(&b.job_id));
+                if let Some(verdict) = std::fs::read(&file)
+                    .ok()
+                    .and_then(|bytes| serde_json::from_slice::<Value>(&bytes).ok())
+                    .and_then(|c| {
+                        c.pointer("/outcome/verdict")
+                            .and_then(Value::as_str)
+                            .map(str::to_owned)
+                    })
+                {
+                    b.verdicts.push(verdict);
+                }
+                b.last_status = rows
+                    .iter()
+                    .find(|r| r.get("job_id").and_then(Value::as_str) == Some(b.job_id.as_str()))
+                    .and_then(|r| r.get("status").and_then(Value::as_str).map(str::to_owned));
+            }
+
+            // signer sign, as each verifier of the lane
+            for (slot, key) in lane.keys.iter().enumerate() {
+                let target = if *key == VERIFIER_KEYS[0] {
+                    Target::Signer1
+                } else {
+                    Target::Signer2
+                };
+                let signer = dev_signer(*key)?;
+                let args = vec![
+                    s("sign"),
+                    s("--candidates"),
+                    s(cand.display()),
+                    s("--api"),
+                    server.url().to_owned(),
+                    s("--rpc"),
+                    proxy.url().to_owned(),
+                    s("--signer"),
+                    signer.address().to_string(),
+                    s("--key-env"),
+                    s(VERIFIER_KEY_ENV),
+                    s("--out"),
+                    s(att[slot].display()),
+                    s("--json"),
+                ];
+                let sk = kill_for(target, &fired);
+                let out = run_step(
+                    Step {
+                        label: format!("{tag}-{}", target.name()),
+                        program: bin("signer"),
+                        args,
+                        env: vec![(
+                            VERIFIER_KEY_ENV,
+                            DEV_KEYS.get(*key).copied().unwrap_or_default().to_owned(),
+                        )],
+                        logs: &logs,
+                        deadline: Duration::from_secs(180),
+                    },
+                    sk.map(|(_, sig, at)| {
+                        let d = match at {
+                            KillAt::AfterMs(ms) => ms,
+                            _ => 100,
+                        };
+                        (sig, Trigger::After(Duration::from_millis(d)))
+                    }),
+                    &[],
+                    false,
+                    None,
+                    &mut pids,
+                )
+                .await?;
+                if let Some((i, _, _)) = sk {
+                    fired[i].1 |= out.fired;
+                }
+                if let Some(h) = out.hung.clone() {
+                    hung.push(format!("cycle {cycle}: {h}"));
+                }
+                steps.push(format!(
+                    "{tag} {}: exit {:?}{}",
+                    target.name(),
+                    out.code,
+                    killed_note(&out)
+                ));
+            }
+
+            // keeper relay
+            let mut args = vec![s("relay"), s("--candidates"), s(cand.display())];
+            for a in &att {
+                args.extend([s("--attestations"), s(a.display())]);
+            }
+            args.extend([
+                s("--api"),
+                server.url().to_owned(),
+                s("--rpc"),
+                proxy.url().to_owned(),
+                s("--key-env"),
+                s(KEEPER_KEY_ENV),
+                s("--state-dir"),
+                s(keeper_state.display()),
+                s("--max-gas"),
+                s(2_000_000),
+                s("--max-fee-per-gas"),
+                s(100_000_000_000u64),
+                s("--confirmations"),
+                s(1),
+                s("--receipt-timeout"),
+                s(30),
+                s("--json"),
+            ]);
+            let kk = kill_for(Target::Keeper, &fired);
+            let mut release = None;
+            let trigger = kk.map(|(_, sig, at)| match at {
+                KillAt::Broadcast => {
+                    let (f, r) = (Arc::new(Notify::new()), Arc::new(Notify::new()));
+                    proxy.arm_broadcast(f.clone(), r.clone());
+                    release = Some(r);
+                    (sig, Trigger::Broadcast(f))
+                }
+                KillAt::AfterMs(ms) => (sig, Trigger::After(Duration::from_millis(ms))),
+                _ => (sig, Trigger::After(Duration::from_millis(200))),
+            });
+            let out = run_step(
+                Step {
+                    label: format!("{tag}-keeper"),
+                    program: bin("keeper"),
+                    args,
+                    env: vec![(KEEPER_KEY_ENV, keeper_key.clone())],
+                    logs: &logs,
+                    deadline: Duration::from_secs(240),
+                },
+                trigger,
+                &[],
+                false,
+                release,
+                &mut pids,
+            )
+            .await?;
+            proxy.disarm_broadcast();
+            if let Some((i, _, _)) = kk {
+                fired[i].1 |= out.fired;
+            }
+            if let Some(h) = out.hung.clone() {
+                hung.push(format!("cycle {cycle}: {h}"));
+            }
+            let statuses: Vec<String> = out
+                .report
+                .as_ref()
+                .and_then(|r| r.get("jobs"))
+                .and_then(Value::as_array)
+                .map(|jobs| {
+                    jobs.iter()
+                        .filter_map(|j| j.get("status").and_then(Value::as_str).map(str::to_owned))
+                        .collect()
+                })
+                .unwrap_or_default();
+            steps.push(format!(
+                "{tag} keeper: exit {:?}{} {statuses:?}",
+                out.code,
+                killed_note(&out)
+            ));
+        }
+
+        // The cycle's faults end with it.
+        server.set_mode(None);
+        proxy.set_mode(None);
+        for fs in [&stage_fs, &state_fs].into_iter().flatten() {
+            fs.release();
+        }
+        cycle += 1;
+        if !chaos {
+            let mut settled_all = true;
+            for b in &bounties {
+                if b.kind != BountyKind::WrongImage
+                    && b.deployed.status().await? == status::SUBMITTED
+                {
+                    settled_all = false;
+                }
+            }
+            if settled_all || cycle >= schedule.chaos_cycles + opts.max_drain_cycles {
+                break;
+            }
+        }
+    }
+
+    // Observations.
+    let provider = kit.provider();
+    let chain_now = kit.latest_timestamp().await?;
+    let mut obs = Observations::default();
+    for (index, b) in bounties.iter().enumerate() {
+        let filter = Filter::new()
+            .address(b.deployed.address())
+            .from_block(start_block);
+        let logs = provider
+            .get_logs(&filter)
+            .await
+            .map_err(|e| E2eError::Mismatch(format!("eth_getLogs: {e}")))?;
+        let (mut settled, mut rejected) = (0, 0);
+        for l in &logs {
+            match decode_settlement_event(l.topics(), &l.data().data) {
+                Some(Ok(SettlementEvent::Settled(_))) => settled += 1,
+                Some(Ok(SettlementEvent::Rejected(_))) => rejected += 1,
+                _ => {}
+            }
+        }
+        let after = kit.balance(b.solver).await?;
+        obs.bounties.push(BountyObservation {
+            index,
+            kind: b.kind,
+            settled_events: settled,
+            rejected_events: rejected,
+            solver_gain: u128::try_from(after.saturating_sub(b.balance_before))
+                .unwrap_or(u128::MAX),
+            reward: u128::try_from(b.reward).unwrap_or(u128::MAX),
+            verdicts: b.verdicts.clone(),
+            last_status: b.last_status.clone(),
+            window_open: b.expires_at > chain_now,
+        });
+    }
+    let end_block = provider
+        .get_block_number()
+        .await
+        .map_err(|e| E2eError::Mismatch(format!("eth_blockNumber: {e}")))?;
+    let keeper_lc = keeper_addr.to_string().to_lowercase();
+    for n in start_block..=end_block {
+        let block: Value = provider
+            .raw_request("eth_getBlockByNumber".into(), (format!("0x{n:x}"), true))
+            .await
+            .map_err(|e| E2eError::Mismatch(format!("eth_getBlockByNumber {n}: {e}")))?;
+        let txs = block
+            .get("transactions")
+            .and_then(Value::as_array)
+            .cloned()
+            .unwrap_or_default();
+        for tx in txs {
+            let from = tx
+                .get("from")
+                .and_then(Value::as_str)
+                .unwrap_or("")
+                .to_lowercase();
+            if from != keeper_lc {
+                continue;
+            }
+            let hash = tx
+                .get("hash")
+                .and_then(Value::as_str)
+                .unwrap_or("")
+                .to_owned();
+            let receipt: Value = provider
+                .raw_request("eth_getTransactionReceipt".into(), (hash.clone(),))
+                .await
+                .map_err(|e| E2eError::Mismatch(format!("eth_getTransactionReceipt: {e}")))?;
+            let succeeded = receipt.get("status").and_then(Value::as_str) == Some("0x1");
+            obs.keeper_txs.push(KeeperTx { hash, succeeded });
+        }
+    }
+    obs.leftover_containers = containers_of(&pids)
+        .await
+        .into_iter()
+        .map(|(id, st)| format!("{id} ({st})"))
+        .collect();
+    let mut keys: Vec<String> = VERIFIER_KEYS
+        .iter()
+        .filter_map(|k| DEV_KEYS.get(*k))
+        .map(|k| key_hex(k))
+        .collect();
+    keys.push(key_hex(&keeper_key));
+    scan_files(&work, &work, &keys, &mut obs);
+    obs.hung_steps = hung;
+    let violations = check(&obs);
+    drop(stage_fs);
+    drop(state_fs);
+    Ok(RunResult {
+        options: *opts,
+        schedule,
+        fired,
+        observations: obs,
+        violations,
+        cycles: cycle,
+        elapsed: started.elapsed(),
+        steps,
+    })
+}
+
+/// Every file under `dir`: a key's hex in it is a leak; a panic in a log is a bug.
+fn scan_files(root: &Path, dir: &Path, keys: &[String], obs: &mut Observations) {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return;
+    };
+    for e in entries.filter_map(Result::ok) {
+        let path = e.path();
+        let Ok(meta) = std::fs::symlink_metadata(&path) else {
+            continue;
+        };
+        if meta.is_dir() {
+            scan_files(root, &path, keys, obs);
+            continue;
+        }
+        if !meta.is_file() || path.file_name().is_some_and(|n| n == ".chaos-fill") {
+            continue;
+        }
+        let Ok(bytes) = std::fs::read(&path) else {
+            continue;
+        };
+        let lower = bytes.to_ascii_lowercase();
+        let rel = path
+            .strip_prefix(root)
+            .unwrap_or(&path)
+            .display()
+            .to_string();
+        if keys.iter().any(|k| contains(&lower, k.as_bytes())) {
+            obs.key_leaks.push(rel.clone());
+        }
+        if rel.ends_with(".stderr") {
+            let text = String::from_utf8_lossy(&bytes);
+            if let Some(line) = text.lines().find(|l| l.contains("panicked at")) {
+                obs.panics.push(format!("{rel}: {line}"));
+            }
+        }
+    }
+}
+
+fn contains(hay: &[u8], needle: &[u8]) -> bool {
+    !needle.is_empty() && hay.windows(needle.len()).any(|w| w == needle)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_file_scan_finds_a_key_in_any_case_and_a_panic_in_a_log() {
+        let dir = std::env::temp_dir().join(format!("chaos-scan-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(dir.join("logs/deep")).unwrap();
+        let key = key_hex(DEV_KEYS[3]);
+        std::fs::write(dir.join("logs/clean.stderr"), "nothing to see\n").unwrap();
+        std::fs::write(
+            dir.join("logs/deep/leak.json"),
+            format!("{{\"k\":\"0x{}\"}}", key.to_ascii_uppercase()),
+        )
+        .unwrap();
+        std::fs::write(
+            dir.join("logs/c0-worker.stderr"),
+            "thread 'main' panicked at src/x.rs:1:1:\n",
+        )
+        .unwrap();
+        let mut obs = Observations::default();
+        scan_files(&dir, &dir, &[key], &mut obs);
+        std::fs::remove_dir_all(&dir).unwrap();
+        assert_eq!(obs.key_leaks, vec!["logs/deep/leak.json".to_owned()]);
+        assert_eq!(obs.panics.len(), 1, "{:?}", obs.panics);
+        assert!(obs.panics[0].starts_with("logs/c0-worker.stderr: "));
+    }
+}
