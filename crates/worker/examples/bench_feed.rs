@@ -9,6 +9,10 @@
 //! `<dir>/verifier`, then the server's base URL to `<dir>/base`, and serves until killed.
 //!
 //! Usage: `bench_feed <repository root> <image@sha256:…> <jobs> <dir>`
+//!
+//! `BENCH_FEED_UNPULLABLE_ROUNDS` (comma-separated rounds, optional) gives those jobs an image
+//! digest no registry holds (the image's repository at sha256:00…01), so `worker feed --pull`
+//! ends them `no_verdict (image_missing)`: one bounty author's broken image among good jobs.
 
 #[path = "../tests/it/feed_support/mod.rs"]
 mod feed_support;
@@ -59,6 +63,16 @@ async fn serve(root: &Path, image: &str, jobs: u64, dir: &Path) -> std::io::Resu
         ),
     );
     let bench_digest = dir_digest(&bench);
+    let unpullable: Vec<u64> = std::env::var("BENCH_FEED_UNPULLABLE_ROUNDS")
+        .unwrap_or_default()
+        .split(',')
+        .filter_map(|r| r.trim().parse().ok())
+        .collect();
+    let missing_image = format!(
+        "{}@sha256:{}1",
+        image.split('@').next().unwrap_or(image),
+        "0".repeat(63)
+    );
     let mut all = Vec::new();
     for round in 1..=jobs {
         let tree = example.join(if round % 2 == 1 {
@@ -73,7 +87,11 @@ async fn serve(root: &Path, image: &str, jobs: u64, dir: &Path) -> std::io::Resu
             codeload_dir(&format!("{repo}-{commit}"), "", &tree),
         );
         let mut manifest = sample_manifest();
-        manifest["image"] = json!(image);
+        manifest["image"] = json!(if unpullable.contains(&round) {
+            missing_image.as_str()
+        } else {
+            image
+        });
         manifest["command"] = json!([
             "/bin/cmp",
             "/benchmark/expected.txt",
