@@ -410,6 +410,9 @@ if [[ -x "${worker_bin}" && -x "${example_job}" && -s "${images}" ]]; then
   check "independent: the runner's response hash differs from the slot's own run; nothing is signed, reported as an error" \
     eval '((status == 0)) && [[ "$(jq ".candidates | length" "${tmp}/agreed/manifest.json")" == 0 ]] && [[ ! -e "${tmp}/agreed/${cand_file}" ]] && said "::error::job ${job_id}: independent re-run disagrees" && grep -q "disagree" "${summary_file}"'
 
+  check "independent: a disagreement fails the slot's step red (exit 2), the agreed directory still written for what agreed" \
+    eval '((status == 2)) && [[ -f "${tmp}/agreed/manifest.json" ]]'
+
   rm -rf "${tmp}/own" && mkdir -p "${tmp}/own"
   compare
   check "independent: a job the slot's own run has no candidate for is not signed (warning)" \
@@ -672,6 +675,9 @@ merge_reruns
 check "reruns: a shard's planted candidate for another shard's job is dropped with an error" \
   eval '((status == 0)) && [[ "$(jq -r .outcome.response_hash "${tmp}/merged/$(rerun_name "${rerun_id0}")")" == "${honest_hash}" ]] && said "::error::re-run artifact regression-rerun-1-shard-1/$(rerun_name "${rerun_id0}"): job ${rerun_id0} is in shard 0, not 1"'
 
+check "reruns: a planted file dropped fails red (exit 2), the honest candidates still merged" \
+  eval '((status == 2)) && [[ -f "${tmp}/merged/$(rerun_name "${rerun_id0}")" ]]'
+
 rm -rf "${tmp}/reruns"
 rerun_candidate "${tmp}/reruns/regression-rerun-1-shard-1" "${rerun_id1}" "${forged_hash}" "$(rerun_name "${rerun_id0}")"
 ln -s /etc/passwd "${tmp}/reruns/regression-rerun-1-shard-1/$(rerun_name "${rerun_id1}")"
@@ -679,6 +685,23 @@ rerun_candidate "${tmp}/reruns/regression-rerun-1-shard-7" "${rerun_id1}" "${for
 merge_reruns
 check "reruns: a file named for another job, a symlink and a shard out of range are all dropped" \
   eval '((status == 0)) && [[ -z "$(ls -A "${tmp}/merged")" ]] && said "holds job ${rerun_id1}" && said "not a regular file" && said "shard 7 is not one of 0..1"'
+
+# 21.2: a re-run VM uploads an extra artifact whose name ends in another shard's suffix; it
+# must not stand in for shard 1's honest re-run and agree with a forged runner candidate.
+rm -rf "${tmp}/reruns" "${tmp}/forged-runner"
+rerun_candidate "${tmp}/reruns/regression-rerun-1-shard-0" "${rerun_id0}" "${honest_hash}"
+rerun_candidate "${tmp}/reruns/regression-rerun-1-shard-1" "${rerun_id1}" "${honest_hash}"
+rerun_candidate "${tmp}/reruns/regression-rerun-1-shard-9-shard-1" "${rerun_id1}" "${forged_hash}"
+rerun_candidate "${tmp}/forged-runner" "${rerun_id1}" "${forged_hash}"
+jq -n --arg id "${rerun_id1}" --arg f "$(rerun_name "${rerun_id1}")" \
+  '{schema: "agent-bounties/regression-candidate-manifest-v1", network: "base-mainnet", candidates: [{job_id: $id, file: $f}]}' \
+  > "${tmp}/forged-runner/manifest.json"
+merge_reruns
+merge_status="${status}"
+rm -rf "${tmp}/agreed"
+run_script "${scripts}/compare-candidates.sh" "${tmp}/forged-runner" "${tmp}/merged" "${tmp}/agreed"
+check "reruns: an extra artifact regression-rerun-1-shard-9-shard-1 does not overwrite shard 1's honest re-run; the forged runner candidate is not kept" \
+  eval '[[ ! -s "${tmp}/agreed/$(rerun_name "${rerun_id1}")" ]] && ((merge_status != 0 || status != 0))'
 
 run_script "${scripts}/merge-reruns.sh" "${tmp}/reruns" 0 "${tmp}/merged-bad"
 check "reruns: a malformed shard count fails closed" eval '((status == 1)) && [[ ! -e "${tmp}/merged-bad" ]]'
