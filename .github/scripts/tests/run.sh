@@ -96,6 +96,49 @@ gate success schedule "${main_sha}"
 check "gate: an API that does not answer fails the job (no silent skip)" \
   eval '((status != 0)) && ! output_is proceed true'
 
+# --- REST budget: backoff on 429 / 403 rate limit / 5xx, bounded ------------------------
+seq_route() { # responses... (JSON each)
+  local IFS=,
+  printf '{"/repos/acme/verifier/commits/main": {"@sequence": [%s]}}' "$*" > "${routes}"
+}
+main_ok="{\"sha\": \"${main_sha}\"}"
+requests_made() { grep -c "commits/main" "${tmp}/requests.log"; }
+
+seq_route '{"@status": 429, "@headers": {"Retry-After": "1"}}' "${main_ok}"
+gate success schedule "${main_sha}"
+check "api: a 429 with Retry-After is retried after the wait and then answered (2 requests)" \
+  eval '((status == 0)) && output_is proceed true && [[ "$(requests_made)" == 2 ]] && said "429"'
+
+seq_route '{"@status": 403, "@headers": {"x-ratelimit-remaining": "0", "x-ratelimit-reset": "@now+1"}, "@body": {"message": "API rate limit exceeded"}}' "${main_ok}"
+gate success schedule "${main_sha}"
+check "api: a 403 rate limit (x-ratelimit-remaining 0) waits for x-ratelimit-reset and is retried" \
+  eval '((status == 0)) && output_is proceed true && [[ "$(requests_made)" == 2 ]]'
+
+seq_route '{"@status": 403, "@headers": {"Retry-After": "1"}, "@body": {"message": "You have exceeded a secondary rate limit"}}' "${main_ok}"
+gate success schedule "${main_sha}"
+check "api: a 403 secondary rate limit with Retry-After is retried" \
+  eval '((status == 0)) && output_is proceed true && [[ "$(requests_made)" == 2 ]]'
+
+seq_route '{"@status": 502}' '{"@status": 503}' "${main_ok}"
+API_RETRY_BASE_SECONDS=0 gate success schedule "${main_sha}"
+check "api: 502 then 503 then 200 is answered (5xx retried with backoff)" \
+  eval '((status == 0)) && output_is proceed true && [[ "$(requests_made)" == 3 ]]'
+
+seq_route '{"@status": 500}'
+API_RETRY_BASE_SECONDS=0 gate success schedule "${main_sha}"
+check "api: a 5xx that never ends fails the job after a bounded number of attempts (4)" \
+  eval '((status != 0)) && ! output_is proceed true && [[ "$(requests_made)" == 4 ]]'
+
+seq_route '{"@status": 403, "@body": {"message": "Resource not accessible by integration"}}' "${main_ok}"
+gate success schedule "${main_sha}"
+check "api: a 403 that is not a rate limit (permissions) is not retried" \
+  eval '((status != 0)) && [[ "$(requests_made)" == 1 ]]'
+
+seq_route '{"@status": 403, "@headers": {"x-ratelimit-remaining": "0", "x-ratelimit-reset": "@now+3600"}}' "${main_ok}"
+gate success schedule "${main_sha}"
+check "api: a rate limit that resets beyond the wait bound fails at once with the reset time, no hour-long sleep" \
+  eval '((status != 0)) && [[ "$(requests_made)" == 1 ]] && said "rate limit"'
+
 # --- keeper state restore ---------------------------------------------------------------
 runs_path='/repos/acme/verifier/actions/workflows/regression-verifier-keeper.yml/runs?branch=main&status=completed&per_page=30'
 run() { # id created head_branch head_repo
