@@ -597,6 +597,16 @@ collect
 check "collect: an artifact holding a symlink is refused" \
   eval '((status == 1)) && said "holds something other than regular files"'
 
+# 22.7: the artifacts of a run past one page (100 others first, the shards' on page 2), and the
+# requests a collection costs: 2 lists + one download per shard, whatever the shard count.
+shard_zip "${tmp}/s1.zip" "${a1}"
+others="$(for k in $(seq 100); do printf '{"id": %s, "name": "other-%s", "expired": false},' "$((1000 + k))" "${k}"; done)"
+shard_routes "${three_jobs}" "${others%,}"
+jq --argjson a "[${three_artifacts}]" '. + {"/repos/acme/verifier/actions/runs/77/artifacts?per_page=100&page=2": {artifacts: $a}}' "${routes}" > "${tmp}/r.json" && mv "${tmp}/r.json" "${routes}"
+collect
+check "collect: artifacts listed over two pages (per_page=100) are all seen; 2 lists + 1 per shard + 1 page = 6 requests" \
+  eval '((status == 0)) && [[ "$(wc -l < "${tmp}/requests.log")" == 6 ]]'
+
 echo '{}' > "${routes}"
 collect
 check "collect: a jobs API that does not answer fails closed" eval '((status == 1)) && [[ ! -e "${tmp}/collected" ]]'
