@@ -451,7 +451,7 @@ if [[ -x "${worker_bin}" && -x "${example_job}" && -s "${images}" ]]; then
   candidate_dir "${tmp}/runner" "${tmp}/request-pass.json" "${tmp}/outcome-fail.json"
   compare
   check "independent: the runner's response hash differs from the slot's own run; nothing is signed, reported as an error" \
-    eval '((status == 0)) && [[ "$(jq ".candidates | length" "${tmp}/agreed/manifest.json")" == 0 ]] && [[ ! -e "${tmp}/agreed/${cand_file}" ]] && said "::error::job ${job_id}: independent re-run disagrees" && grep -q "disagree" "${summary_file}"'
+    eval '((status == 2)) && [[ "$(jq ".candidates | length" "${tmp}/agreed/manifest.json")" == 0 ]] && [[ ! -e "${tmp}/agreed/${cand_file}" ]] && said "::error::job ${job_id}: independent re-run disagrees" && grep -q "disagree" "${summary_file}"'
 
   check "independent: a disagreement fails the slot's step red (exit 2), the agreed directory still written for what agreed" \
     eval '((status == 2)) && [[ -f "${tmp}/agreed/manifest.json" ]]'
@@ -709,54 +709,105 @@ rerun_candidate() { # folder job-id hash [file name]
   jq -n --arg id "$2" --arg h "$3" '{job: {job_id: $id}, outcome: {response_hash: $h}}' \
     > "$1/${4:-$(rerun_name "$2")}"
 }
-merge_reruns() { rm -rf "${tmp}/merged"; run_script "${scripts}/merge-reruns.sh" "${tmp}/reruns" 2 "${tmp}/merged"; }
+# Each folder of ${tmp}/reruns is one artifact of signer run 88, zipped; the slot's two re-run
+# jobs conclude rerun_conclusion[i] (default success) and upload between 10:04:00 and 10:04:30.
+declare -A rerun_conclusion=()
+rerun_created="2026-11-30T10:04:10Z"
+merge_reruns() {
+  rm -rf "${tmp}/merged"
+  local jobs="" arts="" zips="" k=0 folder name sh
+  for sh in 0 1; do
+    jobs+="{\"name\": \"Re-run independently (slot 1, shard ${sh}/2)\", \"conclusion\": \"${rerun_conclusion[${sh}]:-success}\", \"run_attempt\": 1, \"started_at\": \"2026-11-30T10:00:00Z\", \"completed_at\": \"2026-11-30T10:05:00Z\", \"steps\": [{\"name\": \"Upload this slot's own candidates\", \"started_at\": \"2026-11-30T10:04:00Z\", \"completed_at\": \"2026-11-30T10:04:30Z\"}]},"
+  done
+  for folder in "${tmp}/reruns"/*; do
+    name="$(basename "${folder}")"; k=$((k + 1))
+    echo '{"slot": "1"}' > "${folder}/rerun.json"
+    rm -f "${tmp}/rerun-${k}.zip"; (cd "${folder}" && zip -q -y -r "${tmp}/rerun-${k}.zip" .)
+    arts+="{\"id\": $((900 + k)), \"name\": \"${name}\", \"expired\": false, \"created_at\": \"${rerun_created}\", \"workflow_run\": {\"id\": 88}},"
+    zips+="\"/repos/acme/verifier/actions/artifacts/$((900 + k))/zip\": {\"@file\": \"${tmp}/rerun-${k}.zip\"},"
+  done
+  cat > "${routes}" <<JSON
+{${zips}
+ "/repos/acme/verifier/actions/runs/88/jobs?filter=latest&per_page=100": {"jobs": [${jobs%,}]},
+ "/repos/acme/verifier/actions/runs/88/artifacts?per_page=100": {"artifacts": [${arts%,}, {"id": 1, "name": "regression-candidates", "expired": false}]}}
+JSON
+  RUN_ID=88 run_script "${scripts}/merge-reruns.sh" 1 2 "${tmp}/merged"
+}
 honest_hash="0x$(printf 'a%.0s' $(seq 64))"
 forged_hash="0x$(printf 'f%.0s' $(seq 64))"
+honest_reruns() {
+  rm -rf "${tmp}/reruns"
+  rerun_candidate "${tmp}/reruns/regression-rerun-1-shard-0" "${rerun_id0}" "${honest_hash}"
+  rerun_candidate "${tmp}/reruns/regression-rerun-1-shard-1" "${rerun_id1}" "${honest_hash}"
+}
 
-rm -rf "${tmp}/reruns"
-rerun_candidate "${tmp}/reruns/regression-rerun-1-shard-0" "${rerun_id0}" "${honest_hash}"
-rerun_candidate "${tmp}/reruns/regression-rerun-1-shard-1" "${rerun_id1}" "${honest_hash}"
+honest_reruns
 echo '{}' > "${tmp}/reruns/regression-rerun-1-shard-1/feed-report.json"
 merge_reruns
-check "reruns: each shard's own candidates are merged (reports left out)" \
-  eval '((status == 0)) && [[ -f "${tmp}/merged/$(rerun_name "${rerun_id0}")" && -f "${tmp}/merged/$(rerun_name "${rerun_id1}")" && ! -e "${tmp}/merged/feed-report.json" ]]'
+check "reruns: each shard's own candidates are merged, each artifact bound to its job through the API (reports left out)" \
+  eval '((status == 0)) && [[ -f "${tmp}/merged/$(rerun_name "${rerun_id0}")" && -f "${tmp}/merged/$(rerun_name "${rerun_id1}")" && ! -e "${tmp}/merged/feed-report.json" ]] && grep -q "artifacts/901/zip" "${tmp}/requests.log"'
 
 # Shard 1's VM plants a candidate for shard 0's job agreeing with a forged runner candidate;
 # whichever folder is merged last, only shard 0's own answer may reach the comparison.
 rerun_candidate "${tmp}/reruns/regression-rerun-1-shard-1" "${rerun_id0}" "${forged_hash}"
 merge_reruns
 check "reruns: a shard's planted candidate for another shard's job is dropped with an error" \
-  eval '((status == 0)) && [[ "$(jq -r .outcome.response_hash "${tmp}/merged/$(rerun_name "${rerun_id0}")")" == "${honest_hash}" ]] && said "::error::re-run artifact regression-rerun-1-shard-1/$(rerun_name "${rerun_id0}"): job ${rerun_id0} is in shard 0, not 1"'
-
+  eval '[[ "$(jq -r .outcome.response_hash "${tmp}/merged/$(rerun_name "${rerun_id0}")")" == "${honest_hash}" ]] && said "::error::re-run artifact regression-rerun-1-shard-1/$(rerun_name "${rerun_id0}"): job ${rerun_id0} is in shard 0, not 1"'
 check "reruns: a planted file dropped fails red (exit 2), the honest candidates still merged" \
   eval '((status == 2)) && [[ -f "${tmp}/merged/$(rerun_name "${rerun_id0}")" ]]'
 
-rm -rf "${tmp}/reruns"
+honest_reruns
 rerun_candidate "${tmp}/reruns/regression-rerun-1-shard-1" "${rerun_id1}" "${forged_hash}" "$(rerun_name "${rerun_id0}")"
-ln -s /etc/passwd "${tmp}/reruns/regression-rerun-1-shard-1/$(rerun_name "${rerun_id1}")"
-rerun_candidate "${tmp}/reruns/regression-rerun-1-shard-7" "${rerun_id1}" "${forged_hash}"
 merge_reruns
-check "reruns: a file named for another job, a symlink and a shard out of range are all dropped" \
-  eval '((status == 0)) && [[ -z "$(ls -A "${tmp}/merged")" ]] && said "holds job ${rerun_id1}" && said "not a regular file" && said "shard 7 is not one of 0..1"'
+check "reruns: a file named for another job is dropped (exit 2)" \
+  eval '((status == 2)) && said "holds job ${rerun_id1}" && [[ ! -e "${tmp}/merged/$(rerun_name "${rerun_id0}")" || "$(jq -r .outcome.response_hash "${tmp}/merged/$(rerun_name "${rerun_id0}")")" == "${honest_hash}" ]]'
+
+honest_reruns
+ln -s /etc/passwd "${tmp}/reruns/regression-rerun-1-shard-1/link.json"
+merge_reruns
+check "reruns: an artifact holding a symlink is dropped whole (exit 2)" \
+  eval '((status == 2)) && said "holds something other than regular files" && [[ ! -e "${tmp}/merged/$(rerun_name "${rerun_id1}")" ]]'
 
 # 21.2: a re-run VM uploads an extra artifact whose name ends in another shard's suffix; it
 # must not stand in for shard 1's honest re-run and agree with a forged runner candidate.
-rm -rf "${tmp}/reruns" "${tmp}/forged-runner"
-rerun_candidate "${tmp}/reruns/regression-rerun-1-shard-0" "${rerun_id0}" "${honest_hash}"
-rerun_candidate "${tmp}/reruns/regression-rerun-1-shard-1" "${rerun_id1}" "${honest_hash}"
+honest_reruns
 rerun_candidate "${tmp}/reruns/regression-rerun-1-shard-9-shard-1" "${rerun_id1}" "${forged_hash}"
+rm -rf "${tmp}/forged-runner"
 rerun_candidate "${tmp}/forged-runner" "${rerun_id1}" "${forged_hash}"
 jq -n --arg id "${rerun_id1}" --arg f "$(rerun_name "${rerun_id1}")" \
   '{schema: "agent-bounties/regression-candidate-manifest-v1", network: "base-mainnet", candidates: [{job_id: $id, file: $f}]}' \
   > "${tmp}/forged-runner/manifest.json"
 merge_reruns
-merge_status="${status}"
+merge_status="${status}"; merge_said="${stdout}"
 rm -rf "${tmp}/agreed"
-run_script "${scripts}/compare-candidates.sh" "${tmp}/forged-runner" "${tmp}/merged" "${tmp}/agreed"
+mkdir -p "${tmp}/merged-or-none"; [[ -d "${tmp}/merged" ]] && cp -r "${tmp}/merged/." "${tmp}/merged-or-none/"
+run_script "${scripts}/compare-candidates.sh" "${tmp}/forged-runner" "${tmp}/merged-or-none" "${tmp}/agreed"
 check "reruns: an extra artifact regression-rerun-1-shard-9-shard-1 does not overwrite shard 1's honest re-run; the forged runner candidate is not kept" \
   eval '[[ ! -s "${tmp}/agreed/$(rerun_name "${rerun_id1}")" ]] && ((merge_status != 0 || status != 0))'
+check "reruns: that extra artifact refuses the slot's re-runs with an ::error, nothing written" \
+  eval '((merge_status == 1)) && grep -q "::error::re-runs of slot 1: unexpected artifact regression-rerun-1-shard-9-shard-1" <<<"${merge_said}" && [[ ! -e "${tmp}/merged" ]]'
 
-run_script "${scripts}/merge-reruns.sh" "${tmp}/reruns" 0 "${tmp}/merged-bad"
+honest_reruns
+rerun_conclusion[1]=failure
+merge_reruns
+rerun_conclusion[1]=success
+check "reruns: a re-run job of the slot that did not succeed refuses the slot (nothing signed)" \
+  eval '((status == 1)) && said "concluded failure" && [[ ! -e "${tmp}/merged" ]]'
+
+honest_reruns
+rerun_created="2026-11-30T10:04:50Z"
+merge_reruns
+rerun_created="2026-11-30T10:04:10Z"
+check "reruns: an artifact created after its job's upload step (overwritten by another VM) is refused" \
+  eval '((status == 1)) && said "created outside the upload" && [[ ! -e "${tmp}/merged" ]]'
+
+rm -rf "${tmp}/reruns"
+rerun_candidate "${tmp}/reruns/regression-rerun-1-shard-0" "${rerun_id0}" "${honest_hash}"
+merge_reruns
+check "reruns: a shard's re-run artifact missing refuses the slot" \
+  eval '((status == 1)) && said "not exactly one artifact regression-rerun-1-shard-1"'
+
+RUN_ID=88 run_script "${scripts}/merge-reruns.sh" 1 0 "${tmp}/merged-bad"
 check "reruns: a malformed shard count fails closed" eval '((status == 1)) && [[ ! -e "${tmp}/merged-bad" ]]'
 
 # --- every job of every workflow has a timeout ---------------------------------------------
