@@ -66,11 +66,21 @@ old_sha=2222222222222222222222222222222222222222
 # --- signer gate ------------------------------------------------------------------------
 gate() {
   RUN_CONCLUSION="${1}" RUN_EVENT="${2}" RUN_HEAD_BRANCH=main RUN_HEAD_SHA="${3}" \
-    RUN_HEAD_REPOSITORY="${4:-acme/verifier}" run_script "${scripts}/signer-gate.sh"
+    RUN_HEAD_REPOSITORY="${4:-acme/verifier}" REGRESSION_VERIFIER=0x1111111111111111111111111111111111111111 \
+    REGRESSION_SECOND_VERIFIER="${SECOND_VERIFIER:-}" run_script "${scripts}/signer-gate.sh"
 }
-cat > "${routes}" <<JSON
-{"/repos/acme/verifier/commits/main": {"sha": "${main_sha}"}}
-JSON
+# A signing environment as the API reports it: deployments limited to the branch `main`.
+env_routes() { # slot policy-json [branch-policies-json]
+  printf '"/repos/acme/verifier/environments/regression-verifier-%s": {"name": "regression-verifier-%s", "protection_rules": [{"type": "branch_policy"}], "deployment_branch_policy": %s},
+ "/repos/acme/verifier/environments/regression-verifier-%s/deployment-branch-policies?per_page=100": {"total_count": 1, "branch_policies": %s},' \
+    "$1" "$1" "$2" "$1" "${3:-${main_branch_policy}}"
+}
+main_only='{"protected_branches": false, "custom_branch_policies": true}'
+main_branch_policy='[{"name": "main", "type": "branch"}]'
+gate_routes() { # extra routes
+  printf '{%s "/repos/acme/verifier/commits/main": {"sha": "%s"}}' "${1:-$(env_routes 1 "${main_only}")}" "${main_sha}" > "${routes}"
+}
+gate_routes
 
 gate success schedule "${main_sha}"
 check "gate: a scheduled run at main's head is signed" \
@@ -96,10 +106,47 @@ gate success schedule "${main_sha}"
 check "gate: an API that does not answer fails the job (no silent skip)" \
   eval '((status != 0)) && ! output_is proceed true'
 
+# 22.8: environments fail closed. A job naming a missing environment gets it created on the
+# spot, unprotected; one without a main-only deployment policy lets any branch read the key.
+gate_routes " "
+gate success schedule "${main_sha}"
+check "gate: a signing environment that does not exist (GitHub would create it unprotected) refuses to sign" \
+  eval '((status != 0)) && ! output_is proceed true && said "::error::environment regression-verifier-1"'
+
+gate_routes "$(env_routes 1 null)"
+gate success schedule "${main_sha}"
+check "gate: a signing environment without a deployment branch policy refuses to sign" \
+  eval '((status != 0)) && ! output_is proceed true && said "no deployment branch policy"'
+
+gate_routes "$(env_routes 1 "${main_only}" '[{"name": "main", "type": "branch"}, {"name": "*", "type": "branch"}]')"
+gate success schedule "${main_sha}"
+check "gate: a deployment policy admitting another branch (\"*\") refuses to sign" \
+  eval '((status != 0)) && ! output_is proceed true && said "admits"'
+
+gate_routes "$(env_routes 1 '{"protected_branches": true, "custom_branch_policies": false}')"
+gate success schedule "${main_sha}"
+check "gate: \"protected branches\" (any protected branch may deploy) refuses to sign" \
+  eval '((status != 0)) && ! output_is proceed true'
+
+gate_routes
+gate success schedule "${main_sha}"
+check "gate: slot 2 with no address is not a slot: its environment is neither checked nor deployed (slots [\"1\"])" \
+  eval '((status == 0)) && output_is proceed true && output_is slots "[\"1\"]" && ! grep -q "regression-verifier-2" "${tmp}/requests.log"'
+
+gate_routes "$(env_routes 1 "${main_only}") $(env_routes 2 "${main_only}")"
+SECOND_VERIFIER=0x2222222222222222222222222222222222222222 gate success schedule "${main_sha}"
+check "gate: two configured slots, both environments main-only: signed by both (slots [\"1\",\"2\"])" \
+  eval '((status == 0)) && output_is proceed true && output_is slots "[\"1\",\"2\"]"'
+
+gate_routes
+SECOND_VERIFIER=0x2222222222222222222222222222222222222222 gate success schedule "${main_sha}"
+check "gate: slot 2 configured but its environment missing refuses to sign" \
+  eval '((status != 0)) && said "::error::environment regression-verifier-2"'
+
 # --- REST budget: backoff on 429 / 403 rate limit / 5xx, bounded ------------------------
 seq_route() { # responses... (JSON each)
   local IFS=,
-  printf '{"/repos/acme/verifier/commits/main": {"@sequence": [%s]}}' "$*" > "${routes}"
+  printf '{%s "/repos/acme/verifier/commits/main": {"@sequence": [%s]}}' "$(env_routes 1 "${main_only}")" "$*" > "${routes}"
 }
 main_ok="{\"sha\": \"${main_sha}\"}"
 requests_made() { grep -c "commits/main" "${tmp}/requests.log"; }
@@ -678,9 +725,7 @@ if [[ -x "${worker_bin}" && -x "${bench_feed}" && -s "${images}" ]]; then
   judged="${status}"; judge_said="${stdout}"
   shard_conclusion=failure; ((judged == 0)) && shard_conclusion=success
   run_conclusion="${shard_conclusion}"
-  cat > "${routes}" <<JSON
-{"/repos/acme/verifier/commits/main": {"sha": "${main_sha}"}}
-JSON
+  gate_routes
   gate "${run_conclusion}" schedule "${main_sha}"
   gate_proceeds=false; output_is proceed true && gate_proceeds=true
   rm -f "${tmp}/s0.zip"; (cd "${tmp}/real-0" && zip -q -r "${tmp}/s0.zip" .)
