@@ -855,6 +855,38 @@ check "reruns: a shard's re-run artifact missing refuses the slot" \
 RUN_ID=88 run_script "${scripts}/merge-reruns.sh" 1 0 "${tmp}/merged-bad"
 check "reruns: a malformed shard count fails closed" eval '((status == 1)) && [[ ! -e "${tmp}/merged-bad" ]]'
 
+# --- freshness: nothing happening turns a run red (22.8) ------------------------------------
+fresh_routes() { # runner-updated keeper-updated
+  local r="/repos/acme/verifier/actions/workflows"
+  printf '{"%s/regression-verifier-runner.yml/runs?branch=main&status=success&per_page=1": {"workflow_runs": [%s]},
+ "%s/regression-verifier-keeper.yml/runs?branch=main&status=success&per_page=1": {"workflow_runs": [%s]}}' \
+    "${r}" "${1:+{\"conclusion\": \"success\", \"updated_at\": \"$1\"\}}" "${r}" "${2:+{\"conclusion\": \"success\", \"updated_at\": \"$2\"\}}" > "${routes}"
+}
+fresh() { NOW="$(date -d 2026-11-30T12:00:00Z +%s)" run_script "${scripts}/freshness-check.sh"; }
+fresh_routes 2026-11-30T11:50:00Z 2026-11-30T11:55:00Z
+fresh
+check "freshness: a cycle finished 5-10 min ago is fresh" eval '((status == 0)) && said fresh'
+fresh_routes 2026-11-30T11:50:00Z 2026-11-30T07:00:00Z
+fresh
+check "freshness: no keeper success for 5 hours turns the run red" \
+  eval '((status == 1)) && said "::error::regression-verifier-keeper.yml last succeeded 300 min ago"'
+fresh_routes "" 2026-11-30T11:55:00Z
+fresh
+check "freshness: a runner that never succeeded on main is red" eval '((status == 1)) && said "has no successful run on main"'
+echo '{}' > "${routes}"
+fresh
+check "freshness: an API that does not answer is red, not green" eval '((status == 1)) && said "could not list"'
+# The keeper's gas against N settlements, on the real chain here (Hardhat, chain id 8453).
+fresh_routes 2026-11-30T11:50:00Z 2026-11-30T11:55:00Z
+KEEPER_ADDRESS=0xf39Fd6e51aad88F6F4ce6aB8827279cffFb92266 RPC_URL=http://127.0.0.1:8545 fresh
+check "freshness: a funded keeper (Hardhat dev account) covers 10 settlements at the caps" \
+  eval '((status == 0)) && grep -q "keeper: balance covers" "${summary_file}"'
+KEEPER_ADDRESS="0x$(openssl rand -hex 20)" RPC_URL=http://127.0.0.1:8545 fresh
+check "freshness: an unfunded keeper address (real chain, balance 0) is red" \
+  eval '((status == 1)) && said "can pay 0 settlement(s) at the caps, fewer than 10"'
+KEEPER_ADDRESS=0xf39Fd6e51aad88F6F4ce6aB8827279cffFb92266 RPC_URL=http://127.0.0.1:9 fresh
+check "freshness: an RPC that does not answer is red" eval '((status == 1)) && said "could not read the keeper"'
+
 # --- every job of every workflow has a timeout ---------------------------------------------
 # A job without `timeout-minutes` runs up to six hours (a hung pull or RPC holds the
 # concurrency group, and every later cycle queues behind it).
