@@ -63,7 +63,8 @@ finish() {
   fi
 }
 
-jobs_json="$(api_get "/repos/${GITHUB_REPOSITORY}/actions/runs/${run_id}/jobs?per_page=100")" || {
+# Each list once for all shards, every page (lib.sh api_get_all): 2 + N requests a collection.
+jobs_json="$(api_get_all "/repos/${GITHUB_REPOSITORY}/actions/runs/${run_id}/jobs" jobs)" || {
   echo "::error::could not list the jobs of runner run ${run_id}"
   exit 1
 }
@@ -83,7 +84,7 @@ if [[ "$(wc -l <<<"${counts}")" != 1 || ! "${counts}" =~ ^[1-9][0-9]?$ ]]; then
 fi
 count="${counts}"
 
-artifacts_json="$(api_get "/repos/${GITHUB_REPOSITORY}/actions/runs/${run_id}/artifacts?per_page=100")" || {
+artifacts_json="$(api_get_all "/repos/${GITHUB_REPOSITORY}/actions/runs/${run_id}/artifacts" artifacts)" || {
   echo "::error::could not list the artifacts of runner run ${run_id}"
   exit 1
 }

@@ -12,8 +12,10 @@
 #
 #   compare-candidates.sh <runner candidates> <own candidates> <out dir>
 #
-# Exits 0 when the comparison ran (whatever it found; disagreements are reported, and then
-# nothing of those jobs is signed), 1 when an input is unreadable (nothing is written).
+# Exits 0 when every runner candidate agreed or was not re-run; 2 when at least one disagreed
+# (a detection: the output still holds what agreed, for signing, and the slot's job must end
+# red, docs/operations.md "Independent execution"); 1 when an input is unreadable (nothing is
+# written).
 set -euo pipefail
 # shellcheck source=.github/scripts/lib.sh
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
@@ -79,3 +81,7 @@ jq -n --arg s "${manifest_schema}" --arg n "${network}" --argjson c "${agreed}" 
 summary ""
 summary "${agree} agree, ${disagree} disagree, ${missing} not re-run; only the ${agree} that agree are signed."
 echo "${agree} agree, ${disagree} disagree, ${missing} not re-run"
+if ((disagree > 0)); then
+  echo "::error::independent execution: ${disagree} job(s) disagree with this slot's own re-run; only what agreed is signed, and this slot's job fails"
+  exit 2
+fi

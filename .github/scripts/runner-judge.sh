@@ -1,14 +1,32 @@
 #!/usr/bin/env bash
 # Judges a `worker feed` batch from its exit status and JSON report, writes the step summary
-# (counts per outcome) and annotations, and fails the run when the runner could not work.
+# (counts per outcome, a row per job without a verdict) and annotations, and fails the run
+# only when this runner could not work.
 #
-# Green: every job has a candidate, was skipped or rejected by rule, or ended without a verdict
-# because of the solution's own limits (timeout, output cap, out of memory); the next cycle
-# retries those. Red: the platform API did not answer (fetch failures), a job hit an
-# infrastructure error, the engine or an image failed (image missing or mismatched, create
-# failed, isolation mismatch, runtime unavailable, stopped from outside, internal error), the
-# feed was invalid, or the worker exited with anything but 0 or 3. An outage must not end
-# green all the way down the pipeline.
+# A failed run signs nothing of the whole batch (signer-gate.sh, collect-shards.sh), so what
+# belongs to one bounty or one job must not fail it: that job would sit in every batch (no
+# verdict is cached, jobs sort by expiry) and stop every other job's signature, every cycle.
+#
+# Per job (a `::warning`, a summary row, the run stays green and signable; the next cycle
+# retries the job):
+# - the solution's own limits: timeout, output_limit, oom;
+# - the bounty author's or the job's: image_missing, image_platform_mismatch (the manifest's
+#   image is not pullable for linux/amd64), start_failed (the manifest's command does not
+#   exist in the image), invalid_job, expired, and a transient archive error (download_*,
+#   extract_failed: the solver's or benchmark's archive host did not deliver).
+# Whole runner (`::error`, the run fails, nothing of it is signed):
+# - the platform API did not answer (fetch failures), the worker exited with anything but 0
+#   or 3 (5: the Docker Engine is unreachable; 4: the feed was invalid; 78; 1);
+# - the report counts runtime_unavailable, or a job ended with a reason that says this
+#   runner's engine or sandbox is not sound: runtime_unavailable, isolation_mismatch,
+#   create_failed, externally_stopped, input_mismatch, image_digest_mismatch,
+#   internal_error, and every `error` status other than the archive ones above (executor,
+#   scratch, output, digest or evidence failures);
+# - every job of the batch (two or more) failing the same per-job way (all image_missing, all
+#   download_http): that is the registry or the archive host unreachable from this runner, not
+#   every bounty author at once. A solution limit is never counted here (a batch of timeouts is
+#   the solutions'). A batch of one failing job is one bounty, a warning.
+# An unknown reason counts as the runner's: fail closed.
 #
 #   runner-judge.sh <worker exit status> <feed-report.json>
 set -euo pipefail
@@ -18,11 +36,13 @@ source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 status="$1"
 report="$2"
 
-# No-verdict reasons that are the solution's own doing; every other reason means this runner
-# could not do its work.
 solver_reasons='["timeout", "output_limit", "oom"]'
+bounty_reasons='["image_missing", "image_platform_mismatch", "start_failed", "invalid_job", "expired"]'
+# `error` codes of a transient archive fault (crates/worker/src/feed/runner.rs): the job's
+# archive host, not this runner.
+archive_error='^(download_[a-z_]+|extract_failed)$'
 
-if [[ ! -s "${report}" ]] || ! jq -e . "${report}" >/dev/null 2>&1; then
+if [[ ! -s "${report}" ]] || ! jq -e '(.jobs | type == "array") and (.fetch_failures | type == "array")' "${report}" >/dev/null 2>&1; then
   echo "::error::worker feed exited with ${status} and wrote no readable report"
   summary "Runner failed: worker feed exited with ${status} and wrote no readable report."
   exit 1
@@ -39,33 +59,71 @@ fetch_failures="$(jq '.fetch_failures | length' "${report}")"
 summary "| fetch failures | ${fetch_failures} |"
 
 problems=0
+runner_problem() {
+  echo "::error::$*"
+  problems=$((problems + 1))
+}
 while IFS=$'\t' read -r verifier kind message; do
-  echo "::error::the platform API failed for ${verifier} (${kind}): ${message}"
-  problems=$((problems + 1))
+  runner_problem "the platform API failed for ${verifier} (${kind}): ${message}"
 done < <(jq -r '.fetch_failures[] | [.verifier, .kind, .message] | @tsv' "${report}")
-while IFS=$'\t' read -r job reason detail; do
-  echo "::error::job ${job}: ${reason}: ${detail}"
-  problems=$((problems + 1))
-done < <(jq -r --argjson solver "${solver_reasons}" '
+runtime_unavailable="$(jq '.runtime_unavailable // 0' "${report}")"
+if [[ "${runtime_unavailable}" != 0 ]]; then
+  runner_problem "the container runtime was unavailable for ${runtime_unavailable} job(s) (runtime_unavailable)"
+fi
+
+# Each job that ended without a candidate for a reason: <id> <status> <class> <reason> <detail>,
+# class `solver`, `job` (the bounty's or the job's own) or `runner`.
+classified="$(jq -r --argjson solver "${solver_reasons}" --argjson bounty "${bounty_reasons}" --arg archive "${archive_error}" '
   .jobs[]
-  | select(.status == "error" or (.status == "no_verdict" and ((.reason_code // "") as $r | $solver | index($r) | not)))
-  | [.job_id, (.reason_code // "unknown"), (.reason // "")] | @tsv' "${report}")
-while IFS=$'\t' read -r job reason; do
-  echo "::warning::job ${job}: no verdict (${reason}); the next cycle retries it"
-done < <(jq -r --argjson solver "${solver_reasons}" '
-  .jobs[] | select(.status == "no_verdict" and ((.reason_code // "") as $r | $solver | index($r)))
-  | [.job_id, .reason_code] | @tsv' "${report}")
+  | select(.status == "no_verdict" or .status == "error" or (.status == "rejected" and .reason_code == "expired"))
+  | (.reason_code // "unknown") as $r
+  | (if .status == "error" then (if ($r | test($archive)) then "job" else "runner" end)
+     elif ($solver | index($r)) then "solver"
+     elif ($bounty | index($r)) then "job"
+     else "runner" end) as $class
+  | [.job_id, .status, $class, $r, ((.reason // "") | gsub("[\t\n\r]"; " "))] | @tsv' "${report}")"
+
+per_job_rows=()
+while IFS=$'\t' read -r job job_status class reason detail; do
+  [[ -n "${job}" ]] || continue
+  case "${class}" in
+    runner) runner_problem "job ${job}: ${reason}: ${detail}" ;;
+    *)
+      # An expired job rejected by rule is the normal end of a job, not worth a warning.
+      [[ "${job_status}" == rejected ]] && continue
+      echo "::warning::job ${job}: no verdict (${reason}); the next cycle retries it"
+      per_job_rows+=("| ${job} | ${reason} | ${detail} |")
+      ;;
+  esac
+done <<<"${classified}"
+
+# Every job of the batch failing the same per-job way: the runner's reach, not the bounties.
+total="$(jq '.jobs | length' "${report}")"
+same="$(jq -r --argjson solver "${solver_reasons}" '
+  [.jobs[] | select(.status == "no_verdict" or .status == "error") | .reason_code // "unknown"] as $r
+  | if ($r | length) == (.jobs | length) and ($r | length) >= 2 and ($r | unique | length) == 1
+       and (($solver | index($r[0])) | not)
+    then $r[0] else empty end' "${report}")"
+if [[ -n "${same}" ]] && ! grep -q $'\trunner\t' <<<"${classified}"; then
+  runner_problem "every job of the batch (${total}) ended ${same}: this runner cannot reach what they need (registry, archive host); not one bounty's fault"
+fi
 
 case "${status}" in
   0 | 3) ;;
-  *)
-    echo "::error::worker feed exited with ${status}"
-    problems=$((problems + 1))
-    ;;
+  *) runner_problem "worker feed exited with ${status}" ;;
 esac
+
+if ((${#per_job_rows[@]} > 0)); then
+  summary ""
+  summary "Jobs without a verdict this cycle (the bounty's, the job's or the solution's own; retried next cycle, the rest is signed):"
+  summary ""
+  summary "| job | reason | detail |"
+  summary "|---|---|---|"
+  for row in "${per_job_rows[@]}"; do summary "${row}"; done
+fi
 if ((problems > 0)); then
   summary ""
-  summary "**Failed**: ${problems} problem(s) this runner could not work around (see the annotations)."
+  summary "**Failed**: ${problems} problem(s) this runner could not work around (see the annotations); nothing of this run is signed."
   exit 1
 fi
 summary ""

@@ -9,12 +9,28 @@
 # that does not answer fails the job.
 #
 # Env: RUN_CONCLUSION RUN_EVENT RUN_HEAD_BRANCH RUN_HEAD_SHA RUN_HEAD_REPOSITORY (the
-# triggering run's head_repository.full_name), GITHUB_REPOSITORY, GH_TOKEN, GITHUB_OUTPUT.
+# triggering run's head_repository.full_name), REGRESSION_SECOND_VERIFIER (slot 2 exists only
+# with an address), GITHUB_REPOSITORY, GH_TOKEN, GITHUB_OUTPUT (also `slots`).
 set -euo pipefail
 # shellcheck source=.github/scripts/lib.sh
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 # shellcheck source=.github/scripts/main-protection.sh
 source "$(dirname "${BASH_SOURCE[0]}")/main-protection.sh"
+
+# The signing slots: slot 1, and slot 2 only when it has an address (an unused slot's job
+# would still deploy to, and so create, its environment). Each slot's environment must exist
+# and admit main only (environment-check.sh); otherwise the gate fails and nothing is signed.
+# Writes `slots` (JSON list, the sign and re-run matrices).
+require_protected_signing_environments() {
+  local slots=("1") envs=() slot
+  [[ -n "${REGRESSION_SECOND_VERIFIER:-}" ]] && slots+=("2")
+  for slot in "${slots[@]}"; do envs+=("regression-verifier-${slot}"); done
+  if ! "$(dirname "${BASH_SOURCE[0]}")/environment-check.sh" "${envs[@]}"; then
+    echo "::error::a signing environment is missing or not limited to main; nothing is signed"
+    exit 1
+  fi
+  output slots "$(printf '%s\n' "${slots[@]}" | jq -Rcn '[inputs]')"
+}
 
 skip() {
   echo "::notice::not signing: $*"
@@ -64,6 +80,7 @@ require_main_protection() {
 require_main_protection
 # --- end of main's protection ------------------------------------------------------------
 
+require_protected_signing_environments
 summary "Signing the candidates of ${RUN_EVENT} run at ${RUN_HEAD_SHA}."
 output proceed true
 output head_sha "${RUN_HEAD_SHA}"

@@ -66,14 +66,24 @@ old_sha=2222222222222222222222222222222222222222
 # --- signer gate ------------------------------------------------------------------------
 gate() {
   RUN_CONCLUSION="${1}" RUN_EVENT="${2}" RUN_HEAD_BRANCH=main RUN_HEAD_SHA="${3}" \
-    RUN_HEAD_REPOSITORY="${4:-acme/verifier}" run_script "${scripts}/signer-gate.sh"
+    RUN_HEAD_REPOSITORY="${4:-acme/verifier}" REGRESSION_VERIFIER=0x1111111111111111111111111111111111111111 \
+    REGRESSION_SECOND_VERIFIER="${SECOND_VERIFIER:-}" run_script "${scripts}/signer-gate.sh"
 }
 # main's rules as a ruleset that protects it (see main-protection.sh; setup.sh tests each gap).
 protected_rules='[{"type": "deletion"}, {"type": "non_fast_forward"}, {"type": "pull_request", "parameters": {"required_approving_review_count": 1}}, {"type": "required_status_checks", "parameters": {"required_status_checks": [{"context": ".ci/run"}]}}]'
-cat > "${routes}" <<JSON
-{"/repos/acme/verifier/commits/main": {"sha": "${main_sha}"},
- "/repos/acme/verifier/rules/branches/main": ${protected_rules}}
-JSON
+# A signing environment as the API reports it: deployments limited to the branch `main`.
+env_routes() { # slot policy-json [branch-policies-json]
+  printf '"/repos/acme/verifier/environments/regression-verifier-%s": {"name": "regression-verifier-%s", "protection_rules": [{"type": "branch_policy"}], "deployment_branch_policy": %s},
+ "/repos/acme/verifier/environments/regression-verifier-%s/deployment-branch-policies?per_page=100": {"total_count": 1, "branch_policies": %s},' \
+    "$1" "$1" "$2" "$1" "${3:-${main_branch_policy}}"
+}
+main_only='{"protected_branches": false, "custom_branch_policies": true}'
+main_branch_policy='[{"name": "main", "type": "branch"}]'
+gate_routes() { # extra routes
+  printf '{%s "/repos/acme/verifier/rules/branches/main": %s, "/repos/acme/verifier/commits/main": {"sha": "%s"}}' \
+    "${1:-$(env_routes 1 "${main_only}")}" "${protected_rules}" "${main_sha}" > "${routes}"
+}
+gate_routes
 
 gate success schedule "${main_sha}"
 check "gate: a scheduled run at main's head is signed" \
@@ -98,6 +108,87 @@ echo '{}' > "${routes}"
 gate success schedule "${main_sha}"
 check "gate: an API that does not answer fails the job (no silent skip)" \
   eval '((status != 0)) && ! output_is proceed true'
+
+# 22.8: environments fail closed. A job naming a missing environment gets it created on the
+# spot, unprotected; one without a main-only deployment policy lets any branch read the key.
+gate_routes " "
+gate success schedule "${main_sha}"
+check "gate: a signing environment that does not exist (GitHub would create it unprotected) refuses to sign" \
+  eval '((status != 0)) && ! output_is proceed true && said "::error::environment regression-verifier-1"'
+
+gate_routes "$(env_routes 1 null)"
+gate success schedule "${main_sha}"
+check "gate: a signing environment without a deployment branch policy refuses to sign" \
+  eval '((status != 0)) && ! output_is proceed true && said "no deployment branch policy"'
+
+gate_routes "$(env_routes 1 "${main_only}" '[{"name": "main", "type": "branch"}, {"name": "*", "type": "branch"}]')"
+gate success schedule "${main_sha}"
+check "gate: a deployment policy admitting another branch (\"*\") refuses to sign" \
+  eval '((status != 0)) && ! output_is proceed true && said "admits"'
+
+gate_routes "$(env_routes 1 '{"protected_branches": true, "custom_branch_policies": false}')"
+gate success schedule "${main_sha}"
+check "gate: \"protected branches\" (any protected branch may deploy) refuses to sign" \
+  eval '((status != 0)) && ! output_is proceed true'
+
+gate_routes
+gate success schedule "${main_sha}"
+check "gate: slot 2 with no address is not a slot: its environment is neither checked nor deployed (slots [\"1\"])" \
+  eval '((status == 0)) && output_is proceed true && output_is slots "[\"1\"]" && ! grep -q "regression-verifier-2" "${tmp}/requests.log"'
+
+gate_routes "$(env_routes 1 "${main_only}") $(env_routes 2 "${main_only}")"
+SECOND_VERIFIER=0x2222222222222222222222222222222222222222 gate success schedule "${main_sha}"
+check "gate: two configured slots, both environments main-only: signed by both (slots [\"1\",\"2\"])" \
+  eval '((status == 0)) && output_is proceed true && output_is slots "[\"1\",\"2\"]"'
+
+gate_routes
+SECOND_VERIFIER=0x2222222222222222222222222222222222222222 gate success schedule "${main_sha}"
+check "gate: slot 2 configured but its environment missing refuses to sign" \
+  eval '((status != 0)) && said "::error::environment regression-verifier-2"'
+
+# --- REST budget: backoff on 429 / 403 rate limit / 5xx, bounded ------------------------
+seq_route() { # responses... (JSON each)
+  local IFS=,
+  printf '{%s "/repos/acme/verifier/rules/branches/main": %s, "/repos/acme/verifier/commits/main": {"@sequence": [%s]}}' \
+    "$(env_routes 1 "${main_only}")" "${protected_rules}" "$*" > "${routes}"
+}
+main_ok="{\"sha\": \"${main_sha}\"}"
+requests_made() { grep -c "commits/main" "${tmp}/requests.log"; }
+
+seq_route '{"@status": 429, "@headers": {"Retry-After": "1"}}' "${main_ok}"
+gate success schedule "${main_sha}"
+check "api: a 429 with Retry-After is retried after the wait and then answered (2 requests)" \
+  eval '((status == 0)) && output_is proceed true && [[ "$(requests_made)" == 2 ]] && said "429"'
+
+seq_route '{"@status": 403, "@headers": {"x-ratelimit-remaining": "0", "x-ratelimit-reset": "@now+1"}, "@body": {"message": "API rate limit exceeded"}}' "${main_ok}"
+gate success schedule "${main_sha}"
+check "api: a 403 rate limit (x-ratelimit-remaining 0) waits for x-ratelimit-reset and is retried" \
+  eval '((status == 0)) && output_is proceed true && [[ "$(requests_made)" == 2 ]]'
+
+seq_route '{"@status": 403, "@headers": {"Retry-After": "1"}, "@body": {"message": "You have exceeded a secondary rate limit"}}' "${main_ok}"
+gate success schedule "${main_sha}"
+check "api: a 403 secondary rate limit with Retry-After is retried" \
+  eval '((status == 0)) && output_is proceed true && [[ "$(requests_made)" == 2 ]]'
+
+seq_route '{"@status": 502}' '{"@status": 503}' "${main_ok}"
+API_RETRY_BASE_SECONDS=0 gate success schedule "${main_sha}"
+check "api: 502 then 503 then 200 is answered (5xx retried with backoff)" \
+  eval '((status == 0)) && output_is proceed true && [[ "$(requests_made)" == 3 ]]'
+
+seq_route '{"@status": 500}'
+API_RETRY_BASE_SECONDS=0 gate success schedule "${main_sha}"
+check "api: a 5xx that never ends fails the job after a bounded number of attempts (4)" \
+  eval '((status != 0)) && ! output_is proceed true && [[ "$(requests_made)" == 4 ]]'
+
+seq_route '{"@status": 403, "@body": {"message": "Resource not accessible by integration"}}' "${main_ok}"
+gate success schedule "${main_sha}"
+check "api: a 403 that is not a rate limit (permissions) is not retried" \
+  eval '((status != 0)) && [[ "$(requests_made)" == 1 ]]'
+
+seq_route '{"@status": 403, "@headers": {"x-ratelimit-remaining": "0", "x-ratelimit-reset": "@now+3600"}}' "${main_ok}"
+gate success schedule "${main_sha}"
+check "api: a rate limit that resets beyond the wait bound fails at once with the reset time, no hour-long sleep" \
+  eval '((status != 0)) && [[ "$(requests_made)" == 1 ]] && said "rate limit"'
 
 # --- keeper state restore ---------------------------------------------------------------
 runs_path='/repos/acme/verifier/actions/workflows/regression-verifier-keeper.yml/runs?branch=main&status=completed&per_page=100&page=1'
@@ -246,13 +337,59 @@ judge 3
 check "runner: a platform API that never answered fails the run (exit 3 is not enough)" \
   eval '((status == 1)) && said "::error::the platform API failed"'
 
+# One bounty's fault must not stop the batch: nine verdicts and one job whose image its author
+# never pushed is a green run (a warning and a summary row), so the nine get signed.
+nine_verdicts=""
+for k in 1 2 3 4 5 6 7 8 9; do nine_verdicts+="$(job "v${k}" completed_passed null), "; done
+feed_report '[]' "[${nine_verdicts}$(job bad no_verdict '"image_missing"')]"
+judge 3
+check "runner: nine verdicts and one image_missing stay green (a warning and a summary row); one bounty's fault does not stop the batch" \
+  eval '((status == 0)) && said "::warning::job bad: no verdict (image_missing)" && grep -q "| bad | image_missing |" "${summary_file}" && ! said "::error::"'
+
+# Every reason that belongs to the bounty author or to the job, one at a time beside a verdict.
+per_job_red=""
+for pair in no_verdict:image_missing no_verdict:image_platform_mismatch no_verdict:start_failed \
+  no_verdict:invalid_job no_verdict:expired rejected:expired error:download_http error:download_timeout error:extract_failed; do
+  feed_report '[]' "[$(job ok completed_passed null), $(job j "${pair%%:*}" "\"${pair#*:}\"")]"
+  judge 3
+  if ((status != 0)) || said "::error::"; then per_job_red+=" ${pair}"; fi
+done
+check "runner: per-job reasons (image_missing, image_platform_mismatch, start_failed, invalid_job, expired, a transient archive error) are warnings, not a failed run${per_job_red:+ (red:${per_job_red})}" \
+  eval '[[ -z "${per_job_red}" ]]'
+
+# What says this runner cannot work stays red even beside verdicts.
+runner_green=""
+for pair in no_verdict:runtime_unavailable no_verdict:isolation_mismatch no_verdict:create_failed \
+  no_verdict:externally_stopped no_verdict:internal_error no_verdict:input_mismatch no_verdict:image_digest_mismatch \
+  error:runtime_unavailable error:executor_error error:scratch_failed error:digest_mismatch error:missing_evidence error:internal; do
+  feed_report '[]' "[$(job ok completed_passed null), $(job j "${pair%%:*}" "\"${pair#*:}\"")]"
+  judge 3
+  if ((status != 1)) || ! said "::error::job j: ${pair#*:}"; then runner_green+=" ${pair}"; fi
+done
+check "runner: whole-runner reasons (runtime_unavailable, isolation_mismatch, create_failed, internal errors, …) fail the run even beside verdicts${runner_green:+ (green:${runner_green})}" \
+  eval '[[ -z "${runner_green}" ]]'
+
+# Every job failing the same per-job way looks like the runner (the registry or the archive
+# host unreachable from here), not like every bounty author at once.
+feed_report '[]' "[$(job a no_verdict '"image_missing"'), $(job b no_verdict '"image_missing"'), $(job c no_verdict '"image_missing"')]"
+judge 3
+check "runner: every job of the batch failing the same way (3 x image_missing) fails the run" \
+  eval '((status == 1)) && said "::error::every job of the batch (3) ended image_missing"'
+
+feed_report '[]' "[$(job a error '"download_http"'), $(job b error '"download_http"')]"
+judge 3
+check "runner: every job failing with the same archive error fails the run" \
+  eval '((status == 1)) && said "every job of the batch (2) ended download_http"'
+
 feed_report '[]' "[$(job a no_verdict '"image_missing"')]"
 judge 3
-check "runner: an image failure fails the run" eval '((status == 1)) && said "image_missing"'
+check "runner: a batch of one job whose image is missing is a warning (one bounty), not a failed run" \
+  eval '((status == 0)) && said "::warning::job a: no verdict (image_missing)"'
 
-feed_report '[]' "[$(job a error '"archive"')]"
+feed_report '[]' "[$(job a completed_passed null)]"
+jq '.runtime_unavailable = 1' "${tmp}/feed-report.json" > "${tmp}/r.json" && mv "${tmp}/r.json" "${tmp}/feed-report.json"
 judge 3
-check "runner: an infrastructure error on a job fails the run" eval '((status == 1))'
+check "runner: a report counting runtime_unavailable fails the run" eval '((status == 1)) && said "runtime_unavailable"'
 
 feed_report '[]' '[]'
 judge 5
@@ -434,7 +571,10 @@ if [[ -x "${worker_bin}" && -x "${example_job}" && -s "${images}" ]]; then
   candidate_dir "${tmp}/runner" "${tmp}/request-pass.json" "${tmp}/outcome-fail.json"
   compare
   check "independent: the runner's response hash differs from the slot's own run; nothing is signed, reported as an error" \
-    eval '((status == 0)) && [[ "$(jq ".candidates | length" "${tmp}/agreed/manifest.json")" == 0 ]] && [[ ! -e "${tmp}/agreed/${cand_file}" ]] && said "::error::job ${job_id}: independent re-run disagrees" && grep -q "disagree" "${summary_file}"'
+    eval '((status == 2)) && [[ "$(jq ".candidates | length" "${tmp}/agreed/manifest.json")" == 0 ]] && [[ ! -e "${tmp}/agreed/${cand_file}" ]] && said "::error::job ${job_id}: independent re-run disagrees" && grep -q "disagree" "${summary_file}"'
+
+  check "independent: a disagreement fails the slot's step red (exit 2), the agreed directory still written for what agreed" \
+    eval '((status == 2)) && [[ -f "${tmp}/agreed/manifest.json" ]]'
 
   rm -rf "${tmp}/own" && mkdir -p "${tmp}/own"
   compare
@@ -577,6 +717,16 @@ collect
 check "collect: an artifact holding a symlink is refused" \
   eval '((status == 1)) && said "holds something other than regular files"'
 
+# 22.7: the artifacts of a run past one page (100 others first, the shards' on page 2), and the
+# requests a collection costs: 2 lists + one download per shard, whatever the shard count.
+shard_zip "${tmp}/s1.zip" "${a1}"
+others="$(for k in $(seq 100); do printf '{"id": %s, "name": "other-%s", "expired": false},' "$((1000 + k))" "${k}"; done)"
+shard_routes "${three_jobs}" "${others%,}"
+jq --argjson a "[${three_artifacts}]" '. + {"/repos/acme/verifier/actions/runs/77/artifacts?per_page=100&page=2": {artifacts: $a}}' "${routes}" > "${tmp}/r.json" && mv "${tmp}/r.json" "${routes}"
+collect
+check "collect: artifacts listed over two pages (per_page=100) are all seen; 2 lists + 1 per shard + 1 page = 6 requests" \
+  eval '((status == 0)) && [[ "$(wc -l < "${tmp}/requests.log")" == 6 ]]'
+
 echo '{}' > "${routes}"
 collect
 check "collect: a jobs API that does not answer fails closed" eval '((status == 1)) && [[ ! -e "${tmp}/collected" ]]'
@@ -657,6 +807,31 @@ if [[ -x "${worker_bin}" && -x "${bench_feed}" && -s "${images}" ]]; then
   check "sharded: each shard's independent re-run (--shard i/3 --job-id) agrees with the collected candidates; all six kept" \
     eval '((status == 0)) && [[ "${rerun_statuses}" =~ ^0+$ ]] && [[ "$(jq ".candidates | length" "${tmp}/agreed/manifest.json")" == 6 ]] && said "6 agree, 0 disagree, 0 not re-run"'
   kill "${feed_pid}" 2>/dev/null; wait "${feed_pid}" 2>/dev/null
+
+  # One bounty's fault does not stop every signature, end to end as the workflows run it: the
+  # real worker over ten jobs, the tenth with an image its author never pushed; the runner's
+  # judge decides the shard job's conclusion, the signer's gate and collection read it.
+  rm -rf "${tmp}/feed" && mkdir -p "${tmp}/feed"
+  BENCH_FEED_UNPULLABLE_ROUNDS=10 "${bench_feed}" "${repo}" "$(jq -r .busybox "${images}")" 10 "${tmp}/feed" 2>/dev/null &
+  feed_pid=$!
+  for _ in $(seq 100); do [[ -s "${tmp}/feed/base" ]] && break; sleep 0.1; done
+  feed_base="$(cat "${tmp}/feed/base" 2>/dev/null)"
+  rm -rf "${tmp}/real-0"
+  real_feed "${tmp}/real-0" "0/1"; bad_feed_status=$?
+  kill "${feed_pid}" 2>/dev/null; wait "${feed_pid}" 2>/dev/null
+  cp "${tmp}/real-0/feed-report.json" "${tmp}/feed-report.json"
+  judge "${bad_feed_status}"
+  judged="${status}"; judge_said="${stdout}"
+  shard_conclusion=failure; ((judged == 0)) && shard_conclusion=success
+  run_conclusion="${shard_conclusion}"
+  gate_routes
+  gate "${run_conclusion}" schedule "${main_sha}"
+  gate_proceeds=false; output_is proceed true && gate_proceeds=true
+  rm -f "${tmp}/s0.zip"; (cd "${tmp}/real-0" && zip -q -r "${tmp}/s0.zip" .)
+  shard_routes "$(shard_job 0 1 "${shard_conclusion}")" "$(shard_artifact 800 0 1)"
+  collect
+  check "one bad bounty: nine real verdicts and one image_missing (feed exit ${bad_feed_status}, judge ${judged}, gate proceeds ${gate_proceeds}) reach the signer, nine candidates" \
+    eval '((bad_feed_status == 3 && judged == 0)) && [[ "${gate_proceeds}" == true ]] && grep -q "::warning::job .*image_missing" <<<"${judge_said}" && ((status == 0)) && [[ "$(jq ".candidates | length" "${tmp}/collected/manifest.json")" == 9 ]]'
 else
   echo "FAIL  sharded: needs ${worker_bin}, ${bench_feed} (cargo build -p worker --example bench_feed) and ${images}"
   failed=$((failed + 1))
@@ -678,35 +853,138 @@ rerun_candidate() { # folder job-id hash [file name]
   jq -n --arg id "$2" --arg h "$3" '{job: {job_id: $id}, outcome: {response_hash: $h}}' \
     > "$1/${4:-$(rerun_name "$2")}"
 }
-merge_reruns() { rm -rf "${tmp}/merged"; run_script "${scripts}/merge-reruns.sh" "${tmp}/reruns" 2 "${tmp}/merged"; }
+# Each folder of ${tmp}/reruns is one artifact of signer run 88, zipped; the slot's two re-run
+# jobs conclude rerun_conclusion[i] (default success) and upload between 10:04:00 and 10:04:30.
+declare -A rerun_conclusion=()
+rerun_created="2026-11-30T10:04:10Z"
+merge_reruns() {
+  rm -rf "${tmp}/merged"
+  local jobs="" arts="" zips="" k=0 folder name sh
+  for sh in 0 1; do
+    jobs+="{\"name\": \"Re-run independently (slot 1, shard ${sh}/2)\", \"conclusion\": \"${rerun_conclusion[${sh}]:-success}\", \"run_attempt\": 1, \"started_at\": \"2026-11-30T10:00:00Z\", \"completed_at\": \"2026-11-30T10:05:00Z\", \"steps\": [{\"name\": \"Upload this slot's own candidates\", \"started_at\": \"2026-11-30T10:04:00Z\", \"completed_at\": \"2026-11-30T10:04:30Z\"}]},"
+  done
+  for folder in "${tmp}/reruns"/*; do
+    name="$(basename "${folder}")"; k=$((k + 1))
+    echo '{"slot": "1"}' > "${folder}/rerun.json"
+    rm -f "${tmp}/rerun-${k}.zip"; (cd "${folder}" && zip -q -y -r "${tmp}/rerun-${k}.zip" .)
+    arts+="{\"id\": $((900 + k)), \"name\": \"${name}\", \"expired\": false, \"created_at\": \"${rerun_created}\", \"workflow_run\": {\"id\": 88}},"
+    zips+="\"/repos/acme/verifier/actions/artifacts/$((900 + k))/zip\": {\"@file\": \"${tmp}/rerun-${k}.zip\"},"
+  done
+  cat > "${routes}" <<JSON
+{${zips}
+ "/repos/acme/verifier/actions/runs/88/jobs?filter=latest&per_page=100": {"jobs": [${jobs%,}]},
+ "/repos/acme/verifier/actions/runs/88/artifacts?per_page=100": {"artifacts": [${arts%,}, {"id": 1, "name": "regression-candidates", "expired": false}]}}
+JSON
+  RUN_ID=88 run_script "${scripts}/merge-reruns.sh" 1 2 "${tmp}/merged"
+}
 honest_hash="0x$(printf 'a%.0s' $(seq 64))"
 forged_hash="0x$(printf 'f%.0s' $(seq 64))"
+honest_reruns() {
+  rm -rf "${tmp}/reruns"
+  rerun_candidate "${tmp}/reruns/regression-rerun-1-shard-0" "${rerun_id0}" "${honest_hash}"
+  rerun_candidate "${tmp}/reruns/regression-rerun-1-shard-1" "${rerun_id1}" "${honest_hash}"
+}
 
-rm -rf "${tmp}/reruns"
-rerun_candidate "${tmp}/reruns/regression-rerun-1-shard-0" "${rerun_id0}" "${honest_hash}"
-rerun_candidate "${tmp}/reruns/regression-rerun-1-shard-1" "${rerun_id1}" "${honest_hash}"
+honest_reruns
 echo '{}' > "${tmp}/reruns/regression-rerun-1-shard-1/feed-report.json"
 merge_reruns
-check "reruns: each shard's own candidates are merged (reports left out)" \
-  eval '((status == 0)) && [[ -f "${tmp}/merged/$(rerun_name "${rerun_id0}")" && -f "${tmp}/merged/$(rerun_name "${rerun_id1}")" && ! -e "${tmp}/merged/feed-report.json" ]]'
+check "reruns: each shard's own candidates are merged, each artifact bound to its job through the API (reports left out)" \
+  eval '((status == 0)) && [[ -f "${tmp}/merged/$(rerun_name "${rerun_id0}")" && -f "${tmp}/merged/$(rerun_name "${rerun_id1}")" && ! -e "${tmp}/merged/feed-report.json" ]] && grep -q "artifacts/901/zip" "${tmp}/requests.log"'
 
 # Shard 1's VM plants a candidate for shard 0's job agreeing with a forged runner candidate;
 # whichever folder is merged last, only shard 0's own answer may reach the comparison.
 rerun_candidate "${tmp}/reruns/regression-rerun-1-shard-1" "${rerun_id0}" "${forged_hash}"
 merge_reruns
 check "reruns: a shard's planted candidate for another shard's job is dropped with an error" \
-  eval '((status == 0)) && [[ "$(jq -r .outcome.response_hash "${tmp}/merged/$(rerun_name "${rerun_id0}")")" == "${honest_hash}" ]] && said "::error::re-run artifact regression-rerun-1-shard-1/$(rerun_name "${rerun_id0}"): job ${rerun_id0} is in shard 0, not 1"'
+  eval '[[ "$(jq -r .outcome.response_hash "${tmp}/merged/$(rerun_name "${rerun_id0}")")" == "${honest_hash}" ]] && said "::error::re-run artifact regression-rerun-1-shard-1/$(rerun_name "${rerun_id0}"): job ${rerun_id0} is in shard 0, not 1"'
+check "reruns: a planted file dropped fails red (exit 2), the honest candidates still merged" \
+  eval '((status == 2)) && [[ -f "${tmp}/merged/$(rerun_name "${rerun_id0}")" ]]'
+
+honest_reruns
+rerun_candidate "${tmp}/reruns/regression-rerun-1-shard-1" "${rerun_id1}" "${forged_hash}" "$(rerun_name "${rerun_id0}")"
+merge_reruns
+check "reruns: a file named for another job is dropped (exit 2)" \
+  eval '((status == 2)) && said "holds job ${rerun_id1}" && [[ ! -e "${tmp}/merged/$(rerun_name "${rerun_id0}")" || "$(jq -r .outcome.response_hash "${tmp}/merged/$(rerun_name "${rerun_id0}")")" == "${honest_hash}" ]]'
+
+honest_reruns
+ln -s /etc/passwd "${tmp}/reruns/regression-rerun-1-shard-1/link.json"
+merge_reruns
+check "reruns: an artifact holding a symlink is dropped whole (exit 2)" \
+  eval '((status == 2)) && said "holds something other than regular files" && [[ ! -e "${tmp}/merged/$(rerun_name "${rerun_id1}")" ]]'
+
+# 21.2: a re-run VM uploads an extra artifact whose name ends in another shard's suffix; it
+# must not stand in for shard 1's honest re-run and agree with a forged runner candidate.
+honest_reruns
+rerun_candidate "${tmp}/reruns/regression-rerun-1-shard-9-shard-1" "${rerun_id1}" "${forged_hash}"
+rm -rf "${tmp}/forged-runner"
+rerun_candidate "${tmp}/forged-runner" "${rerun_id1}" "${forged_hash}"
+jq -n --arg id "${rerun_id1}" --arg f "$(rerun_name "${rerun_id1}")" \
+  '{schema: "agent-bounties/regression-candidate-manifest-v1", network: "base-mainnet", candidates: [{job_id: $id, file: $f}]}' \
+  > "${tmp}/forged-runner/manifest.json"
+merge_reruns
+merge_status="${status}"; merge_said="${stdout}"
+rm -rf "${tmp}/agreed"
+mkdir -p "${tmp}/merged-or-none"; [[ -d "${tmp}/merged" ]] && cp -r "${tmp}/merged/." "${tmp}/merged-or-none/"
+run_script "${scripts}/compare-candidates.sh" "${tmp}/forged-runner" "${tmp}/merged-or-none" "${tmp}/agreed"
+check "reruns: an extra artifact regression-rerun-1-shard-9-shard-1 does not overwrite shard 1's honest re-run; the forged runner candidate is not kept" \
+  eval '[[ ! -s "${tmp}/agreed/$(rerun_name "${rerun_id1}")" ]] && ((merge_status != 0 || status != 0))'
+check "reruns: that extra artifact refuses the slot's re-runs with an ::error, nothing written" \
+  eval '((merge_status == 1)) && grep -q "::error::re-runs of slot 1: unexpected artifact regression-rerun-1-shard-9-shard-1" <<<"${merge_said}" && [[ ! -e "${tmp}/merged" ]]'
+
+honest_reruns
+rerun_conclusion[1]=failure
+merge_reruns
+rerun_conclusion[1]=success
+check "reruns: a re-run job of the slot that did not succeed refuses the slot (nothing signed)" \
+  eval '((status == 1)) && said "concluded failure" && [[ ! -e "${tmp}/merged" ]]'
+
+honest_reruns
+rerun_created="2026-11-30T10:04:50Z"
+merge_reruns
+rerun_created="2026-11-30T10:04:10Z"
+check "reruns: an artifact created after its job's upload step (overwritten by another VM) is refused" \
+  eval '((status == 1)) && said "created outside the upload" && [[ ! -e "${tmp}/merged" ]]'
 
 rm -rf "${tmp}/reruns"
-rerun_candidate "${tmp}/reruns/regression-rerun-1-shard-1" "${rerun_id1}" "${forged_hash}" "$(rerun_name "${rerun_id0}")"
-ln -s /etc/passwd "${tmp}/reruns/regression-rerun-1-shard-1/$(rerun_name "${rerun_id1}")"
-rerun_candidate "${tmp}/reruns/regression-rerun-1-shard-7" "${rerun_id1}" "${forged_hash}"
+rerun_candidate "${tmp}/reruns/regression-rerun-1-shard-0" "${rerun_id0}" "${honest_hash}"
 merge_reruns
-check "reruns: a file named for another job, a symlink and a shard out of range are all dropped" \
-  eval '((status == 0)) && [[ -z "$(ls -A "${tmp}/merged")" ]] && said "holds job ${rerun_id1}" && said "not a regular file" && said "shard 7 is not one of 0..1"'
+check "reruns: a shard's re-run artifact missing refuses the slot" \
+  eval '((status == 1)) && said "not exactly one artifact regression-rerun-1-shard-1"'
 
-run_script "${scripts}/merge-reruns.sh" "${tmp}/reruns" 0 "${tmp}/merged-bad"
+RUN_ID=88 run_script "${scripts}/merge-reruns.sh" 1 0 "${tmp}/merged-bad"
 check "reruns: a malformed shard count fails closed" eval '((status == 1)) && [[ ! -e "${tmp}/merged-bad" ]]'
+
+# --- freshness: nothing happening turns a run red (22.8) ------------------------------------
+fresh_routes() { # runner-updated keeper-updated
+  local r="/repos/acme/verifier/actions/workflows"
+  printf '{"%s/regression-verifier-runner.yml/runs?branch=main&status=success&per_page=1": {"workflow_runs": [%s]},
+ "%s/regression-verifier-keeper.yml/runs?branch=main&status=success&per_page=1": {"workflow_runs": [%s]}}' \
+    "${r}" "${1:+{\"conclusion\": \"success\", \"updated_at\": \"$1\"\}}" "${r}" "${2:+{\"conclusion\": \"success\", \"updated_at\": \"$2\"\}}" > "${routes}"
+}
+fresh() { NOW="$(date -d 2026-11-30T12:00:00Z +%s)" run_script "${scripts}/freshness-check.sh"; }
+fresh_routes 2026-11-30T11:50:00Z 2026-11-30T11:55:00Z
+fresh
+check "freshness: a cycle finished 5-10 min ago is fresh" eval '((status == 0)) && said fresh'
+fresh_routes 2026-11-30T11:50:00Z 2026-11-30T07:00:00Z
+fresh
+check "freshness: no keeper success for 5 hours turns the run red" \
+  eval '((status == 1)) && said "::error::regression-verifier-keeper.yml last succeeded 300 min ago"'
+fresh_routes "" 2026-11-30T11:55:00Z
+fresh
+check "freshness: a runner that never succeeded on main is red" eval '((status == 1)) && said "has no successful run on main"'
+echo '{}' > "${routes}"
+fresh
+check "freshness: an API that does not answer is red, not green" eval '((status == 1)) && said "could not list"'
+# The keeper's gas against N settlements, on the real chain here (Hardhat, chain id 8453).
+fresh_routes 2026-11-30T11:50:00Z 2026-11-30T11:55:00Z
+KEEPER_ADDRESS=0xf39Fd6e51aad88F6F4ce6aB8827279cffFb92266 RPC_URL=http://127.0.0.1:8545 fresh
+check "freshness: a funded keeper (Hardhat dev account) covers 10 settlements at the caps" \
+  eval '((status == 0)) && grep -q "keeper: balance covers" "${summary_file}"'
+KEEPER_ADDRESS="0x$(openssl rand -hex 20)" RPC_URL=http://127.0.0.1:8545 fresh
+check "freshness: an unfunded keeper address (real chain, balance 0) is red" \
+  eval '((status == 1)) && said "can pay 0 settlement(s) at the caps, fewer than 10"'
+KEEPER_ADDRESS=0xf39Fd6e51aad88F6F4ce6aB8827279cffFb92266 RPC_URL=http://127.0.0.1:9 fresh
+check "freshness: an RPC that does not answer is red" eval '((status == 1)) && said "could not read the keeper"'
 
 # --- every job of every workflow has a timeout ---------------------------------------------
 # A job without `timeout-minutes` runs up to six hours (a hung pull or RPC holds the

@@ -14,6 +14,10 @@
 //! commits to set (N - 1) mod the number of sets instead of the fixture's verifier, and each
 //! verifier's feed query answers with the jobs that name it, as the platform does (the
 //! key-rotation script test, `.github/scripts/tests/setup.sh`).
+//!
+//! `BENCH_FEED_UNPULLABLE_ROUNDS` (comma-separated rounds, optional) gives those jobs an image
+//! digest no registry holds (the image's repository at sha256:00…01), so `worker feed --pull`
+//! ends them `no_verdict (image_missing)`: one bounty author's broken image among good jobs.
 
 #[path = "../tests/it/feed_support/mod.rs"]
 mod feed_support;
@@ -71,6 +75,16 @@ async fn serve(root: &Path, image: &str, jobs: u64, dir: &Path) -> std::io::Resu
                 .collect()
         })
         .unwrap_or_default();
+    let unpullable: Vec<u64> = std::env::var("BENCH_FEED_UNPULLABLE_ROUNDS")
+        .unwrap_or_default()
+        .split(',')
+        .filter_map(|r| r.trim().parse().ok())
+        .collect();
+    let missing_image = format!(
+        "{}@sha256:{}1",
+        image.split('@').next().unwrap_or(image),
+        "0".repeat(63)
+    );
     let mut all = Vec::new();
     for round in 1..=jobs {
         let tree = example.join(if round % 2 == 1 {
@@ -85,7 +99,11 @@ async fn serve(root: &Path, image: &str, jobs: u64, dir: &Path) -> std::io::Resu
             codeload_dir(&format!("{repo}-{commit}"), "", &tree),
         );
         let mut manifest = sample_manifest();
-        manifest["image"] = json!(image);
+        manifest["image"] = json!(if unpullable.contains(&round) {
+            missing_image.as_str()
+        } else {
+            image
+        });
         manifest["command"] = json!([
             "/bin/cmp",
             "/benchmark/expected.txt",
