@@ -88,6 +88,8 @@ set_routes() {
      ("\($r)/environments/regression-verifier-1/deployment-branch-policies"): $main,
      ("\($r)/environments/regression-verifier-2/deployment-branch-policies"): $main,
      ("\($r)/environments/regression-verifier-keeper/deployment-branch-policies"): $main,
+     # The signer gate reads the same policies page by page (environment-check.sh).
+     ("\($r)/environments/regression-verifier-1/deployment-branch-policies?per_page=100"): ($main + {total_count: 1}),
      ("\($r)"): {security_and_analysis: {secret_scanning: {status: "enabled"}, secret_scanning_push_protection: {status: "enabled"}}},
      ("\($r)/codeowners/errors"): {errors: []},
      ("\($r)/actions/secrets"): {total_count: 1, secrets: [{name: "UNRELATED"}]}}
