@@ -5,11 +5,15 @@
 # Red (::error each, then exit 1) when:
 # - no run of the runner workflow on main succeeded within MAX_CYCLE_AGE_MINUTES (default
 #   120; the runner runs every 15 min), or none of the keeper workflow (the end of a cycle);
+# - the oldest unsigned batch is older than MAX_UNSIGNED_MINUTES (default 60): a successful
+#   runner run on main that no `Sign (slot …)` job has succeeded after (the signer's gate
+#   skipped every cycle since, its runs failed, or it was never triggered). The sign job runs
+#   for every batch the gate lets through, empty or not, so a quiet feed does not alert;
 # - KEEPER_ADDRESS is set and its balance on RPC_URL is below MIN_SETTLEMENTS (default 10)
 #   settlements at the caps (MAX_GAS x MAX_FEE_PER_GAS, the keeper's own pre-send check).
 # A failed API or RPC call is red too (fail closed: a check that cannot look is not green).
 #
-# Env: GITHUB_REPOSITORY, GH_TOKEN, MAX_CYCLE_AGE_MINUTES, KEEPER_ADDRESS, RPC_URL,
+# Env: GITHUB_REPOSITORY, GH_TOKEN, MAX_CYCLE_AGE_MINUTES, MAX_UNSIGNED_MINUTES, KEEPER_ADDRESS, RPC_URL,
 # MIN_SETTLEMENTS, MAX_GAS (default 1500000), MAX_FEE_PER_GAS (wei, default 2000000000),
 # NOW (Unix time, for tests; default the clock).
 set -euo pipefail
@@ -40,6 +44,37 @@ for workflow in regression-verifier-runner.yml regression-verifier-keeper.yml; d
     summary "- ${workflow}: last success $(((now - last) / 60)) min ago"
   fi
 done
+
+# The oldest unsigned batch. The last signing = the newest of the recent successful signer
+# runs with a successful `Sign (slot …)` job (a green run whose gate skipped signs nothing).
+# At most 1 + 10 + 1 requests an hour.
+max_unsigned=$((${MAX_UNSIGNED_MINUTES:-60} * 60))
+r="/repos/${GITHUB_REPOSITORY}/actions"
+if ! signer_runs="$(api_get "${r}/workflows/regression-verifier-signer.yml/runs?branch=main&status=success&per_page=10")" ||
+  ! runner_runs="$(api_get "${r}/workflows/regression-verifier-runner.yml/runs?branch=main&status=success&per_page=20")"; then
+  alert "could not list the signer's or the runner's runs to find the oldest unsigned batch"
+else
+  last_signed=""
+  while read -r id created; do
+    [[ "${id}" =~ ^[0-9]+$ ]] || continue
+    if ! jobs="$(api_get "${r}/runs/${id}/jobs?filter=latest&per_page=100")"; then
+      alert "could not list the jobs of signer run ${id}"
+      break
+    fi
+    if jq -e '[.jobs[] | select((.name | startswith("Sign (slot")) and .conclusion == "success")] | length > 0' <<<"${jobs}" >/dev/null; then
+      last_signed="${created}"
+      break
+    fi
+  done < <(jq -r '.workflow_runs | sort_by(.created_at) | reverse | .[] | "\(.id) \(.created_at | fromdateiso8601)"' <<<"${signer_runs}")
+  oldest="$(jq -r --arg after "${last_signed:-0}" '[.workflow_runs[] | select(.conclusion == "success") | .updated_at | fromdateiso8601 | select(. > ($after | tonumber))] | min // empty' <<<"${runner_runs}")"
+  if [[ -z "${oldest}" ]]; then
+    summary "- signer: every successful runner batch has been signed after it"
+  elif ((now - oldest > max_unsigned)); then
+    alert "the oldest unsigned runner batch finished $(((now - oldest) / 60)) min ago (more than ${MAX_UNSIGNED_MINUTES:-60}) and no Sign job has succeeded since; see the signer's runs"
+  else
+    summary "- signer: the oldest unsigned batch finished $(((now - oldest) / 60)) min ago"
+  fi
+fi
 
 if [[ -n "${KEEPER_ADDRESS:-}" ]]; then
   if [[ ! "${KEEPER_ADDRESS}" =~ ^0x[0-9a-fA-F]{40}$ ]]; then

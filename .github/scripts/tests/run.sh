@@ -955,11 +955,19 @@ RUN_ID=88 run_script "${scripts}/merge-reruns.sh" 1 0 "${tmp}/merged-bad"
 check "reruns: a malformed shard count fails closed" eval '((status == 1)) && [[ ! -e "${tmp}/merged-bad" ]]'
 
 # --- freshness: nothing happening turns a run red (22.8) ------------------------------------
-fresh_routes() { # runner-updated keeper-updated
-  local r="/repos/acme/verifier/actions/workflows"
+fresh_routes() { # runner-updated keeper-updated [signed-at [older-runner-updated [sign-conclusion]]]
+  # The signer's run 901 (created at $3, default 5 min after the runner run) has a `Sign (slot 1)`
+  # job concluding $5 (default success); the runner list holds run $1 and, with $4, an older one.
+  local r="/repos/acme/verifier/actions/workflows" run
+  run() { printf '{"id": %s, "conclusion": "success", "created_at": "%s", "updated_at": "%s"}' "$1" "$2" "$2"; }
+  local runner_runs="${1:+$(run 801 "$1")}${4:+, $(run 800 "$4")}"
   printf '{"%s/regression-verifier-runner.yml/runs?branch=main&status=success&per_page=1": {"workflow_runs": [%s]},
- "%s/regression-verifier-keeper.yml/runs?branch=main&status=success&per_page=1": {"workflow_runs": [%s]}}' \
-    "${r}" "${1:+{\"conclusion\": \"success\", \"updated_at\": \"$1\"\}}" "${r}" "${2:+{\"conclusion\": \"success\", \"updated_at\": \"$2\"\}}" > "${routes}"
+ "%s/regression-verifier-keeper.yml/runs?branch=main&status=success&per_page=1": {"workflow_runs": [%s]},
+ "%s/regression-verifier-runner.yml/runs?branch=main&status=success&per_page=20": {"workflow_runs": [%s]},
+ "%s/regression-verifier-signer.yml/runs?branch=main&status=success&per_page=10": {"workflow_runs": [%s]},
+ "/repos/acme/verifier/actions/runs/901/jobs?filter=latest&per_page=100": {"jobs": [{"name": "Check the runner run", "conclusion": "success"}, {"name": "Sign (slot 1)", "conclusion": "%s"}]}}' \
+    "${r}" "${1:+$(run 801 "$1")}" "${r}" "${2:+{\"conclusion\": \"success\", \"updated_at\": \"$2\"\}}" \
+    "${r}" "${runner_runs}" "${r}" "$(run 901 "${3:-2026-11-30T11:55:30Z}")" "${5:-success}" > "${routes}"
 }
 fresh() { NOW="$(date -d 2026-11-30T12:00:00Z +%s)" run_script "${scripts}/freshness-check.sh"; }
 fresh_routes 2026-11-30T11:50:00Z 2026-11-30T11:55:00Z
@@ -975,6 +983,20 @@ check "freshness: a runner that never succeeded on main is red" eval '((status =
 echo '{}' > "${routes}"
 fresh
 check "freshness: an API that does not answer is red, not green" eval '((status == 1)) && said "could not list"'
+# 22.8: the oldest unsigned batch. Runner batches at 10:00 and 11:50; the last successful
+# Sign job's run was created at 09:30 (so neither batch was signed): red, naming 120 min.
+fresh_routes 2026-11-30T11:50:00Z 2026-11-30T11:55:00Z 2026-11-30T09:30:00Z 2026-11-30T10:00:00Z
+fresh
+check "freshness: a runner batch no Sign job succeeded after for 2 hours is red (oldest unsigned batch)" \
+  eval '((status == 1)) && said "::error::the oldest unsigned runner batch finished 120 min ago"'
+fresh_routes 2026-11-30T11:50:00Z 2026-11-30T11:55:00Z 2026-11-30T11:51:00Z 2026-11-30T10:00:00Z failure
+fresh
+check "freshness: a signer run whose Sign job failed (a green gate-skip likewise) does not count as signed" \
+  eval '((status == 1)) && said "oldest unsigned runner batch finished 120 min ago"'
+fresh_routes 2026-11-30T11:50:00Z 2026-11-30T11:55:00Z 2026-11-30T11:51:00Z 2026-11-30T10:00:00Z
+fresh
+check "freshness: batches signed after they finished are not unsigned" \
+  eval '((status == 0)) && grep -q "every successful runner batch has been signed" "${summary_file}"'
 # The keeper's gas against N settlements, on the real chain here (Hardhat, chain id 8453).
 fresh_routes 2026-11-30T11:50:00Z 2026-11-30T11:55:00Z
 KEEPER_ADDRESS=0xf39Fd6e51aad88F6F4ce6aB8827279cffFb92266 RPC_URL=http://127.0.0.1:8545 fresh
