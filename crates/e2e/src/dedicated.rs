@@ -16,16 +16,15 @@ use std::time::{Duration, Instant};
 use alloy::primitives::{U256, keccak256};
 use alloy::providers::Provider;
 use alloy::signers::local::PrivateKeySigner;
-use chain_testkit::{BountyParams, DEV_KEYS, Testkit, dev_signer, status};
+use chain_testkit::{DEV_KEYS, Testkit, dev_signer, status};
 use serde_json::{Value, json};
-use verifier_sdk::fixtures::{BENCHMARK_COMMIT, JobParams, job_value};
+use verifier_sdk::fixtures::{BENCHMARK_COMMIT, JobParams};
 use verifier_sdk::settle::{SettlementEvent, decode_settlement_event};
-use verifier_sdk::validate_job;
 
 use crate::{
     ArchiveServer, BENCHMARK_SUBDIR, E2eConfig, E2eError, KEEPER_KEY_ENV, Scenario, ScenarioResult,
-    VERIFIER_KEY_ENV, VERIFIER_KEYS, b256, fresh_dir, info, io, manifest, run_binary, s, setup,
-    step, tree_digest, tree_files, wall_clock,
+    VERIFIER_KEY_ENV, VERIFIER_KEYS, deploy_for_job, fresh_dir, info, io, manifest, run_binary, s,
+    setup, step, tree_digest, tree_files, wall_clock,
 };
 
 /// How long `worker serve` may take to produce the candidate (image start, a six-test
@@ -199,29 +198,8 @@ pub async fn run_dedicated_route(cfg: &E2eConfig) -> Result<ScenarioResult, E2eE
         manifest: manifest(&cfg.python_image, benchmark_digest),
         ..JobParams::default()
     };
-    let draft = validate_job(&job_value(&jp), now).map_err(|e| E2eError::Setup {
-        what: "validate the draft job",
-        detail: e.to_string(),
-    })?;
-    let mut params = BountyParams::new(verifiers.clone(), jp.expires_at);
-    params.bounty_id = b256(draft.bounty_id());
-    params.round = jp.round;
-    params.solver = solver;
-    params.submission_hash = b256(draft.submission_hash());
-    params.evidence_hash = b256(draft.evidence_hash());
-    params.policy_hash = b256(draft.policy_hash());
-    params.terms_hash = b256(draft.terms_hash());
-    params.acceptance_criteria_hash = b256(draft.acceptance_criteria_hash());
-    params.benchmark_hash = b256(draft.benchmark_hash());
-    params.evidence_schema_hash = b256(draft.evidence_schema_hash());
-    params.threshold = 2;
-    let bounty = kit.deploy_bounty(&params).await?;
-    jp.bounty_contract = bounty.address().to_string();
-    let job = job_value(&jp);
-    let validated = validate_job(&job, now).map_err(|e| E2eError::Setup {
-        what: "validate the job",
-        detail: e.to_string(),
-    })?;
+    let (params, bounty, job, validated) =
+        deploy_for_job(&kit, &mut jp, solver, &verifiers, 2, now).await?;
     let job_id = validated.job_id().to_owned();
     let solver_balance_before = kit.balance(solver).await?;
     info(&format!("bounty   {}", bounty.address()));

@@ -291,6 +291,54 @@ fn manifest(image: &str, benchmark_digest: Sha256Digest) -> Value {
     m
 }
 
+/// Deploys a `TestBounty` committing to the job `jp` describes (its five terms hashes,
+/// submission and evidence hashes, round, solver, verifier set and `threshold`), binds `jp` to
+/// the new address and returns the bounty's parameters, the bounty, the job and its validated
+/// form. The committed hashes do not depend on the contract address, so a draft job (address
+/// still the fixture's) gives the values to deploy with. One definition for every driver
+/// (`run_scenario`, `dedicated`, `chaos`), so they cannot drift from the contract's checks.
+pub(crate) async fn deploy_for_job(
+    kit: &Testkit,
+    jp: &mut JobParams,
+    solver: Address,
+    verifiers: &[Address],
+    threshold: u8,
+    now: u64,
+) -> Result<
+    (
+        BountyParams,
+        chain_testkit::DeployedBounty,
+        Value,
+        verifier_sdk::ValidatedJob,
+    ),
+    E2eError,
+> {
+    let draft = validate_job(&job_value(jp), now).map_err(|e| E2eError::Setup {
+        what: "validate the draft job",
+        detail: e.to_string(),
+    })?;
+    let mut params = BountyParams::new(verifiers.to_vec(), jp.expires_at);
+    params.bounty_id = b256(draft.bounty_id());
+    params.round = jp.round;
+    params.solver = solver;
+    params.submission_hash = b256(draft.submission_hash());
+    params.evidence_hash = b256(draft.evidence_hash());
+    params.policy_hash = b256(draft.policy_hash());
+    params.terms_hash = b256(draft.terms_hash());
+    params.acceptance_criteria_hash = b256(draft.acceptance_criteria_hash());
+    params.benchmark_hash = b256(draft.benchmark_hash());
+    params.evidence_schema_hash = b256(draft.evidence_schema_hash());
+    params.threshold = threshold;
+    let bounty = kit.deploy_bounty(&params).await?;
+    jp.bounty_contract = bounty.address().to_string();
+    let job = job_value(jp);
+    let validated = validate_job(&job, now).map_err(|e| E2eError::Setup {
+        what: "validate the job",
+        detail: e.to_string(),
+    })?;
+    Ok((params, bounty, job, validated))
+}
+
 fn b256(b: verifier_sdk::Bytes32) -> B256 {
     B256::from(*b.as_bytes())
 }
@@ -422,31 +470,8 @@ pub async fn run_scenario(cfg: &E2eConfig, scenario: Scenario) -> Result<Scenari
         manifest: manifest(&cfg.python_image, benchmark_digest),
         ..JobParams::default()
     };
-    // The committed hashes do not depend on the contract address, so a draft job (address
-    // still the fixture's) gives the values to deploy with.
-    let draft = validate_job(&job_value(&jp), now).map_err(|e| E2eError::Setup {
-        what: "validate the draft job",
-        detail: e.to_string(),
-    })?;
-    let mut params = BountyParams::new(verifiers.clone(), jp.expires_at);
-    params.bounty_id = b256(draft.bounty_id());
-    params.round = jp.round;
-    params.solver = solver;
-    params.submission_hash = b256(draft.submission_hash());
-    params.evidence_hash = b256(draft.evidence_hash());
-    params.policy_hash = b256(draft.policy_hash());
-    params.terms_hash = b256(draft.terms_hash());
-    params.acceptance_criteria_hash = b256(draft.acceptance_criteria_hash());
-    params.benchmark_hash = b256(draft.benchmark_hash());
-    params.evidence_schema_hash = b256(draft.evidence_schema_hash());
-    params.threshold = 2;
-    let bounty = kit.deploy_bounty(&params).await?;
-    jp.bounty_contract = bounty.address().to_string();
-    let job = job_value(&jp);
-    let validated = validate_job(&job, now).map_err(|e| E2eError::Setup {
-        what: "validate the job",
-        detail: e.to_string(),
-    })?;
+    let (params, bounty, job, validated) =
+        deploy_for_job(&kit, &mut jp, solver, &verifiers, 2, now).await?;
     let solver_balance_before = kit.balance(solver).await?;
     info(&format!("bounty   {}", bounty.address()));
     info(&format!("job id   {}", validated.job_id()));

@@ -15,12 +15,12 @@ use alloy::primitives::{Address, U256, keccak256};
 use alloy::providers::Provider;
 use alloy::rpc::types::Filter;
 use alloy::signers::local::PrivateKeySigner;
-use chain_testkit::{BountyParams, DEV_KEYS, DeployedBounty, Testkit, dev_signer, status};
+use chain_testkit::{DEV_KEYS, DeployedBounty, Testkit, dev_signer, status};
 use serde_json::Value;
 use tokio::sync::Notify;
-use verifier_sdk::fixtures::{BENCHMARK_COMMIT, JobParams, job_value};
+use verifier_sdk::candidate_file_name;
+use verifier_sdk::fixtures::{BENCHMARK_COMMIT, JobParams};
 use verifier_sdk::settle::{SettlementEvent, decode_settlement_event};
-use verifier_sdk::{candidate_file_name, validate_job};
 
 use super::check::{BountyObservation, KeeperTx, Observations, Violation, check};
 use super::inject::{
@@ -31,8 +31,8 @@ use super::schedule::{
 };
 use crate::server::codeload_archive;
 use crate::{
-    BENCHMARK_SUBDIR, E2eConfig, E2eError, KEEPER_KEY_ENV, VERIFIER_KEY_ENV, VERIFIER_KEYS, b256,
-    fresh_dir, io, manifest, s, tree_digest, tree_files, wall_clock,
+    BENCHMARK_SUBDIR, E2eConfig, E2eError, KEEPER_KEY_ENV, VERIFIER_KEY_ENV, VERIFIER_KEYS,
+    deploy_for_job, fresh_dir, io, manifest, s, tree_digest, tree_files, wall_clock,
 };
 
 /// What to play.
@@ -505,29 +505,8 @@ pub async fn run(cfg: &E2eConfig, opts: &ChaosOptions) -> Result<RunResult, E2eE
             manifest: manifest(&image, benchmark_digest),
             ..JobParams::default()
         };
-        let draft = validate_job(&job_value(&jp), now).map_err(|e| E2eError::Setup {
-            what: "validate the draft job",
-            detail: e.to_string(),
-        })?;
-        let mut params = BountyParams::new(verifiers.clone(), jp.expires_at);
-        params.bounty_id = b256(draft.bounty_id());
-        params.round = jp.round;
-        params.solver = solver;
-        params.submission_hash = b256(draft.submission_hash());
-        params.evidence_hash = b256(draft.evidence_hash());
-        params.policy_hash = b256(draft.policy_hash());
-        params.terms_hash = b256(draft.terms_hash());
-        params.acceptance_criteria_hash = b256(draft.acceptance_criteria_hash());
-        params.benchmark_hash = b256(draft.benchmark_hash());
-        params.evidence_schema_hash = b256(draft.evidence_schema_hash());
-        params.threshold = spec.threshold;
-        let deployed = kit.deploy_bounty(&params).await?;
-        jp.bounty_contract = deployed.address().to_string();
-        let job = job_value(&jp);
-        let validated = validate_job(&job, now).map_err(|e| E2eError::Setup {
-            what: "validate the job",
-            detail: e.to_string(),
-        })?;
+        let (params, deployed, job, validated) =
+            deploy_for_job(&kit, &mut jp, solver, verifiers, spec.threshold, now).await?;
         bounties.push(Bounty {
             lane: lane.name,
             kind: spec.kind,
