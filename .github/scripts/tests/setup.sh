@@ -19,48 +19,8 @@ signer_bin="${bin_dir}/signer"
 bench_feed="${bin_dir}/examples/bench_feed"
 images="${repo}/.work/images.json"
 
-tmp="$(mktemp -d)"
-server_pid=""
-feed_pid=""
-cleanup() {
-  [[ -n "${server_pid}" ]] && kill "${server_pid}" 2>/dev/null
-  [[ -n "${feed_pid}" ]] && kill "${feed_pid}" 2>/dev/null
-  rm -rf "${tmp}"
-}
-trap cleanup EXIT
-
-routes="${tmp}/routes.json"
-echo '{}' > "${routes}"
-python3 "${here}/github_standin.py" "${routes}" "${tmp}/port" "${tmp}/requests.log" &
-server_pid=$!
-for _ in $(seq 50); do [[ -s "${tmp}/port" ]] && break; sleep 0.1; done
-[[ -s "${tmp}/port" ]] || { echo "the GitHub stand-in did not start"; exit 1; }
-GITHUB_API_URL="http://127.0.0.1:$(cat "${tmp}/port")"
-export GITHUB_API_URL
-export GH_TOKEN=test-token
-export GITHUB_REPOSITORY=acme/verifier
-
-passed=0
-failed=0
-check() {
-  local name="$1"; shift
-  if "$@"; then
-    echo "ok    ${name}"
-    passed=$((passed + 1))
-  else
-    echo "FAIL  ${name}"
-    failed=$((failed + 1))
-  fi
-}
-run_script() {
-  : > "${tmp}/requests.log"
-  out_file="${tmp}/output"; summary_file="${tmp}/summary"
-  : > "${out_file}"; : > "${summary_file}"
-  stdout="$(GITHUB_OUTPUT="${out_file}" GITHUB_STEP_SUMMARY="${summary_file}" "$@" 2>&1)"
-  status=$?
-}
-output_is() { grep -qxF "$1=$2" "${out_file}"; }
-said() { grep -qF -- "$1" <<<"${stdout}"; }
+# shellcheck source=.github/scripts/tests/harness.sh
+source "${here}/harness.sh"
 
 main_sha=1111111111111111111111111111111111111111
 r=/repos/acme/verifier
