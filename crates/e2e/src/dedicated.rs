@@ -14,17 +14,16 @@ use std::process::Stdio;
 use std::time::{Duration, Instant};
 
 use alloy::primitives::{U256, keccak256};
-use alloy::providers::Provider;
 use alloy::signers::local::PrivateKeySigner;
 use chain_testkit::{DEV_KEYS, Testkit, dev_signer, status};
 use serde_json::{Value, json};
 use verifier_sdk::fixtures::{BENCHMARK_COMMIT, JobParams};
-use verifier_sdk::settle::{SettlementEvent, decode_settlement_event};
+use verifier_sdk::settle::SettlementEvent;
 
 use crate::{
     ArchiveServer, BENCHMARK_SUBDIR, E2eConfig, E2eError, KEEPER_KEY_ENV, Scenario, ScenarioResult,
     VERIFIER_KEY_ENV, VERIFIER_KEYS, deploy_for_job, fresh_dir, info, io, manifest, run_binary, s,
-    setup, step, tree_digest, tree_files, wall_clock,
+    settlement_events, setup, step, tree_digest, tree_files, wall_clock,
 };
 
 /// How long `worker serve` may take to produce the candidate (image start, a six-test
@@ -442,23 +441,7 @@ pub async fn run_dedicated_route(cfg: &E2eConfig) -> Result<ScenarioResult, E2eE
     mark("keeper relay");
 
     step("[dedicated] read the result back from the chain");
-    let receipt = kit
-        .provider()
-        .get_transaction_receipt(tx_hash)
-        .await
-        .map_err(|e| E2eError::Mismatch(format!("no receipt for {tx_hash}: {e}")))?
-        .ok_or_else(|| E2eError::Mismatch(format!("no receipt for {tx_hash}")))?;
-    if !receipt.status() {
-        return Err(E2eError::Mismatch(format!("{tx_hash} reverted")));
-    }
-    let events: Vec<SettlementEvent> = receipt
-        .inner
-        .logs()
-        .iter()
-        .filter(|l| l.address() == bounty.address())
-        .filter_map(|l| decode_settlement_event(l.topics(), &l.data().data))
-        .collect::<Result<_, _>>()
-        .map_err(|e| E2eError::Mismatch(format!("undecodable settlement log: {e}")))?;
+    let events = settlement_events(&kit, tx_hash, bounty.address()).await?;
     let [event @ SettlementEvent::Settled(ev)] = events.as_slice() else {
         return Err(E2eError::Mismatch(format!(
             "expected one BountySettled from the bounty in {tx_hash}, found {events:?}"

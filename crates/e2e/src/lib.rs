@@ -339,6 +339,34 @@ pub(crate) async fn deploy_for_job(
     Ok((params, bounty, job, validated))
 }
 
+/// The settlement events the bounty at `bounty` emitted in the mined transaction `tx_hash`,
+/// read from its receipt; a missing receipt, a reverted transaction or an undecodable
+/// settlement log is a mismatch. Only logs of the bounty itself count: an event from another
+/// contract is no evidence of payment.
+pub(crate) async fn settlement_events(
+    kit: &Testkit,
+    tx_hash: B256,
+    bounty: Address,
+) -> Result<Vec<SettlementEvent>, E2eError> {
+    let receipt = kit
+        .provider()
+        .get_transaction_receipt(tx_hash)
+        .await
+        .map_err(|e| E2eError::Mismatch(format!("no receipt for {tx_hash}: {e}")))?
+        .ok_or_else(|| E2eError::Mismatch(format!("no receipt for {tx_hash}")))?;
+    if !receipt.status() {
+        return Err(E2eError::Mismatch(format!("{tx_hash} reverted")));
+    }
+    receipt
+        .inner
+        .logs()
+        .iter()
+        .filter(|l| l.address() == bounty)
+        .filter_map(|l| decode_settlement_event(l.topics(), &l.data().data))
+        .collect::<Result<_, _>>()
+        .map_err(|e| E2eError::Mismatch(format!("undecodable settlement log: {e}")))
+}
+
 fn b256(b: verifier_sdk::Bytes32) -> B256 {
     B256::from(*b.as_bytes())
 }
@@ -679,23 +707,7 @@ pub async fn run_scenario(cfg: &E2eConfig, scenario: Scenario) -> Result<Scenari
         "[{}] read the result back from the chain",
         scenario.name()
     ));
-    let receipt = kit
-        .provider()
-        .get_transaction_receipt(tx_hash)
-        .await
-        .map_err(|e| E2eError::Mismatch(format!("no receipt for {tx_hash}: {e}")))?
-        .ok_or_else(|| E2eError::Mismatch(format!("no receipt for {tx_hash}")))?;
-    if !receipt.status() {
-        return Err(E2eError::Mismatch(format!("{tx_hash} reverted")));
-    }
-    let events: Vec<SettlementEvent> = receipt
-        .inner
-        .logs()
-        .iter()
-        .filter(|l| l.address() == bounty.address())
-        .filter_map(|l| decode_settlement_event(l.topics(), &l.data().data))
-        .collect::<Result<_, _>>()
-        .map_err(|e| E2eError::Mismatch(format!("undecodable settlement log: {e}")))?;
+    let events = settlement_events(&kit, tx_hash, bounty.address()).await?;
     let [event] = events.as_slice() else {
         return Err(E2eError::Mismatch(format!(
             "expected one settlement event from the bounty in {tx_hash}, found {}",
