@@ -10,6 +10,7 @@ use std::path::{Path, PathBuf};
 use serde::Serialize;
 use serde_json::Value;
 
+pub use crate::progress::terminal_safe;
 use crate::sandbox::evidence::EvidenceRecord;
 use crate::sandbox::hits::{Hit, Observed, hits};
 use crate::sandbox::{Decision, EVIDENCE_SCHEMA_VERSION, NoVerdictReason};
@@ -73,32 +74,6 @@ impl Explanation {
         }
         out
     }
-}
-
-/// `text` with every character a terminal would act on instead of print shown visibly: C0
-/// controls other than newline and tab (ESC as `\e`, CR as `\r`, others as `\xNN`), DEL, C1
-/// controls (U+0080–U+009F, which some terminals take as CSI and OSC) and the bidirectional
-/// overrides and isolates (which reorder what is shown) as `\u{NNNN}`. Solver output, and
-/// anything else a run's author controls, goes through this before it reaches a terminal, so
-/// no output can move the cursor, erase or overprint a line, or retitle the window — a failed
-/// run cannot be made to look passed. JSON output needs none of this (serde escapes it).
-pub fn terminal_safe(text: &str) -> String {
-    let mut out = String::with_capacity(text.len());
-    for c in text.chars() {
-        match c {
-            '\n' | '\t' => out.push(c),
-            '\u{1b}' => out.push_str("\\e"),
-            '\r' => out.push_str("\\r"),
-            '\0'..='\u{1f}' | '\u{7f}' => out.push_str(&format!("\\x{:02x}", u32::from(c))),
-            '\u{80}'..='\u{9f}'
-            | '\u{200e}'
-            | '\u{200f}'
-            | '\u{202a}'..='\u{202e}'
-            | '\u{2066}'..='\u{2069}' => out.push_str(&format!("\\u{{{:04x}}}", u32::from(c))),
-            _ => out.push(c),
-        }
-    }
-    out
 }
 
 fn seconds(ms: u64) -> String {
@@ -523,24 +498,6 @@ pub fn summary_json(evidence: &EvidenceRecord, explanation: &Explanation) -> Val
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn terminal_safe_shows_every_control_character_visibly() {
-        assert_eq!(
-            terminal_safe("FAILED\n\u{1b}[1A\u{1b}[2K\rPASSED\tok\n"),
-            "FAILED\n\\e[1A\\e[2K\\rPASSED\tok\n"
-        );
-        assert_eq!(
-            terminal_safe("\u{1b}]0;t\u{7}\u{0}\u{7f}\u{9b}2J\u{202e}x"),
-            "\\e]0;t\\x07\\x00\\x7f\\u{009b}2J\\u{202e}x"
-        );
-        assert_eq!(terminal_safe("plain ünïcode ✓"), "plain ünïcode ✓");
-        let once = terminal_safe("a\u{1b}b\rc\u{85}");
-        assert_eq!(terminal_safe(&once), once);
-        for c in once.chars() {
-            assert!(!c.is_control(), "{once:?}");
-        }
-    }
 
     #[test]
     fn render_escapes_headline_details_and_tails() {

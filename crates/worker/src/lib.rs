@@ -17,14 +17,12 @@ pub mod gc;
 pub mod interrupt;
 pub mod intoto;
 pub mod local_request;
-pub mod progress;
 pub mod rehearse;
 pub mod run;
 pub mod sandbox;
 pub mod serve;
-pub mod snapshot;
-pub mod stage;
-pub mod staging_root;
 
-pub use snapshot::snapshot_directory;
-pub use stage::{StageError, StageKind, StagedTree, VerifyError, stage_tree, verify_staged};
+pub use worker_store::{
+    StageError, StageKind, StagedTree, VerifyError, snapshot_directory, stage_tree, verify_staged,
+};
+pub use worker_store::{progress, snapshot, stage, staging_root};

@@ -12,15 +12,15 @@
 //! [`cache`] and [`output`] touch only the local disk, and [`runner`] drives them with the
 //! network client and the executor.
 
-pub mod archive;
 pub mod cache;
 pub mod output;
 pub mod report;
 pub mod runner;
 pub mod sandbox_executor;
-pub mod scratch;
 pub mod select;
 pub mod shard;
+
+pub use worker_store::{archive, scratch};
 
 pub use report::{FeedReport, JobRow, JobStatus, OmittedJobs, REPORT_SCHEMA_VERSION};
 pub use runner::{
