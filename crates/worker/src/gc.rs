@@ -69,12 +69,16 @@ pub async fn gc_command(args: &GcArgs) -> Result<GcReport, GcCommandError> {
         crate::staging_root::Fallback::PrivateTemp,
     )
     .map_err(|e| GcCommandError::Root(e.to_string()))?;
-    let executor = crate::sandbox::DockerExecutor::connect()
+    let executor = worker_docker::connect()
         .await
         .map_err(|e| GcCommandError::Engine(e.to_string()))?;
-    let in_use = mounted_paths(executor.client())
-        .await
-        .map_err(|e| GcCommandError::Engine(e.to_string()))?;
+    let in_use = executor.mounted_paths().await.map_err(|e| match e {
+        // The engine's own words, as before the engine moved behind the executor.
+        crate::sandbox::SandboxError::Engine { source, .. } => {
+            GcCommandError::Engine(source.to_string())
+        }
+        other => GcCommandError::Engine(other.to_string()),
+    })?;
     Ok(collect(&GcOptions {
         root,
         older_than: args.older_than,
@@ -412,22 +416,6 @@ pub fn remove_tree(path: &Path) -> std::io::Result<()> {
         }
     }
     fs::remove_dir(path)
-}
-
-/// Host paths that any container (running or stopped, ours or not) bind-mounts.
-pub async fn mounted_paths(
-    docker: &bollard::Docker,
-) -> Result<BTreeSet<PathBuf>, bollard::errors::Error> {
-    let options = bollard::query_parameters::ListContainersOptionsBuilder::default()
-        .all(true)
-        .build();
-    let containers = docker.list_containers(Some(options)).await?;
-    Ok(containers
-        .into_iter()
-        .flat_map(|c| c.mounts.unwrap_or_default())
-        .filter_map(|m| m.source)
-        .map(PathBuf::from)
-        .collect())
 }
 
 #[cfg(test)]

@@ -121,7 +121,7 @@ pub async fn run_interruptible<F: Future>(work: F) -> std::io::Result<Result<F::
         Ok(output) => return Ok(Ok(output)),
         Err(signal) => signal,
     };
-    let removed = match crate::sandbox::DockerExecutor::connect().await {
+    let removed = match worker_docker::connect().await {
         Ok(executor) => executor
             .remove_own_containers()
             .await

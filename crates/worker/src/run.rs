@@ -15,8 +15,7 @@ use verifier_sdk::{
 };
 
 use crate::sandbox::{
-    Decision, DockerExecutor, EvidenceRecord, InputCheck, InputPhase, RunHooks, SandboxError,
-    SandboxSpec,
+    Decision, EvidenceRecord, Executor, InputCheck, InputPhase, RunHooks, SandboxError, SandboxSpec,
 };
 use crate::stage::{StageKind, verify_staged};
 
@@ -167,7 +166,7 @@ pub fn spec_for(
 /// changed inputs are a no-verdict `input_mismatch`: a missing tree is decided without the
 /// engine, a changed one by the digest check right before create (no container is created).
 pub async fn execute_manifest(
-    executor: &DockerExecutor,
+    executor: &Executor,
     manifest: &RunnerManifest,
     source: Sha256Digest,
     options: &RunOptions,
@@ -239,7 +238,7 @@ fn execution_facts(exit_code: i64, evidence: &EvidenceRecord) -> ExecutionFacts 
 
 /// Runs a validated job end to end: staged inputs, sandbox, outcome.
 pub async fn run_job(
-    executor: &DockerExecutor,
+    executor: &Executor,
     job: &ValidatedJob,
     options: &RunOptions,
 ) -> Result<Result<JobRun, NoVerdictOutcome>, SandboxError> {

@@ -10,7 +10,7 @@ use super::request::{RequestError, read_request};
 use super::{block_on_interruptible, fail, print_json, staging_root_failed};
 use crate::exit::ExitCode;
 use crate::run::{RunOptions, now_unix, run_job, write_evidence};
-use crate::sandbox::{DockerExecutor, SandboxError};
+use crate::sandbox::SandboxError;
 use crate::staging_root::{self, Fallback};
 
 /// Why `--run-regression` could not even produce a no-verdict outcome.
@@ -124,7 +124,7 @@ pub async fn run_regression_command(
         Ok(job) => job,
         Err(error) => return Ok(no_verdict(job_error_reason(&error), &error.to_string())),
     };
-    let executor = match DockerExecutor::connect().await {
+    let executor = match worker_docker::connect().await {
         Ok(executor) => executor,
         Err(error) => {
             return Ok(no_verdict(

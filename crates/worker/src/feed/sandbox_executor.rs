@@ -11,18 +11,18 @@ use verifier_sdk::{
 use super::runner::{ExecutedJob, JobExecutor, JobFailure};
 use crate::progress::NoProgress;
 use crate::run::{RunOptions, run_job, write_evidence};
-use crate::sandbox::{DockerExecutor, SandboxError};
+use crate::sandbox::{Executor, SandboxError};
 use crate::stage::{StageKind, stage_tree};
 
 /// Stages and runs jobs with one connected engine.
 pub struct SandboxJobExecutor {
-    executor: DockerExecutor,
+    executor: Executor,
     options: RunOptions,
 }
 
 impl SandboxJobExecutor {
     /// Uses `executor` and publishes staged trees and evidence under `staging_root`.
-    pub fn new(executor: DockerExecutor, staging_root: PathBuf, pull: bool) -> Self {
+    pub fn new(executor: Executor, staging_root: PathBuf, pull: bool) -> Self {
         Self {
             executor,
             options: RunOptions { staging_root, pull },

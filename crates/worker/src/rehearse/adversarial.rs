@@ -28,7 +28,7 @@ use super::report::RunResult;
 use super::run::{Prepared, Runs, one_run};
 use super::{RehearseError, RehearseOptions};
 use crate::progress::NoProgress;
-use crate::sandbox::DockerExecutor;
+use crate::sandbox::Executor;
 use crate::stage::{StageKind, stage_tree, verify_staged};
 
 /// Name of the stub whose code files all exit 0 when loaded.
@@ -220,7 +220,7 @@ fn root_error(path: &Path, detail: impl std::fmt::Display) -> RehearseError {
 
 /// Builds, stages and runs every stub, each once in a fresh container.
 pub(crate) async fn run_stubs(
-    executor: &DockerExecutor,
+    executor: &Executor,
     prepared: &Prepared,
     options: &RehearseOptions,
     runs: &mut Runs,

@@ -14,7 +14,7 @@ use crate::explain::{Explanation, explain_observed};
 use crate::feed::archive::ArchiveLimits;
 use crate::progress::{StepSink, stderr_steps};
 use crate::run::{RunOptions, execute_manifest, spec_for, write_evidence};
-use crate::sandbox::DockerExecutor;
+use crate::sandbox::Executor;
 use crate::sandbox::hits::Hit;
 use crate::sandbox::profile::Isolation;
 use crate::stage::{StageKind, stage_tree};
@@ -168,7 +168,7 @@ impl Runs {
 /// Runs `source` once in a fresh container: `label` names its container and log files, `step`
 /// is what the progress line calls it.
 pub(crate) async fn one_run(
-    executor: &DockerExecutor,
+    executor: &Executor,
     prepared: &Prepared,
     runs: &mut Runs,
     source: Sha256Digest,
@@ -198,7 +198,7 @@ pub(crate) async fn one_run(
 }
 
 async fn run_once(
-    executor: &DockerExecutor,
+    executor: &Executor,
     prepared: &Prepared,
     runs: &Runs,
     source: Sha256Digest,
@@ -280,7 +280,7 @@ fn write_logs(
 
 /// Runs the solution (`--repeat` times) and the base tree on a prepared manifest and trees.
 pub(crate) async fn solution_runs(
-    executor: &DockerExecutor,
+    executor: &Executor,
     prepared: Prepared,
     options: &RehearseOptions,
     runs: &mut Runs,
@@ -312,7 +312,7 @@ pub(crate) async fn solution_runs(
 
 /// Runs the rehearsal, then, with `adversarial`, every stub.
 pub async fn rehearse(
-    executor: &DockerExecutor,
+    executor: &Executor,
     prepared: Prepared,
     options: &RehearseOptions,
     adversarial: bool,

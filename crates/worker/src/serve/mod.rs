@@ -7,7 +7,7 @@
 //! Shutdown (SIGTERM/SIGINT) stops polling, drops the running job, kills and removes its
 //! container, records the run as `interrupted` and returns; a crash leaves the run open in
 //! the ledger, and the next start closes it as `interrupted`, removes the dead process's
-//! container (the start-up sweep, [`crate::sandbox::DockerExecutor::cleanup_stale`]) and
+//! container (the start-up sweep, [`crate::sandbox::Executor::cleanup_stale`]) and
 //! runs the job again. An exit on an error (exit 1 or 78) removes the containers of this
 //! process first too.
 //!
@@ -43,7 +43,7 @@ use crate::feed::output::write_manifest;
 use crate::feed::scratch::{Scratch, remove_stale};
 use crate::feed::select::{reason::EXPIRED, select_jobs};
 use crate::feed::{FeedConfig, JobRow, JobRunner, JobStatus, SandboxJobExecutor, fetch_feeds};
-use crate::sandbox::DockerExecutor;
+use crate::sandbox::Executor;
 use ledger::{JobKey, Ledger, LedgerError, Polls, RunKind, RunResult};
 use lock::{LockError, StateLock};
 use retry::{Cause, HostHealth, cause_of};
@@ -176,7 +176,7 @@ pub fn prepare(config: &ServeConfig) -> Result<Prepared, ServeError> {
 pub async fn serve(
     config: &ServeConfig,
     ledger: Ledger,
-    docker: DockerExecutor,
+    docker: Executor,
     staging_root: PathBuf,
     pull: bool,
     shutdown: &Shutdown,
@@ -209,7 +209,7 @@ pub async fn serve(
 async fn serve_loop(
     config: &ServeConfig,
     mut ledger: Ledger,
-    docker: &DockerExecutor,
+    docker: &Executor,
     staging_root: PathBuf,
     pull: bool,
     shutdown: &Shutdown,
@@ -491,16 +491,16 @@ fn content_hash(job: &verifier_sdk::ValidatedJob) -> String {
 
 /// What the engine can hold, from its `/info` and this host's cores; an engine that does
 /// not answer gets the one-job default of [`capacity::auto_parallel`].
-async fn engine_capacity(docker: &DockerExecutor) -> capacity::Host {
+async fn engine_capacity(docker: &Executor) -> capacity::Host {
     let local = std::thread::available_parallelism()
         .ok()
         .map(NonZeroUsize::get);
-    match docker.client().info().await {
+    match docker.host_resources().await {
         Ok(info) => {
-            let host = capacity::Host::from_info(info.ncpu, info.mem_total, local);
+            let host = capacity::Host::from_info(info.cpus, info.memory_bytes, local);
             tracing::info!(
-                engine_cpus = ?info.ncpu,
-                engine_memory_bytes = ?info.mem_total,
+                engine_cpus = ?info.cpus,
+                engine_memory_bytes = ?info.memory_bytes,
                 local_cpus = ?local,
                 "--parallel not given: sizing each batch from the engine ({} cpu(s), {} bytes)",
                 host.cpus,
@@ -552,7 +552,7 @@ fn heartbeat(ledger: &Ledger, polls: &Polls, telemetry: &Telemetry) -> Result<()
 /// the job (the run stays open in the ledger, so it is closed as interrupted then).
 async fn interrupt(
     ledger: &mut Ledger,
-    docker: &DockerExecutor,
+    docker: &Executor,
     open: &BTreeMap<i64, (i64, String, PathBuf)>,
     telemetry: &Telemetry,
 ) {

@@ -102,7 +102,7 @@ mod tests {
     }
 
     fn spec(platform: &str) -> SandboxSpec {
-        super::super::spec::sample_spec(std::path::Path::new("/s"), platform)
+        worker_sandbox::spec::sample_spec(std::path::Path::new("/s"), platform)
     }
 
     fn inspect(env: &[&str]) -> ImageInspect {

@@ -4,8 +4,8 @@
 //! Every run follows the same fixed sequence — check image, check inputs, create, read the
 //! profile back, resolve the executable, attach, start, watch output and deadline, kill if
 //! needed, wait, inspect, check inputs, remove, confirm removal — and every path after create
-//! ends in removal. What each engine answer means is decided in pure steps ([`super::spec`],
-//! [`super::image`], [`super::events`], [`super::executable`]'s probe, [`decide`]); this
+//! ends in removal. What each engine answer means is decided in pure steps ([`worker_sandbox::spec`],
+//! [`crate::image`], [`crate::events`], [`crate::executable`]'s probe, [`decide`]); this
 //! module only sequences them with the engine calls.
 
 use std::collections::HashMap;
@@ -60,7 +60,7 @@ struct Ctx<'a> {
 impl DockerExecutor {
     /// Connects through `DOCKER_HOST` (or the default socket) and negotiates the API version.
     pub async fn connect() -> Result<Self, SandboxError> {
-        let docker = Docker::connect_with_defaults().map_err(SandboxError::RuntimeUnavailable)?;
+        let docker = Docker::connect_with_defaults().map_err(crate::endpoint::unavailable)?;
         // Three independent questions: asked at once they cost one round trip, not three
         // (about 7 ms each on an idle engine, on every run).
         let (docker, version, info) = tokio::try_join!(
@@ -68,7 +68,7 @@ impl DockerExecutor {
             docker.version(),
             docker.info()
         )
-        .map_err(SandboxError::RuntimeUnavailable)?;
+        .map_err(crate::endpoint::unavailable)?;
         let engine = EngineFacts {
             version: version.version.unwrap_or_default(),
             api_version: version.api_version.unwrap_or_default(),
@@ -124,7 +124,7 @@ impl DockerExecutor {
             .await
             .map_err(|source| SandboxError::Engine {
                 context: "listing labelled containers",
-                source,
+                source: source.into(),
             })?;
         let mut removed = Vec::new();
         for container in containers {
@@ -183,7 +183,7 @@ impl DockerExecutor {
                     .await
                     .map_err(|source| SandboxError::Engine {
                         context: "listing this worker's containers",
-                        source,
+                        source: source.into(),
                     })?;
             let ids: Vec<String> = containers.into_iter().filter_map(|c| c.id).collect();
             if ids.is_empty() && Instant::now() >= settle {
@@ -554,7 +554,13 @@ impl DockerExecutor {
             id.to_string(),
             Arc::clone(&resources),
         ));
-        let hit_watch = hits::Watch::start(self.docker.clone(), id.to_string());
+        let docker = self.docker.clone();
+        let container = id.to_string();
+        let main_pid = async move {
+            let inspect = docker.inspect_container(&container, None).await.ok()?;
+            inspect.state?.pid
+        };
+        let hit_watch = hits::Watch::start(main_pid, id.to_string());
         // The reader runs on its own and always reads to the end: if we stopped reading, the
         // engine's stream copier would block and with it the container's exit handling, so a
         // kill, wait or inspect would hang.
@@ -722,4 +728,62 @@ fn container_name(run_id: &str) -> String {
         .map(|d| d.subsec_nanos())
         .unwrap_or(0);
     format!("agent-bounties-{safe}-{}-{nanos}", std::process::id())
+}
+
+#[async_trait::async_trait]
+impl worker_sandbox::Engine for DockerExecutor {
+    fn facts(&self) -> &EngineFacts {
+        &self.engine
+    }
+
+    async fn run(
+        &self,
+        spec: &SandboxSpec,
+        hooks: &dyn RunHooks,
+    ) -> Result<RunReport, SandboxError> {
+        DockerExecutor::run(self, spec, hooks).await
+    }
+
+    async fn cleanup_stale(&self) -> Result<Vec<String>, SandboxError> {
+        DockerExecutor::cleanup_stale(self).await
+    }
+
+    async fn remove_own_containers(&self) -> Result<Vec<String>, SandboxError> {
+        DockerExecutor::remove_own_containers(self).await
+    }
+
+    async fn host_resources(&self) -> Result<worker_sandbox::HostResources, SandboxError> {
+        let info = self
+            .docker
+            .info()
+            .await
+            .map_err(|source| SandboxError::Engine {
+                context: "reading the engine's /info",
+                source: source.into(),
+            })?;
+        Ok(worker_sandbox::HostResources {
+            cpus: info.ncpu,
+            memory_bytes: info.mem_total,
+        })
+    }
+
+    async fn mounted_paths(
+        &self,
+    ) -> Result<std::collections::BTreeSet<std::path::PathBuf>, SandboxError> {
+        let options = ListContainersOptionsBuilder::default().all(true).build();
+        let containers = self
+            .docker
+            .list_containers(Some(options))
+            .await
+            .map_err(|source| SandboxError::Engine {
+                context: "listing containers' mounts",
+                source: source.into(),
+            })?;
+        Ok(containers
+            .into_iter()
+            .flat_map(|c| c.mounts.unwrap_or_default())
+            .filter_map(|m| m.source)
+            .map(std::path::PathBuf::from)
+            .collect())
+    }
 }

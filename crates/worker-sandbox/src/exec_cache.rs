@@ -1,5 +1,5 @@
 //! Remembers how `argv[0]` resolved in an image, so the next run on the same image skips the
-//! archive probes of [`super::executable`] (every archive call makes the engine mount the
+//! archive probes of `worker_docker::executable` (every archive call makes the engine mount the
 //! container's root filesystem; reading a `#!` line streams a tar of the whole file).
 //!
 //! An entry is one small JSON file per (image id, `argv[0]`, image `PATH`) under the directory
@@ -13,7 +13,7 @@
 //! The entry only lets the executor skip a pre-check; it never changes the argv run. A stale
 //! or planted entry could at worst let a missing executable reach the init, which then exits
 //! non-zero, so the executor re-resolves after any run that did not exit 0 on a cached answer
-//! and decides exactly as without the cache ([`super::docker`]). Reads are bounded and never
+//! and decides exactly as without the cache (`worker_docker`). Reads are bounded and never
 //! follow a symlink ([`artifact_fs::read_bounded`]); writes are atomic
 //! ([`artifact_fs::write_atomic`]); any problem means "no entry" and a fresh resolution.
 
@@ -38,7 +38,7 @@ const RUNTIME_PATHS: [&str; 6] = [
 
 /// What an entry is looked up by.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub(super) struct Key<'a> {
+pub struct Key<'a> {
     /// The engine's image id (`sha256:<64 hex>`), the image's content address.
     pub image_id: &'a str,
     /// The command's first word, as the request gives it.
@@ -65,7 +65,7 @@ impl Key<'_> {
 /// One stored resolution.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
-pub(super) struct Entry {
+pub struct Entry {
     schema: String,
     image_id: String,
     argv0: String,
@@ -91,7 +91,7 @@ impl Entry {
 
 /// Why a lookup found nothing usable (logged, never an error of the run).
 #[derive(Debug, PartialEq, Eq)]
-pub(super) enum Miss {
+pub enum Miss {
     /// The image id is not a content address.
     Uncacheable,
     /// No entry under this key.
@@ -103,7 +103,7 @@ pub(super) enum Miss {
 /// The paths whose content depends on the run rather than the image: the mounts and tmpfs of
 /// the profile, and the runtime's own.
 #[derive(Clone, Debug)]
-pub(super) struct Volatile(Vec<String>);
+pub struct Volatile(Vec<String>);
 
 impl Volatile {
     pub fn new<'a>(mount_targets: impl IntoIterator<Item = &'a str>) -> Self {
@@ -135,7 +135,7 @@ impl Volatile {
 
 /// Parses and checks an entry read for `key`: it must be for exactly this key and name only
 /// image-only paths.
-pub(super) fn accept(bytes: &[u8], key: &Key<'_>, volatile: &Volatile) -> Result<Entry, Miss> {
+pub fn accept(bytes: &[u8], key: &Key<'_>, volatile: &Volatile) -> Result<Entry, Miss> {
     let reject = |why: &str| Miss::Rejected(why.to_string());
     let entry: Entry = serde_json::from_slice(bytes).map_err(|e| Miss::Rejected(e.to_string()))?;
     if entry.schema != ENTRY_SCHEMA {
@@ -164,7 +164,7 @@ fn real_dir(dir: &Path) -> bool {
 }
 
 /// Looks `key` up under `dir`.
-pub(super) fn lookup(dir: &Path, key: &Key<'_>, volatile: &Volatile) -> Result<Entry, Miss> {
+pub fn lookup(dir: &Path, key: &Key<'_>, volatile: &Volatile) -> Result<Entry, Miss> {
     if !key.has_content_id() {
         return Err(Miss::Uncacheable);
     }
@@ -180,7 +180,7 @@ pub(super) fn lookup(dir: &Path, key: &Key<'_>, volatile: &Volatile) -> Result<E
 }
 
 /// Stores `entry` under `dir` (created if absent, refused if it is not a real directory).
-pub(super) fn store(dir: &Path, key: &Key<'_>, entry: &Entry) -> std::io::Result<PathBuf> {
+pub fn store(dir: &Path, key: &Key<'_>, entry: &Entry) -> std::io::Result<PathBuf> {
     if !key.has_content_id() {
         return Err(std::io::Error::other(
             "the image id is not a content address",
@@ -204,7 +204,7 @@ pub(super) fn store(dir: &Path, key: &Key<'_>, entry: &Entry) -> std::io::Result
 }
 
 /// Removes the entry for `key`, if any (a link is removed as a link).
-pub(super) fn forget(dir: &Path, key: &Key<'_>) {
+pub fn forget(dir: &Path, key: &Key<'_>) {
     if real_dir(dir) {
         let _ = std::fs::remove_file(dir.join(key.file_name()));
     }

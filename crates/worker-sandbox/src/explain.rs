@@ -10,10 +10,10 @@ use std::path::{Path, PathBuf};
 use serde::Serialize;
 use serde_json::Value;
 
-pub use crate::progress::terminal_safe;
-use crate::sandbox::evidence::EvidenceRecord;
-use crate::sandbox::hits::{Hit, Observed, hits};
-use crate::sandbox::{Decision, EVIDENCE_SCHEMA_VERSION, NoVerdictReason};
+use crate::evidence::EvidenceRecord;
+use crate::hits::{Hit, Observed, hits};
+use crate::{Decision, EVIDENCE_SCHEMA_VERSION, NoVerdictReason};
+pub use worker_store::progress::terminal_safe;
 
 /// Largest evidence file `explain` reads: two 32 KiB tails and the isolation profile fit many
 /// times over, so only a wrong file gets near it.
@@ -271,7 +271,7 @@ pub fn explain_shown(evidence: &EvidenceRecord, observed: &Observed, shown: Show
                     mib(request.memory_bytes)
                 ),
                 // A failed pull already carries the engine's reason; `--pull` again would not help.
-                NoVerdictReason::ImageMissing if detail.contains(crate::sandbox::PULL_FAILED) => {
+                NoVerdictReason::ImageMissing if detail.contains(crate::PULL_FAILED) => {
                     format!("no verdict (image_missing): {detail}")
                 }
                 NoVerdictReason::ImageMissing => format!(
@@ -301,10 +301,7 @@ pub const AUTHOR_SETS_IT: &str =
 
 /// The manifest field behind a sandbox limit that ended a run, its value, who can change it
 /// and what the solver can do.
-fn limit_line(
-    reason: NoVerdictReason,
-    request: &crate::sandbox::evidence::RequestFacts,
-) -> Option<String> {
+fn limit_line(reason: NoVerdictReason, request: &crate::evidence::RequestFacts) -> Option<String> {
     let (field, value, note, solver) = match reason {
         NoVerdictReason::Timeout => (
             "timeout_seconds",

@@ -30,3 +30,14 @@ pub fn unreachable_message(error: &bollard::errors::Error) -> String {
         engine_endpoint()
     )
 }
+
+/// The engine could not be reached: shown as [`unreachable_message`], the client's error kept
+/// as the source.
+#[derive(Debug, thiserror::Error)]
+#[error("{}", unreachable_message(.0))]
+pub struct Unreachable(#[source] pub bollard::errors::Error);
+
+/// `error` as the executor's "runtime unavailable".
+pub fn unavailable(error: bollard::errors::Error) -> worker_sandbox::SandboxError {
+    worker_sandbox::SandboxError::RuntimeUnavailable(Box::new(Unreachable(error)))
+}

@@ -59,14 +59,14 @@ pub enum SpecError {
 
 /// A spec that passed [`validate`]: the engine's limits and the canonical mount sources.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub(super) struct Validated {
+pub struct Validated {
     pub limits: Limits,
     pub source: String,
     pub benchmark: String,
 }
 
 /// A pinned reference is `name@sha256:<64 lowercase hex>` and nothing else.
-pub(super) fn is_pinned(reference: &str) -> bool {
+pub fn is_pinned(reference: &str) -> bool {
     match reference.rsplit_once("@sha256:") {
         Some((name, hex)) => {
             !name.is_empty()
@@ -88,7 +88,7 @@ fn positive(name: &'static str, value: u64) -> Result<i64, SpecError> {
 
 /// The spec's numbers in the engine's types; the one conversion both `plan` and `run` use, so
 /// what `worker plan` shows is what a run asks for.
-pub(super) fn limits(spec: &SandboxSpec) -> Result<Limits, SpecError> {
+pub fn limits(spec: &SandboxSpec) -> Result<Limits, SpecError> {
     Ok(Limits {
         nano_cpus: positive("cpu_millis", spec.cpu_millis)?
             .checked_mul(1_000_000)
@@ -114,7 +114,7 @@ fn canonical(what: &'static str, dir: &Path) -> Result<String, SpecError> {
 }
 
 /// Checks everything about the spec that needs no engine, in a fixed order.
-pub(super) fn validate(spec: &SandboxSpec) -> Result<Validated, SpecError> {
+pub fn validate(spec: &SandboxSpec) -> Result<Validated, SpecError> {
     if spec.argv.first().is_none_or(|a| a.is_empty()) {
         return Err(SpecError::EmptyArgv);
     }
@@ -134,8 +134,8 @@ pub(super) fn validate(spec: &SandboxSpec) -> Result<Validated, SpecError> {
 }
 
 /// A valid spec for unit tests: a pinned image on `platform`, both trees at `dir`.
-#[cfg(test)]
-pub(super) fn sample_spec(dir: &Path, platform: &str) -> SandboxSpec {
+#[doc(hidden)]
+pub fn sample_spec(dir: &Path, platform: &str) -> SandboxSpec {
     SandboxSpec {
         run_id: "r".into(),
         image: format!("127.0.0.1:5000/x@sha256:{}", "a".repeat(64)),

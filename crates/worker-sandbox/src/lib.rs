@@ -1,34 +1,25 @@
-//! Sandbox executor: runs one direct-argv command in a locked-down container through the Docker
-//! Engine API (`bollard`; never the `docker` CLI) and decides the verdict per DESIGN §3.
+//! The sandbox's deciding half: the run's spec and its checked limits ([`spec`]), the pure
+//! verdict contract ([`decision`], DESIGN §3), the container profile ([`profile`]), the evidence
+//! record ([`evidence`]), limits met that the program saw only as an errno ([`hits`]), the
+//! answers of the `argv[0]` probe that depend on the image alone ([`exec_cache`]), the
+//! explanation of a run ([`explain`]), and the seam to a container engine: the [`Engine`]
+//! trait and the [`Executor`] every caller holds.
 //!
-//! Split by responsibility, pure steps apart from engine calls: [`decision`] is the pure verdict
-//! contract, `spec` checks the spec and converts its limits, `image` accepts or refuses the
-//! inspected image, `events` judges the engine's event stream, `executable` resolves `argv[0]`
-//! through the archive API (`exec_cache` remembers the answers that depend on the image
-//! alone), [`profile`] builds the container profile and reads it back, [`streams`] hashes
-//! output, `output` reads it, `teardown` kills, removes and reads the final state,
-//! [`evidence`] holds the record, `engine` holds the remaining engine calls, and
-//! [`DockerExecutor`] connects, sweeps and drives the lifecycle.
-//!
-//! This module does not know about jobs or manifests: the caller turns those into a
-//! [`SandboxSpec`] and supplies [`RunHooks`] that re-check the staged inputs.
+//! It deliberately names no engine client library: the engine behind [`Engine`] is chosen by
+//! the binary (today `worker-docker`), so this crate, and every crate above it, can be built
+//! and tested without one. It does not know about jobs or manifests either: the caller turns
+//! those into a [`SandboxSpec`] and supplies [`RunHooks`] that re-check the staged inputs.
 
 pub mod decision;
-mod docker;
-pub mod endpoint;
-mod engine;
-mod events;
 pub mod evidence;
-mod exec_cache;
-mod executable;
+pub mod exec_cache;
+mod executor;
+pub mod explain;
 pub mod hits;
-mod image;
-mod output;
-mod owner;
+pub mod owner;
 pub mod profile;
-mod spec;
+pub mod spec;
 pub mod streams;
-mod teardown;
 
 use std::path::PathBuf;
 use std::time::Duration;
@@ -36,8 +27,8 @@ use std::time::Duration;
 pub use decision::{
     Decision, EngineEvents, InputCheck, NoVerdictReason, RunObservation, StoppedBy, decide,
 };
-pub use docker::DockerExecutor;
 pub use evidence::{EVIDENCE_SCHEMA_VERSION, EvidenceRecord};
+pub use executor::{Engine, EngineError, Executor, HostResources};
 pub use spec::SpecError;
 
 /// Label present on every container this worker creates.
@@ -47,7 +38,7 @@ pub const LABEL_RUN_ID: &str = "dev.agent-bounties.run-id";
 /// Label holding the worker version.
 pub const LABEL_WORKER_VERSION: &str = "dev.agent-bounties.worker-version";
 /// Label naming the owning worker process (`<boot id>/<pid namespace>/<pid>/<start time>`),
-/// used by [`DockerExecutor::cleanup_stale`] to tell a provably dead owner from a live one.
+/// used by [`Executor::cleanup_stale`] to tell a provably dead owner from a live one.
 pub const LABEL_OWNER: &str = "dev.agent-bounties.owner";
 
 /// How an `image_missing` detail says that pulling by digest was tried and failed; the engine's
@@ -108,7 +99,7 @@ pub trait RunHooks: Send + Sync {
     }
 }
 
-/// What [`DockerExecutor::run`] returns: the decision and its evidence.
+/// What [`Executor::run`] returns: the decision and its evidence.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct RunReport {
     /// Verdict or no-verdict under the contract (also in `evidence.outcome`).
@@ -126,8 +117,8 @@ pub struct RunReport {
 #[derive(Debug, thiserror::Error)]
 pub enum SandboxError {
     /// The engine could not be reached (maps to the "runtime unavailable" exit code).
-    #[error("container runtime unavailable: {}", endpoint::unreachable_message(.0))]
-    RuntimeUnavailable(#[source] bollard::errors::Error),
+    #[error("container runtime unavailable: {0}")]
+    RuntimeUnavailable(#[source] EngineError),
     /// An engine request outside a run failed (for example listing stale containers).
     #[error("docker engine request failed while {context}: {source}")]
     Engine {
@@ -135,7 +126,7 @@ pub enum SandboxError {
         context: &'static str,
         /// The engine's error.
         #[source]
-        source: bollard::errors::Error,
+        source: EngineError,
     },
     /// A stale container could not be removed.
     #[error("stale container {id} could not be removed")]

@@ -210,18 +210,16 @@ pub struct Watch {
 }
 
 impl Watch {
-    /// Starts polling container `id`; its main process is looked up from the engine first.
-    pub fn start(docker: bollard::Docker, id: String) -> Self {
+    /// Starts polling container `id`; `main_pid` looks its main process up from the engine
+    /// first (inside the polling task, so starting never waits for the engine).
+    pub fn start<F>(main_pid: F, id: String) -> Self
+    where
+        F: std::future::Future<Output = Option<i64>> + Send + 'static,
+    {
         let seen = Arc::new(Mutex::new(Observed::default()));
         let into = Arc::clone(&seen);
         let task = tokio::spawn(async move {
-            let pid = docker
-                .inspect_container(&id, None)
-                .await
-                .ok()
-                .and_then(|c| c.state)
-                .and_then(|s| s.pid)
-                .filter(|p| *p > 0);
+            let pid = main_pid.await.filter(|p| *p > 0);
             let Some(pid) = pid else { return };
             let proc = PathBuf::from(format!("/proc/{pid}"));
             let pids_dir = pids_cgroup_dir(&proc);

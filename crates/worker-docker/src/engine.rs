@@ -108,7 +108,7 @@ pub(super) async fn inspect_image(
                 ),
             )))
         }
-        Err(error) => Err(SandboxError::RuntimeUnavailable(error)),
+        Err(error) => Err(crate::endpoint::unavailable(error)),
     }
 }
 

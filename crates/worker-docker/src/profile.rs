@@ -1,45 +1,17 @@
-//! The container profile (DESIGN §4): what we ask the engine for, and the same fields read back
-//! from `inspect` so a difference fails closed. The profile's fields and values are
-//! [`verifier_sdk::profile`]'s (see there for why `/tmp/home` is its own tmpfs); this module
-//! turns them into the Engine API's create request and back.
+//! The container profile turned into the Engine API's create request and back
+//! ([`worker_sandbox::profile`] holds the requested profile itself), so a difference between
+//! what was asked for and what the engine made fails closed.
 
 use bollard::models::{
     ContainerCreateBody, ContainerInspectResponse, HealthConfig, HostConfig, HostConfigLogConfig,
     Mount, MountType, ResourcesUlimits,
 };
 
-// The profile itself is defined once, in the sdk, so the signer and keeper check evidence
-// against the very definition the worker asked the engine for.
-pub use verifier_sdk::profile::{
-    BENCHMARK_DIR, BindMount, ContainerProfile as Isolation, HOME_DIR, Limits, NOFILE_LIMIT,
-    SANDBOX_HOSTNAME, SANDBOX_USER, SHM_BYTES, Ulimit, WORKDIR, environment,
-};
-use verifier_sdk::profile::{ProfileInputs, expected_profile};
-
-use super::SandboxSpec;
+pub use worker_sandbox::profile::*;
 
 fn sorted(mut items: Vec<String>) -> Vec<String> {
     items.sort();
     items
-}
-
-/// The requested profile for `spec`, with `source`/`benchmark` the canonical host paths.
-pub fn requested(
-    spec: &SandboxSpec,
-    limits: Limits,
-    image_path: Option<&str>,
-    source: &str,
-    benchmark: &str,
-) -> Isolation {
-    expected_profile(&ProfileInputs {
-        argv: &spec.argv,
-        test_seed: spec.test_seed,
-        tmpfs_bytes: spec.tmpfs_bytes,
-        limits,
-        image_path,
-        source,
-        benchmark,
-    })
 }
 
 /// The create request for a requested profile.
@@ -194,6 +166,7 @@ mod tests {
     use super::*;
     use std::path::PathBuf;
     use std::time::Duration;
+    use worker_sandbox::SandboxSpec;
 
     fn spec() -> SandboxSpec {
         SandboxSpec {
