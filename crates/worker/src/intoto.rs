@@ -224,28 +224,6 @@ pub fn write_statement(path: &Path, statement: &Statement) -> std::io::Result<Pa
     Ok(path.to_owned())
 }
 
-/// `--run-regression --in-toto FILE`: writes the statement of a verdict. A run without a
-/// verdict has nothing to attest, so nothing is written (and a statement left at `path` by an
-/// earlier run is not touched: it names its own evidence).
-pub fn write_for_run(
-    path: &Path,
-    run: &crate::commands::run_regression::RunCommandOutput,
-) -> Result<(), String> {
-    let verifier_sdk::RunOutput::Verdict(outcome) = &run.output else {
-        tracing::warn!("no verdict, so no in-toto statement was written");
-        return Ok(());
-    };
-    let (Some(job_id), Some(evidence)) = (&run.job_id, &run.evidence_path) else {
-        return Err("a verdict without its job id or evidence record".into());
-    };
-    let address = EvidenceAddress::of_file(evidence)
-        .ok_or_else(|| format!("evidence path {evidence:?} is not content-addressed"))?;
-    let statement = test_result_statement(job_id, outcome, &address);
-    write_statement(path, &statement)
-        .map(|_| ())
-        .map_err(|e| format!("writing the in-toto statement {path:?}: {e}"))
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;

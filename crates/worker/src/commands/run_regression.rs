@@ -55,7 +55,7 @@ pub fn run_regression(
     match result {
         Ok(Ok(done)) => {
             if let Some(path) = in_toto
-                && let Err(error) = crate::intoto::write_for_run(path, &done)
+                && let Err(error) = write_for_run(path, &done)
             {
                 return fail(ExitCode::Internal, &error);
             }
@@ -91,6 +91,25 @@ pub struct RunCommandOutput {
     pub evidence_path: Option<PathBuf>,
     /// The job's id, once the job validated.
     pub job_id: Option<String>,
+}
+
+/// `--run-regression --in-toto FILE`: writes the statement of a verdict. A run without a
+/// verdict has nothing to attest, so nothing is written (and a statement left at `path` by an
+/// earlier run is not touched: it names its own evidence).
+fn write_for_run(path: &Path, run: &RunCommandOutput) -> Result<(), String> {
+    let verifier_sdk::RunOutput::Verdict(outcome) = &run.output else {
+        tracing::warn!("no verdict, so no in-toto statement was written");
+        return Ok(());
+    };
+    let (Some(job_id), Some(evidence)) = (&run.job_id, &run.evidence_path) else {
+        return Err("a verdict without its job id or evidence record".into());
+    };
+    let address = crate::intoto::EvidenceAddress::of_file(evidence)
+        .ok_or_else(|| format!("evidence path {evidence:?} is not content-addressed"))?;
+    let statement = crate::intoto::test_result_statement(job_id, outcome, &address);
+    crate::intoto::write_statement(path, &statement)
+        .map(|_| ())
+        .map_err(|e| format!("writing the in-toto statement {path:?}: {e}"))
 }
 
 fn no_verdict(reason: NoVerdictReason, detail: &str) -> RunCommandOutput {

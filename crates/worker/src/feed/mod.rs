@@ -22,7 +22,7 @@ pub mod shard;
 
 pub use worker_store::{archive, scratch};
 
-pub use report::{FeedReport, JobRow, JobStatus, OmittedJobs, REPORT_SCHEMA_VERSION};
+pub use report::{BatchStatus, FeedReport, JobRow, JobStatus, OmittedJobs, REPORT_SCHEMA_VERSION};
 pub use runner::{
     ExecutedJob, FeedConfig, FeedError, JobExecutor, JobFailure, JobRunner, MAX_VERIFIERS,
     fetch_feeds, run_feed,

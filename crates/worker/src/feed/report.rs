@@ -6,8 +6,6 @@ use std::fmt::Write as _;
 
 use serde::Serialize;
 
-use crate::exit::ExitCode;
-
 /// `schema_version` of the `--json` report.
 pub const REPORT_SCHEMA_VERSION: &str = "agent-bounties/regression-feed-report-v1";
 
@@ -189,6 +187,20 @@ pub struct FeedReport {
     pub executed: u64,
 }
 
+/// How a batch ended (see [`FeedReport::status`]); the binary maps it to an exit code.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum BatchStatus {
+    /// Every job was done, skipped as not ours, or rejected for breaking a rule.
+    Complete,
+    /// Some job ended without a verdict or with an infrastructure error, or a feed query
+    /// failed transiently: the next run retries.
+    Retry,
+    /// A feed query was answered with something that breaks the feed contract.
+    FeedBroken,
+    /// The container runtime was unreachable for every job that reached the executor.
+    RuntimeUnavailable,
+}
+
 impl FeedReport {
     /// An empty report.
     pub fn new(network: &str, verifiers: Vec<String>) -> Self {
@@ -224,41 +236,41 @@ impl FeedReport {
         self.jobs.len() + usize::try_from(omitted).unwrap_or(usize::MAX)
     }
 
-    /// The batch's exit status:
+    /// How the batch ended, for the binary to map to its exit status:
     ///
-    /// - `0` ([`ExitCode::Success`]): every feed query answered, and every job either produced
+    /// - [`BatchStatus::Complete`] (exit 0): every feed query answered, and every job either produced
     ///   a candidate (fresh or reused from the cache), was skipped as not ours to run now
     ///   (another verifier set, beyond `--max-jobs`), or was rejected for breaking a rule
     ///   (invalid, expired, conflicting duplicate, bad archive) — a rejected job is the
     ///   feed's defect, it is reported, and retrying cannot help, so it does not fail the
     ///   scheduled run.
-    /// - `3` ([`ExitCode::NoVerdict`]): some job ended without a verdict or with an
+    /// - [`BatchStatus::Retry`] (exit 3): some job ended without a verdict or with an
     ///   infrastructure error (download, disk, executor), or a feed query failed transiently
     ///   (timeout, network, 5xx/429). Candidates that were produced are still written; the
     ///   next run retries the rest.
-    /// - `4` ([`ExitCode::InvalidInput`]): a feed query was answered with something that breaks
+    /// - [`BatchStatus::FeedBroken`] (exit 4): a feed query was answered with something that breaks
     ///   the feed contract (not a JSON array, over the size or depth cap, a redirect, a 4xx).
-    /// - `5` ([`ExitCode::RuntimeUnavailable`]): at least one job reached the executor and the
+    /// - [`BatchStatus::RuntimeUnavailable`] (exit 5): at least one job reached the executor and the
     ///   container runtime was unreachable for every one of them.
-    /// - `78` ([`ExitCode::Config`]) is returned before any report exists, for a configuration
-    ///   that can never work (see `FeedConfigError`).
+    /// - exit 78 (configuration) happens before any report exists, for a configuration that
+    ///   can never work (see `FeedConfigError`).
     ///
     /// When several apply the most specific wins: 5, then 4, then 3.
-    pub fn exit_code(&self) -> ExitCode {
+    pub fn status(&self) -> BatchStatus {
         if self.executed > 0 && self.runtime_unavailable == self.executed {
-            return ExitCode::RuntimeUnavailable;
+            return BatchStatus::RuntimeUnavailable;
         }
         if self.fetch_failures.iter().any(|f| !f.transient) {
-            return ExitCode::InvalidInput;
+            return BatchStatus::FeedBroken;
         }
         let retryable = self
             .jobs
             .iter()
             .any(|r| matches!(r.status, JobStatus::NoVerdict | JobStatus::Error));
         if retryable || !self.fetch_failures.is_empty() {
-            return ExitCode::NoVerdict;
+            return BatchStatus::Retry;
         }
-        ExitCode::Success
+        BatchStatus::Complete
     }
 
     /// The `--json` form.
@@ -358,29 +370,29 @@ mod tests {
     #[test]
     fn exit_status_mapping() {
         use JobStatus::*;
-        assert_eq!(report(&[]).exit_code(), ExitCode::Success);
+        assert_eq!(report(&[]).status(), BatchStatus::Complete);
         assert_eq!(
-            report(&[CompletedPassed, CompletedFailed, Skipped, Rejected]).exit_code(),
-            ExitCode::Success
+            report(&[CompletedPassed, CompletedFailed, Skipped, Rejected]).status(),
+            BatchStatus::Complete
         );
         assert_eq!(
-            report(&[CompletedPassed, NoVerdict]).exit_code(),
-            ExitCode::NoVerdict
+            report(&[CompletedPassed, NoVerdict]).status(),
+            BatchStatus::Retry
         );
-        assert_eq!(report(&[Error, Skipped]).exit_code(), ExitCode::NoVerdict);
+        assert_eq!(report(&[Error, Skipped]).status(), BatchStatus::Retry);
 
         let mut r = report(&[CompletedPassed]);
         r.fetch_failures.push(failure(true));
-        assert_eq!(r.exit_code(), ExitCode::NoVerdict);
+        assert_eq!(r.status(), BatchStatus::Retry);
         r.fetch_failures.push(failure(false));
-        assert_eq!(r.exit_code(), ExitCode::InvalidInput);
+        assert_eq!(r.status(), BatchStatus::FeedBroken);
 
         let mut r = report(&[Error, Error]);
         r.executed = 2;
         r.runtime_unavailable = 2;
-        assert_eq!(r.exit_code(), ExitCode::RuntimeUnavailable);
+        assert_eq!(r.status(), BatchStatus::RuntimeUnavailable);
         r.runtime_unavailable = 1;
-        assert_eq!(r.exit_code(), ExitCode::NoVerdict);
+        assert_eq!(r.status(), BatchStatus::Retry);
     }
 
     #[test]

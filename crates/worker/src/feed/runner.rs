@@ -23,7 +23,6 @@ use super::output::{MANIFEST_FILE, write_bounded_manifest, write_candidate};
 use super::report::{Durations, FeedReport, FetchFailure, JobRow, JobStatus};
 use super::scratch::{Scratch, remove_stale};
 use super::select::{Selection, reason, select_jobs};
-use crate::exit::ExitCode;
 
 /// Most verifier addresses one run serves (one or two operators' quorum).
 pub const MAX_VERIFIERS: usize = 2;
@@ -136,17 +135,6 @@ pub enum FeedError {
     /// The candidates manifest could not be written.
     #[error("writing the candidates manifest: {0}")]
     Manifest(#[source] super::output::OutputError),
-}
-
-impl FeedError {
-    /// The process exit code: a configuration that cannot work is 78; a failure to write the
-    /// final manifest (disk trouble) is internal.
-    pub fn exit_code(&self) -> ExitCode {
-        match self {
-            Self::Manifest(_) => ExitCode::Internal,
-            _ => ExitCode::Config,
-        }
-    }
 }
 
 /// What the executor reports after staging and running one job.

@@ -27,8 +27,8 @@ use crate::sandbox::SandboxError;
 use crate::stage::StageError;
 
 pub use report::{
-    Commitments, Discrimination, Rehearsed, Report, RunResult, Stability, Verdict,
-    report_exit_code, zero_tests_ran,
+    Answer, Commitments, Discrimination, Rehearsed, Report, RunResult, Stability, Verdict, answer,
+    zero_tests_ran,
 };
 pub use run::{Prepared, prepare, rehearse};
 

@@ -12,7 +12,6 @@ use super::REHEARSAL_SCHEMA_VERSION;
 use super::adversarial::Adversarial;
 use super::git::TreeOrigin;
 use super::run::Prepared;
-use crate::exit::ExitCode;
 use crate::explain::Explanation;
 use crate::sandbox::profile::Isolation;
 
@@ -197,19 +196,31 @@ pub struct Report {
 ///   discriminate (it passes on the base tree).
 ///
 /// Errors before a report exists keep their usual codes (2 usage, 4 bad manifest or tree,
-/// 5 engine unreachable, 78 staging root, 1 internal).
-pub fn report_exit_code(report: &Report) -> ExitCode {
+/// 5 engine unreachable, 78 staging root, 1 internal). The binary maps the [`Answer`] to
+/// those exit codes; this crate names none.
+pub fn answer(report: &Report) -> Answer {
     if report.problems.is_empty() {
-        return ExitCode::Success;
+        return Answer::Fit;
     }
     let base_no_verdict = report.discrimination == Some(Discrimination::Unknown);
     if report.verdict == Verdict::NoVerdict
         || (report.verdict == Verdict::Passed && base_no_verdict)
     {
-        ExitCode::NoVerdict
+        Answer::NoAnswer
     } else {
-        ExitCode::InvalidInput
+        Answer::Unfit
     }
+}
+
+/// What a rehearsal answered (see [`answer`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Answer {
+    /// What a bounty needs (exit 0).
+    Fit,
+    /// The question could not be answered: no verdict (exit 3).
+    NoAnswer,
+    /// Answered, and not what a bounty needs (exit 4).
+    Unfit,
 }
 
 pub(super) fn assemble(
@@ -361,12 +372,12 @@ impl Rehearsed {
         json
     }
 
-    /// [`report_exit_code`], except that a bypassable benchmark is always 4: what a
-    /// stub can pass is not what a bounty needs, whatever the solution did.
-    pub fn exit_code(&self) -> ExitCode {
+    /// [`answer`], except that a bypassable benchmark is always unfit: what a stub can pass
+    /// is not what a bounty needs, whatever the solution did.
+    pub fn answer(&self) -> Answer {
         match &self.adversarial {
-            Some(adversarial) if adversarial.bypassable => ExitCode::InvalidInput,
-            _ => report_exit_code(&self.report),
+            Some(adversarial) if adversarial.bypassable => Answer::Unfit,
+            _ => answer(&self.report),
         }
     }
 }
@@ -417,7 +428,11 @@ mod tests {
 
     fn code(runs: Vec<RunResult>, base: Option<RunResult>) -> (Report, u8) {
         let report = assemble(prepared(), runs, base);
-        let code = report_exit_code(&report).code();
+        let code = match answer(&report) {
+            Answer::Fit => 0,
+            Answer::NoAnswer => 3,
+            Answer::Unfit => 4,
+        };
         (report, code)
     }
 
