@@ -11,15 +11,13 @@ pub mod cli;
 pub mod commands;
 pub mod completions;
 pub mod exit;
-pub mod feed;
 pub mod gc;
 pub mod interrupt;
-pub mod intoto;
 pub mod local_request;
 pub mod rehearse;
-pub mod run;
 pub mod serve;
 
+pub use worker_jobs::{feed, intoto, run};
 pub use worker_sandbox::explain;
 pub use worker_store::{
     StageError, StageKind, StagedTree, VerifyError, snapshot_directory, stage_tree, verify_staged,

@@ -9,10 +9,10 @@ use verifier_sdk::{
 };
 
 use super::runner::{ExecutedJob, JobExecutor, JobFailure};
-use crate::progress::NoProgress;
 use crate::run::{RunOptions, run_job, write_evidence};
-use crate::sandbox::{Executor, SandboxError};
-use crate::stage::{StageKind, stage_tree};
+use worker_sandbox::{Executor, SandboxError};
+use worker_store::progress::NoProgress;
+use worker_store::stage::{StageKind, stage_tree};
 
 /// Stages and runs jobs with one connected engine.
 pub struct SandboxJobExecutor {
@@ -44,7 +44,7 @@ async fn stage(
             .map_err(|e| JobFailure::Internal(format!("staging task failed: {e}")))?;
     match staged {
         Ok(tree) => Ok(tree.snapshot.digest),
-        Err(crate::stage::StageError::Tree(e)) if e.is_input_error() => Err(
+        Err(worker_store::stage::StageError::Tree(e)) if e.is_input_error() => Err(
             JobFailure::InvalidInput(format!("{kind} tree rejected: {e}")),
         ),
         Err(e) => Err(JobFailure::Staging(format!("staging {kind}: {e}"))),

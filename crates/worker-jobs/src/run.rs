@@ -14,10 +14,10 @@ use verifier_sdk::{
     Sha256Digest, TreeLimits, ValidatedJob, canonical_json,
 };
 
-use crate::sandbox::{
+use worker_sandbox::{
     Decision, EvidenceRecord, Executor, InputCheck, InputPhase, RunHooks, SandboxError, SandboxSpec,
 };
-use crate::stage::{StageKind, verify_staged};
+use worker_store::stage::{StageKind, verify_staged};
 
 /// Seconds since the unix epoch, the clock every validity check uses.
 pub fn now_unix() -> u64 {
@@ -44,9 +44,9 @@ pub struct Execution {
     /// The evidence record of the run.
     pub evidence: EvidenceRecord,
     /// Limits met that the program saw only as an errno (beside the verdict, never in it).
-    pub observed: crate::sandbox::hits::Observed,
+    pub observed: worker_sandbox::hits::Observed,
     /// Everything the run wrote, within the output cap.
-    pub output: crate::sandbox::streams::FullOutput,
+    pub output: worker_sandbox::streams::FullOutput,
 }
 
 /// A finished job run: the protocol output and its evidence.
@@ -96,9 +96,9 @@ impl StagedInputs {
     /// digests both trees through the hooks immediately before create and after the run, so a
     /// full walk here would hash every byte a third time for no added guarantee.
     fn locate(&self) -> Result<(PathBuf, PathBuf), String> {
-        let source = crate::stage::target_path(&self.root, StageKind::Source, &self.source);
+        let source = worker_store::stage::target_path(&self.root, StageKind::Source, &self.source);
         let benchmark =
-            crate::stage::target_path(&self.root, StageKind::Benchmark, &self.benchmark);
+            worker_store::stage::target_path(&self.root, StageKind::Benchmark, &self.benchmark);
         for (what, path) in [("source", &source), ("benchmark", &benchmark)] {
             match std::fs::symlink_metadata(path) {
                 Ok(meta) if meta.is_dir() => {}
