@@ -15,10 +15,10 @@ pub mod gc;
 pub mod interrupt;
 pub mod local_request;
 pub mod rehearse;
-pub mod serve;
 
 pub use worker_jobs::{feed, intoto, run};
 pub use worker_sandbox::explain;
+pub use worker_serve as serve;
 pub use worker_store::{
     StageError, StageKind, StagedTree, VerifyError, snapshot_directory, stage_tree, verify_staged,
 };

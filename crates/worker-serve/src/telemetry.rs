@@ -442,7 +442,7 @@ fn label_value(code: &str) -> String {
 #[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
-    use crate::serve::clock::ManualClock;
+    use crate::clock::ManualClock;
 
     fn telemetry(poll: u64) -> (Telemetry, Arc<ManualClock>) {
         let clock = Arc::new(ManualClock::new(1_800_000_000_000));

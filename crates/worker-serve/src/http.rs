@@ -293,7 +293,7 @@ mod tests {
     fn serve_metrics_requests_other_than_get_of_the_two_paths_are_refused() {
         let t = Telemetry::new(
             Duration::from_secs(1),
-            Arc::new(crate::serve::clock::SystemClock::new()),
+            Arc::new(crate::clock::SystemClock::new()),
         );
         let status = |head: &str| {
             let out = respond(head.as_bytes(), &t);

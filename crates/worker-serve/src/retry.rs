@@ -15,7 +15,7 @@
 
 use std::time::Duration;
 
-use crate::feed::{JobRow, JobStatus};
+use worker_jobs::feed::{JobRow, JobStatus};
 
 /// Runs in a row failing for host causes after which `/healthz` answers 503 (degraded).
 pub const HOST_UNHEALTHY_AFTER: u32 = 3;

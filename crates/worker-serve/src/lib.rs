@@ -1,19 +1,22 @@
 //! `worker serve`: the worker as a long-running service on a dedicated host. It polls the
 //! feed on an interval (with jitter, so several hosts do not poll in step), runs each new job
-//! through the same path as `worker feed` ([`crate::feed::JobRunner`]: selection, archives,
+//! through the same path as `worker feed` ([`worker_jobs::feed::JobRunner`]: selection, archives,
 //! staging, sandbox, judgement, candidate file), and keeps a durable [`ledger`] so that a
 //! restart neither repeats completed work nor invents a result for a run it did not see end.
 //!
 //! Shutdown (SIGTERM/SIGINT) stops polling, drops the running job, kills and removes its
 //! container, records the run as `interrupted` and returns; a crash leaves the run open in
 //! the ledger, and the next start closes it as `interrupted`, removes the dead process's
-//! container (the start-up sweep, [`crate::sandbox::Executor::cleanup_stale`]) and
+//! container (the start-up sweep, [`worker_sandbox::Executor::cleanup_stale`]) and
 //! runs the job again. An exit on an error (exit 1 or 78) removes the containers of this
 //! process first too.
 //!
 //! One service per state directory ([`lock`]). Runs without a verdict are sorted by whose
 //! fault they were ([`retry`]): the host's back off as a whole and never count against a job;
 //! the job's own back off per job until its verification window ends, when it is given up.
+//!
+//! A library: it holds a `worker_sandbox::Executor` and never picks the engine, parses no
+//! command line and names no exit code; `worker serve` in the binary does those.
 
 pub mod capacity;
 pub mod clock;
@@ -25,7 +28,7 @@ pub mod shutdown;
 pub mod telemetry;
 pub mod timefmt;
 
-pub use crate::feed::shard;
+pub use worker_jobs::feed::shard;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::net::SocketAddr;
@@ -39,16 +42,18 @@ use platform_client::PlatformClient;
 use sha2::{Digest, Sha256};
 use verifier_sdk::{CandidateManifest, canonical_json};
 
-use crate::feed::output::write_manifest;
-use crate::feed::scratch::{Scratch, remove_stale};
-use crate::feed::select::{reason::EXPIRED, select_jobs};
-use crate::feed::{FeedConfig, JobRow, JobRunner, JobStatus, SandboxJobExecutor, fetch_feeds};
-use crate::sandbox::Executor;
 use ledger::{JobKey, Ledger, LedgerError, Polls, RunKind, RunResult};
 use lock::{LockError, StateLock};
 use retry::{Cause, HostHealth, cause_of};
 use shutdown::Shutdown;
 use telemetry::Telemetry;
+use worker_jobs::feed::output::write_manifest;
+use worker_jobs::feed::scratch::{Scratch, remove_stale};
+use worker_jobs::feed::select::{reason::EXPIRED, select_jobs};
+use worker_jobs::feed::{
+    FeedConfig, JobRow, JobRunner, JobStatus, SandboxJobExecutor, fetch_feeds,
+};
+use worker_sandbox::Executor;
 
 /// Longest a shutdown may take once signalled: killing and removing the container is
 /// bounded by the teardown's own timeouts; this caps everything else.

@@ -14,7 +14,7 @@ impl Shutdown {
     /// Installs the SIGTERM and SIGINT handlers (within a Tokio runtime).
     pub fn install() -> std::io::Result<Self> {
         // As in the run modes: a SIGINT the service was started with ignored stays ignored.
-        let mut int = if crate::interrupt::inherited_ignored(libc::SIGINT) {
+        let mut int = if inherited_ignored(libc::SIGINT) {
             None
         } else {
             Some(signal(SignalKind::interrupt())?)
@@ -58,5 +58,30 @@ impl Shutdown {
     pub async fn wait(&self) {
         let mut rx = self.rx.clone();
         let _ = rx.wait_for(|stop| *stop).await;
+    }
+}
+
+/// Whether `signo` was ignored when this process started, from `SigIgn` in /proc/self/status
+/// (read before any handler of ours is installed; unreadable counts as not ignored).
+pub fn inherited_ignored(signo: i32) -> bool {
+    let Ok(status) = std::fs::read_to_string("/proc/self/status") else {
+        return false;
+    };
+    status
+        .lines()
+        .find_map(|line| line.strip_prefix("SigIgn:"))
+        .and_then(|mask| u64::from_str_radix(mask.trim(), 16).ok())
+        .is_some_and(|mask| signo >= 1 && mask & (1 << (signo - 1)) != 0)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_default_signal_is_not_reported_as_inherited_ignored() {
+        // The test harness starts with SIGTERM at its default action.
+        assert!(!inherited_ignored(libc::SIGTERM));
+        assert!(!inherited_ignored(0));
     }
 }
