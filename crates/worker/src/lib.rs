@@ -14,9 +14,9 @@ pub mod exit;
 pub mod gc;
 pub mod interrupt;
 pub mod local_request;
-pub mod rehearse;
 
 pub use worker_jobs::{feed, intoto, run};
+pub use worker_rehearse as rehearse;
 pub use worker_sandbox::explain;
 pub use worker_serve as serve;
 pub use worker_store::{

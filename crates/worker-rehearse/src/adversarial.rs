@@ -27,9 +27,9 @@ use verifier_sdk::{Sha256Digest, TreeLimits};
 use super::report::RunResult;
 use super::run::{Prepared, Runs, one_run};
 use super::{RehearseError, RehearseOptions};
-use crate::progress::NoProgress;
-use crate::sandbox::Executor;
-use crate::stage::{StageKind, stage_tree, verify_staged};
+use worker_sandbox::Executor;
+use worker_store::progress::NoProgress;
+use worker_store::stage::{StageKind, stage_tree, verify_staged};
 
 /// Name of the stub whose code files all exit 0 when loaded.
 pub const EXIT_ON_LOAD: &str = "exit_on_load";

@@ -12,8 +12,8 @@ use super::REHEARSAL_SCHEMA_VERSION;
 use super::adversarial::Adversarial;
 use super::git::TreeOrigin;
 use super::run::Prepared;
-use crate::explain::Explanation;
-use crate::sandbox::profile::Isolation;
+use worker_sandbox::explain::Explanation;
+use worker_sandbox::profile::Isolation;
 
 /// One run's result in the report.
 #[derive(Debug, Clone, Serialize)]
@@ -385,8 +385,8 @@ impl Rehearsed {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::run::spec_for;
     use verifier_sdk::{RunnerManifest, runner_manifest_hash};
+    use worker_jobs::run::spec_for;
 
     fn result(run: u32, status: &'static str, reason: Option<&'static str>) -> RunResult {
         RunResult {
@@ -421,7 +421,7 @@ mod tests {
                 runner_manifest_hash: runner_manifest_hash(&manifest),
                 base_snapshot_digest: None,
             },
-            sandbox: crate::sandbox::plan(&spec).unwrap(),
+            sandbox: worker_sandbox::plan(&spec).unwrap(),
             manifest,
         }
     }

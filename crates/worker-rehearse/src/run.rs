@@ -10,14 +10,14 @@ use super::adversarial::run_stubs;
 use super::limits::{TreeFields, over_limit};
 use super::report::{Commitments, Rehearsed, Report, RunResult, assemble, zero_tests_ran};
 use super::{MAX_MANIFEST_BYTES, MAX_REPEAT, PLACEHOLDER_DIGEST, RehearseError, RehearseOptions};
-use crate::explain::{Explanation, explain_observed};
-use crate::feed::archive::ArchiveLimits;
-use crate::progress::{StepSink, stderr_steps};
-use crate::run::{RunOptions, execute_manifest, spec_for, write_evidence};
-use crate::sandbox::Executor;
-use crate::sandbox::hits::Hit;
-use crate::sandbox::profile::Isolation;
-use crate::stage::{StageKind, stage_tree};
+use worker_jobs::run::{RunOptions, execute_manifest, spec_for, write_evidence};
+use worker_sandbox::Executor;
+use worker_sandbox::explain::{Explanation, explain_observed};
+use worker_sandbox::hits::Hit;
+use worker_sandbox::profile::Isolation;
+use worker_store::archive::ArchiveLimits;
+use worker_store::progress::{StepSink, stderr_steps};
+use worker_store::stage::{StageKind, stage_tree};
 
 fn read_manifest(path: &Path) -> Result<Value, RehearseError> {
     let io = |source| RehearseError::ManifestIo {
@@ -79,7 +79,8 @@ pub fn prepare(options: &RehearseOptions) -> Result<Prepared, RehearseError> {
             None => RehearseError::Git { what, source },
         })?;
         trees.borrow_mut().push(origin);
-        let mut progress = crate::progress::stderr_progress(staging_label(what), options.quiet);
+        let mut progress =
+            worker_store::progress::stderr_progress(staging_label(what), options.quiet);
         stage_tree(kind, &dir, root, limits, progress.as_mut()).map_err(|source| {
             match super::limits::stage_limit(&source) {
                 Some(limit) => {
@@ -118,7 +119,7 @@ pub fn prepare(options: &RehearseOptions) -> Result<Prepared, RehearseError> {
         "rehearse".into(),
         options.pull,
     );
-    let sandbox = crate::sandbox::plan(&spec).map_err(|e| RehearseError::Plan(e.to_string()))?;
+    let sandbox = worker_sandbox::plan(&spec).map_err(|e| RehearseError::Plan(e.to_string()))?;
     let commit = Commitments {
         source_snapshot_digest: source.snapshot.digest,
         benchmark_digest: staged_digest,
@@ -259,7 +260,7 @@ fn write_logs(
     dir: &Path,
     label: &str,
     evidence: &Path,
-    output: &crate::sandbox::streams::FullOutput,
+    output: &worker_sandbox::streams::FullOutput,
 ) -> Result<PathBuf, RehearseError> {
     let fail = |path: &Path, e: std::io::Error| RehearseError::LogDir {
         path: path.to_owned(),

@@ -7,10 +7,10 @@ use std::path::Path;
 use verifier_sdk::{DigestError, RunnerManifest};
 
 use super::git::GitTreeError;
-use crate::explain::AUTHOR_SETS_IT;
-use crate::feed::archive::ArchiveError;
-use crate::snapshot::SnapshotError;
-use crate::stage::StageError;
+use worker_sandbox::explain::AUTHOR_SETS_IT;
+use worker_store::archive::ArchiveError;
+use worker_store::snapshot::SnapshotError;
+use worker_store::stage::StageError;
 
 /// Entries counted at most when measuring an oversized tree: enough to name where the bulk is,
 /// bounded so a huge tree cannot make the error itself slow.

@@ -70,7 +70,7 @@ impl Report {
         }
         // Runs' output is already escaped by `render`; the manifest's argv, env and image and
         // the problems are author-controlled text too.
-        crate::explain::terminal_safe(&out)
+        worker_sandbox::explain::terminal_safe(&out)
     }
 
     /// The `sandbox` section: the container exactly as it will be created.

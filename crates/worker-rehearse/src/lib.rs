@@ -9,8 +9,11 @@
 //!
 //! Split by responsibility: [`run`] reads the manifest, stages the trees and runs the
 //! containers; [`report`] turns the runs into the answer (stability, discrimination, verdict,
-//! problems, exit code); [`render`] prints it for a person; [`adversarial`] builds and runs the
+//! problems, the [`Answer`]); [`render`] prints it for a person; [`adversarial`] builds and runs the
 //! stub solutions; [`git`] stages a tree inside a repository as its exact-commit archive.
+//!
+//! A library: it runs containers only through a `worker_sandbox::Executor` it is given, and
+//! parses no command line and names no exit code (`worker rehearse` in the binary does those).
 
 pub mod adversarial;
 pub mod git;
@@ -23,8 +26,8 @@ use std::path::PathBuf;
 
 use verifier_sdk::Sha256Digest;
 
-use crate::sandbox::SandboxError;
-use crate::stage::StageError;
+use worker_sandbox::SandboxError;
+use worker_store::stage::StageError;
 
 pub use report::{
     Answer, Commitments, Discrimination, Rehearsed, Report, RunResult, Stability, Verdict, answer,

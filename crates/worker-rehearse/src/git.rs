@@ -30,7 +30,7 @@ use std::process::{Command, Output, Stdio};
 use serde::Serialize;
 use verifier_sdk::RelativeDir;
 
-use crate::feed::archive::{ArchiveError, ArchiveLimits, extract_tar_gz};
+use worker_store::archive::{ArchiveError, ArchiveLimits, extract_tar_gz};
 
 /// Where a rehearsed tree came from.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
