@@ -58,9 +58,7 @@ pub struct JobRun {
     pub evidence: EvidenceRecord,
 }
 
-/// Under the staging root: remembered `argv[0]` resolutions, one small file per image id,
-/// `argv[0]` and image `PATH` (see `sandbox::exec_cache`).
-pub const EXECUTABLE_CACHE_DIR: &str = "executables";
+pub use worker_store::stage::EXECUTABLE_CACHE_DIR;
 
 /// Re-digests both staged trees; used right before create and after the run.
 struct StagedInputs {

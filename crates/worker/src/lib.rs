@@ -9,9 +9,7 @@
 
 pub mod cli;
 pub mod commands;
-pub mod completions;
 pub mod exit;
-pub mod gc;
 pub mod interrupt;
 pub mod local_request;
 
@@ -22,7 +20,7 @@ pub use worker_serve as serve;
 pub use worker_store::{
     StageError, StageKind, StagedTree, VerifyError, snapshot_directory, stage_tree, verify_staged,
 };
-pub use worker_store::{progress, snapshot, stage, staging_root};
+pub use worker_store::{gc, progress, snapshot, stage, staging_root};
 
 /// The sandbox at its old path: the deciding half and the engine seam from `worker-sandbox`,
 /// the Docker engine from `worker-docker`.

@@ -30,6 +30,10 @@ use verifier_sdk::digest::{Snapshot, TreeLimits};
 use crate::progress::ProgressSink;
 use crate::snapshot::{Pass, SnapshotError, hash_tree};
 
+/// Under the staging root: remembered `argv[0]` resolutions, one small file per image id,
+/// `argv[0]` and image `PATH` (see `worker_sandbox::exec_cache`).
+pub const EXECUTABLE_CACHE_DIR: &str = "executables";
+
 pub use store::{STALE_AFTER, WORK_PREFIX, target_path};
 
 /// Environment variable of the pause test hook (see the module documentation).

@@ -1,4 +1,4 @@
-//! `worker gc`: frees a staging store of trees and evidence records nobody needs any more.
+//! Collection for `worker gc`: frees a staging store of trees and evidence records nobody needs any more.
 //!
 //! The store is content-addressed, so removing an old entry loses nothing a later stage cannot
 //! recreate; what must never go is a tree a container is using right now (its bind mounts
@@ -26,67 +26,6 @@ use crate::stage::StageKind;
 
 /// Schema id of `worker gc --json`.
 pub const GC_SCHEMA: &str = "agent-bounties/worker-gc-v1";
-
-/// Arguments of `worker gc`.
-#[derive(Debug, Clone, PartialEq, Eq, clap::Args)]
-pub struct GcArgs {
-    /// Remove entries older than this: a number and a unit s, m, h, d or w (7d, 12h).
-    #[arg(long, value_parser = parse_age)]
-    pub older_than: Duration,
-    /// Staging root (default: $REGRESSION_SANDBOX_STAGING_ROOT, else the rehearsal store
-    /// worker-rehearse-<uid> in the system temp dir).
-    #[arg(long)]
-    pub staging_root: Option<PathBuf>,
-    /// Print what would be removed, and remove nothing.
-    #[arg(long)]
-    pub dry_run: bool,
-    /// Print the report as JSON on stdout.
-    #[arg(long)]
-    pub json: bool,
-}
-
-/// Why `worker gc` could not run.
-#[derive(Debug, thiserror::Error)]
-pub enum GcCommandError {
-    /// No usable staging root.
-    #[error("{0}")]
-    Root(String),
-    /// The engine could not be asked which trees are mounted; nothing was removed.
-    #[error("cannot tell which staged trees containers are using, so nothing was removed: {0}")]
-    Engine(String),
-    /// Collecting failed.
-    #[error(transparent)]
-    Gc(#[from] GcError),
-}
-
-/// `worker gc`: the root from the flag, the environment or the rehearsal default; the trees
-/// containers mount from the engine (no engine, no removal); then [`collect`].
-pub async fn gc_command(args: &GcArgs) -> Result<GcReport, GcCommandError> {
-    // The same root a rehearsal without --staging-root would have used, so `worker gc` alone
-    // cleans the store `worker rehearse` alone fills.
-    let root = crate::staging_root::resolve(
-        args.staging_root.as_deref(),
-        crate::staging_root::Fallback::PrivateTemp,
-    )
-    .map_err(|e| GcCommandError::Root(e.to_string()))?;
-    let executor = worker_docker::connect()
-        .await
-        .map_err(|e| GcCommandError::Engine(e.to_string()))?;
-    let in_use = executor.mounted_paths().await.map_err(|e| match e {
-        // The engine's own words, as before the engine moved behind the executor.
-        crate::sandbox::SandboxError::Engine { source, .. } => {
-            GcCommandError::Engine(source.to_string())
-        }
-        other => GcCommandError::Engine(other.to_string()),
-    })?;
-    Ok(collect(&GcOptions {
-        root,
-        older_than: args.older_than,
-        dry_run: args.dry_run,
-        in_use,
-        now: SystemTime::now(),
-    })?)
-}
 
 /// What to collect.
 #[derive(Debug, Clone)]
@@ -269,7 +208,7 @@ pub fn collect(options: &GcOptions) -> Result<GcReport, GcError> {
     }
     // Executable resolutions only save a probe of an immutable image: a removed entry is
     // resolved again on the next run, so age alone decides, as for evidence.
-    let executables = options.root.join(crate::run::EXECUTABLE_CACHE_DIR);
+    let executables = options.root.join(crate::stage::EXECUTABLE_CACHE_DIR);
     for (path, age) in old_entries(&executables, options, false, &mut report) {
         remove("executable", path, age, options, &mut report);
     }
