@@ -13,6 +13,8 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use bollard::Docker;
+
+use crate::api::Api;
 use bollard::models::ContainerSummaryStateEnum;
 use bollard::query_parameters::{
     AttachContainerOptionsBuilder, CreateContainerOptionsBuilder, ListContainersOptionsBuilder,
@@ -43,8 +45,8 @@ const EVENTS_GRACE: Duration = Duration::from_secs(10);
 
 /// Runs sandboxed commands on a Docker Engine.
 #[derive(Clone, Debug)]
-pub struct DockerExecutor {
-    docker: Docker,
+pub struct DockerExecutor<A: Api = Docker> {
+    docker: A,
     engine: EngineFacts,
     owner: String,
 }
@@ -57,7 +59,7 @@ struct Ctx<'a> {
     output: FullOutput,
 }
 
-impl DockerExecutor {
+impl DockerExecutor<Docker> {
     /// Connects through `DOCKER_HOST` (or the default socket) and negotiates the API version.
     pub async fn connect() -> Result<Self, SandboxError> {
         let docker = Docker::connect_with_defaults().map_err(crate::endpoint::unavailable)?;
@@ -106,6 +108,20 @@ impl DockerExecutor {
     /// The underlying client, for callers that need read-only engine queries (tests).
     pub fn client(&self) -> &Docker {
         &self.docker
+    }
+
+}
+
+impl<A: Api> DockerExecutor<A> {
+    /// An executor over `api` (the lifecycle tests' scripted engine), with the facts its
+    /// evidence records and the owner label its containers carry.
+    #[cfg(test)]
+    pub(crate) fn over(api: A, engine: EngineFacts, owner: String) -> Self {
+        Self {
+            docker: api,
+            engine,
+            owner,
+        }
     }
 
     /// Removes labelled containers whose owning worker process is provably gone (for example
@@ -731,7 +747,7 @@ fn container_name(run_id: &str) -> String {
 }
 
 #[async_trait::async_trait]
-impl worker_sandbox::Engine for DockerExecutor {
+impl<A: Api> worker_sandbox::Engine for DockerExecutor<A> {
     fn facts(&self) -> &EngineFacts {
         &self.engine
     }

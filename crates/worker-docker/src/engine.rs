@@ -6,7 +6,7 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use bollard::Docker;
+use crate::api::Api;
 use bollard::errors::Error as EngineError;
 use bollard::models::ImageInspect;
 use bollard::query_parameters::{
@@ -60,7 +60,7 @@ pub(super) fn enum_text<T: serde::Serialize>(value: Option<T>) -> String {
 /// the engine answers about but cannot produce is a no-verdict, an engine that does not
 /// answer is an error.
 pub(super) async fn inspect_image(
-    docker: &Docker,
+    docker: &impl Api,
     spec: &SandboxSpec,
 ) -> Result<Result<ImageInspect, Decision>, SandboxError> {
     let mut inspected = docker.inspect_image(&spec.image).await;
@@ -70,7 +70,7 @@ pub(super) async fn inspect_image(
         let options = CreateImageOptionsBuilder::default()
             .from_image(&spec.image)
             .build();
-        let mut pull = docker.create_image(Some(options), None, None);
+        let mut pull = docker.create_image(Some(options));
         let mut pull_error = None;
         while let Some(item) = pull.next().await {
             if let Err(error) = item {
@@ -116,7 +116,7 @@ pub(super) async fn inspect_image(
 ///
 /// A wait that fails (dropped connection, client timeout) is never taken as an exit: it is
 /// checked with an inspect and re-issued.
-pub(super) async fn wait_stopped(docker: Docker, id: String) {
+pub(super) async fn wait_stopped(docker: impl Api, id: String) {
     loop {
         let options = WaitContainerOptionsBuilder::default()
             .condition("not-running")
@@ -142,7 +142,7 @@ pub(super) async fn wait_stopped(docker: Docker, id: String) {
 }
 
 /// Follows the engine's events for container `id` into `log` until its first exit after start.
-pub(super) async fn watch_events(docker: Docker, id: String, log: Arc<Mutex<EventLog>>) {
+pub(super) async fn watch_events(docker: impl Api, id: String, log: Arc<Mutex<EventLog>>) {
     let since = (now_ms() / 1000).saturating_sub(EVENTS_REPLAY.as_secs());
     let filters = HashMap::from([
         ("container", vec![id.clone()]),
@@ -176,7 +176,7 @@ pub(super) async fn watch_events(docker: Docker, id: String, log: Arc<Mutex<Even
     }
 }
 
-pub(super) async fn sample_stats(docker: Docker, id: String, into: Arc<Mutex<ResourceFacts>>) {
+pub(super) async fn sample_stats(docker: impl Api, id: String, into: Arc<Mutex<ResourceFacts>>) {
     let options = StatsOptionsBuilder::default().stream(true).build();
     let mut stats = docker.stats(&id, Some(options));
     while let Some(Ok(sample)) = stats.next().await {

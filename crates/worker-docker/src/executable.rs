@@ -9,7 +9,7 @@
 
 use std::path::{Path, PathBuf};
 
-use bollard::Docker;
+use crate::api::Api;
 use bollard::query_parameters::{
     ContainerArchiveInfoOptionsBuilder, DownloadFromContainerOptionsBuilder,
 };
@@ -111,7 +111,7 @@ pub(super) enum Settled {
 /// [`resolve`], answered from `cache` when it holds an entry for this key, and remembered in
 /// it when the answer depends on the image alone.
 pub(super) async fn resolve_cached(
-    docker: &Docker,
+    docker: &impl Api,
     id: &str,
     argv0: &str,
     image_path: Option<&str>,
@@ -172,7 +172,7 @@ pub(super) struct Resolved {
 /// Resolves `argv0` (and its `#!` interpreter) in container `id`; the error is the detail of
 /// a start-failed no-verdict.
 pub(super) async fn resolve(
-    docker: &Docker,
+    docker: &impl Api,
     id: &str,
     argv0: &str,
     image_path: Option<&str>,
@@ -213,7 +213,7 @@ pub(super) async fn resolve(
 
 /// Whether no directory on the way to any of `paths` is a symlink in the container (or could
 /// not be told): a lexically plain path under a linked directory may land in a mount.
-pub(super) async fn ancestors_are_plain(docker: &Docker, id: &str, paths: &[String]) -> bool {
+pub(super) async fn ancestors_are_plain(docker: &impl Api, id: &str, paths: &[String]) -> bool {
     let mut ancestors: Vec<&str> = paths
         .iter()
         .flat_map(|path| {
@@ -242,7 +242,7 @@ pub(super) async fn ancestors_are_plain(docker: &Docker, id: &str, paths: &[Stri
 /// The first candidate that is (after following symlinks) an executable regular file; every
 /// path stat'd is appended to `probed`.
 async fn find(
-    docker: &Docker,
+    docker: &impl Api,
     id: &str,
     name: &str,
     candidates: Vec<String>,
@@ -283,7 +283,7 @@ async fn find(
 /// The `#!` interpreter of the file at `path`, read through the engine's archive API.
 /// Unreadable or non-script files yield `None`: the executable itself is already known to
 /// exist, so this only narrows what a 127 can mean.
-async fn read_interpreter(docker: &Docker, id: &str, path: &str) -> Option<String> {
+async fn read_interpreter(docker: &impl Api, id: &str, path: &str) -> Option<String> {
     let options = DownloadFromContainerOptionsBuilder::default()
         .path(path)
         .build();

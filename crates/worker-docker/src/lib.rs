@@ -10,6 +10,7 @@
 //! It decides nothing the sandbox's pure steps decide, and knows nothing of jobs, the service
 //! or exit codes; the binary is the one place that picks it.
 
+pub mod api;
 mod docker;
 pub mod endpoint;
 mod engine;
@@ -19,6 +20,11 @@ mod image;
 mod output;
 pub mod profile;
 mod teardown;
+
+#[cfg(test)]
+mod fake;
+#[cfg(test)]
+mod lifecycle_tests;
 
 // The sandbox's names, visible to this crate's modules as they were inside `sandbox/`.
 use worker_sandbox::{

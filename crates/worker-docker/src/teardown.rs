@@ -3,7 +3,7 @@
 
 use std::time::Duration;
 
-use bollard::Docker;
+use crate::api::Api;
 use bollard::models::ContainerState;
 use bollard::query_parameters::{KillContainerOptionsBuilder, RemoveContainerOptionsBuilder};
 use tokio::time::Instant;
@@ -23,7 +23,7 @@ const NEVER: &str = "0001-01-01T00:00:00Z";
 
 /// Sends SIGKILL; returns whether the engine may have acted on it (accepted, or the
 /// request timed out), so the run can tell its own `kill` event from someone else's.
-pub(super) async fn kill(docker: &Docker, id: &str) -> bool {
+pub(super) async fn kill(docker: &impl Api, id: &str) -> bool {
     let options = KillContainerOptionsBuilder::default()
         .signal("KILL")
         .build();
@@ -44,7 +44,7 @@ pub(super) async fn kill(docker: &Docker, id: &str) -> bool {
 
 /// Force-removes the container and confirms the engine no longer knows it; returns the
 /// confirmation time.
-pub(super) async fn remove_and_confirm(docker: &Docker, id: &str) -> Option<u64> {
+pub(super) async fn remove_and_confirm(docker: &impl Api, id: &str) -> Option<u64> {
     let give_up = Instant::now() + REMOVE_GRACE;
     loop {
         let options = RemoveContainerOptionsBuilder::default()
@@ -69,7 +69,7 @@ pub(super) async fn remove_and_confirm(docker: &Docker, id: &str) -> Option<u64>
 }
 
 /// The container's state as the engine reports it now, or `None` when it could not be read.
-pub(super) async fn final_state(docker: &Docker, id: &str) -> Option<ContainerState> {
+pub(super) async fn final_state(docker: &impl Api, id: &str) -> Option<ContainerState> {
     let inspect = tokio::time::timeout(TEARDOWN_CALL, docker.inspect_container(id, None))
         .await
         .ok()?

@@ -24,8 +24,7 @@ use std::path::{Path, PathBuf};
 use serde::Serialize;
 use verifier_sdk::{Sha256Digest, TreeLimits};
 
-use super::report::RunResult;
-use super::run::{Prepared, Runs, one_run};
+use super::exec::{Prepared, RunResult, Runs, one_run};
 use super::{RehearseError, RehearseOptions};
 use worker_sandbox::Executor;
 use worker_store::progress::NoProgress;

@@ -7,7 +7,8 @@
 //! unsolved tree from the solution (`--base`)? With `--adversarial` it also asks whether a
 //! tree that solves nothing passes.
 //!
-//! Split by responsibility: [`run`] reads the manifest, stages the trees and runs the
+//! Split by responsibility: `exec` runs one container and holds what every run shares
+//! (the lowest step; it imports none of the others); [`run`] reads the manifest, stages the trees and runs the
 //! containers; [`report`] turns the runs into the answer (stability, discrimination, verdict,
 //! problems, the [`Answer`]); [`render`] prints it for a person; [`adversarial`] builds and runs the
 //! stub solutions; [`git`] stages a tree inside a repository as its exact-commit archive.
@@ -16,6 +17,7 @@
 //! parses no command line and names no exit code (`worker rehearse` in the binary does those).
 
 pub mod adversarial;
+mod exec;
 pub mod git;
 pub mod limits;
 pub mod render;

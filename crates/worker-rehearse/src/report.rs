@@ -10,71 +10,16 @@ use verifier_sdk::Sha256Digest;
 
 use super::REHEARSAL_SCHEMA_VERSION;
 use super::adversarial::Adversarial;
-use super::git::TreeOrigin;
-use super::run::Prepared;
+use super::exec::Prepared;
+pub use super::exec::{Commitments, RunResult, zero_tests_ran};
 use worker_sandbox::explain::Explanation;
 use worker_sandbox::profile::Isolation;
-
-/// One run's result in the report.
-#[derive(Debug, Clone, Serialize)]
-pub struct RunResult {
-    /// 1-based run number.
-    pub run: u32,
-    /// The readable explanation (status, reason, exit code, headline, tails).
-    #[serde(flatten)]
-    pub explanation: Explanation,
-    /// The content-addressed evidence record, for `worker explain`.
-    pub evidence_path: Option<PathBuf>,
-    /// The test runner's own words when its output says no test ran (e.g. `Ran 0 tests`): a
-    /// pass that judged nothing.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub zero_tests: Option<&'static str>,
-    /// With `--log-dir`: the common prefix of the run's `.stdout`, `.stderr` and
-    /// `.evidence.json` files.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub logs: Option<PathBuf>,
-}
-
-/// The summary line of a common test runner that ran no test, if the output has one. A pass
-/// with zero tests judged nothing: a benchmark whose discovery finds no test (a wrong pattern
-/// or directory) passes every solution.
-pub fn zero_tests_ran(output: &str) -> Option<&'static str> {
-    output.lines().map(str::trim).find_map(|line| {
-        if line == "Ran 0 tests" || line.starts_with("Ran 0 tests in ") {
-            Some("Ran 0 tests (unittest)")
-        } else if line.contains("no tests ran") {
-            Some("no tests ran (pytest)")
-        } else if line == "# tests 0" || line == "ℹ tests 0" {
-            Some("tests 0 (node --test)")
-        } else {
-            None
-        }
-    })
-}
 
 impl RunResult {
     /// What two runs must share to count as the same answer.
     fn answer(&self) -> (&'static str, Option<&'static str>) {
         (self.explanation.status, self.explanation.reason)
     }
-}
-
-/// The digests a bounty built from this rehearsal would commit.
-#[derive(Debug, Clone, Serialize)]
-pub struct Commitments {
-    /// Digest of the source tree (the solver's `source_snapshot_digest`).
-    pub source_snapshot_digest: Sha256Digest,
-    /// Digest of the benchmark tree.
-    pub benchmark_digest: Sha256Digest,
-    /// True when the manifest had the placeholder and the digest was filled in.
-    pub benchmark_digest_filled_in: bool,
-    /// Hash of the manifest with the real benchmark digest.
-    pub runner_manifest_hash: Sha256Digest,
-    /// Digest of the base tree, when one was given.
-    pub base_snapshot_digest: Option<Sha256Digest>,
-    /// Where each tree came from: a git revision (what the feed's archive will hold) or the
-    /// directory as it is.
-    pub trees: Vec<TreeOrigin>,
 }
 
 /// Whether fresh containers gave the same answer.

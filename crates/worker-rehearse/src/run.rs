@@ -8,7 +8,9 @@ use verifier_sdk::{RunnerManifest, Sha256Digest, runner_manifest_hash};
 
 use super::adversarial::run_stubs;
 use super::limits::{TreeFields, over_limit};
-use super::report::{Commitments, Rehearsed, Report, RunResult, assemble, zero_tests_ran};
+pub use super::exec::Prepared;
+use super::exec::{Runs, one_run};
+use super::report::{Commitments, Rehearsed, Report, assemble};
 use super::{MAX_MANIFEST_BYTES, MAX_REPEAT, PLACEHOLDER_DIGEST, RehearseError, RehearseOptions};
 use worker_jobs::run::{RunOptions, execute_manifest, spec_for, write_evidence};
 use worker_sandbox::Executor;
@@ -29,14 +31,6 @@ fn read_manifest(path: &Path) -> Result<Value, RehearseError> {
         e => io(e.into_io()),
     })?;
     serde_json::from_slice(&bytes).map_err(RehearseError::ManifestJson)
-}
-
-/// Stages the trees and validates the manifest; everything up to running a container.
-#[derive(Clone)]
-pub struct Prepared {
-    pub(crate) manifest: RunnerManifest,
-    pub(crate) commit: Commitments,
-    pub(crate) sandbox: Isolation,
 }
 
 /// Reads and checks the manifest, stages every tree, and plans the sandbox.
@@ -143,140 +137,6 @@ fn staging_label(what: &str) -> &'static str {
         "source" => "staging source",
         _ => "staging",
     }
-}
-
-/// What every run of one rehearsal shares: where evidence and logs go, and who hears about
-/// each run as it starts and ends.
-pub(crate) struct Runs {
-    pub(crate) options: RunOptions,
-    log_dir: Option<PathBuf>,
-    steps: Box<dyn StepSink + Send>,
-}
-
-impl Runs {
-    pub(crate) fn new(options: &RehearseOptions) -> Self {
-        Self {
-            options: RunOptions {
-                staging_root: options.staging_root.clone(),
-                pull: options.pull,
-            },
-            log_dir: options.log_dir.clone(),
-            steps: stderr_steps("rehearse", options.quiet),
-        }
-    }
-}
-
-/// Runs `source` once in a fresh container: `label` names its container and log files, `step`
-/// is what the progress line calls it.
-pub(crate) async fn one_run(
-    executor: &Executor,
-    prepared: &Prepared,
-    runs: &mut Runs,
-    source: Sha256Digest,
-    run: u32,
-    label: &str,
-    step: &str,
-) -> Result<RunResult, RehearseError> {
-    runs.steps.started(step);
-    let result = run_once(executor, prepared, runs, source, run, label).await;
-    match &result {
-        Ok(done) => {
-            let e = &done.explanation;
-            let took = e
-                .duration_ms
-                .map(|ms| format!(" in {}.{} s", ms / 1000, (ms % 1000) / 100))
-                .unwrap_or_default();
-            let hits = match done.explanation.hits.len() {
-                0 => String::new(),
-                n => format!(" ({n} limit hit(s): see the report)"),
-            };
-            runs.steps
-                .finished(step, &format!("{}{took}{hits}", e.label()));
-        }
-        Err(error) => runs.steps.finished(step, &format!("error: {error}")),
-    }
-    result
-}
-
-async fn run_once(
-    executor: &Executor,
-    prepared: &Prepared,
-    runs: &Runs,
-    source: Sha256Digest,
-    run: u32,
-    label: &str,
-) -> Result<RunResult, RehearseError> {
-    let manifest = &prepared.manifest;
-    let execution = execute_manifest(executor, manifest, source, &runs.options, label).await?;
-    match execution {
-        Ok(execution) => {
-            let path = write_evidence(&runs.options.staging_root, &execution.evidence)
-                .map_err(RehearseError::Evidence)?;
-            let logs = match &runs.log_dir {
-                Some(dir) => Some(write_logs(dir, label, &path, &execution.output)?),
-                None => None,
-            };
-            let tails = format!(
-                "{}\n{}",
-                execution.evidence.stdout.tail, execution.evidence.stderr.tail
-            );
-            Ok(RunResult {
-                run,
-                explanation: explain_observed(&execution.evidence, &execution.observed),
-                evidence_path: Some(path),
-                zero_tests: zero_tests_ran(&tails),
-                logs,
-            })
-        }
-        // Decided before any container existed, so there is no evidence to explain.
-        Err(no) => Ok(RunResult {
-            run,
-            explanation: Explanation {
-                status: "no_verdict",
-                reason: Some(no.no_verdict.reason.as_str()),
-                exit_code: None,
-                duration_ms: None,
-                headline: format!(
-                    "no verdict ({}): {}",
-                    no.no_verdict.reason.as_str(),
-                    no.no_verdict.detail
-                ),
-                details: vec![],
-                stdout_tail: None,
-                stderr_tail: None,
-                hits: Vec::<Hit>::new(),
-            },
-            evidence_path: None,
-            zero_tests: None,
-            logs: None,
-        }),
-    }
-}
-
-/// Writes a run's full output (within the manifest's cap) and a copy of its evidence record
-/// to `dir` as `<label>.stdout`, `<label>.stderr` and `<label>.evidence.json`; returns the
-/// common prefix `dir/<label>`.
-fn write_logs(
-    dir: &Path,
-    label: &str,
-    evidence: &Path,
-    output: &worker_sandbox::streams::FullOutput,
-) -> Result<PathBuf, RehearseError> {
-    let fail = |path: &Path, e: std::io::Error| RehearseError::LogDir {
-        path: path.to_owned(),
-        detail: e.to_string(),
-    };
-    std::fs::create_dir_all(dir).map_err(|e| fail(dir, e))?;
-    let record = std::fs::read(evidence).map_err(|e| fail(evidence, e))?;
-    for (suffix, bytes) in [
-        ("stdout", output.stdout.as_slice()),
-        ("stderr", output.stderr.as_slice()),
-        ("evidence.json", record.as_slice()),
-    ] {
-        let path = dir.join(format!("{label}.{suffix}"));
-        artifact_fs::write_atomic(&path, bytes).map_err(|e| fail(&path, e))?;
-    }
-    Ok(dir.join(label))
 }
 
 /// Runs the solution (`--repeat` times) and the base tree on a prepared manifest and trees.

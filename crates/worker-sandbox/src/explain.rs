@@ -295,9 +295,7 @@ pub fn explain_shown(evidence: &EvidenceRecord, observed: &Observed, shown: Show
     }
 }
 
-/// Who can change a limit and what a solver can do, in the words of the manifest.
-pub const AUTHOR_SETS_IT: &str =
-    "only the bounty author can change it (it is committed in runner_manifest_hash)";
+pub use crate::hits::AUTHOR_SETS_IT;
 
 /// The manifest field behind a sandbox limit that ended a run, its value, who can change it
 /// and what the solver can do.

@@ -21,6 +21,10 @@ use std::time::Duration;
 
 use serde::Serialize;
 
+/// Who can change a limit and what a solver can do, in the words of the manifest.
+pub const AUTHOR_SETS_IT: &str =
+    "only the bounty author can change it (it is committed in runner_manifest_hash)";
+
 /// How often the kernel's counters are read while the container runs.
 pub const POLL_EVERY: Duration = Duration::from_millis(20);
 
@@ -90,7 +94,7 @@ impl HitKind {
 /// The limits a run met, from what the poll observed and, failing that, from the output's
 /// words. `pids_limit` and `tmpfs_bytes` are the manifest's values, for the message.
 pub fn hits(observed: &Observed, output: &str, pids_limit: u64, tmpfs_bytes: u64) -> Vec<Hit> {
-    let author = crate::explain::AUTHOR_SETS_IT;
+    let author = AUTHOR_SETS_IT;
     // Why a counter did not show it: the poll ran but missed it, or nothing was polled (no
     // access to the container's /proc entry, or an evidence record, which keeps no counters).
     let unseen = if observed.watched {
