@@ -13,9 +13,9 @@ use bollard::Docker;
 use bollard::container::{AttachContainerResults, PathStatResponse};
 use bollard::errors::Error;
 use bollard::models::{
-    ContainerCreateBody, ContainerCreateResponse, ContainerInspectResponse,
-    ContainerStatsResponse, ContainerSummary, ContainerWaitResponse, CreateImageInfo,
-    EventMessage, ImageInspect, SystemInfo,
+    ContainerCreateBody, ContainerCreateResponse, ContainerInspectResponse, ContainerStatsResponse,
+    ContainerSummary, ContainerWaitResponse, CreateImageInfo, EventMessage, ImageInspect,
+    SystemInfo,
 };
 use bollard::query_parameters::{
     AttachContainerOptions, ContainerArchiveInfoOptions, CreateContainerOptions,
@@ -37,7 +37,8 @@ pub trait Api: Clone + Send + Sync + std::fmt::Debug + 'static {
         options: Option<ListContainersOptions>,
     ) -> impl Future<Output = Result<Vec<ContainerSummary>, Error>> + Send;
     /// `GET /images/{name}/json`.
-    fn inspect_image(&self, name: &str) -> impl Future<Output = Result<ImageInspect, Error>> + Send;
+    fn inspect_image(&self, name: &str)
+    -> impl Future<Output = Result<ImageInspect, Error>> + Send;
     /// `POST /images/create` (a pull), its progress as a stream.
     fn create_image(&self, options: Option<CreateImageOptions>) -> Answers<CreateImageInfo>;
     /// `POST /containers/create`.
@@ -110,7 +111,10 @@ impl Api for Docker {
     ) -> impl Future<Output = Result<Vec<ContainerSummary>, Error>> + Send {
         Docker::list_containers(self, options)
     }
-    fn inspect_image(&self, name: &str) -> impl Future<Output = Result<ImageInspect, Error>> + Send {
+    fn inspect_image(
+        &self,
+        name: &str,
+    ) -> impl Future<Output = Result<ImageInspect, Error>> + Send {
         Docker::inspect_image(self, name)
     }
     fn create_image(&self, options: Option<CreateImageOptions>) -> Answers<CreateImageInfo> {

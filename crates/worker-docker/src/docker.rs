@@ -109,7 +109,6 @@ impl DockerExecutor<Docker> {
     pub fn client(&self) -> &Docker {
         &self.docker
     }
-
 }
 
 impl<A: Api> DockerExecutor<A> {

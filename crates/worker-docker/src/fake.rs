@@ -12,8 +12,7 @@ use bollard::errors::Error;
 use bollard::models::{
     ContainerConfig, ContainerCreateBody, ContainerCreateResponse, ContainerInspectResponse,
     ContainerState, ContainerStatsResponse, ContainerSummary, ContainerWaitResponse,
-    CreateImageInfo, EventActor, EventMessage, ImageConfig, ImageInspect, MountPoint,
-    SystemInfo,
+    CreateImageInfo, EventActor, EventMessage, ImageConfig, ImageInspect, MountPoint, SystemInfo,
 };
 use bollard::query_parameters::{
     AttachContainerOptions, ContainerArchiveInfoOptions, CreateContainerOptions,
@@ -121,7 +120,10 @@ impl Fake {
     }
 
     fn with<T>(&self, f: impl FnOnce(&mut State) -> T) -> T {
-        let mut state = self.state.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        let mut state = self
+            .state
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
         f(&mut state)
     }
 
@@ -302,7 +304,11 @@ impl Api for Fake {
         })
     }
 
-    async fn start_container(&self, _: &str, _: Option<StartContainerOptions>) -> Result<(), Error> {
+    async fn start_container(
+        &self,
+        _: &str,
+        _: Option<StartContainerOptions>,
+    ) -> Result<(), Error> {
         self.with(|s| s.started = true);
         self.emit(Some(event("start", None)));
         if self.script.engine_restarts {
@@ -334,7 +340,11 @@ impl Api for Fake {
         Ok(())
     }
 
-    fn wait_container(&self, _: &str, _: Option<WaitContainerOptions>) -> Answers<ContainerWaitResponse> {
+    fn wait_container(
+        &self,
+        _: &str,
+        _: Option<WaitContainerOptions>,
+    ) -> Answers<ContainerWaitResponse> {
         let first = self.with(|s| {
             s.waits += 1;
             s.waits == 1
@@ -388,7 +398,11 @@ impl Api for Fake {
         Ok(())
     }
 
-    async fn remove_container(&self, _: &str, _: Option<RemoveContainerOptions>) -> Result<(), Error> {
+    async fn remove_container(
+        &self,
+        _: &str,
+        _: Option<RemoveContainerOptions>,
+    ) -> Result<(), Error> {
         self.with(|s| {
             s.removals += 1;
             s.removed = true;

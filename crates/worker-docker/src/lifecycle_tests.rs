@@ -67,7 +67,11 @@ async fn lifecycle_deadline_kills_the_program_and_is_timeout() {
         ..Script::default()
     };
     let (report, fake) = run(script, &spec(dir.path())).await;
-    assert_eq!(reason(&report.decision), Some(NoVerdictReason::Timeout), "{report:?}");
+    assert_eq!(
+        reason(&report.decision),
+        Some(NoVerdictReason::Timeout),
+        "{report:?}"
+    );
     assert_eq!(report.evidence.exit.stopped_by, StoppedBy::Timeout);
     assert_eq!(fake.kills(), 1, "the deadline sends exactly one SIGKILL");
     assert!(report.evidence.exit.removed);
@@ -82,7 +86,11 @@ async fn lifecycle_output_past_the_cap_kills_the_program_and_is_output_limit() {
         ..Script::default()
     };
     let (report, fake) = run(script, &spec(dir.path())).await;
-    assert_eq!(reason(&report.decision), Some(NoVerdictReason::OutputLimit), "{report:?}");
+    assert_eq!(
+        reason(&report.decision),
+        Some(NoVerdictReason::OutputLimit),
+        "{report:?}"
+    );
     assert_eq!(report.evidence.exit.stopped_by, StoppedBy::OutputLimit);
     assert_eq!(fake.kills(), 1, "passing the cap sends exactly one SIGKILL");
 }
@@ -95,7 +103,11 @@ async fn lifecycle_an_oom_kill_is_oom_never_a_failed_verdict() {
         ..Script::default()
     };
     let (report, _) = run(script, &spec(dir.path())).await;
-    assert_eq!(reason(&report.decision), Some(NoVerdictReason::Oom), "{report:?}");
+    assert_eq!(
+        reason(&report.decision),
+        Some(NoVerdictReason::Oom),
+        "{report:?}"
+    );
     assert!(report.evidence.exit.oom_killed);
 }
 
@@ -123,7 +135,11 @@ async fn lifecycle_an_engine_restart_mid_run_is_no_verdict_and_its_failed_wait_n
         ..Script::default()
     };
     let (report, fake) = run(script, &spec(dir.path())).await;
-    assert_eq!(fake.waits(), 2, "the wait that failed was re-issued, not taken as the exit");
+    assert_eq!(
+        fake.waits(),
+        2,
+        "the wait that failed was re-issued, not taken as the exit"
+    );
     assert_eq!(
         reason(&report.decision),
         Some(NoVerdictReason::ExternallyStopped),
@@ -145,5 +161,8 @@ async fn lifecycle_an_unconfirmed_removal_voids_a_passed_run() {
         "{report:?}"
     );
     assert!(!report.evidence.exit.removed);
-    assert!(fake.removals() > 1, "removal is retried until its grace period ends");
+    assert!(
+        fake.removals() > 1,
+        "removal is retried until its grace period ends"
+    );
 }

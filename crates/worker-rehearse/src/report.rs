@@ -2,17 +2,13 @@
 //! tells the base tree from the solution, the verdict, what stands between it and a usable
 //! bounty, and the exit code.
 
-use std::path::PathBuf;
-
 use serde::Serialize;
 use serde_json::Value;
-use verifier_sdk::Sha256Digest;
 
 use super::REHEARSAL_SCHEMA_VERSION;
 use super::adversarial::Adversarial;
 use super::exec::Prepared;
 pub use super::exec::{Commitments, RunResult, zero_tests_ran};
-use worker_sandbox::explain::Explanation;
 use worker_sandbox::profile::Isolation;
 
 impl RunResult {
@@ -332,6 +328,7 @@ mod tests {
     use super::*;
     use verifier_sdk::{RunnerManifest, runner_manifest_hash};
     use worker_jobs::run::spec_for;
+    use worker_sandbox::explain::Explanation;
 
     fn result(run: u32, status: &'static str, reason: Option<&'static str>) -> RunResult {
         RunResult {

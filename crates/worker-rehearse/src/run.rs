@@ -1,24 +1,20 @@
 //! Reading the manifest, staging the trees (as their git revision's archive holds them when
 //! they live in a repository) and running the solution and base tree in fresh containers.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use serde_json::Value;
-use verifier_sdk::{RunnerManifest, Sha256Digest, runner_manifest_hash};
+use verifier_sdk::{RunnerManifest, runner_manifest_hash};
 
 use super::adversarial::run_stubs;
-use super::limits::{TreeFields, over_limit};
 pub use super::exec::Prepared;
 use super::exec::{Runs, one_run};
+use super::limits::{TreeFields, over_limit};
 use super::report::{Commitments, Rehearsed, Report, assemble};
 use super::{MAX_MANIFEST_BYTES, MAX_REPEAT, PLACEHOLDER_DIGEST, RehearseError, RehearseOptions};
-use worker_jobs::run::{RunOptions, execute_manifest, spec_for, write_evidence};
+use worker_jobs::run::spec_for;
 use worker_sandbox::Executor;
-use worker_sandbox::explain::{Explanation, explain_observed};
-use worker_sandbox::hits::Hit;
-use worker_sandbox::profile::Isolation;
 use worker_store::archive::ArchiveLimits;
-use worker_store::progress::{StepSink, stderr_steps};
 use worker_store::stage::{StageKind, stage_tree};
 
 fn read_manifest(path: &Path) -> Result<Value, RehearseError> {
