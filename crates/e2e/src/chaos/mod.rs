@@ -5,10 +5,13 @@
 //! seed or, with `--soak K`, K seeds and a summary table. docs/chaos.md has the details.
 
 pub mod check;
+pub mod clock;
 pub mod driver;
 pub mod inject;
 pub mod rng;
 pub mod schedule;
+pub mod serve;
+pub mod workdir;
 
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
