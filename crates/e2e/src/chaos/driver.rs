@@ -57,6 +57,9 @@ pub struct ChaosOptions {
     pub max_drain_cycles: u32,
     /// Print the schedules instead of running them (`--dry-run`).
     pub dry_run: bool,
+    /// `worker serve` pulls missing images by their pinned digest (`--pull`, the unit's
+    /// default); off (`--serve-no-pull`) plays a host that uses only pre-pulled images.
+    pub serve_pull: bool,
 }
 
 impl ChaosOptions {
@@ -69,6 +72,7 @@ impl ChaosOptions {
             schedule: ScheduleOptions::default(),
             max_drain_cycles: 4,
             dry_run: false,
+            serve_pull: true,
         }
     }
 
@@ -90,6 +94,9 @@ impl ChaosOptions {
         if let Some(r) = self.schedule.runner {
             c.push_str(" --runner ");
             c.push_str(r.name());
+        }
+        if !self.serve_pull {
+            c.push_str(" --serve-no-pull");
         }
         c
     }
@@ -765,6 +772,9 @@ pub async fn run(cfg: &E2eConfig, opts: &ChaosOptions) -> Result<RunResult, E2eE
                     s("--poll-interval"),
                     s(1),
                 ]);
+                if opts.serve_pull {
+                    args.push(s("--pull"));
+                }
                 let wk = kill_for(Target::Worker, &fired, &claimed);
                 let trigger = wk.map(|(_, sig, at)| {
                     (

@@ -33,6 +33,7 @@ pub fn prepare(root: &Path, seed: u64) -> Result<WorkDir, E2eError> {
             lock_path.display()
         ),
     })?;
+    kill_orphans(root);
     unmount_stale(root)?;
     let work = root.join(format!("seed-{seed}"));
     fresh_dir(&work)?;
@@ -40,6 +41,50 @@ pub fn prepare(root: &Path, seed: u64) -> Result<WorkDir, E2eError> {
         path: work,
         _lock: lock,
     })
+}
+
+/// SIGKILLs the `worker`, `signer` and `keeper` processes a killed earlier run left behind:
+/// those whose arguments name a path under `root` (a `worker serve` outlives its driver and
+/// would keep its state lock and its mounts busy). Only called with the lock held, so no
+/// live run owns them.
+pub fn kill_orphans(root: &Path) -> Vec<u32> {
+    let root = std::path::absolute(root).unwrap_or_else(|_| root.to_path_buf());
+    let me = std::process::id();
+    let mut killed = Vec::new();
+    let Ok(procs) = std::fs::read_dir("/proc") else {
+        return killed;
+    };
+    for e in procs.filter_map(Result::ok) {
+        let Some(pid) = e.file_name().to_str().and_then(|n| n.parse::<u32>().ok()) else {
+            continue;
+        };
+        if pid == me {
+            continue;
+        }
+        let ours = std::fs::read_link(e.path().join("exe")).is_ok_and(|exe| {
+            exe.file_name()
+                .and_then(|n| n.to_str())
+                .is_some_and(|n| matches!(n, "worker" | "signer" | "keeper"))
+        });
+        if !ours {
+            continue;
+        }
+        let Ok(cmdline) = std::fs::read(e.path().join("cmdline")) else {
+            continue;
+        };
+        let names_root = cmdline
+            .split(|b| *b == 0)
+            .any(|arg| Path::new(&*String::from_utf8_lossy(arg)).starts_with(&root));
+        if names_root
+            && std::process::Command::new("kill")
+                .args(["-s", "KILL", &pid.to_string()])
+                .output()
+                .is_ok_and(|o| o.status.success())
+        {
+            killed.push(pid);
+        }
+    }
+    killed
 }
 
 /// Unmounts every mount point under `root`, deepest first; a busy one is detached (`-l`).
@@ -163,6 +208,39 @@ mod tests {
             Vec::<PathBuf>::new(),
             "stale mounts left under the work dir"
         );
+    }
+
+    /// A `worker serve` left running by a killed run (its driver got SIGTERM): the next run
+    /// ends it, and only processes naming the work dir.
+    #[test]
+    fn a_killed_runs_orphaned_service_is_ended_by_the_next_run() {
+        let root = std::env::temp_dir().join(format!("chaos-orphans-{}", std::process::id()));
+        std::fs::create_dir_all(&root).unwrap();
+        // A stand-in binary named `worker` (a copy of `sh`, blocked reading a pipe, so it
+        // forks nothing), as the driver's children are.
+        let spawn = |dir: &Path, arg: PathBuf| {
+            let bin = dir.join("worker");
+            std::fs::copy("/bin/sh", &bin).unwrap();
+            std::process::Command::new(&bin)
+                .args(["-c", "read x; true", "worker"])
+                .arg(arg)
+                .stdin(std::process::Stdio::piped())
+                .spawn()
+                .unwrap()
+        };
+        let elsewhere = std::env::temp_dir().join(format!("chaos-other-{}", std::process::id()));
+        std::fs::create_dir_all(&elsewhere).unwrap();
+        let mut orphan = spawn(&root, root.join("seed-1/state-fs/serve-pair"));
+        let mut bystander = spawn(&elsewhere, elsewhere.join("state"));
+        let killed = kill_orphans(&root);
+        let _ = orphan.kill();
+        let _ = bystander.kill();
+        let _ = orphan.wait();
+        let _ = bystander.wait();
+        let _ = std::fs::remove_dir_all(&root);
+        let _ = std::fs::remove_dir_all(&elsewhere);
+        assert!(!killed.contains(&bystander.id()), "{killed:?}");
+        assert!(killed.contains(&orphan.id()), "{killed:?}");
     }
 
     #[test]
