@@ -4,6 +4,7 @@
 //! invariant checker, pure over the observations ([`check`]). `bounty-e2e chaos` runs one
 //! seed or, with `--soak K`, K seeds and a summary table. docs/chaos.md has the details.
 
+pub mod absent_image;
 pub mod check;
 pub mod clock;
 pub mod driver;
