@@ -71,7 +71,7 @@ async fn libfaketime_moves_the_real_workers_wall_clock() {
 #[ignore = "fails until worker serve stops probing an unhealthy host with the same job (see the doc comment)"]
 async fn a_missing_image_without_pull_does_not_starve_the_other_jobs_of_a_service() {
     let cfg = config();
-    let o = e2e::chaos::absent_image::play(&cfg, false)
+    let o = e2e::chaos::absent_image::play(&cfg, false, None)
         .await
         .unwrap_or_else(|e| panic!("{e}"));
     assert!(
@@ -88,12 +88,55 @@ async fn a_missing_image_without_pull_does_not_starve_the_other_jobs_of_a_servic
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_missing_image_with_pull_leaves_the_other_jobs_of_a_service_running() {
     let cfg = config();
-    let o = e2e::chaos::absent_image::play(&cfg, true)
+    let o = e2e::chaos::absent_image::play(&cfg, true, None)
         .await
         .unwrap_or_else(|e| panic!("{e}"));
     assert!(
         o.good_done,
         "runs per job (absent, absent, good) {:?}; see {}",
+        o.runs,
+        o.log.display()
+    );
+}
+
+/// Found reading the service's back-off while building the clock steps: `worker serve`
+/// records a job's retry time (`not_before_ms`) on the wall clock. A job that failed for its
+/// own reason (here: its pinned image is absent, with `--pull`) while the host's clock was 30
+/// minutes ahead is not retried for 30 minutes once the clock is corrected (an NTP step), on
+/// top of its 1 s back-off. (The same clock decides when a job's window has ended: a forward
+/// step past a window gives the job up for good while its window is open.) The fix belongs
+/// in `worker serve` (crates/worker/src/serve/ledger.rs `record_run`, and the due check).
+/// Ignored until it lands (`--run-ignored only`).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "fails until worker serve's job back-off survives a wall-clock step (see the doc comment)"]
+async fn a_wall_clock_step_back_does_not_delay_a_services_retry_by_the_step() {
+    let cfg = config();
+    let o = e2e::chaos::absent_image::play(&cfg, true, Some(1800))
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(
+        o.retried_after_step,
+        Some(true),
+        "the job failed on a clock 1800 s ahead was not run again within {:?} after the clock \
+         stepped back (runs per job (absent, absent, good) {:?}); see {}",
+        e2e::chaos::absent_image::WAIT,
+        o.runs,
+        o.log.display()
+    );
+}
+
+/// The control for the one above: the same service on the same (preloaded) clock with no
+/// step retries the absent-image job within its back-off.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_services_own_failure_is_retried_within_its_back_off_without_a_clock_step() {
+    let cfg = config();
+    let o = e2e::chaos::absent_image::play(&cfg, true, Some(0))
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(
+        o.retried_after_step,
+        Some(true),
+        "runs per job {:?}; see {}",
         o.runs,
         o.log.display()
     );

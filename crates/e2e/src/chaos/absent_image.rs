@@ -31,6 +31,9 @@ pub const WAIT: Duration = Duration::from_secs(120);
 /// What happened.
 #[derive(Debug)]
 pub struct Outcome {
+    /// With a clock step: whether the first absent-image job ran again within [`WAIT`]
+    /// after the clock stepped back to the real time (its back-off is 1 s, then 2 s, …).
+    pub retried_after_step: Option<bool>,
     /// The good job's candidate is listed by `out/manifest.json`.
     pub good_done: bool,
     /// Runs the service made of each job, in feed order (absent, absent, good).
@@ -40,14 +43,17 @@ pub struct Outcome {
 }
 
 /// Plays it once; `pull` passes `--pull` (the unit's default), which makes the missing
-/// image the job's own failure instead of the host's.
+/// image the job's own failure instead of the host's. With `ahead_s`, the service starts on
+/// a wall clock that many seconds ahead (libfaketime); once the first absent-image job's
+/// run (a failure of its own, with `--pull`) has ended, the clock steps back to the real
+/// time, and the outcome says whether that job is retried within [`WAIT`].
 // One function on purpose: deploy, feed, service, wait and ledger read as the one scenario.
 #[allow(clippy::too_many_lines)]
-pub async fn play(cfg: &E2eConfig, pull: bool) -> Result<Outcome, E2eError> {
-    let work = cfg.work_dir.join(if pull {
-        "absent-image-pull"
-    } else {
-        "absent-image"
+pub async fn play(cfg: &E2eConfig, pull: bool, ahead_s: Option<i64>) -> Result<Outcome, E2eError> {
+    let work = cfg.work_dir.join(match (pull, ahead_s) {
+        (_, Some(_)) => "absent-image-clock",
+        (true, None) => "absent-image-pull",
+        (false, None) => "absent-image",
     });
     fresh_dir(&work)?;
     let kit = Testkit::connect().await?;
@@ -145,12 +151,26 @@ pub async fn play(cfg: &E2eConfig, pull: bool) -> Result<Outcome, E2eError> {
     if pull {
         args.push(s("--pull"));
     }
+    let clock = match ahead_s {
+        Some(s) => {
+            let c = super::clock::FakeClock::new(&work.join("clock-offset"))?;
+            c.set(s)?;
+            Some(c)
+        }
+        None => None,
+    };
     let log = work.join("serve.stderr");
     let stderr = std::fs::File::create(&log).map_err(io("create a log", &log))?;
     let worker = cfg.bin_dir.join("worker");
     let mut child = tokio::process::Command::new(&worker)
         .args(&args)
         .env("WORKER_LOG", "info")
+        .envs(
+            clock
+                .as_ref()
+                .map(super::clock::FakeClock::env)
+                .unwrap_or_default(),
+        )
         .stdin(Stdio::null())
         .stdout(Stdio::null())
         .stderr(Stdio::from(stderr))
@@ -159,6 +179,45 @@ pub async fn play(cfg: &E2eConfig, pull: bool) -> Result<Outcome, E2eError> {
         .map_err(io("start worker serve", &worker))?;
     let started = Instant::now();
     let good = ids.get(2).cloned().unwrap_or_default();
+    let absent = ids.first().cloned().unwrap_or_default();
+    let runs_of = |l: &Value, id: &str| {
+        l.get("runs").and_then(Value::as_array).map_or(0, |r| {
+            r.iter()
+                .filter(|r| {
+                    r.get("job_id").and_then(Value::as_str) == Some(id)
+                        && r.get("ended_at").is_some_and(|e| !e.is_null())
+                })
+                .count()
+        })
+    };
+    let mut retried_after_step = None;
+    if let Some(c) = &clock {
+        // The first run of the absent-image job ends (its own failure), then the step back.
+        let mut before = None;
+        while started.elapsed() < WAIT && before.is_none() {
+            if let Some(l) = read_ledger(&worker, state).await {
+                before = Some(runs_of(&l, &absent)).filter(|n| *n > 0);
+            }
+            tokio::time::sleep(Duration::from_millis(250)).await;
+        }
+        c.set(0)?;
+        let stepped = Instant::now();
+        let mut again = false;
+        while let Some(n) = before {
+            if stepped.elapsed() >= WAIT {
+                break;
+            }
+            if read_ledger(&worker, state)
+                .await
+                .is_some_and(|l| runs_of(&l, &absent) > n)
+            {
+                again = true;
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(500)).await;
+        }
+        retried_after_step = Some(again);
+    }
     let mut good_done = false;
     while started.elapsed() < WAIT {
         if crate::dedicated::manifest_lists(out, &good) {
@@ -193,6 +252,7 @@ pub async fn play(cfg: &E2eConfig, pull: bool) -> Result<Outcome, E2eError> {
         std::fs::write(&copy, l.to_string()).map_err(io("write a ledger copy", &copy))?;
     }
     Ok(Outcome {
+        retried_after_step,
         good_done,
         runs,
         log,
