@@ -33,8 +33,8 @@ use super::schedule::{
     generate,
 };
 use super::serve::{
-    LaneJob, ServeSpec, Supervised, add_pids, feed_dead, lane_done, ledger_job, read_ledger,
-    snapshot,
+    LaneJob, ServeSpec, Supervised, add_pids, feed_dead, host_failing, lane_done, last_run_id,
+    ledger_job, read_ledger, snapshot,
 };
 use crate::server::codeload_archive;
 use crate::{
@@ -838,13 +838,19 @@ pub async fn run(cfg: &E2eConfig, opts: &ChaosOptions) -> Result<RunResult, E2eE
                     })
                     .collect();
                 let waited = Instant::now();
+                let runs_before = read_ledger(&bin("worker"), &sd.state)
+                    .await
+                    .map_or(0, |l| last_run_id(&l));
                 let why = loop {
                     if let Some(l) = read_ledger(&bin("worker"), &sd.state).await {
                         if lane_done(&l, &sd.out, &listed) {
                             break "its jobs done";
                         }
-                        if feed_dead(&l, 4) {
+                        if feed_dead(&l, sup.pid(), 4) {
                             break "no poll answered";
+                        }
+                        if host_failing(&l, runs_before, 4) {
+                            break "the host keeps failing its runs";
                         }
                     }
                     if sup.ended() {

@@ -78,6 +78,7 @@ pub(super) struct Supervised {
     task: JoinHandle<Result<ServeOut, E2eError>>,
     not_before: tokio::time::Instant,
     crashes: Arc<std::sync::atomic::AtomicU32>,
+    pid: Arc<std::sync::atomic::AtomicU32>,
 }
 
 impl Supervised {
@@ -91,19 +92,21 @@ impl Supervised {
         let stop = Arc::new(Notify::new());
         let not_before = tokio::time::Instant::now() + spec.min_run;
         let crashes = Arc::new(std::sync::atomic::AtomicU32::new(0));
+        let pid = Arc::new(std::sync::atomic::AtomicU32::new(0));
         let task = tokio::spawn(supervise(
             spec,
             kill,
             docker_kills,
             docker_restart,
             stop.clone(),
-            crashes.clone(),
+            (crashes.clone(), pid.clone()),
         ));
         Self {
             stop,
             task,
             not_before,
             crashes,
+            pid,
         }
     }
 
@@ -115,6 +118,11 @@ impl Supervised {
     /// Exits the service made by itself so far this cycle.
     pub fn crashes(&self) -> u32 {
         self.crashes.load(std::sync::atomic::Ordering::Relaxed)
+    }
+
+    /// The pid of the service's current process (0 before the first start).
+    pub fn pid(&self) -> u32 {
+        self.pid.load(std::sync::atomic::Ordering::Relaxed)
     }
 
     /// SIGTERMs the service and waits for it and the supervisor to end.
@@ -175,7 +183,10 @@ async fn supervise(
     docker_kills: Vec<u64>,
     docker_restart: Option<PathBuf>,
     stop: Arc<Notify>,
-    crashes: Arc<std::sync::atomic::AtomicU32>,
+    (crashes, current): (
+        Arc<std::sync::atomic::AtomicU32>,
+        Arc<std::sync::atomic::AtomicU32>,
+    ),
 ) -> Result<ServeOut, E2eError> {
     let mut out = ServeOut::default();
     let mut side_tasks = Vec::new();
@@ -186,6 +197,7 @@ async fn supervise(
         let mut child = spawn(&spec, n)?;
         let pid = child.id().unwrap_or(0);
         out.pids.push(pid);
+        current.store(pid, std::sync::atomic::Ordering::Relaxed);
         if n == 1 {
             side_tasks = docker_kills
                 .iter()
@@ -336,9 +348,13 @@ pub(super) fn lane_done(ledger: &Value, out: &Path, jobs: &[LaneJob<'_>]) -> boo
     })
 }
 
-/// Whether the feed has answered no poll of the current process yet while at least `n`
+/// Whether the feed has answered no poll of process `pid` (the service's current one: the
+/// heartbeat of an earlier process says nothing of this cycle's feed) while at least `n`
 /// failed (the feed is down or answers 5xx for the whole cycle: nothing to wait for).
-pub(super) fn feed_dead(ledger: &Value, n: u64) -> bool {
+pub(super) fn feed_dead(ledger: &Value, pid: u32, n: u64) -> bool {
+    if ledger.pointer("/heartbeat/pid").and_then(Value::as_u64) != Some(u64::from(pid)) {
+        return false;
+    }
     let polls = ledger.pointer("/heartbeat/polls");
     let ok = polls
         .and_then(|p| p.get("ok"))
@@ -349,6 +365,37 @@ pub(super) fn feed_dead(ledger: &Value, n: u64) -> bool {
         .and_then(Value::as_u64)
         .unwrap_or(0);
     ok == 0 && failed >= n
+}
+
+/// The highest run id in the ledger (0 when none).
+pub(super) fn last_run_id(ledger: &Value) -> i64 {
+    ledger
+        .get("runs")
+        .and_then(Value::as_array)
+        .and_then(|r| {
+            r.iter()
+                .filter_map(|r| r.get("run_id").and_then(Value::as_i64))
+                .max()
+        })
+        .unwrap_or(0)
+}
+
+/// Whether at least `n` runs after run `after` ended for a host cause (a full staging root,
+/// the engine gone, an absent image without `--pull`): the host backs off and nothing more
+/// happens for the lane's jobs this cycle.
+pub(super) fn host_failing(ledger: &Value, after: i64, n: usize) -> bool {
+    ledger
+        .get("runs")
+        .and_then(Value::as_array)
+        .is_some_and(|r| {
+            r.iter()
+                .filter(|r| {
+                    r.get("run_id").and_then(Value::as_i64).unwrap_or(0) > after
+                        && r.get("cause").and_then(Value::as_str) == Some("host")
+                })
+                .count()
+                >= n
+        })
 }
 
 /// The ledger's account of `job_id` (every row of that id: rounds and contents alike).
@@ -432,7 +479,7 @@ mod tests {
 
     fn ledger() -> Value {
         json!({
-            "heartbeat": {"polls": {"ok": 0, "failed": 5}},
+            "heartbeat": {"pid": 77, "polls": {"ok": 0, "failed": 5}},
             "jobs": [
                 {"job_id": "g", "status": "completed"},
                 {"job_id": "w", "status": "pending"},
@@ -441,10 +488,10 @@ mod tests {
             "runs": [
                 {"run_id": 1, "job_id": "g", "outcome": "interrupted", "ended_at": "x"},
                 {"run_id": 2, "job_id": "g", "outcome": "completed_passed", "ended_at": "x"},
-                {"run_id": 3, "job_id": "w", "outcome": "no_verdict", "ended_at": "x"},
+                {"run_id": 3, "job_id": "w", "outcome": "no_verdict", "cause": "host", "ended_at": "x"},
                 {"run_id": 4, "job_id": "twice", "outcome": "completed_failed", "ended_at": "x"},
                 {"run_id": 6, "job_id": "twice", "outcome": "completed_failed", "ended_at": "x"},
-                {"run_id": 5, "job_id": "twice", "outcome": "interrupted", "ended_at": "x"},
+                {"run_id": 5, "job_id": "twice", "outcome": "interrupted", "cause": "host", "ended_at": "x"},
             ],
             "candidates": [{"job_id": "g"}, {"job_id": "twice"}, {"job_id": "twice"}],
         })
@@ -467,8 +514,14 @@ mod tests {
         );
         let missing = ledger_job(&l, "nobody");
         assert_eq!(missing, LedgerJob::default());
-        assert!(feed_dead(&l, 4));
-        assert!(!feed_dead(&l, 6));
+        assert!(feed_dead(&l, 77, 4));
+        assert!(!feed_dead(&l, 77, 6));
+        // Another process's heartbeat says nothing of this one's feed.
+        assert!(!feed_dead(&l, 78, 4));
+        assert_eq!(last_run_id(&l), 6);
+        assert!(host_failing(&l, 2, 2));
+        assert!(!host_failing(&l, 2, 3));
+        assert!(!host_failing(&l, 5, 1));
     }
 
     #[test]
