@@ -57,9 +57,9 @@ const fn found(seed: u64) -> CiSeed {
     }
 }
 
-/// The seeds CI plays (tests/chaos.rs), in one place. 1-8 are the first schedules with their
-/// drawn runners and clock steps (feed: 1, 3, 8; serve: 7; mixed: 2, 4, 5, 6; a clock step in
-/// 3, 4, 6 and 8); 22 is a serve schedule whose clock step lands while both services run and
+/// The seeds CI plays (tests/chaos.rs), in one place. 1-7 are the first schedules with their
+/// drawn runners and clock steps (feed: 1, 3; serve: 7; mixed: 2, 4, 5, 6; a clock step in
+/// 3, 4 and 6; 8, a feed schedule, made room for 22 to keep the test's time); 22 is a serve schedule whose clock step lands while both services run and
 /// whose state disk then fills (the services crash-loop on their ledger and must recover).
 /// 12, 41, 57, 66, 69 and 93 are the ones the first 100-schedule soak of docs/chaos.md found
 /// breaking `no_reverted_keeper_tx` (behind an RPC whose receipts and state lag while the
@@ -74,7 +74,6 @@ pub const CI_SEEDS: &[CiSeed] = &[
     drawn(5),
     drawn(6),
     drawn(7),
-    drawn(8),
     drawn(22),
     found(12),
     found(41),
