@@ -26,7 +26,7 @@ use super::check::{BountyObservation, KeeperTx, LedgerJob, Observations, Violati
 use super::clock::{FakeClock, probe_worker};
 use super::inject::{
     FaultyServer, RpcProxy, Tmpfs, containers_of, docker_kill, restart_docker,
-    running_container_of, sigterm,
+    running_container_of, sigterm, wait_for_docker,
 };
 use super::schedule::{
     BountyKind, Disk, Fault, FaultKind, KillAt, Runner, Schedule, ScheduleOptions, Sig, Target,
@@ -654,6 +654,15 @@ pub async fn run(cfg: &E2eConfig, opts: &ChaosOptions) -> Result<RunResult, E2eE
     let mut cycle = 0u32;
     loop {
         let chaos = cycle < schedule.chaos_cycles;
+        // The next workflow run or restart comes minutes later, not milliseconds: a cycle
+        // does not start while the daemon is down (restarted by a fault, or by anyone on a
+        // shared machine), or the drain would burn its cycles in a second on exit 5s.
+        if !wait_for_docker(Duration::from_secs(120)).await {
+            return Err(E2eError::Setup {
+                what: "reach the Docker daemon before a cycle",
+                detail: "`docker version` has not answered for 120 s".into(),
+            });
+        }
         server.set_jobs(&feed_at(cycle))?;
         let faults: Vec<(usize, Fault)> = schedule
             .faults

@@ -576,6 +576,11 @@ fn alive(pid: u32) -> bool {
     })
 }
 
+/// Waits up to `limit` for the Docker daemon to answer; whether it did.
+pub async fn wait_for_docker(limit: Duration) -> bool {
+    wait_for(limit, docker_answers).await
+}
+
 /// Restarts the Docker daemon and waits (up to 90 s) until it answers again: `systemctl
 /// restart docker` where systemd manages it, else as `scripts/services.sh` runs it: SIGTERM
 /// to the pid in `/var/run/docker.pid`, wait for it to exit (up to 60 s), then `setsid
