@@ -67,7 +67,8 @@ docker_engine_present() {
 # missing for the test environment.
 wanted_packages() {
   local with_python="$1" pkg
-  local wanted=(docker-registry busybox-static hyperfine time jq curl ca-certificates tar gzip)
+  # faketime (and its libfaketime): the chaos driver's wall-clock steps (docs/chaos.md).
+  local wanted=(docker-registry busybox-static hyperfine time jq curl ca-certificates tar gzip faketime)
   docker_engine_present || wanted+=(docker.io)
   if [[ "$with_python" == 1 ]]; then
     # debootstrap checks the Debian suite's signature with Debian's keyring, which an Ubuntu

@@ -83,7 +83,7 @@ on_host() {
 called() { grep -qxF -- "$1" "${log}"; }
 called_like() { grep -q -- "$1" "${log}"; }
 
-base="docker-registry busybox-static hyperfine time jq curl ca-certificates tar gzip"
+base="docker-registry busybox-static hyperfine time jq curl ca-certificates tar gzip faketime"
 
 # GitHub's ubuntu-24.04 runner: docker-ce installed and answering, a user with sudo, jq missing.
 host 1001 "${base/jq /} docker-ce containerd.io" 1 running dockerd
@@ -100,10 +100,16 @@ check "an answering engine from no known package: docker.io not installed, nothi
   eval '((status == 0)) && ! called_like "apt-get" && [[ "${output}" == *"all needed packages are installed"* ]]'
 
 # Debian 12 as root with nothing: docker.io and the registry installed directly, no sudo.
-host 0 "busybox-static time curl ca-certificates tar gzip jq hyperfine" 0 offline
+host 0 "busybox-static time curl ca-certificates tar gzip jq hyperfine faketime" 0 offline
 on_host ensure_packages
 check "fresh Debian as root: docker.io and docker-registry installed with apt-get, no sudo" \
   eval '((status == 0)) && called "apt-get install -y -q docker-registry docker.io" && ! called_like "^sudo"'
+
+# The chaos driver's wall-clock steps preload libfaketime (the faketime package).
+host 0 "${base/ faketime/} docker.io" 0 offline
+on_host ensure_packages
+check "faketime missing: installed with apt-get (docs/chaos.md: the clock steps)" \
+  eval '((status == 0)) && called "apt-get install -y -q faketime"'
 
 # debootstrap of the Debian suite on Ubuntu needs Debian's keyring too.
 host 1001 "${base} docker-ce" 1 running

@@ -113,7 +113,7 @@ async fn run_script(
 }
 
 /// Whether `dir/manifest.json` lists `job_id` and its candidate file is there.
-fn manifest_lists(dir: &Path, job_id: &str) -> bool {
+pub(crate) fn manifest_lists(dir: &Path, job_id: &str) -> bool {
     let Ok(bytes) = std::fs::read(dir.join("manifest.json")) else {
         return false;
     };

@@ -4,7 +4,8 @@
 //!   bounty-e2e [--repo DIR] [--bin-dir DIR] [--work-dir DIR] [settled|rejected]...
 //!
 //!   bounty-e2e [--repo DIR] [--bin-dir DIR] [--work-dir DIR] chaos --seed S [--bounties N]
-//!              [--faults F] [--chaos-cycles C] [--soak K] [--no-disk] [--allow-docker-restart] [--verbose] [--dry-run]
+//!              [--faults F] [--chaos-cycles C] [--soak K] [--runner feed|serve|mixed] [--no-disk]
+//!              [--no-clock] [--serve-no-pull] [--allow-docker-restart] [--verbose] [--dry-run]
 //!
 //! Defaults: the repository is the current directory, the binaries sit next to this one,
 //! the work directory is `<repo>/.work/e2e` (`<repo>/.work/chaos` for `chaos`). `chaos` plays
@@ -25,7 +26,8 @@ fn usage(msg: &str) -> ExitCode {
     );
     eprintln!(
         "       bounty-e2e [--repo DIR] [--bin-dir DIR] [--work-dir DIR] chaos --seed S [--bounties N] \
-         [--faults F] [--chaos-cycles C] [--soak K] [--no-disk] [--allow-docker-restart] [--verbose] [--dry-run]"
+         [--faults F] [--chaos-cycles C] [--soak K] [--runner feed|serve|mixed] [--no-disk] [--no-clock] \
+         [--serve-no-pull] [--allow-docker-restart] [--verbose] [--dry-run]"
     );
     ExitCode::from(2)
 }
@@ -156,6 +158,15 @@ fn chaos_arg(
 ) -> Result<(), String> {
     match flag {
         "--no-disk" => opts.schedule.disk = false,
+        "--no-clock" => opts.schedule.clock = false,
+        "--serve-no-pull" => opts.serve_pull = false,
+        "--runner" => {
+            let name = args.next().unwrap_or_default();
+            let Some(mode) = e2e::chaos::schedule::RunnerMode::parse(&name) else {
+                return Err(format!("--runner takes feed, serve or mixed, not {name:?}"));
+            };
+            opts.schedule.runner = Some(mode);
+        }
         "--verbose" => *verbose = true,
         "--dry-run" => opts.dry_run = true,
         "--allow-docker-restart" => opts.schedule.docker_restart = true,

@@ -1,9 +1,10 @@
 //! The money path under generated fault schedules (issue 30), on the real services: Docker
 //! with the digest-pinned Python image, the Hardhat node, the built `worker`, `signer` and
 //! `keeper`. Each seed of `e2e::chaos::CI_SEEDS` plays 6 bounties (good, bad, wrong image;
-//! threshold 1 and 2) through cycles of the binaries while its schedule kills processes,
-//! kills sandbox containers, breaks the feed and the RPC and fills the disks, then checks
-//! every invariant from the chain and the files. A failure prints the seed, the schedule and
+//! threshold 1 and 2) through cycles of the binaries (`worker feed` or `worker serve` per
+//! lane) while its schedule kills processes, kills sandbox containers, breaks the feed and
+//! the RPC, fills the disks and steps the wall clock, then checks every invariant from the
+//! chain, the ledgers and the files. A failure prints the seed, the schedule and
 //! the replay command. Needs root for the tmpfs mounts (CI runs .ci/run under sudo).
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
@@ -11,7 +12,7 @@
 use std::path::PathBuf;
 
 use e2e::E2eConfig;
-use e2e::chaos::{CI_SEEDS, ChaosOptions, run, summary_table};
+use e2e::chaos::{CI_SEEDS, run, summary_table};
 
 fn config() -> E2eConfig {
     let root = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../..");
@@ -29,10 +30,10 @@ async fn ci_seeds_keep_every_money_path_invariant() {
     let cfg = config();
     let mut results = Vec::new();
     let mut failures = Vec::new();
-    for &seed in CI_SEEDS {
-        let r = run(&cfg, &ChaosOptions::new(seed))
+    for ci in CI_SEEDS {
+        let r = run(&cfg, &ci.options())
             .await
-            .unwrap_or_else(|e| panic!("seed {seed}: the driver failed: {e}"));
+            .unwrap_or_else(|e| panic!("seed {}: the driver failed: {e}", ci.seed));
         if !r.violations.is_empty() {
             failures.push(r.failure_report());
         }
@@ -40,4 +41,103 @@ async fn ci_seeds_keep_every_money_path_invariant() {
     }
     println!("{}", summary_table(&results));
     assert!(failures.is_empty(), "{}", failures.join("\n"));
+}
+
+/// The clock steps are real only if libfaketime reaches the real binaries' clocks (a static
+/// or raw-syscall build would ignore the preload): the built `worker serve`, started a day
+/// ahead, must write its ledger heartbeat a day ahead.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn libfaketime_moves_the_real_workers_wall_clock() {
+    let cfg = config();
+    e2e::chaos::clock::probe_worker(
+        &cfg.bin_dir.join("worker"),
+        &cfg.work_dir.join("clock-probe"),
+    )
+    .await
+    .unwrap_or_else(|e| panic!("{e}"));
+}
+
+/// Found by the chaos driver (seed 4, its `worker serve` lanes without `--pull`, job order
+/// drawn by the bounties' addresses): a service whose first due jobs pin an image digest that
+/// is not on the host. Without `--pull` the missing image is a *host* failure, so the host
+/// backs off and then probes one job at a time, and the probe is always the first due job:
+/// the same absent-image job every 16 s, while the good job behind it never runs (in the
+/// seed-4 run: 13 runs of one absent-image job in 150 s, none of the four jobs behind it).
+/// One bounty author who pins an absent digest stalls every other job on a host that uses
+/// only pre-pulled images, until their windows end. The fix belongs in `worker serve`
+/// (crates/worker/src/serve: which job probes an unhealthy host); until it lands this test
+/// fails and is ignored (`cargo nextest run -p e2e --test chaos --run-ignored only`).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "fails until worker serve stops probing an unhealthy host with the same job (see the doc comment)"]
+async fn a_missing_image_without_pull_does_not_starve_the_other_jobs_of_a_service() {
+    let cfg = config();
+    let o = e2e::chaos::absent_image::play(&cfg, false, None)
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
+    assert!(
+        o.good_done,
+        "the good job got no candidate within {:?}: runs per job (absent, absent, good) {:?}; see {}",
+        e2e::chaos::absent_image::WAIT,
+        o.runs,
+        o.log.display()
+    );
+}
+
+/// The control: with `--pull` (the unit's default) the absent image is the job's own
+/// failure, the host stays healthy and the good job behind the two absent-image jobs runs.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_missing_image_with_pull_leaves_the_other_jobs_of_a_service_running() {
+    let cfg = config();
+    let o = e2e::chaos::absent_image::play(&cfg, true, None)
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
+    assert!(
+        o.good_done,
+        "runs per job (absent, absent, good) {:?}; see {}",
+        o.runs,
+        o.log.display()
+    );
+}
+
+/// Found reading the service's back-off while building the clock steps: `worker serve`
+/// records a job's retry time (`not_before_ms`) on the wall clock. A job that failed for its
+/// own reason (here: its pinned image is absent, with `--pull`) while the host's clock was 30
+/// minutes ahead is not retried for 30 minutes once the clock is corrected (an NTP step), on
+/// top of its 1 s back-off. (The same clock decides when a job's window has ended: a forward
+/// step past a window gives the job up for good while its window is open.) The fix belongs
+/// in `worker serve` (crates/worker/src/serve/ledger.rs `record_run`, and the due check).
+/// Ignored until it lands (`--run-ignored only`).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "fails until worker serve's job back-off survives a wall-clock step (see the doc comment)"]
+async fn a_wall_clock_step_back_does_not_delay_a_services_retry_by_the_step() {
+    let cfg = config();
+    let o = e2e::chaos::absent_image::play(&cfg, true, Some(1800))
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(
+        o.retried_after_step,
+        Some(true),
+        "the job failed on a clock 1800 s ahead was not run again within {:?} after the clock \
+         stepped back (runs per job (absent, absent, good) {:?}); see {}",
+        e2e::chaos::absent_image::WAIT,
+        o.runs,
+        o.log.display()
+    );
+}
+
+/// The control for the one above: the same service on the same (preloaded) clock with no
+/// step retries the absent-image job within its back-off.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_services_own_failure_is_retried_within_its_back_off_without_a_clock_step() {
+    let cfg = config();
+    let o = e2e::chaos::absent_image::play(&cfg, true, Some(0))
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(
+        o.retried_after_step,
+        Some(true),
+        "runs per job {:?}; see {}",
+        o.runs,
+        o.log.display()
+    );
 }

@@ -28,7 +28,28 @@ pub struct BountyObservation {
     pub last_status: Option<String>,
     /// Whether its verification window is still open.
     pub window_open: bool,
+    /// In a serve lane: what the service's ledger says (`None` in a feed lane).
+    pub ledger: Option<LedgerJob>,
 }
+
+/// What a `worker serve` ledger says about one job at the end of the run.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct LedgerJob {
+    /// Its status (`None`: the ledger never saw it).
+    pub status: Option<String>,
+    /// Every verdict a run recorded (`passed` / `failed`), in run order.
+    pub verdicts: Vec<String>,
+    /// Runs with a verdict.
+    pub verdict_runs: u32,
+    /// Runs started after the first run with a verdict (run again after it was done).
+    pub runs_after_verdict: u32,
+    /// Candidate rows.
+    pub candidates: u32,
+}
+
+/// Ledger statuses of a job the service will still run (`running`: a run the last stop did
+/// not close; it is closed as `interrupted` at the next start).
+const STILL_RETRYING: &[&str] = &["pending", "retry", "interrupted", "running"];
 
 /// One transaction sent from the keeper's (fresh, single-use) account.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -54,6 +75,8 @@ pub struct Observations {
     pub panics: Vec<String>,
     /// Steps that did not exit within their deadline even when not faulted.
     pub hung_steps: Vec<String>,
+    /// `worker serve` processes that exited 78 (systemd does not restart them) during the run.
+    pub serve_stopped_for_good: Vec<String>,
 }
 
 /// One broken invariant.
@@ -145,17 +168,8 @@ pub fn check(obs: &Observations) -> Vec<Violation> {
                 }
             }
         }
-        // A job with a verdict is done; one without must still be retried while its window is
-        // open: listed by the last cycle as `no_verdict` or `error`, never dropped or refused.
-        let done = !b.verdicts.is_empty() || b.settled_events + b.rejected_events > 0;
-        if !done && b.window_open {
-            match b.last_status.as_deref() {
-                Some("no_verdict" | "error") => {}
-                other => v(
-                    "unfinished_job_still_retrying",
-                    format!("{who}: no verdict yet and the last cycle reported it as {other:?}"),
-                ),
-            }
+        for x in retried_and_run_once(b, &who) {
+            v(x.invariant, x.detail);
         }
     }
     for tx in obs.keeper_txs.iter().filter(|t| !t.succeeded) {
@@ -182,6 +196,54 @@ pub fn check(obs: &Observations) -> Vec<Violation> {
     for h in &obs.hung_steps {
         v("no_hang", h.clone());
     }
+    for s in &obs.serve_stopped_for_good {
+        v(
+            "serve_not_stopped_for_good",
+            format!("{s}: exit 78 under a transient fault; systemd leaves the service stopped"),
+        );
+    }
+    out
+}
+
+/// `unfinished_job_still_retrying` and `no_job_run_twice` for one bounty.
+fn retried_and_run_once(b: &BountyObservation, who: &str) -> Vec<Violation> {
+    let mut out = Vec::new();
+    let mut v = |invariant, detail: String| out.push(Violation { invariant, detail });
+    // A job with a verdict is done; one without must still be retried while its window is
+    // open: listed by the last cycle as `no_verdict` or `error`, never dropped or refused.
+    let done = !b.verdicts.is_empty() || b.settled_events + b.rejected_events > 0;
+    if !done && b.window_open {
+        match (&b.ledger, b.last_status.as_deref()) {
+            // A service keeps the job in its ledger until its window ends.
+            (Some(l), _)
+                if l.status
+                    .as_deref()
+                    .is_some_and(|s| STILL_RETRYING.contains(&s)) => {}
+            (Some(l), _) => v(
+                "unfinished_job_still_retrying",
+                format!(
+                    "{who}: no verdict yet and the service's ledger has it as {:?} (given up or never seen while its window is open)",
+                    l.status
+                ),
+            ),
+            (None, Some("no_verdict" | "error")) => {}
+            (None, other) => v(
+                "unfinished_job_still_retrying",
+                format!("{who}: no verdict yet and the last cycle reported it as {other:?}"),
+            ),
+        }
+    }
+    if let Some(l) = &b.ledger
+        && (l.verdict_runs > 1 || l.runs_after_verdict > 0 || l.candidates > 1)
+    {
+        v(
+            "no_job_run_twice",
+            format!(
+                "{who}: the service's ledger has {} runs with a verdict, {} runs after the first verdict, {} candidates",
+                l.verdict_runs, l.runs_after_verdict, l.candidates
+            ),
+        );
+    }
     out
 }
 
@@ -200,6 +262,7 @@ mod tests {
             verdicts: vec!["passed".into()],
             last_status: Some("completed_passed".into()),
             window_open: true,
+            ledger: None,
         }
     }
 
@@ -320,5 +383,69 @@ mod tests {
             names(&o),
             vec!["no_container_left", "no_key_in_logs", "no_panic", "no_hang"]
         );
+    }
+
+    #[test]
+    fn a_serve_job_given_up_or_unseen_while_open_is_caught() {
+        let mut o = healthy();
+        let mut l = LedgerJob {
+            status: Some("retry".into()),
+            ..LedgerJob::default()
+        };
+        o.bounties[2].last_status = None;
+        o.bounties[2].ledger = Some(l.clone());
+        assert_eq!(names(&o), Vec::<&str>::new());
+        for given_up in ["exhausted", "rejected", "conflicting"] {
+            l.status = Some(given_up.into());
+            o.bounties[2].ledger = Some(l.clone());
+            assert_eq!(
+                names(&o),
+                vec!["unfinished_job_still_retrying"],
+                "{given_up}"
+            );
+        }
+        l.status = None;
+        o.bounties[2].ledger = Some(l.clone());
+        assert_eq!(names(&o), vec!["unfinished_job_still_retrying"]);
+        o.bounties[2].window_open = false;
+        assert_eq!(names(&o), Vec::<&str>::new());
+    }
+
+    #[test]
+    fn a_serve_job_run_again_after_its_verdict_is_caught() {
+        let mut o = healthy();
+        let once = LedgerJob {
+            status: Some("completed".into()),
+            verdicts: vec!["passed".into()],
+            verdict_runs: 1,
+            runs_after_verdict: 0,
+            candidates: 1,
+        };
+        o.bounties[0].ledger = Some(once.clone());
+        assert_eq!(names(&o), Vec::<&str>::new());
+        for twice in [
+            LedgerJob {
+                verdict_runs: 2,
+                ..once.clone()
+            },
+            LedgerJob {
+                runs_after_verdict: 1,
+                ..once.clone()
+            },
+            LedgerJob {
+                candidates: 2,
+                ..once.clone()
+            },
+        ] {
+            o.bounties[0].ledger = Some(twice);
+            assert_eq!(names(&o), vec!["no_job_run_twice"]);
+        }
+    }
+
+    #[test]
+    fn a_service_stopped_for_good_is_caught() {
+        let mut o = healthy();
+        o.serve_stopped_for_good.push("c0-pair-serve-1".into());
+        assert_eq!(names(&o), vec!["serve_not_stopped_for_good"]);
     }
 }

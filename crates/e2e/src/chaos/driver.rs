@@ -22,17 +22,24 @@ use verifier_sdk::candidate_file_name;
 use verifier_sdk::fixtures::{BENCHMARK_COMMIT, JobParams};
 use verifier_sdk::settle::{SettlementEvent, decode_settlement_event};
 
-use super::check::{BountyObservation, KeeperTx, Observations, Violation, check};
+use super::check::{BountyObservation, KeeperTx, LedgerJob, Observations, Violation, check};
+use super::clock::{FakeClock, probe_worker};
 use super::inject::{
-    FaultyServer, RpcProxy, Tmpfs, containers_of, docker_kill, running_container_of, sigterm,
+    FaultyServer, RpcProxy, Tmpfs, containers_of, docker_kill, restart_docker,
+    running_container_of, sigterm, wait_for_docker,
 };
 use super::schedule::{
-    BountyKind, Disk, Fault, FaultKind, KillAt, Schedule, ScheduleOptions, Sig, Target, generate,
+    BountyKind, Disk, Fault, FaultKind, KillAt, Runner, Schedule, ScheduleOptions, Sig, Target,
+    generate,
+};
+use super::serve::{
+    LaneJob, ServeSpec, Supervised, add_pids, feed_dead, host_failing, lane_done, last_run_id,
+    ledger_job, read_ledger, snapshot,
 };
 use crate::server::codeload_archive;
 use crate::{
     BENCHMARK_SUBDIR, E2eConfig, E2eError, KEEPER_KEY_ENV, VERIFIER_KEY_ENV, VERIFIER_KEYS,
-    deploy_for_job, fresh_dir, io, manifest, s, tree_digest, tree_files, wall_clock,
+    deploy_for_job, io, manifest, s, tree_digest, tree_files, wall_clock,
 };
 
 /// What to play.
@@ -50,6 +57,9 @@ pub struct ChaosOptions {
     pub max_drain_cycles: u32,
     /// Print the schedules instead of running them (`--dry-run`).
     pub dry_run: bool,
+    /// `worker serve` pulls missing images by their pinned digest (`--pull`, the unit's
+    /// default); off (`--serve-no-pull`) plays a host that uses only pre-pulled images.
+    pub serve_pull: bool,
 }
 
 impl ChaosOptions {
@@ -62,6 +72,7 @@ impl ChaosOptions {
             schedule: ScheduleOptions::default(),
             max_drain_cycles: 4,
             dry_run: false,
+            serve_pull: true,
         }
     }
 
@@ -76,6 +87,16 @@ impl ChaosOptions {
         }
         if self.schedule.docker_restart {
             c.push_str(" --allow-docker-restart");
+        }
+        if !self.schedule.clock {
+            c.push_str(" --no-clock");
+        }
+        if let Some(r) = self.schedule.runner {
+            c.push_str(" --runner ");
+            c.push_str(r.name());
+        }
+        if !self.serve_pull {
+            c.push_str(" --serve-no-pull");
         }
         c
     }
@@ -137,7 +158,27 @@ struct Lane {
     name: &'static str,
     keys: Vec<usize>,
     addresses: Vec<Address>,
+    runner: Runner,
 }
+
+/// A serve lane's directories: the ledger and the verdict cache on the state tmpfs, the
+/// staging root on the staging tmpfs (its own: a service and a feed run of the other lane
+/// may run at once), `--out` and scratch in the work dir. They persist over the cycles.
+struct ServeDirs {
+    state: PathBuf,
+    cache: PathBuf,
+    staging: PathBuf,
+    out: PathBuf,
+    scratch: PathBuf,
+}
+
+/// How long the driver waits for a service to finish a cycle's jobs before it moves on (the
+/// jobs then stay for the next cycle, as they would on a host).
+const SERVE_WAIT: Duration = Duration::from_secs(150);
+
+/// Set once `clock::probe_worker` has shown, in this process, that the preload moves the
+/// real worker's clock.
+static CLOCK_PROBED: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
 
 struct Bounty {
     lane: &'static str,
@@ -150,14 +191,60 @@ struct Bounty {
     expires_at: u64,
     verdicts: Vec<String>,
     last_status: Option<String>,
+    ledger: Option<LedgerJob>,
 }
 
 /// How a kill is triggered, resolved for one step.
-enum Trigger {
+pub(super) enum Trigger {
+    /// This long after the process started.
     After(Duration),
+    /// When a sandbox container of the process runs.
     ContainerRunning,
-    CandidateWritten(PathBuf),
+    /// When a candidate file not among `existing` appears in `dir`.
+    CandidateWritten {
+        /// The candidates directory.
+        dir: PathBuf,
+        /// Names already there when the step started (a service's `--out` keeps its files).
+        existing: HashSet<String>,
+    },
+    /// When the proxy saw the broadcast.
     Broadcast(Arc<Notify>),
+}
+
+/// The candidate file names in `dir` (not the in-toto statements).
+pub(super) fn candidate_names(dir: &Path) -> HashSet<String> {
+    std::fs::read_dir(dir)
+        .map(|rd| {
+            rd.filter_map(Result::ok)
+                .map(|e| e.file_name().to_string_lossy().into_owned())
+                .filter(|n| {
+                    n.starts_with("candidate-")
+                        && n.ends_with(".json")
+                        && !n.ends_with(".intoto.json")
+                })
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// The future that completes when `trigger` fires for the process `pid`.
+pub(super) fn trigger_future(
+    pid: u32,
+    trigger: Option<Trigger>,
+) -> Pin<Box<dyn Future<Output = ()> + Send>> {
+    match trigger {
+        None => Box::pin(std::future::pending()),
+        Some(Trigger::After(d)) => Box::pin(tokio::time::sleep(d)),
+        Some(Trigger::ContainerRunning) => Box::pin(async move {
+            running_container_of(pid).await;
+        }),
+        Some(Trigger::CandidateWritten { dir, existing }) => Box::pin(async move {
+            while candidate_names(&dir).is_subset(&existing) {
+                tokio::time::sleep(Duration::from_millis(20)).await;
+            }
+        }),
+        Some(Trigger::Broadcast(n)) => Box::pin(async move { n.notified().await }),
+    }
 }
 
 struct StepOut {
@@ -187,7 +274,7 @@ async fn run_step(
     step: Step<'_>,
     kill: Option<(Sig, Trigger)>,
     docker_kills: &[u64],
-    docker_restart: bool,
+    docker_restart: Option<PathBuf>,
     release: Option<Arc<Notify>>,
     pids: &mut HashSet<u32>,
 ) -> Result<StepOut, E2eError> {
@@ -199,7 +286,7 @@ async fn run_step(
     if !first.fired {
         return Ok(first);
     }
-    let second = run_once(again, None, &[], false, None, pids).await?;
+    let second = run_once(again, None, &[], None, None, pids).await?;
     Ok(StepOut {
         code: second.code,
         report: second.report,
@@ -218,7 +305,7 @@ async fn run_once(
     step: Step<'_>,
     kill: Option<(Sig, Trigger)>,
     docker_kills: &[u64],
-    docker_restart: bool,
+    docker_restart: Option<PathBuf>,
     release: Option<Arc<Notify>>,
     pids: &mut HashSet<u32>,
 ) -> Result<StepOut, E2eError> {
@@ -248,41 +335,14 @@ async fn run_once(
             })
         })
         .collect();
-    let restart = docker_restart.then(|| {
+    let restart = docker_restart.map(|log| {
         tokio::spawn(async move {
             tokio::time::sleep(Duration::from_secs(1)).await;
-            tokio::process::Command::new("systemctl")
-                .args(["restart", "docker"])
-                .status()
-                .await
-                .is_ok_and(|s| s.success())
+            restart_docker(&log).await
         })
     });
     let sig = kill.as_ref().map(|(s, _)| *s);
-    let trigger: Pin<Box<dyn Future<Output = ()> + Send>> = match kill.map(|(_, t)| t) {
-        None => Box::pin(std::future::pending()),
-        Some(Trigger::After(d)) => Box::pin(tokio::time::sleep(d)),
-        Some(Trigger::ContainerRunning) => Box::pin(async move {
-            running_container_of(pid).await;
-        }),
-        Some(Trigger::CandidateWritten(dir)) => Box::pin(async move {
-            loop {
-                let found = std::fs::read_dir(&dir).is_ok_and(|rd| {
-                    rd.filter_map(Result::ok).any(|e| {
-                        let n = e.file_name().to_string_lossy().into_owned();
-                        n.starts_with("candidate-")
-                            && n.ends_with(".json")
-                            && !n.ends_with(".intoto.json")
-                    })
-                });
-                if found {
-                    return;
-                }
-                tokio::time::sleep(Duration::from_millis(20)).await;
-            }
-        }),
-        Some(Trigger::Broadcast(n)) => Box::pin(async move { n.notified().await }),
-    };
+    let trigger = trigger_future(pid, kill.map(|(_, t)| t));
     enum Ended {
         Exited(Option<i32>),
         Fire,
@@ -386,8 +446,9 @@ fn key_hex(k: &str) -> String {
 pub async fn run(cfg: &E2eConfig, opts: &ChaosOptions) -> Result<RunResult, E2eError> {
     let started = Instant::now();
     let schedule = generate(opts.seed, opts.bounties, opts.faults, opts.schedule);
-    let work = cfg.work_dir.join(format!("seed-{}", opts.seed));
-    fresh_dir(&work)?;
+    // Stale mounts of a killed earlier run go first; the lock keeps a second run out.
+    let workdir = super::workdir::prepare(&cfg.work_dir, opts.seed)?;
+    let work = workdir.path.clone();
     let logs = work.join("logs");
     std::fs::create_dir_all(&logs).map_err(io("create the log dir", &logs))?;
 
@@ -407,6 +468,29 @@ pub async fn run(cfg: &E2eConfig, opts: &ChaosOptions) -> Result<RunResult, E2eE
     for d in [&staging, &keeper_state, &cache, &scratch] {
         std::fs::create_dir_all(d).map_err(io("create a work directory", d))?;
     }
+    let serve_dirs = |lane: &str| ServeDirs {
+        state: work.join(format!("state-fs/serve-{lane}")),
+        cache: work.join(format!("state-fs/serve-{lane}-cache")),
+        staging: work.join(format!("stage-fs/serve-{lane}")),
+        out: work.join(format!("serve-{lane}/out")),
+        scratch: work.join(format!("scratch/serve-{lane}")),
+    };
+    // The daemon restart's dockerd output: outside seed-S/, which the next run removes.
+    let dockerd_log = cfg.work_dir.join("dockerd.log");
+    // The wall clock of the cycles with a clock step; the preload is checked once per process.
+    let clock = if schedule
+        .faults
+        .iter()
+        .any(|f| matches!(f.kind, FaultKind::ClockStep { .. }))
+    {
+        if !CLOCK_PROBED.load(std::sync::atomic::Ordering::Relaxed) {
+            probe_worker(&cfg.bin_dir.join("worker"), &work.join("clock-probe")).await?;
+            CLOCK_PROBED.store(true, std::sync::atomic::Ordering::Relaxed);
+        }
+        Some(FakeClock::new(&work.join("clock-offset"))?)
+    } else {
+        None
+    };
 
     let kit = Testkit::connect().await?;
     let proxy = RpcProxy::start(kit.url(), opts.seed).await?;
@@ -435,10 +519,18 @@ pub async fn run(cfg: &E2eConfig, opts: &ChaosOptions) -> Result<RunResult, E2eE
             .iter()
             .map(|i| dev_signer(*i).map(|s| s.address()))
             .collect::<Result<Vec<_>, _>>()?;
+        let runner = schedule.runner.lane(name == "pair");
+        if runner == Runner::Serve {
+            let d = serve_dirs(name);
+            for p in [&d.state, &d.cache, &d.staging, &d.out, &d.scratch] {
+                std::fs::create_dir_all(p).map_err(io("create a serve directory", p))?;
+            }
+        }
         lanes.push(Lane {
             name,
             keys,
             addresses,
+            runner,
         });
     }
     let now = kit.latest_timestamp().await?.max(wall_clock());
@@ -518,6 +610,7 @@ pub async fn run(cfg: &E2eConfig, opts: &ChaosOptions) -> Result<RunResult, E2eE
             expires_at: jp.expires_at,
             verdicts: Vec::new(),
             last_status: None,
+            ledger: None,
         });
         jobs.push(job);
     }
@@ -557,9 +650,19 @@ pub async fn run(cfg: &E2eConfig, opts: &ChaosOptions) -> Result<RunResult, E2eE
     let mut fired: Vec<(Fault, bool)> = schedule.faults.iter().map(|f| (*f, false)).collect();
     let mut steps = Vec::new();
     let mut hung = Vec::new();
+    let mut serve_stopped_for_good = Vec::new();
     let mut cycle = 0u32;
     loop {
         let chaos = cycle < schedule.chaos_cycles;
+        // The next workflow run or restart comes minutes later, not milliseconds: a cycle
+        // does not start while the daemon is down (restarted by a fault, or by anyone on a
+        // shared machine), or the drain would burn its cycles in a second on exit 5s.
+        if !wait_for_docker(Duration::from_secs(120)).await {
+            return Err(E2eError::Setup {
+                what: "reach the Docker daemon before a cycle",
+                detail: "`docker version` has not answered for 120 s".into(),
+            });
+        }
         server.set_jobs(&feed_at(cycle))?;
         let faults: Vec<(usize, Fault)> = schedule
             .faults
@@ -592,16 +695,49 @@ pub async fn run(cfg: &E2eConfig, opts: &ChaosOptions) -> Result<RunResult, E2eE
                 _ => {}
             }
         }
+        // The clock step: every process started in this cycle runs on the fake clock, which a
+        // task steps forward and back; it is back at the real time when the cycle ends.
+        let clock_fault = faults.iter().find_map(|(i, f)| match f.kind {
+            FaultKind::ClockStep {
+                after_ms,
+                forward_s,
+                hold_ms,
+                back_s,
+            } => Some((*i, after_ms, forward_s, hold_ms, back_s)),
+            _ => None,
+        });
+        let mut clock_env = Vec::new();
+        let mut clock_task = None;
+        if let (Some(c), Some((i, after_ms, forward_s, hold_ms, back_s))) = (&clock, clock_fault) {
+            clock_env = c.env();
+            let c = c.clone();
+            let stepped = Arc::new(std::sync::atomic::AtomicBool::new(false));
+            let flag = stepped.clone();
+            let task = tokio::spawn(async move {
+                tokio::time::sleep(Duration::from_millis(after_ms)).await;
+                c.set(i64::try_from(forward_s).unwrap_or(0))?;
+                flag.store(true, std::sync::atomic::Ordering::Relaxed);
+                tokio::time::sleep(Duration::from_millis(hold_ms)).await;
+                c.set(-i64::try_from(back_s).unwrap_or(0))
+            });
+            clock_task = Some((i, stepped, task));
+        }
         // A kill or docker kill applies to the first step of its target in the cycle that it
         // fires in; one that did not fire (the process ended first) is tried at the next lane.
-        let kill_for = |t: Target, fired: &[(Fault, bool)]| {
+        // A service takes its faults along for the whole cycle (`claimed`): they may still
+        // fire while it runs beside the later steps.
+        let mut claimed: HashSet<usize> = HashSet::new();
+        let kill_for = |t: Target, fired: &[(Fault, bool)], claimed: &HashSet<usize>| {
             faults.iter().find_map(|(i, f)| match f.kind {
-                FaultKind::Kill { target, sig, at } if target == t && !fired[*i].1 => {
+                FaultKind::Kill { target, sig, at }
+                    if target == t && !fired[*i].1 && !claimed.contains(i) =>
+                {
                     Some((*i, sig, at))
                 }
                 _ => None,
             })
         };
+        let mut serving = Vec::new();
         for lane in &lanes {
             let cdir = work.join(format!("cycle-{cycle}/{}", lane.name));
             let cand = cdir.join("candidates");
@@ -615,111 +751,255 @@ pub async fn run(cfg: &E2eConfig, opts: &ChaosOptions) -> Result<RunResult, E2eE
             }
             let tag = format!("c{cycle}-{}", lane.name);
 
-            // worker feed
-            let mut args = vec![
-                s("feed"),
-                s("--api"),
-                server.url().to_owned(),
-                s("--network"),
-                s("base-mainnet"),
-            ];
-            for v in &lane.addresses {
-                args.extend([s("--verifier"), v.to_string()]);
-            }
-            args.extend([
-                s("--out"),
-                s(cand.display()),
-                s("--archive-base"),
-                server.url().to_owned(),
-                s("--staging-root"),
-                s(staging.display()),
-                s("--work-dir"),
-                s(scratch.display()),
-                s("--cache-dir"),
-                s(cache.display()),
-                s("--json"),
-            ]);
-            let wk = kill_for(Target::Worker, &fired);
-            let trigger = wk.map(|(_, sig, at)| {
-                (
-                    sig,
-                    match at {
-                        KillAt::AfterMs(ms) => Trigger::After(Duration::from_millis(ms)),
-                        KillAt::ContainerRunning => Trigger::ContainerRunning,
-                        _ => Trigger::CandidateWritten(cand.clone()),
-                    },
-                )
-            });
-            let dk: Vec<(usize, u64)> = faults
-                .iter()
-                .filter_map(|(i, f)| match f.kind {
-                    FaultKind::DockerKill { after_ms } if !fired[*i].1 => Some((*i, after_ms)),
-                    _ => None,
-                })
-                .collect();
-            let dk_ms: Vec<u64> = dk.iter().map(|(_, ms)| *ms).collect();
-            let restart = faults
-                .iter()
-                .find(|(i, f)| f.kind == FaultKind::DockerRestart && !fired[*i].1)
-                .map(|(i, _)| *i);
-            let out = run_step(
-                Step {
-                    label: format!("{tag}-worker"),
-                    program: bin("worker"),
-                    args,
-                    env: vec![],
-                    logs: &logs,
-                    deadline: Duration::from_secs(300),
-                },
-                trigger,
-                &dk_ms,
-                restart.is_some() && opts.schedule.docker_restart,
-                None,
-                &mut pids,
-            )
-            .await?;
-            if let Some((i, _, _)) = wk {
-                fired[i].1 |= out.fired;
-            }
-            for ((i, _), ok) in dk.iter().zip(&out.docker_kills_fired) {
-                fired[*i].1 |= *ok;
-            }
-            if let (Some(i), Some(ok)) = (restart, out.docker_kills_fired.get(dk.len())) {
-                fired[i].1 |= *ok;
-            }
-            if let Some(h) = out.hung.clone() {
-                hung.push(format!("cycle {cycle}: {h}"));
-            }
-            steps.push(format!(
-                "{tag} worker: exit {:?}{}",
-                out.code,
-                killed_note(&out)
-            ));
-            // What the worker decided, job by job.
-            let rows = out
-                .report
-                .as_ref()
-                .and_then(|r| r.get("jobs"))
-                .and_then(Value::as_array)
-                .cloned()
-                .unwrap_or_default();
-            for b in bounties.iter_mut().filter(|b| b.lane == lane.name) {
-                let file = cand.join(candidate_file_name(&b.job_id));
-                if let Some(verdict) = std::fs::read(&file)
-                    .ok()
-                    .and_then(|bytes| serde_json::from_slice::<Value>(&bytes).ok())
-                    .and_then(|c| {
-                        c.pointer("/outcome/verdict")
-                            .and_then(Value::as_str)
-                            .map(str::to_owned)
-                    })
-                {
-                    b.verdicts.push(verdict);
+            if lane.runner == Runner::Serve {
+                // worker serve: started for the lane's turn, running on beside its signers
+                // and keeper (and the other lane), stopped when the cycle ends.
+                let sd = serve_dirs(lane.name);
+                let mut args = vec![
+                    s("serve"),
+                    s("--api"),
+                    server.url().to_owned(),
+                    s("--network"),
+                    s("base-mainnet"),
+                ];
+                for v in &lane.addresses {
+                    args.extend([s("--verifier"), v.to_string()]);
                 }
-                b.last_status = rows
+                args.extend([
+                    s("--out"),
+                    s(sd.out.display()),
+                    s("--state"),
+                    s(sd.state.display()),
+                    s("--archive-base"),
+                    server.url().to_owned(),
+                    s("--staging-root"),
+                    s(sd.staging.display()),
+                    s("--work-dir"),
+                    s(sd.scratch.display()),
+                    s("--cache-dir"),
+                    s(sd.cache.display()),
+                    s("--poll-interval"),
+                    s(1),
+                ]);
+                if opts.serve_pull {
+                    args.push(s("--pull"));
+                }
+                let wk = kill_for(Target::Worker, &fired, &claimed);
+                let trigger = wk.map(|(_, sig, at)| {
+                    (
+                        sig,
+                        match at {
+                            KillAt::AfterMs(ms) => Trigger::After(Duration::from_millis(ms)),
+                            KillAt::ContainerRunning => Trigger::ContainerRunning,
+                            _ => Trigger::CandidateWritten {
+                                dir: sd.out.clone(),
+                                existing: candidate_names(&sd.out),
+                            },
+                        },
+                    )
+                });
+                let dk: Vec<(usize, u64)> = faults
                     .iter()
-                    .find(|r| r.get("job_id").and_then(Value::as_str) == Some(b.job_id.as_str()))
-                    .and_then(|r| r.get("status").and_then(Value::as_str).map(str::to_owned));
+                    .filter_map(|(i, f)| match f.kind {
+                        FaultKind::DockerKill { after_ms }
+                            if !fired[*i].1 && !claimed.contains(i) =>
+                        {
+                            Some((*i, after_ms))
+                        }
+                        _ => None,
+                    })
+                    .collect();
+                let restart = faults
+                    .iter()
+                    .find(|(i, f)| {
+                        f.kind == FaultKind::DockerRestart && !fired[*i].1 && !claimed.contains(i)
+                    })
+                    .map(|(i, _)| *i)
+                    .filter(|_| opts.schedule.docker_restart);
+                claimed.extend(wk.map(|(i, _, _)| i));
+                claimed.extend(dk.iter().map(|(i, _)| *i));
+                claimed.extend(restart);
+                let sup = Supervised::start(
+                    ServeSpec {
+                        label: format!("{tag}-serve"),
+                        program: bin("worker"),
+                        args,
+                        env: clock_env.clone(),
+                        logs: logs.clone(),
+                        min_run: match wk {
+                            Some((_, _, KillAt::AfterMs(ms))) => Duration::from_millis(ms + 500),
+                            _ => Duration::ZERO,
+                        },
+                    },
+                    trigger,
+                    dk.iter().map(|(_, ms)| *ms).collect(),
+                    restart.map(|_| dockerd_log.clone()),
+                );
+                // Until the lane's listed jobs are done in its ledger (or nothing more can
+                // happen this cycle), then a snapshot of --out for the signers.
+                let listed: Vec<LaneJob<'_>> = bounties
+                    .iter()
+                    .enumerate()
+                    .filter(|(i, b)| b.lane == lane.name && listed_from(*i) <= cycle)
+                    .map(|(_, b)| LaneJob {
+                        job_id: &b.job_id,
+                        kind: b.kind,
+                    })
+                    .collect();
+                let waited = Instant::now();
+                let runs_before = read_ledger(&bin("worker"), &sd.state)
+                    .await
+                    .map_or(0, |l| last_run_id(&l));
+                let why = loop {
+                    if let Some(l) = read_ledger(&bin("worker"), &sd.state).await {
+                        if lane_done(&l, &sd.out, &listed) {
+                            break "its jobs done";
+                        }
+                        if feed_dead(&l, sup.pid(), 4) {
+                            break "no poll answered";
+                        }
+                        if host_failing(&l, runs_before, 4) {
+                            break "the host keeps failing its runs";
+                        }
+                    }
+                    if sup.ended() {
+                        break "the service stopped";
+                    }
+                    // A full state disk or a daemon that is gone: it exits at start, is
+                    // restarted, exits again; nothing more happens this cycle.
+                    if sup.crashes() >= 3 {
+                        break "the service keeps exiting";
+                    }
+                    if waited.elapsed() > SERVE_WAIT {
+                        break "the wait timed out";
+                    }
+                    tokio::time::sleep(Duration::from_millis(500)).await;
+                };
+                snapshot(&sd.out, &cand)?;
+                steps.push(format!(
+                    "{tag} serve: {why} after {:.0} s",
+                    waited.elapsed().as_secs_f64()
+                ));
+                serving.push((tag.clone(), wk.map(|(i, _, _)| i), dk, restart, sup));
+            } else {
+                // worker feed
+                let mut args = vec![
+                    s("feed"),
+                    s("--api"),
+                    server.url().to_owned(),
+                    s("--network"),
+                    s("base-mainnet"),
+                ];
+                for v in &lane.addresses {
+                    args.extend([s("--verifier"), v.to_string()]);
+                }
+                args.extend([
+                    s("--out"),
+                    s(cand.display()),
+                    s("--archive-base"),
+                    server.url().to_owned(),
+                    s("--staging-root"),
+                    s(staging.display()),
+                    s("--work-dir"),
+                    s(scratch.display()),
+                    s("--cache-dir"),
+                    s(cache.display()),
+                    s("--json"),
+                ]);
+                let wk = kill_for(Target::Worker, &fired, &claimed);
+                let trigger = wk.map(|(_, sig, at)| {
+                    (
+                        sig,
+                        match at {
+                            KillAt::AfterMs(ms) => Trigger::After(Duration::from_millis(ms)),
+                            KillAt::ContainerRunning => Trigger::ContainerRunning,
+                            _ => Trigger::CandidateWritten {
+                                dir: cand.clone(),
+                                existing: HashSet::new(),
+                            },
+                        },
+                    )
+                });
+                let dk: Vec<(usize, u64)> = faults
+                    .iter()
+                    .filter_map(|(i, f)| match f.kind {
+                        FaultKind::DockerKill { after_ms }
+                            if !fired[*i].1 && !claimed.contains(i) =>
+                        {
+                            Some((*i, after_ms))
+                        }
+                        _ => None,
+                    })
+                    .collect();
+                let dk_ms: Vec<u64> = dk.iter().map(|(_, ms)| *ms).collect();
+                let restart = faults
+                    .iter()
+                    .find(|(i, f)| {
+                        f.kind == FaultKind::DockerRestart && !fired[*i].1 && !claimed.contains(i)
+                    })
+                    .map(|(i, _)| *i);
+                let out = run_step(
+                    Step {
+                        label: format!("{tag}-worker"),
+                        program: bin("worker"),
+                        args,
+                        env: clock_env.clone(),
+                        logs: &logs,
+                        deadline: Duration::from_secs(300),
+                    },
+                    trigger,
+                    &dk_ms,
+                    (restart.is_some() && opts.schedule.docker_restart)
+                        .then(|| dockerd_log.clone()),
+                    None,
+                    &mut pids,
+                )
+                .await?;
+                if let Some((i, _, _)) = wk {
+                    fired[i].1 |= out.fired;
+                }
+                for ((i, _), ok) in dk.iter().zip(&out.docker_kills_fired) {
+                    fired[*i].1 |= *ok;
+                }
+                if let (Some(i), Some(ok)) = (restart, out.docker_kills_fired.get(dk.len())) {
+                    fired[i].1 |= *ok;
+                }
+                if let Some(h) = out.hung.clone() {
+                    hung.push(format!("cycle {cycle}: {h}"));
+                }
+                steps.push(format!(
+                    "{tag} worker: exit {:?}{}",
+                    out.code,
+                    killed_note(&out)
+                ));
+                // What the worker decided, job by job.
+                let rows = out
+                    .report
+                    .as_ref()
+                    .and_then(|r| r.get("jobs"))
+                    .and_then(Value::as_array)
+                    .cloned()
+                    .unwrap_or_default();
+                for b in bounties.iter_mut().filter(|b| b.lane == lane.name) {
+                    let file = cand.join(candidate_file_name(&b.job_id));
+                    if let Some(verdict) = std::fs::read(&file)
+                        .ok()
+                        .and_then(|bytes| serde_json::from_slice::<Value>(&bytes).ok())
+                        .and_then(|c| {
+                            c.pointer("/outcome/verdict")
+                                .and_then(Value::as_str)
+                                .map(str::to_owned)
+                        })
+                    {
+                        b.verdicts.push(verdict);
+                    }
+                    b.last_status = rows
+                        .iter()
+                        .find(|r| {
+                            r.get("job_id").and_then(Value::as_str) == Some(b.job_id.as_str())
+                        })
+                        .and_then(|r| r.get("status").and_then(Value::as_str).map(str::to_owned));
+                }
             }
 
             // signer sign, as each verifier of the lane
@@ -746,16 +1026,18 @@ pub async fn run(cfg: &E2eConfig, opts: &ChaosOptions) -> Result<RunResult, E2eE
                     s(att[slot].display()),
                     s("--json"),
                 ];
-                let sk = kill_for(target, &fired);
+                let sk = kill_for(target, &fired, &claimed);
                 let out = run_step(
                     Step {
                         label: format!("{tag}-{}", target.name()),
                         program: bin("signer"),
                         args,
-                        env: vec![(
+                        env: std::iter::once((
                             VERIFIER_KEY_ENV,
                             DEV_KEYS.get(*key).copied().unwrap_or_default().to_owned(),
-                        )],
+                        ))
+                        .chain(clock_env.iter().cloned())
+                        .collect(),
                         logs: &logs,
                         deadline: Duration::from_secs(180),
                     },
@@ -767,7 +1049,7 @@ pub async fn run(cfg: &E2eConfig, opts: &ChaosOptions) -> Result<RunResult, E2eE
                         (sig, Trigger::After(Duration::from_millis(d)))
                     }),
                     &[],
-                    false,
+                    None,
                     None,
                     &mut pids,
                 )
@@ -810,7 +1092,7 @@ pub async fn run(cfg: &E2eConfig, opts: &ChaosOptions) -> Result<RunResult, E2eE
                 s(30),
                 s("--json"),
             ]);
-            let kk = kill_for(Target::Keeper, &fired);
+            let kk = kill_for(Target::Keeper, &fired, &claimed);
             let mut release = None;
             let trigger = kk.map(|(_, sig, at)| match at {
                 KillAt::Broadcast => {
@@ -827,13 +1109,15 @@ pub async fn run(cfg: &E2eConfig, opts: &ChaosOptions) -> Result<RunResult, E2eE
                     label: format!("{tag}-keeper"),
                     program: bin("keeper"),
                     args,
-                    env: vec![(KEEPER_KEY_ENV, keeper_key.clone())],
+                    env: std::iter::once((KEEPER_KEY_ENV, keeper_key.clone()))
+                        .chain(clock_env.iter().cloned())
+                        .collect(),
                     logs: &logs,
                     deadline: Duration::from_secs(240),
                 },
                 trigger,
                 &[],
-                false,
+                None,
                 release,
                 &mut pids,
             )
@@ -863,6 +1147,44 @@ pub async fn run(cfg: &E2eConfig, opts: &ChaosOptions) -> Result<RunResult, E2eE
             ));
         }
 
+        // The services stop with the cycle (SIGTERM, as `systemctl stop` sends).
+        for (tag, wk, dk, restart, sup) in serving {
+            let out = sup.stop().await?;
+            add_pids(&out, &mut pids);
+            if let Some(i) = wk {
+                fired[i].1 |= out.fired;
+            }
+            for ((i, _), ok) in dk.iter().zip(&out.docker_kills_fired) {
+                fired[*i].1 |= *ok;
+            }
+            if let (Some(i), Some(ok)) = (restart, out.docker_restart_fired) {
+                fired[i].1 |= ok;
+            }
+            if let Some(h) = &out.hung {
+                hung.push(format!("cycle {cycle}: {h}"));
+            }
+            if out.stopped_for_good {
+                serve_stopped_for_good.push(format!("cycle {cycle}: {tag}-serve"));
+            }
+            let killed = if out.fired {
+                format!(" after a kill (killed run exit {:?})", out.killed_code)
+            } else {
+                String::new()
+            };
+            steps.push(format!(
+                "{tag} serve: stopped, exit {:?}{killed}, {} start(s), crash exits {:?}",
+                out.stop_code,
+                out.pids.len(),
+                out.crashes
+            ));
+        }
+        if let Some((i, stepped, task)) = clock_task {
+            task.abort();
+            fired[i].1 = stepped.load(std::sync::atomic::Ordering::Relaxed);
+            if let Some(c) = &clock {
+                c.set(0)?;
+            }
+        }
         // The cycle's faults end with it.
         server.set_mode(None);
         proxy.set_mode(None);
@@ -882,6 +1204,26 @@ pub async fn run(cfg: &E2eConfig, opts: &ChaosOptions) -> Result<RunResult, E2eE
             if settled_all || cycle >= schedule.chaos_cycles + opts.max_drain_cycles {
                 break;
             }
+        }
+    }
+
+    // What each service's ledger says, once every service has stopped.
+    for lane in lanes.iter().filter(|l| l.runner == Runner::Serve) {
+        let state = serve_dirs(lane.name).state;
+        let ledger = read_ledger(&bin("worker"), &state)
+            .await
+            .ok_or(E2eError::Setup {
+                what: "read a serve lane's ledger after the drain",
+                detail: format!("`worker ledger --state {} --json` failed", state.display()),
+            })?;
+        // Kept beside the logs: the state tmpfs goes with the run.
+        let dump = logs.join(format!("serve-{}-ledger.json", lane.name));
+        std::fs::write(&dump, ledger.to_string()).map_err(io("write a ledger copy", &dump))?;
+        for b in bounties.iter_mut().filter(|b| b.lane == lane.name) {
+            let lj = ledger_job(&ledger, &b.job_id);
+            b.verdicts.extend(lj.verdicts.iter().cloned());
+            b.last_status.clone_from(&lj.status);
+            b.ledger = Some(lj);
         }
     }
 
@@ -917,6 +1259,7 @@ pub async fn run(cfg: &E2eConfig, opts: &ChaosOptions) -> Result<RunResult, E2eE
             verdicts: b.verdicts.clone(),
             last_status: b.last_status.clone(),
             window_open: b.expires_at > chain_now,
+            ledger: b.ledger.clone(),
         });
     }
     let end_block = provider
@@ -969,9 +1312,11 @@ pub async fn run(cfg: &E2eConfig, opts: &ChaosOptions) -> Result<RunResult, E2eE
     keys.push(key_hex(&keeper_key));
     scan_files(&work, &work, &keys, &mut obs);
     obs.hung_steps = hung;
+    obs.serve_stopped_for_good = serve_stopped_for_good;
     let violations = check(&obs);
     drop(stage_fs);
     drop(state_fs);
+    drop(workdir);
     Ok(RunResult {
         options: *opts,
         schedule,

@@ -536,6 +536,115 @@ pub async fn running_container_of(pid: u32) -> String {
     }
 }
 
+/// Whether systemd runs this host and knows `docker.service` (a GitHub runner); a host
+/// without systemd as init (this machine, the project's CI VM) runs dockerd by hand.
+async fn systemd_manages_docker() -> bool {
+    let state = tokio::process::Command::new("systemctl")
+        .arg("is-system-running")
+        .output()
+        .await;
+    let Ok(state) = state else { return false };
+    let state = String::from_utf8_lossy(&state.stdout);
+    if !matches!(
+        state.trim(),
+        "running" | "degraded" | "starting" | "initializing" | "maintenance"
+    ) {
+        return false;
+    }
+    tokio::process::Command::new("systemctl")
+        .args(["cat", "docker.service"])
+        .output()
+        .await
+        .is_ok_and(|o| o.status.success())
+}
+
+async fn docker_answers() -> bool {
+    tokio::process::Command::new("docker")
+        .arg("version")
+        .output()
+        .await
+        .is_ok_and(|o| o.status.success())
+}
+
+/// Whether `pid` is a live process (a zombie is not).
+fn alive(pid: u32) -> bool {
+    std::fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|stat| {
+        // The state follows the parenthesised command name, which may hold spaces.
+        stat.rsplit_once(')')
+            .and_then(|(_, rest)| rest.split_whitespace().next())
+            .is_some_and(|st| st != "Z" && st != "X")
+    })
+}
+
+/// Waits up to `limit` for the Docker daemon to answer; whether it did.
+pub async fn wait_for_docker(limit: Duration) -> bool {
+    wait_for(limit, docker_answers).await
+}
+
+/// Restarts the Docker daemon and waits (up to 90 s) until it answers again: `systemctl
+/// restart docker` where systemd manages it, else as `scripts/services.sh` runs it: SIGTERM
+/// to the pid in `/var/run/docker.pid`, wait for it to exit (up to 60 s), then `setsid
+/// dockerd` with its output appended to `log`. True when the daemon answered after the
+/// restart. Every container on the daemon stops: never on a machine others are testing on.
+pub async fn restart_docker(log: &Path) -> bool {
+    if systemd_manages_docker().await {
+        let ok = tokio::process::Command::new("systemctl")
+            .args(["restart", "docker"])
+            .status()
+            .await
+            .is_ok_and(|s| s.success());
+        return ok && wait_for(Duration::from_secs(90), docker_answers).await;
+    }
+    let Some(pid) = std::fs::read_to_string("/var/run/docker.pid")
+        .ok()
+        .and_then(|p| p.trim().parse::<u32>().ok())
+    else {
+        return false;
+    };
+    sigterm(pid);
+    if !wait_for(Duration::from_secs(60), || async move { !alive(pid) }).await {
+        return false;
+    }
+    let Ok(out) = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(log)
+    else {
+        return false;
+    };
+    let Ok(err) = out.try_clone() else {
+        return false;
+    };
+    // std's Child, dropped without a wait: the daemon outlives this process (its own
+    // session, so a test runner's process-group kill does not reach it either).
+    let started = std::process::Command::new("setsid")
+        .arg("dockerd")
+        .stdin(std::process::Stdio::null())
+        .stdout(out)
+        .stderr(err)
+        .spawn()
+        .is_ok();
+    started && wait_for(Duration::from_secs(90), docker_answers).await
+}
+
+/// Polls `cond` every 250 ms until it holds or `limit` passes.
+async fn wait_for<F, Fut>(limit: Duration, mut cond: F) -> bool
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = bool>,
+{
+    let deadline = tokio::time::Instant::now() + limit;
+    loop {
+        if cond().await {
+            return true;
+        }
+        if tokio::time::Instant::now() >= deadline {
+            return false;
+        }
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    }
+}
+
 /// `docker kill` from outside, as an operator or the OOM killer of another cgroup would.
 pub async fn docker_kill(id: &str) -> bool {
     tokio::process::Command::new("docker")

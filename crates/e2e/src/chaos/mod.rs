@@ -4,25 +4,89 @@
 //! invariant checker, pure over the observations ([`check`]). `bounty-e2e chaos` runs one
 //! seed or, with `--soak K`, K seeds and a summary table. docs/chaos.md has the details.
 
+pub mod absent_image;
 pub mod check;
+pub mod clock;
 pub mod driver;
 pub mod inject;
 pub mod rng;
 pub mod schedule;
+pub mod serve;
+pub mod workdir;
 
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
 
 pub use driver::{ChaosOptions, RunResult, run};
+pub use schedule::ScheduleOptions;
 
-/// The seeds CI plays (tests/chaos.rs), in one place. Each is run with [`ChaosOptions::new`]
-/// (6 bounties, 4 faults, 2 chaos cycles). 1-8 are the first schedules; 12, 41, 57, 66, 69 and
-/// 93 are the ones the 100-schedule soak of docs/chaos.md found breaking
-/// `no_reverted_keeper_tx` (behind an RPC whose receipts and state lag while the nonce is
-/// current, a restarted keeper judged its paying transaction dropped and sent a second
-/// settlement: issue 21 item 3). They pass since the keeper proves a drop from blocks read by
-/// number, and stay here as that fix's regression schedules.
-pub const CI_SEEDS: &[u64] = &[1, 2, 3, 4, 5, 6, 7, 8, 12, 41, 57, 66, 69, 93];
+/// One schedule CI plays.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct CiSeed {
+    /// The seed.
+    pub seed: u64,
+    /// Replay the schedule exactly as it was when it found its bug: `worker feed` lanes and
+    /// no clock step (the second stream, runner and clock, came later).
+    pub as_found: bool,
+}
+
+impl CiSeed {
+    /// The options it runs with: [`ChaosOptions::new`] (6 bounties, 4 faults, 2 chaos
+    /// cycles), pinned to feed lanes without a clock step when `as_found`.
+    pub fn options(self) -> ChaosOptions {
+        let mut o = ChaosOptions::new(self.seed);
+        if self.as_found {
+            o.schedule.runner = Some(schedule::RunnerMode::Feed);
+            o.schedule.clock = false;
+        }
+        o
+    }
+}
+
+const fn drawn(seed: u64) -> CiSeed {
+    CiSeed {
+        seed,
+        as_found: false,
+    }
+}
+
+const fn found(seed: u64) -> CiSeed {
+    CiSeed {
+        seed,
+        as_found: true,
+    }
+}
+
+/// The seeds CI plays (tests/chaos.rs), in one place. 1-7 are the first schedules with their
+/// drawn runners and clock steps (feed: 1, 3; serve: 7; mixed: 2, 4, 5, 6; a clock step in
+/// 3, 4 and 6; 8, a feed schedule, made room for 22 to keep the test's time); 22 is a serve schedule whose clock step lands while both services run and
+/// whose state disk then fills (the services crash-loop on their ledger and must recover).
+/// 12, 41, 57, 66, 69 and 93 are the ones the first 100-schedule soak of docs/chaos.md found
+/// breaking `no_reverted_keeper_tx` (behind an RPC whose receipts and state lag while the
+/// nonce is current, a restarted keeper judged its paying transaction dropped and sent a
+/// second settlement: issue 21 item 3), replayed as found. They pass since the keeper proves
+/// a drop from blocks read by number, and stay here as that fix's regression schedules.
+pub const CI_SEEDS: &[CiSeed] = &[
+    drawn(1),
+    drawn(2),
+    drawn(3),
+    drawn(4),
+    drawn(5),
+    drawn(6),
+    drawn(7),
+    drawn(22),
+    found(12),
+    found(41),
+    found(57),
+    found(66),
+    found(69),
+    found(93),
+];
+
+/// The schedules `.ci/run` plays with `--allow-docker-restart` after the test suite (the
+/// daemon restart stops every container, so never beside other tests): 18 restarts the daemon
+/// under a `worker feed` lane, 21 under a `worker serve` one.
+pub const DOCKER_RESTART_SEEDS: &[u64] = &[18, 21];
 
 /// Seeds that break an invariant on today's code because of a bug not yet fixed, with what
 /// they break. Move a seed into [`CI_SEEDS`] once its fix is on main. None today.
@@ -95,4 +159,47 @@ pub fn summary_table(results: &[Result<RunResult, String>]) -> String {
         let _ = writeln!(out, "| {k} | {n} |");
     }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+
+    /// `.ci/run` names the same seeds (it is a shell loop), and each really restarts the daemon
+    /// when allowed to, so the CI step exercises what it claims.
+    #[test]
+    fn docker_restart_seeds_draw_a_restart_and_match_ci_run() {
+        let ci =
+            std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../../.ci/run")).unwrap();
+        let list: Vec<String> = DOCKER_RESTART_SEEDS.iter().map(u64::to_string).collect();
+        let line = format!("for seed in {}; do", list.join(" "));
+        assert!(ci.contains(&line), ".ci/run lacks {line:?}");
+        for &seed in DOCKER_RESTART_SEEDS {
+            let mut o = ChaosOptions::new(seed);
+            o.schedule.docker_restart = true;
+            let s = schedule::generate(seed, o.bounties, o.faults, o.schedule);
+            assert!(
+                s.faults
+                    .iter()
+                    .any(|f| f.kind == schedule::FaultKind::DockerRestart),
+                "{s}"
+            );
+        }
+        let runners: Vec<_> = DOCKER_RESTART_SEEDS
+            .iter()
+            .map(|&seed| {
+                let allowed = ScheduleOptions {
+                    docker_restart: true,
+                    ..ScheduleOptions::default()
+                };
+                schedule::generate(seed, 6, 4, allowed).runner
+            })
+            .collect();
+        assert!(runners.contains(&schedule::RunnerMode::Feed), "{runners:?}");
+        assert!(
+            runners.iter().any(|r| *r != schedule::RunnerMode::Feed),
+            "{runners:?}"
+        );
+    }
 }

@@ -43,10 +43,58 @@ pub struct BountySpec {
     pub threshold: u8,
 }
 
+/// What runs a lane's jobs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Runner {
+    /// `worker feed`, one fresh run per cycle (the scheduled runner workflow).
+    Feed,
+    /// `worker serve`, the long-running service of a dedicated host, with its ledger.
+    Serve,
+}
+
+/// The runners of a schedule's two lanes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum RunnerMode {
+    /// Both lanes run `worker feed`.
+    Feed,
+    /// Both lanes run `worker serve`.
+    Serve,
+    /// The pair lane (threshold 2) runs `worker serve`, the solo lane `worker feed`: both
+    /// at once in one schedule.
+    Mixed,
+}
+
+impl RunnerMode {
+    /// Every mode, in the order `--runner` names them.
+    pub const ALL: [Self; 3] = [Self::Feed, Self::Serve, Self::Mixed];
+
+    /// The name `--runner` takes.
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::Feed => "feed",
+            Self::Serve => "serve",
+            Self::Mixed => "mixed",
+        }
+    }
+
+    /// The mode named `name` (`feed`, `serve`, `mixed`).
+    pub fn parse(name: &str) -> Option<Self> {
+        Self::ALL.into_iter().find(|m| m.name() == name)
+    }
+
+    /// The runner of the pair lane (`pair`) or the solo lane.
+    pub fn lane(self, pair: bool) -> Runner {
+        match (self, pair) {
+            (Self::Feed, _) | (Self::Mixed, false) => Runner::Feed,
+            (Self::Serve, _) | (Self::Mixed, true) => Runner::Serve,
+        }
+    }
+}
+
 /// A process the driver runs (and restarts).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum Target {
-    /// `worker feed`.
+    /// The lane's runner: `worker feed`, or `worker serve` in a serve lane.
     Worker,
     /// `signer sign` as verifier 1.
     Signer1,
@@ -159,9 +207,25 @@ pub enum FaultKind {
     Rpc(RpcMode),
     /// A filesystem is full for the whole cycle.
     DiskFull(Disk),
-    /// `systemctl restart docker` while the worker runs. Off unless the options allow it: it
-    /// stops every other user's containers on a shared daemon.
+    /// `systemctl restart docker` (or, without systemd, dockerd stopped and started again)
+    /// while the worker runs. Off unless the options allow it: it stops every other user's
+    /// containers on a shared daemon.
     DockerRestart,
+    /// The wall clock of every process of the cycle (worker, signers, keeper; libfaketime)
+    /// steps forward by `forward_s` seconds `after_ms` after the cycle starts, then `hold_ms`
+    /// later back to `back_s` seconds behind the real time, and to the real time when the
+    /// cycle ends (another step forward). The monotonic clock is left alone, as an NTP step
+    /// leaves it.
+    ClockStep {
+        /// Delay from the cycle's start to the forward step.
+        after_ms: u64,
+        /// How far forward.
+        forward_s: u64,
+        /// How long the clock stays ahead.
+        hold_ms: u64,
+        /// How far behind the real time it then is.
+        back_s: u64,
+    },
 }
 
 impl FaultKind {
@@ -176,6 +240,7 @@ impl FaultKind {
             Self::Rpc(_) => "rpc",
             Self::DiskFull(_) => "disk-full",
             Self::DockerRestart => "docker-restart",
+            Self::ClockStep { .. } => "clock-step",
         }
     }
 }
@@ -221,6 +286,16 @@ impl fmt::Display for FaultKind {
             Self::DiskFull(Disk::Staging) => write!(f, "staging root full"),
             Self::DiskFull(Disk::State) => write!(f, "state dir full"),
             Self::DockerRestart => write!(f, "docker daemon restart while the worker runs"),
+            Self::ClockStep {
+                after_ms,
+                forward_s,
+                hold_ms,
+                back_s,
+            } => write!(
+                f,
+                "wall clock steps {forward_s} s forward {after_ms} ms into the cycle, \
+                 {hold_ms} ms later to {back_s} s behind"
+            ),
         }
     }
 }
@@ -243,6 +318,10 @@ pub struct ScheduleOptions {
     pub disk: bool,
     /// Draw `DockerRestart` faults. Off by default: it stops every container on the daemon.
     pub docker_restart: bool,
+    /// Draw a `ClockStep` (needs libfaketime). On by default.
+    pub clock: bool,
+    /// The runners; `None` draws them from the seed.
+    pub runner: Option<RunnerMode>,
 }
 
 impl Default for ScheduleOptions {
@@ -251,9 +330,20 @@ impl Default for ScheduleOptions {
             chaos_cycles: 2,
             disk: true,
             docker_restart: false,
+            clock: true,
+            runner: None,
         }
     }
 }
+
+/// The second stream's seed: the runner and the clock step are drawn from
+/// `SplitMix64::new(seed ^ EXTRA_STREAM)`, not from the stream of the bounties and the
+/// `faults` faults, so adding them left every earlier seed's bounties and faults as they were
+/// (the seeds in `CI_SEEDS` still replay the faults that found their bugs).
+const EXTRA_STREAM: u64 = 0x5e7e_c10c_0fa1_7ed5;
+
+/// Percent of schedules (with at least one fault) that get a clock step.
+const CLOCK_STEP_PERCENT: u64 = 40;
 
 /// Everything a run does, derived from the seed.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -266,6 +356,8 @@ pub struct Schedule {
     pub faults: Vec<Fault>,
     /// Cycles that carry faults.
     pub chaos_cycles: u32,
+    /// What runs each lane's jobs.
+    pub runner: RunnerMode,
 }
 
 /// Draws the bounty mix and `faults` faults from `seed`. With 3 or more bounties the first
@@ -305,12 +397,34 @@ pub fn generate(seed: u64, bounties: usize, faults: usize, opts: ScheduleOptions
             kind: draw_kind(&mut rng, opts),
         })
         .collect();
+    // The second stream (see EXTRA_STREAM): always drawn in the same order, whatever the
+    // options, so `--runner` or `--no-clock` change nothing else.
+    let mut extra = SplitMix64::new(seed ^ EXTRA_STREAM);
+    let drawn_runner = extra.pick(&RunnerMode::ALL).unwrap_or(RunnerMode::Feed);
+    let clock_step = extra.chance(CLOCK_STEP_PERCENT);
+    let clock_fault = Fault {
+        cycle: u32::try_from(extra.below(u64::from(chaos_cycles))).unwrap_or(0),
+        kind: FaultKind::ClockStep {
+            // Early in the cycle, so it lands while its processes run (a cycle takes seconds).
+            after_ms: extra.range(0, 1500),
+            // 1-30 minutes: an NTP step after a host slept or a VM was restored; far more
+            // than the clocks of two healthy hosts ever disagree, well inside a job's hour.
+            forward_s: extra.range(60, 1800),
+            hold_ms: extra.range(300, 4000),
+            back_s: extra.range(60, 1800),
+        },
+    };
+    if opts.clock && clock_step && faults > 0 {
+        list.push(clock_fault);
+    }
+    // Stable: within a cycle the main stream's faults keep their order.
     list.sort_by_key(|f| f.cycle);
     Schedule {
         seed,
         bounties: specs,
         faults: list,
         chaos_cycles,
+        runner: opts.runner.unwrap_or(drawn_runner),
     }
 }
 
@@ -380,7 +494,13 @@ impl Schedule {
 
 impl fmt::Display for Schedule {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        writeln!(f, "seed {} ({} chaos cycles)", self.seed, self.chaos_cycles)?;
+        writeln!(
+            f,
+            "seed {} ({} chaos cycles, runner {})",
+            self.seed,
+            self.chaos_cycles,
+            self.runner.name()
+        )?;
         for (i, b) in self.bounties.iter().enumerate() {
             writeln!(
                 f,
@@ -422,7 +542,14 @@ mod tests {
         for seed in 0..200 {
             let s = generate(seed, 6, 5, ScheduleOptions::default());
             assert_eq!(s.bounties.len(), 6);
-            assert_eq!(s.faults.len(), 5);
+            // The `faults` drawn, plus at most one clock step from the second stream.
+            let main = s
+                .faults
+                .iter()
+                .filter(|f| !matches!(f.kind, FaultKind::ClockStep { .. }))
+                .count();
+            assert_eq!(main, 5);
+            assert!(s.faults.len() <= 6);
             for k in [BountyKind::Good, BountyKind::Bad, BountyKind::WrongImage] {
                 assert!(s.bounties.iter().any(|b| b.kind == k), "{s}");
             }
@@ -462,5 +589,82 @@ mod tests {
                 .iter()
                 .any(|f| f.kind == FaultKind::DockerRestart)
         }));
+    }
+
+    #[test]
+    fn the_second_stream_leaves_earlier_seeds_bounties_and_faults_unchanged() {
+        // Seed 57 as `bounty-e2e chaos --seed 57 --dry-run` printed it before the runner and
+        // the clock step were drawn: the schedule that found the keeper's double send.
+        let s = generate(57, 6, 4, ScheduleOptions::default());
+        let main: Vec<String> = s
+            .faults
+            .iter()
+            .filter(|f| !matches!(f.kind, FaultKind::ClockStep { .. }))
+            .map(|f| format!("cycle {}: {}", f.cycle, f.kind))
+            .collect();
+        assert_eq!(
+            main,
+            [
+                "cycle 0: SIGTERM keeper right after its transaction is broadcast",
+                "cycle 0: rpc proxy: receipts and state from a stale node, nonce current",
+                "cycle 0: feed/archive server 503 on 28%",
+                "cycle 1: SIGKILL worker when its sandbox container runs",
+            ]
+        );
+        let kinds: Vec<&str> = s.bounties.iter().map(|b| b.kind.name()).collect();
+        assert_eq!(kinds, ["good", "bad", "wrong-image", "bad", "good", "good"]);
+        // The options change only what they name.
+        let forced = generate(
+            57,
+            6,
+            4,
+            ScheduleOptions {
+                runner: Some(RunnerMode::Serve),
+                clock: false,
+                ..ScheduleOptions::default()
+            },
+        );
+        assert_eq!(forced.runner, RunnerMode::Serve);
+        assert_eq!(forced.bounties, s.bounties);
+        let no_clock: Vec<Fault> = s
+            .faults
+            .iter()
+            .copied()
+            .filter(|f| !matches!(f.kind, FaultKind::ClockStep { .. }))
+            .collect();
+        assert_eq!(forced.faults, no_clock);
+    }
+
+    #[test]
+    fn runners_and_clock_steps_are_drawn_over_a_soak() {
+        let mut modes = std::collections::BTreeSet::new();
+        let mut clocks = 0;
+        for seed in 0..200 {
+            let s = generate(seed, 6, 4, ScheduleOptions::default());
+            modes.insert(s.runner);
+            let c = s
+                .faults
+                .iter()
+                .filter(|f| matches!(f.kind, FaultKind::ClockStep { .. }))
+                .count();
+            assert!(c <= 1, "{s}");
+            clocks += c;
+            assert!(s.faults.iter().all(|f| f.cycle < s.chaos_cycles));
+            assert!(s.faults.windows(2).all(|w| w[0].cycle <= w[1].cycle));
+            assert_eq!(
+                generate(seed, 6, 0, ScheduleOptions::default()).faults,
+                vec![],
+                "--faults 0 means no fault at all"
+            );
+        }
+        assert_eq!(modes.len(), 3);
+        assert!(
+            (40..120).contains(&clocks),
+            "{clocks} clock steps in 200 schedules"
+        );
+        assert_eq!(RunnerMode::parse("mixed"), Some(RunnerMode::Mixed));
+        assert_eq!(RunnerMode::parse("both"), None);
+        assert_eq!(RunnerMode::Mixed.lane(true), Runner::Serve);
+        assert_eq!(RunnerMode::Mixed.lane(false), Runner::Feed);
     }
 }
