@@ -143,7 +143,7 @@ pub async fn run_regression_command(
         Ok(job) => job,
         Err(error) => return Ok(no_verdict(job_error_reason(&error), &error.to_string())),
     };
-    let executor = match worker_docker::connect().await {
+    let executor = match crate::engine::connect().await {
         Ok(executor) => executor,
         Err(error) => {
             return Ok(no_verdict(
