@@ -10,6 +10,7 @@
 pub mod archive;
 pub mod gc;
 pub mod progress;
+pub mod remove;
 pub mod scratch;
 pub mod snapshot;
 pub mod stage;
