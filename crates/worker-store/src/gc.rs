@@ -135,10 +135,15 @@ fn human_bytes(bytes: u64) -> String {
     }
 }
 
+/// An age that is not a positive integer followed by one of the units.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("expected an age such as 7d, 12h or 30m, got {0:?}")]
+pub struct BadAge(pub String);
+
 /// `--older-than` values: a positive integer and a unit, `s`, `m`, `h`, `d` or `w`
 /// (`7d`, `12h`, `30m`).
-pub fn parse_age(text: &str) -> Result<Duration, String> {
-    let bad = || format!("expected an age such as 7d, 12h or 30m, got {text:?}");
+pub fn parse_age(text: &str) -> Result<Duration, BadAge> {
+    let bad = || BadAge(text.to_owned());
     let split = text.find(|c: char| !c.is_ascii_digit()).ok_or_else(bad)?;
     let (number, unit) = text.split_at(split);
     if number.is_empty() {
