@@ -19,7 +19,6 @@
 //! command line and names no exit code; `worker serve` in the binary does those.
 
 pub mod capacity;
-pub mod clock;
 pub mod http;
 pub mod ledger;
 pub mod lock;
@@ -29,6 +28,7 @@ pub mod telemetry;
 pub mod timefmt;
 
 pub use worker_jobs::feed::shard;
+pub use worker_store::clock;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::net::SocketAddr;

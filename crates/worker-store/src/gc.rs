@@ -14,14 +14,15 @@
 //! descriptor before its entries are unlinked, and a link is removed as a link, never followed.
 
 use std::collections::BTreeSet;
-use std::fs::{self, OpenOptions, Permissions};
+use std::fs;
 use std::io::ErrorKind;
-use std::os::unix::fs::{MetadataExt, OpenOptionsExt, PermissionsExt};
+use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, SystemTime};
 
 use serde::Serialize;
 
+pub use crate::remove::remove_tree;
 use crate::stage::StageKind;
 
 /// Schema id of `worker gc --json`.
@@ -134,10 +135,15 @@ fn human_bytes(bytes: u64) -> String {
     }
 }
 
+/// An age that is not a positive integer followed by one of the units.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("expected an age such as 7d, 12h or 30m, got {0:?}")]
+pub struct BadAge(pub String);
+
 /// `--older-than` values: a positive integer and a unit, `s`, `m`, `h`, `d` or `w`
 /// (`7d`, `12h`, `30m`).
-pub fn parse_age(text: &str) -> Result<Duration, String> {
-    let bad = || format!("expected an age such as 7d, 12h or 30m, got {text:?}");
+pub fn parse_age(text: &str) -> Result<Duration, BadAge> {
+    let bad = || BadAge(text.to_owned());
     let split = text.find(|c: char| !c.is_ascii_digit()).ok_or_else(bad)?;
     let (number, unit) = text.split_at(split);
     if number.is_empty() {
@@ -325,36 +331,6 @@ fn tree_bytes(path: &Path) -> u64 {
         }
     }
     total
-}
-
-/// Removes a file, or a read-only tree: each directory is opened with `O_NOFOLLOW` and made
-/// writable through that descriptor (so a directory swapped for a link mid-way makes the open
-/// fail instead of changing the link's target), then emptied; links are unlinked, never
-/// followed.
-pub fn remove_tree(path: &Path) -> std::io::Result<()> {
-    let meta = match fs::symlink_metadata(path) {
-        Ok(meta) => meta,
-        Err(e) if e.kind() == ErrorKind::NotFound => return Ok(()),
-        Err(e) => return Err(e),
-    };
-    if !meta.is_dir() {
-        return fs::remove_file(path);
-    }
-    let dir = OpenOptions::new()
-        .read(true)
-        .custom_flags(libc::O_NOFOLLOW | libc::O_DIRECTORY)
-        .open(path)?;
-    dir.set_permissions(Permissions::from_mode(0o700))?;
-    for entry in fs::read_dir(path)? {
-        let entry = entry?;
-        let child = entry.path();
-        if entry.file_type()?.is_dir() {
-            remove_tree(&child)?;
-        } else {
-            fs::remove_file(&child)?;
-        }
-    }
-    fs::remove_dir(path)
 }
 
 #[cfg(test)]

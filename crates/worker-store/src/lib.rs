@@ -1,15 +1,18 @@
 //! The worker's local disk: content-addressed snapshots of directory trees ([`snapshot`]), the
 //! staging store of verified trees ([`stage`], rooted by [`staging_root`]), safe extraction of
-//! downloaded archives ([`archive`]), per-job scratch space ([`scratch`]), collection of old store entries ([`gc`]) and the progress
-//! reporting of long tree operations ([`progress`]).
+//! downloaded archives ([`archive`]), per-job scratch space ([`scratch`]), collection of old
+//! store entries ([`gc`]) and its one tree removal ([`remove`]), the progress reporting of long
+//! tree operations ([`progress`]), and the injected [`clock`] of the worker's libraries.
 //!
 //! It is synchronous and deliberately knows nothing of containers, the network, jobs or the
 //! command line: no tokio, no engine, no exit codes. Callers above it decide what to stage and
 //! when; this crate only makes the file operations safe (no symlink followed, atomic publish).
 
 pub mod archive;
+pub mod clock;
 pub mod gc;
 pub mod progress;
+pub mod remove;
 pub mod scratch;
 pub mod snapshot;
 pub mod stage;

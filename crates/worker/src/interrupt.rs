@@ -108,7 +108,7 @@ pub async fn run_interruptible<F: Future>(work: F) -> std::io::Result<Result<F::
         Ok(output) => return Ok(Ok(output)),
         Err(signal) => signal,
     };
-    let removed = match worker_docker::connect().await {
+    let removed = match crate::engine::connect().await {
         Ok(executor) => executor
             .remove_own_containers()
             .await

@@ -9,9 +9,11 @@
 
 pub mod cli;
 pub mod commands;
+pub mod engine;
 pub mod exit;
 pub mod interrupt;
-pub mod local_request;
+
+pub use commands::local_request;
 
 pub use worker_jobs::{feed, intoto, run};
 pub use worker_rehearse as rehearse;

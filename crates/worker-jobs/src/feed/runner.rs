@@ -4,7 +4,7 @@ use std::collections::BTreeSet;
 use std::fmt;
 use std::panic::AssertUnwindSafe;
 use std::path::{Path, PathBuf};
-use std::time::{Instant, SystemTime, UNIX_EPOCH};
+use std::time::Instant;
 
 use futures_util::FutureExt as _;
 use platform_client::{ClientError, ClientLimits, PlatformClient, check_url};
@@ -23,6 +23,7 @@ use super::output::{MANIFEST_FILE, write_bounded_manifest, write_candidate};
 use super::report::{Durations, FeedReport, FetchFailure, JobRow, JobStatus};
 use super::scratch::{Scratch, remove_stale};
 use super::select::{Selection, reason, select_jobs};
+use crate::run::now_unix;
 
 /// Most verifier addresses one run serves (one or two operators' quorum).
 pub const MAX_VERIFIERS: usize = 2;
@@ -750,13 +751,6 @@ fn progress(config: &FeedConfig, line: fmt::Arguments<'_>) {
 
 fn millis(since: Instant) -> u64 {
     u64::try_from(since.elapsed().as_millis()).unwrap_or(u64::MAX)
-}
-
-fn now_unix() -> u64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map(|d| d.as_secs())
-        .unwrap_or(0)
 }
 
 /// The verdict and evidence of an execution, or why there is none. The executor verifies the

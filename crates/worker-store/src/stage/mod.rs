@@ -14,9 +14,10 @@
 //! [`verify_staged`] re-digests a published tree; the run step calls it immediately before and
 //! after each run.
 //!
-//! Test hook: when `WORKER_TEST_PAUSE_AFTER_FIRST_FILE` names a path, a stage creates that file
-//! after copying its first file and waits (at most a minute) until it is deleted, so tests can
-//! change the input or kill the process at a known point. It only delays; it weakens no check.
+//! Test hook: [`stage_tree_pausing`] given a marker path creates that file after copying its
+//! first file and waits (at most a minute) until it is deleted, so tests can change the input or
+//! kill the process at a known point. It only delays; it weakens no check. This crate reads no
+//! environment: the binary decides when the hook is on.
 
 mod store;
 
@@ -35,9 +36,6 @@ use crate::snapshot::{Pass, SnapshotError, hash_tree};
 pub const EXECUTABLE_CACHE_DIR: &str = "executables";
 
 pub use store::{STALE_AFTER, WORK_PREFIX, target_path};
-
-/// Environment variable of the pause test hook (see the module documentation).
-pub const PAUSE_HOOK_ENV: &str = "WORKER_TEST_PAUSE_AFTER_FIRST_FILE";
 
 /// Which store a tree goes to.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
@@ -196,6 +194,19 @@ pub fn stage_tree(
     limits: TreeLimits,
     progress: &mut dyn ProgressSink,
 ) -> Result<StagedTree, StageError> {
+    stage_tree_pausing(kind, dir, root, limits, progress, None)
+}
+
+/// [`stage_tree`] with the test hook: with `pause_marker`, the stage pauses after its first
+/// file until the marker is deleted (see the module docs).
+pub fn stage_tree_pausing(
+    kind: StageKind,
+    dir: &Path,
+    root: &Path,
+    limits: TreeLimits,
+    progress: &mut dyn ProgressSink,
+    pause_marker: Option<PathBuf>,
+) -> Result<StagedTree, StageError> {
     // Checked before the store layout is created, so a refusal leaves the input untouched.
     if let Ok(input) = std::fs::canonicalize(dir) {
         let resolved_root = resolve_existing_prefix(root);
@@ -212,7 +223,7 @@ pub fn stage_tree(
     // The walk creates each folder of the copy as it enters it and seals it as it leaves.
     let pass = Pass {
         copy_to: Some(work.path()),
-        pause_marker: std::env::var_os(PAUSE_HOOK_ENV).map(PathBuf::from),
+        pause_marker,
         ..Pass::read_only(dir, limits)
     };
     let snapshot = hash_tree(&pass, progress)?;

@@ -18,6 +18,7 @@ use tracing::{debug, warn};
 use verifier_sdk::Sha256Digest;
 
 use super::{StageError, StageKind, VerifyError};
+use crate::remove::remove_tree;
 use crate::snapshot::DIR_MODE;
 
 /// Name prefix of every work folder under `<root>/tmp`.
@@ -132,7 +133,7 @@ impl Store {
             let pid_alive =
                 |pid: u32| !proc_available || Path::new("/proc").join(pid.to_string()).exists();
             if leftover_is_stale(name, age, lockable, pid_alive) {
-                match force_remove(&path) {
+                match remove_tree(&path) {
                     Ok(()) => debug!(?path, "removed leftover of an interrupted stage"),
                     Err(e) => {
                         warn!(?path, error = %e, "cannot remove leftover of an interrupted stage")
@@ -228,7 +229,7 @@ impl WorkDir {
 impl Drop for WorkDir {
     fn drop(&mut self) {
         if !self.keep
-            && let Err(e) = force_remove(&self.path)
+            && let Err(e) = remove_tree(&self.path)
         {
             warn!(path = ?self.path, error = %e, "cannot remove staging work folder");
         }
@@ -275,35 +276,6 @@ fn try_lock(path: &Path) -> (bool, Option<File>) {
 
 fn set_mode(path: &Path, mode: u32) -> std::io::Result<()> {
     fs::set_permissions(path, Permissions::from_mode(mode))
-}
-
-/// Removes a file or a whole tree, first making its directories writable (staged trees are
-/// read-only, which would stop an unprivileged removal half-way).
-pub(crate) fn force_remove(path: &Path) -> std::io::Result<()> {
-    let meta = match fs::symlink_metadata(path) {
-        Ok(meta) => meta,
-        Err(e) if e.kind() == ErrorKind::NotFound => return Ok(()),
-        Err(e) => return Err(e),
-    };
-    if !meta.is_dir() {
-        return fs::remove_file(path);
-    }
-    let mut stack = vec![path.to_path_buf()];
-    while let Some(dir) = stack.pop() {
-        let _ = set_mode(&dir, 0o700);
-        let Ok(entries) = fs::read_dir(&dir) else {
-            continue;
-        };
-        for entry in entries.flatten() {
-            if entry.file_type().is_ok_and(|t| t.is_dir()) {
-                stack.push(entry.path());
-            }
-        }
-    }
-    match fs::remove_dir_all(path) {
-        Err(e) if e.kind() == ErrorKind::NotFound => Ok(()),
-        other => other,
-    }
 }
 
 #[cfg(test)]
@@ -364,7 +336,7 @@ mod tests {
     }
 
     #[test]
-    fn force_remove_clears_read_only_trees() {
+    fn remove_tree_clears_read_only_trees() {
         let dir = tempfile::tempdir().unwrap();
         let tree = dir.path().join("t");
         fs::create_dir_all(tree.join("a/b")).unwrap();
@@ -372,9 +344,9 @@ mod tests {
         for p in ["a/b/f", "a/b", "a", ""] {
             set_mode(&tree.join(p), 0o555).unwrap();
         }
-        force_remove(&tree).unwrap();
+        remove_tree(&tree).unwrap();
         assert!(!tree.exists());
-        force_remove(&tree).unwrap();
+        remove_tree(&tree).unwrap();
     }
 
     #[test]

@@ -36,7 +36,7 @@ pub async fn gc_command(args: &GcArgs) -> Result<GcReport, GcCommandError> {
         worker_store::staging_root::Fallback::PrivateTemp,
     )
     .map_err(|e| GcCommandError::Root(e.to_string()))?;
-    let executor = worker_docker::connect()
+    let executor = crate::engine::connect()
         .await
         .map_err(|e| GcCommandError::Engine(e.to_string()))?;
     let in_use = executor.mounted_paths().await.map_err(|e| match e {

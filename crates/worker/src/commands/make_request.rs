@@ -1,14 +1,14 @@
 //! `worker request`: writes a request file for `plan` and `--run-regression` (built by
-//! [`crate::local_request`]).
+//! [`super::local_request`]).
 //!
 //! Exit codes: 0 with the request written (stdout, or `--out`); 4 when the manifest or a digest
 //! is unusable or the result would not be a valid job (nothing is written); 1 when `--out`
 //! cannot be written.
 
+use super::local_request::request_command;
 use super::{fail, print_json};
 use crate::cli::RequestArgs;
 use crate::exit::ExitCode;
-use crate::local_request::request_command;
 use crate::run::now_unix;
 
 /// Builds the request and writes it.

@@ -7,6 +7,7 @@ pub mod completions;
 pub mod explain;
 pub mod feed;
 pub mod gc;
+pub mod local_request;
 pub mod make_request;
 pub mod plan;
 pub mod rehearse;
@@ -90,7 +91,7 @@ pub(crate) fn block_on_interruptible<F: std::future::Future>(
 /// Connects to the engine and removes stale containers of dead workers; a failed sweep is
 /// only logged (the containers of a live worker are never touched either way).
 pub(crate) async fn connect_swept() -> Result<Executor, SandboxError> {
-    let executor = worker_docker::connect().await?;
+    let executor = crate::engine::connect().await?;
     if let Err(error) = executor.cleanup_stale().await {
         tracing::warn!(%error, "could not clean up stale sandbox containers");
     }

@@ -96,20 +96,43 @@ pub struct RunCommandOutput {
 /// `--run-regression --in-toto FILE`: writes the statement of a verdict. A run without a
 /// verdict has nothing to attest, so nothing is written (and a statement left at `path` by an
 /// earlier run is not touched: it names its own evidence).
-fn write_for_run(path: &Path, run: &RunCommandOutput) -> Result<(), String> {
+fn write_for_run(path: &Path, run: &RunCommandOutput) -> Result<(), StatementError> {
     let verifier_sdk::RunOutput::Verdict(outcome) = &run.output else {
         tracing::warn!("no verdict, so no in-toto statement was written");
         return Ok(());
     };
     let (Some(job_id), Some(evidence)) = (&run.job_id, &run.evidence_path) else {
-        return Err("a verdict without its job id or evidence record".into());
+        return Err(StatementError::Incomplete);
     };
     let address = crate::intoto::EvidenceAddress::of_file(evidence)
-        .ok_or_else(|| format!("evidence path {evidence:?} is not content-addressed"))?;
+        .ok_or_else(|| StatementError::NotContentAddressed(evidence.clone()))?;
     let statement = crate::intoto::test_result_statement(job_id, outcome, &address);
     crate::intoto::write_statement(path, &statement)
         .map(|_| ())
-        .map_err(|e| format!("writing the in-toto statement {path:?}: {e}"))
+        .map_err(|source| StatementError::Write {
+            path: path.to_owned(),
+            source,
+        })
+}
+
+/// Why the in-toto statement of a verdict could not be written.
+#[derive(Debug, thiserror::Error)]
+enum StatementError {
+    /// The run reported a verdict without the job id or evidence record it must carry.
+    #[error("a verdict without its job id or evidence record")]
+    Incomplete,
+    /// The evidence record is not at a content address.
+    #[error("evidence path {0:?} is not content-addressed")]
+    NotContentAddressed(PathBuf),
+    /// Writing the statement failed.
+    #[error("writing the in-toto statement {path:?}: {source}")]
+    Write {
+        /// The statement file.
+        path: PathBuf,
+        /// The underlying error.
+        #[source]
+        source: std::io::Error,
+    },
 }
 
 fn no_verdict(reason: NoVerdictReason, detail: &str) -> RunCommandOutput {
@@ -143,7 +166,7 @@ pub async fn run_regression_command(
         Ok(job) => job,
         Err(error) => return Ok(no_verdict(job_error_reason(&error), &error.to_string())),
     };
-    let executor = match worker_docker::connect().await {
+    let executor = match crate::engine::connect().await {
         Ok(executor) => executor,
         Err(error) => {
             return Ok(no_verdict(

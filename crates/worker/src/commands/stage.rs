@@ -17,7 +17,7 @@ use super::{fail, print_json, staging_root_failed};
 use crate::exit::ExitCode;
 use crate::progress::stderr_progress;
 use crate::snapshot::{SnapshotError, snapshot_directory_with_progress};
-use crate::stage::{StageError, StageKind, stage_tree};
+use crate::stage::{StageError, StageKind, stage_tree_pausing};
 use crate::staging_root::{self, Fallback};
 
 /// `--snapshot-directory DIR MAX_BYTES MAX_FILES`.
@@ -28,6 +28,11 @@ pub fn snapshot(dir: &Path, limits: TreeLimits, quiet: bool) -> ExitCode {
         Err(error) => fail(snapshot_exit_code(&error), &error),
     }
 }
+
+/// Environment variable of staging's pause test hook: when it names a path,
+/// `--stage-regression-input` pauses after its first file until that file is deleted (see
+/// `worker_store::stage`). Read here, in the binary, and only for this mode.
+pub const PAUSE_HOOK_ENV: &str = "WORKER_TEST_PAUSE_AFTER_FIRST_FILE";
 
 /// `--stage-regression-input KIND DIR STAGING_ROOT MAX_BYTES MAX_FILES`.
 pub fn stage(
@@ -42,7 +47,8 @@ pub fn stage(
         Err(error) => return staging_root_failed(&error),
     };
     let mut progress = stderr_progress("staging", quiet);
-    match stage_tree(kind, dir, &root, limits, progress.as_mut()) {
+    let pause_marker = std::env::var_os(PAUSE_HOOK_ENV).map(std::path::PathBuf::from);
+    match stage_tree_pausing(kind, dir, &root, limits, progress.as_mut(), pause_marker) {
         Ok(staged) => print_json(&staged),
         Err(error) => fail(stage_exit_code(&error), &error),
     }

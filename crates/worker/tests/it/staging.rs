@@ -22,7 +22,7 @@ const MANY: &str = "100000";
 fn worker() -> Command {
     let mut cmd = Command::new(env!("CARGO_BIN_EXE_worker"));
     cmd.env_remove("WORKER_LOG")
-        .env_remove(worker::stage::PAUSE_HOOK_ENV);
+        .env_remove(worker::commands::stage::PAUSE_HOOK_ENV);
     cmd
 }
 
@@ -313,7 +313,7 @@ fn staging_under_a_umask_that_strips_the_final_modes_still_seals_them() {
         .arg(BIG)
         .arg(MANY)
         .env_remove("WORKER_LOG")
-        .env_remove(worker::stage::PAUSE_HOOK_ENV)
+        .env_remove(worker::commands::stage::PAUSE_HOOK_ENV)
         .output()
         .unwrap();
     let staged = json(&out);
@@ -425,7 +425,7 @@ fn a_file_changing_during_the_copy_leaves_nothing_behind() {
     let marker_dir = tempfile::tempdir().unwrap();
     let marker = marker_dir.path().join("paused");
     let mut child = stage_cmd("source", dir.path(), root.path(), BIG, MANY)
-        .env(worker::stage::PAUSE_HOOK_ENV, &marker)
+        .env(worker::commands::stage::PAUSE_HOOK_ENV, &marker)
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()
@@ -483,7 +483,7 @@ fn parent_directory_swapped_for_symlink_mid_stage_is_refused() {
     let marker_dir = tempfile::tempdir().unwrap();
     let marker = marker_dir.path().join("paused");
     let mut child = stage_cmd("source", dir.path(), root.path(), BIG, MANY)
-        .env(worker::stage::PAUSE_HOOK_ENV, &marker)
+        .env(worker::commands::stage::PAUSE_HOOK_ENV, &marker)
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()
@@ -525,7 +525,7 @@ fn a_killed_stage_leaves_no_target_and_its_leftovers_are_cleaned_next_time() {
     let marker_dir = tempfile::tempdir().unwrap();
     let marker = marker_dir.path().join("paused");
     let mut child = stage_cmd("source", dir.path(), root.path(), BIG, MANY)
-        .env(worker::stage::PAUSE_HOOK_ENV, &marker)
+        .env(worker::commands::stage::PAUSE_HOOK_ENV, &marker)
         .stdout(Stdio::null())
         .stderr(Stdio::null())
         .spawn()
@@ -571,7 +571,7 @@ fn a_running_stage_keeps_its_folder_while_another_stage_cleans() {
     let marker_dir = tempfile::tempdir().unwrap();
     let marker = marker_dir.path().join("paused");
     let mut child = stage_cmd("source", dir.path(), root.path(), BIG, MANY)
-        .env(worker::stage::PAUSE_HOOK_ENV, &marker)
+        .env(worker::commands::stage::PAUSE_HOOK_ENV, &marker)
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()

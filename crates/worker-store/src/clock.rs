@@ -1,4 +1,5 @@
-//! The one clock of `worker serve`: a monotonic reading for every age and deadline the
+//! The one clock of the worker (today read by `worker serve`, re-exported as
+//! `worker_serve::clock`): a monotonic reading for every age and deadline the
 //! service decides by (poll staleness, heartbeat age, host back-off), and the wall clock only
 //! for what is stored or shown (ledger times, retry times that must survive a restart).
 //!

@@ -51,7 +51,7 @@ pub fn request_command(
         detail,
     };
     let metadata = std::fs::metadata(&args.manifest).map_err(|e| read(e.to_string()))?;
-    if metadata.len() > crate::commands::request::MAX_REQUEST_BYTES {
+    if metadata.len() > super::request::MAX_REQUEST_BYTES {
         return Err(read("larger than a manifest can be".into()));
     }
     let bytes = std::fs::read(&args.manifest).map_err(|e| read(e.to_string()))?;
