@@ -64,11 +64,9 @@ async fn libfaketime_moves_the_real_workers_wall_clock() {
 /// the same absent-image job every 16 s, while the good job behind it never runs (in the
 /// seed-4 run: 13 runs of one absent-image job in 150 s, none of the four jobs behind it).
 /// One bounty author who pins an absent digest stalls every other job on a host that uses
-/// only pre-pulled images, until their windows end. The fix belongs in `worker serve`
-/// (crates/worker/src/serve: which job probes an unhealthy host); until it lands this test
-/// fails and is ignored (`cargo nextest run -p e2e --test chaos --run-ignored only`).
+/// only pre-pulled images, until their windows end. Fixed in `worker serve`: a missing image
+/// is the job's own failure (`worker_serve::retry::cause_of`), with or without `--pull`.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[ignore = "fails until worker serve stops probing an unhealthy host with the same job (see the doc comment)"]
 async fn a_missing_image_without_pull_does_not_starve_the_other_jobs_of_a_service() {
     let cfg = config();
     let o = e2e::chaos::absent_image::play(&cfg, false, None)
@@ -105,10 +103,9 @@ async fn a_missing_image_with_pull_leaves_the_other_jobs_of_a_service_running() 
 /// minutes ahead is not retried for 30 minutes once the clock is corrected (an NTP step), on
 /// top of its 1 s back-off. (The same clock decides when a job's window has ended: a forward
 /// step past a window gives the job up for good while its window is open.) The fix belongs
-/// in `worker serve` (crates/worker/src/serve/ledger.rs `record_run`, and the due check).
-/// Ignored until it lands (`--run-ignored only`).
+/// in `worker serve`'s due check (`Ledger::back_off_over`): a retry time further away than
+/// the job's longest back-off means the clock was ahead when it was written.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[ignore = "fails until worker serve's job back-off survives a wall-clock step (see the doc comment)"]
 async fn a_wall_clock_step_back_does_not_delay_a_services_retry_by_the_step() {
     let cfg = config();
     let o = e2e::chaos::absent_image::play(&cfg, true, Some(1800))

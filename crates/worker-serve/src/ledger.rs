@@ -470,17 +470,17 @@ impl Ledger {
         at_ms: i64,
     ) -> Result<Seen, LedgerError> {
         let round = i64::try_from(key.round).unwrap_or(i64::MAX);
-        let existing: Option<(i64, String, Option<i64>)> = self
+        let existing: Option<(i64, String, Option<i64>, i64)> = self
             .conn
             .query_row(
-                "SELECT job, status, not_before_ms FROM jobs WHERE job_id = ?1 AND round = ?2
-                 AND content_hash = ?3",
+                "SELECT job, status, not_before_ms, attempts FROM jobs WHERE job_id = ?1
+                 AND round = ?2 AND content_hash = ?3",
                 params![key.job_id, round, key.content_hash],
-                |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)),
+                |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?)),
             )
             .optional()
             .map_err(self.err())?;
-        if let Some((job, st, not_before)) = existing {
+        if let Some((job, st, not_before, attempts)) = existing {
             // The window is part of the content hash: it cannot change for this row.
             self.conn
                 .execute(
@@ -492,7 +492,7 @@ impl Ledger {
             let due = matches!(
                 st.as_str(),
                 status::PENDING | status::RETRY | status::INTERRUPTED
-            ) && not_before.is_none_or(|t| t <= at_ms);
+            ) && not_before.is_none_or(|t| self.back_off_over(t, attempts, at_ms));
             return Ok(Seen {
                 job,
                 due,
@@ -693,6 +693,19 @@ impl Ledger {
             }
         }
         tx.commit().map_err(err)
+    }
+
+    /// Whether a job whose retry time is `not_before` (wall clock, ms) may run at `at_ms`.
+    ///
+    /// The retry time is stored on the wall clock because it must survive a restart, but a
+    /// wall clock can step back (an NTP correction after running ahead): a retry time further
+    /// away than the longest back-off this job could have been given means the clock was
+    /// ahead when it was written, and the job is due now instead of waiting out the step on
+    /// top of its back-off.
+    fn back_off_over(&self, not_before: i64, attempts: i64, at_ms: i64) -> bool {
+        let longest = super::retry::job_backoff(self.retry_base, attempts);
+        let longest = i64::try_from(longest.as_millis()).unwrap_or(i64::MAX);
+        not_before <= at_ms || not_before.saturating_sub(at_ms) > longest
     }
 
     /// Gives up every job still to run whose verification window has ended at `at_ms`
@@ -1133,6 +1146,34 @@ mod tests {
         assert!(
             ledger.give_up_expired(expires + 1).unwrap().is_empty(),
             "given up twice"
+        );
+    }
+
+    /// Chaos (clock steps): a job that failed while the wall clock ran 30 minutes ahead is
+    /// retried after its own back-off once the clock steps back, not after the step.
+    #[test]
+    fn serve_ledger_a_wall_clock_step_back_does_not_delay_a_retry_by_the_step() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut ledger = Ledger::open(dir.path()).unwrap();
+        ledger.set_retry_base(std::time::Duration::from_secs(1));
+        let ahead = 1_800_000;
+        let real = 10_000_000;
+        let seen = ledger.seen_until(key("j"), None, real + ahead).unwrap();
+        let run = ledger.start_run(seen.job).unwrap();
+        let nv = failed(RunKind::NoVerdict, "image_missing");
+        ledger
+            .finish_run_at(run, seen.job, &nv, real + ahead)
+            .unwrap();
+        assert!(
+            !ledger
+                .seen_until(key("j"), None, real + ahead + 999)
+                .unwrap()
+                .due,
+            "retried within its 1 s back-off on the clock it failed on"
+        );
+        assert!(
+            ledger.seen_until(key("j"), None, real + 2_000).unwrap().due,
+            "the clock stepped back 30 min: the job waits out the step on top of its 1 s back-off"
         );
     }
 

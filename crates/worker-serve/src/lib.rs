@@ -305,7 +305,7 @@ async fn serve_loop(
             tokio::select! {
                 Some((run_id, row, took)) = running.next() => {
                     telemetry.run_ended(row.status.as_str(), row.reason_code.as_deref(), took);
-                    let cause = cause_of(&row, pull);
+                    let cause = cause_of(&row);
                     judge_host(&mut host_health, cause, &row, clock.monotonic(), config.poll_interval, telemetry);
                     if let Some((key, id, _)) = open.remove(&run_id) {
                         record(&mut ledger, feed, run_id, (key, &id), &row, cause, clock.wall_ms())?;

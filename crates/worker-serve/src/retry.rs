@@ -1,11 +1,12 @@
 //! Whose fault a run without a verdict was, and when to try again.
 //!
-//! A run that failed because of the *host* (the engine unreachable, the pinned image missing
-//! without `--pull`, the archive host unreachable, the staging, scratch or output directory
-//! full or unwritable) says nothing about the job: it is never counted as one of the job's
+//! A run that failed because of the *host* (the engine unreachable, the archive host
+//! unreachable, the staging, scratch or output directory full or unwritable) says nothing
+//! about the job: it is never counted as one of the job's
 //! attempts. The host is marked unhealthy instead and backs off as a whole: no job starts until
 //! the back-off ends, then one job at a time probes it until a run ends for any other reason.
-//! A failure that is the job's own (a timeout, an input mismatch, a start failure, …) is
+//! A failure that is the job's own (a timeout, an input mismatch, a start failure, a pinned
+//! image that is not on the host, …) is
 //! retried after a growing interval, for as long as the job's verification window is open:
 //! a job is given up when its window ends, never by a count of polls or attempts.
 //!
@@ -46,9 +47,13 @@ impl Cause {
 }
 
 /// Whose fault the run of `row` was, for a row without a verdict (no verdict or error);
-/// `None` for a verdict or a refusal by rule. `pull`: whether missing images are pulled (then
-/// a missing image is the job's reference, not the host's configuration).
-pub fn cause_of(row: &JobRow, pull: bool) -> Option<Cause> {
+/// `None` for a verdict or a refusal by rule.
+///
+/// A missing image is always the job's, with or without `--pull`: it concerns one image
+/// digest, not the host. Were it the host's, one author who pins a digest that is not on a
+/// host of pre-pulled images would make the host back off and probe with that same job again
+/// and again, while every other bounty's job waited until its window ended (chaos seed 4).
+pub fn cause_of(row: &JobRow) -> Option<Cause> {
     if !matches!(row.status, JobStatus::NoVerdict | JobStatus::Error) {
         return None;
     }
@@ -56,7 +61,6 @@ pub fn cause_of(row: &JobRow, pull: bool) -> Option<Cause> {
     let host = match code {
         // The engine, or the host's configuration of it.
         "runtime_unavailable" => true,
-        "image_missing" => !pull,
         // The archive host (shared by every job) not answering, or answering 5xx/429: the
         // runner reports those as errors; a 404 or a refused redirect is a refusal instead.
         "download_transport" | "download_timeout" | "download_http_status" | "download_write" => {
@@ -153,7 +157,6 @@ mod tests {
         for (status, code) in [
             (JobStatus::Error, "runtime_unavailable"),
             (JobStatus::NoVerdict, "runtime_unavailable"),
-            (JobStatus::NoVerdict, "image_missing"),
             (JobStatus::Error, "download_transport"),
             (JobStatus::Error, "download_timeout"),
             (JobStatus::Error, "download_http_status"),
@@ -161,16 +164,10 @@ mod tests {
             (JobStatus::Error, "output_failed"),
             (JobStatus::Error, "staging_failed"),
         ] {
-            assert_eq!(
-                cause_of(&row(status, code), false),
-                Some(Cause::Host),
-                "{code}"
-            );
+            assert_eq!(cause_of(&row(status, code)), Some(Cause::Host), "{code}");
         }
-        // With --pull, a missing image is the job's reference that could not be pulled.
-        let missing = row(JobStatus::NoVerdict, "image_missing");
-        assert_eq!(cause_of(&missing, true), Some(Cause::Job));
         for code in [
+            "image_missing",
             "timeout",
             "input_mismatch",
             "start_failed",
@@ -178,16 +175,16 @@ mod tests {
             "executor_error",
         ] {
             assert_eq!(
-                cause_of(&row(JobStatus::NoVerdict, code), false),
+                cause_of(&row(JobStatus::NoVerdict, code)),
                 Some(Cause::Job),
                 "{code}"
             );
         }
         assert_eq!(
-            cause_of(&row(JobStatus::Rejected, "download_http_status"), false),
+            cause_of(&row(JobStatus::Rejected, "download_http_status")),
             None
         );
-        assert_eq!(cause_of(&row(JobStatus::CompletedPassed, "x"), false), None);
+        assert_eq!(cause_of(&row(JobStatus::CompletedPassed, "x")), None);
     }
 
     #[test]
