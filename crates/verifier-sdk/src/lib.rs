@@ -100,6 +100,7 @@
 
 #![warn(missing_docs)]
 
+pub mod agreement;
 pub mod artifacts;
 pub mod attest;
 pub mod canonical;
@@ -115,6 +116,10 @@ pub mod revalidate;
 pub mod settle;
 pub mod types;
 
+pub use agreement::{
+    Agreement, Commitment, CompareError, OutputDifference, compare_candidates, compare_for_job,
+    compare_outcomes,
+};
 pub use artifacts::{
     ArtifactError, AttestationFile, AttestationManifest, AttestationManifestEntry, Candidate,
     CandidateEntry, CandidateManifest, DeadlineError, MAX_MANIFEST_CANDIDATES, ParsedCandidate,
