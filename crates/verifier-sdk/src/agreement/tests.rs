@@ -135,11 +135,13 @@ fn a_flipped_verdict_that_was_not_resealed_is_no_outcome() {
     );
 }
 
+type Edit = fn(&mut Outcome);
+
 #[test]
 fn every_commitment_difference_is_named() {
     let (raw, job) = job();
     let own = outcome(&job, facts(0, 0xd1, 5));
-    let edits: [(Commitment, fn(&mut Outcome)); 8] = [
+    let edits: [(Commitment, Edit); 8] = [
         (Commitment::SchemaVersion, |o| {
             o.receipt.schema_version.push('x')
         }),
