@@ -16,7 +16,9 @@ use serde_json::Value;
 
 use crate::artifacts::Candidate;
 use crate::job::ValidatedJob;
-use crate::receipt::{Outcome, OutcomeError, Verdict, response_hash, validate_outcome};
+use crate::receipt::{
+    Outcome, OutcomeError, ValidatedOutcome, Verdict, response_hash, validate_outcome,
+};
 use crate::types::{Bytes32, Sha256Digest};
 
 /// A commitment of the receipt that two runs of one job must share.
@@ -276,6 +278,22 @@ pub fn compare_for_job(
     let agreement = compare_outcomes(&a, &b);
     if agreement.agrees() {
         validate_outcome(first, job).map_err(CompareError::FirstOutcome)?;
+        validate_outcome(second, job).map_err(CompareError::SecondOutcome)?;
+    }
+    Ok(agreement)
+}
+
+/// Compares an outcome already validated against `job` (the reference, e.g. the runner's
+/// candidate the keeper revalidated) with a raw one read from outside (a verifier's own run):
+/// the same rules as [`compare_for_job`].
+pub fn compare_with_validated(
+    job: &ValidatedJob,
+    first: &ValidatedOutcome,
+    second: &Value,
+) -> Result<Agreement, CompareError> {
+    let b = self_consistent(second).map_err(CompareError::SecondOutcome)?;
+    let agreement = compare_outcomes(first.outcome(), &b);
+    if agreement.agrees() {
         validate_outcome(second, job).map_err(CompareError::SecondOutcome)?;
     }
     Ok(agreement)

@@ -118,7 +118,7 @@ pub mod types;
 
 pub use agreement::{
     Agreement, Commitment, CompareError, OutputDifference, compare_candidates, compare_for_job,
-    compare_outcomes,
+    compare_outcomes, compare_with_validated,
 };
 pub use artifacts::{
     ArtifactError, AttestationFile, AttestationManifest, AttestationManifestEntry, Candidate,
