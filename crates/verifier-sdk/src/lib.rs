@@ -114,6 +114,7 @@ pub mod profile;
 pub mod receipt;
 pub mod revalidate;
 pub mod settle;
+pub mod settlement;
 pub mod types;
 
 pub use agreement::{
