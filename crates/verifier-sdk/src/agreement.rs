@@ -317,5 +317,7 @@ pub fn compare_candidates(
     compare_for_job(&job, &first.outcome, &second.outcome)
 }
 
+pub mod lines;
+
 #[cfg(test)]
 mod tests;
