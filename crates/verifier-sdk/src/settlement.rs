@@ -72,6 +72,12 @@ pub struct VerifiedSettlement {
     pub bounty_id: Bytes32,
     /// The round settled.
     pub round: u64,
+    /// The stored submission hash the signatures bind (the job's `artifact_hash`).
+    pub submission_hash: Bytes32,
+    /// The stored evidence hash.
+    pub evidence_hash: Bytes32,
+    /// The stored policy hash.
+    pub policy_hash: Bytes32,
     /// `BountySettled` (true) or `SubmissionRejected` (false): the common verdict.
     pub passed: bool,
     /// The event's `verificationHash`, equal to the attestations' hash.
@@ -250,6 +256,9 @@ pub fn check_settlement(
         chain_id: facts.chain_id,
         bounty_id: b.bounty_id,
         round: b.round,
+        submission_hash: b.submission_hash,
+        evidence_hash: b.evidence_hash,
+        policy_hash: b.policy_hash,
         passed,
         verification_hash: computed,
         attestations: out,
