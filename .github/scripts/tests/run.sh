@@ -5,7 +5,7 @@
 # argument shapes the workflows use, against a local stand-in for the GitHub REST API and real
 # GITHUB_OUTPUT / GITHUB_STEP_SUMMARY files, with the real keeper binary where one runs.
 #
-#   .github/scripts/tests/run.sh [directory holding the built keeper and worker]
+#   .github/scripts/tests/run.sh [directory holding the built keeper, signer and worker]
 #
 # Prints one line per case and closes with "N passed, N failed".
 set -uo pipefail
