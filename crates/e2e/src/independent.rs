@@ -53,6 +53,80 @@ pub struct IndependentResult {
     pub relayed: Vec<(Address, bool, Bytes32)>,
     /// Where the run left its files (candidates, agreed directories, attestations).
     pub work: PathBuf,
+    /// `worker reproduce --tx` of the settlement afterwards: its exit code and JSON report.
+    pub reproduced: (Option<i32>, Value),
+    /// `worker reproduce --candidate` of the runner's candidate.
+    pub reproduced_candidate: (Option<i32>, Value),
+}
+
+/// `worker reproduce` as a third party runs it, from the settlement transaction and the
+/// platform's API; its exit code and `--json` report (an error object on a refusal).
+pub(crate) async fn reproduce_tx(
+    cfg: &E2eConfig,
+    work: &Path,
+    api: &str,
+    rpc: &str,
+    tx: B256,
+) -> Result<(Option<i32>, Value), E2eError> {
+    reproduce(
+        cfg,
+        work,
+        api,
+        &[s("--tx"), tx.to_string(), s("--rpc"), rpc.to_owned()],
+        None,
+    )
+    .await
+}
+
+/// `worker reproduce` with `input` (its `--tx`/`--candidate` arguments) and, when given, one
+/// extra environment variable (a `DOCKER_HOST` that answers nothing).
+pub(crate) async fn reproduce(
+    cfg: &E2eConfig,
+    work: &Path,
+    api: &str,
+    input: &[String],
+    env: Option<(&str, &str)>,
+) -> Result<(Option<i32>, Value), E2eError> {
+    let out = work.join("reproduction");
+    let staging = work.join("reproduce-staging");
+    let scratch = work.join("reproduce-scratch");
+    for d in [&out, &staging, &scratch] {
+        std::fs::create_dir_all(d).map_err(io("create a work directory", d))?;
+    }
+    let mut args = vec![s("reproduce")];
+    args.extend(input.iter().cloned());
+    args.extend([
+        s("--api"),
+        api.to_owned(),
+        s("--archive-base"),
+        api.to_owned(),
+        s("--out"),
+        s(out.display()),
+        s("--staging-root"),
+        s(staging.display()),
+        s("--work-dir"),
+        s(scratch.display()),
+        s("--json"),
+    ]);
+    info(&format!("$ worker {}", args.join(" ")));
+    let mut cmd = tokio::process::Command::new(cfg.bin_dir.join("worker"));
+    cmd.args(&args)
+        .env_remove("REGRESSION_SANDBOX_STAGING_ROOT");
+    if let Some((k, v)) = env {
+        cmd.env(k, v);
+    }
+    let output = cmd
+        .output()
+        .await
+        .map_err(io("run worker reproduce", &cfg.bin_dir.join("worker")))?;
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    info(stderr.trim_end());
+    let report = serde_json::from_slice(&output.stdout).map_err(|e| E2eError::Step {
+        step: "worker reproduce".into(),
+        code: output.status.code(),
+        detail: format!("stdout is not JSON ({e}); stderr: {stderr}"),
+    })?;
+    Ok((output.status.code(), report))
 }
 
 fn response_hash_of(path: &Path) -> Result<Bytes32, E2eError> {
@@ -70,20 +144,36 @@ fn response_hash_of(path: &Path) -> Result<Bytes32, E2eError> {
         .ok_or_else(|| E2eError::Mismatch(format!("{} has no response hash", path.display())))
 }
 
-/// Plays the independent-execution path once; errors unless the bounty settles with
-/// `threshold` = 2 attestations of one verdict carrying different response hashes.
-// One function on purpose, like `run_scenario`: it reads top to bottom as the pipeline.
-#[allow(clippy::too_many_lines)]
-pub async fn run_independent(cfg: &E2eConfig) -> Result<IndependentResult, E2eError> {
-    let work = cfg.work_dir.join("independent");
-    fresh_dir(&work)?;
+/// A bounty for `fixtures/python-bounty`'s good solution on the local chain, its job served
+/// with the archives by a loopback stand-in for the platform and codeload.
+pub(crate) struct Served {
+    pub(crate) kit: Testkit,
+    pub(crate) bounty: chain_testkit::DeployedBounty,
+    pub(crate) validated: verifier_sdk::ValidatedJob,
+    pub(crate) server: ArchiveServer,
+    pub(crate) verifiers: Vec<Address>,
+}
+
+pub(crate) async fn deploy_and_serve(
+    cfg: &E2eConfig,
+    label: &str,
+    timed: bool,
+    edit: impl FnOnce(&mut Value),
+) -> Result<Served, E2eError> {
     let fixtures = cfg.repo_root.join("fixtures/python-bounty");
     let solution = fixtures.join("solution-good");
     let benchmark = fixtures.join("benchmark");
     let source_digest = tree_digest(&solution)?;
     let benchmark_digest = tree_digest(&benchmark)?;
 
-    step("[independent] deploy TestBounty (two verifiers, threshold 2), timing-printing command");
+    step(&format!(
+        "[{label}] deploy TestBounty (two verifiers, threshold 2){}",
+        if timed {
+            ", timing-printing command"
+        } else {
+            ""
+        }
+    ));
     let kit = Testkit::connect().await?;
     let now = kit.latest_timestamp().await?.max(wall_clock());
     let verifiers = VERIFIER_KEYS
@@ -91,7 +181,7 @@ pub async fn run_independent(cfg: &E2eConfig) -> Result<IndependentResult, E2eEr
         .map(|i| dev_signer(*i).map(|s| s.address()))
         .collect::<Result<Vec<_>, _>>()?;
     let solver = PrivateKeySigner::random().address();
-    let bounty_id = keccak256(format!("e2e:independent:{now}:{solver}"));
+    let bounty_id = keccak256(format!("e2e:{label}:{timed}:{now}:{solver}"));
     let commit: String = source_digest
         .to_string()
         .trim_start_matches("sha256:")
@@ -100,7 +190,10 @@ pub async fn run_independent(cfg: &E2eConfig) -> Result<IndependentResult, E2eEr
         .collect();
     let repo = "roman-independent";
     let mut m = manifest(&cfg.python_image, benchmark_digest);
-    m["command"] = json!(TIMED_COMMAND);
+    if timed {
+        m["command"] = json!(TIMED_COMMAND);
+    }
+    edit(&mut m);
     let mut jp = JobParams {
         bounty_id: bounty_id.to_string(),
         round: 1,
@@ -135,6 +228,33 @@ pub async fn run_independent(cfg: &E2eConfig) -> Result<IndependentResult, E2eEr
         BENCHMARK_SUBDIR,
         &tree_files(&benchmark)?,
     )?;
+    Ok(Served {
+        kit,
+        bounty,
+        validated,
+        server,
+        verifiers,
+    })
+}
+
+/// Plays the independent-execution path once; errors unless the bounty settles with
+/// `threshold` = 2 attestations of one verdict carrying different response hashes.
+// One function on purpose, like `run_scenario`: it reads top to bottom as the pipeline.
+#[allow(clippy::too_many_lines)]
+pub async fn run_independent(cfg: &E2eConfig, timed: bool) -> Result<IndependentResult, E2eError> {
+    let work = cfg.work_dir.join(if timed {
+        "independent-timed"
+    } else {
+        "independent"
+    });
+    fresh_dir(&work)?;
+    let Served {
+        kit,
+        bounty,
+        validated,
+        server,
+        verifiers,
+    } = deploy_and_serve(cfg, "independent", timed, |_| {}).await?;
     let dir = |name: &str| work.join(name);
     let bin = |name: &str| cfg.bin_dir.join(name);
     let file = verifier_sdk::candidate_file_name(validated.job_id());
@@ -325,6 +445,17 @@ pub async fn run_independent(cfg: &E2eConfig) -> Result<IndependentResult, E2eEr
             "status {status} after settlement"
         )));
     }
+    step("[independent] worker reproduce --tx: a third party re-runs the settled verdict");
+    let reproduced = reproduce_tx(cfg, &work, server.url(), kit.url(), tx_hash).await?;
+    step("[independent] worker reproduce --candidate: the runner's candidate re-run");
+    let reproduced_candidate = reproduce(
+        cfg,
+        &work.join("from-candidate"),
+        server.url(),
+        &[s("--candidate"), s(dir("runner").join(&file).display())],
+        None,
+    )
+    .await?;
     Ok(IndependentResult {
         bounty: bounty.address(),
         tx_hash,
@@ -333,5 +464,113 @@ pub async fn run_independent(cfg: &E2eConfig) -> Result<IndependentResult, E2eEr
         runner_response_hash,
         relayed,
         work,
+        reproduced,
+        reproduced_candidate,
+    })
+}
+
+/// What a settlement made with test keys over a flipped verdict reproduced to.
+#[derive(Debug, Clone)]
+pub struct ForgedResult {
+    /// `worker reproduce --tx` of the forged settlement: exit code and report.
+    pub reproduced: (Option<i32>, Value),
+    /// `worker reproduce --tx` of a transaction that is not a settlement.
+    pub not_a_settlement: (Option<i32>, Value),
+    /// The forged settlement reproduced with the engine unreachable.
+    pub engine_down: (Option<i32>, Value),
+    /// A flipped settlement of a job whose run times out, reproduced.
+    pub no_verdict: (Option<i32>, Value),
+}
+
+/// Settles a bounty whose solution passes with the verifiers' test keys signing `failed`
+/// (a flipped verdict the contract cannot tell), then reproduces it from the transaction; and
+/// reproduces a transaction to the same bounty that is not a settlement.
+pub async fn run_forged_settlement(cfg: &E2eConfig) -> Result<ForgedResult, E2eError> {
+    let work = cfg.work_dir.join("forged");
+    fresh_dir(&work)?;
+    let Served {
+        kit,
+        bounty,
+        server,
+        ..
+    } = deploy_and_serve(cfg, "forged", false, |_| {}).await?;
+    step("[forged] the verifiers' test keys sign `failed` for a passing solution; settle");
+    let deadline = U256::from(kit.latest_timestamp().await?.max(wall_clock()) + 900);
+    let mut atts = Vec::new();
+    for key in VERIFIER_KEYS {
+        let signer = dev_signer(key)?;
+        atts.push(
+            bounty
+                .sign_attestation(
+                    &signer,
+                    signer.address(),
+                    false,
+                    B256::repeat_byte(0x66),
+                    deadline,
+                )
+                .await?,
+        );
+    }
+    let receipt = bounty.settle(atts).await?;
+    let tx = receipt.transaction_hash;
+    info(&format!("settled (rejected) by {tx}"));
+    let reproduced = reproduce_tx(cfg, &work.join("settled"), server.url(), kit.url(), tx).await?;
+    step("[forged] a transaction to the bounty that is not a settlement");
+    let other = bounty.set_solver(Address::repeat_byte(0x33)).await?;
+    let not_a_settlement = reproduce_tx(
+        cfg,
+        &work.join("other"),
+        server.url(),
+        kit.url(),
+        other.transaction_hash,
+    )
+    .await?;
+    step("[forged] the same settlement reproduced with the engine unreachable");
+    let engine_down = reproduce(
+        cfg,
+        &work.join("engine-down"),
+        server.url(),
+        &[s("--tx"), tx.to_string(), s("--rpc"), kit.url().to_owned()],
+        Some(("DOCKER_HOST", "unix:///nonexistent/docker.sock")),
+    )
+    .await?;
+    step("[forged] a flipped settlement of a job whose run times out");
+    let Served {
+        bounty: slow,
+        server: slow_server,
+        ..
+    } = deploy_and_serve(cfg, "forged-slow", false, |m| {
+        m["command"] = json!(["python3", "-I", "-B", "-c", "import time; time.sleep(30)"]);
+        m["timeout_seconds"] = json!(2);
+    })
+    .await?;
+    let mut atts = Vec::new();
+    for key in VERIFIER_KEYS {
+        let signer = dev_signer(key)?;
+        atts.push(
+            slow.sign_attestation(
+                &signer,
+                signer.address(),
+                false,
+                B256::repeat_byte(0x67),
+                deadline,
+            )
+            .await?,
+        );
+    }
+    let slow_tx = slow.settle(atts).await?.transaction_hash;
+    let no_verdict = reproduce_tx(
+        cfg,
+        &work.join("slow"),
+        slow_server.url(),
+        kit.url(),
+        slow_tx,
+    )
+    .await?;
+    Ok(ForgedResult {
+        reproduced,
+        not_a_settlement,
+        engine_down,
+        no_verdict,
     })
 }

@@ -13,7 +13,7 @@ pub mod exit;
 pub mod interrupt;
 pub mod local_request;
 
-pub use worker_jobs::{feed, intoto, run};
+pub use worker_jobs::{feed, intoto, reproduce, run};
 pub use worker_rehearse as rehearse;
 pub use worker_sandbox::explain;
 pub use worker_serve as serve;

@@ -10,6 +10,7 @@ pub mod gc;
 pub mod make_request;
 pub mod plan;
 pub mod rehearse;
+pub mod reproduce;
 pub mod request;
 pub mod run_regression;
 pub mod serve;
