@@ -5,7 +5,7 @@
 # argument shapes the workflows use, against a local stand-in for the GitHub REST API and real
 # GITHUB_OUTPUT / GITHUB_STEP_SUMMARY files, with the real keeper binary where one runs.
 #
-#   .github/scripts/tests/run.sh [directory holding the built keeper and worker]
+#   .github/scripts/tests/run.sh [directory holding the built keeper, signer and worker]
 #
 # Prints one line per case and closes with "N passed, N failed".
 set -uo pipefail
@@ -516,20 +516,21 @@ if [[ -x "${worker_bin}" && -x "${example_job}" && -s "${images}" ]]; then
       '{schema: "agent-bounties/regression-candidate-manifest-v1", network: "base-mainnet", candidates: [{job_id: $id, file: $f}]}' \
       > "$1/manifest.json"
   }
-  compare() { rm -rf "${tmp}/agreed"; run_script "${scripts}/compare-candidates.sh" "${tmp}/runner" "${tmp}/own" "${tmp}/agreed"; }
+  export SIGNER_BIN="${bin_dir}/signer"
+  compare() { rm -rf "${tmp}/agreed" "${tmp}/agreed.disagreements"; run_script "${scripts}/compare-candidates.sh" "${tmp}/runner" "${tmp}/own" "${tmp}/agreed"; }
   rm -rf "${tmp}/runner" "${tmp}/own"
   candidate_dir "${tmp}/runner" "${tmp}/request-pass.json" "${tmp}/outcome-runner.json"
   candidate_dir "${tmp}/own" "${tmp}/request-pass.json" "${tmp}/outcome-own.json"
   compare
-  check "independent: two real runs of the job agree; the runner's candidate is kept for signing" \
-    eval '((status == 0)) && [[ "$(jq -r ".candidates[0].file" "${tmp}/agreed/manifest.json")" == "${cand_file}" ]] && cmp -s "${tmp}/runner/${cand_file}" "${tmp}/agreed/${cand_file}" && grep -q "| agree |" "${summary_file}"'
+  check "independent: two real runs of the job agree bit for bit; the slot's own candidate is kept for signing" \
+    eval '((status == 0)) && [[ "$(jq -r ".candidates[0].file" "${tmp}/agreed/manifest.json")" == "${cand_file}" ]] && cmp -s "${tmp}/own/${cand_file}" "${tmp}/agreed/${cand_file}" && grep -q "| agree: reproduced bit for bit; the slot signs its own run |" "${summary_file}"'
 
   # A runner presenting another run's result for this job: the slot's own real run disagrees.
   rm -rf "${tmp}/runner"
   candidate_dir "${tmp}/runner" "${tmp}/request-pass.json" "${tmp}/outcome-fail.json"
   compare
-  check "independent: the runner's response hash differs from the slot's own run; nothing is signed, reported as an error" \
-    eval '((status == 2)) && [[ "$(jq ".candidates | length" "${tmp}/agreed/manifest.json")" == 0 ]] && [[ ! -e "${tmp}/agreed/${cand_file}" ]] && said "::error::job ${job_id}: independent re-run disagrees" && grep -q "disagree" "${summary_file}"'
+  check "independent: the runner's candidate is another tree's run (source digest, verdict differ); nothing is signed, reported as an error, both candidates kept" \
+    eval '((status == 2)) && [[ "$(jq ".candidates | length" "${tmp}/agreed/manifest.json")" == 0 ]] && [[ ! -e "${tmp}/agreed/${cand_file}" ]] && said "::error::job ${job_id}: independent re-run disagrees" && grep -q "disagree" "${summary_file}" && cmp -s "${tmp}/runner/${cand_file}" "${tmp}/agreed.disagreements/${cand_file%.json}.runner.json" && cmp -s "${tmp}/own/${cand_file}" "${tmp}/agreed.disagreements/${cand_file%.json}.own.json"'
 
   check "independent: a disagreement fails the slot's step red (exit 2), the agreed directory still written for what agreed" \
     eval '((status == 2)) && [[ -f "${tmp}/agreed/manifest.json" ]]'
@@ -542,6 +543,48 @@ if [[ -x "${worker_bin}" && -x "${example_job}" && -s "${images}" ]]; then
   rm -f "${tmp}/runner/manifest.json"
   compare
   check "independent: runner candidates without a manifest fail closed" eval '((status == 1)) && [[ ! -e "${tmp}/agreed/manifest.json" ]]'
+
+  # A forged runner candidate: the slot's own real run of the job failed; the runner claims it
+  # passed (verdict and exit code flipped, response hash recomputed, so the file is
+  # self-consistent). Only the comparison with the slot's own run can catch it.
+  real_run "${repo}/fixtures/example/source-fail" "${tmp}/request-fail-2.json" "${tmp}/outcome-fail-own.json"
+  jq -c '.verdict = "passed" | .receipt.execution.exit_code = 0' "${tmp}/outcome-fail.json" > "${tmp}/forged.json"
+  forged_rh="0x$(jq -cj '{schema_version: "agent-bounties/regression-sandbox-receipt-v1", verdict, receipt}' "${tmp}/forged.json" | sha256sum | cut -d' ' -f1)"
+  jq -c --arg h "${forged_rh}" '.response_hash = $h' "${tmp}/forged.json" > "${tmp}/outcome-forged.json"
+  rm -rf "${tmp}/runner" "${tmp}/own"
+  candidate_dir "${tmp}/runner" "${tmp}/request-fail.json" "${tmp}/outcome-forged.json"
+  candidate_dir "${tmp}/own" "${tmp}/request-fail.json" "${tmp}/outcome-fail-own.json"
+  compare
+  check "independent: a forged runner candidate (the slot's run failed, the runner claims passed) disagrees on the verdict; nothing signed, both kept" \
+    eval '((status == 2)) && [[ "$(jq ".candidates | length" "${tmp}/agreed/manifest.json")" == 0 ]] && grep -q "DISAGREES on verdict" "${summary_file}" && [[ -f "${tmp}/agreed.disagreements/${cand_file%.json}.runner.json" ]]'
+
+  # A benchmark that prints timings (what pytest, cargo test, go test and node print; the
+  # Python harness before it dropped unittest's duration): two real runs of the Python bounty
+  # have different stdout and so different response hashes, with the same verdict and every
+  # commitment equal. The slot agrees and signs its own run.
+  python_image="$(jq -r .python "${images}")"
+  py_src="$(stage source "${repo}/fixtures/python-bounty/solution-good" 536870912 50000)"
+  py_bench="$(stage benchmark "${repo}/fixtures/python-bounty/benchmark" 67108864 10000)"
+  timed='import runpy, sys, time; print("started at", time.time_ns(), flush=True); sys.argv = ["run_tests.py", "6"]; runpy.run_path("/benchmark/run_tests.py", run_name="__main__")'
+  "${example_job}" "${python_image}" "${py_src}" "${py_bench}" python3 -I -B -c "${timed}" > "${tmp}/request-timed.json"
+  "${worker_bin}" --run-regression "${tmp}/request-timed.json" > "${tmp}/outcome-timed-runner.json"
+  "${worker_bin}" --run-regression "${tmp}/request-timed.json" > "${tmp}/outcome-timed-own.json"
+  timed_job="$(jq -r .job.job_id "${tmp}/request-timed.json")"
+  timed_file="candidate-$(printf '%s' "${timed_job}" | sha256sum | cut -d' ' -f1).json"
+  timed_dir() { # dir outcome
+    mkdir -p "$1"
+    jq -n --slurpfile r "${tmp}/request-timed.json" --slurpfile o "$2" \
+      '{schema: "agent-bounties/regression-candidate-v1", job: $r[0].job, outcome: $o[0], runner_revision: "test"}' > "$1/${timed_file}"
+    jq -n --arg id "${timed_job}" --arg f "${timed_file}" \
+      '{schema: "agent-bounties/regression-candidate-manifest-v1", network: "base-mainnet", candidates: [{job_id: $id, file: $f}]}' > "$1/manifest.json"
+  }
+  rm -rf "${tmp}/runner" "${tmp}/own"
+  timed_dir "${tmp}/runner" "${tmp}/outcome-timed-runner.json"
+  timed_dir "${tmp}/own" "${tmp}/outcome-timed-own.json"
+  compare
+  timed_hashes="$(jq -r .response_hash "${tmp}/outcome-timed-runner.json" "${tmp}/outcome-timed-own.json" | sort -u | wc -l)"
+  check "independent: a benchmark printing timings (two real Python runs, ${timed_hashes} response hashes, verdict $(jq -r .verdict "${tmp}/outcome-timed-own.json")) agrees on the verdict; the slot's own candidate is kept for signing" \
+    eval '((status == 0)) && ((timed_hashes == 2)) && [[ "$(jq -r .verdict "${tmp}/outcome-timed-own.json")" == passed ]] && cmp -s "${tmp}/own/${timed_file}" "${tmp}/agreed/${timed_file}" && grep -q "agree: verdict reproduced; output differs (stdout)" "${summary_file}"'
 else
   echo "FAIL  independent: needs ${worker_bin}, ${example_job} (cargo build -p worker --example example_job) and ${images} (scripts/services.sh)"
   failed=$((failed + 1))

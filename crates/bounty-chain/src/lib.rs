@@ -19,6 +19,7 @@ pub mod feed;
 pub mod reader;
 pub mod revalidate;
 pub mod rpc;
+pub mod settlement;
 pub mod state;
 
 pub use expect::{Expected, Mismatch, check_state};
@@ -28,6 +29,7 @@ pub use reader::{
 };
 pub use revalidate::{CheckedCandidate, Refusal, expected_for, refetch_and_revalidate};
 pub use rpc::{Redactor, connect_rpc};
+pub use settlement::SettlementReadError;
 pub use state::BountyState;
 // Re-exported so callers of this crate name one set of protocol types, the sdk's.
 pub use verifier_sdk::{BountyStatus, VerificationMode, verifier_set_hash};

@@ -80,7 +80,15 @@ impl RpcChainReader {
         Ok(Self { provider, redactor })
     }
 
-    fn rpc_error(&self, what: &'static str, err: &dyn std::fmt::Display) -> ChainReadError {
+    pub(crate) fn provider(&self) -> &RootProvider {
+        &self.provider
+    }
+
+    pub(crate) fn rpc_error(
+        &self,
+        what: &'static str,
+        err: &dyn std::fmt::Display,
+    ) -> ChainReadError {
         ChainReadError::Rpc {
             what,
             detail: self.redactor.scrub(&err.to_string()),
@@ -151,9 +159,34 @@ impl RpcChainReader {
     }
 }
 
-impl ChainReader for RpcChainReader {
-    async fn read_bounty(&self, bounty: Address) -> Result<BountyState, ChainReadError> {
-        let (block_number, block_timestamp) = self.pinned_block().await?;
+impl RpcChainReader {
+    /// Every bounty view at `block_number` (an earlier block too: a settled bounty's state
+    /// before its settlement).
+    pub async fn read_bounty_at(
+        &self,
+        bounty: Address,
+        block_number: u64,
+    ) -> Result<BountyState, ChainReadError> {
+        let block_timestamp = self
+            .provider
+            .get_block_by_number(block_number.into())
+            .await
+            .map_err(|e| self.rpc_error("eth_getBlockByNumber", &e))?
+            .ok_or_else(|| {
+                self.rpc_error("eth_getBlockByNumber", &"the block is unknown to the node")
+            })?
+            .header
+            .timestamp;
+        self.read_bounty_pinned(bounty, block_number, block_timestamp)
+            .await
+    }
+
+    async fn read_bounty_pinned(
+        &self,
+        bounty: Address,
+        block_number: u64,
+        block_timestamp: u64,
+    ) -> Result<BountyState, ChainReadError> {
         let at = BlockId::number(block_number);
         self.check_code(bounty, block_number).await?;
 
@@ -260,6 +293,14 @@ impl ChainReader for RpcChainReader {
             verifier_set_hash: Bytes32::from(verifier_set_hash),
             verifiers: verifiers.into_iter().map(Address::from).collect(),
         })
+    }
+}
+
+impl ChainReader for RpcChainReader {
+    async fn read_bounty(&self, bounty: Address) -> Result<BountyState, ChainReadError> {
+        let (block_number, block_timestamp) = self.pinned_block().await?;
+        self.read_bounty_pinned(bounty, block_number, block_timestamp)
+            .await
     }
 
     async fn attestation_digest(

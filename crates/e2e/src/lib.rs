@@ -10,6 +10,7 @@
 
 pub mod chaos;
 pub mod dedicated;
+pub mod independent;
 mod server;
 
 use std::path::{Path, PathBuf};

@@ -7,7 +7,9 @@ use std::path::{Path, PathBuf};
 
 use serde_json::Value;
 use verifier_sdk::artifacts::ATTESTATION_SCHEMA;
-use verifier_sdk::{AttestationFile, ReferenceAttestationManifest, check_candidate_file_name};
+use verifier_sdk::{
+    AttestationFile, Candidate, ReferenceAttestationManifest, check_candidate_file_name,
+};
 
 use crate::report::SkippedAttestation;
 use crate::select::NamedAttestation;
@@ -138,11 +140,17 @@ pub fn attestation_pool(dirs: &[PathBuf]) -> Result<AttestationPool, InputError>
                 continue;
             }
             match AttestationFile::from_value(&value) {
-                Ok(file) => pool
-                    .by_job
-                    .entry(file.job_id.clone())
-                    .or_default()
-                    .push(NamedAttestation { source, file }),
+                Ok(file) => {
+                    let own_outcome = own_outcome(dir, &file);
+                    pool.by_job
+                        .entry(file.job_id.clone())
+                        .or_default()
+                        .push(NamedAttestation {
+                            source,
+                            file,
+                            own_outcome,
+                        });
+                }
                 Err(e) => pool.unreadable.push(SkippedAttestation {
                     source,
                     code: format!("malformed: {e}"),
@@ -151,6 +159,22 @@ pub fn attestation_pool(dirs: &[PathBuf]) -> Result<AttestationPool, InputError>
         }
     }
     Ok(pool)
+}
+
+/// The outcome of the candidate a signer wrote next to its attestation (its own run, with
+/// independent execution), when the attestation names a well-formed candidate file of its own
+/// job that is there. Anything else is `None`: the selection then needs the attestation's
+/// response hash to be the relayed candidate's, as without independent execution.
+fn own_outcome(dir: &Path, file: &AttestationFile) -> Option<Value> {
+    if check_candidate_file_name(&file.candidate_file).is_err()
+        || file.candidate_file != verifier_sdk::candidate_file_name(&file.job_id)
+    {
+        return None;
+    }
+    let value = read_json(&dir.join(&file.candidate_file), MAX_CANDIDATE_BYTES).ok()?;
+    let candidate = Candidate::from_value(&value).ok()?;
+    (candidate.job.get("job_id").and_then(Value::as_str) == Some(file.job_id.as_str()))
+        .then_some(candidate.outcome)
 }
 
 #[cfg(test)]

@@ -10,7 +10,7 @@ use std::collections::BTreeMap;
 use verifier_sdk::settle::{self, Attestation};
 use verifier_sdk::{
     Address, AttestationFields, AttestationFile, Bytes32, ValidatedJob, ValidatedOutcome,
-    attestation_digest, recover_signer, verification_hash,
+    attestation_digest, compare_with_validated, recover_signer, verification_hash,
 };
 
 /// An attestation whose deadline is at or before `now + DEADLINE_MARGIN_SECS` is dropped: it
@@ -67,6 +67,16 @@ pub enum SelectRefusal {
         /// The attestation's.
         found: Bytes32,
     },
+    /// A valid attestation signs another response hash than the candidate's, and the run it
+    /// signed (the candidate its signer wrote next to it) is missing, is no run of this job,
+    /// is not the one it signed, or disagrees with the candidate on a commitment.
+    #[error("attestation of {verifier} signs another run of the job that cannot be used: {reason}")]
+    OwnRun {
+        /// The attestation's verifier.
+        verifier: Address,
+        /// Why.
+        reason: String,
+    },
     /// Fewer usable attestations than the threshold.
     #[error("{usable} usable attestations, threshold is {threshold}")]
     Insufficient {
@@ -84,6 +94,7 @@ impl SelectRefusal {
             Self::MixedVerdicts => "mixed_verdicts",
             Self::VerdictMismatch => "verdict_mismatch",
             Self::ResponseHashMismatch { .. } => "response_hash_mismatch",
+            Self::OwnRun { .. } => "own_run_unusable",
             Self::Insufficient { .. } => "insufficient_attestations",
         }
     }
@@ -96,6 +107,10 @@ pub struct NamedAttestation {
     pub source: String,
     /// The parsed file.
     pub file: AttestationFile,
+    /// The outcome of the candidate its signer wrote next to it (`candidate_file` in the same
+    /// directory), when there is one: with independent execution each slot signs its own run,
+    /// whose response hash may differ from the relayed candidate's.
+    pub own_outcome: Option<serde_json::Value>,
 }
 
 /// What the job's settlement will carry.
@@ -134,7 +149,7 @@ pub fn select(
 ) -> SelectOutcome {
     let mut skipped = Vec::new();
     // verifier → (deadline, attestation, source); BTreeMap keeps verifier-address order.
-    let mut valid: BTreeMap<Address, (u64, AttestationFile, String)> = BTreeMap::new();
+    let mut valid: Valid<'_> = BTreeMap::new();
     for named in files {
         let f = &named.file;
         let skip = if f.bounty_contract != job.bounty_contract() {
@@ -152,20 +167,26 @@ pub fn select(
             skipped.push((named.source.clone(), skip));
             continue;
         }
+        let entry = (
+            f.deadline,
+            f.clone(),
+            named.source.clone(),
+            named.own_outcome.as_ref(),
+        );
         match valid.get(&f.verifier) {
-            Some((deadline, kept, _)) if *deadline > f.deadline || kept == f => {
+            Some((deadline, kept, _, _)) if *deadline > f.deadline || kept == f => {
                 skipped.push((named.source.clone(), Skip::Duplicate));
             }
-            Some((_, _, kept_source)) => {
+            Some((_, _, kept_source, _)) => {
                 skipped.push((kept_source.clone(), Skip::Duplicate));
-                valid.insert(f.verifier, (f.deadline, f.clone(), named.source.clone()));
+                valid.insert(f.verifier, entry);
             }
             None => {
-                valid.insert(f.verifier, (f.deadline, f.clone(), named.source.clone()));
+                valid.insert(f.verifier, entry);
             }
         }
     }
-    let result = decide(outcome, threshold, &valid);
+    let result = decide(job, outcome, threshold, &valid);
     SelectOutcome { skipped, result }
 }
 
@@ -189,12 +210,53 @@ fn signature_recovers(job: &ValidatedJob, f: &AttestationFile) -> bool {
     recover_signer(&digest, &signature).is_ok_and(|who| who == f.verifier)
 }
 
+/// An attestation over another response hash than the candidate's is usable only with the run
+/// it signed next to it, and only when that run is a run of this job, is the one signed, and
+/// agrees with the candidate on the verdict and every receipt commitment
+/// ([`verifier_sdk::agreement`]): what the contract accepts (one verdict, PROTOCOL §6), and no
+/// more than what the signer's own run can show.
+fn own_run_agrees(
+    job: &ValidatedJob,
+    outcome: &ValidatedOutcome,
+    f: &AttestationFile,
+    own: Option<&serde_json::Value>,
+) -> Result<(), SelectRefusal> {
+    let expected = outcome.response_hash();
+    let Some(own) = own else {
+        return Err(SelectRefusal::ResponseHashMismatch {
+            expected,
+            found: f.response_hash,
+        });
+    };
+    let refuse = |reason: String| SelectRefusal::OwnRun {
+        verifier: f.verifier,
+        reason,
+    };
+    let agreement = compare_with_validated(job, outcome, own).map_err(|e| refuse(e.to_string()))?;
+    if !agreement.agrees() {
+        return Err(refuse(agreement.describe()));
+    }
+    let own_hash = own
+        .get("response_hash")
+        .and_then(serde_json::Value::as_str)
+        .and_then(|s| s.parse::<Bytes32>().ok());
+    if own_hash != Some(f.response_hash) {
+        return Err(refuse(
+            "the candidate next to it is not the run it signed (response hash differs)".into(),
+        ));
+    }
+    Ok(())
+}
+
+type Valid<'a> = BTreeMap<Address, (u64, AttestationFile, String, Option<&'a serde_json::Value>)>;
+
 fn decide(
+    job: &ValidatedJob,
     outcome: &ValidatedOutcome,
     threshold: u8,
-    valid: &BTreeMap<Address, (u64, AttestationFile, String)>,
+    valid: &Valid<'_>,
 ) -> Result<Selection, SelectRefusal> {
-    let files: Vec<&AttestationFile> = valid.values().map(|(_, f, _)| f).collect();
+    let files: Vec<&AttestationFile> = valid.values().map(|(_, f, _, _)| f).collect();
     if let Some(first) = files.first()
         && files.iter().any(|f| f.passed != first.passed)
     {
@@ -205,11 +267,10 @@ fn decide(
         return Err(SelectRefusal::VerdictMismatch);
     }
     let expected = outcome.response_hash();
-    if let Some(f) = files.iter().find(|f| f.response_hash != expected) {
-        return Err(SelectRefusal::ResponseHashMismatch {
-            expected,
-            found: f.response_hash,
-        });
+    for (_, f, _, own) in valid.values() {
+        if f.response_hash != expected {
+            own_run_agrees(job, outcome, f, *own)?;
+        }
     }
     let wanted = usize::from(threshold);
     if files.len() < wanted || wanted == 0 {

@@ -7,8 +7,9 @@
 //! | 1 | internal failure (a bug, or the attestation output could not be written) |
 //! | 2 | usage: the command line could not be parsed |
 //! | 3 | at least one candidate was refused (job changed or gone, on-chain mismatch, deadline too close, digest disagreement, …); the others were still signed; the report names each refusal's code |
-//! | 4 | invalid input: the candidates directory or its manifest is missing, unreadable, malformed, or for another network |
+//! | 4 | invalid input: the candidates directory or its manifest is missing, unreadable, malformed, or for another network; for `signer agree`, a candidate file that is unreadable, not a candidate, or whose outcome is no run of its job |
 //! | 5 | the RPC or the platform API was unavailable for at least one candidate (takes precedence over 3: a retry may sign it) |
+//! | 6 | `signer agree` only: the two candidates disagree on the job, the verdict or a receipt commitment |
 //! | 78 | configuration or credential problem a restart will not fix: key missing, malformed, in a file with mode wider than 0600 or a symlink, key address ≠ `--signer`, invalid RPC or API URL (the API must be https unless loopback) |
 
 /// An exit status of the signer.
@@ -28,6 +29,8 @@ pub enum ExitCode {
     InvalidInput = 4,
     /// RPC or API unavailable.
     Unavailable = 5,
+    /// `signer agree`: the candidates disagree.
+    Disagrees = 6,
     /// Configuration or credential problem.
     Config = 78,
 }
@@ -51,6 +54,7 @@ mod tests {
         assert_eq!(ExitCode::Refused.code(), 3);
         assert_eq!(ExitCode::InvalidInput.code(), 4);
         assert_eq!(ExitCode::Unavailable.code(), 5);
+        assert_eq!(ExitCode::Disagrees.code(), 6);
         assert_eq!(ExitCode::Config.code(), 78);
     }
 }

@@ -10,6 +10,7 @@
 //! takes a key on the command line (only the name of an environment variable, or a 0600
 //! file), and never prints or logs key material.
 
+pub mod agree;
 pub mod exit;
 pub mod files;
 pub mod sign;
@@ -47,6 +48,26 @@ pub struct Cli {
 pub enum Command {
     /// Sign every candidate in a candidates directory.
     Sign(SignArgs),
+    /// Compare the runner's candidate with this slot's own re-run of the same job: they agree
+    /// when the job, the verdict and every receipt commitment (scope, manifest and command
+    /// hashes, source and benchmark digests, image, isolation) are equal; the output (stream
+    /// hashes) may differ. Exits 0 when they agree, 6 when they disagree, 4 when a file is
+    /// unreadable or its outcome is not a run of the job. Reads no key and asks no service.
+    Agree(AgreeArgs),
+}
+
+/// Arguments of `signer agree`.
+#[derive(Debug, Args)]
+pub struct AgreeArgs {
+    /// The runner's candidate file.
+    #[arg(long, value_name = "FILE")]
+    pub runner: PathBuf,
+    /// This slot's own candidate for the same job.
+    #[arg(long, value_name = "FILE")]
+    pub own: PathBuf,
+    /// Print the comparison as JSON on stdout.
+    #[arg(long)]
+    pub json: bool,
 }
 
 /// Arguments of `signer sign`.
@@ -215,5 +236,33 @@ pub fn json_error(json: bool, code: ExitCode, message: &str) -> ExitCode {
 pub async fn run(cli: &Cli) -> ExitCode {
     match &cli.command {
         Command::Sign(args) => run_sign(args).await,
+        Command::Agree(args) => run_agree(args),
+    }
+}
+
+/// Runs `signer agree`: the answer on stderr (and as JSON on stdout with `--json`).
+pub fn run_agree(args: &AgreeArgs) -> ExitCode {
+    match agree::agree(&args.runner, &args.own) {
+        Ok(report) => {
+            eprintln!("signer agree: {}", report.summary);
+            if args.json {
+                match serde_json::to_string_pretty(&report) {
+                    Ok(text) => println!("{text}"),
+                    Err(e) => {
+                        eprintln!("signer: could not serialize the report: {e}");
+                        return ExitCode::Internal;
+                    }
+                }
+            }
+            if report.agrees {
+                ExitCode::Success
+            } else {
+                ExitCode::Disagrees
+            }
+        }
+        Err(e) => {
+            eprintln!("signer agree: {e}");
+            json_error(args.json, ExitCode::InvalidInput, &e.to_string())
+        }
     }
 }

@@ -316,6 +316,9 @@ fn candidate_expiry(cfg: &SignConfig, entry: &CandidateEntry) -> Option<u64> {
 struct Signed {
     file: AttestationFile,
     file_name: String,
+    /// The candidate signed, written next to the attestation: with independent execution it is
+    /// the slot's own run, whose response hash the keeper must be able to check.
+    candidate: Value,
 }
 
 enum Decision {
@@ -422,6 +425,7 @@ async fn check_and_sign(
             signature: signature.to_hex(),
             candidate_file: entry.file.clone(),
         },
+        candidate: raw,
     })))
 }
 
@@ -512,6 +516,8 @@ pub async fn sign_candidates(
                 report.not_ours += 1;
             }
             Ok(Decision::Sign(signed)) => {
+                write_json(&cfg.out_dir, &signed.file.candidate_file, &signed.candidate)
+                    .map_err(RunError::Output)?;
                 write_attestation(&cfg.out_dir, &signed).map_err(RunError::Output)?;
                 line.status = CandidateStatus::Signed;
                 line.attestation_file = Some(signed.file_name.clone());

@@ -100,6 +100,7 @@
 
 #![warn(missing_docs)]
 
+pub mod agreement;
 pub mod artifacts;
 pub mod attest;
 pub mod canonical;
@@ -113,8 +114,13 @@ pub mod profile;
 pub mod receipt;
 pub mod revalidate;
 pub mod settle;
+pub mod settlement;
 pub mod types;
 
+pub use agreement::{
+    Agreement, Commitment, CompareError, OutputDifference, compare_candidates, compare_for_job,
+    compare_outcomes, compare_with_validated,
+};
 pub use artifacts::{
     ArtifactError, AttestationFile, AttestationManifest, AttestationManifestEntry, Candidate,
     CandidateEntry, CandidateManifest, DeadlineError, MAX_MANIFEST_CANDIDATES, ParsedCandidate,

@@ -181,6 +181,32 @@ pub fn settle_calldata(attestations: &[Attestation]) -> Vec<u8> {
     .abi_encode()
 }
 
+/// Why a transaction input is not a `settleWithAttestations` call.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum CalldataError {
+    /// The first four bytes are not `settleWithAttestations`' selector.
+    #[error("the transaction input is not a settleWithAttestations call (selector {0})")]
+    NotASettlement(String),
+    /// The selector matches but the arguments do not decode.
+    #[error("settleWithAttestations arguments do not decode: {0}")]
+    Decode(String),
+}
+
+/// Decodes the attestations of a `settleWithAttestations(attestations)` input, strictly (the
+/// selector, then the ABI encoding with every value in range).
+pub fn decode_settle_calldata(input: &[u8]) -> Result<Vec<Attestation>, CalldataError> {
+    let selector = input.get(..4).unwrap_or(input);
+    if selector != IBounty::settleWithAttestationsCall::SELECTOR {
+        return Err(CalldataError::NotASettlement(format!(
+            "0x{}",
+            hex::encode(selector)
+        )));
+    }
+    IBounty::settleWithAttestationsCall::abi_decode_validate(input)
+        .map(|call| call.attestations)
+        .map_err(|e| CalldataError::Decode(e.to_string().chars().take(256).collect()))
+}
+
 /// Calldata of `attestationDigest(verifier, passed, responseHash, deadline)`.
 pub fn attestation_digest_calldata(
     verifier: Address,
@@ -280,6 +306,31 @@ mod tests {
 
     fn words(data: &[u8]) -> Vec<String> {
         data.chunks(32).map(hex::encode).collect()
+    }
+
+    #[test]
+    fn settle_calldata_round_trips_and_other_inputs_are_refused() {
+        let one = vector_attestation();
+        let input = settle_calldata(std::slice::from_ref(&one));
+        assert_eq!(decode_settle_calldata(&input).unwrap(), vec![one]);
+        let other = attestation_digest_calldata(
+            Address::from_bytes([1; 20]),
+            true,
+            Bytes32::from_bytes([2; 32]),
+            3,
+        );
+        assert!(matches!(
+            decode_settle_calldata(&other),
+            Err(CalldataError::NotASettlement(s)) if s == "0xfbb69591"
+        ));
+        assert!(matches!(
+            decode_settle_calldata(&[]),
+            Err(CalldataError::NotASettlement(_))
+        ));
+        assert!(matches!(
+            decode_settle_calldata(&input[..input.len() - 32]),
+            Err(CalldataError::Decode(_))
+        ));
     }
 
     #[test]

@@ -9,4 +9,5 @@
 
 pub mod feed;
 pub mod intoto;
+pub mod reproduce;
 pub mod run;

@@ -17,6 +17,7 @@
 //! parses no command line and names no exit code (`worker rehearse` in the binary does those).
 
 pub mod adversarial;
+pub mod determinism;
 mod exec;
 pub mod git;
 pub mod limits;

@@ -44,6 +44,9 @@ impl Report {
         if self.runs.len() > 1 {
             row(&mut out, "stability", self.stability.as_str());
         }
+        if let Some(text) = self.output.human() {
+            out.push_str(&text);
+        }
         if let Some(base) = &self.base {
             out.push_str("base tree run\n");
             out.push_str(&run_block(base));

@@ -115,6 +115,9 @@ pub struct Report {
     pub runs: Vec<RunResult>,
     /// Whether the runs agree; `not_checked` for one run.
     pub stability: Stability,
+    /// Whether the runs printed the same bytes (and so would get the same response hash);
+    /// `not_checked` for fewer than two runs with a verdict.
+    pub output: super::determinism::OutputDeterminism,
     /// The base-tree run, when `--base` was given.
     pub base: Option<RunResult>,
     /// Whether the benchmark tells the base tree from the solution, with `--base`.
@@ -258,6 +261,7 @@ pub(super) fn assemble(
             (_, true) => Stability::Stable,
             (_, false) => Stability::Unstable,
         },
+        output: super::determinism::OutputDeterminism::NotChecked,
         runs,
         base,
         discrimination,

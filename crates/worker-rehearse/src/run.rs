@@ -164,7 +164,19 @@ pub(crate) async fn solution_runs(
         ),
         None => None,
     };
-    Ok(assemble(prepared, results, base))
+    // Read back from each run's evidence record: the streams' hashes, lengths and tails.
+    let evidence: Vec<_> = results
+        .iter()
+        .map(|r| {
+            (
+                r.run,
+                super::determinism::load_evidence(r.evidence_path.as_deref()),
+            )
+        })
+        .collect();
+    let mut report = assemble(prepared, results, base);
+    report.output = super::determinism::assess(&evidence);
+    Ok(report)
 }
 
 /// Runs the rehearsal, then, with `adversarial`, every stub.

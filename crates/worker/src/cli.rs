@@ -149,6 +149,11 @@ pub enum Subcommands {
     /// Rehearse a runner manifest on local trees, with no job and no chain: the digests a
     /// bounty would commit, the exact sandbox, and the verdict explained.
     Rehearse(RehearseArgs),
+    /// Re-run a verdict from public data and say whether it holds: a job from the platform
+    /// (--job-id, --api, --verifier), a candidate file (--candidate), or a settlement
+    /// transaction (--tx, --rpc, and --api or --candidate for its job). Exits 0 reproduced bit
+    /// for bit, 6 verdict reproduced with other output, 7 DISAGREES, 3 no verdict.
+    Reproduce(ReproduceArgs),
     /// Run as a service: poll the feed on an interval, run new jobs as `feed` does, write
     /// candidates to --out, and keep a durable ledger in --state.
     Serve(ServeArgs),
@@ -289,6 +294,54 @@ pub struct FeedArgs {
     pub json: bool,
 }
 
+/// Arguments of `worker reproduce`.
+#[derive(Debug, Clone, PartialEq, Eq, clap::Args)]
+#[command(group(ArgGroup::new("input").required(true).multiple(true).args(["job_id", "candidate", "tx"])))]
+pub struct ReproduceArgs {
+    /// The job to reproduce, fetched from --api (in --verifier's feed); a settled or expired
+    /// job is still run.
+    #[arg(long, value_name = "ID", requires_all = ["api", "verifier"], conflicts_with_all = ["tx", "candidate"])]
+    pub job_id: Option<String>,
+    /// A candidate file: its job is run and its outcome is the reference (with --tx, only its
+    /// job is used).
+    #[arg(long, value_name = "FILE")]
+    pub candidate: Option<PathBuf>,
+    /// A settlement transaction: its attestations (every signer recovered and checked against
+    /// the bounty's committed verifiers) are the reference.
+    #[arg(long, value_name = "HASH", requires = "rpc")]
+    pub tx: Option<String>,
+    /// JSON-RPC URL of the chain (https, or http to a loopback host), with --tx.
+    #[arg(long, value_name = "URL")]
+    pub rpc: Option<String>,
+    /// Platform API base URL, to fetch the job (https; plain http only to loopback).
+    #[arg(long, value_name = "URL")]
+    pub api: Option<String>,
+    /// Whose feed lists the job, with --job-id (with --tx: the first signer's).
+    #[arg(long, value_parser = parse_address)]
+    pub verifier: Option<Address>,
+    /// Network of the job.
+    #[arg(long, default_value = "base-mainnet", value_parser = parse_network)]
+    pub network: Network,
+    /// Where the reproduction's candidate (with its evidence record) is kept.
+    #[arg(long, value_name = "DIR")]
+    pub out: PathBuf,
+    /// Base of exact-commit archive URLs (default https://codeload.github.com).
+    #[arg(long)]
+    pub archive_base: Option<String>,
+    /// Scratch directory for downloads and extraction (default: the system temp dir).
+    #[arg(long)]
+    pub work_dir: Option<PathBuf>,
+    /// Staging root (defaults to $REGRESSION_SANDBOX_STAGING_ROOT).
+    #[arg(long)]
+    pub staging_root: Option<PathBuf>,
+    /// Pull a missing image, by its pinned digest only.
+    #[arg(long)]
+    pub pull: bool,
+    /// Print the report as JSON on stdout.
+    #[arg(long)]
+    pub json: bool,
+}
+
 /// Arguments of `worker serve`.
 #[derive(Debug, Clone, PartialEq, Eq, clap::Args)]
 pub struct ServeArgs {
@@ -409,6 +462,8 @@ pub enum Command {
     Feed(FeedArgs),
     /// `rehearse`.
     Rehearse(RehearseArgs),
+    /// `reproduce`.
+    Reproduce(ReproduceArgs),
     /// `serve`.
     Serve(ServeArgs),
     /// `ledger`.
@@ -612,6 +667,7 @@ impl Cli {
             }),
             Some(Subcommands::Feed(args)) => Ok(Command::Feed(args)),
             Some(Subcommands::Rehearse(args)) => Ok(Command::Rehearse(args)),
+            Some(Subcommands::Reproduce(args)) => Ok(Command::Reproduce(args)),
             Some(Subcommands::Serve(args)) => Ok(Command::Serve(args)),
             Some(Subcommands::Ledger {
                 state,

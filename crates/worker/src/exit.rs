@@ -20,6 +20,12 @@ pub enum ExitCode {
     InvalidInput = 4,
     /// The Docker Engine could not be reached. Retry when it is back.
     RuntimeUnavailable = 5,
+    /// `reproduce`: the verdict and every commitment reproduced, the output did not (the
+    /// response hash differs).
+    OutputDiffers = 6,
+    /// `reproduce`: the reproduction DISAGREES with the reference on the verdict or a
+    /// commitment.
+    Disagrees = 7,
     /// A configuration or credential problem that a restart will not fix.
     Config = 78,
     /// Ended by SIGINT: the run was stopped, its container removed, nothing written as a verdict.
@@ -43,6 +49,8 @@ impl ExitCode {
             Self::NoVerdict => "no_verdict",
             Self::InvalidInput => "invalid_input",
             Self::RuntimeUnavailable => "runtime_unavailable",
+            Self::OutputDiffers => "output_differs",
+            Self::Disagrees => "disagrees",
             Self::Config => "config",
             Self::Interrupted => "interrupted",
             Self::Terminated => "terminated",
@@ -105,6 +113,8 @@ mod tests {
         assert_eq!(ExitCode::Internal.code(), 1);
         assert_eq!(ExitCode::Usage.code(), 2);
         assert_eq!(ExitCode::NoVerdict.code(), 3);
+        assert_eq!(ExitCode::OutputDiffers.code(), 6);
+        assert_eq!(ExitCode::Disagrees.code(), 7);
         assert_eq!(ExitCode::InvalidInput.code(), 4);
         assert_eq!(ExitCode::RuntimeUnavailable.code(), 5);
         assert_eq!(ExitCode::Config.code(), 78);

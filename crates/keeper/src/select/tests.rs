@@ -76,6 +76,7 @@ impl Fx {
                 signature: format!("0x{}", hex::encode(sig.as_bytes())),
                 candidate_file: candidate_file_name(self.job.job_id()),
             },
+            own_outcome: None,
         }
     }
 
@@ -201,4 +202,80 @@ fn verdict_and_response_hash_must_agree_with_the_candidate() {
         f.run(&[f.honest(0, LATER), hash]).result,
         Err(SelectRefusal::ResponseHashMismatch { .. })
     ));
+}
+
+impl Fx {
+    /// Another run of the job as a verifier's own candidate holds it: same verdict and
+    /// commitments as the candidate, other output (`stdout` byte), or `edit`ed.
+    fn own_run(
+        &self,
+        stdout: u8,
+        edit: impl FnOnce(&mut verifier_sdk::Outcome),
+    ) -> serde_json::Value {
+        let facts = ExecutionFacts {
+            exit_code: 0,
+            stdout_sha256: Sha256Digest::from_bytes([stdout; 32]),
+            stderr_sha256: Sha256Digest::from_bytes([2; 32]),
+            stdout_bytes: 1,
+            stderr_bytes: 1,
+        };
+        let mut o = verifier_sdk::Outcome::for_job(&self.job, facts);
+        edit(&mut o);
+        o.response_hash = verifier_sdk::response_hash(o.verdict, &o.receipt);
+        serde_json::to_value(&o).unwrap()
+    }
+
+    fn signing_own_run(&self, i: usize, own: serde_json::Value) -> NamedAttestation {
+        let hash: Bytes32 = own["response_hash"].as_str().unwrap().parse().unwrap();
+        let mut a = self.file(i, addr(i), true, hash, LATER);
+        a.own_outcome = Some(own);
+        a
+    }
+}
+
+/// Independent execution: each slot signs its own run of a benchmark that prints timings, so
+/// the two attestations carry different response hashes with one verdict; the contract
+/// accepts that (PROTOCOL §6), and so must the keeper.
+#[test]
+fn independent_runs_with_different_response_hashes_are_relayed() {
+    let f = fx(&[0, 1]);
+    let a = f.signing_own_run(0, f.own_run(0x31, |_| {}));
+    let b = f.signing_own_run(1, f.own_run(0x32, |_| {}));
+    assert_ne!(a.file.response_hash, b.file.response_hash);
+    assert_ne!(a.file.response_hash, f.outcome.response_hash());
+    let sel = f.run(&[a.clone(), b.clone()]).result.unwrap();
+    assert!(sel.passed);
+    let mut hashes: Vec<_> = sel
+        .attestations
+        .iter()
+        .map(|x| Bytes32::from_bytes(x.responseHash.0))
+        .collect();
+    hashes.sort();
+    let mut want = vec![a.file.response_hash, b.file.response_hash];
+    want.sort();
+    assert_eq!(hashes, want);
+}
+
+#[test]
+fn an_own_run_that_disagrees_on_a_commitment_or_is_not_the_signed_one_is_refused() {
+    let f = fx(&[0, 1]);
+    let other_image = f.signing_own_run(1, f.own_run(0x31, |o| o.receipt.image.push('x')));
+    let out = f.run(&[f.honest(0, LATER), other_image]).result;
+    assert!(
+        matches!(&out, Err(SelectRefusal::OwnRun { reason, .. }) if reason.contains("image")),
+        "{out:?}"
+    );
+    // The candidate next to it is an agreeing run, but not the one the attestation signs.
+    let mut swapped = f.signing_own_run(1, f.own_run(0x31, |_| {}));
+    swapped.own_outcome = Some(f.own_run(0x32, |_| {}));
+    let out = f.run(&[f.honest(0, LATER), swapped]).result;
+    assert!(
+        matches!(&out, Err(SelectRefusal::OwnRun { reason, .. }) if reason.contains("not the run it signed")),
+        "{out:?}"
+    );
+    // Not a run of this job at all.
+    let mut junk = f.signing_own_run(1, f.own_run(0x31, |_| {}));
+    junk.own_outcome = Some(serde_json::json!({"verdict": "passed"}));
+    let out = f.run(&[f.honest(0, LATER), junk]).result;
+    assert!(matches!(&out, Err(SelectRefusal::OwnRun { .. })), "{out:?}");
 }

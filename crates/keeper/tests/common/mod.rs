@@ -344,6 +344,7 @@ pub fn recorded(
         .map(|i| NamedAttestation {
             source: format!("test/{i}"),
             file: AttestationFile::from_value(&sc.attestation(*i)).unwrap(),
+            own_outcome: None,
         })
         .collect();
     let committed = sc.validated.eligible_verifiers().to_vec();

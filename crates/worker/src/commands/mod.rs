@@ -11,6 +11,7 @@ pub mod local_request;
 pub mod make_request;
 pub mod plan;
 pub mod rehearse;
+pub mod reproduce;
 pub mod request;
 pub mod run_regression;
 pub mod serve;

@@ -1792,3 +1792,72 @@ fn a_repository_git_refuses_is_refused_with_the_reason_not_staged_as_the_working
         );
     }
 }
+
+/// The Python bounty through a wrapper that first prints the clock: what every test runner
+/// that prints its durations does to the output (and so to the response hash).
+fn timed_harness(r: &Rehearsal) -> PathBuf {
+    r.manifest("python-unittest.json", "python", |m| {
+        m["command"] = serde_json::json!([
+            "python3",
+            "-I",
+            "-B",
+            "-c",
+            "import runpy, sys, time; print('started at', time.time_ns(), flush=True); \
+             sys.argv = ['run_tests.py', '6']; runpy.run_path('/benchmark/run_tests.py', run_name='__main__')"
+        ]);
+    })
+}
+
+#[test]
+fn repeated_runs_that_print_timings_are_reported_output_differs_with_the_first_differing_line() {
+    let r = Rehearsal::new();
+    let ran = r.rehearse(
+        &fixture("python-bounty/solution-good"),
+        &fixture("python-bounty/benchmark"),
+        &timed_harness(&r),
+        &["--repeat", "2", "--worktree"],
+    );
+    let out = &ran.stdout;
+    // The verdict is stable and the bounty usable: only the output bytes differ.
+    assert_eq!(ran.code, 0, "{out}{}", ran.stderr);
+    assert!(out.contains("  stability               stable\n"), "{out}");
+    assert!(out.contains("output: differs between runs\n"), "{out}");
+    assert!(
+        out.contains("  run 1 vs 2: stdout line 1: \"started at "),
+        "{out}"
+    );
+    assert!(out.contains("what follows: settlement works"), "{out}");
+    let json = r.rehearse(
+        &fixture("python-bounty/solution-good"),
+        &fixture("python-bounty/benchmark"),
+        &timed_harness(&r),
+        &["--repeat", "2", "--worktree", "--json"],
+    );
+    let v: Value = serde_json::from_str(&json.stdout).unwrap();
+    assert_eq!(v["output"]["status"], "differs", "{v}");
+    let line = &v["output"]["pairs"][0]["lines"][0];
+    assert_eq!(line["stream"], "stdout", "{v}");
+    assert_eq!(
+        line["position"],
+        serde_json::json!({"from": "start", "line": 1}),
+        "{v}"
+    );
+    assert!(
+        line["first"].as_str().unwrap().starts_with("started at "),
+        "{v}"
+    );
+}
+
+#[test]
+fn the_shipped_harness_prints_the_same_bytes_every_run() {
+    let r = Rehearsal::new();
+    let ran = r.rehearse(
+        &fixture("python-bounty/solution-good"),
+        &fixture("python-bounty/benchmark"),
+        &bounty_harness(&r),
+        &["--repeat", "3", "--worktree", "--json"],
+    );
+    assert_eq!(ran.code, 0, "{}{}", ran.stdout, ran.stderr);
+    let v: Value = serde_json::from_str(&ran.stdout).unwrap();
+    assert_eq!(v["output"]["status"], "deterministic", "{v}");
+}

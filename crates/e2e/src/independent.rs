@@ -1,0 +1,576 @@
+//! Independent execution end to end, with a benchmark that prints timings: the runner's
+//! `worker feed`, then each signing slot's own `worker feed` re-run of the same job, compared
+//! by `.github/scripts/compare-candidates.sh` (through `signer agree`), each slot's
+//! `signer sign` over its OWN agreeing candidate, and `keeper relay` of the runner's candidate
+//! with both slots' attestations. The three runs print different start times, so the runner's
+//! and the two slots' response hashes all differ; the contract needs one verdict, not one
+//! response hash (PROTOCOL §6), and the bounty must settle with two different response hashes
+//! in the transaction.
+
+use std::path::{Path, PathBuf};
+
+use alloy::primitives::{Address, B256, U256, keccak256};
+use alloy::providers::Provider;
+use alloy::signers::local::PrivateKeySigner;
+use chain_testkit::{DEV_KEYS, Testkit, dev_signer, status};
+use serde_json::{Value, json};
+use verifier_sdk::Bytes32;
+use verifier_sdk::fixtures::{BENCHMARK_COMMIT, JobParams};
+use verifier_sdk::settle::{SettlementEvent, decode_settle_calldata};
+
+use crate::{
+    ArchiveServer, BENCHMARK_SUBDIR, E2eConfig, E2eError, KEEPER_KEY_ENV, VERIFIER_KEY_ENV,
+    VERIFIER_KEYS, deploy_for_job, fresh_dir, info, io, manifest, run_binary, s, settlement_events,
+    setup, step, tree_digest, tree_files, wall_clock,
+};
+
+/// The harness, started through a wrapper that first prints the wall clock in nanoseconds:
+/// the shape of every test runner that prints durations (pytest, cargo test, go test, node).
+pub const TIMED_COMMAND: [&str; 5] = [
+    "python3",
+    "-I",
+    "-B",
+    "-c",
+    "import runpy, sys, time; print('started at', time.time_ns(), flush=True); \
+     sys.argv = ['run_tests.py', '6']; runpy.run_path('/benchmark/run_tests.py', run_name='__main__')",
+];
+
+/// What the settlement carried, read back from the chain.
+#[derive(Debug, Clone)]
+pub struct IndependentResult {
+    /// The bounty.
+    pub bounty: Address,
+    /// The settlement transaction.
+    pub tx_hash: B256,
+    /// `status()` after it.
+    pub status: u8,
+    /// The event in its receipt.
+    pub event: SettlementEvent,
+    /// The runner candidate's response hash.
+    pub runner_response_hash: Bytes32,
+    /// Each relayed attestation's (verifier, passed, response hash), decoded from the
+    /// transaction's input.
+    pub relayed: Vec<(Address, bool, Bytes32)>,
+    /// Where the run left its files (candidates, agreed directories, attestations).
+    pub work: PathBuf,
+    /// `worker reproduce --tx` of the settlement afterwards: its exit code and JSON report.
+    pub reproduced: (Option<i32>, Value),
+    /// `worker reproduce --candidate` of the runner's candidate.
+    pub reproduced_candidate: (Option<i32>, Value),
+}
+
+/// `worker reproduce` as a third party runs it, from the settlement transaction and the
+/// platform's API; its exit code and `--json` report (an error object on a refusal).
+pub(crate) async fn reproduce_tx(
+    cfg: &E2eConfig,
+    work: &Path,
+    api: &str,
+    rpc: &str,
+    tx: B256,
+) -> Result<(Option<i32>, Value), E2eError> {
+    reproduce(
+        cfg,
+        work,
+        api,
+        &[s("--tx"), tx.to_string(), s("--rpc"), rpc.to_owned()],
+        None,
+    )
+    .await
+}
+
+/// `worker reproduce` with `input` (its `--tx`/`--candidate` arguments) and, when given, one
+/// extra environment variable (a `DOCKER_HOST` that answers nothing).
+pub(crate) async fn reproduce(
+    cfg: &E2eConfig,
+    work: &Path,
+    api: &str,
+    input: &[String],
+    env: Option<(&str, &str)>,
+) -> Result<(Option<i32>, Value), E2eError> {
+    let out = work.join("reproduction");
+    let staging = work.join("reproduce-staging");
+    let scratch = work.join("reproduce-scratch");
+    for d in [&out, &staging, &scratch] {
+        std::fs::create_dir_all(d).map_err(io("create a work directory", d))?;
+    }
+    let mut args = vec![s("reproduce")];
+    args.extend(input.iter().cloned());
+    args.extend([
+        s("--api"),
+        api.to_owned(),
+        s("--archive-base"),
+        api.to_owned(),
+        s("--out"),
+        s(out.display()),
+        s("--staging-root"),
+        s(staging.display()),
+        s("--work-dir"),
+        s(scratch.display()),
+        s("--json"),
+    ]);
+    info(&format!("$ worker {}", args.join(" ")));
+    let mut cmd = tokio::process::Command::new(cfg.bin_dir.join("worker"));
+    cmd.args(&args)
+        .env_remove("REGRESSION_SANDBOX_STAGING_ROOT");
+    if let Some((k, v)) = env {
+        cmd.env(k, v);
+    }
+    let output = cmd
+        .output()
+        .await
+        .map_err(io("run worker reproduce", &cfg.bin_dir.join("worker")))?;
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    info(stderr.trim_end());
+    let report = serde_json::from_slice(&output.stdout).map_err(|e| E2eError::Step {
+        step: "worker reproduce".into(),
+        code: output.status.code(),
+        detail: format!("stdout is not JSON ({e}); stderr: {stderr}"),
+    })?;
+    Ok((output.status.code(), report))
+}
+
+fn response_hash_of(path: &Path) -> Result<Bytes32, E2eError> {
+    let v: Value = std::fs::read(path)
+        .map_err(io("read a candidate", path))
+        .and_then(|b| {
+            serde_json::from_slice(&b).map_err(|e| E2eError::Setup {
+                what: "parse a candidate",
+                detail: e.to_string(),
+            })
+        })?;
+    v.pointer("/outcome/response_hash")
+        .and_then(Value::as_str)
+        .and_then(|h| h.parse().ok())
+        .ok_or_else(|| E2eError::Mismatch(format!("{} has no response hash", path.display())))
+}
+
+/// A bounty for `fixtures/python-bounty`'s good solution on the local chain, its job served
+/// with the archives by a loopback stand-in for the platform and codeload.
+pub(crate) struct Served {
+    pub(crate) kit: Testkit,
+    pub(crate) bounty: chain_testkit::DeployedBounty,
+    pub(crate) validated: verifier_sdk::ValidatedJob,
+    pub(crate) server: ArchiveServer,
+    pub(crate) verifiers: Vec<Address>,
+}
+
+pub(crate) async fn deploy_and_serve(
+    cfg: &E2eConfig,
+    label: &str,
+    timed: bool,
+    edit: impl FnOnce(&mut Value),
+) -> Result<Served, E2eError> {
+    let fixtures = cfg.repo_root.join("fixtures/python-bounty");
+    let solution = fixtures.join("solution-good");
+    let benchmark = fixtures.join("benchmark");
+    let source_digest = tree_digest(&solution)?;
+    let benchmark_digest = tree_digest(&benchmark)?;
+
+    step(&format!(
+        "[{label}] deploy TestBounty (two verifiers, threshold 2){}",
+        if timed {
+            ", timing-printing command"
+        } else {
+            ""
+        }
+    ));
+    let kit = Testkit::connect().await?;
+    let now = kit.latest_timestamp().await?.max(wall_clock());
+    let verifiers = VERIFIER_KEYS
+        .iter()
+        .map(|i| dev_signer(*i).map(|s| s.address()))
+        .collect::<Result<Vec<_>, _>>()?;
+    let solver = PrivateKeySigner::random().address();
+    let bounty_id = keccak256(format!("e2e:{label}:{timed}:{now}:{solver}"));
+    let commit: String = source_digest
+        .to_string()
+        .trim_start_matches("sha256:")
+        .chars()
+        .take(40)
+        .collect();
+    let repo = "roman-independent";
+    let mut m = manifest(&cfg.python_image, benchmark_digest);
+    if timed {
+        m["command"] = json!(TIMED_COMMAND);
+    }
+    edit(&mut m);
+    let mut jp = JobParams {
+        bounty_id: bounty_id.to_string(),
+        round: 1,
+        solver: solver.to_string(),
+        verifiers: verifiers
+            .iter()
+            .map(|a| a.to_string().to_lowercase())
+            .collect(),
+        expires_at: now + 3600,
+        artifact_reference: format!("https://github.com/solver-org/{repo}/commit/{commit}"),
+        source_snapshot_digest: source_digest.to_string(),
+        manifest: m,
+        ..JobParams::default()
+    };
+    let (_params, bounty, job, validated) =
+        deploy_for_job(&kit, &mut jp, solver, &verifiers, 2, now).await?;
+    info(&format!("bounty   {}", bounty.address()));
+    info(&format!("job id   {}", validated.job_id()));
+
+    let server = ArchiveServer::start(json!([job]))
+        .await
+        .map_err(setup("start the loopback server"))?;
+    server.add_archive(
+        &format!("/solver-org/{repo}/tar.gz/{commit}"),
+        &format!("{repo}-{commit}"),
+        "",
+        &tree_files(&solution)?,
+    )?;
+    server.add_archive(
+        &format!("/bounty-org/benchmarks/tar.gz/{BENCHMARK_COMMIT}"),
+        &format!("benchmarks-{BENCHMARK_COMMIT}"),
+        BENCHMARK_SUBDIR,
+        &tree_files(&benchmark)?,
+    )?;
+    Ok(Served {
+        kit,
+        bounty,
+        validated,
+        server,
+        verifiers,
+    })
+}
+
+/// Plays the independent-execution path once; errors unless the bounty settles with
+/// `threshold` = 2 attestations of one verdict carrying different response hashes.
+// One function on purpose, like `run_scenario`: it reads top to bottom as the pipeline.
+#[allow(clippy::too_many_lines)]
+pub async fn run_independent(cfg: &E2eConfig, timed: bool) -> Result<IndependentResult, E2eError> {
+    let work = cfg.work_dir.join(if timed {
+        "independent-timed"
+    } else {
+        "independent"
+    });
+    fresh_dir(&work)?;
+    let Served {
+        kit,
+        bounty,
+        validated,
+        server,
+        verifiers,
+    } = deploy_and_serve(cfg, "independent", timed, |_| {}).await?;
+    let dir = |name: &str| work.join(name);
+    let bin = |name: &str| cfg.bin_dir.join(name);
+    let file = verifier_sdk::candidate_file_name(validated.job_id());
+
+    // The runner, then each slot's own re-run of the same job (`--job-id`, as the signer
+    // workflow's `rerun` job runs it), each with its own scratch so nothing is shared.
+    for run in ["runner", "own-1", "own-2"] {
+        step(&format!("[independent] worker feed ({run})"));
+        for d in [
+            run.to_owned(),
+            format!("{run}-scratch"),
+            format!("{run}-staging"),
+        ] {
+            std::fs::create_dir_all(dir(&d)).map_err(io("create a work directory", &dir(&d)))?;
+        }
+        let mut args = vec![
+            s("feed"),
+            s("--api"),
+            server.url().to_owned(),
+            s("--network"),
+            s("base-mainnet"),
+        ];
+        for v in &verifiers {
+            args.extend([s("--verifier"), v.to_string()]);
+        }
+        if run != "runner" {
+            args.extend([s("--job-id"), validated.job_id().to_owned()]);
+        }
+        args.extend([
+            s("--out"),
+            s(dir(run).display()),
+            s("--archive-base"),
+            server.url().to_owned(),
+            s("--staging-root"),
+            s(dir(&format!("{run}-staging")).display()),
+            s("--work-dir"),
+            s(dir(&format!("{run}-scratch")).display()),
+            s("--json"),
+        ]);
+        run_binary(
+            &format!("worker feed ({run})"),
+            &bin("worker"),
+            &args,
+            None,
+            &[0],
+        )
+        .await?;
+        info(&format!(
+            "response hash {}",
+            response_hash_of(&dir(run).join(&file))?
+        ));
+    }
+    let runner_response_hash = response_hash_of(&dir("runner").join(&file))?;
+
+    let mut attestation_dirs = Vec::new();
+    for (slot, key) in [(1, VERIFIER_KEYS[0]), (2, VERIFIER_KEYS[1])] {
+        step(&format!(
+            "[independent] slot {slot}: compare-candidates.sh, then sign its own run"
+        ));
+        let agreed = dir(&format!("agreed-{slot}"));
+        let script = cfg.repo_root.join(".github/scripts/compare-candidates.sh");
+        let summary = dir(&format!("summary-{slot}.md"));
+        let output = tokio::process::Command::new("bash")
+            .arg(&script)
+            .arg(dir("runner"))
+            .arg(dir(&format!("own-{slot}")))
+            .arg(&agreed)
+            .env("SIGNER_BIN", bin("signer"))
+            .env("GITHUB_STEP_SUMMARY", &summary)
+            .output()
+            .await
+            .map_err(io("run compare-candidates.sh", &script))?;
+        let said = String::from_utf8_lossy(&output.stdout).into_owned();
+        info(said.trim_end());
+        if !output.status.success() || !said.contains("1 agree, 0 disagree") {
+            return Err(E2eError::Step {
+                step: format!("compare-candidates.sh (slot {slot})"),
+                code: output.status.code(),
+                detail: format!("{said}{}", String::from_utf8_lossy(&output.stderr)),
+            });
+        }
+        let att = dir(&format!("att-{slot}"));
+        std::fs::create_dir_all(&att).map_err(io("create a work directory", &att))?;
+        let signer = dev_signer(key)?;
+        let key_hex = DEV_KEYS.get(key).copied().unwrap_or_default();
+        let args = vec![
+            s("sign"),
+            s("--candidates"),
+            s(agreed.display()),
+            s("--api"),
+            server.url().to_owned(),
+            s("--rpc"),
+            kit.url().to_owned(),
+            s("--signer"),
+            signer.address().to_string(),
+            s("--key-env"),
+            s(VERIFIER_KEY_ENV),
+            s("--out"),
+            s(att.display()),
+            s("--json"),
+        ];
+        let report = run_binary(
+            "signer sign",
+            &bin("signer"),
+            &args,
+            Some((VERIFIER_KEY_ENV, key_hex)),
+            &[0],
+        )
+        .await?;
+        if report.get("signed").and_then(Value::as_u64) != Some(1) {
+            return Err(E2eError::Mismatch(format!(
+                "slot {slot} signed nothing: {report}"
+            )));
+        }
+        attestation_dirs.push(att);
+    }
+
+    step("[independent] keeper relay of the runner's candidate with both slots' attestations");
+    let keeper = PrivateKeySigner::random();
+    kit.set_balance(keeper.address(), U256::from(10u128.pow(21)))
+        .await?;
+    let keeper_key = keeper.to_bytes().to_string();
+    let mut args = vec![s("relay"), s("--candidates"), s(dir("runner").display())];
+    for att in &attestation_dirs {
+        args.extend([s("--attestations"), s(att.display())]);
+    }
+    let state = dir("keeper-state");
+    args.extend([
+        s("--api"),
+        server.url().to_owned(),
+        s("--rpc"),
+        kit.url().to_owned(),
+        s("--key-env"),
+        s(KEEPER_KEY_ENV),
+        s("--state-dir"),
+        s(state.display()),
+        s("--max-gas"),
+        s(2_000_000),
+        s("--max-fee-per-gas"),
+        s(100_000_000_000u64),
+        s("--confirmations"),
+        s(1),
+        s("--json"),
+    ]);
+    let report = run_binary(
+        "keeper relay",
+        &bin("keeper"),
+        &args,
+        Some((KEEPER_KEY_ENV, &keeper_key)),
+        &[0],
+    )
+    .await?;
+    let tx_hash: B256 = report
+        .pointer("/jobs/0/tx_hash")
+        .and_then(Value::as_str)
+        .and_then(|t| t.parse().ok())
+        .ok_or_else(|| E2eError::Mismatch(format!("keeper reported no tx: {report}")))?;
+
+    step("[independent] read the settlement back from the chain");
+    let events = settlement_events(&kit, tx_hash, bounty.address()).await?;
+    let [event] = events.as_slice() else {
+        return Err(E2eError::Mismatch(format!(
+            "expected one settlement event in {tx_hash}, found {}",
+            events.len()
+        )));
+    };
+    let tx = kit
+        .provider()
+        .get_transaction_by_hash(tx_hash)
+        .await
+        .map_err(|e| E2eError::Mismatch(format!("eth_getTransactionByHash: {e}")))?
+        .ok_or_else(|| E2eError::Mismatch(format!("no transaction {tx_hash}")))?;
+    let input = alloy::consensus::Transaction::input(&tx).clone();
+    let relayed: Vec<(Address, bool, Bytes32)> = decode_settle_calldata(&input)
+        .map_err(|e| E2eError::Mismatch(e.to_string()))?
+        .into_iter()
+        .map(|a| (a.verifier, a.passed, Bytes32::from_bytes(a.responseHash.0)))
+        .collect();
+    info(&format!("settled by {tx_hash}: {event:?}"));
+    for (verifier, passed, hash) in &relayed {
+        info(&format!(
+            "relayed: {verifier} passed={passed} response {hash}"
+        ));
+    }
+    let status = bounty.status().await?;
+    if status != status::SETTLED {
+        return Err(E2eError::Mismatch(format!(
+            "status {status} after settlement"
+        )));
+    }
+    step("[independent] worker reproduce --tx: a third party re-runs the settled verdict");
+    let reproduced = reproduce_tx(cfg, &work, server.url(), kit.url(), tx_hash).await?;
+    step("[independent] worker reproduce --candidate: the runner's candidate re-run");
+    let reproduced_candidate = reproduce(
+        cfg,
+        &work.join("from-candidate"),
+        server.url(),
+        &[s("--candidate"), s(dir("runner").join(&file).display())],
+        None,
+    )
+    .await?;
+    Ok(IndependentResult {
+        bounty: bounty.address(),
+        tx_hash,
+        status,
+        event: event.clone(),
+        runner_response_hash,
+        relayed,
+        work,
+        reproduced,
+        reproduced_candidate,
+    })
+}
+
+/// What a settlement made with test keys over a flipped verdict reproduced to.
+#[derive(Debug, Clone)]
+pub struct ForgedResult {
+    /// `worker reproduce --tx` of the forged settlement: exit code and report.
+    pub reproduced: (Option<i32>, Value),
+    /// `worker reproduce --tx` of a transaction that is not a settlement.
+    pub not_a_settlement: (Option<i32>, Value),
+    /// The forged settlement reproduced with the engine unreachable.
+    pub engine_down: (Option<i32>, Value),
+    /// A flipped settlement of a job whose run times out, reproduced.
+    pub no_verdict: (Option<i32>, Value),
+}
+
+/// Settles a bounty whose solution passes with the verifiers' test keys signing `failed`
+/// (a flipped verdict the contract cannot tell), then reproduces it from the transaction; and
+/// reproduces a transaction to the same bounty that is not a settlement.
+pub async fn run_forged_settlement(cfg: &E2eConfig) -> Result<ForgedResult, E2eError> {
+    let work = cfg.work_dir.join("forged");
+    fresh_dir(&work)?;
+    let Served {
+        kit,
+        bounty,
+        server,
+        ..
+    } = deploy_and_serve(cfg, "forged", false, |_| {}).await?;
+    step("[forged] the verifiers' test keys sign `failed` for a passing solution; settle");
+    let deadline = U256::from(kit.latest_timestamp().await?.max(wall_clock()) + 900);
+    let mut atts = Vec::new();
+    for key in VERIFIER_KEYS {
+        let signer = dev_signer(key)?;
+        atts.push(
+            bounty
+                .sign_attestation(
+                    &signer,
+                    signer.address(),
+                    false,
+                    B256::repeat_byte(0x66),
+                    deadline,
+                )
+                .await?,
+        );
+    }
+    let receipt = bounty.settle(atts).await?;
+    let tx = receipt.transaction_hash;
+    info(&format!("settled (rejected) by {tx}"));
+    let reproduced = reproduce_tx(cfg, &work.join("settled"), server.url(), kit.url(), tx).await?;
+    step("[forged] a transaction to the bounty that is not a settlement");
+    let other = bounty.set_solver(Address::repeat_byte(0x33)).await?;
+    let not_a_settlement = reproduce_tx(
+        cfg,
+        &work.join("other"),
+        server.url(),
+        kit.url(),
+        other.transaction_hash,
+    )
+    .await?;
+    step("[forged] the same settlement reproduced with the engine unreachable");
+    let engine_down = reproduce(
+        cfg,
+        &work.join("engine-down"),
+        server.url(),
+        &[s("--tx"), tx.to_string(), s("--rpc"), kit.url().to_owned()],
+        Some(("DOCKER_HOST", "unix:///nonexistent/docker.sock")),
+    )
+    .await?;
+    step("[forged] a flipped settlement of a job whose run times out");
+    let Served {
+        bounty: slow,
+        server: slow_server,
+        ..
+    } = deploy_and_serve(cfg, "forged-slow", false, |m| {
+        m["command"] = json!(["python3", "-I", "-B", "-c", "import time; time.sleep(30)"]);
+        m["timeout_seconds"] = json!(2);
+    })
+    .await?;
+    let mut atts = Vec::new();
+    for key in VERIFIER_KEYS {
+        let signer = dev_signer(key)?;
+        atts.push(
+            slow.sign_attestation(
+                &signer,
+                signer.address(),
+                false,
+                B256::repeat_byte(0x67),
+                deadline,
+            )
+            .await?,
+        );
+    }
+    let slow_tx = slow.settle(atts).await?.transaction_hash;
+    let no_verdict = reproduce_tx(
+        cfg,
+        &work.join("slow"),
+        slow_server.url(),
+        kit.url(),
+        slow_tx,
+    )
+    .await?;
+    Ok(ForgedResult {
+        reproduced,
+        not_a_settlement,
+        engine_down,
+        no_verdict,
+    })
+}

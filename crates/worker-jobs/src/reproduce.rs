@@ -1,0 +1,504 @@
+//! `worker reproduce`: re-run a verdict from public data and say whether it holds.
+//!
+//! The job is run exactly as `worker feed` runs it (the same [`JobRunner`]: the exact-commit
+//! archives downloaded and checked against the job's digests, staged, run in the sandbox with
+//! the job's profile and seed, the candidate and its evidence written), except that a settled
+//! or expired job is still run: reproducing a settlement is looking back. The reproduction is
+//! then compared with the reference (a candidate file's outcome, or a settlement's
+//! attestations) by [`verifier_sdk::agreement`]: `reproduced bit for bit`, `verdict
+//! reproduced; output differs`, or `DISAGREES`. A reproduction that ended without a verdict
+//! (timeout, engine down) is never a disagreement. This module names no exit code.
+
+use std::path::{Path, PathBuf};
+
+use serde::Serialize;
+use serde_json::Value;
+use verifier_sdk::agreement::lines::{LineDifference, Stream, first_difference};
+use verifier_sdk::settlement::VerifiedSettlement;
+use verifier_sdk::{
+    Address, Agreement, Bytes32, Candidate, Commitment, CompareError, EvidenceRecord,
+    OutputDifference, ParsedCandidate, ValidatedJob, Verdict, compare_for_job,
+};
+
+use crate::feed::{FeedConfig, JobExecutor, JobRunner, JobStatus};
+
+/// `schema_version` of the `--json` report.
+pub const REPRODUCE_SCHEMA_VERSION: &str = "agent-bounties/regression-reproduction-v1";
+/// Largest candidate or evidence file read.
+pub const MAX_CANDIDATE_BYTES: u64 = 16 << 20;
+
+/// What the reproduction is compared with.
+#[derive(Debug, Clone)]
+pub enum Reference {
+    /// A candidate file: its claimed outcome and, when it has one, its evidence record.
+    Candidate {
+        /// The claimed outcome, as in the file.
+        outcome: Value,
+        /// Its evidence, for the differing lines.
+        evidence: Option<Box<EvidenceRecord>>,
+    },
+    /// A settlement read back from the chain, every signer recovered and committed.
+    Settlement(VerifiedSettlement),
+    /// Only the job: nothing to compare with; the reproduction's verdict is reported.
+    JobOnly,
+}
+
+/// Why the inputs cannot be reproduced (nothing was judged).
+#[derive(Debug, thiserror::Error)]
+pub enum ReproduceError {
+    /// A file could not be read.
+    #[error("{what} {path}: {detail}")]
+    File {
+        /// What the file is.
+        what: &'static str,
+        /// Where.
+        path: PathBuf,
+        /// Why.
+        detail: String,
+    },
+    /// The candidate file is not a candidate, or its job breaks a structural rule.
+    #[error("the candidate is invalid: {0}")]
+    Candidate(String),
+    /// The job breaks a structural rule.
+    #[error("the job is invalid: {0}")]
+    Job(#[source] verifier_sdk::JobError),
+    /// The feed does not have the job.
+    #[error(
+        "the platform's feed for {verifier} has no job {job_id} (a settled job the platform no longer lists cannot be fetched; pass its candidate file)"
+    )]
+    JobNotFound {
+        /// The job asked for.
+        job_id: String,
+        /// Whose feed was read.
+        verifier: Address,
+    },
+    /// The job is not the one the settlement settled.
+    #[error("the job is not the one transaction settled: {0}")]
+    NotTheSettledJob(String),
+    /// A signer is not among the job's committed verifiers.
+    #[error("{0} signed the settlement but is not a committed verifier of the job")]
+    NotACommittedVerifier(Address),
+    /// The reference outcome is no run of its job.
+    #[error("the reference outcome is no run of its job: {0}")]
+    Reference(#[source] CompareError),
+    /// The job's inputs were refused (an archive whose digest is not the job's, a tree over
+    /// the manifest's caps): public data does not reproduce the job's commitments.
+    #[error("the job's inputs were refused ({code}): {reason}")]
+    Refused {
+        /// The feed's reason code.
+        code: String,
+        /// Its detail.
+        reason: String,
+    },
+    /// The run could not be made (engine unreachable, network, disk).
+    #[error("the reproduction could not run ({code}): {reason}")]
+    Unavailable {
+        /// The feed's reason code.
+        code: String,
+        /// Its detail.
+        reason: String,
+    },
+    /// The run's own candidate could not be read back.
+    #[error("the reproduction's candidate: {0}")]
+    Output(String),
+}
+
+/// The answer.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(tag = "finding", rename_all = "snake_case")]
+pub enum Finding {
+    /// The reproduction's response hash is the reference's (a settlement: one of its
+    /// attestations', named).
+    BitForBit {
+        /// The shared response hash.
+        response_hash: Bytes32,
+        /// With a settlement: the verifiers whose attestation carries it.
+        #[serde(skip_serializing_if = "Vec::is_empty")]
+        verifiers: Vec<Address>,
+    },
+    /// Same verdict, every commitment equal; the output differs.
+    VerdictReproduced {
+        /// The verdict.
+        verdict: Verdict,
+        /// Which parts of the output differ (with a candidate reference).
+        #[serde(skip_serializing_if = "Vec::is_empty")]
+        differences: Vec<OutputDifference>,
+        /// The first differing line of each stream, when the reference's output is known.
+        #[serde(skip_serializing_if = "Vec::is_empty")]
+        lines: Vec<LineDifference>,
+        /// Why no line is shown, when none is.
+        #[serde(skip_serializing_if = "Option::is_none")]
+        note: Option<&'static str>,
+    },
+    /// The verdict or a commitment differs.
+    Disagrees {
+        /// What differs.
+        differing: Vec<Commitment>,
+        /// The reference's verdict.
+        reference: Verdict,
+        /// The reproduction's.
+        reproduced: Verdict,
+    },
+    /// No reference: the reproduction's verdict.
+    Reproduced {
+        /// The verdict.
+        verdict: Verdict,
+    },
+    /// The reproduction ended without a verdict: nothing is judged, and it is never a
+    /// disagreement.
+    NoVerdict {
+        /// The stable reason code.
+        reason: String,
+        /// Its detail.
+        detail: String,
+    },
+}
+
+impl Finding {
+    /// The headline, as printed.
+    pub fn headline(&self) -> String {
+        match self {
+            Self::BitForBit { .. } => "reproduced bit for bit".into(),
+            Self::VerdictReproduced { .. } => "verdict reproduced; output differs".into(),
+            Self::Disagrees {
+                differing,
+                reference,
+                reproduced,
+            } => {
+                let what: Vec<&str> = differing.iter().map(|c| c.name()).collect();
+                format!(
+                    "DISAGREES on {} (the reference says {}, the reproduction {})",
+                    what.join(", "),
+                    reference.as_str(),
+                    reproduced.as_str()
+                )
+            }
+            Self::Reproduced { verdict } => {
+                format!(
+                    "reproduced: {} (no reference to compare with)",
+                    verdict.as_str()
+                )
+            }
+            Self::NoVerdict { reason, .. } => {
+                format!("no verdict ({reason}): nothing judged, not a disagreement")
+            }
+        }
+    }
+}
+
+/// What the reproduction produced and what it found.
+#[derive(Debug, Clone, Serialize)]
+pub struct ReproduceReport {
+    /// [`REPRODUCE_SCHEMA_VERSION`].
+    pub schema_version: &'static str,
+    /// The job reproduced.
+    pub job_id: String,
+    /// What it was compared with: `candidate`, `settlement` or `job`.
+    pub reference: &'static str,
+    /// The reference's verdict and response hash(es).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub reference_verdict: Option<Verdict>,
+    /// Every response hash of the reference (a settlement has one per attestation).
+    pub reference_response_hashes: Vec<Bytes32>,
+    /// The reproduction's verdict, when it has one.
+    pub reproduced_verdict: Option<Verdict>,
+    /// Its response hash.
+    pub reproduced_response_hash: Option<Bytes32>,
+    /// The reproduction's own candidate (with its evidence record), kept.
+    pub candidate_file: Option<PathBuf>,
+    /// The answer.
+    pub finding: Finding,
+}
+
+/// A reproduction's own run.
+struct OwnRun {
+    outcome: Value,
+    verdict: Verdict,
+    response_hash: Bytes32,
+    evidence: Option<EvidenceRecord>,
+    path: PathBuf,
+}
+
+/// Reads a candidate file: strict, bounded, its job structurally valid (not necessarily live:
+/// a settled job is looked back at).
+pub fn read_candidate(path: &Path) -> Result<ParsedCandidate, ReproduceError> {
+    let bytes =
+        artifact_fs::read_bounded(path, MAX_CANDIDATE_BYTES).map_err(|e| ReproduceError::File {
+            what: "candidate",
+            path: path.to_owned(),
+            detail: e.to_string(),
+        })?;
+    let value: Value = serde_json::from_slice(&bytes)
+        .map_err(|e| ReproduceError::Candidate(format!("not json: {e}")))?;
+    let candidate =
+        Candidate::from_value(&value).map_err(|e| ReproduceError::Candidate(e.to_string()))?;
+    ParsedCandidate::parse(candidate).map_err(|e| ReproduceError::Candidate(e.to_string()))
+}
+
+/// The reference of a candidate file.
+pub fn candidate_reference(candidate: &ParsedCandidate) -> Reference {
+    let c = candidate.candidate();
+    Reference::Candidate {
+        outcome: c.outcome.clone(),
+        evidence: c
+            .evidence
+            .as_ref()
+            .and_then(|e| serde_json::from_value(e.clone()).ok())
+            .map(Box::new),
+    }
+}
+
+/// Checks that `job` is the job `settlement` settled: the same bounty, round and bounty id,
+/// the submission, evidence and policy hashes the signatures bind, and every signer among the
+/// job's committed verifiers.
+pub fn check_settled_job(
+    job: &ValidatedJob,
+    settlement: &VerifiedSettlement,
+) -> Result<(), ReproduceError> {
+    let mismatch = |what: &str| Err(ReproduceError::NotTheSettledJob(format!("{what} differs")));
+    if job.bounty_contract() != settlement.bounty {
+        return mismatch("the bounty contract");
+    }
+    if job.chain_id() != settlement.chain_id {
+        return mismatch("the chain");
+    }
+    if job.round() != settlement.round {
+        return mismatch("the round");
+    }
+    if job.bounty_id() != settlement.bounty_id {
+        return mismatch("the bounty id");
+    }
+    if job.submission_hash() != settlement.submission_hash {
+        return mismatch("the submission hash");
+    }
+    if job.evidence_hash() != settlement.evidence_hash {
+        return mismatch("the evidence hash");
+    }
+    if job.policy_hash() != settlement.policy_hash {
+        return mismatch("the policy hash");
+    }
+    for a in &settlement.attestations {
+        if !job.eligible_verifiers().contains(&a.verifier) {
+            return Err(ReproduceError::NotACommittedVerifier(a.verifier));
+        }
+    }
+    Ok(())
+}
+
+/// Runs `job` once as `worker feed` would, into `config.out_dir` (its candidate and evidence
+/// are kept there), and compares the result with `reference`.
+pub async fn reproduce(
+    config: &FeedConfig,
+    client: &platform_client::PlatformClient,
+    executor: &dyn JobExecutor,
+    job: &ValidatedJob,
+    reference: &Reference,
+) -> Result<ReproduceReport, ReproduceError> {
+    // The reference is checked before anything runs: a forged candidate whose outcome is no
+    // run of its job is refused, not "disagreed with".
+    if let Reference::Candidate { outcome, .. } = reference {
+        compare_for_job(job, outcome, outcome).map_err(ReproduceError::Reference)?;
+    }
+    let job_dir = config.work_dir.join(format!(
+        "reproduce-{}-{}",
+        std::process::id(),
+        crate::run::now_unix()
+    ));
+    let runner = JobRunner::new(config, client, executor);
+    let (row, _executed) = runner.run(job, &job_dir).await;
+    let own = match row.status {
+        JobStatus::CompletedPassed | JobStatus::CompletedFailed => {
+            let file = row
+                .candidate_file
+                .ok_or_else(|| ReproduceError::Output("no candidate file".into()))?;
+            Some(read_own(&config.out_dir.join(file))?)
+        }
+        JobStatus::NoVerdict => None,
+        JobStatus::Rejected | JobStatus::Skipped => {
+            return Err(ReproduceError::Refused {
+                code: row.reason_code.unwrap_or_default(),
+                reason: row.reason.unwrap_or_default(),
+            });
+        }
+        JobStatus::Error => {
+            return Err(ReproduceError::Unavailable {
+                code: row.reason_code.unwrap_or_default(),
+                reason: row.reason.unwrap_or_default(),
+            });
+        }
+    };
+    let (reference_name, reference_verdict, reference_hashes) = describe_reference(reference);
+    let Some(own) = own else {
+        return Ok(ReproduceReport {
+            schema_version: REPRODUCE_SCHEMA_VERSION,
+            job_id: job.job_id().to_owned(),
+            reference: reference_name,
+            reference_verdict,
+            reference_response_hashes: reference_hashes,
+            reproduced_verdict: None,
+            reproduced_response_hash: None,
+            candidate_file: None,
+            finding: Finding::NoVerdict {
+                reason: row.reason_code.unwrap_or_else(|| "no_verdict".into()),
+                detail: row.reason.unwrap_or_default(),
+            },
+        });
+    };
+    let finding = judge(job, reference, &own)?;
+    Ok(ReproduceReport {
+        schema_version: REPRODUCE_SCHEMA_VERSION,
+        job_id: job.job_id().to_owned(),
+        reference: reference_name,
+        reference_verdict,
+        reference_response_hashes: reference_hashes,
+        reproduced_verdict: Some(own.verdict),
+        reproduced_response_hash: Some(own.response_hash),
+        candidate_file: Some(own.path),
+        finding,
+    })
+}
+
+fn describe_reference(reference: &Reference) -> (&'static str, Option<Verdict>, Vec<Bytes32>) {
+    match reference {
+        Reference::Candidate { outcome, .. } => {
+            let verdict = outcome
+                .get("verdict")
+                .and_then(|v| serde_json::from_value(v.clone()).ok());
+            let hash = outcome
+                .get("response_hash")
+                .and_then(Value::as_str)
+                .and_then(|h| h.parse().ok());
+            ("candidate", verdict, hash.into_iter().collect())
+        }
+        Reference::Settlement(s) => (
+            "settlement",
+            Some(if s.passed {
+                Verdict::Passed
+            } else {
+                Verdict::Failed
+            }),
+            s.attestations.iter().map(|a| a.response_hash).collect(),
+        ),
+        Reference::JobOnly => ("job", None, Vec::new()),
+    }
+}
+
+fn read_own(path: &Path) -> Result<OwnRun, ReproduceError> {
+    let bytes = artifact_fs::read_bounded(path, MAX_CANDIDATE_BYTES)
+        .map_err(|e| ReproduceError::Output(e.to_string()))?;
+    let value: Value =
+        serde_json::from_slice(&bytes).map_err(|e| ReproduceError::Output(e.to_string()))?;
+    let candidate =
+        Candidate::from_value(&value).map_err(|e| ReproduceError::Output(e.to_string()))?;
+    let outcome: verifier_sdk::Outcome = serde_json::from_value(candidate.outcome.clone())
+        .map_err(|e| ReproduceError::Output(e.to_string()))?;
+    Ok(OwnRun {
+        verdict: outcome.verdict,
+        response_hash: outcome.response_hash,
+        outcome: candidate.outcome,
+        evidence: candidate
+            .evidence
+            .and_then(|e| serde_json::from_value(e).ok()),
+        path: path.to_owned(),
+    })
+}
+
+fn verdict_of(passed: bool) -> Verdict {
+    if passed {
+        Verdict::Passed
+    } else {
+        Verdict::Failed
+    }
+}
+
+fn judge(
+    job: &ValidatedJob,
+    reference: &Reference,
+    own: &OwnRun,
+) -> Result<Finding, ReproduceError> {
+    match reference {
+        Reference::JobOnly => Ok(Finding::Reproduced {
+            verdict: own.verdict,
+        }),
+        Reference::Candidate { outcome, evidence } => {
+            let agreement =
+                compare_for_job(job, outcome, &own.outcome).map_err(ReproduceError::Reference)?;
+            Ok(match agreement {
+                Agreement::BitForBit { response_hash } => Finding::BitForBit {
+                    response_hash,
+                    verifiers: Vec::new(),
+                },
+                Agreement::VerdictReproduced {
+                    verdict,
+                    differences,
+                    ..
+                } => {
+                    let lines: Vec<LineDifference> = match (evidence, &own.evidence) {
+                        (Some(a), Some(b)) => [
+                            first_difference(Stream::Stdout, &a.stdout, &b.stdout),
+                            first_difference(Stream::Stderr, &a.stderr, &b.stderr),
+                        ]
+                        .into_iter()
+                        .flatten()
+                        .collect(),
+                        _ => Vec::new(),
+                    };
+                    let note = lines.is_empty().then_some(
+                        "the reference's output is not known (its candidate has no evidence \
+                         record); only its stream hashes are compared",
+                    );
+                    Finding::VerdictReproduced {
+                        verdict,
+                        differences,
+                        lines,
+                        note,
+                    }
+                }
+                Agreement::Disagrees { differing } => Finding::Disagrees {
+                    differing,
+                    reference: outcome
+                        .get("verdict")
+                        .and_then(|v| serde_json::from_value(v.clone()).ok())
+                        .unwrap_or(Verdict::Failed),
+                    reproduced: own.verdict,
+                },
+            })
+        }
+        Reference::Settlement(s) => {
+            let settled = verdict_of(s.passed);
+            if own.verdict != settled {
+                return Ok(Finding::Disagrees {
+                    differing: vec![Commitment::Verdict],
+                    reference: settled,
+                    reproduced: own.verdict,
+                });
+            }
+            let matching: Vec<Address> = s
+                .attestations
+                .iter()
+                .filter(|a| a.response_hash == own.response_hash)
+                .map(|a| a.verifier)
+                .collect();
+            if matching.is_empty() {
+                // Every commitment of the reproduction is the job's (the worker validated
+                // its own outcome against the job) and the job is the settled one
+                // (`check_settled_job`); only the output is left to differ.
+                Ok(Finding::VerdictReproduced {
+                    verdict: own.verdict,
+                    differences: Vec::new(),
+                    lines: Vec::new(),
+                    note: Some(
+                        "a settlement publishes response hashes, not the output: the settled \
+                         runs' lines are not known; the reproduction's own output is in its \
+                         evidence record",
+                    ),
+                })
+            } else {
+                Ok(Finding::BitForBit {
+                    response_hash: own.response_hash,
+                    verifiers: matching,
+                })
+            }
+        }
+    }
+}

@@ -1,0 +1,231 @@
+//! `worker reproduce`: re-run a verdict from public data (a job from the platform, a
+//! candidate file, or a settlement transaction) and say whether it holds. The comparison is
+//! the library's; this maps its answer to an exit code and prints it.
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use bounty_chain::{RpcChainReader, SettlementReadError};
+use platform_client::{ClientLimits, PlatformClient};
+use verifier_sdk::{Address, Bytes32, ValidatedJob};
+
+use super::{block_on_interruptible, connect_swept, fail, print_json, staging_root_failed};
+use crate::cli::ReproduceArgs;
+use crate::exit::ExitCode;
+use crate::feed::{FeedConfig, SandboxJobExecutor};
+use crate::reproduce::{
+    Finding, Reference, ReproduceError, ReproduceReport, candidate_reference, check_settled_job,
+    read_candidate, reproduce as run_reproduction,
+};
+use crate::staging_root::{self, Fallback};
+
+/// Bound on each JSON-RPC request.
+const RPC_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// The exit code of a finding (README "Exit codes"; never renumbered).
+pub fn finding_exit_code(finding: &Finding) -> ExitCode {
+    match finding {
+        Finding::BitForBit { .. } | Finding::Reproduced { .. } => ExitCode::Success,
+        Finding::VerdictReproduced { .. } => ExitCode::OutputDiffers,
+        Finding::Disagrees { .. } => ExitCode::Disagrees,
+        Finding::NoVerdict { .. } => ExitCode::NoVerdict,
+    }
+}
+
+fn error_exit_code(e: &ReproduceError) -> ExitCode {
+    match e {
+        ReproduceError::Unavailable { code, .. } if code == "runtime_unavailable" => {
+            ExitCode::RuntimeUnavailable
+        }
+        ReproduceError::Unavailable { .. } => ExitCode::RuntimeUnavailable,
+        ReproduceError::File { .. } | ReproduceError::Output(_) => ExitCode::Internal,
+        _ => ExitCode::InvalidInput,
+    }
+}
+
+fn settlement_exit_code(e: &SettlementReadError) -> ExitCode {
+    match e {
+        SettlementReadError::Chain(c) if c.is_transient() => ExitCode::RuntimeUnavailable,
+        SettlementReadError::Chain(_) => ExitCode::Config,
+        _ => ExitCode::InvalidInput,
+    }
+}
+
+/// What the command line asked for, resolved into a job and a reference.
+async fn resolve(
+    args: &ReproduceArgs,
+    client: &PlatformClient,
+) -> Result<(ValidatedJob, Reference, Option<String>), (ExitCode, String)> {
+    let invalid = |e: &dyn std::fmt::Display| (ExitCode::InvalidInput, e.to_string());
+    let fetch = |api: String, verifier: Address, job_id: String| async move {
+        let raw = client
+            .fetch_job(&api, args.network, verifier, &job_id)
+            .await
+            .map_err(|e| {
+                let code = if e.is_transient() {
+                    ExitCode::RuntimeUnavailable
+                } else {
+                    ExitCode::InvalidInput
+                };
+                (code, format!("fetching job {job_id}: {e}"))
+            })?
+            .ok_or_else(|| {
+                invalid(&ReproduceError::JobNotFound {
+                    job_id: job_id.clone(),
+                    verifier,
+                })
+            })?;
+        // Structural rules only: a settled or expired job is still reproduced.
+        ValidatedJob::parse(&raw).map_err(|e| invalid(&ReproduceError::Job(e)))
+    };
+    if let Some(tx) = &args.tx {
+        let tx: Bytes32 = tx
+            .parse()
+            .map_err(|_| invalid(&"--tx is not a 0x-prefixed 32-byte hash"))?;
+        let rpc = args
+            .rpc
+            .as_deref()
+            .ok_or_else(|| invalid(&"--tx needs --rpc"))?;
+        let reader = RpcChainReader::new(rpc, RPC_TIMEOUT)
+            .map_err(|e| (ExitCode::Config, format!("--rpc: {e}")))?;
+        let settlement = reader
+            .read_settlement(tx, None)
+            .await
+            .map_err(|e| (settlement_exit_code(&e), e.to_string()))?;
+        let job = if let Some(path) = &args.candidate {
+            read_candidate(path).map_err(|e| invalid(&e))?.job().clone()
+        } else {
+            let api = args
+                .api
+                .clone()
+                .ok_or_else(|| invalid(&"--tx needs --api (to fetch the job) or --candidate"))?;
+            let verifier = settlement
+                .attestations
+                .first()
+                .map(|a| a.verifier)
+                .ok_or_else(|| invalid(&"the settlement has no attestation"))?;
+            let job_id = format!(
+                "{}:{}:{}",
+                args.network.name(),
+                settlement.bounty.to_string().to_lowercase(),
+                settlement.round
+            );
+            fetch(api, verifier, job_id).await?
+        };
+        check_settled_job(&job, &settlement).map_err(|e| invalid(&e))?;
+        let summary = format!(
+            "settlement {tx}: {} by {} attestation(s)",
+            if settlement.passed {
+                "BountySettled"
+            } else {
+                "SubmissionRejected"
+            },
+            settlement.attestations.len()
+        );
+        return Ok((job, Reference::Settlement(settlement), Some(summary)));
+    }
+    if let Some(path) = &args.candidate {
+        let candidate = read_candidate(path).map_err(|e| invalid(&e))?;
+        let reference = candidate_reference(&candidate);
+        return Ok((candidate.job().clone(), reference, None));
+    }
+    let (Some(job_id), Some(api), Some(verifier)) =
+        (args.job_id.clone(), args.api.clone(), args.verifier)
+    else {
+        return Err(invalid(
+            &"give --job-id ID --api URL --verifier ADDRESS, --candidate FILE, or --tx HASH --rpc URL",
+        ));
+    };
+    let job = fetch(api, verifier, job_id).await?;
+    Ok((job, Reference::JobOnly, None))
+}
+
+fn human(report: &ReproduceReport, context: Option<&str>) -> String {
+    let mut out = String::new();
+    if let Some(c) = context {
+        out.push_str(&format!("{c}\n"));
+    }
+    out.push_str(&format!("job        {}\n", report.job_id));
+    for h in &report.reference_response_hashes {
+        out.push_str(&format!("reference  {} {h}\n", report.reference));
+    }
+    if let Some(h) = report.reproduced_response_hash {
+        out.push_str(&format!(
+            "reproduced {} {h}\n",
+            report.reproduced_verdict.map_or("?", |v| v.as_str())
+        ));
+    }
+    if let Some(f) = &report.candidate_file {
+        out.push_str(&format!("evidence   {}\n", f.display()));
+    }
+    out.push_str(&format!("{}\n", report.finding.headline()));
+    if let Finding::VerdictReproduced { lines, note, .. } = &report.finding {
+        for l in lines {
+            out.push_str(&format!("  {}\n", l.describe()));
+        }
+        if let Some(n) = note {
+            out.push_str(&format!("  ({n})\n"));
+        }
+    }
+    crate::explain::terminal_safe(&out)
+}
+
+/// Runs `worker reproduce`.
+pub fn reproduce(args: &ReproduceArgs, quiet: bool) -> ExitCode {
+    let root = match staging_root::resolve(args.staging_root.as_deref(), Fallback::Required)
+        .and_then(|r| staging_root::ensure_writable(&r).map(|()| r))
+    {
+        Ok(root) => root,
+        Err(e) => return staging_root_failed(&e),
+    };
+    let out: PathBuf = args.out.clone();
+    let pull = args.pull;
+    let result = block_on_interruptible(
+        async move {
+            let client = PlatformClient::new(ClientLimits::default())
+                .map_err(|e| (ExitCode::Internal, e.to_string()))?;
+            let (job, reference, context) = resolve(args, &client).await?;
+            let mut config = FeedConfig::new(
+                // The runner never reads the feed (the job is already resolved).
+                args.api.as_deref().unwrap_or_default(),
+                job.network(),
+                job.eligible_verifiers().to_vec(),
+                &out,
+            );
+            config.check_liveness = false;
+            config.progress = !quiet;
+            if let Some(base) = &args.archive_base {
+                config.archive_base = base.clone();
+            }
+            if let Some(work) = &args.work_dir {
+                config.work_dir = work.clone();
+            }
+            std::fs::create_dir_all(&out)
+                .map_err(|e| (ExitCode::Config, format!("--out {}: {e}", out.display())))?;
+            let executor = connect_swept()
+                .await
+                .map_err(|error| (ExitCode::RuntimeUnavailable, error.to_string()))?;
+            let job_executor = SandboxJobExecutor::new(executor, root, pull);
+            run_reproduction(&config, &client, &job_executor, &job, &reference)
+                .await
+                .map(|r| (r, context))
+                .map_err(|e| (error_exit_code(&e), e.to_string()))
+        },
+        "the reproduction",
+    );
+    let result = match result {
+        Ok(result) => result,
+        Err(code) => return code,
+    };
+    match result {
+        Ok(Ok((report, context))) => {
+            eprint!("{}", human(&report, context.as_deref()));
+            if args.json && print_json(&report) != ExitCode::Success {
+                return ExitCode::Internal;
+            }
+            finding_exit_code(&report.finding)
+        }
+        Ok(Err((code, error))) => fail(code, &error),
+        Err(error) => fail(ExitCode::Internal, &error),
+    }
+}
