@@ -1,7 +1,9 @@
 //! The push parser: fed each chunk of stdout and stderr as it arrives, splits lines under the
-//! line cap, hands each line to every format still in the running, and keeps the rows of the
-//! first format that reports a test (the detected runner). Nothing here blocks or allocates
-//! past the caps in [`crate::report`].
+//! line cap, hands each line to every format still in the running, and keeps, per stream, the
+//! rows of the first format that reports a test there (that stream's runner). The two streams
+//! are decided apart and joined only at the end, because the order in which a reader receives
+//! stdout and stderr chunks is timing, and the report must not depend on it. Nothing here
+//! blocks or allocates past the caps in [`crate::report`].
 
 use std::borrow::Cow;
 
@@ -25,8 +27,6 @@ pub enum Stream {
 pub struct OutcomeParser {
     stdout: StreamState,
     stderr: StreamState,
-    table: Table,
-    runner: Option<Runner>,
 }
 
 impl OutcomeParser {
@@ -41,26 +41,40 @@ impl OutcomeParser {
             Stream::Stdout => &mut self.stdout,
             Stream::Stderr => &mut self.stderr,
         };
-        let mut sink = Sink::new(&mut self.table, &mut self.runner);
-        state.push(chunk, &mut sink);
+        state.push(chunk);
     }
 
-    /// The report: the detected runner's rows, or [`Runner::Unknown`] and none. A last line
-    /// without a newline still counts.
-    pub fn finish(mut self) -> TestReport {
-        let mut sink = Sink::new(&mut self.table, &mut self.runner);
-        self.stdout.finish(&mut sink);
-        self.stderr.finish(&mut sink);
-        match self.runner {
-            Some(runner) if !self.table.is_empty() => self.table.into_report(runner),
-            _ => TestReport::unknown(),
+    /// The report, or [`Runner::Unknown`] and no rows. A last line without a newline still
+    /// counts. When both streams show the same runner their rows are joined (a name in both
+    /// keeps the worse status); when they show different runners, the stream with more rows
+    /// is taken (stdout on a tie), so the report never mixes two formats' names.
+    pub fn finish(self) -> TestReport {
+        let (out_runner, mut out_table) = self.stdout.finish();
+        let (err_runner, err_table) = self.stderr.finish();
+        match (out_runner, err_runner) {
+            (Some(a), Some(b)) if a == b => {
+                out_table.join(err_table);
+                out_table.into_report(a)
+            }
+            (Some(a), Some(b)) => {
+                if err_table.len() > out_table.len() {
+                    err_table.into_report(b)
+                } else {
+                    out_table.into_report(a)
+                }
+            }
+            (Some(a), None) => out_table.into_report(a),
+            (None, Some(b)) => err_table.into_report(b),
+            (None, None) => TestReport::unknown(),
         }
     }
 }
 
-/// One stream: its partial line and each format's state.
+/// One stream: its partial line, each format's state, and its rows.
 #[derive(Debug, Default)]
 struct StreamState {
+    table: Table,
+    runner: Option<Runner>,
     line: Vec<u8>,
     /// The current line passed [`MAX_LINE_BYTES`]; it is skipped up to its newline.
     overlong: bool,
@@ -74,15 +88,19 @@ struct StreamState {
 }
 
 impl StreamState {
-    fn push(&mut self, mut chunk: &[u8], sink: &mut Sink<'_>) {
-        if sink.accepts(Junit::RUNNER) {
-            self.junit.bytes(chunk, sink);
-        }
+    fn push(&mut self, mut chunk: &[u8]) {
         while !chunk.is_empty() {
             let (piece, rest, ends_line) = match chunk.iter().position(|&b| b == b'\n') {
                 Some(at) => (&chunk[..at], &chunk[at + 1..], true),
                 None => (chunk, &[][..], false),
             };
+            // The XML scanner sees each byte in step with the lines, so which format reports
+            // first depends only on the bytes, never on where a chunk happened to end.
+            let mut sink = Sink::new(&mut self.table, &mut self.runner);
+            if sink.accepts(Junit::RUNNER) {
+                let upto = chunk.len() - rest.len();
+                self.junit.bytes(&chunk[..upto], &mut sink);
+            }
             chunk = rest;
             if !self.overlong {
                 if self.line.len().saturating_add(piece.len()) > MAX_LINE_BYTES {
@@ -93,12 +111,13 @@ impl StreamState {
                 }
             }
             if ends_line {
-                self.end_line(sink);
+                self.end_line();
             }
         }
     }
 
-    fn end_line(&mut self, sink: &mut Sink<'_>) {
+    fn end_line(&mut self) {
+        let sink = &mut Sink::new(&mut self.table, &mut self.runner);
         if !self.overlong {
             let mut bytes = self.line.as_slice();
             if let Some(stripped) = bytes.strip_suffix(b"\r") {
@@ -123,10 +142,11 @@ impl StreamState {
         self.overlong = false;
     }
 
-    fn finish(&mut self, sink: &mut Sink<'_>) {
+    fn finish(mut self) -> (Option<Runner>, Table) {
         if !self.line.is_empty() || self.overlong {
-            self.end_line(sink);
+            self.end_line();
         }
+        let sink = &mut Sink::new(&mut self.table, &mut self.runner);
         let formats: [&mut dyn LineFormat; 6] = [
             &mut self.unittest,
             &mut self.pytest,
@@ -142,6 +162,10 @@ impl StreamState {
         }
         if sink.accepts(Junit::RUNNER) {
             self.junit.finish(sink);
+        }
+        match self.runner {
+            Some(runner) if !self.table.is_empty() => (Some(runner), self.table),
+            _ => (None, Table::default()),
         }
     }
 }
@@ -236,6 +260,35 @@ mod tests {
         );
         assert_eq!(report.runner, Runner::Unknown);
         assert!(report.tests.is_empty());
+    }
+
+    #[test]
+    fn the_report_does_not_depend_on_how_the_streams_interleave() {
+        let out: &[u8] = b"running 1 test\ntest a ... ok\n";
+        let err: &[u8] = b"=== RUN   TestB\n--- FAIL: TestB (0.00s)\n--- PASS: TestC (0.00s)\n";
+        let mut first = OutcomeParser::new();
+        first.push(Stream::Stdout, out);
+        first.push(Stream::Stderr, err);
+        let mut second = OutcomeParser::new();
+        second.push(Stream::Stderr, err);
+        second.push(Stream::Stdout, out);
+        let (first, second) = (first.finish(), second.finish());
+        assert_eq!(first, second);
+        // Different runners: the stream with more rows.
+        assert_eq!(first.runner, Runner::GoTest);
+    }
+
+    #[test]
+    fn one_runner_on_both_streams_is_joined() {
+        let mut parser = OutcomeParser::new();
+        parser.push(
+            Stream::Stdout,
+            b"running 2 tests\ntest a ... ok\ntest b ... ok\n",
+        );
+        parser.push(Stream::Stderr, b"running 1 test\ntest b ... FAILED\n");
+        let report = parser.finish();
+        assert_eq!(report.tests.len(), 2);
+        assert_eq!(report.status_of("b"), Some(Status::Failed));
     }
 
     #[test]

@@ -7,8 +7,9 @@ use serde::{Deserialize, Serialize};
 
 use crate::name::safe_name;
 
-/// Most distinct test names kept per run. A flood of fake result lines past this only sets
-/// [`TestReport::truncated`]; 20 000 covers the largest suites bounties run (Django's is ~17 000).
+/// Most distinct test names kept per stream and per report. A flood of fake result lines past
+/// this only sets [`TestReport::truncated`]; 20 000 covers the largest suites bounties run
+/// (Django's is ~17 000).
 pub const MAX_TESTS: usize = 20_000;
 /// Most bytes of one test name after it is made terminal-safe; longer names are cut (at a
 /// character boundary) and the report marked truncated.
@@ -16,12 +17,14 @@ pub const MAX_NAME_BYTES: usize = 512;
 /// Most bytes of one output line the line-based formats look at; a longer line is skipped
 /// whole (JUnit XML, which runners print on one long line, is scanned byte by byte instead).
 pub const MAX_LINE_BYTES: usize = 4096;
-/// Upper bound on the heap one [`crate::OutcomeParser`] holds at any time, whatever it is fed:
-/// [`MAX_TESTS`] rows of at most [`MAX_NAME_BYTES`] plus per-row overhead (name header, status,
-/// duration, tree node share: under 128 bytes), and per stream a line buffer, a pending name
-/// and the TAP nesting stack, each bounded by [`MAX_LINE_BYTES`]. 20 000 × 640 B = 12.2 MiB,
-/// plus under 1 MiB of per-stream state; measured by the flood tests in `tests/flood.rs`.
-pub const MEMORY_BOUND_BYTES: usize = 16 << 20;
+/// Upper bound on the heap one [`crate::OutcomeParser`] holds at any time, whatever it is fed.
+/// Each of the two streams keeps up to [`MAX_TESTS`] rows (the streams are decided apart, see
+/// [`crate::OutcomeParser::finish`]) of at most [`MAX_NAME_BYTES`] plus per-row overhead (name
+/// header, status, duration, tree node share: under 128 bytes), a line buffer, a pending name,
+/// a JUnit tag and the TAP nesting stack (16 names), each bounded by [`MAX_LINE_BYTES`] or
+/// [`MAX_NAME_BYTES`]. 2 × 20 000 × 640 B = 24.4 MiB, plus under 1 MiB of per-stream state;
+/// measured by the flood tests in `tests/flood.rs`.
+pub const MEMORY_BOUND_BYTES: usize = 32 << 20;
 
 /// What this report is: the run's own printout, which the solver's code controls. It is never
 /// part of a verdict, a receipt or a response hash; it is shown to help people, not to decide.
@@ -173,6 +176,12 @@ impl Table {
         if name.is_empty() {
             return;
         }
+        // The name was built by pushing; keep only what it holds so the bound is per byte.
+        name.shrink_to_fit();
+        self.insert(name, status, duration_micros);
+    }
+
+    fn insert(&mut self, name: String, status: Status, duration_micros: Option<u64>) {
         if let Some(row) = self.rows.get_mut(&name) {
             if status.severity() > row.status.severity() {
                 row.status = status;
@@ -186,8 +195,6 @@ impl Table {
             self.truncated = true;
             return;
         }
-        // The name was built by pushing; keep only what it holds so the bound is per byte.
-        name.shrink_to_fit();
         self.rows.insert(
             name,
             Row {
@@ -199,6 +206,18 @@ impl Table {
 
     pub(crate) fn is_empty(&self) -> bool {
         self.rows.is_empty()
+    }
+
+    pub(crate) fn len(&self) -> usize {
+        self.rows.len()
+    }
+
+    /// Adds `other`'s rows (already safe and cut) under the same rules as [`Table::record`].
+    pub(crate) fn join(&mut self, other: Table) {
+        self.truncated |= other.truncated;
+        for (name, row) in other.rows {
+            self.insert(name, row.status, row.duration_micros);
+        }
     }
 
     pub(crate) fn into_report(self, runner: Runner) -> TestReport {
