@@ -14,20 +14,24 @@
 //! [`MEMORY_BOUND_BYTES`] (measured by `tests/flood.rs`). Names are made terminal-safe.
 //!
 //! [`compare`] gives SWE-bench's `FAIL_TO_PASS` / `PASS_TO_PASS` / `PASS_TO_FAIL` of a base and
-//! a solution run; [`flaky`] names tests whose status differs across repeats.
+//! a solution run; [`flaky`] names tests whose status differs across repeats; [`analyse`] puts
+//! both together for a rehearsal, with its warnings; [`render`] turns them into lines for people.
 //!
 //! What it deliberately is not: a verdict. Everything here comes from output the solver's code
 //! controls (a test can print `test x ... ok` or `--- PASS: TestX`); a report is labelled
 //! [`SOURCE`] and must never feed a verdict, a receipt or a response hash. No I/O, no async, no
 //! clock: the caller owns the streams.
 
+mod analysis;
 mod compare;
 mod flaky;
 mod formats;
 pub mod name;
 mod parser;
+pub mod render;
 mod report;
 
+pub use analysis::{Analysis, analyse, predicate_lists};
 pub use compare::{CompareError, Comparison, compare};
 pub use flaky::{FlakyTest, flaky};
 pub use parser::{OutcomeParser, Stream};
