@@ -1,5 +1,6 @@
 //! Candidate files and their manifest (PROTOCOL §7), written atomically into the output dir.
 
+use serde::Deserialize as _;
 use std::path::{Path, PathBuf};
 
 use serde_json::Value;
@@ -64,7 +65,10 @@ pub fn write_candidate(
     // is its address. Written first so a candidate never appears without its statement.
     if let Some(evidence) = &evidence {
         let address = EvidenceAddress::of_record(evidence, &format!("{name}#/evidence"));
-        let statement = test_result_statement(job.job_id(), outcome, &address);
+        let tests = evidence
+            .get("tests")
+            .and_then(|t| test_outcomes::TestReport::deserialize(t).ok());
+        let statement = test_result_statement(job.job_id(), outcome, &address, tests.as_ref());
         let statement_path = out_dir.join(statement_file_name(&name));
         let bytes = serde_json::to_vec_pretty(&statement).map_err(|e| io(e.into()))?;
         write_atomically(out_dir, &statement_path, &bytes).map_err(|source| OutputError::Io {

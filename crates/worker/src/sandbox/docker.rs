@@ -257,6 +257,7 @@ impl DockerExecutor {
             stdout: OutputCapture::new().finish(),
             stderr: OutputCapture::new().finish(),
             outcome: Decision::no_verdict(NoVerdictReason::InternalError, "run did not finish"),
+            tests: None,
         }
     }
 
@@ -642,6 +643,7 @@ impl DockerExecutor {
         let (stderr, stderr_full) = output.stderr.finish_keeping();
         ctx.evidence.stdout = stdout;
         ctx.evidence.stderr = stderr;
+        ctx.evidence.tests = Some(output.tests.finish());
         ctx.output = FullOutput {
             stdout: stdout_full,
             stderr: stderr_full,
