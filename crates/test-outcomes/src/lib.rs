@@ -36,8 +36,8 @@ pub use compare::{CompareError, Comparison, compare};
 pub use flaky::{FlakyTest, flaky};
 pub use parser::{OutcomeParser, Stream};
 pub use report::{
-    Counts, MAX_LINE_BYTES, MAX_NAME_BYTES, MAX_TESTS, MEMORY_BOUND_BYTES, Runner, SOURCE, Status,
-    TestOutcome, TestReport,
+    Counts, MAX_LINE_BYTES, MAX_NAME_BYTES, MAX_TESTS, MEMORY_BOUND_BYTES, RECORD_BYTES, Runner,
+    SOURCE, Status, TestOutcome, TestReport,
 };
 
 /// Parses one whole run at once: convenience for tests and for output already in memory.

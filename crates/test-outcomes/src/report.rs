@@ -26,6 +26,12 @@ pub const MAX_LINE_BYTES: usize = 4096;
 /// measured by the flood tests in `tests/flood.rs`.
 pub const MEMORY_BOUND_BYTES: usize = 32 << 20;
 
+/// Most bytes a report takes as JSON inside an evidence record ([`TestReport::fit`]): the
+/// record's other fields are ~70 KiB, `worker explain` reads records of up to 4 MiB and the
+/// signer candidates of up to 16 MiB, so a flood of long names must not grow the record past
+/// them.
+pub const RECORD_BYTES: usize = 1 << 20;
+
 /// What this report is: the run's own printout, which the solver's code controls. It is never
 /// part of a verdict, a receipt or a response hash; it is shown to help people, not to decide.
 pub const SOURCE: &str = "solver-controlled-output";
@@ -116,9 +122,11 @@ pub struct TestReport {
     pub source: String,
     /// The format recognised; [`Runner::Unknown`] with no rows when none was.
     pub runner: Runner,
-    /// Rows per status, over [`TestReport::tests`].
+    /// Rows per status, over every row the parser kept (at most [`MAX_TESTS`]); when
+    /// [`TestReport::fit`] dropped rows, `tests` holds fewer.
     pub counts: Counts,
-    /// Whether a cap ([`MAX_TESTS`], [`MAX_NAME_BYTES`]) dropped or cut anything.
+    /// Whether a cap ([`MAX_TESTS`], [`MAX_NAME_BYTES`], [`RECORD_BYTES`]) dropped or cut
+    /// anything.
     pub truncated: bool,
     /// Failing rows first (error, then failed), then passed, then skipped; by name within each.
     pub tests: Vec<TestOutcome>,
@@ -134,6 +142,31 @@ impl TestReport {
             truncated: false,
             tests: Vec::new(),
         }
+    }
+
+    /// The report with rows dropped from the end (passing and skipped ones go first, since
+    /// failing rows lead) until its JSON is at most `max_bytes`, counted conservatively (every
+    /// name byte as if JSON escaped it, plus the row's keys at their longest). Marks the report
+    /// truncated when it drops a row.
+    #[must_use]
+    pub fn fit(mut self, max_bytes: usize) -> Self {
+        // `{"source":…,"runner":…,"counts":{…},"truncated":false,"tests":[]}` with every count
+        // at 20 digits stays under 256 bytes.
+        let mut used = 256usize;
+        let mut keep = 0;
+        for test in &self.tests {
+            let row = test.name.len().saturating_mul(2).saturating_add(80);
+            if used.saturating_add(row) > max_bytes {
+                break;
+            }
+            used = used.saturating_add(row);
+            keep += 1;
+        }
+        if keep < self.tests.len() {
+            self.tests.truncate(keep);
+            self.truncated = true;
+        }
+        self
     }
 
     /// The status of `name` (as stored: terminal-safe), if the run reported it.
@@ -318,6 +351,41 @@ mod tests {
         let report = table.into_report(Runner::Libtest);
         assert!(report.truncated);
         assert!(report.tests[0].name.len() <= MAX_NAME_BYTES);
+    }
+
+    #[test]
+    fn the_largest_report_fits_the_record_budget_keeping_failures() {
+        let mut table = Table::default();
+        for i in 0..MAX_TESTS {
+            let status = if i % 1000 == 0 {
+                Status::Failed
+            } else {
+                Status::Passed
+            };
+            // Quotes and backslashes double when JSON escapes them.
+            table.record(
+                &format!("{i:06}{}", "\"\\".repeat(300)),
+                status,
+                Some(u64::MAX),
+            );
+        }
+        let report = table.into_report(Runner::Libtest);
+        assert_eq!(report.tests.len(), MAX_TESTS);
+        let fitted = report.clone().fit(RECORD_BYTES);
+        let json = serde_json::to_vec(&fitted).unwrap();
+        assert!(json.len() <= RECORD_BYTES, "{}", json.len());
+        assert!(fitted.truncated && fitted.tests.len() < MAX_TESTS);
+        assert_eq!(fitted.failing().count(), 20);
+        assert_eq!(fitted.counts, report.counts);
+        // A report that fits is unchanged.
+        let small = parse_small();
+        assert_eq!(small.clone().fit(RECORD_BYTES), small);
+    }
+
+    fn parse_small() -> TestReport {
+        let mut table = Table::default();
+        table.record("a", Status::Passed, None);
+        table.into_report(Runner::Libtest)
     }
 
     #[test]

@@ -643,7 +643,9 @@ impl DockerExecutor {
         let (stderr, stderr_full) = output.stderr.finish_keeping();
         ctx.evidence.stdout = stdout;
         ctx.evidence.stderr = stderr;
-        ctx.evidence.tests = Some(output.tests.finish());
+        // Bounded so a flood of long names cannot push the record past what explain and the
+        // signer read.
+        ctx.evidence.tests = Some(output.tests.finish().fit(test_outcomes::RECORD_BYTES));
         ctx.output = FullOutput {
             stdout: stdout_full,
             stderr: stderr_full,

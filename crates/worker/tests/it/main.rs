@@ -17,6 +17,7 @@ mod feed_run;
 mod feed_support;
 mod gc;
 mod in_toto;
+mod per_test;
 mod rehearse;
 mod request;
 mod run_regression;
