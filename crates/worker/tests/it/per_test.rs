@@ -333,3 +333,69 @@ fn a_million_fake_test_lines_stay_within_the_parsers_memory_bound() {
         "{grown} bytes over the unparsed run"
     );
 }
+
+/// `--run-regression --in-toto` on the Python bounty's solution: the statement names the tests
+/// the run printed (the canary, which the harness needs to fail, among the failed ones), the
+/// result is still the verdict, and the in-toto project's own bindings accept it.
+#[test]
+fn in_toto_statement_of_a_python_run_lists_its_real_test_names() {
+    let dir = tempfile::tempdir().unwrap();
+    fs::set_permissions(dir.path(), fs::Permissions::from_mode(0o755)).unwrap();
+    let root = dir.path().join("staging");
+    fs::create_dir(&root).unwrap();
+    let bounty = fixture("python-bounty");
+    let benchmark = crate::support::stage_digest(&root, "benchmark", &bounty.join("benchmark"));
+    let source = crate::support::stage_digest(&root, "source", &bounty.join("solution-good"));
+    let mut manifest = verifier_sdk::fixtures::sample_manifest();
+    manifest["image"] = json!(image("python"));
+    manifest["command"] = json!(["python3", "-I", "-B", "/benchmark/run_tests.py", "6"]);
+    manifest["benchmark_digest"] = json!(benchmark);
+    manifest["timeout_seconds"] = json!(120);
+    manifest["memory_bytes"] = json!(256 << 20);
+    manifest["pids_limit"] = json!(64);
+    let job = verifier_sdk::fixtures::job_value(&verifier_sdk::fixtures::JobParams {
+        source_snapshot_digest: source,
+        manifest,
+        ..verifier_sdk::fixtures::JobParams::default()
+    });
+    let request = dir.path().join("request.json");
+    fs::write(&request, serde_json::to_vec(&json!({"job": &job})).unwrap()).unwrap();
+    let statement = dir.path().join("statement.intoto.json");
+    let out = ran(&Command::new(WORKER)
+        .arg("--run-regression")
+        .arg(&request)
+        .arg("--in-toto")
+        .arg(&statement)
+        .env("REGRESSION_SANDBOX_STAGING_ROOT", &root)
+        .output()
+        .unwrap());
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    let outcome: Value = serde_json::from_str(&out.stdout).unwrap();
+    assert_eq!(outcome["verdict"], "passed", "{}", out.stderr);
+    let text = fs::read_to_string(&statement).unwrap();
+    println!("{text}");
+    let python = std::env::var_os("IN_TOTO_PYTHON")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| workspace_root().join(".work/py-venv/bin/python"));
+    let check = Command::new(&python)
+        .arg(workspace_root().join("scripts/check-intoto.py"))
+        .arg(&statement)
+        .output()
+        .unwrap_or_else(|e| panic!("{}: {e}: run scripts/python-deps.sh", python.display()));
+    assert!(
+        check.status.success(),
+        "in-toto-attestation refused the statement: {}",
+        String::from_utf8_lossy(&check.stderr)
+    );
+    let summary: Value = serde_json::from_slice(&check.stdout).unwrap();
+    assert_eq!(summary["result"], "PASSED");
+    assert_eq!(summary["failedTests"], json!([CANARY]));
+    let passed = summary["passedTests"].as_array().unwrap();
+    assert_eq!(passed.len(), 6, "{summary}");
+    assert!(passed.contains(&json!(RANGE_CHECK)), "{summary}");
+    assert_eq!(summary["responseHash"], outcome["response_hash"]);
+    let statement: Value = serde_json::from_str(&text).unwrap();
+    let notes = &statement["predicate"]["configuration"][2]["annotations"];
+    assert_eq!(notes["testsSource"], "solver-controlled-output");
+    assert_eq!(notes["testsRunner"], "unittest");
+}
