@@ -399,3 +399,46 @@ fn in_toto_statement_of_a_python_run_lists_its_real_test_names() {
     assert_eq!(notes["testsSource"], "solver-controlled-output");
     assert_eq!(notes["testsRunner"], "unittest");
 }
+
+/// `worker explain` of a stored record lists the run's failing tests before the rest, and its
+/// `--json` carries the whole section.
+#[test]
+fn explain_lists_the_failing_tests_of_a_stored_record_first() {
+    let dir = tempfile::tempdir().unwrap();
+    let json = ran(&rehearse(
+        dir.path(),
+        &fixture("python-bounty/solution-bad"),
+        &fixture("python-bounty/benchmark"),
+        &bounty_harness(dir.path()),
+        &["--json"],
+    )
+    .output()
+    .unwrap())
+    .json();
+    let evidence = json["runs"][0]["evidence_path"].as_str().unwrap();
+    let human = ran(&Command::new(WORKER)
+        .arg("explain")
+        .arg(evidence)
+        .output()
+        .unwrap());
+    assert_eq!(human.code, 0, "{}", human.stderr);
+    println!("{}", human.stdout);
+    let out = &human.stdout;
+    let heading = out
+        .find("tests (unittest, as printed by the run's own output; not part of the verdict): 5 passed, 2 failed")
+        .unwrap_or_else(|| panic!("{out}"));
+    let failing = out.find(&format!("FAILED   {RANGE_CHECK}")).unwrap();
+    let passing = out
+        .find("passed   test_solution.FromRoman.test_round_trip")
+        .unwrap();
+    assert!(heading < failing && failing < passing, "{out}");
+    let explained = ran(&Command::new(WORKER)
+        .args(["explain", "--json", evidence])
+        .output()
+        .unwrap())
+    .json();
+    let tests = &explained["explanation"]["tests"];
+    assert_eq!(tests["runner"], "unittest");
+    assert_eq!(tests["counts"]["failed"], 2);
+    assert_eq!(tests["tests"][1]["name"], RANGE_CHECK);
+}
