@@ -109,3 +109,67 @@ proptest! {
         prop_assert_eq!(parser.finish(), whole);
     }
 }
+
+/// A libtest report of up to 16 names, each row's status picked by its second byte.
+fn report_of(rows: &[(u8, u8)]) -> TestReport {
+    let mut text = String::from("running 1 test\n");
+    for (name, status) in rows {
+        let word = match status % 3 {
+            0 => "ok",
+            1 => "FAILED",
+            _ => "ignored",
+        };
+        text.push_str(&format!("test t{} ... {word}\n", name % 16));
+    }
+    parse(text.as_bytes(), b"")
+}
+
+proptest! {
+    #[test]
+    fn swe_bench_lists_are_disjoint_and_agree_with_both_runs(
+        base in prop::collection::vec((any::<u8>(), any::<u8>()), 0..24),
+        solution in prop::collection::vec((any::<u8>(), any::<u8>()), 1..24),
+    ) {
+        use test_outcomes::Status;
+        let (base, solution) = (report_of(&base), report_of(&solution));
+        if base.runner == test_outcomes::Runner::Unknown {
+            prop_assert!(test_outcomes::compare(&base, &solution).is_err());
+            return Ok(());
+        }
+        let c = test_outcomes::compare(&base, &solution).unwrap();
+        for name in &c.fail_to_pass {
+            prop_assert_eq!(solution.status_of(name), Some(Status::Passed));
+            prop_assert!(base.status_of(name).is_none_or(Status::is_failing));
+        }
+        for name in &c.pass_to_pass {
+            prop_assert_eq!(solution.status_of(name), Some(Status::Passed));
+            prop_assert_eq!(base.status_of(name), Some(Status::Passed));
+        }
+        for name in &c.pass_to_fail {
+            prop_assert_eq!(base.status_of(name), Some(Status::Passed));
+            prop_assert!(solution.status_of(name).is_none_or(Status::is_failing));
+        }
+        let mut all: Vec<&String> =
+            c.fail_to_pass.iter().chain(&c.pass_to_pass).chain(&c.pass_to_fail).collect();
+        let before = all.len();
+        all.sort();
+        all.dedup();
+        prop_assert_eq!(all.len(), before, "a name in two lists");
+        // Every test that passed on the solution is in FAIL_TO_PASS or PASS_TO_PASS unless it
+        // was skipped on the base.
+        for t in solution.passing() {
+            let listed = c.fail_to_pass.contains(&t.name) || c.pass_to_pass.contains(&t.name);
+            prop_assert_eq!(listed, base.status_of(&t.name) != Some(Status::Skipped));
+        }
+    }
+
+    #[test]
+    fn a_run_compared_with_itself_repeated_is_never_flaky(
+        rows in prop::collection::vec((any::<u8>(), any::<u8>()), 0..24),
+        times in 1usize..5,
+    ) {
+        let run = report_of(&rows);
+        let runs = vec![run; times];
+        prop_assert!(test_outcomes::flaky(&runs).is_empty());
+    }
+}
