@@ -191,6 +191,39 @@ mod tests {
         assert_eq!(CandidateManifest::from_value(&raw).unwrap(), m);
     }
 
+    /// The statement beside a candidate names the tests its evidence's `tests` section lists.
+    #[test]
+    fn the_statement_beside_a_candidate_names_the_tests_of_its_evidence() {
+        let dir = tempfile::tempdir().unwrap();
+        let out = dir.path().join("candidates");
+        let job = validate_job(&valid_job(), NOW).unwrap();
+        let facts = ExecutionFacts {
+            exit_code: 1,
+            stdout_sha256: verifier_sdk::Sha256Digest::from_bytes([1; 32]),
+            stderr_sha256: verifier_sdk::Sha256Digest::from_bytes([2; 32]),
+            stdout_bytes: 0,
+            stderr_bytes: 0,
+        };
+        let (outcome, mut evidence) = verifier_sdk::fixtures::completed_run(&job, facts);
+        let tests =
+            test_outcomes::parse(b"running 2 tests\ntest a ... ok\ntest b ... FAILED\n", b"");
+        evidence["tests"] = serde_json::to_value(&tests).unwrap();
+        let name = write_candidate(&out, &job, &outcome, Some(evidence), "local").unwrap();
+        let statement: Value = serde_json::from_slice(
+            &std::fs::read(out.join(crate::intoto::statement_file_name(&name))).unwrap(),
+        )
+        .unwrap();
+        assert_eq!(statement["predicate"]["result"], "FAILED");
+        assert_eq!(
+            statement["predicate"]["passedTests"],
+            serde_json::json!(["a"])
+        );
+        assert_eq!(
+            statement["predicate"]["failedTests"],
+            serde_json::json!(["b"])
+        );
+    }
+
     /// Writes a candidate for a fixture job of its own bounty contract, expiring at `expires_at`.
     fn candidate_expiring(out: &Path, n: u64, expires_at: u64) -> String {
         use verifier_sdk::fixtures::{JobParams, job_value};
