@@ -54,6 +54,12 @@ pub struct EvidenceRecord {
     pub stderr: StreamEvidence,
     /// The decision under the verdict contract.
     pub outcome: Decision,
+    /// Per-test outcomes as the run's own output printed them (`test-outcomes`): labelled
+    /// `solver-controlled-output`, shown to people, and never part of the verdict, the receipt
+    /// or the response hash; the signer does not read it. Absent in records of older workers
+    /// and of runs that never started a container, so their bytes are unchanged.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tests: Option<test_outcomes::TestReport>,
 }
 
 /// Engine and kernel facts from `/version` and `/info`.
@@ -380,7 +386,7 @@ fn first_malformed_field(v: &Value) -> &'static str {
         }
     }
     type Check = fn(&Value, &str) -> bool;
-    let checks: [(&'static str, Check); 14] = [
+    let checks: [(&'static str, Check); 15] = [
         ("run_id", bad::<String>),
         ("response_hash", bad::<Option<String>>),
         ("worker_version", bad::<String>),
@@ -395,6 +401,7 @@ fn first_malformed_field(v: &Value) -> &'static str {
         ("stderr", bad::<StreamEvidence>),
         ("outcome", bad::<Decision>),
         ("isolation", bad::<Option<IsolationEvidence>>),
+        ("tests", bad::<Option<test_outcomes::TestReport>>),
     ];
     checks
         .into_iter()

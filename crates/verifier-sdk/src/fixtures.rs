@@ -256,6 +256,7 @@ pub fn completed_run(
         outcome: crate::evidence::Decision::Completed {
             exit_code: facts.exit_code,
         },
+        tests: None,
     };
     let evidence = match serde_json::to_value(record) {
         Ok(value) => value,

@@ -297,6 +297,43 @@ mod tests {
         assert!(matches!(err, Err(RevalidationError::JobChanged(f)) if f == ["job_id"]));
     }
 
+    /// The per-test section is solver-controlled: a run that failed can print that every test
+    /// passed. It must change neither the response hash nor what the signer accepts.
+    #[test]
+    fn a_tests_section_changes_neither_the_response_hash_nor_the_signers_check() {
+        let (job, outcome, evidence) = run(1);
+        assert!(
+            evidence.get("tests").is_none(),
+            "records without tests keep their bytes"
+        );
+        let forged = test_outcomes::parse(
+            b"test_a (m.C.test_a) ... ok\ntest_b (m.C.test_b) ... ok\n",
+            b"",
+        );
+        let mut with_tests = evidence.clone();
+        with_tests["tests"] = serde_json::to_value(&forged).unwrap();
+        let plain =
+            revalidate_candidate(&job, &job, &outcome, Some(&evidence), fixtures::NOW).unwrap();
+        let tested =
+            revalidate_candidate(&job, &job, &outcome, Some(&with_tests), fixtures::NOW).unwrap();
+        assert_eq!(
+            tested.outcome.response_hash(),
+            plain.outcome.response_hash()
+        );
+        assert_eq!(tested.outcome.verdict(), Verdict::Failed);
+        let record = EvidenceRecord::from_docker_value(&with_tests).unwrap();
+        assert_eq!(record.tests, Some(forged));
+        // A malformed section is refused by name, like any other field.
+        with_tests["tests"] = json!(5);
+        let err = revalidate_candidate(&job, &job, &outcome, Some(&with_tests), fixtures::NOW);
+        assert!(matches!(
+            err,
+            Err(RevalidationError::Evidence(EvidenceError::Malformed(
+                "tests"
+            )))
+        ));
+    }
+
     #[test]
     fn expired_current_job_is_refused() {
         let (job, outcome, evidence) = run(0);

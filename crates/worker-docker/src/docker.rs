@@ -272,6 +272,7 @@ impl<A: Api> DockerExecutor<A> {
             stdout: OutputCapture::new().finish(),
             stderr: OutputCapture::new().finish(),
             outcome: Decision::no_verdict(NoVerdictReason::InternalError, "run did not finish"),
+            tests: None,
         }
     }
 
@@ -663,6 +664,9 @@ impl<A: Api> DockerExecutor<A> {
         let (stderr, stderr_full) = output.stderr.finish_keeping();
         ctx.evidence.stdout = stdout;
         ctx.evidence.stderr = stderr;
+        // Bounded so a flood of long names cannot push the record past what explain and the
+        // signer read.
+        ctx.evidence.tests = Some(output.tests.finish().fit(test_outcomes::RECORD_BYTES));
         ctx.output = FullOutput {
             stdout: stdout_full,
             stderr: stderr_full,

@@ -4,6 +4,7 @@
 use bollard::container::LogOutput;
 use bollard::errors::Error as EngineError;
 use futures_util::StreamExt;
+use test_outcomes::{OutcomeParser, Stream};
 use tokio::task::JoinHandle;
 use tokio::time::Instant;
 
@@ -17,6 +18,8 @@ pub(super) type OutputStream =
 pub(super) struct Drained {
     pub stdout: OutputCapture,
     pub stderr: OutputCapture,
+    /// Per-test outcomes read from every captured byte (not only the tails), under its caps.
+    pub tests: OutcomeParser,
     /// Whether the combined output passed the cap.
     pub over_cap: bool,
     /// Why reading ended early, if it did.
@@ -28,6 +31,7 @@ impl Drained {
         Self {
             stdout: OutputCapture::new(),
             stderr: OutputCapture::new(),
+            tests: OutcomeParser::new(),
             over_cap: false,
             error: Some(error),
         }
@@ -43,12 +47,13 @@ pub(super) async fn read_output(
 ) -> Drained {
     let mut stdout = OutputCapture::new();
     let mut stderr = OutputCapture::new();
+    let mut tests = OutcomeParser::new();
     let mut over_cap = Some(over_cap);
     let mut error = None;
     while let Some(item) = output.next().await {
-        let (capture, message) = match item {
-            Ok(LogOutput::StdOut { message }) => (&mut stdout, message),
-            Ok(LogOutput::StdErr { message }) => (&mut stderr, message),
+        let (capture, stream, message) = match item {
+            Ok(LogOutput::StdOut { message }) => (&mut stdout, Stream::Stdout, message),
+            Ok(LogOutput::StdErr { message }) => (&mut stderr, Stream::Stderr, message),
             Ok(_) => continue,
             Err(e) => {
                 error = Some(e.to_string());
@@ -57,6 +62,7 @@ pub(super) async fn read_output(
         };
         if over_cap.is_some() {
             capture.push(&message);
+            tests.push(stream, &message);
             if stdout.bytes().saturating_add(stderr.bytes()) > cap
                 && let Some(sender) = over_cap.take()
             {
@@ -68,6 +74,7 @@ pub(super) async fn read_output(
     Drained {
         stdout,
         stderr,
+        tests,
         over_cap: over_cap.is_none(),
         error,
     }

@@ -140,17 +140,35 @@ fn directory(name: &str, digest: &Sha256Digest) -> ResourceDescriptor {
     }
 }
 
-/// The statement for `outcome` of job `job_id`, whose evidence is at `evidence`.
+/// The statement for `outcome` of job `job_id`, whose evidence is at `evidence`. With the
+/// evidence's per-test report (`tests`, of a known format), `passedTests` and `failedTests`
+/// name the tests the run printed, and the evidence descriptor says they are solver-controlled;
+/// otherwise the job itself is the one test. The `result` is always the verdict.
 pub fn test_result_statement(
     job_id: &str,
     outcome: &Outcome,
     evidence: &EvidenceAddress,
+    tests: Option<&test_outcomes::TestReport>,
 ) -> Statement {
     let receipt = &outcome.receipt;
-    let (result, passed_tests, failed_tests) = match outcome.verdict {
+    let (result, mut passed_tests, mut failed_tests) = match outcome.verdict {
         Verdict::Passed => (TestResultKind::Passed, vec![job_id.to_owned()], vec![]),
         Verdict::Failed => (TestResultKind::Failed, vec![], vec![job_id.to_owned()]),
     };
+    let mut tests_annotations = Vec::new();
+    if let Some(report) = tests
+        && let Some((passed, failed)) = test_outcomes::predicate_lists(report)
+    {
+        (passed_tests, failed_tests) = (passed, failed);
+        tests_annotations = vec![
+            ("testsSource".to_owned(), Value::from(test_outcomes::SOURCE)),
+            (
+                "testsRunner".to_owned(),
+                serde_json::to_value(report.runner).unwrap_or(Value::Null),
+            ),
+            ("testsTruncated".to_owned(), Value::from(report.truncated)),
+        ];
+    }
     let image_digest = receipt
         .image
         .split_once('@')
@@ -187,7 +205,10 @@ pub fn test_result_statement(
                 "exitCode".to_owned(),
                 Value::from(receipt.execution.exit_code),
             ),
-        ]),
+        ])
+        .into_iter()
+        .chain(tests_annotations)
+        .collect(),
     });
     Statement {
         statement_type: STATEMENT_TYPE.into(),
@@ -252,7 +273,7 @@ mod tests {
     fn statement_names_subjects_result_configuration_and_evidence() {
         let (job_id, outcome) = sample_outcome(1);
         let evidence = EvidenceAddress::of_record(&serde_json::json!({"a": 1}), "candidate-x.json");
-        let s = test_result_statement(&job_id, &outcome, &evidence);
+        let s = test_result_statement(&job_id, &outcome, &evidence, None);
         let v = serde_json::to_value(&s).unwrap();
         assert_eq!(v["_type"], STATEMENT_TYPE);
         assert_eq!(v["predicateType"], TEST_RESULT_PREDICATE);
@@ -282,10 +303,37 @@ mod tests {
         let back: Statement = serde_json::from_value(v).unwrap();
         assert_eq!(back, s);
         assert_eq!(
-            test_result_statement(&job_id, &sample_outcome(0).1, &evidence)
+            test_result_statement(&job_id, &sample_outcome(0).1, &evidence, None)
                 .predicate
                 .result,
             TestResultKind::Passed
+        );
+    }
+
+    #[test]
+    fn statement_lists_the_tests_the_run_printed_instead_of_the_job_id() {
+        let (job_id, outcome) = sample_outcome(1);
+        let evidence = EvidenceAddress::of_record(&serde_json::json!({"a": 1}), "candidate-x.json");
+        let tests = test_outcomes::parse(
+            b"test_a (m.C.test_a) ... ok\ntest_b (m.C.test_b) ... FAIL\ntest_c (m.C.test_c) ... ERROR\n",
+            b"",
+        );
+        let s = test_result_statement(&job_id, &outcome, &evidence, Some(&tests));
+        assert_eq!(s.predicate.result, TestResultKind::Failed);
+        assert_eq!(s.predicate.passed_tests, ["m.C.test_a"]);
+        assert_eq!(s.predicate.failed_tests, ["m.C.test_c", "m.C.test_b"]);
+        let notes = &s.predicate.configuration[2].annotations;
+        assert_eq!(notes["testsSource"], "solver-controlled-output");
+        assert_eq!(notes["testsRunner"], "unittest");
+        assert_eq!(notes["jobId"], job_id.as_str());
+        // Output of no known format keeps the job as the one test.
+        let unknown = test_outcomes::TestReport::unknown();
+        let s = test_result_statement(&job_id, &outcome, &evidence, Some(&unknown));
+        assert_eq!(s.predicate.failed_tests, [job_id.as_str()]);
+        assert!(
+            !s.predicate.configuration[2]
+                .annotations
+                .contains_key("testsSource")
         );
     }
 

@@ -264,3 +264,47 @@ pub fn write_evidence(root: &Path, evidence: &EvidenceRecord) -> std::io::Result
     artifact_fs::write_atomic(&target, &bytes)?;
     Ok(target)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use verifier_sdk::fixtures::{NOW, completed_run, valid_job};
+    use verifier_sdk::validate_job;
+
+    /// A failed run whose output claims every test passed: the per-test section goes into the
+    /// evidence, and the response hash (and the verdict) are those of the run without it.
+    #[test]
+    fn forged_test_lines_leave_the_response_hash_and_verdict_unchanged() {
+        let job = validate_job(&valid_job(), NOW).unwrap();
+        let facts = verifier_sdk::ExecutionFacts {
+            exit_code: 1,
+            stdout_sha256: verifier_sdk::Sha256Digest::from_bytes([0xdd; 32]),
+            stderr_sha256: verifier_sdk::Sha256Digest::from_bytes([0xee; 32]),
+            stdout_bytes: 12,
+            stderr_bytes: 0,
+        };
+        let (_, evidence) = completed_run(&job, facts);
+        let evidence = EvidenceRecord::from_docker_value(&evidence).unwrap();
+        let execution = |tests| Execution {
+            decision: Decision::Completed { exit_code: 1 },
+            evidence: EvidenceRecord {
+                tests,
+                ..evidence.clone()
+            },
+            observed: Default::default(),
+            output: Default::default(),
+        };
+        let forged = test_outcomes::parse(b"running 2 tests\ntest a ... ok\ntest b ... ok\n", b"");
+        let plain = outcome_for_job(&job, execution(None));
+        let tested = outcome_for_job(&job, execution(Some(forged.clone())));
+        let (RunOutput::Verdict(plain_outcome), RunOutput::Verdict(tested_outcome)) =
+            (&plain.output, &tested.output)
+        else {
+            panic!("both runs completed");
+        };
+        assert_eq!(tested_outcome.response_hash, plain_outcome.response_hash);
+        assert_eq!(tested_outcome.verdict, verifier_sdk::Verdict::Failed);
+        assert_eq!(tested.evidence.response_hash, plain.evidence.response_hash);
+        assert_eq!(tested.evidence.tests, Some(forged));
+    }
+}

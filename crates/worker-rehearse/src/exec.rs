@@ -180,6 +180,7 @@ async fn run_once(
                 stdout_tail: None,
                 stderr_tail: None,
                 hits: Vec::<Hit>::new(),
+                tests: None,
             },
             evidence_path: None,
             zero_tests: None,

@@ -5,6 +5,9 @@ use serde_json::Value;
 
 use super::report::{Discrimination, Rehearsed, Report, RunResult};
 
+/// Names listed per SWE-bench list and for flaky tests (`--json` carries all).
+const TESTS_LISTED: usize = 50;
+
 fn row(out: &mut String, key: &str, value: impl std::fmt::Display) {
     out.push_str(&format!("  {key:<24}{value}\n"));
 }
@@ -57,6 +60,9 @@ impl Report {
                     .map_or("unknown", Discrimination::as_str),
             );
         }
+        for line in test_outcomes::render::analysis_lines(&self.tests, TESTS_LISTED) {
+            out.push_str(&format!("{line}\n"));
+        }
         out.push_str(&format!("verdict  {}\n", self.verdict.as_str()));
         if self.problems.is_empty() {
             let mut answer = String::from("ok: passed");
@@ -70,6 +76,9 @@ impl Report {
         }
         for problem in &self.problems {
             out.push_str(&format!("problem: {problem}\n"));
+        }
+        for warning in &self.tests.warnings {
+            out.push_str(&format!("warning: {warning}\n"));
         }
         // Runs' output is already escaped by `render`; the manifest's argv, env and image and
         // the problems are author-controlled text too.

@@ -126,6 +126,10 @@ pub struct Report {
     pub verdict: Verdict,
     /// What stands between this rehearsal and a usable bounty; empty when nothing does.
     pub problems: Vec<String>,
+    /// Per-test outcomes across the runs (SWE-bench's lists with `--base`, flaky tests with
+    /// `--repeat`) and their warnings: read from solver-controlled output, so they never
+    /// become problems and never change the exit code.
+    pub tests: test_outcomes::Analysis,
 }
 
 /// How a finished report maps to the process exit code:
@@ -251,6 +255,7 @@ pub(super) fn assemble(
             }
         }
     });
+    let tests = tests_analysis(&runs, base.as_ref());
     Report {
         schema_version: REHEARSAL_SCHEMA_VERSION,
         manifest: prepared.manifest.to_ordered_value(),
@@ -267,7 +272,21 @@ pub(super) fn assemble(
         discrimination,
         verdict,
         problems,
+        tests,
     }
+}
+
+/// The runs' per-test reports put side by side; a run without one (no container) counts as
+/// output of unknown format.
+fn tests_analysis(runs: &[RunResult], base: Option<&RunResult>) -> test_outcomes::Analysis {
+    let report = |r: &RunResult| {
+        r.explanation
+            .tests
+            .clone()
+            .unwrap_or_else(test_outcomes::TestReport::unknown)
+    };
+    let solution: Vec<_> = runs.iter().map(report).collect();
+    test_outcomes::analyse(&solution, base.map(report).as_ref())
 }
 
 impl Report {
@@ -347,6 +366,7 @@ mod tests {
                 stdout_tail: None,
                 stderr_tail: None,
                 hits: vec![],
+                tests: None,
             },
             evidence_path: None,
             zero_tests: None,

@@ -22,6 +22,8 @@ pub const MAX_EVIDENCE_BYTES: u64 = 4 << 20;
 pub const TAIL_LINES: usize = 12;
 /// Bytes of each stream shown for a failure, whatever the line count.
 pub const TAIL_BYTES: usize = 2048;
+/// Per-test rows shown in an explanation (failing first; `--json` carries all).
+pub const TESTS_SHOWN: usize = 20;
 
 /// A readable summary of one run.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -46,6 +48,10 @@ pub struct Explanation {
     /// read-only path, the network), observed or likely; beside the verdict, never changing it.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub hits: Vec<Hit>,
+    /// Per-test outcomes the run's output printed (the record's `tests`), failing first;
+    /// solver-controlled, beside the verdict and never changing it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub tests: Option<test_outcomes::TestReport>,
 }
 
 impl Explanation {
@@ -64,6 +70,7 @@ impl Explanation {
         for line in &self.details {
             out.push_str(&format!("{indent}  {}\n", terminal_safe(line)));
         }
+        self.tests_lines(indent, &mut out);
         for (name, tail) in [("stdout", &self.stdout_tail), ("stderr", &self.stderr_tail)] {
             if let Some(tail) = tail {
                 out.push_str(&format!("{indent}  {name} (last lines):\n"));
@@ -73,6 +80,16 @@ impl Explanation {
             }
         }
         out
+    }
+
+    /// The per-test lines, failing tests first (at most [`TESTS_SHOWN`] rows), placed before
+    /// the tails by [`Explanation::render`].
+    fn tests_lines(&self, indent: &str, out: &mut String) {
+        if let Some(tests) = &self.tests {
+            for line in test_outcomes::render::report_lines(tests, TESTS_SHOWN) {
+                out.push_str(&format!("{indent}  {}\n", terminal_safe(&line)));
+            }
+        }
     }
 }
 
@@ -234,6 +251,7 @@ pub fn explain_shown(evidence: &EvidenceRecord, observed: &Observed, shown: Show
             stdout_tail: pass_stdout,
             stderr_tail: pass_stderr,
             hits: found,
+            tests: evidence.tests.clone(),
         },
         Decision::Completed { exit_code } => Explanation {
             status: "failed",
@@ -251,6 +269,7 @@ pub fn explain_shown(evidence: &EvidenceRecord, observed: &Observed, shown: Show
             stdout_tail,
             stderr_tail,
             hits: found,
+            tests: evidence.tests.clone(),
         },
         Decision::NoVerdict { reason, detail } => {
             if let Some(line) = limit_line(*reason, request) {
@@ -290,6 +309,7 @@ pub fn explain_shown(evidence: &EvidenceRecord, observed: &Observed, shown: Show
                 stdout_tail,
                 stderr_tail,
                 hits: found,
+                tests: evidence.tests.clone(),
             }
         }
     }
@@ -506,6 +526,7 @@ mod tests {
             stdout_tail: Some("FAILED\n\u{1b}[1A\rPASSED".into()),
             stderr_tail: Some("x\r\ny".into()),
             hits: vec![],
+            tests: None,
         };
         let text = explanation.render("  ");
         assert!(!text.contains('\u{1b}') && !text.contains('\r'), "{text:?}");

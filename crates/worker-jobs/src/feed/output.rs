@@ -1,5 +1,6 @@
 //! Candidate files and their manifest (PROTOCOL §7), written atomically into the output dir.
 
+use serde::Deserialize as _;
 use std::path::{Path, PathBuf};
 
 use serde_json::Value;
@@ -64,7 +65,10 @@ pub fn write_candidate(
     // is its address. Written first so a candidate never appears without its statement.
     if let Some(evidence) = &evidence {
         let address = EvidenceAddress::of_record(evidence, &format!("{name}#/evidence"));
-        let statement = test_result_statement(job.job_id(), outcome, &address);
+        let tests = evidence
+            .get("tests")
+            .and_then(|t| test_outcomes::TestReport::deserialize(t).ok());
+        let statement = test_result_statement(job.job_id(), outcome, &address, tests.as_ref());
         let statement_path = out_dir.join(statement_file_name(&name));
         let bytes = serde_json::to_vec_pretty(&statement).map_err(|e| io(e.into()))?;
         write_atomically(out_dir, &statement_path, &bytes).map_err(|source| OutputError::Io {
@@ -185,6 +189,39 @@ mod tests {
         let raw: Value =
             serde_json::from_slice(&std::fs::read(out.join(MANIFEST_FILE)).unwrap()).unwrap();
         assert_eq!(CandidateManifest::from_value(&raw).unwrap(), m);
+    }
+
+    /// The statement beside a candidate names the tests its evidence's `tests` section lists.
+    #[test]
+    fn the_statement_beside_a_candidate_names_the_tests_of_its_evidence() {
+        let dir = tempfile::tempdir().unwrap();
+        let out = dir.path().join("candidates");
+        let job = validate_job(&valid_job(), NOW).unwrap();
+        let facts = ExecutionFacts {
+            exit_code: 1,
+            stdout_sha256: verifier_sdk::Sha256Digest::from_bytes([1; 32]),
+            stderr_sha256: verifier_sdk::Sha256Digest::from_bytes([2; 32]),
+            stdout_bytes: 0,
+            stderr_bytes: 0,
+        };
+        let (outcome, mut evidence) = verifier_sdk::fixtures::completed_run(&job, facts);
+        let tests =
+            test_outcomes::parse(b"running 2 tests\ntest a ... ok\ntest b ... FAILED\n", b"");
+        evidence["tests"] = serde_json::to_value(&tests).unwrap();
+        let name = write_candidate(&out, &job, &outcome, Some(evidence), "local").unwrap();
+        let statement: Value = serde_json::from_slice(
+            &std::fs::read(out.join(crate::intoto::statement_file_name(&name))).unwrap(),
+        )
+        .unwrap();
+        assert_eq!(statement["predicate"]["result"], "FAILED");
+        assert_eq!(
+            statement["predicate"]["passedTests"],
+            serde_json::json!(["a"])
+        );
+        assert_eq!(
+            statement["predicate"]["failedTests"],
+            serde_json::json!(["b"])
+        );
     }
 
     /// Writes a candidate for a fixture job of its own bounty contract, expiring at `expires_at`.

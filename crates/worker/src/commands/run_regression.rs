@@ -106,7 +106,12 @@ fn write_for_run(path: &Path, run: &RunCommandOutput) -> Result<(), StatementErr
     };
     let address = crate::intoto::EvidenceAddress::of_file(evidence)
         .ok_or_else(|| StatementError::NotContentAddressed(evidence.clone()))?;
-    let statement = crate::intoto::test_result_statement(job_id, outcome, &address);
+    // The per-test lists come from the record just written; a record that cannot be read
+    // back only costs the lists (the job stays the one test).
+    let tests = crate::explain::read_evidence(evidence)
+        .ok()
+        .and_then(|record| record.tests);
+    let statement = crate::intoto::test_result_statement(job_id, outcome, &address, tests.as_ref());
     crate::intoto::write_statement(path, &statement)
         .map(|_| ())
         .map_err(|source| StatementError::Write {

@@ -6,6 +6,7 @@ mod cli_json;
 mod feed_cli;
 mod gc;
 mod in_toto;
+mod per_test;
 mod rehearse;
 mod request;
 mod run_regression;

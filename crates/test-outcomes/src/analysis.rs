@@ -1,0 +1,161 @@
+//! What a rehearsal says about its runs' tests: SWE-bench's lists against the base run, the
+//! tests whose status changed across repeats, and the warnings both call for. Warnings only:
+//! rows come from solver-controlled output, so nothing here may change a verdict or an exit code.
+
+use serde::{Deserialize, Serialize};
+
+use crate::compare::{Comparison, compare};
+use crate::flaky::{FlakyTest, flaky};
+use crate::report::{Runner, TestReport};
+
+/// The per-test part of a rehearsal.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Analysis {
+    /// Base run against the first solution run, with `--base` and when both formats are known
+    /// and the same.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub comparison: Option<Comparison>,
+    /// Why there is no comparison although a base run was given.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub comparison_unavailable: Option<String>,
+    /// Tests whose status differs across the solution runs (with `--repeat`).
+    pub flaky: Vec<FlakyTest>,
+    /// What a person should look at; never a problem that changes the exit code.
+    pub warnings: Vec<String>,
+}
+
+/// Most flaky test names spelled out in one warning (all are in [`Analysis::flaky`]).
+const NAMED_IN_WARNING: usize = 10;
+
+/// Analyses the solution runs (in order) and, with `--base`, the base run.
+pub fn analyse(solution: &[TestReport], base: Option<&TestReport>) -> Analysis {
+    let mut out = Analysis::default();
+    if let (Some(base), Some(first)) = (base, solution.first()) {
+        match compare(base, first) {
+            Ok(comparison) => {
+                if comparison.tests_nothing_new() {
+                    out.warnings.push(
+                        "FAIL_TO_PASS is empty: no test fails on the base tree and passes on the \
+                         solution, so the benchmark's tests do not test the change"
+                            .to_owned(),
+                    );
+                }
+                if !comparison.pass_to_fail.is_empty() {
+                    out.warnings.push(format!(
+                        "PASS_TO_FAIL is not empty: {} test(s) pass on the base tree and fail on \
+                         the solution (regressions)",
+                        comparison.pass_to_fail.len()
+                    ));
+                }
+                if comparison.incomplete {
+                    out.warnings.push(
+                        "a run's test list was capped: FAIL_TO_PASS / PASS_TO_PASS / PASS_TO_FAIL \
+                         may be incomplete"
+                            .to_owned(),
+                    );
+                }
+                out.comparison = Some(comparison);
+            }
+            Err(e) => out.comparison_unavailable = Some(e.to_string()),
+        }
+    }
+    if solution.len() > 1 {
+        out.flaky = flaky(solution);
+        if !out.flaky.is_empty() {
+            let mut names: Vec<&str> = out
+                .flaky
+                .iter()
+                .take(NAMED_IN_WARNING)
+                .map(|f| f.name.as_str())
+                .collect();
+            if out.flaky.len() > NAMED_IN_WARNING {
+                names.push("…");
+            }
+            out.warnings.push(format!(
+                "{} test(s) changed status across the {} runs (flaky): {}",
+                out.flaky.len(),
+                solution.len(),
+                names.join(", ")
+            ));
+        }
+    }
+    out
+}
+
+/// The in-toto test-result predicate's `passedTests` and `failedTests` (failed and error)
+/// from a report, or `None` when its format was unknown (the caller keeps its own default).
+pub fn predicate_lists(report: &TestReport) -> Option<(Vec<String>, Vec<String>)> {
+    if report.runner == Runner::Unknown {
+        return None;
+    }
+    let passed = report.passing().map(|t| t.name.clone()).collect();
+    let failed = report.failing().map(|t| t.name.clone()).collect();
+    Some((passed, failed))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::parse;
+
+    fn libtest(lines: &str) -> TestReport {
+        parse(format!("running 1 test\n{lines}").as_bytes(), b"")
+    }
+
+    #[test]
+    fn base_and_solution_give_the_lists_and_no_warning_when_the_change_is_tested() {
+        let base = libtest("test a ... FAILED\ntest b ... ok\n");
+        let solution = libtest("test a ... ok\ntest b ... ok\n");
+        let analysis = analyse(&[solution], Some(&base));
+        let c = analysis.comparison.unwrap();
+        assert_eq!(c.fail_to_pass, ["a"]);
+        assert_eq!(c.pass_to_pass, ["b"]);
+        assert!(analysis.warnings.is_empty(), "{:?}", analysis.warnings);
+    }
+
+    #[test]
+    fn empty_fail_to_pass_and_regressions_are_warned() {
+        let base = libtest("test a ... ok\ntest b ... ok\n");
+        let solution = libtest("test a ... ok\ntest b ... FAILED\n");
+        let analysis = analyse(&[solution], Some(&base));
+        assert_eq!(analysis.warnings.len(), 2);
+        assert!(analysis.warnings[0].starts_with("FAIL_TO_PASS is empty"));
+        assert!(analysis.warnings[1].starts_with("PASS_TO_FAIL is not empty: 1 test"));
+    }
+
+    #[test]
+    fn unknown_output_gives_no_comparison_and_says_why() {
+        let analysis = analyse(&[libtest("test a ... ok\n")], Some(&parse(b"hello\n", b"")));
+        assert!(analysis.comparison.is_none());
+        assert_eq!(
+            analysis.comparison_unavailable.as_deref(),
+            Some("the base run's output has no recognised test format")
+        );
+    }
+
+    #[test]
+    fn repeats_name_the_flaky_test() {
+        let runs = [
+            libtest("test steady ... ok\ntest wobbly ... ok\n"),
+            libtest("test steady ... ok\ntest wobbly ... FAILED\n"),
+        ];
+        let analysis = analyse(&runs, None);
+        assert_eq!(analysis.flaky.len(), 1);
+        assert_eq!(analysis.flaky[0].name, "wobbly");
+        assert_eq!(
+            analysis.warnings,
+            ["1 test(s) changed status across the 2 runs (flaky): wobbly"]
+        );
+        assert!(analyse(&runs[..1], None).warnings.is_empty());
+    }
+
+    #[test]
+    fn predicate_lists_name_real_tests_or_nothing() {
+        let report = libtest("test a ... ok\ntest b ... FAILED\n");
+        assert_eq!(
+            predicate_lists(&report),
+            Some((vec!["a".to_owned()], vec!["b".to_owned()]))
+        );
+        assert_eq!(predicate_lists(&TestReport::unknown()), None);
+    }
+}

@@ -1,0 +1,209 @@
+//! SWE-bench's comparison of two runs of one benchmark (`swebench/harness/grading.py`,
+//! `get_eval_tests_report`): the base (the repository before the change) and the solution.
+//! As there, a test passed when it reported `passed` (expected failures included), failed when
+//! it reported `failed` or `error` *or was not reported at all* (a test that vanished did not
+//! pass), and a skipped test is neither.
+
+use std::collections::BTreeSet;
+
+use serde::{Deserialize, Serialize};
+
+use crate::report::{Runner, Status, TestReport};
+
+/// Why two reports cannot be compared.
+#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+pub enum CompareError {
+    /// One run's output had no recognised format: nothing is known about its tests.
+    #[error("the {which} run's output has no recognised test format")]
+    UnknownFormat {
+        /// `base` or `solution`.
+        which: &'static str,
+    },
+    /// The runs were read as different formats, so their names do not correspond.
+    #[error(
+        "the base run reads as {base:?} and the solution as {solution:?}: names do not correspond"
+    )]
+    DifferentRunners {
+        /// The base run's runner.
+        base: Runner,
+        /// The solution run's runner.
+        solution: Runner,
+    },
+}
+
+/// The three lists, each sorted by name.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Comparison {
+    /// Failed (or absent) on the base and passed on the solution: what the bounty rewards.
+    #[serde(rename = "FAIL_TO_PASS")]
+    pub fail_to_pass: Vec<String>,
+    /// Passed on both.
+    #[serde(rename = "PASS_TO_PASS")]
+    pub pass_to_pass: Vec<String>,
+    /// Passed on the base and failed (or absent) on the solution: regressions.
+    #[serde(rename = "PASS_TO_FAIL")]
+    pub pass_to_fail: Vec<String>,
+    /// Either report was truncated, so an absent name may only have been dropped by the cap and
+    /// the lists may be incomplete.
+    pub incomplete: bool,
+}
+
+impl Comparison {
+    /// The benchmark does not tell the solution from the base: no test goes from failing to
+    /// passing (SWE-bench would have no `FAIL_TO_PASS` to grade).
+    pub fn tests_nothing_new(&self) -> bool {
+        self.fail_to_pass.is_empty()
+    }
+}
+
+fn passed(report: &TestReport, name: &str) -> bool {
+    report.status_of(name) == Some(Status::Passed)
+}
+
+fn failed(report: &TestReport, name: &str) -> bool {
+    report.status_of(name).is_none_or(Status::is_failing)
+}
+
+/// Compares the base run's report with the solution run's.
+pub fn compare(base: &TestReport, solution: &TestReport) -> Result<Comparison, CompareError> {
+    if base.runner == Runner::Unknown {
+        return Err(CompareError::UnknownFormat { which: "base" });
+    }
+    if solution.runner == Runner::Unknown {
+        return Err(CompareError::UnknownFormat { which: "solution" });
+    }
+    if base.runner != solution.runner {
+        return Err(CompareError::DifferentRunners {
+            base: base.runner,
+            solution: solution.runner,
+        });
+    }
+    let names: BTreeSet<&str> = base
+        .tests
+        .iter()
+        .chain(&solution.tests)
+        .map(|t| t.name.as_str())
+        .collect();
+    let mut out = Comparison {
+        incomplete: base.truncated || solution.truncated,
+        ..Comparison::default()
+    };
+    for name in names {
+        if passed(solution, name) {
+            if passed(base, name) {
+                out.pass_to_pass.push(name.to_owned());
+            } else if failed(base, name) {
+                out.fail_to_pass.push(name.to_owned());
+            }
+        } else if passed(base, name) && failed(solution, name) {
+            out.pass_to_fail.push(name.to_owned());
+        }
+    }
+    Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::report::{Counts, SOURCE, TestOutcome};
+
+    fn report(runner: Runner, rows: &[(&str, Status)]) -> TestReport {
+        TestReport {
+            source: SOURCE.to_owned(),
+            runner,
+            counts: Counts::default(),
+            truncated: false,
+            tests: rows
+                .iter()
+                .map(|(name, status)| TestOutcome {
+                    name: (*name).to_owned(),
+                    status: *status,
+                    duration_micros: None,
+                })
+                .collect(),
+        }
+    }
+
+    #[test]
+    fn swe_bench_lists_from_two_runs() {
+        use Status::*;
+        let base = report(
+            Runner::Pytest,
+            &[
+                ("fixed", Failed),
+                ("fixed_from_error", Error),
+                ("kept", Passed),
+                ("broken", Passed),
+                ("vanished", Passed),
+                ("still_failing", Failed),
+                ("skipped_then_passing", Skipped),
+            ],
+        );
+        let solution = report(
+            Runner::Pytest,
+            &[
+                ("fixed", Passed),
+                ("fixed_from_error", Passed),
+                ("kept", Passed),
+                ("broken", Error),
+                ("still_failing", Failed),
+                ("skipped_then_passing", Passed),
+                ("new_and_passing", Passed),
+            ],
+        );
+        let c = compare(&base, &solution).unwrap();
+        assert_eq!(
+            c.fail_to_pass,
+            ["fixed", "fixed_from_error", "new_and_passing"]
+        );
+        assert_eq!(c.pass_to_pass, ["kept"]);
+        assert_eq!(c.pass_to_fail, ["broken", "vanished"]);
+        assert!(!c.incomplete);
+        assert!(!c.tests_nothing_new());
+    }
+
+    #[test]
+    fn no_fail_to_pass_is_flagged() {
+        let base = report(Runner::Libtest, &[("a", Status::Passed)]);
+        let c = compare(&base, &base).unwrap();
+        assert!(c.tests_nothing_new());
+        assert_eq!(c.pass_to_pass, ["a"]);
+    }
+
+    #[test]
+    fn unknown_or_different_formats_are_not_compared() {
+        let known = report(Runner::Libtest, &[("a", Status::Passed)]);
+        assert_eq!(
+            compare(&TestReport::unknown(), &known),
+            Err(CompareError::UnknownFormat { which: "base" })
+        );
+        assert_eq!(
+            compare(&known, &TestReport::unknown()),
+            Err(CompareError::UnknownFormat { which: "solution" })
+        );
+        let other = report(Runner::Pytest, &[("a", Status::Passed)]);
+        assert!(matches!(
+            compare(&known, &other),
+            Err(CompareError::DifferentRunners { .. })
+        ));
+    }
+
+    #[test]
+    fn a_truncated_side_marks_the_lists_incomplete() {
+        let base = report(Runner::Libtest, &[("a", Status::Passed)]);
+        let mut solution = base.clone();
+        solution.truncated = true;
+        assert!(compare(&base, &solution).unwrap().incomplete);
+    }
+
+    #[test]
+    fn json_uses_swe_bench_keys() {
+        let base = report(Runner::Libtest, &[("a", Status::Failed)]);
+        let solution = report(Runner::Libtest, &[("a", Status::Passed)]);
+        let json = serde_json::to_string(&compare(&base, &solution).unwrap()).unwrap();
+        assert_eq!(
+            json,
+            r#"{"FAIL_TO_PASS":["a"],"PASS_TO_PASS":[],"PASS_TO_FAIL":[],"incomplete":false}"#
+        );
+    }
+}
