@@ -12,8 +12,10 @@ use verifier_sdk::{Sha256Digest, TreeLimits};
 
 use crate::{E2eConfig, E2eError};
 
-/// The protocol's example command (PROTOCOL §5): no `--offline`; the image sets
-/// `CARGO_NET_OFFLINE=true` and the fixture vendors its one dependency.
+/// The protocol's example command (PROTOCOL §5). It has no `--offline`: the fixture vendors
+/// its one dependency (`.cargo/config.toml` replaces crates.io with `vendor/`), so cargo never
+/// asks for the network the sandbox does not have. The image cannot set `CARGO_NET_OFFLINE`:
+/// the worker refuses an image whose environment would reach the command.
 pub const RUST_COMMAND: [&str; 5] = ["cargo", "test", "--locked", "--target-dir", "/tmp/target"];
 
 /// A bounty's fixture, image and runner manifest.
