@@ -1,0 +1,91 @@
+//! The walk-through in manifests/README.md ("Walk-through: a real project") is run as written:
+//! every ```sh block of that section, in order, as one `bash -xeuo pipefail` script from the
+//! repository root, with the built `worker` first on `PATH`, on the real Docker Engine and the
+//! digest-pinned python image. A block that stops working as documented fails this test.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::path::PathBuf;
+use std::process::Command;
+
+const SECTION: &str =
+    "## Walk-through: a real project (src layout, vendored dependency, test count)";
+
+fn repo_root() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("../..")
+        .canonicalize()
+        .unwrap()
+}
+
+/// The ```sh blocks between `heading` and the next `## ` heading.
+fn sh_blocks(markdown: &str, heading: &str) -> Vec<String> {
+    let start = markdown
+        .find(heading)
+        .unwrap_or_else(|| panic!("manifests/README.md has no heading {heading:?}"));
+    let section = &markdown[start + heading.len()..];
+    let section = section.find("\n## ").map_or(section, |end| &section[..end]);
+    let mut blocks = Vec::new();
+    let mut current: Option<String> = None;
+    for line in section.lines() {
+        match (&mut current, line.trim_end()) {
+            (None, "```sh") => current = Some(String::new()),
+            (Some(block), "```") => {
+                blocks.push(std::mem::take(block));
+                current = None;
+            }
+            (Some(block), text) => {
+                block.push_str(text);
+                block.push('\n');
+            }
+            (None, _) => {}
+        }
+    }
+    assert!(current.is_none(), "an unclosed ```sh block in {heading:?}");
+    blocks
+}
+
+#[test]
+fn the_manifests_readme_walkthrough_runs_as_written() {
+    let root = repo_root();
+    let readme = std::fs::read_to_string(root.join("manifests/README.md")).unwrap();
+    let blocks = sh_blocks(&readme, SECTION);
+    // The manifest, the test count, the full rehearsal, the committed digests.
+    assert_eq!(blocks.len(), 4, "{blocks:#?}");
+    let target = std::env::var_os("CARGO_TARGET_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| root.join("target"));
+    let bin = target.join("debug");
+    assert!(
+        bin.join("worker").is_file(),
+        "{} is missing; cargo build -p worker",
+        bin.join("worker").display()
+    );
+    let path = format!(
+        "{}:{}",
+        bin.display(),
+        std::env::var("PATH").unwrap_or_default()
+    );
+    let tmp = tempfile::tempdir().unwrap();
+    let output = Command::new("bash")
+        .args(["-xeuo", "pipefail", "-c", &blocks.concat()])
+        .current_dir(&root)
+        .env("PATH", path)
+        .env("TMPDIR", tmp.path())
+        .env_remove("REGRESSION_SANDBOX_STAGING_ROOT")
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        output.status.success(),
+        "the walk-through failed ({}):\n{stdout}\n{stderr}",
+        output.status
+    );
+    // The last block prints the runner_manifest_hash the bounty commits.
+    let last = stdout.lines().last().unwrap_or_default();
+    assert!(
+        last.starts_with("sha256:") && last.len() == 71,
+        "last line is not a runner_manifest_hash: {last:?}\n{stdout}"
+    );
+}
