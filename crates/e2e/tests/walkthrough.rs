@@ -45,6 +45,26 @@ fn sh_blocks(markdown: &str, heading: &str) -> Vec<String> {
     blocks
 }
 
+/// Every `.txt` and `.json` file under `dir`, with its name, for a failure message.
+fn reports(dir: &std::path::Path) -> String {
+    let mut out = String::new();
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return out;
+    };
+    for entry in entries.flatten() {
+        let path = entry.path();
+        if path.is_dir() {
+            if !path.ends_with("store") {
+                out.push_str(&reports(&path));
+            }
+        } else if path.extension().is_some_and(|e| e == "txt" || e == "json") {
+            let text = std::fs::read_to_string(&path).unwrap_or_default();
+            out.push_str(&format!("--- {}\n{text}\n", path.display()));
+        }
+    }
+    out
+}
+
 #[test]
 fn the_manifests_readme_walkthrough_runs_as_written() {
     let root = repo_root();
@@ -77,11 +97,14 @@ fn the_manifests_readme_walkthrough_runs_as_written() {
         .unwrap();
     let stdout = String::from_utf8_lossy(&output.stdout);
     let stderr = String::from_utf8_lossy(&output.stderr);
-    assert!(
-        output.status.success(),
-        "the walk-through failed ({}):\n{stdout}\n{stderr}",
-        output.status
-    );
+    if !output.status.success() {
+        // The blocks send the rehearsals' reports to files in their $work: show them.
+        panic!(
+            "the walk-through failed ({}):\n{stdout}\n{stderr}\n{}",
+            output.status,
+            reports(tmp.path())
+        );
+    }
     // The last block prints the runner_manifest_hash the bounty commits.
     let last = stdout.lines().last().unwrap_or_default();
     assert!(
