@@ -12,6 +12,23 @@ fn row(out: &mut String, key: &str, value: impl std::fmt::Display) {
 impl Report {
     /// The human report: concise and aligned.
     pub fn human(&self) -> String {
+        let mut out = self.human_body();
+        out.push_str(&self.human_problems());
+        out
+    }
+
+    /// The `problem:` lines, one per problem.
+    fn human_problems(&self) -> String {
+        let mut out = String::new();
+        for problem in &self.problems {
+            out.push_str(&format!("problem: {problem}\n"));
+        }
+        // Problems quote author- and solver-controlled text (file names, reasons).
+        crate::explain::terminal_safe(&out)
+    }
+
+    /// Everything up to the verdict and answer lines.
+    fn human_body(&self) -> String {
         let mut out = String::from("commit\n");
         let c = &self.commit;
         row(&mut out, "source_snapshot_digest", c.source_snapshot_digest);
@@ -64,9 +81,6 @@ impl Report {
                 answer.push_str(", discriminating");
             }
             out.push_str(&format!("{answer}\n"));
-        }
-        for problem in &self.problems {
-            out.push_str(&format!("problem: {problem}\n"));
         }
         // Runs' output is already escaped by `render`; the manifest's argv, env and image and
         // the problems are author-controlled text too.
@@ -152,12 +166,14 @@ impl Report {
 }
 
 impl Rehearsed {
-    /// The human report, the stub lines last.
+    /// The human report: the rehearsal, the stub lines, then the problems (a bypass problem
+    /// refers to the stub lines above it).
     pub fn human(&self) -> String {
-        let mut out = self.report.human();
+        let mut out = self.report.human_body();
         if let Some(adversarial) = &self.adversarial {
             out.push_str(&adversarial.human());
         }
+        out.push_str(&self.report.human_problems());
         out
     }
 }

@@ -334,14 +334,11 @@ impl Rehearsed {
     /// Joins a report and its stub runs.
     pub fn new(mut report: Report, adversarial: Option<Adversarial>) -> Self {
         if let Some(adversarial) = &adversarial
-            && adversarial.bypassable
+            && adversarial.is_bypassable()
         {
-            report.problems.push(format!(
-                "a stub solution passes the benchmark ({}): a bounty with this manifest would \
-                 pay a non-solution; make the command judge which tests ran and passed, not \
-                 only the exit status (manifests/README.md)",
-                adversarial.bypassed().join(", ")
-            ));
+            report
+                .problems
+                .push(super::judgement::bypass_problem(&adversarial.stubs));
         }
         Self {
             report,
@@ -365,7 +362,7 @@ impl Rehearsed {
     /// stub can pass is not what a bounty needs, whatever the solution did.
     pub fn exit_code(&self) -> ExitCode {
         match &self.adversarial {
-            Some(adversarial) if adversarial.bypassable => ExitCode::InvalidInput,
+            Some(adversarial) if adversarial.is_bypassable() => ExitCode::InvalidInput,
             _ => report_exit_code(&self.report),
         }
     }

@@ -323,7 +323,7 @@ pub async fn rehearse(
         return Ok(Rehearsed::new(report, None));
     }
     let report = solution_runs(executor, prepared.clone(), options, &mut runs).await?;
-    let stubs = run_stubs(executor, &prepared, options, &mut runs).await?;
+    let stubs = run_stubs(executor, &prepared, options, &mut runs, report.verdict).await?;
     Ok(Rehearsed::new(report, Some(stubs)))
 }
 

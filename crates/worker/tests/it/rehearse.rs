@@ -817,14 +817,22 @@ fn adversarial_rehearsal_finds_that_exit_stubs_and_a_shadow_unittest_pass_a_bare
         );
     }
     assert!(
-        out.contains("problem: a stub solution passes the benchmark"),
-        "{out}"
-    );
-    assert!(
-        out.ends_with(
+        out.contains(
             "adversarial  BYPASSABLE: exit_on_load, shadow unittest.py passed: a bounty with \
              this manifest would pay a non-solution\n"
         ),
+        "{out}"
+    );
+    // The problem comes last, after the stub lines it refers to, and names the defect.
+    let problem = out.lines().last().unwrap();
+    assert!(
+        problem.starts_with(
+            "problem: a stub solution passes the benchmark (exit_on_load, shadow unittest.py)"
+        ),
+        "{out}"
+    );
+    assert!(
+        problem.contains("replaces the runner: run the tests isolated"),
         "{out}"
     );
 }
@@ -1791,4 +1799,138 @@ fn a_repository_git_refuses_is_refused_with_the_reason_not_staged_as_the_working
             ran.stderr
         );
     }
+}
+
+// --- issue 26: rehearsal that never reassures falsely ---
+
+/// A benchmark like two live bounties' `check.py`: it runs a checker program the solution
+/// itself ships (`/workspace/tools/check_card.py`) and trusts its exit status. The unsolved tree
+/// has no checker yet (the run fails); the solution's checker really checks `card.json`.
+fn solver_checker_bounty(r: &Rehearsal) -> (PathBuf, PathBuf, PathBuf, PathBuf) {
+    let root = r.dir.path();
+    let benchmark = root.join("checker-benchmark");
+    fs::create_dir_all(&benchmark).unwrap();
+    fs::write(
+        benchmark.join("check.py"),
+        "import subprocess, sys\n\
+         sys.exit(subprocess.run([sys.executable, '-I', '-B', \
+         '/workspace/tools/check_card.py']).returncode)\n",
+    )
+    .unwrap();
+    let unsolved = root.join("checker-unsolved");
+    fs::create_dir_all(&unsolved).unwrap();
+    fs::write(unsolved.join("card.json"), "{}\n").unwrap();
+    let solved = root.join("checker-solved");
+    fs::create_dir_all(solved.join("tools")).unwrap();
+    fs::write(solved.join("card.json"), "{\"name\": \"agent\"}\n").unwrap();
+    fs::write(solved.join("helper.py"), "NAME = 'agent'\n").unwrap();
+    fs::write(
+        solved.join("tools/check_card.py"),
+        "import json, sys\n\
+         card = json.load(open('/workspace/card.json'))\n\
+         sys.exit(0 if card.get('name') == 'agent' else 1)\n",
+    )
+    .unwrap();
+    let manifest = r.manifest("python-unittest.json", "python", |m| {
+        m["command"] = serde_json::json!(["python3", "-I", "-B", "/benchmark/check.py"]);
+    });
+    (benchmark, unsolved, solved, manifest)
+}
+
+#[test]
+fn adversarial_on_a_failing_source_is_not_judged_never_held() {
+    let r = Rehearsal::new();
+    // The bounty harness holds against every stub, but the source here is the bad solution:
+    // stubs built from a tree that fails prove nothing.
+    let ran = r.rehearse(
+        &fixture("python-bounty/solution-bad"),
+        &fixture("python-bounty/benchmark"),
+        &bounty_harness(&r),
+        &["--adversarial"],
+    );
+    let out = &ran.stdout;
+    assert_eq!(ran.code, 4, "{out}{}", ran.stderr);
+    assert!(!out.contains("held"), "{out}");
+    assert!(
+        out.contains(
+            "adversarial  not judged: the source failed the benchmark, so stubs built from it \
+             prove nothing; rehearse --adversarial with a --source that passes (the solution)"
+        ),
+        "{out}"
+    );
+    let ran = r.rehearse(
+        &fixture("python-bounty/solution-bad"),
+        &fixture("python-bounty/benchmark"),
+        &bounty_harness(&r),
+        &["--adversarial", "--json"],
+    );
+    let adversarial = &ran.json()["adversarial"];
+    assert_eq!(adversarial["bypassable"], Value::Null, "{adversarial}");
+    assert!(
+        adversarial["not_judged"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("--source that passes"),
+        "{adversarial}"
+    );
+    assert!(
+        adversarial["stubs"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .all(|s| s["outcome"] != "held"),
+        "{adversarial}"
+    );
+}
+
+#[test]
+fn a_benchmark_running_a_solver_shipped_checker_is_bypassable_on_the_unsolved_tree() {
+    let r = Rehearsal::new();
+    let (benchmark, unsolved, _, manifest) = solver_checker_bounty(&r);
+    let ran = r.rehearse(&unsolved, &benchmark, &manifest, &["--adversarial"]);
+    let out = &ran.stdout;
+    assert_eq!(ran.code, 4, "{out}{}", ran.stderr);
+    assert!(
+        out.contains("  BYPASSABLE: referenced_programs (passed): added tools/check_card.py\n"),
+        "{out}"
+    );
+    assert!(!out.contains("adversarial  held"), "{out}");
+    assert!(
+        out.contains(
+            "problem: the benchmark runs tools/check_card.py from /workspace, a file the solver \
+             controls, and trusts its exit status"
+        ),
+        "{out}"
+    );
+    assert!(out.contains("ship the checker in the benchmark"), "{out}");
+}
+
+#[test]
+fn bypassable_names_the_file_the_benchmark_runs_first_and_the_real_defect() {
+    let r = Rehearsal::new();
+    let (benchmark, unsolved, solved, manifest) = solver_checker_bounty(&r);
+    let ran = r.rehearse(
+        &solved,
+        &benchmark,
+        &manifest,
+        &["--adversarial", "--base", unsolved.to_str().unwrap()],
+    );
+    let out = &ran.stdout;
+    assert_eq!(ran.code, 4, "{out}{}", ran.stderr);
+    // helper.py sorts before tools/, but the benchmark runs tools/check_card.py: it comes first.
+    assert!(
+        out.contains(
+            "  BYPASSABLE: exit_on_load (passed): replaced tools/check_card.py, helper.py\n"
+        ),
+        "{out}"
+    );
+    assert!(
+        out.contains("problem: the benchmark runs tools/check_card.py from /workspace"),
+        "{out}"
+    );
+    assert!(!out.contains("run_tests.py"), "{out}");
+    // The problem follows the stub lines it refers to.
+    let list = out.find("adversarial stubs").unwrap();
+    let problem = out.find("problem: the benchmark runs").unwrap();
+    assert!(list < problem, "{out}");
 }
