@@ -10,11 +10,12 @@
 //! Split by responsibility: [`run`] reads the manifest, stages the trees and runs the
 //! containers; [`report`] turns the runs into the answer (stability, discrimination, verdict,
 //! problems, exit code); [`render`] prints it for a person; [`adversarial`] builds and runs the
-//! stub solutions, [`references`] finds what the benchmark names under `/workspace` and
+//! stub solutions, [`checks`] names the checks a rehearsal did not make, [`references`] finds what the benchmark names under `/workspace` and
 //! [`judgement`] words what the stubs allow us to say; [`git`] stages a tree inside a
 //! repository as its exact-commit archive.
 
 pub mod adversarial;
+pub mod checks;
 pub mod git;
 pub mod judgement;
 pub mod limits;

@@ -14,6 +14,10 @@ impl Report {
     pub fn human(&self) -> String {
         let mut out = self.human_body();
         out.push_str(&self.human_problems());
+        let missing = super::checks::not_checked(self, false);
+        if let Some(answer) = super::checks::answer_line(self, &missing) {
+            out.push_str(&format!("{answer}\n"));
+        }
         out
     }
 
@@ -72,16 +76,6 @@ impl Report {
             );
         }
         out.push_str(&format!("verdict  {}\n", self.verdict.as_str()));
-        if self.problems.is_empty() {
-            let mut answer = String::from("ok: passed");
-            if self.runs.len() > 1 {
-                answer.push_str(", stable");
-            }
-            if self.base.is_some() {
-                answer.push_str(", discriminating");
-            }
-            out.push_str(&format!("{answer}\n"));
-        }
         // Runs' output is already escaped by `render`; the manifest's argv, env and image and
         // the problems are author-controlled text too.
         crate::explain::terminal_safe(&out)
@@ -174,6 +168,10 @@ impl Rehearsed {
             out.push_str(&adversarial.human());
         }
         out.push_str(&self.report.human_problems());
+        let missing = super::checks::not_checked(&self.report, self.adversarial.is_some());
+        if let Some(answer) = super::checks::answer_line(&self.report, &missing) {
+            out.push_str(&format!("{answer}\n"));
+        }
         out
     }
 }

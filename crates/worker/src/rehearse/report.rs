@@ -346,13 +346,19 @@ impl Rehearsed {
         }
     }
 
-    /// The `--json` report, with an `adversarial` object when stubs were run.
+    /// The `--json` report, with an `adversarial` object (`null` when stubs were not run) and
+    /// `not_checked`, the checks not made with the flag that makes each.
     pub fn to_json(&self) -> Value {
         let mut json = self.report.to_json();
-        if let (Some(adversarial), Value::Object(map)) = (&self.adversarial, &mut json) {
+        if let Value::Object(map) = &mut json {
             map.insert(
                 "adversarial".into(),
-                serde_json::to_value(adversarial).unwrap_or(Value::Null),
+                serde_json::to_value(&self.adversarial).unwrap_or(Value::Null),
+            );
+            let missing = super::checks::not_checked(&self.report, self.adversarial.is_some());
+            map.insert(
+                "not_checked".into(),
+                serde_json::to_value(missing).unwrap_or(Value::Null),
             );
         }
         json

@@ -146,7 +146,7 @@ fn the_bundled_example_passes_and_shows_what_to_commit() {
     );
     assert!(out.contains("network                 none"), "{out}");
     assert!(out.contains("passed: the command exited 0"), "{out}");
-    assert!(out.contains("verdict  passed\nok: passed\n"), "{out}");
+    assert!(out.contains("verdict  passed\nok: passed"), "{out}");
 }
 
 #[test]
@@ -852,7 +852,10 @@ fn adversarial_stubs_fail_the_bounty_harness_which_still_discriminates() {
     );
     let out = &ran.stdout;
     assert_eq!(ran.code, 0, "{out}{}", ran.stderr);
-    assert!(out.contains("ok: passed, discriminating\n"), "{out}");
+    assert!(
+        out.contains("ok: passed, discriminating; not checked: stability"),
+        "{out}"
+    );
     assert!(!out.contains("BYPASSABLE"), "{out}");
     for held in [
         "exit_on_load",
@@ -869,7 +872,10 @@ fn adversarial_stubs_fail_the_bounty_harness_which_still_discriminates() {
         );
     }
     assert!(
-        out.ends_with("adversarial  held: no stub passed (7 failed)\n"),
+        out.ends_with(
+            "adversarial  held: no stub passed (7 failed)\nok: passed, discriminating; not \
+             checked: stability (--repeat 2 or more)\n"
+        ),
         "{out}"
     );
 }
@@ -940,7 +946,7 @@ fn adversarial_json_names_each_stub_its_files_its_verdict_and_whether_it_held() 
         &["--json"],
     );
     assert_eq!(plain.code, 0, "{}{}", plain.stdout, plain.stderr);
-    assert!(plain.json().get("adversarial").is_none());
+    assert_eq!(plain.json().get("adversarial"), Some(&Value::Null));
 }
 
 #[test]
@@ -964,7 +970,13 @@ fn adversarial_busybox_example_holds_and_a_benchmark_that_passes_anything_is_byp
         out.contains("  held: shadow unittest.py (failed)\n"),
         "{out}"
     );
-    assert!(out.contains("ok: passed\n"), "{out}");
+    assert!(
+        out.ends_with(
+            "ok: passed; not checked: stability (--repeat 2 or more), discrimination (--base \
+             <unsolved tree>)\n"
+        ),
+        "{out}"
+    );
 
     // A benchmark whose command succeeds whatever the source: even the empty tree is paid.
     let anything = r.script_benchmark("anything", "exit 0");
@@ -1933,4 +1945,81 @@ fn bypassable_names_the_file_the_benchmark_runs_first_and_the_real_defect() {
     let list = out.find("adversarial stubs").unwrap();
     let problem = out.find("problem: the benchmark runs").unwrap();
     assert!(list < problem, "{out}");
+}
+
+/// The words of a plain rehearsal, its exit code and the README's exit-code table must say the
+/// same thing: exit 0 with one run, no base and no stubs is a pass whose other checks were not
+/// made, and the report names each with the flag that makes it.
+#[test]
+fn a_plain_rehearsal_names_what_it_did_not_check_and_its_exit_code_matches_the_readme() {
+    let r = Rehearsal::new();
+    let ran = r.rehearse(
+        &fixture("example/source-pass"),
+        &fixture("example/benchmark"),
+        &r.busybox_cmp(),
+        &[],
+    );
+    assert_eq!(ran.code, 0, "{}{}", ran.stdout, ran.stderr);
+    let last = ran.stdout.lines().last().unwrap();
+    assert_eq!(
+        last,
+        "ok: passed; not checked: stability (--repeat 2 or more), discrimination (--base \
+         <unsolved tree>), stub solutions (--adversarial)",
+        "{}",
+        ran.stdout
+    );
+    let json = r
+        .rehearse(
+            &fixture("example/source-pass"),
+            &fixture("example/benchmark"),
+            &r.busybox_cmp(),
+            &["--json"],
+        )
+        .json();
+    let checks: Vec<&str> = json["not_checked"]
+        .as_array()
+        .unwrap_or_else(|| panic!("no not_checked: {json}"))
+        .iter()
+        .map(|c| c["check"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        checks,
+        ["stability", "discrimination", "adversarial"],
+        "{json}"
+    );
+    assert_eq!(json["not_checked"][0]["flag"], "--repeat 2 or more");
+    // Present and null when not asked, like `base`.
+    assert_eq!(json.get("adversarial"), Some(&Value::Null), "{json}");
+    assert_eq!(json.get("base"), Some(&Value::Null), "{json}");
+
+    // Everything checked: nothing is listed.
+    let full = r.rehearse(
+        &fixture("example/source-pass"),
+        &fixture("example/benchmark"),
+        &r.busybox_cmp(),
+        &[
+            "--repeat",
+            "2",
+            "--adversarial",
+            "--base",
+            fixture("example/source-fail").to_str().unwrap(),
+            "--json",
+        ],
+    );
+    assert_eq!(full.code, 0, "{}{}", full.stdout, full.stderr);
+    assert_eq!(full.json()["not_checked"], serde_json::json!([]));
+
+    // README's row for exit 0 says what a plain rehearsal's 0 means.
+    let readme = fs::read_to_string(workspace_root().join("README.md")).unwrap();
+    let row = readme
+        .lines()
+        .find(|l| l.starts_with("| 0 |"))
+        .expect("README has an exit-code row for 0");
+    assert!(
+        row.contains(
+            "`rehearse`: the solution passed and no check that ran found a problem; \
+                      the last line names each check not asked for (`not checked: …`)"
+        ),
+        "{row}"
+    );
 }
