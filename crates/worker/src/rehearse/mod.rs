@@ -22,6 +22,7 @@ pub mod limits;
 pub mod references;
 pub mod render;
 pub mod report;
+pub mod revisions;
 pub mod run;
 
 use std::path::PathBuf;
@@ -65,8 +66,12 @@ pub struct RehearseOptions {
     pub staging_root: PathBuf,
     /// Pull the image by its digest when missing.
     pub pull: bool,
-    /// The git revision staged for trees inside a repository.
+    /// The git revision staged for the source and benchmark trees inside a repository.
     pub rev: String,
+    /// Whether `rev` was asked for (`--rev`) rather than the default `HEAD`.
+    pub rev_explicit: bool,
+    /// The base tree's own revision (`--base-rev`, or `--base DIR@REV`); `HEAD` when `None`.
+    pub base_rev: Option<String>,
     /// Stage the directories as they are on disk, even inside a git repository.
     pub worktree: bool,
     /// Show no progress (it is also hidden when stderr is not a terminal).
@@ -137,6 +142,9 @@ pub enum RehearseError {
     /// The manifest's numbers do not fit the engine.
     #[error("manifest does not fit the engine: {0}")]
     Plan(String),
+    /// `--base` and `--base-rev` do not make one base.
+    #[error(transparent)]
+    BaseSpec(#[from] revisions::BaseSpecError),
     /// The staging root is unusable.
     #[error("staging root {path:?} is unusable: {detail}")]
     StagingRoot {
@@ -181,6 +189,7 @@ impl RehearseError {
             | Self::BenchmarkMismatch { .. }
             | Self::PlaceholderImage(_)
             | Self::TreeLimit(_)
+            | Self::BaseSpec(_)
             | Self::Plan(_) => true,
             Self::StagingRoot { .. }
             | Self::LogDir { .. }

@@ -100,6 +100,8 @@ pub enum Discrimination {
     DoesNotDiscriminate,
     /// The base tree run gave no verdict.
     Unknown,
+    /// The base tree is the source's own tree (equal digests): nothing was compared.
+    SameTree,
 }
 
 /// The rehearsal's verdict on the solution.
@@ -134,6 +136,7 @@ impl Discrimination {
             Self::Discriminates => "discriminates",
             Self::DoesNotDiscriminate => "does_not_discriminate",
             Self::Unknown => "unknown",
+            Self::SameTree => "same_tree",
         }
     }
 }
@@ -264,6 +267,16 @@ pub(super) fn assemble(
              that judges nothing passes every solution; check the test pattern and directory"
         ));
     }
+    let same_tree = prepared
+        .commit
+        .base_snapshot_digest
+        .filter(|b| *b == prepared.commit.source_snapshot_digest);
+    if let Some(digest) = same_tree {
+        problems.push(format!(
+            "base and source are the same tree ({digest}): nothing was compared; pass the \
+             unsolved revision with --base-rev REV or --base DIR@REV"
+        ));
+    }
     let discrimination = base.as_ref().map(|b| {
         match (Verdict::of_status(b.explanation.status), verdict) {
             (Verdict::Failed, Verdict::Passed) => Discrimination::Discriminates,
@@ -308,7 +321,7 @@ pub(super) fn assemble(
         },
         runs,
         base,
-        discrimination,
+        discrimination: same_tree.map_or(discrimination, |_| Some(Discrimination::SameTree)),
         verdict,
         problems,
     }

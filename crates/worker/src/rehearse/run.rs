@@ -61,7 +61,7 @@ pub fn prepare(options: &RehearseOptions) -> Result<Prepared, RehearseError> {
         ArchiveLimits::benchmark(&manifest),
         ArchiveLimits::source(&manifest),
     );
-    let stage = |what, kind, dir: &Path, limits| {
+    let stage = |what, kind, dir: &Path, limits, rev: Option<&str>| {
         let archive_limits = match kind {
             StageKind::Benchmark => &benchmark_archive,
             StageKind::Source => &source_archive,
@@ -69,7 +69,8 @@ pub fn prepare(options: &RehearseOptions) -> Result<Prepared, RehearseError> {
         let (dir, origin) = super::git::resolve(
             what,
             dir,
-            &options.rev,
+            rev.unwrap_or("HEAD"),
+            rev.is_some(),
             options.worktree,
             scratch.path(),
             archive_limits,
@@ -89,11 +90,13 @@ pub fn prepare(options: &RehearseOptions) -> Result<Prepared, RehearseError> {
             }
         })
     };
+    let rev = options.rev_explicit.then_some(options.rev.as_str());
     let benchmark = stage(
         "benchmark",
         StageKind::Benchmark,
         &options.benchmark,
         benchmark_limits,
+        rev,
     )?;
     let staged_digest = benchmark.snapshot.digest;
     let filled_in = manifest.benchmark_digest().to_string() == PLACEHOLDER_DIGEST;
@@ -106,9 +109,15 @@ pub fn prepare(options: &RehearseOptions) -> Result<Prepared, RehearseError> {
         });
     }
     let limits = manifest.source_limits();
-    let source = stage("source", StageKind::Source, &options.source, limits)?;
+    let source = stage("source", StageKind::Source, &options.source, limits, rev)?;
     let base = match &options.base {
-        Some(dir) => Some(stage("base", StageKind::Source, dir, limits)?),
+        Some(dir) => Some(stage(
+            "base",
+            StageKind::Source,
+            dir,
+            limits,
+            options.base_rev.as_deref(),
+        )?),
         None => None,
     };
     let spec = spec_for(
@@ -292,8 +301,9 @@ pub(crate) async fn solution_runs(
         let source = prepared.commit.source_snapshot_digest;
         results.push(one_run(executor, &prepared, runs, source, run, &label, &step).await?);
     }
+    // A base that is the source's own tree is not run: the report names it (`same_tree`).
     let base = match prepared.commit.base_snapshot_digest {
-        Some(digest) => Some(
+        Some(digest) if digest != prepared.commit.source_snapshot_digest => Some(
             one_run(
                 executor,
                 &prepared,
@@ -305,7 +315,7 @@ pub(crate) async fn solution_runs(
             )
             .await?,
         ),
-        None => None,
+        _ => None,
     };
     Ok(assemble(prepared, results, base))
 }
@@ -343,6 +353,8 @@ mod tests {
                 staging_root: "/nonexistent".into(),
                 pull: false,
                 rev: "HEAD".into(),
+                rev_explicit: false,
+                base_rev: None,
                 worktree: false,
                 quiet: true,
                 log_dir: None,

@@ -249,11 +249,21 @@ fn repeated_runs_of_the_example_are_stable_and_discriminate_against_the_failing_
 #[test]
 fn a_base_tree_that_passes_means_the_benchmark_does_not_discriminate() {
     let r = Rehearsal::new();
+    // Another tree (its own digest) that the benchmark also passes: the source's own tree
+    // would be "the same tree" instead.
+    let base = r.dir.path().join("passing-base");
+    fs::create_dir(&base).unwrap();
+    fs::copy(
+        fixture("example/source-pass/result.txt"),
+        base.join("result.txt"),
+    )
+    .unwrap();
+    fs::write(base.join("NOTES"), "unrelated\n").unwrap();
     let ran = r.rehearse(
         &fixture("example/source-pass"),
         &fixture("example/benchmark"),
         &r.busybox_cmp(),
-        &["--base", fixture("example/source-pass").to_str().unwrap()],
+        &["--base", base.to_str().unwrap()],
     );
     assert_eq!(ran.code, 4, "{}{}", ran.stdout, ran.stderr);
     assert!(
@@ -2021,5 +2031,91 @@ fn a_plain_rehearsal_names_what_it_did_not_check_and_its_exit_code_matches_the_r
                       the last line names each check not asked for (`not checked: …`)"
         ),
         "{row}"
+    );
+}
+
+/// One repository, two commits: the unsolved `result.txt` (the example's failing source), then
+/// the solution. Returns the repository.
+fn solved_repository(r: &Rehearsal) -> PathBuf {
+    let repo = r.dir.path().join("one-repo");
+    fs::create_dir_all(&repo).unwrap();
+    git_in(&repo, &["init", "-q"]);
+    fs::copy(
+        fixture("example/source-fail/result.txt"),
+        repo.join("result.txt"),
+    )
+    .unwrap();
+    git_in(&repo, &["add", "-A"]);
+    git_in(&repo, &["commit", "-q", "-m", "unsolved"]);
+    fs::copy(
+        fixture("example/source-pass/result.txt"),
+        repo.join("result.txt"),
+    )
+    .unwrap();
+    git_in(&repo, &["commit", "-q", "-am", "solved"]);
+    repo
+}
+
+#[test]
+fn base_rev_stages_the_base_at_its_own_revision_of_one_repository() {
+    let r = Rehearsal::new();
+    let repo = solved_repository(&r);
+    let bench = fixture("example/benchmark");
+    let manifest = r.busybox_cmp();
+    let repo_arg = repo.to_str().unwrap();
+    // --base-rev, and the DIR@REV form: the base is the parent commit, the source HEAD.
+    for base in [
+        vec!["--base", repo_arg, "--base-rev", "HEAD~1"],
+        vec!["--base", &*format!("{repo_arg}@HEAD~1")],
+    ] {
+        let ran = r.rehearse(&repo, &bench, &manifest, &base);
+        assert_eq!(ran.code, 0, "{base:?}: {}{}", ran.stdout, ran.stderr);
+        assert!(
+            ran.stdout.contains("ok: passed, discriminating"),
+            "{base:?}: {}",
+            ran.stdout
+        );
+    }
+    // --rev X applies to the source only: X = the unsolved commit fails, base HEAD is not X.
+    let ran = r.rehearse(
+        &repo,
+        &bench,
+        &manifest,
+        &["--rev", "HEAD~1", "--base", repo_arg, "--json"],
+    );
+    let report = ran.json();
+    assert_ne!(
+        report["commit"]["source_snapshot_digest"], report["commit"]["base_snapshot_digest"],
+        "{report:#}"
+    );
+    // An explicit --rev is what the author asked for: no advice to commit the working tree.
+    let ran = r.rehearse(&repo, &bench, &manifest, &["--rev", "HEAD~1"]);
+    assert!(!ran.stdout.contains("commit it"), "{}", ran.stdout);
+    assert!(
+        ran.stdout.contains("(--rev HEAD~1, not the working tree)"),
+        "{}",
+        ran.stdout
+    );
+}
+
+#[test]
+fn a_base_that_is_the_same_tree_as_the_source_is_named_not_blamed_on_the_benchmark() {
+    let r = Rehearsal::new();
+    let repo = solved_repository(&r);
+    let ran = r.rehearse(
+        &repo,
+        &fixture("example/benchmark"),
+        &r.busybox_cmp(),
+        &["--base", repo.to_str().unwrap()],
+    );
+    let out = &ran.stdout;
+    assert_eq!(ran.code, 4, "{out}{}", ran.stderr);
+    assert!(!out.contains("does not test the change"), "{out}");
+    assert!(
+        out.contains(
+            "problem: base and source are the same tree (sha256:a1a2e7e0e6a698d862c0820310b86655104e5866a45ef62b383ead4c5a3c5249): \
+             nothing was compared; pass the unsolved revision with --base-rev REV or --base DIR@REV"
+        ),
+        "{out}"
     );
 }
