@@ -51,7 +51,14 @@ pub struct TreeOrigin {
     /// The revision as asked for on the command line (`--rev`, `--base-rev`), when it was.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub asked_revision: Option<String>,
+    /// The files `git status` names as changed or untracked under the directory, as it names
+    /// them (at most [`MAX_CHANGED_FILES`]).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub changed_files: Vec<String>,
 }
+
+/// Most changed files kept in a [`TreeOrigin`].
+pub const MAX_CHANGED_FILES: usize = 20;
 
 /// Why a git revision could not be staged.
 #[derive(Debug, thiserror::Error)]
@@ -420,6 +427,7 @@ pub fn resolve(
         subdirectory: None,
         worktree_differs: false,
         asked_revision: None,
+        changed_files: Vec::new(),
     };
     if worktree {
         return Ok((dir.to_path_buf(), as_is));
@@ -529,8 +537,19 @@ pub fn resolve(
             subdirectory: Some(subdirectory.to_owned()),
             worktree_differs: differs,
             asked_revision: rev_asked.then(|| rev.to_owned()),
+            changed_files: changed_files(&status),
         },
     ))
+}
+
+/// The paths of `git status --porcelain` lines (`XY path`), at most [`MAX_CHANGED_FILES`].
+fn changed_files(status: &str) -> Vec<String> {
+    status
+        .lines()
+        .filter_map(|line| line.get(3..))
+        .take(MAX_CHANGED_FILES)
+        .map(str::to_owned)
+        .collect()
 }
 
 impl TreeOrigin {

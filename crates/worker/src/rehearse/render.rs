@@ -172,6 +172,9 @@ impl Rehearsed {
         if let Some(answer) = super::checks::answer_line(&self.report, &missing) {
             out.push_str(&format!("{answer}\n"));
         }
+        for warning in super::warnings::worktree_warnings(&self.report.commit.trees) {
+            out.push_str(&crate::explain::terminal_safe(&format!("{warning}\n")));
+        }
         out
     }
 }

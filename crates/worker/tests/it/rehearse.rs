@@ -2119,3 +2119,36 @@ fn a_base_that_is_the_same_tree_as_the_source_is_named_not_blamed_on_the_benchma
         "{out}"
     );
 }
+
+#[test]
+fn uncommitted_work_is_warned_about_again_under_the_verdict() {
+    let r = Rehearsal::new();
+    let repo = r.dir.path().join("solver-repo");
+    fs::create_dir_all(&repo).unwrap();
+    git_in(&repo, &["init", "-q"]);
+    fs::copy(
+        fixture("example/source-fail/result.txt"),
+        repo.join("result.txt"),
+    )
+    .unwrap();
+    git_in(&repo, &["add", "-A"]);
+    git_in(&repo, &["commit", "-q", "-m", "unsolved"]);
+    // The solver's fix, written but not committed: the staged commit still fails.
+    fs::copy(
+        fixture("example/source-pass/result.txt"),
+        repo.join("result.txt"),
+    )
+    .unwrap();
+    let ran = r.rehearse(&repo, &fixture("example/benchmark"), &r.busybox_cmp(), &[]);
+    let out = &ran.stdout;
+    assert_eq!(ran.code, 4, "{out}{}", ran.stderr);
+    let verdict = out.find("verdict  failed").unwrap();
+    let below = &out[verdict..];
+    assert!(
+        below.contains(
+            "warning: the source's working tree differs from the staged commit: what ran is the \
+             commit, not the files on disk (changed: result.txt); commit them, or pass --worktree"
+        ),
+        "{out}"
+    );
+}
