@@ -13,6 +13,7 @@
 //! This module does not know about jobs or manifests: the caller turns those into a
 //! [`SandboxSpec`] and supplies [`RunHooks`] that re-check the staged inputs.
 
+mod alternatives;
 pub mod decision;
 mod docker;
 pub mod endpoint;

@@ -2152,3 +2152,30 @@ fn uncommitted_work_is_warned_about_again_under_the_verdict() {
         "{out}"
     );
 }
+
+/// The live platform's own command is `python`; Debian images have only `python3`. The
+/// start-failed explanation says what the image has.
+#[test]
+fn a_missing_python_says_python3_is_on_the_images_path() {
+    let r = Rehearsal::new();
+    let manifest = r.manifest("python-unittest.json", "python", |m| {
+        m["command"] = serde_json::json!(["python", "/benchmark/run_tests.py", "6"]);
+    });
+    let ran = r.rehearse(
+        &fixture("python-bounty/solution-good"),
+        &fixture("python-bounty/benchmark"),
+        &manifest,
+        &["--json"],
+    );
+    assert_eq!(ran.code, 3, "{}{}", ran.stdout, ran.stderr);
+    let run = &ran.json()["runs"][0];
+    assert_eq!(run["reason"], "start_failed", "{run}");
+    let headline = run["headline"].as_str().unwrap();
+    assert!(
+        headline.contains(
+            "executable python not found in the image; python3 is on its PATH \
+             (/usr/bin/python3): name it in the manifest's command"
+        ),
+        "{headline}"
+    );
+}
