@@ -101,8 +101,11 @@ pub fn terminal_safe(text: &str) -> String {
     out
 }
 
-fn seconds(ms: u64) -> String {
-    format!("{}.{} s", ms / 1000, (ms % 1000) / 100)
+/// `ms` in seconds with one decimal, rounded to the nearest tenth (495 ms is `0.5 s`, not the
+/// `0.4 s` truncation gave).
+pub fn seconds(ms: u64) -> String {
+    let tenths = ms.saturating_add(50) / 100;
+    format!("{}.{} s", tenths / 10, tenths % 10)
 }
 
 fn mib(bytes: u64) -> String {
@@ -587,7 +590,9 @@ mod tests {
     #[test]
     fn seconds_and_sizes_read_naturally() {
         assert_eq!(seconds(2_049), "2.0 s");
-        assert_eq!(seconds(350), "0.3 s");
+        assert_eq!(seconds(340), "0.3 s");
+        assert_eq!(seconds(495), "0.5 s");
+        assert_eq!(seconds(9_960), "10.0 s");
         assert_eq!(mib(64 << 20), "64 MiB");
         assert_eq!(mib(1000), "1000 bytes");
         assert_eq!(mib_rounded(3_670_016), "3.5 MiB");

@@ -32,7 +32,7 @@ use verifier_sdk::{Sha256Digest, TreeLimits};
 use super::judgement::{NOT_JUDGED, judge};
 use super::references::{References, referenced_first, workspace_references};
 use super::report::{RunResult, Verdict};
-use super::run::{Prepared, Runs, one_run};
+use super::run::{Prepared, RunName, Runs, one_run};
 use super::{RehearseError, RehearseOptions};
 use crate::progress::NoProgress;
 use crate::sandbox::DockerExecutor;
@@ -327,9 +327,14 @@ pub(crate) async fn run_stubs(
                 source,
             })?;
         let digest = staged.snapshot.digest;
-        let label = format!("rehearse-stub-{i}");
+        let label = format!("rehearse-stub-{i}-{}", label_part(&tree.name));
         let step = format!("stub {}", tree.name);
-        let run = one_run(executor, prepared, runs, digest, 1, &label, &step).await?;
+        let name = RunName {
+            label: &label,
+            step: &step,
+            stub: true,
+        };
+        let run = one_run(executor, prepared, runs, digest, 1, name).await?;
         stubs.push(StubResult::ran(tree, digest, run, &references));
     }
     let (bypassable, not_judged) = judge(&stubs, source_verdict);
@@ -484,6 +489,20 @@ fn write_file(path: &Path, content: &[u8], executable: bool) -> Result<(), Rehea
         .open(path)
         .and_then(|mut f| f.write_all(content))
         .map_err(|e| root_error(path, e))
+}
+
+/// A stub's name as part of a container name and log file name (`shadow unittest.py` →
+/// `shadow-unittest.py`): only the characters both allow.
+fn label_part(name: &str) -> String {
+    name.chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || "._-".contains(c) {
+                c
+            } else {
+                '-'
+            }
+        })
+        .collect()
 }
 
 /// File names come from the solver's tree: control characters are shown escaped, never sent

@@ -39,7 +39,7 @@ impl Report {
         let filled = if c.benchmark_digest_filled_in {
             "  (filled in: the manifest had the placeholder; commit this value)"
         } else {
-            ""
+            "  (matches the manifest)"
         };
         row(
             &mut out,

@@ -174,17 +174,25 @@ impl Runs {
     }
 }
 
-/// Runs `source` once in a fresh container: `label` names its container and log files, `step`
-/// is what the progress line calls it.
+/// What a run is called: `label` names its container and log files, `step` is what the progress
+/// line calls it, and `stub` marks a stub run, whose pass is shown as what it means,
+/// `BYPASSABLE`, and anything else as `held`.
+pub(crate) struct RunName<'a> {
+    pub(crate) label: &'a str,
+    pub(crate) step: &'a str,
+    pub(crate) stub: bool,
+}
+
+/// Runs `source` once in a fresh container.
 pub(crate) async fn one_run(
     executor: &DockerExecutor,
     prepared: &Prepared,
     runs: &mut Runs,
     source: Sha256Digest,
     run: u32,
-    label: &str,
-    step: &str,
+    name: RunName<'_>,
 ) -> Result<RunResult, RehearseError> {
+    let RunName { label, step, stub } = name;
     runs.steps.started(step);
     let result = run_once(executor, prepared, runs, source, run, label).await;
     match &result {
@@ -192,14 +200,18 @@ pub(crate) async fn one_run(
             let e = &done.explanation;
             let took = e
                 .duration_ms
-                .map(|ms| format!(" in {}.{} s", ms / 1000, (ms % 1000) / 100))
+                .map(|ms| format!(" in {}", crate::explain::seconds(ms)))
                 .unwrap_or_default();
             let hits = match done.explanation.hits.len() {
                 0 => String::new(),
                 n => format!(" ({n} limit hit(s): see the report)"),
             };
-            runs.steps
-                .finished(step, &format!("{}{took}{hits}", e.label()));
+            let words = match (stub, e.status) {
+                (true, "passed") => format!("BYPASSABLE ({})", e.label()),
+                (true, _) => format!("held ({})", e.label()),
+                (false, _) => e.label(),
+            };
+            runs.steps.finished(step, &format!("{words}{took}{hits}"));
         }
         Err(error) => runs.steps.finished(step, &format!("error: {error}")),
     }
@@ -299,7 +311,12 @@ pub(crate) async fn solution_runs(
         let label = format!("rehearse-{run}");
         let step = format!("run {run}/{} of the solution", options.repeat);
         let source = prepared.commit.source_snapshot_digest;
-        results.push(one_run(executor, &prepared, runs, source, run, &label, &step).await?);
+        let name = RunName {
+            label: &label,
+            step: &step,
+            stub: false,
+        };
+        results.push(one_run(executor, &prepared, runs, source, run, name).await?);
     }
     // A base that is the source's own tree is not run: the report names it (`same_tree`).
     let base = match prepared.commit.base_snapshot_digest {
@@ -310,8 +327,11 @@ pub(crate) async fn solution_runs(
                 runs,
                 digest,
                 1,
-                "rehearse-base",
-                "the base tree run",
+                RunName {
+                    label: "rehearse-base",
+                    step: "the base tree run",
+                    stub: false,
+                },
             )
             .await?,
         ),

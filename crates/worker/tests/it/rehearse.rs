@@ -2179,3 +2179,64 @@ fn a_missing_python_says_python3_is_on_the_images_path() {
         "{headline}"
     );
 }
+
+/// Small words that misled: a passing stub's progress line said `passed` (it means
+/// BYPASSABLE), stub log files were `rehearse-stub-N` without the stub's name, and a
+/// `benchmark_digest` checked against the manifest was not marked as such.
+#[test]
+fn stub_progress_and_logs_name_the_stub_and_a_checked_digest_says_it_matches() {
+    let r = Rehearsal::new();
+    let logs = r.dir.path().join("stub-logs");
+    let staging = r.dir.path().join("staging");
+    let manifest = bare_unittest(&r);
+    let shown = on_a_terminal(&[
+        "rehearse",
+        "--source",
+        fixture("python-bounty/solution-good").to_str().unwrap(),
+        "--benchmark",
+        fixture("python-bounty/benchmark").to_str().unwrap(),
+        "--manifest",
+        manifest.to_str().unwrap(),
+        "--staging-root",
+        staging.to_str().unwrap(),
+        "--adversarial",
+        "--log-dir",
+        logs.to_str().unwrap(),
+    ]);
+    assert!(
+        shown.contains("rehearse: stub exit_on_load: BYPASSABLE (passed"),
+        "{shown}"
+    );
+    assert!(
+        shown.contains("rehearse: stub empty_tree: held (failed"),
+        "{shown}"
+    );
+    for name in [
+        "rehearse-stub-0-exit_on_load.stdout",
+        "rehearse-stub-1-shadow-unittest.py.stdout",
+        "rehearse-stub-6-empty_tree.evidence.json",
+    ] {
+        assert!(
+            logs.join(name).is_file(),
+            "{name} in {:?}",
+            fs::read_dir(&logs).unwrap().collect::<Vec<_>>()
+        );
+    }
+
+    let right = r.manifest("busybox-cmp.json", "busybox", |m| {
+        m["benchmark_digest"] = EXAMPLE_BENCHMARK_DIGEST.into();
+    });
+    let ran = r.rehearse(
+        &fixture("example/source-pass"),
+        &fixture("example/benchmark"),
+        &right,
+        &[],
+    );
+    assert!(
+        ran.stdout.contains(&format!(
+            "benchmark_digest        {EXAMPLE_BENCHMARK_DIGEST}  (matches the manifest)\n"
+        )),
+        "{}",
+        ran.stdout
+    );
+}
