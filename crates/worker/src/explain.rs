@@ -224,12 +224,19 @@ pub fn explain_shown(evidence: &EvidenceRecord, observed: &Observed, shown: Show
         .unwrap_or_default();
     let output_bytes = evidence.stdout.bytes.saturating_add(evidence.stderr.bytes);
     let mut details = Vec::new();
-    if let Some(peak) = evidence.resources.peak_memory_bytes {
-        details.push(format!(
+    match evidence.resources.peak_memory_bytes {
+        Some(peak) => details.push(format!(
             "peak memory {} of the {} limit",
             mib_rounded(peak),
             mib(request.memory_bytes)
-        ));
+        )),
+        // The reading is taken while the container runs; a run over before the first reading
+        // has none. Said, so that a missing line is not read as "no memory used".
+        None if evidence.exit.started => details.push(format!(
+            "peak memory not measured (the run ended before it was read) of the {} limit",
+            mib(request.memory_bytes)
+        )),
+        None => {}
     }
     // A run that never started has no output worth a line.
     if evidence.exit.started {

@@ -2240,3 +2240,26 @@ fn stub_progress_and_logs_name_the_stub_and_a_checked_digest_says_it_matches() {
         ran.stdout
     );
 }
+
+/// A run too short for the memory reading used to show no memory line at all; every run that
+/// started now has one, measured or saying it was not.
+#[test]
+fn every_started_run_has_a_peak_memory_line_measured_or_not() {
+    let r = Rehearsal::new();
+    let ran = r.rehearse(
+        &fixture("example/source-pass"),
+        &fixture("example/benchmark"),
+        &r.busybox_cmp(),
+        &["--repeat", "6", "--json"],
+    );
+    assert_eq!(ran.code, 0, "{}{}", ran.stdout, ran.stderr);
+    for run in ran.json()["runs"].as_array().unwrap() {
+        let details = run["details"].as_array().unwrap();
+        assert!(
+            details
+                .iter()
+                .any(|d| d.as_str().unwrap().starts_with("peak memory ")),
+            "{run}"
+        );
+    }
+}
