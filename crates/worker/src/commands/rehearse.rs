@@ -64,6 +64,13 @@ pub fn rehearse(args: RehearseArgs, quiet: bool) -> ExitCode {
             } else {
                 print_text(&report.human())
             };
+            if !quiet {
+                use crate::rehearse::store_hint::{NOTE_FROM_BYTES, store_bytes, store_note};
+                let root = &options.staging_root;
+                if let Some(note) = store_note(root, store_bytes(root), NOTE_FROM_BYTES) {
+                    eprintln!("{note}");
+                }
+            }
             match written {
                 ExitCode::Success => report.exit_code(),
                 failed => failed,

@@ -24,6 +24,7 @@ pub mod render;
 pub mod report;
 pub mod revisions;
 pub mod run;
+pub mod store_hint;
 pub mod warnings;
 
 use std::path::PathBuf;

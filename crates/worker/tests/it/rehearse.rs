@@ -2263,3 +2263,29 @@ fn every_started_run_has_a_peak_memory_line_measured_or_not() {
         );
     }
 }
+
+#[test]
+fn a_grown_rehearsal_store_gets_a_note_naming_worker_gc() {
+    let r = Rehearsal::new();
+    let staging = r.dir.path().join("staging");
+    fs::create_dir_all(&staging).unwrap();
+    // 250 MiB of apparent size without writing it (a sparse file).
+    let junk = fs::File::create(staging.join("old-trees")).unwrap();
+    junk.set_len(250 << 20).unwrap();
+    let ran = r.rehearse(
+        &fixture("example/source-pass"),
+        &fixture("example/benchmark"),
+        &r.busybox_cmp(),
+        &[],
+    );
+    assert_eq!(ran.code, 0, "{}{}", ran.stdout, ran.stderr);
+    assert!(
+        ran.stderr.contains(&format!(
+            "note: the rehearsal store {} holds 250 MiB",
+            staging.display()
+        )),
+        "{}",
+        ran.stderr
+    );
+    assert!(ran.stderr.contains("--older-than 7d"), "{}", ran.stderr);
+}
