@@ -6,7 +6,7 @@
 # preinstalled Docker CE is kept and only apt, systemctl and the debootstrap
 # root go through sudo (scripts/lib/host.sh).
 #
-#   scripts/services.sh [--no-python] [--no-rust]   bring everything up (idempotent)
+#   scripts/services.sh [--no-python] [--no-rust] [--no-node]   bring everything up (idempotent)
 #   scripts/services.sh down            stop what this script started
 #
 # Progress goes to stderr. Safe to rerun: whatever already answers is left
@@ -30,10 +30,11 @@ DEBOOTSTRAP_MIRROR="${DEBOOTSTRAP_MIRROR:-http://deb.debian.org/debian}"
 DEBIAN_SUITE=bookworm
 PYTHON_INCLUDE=python3
 RUST_INCLUDE=cargo,libc6-dev
+NODE_INCLUDE=nodejs
 
 usage() {
   cat >&2 <<'USAGE'
-usage: scripts/services.sh [--no-python] [--no-rust]
+usage: scripts/services.sh [--no-python] [--no-rust] [--no-node]
        scripts/services.sh down
 USAGE
 }
@@ -237,6 +238,18 @@ build_rust() {
   log "rust image: $RUST_REF"
 }
 
+# Debian's nodejs (18 in bookworm), for `node --test` benchmarks. No npm and no packages:
+# a benchmark's dependencies come vendored (node_modules in the source or the benchmark).
+build_node() {
+  step "image verifier-node"
+  local key root out="$WORK_DIR/images/node"
+  key="$(root_key node "$NODE_INCLUDE")"
+  root="$(debootstrap_root node "$key" "$NODE_INCLUDE" /usr/bin/node --version)"
+  build_cached node "$key" "$out" "$REPO_ROOT/images/node/config.json" root_layer "$root"
+  NODE_REF="$(push_and_load verifier-node "$out")"
+  log "node image: $NODE_REF"
+}
+
 # keep_image NAME: the pinned reference of an image an earlier run built, if the engine
 # still has it, so --no-NAME does not take away what tests may already rely on.
 keep_image() {
@@ -253,7 +266,8 @@ write_images_json() {
   step "images.json"
   local content tmp
   content="$(jq -nc --arg busybox "$BUSYBOX_REF" --arg python "${PYTHON_REF:-}" --arg rust "${RUST_REF:-}" \
-    '{busybox: $busybox, python: $python, rust: $rust} | with_entries(select(.value != ""))')"
+    --arg node "${NODE_REF:-}" \
+    '{busybox: $busybox, python: $python, rust: $rust, node: $node} | with_entries(select(.value != ""))')"
   tmp="$(mktemp "$WORK_DIR/images.json.XXXXXX")"
   printf '%s\n' "$content" >"$tmp"
   if cmp -s "$tmp" "$IMAGES_JSON"; then
@@ -315,6 +329,13 @@ up() {
     log "--no-rust: skipping the rust image"
     RUST_REF="$(keep_image rust)"
   fi
+  NODE_REF=""
+  if [[ "$WITH_NODE" == 1 ]]; then
+    build_node
+  else
+    log "--no-node: skipping the node image"
+    NODE_REF="$(keep_image node)"
+  fi
   write_images_json
   ensure_chain
   step "done in $((SECONDS - started)) s"
@@ -322,11 +343,13 @@ up() {
 
 WITH_PYTHON=1
 WITH_RUST=1
+WITH_NODE=1
 MODE=up
 for arg in "$@"; do
   case "$arg" in
   --no-python) WITH_PYTHON=0 ;;
   --no-rust) WITH_RUST=0 ;;
+  --no-node) WITH_NODE=0 ;;
   up) MODE=up ;;
   down) MODE=down ;;
   -h | --help)

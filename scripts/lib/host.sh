@@ -91,7 +91,7 @@ wanted_packages() {
 ensure_packages() {
   step "packages"
   local missing=() debootstrap=0
-  if [[ "${WITH_PYTHON:-1}" == 1 || "${WITH_RUST:-1}" == 1 ]]; then
+  if [[ "${WITH_PYTHON:-1}" == 1 || "${WITH_RUST:-1}" == 1 || "${WITH_NODE:-1}" == 1 ]]; then
     debootstrap=1
   fi
   mapfile -t missing < <(wanted_packages "$debootstrap")

@@ -76,7 +76,7 @@ hosts=0
 
 # Runs FUNCTION of host.sh on the current stub host; leaves status and output in globals.
 on_host() {
-  output="$(PATH="${stubs}:${tools}" WITH_PYTHON="${WITH_PYTHON:-0}" WITH_RUST="${WITH_RUST:-0}" bash -c \
+  output="$(PATH="${stubs}:${tools}" WITH_PYTHON="${WITH_PYTHON:-0}" WITH_RUST="${WITH_RUST:-0}" WITH_NODE="${WITH_NODE:-0}" bash -c \
     'source "$1"; shift; "$@"' _ "${lib}" "$@" 2>&1)"
   status=$?
 }
