@@ -77,7 +77,7 @@ fn rehearse(dir: &Path, solution: &str, extra: &[&str]) -> (i32, Value) {
 }
 
 #[test]
-fn node_bounty_rehearses_passed_stable_discriminating_and_its_bare_command_is_bypassable() {
+fn node_bounty_discriminates_and_an_exit_stub_keeping_the_export_passes_its_bare_command() {
     let dir = tempfile::tempdir().unwrap();
     let base = repo_root().join("fixtures/node-bounty/solution-bad");
     let (code, report) = rehearse(
@@ -91,12 +91,22 @@ fn node_bounty_rehearses_passed_stable_discriminating_and_its_bare_command_is_by
     let base_tail = report["base"]["stdout_tail"].as_str().unwrap_or_default();
     assert!(base_tail.contains("# fail 2"), "{report:#}");
 
-    // `node --test` counts a test file whose process exits 0 as passing: a slug.mjs that exits
-    // on import is paid. The rehearsal says so.
+    // The stubs all fail: exit_on_load's slug.mjs drops the named export, so the ES module
+    // fails to link before its `process.exit(0)` could run.
     let (code, report) = rehearse(dir.path(), "solution-good", &["--adversarial"]);
-    assert_eq!(code, 4, "{report:#}");
-    let stubs = report["adversarial"]["stubs"].as_array().unwrap();
-    let exit = stubs.iter().find(|s| s["name"] == "exit_on_load").unwrap();
-    assert_eq!(exit["outcome"], "bypassed", "{report:#}");
-    assert_eq!(exit["replaced"], serde_json::json!(["slug.mjs"]));
+    assert_eq!(code, 0, "{report:#}");
+    assert_eq!(report["adversarial"]["bypassable"], false, "{report:#}");
+    // What they do not try, and what fixtures/node-bounty/README.md warns about: a slug.mjs
+    // that keeps the export and exits 0 when evaluated is paid by the bare `node --test`
+    // command (the test file's process exited 0: one passing "test").
+    let stub = dir.path().join("exporting-exit-stub");
+    std::fs::create_dir(&stub).unwrap();
+    std::fs::write(
+        stub.join("slug.mjs"),
+        "export function slugify() { return \"\"; }\nprocess.exit(0);\n",
+    )
+    .unwrap();
+    let (code, report) = rehearse(dir.path(), stub.to_str().unwrap(), &[]);
+    assert_eq!(code, 0, "{report:#}");
+    assert_eq!(report["verdict"], "passed", "{report:#}");
 }
