@@ -1,5 +1,5 @@
 //! `node --test` in this repository's `verifier-node` image (Debian's nodejs,
-//! `scripts/services.sh`), rehearsed with `manifests/node.example.json` on
+//! `scripts/services.sh`), rehearsed with `manifests/node-test.json` on
 //! `fixtures/node-bounty`: the good solution passes in fresh containers and the bad one fails,
 //! and `--adversarial` shows what the bare command lets through. Fails loudly when the image or
 //! the worker binary is missing.
@@ -31,7 +31,7 @@ fn worker() -> PathBuf {
     worker
 }
 
-/// `manifests/node.example.json` with the image from `.work/images.json` pinned.
+/// `manifests/node-test.json` with the image from `.work/images.json` pinned.
 fn manifest(dir: &Path) -> PathBuf {
     let root = repo_root();
     let images: Value =
@@ -40,7 +40,7 @@ fn manifest(dir: &Path) -> PathBuf {
         .as_str()
         .expect("no \"node\" in .work/images.json: run scripts/services.sh without --no-node");
     let mut m: Value =
-        serde_json::from_slice(&std::fs::read(root.join("manifests/node.example.json")).unwrap())
+        serde_json::from_slice(&std::fs::read(root.join("manifests/node-test.json")).unwrap())
             .unwrap();
     m["image"] = Value::String(image.to_owned());
     let path = dir.join("node.json");

@@ -32,9 +32,9 @@ fn config() -> E2eConfig {
     .unwrap_or_else(|e| panic!("{e}"))
 }
 
-/// `manifests/rust.example.json` with the locally built image pinned, written to `dir`.
+/// `manifests/rust-cargo.json` with the locally built image pinned, written to `dir`.
 fn rust_manifest(cfg: &E2eConfig, dir: &Path) -> PathBuf {
-    let text = std::fs::read_to_string(cfg.repo_root.join("manifests/rust.example.json")).unwrap();
+    let text = std::fs::read_to_string(cfg.repo_root.join("manifests/rust-cargo.json")).unwrap();
     let mut manifest: Value = serde_json::from_str(&text).unwrap();
     manifest["image"] = Value::String(Stack::Rust.image(cfg).unwrap().to_owned());
     let path = dir.join("rust.json");

@@ -609,6 +609,8 @@ fn every_bundled_manifest_validates_and_unbuilt_images_are_marked_example() {
         let built_here = [
             "127.0.0.1:5000/verifier-busybox@",
             "127.0.0.1:5000/verifier-python@",
+            "127.0.0.1:5000/verifier-rust@",
+            "127.0.0.1:5000/verifier-node@",
         ]
         .iter()
         .any(|p| manifest.image().starts_with(p));
