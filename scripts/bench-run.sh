@@ -14,7 +14,7 @@
 # (WORKER_LOG=debug: one line per engine request) and prints its largest gaps.
 #
 # Needs the services (Docker daemon, local registry with the busybox image; brought up here
-# through scripts/services.sh --no-python), hyperfine and python3. Release build.
+# through scripts/services.sh --no-python --no-rust --no-node), hyperfine and python3. Release build.
 #
 # Usage: scripts/bench-run.sh   (RUNS=20 ROUNDS=4 WARMUP=1 IDLE_SECS=60 IDLE_REPEATS=3
 #                                to change the defaults; IDLE_REPEATS=0 skips the idle part;
@@ -38,7 +38,7 @@ done
 [ "$IDLE_REPEATS" -ge 0 ] && [ "$IDLE_SECS" -ge 0 ] \
     || { echo "bench-run: IDLE_REPEATS and IDLE_SECS must be numbers >= 0" >&2; exit 2; }
 
-scripts/services.sh --no-python >&2
+scripts/services.sh --no-python --no-rust --no-node >&2
 cargo build -q --release -p worker --bin worker --example example_job >&2
 BIN=${WORKER_BIN:-$(pwd)/target/release/worker}
 MAKE_JOB=$(pwd)/target/release/examples/example_job

@@ -26,7 +26,7 @@
 # clock runs. The load average is recorded before and after each measurement.
 #
 # Needs the services (Docker Engine and the local registry with the busybox image, brought up
-# here through scripts/services.sh --no-python), python3 and jq. Release build (PROFILE=debug
+# here through scripts/services.sh --no-python --no-rust --no-node), python3 and jq. Release build (PROFILE=debug
 # to use the debug build instead). Cleans up its processes and files on exit.
 #
 # Usage: scripts/bench-serve.sh    (JOBS=50 REPEATS=3 MAX_JOBS=10 TIMEOUT=3600 to change)
@@ -51,7 +51,7 @@ case "$PROFILE" in
     *) echo "bench-serve: PROFILE must be release or debug" >&2; exit 2 ;;
 esac
 
-scripts/services.sh --no-python >&2
+scripts/services.sh --no-python --no-rust --no-node >&2
 echo "building worker and bench_feed ($PROFILE)" >&2
 cargo build -q "${build_flags[@]}" -p worker --bin worker --example bench_feed >&2
 BIN=$(pwd)/target/$PROFILE/worker

@@ -6,7 +6,7 @@
 # preinstalled Docker CE is kept and only apt, systemctl and the debootstrap
 # root go through sudo (scripts/lib/host.sh).
 #
-#   scripts/services.sh [--no-python]   bring everything up (idempotent)
+#   scripts/services.sh [--no-python] [--no-rust] [--no-node]   bring everything up (idempotent)
 #   scripts/services.sh down            stop what this script started
 #
 # Progress goes to stderr. Safe to rerun: whatever already answers is left
@@ -27,12 +27,14 @@ CHAIN_PID_FILE="$WORK_DIR/chain.pid"
 REGISTRY_DIR="$WORK_DIR/registry"
 IMAGES_JSON="$WORK_DIR/images.json"
 DEBOOTSTRAP_MIRROR="${DEBOOTSTRAP_MIRROR:-http://deb.debian.org/debian}"
-PYTHON_SUITE=bookworm
+DEBIAN_SUITE=bookworm
 PYTHON_INCLUDE=python3
+RUST_INCLUDE=cargo,libc6-dev
+NODE_INCLUDE=nodejs
 
 usage() {
   cat >&2 <<'USAGE'
-usage: scripts/services.sh [--no-python]
+usage: scripts/services.sh [--no-python] [--no-rust] [--no-node]
        scripts/services.sh down
 USAGE
 }
@@ -147,42 +149,47 @@ unmount_under() {
     done
 }
 
-# Builds (or reuses) the debootstrap root; prints its path.
-python_root() {
-  local key="$1" root="$WORK_DIR/images/python-root"
-  if [[ -f "$root.key" && "$(cat "$root.key")" == "$key" && -x "$root/usr/bin/python3" ]]; then
+# debootstrap_root NAME KEY INCLUDE PROBE...: builds (or reuses) the debootstrap root
+# .work/images/NAME-root with the packages INCLUDE (comma-separated) and the files of
+# images/NAME/rootfs; PROBE (a command run in the root, e.g. /usr/bin/python3 -c pass)
+# must succeed. Prints the root's path.
+debootstrap_root() {
+  local name="$1" key="$2" include="$3"
+  shift 3
+  local root="$WORK_DIR/images/$name-root" probe_bin="$1"
+  if [[ -f "$root.key" && "$(cat "$root.key")" == "$key" && -x "$root$probe_bin" ]]; then
     log "reusing debootstrap root $root (key ${key:0:12})"
     printf '%s\n' "$root"
     return 0
   fi
-  local tmp="$root.tmp"
+  local tmp="$root.tmp" debootstrap_log="$WORK_DIR/debootstrap-$name.log"
   unmount_under "$tmp"
   unmount_under "$root"
   as_root rm -rf --one-file-system "$tmp" "$root"
   rm -f "$root.key"
-  log "debootstrap --variant=minbase --include=$PYTHON_INCLUDE $PYTHON_SUITE (mirror $DEBOOTSTRAP_MIRROR); this takes a few minutes"
-  as_root debootstrap --variant=minbase --include="$PYTHON_INCLUDE" "$PYTHON_SUITE" "$tmp" "$DEBOOTSTRAP_MIRROR" \
-    >"$WORK_DIR/debootstrap.log" 2>&1 || {
-    tail -n 30 "$WORK_DIR/debootstrap.log" >&2 || true
+  log "debootstrap --variant=minbase --include=$include $DEBIAN_SUITE (mirror $DEBOOTSTRAP_MIRROR); this takes a few minutes"
+  as_root debootstrap --variant=minbase --include="$include" "$DEBIAN_SUITE" "$tmp" "$DEBOOTSTRAP_MIRROR" \
+    >"$debootstrap_log" 2>&1 || {
+    tail -n 30 "$debootstrap_log" >&2 || true
     unmount_under "$tmp"
-    die "debootstrap failed; log: $WORK_DIR/debootstrap.log"
+    die "debootstrap failed; log: $debootstrap_log"
   }
   unmount_under "$tmp"
   # Package indexes and caches are large and useless in a test image.
   as_root rm -rf --one-file-system "$tmp"/var/lib/apt/lists/* "$tmp"/var/cache/apt/*.bin \
     "$tmp"/var/cache/apt/archives/*.deb "$tmp"/var/log/* "$tmp"/dev/*
-  if [[ -d "$REPO_ROOT/images/python/rootfs" ]]; then
-    as_root cp -a "$REPO_ROOT/images/python/rootfs/." "$tmp/"
+  if [[ -d "$REPO_ROOT/images/$name/rootfs" ]]; then
+    as_root cp -a "$REPO_ROOT/images/$name/rootfs/." "$tmp/"
   fi
   as_root chmod 1777 "$tmp/tmp"
-  "$tmp/usr/bin/python3" -c 'pass' 2>/dev/null || as_root chroot "$tmp" /usr/bin/python3 -c 'pass' ||
-    die "python3 in the debootstrap root does not run"
+  as_root chroot "$tmp" "$@" >/dev/null || die "$* in the $name debootstrap root does not run"
   as_root mv "$tmp" "$root"
   printf '%s\n' "$key" >"$root.key"
   printf '%s\n' "$root"
 }
 
-python_layer() {
+# root_layer OUT ROOT: the layer of a debootstrap root.
+root_layer() {
   local out="$1" root="$2"
   local args=(--anchored --exclude='proc/*' --exclude='sys/*' --exclude='dev/*')
   # Real owners and mtimes are kept: the root is cached, so they are stable,
@@ -199,26 +206,68 @@ python_layer() {
   as_root chown "$(id -u):$(id -g)" "$out/layer.tar.gz" "$out/diff_id" "$out/layer_digest"
 }
 
+# root_key NAME INCLUDE: what a debootstrap root is built from. Unchanged inputs give the
+# same key, so the root (hence the image digest) is reused.
+root_key() {
+  printf 'suite=%s\nvariant=minbase\ninclude=%s\narch=%s\nfiles=%s\n' \
+    "$DEBIAN_SUITE" "$2" "$(dpkg --print-architecture)" \
+    "$(hash_tree "$REPO_ROOT/images/$1/rootfs")" | sha256sum | cut -d' ' -f1
+}
+
 build_python() {
   step "image verifier-python"
   local key root out="$WORK_DIR/images/python"
-  key="$(printf 'suite=%s\nvariant=minbase\ninclude=%s\narch=%s\nfiles=%s\n' \
-    "$PYTHON_SUITE" "$PYTHON_INCLUDE" "$(dpkg --print-architecture)" \
-    "$(hash_tree "$REPO_ROOT/images/python/rootfs")" | sha256sum | cut -d' ' -f1)"
-  root="$(python_root "$key")"
-  build_cached python "$key" "$out" "$REPO_ROOT/images/python/config.json" python_layer "$root"
+  key="$(root_key python "$PYTHON_INCLUDE")"
+  root="$(debootstrap_root python "$key" "$PYTHON_INCLUDE" /usr/bin/python3 -c pass)"
+  build_cached python "$key" "$out" "$REPO_ROOT/images/python/config.json" root_layer "$root"
   PYTHON_REF="$(push_and_load verifier-python "$out")"
   log "python image: $PYTHON_REF"
+}
+
+# Debian's own cargo and rustc (1.63 in bookworm), which pull in gcc and binutils as the
+# linker. libc6-dev is named because rustc depends on the virtual libc-dev, which
+# debootstrap's resolver does not follow. No registry index or crate cache is baked in: a benchmark's dependencies come
+# vendored in its source (manifests/README.md says how).
+build_rust() {
+  step "image verifier-rust"
+  local key root out="$WORK_DIR/images/rust"
+  key="$(root_key rust "$RUST_INCLUDE")"
+  root="$(debootstrap_root rust "$key" "$RUST_INCLUDE" /usr/bin/cargo --version)"
+  build_cached rust "$key" "$out" "$REPO_ROOT/images/rust/config.json" root_layer "$root"
+  RUST_REF="$(push_and_load verifier-rust "$out")"
+  log "rust image: $RUST_REF"
+}
+
+# Debian's nodejs (18 in bookworm), for `node --test` benchmarks. No npm and no packages:
+# a benchmark's dependencies come vendored (node_modules in the source or the benchmark).
+build_node() {
+  step "image verifier-node"
+  local key root out="$WORK_DIR/images/node"
+  key="$(root_key node "$NODE_INCLUDE")"
+  root="$(debootstrap_root node "$key" "$NODE_INCLUDE" /usr/bin/node --version)"
+  build_cached node "$key" "$out" "$REPO_ROOT/images/node/config.json" root_layer "$root"
+  NODE_REF="$(push_and_load verifier-node "$out")"
+  log "node image: $NODE_REF"
+}
+
+# keep_image NAME: the pinned reference of an image an earlier run built, if the engine
+# still has it, so --no-NAME does not take away what tests may already rely on.
+keep_image() {
+  local name="$1" old
+  [[ -f "$WORK_DIR/images/$name/manifest_digest" ]] || return 0
+  old="$REGISTRY_ADDR/verifier-$name@sha256:$(cat "$WORK_DIR/images/$name/manifest_digest")"
+  if docker image inspect "$old" >/dev/null 2>&1; then
+    log "keeping the $name image from an earlier run: $old"
+    printf '%s\n' "$old"
+  fi
 }
 
 write_images_json() {
   step "images.json"
   local content tmp
-  if [[ -n "${PYTHON_REF:-}" ]]; then
-    content="$(printf '{"busybox": "%s", "python": "%s"}' "$BUSYBOX_REF" "$PYTHON_REF")"
-  else
-    content="$(printf '{"busybox": "%s"}' "$BUSYBOX_REF")"
-  fi
+  content="$(jq -nc --arg busybox "$BUSYBOX_REF" --arg python "${PYTHON_REF:-}" --arg rust "${RUST_REF:-}" \
+    --arg node "${NODE_REF:-}" \
+    '{busybox: $busybox, python: $python, rust: $rust, node: $node} | with_entries(select(.value != ""))')"
   tmp="$(mktemp "$WORK_DIR/images.json.XXXXXX")"
   printf '%s\n' "$content" >"$tmp"
   if cmp -s "$tmp" "$IMAGES_JSON"; then
@@ -271,16 +320,21 @@ up() {
     build_python
   else
     log "--no-python: skipping the python image"
-    local old
-    # Keep a python image that an earlier run built, so --no-python does not
-    # take away what tests may already rely on.
-    if [[ -f "$WORK_DIR/images/python/manifest_digest" ]]; then
-      old="$REGISTRY_ADDR/verifier-python@sha256:$(cat "$WORK_DIR/images/python/manifest_digest")"
-      if docker image inspect "$old" >/dev/null 2>&1; then
-        PYTHON_REF="$old"
-        log "keeping the python image from an earlier run: $old"
-      fi
-    fi
+    PYTHON_REF="$(keep_image python)"
+  fi
+  RUST_REF=""
+  if [[ "$WITH_RUST" == 1 ]]; then
+    build_rust
+  else
+    log "--no-rust: skipping the rust image"
+    RUST_REF="$(keep_image rust)"
+  fi
+  NODE_REF=""
+  if [[ "$WITH_NODE" == 1 ]]; then
+    build_node
+  else
+    log "--no-node: skipping the node image"
+    NODE_REF="$(keep_image node)"
   fi
   write_images_json
   ensure_chain
@@ -288,10 +342,14 @@ up() {
 }
 
 WITH_PYTHON=1
+WITH_RUST=1
+WITH_NODE=1
 MODE=up
 for arg in "$@"; do
   case "$arg" in
   --no-python) WITH_PYTHON=0 ;;
+  --no-rust) WITH_RUST=0 ;;
+  --no-node) WITH_NODE=0 ;;
   up) MODE=up ;;
   down) MODE=down ;;
   -h | --help)

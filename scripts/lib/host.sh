@@ -63,14 +63,15 @@ docker_engine_present() {
   return 1
 }
 
-# wanted_packages WITH_PYTHON: prints (one per line) the Debian/Ubuntu packages that are
-# missing for the test environment.
+# wanted_packages WITH_DEBOOTSTRAP: prints (one per line) the Debian/Ubuntu packages that are
+# missing for the test environment; WITH_DEBOOTSTRAP is 1 when a debootstrap image (python,
+# rust) is to be built.
 wanted_packages() {
-  local with_python="$1" pkg
+  local with_debootstrap="$1" pkg
   # faketime (and its libfaketime): the chaos driver's wall-clock steps (docs/chaos.md).
   local wanted=(docker-registry busybox-static hyperfine time jq curl ca-certificates tar gzip faketime)
   docker_engine_present || wanted+=(docker.io)
-  if [[ "$with_python" == 1 ]]; then
+  if [[ "$with_debootstrap" == 1 ]]; then
     # debootstrap checks the Debian suite's signature with Debian's keyring, which an Ubuntu
     # host does not have by default.
     wanted+=(debootstrap debian-archive-keyring)
@@ -90,8 +91,11 @@ wanted_packages() {
 
 ensure_packages() {
   step "packages"
-  local missing=()
-  mapfile -t missing < <(wanted_packages "${WITH_PYTHON:-1}")
+  local missing=() debootstrap=0
+  if [[ "${WITH_PYTHON:-1}" == 1 || "${WITH_RUST:-1}" == 1 || "${WITH_NODE:-1}" == 1 ]]; then
+    debootstrap=1
+  fi
+  mapfile -t missing < <(wanted_packages "$debootstrap")
   if ((${#missing[@]} == 0)); then
     log "all needed packages are installed"
     return 0

@@ -76,7 +76,7 @@ hosts=0
 
 # Runs FUNCTION of host.sh on the current stub host; leaves status and output in globals.
 on_host() {
-  output="$(PATH="${stubs}:${tools}" WITH_PYTHON="${WITH_PYTHON:-0}" bash -c \
+  output="$(PATH="${stubs}:${tools}" WITH_PYTHON="${WITH_PYTHON:-0}" WITH_RUST="${WITH_RUST:-0}" WITH_NODE="${WITH_NODE:-0}" bash -c \
     'source "$1"; shift; "$@"' _ "${lib}" "$@" 2>&1)"
   status=$?
 }
@@ -116,6 +116,16 @@ host 1001 "${base} docker-ce" 1 running
 WITH_PYTHON=1 on_host ensure_packages
 check "with the python image: debootstrap and debian-archive-keyring are wanted" \
   eval '((status == 0)) && called "sudo -n -- env DEBIAN_FRONTEND=noninteractive apt-get install -y -q debootstrap debian-archive-keyring"'
+
+# The rust image alone is a debootstrap image too; with neither, debootstrap is not wanted.
+host 1001 "${base} docker-ce" 1 running
+WITH_PYTHON=0 WITH_RUST=1 on_host ensure_packages
+check "with only the rust image: debootstrap and debian-archive-keyring are wanted" \
+  eval '((status == 0)) && called "sudo -n -- env DEBIAN_FRONTEND=noninteractive apt-get install -y -q debootstrap debian-archive-keyring"'
+host 1001 "${base} docker-ce" 1 running
+WITH_PYTHON=0 WITH_RUST=0 on_host ensure_packages
+check "with neither debootstrap image: debootstrap is not wanted" \
+  eval '((status == 0)) && ! called_like "debootstrap"'
 
 # A user without sudo and missing packages: a clear error, apt-get never tried.
 host 1001 "${base/jq /} docker-ce" 1 running nosudo

@@ -12,6 +12,7 @@ pub mod chaos;
 pub mod dedicated;
 pub mod independent;
 mod server;
+pub mod stack;
 
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
@@ -27,6 +28,7 @@ use verifier_sdk::settle::{SettlementEvent, decode_settlement_event};
 use verifier_sdk::{Sha256Digest, TreeLimits, digest_directory, validate_job};
 
 pub use server::ArchiveServer;
+pub use stack::Stack;
 
 /// Dev accounts that sign as the bounty's two verifiers (threshold 2).
 pub const VERIFIER_KEYS: [usize; 2] = [1, 2];
@@ -84,6 +86,9 @@ pub struct E2eConfig {
     pub work_dir: PathBuf,
     /// The digest-pinned Python image (`.work/images.json` → `python`).
     pub python_image: String,
+    /// The digest-pinned Rust image (`.work/images.json` → `rust`), when it was built; a Rust
+    /// scenario fails without it ([`Stack::image`]).
+    pub rust_image: Option<String>,
 }
 
 impl E2eConfig {
@@ -107,6 +112,10 @@ impl E2eConfig {
                 detail: "no \"python\" entry; run scripts/services.sh without --no-python".into(),
             })?
             .to_owned();
+        let rust_image = images
+            .get("rust")
+            .and_then(Value::as_str)
+            .map(str::to_owned);
         for bin in ["worker", "signer", "keeper"] {
             let path = bin_dir.join(bin);
             if !path.is_file() {
@@ -132,6 +141,7 @@ impl E2eConfig {
             bin_dir: absolute(bin_dir)?,
             work_dir: absolute(work_dir)?,
             python_image,
+            rust_image,
         })
     }
 }
@@ -252,10 +262,10 @@ fn tree_files(dir: &Path) -> Result<Vec<(String, Vec<u8>, bool)>, E2eError> {
 }
 
 fn tree_digest(dir: &Path) -> Result<Sha256Digest, E2eError> {
-    let limits = TreeLimits::new(1 << 20, 100).map_err(|e| E2eError::Setup {
-        what: "build tree limits",
-        detail: e.to_string(),
-    })?;
+    tree_digest_within(dir, Stack::Python.tree_limits()?)
+}
+
+fn tree_digest_within(dir: &Path, limits: TreeLimits) -> Result<Sha256Digest, E2eError> {
     digest_directory(dir, limits)
         .map(|s| s.digest)
         .map_err(|e| E2eError::Setup {
@@ -434,11 +444,22 @@ fn fresh_dir(path: &Path) -> Result<(), E2eError> {
     std::fs::create_dir_all(path).map_err(io("create the work directory", path))
 }
 
-/// Plays `scenario` end to end; errors unless the chain ends in the scenario's settlement.
+/// Plays `scenario` of the Python bounty end to end; errors unless the chain ends in the
+/// scenario's settlement.
+pub async fn run_scenario(cfg: &E2eConfig, scenario: Scenario) -> Result<ScenarioResult, E2eError> {
+    run_bounty(cfg, Stack::Python, scenario).await
+}
+
+/// Plays `scenario` of `stack`'s bounty end to end; errors unless the chain ends in the
+/// scenario's settlement.
 // One function on purpose: it reads top to bottom as the pipeline it plays (feed, worker,
 // two signers, keeper, chain), each step timed; split, the order would be spread over files.
 #[allow(clippy::too_many_lines)]
-pub async fn run_scenario(cfg: &E2eConfig, scenario: Scenario) -> Result<ScenarioResult, E2eError> {
+pub async fn run_bounty(
+    cfg: &E2eConfig,
+    stack: Stack,
+    scenario: Scenario,
+) -> Result<ScenarioResult, E2eError> {
     let started = Instant::now();
     let mut timings = Vec::new();
     let mut lap = Instant::now();
@@ -446,26 +467,36 @@ pub async fn run_scenario(cfg: &E2eConfig, scenario: Scenario) -> Result<Scenari
         timings.push((name.to_owned(), lap.elapsed()));
         lap = Instant::now();
     };
-    let work = cfg.work_dir.join(scenario.name());
+    let label = match stack {
+        Stack::Python => scenario.name().to_owned(),
+        other => format!("{} {}", other.name(), scenario.name()),
+    };
+    let work = match stack {
+        Stack::Python => cfg.work_dir.join(scenario.name()),
+        other => cfg
+            .work_dir
+            .join(format!("{}-{}", other.name(), scenario.name())),
+    };
     fresh_dir(&work)?;
-    let fixtures = cfg.repo_root.join("fixtures/python-bounty");
+    let fixtures = stack.fixtures(&cfg.repo_root);
     let solution = fixtures.join(scenario.solution_dir());
     let benchmark = fixtures.join("benchmark");
+    let image = stack.image(cfg)?;
 
     step(&format!(
         "[{}] fixtures: {} against the benchmark",
-        scenario.name(),
+        label,
         scenario.solution_dir()
     ));
-    let source_digest = tree_digest(&solution)?;
-    let benchmark_digest = tree_digest(&benchmark)?;
+    let source_digest = tree_digest_within(&solution, stack.tree_limits()?)?;
+    let benchmark_digest = tree_digest_within(&benchmark, stack.tree_limits()?)?;
     info(&format!("source digest    {source_digest}"));
     info(&format!("benchmark digest {benchmark_digest}"));
-    info(&format!("image            {}", cfg.python_image));
+    info(&format!("image            {image}"));
 
     step(&format!(
         "[{}] deploy TestBounty (verifiers = dev keys {VERIFIER_KEYS:?}, threshold 2)",
-        scenario.name()
+        label
     ));
     let kit = Testkit::connect().await?;
     let now = kit.latest_timestamp().await?.max(wall_clock());
@@ -475,7 +506,7 @@ pub async fn run_scenario(cfg: &E2eConfig, scenario: Scenario) -> Result<Scenari
         .collect::<Result<Vec<_>, _>>()?;
     let solver = PrivateKeySigner::random().address();
     // A fresh id per run so reruns never meet an earlier run's bounty.
-    let bounty_id = keccak256(format!("e2e:{}:{now}:{solver}", scenario.name()));
+    let bounty_id = keccak256(format!("e2e:{label}:{now}:{solver}"));
     // The source commit only names the archive URL; deriving it from the digest keeps the
     // good and bad solutions apart.
     let commit: String = source_digest
@@ -484,7 +515,7 @@ pub async fn run_scenario(cfg: &E2eConfig, scenario: Scenario) -> Result<Scenari
         .chars()
         .take(40)
         .collect();
-    let repo = format!("roman-{}", scenario.solution_dir());
+    let repo = format!("{}-{}", stack.repo_stem(), scenario.solution_dir());
     let mut jp = JobParams {
         bounty_id: bounty_id.to_string(),
         round: 1,
@@ -496,7 +527,7 @@ pub async fn run_scenario(cfg: &E2eConfig, scenario: Scenario) -> Result<Scenari
         expires_at: now + 3600,
         artifact_reference: format!("https://github.com/solver-org/{repo}/commit/{commit}"),
         source_snapshot_digest: source_digest.to_string(),
-        manifest: manifest(&cfg.python_image, benchmark_digest),
+        manifest: stack.manifest(image, benchmark_digest),
         ..JobParams::default()
     };
     let (params, bounty, job, validated) =
@@ -511,7 +542,7 @@ pub async fn run_scenario(cfg: &E2eConfig, scenario: Scenario) -> Result<Scenari
 
     step(&format!(
         "[{}] serve the job feed and codeload-style archives on loopback",
-        scenario.name()
+        label
     ));
     let server = ArchiveServer::start(json!([job]))
         .await
@@ -545,7 +576,7 @@ pub async fn run_scenario(cfg: &E2eConfig, scenario: Scenario) -> Result<Scenari
 
     step(&format!(
         "[{}] worker feed: fetch, stage, run the benchmark in the sandbox",
-        scenario.name()
+        label
     ));
     let mut args = vec![
         s("feed"),
@@ -600,7 +631,7 @@ pub async fn run_scenario(cfg: &E2eConfig, scenario: Scenario) -> Result<Scenari
     for key in VERIFIER_KEYS {
         step(&format!(
             "[{}] signer sign as verifier dev key {key} (key via ${VERIFIER_KEY_ENV})",
-            scenario.name()
+            label
         ));
         let signer = dev_signer(key)?;
         let key_hex = DEV_KEYS.get(key).copied().unwrap_or_default();
@@ -637,7 +668,7 @@ pub async fn run_scenario(cfg: &E2eConfig, scenario: Scenario) -> Result<Scenari
 
     step(&format!(
         "[{}] keeper relay with dev key {KEEPER_KEY} (key via ${KEEPER_KEY_ENV})",
-        scenario.name()
+        label
     ));
     let keeper = dev_signer(KEEPER_KEY)?;
     // Other suites spend from the shared dev accounts; topping up keeps this run independent.
@@ -704,10 +735,7 @@ pub async fn run_scenario(cfg: &E2eConfig, scenario: Scenario) -> Result<Scenari
     ));
     mark("keeper relay");
 
-    step(&format!(
-        "[{}] read the result back from the chain",
-        scenario.name()
-    ));
+    step(&format!("[{}] read the result back from the chain", label));
     let events = settlement_events(&kit, tx_hash, bounty.address()).await?;
     let [event] = events.as_slice() else {
         return Err(E2eError::Mismatch(format!(

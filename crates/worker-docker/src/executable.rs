@@ -178,7 +178,7 @@ pub(super) async fn resolve(
     image_path: Option<&str>,
 ) -> Result<Resolved, String> {
     let mut probed = Vec::new();
-    let executable = find(
+    let Some(executable) = find(
         docker,
         id,
         argv0,
@@ -186,7 +186,9 @@ pub(super) async fn resolve(
         &mut probed,
     )
     .await?
-    .ok_or_else(|| format!("executable {argv0} not found in the image"))?;
+    else {
+        return Err(missing(docker, id, argv0, image_path).await);
+    };
     let mut resolved_interpreter = None;
     if let Some(interpreter) = read_interpreter(docker, id, &executable).await {
         // The kernel does not search PATH for an interpreter; relative means the workdir.
@@ -209,6 +211,24 @@ pub(super) async fn resolve(
         interpreter: resolved_interpreter,
         probed,
     })
+}
+
+/// The start-failed detail for a missing bare `argv0`, naming a well-known counterpart the
+/// image has on its PATH (`python` → `python3`). Its probes are not part of the resolution.
+async fn missing(docker: &impl Api, id: &str, argv0: &str, image_path: Option<&str>) -> String {
+    if !argv0.contains('/') {
+        for name in super::alternatives::alternatives(argv0) {
+            // One candidate at a time, to name the PATH entry rather than a link's target.
+            for candidate in candidates(name, image_path) {
+                let mut scratch = Vec::new();
+                let one = vec![candidate.clone()];
+                if let Ok(Some(_)) = find(docker, id, name, one, &mut scratch).await {
+                    return super::alternatives::hint(argv0, Some((name, &candidate)));
+                }
+            }
+        }
+    }
+    super::alternatives::hint(argv0, None)
 }
 
 /// Whether no directory on the way to any of `paths` is a symlink in the container (or could

@@ -10,6 +10,7 @@
 //! It decides nothing the sandbox's pure steps decide, and knows nothing of jobs, the service
 //! or exit codes; the binary is the one place that picks it.
 
+mod alternatives;
 pub mod api;
 mod docker;
 pub mod endpoint;

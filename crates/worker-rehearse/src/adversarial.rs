@@ -11,10 +11,15 @@
 //! - `shadow <file>`: a tree holding only one file named like a test runner's module
 //!   (`unittest.py`, `pytest.py`, …) that exits 0 when imported. The solution is left out on
 //!   purpose: with it, a sound benchmark passes too, and a pass could not be blamed on the file;
+//! - `referenced_programs`: only the programs the benchmark runs from `/workspace`, each an
+//!   immediate successful exit; built from the benchmark alone, so it needs no solution
+//!   ([`super::references`]), and only when the benchmark names one;
 //! - `empty_tree`: nothing at all.
 //!
-//! A stub that passes makes the benchmark bypassable. One that fails or gets no verdict held.
-//! Passing none proves nothing beyond these stubs: it is a rehearsal, not a proof.
+//! A stub that passes makes the benchmark bypassable. One that fails or gets no verdict held,
+//! but only when the source passed: otherwise the benchmark is not judged
+//! ([`super::judgement`]). Passing none proves nothing beyond these stubs: it is a rehearsal,
+//! not a proof.
 
 use std::fs;
 use std::io::{Read, Write};
@@ -24,7 +29,10 @@ use std::path::{Path, PathBuf};
 use serde::Serialize;
 use verifier_sdk::{Sha256Digest, TreeLimits};
 
-use super::exec::{Prepared, RunResult, Runs, one_run};
+use super::exec::{Prepared, RunName, RunResult, Runs, one_run};
+use super::judgement::{NOT_JUDGED, judge};
+use super::references::{References, referenced_first, workspace_references};
+use super::report::Verdict;
 use super::{RehearseError, RehearseOptions};
 use worker_sandbox::Executor;
 use worker_store::progress::NoProgress;
@@ -34,6 +42,8 @@ use worker_store::stage::{StageKind, stage_tree, verify_staged};
 pub const EXIT_ON_LOAD: &str = "exit_on_load";
 /// Name of the stub with no files.
 pub const EMPTY_TREE: &str = "empty_tree";
+/// Name of the stub holding only the programs the benchmark names under `/workspace`.
+pub const REFERENCED_PROGRAMS: &str = "referenced_programs";
 /// Files that shadow a test runner's own modules when the source directory comes first on the
 /// import path (`python3 -m unittest` from `/workspace`) or is read at start-up.
 pub const SHADOW_FILES: [&str; 5] = [
@@ -70,8 +80,11 @@ pub struct StubResult {
     pub name: String,
     /// Files of the solution replaced by an exit stub.
     pub replaced: Vec<String>,
-    /// Files the stub adds (shadow files).
+    /// Files the stub adds (shadow files, referenced programs).
     pub added: Vec<String>,
+    /// The files of `replaced` and `added` the benchmark starts as a program by its path under
+    /// `/workspace`: a pass hinging on one is a benchmark trusting a program the solver ships.
+    pub run_by_benchmark: Vec<String>,
     /// Files of the solution kept unchanged in the stub.
     pub kept_files: usize,
     /// The stub tree's digest, when it was staged.
@@ -86,13 +99,21 @@ pub struct StubResult {
     pub headline: String,
     /// The run's evidence record, for `worker explain`.
     pub evidence_path: Option<PathBuf>,
-    /// `bypassed` (the stub passed), `held` (failed or no verdict), or `skipped`.
+    /// `bypassed` (the stub passed), `held` (failed or no verdict), `not_judged` (failed or no
+    /// verdict while the source did not pass either), or `skipped`.
     pub outcome: &'static str,
 }
 
 impl StubResult {
-    fn ran(stub: StubTree, digest: Sha256Digest, run: RunResult) -> Self {
+    fn ran(stub: StubTree, digest: Sha256Digest, run: RunResult, references: &References) -> Self {
         let e = run.explanation;
+        let run_by_benchmark = stub
+            .replaced
+            .iter()
+            .chain(&stub.added)
+            .filter(|f| references.run.contains(*f))
+            .cloned()
+            .collect();
         let outcome = if e.status == "passed" {
             "bypassed"
         } else {
@@ -102,6 +123,7 @@ impl StubResult {
             name: stub.name,
             replaced: stub.replaced,
             added: stub.added,
+            run_by_benchmark,
             kept_files: stub.kept,
             source_snapshot_digest: Some(digest),
             status: e.status,
@@ -124,6 +146,7 @@ impl StubResult {
     fn line(&self) -> String {
         let tag = match self.outcome {
             "bypassed" => "BYPASSABLE",
+            NOT_JUDGED => "not judged",
             other => other,
         };
         let mut line = format!("  {tag}: {} ({})", printable(&self.name), self.label());
@@ -153,11 +176,19 @@ impl StubResult {
 pub struct Adversarial {
     /// Every stub, in the order run.
     pub stubs: Vec<StubResult>,
-    /// True when any stub passed.
-    pub bypassable: bool,
+    /// True when any stub passed; false when none did and the source passed; `None` (not
+    /// judged) when none did but the source did not pass either.
+    pub bypassable: Option<bool>,
+    /// Why the benchmark was not judged and what to pass instead, when `bypassable` is `None`.
+    pub not_judged: Option<String>,
 }
 
 impl Adversarial {
+    /// Whether a stub passed.
+    pub fn is_bypassable(&self) -> bool {
+        self.bypassable == Some(true)
+    }
+
     pub(super) fn bypassed(&self) -> Vec<&str> {
         self.stubs
             .iter()
@@ -173,7 +204,9 @@ impl Adversarial {
             out.push_str(&stub.line());
         }
         let bypassed = self.bypassed();
-        if self.bypassable {
+        if let Some(why) = &self.not_judged {
+            out.push_str(&format!("adversarial  not judged: {why}\n"));
+        } else if self.is_bypassable() {
             let names: Vec<String> = bypassed.iter().map(|n| printable(n)).collect();
             out.push_str(&format!(
                 "adversarial  BYPASSABLE: {} passed: a bounty with this manifest would pay a \
@@ -217,12 +250,14 @@ fn root_error(path: &Path, detail: impl std::fmt::Display) -> RehearseError {
     }
 }
 
-/// Builds, stages and runs every stub, each once in a fresh container.
+/// Builds, stages and runs every stub, each once in a fresh container; `source` is the
+/// rehearsal's verdict on the source, which decides whether stubs that fail say anything.
 pub(crate) async fn run_stubs(
     executor: &Executor,
     prepared: &Prepared,
     options: &RehearseOptions,
     runs: &mut Runs,
+    source_verdict: Verdict,
 ) -> Result<Adversarial, RehearseError> {
     let root = &options.staging_root;
     let manifest = &prepared.manifest;
@@ -242,8 +277,22 @@ pub(crate) async fn run_stubs(
         .prefix("adversarial-")
         .tempdir_in(root)
         .map_err(|e| root_error(root, e))?;
-    let exit = exit_on_load(&source, &work.path().join("exit_on_load"), limits)?;
+    let benchmark = verify_staged(
+        root,
+        StageKind::Benchmark,
+        &prepared.commit.benchmark_digest,
+        manifest.benchmark_limits(),
+    )
+    .map_err(|e| root_error(root, format!("the staged benchmark: {e}")))?;
+    let references = workspace_references(&benchmark, manifest.benchmark_limits());
+    let exit = exit_on_load(&source, &work.path().join("exit_on_load"), limits)?.map(|mut t| {
+        t.replaced = referenced_first(std::mem::take(&mut t.replaced), &references);
+        t
+    });
     let mut trees = vec![exit];
+    if let Some(tree) = referenced_programs(&references, &work.path().join("referenced"))? {
+        trees.push(Some(tree));
+    }
     for (i, file) in SHADOW_FILES.iter().enumerate() {
         let dir = work.path().join(format!("shadow-{i}"));
         make_dir(&dir)?;
@@ -278,13 +327,74 @@ pub(crate) async fn run_stubs(
                 source,
             })?;
         let digest = staged.snapshot.digest;
-        let label = format!("rehearse-stub-{i}");
+        let label = format!("rehearse-stub-{i}-{}", label_part(&tree.name));
         let step = format!("stub {}", tree.name);
-        let run = one_run(executor, prepared, runs, digest, 1, &label, &step).await?;
-        stubs.push(StubResult::ran(tree, digest, run));
+        let name = RunName {
+            label: &label,
+            step: &step,
+            stub: true,
+        };
+        let run = one_run(executor, prepared, runs, digest, 1, name).await?;
+        stubs.push(StubResult::ran(tree, digest, run, &references));
     }
-    let bypassable = stubs.iter().any(|s| s.outcome == "bypassed");
-    Ok(Adversarial { stubs, bypassable })
+    let (bypassable, not_judged) = judge(&stubs, source_verdict);
+    if not_judged.is_some() {
+        for stub in &mut stubs {
+            if stub.outcome == "held" {
+                stub.outcome = NOT_JUDGED;
+            }
+        }
+    }
+    Ok(Adversarial {
+        stubs,
+        bypassable,
+        not_judged,
+    })
+}
+
+/// Only the programs the benchmark runs from `/workspace` (a file in a language with an exit
+/// stub, or one with no extension, run as a `#!/bin/sh` script), each an immediate successful
+/// exit; `None` when it runs none. It needs no solution: it shows, on an unsolved tree too,
+/// a benchmark that trusts a program the solver ships.
+fn referenced_programs(
+    references: &References,
+    dest: &Path,
+) -> Result<Option<StubTree>, RehearseError> {
+    let programs: Vec<(&String, &[u8], bool)> = references
+        .run
+        .iter()
+        .filter_map(|rel| match exit_stub(rel) {
+            Some(body) => Some((rel, body.as_bytes(), false)),
+            None if Path::new(rel).extension().is_none() => {
+                Some((rel, b"#!/bin/sh\nexit 0\n".as_slice(), true))
+            }
+            None => None,
+        })
+        .collect();
+    if programs.is_empty() {
+        return Ok(None);
+    }
+    make_dir(dest)?;
+    let mut added = Vec::new();
+    for (rel, body, executable) in programs {
+        let path = dest.join(rel);
+        if let Some(parent) = path.parent() {
+            fs::create_dir_all(parent).map_err(|e| root_error(parent, e))?;
+        }
+        // A name that is also a directory of another reference (`a` and `a/b.py`) is left out.
+        if path.exists() {
+            continue;
+        }
+        write_file(&path, body, executable)?;
+        added.push(rel.clone());
+    }
+    Ok(Some(StubTree {
+        name: REFERENCED_PROGRAMS.into(),
+        dir: dest.to_owned(),
+        replaced: vec![],
+        added,
+        kept: 0,
+    }))
 }
 
 /// `exit_on_load` when the solution has no file we can stub: running it would only rerun the
@@ -294,6 +404,7 @@ fn not_applicable() -> StubResult {
         name: EXIT_ON_LOAD.into(),
         replaced: vec![],
         added: vec![],
+        run_by_benchmark: vec![],
         kept_files: 0,
         source_snapshot_digest: None,
         status: "not_run",
@@ -378,6 +489,20 @@ fn write_file(path: &Path, content: &[u8], executable: bool) -> Result<(), Rehea
         .open(path)
         .and_then(|mut f| f.write_all(content))
         .map_err(|e| root_error(path, e))
+}
+
+/// A stub's name as part of a container name and log file name (`shadow unittest.py` →
+/// `shadow-unittest.py`): only the characters both allow.
+fn label_part(name: &str) -> String {
+    name.chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || "._-".contains(c) {
+                c
+            } else {
+                '-'
+            }
+        })
+        .collect()
 }
 
 /// File names come from the solver's tree: control characters are shown escaped, never sent
@@ -467,6 +592,7 @@ mod tests {
             name: name.into(),
             replaced: vec![],
             added: vec![],
+            run_by_benchmark: vec![],
             kept_files: 0,
             source_snapshot_digest: None,
             status,
@@ -500,7 +626,8 @@ mod tests {
                 stub("shadow pytest.py", "failed", "held"),
                 not_applicable(),
             ],
-            bypassable: false,
+            bypassable: Some(false),
+            not_judged: None,
         };
         assert!(
             adversarial.human().ends_with(

@@ -101,17 +101,25 @@ impl Runs {
     }
 }
 
-/// Runs `source` once in a fresh container: `label` names its container and log files, `step`
-/// is what the progress line calls it.
+/// What a run is called: `label` names its container and log files, `step` is what the progress
+/// line calls it, and `stub` marks a stub run, whose pass is shown as what it means,
+/// `BYPASSABLE`, and anything else as `held`.
+pub(crate) struct RunName<'a> {
+    pub(crate) label: &'a str,
+    pub(crate) step: &'a str,
+    pub(crate) stub: bool,
+}
+
+/// Runs `source` once in a fresh container.
 pub(crate) async fn one_run(
     executor: &Executor,
     prepared: &Prepared,
     runs: &mut Runs,
     source: Sha256Digest,
     run: u32,
-    label: &str,
-    step: &str,
+    name: RunName<'_>,
 ) -> Result<RunResult, RehearseError> {
+    let RunName { label, step, stub } = name;
     runs.steps.started(step);
     let result = run_once(executor, prepared, runs, source, run, label).await;
     match &result {
@@ -119,14 +127,18 @@ pub(crate) async fn one_run(
             let e = &done.explanation;
             let took = e
                 .duration_ms
-                .map(|ms| format!(" in {}.{} s", ms / 1000, (ms % 1000) / 100))
+                .map(|ms| format!(" in {}", worker_sandbox::explain::seconds(ms)))
                 .unwrap_or_default();
             let hits = match done.explanation.hits.len() {
                 0 => String::new(),
                 n => format!(" ({n} limit hit(s): see the report)"),
             };
-            runs.steps
-                .finished(step, &format!("{}{took}{hits}", e.label()));
+            let words = match (stub, e.status) {
+                (true, "passed") => format!("BYPASSABLE ({})", e.label()),
+                (true, _) => format!("held ({})", e.label()),
+                (false, _) => e.label(),
+            };
+            runs.steps.finished(step, &format!("{words}{took}{hits}"));
         }
         Err(error) => runs.steps.finished(step, &format!("error: {error}")),
     }

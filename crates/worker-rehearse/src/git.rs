@@ -48,7 +48,17 @@ pub struct TreeOrigin {
     /// True when the working tree differs from the staged revision (uncommitted or untracked
     /// files, or another commit checked out): what runs is not what is on disk.
     pub worktree_differs: bool,
+    /// The revision as asked for on the command line (`--rev`, `--base-rev`), when it was.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub asked_revision: Option<String>,
+    /// The files `git status` names as changed or untracked under the directory, as it names
+    /// them (at most [`MAX_CHANGED_FILES`]).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub changed_files: Vec<String>,
 }
+
+/// Most changed files kept in a [`TreeOrigin`].
+pub const MAX_CHANGED_FILES: usize = 20;
 
 /// Why a git revision could not be staged.
 #[derive(Debug, thiserror::Error)]
@@ -404,6 +414,7 @@ pub fn resolve(
     tree: &'static str,
     dir: &Path,
     rev: &str,
+    rev_asked: bool,
     worktree: bool,
     scratch: &Path,
     limits: &ArchiveLimits,
@@ -415,6 +426,8 @@ pub fn resolve(
         revision: None,
         subdirectory: None,
         worktree_differs: false,
+        asked_revision: None,
+        changed_files: Vec::new(),
     };
     if worktree {
         return Ok((dir.to_path_buf(), as_is));
@@ -523,8 +536,20 @@ pub fn resolve(
             revision: Some(commit),
             subdirectory: Some(subdirectory.to_owned()),
             worktree_differs: differs,
+            asked_revision: rev_asked.then(|| rev.to_owned()),
+            changed_files: changed_files(&status),
         },
     ))
+}
+
+/// The paths of `git status --porcelain` lines (`XY path`), at most [`MAX_CHANGED_FILES`].
+fn changed_files(status: &str) -> Vec<String> {
+    status
+        .lines()
+        .filter_map(|line| line.get(3..))
+        .take(MAX_CHANGED_FILES)
+        .map(str::to_owned)
+        .collect()
 }
 
 impl TreeOrigin {
@@ -532,11 +557,21 @@ impl TreeOrigin {
     pub fn line(&self) -> String {
         match (&self.repository, &self.revision, &self.subdirectory) {
             (Some(repo), Some(rev), Some(sub)) => {
-                let warn = if self.worktree_differs {
-                    "  (warning: the working tree differs from this revision; what is on disk \
-                     is not what was staged: commit it, or pass --worktree)"
-                } else {
-                    ""
+                let warn = match (&self.asked_revision, self.worktree_differs) {
+                    // Staging the revision asked for is the point: nothing to commit.
+                    (Some(asked), true) => {
+                        let flag = if self.tree == "base" {
+                            "--base-rev"
+                        } else {
+                            "--rev"
+                        };
+                        format!("  ({flag} {asked}, not the working tree)")
+                    }
+                    (None, true) => "  (warning: the working tree differs from this revision; \
+                                     what is on disk is not what was staged: commit it, or pass \
+                                     --worktree)"
+                        .to_owned(),
+                    (_, false) => String::new(),
                 };
                 format!("git {repo} at {rev}, directory {sub}{warn}")
             }

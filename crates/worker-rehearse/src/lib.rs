@@ -11,19 +11,29 @@
 //! (the lowest step; it imports none of the others); [`run`] reads the manifest, stages the trees and runs the
 //! containers; [`report`] turns the runs into the answer (stability, discrimination, verdict,
 //! problems, the [`Answer`]); [`render`] prints it for a person; [`adversarial`] builds and runs the
-//! stub solutions; [`git`] stages a tree inside a repository as its exact-commit archive.
+//! stub solutions, [`checks`] names the checks a rehearsal did not make, [`references`] finds
+//! what the benchmark names under `/workspace` and [`judgement`] words what the stubs allow us
+//! to say; [`git`] stages a tree inside a repository as its exact-commit archive, and
+//! [`revisions`] says which revision each tree is staged at; [`warnings`] repeats what must be
+//! seen beside the verdict; [`store_hint`] notes a grown store.
 //!
 //! A library: it runs containers only through a `worker_sandbox::Executor` it is given, and
 //! parses no command line and names no exit code (`worker rehearse` in the binary does those).
 
 pub mod adversarial;
 pub mod determinism;
+pub mod checks;
 mod exec;
 pub mod git;
+pub mod judgement;
 pub mod limits;
+pub mod references;
 pub mod render;
 pub mod report;
+pub mod revisions;
 pub mod run;
+pub mod store_hint;
+pub mod warnings;
 
 use std::path::PathBuf;
 
@@ -66,8 +76,12 @@ pub struct RehearseOptions {
     pub staging_root: PathBuf,
     /// Pull the image by its digest when missing.
     pub pull: bool,
-    /// The git revision staged for trees inside a repository.
+    /// The git revision staged for the source and benchmark trees inside a repository.
     pub rev: String,
+    /// Whether `rev` was asked for (`--rev`) rather than the default `HEAD`.
+    pub rev_explicit: bool,
+    /// The base tree's own revision (`--base-rev`, or `--base DIR@REV`); `HEAD` when `None`.
+    pub base_rev: Option<String>,
     /// Stage the directories as they are on disk, even inside a git repository.
     pub worktree: bool,
     /// Show no progress (it is also hidden when stderr is not a terminal).
@@ -138,6 +152,9 @@ pub enum RehearseError {
     /// The manifest's numbers do not fit the engine.
     #[error("manifest does not fit the engine: {0}")]
     Plan(String),
+    /// `--base` and `--base-rev` do not make one base.
+    #[error(transparent)]
+    BaseSpec(#[from] revisions::BaseSpecError),
     /// The staging root is unusable.
     #[error("staging root {path:?} is unusable: {detail}")]
     StagingRoot {
@@ -182,6 +199,7 @@ impl RehearseError {
             | Self::BenchmarkMismatch { .. }
             | Self::PlaceholderImage(_)
             | Self::TreeLimit(_)
+            | Self::BaseSpec(_)
             | Self::Plan(_) => true,
             Self::StagingRoot { .. }
             | Self::LogDir { .. }

@@ -15,13 +15,37 @@ fn row(out: &mut String, key: &str, value: impl std::fmt::Display) {
 impl Report {
     /// The human report: concise and aligned.
     pub fn human(&self) -> String {
+        let mut out = self.human_body();
+        out.push_str(&self.human_problems());
+        let missing = super::checks::not_checked(self, false);
+        if let Some(answer) = super::checks::answer_line(self, &missing) {
+            out.push_str(&format!("{answer}\n"));
+        }
+        out
+    }
+
+    /// The `problem:` lines, one per problem.
+    fn human_problems(&self) -> String {
+        let mut out = String::new();
+        for problem in &self.problems {
+            out.push_str(&format!("problem: {problem}\n"));
+        }
+        for warning in &self.tests.warnings {
+            out.push_str(&format!("warning: {warning}\n"));
+        }
+        // Problems quote author- and solver-controlled text (file names, reasons).
+        worker_sandbox::explain::terminal_safe(&out)
+    }
+
+    /// Everything up to the verdict and answer lines.
+    fn human_body(&self) -> String {
         let mut out = String::from("commit\n");
         let c = &self.commit;
         row(&mut out, "source_snapshot_digest", c.source_snapshot_digest);
         let filled = if c.benchmark_digest_filled_in {
             "  (filled in: the manifest had the placeholder; commit this value)"
         } else {
-            ""
+            "  (matches the manifest)"
         };
         row(
             &mut out,
@@ -64,22 +88,6 @@ impl Report {
             out.push_str(&format!("{line}\n"));
         }
         out.push_str(&format!("verdict  {}\n", self.verdict.as_str()));
-        if self.problems.is_empty() {
-            let mut answer = String::from("ok: passed");
-            if self.runs.len() > 1 {
-                answer.push_str(", stable");
-            }
-            if self.base.is_some() {
-                answer.push_str(", discriminating");
-            }
-            out.push_str(&format!("{answer}\n"));
-        }
-        for problem in &self.problems {
-            out.push_str(&format!("problem: {problem}\n"));
-        }
-        for warning in &self.tests.warnings {
-            out.push_str(&format!("warning: {warning}\n"));
-        }
         // Runs' output is already escaped by `render`; the manifest's argv, env and image and
         // the problems are author-controlled text too.
         worker_sandbox::explain::terminal_safe(&out)
@@ -164,11 +172,22 @@ impl Report {
 }
 
 impl Rehearsed {
-    /// The human report, the stub lines last.
+    /// The human report: the rehearsal, the stub lines, then the problems (a bypass problem
+    /// refers to the stub lines above it).
     pub fn human(&self) -> String {
-        let mut out = self.report.human();
+        let mut out = self.report.human_body();
         if let Some(adversarial) = &self.adversarial {
             out.push_str(&adversarial.human());
+        }
+        out.push_str(&self.report.human_problems());
+        let missing = super::checks::not_checked(&self.report, self.adversarial.is_some());
+        if let Some(answer) = super::checks::answer_line(&self.report, &missing) {
+            out.push_str(&format!("{answer}\n"));
+        }
+        for warning in super::warnings::worktree_warnings(&self.report.commit.trees) {
+            out.push_str(&worker_sandbox::explain::terminal_safe(&format!(
+                "{warning}\n"
+            )));
         }
         out
     }

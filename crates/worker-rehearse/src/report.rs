@@ -40,6 +40,8 @@ pub enum Discrimination {
     DoesNotDiscriminate,
     /// The base tree run gave no verdict.
     Unknown,
+    /// The base tree is the source's own tree (equal digests): nothing was compared.
+    SameTree,
 }
 
 /// The rehearsal's verdict on the solution.
@@ -74,6 +76,7 @@ impl Discrimination {
             Self::Discriminates => "discriminates",
             Self::DoesNotDiscriminate => "does_not_discriminate",
             Self::Unknown => "unknown",
+            Self::SameTree => "same_tree",
         }
     }
 }
@@ -223,6 +226,16 @@ pub(super) fn assemble(
              that judges nothing passes every solution; check the test pattern and directory"
         ));
     }
+    let same_tree = prepared
+        .commit
+        .base_snapshot_digest
+        .filter(|b| *b == prepared.commit.source_snapshot_digest);
+    if let Some(digest) = same_tree {
+        problems.push(format!(
+            "base and source are the same tree ({digest}): nothing was compared; pass the \
+             unsolved revision with --base-rev REV or --base DIR@REV"
+        ));
+    }
     let discrimination = base.as_ref().map(|b| {
         match (Verdict::of_status(b.explanation.status), verdict) {
             (Verdict::Failed, Verdict::Passed) => Discrimination::Discriminates,
@@ -269,7 +282,7 @@ pub(super) fn assemble(
         output: super::determinism::OutputDeterminism::NotChecked,
         runs,
         base,
-        discrimination,
+        discrimination: same_tree.map_or(discrimination, |_| Some(Discrimination::SameTree)),
         verdict,
         problems,
         tests,
@@ -309,14 +322,11 @@ impl Rehearsed {
     /// Joins a report and its stub runs.
     pub fn new(mut report: Report, adversarial: Option<Adversarial>) -> Self {
         if let Some(adversarial) = &adversarial
-            && adversarial.bypassable
+            && adversarial.is_bypassable()
         {
-            report.problems.push(format!(
-                "a stub solution passes the benchmark ({}): a bounty with this manifest would \
-                 pay a non-solution; make the command judge which tests ran and passed, not \
-                 only the exit status (manifests/README.md)",
-                adversarial.bypassed().join(", ")
-            ));
+            report
+                .problems
+                .push(super::judgement::bypass_problem(&adversarial.stubs));
         }
         Self {
             report,
@@ -324,13 +334,19 @@ impl Rehearsed {
         }
     }
 
-    /// The `--json` report, with an `adversarial` object when stubs were run.
+    /// The `--json` report, with an `adversarial` object (`null` when stubs were not run) and
+    /// `not_checked`, the checks not made with the flag that makes each.
     pub fn to_json(&self) -> Value {
         let mut json = self.report.to_json();
-        if let (Some(adversarial), Value::Object(map)) = (&self.adversarial, &mut json) {
+        if let Value::Object(map) = &mut json {
             map.insert(
                 "adversarial".into(),
-                serde_json::to_value(adversarial).unwrap_or(Value::Null),
+                serde_json::to_value(&self.adversarial).unwrap_or(Value::Null),
+            );
+            let missing = super::checks::not_checked(&self.report, self.adversarial.is_some());
+            map.insert(
+                "not_checked".into(),
+                serde_json::to_value(missing).unwrap_or(Value::Null),
             );
         }
         json
@@ -340,7 +356,7 @@ impl Rehearsed {
     /// is not what a bounty needs, whatever the solution did.
     pub fn answer(&self) -> Answer {
         match &self.adversarial {
-            Some(adversarial) if adversarial.bypassable => Answer::Unfit,
+            Some(adversarial) if adversarial.is_bypassable() => Answer::Unfit,
             _ => answer(&self.report),
         }
     }

@@ -8,7 +8,7 @@ use verifier_sdk::{RunnerManifest, runner_manifest_hash};
 
 use super::adversarial::run_stubs;
 pub use super::exec::Prepared;
-use super::exec::{Runs, one_run};
+use super::exec::{RunName, Runs, one_run};
 use super::limits::{TreeFields, over_limit};
 use super::report::{Commitments, Rehearsed, Report, assemble};
 use super::{MAX_MANIFEST_BYTES, MAX_REPEAT, PLACEHOLDER_DIGEST, RehearseError, RehearseOptions};
@@ -51,7 +51,7 @@ pub fn prepare(options: &RehearseOptions) -> Result<Prepared, RehearseError> {
         ArchiveLimits::benchmark(&manifest),
         ArchiveLimits::source(&manifest),
     );
-    let stage = |what, kind, dir: &Path, limits| {
+    let stage = |what, kind, dir: &Path, limits, rev: Option<&str>| {
         let archive_limits = match kind {
             StageKind::Benchmark => &benchmark_archive,
             StageKind::Source => &source_archive,
@@ -59,7 +59,8 @@ pub fn prepare(options: &RehearseOptions) -> Result<Prepared, RehearseError> {
         let (dir, origin) = super::git::resolve(
             what,
             dir,
-            &options.rev,
+            rev.unwrap_or("HEAD"),
+            rev.is_some(),
             options.worktree,
             scratch.path(),
             archive_limits,
@@ -80,11 +81,13 @@ pub fn prepare(options: &RehearseOptions) -> Result<Prepared, RehearseError> {
             }
         })
     };
+    let rev = options.rev_explicit.then_some(options.rev.as_str());
     let benchmark = stage(
         "benchmark",
         StageKind::Benchmark,
         &options.benchmark,
         benchmark_limits,
+        rev,
     )?;
     let staged_digest = benchmark.snapshot.digest;
     let filled_in = manifest.benchmark_digest().to_string() == PLACEHOLDER_DIGEST;
@@ -97,9 +100,15 @@ pub fn prepare(options: &RehearseOptions) -> Result<Prepared, RehearseError> {
         });
     }
     let limits = manifest.source_limits();
-    let source = stage("source", StageKind::Source, &options.source, limits)?;
+    let source = stage("source", StageKind::Source, &options.source, limits, rev)?;
     let base = match &options.base {
-        Some(dir) => Some(stage("base", StageKind::Source, dir, limits)?),
+        Some(dir) => Some(stage(
+            "base",
+            StageKind::Source,
+            dir,
+            limits,
+            options.base_rev.as_deref(),
+        )?),
         None => None,
     };
     let spec = spec_for(
@@ -147,22 +156,31 @@ pub(crate) async fn solution_runs(
         let label = format!("rehearse-{run}");
         let step = format!("run {run}/{} of the solution", options.repeat);
         let source = prepared.commit.source_snapshot_digest;
-        results.push(one_run(executor, &prepared, runs, source, run, &label, &step).await?);
+        let name = RunName {
+            label: &label,
+            step: &step,
+            stub: false,
+        };
+        results.push(one_run(executor, &prepared, runs, source, run, name).await?);
     }
+    // A base that is the source's own tree is not run: the report names it (`same_tree`).
     let base = match prepared.commit.base_snapshot_digest {
-        Some(digest) => Some(
+        Some(digest) if digest != prepared.commit.source_snapshot_digest => Some(
             one_run(
                 executor,
                 &prepared,
                 runs,
                 digest,
                 1,
-                "rehearse-base",
-                "the base tree run",
+                RunName {
+                    label: "rehearse-base",
+                    step: "the base tree run",
+                    stub: false,
+                },
             )
             .await?,
         ),
-        None => None,
+        _ => None,
     };
     // Read back from each run's evidence record: the streams' hashes, lengths and tails.
     let evidence: Vec<_> = results
@@ -192,7 +210,7 @@ pub async fn rehearse(
         return Ok(Rehearsed::new(report, None));
     }
     let report = solution_runs(executor, prepared.clone(), options, &mut runs).await?;
-    let stubs = run_stubs(executor, &prepared, options, &mut runs).await?;
+    let stubs = run_stubs(executor, &prepared, options, &mut runs, report.verdict).await?;
     Ok(Rehearsed::new(report, Some(stubs)))
 }
 
@@ -212,6 +230,8 @@ mod tests {
                 staging_root: "/nonexistent".into(),
                 pull: false,
                 rev: "HEAD".into(),
+                rev_explicit: false,
+                base_rev: None,
                 worktree: false,
                 quiet: true,
                 log_dir: None,

@@ -93,8 +93,11 @@ impl Explanation {
     }
 }
 
-fn seconds(ms: u64) -> String {
-    format!("{}.{} s", ms / 1000, (ms % 1000) / 100)
+/// `ms` in seconds with one decimal, rounded to the nearest tenth (495 ms is `0.5 s`, not the
+/// `0.4 s` truncation gave).
+pub fn seconds(ms: u64) -> String {
+    let tenths = ms.saturating_add(50) / 100;
+    format!("{}.{} s", tenths / 10, tenths % 10)
 }
 
 fn mib(bytes: u64) -> String {
@@ -213,12 +216,19 @@ pub fn explain_shown(evidence: &EvidenceRecord, observed: &Observed, shown: Show
         .unwrap_or_default();
     let output_bytes = evidence.stdout.bytes.saturating_add(evidence.stderr.bytes);
     let mut details = Vec::new();
-    if let Some(peak) = evidence.resources.peak_memory_bytes {
-        details.push(format!(
+    match evidence.resources.peak_memory_bytes {
+        Some(peak) => details.push(format!(
             "peak memory {} of the {} limit",
             mib_rounded(peak),
             mib(request.memory_bytes)
-        ));
+        )),
+        // The reading is taken while the container runs; a run over before the first reading
+        // has none. Said, so that a missing line is not read as "no memory used".
+        None if evidence.exit.started => details.push(format!(
+            "peak memory not measured (the run ended before it was read) of the {} limit",
+            mib(request.memory_bytes)
+        )),
+        None => {}
     }
     // A run that never started has no output worth a line.
     if evidence.exit.started {
@@ -560,7 +570,9 @@ mod tests {
     #[test]
     fn seconds_and_sizes_read_naturally() {
         assert_eq!(seconds(2_049), "2.0 s");
-        assert_eq!(seconds(350), "0.3 s");
+        assert_eq!(seconds(340), "0.3 s");
+        assert_eq!(seconds(495), "0.5 s");
+        assert_eq!(seconds(9_960), "10.0 s");
         assert_eq!(mib(64 << 20), "64 MiB");
         assert_eq!(mib(1000), "1000 bytes");
         assert_eq!(mib_rounded(3_670_016), "3.5 MiB");

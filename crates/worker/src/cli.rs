@@ -218,13 +218,18 @@ pub struct RehearseArgs {
     /// Run the source this many times in fresh containers (1 to 20) and check they agree.
     #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=20))]
     pub repeat: u32,
-    /// An unsolved tree, run once: the benchmark should fail on it.
+    /// An unsolved tree, run once: the benchmark should fail on it. DIR@REV stages revision
+    /// REV of the repository holding DIR (as --base-rev REV does).
     #[arg(long)]
     pub base: Option<PathBuf>,
-    /// For a tree inside a git repository: the revision to stage, exactly as an exact-commit
-    /// archive of it holds it (no .git, no untracked files, export-ignore honoured).
-    #[arg(long, default_value = "HEAD", conflicts_with = "worktree")]
-    pub rev: String,
+    /// For a tree inside a git repository: the revision to stage (default HEAD), exactly as an
+    /// exact-commit archive of it holds it (no .git, no untracked files, export-ignore
+    /// honoured). Applies to --source and --benchmark; the base has --base-rev.
+    #[arg(long, conflicts_with = "worktree")]
+    pub rev: Option<String>,
+    /// The revision of the --base tree (default HEAD); `--base DIR@REV` says the same.
+    #[arg(long, requires = "base", conflicts_with = "worktree")]
+    pub base_rev: Option<String>,
     /// Stage the directories as they are on disk, even inside a git repository.
     #[arg(long)]
     pub worktree: bool,

@@ -17,15 +17,27 @@ pub fn rehearse(args: RehearseArgs, quiet: bool) -> ExitCode {
             Ok(root) => root,
             Err(error) => return staging_root_failed(&error),
         };
+    let base = match args.base.as_deref() {
+        Some(base) => match crate::rehearse::revisions::base_spec(base, args.base_rev.as_deref()) {
+            Ok(spec) => Some(spec),
+            Err(error) => {
+                let error = RehearseError::from(error);
+                return fail(rehearse_error_exit_code(&error), &error);
+            }
+        },
+        None => None,
+    };
     let options = RehearseOptions {
         source: args.source,
         benchmark: args.benchmark,
         manifest: args.manifest,
         repeat: args.repeat,
-        base: args.base,
+        base: base.as_ref().map(|b| b.dir.clone()),
+        base_rev: base.and_then(|b| b.rev),
         staging_root,
         pull: args.pull,
-        rev: args.rev,
+        rev_explicit: args.rev.is_some(),
+        rev: args.rev.unwrap_or_else(|| "HEAD".into()),
         worktree: args.worktree,
         quiet,
         log_dir: args.log_dir,
@@ -52,6 +64,13 @@ pub fn rehearse(args: RehearseArgs, quiet: bool) -> ExitCode {
             } else {
                 print_text(&report.human())
             };
+            if !quiet {
+                use crate::rehearse::store_hint::{NOTE_FROM_BYTES, store_bytes, store_note};
+                let root = &options.staging_root;
+                if let Some(note) = store_note(root, store_bytes(root), NOTE_FROM_BYTES) {
+                    eprintln!("{note}");
+                }
+            }
             match written {
                 ExitCode::Success => report.answer().exit_code(),
                 failed => failed,

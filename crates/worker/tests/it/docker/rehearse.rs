@@ -146,7 +146,7 @@ fn the_bundled_example_passes_and_shows_what_to_commit() {
     );
     assert!(out.contains("network                 none"), "{out}");
     assert!(out.contains("passed: the command exited 0"), "{out}");
-    assert!(out.contains("verdict  passed\nok: passed\n"), "{out}");
+    assert!(out.contains("verdict  passed\nok: passed"), "{out}");
 }
 
 #[test]
@@ -249,11 +249,21 @@ fn repeated_runs_of_the_example_are_stable_and_discriminate_against_the_failing_
 #[test]
 fn a_base_tree_that_passes_means_the_benchmark_does_not_discriminate() {
     let r = Rehearsal::new();
+    // Another tree (its own digest) that the benchmark also passes: the source's own tree
+    // would be "the same tree" instead.
+    let base = r.dir.path().join("passing-base");
+    fs::create_dir(&base).unwrap();
+    fs::copy(
+        fixture("example/source-pass/result.txt"),
+        base.join("result.txt"),
+    )
+    .unwrap();
+    fs::write(base.join("NOTES"), "unrelated\n").unwrap();
     let ran = r.rehearse(
         &fixture("example/source-pass"),
         &fixture("example/benchmark"),
         &r.busybox_cmp(),
-        &["--base", fixture("example/source-pass").to_str().unwrap()],
+        &["--base", base.to_str().unwrap()],
     );
     assert_eq!(ran.code, 4, "{}{}", ran.stdout, ran.stderr);
     assert!(
@@ -599,6 +609,8 @@ fn every_bundled_manifest_validates_and_unbuilt_images_are_marked_example() {
         let built_here = [
             "127.0.0.1:5000/verifier-busybox@",
             "127.0.0.1:5000/verifier-python@",
+            "127.0.0.1:5000/verifier-rust@",
+            "127.0.0.1:5000/verifier-node@",
         ]
         .iter()
         .any(|p| manifest.image().starts_with(p));
@@ -817,14 +829,22 @@ fn adversarial_rehearsal_finds_that_exit_stubs_and_a_shadow_unittest_pass_a_bare
         );
     }
     assert!(
-        out.contains("problem: a stub solution passes the benchmark"),
-        "{out}"
-    );
-    assert!(
-        out.ends_with(
+        out.contains(
             "adversarial  BYPASSABLE: exit_on_load, shadow unittest.py passed: a bounty with \
              this manifest would pay a non-solution\n"
         ),
+        "{out}"
+    );
+    // The problem comes last, after the stub lines it refers to, and names the defect.
+    let problem = out.lines().last().unwrap();
+    assert!(
+        problem.starts_with(
+            "problem: a stub solution passes the benchmark (exit_on_load, shadow unittest.py)"
+        ),
+        "{out}"
+    );
+    assert!(
+        problem.contains("replaces the runner: run the tests isolated"),
         "{out}"
     );
 }
@@ -844,7 +864,10 @@ fn adversarial_stubs_fail_the_bounty_harness_which_still_discriminates() {
     );
     let out = &ran.stdout;
     assert_eq!(ran.code, 0, "{out}{}", ran.stderr);
-    assert!(out.contains("ok: passed, discriminating\n"), "{out}");
+    assert!(
+        out.contains("ok: passed, discriminating; not checked: stability"),
+        "{out}"
+    );
     assert!(!out.contains("BYPASSABLE"), "{out}");
     for held in [
         "exit_on_load",
@@ -861,7 +884,10 @@ fn adversarial_stubs_fail_the_bounty_harness_which_still_discriminates() {
         );
     }
     assert!(
-        out.ends_with("adversarial  held: no stub passed (7 failed)\n"),
+        out.ends_with(
+            "adversarial  held: no stub passed (7 failed)\nok: passed, discriminating; not \
+             checked: stability (--repeat 2 or more)\n"
+        ),
         "{out}"
     );
 }
@@ -932,7 +958,7 @@ fn adversarial_json_names_each_stub_its_files_its_verdict_and_whether_it_held() 
         &["--json"],
     );
     assert_eq!(plain.code, 0, "{}{}", plain.stdout, plain.stderr);
-    assert!(plain.json().get("adversarial").is_none());
+    assert_eq!(plain.json().get("adversarial"), Some(&Value::Null));
 }
 
 #[test]
@@ -956,7 +982,13 @@ fn adversarial_busybox_example_holds_and_a_benchmark_that_passes_anything_is_byp
         out.contains("  held: shadow unittest.py (failed)\n"),
         "{out}"
     );
-    assert!(out.contains("ok: passed\n"), "{out}");
+    assert!(
+        out.ends_with(
+            "ok: passed; not checked: stability (--repeat 2 or more), discrimination (--base \
+             <unsolved tree>)\n"
+        ),
+        "{out}"
+    );
 
     // A benchmark whose command succeeds whatever the source: even the empty tree is paid.
     let anything = r.script_benchmark("anything", "exit 0");
@@ -1860,4 +1892,471 @@ fn the_shipped_harness_prints_the_same_bytes_every_run() {
     assert_eq!(ran.code, 0, "{}{}", ran.stdout, ran.stderr);
     let v: Value = serde_json::from_str(&ran.stdout).unwrap();
     assert_eq!(v["output"]["status"], "deterministic", "{v}");
+}
+
+// --- issue 26: rehearsal that never reassures falsely ---
+
+/// A benchmark like two live bounties' `check.py`: it runs a checker program the solution
+/// itself ships (`/workspace/tools/check_card.py`) and trusts its exit status. The unsolved tree
+/// has no checker yet (the run fails); the solution's checker really checks `card.json`.
+fn solver_checker_bounty(r: &Rehearsal) -> (PathBuf, PathBuf, PathBuf, PathBuf) {
+    let root = r.dir.path();
+    let benchmark = root.join("checker-benchmark");
+    fs::create_dir_all(&benchmark).unwrap();
+    fs::write(
+        benchmark.join("check.py"),
+        "import subprocess, sys\n\
+         sys.exit(subprocess.run([sys.executable, '-I', '-B', \
+         '/workspace/tools/check_card.py']).returncode)\n",
+    )
+    .unwrap();
+    let unsolved = root.join("checker-unsolved");
+    fs::create_dir_all(&unsolved).unwrap();
+    fs::write(unsolved.join("card.json"), "{}\n").unwrap();
+    let solved = root.join("checker-solved");
+    fs::create_dir_all(solved.join("tools")).unwrap();
+    fs::write(solved.join("card.json"), "{\"name\": \"agent\"}\n").unwrap();
+    fs::write(solved.join("helper.py"), "NAME = 'agent'\n").unwrap();
+    fs::write(
+        solved.join("tools/check_card.py"),
+        "import json, sys\n\
+         card = json.load(open('/workspace/card.json'))\n\
+         sys.exit(0 if card.get('name') == 'agent' else 1)\n",
+    )
+    .unwrap();
+    let manifest = r.manifest("python-unittest.json", "python", |m| {
+        m["command"] = serde_json::json!(["python3", "-I", "-B", "/benchmark/check.py"]);
+    });
+    (benchmark, unsolved, solved, manifest)
+}
+
+#[test]
+fn adversarial_on_a_failing_source_is_not_judged_never_held() {
+    let r = Rehearsal::new();
+    // The bounty harness holds against every stub, but the source here is the bad solution:
+    // stubs built from a tree that fails prove nothing.
+    let ran = r.rehearse(
+        &fixture("python-bounty/solution-bad"),
+        &fixture("python-bounty/benchmark"),
+        &bounty_harness(&r),
+        &["--adversarial"],
+    );
+    let out = &ran.stdout;
+    assert_eq!(ran.code, 4, "{out}{}", ran.stderr);
+    assert!(!out.contains("held"), "{out}");
+    assert!(
+        out.contains(
+            "adversarial  not judged: the source failed the benchmark, so stubs built from it \
+             prove nothing; rehearse --adversarial with a --source that passes (the solution)"
+        ),
+        "{out}"
+    );
+    let ran = r.rehearse(
+        &fixture("python-bounty/solution-bad"),
+        &fixture("python-bounty/benchmark"),
+        &bounty_harness(&r),
+        &["--adversarial", "--json"],
+    );
+    let adversarial = &ran.json()["adversarial"];
+    assert_eq!(adversarial["bypassable"], Value::Null, "{adversarial}");
+    assert!(
+        adversarial["not_judged"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("--source that passes"),
+        "{adversarial}"
+    );
+    assert!(
+        adversarial["stubs"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .all(|s| s["outcome"] != "held"),
+        "{adversarial}"
+    );
+}
+
+#[test]
+fn a_benchmark_running_a_solver_shipped_checker_is_bypassable_on_the_unsolved_tree() {
+    let r = Rehearsal::new();
+    let (benchmark, unsolved, _, manifest) = solver_checker_bounty(&r);
+    let ran = r.rehearse(&unsolved, &benchmark, &manifest, &["--adversarial"]);
+    let out = &ran.stdout;
+    assert_eq!(ran.code, 4, "{out}{}", ran.stderr);
+    assert!(
+        out.contains("  BYPASSABLE: referenced_programs (passed): added tools/check_card.py\n"),
+        "{out}"
+    );
+    assert!(!out.contains("adversarial  held"), "{out}");
+    assert!(
+        out.contains(
+            "problem: the benchmark runs tools/check_card.py from /workspace, a file the solver \
+             controls, and trusts its exit status"
+        ),
+        "{out}"
+    );
+    assert!(out.contains("ship the checker in the benchmark"), "{out}");
+}
+
+#[test]
+fn bypassable_names_the_file_the_benchmark_runs_first_and_the_real_defect() {
+    let r = Rehearsal::new();
+    let (benchmark, unsolved, solved, manifest) = solver_checker_bounty(&r);
+    let ran = r.rehearse(
+        &solved,
+        &benchmark,
+        &manifest,
+        &["--adversarial", "--base", unsolved.to_str().unwrap()],
+    );
+    let out = &ran.stdout;
+    assert_eq!(ran.code, 4, "{out}{}", ran.stderr);
+    // helper.py sorts before tools/, but the benchmark runs tools/check_card.py: it comes first.
+    assert!(
+        out.contains(
+            "  BYPASSABLE: exit_on_load (passed): replaced tools/check_card.py, helper.py\n"
+        ),
+        "{out}"
+    );
+    assert!(
+        out.contains("problem: the benchmark runs tools/check_card.py from /workspace"),
+        "{out}"
+    );
+    assert!(!out.contains("run_tests.py"), "{out}");
+    // The problem follows the stub lines it refers to.
+    let list = out.find("adversarial stubs").unwrap();
+    let problem = out.find("problem: the benchmark runs").unwrap();
+    assert!(list < problem, "{out}");
+}
+
+/// The words of a plain rehearsal, its exit code and the README's exit-code table must say the
+/// same thing: exit 0 with one run, no base and no stubs is a pass whose other checks were not
+/// made, and the report names each with the flag that makes it.
+#[test]
+fn a_plain_rehearsal_names_what_it_did_not_check_and_its_exit_code_matches_the_readme() {
+    let r = Rehearsal::new();
+    let ran = r.rehearse(
+        &fixture("example/source-pass"),
+        &fixture("example/benchmark"),
+        &r.busybox_cmp(),
+        &[],
+    );
+    assert_eq!(ran.code, 0, "{}{}", ran.stdout, ran.stderr);
+    let last = ran.stdout.lines().last().unwrap();
+    assert_eq!(
+        last,
+        "ok: passed; not checked: stability (--repeat 2 or more), discrimination (--base \
+         <unsolved tree>), stub solutions (--adversarial)",
+        "{}",
+        ran.stdout
+    );
+    let json = r
+        .rehearse(
+            &fixture("example/source-pass"),
+            &fixture("example/benchmark"),
+            &r.busybox_cmp(),
+            &["--json"],
+        )
+        .json();
+    let checks: Vec<&str> = json["not_checked"]
+        .as_array()
+        .unwrap_or_else(|| panic!("no not_checked: {json}"))
+        .iter()
+        .map(|c| c["check"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        checks,
+        ["stability", "discrimination", "adversarial"],
+        "{json}"
+    );
+    assert_eq!(json["not_checked"][0]["flag"], "--repeat 2 or more");
+    // Present and null when not asked, like `base`.
+    assert_eq!(json.get("adversarial"), Some(&Value::Null), "{json}");
+    assert_eq!(json.get("base"), Some(&Value::Null), "{json}");
+
+    // Everything checked: nothing is listed.
+    let full = r.rehearse(
+        &fixture("example/source-pass"),
+        &fixture("example/benchmark"),
+        &r.busybox_cmp(),
+        &[
+            "--repeat",
+            "2",
+            "--adversarial",
+            "--base",
+            fixture("example/source-fail").to_str().unwrap(),
+            "--json",
+        ],
+    );
+    assert_eq!(full.code, 0, "{}{}", full.stdout, full.stderr);
+    assert_eq!(full.json()["not_checked"], serde_json::json!([]));
+
+    // README's row for exit 0 says what a plain rehearsal's 0 means.
+    let readme = fs::read_to_string(workspace_root().join("README.md")).unwrap();
+    let row = readme
+        .lines()
+        .find(|l| l.starts_with("| 0 |"))
+        .expect("README has an exit-code row for 0");
+    assert!(
+        row.contains(
+            "`rehearse`: the solution passed and no check that ran found a problem; \
+                      the last line names each check not asked for (`not checked: …`)"
+        ),
+        "{row}"
+    );
+}
+
+/// One repository, two commits: the unsolved `result.txt` (the example's failing source), then
+/// the solution. Returns the repository.
+fn solved_repository(r: &Rehearsal) -> PathBuf {
+    let repo = r.dir.path().join("one-repo");
+    fs::create_dir_all(&repo).unwrap();
+    git_in(&repo, &["init", "-q"]);
+    fs::copy(
+        fixture("example/source-fail/result.txt"),
+        repo.join("result.txt"),
+    )
+    .unwrap();
+    git_in(&repo, &["add", "-A"]);
+    git_in(&repo, &["commit", "-q", "-m", "unsolved"]);
+    fs::copy(
+        fixture("example/source-pass/result.txt"),
+        repo.join("result.txt"),
+    )
+    .unwrap();
+    git_in(&repo, &["commit", "-q", "-am", "solved"]);
+    repo
+}
+
+#[test]
+fn base_rev_stages_the_base_at_its_own_revision_of_one_repository() {
+    let r = Rehearsal::new();
+    let repo = solved_repository(&r);
+    let bench = fixture("example/benchmark");
+    let manifest = r.busybox_cmp();
+    let repo_arg = repo.to_str().unwrap();
+    // --base-rev, and the DIR@REV form: the base is the parent commit, the source HEAD.
+    for base in [
+        vec!["--base", repo_arg, "--base-rev", "HEAD~1"],
+        vec!["--base", &*format!("{repo_arg}@HEAD~1")],
+    ] {
+        let ran = r.rehearse(&repo, &bench, &manifest, &base);
+        assert_eq!(ran.code, 0, "{base:?}: {}{}", ran.stdout, ran.stderr);
+        assert!(
+            ran.stdout.contains("ok: passed, discriminating"),
+            "{base:?}: {}",
+            ran.stdout
+        );
+    }
+    // --rev X applies to the source only: X = the unsolved commit fails, base HEAD is not X.
+    let ran = r.rehearse(
+        &repo,
+        &bench,
+        &manifest,
+        &["--rev", "HEAD~1", "--base", repo_arg, "--json"],
+    );
+    let report = ran.json();
+    assert_ne!(
+        report["commit"]["source_snapshot_digest"], report["commit"]["base_snapshot_digest"],
+        "{report:#}"
+    );
+    // An explicit --rev is what the author asked for: no advice to commit the working tree.
+    let ran = r.rehearse(&repo, &bench, &manifest, &["--rev", "HEAD~1"]);
+    assert!(!ran.stdout.contains("commit it"), "{}", ran.stdout);
+    assert!(
+        ran.stdout.contains("(--rev HEAD~1, not the working tree)"),
+        "{}",
+        ran.stdout
+    );
+}
+
+#[test]
+fn a_base_that_is_the_same_tree_as_the_source_is_named_not_blamed_on_the_benchmark() {
+    let r = Rehearsal::new();
+    let repo = solved_repository(&r);
+    let ran = r.rehearse(
+        &repo,
+        &fixture("example/benchmark"),
+        &r.busybox_cmp(),
+        &["--base", repo.to_str().unwrap()],
+    );
+    let out = &ran.stdout;
+    assert_eq!(ran.code, 4, "{out}{}", ran.stderr);
+    assert!(!out.contains("does not test the change"), "{out}");
+    assert!(
+        out.contains(
+            "problem: base and source are the same tree (sha256:a1a2e7e0e6a698d862c0820310b86655104e5866a45ef62b383ead4c5a3c5249): \
+             nothing was compared; pass the unsolved revision with --base-rev REV or --base DIR@REV"
+        ),
+        "{out}"
+    );
+}
+
+#[test]
+fn uncommitted_work_is_warned_about_again_under_the_verdict() {
+    let r = Rehearsal::new();
+    let repo = r.dir.path().join("solver-repo");
+    fs::create_dir_all(&repo).unwrap();
+    git_in(&repo, &["init", "-q"]);
+    fs::copy(
+        fixture("example/source-fail/result.txt"),
+        repo.join("result.txt"),
+    )
+    .unwrap();
+    git_in(&repo, &["add", "-A"]);
+    git_in(&repo, &["commit", "-q", "-m", "unsolved"]);
+    // The solver's fix, written but not committed: the staged commit still fails.
+    fs::copy(
+        fixture("example/source-pass/result.txt"),
+        repo.join("result.txt"),
+    )
+    .unwrap();
+    let ran = r.rehearse(&repo, &fixture("example/benchmark"), &r.busybox_cmp(), &[]);
+    let out = &ran.stdout;
+    assert_eq!(ran.code, 4, "{out}{}", ran.stderr);
+    let verdict = out.find("verdict  failed").unwrap();
+    let below = &out[verdict..];
+    assert!(
+        below.contains(
+            "warning: the source's working tree differs from the staged commit: what ran is the \
+             commit, not the files on disk (changed: result.txt); commit them, or pass --worktree"
+        ),
+        "{out}"
+    );
+}
+
+/// The live platform's own command is `python`; Debian images have only `python3`. The
+/// start-failed explanation says what the image has.
+#[test]
+fn a_missing_python_says_python3_is_on_the_images_path() {
+    let r = Rehearsal::new();
+    let manifest = r.manifest("python-unittest.json", "python", |m| {
+        m["command"] = serde_json::json!(["python", "/benchmark/run_tests.py", "6"]);
+    });
+    let ran = r.rehearse(
+        &fixture("python-bounty/solution-good"),
+        &fixture("python-bounty/benchmark"),
+        &manifest,
+        &["--json"],
+    );
+    assert_eq!(ran.code, 3, "{}{}", ran.stdout, ran.stderr);
+    let run = &ran.json()["runs"][0];
+    assert_eq!(run["reason"], "start_failed", "{run}");
+    let headline = run["headline"].as_str().unwrap();
+    assert!(
+        headline.contains(
+            "executable python not found in the image; python3 is on its PATH \
+             (/usr/bin/python3): name it in the manifest's command"
+        ),
+        "{headline}"
+    );
+}
+
+/// Small words that misled: a passing stub's progress line said `passed` (it means
+/// BYPASSABLE), stub log files were `rehearse-stub-N` without the stub's name, and a
+/// `benchmark_digest` checked against the manifest was not marked as such.
+#[test]
+fn stub_progress_and_logs_name_the_stub_and_a_checked_digest_says_it_matches() {
+    let r = Rehearsal::new();
+    let logs = r.dir.path().join("stub-logs");
+    let staging = r.dir.path().join("staging");
+    let manifest = bare_unittest(&r);
+    let shown = on_a_terminal(&[
+        "rehearse",
+        "--source",
+        fixture("python-bounty/solution-good").to_str().unwrap(),
+        "--benchmark",
+        fixture("python-bounty/benchmark").to_str().unwrap(),
+        "--manifest",
+        manifest.to_str().unwrap(),
+        "--staging-root",
+        staging.to_str().unwrap(),
+        "--adversarial",
+        "--log-dir",
+        logs.to_str().unwrap(),
+    ]);
+    assert!(
+        shown.contains("rehearse: stub exit_on_load: BYPASSABLE (passed"),
+        "{shown}"
+    );
+    assert!(
+        shown.contains("rehearse: stub empty_tree: held (failed"),
+        "{shown}"
+    );
+    for name in [
+        "rehearse-stub-0-exit_on_load.stdout",
+        "rehearse-stub-1-shadow-unittest.py.stdout",
+        "rehearse-stub-6-empty_tree.evidence.json",
+    ] {
+        assert!(
+            logs.join(name).is_file(),
+            "{name} in {:?}",
+            fs::read_dir(&logs).unwrap().collect::<Vec<_>>()
+        );
+    }
+
+    let right = r.manifest("busybox-cmp.json", "busybox", |m| {
+        m["benchmark_digest"] = EXAMPLE_BENCHMARK_DIGEST.into();
+    });
+    let ran = r.rehearse(
+        &fixture("example/source-pass"),
+        &fixture("example/benchmark"),
+        &right,
+        &[],
+    );
+    assert!(
+        ran.stdout.contains(&format!(
+            "benchmark_digest        {EXAMPLE_BENCHMARK_DIGEST}  (matches the manifest)\n"
+        )),
+        "{}",
+        ran.stdout
+    );
+}
+
+/// A run too short for the memory reading used to show no memory line at all; every run that
+/// started now has one, measured or saying it was not.
+#[test]
+fn every_started_run_has_a_peak_memory_line_measured_or_not() {
+    let r = Rehearsal::new();
+    let ran = r.rehearse(
+        &fixture("example/source-pass"),
+        &fixture("example/benchmark"),
+        &r.busybox_cmp(),
+        &["--repeat", "6", "--json"],
+    );
+    assert_eq!(ran.code, 0, "{}{}", ran.stdout, ran.stderr);
+    for run in ran.json()["runs"].as_array().unwrap() {
+        let details = run["details"].as_array().unwrap();
+        assert!(
+            details
+                .iter()
+                .any(|d| d.as_str().unwrap().starts_with("peak memory ")),
+            "{run}"
+        );
+    }
+}
+
+#[test]
+fn a_grown_rehearsal_store_gets_a_note_naming_worker_gc() {
+    let r = Rehearsal::new();
+    let staging = r.dir.path().join("staging");
+    fs::create_dir_all(&staging).unwrap();
+    // 250 MiB of apparent size without writing it (a sparse file).
+    let junk = fs::File::create(staging.join("old-trees")).unwrap();
+    junk.set_len(250 << 20).unwrap();
+    let ran = r.rehearse(
+        &fixture("example/source-pass"),
+        &fixture("example/benchmark"),
+        &r.busybox_cmp(),
+        &[],
+    );
+    assert_eq!(ran.code, 0, "{}{}", ran.stdout, ran.stderr);
+    assert!(
+        ran.stderr.contains(&format!(
+            "note: the rehearsal store {} holds 250 MiB",
+            staging.display()
+        )),
+        "{}",
+        ran.stderr
+    );
+    assert!(ran.stderr.contains("--older-than 7d"), "{}", ran.stderr);
 }

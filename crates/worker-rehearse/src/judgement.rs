@@ -1,0 +1,131 @@
+//! What the stub runs of `--adversarial` allow us to say, and in which words.
+//!
+//! A stub that passes is a non-solution the bounty would pay, whatever else happened: the
+//! benchmark is bypassable. Stubs that fail say something only when the source passes: most are
+//! built from the source, so when it fails (an author rehearsing before any solution exists)
+//! every stub fails with it and "held" would reassure falsely. The same benchmark that "held" on
+//! the unsolved tree of a live bounty was bypassable with the real solution. So a failing, unstable
+//! or verdict-less source leaves the benchmark *not judged*, with the reason and what to pass
+//! instead, never "held".
+
+use super::adversarial::{EMPTY_TREE, EXIT_ON_LOAD, StubResult};
+use super::report::Verdict;
+
+/// `outcome` of a stub that did not pass while the source did not pass either.
+pub const NOT_JUDGED: &str = "not_judged";
+
+/// The answer of the stub runs: bypassable (`Some(true)`), held (`Some(false)`), or not judged
+/// (`None`, with why and what to pass instead).
+pub fn judge(stubs: &[StubResult], source: Verdict) -> (Option<bool>, Option<String>) {
+    if stubs.iter().any(|s| s.outcome == "bypassed") {
+        return (Some(true), None);
+    }
+    let why = match source {
+        Verdict::Passed => return (Some(false), None),
+        Verdict::Failed => "the source failed the benchmark",
+        Verdict::NoVerdict => "the source's run ended without a verdict",
+        Verdict::Unstable => "the source's verdict is unstable",
+    };
+    (
+        None,
+        Some(format!(
+            "{why}, so stubs built from it prove nothing; rehearse --adversarial with a --source \
+             that passes (the solution)"
+        )),
+    )
+}
+
+/// The problem line of a bypassable benchmark: which stubs passed and the defect behind it, in
+/// the order that matters most: a program the benchmark runs from `/workspace`, a file shadowing
+/// the test runner, code that exits 0 on load, no solution at all.
+pub fn bypass_problem(stubs: &[StubResult]) -> String {
+    let passed: Vec<&StubResult> = stubs.iter().filter(|s| s.outcome == "bypassed").collect();
+    let names: Vec<&str> = passed.iter().map(|s| s.name.as_str()).collect();
+    let names = names.join(", ");
+    if let Some(file) = passed.iter().flat_map(|s| s.run_by_benchmark.iter()).next() {
+        return format!(
+            "the benchmark runs {file} from /workspace, a file the solver controls, and trusts its \
+             exit status: a solution shipping it as an immediate exit 0 is paid ({names} passed); \
+             ship the checker in the benchmark and run it from /benchmark"
+        );
+    }
+    let advice = if let Some(shadow) = passed.iter().find(|s| s.name.starts_with("shadow ")) {
+        format!(
+            "a file named like the test runner's own module ({}) replaces the runner: run the \
+             tests isolated, with a harness shipped in the benchmark that judges which tests ran \
+             and passed (for Python: python3 -I and fixtures/python-bounty's harness, \
+             manifests/README.md)",
+            shadow.added.join(", ")
+        )
+    } else if passed.iter().any(|s| s.name == EXIT_ON_LOAD) {
+        "code of the source that exits 0 as soon as it is loaded is paid: the command trusts the \
+         exit status of a process running the solver's code; make the benchmark judge which \
+         tests ran and passed, not only the exit status (manifests/README.md)"
+            .to_owned()
+    } else if passed.iter().any(|s| s.name == EMPTY_TREE) {
+        "the empty tree is paid: the command succeeds without any solution".to_owned()
+    } else {
+        "make the command judge which tests ran and passed, not only the exit status \
+         (manifests/README.md)"
+            .to_owned()
+    };
+    format!(
+        "a stub solution passes the benchmark ({names}): a bounty with this manifest would pay a \
+         non-solution; {advice}"
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn stub(name: &str, outcome: &'static str) -> StubResult {
+        StubResult {
+            name: name.into(),
+            replaced: vec![],
+            added: vec![],
+            run_by_benchmark: vec![],
+            kept_files: 0,
+            source_snapshot_digest: None,
+            status: if outcome == "bypassed" {
+                "passed"
+            } else {
+                "failed"
+            },
+            reason: None,
+            exit_code: None,
+            headline: String::new(),
+            evidence_path: None,
+            outcome,
+        }
+    }
+
+    #[test]
+    fn a_pass_is_bypassable_whatever_the_source_and_a_failing_source_is_not_judged() {
+        let held = [stub("empty_tree", "held")];
+        assert_eq!(judge(&held, Verdict::Passed), (Some(false), None));
+        for source in [Verdict::Failed, Verdict::NoVerdict, Verdict::Unstable] {
+            let (bypassable, why) = judge(&held, source);
+            assert_eq!(bypassable, None);
+            assert!(why.unwrap().contains("--source that passes"));
+            let passed = [stub("empty_tree", "bypassed")];
+            assert_eq!(judge(&passed, source), (Some(true), None));
+        }
+    }
+
+    #[test]
+    fn the_problem_names_the_program_the_benchmark_runs_before_anything_else() {
+        let mut exit = stub(EXIT_ON_LOAD, "bypassed");
+        exit.run_by_benchmark = vec!["tools/check.py".into()];
+        let empty = stub(EMPTY_TREE, "bypassed");
+        let line = bypass_problem(&[exit, empty.clone()]);
+        assert!(
+            line.starts_with("the benchmark runs tools/check.py from /workspace"),
+            "{line}"
+        );
+        assert!(line.contains("(exit_on_load, empty_tree passed)"), "{line}");
+        let line = bypass_problem(&[empty]);
+        assert!(line.contains("the empty tree is paid"), "{line}");
+        assert!(!line.contains("python3"), "{line}");
+    }
+}
