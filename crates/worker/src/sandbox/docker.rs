@@ -234,6 +234,8 @@ impl DockerExecutor {
             response_hash: None,
             worker_version: env!("CARGO_PKG_VERSION").to_string(),
             engine: self.engine.clone(),
+            // The runtime's engine facts are filled in with --oci-runtime (#28).
+            oci_runtime: None,
             image: None,
             request: RequestFacts {
                 argv: spec.argv.clone(),

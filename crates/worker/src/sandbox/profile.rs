@@ -39,6 +39,8 @@ pub fn requested(
         image_path,
         source,
         benchmark,
+        // Named, so a daemon whose default-runtime is another cannot change what runs (#28).
+        oci_runtime: verifier_sdk::oci_runtime::RUNC,
     })
 }
 
@@ -89,6 +91,7 @@ pub fn create_body(
             typ: Some(want.log_driver.clone()),
             config: None,
         }),
+        runtime: Some(want.runtime.clone()),
         ..Default::default()
     };
     ContainerCreateBody {
@@ -186,6 +189,7 @@ pub fn observed(inspect: &ContainerInspectResponse) -> Isolation {
         binds: host.binds.unwrap_or_default(),
         devices: host.devices.map(|d| d.len()).unwrap_or(0),
         log_driver: host.log_config.and_then(|l| l.typ).unwrap_or_default(),
+        runtime: host.runtime.unwrap_or_default(),
     }
 }
 
