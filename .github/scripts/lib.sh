@@ -131,7 +131,7 @@ api_download() {
 }
 
 # The shard of a job id among `count` shards, as `worker feed --shard` computes it
-# (crates/worker/src/feed/shard.rs): the first 8 bytes of sha256(id), big-endian, mod count.
+# (crates/worker-jobs/src/feed/shard.rs): the first 8 bytes of sha256(id), big-endian, mod count.
 # Bash integers are signed 64-bit, so the u64 is reduced in two 32-bit halves:
 # (hi * 2^32 + lo) mod n = ((hi mod n) * (2^32 mod n) + lo) mod n, exact for n <= 2^31.
 shard_of() {

@@ -38,7 +38,7 @@ report="$2"
 
 solver_reasons='["timeout", "output_limit", "oom"]'
 bounty_reasons='["image_missing", "image_platform_mismatch", "start_failed", "invalid_job", "expired"]'
-# `error` codes of a transient archive fault (crates/worker/src/feed/runner.rs): the job's
+# `error` codes of a transient archive fault (crates/worker-jobs/src/feed/runner.rs): the job's
 # archive host, not this runner.
 archive_error='^(download_[a-z_]+|extract_failed)$'
 

@@ -570,7 +570,7 @@ done
 check "shards: invalid values (0, 17, 100, -1, abc, 2.5, 03, spaces, 1e1, 3;4, \$(id)) fail the job with an ::error and no matrix" \
   eval '((bad_values == 0))'
 
-# lib.sh's shard_of against the formula of crates/worker/src/feed/shard.rs, computed here by
+# lib.sh's shard_of against the formula of crates/worker-jobs/src/feed/shard.rs, computed here by
 # Python independently (and the Rust unit test's own example: sha256("a") mod 7).
 # shellcheck source=.github/scripts/lib.sh
 source "${scripts}/lib.sh"

@@ -13,6 +13,7 @@
 //! This crate deliberately does not sign, broadcast, compute the local EIP-712 digest (the sdk
 //! owns protocol hashes) or hold keys; it only reads.
 
+pub mod error;
 pub mod expect;
 pub mod feed;
 pub mod reader;

@@ -12,12 +12,10 @@ use alloy::sol_types::SolCall;
 use verifier_sdk::settle::IBounty;
 use verifier_sdk::{Address, BountyStatus, Bytes32, VerificationMode};
 
+pub use crate::error::{ChainReadError, MAX_VERIFIERS};
+pub use crate::rpc::check_rpc_url;
 use crate::rpc::{Redactor, connect_rpc};
 use crate::state::BountyState;
-
-/// Longest verifier list accepted from a contract. `threshold` is a `uint8` and must equal the
-/// verifier count for this engine, so a longer list can never be served and only costs work.
-pub const MAX_VERIFIERS: usize = 255;
 
 /// Inputs of the contract's `attestationDigest(address,bool,bytes32,uint256)`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -30,56 +28,6 @@ pub struct AttestationQuery {
     pub response_hash: Bytes32,
     /// Unix seconds after which the attestation is void.
     pub deadline: u64,
-}
-
-/// Why reading a bounty failed.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum ChainReadError {
-    /// The RPC URL did not parse. The URL itself is withheld: it may carry an API key.
-    #[error("rpc url is not a valid url")]
-    InvalidUrl,
-    /// The RPC URL is neither `https` nor plain `http` to a loopback host. Withheld too.
-    #[error("rpc url must be https, or http to a loopback host (127.0.0.1, [::1], localhost)")]
-    InsecureUrl,
-    /// The HTTP client could not be built.
-    #[error("could not build the http client: {0}")]
-    Client(String),
-    /// A JSON-RPC request or a contract view failed. `detail` has the RPC URL redacted.
-    #[error("reading {what} failed: {detail}")]
-    Rpc {
-        /// Which request failed (`eth_chainId`, `status()`, ...).
-        what: &'static str,
-        /// The underlying error, with the RPC URL replaced by `<rpc-url>`.
-        detail: String,
-    },
-    /// No contract code at the bounty address at the pinned block.
-    #[error("no contract code at {bounty} at block {block_number}")]
-    NoContract {
-        /// The address that was read.
-        bounty: Address,
-        /// The pinned block.
-        block_number: u64,
-    },
-    /// `status()` returned a value the protocol does not define.
-    #[error("status() returned unknown value {0}")]
-    UnknownStatus(u8),
-    /// `verificationMode()` returned a value the protocol does not define.
-    #[error("verificationMode() returned unknown value {0}")]
-    UnknownMode(u8),
-    /// `verifiers()` returned more than [`MAX_VERIFIERS`] addresses.
-    #[error("verifiers() returned {count} addresses, more than the limit of {MAX_VERIFIERS}")]
-    TooManyVerifiers {
-        /// How many addresses the contract returned.
-        count: usize,
-    },
-}
-
-impl ChainReadError {
-    /// Whether the node or the transport failed (a later retry may succeed), rather than the
-    /// URL or what the contract answered.
-    pub fn is_transient(&self) -> bool {
-        matches!(self, Self::Rpc { .. } | Self::Client(_))
-    }
 }
 
 /// Reads bounty contracts. Implemented over JSON-RPC by [`RpcChainReader`]; deciding code takes
@@ -107,17 +55,6 @@ pub trait ChainReader {
         block_number: u64,
         account: Address,
     ) -> impl Future<Output = Result<bool, ChainReadError>> + Send;
-}
-
-/// Parses an RPC URL and applies the platform client's transport policy: `https` anywhere,
-/// plain `http` only to a loopback host. Everything signer and keeper decide rests on what the
-/// RPC answers (the bounty's state, the contract's digest, receipts), so an unauthenticated
-/// remote endpoint is refused before any request. The URL never appears in the error.
-pub fn check_rpc_url(rpc_url: &str) -> Result<reqwest::Url, ChainReadError> {
-    platform_client::check_url(rpc_url).map_err(|e| match e {
-        platform_client::ClientError::NotHttps { .. } => ChainReadError::InsecureUrl,
-        _ => ChainReadError::InvalidUrl,
-    })
 }
 
 /// [`ChainReader`] over an HTTP JSON-RPC endpoint.

@@ -7,7 +7,18 @@ use std::time::Duration;
 use alloy::providers::RootProvider;
 use alloy::rpc::client::RpcClient;
 
-use crate::reader::{ChainReadError, check_rpc_url};
+use crate::error::ChainReadError;
+
+/// Parses an RPC URL and applies the platform client's transport policy: `https` anywhere,
+/// plain `http` only to a loopback host. Everything signer and keeper decide rests on what the
+/// RPC answers (the bounty's state, the contract's digest, receipts), so an unauthenticated
+/// remote endpoint is refused before any request. The URL never appears in the error.
+pub fn check_rpc_url(rpc_url: &str) -> Result<reqwest::Url, ChainReadError> {
+    platform_client::check_url(rpc_url).map_err(|e| match e {
+        platform_client::ClientError::NotHttps { .. } => ChainReadError::InsecureUrl,
+        _ => ChainReadError::InvalidUrl,
+    })
+}
 
 /// Replaces the RPC URL in error text with `<rpc-url>`.
 #[derive(Clone)]

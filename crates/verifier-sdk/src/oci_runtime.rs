@@ -122,8 +122,10 @@ pub fn check_consistent(record: &EvidenceRecord) -> Result<(), OciRuntimeError> 
             clip(&facts.name)
         )));
     }
-    // The binary's own version line: `runsc version …` / `runc version …`.
+    // The binary's own version line: `runsc version …` / `runc version …` (empty when the
+    // worker could not run the binary; a requirement then refuses it, check_required).
     if is_supported(&facts.name)
+        && !facts.version.is_empty()
         && !facts
             .version
             .starts_with(&format!("{} version ", facts.name))
@@ -148,16 +150,22 @@ pub fn check_required(record: &EvidenceRecord, required: &str) -> Result<(), Oci
         .as_ref()
         .map(|i| i.observed.runtime.as_str())
         .unwrap_or_default();
-    if observed.is_empty() || record.oci_runtime.is_none() {
+    let Some(facts) = record.oci_runtime.as_ref().filter(|_| !observed.is_empty()) else {
         return Err(OciRuntimeError::NotRecorded {
             required: required.to_string(),
         });
-    }
+    };
     if observed != required {
         return Err(OciRuntimeError::Other {
             required: required.to_string(),
             found: clip(observed),
         });
+    }
+    if facts.version.is_empty() {
+        return Err(OciRuntimeError::Inconsistent(format!(
+            "the engine's {required} has no recorded version (the worker could not run {:?})",
+            clip(&facts.path)
+        )));
     }
     Ok(())
 }

@@ -10,11 +10,64 @@
 
 use std::ffi::OsString;
 use std::path::PathBuf;
+use std::time::Duration;
 
 use clap::{ArgGroup, CommandFactory, Parser, Subcommand};
 use verifier_sdk::{Address, Network, TreeLimits};
 
 use crate::stage::{ParseStageKindError, StageKind};
+
+/// Arguments of `worker gc`.
+#[derive(Debug, Clone, PartialEq, Eq, clap::Args)]
+pub struct GcArgs {
+    /// Remove entries older than this: a number and a unit s, m, h, d or w (7d, 12h).
+    #[arg(long, value_parser = worker_store::gc::parse_age)]
+    pub older_than: Duration,
+    /// Staging root (default: $REGRESSION_SANDBOX_STAGING_ROOT, else the rehearsal store
+    /// worker-rehearse-<uid> in the system temp dir).
+    #[arg(long)]
+    pub staging_root: Option<PathBuf>,
+    /// Print what would be removed, and remove nothing.
+    #[arg(long)]
+    pub dry_run: bool,
+    /// Print the report as JSON on stdout.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// Arguments of `worker request`.
+#[derive(Debug, Clone, PartialEq, Eq, clap::Args)]
+pub struct RequestArgs {
+    /// The source tree's snapshot digest (sha256:<64 hex>, as --snapshot-directory or
+    /// --stage-regression-input print it).
+    #[arg(long)]
+    pub source_digest: String,
+    /// The runner manifest (JSON).
+    #[arg(long)]
+    pub manifest: PathBuf,
+    /// The benchmark's digest, replacing the manifest's (needed when the manifest still has the
+    /// sha256:000…0 placeholder).
+    #[arg(long)]
+    pub benchmark_digest: Option<String>,
+    /// The source commit, as https://github.com/<owner>/<repo>/commit/<40 hex> (a placeholder
+    /// by default).
+    #[arg(long)]
+    pub source_commit: Option<String>,
+    /// How long the job stays valid: a number and a unit s, m, h, d or w.
+    #[arg(long, default_value = "24h", value_parser = worker_store::gc::parse_age)]
+    pub expires_in: Duration,
+    /// Write the request here instead of stdout.
+    #[arg(long)]
+    pub out: Option<PathBuf>,
+}
+
+/// Arguments of `worker completions`.
+#[derive(Debug, Clone, PartialEq, Eq, clap::Args)]
+pub struct CompletionsArgs {
+    /// The shell: bash, zsh, fish, elvish or powershell. Install, e.g.:
+    /// `worker completions bash > ~/.local/share/bash-completion/completions/worker`.
+    pub shell: clap_complete::Shell,
+}
 
 /// The parsed command line, before its values are checked.
 #[derive(Debug, Parser)]
@@ -122,12 +175,12 @@ pub enum Subcommands {
     },
     /// Write a request file ({"job": …}) for `plan` and --run-regression from a source digest
     /// and a runner manifest; its bounty is a local placeholder that no chain knows.
-    Request(crate::local_request::RequestArgs),
+    Request(RequestArgs),
     /// Remove staged trees, evidence records and remembered executable resolutions older
     /// than an age from a staging store, keeping any tree a container mounts.
-    Gc(crate::gc::GcArgs),
+    Gc(GcArgs),
     /// Print the shell completion script for bash, zsh or fish (and elvish, powershell).
-    Completions(crate::completions::CompletionsArgs),
+    Completions(CompletionsArgs),
     /// Explain an evidence record (from --run-regression --evidence, rehearse, or the store).
     Explain {
         /// The evidence record file.
@@ -375,11 +428,11 @@ pub enum Command {
         lines: Option<usize>,
     },
     /// `request`.
-    Request(crate::local_request::RequestArgs),
+    Request(RequestArgs),
     /// `gc`.
-    Gc(crate::gc::GcArgs),
+    Gc(GcArgs),
     /// `completions`.
-    Completions(crate::completions::CompletionsArgs),
+    Completions(CompletionsArgs),
     /// `plan`.
     Plan {
         /// The request file.

@@ -50,6 +50,51 @@ impl ExitCode {
     }
 }
 
+/// The exit code of a typed result from a library: the libraries report how something ended,
+/// and only the binary turns that into a process exit code.
+pub trait ExitStatus {
+    /// The process exit code.
+    fn exit_code(&self) -> ExitCode;
+}
+
+impl ExitStatus for crate::feed::BatchStatus {
+    fn exit_code(&self) -> ExitCode {
+        match self {
+            Self::Complete => ExitCode::Success,
+            Self::Retry => ExitCode::NoVerdict,
+            Self::FeedBroken => ExitCode::InvalidInput,
+            Self::RuntimeUnavailable => ExitCode::RuntimeUnavailable,
+        }
+    }
+}
+
+impl ExitStatus for crate::feed::FeedReport {
+    fn exit_code(&self) -> ExitCode {
+        self.status().exit_code()
+    }
+}
+
+impl ExitStatus for crate::feed::FeedError {
+    /// A configuration that cannot work is 78; a failure to write the final manifest (disk
+    /// trouble) is internal.
+    fn exit_code(&self) -> ExitCode {
+        match self {
+            Self::Manifest(_) => ExitCode::Internal,
+            _ => ExitCode::Config,
+        }
+    }
+}
+
+impl ExitStatus for crate::rehearse::Answer {
+    fn exit_code(&self) -> ExitCode {
+        match self {
+            Self::Fit => ExitCode::Success,
+            Self::NoAnswer => ExitCode::NoVerdict,
+            Self::Unfit => ExitCode::InvalidInput,
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::ExitCode;

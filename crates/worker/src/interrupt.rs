@@ -49,7 +49,7 @@ pub async fn until_interrupted<F: Future>(
 ) -> std::io::Result<Result<F::Output, Interrupted>> {
     // A SIGINT this process was started with ignored (`worker … &` from a script, `nohup`)
     // stays ignored, as shells do: a Ctrl-C meant for the foreground must not stop it.
-    let mut interrupt = if inherited_ignored(libc::SIGINT) {
+    let mut interrupt = if worker_serve::shutdown::inherited_ignored(libc::SIGINT) {
         None
     } else {
         Some(signal(SignalKind::interrupt())?)
@@ -68,19 +68,6 @@ pub async fn until_interrupted<F: Future>(
         _ = interrupted => Ok(Err(Interrupted::Interrupt)),
         _ = terminate.recv() => Ok(Err(Interrupted::Terminate)),
     }
-}
-
-/// Whether `signo` was ignored when this process started, from `SigIgn` in /proc/self/status
-/// (read before any handler of ours is installed; unreadable counts as not ignored).
-pub(crate) fn inherited_ignored(signo: i32) -> bool {
-    let Ok(status) = std::fs::read_to_string("/proc/self/status") else {
-        return false;
-    };
-    status
-        .lines()
-        .find_map(|line| line.strip_prefix("SigIgn:"))
-        .and_then(|mask| u64::from_str_radix(mask.trim(), 16).ok())
-        .is_some_and(|mask| signo >= 1 && mask & (1 << (signo - 1)) != 0)
 }
 
 /// A run ended by a signal, after its containers were dealt with.
@@ -121,7 +108,7 @@ pub async fn run_interruptible<F: Future>(work: F) -> std::io::Result<Result<F::
         Ok(output) => return Ok(Ok(output)),
         Err(signal) => signal,
     };
-    let removed = match crate::sandbox::DockerExecutor::connect().await {
+    let removed = match worker_docker::connect().await {
         Ok(executor) => executor
             .remove_own_containers()
             .await
@@ -129,16 +116,4 @@ pub async fn run_interruptible<F: Future>(work: F) -> std::io::Result<Result<F::
         Err(e) => Err(e.to_string()),
     };
     Ok(Err(Stopped { signal, removed }))
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn a_default_signal_is_not_reported_as_inherited_ignored() {
-        // The test harness starts with SIGTERM at its default action.
-        assert!(!inherited_ignored(libc::SIGTERM));
-        assert!(!inherited_ignored(0));
-    }
 }

@@ -9,22 +9,22 @@
 
 pub mod cli;
 pub mod commands;
-pub mod completions;
 pub mod exit;
-pub mod explain;
-pub mod feed;
-pub mod gc;
 pub mod interrupt;
-pub mod intoto;
 pub mod local_request;
-pub mod progress;
-pub mod rehearse;
-pub mod run;
-pub mod sandbox;
-pub mod serve;
-pub mod snapshot;
-pub mod stage;
-pub mod staging_root;
 
-pub use snapshot::snapshot_directory;
-pub use stage::{StageError, StageKind, StagedTree, VerifyError, stage_tree, verify_staged};
+pub use worker_jobs::{feed, intoto, run};
+pub use worker_rehearse as rehearse;
+pub use worker_sandbox::explain;
+pub use worker_serve as serve;
+pub use worker_store::{
+    StageError, StageKind, StagedTree, VerifyError, snapshot_directory, stage_tree, verify_staged,
+};
+pub use worker_store::{gc, progress, snapshot, stage, staging_root};
+
+/// The sandbox at its old path: the deciding half and the engine seam from `worker-sandbox`,
+/// the Docker engine from `worker-docker`.
+pub mod sandbox {
+    pub use worker_docker::{DockerExecutor, endpoint, executable};
+    pub use worker_sandbox::*;
+}

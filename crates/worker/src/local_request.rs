@@ -9,7 +9,6 @@
 //! for settlement.
 
 use std::path::PathBuf;
-use std::time::Duration;
 
 use serde_json::{Value, json};
 use sha2::{Digest, Sha256};
@@ -22,32 +21,6 @@ pub const LOCAL_PARTY: &str = "0x0000000000000000000000000000000000000001";
 /// The source commit of a local request when none is named.
 pub const LOCAL_ARTIFACT_REFERENCE: &str =
     "https://github.com/local/source/commit/0000000000000000000000000000000000000000";
-
-/// Arguments of `worker request`.
-#[derive(Debug, Clone, PartialEq, Eq, clap::Args)]
-pub struct RequestArgs {
-    /// The source tree's snapshot digest (sha256:<64 hex>, as --snapshot-directory or
-    /// --stage-regression-input print it).
-    #[arg(long)]
-    pub source_digest: String,
-    /// The runner manifest (JSON).
-    #[arg(long)]
-    pub manifest: PathBuf,
-    /// The benchmark's digest, replacing the manifest's (needed when the manifest still has the
-    /// sha256:000…0 placeholder).
-    #[arg(long)]
-    pub benchmark_digest: Option<String>,
-    /// The source commit, as https://github.com/<owner>/<repo>/commit/<40 hex> (a placeholder
-    /// by default).
-    #[arg(long)]
-    pub source_commit: Option<String>,
-    /// How long the job stays valid: a number and a unit s, m, h, d or w.
-    #[arg(long, default_value = "24h", value_parser = crate::gc::parse_age)]
-    pub expires_in: Duration,
-    /// Write the request here instead of stdout.
-    #[arg(long)]
-    pub out: Option<PathBuf>,
-}
 
 /// Why no request was written.
 #[derive(Debug, thiserror::Error)]
@@ -69,7 +42,10 @@ pub enum RequestBuildError {
 }
 
 /// Reads the manifest and builds the request; checked with `verifier-sdk` before returning.
-pub fn request_command(args: &RequestArgs, now_unix: u64) -> Result<Value, RequestBuildError> {
+pub fn request_command(
+    args: &crate::cli::RequestArgs,
+    now_unix: u64,
+) -> Result<Value, RequestBuildError> {
     let read = |detail: String| RequestBuildError::Read {
         path: args.manifest.clone(),
         detail,

@@ -5,7 +5,7 @@ use std::path::PathBuf;
 
 use super::{block_on_interruptible, connect_swept, fail, print_json, staging_root_failed};
 use crate::cli::FeedArgs;
-use crate::exit::ExitCode;
+use crate::exit::{ExitCode, ExitStatus};
 use crate::feed::{FeedConfig, SandboxJobExecutor, run_feed};
 use crate::staging_root::{self, Fallback, StagingRootError};
 

@@ -6,8 +6,9 @@
 //! cannot be written.
 
 use super::{fail, print_json};
+use crate::cli::RequestArgs;
 use crate::exit::ExitCode;
-use crate::local_request::{RequestArgs, request_command};
+use crate::local_request::request_command;
 use crate::run::now_unix;
 
 /// Builds the request and writes it.

@@ -20,7 +20,7 @@ use std::io::Write;
 use std::sync::atomic::{AtomicBool, Ordering};
 
 use crate::exit::ExitCode;
-use crate::sandbox::{DockerExecutor, SandboxError};
+use crate::sandbox::{Executor, SandboxError};
 use crate::staging_root::StagingRootError;
 
 /// Writes `value` as one line of JSON on stdout; an unwritable result is an internal failure.
@@ -89,8 +89,8 @@ pub(crate) fn block_on_interruptible<F: std::future::Future>(
 
 /// Connects to the engine and removes stale containers of dead workers; a failed sweep is
 /// only logged (the containers of a live worker are never touched either way).
-pub(crate) async fn connect_swept() -> Result<DockerExecutor, SandboxError> {
-    let executor = DockerExecutor::connect().await?;
+pub(crate) async fn connect_swept() -> Result<Executor, SandboxError> {
+    let executor = worker_docker::connect().await?;
     if let Err(error) = executor.cleanup_stale().await {
         tracing::warn!(%error, "could not clean up stale sandbox containers");
     }

@@ -1,11 +1,11 @@
 //! `worker rehearse`: the glue between the command line and [`crate::rehearse`]; the exit code
-//! of a finished report is `Rehearsed::exit_code`.
+//! of a finished report maps `Rehearsed::answer`.
 
 use super::{
     block_on_interruptible, connect_swept, fail, print_json, print_text, staging_root_failed,
 };
 use crate::cli::RehearseArgs;
-use crate::exit::ExitCode;
+use crate::exit::{ExitCode, ExitStatus};
 use crate::rehearse::{RehearseError, RehearseOptions};
 use crate::sandbox::SandboxError;
 use crate::staging_root::{self, Fallback};
@@ -53,7 +53,7 @@ pub fn rehearse(args: RehearseArgs, quiet: bool) -> ExitCode {
                 print_text(&report.human())
             };
             match written {
-                ExitCode::Success => report.exit_code(),
+                ExitCode::Success => report.answer().exit_code(),
                 failed => failed,
             }
         }

@@ -10,7 +10,7 @@ use super::request::{RequestError, read_request};
 use super::{block_on_interruptible, fail, print_json, staging_root_failed};
 use crate::exit::ExitCode;
 use crate::run::{RunOptions, now_unix, run_job, write_evidence};
-use crate::sandbox::{DockerExecutor, SandboxError};
+use crate::sandbox::SandboxError;
 use crate::staging_root::{self, Fallback};
 
 /// Why `--run-regression` could not even produce a no-verdict outcome.
@@ -55,7 +55,7 @@ pub fn run_regression(
     match result {
         Ok(Ok(done)) => {
             if let Some(path) = in_toto
-                && let Err(error) = crate::intoto::write_for_run(path, &done)
+                && let Err(error) = write_for_run(path, &done)
             {
                 return fail(ExitCode::Internal, &error);
             }
@@ -93,6 +93,25 @@ pub struct RunCommandOutput {
     pub job_id: Option<String>,
 }
 
+/// `--run-regression --in-toto FILE`: writes the statement of a verdict. A run without a
+/// verdict has nothing to attest, so nothing is written (and a statement left at `path` by an
+/// earlier run is not touched: it names its own evidence).
+fn write_for_run(path: &Path, run: &RunCommandOutput) -> Result<(), String> {
+    let verifier_sdk::RunOutput::Verdict(outcome) = &run.output else {
+        tracing::warn!("no verdict, so no in-toto statement was written");
+        return Ok(());
+    };
+    let (Some(job_id), Some(evidence)) = (&run.job_id, &run.evidence_path) else {
+        return Err("a verdict without its job id or evidence record".into());
+    };
+    let address = crate::intoto::EvidenceAddress::of_file(evidence)
+        .ok_or_else(|| format!("evidence path {evidence:?} is not content-addressed"))?;
+    let statement = crate::intoto::test_result_statement(job_id, outcome, &address);
+    crate::intoto::write_statement(path, &statement)
+        .map(|_| ())
+        .map_err(|e| format!("writing the in-toto statement {path:?}: {e}"))
+}
+
 fn no_verdict(reason: NoVerdictReason, detail: &str) -> RunCommandOutput {
     RunCommandOutput {
         output: RunOutput::NoVerdict(NoVerdictOutcome::new(reason, detail)),
@@ -124,7 +143,7 @@ pub async fn run_regression_command(
         Ok(job) => job,
         Err(error) => return Ok(no_verdict(job_error_reason(&error), &error.to_string())),
     };
-    let executor = match DockerExecutor::connect().await {
+    let executor = match worker_docker::connect().await {
         Ok(executor) => executor,
         Err(error) => {
             return Ok(no_verdict(

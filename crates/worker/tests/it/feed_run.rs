@@ -21,7 +21,7 @@ use verifier_sdk::{
     NoVerdictReason, Outcome, RunOutput, Sha256Digest, ValidatedJob, candidate_file_name,
     validate_job, validate_outcome,
 };
-use worker::exit::ExitCode;
+use worker::exit::{ExitCode, ExitStatus};
 use worker::feed::{
     ExecutedJob, FeedConfig, FeedError, FeedReport, JobExecutor, JobFailure, JobStatus, run_feed,
 };

@@ -1,0 +1,359 @@
+//! Confirms `argv[0]` names an executable regular file in the created container (image plus
+//! mounts) and, for a `#!` script, that its interpreter exists too, by probing through the
+//! engine's archive API. With `init: true` the engine starts the init, not the command, so a
+//! missing executable would otherwise surface only as the init's exit 127 — which the program
+//! itself could also produce.
+//!
+//! Where to look and what each answer means are pure steps ([`candidates`], [`probe_step`],
+//! [`shebang_interpreter`]); the functions taking the engine only fetch.
+
+use std::path::{Path, PathBuf};
+
+use crate::api::Api;
+use bollard::query_parameters::{
+    ContainerArchiveInfoOptionsBuilder, DownloadFromContainerOptionsBuilder,
+};
+use futures_util::StreamExt;
+
+use super::engine::{engine_message, is_not_found};
+use super::exec_cache::{self, Key, Miss, Volatile};
+use super::profile;
+
+/// Bytes of a file's archive read to find its `#!` line (tar headers plus the line).
+const ARCHIVE_HEAD_BYTES: usize = 8 * 1024;
+/// Symlink hops followed when resolving `argv[0]`.
+const MAX_LINK_HOPS: usize = 8;
+
+// Go's os.FileMode type bits, as the engine reports them in archive stat.
+const GO_MODE_DIR: u32 = 1 << 31;
+const GO_MODE_SYMLINK: u32 = 1 << 27;
+const GO_MODE_TYPE: u32 =
+    GO_MODE_DIR | GO_MODE_SYMLINK | (1 << 26) | (1 << 25) | (1 << 24) | (1 << 21) | (1 << 19);
+
+/// Where `argv[0]` could live inside the container, in lookup order.
+pub(super) fn candidates(argv0: &str, image_path: Option<&str>) -> Vec<String> {
+    if argv0.starts_with('/') {
+        vec![argv0.to_string()]
+    } else if argv0.contains('/') {
+        vec![format!("{}/{argv0}", profile::WORKDIR)]
+    } else {
+        image_path
+            .unwrap_or("/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin")
+            .split(':')
+            .filter(|dir| dir.starts_with('/'))
+            .map(|dir| format!("{}/{argv0}", dir.trim_end_matches('/')))
+            .collect()
+    }
+}
+
+/// What one archive stat of `path` says.
+#[derive(Debug, PartialEq, Eq)]
+pub(super) enum Probe {
+    /// A symlink: look at this path next.
+    Follow(String),
+    /// An executable regular file.
+    Executable,
+    /// Anything else: a directory, a device, a file without an execute bit.
+    NotExecutable,
+}
+
+/// Reads one archive stat (`file_mode` in Go's `os.FileMode` bits, `link_target` as given).
+pub(super) fn probe_step(path: &str, file_mode: u32, link_target: String) -> Probe {
+    if file_mode & GO_MODE_SYMLINK != 0 {
+        return Probe::Follow(if link_target.starts_with('/') {
+            link_target
+        } else {
+            let parent = Path::new(path)
+                .parent()
+                .map(|p| p.to_string_lossy().into_owned())
+                .unwrap_or_default();
+            format!("{parent}/{link_target}")
+        });
+    }
+    if file_mode & GO_MODE_TYPE == 0 && file_mode & 0o111 != 0 {
+        Probe::Executable
+    } else {
+        Probe::NotExecutable
+    }
+}
+
+/// The interpreter named by a `#!` line at the start of `head`, as the kernel reads it: the
+/// first word after `#!`, leading blanks skipped.
+pub(super) fn shebang_interpreter(head: &[u8]) -> Option<String> {
+    let rest = head.strip_prefix(b"#!")?;
+    let line = rest.split(|b| *b == b'\n').next()?;
+    let word = line
+        .split(|b| *b == b' ' || *b == b'\t')
+        .find(|w| !w.is_empty())?;
+    std::str::from_utf8(word).ok().map(str::to_string)
+}
+
+/// Where a run's resolution is remembered, and what it is remembered by.
+pub(super) struct Cache<'a> {
+    /// The cache directory (the staging root's `executables/`).
+    pub dir: PathBuf,
+    /// The run's key.
+    pub key: Key<'a>,
+    /// The run's mounts, tmpfs and runtime paths: answers touching them are not kept.
+    pub volatile: Volatile,
+}
+
+/// How a run's `argv[0]` was settled.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum Settled {
+    /// Probed in this container.
+    Probed,
+    /// Taken from the cache without probing: only trusted as far as a run exiting 0 proves
+    /// the init could execute it.
+    Cached,
+}
+
+/// [`resolve`], answered from `cache` when it holds an entry for this key, and remembered in
+/// it when the answer depends on the image alone.
+pub(super) async fn resolve_cached(
+    docker: &impl Api,
+    id: &str,
+    argv0: &str,
+    image_path: Option<&str>,
+    cache: Option<&Cache<'_>>,
+) -> Result<Settled, String> {
+    if let Some(cache) = cache {
+        match exec_cache::lookup(&cache.dir, &cache.key, &cache.volatile) {
+            Ok(entry) => {
+                tracing::debug!(
+                    argv0,
+                    executable = %entry.executable,
+                    "executable resolution taken from the cache"
+                );
+                return Ok(Settled::Cached);
+            }
+            Err(Miss::Rejected(why)) => {
+                tracing::warn!(argv0, %why, "ignoring an unusable executable cache entry");
+            }
+            Err(Miss::Absent | Miss::Uncacheable) => {}
+        }
+    }
+    let resolved = resolve(docker, id, argv0, image_path).await?;
+    if let Some(cache) = cache {
+        let image_only = resolved
+            .probed
+            .iter()
+            .all(|path| cache.volatile.is_image_only(path));
+        if image_only && ancestors_are_plain(docker, id, &resolved.probed).await {
+            let entry = exec_cache::Entry::new(
+                &cache.key,
+                resolved.executable.clone(),
+                resolved.interpreter.clone(),
+            );
+            if let Err(error) = exec_cache::store(&cache.dir, &cache.key, &entry) {
+                tracing::warn!(argv0, %error, "could not remember the executable resolution");
+            }
+        } else {
+            tracing::debug!(
+                argv0,
+                "executable resolution depends on the run; not cached"
+            );
+        }
+    }
+    Ok(Settled::Probed)
+}
+
+/// Where `argv0` resolved in a container.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(super) struct Resolved {
+    /// The executable regular file `argv0` leads to.
+    pub executable: String,
+    /// The resolved `#!` interpreter, when the executable is a script.
+    pub interpreter: Option<String>,
+    /// Every path stat'd on the way, found or not, in order: what the answer depends on.
+    pub probed: Vec<String>,
+}
+
+/// Resolves `argv0` (and its `#!` interpreter) in container `id`; the error is the detail of
+/// a start-failed no-verdict.
+pub(super) async fn resolve(
+    docker: &impl Api,
+    id: &str,
+    argv0: &str,
+    image_path: Option<&str>,
+) -> Result<Resolved, String> {
+    let mut probed = Vec::new();
+    let executable = find(
+        docker,
+        id,
+        argv0,
+        candidates(argv0, image_path),
+        &mut probed,
+    )
+    .await?
+    .ok_or_else(|| format!("executable {argv0} not found in the image"))?;
+    let mut resolved_interpreter = None;
+    if let Some(interpreter) = read_interpreter(docker, id, &executable).await {
+        // The kernel does not search PATH for an interpreter; relative means the workdir.
+        let candidates = if interpreter.starts_with('/') {
+            vec![interpreter.clone()]
+        } else {
+            vec![format!("{}/{interpreter}", profile::WORKDIR)]
+        };
+        match find(docker, id, &interpreter, candidates, &mut probed).await? {
+            Some(path) => resolved_interpreter = Some(path),
+            None => {
+                return Err(format!(
+                    "interpreter {interpreter} of {argv0} not found in the image"
+                ));
+            }
+        }
+    }
+    Ok(Resolved {
+        executable,
+        interpreter: resolved_interpreter,
+        probed,
+    })
+}
+
+/// Whether no directory on the way to any of `paths` is a symlink in the container (or could
+/// not be told): a lexically plain path under a linked directory may land in a mount.
+pub(super) async fn ancestors_are_plain(docker: &impl Api, id: &str, paths: &[String]) -> bool {
+    let mut ancestors: Vec<&str> = paths
+        .iter()
+        .flat_map(|path| {
+            path.match_indices('/')
+                .map(|(at, _)| &path[..at])
+                .filter(|dir| !dir.is_empty())
+        })
+        .collect();
+    ancestors.sort_unstable();
+    ancestors.dedup();
+    for dir in ancestors {
+        let options = ContainerArchiveInfoOptionsBuilder::default()
+            .path(dir)
+            .build();
+        tracing::debug!(path = dir, "archive stat of an ancestor");
+        match docker.get_container_archive_info(id, Some(options)).await {
+            Ok(stat) if stat.file_mode & GO_MODE_SYMLINK == 0 => {}
+            // Absent: nothing under it exists either, and no mount can create it.
+            Err(error) if is_not_found(&error) => {}
+            _ => return false,
+        }
+    }
+    true
+}
+
+/// The first candidate that is (after following symlinks) an executable regular file; every
+/// path stat'd is appended to `probed`.
+async fn find(
+    docker: &impl Api,
+    id: &str,
+    name: &str,
+    candidates: Vec<String>,
+    probed: &mut Vec<String>,
+) -> Result<Option<String>, String> {
+    for candidate in candidates {
+        let mut path = candidate;
+        for _ in 0..MAX_LINK_HOPS {
+            let options = ContainerArchiveInfoOptionsBuilder::default()
+                .path(&path)
+                .build();
+            tracing::debug!(path = %path, "archive stat");
+            probed.push(path.clone());
+            let stat = match docker.get_container_archive_info(id, Some(options)).await {
+                Ok(stat) => stat,
+                Err(error) if is_not_found(&error) => break,
+                Err(error) => {
+                    return Err(format!(
+                        "resolving executable {name} failed: {}",
+                        engine_message(&error)
+                    ));
+                }
+            };
+            match probe_step(&path, stat.file_mode, stat.link_target) {
+                Probe::Follow(next) => path = next,
+                Probe::Executable => return Ok(Some(path)),
+                Probe::NotExecutable => {
+                    return Err(format!(
+                        "{name} resolves to {path}, which is not an executable file"
+                    ));
+                }
+            }
+        }
+    }
+    Ok(None)
+}
+
+/// The `#!` interpreter of the file at `path`, read through the engine's archive API.
+/// Unreadable or non-script files yield `None`: the executable itself is already known to
+/// exist, so this only narrows what a 127 can mean.
+async fn read_interpreter(docker: &impl Api, id: &str, path: &str) -> Option<String> {
+    let options = DownloadFromContainerOptionsBuilder::default()
+        .path(path)
+        .build();
+    tracing::debug!(path, "archive read of the file's head");
+    let mut archive = docker.download_from_container(id, Some(options));
+    let mut head = Vec::new();
+    while head.len() < ARCHIVE_HEAD_BYTES {
+        match archive.next().await {
+            Some(Ok(chunk)) => head.extend_from_slice(&chunk),
+            _ => break,
+        }
+    }
+    drop(archive);
+    let mut entries = tar::Archive::new(std::io::Cursor::new(head));
+    let mut entry = entries.entries().ok()?.next()?.ok()?;
+    let mut start = Vec::new();
+    std::io::Read::read_to_end(&mut std::io::Read::take(&mut entry, 256), &mut start).ok()?;
+    shebang_interpreter(&start)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn shebang_interpreter_is_the_first_word() {
+        assert_eq!(
+            shebang_interpreter(b"#!/bin/sh\necho"),
+            Some("/bin/sh".into())
+        );
+        assert_eq!(
+            shebang_interpreter(b"#! \t/usr/bin/env python3 -u\n"),
+            Some("/usr/bin/env".into())
+        );
+        assert_eq!(shebang_interpreter(b"\x7fELF..."), None);
+        assert_eq!(shebang_interpreter(b"#!\n"), None);
+        assert_eq!(shebang_interpreter(b""), None);
+    }
+
+    #[test]
+    fn executable_candidates_follow_path_rules() {
+        assert_eq!(candidates("/bin/sh", Some("/x")), ["/bin/sh"]);
+        assert_eq!(candidates("./run.sh", None), ["/workspace/./run.sh"]);
+        assert_eq!(
+            candidates("cat", Some("/usr/bin:/bin/:relative")),
+            ["/usr/bin/cat", "/bin/cat"]
+        );
+    }
+
+    #[test]
+    fn a_probe_follows_links_and_accepts_only_executable_regular_files() {
+        assert_eq!(
+            probe_step("/bin/sh", GO_MODE_SYMLINK | 0o777, "busybox".into()),
+            Probe::Follow("/bin/busybox".into())
+        );
+        assert_eq!(
+            probe_step("/bin/sh", GO_MODE_SYMLINK, "/usr/bin/dash".into()),
+            Probe::Follow("/usr/bin/dash".into())
+        );
+        assert_eq!(
+            probe_step("/bin/sh", 0o755, String::new()),
+            Probe::Executable
+        );
+        assert_eq!(
+            probe_step("/bin/sh", 0o644, String::new()),
+            Probe::NotExecutable
+        );
+        assert_eq!(
+            probe_step("/bin", GO_MODE_DIR | 0o755, String::new()),
+            Probe::NotExecutable
+        );
+    }
+}

@@ -1,0 +1,168 @@
+//! The run lifecycle over a scripted engine ([`crate::fake`]): every path of `docker.rs` that
+//! the real-Docker tests reach only with a daemon (and some, like an engine restart or an
+//! unconfirmed removal, not at all) runs here in milliseconds, on tokio's paused clock, so
+//! deadlines and grace periods are reached by the runtime advancing time when it is idle,
+//! never by a sleep being long enough.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::time::Duration;
+
+use worker_sandbox::decision::{Decision, InputCheck, NoVerdictReason, StoppedBy};
+use worker_sandbox::evidence::EngineFacts;
+use worker_sandbox::{InputPhase, RunHooks, RunReport, SandboxSpec};
+
+use crate::docker::DockerExecutor;
+use crate::fake::{Fake, Script};
+
+struct Unchanged;
+
+impl RunHooks for Unchanged {
+    fn check_inputs(&self, _: InputPhase) -> InputCheck {
+        InputCheck::Matched
+    }
+}
+
+fn spec(dir: &std::path::Path) -> SandboxSpec {
+    let mut spec = worker_sandbox::spec::sample_spec(dir, "linux/amd64");
+    spec.timeout = Duration::from_secs(5);
+    spec.max_output_bytes = 1024;
+    spec
+}
+
+/// Runs `spec` on a fresh scripted engine; a run that does not end within an hour of the
+/// paused clock is a hung lifecycle, reported as such instead of hanging the test.
+async fn run(script: Script, spec: &SandboxSpec) -> (RunReport, Fake) {
+    let fake = Fake::new(script);
+    let executor = DockerExecutor::over(fake.clone(), EngineFacts::default(), "owner".into());
+    let report = tokio::time::timeout(Duration::from_secs(3600), executor.run(spec, &Unchanged))
+        .await
+        .expect("the lifecycle hung: the run never ended")
+        .expect("the scripted engine is always reachable");
+    (report, fake)
+}
+
+fn reason(decision: &Decision) -> Option<NoVerdictReason> {
+    match decision {
+        Decision::NoVerdict { reason, .. } => Some(*reason),
+        Decision::Completed { .. } => None,
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn lifecycle_a_program_exiting_0_completes_and_its_container_is_removed() {
+    let dir = tempfile::tempdir().unwrap();
+    let (report, fake) = run(Script::default(), &spec(dir.path())).await;
+    assert_eq!(report.decision, Decision::Completed { exit_code: 0 });
+    assert_eq!(report.output.stdout, b"ok\n");
+    assert!(report.evidence.exit.removed);
+    assert_eq!(fake.kills(), 0);
+    assert!(fake.removals() >= 1);
+}
+
+#[tokio::test(start_paused = true)]
+async fn lifecycle_deadline_kills_the_program_and_is_timeout() {
+    let dir = tempfile::tempdir().unwrap();
+    let script = Script {
+        runs_until_killed: true,
+        ..Script::default()
+    };
+    let (report, fake) = run(script, &spec(dir.path())).await;
+    assert_eq!(
+        reason(&report.decision),
+        Some(NoVerdictReason::Timeout),
+        "{report:?}"
+    );
+    assert_eq!(report.evidence.exit.stopped_by, StoppedBy::Timeout);
+    assert_eq!(fake.kills(), 1, "the deadline sends exactly one SIGKILL");
+    assert!(report.evidence.exit.removed);
+}
+
+#[tokio::test(start_paused = true)]
+async fn lifecycle_output_past_the_cap_kills_the_program_and_is_output_limit() {
+    let dir = tempfile::tempdir().unwrap();
+    let script = Script {
+        stdout: vec![b'x'; 4096],
+        runs_until_killed: true,
+        ..Script::default()
+    };
+    let (report, fake) = run(script, &spec(dir.path())).await;
+    assert_eq!(
+        reason(&report.decision),
+        Some(NoVerdictReason::OutputLimit),
+        "{report:?}"
+    );
+    assert_eq!(report.evidence.exit.stopped_by, StoppedBy::OutputLimit);
+    assert_eq!(fake.kills(), 1, "passing the cap sends exactly one SIGKILL");
+}
+
+#[tokio::test(start_paused = true)]
+async fn lifecycle_an_oom_kill_is_oom_never_a_failed_verdict() {
+    let dir = tempfile::tempdir().unwrap();
+    let script = Script {
+        oom_killed: true,
+        ..Script::default()
+    };
+    let (report, _) = run(script, &spec(dir.path())).await;
+    assert_eq!(
+        reason(&report.decision),
+        Some(NoVerdictReason::Oom),
+        "{report:?}"
+    );
+    assert!(report.evidence.exit.oom_killed);
+}
+
+#[tokio::test(start_paused = true)]
+async fn lifecycle_a_kill_from_outside_is_externally_stopped() {
+    let dir = tempfile::tempdir().unwrap();
+    let script = Script {
+        external_kill: true,
+        ..Script::default()
+    };
+    let (report, fake) = run(script, &spec(dir.path())).await;
+    assert_eq!(
+        reason(&report.decision),
+        Some(NoVerdictReason::ExternallyStopped),
+        "{report:?}"
+    );
+    assert_eq!(fake.kills(), 0, "the sandbox itself sent no kill");
+}
+
+#[tokio::test(start_paused = true)]
+async fn lifecycle_an_engine_restart_mid_run_is_no_verdict_and_its_failed_wait_no_exit() {
+    let dir = tempfile::tempdir().unwrap();
+    let script = Script {
+        engine_restarts: true,
+        ..Script::default()
+    };
+    let (report, fake) = run(script, &spec(dir.path())).await;
+    assert_eq!(
+        fake.waits(),
+        2,
+        "the wait that failed was re-issued, not taken as the exit"
+    );
+    assert_eq!(
+        reason(&report.decision),
+        Some(NoVerdictReason::ExternallyStopped),
+        "an event stream that ended before the exit leaves the run unjudged: {report:?}"
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn lifecycle_an_unconfirmed_removal_voids_a_passed_run() {
+    let dir = tempfile::tempdir().unwrap();
+    let script = Script {
+        removal_unconfirmed: true,
+        ..Script::default()
+    };
+    let (report, fake) = run(script, &spec(dir.path())).await;
+    assert_eq!(
+        reason(&report.decision),
+        Some(NoVerdictReason::InternalError),
+        "{report:?}"
+    );
+    assert!(!report.evidence.exit.removed);
+    assert!(
+        fake.removals() > 1,
+        "removal is retried until its grace period ends"
+    );
+}

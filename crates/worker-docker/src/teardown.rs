@@ -1,0 +1,91 @@
+//! Stopping and removing a container, each request bounded so a slow engine cannot stall
+//! teardown, and reading its final state into the evidence.
+
+use std::time::Duration;
+
+use crate::api::Api;
+use bollard::models::ContainerState;
+use bollard::query_parameters::{KillContainerOptionsBuilder, RemoveContainerOptionsBuilder};
+use tokio::time::Instant;
+
+use super::engine::{engine_message, is_not_found, now_ms};
+use super::evidence::EvidenceRecord;
+
+/// How long to wait for a killed container to stop and for its output to drain.
+pub(super) const STOP_GRACE: Duration = Duration::from_secs(30);
+/// How long to keep retrying removal before giving up.
+const REMOVE_GRACE: Duration = Duration::from_secs(20);
+/// Bound on each kill, remove and inspect request during teardown, so a slow engine cannot
+/// stall teardown for the client's default two minutes.
+const TEARDOWN_CALL: Duration = Duration::from_secs(10);
+/// Engine value of `State.StartedAt` for a container that never started.
+const NEVER: &str = "0001-01-01T00:00:00Z";
+
+/// Sends SIGKILL; returns whether the engine may have acted on it (accepted, or the
+/// request timed out), so the run can tell its own `kill` event from someone else's.
+pub(super) async fn kill(docker: &impl Api, id: &str) -> bool {
+    let options = KillContainerOptionsBuilder::default()
+        .signal("KILL")
+        .build();
+    match tokio::time::timeout(TEARDOWN_CALL, docker.kill_container(id, Some(options))).await {
+        Ok(Ok(())) => true,
+        // A container that already stopped answers 409 and emits no event; anything else
+        // is worth a log line.
+        Ok(Err(error)) => {
+            tracing::debug!(container = %id, error = %engine_message(&error), "kill");
+            false
+        }
+        Err(_) => {
+            tracing::warn!(container = %id, "kill request timed out");
+            true
+        }
+    }
+}
+
+/// Force-removes the container and confirms the engine no longer knows it; returns the
+/// confirmation time.
+pub(super) async fn remove_and_confirm(docker: &impl Api, id: &str) -> Option<u64> {
+    let give_up = Instant::now() + REMOVE_GRACE;
+    loop {
+        let options = RemoveContainerOptionsBuilder::default()
+            .force(true)
+            .v(true)
+            .build();
+        let removal =
+            tokio::time::timeout(TEARDOWN_CALL, docker.remove_container(id, Some(options))).await;
+        if let Ok(Err(error)) = &removal {
+            tracing::debug!(container = %id, error = %engine_message(error), "remove");
+        }
+        let confirm = tokio::time::timeout(TEARDOWN_CALL, docker.inspect_container(id, None)).await;
+        match confirm {
+            Ok(Err(error)) if is_not_found(&error) => return Some(now_ms()),
+            _ if Instant::now() >= give_up => {
+                tracing::error!(container = %id, "container removal could not be confirmed");
+                return None;
+            }
+            _ => tokio::time::sleep(Duration::from_millis(200)).await,
+        }
+    }
+}
+
+/// The container's state as the engine reports it now, or `None` when it could not be read.
+pub(super) async fn final_state(docker: &impl Api, id: &str) -> Option<ContainerState> {
+    let inspect = tokio::time::timeout(TEARDOWN_CALL, docker.inspect_container(id, None))
+        .await
+        .ok()?
+        .ok()?;
+    Some(inspect.state.unwrap_or_default())
+}
+
+/// Records the final state in the evidence; returns whether the container is still running.
+pub(super) fn record_final_state(evidence: &mut EvidenceRecord, state: ContainerState) -> bool {
+    let started_at = state.started_at.filter(|s| !s.is_empty() && s != NEVER);
+    evidence.exit.started = started_at.is_some();
+    evidence.timestamps.engine_started = started_at;
+    evidence.timestamps.engine_finished = state.finished_at.filter(|s| s != NEVER);
+    evidence.timestamps.finish_ms = Some(now_ms());
+    evidence.exit.exit_code = state.exit_code;
+    evidence.exit.oom_killed = state.oom_killed.unwrap_or(false);
+    evidence.exit.engine_error = state.error.filter(|e| !e.is_empty());
+    state.running.unwrap_or(false)
+}

@@ -1,0 +1,840 @@
+//! Orchestration of one feed run.
+
+use std::collections::BTreeSet;
+use std::fmt;
+use std::panic::AssertUnwindSafe;
+use std::path::{Path, PathBuf};
+use std::time::{Instant, SystemTime, UNIX_EPOCH};
+
+use futures_util::FutureExt as _;
+use platform_client::{ClientError, ClientLimits, PlatformClient, check_url};
+use serde_json::Value;
+use verifier_sdk::{
+    Address, CandidateManifest, CommitId, GithubRepo, MAX_MANIFEST_CANDIDATES, Network,
+    NoVerdictReason, RelativeDir, RunOutput, Sha256Digest, ValidatedJob, validate_outcome,
+};
+
+use super::archive::{
+    ArchiveLimits, BENCHMARK_MAX_COMPRESSED, DEFAULT_ARCHIVE_BASE, SOURCE_MAX_COMPRESSED,
+    archive_url, extract_tar_gz,
+};
+use super::cache::{ResultCache, RunIdentity};
+use super::output::{MANIFEST_FILE, write_bounded_manifest, write_candidate};
+use super::report::{Durations, FeedReport, FetchFailure, JobRow, JobStatus};
+use super::scratch::{Scratch, remove_stale};
+use super::select::{Selection, reason, select_jobs};
+
+/// Most verifier addresses one run serves (one or two operators' quorum).
+pub const MAX_VERIFIERS: usize = 2;
+
+/// How a feed run is configured.
+#[derive(Debug, Clone)]
+pub struct FeedConfig {
+    /// Platform API base URL (https, or http to loopback).
+    pub api_base: String,
+    /// The network queried and required of every job.
+    pub network: Network,
+    /// The verifier set we serve: one or two distinct addresses.
+    pub verifiers: Vec<Address>,
+    /// Where candidates and `manifest.json` are written.
+    pub out_dir: PathBuf,
+    /// Parent of the per-run scratch directory for downloads and extractions.
+    pub work_dir: PathBuf,
+    /// Result cache directory; `None` disables reuse.
+    pub cache_dir: Option<PathBuf>,
+    /// Base of exact-commit archive URLs.
+    pub archive_base: String,
+    /// Most jobs to run; the rest are reported as skipped.
+    pub max_jobs: Option<usize>,
+    /// When set, only these job ids are run; the rest are reported as skipped.
+    pub only_jobs: Option<BTreeSet<String>>,
+    /// Only this shard's jobs are run; the rest are reported as skipped.
+    pub shard: super::shard::Shard,
+    /// HTTP bounds.
+    pub client_limits: ClientLimits,
+    /// Part of the cache identity: a new worker never reuses an old worker's verdicts.
+    pub worker_version: String,
+    /// Recorded in each candidate.
+    pub runner_revision: String,
+    /// Print progress lines on stderr.
+    pub progress: bool,
+}
+
+impl FeedConfig {
+    /// A configuration with defaults: codeload archives, the system temp dir for scratch,
+    /// no cache, no job limit, this crate's version, progress on.
+    pub fn new(api_base: &str, network: Network, verifiers: Vec<Address>, out_dir: &Path) -> Self {
+        Self {
+            api_base: api_base.to_owned(),
+            network,
+            verifiers,
+            out_dir: out_dir.to_owned(),
+            work_dir: std::env::temp_dir(),
+            cache_dir: None,
+            archive_base: DEFAULT_ARCHIVE_BASE.to_owned(),
+            max_jobs: None,
+            only_jobs: None,
+            shard: super::shard::Shard::default(),
+            client_limits: ClientLimits::default(),
+            worker_version: env!("CARGO_PKG_VERSION").to_owned(),
+            runner_revision: super::output::runner_revision(),
+            progress: true,
+        }
+    }
+
+    /// Checks everything that can be checked before any request.
+    pub fn validate(&self) -> Result<(), FeedError> {
+        if self.verifiers.is_empty() {
+            return Err(FeedError::NoVerifiers);
+        }
+        if self.verifiers.len() > MAX_VERIFIERS {
+            return Err(FeedError::TooManyVerifiers(self.verifiers.len()));
+        }
+        let distinct: BTreeSet<_> = self.verifiers.iter().collect();
+        if distinct.len() != self.verifiers.len() {
+            return Err(FeedError::DuplicateVerifier);
+        }
+        check_url(&self.api_base).map_err(FeedError::ApiUrl)?;
+        check_url(&self.archive_base).map_err(FeedError::ArchiveBase)?;
+        Ok(())
+    }
+}
+
+/// Why a feed run could not start or finish as a whole (per-job trouble goes in the report).
+#[derive(Debug, thiserror::Error)]
+pub enum FeedError {
+    /// No verifier configured.
+    #[error("at least one verifier address is required")]
+    NoVerifiers,
+    /// Too many verifiers.
+    #[error("{0} verifiers configured; at most {MAX_VERIFIERS} are supported")]
+    TooManyVerifiers(usize),
+    /// The same verifier twice.
+    #[error("a verifier address is configured twice")]
+    DuplicateVerifier,
+    /// The API base URL breaks the URL policy.
+    #[error("api base url: {0}")]
+    ApiUrl(#[source] ClientError),
+    /// The archive base URL breaks the URL policy.
+    #[error("archive base url: {0}")]
+    ArchiveBase(#[source] ClientError),
+    /// The HTTP client could not be built.
+    #[error("http client: {0}")]
+    Client(#[source] ClientError),
+    /// The output or scratch directory is unusable.
+    #[error("{what} {path:?}: {source}")]
+    Dir {
+        /// Which directory.
+        what: &'static str,
+        /// The path.
+        path: PathBuf,
+        /// The underlying error.
+        #[source]
+        source: std::io::Error,
+    },
+    /// The candidates manifest could not be written.
+    #[error("writing the candidates manifest: {0}")]
+    Manifest(#[source] super::output::OutputError),
+}
+
+/// What the executor reports after staging and running one job.
+#[derive(Debug, Clone)]
+pub struct ExecutedJob {
+    /// The verdict or the reasoned absence of one.
+    pub output: RunOutput,
+    /// The evidence record (DESIGN §5); the signer refuses a candidate without one.
+    pub evidence: Option<Value>,
+    /// Digest of the image actually run.
+    pub image_digest: Sha256Digest,
+    /// Digest of the staged source tree.
+    pub source_digest: Sha256Digest,
+    /// Digest of the staged benchmark tree.
+    pub benchmark_digest: Sha256Digest,
+}
+
+/// Why the executor could not produce a [`RunOutput`].
+#[derive(Debug, Clone, thiserror::Error)]
+pub enum JobFailure {
+    /// The container runtime could not be reached.
+    #[error("container runtime unavailable: {0}")]
+    RuntimeUnavailable(String),
+    /// The executor refused the inputs (a rule broken; retrying cannot help).
+    #[error("executor rejected the inputs: {0}")]
+    InvalidInput(String),
+    /// Staging the trees into the store failed for a reason of this host (the staging
+    /// root full or unwritable), not of the trees.
+    #[error("staging failed: {0}")]
+    Staging(String),
+    /// Anything else.
+    #[error("executor failed: {0}")]
+    Internal(String),
+}
+
+/// Stages the extracted trees and runs the job in the sandbox. Implemented by the worker with
+/// the staging store and the Docker sandbox; it must verify the staged digests and the
+/// image itself, because the runner only compares what the executor reports.
+#[async_trait::async_trait]
+pub trait JobExecutor: Send + Sync {
+    /// Runs `job` on the extracted `source_dir` and `benchmark_dir`.
+    async fn execute(
+        &self,
+        job: &ValidatedJob,
+        source_dir: &Path,
+        benchmark_dir: &Path,
+    ) -> Result<ExecutedJob, JobFailure>;
+}
+
+/// Runs one feed batch. Returns `Err` only when the run as a whole cannot proceed; every
+/// per-job problem is a row of the report.
+pub async fn run_feed(
+    config: &FeedConfig,
+    executor: &dyn JobExecutor,
+) -> Result<FeedReport, FeedError> {
+    config.validate()?;
+    let client = PlatformClient::new(config.client_limits).map_err(FeedError::Client)?;
+    std::fs::create_dir_all(&config.out_dir).map_err(|source| FeedError::Dir {
+        what: "output directory",
+        path: config.out_dir.clone(),
+        source,
+    })?;
+    // A killed run leaves its downloads behind; nobody else would ever remove them.
+    remove_stale(&config.work_dir);
+    let scratch = Scratch::create(&config.work_dir).map_err(|source| FeedError::Dir {
+        what: "work directory",
+        path: config.work_dir.clone(),
+        source,
+    })?;
+
+    let mut report = FeedReport::new(
+        config.network.name(),
+        config.verifiers.iter().map(ToString::to_string).collect(),
+    );
+    let (fetched, failures) = fetch_feeds(config, &client).await;
+    report.fetch_failures = failures;
+
+    let Selection {
+        mut selected,
+        mut excluded,
+    } = select_jobs(
+        fetched,
+        config.network,
+        &config.verifiers,
+        now_unix(),
+        config.max_jobs,
+    );
+    if let Some(wanted) = &config.only_jobs {
+        selected.retain(|job| {
+            let keep = wanted.contains(job.job_id());
+            if !keep {
+                excluded.push(JobStatus::Skipped, reason::NOT_REQUESTED, || {
+                    JobRow::new(
+                        job.job_id().to_owned(),
+                        JobStatus::Skipped,
+                        reason::NOT_REQUESTED,
+                        "not one of the --job-id jobs",
+                    )
+                });
+            }
+            keep
+        });
+    }
+    if config.shard != super::shard::Shard::default() {
+        selected.retain(|job| {
+            let keep = config.shard.owns(job.job_id());
+            if !keep {
+                excluded.push(JobStatus::Skipped, reason::OTHER_SHARD, || {
+                    JobRow::new(
+                        job.job_id().to_owned(),
+                        JobStatus::Skipped,
+                        reason::OTHER_SHARD,
+                        "another --shard's job",
+                    )
+                });
+            }
+            keep
+        });
+    }
+    let runner = Runner {
+        config,
+        client: &client,
+        executor,
+        cache: config.cache_dir.as_ref().map(ResultCache::new),
+    };
+    let mut manifest = CandidateManifest::new(config.network.name());
+    let total = selected.len();
+    for (i, job) in selected.iter().enumerate() {
+        progress(
+            config,
+            format_args!("[{}/{total}] {}", i + 1, job.job_id().escape_debug()),
+        );
+        let job_dir = scratch.path().join(format!("job-{i}"));
+        let run = runner.run_one(job, &job_dir).await;
+        if let Err(e) = std::fs::remove_dir_all(&job_dir)
+            && e.kind() != std::io::ErrorKind::NotFound
+        {
+            tracing::warn!(error = %e, "could not remove a job's scratch directory");
+        }
+        report.executed += u64::from(run.executed);
+        report.runtime_unavailable += u64::from(run.runtime_unavailable);
+        if run.row.candidate_file.is_some() {
+            manifest.push(job.job_id());
+        }
+        progress(
+            config,
+            format_args!(
+                "[{}/{total}] {}{}",
+                i + 1,
+                run.row.status.as_str(),
+                run.row
+                    .reason
+                    .as_deref()
+                    .map(|r| format!(": {}", r.escape_debug()))
+                    .unwrap_or_default()
+            ),
+        );
+        report.jobs.push(run.row);
+    }
+    let (listed, omitted) = excluded.into_parts();
+    report.jobs.extend(listed);
+    report.omitted_jobs = omitted;
+    let left_out = write_bounded_manifest(&config.out_dir, &manifest, MAX_MANIFEST_CANDIDATES)
+        .map_err(FeedError::Manifest)?;
+    report.candidates_left_out = u64::try_from(left_out.len()).unwrap_or(u64::MAX);
+    report.manifest_file = Some(MANIFEST_FILE.into());
+    Ok(report)
+}
+
+/// Queries the feed once per configured verifier; a failed query is a [`FetchFailure`], never
+/// a reason to stop (the other verifier's jobs still run). `worker feed` and `worker serve`
+/// both start each batch here, so they select from the same answers.
+pub async fn fetch_feeds(
+    config: &FeedConfig,
+    client: &PlatformClient,
+) -> (Vec<Vec<Value>>, Vec<FetchFailure>) {
+    let mut fetched = Vec::new();
+    let mut failures = Vec::new();
+    for verifier in &config.verifiers {
+        match client
+            .fetch_jobs(&config.api_base, config.network, *verifier)
+            .await
+        {
+            Ok(jobs) => {
+                progress(
+                    config,
+                    format_args!("feed: {} job(s) for {verifier}", jobs.len()),
+                );
+                fetched.push(jobs);
+            }
+            Err(e) => {
+                progress(
+                    config,
+                    format_args!("feed: query for {verifier} failed: {e}"),
+                );
+                failures.push(FetchFailure {
+                    verifier: verifier.to_string(),
+                    kind: e.kind().into(),
+                    message: e.to_string(),
+                    transient: e.is_transient(),
+                });
+            }
+        }
+    }
+    (fetched, failures)
+}
+
+/// Runs single selected jobs exactly as [`run_feed`] runs each job of its batch (liveness
+/// re-check, cache, archives, executor, judgement, candidate file), for callers that drive
+/// the jobs themselves (`worker serve`).
+pub struct JobRunner<'a>(Runner<'a>);
+
+impl<'a> JobRunner<'a> {
+    /// A runner with `config`'s cache (if any).
+    pub fn new(
+        config: &'a FeedConfig,
+        client: &'a PlatformClient,
+        executor: &'a dyn JobExecutor,
+    ) -> Self {
+        Self(Runner {
+            config,
+            client,
+            executor,
+            cache: config.cache_dir.as_ref().map(ResultCache::new),
+        })
+    }
+
+    /// Runs `job` with `job_dir` (which must not exist yet) as its scratch directory, removes
+    /// that directory, and returns the job's report row and whether the executor ran.
+    pub async fn run(&self, job: &ValidatedJob, job_dir: &Path) -> (JobRow, bool) {
+        let run = self.0.run_one(job, job_dir).await;
+        if let Err(e) = std::fs::remove_dir_all(job_dir)
+            && e.kind() != std::io::ErrorKind::NotFound
+        {
+            tracing::warn!(error = %e, "could not remove a job's scratch directory");
+        }
+        (run.row, run.executed)
+    }
+}
+
+struct Runner<'a> {
+    config: &'a FeedConfig,
+    client: &'a PlatformClient,
+    executor: &'a dyn JobExecutor,
+    cache: Option<ResultCache>,
+}
+
+struct JobRun {
+    row: JobRow,
+    executed: bool,
+    runtime_unavailable: bool,
+}
+
+/// Why one job ended without a candidate.
+struct Stop {
+    status: JobStatus,
+    code: String,
+    reason: String,
+    /// The same inputs are refused on every attempt: remember it (see `cache`).
+    permanent: bool,
+    /// Replayed from the cache.
+    cached: bool,
+}
+
+impl Stop {
+    fn new(status: JobStatus, code: &str, reason: impl fmt::Display) -> Self {
+        Self {
+            status,
+            code: code.to_owned(),
+            reason: reason.to_string(),
+            permanent: false,
+            cached: false,
+        }
+    }
+
+    fn permanent(mut self) -> Self {
+        self.permanent = true;
+        self
+    }
+}
+
+struct Done {
+    status: JobStatus,
+    file: String,
+    cached: bool,
+}
+
+#[derive(Default)]
+struct Flags {
+    executed: bool,
+    runtime_unavailable: bool,
+}
+
+impl Runner<'_> {
+    async fn run_one(&self, job: &ValidatedJob, job_dir: &Path) -> JobRun {
+        let started = Instant::now();
+        let mut durations = Durations::default();
+        let mut flags = Flags::default();
+        let result = self.attempt(job, job_dir, &mut durations, &mut flags).await;
+        durations.total_ms = millis(started);
+        let row = match result {
+            Ok(done) => JobRow {
+                job_id: job.job_id().to_owned(),
+                status: done.status,
+                reason_code: None,
+                reason: None,
+                candidate_file: Some(done.file),
+                reused_from_cache: done.cached,
+                durations,
+            },
+            Err(stop) => {
+                let mut row = JobRow::new(
+                    job.job_id().to_owned(),
+                    stop.status,
+                    &stop.code,
+                    &stop.reason,
+                );
+                row.durations = durations;
+                row.reused_from_cache = stop.cached;
+                row
+            }
+        };
+        JobRun {
+            row,
+            executed: flags.executed,
+            runtime_unavailable: flags.runtime_unavailable,
+        }
+    }
+
+    async fn attempt(
+        &self,
+        job: &ValidatedJob,
+        job_dir: &Path,
+        durations: &mut Durations,
+        flags: &mut Flags,
+    ) -> Result<Done, Stop> {
+        // Selection checked liveness, but earlier jobs in the batch may have taken a while.
+        if !job.is_live(now_unix()) {
+            return Err(Stop::new(
+                JobStatus::Rejected,
+                reason::EXPIRED,
+                "the job expired before it could run",
+            ));
+        }
+        let manifest = job.manifest();
+        let image_digest = manifest.image_digest();
+        let identity = RunIdentity {
+            job,
+            source_digest: job.source_snapshot_digest(),
+            benchmark_digest: manifest.benchmark_digest(),
+            image_digest,
+            worker_version: &self.config.worker_version,
+        };
+        if let Some(reused) = self.reuse_cached(job, &identity) {
+            return reused;
+        }
+        let dirs = self.fetch_trees(job, job_dir, &identity, durations).await?;
+        let (Some(source_dir), Some(benchmark_dir)) = (dirs.first(), dirs.get(1)) else {
+            return Err(Stop::new(JobStatus::Error, "internal", "archive list"));
+        };
+
+        progress(self.config, format_args!("  running"));
+        let t = Instant::now();
+        flags.executed = true;
+        let executed = AssertUnwindSafe(self.executor.execute(job, source_dir, benchmark_dir))
+            .catch_unwind()
+            .await;
+        durations.execute_ms = millis(t);
+        let (outcome, evidence) = judge_execution(executed, job, &identity, flags)?;
+        if let Some(cache) = &self.cache
+            && let Err(e) = cache.store(&identity, &outcome, Some(&evidence))
+        {
+            tracing::warn!(error = %e, "could not cache a verdict");
+        }
+        let file = self.write(job, &outcome, Some(evidence))?;
+        Ok(Done {
+            status: verdict_status(outcome.verdict.passed()),
+            file,
+            cached: false,
+        })
+    }
+
+    /// A verdict or a rejection cached under the run's full identity, reused as it is.
+    fn reuse_cached(
+        &self,
+        job: &ValidatedJob,
+        identity: &RunIdentity<'_>,
+    ) -> Option<Result<Done, Stop>> {
+        if let Some(hit) = self.cache.as_ref().and_then(|c| c.load(identity)) {
+            progress(self.config, format_args!("  reusing the cached verdict"));
+            let status = verdict_status(hit.outcome.verdict.passed());
+            return Some(
+                self.write(job, &hit.outcome, hit.evidence)
+                    .map(|file| Done {
+                        status,
+                        file,
+                        cached: true,
+                    }),
+            );
+        }
+        if let Some(rejected) = self.cache.as_ref().and_then(|c| c.load_rejection(identity)) {
+            progress(self.config, format_args!("  reusing the cached rejection"));
+            return Some(Err(Stop {
+                cached: true,
+                ..Stop::new(JobStatus::Rejected, &rejected.reason_code, rejected.reason)
+            }));
+        }
+        None
+    }
+
+    /// Downloads and extracts the source and benchmark archives into `job_dir`; a permanent
+    /// failure is cached as a rejection of this run identity.
+    async fn fetch_trees(
+        &self,
+        job: &ValidatedJob,
+        job_dir: &Path,
+        identity: &RunIdentity<'_>,
+        durations: &mut Durations,
+    ) -> Result<Vec<PathBuf>, Stop> {
+        let manifest = job.manifest();
+        std::fs::create_dir(job_dir)
+            .map_err(|e| Stop::new(JobStatus::Error, "scratch_failed", e))?;
+        let source = job.source();
+        let bench = job.benchmark_source();
+        let fetches = [
+            Fetch {
+                label: "source",
+                repository: &source.repository,
+                commit: &source.commit,
+                subdirectory: job.source_subdirectory(),
+                max_compressed: SOURCE_MAX_COMPRESSED,
+                limits: ArchiveLimits::source(manifest),
+            },
+            Fetch {
+                label: "benchmark",
+                repository: &bench.repository,
+                commit: &bench.commit,
+                subdirectory: &bench.subdirectory,
+                max_compressed: BENCHMARK_MAX_COMPRESSED,
+                limits: ArchiveLimits::benchmark(manifest),
+            },
+        ];
+        let mut dirs = Vec::with_capacity(2);
+        for fetch in &fetches {
+            match self.fetch_tree(fetch, job_dir, durations).await {
+                Ok(dir) => dirs.push(dir),
+                Err(stop) => {
+                    if stop.permanent
+                        && let Some(cache) = &self.cache
+                        && let Err(e) = cache.store_rejection(identity, &stop.code, &stop.reason)
+                    {
+                        tracing::warn!(error = %e, "could not cache a rejection");
+                    }
+                    return Err(stop);
+                }
+            }
+        }
+        Ok(dirs)
+    }
+
+    fn write(
+        &self,
+        job: &ValidatedJob,
+        outcome: &verifier_sdk::Outcome,
+        evidence: Option<Value>,
+    ) -> Result<String, Stop> {
+        write_candidate(
+            &self.config.out_dir,
+            job,
+            outcome,
+            evidence,
+            &self.config.runner_revision,
+        )
+        .map_err(|e| Stop::new(JobStatus::Error, "output_failed", e))
+    }
+
+    /// Downloads one archive into the job's scratch dir and extracts its selected subtree.
+    async fn fetch_tree(
+        &self,
+        fetch: &Fetch<'_>,
+        job_dir: &Path,
+        durations: &mut Durations,
+    ) -> Result<PathBuf, Stop> {
+        let url = archive_url(&self.config.archive_base, fetch.repository, fetch.commit);
+        let archive_path = job_dir.join(format!("{}.tar.gz", fetch.label));
+        let t = Instant::now();
+        let mut file = tokio::fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .open(&archive_path)
+            .await
+            .map_err(|e| Stop::new(JobStatus::Error, "scratch_failed", e))?;
+        let show = self.config.progress;
+        let label = fetch.label;
+        let mut next_report = PROGRESS_STEP;
+        let mut on_progress = move |done: u64, total: Option<u64>| {
+            if show && done >= next_report {
+                next_report = done.saturating_add(PROGRESS_STEP);
+                match total {
+                    Some(t) => eprintln!("  {label}: {} of {} MiB", done >> 20, t >> 20),
+                    None => eprintln!("  {label}: {} MiB", done >> 20),
+                }
+            }
+        };
+        let downloaded = self
+            .client
+            .download_to(&url, &mut file, fetch.max_compressed, &mut on_progress)
+            .await;
+        durations.download_ms += millis(t);
+        drop(file);
+        let bytes = downloaded.map_err(|e| {
+            let status = if e.is_transient() {
+                JobStatus::Error
+            } else {
+                JobStatus::Rejected
+            };
+            let stop = Stop::new(
+                status,
+                &format!("download_{}", e.kind()),
+                format!("{} archive: {e}", fetch.label),
+            );
+            // Over the size cap is a property of the archive; a 404 or a refused redirect
+            // may not be, so those are tried again next run.
+            match e {
+                ClientError::TooLarge { .. } => stop.permanent(),
+                _ => stop,
+            }
+        })?;
+        progress(
+            self.config,
+            format_args!("  {}: downloaded {bytes} bytes", fetch.label),
+        );
+
+        let t = Instant::now();
+        let dest = job_dir.join(fetch.label);
+        let subdirectory = fetch.subdirectory.clone();
+        let limits = fetch.limits;
+        let target = dest.clone();
+        let extracted = tokio::task::spawn_blocking(move || {
+            let reader = std::fs::File::open(&archive_path).map(std::io::BufReader::new);
+            let result = reader
+                .map_err(|source| super::archive::ArchiveError::Io {
+                    path: "archive".into(),
+                    source,
+                })
+                .and_then(|r| extract_tar_gz(r, &target, &subdirectory, &limits));
+            let _ = std::fs::remove_file(&archive_path);
+            result
+        })
+        .await;
+        durations.extract_ms += millis(t);
+        match extracted {
+            Ok(Ok(stats)) => {
+                progress(
+                    self.config,
+                    format_args!(
+                        "  {}: extracted {} file(s), {} bytes",
+                        fetch.label, stats.files, stats.bytes
+                    ),
+                );
+                Ok(dest)
+            }
+            Ok(Err(e)) if e.is_rejection() => {
+                let stop = Stop::new(
+                    JobStatus::Rejected,
+                    "archive_rejected",
+                    format!("{} archive: {e}", fetch.label),
+                );
+                Err(if e.is_permanent_rejection() {
+                    stop.permanent()
+                } else {
+                    stop
+                })
+            }
+            Ok(Err(e)) => Err(Stop::new(
+                JobStatus::Error,
+                "extract_failed",
+                format!("{} archive: {e}", fetch.label),
+            )),
+            Err(_) => Err(Stop::new(
+                JobStatus::Error,
+                "extract_failed",
+                format!("{} archive: extraction task failed", fetch.label),
+            )),
+        }
+    }
+}
+
+struct Fetch<'a> {
+    label: &'static str,
+    repository: &'a GithubRepo,
+    commit: &'a CommitId,
+    subdirectory: &'a RelativeDir,
+    max_compressed: u64,
+    limits: ArchiveLimits,
+}
+
+const PROGRESS_STEP: u64 = 16 << 20;
+
+fn verdict_status(passed: bool) -> JobStatus {
+    if passed {
+        JobStatus::CompletedPassed
+    } else {
+        JobStatus::CompletedFailed
+    }
+}
+
+fn progress(config: &FeedConfig, line: fmt::Arguments<'_>) {
+    if config.progress {
+        eprintln!("{line}");
+    }
+}
+
+fn millis(since: Instant) -> u64 {
+    u64::try_from(since.elapsed().as_millis()).unwrap_or(u64::MAX)
+}
+
+fn now_unix() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_secs())
+        .unwrap_or(0)
+}
+
+/// The verdict and evidence of an execution, or why there is none. The executor verifies the
+/// digests; the re-check here keeps a buggy executor from turning a run on other inputs into
+/// a cached, signable candidate.
+fn judge_execution(
+    executed: std::thread::Result<Result<ExecutedJob, JobFailure>>,
+    job: &ValidatedJob,
+    identity: &RunIdentity<'_>,
+    flags: &mut Flags,
+) -> Result<(verifier_sdk::Outcome, Value), Stop> {
+    let executed = match executed {
+        Err(_) => {
+            return Err(Stop::new(
+                JobStatus::Error,
+                "executor_panicked",
+                "the executor panicked",
+            ));
+        }
+        Ok(Err(JobFailure::RuntimeUnavailable(m))) => {
+            flags.runtime_unavailable = true;
+            return Err(Stop::new(
+                JobStatus::Error,
+                NoVerdictReason::RuntimeUnavailable.as_str(),
+                m,
+            ));
+        }
+        Ok(Err(JobFailure::InvalidInput(m))) => {
+            return Err(Stop::new(JobStatus::Rejected, "executor_rejected", m));
+        }
+        Ok(Err(JobFailure::Staging(m))) => {
+            return Err(Stop::new(JobStatus::Error, "staging_failed", m));
+        }
+        Ok(Err(JobFailure::Internal(m))) => {
+            return Err(Stop::new(JobStatus::Error, "executor_error", m));
+        }
+        Ok(Ok(executed)) => executed,
+    };
+    let outcome = match executed.output {
+        RunOutput::NoVerdict(nv) => {
+            if nv.no_verdict.reason == NoVerdictReason::RuntimeUnavailable {
+                flags.runtime_unavailable = true;
+            }
+            return Err(Stop::new(
+                JobStatus::NoVerdict,
+                nv.no_verdict.reason.as_str(),
+                nv.no_verdict.detail,
+            ));
+        }
+        RunOutput::Verdict(outcome) => outcome,
+    };
+    for (what, reported, committed) in [
+        ("source", executed.source_digest, identity.source_digest),
+        (
+            "benchmark",
+            executed.benchmark_digest,
+            identity.benchmark_digest,
+        ),
+        ("image", executed.image_digest, identity.image_digest),
+    ] {
+        if reported != committed {
+            return Err(Stop::new(
+                JobStatus::Error,
+                "digest_mismatch",
+                format!("executor ran {what} {reported}, the job commits to {committed}"),
+            ));
+        }
+    }
+    let outcome_value = serde_json::to_value(&outcome)
+        .map_err(|e| Stop::new(JobStatus::Error, "invalid_outcome", e))?;
+    validate_outcome(&outcome_value, job)
+        .map_err(|e| Stop::new(JobStatus::Error, "invalid_outcome", e))?;
+    let Some(evidence) = executed.evidence else {
+        return Err(Stop::new(
+            JobStatus::Error,
+            "missing_evidence",
+            "the executor returned a verdict without an evidence record",
+        ));
+    };
+    Ok((outcome, evidence))
+}

@@ -1,0 +1,121 @@
+//! The real [`JobExecutor`]: stages the extracted trees into the content-addressed store and
+//! runs the job in the Docker sandbox. The digests it reports are the staged ones, so the
+//! runner's comparison with the job is a comparison with what actually ran.
+
+use std::path::{Path, PathBuf};
+
+use verifier_sdk::{
+    NoVerdictOutcome, NoVerdictReason, RunOutput, Sha256Digest, TreeLimits, ValidatedJob,
+};
+
+use super::runner::{ExecutedJob, JobExecutor, JobFailure};
+use crate::run::{RunOptions, run_job, write_evidence};
+use worker_sandbox::{Executor, SandboxError};
+use worker_store::progress::NoProgress;
+use worker_store::stage::{StageKind, stage_tree};
+
+/// Stages and runs jobs with one connected engine.
+pub struct SandboxJobExecutor {
+    executor: Executor,
+    options: RunOptions,
+}
+
+impl SandboxJobExecutor {
+    /// Uses `executor` and publishes staged trees and evidence under `staging_root`.
+    pub fn new(executor: Executor, staging_root: PathBuf, pull: bool) -> Self {
+        Self {
+            executor,
+            options: RunOptions { staging_root, pull },
+        }
+    }
+}
+
+async fn stage(
+    kind: StageKind,
+    dir: &Path,
+    root: &Path,
+    limits: TreeLimits,
+) -> Result<Sha256Digest, JobFailure> {
+    let (dir, root) = (dir.to_owned(), root.to_owned());
+    // Staging hashes and copies on blocking threads of its own; keep it off the runtime.
+    let staged =
+        tokio::task::spawn_blocking(move || stage_tree(kind, &dir, &root, limits, &mut NoProgress))
+            .await
+            .map_err(|e| JobFailure::Internal(format!("staging task failed: {e}")))?;
+    match staged {
+        Ok(tree) => Ok(tree.snapshot.digest),
+        Err(worker_store::stage::StageError::Tree(e)) if e.is_input_error() => Err(
+            JobFailure::InvalidInput(format!("{kind} tree rejected: {e}")),
+        ),
+        Err(e) => Err(JobFailure::Staging(format!("staging {kind}: {e}"))),
+    }
+}
+
+#[async_trait::async_trait]
+impl JobExecutor for SandboxJobExecutor {
+    async fn execute(
+        &self,
+        job: &ValidatedJob,
+        source_dir: &Path,
+        benchmark_dir: &Path,
+    ) -> Result<ExecutedJob, JobFailure> {
+        let manifest = job.manifest();
+        let root = &self.options.staging_root;
+        let source = stage(
+            StageKind::Source,
+            source_dir,
+            root,
+            manifest.source_limits(),
+        )
+        .await?;
+        let benchmark = stage(
+            StageKind::Benchmark,
+            benchmark_dir,
+            root,
+            manifest.benchmark_limits(),
+        )
+        .await?;
+        let image_digest = manifest.image_digest();
+        let executed = |output, evidence| ExecutedJob {
+            output,
+            evidence,
+            image_digest,
+            source_digest: source,
+            benchmark_digest: benchmark,
+        };
+        let mismatch = |what: &str, got: Sha256Digest, want: Sha256Digest| {
+            let detail = format!("staged {what} digest {got} differs from the committed {want}");
+            RunOutput::NoVerdict(NoVerdictOutcome::new(
+                NoVerdictReason::InputMismatch,
+                &detail,
+            ))
+        };
+        if source != job.source_snapshot_digest() {
+            return Ok(executed(
+                mismatch("source", source, job.source_snapshot_digest()),
+                None,
+            ));
+        }
+        if benchmark != manifest.benchmark_digest() {
+            return Ok(executed(
+                mismatch("benchmark", benchmark, manifest.benchmark_digest()),
+                None,
+            ));
+        }
+        match run_job(&self.executor, job, &self.options).await {
+            Ok(Ok(run)) => {
+                if let Err(error) = write_evidence(root, &run.evidence) {
+                    tracing::warn!(%error, "could not write the evidence record to the store");
+                }
+                let evidence = serde_json::to_value(&run.evidence)
+                    .map_err(|e| JobFailure::Internal(format!("serializing evidence: {e}")))?;
+                Ok(executed(run.output, Some(evidence)))
+            }
+            Ok(Err(no_verdict)) => Ok(executed(RunOutput::NoVerdict(no_verdict), None)),
+            Err(SandboxError::RuntimeUnavailable(e)) => {
+                Err(JobFailure::RuntimeUnavailable(e.to_string()))
+            }
+            Err(e) => Err(JobFailure::Internal(e.to_string())),
+        }
+    }
+}

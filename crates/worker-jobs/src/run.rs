@@ -1,0 +1,266 @@
+//! The run step: a validated job and its staged trees in, an outcome and its evidence out.
+//!
+//! This is where the protocol (`verifier-sdk`) meets the sandbox: the job decides the spec,
+//! the staged store supplies verified trees (re-digested right before create and after the
+//! run), the executor decides completed-or-not, and only then does the sdk turn a completed
+//! run into a receipt and response hash. Rehearsal uses [`execute_manifest`] without a job.
+
+use std::path::{Path, PathBuf};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use sha2::{Digest, Sha256};
+use verifier_sdk::{
+    ExecutionFacts, NoVerdictOutcome, NoVerdictReason, Outcome, RunOutput, RunnerManifest,
+    Sha256Digest, TreeLimits, ValidatedJob, canonical_json,
+};
+
+use worker_sandbox::{
+    Decision, EvidenceRecord, Executor, InputCheck, InputPhase, RunHooks, SandboxError, SandboxSpec,
+};
+use worker_store::stage::{StageKind, verify_staged};
+
+/// Seconds since the unix epoch, the clock every validity check uses.
+pub fn now_unix() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_secs())
+        .unwrap_or(0)
+}
+
+/// Options of one run that are the operator's, not the job's.
+#[derive(Debug, Clone)]
+pub struct RunOptions {
+    /// The staging root holding `sources/` and `benchmarks/`.
+    pub staging_root: PathBuf,
+    /// Pull the image by its digest when it is not present.
+    pub pull: bool,
+}
+
+/// What one execution produced, before any job is attached.
+#[derive(Debug, Clone)]
+pub struct Execution {
+    /// Completed (with exit code) or no verdict (with reason).
+    pub decision: Decision,
+    /// The evidence record of the run.
+    pub evidence: EvidenceRecord,
+    /// Limits met that the program saw only as an errno (beside the verdict, never in it).
+    pub observed: worker_sandbox::hits::Observed,
+    /// Everything the run wrote, within the output cap.
+    pub output: worker_sandbox::streams::FullOutput,
+}
+
+/// A finished job run: the protocol output and its evidence.
+#[derive(Debug, Clone)]
+pub struct JobRun {
+    /// Exactly what `--run-regression` prints.
+    pub output: RunOutput,
+    /// The evidence record, with `response_hash` filled in for a verdict.
+    pub evidence: EvidenceRecord,
+}
+
+pub use worker_store::stage::EXECUTABLE_CACHE_DIR;
+
+/// Re-digests both staged trees; used right before create and after the run.
+struct StagedInputs {
+    root: PathBuf,
+    source: Sha256Digest,
+    source_limits: TreeLimits,
+    benchmark: Sha256Digest,
+    benchmark_limits: TreeLimits,
+}
+
+impl StagedInputs {
+    fn check(&self) -> Result<(PathBuf, PathBuf), String> {
+        let source = verify_staged(
+            &self.root,
+            StageKind::Source,
+            &self.source,
+            self.source_limits,
+        )
+        .map_err(|e| format!("source: {e}"))?;
+        let benchmark = verify_staged(
+            &self.root,
+            StageKind::Benchmark,
+            &self.benchmark,
+            self.benchmark_limits,
+        )
+        .map_err(|e| format!("benchmark: {e}"))?;
+        Ok((source, benchmark))
+    }
+}
+
+impl StagedInputs {
+    /// The staged paths, present as real directories, without re-digesting them: the executor
+    /// digests both trees through the hooks immediately before create and after the run, so a
+    /// full walk here would hash every byte a third time for no added guarantee.
+    fn locate(&self) -> Result<(PathBuf, PathBuf), String> {
+        let source = worker_store::stage::target_path(&self.root, StageKind::Source, &self.source);
+        let benchmark =
+            worker_store::stage::target_path(&self.root, StageKind::Benchmark, &self.benchmark);
+        for (what, path) in [("source", &source), ("benchmark", &benchmark)] {
+            match std::fs::symlink_metadata(path) {
+                Ok(meta) if meta.is_dir() => {}
+                Ok(_) => return Err(format!("{what}: {} is not a directory", path.display())),
+                Err(e) => return Err(format!("{what}: {} is not staged: {e}", path.display())),
+            }
+        }
+        Ok((source, benchmark))
+    }
+}
+
+impl RunHooks for StagedInputs {
+    fn check_inputs(&self, _phase: InputPhase) -> InputCheck {
+        match self.check() {
+            Ok(_) => InputCheck::Matched,
+            Err(detail) => InputCheck::Mismatch { detail },
+        }
+    }
+
+    fn executable_cache(&self) -> Option<PathBuf> {
+        Some(self.root.join(EXECUTABLE_CACHE_DIR))
+    }
+}
+
+fn run_id(seed: &str) -> String {
+    let nanos = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_nanos())
+        .unwrap_or(0);
+    let mut h = Sha256::new();
+    h.update(seed.as_bytes());
+    h.update(std::process::id().to_be_bytes());
+    h.update(nanos.to_be_bytes());
+    hex::encode(h.finalize()).chars().take(24).collect()
+}
+
+/// The container spec a manifest asks for, on the given staged trees. Pure: `worker plan`
+/// prints it, and the executor runs it.
+pub fn spec_for(
+    manifest: &RunnerManifest,
+    source_dir: PathBuf,
+    benchmark_dir: PathBuf,
+    run_id: String,
+    pull: bool,
+) -> SandboxSpec {
+    SandboxSpec {
+        run_id,
+        image: manifest.image().to_owned(),
+        platform: manifest.platform().to_owned(),
+        argv: manifest.command().to_vec(),
+        source_dir,
+        benchmark_dir,
+        timeout: Duration::from_secs(manifest.timeout_seconds()),
+        cpu_millis: manifest.cpu_millis(),
+        memory_bytes: manifest.memory_bytes(),
+        pids_limit: manifest.pids_limit(),
+        max_output_bytes: manifest.max_output_bytes(),
+        tmpfs_bytes: manifest.tmpfs_bytes(),
+        test_seed: manifest.test_seed(),
+        pull,
+    }
+}
+
+/// Runs `manifest` on the staged source `source` and the manifest's benchmark. Missing or
+/// changed inputs are a no-verdict `input_mismatch`: a missing tree is decided without the
+/// engine, a changed one by the digest check right before create (no container is created).
+pub async fn execute_manifest(
+    executor: &Executor,
+    manifest: &RunnerManifest,
+    source: Sha256Digest,
+    options: &RunOptions,
+    label: &str,
+) -> Result<Result<Execution, NoVerdictOutcome>, SandboxError> {
+    let (source_limits, benchmark_limits) = (manifest.source_limits(), manifest.benchmark_limits());
+    let inputs = StagedInputs {
+        root: options.staging_root.clone(),
+        source,
+        source_limits,
+        benchmark: manifest.benchmark_digest(),
+        benchmark_limits,
+    };
+    // Fail fast on a missing tree; the digests are checked by the executor's hooks right
+    // before create and after the run.
+    let (source_dir, benchmark_dir) = match inputs.locate() {
+        Ok(paths) => paths,
+        Err(detail) => {
+            return Ok(Err(NoVerdictOutcome::new(
+                NoVerdictReason::InputMismatch,
+                &detail,
+            )));
+        }
+    };
+    let spec = spec_for(
+        manifest,
+        source_dir,
+        benchmark_dir,
+        run_id(label),
+        options.pull,
+    );
+    let report = executor.run(&spec, &inputs).await?;
+    Ok(Ok(Execution {
+        decision: report.decision,
+        evidence: report.evidence,
+        observed: report.observed,
+        output: report.output,
+    }))
+}
+
+/// Turns an execution into the protocol output for `job`, and records the response hash in
+/// the evidence.
+pub fn outcome_for_job(job: &ValidatedJob, mut execution: Execution) -> JobRun {
+    let output = match &execution.decision {
+        Decision::Completed { exit_code } => {
+            let outcome = Outcome::for_job(job, execution_facts(*exit_code, &execution.evidence));
+            execution.evidence.response_hash = Some(outcome.response_hash.to_string());
+            RunOutput::Verdict(outcome)
+        }
+        Decision::NoVerdict { reason, detail } => {
+            RunOutput::NoVerdict(NoVerdictOutcome::new(*reason, detail))
+        }
+    };
+    JobRun {
+        output,
+        evidence: execution.evidence,
+    }
+}
+
+fn execution_facts(exit_code: i64, evidence: &EvidenceRecord) -> ExecutionFacts {
+    ExecutionFacts {
+        exit_code,
+        stdout_sha256: evidence.stdout.sha256,
+        stderr_sha256: evidence.stderr.sha256,
+        stdout_bytes: evidence.stdout.bytes,
+        stderr_bytes: evidence.stderr.bytes,
+    }
+}
+
+/// Runs a validated job end to end: staged inputs, sandbox, outcome.
+pub async fn run_job(
+    executor: &Executor,
+    job: &ValidatedJob,
+    options: &RunOptions,
+) -> Result<Result<JobRun, NoVerdictOutcome>, SandboxError> {
+    let execution = execute_manifest(
+        executor,
+        job.manifest(),
+        job.source_snapshot_digest(),
+        options,
+        job.job_id(),
+    )
+    .await?;
+    Ok(execution.map(|e| outcome_for_job(job, e)))
+}
+
+/// Writes `evidence` content-addressed under `<root>/evidence/sha256/<hex>.json` (the hex is
+/// SHA-256 of its canonical JSON) and returns the path. Written to a temporary file and
+/// renamed, so a reader never sees half a record.
+pub fn write_evidence(root: &Path, evidence: &EvidenceRecord) -> std::io::Result<PathBuf> {
+    let value = serde_json::to_value(evidence).map_err(std::io::Error::other)?;
+    let bytes = canonical_json(&value).into_bytes();
+    let hex = hex::encode(Sha256::digest(&bytes));
+    let dir = root.join("evidence").join("sha256");
+    std::fs::create_dir_all(&dir)?;
+    let target = dir.join(format!("{hex}.json"));
+    artifact_fs::write_atomic(&target, &bytes)?;
+    Ok(target)
+}

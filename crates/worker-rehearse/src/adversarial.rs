@@ -1,0 +1,513 @@
+//! `worker rehearse --adversarial`: after the rehearsal, the benchmark is run on trees that are
+//! not solutions, each in a fresh sandbox through the same staging and run path, to show whether
+//! the committed command pays someone who solved nothing.
+//!
+//! The verdict is the command's exit status, and the solution's code runs inside it (DESIGN §8):
+//! a module that exits 0 when loaded, or a file shadowing the test runner, turns a bare test run
+//! into `passed`. The stubs are the cheapest such trees a solver would try first:
+//!
+//! - `exit_on_load`: the solution with every file in a language we know replaced by an
+//!   immediate successful exit (other files kept as they are);
+//! - `shadow <file>`: a tree holding only one file named like a test runner's module
+//!   (`unittest.py`, `pytest.py`, …) that exits 0 when imported. The solution is left out on
+//!   purpose: with it, a sound benchmark passes too, and a pass could not be blamed on the file;
+//! - `empty_tree`: nothing at all.
+//!
+//! A stub that passes makes the benchmark bypassable. One that fails or gets no verdict held.
+//! Passing none proves nothing beyond these stubs: it is a rehearsal, not a proof.
+
+use std::fs;
+use std::io::{Read, Write};
+use std::os::unix::fs::OpenOptionsExt;
+use std::path::{Path, PathBuf};
+
+use serde::Serialize;
+use verifier_sdk::{Sha256Digest, TreeLimits};
+
+use super::exec::{Prepared, RunResult, Runs, one_run};
+use super::{RehearseError, RehearseOptions};
+use worker_sandbox::Executor;
+use worker_store::progress::NoProgress;
+use worker_store::stage::{StageKind, stage_tree, verify_staged};
+
+/// Name of the stub whose code files all exit 0 when loaded.
+pub const EXIT_ON_LOAD: &str = "exit_on_load";
+/// Name of the stub with no files.
+pub const EMPTY_TREE: &str = "empty_tree";
+/// Files that shadow a test runner's own modules when the source directory comes first on the
+/// import path (`python3 -m unittest` from `/workspace`) or is read at start-up.
+pub const SHADOW_FILES: [&str; 5] = [
+    "unittest.py",
+    "pytest.py",
+    "conftest.py",
+    "sitecustomize.py",
+    "usercustomize.py",
+];
+const PYTHON_EXIT: &str = "import os\nos._exit(0)\n";
+/// A shebang longer than this is not kept (the kernel reads far less).
+const MAX_SHEBANG_BYTES: usize = 4096;
+/// File names listed per stub in the human report; `--json` lists them all.
+const LISTED_FILES: usize = 3;
+
+/// The body that ends the process with status 0 as soon as a file of this language is loaded,
+/// chosen by the file's extension. `os._exit` and `exit!` skip every handler a test runner
+/// could use to notice; `process.exit` and `exit` are the strongest portable equivalents.
+pub fn exit_stub(rel_path: &str) -> Option<&'static str> {
+    let ext = Path::new(rel_path).extension()?.to_str()?;
+    Some(match ext {
+        "py" | "pyw" => PYTHON_EXIT,
+        "sh" | "bash" => "exit 0\n",
+        "js" | "mjs" | "cjs" | "jsx" | "ts" | "mts" | "cts" | "tsx" => "process.exit(0);\n",
+        "rb" => "exit!(0)\n",
+        _ => return None,
+    })
+}
+
+/// One stub's result in the report.
+#[derive(Debug, Clone, Serialize)]
+pub struct StubResult {
+    /// `exit_on_load`, `shadow <file>` or `empty_tree`.
+    pub name: String,
+    /// Files of the solution replaced by an exit stub.
+    pub replaced: Vec<String>,
+    /// Files the stub adds (shadow files).
+    pub added: Vec<String>,
+    /// Files of the solution kept unchanged in the stub.
+    pub kept_files: usize,
+    /// The stub tree's digest, when it was staged.
+    pub source_snapshot_digest: Option<Sha256Digest>,
+    /// `passed`, `failed`, `no_verdict`, or `not_run` for a stub that does not apply.
+    pub status: &'static str,
+    /// The no-verdict reason, for a no-verdict run.
+    pub reason: Option<&'static str>,
+    /// The command's exit code, for a completed run.
+    pub exit_code: Option<i64>,
+    /// What happened, in one sentence (why it was not run, for `not_run`).
+    pub headline: String,
+    /// The run's evidence record, for `worker explain`.
+    pub evidence_path: Option<PathBuf>,
+    /// `bypassed` (the stub passed), `held` (failed or no verdict), or `skipped`.
+    pub outcome: &'static str,
+}
+
+impl StubResult {
+    fn ran(stub: StubTree, digest: Sha256Digest, run: RunResult) -> Self {
+        let e = run.explanation;
+        let outcome = if e.status == "passed" {
+            "bypassed"
+        } else {
+            "held"
+        };
+        Self {
+            name: stub.name,
+            replaced: stub.replaced,
+            added: stub.added,
+            kept_files: stub.kept,
+            source_snapshot_digest: Some(digest),
+            status: e.status,
+            reason: e.reason,
+            exit_code: e.exit_code,
+            headline: e.headline,
+            evidence_path: run.evidence_path,
+            outcome,
+        }
+    }
+
+    fn label(&self) -> String {
+        match (self.status, self.reason) {
+            ("not_run", _) => self.headline.clone(),
+            (_, Some(reason)) => format!("no verdict: {reason}"),
+            (status, None) => status.to_string(),
+        }
+    }
+
+    fn line(&self) -> String {
+        let tag = match self.outcome {
+            "bypassed" => "BYPASSABLE",
+            other => other,
+        };
+        let mut line = format!("  {tag}: {} ({})", printable(&self.name), self.label());
+        if self.outcome == "bypassed" {
+            for (verb, files) in [("replaced", &self.replaced), ("added", &self.added)] {
+                if files.is_empty() {
+                    continue;
+                }
+                let shown: Vec<String> = files
+                    .iter()
+                    .take(LISTED_FILES)
+                    .map(|f| printable(f))
+                    .collect();
+                line.push_str(&format!(": {verb} {}", shown.join(", ")));
+                if files.len() > LISTED_FILES {
+                    line.push_str(&format!(" and {} more", files.len() - LISTED_FILES));
+                }
+            }
+        }
+        line.push('\n');
+        line
+    }
+}
+
+/// The adversarial part of a rehearsal.
+#[derive(Debug, Clone, Serialize)]
+pub struct Adversarial {
+    /// Every stub, in the order run.
+    pub stubs: Vec<StubResult>,
+    /// True when any stub passed.
+    pub bypassable: bool,
+}
+
+impl Adversarial {
+    pub(super) fn bypassed(&self) -> Vec<&str> {
+        self.stubs
+            .iter()
+            .filter(|s| s.outcome == "bypassed")
+            .map(|s| s.name.as_str())
+            .collect()
+    }
+
+    /// One line per stub, then the verdict line.
+    pub fn human(&self) -> String {
+        let mut out = format!("adversarial stubs ({})\n", self.stubs.len());
+        for stub in &self.stubs {
+            out.push_str(&stub.line());
+        }
+        let bypassed = self.bypassed();
+        if self.bypassable {
+            let names: Vec<String> = bypassed.iter().map(|n| printable(n)).collect();
+            out.push_str(&format!(
+                "adversarial  BYPASSABLE: {} passed: a bounty with this manifest would pay a \
+                 non-solution\n",
+                names.join(", ")
+            ));
+        } else {
+            let count = |status| self.stubs.iter().filter(|s| s.status == status).count();
+            let mut parts = Vec::new();
+            for (n, what) in [
+                (count("failed"), "failed"),
+                (count("no_verdict"), "without a verdict"),
+                (count("not_run"), "skipped"),
+            ] {
+                if n > 0 {
+                    parts.push(format!("{n} {what}"));
+                }
+            }
+            out.push_str(&format!(
+                "adversarial  held: no stub passed ({})\n",
+                parts.join(", ")
+            ));
+        }
+        out
+    }
+}
+
+/// A stub tree built under the rehearsal's temp dir.
+struct StubTree {
+    name: String,
+    dir: PathBuf,
+    replaced: Vec<String>,
+    added: Vec<String>,
+    kept: usize,
+}
+
+fn root_error(path: &Path, detail: impl std::fmt::Display) -> RehearseError {
+    RehearseError::StagingRoot {
+        path: path.to_owned(),
+        detail: detail.to_string(),
+    }
+}
+
+/// Builds, stages and runs every stub, each once in a fresh container.
+pub(crate) async fn run_stubs(
+    executor: &Executor,
+    prepared: &Prepared,
+    options: &RehearseOptions,
+    runs: &mut Runs,
+) -> Result<Adversarial, RehearseError> {
+    let root = &options.staging_root;
+    let manifest = &prepared.manifest;
+    let limits = manifest.source_limits();
+    // Derived from the staged copy, re-verified, so the stubs come from exactly the tree whose
+    // digest the rehearsal reported.
+    let source = verify_staged(
+        root,
+        StageKind::Source,
+        &prepared.commit.source_snapshot_digest,
+        limits,
+    )
+    .map_err(|e| root_error(root, format!("the staged source: {e}")))?;
+    // Inside the staging root: private like it, and on its filesystem, so kept files can be
+    // hard links rather than copies. Removed when dropped.
+    let work = tempfile::Builder::new()
+        .prefix("adversarial-")
+        .tempdir_in(root)
+        .map_err(|e| root_error(root, e))?;
+    let exit = exit_on_load(&source, &work.path().join("exit_on_load"), limits)?;
+    let mut trees = vec![exit];
+    for (i, file) in SHADOW_FILES.iter().enumerate() {
+        let dir = work.path().join(format!("shadow-{i}"));
+        make_dir(&dir)?;
+        write_file(&dir.join(file), PYTHON_EXIT.as_bytes(), false)?;
+        trees.push(Some(StubTree {
+            name: format!("shadow {file}"),
+            dir,
+            replaced: vec![],
+            added: vec![(*file).to_owned()],
+            kept: 0,
+        }));
+    }
+    let empty = work.path().join("empty");
+    make_dir(&empty)?;
+    trees.push(Some(StubTree {
+        name: EMPTY_TREE.into(),
+        dir: empty,
+        replaced: vec![],
+        added: vec![],
+        kept: 0,
+    }));
+
+    let mut stubs = Vec::new();
+    for (i, tree) in trees.into_iter().enumerate() {
+        let Some(tree) = tree else {
+            stubs.push(not_applicable());
+            continue;
+        };
+        let staged = stage_tree(StageKind::Source, &tree.dir, root, limits, &mut NoProgress)
+            .map_err(|source| RehearseError::Stage {
+                what: "adversarial stub",
+                source,
+            })?;
+        let digest = staged.snapshot.digest;
+        let label = format!("rehearse-stub-{i}");
+        let step = format!("stub {}", tree.name);
+        let run = one_run(executor, prepared, runs, digest, 1, &label, &step).await?;
+        stubs.push(StubResult::ran(tree, digest, run));
+    }
+    let bypassable = stubs.iter().any(|s| s.outcome == "bypassed");
+    Ok(Adversarial { stubs, bypassable })
+}
+
+/// `exit_on_load` when the solution has no file we can stub: running it would only rerun the
+/// solution, whose pass says nothing.
+fn not_applicable() -> StubResult {
+    StubResult {
+        name: EXIT_ON_LOAD.into(),
+        replaced: vec![],
+        added: vec![],
+        kept_files: 0,
+        source_snapshot_digest: None,
+        status: "not_run",
+        reason: None,
+        exit_code: None,
+        headline: "no file in a language with an exit stub".into(),
+        evidence_path: None,
+        outcome: "skipped",
+    }
+}
+
+/// The solution with every file in a known language replaced by its exit stub; `None` when
+/// there is none.
+fn exit_on_load(
+    source: &Path,
+    dest: &Path,
+    limits: TreeLimits,
+) -> Result<Option<StubTree>, RehearseError> {
+    let (files, dirs) = verifier_sdk::digest::list_tree(source, limits)
+        .map_err(|e| root_error(source, format!("listing the staged source: {e}")))?;
+    make_dir(dest)?;
+    for dir in &dirs {
+        make_dir(&dest.join(dir))?;
+    }
+    let mut replaced = Vec::new();
+    let mut kept = 0;
+    for file in &files {
+        let from = source.join(&file.rel_path);
+        let to = dest.join(&file.rel_path);
+        match exit_stub(&file.rel_path) {
+            Some(body) => {
+                let mut content = shebang(&from)?;
+                content.extend_from_slice(body.as_bytes());
+                write_file(&to, &content, file.executable)?;
+                replaced.push(file.rel_path.clone());
+            }
+            None => {
+                // The staged file is read-only and never rewritten, so sharing its inode is safe.
+                if fs::hard_link(&from, &to).is_err() {
+                    fs::copy(&from, &to).map_err(|e| root_error(&to, e))?;
+                }
+                kept += 1;
+            }
+        }
+    }
+    if replaced.is_empty() {
+        return Ok(None);
+    }
+    Ok(Some(StubTree {
+        name: EXIT_ON_LOAD.into(),
+        dir: dest.to_owned(),
+        replaced,
+        added: vec![],
+        kept,
+    }))
+}
+
+/// The file's `#!` line, kept so an executable stub still starts with its interpreter.
+fn shebang(path: &Path) -> Result<Vec<u8>, RehearseError> {
+    let mut head = Vec::new();
+    fs::File::open(path)
+        .and_then(|f| f.take(MAX_SHEBANG_BYTES as u64).read_to_end(&mut head))
+        .map_err(|e| root_error(path, e))?;
+    if !head.starts_with(b"#!") {
+        return Ok(Vec::new());
+    }
+    match head.iter().position(|&b| b == b'\n') {
+        Some(end) => Ok(head[..=end].to_vec()),
+        None => Ok(Vec::new()),
+    }
+}
+
+fn make_dir(dir: &Path) -> Result<(), RehearseError> {
+    fs::create_dir(dir).map_err(|e| root_error(dir, e))
+}
+
+fn write_file(path: &Path, content: &[u8], executable: bool) -> Result<(), RehearseError> {
+    fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(if executable { 0o755 } else { 0o644 })
+        .open(path)
+        .and_then(|mut f| f.write_all(content))
+        .map_err(|e| root_error(path, e))
+}
+
+/// File names come from the solver's tree: control characters are shown escaped, never sent
+/// to the terminal.
+fn printable(text: &str) -> String {
+    text.chars()
+        .map(|c| {
+            if c.is_control() {
+                c.escape_default().to_string()
+            } else {
+                c.to_string()
+            }
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::os::unix::fs::PermissionsExt;
+
+    fn limits() -> TreeLimits {
+        TreeLimits::new(1 << 20, 100).unwrap()
+    }
+
+    #[test]
+    fn exit_stubs_cover_python_shell_javascript_typescript_and_ruby_only() {
+        for (path, stub) in [
+            ("a.py", Some(PYTHON_EXIT)),
+            ("pkg/__init__.py", Some(PYTHON_EXIT)),
+            ("run.sh", Some("exit 0\n")),
+            ("x.js", Some("process.exit(0);\n")),
+            ("x.mjs", Some("process.exit(0);\n")),
+            ("x.cjs", Some("process.exit(0);\n")),
+            ("src/x.ts", Some("process.exit(0);\n")),
+            ("lib/x.rb", Some("exit!(0)\n")),
+            ("result.txt", None),
+            ("Makefile", None),
+            ("dir.py/README", None),
+            ("src/lib.rs", None),
+        ] {
+            assert_eq!(exit_stub(path), stub, "{path}");
+        }
+    }
+
+    #[test]
+    fn exit_on_load_replaces_code_keeps_data_shebangs_and_exec_bits() {
+        let src = tempfile::tempdir().unwrap();
+        let s = src.path();
+        fs::create_dir(s.join("pkg")).unwrap();
+        fs::write(s.join("pkg/mod.py"), "def f(): return 1\n").unwrap();
+        fs::write(s.join("run.sh"), "#!/bin/sh\necho real\n").unwrap();
+        fs::set_permissions(s.join("run.sh"), fs::Permissions::from_mode(0o755)).unwrap();
+        fs::write(s.join("data.txt"), "keep me").unwrap();
+        let out = tempfile::tempdir().unwrap();
+        let dest = out.path().join("stub");
+        let tree = exit_on_load(s, &dest, limits()).unwrap().unwrap();
+        assert_eq!(tree.replaced, ["pkg/mod.py", "run.sh"]);
+        assert_eq!(tree.kept, 1);
+        assert_eq!(
+            fs::read_to_string(dest.join("pkg/mod.py")).unwrap(),
+            PYTHON_EXIT
+        );
+        assert_eq!(
+            fs::read_to_string(dest.join("run.sh")).unwrap(),
+            "#!/bin/sh\nexit 0\n"
+        );
+        let mode = fs::metadata(dest.join("run.sh"))
+            .unwrap()
+            .permissions()
+            .mode();
+        assert_eq!(mode & 0o111, 0o111);
+        assert_eq!(
+            fs::read_to_string(dest.join("data.txt")).unwrap(),
+            "keep me"
+        );
+
+        // Nothing to stub: the stub would be the solution itself, so it is not built.
+        let data = tempfile::tempdir().unwrap();
+        fs::write(data.path().join("result.txt"), "42").unwrap();
+        let none = exit_on_load(data.path(), &out.path().join("none"), limits()).unwrap();
+        assert!(none.is_none());
+    }
+
+    fn stub(name: &str, status: &'static str, outcome: &'static str) -> StubResult {
+        StubResult {
+            name: name.into(),
+            replaced: vec![],
+            added: vec![],
+            kept_files: 0,
+            source_snapshot_digest: None,
+            status,
+            reason: None,
+            exit_code: None,
+            headline: String::new(),
+            evidence_path: None,
+            outcome,
+        }
+    }
+
+    #[test]
+    fn lines_name_the_stub_its_files_and_escape_control_characters() {
+        let mut bypass = stub("exit_on_load", "passed", "bypassed");
+        bypass.replaced = vec![
+            "a.py".into(),
+            "b\x1b[2J.py".into(),
+            "c.py".into(),
+            "d.py".into(),
+        ];
+        assert_eq!(
+            bypass.line(),
+            "  BYPASSABLE: exit_on_load (passed): replaced a.py, b\\u{1b}[2J.py, c.py and 1 more\n"
+        );
+        let mut timeout = stub("empty_tree", "no_verdict", "held");
+        timeout.reason = Some("timeout");
+        assert_eq!(timeout.line(), "  held: empty_tree (no verdict: timeout)\n");
+        let adversarial = Adversarial {
+            stubs: vec![
+                timeout,
+                stub("shadow pytest.py", "failed", "held"),
+                not_applicable(),
+            ],
+            bypassable: false,
+        };
+        assert!(
+            adversarial.human().ends_with(
+                "adversarial  held: no stub passed (1 failed, 1 without a verdict, 1 skipped)\n"
+            ),
+            "{}",
+            adversarial.human()
+        );
+    }
+}

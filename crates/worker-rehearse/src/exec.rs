@@ -1,0 +1,215 @@
+//! One rehearsal run in a fresh container, and what every run shares: the prepared manifest
+//! and trees ([`Prepared`]), the run's result ([`RunResult`]) and its logs. The lowest step
+//! of a rehearsal: [`crate::run`], [`crate::adversarial`] and [`crate::report`] build on it,
+//! and it imports none of them.
+
+use std::path::{Path, PathBuf};
+
+use serde::Serialize;
+use verifier_sdk::{RunnerManifest, Sha256Digest};
+
+use crate::git::TreeOrigin;
+use crate::{RehearseError, RehearseOptions};
+use worker_jobs::run::{RunOptions, execute_manifest, write_evidence};
+use worker_sandbox::Executor;
+use worker_sandbox::explain::{Explanation, explain_observed};
+use worker_sandbox::hits::Hit;
+use worker_sandbox::profile::Isolation;
+use worker_store::progress::{StepSink, stderr_steps};
+
+/// Stages the trees and validates the manifest; everything up to running a container.
+#[derive(Clone)]
+pub struct Prepared {
+    pub(crate) manifest: RunnerManifest,
+    pub(crate) commit: Commitments,
+    pub(crate) sandbox: Isolation,
+}
+
+/// The digests a bounty built from this rehearsal would commit.
+#[derive(Debug, Clone, Serialize)]
+pub struct Commitments {
+    /// Digest of the source tree (the solver's `source_snapshot_digest`).
+    pub source_snapshot_digest: Sha256Digest,
+    /// Digest of the benchmark tree.
+    pub benchmark_digest: Sha256Digest,
+    /// True when the manifest had the placeholder and the digest was filled in.
+    pub benchmark_digest_filled_in: bool,
+    /// Hash of the manifest with the real benchmark digest.
+    pub runner_manifest_hash: Sha256Digest,
+    /// Digest of the base tree, when one was given.
+    pub base_snapshot_digest: Option<Sha256Digest>,
+    /// Where each tree came from: a git revision (what the feed's archive will hold) or the
+    /// directory as it is.
+    pub trees: Vec<TreeOrigin>,
+}
+
+/// One run's result in the report.
+#[derive(Debug, Clone, Serialize)]
+pub struct RunResult {
+    /// 1-based run number.
+    pub run: u32,
+    /// The readable explanation (status, reason, exit code, headline, tails).
+    #[serde(flatten)]
+    pub explanation: Explanation,
+    /// The content-addressed evidence record, for `worker explain`.
+    pub evidence_path: Option<PathBuf>,
+    /// The test runner's own words when its output says no test ran (e.g. `Ran 0 tests`): a
+    /// pass that judged nothing.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub zero_tests: Option<&'static str>,
+    /// With `--log-dir`: the common prefix of the run's `.stdout`, `.stderr` and
+    /// `.evidence.json` files.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub logs: Option<PathBuf>,
+}
+
+/// The summary line of a common test runner that ran no test, if the output has one. A pass
+/// with zero tests judged nothing: a benchmark whose discovery finds no test (a wrong pattern
+/// or directory) passes every solution.
+pub fn zero_tests_ran(output: &str) -> Option<&'static str> {
+    output.lines().map(str::trim).find_map(|line| {
+        if line == "Ran 0 tests" || line.starts_with("Ran 0 tests in ") {
+            Some("Ran 0 tests (unittest)")
+        } else if line.contains("no tests ran") {
+            Some("no tests ran (pytest)")
+        } else if line == "# tests 0" || line == "ℹ tests 0" {
+            Some("tests 0 (node --test)")
+        } else {
+            None
+        }
+    })
+}
+
+/// What every run of one rehearsal shares: where evidence and logs go, and who hears about
+/// each run as it starts and ends.
+pub(crate) struct Runs {
+    pub(crate) options: RunOptions,
+    log_dir: Option<PathBuf>,
+    steps: Box<dyn StepSink + Send>,
+}
+
+impl Runs {
+    pub(crate) fn new(options: &RehearseOptions) -> Self {
+        Self {
+            options: RunOptions {
+                staging_root: options.staging_root.clone(),
+                pull: options.pull,
+            },
+            log_dir: options.log_dir.clone(),
+            steps: stderr_steps("rehearse", options.quiet),
+        }
+    }
+}
+
+/// Runs `source` once in a fresh container: `label` names its container and log files, `step`
+/// is what the progress line calls it.
+pub(crate) async fn one_run(
+    executor: &Executor,
+    prepared: &Prepared,
+    runs: &mut Runs,
+    source: Sha256Digest,
+    run: u32,
+    label: &str,
+    step: &str,
+) -> Result<RunResult, RehearseError> {
+    runs.steps.started(step);
+    let result = run_once(executor, prepared, runs, source, run, label).await;
+    match &result {
+        Ok(done) => {
+            let e = &done.explanation;
+            let took = e
+                .duration_ms
+                .map(|ms| format!(" in {}.{} s", ms / 1000, (ms % 1000) / 100))
+                .unwrap_or_default();
+            let hits = match done.explanation.hits.len() {
+                0 => String::new(),
+                n => format!(" ({n} limit hit(s): see the report)"),
+            };
+            runs.steps
+                .finished(step, &format!("{}{took}{hits}", e.label()));
+        }
+        Err(error) => runs.steps.finished(step, &format!("error: {error}")),
+    }
+    result
+}
+
+async fn run_once(
+    executor: &Executor,
+    prepared: &Prepared,
+    runs: &Runs,
+    source: Sha256Digest,
+    run: u32,
+    label: &str,
+) -> Result<RunResult, RehearseError> {
+    let manifest = &prepared.manifest;
+    let execution = execute_manifest(executor, manifest, source, &runs.options, label).await?;
+    match execution {
+        Ok(execution) => {
+            let path = write_evidence(&runs.options.staging_root, &execution.evidence)
+                .map_err(RehearseError::Evidence)?;
+            let logs = match &runs.log_dir {
+                Some(dir) => Some(write_logs(dir, label, &path, &execution.output)?),
+                None => None,
+            };
+            let tails = format!(
+                "{}\n{}",
+                execution.evidence.stdout.tail, execution.evidence.stderr.tail
+            );
+            Ok(RunResult {
+                run,
+                explanation: explain_observed(&execution.evidence, &execution.observed),
+                evidence_path: Some(path),
+                zero_tests: zero_tests_ran(&tails),
+                logs,
+            })
+        }
+        // Decided before any container existed, so there is no evidence to explain.
+        Err(no) => Ok(RunResult {
+            run,
+            explanation: Explanation {
+                status: "no_verdict",
+                reason: Some(no.no_verdict.reason.as_str()),
+                exit_code: None,
+                duration_ms: None,
+                headline: format!(
+                    "no verdict ({}): {}",
+                    no.no_verdict.reason.as_str(),
+                    no.no_verdict.detail
+                ),
+                details: vec![],
+                stdout_tail: None,
+                stderr_tail: None,
+                hits: Vec::<Hit>::new(),
+            },
+            evidence_path: None,
+            zero_tests: None,
+            logs: None,
+        }),
+    }
+}
+
+/// Writes a run's full output (within the manifest's cap) and a copy of its evidence record
+/// to `dir` as `<label>.stdout`, `<label>.stderr` and `<label>.evidence.json`; returns the
+/// common prefix `dir/<label>`.
+fn write_logs(
+    dir: &Path,
+    label: &str,
+    evidence: &Path,
+    output: &worker_sandbox::streams::FullOutput,
+) -> Result<PathBuf, RehearseError> {
+    let fail = |path: &Path, e: std::io::Error| RehearseError::LogDir {
+        path: path.to_owned(),
+        detail: e.to_string(),
+    };
+    std::fs::create_dir_all(dir).map_err(|e| fail(dir, e))?;
+    let record = std::fs::read(evidence).map_err(|e| fail(evidence, e))?;
+    for (suffix, bytes) in [
+        ("stdout", output.stdout.as_slice()),
+        ("stderr", output.stderr.as_slice()),
+        ("evidence.json", record.as_slice()),
+    ] {
+        let path = dir.join(format!("{label}.{suffix}"));
+        artifact_fs::write_atomic(&path, bytes).map_err(|e| fail(&path, e))?;
+    }
+    Ok(dir.join(label))
+}

@@ -1,0 +1,181 @@
+//! The human report of a rehearsal: concise and aligned, and safe to print on a terminal
+//! whatever the runs wrote.
+
+use serde_json::Value;
+
+use super::report::{Discrimination, Rehearsed, Report, RunResult};
+
+fn row(out: &mut String, key: &str, value: impl std::fmt::Display) {
+    out.push_str(&format!("  {key:<24}{value}\n"));
+}
+
+impl Report {
+    /// The human report: concise and aligned.
+    pub fn human(&self) -> String {
+        let mut out = String::from("commit\n");
+        let c = &self.commit;
+        row(&mut out, "source_snapshot_digest", c.source_snapshot_digest);
+        let filled = if c.benchmark_digest_filled_in {
+            "  (filled in: the manifest had the placeholder; commit this value)"
+        } else {
+            ""
+        };
+        row(
+            &mut out,
+            "benchmark_digest",
+            format!("{}{filled}", c.benchmark_digest),
+        );
+        row(&mut out, "runner_manifest_hash", c.runner_manifest_hash);
+        if let Some(base) = &c.base_snapshot_digest {
+            row(&mut out, "base (not committed)", base);
+        }
+        for origin in &c.trees {
+            row(
+                &mut out,
+                &format!("{} staged from", origin.tree),
+                origin.line(),
+            );
+        }
+        self.sandbox_rows(&mut out);
+        out.push_str(&format!("solution runs ({})\n", self.runs.len()));
+        for run in &self.runs {
+            out.push_str(&run_block(run));
+        }
+        if self.runs.len() > 1 {
+            row(&mut out, "stability", self.stability.as_str());
+        }
+        if let Some(base) = &self.base {
+            out.push_str("base tree run\n");
+            out.push_str(&run_block(base));
+            row(
+                &mut out,
+                "discrimination",
+                self.discrimination
+                    .map_or("unknown", Discrimination::as_str),
+            );
+        }
+        out.push_str(&format!("verdict  {}\n", self.verdict.as_str()));
+        if self.problems.is_empty() {
+            let mut answer = String::from("ok: passed");
+            if self.runs.len() > 1 {
+                answer.push_str(", stable");
+            }
+            if self.base.is_some() {
+                answer.push_str(", discriminating");
+            }
+            out.push_str(&format!("{answer}\n"));
+        }
+        for problem in &self.problems {
+            out.push_str(&format!("problem: {problem}\n"));
+        }
+        // Runs' output is already escaped by `render`; the manifest's argv, env and image and
+        // the problems are author-controlled text too.
+        worker_sandbox::explain::terminal_safe(&out)
+    }
+
+    /// The `sandbox` section: the container exactly as it will be created.
+    fn sandbox_rows(&self, out: &mut String) {
+        let s = &self.sandbox;
+        let m = &self.manifest;
+        let num = |k: &str| m.get(k).and_then(Value::as_u64).unwrap_or(0);
+        out.push_str("sandbox\n");
+        row(
+            out,
+            "image",
+            m.get("image").and_then(Value::as_str).unwrap_or(""),
+        );
+        row(
+            out,
+            "platform",
+            m.get("platform").and_then(Value::as_str).unwrap_or(""),
+        );
+        row(
+            out,
+            "command",
+            serde_json::to_string(&s.entrypoint).unwrap_or_default(),
+        );
+        row(
+            out,
+            "workdir / user",
+            format!("{} as {}", s.working_dir, s.user),
+        );
+        row(out, "timeout", format!("{} s", num("timeout_seconds")));
+        row(
+            out,
+            "cpu / memory / pids",
+            format!(
+                "{} millicores / {} MiB, no swap / {}",
+                num("cpu_millis"),
+                num("memory_bytes") >> 20,
+                s.pids_limit
+            ),
+        );
+        row(
+            out,
+            "output cap",
+            format!("{} bytes (stdout+stderr)", num("max_output_bytes")),
+        );
+        row(out, "network", &s.network_mode);
+        let mounts: Vec<String> = s
+            .mounts
+            .iter()
+            .map(|b| format!("{} {}", b.target, if b.read_only { "ro" } else { "rw" }))
+            .collect();
+        row(out, "mounts", mounts.join(", "));
+        let tmpfs: Vec<&str> = s.tmpfs.keys().map(String::as_str).collect();
+        row(
+            out,
+            "filesystem",
+            format!(
+                "root {}; tmpfs {} ({} MiB each)",
+                if s.readonly_rootfs {
+                    "read-only"
+                } else {
+                    "writable"
+                },
+                tmpfs.join(", "),
+                num("tmpfs_bytes") >> 20
+            ),
+        );
+        row(
+            out,
+            "privileges",
+            format!(
+                "cap_drop {}; {}; init {}",
+                s.cap_drop.join(","),
+                s.security_opt.join(", "),
+                s.init
+            ),
+        );
+        row(out, "env", s.env.join(" "));
+    }
+}
+
+impl Rehearsed {
+    /// The human report, the stub lines last.
+    pub fn human(&self) -> String {
+        let mut out = self.report.human();
+        if let Some(adversarial) = &self.adversarial {
+            out.push_str(&adversarial.human());
+        }
+        out
+    }
+}
+
+fn run_block(run: &RunResult) -> String {
+    // Details and tails line up under the headline, after the `  run N  ` column.
+    let prefix = format!("  run {:<3}", run.run);
+    let indent = " ".repeat(prefix.len());
+    let body = run.explanation.render(&indent);
+    let mut out = format!("{prefix}{}", body.get(indent.len()..).unwrap_or(&body));
+    if let Some(path) = &run.evidence_path {
+        out.push_str(&format!("{indent}  evidence {}\n", path.display()));
+    }
+    if let Some(prefix) = &run.logs {
+        out.push_str(&format!(
+            "{indent}  logs     {}.stdout, .stderr, .evidence.json\n",
+            prefix.display()
+        ));
+    }
+    out
+}

@@ -1,0 +1,210 @@
+//! Reading the manifest, staging the trees (as their git revision's archive holds them when
+//! they live in a repository) and running the solution and base tree in fresh containers.
+
+use std::path::Path;
+
+use serde_json::Value;
+use verifier_sdk::{RunnerManifest, runner_manifest_hash};
+
+use super::adversarial::run_stubs;
+pub use super::exec::Prepared;
+use super::exec::{Runs, one_run};
+use super::limits::{TreeFields, over_limit};
+use super::report::{Commitments, Rehearsed, Report, assemble};
+use super::{MAX_MANIFEST_BYTES, MAX_REPEAT, PLACEHOLDER_DIGEST, RehearseError, RehearseOptions};
+use worker_jobs::run::spec_for;
+use worker_sandbox::Executor;
+use worker_store::archive::ArchiveLimits;
+use worker_store::stage::{StageKind, stage_tree};
+
+fn read_manifest(path: &Path) -> Result<Value, RehearseError> {
+    let io = |source| RehearseError::ManifestIo {
+        path: path.to_owned(),
+        source,
+    };
+    let bytes = artifact_fs::read_named(path, MAX_MANIFEST_BYTES).map_err(|e| match e {
+        artifact_fs::ReadError::TooLarge { .. } => RehearseError::ManifestTooLarge,
+        e => io(e.into_io()),
+    })?;
+    serde_json::from_slice(&bytes).map_err(RehearseError::ManifestJson)
+}
+
+/// Reads and checks the manifest, stages every tree, and plans the sandbox.
+pub fn prepare(options: &RehearseOptions) -> Result<Prepared, RehearseError> {
+    if options.repeat == 0 || options.repeat > MAX_REPEAT {
+        return Err(RehearseError::Repeat(options.repeat));
+    }
+    let value = read_manifest(&options.manifest)?;
+    let mut manifest = RunnerManifest::from_value(&value)?;
+    if manifest.image().ends_with(&PLACEHOLDER_DIGEST[6..]) {
+        return Err(RehearseError::PlaceholderImage(manifest.image().to_owned()));
+    }
+    let root = &options.staging_root;
+    let benchmark_limits = manifest.benchmark_limits();
+    // Trees inside a git repository are staged as the revision's archive holds them; the
+    // extractions live here until they are staged.
+    let scratch = tempfile::tempdir()
+        .map_err(|e| RehearseError::Plan(format!("creating a temporary directory: {e}")))?;
+    let trees = std::cell::RefCell::new(Vec::new());
+    let tree_fields = TreeFields::of(&manifest);
+    let (benchmark_archive, source_archive) = (
+        ArchiveLimits::benchmark(&manifest),
+        ArchiveLimits::source(&manifest),
+    );
+    let stage = |what, kind, dir: &Path, limits| {
+        let archive_limits = match kind {
+            StageKind::Benchmark => &benchmark_archive,
+            StageKind::Source => &source_archive,
+        };
+        let (dir, origin) = super::git::resolve(
+            what,
+            dir,
+            &options.rev,
+            options.worktree,
+            scratch.path(),
+            archive_limits,
+        )
+        .map_err(|source| match super::limits::archive_limit(&source) {
+            Some(limit) => RehearseError::TreeLimit(over_limit(what, dir, limit, &tree_fields)),
+            None => RehearseError::Git { what, source },
+        })?;
+        trees.borrow_mut().push(origin);
+        let mut progress =
+            worker_store::progress::stderr_progress(staging_label(what), options.quiet);
+        stage_tree(kind, &dir, root, limits, progress.as_mut()).map_err(|source| {
+            match super::limits::stage_limit(&source) {
+                Some(limit) => {
+                    RehearseError::TreeLimit(over_limit(what, &dir, limit, &tree_fields))
+                }
+                None => RehearseError::Stage { what, source },
+            }
+        })
+    };
+    let benchmark = stage(
+        "benchmark",
+        StageKind::Benchmark,
+        &options.benchmark,
+        benchmark_limits,
+    )?;
+    let staged_digest = benchmark.snapshot.digest;
+    let filled_in = manifest.benchmark_digest().to_string() == PLACEHOLDER_DIGEST;
+    if filled_in {
+        manifest = manifest.with_benchmark_digest(staged_digest);
+    } else if manifest.benchmark_digest() != staged_digest {
+        return Err(RehearseError::BenchmarkMismatch {
+            manifest: manifest.benchmark_digest(),
+            staged: staged_digest,
+        });
+    }
+    let limits = manifest.source_limits();
+    let source = stage("source", StageKind::Source, &options.source, limits)?;
+    let base = match &options.base {
+        Some(dir) => Some(stage("base", StageKind::Source, dir, limits)?),
+        None => None,
+    };
+    let spec = spec_for(
+        &manifest,
+        source.path.clone(),
+        benchmark.path.clone(),
+        "rehearse".into(),
+        options.pull,
+    );
+    let sandbox = worker_sandbox::plan(&spec).map_err(|e| RehearseError::Plan(e.to_string()))?;
+    let commit = Commitments {
+        source_snapshot_digest: source.snapshot.digest,
+        benchmark_digest: staged_digest,
+        benchmark_digest_filled_in: filled_in,
+        runner_manifest_hash: runner_manifest_hash(&manifest),
+        base_snapshot_digest: base.map(|b| b.snapshot.digest),
+        trees: trees.into_inner(),
+    };
+    Ok(Prepared {
+        manifest,
+        commit,
+        sandbox,
+    })
+}
+
+/// The staging progress line's label for a tree.
+fn staging_label(what: &str) -> &'static str {
+    match what {
+        "benchmark" => "staging benchmark",
+        "base" => "staging base",
+        "source" => "staging source",
+        _ => "staging",
+    }
+}
+
+/// Runs the solution (`--repeat` times) and the base tree on a prepared manifest and trees.
+pub(crate) async fn solution_runs(
+    executor: &Executor,
+    prepared: Prepared,
+    options: &RehearseOptions,
+    runs: &mut Runs,
+) -> Result<Report, RehearseError> {
+    let mut results = Vec::new();
+    for run in 1..=options.repeat {
+        let label = format!("rehearse-{run}");
+        let step = format!("run {run}/{} of the solution", options.repeat);
+        let source = prepared.commit.source_snapshot_digest;
+        results.push(one_run(executor, &prepared, runs, source, run, &label, &step).await?);
+    }
+    let base = match prepared.commit.base_snapshot_digest {
+        Some(digest) => Some(
+            one_run(
+                executor,
+                &prepared,
+                runs,
+                digest,
+                1,
+                "rehearse-base",
+                "the base tree run",
+            )
+            .await?,
+        ),
+        None => None,
+    };
+    Ok(assemble(prepared, results, base))
+}
+
+/// Runs the rehearsal, then, with `adversarial`, every stub.
+pub async fn rehearse(
+    executor: &Executor,
+    prepared: Prepared,
+    options: &RehearseOptions,
+    adversarial: bool,
+) -> Result<Rehearsed, RehearseError> {
+    let mut runs = Runs::new(options);
+    if !adversarial {
+        let report = solution_runs(executor, prepared, options, &mut runs).await?;
+        return Ok(Rehearsed::new(report, None));
+    }
+    let report = solution_runs(executor, prepared.clone(), options, &mut runs).await?;
+    let stubs = run_stubs(executor, &prepared, options, &mut runs).await?;
+    Ok(Rehearsed::new(report, Some(stubs)))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn repeat_is_bounded() {
+        for repeat in [0, MAX_REPEAT + 1] {
+            let options = RehearseOptions {
+                source: "s".into(),
+                benchmark: "b".into(),
+                manifest: "m".into(),
+                repeat,
+                base: None,
+                staging_root: "/nonexistent".into(),
+                pull: false,
+                rev: "HEAD".into(),
+                worktree: false,
+                quiet: true,
+                log_dir: None,
+            };
+            assert!(matches!(prepare(&options), Err(RehearseError::Repeat(_))));
+        }
+    }
+}

@@ -1,0 +1,152 @@
+//! The sandbox's deciding half: the run's spec and its checked limits ([`spec`]), the pure
+//! verdict contract ([`decision`], DESIGN §3), the container profile ([`profile`]), the evidence
+//! record ([`evidence`]), limits met that the program saw only as an errno ([`hits`]), the
+//! answers of the `argv[0]` probe that depend on the image alone ([`exec_cache`]), the
+//! explanation of a run ([`explain`]), and the seam to a container engine: the [`Engine`]
+//! trait and the [`Executor`] every caller holds.
+//!
+//! It deliberately names no engine client library: the engine behind [`Engine`] is chosen by
+//! the binary (today `worker-docker`), so this crate, and every crate above it, can be built
+//! and tested without one. It does not know about jobs or manifests either: the caller turns
+//! those into a [`SandboxSpec`] and supplies [`RunHooks`] that re-check the staged inputs.
+
+pub mod decision;
+pub mod evidence;
+pub mod exec_cache;
+mod executor;
+pub mod explain;
+pub mod hits;
+pub mod owner;
+pub mod profile;
+pub mod spec;
+pub mod streams;
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+pub use decision::{
+    Decision, EngineEvents, InputCheck, NoVerdictReason, RunObservation, StoppedBy, decide,
+};
+pub use evidence::{EVIDENCE_SCHEMA_VERSION, EvidenceRecord};
+pub use executor::{Engine, EngineError, Executor, HostResources};
+pub use spec::SpecError;
+
+/// Label present on every container this worker creates.
+pub const LABEL_VERIFIER: &str = "dev.agent-bounties.verifier";
+/// Label holding the run id.
+pub const LABEL_RUN_ID: &str = "dev.agent-bounties.run-id";
+/// Label holding the worker version.
+pub const LABEL_WORKER_VERSION: &str = "dev.agent-bounties.worker-version";
+/// Label naming the owning worker process (`<boot id>/<pid namespace>/<pid>/<start time>`),
+/// used by [`Executor::cleanup_stale`] to tell a provably dead owner from a live one.
+pub const LABEL_OWNER: &str = "dev.agent-bounties.owner";
+
+/// How an `image_missing` detail says that pulling by digest was tried and failed; the engine's
+/// reason follows it.
+pub const PULL_FAILED: &str = "pulling it by its digest failed:";
+
+/// Everything needed to run one command; independent of the job and manifest types.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct SandboxSpec {
+    /// Unique id of this run (label and container name; not trusted for anything else).
+    pub run_id: String,
+    /// Digest-pinned image reference, `name@sha256:<64 hex>`.
+    pub image: String,
+    /// Required image platform, `os/arch[/variant]`, e.g. `linux/amd64`.
+    pub platform: String,
+    /// The command; `argv[0]` is resolved inside the image (PATH for bare names).
+    pub argv: Vec<String>,
+    /// Verified staged source tree, mounted read-only at `/workspace`.
+    pub source_dir: PathBuf,
+    /// Verified staged benchmark tree, mounted read-only at `/benchmark`.
+    pub benchmark_dir: PathBuf,
+    /// Wall-clock limit measured from container start.
+    pub timeout: Duration,
+    /// CPU in thousandths of a core.
+    pub cpu_millis: u64,
+    /// Memory limit; swap is disabled by setting memory+swap to the same value.
+    pub memory_bytes: u64,
+    /// Maximum number of processes and threads.
+    pub pids_limit: u64,
+    /// Combined stdout+stderr cap; exceeding it kills the container.
+    pub max_output_bytes: u64,
+    /// Size of the `/tmp` tmpfs (and of the separate `/tmp/home` tmpfs).
+    pub tmpfs_bytes: u64,
+    /// Exposed to the program as `AGENT_BOUNTIES_TEST_SEED`.
+    pub test_seed: u64,
+    /// Pull the image (by its digest only) when it is not present locally.
+    pub pull: bool,
+}
+
+/// When the staged inputs are re-checked.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum InputPhase {
+    /// Immediately before the container is created.
+    BeforeCreate,
+    /// After the container stopped.
+    AfterRun,
+}
+
+/// Caller-supplied checks the executor runs at fixed points.
+pub trait RunHooks: Send + Sync {
+    /// Re-verifies the source and benchmark trees against their digests.
+    fn check_inputs(&self, phase: InputPhase) -> InputCheck;
+
+    /// A directory where `argv[0]`'s resolution in an image may be remembered across runs
+    /// (created if absent; never read or written through a symlink); `None` probes every run.
+    fn executable_cache(&self) -> Option<PathBuf> {
+        None
+    }
+}
+
+/// What [`Executor::run`] returns: the decision and its evidence.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct RunReport {
+    /// Verdict or no-verdict under the contract (also in `evidence.outcome`).
+    pub decision: Decision,
+    /// The evidence record.
+    pub evidence: EvidenceRecord,
+    /// Limits met that the program saw only as an errno, as read while it ran; reported
+    /// beside the verdict, never part of it or of the evidence.
+    pub observed: hits::Observed,
+    /// Everything the run wrote, within the output cap (the evidence keeps only tails).
+    pub output: streams::FullOutput,
+}
+
+/// Failures that prevent a run from producing even a no-verdict report.
+#[derive(Debug, thiserror::Error)]
+pub enum SandboxError {
+    /// The engine could not be reached (maps to the "runtime unavailable" exit code).
+    #[error("container runtime unavailable: {0}")]
+    RuntimeUnavailable(#[source] EngineError),
+    /// An engine request outside a run failed (for example listing stale containers).
+    #[error("docker engine request failed while {context}: {source}")]
+    Engine {
+        /// What the executor was doing.
+        context: &'static str,
+        /// The engine's error.
+        #[source]
+        source: EngineError,
+    },
+    /// A stale container could not be removed.
+    #[error("stale container {id} could not be removed")]
+    StaleNotRemoved {
+        /// The container id.
+        id: String,
+    },
+}
+
+/// The container profile `spec` would be created with, computed without the engine (the
+/// image's `PATH` is added at run time). Used by `worker plan` and rehearsal.
+pub fn plan(spec: &SandboxSpec) -> Result<profile::Isolation, SpecError> {
+    let limits = spec::limits(spec)?;
+    let path = |p: &std::path::Path| p.to_string_lossy().into_owned();
+    Ok(profile::requested(
+        spec,
+        limits,
+        None,
+        &path(&spec.source_dir),
+        &path(&spec.benchmark_dir),
+        verifier_sdk::oci_runtime::RUNC,
+    ))
+}

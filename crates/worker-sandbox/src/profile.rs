@@ -1,0 +1,36 @@
+//! The container profile (DESIGN §4): what we ask the engine for, and the same fields read back
+//! from `inspect` so a difference fails closed. The profile's fields and values are
+//! [`verifier_sdk::profile`]'s (see there for why `/tmp/home` is its own tmpfs); this module
+//! turns them into the Engine API's create request and back.
+
+// The profile itself is defined once, in the sdk, so the signer and keeper check evidence
+// against the very definition the worker asked the engine for.
+pub use verifier_sdk::profile::{
+    BENCHMARK_DIR, BindMount, ContainerProfile as Isolation, HOME_DIR, Limits, NOFILE_LIMIT,
+    SANDBOX_HOSTNAME, SANDBOX_USER, SHM_BYTES, Ulimit, WORKDIR, environment,
+};
+use verifier_sdk::profile::{ProfileInputs, expected_profile};
+
+use super::SandboxSpec;
+
+/// The requested profile for `spec`, with `source`/`benchmark` the canonical host paths, under
+/// the OCI runtime `oci_runtime` (the operator's, never the manifest's).
+pub fn requested(
+    spec: &SandboxSpec,
+    limits: Limits,
+    image_path: Option<&str>,
+    source: &str,
+    benchmark: &str,
+    oci_runtime: &str,
+) -> Isolation {
+    expected_profile(&ProfileInputs {
+        argv: &spec.argv,
+        test_seed: spec.test_seed,
+        tmpfs_bytes: spec.tmpfs_bytes,
+        limits,
+        image_path,
+        source,
+        benchmark,
+        oci_runtime,
+    })
+}

@@ -1,0 +1,692 @@
+//! `worker serve`: the worker as a long-running service on a dedicated host. It polls the
+//! feed on an interval (with jitter, so several hosts do not poll in step), runs each new job
+//! through the same path as `worker feed` ([`worker_jobs::feed::JobRunner`]: selection, archives,
+//! staging, sandbox, judgement, candidate file), and keeps a durable [`ledger`] so that a
+//! restart neither repeats completed work nor invents a result for a run it did not see end.
+//!
+//! Shutdown (SIGTERM/SIGINT) stops polling, drops the running job, kills and removes its
+//! container, records the run as `interrupted` and returns; a crash leaves the run open in
+//! the ledger, and the next start closes it as `interrupted`, removes the dead process's
+//! container (the start-up sweep, [`worker_sandbox::Executor::cleanup_stale`]) and
+//! runs the job again. An exit on an error (exit 1 or 78) removes the containers of this
+//! process first too.
+//!
+//! One service per state directory ([`lock`]). Runs without a verdict are sorted by whose
+//! fault they were ([`retry`]): the host's back off as a whole and never count against a job;
+//! the job's own back off per job until its verification window ends, when it is given up.
+//!
+//! A library: it holds a `worker_sandbox::Executor` and never picks the engine, parses no
+//! command line and names no exit code; `worker serve` in the binary does those.
+
+pub mod capacity;
+pub mod clock;
+pub mod http;
+pub mod ledger;
+pub mod lock;
+pub mod retry;
+pub mod shutdown;
+pub mod telemetry;
+pub mod timefmt;
+
+pub use worker_jobs::feed::shard;
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::net::SocketAddr;
+use std::num::NonZeroUsize;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use futures_util::StreamExt as _;
+use futures_util::stream::FuturesUnordered;
+use platform_client::PlatformClient;
+use sha2::{Digest, Sha256};
+use verifier_sdk::{CandidateManifest, canonical_json};
+
+use ledger::{JobKey, Ledger, LedgerError, Polls, RunKind, RunResult};
+use lock::{LockError, StateLock};
+use retry::{Cause, HostHealth, cause_of};
+use shutdown::Shutdown;
+use telemetry::Telemetry;
+use worker_jobs::feed::output::write_manifest;
+use worker_jobs::feed::scratch::{Scratch, remove_stale};
+use worker_jobs::feed::select::{reason::EXPIRED, select_jobs};
+use worker_jobs::feed::{
+    FeedConfig, JobRow, JobRunner, JobStatus, SandboxJobExecutor, fetch_feeds,
+};
+use worker_sandbox::Executor;
+
+/// Longest a shutdown may take once signalled: killing and removing the container is
+/// bounded by the teardown's own timeouts; this caps everything else.
+pub const SHUTDOWN_BOUND: Duration = Duration::from_secs(30);
+
+/// How often the heartbeat row is written while the service is up.
+pub const HEARTBEAT_EVERY: Duration = Duration::from_secs(30);
+
+/// How `worker serve` is configured.
+#[derive(Debug, Clone)]
+pub struct ServeConfig {
+    /// The feed, output, scratch and cache settings shared with `worker feed`.
+    pub feed: FeedConfig,
+    /// Directory of the ledger.
+    pub state_dir: PathBuf,
+    /// Seconds between polls (before jitter).
+    pub poll_interval: Duration,
+    /// Most jobs run at once; `None`: what the engine holds ([`capacity::auto_parallel`]).
+    pub parallel: Option<NonZeroUsize>,
+    /// Where `/healthz` and `/metrics` are served (loopback only); `None`: nowhere.
+    pub metrics_listen: Option<SocketAddr>,
+}
+
+/// Why the service stopped other than by a signal.
+#[derive(Debug, thiserror::Error)]
+pub enum ServeError {
+    /// A configuration a restart cannot fix (exit 78).
+    #[error("{0}")]
+    Config(String),
+    /// Anything a restart may fix (exit 1).
+    #[error("{0}")]
+    Transient(String),
+}
+
+impl From<LedgerError> for ServeError {
+    fn from(error: LedgerError) -> Self {
+        if error.is_permanent() {
+            Self::Config(error.to_string())
+        } else {
+            Self::Transient(error.to_string())
+        }
+    }
+}
+
+impl From<LockError> for ServeError {
+    fn from(error: LockError) -> Self {
+        match &error {
+            // Another service holds the state directory. Exit 1, not 78: under systemd the
+            // holder is most often this unit's own predecessor still stopping (it has up to
+            // SHUTDOWN_BOUND), and a restart then succeeds; a second unit on the same
+            // --state keeps failing visibly in its restart loop instead of stopping for good.
+            LockError::Held { .. } => Self::Transient(error.to_string()),
+            LockError::Io { source, .. } if transient_io(source) => {
+                Self::Transient(error.to_string())
+            }
+            LockError::Io { .. } => Self::Config(error.to_string()),
+        }
+    }
+}
+
+/// An I/O error that may pass by itself (a full disk, an interrupted call, no memory).
+fn transient_io(error: &std::io::Error) -> bool {
+    use std::io::ErrorKind as K;
+    matches!(
+        error.kind(),
+        K::StorageFull | K::QuotaExceeded | K::Interrupted | K::OutOfMemory | K::WouldBlock
+    )
+}
+
+/// What [`prepare`] hands to [`serve`]: the ledger, and the state directory's lock, held
+/// for as long as this value lives.
+pub struct Prepared {
+    /// The open ledger.
+    pub ledger: Ledger,
+    /// The exclusive lock on the state directory.
+    pub lock: StateLock,
+}
+
+/// Checks what can be checked before the engine is contacted, takes the state directory's
+/// lock (before the ledger is touched: a second service must not close the first's live
+/// runs) and opens the ledger, closing the runs a dead predecessor left open. What a restart
+/// cannot fix is a configuration error (78: a bad flag, a corrupt or newer ledger, a
+/// directory that cannot be made); what may pass is not (1: the state held by another
+/// service, the ledger busy past its timeout, a full disk).
+pub fn prepare(config: &ServeConfig) -> Result<Prepared, ServeError> {
+    config
+        .feed
+        .validate()
+        .map_err(|e| ServeError::Config(e.to_string()))?;
+    if let Some(addr) = config.metrics_listen {
+        http::check_loopback(addr).map_err(|e| ServeError::Config(e.to_string()))?;
+    }
+    if config.poll_interval.is_zero() {
+        return Err(ServeError::Config(
+            "--poll-interval must be positive".into(),
+        ));
+    }
+    for (what, dir) in [
+        ("state directory", &config.state_dir),
+        ("output directory", &config.feed.out_dir),
+        ("work directory", &config.feed.work_dir),
+    ] {
+        std::fs::create_dir_all(dir).map_err(|e| {
+            let message = format!("{what} {dir:?}: {e}");
+            if transient_io(&e) {
+                ServeError::Transient(message)
+            } else {
+                ServeError::Config(message)
+            }
+        })?;
+    }
+    let lock = lock::lock_state(&config.state_dir)?;
+    let mut ledger = Ledger::open(&config.state_dir)?;
+    ledger.set_retry_base(config.poll_interval);
+    let closed = ledger.recover_interrupted()?;
+    if !closed.is_empty() {
+        tracing::warn!(runs = ?closed, "runs left open by a stopped worker recorded as interrupted");
+    }
+    Ok(Prepared { ledger, lock })
+}
+
+/// Serves until `shutdown` fires (`Ok`) or something fails (`Err`). On every exit, the
+/// containers of this process are gone: a shutdown removes them and records the runs as
+/// interrupted; an error removes them and leaves the runs open, for the next start to close.
+pub async fn serve(
+    config: &ServeConfig,
+    ledger: Ledger,
+    docker: Executor,
+    staging_root: PathBuf,
+    pull: bool,
+    shutdown: &Shutdown,
+    telemetry: &Telemetry,
+) -> Result<(), ServeError> {
+    let served = serve_loop(
+        config,
+        ledger,
+        &docker,
+        staging_root,
+        pull,
+        shutdown,
+        telemetry,
+    )
+    .await;
+    if served.is_err() {
+        // The runs' futures were dropped with the loop; their containers were not.
+        match tokio::time::timeout(SHUTDOWN_BOUND, docker.remove_own_containers()).await {
+            Ok(Ok(removed)) if !removed.is_empty() => {
+                tracing::warn!(containers = ?removed, "stopping on an error: removed the running containers");
+            }
+            Ok(Ok(_)) => {}
+            Ok(Err(error)) => tracing::error!(%error, "could not remove the running containers"),
+            Err(_) => tracing::error!("removing the running containers timed out"),
+        }
+    }
+    served
+}
+
+async fn serve_loop(
+    config: &ServeConfig,
+    mut ledger: Ledger,
+    docker: &Executor,
+    staging_root: PathBuf,
+    pull: bool,
+    shutdown: &Shutdown,
+    telemetry: &Telemetry,
+) -> Result<(), ServeError> {
+    let feed = &config.feed;
+    let clock = telemetry.clock().clone();
+    let client = PlatformClient::new(feed.client_limits)
+        .map_err(|e| ServeError::Config(format!("http client: {e}")))?;
+    remove_stale(&feed.work_dir);
+    let scratch = Scratch::create(&feed.work_dir)
+        .map_err(|e| ServeError::Transient(format!("work directory: {e}")))?;
+    let executor = SandboxJobExecutor::new(docker.clone(), staging_root, pull);
+    let runner = JobRunner::new(feed, &client, &executor);
+    let mut polls = Polls::default();
+    let mut host_health = HostHealth::default();
+    let host = match config.parallel {
+        Some(n) => {
+            tracing::info!(
+                parallel = n.get(),
+                "running at most --parallel jobs at once"
+            );
+            None
+        }
+        None => Some(engine_capacity(docker).await),
+    };
+    let mut chosen = None;
+    heartbeat(&ledger, &polls, telemetry)?;
+    // The jobs (ledger key, job id) the last answered poll listed.
+    let mut listed = BTreeMap::new();
+    while !shutdown.requested() {
+        let (fetched, failures) = tokio::select! {
+            r = fetch_feeds(feed, &client) => r,
+            () = shutdown.wait() => break,
+        };
+        if failures.is_empty() {
+            polls.ok += 1;
+            polls.last_ok_ms = Some(clock.wall_ms());
+        } else {
+            polls.failed += 1;
+            for f in &failures {
+                tracing::warn!(verifier = %f.verifier, kind = %f.kind, "feed query failed: {}", f.message);
+            }
+        }
+        telemetry.poll(failures.is_empty());
+        let any_answer = !fetched.is_empty();
+        let due = due_jobs(
+            &mut ledger,
+            feed,
+            fetched,
+            any_answer,
+            &mut listed,
+            telemetry,
+        )?;
+        let parallel = match host {
+            Some(host) => batch_parallel(host, &due, &mut chosen),
+            None => config.parallel.unwrap_or(NonZeroUsize::MIN),
+        };
+        warn_waiting(&host_health, due.len(), clock.monotonic());
+        let mut due = due.into_iter();
+        let mut running = FuturesUnordered::new();
+        let mut open: BTreeMap<i64, (i64, String, PathBuf)> = BTreeMap::new();
+        let mut beat = tokio::time::interval(HEARTBEAT_EVERY);
+        beat.tick().await;
+        loop {
+            while running.len() < host_health.limit(parallel.get())
+                && !shutdown.requested()
+                && host_health.may_start(clock.monotonic())
+            {
+                let Some((key, job)) = due.next() else { break };
+                let id = job.job_id().to_owned();
+                let run_id = ledger.start_run(key)?;
+                let job_dir = scratch.path().join(format!("run-{run_id}"));
+                tracing::info!(job = %id.escape_debug(), round = job.round(), run_id, "running");
+                open.insert(run_id, (key, id, job_dir.clone()));
+                let runner = &runner;
+                let clock = &clock;
+                telemetry.run_started();
+                running.push(async move {
+                    let started = clock.monotonic();
+                    let (row, _) = runner.run(&job, &job_dir).await;
+                    (run_id, row, clock.monotonic().saturating_sub(started))
+                });
+            }
+            if running.is_empty() {
+                break;
+            }
+            tokio::select! {
+                Some((run_id, row, took)) = running.next() => {
+                    telemetry.run_ended(row.status.as_str(), row.reason_code.as_deref(), took);
+                    let cause = cause_of(&row, pull);
+                    judge_host(&mut host_health, cause, &row, clock.monotonic(), config.poll_interval, telemetry);
+                    if let Some((key, id, _)) = open.remove(&run_id) {
+                        record(&mut ledger, feed, run_id, (key, &id), &row, cause, clock.wall_ms())?;
+                    }
+                    telemetry.set_oldest_pending(ledger.oldest_unfinished(&listed)?);
+                }
+                () = shutdown.wait() => {
+                    drop(running);
+                    interrupt(&mut ledger, docker, &open, telemetry).await;
+                    return Ok(());
+                }
+                _ = beat.tick() => heartbeat(&ledger, &polls, telemetry)?,
+            }
+        }
+        // A poll that got no answer at all leaves the previous manifest in place.
+        if any_answer {
+            write_listed_manifest(&ledger, feed, &listed)?;
+        }
+        pause(config.poll_interval, &ledger, &polls, shutdown, telemetry).await?;
+    }
+    heartbeat(&ledger, &polls, telemetry)?;
+    Ok(())
+}
+
+/// The pause until the next poll (or a shutdown). The heartbeat goes on between polls too,
+/// so a long --poll-interval is not mistaken for a dead service.
+async fn pause(
+    poll_interval: Duration,
+    ledger: &Ledger,
+    polls: &Polls,
+    shutdown: &Shutdown,
+    telemetry: &Telemetry,
+) -> Result<(), ServeError> {
+    heartbeat(ledger, polls, telemetry)?;
+    let next_poll = tokio::time::sleep(jittered(poll_interval));
+    tokio::pin!(next_poll);
+    let mut beat = tokio::time::interval(HEARTBEAT_EVERY);
+    beat.tick().await;
+    loop {
+        tokio::select! {
+            () = &mut next_poll => return Ok(()),
+            () = shutdown.wait() => return Ok(()),
+            _ = beat.tick() => heartbeat(ledger, polls, telemetry)?,
+        }
+    }
+}
+
+/// Says once per poll that `due` jobs wait for the host's back-off.
+fn warn_waiting(host: &HostHealth, due: usize, now: Duration) {
+    if due > 0 && !host.may_start(now) {
+        tracing::warn!(
+            due,
+            retry_in_seconds = host.wait_left(now).as_secs(),
+            last = host.last().unwrap_or_default(),
+            "the host is unhealthy: the due jobs wait for its back-off (not counted as their attempts)"
+        );
+    }
+}
+
+/// Updates the host's health from the cause of the run that ended with `row`.
+fn judge_host(
+    host: &mut HostHealth,
+    cause: Option<Cause>,
+    row: &JobRow,
+    now: Duration,
+    poll_interval: Duration,
+    telemetry: &Telemetry,
+) {
+    if cause == Some(Cause::Host) {
+        let code = row.reason_code.as_deref().unwrap_or("none");
+        let detail = row.reason.as_deref().unwrap_or_default();
+        host.failed(now, poll_interval, format!("{code}: {detail}"));
+        telemetry.host_failure(code, detail);
+        tracing::warn!(
+            reason_code = code,
+            failures_in_row = host.failures_in_row(),
+            retry_in_seconds = host.wait_left(now).as_secs(),
+            "the host failed the run (not the job's attempt): {}",
+            detail.escape_debug()
+        );
+    } else {
+        host.worked();
+        telemetry.host_worked();
+    }
+}
+
+/// Records in the ledger the jobs of this shard a poll listed; returns those due to run,
+/// with their ledger keys. `listed` becomes the poll's jobs, unless the poll got no answer
+/// at all (the jobs did not disappear because the feed was down).
+fn due_jobs(
+    ledger: &mut Ledger,
+    feed: &FeedConfig,
+    fetched: Vec<Vec<serde_json::Value>>,
+    any_answer: bool,
+    listed: &mut BTreeMap<i64, String>,
+    telemetry: &Telemetry,
+) -> Result<Vec<(i64, verifier_sdk::ValidatedJob)>, ServeError> {
+    let now = telemetry.clock().wall_ms();
+    let selection = select_jobs(
+        fetched,
+        feed.network,
+        &feed.verifiers,
+        u64::try_from(now / 1000).unwrap_or(0),
+        None,
+    );
+    let mut polled = BTreeMap::new();
+    let mut due = Vec::new();
+    let mut given_up = 0usize;
+    for job in selection.selected {
+        let id = job.job_id().to_owned();
+        if !feed.shard.owns(&id) {
+            continue;
+        }
+        let content_hash = content_hash(&job);
+        let expires_ms = i64::try_from(job.expires_at())
+            .ok()
+            .and_then(|s| s.checked_mul(1000));
+        let seen = ledger.seen_until(
+            JobKey {
+                job_id: &id,
+                round: job.round(),
+                content_hash: &content_hash,
+            },
+            expires_ms,
+            now,
+        )?;
+        given_up += usize::from(seen.given_up);
+        if seen.new {
+            telemetry.job_seen();
+            if !seen.due {
+                telemetry.job_conflicting();
+                tracing::warn!(
+                    job = %id.escape_debug(),
+                    round = job.round(),
+                    %content_hash,
+                    "the feed lists a job id and round already seen with other content: recorded as conflicting, not run"
+                );
+            }
+        }
+        polled.insert(seen.job, id);
+        if seen.due {
+            due.push((seen.job, job));
+        }
+    }
+    // Said once per poll, so an operator reading the log after a restart sees why nothing
+    // runs.
+    if given_up > 0 {
+        let what = if given_up == polled.len() {
+            "every listed job is given up".to_owned()
+        } else {
+            format!("{given_up} of {} listed jobs are given up", polled.len())
+        };
+        tracing::warn!(
+            given_up,
+            listed = polled.len(),
+            "{what} (its verification window ended without a verdict, or an older worker gave it up): nothing runs for it; `worker ledger --retry JOB` or `--retry-exhausted` re-queues"
+        );
+    }
+    if any_answer {
+        *listed = polled;
+    }
+    for g in ledger.give_up_expired(now)? {
+        telemetry.jobs_given_up(1);
+        tracing::warn!(
+            job = %g.job_id.escape_debug(),
+            round = g.round,
+            attempts = g.attempts,
+            last = g.last_reason.as_deref().unwrap_or("never ran").escape_debug().to_string(),
+            "job given up: its verification window ended without a verdict"
+        );
+    }
+    telemetry.set_oldest_pending(ledger.oldest_unfinished(listed)?);
+    Ok(due)
+}
+
+/// What the ledger keys a job's content by: `sha256:` of the canonical JSON of its receipt
+/// scope, which commits to the terms (runner manifest, benchmark), the submission, the
+/// evidence (source snapshot digest) and the verification window.
+fn content_hash(job: &verifier_sdk::ValidatedJob) -> String {
+    // The scope is plain data and always serializes; were it not to, the raw job (a
+    // stricter key) stands in rather than one hash shared by every job.
+    let scope = serde_json::to_value(job.scope()).unwrap_or_else(|_| job.raw().clone());
+    format!(
+        "sha256:{}",
+        hex::encode(Sha256::digest(canonical_json(&scope).as_bytes()))
+    )
+}
+
+/// What the engine can hold, from its `/info` and this host's cores; an engine that does
+/// not answer gets the one-job default of [`capacity::auto_parallel`].
+async fn engine_capacity(docker: &Executor) -> capacity::Host {
+    let local = std::thread::available_parallelism()
+        .ok()
+        .map(NonZeroUsize::get);
+    match docker.host_resources().await {
+        Ok(info) => {
+            let host = capacity::Host::from_info(info.cpus, info.memory_bytes, local);
+            tracing::info!(
+                engine_cpus = ?info.cpus,
+                engine_memory_bytes = ?info.memory_bytes,
+                local_cpus = ?local,
+                "--parallel not given: sizing each batch from the engine ({} cpu(s), {} bytes)",
+                host.cpus,
+                host.memory_bytes
+            );
+            host
+        }
+        Err(error) => {
+            tracing::warn!(%error, "engine /info failed: running one job at a time");
+            capacity::Host::from_info(None, None, local)
+        }
+    }
+}
+
+/// The default `--parallel` for the jobs due now; logged when it changes.
+fn batch_parallel(
+    host: capacity::Host,
+    due: &[(i64, verifier_sdk::ValidatedJob)],
+    chosen: &mut Option<NonZeroUsize>,
+) -> NonZeroUsize {
+    let Some(largest) = due
+        .iter()
+        .map(|(_, job)| capacity::JobSize {
+            cpu_millis: job.manifest().cpu_millis(),
+            memory_bytes: job.manifest().memory_bytes(),
+        })
+        .reduce(capacity::JobSize::max)
+    else {
+        return chosen.unwrap_or(NonZeroUsize::MIN);
+    };
+    let choice = capacity::auto_parallel(host, largest);
+    if *chosen != Some(choice.parallel) {
+        tracing::info!(parallel = choice.parallel.get(), why = %choice.why, "jobs at once");
+        *chosen = Some(choice.parallel);
+    }
+    choice.parallel
+}
+
+/// Writes the heartbeat row, and tells `/healthz` it was written.
+fn heartbeat(ledger: &Ledger, polls: &Polls, telemetry: &Telemetry) -> Result<(), ServeError> {
+    ledger.heartbeat(polls)?;
+    telemetry.heartbeat();
+    Ok(())
+}
+
+/// Closes the runs cut short by a shutdown: their containers are killed and removed first (the
+/// dropped futures did not), then each run is recorded as interrupted. Bounded by
+/// [`SHUTDOWN_BOUND`]; a failure is logged, and the next start's sweep and recovery finish
+/// the job (the run stays open in the ledger, so it is closed as interrupted then).
+async fn interrupt(
+    ledger: &mut Ledger,
+    docker: &Executor,
+    open: &BTreeMap<i64, (i64, String, PathBuf)>,
+    telemetry: &Telemetry,
+) {
+    match tokio::time::timeout(SHUTDOWN_BOUND, docker.remove_own_containers()).await {
+        Ok(Ok(removed)) => tracing::info!(containers = ?removed, "removed the running containers"),
+        Ok(Err(error)) => tracing::error!(%error, "could not remove the running containers"),
+        Err(_) => tracing::error!("removing the running containers timed out"),
+    }
+    for (run_id, (key, _, job_dir)) in open {
+        let _ = std::fs::remove_dir_all(job_dir);
+        telemetry.run_interrupted();
+        let result = RunResult::interrupted("the worker was asked to stop (SIGTERM/SIGINT)");
+        if let Err(error) = ledger.finish_run(*run_id, *key, &result) {
+            tracing::error!(%error, "could not record the interrupted run");
+        }
+    }
+}
+
+/// Records the end of a run from its report row and whose fault a failure was; a run
+/// without a verdict is logged at WARN with its reason and detail.
+fn record(
+    ledger: &mut Ledger,
+    feed: &FeedConfig,
+    run_id: i64,
+    (key, job_id): (i64, &str),
+    row: &JobRow,
+    cause: Option<Cause>,
+    at_ms: i64,
+) -> Result<(), ServeError> {
+    let kind = match (row.status, cause) {
+        (JobStatus::CompletedPassed | JobStatus::CompletedFailed, _) => RunKind::Completed,
+        // Expired while it waited: not a refusal of its content; the ledger gives it up
+        // (with the metric and the warning) at the next poll.
+        (JobStatus::Rejected, _) if row.reason_code.as_deref() == Some(EXPIRED) => {
+            RunKind::NoVerdict
+        }
+        (JobStatus::Rejected, _) => RunKind::Rejected,
+        (_, Some(Cause::Host)) => RunKind::Host,
+        (JobStatus::NoVerdict | JobStatus::Error | JobStatus::Skipped, _) => RunKind::NoVerdict,
+    };
+    let evidence = row
+        .candidate_file
+        .as_deref()
+        .and_then(|file| evidence_address(&feed.out_dir.join(file)));
+    let code = row.reason_code.as_deref().unwrap_or("none");
+    let detail = row.reason.as_deref().unwrap_or_default().escape_debug();
+    match kind {
+        RunKind::Completed => {
+            tracing::info!(job = %job_id.escape_debug(), run_id, status = row.status.as_str(), "run ended");
+        }
+        RunKind::Rejected => tracing::warn!(
+            job = %job_id.escape_debug(), run_id, status = row.status.as_str(), reason_code = code,
+            "run ended: refused by rule, not run again: {detail}"
+        ),
+        _ => tracing::warn!(
+            job = %job_id.escape_debug(), run_id, status = row.status.as_str(), reason_code = code,
+            cause = cause.map_or("job", Cause::as_str),
+            "run ended without a verdict: {detail}"
+        ),
+    }
+    ledger.finish_run_at(
+        run_id,
+        key,
+        &RunResult {
+            kind,
+            outcome: row.status.as_str().into(),
+            reason_code: row.reason_code.clone(),
+            reason: row.reason.clone(),
+            evidence,
+            candidate_file: row.candidate_file.clone(),
+        },
+        at_ms,
+    )?;
+    Ok(())
+}
+
+/// The store address (`sha256:` of the canonical JSON) of the evidence record embedded in
+/// a candidate file, the name under which the executor wrote it in the staging root.
+fn evidence_address(candidate: &Path) -> Option<String> {
+    let value: serde_json::Value = serde_json::from_slice(&std::fs::read(candidate).ok()?).ok()?;
+    let evidence = value.get("evidence")?;
+    Some(format!(
+        "sha256:{}",
+        hex::encode(Sha256::digest(canonical_json(evidence).as_bytes()))
+    ))
+}
+
+/// Rewrites the candidates manifest with the candidates of the jobs the feed still lists,
+/// each for the round and content it lists (the signer has nothing to do with the others; a
+/// verdict on other content of the same id is never offered for it).
+fn write_listed_manifest(
+    ledger: &Ledger,
+    feed: &FeedConfig,
+    listed: &BTreeMap<i64, String>,
+) -> Result<(), ServeError> {
+    let mut manifest = CandidateManifest::new(feed.network.name());
+    let mut named = BTreeSet::new();
+    for (key, job_id) in listed {
+        if ledger.candidate_of(*key)?.is_some() && named.insert(job_id.clone()) {
+            manifest.push(job_id);
+        }
+    }
+    write_manifest(&feed.out_dir, &manifest)
+        .map_err(|e| ServeError::Transient(format!("writing the candidates manifest: {e}")))
+}
+
+/// `interval` ± 10 %, from the clock's nanoseconds and the pid (no need for a strong
+/// source: it only keeps several hosts from polling in step).
+fn jittered(interval: Duration) -> Duration {
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.subsec_nanos());
+    let seed = Sha256::digest(format!("{nanos}/{}", std::process::id()).as_bytes());
+    let unit = f64::from(u16::from_be_bytes([seed[0], seed[1]])) / f64::from(u16::MAX);
+    interval.mul_f64(0.9 + 0.2 * unit)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn serve_poll_jitter_stays_within_ten_percent() {
+        for _ in 0..100 {
+            let d = jittered(Duration::from_secs(100));
+            assert!(
+                d >= Duration::from_secs(90) && d <= Duration::from_secs(110),
+                "{d:?}"
+            );
+        }
+    }
+}

@@ -1,0 +1,17 @@
+//! Tests that start containers on the one Docker Engine. They run one at a time: the
+//! `.config/nextest.toml` group `docker` takes every test under `docker::`, so a new module
+//! that starts containers goes here and is serialised without editing any list.
+
+mod cli_json;
+mod feed_cli;
+mod gc;
+mod in_toto;
+mod rehearse;
+mod request;
+mod run_regression;
+mod sandbox_limits;
+mod sandbox_profile;
+mod sandbox_stale;
+mod sandbox_verdict;
+mod serve;
+mod signals;
