@@ -11,6 +11,7 @@ mod request;
 mod run_regression;
 mod sandbox_limits;
 mod sandbox_profile;
+mod sandbox_runtime;
 mod sandbox_stale;
 mod sandbox_verdict;
 mod serve;
