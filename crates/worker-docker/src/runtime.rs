@@ -42,10 +42,11 @@ impl OciRuntime {
                 let mut version = version_line(&path).await.unwrap_or_default();
                 // The engine's own report of runc's version, when this host cannot run the
                 // binary (an engine reached over DOCKER_HOST).
-                if version.is_empty() && name == RUNC {
-                    if let Some(id) = runc_commit.and_then(|c| c.id.as_deref()) {
-                        version = format!("runc version {id}");
-                    }
+                if let Some(id) = runc_commit
+                    .and_then(|c| c.id.as_deref())
+                    .filter(|_| version.is_empty() && name == RUNC)
+                {
+                    version = format!("runc version {id}");
                 }
                 Some(OciRuntimeFacts {
                     name: name.to_string(),

@@ -113,6 +113,13 @@ pub struct Cli {
     #[arg(long)]
     pub pull: bool,
 
+    /// With --run-regression: the OCI runtime every container runs under: runc (the engine's default, asked for by
+    /// name) or runsc (gVisor, registered with the engine as `runsc`; README "A second
+    /// kernel"). An engine that does not offer it ends each run without a verdict
+    /// (runtime_unavailable); there is no fallback.
+    #[arg(long, value_enum, value_name = "RUNTIME")]
+    pub oci_runtime: Option<OciRuntimeArg>,
+
     /// With --run-regression: also write the evidence record to this path.
     #[arg(long, value_name = "PATH")]
     pub evidence: Option<PathBuf>,
@@ -230,6 +237,12 @@ pub struct RehearseArgs {
     /// Pull a missing image, by its pinned digest only.
     #[arg(long)]
     pub pull: bool,
+    /// The OCI runtime every container runs under: runc (the engine's default, asked for by
+    /// name) or runsc (gVisor, registered with the engine as `runsc`; README "A second
+    /// kernel"). An engine that does not offer it ends each run without a verdict
+    /// (runtime_unavailable); there is no fallback.
+    #[arg(long, value_enum, value_name = "RUNTIME", default_value = "runc")]
+    pub oci_runtime: OciRuntimeArg,
     /// Print the report as JSON on stdout.
     #[arg(long)]
     pub json: bool,
@@ -284,6 +297,12 @@ pub struct FeedArgs {
     /// Pull missing images, by their pinned digest only.
     #[arg(long)]
     pub pull: bool,
+    /// The OCI runtime every container runs under: runc (the engine's default, asked for by
+    /// name) or runsc (gVisor, registered with the engine as `runsc`; README "A second
+    /// kernel"). An engine that does not offer it ends each run without a verdict
+    /// (runtime_unavailable); there is no fallback.
+    #[arg(long, value_enum, value_name = "RUNTIME", default_value = "runc")]
+    pub oci_runtime: OciRuntimeArg,
     /// Print the run report as JSON on stdout.
     #[arg(long)]
     pub json: bool,
@@ -348,6 +367,32 @@ pub struct ServeArgs {
     /// Pull missing images, by their pinned digest only.
     #[arg(long)]
     pub pull: bool,
+    /// The OCI runtime every container runs under: runc (the engine's default, asked for by
+    /// name) or runsc (gVisor, registered with the engine as `runsc`; README "A second
+    /// kernel"). An engine that does not offer it ends each run without a verdict
+    /// (runtime_unavailable); there is no fallback.
+    #[arg(long, value_enum, value_name = "RUNTIME", default_value = "runc")]
+    pub oci_runtime: OciRuntimeArg,
+}
+
+/// The OCI runtimes `--oci-runtime` accepts (the two the sandbox knows how to run under).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, clap::ValueEnum)]
+pub enum OciRuntimeArg {
+    /// The engine's runc.
+    #[default]
+    Runc,
+    /// gVisor's runsc.
+    Runsc,
+}
+
+impl OciRuntimeArg {
+    /// The engine's name for it.
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::Runc => verifier_sdk::oci_runtime::RUNC,
+            Self::Runsc => verifier_sdk::oci_runtime::RUNSC,
+        }
+    }
 }
 
 /// What `worker ledger` does.
@@ -393,6 +438,8 @@ pub enum Command {
         request: PathBuf,
         /// Pull by digest when missing.
         pull: bool,
+        /// `--oci-runtime`.
+        oci_runtime: OciRuntimeArg,
         /// Extra copy of the evidence record.
         evidence: Option<PathBuf>,
         /// Where to write the in-toto statement of a verdict.
@@ -451,8 +498,8 @@ pub enum UsageError {
     /// A mode flag and a subcommand were both given.
     #[error("give either a mode flag or a subcommand, not both")]
     ModeAndSubcommand,
-    /// `--pull`, `--evidence` or `--in-toto` without `--run-regression`.
-    #[error("--pull, --evidence and --in-toto only apply to --run-regression")]
+    /// `--pull`, `--evidence`, `--in-toto` or `--oci-runtime` without `--run-regression`.
+    #[error("--pull, --evidence, --in-toto and --oci-runtime only apply to --run-regression")]
     RunOnly,
     /// `--json` without `--validate-regression-candidate`.
     #[error("--json (before any subcommand) only applies to --validate-regression-candidate")]
@@ -589,11 +636,16 @@ impl Cli {
             return Ok(Command::RunRegression {
                 request,
                 pull: self.pull,
+                oci_runtime: self.oci_runtime.unwrap_or_default(),
                 evidence: self.evidence,
                 in_toto: self.in_toto,
             });
         }
-        if self.pull || self.evidence.is_some() || self.in_toto.is_some() {
+        if self.pull
+            || self.evidence.is_some()
+            || self.in_toto.is_some()
+            || self.oci_runtime.is_some()
+        {
             return Err(UsageError::RunOnly);
         }
         if let Some(request) = self.validate_regression_candidate {

@@ -37,11 +37,13 @@ fn dispatch(command: Command, quiet: bool) -> ExitCode {
         Command::RunRegression {
             request,
             pull,
+            oci_runtime,
             evidence,
             in_toto,
         } => commands::run_regression::run_regression(
             &request,
             pull,
+            oci_runtime.name(),
             evidence.as_deref(),
             in_toto.as_deref(),
         ),

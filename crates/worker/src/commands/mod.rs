@@ -89,8 +89,9 @@ pub(crate) fn block_on_interruptible<F: std::future::Future>(
 
 /// Connects to the engine and removes stale containers of dead workers; a failed sweep is
 /// only logged (the containers of a live worker are never touched either way).
-pub(crate) async fn connect_swept() -> Result<Executor, SandboxError> {
-    let executor = worker_docker::connect().await?;
+/// Containers are created under the OCI runtime `oci_runtime` (`--oci-runtime`).
+pub(crate) async fn connect_swept(oci_runtime: &str) -> Result<Executor, SandboxError> {
+    let executor = worker_docker::connect_under(oci_runtime).await?;
     if let Err(error) = executor.cleanup_stale().await {
         tracing::warn!(%error, "could not clean up stale sandbox containers");
     }
