@@ -12,6 +12,7 @@
 
 pub mod api;
 mod docker;
+pub mod doctor;
 pub mod endpoint;
 mod engine;
 mod events;

@@ -188,6 +188,11 @@ pub enum Subcommands {
     Gc(GcArgs),
     /// Print the shell completion script for bash, zsh or fish (and elvish, powershell).
     Completions(CompletionsArgs),
+    /// Check this host before running the worker: the engine and its version, the cgroup
+    /// layout and driver, the OCI runtimes, user-namespace remapping, seccomp, AppArmor, the
+    /// staging root's file system and free space, swap, and (with --image) an image by
+    /// digest. One line per check, ok/warn/fail with what to do; exit 78 when any fails.
+    Doctor(DoctorArgs),
     /// Explain an evidence record (from --run-regression --evidence, rehearse, or the store).
     Explain {
         /// The evidence record file.
@@ -375,6 +380,23 @@ pub struct ServeArgs {
     pub oci_runtime: OciRuntimeArg,
 }
 
+/// Arguments of `worker doctor`.
+#[derive(Debug, Clone, PartialEq, Eq, clap::Args)]
+pub struct DoctorArgs {
+    /// The staging root to examine (default: $REGRESSION_SANDBOX_STAGING_ROOT).
+    #[arg(long, value_name = "DIR")]
+    pub staging_root: Option<PathBuf>,
+    /// The OCI runtime the worker is to run under; fails when the engine does not offer it.
+    #[arg(long, value_enum, value_name = "RUNTIME", default_value = "runc")]
+    pub oci_runtime: OciRuntimeArg,
+    /// A digest-pinned image (name@sha256:…) that must be present.
+    #[arg(long, value_name = "REF")]
+    pub image: Option<String>,
+    /// Print the report as JSON (agent-bounties/worker-doctor-v1) on stdout.
+    #[arg(long)]
+    pub json: bool,
+}
+
 /// The OCI runtimes `--oci-runtime` accepts (the two the sandbox knows how to run under).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, clap::ValueEnum)]
 pub enum OciRuntimeArg {
@@ -480,6 +502,8 @@ pub enum Command {
     Gc(GcArgs),
     /// `completions`.
     Completions(CompletionsArgs),
+    /// `doctor`.
+    Doctor(DoctorArgs),
     /// `plan`.
     Plan {
         /// The request file.
@@ -696,6 +720,7 @@ impl Cli {
             Some(Subcommands::Request(args)) => Ok(Command::Request(args)),
             Some(Subcommands::Gc(args)) => Ok(Command::Gc(args)),
             Some(Subcommands::Completions(args)) => Ok(Command::Completions(args)),
+            Some(Subcommands::Doctor(args)) => Ok(Command::Doctor(args)),
             None => Err(UsageError::NoMode),
         }
     }

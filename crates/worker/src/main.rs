@@ -62,6 +62,7 @@ fn dispatch(command: Command, quiet: bool) -> ExitCode {
         Command::Request(args) => commands::make_request::request(&args),
         Command::Gc(args) => commands::gc::gc(&args),
         Command::Completions(args) => commands::completions::completions(&args),
+        Command::Doctor(args) => commands::doctor::doctor(&args),
         Command::Plan {
             request,
             staging_root,

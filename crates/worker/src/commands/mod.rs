@@ -4,6 +4,7 @@
 //! `main` only dispatches and turns that code into the process's status.
 
 pub mod completions;
+pub mod doctor;
 pub mod explain;
 pub mod feed;
 pub mod gc;

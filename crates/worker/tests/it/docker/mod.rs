@@ -3,6 +3,7 @@
 //! that starts containers goes here and is serialised without editing any list.
 
 mod cli_json;
+mod doctor;
 mod feed_cli;
 mod gc;
 mod in_toto;
