@@ -6,7 +6,10 @@
 # preinstalled Docker CE is kept and only apt, systemctl and the debootstrap
 # root go through sudo (scripts/lib/host.sh).
 #
-#   scripts/services.sh [--no-python] [--no-rust] [--no-node]   bring everything up (idempotent)
+#   scripts/services.sh [--no-python] [--no-rust] [--no-node] [--runsc]   bring everything up (idempotent)
+#   --runsc also installs Debian's runsc (gVisor) and registers it with the Docker daemon as
+#   the runtime `runsc` (scripts/lib/runsc.sh); .ci/run always passes it, scripts/example.sh
+#   does not (it runs under runc only). Without it an earlier registration is left alone.
 #   scripts/services.sh down            stop what this script started
 #
 # Progress goes to stderr. Safe to rerun: whatever already answers is left
@@ -19,6 +22,8 @@ source "$(dirname "${BASH_SOURCE[0]}")/lib/common.sh"
 source "$REPO_ROOT/scripts/lib/image.sh"
 # shellcheck source=scripts/lib/host.sh
 source "$REPO_ROOT/scripts/lib/host.sh"
+# shellcheck source=scripts/lib/runsc.sh
+source "$REPO_ROOT/scripts/lib/runsc.sh"
 
 export DEBIAN_FRONTEND=noninteractive
 
@@ -34,7 +39,7 @@ NODE_INCLUDE=nodejs
 
 usage() {
   cat >&2 <<'USAGE'
-usage: scripts/services.sh [--no-python] [--no-rust] [--no-node]
+usage: scripts/services.sh [--no-python] [--no-rust] [--no-node] [--runsc]
        scripts/services.sh down
 USAGE
 }
@@ -313,6 +318,9 @@ up() {
   mkdir -p "$WORK_DIR"
   ensure_packages
   ensure_dockerd
+  if [[ "$WITH_RUNSC" == 1 ]]; then
+    ensure_runsc
+  fi
   ensure_registry
   build_busybox
   PYTHON_REF=""
@@ -344,12 +352,14 @@ up() {
 WITH_PYTHON=1
 WITH_RUST=1
 WITH_NODE=1
+WITH_RUNSC=0
 MODE=up
 for arg in "$@"; do
   case "$arg" in
   --no-python) WITH_PYTHON=0 ;;
   --no-rust) WITH_RUST=0 ;;
   --no-node) WITH_NODE=0 ;;
+  --runsc) WITH_RUNSC=1 ;;
   up) MODE=up ;;
   down) MODE=down ;;
   -h | --help)

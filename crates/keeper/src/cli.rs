@@ -42,6 +42,11 @@ pub struct RelayArgs {
     /// Platform API base URL (jobs are re-fetched from it).
     #[arg(long)]
     pub api: String,
+    /// Relay only candidates whose evidence shows a run under this OCI runtime (runsc:
+    /// gVisor), named so by the requested and the read-back profile and the engine's facts;
+    /// every other candidate is refused (code oci_runtime_refused).
+    #[arg(long, value_name = "RUNTIME", value_parser = ["runc", "runsc"])]
+    pub require_oci_runtime: Option<String>,
     #[command(flatten)]
     pub settle: SettleArgs,
 }

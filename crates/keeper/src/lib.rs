@@ -54,6 +54,8 @@ pub struct RelayConfig {
     pub attestations: Vec<PathBuf>,
     /// Job API base URL.
     pub api: String,
+    /// `--require-oci-runtime`: the OCI runtime every relayed run must have used.
+    pub require_oci_runtime: Option<String>,
     /// RPC URL (may embed a key; never printed).
     pub rpc: String,
     /// Where the transaction key comes from.
@@ -134,6 +136,7 @@ pub async fn run(cfg: &RelayConfig) -> Result<Report, RunError> {
     let relayer = Relayer {
         client: &client,
         api: &cfg.api,
+        require_oci_runtime: cfg.require_oci_runtime.as_deref(),
         reader: &reader,
         rpc: &rpc,
         signer,
@@ -188,6 +191,8 @@ pub async fn run_resume(cfg: &ResumeConfig) -> Result<Report, RunError> {
     let relayer = Relayer {
         client: &client,
         api: "",
+        // Resuming only watches and replaces transactions already sent after the checks.
+        require_oci_runtime: None,
         reader: &reader,
         rpc: &rpc,
         signer,

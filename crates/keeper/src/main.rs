@@ -49,6 +49,7 @@ fn main() -> ExitCode {
                 candidates: args.candidates,
                 attestations: args.attestations,
                 api: args.api,
+                require_oci_runtime: args.require_oci_runtime,
                 rpc: settle.rpc,
                 key: settle.key,
                 state_dir: settle.state_dir,

@@ -13,7 +13,7 @@ use platform_client::PlatformClient;
 use verifier_sdk::settle::settle_calldata;
 use verifier_sdk::{
     Address, Candidate, JobError, ParsedCandidate, RevalidationError, ValidatedJob,
-    candidate_file_name,
+    candidate_file_name, check_required_runtime,
 };
 
 use crate::chain::{
@@ -48,6 +48,8 @@ pub struct Relayer<'a, R> {
     pub client: &'a PlatformClient,
     /// Platform API base URL.
     pub api: &'a str,
+    /// `--require-oci-runtime`.
+    pub require_oci_runtime: Option<&'a str>,
     /// Bounty state reader.
     pub reader: &'a R,
     /// RPC for simulation, fees and broadcast.
@@ -385,6 +387,19 @@ impl<R: ChainReader + Sync> Relayer<'_, R> {
                 "not_submitted",
                 format!("bounty status is {:?}", state.status),
             ));
+        }
+        // The operator's requirement before the feed is asked: no answer of the platform's
+        // can make a run under another runtime acceptable.
+        if let Some(required) = self.require_oci_runtime {
+            check_required_runtime(candidate.candidate().evidence.as_ref(), required).map_err(
+                |e| {
+                    Stop::job(
+                        JobStatus::Refused,
+                        "oci_runtime_refused",
+                        format!("--require-oci-runtime {required}: {e}"),
+                    )
+                },
+            )?;
         }
         let head = self.rpc.head().await.map_err(Stop::rpc)?;
         let now = unix_now().max(head.timestamp);

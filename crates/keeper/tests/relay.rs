@@ -132,6 +132,41 @@ async fn assert_refused(sc: &Scenario, code: &str) -> keeper::report::JobReport 
     job
 }
 
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_keeper_requiring_runsc_refuses_a_runc_run_and_sends_nothing() {
+    let sc = Scenario::new(&[1], 0).await;
+    sc.attest_all();
+    let mut cfg = sc.config();
+    cfg.require_oci_runtime = Some("runsc".into());
+    let nonce = sc.keeper_nonce().await;
+    let report = sc.run_with(&cfg).await;
+    let job = only_job(&report).clone();
+    assert_eq!(job.status, JobStatus::Refused, "{job:#?}");
+    assert_eq!(job.code.as_deref(), Some("oci_runtime_refused"), "{job:#?}");
+    assert_eq!(
+        job.detail.as_deref(),
+        Some(
+            "--require-oci-runtime runsc: the run's OCI runtime is \"runc\", not the required \"runsc\""
+        )
+    );
+    assert_eq!(report.exit_code, 3);
+    assert_eq!(sc.keeper_nonce().await, nonce, "nothing may be sent");
+    assert_eq!(sc.status().await, status::SUBMITTED);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_keeper_requiring_runsc_relays_a_runsc_run() {
+    let mut sc = Scenario::new(&[1], 0).await;
+    sc.run_under("runsc");
+    sc.attest_all();
+    let mut cfg = sc.config();
+    cfg.require_oci_runtime = Some("runsc".into());
+    let report = sc.run_with(&cfg).await;
+    let job = only_job(&report);
+    assert_eq!(job.status, JobStatus::Paid, "{job:#?}");
+    assert_eq!(sc.status().await, status::SETTLED);
+}
+
 fn skipped_codes(job: &keeper::report::JobReport) -> Vec<String> {
     job.skipped_attestations
         .iter()

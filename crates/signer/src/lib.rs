@@ -98,6 +98,11 @@ pub struct SignArgs {
     /// Network name or alias.
     #[arg(long, default_value = "base-mainnet")]
     pub network: String,
+    /// Sign only candidates whose evidence shows a run under this OCI runtime (runsc:
+    /// gVisor), named so by the requested and the read-back profile and the engine's facts;
+    /// every other candidate is refused (code oci_runtime_refused).
+    #[arg(long, value_name = "RUNTIME", value_parser = ["runc", "runsc"])]
+    pub require_oci_runtime: Option<String>,
     /// Print the run report as JSON on stdout.
     #[arg(long)]
     pub json: bool,
@@ -178,6 +183,7 @@ fn setup(args: &SignArgs) -> Result<Setup, ConfigError> {
             signer,
             network,
             max_candidates: verifier_sdk::MAX_MANIFEST_CANDIDATES,
+            require_oci_runtime: args.require_oci_runtime.clone(),
         },
         key,
         source: HttpJobSource::new(client, &args.api, network, signer),

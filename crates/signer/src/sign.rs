@@ -25,8 +25,9 @@ use verifier_sdk::artifacts::ATTESTATION_SCHEMA;
 use verifier_sdk::{
     Address, ArtifactError, AttestationFields, AttestationFile, AttestationManifest,
     AttestationManifestEntry, AttestationSignature, Bytes32, Candidate, CandidateEntry,
-    CandidateManifest, DeadlineError, JobError, Network, ParsedCandidate, SignatureError,
-    attestation_deadline, attestation_digest, recover_signer,
+    CandidateManifest, DeadlineError, EvidenceError, JobError, Network, ParsedCandidate,
+    SignatureError, attestation_deadline, attestation_digest, check_required_runtime,
+    recover_signer,
 };
 
 use crate::exit::ExitCode;
@@ -57,6 +58,9 @@ pub struct SignConfig {
     /// inject a smaller one). Of a longer manifest the earliest-expiring are handled and the
     /// rest reported as deferred.
     pub max_candidates: usize,
+    /// `--require-oci-runtime`: the OCI runtime every signed run must have used; `None`
+    /// accepts either runtime the sandbox supports.
+    pub require_oci_runtime: Option<String>,
 }
 
 /// Why the whole run could not proceed.
@@ -123,6 +127,15 @@ pub enum CandidateRefusal {
          record (run the job with this repository's `worker feed`, which writes it)"
     )]
     WithoutEvidence,
+    /// The evidence does not show a run under the OCI runtime `--require-oci-runtime` names.
+    #[error("--require-oci-runtime {required}: {source}")]
+    OciRuntime {
+        /// The required runtime.
+        required: String,
+        /// Why the evidence does not show it.
+        #[source]
+        source: EvidenceError,
+    },
     /// Too little time is left to sign.
     #[error(transparent)]
     Deadline(#[from] DeadlineError),
@@ -154,6 +167,7 @@ impl CandidateRefusal {
             // The code the sdk's re-check gives a missing record, kept so reports and alerts
             // that match on it still do; the detail names the cause.
             Self::WithoutEvidence => "evidence_rejected",
+            Self::OciRuntime { .. } => "oci_runtime_refused",
             Self::Deadline(_) => "deadline_too_close",
             Self::DigestMismatch { .. } => "digest_mismatch",
             Self::SignatureCheck(_) => "signature_check_failed",
@@ -355,6 +369,16 @@ async fn check_and_sign(
     // message that does not say where such a candidate comes from.
     if candidate.candidate().evidence.is_none() {
         return Err(CandidateRefusal::WithoutEvidence);
+    }
+    // The operator's requirement, also before the feed or the chain is asked: no answer of
+    // theirs can make a run under another runtime acceptable.
+    if let Some(required) = &cfg.require_oci_runtime {
+        check_required_runtime(candidate.candidate().evidence.as_ref(), required).map_err(
+            |source| CandidateRefusal::OciRuntime {
+                required: required.clone(),
+                source,
+            },
+        )?;
     }
 
     let CheckedCandidate {

@@ -101,6 +101,7 @@ struct World {
     feed: Arc<Mutex<Value>>,
     api: String,
     signer: Address,
+    require_oci_runtime: Option<String>,
 }
 
 fn signer_address() -> Address {
@@ -220,6 +221,7 @@ async fn world_with(verifiers: &[Address], expires_in: u64, exit_code: i64) -> W
         feed,
         api,
         signer: signer_address(),
+        require_oci_runtime: None,
     }
 }
 
@@ -235,6 +237,7 @@ impl World {
             signer: self.signer,
             network: Network::BaseMainnet,
             max_candidates: verifier_sdk::MAX_MANIFEST_CANDIDATES,
+            require_oci_runtime: self.require_oci_runtime.clone(),
         }
     }
 
@@ -642,6 +645,81 @@ async fn reference_runner_candidate_without_evidence_is_refused_with_a_clear_mes
             && detail.contains("requires the worker's evidence record"),
         "{detail}"
     );
+    assert!(w.attestation_files().is_empty());
+}
+
+/// A candidate for `job` run under the OCI runtime `runtime` (the profile and engine facts a
+/// worker with `--oci-runtime runtime` records).
+fn candidate_under(job: &Value, now: u64, runtime: &str) -> Candidate {
+    let validated = validate_job(job, now).unwrap();
+    let facts = ExecutionFacts {
+        exit_code: 0,
+        stdout_sha256: Sha256Digest::from_bytes([0x5a; 32]),
+        stderr_sha256: Sha256Digest::from_bytes([0x5b; 32]),
+        stdout_bytes: 321,
+        stderr_bytes: 7,
+    };
+    let (outcome, evidence) =
+        verifier_sdk::fixtures::completed_run_under(&validated, facts, runtime);
+    Candidate::new(
+        job.clone(),
+        serde_json::to_value(&outcome).unwrap(),
+        "test-runner-revision".into(),
+        Some(evidence),
+    )
+}
+
+#[tokio::test]
+async fn a_signer_requiring_runsc_signs_a_runsc_run() {
+    let mut w = world().await;
+    w.require_oci_runtime = Some("runsc".into());
+    write_candidates(
+        w.candidates.path(),
+        &[candidate_under(&w.job, w.now, "runsc")],
+    );
+    let report = w.sign().await;
+    assert_eq!(report.signed, 1, "{}", report.summary());
+    assert_eq!(w.attestation_files().len(), 1);
+}
+
+#[tokio::test]
+async fn a_signer_requiring_runsc_refuses_a_runc_run_with_the_reason() {
+    let mut w = world().await;
+    w.require_oci_runtime = Some("runsc".into());
+    let report = w.sign().await;
+    assert_refused(&report, "oci_runtime_refused");
+    let detail = report.candidates[0].detail.as_deref().unwrap();
+    assert_eq!(
+        detail,
+        "--require-oci-runtime runsc: the run's OCI runtime is \"runc\", not the required \"runsc\""
+    );
+    assert!(w.attestation_files().is_empty());
+}
+
+/// A runc run's evidence rewritten to claim runsc everywhere the runtime is named (profile and
+/// engine facts, version line included): the runtime check passes, but the limits are still
+/// how a runc run is sandboxed (pids in the host cgroup, no nproc), so revalidation refuses it.
+#[tokio::test]
+async fn a_planted_evidence_record_claiming_runsc_for_a_runc_run_is_refused() {
+    let mut w = world().await;
+    w.require_oci_runtime = Some("runsc".into());
+    let facts = serde_json::to_value(verifier_sdk::fixtures::runtime_facts("runsc")).unwrap();
+    w.rewrite_candidate(|c| {
+        let ev = c.evidence.as_mut().unwrap();
+        ev["isolation"]["requested"]["runtime"] = json!("runsc");
+        ev["isolation"]["observed"]["runtime"] = json!("runsc");
+        ev["oci_runtime"] = facts.clone();
+    });
+    let report = w.sign().await;
+    assert_refused(&report, "evidence_rejected");
+    let detail = report.candidates[0].detail.as_deref().unwrap();
+    assert!(detail.contains("pids_limit, ulimits"), "{detail}");
+    // Only the read-back rewritten: the record disagrees with itself.
+    w.rewrite_candidate(|c| {
+        c.evidence.as_mut().unwrap()["isolation"]["observed"]["runtime"] = json!("runsc");
+    });
+    let report = w.sign().await;
+    assert_refused(&report, "oci_runtime_refused");
     assert!(w.attestation_files().is_empty());
 }
 

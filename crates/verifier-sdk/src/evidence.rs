@@ -9,6 +9,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use crate::manifest::RunnerManifest;
+use crate::oci_runtime::OciRuntimeFacts;
 use crate::profile::ContainerProfile;
 use crate::receipt::NoVerdictReason;
 use crate::types::Sha256Digest;
@@ -34,6 +35,10 @@ pub struct EvidenceRecord {
     pub worker_version: String,
     /// Facts about the engine and host.
     pub engine: EngineFacts,
+    /// The OCI runtime the container ran under, as the engine has it registered; `None` in
+    /// records written before it was recorded (the profile's `runtime` names it too).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub oci_runtime: Option<OciRuntimeFacts>,
     /// The image actually run; `None` when it could not be resolved.
     pub image: Option<ImageFacts>,
     /// The argv and limits asked for.
@@ -334,6 +339,9 @@ pub enum EvidenceError {
         /// The differing fields.
         fields: Vec<String>,
     },
+    /// The record's OCI runtime is not consistent, or not the one required.
+    #[error("{0}")]
+    OciRuntime(#[source] crate::oci_runtime::OciRuntimeError),
 }
 
 impl EvidenceRecord {

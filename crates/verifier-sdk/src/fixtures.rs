@@ -212,11 +212,22 @@ pub fn completed_run(
     job: &crate::ValidatedJob,
     facts: crate::ExecutionFacts,
 ) -> (crate::Outcome, Value) {
+    completed_run_under(job, facts, crate::oci_runtime::RUNC)
+}
+
+/// [`completed_run`] under the OCI runtime `oci_runtime` (`runc` or `runsc`): the profile as
+/// the worker requests it for that runtime and the engine facts a Debian host reports.
+pub fn completed_run_under(
+    job: &crate::ValidatedJob,
+    facts: crate::ExecutionFacts,
+    oci_runtime: &str,
+) -> (crate::Outcome, Value) {
     let outcome = crate::Outcome::for_job(job, facts);
-    let profile: crate::ContainerProfile = match serde_json::from_value(profile_for(job)) {
-        Ok(profile) => profile,
-        Err(error) => panic!("fixture profile must parse: {error}"),
-    };
+    let profile: crate::ContainerProfile =
+        match serde_json::from_value(profile_under(job, oci_runtime)) {
+            Ok(profile) => profile,
+            Err(error) => panic!("fixture profile must parse: {error}"),
+        };
     let stream = |sha256, bytes| crate::evidence::StreamEvidence {
         sha256,
         bytes,
@@ -230,6 +241,7 @@ pub fn completed_run(
         response_hash: Some(outcome.response_hash.to_string()),
         worker_version: "fixture".into(),
         engine: crate::evidence::EngineFacts::default(),
+        oci_runtime: Some(runtime_facts(oci_runtime)),
         image: Some(crate::evidence::ImageFacts {
             reference: job.manifest().image().to_owned(),
             id: format!("sha256:{}", "0".repeat(64)),
@@ -265,9 +277,36 @@ pub fn completed_run(
     (outcome, evidence)
 }
 
+/// What a Debian 12 host's engine reports for `name` (runc's commit, runsc's `--version`).
+pub fn runtime_facts(name: &str) -> crate::oci_runtime::OciRuntimeFacts {
+    let (path, args, version) = if name == crate::oci_runtime::RUNSC {
+        (
+            "/usr/bin/runsc",
+            vec![
+                "--platform=ptrace".to_string(),
+                "--network=none".to_string(),
+            ],
+            "runsc version 0.0~20221219.0",
+        )
+    } else {
+        ("runc", Vec::new(), "runc version 1.1.5+ds1-1+deb12u1")
+    };
+    crate::oci_runtime::OciRuntimeFacts {
+        name: name.to_string(),
+        path: path.to_string(),
+        args,
+        version: version.to_string(),
+    }
+}
+
 /// The profile the worker would request and observe for `job` (image `PATH` and staged host
-/// paths as a worker would have them).
+/// paths as a worker would have them), under runc.
 pub fn profile_for(job: &crate::ValidatedJob) -> Value {
+    profile_under(job, crate::oci_runtime::RUNC)
+}
+
+/// [`profile_for`] under the OCI runtime `oci_runtime`.
+pub fn profile_under(job: &crate::ValidatedJob, oci_runtime: &str) -> Value {
     let m = job.manifest();
     let limits = match crate::profile::Limits::new(m.cpu_millis(), m.memory_bytes(), m.pids_limit())
     {
@@ -282,6 +321,7 @@ pub fn profile_for(job: &crate::ValidatedJob) -> Value {
         image_path: Some("/usr/local/cargo/bin:/usr/local/bin:/usr/bin:/bin"),
         source: "/var/lib/agent-bounties/stage/source/c0ffee",
         benchmark: "/var/lib/agent-bounties/stage/benchmark/beef",
+        oci_runtime,
     });
     match serde_json::to_value(profile) {
         Ok(value) => value,

@@ -110,6 +110,7 @@ pub mod evidence;
 pub mod fixtures;
 pub mod job;
 pub mod manifest;
+pub mod oci_runtime;
 pub mod profile;
 pub mod receipt;
 pub mod revalidate;
@@ -147,7 +148,8 @@ pub use receipt::{
 };
 pub use revalidate::{
     EvidenceError, Revalidated, RevalidationError, check_evidence, check_isolation, check_record,
-    expected_request, job_changes, revalidate_candidate, revalidate_outcome, revalidate_parsed,
+    check_required_runtime, expected_request, job_changes, revalidate_candidate,
+    revalidate_outcome, revalidate_parsed,
 };
 pub use settle::{
     BountyStatus, SettlementEvent, VerificationMode, settle_calldata, verification_hash,

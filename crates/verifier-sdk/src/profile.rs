@@ -19,6 +19,7 @@ use std::collections::BTreeMap;
 use serde::{Deserialize, Serialize};
 
 use crate::manifest::RunnerManifest;
+use crate::oci_runtime;
 
 /// The unprivileged user and group every command runs as.
 pub const SANDBOX_USER: &str = "65532:65532";
@@ -123,6 +124,11 @@ pub struct ContainerProfile {
     pub devices: usize,
     /// `HostConfig.LogConfig.Type`: `none`, so output never lands on the host's disk.
     pub log_driver: String,
+    /// `HostConfig.Runtime`: the OCI runtime ([`crate::oci_runtime`]), the operator's choice,
+    /// never the manifest's. Empty in records written before it was recorded (a `default`
+    /// keeps them readable); the worker always names it.
+    #[serde(default)]
+    pub runtime: String,
 }
 
 impl ContainerProfile {
@@ -187,6 +193,9 @@ pub struct ProfileInputs<'a> {
     pub source: &'a str,
     /// Host path of the staged benchmark tree.
     pub benchmark: &'a str,
+    /// The OCI runtime ([`crate::oci_runtime::RUNC`] or [`crate::oci_runtime::RUNSC`]); it
+    /// decides how the process limit is enforced (see there).
+    pub oci_runtime: &'a str,
 }
 
 fn tmpfs_options(bytes: u64, mode: &str, owner: Option<&str>) -> String {
@@ -254,6 +263,18 @@ pub fn expected_profile(inputs: &ProfileInputs<'_>) -> ContainerProfile {
             hard: NOFILE_LIMIT,
         },
     ];
+    // Under runsc the guest's task count is the Sentry's RLIMIT_NPROC and the host cgroup only
+    // a backstop for the whole sandbox (crate::oci_runtime explains the numbers).
+    let pids_limit = if inputs.oci_runtime == oci_runtime::RUNSC {
+        ulimits.push(Ulimit {
+            name: "nproc".into(),
+            soft: inputs.limits.pids,
+            hard: inputs.limits.pids,
+        });
+        oci_runtime::runsc_host_pids_limit(inputs.limits.pids)
+    } else {
+        inputs.limits.pids
+    };
     ulimits.sort();
     ContainerProfile {
         entrypoint: inputs.argv.to_vec(),
@@ -276,7 +297,7 @@ pub fn expected_profile(inputs: &ProfileInputs<'_>) -> ContainerProfile {
         nano_cpus: inputs.limits.nano_cpus,
         memory: inputs.limits.memory,
         memory_swap: inputs.limits.memory,
-        pids_limit: inputs.limits.pids,
+        pids_limit,
         ulimits,
         tmpfs,
         mounts: mounts.clone(),
@@ -284,6 +305,7 @@ pub fn expected_profile(inputs: &ProfileInputs<'_>) -> ContainerProfile {
         binds: Vec::new(),
         devices: 0,
         log_driver: "none".to_string(),
+        runtime: inputs.oci_runtime.to_string(),
     }
 }
 
@@ -319,6 +341,9 @@ pub fn expected_for_recorded(
         image_path,
         source: host(WORKDIR),
         benchmark: host(BENCHMARK_DIR),
+        // The operator's choice, so taken from the record like the paths; it only picks
+        // which of the two enforcements of pids_limit the record must show.
+        oci_runtime: &recorded.runtime,
     }))
 }
 
@@ -328,6 +353,11 @@ pub fn check_recorded_profile(
     manifest: &RunnerManifest,
     recorded: &ContainerProfile,
 ) -> Vec<String> {
+    // A runtime the sandbox does not know how to run under backs nothing, whatever else the
+    // record says (empty: a record from before the runtime was recorded, run under runc).
+    if !recorded.runtime.is_empty() && !oci_runtime::is_supported(&recorded.runtime) {
+        return vec!["runtime".to_string()];
+    }
     match expected_for_recorded(manifest, recorded) {
         Ok(expected) => expected.mismatches(recorded),
         Err(detail) => vec![format!("limits ({detail})")],

@@ -16,6 +16,7 @@ pub use crate::evidence::EvidenceError;
 use crate::evidence::{EvidenceRecord, RequestFacts};
 use crate::job::{JobError, ValidatedJob, validate_job};
 use crate::manifest::RunnerManifest;
+use crate::oci_runtime;
 use crate::profile::check_recorded_profile;
 use crate::receipt::{OutcomeError, ValidatedOutcome, Verdict, validate_outcome};
 
@@ -143,7 +144,20 @@ pub fn check_record(
     if image.reference != receipt.image {
         return Err(EvidenceError::Mismatch("image.reference"));
     }
-    check_isolation(ev, job)
+    check_isolation(ev, job)?;
+    oci_runtime::check_consistent(ev).map_err(EvidenceError::OciRuntime)
+}
+
+/// The operator's own requirement on top of every check above (`--require-oci-runtime` of the
+/// signer and keeper): `evidence` is a record of a run under the OCI runtime `required`, named
+/// so by the requested and observed profile and the engine's facts alike
+/// ([`oci_runtime::check_required`]).
+pub fn check_required_runtime(
+    evidence: Option<&Value>,
+    required: &str,
+) -> Result<(), EvidenceError> {
+    let record = EvidenceRecord::from_docker_value(evidence.ok_or(EvidenceError::Missing)?)?;
+    oci_runtime::check_required(&record, required).map_err(EvidenceError::OciRuntime)
 }
 
 /// Checks the record's isolation: the worker found no difference, and both the profile it

@@ -15,12 +15,14 @@ use std::time::Duration;
 use bollard::Docker;
 
 use crate::api::Api;
+use crate::runtime::OciRuntime;
 use bollard::models::ContainerSummaryStateEnum;
 use bollard::query_parameters::{
     AttachContainerOptionsBuilder, CreateContainerOptionsBuilder, ListContainersOptionsBuilder,
 };
 use tokio::task::JoinHandle;
 use tokio::time::Instant;
+use verifier_sdk::oci_runtime::{RUNC, RUNSC};
 
 use super::decision::{
     Decision, EngineEvents, InputCheck, NoVerdictReason, RunObservation, StoppedBy, decide,
@@ -49,6 +51,7 @@ pub struct DockerExecutor<A: Api = Docker> {
     docker: A,
     engine: EngineFacts,
     owner: String,
+    runtime: OciRuntime,
 }
 
 struct Ctx<'a> {
@@ -60,8 +63,14 @@ struct Ctx<'a> {
 }
 
 impl DockerExecutor<Docker> {
-    /// Connects through `DOCKER_HOST` (or the default socket) and negotiates the API version.
+    /// Connects through `DOCKER_HOST` (or the default socket) and negotiates the API version;
+    /// containers run under runc, asked for by name.
     pub async fn connect() -> Result<Self, SandboxError> {
+        Self::connect_under(RUNC).await
+    }
+
+    /// [`Self::connect`], with containers under the OCI runtime `oci_runtime`.
+    pub async fn connect_under(oci_runtime: &str) -> Result<Self, SandboxError> {
         let docker = Docker::connect_with_defaults().map_err(crate::endpoint::unavailable)?;
         // Three independent questions: asked at once they cost one round trip, not three
         // (about 7 ms each on an idle engine, on every run).
@@ -86,10 +95,17 @@ impl DockerExecutor<Docker> {
                 version.arch.unwrap_or_default()
             ),
         };
+        let runtime = OciRuntime::resolve(
+            oci_runtime,
+            info.runtimes.as_ref(),
+            info.runc_commit.as_ref(),
+        )
+        .await;
         Ok(Self {
             docker,
             engine,
             owner: owner::current(),
+            runtime,
         })
     }
 
@@ -120,7 +136,22 @@ impl<A: Api> DockerExecutor<A> {
             docker: api,
             engine,
             owner,
+            runtime: OciRuntime {
+                name: RUNC.to_string(),
+                facts: Some(verifier_sdk::oci_runtime::OciRuntimeFacts {
+                    name: RUNC.to_string(),
+                    path: RUNC.to_string(),
+                    args: Vec::new(),
+                    version: "runc version test".to_string(),
+                }),
+                offered: vec![RUNC.to_string()],
+            },
         }
+    }
+
+    /// The OCI runtime this executor creates containers under, as the engine registers it.
+    pub fn oci_runtime(&self) -> &OciRuntime {
+        &self.runtime
     }
 
     /// Removes labelled containers whose owning worker process is provably gone (for example
@@ -249,6 +280,7 @@ impl<A: Api> DockerExecutor<A> {
             response_hash: None,
             worker_version: env!("CARGO_PKG_VERSION").to_string(),
             engine: self.engine.clone(),
+            oci_runtime: self.runtime.facts.clone(),
             image: None,
             request: RequestFacts {
                 argv: spec.argv.clone(),
@@ -278,6 +310,13 @@ impl<A: Api> DockerExecutor<A> {
 
     async fn run_phases(&self, ctx: &mut Ctx<'_>) -> Result<Decision, SandboxError> {
         let spec = ctx.spec;
+        // Before anything is created: never a silent fallback to another runtime.
+        if let Some(detail) = self.runtime.unavailable() {
+            return Ok(Decision::no_verdict(
+                NoVerdictReason::RuntimeUnavailable,
+                detail,
+            ));
+        }
         let valid = match spec::validate(spec) {
             Ok(valid) => valid,
             Err(error) => {
@@ -306,6 +345,7 @@ impl<A: Api> DockerExecutor<A> {
             image_path.as_deref(),
             &valid.source,
             &valid.benchmark,
+            &self.runtime.name,
         );
         let id = match self.create(ctx, &want, image_path.as_deref()).await {
             Ok(id) => id,
@@ -659,7 +699,16 @@ impl<A: Api> DockerExecutor<A> {
             observed,
         } = watched;
         ctx.evidence.resources = resources;
-        ctx.observed = observed;
+        // Under gVisor the host's counters belong to the Sentry, not to the solver's processes:
+        // the pids cgroup counts the Sentry's threads and ptrace stubs (and nproc refuses guest
+        // forks inside it), and the guest's network and tmpfs live in the Sentry. Nothing read
+        // there says which limit the program met, so no hit is `observed`; `explain` can only
+        // call them `likely`, from the output.
+        ctx.observed = if self.runtime.name == RUNSC {
+            hits::Observed::default()
+        } else {
+            observed
+        };
         let (stdout, stdout_full) = output.stdout.finish_keeping();
         let (stderr, stderr_full) = output.stderr.finish_keeping();
         ctx.evidence.stdout = stdout;

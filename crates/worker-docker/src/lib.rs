@@ -13,6 +13,7 @@
 mod alternatives;
 pub mod api;
 mod docker;
+pub mod doctor;
 pub mod endpoint;
 mod engine;
 mod events;
@@ -20,6 +21,7 @@ pub mod executable;
 mod image;
 mod output;
 pub mod profile;
+pub mod runtime;
 mod teardown;
 
 #[cfg(test)]
@@ -41,5 +43,14 @@ pub use docker::DockerExecutor;
 pub async fn connect() -> Result<worker_sandbox::Executor, SandboxError> {
     Ok(worker_sandbox::Executor::new(
         DockerExecutor::connect().await?,
+    ))
+}
+
+/// [`connect`], creating every container under the OCI runtime `oci_runtime` (`runc` or
+/// `runsc`, the operator's `--oci-runtime`); when the engine does not offer it every run ends
+/// without a verdict (`runtime_unavailable`) before any container is created.
+pub async fn connect_under(oci_runtime: &str) -> Result<worker_sandbox::Executor, SandboxError> {
+    Ok(worker_sandbox::Executor::new(
+        DockerExecutor::connect_under(oci_runtime).await?,
     ))
 }

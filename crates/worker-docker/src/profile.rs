@@ -61,6 +61,7 @@ pub fn create_body(
             typ: Some(want.log_driver.clone()),
             config: None,
         }),
+        runtime: Some(want.runtime.clone()),
         ..Default::default()
     };
     ContainerCreateBody {
@@ -158,6 +159,7 @@ pub fn observed(inspect: &ContainerInspectResponse) -> Isolation {
         binds: host.binds.unwrap_or_default(),
         devices: host.devices.map(|d| d.len()).unwrap_or(0),
         log_driver: host.log_config.and_then(|l| l.typ).unwrap_or_default(),
+        runtime: host.runtime.unwrap_or_default(),
     }
 }
 
@@ -214,7 +216,7 @@ mod tests {
 
     #[test]
     fn tmpfs_allows_exec_and_home_is_owned_by_the_sandbox_user() {
-        let want = requested(&spec(), limits(), Some("/bin"), "/s", "/b");
+        let want = requested(&spec(), limits(), Some("/bin"), "/s", "/b", "runc");
         assert_eq!(
             want.tmpfs.get("/tmp").map(String::as_str),
             Some("rw,exec,nosuid,nodev,size=16777216,mode=1777")
@@ -227,7 +229,7 @@ mod tests {
 
     #[test]
     fn a_single_differing_field_is_named() {
-        let want = requested(&spec(), limits(), Some("/bin"), "/s", "/b");
+        let want = requested(&spec(), limits(), Some("/bin"), "/s", "/b", "runc");
         assert!(want.mismatches(&want).is_empty());
         let mut got = want.clone();
         got.readonly_rootfs = false;
@@ -237,7 +239,7 @@ mod tests {
 
     #[test]
     fn empty_inspect_mismatches_every_security_field() {
-        let want = requested(&spec(), limits(), Some("/bin"), "/s", "/b");
+        let want = requested(&spec(), limits(), Some("/bin"), "/s", "/b", "runc");
         let got = observed(&ContainerInspectResponse::default());
         let diff = want.mismatches(&got);
         for field in [

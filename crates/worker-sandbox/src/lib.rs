@@ -147,5 +147,6 @@ pub fn plan(spec: &SandboxSpec) -> Result<profile::Isolation, SpecError> {
         None,
         &path(&spec.source_dir),
         &path(&spec.benchmark_dir),
+        verifier_sdk::oci_runtime::RUNC,
     ))
 }

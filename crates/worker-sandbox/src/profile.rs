@@ -13,13 +13,15 @@ use verifier_sdk::profile::{ProfileInputs, expected_profile};
 
 use super::SandboxSpec;
 
-/// The requested profile for `spec`, with `source`/`benchmark` the canonical host paths.
+/// The requested profile for `spec`, with `source`/`benchmark` the canonical host paths, under
+/// the OCI runtime `oci_runtime` (the operator's, never the manifest's).
 pub fn requested(
     spec: &SandboxSpec,
     limits: Limits,
     image_path: Option<&str>,
     source: &str,
     benchmark: &str,
+    oci_runtime: &str,
 ) -> Isolation {
     expected_profile(&ProfileInputs {
         argv: &spec.argv,
@@ -29,5 +31,6 @@ pub fn requested(
         image_path,
         source,
         benchmark,
+        oci_runtime,
     })
 }

@@ -113,6 +113,13 @@ pub struct Cli {
     #[arg(long)]
     pub pull: bool,
 
+    /// With --run-regression: the OCI runtime every container runs under: runc (the engine's default, asked for by
+    /// name) or runsc (gVisor, registered with the engine as `runsc`; README "A second
+    /// kernel"). An engine that does not offer it ends each run without a verdict
+    /// (runtime_unavailable); there is no fallback.
+    #[arg(long, value_enum, value_name = "RUNTIME")]
+    pub oci_runtime: Option<OciRuntimeArg>,
+
     /// With --run-regression: also write the evidence record to this path.
     #[arg(long, value_name = "PATH")]
     pub evidence: Option<PathBuf>,
@@ -186,6 +193,11 @@ pub enum Subcommands {
     Gc(GcArgs),
     /// Print the shell completion script for bash, zsh or fish (and elvish, powershell).
     Completions(CompletionsArgs),
+    /// Check this host before running the worker: the engine and its version, the cgroup
+    /// layout and driver, the OCI runtimes, user-namespace remapping, seccomp, AppArmor, the
+    /// staging root's file system and free space, swap, and (with --image) an image by
+    /// digest. One line per check, ok/warn/fail with what to do; exit 78 when any fails.
+    Doctor(DoctorArgs),
     /// Explain an evidence record (from --run-regression --evidence, rehearse, or the store).
     Explain {
         /// The evidence record file.
@@ -240,6 +252,12 @@ pub struct RehearseArgs {
     /// Pull a missing image, by its pinned digest only.
     #[arg(long)]
     pub pull: bool,
+    /// The OCI runtime every container runs under: runc (the engine's default, asked for by
+    /// name) or runsc (gVisor, registered with the engine as `runsc`; README "A second
+    /// kernel"). An engine that does not offer it ends each run without a verdict
+    /// (runtime_unavailable); there is no fallback.
+    #[arg(long, value_enum, value_name = "RUNTIME", default_value = "runc")]
+    pub oci_runtime: OciRuntimeArg,
     /// Print the report as JSON on stdout.
     #[arg(long)]
     pub json: bool,
@@ -294,6 +312,12 @@ pub struct FeedArgs {
     /// Pull missing images, by their pinned digest only.
     #[arg(long)]
     pub pull: bool,
+    /// The OCI runtime every container runs under: runc (the engine's default, asked for by
+    /// name) or runsc (gVisor, registered with the engine as `runsc`; README "A second
+    /// kernel"). An engine that does not offer it ends each run without a verdict
+    /// (runtime_unavailable); there is no fallback.
+    #[arg(long, value_enum, value_name = "RUNTIME", default_value = "runc")]
+    pub oci_runtime: OciRuntimeArg,
     /// Print the run report as JSON on stdout.
     #[arg(long)]
     pub json: bool,
@@ -406,6 +430,49 @@ pub struct ServeArgs {
     /// Pull missing images, by their pinned digest only.
     #[arg(long)]
     pub pull: bool,
+    /// The OCI runtime every container runs under: runc (the engine's default, asked for by
+    /// name) or runsc (gVisor, registered with the engine as `runsc`; README "A second
+    /// kernel"). An engine that does not offer it ends each run without a verdict
+    /// (runtime_unavailable); there is no fallback.
+    #[arg(long, value_enum, value_name = "RUNTIME", default_value = "runc")]
+    pub oci_runtime: OciRuntimeArg,
+}
+
+/// Arguments of `worker doctor`.
+#[derive(Debug, Clone, PartialEq, Eq, clap::Args)]
+pub struct DoctorArgs {
+    /// The staging root to examine (default: $REGRESSION_SANDBOX_STAGING_ROOT).
+    #[arg(long, value_name = "DIR")]
+    pub staging_root: Option<PathBuf>,
+    /// The OCI runtime the worker is to run under; fails when the engine does not offer it.
+    #[arg(long, value_enum, value_name = "RUNTIME", default_value = "runc")]
+    pub oci_runtime: OciRuntimeArg,
+    /// A digest-pinned image (name@sha256:…) that must be present.
+    #[arg(long, value_name = "REF")]
+    pub image: Option<String>,
+    /// Print the report as JSON (agent-bounties/worker-doctor-v1) on stdout.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// The OCI runtimes `--oci-runtime` accepts (the two the sandbox knows how to run under).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, clap::ValueEnum)]
+pub enum OciRuntimeArg {
+    /// The engine's runc.
+    #[default]
+    Runc,
+    /// gVisor's runsc.
+    Runsc,
+}
+
+impl OciRuntimeArg {
+    /// The engine's name for it.
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::Runc => verifier_sdk::oci_runtime::RUNC,
+            Self::Runsc => verifier_sdk::oci_runtime::RUNSC,
+        }
+    }
 }
 
 /// What `worker ledger` does.
@@ -451,6 +518,8 @@ pub enum Command {
         request: PathBuf,
         /// Pull by digest when missing.
         pull: bool,
+        /// `--oci-runtime`.
+        oci_runtime: OciRuntimeArg,
         /// Extra copy of the evidence record.
         evidence: Option<PathBuf>,
         /// Where to write the in-toto statement of a verdict.
@@ -493,6 +562,8 @@ pub enum Command {
     Gc(GcArgs),
     /// `completions`.
     Completions(CompletionsArgs),
+    /// `doctor`.
+    Doctor(DoctorArgs),
     /// `plan`.
     Plan {
         /// The request file.
@@ -511,8 +582,8 @@ pub enum UsageError {
     /// A mode flag and a subcommand were both given.
     #[error("give either a mode flag or a subcommand, not both")]
     ModeAndSubcommand,
-    /// `--pull`, `--evidence` or `--in-toto` without `--run-regression`.
-    #[error("--pull, --evidence and --in-toto only apply to --run-regression")]
+    /// `--pull`, `--evidence`, `--in-toto` or `--oci-runtime` without `--run-regression`.
+    #[error("--pull, --evidence, --in-toto and --oci-runtime only apply to --run-regression")]
     RunOnly,
     /// `--json` without `--validate-regression-candidate`.
     #[error("--json (before any subcommand) only applies to --validate-regression-candidate")]
@@ -649,11 +720,16 @@ impl Cli {
             return Ok(Command::RunRegression {
                 request,
                 pull: self.pull,
+                oci_runtime: self.oci_runtime.unwrap_or_default(),
                 evidence: self.evidence,
                 in_toto: self.in_toto,
             });
         }
-        if self.pull || self.evidence.is_some() || self.in_toto.is_some() {
+        if self.pull
+            || self.evidence.is_some()
+            || self.in_toto.is_some()
+            || self.oci_runtime.is_some()
+        {
             return Err(UsageError::RunOnly);
         }
         if let Some(request) = self.validate_regression_candidate {
@@ -705,6 +781,7 @@ impl Cli {
             Some(Subcommands::Request(args)) => Ok(Command::Request(args)),
             Some(Subcommands::Gc(args)) => Ok(Command::Gc(args)),
             Some(Subcommands::Completions(args)) => Ok(Command::Completions(args)),
+            Some(Subcommands::Doctor(args)) => Ok(Command::Doctor(args)),
             None => Err(UsageError::NoMode),
         }
     }

@@ -8,3 +8,9 @@ use worker_sandbox::{Executor, SandboxError};
 pub async fn connect() -> Result<Executor, SandboxError> {
     worker_docker::connect().await
 }
+
+/// [`connect`], with every container created under the OCI runtime `oci_runtime` (the
+/// operator's `--oci-runtime`: `runc` or `runsc`); an engine without it gives no verdict.
+pub async fn connect_under(oci_runtime: &str) -> Result<Executor, SandboxError> {
+    worker_docker::connect_under(oci_runtime).await
+}

@@ -37,11 +37,13 @@ fn dispatch(command: Command, quiet: bool) -> ExitCode {
         Command::RunRegression {
             request,
             pull,
+            oci_runtime,
             evidence,
             in_toto,
         } => commands::run_regression::run_regression(
             &request,
             pull,
+            oci_runtime.name(),
             evidence.as_deref(),
             in_toto.as_deref(),
         ),
@@ -61,6 +63,7 @@ fn dispatch(command: Command, quiet: bool) -> ExitCode {
         Command::Request(args) => commands::make_request::request(&args),
         Command::Gc(args) => commands::gc::gc(&args),
         Command::Completions(args) => commands::completions::completions(&args),
+        Command::Doctor(args) => commands::doctor::doctor(&args),
         Command::Plan {
             request,
             staging_root,

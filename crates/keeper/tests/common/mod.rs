@@ -143,7 +143,7 @@ impl Scenario {
             std::fs::create_dir_all(dir.path().join(sub)).unwrap();
         }
         let (validated, validated_outcome) =
-            write_candidate(&dir.path().join("candidates"), &job, now, exit_code);
+            write_candidate(&dir.path().join("candidates"), &job, now, exit_code, "runc");
         let server = JobServer::start(vec![job.clone()]).await;
         let keeper = kit
             .fund_new_account(U256::from(10u128 * 10u128.pow(18)))
@@ -183,9 +183,28 @@ impl Scenario {
             1
         };
         let (validated, outcome) =
-            write_candidate(&self.path("candidates"), &job, self.now, exit_code);
+            write_candidate(&self.path("candidates"), &job, self.now, exit_code, "runc");
         *self.server.jobs.lock().unwrap() = vec![job.clone()];
         self.job = job;
+        self.validated = validated;
+        self.outcome = outcome;
+    }
+
+    /// Rewrites the candidate as a worker running under the OCI runtime `runtime` would have
+    /// written it (same job and exit code, so the same outcome and attestations).
+    pub fn run_under(&mut self, runtime: &str) {
+        let exit_code = if self.outcome.verdict().passed() {
+            0
+        } else {
+            1
+        };
+        let (validated, outcome) = write_candidate(
+            &self.path("candidates"),
+            &self.job,
+            self.now,
+            exit_code,
+            runtime,
+        );
         self.validated = validated;
         self.outcome = outcome;
     }
@@ -256,6 +275,7 @@ impl Scenario {
             candidates: self.path("candidates"),
             attestations: vec![self.path("att0"), self.path("att1")],
             api: self.server.url.clone(),
+            require_oci_runtime: None,
             rpc: self.kit.url().to_string(),
             key: KeySource::File(self.key_file.clone()),
             state_dir: self.path("state"),
@@ -300,6 +320,7 @@ fn write_candidate(
     job: &Value,
     now: u64,
     exit_code: i64,
+    runtime: &str,
 ) -> (ValidatedJob, ValidatedOutcome) {
     let validated = validate_job(job, now).unwrap();
     let facts = ExecutionFacts {
@@ -309,7 +330,8 @@ fn write_candidate(
         stdout_bytes: 12,
         stderr_bytes: 0,
     };
-    let (outcome, evidence) = verifier_sdk::fixtures::completed_run(&validated, facts);
+    let (outcome, evidence) =
+        verifier_sdk::fixtures::completed_run_under(&validated, facts, runtime);
     let outcome_value = serde_json::to_value(&outcome).unwrap();
     let validated_outcome = validate_outcome(&outcome_value, &validated).unwrap();
     let candidate = Candidate::new(

@@ -16,9 +16,10 @@ pub fn feed(args: &FeedArgs, quiet: bool) -> ExitCode {
         Err(error) => return staging_root_failed(&error),
     };
     let pull = args.pull;
+    let oci_runtime = args.oci_runtime.name();
     let result = block_on_interruptible(
         async move {
-            let executor = connect_swept()
+            let executor = connect_swept(oci_runtime)
                 .await
                 .map_err(|error| (ExitCode::RuntimeUnavailable, error.to_string()))?;
             let job_executor = SandboxJobExecutor::new(executor, staging_root, pull);

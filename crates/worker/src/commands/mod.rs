@@ -4,6 +4,7 @@
 //! `main` only dispatches and turns that code into the process's status.
 
 pub mod completions;
+pub mod doctor;
 pub mod explain;
 pub mod feed;
 pub mod gc;
@@ -91,8 +92,9 @@ pub(crate) fn block_on_interruptible<F: std::future::Future>(
 
 /// Connects to the engine and removes stale containers of dead workers; a failed sweep is
 /// only logged (the containers of a live worker are never touched either way).
-pub(crate) async fn connect_swept() -> Result<Executor, SandboxError> {
-    let executor = crate::engine::connect().await?;
+/// Containers are created under the OCI runtime `oci_runtime` (`--oci-runtime`).
+pub(crate) async fn connect_swept(oci_runtime: &str) -> Result<Executor, SandboxError> {
+    let executor = crate::engine::connect_under(oci_runtime).await?;
     if let Err(error) = executor.cleanup_stale().await {
         tracing::warn!(%error, "could not clean up stale sandbox containers");
     }

@@ -48,7 +48,7 @@ pub fn rehearse(args: RehearseArgs, quiet: bool) -> ExitCode {
     };
     let result = block_on_interruptible(
         async {
-            let executor = connect_swept().await?;
+            let executor = connect_swept(args.oci_runtime.name()).await?;
             crate::rehearse::rehearse(&executor, prepared, &options, args.adversarial).await
         },
         "the rehearsal (no report)",

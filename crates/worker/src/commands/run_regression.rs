@@ -38,6 +38,7 @@ impl RunCommandError {
 pub fn run_regression(
     request: &Path,
     pull: bool,
+    oci_runtime: &str,
     evidence: Option<&Path>,
     in_toto: Option<&Path>,
 ) -> ExitCode {
@@ -46,7 +47,7 @@ pub fn run_regression(
         Err(error) => return staging_root_failed(&error),
     };
     let result = match block_on_interruptible(
-        run_regression_command(request, root, pull, evidence),
+        run_regression_command(request, root, pull, oci_runtime, evidence),
         "the run",
     ) {
         Ok(result) => result,
@@ -163,6 +164,7 @@ pub async fn run_regression_command(
     request: &Path,
     staging_root: PathBuf,
     pull: bool,
+    oci_runtime: &str,
     evidence_copy: Option<&Path>,
 ) -> Result<RunCommandOutput, RunCommandError> {
     let request = read_request(request, &["job"])?;
@@ -171,7 +173,7 @@ pub async fn run_regression_command(
         Ok(job) => job,
         Err(error) => return Ok(no_verdict(job_error_reason(&error), &error.to_string())),
     };
-    let executor = match crate::engine::connect().await {
+    let executor = match crate::engine::connect_under(oci_runtime).await {
         Ok(executor) => executor,
         Err(error) => {
             return Ok(no_verdict(

@@ -68,6 +68,7 @@ pub fn serve(args: &ServeArgs) -> ExitCode {
         }
     };
     let pull = args.pull;
+    let oci_runtime = args.oci_runtime.name();
     let clock: Arc<dyn Clock> = Arc::new(SystemClock::new());
     let telemetry = Arc::new(Telemetry::new(config.poll_interval, clock));
     let result = super::block_on(async move {
@@ -79,7 +80,7 @@ pub fn serve(args: &ServeArgs) -> ExitCode {
             .map_err(|e| ServeError::Transient(format!("installing signal handlers: {e}")))?;
         // The sweep removes containers of a worker that died mid-run (SIGKILL, crash): its
         // open run was closed as interrupted by `prepare`, and the job runs again below.
-        let docker = super::connect_swept()
+        let docker = super::connect_swept(oci_runtime)
             .await
             .map_err(|e| ServeError::Transient(e.to_string()))?;
         let served = crate::serve::serve(

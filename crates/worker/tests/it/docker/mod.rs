@@ -3,6 +3,7 @@
 //! that starts containers goes here and is serialised without editing any list.
 
 mod cli_json;
+mod doctor;
 mod feed_cli;
 mod gc;
 mod in_toto;
@@ -12,6 +13,7 @@ mod request;
 mod run_regression;
 mod sandbox_limits;
 mod sandbox_profile;
+mod sandbox_runtime;
 mod sandbox_stale;
 mod sandbox_verdict;
 mod serve;

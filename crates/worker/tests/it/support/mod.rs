@@ -53,15 +53,42 @@ pub fn busybox() -> String {
     image("busybox")
 }
 
-/// Connects to the real daemon; fails loudly when it is absent.
+/// The OCI runtime the sandbox tests run their containers under: `WORKER_TEST_OCI_RUNTIME`
+/// (`.ci/run` runs the sandbox suite once with `runsc`), `runc` when unset.
+pub fn oci_runtime() -> String {
+    match std::env::var("WORKER_TEST_OCI_RUNTIME") {
+        Ok(name) if !name.is_empty() => name,
+        _ => "runc".to_string(),
+    }
+}
+
+/// Whether the tests run under gVisor.
+pub fn under_runsc() -> bool {
+    oci_runtime() == "runsc"
+}
+
+/// Connects to the real daemon, containers under [`oci_runtime`]; fails loudly when the
+/// daemon is absent or does not offer that runtime (never a silent run under runc).
 pub async fn executor() -> DockerExecutor {
+    executor_under(&oci_runtime()).await
+}
+
+/// [`executor`] under the OCI runtime `name`, offered by the daemon or not.
+pub async fn executor_under(name: &str) -> DockerExecutor {
     let _ = tracing_subscriber::fmt()
         .with_env_filter(tracing_subscriber::EnvFilter::from_default_env())
         .with_test_writer()
         .try_init();
-    DockerExecutor::connect().await.unwrap_or_else(|e| {
-        panic!("these tests need the Docker daemon on DOCKER_HOST or /var/run/docker.sock: {e}")
-    })
+    let executor = DockerExecutor::connect_under(name)
+        .await
+        .unwrap_or_else(|e| {
+            panic!("these tests need the Docker daemon on DOCKER_HOST or /var/run/docker.sock: {e}")
+        });
+    let chosen = std::env::var("WORKER_TEST_OCI_RUNTIME").is_ok_and(|n| n == name);
+    if let Some(why) = executor.oci_runtime().unavailable().filter(|_| chosen) {
+        panic!("WORKER_TEST_OCI_RUNTIME={name}: {why}");
+    }
+    executor
 }
 
 /// A run id unique to this test and moment.
