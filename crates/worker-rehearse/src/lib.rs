@@ -21,8 +21,8 @@
 //! parses no command line and names no exit code (`worker rehearse` in the binary does those).
 
 pub mod adversarial;
-pub mod determinism;
 pub mod checks;
+pub mod determinism;
 mod exec;
 pub mod git;
 pub mod judgement;

@@ -366,6 +366,10 @@ pub struct ReproduceArgs {
     /// Pull a missing image, by its pinned digest only.
     #[arg(long)]
     pub pull: bool,
+    /// The OCI runtime the reproduction runs under (as on `--run-regression`): runc or
+    /// runsc; an engine without it gives no verdict, never a fallback.
+    #[arg(long, value_enum, value_name = "RUNTIME", default_value = "runc")]
+    pub oci_runtime: OciRuntimeArg,
     /// Print the report as JSON on stdout.
     #[arg(long)]
     pub json: bool,

@@ -202,7 +202,7 @@ pub fn reproduce(args: &ReproduceArgs, quiet: bool) -> ExitCode {
             }
             std::fs::create_dir_all(&out)
                 .map_err(|e| (ExitCode::Config, format!("--out {}: {e}", out.display())))?;
-            let executor = connect_swept()
+            let executor = connect_swept(args.oci_runtime.name())
                 .await
                 .map_err(|error| (ExitCode::RuntimeUnavailable, error.to_string()))?;
             let job_executor = SandboxJobExecutor::new(executor, root, pull);
