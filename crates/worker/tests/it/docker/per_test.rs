@@ -171,12 +171,17 @@ fn rehearsal_with_base_prints_the_range_check_as_fail_to_pass_and_no_regression(
 fn a_base_tree_that_is_the_solution_warns_that_fail_to_pass_is_empty() {
     let dir = tempfile::tempdir().unwrap();
     let good = fixture("python-bounty/solution-good");
+    // The solution plus a file no test reads: another tree (a base with the source's own
+    // digest is not run at all: "base and source are the same tree"), the same test results.
+    let base = dir.path().join("base-like-the-solution");
+    copy_tree(&good, &base);
+    fs::write(base.join("NOTES.txt"), "not read by any test\n").unwrap();
     let ran = ran(&rehearse(
         dir.path(),
         &good,
         &fixture("python-bounty/benchmark"),
         &bounty_harness(dir.path()),
-        &["--base", good.to_str().unwrap()],
+        &["--base", base.to_str().unwrap()],
     )
     .output()
     .unwrap());
@@ -445,4 +450,17 @@ fn explain_lists_the_failing_tests_of_a_stored_record_first() {
     assert_eq!(tests["runner"], "unittest");
     assert_eq!(tests["counts"]["failed"], 2);
     assert_eq!(tests["tests"][1]["name"], RANGE_CHECK);
+}
+
+fn copy_tree(from: &Path, to: &Path) {
+    fs::create_dir_all(to).unwrap();
+    for entry in fs::read_dir(from).unwrap() {
+        let entry = entry.unwrap();
+        let target = to.join(entry.file_name());
+        if entry.file_type().unwrap().is_dir() {
+            copy_tree(&entry.path(), &target);
+        } else {
+            fs::copy(entry.path(), &target).unwrap();
+        }
+    }
 }
