@@ -6,7 +6,7 @@ use bollard::Docker;
 use bollard::models::SystemInfoCgroupVersionEnum;
 use worker_doctor::{EngineFacts, ImageFacts, RuntimeEntry};
 
-use crate::engine::enum_text;
+use crate::client::enum_text;
 
 /// `/version` and `/info` of the engine on `DOCKER_HOST` (or the default socket), each
 /// registered runtime with the version line of its binary on this host; `Err` with the reason
@@ -17,12 +17,8 @@ pub async fn engine_facts() -> Result<EngineFacts, String> {
         tokio::try_join!(docker.version(), docker.info()).map_err(|e| e.to_string())?;
     let mut runtimes = BTreeMap::new();
     for (name, entry) in info.runtimes.clone().unwrap_or_default() {
-        let resolved = crate::runtime::OciRuntime::resolve(
-            &name,
-            info.runtimes.as_ref(),
-            info.runc_commit.as_ref(),
-        )
-        .await;
+        let resolved =
+            crate::runtime::resolve(&name, info.runtimes.as_ref(), info.runc_commit.as_ref()).await;
         let version = resolved.facts.map(|f| f.version).filter(|v| !v.is_empty());
         runtimes.insert(
             name.clone(),

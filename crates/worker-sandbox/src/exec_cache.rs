@@ -1,5 +1,5 @@
 //! Remembers how `argv[0]` resolved in an image, so the next run on the same image skips the
-//! archive probes of `worker_docker::executable` (every archive call makes the engine mount the
+//! archive probes of `lifecycle::executable` (every archive call makes the engine mount the
 //! container's root filesystem; reading a `#!` line streams a tar of the whole file).
 //!
 //! An entry is one small JSON file per (image id, `argv[0]`, image `PATH`) under the directory

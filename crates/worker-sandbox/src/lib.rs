@@ -11,11 +11,13 @@
 //! those into a [`SandboxSpec`] and supplies [`RunHooks`] that re-check the staged inputs.
 
 pub mod decision;
+pub mod engine;
 pub mod evidence;
 pub mod exec_cache;
 mod executor;
 pub mod explain;
 pub mod hits;
+pub mod lifecycle;
 pub mod owner;
 pub mod profile;
 pub mod spec;

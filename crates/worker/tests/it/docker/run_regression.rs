@@ -652,7 +652,7 @@ fn candidate_from_a_real_run_validates_and_tampering_is_refused() {
 fn run_logged(env: &Env, request: &Value) -> Run {
     let path = env.write_request("request.json", request);
     let mut command = env.command(&path, &[]);
-    command.env("WORKER_LOG", "worker_docker::executable=debug");
+    command.env("WORKER_LOG", "worker_sandbox::lifecycle::executable=debug");
     Run::from(command.output().unwrap())
 }
 

@@ -1,4 +1,4 @@
-//! The run lifecycle over a scripted engine ([`crate::fake`]): every path of `docker.rs` that
+//! The run lifecycle over a scripted engine ([`super::fake`]): every path of the lifecycle that
 //! the real-Docker tests reach only with a daemon (and some, like an engine restart or an
 //! unconfirmed removal, not at all) runs here in milliseconds, on tokio's paused clock, so
 //! deadlines and grace periods are reached by the runtime advancing time when it is idle,
@@ -7,12 +7,13 @@
 
 use std::time::Duration;
 
-use worker_sandbox::decision::{Decision, InputCheck, NoVerdictReason, StoppedBy};
-use worker_sandbox::evidence::EngineFacts;
-use worker_sandbox::{InputPhase, RunHooks, RunReport, SandboxSpec};
+use verifier_sdk::oci_runtime::{OciRuntimeFacts, RUNC};
 
-use crate::docker::DockerExecutor;
-use crate::fake::{Fake, Script};
+use super::fake::{Fake, Script};
+use super::{Lifecycle, OciRuntime};
+use crate::decision::{Decision, InputCheck, NoVerdictReason, StoppedBy};
+use crate::evidence::EngineFacts;
+use crate::{InputPhase, RunHooks, RunReport, SandboxSpec};
 
 struct Unchanged;
 
@@ -23,7 +24,7 @@ impl RunHooks for Unchanged {
 }
 
 fn spec(dir: &std::path::Path) -> SandboxSpec {
-    let mut spec = worker_sandbox::spec::sample_spec(dir, "linux/amd64");
+    let mut spec = crate::spec::sample_spec(dir, "linux/amd64");
     spec.timeout = Duration::from_secs(5);
     spec.max_output_bytes = 1024;
     spec
@@ -33,7 +34,22 @@ fn spec(dir: &std::path::Path) -> SandboxSpec {
 /// paused clock is a hung lifecycle, reported as such instead of hanging the test.
 async fn run(script: Script, spec: &SandboxSpec) -> (RunReport, Fake) {
     let fake = Fake::new(script);
-    let executor = DockerExecutor::over(fake.clone(), EngineFacts::default(), "owner".into());
+    let runtime = OciRuntime {
+        name: RUNC.to_string(),
+        facts: Some(OciRuntimeFacts {
+            name: RUNC.to_string(),
+            path: RUNC.to_string(),
+            args: Vec::new(),
+            version: "runc version test".to_string(),
+        }),
+        offered: vec![RUNC.to_string()],
+    };
+    let executor = Lifecycle::owned_by(
+        fake.clone(),
+        EngineFacts::default(),
+        runtime,
+        "owner".into(),
+    );
     let report = tokio::time::timeout(Duration::from_secs(3600), executor.run(spec, &Unchanged))
         .await
         .expect("the lifecycle hung: the run never ended")

@@ -1,9 +1,8 @@
 //! The engine's event stream for one container, judged: whether anything but the program and
 //! this worker's own kills acted on the container while it ran.
 
-use bollard::models::EventMessage;
-
-use super::decision::EngineEvents;
+use crate::decision::EngineEvents;
+use crate::engine::Event;
 
 /// Container actions that only something other than the program and this worker can cause
 /// while it runs: each means the exit code may not be the program's own. `kill` is judged
@@ -42,8 +41,8 @@ impl EventLog {
         self.ended = Some(reason);
     }
 
-    pub(super) fn record(&mut self, event: &EventMessage) {
-        let action = event.action.as_deref().unwrap_or_default();
+    pub(super) fn record(&mut self, event: &Event) {
+        let action = event.action.as_str();
         if self.died {
             return;
         }
@@ -53,15 +52,7 @@ impl EventLog {
         match action {
             "start" if !self.started => self.started = true,
             "die" if self.started => self.died = true,
-            "kill" => self.kills.push(
-                event
-                    .actor
-                    .as_ref()
-                    .and_then(|a| a.attributes.as_ref())
-                    .and_then(|a| a.get("signal"))
-                    .cloned()
-                    .unwrap_or_default(),
-            ),
+            "kill" => self.kills.push(event.signal.clone().unwrap_or_default()),
             // The engine's own OOM handling, judged from the container state, not an outsider.
             "oom" => {}
             other
@@ -113,18 +104,13 @@ impl EventLog {
 
 #[cfg(test)]
 mod tests {
-    use std::collections::HashMap;
-
     use super::*;
 
-    fn event(action: &str, signal: Option<&str>) -> EventMessage {
-        EventMessage {
-            action: Some(action.into()),
-            actor: Some(bollard::models::EventActor {
-                id: Some("c".into()),
-                attributes: signal.map(|s| HashMap::from([("signal".into(), s.into())])),
-            }),
-            ..EventMessage::default()
+    fn event(action: &str, signal: Option<&str>) -> Event {
+        Event {
+            action: action.into(),
+            actor: Some("c".into()),
+            signal: signal.map(str::to_string),
         }
     }
 

@@ -1,54 +1,61 @@
-//! The real executor: connects to the Docker Engine, sweeps stale containers and drives the
-//! run's lifecycle.
+//! The run's lifecycle, written once over [`ContainerEngine`]: sweeping stale containers and
+//! driving one run from image check to confirmed removal.
 //!
 //! Every run follows the same fixed sequence — check image, check inputs, create, read the
 //! profile back, resolve the executable, attach, start, watch output and deadline, kill if
 //! needed, wait, inspect, check inputs, remove, confirm removal — and every path after create
-//! ends in removal. What each engine answer means is decided in pure steps ([`worker_sandbox::spec`],
-//! [`crate::image`], [`crate::events`], [`crate::executable`]'s probe, [`decide`]); this
-//! module only sequences them with the engine calls.
+//! ends in removal. What each engine answer means is decided in pure steps ([`crate::spec`],
+//! [`image`], [`events`], [`executable`]'s probe, [`decide`]); this module only sequences them
+//! with the engine calls.
+
+mod alternatives;
+mod calls;
+mod events;
+pub mod executable;
+mod image;
+mod output;
+mod runtime;
+mod teardown;
+
+#[cfg(test)]
+mod fake;
+#[cfg(test)]
+mod tests;
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use bollard::Docker;
-
-use crate::api::Api;
-use crate::runtime::OciRuntime;
-use bollard::models::ContainerSummaryStateEnum;
-use bollard::query_parameters::{
-    AttachContainerOptionsBuilder, CreateContainerOptionsBuilder, ListContainersOptionsBuilder,
-};
+pub use runtime::OciRuntime;
 use tokio::task::JoinHandle;
 use tokio::time::Instant;
-use verifier_sdk::oci_runtime::{RUNC, RUNSC};
+use verifier_sdk::oci_runtime::RUNSC;
 
-use super::decision::{
+use crate::decision::{
     Decision, EngineEvents, InputCheck, NoVerdictReason, RunObservation, StoppedBy, decide,
 };
-use super::engine::{self, engine_message, enum_text, now_ms};
-use super::events::EventLog;
-use super::evidence::{
+use crate::engine::{ContainerEngine, CreateRequest};
+use crate::evidence::{
     ContainerFacts, DOCKER_EXECUTOR, EVIDENCE_SCHEMA_VERSION, EngineFacts, EvidenceRecord,
     ExitFacts, IsolationEvidence, RequestFacts, ResourceFacts, Timestamps,
 };
-use super::exec_cache::{Key, Volatile};
-use super::output::{self, Drained, OutputStream};
-use super::profile;
-use super::streams::{FullOutput, OutputCapture};
-use super::{
+use crate::exec_cache::{Key, Volatile};
+use crate::streams::{FullOutput, OutputCapture};
+use crate::{
     InputPhase, LABEL_OWNER, LABEL_RUN_ID, LABEL_VERIFIER, LABEL_WORKER_VERSION, RunHooks,
-    RunReport, SandboxError, SandboxSpec, executable, hits, image, owner, spec, teardown,
+    RunReport, SandboxError, SandboxSpec, hits, owner, profile, spec,
 };
+use calls::now_ms;
+use events::EventLog;
+use output::{Drained, OutputStream};
 
 /// How long after the observed stop the engine's `die` event may take to arrive.
 const EVENTS_GRACE: Duration = Duration::from_secs(10);
 
-/// Runs sandboxed commands on a Docker Engine.
+/// Runs sandboxed commands on the engine `E`.
 #[derive(Clone, Debug)]
-pub struct DockerExecutor<A: Api = Docker> {
-    docker: A,
+pub struct Lifecycle<E: ContainerEngine> {
+    docker: E,
     engine: EngineFacts,
     owner: String,
     runtime: OciRuntime,
@@ -62,91 +69,36 @@ struct Ctx<'a> {
     output: FullOutput,
 }
 
-impl DockerExecutor<Docker> {
-    /// Connects through `DOCKER_HOST` (or the default socket) and negotiates the API version;
-    /// containers run under runc, asked for by name.
-    pub async fn connect() -> Result<Self, SandboxError> {
-        Self::connect_under(RUNC).await
+impl<E: ContainerEngine> Lifecycle<E> {
+    /// A lifecycle over `engine`, whose facts are `facts`, creating its containers under
+    /// `runtime` and labelling them with this process as their owner.
+    pub fn new(engine: E, facts: EngineFacts, runtime: OciRuntime) -> Self {
+        Self::owned_by(engine, facts, runtime, owner::current())
     }
 
-    /// [`Self::connect`], with containers under the OCI runtime `oci_runtime`.
-    pub async fn connect_under(oci_runtime: &str) -> Result<Self, SandboxError> {
-        let docker = Docker::connect_with_defaults().map_err(crate::endpoint::unavailable)?;
-        // Three independent questions: asked at once they cost one round trip, not three
-        // (about 7 ms each on an idle engine, on every run).
-        let (docker, version, info) = tokio::try_join!(
-            docker.clone().negotiate_version(),
-            docker.version(),
-            docker.info()
-        )
-        .map_err(crate::endpoint::unavailable)?;
-        let engine = EngineFacts {
-            version: version.version.unwrap_or_default(),
-            api_version: version.api_version.unwrap_or_default(),
-            kernel_version: info
-                .kernel_version
-                .or(version.kernel_version)
-                .unwrap_or_default(),
-            cgroup_version: enum_text(info.cgroup_version),
-            cgroup_driver: enum_text(info.cgroup_driver),
-            platform: format!(
-                "{}/{}",
-                version.os.unwrap_or_default(),
-                version.arch.unwrap_or_default()
-            ),
-        };
-        let runtime = OciRuntime::resolve(
-            oci_runtime,
-            info.runtimes.as_ref(),
-            info.runc_commit.as_ref(),
-        )
-        .await;
-        Ok(Self {
-            docker,
-            engine,
-            owner: owner::current(),
+    /// [`Self::new`] with the owner label `owner` (the lifecycle tests').
+    pub fn owned_by(engine: E, facts: EngineFacts, runtime: OciRuntime, owner: String) -> Self {
+        Self {
+            docker: engine,
+            engine: facts,
+            owner,
             runtime,
-        })
+        }
     }
 
-    /// Sets the per-request timeout of the engine client (default two minutes). Runs longer than
-    /// it are unaffected: waits and output streams are long-lived by design.
-    pub fn with_request_timeout(mut self, timeout: Duration) -> Self {
-        self.docker = self.docker.with_timeout(timeout);
-        self
+    /// The engine the lifecycle drives.
+    pub fn client(&self) -> &E {
+        &self.docker
+    }
+
+    /// The engine, to reconfigure it (for example its request timeout).
+    pub fn client_mut(&mut self) -> &mut E {
+        &mut self.docker
     }
 
     /// Engine and kernel facts recorded in every evidence record.
     pub fn engine(&self) -> &EngineFacts {
         &self.engine
-    }
-
-    /// The underlying client, for callers that need read-only engine queries (tests).
-    pub fn client(&self) -> &Docker {
-        &self.docker
-    }
-}
-
-impl<A: Api> DockerExecutor<A> {
-    /// An executor over `api` (the lifecycle tests' scripted engine), with the facts its
-    /// evidence records and the owner label its containers carry.
-    #[cfg(test)]
-    pub(crate) fn over(api: A, engine: EngineFacts, owner: String) -> Self {
-        Self {
-            docker: api,
-            engine,
-            owner,
-            runtime: OciRuntime {
-                name: RUNC.to_string(),
-                facts: Some(verifier_sdk::oci_runtime::OciRuntimeFacts {
-                    name: RUNC.to_string(),
-                    path: RUNC.to_string(),
-                    args: Vec::new(),
-                    version: "runc version test".to_string(),
-                }),
-                offered: vec![RUNC.to_string()],
-            },
-        }
     }
 
     /// The OCI runtime this executor creates containers under, as the engine registers it.
@@ -159,14 +111,10 @@ impl<A: Api> DockerExecutor<A> {
     /// their ids. Anything else — a live owner, or one in another pid namespace this process
     /// cannot see — is left alone: removing a live run's container would end it from outside.
     pub async fn cleanup_stale(&self) -> Result<Vec<String>, SandboxError> {
-        let filters = HashMap::from([("label", vec![format!("{LABEL_VERIFIER}=1")])]);
-        let options = ListContainersOptionsBuilder::default()
-            .all(true)
-            .filters(&filters)
-            .build();
+        let label = format!("{LABEL_VERIFIER}=1");
         let containers = self
             .docker
-            .list_containers(Some(options))
+            .list_containers(Some(&label))
             .await
             .map_err(|source| SandboxError::Engine {
                 context: "listing labelled containers",
@@ -177,18 +125,10 @@ impl<A: Api> DockerExecutor<A> {
             let Some(id) = container.id else { continue };
             let owner = container
                 .labels
-                .as_ref()
-                .and_then(|labels| labels.get(LABEL_OWNER))
+                .get(LABEL_OWNER)
                 .map(String::as_str)
                 .unwrap_or_default();
-            let running = matches!(
-                container.state,
-                Some(
-                    ContainerSummaryStateEnum::RUNNING
-                        | ContainerSummaryStateEnum::PAUSED
-                        | ContainerSummaryStateEnum::RESTARTING
-                )
-            );
+            let running = container.running;
             let age = container
                 .created
                 .and_then(|created| u64::try_from(created).ok())
@@ -215,22 +155,18 @@ impl<A: Api> DockerExecutor<A> {
     /// mid-way. A create request dropped in flight may still complete in the engine, so the
     /// listing is repeated until one, made at least a second after the first, finds none.
     pub async fn remove_own_containers(&self) -> Result<Vec<String>, SandboxError> {
-        let filters = HashMap::from([("label", vec![format!("{LABEL_OWNER}={}", self.owner)])]);
+        let label = format!("{LABEL_OWNER}={}", self.owner);
         let settle = Instant::now() + Duration::from_secs(1);
         let mut removed = Vec::new();
         loop {
-            let options = ListContainersOptionsBuilder::default()
-                .all(true)
-                .filters(&filters)
-                .build();
-            let containers =
-                self.docker
-                    .list_containers(Some(options))
-                    .await
-                    .map_err(|source| SandboxError::Engine {
-                        context: "listing this worker's containers",
-                        source: source.into(),
-                    })?;
+            let containers = self
+                .docker
+                .list_containers(Some(&label))
+                .await
+                .map_err(|source| SandboxError::Engine {
+                    context: "listing this worker's containers",
+                    source: source.into(),
+                })?;
             let ids: Vec<String> = containers.into_iter().filter_map(|c| c.id).collect();
             if ids.is_empty() && Instant::now() >= settle {
                 return Ok(removed);
@@ -326,7 +262,7 @@ impl<A: Api> DockerExecutor<A> {
                 ));
             }
         };
-        let inspect = match engine::inspect_image(&self.docker, spec).await? {
+        let inspect = match calls::inspect_image(&self.docker, spec).await? {
             Ok(inspect) => inspect,
             Err(decision) => return Ok(decision),
         };
@@ -385,32 +321,32 @@ impl<A: Api> DockerExecutor<A> {
             ),
             (LABEL_OWNER.to_string(), self.owner.clone()),
         ]);
-        let body = profile::create_body(
-            &spec.image,
-            want,
-            profile::environment(spec.test_seed, image_path),
+        let request = CreateRequest {
+            name: name.clone(),
+            image: spec.image.clone(),
+            profile: want.clone(),
+            env: profile::environment(spec.test_seed, image_path),
             labels,
-        );
-        let options = CreateContainerOptionsBuilder::default().name(&name).build();
-        let created = self
+        };
+        let id = self
             .docker
-            .create_container(Some(options), body)
+            .create_container(&request)
             .await
             .map_err(|error| {
                 Decision::no_verdict(
                     NoVerdictReason::CreateFailed,
                     format!(
                         "the engine refused to create the container: {}",
-                        engine_message(&error)
+                        error.message()
                     ),
                 )
             })?;
         ctx.evidence.timestamps.create_ms = Some(now_ms());
         ctx.evidence.container = Some(ContainerFacts {
-            id: created.id.clone(),
+            id: id.clone(),
             name,
         });
-        Ok(created.id)
+        Ok(id)
     }
 
     async fn run_created(
@@ -424,22 +360,12 @@ impl<A: Api> DockerExecutor<A> {
             Ok(settled) => settled,
             Err(decision) => return decision,
         };
-        let attach_options = AttachContainerOptionsBuilder::default()
-            .stream(true)
-            .stdout(true)
-            .stderr(true)
-            .stdin(false)
-            .logs(false)
-            .build();
-        let output = match self.docker.attach_container(id, Some(attach_options)).await {
-            Ok(attached) => attached.output,
+        let output = match self.docker.attach(id).await {
+            Ok(output) => output,
             Err(error) => {
                 return Decision::no_verdict(
                     NoVerdictReason::InternalError,
-                    format!(
-                        "attaching to the container failed: {}",
-                        engine_message(&error)
-                    ),
+                    format!("attaching to the container failed: {}", error.message()),
                 );
             }
         };
@@ -447,18 +373,18 @@ impl<A: Api> DockerExecutor<A> {
         // Subscribed before start (and replaying the engine's recent buffer besides), so every
         // action on the container from its start to its exit is seen.
         let event_log = Arc::new(Mutex::new(EventLog::default()));
-        let events_task = tokio::spawn(engine::watch_events(
+        let events_task = tokio::spawn(calls::watch_events(
             self.docker.clone(),
             id.to_string(),
             Arc::clone(&event_log),
         ));
-        if let Err(error) = self.docker.start_container(id, None).await {
+        if let Err(error) = self.docker.start(id).await {
             events_task.abort();
             let decision = Decision::no_verdict(
                 NoVerdictReason::StartFailed,
                 format!(
                     "the engine could not start the command: {}",
-                    engine_message(&error)
+                    error.message()
                 ),
             );
             if let Some(state) = teardown::final_state(&self.docker, id).await {
@@ -537,7 +463,7 @@ impl<A: Api> DockerExecutor<A> {
         );
         let image_id = image_id(ctx);
         if let Some(cache) = Self::cache(ctx, &image_id, want, image_path) {
-            super::exec_cache::forget(&cache.dir, &cache.key);
+            crate::exec_cache::forget(&cache.dir, &cache.key);
         }
         Some(Decision::no_verdict(NoVerdictReason::StartFailed, detail))
     }
@@ -551,21 +477,17 @@ impl<A: Api> DockerExecutor<A> {
         want: &profile::Isolation,
         image_path: Option<&str>,
     ) -> Result<executable::Settled, Decision> {
-        let inspect = self
-            .docker
-            .inspect_container(id, None)
-            .await
-            .map_err(|error| {
-                Decision::no_verdict(
-                    NoVerdictReason::InternalError,
-                    format!(
-                        "inspecting the created container failed: {}",
-                        engine_message(&error)
-                    ),
-                )
-            })?;
+        let inspect = self.docker.inspect_container(id).await.map_err(|error| {
+            Decision::no_verdict(
+                NoVerdictReason::InternalError,
+                format!(
+                    "inspecting the created container failed: {}",
+                    error.message()
+                ),
+            )
+        })?;
         ctx.evidence.timestamps.engine_created = inspect.created.clone();
-        let observed = profile::observed(&inspect);
+        let observed = inspect.profile;
         let mismatches = want.mismatches(&observed);
         ctx.evidence.isolation = Some(IsolationEvidence {
             requested: want.clone(),
@@ -603,9 +525,9 @@ impl<A: Api> DockerExecutor<A> {
         event_log: &Mutex<EventLog>,
     ) -> Watched {
         // "not-running" also matches a container that stopped before the wait was sent.
-        let mut wait = Box::pin(engine::wait_stopped(self.docker.clone(), id.to_string()));
+        let mut wait = Box::pin(calls::wait_stopped(self.docker.clone(), id.to_string()));
         let resources = Arc::new(Mutex::new(ResourceFacts::default()));
-        let sampler = tokio::spawn(engine::sample_stats(
+        let sampler = tokio::spawn(calls::sample_stats(
             self.docker.clone(),
             id.to_string(),
             Arc::clone(&resources),
@@ -613,8 +535,8 @@ impl<A: Api> DockerExecutor<A> {
         let docker = self.docker.clone();
         let container = id.to_string();
         let main_pid = async move {
-            let inspect = docker.inspect_container(&container, None).await.ok()?;
-            inspect.state?.pid
+            let inspect = docker.inspect_container(&container).await.ok()?;
+            inspect.state.pid
         };
         let hit_watch = hits::Watch::start(main_pid, id.to_string());
         // The reader runs on its own and always reads to the end: if we stopped reading, the
@@ -767,7 +689,7 @@ impl<A: Api> DockerExecutor<A> {
     }
 }
 
-/// What [`DockerExecutor::supervise`] saw of the running container.
+/// What [`Lifecycle::supervise`] saw of the running container.
 struct Watched {
     stopped_by: StoppedBy,
     events: EngineEvents,
@@ -799,7 +721,7 @@ fn container_name(run_id: &str) -> String {
 }
 
 #[async_trait::async_trait]
-impl<A: Api> worker_sandbox::Engine for DockerExecutor<A> {
+impl<E: ContainerEngine> crate::Engine for Lifecycle<E> {
     fn facts(&self) -> &EngineFacts {
         &self.engine
     }
@@ -809,48 +731,41 @@ impl<A: Api> worker_sandbox::Engine for DockerExecutor<A> {
         spec: &SandboxSpec,
         hooks: &dyn RunHooks,
     ) -> Result<RunReport, SandboxError> {
-        DockerExecutor::run(self, spec, hooks).await
+        Lifecycle::run(self, spec, hooks).await
     }
 
     async fn cleanup_stale(&self) -> Result<Vec<String>, SandboxError> {
-        DockerExecutor::cleanup_stale(self).await
+        Lifecycle::cleanup_stale(self).await
     }
 
     async fn remove_own_containers(&self) -> Result<Vec<String>, SandboxError> {
-        DockerExecutor::remove_own_containers(self).await
+        Lifecycle::remove_own_containers(self).await
     }
 
-    async fn host_resources(&self) -> Result<worker_sandbox::HostResources, SandboxError> {
-        let info = self
-            .docker
-            .info()
+    async fn host_resources(&self) -> Result<crate::HostResources, SandboxError> {
+        self.docker
+            .host_resources()
             .await
             .map_err(|source| SandboxError::Engine {
                 context: "reading the engine's /info",
                 source: source.into(),
-            })?;
-        Ok(worker_sandbox::HostResources {
-            cpus: info.ncpu,
-            memory_bytes: info.mem_total,
-        })
+            })
     }
 
     async fn mounted_paths(
         &self,
     ) -> Result<std::collections::BTreeSet<std::path::PathBuf>, SandboxError> {
-        let options = ListContainersOptionsBuilder::default().all(true).build();
-        let containers = self
-            .docker
-            .list_containers(Some(options))
-            .await
-            .map_err(|source| SandboxError::Engine {
-                context: "listing containers' mounts",
-                source: source.into(),
-            })?;
+        let containers =
+            self.docker
+                .list_containers(None)
+                .await
+                .map_err(|source| SandboxError::Engine {
+                    context: "listing containers' mounts",
+                    source: source.into(),
+                })?;
         Ok(containers
             .into_iter()
-            .flat_map(|c| c.mounts.unwrap_or_default())
-            .filter_map(|m| m.source)
+            .flat_map(|c| c.mount_sources)
             .map(std::path::PathBuf::from)
             .collect())
     }

@@ -3,13 +3,11 @@
 
 use std::time::Duration;
 
-use crate::api::Api;
-use bollard::models::ContainerState;
-use bollard::query_parameters::{KillContainerOptionsBuilder, RemoveContainerOptionsBuilder};
 use tokio::time::Instant;
 
-use super::engine::{engine_message, is_not_found, now_ms};
-use super::evidence::EvidenceRecord;
+use super::calls::now_ms;
+use crate::engine::{ContainerEngine, ContainerState};
+use crate::evidence::EvidenceRecord;
 
 /// How long to wait for a killed container to stop and for its output to drain.
 pub(super) const STOP_GRACE: Duration = Duration::from_secs(30);
@@ -23,16 +21,13 @@ const NEVER: &str = "0001-01-01T00:00:00Z";
 
 /// Sends SIGKILL; returns whether the engine may have acted on it (accepted, or the
 /// request timed out), so the run can tell its own `kill` event from someone else's.
-pub(super) async fn kill(docker: &impl Api, id: &str) -> bool {
-    let options = KillContainerOptionsBuilder::default()
-        .signal("KILL")
-        .build();
-    match tokio::time::timeout(TEARDOWN_CALL, docker.kill_container(id, Some(options))).await {
+pub(super) async fn kill(docker: &impl ContainerEngine, id: &str) -> bool {
+    match tokio::time::timeout(TEARDOWN_CALL, docker.kill(id)).await {
         Ok(Ok(())) => true,
         // A container that already stopped answers 409 and emits no event; anything else
         // is worth a log line.
         Ok(Err(error)) => {
-            tracing::debug!(container = %id, error = %engine_message(&error), "kill");
+            tracing::debug!(container = %id, error = %error.message(), "kill");
             false
         }
         Err(_) => {
@@ -44,21 +39,16 @@ pub(super) async fn kill(docker: &impl Api, id: &str) -> bool {
 
 /// Force-removes the container and confirms the engine no longer knows it; returns the
 /// confirmation time.
-pub(super) async fn remove_and_confirm(docker: &impl Api, id: &str) -> Option<u64> {
+pub(super) async fn remove_and_confirm(docker: &impl ContainerEngine, id: &str) -> Option<u64> {
     let give_up = Instant::now() + REMOVE_GRACE;
     loop {
-        let options = RemoveContainerOptionsBuilder::default()
-            .force(true)
-            .v(true)
-            .build();
-        let removal =
-            tokio::time::timeout(TEARDOWN_CALL, docker.remove_container(id, Some(options))).await;
+        let removal = tokio::time::timeout(TEARDOWN_CALL, docker.remove(id)).await;
         if let Ok(Err(error)) = &removal {
-            tracing::debug!(container = %id, error = %engine_message(error), "remove");
+            tracing::debug!(container = %id, error = %error.message(), "remove");
         }
-        let confirm = tokio::time::timeout(TEARDOWN_CALL, docker.inspect_container(id, None)).await;
+        let confirm = tokio::time::timeout(TEARDOWN_CALL, docker.inspect_container(id)).await;
         match confirm {
-            Ok(Err(error)) if is_not_found(&error) => return Some(now_ms()),
+            Ok(Err(error)) if error.is_not_found() => return Some(now_ms()),
             _ if Instant::now() >= give_up => {
                 tracing::error!(container = %id, "container removal could not be confirmed");
                 return None;
@@ -69,12 +59,12 @@ pub(super) async fn remove_and_confirm(docker: &impl Api, id: &str) -> Option<u6
 }
 
 /// The container's state as the engine reports it now, or `None` when it could not be read.
-pub(super) async fn final_state(docker: &impl Api, id: &str) -> Option<ContainerState> {
-    let inspect = tokio::time::timeout(TEARDOWN_CALL, docker.inspect_container(id, None))
+pub(super) async fn final_state(docker: &impl ContainerEngine, id: &str) -> Option<ContainerState> {
+    let inspect = tokio::time::timeout(TEARDOWN_CALL, docker.inspect_container(id))
         .await
         .ok()?
         .ok()?;
-    Some(inspect.state.unwrap_or_default())
+    Some(inspect.state)
 }
 
 /// Records the final state in the evidence; returns whether the container is still running.

@@ -1,29 +1,19 @@
-//! A scripted engine for the lifecycle tests: it answers the [`Api`] calls the way the Docker
+//! A scripted engine for the lifecycle tests: it answers the [`ContainerEngine`] calls the way the Docker
 //! Engine does for one container, driven by a [`Script`] instead of a daemon. The created
 //! container reads back exactly what was asked for, its events, wait and output follow what
 //! the script says the program does, and every kill and removal is counted so a test can
 //! check what the lifecycle asked the engine to do.
 
-use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
-use bollard::container::{AttachContainerResults, LogOutput, PathStatResponse};
-use bollard::errors::Error;
-use bollard::models::{
-    ContainerConfig, ContainerCreateBody, ContainerCreateResponse, ContainerInspectResponse,
-    ContainerState, ContainerStatsResponse, ContainerSummary, ContainerWaitResponse,
-    CreateImageInfo, EventActor, EventMessage, ImageConfig, ImageInspect, MountPoint, SystemInfo,
-};
-use bollard::query_parameters::{
-    AttachContainerOptions, ContainerArchiveInfoOptions, CreateContainerOptions,
-    CreateImageOptions, DownloadFromContainerOptions, EventsOptions, InspectContainerOptions,
-    KillContainerOptions, ListContainersOptions, RemoveContainerOptions, StartContainerOptions,
-    StatsOptions, WaitContainerOptions,
-};
 use futures_util::StreamExt;
 use tokio::sync::{mpsc, watch};
 
-use crate::api::{Answers, Api};
+use crate::HostResources;
+use crate::engine::{
+    Answers, CallError, ContainerEngine, ContainerState, ContainerSummary, CreateRequest, Event,
+    ImageInspected, Inspected, Output, PathStat, StatsSample,
+};
 
 /// The one container id the fake hands out.
 pub const ID: &str = "fakecontainer";
@@ -65,15 +55,15 @@ impl Default for Script {
 
 #[derive(Debug, Default)]
 struct State {
-    body: Option<ContainerCreateBody>,
+    created: Option<CreateRequest>,
     started: bool,
     exit: Option<(i64, bool)>,
     removed: bool,
     kills: usize,
     removals: usize,
     waits: usize,
-    events: Option<mpsc::UnboundedSender<Option<EventMessage>>>,
-    pending_events: Option<mpsc::UnboundedReceiver<Option<EventMessage>>>,
+    events: Option<mpsc::UnboundedSender<Option<Event>>>,
+    pending_events: Option<mpsc::UnboundedReceiver<Option<Event>>>,
 }
 
 /// The scripted engine (cheap to clone; clones share the one container).
@@ -84,22 +74,17 @@ pub struct Fake {
     exited: Arc<watch::Sender<bool>>,
 }
 
-fn not_found() -> Error {
-    Error::DockerResponseServerError {
-        status_code: 404,
+fn not_found() -> CallError {
+    CallError::NotFound {
         message: "No such container: fakecontainer".into(),
     }
 }
 
-fn event(action: &str, signal: Option<&str>) -> EventMessage {
-    let attributes = signal.map(|s| HashMap::from([("signal".to_string(), s.to_string())]));
-    EventMessage {
-        action: Some(action.into()),
-        actor: Some(EventActor {
-            id: Some(ID.into()),
-            attributes,
-        }),
-        ..EventMessage::default()
+fn event(action: &str, signal: Option<&str>) -> Event {
+    Event {
+        action: action.into(),
+        actor: Some(ID.into()),
+        signal: signal.map(str::to_string),
     }
 }
 
@@ -127,7 +112,7 @@ impl Fake {
         f(&mut state)
     }
 
-    fn emit(&self, message: Option<EventMessage>) {
+    fn emit(&self, message: Option<Event>) {
         self.with(|s| {
             if let Some(tx) = &s.events {
                 let _ = tx.send(message);
@@ -170,42 +155,20 @@ impl Fake {
         let _ = exited.wait_for(|e| *e).await;
     }
 
-    fn inspect(&self) -> Result<ContainerInspectResponse, Error> {
+    fn inspect(&self) -> Result<Inspected, CallError> {
         self.with(|s| {
             if s.removed && !self.script.removal_unconfirmed {
                 return Err(not_found());
             }
-            let body = s.body.clone().ok_or_else(not_found)?;
-            let host = body.host_config.clone().unwrap_or_default();
-            let mounts = host
-                .mounts
-                .clone()
-                .unwrap_or_default()
-                .into_iter()
-                .map(|m| MountPoint {
-                    source: m.source,
-                    destination: m.target,
-                    rw: m.read_only.map(|ro| !ro),
-                    ..MountPoint::default()
-                })
-                .collect();
+            let created = s.created.clone().ok_or_else(not_found)?;
             let (exit_code, oom) = s.exit.unwrap_or((0, false));
-            Ok(ContainerInspectResponse {
-                id: Some(ID.into()),
+            Ok(Inspected {
                 created: Some("2026-12-01T00:00:00Z".into()),
-                config: Some(ContainerConfig {
-                    entrypoint: body.entrypoint.clone(),
-                    cmd: body.cmd.clone(),
-                    working_dir: body.working_dir.clone(),
-                    user: body.user.clone(),
-                    hostname: body.hostname.clone(),
-                    env: body.env.clone(),
-                    ..ContainerConfig::default()
-                }),
-                host_config: Some(host),
-                mounts: Some(mounts),
-                state: Some(ContainerState {
+                // The engine made exactly what was asked for.
+                profile: created.profile,
+                state: ContainerState {
                     running: Some(s.started && s.exit.is_none()),
+                    pid: None,
                     started_at: Some(if s.started {
                         "2026-12-01T00:00:01Z".into()
                     } else {
@@ -218,69 +181,47 @@ impl Fake {
                     }),
                     exit_code: Some(exit_code),
                     oom_killed: Some(oom),
-                    ..ContainerState::default()
-                }),
-                ..ContainerInspectResponse::default()
+                    error: None,
+                },
             })
         })
     }
 }
 
-impl Api for Fake {
-    async fn info(&self) -> Result<SystemInfo, Error> {
-        Ok(SystemInfo::default())
+impl ContainerEngine for Fake {
+    async fn host_resources(&self) -> Result<HostResources, CallError> {
+        Ok(HostResources::default())
     }
 
-    async fn list_containers(
-        &self,
-        _: Option<ListContainersOptions>,
-    ) -> Result<Vec<ContainerSummary>, Error> {
+    async fn list_containers(&self, _: Option<&str>) -> Result<Vec<ContainerSummary>, CallError> {
         Ok(Vec::new())
     }
 
-    async fn inspect_image(&self, name: &str) -> Result<ImageInspect, Error> {
-        Ok(ImageInspect {
+    async fn inspect_image(&self, reference: &str) -> Result<ImageInspected, CallError> {
+        Ok(ImageInspected {
             id: Some("sha256:fakeimage".into()),
-            repo_digests: Some(vec![name.to_string()]),
+            repo_digests: Some(vec![reference.to_string()]),
             os: Some("linux".into()),
             architecture: Some("amd64".into()),
-            config: Some(ImageConfig {
-                env: Some(vec!["PATH=/usr/bin:/bin".into()]),
-                ..ImageConfig::default()
-            }),
-            ..ImageInspect::default()
+            variant: None,
+            env: Some(vec!["PATH=/usr/bin:/bin".into()]),
         })
     }
 
-    fn create_image(&self, _: Option<CreateImageOptions>) -> Answers<CreateImageInfo> {
-        Box::pin(futures_util::stream::empty())
+    async fn pull_image(&self, _: &str) -> Result<(), CallError> {
+        Ok(())
     }
 
-    async fn create_container(
-        &self,
-        _: Option<CreateContainerOptions>,
-        body: ContainerCreateBody,
-    ) -> Result<ContainerCreateResponse, Error> {
-        self.with(|s| s.body = Some(body));
-        Ok(ContainerCreateResponse {
-            id: ID.into(),
-            warnings: Vec::new(),
-        })
+    async fn create_container(&self, request: &CreateRequest) -> Result<String, CallError> {
+        self.with(|s| s.created = Some(request.clone()));
+        Ok(ID.into())
     }
 
-    async fn inspect_container(
-        &self,
-        _: &str,
-        _: Option<InspectContainerOptions>,
-    ) -> Result<ContainerInspectResponse, Error> {
+    async fn inspect_container(&self, _: &str) -> Result<Inspected, CallError> {
         self.inspect()
     }
 
-    async fn attach_container(
-        &self,
-        _: &str,
-        _: Option<AttachContainerOptions>,
-    ) -> Result<AttachContainerResults, Error> {
+    async fn attach(&self, _: &str) -> Result<Answers<Output>, CallError> {
         let mut started = self.exited.subscribe();
         let fake = self.clone();
         let stdout = bytes::Bytes::from(self.script.stdout.clone());
@@ -290,7 +231,7 @@ impl Api for Fake {
             while !fake.with(|s| s.started) {
                 tokio::task::yield_now().await;
             }
-            Ok(LogOutput::StdOut { message: stdout })
+            Ok(Output::Stdout(stdout))
         })
         .chain(
             futures_util::stream::once(async move {
@@ -298,17 +239,10 @@ impl Api for Fake {
             })
             .filter_map(|()| async { None }),
         );
-        Ok(AttachContainerResults {
-            output: Box::pin(output),
-            input: Box::pin(tokio::io::sink()),
-        })
+        Ok(Box::pin(output))
     }
 
-    async fn start_container(
-        &self,
-        _: &str,
-        _: Option<StartContainerOptions>,
-    ) -> Result<(), Error> {
+    async fn start(&self, _: &str) -> Result<(), CallError> {
         self.with(|s| s.started = true);
         self.emit(Some(event("start", None)));
         if self.script.engine_restarts {
@@ -340,33 +274,21 @@ impl Api for Fake {
         Ok(())
     }
 
-    fn wait_container(
-        &self,
-        _: &str,
-        _: Option<WaitContainerOptions>,
-    ) -> Answers<ContainerWaitResponse> {
+    async fn wait_stopped(&self, _: &str) -> Result<(), CallError> {
         let first = self.with(|s| {
             s.waits += 1;
             s.waits == 1
         });
         if first && self.script.engine_restarts {
-            return Box::pin(futures_util::stream::once(async {
-                Err(Error::RequestTimeoutError)
-            }));
+            // The restarting engine drops the connection the wait was on.
+            return Err(CallError::Unreachable("connection dropped".into()));
         }
         let mut exited = self.exited.subscribe();
-        let fake = self.clone();
-        Box::pin(futures_util::stream::once(async move {
-            Self::until_exited(&mut exited).await;
-            let status_code = fake.with(|s| s.exit.map_or(0, |(code, _)| code));
-            Ok(ContainerWaitResponse {
-                status_code,
-                error: None,
-            })
-        }))
+        Self::until_exited(&mut exited).await;
+        Ok(())
     }
 
-    fn events(&self, _: Option<EventsOptions>) -> Answers<EventMessage> {
+    fn events(&self, _: &str, _: u64) -> Answers<Event> {
         let Some(rx) = self.with(|s| s.pending_events.take()) else {
             return Box::pin(futures_util::stream::empty());
         };
@@ -378,18 +300,18 @@ impl Api for Fake {
         }))
     }
 
-    fn stats(&self, _: &str, _: Option<StatsOptions>) -> Answers<ContainerStatsResponse> {
+    fn stats(&self, _: &str) -> Answers<StatsSample> {
         Box::pin(futures_util::stream::empty())
     }
 
-    async fn kill_container(&self, _: &str, _: Option<KillContainerOptions>) -> Result<(), Error> {
+    async fn kill(&self, _: &str) -> Result<(), CallError> {
         let running = self.with(|s| {
             s.kills += 1;
             s.started && s.exit.is_none()
         });
         if !running {
-            return Err(Error::DockerResponseServerError {
-                status_code: 409,
+            return Err(CallError::Refused {
+                status: 409,
                 message: "container is not running".into(),
             });
         }
@@ -398,11 +320,7 @@ impl Api for Fake {
         Ok(())
     }
 
-    async fn remove_container(
-        &self,
-        _: &str,
-        _: Option<RemoveContainerOptions>,
-    ) -> Result<(), Error> {
+    async fn remove(&self, _: &str) -> Result<(), CallError> {
         self.with(|s| {
             s.removals += 1;
             s.removed = true;
@@ -412,26 +330,15 @@ impl Api for Fake {
         Ok(())
     }
 
-    async fn get_container_archive_info(
-        &self,
-        _: &str,
-        options: Option<ContainerArchiveInfoOptions>,
-    ) -> Result<PathStatResponse, Error> {
+    async fn archive_stat(&self, _: &str, _: &str) -> Result<PathStat, CallError> {
         // Every path asked for is an executable regular file.
-        Ok(PathStatResponse {
-            name: options.map(|o| o.path).unwrap_or_default(),
-            size: 1,
+        Ok(PathStat {
             file_mode: 0o755,
-            modification_time: None,
             link_target: String::new(),
         })
     }
 
-    fn download_from_container(
-        &self,
-        _: &str,
-        _: Option<DownloadFromContainerOptions>,
-    ) -> Answers<bytes::Bytes> {
+    fn archive_read(&self, _: &str, _: &str) -> Answers<bytes::Bytes> {
         Box::pin(futures_util::stream::empty())
     }
 }

@@ -2,11 +2,10 @@
 //! on the requested platform, and setting no environment but `PATH` (the engine merges every
 //! image variable into the container and none can be removed).
 
-use bollard::models::ImageInspect;
-
-use super::SandboxSpec;
-use super::decision::{Decision, NoVerdictReason};
-use super::evidence;
+use crate::SandboxSpec;
+use crate::decision::{Decision, NoVerdictReason};
+use crate::engine::ImageInspected as ImageInspect;
+use crate::evidence;
 
 /// What an accepted image contributes to the run.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -67,11 +66,7 @@ pub(super) fn check_image(
             format!("image platform {platform} is not {}", spec.platform),
         ));
     }
-    let image_env = inspect
-        .config
-        .as_ref()
-        .and_then(|c| c.env.as_deref())
-        .unwrap_or_default();
+    let image_env = inspect.env.as_deref().unwrap_or_default();
     let extra: Vec<&str> = image_env
         .iter()
         .map(|e| e.split_once('=').map_or(e.as_str(), |(k, _)| k))
@@ -93,8 +88,6 @@ pub(super) fn check_image(
 
 #[cfg(test)]
 mod tests {
-    use bollard::models::ImageConfig;
-
     use super::*;
 
     fn reference() -> String {
@@ -102,7 +95,7 @@ mod tests {
     }
 
     fn spec(platform: &str) -> SandboxSpec {
-        worker_sandbox::spec::sample_spec(std::path::Path::new("/s"), platform)
+        crate::spec::sample_spec(std::path::Path::new("/s"), platform)
     }
 
     fn inspect(env: &[&str]) -> ImageInspect {
@@ -112,11 +105,7 @@ mod tests {
             os: Some("linux".into()),
             architecture: Some("arm".into()),
             variant: Some("v7".into()),
-            config: Some(ImageConfig {
-                env: Some(env.iter().map(|e| e.to_string()).collect()),
-                ..ImageConfig::default()
-            }),
-            ..ImageInspect::default()
+            env: Some(env.iter().map(|e| e.to_string()).collect()),
         }
     }
 

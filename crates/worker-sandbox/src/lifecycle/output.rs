@@ -1,18 +1,16 @@
 //! The container's attached output, read to its end on its own task: bytes are hashed and
 //! captured until the combined count passes the cap, then discarded.
 
-use bollard::container::LogOutput;
-use bollard::errors::Error as EngineError;
 use futures_util::StreamExt;
 use test_outcomes::{OutcomeParser, Stream};
 use tokio::task::JoinHandle;
 use tokio::time::Instant;
 
-use super::streams::OutputCapture;
+use crate::engine::{Answers, Output};
+use crate::streams::OutputCapture;
 
 /// The attached stream, as the engine hands it over.
-pub(super) type OutputStream =
-    std::pin::Pin<Box<dyn futures_util::Stream<Item = Result<LogOutput, EngineError>> + Send>>;
+pub(super) type OutputStream = Answers<Output>;
 
 /// Everything read from the container's output.
 pub(super) struct Drained {
@@ -52,9 +50,9 @@ pub(super) async fn read_output(
     let mut error = None;
     while let Some(item) = output.next().await {
         let (capture, stream, message) = match item {
-            Ok(LogOutput::StdOut { message }) => (&mut stdout, Stream::Stdout, message),
-            Ok(LogOutput::StdErr { message }) => (&mut stderr, Stream::Stderr, message),
-            Ok(_) => continue,
+            Ok(Output::Stdout(message)) => (&mut stdout, Stream::Stdout, message),
+            Ok(Output::Stderr(message)) => (&mut stderr, Stream::Stderr, message),
+            Ok(Output::Other) => continue,
             Err(e) => {
                 error = Some(e.to_string());
                 break;

@@ -9,15 +9,11 @@
 
 use std::path::{Path, PathBuf};
 
-use crate::api::Api;
-use bollard::query_parameters::{
-    ContainerArchiveInfoOptionsBuilder, DownloadFromContainerOptionsBuilder,
-};
 use futures_util::StreamExt;
 
-use super::engine::{engine_message, is_not_found};
-use super::exec_cache::{self, Key, Miss, Volatile};
-use super::profile;
+use crate::engine::ContainerEngine;
+use crate::exec_cache::{self, Key, Miss, Volatile};
+use crate::profile;
 
 /// Bytes of a file's archive read to find its `#!` line (tar headers plus the line).
 const ARCHIVE_HEAD_BYTES: usize = 8 * 1024;
@@ -111,7 +107,7 @@ pub(super) enum Settled {
 /// [`resolve`], answered from `cache` when it holds an entry for this key, and remembered in
 /// it when the answer depends on the image alone.
 pub(super) async fn resolve_cached(
-    docker: &impl Api,
+    docker: &impl ContainerEngine,
     id: &str,
     argv0: &str,
     image_path: Option<&str>,
@@ -172,7 +168,7 @@ pub(super) struct Resolved {
 /// Resolves `argv0` (and its `#!` interpreter) in container `id`; the error is the detail of
 /// a start-failed no-verdict.
 pub(super) async fn resolve(
-    docker: &impl Api,
+    docker: &impl ContainerEngine,
     id: &str,
     argv0: &str,
     image_path: Option<&str>,
@@ -215,7 +211,12 @@ pub(super) async fn resolve(
 
 /// The start-failed detail for a missing bare `argv0`, naming a well-known counterpart the
 /// image has on its PATH (`python` → `python3`). Its probes are not part of the resolution.
-async fn missing(docker: &impl Api, id: &str, argv0: &str, image_path: Option<&str>) -> String {
+async fn missing(
+    docker: &impl ContainerEngine,
+    id: &str,
+    argv0: &str,
+    image_path: Option<&str>,
+) -> String {
     if !argv0.contains('/') {
         for name in super::alternatives::alternatives(argv0) {
             // One candidate at a time, to name the PATH entry rather than a link's target.
@@ -233,7 +234,11 @@ async fn missing(docker: &impl Api, id: &str, argv0: &str, image_path: Option<&s
 
 /// Whether no directory on the way to any of `paths` is a symlink in the container (or could
 /// not be told): a lexically plain path under a linked directory may land in a mount.
-pub(super) async fn ancestors_are_plain(docker: &impl Api, id: &str, paths: &[String]) -> bool {
+pub(super) async fn ancestors_are_plain(
+    docker: &impl ContainerEngine,
+    id: &str,
+    paths: &[String],
+) -> bool {
     let mut ancestors: Vec<&str> = paths
         .iter()
         .flat_map(|path| {
@@ -245,14 +250,11 @@ pub(super) async fn ancestors_are_plain(docker: &impl Api, id: &str, paths: &[St
     ancestors.sort_unstable();
     ancestors.dedup();
     for dir in ancestors {
-        let options = ContainerArchiveInfoOptionsBuilder::default()
-            .path(dir)
-            .build();
         tracing::debug!(path = dir, "archive stat of an ancestor");
-        match docker.get_container_archive_info(id, Some(options)).await {
+        match docker.archive_stat(id, dir).await {
             Ok(stat) if stat.file_mode & GO_MODE_SYMLINK == 0 => {}
             // Absent: nothing under it exists either, and no mount can create it.
-            Err(error) if is_not_found(&error) => {}
+            Err(error) if error.is_not_found() => {}
             _ => return false,
         }
     }
@@ -262,7 +264,7 @@ pub(super) async fn ancestors_are_plain(docker: &impl Api, id: &str, paths: &[St
 /// The first candidate that is (after following symlinks) an executable regular file; every
 /// path stat'd is appended to `probed`.
 async fn find(
-    docker: &impl Api,
+    docker: &impl ContainerEngine,
     id: &str,
     name: &str,
     candidates: Vec<String>,
@@ -271,18 +273,15 @@ async fn find(
     for candidate in candidates {
         let mut path = candidate;
         for _ in 0..MAX_LINK_HOPS {
-            let options = ContainerArchiveInfoOptionsBuilder::default()
-                .path(&path)
-                .build();
             tracing::debug!(path = %path, "archive stat");
             probed.push(path.clone());
-            let stat = match docker.get_container_archive_info(id, Some(options)).await {
+            let stat = match docker.archive_stat(id, &path).await {
                 Ok(stat) => stat,
-                Err(error) if is_not_found(&error) => break,
+                Err(error) if error.is_not_found() => break,
                 Err(error) => {
                     return Err(format!(
                         "resolving executable {name} failed: {}",
-                        engine_message(&error)
+                        error.message()
                     ));
                 }
             };
@@ -303,12 +302,9 @@ async fn find(
 /// The `#!` interpreter of the file at `path`, read through the engine's archive API.
 /// Unreadable or non-script files yield `None`: the executable itself is already known to
 /// exist, so this only narrows what a 127 can mean.
-async fn read_interpreter(docker: &impl Api, id: &str, path: &str) -> Option<String> {
-    let options = DownloadFromContainerOptionsBuilder::default()
-        .path(path)
-        .build();
+async fn read_interpreter(docker: &impl ContainerEngine, id: &str, path: &str) -> Option<String> {
     tracing::debug!(path, "archive read of the file's head");
-    let mut archive = docker.download_from_container(id, Some(options));
+    let mut archive = docker.archive_read(id, path);
     let mut head = Vec::new();
     while head.len() < ARCHIVE_HEAD_BYTES {
         match archive.next().await {
