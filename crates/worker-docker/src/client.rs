@@ -315,3 +315,43 @@ impl ContainerEngine for DockerEngine {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn server(status_code: u16) -> Error {
+        Error::DockerResponseServerError {
+            status_code,
+            message: format!("status {status_code}"),
+        }
+    }
+
+    /// The lifecycle confirms a removal only on "not found" and takes any answer without a
+    /// status as an unreachable engine: a 409 or a dropped connection read as "not found"
+    /// would confirm a removal that did not happen.
+    #[test]
+    fn only_a_404_is_not_found_and_only_a_missing_answer_is_unreachable() {
+        assert!(
+            matches!(call_error(server(404)), CallError::NotFound { message } if message == "status 404")
+        );
+        for status in [304, 409, 500] {
+            assert!(
+                matches!(call_error(server(status)), CallError::Refused { status: s, .. } if s == status),
+                "{status}"
+            );
+        }
+        assert!(matches!(
+            call_error(Error::RequestTimeoutError),
+            CallError::Unreachable(_)
+        ));
+        let engine = DockerEngine(
+            Docker::connect_with_http("http://127.0.0.1:9", 1, bollard::API_DEFAULT_VERSION)
+                .expect("a client needs no daemon to be built"),
+        );
+        assert!(matches!(
+            engine.unreachable(Box::new(Error::RequestTimeoutError)),
+            SandboxError::RuntimeUnavailable(source) if source.to_string().contains("is not answering")
+        ));
+    }
+}
