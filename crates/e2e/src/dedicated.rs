@@ -16,14 +16,15 @@ use std::time::{Duration, Instant};
 use alloy::primitives::{U256, keccak256};
 use alloy::signers::local::PrivateKeySigner;
 use chain_testkit::{DEV_KEYS, Testkit, dev_signer, status};
-use serde_json::{Value, json};
-use verifier_sdk::fixtures::{BENCHMARK_COMMIT, JobParams};
+use serde_json::Value;
+use verifier_sdk::fixtures::JobParams;
 use verifier_sdk::settle::SettlementEvent;
 
 use crate::{
-    ArchiveServer, BENCHMARK_SUBDIR, E2eConfig, E2eError, KEEPER_KEY_ENV, Scenario, ScenarioResult,
-    VERIFIER_KEY_ENV, VERIFIER_KEYS, deploy_for_job, fresh_dir, info, io, manifest, run_binary, s,
-    settlement_events, setup, step, tree_digest, tree_files, wall_clock,
+    E2eConfig, E2eError, KEEPER_KEY_ENV, Scenario, ScenarioResult, VERIFIER_KEY_ENV, VERIFIER_KEYS,
+    archive_commit, deploy_for_job, fresh_dir, info, io, job_params, keeper_relay_args, manifest,
+    run_binary, s, serve_job_archives, settlement_events, signer_sign_args, step, tree_digest,
+    verifier_addresses, wall_clock,
 };
 
 /// How long `worker serve` may take to produce the candidate (image start, a six-test
@@ -170,32 +171,22 @@ pub async fn run_dedicated_route(cfg: &E2eConfig) -> Result<ScenarioResult, E2eE
     let benchmark_digest = tree_digest(&benchmark)?;
     let kit = Testkit::connect().await?;
     let now = kit.latest_timestamp().await?.max(wall_clock());
-    let verifiers = VERIFIER_KEYS
-        .iter()
-        .map(|i| dev_signer(*i).map(|s| s.address()))
-        .collect::<Result<Vec<_>, _>>()?;
+    let verifiers = verifier_addresses()?;
     let solver = PrivateKeySigner::random().address();
     let bounty_id = keccak256(format!("e2e:dedicated:{now}:{solver}"));
-    let commit: String = source_digest
-        .to_string()
-        .trim_start_matches("sha256:")
-        .chars()
-        .take(40)
-        .collect();
+    let commit = archive_commit(&source_digest);
     let repo = "roman-dedicated";
     let mut jp = JobParams {
-        bounty_id: bounty_id.to_string(),
-        round: 1,
-        solver: solver.to_string(),
-        verifiers: verifiers
-            .iter()
-            .map(|a| a.to_string().to_lowercase())
-            .collect(),
-        expires_at: now + 3600,
-        artifact_reference: format!("https://github.com/solver-org/{repo}/commit/{commit}"),
-        source_snapshot_digest: source_digest.to_string(),
         manifest: manifest(&cfg.python_image, benchmark_digest),
-        ..JobParams::default()
+        ..job_params(
+            bounty_id,
+            solver,
+            &verifiers,
+            now,
+            repo,
+            &commit,
+            &source_digest,
+        )
     };
     let (params, bounty, job, validated) =
         deploy_for_job(&kit, &mut jp, solver, &verifiers, 2, now).await?;
@@ -204,21 +195,7 @@ pub async fn run_dedicated_route(cfg: &E2eConfig) -> Result<ScenarioResult, E2eE
     info(&format!("bounty   {}", bounty.address()));
     info(&format!("job id   {job_id}"));
 
-    let server = ArchiveServer::start(json!([job]))
-        .await
-        .map_err(setup("start the loopback server"))?;
-    server.add_archive(
-        &format!("/solver-org/{repo}/tar.gz/{commit}"),
-        &format!("{repo}-{commit}"),
-        "",
-        &tree_files(&solution)?,
-    )?;
-    server.add_archive(
-        &format!("/bounty-org/benchmarks/tar.gz/{BENCHMARK_COMMIT}"),
-        &format!("benchmarks-{BENCHMARK_COMMIT}"),
-        BENCHMARK_SUBDIR,
-        &tree_files(&benchmark)?,
-    )?;
+    let server = serve_job_archives(job, repo, &commit, &solution, &benchmark).await?;
     mark("deploy");
 
     // The worker host: its own directories, as the unit names them; nothing of the signer's.
@@ -359,22 +336,7 @@ pub async fn run_dedicated_route(cfg: &E2eConfig) -> Result<ScenarioResult, E2eE
         let report = run_binary(
             "signer sign",
             &bin("signer"),
-            &[
-                s("sign"),
-                s("--candidates"),
-                s(pulled.display()),
-                s("--api"),
-                server.url().to_owned(),
-                s("--rpc"),
-                kit.url().to_owned(),
-                s("--signer"),
-                signer.address().to_string(),
-                s("--key-env"),
-                s(VERIFIER_KEY_ENV),
-                s("--out"),
-                s(att.display()),
-                s("--json"),
-            ],
+            &signer_sign_args(&pulled, server.url(), kit.url(), signer.address(), &att),
             Some((
                 VERIFIER_KEY_ENV,
                 DEV_KEYS.get(key).copied().unwrap_or_default(),
@@ -399,27 +361,13 @@ pub async fn run_dedicated_route(cfg: &E2eConfig) -> Result<ScenarioResult, E2eE
     kit.set_balance(keeper.address(), U256::from(10u128.pow(21)))
         .await?;
     let keeper_key = keeper.to_bytes().to_string();
-    let mut args = vec![s("relay"), s("--candidates"), s(pulled.display())];
-    for att in &attestation_dirs {
-        args.extend([s("--attestations"), s(att.display())]);
-    }
-    args.extend([
-        s("--api"),
-        server.url().to_owned(),
-        s("--rpc"),
-        kit.url().to_owned(),
-        s("--key-env"),
-        s(KEEPER_KEY_ENV),
-        s("--state-dir"),
-        s(signer_host.join("keeper-state").display()),
-        s("--max-gas"),
-        s(2_000_000),
-        s("--max-fee-per-gas"),
-        s(100_000_000_000u64),
-        s("--confirmations"),
-        s(1),
-        s("--json"),
-    ]);
+    let args = keeper_relay_args(
+        &pulled,
+        &attestation_dirs,
+        server.url(),
+        kit.url(),
+        &signer_host.join("keeper-state"),
+    );
     let report = run_binary(
         "keeper relay",
         &bin("keeper"),

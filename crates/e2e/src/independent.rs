@@ -15,13 +15,14 @@ use alloy::signers::local::PrivateKeySigner;
 use chain_testkit::{DEV_KEYS, Testkit, dev_signer, status};
 use serde_json::{Value, json};
 use verifier_sdk::Bytes32;
-use verifier_sdk::fixtures::{BENCHMARK_COMMIT, JobParams};
+use verifier_sdk::fixtures::JobParams;
 use verifier_sdk::settle::{SettlementEvent, decode_settle_calldata};
 
 use crate::{
-    ArchiveServer, BENCHMARK_SUBDIR, E2eConfig, E2eError, KEEPER_KEY_ENV, VERIFIER_KEY_ENV,
-    VERIFIER_KEYS, deploy_for_job, fresh_dir, info, io, manifest, run_binary, s, settlement_events,
-    setup, step, tree_digest, tree_files, wall_clock,
+    ArchiveServer, E2eConfig, E2eError, KEEPER_KEY_ENV, VERIFIER_KEY_ENV, VERIFIER_KEYS,
+    archive_commit, deploy_for_job, fresh_dir, info, io, job_params, keeper_relay_args, manifest,
+    run_binary, s, serve_job_archives, settlement_events, signer_sign_args, step, tree_digest,
+    verifier_addresses, wall_clock,
 };
 
 /// The harness, started through a wrapper that first prints the wall clock in nanoseconds:
@@ -176,18 +177,10 @@ pub(crate) async fn deploy_and_serve(
     ));
     let kit = Testkit::connect().await?;
     let now = kit.latest_timestamp().await?.max(wall_clock());
-    let verifiers = VERIFIER_KEYS
-        .iter()
-        .map(|i| dev_signer(*i).map(|s| s.address()))
-        .collect::<Result<Vec<_>, _>>()?;
+    let verifiers = verifier_addresses()?;
     let solver = PrivateKeySigner::random().address();
     let bounty_id = keccak256(format!("e2e:{label}:{timed}:{now}:{solver}"));
-    let commit: String = source_digest
-        .to_string()
-        .trim_start_matches("sha256:")
-        .chars()
-        .take(40)
-        .collect();
+    let commit = archive_commit(&source_digest);
     let repo = "roman-independent";
     let mut m = manifest(&cfg.python_image, benchmark_digest);
     if timed {
@@ -195,39 +188,23 @@ pub(crate) async fn deploy_and_serve(
     }
     edit(&mut m);
     let mut jp = JobParams {
-        bounty_id: bounty_id.to_string(),
-        round: 1,
-        solver: solver.to_string(),
-        verifiers: verifiers
-            .iter()
-            .map(|a| a.to_string().to_lowercase())
-            .collect(),
-        expires_at: now + 3600,
-        artifact_reference: format!("https://github.com/solver-org/{repo}/commit/{commit}"),
-        source_snapshot_digest: source_digest.to_string(),
         manifest: m,
-        ..JobParams::default()
+        ..job_params(
+            bounty_id,
+            solver,
+            &verifiers,
+            now,
+            repo,
+            &commit,
+            &source_digest,
+        )
     };
     let (_params, bounty, job, validated) =
         deploy_for_job(&kit, &mut jp, solver, &verifiers, 2, now).await?;
     info(&format!("bounty   {}", bounty.address()));
     info(&format!("job id   {}", validated.job_id()));
 
-    let server = ArchiveServer::start(json!([job]))
-        .await
-        .map_err(setup("start the loopback server"))?;
-    server.add_archive(
-        &format!("/solver-org/{repo}/tar.gz/{commit}"),
-        &format!("{repo}-{commit}"),
-        "",
-        &tree_files(&solution)?,
-    )?;
-    server.add_archive(
-        &format!("/bounty-org/benchmarks/tar.gz/{BENCHMARK_COMMIT}"),
-        &format!("benchmarks-{BENCHMARK_COMMIT}"),
-        BENCHMARK_SUBDIR,
-        &tree_files(&benchmark)?,
-    )?;
+    let server = serve_job_archives(job, repo, &commit, &solution, &benchmark).await?;
     Ok(Served {
         kit,
         bounty,
@@ -340,22 +317,7 @@ pub async fn run_independent(cfg: &E2eConfig, timed: bool) -> Result<Independent
         std::fs::create_dir_all(&att).map_err(io("create a work directory", &att))?;
         let signer = dev_signer(key)?;
         let key_hex = DEV_KEYS.get(key).copied().unwrap_or_default();
-        let args = vec![
-            s("sign"),
-            s("--candidates"),
-            s(agreed.display()),
-            s("--api"),
-            server.url().to_owned(),
-            s("--rpc"),
-            kit.url().to_owned(),
-            s("--signer"),
-            signer.address().to_string(),
-            s("--key-env"),
-            s(VERIFIER_KEY_ENV),
-            s("--out"),
-            s(att.display()),
-            s("--json"),
-        ];
+        let args = signer_sign_args(&agreed, server.url(), kit.url(), signer.address(), &att);
         let report = run_binary(
             "signer sign",
             &bin("signer"),
@@ -377,28 +339,14 @@ pub async fn run_independent(cfg: &E2eConfig, timed: bool) -> Result<Independent
     kit.set_balance(keeper.address(), U256::from(10u128.pow(21)))
         .await?;
     let keeper_key = keeper.to_bytes().to_string();
-    let mut args = vec![s("relay"), s("--candidates"), s(dir("runner").display())];
-    for att in &attestation_dirs {
-        args.extend([s("--attestations"), s(att.display())]);
-    }
     let state = dir("keeper-state");
-    args.extend([
-        s("--api"),
-        server.url().to_owned(),
-        s("--rpc"),
-        kit.url().to_owned(),
-        s("--key-env"),
-        s(KEEPER_KEY_ENV),
-        s("--state-dir"),
-        s(state.display()),
-        s("--max-gas"),
-        s(2_000_000),
-        s("--max-fee-per-gas"),
-        s(100_000_000_000u64),
-        s("--confirmations"),
-        s(1),
-        s("--json"),
-    ]);
+    let args = keeper_relay_args(
+        &dir("runner"),
+        &attestation_dirs,
+        server.url(),
+        kit.url(),
+        &state,
+    );
     let report = run_binary(
         "keeper relay",
         &bin("keeper"),

@@ -435,6 +435,140 @@ fn s(v: impl std::fmt::Display) -> String {
     v.to_string()
 }
 
+/// The addresses of the dev keys [`VERIFIER_KEYS`], the bounty's verifiers on every route.
+fn verifier_addresses() -> Result<Vec<Address>, E2eError> {
+    Ok(VERIFIER_KEYS
+        .iter()
+        .map(|i| dev_signer(*i).map(|s| s.address()))
+        .collect::<Result<Vec<_>, _>>()?)
+}
+
+/// The commit a solution's archive is served at: derived from its tree's digest, so two
+/// solutions never share an archive URL.
+fn archive_commit(source_digest: &Sha256Digest) -> String {
+    source_digest
+        .to_string()
+        .trim_start_matches("sha256:")
+        .chars()
+        .take(40)
+        .collect()
+}
+
+/// The job of a fresh bounty: `solver`'s tree at `source_digest`, served as
+/// `solver-org/{repo}` at `commit`, for `verifiers`, open for an hour from `now`; the caller
+/// sets the manifest.
+fn job_params(
+    bounty_id: B256,
+    solver: Address,
+    verifiers: &[Address],
+    now: u64,
+    repo: &str,
+    commit: &str,
+    source_digest: &Sha256Digest,
+) -> JobParams {
+    JobParams {
+        bounty_id: bounty_id.to_string(),
+        round: 1,
+        solver: solver.to_string(),
+        verifiers: verifiers
+            .iter()
+            .map(|a| a.to_string().to_lowercase())
+            .collect(),
+        expires_at: now + 3600,
+        artifact_reference: format!("https://github.com/solver-org/{repo}/commit/{commit}"),
+        source_snapshot_digest: source_digest.to_string(),
+        ..JobParams::default()
+    }
+}
+
+/// `signer sign` of the candidates in `candidates` as `signer` (its key in
+/// [`VERIFIER_KEY_ENV`]), attestations into `out`, with a JSON report: every route signs so.
+fn signer_sign_args(
+    candidates: &Path,
+    api: &str,
+    rpc: &str,
+    signer: Address,
+    out: &Path,
+) -> Vec<String> {
+    vec![
+        s("sign"),
+        s("--candidates"),
+        s(candidates.display()),
+        s("--api"),
+        api.to_owned(),
+        s("--rpc"),
+        rpc.to_owned(),
+        s("--signer"),
+        signer.to_string(),
+        s("--key-env"),
+        s(VERIFIER_KEY_ENV),
+        s("--out"),
+        s(out.display()),
+        s("--json"),
+    ]
+}
+
+/// `keeper relay` of `candidates` with every attestation directory (its key in
+/// [`KEEPER_KEY_ENV`]), the gas bounds and one confirmation every route relays with, and a JSON
+/// report; a caller adds what only it needs.
+fn keeper_relay_args<'a>(
+    candidates: &Path,
+    attestations: impl IntoIterator<Item = &'a PathBuf>,
+    api: &str,
+    rpc: &str,
+    state_dir: &Path,
+) -> Vec<String> {
+    let mut args = vec![s("relay"), s("--candidates"), s(candidates.display())];
+    for att in attestations {
+        args.extend([s("--attestations"), s(att.display())]);
+    }
+    args.extend([
+        s("--api"),
+        api.to_owned(),
+        s("--rpc"),
+        rpc.to_owned(),
+        s("--key-env"),
+        s(KEEPER_KEY_ENV),
+        s("--state-dir"),
+        s(state_dir.display()),
+        s("--max-gas"),
+        s(2_000_000),
+        s("--max-fee-per-gas"),
+        s(100_000_000_000u64),
+        s("--confirmations"),
+        s(1),
+        s("--json"),
+    ]);
+    args
+}
+
+/// The loopback feed serving `job`, with the solution's codeload-style archive at the
+/// commit the job names and the benchmark's at [`BENCHMARK_COMMIT`].
+async fn serve_job_archives(
+    job: Value,
+    repo: &str,
+    commit: &str,
+    solution: &Path,
+    benchmark: &Path,
+) -> Result<ArchiveServer, E2eError> {
+    let server = ArchiveServer::start(json!([job]))
+        .await
+        .map_err(setup("start the loopback server"))?;
+    server.add_archive(
+        &format!("/solver-org/{repo}/tar.gz/{commit}"),
+        &format!("{repo}-{commit}"),
+        "",
+        &tree_files(solution)?,
+    )?;
+    server.add_archive(
+        &format!("/bounty-org/benchmarks/tar.gz/{BENCHMARK_COMMIT}"),
+        &format!("benchmarks-{BENCHMARK_COMMIT}"),
+        BENCHMARK_SUBDIR,
+        &tree_files(benchmark)?,
+    )?;
+    Ok(server)
+}
+
 fn fresh_dir(path: &Path) -> Result<(), E2eError> {
     match std::fs::remove_dir_all(path) {
         Ok(()) => {}
@@ -500,35 +634,25 @@ pub async fn run_bounty(
     ));
     let kit = Testkit::connect().await?;
     let now = kit.latest_timestamp().await?.max(wall_clock());
-    let verifiers = VERIFIER_KEYS
-        .iter()
-        .map(|i| dev_signer(*i).map(|s| s.address()))
-        .collect::<Result<Vec<_>, _>>()?;
+    let verifiers = verifier_addresses()?;
     let solver = PrivateKeySigner::random().address();
     // A fresh id per run so reruns never meet an earlier run's bounty.
     let bounty_id = keccak256(format!("e2e:{label}:{now}:{solver}"));
     // The source commit only names the archive URL; deriving it from the digest keeps the
     // good and bad solutions apart.
-    let commit: String = source_digest
-        .to_string()
-        .trim_start_matches("sha256:")
-        .chars()
-        .take(40)
-        .collect();
+    let commit = archive_commit(&source_digest);
     let repo = format!("{}-{}", stack.repo_stem(), scenario.solution_dir());
     let mut jp = JobParams {
-        bounty_id: bounty_id.to_string(),
-        round: 1,
-        solver: solver.to_string(),
-        verifiers: verifiers
-            .iter()
-            .map(|a| a.to_string().to_lowercase())
-            .collect(),
-        expires_at: now + 3600,
-        artifact_reference: format!("https://github.com/solver-org/{repo}/commit/{commit}"),
-        source_snapshot_digest: source_digest.to_string(),
         manifest: stack.manifest(image, benchmark_digest),
-        ..JobParams::default()
+        ..job_params(
+            bounty_id,
+            solver,
+            &verifiers,
+            now,
+            &repo,
+            &commit,
+            &source_digest,
+        )
     };
     let (params, bounty, job, validated) =
         deploy_for_job(&kit, &mut jp, solver, &verifiers, 2, now).await?;
@@ -544,21 +668,7 @@ pub async fn run_bounty(
         "[{}] serve the job feed and codeload-style archives on loopback",
         label
     ));
-    let server = ArchiveServer::start(json!([job]))
-        .await
-        .map_err(setup("start the loopback server"))?;
-    server.add_archive(
-        &format!("/solver-org/{repo}/tar.gz/{commit}"),
-        &format!("{repo}-{commit}"),
-        "",
-        &tree_files(&solution)?,
-    )?;
-    server.add_archive(
-        &format!("/bounty-org/benchmarks/tar.gz/{BENCHMARK_COMMIT}"),
-        &format!("benchmarks-{BENCHMARK_COMMIT}"),
-        BENCHMARK_SUBDIR,
-        &tree_files(&benchmark)?,
-    )?;
+    let server = serve_job_archives(job, &repo, &commit, &solution, &benchmark).await?;
     info(&format!("api + archives at {}", server.url()));
 
     let dirs = |name: &str| work.join(name);
@@ -635,22 +745,13 @@ pub async fn run_bounty(
         ));
         let signer = dev_signer(key)?;
         let key_hex = DEV_KEYS.get(key).copied().unwrap_or_default();
-        let args = vec![
-            s("sign"),
-            s("--candidates"),
-            s(dirs("candidates").display()),
-            s("--api"),
-            server.url().to_owned(),
-            s("--rpc"),
-            kit.url().to_owned(),
-            s("--signer"),
-            signer.address().to_string(),
-            s("--key-env"),
-            s(VERIFIER_KEY_ENV),
-            s("--out"),
-            s(dirs(&format!("att-{key}")).display()),
-            s("--json"),
-        ];
+        let args = signer_sign_args(
+            &dirs("candidates"),
+            server.url(),
+            kit.url(),
+            signer.address(),
+            &dirs(&format!("att-{key}")),
+        );
         let report = run_binary(
             "signer sign",
             &bin("signer"),
@@ -674,30 +775,13 @@ pub async fn run_bounty(
     // Other suites spend from the shared dev accounts; topping up keeps this run independent.
     kit.set_balance(keeper.address(), U256::from(10u128.pow(21)))
         .await?;
-    let args = vec![
-        s("relay"),
-        s("--candidates"),
-        s(dirs("candidates").display()),
-        s("--attestations"),
-        s(dirs("att-1").display()),
-        s("--attestations"),
-        s(dirs("att-2").display()),
-        s("--api"),
-        server.url().to_owned(),
-        s("--rpc"),
-        kit.url().to_owned(),
-        s("--key-env"),
-        s(KEEPER_KEY_ENV),
-        s("--state-dir"),
-        s(dirs("keeper-state").display()),
-        s("--max-gas"),
-        s(2_000_000),
-        s("--max-fee-per-gas"),
-        s(100_000_000_000u64),
-        s("--confirmations"),
-        s(1),
-        s("--json"),
-    ];
+    let args = keeper_relay_args(
+        &dirs("candidates"),
+        &[dirs("att-1"), dirs("att-2")],
+        server.url(),
+        kit.url(),
+        &dirs("keeper-state"),
+    );
     let keeper_key = DEV_KEYS.get(KEEPER_KEY).copied().unwrap_or_default();
     let report = run_binary(
         "keeper relay",

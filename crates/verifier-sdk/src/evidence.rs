@@ -9,9 +9,9 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use crate::manifest::RunnerManifest;
-use crate::oci_runtime::OciRuntimeFacts;
 use crate::profile::ContainerProfile;
 use crate::receipt::NoVerdictReason;
+use crate::runtimes::OciRuntimeFacts;
 use crate::types::Sha256Digest;
 
 /// Schema of [`EvidenceRecord`]; bump on any change of shape or meaning.
@@ -341,7 +341,7 @@ pub enum EvidenceError {
     },
     /// The record's OCI runtime is not consistent, or not the one required.
     #[error("{0}")]
-    OciRuntime(#[source] crate::oci_runtime::OciRuntimeError),
+    OciRuntime(#[source] crate::runtimes::OciRuntimeError),
 }
 
 impl EvidenceRecord {

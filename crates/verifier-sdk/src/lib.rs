@@ -114,6 +114,7 @@ pub mod oci_runtime;
 pub mod profile;
 pub mod receipt;
 pub mod revalidate;
+pub mod runtimes;
 pub mod settle;
 pub mod settlement;
 pub mod types;

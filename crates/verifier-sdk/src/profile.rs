@@ -19,7 +19,7 @@ use std::collections::BTreeMap;
 use serde::{Deserialize, Serialize};
 
 use crate::manifest::RunnerManifest;
-use crate::oci_runtime;
+use crate::runtimes;
 
 /// The unprivileged user and group every command runs as.
 pub const SANDBOX_USER: &str = "65532:65532";
@@ -124,7 +124,7 @@ pub struct ContainerProfile {
     pub devices: usize,
     /// `HostConfig.LogConfig.Type`: `none`, so output never lands on the host's disk.
     pub log_driver: String,
-    /// `HostConfig.Runtime`: the OCI runtime ([`crate::oci_runtime`]), the operator's choice,
+    /// `HostConfig.Runtime`: the OCI runtime ([`crate::runtimes`]), the operator's choice,
     /// never the manifest's. Empty in records written before it was recorded (a `default`
     /// keeps them readable); the worker always names it.
     #[serde(default)]
@@ -193,7 +193,7 @@ pub struct ProfileInputs<'a> {
     pub source: &'a str,
     /// Host path of the staged benchmark tree.
     pub benchmark: &'a str,
-    /// The OCI runtime ([`crate::oci_runtime::RUNC`] or [`crate::oci_runtime::RUNSC`]); it
+    /// The OCI runtime ([`crate::runtimes::RUNC`] or [`crate::runtimes::RUNSC`]); it
     /// decides how the process limit is enforced (see there).
     pub oci_runtime: &'a str,
 }
@@ -264,14 +264,14 @@ pub fn expected_profile(inputs: &ProfileInputs<'_>) -> ContainerProfile {
         },
     ];
     // Under runsc the guest's task count is the Sentry's RLIMIT_NPROC and the host cgroup only
-    // a backstop for the whole sandbox (crate::oci_runtime explains the numbers).
-    let pids_limit = if inputs.oci_runtime == oci_runtime::RUNSC {
+    // a backstop for the whole sandbox (crate::runtimes explains the numbers).
+    let pids_limit = if inputs.oci_runtime == runtimes::RUNSC {
         ulimits.push(Ulimit {
             name: "nproc".into(),
             soft: inputs.limits.pids,
             hard: inputs.limits.pids,
         });
-        oci_runtime::runsc_host_pids_limit(inputs.limits.pids)
+        runtimes::runsc_host_pids_limit(inputs.limits.pids)
     } else {
         inputs.limits.pids
     };
@@ -355,7 +355,7 @@ pub fn check_recorded_profile(
 ) -> Vec<String> {
     // A runtime the sandbox does not know how to run under backs nothing, whatever else the
     // record says (empty: a record from before the runtime was recorded, run under runc).
-    if !recorded.runtime.is_empty() && !oci_runtime::is_supported(&recorded.runtime) {
+    if !recorded.runtime.is_empty() && !runtimes::is_supported(&recorded.runtime) {
         return vec!["runtime".to_string()];
     }
     match expected_for_recorded(manifest, recorded) {

@@ -32,16 +32,13 @@ use verifier_sdk::{Sha256Digest, TreeLimits};
 use super::exec::{Prepared, RunName, RunResult, Runs, one_run};
 use super::judgement::{NOT_JUDGED, judge};
 use super::references::{References, referenced_first, workspace_references};
-use super::report::Verdict;
+use super::verdict::Verdict;
+pub use super::verdict::{EMPTY_TREE, EXIT_ON_LOAD, StubResult};
 use super::{RehearseError, RehearseOptions};
 use worker_sandbox::Executor;
 use worker_store::progress::NoProgress;
 use worker_store::stage::{StageKind, stage_tree, verify_staged};
 
-/// Name of the stub whose code files all exit 0 when loaded.
-pub const EXIT_ON_LOAD: &str = "exit_on_load";
-/// Name of the stub with no files.
-pub const EMPTY_TREE: &str = "empty_tree";
 /// Name of the stub holding only the programs the benchmark names under `/workspace`.
 pub const REFERENCED_PROGRAMS: &str = "referenced_programs";
 /// Files that shadow a test runner's own modules when the source directory comes first on the
@@ -71,37 +68,6 @@ pub fn exit_stub(rel_path: &str) -> Option<&'static str> {
         "rb" => "exit!(0)\n",
         _ => return None,
     })
-}
-
-/// One stub's result in the report.
-#[derive(Debug, Clone, Serialize)]
-pub struct StubResult {
-    /// `exit_on_load`, `shadow <file>` or `empty_tree`.
-    pub name: String,
-    /// Files of the solution replaced by an exit stub.
-    pub replaced: Vec<String>,
-    /// Files the stub adds (shadow files, referenced programs).
-    pub added: Vec<String>,
-    /// The files of `replaced` and `added` the benchmark starts as a program by its path under
-    /// `/workspace`: a pass hinging on one is a benchmark trusting a program the solver ships.
-    pub run_by_benchmark: Vec<String>,
-    /// Files of the solution kept unchanged in the stub.
-    pub kept_files: usize,
-    /// The stub tree's digest, when it was staged.
-    pub source_snapshot_digest: Option<Sha256Digest>,
-    /// `passed`, `failed`, `no_verdict`, or `not_run` for a stub that does not apply.
-    pub status: &'static str,
-    /// The no-verdict reason, for a no-verdict run.
-    pub reason: Option<&'static str>,
-    /// The command's exit code, for a completed run.
-    pub exit_code: Option<i64>,
-    /// What happened, in one sentence (why it was not run, for `not_run`).
-    pub headline: String,
-    /// The run's evidence record, for `worker explain`.
-    pub evidence_path: Option<PathBuf>,
-    /// `bypassed` (the stub passed), `held` (failed or no verdict), `not_judged` (failed or no
-    /// verdict while the source did not pass either), or `skipped`.
-    pub outcome: &'static str,
 }
 
 impl StubResult {

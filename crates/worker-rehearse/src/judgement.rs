@@ -8,8 +8,7 @@
 //! or verdict-less source leaves the benchmark *not judged*, with the reason and what to pass
 //! instead, never "held".
 
-use super::adversarial::{EMPTY_TREE, EXIT_ON_LOAD, StubResult};
-use super::report::Verdict;
+use super::verdict::{EMPTY_TREE, EXIT_ON_LOAD, StubResult, Verdict};
 
 /// `outcome` of a stub that did not pass while the source did not pass either.
 pub const NOT_JUDGED: &str = "not_judged";

@@ -15,7 +15,9 @@
 //! what the benchmark names under `/workspace` and [`judgement`] words what the stubs allow us
 //! to say; [`git`] stages a tree inside a repository as its exact-commit archive, and
 //! [`revisions`] says which revision each tree is staged at; [`warnings`] repeats what must be
-//! seen beside the verdict; [`store_hint`] notes a grown store.
+//! seen beside the verdict; [`store_hint`] notes a grown store. [`verdict`] holds the words
+//! they all share (the verdict, one stub's result) and imports none of them; [`rehearsed`]
+//! joins a report with its stub runs, above all of them.
 //!
 //! A library: it runs containers only through a `worker_sandbox::Executor` it is given, and
 //! parses no command line and names no exit code (`worker rehearse` in the binary does those).
@@ -28,11 +30,13 @@ pub mod git;
 pub mod judgement;
 pub mod limits;
 pub mod references;
+pub mod rehearsed;
 pub mod render;
 pub mod report;
 pub mod revisions;
 pub mod run;
 pub mod store_hint;
+pub mod verdict;
 pub mod warnings;
 
 use std::path::PathBuf;
@@ -42,8 +46,9 @@ use verifier_sdk::Sha256Digest;
 use worker_sandbox::SandboxError;
 use worker_store::stage::StageError;
 
+pub use rehearsed::Rehearsed;
 pub use report::{
-    Answer, Commitments, Discrimination, Rehearsed, Report, RunResult, Stability, Verdict, answer,
+    Answer, Commitments, Discrimination, Report, RunResult, Stability, Verdict, answer,
     zero_tests_ran,
 };
 pub use run::{Prepared, prepare, rehearse};

@@ -3,7 +3,8 @@
 
 use serde_json::Value;
 
-use super::report::{Discrimination, Rehearsed, Report, RunResult};
+use super::rehearsed::Rehearsed;
+use super::report::{Discrimination, Report, RunResult};
 
 /// Names listed per SWE-bench list and for flaky tests (`--json` carries all).
 const TESTS_LISTED: usize = 50;

@@ -6,9 +6,9 @@ use serde::Serialize;
 use serde_json::Value;
 
 use super::REHEARSAL_SCHEMA_VERSION;
-use super::adversarial::Adversarial;
 use super::exec::Prepared;
 pub use super::exec::{Commitments, RunResult, zero_tests_ran};
+pub use super::verdict::Verdict;
 use worker_sandbox::profile::Isolation;
 
 impl RunResult {
@@ -44,20 +44,6 @@ pub enum Discrimination {
     SameTree,
 }
 
-/// The rehearsal's verdict on the solution.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "snake_case")]
-pub enum Verdict {
-    /// Every run passed.
-    Passed,
-    /// Every run failed.
-    Failed,
-    /// Every run ended without a verdict for the same reason.
-    NoVerdict,
-    /// The runs disagree.
-    Unstable,
-}
-
 impl Stability {
     /// The wire name.
     pub fn as_str(self) -> &'static str {
@@ -77,28 +63,6 @@ impl Discrimination {
             Self::DoesNotDiscriminate => "does_not_discriminate",
             Self::Unknown => "unknown",
             Self::SameTree => "same_tree",
-        }
-    }
-}
-
-impl Verdict {
-    /// The wire name.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Self::Passed => "passed",
-            Self::Failed => "failed",
-            Self::NoVerdict => "no_verdict",
-            Self::Unstable => "unstable",
-        }
-    }
-
-    /// One run's status (`passed`, `failed`, `no_verdict`) as a verdict; anything but a pass
-    /// or a failure counts as no verdict.
-    pub fn of_status(status: &str) -> Self {
-        match status {
-            "passed" => Self::Passed,
-            "failed" => Self::Failed,
-            _ => Self::NoVerdict,
         }
     }
 }
@@ -306,59 +270,6 @@ impl Report {
     /// The `--json` report.
     pub fn to_json(&self) -> Value {
         serde_json::to_value(self).unwrap_or(Value::Null)
-    }
-}
-
-/// A rehearsal report with, for `--adversarial`, its stub runs.
-#[derive(Debug, Clone)]
-pub struct Rehearsed {
-    /// The rehearsal itself; a bypass is added to its problems.
-    pub report: Report,
-    /// The stub runs, when asked for.
-    pub adversarial: Option<Adversarial>,
-}
-
-impl Rehearsed {
-    /// Joins a report and its stub runs.
-    pub fn new(mut report: Report, adversarial: Option<Adversarial>) -> Self {
-        if let Some(adversarial) = &adversarial
-            && adversarial.is_bypassable()
-        {
-            report
-                .problems
-                .push(super::judgement::bypass_problem(&adversarial.stubs));
-        }
-        Self {
-            report,
-            adversarial,
-        }
-    }
-
-    /// The `--json` report, with an `adversarial` object (`null` when stubs were not run) and
-    /// `not_checked`, the checks not made with the flag that makes each.
-    pub fn to_json(&self) -> Value {
-        let mut json = self.report.to_json();
-        if let Value::Object(map) = &mut json {
-            map.insert(
-                "adversarial".into(),
-                serde_json::to_value(&self.adversarial).unwrap_or(Value::Null),
-            );
-            let missing = super::checks::not_checked(&self.report, self.adversarial.is_some());
-            map.insert(
-                "not_checked".into(),
-                serde_json::to_value(missing).unwrap_or(Value::Null),
-            );
-        }
-        json
-    }
-
-    /// [`answer`], except that a bypassable benchmark is always unfit: what a stub can pass
-    /// is not what a bounty needs, whatever the solution did.
-    pub fn answer(&self) -> Answer {
-        match &self.adversarial {
-            Some(adversarial) if adversarial.is_bypassable() => Answer::Unfit,
-            _ => answer(&self.report),
-        }
     }
 }
 

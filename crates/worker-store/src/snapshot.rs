@@ -36,6 +36,7 @@ use std::os::unix::ffi::OsStrExt;
 use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::mpsc::{Receiver, SyncSender, TryRecvError, sync_channel};
 use std::time::{Duration, Instant};
 
@@ -239,11 +240,16 @@ pub(crate) fn hash_tree(
     progress.start(0, 0);
     let (data_tx, data_rx) = sync_channel::<Message>(POOL_BUFFERS);
     let (pool_tx, pool_rx) = sync_channel::<Batch>(POOL_BUFFERS);
+    // Batches the hasher has finished: with the reader's count of batches sent, the hasher's
+    // real backlog (the pool's buffers cannot say it: a finished one waits there until the
+    // reader needs it again).
+    let hashed_count = AtomicUsize::new(0);
     let result = std::thread::scope(|scope| {
-        let reader = scope.spawn(move || read_tree(pass, &data_tx, &pool_rx));
+        let hashed_count = &hashed_count;
+        let reader = scope.spawn(move || read_tree(pass, &data_tx, &pool_rx, hashed_count));
         // Consumes the receiving ends, so when hashing fails early the reader's next send or
         // buffer request fails and it stops instead of blocking forever.
-        let hashed = hash_batches(pass, data_rx, pool_tx, progress);
+        let hashed = hash_batches(pass, data_rx, pool_tx, hashed_count, progress);
         let completed = reader.join().unwrap_or(false);
         match hashed {
             Ok(snapshot) if completed => Ok(snapshot),
@@ -262,6 +268,7 @@ fn hash_batches(
     pass: &Pass<'_>,
     data_rx: Receiver<Message>,
     pool_tx: SyncSender<Batch>,
+    hashed_count: &AtomicUsize,
     progress: &mut dyn ProgressSink,
 ) -> Result<Snapshot, SnapshotError> {
     let mut hasher = DirectoryHasher::new(pass.limits);
@@ -301,12 +308,18 @@ fn hash_batches(
             }
         }
         progress.advance(files, at as u64);
-        batch.filled = 0;
-        // The reader may already be gone after a failure; the buffer is then dropped.
-        let _ = pool_tx.send(batch);
+        hashed_batch_back(&pool_tx, batch, hashed_count);
     }
     out.finish(pass.copy_to)?;
     Ok(hasher.finish()?)
+}
+
+/// Counts a batch the hasher has finished with and puts it back in the pool, empty.
+fn hashed_batch_back(pool_tx: &SyncSender<Batch>, mut batch: Batch, hashed_count: &AtomicUsize) {
+    hashed_count.fetch_add(1, Ordering::Release);
+    batch.filled = 0;
+    // The reader may already be gone after a failure; the buffer is then dropped.
+    let _ = pool_tx.send(batch);
 }
 
 /// A copy being written: by the hashing thread, or by the reader for a file it copies alone.
@@ -399,8 +412,13 @@ fn create_copy(copy_to: Option<&Path>, copy: &CopyFile, rel: &str) -> Result<Fil
 }
 
 /// Returns whether the whole tree was read.
-fn read_tree(pass: &Pass<'_>, data_tx: &SyncSender<Message>, pool_rx: &Receiver<Batch>) -> bool {
-    let mut reader = Reader::new(pass, data_tx, pool_rx);
+fn read_tree(
+    pass: &Pass<'_>,
+    data_tx: &SyncSender<Message>,
+    pool_rx: &Receiver<Batch>,
+    hashed_count: &AtomicUsize,
+) -> bool {
+    let mut reader = Reader::new(pass, data_tx, pool_rx, hashed_count);
     let outcome = reader.run().and_then(|()| reader.hand_over());
     match outcome {
         Ok(()) => true,
@@ -423,10 +441,10 @@ struct Reader<'p, 'c> {
     spare: Vec<Batch>,
     /// Batch buffers allocated so far (at most [`POOL_BUFFERS`]); small trees need one.
     allocated: usize,
-    /// Batches handed over, and taken back from the pool: the difference is the hasher's
-    /// backlog.
+    /// Batches handed over, and those the hasher has finished (shared with it): the
+    /// difference is the hasher's backlog.
     sent: usize,
-    returned: usize,
+    hashed: &'c AtomicUsize,
     /// Files, bytes and folders listed so far, checked against the limits as they grow.
     files: u64,
     bytes: u64,
@@ -476,6 +494,7 @@ impl<'p, 'c> Reader<'p, 'c> {
         pass: &'p Pass<'p>,
         data_tx: &'c SyncSender<Message>,
         pool_rx: &'c Receiver<Batch>,
+        hashed: &'c AtomicUsize,
     ) -> Self {
         Self {
             pass,
@@ -485,7 +504,7 @@ impl<'p, 'c> Reader<'p, 'c> {
             spare: Vec::new(),
             allocated: 0,
             sent: 0,
-            returned: 0,
+            hashed,
             files: 0,
             bytes: 0,
             dirs: 0,
@@ -766,9 +785,15 @@ impl<'p, 'c> Reader<'p, 'c> {
         Ok(())
     }
 
-    /// Whether half the pool is queued for the hasher.
+    /// Whether the hasher has `copy_backlog` (half the pool) batches it has not finished.
+    /// Not "buffers not yet back in the reader's hands": a finished buffer waits in the pool
+    /// until the reader needs a fresh one, so that count stays at the number allocated less
+    /// one and, once the reader had allocated more than the threshold, said "behind" for the
+    /// rest of the run (the reader then made 95-99 % of the copies, issue #29).
     fn hasher_behind(&self) -> bool {
-        self.sent - self.returned >= self.pass.copy_backlog
+        self.sent
+            .saturating_sub(self.hashed.load(Ordering::Acquire))
+            >= self.pass.copy_backlog
     }
 
     /// Hands over the batch being filled and waits until the hasher has processed (and
@@ -777,7 +802,6 @@ impl<'p, 'c> Reader<'p, 'c> {
         self.hand_over()?;
         while self.spare.len() < self.allocated {
             let batch = self.pool_rx.recv().map_err(|_| Stop::HungUp)?;
-            self.returned += 1;
             self.spare.push(batch);
         }
         Ok(())
@@ -789,7 +813,6 @@ impl<'p, 'c> Reader<'p, 'c> {
         }
         match self.pool_rx.try_recv() {
             Ok(batch) => {
-                self.returned += 1;
                 return Ok(batch);
             }
             Err(TryRecvError::Disconnected) => return Err(Stop::HungUp),
@@ -800,7 +823,6 @@ impl<'p, 'c> Reader<'p, 'c> {
             return Ok(Batch::new());
         }
         let batch = self.pool_rx.recv().map_err(|_| Stop::HungUp)?;
-        self.returned += 1;
         Ok(batch)
     }
 
@@ -963,6 +985,39 @@ mod tests {
         TreeLimits::new(1 << 30, 1000).unwrap()
     }
 
+    /// Issue #29 item 0: the reader must copy files itself only while the hasher really has
+    /// `copy_backlog` batches it has not hashed yet. Buffers the hasher has finished with and
+    /// put back in the pool, which the reader simply has not taken again, are no backlog:
+    /// counting them latched "behind" for the rest of the run once the reader had allocated
+    /// more than `copy_backlog` buffers, and the reader then made nearly every copy.
+    #[test]
+    fn buffers_the_hasher_has_finished_are_not_its_backlog() {
+        let dir = tempfile::tempdir().unwrap();
+        let pass = Pass::read_only(dir.path(), limits());
+        let (data_tx, data_rx) = sync_channel::<Message>(POOL_BUFFERS);
+        let (pool_tx, pool_rx) = sync_channel::<Batch>(POOL_BUFFERS);
+        let hashed = AtomicUsize::new(0);
+        let mut reader = Reader::new(&pass, &data_tx, &pool_rx, &hashed);
+        // The reader fills and hands over more batches than the backlog threshold while the
+        // pool is empty, so it allocates a buffer for each.
+        for _ in 0..=pass.copy_backlog {
+            reader.batch = Some(reader.fresh_batch().ok().unwrap());
+            reader.hand_over().ok().unwrap();
+        }
+        assert!(reader.hasher_behind(), "all of them are queued, unhashed");
+        // The hasher hashes every one and puts it back in the pool, as hash_batches does.
+        for message in data_rx.try_iter() {
+            let Message::Batch(batch) = message else {
+                panic!("only batches were sent")
+            };
+            hashed_batch_back(&pool_tx, batch, &hashed);
+        }
+        assert!(
+            !reader.hasher_behind(),
+            "the hasher has nothing left to hash, so the reader must not take its copies"
+        );
+    }
+
     #[test]
     fn matches_reference_across_chunk_boundaries() {
         let dir = tempfile::tempdir().unwrap();
@@ -1059,7 +1114,8 @@ mod tests {
         let pass = Pass::read_only(dir, limits);
         let (data_tx, _data_rx) = sync_channel(POOL_BUFFERS);
         let (_pool_tx, pool_rx) = sync_channel(POOL_BUFFERS);
-        let mut reader = Reader::new(&pass, &data_tx, &pool_rx);
+        let hashed = AtomicUsize::new(0);
+        let mut reader = Reader::new(&pass, &data_tx, &pool_rx, &hashed);
         match reader.run() {
             Err(Stop::Failed(error)) => (error, reader.files, reader.bytes),
             Ok(()) => panic!("accepted"),

@@ -17,7 +17,7 @@ use serde_json::Value;
 use verifier_sdk::fixtures::{BENCHMARK_COMMIT, JobParams};
 
 use super::inject::{FaultyServer, sigterm};
-use super::serve::read_ledger;
+use super::ledger::read_ledger;
 use crate::server::codeload_archive;
 use crate::{
     BENCHMARK_SUBDIR, E2eConfig, E2eError, VERIFIER_KEYS, deploy_for_job, fresh_dir, io, manifest,

@@ -156,7 +156,7 @@ pub async fn probe_worker(worker: &Path, dir: &Path) -> Result<(), E2eError> {
         .map_err(crate::io("start worker serve", worker))?;
     let deadline = Instant::now() + Duration::from_secs(60);
     let seen = loop {
-        let at = super::serve::read_ledger(worker, &state)
+        let at = super::ledger::read_ledger(worker, &state)
             .await
             .and_then(|l| {
                 l.pointer("/heartbeat/at")

@@ -4,9 +4,7 @@
 //! observations from the chain, Docker and the files, and checks them.
 
 use std::collections::HashSet;
-use std::future::Future;
 use std::path::{Path, PathBuf};
-use std::pin::Pin;
 use std::process::Stdio;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -28,18 +26,21 @@ use super::inject::{
     FaultyServer, RpcProxy, Tmpfs, containers_of, docker_kill, restart_docker,
     running_container_of, sigterm, wait_for_docker,
 };
+use super::ledger::read_ledger;
 use super::schedule::{
     BountyKind, Disk, Fault, FaultKind, KillAt, Runner, Schedule, ScheduleOptions, Sig, Target,
     generate,
 };
 use super::serve::{
     LaneJob, ServeSpec, Supervised, add_pids, feed_dead, host_failing, lane_done, last_run_id,
-    ledger_job, read_ledger, snapshot,
+    ledger_job, snapshot,
 };
+use super::trigger::{Trigger, candidate_names, trigger_future};
 use crate::server::codeload_archive;
 use crate::{
     BENCHMARK_SUBDIR, E2eConfig, E2eError, KEEPER_KEY_ENV, VERIFIER_KEY_ENV, VERIFIER_KEYS,
-    deploy_for_job, io, manifest, s, tree_digest, tree_files, wall_clock,
+    archive_commit, deploy_for_job, io, job_params, keeper_relay_args, manifest, s,
+    signer_sign_args, tree_digest, tree_files, wall_clock,
 };
 
 /// What to play.
@@ -192,59 +193,6 @@ struct Bounty {
     verdicts: Vec<String>,
     last_status: Option<String>,
     ledger: Option<LedgerJob>,
-}
-
-/// How a kill is triggered, resolved for one step.
-pub(super) enum Trigger {
-    /// This long after the process started.
-    After(Duration),
-    /// When a sandbox container of the process runs.
-    ContainerRunning,
-    /// When a candidate file not among `existing` appears in `dir`.
-    CandidateWritten {
-        /// The candidates directory.
-        dir: PathBuf,
-        /// Names already there when the step started (a service's `--out` keeps its files).
-        existing: HashSet<String>,
-    },
-    /// When the proxy saw the broadcast.
-    Broadcast(Arc<Notify>),
-}
-
-/// The candidate file names in `dir` (not the in-toto statements).
-pub(super) fn candidate_names(dir: &Path) -> HashSet<String> {
-    std::fs::read_dir(dir)
-        .map(|rd| {
-            rd.filter_map(Result::ok)
-                .map(|e| e.file_name().to_string_lossy().into_owned())
-                .filter(|n| {
-                    n.starts_with("candidate-")
-                        && n.ends_with(".json")
-                        && !n.ends_with(".intoto.json")
-                })
-                .collect()
-        })
-        .unwrap_or_default()
-}
-
-/// The future that completes when `trigger` fires for the process `pid`.
-pub(super) fn trigger_future(
-    pid: u32,
-    trigger: Option<Trigger>,
-) -> Pin<Box<dyn Future<Output = ()> + Send>> {
-    match trigger {
-        None => Box::pin(std::future::pending()),
-        Some(Trigger::After(d)) => Box::pin(tokio::time::sleep(d)),
-        Some(Trigger::ContainerRunning) => Box::pin(async move {
-            running_container_of(pid).await;
-        }),
-        Some(Trigger::CandidateWritten { dir, existing }) => Box::pin(async move {
-            while candidate_names(&dir).is_subset(&existing) {
-                tokio::time::sleep(Duration::from_millis(20)).await;
-            }
-        }),
-        Some(Trigger::Broadcast(n)) => Box::pin(async move { n.notified().await }),
-    }
 }
 
 struct StepOut {
@@ -553,12 +501,7 @@ pub async fn run(cfg: &E2eConfig, opts: &ChaosOptions) -> Result<RunResult, E2eE
         };
         let solution = fixtures.join(solution_dir);
         let source_digest = tree_digest(&solution)?;
-        let commit: String = source_digest
-            .to_string()
-            .trim_start_matches("sha256:")
-            .chars()
-            .take(40)
-            .collect();
+        let commit = archive_commit(&source_digest);
         let repo = format!("roman-{solution_dir}");
         let path = format!("/solver-org/{repo}/tar.gz/{commit}");
         if !archives.iter().any(|(p, _)| *p == path) {
@@ -584,18 +527,16 @@ pub async fn run(cfg: &E2eConfig, opts: &ChaosOptions) -> Result<RunResult, E2eE
             cfg.python_image.clone()
         };
         let mut jp = JobParams {
-            bounty_id: keccak256(format!("chaos:{}:{i}:{now}:{solver}", opts.seed)).to_string(),
-            round: 1,
-            solver: solver.to_string(),
-            verifiers: verifiers
-                .iter()
-                .map(|a| a.to_string().to_lowercase())
-                .collect(),
-            expires_at: now + 3600,
-            artifact_reference: format!("https://github.com/solver-org/{repo}/commit/{commit}"),
-            source_snapshot_digest: source_digest.to_string(),
             manifest: manifest(&image, benchmark_digest),
-            ..JobParams::default()
+            ..job_params(
+                keccak256(format!("chaos:{}:{i}:{now}:{solver}", opts.seed)),
+                solver,
+                verifiers,
+                now,
+                &repo,
+                &commit,
+                &source_digest,
+            )
         };
         let (params, deployed, job, validated) =
             deploy_for_job(&kit, &mut jp, solver, verifiers, spec.threshold, now).await?;
@@ -1010,22 +951,13 @@ pub async fn run(cfg: &E2eConfig, opts: &ChaosOptions) -> Result<RunResult, E2eE
                     Target::Signer2
                 };
                 let signer = dev_signer(*key)?;
-                let args = vec![
-                    s("sign"),
-                    s("--candidates"),
-                    s(cand.display()),
-                    s("--api"),
-                    server.url().to_owned(),
-                    s("--rpc"),
-                    proxy.url().to_owned(),
-                    s("--signer"),
-                    signer.address().to_string(),
-                    s("--key-env"),
-                    s(VERIFIER_KEY_ENV),
-                    s("--out"),
-                    s(att[slot].display()),
-                    s("--json"),
-                ];
+                let args = signer_sign_args(
+                    &cand,
+                    server.url(),
+                    proxy.url(),
+                    signer.address(),
+                    &att[slot],
+                );
                 let sk = kill_for(target, &fired, &claimed);
                 let out = run_step(
                     Step {
@@ -1069,29 +1001,8 @@ pub async fn run(cfg: &E2eConfig, opts: &ChaosOptions) -> Result<RunResult, E2eE
             }
 
             // keeper relay
-            let mut args = vec![s("relay"), s("--candidates"), s(cand.display())];
-            for a in &att {
-                args.extend([s("--attestations"), s(a.display())]);
-            }
-            args.extend([
-                s("--api"),
-                server.url().to_owned(),
-                s("--rpc"),
-                proxy.url().to_owned(),
-                s("--key-env"),
-                s(KEEPER_KEY_ENV),
-                s("--state-dir"),
-                s(keeper_state.display()),
-                s("--max-gas"),
-                s(2_000_000),
-                s("--max-fee-per-gas"),
-                s(100_000_000_000u64),
-                s("--confirmations"),
-                s(1),
-                s("--receipt-timeout"),
-                s(30),
-                s("--json"),
-            ]);
+            let mut args = keeper_relay_args(&cand, &att, server.url(), proxy.url(), &keeper_state);
+            args.extend([s("--receipt-timeout"), s(30)]);
             let kk = kill_for(Target::Keeper, &fired, &claimed);
             let mut release = None;
             let trigger = kk.map(|(_, sig, at)| match at {

@@ -1,7 +1,9 @@
 //! Fault injection over the whole money path (issue 30): a pure, seed-driven schedule
 //! ([`schedule`]), the injectors ([`inject`]: processes, Docker, the feed server, an RPC proxy,
 //! full disks), the driver that plays the real binaries through it ([`driver`]) and the
-//! invariant checker, pure over the observations ([`check`]). `bounty-e2e chaos` runs one
+//! invariant checker, pure over the observations ([`check`]). Below the driver and the serve
+//! supervisor ([`serve`]), which both arm kills ([`trigger`]) and read a service's ledger back
+//! ([`ledger`]), so neither imports the other for those. `bounty-e2e chaos` runs one
 //! seed or, with `--soak K`, K seeds and a summary table. docs/chaos.md has the details.
 
 pub mod absent_image;
@@ -9,9 +11,11 @@ pub mod check;
 pub mod clock;
 pub mod driver;
 pub mod inject;
+pub mod ledger;
 pub mod rng;
 pub mod schedule;
 pub mod serve;
+pub mod trigger;
 pub mod workdir;
 
 use std::collections::BTreeMap;

@@ -19,9 +19,9 @@ use tokio::sync::Notify;
 use tokio::task::JoinHandle;
 
 use super::check::LedgerJob;
-use super::driver::{Trigger, trigger_future};
 use super::inject::{docker_kill, restart_docker, running_container_of, sigterm};
 use super::schedule::{BountyKind, Sig};
+use super::trigger::{Trigger, trigger_future};
 use crate::{E2eError, io};
 
 /// How long a SIGTERMed service may take to exit (the same bound as for the other steps).
@@ -295,26 +295,6 @@ pub(super) struct LaneJob<'a> {
 
 /// Ledger statuses after which a job is not run again.
 const TERMINAL: &[&str] = &["completed", "rejected", "exhausted", "conflicting"];
-
-/// `worker ledger --state STATE --json`, parsed (`None` while it cannot be read: not yet
-/// created, or the state disk is full).
-pub(super) async fn read_ledger(worker: &Path, state: &Path) -> Option<Value> {
-    let out = tokio::process::Command::new(worker)
-        .args(["ledger", "--state"])
-        .arg(state)
-        .args(["--json", "--quiet"])
-        .stdin(Stdio::null())
-        .kill_on_drop(true)
-        .output();
-    let out = tokio::time::timeout(Duration::from_secs(30), out)
-        .await
-        .ok()?
-        .ok()?;
-    if !out.status.success() {
-        return None;
-    }
-    serde_json::from_slice(&out.stdout).ok()
-}
 
 fn rows<'v>(ledger: &'v Value, table: &str, job_id: &str) -> Vec<&'v Value> {
     ledger

@@ -96,6 +96,27 @@ impl Rehearsal {
         finish(&output)
     }
 
+    /// [`Self::rehearse`] of the bundled example's passing source and its benchmark.
+    fn rehearse_example(&self, manifest: &Path, extra: &[&str]) -> Ran {
+        self.rehearse(
+            &fixture("example/source-pass"),
+            &fixture("example/benchmark"),
+            manifest,
+            extra,
+        )
+    }
+
+    /// [`Self::rehearse`] of the example's passing source with the script benchmark `bench`
+    /// ([`Self::script_benchmark`]) under a busybox manifest changed by `edit`.
+    fn rehearse_script(&self, bench: &Path, edit: impl FnOnce(&mut Value), extra: &[&str]) -> Ran {
+        self.rehearse(
+            &fixture("example/source-pass"),
+            bench,
+            &self.busybox_script(edit),
+            extra,
+        )
+    }
+
     fn busybox_cmp(&self) -> PathBuf {
         self.manifest("busybox-cmp.json", "busybox", |_| {})
     }
@@ -127,12 +148,7 @@ const EXAMPLE_BENCHMARK_DIGEST: &str =
 #[test]
 fn the_bundled_example_passes_and_shows_what_to_commit() {
     let r = Rehearsal::new();
-    let ran = r.rehearse(
-        &fixture("example/source-pass"),
-        &fixture("example/benchmark"),
-        &r.busybox_cmp(),
-        &[],
-    );
+    let ran = r.rehearse_example(&r.busybox_cmp(), &[]);
     assert_eq!(ran.code, 0, "{}{}", ran.stdout, ran.stderr);
     let out = &ran.stdout;
     assert!(
@@ -155,12 +171,7 @@ fn a_manifest_with_the_real_digest_is_used_as_is_and_a_wrong_one_is_refused() {
     let right = r.manifest("busybox-cmp.json", "busybox", |m| {
         m["benchmark_digest"] = EXAMPLE_BENCHMARK_DIGEST.into();
     });
-    let ran = r.rehearse(
-        &fixture("example/source-pass"),
-        &fixture("example/benchmark"),
-        &right,
-        &["--json"],
-    );
+    let ran = r.rehearse_example(&right, &["--json"]);
     assert_eq!(ran.code, 0, "{}", ran.stderr);
     let report = ran.json();
     assert_eq!(report["commit"]["benchmark_digest_filled_in"], false);
@@ -174,12 +185,7 @@ fn a_manifest_with_the_real_digest_is_used_as_is_and_a_wrong_one_is_refused() {
     let wrong = r.manifest("busybox-cmp.json", "busybox", |m| {
         m["benchmark_digest"] = format!("sha256:{}", "1".repeat(64)).into();
     });
-    let ran = r.rehearse(
-        &fixture("example/source-pass"),
-        &fixture("example/benchmark"),
-        &wrong,
-        &[],
-    );
+    let ran = r.rehearse_example(&wrong, &[]);
     assert_eq!(ran.code, 4, "{}", ran.stderr);
     assert!(
         ran.stderr
@@ -195,12 +201,7 @@ fn a_manifest_with_the_real_digest_is_used_as_is_and_a_wrong_one_is_refused() {
 
     // The example manifests' own placeholder image must never reach the engine.
     let placeholder = workspace_root().join("manifests/busybox-cmp.json");
-    let ran = r.rehearse(
-        &fixture("example/source-pass"),
-        &fixture("example/benchmark"),
-        &placeholder,
-        &[],
-    );
+    let ran = r.rehearse_example(&placeholder, &[]);
     assert_eq!(ran.code, 4, "{}", ran.stderr);
     assert!(ran.stderr.contains("placeholder digest"), "{}", ran.stderr);
 
@@ -208,12 +209,7 @@ fn a_manifest_with_the_real_digest_is_used_as_is_and_a_wrong_one_is_refused() {
     let shell = r.manifest("busybox-cmp.json", "busybox", |m| {
         m["command"] = serde_json::json!(["/bin/sh", "-c", "true"]);
     });
-    let ran = r.rehearse(
-        &fixture("example/source-pass"),
-        &fixture("example/benchmark"),
-        &shell,
-        &[],
-    );
+    let ran = r.rehearse_example(&shell, &[]);
     assert_eq!(ran.code, 4, "{}", ran.stderr);
     assert!(ran.stderr.contains("shell"), "{}", ran.stderr);
 }
@@ -221,9 +217,7 @@ fn a_manifest_with_the_real_digest_is_used_as_is_and_a_wrong_one_is_refused() {
 #[test]
 fn repeated_runs_of_the_example_are_stable_and_discriminate_against_the_failing_tree() {
     let r = Rehearsal::new();
-    let ran = r.rehearse(
-        &fixture("example/source-pass"),
-        &fixture("example/benchmark"),
+    let ran = r.rehearse_example(
         &r.busybox_cmp(),
         &[
             "--repeat",
@@ -259,12 +253,7 @@ fn a_base_tree_that_passes_means_the_benchmark_does_not_discriminate() {
     )
     .unwrap();
     fs::write(base.join("NOTES"), "unrelated\n").unwrap();
-    let ran = r.rehearse(
-        &fixture("example/source-pass"),
-        &fixture("example/benchmark"),
-        &r.busybox_cmp(),
-        &["--base", base.to_str().unwrap()],
-    );
+    let ran = r.rehearse_example(&r.busybox_cmp(), &["--base", base.to_str().unwrap()]);
     assert_eq!(ran.code, 4, "{}{}", ran.stdout, ran.stderr);
     assert!(
         ran.stdout.contains(
@@ -287,10 +276,9 @@ fn a_coin_flip_benchmark_is_reported_unstable() {
         "coin",
         "n=$(od -An -N1 -tu1 /dev/urandom)\necho \"byte $n\"\nexit $((n % 2))",
     );
-    let ran = r.rehearse(
-        &fixture("example/source-pass"),
+    let ran = r.rehearse_script(
         &bench,
-        &r.busybox_script(|_| {}),
+        |_| {},
         &[
             "--repeat",
             "16",
@@ -335,12 +323,7 @@ fn a_coin_flip_benchmark_is_reported_unstable() {
 fn a_timeout_is_explained_with_the_limit_and_the_elapsed_time() {
     let r = Rehearsal::new();
     let bench = r.script_benchmark("slow", "echo starting\nsleep 60");
-    let ran = r.rehearse(
-        &fixture("example/source-pass"),
-        &bench,
-        &r.busybox_script(|m| m["timeout_seconds"] = 2.into()),
-        &[],
-    );
+    let ran = r.rehearse_script(&bench, |m| m["timeout_seconds"] = 2.into(), &[]);
     assert_eq!(ran.code, 3, "{}{}", ran.stdout, ran.stderr);
     assert!(
         ran.stdout
@@ -365,12 +348,7 @@ fn a_timeout_is_explained_with_the_limit_and_the_elapsed_time() {
 fn the_output_cap_and_oom_are_explained() {
     let r = Rehearsal::new();
     let chatty = r.script_benchmark("chatty", "while :; do echo spam; done");
-    let ran = r.rehearse(
-        &fixture("example/source-pass"),
-        &chatty,
-        &r.busybox_script(|m| m["max_output_bytes"] = 1024.into()),
-        &[],
-    );
+    let ran = r.rehearse_script(&chatty, |m| m["max_output_bytes"] = 1024.into(), &[]);
     assert_eq!(ran.code, 3, "{}{}", ran.stdout, ran.stderr);
     assert!(
         ran.stdout
@@ -391,12 +369,7 @@ fn the_output_cap_and_oom_are_explained() {
         "hog",
         "head -c 400000000 /dev/zero | tail -c 400000000 > /dev/null; echo survived",
     );
-    let ran = r.rehearse(
-        &fixture("example/source-pass"),
-        &hog,
-        &r.busybox_script(|m| m["memory_bytes"] = (64u64 << 20).into()),
-        &[],
-    );
+    let ran = r.rehearse_script(&hog, |m| m["memory_bytes"] = (64u64 << 20).into(), &[]);
     assert_eq!(ran.code, 3, "{}{}", ran.stdout, ran.stderr);
     assert!(
         ran.stdout
@@ -420,12 +393,7 @@ fn the_output_cap_and_oom_are_explained() {
 fn explain_reproduces_the_explanation_of_a_real_run() {
     let r = Rehearsal::new();
     let bench = r.script_benchmark("fails", "echo 'test_add ... FAIL'\necho 'boom' >&2\nexit 7");
-    let ran = r.rehearse(
-        &fixture("example/source-pass"),
-        &bench,
-        &r.busybox_script(|_| {}),
-        &["--json"],
-    );
+    let ran = r.rehearse_script(&bench, |_| {}, &["--json"]);
     assert_eq!(ran.code, 4, "{}{}", ran.stdout, ran.stderr);
     let report = ran.json();
     let run = &report["runs"][0];
@@ -500,12 +468,7 @@ fn solver_output_with_terminal_control_codes_cannot_repaint_a_failure_as_passed(
 printf 'boom\rPASSED\n' >&2
 exit 1",
     );
-    let ran = r.rehearse(
-        &fixture("example/source-pass"),
-        &bench,
-        &r.busybox_script(|_| {}),
-        &[],
-    );
+    let ran = r.rehearse_script(&bench, |_| {}, &[]);
     assert_eq!(ran.code, 4, "{}{}", ran.stdout, ran.stderr);
     for text in [&ran.stdout, &ran.stderr] {
         assert!(
@@ -964,12 +927,7 @@ fn adversarial_json_names_each_stub_its_files_its_verdict_and_whether_it_held() 
 #[test]
 fn adversarial_busybox_example_holds_and_a_benchmark_that_passes_anything_is_bypassable() {
     let r = Rehearsal::new();
-    let ran = r.rehearse(
-        &fixture("example/source-pass"),
-        &fixture("example/benchmark"),
-        &r.busybox_cmp(),
-        &["--adversarial"],
-    );
+    let ran = r.rehearse_example(&r.busybox_cmp(), &["--adversarial"]);
     let out = &ran.stdout;
     assert_eq!(ran.code, 0, "{out}{}", ran.stderr);
     assert!(out.contains("  held: empty_tree (failed)\n"), "{out}");
@@ -992,12 +950,7 @@ fn adversarial_busybox_example_holds_and_a_benchmark_that_passes_anything_is_byp
 
     // A benchmark whose command succeeds whatever the source: even the empty tree is paid.
     let anything = r.script_benchmark("anything", "exit 0");
-    let ran = r.rehearse(
-        &fixture("example/source-pass"),
-        &anything,
-        &r.busybox_script(|_| {}),
-        &["--adversarial"],
-    );
+    let ran = r.rehearse_script(&anything, |_| {}, &["--adversarial"]);
     let out = &ran.stdout;
     assert_eq!(ran.code, 4, "{out}{}", ran.stderr);
     assert!(out.contains("  BYPASSABLE: empty_tree (passed)\n"), "{out}");
@@ -1138,12 +1091,7 @@ fn a_failed_pull_shows_the_engines_reason_not_advice_to_pull() {
             .to_string();
         m["image"] = format!("{name}@sha256:{}", "2".repeat(64)).into();
     });
-    let ran = r.rehearse(
-        &fixture("example/source-pass"),
-        &fixture("example/benchmark"),
-        &absent,
-        &["--pull"],
-    );
+    let ran = r.rehearse_example(&absent, &["--pull"]);
     assert_eq!(ran.code, 3, "{}{}", ran.stdout, ran.stderr);
     let line = ran
         .stdout
@@ -1165,12 +1113,7 @@ fn manifest_errors_name_the_field_suggest_the_closest_and_say_how_to_pin() {
     let r = Rehearsal::new();
     let run = |edit: fn(&mut Value)| {
         let manifest = r.manifest("busybox-cmp.json", "busybox", edit);
-        r.rehearse(
-            &fixture("example/source-pass"),
-            &fixture("example/benchmark"),
-            &manifest,
-            &[],
-        )
+        r.rehearse_example(&manifest, &[])
     };
     let typed = run(|m| m["timeout_seconds"] = "120".into());
     assert_eq!(typed.code, 4, "{}", typed.stderr);
@@ -1331,12 +1274,7 @@ fn progress_shows_each_run_on_a_terminal_and_nothing_off_one_or_with_quiet() {
     assert!(!shown.contains("rehearse: run"), "{shown}");
 
     // Off a terminal (a pipe, as in CI), stderr carries no progress.
-    let ran = r.rehearse(
-        &fixture("example/source-pass"),
-        &fixture("example/benchmark"),
-        &manifest,
-        &["--repeat", "2"],
-    );
+    let ran = r.rehearse_example(&manifest, &["--repeat", "2"]);
     assert_eq!(ran.code, 0, "{}", ran.stderr);
     assert!(!ran.stderr.contains("rehearse: run"), "{}", ran.stderr);
 }
@@ -1349,10 +1287,9 @@ fn log_dir_keeps_every_runs_full_output_and_explain_shows_what_ran_and_a_passing
         "i=1; while [ $i -le 100 ]; do echo \"line $i\"; i=$((i+1)); done\necho oops >&2",
     );
     let logs = r.dir.path().join("logs");
-    let ran = r.rehearse(
-        &fixture("example/source-pass"),
+    let ran = r.rehearse_script(
         &bench,
-        &r.busybox_script(|_| {}),
+        |_| {},
         &["--log-dir", logs.to_str().unwrap(), "--json"],
     );
     assert_eq!(ran.code, 0, "{}{}", ran.stdout, ran.stderr);
@@ -1419,10 +1356,9 @@ fn log_dir_keeps_every_runs_full_output_and_explain_shows_what_ran_and_a_passing
     // Output past the cap is kept up to the cap (the chunk that crossed it included), not
     // beyond.
     let chatty = r.script_benchmark("chatty-log", "while :; do echo spam; done");
-    let ran = r.rehearse(
-        &fixture("example/source-pass"),
+    let ran = r.rehearse_script(
         &chatty,
-        &r.busybox_script(|m| m["max_output_bytes"] = 4096.into()),
+        |m| m["max_output_bytes"] = 4096.into(),
         &["--log-dir", logs.to_str().unwrap()],
     );
     assert_eq!(ran.code, 3, "{}{}", ran.stdout, ran.stderr);
@@ -1458,12 +1394,7 @@ fn a_benchmark_forking_past_pids_limit_is_named_from_the_cgroup_and_keeps_its_ve
         "forks",
         "( i=0; while [ $i -lt 64 ]; do sleep 3 & i=$((i+1)); done; wait )\nsleep 1\nexit 0",
     );
-    let ran = r.rehearse(
-        &fixture("example/source-pass"),
-        &bench,
-        &r.busybox_script(|m| m["pids_limit"] = 16.into()),
-        &["--json"],
-    );
+    let ran = r.rehearse_script(&bench, |m| m["pids_limit"] = 16.into(), &["--json"]);
     let report = ran.json();
     // A hit is reported beside the verdict and never changes it.
     assert_eq!(ran.code, 0, "{}{}", ran.stdout, ran.stderr);
@@ -1520,12 +1451,7 @@ fn a_benchmark_filling_tmp_is_named_from_statfs_beside_the_failure() {
 fn a_write_to_a_read_only_path_is_named_as_likely_from_the_output() {
     let r = Rehearsal::new();
     let bench = r.script_benchmark("writes", "echo x > /workspace/new\nexit 1");
-    let ran = r.rehearse(
-        &fixture("example/source-pass"),
-        &bench,
-        &r.busybox_script(|_| {}),
-        &["--json"],
-    );
+    let ran = r.rehearse_script(&bench, |_| {}, &["--json"]);
     assert_eq!(ran.code, 4, "{}{}", ran.stdout, ran.stderr);
     let report = ran.json();
     assert_eq!(report["runs"][0]["status"], "failed");
@@ -1545,12 +1471,7 @@ fn a_write_to_a_read_only_path_is_named_as_likely_from_the_output() {
 fn a_network_attempt_under_network_none_is_named_from_the_namespace_counters() {
     let r = Rehearsal::new();
     let bench = r.script_benchmark("dials", "nc 1.1.1.1 80 < /dev/null\nsleep 1\nexit 1");
-    let ran = r.rehearse(
-        &fixture("example/source-pass"),
-        &bench,
-        &r.busybox_script(|_| {}),
-        &[],
-    );
+    let ran = r.rehearse_script(&bench, |_| {}, &[]);
     assert_eq!(ran.code, 4, "{}{}", ran.stdout, ran.stderr);
     assert!(
         ran.stdout.contains(
@@ -2034,12 +1955,7 @@ fn bypassable_names_the_file_the_benchmark_runs_first_and_the_real_defect() {
 #[test]
 fn a_plain_rehearsal_names_what_it_did_not_check_and_its_exit_code_matches_the_readme() {
     let r = Rehearsal::new();
-    let ran = r.rehearse(
-        &fixture("example/source-pass"),
-        &fixture("example/benchmark"),
-        &r.busybox_cmp(),
-        &[],
-    );
+    let ran = r.rehearse_example(&r.busybox_cmp(), &[]);
     assert_eq!(ran.code, 0, "{}{}", ran.stdout, ran.stderr);
     let last = ran.stdout.lines().last().unwrap();
     assert_eq!(
@@ -2074,9 +1990,7 @@ fn a_plain_rehearsal_names_what_it_did_not_check_and_its_exit_code_matches_the_r
     assert_eq!(json.get("base"), Some(&Value::Null), "{json}");
 
     // Everything checked: nothing is listed.
-    let full = r.rehearse(
-        &fixture("example/source-pass"),
-        &fixture("example/benchmark"),
+    let full = r.rehearse_example(
         &r.busybox_cmp(),
         &[
             "--repeat",
@@ -2297,12 +2211,7 @@ fn stub_progress_and_logs_name_the_stub_and_a_checked_digest_says_it_matches() {
     let right = r.manifest("busybox-cmp.json", "busybox", |m| {
         m["benchmark_digest"] = EXAMPLE_BENCHMARK_DIGEST.into();
     });
-    let ran = r.rehearse(
-        &fixture("example/source-pass"),
-        &fixture("example/benchmark"),
-        &right,
-        &[],
-    );
+    let ran = r.rehearse_example(&right, &[]);
     assert!(
         ran.stdout.contains(&format!(
             "benchmark_digest        {EXAMPLE_BENCHMARK_DIGEST}  (matches the manifest)\n"
@@ -2317,12 +2226,7 @@ fn stub_progress_and_logs_name_the_stub_and_a_checked_digest_says_it_matches() {
 #[test]
 fn every_started_run_has_a_peak_memory_line_measured_or_not() {
     let r = Rehearsal::new();
-    let ran = r.rehearse(
-        &fixture("example/source-pass"),
-        &fixture("example/benchmark"),
-        &r.busybox_cmp(),
-        &["--repeat", "6", "--json"],
-    );
+    let ran = r.rehearse_example(&r.busybox_cmp(), &["--repeat", "6", "--json"]);
     assert_eq!(ran.code, 0, "{}{}", ran.stdout, ran.stderr);
     for run in ran.json()["runs"].as_array().unwrap() {
         let details = run["details"].as_array().unwrap();
@@ -2343,12 +2247,7 @@ fn a_grown_rehearsal_store_gets_a_note_naming_worker_gc() {
     // 250 MiB of apparent size without writing it (a sparse file).
     let junk = fs::File::create(staging.join("old-trees")).unwrap();
     junk.set_len(250 << 20).unwrap();
-    let ran = r.rehearse(
-        &fixture("example/source-pass"),
-        &fixture("example/benchmark"),
-        &r.busybox_cmp(),
-        &[],
-    );
+    let ran = r.rehearse_example(&r.busybox_cmp(), &[]);
     assert_eq!(ran.code, 0, "{}{}", ran.stdout, ran.stderr);
     assert!(
         ran.stderr.contains(&format!(

@@ -92,6 +92,18 @@ impl World {
     }
 
     /// Waits until the ledger satisfies `done` (with `what` in the panic message).
+    /// [`Self::wait_ledger`] until `job` has at least `n` runs that failed with `reason`.
+    async fn wait_failed_runs(&self, what: &str, job: &Value, reason: &str, n: usize) -> Value {
+        self.wait_ledger(what, |l| {
+            runs_of(l, job)
+                .iter()
+                .filter(|r| r["reason_code"] == reason)
+                .count()
+                >= n
+        })
+        .await
+    }
+
     async fn wait_ledger(&self, what: &str, done: impl Fn(&Value) -> bool) -> Value {
         let give_up = Instant::now() + Duration::from_secs(120);
         loop {
@@ -1353,13 +1365,12 @@ async fn serve_a_missing_image_is_the_jobs_own_failure_and_recovers_once_the_ima
     let log = drain_stderr(&mut child);
     // More failed runs than the old limit of three attempts (back-offs of 1, 2 and 4 s).
     let ledger = w
-        .wait_ledger("four runs failing on the missing image", |l| {
-            runs_of(l, &job)
-                .iter()
-                .filter(|r| r["reason_code"] == "image_missing")
-                .count()
-                >= 4
-        })
+        .wait_failed_runs(
+            "four runs failing on the missing image",
+            &job,
+            "image_missing",
+            4,
+        )
         .await;
     assert_ne!(job_status(&ledger, &job), "exhausted", "{ledger:#}");
     let entry = ledger["jobs"]
@@ -1447,13 +1458,12 @@ async fn serve_an_unreachable_archive_host_is_the_hosts_fault_and_recovers() {
         .unwrap();
     let log = drain_stderr(&mut child);
     let ledger = w
-        .wait_ledger("four runs failing on the archive host", |l| {
-            runs_of(l, &job)
-                .iter()
-                .filter(|r| r["reason_code"] == "download_transport")
-                .count()
-                >= 4
-        })
+        .wait_failed_runs(
+            "four runs failing on the archive host",
+            &job,
+            "download_transport",
+            4,
+        )
         .await;
     assert_ne!(job_status(&ledger, &job), "exhausted", "{ledger:#}");
     gate.open();

@@ -1,0 +1,60 @@
+//! A rehearsal report joined with its stub runs: above the report, the stub runs, their
+//! judgement and the checks not made, which it brings together.
+
+use serde_json::Value;
+
+use super::adversarial::Adversarial;
+use super::report::{Answer, Report, answer};
+
+/// A rehearsal report with, for `--adversarial`, its stub runs.
+#[derive(Debug, Clone)]
+pub struct Rehearsed {
+    /// The rehearsal itself; a bypass is added to its problems.
+    pub report: Report,
+    /// The stub runs, when asked for.
+    pub adversarial: Option<Adversarial>,
+}
+
+impl Rehearsed {
+    /// Joins a report and its stub runs.
+    pub fn new(mut report: Report, adversarial: Option<Adversarial>) -> Self {
+        if let Some(adversarial) = &adversarial
+            && adversarial.is_bypassable()
+        {
+            report
+                .problems
+                .push(super::judgement::bypass_problem(&adversarial.stubs));
+        }
+        Self {
+            report,
+            adversarial,
+        }
+    }
+
+    /// The `--json` report, with an `adversarial` object (`null` when stubs were not run) and
+    /// `not_checked`, the checks not made with the flag that makes each.
+    pub fn to_json(&self) -> Value {
+        let mut json = self.report.to_json();
+        if let Value::Object(map) = &mut json {
+            map.insert(
+                "adversarial".into(),
+                serde_json::to_value(&self.adversarial).unwrap_or(Value::Null),
+            );
+            let missing = super::checks::not_checked(&self.report, self.adversarial.is_some());
+            map.insert(
+                "not_checked".into(),
+                serde_json::to_value(missing).unwrap_or(Value::Null),
+            );
+        }
+        json
+    }
+
+    /// [`answer`], except that a bypassable benchmark is always unfit: what a stub can pass
+    /// is not what a bounty needs, whatever the solution did.
+    pub fn answer(&self) -> Answer {
+        match &self.adversarial {
+            Some(adversarial) if adversarial.is_bypassable() => Answer::Unfit,
+            _ => answer(&self.report),
+        }
+    }
+}
