@@ -149,8 +149,6 @@ pub struct ExecutedJob {
     pub output: RunOutput,
     /// The evidence record (DESIGN §5); the signer refuses a candidate without one.
     pub evidence: Option<Value>,
-    /// Digest of the image actually run.
-    pub image_digest: Sha256Digest,
     /// Digest of the staged source tree.
     pub source_digest: Sha256Digest,
     /// Digest of the staged benchmark tree.
@@ -177,7 +175,11 @@ pub enum JobFailure {
 
 /// Stages the extracted trees and runs the job in the sandbox. Implemented by the worker with
 /// the staging store and the Docker sandbox; it must verify the staged digests and the
-/// image itself, because the runner only compares what the executor reports.
+/// image itself, because the runner only compares what the executor reports. The image is
+/// not reported: the sandbox's image check (`check_image`, run on the engine's inspect
+/// answer before create) refuses, as the no-verdict `image_missing`, an image whose repo
+/// digests do not hold the manifest's pinned `name@sha256:…`, and the container is created
+/// from that digest reference; a reported digest could only echo the manifest back.
 #[async_trait::async_trait]
 pub trait JobExecutor: Send + Sync {
     /// Runs `job` on the extracted `source_dir` and `benchmark_dir`.
@@ -758,8 +760,9 @@ fn millis(since: Instant) -> u64 {
 }
 
 /// The verdict and evidence of an execution, or why there is none. The executor verifies the
-/// digests; the re-check here keeps a buggy executor from turning a run on other inputs into
-/// a cached, signable candidate.
+/// tree digests; the re-check here keeps a buggy executor from turning a run on other trees
+/// into a cached, signable candidate. The image is checked by the sandbox itself (see
+/// [`JobExecutor`]), not here.
 fn judge_execution(
     executed: std::thread::Result<Result<ExecutedJob, JobFailure>>,
     job: &ValidatedJob,
@@ -813,7 +816,6 @@ fn judge_execution(
             executed.benchmark_digest,
             identity.benchmark_digest,
         ),
-        ("image", executed.image_digest, identity.image_digest),
     ] {
         if reported != committed {
             return Err(Stop::new(

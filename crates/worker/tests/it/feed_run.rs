@@ -38,8 +38,8 @@ struct FakeExecutor {
     runtime_down: bool,
     /// Jobs whose run panics inside the executor.
     panic_on: HashSet<String>,
-    /// Report an image digest other than the one pinned (a buggy executor).
-    wrong_image: bool,
+    /// Report a benchmark digest other than the staged one (a buggy executor).
+    wrong_benchmark: bool,
 }
 
 impl FakeExecutor {
@@ -78,17 +78,16 @@ impl JobExecutor for FakeExecutor {
         }
         let source_digest = dir_digest(source_dir);
         let benchmark_digest = dir_digest(benchmark_dir);
-        let image_digest = if self.wrong_image {
+        let reported_benchmark = if self.wrong_benchmark {
             digest('f')
         } else {
-            job.manifest().image_digest()
+            benchmark_digest
         };
         let done = |output| ExecutedJob {
             output,
             evidence: Some(json!({"test_double": "not evidence from the docker executor"})),
-            image_digest,
             source_digest,
-            benchmark_digest,
+            benchmark_digest: reported_benchmark,
         };
         if source_digest != job.source_snapshot_digest()
             || benchmark_digest != job.manifest().benchmark_digest()
@@ -737,7 +736,7 @@ async fn a_verdict_on_other_inputs_than_committed_is_neither_written_nor_cached(
     let j = w.job_with_source(1, &[("a", b"1")]);
     w.serve_feed(VERIFIER, &[&j]);
     let liar = FakeExecutor {
-        wrong_image: true,
+        wrong_benchmark: true,
         ..FakeExecutor::default()
     };
     let report = run_feed(&w.config("out"), &liar).await.unwrap();
