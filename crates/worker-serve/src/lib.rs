@@ -20,6 +20,7 @@
 
 pub mod capacity;
 pub mod http;
+pub mod jobstate;
 pub mod ledger;
 pub mod lock;
 pub mod retry;

@@ -225,7 +225,7 @@ fn show(ledger: &Ledger, job: Option<&str>, json: bool) -> ExitCode {
             j.status,
             j.attempts,
             j.not_before_ms
-                .filter(|_| j.status == crate::serve::ledger::status::RETRY)
+                .filter(|_| j.status == crate::serve::ledger::JobState::Retry)
                 .map(|t| format!(", next try after {}", iso_utc(t)))
                 .unwrap_or_default(),
             j.expires_ms
