@@ -251,6 +251,12 @@ pub async fn run_job(
     Ok(execution.map(|e| outcome_for_job(job, e)))
 }
 
+/// The store address of an evidence record: SHA-256 of its canonical JSON, the name
+/// [`write_evidence`] gives its file and the ledger records for a run.
+pub fn evidence_address(evidence: &serde_json::Value) -> Sha256Digest {
+    Sha256Digest::from_bytes(Sha256::digest(canonical_json(evidence).as_bytes()).into())
+}
+
 /// Writes `evidence` content-addressed under `<root>/evidence/sha256/<hex>.json` (the hex is
 /// SHA-256 of its canonical JSON) and returns the path. Written to a temporary file and
 /// renamed, so a reader never sees half a record.
