@@ -1257,9 +1257,9 @@ mod tests {
         assert_eq!(
             by_id(&ledger),
             vec![
-                ("a".into(), JobState::Pending.into(), 0),
-                ("b".into(), JobState::Exhausted.into(), 1),
-                ("c".into(), JobState::Completed.into(), 0),
+                ("a".into(), JobState::Pending, 0),
+                ("b".into(), JobState::Exhausted, 1),
+                ("c".into(), JobState::Completed, 0),
             ]
         );
         let kept = ledger.retry("c").unwrap();
