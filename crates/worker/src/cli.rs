@@ -790,12 +790,17 @@ impl Cli {
     }
 }
 
-fn parse_network(value: &str) -> Result<Network, String> {
-    Network::from_alias(value).ok_or_else(|| format!("unknown network {value:?}"))
+/// A `--network` that names no network.
+#[derive(Debug, thiserror::Error)]
+#[error("unknown network {0:?}")]
+pub struct UnknownNetwork(String);
+
+fn parse_network(value: &str) -> Result<Network, UnknownNetwork> {
+    Network::from_alias(value).ok_or_else(|| UnknownNetwork(value.to_owned()))
 }
 
-fn parse_address(value: &str) -> Result<Address, String> {
-    value.parse::<Address>().map_err(|e| e.to_string())
+fn parse_address(value: &str) -> Result<Address, <Address as std::str::FromStr>::Err> {
+    value.parse::<Address>()
 }
 
 fn exactly<const N: usize>(
