@@ -20,7 +20,9 @@
 //! job becomes retryable.
 
 use std::path::{Path, PathBuf};
-use std::time::{SystemTime, UNIX_EPOCH};
+use std::sync::Arc;
+
+use worker_store::clock::{Clock, SystemClock};
 
 use rusqlite::types::{FromSql, FromSqlError, FromSqlResult, ToSqlOutput, ValueRef};
 use rusqlite::{Connection, OptionalExtension, ToSql, params};
@@ -331,13 +333,8 @@ pub struct Ledger {
     conn: Connection,
     path: PathBuf,
     retry_base: std::time::Duration,
-}
-
-/// Milliseconds since the epoch.
-pub fn now_ms() -> i64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
+    /// Where run, recovery and heartbeat times are read (the service's clock).
+    clock: Arc<dyn Clock>,
 }
 
 impl Ledger {
@@ -381,6 +378,7 @@ impl Ledger {
             conn,
             path: path.clone(),
             retry_base: std::time::Duration::from_secs(60),
+            clock: Arc::new(SystemClock::new()),
         };
         ledger.migrate()?;
         Ok(ledger)
@@ -391,6 +389,11 @@ impl Ledger {
             path: self.path.clone(),
             source,
         }
+    }
+
+    /// The clock run, recovery and heartbeat times are read from (default: the system's).
+    pub fn set_clock(&mut self, clock: Arc<dyn Clock>) {
+        self.clock = clock;
     }
 
     /// The base of the back-off after a job's own failure (the poll interval; default 60 s).
@@ -451,7 +454,7 @@ impl Ledger {
                 .collect::<Result<_, _>>()
                 .map_err(err)?
         };
-        let now = now_ms();
+        let now = self.clock.wall_ms();
         for (run_id, job) in &open {
             tx.execute(
                 "UPDATE runs SET ended_ms = ?1, outcome = ?2, reason_code = ?2,
@@ -592,7 +595,7 @@ impl Ledger {
              SELECT job, job_id, ?2, ?3, ?4 FROM jobs WHERE job = ?1",
             params![
                 job,
-                now_ms(),
+                self.clock.wall_ms(),
                 env!("CARGO_PKG_VERSION"),
                 i64::from(std::process::id())
             ],
@@ -610,7 +613,7 @@ impl Ledger {
         job: i64,
         result: &RunResult,
     ) -> Result<(), LedgerError> {
-        self.finish_run_at(run_id, job, result, now_ms())
+        self.finish_run_at(run_id, job, result, self.clock.wall_ms())
     }
 
     /// Closes run `run_id` with its result at `at_ms`; the job's status follows (completed
@@ -826,7 +829,7 @@ impl Ledger {
                  worker_version = excluded.worker_version, polls_ok = excluded.polls_ok,
                  polls_failed = excluded.polls_failed, last_poll_ok_ms = excluded.last_poll_ok_ms",
                 params![
-                    now_ms(),
+                    self.clock.wall_ms(),
                     i64::from(std::process::id()),
                     env!("CARGO_PKG_VERSION"),
                     polls.ok,
@@ -1625,5 +1628,31 @@ mod tests {
         );
         assert_eq!(ledger.candidates(None).unwrap().len(), 1);
         assert_eq!(ledger.jobs(None).unwrap()[0].status, JobState::Completed);
+    }
+    /// One injected clock: run, recovery and heartbeat times are the service clock's, not
+    /// `SystemTime::now()` read inside the ledger.
+    #[test]
+    fn serve_ledger_times_come_from_the_injected_clock() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut ledger = Ledger::open(dir.path()).unwrap();
+        let clock = Arc::new(worker_store::clock::ManualClock::new(5_000));
+        ledger.set_clock(clock.clone());
+        let seen = ledger.seen(key("j"), 5_000).unwrap();
+        let run = ledger.start_run(seen.job).unwrap();
+        clock.advance(std::time::Duration::from_secs(2));
+        ledger.finish_run(run, seen.job, &completed()).unwrap();
+        ledger.heartbeat(&Polls::default()).unwrap();
+        let runs = ledger.runs(None).unwrap();
+        assert_eq!((runs[0].started_ms, runs[0].ended_ms), (5_000, Some(7_000)));
+        assert_eq!(ledger.candidates(None).unwrap()[0].written_ms, 7_000);
+        assert_eq!(ledger.last_heartbeat().unwrap().unwrap().at_ms, 7_000);
+        let other = ledger.seen(key("k"), 7_000).unwrap();
+        ledger.start_run(other.job).unwrap();
+        drop(ledger);
+        let mut ledger = Ledger::open(dir.path()).unwrap();
+        ledger.set_clock(clock.clone());
+        clock.advance(std::time::Duration::from_secs(1));
+        ledger.recover_interrupted().unwrap();
+        assert_eq!(ledger.runs(Some("k")).unwrap()[0].ended_ms, Some(8_000));
     }
 }

@@ -221,8 +221,14 @@ async fn serve_loop(
     shutdown: &Shutdown,
     telemetry: &Telemetry,
 ) -> Result<(), ServeError> {
-    let feed = &config.feed;
+    // One clock for the service: selection and the liveness re-check read the one the
+    // service decides by.
+    let feed = &FeedConfig {
+        clock: telemetry.clock().clone(),
+        ..config.feed.clone()
+    };
     let clock = telemetry.clock().clone();
+    ledger.set_clock(clock.clone());
     let client = PlatformClient::new(feed.client_limits)
         .map_err(|e| ServeError::Config(format!("http client: {e}")))?;
     remove_stale(&feed.work_dir);

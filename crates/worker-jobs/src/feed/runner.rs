@@ -4,6 +4,7 @@ use std::collections::BTreeSet;
 use std::fmt;
 use std::panic::AssertUnwindSafe;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 use std::time::Instant;
 
 use futures_util::FutureExt as _;
@@ -24,7 +25,8 @@ use super::output::{MANIFEST_FILE, write_bounded_manifest, write_candidate};
 use super::report::{Durations, FeedReport, FetchFailure, JobRow, JobStatus};
 use super::scratch::{Scratch, remove_stale};
 use super::select::{Selection, reason, select_jobs};
-use crate::run::{evidence_address, now_unix};
+use crate::run::evidence_address;
+use worker_store::clock::{Clock, SystemClock};
 
 /// Most verifier addresses one run serves (one or two operators' quorum).
 pub const MAX_VERIFIERS: usize = 2;
@@ -63,6 +65,9 @@ pub struct FeedConfig {
     /// Refuse a job whose verification window has closed before running it (`worker
     /// reproduce` turns it off: reproducing a settlement looks back at a closed window).
     pub check_liveness: bool,
+    /// Where selection and the liveness re-check read the time (`worker serve` passes its
+    /// own, so one clock decides for the service).
+    pub clock: Arc<dyn Clock>,
 }
 
 impl FeedConfig {
@@ -85,7 +90,13 @@ impl FeedConfig {
             runner_revision: super::output::runner_revision(),
             progress: true,
             check_liveness: true,
+            clock: Arc::new(SystemClock::new()),
         }
+    }
+
+    /// The configured clock's wall time, in unix seconds.
+    pub fn now_unix(&self) -> u64 {
+        u64::try_from(self.clock.wall_ms() / 1000).unwrap_or(0)
     }
 
     /// Checks everything that can be checked before any request.
@@ -227,7 +238,7 @@ pub async fn run_feed(
         fetched,
         config.network,
         &config.verifiers,
-        now_unix(),
+        config.now_unix(),
         config.max_jobs,
     );
     if let Some(wanted) = &config.only_jobs {
@@ -499,7 +510,7 @@ impl Runner<'_> {
         flags: &mut Flags,
     ) -> Result<Done, Stop> {
         // Selection checked liveness, but earlier jobs in the batch may have taken a while.
-        if self.config.check_liveness && !job.is_live(now_unix()) {
+        if self.config.check_liveness && !job.is_live(self.config.now_unix()) {
             return Err(Stop::new(
                 JobStatus::Rejected,
                 RunCode::Expired,

@@ -534,6 +534,32 @@ async fn two_verifier_feeds_are_merged_and_each_job_runs_once() {
     assert_eq!(report.exit_code(), ExitCode::Success);
 }
 
+/// One injected clock: selection reads the configured clock, not the system's. A job that is
+/// live by the system clock but whose window has closed on the configured clock is refused as
+/// expired and never reaches the executor; the same job on a clock before its window ends runs.
+#[tokio::test]
+async fn a_job_past_its_window_on_the_configured_clock_is_not_run() {
+    let w = World::new().await;
+    let job = w.job_with_source(1, &[("a", b"1")]);
+    w.serve_feed(VERIFIER, &[&job]);
+    let exec = FakeExecutor::default();
+    let expires_ms = i64::try_from(verifier_sdk::fixtures::EXPIRES_AT).unwrap() * 1000;
+    let mut config = w.config("late");
+    config.clock = std::sync::Arc::new(worker::serve::clock::ManualClock::new(expires_ms + 1_000));
+    let report = run_feed(&config, &exec).await.unwrap();
+    let r = row(&report, &job);
+    assert_eq!(
+        (r.status, r.reason_code.as_deref()),
+        (JobStatus::Rejected, Some("expired"))
+    );
+    assert_eq!(exec.calls(&id(&job)), 0);
+    let mut config = w.config("early");
+    config.clock = std::sync::Arc::new(worker::serve::clock::ManualClock::new(expires_ms - 60_000));
+    let report = run_feed(&config, &exec).await.unwrap();
+    assert_eq!(row(&report, &job).status, JobStatus::CompletedPassed);
+    assert_eq!(exec.calls(&id(&job)), 1);
+}
+
 #[tokio::test]
 async fn max_jobs_runs_the_earliest_expiring_only() {
     let w = World::new().await;
