@@ -305,7 +305,7 @@ pub async fn reproduce(
         crate::run::now_unix()
     ));
     let runner = JobRunner::new(config, client, executor);
-    let (row, _executed) = runner.run(job, &job_dir).await;
+    let row = runner.run(job, &job_dir).await.row;
     let own = match row.status {
         JobStatus::CompletedPassed | JobStatus::CompletedFailed => {
             let file = row

@@ -69,22 +69,61 @@ struct StagedInputs {
     benchmark_limits: TreeLimits,
 }
 
+/// Why the staged trees are not the committed ones; its message is the no-verdict's detail.
+#[derive(Debug, thiserror::Error)]
+enum StagedMismatch {
+    /// A tree re-digested to something else, or could not be read.
+    #[error("{what}: {source}")]
+    Verify {
+        /// `source` or `benchmark`.
+        what: &'static str,
+        /// Why.
+        #[source]
+        source: worker_store::stage::VerifyError,
+    },
+    /// The staged path is not a directory.
+    #[error("{what}: {} is not a directory", path.display())]
+    NotDirectory {
+        /// `source` or `benchmark`.
+        what: &'static str,
+        /// The path.
+        path: PathBuf,
+    },
+    /// Nothing is staged at the path.
+    #[error("{what}: {} is not staged: {source}", path.display())]
+    NotStaged {
+        /// `source` or `benchmark`.
+        what: &'static str,
+        /// The path.
+        path: PathBuf,
+        /// Why.
+        #[source]
+        source: std::io::Error,
+    },
+}
+
 impl StagedInputs {
-    fn check(&self) -> Result<(PathBuf, PathBuf), String> {
+    fn check(&self) -> Result<(PathBuf, PathBuf), StagedMismatch> {
         let source = verify_staged(
             &self.root,
             StageKind::Source,
             &self.source,
             self.source_limits,
         )
-        .map_err(|e| format!("source: {e}"))?;
+        .map_err(|source| StagedMismatch::Verify {
+            what: "source",
+            source,
+        })?;
         let benchmark = verify_staged(
             &self.root,
             StageKind::Benchmark,
             &self.benchmark,
             self.benchmark_limits,
         )
-        .map_err(|e| format!("benchmark: {e}"))?;
+        .map_err(|source| StagedMismatch::Verify {
+            what: "benchmark",
+            source,
+        })?;
         Ok((source, benchmark))
     }
 }
@@ -93,15 +132,26 @@ impl StagedInputs {
     /// The staged paths, present as real directories, without re-digesting them: the executor
     /// digests both trees through the hooks immediately before create and after the run, so a
     /// full walk here would hash every byte a third time for no added guarantee.
-    fn locate(&self) -> Result<(PathBuf, PathBuf), String> {
+    fn locate(&self) -> Result<(PathBuf, PathBuf), StagedMismatch> {
         let source = worker_store::stage::target_path(&self.root, StageKind::Source, &self.source);
         let benchmark =
             worker_store::stage::target_path(&self.root, StageKind::Benchmark, &self.benchmark);
         for (what, path) in [("source", &source), ("benchmark", &benchmark)] {
             match std::fs::symlink_metadata(path) {
                 Ok(meta) if meta.is_dir() => {}
-                Ok(_) => return Err(format!("{what}: {} is not a directory", path.display())),
-                Err(e) => return Err(format!("{what}: {} is not staged: {e}", path.display())),
+                Ok(_) => {
+                    return Err(StagedMismatch::NotDirectory {
+                        what,
+                        path: path.clone(),
+                    });
+                }
+                Err(source) => {
+                    return Err(StagedMismatch::NotStaged {
+                        what,
+                        path: path.clone(),
+                        source,
+                    });
+                }
             }
         }
         Ok((source, benchmark))
@@ -112,7 +162,9 @@ impl RunHooks for StagedInputs {
     fn check_inputs(&self, _phase: InputPhase) -> InputCheck {
         match self.check() {
             Ok(_) => InputCheck::Matched,
-            Err(detail) => InputCheck::Mismatch { detail },
+            Err(mismatch) => InputCheck::Mismatch {
+                detail: mismatch.to_string(),
+            },
         }
     }
 
@@ -182,10 +234,10 @@ pub async fn execute_manifest(
     // before create and after the run.
     let (source_dir, benchmark_dir) = match inputs.locate() {
         Ok(paths) => paths,
-        Err(detail) => {
+        Err(mismatch) => {
             return Ok(Err(NoVerdictOutcome::new(
                 NoVerdictReason::InputMismatch,
-                &detail,
+                &mismatch.to_string(),
             )));
         }
     };
@@ -249,6 +301,12 @@ pub async fn run_job(
     )
     .await?;
     Ok(execution.map(|e| outcome_for_job(job, e)))
+}
+
+/// The store address of an evidence record: SHA-256 of its canonical JSON, the name
+/// [`write_evidence`] gives its file and the ledger records for a run.
+pub fn evidence_address(evidence: &serde_json::Value) -> Sha256Digest {
+    Sha256Digest::from_bytes(Sha256::digest(canonical_json(evidence).as_bytes()).into())
 }
 
 /// Writes `evidence` content-addressed under `<root>/evidence/sha256/<hex>.json` (the hex is

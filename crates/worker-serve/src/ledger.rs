@@ -20,34 +20,38 @@
 //! job becomes retryable.
 
 use std::path::{Path, PathBuf};
-use std::time::{SystemTime, UNIX_EPOCH};
+use std::sync::Arc;
 
-use rusqlite::{Connection, OptionalExtension, params};
+use worker_store::clock::{Clock, SystemClock};
+
+use rusqlite::types::{FromSql, FromSqlError, FromSqlResult, ToSqlOutput, ValueRef};
+use rusqlite::{Connection, OptionalExtension, ToSql, params};
 use serde::Serialize;
+
+use super::jobstate::next;
+pub use super::jobstate::{IllegalTransition, JobEvent, JobState};
 
 /// The database file inside the state directory.
 pub const LEDGER_FILE: &str = "ledger.sqlite3";
 
-/// Statuses of a job in the ledger.
-pub mod status {
-    /// Seen, not run yet (or to be retried).
-    pub const PENDING: &str = "pending";
-    /// A run is in progress.
-    pub const RUNNING: &str = "running";
-    /// A verdict candidate was written; never run again.
-    pub const COMPLETED: &str = "completed";
-    /// Refused by rule (invalid job, hostile archive, expired); never run again.
-    pub const REJECTED: &str = "rejected";
-    /// The last run ended without a verdict, the job's own fault; retried once its back-off
-    /// ends, while its verification window is open.
-    pub const RETRY: &str = "retry";
-    /// Given up: the verification window ended without a verdict; not run again unless
-    /// `worker ledger --retry` puts it back.
-    pub const EXHAUSTED: &str = "exhausted";
-    /// The last run was interrupted (shutdown or crash); retried.
-    pub const INTERRUPTED: &str = "interrupted";
-    /// Listed with the id and round of a job already seen, and other content; never run.
-    pub const CONFLICTING: &str = "conflicting";
+// Job statuses are [`JobState`]s, stored under their names (`jobs.status`); the legal moves
+// between them are [`super::jobstate::next`], asked before every write.
+
+impl ToSql for JobState {
+    fn to_sql(&self) -> rusqlite::Result<ToSqlOutput<'_>> {
+        Ok(ToSqlOutput::Borrowed(ValueRef::Text(
+            self.as_str().as_bytes(),
+        )))
+    }
+}
+
+impl FromSql for JobState {
+    fn column_result(value: ValueRef<'_>) -> FromSqlResult<Self> {
+        value
+            .as_str()?
+            .parse()
+            .map_err(|e| FromSqlError::Other(Box::new(e)))
+    }
 }
 
 /// The outcome recorded for a run that a shutdown or crash cut short.
@@ -171,7 +175,7 @@ pub struct Seen {
     pub due: bool,
     /// Whether this poll recorded it for the first time.
     pub new: bool,
-    /// Whether it is given up ([`status::EXHAUSTED`]).
+    /// Whether it is given up ([`JobState::Exhausted`]).
     pub given_up: bool,
 }
 
@@ -194,7 +198,7 @@ pub struct Requeued {
     /// Rows put back to `pending`.
     pub requeued: usize,
     /// Rows left as they were, with their status (completed, conflicting, running).
-    pub kept: Vec<(i64, String)>,
+    pub kept: Vec<(i64, JobState)>,
 }
 
 /// The ledger could not be used.
@@ -208,6 +212,18 @@ pub enum LedgerError {
         /// The underlying error.
         #[source]
         source: rusqlite::Error,
+    },
+    /// A write the job state machine refuses (a running job claimed again, a finished one
+    /// run again): a bug of the caller; nothing was written.
+    #[error("ledger {path:?}: job {job}: {source}")]
+    Transition {
+        /// The database file.
+        path: PathBuf,
+        /// The job's ledger key.
+        job: i64,
+        /// The refused move.
+        #[source]
+        source: IllegalTransition,
     },
     /// The database was written by a newer worker.
     #[error("ledger {path:?} has schema version {found}; this worker knows up to {known}")]
@@ -229,6 +245,7 @@ impl LedgerError {
         use rusqlite::ErrorCode as C;
         match self {
             Self::TooNew { .. } => true,
+            Self::Transition { .. } => false,
             Self::Sqlite { source, .. } => matches!(
                 source.sqlite_error_code(),
                 Some(
@@ -259,8 +276,8 @@ pub struct JobEntry {
     pub first_seen_ms: i64,
     /// Last poll that listed it (unix ms).
     pub last_seen_ms: i64,
-    /// One of [`status`].
-    pub status: String,
+    /// Its state (stored under [`JobState::as_str`]).
+    pub status: JobState,
     /// Runs that ended without a verdict for the job's own cause.
     pub attempts: i64,
     /// The end of its verification window (unix ms), once a poll listed it.
@@ -316,13 +333,8 @@ pub struct Ledger {
     conn: Connection,
     path: PathBuf,
     retry_base: std::time::Duration,
-}
-
-/// Milliseconds since the epoch.
-pub fn now_ms() -> i64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
+    /// Where run, recovery and heartbeat times are read (the service's clock).
+    clock: Arc<dyn Clock>,
 }
 
 impl Ledger {
@@ -366,6 +378,7 @@ impl Ledger {
             conn,
             path: path.clone(),
             retry_base: std::time::Duration::from_secs(60),
+            clock: Arc::new(SystemClock::new()),
         };
         ledger.migrate()?;
         Ok(ledger)
@@ -376,6 +389,11 @@ impl Ledger {
             path: self.path.clone(),
             source,
         }
+    }
+
+    /// The clock run, recovery and heartbeat times are read from (default: the system's).
+    pub fn set_clock(&mut self, clock: Arc<dyn Clock>) {
+        self.clock = clock;
     }
 
     /// The base of the back-off after a job's own failure (the poll interval; default 60 s).
@@ -436,7 +454,7 @@ impl Ledger {
                 .collect::<Result<_, _>>()
                 .map_err(err)?
         };
-        let now = now_ms();
+        let now = self.clock.wall_ms();
         for (run_id, job) in &open {
             tx.execute(
                 "UPDATE runs SET ended_ms = ?1, outcome = ?2, reason_code = ?2,
@@ -445,18 +463,19 @@ impl Ledger {
                 params![now, INTERRUPTED, run_id],
             )
             .map_err(err)?;
-            tx.execute(
-                "UPDATE jobs SET status = ?1 WHERE job = ?2 AND status = ?3",
-                params![status::INTERRUPTED, job, status::RUNNING],
-            )
-            .map_err(err)?;
+            // A job no longer running (put back by `worker ledger --retry` after the
+            // crash) keeps its state.
+            let from = job_state(&tx, *job).map_err(err)?;
+            if next(from, JobEvent::Interrupt).is_ok() {
+                apply(&tx, &path, *job, JobEvent::Interrupt)?;
+            }
         }
         tx.commit().map_err(err)?;
         Ok(open.into_iter().map(|(id, _)| id).collect())
     }
 
     /// Records that a poll listed the job `key`. A job whose id and round the ledger holds
-    /// with other content is recorded as [`status::CONFLICTING`] and is never due.
+    /// with other content is recorded as [`JobState::Conflicting`] and is never due.
     pub fn seen(&self, key: JobKey<'_>, at_ms: i64) -> Result<Seen, LedgerError> {
         self.seen_until(key, None, at_ms)
     }
@@ -470,7 +489,7 @@ impl Ledger {
         at_ms: i64,
     ) -> Result<Seen, LedgerError> {
         let round = i64::try_from(key.round).unwrap_or(i64::MAX);
-        let existing: Option<(i64, String, Option<i64>, i64)> = self
+        let existing: Option<(i64, JobState, Option<i64>, i64)> = self
             .conn
             .query_row(
                 "SELECT job, status, not_before_ms, attempts FROM jobs WHERE job_id = ?1
@@ -489,15 +508,13 @@ impl Ledger {
                     params![at_ms, expires_ms, job],
                 )
                 .map_err(self.err())?;
-            let due = matches!(
-                st.as_str(),
-                status::PENDING | status::RETRY | status::INTERRUPTED
-            ) && not_before.is_none_or(|t| self.back_off_over(t, attempts, at_ms));
+            let due =
+                st.may_start() && not_before.is_none_or(|t| self.back_off_over(t, attempts, at_ms));
             return Ok(Seen {
                 job,
                 due,
                 new: false,
-                given_up: st == status::EXHAUSTED,
+                given_up: st == JobState::Exhausted,
             });
         }
         let other_content: bool = self
@@ -509,11 +526,7 @@ impl Ledger {
                 |r| r.get(0),
             )
             .map_err(self.err())?;
-        let new_status = if other_content {
-            status::CONFLICTING
-        } else {
-            status::PENDING
-        };
+        let new_status = JobState::first_seen(other_content);
         self.conn
             .execute(
                 "INSERT INTO jobs (job_id, round, content_hash, first_seen_ms, last_seen_ms, status,
@@ -541,15 +554,12 @@ impl Ledger {
             .map_err(self.err())?;
         let mut oldest: Option<i64> = None;
         for job in jobs.keys() {
-            let row: Option<(i64, String)> = stmt
+            let row: Option<(i64, JobState)> = stmt
                 .query_row(params![job], |r| Ok((r.get(0)?, r.get(1)?)))
                 .optional()
                 .map_err(self.err())?;
             if let Some((first_seen, st)) = row
-                && matches!(
-                    st.as_str(),
-                    status::PENDING | status::RUNNING | status::RETRY | status::INTERRUPTED
-                )
+                && st.is_unfinished()
             {
                 oldest = Some(oldest.map_or(first_seen, |o| o.min(first_seen)));
             }
@@ -577,23 +587,21 @@ impl Ledger {
             source,
         };
         let tx = self.conn.transaction().map_err(err)?;
+        // Refused (and nothing written) unless the job waits to run: a running job is not
+        // claimed twice, a finished one never runs again.
+        apply(&tx, &path, job, JobEvent::Start)?;
         tx.execute(
             "INSERT INTO runs (job, job_id, started_ms, worker_version, pid)
              SELECT job, job_id, ?2, ?3, ?4 FROM jobs WHERE job = ?1",
             params![
                 job,
-                now_ms(),
+                self.clock.wall_ms(),
                 env!("CARGO_PKG_VERSION"),
                 i64::from(std::process::id())
             ],
         )
         .map_err(err)?;
         let run_id = tx.last_insert_rowid();
-        tx.execute(
-            "UPDATE jobs SET status = ?1 WHERE job = ?2",
-            params![status::RUNNING, job],
-        )
-        .map_err(err)?;
         tx.commit().map_err(err)?;
         Ok(run_id)
     }
@@ -605,7 +613,7 @@ impl Ledger {
         job: i64,
         result: &RunResult,
     ) -> Result<(), LedgerError> {
-        self.finish_run_at(run_id, job, result, now_ms())
+        self.finish_run_at(run_id, job, result, self.clock.wall_ms())
     }
 
     /// Closes run `run_id` with its result at `at_ms`; the job's status follows (completed
@@ -625,6 +633,26 @@ impl Ledger {
         };
         let base = self.retry_base;
         let tx = self.conn.transaction().map_err(err)?;
+        let event = match result.kind {
+            RunKind::Completed => JobEvent::Complete,
+            RunKind::Rejected => JobEvent::Reject,
+            RunKind::Interrupted => JobEvent::Interrupt,
+            RunKind::NoVerdict => JobEvent::OwnFailure,
+            RunKind::Host => {
+                let attempts: i64 = tx
+                    .query_row(
+                        "SELECT attempts FROM jobs WHERE job = ?1",
+                        params![job],
+                        |r| r.get(0),
+                    )
+                    .map_err(err)?;
+                JobEvent::HostFailure {
+                    attempted: attempts > 0,
+                }
+            }
+        };
+        // Before anything is written: only a running job ends a run.
+        apply(&tx, &path, job, event)?;
         let cause = match result.kind {
             RunKind::NoVerdict => Some("job"),
             RunKind::Host => Some("host"),
@@ -652,45 +680,22 @@ impl Ledger {
             )
             .map_err(err)?;
         }
-        match result.kind {
-            RunKind::Completed | RunKind::Rejected | RunKind::Interrupted => {
-                let st = match result.kind {
-                    RunKind::Completed => status::COMPLETED,
-                    RunKind::Rejected => status::REJECTED,
-                    _ => status::INTERRUPTED,
-                };
-                tx.execute(
-                    "UPDATE jobs SET status = ?1 WHERE job = ?2",
-                    params![st, job],
+        if result.kind == RunKind::NoVerdict {
+            let attempts: i64 = tx
+                .query_row(
+                    "UPDATE jobs SET attempts = attempts + 1 WHERE job = ?1 RETURNING attempts",
+                    params![job],
+                    |r| r.get(0),
                 )
                 .map_err(err)?;
-            }
-            RunKind::Host => {
-                tx.execute(
-                    "UPDATE jobs SET status = CASE WHEN attempts > 0 THEN ?1 ELSE ?2 END
-                     WHERE job = ?3",
-                    params![status::RETRY, status::PENDING, job],
-                )
-                .map_err(err)?;
-            }
-            RunKind::NoVerdict => {
-                let attempts: i64 = tx
-                    .query_row(
-                        "UPDATE jobs SET status = ?1, attempts = attempts + 1 WHERE job = ?2
-                         RETURNING attempts",
-                        params![status::RETRY, job],
-                        |r| r.get(0),
-                    )
-                    .map_err(err)?;
-                let wait = super::retry::job_backoff(base, attempts);
-                let not_before =
-                    at_ms.saturating_add(i64::try_from(wait.as_millis()).unwrap_or(i64::MAX));
-                tx.execute(
-                    "UPDATE jobs SET not_before_ms = ?1 WHERE job = ?2",
-                    params![not_before, job],
-                )
-                .map_err(err)?;
-            }
+            let wait = super::retry::job_backoff(base, attempts);
+            let not_before =
+                at_ms.saturating_add(i64::try_from(wait.as_millis()).unwrap_or(i64::MAX));
+            tx.execute(
+                "UPDATE jobs SET not_before_ms = ?1 WHERE job = ?2",
+                params![not_before, job],
+            )
+            .map_err(err)?;
         }
         tx.commit().map_err(err)
     }
@@ -709,7 +714,7 @@ impl Ledger {
     }
 
     /// Gives up every job still to run whose verification window has ended at `at_ms`
-    /// ([`status::EXHAUSTED`]); returns them, with their last run's reason.
+    /// ([`JobState::Exhausted`]); returns them, with their last run's reason.
     pub fn give_up_expired(&mut self, at_ms: i64) -> Result<Vec<GivenUp>, LedgerError> {
         let path = self.path.clone();
         let err = |source| LedgerError::Sqlite {
@@ -729,7 +734,12 @@ impl Ledger {
                 )
                 .map_err(err)?;
             stmt.query_map(
-                params![status::PENDING, status::RETRY, status::INTERRUPTED, at_ms],
+                params![
+                    JobState::Pending,
+                    JobState::Retry,
+                    JobState::Interrupted,
+                    at_ms
+                ],
                 |r| {
                     Ok((
                         r.get(0)?,
@@ -747,11 +757,7 @@ impl Ledger {
             .map_err(err)?
         };
         for (job, _) in &expired {
-            tx.execute(
-                "UPDATE jobs SET status = ?1 WHERE job = ?2",
-                params![status::EXHAUSTED, job],
-            )
-            .map_err(err)?;
+            apply(&tx, &path, *job, JobEvent::GiveUp)?;
         }
         tx.commit().map_err(err)?;
         Ok(expired.into_iter().map(|(_, g)| g).collect())
@@ -760,15 +766,17 @@ impl Ledger {
     /// Puts every row of `job_id` that has no verdict and is not running or conflicting back
     /// to `pending`, with no attempts and no back-off (`worker ledger --retry`).
     pub fn retry(&mut self, job_id: &str) -> Result<Requeued, LedgerError> {
-        self.requeue("job_id = ?1", Some(job_id))
+        self.requeue(Some(job_id))
     }
 
     /// Puts every given-up job back to `pending` (`worker ledger --retry-exhausted`).
     pub fn retry_exhausted(&mut self) -> Result<Requeued, LedgerError> {
-        self.requeue("status = 'exhausted' AND ?1 IS NULL", None)
+        self.requeue(None)
     }
 
-    fn requeue(&mut self, which: &str, job_id: Option<&str>) -> Result<Requeued, LedgerError> {
+    /// Requeues the rows of `job_id`, or every given-up row; the state machine decides which
+    /// rows may go back ([`JobEvent::Requeue`]), the others are kept.
+    fn requeue(&mut self, job_id: Option<&str>) -> Result<Requeued, LedgerError> {
         let path = self.path.clone();
         let err = |source| LedgerError::Sqlite {
             path: path.clone(),
@@ -778,46 +786,37 @@ impl Ledger {
             .conn
             .transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)
             .map_err(err)?;
-        let requeued = tx
-            .execute(
-                &format!(
-                    "UPDATE jobs SET status = ?2, attempts = 0, not_before_ms = NULL
-                     WHERE {which} AND status IN (?3, ?4, ?5, ?6, ?2)"
-                ),
-                params![
-                    job_id,
-                    status::PENDING,
-                    status::EXHAUSTED,
-                    status::RETRY,
-                    status::REJECTED,
-                    status::INTERRUPTED
-                ],
-            )
-            .map_err(err)?;
-        let kept = {
+        let rows: Vec<(i64, i64, JobState)> = {
             let mut stmt = tx
-                .prepare(&format!(
-                    "SELECT round, status FROM jobs WHERE {which} AND status NOT IN (?2, ?3, ?4, ?5, ?6)
-                     ORDER BY job"
-                ))
+                .prepare(
+                    "SELECT job, round, status FROM jobs
+                     WHERE (?1 IS NOT NULL AND job_id = ?1) OR (?1 IS NULL AND status = ?2)
+                     ORDER BY job",
+                )
                 .map_err(err)?;
-            stmt.query_map(
-                params![
-                    job_id,
-                    status::PENDING,
-                    status::EXHAUSTED,
-                    status::RETRY,
-                    status::REJECTED,
-                    status::INTERRUPTED
-                ],
-                |r| Ok((r.get(0)?, r.get(1)?)),
-            )
+            stmt.query_map(params![job_id, JobState::Exhausted], |r| {
+                Ok((r.get(0)?, r.get(1)?, r.get(2)?))
+            })
             .map_err(err)?
             .collect::<Result<_, _>>()
             .map_err(err)?
         };
+        let mut done = Requeued::default();
+        for (job, round, st) in rows {
+            if next(st, JobEvent::Requeue).is_err() {
+                done.kept.push((round, st));
+                continue;
+            }
+            apply(&tx, &path, job, JobEvent::Requeue)?;
+            tx.execute(
+                "UPDATE jobs SET attempts = 0, not_before_ms = NULL WHERE job = ?1",
+                params![job],
+            )
+            .map_err(err)?;
+            done.requeued += 1;
+        }
         tx.commit().map_err(err)?;
-        Ok(Requeued { requeued, kept })
+        Ok(done)
     }
 
     /// Writes the heartbeat row with this process's poll counters.
@@ -830,7 +829,7 @@ impl Ledger {
                  worker_version = excluded.worker_version, polls_ok = excluded.polls_ok,
                  polls_failed = excluded.polls_failed, last_poll_ok_ms = excluded.last_poll_ok_ms",
                 params![
-                    now_ms(),
+                    self.clock.wall_ms(),
                     i64::from(std::process::id()),
                     env!("CARGO_PKG_VERSION"),
                     polls.ok,
@@ -946,6 +945,41 @@ impl Ledger {
             .collect::<Result<_, _>>()
             .map_err(self.err())
     }
+}
+
+/// The state of job `job`.
+fn job_state(conn: &Connection, job: i64) -> rusqlite::Result<JobState> {
+    conn.query_row(
+        "SELECT status FROM jobs WHERE job = ?1",
+        params![job],
+        |r| r.get(0),
+    )
+}
+
+/// Moves job `job` by `event`: reads its state, asks the state machine, writes the state it
+/// answers. An illegal move writes nothing and is an error (a bug, never a job's doing).
+fn apply(
+    conn: &Connection,
+    path: &Path,
+    job: i64,
+    event: JobEvent,
+) -> Result<JobState, LedgerError> {
+    let err = |source| LedgerError::Sqlite {
+        path: path.to_owned(),
+        source,
+    };
+    let from = job_state(conn, job).map_err(err)?;
+    let to = next(from, event).map_err(|source| LedgerError::Transition {
+        path: path.to_owned(),
+        job,
+        source,
+    })?;
+    conn.execute(
+        "UPDATE jobs SET status = ?1 WHERE job = ?2",
+        params![to, job],
+    )
+    .map_err(err)?;
+    Ok(to)
 }
 
 /// Poll counters of one serving process.
@@ -1084,7 +1118,7 @@ mod tests {
         let runs = ledger.runs(Some("j1")).unwrap();
         assert_eq!(runs[0].outcome.as_deref(), Some(INTERRUPTED));
         assert!(runs[0].ended_ms.is_some());
-        assert_eq!(ledger.jobs(None).unwrap()[0].status, status::INTERRUPTED);
+        assert_eq!(ledger.jobs(None).unwrap()[0].status, JobState::Interrupted);
         assert!(
             ledger.seen(key("j1"), 20).unwrap().due,
             "an interrupted job is retried"
@@ -1129,10 +1163,7 @@ mod tests {
             at += wait;
         }
         let jobs = ledger.jobs(None).unwrap();
-        assert_eq!(
-            (jobs[0].status.as_str(), jobs[0].attempts),
-            (status::RETRY, 6)
-        );
+        assert_eq!((jobs[0].status, jobs[0].attempts), (JobState::Retry, 6));
         assert_eq!(ledger.runs(None).unwrap()[0].cause.as_deref(), Some("job"));
         assert!(ledger.give_up_expired(expires - 1).unwrap().is_empty());
         let given_up = ledger.give_up_expired(expires).unwrap();
@@ -1190,10 +1221,7 @@ mod tests {
             ledger.finish_run_at(run, seen.job, &host, at).unwrap();
         }
         let jobs = ledger.jobs(None).unwrap();
-        assert_eq!(
-            (jobs[0].status.as_str(), jobs[0].attempts),
-            (status::PENDING, 0)
-        );
+        assert_eq!((jobs[0].status, jobs[0].attempts), (JobState::Pending, 0));
         assert_eq!(ledger.runs(None).unwrap()[9].cause.as_deref(), Some("host"));
     }
 
@@ -1232,18 +1260,18 @@ mod tests {
         assert_eq!(
             by_id(&ledger),
             vec![
-                ("a".into(), status::PENDING.into(), 0),
-                ("b".into(), status::EXHAUSTED.into(), 1),
-                ("c".into(), status::COMPLETED.into(), 0),
+                ("a".into(), JobState::Pending, 0),
+                ("b".into(), JobState::Exhausted, 1),
+                ("c".into(), JobState::Completed, 0),
             ]
         );
         let kept = ledger.retry("c").unwrap();
         assert_eq!(kept.requeued, 0);
-        assert_eq!(kept.kept, vec![(1, status::COMPLETED.to_owned())]);
+        assert_eq!(kept.kept, vec![(1, JobState::Completed.to_owned())]);
         assert_eq!(ledger.retry("nobody").unwrap(), Requeued::default());
         assert_eq!(ledger.retry_exhausted().unwrap().requeued, 1);
-        assert_eq!(by_id(&ledger)[1].1, status::PENDING);
-        assert_eq!(by_id(&ledger)[2].1, status::COMPLETED);
+        assert_eq!(by_id(&ledger)[1].1, JobState::Pending);
+        assert_eq!(by_id(&ledger)[2].1, JobState::Completed);
     }
 
     #[test]
@@ -1300,7 +1328,7 @@ mod tests {
         drop(ledger);
         let mut ledger = Ledger::open(crashed.path()).unwrap();
         assert!(ledger.recover_interrupted().unwrap().is_empty());
-        assert_eq!(ledger.jobs(None).unwrap()[0].status, status::COMPLETED);
+        assert_eq!(ledger.jobs(None).unwrap()[0].status, JobState::Completed);
         assert!(
             !ledger.seen(key("j1"), 20).unwrap().due,
             "the completed job would run again"
@@ -1358,7 +1386,7 @@ mod tests {
         }
         let jobs = ledger.jobs(Some("j1")).unwrap();
         assert_eq!(jobs.len(), 2);
-        assert_eq!(jobs[1].status, status::CONFLICTING);
+        assert_eq!(jobs[1].status, JobState::Conflicting);
         assert_eq!(jobs[1].content_hash.as_deref(), Some("sha256:evil"));
         assert_eq!(jobs[1].last_seen_ms, 30);
         // Even before the first content completed.
@@ -1419,7 +1447,7 @@ mod tests {
                     j.job_id.as_str(),
                     j.round,
                     j.content_hash.clone(),
-                    j.status.as_str(),
+                    j.status,
                     j.attempts,
                 )
             })
@@ -1427,9 +1455,9 @@ mod tests {
         assert_eq!(
             summary,
             vec![
-                ("done", 7, None, status::COMPLETED, 0),
-                ("open", 8, None, status::INTERRUPTED, 0),
-                ("retry", 9, None, status::RETRY, 1),
+                ("done", 7, None, JobState::Completed, 0),
+                ("open", 8, None, JobState::Interrupted, 0),
+                ("retry", 9, None, JobState::Retry, 1),
             ]
         );
         let runs = ledger.runs(None).unwrap();
@@ -1499,5 +1527,132 @@ mod tests {
             Ledger::open(dir.path()),
             Err(LedgerError::TooNew { .. })
         ));
+    }
+    /// A ledger written by the worker before statuses were typed (commit 116b45b, schema 3,
+    /// one job in every state, one run left open by a "dead" process) loads: every status
+    /// reads back as its state, the open run is recovered, and the state machine holds on it.
+    #[test]
+    fn serve_ledger_a_ledger_written_before_typed_states_loads_and_keeps_its_states() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::copy(
+            concat!(
+                env!("CARGO_MANIFEST_DIR"),
+                "/tests/fixtures/ledger-v3-116b45b.sqlite3"
+            ),
+            dir.path().join(LEDGER_FILE),
+        )
+        .unwrap();
+        let mut ledger = Ledger::open(dir.path()).unwrap();
+        let states = |l: &Ledger| {
+            l.jobs(None)
+                .unwrap()
+                .into_iter()
+                .map(|j| (j.job_id, j.content_hash.unwrap(), j.status))
+                .collect::<Vec<_>>()
+        };
+        let c1 = |id: &str, st| (id.to_owned(), "sha256:c1".to_owned(), st);
+        let before = vec![
+            c1("pending", JobState::Pending),
+            c1("completed", JobState::Completed),
+            c1("rejected", JobState::Rejected),
+            c1("retry", JobState::Retry),
+            c1("exhausted", JobState::Exhausted),
+            c1("interrupted", JobState::Interrupted),
+            c1("host", JobState::Pending),
+            c1("running", JobState::Running),
+            (
+                "completed".to_owned(),
+                "sha256:c2".to_owned(),
+                JobState::Conflicting,
+            ),
+        ];
+        assert_eq!(states(&ledger), before);
+        let open = ledger.recover_interrupted().unwrap();
+        assert_eq!(open.len(), 1);
+        assert_eq!(states(&ledger)[7].2, JobState::Interrupted);
+        assert_eq!(ledger.candidates(None).unwrap().len(), 1);
+        assert_eq!(ledger.last_heartbeat().unwrap().unwrap().polls.ok, 3);
+        // The same strings are on disk, and the state machine works over the old rows.
+        let raw: Vec<String> = {
+            let mut stmt = ledger
+                .conn
+                .prepare("SELECT status FROM jobs ORDER BY job")
+                .unwrap();
+            stmt.query_map([], |r| r.get(0))
+                .unwrap()
+                .collect::<Result<_, _>>()
+                .unwrap()
+        };
+        assert_eq!(raw[1], "completed");
+        assert_eq!(raw[8], "interrupted");
+        assert_eq!(raw[7], "conflicting");
+        let completed = job(&ledger, "completed");
+        assert!(!ledger.seen(key("completed"), 400).unwrap().due);
+        assert!(matches!(
+            ledger.start_run(completed),
+            Err(LedgerError::Transition { .. })
+        ));
+        assert!(ledger.seen(key("retry"), 1_000_000_000).unwrap().due);
+        let retry = job(&ledger, "retry");
+        ledger.start_run(retry).unwrap();
+        assert_eq!(ledger.retry_exhausted().unwrap().requeued, 1);
+    }
+
+    /// The state machine, not the caller, holds the ledger: a running job is not claimed a
+    /// second time, a completed one never runs again, and a refused move writes nothing.
+    #[test]
+    fn serve_ledger_a_claimed_or_finished_job_is_not_started_again() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut ledger = Ledger::open(dir.path()).unwrap();
+        let seen = ledger.seen(key("j"), 10).unwrap();
+        let run = ledger.start_run(seen.job).unwrap();
+        let twice = ledger.start_run(seen.job);
+        assert!(
+            matches!(
+                &twice,
+                Err(LedgerError::Transition { source, .. })
+                    if source.from == JobState::Running && source.event == JobEvent::Start
+            ),
+            "{twice:?}"
+        );
+        assert_eq!(
+            ledger.runs(None).unwrap().len(),
+            1,
+            "a second run row was written"
+        );
+        ledger.finish_run(run, seen.job, &completed()).unwrap();
+        assert!(ledger.start_run(seen.job).is_err());
+        assert!(
+            ledger.finish_run(run, seen.job, &completed()).is_err(),
+            "a run ended twice"
+        );
+        assert_eq!(ledger.candidates(None).unwrap().len(), 1);
+        assert_eq!(ledger.jobs(None).unwrap()[0].status, JobState::Completed);
+    }
+    /// One injected clock: run, recovery and heartbeat times are the service clock's, not
+    /// `SystemTime::now()` read inside the ledger.
+    #[test]
+    fn serve_ledger_times_come_from_the_injected_clock() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut ledger = Ledger::open(dir.path()).unwrap();
+        let clock = Arc::new(worker_store::clock::ManualClock::new(5_000));
+        ledger.set_clock(clock.clone());
+        let seen = ledger.seen(key("j"), 5_000).unwrap();
+        let run = ledger.start_run(seen.job).unwrap();
+        clock.advance(std::time::Duration::from_secs(2));
+        ledger.finish_run(run, seen.job, &completed()).unwrap();
+        ledger.heartbeat(&Polls::default()).unwrap();
+        let runs = ledger.runs(None).unwrap();
+        assert_eq!((runs[0].started_ms, runs[0].ended_ms), (5_000, Some(7_000)));
+        assert_eq!(ledger.candidates(None).unwrap()[0].written_ms, 7_000);
+        assert_eq!(ledger.last_heartbeat().unwrap().unwrap().at_ms, 7_000);
+        let other = ledger.seen(key("k"), 7_000).unwrap();
+        ledger.start_run(other.job).unwrap();
+        drop(ledger);
+        let mut ledger = Ledger::open(dir.path()).unwrap();
+        ledger.set_clock(clock.clone());
+        clock.advance(std::time::Duration::from_secs(1));
+        ledger.recover_interrupted().unwrap();
+        assert_eq!(ledger.runs(Some("k")).unwrap()[0].ended_ms, Some(8_000));
     }
 }

@@ -20,6 +20,7 @@
 
 pub mod capacity;
 pub mod http;
+pub mod jobstate;
 pub mod ledger;
 pub mod lock;
 pub mod retry;
@@ -33,7 +34,7 @@ pub use worker_store::clock;
 use std::collections::{BTreeMap, BTreeSet};
 use std::net::SocketAddr;
 use std::num::NonZeroUsize;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::time::Duration;
 
 use futures_util::StreamExt as _;
@@ -49,9 +50,9 @@ use shutdown::Shutdown;
 use telemetry::Telemetry;
 use worker_jobs::feed::output::write_manifest;
 use worker_jobs::feed::scratch::{Scratch, remove_stale};
-use worker_jobs::feed::select::{reason::EXPIRED, select_jobs};
+use worker_jobs::feed::select::select_jobs;
 use worker_jobs::feed::{
-    FeedConfig, JobRow, JobRunner, JobStatus, SandboxJobExecutor, fetch_feeds,
+    FeedConfig, JobOutcome, JobRow, JobRun, JobRunner, SandboxJobExecutor, fetch_feeds,
 };
 use worker_sandbox::Executor;
 
@@ -220,8 +221,14 @@ async fn serve_loop(
     shutdown: &Shutdown,
     telemetry: &Telemetry,
 ) -> Result<(), ServeError> {
-    let feed = &config.feed;
+    // One clock for the service: selection and the liveness re-check read the one the
+    // service decides by.
+    let feed = &FeedConfig {
+        clock: telemetry.clock().clone(),
+        ..config.feed.clone()
+    };
     let clock = telemetry.clock().clone();
+    ledger.set_clock(clock.clone());
     let client = PlatformClient::new(feed.client_limits)
         .map_err(|e| ServeError::Config(format!("http client: {e}")))?;
     remove_stale(&feed.work_dir);
@@ -295,20 +302,21 @@ async fn serve_loop(
                 telemetry.run_started();
                 running.push(async move {
                     let started = clock.monotonic();
-                    let (row, _) = runner.run(&job, &job_dir).await;
-                    (run_id, row, clock.monotonic().saturating_sub(started))
+                    let run = runner.run(&job, &job_dir).await;
+                    (run_id, run, clock.monotonic().saturating_sub(started))
                 });
             }
             if running.is_empty() {
                 break;
             }
             tokio::select! {
-                Some((run_id, row, took)) = running.next() => {
+                Some((run_id, run, took)) = running.next() => {
+                    let row = &run.row;
                     telemetry.run_ended(row.status.as_str(), row.reason_code.as_deref(), took);
-                    let cause = cause_of(&row);
-                    judge_host(&mut host_health, cause, &row, clock.monotonic(), config.poll_interval, telemetry);
+                    let cause = cause_of(&run.outcome);
+                    judge_host(&mut host_health, cause, row, clock.monotonic(), config.poll_interval, telemetry);
                     if let Some((key, id, _)) = open.remove(&run_id) {
-                        record(&mut ledger, feed, run_id, (key, &id), &row, cause, clock.wall_ms())?;
+                        record(&mut ledger, run_id, (key, &id), &run, cause, clock.wall_ms())?;
                     }
                     telemetry.set_oldest_pending(ledger.oldest_unfinished(&listed)?);
                 }
@@ -576,32 +584,27 @@ async fn interrupt(
     }
 }
 
-/// Records the end of a run from its report row and whose fault a failure was; a run
-/// without a verdict is logged at WARN with its reason and detail.
+/// Records the end of a run from its typed outcome (the one mapping of a [`JobOutcome`] to the
+/// ledger); a run without a verdict is logged at WARN with its reason and detail.
 fn record(
     ledger: &mut Ledger,
-    feed: &FeedConfig,
     run_id: i64,
     (key, job_id): (i64, &str),
-    row: &JobRow,
+    run: &JobRun,
     cause: Option<Cause>,
     at_ms: i64,
 ) -> Result<(), ServeError> {
-    let kind = match (row.status, cause) {
-        (JobStatus::CompletedPassed | JobStatus::CompletedFailed, _) => RunKind::Completed,
-        // Expired while it waited: not a refusal of its content; the ledger gives it up
-        // (with the metric and the warning) at the next poll.
-        (JobStatus::Rejected, _) if row.reason_code.as_deref() == Some(EXPIRED) => {
-            RunKind::NoVerdict
+    let row = &run.row;
+    let (kind, evidence) = match &run.outcome {
+        JobOutcome::Verdict { evidence, .. } => {
+            (RunKind::Completed, evidence.map(|e| e.to_string()))
         }
-        (JobStatus::Rejected, _) => RunKind::Rejected,
-        (_, Some(Cause::Host)) => RunKind::Host,
-        (JobStatus::NoVerdict | JobStatus::Error | JobStatus::Skipped, _) => RunKind::NoVerdict,
+        JobOutcome::Refused { .. } => (RunKind::Rejected, None),
+        // An expiry while it waited is the job's too, not a refusal of its content; the
+        // ledger gives it up (with the metric and the warning) at the next poll.
+        JobOutcome::JobFailure { .. } => (RunKind::NoVerdict, None),
+        JobOutcome::HostFailure { .. } => (RunKind::Host, None),
     };
-    let evidence = row
-        .candidate_file
-        .as_deref()
-        .and_then(|file| evidence_address(&feed.out_dir.join(file)));
     let code = row.reason_code.as_deref().unwrap_or("none");
     let detail = row.reason.as_deref().unwrap_or_default().escape_debug();
     match kind {
@@ -632,17 +635,6 @@ fn record(
         at_ms,
     )?;
     Ok(())
-}
-
-/// The store address (`sha256:` of the canonical JSON) of the evidence record embedded in
-/// a candidate file, the name under which the executor wrote it in the staging root.
-fn evidence_address(candidate: &Path) -> Option<String> {
-    let value: serde_json::Value = serde_json::from_slice(&std::fs::read(candidate).ok()?).ok()?;
-    let evidence = value.get("evidence")?;
-    Some(format!(
-        "sha256:{}",
-        hex::encode(Sha256::digest(canonical_json(evidence).as_bytes()))
-    ))
 }
 
 /// Rewrites the candidates manifest with the candidates of the jobs the feed still lists,

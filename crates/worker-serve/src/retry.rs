@@ -16,7 +16,7 @@
 
 use std::time::Duration;
 
-use worker_jobs::feed::{JobRow, JobStatus};
+use worker_jobs::feed::JobOutcome;
 
 /// Runs in a row failing for host causes after which `/healthz` answers 503 (degraded).
 pub const HOST_UNHEALTHY_AFTER: u32 = 3;
@@ -46,31 +46,18 @@ impl Cause {
     }
 }
 
-/// Whose fault the run of `row` was, for a row without a verdict (no verdict or error);
-/// `None` for a verdict or a refusal by rule.
-///
-/// A missing image is always the job's, with or without `--pull`: it concerns one image
-/// digest, not the host. Were it the host's, one author who pins a digest that is not on a
-/// host of pre-pulled images would make the host back off and probe with that same job again
-/// and again, while every other bounty's job waited until its window ended (chaos seed 4).
-pub fn cause_of(row: &JobRow) -> Option<Cause> {
-    if !matches!(row.status, JobStatus::NoVerdict | JobStatus::Error) {
-        return None;
+/// Whose fault the run was, for a run without a verdict; `None` for a verdict or a refusal
+/// by rule. The run step decided it ([`worker_jobs::feed::RunCode`]): a missing image is
+/// always the job's, with or without `--pull`: it concerns one image digest, not the host.
+/// Were it the host's, one author who pins a digest that is not on a host of pre-pulled
+/// images would make the host back off and probe with that same job again and again, while
+/// every other bounty's job waited until its window ended (chaos seed 4).
+pub fn cause_of(outcome: &JobOutcome) -> Option<Cause> {
+    match outcome {
+        JobOutcome::Verdict { .. } | JobOutcome::Refused { .. } => None,
+        JobOutcome::JobFailure { .. } => Some(Cause::Job),
+        JobOutcome::HostFailure { .. } => Some(Cause::Host),
     }
-    let code = row.reason_code.as_deref().unwrap_or_default();
-    let host = match code {
-        // The engine, or the host's configuration of it.
-        "runtime_unavailable" => true,
-        // The archive host (shared by every job) not answering, or answering 5xx/429: the
-        // runner reports those as errors; a 404 or a refused redirect is a refusal instead.
-        "download_transport" | "download_timeout" | "download_http_status" | "download_write" => {
-            row.status == JobStatus::Error
-        }
-        // This host's directories: scratch, output, staging (full or unwritable).
-        "scratch_failed" | "output_failed" | "staging_failed" => true,
-        _ => false,
-    };
-    Some(if host { Cause::Host } else { Cause::Job })
 }
 
 /// `base × 2^(n−1)` for the n-th retry (n ≥ 1), at most `max`.
@@ -148,43 +135,32 @@ impl HostHealth {
 mod tests {
     use super::*;
 
-    fn row(status: JobStatus, code: &str) -> JobRow {
-        JobRow::new("j".into(), status, code, "detail")
-    }
-
     #[test]
     fn serve_host_causes_are_not_the_jobs_attempts() {
-        for (status, code) in [
-            (JobStatus::Error, "runtime_unavailable"),
-            (JobStatus::NoVerdict, "runtime_unavailable"),
-            (JobStatus::Error, "download_transport"),
-            (JobStatus::Error, "download_timeout"),
-            (JobStatus::Error, "download_http_status"),
-            (JobStatus::Error, "scratch_failed"),
-            (JobStatus::Error, "output_failed"),
-            (JobStatus::Error, "staging_failed"),
-        ] {
-            assert_eq!(cause_of(&row(status, code)), Some(Cause::Host), "{code}");
-        }
-        for code in [
-            "image_missing",
-            "timeout",
-            "input_mismatch",
-            "start_failed",
-            "oom",
-            "executor_error",
-        ] {
-            assert_eq!(
-                cause_of(&row(JobStatus::NoVerdict, code)),
-                Some(Cause::Job),
-                "{code}"
-            );
-        }
-        assert_eq!(
-            cause_of(&row(JobStatus::Rejected, "download_http_status")),
-            None
-        );
-        assert_eq!(cause_of(&row(JobStatus::CompletedPassed, "x")), None);
+        use worker_jobs::feed::RunCode;
+        let detail = || "detail".to_owned();
+        let host = JobOutcome::HostFailure {
+            code: RunCode::StagingFailed,
+            detail: detail(),
+        };
+        assert_eq!(cause_of(&host), Some(Cause::Host));
+        let own = JobOutcome::JobFailure {
+            code: RunCode::NoVerdict(verifier_sdk::NoVerdictReason::ImageMissing),
+            detail: detail(),
+        };
+        assert_eq!(cause_of(&own), Some(Cause::Job));
+        let refused = JobOutcome::Refused {
+            code: RunCode::Download("http_status"),
+            detail: detail(),
+        };
+        assert_eq!(cause_of(&refused), None);
+        let verdict = JobOutcome::Verdict {
+            passed: true,
+            candidate_file: "c.json".into(),
+            evidence: None,
+            cached: false,
+        };
+        assert_eq!(cause_of(&verdict), None);
     }
 
     #[test]

@@ -274,15 +274,9 @@ pub struct RehearseArgs {
 /// Arguments of `worker feed`.
 #[derive(Debug, Clone, PartialEq, Eq, clap::Args)]
 pub struct FeedArgs {
-    /// Platform API base URL (https; plain http only to loopback).
-    #[arg(long)]
-    pub api: String,
-    /// Network to query: base-mainnet or base-sepolia (or an alias).
-    #[arg(long, default_value = "base-mainnet", value_parser = parse_network)]
-    pub network: Network,
-    /// A verifier address this runner serves; give it once or twice.
-    #[arg(long = "verifier", required = true, value_parser = parse_address)]
-    pub verifiers: Vec<Address>,
+    /// The feed queried.
+    #[command(flatten)]
+    pub source: FeedSource,
     /// Directory for candidate files and manifest.json.
     #[arg(long)]
     pub out: PathBuf,
@@ -300,6 +294,35 @@ pub struct FeedArgs {
     /// sha256(job_id), big-endian, modulo N, equal to I.
     #[arg(long, value_name = "I/N", default_value = "0/1")]
     pub shard: crate::feed::shard::Shard,
+    /// How each job is fetched and run.
+    #[command(flatten)]
+    pub run: JobRunArgs,
+    /// Print the run report as JSON on stdout.
+    #[arg(long)]
+    pub json: bool,
+}
+
+// The arguments `worker feed` and `worker serve` share, flattened into both in the same
+// places so their `--help` and man pages read as before. Plain comments on the structs: a doc
+// comment would become the `about` of the subcommand they are flattened into.
+
+#[derive(Debug, Clone, PartialEq, Eq, clap::Args)]
+#[allow(missing_docs)]
+pub struct FeedSource {
+    /// Platform API base URL (https; plain http only to loopback).
+    #[arg(long)]
+    pub api: String,
+    /// Network to query: base-mainnet or base-sepolia (or an alias).
+    #[arg(long, default_value = "base-mainnet", value_parser = parse_network)]
+    pub network: Network,
+    /// A verifier address this runner serves; give it once or twice.
+    #[arg(long = "verifier", required = true, value_parser = parse_address)]
+    pub verifiers: Vec<Address>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, clap::Args)]
+#[allow(missing_docs)]
+pub struct JobRunArgs {
     /// Scratch directory for downloads and extraction (default: the system temp dir).
     #[arg(long)]
     pub work_dir: Option<PathBuf>,
@@ -318,9 +341,6 @@ pub struct FeedArgs {
     /// (runtime_unavailable); there is no fallback.
     #[arg(long, value_enum, value_name = "RUNTIME", default_value = "runc")]
     pub oci_runtime: OciRuntimeArg,
-    /// Print the run report as JSON on stdout.
-    #[arg(long)]
-    pub json: bool,
 }
 
 /// Arguments of `worker reproduce`.
@@ -378,15 +398,9 @@ pub struct ReproduceArgs {
 /// Arguments of `worker serve`.
 #[derive(Debug, Clone, PartialEq, Eq, clap::Args)]
 pub struct ServeArgs {
-    /// Platform API base URL (https; plain http only to loopback).
-    #[arg(long)]
-    pub api: String,
-    /// Network to query: base-mainnet or base-sepolia (or an alias).
-    #[arg(long, default_value = "base-mainnet", value_parser = parse_network)]
-    pub network: Network,
-    /// A verifier address this runner serves; give it once or twice.
-    #[arg(long = "verifier", required = true, value_parser = parse_address)]
-    pub verifiers: Vec<Address>,
+    /// The feed queried.
+    #[command(flatten)]
+    pub source: FeedSource,
     /// Directory for candidate files and manifest.json, where a signer picks them up.
     #[arg(long)]
     pub out: PathBuf,
@@ -422,24 +436,9 @@ pub struct ServeArgs {
     /// Reuse completed verdicts from this cache directory.
     #[arg(long)]
     pub cache_dir: Option<PathBuf>,
-    /// Scratch directory for downloads and extraction (default: the system temp dir).
-    #[arg(long)]
-    pub work_dir: Option<PathBuf>,
-    /// Base of exact-commit archive URLs (default https://codeload.github.com).
-    #[arg(long)]
-    pub archive_base: Option<String>,
-    /// Staging root (defaults to $REGRESSION_SANDBOX_STAGING_ROOT).
-    #[arg(long)]
-    pub staging_root: Option<PathBuf>,
-    /// Pull missing images, by their pinned digest only.
-    #[arg(long)]
-    pub pull: bool,
-    /// The OCI runtime every container runs under: runc (the engine's default, asked for by
-    /// name) or runsc (gVisor, registered with the engine as `runsc`; README "A second
-    /// kernel"). An engine that does not offer it ends each run without a verdict
-    /// (runtime_unavailable); there is no fallback.
-    #[arg(long, value_enum, value_name = "RUNTIME", default_value = "runc")]
-    pub oci_runtime: OciRuntimeArg,
+    /// How each job is fetched and run.
+    #[command(flatten)]
+    pub run: JobRunArgs,
 }
 
 /// Arguments of `worker doctor`.
@@ -791,12 +790,17 @@ impl Cli {
     }
 }
 
-fn parse_network(value: &str) -> Result<Network, String> {
-    Network::from_alias(value).ok_or_else(|| format!("unknown network {value:?}"))
+/// A `--network` that names no network.
+#[derive(Debug, thiserror::Error)]
+#[error("unknown network {0:?}")]
+pub struct UnknownNetwork(String);
+
+fn parse_network(value: &str) -> Result<Network, UnknownNetwork> {
+    Network::from_alias(value).ok_or_else(|| UnknownNetwork(value.to_owned()))
 }
 
-fn parse_address(value: &str) -> Result<Address, String> {
-    value.parse::<Address>().map_err(|e| e.to_string())
+fn parse_address(value: &str) -> Result<Address, <Address as std::str::FromStr>::Err> {
+    value.parse::<Address>()
 }
 
 fn exactly<const N: usize>(
@@ -1018,8 +1022,11 @@ mod tests {
         let Ok(Command::Feed(args)) = cli.into_command() else {
             panic!("not a feed")
         };
-        assert_eq!(args.network, Network::BaseSepolia);
-        assert_eq!(args.verifiers, vec![address.parse::<Address>().unwrap()]);
+        assert_eq!(args.source.network, Network::BaseSepolia);
+        assert_eq!(
+            args.source.verifiers,
+            vec![address.parse::<Address>().unwrap()]
+        );
         for (network, verifier) in [("ropsten", address.as_str()), ("base", "0x12")] {
             let error = feed(network, verifier).unwrap_err();
             assert_eq!(error.exit_code(), 2, "{error}");

@@ -76,7 +76,7 @@ pub struct Stopped {
     /// The signal.
     pub signal: Interrupted,
     /// The containers removed (confirmed), or why removal could not be confirmed.
-    pub removed: Result<Vec<String>, String>,
+    pub removed: Result<Vec<String>, worker_sandbox::SandboxError>,
 }
 
 impl Stopped {
@@ -109,11 +109,8 @@ pub async fn run_interruptible<F: Future>(work: F) -> std::io::Result<Result<F::
         Err(signal) => signal,
     };
     let removed = match crate::engine::connect().await {
-        Ok(executor) => executor
-            .remove_own_containers()
-            .await
-            .map_err(|e| e.to_string()),
-        Err(e) => Err(e.to_string()),
+        Ok(executor) => executor.remove_own_containers().await,
+        Err(e) => Err(e),
     };
     Ok(Err(Stopped { signal, removed }))
 }

@@ -13,6 +13,7 @@
 //! network client and the executor.
 
 pub mod cache;
+pub mod outcome;
 pub mod output;
 pub mod report;
 pub mod runner;
@@ -22,9 +23,10 @@ pub mod shard;
 
 pub use worker_store::{archive, scratch};
 
+pub use outcome::{JobOutcome, RunCode};
 pub use report::{BatchStatus, FeedReport, JobRow, JobStatus, OmittedJobs, REPORT_SCHEMA_VERSION};
 pub use runner::{
-    ExecutedJob, FeedConfig, FeedError, JobExecutor, JobFailure, JobRunner, MAX_VERIFIERS,
+    ExecutedJob, FeedConfig, FeedError, JobExecutor, JobFailure, JobRun, JobRunner, MAX_VERIFIERS,
     fetch_feeds, run_feed,
 };
 pub use sandbox_executor::SandboxJobExecutor;

@@ -4,6 +4,7 @@ use std::collections::BTreeSet;
 use std::fmt;
 use std::panic::AssertUnwindSafe;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 use std::time::Instant;
 
 use futures_util::FutureExt as _;
@@ -11,7 +12,7 @@ use platform_client::{ClientError, ClientLimits, PlatformClient, check_url};
 use serde_json::Value;
 use verifier_sdk::{
     Address, CandidateManifest, CommitId, GithubRepo, MAX_MANIFEST_CANDIDATES, Network,
-    NoVerdictReason, RelativeDir, RunOutput, Sha256Digest, ValidatedJob, validate_outcome,
+    RelativeDir, RunOutput, Sha256Digest, ValidatedJob, validate_outcome,
 };
 
 use super::archive::{
@@ -19,11 +20,13 @@ use super::archive::{
     archive_url, extract_tar_gz,
 };
 use super::cache::{ResultCache, RunIdentity};
+use super::outcome::{JobOutcome, RunCode};
 use super::output::{MANIFEST_FILE, write_bounded_manifest, write_candidate};
 use super::report::{Durations, FeedReport, FetchFailure, JobRow, JobStatus};
 use super::scratch::{Scratch, remove_stale};
 use super::select::{Selection, reason, select_jobs};
-use crate::run::now_unix;
+use crate::run::evidence_address;
+use worker_store::clock::{Clock, SystemClock};
 
 /// Most verifier addresses one run serves (one or two operators' quorum).
 pub const MAX_VERIFIERS: usize = 2;
@@ -62,6 +65,9 @@ pub struct FeedConfig {
     /// Refuse a job whose verification window has closed before running it (`worker
     /// reproduce` turns it off: reproducing a settlement looks back at a closed window).
     pub check_liveness: bool,
+    /// Where selection and the liveness re-check read the time (`worker serve` passes its
+    /// own, so one clock decides for the service).
+    pub clock: Arc<dyn Clock>,
 }
 
 impl FeedConfig {
@@ -84,7 +90,13 @@ impl FeedConfig {
             runner_revision: super::output::runner_revision(),
             progress: true,
             check_liveness: true,
+            clock: Arc::new(SystemClock::new()),
         }
+    }
+
+    /// The configured clock's wall time, in unix seconds.
+    pub fn now_unix(&self) -> u64 {
+        u64::try_from(self.clock.wall_ms() / 1000).unwrap_or(0)
     }
 
     /// Checks everything that can be checked before any request.
@@ -149,8 +161,6 @@ pub struct ExecutedJob {
     pub output: RunOutput,
     /// The evidence record (DESIGN §5); the signer refuses a candidate without one.
     pub evidence: Option<Value>,
-    /// Digest of the image actually run.
-    pub image_digest: Sha256Digest,
     /// Digest of the staged source tree.
     pub source_digest: Sha256Digest,
     /// Digest of the staged benchmark tree.
@@ -177,7 +187,11 @@ pub enum JobFailure {
 
 /// Stages the extracted trees and runs the job in the sandbox. Implemented by the worker with
 /// the staging store and the Docker sandbox; it must verify the staged digests and the
-/// image itself, because the runner only compares what the executor reports.
+/// image itself, because the runner only compares what the executor reports. The image is
+/// not reported: the sandbox's image check (`check_image`, run on the engine's inspect
+/// answer before create) refuses, as the no-verdict `image_missing`, an image whose repo
+/// digests do not hold the manifest's pinned `name@sha256:…`, and the container is created
+/// from that digest reference; a reported digest could only echo the manifest back.
 #[async_trait::async_trait]
 pub trait JobExecutor: Send + Sync {
     /// Runs `job` on the extracted `source_dir` and `benchmark_dir`.
@@ -224,7 +238,7 @@ pub async fn run_feed(
         fetched,
         config.network,
         &config.verifiers,
-        now_unix(),
+        config.now_unix(),
         config.max_jobs,
     );
     if let Some(wanted) = &config.only_jobs {
@@ -368,15 +382,16 @@ impl<'a> JobRunner<'a> {
     }
 
     /// Runs `job` with `job_dir` (which must not exist yet) as its scratch directory, removes
-    /// that directory, and returns the job's report row and whether the executor ran.
-    pub async fn run(&self, job: &ValidatedJob, job_dir: &Path) -> (JobRow, bool) {
+    /// that directory, and returns the job's report row, its typed outcome and whether the
+    /// executor ran.
+    pub async fn run(&self, job: &ValidatedJob, job_dir: &Path) -> JobRun {
         let run = self.0.run_one(job, job_dir).await;
         if let Err(e) = std::fs::remove_dir_all(job_dir)
             && e.kind() != std::io::ErrorKind::NotFound
         {
             tracing::warn!(error = %e, "could not remove a job's scratch directory");
         }
-        (run.row, run.executed)
+        run
     }
 }
 
@@ -387,16 +402,22 @@ struct Runner<'a> {
     cache: Option<ResultCache>,
 }
 
-struct JobRun {
-    row: JobRow,
-    executed: bool,
+/// How one job's run went.
+#[derive(Debug, Clone)]
+pub struct JobRun {
+    /// Its report row.
+    pub row: JobRow,
+    /// How it ended, typed (the row's `status` and `reason_code` say the same in strings).
+    pub outcome: JobOutcome,
+    /// Whether the executor was called.
+    pub executed: bool,
     runtime_unavailable: bool,
 }
 
 /// Why one job ended without a candidate.
 struct Stop {
     status: JobStatus,
-    code: String,
+    code: RunCode,
     reason: String,
     /// The same inputs are refused on every attempt: remember it (see `cache`).
     permanent: bool,
@@ -405,10 +426,10 @@ struct Stop {
 }
 
 impl Stop {
-    fn new(status: JobStatus, code: &str, reason: impl fmt::Display) -> Self {
+    fn new(status: JobStatus, code: RunCode, reason: impl fmt::Display) -> Self {
         Self {
             status,
-            code: code.to_owned(),
+            code,
             reason: reason.to_string(),
             permanent: false,
             cached: false,
@@ -424,6 +445,8 @@ impl Stop {
 struct Done {
     status: JobStatus,
     file: String,
+    /// The store address of the candidate's evidence record.
+    evidence: Option<Sha256Digest>,
     cached: bool,
 }
 
@@ -440,30 +463,40 @@ impl Runner<'_> {
         let mut flags = Flags::default();
         let result = self.attempt(job, job_dir, &mut durations, &mut flags).await;
         durations.total_ms = millis(started);
-        let row = match result {
-            Ok(done) => JobRow {
-                job_id: job.job_id().to_owned(),
-                status: done.status,
-                reason_code: None,
-                reason: None,
-                candidate_file: Some(done.file),
-                reused_from_cache: done.cached,
-                durations,
-            },
+        let (row, outcome) = match result {
+            Ok(done) => (
+                JobRow {
+                    job_id: job.job_id().to_owned(),
+                    status: done.status,
+                    reason_code: None,
+                    reason: None,
+                    candidate_file: Some(done.file.clone()),
+                    reused_from_cache: done.cached,
+                    durations,
+                },
+                JobOutcome::Verdict {
+                    passed: done.status == JobStatus::CompletedPassed,
+                    candidate_file: done.file,
+                    evidence: done.evidence,
+                    cached: done.cached,
+                },
+            ),
             Err(stop) => {
                 let mut row = JobRow::new(
                     job.job_id().to_owned(),
                     stop.status,
-                    &stop.code,
+                    stop.code.as_str(),
                     &stop.reason,
                 );
                 row.durations = durations;
                 row.reused_from_cache = stop.cached;
-                row
+                let refused = stop.status == JobStatus::Rejected;
+                (row, JobOutcome::stopped(stop.code, stop.reason, refused))
             }
         };
         JobRun {
             row,
+            outcome,
             executed: flags.executed,
             runtime_unavailable: flags.runtime_unavailable,
         }
@@ -477,10 +510,10 @@ impl Runner<'_> {
         flags: &mut Flags,
     ) -> Result<Done, Stop> {
         // Selection checked liveness, but earlier jobs in the batch may have taken a while.
-        if self.config.check_liveness && !job.is_live(now_unix()) {
+        if self.config.check_liveness && !job.is_live(self.config.now_unix()) {
             return Err(Stop::new(
                 JobStatus::Rejected,
-                reason::EXPIRED,
+                RunCode::Expired,
                 "the job expired before it could run",
             ));
         }
@@ -498,7 +531,11 @@ impl Runner<'_> {
         }
         let dirs = self.fetch_trees(job, job_dir, &identity, durations).await?;
         let (Some(source_dir), Some(benchmark_dir)) = (dirs.first(), dirs.get(1)) else {
-            return Err(Stop::new(JobStatus::Error, "internal", "archive list"));
+            return Err(Stop::new(
+                JobStatus::Error,
+                RunCode::Internal,
+                "archive list",
+            ));
         };
 
         progress(self.config, format_args!("  running"));
@@ -514,10 +551,11 @@ impl Runner<'_> {
         {
             tracing::warn!(error = %e, "could not cache a verdict");
         }
-        let file = self.write(job, &outcome, Some(evidence))?;
+        let (file, evidence) = self.write(job, &outcome, Some(evidence))?;
         Ok(Done {
             status: verdict_status(outcome.verdict.passed()),
             file,
+            evidence,
             cached: false,
         })
     }
@@ -533,18 +571,22 @@ impl Runner<'_> {
             let status = verdict_status(hit.outcome.verdict.passed());
             return Some(
                 self.write(job, &hit.outcome, hit.evidence)
-                    .map(|file| Done {
+                    .map(|(file, evidence)| Done {
                         status,
                         file,
+                        evidence,
                         cached: true,
                     }),
             );
         }
-        if let Some(rejected) = self.cache.as_ref().and_then(|c| c.load_rejection(identity)) {
+        if let Some(rejected) = self.cache.as_ref().and_then(|c| c.load_rejection(identity))
+            // Only the cacheable codes are ever stored; another one is not trusted, the job runs.
+            && let Some(code) = RunCode::from_cached(&rejected.reason_code)
+        {
             progress(self.config, format_args!("  reusing the cached rejection"));
             return Some(Err(Stop {
                 cached: true,
-                ..Stop::new(JobStatus::Rejected, &rejected.reason_code, rejected.reason)
+                ..Stop::new(JobStatus::Rejected, code, rejected.reason)
             }));
         }
         None
@@ -561,7 +603,7 @@ impl Runner<'_> {
     ) -> Result<Vec<PathBuf>, Stop> {
         let manifest = job.manifest();
         std::fs::create_dir(job_dir)
-            .map_err(|e| Stop::new(JobStatus::Error, "scratch_failed", e))?;
+            .map_err(|e| Stop::new(JobStatus::Error, RunCode::ScratchFailed, e))?;
         let source = job.source();
         let bench = job.benchmark_source();
         let fetches = [
@@ -589,7 +631,8 @@ impl Runner<'_> {
                 Err(stop) => {
                     if stop.permanent
                         && let Some(cache) = &self.cache
-                        && let Err(e) = cache.store_rejection(identity, &stop.code, &stop.reason)
+                        && let Err(e) =
+                            cache.store_rejection(identity, stop.code.as_str(), &stop.reason)
                     {
                         tracing::warn!(error = %e, "could not cache a rejection");
                     }
@@ -600,20 +643,24 @@ impl Runner<'_> {
         Ok(dirs)
     }
 
+    /// Writes the candidate; returns its file name and the store address of its evidence,
+    /// hashed here from the record in memory so that nobody reads the file back for it.
     fn write(
         &self,
         job: &ValidatedJob,
         outcome: &verifier_sdk::Outcome,
         evidence: Option<Value>,
-    ) -> Result<String, Stop> {
-        write_candidate(
+    ) -> Result<(String, Option<Sha256Digest>), Stop> {
+        let address = evidence.as_ref().map(evidence_address);
+        let file = write_candidate(
             &self.config.out_dir,
             job,
             outcome,
             evidence,
             &self.config.runner_revision,
         )
-        .map_err(|e| Stop::new(JobStatus::Error, "output_failed", e))
+        .map_err(|e| Stop::new(JobStatus::Error, RunCode::OutputFailed, e))?;
+        Ok((file, address))
     }
 
     /// Downloads one archive into the job's scratch dir and extracts its selected subtree.
@@ -631,7 +678,7 @@ impl Runner<'_> {
             .create_new(true)
             .open(&archive_path)
             .await
-            .map_err(|e| Stop::new(JobStatus::Error, "scratch_failed", e))?;
+            .map_err(|e| Stop::new(JobStatus::Error, RunCode::ScratchFailed, e))?;
         let show = self.config.progress;
         let label = fetch.label;
         let mut next_report = PROGRESS_STEP;
@@ -658,7 +705,7 @@ impl Runner<'_> {
             };
             let stop = Stop::new(
                 status,
-                &format!("download_{}", e.kind()),
+                RunCode::download(&e),
                 format!("{} archive: {e}", fetch.label),
             );
             // Over the size cap is a property of the archive; a 404 or a refused redirect
@@ -705,7 +752,7 @@ impl Runner<'_> {
             Ok(Err(e)) if e.is_rejection() => {
                 let stop = Stop::new(
                     JobStatus::Rejected,
-                    "archive_rejected",
+                    RunCode::ArchiveRejected,
                     format!("{} archive: {e}", fetch.label),
                 );
                 Err(if e.is_permanent_rejection() {
@@ -716,12 +763,12 @@ impl Runner<'_> {
             }
             Ok(Err(e)) => Err(Stop::new(
                 JobStatus::Error,
-                "extract_failed",
+                RunCode::ExtractFailed,
                 format!("{} archive: {e}", fetch.label),
             )),
             Err(_) => Err(Stop::new(
                 JobStatus::Error,
-                "extract_failed",
+                RunCode::ExtractFailed,
                 format!("{} archive: extraction task failed", fetch.label),
             )),
         }
@@ -758,8 +805,9 @@ fn millis(since: Instant) -> u64 {
 }
 
 /// The verdict and evidence of an execution, or why there is none. The executor verifies the
-/// digests; the re-check here keeps a buggy executor from turning a run on other inputs into
-/// a cached, signable candidate.
+/// tree digests; the re-check here keeps a buggy executor from turning a run on other trees
+/// into a cached, signable candidate. The image is checked by the sandbox itself (see
+/// [`JobExecutor`]), not here.
 fn judge_execution(
     executed: std::thread::Result<Result<ExecutedJob, JobFailure>>,
     job: &ValidatedJob,
@@ -770,37 +818,33 @@ fn judge_execution(
         Err(_) => {
             return Err(Stop::new(
                 JobStatus::Error,
-                "executor_panicked",
+                RunCode::ExecutorPanicked,
                 "the executor panicked",
             ));
         }
         Ok(Err(JobFailure::RuntimeUnavailable(m))) => {
             flags.runtime_unavailable = true;
-            return Err(Stop::new(
-                JobStatus::Error,
-                NoVerdictReason::RuntimeUnavailable.as_str(),
-                m,
-            ));
+            return Err(Stop::new(JobStatus::Error, RunCode::RuntimeUnavailable, m));
         }
         Ok(Err(JobFailure::InvalidInput(m))) => {
-            return Err(Stop::new(JobStatus::Rejected, "executor_rejected", m));
+            return Err(Stop::new(JobStatus::Rejected, RunCode::ExecutorRejected, m));
         }
         Ok(Err(JobFailure::Staging(m))) => {
-            return Err(Stop::new(JobStatus::Error, "staging_failed", m));
+            return Err(Stop::new(JobStatus::Error, RunCode::StagingFailed, m));
         }
         Ok(Err(JobFailure::Internal(m))) => {
-            return Err(Stop::new(JobStatus::Error, "executor_error", m));
+            return Err(Stop::new(JobStatus::Error, RunCode::ExecutorError, m));
         }
         Ok(Ok(executed)) => executed,
     };
     let outcome = match executed.output {
         RunOutput::NoVerdict(nv) => {
-            if nv.no_verdict.reason == NoVerdictReason::RuntimeUnavailable {
+            if nv.no_verdict.reason == verifier_sdk::NoVerdictReason::RuntimeUnavailable {
                 flags.runtime_unavailable = true;
             }
             return Err(Stop::new(
                 JobStatus::NoVerdict,
-                nv.no_verdict.reason.as_str(),
+                RunCode::NoVerdict(nv.no_verdict.reason),
                 nv.no_verdict.detail,
             ));
         }
@@ -813,24 +857,23 @@ fn judge_execution(
             executed.benchmark_digest,
             identity.benchmark_digest,
         ),
-        ("image", executed.image_digest, identity.image_digest),
     ] {
         if reported != committed {
             return Err(Stop::new(
                 JobStatus::Error,
-                "digest_mismatch",
+                RunCode::DigestMismatch,
                 format!("executor ran {what} {reported}, the job commits to {committed}"),
             ));
         }
     }
     let outcome_value = serde_json::to_value(&outcome)
-        .map_err(|e| Stop::new(JobStatus::Error, "invalid_outcome", e))?;
+        .map_err(|e| Stop::new(JobStatus::Error, RunCode::InvalidOutcome, e))?;
     validate_outcome(&outcome_value, job)
-        .map_err(|e| Stop::new(JobStatus::Error, "invalid_outcome", e))?;
+        .map_err(|e| Stop::new(JobStatus::Error, RunCode::InvalidOutcome, e))?;
     let Some(evidence) = executed.evidence else {
         return Err(Stop::new(
             JobStatus::Error,
-            "missing_evidence",
+            RunCode::MissingEvidence,
             "the executor returned a verdict without an evidence record",
         ));
     };

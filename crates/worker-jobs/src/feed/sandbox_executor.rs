@@ -1,6 +1,7 @@
 //! The real [`JobExecutor`]: stages the extracted trees into the content-addressed store and
 //! runs the job in the Docker sandbox. The digests it reports are the staged ones, so the
-//! runner's comparison with the job is a comparison with what actually ran.
+//! runner's comparison with the job is a comparison with what actually ran. The image is
+//! held to the manifest's pinned digest by the sandbox's image check before create.
 
 use std::path::{Path, PathBuf};
 
@@ -75,11 +76,9 @@ impl JobExecutor for SandboxJobExecutor {
             manifest.benchmark_limits(),
         )
         .await?;
-        let image_digest = manifest.image_digest();
         let executed = |output, evidence| ExecutedJob {
             output,
             evidence,
-            image_digest,
             source_digest: source,
             benchmark_digest: benchmark,
         };

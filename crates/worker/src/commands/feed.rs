@@ -15,8 +15,8 @@ pub fn feed(args: &FeedArgs, quiet: bool) -> ExitCode {
         Ok(config) => config,
         Err(error) => return staging_root_failed(&error),
     };
-    let pull = args.pull;
-    let oci_runtime = args.oci_runtime.name();
+    let pull = args.run.pull;
+    let oci_runtime = args.run.oci_runtime.name();
     let result = block_on_interruptible(
         async move {
             let executor = connect_swept(oci_runtime)
@@ -50,18 +50,23 @@ pub fn feed(args: &FeedArgs, quiet: bool) -> ExitCode {
 /// The batch's configuration and its staging root, proven writable before anything is
 /// fetched.
 fn feed_config(args: &FeedArgs, quiet: bool) -> Result<(FeedConfig, PathBuf), StagingRootError> {
-    let root = staging_root::resolve(args.staging_root.as_deref(), Fallback::Required)?;
+    let root = staging_root::resolve(args.run.staging_root.as_deref(), Fallback::Required)?;
     staging_root::ensure_writable(&root)?;
-    let mut config = FeedConfig::new(&args.api, args.network, args.verifiers.clone(), &args.out);
+    let mut config = FeedConfig::new(
+        &args.source.api,
+        args.source.network,
+        args.source.verifiers.clone(),
+        &args.out,
+    );
     config.max_jobs = args.max_jobs;
     config.cache_dir = args.cache_dir.clone();
     if !args.job_ids.is_empty() {
         config.only_jobs = Some(args.job_ids.iter().cloned().collect());
     }
-    if let Some(work) = &args.work_dir {
+    if let Some(work) = &args.run.work_dir {
         config.work_dir = work.clone();
     }
-    if let Some(base) = &args.archive_base {
+    if let Some(base) = &args.run.archive_base {
         config.archive_base = base.clone();
     }
     config.progress = !quiet;

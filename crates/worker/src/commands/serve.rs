@@ -37,12 +37,13 @@ use crate::staging_root::{self, Fallback};
 
 /// Runs the service until a signal or a failure.
 pub fn serve(args: &ServeArgs) -> ExitCode {
-    let staging_root = match staging_root::resolve(args.staging_root.as_deref(), Fallback::Required)
-        .and_then(|root| staging_root::ensure_writable(&root).map(|()| root))
-    {
-        Ok(root) => root,
-        Err(error) => return fail(ExitCode::Config, &error),
-    };
+    let staging_root =
+        match staging_root::resolve(args.run.staging_root.as_deref(), Fallback::Required)
+            .and_then(|root| staging_root::ensure_writable(&root).map(|()| root))
+        {
+            Ok(root) => root,
+            Err(error) => return fail(ExitCode::Config, &error),
+        };
     let config = serve_config(args);
     // The lock lives to the end of this function: the whole life of the service.
     let Prepared {
@@ -67,8 +68,8 @@ pub fn serve(args: &ServeArgs) -> ExitCode {
             return fail(code, &error);
         }
     };
-    let pull = args.pull;
-    let oci_runtime = args.oci_runtime.name();
+    let pull = args.run.pull;
+    let oci_runtime = args.run.oci_runtime.name();
     let clock: Arc<dyn Clock> = Arc::new(SystemClock::new());
     let telemetry = Arc::new(Telemetry::new(config.poll_interval, clock));
     let result = super::block_on(async move {
@@ -114,12 +115,17 @@ fn served(result: Result<(), ServeError>) -> ExitCode {
 }
 
 fn serve_config(args: &ServeArgs) -> ServeConfig {
-    let mut feed = FeedConfig::new(&args.api, args.network, args.verifiers.clone(), &args.out);
+    let mut feed = FeedConfig::new(
+        &args.source.api,
+        args.source.network,
+        args.source.verifiers.clone(),
+        &args.out,
+    );
     feed.cache_dir = args.cache_dir.clone();
-    if let Some(work) = &args.work_dir {
+    if let Some(work) = &args.run.work_dir {
         feed.work_dir = work.clone();
     }
-    if let Some(base) = &args.archive_base {
+    if let Some(base) = &args.run.archive_base {
         feed.archive_base = base.clone();
     }
     // A service logs through `tracing`; per-download progress lines are for terminals.
@@ -225,7 +231,7 @@ fn show(ledger: &Ledger, job: Option<&str>, json: bool) -> ExitCode {
             j.status,
             j.attempts,
             j.not_before_ms
-                .filter(|_| j.status == crate::serve::ledger::status::RETRY)
+                .filter(|_| j.status == crate::serve::ledger::JobState::Retry)
                 .map(|t| format!(", next try after {}", iso_utc(t)))
                 .unwrap_or_default(),
             j.expires_ms

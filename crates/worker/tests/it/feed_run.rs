@@ -38,8 +38,8 @@ struct FakeExecutor {
     runtime_down: bool,
     /// Jobs whose run panics inside the executor.
     panic_on: HashSet<String>,
-    /// Report an image digest other than the one pinned (a buggy executor).
-    wrong_image: bool,
+    /// Report a benchmark digest other than the staged one (a buggy executor).
+    wrong_benchmark: bool,
 }
 
 impl FakeExecutor {
@@ -78,17 +78,16 @@ impl JobExecutor for FakeExecutor {
         }
         let source_digest = dir_digest(source_dir);
         let benchmark_digest = dir_digest(benchmark_dir);
-        let image_digest = if self.wrong_image {
+        let reported_benchmark = if self.wrong_benchmark {
             digest('f')
         } else {
-            job.manifest().image_digest()
+            benchmark_digest
         };
         let done = |output| ExecutedJob {
             output,
             evidence: Some(json!({"test_double": "not evidence from the docker executor"})),
-            image_digest,
             source_digest,
-            benchmark_digest,
+            benchmark_digest: reported_benchmark,
         };
         if source_digest != job.source_snapshot_digest()
             || benchmark_digest != job.manifest().benchmark_digest()
@@ -535,6 +534,32 @@ async fn two_verifier_feeds_are_merged_and_each_job_runs_once() {
     assert_eq!(report.exit_code(), ExitCode::Success);
 }
 
+/// One injected clock: selection reads the configured clock, not the system's. A job that is
+/// live by the system clock but whose window has closed on the configured clock is refused as
+/// expired and never reaches the executor; the same job on a clock before its window ends runs.
+#[tokio::test]
+async fn a_job_past_its_window_on_the_configured_clock_is_not_run() {
+    let w = World::new().await;
+    let job = w.job_with_source(1, &[("a", b"1")]);
+    w.serve_feed(VERIFIER, &[&job]);
+    let exec = FakeExecutor::default();
+    let expires_ms = i64::try_from(verifier_sdk::fixtures::EXPIRES_AT).unwrap() * 1000;
+    let mut config = w.config("late");
+    config.clock = std::sync::Arc::new(worker::serve::clock::ManualClock::new(expires_ms + 1_000));
+    let report = run_feed(&config, &exec).await.unwrap();
+    let r = row(&report, &job);
+    assert_eq!(
+        (r.status, r.reason_code.as_deref()),
+        (JobStatus::Rejected, Some("expired"))
+    );
+    assert_eq!(exec.calls(&id(&job)), 0);
+    let mut config = w.config("early");
+    config.clock = std::sync::Arc::new(worker::serve::clock::ManualClock::new(expires_ms - 60_000));
+    let report = run_feed(&config, &exec).await.unwrap();
+    assert_eq!(row(&report, &job).status, JobStatus::CompletedPassed);
+    assert_eq!(exec.calls(&id(&job)), 1);
+}
+
 #[tokio::test]
 async fn max_jobs_runs_the_earliest_expiring_only() {
     let w = World::new().await;
@@ -737,7 +762,7 @@ async fn a_verdict_on_other_inputs_than_committed_is_neither_written_nor_cached(
     let j = w.job_with_source(1, &[("a", b"1")]);
     w.serve_feed(VERIFIER, &[&j]);
     let liar = FakeExecutor {
-        wrong_image: true,
+        wrong_benchmark: true,
         ..FakeExecutor::default()
     };
     let report = run_feed(&w.config("out"), &liar).await.unwrap();

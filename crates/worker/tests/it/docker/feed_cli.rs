@@ -226,6 +226,31 @@ async fn two_example_jobs_yield_signable_verdicts_and_the_cache_reruns_nothing()
     assert_eq!(signable_candidates(&w.path("out2")), candidates);
 }
 
+/// A job whose manifest pins another digest under the name of an image this host holds:
+/// the sandbox's image check refuses it before create (the runner no longer compares an
+/// image digest the executor could only echo from the manifest), so no container runs on
+/// the local image and no candidate is written.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_job_pinning_another_digest_of_a_local_image_runs_nothing_and_yields_no_candidate() {
+    let mut w = World::new().await;
+    let (name, _) = w.image.rsplit_once("@sha256:").unwrap();
+    w.0.image = format!("{name}@sha256:{}", "0".repeat(64));
+    let job = w.example_job(1, "source-pass");
+    w.serve_jobs(&[&job]);
+
+    let out = w.feed("out", &[]).await;
+    out.assert_code(3);
+    assert_eq!(out.row(&job)["status"], "no_verdict");
+    assert_eq!(out.row(&job)["reason_code"], "image_missing");
+    assert_eq!(out.row(&job)["candidate_file"], Value::Null);
+    assert!(signable_candidates(&w.path("out")).is_empty());
+    let evidence = w.evidence_files();
+    assert_eq!(evidence.len(), 1, "evidence store: {evidence:?}");
+    let record: Value = serde_json::from_slice(&std::fs::read(&evidence[0]).unwrap()).unwrap();
+    assert_eq!(record["container"], Value::Null, "a container was created");
+    assert_eq!(record["image"], Value::Null, "the engine resolved an image");
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_run_killed_from_outside_is_no_verdict_and_never_cached() {
     let w = World::new().await;
