@@ -15,7 +15,8 @@
 //! what the benchmark names under `/workspace` and [`judgement`] words what the stubs allow us
 //! to say; [`git`] stages a tree inside a repository as its exact-commit archive, and
 //! [`revisions`] says which revision each tree is staged at; [`warnings`] repeats what must be
-//! seen beside the verdict; [`store_hint`] notes a grown store.
+//! seen beside the verdict; [`store_hint`] notes a grown store; [`test_count`] says how many tests
+//! the runs printed.
 //!
 //! A library: it runs containers only through a `worker_sandbox::Executor` it is given, and
 //! parses no command line and names no exit code (`worker rehearse` in the binary does those).
@@ -33,6 +34,7 @@ pub mod report;
 pub mod revisions;
 pub mod run;
 pub mod store_hint;
+pub mod test_count;
 pub mod warnings;
 
 use std::path::PathBuf;

@@ -87,6 +87,9 @@ impl Report {
         for line in test_outcomes::render::analysis_lines(&self.tests, TESTS_LISTED) {
             out.push_str(&format!("{line}\n"));
         }
+        if let Some(count) = &self.test_count {
+            out.push_str(&format!("{}\n", count.line()));
+        }
         out.push_str(&format!("verdict  {}\n", self.verdict.as_str()));
         // Runs' output is already escaped by `render`; the manifest's argv, env and image and
         // the problems are author-controlled text too.

@@ -1,0 +1,207 @@
+//! What an author reads while writing a benchmark (issue #26): the test count a rehearsal saw,
+//! the harness's one-line failure summary, `worker plan`'s human form and `rehearse --batch`.
+//! Real containers on the repo's digest-pinned images (`scripts/services.sh` builds them).
+#![allow(clippy::unwrap_used, clippy::expect_used)] // tests may unwrap (COMMON.md)
+
+use std::fs;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use crate::support::{image, workspace_root};
+use serde_json::{Value, json};
+
+const WORKER: &str = env!("CARGO_BIN_EXE_worker");
+
+struct Ran {
+    code: i32,
+    stdout: String,
+    stderr: String,
+}
+
+fn ran(command: &mut Command) -> Ran {
+    let output = command
+        .env_remove("REGRESSION_SANDBOX_STAGING_ROOT")
+        .output()
+        .unwrap();
+    let ran = Ran {
+        code: output.status.code().unwrap_or(-1),
+        stdout: String::from_utf8_lossy(&output.stdout).into_owned(),
+        stderr: String::from_utf8_lossy(&output.stderr).into_owned(),
+    };
+    assert_ne!(
+        ran.code, 5,
+        "these tests need the Docker daemon on /var/run/docker.sock: {}",
+        ran.stderr
+    );
+    ran
+}
+
+fn fixture(path: &str) -> PathBuf {
+    workspace_root().join("fixtures").join(path)
+}
+
+/// `manifests/python-unittest.json` with the local python image pinned and the harness told to
+/// expect `count` tests.
+fn harness_manifest(dir: &Path, count: u32) -> PathBuf {
+    let text = fs::read_to_string(workspace_root().join("manifests/python-unittest.json")).unwrap();
+    let mut value: Value = serde_json::from_str(&text).unwrap();
+    value["image"] = json!(image("python"));
+    value["command"][4] = json!(count.to_string());
+    let path = dir.join(format!("manifest-{count}.json"));
+    fs::write(&path, serde_json::to_vec(&value).unwrap()).unwrap();
+    path
+}
+
+fn rehearse(dir: &Path, source: &Path, benchmark: &Path, manifest: &Path, extra: &[&str]) -> Ran {
+    ran(Command::new(WORKER)
+        .arg("rehearse")
+        .arg("--source")
+        .arg(source)
+        .arg("--benchmark")
+        .arg(benchmark)
+        .arg("--manifest")
+        .arg(manifest)
+        .arg("--staging-root")
+        .arg(dir.join("store"))
+        .args(extra))
+}
+
+/// The walk-through's first step: the template expects 2 tests, the project has 7. The
+/// rehearsal prints the count the run printed, ready to be committed.
+#[test]
+fn rehearse_prints_the_test_count_the_run_printed_for_the_author_to_commit() {
+    let dir = tempfile::tempdir().unwrap();
+    let project = fixture("python-project");
+    let manifest = harness_manifest(dir.path(), 2);
+    let human = rehearse(
+        dir.path(),
+        &project.join("solution"),
+        &project.join("benchmark"),
+        &manifest,
+        &[],
+    );
+    println!("{}", human.stdout);
+    assert_eq!(human.code, 4, "{}{}", human.stdout, human.stderr);
+    let out = &human.stdout;
+    let line = out
+        .lines()
+        .find(|l| l.starts_with("test count"))
+        .unwrap_or_else(|| panic!("no test count line: {out}"));
+    assert!(
+        line.starts_with("test count  7 (unittest, as the solution run printed it: 7 passed"),
+        "{line}"
+    );
+    assert!(
+        line.contains("the number a harness that expects a count takes"),
+        "{line}"
+    );
+    let json = rehearse(
+        dir.path(),
+        &project.join("solution"),
+        &project.join("benchmark"),
+        &manifest,
+        &["--json"],
+    );
+    let json: Value = serde_json::from_str(&json.stdout).unwrap();
+    assert_eq!(
+        json["test_count"],
+        json!({"count": 7, "runner": "unittest", "runs_agree": true,
+               "source": "solver-controlled-output"}),
+        "{json}"
+    );
+    // A run whose output no known runner printed has no count, and says nothing about one.
+    let busybox = dir.path().join("busybox.json");
+    let text = fs::read_to_string(workspace_root().join("manifests/busybox-cmp.json")).unwrap();
+    let mut value: Value = serde_json::from_str(&text).unwrap();
+    value["image"] = json!(image("busybox"));
+    fs::write(&busybox, serde_json::to_vec(&value).unwrap()).unwrap();
+    let plain = rehearse(
+        dir.path(),
+        &fixture("example/source-pass"),
+        &fixture("example/benchmark"),
+        &busybox,
+        &["--json"],
+    );
+    let plain: Value = serde_json::from_str(&plain.stdout).unwrap();
+    assert_eq!(plain["test_count"], Value::Null, "{plain}");
+}
+
+/// A benchmark of `total` unittest tests, the first `errors` of which raise (an error, not a
+/// failed assertion), with the bounty harness.
+fn suite_benchmark(dir: &Path, total: usize, errors: usize) -> PathBuf {
+    let bench = dir.join(format!("bench-{total}-{errors}"));
+    fs::create_dir_all(&bench).unwrap();
+    fs::copy(
+        fixture("python-bounty/benchmark/run_tests.py"),
+        bench.join("run_tests.py"),
+    )
+    .unwrap();
+    let mut tests = String::from("import unittest\n\n\nclass Many(unittest.TestCase):\n");
+    for i in 0..total {
+        let body = if i < errors {
+            "raise RuntimeError('not implemented')"
+        } else {
+            "self.assertEqual(1, 1)"
+        };
+        tests.push_str(&format!("    def test_{i:03}(self):\n        {body}\n\n"));
+    }
+    fs::write(bench.join("test_many.py"), tests).unwrap();
+    bench
+}
+
+/// Issue #26's "Tests" paragraph: a 278-test suite with 9 errors ends with one short line that
+/// counts what the author's tests did (no canary among them), and a passing log ends `OK`.
+#[test]
+fn a_278_test_suite_with_9_errors_ends_with_the_harness_summary_line_and_no_canary() {
+    let dir = tempfile::tempdir().unwrap();
+    let source = dir.path().join("source");
+    fs::create_dir(&source).unwrap();
+    fs::write(source.join("README"), "nothing to import\n").unwrap();
+    let logs = dir.path().join("logs");
+    let failing = rehearse(
+        dir.path(),
+        &source,
+        &suite_benchmark(dir.path(), 278, 9),
+        &harness_manifest(dir.path(), 278),
+        &["--log-dir", logs.to_str().unwrap()],
+    );
+    assert_eq!(failing.code, 4, "{}{}", failing.stdout, failing.stderr);
+    let stdout = fs::read_to_string(logs.join("rehearse-1.stdout")).unwrap();
+    let last = stdout.lines().last().unwrap();
+    println!("{last}");
+    assert_eq!(
+        last,
+        "harness: FAIL: 9 errors, 0 failures of 278 (first 5: test_many.Many.test_000, \
+         test_many.Many.test_001, test_many.Many.test_002, test_many.Many.test_003, \
+         test_many.Many.test_004)"
+    );
+    assert!(!stdout.contains("harness_canary"), "{stdout}");
+    assert!(
+        stdout.contains("\nRan 278 tests\n\nFAILED (errors=9)\n"),
+        "{stdout}"
+    );
+    // The rehearsal's own tests line counts the author's tests only.
+    assert!(
+        failing
+            .stdout
+            .contains("269 passed, 0 failed, 9 error, 0 skipped"),
+        "{}",
+        failing.stdout
+    );
+
+    let logs = dir.path().join("logs-pass");
+    let passing = rehearse(
+        dir.path(),
+        &source,
+        &suite_benchmark(dir.path(), 278, 0),
+        &harness_manifest(dir.path(), 278),
+        &["--log-dir", logs.to_str().unwrap()],
+    );
+    assert_eq!(passing.code, 0, "{}{}", passing.stdout, passing.stderr);
+    let stdout = fs::read_to_string(logs.join("rehearse-1.stdout")).unwrap();
+    assert!(
+        stdout.ends_with("\nRan 278 tests\n\nOK\nharness: PASS: 278 tests ran and passed\n"),
+        "{stdout}"
+    );
+    assert!(!stdout.contains("FAILED"), "{stdout}");
+}
