@@ -33,6 +33,7 @@ pub mod render;
 pub mod report;
 pub mod revisions;
 pub mod run;
+pub mod sandbox_block;
 pub mod store_hint;
 pub mod test_count;
 pub mod warnings;

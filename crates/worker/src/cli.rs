@@ -146,9 +146,13 @@ pub enum Subcommands {
     Plan {
         /// The request file, `{"job": …}`.
         request: PathBuf,
-        /// Staging root (defaults to $REGRESSION_SANDBOX_STAGING_ROOT).
+        /// Staging root (default: $REGRESSION_SANDBOX_STAGING_ROOT, else rehearse's private
+        /// store in the system temp dir, so a plan after a rehearsal finds its trees).
         #[arg(long)]
         staging_root: Option<PathBuf>,
+        /// Print agent-bounties/worker-plan-v1 JSON instead of text.
+        #[arg(long)]
+        json: bool,
     },
     /// Fetch the platform's job feed, run every job committed to our verifier(s), and write
     /// candidate files and their manifest.
@@ -574,6 +578,8 @@ pub enum Command {
         request: PathBuf,
         /// Explicit staging root.
         staging_root: Option<PathBuf>,
+        /// JSON instead of text.
+        json: bool,
     },
 }
 
@@ -746,9 +752,11 @@ impl Cli {
             Some(Subcommands::Plan {
                 request,
                 staging_root,
+                json,
             }) => Ok(Command::Plan {
                 request,
                 staging_root,
+                json,
             }),
             Some(Subcommands::Feed(args)) => Ok(Command::Feed(args)),
             Some(Subcommands::Rehearse(args)) => Ok(Command::Rehearse(args)),

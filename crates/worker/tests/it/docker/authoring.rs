@@ -205,3 +205,91 @@ fn a_278_test_suite_with_9_errors_ends_with_the_harness_summary_line_and_no_cana
     );
     assert!(!stdout.contains("FAILED"), "{stdout}");
 }
+
+/// Issue #26 item 9: after a rehearsal with no staging root named, `worker request --out` says
+/// what it wrote and `worker plan` finds the trees in the store rehearse used, with no variable
+/// set, and answers in rehearse's words (`--json` for the schema).
+#[test]
+fn plan_defaults_to_rehearses_store_and_reads_like_rehearses_sandbox_block() {
+    let dir = tempfile::tempdir().unwrap();
+    let busybox = dir.path().join("busybox.json");
+    let text = fs::read_to_string(workspace_root().join("manifests/busybox-cmp.json")).unwrap();
+    let mut value: Value = serde_json::from_str(&text).unwrap();
+    value["image"] = json!(image("busybox"));
+    fs::write(&busybox, serde_json::to_vec(&value).unwrap()).unwrap();
+    // No --staging-root and no variable: rehearse's own default store.
+    let rehearsed = ran(Command::new(WORKER)
+        .arg("rehearse")
+        .arg("--source")
+        .arg(fixture("example/source-pass"))
+        .arg("--benchmark")
+        .arg(fixture("example/benchmark"))
+        .arg("--manifest")
+        .arg(&busybox)
+        .arg("--json"));
+    assert_eq!(
+        rehearsed.code, 0,
+        "{}{}",
+        rehearsed.stdout, rehearsed.stderr
+    );
+    let report: Value = serde_json::from_str(&rehearsed.stdout).unwrap();
+    let committed = dir.path().join("committed.json");
+    fs::write(&committed, serde_json::to_vec(&report["manifest"]).unwrap()).unwrap();
+    let source = report["commit"]["source_snapshot_digest"].as_str().unwrap();
+    let request = dir.path().join("request.json");
+    let made = ran(Command::new(WORKER)
+        .arg("request")
+        .arg("--source-digest")
+        .arg(source)
+        .arg("--manifest")
+        .arg(&committed)
+        .arg("--out")
+        .arg(&request));
+    assert_eq!(made.code, 0, "{}", made.stderr);
+    println!("{}", made.stderr);
+    assert!(
+        made.stderr
+            .starts_with(&format!("wrote {}: job ", request.display())),
+        "{}",
+        made.stderr
+    );
+    assert!(made.stderr.contains(source), "{}", made.stderr);
+    assert!(
+        made.stderr
+            .contains(&format!("worker plan {}", request.display())),
+        "{}",
+        made.stderr
+    );
+
+    let human = ran(Command::new(WORKER).arg("plan").arg(&request));
+    println!("{}", human.stdout);
+    assert_eq!(human.code, 0, "{}{}", human.stdout, human.stderr);
+    let out = &human.stdout;
+    assert!(out.starts_with("plan (nothing run)\n"), "{out}");
+    assert!(
+        out.contains(&format!("  source                  {source}  staged\n")),
+        "{out}"
+    );
+    assert!(out.contains("  staging root            "), "{out}");
+    assert!(out.contains("(rehearse's default store"), "{out}");
+    assert!(out.contains("--staging-root"), "{out}");
+    for row in [
+        "sandbox\n",
+        "  image                   127.0.0.1:5000/verifier-busybox@sha256:",
+        "  command                 [\"/bin/cmp\",",
+        "  network                 none\n",
+        "  mounts                  /benchmark ro, /workspace ro\n",
+    ] {
+        assert!(out.contains(row), "{row:?} not in {out}");
+    }
+    // Every line is short: no 2,300-character JSON line, each mount once.
+    assert!(out.lines().all(|l| l.len() < 200), "{out}");
+    assert_eq!(out.matches("/workspace ro").count(), 1, "{out}");
+
+    let json = ran(Command::new(WORKER).arg("plan").arg(&request).arg("--json"));
+    assert_eq!(json.code, 0, "{}", json.stderr);
+    let plan: Value = serde_json::from_str(&json.stdout).unwrap();
+    assert_eq!(plan["schema_version"], "agent-bounties/worker-plan-v1");
+    assert_eq!(plan["source"]["staged"], true, "{plan}");
+    assert_eq!(plan["benchmark"]["staged"], true, "{plan}");
+}

@@ -434,7 +434,7 @@ fn explain_lists_the_failing_tests_of_a_stored_record_first() {
     println!("{}", human.stdout);
     let out = &human.stdout;
     let heading = out
-        .find("tests (unittest, as printed by the run's own output; not part of the verdict): 5 passed, 2 failed")
+        .find("tests (unittest, as printed by the run's own output; not part of the verdict): 5 passed, 1 failed")
         .unwrap_or_else(|| panic!("{out}"));
     let failing = out.find(&format!("FAILED   {RANGE_CHECK}")).unwrap();
     let passing = out
@@ -448,8 +448,9 @@ fn explain_lists_the_failing_tests_of_a_stored_record_first() {
     .json();
     let tests = &explained["explanation"]["tests"];
     assert_eq!(tests["runner"], "unittest");
-    assert_eq!(tests["counts"]["failed"], 2);
-    assert_eq!(tests["tests"][1]["name"], RANGE_CHECK);
+    // The harness's canary fails out of sight: the range check is the one failure.
+    assert_eq!(tests["counts"]["failed"], 1);
+    assert_eq!(tests["tests"][0]["name"], RANGE_CHECK);
 }
 
 fn copy_tree(from: &Path, to: &Path) {
