@@ -16,12 +16,15 @@
 //! to say; [`git`] stages a tree inside a repository as its exact-commit archive, and
 //! [`revisions`] says which revision each tree is staged at; [`warnings`] repeats what must be
 //! seen beside the verdict; [`store_hint`] notes a grown store; [`test_count`] says how many tests
-//! the runs printed.
+//! the runs printed; [`batch`] rehearses many tasks into one report (`batch_render` prints it
+//! and writes its JUnit XML).
 //!
 //! A library: it runs containers only through a `worker_sandbox::Executor` it is given, and
 //! parses no command line and names no exit code (`worker rehearse` in the binary does those).
 
 pub mod adversarial;
+pub mod batch;
+mod batch_render;
 pub mod checks;
 pub mod determinism;
 mod exec;

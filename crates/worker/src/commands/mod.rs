@@ -12,6 +12,7 @@ pub mod local_request;
 pub mod make_request;
 pub mod plan;
 pub mod rehearse;
+pub mod rehearse_batch;
 pub mod reproduce;
 pub mod request;
 pub mod run_regression;

@@ -12,6 +12,20 @@ use crate::staging_root::{self, Fallback};
 
 /// Rehearses the manifest on the trees `args` names and prints the report.
 pub fn rehearse(args: RehearseArgs, quiet: bool) -> ExitCode {
+    if let Some(batch) = args.batch.clone() {
+        return super::rehearse_batch::rehearse_batch(&batch, args, quiet);
+    }
+    // Clap requires all three without --batch.
+    let (Some(source), Some(benchmark), Some(manifest)) = (
+        args.source.clone(),
+        args.benchmark.clone(),
+        args.manifest.clone(),
+    ) else {
+        return fail(
+            ExitCode::Usage,
+            &"--source, --benchmark and --manifest are required without --batch",
+        );
+    };
     let staging_root =
         match staging_root::resolve(args.staging_root.as_deref(), Fallback::PrivateTemp) {
             Ok(root) => root,
@@ -28,9 +42,9 @@ pub fn rehearse(args: RehearseArgs, quiet: bool) -> ExitCode {
         None => None,
     };
     let options = RehearseOptions {
-        source: args.source,
-        benchmark: args.benchmark,
-        manifest: args.manifest,
+        source,
+        benchmark,
+        manifest,
         repeat: args.repeat,
         base: base.as_ref().map(|b| b.dir.clone()),
         base_rev: base.and_then(|b| b.rev),
@@ -81,7 +95,7 @@ pub fn rehearse(args: RehearseArgs, quiet: bool) -> ExitCode {
     }
 }
 
-fn rehearse_error_exit_code(error: &RehearseError) -> ExitCode {
+pub(super) fn rehearse_error_exit_code(error: &RehearseError) -> ExitCode {
     match error {
         e if e.is_input_error() => ExitCode::InvalidInput,
         RehearseError::Sandbox(SandboxError::RuntimeUnavailable(_)) => ExitCode::RuntimeUnavailable,

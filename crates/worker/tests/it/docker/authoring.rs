@@ -293,3 +293,181 @@ fn plan_defaults_to_rehearses_store_and_reads_like_rehearses_sandbox_block() {
     assert_eq!(plan["source"]["staged"], true, "{plan}");
     assert_eq!(plan["benchmark"]["staged"], true, "{plan}");
 }
+
+/// Issue #26 item 8: many bounties at once. One report over every task (per task: verdict,
+/// stability, discrimination, bypassable, digests and the commit staged), JUnit XML as nextest
+/// writes it, a task that cannot be rehearsed reported rather than ending the batch, and the
+/// exit code the worst task's.
+#[test]
+fn batch_rehearses_every_task_into_one_report_and_junit_xml() {
+    let dir = tempfile::tempdir().unwrap();
+    let busybox = dir.path().join("busybox.json");
+    let text = fs::read_to_string(workspace_root().join("manifests/busybox-cmp.json")).unwrap();
+    let mut value: Value = serde_json::from_str(&text).unwrap();
+    value["image"] = json!(image("busybox"));
+    fs::write(&busybox, serde_json::to_vec(&value).unwrap()).unwrap();
+    let harness = harness_manifest(dir.path(), 6);
+    let tasks = dir.path().join("tasks.json");
+    let example = fixture("example");
+    let bounty = fixture("python-bounty");
+    fs::write(
+        &tasks,
+        serde_json::to_vec_pretty(&json!({"tasks": [
+            // Relative paths are read from the tasks file's directory.
+            {"name": "example-good", "source": example.join("source-pass"),
+             "benchmark": example.join("benchmark"), "manifest": "busybox.json",
+             "base": example.join("source-fail"), "repeat": 2},
+            {"name": "example-bad", "source": example.join("source-fail"),
+             "benchmark": example.join("benchmark"), "manifest": "busybox.json"},
+            {"name": "python-bounty", "source": bounty.join("solution-good"),
+             "benchmark": bounty.join("benchmark"), "manifest": harness,
+             "base": bounty.join("solution-bad"), "adversarial": true},
+            {"name": "missing-tree", "source": dir.path().join("no-such-dir"),
+             "benchmark": example.join("benchmark"), "manifest": "busybox.json"},
+        ]}))
+        .unwrap(),
+    )
+    .unwrap();
+    let junit = dir.path().join("junit.xml");
+    let batch = |extra: &[&str]| {
+        ran(Command::new(WORKER)
+            .arg("rehearse")
+            .arg("--batch")
+            .arg(&tasks)
+            .arg("--staging-root")
+            .arg(dir.path().join("store"))
+            .args(extra))
+    };
+    let human = batch(&["--junit", junit.to_str().unwrap()]);
+    println!("{}{}", human.stdout, human.stderr);
+    assert_eq!(human.code, 4, "{}{}", human.stdout, human.stderr);
+    let out = &human.stdout;
+    for (name, row) in [
+        ("example-good", "fit"),
+        ("example-bad", "UNFIT"),
+        ("python-bounty", "fit"),
+        ("missing-tree", "NOT REHEARSED"),
+    ] {
+        let line = out
+            .lines()
+            .find(|l| l.starts_with(&format!("  {name} ")))
+            .unwrap_or_else(|| panic!("no row for {name}: {out}"));
+        assert!(line.contains(row), "{name}: {line}");
+    }
+    assert!(
+        out.lines()
+            .any(|l| l == "batch: 4 tasks: 2 fit, 1 unfit, 0 no answer, 1 not rehearsed"),
+        "{out}"
+    );
+
+    let json = batch(&["--json"]);
+    assert_eq!(json.code, 4, "{}", json.stderr);
+    let report: Value = serde_json::from_str(&json.stdout).unwrap();
+    assert_eq!(
+        report["schema_version"],
+        "agent-bounties/regression-rehearsal-batch-v1"
+    );
+    let tasks = report["tasks"].as_array().unwrap();
+    assert_eq!(tasks.len(), 4, "{report}");
+    let good = &tasks[0];
+    assert_eq!(good["name"], "example-good");
+    assert_eq!(good["answer"], "fit");
+    assert_eq!(good["verdict"], "passed");
+    assert_eq!(good["stability"], "stable");
+    assert_eq!(good["discrimination"], "discriminates");
+    // Not asked: present and null, like `discrimination` without a base.
+    assert_eq!(good["bypassable"], Value::Null, "{good}");
+    assert!(
+        good.as_object().unwrap().contains_key("adversarial"),
+        "{good}"
+    );
+    assert_eq!(good["adversarial"], Value::Null);
+    assert!(
+        good["commit"]["source_snapshot_digest"]
+            .as_str()
+            .unwrap()
+            .starts_with("sha256:"),
+        "{good}"
+    );
+    assert!(good["commit"]["runner_manifest_hash"].is_string(), "{good}");
+    // The commit the trees were staged from (this repository's HEAD).
+    let trees = good["commit"]["trees"].as_array().unwrap();
+    assert!(trees.iter().all(|t| t["origin"] == "git"), "{good}");
+    assert_eq!(tasks[1]["answer"], "unfit");
+    assert_eq!(tasks[1]["verdict"], "failed");
+    assert_eq!(tasks[1]["discrimination"], Value::Null);
+    assert_eq!(tasks[2]["answer"], "fit");
+    assert_eq!(tasks[2]["bypassable"], false, "{}", tasks[2]);
+    assert!(tasks[2]["adversarial"]["stubs"].is_array());
+    let missing = &tasks[3];
+    assert_eq!(missing["answer"], "not_rehearsed");
+    assert!(
+        missing["error"].as_str().unwrap().contains("no-such-dir"),
+        "{missing}"
+    );
+    assert_eq!(
+        report["summary"],
+        json!({"tasks": 4, "fit": 2, "unfit": 1, "no_answer": 0, "not_rehearsed": 1})
+    );
+
+    // JUnit XML: one testcase per task, a failure for the unfit one, an error for the one not
+    // rehearsed; Python's own XML parser reads it.
+    let xml = fs::read_to_string(&junit).unwrap();
+    println!("{xml}");
+    let check = Command::new("python3")
+        .arg("-c")
+        .arg(
+            "import sys, xml.etree.ElementTree as ET\n\
+             root = ET.parse(sys.argv[1]).getroot()\n\
+             assert root.tag == 'testsuites', root.tag\n\
+             suite = root.find('testsuite')\n\
+             print(root.get('tests'), root.get('failures'), root.get('errors'))\n\
+             for case in suite.findall('testcase'):\n\
+             \x20   kids = [k.tag for k in case]\n\
+             \x20   print(case.get('name'), ','.join(kids) or 'ok')\n",
+        )
+        .arg(&junit)
+        .output()
+        .unwrap();
+    assert!(
+        check.status.success(),
+        "{}",
+        String::from_utf8_lossy(&check.stderr)
+    );
+    assert_eq!(
+        String::from_utf8_lossy(&check.stdout),
+        "4 1 1\nexample-good ok\nexample-bad failure\npython-bounty ok\nmissing-tree error\n"
+    );
+}
+
+/// A tasks file that is not what `--batch` reads is refused before anything runs, naming the
+/// task and the field.
+#[test]
+fn a_batch_file_with_an_unknown_field_or_a_duplicate_name_is_refused_before_any_run() {
+    let dir = tempfile::tempdir().unwrap();
+    let tasks = dir.path().join("tasks.json");
+    for (body, words) in [
+        (
+            json!({"tasks": [{"name": "a", "source": "s", "benchmark": "b", "manifest": "m",
+                              "sourec": "typo"}]}),
+            "unknown field `sourec`",
+        ),
+        (
+            json!({"tasks": [
+                {"name": "a", "source": "s", "benchmark": "b", "manifest": "m"},
+                {"name": "a", "source": "s", "benchmark": "b", "manifest": "m"}]}),
+            "task name \"a\" is used twice",
+        ),
+        (json!({"tasks": []}), "no tasks"),
+    ] {
+        fs::write(&tasks, serde_json::to_vec(&body).unwrap()).unwrap();
+        let out = ran(Command::new(WORKER)
+            .arg("rehearse")
+            .arg("--batch")
+            .arg(&tasks)
+            .arg("--staging-root")
+            .arg(dir.path().join("store")));
+        assert_eq!(out.code, 4, "{body}: {}{}", out.stdout, out.stderr);
+        assert!(out.stderr.contains(words), "{words}: {}", out.stderr);
+    }
+}
