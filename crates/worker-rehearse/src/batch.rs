@@ -324,8 +324,8 @@ impl TaskEntry {
         }
     }
 
-    /// Seconds the task's containers ran (solution, base and stub runs as the evidence timed
-    /// them), for JUnit's `time`.
+    /// Seconds the task's solution and base runs took (as the evidence timed them; stub runs
+    /// are not timed), for JUnit's `time`.
     pub fn seconds(&self) -> f64 {
         let TaskResult::Rehearsed(r) = &self.result else {
             return 0.0;
@@ -346,6 +346,7 @@ impl TaskEntry {
                 "bypassable": null,
                 "adversarial": null,
                 "commit": null,
+                "not_checked": null,
                 "problems": [],
                 "error": error,
             }),
@@ -360,6 +361,7 @@ impl TaskEntry {
                     "bypassable": self.bypassable(),
                     "adversarial": r.adversarial,
                     "commit": report.commit,
+                    "not_checked": super::checks::not_checked(report, r.adversarial.is_some()),
                     "problems": report.problems,
                     "error": null,
                 })

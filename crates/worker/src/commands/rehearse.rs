@@ -13,7 +13,7 @@ use crate::staging_root::{self, Fallback};
 /// Rehearses the manifest on the trees `args` names and prints the report.
 pub fn rehearse(args: RehearseArgs, quiet: bool) -> ExitCode {
     if let Some(batch) = args.batch.clone() {
-        return super::rehearse_batch::rehearse_batch(&batch, args, quiet);
+        return super::rehearse_batch::rehearse_batch(&batch, &args, quiet);
     }
     // Clap requires all three without --batch.
     let (Some(source), Some(benchmark), Some(manifest)) = (

@@ -15,7 +15,7 @@ use crate::rehearse::batch::{BatchDefaults, read_tasks, rehearse_batch as run_ba
 use crate::staging_root::{self, Fallback};
 
 /// Rehearses every task of `tasks` and prints one report (and writes `--junit`).
-pub fn rehearse_batch(tasks: &Path, args: RehearseArgs, quiet: bool) -> ExitCode {
+pub fn rehearse_batch(tasks: &Path, args: &RehearseArgs, quiet: bool) -> ExitCode {
     let staging_root =
         match staging_root::resolve(args.staging_root.as_deref(), Fallback::PrivateTemp) {
             Ok(root) => root,
