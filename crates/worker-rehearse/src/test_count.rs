@@ -8,7 +8,7 @@
 
 use serde::Serialize;
 
-use super::report::RunResult;
+use super::exec::RunResult;
 use test_outcomes::{Runner, TestReport};
 
 /// The tests the solution runs printed.
