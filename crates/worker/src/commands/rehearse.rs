@@ -1,13 +1,13 @@
 //! `worker rehearse`: the glue between the command line and [`crate::rehearse`]; the exit code
 //! of a finished report maps `Rehearsed::answer`.
 
+use super::rehearse_exit::rehearse_error_exit_code;
 use super::{
     block_on_interruptible, connect_swept, fail, print_json, print_text, staging_root_failed,
 };
 use crate::cli::RehearseArgs;
 use crate::exit::{ExitCode, ExitStatus};
 use crate::rehearse::{RehearseError, RehearseOptions};
-use crate::sandbox::SandboxError;
 use crate::staging_root::{self, Fallback};
 
 /// Rehearses the manifest on the trees `args` names and prints the report.
@@ -92,15 +92,5 @@ pub fn rehearse(args: RehearseArgs, quiet: bool) -> ExitCode {
         }
         Ok(Err(error)) => fail(rehearse_error_exit_code(&error), &error),
         Err(error) => fail(ExitCode::Internal, &error),
-    }
-}
-
-pub(super) fn rehearse_error_exit_code(error: &RehearseError) -> ExitCode {
-    match error {
-        e if e.is_input_error() => ExitCode::InvalidInput,
-        RehearseError::Sandbox(SandboxError::RuntimeUnavailable(_)) => ExitCode::RuntimeUnavailable,
-        RehearseError::StagingRoot { .. } | RehearseError::LogDir { .. } => ExitCode::Config,
-        RehearseError::Stage { source, .. } => super::stage::stage_exit_code(source),
-        _ => ExitCode::Internal,
     }
 }

@@ -5,7 +5,7 @@
 
 use std::path::Path;
 
-use super::rehearse::rehearse_error_exit_code;
+use super::rehearse_exit::rehearse_error_exit_code;
 use super::{
     block_on_interruptible, connect_swept, fail, print_json, print_text, staging_root_failed,
 };
