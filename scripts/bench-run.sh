@@ -61,7 +61,7 @@ request=$WORK/request.json
 
 # The raw baseline takes its limits and tmpfs options from the worker's own plan, so both
 # sides run the identical profile.
-plan=$("$BIN" plan "$request")
+plan=$("$BIN" plan "$request" --json)
 field() { python3 -c 'import json,sys; v=json.loads(sys.argv[1]); exec("print(" + sys.argv[2] + ")")' "$plan" "$1"; }
 cpus=$(field 'v["container"]["nano_cpus"] / 1e9')
 memory=$(field 'v["container"]["memory"]')

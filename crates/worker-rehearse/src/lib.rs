@@ -15,14 +15,18 @@
 //! what the benchmark names under `/workspace` and [`judgement`] words what the stubs allow us
 //! to say; [`git`] stages a tree inside a repository as its exact-commit archive, and
 //! [`revisions`] says which revision each tree is staged at; [`warnings`] repeats what must be
-//! seen beside the verdict; [`store_hint`] notes a grown store. [`verdict`] holds the words
-//! they all share (the verdict, one stub's result) and imports none of them; [`rehearsed`]
-//! joins a report with its stub runs, above all of them.
+//! seen beside the verdict; [`store_hint`] notes a grown store; [`test_count`] says how many tests
+//! the runs printed; [`batch`] rehearses many tasks into one report (`batch_render` prints it
+//! and writes its JUnit XML). [`verdict`] holds the words they all share (the verdict, one
+//! stub's result) and imports none of them; [`rehearsed`] joins a report with its stub runs,
+//! above all of them.
 //!
 //! A library: it runs containers only through a `worker_sandbox::Executor` it is given, and
 //! parses no command line and names no exit code (`worker rehearse` in the binary does those).
 
 pub mod adversarial;
+pub mod batch;
+mod batch_render;
 pub mod checks;
 pub mod determinism;
 mod exec;
@@ -35,7 +39,9 @@ pub mod render;
 pub mod report;
 pub mod revisions;
 pub mod run;
+pub mod sandbox_block;
 pub mod store_hint;
+pub mod test_count;
 pub mod verdict;
 pub mod warnings;
 

@@ -1,17 +1,13 @@
 //! The human report of a rehearsal: concise and aligned, and safe to print on a terminal
 //! whatever the runs wrote.
 
-use serde_json::Value;
-
 use super::rehearsed::Rehearsed;
 use super::report::{Discrimination, Report, RunResult};
 
 /// Names listed per SWE-bench list and for flaky tests (`--json` carries all).
 const TESTS_LISTED: usize = 50;
 
-fn row(out: &mut String, key: &str, value: impl std::fmt::Display) {
-    out.push_str(&format!("  {key:<24}{value}\n"));
-}
+use super::sandbox_block::row;
 
 impl Report {
     /// The human report: concise and aligned.
@@ -64,7 +60,7 @@ impl Report {
                 origin.line(),
             );
         }
-        self.sandbox_rows(&mut out);
+        super::sandbox_block::rows(&mut out, &self.manifest, &self.sandbox);
         out.push_str(&format!("solution runs ({})\n", self.runs.len()));
         for run in &self.runs {
             out.push_str(&run_block(run));
@@ -88,87 +84,13 @@ impl Report {
         for line in test_outcomes::render::analysis_lines(&self.tests, TESTS_LISTED) {
             out.push_str(&format!("{line}\n"));
         }
+        if let Some(count) = &self.test_count {
+            out.push_str(&format!("{}\n", count.line()));
+        }
         out.push_str(&format!("verdict  {}\n", self.verdict.as_str()));
         // Runs' output is already escaped by `render`; the manifest's argv, env and image and
         // the problems are author-controlled text too.
         worker_sandbox::explain::terminal_safe(&out)
-    }
-
-    /// The `sandbox` section: the container exactly as it will be created.
-    fn sandbox_rows(&self, out: &mut String) {
-        let s = &self.sandbox;
-        let m = &self.manifest;
-        let num = |k: &str| m.get(k).and_then(Value::as_u64).unwrap_or(0);
-        out.push_str("sandbox\n");
-        row(
-            out,
-            "image",
-            m.get("image").and_then(Value::as_str).unwrap_or(""),
-        );
-        row(
-            out,
-            "platform",
-            m.get("platform").and_then(Value::as_str).unwrap_or(""),
-        );
-        row(
-            out,
-            "command",
-            serde_json::to_string(&s.entrypoint).unwrap_or_default(),
-        );
-        row(
-            out,
-            "workdir / user",
-            format!("{} as {}", s.working_dir, s.user),
-        );
-        row(out, "timeout", format!("{} s", num("timeout_seconds")));
-        row(
-            out,
-            "cpu / memory / pids",
-            format!(
-                "{} millicores / {} MiB, no swap / {}",
-                num("cpu_millis"),
-                num("memory_bytes") >> 20,
-                s.pids_limit
-            ),
-        );
-        row(
-            out,
-            "output cap",
-            format!("{} bytes (stdout+stderr)", num("max_output_bytes")),
-        );
-        row(out, "network", &s.network_mode);
-        let mounts: Vec<String> = s
-            .mounts
-            .iter()
-            .map(|b| format!("{} {}", b.target, if b.read_only { "ro" } else { "rw" }))
-            .collect();
-        row(out, "mounts", mounts.join(", "));
-        let tmpfs: Vec<&str> = s.tmpfs.keys().map(String::as_str).collect();
-        row(
-            out,
-            "filesystem",
-            format!(
-                "root {}; tmpfs {} ({} MiB each)",
-                if s.readonly_rootfs {
-                    "read-only"
-                } else {
-                    "writable"
-                },
-                tmpfs.join(", "),
-                num("tmpfs_bytes") >> 20
-            ),
-        );
-        row(
-            out,
-            "privileges",
-            format!(
-                "cap_drop {}; {}; init {}",
-                s.cap_drop.join(","),
-                s.security_opt.join(", "),
-                s.init
-            ),
-        );
-        row(out, "env", s.env.join(" "));
     }
 }
 

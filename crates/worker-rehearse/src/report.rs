@@ -97,6 +97,9 @@ pub struct Report {
     /// `--repeat`) and their warnings: read from solver-controlled output, so they never
     /// become problems and never change the exit code.
     pub tests: test_outcomes::Analysis,
+    /// How many tests the solution runs printed (`null` when no known runner's output was
+    /// seen): solver-controlled, for an author to commit.
+    pub test_count: Option<super::test_count::TestCount>,
 }
 
 /// How a finished report maps to the process exit code:
@@ -233,6 +236,7 @@ pub(super) fn assemble(
         }
     });
     let tests = tests_analysis(&runs, base.as_ref());
+    let test_count = super::test_count::seen(&runs);
     Report {
         schema_version: REHEARSAL_SCHEMA_VERSION,
         manifest: prepared.manifest.to_ordered_value(),
@@ -250,6 +254,7 @@ pub(super) fn assemble(
         verdict,
         problems,
         tests,
+        test_count,
     }
 }
 

@@ -146,9 +146,13 @@ pub enum Subcommands {
     Plan {
         /// The request file, `{"job": …}`.
         request: PathBuf,
-        /// Staging root (defaults to $REGRESSION_SANDBOX_STAGING_ROOT).
+        /// Staging root (default: $REGRESSION_SANDBOX_STAGING_ROOT, else rehearse's private
+        /// store in the system temp dir, so a plan after a rehearsal finds its trees).
         #[arg(long)]
         staging_root: Option<PathBuf>,
+        /// Print agent-bounties/worker-plan-v1 JSON instead of text.
+        #[arg(long)]
+        json: bool,
     },
     /// Fetch the platform's job feed, run every job committed to our verifier(s), and write
     /// candidate files and their manifest.
@@ -219,14 +223,27 @@ pub enum Subcommands {
 #[derive(Debug, Clone, PartialEq, Eq, clap::Args)]
 pub struct RehearseArgs {
     /// The source tree to judge (usually the solution).
-    #[arg(long)]
-    pub source: PathBuf,
+    #[arg(long, required_unless_present = "batch")]
+    pub source: Option<PathBuf>,
     /// The benchmark tree, mounted read-only at /benchmark.
-    #[arg(long)]
-    pub benchmark: PathBuf,
+    #[arg(long, required_unless_present = "batch")]
+    pub benchmark: Option<PathBuf>,
     /// The runner manifest (JSON). A benchmark_digest of sha256:000…0 is filled in.
-    #[arg(long)]
-    pub manifest: PathBuf,
+    #[arg(long, required_unless_present = "batch")]
+    pub manifest: Option<PathBuf>,
+    /// Rehearse every task of FILE, `{"tasks": [{"name", "source", "benchmark", "manifest",
+    /// "base"?, "base_rev"?, "rev"?, "repeat"?, "adversarial"?}]}` (paths relative to FILE),
+    /// into one report; --repeat, --adversarial and the store flags are every task's defaults.
+    /// Exits 0 when every task is fit, 4 when one is unfit or could not be rehearsed, else 3.
+    #[arg(
+        long,
+        value_name = "FILE",
+        conflicts_with_all = ["source", "benchmark", "manifest", "base", "rev", "base_rev", "log_dir"]
+    )]
+    pub batch: Option<PathBuf>,
+    /// With --batch: also write the batch as JUnit XML to FILE (one testcase per task).
+    #[arg(long, value_name = "FILE", requires = "batch")]
+    pub junit: Option<PathBuf>,
     /// Run the source this many times in fresh containers (1 to 20) and check they agree.
     #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=20))]
     pub repeat: u32,
@@ -573,6 +590,8 @@ pub enum Command {
         request: PathBuf,
         /// Explicit staging root.
         staging_root: Option<PathBuf>,
+        /// JSON instead of text.
+        json: bool,
     },
 }
 
@@ -745,9 +764,11 @@ impl Cli {
             Some(Subcommands::Plan {
                 request,
                 staging_root,
+                json,
             }) => Ok(Command::Plan {
                 request,
                 staging_root,
+                json,
             }),
             Some(Subcommands::Feed(args)) => Ok(Command::Feed(args)),
             Some(Subcommands::Rehearse(args)) => Ok(Command::Rehearse(args)),

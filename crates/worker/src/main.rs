@@ -67,6 +67,7 @@ fn dispatch(command: Command, quiet: bool) -> ExitCode {
         Command::Plan {
             request,
             staging_root,
-        } => commands::plan::plan(&request, staging_root.as_deref()),
+            json,
+        } => commands::plan::plan(&request, staging_root.as_deref(), json),
     }
 }

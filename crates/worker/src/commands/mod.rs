@@ -12,6 +12,8 @@ pub mod local_request;
 pub mod make_request;
 pub mod plan;
 pub mod rehearse;
+pub mod rehearse_batch;
+mod rehearse_exit;
 pub mod reproduce;
 pub mod request;
 pub mod run_regression;

@@ -1,29 +1,42 @@
 //! `worker plan REQUEST`: the exact container configuration a request would get, without
-//! running anything.
+//! running anything. By default in rehearse's words (its `sandbox` block, each mount once);
+//! `--json` prints `agent-bounties/worker-plan-v1`.
+//!
+//! The staging root defaults as rehearse's does (`--staging-root`, else
+//! `$REGRESSION_SANDBOX_STAGING_ROOT`, else rehearse's private store under the system temp
+//! dir), so a plan right after a rehearsal finds the trees the rehearsal staged.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use serde_json::Value;
 
 use super::request::{RequestError, read_request};
-use super::{fail, print_json, staging_root_failed};
+use super::{fail, print_json, print_text, staging_root_failed};
 use crate::exit::ExitCode;
+use crate::rehearse::sandbox_block::{row, rows};
 use crate::run::{now_unix, spec_for};
+use crate::sandbox::profile::Isolation;
 use crate::stage::StageKind;
-use crate::staging_root::{self, Fallback};
+use crate::staging_root::{self, Fallback, STAGING_ROOT_ENV};
 
 /// Schema id of `worker plan`'s output.
 pub const PLAN_SCHEMA_VERSION: &str = "agent-bounties/worker-plan-v1";
 
 /// Prints the plan for `request` against the staging root (`--staging-root`, else the
-/// environment's).
-pub fn plan(request: &Path, staging_root: Option<&Path>) -> ExitCode {
-    let root = match staging_root::resolve(staging_root, Fallback::Required) {
+/// environment's, else rehearse's default store), as text or with `json` as JSON.
+pub fn plan(request: &Path, staging_root: Option<&Path>, json: bool) -> ExitCode {
+    let root = match staging_root::resolve(staging_root, Fallback::PrivateTemp) {
         Ok(root) => root,
         Err(error) => return staging_root_failed(&error),
     };
-    match plan_command(request, &root) {
-        Ok(plan) => print_json(&plan),
+    let named_by = match staging_root {
+        Some(_) => RootFrom::Flag,
+        None if std::env::var_os(STAGING_ROOT_ENV).is_some() => RootFrom::Env,
+        None => RootFrom::Default,
+    };
+    match plan_of(request, &root) {
+        Ok(plan) if json => print_json(&plan.to_json()),
+        Ok(plan) => print_text(&plan.human(named_by)),
         Err(error) => fail(ExitCode::InvalidInput, &error),
     }
 }
@@ -42,40 +55,126 @@ pub enum PlanError {
     Limits(#[from] crate::sandbox::SpecError),
 }
 
-/// `worker plan`: the exact container configuration a request would get, without running.
-/// The image's own `PATH` is added at run time from the image config; everything else is here.
-pub fn plan_command(request: &Path, staging_root: &Path) -> Result<Value, PlanError> {
+/// Which of the three named the staging root.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum RootFrom {
+    Flag,
+    Env,
+    Default,
+}
+
+/// One staged tree of the plan.
+#[derive(Debug, Clone)]
+struct Tree {
+    digest: String,
+    path: PathBuf,
+    staged: bool,
+}
+
+impl Tree {
+    fn new(root: &Path, kind: StageKind, digest: &verifier_sdk::Sha256Digest) -> Self {
+        let path = crate::stage::target_path(root, kind, digest);
+        Self {
+            digest: digest.to_string(),
+            staged: path.is_dir(),
+            path,
+        }
+    }
+
+    fn to_json(&self) -> Value {
+        serde_json::json!({"digest": self.digest, "path": self.path, "staged": self.staged})
+    }
+}
+
+/// What a request would run: the job, its trees in the store, the container.
+#[derive(Debug, Clone)]
+pub struct Plan {
+    job_id: String,
+    root: PathBuf,
+    manifest: Value,
+    source: Tree,
+    benchmark: Tree,
+    isolation: Isolation,
+}
+
+/// Plans `request` against `staging_root` (nothing is run or staged). The image's own `PATH`
+/// is added at run time from the image config; everything else is here.
+fn plan_of(request: &Path, staging_root: &Path) -> Result<Plan, PlanError> {
     let request = read_request(request, &["job"])?;
     let job = verifier_sdk::validate_job(request.get("job").unwrap_or(&Value::Null), now_unix())?;
     let manifest = job.manifest();
-    let source = crate::stage::target_path(
+    let source = Tree::new(
         staging_root,
         StageKind::Source,
         &job.source_snapshot_digest(),
     );
-    let benchmark = crate::stage::target_path(
+    let benchmark = Tree::new(
         staging_root,
         StageKind::Benchmark,
         &manifest.benchmark_digest(),
     );
     let spec = spec_for(
         manifest,
-        source.clone(),
-        benchmark.clone(),
+        source.path.clone(),
+        benchmark.path.clone(),
         "plan".into(),
         false,
     );
     let isolation = crate::sandbox::plan(&spec)?;
-    Ok(serde_json::json!({
-        "schema_version": PLAN_SCHEMA_VERSION,
-        "job_id": job.job_id(),
-        "image": manifest.image(),
-        "platform": manifest.platform(),
-        "timeout_seconds": manifest.timeout_seconds(),
-        "max_output_bytes": manifest.max_output_bytes(),
-        "source": {"digest": job.source_snapshot_digest(), "path": source, "staged": source.is_dir()},
-        "benchmark": {"digest": manifest.benchmark_digest(), "path": benchmark, "staged": benchmark.is_dir()},
-        "container": isolation,
-        "env_note": "plus PATH from the image's own config",
-    }))
+    Ok(Plan {
+        job_id: job.job_id().to_string(),
+        root: staging_root.to_path_buf(),
+        manifest: manifest.to_ordered_value(),
+        source,
+        benchmark,
+        isolation,
+    })
+}
+
+impl Plan {
+    fn to_json(&self) -> Value {
+        let m = &self.manifest;
+        serde_json::json!({
+            "schema_version": PLAN_SCHEMA_VERSION,
+            "job_id": self.job_id,
+            "image": m.get("image"),
+            "platform": m.get("platform"),
+            "timeout_seconds": m.get("timeout_seconds"),
+            "max_output_bytes": m.get("max_output_bytes"),
+            "source": self.source.to_json(),
+            "benchmark": self.benchmark.to_json(),
+            "container": self.isolation,
+            "env_note": "plus PATH from the image's own config",
+        })
+    }
+
+    fn human(&self, named_by: RootFrom) -> String {
+        let mut out = String::from("plan (nothing run)\n");
+        row(&mut out, "job_id", &self.job_id);
+        let from = match named_by {
+            RootFrom::Flag => "(--staging-root)".to_owned(),
+            RootFrom::Env => format!("(${STAGING_ROOT_ENV})"),
+            RootFrom::Default => format!(
+                "(rehearse's default store; --staging-root DIR or ${STAGING_ROOT_ENV} names \
+                 another)"
+            ),
+        };
+        row(
+            &mut out,
+            "staging root",
+            format!("{}  {from}", self.root.display()),
+        );
+        for (name, tree) in [("source", &self.source), ("benchmark", &self.benchmark)] {
+            let state = if tree.staged {
+                "staged"
+            } else {
+                "NOT STAGED in this store: `worker rehearse` stages it, or \
+                 `worker --stage-regression-input`"
+            };
+            row(&mut out, name, format!("{}  {state}", tree.digest));
+        }
+        rows(&mut out, &self.manifest, &self.isolation);
+        out.push_str("  (plus PATH from the image's own config)\n");
+        worker_sandbox::explain::terminal_safe(&out)
+    }
 }

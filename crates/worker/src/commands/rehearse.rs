@@ -1,17 +1,31 @@
 //! `worker rehearse`: the glue between the command line and [`crate::rehearse`]; the exit code
 //! of a finished report maps `Rehearsed::answer`.
 
+use super::rehearse_exit::rehearse_error_exit_code;
 use super::{
     block_on_interruptible, connect_swept, fail, print_json, print_text, staging_root_failed,
 };
 use crate::cli::RehearseArgs;
 use crate::exit::{ExitCode, ExitStatus};
 use crate::rehearse::{RehearseError, RehearseOptions};
-use crate::sandbox::SandboxError;
 use crate::staging_root::{self, Fallback};
 
 /// Rehearses the manifest on the trees `args` names and prints the report.
 pub fn rehearse(args: RehearseArgs, quiet: bool) -> ExitCode {
+    if let Some(batch) = args.batch.clone() {
+        return super::rehearse_batch::rehearse_batch(&batch, &args, quiet);
+    }
+    // Clap requires all three without --batch.
+    let (Some(source), Some(benchmark), Some(manifest)) = (
+        args.source.clone(),
+        args.benchmark.clone(),
+        args.manifest.clone(),
+    ) else {
+        return fail(
+            ExitCode::Usage,
+            &"--source, --benchmark and --manifest are required without --batch",
+        );
+    };
     let staging_root =
         match staging_root::resolve(args.staging_root.as_deref(), Fallback::PrivateTemp) {
             Ok(root) => root,
@@ -28,9 +42,9 @@ pub fn rehearse(args: RehearseArgs, quiet: bool) -> ExitCode {
         None => None,
     };
     let options = RehearseOptions {
-        source: args.source,
-        benchmark: args.benchmark,
-        manifest: args.manifest,
+        source,
+        benchmark,
+        manifest,
         repeat: args.repeat,
         base: base.as_ref().map(|b| b.dir.clone()),
         base_rev: base.and_then(|b| b.rev),
@@ -78,15 +92,5 @@ pub fn rehearse(args: RehearseArgs, quiet: bool) -> ExitCode {
         }
         Ok(Err(error)) => fail(rehearse_error_exit_code(&error), &error),
         Err(error) => fail(ExitCode::Internal, &error),
-    }
-}
-
-fn rehearse_error_exit_code(error: &RehearseError) -> ExitCode {
-    match error {
-        e if e.is_input_error() => ExitCode::InvalidInput,
-        RehearseError::Sandbox(SandboxError::RuntimeUnavailable(_)) => ExitCode::RuntimeUnavailable,
-        RehearseError::StagingRoot { .. } | RehearseError::LogDir { .. } => ExitCode::Config,
-        RehearseError::Stage { source, .. } => super::stage::stage_exit_code(source),
-        _ => ExitCode::Internal,
     }
 }

@@ -2,6 +2,7 @@
 //! `.config/nextest.toml` group `docker` takes every test under `docker::`, so a new module
 //! that starts containers goes here and is serialised without editing any list.
 
+mod authoring;
 mod cli_json;
 mod doctor;
 mod feed_cli;

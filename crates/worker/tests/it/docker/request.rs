@@ -75,6 +75,7 @@ fn request_file_is_accepted_by_plan_and_run_regression() {
         .arg(&path)
         .arg("--staging-root")
         .arg(&env.root)
+        .arg("--json")
         .output()
         .unwrap();
     assert_eq!(plan.status.code(), Some(0), "{plan:?}");

@@ -528,6 +528,7 @@ fn plan_prints_the_profile_without_creating_a_container() {
         .arg(&path)
         .arg("--staging-root")
         .arg(&env.root)
+        .arg("--json")
         .env_remove("REGRESSION_SANDBOX_STAGING_ROOT")
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())

@@ -1,0 +1,372 @@
+//! `worker rehearse --batch tasks.json`: many bounties at once, one report over all of them (as
+//! SWE-bench's report does), and optionally JUnit XML of it (as nextest writes it), so a
+//! platform's whole set of bounties is re-checked by one command and read by any CI.
+//!
+//! Each task is rehearsed exactly as `worker rehearse` would rehearse it alone. A task whose
+//! input is unusable (a missing tree, a bad manifest) is reported as not rehearsed and the batch
+//! goes on; a fault of the machine (engine, staging root) ends the batch, since every later task
+//! would meet it too.
+
+use std::collections::BTreeSet;
+use std::path::{Path, PathBuf};
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+use super::rehearsed::Rehearsed;
+use super::report::Answer;
+use super::{RehearseError, RehearseOptions, revisions};
+use worker_sandbox::Executor;
+
+/// Schema of the `--batch --json` report; bump on any change of shape or meaning.
+pub const BATCH_SCHEMA_VERSION: &str = "agent-bounties/regression-rehearsal-batch-v1";
+/// Largest tasks file read.
+pub const MAX_BATCH_BYTES: u64 = 1 << 20;
+/// Most tasks one batch holds: a platform's funded bounties, not a benchmark corpus.
+pub const MAX_TASKS: usize = 500;
+/// Longest task name, in bytes (names head report rows and JUnit test cases).
+pub const MAX_NAME_BYTES: usize = 128;
+
+/// One task as the tasks file writes it; relative paths are read from the file's directory.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct TaskSpec {
+    name: String,
+    source: PathBuf,
+    benchmark: PathBuf,
+    manifest: PathBuf,
+    #[serde(default)]
+    base: Option<PathBuf>,
+    #[serde(default)]
+    base_rev: Option<String>,
+    #[serde(default)]
+    rev: Option<String>,
+    #[serde(default)]
+    repeat: Option<u32>,
+    #[serde(default)]
+    adversarial: Option<bool>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct TaskFile {
+    tasks: Vec<TaskSpec>,
+}
+
+/// Why a tasks file cannot be a batch (nothing is run).
+#[derive(Debug, thiserror::Error)]
+pub enum BatchError {
+    /// The file could not be read.
+    #[error("reading the tasks file {path:?}: {source}")]
+    Io {
+        /// The file.
+        path: PathBuf,
+        /// The underlying error.
+        #[source]
+        source: std::io::Error,
+    },
+    /// The file is larger than [`MAX_BATCH_BYTES`].
+    #[error("the tasks file is larger than {MAX_BATCH_BYTES} bytes")]
+    TooLarge,
+    /// Not `{"tasks": [{name, source, benchmark, manifest, …}]}`.
+    #[error(
+        "the tasks file is not {{\"tasks\": [{{\"name\", \"source\", \"benchmark\", \"manifest\", \
+         \"base\"?, \"base_rev\"?, \"rev\"?, \"repeat\"?, \"adversarial\"?}}]}}: {0}"
+    )]
+    Json(#[source] serde_json::Error),
+    /// An empty list, or more than [`MAX_TASKS`].
+    #[error("the tasks file has {0} tasks: give 1 to {MAX_TASKS} (no tasks is not a batch)")]
+    Count(usize),
+    /// A name that is empty, too long, has control characters, or is used twice.
+    #[error("task name {name:?} {problem}")]
+    Name {
+        /// The name.
+        name: String,
+        /// What is wrong with it.
+        problem: &'static str,
+    },
+}
+
+/// Defaults from the command line, which every task's own keys override.
+#[derive(Debug, Clone)]
+pub struct BatchDefaults {
+    /// Where every task is staged.
+    pub staging_root: PathBuf,
+    /// `--repeat`.
+    pub repeat: u32,
+    /// `--adversarial`.
+    pub adversarial: bool,
+    /// `--pull`.
+    pub pull: bool,
+    /// `--worktree`.
+    pub worktree: bool,
+    /// `--quiet`.
+    pub quiet: bool,
+}
+
+/// One task ready to rehearse.
+#[derive(Debug, Clone)]
+pub struct BatchTask {
+    /// Its name in the report.
+    pub name: String,
+    /// What `worker rehearse` would be given.
+    pub options: RehearseOptions,
+    /// Whether to run the stubs.
+    pub adversarial: bool,
+    /// A `--base DIR@REV` that does not parse, reported as the task's error.
+    base_error: Option<String>,
+}
+
+/// Reads the tasks file: every task checked for shape and name before anything runs.
+pub fn read_tasks(path: &Path, defaults: &BatchDefaults) -> Result<Vec<BatchTask>, BatchError> {
+    let io = |source| BatchError::Io {
+        path: path.to_path_buf(),
+        source,
+    };
+    let len = std::fs::metadata(path).map_err(io)?.len();
+    if len > MAX_BATCH_BYTES {
+        return Err(BatchError::TooLarge);
+    }
+    let bytes = std::fs::read(path).map_err(io)?;
+    let file: TaskFile = serde_json::from_slice(&bytes).map_err(BatchError::Json)?;
+    if file.tasks.is_empty() || file.tasks.len() > MAX_TASKS {
+        return Err(BatchError::Count(file.tasks.len()));
+    }
+    let dir = path.parent().unwrap_or(Path::new("."));
+    let mut names = BTreeSet::new();
+    let mut tasks = Vec::with_capacity(file.tasks.len());
+    for spec in file.tasks {
+        let problem = if spec.name.is_empty() {
+            Some("is empty")
+        } else if spec.name.len() > MAX_NAME_BYTES {
+            Some("is longer than 128 bytes")
+        } else if spec.name.chars().any(char::is_control) {
+            Some("has control characters")
+        } else if !names.insert(spec.name.clone()) {
+            Some("is used twice")
+        } else {
+            None
+        };
+        if let Some(problem) = problem {
+            return Err(BatchError::Name {
+                name: spec.name,
+                problem,
+            });
+        }
+        let at = |p: &Path| dir.join(p);
+        let (base, base_rev, base_error) = match &spec.base {
+            Some(base) => match revisions::base_spec(&at(base), spec.base_rev.as_deref()) {
+                Ok(b) => (Some(b.dir), b.rev, None),
+                Err(e) => (None, None, Some(e.to_string())),
+            },
+            None => (None, None, None),
+        };
+        tasks.push(BatchTask {
+            options: RehearseOptions {
+                source: at(&spec.source),
+                benchmark: at(&spec.benchmark),
+                manifest: at(&spec.manifest),
+                repeat: spec.repeat.unwrap_or(defaults.repeat),
+                base,
+                staging_root: defaults.staging_root.clone(),
+                pull: defaults.pull,
+                rev_explicit: spec.rev.is_some(),
+                rev: spec.rev.unwrap_or_else(|| "HEAD".into()),
+                base_rev,
+                worktree: defaults.worktree,
+                quiet: defaults.quiet,
+                log_dir: None,
+            },
+            adversarial: spec.adversarial.unwrap_or(defaults.adversarial),
+            name: spec.name,
+            base_error,
+        });
+    }
+    Ok(tasks)
+}
+
+/// What became of one task.
+#[derive(Debug, Clone)]
+pub enum TaskResult {
+    /// It was rehearsed.
+    Rehearsed(Box<Rehearsed>),
+    /// Its input could not be rehearsed; the words say why.
+    NotRehearsed(String),
+}
+
+/// One task's row in the batch.
+#[derive(Debug, Clone)]
+pub struct TaskEntry {
+    /// The task's name.
+    pub name: String,
+    /// What became of it.
+    pub result: TaskResult,
+}
+
+/// The batch: every task's row, in the file's order.
+#[derive(Debug, Clone)]
+pub struct BatchReport {
+    /// The rows.
+    pub tasks: Vec<TaskEntry>,
+}
+
+/// Rehearses every task in order. An input error is the task's row; any other error (engine,
+/// staging root, evidence) ends the batch with it.
+pub async fn rehearse_batch(
+    executor: &Executor,
+    tasks: Vec<BatchTask>,
+) -> Result<BatchReport, RehearseError> {
+    let mut rows = Vec::with_capacity(tasks.len());
+    for task in tasks {
+        let result = match &task.base_error {
+            Some(error) => TaskResult::NotRehearsed(error.clone()),
+            None => match rehearse_one(executor, &task).await {
+                Ok(rehearsed) => TaskResult::Rehearsed(Box::new(rehearsed)),
+                Err(error) if error.is_input_error() => TaskResult::NotRehearsed(error.to_string()),
+                Err(error) => return Err(error),
+            },
+        };
+        rows.push(TaskEntry {
+            name: task.name,
+            result,
+        });
+    }
+    Ok(BatchReport { tasks: rows })
+}
+
+async fn rehearse_one(executor: &Executor, task: &BatchTask) -> Result<Rehearsed, RehearseError> {
+    let prepared = super::prepare(&task.options)?;
+    super::rehearse(executor, prepared, &task.options, task.adversarial).await
+}
+
+/// A task's answer as the batch words it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum TaskAnswer {
+    /// What a bounty needs.
+    Fit,
+    /// Answered, and not what a bounty needs.
+    Unfit,
+    /// No verdict: the question could not be answered.
+    NoAnswer,
+    /// The task's input could not be rehearsed.
+    NotRehearsed,
+}
+
+/// The batch's answer, the worst of its tasks': any unfit or not rehearsed task makes it
+/// [`Answer::Unfit`], else any without an answer [`Answer::NoAnswer`], else [`Answer::Fit`].
+impl BatchReport {
+    /// See the impl's comment.
+    pub fn answer(&self) -> Answer {
+        let answers: Vec<TaskAnswer> = self.tasks.iter().map(TaskEntry::answer).collect();
+        if answers
+            .iter()
+            .any(|a| matches!(a, TaskAnswer::Unfit | TaskAnswer::NotRehearsed))
+        {
+            Answer::Unfit
+        } else if answers.contains(&TaskAnswer::NoAnswer) {
+            Answer::NoAnswer
+        } else {
+            Answer::Fit
+        }
+    }
+
+    fn count(&self, answer: TaskAnswer) -> usize {
+        self.tasks.iter().filter(|t| t.answer() == answer).count()
+    }
+
+    /// The summary line: `batch: 4 tasks: 2 fit, 1 unfit, 0 no answer, 1 not rehearsed`.
+    pub fn summary_line(&self) -> String {
+        format!(
+            "batch: {} tasks: {} fit, {} unfit, {} no answer, {} not rehearsed",
+            self.tasks.len(),
+            self.count(TaskAnswer::Fit),
+            self.count(TaskAnswer::Unfit),
+            self.count(TaskAnswer::NoAnswer),
+            self.count(TaskAnswer::NotRehearsed),
+        )
+    }
+
+    /// The `--json` report ([`BATCH_SCHEMA_VERSION`]).
+    pub fn to_json(&self) -> Value {
+        serde_json::json!({
+            "schema_version": BATCH_SCHEMA_VERSION,
+            "tasks": self.tasks.iter().map(TaskEntry::to_json).collect::<Vec<_>>(),
+            "summary": {
+                "tasks": self.tasks.len(),
+                "fit": self.count(TaskAnswer::Fit),
+                "unfit": self.count(TaskAnswer::Unfit),
+                "no_answer": self.count(TaskAnswer::NoAnswer),
+                "not_rehearsed": self.count(TaskAnswer::NotRehearsed),
+            },
+        })
+    }
+}
+
+impl TaskEntry {
+    /// This task's answer.
+    pub fn answer(&self) -> TaskAnswer {
+        match &self.result {
+            TaskResult::NotRehearsed(_) => TaskAnswer::NotRehearsed,
+            TaskResult::Rehearsed(r) => match r.answer() {
+                Answer::Fit => TaskAnswer::Fit,
+                Answer::Unfit => TaskAnswer::Unfit,
+                Answer::NoAnswer => TaskAnswer::NoAnswer,
+            },
+        }
+    }
+
+    /// `null`, `true` or `false`: whether a stub passed (`null` when stubs were not run or not
+    /// judged).
+    pub fn bypassable(&self) -> Option<bool> {
+        match &self.result {
+            TaskResult::Rehearsed(r) => r.adversarial.as_ref().and_then(|a| a.bypassable),
+            TaskResult::NotRehearsed(_) => None,
+        }
+    }
+
+    /// Seconds the task's solution and base runs took (as the evidence timed them; stub runs
+    /// are not timed), for JUnit's `time`.
+    pub fn seconds(&self) -> f64 {
+        let TaskResult::Rehearsed(r) = &self.result else {
+            return 0.0;
+        };
+        let runs = r.report.runs.iter().chain(r.report.base.iter());
+        let millis: u64 = runs.filter_map(|run| run.explanation.duration_ms).sum();
+        millis as f64 / 1000.0
+    }
+
+    fn to_json(&self) -> Value {
+        match &self.result {
+            TaskResult::NotRehearsed(error) => serde_json::json!({
+                "name": self.name,
+                "answer": self.answer(),
+                "verdict": null,
+                "stability": null,
+                "discrimination": null,
+                "bypassable": null,
+                "adversarial": null,
+                "commit": null,
+                "not_checked": null,
+                "problems": [],
+                "error": error,
+            }),
+            TaskResult::Rehearsed(r) => {
+                let report = &r.report;
+                serde_json::json!({
+                    "name": self.name,
+                    "answer": self.answer(),
+                    "verdict": report.verdict,
+                    "stability": report.stability,
+                    "discrimination": report.discrimination,
+                    "bypassable": self.bypassable(),
+                    "adversarial": r.adversarial,
+                    "commit": report.commit,
+                    "not_checked": super::checks::not_checked(report, r.adversarial.is_some()),
+                    "problems": report.problems,
+                    "error": null,
+                })
+            }
+        }
+    }
+}

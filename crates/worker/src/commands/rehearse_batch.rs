@@ -1,0 +1,66 @@
+//! `worker rehearse --batch tasks.json [--junit FILE]`: the glue between the command line and
+//! [`crate::rehearse::batch`]. Exit codes: 0 when every task is fit, 4 when any is unfit or
+//! could not be rehearsed (or the tasks file is unusable: nothing runs), 3 when none is unfit
+//! and one has no answer; 5, 78 and 1 as for one rehearsal (the machine's faults end the batch).
+
+use std::path::Path;
+
+use super::rehearse_exit::rehearse_error_exit_code;
+use super::{
+    block_on_interruptible, connect_swept, fail, print_json, print_text, staging_root_failed,
+};
+use crate::cli::RehearseArgs;
+use crate::exit::{ExitCode, ExitStatus};
+use crate::rehearse::batch::{BatchDefaults, read_tasks, rehearse_batch as run_batch};
+use crate::staging_root::{self, Fallback};
+
+/// Rehearses every task of `tasks` and prints one report (and writes `--junit`).
+pub fn rehearse_batch(tasks: &Path, args: &RehearseArgs, quiet: bool) -> ExitCode {
+    let staging_root =
+        match staging_root::resolve(args.staging_root.as_deref(), Fallback::PrivateTemp) {
+            Ok(root) => root,
+            Err(error) => return staging_root_failed(&error),
+        };
+    let defaults = BatchDefaults {
+        staging_root,
+        repeat: args.repeat,
+        adversarial: args.adversarial,
+        pull: args.pull,
+        worktree: args.worktree,
+        quiet,
+    };
+    let tasks = match read_tasks(tasks, &defaults) {
+        Ok(tasks) => tasks,
+        Err(error) => return fail(ExitCode::InvalidInput, &error),
+    };
+    let result = block_on_interruptible(
+        async {
+            let executor = connect_swept(args.oci_runtime.name()).await?;
+            run_batch(&executor, tasks).await
+        },
+        "the batch (no report)",
+    );
+    let report = match result {
+        Ok(Ok(Ok(report))) => report,
+        Ok(Ok(Err(error))) => return fail(rehearse_error_exit_code(&error), &error),
+        Ok(Err(error)) => return fail(ExitCode::Internal, &error),
+        Err(code) => return code,
+    };
+    if let Some(path) = &args.junit
+        && let Err(error) = artifact_fs::write_atomic(path, report.junit().as_bytes())
+    {
+        return fail(
+            ExitCode::Internal,
+            &format_args!("writing the JUnit XML {}: {error}", path.display()),
+        );
+    }
+    let written = if args.json {
+        print_json(&report.to_json())
+    } else {
+        print_text(&report.human())
+    };
+    match written {
+        ExitCode::Success => report.answer().exit_code(),
+        failed => failed,
+    }
+}
