@@ -256,6 +256,31 @@ fn junit_xml_printed_on_one_long_line_is_read() {
 }
 
 #[test]
+fn junit_xml_pytest_writes_to_dev_stdout_is_read_from_the_stream() {
+    // `--junitxml=/dev/stdout`: the document follows the progress line on the same line and
+    // precedes the failure sections and short summary (which, without `-rA`, are not rows).
+    let report = read("pytest-junit-dev-stdout.stdout", None);
+    assert_eq!(report.runner, Runner::JunitXml);
+    assert_eq!(
+        rows(&report),
+        [
+            ("test_sample.Legacy.test_legacy", Passed),
+            ("test_sample.Legacy.test_legacy_skip", Skipped),
+            ("test_sample.TestGroup.test_method", Passed),
+            ("test_sample.test_errors_in_setup", Error),
+            ("test_sample.test_fails", Failed),
+            ("test_sample.test_param[1]", Passed),
+            ("test_sample.test_param[2]", Failed),
+            ("test_sample.test_param[a b]", Passed),
+            ("test_sample.test_passes", Passed),
+            ("test_sample.test_skipped", Skipped),
+            ("test_sample.test_xfail", Skipped),
+        ]
+    );
+    assert_eq!(duration(&report, "test_sample.test_passes"), Some(8_000));
+}
+
+#[test]
 fn unittest_verbose_output_with_docstrings_noise_and_subtests() {
     let report = read("unittest-mixed.stdout-empty", Some("unittest-mixed.stderr"));
     assert_eq!(report.runner, Runner::Unittest);
