@@ -454,6 +454,11 @@ pub struct DoctorArgs {
     /// A digest-pinned image (name@sha256:…) that must be present.
     #[arg(long, value_name = "REF")]
     pub image: Option<String>,
+    /// A JSON-RPC node (https, or http to loopback) whose latest block's timestamp this
+    /// host's clock is compared with: fail when the block is over 120 s ahead (this clock
+    /// runs late), warn when over 300 s behind (a stalled node or one that mines on demand).
+    #[arg(long, value_name = "URL")]
+    pub rpc: Option<String>,
     /// Print the report as JSON (agent-bounties/worker-doctor-v1) on stdout.
     #[arg(long)]
     pub json: bool,
