@@ -149,6 +149,10 @@ pub enum Subcommands {
         /// Staging root (defaults to $REGRESSION_SANDBOX_STAGING_ROOT).
         #[arg(long)]
         staging_root: Option<PathBuf>,
+        /// The OCI runtime to plan for, as a run with the same --oci-runtime gets it (under
+        /// runsc the pids limit is gVisor's `--ulimit nproc` plus a host backstop).
+        #[arg(long, value_enum, value_name = "RUNTIME", default_value = "runc")]
+        oci_runtime: OciRuntimeArg,
     },
     /// Fetch the platform's job feed, run every job committed to our verifier(s), and write
     /// candidate files and their manifest.
@@ -579,6 +583,8 @@ pub enum Command {
         request: PathBuf,
         /// Explicit staging root.
         staging_root: Option<PathBuf>,
+        /// The runtime planned for.
+        oci_runtime: OciRuntimeArg,
     },
 }
 
@@ -751,9 +757,11 @@ impl Cli {
             Some(Subcommands::Plan {
                 request,
                 staging_root,
+                oci_runtime,
             }) => Ok(Command::Plan {
                 request,
                 staging_root,
+                oci_runtime,
             }),
             Some(Subcommands::Feed(args)) => Ok(Command::Feed(args)),
             Some(Subcommands::Rehearse(args)) => Ok(Command::Rehearse(args)),

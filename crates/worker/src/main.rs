@@ -67,6 +67,7 @@ fn dispatch(command: Command, quiet: bool) -> ExitCode {
         Command::Plan {
             request,
             staging_root,
-        } => commands::plan::plan(&request, staging_root.as_deref()),
+            oci_runtime,
+        } => commands::plan::plan(&request, staging_root.as_deref(), oci_runtime.name()),
     }
 }

@@ -16,13 +16,13 @@ use crate::staging_root::{self, Fallback};
 pub const PLAN_SCHEMA_VERSION: &str = "agent-bounties/worker-plan-v1";
 
 /// Prints the plan for `request` against the staging root (`--staging-root`, else the
-/// environment's).
-pub fn plan(request: &Path, staging_root: Option<&Path>) -> ExitCode {
+/// environment's), under the OCI runtime `oci_runtime`.
+pub fn plan(request: &Path, staging_root: Option<&Path>, oci_runtime: &str) -> ExitCode {
     let root = match staging_root::resolve(staging_root, Fallback::Required) {
         Ok(root) => root,
         Err(error) => return staging_root_failed(&error),
     };
-    match plan_command(request, &root) {
+    match plan_command(request, &root, oci_runtime) {
         Ok(plan) => print_json(&plan),
         Err(error) => fail(ExitCode::InvalidInput, &error),
     }
@@ -44,7 +44,11 @@ pub enum PlanError {
 
 /// `worker plan`: the exact container configuration a request would get, without running.
 /// The image's own `PATH` is added at run time from the image config; everything else is here.
-pub fn plan_command(request: &Path, staging_root: &Path) -> Result<Value, PlanError> {
+pub fn plan_command(
+    request: &Path,
+    staging_root: &Path,
+    oci_runtime: &str,
+) -> Result<Value, PlanError> {
     let request = read_request(request, &["job"])?;
     let job = verifier_sdk::validate_job(request.get("job").unwrap_or(&Value::Null), now_unix())?;
     let manifest = job.manifest();
@@ -65,12 +69,13 @@ pub fn plan_command(request: &Path, staging_root: &Path) -> Result<Value, PlanEr
         "plan".into(),
         false,
     );
-    let isolation = crate::sandbox::plan(&spec)?;
+    let isolation = worker_sandbox::plan_under(&spec, oci_runtime)?;
     Ok(serde_json::json!({
         "schema_version": PLAN_SCHEMA_VERSION,
         "job_id": job.job_id(),
         "image": manifest.image(),
         "platform": manifest.platform(),
+        "oci_runtime": oci_runtime,
         "timeout_seconds": manifest.timeout_seconds(),
         "max_output_bytes": manifest.max_output_bytes(),
         "source": {"digest": job.source_snapshot_digest(), "path": source, "staged": source.is_dir()},
