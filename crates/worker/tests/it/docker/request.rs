@@ -208,3 +208,48 @@ fn worker_plan_under_runsc_shows_the_runsc_profile() {
     let outcome: Value = serde_json::from_slice(&run.stdout).unwrap();
     assert_eq!(outcome["verdict"], "passed", "{run:?}");
 }
+
+/// `worker rehearse --oci-runtime runsc` shows (and runs) the runsc sandbox, not runc's: its
+/// `sandbox` is the profile the run was created with.
+#[test]
+fn rehearse_under_runsc_shows_the_runsc_sandbox_it_runs() {
+    let env = env("source-pass");
+    let example = support::workspace_root().join("fixtures/example");
+    let rehearse = |extra: &[&str]| -> Value {
+        let out = Command::new(WORKER)
+            .arg("rehearse")
+            .arg("--source")
+            .arg(example.join("source-pass"))
+            .arg("--benchmark")
+            .arg(example.join("benchmark"))
+            .arg("--manifest")
+            .arg(&env.manifest)
+            .arg("--staging-root")
+            .arg(&env.root)
+            .args(["--json", "--quiet"])
+            .args(extra)
+            .env_remove("REGRESSION_SANDBOX_STAGING_ROOT")
+            .output()
+            .unwrap();
+        let json: Value = serde_json::from_slice(&out.stdout)
+            .unwrap_or_else(|e| panic!("{e}: {}", String::from_utf8_lossy(&out.stderr)));
+        assert_eq!(json["verdict"], "passed", "{json:#}");
+        json
+    };
+    let manifest: Value = serde_json::from_slice(&fs::read(&env.manifest).unwrap()).unwrap();
+    let pids = manifest["pids_limit"].as_i64().unwrap();
+    let runc = rehearse(&[]);
+    assert_eq!(runc["sandbox"]["runtime"], "runc", "{:#}", runc["sandbox"]);
+    let runsc = rehearse(&["--oci-runtime", "runsc"]);
+    assert_eq!(
+        runsc["sandbox"]["runtime"], "runsc",
+        "{:#}",
+        runsc["sandbox"]
+    );
+    assert_eq!(
+        runsc["sandbox"]["pids_limit"],
+        verifier_sdk::oci_runtime::runsc_host_pids_limit(pids),
+        "{:#}",
+        runsc["sandbox"]
+    );
+}
