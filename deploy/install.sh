@@ -41,6 +41,8 @@ UNIT_NAME=verifier-worker.service
 # empty argument.
 REQUIRED_VARS=(VERIFIER_API VERIFIER_NETWORK VERIFIER_ADDRESS VERIFIER_ARCHIVE_BASE
   VERIFIER_SHARD VERIFIER_POLL_SECONDS VERIFIER_METRICS_LISTEN VERIFIER_OPTIONS)
+# ExecStartPre='s $VERIFIER_DOCTOR_OPTIONS may be absent from an older env file: systemd (and
+# exec-start.sh) expand it to no argument, and the doctor runs with its defaults.
 
 root=/
 dry_run=""

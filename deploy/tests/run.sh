@@ -334,6 +334,34 @@ exec_start_expands_like_systemd() {
   grep -qF "names \${VERIFIER_ARCHIVE_BASE}" <<<"$out" || fail "message: $out"
 }
 
+# The unit checks the host with `worker doctor` before every start (ExecStartPre=), on the
+# staging root ExecStart hands the worker, with the env file's VERIFIER_DOCTOR_OPTIONS split
+# into words; exec-start.sh runs the same check first on hosts without systemd.
+unit_runs_worker_doctor_before_serve() {
+  local r out pre start_root pre_root
+  r="$(fresh_root)"
+  "$install_sh" --root "$r" >/dev/null || fail "install.sh exited $?"
+  local installed="$r/etc/systemd/system/verifier-worker.service"
+  pre="$(sed -n 's/^ExecStartPre=//p' "$installed")"
+  [[ "$pre" == "/usr/local/bin/worker doctor "* ]] || fail "ExecStartPre is not worker doctor: '$pre'"
+  start_root="$(sed -n 's/^ExecStart=//p' "$installed" | grep -o -- '--staging-root [^ ]*')"
+  pre_root="$(grep -o -- '--staging-root [^ ]*' <<<"$pre")"
+  [[ -n "$pre_root" && "$pre_root" == "$start_root" ]] ||
+    fail "doctor checks '$pre_root', serve uses '$start_root'"
+  grep -q '^VERIFIER_DOCTOR_OPTIONS=' "$r/etc/verifier/worker.env" ||
+    fail "worker.env lacks VERIFIER_DOCTOR_OPTIONS, which ExecStartPre names"
+  sed -i 's|^VERIFIER_DOCTOR_OPTIONS=.*|VERIFIER_DOCTOR_OPTIONS=--oci-runtime runsc  --rpc https://rpc.example|' \
+    "$r/etc/verifier/worker.env"
+  out="$("$deploy/exec-start.sh" --root "$r" --print-pre)" || fail "exit $?: $out"
+  [[ "$(tr '\n' ' ' <<<"$out")" == "/usr/local/bin/worker doctor --staging-root /var/cache/verifier/staging --oci-runtime runsc --rpc https://rpc.example " ]] ||
+    fail "pre: $out"
+  # An env file from before ExecStartPre= (no VERIFIER_DOCTOR_OPTIONS): the doctor's defaults.
+  sed -i '/^VERIFIER_DOCTOR_OPTIONS=/d' "$r/etc/verifier/worker.env"
+  out="$("$deploy/exec-start.sh" --root "$r" --print-pre)" || fail "exit $?: $out"
+  [[ "$(tr '\n' ' ' <<<"$out")" == "/usr/local/bin/worker doctor --staging-root /var/cache/verifier/staging " ]] ||
+    fail "pre without the variable: $out"
+}
+
 # --- pull-candidates.sh --------------------------------------------------------------------
 pull_sh="$deploy/pull-candidates.sh"
 name_of() { printf 'candidate-%s.json' "$(printf '%s' "$1" | sha256sum | cut -c1-64)"; }
@@ -460,6 +488,7 @@ check refuses_a_root_without_a_docker_group refuses_a_root_without_a_docker_grou
 check pull_list_with_a_tag_is_refused_before_anything_changes pull_list_with_a_tag_is_refused_before_anything_changes
 check pull_list_pulls_by_digest pull_list_pulls_by_digest
 check exec_start_expands_like_systemd exec_start_expands_like_systemd
+check unit_runs_worker_doctor_before_serve unit_runs_worker_doctor_before_serve
 check pull_copies_exactly_the_listed_candidates pull_copies_exactly_the_listed_candidates
 check pull_refuses_links_oversize_and_directories pull_refuses_links_oversize_and_directories
 check pull_refuses_a_manifest_naming_other_files pull_refuses_a_manifest_naming_other_files

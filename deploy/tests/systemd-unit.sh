@@ -3,7 +3,7 @@
 # bookworm container runs /lib/systemd/systemd, deploy/install.sh installs the unit there, and
 # `systemctl start verifier-worker` runs the worker (its sandbox and all) against the
 # bench_feed platform stand-in, on the host's Docker Engine through the mounted socket. Passes
-# when the service is active, writes a candidate for every job, answers /healthz 200, and
+# when `worker doctor` (ExecStartPre=) passed, the service is active, writes a candidate for every job, answers /healthz 200, and
 # stops on `systemctl stop` with exit 0 (Result=success).
 #
 #   deploy/tests/systemd-unit.sh WORKER_BIN BENCH_FEED_BIN [UNIT_FILE]
@@ -124,6 +124,10 @@ if ((listed < 3)); then
   die "$listed of 3 candidates; unit $(show ActiveState), ExecMainStatus=$(show ExecMainStatus)"
 fi
 echo "unit active (main pid $(show MainPID)), $listed candidates in /var/lib/verifier/out"
+# ExecStartPre= ran `worker doctor` first, inside the unit's sandbox, and no line failed.
+doctor="$(inside journalctl -u verifier-worker.service --no-pager -o cat | grep -E '^doctor: (ok|warn)$' | tail -n 1 || true)"
+[[ -n "$doctor" ]] || die "no 'doctor: ok|warn' line in the journal: ExecStartPre did not run worker doctor"
+echo "ExecStartPre: $doctor"
 health="$(inside curl -s -w ' %{http_code}' "http://127.0.0.1:$port/healthz")"
 [[ "$health" == *' 200' ]] || die "/healthz: $health"
 echo "/healthz: $health"

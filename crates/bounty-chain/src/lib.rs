@@ -16,6 +16,7 @@
 pub mod error;
 pub mod expect;
 pub mod feed;
+pub mod latest;
 pub mod reader;
 pub mod revalidate;
 pub mod rpc;

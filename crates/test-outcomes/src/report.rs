@@ -211,10 +211,48 @@ impl Table {
         }
         // The name was built by pushing; keep only what it holds so the bound is per byte.
         name.shrink_to_fit();
-        self.insert(name, status, duration_micros);
+        self.insert(name, status, duration_micros, MAX_TESTS);
     }
 
-    fn insert(&mut self, name: String, status: Status, duration_micros: Option<u64>) {
+    /// [`Table::record`] with at most `cap` distinct names: a table that holds rows another
+    /// table will take later (go -v's rows of a package not yet named) shares that table's
+    /// [`MAX_TESTS`], so the two together stay under the memory bound.
+    pub(crate) fn record_under(
+        &mut self,
+        raw_name: &str,
+        status: Status,
+        duration_micros: Option<u64>,
+        cap: usize,
+    ) {
+        let (mut name, cut) = safe_name(raw_name, MAX_NAME_BYTES);
+        if cut {
+            self.truncated = true;
+        }
+        if name.is_empty() {
+            return;
+        }
+        name.shrink_to_fit();
+        self.insert(name, status, duration_micros, cap);
+    }
+
+    /// Takes every row out, in name order, with whether a cap cut anything; the table is
+    /// left empty.
+    pub(crate) fn drain(&mut self) -> (bool, impl Iterator<Item = (String, Status, Option<u64>)>) {
+        let truncated = std::mem::take(&mut self.truncated);
+        let rows = std::mem::take(&mut self.rows);
+        (
+            truncated,
+            rows.into_iter()
+                .map(|(name, row)| (name, row.status, row.duration_micros)),
+        )
+    }
+
+    /// Marks the table as cut short by a cap.
+    pub(crate) fn mark_truncated(&mut self) {
+        self.truncated = true;
+    }
+
+    fn insert(&mut self, name: String, status: Status, duration_micros: Option<u64>, cap: usize) {
         if let Some(row) = self.rows.get_mut(&name) {
             if status.severity() > row.status.severity() {
                 row.status = status;
@@ -224,7 +262,7 @@ impl Table {
             }
             return;
         }
-        if self.rows.len() >= MAX_TESTS {
+        if self.rows.len() >= cap.min(MAX_TESTS) {
             self.truncated = true;
             return;
         }
@@ -249,7 +287,7 @@ impl Table {
     pub(crate) fn join(&mut self, other: Table) {
         self.truncated |= other.truncated;
         for (name, row) in other.rows {
-            self.insert(name, row.status, row.duration_micros);
+            self.insert(name, row.status, row.duration_micros, MAX_TESTS);
         }
     }
 

@@ -94,18 +94,18 @@ fn cargo_test_output_lists_unit_integration_and_doc_tests() {
 
 fn go_rows() -> Vec<(&'static str, Status)> {
     vec![
-        ("TestAdd", Passed),
-        ("TestFailsOnPurpose", Failed),
+        ("example.com/fixture.TestAdd", Passed),
+        ("example.com/fixture.TestFailsOnPurpose", Failed),
         // TestSlow printed this line itself; go's own test2json believes it too. Rows are what
         // the output says, which is why they never feed a verdict.
-        ("TestForgedInOutput", Passed),
-        ("TestSkipped", Skipped),
-        ("TestSlow", Passed),
-        ("TestTable", Failed),
-        ("TestTable/one_plus_one", Passed),
-        ("TestTable/one_plus_one/nested", Passed),
-        ("TestTable/wrong", Failed),
-        ("TestTable/wrong/nested", Failed),
+        ("example.com/fixture.TestForgedInOutput", Passed),
+        ("example.com/fixture.TestSkipped", Skipped),
+        ("example.com/fixture.TestSlow", Passed),
+        ("example.com/fixture.TestTable", Failed),
+        ("example.com/fixture.TestTable/one_plus_one", Passed),
+        ("example.com/fixture.TestTable/one_plus_one/nested", Passed),
+        ("example.com/fixture.TestTable/wrong", Failed),
+        ("example.com/fixture.TestTable/wrong/nested", Failed),
     ]
 }
 
@@ -114,8 +114,11 @@ fn go_test_verbose_output_lists_tests_and_subtests_with_durations() {
     let report = read("go-test-v.stdout", None);
     assert_eq!(report.runner, Runner::GoTest);
     assert_eq!(rows(&report), go_rows());
-    assert_eq!(duration(&report, "TestSlow"), Some(20_000));
-    assert_eq!(duration(&report, "TestAdd"), Some(0));
+    assert_eq!(
+        duration(&report, "example.com/fixture.TestSlow"),
+        Some(20_000)
+    );
+    assert_eq!(duration(&report, "example.com/fixture.TestAdd"), Some(0));
 }
 
 #[test]
@@ -123,7 +126,36 @@ fn go_test_json_output_lists_the_same_tests() {
     let report = read("go-test-json.stdout", None);
     assert_eq!(report.runner, Runner::GoTestJson);
     assert_eq!(rows(&report), go_rows());
-    assert_eq!(duration(&report, "TestSlow"), Some(20_000));
+    assert_eq!(
+        duration(&report, "example.com/fixture.TestSlow"),
+        Some(20_000)
+    );
+}
+
+fn go_two_package_rows() -> Vec<(&'static str, Status)> {
+    vec![
+        ("example.com/twopkg/alpha.TestOnlyAlpha", Passed),
+        ("example.com/twopkg/alpha.TestShared", Passed),
+        ("example.com/twopkg/beta.TestShared", Failed),
+        ("example.com/twopkg/beta.TestSub", Passed),
+        ("example.com/twopkg/beta.TestSub/case", Passed),
+    ]
+}
+
+#[test]
+fn go_test_verbose_same_named_tests_of_two_packages_are_two_rows() {
+    let report = read("go-test-v-two-packages.stdout", None);
+    assert_eq!(report.runner, Runner::GoTest);
+    assert_eq!(rows(&report), go_two_package_rows());
+    assert_eq!((report.counts.passed, report.counts.failed), (4, 1));
+}
+
+#[test]
+fn go_test_json_same_named_tests_of_two_packages_are_two_rows() {
+    let report = read("go-test-json-two-packages.stdout", None);
+    assert_eq!(report.runner, Runner::GoTestJson);
+    assert_eq!(rows(&report), go_two_package_rows());
+    assert_eq!((report.counts.passed, report.counts.failed), (4, 1));
 }
 
 #[test]
@@ -221,6 +253,31 @@ fn junit_xml_printed_on_one_long_line_is_read() {
         ]
     );
     assert_eq!(duration(&report, "test_sample.test_passes"), Some(0));
+}
+
+#[test]
+fn junit_xml_pytest_writes_to_dev_stdout_is_read_from_the_stream() {
+    // `--junitxml=/dev/stdout`: the document follows the progress line on the same line and
+    // precedes the failure sections and short summary (which, without `-rA`, are not rows).
+    let report = read("pytest-junit-dev-stdout.stdout", None);
+    assert_eq!(report.runner, Runner::JunitXml);
+    assert_eq!(
+        rows(&report),
+        [
+            ("test_sample.Legacy.test_legacy", Passed),
+            ("test_sample.Legacy.test_legacy_skip", Skipped),
+            ("test_sample.TestGroup.test_method", Passed),
+            ("test_sample.test_errors_in_setup", Error),
+            ("test_sample.test_fails", Failed),
+            ("test_sample.test_param[1]", Passed),
+            ("test_sample.test_param[2]", Failed),
+            ("test_sample.test_param[a b]", Passed),
+            ("test_sample.test_passes", Passed),
+            ("test_sample.test_skipped", Skipped),
+            ("test_sample.test_xfail", Skipped),
+        ]
+    );
+    assert_eq!(duration(&report, "test_sample.test_passes"), Some(8_000));
 }
 
 #[test]

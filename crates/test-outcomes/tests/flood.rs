@@ -108,6 +108,19 @@ fn hostile_floods_stay_within_the_memory_bound() {
     assert_eq!(report.runner, Runner::GoTest);
     results.push(("1e6 go -v lines on both streams", peak));
 
+    // Rows held for a package name, and a package line every 1 000 rows: the held rows and
+    // the recorded ones share one cap.
+    let (report, peak) = flood(b"=== RUN   T\n", 1_000_000, &both, |b, i| {
+        writeln!(b, "--- PASS: Test{i} (0.01s)").unwrap();
+        if i % 1000 == 999 {
+            writeln!(b, "ok  \texample.com/p{}\t0.1s", i / 1000).unwrap();
+        }
+    });
+    assert_eq!(report.runner, Runner::GoTest);
+    assert!(report.truncated);
+    assert!(report.tests[0].name.starts_with("example.com/p"));
+    results.push(("1e6 go -v lines in 1 000 packages on both streams", peak));
+
     let (report, peak) = flood(b"", 1_000_000, &both, |b, i| {
         writeln!(b, r#"{{"Action":"pass","Test":"Test{i}","Elapsed":0.01}}"#).unwrap();
     });

@@ -110,12 +110,15 @@ fn pytest_xpass_and_verbose_without_progress_column() {
 }
 
 #[test]
-fn go_verbose_needs_a_run_line_and_ignores_package_lines() {
+fn go_verbose_needs_a_run_line_and_names_tests_by_their_package_line() {
     assert_eq!(out("--- PASS: TestA (0.00s)\n").runner, Runner::Unknown);
     let report = out(
         "=== RUN   TestA\n--- PASS: TestA (0.00s)\nPASS\nok  \texample.com/m\t0.1s\nFAIL\texample.com/n [build failed]\n",
     );
-    assert_eq!(rows(&report), one("TestA", Status::Passed));
+    assert_eq!(rows(&report), one("example.com/m.TestA", Status::Passed));
+    // Cut off before its package line: the row as printed, not dropped.
+    let report = out("=== RUN   TestA\n--- FAIL: TestA (0.00s)\n");
+    assert_eq!(rows(&report), one("TestA", Status::Failed));
 }
 
 #[test]
@@ -131,7 +134,7 @@ fn go_json_package_events_and_odd_numbers() {
         "\n",
     ));
     assert_eq!(report.runner, Runner::GoTestJson);
-    assert_eq!(rows(&report), one("TestA", Status::Passed));
+    assert_eq!(rows(&report), one("example.com/m.TestA", Status::Passed));
     // 1e-7 is not a decimal test2json prints: no duration rather than a wrong one.
     assert_eq!(report.tests[0].duration_micros, None);
 }

@@ -102,6 +102,8 @@ pub struct BatchDefaults {
     pub worktree: bool,
     /// `--quiet`.
     pub quiet: bool,
+    /// `--oci-runtime`: every task runs under the one runtime the executor was built for.
+    pub oci_runtime: String,
 }
 
 /// One task ready to rehearse.
@@ -176,6 +178,7 @@ pub fn read_tasks(path: &Path, defaults: &BatchDefaults) -> Result<Vec<BatchTask
                 worktree: defaults.worktree,
                 quiet: defaults.quiet,
                 log_dir: None,
+                oci_runtime: defaults.oci_runtime.clone(),
             },
             adversarial: spec.adversarial.unwrap_or(defaults.adversarial),
             name: spec.name,

@@ -99,6 +99,9 @@ pub struct RehearseOptions {
     pub quiet: bool,
     /// Where each run's full output and evidence are written, when given.
     pub log_dir: Option<PathBuf>,
+    /// The OCI runtime the runs are created under (the operator's `--oci-runtime`): the
+    /// `sandbox` shown is planned under it, so it is the profile the runs get.
+    pub oci_runtime: String,
 }
 
 /// Why a rehearsal could not produce a report.

@@ -119,7 +119,8 @@ pub fn prepare(options: &RehearseOptions) -> Result<Prepared, RehearseError> {
         "rehearse".into(),
         options.pull,
     );
-    let sandbox = worker_sandbox::plan(&spec).map_err(|e| RehearseError::Plan(e.to_string()))?;
+    let sandbox = worker_sandbox::plan_under(&spec, &options.oci_runtime)
+        .map_err(|e| RehearseError::Plan(e.to_string()))?;
     let commit = Commitments {
         source_snapshot_digest: source.snapshot.digest,
         benchmark_digest: staged_digest,
@@ -236,6 +237,7 @@ mod tests {
                 worktree: false,
                 quiet: true,
                 log_dir: None,
+                oci_runtime: verifier_sdk::oci_runtime::RUNC.into(),
             };
             assert!(matches!(prepare(&options), Err(RehearseError::Repeat(_))));
         }

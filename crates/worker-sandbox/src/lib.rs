@@ -141,6 +141,14 @@ pub enum SandboxError {
 /// The container profile `spec` would be created with, computed without the engine (the
 /// image's `PATH` is added at run time). Used by `worker plan` and rehearsal.
 pub fn plan(spec: &SandboxSpec) -> Result<profile::Isolation, SpecError> {
+    plan_under(spec, verifier_sdk::oci_runtime::RUNC)
+}
+
+/// [`plan`] under the OCI runtime `oci_runtime` ([`verifier_sdk::oci_runtime::RUNC`] or
+/// [`verifier_sdk::oci_runtime::RUNSC`]): the profile a run with that `--oci-runtime` is
+/// created with (under runsc the pids limit moves into `--ulimit nproc`, see
+/// [`verifier_sdk::oci_runtime`]).
+pub fn plan_under(spec: &SandboxSpec, oci_runtime: &str) -> Result<profile::Isolation, SpecError> {
     let limits = spec::limits(spec)?;
     let path = |p: &std::path::Path| p.to_string_lossy().into_owned();
     Ok(profile::requested(
@@ -149,6 +157,6 @@ pub fn plan(spec: &SandboxSpec) -> Result<profile::Isolation, SpecError> {
         None,
         &path(&spec.source_dir),
         &path(&spec.benchmark_dir),
-        verifier_sdk::oci_runtime::RUNC,
+        oci_runtime,
     ))
 }

@@ -153,6 +153,10 @@ pub enum Subcommands {
         /// Print agent-bounties/worker-plan-v1 JSON instead of text.
         #[arg(long)]
         json: bool,
+        /// The OCI runtime to plan for, as a run with the same --oci-runtime gets it (under
+        /// runsc the pids limit is gVisor's `--ulimit nproc` plus a host backstop).
+        #[arg(long, value_enum, value_name = "RUNTIME", default_value = "runc")]
+        oci_runtime: OciRuntimeArg,
     },
     /// Fetch the platform's job feed, run every job committed to our verifier(s), and write
     /// candidate files and their manifest.
@@ -470,6 +474,11 @@ pub struct DoctorArgs {
     /// A digest-pinned image (name@sha256:…) that must be present.
     #[arg(long, value_name = "REF")]
     pub image: Option<String>,
+    /// A JSON-RPC node (https, or http to loopback) whose latest block's timestamp this
+    /// host's clock is compared with: fail when the block is over 120 s ahead (this clock
+    /// runs late), warn when over 300 s behind (a stalled node or one that mines on demand).
+    #[arg(long, value_name = "URL")]
+    pub rpc: Option<String>,
     /// Print the report as JSON (agent-bounties/worker-doctor-v1) on stdout.
     #[arg(long)]
     pub json: bool,
@@ -592,6 +601,8 @@ pub enum Command {
         staging_root: Option<PathBuf>,
         /// JSON instead of text.
         json: bool,
+        /// The runtime planned for.
+        oci_runtime: OciRuntimeArg,
     },
 }
 
@@ -765,10 +776,12 @@ impl Cli {
                 request,
                 staging_root,
                 json,
+                oci_runtime,
             }) => Ok(Command::Plan {
                 request,
                 staging_root,
                 json,
+                oci_runtime,
             }),
             Some(Subcommands::Feed(args)) => Ok(Command::Feed(args)),
             Some(Subcommands::Rehearse(args)) => Ok(Command::Rehearse(args)),

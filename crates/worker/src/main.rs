@@ -68,6 +68,7 @@ fn dispatch(command: Command, quiet: bool) -> ExitCode {
             request,
             staging_root,
             json,
-        } => commands::plan::plan(&request, staging_root.as_deref(), json),
+            oci_runtime,
+        } => commands::plan::plan(&request, staging_root.as_deref(), oci_runtime.name(), json),
     }
 }

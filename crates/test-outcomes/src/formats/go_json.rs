@@ -4,7 +4,8 @@
 //! {"Time":"…","Action":"fail","Package":"example.com/m","Test":"TestX","Elapsed":0.01}
 //! ```
 //!
-//! Only `pass`, `fail` and `skip` events that name a test are rows; package events and
+//! Only `pass`, `fail` and `skip` events that name a test are rows, named `Package.Test`
+//! (`example.com/m.TestX`; just `Test` when an event has no `Package`); package events and
 //! `output` events (which carry the `-v` text) are not.
 
 use serde::Deserialize;
@@ -21,6 +22,8 @@ pub(crate) struct GoJson;
 struct Event<'a> {
     #[serde(rename = "Action", borrow)]
     action: std::borrow::Cow<'a, str>,
+    #[serde(rename = "Package", default, borrow)]
+    package: Option<std::borrow::Cow<'a, str>>,
     #[serde(rename = "Test", default, borrow)]
     test: Option<std::borrow::Cow<'a, str>>,
     #[serde(rename = "Elapsed", default)]
@@ -53,6 +56,17 @@ impl LineFormat for GoJson {
         let micros = event
             .elapsed
             .and_then(|n| decimal_to_micros(&n.to_string(), 6));
-        sink.record(Runner::GoTestJson, &test, status, micros);
+        // Package-qualified, as go -v's rows are: two packages' `TestX` are two rows.
+        match event.package.as_deref() {
+            Some(package) if !package.is_empty() => {
+                sink.record(
+                    Runner::GoTestJson,
+                    &format!("{package}.{test}"),
+                    status,
+                    micros,
+                );
+            }
+            _ => sink.record(Runner::GoTestJson, &test, status, micros),
+        }
     }
 }

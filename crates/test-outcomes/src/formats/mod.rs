@@ -40,6 +40,26 @@ impl<'a> Sink<'a> {
         self.runner.is_none_or(|r| r == runner)
     }
 
+    /// Makes `runner` this stream's runner before it records a row (go -v holds a package's
+    /// rows until the package's result line names it); false when another runner has it.
+    pub(crate) fn claim(&mut self, runner: Runner) -> bool {
+        if !self.accepts(runner) {
+            return false;
+        }
+        *self.runner = Some(runner);
+        true
+    }
+
+    /// Rows recorded so far.
+    pub(crate) fn rows(&self) -> usize {
+        self.table.len()
+    }
+
+    /// Marks the report as cut short by a cap.
+    pub(crate) fn mark_truncated(&mut self) {
+        self.table.mark_truncated();
+    }
+
     pub(crate) fn record(
         &mut self,
         runner: Runner,

@@ -17,9 +17,13 @@ pub fn doctor(args: &DoctorArgs) -> ExitCode {
             Some(reference) => Some(worker_docker::doctor::image_facts(reference).await),
             None => None,
         };
-        (engine, image)
+        let clock = match &args.rpc {
+            Some(rpc) => Some(clock_facts(rpc).await),
+            None => None,
+        };
+        (engine, image, clock)
     });
-    let (engine, image) = match gathered {
+    let (engine, image, clock) = match gathered {
         Ok(gathered) => gathered,
         Err(error) => return fail(ExitCode::Internal, &error),
     };
@@ -28,7 +32,7 @@ pub fn doctor(args: &DoctorArgs) -> ExitCode {
         host: worker_doctor::host::gather(staging.as_deref()),
         oci_runtime: Some(args.oci_runtime.name().to_string()),
         image,
-        clock: None,
+        clock,
     };
     let report = worker_doctor::examine(&facts);
     let printed = if args.json {
@@ -44,5 +48,28 @@ pub fn doctor(args: &DoctorArgs) -> ExitCode {
         ExitCode::Config
     } else {
         ExitCode::Success
+    }
+}
+
+/// How long the RPC may take to answer the one request of the clock check.
+const RPC_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(10);
+
+/// The latest block's timestamp and this host's clock, read right after it. The report names
+/// the RPC by its origin only: a path or query may hold an API key.
+async fn clock_facts(rpc: &str) -> worker_doctor::ClockFacts {
+    let shown =
+        bounty_chain::latest::rpc_origin(rpc).unwrap_or_else(|e| format!("<rpc-url> ({e})"));
+    let block_timestamp = bounty_chain::latest::latest_block_timestamp(rpc, RPC_TIMEOUT)
+        .await
+        .map_err(|e| e.to_string());
+    // The wall clock is what is checked here, so it is read directly, not through a clock
+    // a test could inject.
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs());
+    worker_doctor::ClockFacts {
+        rpc: shown,
+        block_timestamp,
+        now,
     }
 }

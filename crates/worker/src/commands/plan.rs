@@ -23,8 +23,14 @@ use crate::staging_root::{self, Fallback, STAGING_ROOT_ENV};
 pub const PLAN_SCHEMA_VERSION: &str = "agent-bounties/worker-plan-v1";
 
 /// Prints the plan for `request` against the staging root (`--staging-root`, else the
-/// environment's, else rehearse's default store), as text or with `json` as JSON.
-pub fn plan(request: &Path, staging_root: Option<&Path>, json: bool) -> ExitCode {
+/// environment's, else rehearse's default store), under the OCI runtime `oci_runtime`, as text
+/// or with `json` as JSON.
+pub fn plan(
+    request: &Path,
+    staging_root: Option<&Path>,
+    oci_runtime: &str,
+    json: bool,
+) -> ExitCode {
     let root = match staging_root::resolve(staging_root, Fallback::PrivateTemp) {
         Ok(root) => root,
         Err(error) => return staging_root_failed(&error),
@@ -34,7 +40,7 @@ pub fn plan(request: &Path, staging_root: Option<&Path>, json: bool) -> ExitCode
         None if std::env::var_os(STAGING_ROOT_ENV).is_some() => RootFrom::Env,
         None => RootFrom::Default,
     };
-    match plan_of(request, &root) {
+    match plan_of(request, &root, oci_runtime) {
         Ok(plan) if json => print_json(&plan.to_json()),
         Ok(plan) => print_text(&plan.human(named_by)),
         Err(error) => fail(ExitCode::InvalidInput, &error),
@@ -92,6 +98,7 @@ pub struct Plan {
     job_id: String,
     root: PathBuf,
     manifest: Value,
+    oci_runtime: String,
     source: Tree,
     benchmark: Tree,
     isolation: Isolation,
@@ -99,7 +106,7 @@ pub struct Plan {
 
 /// Plans `request` against `staging_root` (nothing is run or staged). The image's own `PATH`
 /// is added at run time from the image config; everything else is here.
-fn plan_of(request: &Path, staging_root: &Path) -> Result<Plan, PlanError> {
+fn plan_of(request: &Path, staging_root: &Path, oci_runtime: &str) -> Result<Plan, PlanError> {
     let request = read_request(request, &["job"])?;
     let job = verifier_sdk::validate_job(request.get("job").unwrap_or(&Value::Null), now_unix())?;
     let manifest = job.manifest();
@@ -120,11 +127,12 @@ fn plan_of(request: &Path, staging_root: &Path) -> Result<Plan, PlanError> {
         "plan".into(),
         false,
     );
-    let isolation = crate::sandbox::plan(&spec)?;
+    let isolation = worker_sandbox::plan_under(&spec, oci_runtime)?;
     Ok(Plan {
         job_id: job.job_id().to_string(),
         root: staging_root.to_path_buf(),
         manifest: manifest.to_ordered_value(),
+        oci_runtime: oci_runtime.to_owned(),
         source,
         benchmark,
         isolation,
@@ -139,6 +147,7 @@ impl Plan {
             "job_id": self.job_id,
             "image": m.get("image"),
             "platform": m.get("platform"),
+            "oci_runtime": self.oci_runtime,
             "timeout_seconds": m.get("timeout_seconds"),
             "max_output_bytes": m.get("max_output_bytes"),
             "source": self.source.to_json(),
@@ -151,6 +160,7 @@ impl Plan {
     fn human(&self, named_by: RootFrom) -> String {
         let mut out = String::from("plan (nothing run)\n");
         row(&mut out, "job_id", &self.job_id);
+        row(&mut out, "oci runtime", &self.oci_runtime);
         let from = match named_by {
             RootFrom::Flag => "(--staging-root)".to_owned(),
             RootFrom::Env => format!("(${STAGING_ROOT_ENV})"),

@@ -55,6 +55,7 @@ pub fn rehearse(args: RehearseArgs, quiet: bool) -> ExitCode {
         worktree: args.worktree,
         quiet,
         log_dir: args.log_dir,
+        oci_runtime: args.oci_runtime.name().into(),
     };
     let prepared = match crate::rehearse::prepare(&options) {
         Ok(prepared) => prepared,

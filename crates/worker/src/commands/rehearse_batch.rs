@@ -28,6 +28,7 @@ pub fn rehearse_batch(tasks: &Path, args: &RehearseArgs, quiet: bool) -> ExitCod
         pull: args.pull,
         worktree: args.worktree,
         quiet,
+        oci_runtime: args.oci_runtime.name().into(),
     };
     let tasks = match read_tasks(tasks, &defaults) {
         Ok(tasks) => tasks,

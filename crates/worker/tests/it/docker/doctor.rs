@@ -90,3 +90,163 @@ fn worker_doctor_fails_with_exit_78_when_the_staging_root_is_missing() {
     assert!(text.ends_with("doctor: fail\n"), "{text}");
     assert_eq!(out.status.code(), Some(78));
 }
+
+/// The local chain's latest block timestamp, read without the worker: a raw JSON-RPC POST.
+fn latest_block_timestamp(rpc: &str) -> u64 {
+    use std::io::{Read, Write};
+    let addr = rpc.strip_prefix("http://").unwrap();
+    let body =
+        r#"{"jsonrpc":"2.0","id":1,"method":"eth_getBlockByNumber","params":["latest",false]}"#;
+    let mut stream = std::net::TcpStream::connect(addr)
+        .unwrap_or_else(|e| panic!("these tests need the local chain at {rpc}: {e}"));
+    write!(
+        stream,
+        "POST / HTTP/1.0\r\nHost: {addr}\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+        body.len()
+    )
+    .unwrap();
+    let mut response = String::new();
+    stream.read_to_string(&mut response).unwrap();
+    let json = &response[response.find("\r\n\r\n").unwrap() + 4..];
+    let value: serde_json::Value = serde_json::from_str(json.trim()).unwrap();
+    let hex = value["result"]["timestamp"].as_str().unwrap();
+    u64::from_str_radix(hex.trim_start_matches("0x"), 16).unwrap()
+}
+
+fn unix_now() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_secs()
+}
+
+fn doctor_rpc(rpc: &str) -> (Option<i32>, serde_json::Value) {
+    let staging = tempfile::tempdir().unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_worker"))
+        .args(["doctor", "--json", "--rpc", rpc, "--staging-root"])
+        .arg(staging.path())
+        .output()
+        .unwrap();
+    let report: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
+        panic!(
+            "{e}: exit {:?}: {}",
+            out.status.code(),
+            String::from_utf8_lossy(&out.stderr)
+        )
+    });
+    let clock = report["checks"]
+        .as_array()
+        .unwrap_or_else(|| panic!("not a report: {report}"))
+        .iter()
+        .find(|c| c["name"] == "clock")
+        .unwrap_or_else(|| panic!("no clock line: {report:#}"))
+        .clone();
+    (out.status.code(), clock)
+}
+
+#[test]
+fn worker_doctor_rpc_reports_the_clocks_distance_from_the_local_chains_latest_block() {
+    let rpc = std::env::var("CHAIN_RPC_URL").unwrap_or_else(|_| "http://127.0.0.1:8545".into());
+    let before = unix_now();
+    let block = latest_block_timestamp(&rpc);
+    let (code, clock) = doctor_rpc(&rpc);
+    let after = unix_now();
+    let detail = clock["detail"].as_str().unwrap();
+    // The distance the doctor printed, against the one read here (the seconds between the two
+    // reads are the only slack, whatever the machine's load).
+    let (n, direction) = detail
+        .rsplit_once(" s ")
+        .map(|(head, tail)| (head.rsplit(' ').next().unwrap(), tail))
+        .unwrap_or_else(|| panic!("{detail}"));
+    let n: u64 = n.parse().unwrap_or_else(|e| panic!("{e}: {detail}"));
+    assert!(detail.contains("127.0.0.1:8545"), "{detail}");
+    if direction.starts_with("behind") {
+        assert!(
+            before.saturating_sub(block) <= n && n <= after.saturating_sub(block),
+            "{detail}: block {block}, clock {before}..{after}"
+        );
+        let expected = if n > 300 { "warn" } else { "ok" };
+        assert_eq!(clock["status"], expected, "{clock:#}");
+        // A warning is not a failure: the doctor exits 0 unless another line fails.
+        assert_ne!(code, Some(78), "{clock:#}");
+    } else {
+        assert!(direction.starts_with("ahead"), "{detail}");
+        assert!(
+            block.saturating_sub(after) <= n && n <= block.saturating_sub(before),
+            "{detail}"
+        );
+        let expected = if n > 120 { "fail" } else { "ok" };
+        assert_eq!(clock["status"], expected, "{clock:#}");
+    }
+}
+
+/// A JSON-RPC node whose latest block is stamped `offset` seconds from now.
+fn fake_rpc(runtime: &tokio::runtime::Runtime, offset: i64) -> String {
+    runtime
+        .block_on(test_http::serve(move |request| async move {
+            let call: serde_json::Value = serde_json::from_slice(&request.body).ok()?;
+            let id = call["id"].clone();
+            let now = i64::try_from(unix_now()).unwrap();
+            let stamp = format!("{:#x}", now + offset);
+            let result = match call["method"].as_str()? {
+                "eth_blockNumber" => serde_json::json!("0x10"),
+                "eth_getBlockByNumber" => serde_json::json!({
+                    "number": "0x10",
+                    "hash": format!("0x{}", "11".repeat(32)),
+                    "parentHash": format!("0x{}", "22".repeat(32)),
+                    "sha3Uncles": format!("0x{}", "33".repeat(32)),
+                    "miner": format!("0x{}", "00".repeat(20)),
+                    "stateRoot": format!("0x{}", "44".repeat(32)),
+                    "transactionsRoot": format!("0x{}", "55".repeat(32)),
+                    "receiptsRoot": format!("0x{}", "66".repeat(32)),
+                    "logsBloom": format!("0x{}", "00".repeat(256)),
+                    "difficulty": "0x0",
+                    "gasLimit": "0x1c9c380",
+                    "gasUsed": "0x0",
+                    "timestamp": stamp,
+                    "extraData": "0x",
+                    "mixHash": format!("0x{}", "00".repeat(32)),
+                    "nonce": "0x0000000000000000",
+                    "baseFeePerGas": "0x1",
+                    "size": "0x200",
+                    "uncles": [],
+                    "transactions": [],
+                }),
+                _ => return None,
+            };
+            let body = serde_json::json!({"jsonrpc": "2.0", "id": id, "result": result});
+            Some(test_http::Response::ok(serde_json::to_vec(&body).unwrap()))
+        }))
+        .unwrap()
+}
+
+#[test]
+fn worker_doctor_rpc_fails_with_exit_78_when_the_latest_block_is_an_hour_ahead_of_the_clock() {
+    let runtime = tokio::runtime::Runtime::new().unwrap();
+    let rpc = fake_rpc(&runtime, 3600);
+    let (code, clock) = doctor_rpc(&rpc);
+    assert_eq!(clock["status"], "fail", "{clock:#}");
+    let detail = clock["detail"].as_str().unwrap();
+    assert!(detail.contains("s ahead of this clock"), "{detail}");
+    assert!(
+        clock["fix"].as_str().unwrap_or("").contains("synchronise"),
+        "{clock:#}"
+    );
+    assert_eq!(code, Some(78));
+    // Within the documented margin: ok.
+    let rpc = fake_rpc(&runtime, 30);
+    let (_, clock) = doctor_rpc(&rpc);
+    assert_eq!(clock["status"], "ok", "{clock:#}");
+}
+
+#[test]
+fn worker_doctor_rpc_that_does_not_answer_is_a_fail_without_the_url_s_secret() {
+    // A closed port on loopback, with a path like an API key.
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = listener.local_addr().unwrap();
+    drop(listener);
+    let (code, clock) = doctor_rpc(&format!("http://{addr}/secret-key-123"));
+    assert_eq!(clock["status"], "fail", "{clock:#}");
+    assert!(!clock.to_string().contains("secret-key-123"), "{clock:#}");
+    assert_eq!(code, Some(78));
+}

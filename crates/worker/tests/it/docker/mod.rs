@@ -8,6 +8,7 @@ mod doctor;
 mod feed_cli;
 mod gc;
 mod in_toto;
+mod junit_stdout;
 mod per_test;
 mod rehearse;
 mod request;

@@ -15,24 +15,24 @@ use crate::support::{image, workspace_root};
 
 const WORKER: &str = env!("CARGO_BIN_EXE_worker");
 
-fn fixture(path: &str) -> PathBuf {
+pub(super) fn fixture(path: &str) -> PathBuf {
     workspace_root().join("fixtures").join(path)
 }
 
-struct Ran {
-    code: i32,
-    stdout: String,
-    stderr: String,
+pub(super) struct Ran {
+    pub(super) code: i32,
+    pub(super) stdout: String,
+    pub(super) stderr: String,
 }
 
 impl Ran {
-    fn json(&self) -> Value {
+    pub(super) fn json(&self) -> Value {
         serde_json::from_str(&self.stdout)
             .unwrap_or_else(|e| panic!("stdout is not json ({e}): {}{}", self.stdout, self.stderr))
     }
 }
 
-fn ran(output: &std::process::Output) -> Ran {
+pub(super) fn ran(output: &std::process::Output) -> Ran {
     let ran = Ran {
         code: output.status.code().unwrap_or(-1),
         stdout: String::from_utf8_lossy(&output.stdout).into_owned(),
@@ -47,7 +47,12 @@ fn ran(output: &std::process::Output) -> Ran {
 }
 
 /// `manifests/<name>` with the locally built image `key` pinned, then `edit` applied.
-fn manifest(dir: &Path, name: &str, key: &str, edit: impl FnOnce(&mut Value)) -> PathBuf {
+pub(super) fn manifest(
+    dir: &Path,
+    name: &str,
+    key: &str,
+    edit: impl FnOnce(&mut Value),
+) -> PathBuf {
     let text = fs::read_to_string(workspace_root().join("manifests").join(name)).unwrap();
     let mut value: Value = serde_json::from_str(&text).unwrap();
     value["image"] = Value::String(image(key));
@@ -78,7 +83,7 @@ fn script(dir: &Path, name: &str, body: &str, edit: impl FnOnce(&mut Value)) -> 
     (bench, manifest)
 }
 
-fn rehearse(
+pub(super) fn rehearse(
     dir: &Path,
     source: &Path,
     benchmark: &Path,

@@ -149,3 +149,109 @@ fn request_refuses_bad_input_and_writes_nothing() {
     assert_eq!(out.status.code(), Some(4), "unpinned image: {out:?}");
     assert!(!path.exists());
 }
+
+/// `worker plan --oci-runtime runsc` shows the profile a run under gVisor is created with: the
+/// runtime named, the pids limit moved into `--ulimit nproc` with the host backstop (the
+/// default plan stays runc's). Then a real `--run-regression` under runsc on the same request
+/// passes, so the plan is of a profile the engine accepts.
+#[test]
+fn worker_plan_under_runsc_shows_the_runsc_profile() {
+    let env = env("source-pass");
+    let (out, path) = request(&env, &["--benchmark-digest", &env.benchmark]);
+    assert_eq!(out.status.code(), Some(0), "{out:?}");
+    let plan_with = |extra: &[&str]| -> Value {
+        let plan = Command::new(WORKER)
+            .arg("plan")
+            .arg(&path)
+            .arg("--staging-root")
+            .arg(&env.root)
+            .arg("--json")
+            .args(extra)
+            .output()
+            .unwrap();
+        assert_eq!(plan.status.code(), Some(0), "{plan:?}");
+        serde_json::from_slice(&plan.stdout).unwrap()
+    };
+    let manifest: Value = serde_json::from_slice(&fs::read(&env.manifest).unwrap()).unwrap();
+    let pids = manifest["pids_limit"].as_i64().unwrap();
+
+    let runc = plan_with(&[]);
+    assert_eq!(runc["container"]["runtime"], "runc", "{runc:#}");
+    assert_eq!(runc["container"]["pids_limit"], pids, "{runc:#}");
+    assert_eq!(runc["oci_runtime"], "runc", "{runc:#}");
+
+    let runsc = plan_with(&["--oci-runtime", "runsc"]);
+    assert_eq!(runsc["container"]["runtime"], "runsc", "{runsc:#}");
+    assert_eq!(runsc["oci_runtime"], "runsc", "{runsc:#}");
+    assert_eq!(
+        runsc["container"]["pids_limit"],
+        verifier_sdk::oci_runtime::runsc_host_pids_limit(pids),
+        "{runsc:#}"
+    );
+    let nproc = runsc["container"]["ulimits"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|u| u["name"] == "nproc")
+        .unwrap_or_else(|| panic!("no nproc ulimit under runsc: {runsc:#}"))
+        .clone();
+    assert_eq!(nproc["soft"], pids, "{nproc}");
+    assert_eq!(nproc["hard"], pids, "{nproc}");
+
+    let run = Command::new(WORKER)
+        .arg("--run-regression")
+        .arg(&path)
+        .args(["--oci-runtime", "runsc"])
+        .env("REGRESSION_SANDBOX_STAGING_ROOT", &env.root)
+        .env_remove("DOCKER_HOST")
+        .output()
+        .unwrap();
+    assert_eq!(run.status.code(), Some(0), "{run:?}");
+    let outcome: Value = serde_json::from_slice(&run.stdout).unwrap();
+    assert_eq!(outcome["verdict"], "passed", "{run:?}");
+}
+
+/// `worker rehearse --oci-runtime runsc` shows (and runs) the runsc sandbox, not runc's: its
+/// `sandbox` is the profile the run was created with.
+#[test]
+fn rehearse_under_runsc_shows_the_runsc_sandbox_it_runs() {
+    let env = env("source-pass");
+    let example = support::workspace_root().join("fixtures/example");
+    let rehearse = |extra: &[&str]| -> Value {
+        let out = Command::new(WORKER)
+            .arg("rehearse")
+            .arg("--source")
+            .arg(example.join("source-pass"))
+            .arg("--benchmark")
+            .arg(example.join("benchmark"))
+            .arg("--manifest")
+            .arg(&env.manifest)
+            .arg("--staging-root")
+            .arg(&env.root)
+            .args(["--json", "--quiet"])
+            .args(extra)
+            .env_remove("REGRESSION_SANDBOX_STAGING_ROOT")
+            .output()
+            .unwrap();
+        let json: Value = serde_json::from_slice(&out.stdout)
+            .unwrap_or_else(|e| panic!("{e}: {}", String::from_utf8_lossy(&out.stderr)));
+        assert_eq!(json["verdict"], "passed", "{json:#}");
+        json
+    };
+    let manifest: Value = serde_json::from_slice(&fs::read(&env.manifest).unwrap()).unwrap();
+    let pids = manifest["pids_limit"].as_i64().unwrap();
+    let runc = rehearse(&[]);
+    assert_eq!(runc["sandbox"]["runtime"], "runc", "{:#}", runc["sandbox"]);
+    let runsc = rehearse(&["--oci-runtime", "runsc"]);
+    assert_eq!(
+        runsc["sandbox"]["runtime"], "runsc",
+        "{:#}",
+        runsc["sandbox"]
+    );
+    assert_eq!(
+        runsc["sandbox"]["pids_limit"],
+        verifier_sdk::oci_runtime::runsc_host_pids_limit(pids),
+        "{:#}",
+        runsc["sandbox"]
+    );
+}
