@@ -8,6 +8,7 @@
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
+pub use crate::engine_host::{DoctorStatus, EngineHostFacts, HostRuntime};
 use crate::manifest::RunnerManifest;
 use crate::profile::ContainerProfile;
 use crate::receipt::NoVerdictReason;
@@ -82,6 +83,10 @@ pub struct EngineFacts {
     pub cgroup_driver: String,
     /// Engine `os/arch`.
     pub platform: String,
+    /// What `worker doctor` found about the engine's host when the worker connected; absent in
+    /// records of older workers, so their bytes are unchanged. Informational: no check reads it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub host: Option<EngineHostFacts>,
 }
 
 /// The resolved image.

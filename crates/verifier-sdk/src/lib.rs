@@ -105,6 +105,7 @@ pub mod artifacts;
 pub mod attest;
 pub mod canonical;
 pub mod digest;
+pub mod engine_host;
 pub mod evidence;
 #[cfg(any(test, feature = "fixtures"))]
 pub mod fixtures;

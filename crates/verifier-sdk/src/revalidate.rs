@@ -348,6 +348,84 @@ mod tests {
         ));
     }
 
+    /// The engine section's host facts (`worker doctor`'s, issue #28) are the worker's own word
+    /// about its host: a worker could claim runsc, seccomp and an `ok` doctor on any host. They
+    /// must change neither the response hash nor what the signer accepts, and must survive a
+    /// parse and re-serialization, so `worker explain` shows what the worker wrote.
+    #[test]
+    fn a_host_facts_section_changes_neither_the_response_hash_nor_the_signers_check() {
+        let (job, outcome, evidence) = run(1);
+        assert!(
+            evidence["engine"].get("host").is_none(),
+            "records without host facts keep their bytes"
+        );
+        let mut with_host = evidence.clone();
+        with_host["engine"]["host"] = json!({
+            "doctor": "ok",
+            "checks": {"cgroups": "ok", "engine": "ok", "oci_runtime": "ok", "seccomp": "ok"},
+            "cgroup_layout": "v2",
+            "runtimes": {"runsc": {"path": "/usr/bin/runsc", "args": ["--network=none"]}},
+            "default_runtime": "runsc",
+            "security_options": ["name=seccomp,profile=default", "name=apparmor"],
+            "userns_remap": false,
+            "seccomp": true,
+            "apparmor": true,
+            "host_apparmor": true,
+            "swap_total_bytes": 0,
+            "swap_limit": true,
+        });
+        let plain =
+            revalidate_candidate(&job, &job, &outcome, Some(&evidence), fixtures::NOW).unwrap();
+        let hosted =
+            revalidate_candidate(&job, &job, &outcome, Some(&with_host), fixtures::NOW).unwrap();
+        assert_eq!(
+            hosted.outcome.response_hash(),
+            plain.outcome.response_hash()
+        );
+        assert_eq!(hosted.outcome.verdict(), Verdict::Failed);
+        // Kept as written, field for field.
+        let record = EvidenceRecord::from_docker_value(&with_host).unwrap();
+        assert_eq!(serde_json::to_value(&record).unwrap(), with_host);
+        // A list of runtimes naming only runsc is no evidence of a run under runsc: the
+        // requirement reads the run's own runtime facts and profiles.
+        assert!(check_required_runtime(Some(&with_host), "runsc").is_err());
+        assert!(check_required_runtime(Some(&with_host), "runc").is_ok());
+        // A malformed section is refused by name, like any other field.
+        with_host["engine"]["host"] = json!({"doctor": "fine"});
+        let err = revalidate_candidate(&job, &job, &outcome, Some(&with_host), fixtures::NOW);
+        assert!(
+            matches!(
+                err,
+                Err(RevalidationError::Evidence(EvidenceError::Malformed(
+                    "engine"
+                )))
+            ),
+            "{err:?}"
+        );
+    }
+
+    /// A record a worker wrote before the engine section had host facts (`src/testdata`: the
+    /// worker pre-built from main at dca40df, `worker 0.1.0 (aded521d9f38-modified)`,
+    /// `--run-regression` of fixtures/example/source-fail on this project's Debian host, with
+    /// its request and outcome): it still parses, re-serializes byte for byte, and passes the
+    /// re-check.
+    #[test]
+    fn an_evidence_record_from_before_host_facts_still_parses_round_trips_and_is_accepted() {
+        let raw = include_str!("testdata/pre-host-facts.evidence.json");
+        let evidence: Value = serde_json::from_str(raw).unwrap();
+        assert!(evidence["engine"].get("host").is_none());
+        let record = EvidenceRecord::from_docker_value(&evidence).unwrap();
+        assert_eq!(canonical_json(&serde_json::to_value(&record).unwrap()), raw);
+        let request: Value =
+            serde_json::from_str(include_str!("testdata/pre-host-facts.request.json")).unwrap();
+        let outcome: Value =
+            serde_json::from_str(include_str!("testdata/pre-host-facts.outcome.json")).unwrap();
+        let job = &request["job"];
+        let checked =
+            revalidate_candidate(job, job, &outcome, Some(&evidence), fixtures::NOW).unwrap();
+        assert_eq!(checked.outcome.verdict(), Verdict::Failed);
+    }
+
     #[test]
     fn expired_current_job_is_refused() {
         let (job, outcome, evidence) = run(0);

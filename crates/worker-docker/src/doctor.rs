@@ -3,7 +3,7 @@
 use std::collections::BTreeMap;
 
 use bollard::Docker;
-use bollard::models::SystemInfoCgroupVersionEnum;
+use bollard::models::{SystemInfo, SystemInfoCgroupVersionEnum, SystemVersion};
 use worker_doctor::{EngineFacts, ImageFacts, RuntimeEntry};
 
 use crate::client::enum_text;
@@ -15,34 +15,47 @@ pub async fn engine_facts() -> Result<EngineFacts, String> {
     let docker = Docker::connect_with_defaults().map_err(|e| e.to_string())?;
     let (version, info) =
         tokio::try_join!(docker.version(), docker.info()).map_err(|e| e.to_string())?;
-    let mut runtimes = BTreeMap::new();
-    for (name, entry) in info.runtimes.clone().unwrap_or_default() {
+    let mut facts = answers(&version, &info);
+    for (name, entry) in &mut facts.runtimes {
         let resolved =
-            crate::runtime::resolve(&name, info.runtimes.as_ref(), info.runc_commit.as_ref()).await;
-        let version = resolved.facts.map(|f| f.version).filter(|v| !v.is_empty());
-        runtimes.insert(
-            name.clone(),
-            RuntimeEntry {
-                path: entry.path.unwrap_or(name),
-                args: entry.runtime_args.unwrap_or_default(),
-                version,
-            },
-        );
+            crate::runtime::resolve(name, info.runtimes.as_ref(), info.runc_commit.as_ref()).await;
+        entry.version = resolved.facts.map(|f| f.version).filter(|v| !v.is_empty());
     }
+    Ok(facts)
+}
+
+/// The facts in the engine's `/version` and `/info` answers, without the runtimes' versions
+/// (reading those runs each binary): the doctor's and, once per process, the evidence's.
+pub(crate) fn answers(version: &SystemVersion, info: &SystemInfo) -> EngineFacts {
+    let runtimes = info
+        .runtimes
+        .iter()
+        .flatten()
+        .map(|(name, entry)| {
+            (
+                name.clone(),
+                RuntimeEntry {
+                    path: entry.path.clone().unwrap_or_else(|| name.clone()),
+                    args: entry.runtime_args.clone().unwrap_or_default(),
+                    version: None,
+                },
+            )
+        })
+        .collect::<BTreeMap<_, _>>();
     let cgroup_version = match info.cgroup_version {
         Some(SystemInfoCgroupVersionEnum::EMPTY) | None => String::new(),
         other => enum_text(other),
     };
-    Ok(EngineFacts {
-        version: version.version.unwrap_or_default(),
-        api_version: version.api_version.unwrap_or_default(),
+    EngineFacts {
+        version: version.version.clone().unwrap_or_default(),
+        api_version: version.api_version.clone().unwrap_or_default(),
         cgroup_version,
         cgroup_driver: enum_text(info.cgroup_driver),
         runtimes,
-        default_runtime: info.default_runtime.unwrap_or_default(),
-        security_options: info.security_options.unwrap_or_default(),
+        default_runtime: info.default_runtime.clone().unwrap_or_default(),
+        security_options: info.security_options.clone().unwrap_or_default(),
         swap_limit: info.swap_limit.unwrap_or(false),
-    })
+    }
 }
 
 /// Whether the engine holds an image whose repo digests include `reference`

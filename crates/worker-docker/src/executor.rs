@@ -34,7 +34,8 @@ impl DockerExecutor {
             docker.info()
         )
         .map_err(crate::endpoint::unavailable)?;
-        let engine = EngineFacts {
+        let doctor = crate::doctor::answers(&version, &info);
+        let mut engine = EngineFacts {
             version: version.version.unwrap_or_default(),
             api_version: version.api_version.unwrap_or_default(),
             kernel_version: info
@@ -48,6 +49,7 @@ impl DockerExecutor {
                 version.os.unwrap_or_default(),
                 version.arch.unwrap_or_default()
             ),
+            host: None,
         };
         let runtime = crate::runtime::resolve(
             oci_runtime,
@@ -55,6 +57,8 @@ impl DockerExecutor {
             info.runc_commit.as_ref(),
         )
         .await;
+        // `worker doctor`'s facts, once per process, into every run's evidence.
+        engine.host = Some(crate::host_facts::gather(doctor, &runtime));
         Ok(Self(Lifecycle::owned_by(
             DockerEngine(docker),
             engine,

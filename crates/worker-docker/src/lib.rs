@@ -15,6 +15,7 @@ pub mod client;
 pub mod doctor;
 pub mod endpoint;
 mod executor;
+mod host_facts;
 pub mod profile;
 pub mod runtime;
 
