@@ -5,6 +5,7 @@
 mod authoring;
 mod cli_json;
 mod doctor;
+mod engine_host;
 mod feed_cli;
 mod gc;
 mod in_toto;
