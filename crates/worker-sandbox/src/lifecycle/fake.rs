@@ -1,6 +1,7 @@
 //! A scripted engine for the lifecycle tests: it answers the [`ContainerEngine`] calls the way the Docker
 //! Engine does for one container, driven by a [`Script`] instead of a daemon. The created
-//! container reads back exactly what was asked for, its events, wait and output follow what
+//! container reads back what was asked for (or, scripted, with one field dropped or altered
+//! as an engine that ignores part of a create request would), its events, wait and output follow what
 //! the script says the program does, and every kill and removal is counted so a test can
 //! check what the lifecycle asked the engine to do.
 
@@ -14,6 +15,7 @@ use crate::engine::{
     Answers, CallError, ContainerEngine, ContainerState, ContainerSummary, CreateRequest, Event,
     ImageInspected, Inspected, Output, PathStat, StatsSample,
 };
+use crate::profile::Isolation;
 
 /// The one container id the fake hands out.
 pub const ID: &str = "fakecontainer";
@@ -37,6 +39,9 @@ pub struct Script {
     pub engine_restarts: bool,
     /// The engine keeps answering an inspect of the container after removing it.
     pub removal_unconfirmed: bool,
+    /// The engine creates something other than what was asked for: the inspected profile is
+    /// the requested one passed through this (dropping or altering a field).
+    pub read_back: Option<fn(&mut Isolation)>,
 }
 
 impl Default for Script {
@@ -49,6 +54,7 @@ impl Default for Script {
             external_kill: false,
             engine_restarts: false,
             removal_unconfirmed: false,
+            read_back: None,
         }
     }
 }
@@ -145,6 +151,11 @@ impl Fake {
         self.with(|s| s.removals)
     }
 
+    /// Whether the lifecycle started the container.
+    pub fn started(&self) -> bool {
+        self.with(|s| s.started)
+    }
+
     /// Wait requests the lifecycle sent.
     pub fn waits(&self) -> usize {
         self.with(|s| s.waits)
@@ -162,10 +173,14 @@ impl Fake {
             }
             let created = s.created.clone().ok_or_else(not_found)?;
             let (exit_code, oom) = s.exit.unwrap_or((0, false));
+            // The engine made what was asked for, unless scripted to change it.
+            let mut profile = created.profile;
+            if let Some(change) = self.script.read_back {
+                change(&mut profile);
+            }
             Ok(Inspected {
                 created: Some("2026-12-01T00:00:00Z".into()),
-                // The engine made exactly what was asked for.
-                profile: created.profile,
+                profile,
                 state: ContainerState {
                     running: Some(s.started && s.exit.is_none()),
                     pid: None,

@@ -182,3 +182,55 @@ async fn lifecycle_an_unconfirmed_removal_voids_a_passed_run() {
         "removal is retried until its grace period ends"
     );
 }
+
+/// An engine that changes the profile it was asked for (drops a limit, swaps the network or the
+/// runtime) must not get a run: the read-back is compared before start, the run is no verdict,
+/// nothing ran, and the container it created is removed.
+async fn assert_changed_read_back_refused(change: fn(&mut crate::profile::Isolation), field: &str) {
+    let dir = tempfile::tempdir().unwrap();
+    let script = Script {
+        read_back: Some(change),
+        ..Script::default()
+    };
+    let (report, fake) = run(script, &spec(dir.path())).await;
+    assert_eq!(
+        reason(&report.decision),
+        Some(NoVerdictReason::IsolationMismatch),
+        "{report:?}"
+    );
+    let isolation = report
+        .evidence
+        .isolation
+        .as_ref()
+        .expect("read-back recorded");
+    assert_eq!(isolation.mismatches, vec![field.to_string()]);
+    assert!(
+        !fake.started(),
+        "a container that differs from the profile never starts"
+    );
+    assert!(!report.evidence.exit.started);
+    assert!(fake.removals() >= 1, "the created container is removed");
+    assert!(report.evidence.exit.removed);
+}
+
+#[tokio::test(start_paused = true)]
+async fn lifecycle_an_engine_that_drops_the_memory_limit_on_create_gives_no_verdict_and_runs_nothing()
+ {
+    assert_changed_read_back_refused(|p| p.memory = 0, "memory").await;
+}
+
+#[tokio::test(start_paused = true)]
+async fn lifecycle_an_engine_that_puts_the_container_on_the_bridge_network_gives_no_verdict_and_runs_nothing()
+ {
+    assert_changed_read_back_refused(|p| p.network_mode = "bridge".into(), "network_mode").await;
+}
+
+#[tokio::test(start_paused = true)]
+async fn lifecycle_an_engine_that_makes_the_root_writable_gives_no_verdict_and_runs_nothing() {
+    assert_changed_read_back_refused(|p| p.readonly_rootfs = false, "readonly_rootfs").await;
+}
+
+#[tokio::test(start_paused = true)]
+async fn lifecycle_an_engine_that_swaps_the_oci_runtime_gives_no_verdict_and_runs_nothing() {
+    assert_changed_read_back_refused(|p| p.runtime = "runsc".into(), "runtime").await;
+}
