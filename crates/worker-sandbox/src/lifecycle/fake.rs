@@ -10,11 +10,15 @@ use std::sync::{Arc, Mutex};
 use futures_util::StreamExt;
 use tokio::sync::{mpsc, watch};
 
+use verifier_sdk::oci_runtime::{OciRuntimeFacts, RUNC};
+
 use crate::HostResources;
 use crate::engine::{
     Answers, CallError, ContainerEngine, ContainerState, ContainerSummary, CreateRequest, Event,
     ImageInspected, Inspected, Output, PathStat, StatsSample,
 };
+use crate::evidence::EngineFacts;
+use crate::lifecycle::OciRuntime;
 use crate::profile::Isolation;
 
 /// The one container id the fake hands out.
@@ -203,7 +207,41 @@ impl Fake {
     }
 }
 
+/// The facts the fake reports of itself: none of them a real engine's, so a record carrying
+/// them can only have come from the fake.
+// Fields added to `EngineFacts` later stay at their default here rather than break the fake.
+#[allow(clippy::needless_update)]
+pub fn facts() -> EngineFacts {
+    EngineFacts {
+        version: "fake-engine 0.0.1".into(),
+        api_version: "0.0".into(),
+        kernel_version: "fake-kernel".into(),
+        cgroup_version: "2".into(),
+        cgroup_driver: "fake".into(),
+        platform: "linux/amd64".into(),
+        ..EngineFacts::default()
+    }
+}
+
 impl ContainerEngine for Fake {
+    async fn engine_facts(&self) -> Result<EngineFacts, CallError> {
+        Ok(facts())
+    }
+
+    async fn oci_runtime(&self, name: &str) -> Result<OciRuntime, CallError> {
+        // The fake registers runc only.
+        Ok(OciRuntime {
+            name: name.to_string(),
+            facts: (name == RUNC).then(|| OciRuntimeFacts {
+                name: RUNC.to_string(),
+                path: RUNC.to_string(),
+                args: Vec::new(),
+                version: "runc version test".to_string(),
+            }),
+            offered: vec![RUNC.to_string()],
+        })
+    }
+
     async fn host_resources(&self) -> Result<HostResources, CallError> {
         Ok(HostResources::default())
     }

@@ -70,20 +70,33 @@ struct Ctx<'a> {
 }
 
 impl<E: ContainerEngine> Lifecycle<E> {
-    /// A lifecycle over `engine`, whose facts are `facts`, creating its containers under
-    /// `runtime` and labelling them with this process as their owner.
-    pub fn new(engine: E, facts: EngineFacts, runtime: OciRuntime) -> Self {
-        Self::owned_by(engine, facts, runtime, owner::current())
+    /// A lifecycle over `engine`, creating its containers under the OCI runtime `runtime` and
+    /// labelling them with this process as their owner. The engine's facts and its
+    /// registration of `runtime` are asked of the engine itself, at once, so what the evidence
+    /// records is what the engine driven says of itself.
+    pub async fn connect(engine: E, runtime: &str) -> Result<Self, SandboxError> {
+        Self::connect_owned_by(engine, runtime, owner::current()).await
     }
 
-    /// [`Self::new`] with the owner label `owner` (the lifecycle tests').
-    pub fn owned_by(engine: E, facts: EngineFacts, runtime: OciRuntime, owner: String) -> Self {
-        Self {
+    /// [`Self::connect`] with the owner label `owner` (the lifecycle tests').
+    pub async fn connect_owned_by(
+        engine: E,
+        runtime: &str,
+        owner: String,
+    ) -> Result<Self, SandboxError> {
+        let unreachable = |error: crate::engine::CallError| match error {
+            crate::engine::CallError::Unreachable(source) => engine.unreachable(source),
+            // An engine that answers but refuses to describe itself is no engine to run on.
+            other => SandboxError::RuntimeUnavailable(Box::new(other)),
+        };
+        let (facts, runtime) = tokio::try_join!(engine.engine_facts(), engine.oci_runtime(runtime))
+            .map_err(unreachable)?;
+        Ok(Self {
             docker: engine,
             engine: facts,
             owner,
             runtime,
-        }
+        })
     }
 
     /// The engine the lifecycle drives.

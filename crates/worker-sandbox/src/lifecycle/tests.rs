@@ -7,12 +7,11 @@
 
 use std::time::Duration;
 
-use verifier_sdk::oci_runtime::{OciRuntimeFacts, RUNC};
+use verifier_sdk::oci_runtime::RUNC;
 
+use super::Lifecycle;
 use super::fake::{Fake, Script};
-use super::{Lifecycle, OciRuntime};
 use crate::decision::{Decision, InputCheck, NoVerdictReason, StoppedBy};
-use crate::evidence::EngineFacts;
 use crate::{InputPhase, RunHooks, RunReport, SandboxSpec};
 
 struct Unchanged;
@@ -34,22 +33,9 @@ fn spec(dir: &std::path::Path) -> SandboxSpec {
 /// paused clock is a hung lifecycle, reported as such instead of hanging the test.
 async fn run(script: Script, spec: &SandboxSpec) -> (RunReport, Fake) {
     let fake = Fake::new(script);
-    let runtime = OciRuntime {
-        name: RUNC.to_string(),
-        facts: Some(OciRuntimeFacts {
-            name: RUNC.to_string(),
-            path: RUNC.to_string(),
-            args: Vec::new(),
-            version: "runc version test".to_string(),
-        }),
-        offered: vec![RUNC.to_string()],
-    };
-    let executor = Lifecycle::owned_by(
-        fake.clone(),
-        EngineFacts::default(),
-        runtime,
-        "owner".into(),
-    );
+    let executor = Lifecycle::connect_owned_by(fake.clone(), RUNC, "owner".into())
+        .await
+        .expect("the scripted engine describes itself");
     let report = tokio::time::timeout(Duration::from_secs(3600), executor.run(spec, &Unchanged))
         .await
         .expect("the lifecycle hung: the run never ended")
@@ -73,6 +59,21 @@ async fn lifecycle_a_program_exiting_0_completes_and_its_container_is_removed() 
     assert!(report.evidence.exit.removed);
     assert_eq!(fake.kills(), 0);
     assert!(fake.removals() >= 1);
+}
+
+#[tokio::test(start_paused = true)]
+async fn lifecycle_the_evidence_records_the_facts_of_the_engine_it_ran_on() {
+    let dir = tempfile::tempdir().unwrap();
+    let (report, _) = run(Script::default(), &spec(dir.path())).await;
+    assert_eq!(report.evidence.engine, super::fake::facts());
+    assert_eq!(
+        report
+            .evidence
+            .oci_runtime
+            .as_ref()
+            .map(|r| r.version.as_str()),
+        Some("runc version test")
+    );
 }
 
 #[tokio::test(start_paused = true)]
