@@ -96,7 +96,7 @@ impl FeedConfig {
 
     /// The configured clock's wall time, in unix seconds.
     pub fn now_unix(&self) -> u64 {
-        u64::try_from(self.clock.wall_ms() / 1000).unwrap_or(0)
+        worker_store::clock::unix_secs(self.clock.as_ref())
     }
 
     /// Checks everything that can be checked before any request.

@@ -726,11 +726,10 @@ fn container_name(run_id: &str) -> String {
         .filter(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.'))
         .take(64)
         .collect();
-    let nanos = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.subsec_nanos())
-        .unwrap_or(0);
-    format!("agent-bounties-{safe}-{}-{nanos}", std::process::id())
+    // A nonce, not a time (no clock is read here): `RandomState` differs on every call and is
+    // keyed from the OS's randomness, so a retried run id never meets its old container.
+    let nonce = std::hash::BuildHasher::hash_one(&std::hash::RandomState::new(), run_id);
+    format!("agent-bounties-{safe}-{}-{nonce}", std::process::id())
 }
 
 #[async_trait::async_trait]
