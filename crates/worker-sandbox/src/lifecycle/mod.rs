@@ -478,7 +478,10 @@ impl<E: ContainerEngine> Lifecycle<E> {
         if let Some(cache) = Self::cache(ctx, &image_id, want, image_path) {
             crate::exec_cache::forget(&cache.dir, &cache.key);
         }
-        Some(Decision::no_verdict(NoVerdictReason::StartFailed, detail))
+        Some(Decision::no_verdict(
+            NoVerdictReason::StartFailed,
+            detail.to_string(),
+        ))
     }
 
     /// Reads the created container back against the requested profile and resolves the
@@ -523,7 +526,9 @@ impl<E: ContainerEngine> Lifecycle<E> {
         let cache = Self::cache(ctx, &image_id, want, image_path);
         executable::resolve_cached(&self.docker, id, argv0, image_path, cache.as_ref())
             .await
-            .map_err(|detail| Decision::no_verdict(NoVerdictReason::StartFailed, detail))
+            .map_err(|detail| {
+                Decision::no_verdict(NoVerdictReason::StartFailed, detail.to_string())
+            })
     }
 
     /// Watches the started container until it exits, passes the output cap or the deadline
