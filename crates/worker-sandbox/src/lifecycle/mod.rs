@@ -30,6 +30,7 @@ pub use runtime::OciRuntime;
 use tokio::task::JoinHandle;
 use tokio::time::Instant;
 use verifier_sdk::oci_runtime::RUNSC;
+use worker_store::clock::{Clock, SystemClock};
 
 use crate::decision::{
     Decision, EngineEvents, InputCheck, NoVerdictReason, RunObservation, StoppedBy, decide,
@@ -45,7 +46,6 @@ use crate::{
     InputPhase, LABEL_OWNER, LABEL_RUN_ID, LABEL_VERIFIER, LABEL_WORKER_VERSION, RunHooks,
     RunReport, SandboxError, SandboxSpec, hits, owner, profile, spec,
 };
-use calls::now_ms;
 use events::EventLog;
 use output::{Drained, OutputStream};
 
@@ -59,6 +59,13 @@ pub struct Lifecycle<E: ContainerEngine> {
     engine: EngineFacts,
     owner: String,
     runtime: OciRuntime,
+    /// The wall clock the evidence's times and a stale container's age are read from.
+    clock: Arc<dyn Clock>,
+}
+
+/// `clock`'s wall time in unix milliseconds (zero before the epoch).
+fn wall_ms(clock: &dyn Clock) -> u64 {
+    u64::try_from(clock.wall_ms()).unwrap_or(0)
 }
 
 struct Ctx<'a> {
@@ -96,7 +103,19 @@ impl<E: ContainerEngine> Lifecycle<E> {
             engine: facts,
             owner,
             runtime,
+            clock: Arc::new(SystemClock::new()),
         })
+    }
+
+    /// The lifecycle reading its times from `clock` (the system's by default).
+    #[must_use]
+    pub fn with_clock(mut self, clock: Arc<dyn Clock>) -> Self {
+        self.clock = clock;
+        self
+    }
+
+    fn now_ms(&self) -> u64 {
+        wall_ms(self.clock.as_ref())
     }
 
     /// The engine the lifecycle drives.
@@ -146,13 +165,13 @@ impl<E: ContainerEngine> Lifecycle<E> {
                 .created
                 .and_then(|created| u64::try_from(created).ok())
                 .map_or(Duration::ZERO, |created| {
-                    Duration::from_secs((now_ms() / 1000).saturating_sub(created))
+                    Duration::from_secs((self.now_ms() / 1000).saturating_sub(created))
                 });
             if !owner::is_removable(owner, running, age) {
                 continue;
             }
             tracing::info!(container = %id, owner, "removing stale sandbox container");
-            if teardown::remove_and_confirm(&self.docker, &id)
+            if teardown::remove_and_confirm(&self.docker, &id, self.clock.as_ref())
                 .await
                 .is_none()
             {
@@ -185,7 +204,7 @@ impl<E: ContainerEngine> Lifecycle<E> {
                 return Ok(removed);
             }
             for id in ids {
-                if teardown::remove_and_confirm(&self.docker, &id)
+                if teardown::remove_and_confirm(&self.docker, &id, self.clock.as_ref())
                     .await
                     .is_none()
                 {
@@ -245,7 +264,7 @@ impl<E: ContainerEngine> Lifecycle<E> {
             isolation: None,
             container: None,
             timestamps: Timestamps {
-                begin_ms: now_ms(),
+                begin_ms: self.now_ms(),
                 ..Timestamps::default()
             },
             exit: ExitFacts::default(),
@@ -304,7 +323,7 @@ impl<E: ContainerEngine> Lifecycle<E> {
             .run_created(ctx, &id, &want, image_path.as_deref())
             .await;
         // Removal happens on every path after create; an unconfirmed removal voids the run.
-        let removed_at = teardown::remove_and_confirm(&self.docker, &id).await;
+        let removed_at = teardown::remove_and_confirm(&self.docker, &id, self.clock.as_ref()).await;
         ctx.evidence.exit.removed = removed_at.is_some();
         ctx.evidence.timestamps.remove_ms = removed_at;
         if removed_at.is_none() {
@@ -354,7 +373,7 @@ impl<E: ContainerEngine> Lifecycle<E> {
                     ),
                 )
             })?;
-        ctx.evidence.timestamps.create_ms = Some(now_ms());
+        ctx.evidence.timestamps.create_ms = Some(self.now_ms());
         ctx.evidence.container = Some(ContainerFacts {
             id: id.clone(),
             name,
@@ -390,6 +409,7 @@ impl<E: ContainerEngine> Lifecycle<E> {
             self.docker.clone(),
             id.to_string(),
             Arc::clone(&event_log),
+            self.now_ms(),
         ));
         if let Err(error) = self.docker.start(id).await {
             events_task.abort();
@@ -401,12 +421,12 @@ impl<E: ContainerEngine> Lifecycle<E> {
                 ),
             );
             if let Some(state) = teardown::final_state(&self.docker, id).await {
-                teardown::record_final_state(&mut ctx.evidence, state);
+                teardown::record_final_state(&mut ctx.evidence, state, self.now_ms());
             }
             return decision;
         }
         let deadline = Instant::now() + ctx.spec.timeout;
-        ctx.evidence.timestamps.start_ms = Some(now_ms());
+        ctx.evidence.timestamps.start_ms = Some(self.now_ms());
         let watched = self
             .supervise(
                 id,
@@ -663,7 +683,7 @@ impl<E: ContainerEngine> Lifecycle<E> {
         ctx.evidence.exit.stopped_by = stopped_by;
 
         let running = match teardown::final_state(&self.docker, id).await {
-            Some(state) => teardown::record_final_state(&mut ctx.evidence, state),
+            Some(state) => teardown::record_final_state(&mut ctx.evidence, state, self.now_ms()),
             None => {
                 // Removed from outside (another process's cleanup) is the likeliest cause.
                 if let EngineEvents::External { detail } = &events {

@@ -235,3 +235,35 @@ async fn lifecycle_an_engine_that_makes_the_root_writable_gives_no_verdict_and_r
 async fn lifecycle_an_engine_that_swaps_the_oci_runtime_gives_no_verdict_and_runs_nothing() {
     assert_changed_read_back_refused(|p| p.runtime = "runsc".into(), "runtime").await;
 }
+
+#[tokio::test(start_paused = true)]
+async fn lifecycle_the_evidence_times_come_from_the_injected_clock() {
+    let dir = tempfile::tempdir().unwrap();
+    const AT: i64 = 1_000_000;
+    let executor = Lifecycle::connect_owned_by(Fake::new(Script::default()), RUNC, "owner".into())
+        .await
+        .unwrap()
+        .with_clock(std::sync::Arc::new(worker_store::clock::ManualClock::new(
+            AT,
+        )));
+    let report = tokio::time::timeout(
+        Duration::from_secs(3600),
+        executor.run(&spec(dir.path()), &Unchanged),
+    )
+    .await
+    .expect("the lifecycle hung")
+    .unwrap();
+    let at = AT.unsigned_abs();
+    let times = &report.evidence.timestamps;
+    assert_eq!(
+        (
+            times.begin_ms,
+            times.create_ms,
+            times.start_ms,
+            times.finish_ms,
+            times.remove_ms
+        ),
+        (at, Some(at), Some(at), Some(at), Some(at)),
+        "every time the lifecycle records is read from its clock"
+    );
+}
