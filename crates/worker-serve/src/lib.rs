@@ -231,7 +231,7 @@ async fn serve_loop(
     ledger.set_clock(clock.clone());
     let client = PlatformClient::new(feed.client_limits)
         .map_err(|e| ServeError::Config(format!("http client: {e}")))?;
-    remove_stale(&feed.work_dir);
+    remove_stale(&feed.work_dir, clock.as_ref());
     let scratch = Scratch::create(&feed.work_dir)
         .map_err(|e| ServeError::Transient(format!("work directory: {e}")))?;
     let executor = SandboxJobExecutor::new(docker.clone(), staging_root, pull);

@@ -217,7 +217,7 @@ pub async fn run_feed(
         source,
     })?;
     // A killed run leaves its downloads behind; nobody else would ever remove them.
-    remove_stale(&config.work_dir);
+    remove_stale(&config.work_dir, config.clock.as_ref());
     let scratch = Scratch::create(&config.work_dir).map_err(|source| FeedError::Dir {
         what: "work directory",
         path: config.work_dir.clone(),
