@@ -7,7 +7,8 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 use alloy::primitives::U256;
 use alloy::signers::local::PrivateKeySigner;
 use bounty_chain::{
-    BountyStatus, ChainReader, HttpJobSource, Mismatch, Refusal, refetch_and_revalidate,
+    BountyStatus, ChainReadError, ChainReader, HttpJobSource, Mismatch, Refusal,
+    refetch_and_revalidate,
 };
 use platform_client::PlatformClient;
 use verifier_sdk::settle::settle_calldata;
@@ -708,7 +709,7 @@ impl<R: ChainReader + Sync> Relayer<'_, R> {
             Err(e) => return Backing::Stale(format!("its receipt: {e}")),
         };
         match self.status_after(record, settled).await {
-            Err(e) => return Backing::Unavailable(e),
+            Err(e) => return Backing::Unavailable(e.to_string()),
             Ok(Err(e)) => return Backing::Stale(e.to_string()),
             Ok(Ok(())) => {}
         }
@@ -750,12 +751,8 @@ impl<R: ChainReader + Sync> Relayer<'_, R> {
         &self,
         record: &SettlementRecord,
         settled: Settled,
-    ) -> Result<Result<(), ConfirmError>, String> {
-        let state = self
-            .reader
-            .read_bounty(record.bounty_contract)
-            .await
-            .map_err(|e| e.to_string())?;
+    ) -> Result<Result<(), ConfirmError>, ChainReadError> {
+        let state = self.reader.read_bounty(record.bounty_contract).await?;
         Ok(check_status(
             settled,
             record.round,
@@ -951,7 +948,7 @@ impl<R: ChainReader + Sync> Relayer<'_, R> {
         };
         let checked = match check_receipt(&receipt, &record.expected()) {
             Ok(settled) => match self.status_after(&record, settled).await {
-                Err(e) => return Stop::Rpc(e).end(report),
+                Err(e) => return Stop::Rpc(e.to_string()).end(report),
                 Ok(agrees) => agrees.map(|()| settled),
             },
             Err(e) => Err(e),

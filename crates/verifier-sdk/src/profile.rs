@@ -157,19 +157,35 @@ pub struct Limits {
     pub pids: i64,
 }
 
+/// A manifest limit the engine cannot hold: zero, or past `i64` (the engine's type).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum LimitError {
+    /// The value is zero or does not fit an `i64`.
+    #[error("{name} {value} is out of range")]
+    OutOfRange {
+        /// The manifest field.
+        name: &'static str,
+        /// Its value.
+        value: u64,
+    },
+    /// `cpu_millis` fits, but not once turned into nanoCPUs.
+    #[error("cpu_millis is out of range")]
+    NanoCpusOverflow,
+}
+
 impl Limits {
     /// The engine's numbers for these manifest values; each must be positive and fit.
-    pub fn new(cpu_millis: u64, memory_bytes: u64, pids_limit: u64) -> Result<Self, String> {
-        let positive = |name: &str, value: u64| -> Result<i64, String> {
+    pub fn new(cpu_millis: u64, memory_bytes: u64, pids_limit: u64) -> Result<Self, LimitError> {
+        let positive = |name: &'static str, value: u64| -> Result<i64, LimitError> {
             match i64::try_from(value) {
                 Ok(v) if v > 0 => Ok(v),
-                _ => Err(format!("{name} {value} is out of range")),
+                _ => Err(LimitError::OutOfRange { name, value }),
             }
         };
         Ok(Self {
             nano_cpus: positive("cpu_millis", cpu_millis)?
                 .checked_mul(1_000_000)
-                .ok_or("cpu_millis is out of range")?,
+                .ok_or(LimitError::NanoCpusOverflow)?,
             memory: positive("memory_bytes", memory_bytes)?,
             pids: positive("pids_limit", pids_limit)?,
         })
@@ -316,7 +332,7 @@ pub fn expected_profile(inputs: &ProfileInputs<'_>) -> ContainerProfile {
 pub fn expected_for_recorded(
     manifest: &RunnerManifest,
     recorded: &ContainerProfile,
-) -> Result<ContainerProfile, String> {
+) -> Result<ContainerProfile, LimitError> {
     let limits = Limits::new(
         manifest.cpu_millis(),
         manifest.memory_bytes(),

@@ -9,12 +9,11 @@ use worker_doctor::{EngineFacts, ImageFacts, RuntimeEntry};
 use crate::client::enum_text;
 
 /// `/version` and `/info` of the engine on `DOCKER_HOST` (or the default socket), each
-/// registered runtime with the version line of its binary on this host; `Err` with the reason
-/// when the engine does not answer.
-pub async fn engine_facts() -> Result<EngineFacts, String> {
-    let docker = Docker::connect_with_defaults().map_err(|e| e.to_string())?;
-    let (version, info) =
-        tokio::try_join!(docker.version(), docker.info()).map_err(|e| e.to_string())?;
+/// registered runtime with the version line of its binary on this host; `Err` with the
+/// engine client's error when the engine does not answer.
+pub async fn engine_facts() -> Result<EngineFacts, bollard::errors::Error> {
+    let docker = Docker::connect_with_defaults()?;
+    let (version, info) = tokio::try_join!(docker.version(), docker.info())?;
     let mut facts = answers(&version, &info);
     for (name, entry) in &mut facts.runtimes {
         let resolved =

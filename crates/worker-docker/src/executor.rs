@@ -1,16 +1,16 @@
-//! The executor the binary builds: connects to the Docker Engine, reads its facts and the OCI
-//! runtime's registration, and hands the run lifecycle ([`worker_sandbox::lifecycle`]) the
-//! engine behind [`DockerEngine`].
+//! The executor the binary builds: connects to the Docker Engine, negotiates its API version,
+//! and hands the run lifecycle ([`worker_sandbox::lifecycle`]) the engine behind
+//! [`DockerEngine`], through which the lifecycle asks for the engine's facts and the OCI
+//! runtime's registration.
 
 use std::time::Duration;
 
 use bollard::Docker;
 use verifier_sdk::oci_runtime::RUNC;
-use worker_sandbox::evidence::EngineFacts;
 use worker_sandbox::lifecycle::Lifecycle;
 use worker_sandbox::{RunHooks, RunReport, SandboxError, SandboxSpec, owner};
 
-use crate::client::{DockerEngine, enum_text};
+use crate::client::DockerEngine;
 
 /// Runs sandboxed commands on a Docker Engine: the run lifecycle over [`DockerEngine`].
 #[derive(Clone, Debug)]
@@ -26,45 +26,33 @@ impl DockerExecutor {
     /// [`Self::connect`], with containers under the OCI runtime `oci_runtime`.
     pub async fn connect_under(oci_runtime: &str) -> Result<Self, SandboxError> {
         let docker = Docker::connect_with_defaults().map_err(crate::endpoint::unavailable)?;
-        // Three independent questions: asked at once they cost one round trip, not three
-        // (about 7 ms each on an idle engine, on every run).
-        let (docker, version, info) = tokio::try_join!(
-            docker.clone().negotiate_version(),
-            docker.version(),
-            docker.info()
-        )
-        .map_err(crate::endpoint::unavailable)?;
-        let doctor = crate::doctor::answers(&version, &info);
-        let mut engine = EngineFacts {
-            version: version.version.unwrap_or_default(),
-            api_version: version.api_version.unwrap_or_default(),
-            kernel_version: info
-                .kernel_version
-                .or(version.kernel_version)
-                .unwrap_or_default(),
-            cgroup_version: enum_text(info.cgroup_version),
-            cgroup_driver: enum_text(info.cgroup_driver),
-            platform: format!(
-                "{}/{}",
-                version.os.unwrap_or_default(),
-                version.arch.unwrap_or_default()
-            ),
-            host: None,
-        };
-        let runtime = crate::runtime::resolve(
-            oci_runtime,
-            info.runtimes.as_ref(),
-            info.runc_commit.as_ref(),
-        )
-        .await;
+        // The version negotiation, the engine's description (its facts and the runtime's
+        // registration, asked through the engine trait) and the answers `worker doctor` examines
+        // are independent: asked at once they cost one round trip. The lifecycle then drives the
+        // negotiated client.
+        let engine = DockerEngine(docker.clone());
+        let (negotiated, (version, info), mut lifecycle) = tokio::try_join!(
+            async {
+                docker
+                    .clone()
+                    .negotiate_version()
+                    .await
+                    .map_err(crate::endpoint::unavailable)
+            },
+            async {
+                tokio::try_join!(docker.version(), docker.info())
+                    .map_err(crate::endpoint::unavailable)
+            },
+            Lifecycle::connect_owned_by(engine, oci_runtime, owner::current())
+        )?;
+        lifecycle.client_mut().0 = negotiated;
         // `worker doctor`'s facts, once per process, into every run's evidence.
-        engine.host = Some(crate::host_facts::gather(doctor, &runtime));
-        Ok(Self(Lifecycle::owned_by(
-            DockerEngine(docker),
-            engine,
-            runtime,
-            owner::current(),
-        )))
+        let host = crate::host_facts::gather(
+            crate::doctor::answers(&version, &info),
+            lifecycle.oci_runtime(),
+        );
+        lifecycle.engine_mut().host = Some(host);
+        Ok(Self(lifecycle))
     }
 
     /// Sets the per-request timeout of the engine client (default two minutes). Runs longer than

@@ -302,7 +302,7 @@ pub async fn reproduce(
     let job_dir = config.work_dir.join(format!(
         "reproduce-{}-{}",
         std::process::id(),
-        crate::run::now_unix()
+        config.now_unix()
     ));
     let runner = JobRunner::new(config, client, executor);
     let row = runner.run(job, &job_dir).await.row;

@@ -6,7 +6,7 @@
 //! run into a receipt and response hash. Rehearsal uses [`execute_manifest`] without a job.
 
 use std::path::{Path, PathBuf};
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::Duration;
 
 use sha2::{Digest, Sha256};
 use verifier_sdk::{
@@ -18,14 +18,6 @@ use worker_sandbox::{
     Decision, EvidenceRecord, Executor, InputCheck, InputPhase, RunHooks, SandboxError, SandboxSpec,
 };
 use worker_store::stage::{StageKind, verify_staged};
-
-/// Seconds since the unix epoch, the clock every validity check uses.
-pub fn now_unix() -> u64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map(|d| d.as_secs())
-        .unwrap_or(0)
-}
 
 /// Options of one run that are the operator's, not the job's.
 #[derive(Debug, Clone)]
@@ -174,14 +166,14 @@ impl RunHooks for StagedInputs {
 }
 
 fn run_id(seed: &str) -> String {
-    let nanos = SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map(|d| d.as_nanos())
-        .unwrap_or(0);
+    // A fresh nonce per run, not a time: std's `RandomState` is keyed from the OS's randomness
+    // once per thread and differs on every call, so two runs of one job (in one process or in
+    // two) get different ids without this library reading a clock.
+    let nonce = std::hash::BuildHasher::hash_one(&std::hash::RandomState::new(), seed);
     let mut h = Sha256::new();
     h.update(seed.as_bytes());
     h.update(std::process::id().to_be_bytes());
-    h.update(nanos.to_be_bytes());
+    h.update(nonce.to_be_bytes());
     hex::encode(h.finalize()).chars().take(24).collect()
 }
 

@@ -12,7 +12,9 @@ use std::future::Future;
 use std::pin::Pin;
 
 use crate::SandboxError;
+use crate::evidence::EngineFacts;
 use crate::executor::{EngineError, HostResources};
+use crate::lifecycle::OciRuntime;
 use crate::profile::Isolation;
 
 /// A stream of engine answers, owned (it outlives the call that opened it).
@@ -174,6 +176,13 @@ pub struct PathStat {
 
 /// The engine calls the run lifecycle makes.
 pub trait ContainerEngine: Clone + Send + Sync + std::fmt::Debug + 'static {
+    /// The engine's and kernel's facts every evidence record carries (asked once, when the
+    /// lifecycle is built: [`crate::lifecycle::Lifecycle::connect`]).
+    fn engine_facts(&self) -> impl Future<Output = Result<EngineFacts, CallError>> + Send;
+    /// The OCI runtime `name` as the engine registers it (`facts` is `None` when the engine
+    /// does not offer it: runs then end before create, never under another runtime).
+    fn oci_runtime(&self, name: &str)
+    -> impl Future<Output = Result<OciRuntime, CallError>> + Send;
     /// What the engine can hold.
     fn host_resources(&self) -> impl Future<Output = Result<HostResources, CallError>> + Send;
     /// Every container (running or not); with `label` (`key=value`) only those carrying it.

@@ -231,7 +231,7 @@ async fn serve_loop(
     ledger.set_clock(clock.clone());
     let client = PlatformClient::new(feed.client_limits)
         .map_err(|e| ServeError::Config(format!("http client: {e}")))?;
-    remove_stale(&feed.work_dir);
+    remove_stale(&feed.work_dir, clock.as_ref());
     let scratch = Scratch::create(&feed.work_dir)
         .map_err(|e| ServeError::Transient(format!("work directory: {e}")))?;
     let executor = SandboxJobExecutor::new(docker.clone(), staging_root, pull);
@@ -656,13 +656,12 @@ fn write_listed_manifest(
         .map_err(|e| ServeError::Transient(format!("writing the candidates manifest: {e}")))
 }
 
-/// `interval` ± 10 %, from the clock's nanoseconds and the pid (no need for a strong
-/// source: it only keeps several hosts from polling in step).
+/// `interval` ± 10 %, from a per-call nonce and the pid (no need for a strong source: it only
+/// keeps several hosts from polling in step). The nonce is std's `RandomState` (keyed from
+/// the OS's randomness), not a clock reading: the service's one clock is injected.
 fn jittered(interval: Duration) -> Duration {
-    let nanos = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.subsec_nanos());
-    let seed = Sha256::digest(format!("{nanos}/{}", std::process::id()).as_bytes());
+    let nonce = std::hash::BuildHasher::hash_one(&std::hash::RandomState::new(), interval);
+    let seed = Sha256::digest(format!("{nonce}/{}", std::process::id()).as_bytes());
     let unit = f64::from(u16::from_be_bytes([seed[0], seed[1]])) / f64::from(u16::MAX);
     interval.mul_f64(0.9 + 0.2 * unit)
 }

@@ -18,6 +18,12 @@ pub trait Clock: Send + Sync + Debug {
     fn wall_ms(&self) -> i64;
 }
 
+/// `clock`'s wall time in unix seconds: the time a job's window, a request's expiry and a
+/// candidate's liveness are checked at.
+pub fn unix_secs(clock: &dyn Clock) -> u64 {
+    u64::try_from(clock.wall_ms() / 1000).unwrap_or(0)
+}
+
 /// The system's clocks: [`Instant`] and [`SystemTime`].
 #[derive(Debug)]
 pub struct SystemClock {

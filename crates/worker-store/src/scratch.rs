@@ -14,7 +14,9 @@ use std::fs::{self, File, OpenOptions};
 use std::io;
 use std::os::unix::fs::OpenOptionsExt;
 use std::path::Path;
-use std::time::{Duration, SystemTime};
+use std::time::{Duration, UNIX_EPOCH};
+
+use crate::clock::Clock;
 
 /// Name prefix of every scratch directory in the work directory.
 pub const SCRATCH_PREFIX: &str = "regression-feed-";
@@ -47,9 +49,10 @@ impl Scratch {
     }
 }
 
-/// Removes the scratch directories of dead runs in `work_dir`. Best effort: a failure is
-/// logged, not fatal, and nothing but our own prefix's real directories is ever touched.
-pub fn remove_stale(work_dir: &Path) {
+/// Removes the scratch directories of dead runs in `work_dir`, their age counted on `clock`'s
+/// wall time from their mtime. Best effort: a failure is logged, not fatal, and nothing but
+/// our own prefix's real directories is ever touched.
+pub fn remove_stale(work_dir: &Path, clock: &dyn Clock) {
     let Ok(entries) = fs::read_dir(work_dir) else {
         return;
     };
@@ -71,10 +74,12 @@ pub fn remove_stale(work_dir: &Path) {
         let Some(lock) = open_dir(&path).ok().filter(|f| f.try_lock().is_ok()) else {
             continue;
         };
+        let now =
+            UNIX_EPOCH + Duration::from_millis(u64::try_from(clock.wall_ms()).unwrap_or_default());
         let age = meta
             .modified()
             .ok()
-            .and_then(|t| SystemTime::now().duration_since(t).ok())
+            .and_then(|t| now.duration_since(t).ok())
             .unwrap_or_default();
         let pid_alive =
             |pid: u32| !proc_available || Path::new("/proc").join(pid.to_string()).exists();
@@ -131,15 +136,31 @@ mod tests {
         let work = tempfile::tempdir().unwrap();
         let scratch = Scratch::create(work.path()).unwrap();
         // Even when old, a directory whose owner holds the lock is kept.
-        let old = SystemTime::now() - 2 * STALE_AFTER;
+        let old = std::time::SystemTime::now() - 2 * STALE_AFTER;
         File::open(scratch.path())
             .unwrap()
             .set_modified(old)
             .unwrap();
-        remove_stale(work.path());
+        remove_stale(work.path(), &crate::clock::SystemClock::new());
         assert!(scratch.path().is_dir());
         let path = scratch.path().to_owned();
         drop(scratch);
         assert!(!path.exists());
+    }
+
+    #[test]
+    fn a_scratch_dir_s_age_is_counted_on_the_injected_clock() {
+        let work = tempfile::tempdir().unwrap();
+        // Unlocked, named for this (live) process: only its age can make it stale.
+        let dir = work
+            .path()
+            .join(format!("{SCRATCH_PREFIX}{}-left", std::process::id()));
+        fs::create_dir(&dir).unwrap();
+        let now = crate::clock::SystemClock::new().wall_ms();
+        remove_stale(work.path(), &crate::clock::ManualClock::new(now));
+        assert!(dir.is_dir(), "young by the clock: kept");
+        let later = i64::try_from((2 * STALE_AFTER).as_millis()).unwrap();
+        remove_stale(work.path(), &crate::clock::ManualClock::new(now + later));
+        assert!(!dir.exists(), "old by the clock: removed");
     }
 }

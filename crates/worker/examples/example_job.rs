@@ -33,7 +33,7 @@ fn main() -> std::process::ExitCode {
         ..JobParams::default()
     };
     let job = job_value(&params);
-    match verifier_sdk::validate_job(&job, worker::run::now_unix()) {
+    match verifier_sdk::validate_job(&job, worker::commands::now_unix()) {
         Ok(_) => {
             println!("{}", json!({ "job": job }));
             std::process::ExitCode::SUCCESS

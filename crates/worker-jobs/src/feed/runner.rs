@@ -96,7 +96,7 @@ impl FeedConfig {
 
     /// The configured clock's wall time, in unix seconds.
     pub fn now_unix(&self) -> u64 {
-        u64::try_from(self.clock.wall_ms() / 1000).unwrap_or(0)
+        worker_store::clock::unix_secs(self.clock.as_ref())
     }
 
     /// Checks everything that can be checked before any request.
@@ -217,7 +217,7 @@ pub async fn run_feed(
         source,
     })?;
     // A killed run leaves its downloads behind; nobody else would ever remove them.
-    remove_stale(&config.work_dir);
+    remove_stale(&config.work_dir, config.clock.as_ref());
     let scratch = Scratch::create(&config.work_dir).map_err(|source| FeedError::Dir {
         what: "work directory",
         path: config.work_dir.clone(),

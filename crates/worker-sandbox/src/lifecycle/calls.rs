@@ -3,7 +3,7 @@
 //! subscription. What their answers mean is decided in the pure steps beside them.
 
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::Duration;
 
 use futures_util::StreamExt;
 
@@ -17,13 +17,6 @@ use crate::{PULL_FAILED, SandboxError, SandboxSpec};
 /// before the subscription is in place is still seen (the filter is the container's id, so
 /// nothing older can match); generous for a daemon whose clock differs from ours.
 const EVENTS_REPLAY: Duration = Duration::from_secs(600);
-
-pub(super) fn now_ms() -> u64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map(|d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
-        .unwrap_or(0)
-}
 
 /// Inspects the pinned image, pulling it by digest first when allowed and absent; an image
 /// the engine answers about but cannot produce is a no-verdict, an engine that does not
@@ -96,13 +89,15 @@ pub(super) async fn wait_stopped(docker: impl ContainerEngine, id: String) {
     }
 }
 
-/// Follows the engine's events for container `id` into `log` until its first exit after start.
+/// Follows the engine's events for container `id` into `log` until its first exit after start;
+/// `now_ms` is the lifecycle clock's time, from which the replay is counted back.
 pub(super) async fn watch_events(
     docker: impl ContainerEngine,
     id: String,
     log: Arc<Mutex<EventLog>>,
+    now_ms: u64,
 ) {
-    let since = (now_ms() / 1000).saturating_sub(EVENTS_REPLAY.as_secs());
+    let since = (now_ms / 1000).saturating_sub(EVENTS_REPLAY.as_secs());
     let mut stream = docker.events(&id, since);
     loop {
         let ended = match stream.next().await {

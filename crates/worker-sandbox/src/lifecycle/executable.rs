@@ -104,6 +104,43 @@ pub(super) enum Settled {
     Cached,
 }
 
+/// Why `argv0` cannot be started in the container: the detail of a start-failed no-verdict
+/// (the text is the author's to act on, unchanged from when it was a plain string).
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum ResolveError {
+    /// `argv0` is nowhere on its candidates; the text names a well-known counterpart the
+    /// image does have, when there is one.
+    #[error("{hint}")]
+    Missing {
+        /// The hint ([`super::alternatives`]).
+        hint: String,
+    },
+    /// The script's `#!` interpreter is not in the image.
+    #[error("interpreter {interpreter} of {argv0} not found in the image")]
+    InterpreterMissing {
+        /// The interpreter as the `#!` line names it.
+        interpreter: String,
+        /// The script.
+        argv0: String,
+    },
+    /// A path leads to something the kernel cannot execute.
+    #[error("{name} resolves to {path}, which is not an executable file")]
+    NotExecutable {
+        /// The name resolved (`argv0` or its interpreter).
+        name: String,
+        /// Where it led.
+        path: String,
+    },
+    /// The engine failed a stat for another reason than "not found".
+    #[error("resolving executable {name} failed: {message}")]
+    Engine {
+        /// The name resolved.
+        name: String,
+        /// The engine's own words.
+        message: String,
+    },
+}
+
 /// [`resolve`], answered from `cache` when it holds an entry for this key, and remembered in
 /// it when the answer depends on the image alone.
 pub(super) async fn resolve_cached(
@@ -112,7 +149,7 @@ pub(super) async fn resolve_cached(
     argv0: &str,
     image_path: Option<&str>,
     cache: Option<&Cache<'_>>,
-) -> Result<Settled, String> {
+) -> Result<Settled, ResolveError> {
     if let Some(cache) = cache {
         match exec_cache::lookup(&cache.dir, &cache.key, &cache.volatile) {
             Ok(entry) => {
@@ -172,7 +209,7 @@ pub(super) async fn resolve(
     id: &str,
     argv0: &str,
     image_path: Option<&str>,
-) -> Result<Resolved, String> {
+) -> Result<Resolved, ResolveError> {
     let mut probed = Vec::new();
     let Some(executable) = find(
         docker,
@@ -183,7 +220,9 @@ pub(super) async fn resolve(
     )
     .await?
     else {
-        return Err(missing(docker, id, argv0, image_path).await);
+        return Err(ResolveError::Missing {
+            hint: missing(docker, id, argv0, image_path).await,
+        });
     };
     let mut resolved_interpreter = None;
     if let Some(interpreter) = read_interpreter(docker, id, &executable).await {
@@ -196,9 +235,10 @@ pub(super) async fn resolve(
         match find(docker, id, &interpreter, candidates, &mut probed).await? {
             Some(path) => resolved_interpreter = Some(path),
             None => {
-                return Err(format!(
-                    "interpreter {interpreter} of {argv0} not found in the image"
-                ));
+                return Err(ResolveError::InterpreterMissing {
+                    interpreter,
+                    argv0: argv0.to_string(),
+                });
             }
         }
     }
@@ -269,7 +309,7 @@ async fn find(
     name: &str,
     candidates: Vec<String>,
     probed: &mut Vec<String>,
-) -> Result<Option<String>, String> {
+) -> Result<Option<String>, ResolveError> {
     for candidate in candidates {
         let mut path = candidate;
         for _ in 0..MAX_LINK_HOPS {
@@ -279,19 +319,20 @@ async fn find(
                 Ok(stat) => stat,
                 Err(error) if error.is_not_found() => break,
                 Err(error) => {
-                    return Err(format!(
-                        "resolving executable {name} failed: {}",
-                        error.message()
-                    ));
+                    return Err(ResolveError::Engine {
+                        name: name.to_string(),
+                        message: error.message(),
+                    });
                 }
             };
             match probe_step(&path, stat.file_mode, stat.link_target) {
                 Probe::Follow(next) => path = next,
                 Probe::Executable => return Ok(Some(path)),
                 Probe::NotExecutable => {
-                    return Err(format!(
-                        "{name} resolves to {path}, which is not an executable file"
-                    ));
+                    return Err(ResolveError::NotExecutable {
+                        name: name.to_string(),
+                        path,
+                    });
                 }
             }
         }

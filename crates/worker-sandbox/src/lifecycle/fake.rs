@@ -1,6 +1,7 @@
 //! A scripted engine for the lifecycle tests: it answers the [`ContainerEngine`] calls the way the Docker
 //! Engine does for one container, driven by a [`Script`] instead of a daemon. The created
-//! container reads back exactly what was asked for, its events, wait and output follow what
+//! container reads back what was asked for (or, scripted, with one field dropped or altered
+//! as an engine that ignores part of a create request would), its events, wait and output follow what
 //! the script says the program does, and every kill and removal is counted so a test can
 //! check what the lifecycle asked the engine to do.
 
@@ -9,11 +10,16 @@ use std::sync::{Arc, Mutex};
 use futures_util::StreamExt;
 use tokio::sync::{mpsc, watch};
 
+use verifier_sdk::oci_runtime::{OciRuntimeFacts, RUNC};
+
 use crate::HostResources;
 use crate::engine::{
     Answers, CallError, ContainerEngine, ContainerState, ContainerSummary, CreateRequest, Event,
     ImageInspected, Inspected, Output, PathStat, StatsSample,
 };
+use crate::evidence::EngineFacts;
+use crate::lifecycle::OciRuntime;
+use crate::profile::Isolation;
 
 /// The one container id the fake hands out.
 pub const ID: &str = "fakecontainer";
@@ -37,6 +43,9 @@ pub struct Script {
     pub engine_restarts: bool,
     /// The engine keeps answering an inspect of the container after removing it.
     pub removal_unconfirmed: bool,
+    /// The engine creates something other than what was asked for: the inspected profile is
+    /// the requested one passed through this (dropping or altering a field).
+    pub read_back: Option<fn(&mut Isolation)>,
 }
 
 impl Default for Script {
@@ -49,6 +58,7 @@ impl Default for Script {
             external_kill: false,
             engine_restarts: false,
             removal_unconfirmed: false,
+            read_back: None,
         }
     }
 }
@@ -145,6 +155,11 @@ impl Fake {
         self.with(|s| s.removals)
     }
 
+    /// Whether the lifecycle started the container.
+    pub fn started(&self) -> bool {
+        self.with(|s| s.started)
+    }
+
     /// Wait requests the lifecycle sent.
     pub fn waits(&self) -> usize {
         self.with(|s| s.waits)
@@ -162,10 +177,14 @@ impl Fake {
             }
             let created = s.created.clone().ok_or_else(not_found)?;
             let (exit_code, oom) = s.exit.unwrap_or((0, false));
+            // The engine made what was asked for, unless scripted to change it.
+            let mut profile = created.profile;
+            if let Some(change) = self.script.read_back {
+                change(&mut profile);
+            }
             Ok(Inspected {
                 created: Some("2026-12-01T00:00:00Z".into()),
-                // The engine made exactly what was asked for.
-                profile: created.profile,
+                profile,
                 state: ContainerState {
                     running: Some(s.started && s.exit.is_none()),
                     pid: None,
@@ -188,7 +207,41 @@ impl Fake {
     }
 }
 
+/// The facts the fake reports of itself: none of them a real engine's, so a record carrying
+/// them can only have come from the fake.
+// Fields added to `EngineFacts` later stay at their default here rather than break the fake.
+#[allow(clippy::needless_update)]
+pub fn facts() -> EngineFacts {
+    EngineFacts {
+        version: "fake-engine 0.0.1".into(),
+        api_version: "0.0".into(),
+        kernel_version: "fake-kernel".into(),
+        cgroup_version: "2".into(),
+        cgroup_driver: "fake".into(),
+        platform: "linux/amd64".into(),
+        ..EngineFacts::default()
+    }
+}
+
 impl ContainerEngine for Fake {
+    async fn engine_facts(&self) -> Result<EngineFacts, CallError> {
+        Ok(facts())
+    }
+
+    async fn oci_runtime(&self, name: &str) -> Result<OciRuntime, CallError> {
+        // The fake registers runc only.
+        Ok(OciRuntime {
+            name: name.to_string(),
+            facts: (name == RUNC).then(|| OciRuntimeFacts {
+                name: RUNC.to_string(),
+                path: RUNC.to_string(),
+                args: Vec::new(),
+                version: "runc version test".to_string(),
+            }),
+            offered: vec![RUNC.to_string()],
+        })
+    }
+
     async fn host_resources(&self) -> Result<HostResources, CallError> {
         Ok(HostResources::default())
     }

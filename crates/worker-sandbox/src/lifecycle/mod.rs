@@ -30,6 +30,7 @@ pub use runtime::OciRuntime;
 use tokio::task::JoinHandle;
 use tokio::time::Instant;
 use verifier_sdk::oci_runtime::RUNSC;
+use worker_store::clock::{Clock, SystemClock};
 
 use crate::decision::{
     Decision, EngineEvents, InputCheck, NoVerdictReason, RunObservation, StoppedBy, decide,
@@ -45,7 +46,6 @@ use crate::{
     InputPhase, LABEL_OWNER, LABEL_RUN_ID, LABEL_VERIFIER, LABEL_WORKER_VERSION, RunHooks,
     RunReport, SandboxError, SandboxSpec, hits, owner, profile, spec,
 };
-use calls::now_ms;
 use events::EventLog;
 use output::{Drained, OutputStream};
 
@@ -59,6 +59,13 @@ pub struct Lifecycle<E: ContainerEngine> {
     engine: EngineFacts,
     owner: String,
     runtime: OciRuntime,
+    /// The wall clock the evidence's times and a stale container's age are read from.
+    clock: Arc<dyn Clock>,
+}
+
+/// `clock`'s wall time in unix milliseconds (zero before the epoch).
+fn wall_ms(clock: &dyn Clock) -> u64 {
+    u64::try_from(clock.wall_ms()).unwrap_or(0)
 }
 
 struct Ctx<'a> {
@@ -70,20 +77,45 @@ struct Ctx<'a> {
 }
 
 impl<E: ContainerEngine> Lifecycle<E> {
-    /// A lifecycle over `engine`, whose facts are `facts`, creating its containers under
-    /// `runtime` and labelling them with this process as their owner.
-    pub fn new(engine: E, facts: EngineFacts, runtime: OciRuntime) -> Self {
-        Self::owned_by(engine, facts, runtime, owner::current())
+    /// A lifecycle over `engine`, creating its containers under the OCI runtime `runtime` and
+    /// labelling them with this process as their owner. The engine's facts and its
+    /// registration of `runtime` are asked of the engine itself, at once, so what the evidence
+    /// records is what the engine driven says of itself.
+    pub async fn connect(engine: E, runtime: &str) -> Result<Self, SandboxError> {
+        Self::connect_owned_by(engine, runtime, owner::current()).await
     }
 
-    /// [`Self::new`] with the owner label `owner` (the lifecycle tests').
-    pub fn owned_by(engine: E, facts: EngineFacts, runtime: OciRuntime, owner: String) -> Self {
-        Self {
+    /// [`Self::connect`] with the owner label `owner` (the lifecycle tests').
+    pub async fn connect_owned_by(
+        engine: E,
+        runtime: &str,
+        owner: String,
+    ) -> Result<Self, SandboxError> {
+        let unreachable = |error: crate::engine::CallError| match error {
+            crate::engine::CallError::Unreachable(source) => engine.unreachable(source),
+            // An engine that answers but refuses to describe itself is no engine to run on.
+            other => SandboxError::RuntimeUnavailable(Box::new(other)),
+        };
+        let (facts, runtime) = tokio::try_join!(engine.engine_facts(), engine.oci_runtime(runtime))
+            .map_err(unreachable)?;
+        Ok(Self {
             docker: engine,
             engine: facts,
             owner,
             runtime,
-        }
+            clock: Arc::new(SystemClock::new()),
+        })
+    }
+
+    /// The lifecycle reading its times from `clock` (the system's by default).
+    #[must_use]
+    pub fn with_clock(mut self, clock: Arc<dyn Clock>) -> Self {
+        self.clock = clock;
+        self
+    }
+
+    fn now_ms(&self) -> u64 {
+        wall_ms(self.clock.as_ref())
     }
 
     /// The engine the lifecycle drives.
@@ -99,6 +131,12 @@ impl<E: ContainerEngine> Lifecycle<E> {
     /// Engine and kernel facts recorded in every evidence record.
     pub fn engine(&self) -> &EngineFacts {
         &self.engine
+    }
+
+    /// The facts to record, for what the engine's connector learns beside the trait's calls
+    /// (the host facts `worker doctor` examines).
+    pub fn engine_mut(&mut self) -> &mut EngineFacts {
+        &mut self.engine
     }
 
     /// The OCI runtime this executor creates containers under, as the engine registers it.
@@ -133,13 +171,13 @@ impl<E: ContainerEngine> Lifecycle<E> {
                 .created
                 .and_then(|created| u64::try_from(created).ok())
                 .map_or(Duration::ZERO, |created| {
-                    Duration::from_secs((now_ms() / 1000).saturating_sub(created))
+                    Duration::from_secs((self.now_ms() / 1000).saturating_sub(created))
                 });
             if !owner::is_removable(owner, running, age) {
                 continue;
             }
             tracing::info!(container = %id, owner, "removing stale sandbox container");
-            if teardown::remove_and_confirm(&self.docker, &id)
+            if teardown::remove_and_confirm(&self.docker, &id, self.clock.as_ref())
                 .await
                 .is_none()
             {
@@ -172,7 +210,7 @@ impl<E: ContainerEngine> Lifecycle<E> {
                 return Ok(removed);
             }
             for id in ids {
-                if teardown::remove_and_confirm(&self.docker, &id)
+                if teardown::remove_and_confirm(&self.docker, &id, self.clock.as_ref())
                     .await
                     .is_none()
                 {
@@ -232,7 +270,7 @@ impl<E: ContainerEngine> Lifecycle<E> {
             isolation: None,
             container: None,
             timestamps: Timestamps {
-                begin_ms: now_ms(),
+                begin_ms: self.now_ms(),
                 ..Timestamps::default()
             },
             exit: ExitFacts::default(),
@@ -291,7 +329,7 @@ impl<E: ContainerEngine> Lifecycle<E> {
             .run_created(ctx, &id, &want, image_path.as_deref())
             .await;
         // Removal happens on every path after create; an unconfirmed removal voids the run.
-        let removed_at = teardown::remove_and_confirm(&self.docker, &id).await;
+        let removed_at = teardown::remove_and_confirm(&self.docker, &id, self.clock.as_ref()).await;
         ctx.evidence.exit.removed = removed_at.is_some();
         ctx.evidence.timestamps.remove_ms = removed_at;
         if removed_at.is_none() {
@@ -341,7 +379,7 @@ impl<E: ContainerEngine> Lifecycle<E> {
                     ),
                 )
             })?;
-        ctx.evidence.timestamps.create_ms = Some(now_ms());
+        ctx.evidence.timestamps.create_ms = Some(self.now_ms());
         ctx.evidence.container = Some(ContainerFacts {
             id: id.clone(),
             name,
@@ -377,6 +415,7 @@ impl<E: ContainerEngine> Lifecycle<E> {
             self.docker.clone(),
             id.to_string(),
             Arc::clone(&event_log),
+            self.now_ms(),
         ));
         if let Err(error) = self.docker.start(id).await {
             events_task.abort();
@@ -388,12 +427,12 @@ impl<E: ContainerEngine> Lifecycle<E> {
                 ),
             );
             if let Some(state) = teardown::final_state(&self.docker, id).await {
-                teardown::record_final_state(&mut ctx.evidence, state);
+                teardown::record_final_state(&mut ctx.evidence, state, self.now_ms());
             }
             return decision;
         }
         let deadline = Instant::now() + ctx.spec.timeout;
-        ctx.evidence.timestamps.start_ms = Some(now_ms());
+        ctx.evidence.timestamps.start_ms = Some(self.now_ms());
         let watched = self
             .supervise(
                 id,
@@ -465,7 +504,10 @@ impl<E: ContainerEngine> Lifecycle<E> {
         if let Some(cache) = Self::cache(ctx, &image_id, want, image_path) {
             crate::exec_cache::forget(&cache.dir, &cache.key);
         }
-        Some(Decision::no_verdict(NoVerdictReason::StartFailed, detail))
+        Some(Decision::no_verdict(
+            NoVerdictReason::StartFailed,
+            detail.to_string(),
+        ))
     }
 
     /// Reads the created container back against the requested profile and resolves the
@@ -510,7 +552,9 @@ impl<E: ContainerEngine> Lifecycle<E> {
         let cache = Self::cache(ctx, &image_id, want, image_path);
         executable::resolve_cached(&self.docker, id, argv0, image_path, cache.as_ref())
             .await
-            .map_err(|detail| Decision::no_verdict(NoVerdictReason::StartFailed, detail))
+            .map_err(|detail| {
+                Decision::no_verdict(NoVerdictReason::StartFailed, detail.to_string())
+            })
     }
 
     /// Watches the started container until it exits, passes the output cap or the deadline
@@ -645,7 +689,7 @@ impl<E: ContainerEngine> Lifecycle<E> {
         ctx.evidence.exit.stopped_by = stopped_by;
 
         let running = match teardown::final_state(&self.docker, id).await {
-            Some(state) => teardown::record_final_state(&mut ctx.evidence, state),
+            Some(state) => teardown::record_final_state(&mut ctx.evidence, state, self.now_ms()),
             None => {
                 // Removed from outside (another process's cleanup) is the likeliest cause.
                 if let EngineEvents::External { detail } = &events {
@@ -713,11 +757,10 @@ fn container_name(run_id: &str) -> String {
         .filter(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.'))
         .take(64)
         .collect();
-    let nanos = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.subsec_nanos())
-        .unwrap_or(0);
-    format!("agent-bounties-{safe}-{}-{nanos}", std::process::id())
+    // A nonce, not a time (no clock is read here): `RandomState` differs on every call and is
+    // keyed from the OS's randomness, so a retried run id never meets its old container.
+    let nonce = std::hash::BuildHasher::hash_one(&std::hash::RandomState::new(), run_id);
+    format!("agent-bounties-{safe}-{}-{nonce}", std::process::id())
 }
 
 #[async_trait::async_trait]

@@ -5,7 +5,9 @@ use std::time::Duration;
 
 use tokio::time::Instant;
 
-use super::calls::now_ms;
+use worker_store::clock::Clock;
+
+use super::wall_ms;
 use crate::engine::{ContainerEngine, ContainerState};
 use crate::evidence::EvidenceRecord;
 
@@ -38,8 +40,12 @@ pub(super) async fn kill(docker: &impl ContainerEngine, id: &str) -> bool {
 }
 
 /// Force-removes the container and confirms the engine no longer knows it; returns the
-/// confirmation time.
-pub(super) async fn remove_and_confirm(docker: &impl ContainerEngine, id: &str) -> Option<u64> {
+/// confirmation time on `clock`.
+pub(super) async fn remove_and_confirm(
+    docker: &impl ContainerEngine,
+    id: &str,
+    clock: &dyn Clock,
+) -> Option<u64> {
     let give_up = Instant::now() + REMOVE_GRACE;
     loop {
         let removal = tokio::time::timeout(TEARDOWN_CALL, docker.remove(id)).await;
@@ -48,7 +54,7 @@ pub(super) async fn remove_and_confirm(docker: &impl ContainerEngine, id: &str) 
         }
         let confirm = tokio::time::timeout(TEARDOWN_CALL, docker.inspect_container(id)).await;
         match confirm {
-            Ok(Err(error)) if error.is_not_found() => return Some(now_ms()),
+            Ok(Err(error)) if error.is_not_found() => return Some(wall_ms(clock)),
             _ if Instant::now() >= give_up => {
                 tracing::error!(container = %id, "container removal could not be confirmed");
                 return None;
@@ -67,13 +73,18 @@ pub(super) async fn final_state(docker: &impl ContainerEngine, id: &str) -> Opti
     Some(inspect.state)
 }
 
-/// Records the final state in the evidence; returns whether the container is still running.
-pub(super) fn record_final_state(evidence: &mut EvidenceRecord, state: ContainerState) -> bool {
+/// Records the final state, read at `now_ms`, in the evidence; returns whether the container
+/// is still running.
+pub(super) fn record_final_state(
+    evidence: &mut EvidenceRecord,
+    state: ContainerState,
+    now_ms: u64,
+) -> bool {
     let started_at = state.started_at.filter(|s| !s.is_empty() && s != NEVER);
     evidence.exit.started = started_at.is_some();
     evidence.timestamps.engine_started = started_at;
     evidence.timestamps.engine_finished = state.finished_at.filter(|s| s != NEVER);
-    evidence.timestamps.finish_ms = Some(now_ms());
+    evidence.timestamps.finish_ms = Some(now_ms);
     evidence.exit.exit_code = state.exit_code;
     evidence.exit.oom_killed = state.oom_killed.unwrap_or(false);
     evidence.exit.engine_error = state.error.filter(|e| !e.is_empty());

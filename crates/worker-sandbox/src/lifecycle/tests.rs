@@ -7,12 +7,11 @@
 
 use std::time::Duration;
 
-use verifier_sdk::oci_runtime::{OciRuntimeFacts, RUNC};
+use verifier_sdk::oci_runtime::RUNC;
 
+use super::Lifecycle;
 use super::fake::{Fake, Script};
-use super::{Lifecycle, OciRuntime};
 use crate::decision::{Decision, InputCheck, NoVerdictReason, StoppedBy};
-use crate::evidence::EngineFacts;
 use crate::{InputPhase, RunHooks, RunReport, SandboxSpec};
 
 struct Unchanged;
@@ -34,22 +33,9 @@ fn spec(dir: &std::path::Path) -> SandboxSpec {
 /// paused clock is a hung lifecycle, reported as such instead of hanging the test.
 async fn run(script: Script, spec: &SandboxSpec) -> (RunReport, Fake) {
     let fake = Fake::new(script);
-    let runtime = OciRuntime {
-        name: RUNC.to_string(),
-        facts: Some(OciRuntimeFacts {
-            name: RUNC.to_string(),
-            path: RUNC.to_string(),
-            args: Vec::new(),
-            version: "runc version test".to_string(),
-        }),
-        offered: vec![RUNC.to_string()],
-    };
-    let executor = Lifecycle::owned_by(
-        fake.clone(),
-        EngineFacts::default(),
-        runtime,
-        "owner".into(),
-    );
+    let executor = Lifecycle::connect_owned_by(fake.clone(), RUNC, "owner".into())
+        .await
+        .expect("the scripted engine describes itself");
     let report = tokio::time::timeout(Duration::from_secs(3600), executor.run(spec, &Unchanged))
         .await
         .expect("the lifecycle hung: the run never ended")
@@ -73,6 +59,21 @@ async fn lifecycle_a_program_exiting_0_completes_and_its_container_is_removed() 
     assert!(report.evidence.exit.removed);
     assert_eq!(fake.kills(), 0);
     assert!(fake.removals() >= 1);
+}
+
+#[tokio::test(start_paused = true)]
+async fn lifecycle_the_evidence_records_the_facts_of_the_engine_it_ran_on() {
+    let dir = tempfile::tempdir().unwrap();
+    let (report, _) = run(Script::default(), &spec(dir.path())).await;
+    assert_eq!(report.evidence.engine, super::fake::facts());
+    assert_eq!(
+        report
+            .evidence
+            .oci_runtime
+            .as_ref()
+            .map(|r| r.version.as_str()),
+        Some("runc version test")
+    );
 }
 
 #[tokio::test(start_paused = true)]
@@ -180,5 +181,89 @@ async fn lifecycle_an_unconfirmed_removal_voids_a_passed_run() {
     assert!(
         fake.removals() > 1,
         "removal is retried until its grace period ends"
+    );
+}
+
+/// An engine that changes the profile it was asked for (drops a limit, swaps the network or the
+/// runtime) must not get a run: the read-back is compared before start, the run is no verdict,
+/// nothing ran, and the container it created is removed.
+async fn assert_changed_read_back_refused(change: fn(&mut crate::profile::Isolation), field: &str) {
+    let dir = tempfile::tempdir().unwrap();
+    let script = Script {
+        read_back: Some(change),
+        ..Script::default()
+    };
+    let (report, fake) = run(script, &spec(dir.path())).await;
+    assert_eq!(
+        reason(&report.decision),
+        Some(NoVerdictReason::IsolationMismatch),
+        "{report:?}"
+    );
+    let isolation = report
+        .evidence
+        .isolation
+        .as_ref()
+        .expect("read-back recorded");
+    assert_eq!(isolation.mismatches, vec![field.to_string()]);
+    assert!(
+        !fake.started(),
+        "a container that differs from the profile never starts"
+    );
+    assert!(!report.evidence.exit.started);
+    assert!(fake.removals() >= 1, "the created container is removed");
+    assert!(report.evidence.exit.removed);
+}
+
+#[tokio::test(start_paused = true)]
+async fn lifecycle_an_engine_that_drops_the_memory_limit_on_create_gives_no_verdict_and_runs_nothing()
+ {
+    assert_changed_read_back_refused(|p| p.memory = 0, "memory").await;
+}
+
+#[tokio::test(start_paused = true)]
+async fn lifecycle_an_engine_that_puts_the_container_on_the_bridge_network_gives_no_verdict_and_runs_nothing()
+ {
+    assert_changed_read_back_refused(|p| p.network_mode = "bridge".into(), "network_mode").await;
+}
+
+#[tokio::test(start_paused = true)]
+async fn lifecycle_an_engine_that_makes_the_root_writable_gives_no_verdict_and_runs_nothing() {
+    assert_changed_read_back_refused(|p| p.readonly_rootfs = false, "readonly_rootfs").await;
+}
+
+#[tokio::test(start_paused = true)]
+async fn lifecycle_an_engine_that_swaps_the_oci_runtime_gives_no_verdict_and_runs_nothing() {
+    assert_changed_read_back_refused(|p| p.runtime = "runsc".into(), "runtime").await;
+}
+
+#[tokio::test(start_paused = true)]
+async fn lifecycle_the_evidence_times_come_from_the_injected_clock() {
+    let dir = tempfile::tempdir().unwrap();
+    const AT: i64 = 1_000_000;
+    let executor = Lifecycle::connect_owned_by(Fake::new(Script::default()), RUNC, "owner".into())
+        .await
+        .unwrap()
+        .with_clock(std::sync::Arc::new(worker_store::clock::ManualClock::new(
+            AT,
+        )));
+    let report = tokio::time::timeout(
+        Duration::from_secs(3600),
+        executor.run(&spec(dir.path()), &Unchanged),
+    )
+    .await
+    .expect("the lifecycle hung")
+    .unwrap();
+    let at = AT.unsigned_abs();
+    let times = &report.evidence.timestamps;
+    assert_eq!(
+        (
+            times.begin_ms,
+            times.create_ms,
+            times.start_ms,
+            times.finish_ms,
+            times.remove_ms
+        ),
+        (at, Some(at), Some(at), Some(at), Some(at)),
+        "every time the lifecycle records is read from its clock"
     );
 }

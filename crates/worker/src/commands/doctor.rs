@@ -12,7 +12,10 @@ pub fn doctor(args: &DoctorArgs) -> ExitCode {
         std::env::var_os("REGRESSION_SANDBOX_STAGING_ROOT").map(std::path::PathBuf::from)
     });
     let gathered = block_on(async {
-        let engine = worker_docker::doctor::engine_facts().await;
+        // The report carries the reason as text (it is shown, and serialized by `--json`).
+        let engine = worker_docker::doctor::engine_facts()
+            .await
+            .map_err(|error| error.to_string());
         let image = match &args.image {
             Some(reference) => Some(worker_docker::doctor::image_facts(reference).await),
             None => None,

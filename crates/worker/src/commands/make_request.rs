@@ -7,10 +7,10 @@
 //! cannot be written.
 
 use super::local_request::request_command;
+use super::now_unix;
 use super::{fail, print_json};
 use crate::cli::RequestArgs;
 use crate::exit::ExitCode;
-use crate::run::now_unix;
 
 /// Builds the request and writes it.
 pub fn request(args: &RequestArgs) -> ExitCode {

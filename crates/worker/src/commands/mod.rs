@@ -28,6 +28,13 @@ use crate::exit::ExitCode;
 use crate::sandbox::{Executor, SandboxError};
 use crate::staging_root::StagingRootError;
 
+/// The time in unix seconds a command checks a job's window or a request's expiry at, read
+/// from the one clock ([`worker_store::clock`]): the binary is where the system clock is
+/// picked, and the libraries take the time from their caller.
+pub fn now_unix() -> u64 {
+    worker_store::clock::unix_secs(&worker_store::clock::SystemClock::new())
+}
+
 /// Writes `value` as one line of JSON on stdout; an unwritable result is an internal failure.
 pub(crate) fn print_json(value: &impl serde::Serialize) -> ExitCode {
     let written = serde_json::to_string(value)

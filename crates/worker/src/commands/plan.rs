@@ -10,11 +10,12 @@ use std::path::{Path, PathBuf};
 
 use serde_json::Value;
 
+use super::now_unix;
 use super::request::{RequestError, read_request};
 use super::{fail, print_json, print_text, staging_root_failed};
 use crate::exit::ExitCode;
 use crate::rehearse::sandbox_block::{row, rows};
-use crate::run::{now_unix, spec_for};
+use crate::run::spec_for;
 use crate::sandbox::profile::Isolation;
 use crate::stage::StageKind;
 use crate::staging_root::{self, Fallback, STAGING_ROOT_ENV};

@@ -6,10 +6,11 @@ use std::path::{Path, PathBuf};
 use serde_json::Value;
 use verifier_sdk::{NoVerdictOutcome, NoVerdictReason, RunOutput};
 
+use super::now_unix;
 use super::request::{RequestError, read_request};
 use super::{block_on_interruptible, fail, print_json, staging_root_failed};
 use crate::exit::ExitCode;
-use crate::run::{RunOptions, now_unix, run_job, write_evidence};
+use crate::run::{RunOptions, run_job, write_evidence};
 use crate::sandbox::SandboxError;
 use crate::staging_root::{self, Fallback};
 

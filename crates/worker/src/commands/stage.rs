@@ -31,7 +31,10 @@ pub fn snapshot(dir: &Path, limits: TreeLimits, quiet: bool) -> ExitCode {
 
 /// Environment variable of staging's pause test hook: when it names a path,
 /// `--stage-regression-input` pauses after its first file until that file is deleted (see
-/// `worker_store::stage`). Read here, in the binary, and only for this mode.
+/// `worker_store::stage`). Read here, in the binary, only for this mode, and only in debug
+/// builds: the CLI tests that swap or kill a stage mid-copy run a debug binary, while a
+/// release binary (what operators run) never reads it, so no environment can make a
+/// production stage pause.
 pub const PAUSE_HOOK_ENV: &str = "WORKER_TEST_PAUSE_AFTER_FIRST_FILE";
 
 /// `--stage-regression-input KIND DIR STAGING_ROOT MAX_BYTES MAX_FILES`.
@@ -47,7 +50,10 @@ pub fn stage(
         Err(error) => return staging_root_failed(&error),
     };
     let mut progress = stderr_progress("staging", quiet);
+    #[cfg(debug_assertions)]
     let pause_marker = std::env::var_os(PAUSE_HOOK_ENV).map(std::path::PathBuf::from);
+    #[cfg(not(debug_assertions))]
+    let pause_marker = None;
     match stage_tree_pausing(kind, dir, &root, limits, progress.as_mut(), pause_marker) {
         Ok(staged) => print_json(&staged),
         Err(error) => fail(stage_exit_code(&error), &error),

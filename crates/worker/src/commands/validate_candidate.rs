@@ -6,10 +6,10 @@ use std::path::Path;
 
 use serde_json::Value;
 
+use super::now_unix;
 use super::request::{RequestError, read_request};
 use super::{fail, print_json};
 use crate::exit::ExitCode;
-use crate::run::now_unix;
 
 /// What a valid candidate prints without `--json`: the reference worker's answer, which the
 /// reference pipeline (`scripts/regression_verifier_pipeline.py`, `validate_candidate`)

@@ -419,6 +419,10 @@ fn missing_or_non_directory_input_is_invalid_input() {
 }
 
 #[test]
+#[cfg_attr(
+    not(debug_assertions),
+    ignore = "the pause hook is compiled into debug builds only"
+)]
 fn a_file_changing_during_the_copy_leaves_nothing_behind() {
     let dir = tree(&[("a", b"first"), ("b", &bytes(1, 2 << 20))]);
     let root = tempfile::tempdir().unwrap();
@@ -465,6 +469,10 @@ fn files_holding(dir: &Path, needle: &[u8]) -> Vec<PathBuf> {
 }
 
 #[test]
+#[cfg_attr(
+    not(debug_assertions),
+    ignore = "the pause hook is compiled into debug builds only"
+)]
 fn parent_directory_swapped_for_symlink_mid_stage_is_refused() {
     const SECRET: &[u8] = b"outside-secret-0600\n";
     const DECOY: &[u8] = b"in-tree-decoy-0644!\n";
@@ -515,6 +523,10 @@ fn parent_directory_swapped_for_symlink_mid_stage_is_refused() {
 }
 
 #[test]
+#[cfg_attr(
+    not(debug_assertions),
+    ignore = "the pause hook is compiled into debug builds only"
+)]
 fn a_killed_stage_leaves_no_target_and_its_leftovers_are_cleaned_next_time() {
     let dir = tree(&[
         ("a", b"first"),
