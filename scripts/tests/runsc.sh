@@ -72,13 +72,21 @@ host() {
   stub apt-get "exit 0"
   stub systemctl "case \"\$1\" in is-system-running) echo ${systemd} ;; cat) [[ ${systemd} == running ]] ;; is-active) [[ ${systemd} == running ]] ;; reload) ${reload} ;; esac"
   stub sudo '[[ "$1" == -n ]] && shift; [[ "$1" == -- ]] && shift; exec "$@"'
-  # The daemon: a live process whose command name is dockerd, reloading on SIGHUP.
-  printf '#!%s\ntrap "echo hup >> %s; %s" HUP\nwhile :; do sleep 0.1; done\n' \
-    "$(command -v bash)" "${log}" "${reload}" >"${stubs}/dockerd"
+  # The daemon: a live process whose command name is dockerd, reloading on SIGHUP. It says
+  # when its trap is set, and the case waits for that: a SIGHUP that came before the trap
+  # would kill the stub (bash's default for HUP), which on a busy machine it did.
+  printf '#!%s\ntrap "echo hup >> %s; %s" HUP\n: > %s\nwhile :; do sleep 0.1; done\n' \
+    "$(command -v bash)" "${log}" "${reload}" "${stubs}/trap-set" >"${stubs}/dockerd"
   chmod +x "${stubs}/dockerd"
   PATH="${stubs}:${tools}" "${stubs}/dockerd" &
   daemons+=("$!")
   printf '%s\n' "$!" >"${stubs}/docker.pid"
+  local waited=0
+  until [[ -e "${stubs}/trap-set" ]]; do
+    # An awaited condition with a generous bound, not a guessed sleep.
+    ((waited++ < 1200)) || { echo "FAIL  the stub dockerd never set its SIGHUP trap"; exit 1; }
+    sleep 0.05
+  done
 }
 hosts=0
 
