@@ -78,7 +78,9 @@ host() {
   printf '#!%s\ntrap "echo hup >> %s; %s" HUP\n: > %s\nwhile :; do sleep 0.1; done\n' \
     "$(command -v bash)" "${log}" "${reload}" "${stubs}/trap-set" >"${stubs}/dockerd"
   chmod +x "${stubs}/dockerd"
-  PATH="${stubs}:${tools}" "${stubs}/dockerd" &
+  # SIGHUP reset to its default first: a shell started with it ignored (under nohup, as a CI
+  # job may be) passes that on, and bash cannot trap a signal ignored on entry.
+  PATH="${stubs}:${tools}" env --default-signal=HUP "${stubs}/dockerd" &
   daemons+=("$!")
   printf '%s\n' "$!" >"${stubs}/docker.pid"
   local waited=0
