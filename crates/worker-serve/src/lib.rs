@@ -609,7 +609,12 @@ fn record(
     let detail = row.reason.as_deref().unwrap_or_default().escape_debug();
     match kind {
         RunKind::Completed => {
-            tracing::info!(job = %job_id.escape_debug(), run_id, status = row.status.as_str(), "run ended");
+            let d = &row.durations;
+            tracing::info!(
+                job = %job_id.escape_debug(), run_id, status = row.status.as_str(),
+                download_ms = d.download_ms, extract_ms = d.extract_ms,
+                execute_ms = d.execute_ms, total_ms = d.total_ms, "run ended"
+            );
         }
         RunKind::Rejected => tracing::warn!(
             job = %job_id.escape_debug(), run_id, status = row.status.as_str(), reason_code = code,
