@@ -249,6 +249,9 @@ async fn serve_loop(
         None => Some(engine_capacity(docker).await),
     };
     let mut chosen = None;
+    // The recent executions' durations: short ones overlap the engine's latency
+    // (capacity::auto_parallel_after).
+    let mut recent = capacity::RecentRuns::default();
     heartbeat(&ledger, &polls, telemetry)?;
     // The jobs (ledger key, job id) the last answered poll listed.
     let mut listed = BTreeMap::new();
@@ -276,8 +279,9 @@ async fn serve_loop(
             &mut listed,
             telemetry,
         )?;
-        let parallel = match host {
-            Some(host) => batch_parallel(host, &due, &mut chosen),
+        let largest = largest_of(&due);
+        let mut parallel = match host {
+            Some(host) => batch_parallel(host, largest, &recent, &mut chosen),
             None => config.parallel.unwrap_or(NonZeroUsize::MIN),
         };
         warn_waiting(&host_health, due.len(), clock.monotonic());
@@ -313,6 +317,14 @@ async fn serve_loop(
                 Some((run_id, run, took)) = running.next() => {
                     let row = &run.row;
                     telemetry.run_ended(row.status.as_str(), row.reason_code.as_deref(), took);
+                    if run.executed {
+                        recent.push(Duration::from_millis(row.durations.execute_ms));
+                        // Sized again as runs end, so a batch's first short runs lift the
+                        // default for the rest of it.
+                        if let Some(host) = host {
+                            parallel = batch_parallel(host, largest, &recent, &mut chosen);
+                        }
+                    }
                     let cause = cause_of(&run.outcome);
                     judge_host(&mut host_health, cause, row, clock.monotonic(), config.poll_interval, telemetry);
                     if let Some((key, id, _)) = open.remove(&run_id) {
@@ -528,23 +540,28 @@ async fn engine_capacity(docker: &Executor) -> capacity::Host {
     }
 }
 
-/// The default `--parallel` for the jobs due now; logged when it changes.
-fn batch_parallel(
-    host: capacity::Host,
-    due: &[(i64, verifier_sdk::ValidatedJob)],
-    chosen: &mut Option<NonZeroUsize>,
-) -> NonZeroUsize {
-    let Some(largest) = due
-        .iter()
+/// The largest limits among the jobs due now (`None`: none due).
+fn largest_of(due: &[(i64, verifier_sdk::ValidatedJob)]) -> Option<capacity::JobSize> {
+    due.iter()
         .map(|(_, job)| capacity::JobSize {
             cpu_millis: job.manifest().cpu_millis(),
             memory_bytes: job.manifest().memory_bytes(),
         })
         .reduce(capacity::JobSize::max)
-    else {
+}
+
+/// The default `--parallel` for the jobs due now, after the `recent` runs; logged when it
+/// changes.
+fn batch_parallel(
+    host: capacity::Host,
+    largest: Option<capacity::JobSize>,
+    recent: &capacity::RecentRuns,
+    chosen: &mut Option<NonZeroUsize>,
+) -> NonZeroUsize {
+    let Some(largest) = largest else {
         return chosen.unwrap_or(NonZeroUsize::MIN);
     };
-    let choice = capacity::auto_parallel(host, largest);
+    let choice = capacity::auto_parallel_after(host, largest, recent);
     if *chosen != Some(choice.parallel) {
         tracing::info!(parallel = choice.parallel.get(), why = %choice.why, "jobs at once");
         *chosen = Some(choice.parallel);

@@ -115,12 +115,7 @@ impl JobExecutor for SandboxJobExecutor {
                 if let Err(error) = write_evidence(root, &run.evidence) {
                     tracing::warn!(%error, "could not write the evidence record to the store");
                 }
-                tracing::debug!(
-                    stage_ms,
-                    sandbox_ms,
-                    evidence_ms = millis(t),
-                    "executed"
-                );
+                tracing::debug!(stage_ms, sandbox_ms, evidence_ms = millis(t), "executed");
                 let evidence = serde_json::to_value(&run.evidence)
                     .map_err(|e| JobFailure::Internal(format!("serializing evidence: {e}")))?;
                 Ok(executed(run.output, Some(evidence)))
