@@ -46,7 +46,7 @@
 # to use the debug build instead). Cleans up its processes and files on exit.
 #
 # Usage: scripts/bench-serve.sh    (JOBS=50 REPEATS=3 MAX_JOBS=10 TIMEOUT=3600 to change;
-#        MODES="A B D C E1 E2 E4" to run only some)
+#        MODES="A B D C E1 E2 E4" to run only some; KEEP=1 keeps the run directories)
 set -euo pipefail
 
 JOBS=${JOBS:-50}
@@ -95,7 +95,7 @@ cleanup() {
     done
     # Staged trees are sealed read-only; make them writable so they can be removed.
     chmod -R u+w "$WORK" 2>/dev/null || true
-    rm -rf "$WORK"
+    if [[ -n "${KEEP:-}" ]]; then echo "bench-serve: kept $WORK" >&2; else rm -rf "$WORK"; fi
 }
 trap cleanup EXIT
 trap 'exit 130' INT TERM
@@ -173,6 +173,9 @@ measure_serve() { # label parallel run-dir
     find "$dir/out" -name 'candidate-*.json' ! -name '*.intoto.json' -printf '%T@\n' |
         while read -r t; do printf '%s\t%s\n' "$label" "$(echo "$t - $start" | bc)"; done >>"$latencies"
     printf '%s\n' "$start" >"$logs/$label-$(basename "$dir").start"
+    find "$dir/out" -name 'candidate-*.json' ! -name '*.intoto.json' -exec jq -r \
+        '.evidence.timestamps | [.begin_ms, .create_ms, .start_ms, .finish_ms, .remove_ms, .engine_started, .engine_finished] | @tsv' {} + \
+        >"$logs/$label-$(basename "$dir").stamps"
     cp "$dir/serve.log" "$logs/$label-$(basename "$dir").log"
     echo "  $label: $(echo "$end - $start" | bc) s (load $before -> $after)" >&2
 }
@@ -332,7 +335,34 @@ for mode in ("A", "B", "D"):
     total = sums["total"] / n
     cells = " ".join(f"{sums[p] / n:>8.0f} {100 * sums[p] / n / total:>6.1f}% " for p in phases)
     print(f"{mode:<6} {statistics.median(first):>11.2f} {cells}")
+
 print("(runner rest: total - download - extract - the executor: judging, the cache, the candidate")
 print(" write; stage + sandbox + evidence is the executor less its digest comparisons. Sums over")
 print(" all of a mode's jobs, so the order the lines interleave in at --parallel > 1 does not matter)")
+
+# The sandbox run split by the evidence's own timestamps.
+def iso(t):
+    head, _, frac = t.rstrip("Z").partition(".")
+    return datetime.datetime.fromisoformat(head + "+00:00").timestamp() + float("0." + (frac or "0"))
+
+
+steps = ["image+create", "checks+attach+start", "command", "wait latency", "teardown"]
+print()
+print("the sandbox run by the evidence's timestamps (means, ms; share of begin..remove)")
+print(f"{'mode':<6} " + " ".join(f"{p:>25}" for p in steps))
+for mode in ("A", "B", "D"):
+    sums, n = [0.0] * len(steps), 0
+    for f in sorted(glob.glob(os.path.join(logs, f"{mode}-*.stamps"))):
+        for line in open(f):
+            b, c, s0, fi, r, es, ef = line.rstrip("\n").split("\t")
+            b, c, s0, fi, r = map(float, (b, c, s0, fi, r))
+            command = max(0.0, (iso(ef) - iso(es)) * 1000)
+            for i, v in enumerate((c - b, s0 - c, command, fi - s0 - command, r - fi)):
+                sums[i] += v
+            n += 1
+    if n:
+        whole = sum(sums) / n
+        print(f"{mode:<6} " + " ".join(f"{v / n:>16.0f} {100 * v / n / whole:>6.1f}% " for v in sums))
+print("(command: the engine's StartedAt..FinishedAt; wait latency: the rest of start..observed stopped;")
+print(" teardown: observed stopped..removal confirmed, the output and the post-run inspect included)")
 PY
