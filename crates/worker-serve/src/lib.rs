@@ -317,13 +317,8 @@ async fn serve_loop(
                 Some((run_id, run, took)) = running.next() => {
                     let row = &run.row;
                     telemetry.run_ended(row.status.as_str(), row.reason_code.as_deref(), took);
-                    if run.executed {
-                        recent.push(Duration::from_millis(row.durations.execute_ms));
-                        // Sized again as runs end, so a batch's first short runs lift the
-                        // default for the rest of it.
-                        if let Some(host) = host {
-                            parallel = batch_parallel(host, largest, &recent, &mut chosen);
-                        }
+                    if let Some(n) = after_run(&run, host, largest, &mut recent, &mut chosen) {
+                        parallel = n;
                     }
                     let cause = cause_of(&run.outcome);
                     judge_host(&mut host_health, cause, row, clock.monotonic(), config.poll_interval, telemetry);
@@ -567,6 +562,22 @@ fn batch_parallel(
         *chosen = Some(choice.parallel);
     }
     choice.parallel
+}
+
+/// After a run ends: an execution joins the recent runs and the default is sized again
+/// (`None` with `--parallel` given), so a batch's first short runs lift it for the rest of it.
+fn after_run(
+    run: &JobRun,
+    host: Option<capacity::Host>,
+    largest: Option<capacity::JobSize>,
+    recent: &mut capacity::RecentRuns,
+    chosen: &mut Option<NonZeroUsize>,
+) -> Option<NonZeroUsize> {
+    // A cached or refused job did not reach the engine and says nothing of its latency.
+    if run.executed {
+        recent.push(Duration::from_millis(run.row.durations.execute_ms));
+    }
+    Some(batch_parallel(host?, largest, recent, chosen))
 }
 
 /// Writes the heartbeat row, and tells `/healthz` it was written.
