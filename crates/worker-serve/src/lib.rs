@@ -317,7 +317,8 @@ async fn serve_loop(
                 Some((run_id, run, took)) = running.next() => {
                     let row = &run.row;
                     telemetry.run_ended(row.status.as_str(), row.reason_code.as_deref(), took);
-                    if let Some(n) = after_run(&run, host, largest, &mut recent, &mut chosen) {
+                    let executed = run.executed.then_some(row.durations.execute_ms);
+                    if let Some(n) = after_run(executed, host, largest, &mut recent, &mut chosen) {
                         parallel = n;
                     }
                     let cause = cause_of(&run.outcome);
@@ -566,16 +567,17 @@ fn batch_parallel(
 
 /// After a run ends: an execution joins the recent runs and the default is sized again
 /// (`None` with `--parallel` given), so a batch's first short runs lift it for the rest of it.
+/// `executed_ms`: how long the run's execution took, `None` for a job that did not reach the
+/// engine (cached, refused), which says nothing of its latency.
 fn after_run(
-    run: &JobRun,
+    executed_ms: Option<u64>,
     host: Option<capacity::Host>,
     largest: Option<capacity::JobSize>,
     recent: &mut capacity::RecentRuns,
     chosen: &mut Option<NonZeroUsize>,
 ) -> Option<NonZeroUsize> {
-    // A cached or refused job did not reach the engine and says nothing of its latency.
-    if run.executed {
-        recent.push(Duration::from_millis(run.row.durations.execute_ms));
+    if let Some(ms) = executed_ms {
+        recent.push(Duration::from_millis(ms));
     }
     Some(batch_parallel(host?, largest, recent, chosen))
 }
@@ -702,6 +704,37 @@ fn jittered(interval: Duration) -> Duration {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn serve_default_parallel_rises_within_a_batch_after_short_runs() {
+        let host = capacity::Host {
+            cpus: 2,
+            memory_bytes: 8 << 30,
+        };
+        let largest = Some(capacity::JobSize {
+            cpu_millis: 1000,
+            memory_bytes: 512 << 20,
+        });
+        let (mut recent, mut chosen) = (capacity::RecentRuns::default(), None);
+        let mut after = |ms| after_run(ms, Some(host), largest, &mut recent, &mut chosen);
+        // The first short run is not yet a pattern; a job that never reached the engine
+        // (cached, refused) is not a run at all.
+        assert_eq!(after(Some(300)).map(NonZeroUsize::get), Some(2));
+        assert_eq!(after(None).map(NonZeroUsize::get), Some(2));
+        // The second short run lifts the default for the rest of the batch.
+        assert_eq!(after(Some(250)).map(NonZeroUsize::get), Some(4));
+        assert_eq!(chosen.map(NonZeroUsize::get), Some(4));
+        // --parallel given: nothing to size.
+        let (mut recent, mut chosen) = (capacity::RecentRuns::default(), None);
+        assert_eq!(
+            after_run(Some(300), None, largest, &mut recent, &mut chosen),
+            None
+        );
+        assert_eq!(
+            after_run(Some(300), None, largest, &mut recent, &mut chosen),
+            None
+        );
+    }
 
     #[test]
     fn serve_poll_jitter_stays_within_ten_percent() {
