@@ -12,10 +12,11 @@
 #      expiring jobs again.
 #   D  `worker serve` with the default --parallel (what the engine and the manifests allow,
 #      crates/worker-serve/src/capacity.rs), the same
+#   S<n>  `worker serve --parallel n` (not in the default set; for finding the best n)
 #   E1, E2, E4  the raw Engine-API anchor (crates/worker/examples/engine_anchor.rs): the same
 #      jobs with the same create request (the worker's own create body for the same manifest)
 #      as create / start / wait / remove through bollard, with 1, 2 and 4 in flight: the
-#      engine's own throughput, nothing of the worker around the container
+#      engine's own throughput, nothing of the worker around the container (E<n>: n in flight)
 # The table gives each serve mode's ratio to the anchor's best in-flight count, and for each
 # serve mode the p50/p99 time from the job appearing in the feed (the whole batch appears at
 # once, when the clock starts) to its candidate file (its mtime). The serve runs log at info
@@ -65,8 +66,9 @@ for n in "$JOBS" "$REPEATS" "$MAX_JOBS" "$TIMEOUT"; do
 done
 for mode in $MODES; do
     case "$mode" in
-        A | B | C | D | E1 | E2 | E4) ;;
-        *) echo "bench-serve: unknown mode $mode (A B C D E1 E2 E4)" >&2; exit 2 ;;
+        A | B | C | D) ;;
+        E[1-9] | E[1-9][0-9] | S[1-9] | S[1-9][0-9]) ;;
+        *) echo "bench-serve: unknown mode $mode (A B C D, E<n> the anchor with n in flight, S<n> serve --parallel n)" >&2; exit 2 ;;
     esac
 done
 case "$PROFILE" in
@@ -248,9 +250,8 @@ for ((r = 0; r < REPEATS; r++)); do
             B) measure_serve B 2 "$dir" ;;
             C) measure_cycles "$dir" ;;
             D) measure_serve D default "$dir" ;;
-            E1) measure_anchor E1 1 ;;
-            E2) measure_anchor E2 2 ;;
-            E4) measure_anchor E4 4 ;;
+            E*) measure_anchor "$mode" "${mode#E}" ;;
+            S*) measure_serve "$mode" "${mode#S}" "$dir" ;;
         esac
     done
 done
@@ -266,6 +267,15 @@ import sys
 path, lat_path, logs, jobs, repeats, max_jobs, profile = sys.argv[1:8]
 jobs, max_jobs = int(jobs), int(max_jobs)
 rows = [line.rstrip("\n").split("\t") for line in open(path) if line.strip()]
+def name(mode):
+    if mode in names:
+        return names[mode]
+    if mode.startswith("S"):
+        return f"worker serve --parallel {mode[1:]}"
+    return f"Engine API, {mode[1:]} in flight"
+
+
+order = lambda m: ("ABDSCE".index(m[0]), int(m[1:]) if m[1:] else 0)
 names = {
     "A": "worker serve --parallel 1",
     "B": "worker serve --parallel 2",
@@ -294,12 +304,12 @@ anchors = {m: statistics.median(r) for m, r in rates.items() if m.startswith("E"
 best = max(anchors, key=anchors.get) if anchors else None
 print(f"{jobs} jobs, {repeats} repeat(s), order rotated, {profile} build")
 print(f"{'mode':<48} {'jobs/hour median':>16} {'min-max':>15} {'vs best E':>9} {'feed->candidate p50/p99 s':>26}  load 1-min before->after")
-for mode in [m for m in ("A", "B", "D", "C", "E1", "E2", "E4") if m in rates]:
+for mode in sorted(rates, key=order):
     r = rates[mode]
     med = statistics.median(r)
     ratio = f"{med / anchors[best]:.2f}x" if best else "-"
     p = f"{pct(lat[mode], 0.5):.1f} / {pct(lat[mode], 0.99):.1f}" if mode in lat else "-"
-    print(f"{mode + ' ' + names[mode]:<48} {med:>16.0f} {min(r):>7.0f}-{max(r):<7.0f} {ratio:>9} {p:>26}  {' '.join(loads[mode])}")
+    print(f"{mode + ' ' + name(mode):<48} {med:>16.0f} {min(r):>7.0f}-{max(r):<7.0f} {ratio:>9} {p:>26}  {' '.join(loads[mode])}")
 if best:
     print(f"(best anchor: {best}; feed->candidate counts from the clock's start, when the whole batch appears in the feed)")
 if "C" in rates:
@@ -312,7 +322,8 @@ phases = ["download", "extract", "stage", "sandbox", "evidence", "runner rest", 
 print()
 print("serve's per-job work (means over the mode's runs, ms; share of the job's total)")
 print(f"{'mode':<6} {'first run s':>11} " + " ".join(f"{p:>17}" for p in phases))
-for mode in ("A", "B", "D"):
+serve_modes = sorted({os.path.basename(f).split("-")[0] for f in glob.glob(os.path.join(logs, "*.log"))}, key=order)
+for mode in serve_modes:
     sums, n, first = {p: 0 for p in phases}, 0, []
     for log in sorted(glob.glob(os.path.join(logs, f"{mode}-*.log"))):
         start = float(open(log[: -len(".log")] + ".start").read())
@@ -350,7 +361,7 @@ steps = ["image+create", "checks+attach+start", "command", "wait latency", "tear
 print()
 print("the sandbox run by the evidence's timestamps (means, ms; share of begin..remove)")
 print(f"{'mode':<6} " + " ".join(f"{p:>25}" for p in steps))
-for mode in ("A", "B", "D"):
+for mode in serve_modes:
     sums, n = [0.0] * len(steps), 0
     for f in sorted(glob.glob(os.path.join(logs, f"{mode}-*.stamps"))):
         for line in open(f):
