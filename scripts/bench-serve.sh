@@ -321,7 +321,7 @@ stamp = lambda line: datetime.datetime.fromisoformat(line.split()[0].replace("Z"
 phases = ["download", "extract", "stage", "sandbox", "evidence", "runner rest", "total"]
 print()
 print("serve's per-job work (means over the mode's runs, ms; share of the job's total)")
-print(f"{'mode':<6} {'first run s':>11} " + " ".join(f"{p:>17}" for p in phases))
+print(f"{'mode':<6} {'first run s':>11} " + " ".join(f"{p:>17}" for p in phases) + f" {'slot/job, loop %':>17}")
 serve_modes = sorted({os.path.basename(f).split("-")[0] for f in glob.glob(os.path.join(logs, "*.log"))}, key=order)
 for mode in serve_modes:
     sums, n, first = {p: 0 for p in phases}, 0, []
@@ -345,8 +345,16 @@ for mode in serve_modes:
         continue
     total = sums["total"] / n
     cells = " ".join(f"{sums[p] / n:>8.0f} {100 * sums[p] / n / total:>6.1f}% " for p in phases)
-    print(f"{mode:<6} {statistics.median(first):>11.2f} {cells}")
+    # Slot time per job (wall x jobs at once / jobs) against the runner's own total: the rest
+    # is the loop's (the ledger's run start and end, scheduling). Only for a fixed --parallel.
+    k = {"A": 1, "B": 2}.get(mode) or (int(mode[1:]) if mode.startswith("S") else None)
+    walls = [float(e) - float(b) for m, b, e, _, _ in rows if m == mode]
+    slot = statistics.median(walls) * 1000 * k / jobs if k else None
+    outside = f"{slot:>8.0f} {100 * (slot - total) / slot:>6.1f}%" if slot else f"{'-':>15}"
+    print(f"{mode:<6} {statistics.median(first):>11.2f} {cells} {outside}")
 
+print("(slot/job: wall x --parallel / jobs; loop %: its share outside the runner (ledger, scheduling,")
+print(" idle slots at the batch's end); not for D, whose --parallel changes during the batch)")
 print("(runner rest: total - download - extract - the executor: judging, the cache, the candidate")
 print(" write; stage + sandbox + evidence is the executor less its digest comparisons. Sums over")
 print(" all of a mode's jobs, so the order the lines interleave in at --parallel > 1 does not matter)")
