@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# Jobs per hour for a batch of small jobs, three ways, in one run under the same conditions
-# (issue 14's benchmark):
+# Jobs per hour for a batch of small jobs, several ways, in one run under the same conditions
+# (issue 14's benchmark, with issue 29's Engine-API anchor):
 #   A  `worker serve --parallel 1` until every job of the batch has a candidate
 #   B  `worker serve --parallel 2`, the same
 #   C  the scheduled runner's equivalent: cycles of a cold `worker feed` as
@@ -25,7 +25,8 @@
 # sandbox run (the lifecycle around the container and the container itself), the evidence
 # write, and the rest of the runner (judging, cache, candidate write), each as a mean and as
 # a share of the job's total; plus the time from the clock's start to the first run (start-up
-# and the first poll).
+# and the first poll) and, for a fixed --parallel, the share of each slot's time outside the
+# runner. The third splits the sandbox run by the evidence's own timestamps.
 #
 # The jobs are the bundled example (busybox `cmp` of the benchmark's expected output with the
 # solver's result), alternately on its passing and its failing source, each with its own job
@@ -38,7 +39,7 @@
 # schedule itself. The schedule caps the real runner at MAX_JOBS x 4 jobs per hour whatever
 # its speed; the table prints that cap beside the measurement.
 #
-# The order of A, B and C rotates across repeats; each measurement gets fresh output, state,
+# The order of the modes rotates across repeats; each measurement gets fresh output, state,
 # staging and work directories created before its clock starts, and nothing is deleted while a
 # clock runs. The load average is recorded before and after each measurement.
 #
