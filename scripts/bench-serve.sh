@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# Jobs per hour for a batch of small jobs, three ways, in one run under the same conditions
-# (issue 14's benchmark):
+# Jobs per hour for a batch of small jobs, several ways, in one run under the same conditions
+# (issue 14's benchmark, with issue 29's Engine-API anchor):
 #   A  `worker serve --parallel 1` until every job of the batch has a candidate
 #   B  `worker serve --parallel 2`, the same
 #   C  the scheduled runner's equivalent: cycles of a cold `worker feed` as
@@ -10,6 +10,24 @@
 #      job has a candidate. Between cycles the feed drops the jobs that have a candidate, as the
 #      platform does once they are settled; otherwise each cycle would pick the same earliest
 #      expiring jobs again.
+#   D  `worker serve` with the default --parallel (what the engine and the manifests allow,
+#      crates/worker-serve/src/capacity.rs), the same
+#   S<n>  `worker serve --parallel n` (not in the default set; for finding the best n)
+#   E1, E2, E4  the raw Engine-API anchor (crates/worker/examples/engine_anchor.rs): the same
+#      jobs with the same create request (the worker's own create body for the same manifest)
+#      as create / start / wait / remove through bollard, with 1, 2 and 4 in flight: the
+#      engine's own throughput, nothing of the worker around the container (E<n>: n in flight)
+# The table gives each serve mode's ratio to the anchor's best in-flight count, and for each
+# serve mode the p50/p99 time from the job appearing in the feed (the whole batch appears at
+# once, when the clock starts) to its candidate file (its mtime). The serve runs log at info
+# with the executor's timing split (WORKER_LOG below); the second table is the breakdown of
+# serve's per-job work from those lines: archive download and extraction, staging, the
+# sandbox run (the lifecycle around the container and the container itself), the evidence
+# write, and the rest of the runner (judging, cache, candidate write), each as a mean and as
+# a share of the job's total; plus the time from the clock's start to the first run (start-up
+# and the first poll) and, for a fixed --parallel, the share of each slot's time outside the
+# runner. The third splits the sandbox run by the evidence's own timestamps.
+#
 # The jobs are the bundled example (busybox `cmp` of the benchmark's expected output with the
 # solver's result), alternately on its passing and its failing source, each with its own job
 # id, served with their archives by a local platform stand-in
@@ -21,7 +39,7 @@
 # schedule itself. The schedule caps the real runner at MAX_JOBS x 4 jobs per hour whatever
 # its speed; the table prints that cap beside the measurement.
 #
-# The order of A, B and C rotates across repeats; each measurement gets fresh output, state,
+# The order of the modes rotates across repeats; each measurement gets fresh output, state,
 # staging and work directories created before its clock starts, and nothing is deleted while a
 # clock runs. The load average is recorded before and after each measurement.
 #
@@ -29,7 +47,8 @@
 # here through scripts/services.sh --no-python --no-rust --no-node), python3 and jq. Release build (PROFILE=debug
 # to use the debug build instead). Cleans up its processes and files on exit.
 #
-# Usage: scripts/bench-serve.sh    (JOBS=50 REPEATS=3 MAX_JOBS=10 TIMEOUT=3600 to change)
+# Usage: scripts/bench-serve.sh    (JOBS=50 REPEATS=3 MAX_JOBS=10 TIMEOUT=3600 to change;
+#        MODES="A B D C E1 E2 E4" to run only some; KEEP=1 keeps the run directories)
 set -euo pipefail
 
 JOBS=${JOBS:-50}
@@ -37,6 +56,7 @@ REPEATS=${REPEATS:-3}
 MAX_JOBS=${MAX_JOBS:-10}
 TIMEOUT=${TIMEOUT:-3600}
 PROFILE=${PROFILE:-release}
+MODES=${MODES:-A B D C E1 E2 E4}
 
 cd "$(dirname "$0")/.."
 for tool in python3 jq bc docker; do
@@ -45,6 +65,13 @@ done
 for n in "$JOBS" "$REPEATS" "$MAX_JOBS" "$TIMEOUT"; do
     [[ "$n" =~ ^[1-9][0-9]*$ ]] || { echo "bench-serve: JOBS, REPEATS, MAX_JOBS and TIMEOUT must be positive numbers" >&2; exit 2; }
 done
+for mode in $MODES; do
+    case "$mode" in
+        A | B | C | D) ;;
+        E[1-9] | E[1-9][0-9] | S[1-9] | S[1-9][0-9]) ;;
+        *) echo "bench-serve: unknown mode $mode (A B C D, E<n> the anchor with n in flight, S<n> serve --parallel n)" >&2; exit 2 ;;
+    esac
+done
 case "$PROFILE" in
     release) build_flags=(--release) ;;
     debug) build_flags=() ;;
@@ -52,10 +79,11 @@ case "$PROFILE" in
 esac
 
 scripts/services.sh --no-python --no-rust --no-node >&2
-echo "building worker and bench_feed ($PROFILE)" >&2
-cargo build -q "${build_flags[@]}" -p worker --bin worker --example bench_feed >&2
+echo "building worker, bench_feed and engine_anchor ($PROFILE)" >&2
+cargo build -q "${build_flags[@]}" -p worker --bin worker --example bench_feed --example engine_anchor >&2
 BIN=$(pwd)/target/$PROFILE/worker
 FEED=$(pwd)/target/$PROFILE/examples/bench_feed
+ANCHOR=$(pwd)/target/$PROFILE/examples/engine_anchor
 image=$(jq -r .busybox .work/images.json)
 
 WORK=$(mktemp -d "${TMPDIR:-/tmp}/bench-serve.XXXXXX")
@@ -70,7 +98,7 @@ cleanup() {
     done
     # Staged trees are sealed read-only; make them writable so they can be removed.
     chmod -R u+w "$WORK" 2>/dev/null || true
-    rm -rf "$WORK"
+    if [[ -n "${KEEP:-}" ]]; then echo "bench-serve: kept $WORK" >&2; else rm -rf "$WORK"; fi
 }
 trap cleanup EXIT
 trap 'exit 130' INT TERM
@@ -81,6 +109,10 @@ feed_pid=$!
 for _ in $(seq 100); do [[ -s "$WORK/feed/base" ]] && break; sleep 0.1; done
 [[ -s "$WORK/feed/base" ]] || { echo "bench-serve: the feed stand-in did not start" >&2; cat "$WORK/feed.log" >&2; exit 1; }
 api=$(cat "$WORK/feed/base")
+# The anchor's trees: the example's, readable by the sandbox user (as staging makes them).
+mkdir -p "$WORK/anchor"
+cp -r fixtures/example/source-pass fixtures/example/source-fail fixtures/example/benchmark "$WORK/anchor/"
+chmod -R a+rX "$WORK/anchor"
 verifier=$(cat "$WORK/feed/verifier")
 [[ "$(jq length "$WORK/feed/all-jobs.json")" == "$JOBS" ]] || { echo "bench-serve: the feed has the wrong number of jobs" >&2; exit 1; }
 
@@ -90,7 +122,11 @@ load() { cut -d' ' -f1-3 /proc/loadavg; }
 candidates_in() { find "$@" -name 'candidate-*.json' ! -name '*.intoto.json' 2>/dev/null | wc -l; }
 candidate_ids() { find "$@" -name 'candidate-*.json' ! -name '*.intoto.json' -exec jq -r .job.job_id {} +; }
 results=$WORK/results.tsv
+latencies=$WORK/latencies.tsv
+logs=$WORK/serve-logs
 : >"$results"
+: >"$latencies"
+mkdir -p "$logs"
 
 # Every job once: the candidates' job ids (from the files themselves) are the feed's, once each.
 check_batch() { # label dirs...
@@ -110,9 +146,12 @@ measure_serve() { # label parallel run-dir
     cp "$WORK/feed/all-jobs.json" "$WORK/feed/feed.json"
     before=$(load)
     start=$(now)
-    "$BIN" serve --api "$api" --verifier "$verifier" --out "$dir/out" --state "$dir/state" \
+    local flags=()
+    [[ "$parallel" == default ]] || flags=(--parallel "$parallel")
+    WORKER_LOG=warn,worker_serve=info,worker_jobs::feed::sandbox_executor=debug NO_COLOR=1 \
+        "$BIN" serve --api "$api" --verifier "$verifier" --out "$dir/out" --state "$dir/state" \
         --work-dir "$dir/work" --staging-root "$dir/staging" --archive-base "$api" \
-        --parallel "$parallel" --poll-interval 1 --pull 2>"$dir/serve.log" &
+        "${flags[@]}" --poll-interval 1 --pull 2>"$dir/serve.log" &
     serve_pid=$!
     while (($(candidates_in "$dir/out") < JOBS)); do
         if ! kill -0 "$serve_pid" 2>/dev/null; then
@@ -132,6 +171,30 @@ measure_serve() { # label parallel run-dir
     wait "$serve_pid" || true
     serve_pid=""
     check_batch "$label" "$dir/out"
+    printf '%s\t%s\t%s\t%s\t%s\n' "$label" "$start" "$end" "$before" "$after" >>"$results"
+    # Feed to candidate: every job appeared when the clock started; its candidate's mtime.
+    find "$dir/out" -name 'candidate-*.json' ! -name '*.intoto.json' -printf '%T@\n' |
+        while read -r t; do printf '%s\t%s\n' "$label" "$(echo "$t - $start" | bc)"; done >>"$latencies"
+    printf '%s\n' "$start" >"$logs/$label-$(basename "$dir").start"
+    find "$dir/out" -name 'candidate-*.json' ! -name '*.intoto.json' -exec jq -r \
+        '.evidence.timestamps | [.begin_ms, .create_ms, .start_ms, .finish_ms, .remove_ms, .engine_started, .engine_finished] | @tsv' {} + \
+        >"$logs/$label-$(basename "$dir").stamps"
+    cp "$dir/serve.log" "$logs/$label-$(basename "$dir").log"
+    echo "  $label: $(echo "$end - $start" | bc) s (load $before -> $after)" >&2
+}
+
+# E1, E2, E4: the raw Engine-API anchor with K in flight.
+measure_anchor() { # label in-flight
+    local label=$1 k=$2 start end before after
+    before=$(load)
+    start=$(now)
+    "$ANCHOR" "$image" "$WORK/anchor/source-pass" "$WORK/anchor/source-fail" "$WORK/anchor/benchmark" \
+        "$JOBS" "$k" >"$WORK/anchor-$label.out" || {
+        echo "bench-serve: the anchor ($label) failed" >&2
+        exit 1
+    }
+    end=$(now)
+    after=$(load)
     printf '%s\t%s\t%s\t%s\t%s\n' "$label" "$start" "$end" "$before" "$after" >>"$results"
     echo "  $label: $(echo "$end - $start" | bc) s (load $before -> $after)" >&2
 }
@@ -177,9 +240,9 @@ measure_cycles() { # run-dir
     echo "  C: $(echo "$end - $start" | bc) s in $cycle cycles (load $before -> $after)" >&2
 }
 
-modes=(A B C)
+read -ra modes <<<"$MODES"
 for ((r = 0; r < REPEATS; r++)); do
-    order=("${modes[@]:r%3}" "${modes[@]:0:r%3}")
+    order=("${modes[@]:r%${#modes[@]}}" "${modes[@]:0:r%${#modes[@]}}")
     echo "repeat $((r + 1))/$REPEATS: ${order[*]}" >&2
     for mode in "${order[@]}"; do
         dir="$WORK/run-$r-$mode"
@@ -187,31 +250,139 @@ for ((r = 0; r < REPEATS; r++)); do
             A) measure_serve A 1 "$dir" ;;
             B) measure_serve B 2 "$dir" ;;
             C) measure_cycles "$dir" ;;
+            D) measure_serve D default "$dir" ;;
+            E*) measure_anchor "$mode" "${mode#E}" ;;
+            S*) measure_serve "$mode" "${mode#S}" "$dir" ;;
         esac
     done
 done
 
-python3 - "$results" "$JOBS" "$REPEATS" "$MAX_JOBS" "$PROFILE" <<'PY'
+python3 - "$results" "$latencies" "$logs" "$JOBS" "$REPEATS" "$MAX_JOBS" "$PROFILE" <<'PY'
+import datetime
+import glob
+import os
+import re
 import statistics
 import sys
 
-path, jobs, repeats, max_jobs, profile = sys.argv[1], int(sys.argv[2]), sys.argv[3], int(sys.argv[4]), sys.argv[5]
+path, lat_path, logs, jobs, repeats, max_jobs, profile = sys.argv[1:8]
+jobs, max_jobs = int(jobs), int(max_jobs)
 rows = [line.rstrip("\n").split("\t") for line in open(path) if line.strip()]
+def name(mode):
+    if mode in names:
+        return names[mode]
+    if mode.startswith("S"):
+        return f"worker serve --parallel {mode[1:]}"
+    return f"Engine API, {mode[1:]} in flight"
+
+
+order = lambda m: ("ABDSCE".index(m[0]), int(m[1:]) if m[1:] else 0)
 names = {
     "A": "worker serve --parallel 1",
     "B": "worker serve --parallel 2",
+    "D": "worker serve (default --parallel)",
     "C": f"cold worker feed cycles (--max-jobs {max_jobs})",
+    "E1": "Engine API, 1 in flight",
+    "E2": "Engine API, 2 in flight",
+    "E4": "Engine API, 4 in flight",
 }
 rates, loads = {}, {}
 for mode, start, end, before, after in rows:
     rates.setdefault(mode, []).append(jobs * 3600 / (float(end) - float(start)))
     loads.setdefault(mode, []).append(f"{before.split()[0]}->{after.split()[0]}")
+lat = {}
+for line in open(lat_path):
+    mode, seconds = line.split("\t")
+    lat.setdefault(mode, []).append(float(seconds))
+
+
+def pct(values, q):
+    values = sorted(values)
+    return values[min(len(values) - 1, max(0, round(q * len(values) + 0.5) - 1))]
+
+
+anchors = {m: statistics.median(r) for m, r in rates.items() if m.startswith("E")}
+best = max(anchors, key=anchors.get) if anchors else None
 print(f"{jobs} jobs, {repeats} repeat(s), order rotated, {profile} build")
-print(f"{'mode':<45} {'jobs/hour median':>16} {'min-max':>15} {'vs C':>6}  load 1-min before->after")
-c = statistics.median(rates["C"])
-for mode in "ABC":
+print(f"{'mode':<48} {'jobs/hour median':>16} {'min-max':>15} {'vs best E':>9} {'feed->candidate p50/p99 s':>26}  load 1-min before->after")
+for mode in sorted(rates, key=order):
     r = rates[mode]
     med = statistics.median(r)
-    print(f"{mode + ' ' + names[mode]:<45} {med:>16.0f} {min(r):>7.0f}-{max(r):<7.0f} {med / c:>5.2f}x  {' '.join(loads[mode])}")
-print(f"(the scheduled runner is also capped by its cron: {max_jobs} jobs x 4 cycles = {max_jobs * 4} jobs/hour)")
+    ratio = f"{med / anchors[best]:.2f}x" if best else "-"
+    p = f"{pct(lat[mode], 0.5):.1f} / {pct(lat[mode], 0.99):.1f}" if mode in lat else "-"
+    print(f"{mode + ' ' + name(mode):<48} {med:>16.0f} {min(r):>7.0f}-{max(r):<7.0f} {ratio:>9} {p:>26}  {' '.join(loads[mode])}")
+if best:
+    print(f"(best anchor: {best}; feed->candidate counts from the clock's start, when the whole batch appears in the feed)")
+if "C" in rates:
+    print(f"(the scheduled runner is also capped by its cron: {max_jobs} jobs x 4 cycles = {max_jobs * 4} jobs/hour)")
+
+# The breakdown of serve's per-job work, from the serve logs.
+field = lambda name, line: int(m.group(1)) if (m := re.search(rf"\b{name}=(\d+)", line)) else None
+stamp = lambda line: datetime.datetime.fromisoformat(line.split()[0].replace("Z", "+00:00")).timestamp()
+phases = ["download", "extract", "stage", "sandbox", "evidence", "runner rest", "total"]
+print()
+print("serve's per-job work (means over the mode's runs, ms; share of the job's total)")
+print(f"{'mode':<6} {'first run s':>11} " + " ".join(f"{p:>17}" for p in phases) + f" {'slot/job, loop %':>17}")
+serve_modes = sorted({os.path.basename(f).split("-")[0] for f in glob.glob(os.path.join(logs, "*.log"))}, key=order)
+for mode in serve_modes:
+    sums, n, first = {p: 0 for p in phases}, 0, []
+    for log in sorted(glob.glob(os.path.join(logs, f"{mode}-*.log"))):
+        start = float(open(log[: -len(".log")] + ".start").read())
+        executed = []
+        lines = open(log).read().splitlines()
+        running = [stamp(l) for l in lines if l.split()[1:2] == ["INFO"] and " running" in l]
+        if running:
+            first.append(min(running) - start)
+        for l in lines:
+            if l.rstrip().endswith("executed") or " executed " in l:
+                executed.append((field("stage_ms", l), field("sandbox_ms", l), field("evidence_ms", l)))
+        ended = [l for l in lines if "run ended" in l and "total_ms=" in l]
+        for l, (st, sb, ev) in zip(ended, executed):
+            d, x, e, t = (field(k, l) for k in ("download_ms", "extract_ms", "execute_ms", "total_ms"))
+            for p, v in zip(phases, (d, x, st, sb, ev, t - d - x - e, t)):
+                sums[p] += v
+            n += 1
+    if n == 0:
+        continue
+    total = sums["total"] / n
+    cells = " ".join(f"{sums[p] / n:>8.0f} {100 * sums[p] / n / total:>6.1f}% " for p in phases)
+    # Slot time per job (wall x jobs at once / jobs) against the runner's own total: the rest
+    # is the loop's (the ledger's run start and end, scheduling). Only for a fixed --parallel.
+    k = {"A": 1, "B": 2}.get(mode) or (int(mode[1:]) if mode.startswith("S") else None)
+    walls = [float(e) - float(b) for m, b, e, _, _ in rows if m == mode]
+    slot = statistics.median(walls) * 1000 * k / jobs if k else None
+    outside = f"{slot:>8.0f} {100 * (slot - total) / slot:>6.1f}%" if slot else f"{'-':>15}"
+    print(f"{mode:<6} {statistics.median(first):>11.2f} {cells} {outside}")
+
+print("(slot/job: wall x --parallel / jobs; loop %: its share outside the runner (ledger, scheduling,")
+print(" idle slots at the batch's end); not for D, whose --parallel changes during the batch)")
+print("(runner rest: total - download - extract - the executor: judging, the cache, the candidate")
+print(" write; stage + sandbox + evidence is the executor less its digest comparisons. Sums over")
+print(" all of a mode's jobs, so the order the lines interleave in at --parallel > 1 does not matter)")
+
+# The sandbox run split by the evidence's own timestamps.
+def iso(t):
+    head, _, frac = t.rstrip("Z").partition(".")
+    return datetime.datetime.fromisoformat(head + "+00:00").timestamp() + float("0." + (frac or "0"))
+
+
+steps = ["image+create", "checks+attach+start", "command", "wait latency", "teardown"]
+print()
+print("the sandbox run by the evidence's timestamps (means, ms; share of begin..remove)")
+print(f"{'mode':<6} " + " ".join(f"{p:>25}" for p in steps))
+for mode in serve_modes:
+    sums, n = [0.0] * len(steps), 0
+    for f in sorted(glob.glob(os.path.join(logs, f"{mode}-*.stamps"))):
+        for line in open(f):
+            b, c, s0, fi, r, es, ef = line.rstrip("\n").split("\t")
+            b, c, s0, fi, r = map(float, (b, c, s0, fi, r))
+            command = max(0.0, (iso(ef) - iso(es)) * 1000)
+            for i, v in enumerate((c - b, s0 - c, command, fi - s0 - command, r - fi)):
+                sums[i] += v
+            n += 1
+    if n:
+        whole = sum(sums) / n
+        print(f"{mode:<6} " + " ".join(f"{v / n:>16.0f} {100 * v / n / whole:>6.1f}% " for v in sums))
+print("(command: the engine's StartedAt..FinishedAt; wait latency: the rest of start..observed stopped;")
+print(" teardown: observed stopped..removal confirmed, the output and the post-run inspect included)")
 PY

@@ -249,6 +249,9 @@ async fn serve_loop(
         None => Some(engine_capacity(docker).await),
     };
     let mut chosen = None;
+    // The recent executions' durations: short ones overlap the engine's latency
+    // (capacity::auto_parallel_after).
+    let mut recent = capacity::RecentRuns::default();
     heartbeat(&ledger, &polls, telemetry)?;
     // The jobs (ledger key, job id) the last answered poll listed.
     let mut listed = BTreeMap::new();
@@ -276,8 +279,9 @@ async fn serve_loop(
             &mut listed,
             telemetry,
         )?;
-        let parallel = match host {
-            Some(host) => batch_parallel(host, &due, &mut chosen),
+        let largest = largest_of(&due);
+        let mut parallel = match host {
+            Some(host) => batch_parallel(host, largest, &recent, &mut chosen),
             None => config.parallel.unwrap_or(NonZeroUsize::MIN),
         };
         warn_waiting(&host_health, due.len(), clock.monotonic());
@@ -313,6 +317,10 @@ async fn serve_loop(
                 Some((run_id, run, took)) = running.next() => {
                     let row = &run.row;
                     telemetry.run_ended(row.status.as_str(), row.reason_code.as_deref(), took);
+                    let executed = run.executed.then_some(row.durations.execute_ms);
+                    if let Some(n) = after_run(executed, host, largest, &mut recent, &mut chosen) {
+                        parallel = n;
+                    }
                     let cause = cause_of(&run.outcome);
                     judge_host(&mut host_health, cause, row, clock.monotonic(), config.poll_interval, telemetry);
                     if let Some((key, id, _)) = open.remove(&run_id) {
@@ -528,28 +536,50 @@ async fn engine_capacity(docker: &Executor) -> capacity::Host {
     }
 }
 
-/// The default `--parallel` for the jobs due now; logged when it changes.
-fn batch_parallel(
-    host: capacity::Host,
-    due: &[(i64, verifier_sdk::ValidatedJob)],
-    chosen: &mut Option<NonZeroUsize>,
-) -> NonZeroUsize {
-    let Some(largest) = due
-        .iter()
+/// The largest limits among the jobs due now (`None`: none due).
+fn largest_of(due: &[(i64, verifier_sdk::ValidatedJob)]) -> Option<capacity::JobSize> {
+    due.iter()
         .map(|(_, job)| capacity::JobSize {
             cpu_millis: job.manifest().cpu_millis(),
             memory_bytes: job.manifest().memory_bytes(),
         })
         .reduce(capacity::JobSize::max)
-    else {
+}
+
+/// The default `--parallel` for the jobs due now, after the `recent` runs; logged when it
+/// changes.
+fn batch_parallel(
+    host: capacity::Host,
+    largest: Option<capacity::JobSize>,
+    recent: &capacity::RecentRuns,
+    chosen: &mut Option<NonZeroUsize>,
+) -> NonZeroUsize {
+    let Some(largest) = largest else {
         return chosen.unwrap_or(NonZeroUsize::MIN);
     };
-    let choice = capacity::auto_parallel(host, largest);
+    let choice = capacity::auto_parallel_after(host, largest, recent);
     if *chosen != Some(choice.parallel) {
         tracing::info!(parallel = choice.parallel.get(), why = %choice.why, "jobs at once");
         *chosen = Some(choice.parallel);
     }
     choice.parallel
+}
+
+/// After a run ends: an execution joins the recent runs and the default is sized again
+/// (`None` with `--parallel` given), so a batch's first short runs lift it for the rest of it.
+/// `executed_ms`: how long the run's execution took, `None` for a job that did not reach the
+/// engine (cached, refused), which says nothing of its latency.
+fn after_run(
+    executed_ms: Option<u64>,
+    host: Option<capacity::Host>,
+    largest: Option<capacity::JobSize>,
+    recent: &mut capacity::RecentRuns,
+    chosen: &mut Option<NonZeroUsize>,
+) -> Option<NonZeroUsize> {
+    if let Some(ms) = executed_ms {
+        recent.push(Duration::from_millis(ms));
+    }
+    Some(batch_parallel(host?, largest, recent, chosen))
 }
 
 /// Writes the heartbeat row, and tells `/healthz` it was written.
@@ -609,7 +639,12 @@ fn record(
     let detail = row.reason.as_deref().unwrap_or_default().escape_debug();
     match kind {
         RunKind::Completed => {
-            tracing::info!(job = %job_id.escape_debug(), run_id, status = row.status.as_str(), "run ended");
+            let d = &row.durations;
+            tracing::info!(
+                job = %job_id.escape_debug(), run_id, status = row.status.as_str(),
+                download_ms = d.download_ms, extract_ms = d.extract_ms,
+                execute_ms = d.execute_ms, total_ms = d.total_ms, "run ended"
+            );
         }
         RunKind::Rejected => tracing::warn!(
             job = %job_id.escape_debug(), run_id, status = row.status.as_str(), reason_code = code,
@@ -669,6 +704,37 @@ fn jittered(interval: Duration) -> Duration {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn serve_default_parallel_rises_within_a_batch_after_short_runs() {
+        let host = capacity::Host {
+            cpus: 2,
+            memory_bytes: 8 << 30,
+        };
+        let largest = Some(capacity::JobSize {
+            cpu_millis: 1000,
+            memory_bytes: 512 << 20,
+        });
+        let (mut recent, mut chosen) = (capacity::RecentRuns::default(), None);
+        let mut after = |ms| after_run(ms, Some(host), largest, &mut recent, &mut chosen);
+        // The first short run is not yet a pattern; a job that never reached the engine
+        // (cached, refused) is not a run at all.
+        assert_eq!(after(Some(300)).map(NonZeroUsize::get), Some(2));
+        assert_eq!(after(None).map(NonZeroUsize::get), Some(2));
+        // The second short run lifts the default for the rest of the batch.
+        assert_eq!(after(Some(250)).map(NonZeroUsize::get), Some(4));
+        assert_eq!(chosen.map(NonZeroUsize::get), Some(4));
+        // --parallel given: nothing to size.
+        let (mut recent, mut chosen) = (capacity::RecentRuns::default(), None);
+        assert_eq!(
+            after_run(Some(300), None, largest, &mut recent, &mut chosen),
+            None
+        );
+        assert_eq!(
+            after_run(Some(300), None, largest, &mut recent, &mut chosen),
+            None
+        );
+    }
 
     #[test]
     fn serve_poll_jitter_stays_within_ten_percent() {

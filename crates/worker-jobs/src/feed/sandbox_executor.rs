@@ -4,6 +4,7 @@
 //! held to the manifest's pinned digest by the sandbox's image check before create.
 
 use std::path::{Path, PathBuf};
+use std::time::Instant;
 
 use verifier_sdk::{
     NoVerdictOutcome, NoVerdictReason, RunOutput, Sha256Digest, TreeLimits, ValidatedJob,
@@ -62,6 +63,9 @@ impl JobExecutor for SandboxJobExecutor {
     ) -> Result<ExecutedJob, JobFailure> {
         let manifest = job.manifest();
         let root = &self.options.staging_root;
+        // The split of the executor's time, for the breakdown of serve's per-job work
+        // (BENCHMARKS.md): staging both trees, the sandbox run, the evidence write.
+        let t = Instant::now();
         let source = stage(
             StageKind::Source,
             source_dir,
@@ -101,11 +105,17 @@ impl JobExecutor for SandboxJobExecutor {
                 None,
             ));
         }
-        match run_job(&self.executor, job, &self.options).await {
+        let stage_ms = millis(t);
+        let t = Instant::now();
+        let ran = run_job(&self.executor, job, &self.options).await;
+        let sandbox_ms = millis(t);
+        match ran {
             Ok(Ok(run)) => {
+                let t = Instant::now();
                 if let Err(error) = write_evidence(root, &run.evidence) {
                     tracing::warn!(%error, "could not write the evidence record to the store");
                 }
+                tracing::debug!(stage_ms, sandbox_ms, evidence_ms = millis(t), "executed");
                 let evidence = serde_json::to_value(&run.evidence)
                     .map_err(|e| JobFailure::Internal(format!("serializing evidence: {e}")))?;
                 Ok(executed(run.output, Some(evidence)))
@@ -117,4 +127,8 @@ impl JobExecutor for SandboxJobExecutor {
             Err(e) => Err(JobFailure::Internal(e.to_string())),
         }
     }
+}
+
+fn millis(since: Instant) -> u64 {
+    u64::try_from(since.elapsed().as_millis()).unwrap_or(u64::MAX)
 }
