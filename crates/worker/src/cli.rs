@@ -150,7 +150,7 @@ pub enum Subcommands {
         /// store in the system temp dir, so a plan after a rehearsal finds its trees).
         #[arg(long)]
         staging_root: Option<PathBuf>,
-        /// Print agent-bounties/worker-plan-v1 JSON instead of text.
+        /// Print agent-bounties/worker-plan-v2 JSON instead of text.
         #[arg(long)]
         json: bool,
         /// The OCI runtime to plan for, as a run with the same --oci-runtime gets it (under

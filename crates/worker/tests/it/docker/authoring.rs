@@ -289,7 +289,7 @@ fn plan_defaults_to_rehearses_store_and_reads_like_rehearses_sandbox_block() {
     let json = ran(Command::new(WORKER).arg("plan").arg(&request).arg("--json"));
     assert_eq!(json.code, 0, "{}", json.stderr);
     let plan: Value = serde_json::from_str(&json.stdout).unwrap();
-    assert_eq!(plan["schema_version"], "agent-bounties/worker-plan-v1");
+    assert_eq!(plan["schema_version"], "agent-bounties/worker-plan-v2");
     assert_eq!(plan["source"]["staged"], true, "{plan}");
     assert_eq!(plan["benchmark"]["staged"], true, "{plan}");
 }
