@@ -1949,6 +1949,98 @@ fn bypassable_names_the_file_the_benchmark_runs_first_and_the_real_defect() {
     assert!(list < problem, "{out}");
 }
 
+/// Issue #26 item 5: the BYPASSABLE line hid the culprit among many replaced files. Here the
+/// benchmark builds the checker's path at run time (no `/workspace/…` text to find), and the
+/// checker sorts after ten other modules: only an experiment finds it. The rehearsal bisects the
+/// replaced files over real runs, within its budget, and names the checker first.
+#[test]
+fn bypassable_bisects_the_replaced_files_to_the_solver_shipped_checker() {
+    let r = Rehearsal::new();
+    let root = r.dir.path();
+    let benchmark = root.join("hidden-checker-benchmark");
+    fs::create_dir_all(&benchmark).unwrap();
+    fs::write(
+        benchmark.join("check.py"),
+        "import os, subprocess, sys\n\
+         checker = os.path.join('/work' + 'space', 'tools', 'check_' + 'card.py')\n\
+         sys.exit(subprocess.run([sys.executable, '-I', '-B', checker]).returncode)\n",
+    )
+    .unwrap();
+    let solved = root.join("hidden-checker-solved");
+    fs::create_dir_all(solved.join("tools")).unwrap();
+    fs::write(solved.join("card.json"), "{\"name\": \"agent\"}\n").unwrap();
+    for i in 0..10 {
+        fs::write(solved.join(format!("mod_{i:02}.py")), "NAME = 'agent'\n").unwrap();
+    }
+    fs::write(
+        solved.join("tools/check_card.py"),
+        "import json, sys\n\
+         card = json.load(open('/workspace/card.json'))\n\
+         sys.exit(0 if card.get('name') == 'agent' else 1)\n",
+    )
+    .unwrap();
+    let manifest = r.manifest("python-unittest.json", "python", |m| {
+        m["command"] = serde_json::json!(["python3", "-I", "-B", "/benchmark/check.py"]);
+    });
+    let ran = r.rehearse(&solved, &benchmark, &manifest, &["--adversarial"]);
+    let out = &ran.stdout;
+    println!("{out}{}", ran.stderr);
+    assert_eq!(ran.code, 4, "{out}{}", ran.stderr);
+    assert!(
+        out.contains(
+            "  BYPASSABLE: exit_on_load (passed): replaced tools/check_card.py, mod_00.py, \
+             mod_01.py and 8 more\n"
+        ),
+        "{out}"
+    );
+    let culprit = out
+        .lines()
+        .find(|l| l.starts_with("  culprit: "))
+        .unwrap_or_else(|| panic!("no culprit line: {out}"));
+    assert!(
+        culprit.starts_with(
+            "  culprit: tools/check_card.py: replacing it alone (the other 10 replaced files \
+             left out) makes the benchmark pass (found in "
+        ),
+        "{culprit}"
+    );
+    let runs: u32 = culprit
+        .rsplit("found in ")
+        .next()
+        .and_then(|t| t.split(' ').next())
+        .and_then(|n| n.parse().ok())
+        .unwrap_or_else(|| panic!("{culprit}"));
+    assert!((1..=8).contains(&runs), "{culprit}");
+    assert!(
+        out.contains(
+            "problem: the pass hinges on tools/check_card.py, a file the solver ships: replaced \
+             alone by an immediate exit 0, it makes the benchmark pass"
+        ),
+        "{out}"
+    );
+    assert!(out.contains("ship the checker in the benchmark"), "{out}");
+
+    let json = r
+        .rehearse(&solved, &benchmark, &manifest, &["--adversarial", "--json"])
+        .json();
+    let found = &json["adversarial"]["culprit"];
+    assert_eq!(found["stub"], "exit_on_load", "{found}");
+    assert_eq!(
+        found["files"],
+        serde_json::json!(["tools/check_card.py"]),
+        "{found}"
+    );
+    assert_eq!(found["minimal"], true, "{found}");
+    assert_eq!(found["kept_files_alone_pass"], false, "{found}");
+    assert_eq!(found["budget"], 8, "{found}");
+    // Deterministic: the same trials in the same order, so the same count.
+    assert_eq!(found["runs"], runs, "{found}");
+    let trials = found["trials"].as_array().unwrap();
+    assert_eq!(trials.len() as u32, runs, "{found}");
+    assert_eq!(trials[0]["replaced"], serde_json::json!([]), "{found}");
+    assert_eq!(trials[0]["status"], "failed", "{found}");
+}
+
 /// The words of a plain rehearsal, its exit code and the README's exit-code table must say the
 /// same thing: exit 0 with one run, no base and no stubs is a pass whose other checks were not
 /// made, and the report names each with the flag that makes it.
