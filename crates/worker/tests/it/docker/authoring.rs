@@ -497,6 +497,18 @@ fn example_tasks(dir: &Path, names: &[(&str, &str, bool)]) -> PathBuf {
     path
 }
 
+/// `worker rehearse --batch TASKS --log-dir LOGS`, staged in `dir/store`.
+fn batch_with_logs(dir: &Path, tasks: &Path, logs: &Path) -> Ran {
+    ran(Command::new(WORKER)
+        .arg("rehearse")
+        .arg("--batch")
+        .arg(tasks)
+        .arg("--staging-root")
+        .arg(dir.join("store"))
+        .arg("--log-dir")
+        .arg(logs))
+}
+
 /// Issue #26: `--batch` with `--log-dir DIR` writes each task's logs under `DIR/<task name>/`
 /// (with one rehearsal's file names there, stub files carrying the stub's name).
 #[test]
@@ -510,14 +522,7 @@ fn batch_log_dir_writes_each_tasks_logs_under_its_name() {
         ],
     );
     let logs = dir.path().join("logs");
-    let out = ran(Command::new(WORKER)
-        .arg("rehearse")
-        .arg("--batch")
-        .arg(&tasks)
-        .arg("--staging-root")
-        .arg(dir.path().join("store"))
-        .arg("--log-dir")
-        .arg(&logs));
+    let out = batch_with_logs(dir.path(), &tasks, &logs);
     println!("{}{}", out.stdout, out.stderr);
     assert_eq!(out.code, 4, "{}{}", out.stdout, out.stderr);
     let listing = |sub: &str| -> Vec<String> {
@@ -578,14 +583,7 @@ fn a_batch_task_name_cannot_put_its_logs_outside_the_log_dir() {
         let tasks = example_tasks(dir.path(), &[(name, "source-pass", false)]);
         let logs = dir.path().join("deep/logs");
         fs::create_dir_all(&logs).unwrap();
-        let out = ran(Command::new(WORKER)
-            .arg("rehearse")
-            .arg("--batch")
-            .arg(&tasks)
-            .arg("--staging-root")
-            .arg(dir.path().join("store"))
-            .arg("--log-dir")
-            .arg(&logs));
+        let out = batch_with_logs(dir.path(), &tasks, &logs);
         assert_eq!(out.code, 4, "{name}: {}{}", out.stdout, out.stderr);
         assert!(
             out.stderr.contains(&format!(

@@ -1835,20 +1835,29 @@ fn solver_checker_bounty(r: &Rehearsal) -> (PathBuf, PathBuf, PathBuf, PathBuf) 
     fs::create_dir_all(&unsolved).unwrap();
     fs::write(unsolved.join("card.json"), "{}\n").unwrap();
     let solved = root.join("checker-solved");
-    fs::create_dir_all(solved.join("tools")).unwrap();
-    fs::write(solved.join("card.json"), "{\"name\": \"agent\"}\n").unwrap();
+    write_card_checker(&solved);
     fs::write(solved.join("helper.py"), "NAME = 'agent'\n").unwrap();
+    (benchmark, unsolved, solved, check_py_manifest(r))
+}
+
+/// The solver's checker: `tools/check_card.py` passes when `card.json` names the agent.
+fn write_card_checker(tree: &Path) {
+    fs::create_dir_all(tree.join("tools")).unwrap();
+    fs::write(tree.join("card.json"), "{\"name\": \"agent\"}\n").unwrap();
     fs::write(
-        solved.join("tools/check_card.py"),
+        tree.join("tools/check_card.py"),
         "import json, sys\n\
          card = json.load(open('/workspace/card.json'))\n\
          sys.exit(0 if card.get('name') == 'agent' else 1)\n",
     )
     .unwrap();
-    let manifest = r.manifest("python-unittest.json", "python", |m| {
+}
+
+/// The python image running the benchmark's `check.py`, as the live bounties' command does.
+fn check_py_manifest(r: &Rehearsal) -> PathBuf {
+    r.manifest("python-unittest.json", "python", |m| {
         m["command"] = serde_json::json!(["python3", "-I", "-B", "/benchmark/check.py"]);
-    });
-    (benchmark, unsolved, solved, manifest)
+    })
 }
 
 #[test]
@@ -1967,21 +1976,11 @@ fn bypassable_bisects_the_replaced_files_to_the_solver_shipped_checker() {
     )
     .unwrap();
     let solved = root.join("hidden-checker-solved");
-    fs::create_dir_all(solved.join("tools")).unwrap();
-    fs::write(solved.join("card.json"), "{\"name\": \"agent\"}\n").unwrap();
+    write_card_checker(&solved);
     for i in 0..10 {
         fs::write(solved.join(format!("mod_{i:02}.py")), "NAME = 'agent'\n").unwrap();
     }
-    fs::write(
-        solved.join("tools/check_card.py"),
-        "import json, sys\n\
-         card = json.load(open('/workspace/card.json'))\n\
-         sys.exit(0 if card.get('name') == 'agent' else 1)\n",
-    )
-    .unwrap();
-    let manifest = r.manifest("python-unittest.json", "python", |m| {
-        m["command"] = serde_json::json!(["python3", "-I", "-B", "/benchmark/check.py"]);
-    });
+    let manifest = check_py_manifest(&r);
     let ran = r.rehearse(&solved, &benchmark, &manifest, &["--adversarial"]);
     let out = &ran.stdout;
     println!("{out}{}", ran.stderr);

@@ -523,12 +523,7 @@ fn plan_prints_the_profile_without_creating_a_container() {
     let job = env.cmp_job(&source);
     let path = env.write_request("request.json", &json!({ "job": job }));
     let since = now().to_string();
-    let child = Command::new(WORKER)
-        .arg("plan")
-        .arg(&path)
-        .arg("--staging-root")
-        .arg(&env.root)
-        .arg("--json")
+    let child = plan_json(&env, &path)
         .env_remove("REGRESSION_SANDBOX_STAGING_ROOT")
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
@@ -593,18 +588,8 @@ fn plan_json_lists_each_mount_once() {
     let _engine = shared();
     let env = Env::new();
     let source = env.stage_source("source-pass");
-    let job = env.cmp_job(&source);
-    let path = env.write_request("request.json", &json!({ "job": job }));
-    let run = Run::from(
-        Command::new(WORKER)
-            .arg("plan")
-            .arg(&path)
-            .arg("--staging-root")
-            .arg(&env.root)
-            .arg("--json")
-            .output()
-            .unwrap(),
-    );
+    let path = env.write_request("request.json", &json!({ "job": env.cmp_job(&source) }));
+    let run = Run::from(plan_json(&env, &path).output().unwrap());
     assert_eq!(run.code, 0, "{run:?}");
     let plan = run.json();
     assert_eq!(
@@ -622,6 +607,18 @@ fn plan_json_lists_each_mount_once() {
     let mounts = plan["container"]["mounts"].as_array().unwrap();
     assert_eq!(mounts.len(), 2, "{plan}");
     assert!(plan["container"].get("mount_points").is_none(), "{plan}");
+}
+
+/// `worker plan REQUEST --staging-root <env's> --json`.
+fn plan_json(env: &Env, request: &Path) -> Command {
+    let mut command = Command::new(WORKER);
+    command
+        .arg("plan")
+        .arg(request)
+        .arg("--staging-root")
+        .arg(&env.root)
+        .arg("--json");
+    command
 }
 
 fn validate(env: &Env, request: &Value) -> Run {
