@@ -6,6 +6,7 @@ mod authoring;
 mod cli_json;
 mod doctor;
 mod engine_host;
+mod example_run;
 mod feed_cli;
 mod gc;
 mod in_toto;
