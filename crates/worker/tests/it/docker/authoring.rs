@@ -7,37 +7,20 @@ use std::fs;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
+use super::ran::{Ran, fixture, ran as read};
 use crate::support::{image, workspace_root};
 use serde_json::{Value, json};
 
 const WORKER: &str = env!("CARGO_BIN_EXE_worker");
 
-struct Ran {
-    code: i32,
-    stdout: String,
-    stderr: String,
-}
-
+/// Runs `command` with no staging-root variable (each test names its store, or means the
+/// default one).
 fn ran(command: &mut Command) -> Ran {
     let output = command
         .env_remove("REGRESSION_SANDBOX_STAGING_ROOT")
         .output()
         .unwrap();
-    let ran = Ran {
-        code: output.status.code().unwrap_or(-1),
-        stdout: String::from_utf8_lossy(&output.stdout).into_owned(),
-        stderr: String::from_utf8_lossy(&output.stderr).into_owned(),
-    };
-    assert_ne!(
-        ran.code, 5,
-        "these tests need the Docker daemon on /var/run/docker.sock: {}",
-        ran.stderr
-    );
-    ran
-}
-
-fn fixture(path: &str) -> PathBuf {
-    workspace_root().join("fixtures").join(path)
+    read(&output)
 }
 
 /// `manifests/python-unittest.json` with the local python image pinned and the harness told to

@@ -12,6 +12,7 @@ mod gc;
 mod in_toto;
 mod junit_stdout;
 mod per_test;
+mod ran;
 mod rehearse;
 mod request;
 mod run_regression;

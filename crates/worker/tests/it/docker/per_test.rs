@@ -11,40 +11,10 @@ use std::process::Command;
 
 use serde_json::{Value, json};
 
+pub(super) use super::ran::{Ran, fixture, ran};
 use crate::support::{image, workspace_root};
 
 const WORKER: &str = env!("CARGO_BIN_EXE_worker");
-
-pub(super) fn fixture(path: &str) -> PathBuf {
-    workspace_root().join("fixtures").join(path)
-}
-
-pub(super) struct Ran {
-    pub(super) code: i32,
-    pub(super) stdout: String,
-    pub(super) stderr: String,
-}
-
-impl Ran {
-    pub(super) fn json(&self) -> Value {
-        serde_json::from_str(&self.stdout)
-            .unwrap_or_else(|e| panic!("stdout is not json ({e}): {}{}", self.stdout, self.stderr))
-    }
-}
-
-pub(super) fn ran(output: &std::process::Output) -> Ran {
-    let ran = Ran {
-        code: output.status.code().unwrap_or(-1),
-        stdout: String::from_utf8_lossy(&output.stdout).into_owned(),
-        stderr: String::from_utf8_lossy(&output.stderr).into_owned(),
-    };
-    assert_ne!(
-        ran.code, 5,
-        "these tests need the Docker daemon: {}",
-        ran.stderr
-    );
-    ran
-}
 
 /// `manifests/<name>` with the locally built image `key` pinned, then `edit` applied.
 pub(super) fn manifest(

@@ -5,45 +5,15 @@
 use std::fs;
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+use std::process::Command;
 
+use super::ran::{Ran, fixture, ran};
 use crate::support::{image, workspace_root};
 use serde_json::Value;
 use verifier_sdk::RunnerManifest;
 
 struct Rehearsal {
     dir: tempfile::TempDir,
-}
-
-struct Ran {
-    code: i32,
-    stdout: String,
-    stderr: String,
-}
-
-impl Ran {
-    fn json(&self) -> Value {
-        serde_json::from_str(&self.stdout)
-            .unwrap_or_else(|e| panic!("stdout is not json ({e}): {}", self.stdout))
-    }
-}
-
-fn finish(output: &Output) -> Ran {
-    let ran = Ran {
-        code: output.status.code().unwrap_or(-1),
-        stdout: String::from_utf8_lossy(&output.stdout).into_owned(),
-        stderr: String::from_utf8_lossy(&output.stderr).into_owned(),
-    };
-    assert_ne!(
-        ran.code, 5,
-        "these tests need the Docker daemon on /var/run/docker.sock: {}",
-        ran.stderr
-    );
-    ran
-}
-
-fn fixture(path: &str) -> PathBuf {
-    workspace_root().join("fixtures").join(path)
 }
 
 impl Rehearsal {
@@ -93,7 +63,7 @@ impl Rehearsal {
             .env_remove("REGRESSION_SANDBOX_STAGING_ROOT")
             .output()
             .unwrap();
-        finish(&output)
+        ran(&output)
     }
 
     /// [`Self::rehearse`] of the bundled example's passing source and its benchmark.
@@ -131,13 +101,11 @@ impl Rehearsal {
 }
 
 fn explain(args: &[&str]) -> Ran {
-    finish(
-        &Command::new(env!("CARGO_BIN_EXE_worker"))
-            .arg("explain")
-            .args(args)
-            .output()
-            .unwrap(),
-    )
+    ran(&Command::new(env!("CARGO_BIN_EXE_worker"))
+        .arg("explain")
+        .args(args)
+        .output()
+        .unwrap())
 }
 
 const EXAMPLE_SOURCE_DIGEST: &str =
@@ -617,7 +585,7 @@ fn a_missing_image_is_no_verdict_with_a_hint_and_the_env_root_is_used() {
         .env("REGRESSION_SANDBOX_STAGING_ROOT", &root)
         .output()
         .unwrap();
-    let ran = finish(&output);
+    let ran = ran(&output);
     assert_eq!(ran.code, 3, "{}{}", ran.stdout, ran.stderr);
     let report = ran.json();
     let run = &report["runs"][0];
