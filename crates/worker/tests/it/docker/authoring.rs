@@ -7,7 +7,7 @@ use std::fs;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use super::ran::{Ran, fixture, ran as read};
+use super::ran::{Ran, fixture, ran as read, rehearse_command};
 use crate::support::{image, workspace_root};
 use serde_json::{Value, json};
 
@@ -36,17 +36,13 @@ fn harness_manifest(dir: &Path, count: u32) -> PathBuf {
 }
 
 fn rehearse(dir: &Path, source: &Path, benchmark: &Path, manifest: &Path, extra: &[&str]) -> Ran {
-    ran(Command::new(WORKER)
-        .arg("rehearse")
-        .arg("--source")
-        .arg(source)
-        .arg("--benchmark")
-        .arg(benchmark)
-        .arg("--manifest")
-        .arg(manifest)
-        .arg("--staging-root")
-        .arg(dir.join("store"))
-        .args(extra))
+    ran(&mut rehearse_command(
+        &dir.join("store"),
+        source,
+        benchmark,
+        manifest,
+        extra,
+    ))
 }
 
 /// The walk-through's first step: the template expects 2 tests, the project has 7. The

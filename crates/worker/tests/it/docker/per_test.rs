@@ -60,20 +60,7 @@ pub(super) fn rehearse(
     manifest: &Path,
     extra: &[&str],
 ) -> Command {
-    let mut command = Command::new(WORKER);
-    command
-        .arg("rehearse")
-        .arg("--source")
-        .arg(source)
-        .arg("--benchmark")
-        .arg(benchmark)
-        .arg("--manifest")
-        .arg(manifest)
-        .arg("--staging-root")
-        .arg(dir.join("staging"))
-        .args(extra)
-        .env_remove("REGRESSION_SANDBOX_STAGING_ROOT");
-    command
+    super::ran::rehearse_command(&dir.join("staging"), source, benchmark, manifest, extra)
 }
 
 const RANGE_CHECK: &str = "test_solution.ToRoman.test_out_of_range_is_refused";

@@ -2,8 +2,8 @@
 //! definition for the rehearse, authoring and per-test modules.
 #![allow(clippy::unwrap_used, clippy::expect_used)] // tests may unwrap (COMMON.md)
 
-use std::path::PathBuf;
-use std::process::Output;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
 
 use serde_json::Value;
 
@@ -43,4 +43,29 @@ pub(super) fn ran(output: &Output) -> Ran {
 /// `fixtures/<path>` of this repository.
 pub(super) fn fixture(path: &str) -> PathBuf {
     workspace_root().join("fixtures").join(path)
+}
+
+/// `worker rehearse --source … --benchmark … --manifest … --staging-root STORE EXTRA…`, with no
+/// staging-root variable from the test's environment.
+pub(super) fn rehearse_command(
+    store: &Path,
+    source: &Path,
+    benchmark: &Path,
+    manifest: &Path,
+    extra: &[&str],
+) -> Command {
+    let mut command = Command::new(env!("CARGO_BIN_EXE_worker"));
+    command
+        .arg("rehearse")
+        .arg("--source")
+        .arg(source)
+        .arg("--benchmark")
+        .arg(benchmark)
+        .arg("--manifest")
+        .arg(manifest)
+        .arg("--staging-root")
+        .arg(store)
+        .args(extra)
+        .env_remove("REGRESSION_SANDBOX_STAGING_ROOT");
+    command
 }

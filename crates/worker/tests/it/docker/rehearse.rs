@@ -7,7 +7,7 @@ use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use super::ran::{Ran, fixture, ran};
+use super::ran::{Ran, fixture, ran, rehearse_command};
 use crate::support::{image, workspace_root};
 use serde_json::Value;
 use verifier_sdk::RunnerManifest;
@@ -49,21 +49,9 @@ impl Rehearsal {
     }
 
     fn rehearse(&self, source: &Path, benchmark: &Path, manifest: &Path, extra: &[&str]) -> Ran {
-        let output = Command::new(env!("CARGO_BIN_EXE_worker"))
-            .arg("rehearse")
-            .arg("--source")
-            .arg(source)
-            .arg("--benchmark")
-            .arg(benchmark)
-            .arg("--manifest")
-            .arg(manifest)
-            .arg("--staging-root")
-            .arg(self.dir.path().join("staging"))
-            .args(extra)
-            .env_remove("REGRESSION_SANDBOX_STAGING_ROOT")
-            .output()
-            .unwrap();
-        ran(&output)
+        let store = self.dir.path().join("staging");
+        let output = rehearse_command(&store, source, benchmark, manifest, extra).output();
+        ran(&output.unwrap())
     }
 
     /// [`Self::rehearse`] of the bundled example's passing source and its benchmark.
