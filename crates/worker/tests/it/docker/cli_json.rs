@@ -4,7 +4,7 @@
 //! unreachable engine is explained in the operator's terms; a bare `worker` lists every mode.
 #![allow(clippy::unwrap_used, clippy::expect_used)] // tests may unwrap (COMMON.md)
 
-use super::example_run::example_request;
+use super::example_run::ExampleRequest;
 
 use std::fs;
 use std::path::Path;
@@ -84,16 +84,7 @@ fn json_failures_print_an_error_object_on_stdout() {
 
 /// A real evidence record from a real run, for `explain`.
 fn evidence_record(dir: &Path) -> std::path::PathBuf {
-    let example = example_request(dir, "source-fail");
-    let evidence = dir.join("evidence.json");
-    let out = example
-        .run_regression()
-        .arg("--evidence")
-        .arg(&evidence)
-        .output()
-        .unwrap();
-    assert_eq!(out.status.code(), Some(0), "{out:?}");
-    evidence
+    ExampleRequest::failing_run_evidence(dir, &[]).1
 }
 
 #[test]

@@ -3,7 +3,7 @@
 //! `worker doctor --json` and against facts read without the worker (the docker CLI, `stat -f`).
 #![allow(clippy::unwrap_used, clippy::expect_used)] // tests may unwrap (COMMON.md)
 
-use super::example_run::example_request;
+use super::example_run::ExampleRequest;
 use crate::support;
 
 use std::fs;
@@ -37,17 +37,8 @@ fn stat_fs(path: &str) -> String {
 
 /// The evidence record of a `--run-regression` of the failing example under `oci_runtime`.
 fn run_regression(dir: &Path, oci_runtime: &str) -> Value {
-    let example = example_request(dir, "source-fail");
-    let evidence = dir.join("evidence.json");
-    let out = example
-        .run_regression()
-        .arg("--evidence")
-        .arg(&evidence)
-        .args(["--oci-runtime", oci_runtime])
-        .output()
-        .unwrap();
-    assert_eq!(out.status.code(), Some(0), "{out:?}");
-    let outcome: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let (outcome, evidence) =
+        ExampleRequest::failing_run_evidence(dir, &["--oci-runtime", oci_runtime]);
     assert_eq!(outcome["verdict"], "failed", "{outcome:#}");
     serde_json::from_slice(&fs::read(&evidence).unwrap()).unwrap()
 }

@@ -69,4 +69,20 @@ impl ExampleRequest {
             .env_remove("DOCKER_HOST");
         command
     }
+
+    /// Runs the failing example's request with `--evidence <dir>/evidence.json` and `extra`;
+    /// asserts it exited 0 and returns the outcome on stdout and the evidence file.
+    pub(super) fn failing_run_evidence(dir: &Path, extra: &[&str]) -> (Value, PathBuf) {
+        let example = example_request(dir, "source-fail");
+        let evidence = dir.join("evidence.json");
+        let out = example
+            .run_regression()
+            .arg("--evidence")
+            .arg(&evidence)
+            .args(extra)
+            .output()
+            .unwrap();
+        assert_eq!(out.status.code(), Some(0), "{out:?}");
+        (serde_json::from_slice(&out.stdout).unwrap(), evidence)
+    }
 }
