@@ -186,6 +186,13 @@ impl Culprit {
             );
         }
         let others = self.of - self.files.len();
+        if others == 0 && !self.minimal {
+            return format!(
+                "  culprit: not narrowed: no half of the {} replaced files passes alone, so the \
+                 pass needs files of both (tried in {runs})\n",
+                self.of
+            );
+        }
         let others = match others {
             1 => "the other replaced file".to_owned(),
             n => format!("the other {n} replaced files"),
@@ -280,10 +287,23 @@ mod tests {
         assert_eq!(found.files.len(), 8, "{found:?}");
         assert!(!found.minimal);
         assert_eq!(found.runs, 3);
-        assert!(
-            found.line(str::to_owned).contains("neither half"),
-            "{found:?}"
+        let line = found.line(str::to_owned);
+        assert_eq!(
+            line,
+            "  culprit: not narrowed: no half of the 8 replaced files passes alone, so the pass \
+             needs files of both (tried in 3 runs)\n"
         );
+        // Narrowed once, then stuck: the subset found is named, with why the search stopped.
+        let found = drive(files(16), &[], &["f00.py", "f07.py"], CULPRIT_BUDGET);
+        assert_eq!(found.files.len(), 8, "{found:?}");
+        let line = found.line(str::to_owned);
+        assert!(
+            line.starts_with(
+                "  culprit: replacing only these 8 (the other 8 replaced files left out)"
+            ),
+            "{line}"
+        );
+        assert!(line.contains("neither half of them passes alone"), "{line}");
     }
 
     #[test]
