@@ -29,6 +29,7 @@ use std::path::{Path, PathBuf};
 use serde::Serialize;
 use verifier_sdk::{Sha256Digest, TreeLimits};
 
+use super::culprit::{CULPRIT_BUDGET, Culprit, Search};
 use super::exec::{Prepared, RunName, RunResult, Runs, one_run};
 use super::judgement::{NOT_JUDGED, judge};
 use super::references::{References, referenced_first, workspace_references};
@@ -147,6 +148,9 @@ pub struct Adversarial {
     pub bypassable: Option<bool>,
     /// Why the benchmark was not judged and what to pass instead, when `bypassable` is `None`.
     pub not_judged: Option<String>,
+    /// When `exit_on_load` passed having replaced more than one file: the files the pass
+    /// hinges on, found by bisecting them over real runs ([`super::culprit`]); else `None`.
+    pub culprit: Option<Culprit>,
 }
 
 impl Adversarial {
@@ -168,6 +172,9 @@ impl Adversarial {
         let mut out = format!("adversarial stubs ({})\n", self.stubs.len());
         for stub in &self.stubs {
             out.push_str(&stub.line());
+            if let Some(culprit) = self.culprit.as_ref().filter(|c| c.stub == stub.name) {
+                out.push_str(&culprit.line(printable));
+            }
         }
         let bypassed = self.bypassed();
         if let Some(why) = &self.not_judged {
@@ -282,6 +289,7 @@ pub(crate) async fn run_stubs(
     }));
 
     let mut stubs = Vec::new();
+    let mut culprit = None;
     for (i, tree) in trees.into_iter().enumerate() {
         let Some(tree) = tree else {
             stubs.push(not_applicable());
@@ -301,7 +309,26 @@ pub(crate) async fn run_stubs(
             stub: true,
         };
         let run = one_run(executor, prepared, runs, digest, 1, name).await?;
-        stubs.push(StubResult::ran(tree, digest, run, &references));
+        let mut result = StubResult::ran(tree, digest, run, &references);
+        if result.name == EXIT_ON_LOAD && result.outcome == "bypassed" && result.replaced.len() > 1
+        {
+            let trials = Trials {
+                executor,
+                prepared,
+                root,
+                source: &source,
+                work: work.path(),
+                limits,
+            };
+            let found = find_culprit(&trials, runs, &result).await?;
+            // The files the pass hinges on head the stub's line.
+            let (first, rest): (Vec<String>, Vec<String>) = std::mem::take(&mut result.replaced)
+                .into_iter()
+                .partition(|f| found.files.contains(f));
+            result.replaced = first.into_iter().chain(rest).collect();
+            culprit = Some(found);
+        }
+        stubs.push(result);
     }
     let (bypassable, not_judged) = judge(&stubs, source_verdict);
     if not_judged.is_some() {
@@ -315,7 +342,72 @@ pub(crate) async fn run_stubs(
         stubs,
         bypassable,
         not_judged,
+        culprit,
     })
+}
+
+/// What a culprit trial needs: the engine, the rehearsal, the staged source the stub was built
+/// from, and where trial trees are built.
+struct Trials<'a> {
+    executor: &'a Executor,
+    prepared: &'a Prepared,
+    root: &'a Path,
+    source: &'a Path,
+    work: &'a Path,
+    limits: TreeLimits,
+}
+
+/// Bisects the files a passing `exit_on_load` replaced ([`super::culprit`]): each trial a tree
+/// built, staged and run like a stub, at most [`CULPRIT_BUDGET`] of them.
+async fn find_culprit(
+    trials: &Trials<'_>,
+    runs: &mut Runs,
+    stub: &StubResult,
+) -> Result<Culprit, RehearseError> {
+    let mut search = Search::new(
+        stub.replaced.clone(),
+        &stub.run_by_benchmark,
+        CULPRIT_BUDGET,
+    );
+    let mut k = 0u32;
+    while let Some(subset) = search.next() {
+        k += 1;
+        let dest = trials.work.join(format!("culprit-{k}"));
+        let tree = exit_on_load_only(trials.source, &dest, trials.limits, Some(&subset))?
+            .ok_or_else(|| root_error(&dest, "the culprit trial's tree was not built"))?;
+        let staged = stage_tree(
+            StageKind::Source,
+            &tree.dir,
+            trials.root,
+            trials.limits,
+            &mut NoProgress,
+        )
+        .map_err(|source| RehearseError::Stage {
+            what: "culprit trial",
+            source,
+        })?;
+        let label = format!("rehearse-culprit-{k}");
+        let step = match subset.len() {
+            1 => format!("culprit trial {k}: {} alone", printable(&subset[0])),
+            n => format!("culprit trial {k}: {n} of {} files", stub.replaced.len()),
+        };
+        let name = RunName {
+            label: &label,
+            step: &step,
+            stub: false,
+        };
+        let run = one_run(
+            trials.executor,
+            trials.prepared,
+            runs,
+            staged.snapshot.digest,
+            1,
+            name,
+        )
+        .await?;
+        search.record(subset, run.explanation.status);
+    }
+    Ok(search.finish(EXIT_ON_LOAD))
 }
 
 /// Only the programs the benchmark runs from `/workspace` (a file in a language with an exit
@@ -389,6 +481,17 @@ fn exit_on_load(
     dest: &Path,
     limits: TreeLimits,
 ) -> Result<Option<StubTree>, RehearseError> {
+    exit_on_load_only(source, dest, limits, None)
+}
+
+/// [`exit_on_load`], or with `only` a culprit trial's tree: only the files of `only` replaced
+/// by their exit stubs, every other file an exit stub would replace left out, the rest kept.
+fn exit_on_load_only(
+    source: &Path,
+    dest: &Path,
+    limits: TreeLimits,
+    only: Option<&[String]>,
+) -> Result<Option<StubTree>, RehearseError> {
     let (files, dirs) = verifier_sdk::digest::list_tree(source, limits)
         .map_err(|e| root_error(source, format!("listing the staged source: {e}")))?;
     make_dir(dest)?;
@@ -401,6 +504,7 @@ fn exit_on_load(
         let from = source.join(&file.rel_path);
         let to = dest.join(&file.rel_path);
         match exit_stub(&file.rel_path) {
+            Some(_) if only.is_some_and(|only| !only.contains(&file.rel_path)) => {}
             Some(body) => {
                 let mut content = shebang(&from)?;
                 content.extend_from_slice(body.as_bytes());
@@ -416,7 +520,7 @@ fn exit_on_load(
             }
         }
     }
-    if replaced.is_empty() {
+    if replaced.is_empty() && only.is_none() {
         return Ok(None);
     }
     Ok(Some(StubTree {
@@ -594,6 +698,7 @@ mod tests {
             ],
             bypassable: Some(false),
             not_judged: None,
+            culprit: None,
         };
         assert!(
             adversarial.human().ends_with(

@@ -104,6 +104,8 @@ pub struct BatchDefaults {
     pub quiet: bool,
     /// `--oci-runtime`: every task runs under the one runtime the executor was built for.
     pub oci_runtime: String,
+    /// `--log-dir DIR`: each task writes its logs under `DIR/<task name>/`.
+    pub log_dir: Option<PathBuf>,
 }
 
 /// One task ready to rehearse.
@@ -146,6 +148,11 @@ pub fn read_tasks(path: &Path, defaults: &BatchDefaults) -> Result<Vec<BatchTask
             Some("has control characters")
         } else if !names.insert(spec.name.clone()) {
             Some("is used twice")
+        } else if defaults.log_dir.is_some() && !is_one_component(&spec.name) {
+            Some(
+                "cannot name a directory under --log-dir: it holds a `/` or is `.` or `..` \
+                 (rename the task, or leave out --log-dir)",
+            )
         } else {
             None
         };
@@ -177,7 +184,7 @@ pub fn read_tasks(path: &Path, defaults: &BatchDefaults) -> Result<Vec<BatchTask
                 base_rev,
                 worktree: defaults.worktree,
                 quiet: defaults.quiet,
-                log_dir: None,
+                log_dir: defaults.log_dir.as_ref().map(|dir| dir.join(&spec.name)),
                 oci_runtime: defaults.oci_runtime.clone(),
             },
             adversarial: spec.adversarial.unwrap_or(defaults.adversarial),
@@ -186,6 +193,16 @@ pub fn read_tasks(path: &Path, defaults: &BatchDefaults) -> Result<Vec<BatchTask
         });
     }
     Ok(tasks)
+}
+
+/// Whether `name` joined to a directory stays one level inside it: one normal path component,
+/// so not `.`, `..`, absolute, or holding a `/` anywhere (`a/..` would leave by a later step).
+fn is_one_component(name: &str) -> bool {
+    use std::path::Component;
+    let mut components = Path::new(name).components();
+    !name.contains('/')
+        && matches!(components.next(), Some(Component::Normal(c)) if c == name)
+        && components.next().is_none()
 }
 
 /// What became of one task.
@@ -370,6 +387,23 @@ impl TaskEntry {
                     "error": null,
                 })
             }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::is_one_component;
+
+    #[test]
+    fn a_task_name_is_a_log_directory_only_when_it_is_one_component() {
+        for ok in ["a", "example bad #2", "...", "a.b", "-x", ".hidden"] {
+            assert!(is_one_component(ok), "{ok}");
+        }
+        for bad in [
+            "", ".", "..", "/", "/abs", "a/b", "a/", "../x", "x/..", "./a",
+        ] {
+            assert!(!is_one_component(bad), "{bad}");
         }
     }
 }

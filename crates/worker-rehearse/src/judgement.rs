@@ -8,6 +8,7 @@
 //! or verdict-less source leaves the benchmark *not judged*, with the reason and what to pass
 //! instead, never "held".
 
+use super::culprit::Culprit;
 use super::verdict::{EMPTY_TREE, EXIT_ON_LOAD, StubResult, Verdict};
 
 /// `outcome` of a stub that did not pass while the source did not pass either.
@@ -36,8 +37,9 @@ pub fn judge(stubs: &[StubResult], source: Verdict) -> (Option<bool>, Option<Str
 
 /// The problem line of a bypassable benchmark: which stubs passed and the defect behind it, in
 /// the order that matters most: a program the benchmark runs from `/workspace`, a file shadowing
-/// the test runner, code that exits 0 on load, no solution at all.
-pub fn bypass_problem(stubs: &[StubResult]) -> String {
+/// the test runner, the one file a bisection found the pass hinges on, code that exits 0 on
+/// load, no solution at all.
+pub fn bypass_problem(stubs: &[StubResult], culprit: Option<&Culprit>) -> String {
     let passed: Vec<&StubResult> = stubs.iter().filter(|s| s.outcome == "bypassed").collect();
     let names: Vec<&str> = passed.iter().map(|s| s.name.as_str()).collect();
     let names = names.join(", ");
@@ -46,6 +48,18 @@ pub fn bypass_problem(stubs: &[StubResult]) -> String {
             "the benchmark runs {file} from /workspace, a file the solver controls, and trusts its \
              exit status: a solution shipping it as an immediate exit 0 is paid ({names} passed); \
              ship the checker in the benchmark and run it from /benchmark"
+        );
+    }
+    let found = culprit.filter(|c| c.minimal).and_then(|c| c.files.first());
+    if let Some(file) = found
+        && !passed.iter().any(|s| s.name.starts_with("shadow "))
+    {
+        return format!(
+            "the pass hinges on {file}, a file the solver ships: replaced alone by an immediate \
+             exit 0, it makes the benchmark pass ({names} passed); a benchmark that runs a \
+             program from /workspace and trusts its exit status trusts the solver: ship the \
+             checker in the benchmark and run it from /benchmark (if {file} is the code under \
+             test, make the benchmark judge which tests ran and passed, manifests/README.md)"
         );
     }
     let advice = if let Some(shadow) = passed.iter().find(|s| s.name.starts_with("shadow ")) {
@@ -117,13 +131,13 @@ mod tests {
         let mut exit = stub(EXIT_ON_LOAD, "bypassed");
         exit.run_by_benchmark = vec!["tools/check.py".into()];
         let empty = stub(EMPTY_TREE, "bypassed");
-        let line = bypass_problem(&[exit, empty.clone()]);
+        let line = bypass_problem(&[exit, empty.clone()], None);
         assert!(
             line.starts_with("the benchmark runs tools/check.py from /workspace"),
             "{line}"
         );
         assert!(line.contains("(exit_on_load, empty_tree passed)"), "{line}");
-        let line = bypass_problem(&[empty]);
+        let line = bypass_problem(&[empty], None);
         assert!(line.contains("the empty tree is paid"), "{line}");
         assert!(!line.contains("python3"), "{line}");
     }

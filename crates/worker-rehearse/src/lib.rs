@@ -28,6 +28,7 @@ pub mod adversarial;
 pub mod batch;
 mod batch_render;
 pub mod checks;
+pub mod culprit;
 pub mod determinism;
 mod exec;
 pub mod git;

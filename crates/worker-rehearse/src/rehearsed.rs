@@ -21,9 +21,10 @@ impl Rehearsed {
         if let Some(adversarial) = &adversarial
             && adversarial.is_bypassable()
         {
-            report
-                .problems
-                .push(super::judgement::bypass_problem(&adversarial.stubs));
+            report.problems.push(super::judgement::bypass_problem(
+                &adversarial.stubs,
+                adversarial.culprit.as_ref(),
+            ));
         }
         Self {
             report,

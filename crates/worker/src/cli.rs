@@ -150,7 +150,7 @@ pub enum Subcommands {
         /// store in the system temp dir, so a plan after a rehearsal finds its trees).
         #[arg(long)]
         staging_root: Option<PathBuf>,
-        /// Print agent-bounties/worker-plan-v1 JSON instead of text.
+        /// Print agent-bounties/worker-plan-v2 JSON instead of text.
         #[arg(long)]
         json: bool,
         /// The OCI runtime to plan for, as a run with the same --oci-runtime gets it (under
@@ -242,7 +242,7 @@ pub struct RehearseArgs {
     #[arg(
         long,
         value_name = "FILE",
-        conflicts_with_all = ["source", "benchmark", "manifest", "base", "rev", "base_rev", "log_dir"]
+        conflicts_with_all = ["source", "benchmark", "manifest", "base", "rev", "base_rev"]
     )]
     pub batch: Option<PathBuf>,
     /// With --batch: also write the batch as JUnit XML to FILE (one testcase per task).
@@ -283,7 +283,9 @@ pub struct RehearseArgs {
     #[arg(long)]
     pub json: bool,
     /// Write each run's full output (within the manifest's max_output_bytes) and a copy of its
-    /// evidence record to DIR, as `<run>.stdout`, `<run>.stderr` and `<run>.evidence.json`.
+    /// evidence record to DIR, as `<run>.stdout`, `<run>.stderr` and `<run>.evidence.json`
+    /// (a stub's run is `rehearse-stub-N-<stub>`). With --batch, each task's under
+    /// DIR/<task name>/ (a name with a `/`, or `.` or `..`, is refused).
     #[arg(long, value_name = "DIR")]
     pub log_dir: Option<PathBuf>,
     /// Also run the benchmark on stub trees that solve nothing (code that exits 0 when loaded,

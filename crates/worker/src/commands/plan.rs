@@ -1,13 +1,16 @@
 //! `worker plan REQUEST`: the exact container configuration a request would get, without
 //! running anything. By default in rehearse's words (its `sandbox` block, each mount once);
-//! `--json` prints `agent-bounties/worker-plan-v1`.
+//! `--json` prints `agent-bounties/worker-plan-v2` (v1 listed the mounts twice: `mounts` and
+//! the identical `mount_points`).
 //!
 //! The staging root defaults as rehearse's does (`--staging-root`, else
 //! `$REGRESSION_SANDBOX_STAGING_ROOT`, else rehearse's private store under the system temp
 //! dir), so a plan right after a rehearsal finds the trees the rehearsal staged.
 
+use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
+use serde::Serialize;
 use serde_json::Value;
 
 use super::now_unix;
@@ -21,7 +24,7 @@ use crate::stage::StageKind;
 use crate::staging_root::{self, Fallback, STAGING_ROOT_ENV};
 
 /// Schema id of `worker plan`'s output.
-pub const PLAN_SCHEMA_VERSION: &str = "agent-bounties/worker-plan-v1";
+pub const PLAN_SCHEMA_VERSION: &str = "agent-bounties/worker-plan-v2";
 
 /// Prints the plan for `request` against the staging root (`--staging-root`, else the
 /// environment's, else rehearse's default store), under the OCI runtime `oci_runtime`, as text
@@ -93,6 +96,110 @@ impl Tree {
     }
 }
 
+/// The container profile as a plan shows it: every field of the requested profile except
+/// `mount_points`. In the profile that field is what `inspect` reports the runtime mounted, and
+/// before anything runs it is the requested `mounts` again, so a plan listed each mount twice
+/// (`worker-plan-v1`). Borrowed, field for field, so nothing of the profile is re-derived.
+#[derive(Debug, Serialize)]
+struct PlannedContainer<'a> {
+    entrypoint: &'a [String],
+    cmd: &'a [String],
+    working_dir: &'a str,
+    user: &'a str,
+    hostname: &'a str,
+    env: &'a [String],
+    init: bool,
+    privileged: bool,
+    network_mode: &'a str,
+    ipc_mode: &'a str,
+    pid_mode: &'a str,
+    userns_mode: &'a str,
+    shm_size: i64,
+    readonly_rootfs: bool,
+    cap_add: &'a [String],
+    cap_drop: &'a [String],
+    security_opt: &'a [String],
+    nano_cpus: i64,
+    memory: i64,
+    memory_swap: i64,
+    pids_limit: i64,
+    ulimits: &'a [crate::sandbox::profile::Ulimit],
+    tmpfs: &'a BTreeMap<String, String>,
+    mounts: &'a [crate::sandbox::profile::BindMount],
+    binds: &'a [String],
+    devices: usize,
+    log_driver: &'a str,
+    runtime: &'a str,
+}
+
+impl<'a> From<&'a Isolation> for PlannedContainer<'a> {
+    fn from(p: &'a Isolation) -> Self {
+        // Destructured so a field added to the profile fails to compile here until the plan
+        // decides whether to show it.
+        let Isolation {
+            entrypoint,
+            cmd,
+            working_dir,
+            user,
+            hostname,
+            env,
+            init,
+            privileged,
+            network_mode,
+            ipc_mode,
+            pid_mode,
+            userns_mode,
+            shm_size,
+            readonly_rootfs,
+            cap_add,
+            cap_drop,
+            security_opt,
+            nano_cpus,
+            memory,
+            memory_swap,
+            pids_limit,
+            ulimits,
+            tmpfs,
+            mounts,
+            mount_points: _,
+            binds,
+            devices,
+            log_driver,
+            runtime,
+        } = p;
+        Self {
+            entrypoint,
+            cmd,
+            working_dir,
+            user,
+            hostname,
+            env,
+            init: *init,
+            privileged: *privileged,
+            network_mode,
+            ipc_mode,
+            pid_mode,
+            userns_mode,
+            shm_size: *shm_size,
+            readonly_rootfs: *readonly_rootfs,
+            cap_add,
+            cap_drop,
+            security_opt,
+            nano_cpus: *nano_cpus,
+            memory: *memory,
+            memory_swap: *memory_swap,
+            pids_limit: *pids_limit,
+            ulimits,
+            tmpfs,
+            mounts,
+            binds,
+            devices: *devices,
+            log_driver,
+            runtime,
+        }
+    }
+}
+
 /// What a request would run: the job, its trees in the store, the container.
 #[derive(Debug, Clone)]
 pub struct Plan {
@@ -153,7 +260,7 @@ impl Plan {
             "max_output_bytes": m.get("max_output_bytes"),
             "source": self.source.to_json(),
             "benchmark": self.benchmark.to_json(),
-            "container": self.isolation,
+            "container": PlannedContainer::from(&self.isolation),
             "env_note": "plus PATH from the image's own config",
         })
     }

@@ -29,6 +29,7 @@ pub fn rehearse_batch(tasks: &Path, args: &RehearseArgs, quiet: bool) -> ExitCod
         worktree: args.worktree,
         quiet,
         oci_runtime: args.oci_runtime.name().into(),
+        log_dir: args.log_dir.clone(),
     };
     let tasks = match read_tasks(tasks, &defaults) {
         Ok(tasks) => tasks,

@@ -7,37 +7,20 @@ use std::fs;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
+use super::ran::{Ran, fixture, ran as read, rehearse_command};
 use crate::support::{image, workspace_root};
 use serde_json::{Value, json};
 
 const WORKER: &str = env!("CARGO_BIN_EXE_worker");
 
-struct Ran {
-    code: i32,
-    stdout: String,
-    stderr: String,
-}
-
+/// Runs `command` with no staging-root variable (each test names its store, or means the
+/// default one).
 fn ran(command: &mut Command) -> Ran {
     let output = command
         .env_remove("REGRESSION_SANDBOX_STAGING_ROOT")
         .output()
         .unwrap();
-    let ran = Ran {
-        code: output.status.code().unwrap_or(-1),
-        stdout: String::from_utf8_lossy(&output.stdout).into_owned(),
-        stderr: String::from_utf8_lossy(&output.stderr).into_owned(),
-    };
-    assert_ne!(
-        ran.code, 5,
-        "these tests need the Docker daemon on /var/run/docker.sock: {}",
-        ran.stderr
-    );
-    ran
-}
-
-fn fixture(path: &str) -> PathBuf {
-    workspace_root().join("fixtures").join(path)
+    read(&output)
 }
 
 /// `manifests/python-unittest.json` with the local python image pinned and the harness told to
@@ -53,17 +36,13 @@ fn harness_manifest(dir: &Path, count: u32) -> PathBuf {
 }
 
 fn rehearse(dir: &Path, source: &Path, benchmark: &Path, manifest: &Path, extra: &[&str]) -> Ran {
-    ran(Command::new(WORKER)
-        .arg("rehearse")
-        .arg("--source")
-        .arg(source)
-        .arg("--benchmark")
-        .arg(benchmark)
-        .arg("--manifest")
-        .arg(manifest)
-        .arg("--staging-root")
-        .arg(dir.join("store"))
-        .args(extra))
+    ran(&mut rehearse_command(
+        &dir.join("store"),
+        source,
+        benchmark,
+        manifest,
+        extra,
+    ))
 }
 
 /// The walk-through's first step: the template expects 2 tests, the project has 7. The
@@ -289,7 +268,7 @@ fn plan_defaults_to_rehearses_store_and_reads_like_rehearses_sandbox_block() {
     let json = ran(Command::new(WORKER).arg("plan").arg(&request).arg("--json"));
     assert_eq!(json.code, 0, "{}", json.stderr);
     let plan: Value = serde_json::from_str(&json.stdout).unwrap();
-    assert_eq!(plan["schema_version"], "agent-bounties/worker-plan-v1");
+    assert_eq!(plan["schema_version"], "agent-bounties/worker-plan-v2");
     assert_eq!(plan["source"]["staged"], true, "{plan}");
     assert_eq!(plan["benchmark"]["staged"], true, "{plan}");
 }
@@ -469,5 +448,139 @@ fn a_batch_file_with_an_unknown_field_or_a_duplicate_name_is_refused_before_any_
             .arg(dir.path().join("store")));
         assert_eq!(out.code, 4, "{body}: {}{}", out.stdout, out.stderr);
         assert!(out.stderr.contains(words), "{words}: {}", out.stderr);
+    }
+}
+
+/// A batch on the bundled example's trees under busybox, one task per name.
+fn example_tasks(dir: &Path, names: &[(&str, &str, bool)]) -> PathBuf {
+    let busybox = dir.join("busybox.json");
+    let text = fs::read_to_string(workspace_root().join("manifests/busybox-cmp.json")).unwrap();
+    let mut value: Value = serde_json::from_str(&text).unwrap();
+    value["image"] = json!(image("busybox"));
+    fs::write(&busybox, serde_json::to_vec(&value).unwrap()).unwrap();
+    let example = fixture("example");
+    let tasks: Vec<Value> = names
+        .iter()
+        .map(|(name, source, adversarial)| {
+            json!({"name": name, "source": example.join(source),
+                   "benchmark": example.join("benchmark"), "manifest": "busybox.json",
+                   "adversarial": adversarial})
+        })
+        .collect();
+    let path = dir.join("tasks.json");
+    fs::write(
+        &path,
+        serde_json::to_vec(&json!({ "tasks": tasks })).unwrap(),
+    )
+    .unwrap();
+    path
+}
+
+/// `worker rehearse --batch TASKS --log-dir LOGS`, staged in `dir/store`.
+fn batch_with_logs(dir: &Path, tasks: &Path, logs: &Path) -> Ran {
+    ran(Command::new(WORKER)
+        .arg("rehearse")
+        .arg("--batch")
+        .arg(tasks)
+        .arg("--staging-root")
+        .arg(dir.join("store"))
+        .arg("--log-dir")
+        .arg(logs))
+}
+
+/// Issue #26: `--batch` with `--log-dir DIR` writes each task's logs under `DIR/<task name>/`
+/// (with one rehearsal's file names there, stub files carrying the stub's name).
+#[test]
+fn batch_log_dir_writes_each_tasks_logs_under_its_name() {
+    let dir = tempfile::tempdir().unwrap();
+    let tasks = example_tasks(
+        dir.path(),
+        &[
+            ("example-good", "source-pass", true),
+            ("example bad #2", "source-fail", false),
+        ],
+    );
+    let logs = dir.path().join("logs");
+    let out = batch_with_logs(dir.path(), &tasks, &logs);
+    println!("{}{}", out.stdout, out.stderr);
+    assert_eq!(out.code, 4, "{}{}", out.stdout, out.stderr);
+    let listing = |sub: &str| -> Vec<String> {
+        let mut names: Vec<String> = fs::read_dir(logs.join(sub))
+            .unwrap_or_else(|e| panic!("{sub}: {e}"))
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .collect();
+        names.sort();
+        names
+    };
+    assert_eq!(listing(""), ["example bad #2", "example-good"]);
+    assert_eq!(
+        listing("example bad #2"),
+        [
+            "rehearse-1.evidence.json",
+            "rehearse-1.stderr",
+            "rehearse-1.stdout"
+        ]
+    );
+    let good = listing("example-good");
+    for file in [
+        "rehearse-1.stdout",
+        "rehearse-1.stderr",
+        "rehearse-1.evidence.json",
+    ] {
+        assert!(good.iter().any(|f| f == file), "{file} not in {good:?}");
+    }
+    for stub in ["-empty_tree.stdout", "-shadow-unittest.py.stdout"] {
+        assert!(
+            good.iter()
+                .any(|f| f.starts_with("rehearse-stub-") && f.ends_with(stub)),
+            "{stub} not in {good:?}"
+        );
+    }
+    // Every stub's files carry its name after its number.
+    for file in good.iter().filter(|f| f.starts_with("rehearse-stub-")) {
+        let rest = file.trim_start_matches("rehearse-stub-");
+        let (number, name) = rest.split_once('-').unwrap();
+        assert!(number.parse::<u32>().is_ok(), "{file}");
+        assert!(!name.starts_with("stdout") && name.contains('.'), "{file}");
+    }
+}
+
+/// A task name is a directory under `--log-dir`: one that would leave it (`..`, a `/`, an
+/// absolute path) or be it (`.`) is refused before anything runs, and nothing is written
+/// outside the log dir.
+#[test]
+fn a_batch_task_name_cannot_put_its_logs_outside_the_log_dir() {
+    for name in [
+        "..",
+        "../escaped",
+        "a/b",
+        "/tmp/abs",
+        ".",
+        "x/../../escaped",
+    ] {
+        let dir = tempfile::tempdir().unwrap();
+        let tasks = example_tasks(dir.path(), &[(name, "source-pass", false)]);
+        let logs = dir.path().join("deep/logs");
+        fs::create_dir_all(&logs).unwrap();
+        let out = batch_with_logs(dir.path(), &tasks, &logs);
+        assert_eq!(out.code, 4, "{name}: {}{}", out.stdout, out.stderr);
+        assert!(
+            out.stderr.contains(&format!(
+                "task name {name:?} cannot name a directory under --log-dir"
+            )),
+            "{name}: {}",
+            out.stderr
+        );
+        // Nothing ran: no store, and nothing beside or under the log dir.
+        assert!(!dir.path().join("store").exists(), "{name}: a run happened");
+        assert_eq!(fs::read_dir(&logs).unwrap().count(), 0, "{name}");
+        assert_eq!(
+            fs::read_dir(dir.path().join("deep")).unwrap().count(),
+            1,
+            "{name}"
+        );
+        assert!(!dir.path().join("deep/escaped").exists(), "{name}");
+        assert!(!dir.path().join("escaped").exists(), "{name}");
+        assert!(!Path::new("/tmp/abs/rehearse-1.stdout").exists(), "{name}");
     }
 }

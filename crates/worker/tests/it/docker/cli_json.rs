@@ -4,15 +4,14 @@
 //! unreachable engine is explained in the operator's terms; a bare `worker` lists every mode.
 #![allow(clippy::unwrap_used, clippy::expect_used)] // tests may unwrap (COMMON.md)
 
-use crate::support;
+use super::example_run::ExampleRequest;
 
 use std::fs;
-use std::os::unix::fs::PermissionsExt;
 use std::path::Path;
 use std::process::{Command, Output};
 
 use serde_json::{Value, json};
-use verifier_sdk::fixtures::{JobParams, job_value, sample_manifest};
+use verifier_sdk::fixtures::{JobParams, job_value};
 
 const WORKER: &str = env!("CARGO_BIN_EXE_worker");
 
@@ -85,51 +84,7 @@ fn json_failures_print_an_error_object_on_stdout() {
 
 /// A real evidence record from a real run, for `explain`.
 fn evidence_record(dir: &Path) -> std::path::PathBuf {
-    fs::set_permissions(dir, fs::Permissions::from_mode(0o755)).unwrap();
-    let root = dir.join("staging");
-    let example = support::workspace_root().join("fixtures/example");
-    let stage = |kind: &str, tree: &Path| {
-        let out = Command::new(WORKER)
-            .args(["--quiet", "--stage-regression-input", kind])
-            .arg(tree)
-            .arg(&root)
-            .args(["536870912", "50000"])
-            .output()
-            .unwrap();
-        assert!(out.status.success(), "{out:?}");
-        let v: Value = serde_json::from_slice(&out.stdout).unwrap();
-        v["snapshot"]["digest"].as_str().unwrap().to_owned()
-    };
-    let benchmark = stage("benchmark", &example.join("benchmark"));
-    let source = stage("source", &example.join("source-fail"));
-    let mut manifest = sample_manifest();
-    manifest["image"] = json!(support::busybox());
-    manifest["command"] = json!([
-        "/bin/cmp",
-        "/benchmark/expected.txt",
-        "/workspace/result.txt"
-    ]);
-    manifest["benchmark_digest"] = json!(benchmark);
-    manifest["timeout_seconds"] = json!(60);
-    let job = job_value(&JobParams {
-        source_snapshot_digest: source,
-        manifest,
-        ..JobParams::default()
-    });
-    let request = dir.join("request.json");
-    fs::write(&request, serde_json::to_vec(&json!({"job": job})).unwrap()).unwrap();
-    let evidence = dir.join("evidence.json");
-    let out = Command::new(WORKER)
-        .arg("--run-regression")
-        .arg(&request)
-        .arg("--evidence")
-        .arg(&evidence)
-        .env("REGRESSION_SANDBOX_STAGING_ROOT", &root)
-        .env_remove("DOCKER_HOST")
-        .output()
-        .unwrap();
-    assert_eq!(out.status.code(), Some(0), "{out:?}");
-    evidence
+    ExampleRequest::failing_run_evidence(dir, &[]).1
 }
 
 #[test]

@@ -3,15 +3,14 @@
 //! `worker doctor --json` and against facts read without the worker (the docker CLI, `stat -f`).
 #![allow(clippy::unwrap_used, clippy::expect_used)] // tests may unwrap (COMMON.md)
 
+use super::example_run::ExampleRequest;
 use crate::support;
 
 use std::fs;
-use std::os::unix::fs::PermissionsExt;
 use std::path::Path;
 use std::process::Command;
 
 use serde_json::{Value, json};
-use verifier_sdk::fixtures::{JobParams, job_value, sample_manifest};
 
 const WORKER: &str = env!("CARGO_BIN_EXE_worker");
 
@@ -38,41 +37,8 @@ fn stat_fs(path: &str) -> String {
 
 /// The evidence record of a `--run-regression` of the failing example under `oci_runtime`.
 fn run_regression(dir: &Path, oci_runtime: &str) -> Value {
-    fs::set_permissions(dir, fs::Permissions::from_mode(0o755)).unwrap();
-    let root = dir.join("staging");
-    fs::create_dir(&root).unwrap();
-    let example = support::workspace_root().join("fixtures/example");
-    let benchmark = support::stage_digest(&root, "benchmark", &example.join("benchmark"));
-    let source = support::stage_digest(&root, "source", &example.join("source-fail"));
-    let mut manifest = sample_manifest();
-    manifest["image"] = json!(support::busybox());
-    manifest["command"] = json!([
-        "/bin/cmp",
-        "/benchmark/expected.txt",
-        "/workspace/result.txt"
-    ]);
-    manifest["benchmark_digest"] = json!(benchmark);
-    manifest["timeout_seconds"] = json!(60);
-    let job = job_value(&JobParams {
-        source_snapshot_digest: source,
-        manifest,
-        ..JobParams::default()
-    });
-    let request = dir.join("request.json");
-    fs::write(&request, serde_json::to_vec(&json!({"job": job})).unwrap()).unwrap();
-    let evidence = dir.join("evidence.json");
-    let out = Command::new(WORKER)
-        .arg("--run-regression")
-        .arg(&request)
-        .arg("--evidence")
-        .arg(&evidence)
-        .args(["--oci-runtime", oci_runtime])
-        .env("REGRESSION_SANDBOX_STAGING_ROOT", &root)
-        .env_remove("DOCKER_HOST")
-        .output()
-        .unwrap();
-    assert_eq!(out.status.code(), Some(0), "{out:?}");
-    let outcome: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let (outcome, evidence) =
+        ExampleRequest::failing_run_evidence(dir, &["--oci-runtime", oci_runtime]);
     assert_eq!(outcome["verdict"], "failed", "{outcome:#}");
     serde_json::from_slice(&fs::read(&evidence).unwrap()).unwrap()
 }

@@ -4,15 +4,15 @@
 //! fails these tests: they never skip.
 #![allow(clippy::unwrap_used, clippy::expect_used)] // tests may unwrap (COMMON.md)
 
+use super::example_run::example_request;
 use crate::support;
 
 use std::fs;
-use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use serde_json::{Value, json};
-use verifier_sdk::fixtures::{JobParams, job_value, sample_manifest};
+use verifier_sdk::fixtures::{JobParams, job_value};
 
 const WORKER: &str = env!("CARGO_BIN_EXE_worker");
 
@@ -60,40 +60,16 @@ struct Ran {
 /// Runs the example benchmark on `source` (`source-pass` or `source-fail`) with `--in-toto`.
 fn run_example(source: &str) -> Ran {
     let dir = tempfile::tempdir().unwrap();
-    fs::set_permissions(dir.path(), fs::Permissions::from_mode(0o755)).unwrap();
-    let root = dir.path().join("staging");
-    fs::create_dir(&root).unwrap();
-    let example = support::workspace_root().join("fixtures/example");
-    let benchmark = support::stage_digest(&root, "benchmark", &example.join("benchmark"));
-    let source = support::stage_digest(&root, "source", &example.join(source));
-    let mut manifest = sample_manifest();
-    manifest["image"] = json!(support::busybox());
-    manifest["command"] = json!([
-        "/bin/cmp",
-        "/benchmark/expected.txt",
-        "/workspace/result.txt"
-    ]);
-    manifest["benchmark_digest"] = json!(benchmark);
-    manifest["timeout_seconds"] = json!(60);
-    let job = job_value(&JobParams {
-        source_snapshot_digest: source,
-        manifest,
-        ..JobParams::default()
-    });
-    let request = dir.path().join("request.json");
-    fs::write(&request, serde_json::to_vec(&json!({"job": &job})).unwrap()).unwrap();
+    let example = example_request(dir.path(), source);
     let statement = dir.path().join("statement.intoto.json");
-    let out = Command::new(WORKER)
-        .arg("--run-regression")
-        .arg(&request)
+    let out = example
+        .run_regression()
         .arg("--in-toto")
         .arg(&statement)
-        .env("REGRESSION_SANDBOX_STAGING_ROOT", &root)
-        .env_remove("DOCKER_HOST")
         .output()
         .unwrap();
     Ran {
-        job,
+        job: example.job,
         code: out.status.code().unwrap(),
         outcome: serde_json::from_slice(&out.stdout).unwrap_or(Value::Null),
         stderr: String::from_utf8_lossy(&out.stderr).into_owned(),

@@ -11,40 +11,10 @@ use std::process::Command;
 
 use serde_json::{Value, json};
 
+pub(super) use super::ran::{Ran, fixture, ran};
 use crate::support::{image, workspace_root};
 
 const WORKER: &str = env!("CARGO_BIN_EXE_worker");
-
-pub(super) fn fixture(path: &str) -> PathBuf {
-    workspace_root().join("fixtures").join(path)
-}
-
-pub(super) struct Ran {
-    pub(super) code: i32,
-    pub(super) stdout: String,
-    pub(super) stderr: String,
-}
-
-impl Ran {
-    pub(super) fn json(&self) -> Value {
-        serde_json::from_str(&self.stdout)
-            .unwrap_or_else(|e| panic!("stdout is not json ({e}): {}{}", self.stdout, self.stderr))
-    }
-}
-
-pub(super) fn ran(output: &std::process::Output) -> Ran {
-    let ran = Ran {
-        code: output.status.code().unwrap_or(-1),
-        stdout: String::from_utf8_lossy(&output.stdout).into_owned(),
-        stderr: String::from_utf8_lossy(&output.stderr).into_owned(),
-    };
-    assert_ne!(
-        ran.code, 5,
-        "these tests need the Docker daemon: {}",
-        ran.stderr
-    );
-    ran
-}
 
 /// `manifests/<name>` with the locally built image `key` pinned, then `edit` applied.
 pub(super) fn manifest(
@@ -90,20 +60,7 @@ pub(super) fn rehearse(
     manifest: &Path,
     extra: &[&str],
 ) -> Command {
-    let mut command = Command::new(WORKER);
-    command
-        .arg("rehearse")
-        .arg("--source")
-        .arg(source)
-        .arg("--benchmark")
-        .arg(benchmark)
-        .arg("--manifest")
-        .arg(manifest)
-        .arg("--staging-root")
-        .arg(dir.join("staging"))
-        .args(extra)
-        .env_remove("REGRESSION_SANDBOX_STAGING_ROOT");
-    command
+    super::ran::rehearse_command(&dir.join("staging"), source, benchmark, manifest, extra)
 }
 
 const RANGE_CHECK: &str = "test_solution.ToRoman.test_out_of_range_is_refused";

@@ -5,45 +5,15 @@
 use std::fs;
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+use std::process::Command;
 
+use super::ran::{Ran, fixture, ran, rehearse_command};
 use crate::support::{image, workspace_root};
 use serde_json::Value;
 use verifier_sdk::RunnerManifest;
 
 struct Rehearsal {
     dir: tempfile::TempDir,
-}
-
-struct Ran {
-    code: i32,
-    stdout: String,
-    stderr: String,
-}
-
-impl Ran {
-    fn json(&self) -> Value {
-        serde_json::from_str(&self.stdout)
-            .unwrap_or_else(|e| panic!("stdout is not json ({e}): {}", self.stdout))
-    }
-}
-
-fn finish(output: &Output) -> Ran {
-    let ran = Ran {
-        code: output.status.code().unwrap_or(-1),
-        stdout: String::from_utf8_lossy(&output.stdout).into_owned(),
-        stderr: String::from_utf8_lossy(&output.stderr).into_owned(),
-    };
-    assert_ne!(
-        ran.code, 5,
-        "these tests need the Docker daemon on /var/run/docker.sock: {}",
-        ran.stderr
-    );
-    ran
-}
-
-fn fixture(path: &str) -> PathBuf {
-    workspace_root().join("fixtures").join(path)
 }
 
 impl Rehearsal {
@@ -79,21 +49,9 @@ impl Rehearsal {
     }
 
     fn rehearse(&self, source: &Path, benchmark: &Path, manifest: &Path, extra: &[&str]) -> Ran {
-        let output = Command::new(env!("CARGO_BIN_EXE_worker"))
-            .arg("rehearse")
-            .arg("--source")
-            .arg(source)
-            .arg("--benchmark")
-            .arg(benchmark)
-            .arg("--manifest")
-            .arg(manifest)
-            .arg("--staging-root")
-            .arg(self.dir.path().join("staging"))
-            .args(extra)
-            .env_remove("REGRESSION_SANDBOX_STAGING_ROOT")
-            .output()
-            .unwrap();
-        finish(&output)
+        let store = self.dir.path().join("staging");
+        let output = rehearse_command(&store, source, benchmark, manifest, extra).output();
+        ran(&output.unwrap())
     }
 
     /// [`Self::rehearse`] of the bundled example's passing source and its benchmark.
@@ -131,13 +89,11 @@ impl Rehearsal {
 }
 
 fn explain(args: &[&str]) -> Ran {
-    finish(
-        &Command::new(env!("CARGO_BIN_EXE_worker"))
-            .arg("explain")
-            .args(args)
-            .output()
-            .unwrap(),
-    )
+    ran(&Command::new(env!("CARGO_BIN_EXE_worker"))
+        .arg("explain")
+        .args(args)
+        .output()
+        .unwrap())
 }
 
 const EXAMPLE_SOURCE_DIGEST: &str =
@@ -617,7 +573,7 @@ fn a_missing_image_is_no_verdict_with_a_hint_and_the_env_root_is_used() {
         .env("REGRESSION_SANDBOX_STAGING_ROOT", &root)
         .output()
         .unwrap();
-    let ran = finish(&output);
+    let ran = ran(&output);
     assert_eq!(ran.code, 3, "{}{}", ran.stdout, ran.stderr);
     let report = ran.json();
     let run = &report["runs"][0];
@@ -1835,20 +1791,29 @@ fn solver_checker_bounty(r: &Rehearsal) -> (PathBuf, PathBuf, PathBuf, PathBuf) 
     fs::create_dir_all(&unsolved).unwrap();
     fs::write(unsolved.join("card.json"), "{}\n").unwrap();
     let solved = root.join("checker-solved");
-    fs::create_dir_all(solved.join("tools")).unwrap();
-    fs::write(solved.join("card.json"), "{\"name\": \"agent\"}\n").unwrap();
+    write_card_checker(&solved);
     fs::write(solved.join("helper.py"), "NAME = 'agent'\n").unwrap();
+    (benchmark, unsolved, solved, check_py_manifest(r))
+}
+
+/// The solver's checker: `tools/check_card.py` passes when `card.json` names the agent.
+fn write_card_checker(tree: &Path) {
+    fs::create_dir_all(tree.join("tools")).unwrap();
+    fs::write(tree.join("card.json"), "{\"name\": \"agent\"}\n").unwrap();
     fs::write(
-        solved.join("tools/check_card.py"),
+        tree.join("tools/check_card.py"),
         "import json, sys\n\
          card = json.load(open('/workspace/card.json'))\n\
          sys.exit(0 if card.get('name') == 'agent' else 1)\n",
     )
     .unwrap();
-    let manifest = r.manifest("python-unittest.json", "python", |m| {
+}
+
+/// The python image running the benchmark's `check.py`, as the live bounties' command does.
+fn check_py_manifest(r: &Rehearsal) -> PathBuf {
+    r.manifest("python-unittest.json", "python", |m| {
         m["command"] = serde_json::json!(["python3", "-I", "-B", "/benchmark/check.py"]);
-    });
-    (benchmark, unsolved, solved, manifest)
+    })
 }
 
 #[test]
@@ -1947,6 +1912,88 @@ fn bypassable_names_the_file_the_benchmark_runs_first_and_the_real_defect() {
     let list = out.find("adversarial stubs").unwrap();
     let problem = out.find("problem: the benchmark runs").unwrap();
     assert!(list < problem, "{out}");
+}
+
+/// Issue #26 item 5: the BYPASSABLE line hid the culprit among many replaced files. Here the
+/// benchmark builds the checker's path at run time (no `/workspace/…` text to find), and the
+/// checker sorts after ten other modules: only an experiment finds it. The rehearsal bisects the
+/// replaced files over real runs, within its budget, and names the checker first.
+#[test]
+fn bypassable_bisects_the_replaced_files_to_the_solver_shipped_checker() {
+    let r = Rehearsal::new();
+    let root = r.dir.path();
+    let benchmark = root.join("hidden-checker-benchmark");
+    fs::create_dir_all(&benchmark).unwrap();
+    fs::write(
+        benchmark.join("check.py"),
+        "import os, subprocess, sys\n\
+         checker = os.path.join('/work' + 'space', 'tools', 'check_' + 'card.py')\n\
+         sys.exit(subprocess.run([sys.executable, '-I', '-B', checker]).returncode)\n",
+    )
+    .unwrap();
+    let solved = root.join("hidden-checker-solved");
+    write_card_checker(&solved);
+    for i in 0..10 {
+        fs::write(solved.join(format!("mod_{i:02}.py")), "NAME = 'agent'\n").unwrap();
+    }
+    let manifest = check_py_manifest(&r);
+    let ran = r.rehearse(&solved, &benchmark, &manifest, &["--adversarial"]);
+    let out = &ran.stdout;
+    println!("{out}{}", ran.stderr);
+    assert_eq!(ran.code, 4, "{out}{}", ran.stderr);
+    assert!(
+        out.contains(
+            "  BYPASSABLE: exit_on_load (passed): replaced tools/check_card.py, mod_00.py, \
+             mod_01.py and 8 more\n"
+        ),
+        "{out}"
+    );
+    let culprit = out
+        .lines()
+        .find(|l| l.starts_with("  culprit: "))
+        .unwrap_or_else(|| panic!("no culprit line: {out}"));
+    assert!(
+        culprit.starts_with(
+            "  culprit: tools/check_card.py: replacing it alone (the other 10 replaced files \
+             left out) makes the benchmark pass (found in "
+        ),
+        "{culprit}"
+    );
+    let runs: u32 = culprit
+        .rsplit("found in ")
+        .next()
+        .and_then(|t| t.split(' ').next())
+        .and_then(|n| n.parse().ok())
+        .unwrap_or_else(|| panic!("{culprit}"));
+    assert!((1..=8).contains(&runs), "{culprit}");
+    assert!(
+        out.contains(
+            "problem: the pass hinges on tools/check_card.py, a file the solver ships: replaced \
+             alone by an immediate exit 0, it makes the benchmark pass"
+        ),
+        "{out}"
+    );
+    assert!(out.contains("ship the checker in the benchmark"), "{out}");
+
+    let json = r
+        .rehearse(&solved, &benchmark, &manifest, &["--adversarial", "--json"])
+        .json();
+    let found = &json["adversarial"]["culprit"];
+    assert_eq!(found["stub"], "exit_on_load", "{found}");
+    assert_eq!(
+        found["files"],
+        serde_json::json!(["tools/check_card.py"]),
+        "{found}"
+    );
+    assert_eq!(found["minimal"], true, "{found}");
+    assert_eq!(found["kept_files_alone_pass"], false, "{found}");
+    assert_eq!(found["budget"], 8, "{found}");
+    // Deterministic: the same trials in the same order, so the same count.
+    assert_eq!(found["runs"], runs, "{found}");
+    let trials = found["trials"].as_array().unwrap();
+    assert_eq!(trials.len() as u32, runs, "{found}");
+    assert_eq!(trials[0]["replaced"], serde_json::json!([]), "{found}");
+    assert_eq!(trials[0]["status"], "failed", "{found}");
 }
 
 /// The words of a plain rehearsal, its exit code and the README's exit-code table must say the

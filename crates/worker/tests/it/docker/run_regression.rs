@@ -523,12 +523,7 @@ fn plan_prints_the_profile_without_creating_a_container() {
     let job = env.cmp_job(&source);
     let path = env.write_request("request.json", &json!({ "job": job }));
     let since = now().to_string();
-    let child = Command::new(WORKER)
-        .arg("plan")
-        .arg(&path)
-        .arg("--staging-root")
-        .arg(&env.root)
-        .arg("--json")
+    let child = plan_json(&env, &path)
         .env_remove("REGRESSION_SANDBOX_STAGING_ROOT")
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
@@ -584,6 +579,46 @@ fn plan_prints_the_profile_without_creating_a_container() {
         .filter(|owner| owner.split('/').nth(1) == Some(pid.to_string().as_str()))
         .collect();
     assert!(mine.is_empty(), "plan created containers: {mine:?}");
+}
+
+/// Issue #26 item 9: `worker plan --json` (v1) listed the mounts twice, as `mounts` and again
+/// as `mount_points` (the same list in a plan: nothing has been inspected). v2 lists each once.
+#[test]
+fn plan_json_lists_each_mount_once() {
+    let _engine = shared();
+    let env = Env::new();
+    let source = env.stage_source("source-pass");
+    let path = env.write_request("request.json", &json!({ "job": env.cmp_job(&source) }));
+    let run = Run::from(plan_json(&env, &path).output().unwrap());
+    assert_eq!(run.code, 0, "{run:?}");
+    let plan = run.json();
+    assert_eq!(
+        plan["schema_version"], "agent-bounties/worker-plan-v2",
+        "{plan}"
+    );
+    let text = plan.to_string();
+    for target in ["\"/workspace\"", "\"/benchmark\""] {
+        assert_eq!(
+            text.matches(&format!("\"target\":{target}")).count(),
+            1,
+            "{target} not listed exactly once: {plan}"
+        );
+    }
+    let mounts = plan["container"]["mounts"].as_array().unwrap();
+    assert_eq!(mounts.len(), 2, "{plan}");
+    assert!(plan["container"].get("mount_points").is_none(), "{plan}");
+}
+
+/// `worker plan REQUEST --staging-root <env's> --json`.
+fn plan_json(env: &Env, request: &Path) -> Command {
+    let mut command = Command::new(WORKER);
+    command
+        .arg("plan")
+        .arg(request)
+        .arg("--staging-root")
+        .arg(&env.root)
+        .arg("--json");
+    command
 }
 
 fn validate(env: &Env, request: &Value) -> Run {

@@ -1,0 +1,88 @@
+//! The set-up several Docker tests share: the bundled example's trees staged in a fresh store,
+//! a `cmp` job over them in a request file, and the `worker --run-regression` command for it.
+#![allow(clippy::unwrap_used, clippy::expect_used)] // tests may unwrap (COMMON.md)
+
+use std::fs;
+use std::os::unix::fs::PermissionsExt;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use serde_json::{Value, json};
+use verifier_sdk::fixtures::{JobParams, job_value, sample_manifest};
+
+use crate::support;
+
+const WORKER: &str = env!("CARGO_BIN_EXE_worker");
+
+/// The example staged under `<dir>/staging` and a request for it at `<dir>/request.json`.
+pub(super) struct ExampleRequest {
+    /// The staging root.
+    pub(super) root: PathBuf,
+    /// The request file `{"job": …}`.
+    pub(super) request: PathBuf,
+    /// The job in it.
+    pub(super) job: Value,
+}
+
+/// Stages the example's benchmark and `source` (`source-pass` or `source-fail`) under
+/// `dir/staging` (`dir` made traversable for the container user) and writes a request for the
+/// busybox `cmp` job over them, benchmark digest filled in.
+pub(super) fn example_request(dir: &Path, source: &str) -> ExampleRequest {
+    fs::set_permissions(dir, fs::Permissions::from_mode(0o755)).unwrap();
+    let root = dir.join("staging");
+    fs::create_dir(&root).unwrap();
+    let example = support::workspace_root().join("fixtures/example");
+    let benchmark = support::stage_digest(&root, "benchmark", &example.join("benchmark"));
+    let source = support::stage_digest(&root, "source", &example.join(source));
+    let mut manifest = sample_manifest();
+    manifest["image"] = json!(support::busybox());
+    manifest["command"] = json!([
+        "/bin/cmp",
+        "/benchmark/expected.txt",
+        "/workspace/result.txt"
+    ]);
+    manifest["benchmark_digest"] = json!(benchmark);
+    manifest["timeout_seconds"] = json!(60);
+    let job = job_value(&JobParams {
+        source_snapshot_digest: source,
+        manifest,
+        ..JobParams::default()
+    });
+    let request = dir.join("request.json");
+    fs::write(
+        &request,
+        serde_json::to_vec(&json!({ "job": &job })).unwrap(),
+    )
+    .unwrap();
+    ExampleRequest { root, request, job }
+}
+
+impl ExampleRequest {
+    /// `worker --run-regression <request>` against this store and the default engine socket;
+    /// the caller adds its flags.
+    pub(super) fn run_regression(&self) -> Command {
+        let mut command = Command::new(WORKER);
+        command
+            .arg("--run-regression")
+            .arg(&self.request)
+            .env("REGRESSION_SANDBOX_STAGING_ROOT", &self.root)
+            .env_remove("DOCKER_HOST");
+        command
+    }
+
+    /// Runs the failing example's request with `--evidence <dir>/evidence.json` and `extra`;
+    /// asserts it exited 0 and returns the outcome on stdout and the evidence file.
+    pub(super) fn failing_run_evidence(dir: &Path, extra: &[&str]) -> (Value, PathBuf) {
+        let example = example_request(dir, "source-fail");
+        let evidence = dir.join("evidence.json");
+        let out = example
+            .run_regression()
+            .arg("--evidence")
+            .arg(&evidence)
+            .args(extra)
+            .output()
+            .unwrap();
+        assert_eq!(out.status.code(), Some(0), "{out:?}");
+        (serde_json::from_slice(&out.stdout).unwrap(), evidence)
+    }
+}
