@@ -13,19 +13,22 @@
 //! file. The reader packs file starts and contents into pooled batch buffers; a fixed pool
 //! bounds memory whatever the tree size and makes the reader wait when it is too far ahead.
 //!
-//! Every byte is read exactly once: when a copy destination is given, each small file's copy
-//! is written from the very buffer that is hashed, and each file spanning batches is copied by
-//! the reader in the kernel (`copy_file_range`, as `cp` does: one copy a byte instead of a read
-//! and a write) and read back from the copy into the batch buffer to be hashed. Either way the
-//! staged copy is exactly what was hashed: the copy is ours, in a private work folder, and is
-//! hashed from itself. (Hashing a mapping of it would save the read-back, but the workspace
-//! forbids `unsafe`, which `mmap` needs.) Between filesystems the kernel cannot copy, and
-//! large files take the read-and-write path.
-//! Which thread writes is decided as the reader goes: the hasher when it keeps up with the
-//! reader (creating and writing files is most of a stage's system time, and would otherwise
-//! leave the hasher idle behind a busy reader), the reader when batches queue up for the
-//! hasher. Small files are created and written wholly by one side; a file spanning batches is
-//! created by the reader and each chunk written, at its offset, by whichever side is free.
+//! The staged copy is exactly what was hashed. Small files are read once into the buffer that
+//! is hashed and written from it. A file spanning batches is copied by the reader in the kernel
+//! (`copy_file_range`, as `cp` does), and the hasher reads each chunk back from the copy into
+//! the batch buffer and hashes it there: the copy's write stays in the kernel, as `cp`'s does,
+//! and the read-back runs on the hashing thread, beside the hash. The copy is ours, in a
+//! private work folder, so nothing can change it between the kernel's copy and the read-back.
+//! (Hashing a mapping of the copy would save the read-back, but the workspace forbids
+//! `unsafe`, which `mmap` needs.) Where the kernel cannot copy (between filesystems), large
+//! files are read into the buffer and written from it like small ones.
+//!
+//! Which thread writes a buffered copy is decided as the reader goes: the hasher when it keeps
+//! up with the reader (creating and writing files is most of a stage's system time, and would
+//! otherwise leave the hasher idle behind a busy reader), the reader when batches queue up for
+//! the hasher. Small files are created and written wholly by one side; a file spanning batches
+//! is created by the reader and, on the read path, each chunk written at its offset by
+//! whichever side is free.
 //!
 //! Each folder is listed once, when the walk enters it, with one `stat` per file and folder
 //! (its size counts against the limits right away). Folders are opened relative to their
