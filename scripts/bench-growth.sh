@@ -5,14 +5,16 @@
 #
 # On disk only (a 4 GiB tree and its copy do not both fit tmpfs here): the trees go under
 # TMPDIR (default /var/tmp), one step at a time, deleted after each step. The largest step
-# needs about 9 GiB free; the script checks before it starts. Needs python3 and GNU time.
+# needs about 13 GiB free (the tree and two copies); the script checks before it starts.
+# Run it on a quiet machine: between pairs it calls `sync`, which waits for every dirty page.
+# Needs python3 and GNU time.
 #
-# Usage: scripts/bench-growth.sh     (RUNS=3 MIB="64 128 256 512 1024 2048 4096"
+# Usage: scripts/bench-growth.sh     (RUNS=4 MIB="64 128 256 512 1024 2048 4096"
 #                                     FILES="2500 5000 10000 25000 50000 100000")
 #        RUNS=1 MIB="64 128" FILES="2500 5000" scripts/bench-growth.sh    a quick check
 set -euo pipefail
 
-RUNS=${RUNS:-3}
+RUNS=${RUNS:-4}
 MIB=${MIB:-64 128 256 512 1024 2048 4096}
 FILES=${FILES:-2500 5000 10000 25000 50000 100000}
 

@@ -10,7 +10,8 @@ machine's own cost of the same copy:
   files: 2,500 .. 100,000 files of 64 B..4 KiB (the `tiny` shape, about 1 KiB a file): the
          cost per file.
 
-Per step: the median wall time of --runs runs of `worker --snapshot-directory`, of
+Per step: the median wall time of --runs runs (default 4, an even count so each side runs
+first equally often) of `worker --snapshot-directory`, of
 `worker --stage-regression-input` and of `cp -a`, the worker's peak RSS (GNU time, one extra
 run each), the cost per MiB (or per file), and the slope: that cost relative to the previous
 step's (1.00 = linear; above 1 the step cost more per MiB or per file than the one before).
@@ -18,9 +19,11 @@ A super-linear worker step with a matching `cp -a` slope is the machine (page ca
 writeback, the filesystem), not the worker.
 
 Kept affordable and fair: trees live on disk (--work; tmpfs would need the tree and its copy
-in memory at 4 GiB); every copy is deleted right after it is timed, then `sync` and a pause,
-so neither the deletion nor the writeback of the previous copy lands in a timed run; each
-step's tree is deleted before the next is generated.
+in memory at 4 GiB); the worker's and cp's copies of one pair are deleted after the pair,
+then `sync` and a pause, so neither the deletion nor the writeback of earlier copies lands in
+a timed run (`sync` waits for every dirty page on the machine: run it on a quiet one); each
+step's tree is deleted before the next is generated. At most one tree and two copies are on
+disk at a time (about 13 GiB at 4 GiB; checked before the start).
 
 Usage: scripts/bench_growth.py BIN --work DIR [--runs N] [--mib M ...] [--files F ...]
 (scripts/bench-growth.sh builds the release binary and calls this with the defaults.)
@@ -61,7 +64,9 @@ def measure(args, base, files, mib, shape):
     snap = statistics.median(timed(snap_argv)[0] for _ in range(args.runs))
     stage, cp = [], []
     for i in range(args.runs):
-        # Alternating order; each copy is removed and written back before the next run.
+        # A pair, the order alternating; both copies are removed and written back after the
+        # pair, so the first of the next pair follows a deletion (on ext4 creating files
+        # right after deleting many is slower), which the alternation shares between sides.
         root, copy = os.path.join(base, f"root-{i}"), os.path.join(base, f"cp-{i}")
         runs = [
             (stage, [args.bin, "--stage-regression-input", "source", tree, root,
@@ -70,9 +75,9 @@ def measure(args, base, files, mib, shape):
         ]
         for out, argv in runs if i % 2 == 0 else runs[::-1]:
             out.append(timed(argv)[0])
-            remove(root)
-            remove(copy)
-            settle()
+        remove(root)
+        remove(copy)
+        settle()
     rss_root = os.path.join(base, "rss-root")
     rss = (
         peak_rss_mib(snap_argv),
@@ -117,7 +122,7 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("bin")
     ap.add_argument("--work", required=True)
-    ap.add_argument("--runs", type=int, default=3)
+    ap.add_argument("--runs", type=int, default=4)
     ap.add_argument("--mib", type=int, nargs="*", default=[64, 128, 256, 512, 1024, 2048, 4096])
     ap.add_argument("--mib-files", type=int, default=2500)
     ap.add_argument("--files", type=int, nargs="*",
@@ -128,7 +133,7 @@ def main():
     base = os.path.join(args.work, "growth")
     os.makedirs(base)
     # Each step holds its tree and one copy at a time on disk.
-    biggest = max(args.mib, default=0) * 2**20 * 2.2
+    biggest = max(args.mib, default=0) * 2**20 * 3.2
     free = shutil.disk_usage(args.work).free
     if biggest > free:
         sys.exit(f"bench-growth: {args.work} has {free / 2**30:.1f} GiB free, the largest step"
