@@ -13,22 +13,18 @@
 //! file. The reader packs file starts and contents into pooled batch buffers; a fixed pool
 //! bounds memory whatever the tree size and makes the reader wait when it is too far ahead.
 //!
-//! The staged copy is exactly what was hashed. Small files are read once into the buffer that
-//! is hashed and written from it. A file spanning batches is copied by the reader in the kernel
-//! (`copy_file_range`, as `cp` does), and the hasher reads each chunk back from the copy into
-//! the batch buffer and hashes it there: the copy's write stays in the kernel, as `cp`'s does,
-//! and the read-back runs on the hashing thread, beside the hash. The copy is ours, in a
-//! private work folder, so nothing can change it between the kernel's copy and the read-back.
-//! (Hashing a mapping of the copy would save the read-back, but the workspace forbids
-//! `unsafe`, which `mmap` needs.) Where the kernel cannot copy (between filesystems), large
-//! files are read into the buffer and written from it like small ones.
-//!
-//! Which thread writes a buffered copy is decided as the reader goes: the hasher when it keeps
-//! up with the reader (creating and writing files is most of a stage's system time, and would
-//! otherwise leave the hasher idle behind a busy reader), the reader when batches queue up for
-//! the hasher. Small files are created and written wholly by one side; a file spanning batches
-//! is created by the reader and, on the read path, each chunk written at its offset by
-//! whichever side is free.
+//! Every byte is read exactly once: when a copy destination is given, each file's copy is
+//! written from the very buffer that is hashed, so the staged copy is exactly what was hashed.
+//! Copying large files in the kernel instead (`copy_file_range`, as `cp` does) and hashing
+//! the copy read back was measured and is dearer: more system time than a `read` and a
+//! `pwrite` of the same bytes on ext4, and about 2.5 times as much on tmpfs (issue #29,
+//! BENCHMARKS.md); hashing a mapping would save the read-back, but the workspace forbids
+//! `unsafe`, which `mmap` needs.
+//! Which thread writes is decided as the reader goes: the hasher when it keeps up with the
+//! reader (creating and writing files is most of a stage's system time, and would otherwise
+//! leave the hasher idle behind a busy reader), the reader when batches queue up for the
+//! hasher. Small files are created and written wholly by one side; a file spanning batches is
+//! created by the reader and each chunk written, at its offset, by whichever side is free.
 //!
 //! Each folder is listed once, when the walk enters it, with one `stat` per file and folder
 //! (its size counts against the limits right away). Folders are opened relative to their
@@ -50,8 +46,7 @@ use std::sync::mpsc::{Receiver, SyncSender, TryRecvError, sync_channel};
 use std::time::{Duration, Instant};
 
 use rustix::fs::{
-    AtFlags, CWD, Dir, FileType, Mode, OFlags, Stat, copy_file_range, fchmod, fstat, mkdirat,
-    openat, statat,
+    AtFlags, CWD, Dir, FileType, Mode, OFlags, Stat, fchmod, fstat, mkdirat, openat, statat,
 };
 use rustix::io::Errno;
 use verifier_sdk::digest::{
@@ -155,10 +150,6 @@ pub(crate) struct Pass<'a> {
     pub pause_marker: Option<PathBuf>,
     /// With this many batches queued for the hasher, the reader copies files itself.
     pub copy_backlog: usize,
-    /// Files spanning batches are copied in the kernel (`copy_file_range`, as `cp` does) and
-    /// hashed from the copy, instead of read into the buffer and written from it; off, or
-    /// when the kernel cannot copy between the two filesystems, they take the read path.
-    pub kernel_copy: bool,
 }
 
 impl<'a> Pass<'a> {
@@ -170,7 +161,6 @@ impl<'a> Pass<'a> {
             require_normalized_modes: false,
             pause_marker: None,
             copy_backlog: POOL_BUFFERS / 2,
-            kernel_copy: true,
         }
     }
 }
@@ -191,11 +181,6 @@ enum Item {
     /// The next `len` bytes of `data` belong to the current file; `write`: the hasher writes
     /// them to the copy (otherwise the reader already has).
     Data { len: usize, write: bool },
-    /// The next `len` bytes of the current file were copied by the reader in the kernel
-    /// (`copy_file_range`) and are in the copy at the current offset: the hasher reads them
-    /// back from the copy into the next `len` bytes of `data` and hashes them there, so what
-    /// is hashed is exactly what was staged.
-    Copied { len: usize },
     /// Every entry of this copied folder (relative path) has been announced: seal it.
     Seal(Arc<OwnedFd>, String),
 }
@@ -256,14 +241,6 @@ pub(crate) fn hash_tree(
     pass: &Pass<'_>,
     progress: &mut dyn ProgressSink,
 ) -> Result<Snapshot, SnapshotError> {
-    hash_tree_counting(pass, progress).map(|(snapshot, _)| snapshot)
-}
-
-/// [`hash_tree`], also returning how many bytes were copied in the kernel.
-fn hash_tree_counting(
-    pass: &Pass<'_>,
-    progress: &mut dyn ProgressSink,
-) -> Result<(Snapshot, u64), SnapshotError> {
     // The walk learns the tree's size as it goes; totals grow through `ProgressSink::listed`.
     progress.start(0, 0);
     let (data_tx, data_rx) = sync_channel::<Message>(POOL_BUFFERS);
@@ -278,11 +255,11 @@ fn hash_tree_counting(
         // Consumes the receiving ends, so when hashing fails early the reader's next send or
         // buffer request fails and it stops instead of blocking forever.
         let hashed = hash_batches(pass, data_rx, pool_tx, hashed_count, progress);
-        let completed = reader.join().unwrap_or(None);
-        match (hashed, completed) {
-            (Ok(snapshot), Some(kernel_copied)) => Ok((snapshot, kernel_copied)),
-            (Ok(_), None) => Err(SnapshotError::ReaderLost),
-            (Err(e), _) => Err(e),
+        let completed = reader.join().unwrap_or(false);
+        match hashed {
+            Ok(snapshot) if completed => Ok(snapshot),
+            Ok(_) => Err(SnapshotError::ReaderLost),
+            Err(e) => Err(e),
         }
     });
     progress.finish();
@@ -322,15 +299,6 @@ fn hash_batches(
                         .ok_or(SnapshotError::ReaderLost)?;
                     hasher.update(chunk)?;
                     out.write(pass.copy_to, chunk, write)?;
-                    at += len;
-                }
-                Item::Copied { len } => {
-                    let chunk = at
-                        .checked_add(len)
-                        .and_then(|end| batch.data.get_mut(at..end))
-                        .ok_or(SnapshotError::ReaderLost)?;
-                    out.read_back(pass.copy_to, chunk)?;
-                    hasher.update(chunk)?;
                     at += len;
                 }
                 Item::Seal(dir, rel) => {
@@ -420,29 +388,6 @@ impl Output {
         Ok(())
     }
 
-    /// Fills `chunk` from the current copy at its offset (bytes the reader copied there in the
-    /// kernel) and accounts for them. The copy is ours, in the private work folder: nobody
-    /// else can change it between the reader's copy and this read.
-    fn read_back(&mut self, copy_to: Option<&Path>, chunk: &mut [u8]) -> Result<(), SnapshotError> {
-        let current = self.current.as_mut().ok_or(SnapshotError::ReaderLost)?;
-        current
-            .file
-            .read_exact_at(chunk, current.offset)
-            .map_err(|source| SnapshotError::Write {
-                path: copy_path(copy_to, &current.rel),
-                source,
-            })?;
-        current.offset += chunk.len() as u64;
-        Ok(())
-    }
-
-    /// Accounts for `n` bytes the reader copied to the current copy in the kernel.
-    fn advance(&mut self, n: usize) {
-        if let Some(current) = self.current.as_mut() {
-            current.offset += n as u64;
-        }
-    }
-
     /// Closes the current copy, setting its final mode if it could not be born with it.
     fn finish(&mut self, copy_to: Option<&Path>) -> Result<(), SnapshotError> {
         if let Some(Current {
@@ -471,22 +416,22 @@ fn create_copy(copy_to: Option<&Path>, copy: &CopyFile, rel: &str) -> Result<Fil
         })
 }
 
-/// Returns, when the whole tree was read, how many bytes of it were copied in the kernel.
+/// Returns whether the whole tree was read.
 fn read_tree(
     pass: &Pass<'_>,
     data_tx: &SyncSender<Message>,
     pool_rx: &Receiver<Batch>,
     hashed_count: &AtomicUsize,
-) -> Option<u64> {
+) -> bool {
     let mut reader = Reader::new(pass, data_tx, pool_rx, hashed_count);
     let outcome = reader.run().and_then(|()| reader.hand_over());
     match outcome {
-        Ok(()) => Some(reader.kernel_copied),
+        Ok(()) => true,
         Err(Stop::Failed(error)) => {
             let _ = data_tx.send(Message::Failed(error));
-            None
+            false
         }
-        Err(Stop::HungUp) => None,
+        Err(Stop::HungUp) => false,
     }
 }
 
@@ -510,10 +455,6 @@ struct Reader<'p, 'c> {
     bytes: u64,
     dirs: u64,
     paused: bool,
-    /// Large files are still copied in the kernel (off after the kernel refused once).
-    kernel_copy: bool,
-    /// Bytes copied in the kernel so far.
-    kernel_copied: u64,
     /// Copies can be created with their final mode (the umask keeps it); otherwise they are
     /// created private and `fchmod`ed once written.
     create_final_mode: bool,
@@ -546,9 +487,8 @@ const FILE_FLAGS: OFlags = OFlags::RDONLY
     .union(OFlags::NOFOLLOW)
     .union(OFlags::NONBLOCK)
     .union(OFlags::CLOEXEC);
-/// A copy is always a new file in our private work folder, never through a link. Read and
-/// write: chunks the reader copies in the kernel are read back from it to be hashed.
-const COPY_FLAGS: OFlags = OFlags::RDWR
+/// A copy is always a new file in our private work folder, never through a link.
+const COPY_FLAGS: OFlags = OFlags::WRONLY
     .union(OFlags::CREATE)
     .union(OFlags::EXCL)
     .union(OFlags::NOFOLLOW)
@@ -574,8 +514,6 @@ impl<'p, 'c> Reader<'p, 'c> {
             bytes: 0,
             dirs: 0,
             paused: pass.pause_marker.is_none(),
-            kernel_copy: pass.kernel_copy && pass.copy_to.is_some(),
-            kernel_copied: 0,
             create_final_mode: pass.copy_to.is_some()
                 && process_umask().is_some_and(|umask| umask & 0o555 == 0),
         }
@@ -772,9 +710,6 @@ impl<'p, 'c> Reader<'p, 'c> {
             None => None,
         };
         let shared = matches!(copy, Some(CopyTarget::Shared(_)));
-        // Only files spanning batches: a small one the reader copies alone (the hasher is
-        // behind) would hand the busy hasher a read-back per file.
-        let in_kernel = shared && size > (CHUNK_BYTES / 2) as u64;
         self.batch_with_room()?
             .items
             .push(Item::Begin(rel.to_owned(), size, copy));
@@ -783,18 +718,6 @@ impl<'p, 'c> Reader<'p, 'c> {
         // the `fstat` below, which saves an end-of-file probe per file on small-file trees.
         let mut remaining = size;
         while remaining > 0 {
-            if in_kernel && self.kernel_copy {
-                match self.copy_chunk_in_kernel(&file, listed, &own_copy, remaining)? {
-                    Some(0) => break,
-                    Some(n) => {
-                        own_copy.advance(n);
-                        remaining -= n as u64;
-                        continue;
-                    }
-                    // The kernel cannot copy this file: read it.
-                    None => {}
-                }
-            }
             let reader_writes = self.hasher_behind();
             let batch = self.batch_with_room()?;
             let free = batch.data.get_mut(batch.filled..).unwrap_or_default();
@@ -824,8 +747,7 @@ impl<'p, 'c> Reader<'p, 'c> {
         }
 
         let after = fstat(&file).map_err(|e| io_error(&self.abs(rel), e))?;
-        // Fewer bytes than listed is a shrink even if the `fstat` somehow agreed.
-        if remaining > 0 || !same_file_unchanged(listed, &after) {
+        if !same_file_unchanged(listed, &after) {
             return Err(changed(&self.abs(rel)));
         }
         own_copy.finish(copy_to)?;
@@ -837,55 +759,6 @@ impl<'p, 'c> Reader<'p, 'c> {
             }
         }
         Ok(())
-    }
-
-    /// Copies the next bytes of `file` (from its position, as many as fit the batch's free
-    /// room and are left) to the copy `own` in the kernel and announces them for the hasher
-    /// to read back and hash. `None`: the kernel cannot copy this pair of files (another
-    /// filesystem, or not a regular file any more), so the caller reads instead; `Some(0)`:
-    /// the file ended early (its `fstat` then says it changed).
-    fn copy_chunk_in_kernel(
-        &mut self,
-        file: &OwnedFd,
-        listed: &Stat,
-        own: &Output,
-        remaining: u64,
-    ) -> Result<Option<usize>, Stop> {
-        let Some(current) = own.current.as_ref() else {
-            return Ok(None);
-        };
-        let batch = self.batch_with_room()?;
-        let want = usize::try_from(remaining)
-            .unwrap_or(usize::MAX)
-            .min(batch.data.len().saturating_sub(batch.filled));
-        let mut offset = current.offset;
-        let copied = loop {
-            match copy_file_range(file, None, &*current.file, Some(&mut offset), want) {
-                Err(Errno::INTR) => {}
-                other => break other,
-            }
-        };
-        let n = match copied {
-            Ok(n) => n,
-            Err(Errno::XDEV | Errno::OPNOTSUPP | Errno::NOSYS) => {
-                self.kernel_copy = false;
-                return Ok(None);
-            }
-            // A file swapped for a fifo (opened non-blocking) lands here; the read path
-            // then reports it as changed.
-            Err(Errno::INVAL) => return Ok(None),
-            Err(errno @ (Errno::NOSPC | Errno::DQUOT | Errno::FBIG)) => {
-                return Err(write_error(self.copy_path(&current.rel), errno));
-            }
-            Err(errno) => return Err(read_failure(file, &self.abs(&current.rel), listed, errno)),
-        };
-        let batch = self.batch_with_room()?;
-        if n > 0 {
-            batch.items.push(Item::Copied { len: n });
-            batch.filled += n;
-            self.kernel_copied += n as u64;
-        }
-        Ok(Some(n))
     }
 
     /// The batch being filled, handing it over first when it has no room or enough files.
@@ -1334,25 +1207,10 @@ mod tests {
         }
     }
 
-    /// Whether the kernel copies from a new file in `from` to one in `to` (within tmpfs or
-    /// ext4 it does; the test then insists the large files took that path, and otherwise that
-    /// they were read).
-    fn kernel_copies_between(from: &Path, to: &Path) -> bool {
-        let (a, b) = (from.join(".probe-a"), to.join(".probe-b"));
-        fs::write(&a, b"probe").unwrap();
-        let from = File::open(&a).unwrap();
-        let to = File::create(&b).unwrap();
-        let works = copy_file_range(&from, None, &to, None, 5).is_ok_and(|n| n == 5);
-        fs::remove_file(a).unwrap();
-        fs::remove_file(b).unwrap();
-        works
-    }
-
-    /// Issue #29 item 0: a file spanning batches is copied in the kernel and its copy read
-    /// back to be hashed (one user-space copy a byte instead of a read and a write), and the
-    /// staged bytes are exactly the hashed ones.
+    /// Issue #29 item 0: files spanning batches are staged byte for byte from the buffers
+    /// that were hashed, whichever thread writes their chunks.
     #[test]
-    fn large_files_are_copied_in_the_kernel_and_hashed_from_the_copy() {
+    fn large_files_are_staged_byte_for_byte_from_the_hashed_buffers() {
         for copy_backlog in [usize::MAX, 0] {
             let src = tempfile::tempdir().unwrap();
             let dst = tempfile::tempdir().unwrap();
@@ -1371,7 +1229,7 @@ mod tests {
                 copy_backlog,
                 ..Pass::read_only(src.path(), limits())
             };
-            let (snap, in_kernel) = hash_tree_counting(&pass, &mut NoProgress).unwrap();
+            let snap = hash_tree(&pass, &mut NoProgress).unwrap();
             let reference = verifier_sdk::digest_directory(src.path(), limits()).unwrap();
             assert_eq!(snap, reference);
             for (name, bytes) in [("big", &big), ("mid", &mid)] {
@@ -1381,12 +1239,6 @@ mod tests {
                 verifier_sdk::digest_directory(dst.path(), limits()).unwrap(),
                 reference
             );
-            let expected = if kernel_copies_between(src.path(), dst.path()) {
-                (big.len() + mid.len()) as u64
-            } else {
-                0
-            };
-            assert_eq!(in_kernel, expected, "backlog {copy_backlog}");
         }
     }
 
@@ -1514,8 +1366,8 @@ mod tests {
     /// A tree whose first file is `0first` and whose second, `victim`, sits in the same
     /// folder, so it is listed (with its size, identity and times) before the first byte is
     /// read, and attacked while the reader is paused after `0first`. Run twice: hashing only,
-    /// and staging a copy (where `victim`, spanning batches, is copied in the kernel); both
-    /// results are returned.
+    /// and staging a copy (where `victim` spans batches, so the reader creates its copy and
+    /// the chunks are shared between the threads); both results are returned.
     fn attack_second_file(attack: impl Fn(&Path) + Sync) -> [Result<Snapshot, SnapshotError>; 2] {
         [false, true].map(|staged| {
             let dir = tempfile::tempdir().unwrap();
