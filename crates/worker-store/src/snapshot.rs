@@ -17,9 +17,10 @@
 //! written from the very buffer that is hashed, so the staged copy is exactly what was hashed.
 //! Copying large files in the kernel instead (`copy_file_range`, as `cp` does) and hashing
 //! the copy read back was measured and is dearer: more system time than a `read` and a
-//! `pwrite` of the same bytes on ext4, and about 2.5 times as much on tmpfs (issue #29,
+//! `pwrite` of the same bytes on ext4, and about 2.4 times as much on tmpfs (issue #29,
 //! BENCHMARKS.md); hashing a mapping would save the read-back, but the workspace forbids
 //! `unsafe`, which `mmap` needs.
+//!
 //! Which thread writes is decided as the reader goes: the hasher when it keeps up with the
 //! reader (creating and writing files is most of a stage's system time, and would otherwise
 //! leave the hasher idle behind a busy reader), the reader when batches queue up for the
