@@ -10,13 +10,15 @@
 # temporary folder (and /dev/shm for tmpfs), removes everything at the end.
 # Needs openssl, python3 and GNU time (Debian package `time`).
 #
-# Usage: scripts/bench-staging.sh    (PAIRS=7 MIB="64 512" FILES=20000 FS="disk tmpfs")
+# Usage: scripts/bench-staging.sh    (PAIRS=7 MIB="64 512" FILES=20000 FS="disk tmpfs" SHAPE=mixed)
+#        SHAPE=large MIB=1024 scripts/bench-staging.sh   the large-file path (64 small + 40 large files)
 set -euo pipefail
 
 PAIRS=${PAIRS:-7}
 MIB=${MIB:-64 512}
 FILES=${FILES:-20000}
 FS=${FS:-disk tmpfs}
+SHAPE=${SHAPE:-mixed}
 
 cd "$(dirname "$0")/.."
 for tool in openssl python3 /usr/bin/time; do
@@ -31,4 +33,4 @@ trap cleanup EXIT
 
 # shellcheck disable=SC2086 # MIB and FS are lists
 python3 scripts/bench_tree.py "$(pwd)/target/release/worker" --work "$WORK" \
-    --pairs "$PAIRS" --mib $MIB --files "$FILES" --fs $FS
+    --pairs "$PAIRS" --mib $MIB --files "$FILES" --fs $FS --shape "$SHAPE"

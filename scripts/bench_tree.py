@@ -19,6 +19,7 @@ The load average is recorded before and after each table; a run with a load abov
 number of cores is marked as such, not silently reported.
 
 Usage: scripts/bench_tree.py BIN --work DIR [--pairs N] [--mib M ...] [--files F] [--fs disk|tmpfs ...]
+                             [--shape mixed|large|tiny]
 (scripts/bench-staging.sh builds the release binary and calls this with the defaults.)
 """
 
@@ -32,32 +33,60 @@ import sys
 import time
 
 
-def generate(tree, concat, files, mib):
-    """The deterministic bench tree: many small files log-uniform in 64 B..64 KiB, a few
-    large ones holding the rest, spread over 37 x 11 folders; plus the same bytes in digest
-    order as one file for the openssl baseline."""
-    rng = random.Random(20240601)
+SHAPES = ("mixed", "large", "tiny")
+
+
+def file_sizes(rng, files, mib, shape="mixed"):
+    """The deterministic sizes of a bench tree.
+
+    mixed: `files` files, most of them small (log-uniform in 64 B..64 KiB), one in 500 large,
+           the large ones holding the rest of `mib`;
+    large: 64 small files and 40 large ones holding the rest of `mib` (`files` is ignored):
+           the large-file path, where the copy costs per byte, not per file;
+    tiny:  `files` files log-uniform in 64 B..4 KiB and no large one (`mib` is ignored):
+           the per-file cost, with as few bytes as a file count allows."""
     target = mib * 1024 * 1024
-    large = max(1, files // 500)
-    small = files - large
+    if shape == "tiny":
+        return [int(64 * 2 ** (rng.random() * 6)) for _ in range(files)]
+    if shape == "large":
+        small, large = 64, 40
+    else:
+        large = max(1, files // 500)
+        small = files - large
     sizes = [int(64 * 2 ** (rng.random() * 10)) for _ in range(small)]
     rest = max(0, target - sum(sizes))
     weights = [rng.random() ** 3 + 0.01 for _ in range(large)]
     sizes += [int(rest * w / sum(weights)) for w in weights]
+    return sizes
+
+
+def generate(tree, concat, files, mib, shape="mixed"):
+    """Writes the bench tree (see `file_sizes`), spread over 37 x 11 folders; plus, unless
+    `concat` is None, the same bytes in digest order as one file for the openssl baseline."""
+    rng = random.Random(20240601)
+    sizes = file_sizes(rng, files, mib, shape)
+    width = max(5, len(str(len(sizes) - 1)))
     rng.shuffle(sizes)
     paths = []
     for i, size in enumerate(sizes):
-        rel = f"d{i % 37:02}/s{(i * 7) % 11:02}/f{i:05}.bin"
+        rel = f"d{i % 37:02}/s{(i * 7) % 11:02}/f{i:0{width}}.bin"
         path = os.path.join(tree, rel)
         os.makedirs(os.path.dirname(path), exist_ok=True)
         with open(path, "wb") as f:
-            f.write(rng.randbytes(size))
+            # Written in pieces so a 4 GiB tree never holds a large file in memory.
+            left = size
+            while left > 0:
+                piece = min(left, 64 << 20)
+                f.write(rng.randbytes(piece))
+                left -= piece
         paths.append(rel)
-    paths.sort(key=lambda p: p.encode())
-    with open(concat, "wb") as out:
-        for rel in paths:
-            with open(os.path.join(tree, rel), "rb") as f:
-                out.write(f.read())
+    if concat is not None:
+        paths.sort(key=lambda p: p.encode())
+        with open(concat, "wb") as out:
+            for rel in paths:
+                with open(os.path.join(tree, rel), "rb") as f:
+                    while chunk := f.read(64 << 20):
+                        out.write(chunk)
     return len(sizes), sum(sizes)
 
 
@@ -127,10 +156,10 @@ def bench_fs(args, fs, base):
     for mib in args.mib:
         for p in (tree, concat):
             subprocess.run(["rm", "-rf", p], check=True)
-        files, size = generate(tree, concat, args.files, mib)
+        files, size = generate(tree, concat, args.files, mib, args.shape)
         # The small files alone come to about 181 MiB at 20,000 files, so a smaller request
         # cannot be met: label each row with the bytes the tree really holds.
-        label = f"{size / 2**20:.0f} MiB"
+        label = f"{size / 2**20:.0f} MiB" + ("" if args.shape == "mixed" else f" ({args.shape})")
         limit_bytes, limit_files = str(size * 4), str(files * 2)
         dst = os.path.join(base, f"dst-{mib}")
         os.makedirs(dst)
@@ -175,6 +204,7 @@ def main():
     ap.add_argument("--mib", type=int, nargs="+", default=[64, 512])
     ap.add_argument("--files", type=int, default=20000)
     ap.add_argument("--fs", nargs="+", default=["disk", "tmpfs"])
+    ap.add_argument("--shape", choices=SHAPES, default="mixed")
     args = ap.parse_args()
     if args.pairs < 3:
         sys.exit("bench: --pairs must be at least 3")

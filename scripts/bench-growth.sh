@@ -1,0 +1,34 @@
+#!/usr/bin/env bash
+# Cost growth of the worker's snapshot and staging: time, peak RSS and slope per step, from
+# 64 MiB to 4 GiB (at 2,500 files) and from 2,500 to 100,000 files, with `cp -a` of the same
+# tree in each step (issue #29 item 4). scripts/bench_growth.py says what each column means.
+#
+# On disk only (a 4 GiB tree and its copy do not both fit tmpfs here): the trees go under
+# TMPDIR (default /var/tmp), one step at a time, deleted after each step. The largest step
+# needs about 13 GiB free (the tree and two copies); the script checks before it starts.
+# Run it on a quiet machine: between pairs it calls `sync`, which waits for every dirty page.
+# Needs python3 and GNU time.
+#
+# Usage: scripts/bench-growth.sh     (RUNS=4 MIB="64 128 256 512 1024 2048 4096"
+#                                     FILES="2500 5000 10000 25000 50000 100000")
+#        RUNS=1 MIB="64 128" FILES="2500 5000" scripts/bench-growth.sh    a quick check
+set -euo pipefail
+
+RUNS=${RUNS:-4}
+MIB=${MIB:-64 128 256 512 1024 2048 4096}
+FILES=${FILES:-2500 5000 10000 25000 50000 100000}
+
+cd "$(dirname "$0")/.."
+for tool in python3 /usr/bin/time; do
+    command -v "$tool" >/dev/null || { echo "bench-growth: missing $tool" >&2; exit 1; }
+done
+
+cargo build -q --release -p worker --bin worker >&2
+WORK=$(mktemp -d "${TMPDIR:-/var/tmp}/bench-growth.XXXXXX")
+# Staged trees are read-only; make them writable so an unprivileged user can remove them too.
+cleanup() { chmod -R u+w "$WORK" 2>/dev/null || true; rm -rf "$WORK"; }
+trap cleanup EXIT
+
+# shellcheck disable=SC2086 # MIB and FILES are lists
+python3 scripts/bench_growth.py "$(pwd)/target/release/worker" --work "$WORK" \
+    --runs "$RUNS" --mib $MIB --files $FILES
