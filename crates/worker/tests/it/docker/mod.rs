@@ -8,6 +8,7 @@ mod doctor;
 mod engine_host;
 mod feed_cli;
 mod gc;
+mod images;
 mod in_toto;
 mod junit_stdout;
 mod per_test;
