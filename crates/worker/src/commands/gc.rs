@@ -58,9 +58,14 @@ pub async fn gc_command(args: &GcArgs) -> Result<GcReport, GcCommandError> {
     })?)
 }
 
+/// The schema of `worker gc --images --json`.
+pub const IMAGE_GC_SCHEMA: &str = "agent-bounties/worker-gc-images-v1";
+
 /// What `worker gc --images` did (`--json` prints it).
 #[derive(Debug, serde::Serialize)]
 pub struct ImageGcReport {
+    /// [`IMAGE_GC_SCHEMA`].
+    pub schema_version: &'static str,
     /// Nothing was removed.
     pub dry_run: bool,
     /// The budget.
@@ -154,6 +159,7 @@ pub async fn gc_images(args: &GcArgs) -> Result<ImageGcReport, GcCommandError> {
             .map_err(|e| GcCommandError::Root(e.to_string()))?;
     }
     Ok(ImageGcReport {
+        schema_version: IMAGE_GC_SCHEMA,
         dry_run: args.dry_run,
         budget_bytes: budget,
         total_bytes: plan.total_bytes,

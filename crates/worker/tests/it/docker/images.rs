@@ -338,6 +338,7 @@ async fn gc_images_never_removes_a_needed_or_foreign_image_and_a_dry_run_removes
         serde_json::from_slice::<Value>(&out.stdout).unwrap()
     };
     let dry = gc(&["--dry-run"]);
+    assert_eq!(dry["schema_version"], "agent-bounties/worker-gc-images-v1");
     let refs = |report: &Value| -> Vec<String> {
         report["removed"]
             .as_array()
