@@ -92,7 +92,8 @@ for ((i = 1; i <= IMAGES; i++)); do
         jq -r --arg p "127.0.0.1:5000/bench-images-$i@" '.[] | select(startswith($p))')
     [[ "$ref" == *@sha256:* ]] || { echo "bench-images: no digest for $tag" >&2; exit 1; }
     refs+=("$ref")
-    docker image rm -f "$tag" "$ref" >/dev/null
+    docker image rm -f "$tag" "$ref" >/dev/null 2>&1 || true
+    ! docker image inspect "$ref" >/dev/null 2>&1 || { echo "bench-images: $ref still present" >&2; exit 1; }
     rm -rf "$ctx"
 done
 
@@ -136,7 +137,7 @@ cp "$WORK/feed/all-jobs.json" "$WORK/feed/feed.json"
 candidates() { find "$dir/out" -name 'candidate-*.json' ! -name '*.intoto.json' 2>/dev/null; }
 before=$(load)
 start=$(now)
-"$BIN" serve --api "$api" --verifier "$verifier" --out "$dir/out" --state "$dir/state" \
+WORKER_LOG=info "$BIN" serve --api "$api" --verifier "$verifier" --out "$dir/out" --state "$dir/state" \
     --work-dir "$dir/work" --staging-root "$dir/staging" --archive-base "$api" \
     --poll-interval 1 --pull --image-budget "$BUDGET" --image-keep-recent 0s \
     2>"$dir/serve.log" &
@@ -184,7 +185,7 @@ while read -r id; do
 done <"$WORK/done.txt"
 
 pulls=$(grep -c 'pulled by digest ahead of its jobs' "$dir/serve.log" || true)
-evicted=$(grep -o 'removed images over --image-budget' "$dir/serve.log" | wc -l)
+evicted=$(grep -c 'removed images over --image-budget' "$dir/serve.log" || true)
 high=$(sort -n "$WORK/disk.samples" | tail -1)
 budget_bytes=$(python3 -c 'import re,sys; m=re.fullmatch(r"(\d+)(B|KiB|MiB|GiB|TiB)?", sys.argv[1]); print(int(m[1]) << {None:0,"B":0,"KiB":10,"MiB":20,"GiB":30,"TiB":40}[m[2]])' "$BUDGET")
 left=0
@@ -208,6 +209,7 @@ for ref in "${refs[@]}"; do
     else
         pull_s=$(echo "scale=3; $pull_ms / 1000" | bc)
     fi
+    [[ "$pull_s" == "?" ]] || pull_s=$(printf '%.3f' "$pull_s")
     printf '| %s (%s…) | %s | %s | %.3f | %.2f |\n' "$i" "${ref##*@sha256:}" "$n" "$pull_s" "${docker_pull_s[$ref]}" "${first_verdict[$ref]:-0}" |
         sed -E 's/\(([0-9a-f]{12})[0-9a-f]*…\)/(\1…)/'
 done
@@ -218,4 +220,4 @@ echo "| pulls by serve (one per image is the target) | $pulls |"
 echo "| images removed over budget | $evicted evictions (runs of the collector that removed any); $left of $IMAGES images left at the end |"
 echo "| disk high-water mark of the benchmark's images (engine sizes) | $high bytes ($(echo "scale=1; $high / 1048576" | bc) MiB) |"
 echo "| budget | $budget_bytes bytes ($BUDGET) |"
-echo "| wall time, start to the last candidate | $(echo "$end - $start" | bc) s |"
+printf '| wall time, start to the last candidate | %.2f s |\n' "$(echo "$end - $start" | bc)"
