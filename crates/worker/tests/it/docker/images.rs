@@ -54,10 +54,19 @@ fn present(image: &str) -> bool {
         .success()
 }
 
+/// Removes `image` with every name it has (its tag too: removing the digest reference alone
+/// leaves a tagged image behind).
 fn remove(image: &str) {
-    let _ = Command::new("docker")
-        .args(["image", "rm", "-f", image])
-        .output();
+    let id = Command::new("docker")
+        .args(["image", "inspect", "--format", "{{.Id}}", image])
+        .output()
+        .unwrap();
+    let id = String::from_utf8_lossy(&id.stdout).trim().to_owned();
+    if !id.is_empty() {
+        let _ = Command::new("docker")
+            .args(["image", "rm", "-f", &id])
+            .output();
+    }
 }
 
 /// The passing example job, under `id`, in `image`.
