@@ -13,12 +13,13 @@ use bollard::query_parameters::{
     AttachContainerOptionsBuilder, ContainerArchiveInfoOptionsBuilder,
     CreateContainerOptionsBuilder, CreateImageOptionsBuilder, DownloadFromContainerOptionsBuilder,
     EventsOptionsBuilder, KillContainerOptionsBuilder, ListContainersOptionsBuilder,
-    RemoveContainerOptionsBuilder, StatsOptionsBuilder, WaitContainerOptionsBuilder,
+    ListImagesOptionsBuilder, RemoveContainerOptionsBuilder, RemoveImageOptionsBuilder,
+    StatsOptionsBuilder, WaitContainerOptionsBuilder,
 };
 use futures_util::StreamExt;
 use worker_sandbox::engine::{
     Answers, CallError, ContainerEngine, ContainerState, ContainerSummary, CreateRequest, Event,
-    ImageInspected, Inspected, Output, PathStat, StatsSample,
+    FreeSpace, ImageInspected, ImageSummary, Inspected, Output, PathStat, StatsSample,
 };
 use worker_sandbox::evidence::EngineFacts;
 use worker_sandbox::lifecycle::OciRuntime;
@@ -191,6 +192,46 @@ impl ContainerEngine for DockerEngine {
             item.map_err(call_error)?;
         }
         Ok(())
+    }
+
+    async fn list_images(&self) -> Result<Vec<ImageSummary>, CallError> {
+        let options = ListImagesOptionsBuilder::default().all(false).build();
+        let images = self
+            .0
+            .list_images(Some(options))
+            .await
+            .map_err(call_error)?;
+        Ok(images
+            .into_iter()
+            .map(|i| ImageSummary {
+                id: i.id,
+                repo_digests: i.repo_digests,
+                repo_tags: i.repo_tags,
+                size_bytes: u64::try_from(i.size).unwrap_or(0),
+            })
+            .collect())
+    }
+
+    async fn remove_image(&self, id: &str) -> Result<(), CallError> {
+        // Never forced: an image a container (ours or anyone's) still uses stays, with the
+        // engine's 409 as the reason.
+        let options = RemoveImageOptionsBuilder::default()
+            .force(false)
+            .noprune(false)
+            .build();
+        self.0
+            .remove_image(id, Some(options), None)
+            .await
+            .map_err(call_error)?;
+        Ok(())
+    }
+
+    async fn image_free_space(&self) -> Result<FreeSpace, CallError> {
+        let info = self.0.info().await.map_err(call_error)?;
+        Ok(crate::endpoint::data_root_free(
+            &crate::endpoint::engine_endpoint(),
+            info.docker_root_dir.as_deref(),
+        ))
     }
 
     async fn create_container(&self, request: &CreateRequest) -> Result<String, CallError> {

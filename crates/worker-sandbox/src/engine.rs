@@ -89,6 +89,28 @@ pub struct ImageInspected {
     pub env: Option<Vec<String>>,
 }
 
+/// One image the engine holds, as listed.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct ImageSummary {
+    /// The image id (`sha256:…`).
+    pub id: String,
+    /// The `name@sha256:…` references it is known by (how a digest pull records it).
+    pub repo_digests: Vec<String>,
+    /// The `name:tag` references it is known by.
+    pub repo_tags: Vec<String>,
+    /// Its size on disk, counting layers it shares with other images (the engine's `Size`).
+    pub size_bytes: u64,
+}
+
+/// The free space of the file system holding the engine's images (its data root).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum FreeSpace {
+    /// Bytes available to the engine there.
+    Known(u64),
+    /// Cannot be told from here (a remote daemon, a data root not visible on this host): why.
+    Unknown(String),
+}
+
 /// A container's state as the engine reports it; absent values are unknown.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct ContainerState {
@@ -197,6 +219,12 @@ pub trait ContainerEngine: Clone + Send + Sync + std::fmt::Debug + 'static {
     ) -> impl Future<Output = Result<ImageInspected, CallError>> + Send;
     /// Pulls `reference` (digest-pinned), to its end or its first error.
     fn pull_image(&self, reference: &str) -> impl Future<Output = Result<(), CallError>> + Send;
+    /// Every image the engine holds.
+    fn list_images(&self) -> impl Future<Output = Result<Vec<ImageSummary>, CallError>> + Send;
+    /// Removes image `id` (never forced: the engine refuses one a container still uses).
+    fn remove_image(&self, id: &str) -> impl Future<Output = Result<(), CallError>> + Send;
+    /// The free space of the engine's data root (`/info` `DockerRootDir`).
+    fn image_free_space(&self) -> impl Future<Output = Result<FreeSpace, CallError>> + Send;
     /// Creates the container; returns its id.
     fn create_container(
         &self,

@@ -47,6 +47,9 @@ pub trait Engine: Send + Sync + std::fmt::Debug {
 
     /// Host paths that any container (running or stopped, ours or not) bind-mounts.
     async fn mounted_paths(&self) -> Result<BTreeSet<PathBuf>, SandboxError>;
+
+    /// The engine's image calls ([`crate::images`]: pulls ahead of jobs, eviction).
+    fn images(&self) -> &dyn crate::images::ImageStore;
 }
 
 /// Runs sandboxed commands on the engine it was built from. Cheap to clone.
@@ -90,6 +93,11 @@ impl Executor {
     /// See [`Engine::host_resources`].
     pub async fn host_resources(&self) -> Result<HostResources, SandboxError> {
         self.engine.host_resources().await
+    }
+
+    /// See [`Engine::images`].
+    pub fn images(&self) -> &dyn crate::images::ImageStore {
+        self.engine.images()
     }
 
     /// See [`Engine::mounted_paths`].

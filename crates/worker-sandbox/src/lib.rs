@@ -17,6 +17,7 @@ pub mod exec_cache;
 mod executor;
 pub mod explain;
 pub mod hits;
+pub mod images;
 pub mod lifecycle;
 pub mod owner;
 pub mod profile;

@@ -20,6 +20,7 @@
 
 pub mod capacity;
 pub mod http;
+pub mod images;
 pub mod jobstate;
 pub mod ledger;
 pub mod lock;
@@ -76,6 +77,8 @@ pub struct ServeConfig {
     pub parallel: Option<NonZeroUsize>,
     /// Where `/healthz` and `/metrics` are served (loopback only); `None`: nowhere.
     pub metrics_listen: Option<SocketAddr>,
+    /// Pulls ahead of jobs and the image budget ([`images`]).
+    pub images: images::ImagePolicy,
 }
 
 /// Why the service stopped other than by a signal.
@@ -234,6 +237,8 @@ async fn serve_loop(
     remove_stale(&feed.work_dir, clock.as_ref());
     let scratch = Scratch::create(&feed.work_dir)
         .map_err(|e| ServeError::Transient(format!("work directory: {e}")))?;
+    let mut images = images::Images::open(&config.state_dir, config.images.clone())
+        .map_err(|e| ServeError::Config(e.to_string()))?;
     let executor = SandboxJobExecutor::new(docker.clone(), staging_root, pull);
     let runner = JobRunner::new(feed, &client, &executor);
     let mut polls = Polls::default();
@@ -271,6 +276,7 @@ async fn serve_loop(
         }
         telemetry.poll(failures.is_empty());
         let any_answer = !fetched.is_empty();
+        images.polled(feed, any_answer.then(|| fetched.clone()), clock.wall_ms());
         let due = due_jobs(
             &mut ledger,
             feed,
@@ -285,6 +291,7 @@ async fn serve_loop(
             None => config.parallel.unwrap_or(NonZeroUsize::MIN),
         };
         warn_waiting(&host_health, due.len(), clock.monotonic());
+        let due = images.before_batch(docker.images(), due, telemetry).await;
         let mut due = due.into_iter();
         let mut running = FuturesUnordered::new();
         let mut open: BTreeMap<i64, (i64, String, PathBuf)> = BTreeMap::new();

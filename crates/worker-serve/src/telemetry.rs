@@ -99,6 +99,8 @@ pub struct Telemetry {
     poll_interval_ms: AtomicU64,
     /// Runs in a row that failed for host causes, and the last one's code and detail.
     host: Mutex<(u32, String)>,
+    /// Pulls and evictions ([`crate::images`]).
+    images: crate::images::ImageMetrics,
 }
 
 impl Telemetry {
@@ -196,6 +198,7 @@ impl Telemetry {
             Info::new(vec![("version", env!("CARGO_PKG_VERSION").to_owned())]),
         );
         Self {
+            images: crate::images::ImageMetrics::register(&mut registry),
             clock,
             registry,
             jobs_seen,
@@ -223,6 +226,11 @@ impl Telemetry {
             ),
             host: Mutex::new((0, String::new())),
         }
+    }
+
+    /// The image metrics.
+    pub fn images(&self) -> &crate::images::ImageMetrics {
+        &self.images
     }
 
     /// The clock the service reads (the same one `/healthz` measures ages with).

@@ -8,7 +8,8 @@
 //! every job to `<dir>/all-jobs.json` and `<dir>/feed.json`, the jobs' verifier address to
 //! `<dir>/verifier`, then the server's base URL to `<dir>/base`, and serves until killed.
 //!
-//! Usage: `bench_feed <repository root> <image@sha256:…> <jobs> <dir>`
+//! Usage: `bench_feed <repository root> <image@sha256:…[,image@sha256:…]> <jobs> <dir>`
+//! (with several images, job N runs in image (N - 1) mod their number)
 //!
 //! With `BENCH_FEED_VERIFIER_SETS` (sets separated by `;`, addresses in a set by `,`), job N
 //! commits to set (N - 1) mod the number of sets instead of the fixture's verifier, and each
@@ -99,10 +100,14 @@ async fn serve(root: &Path, image: &str, jobs: u64, dir: &Path) -> std::io::Resu
             codeload_dir(&format!("{repo}-{commit}"), "", &tree),
         );
         let mut manifest = sample_manifest();
+        // Several images (comma-separated, `scripts/bench-images.sh`): job N runs in image
+        // (N - 1) mod their number.
+        let images: Vec<&str> = image.split(',').collect();
+        let index = usize::try_from(round.saturating_sub(1)).unwrap_or(0) % images.len();
         manifest["image"] = json!(if unpullable.contains(&round) {
             missing_image.as_str()
         } else {
-            image
+            images[index]
         });
         manifest["command"] = json!([
             "/bin/cmp",

@@ -17,12 +17,47 @@ use verifier_sdk::{Address, Network, TreeLimits};
 
 use crate::stage::{ParseStageKindError, StageKind};
 
+/// How `worker serve` and `worker gc --images` treat images.
+#[derive(Debug, Clone, PartialEq, Eq, clap::Args)]
+pub struct ImageArgs {
+    /// Remove images when those this worker pulled (its record: STATE/images.json) take more
+    /// than SIZE (20GiB, 512MiB): least recently used first, never one a listed job needs or
+    /// one used within --image-keep-recent, never one the worker did not pull (unless
+    /// --gc-foreign-images), never one a container uses. Default: no removal.
+    #[arg(long, value_name = "SIZE", value_parser = worker_serve::images::parse_size)]
+    pub image_budget: Option<u64>,
+    /// Count and remove images this worker did not pull too (the operator's own images).
+    #[arg(long, requires = "image_budget")]
+    pub gc_foreign_images: bool,
+    /// Free space the engine's data root must have before a pull; otherwise the pull is not
+    /// made and its jobs wait for the next poll (not counted as attempts). When it cannot be
+    /// read (a remote engine) no pull is made unless this is 0, which turns the check off.
+    #[arg(long, value_name = "SIZE", default_value = "2GiB",
+          value_parser = worker_serve::images::parse_size)]
+    pub image_min_free: u64,
+    /// An image a job used this recently is kept like a needed one: a number and a unit
+    /// s, m, h, d or w.
+    #[arg(long, value_name = "AGE", default_value = "15m", value_parser = worker_store::gc::parse_age)]
+    pub image_keep_recent: Duration,
+}
+
 /// Arguments of `worker gc`.
 #[derive(Debug, Clone, PartialEq, Eq, clap::Args)]
 pub struct GcArgs {
     /// Remove entries older than this: a number and a unit s, m, h, d or w (7d, 12h).
-    #[arg(long, value_parser = worker_store::gc::parse_age)]
-    pub older_than: Duration,
+    /// Required unless --images.
+    #[arg(long, value_parser = worker_store::gc::parse_age, required_unless_present = "images")]
+    pub older_than: Option<Duration>,
+    /// Collect images instead of staged trees: those over --image-budget, by the pull record
+    /// of the `worker serve` whose --state is given, with serve's rules.
+    #[arg(long, requires_all = ["state", "image_budget"], conflicts_with = "older_than")]
+    pub images: bool,
+    /// With --images: the state directory of `worker serve` (its images.json).
+    #[arg(long, requires = "images")]
+    pub state: Option<PathBuf>,
+    /// With --images: the image budget and rules.
+    #[command(flatten)]
+    pub image: ImageArgs,
     /// Staging root (default: $REGRESSION_SANDBOX_STAGING_ROOT, else the rehearsal store
     /// worker-rehearse-<uid> in the system temp dir).
     #[arg(long)]
@@ -465,6 +500,9 @@ pub struct ServeArgs {
     /// How each job is fetched and run.
     #[command(flatten)]
     pub run: JobRunArgs,
+    /// Image pulls and the image budget.
+    #[command(flatten)]
+    pub image: ImageArgs,
 }
 
 /// Arguments of `worker doctor`.

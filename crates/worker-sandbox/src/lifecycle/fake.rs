@@ -265,6 +265,22 @@ impl ContainerEngine for Fake {
         Ok(())
     }
 
+    async fn list_images(&self) -> Result<Vec<crate::engine::ImageSummary>, CallError> {
+        Ok(Vec::new())
+    }
+
+    async fn remove_image(&self, id: &str) -> Result<(), CallError> {
+        Err(CallError::NotFound {
+            message: format!("No such image: {id}"),
+        })
+    }
+
+    async fn image_free_space(&self) -> Result<crate::engine::FreeSpace, CallError> {
+        Ok(crate::engine::FreeSpace::Unknown(
+            "a scripted engine".into(),
+        ))
+    }
+
     async fn create_container(&self, request: &CreateRequest) -> Result<String, CallError> {
         self.with(|s| s.created = Some(request.clone()));
         Ok(ID.into())

@@ -781,6 +781,10 @@ impl<E: ContainerEngine> crate::Engine for Lifecycle<E> {
         Lifecycle::cleanup_stale(self).await
     }
 
+    fn images(&self) -> &dyn crate::images::ImageStore {
+        &self.docker
+    }
+
     async fn remove_own_containers(&self) -> Result<Vec<String>, SandboxError> {
         Lifecycle::remove_own_containers(self).await
     }

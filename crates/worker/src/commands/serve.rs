@@ -137,6 +137,18 @@ fn serve_config(args: &ServeArgs) -> ServeConfig {
         poll_interval: Duration::from_secs(args.poll_interval),
         parallel: args.parallel,
         metrics_listen: args.metrics_listen,
+        images: image_policy(&args.image, args.run.pull),
+    }
+}
+
+/// The image policy from its flags; pulls ahead of jobs only with `--pull`.
+pub fn image_policy(args: &crate::cli::ImageArgs, pull: bool) -> worker_serve::images::ImagePolicy {
+    worker_serve::images::ImagePolicy {
+        pull,
+        budget: args.image_budget,
+        foreign: args.gc_foreign_images,
+        min_free: args.image_min_free,
+        keep_recent: args.image_keep_recent,
     }
 }
 

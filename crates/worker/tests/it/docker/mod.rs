@@ -9,6 +9,7 @@ mod engine_host;
 mod example_run;
 mod feed_cli;
 mod gc;
+mod images;
 mod in_toto;
 mod junit_stdout;
 mod per_test;
