@@ -12,6 +12,7 @@ mod in_toto;
 mod junit_stdout;
 mod per_test;
 mod rehearse;
+mod rehearse_batch_report;
 mod rehearse_live_checker;
 mod request;
 mod run_regression;
