@@ -164,3 +164,36 @@ fn a_live_shaped_checker_benchmark_names_the_checker_it_runs_and_the_real_defect
         "{problems}"
     );
 }
+
+/// The candidates come from the benchmark (the author's), never from the source (the
+/// solver's): a source holding files named like the benchmark's strings, and a directory where
+/// the checker would be, cannot remove the referenced_programs stub or make it pass less.
+#[test]
+fn a_source_with_files_named_like_the_benchmarks_strings_does_not_disable_the_detection() {
+    let b = bounty();
+    let decoy = b.dir.path().join("decoy");
+    fs::create_dir_all(decoy.join("tools/check_card.py")).unwrap();
+    fs::write(decoy.join("tools/check_card.py/keep"), "x\n").unwrap();
+    fs::write(decoy.join("WORKSPACE_ROOT"), "/elsewhere\n").unwrap();
+    fs::write(decoy.join("card.json"), "{}\n").unwrap();
+    let v = rehearse_json(&b, &decoy, &[]);
+    let adversarial = &v["adversarial"];
+    let referenced = adversarial["stubs"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|s| s["name"] == "referenced_programs")
+        .cloned();
+    assert!(
+        referenced
+            .as_ref()
+            .is_some_and(|s| s["outcome"] == "bypassed"
+                && s["added"] == serde_json::json!(["tools/check_card.py"])),
+        "{adversarial}"
+    );
+    assert_eq!(
+        adversarial["bypassable"],
+        Value::Bool(true),
+        "{adversarial}"
+    );
+}
