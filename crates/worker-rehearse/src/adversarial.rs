@@ -11,8 +11,9 @@
 //! - `shadow <file>`: a tree holding only one file named like a test runner's module
 //!   (`unittest.py`, `pytest.py`, …) that exits 0 when imported. The solution is left out on
 //!   purpose: with it, a sound benchmark passes too, and a pass could not be blamed on the file;
-//! - `referenced_programs`: only the programs the benchmark runs from `/workspace`, each an
-//!   immediate successful exit; built from the benchmark alone, so it needs no solution
+//! - `referenced_programs`: only the programs the benchmark may run from `/workspace` (the
+//!   program-like names of a benchmark file that starts processes), each an immediate
+//!   successful exit; built from the benchmark alone, so it needs no solution
 //!   ([`super::references`]), and only when the benchmark names one;
 //! - `empty_tree`: nothing at all.
 //!
@@ -78,7 +79,7 @@ impl StubResult {
             .replaced
             .iter()
             .chain(&stub.added)
-            .filter(|f| references.run.contains(*f))
+            .filter(|f| references.may_run(f))
             .cloned()
             .collect();
         let outcome = if e.status == "passed" {

@@ -61,10 +61,17 @@ impl BatchReport {
                         None if r.adversarial.is_some() => "not judged",
                         None => "not checked",
                     };
+                    // As the single report says it (render.rs): a digest checked against the
+                    // manifest, or one filled in for a placeholder that the author must commit.
+                    let checked = if report.commit.benchmark_digest_filled_in {
+                        "filled in: commit it"
+                    } else {
+                        "matches the manifest"
+                    };
                     let _ = writeln!(
                         out,
                         "verdict {}, stability {}, discrimination {}, bypassable {bypassable}; \
-                         source {}, benchmark {}, {}",
+                         source {}, benchmark {} ({checked}), {}",
                         report.verdict.as_str(),
                         report.stability.as_str(),
                         report.discrimination.map_or("not checked", |d| d.as_str()),

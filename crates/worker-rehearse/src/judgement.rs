@@ -8,8 +8,25 @@
 //! or verdict-less source leaves the benchmark *not judged*, with the reason and what to pass
 //! instead, never "held".
 
+use super::adversarial::REFERENCED_PROGRAMS;
 use super::culprit::Culprit;
 use super::verdict::{EMPTY_TREE, EXIT_ON_LOAD, StubResult, Verdict};
+
+/// Files named in one problem line; the stub's `added` lists them all.
+const LISTED: usize = 3;
+
+fn listed(files: &[String]) -> String {
+    let mut text = files
+        .iter()
+        .take(LISTED)
+        .cloned()
+        .collect::<Vec<_>>()
+        .join(", ");
+    if files.len() > LISTED {
+        text.push_str(&format!(" and {} more", files.len() - LISTED));
+    }
+    text
+}
 
 /// `outcome` of a stub that did not pass while the source did not pass either.
 pub const NOT_JUDGED: &str = "not_judged";
@@ -43,13 +60,25 @@ pub fn bypass_problem(stubs: &[StubResult], culprit: Option<&Culprit>) -> String
     let passed: Vec<&StubResult> = stubs.iter().filter(|s| s.outcome == "bypassed").collect();
     let names: Vec<&str> = passed.iter().map(|s| s.name.as_str()).collect();
     let names = names.join(", ");
-    if let Some(file) = passed.iter().flat_map(|s| s.run_by_benchmark.iter()).next() {
-        return format!(
-            "the benchmark runs {file} from /workspace, a file the solver controls, and trusts its \
-             exit status: a solution shipping it as an immediate exit 0 is paid ({names} passed); \
-             ship the checker in the benchmark and run it from /benchmark"
-        );
+    // Shown as it is the stub that held only the candidates: a pass from it confirms that
+    // the benchmark runs (or loads) one of them and trusts its exit status.
+    if let Some(stub) = passed.iter().find(|s| s.name == REFERENCED_PROGRAMS) {
+        return match stub.added.as_slice() {
+            [file] => format!(
+                "the benchmark runs {file} from /workspace, a file the solver controls, and \
+                 trusts its exit status: a solution shipping it as an immediate exit 0 is paid \
+                 ({names} passed); ship the checker in the benchmark and run it from /benchmark"
+            ),
+            files => format!(
+                "the benchmark runs a program from /workspace that the solver controls, and \
+                 trusts its exit status: a tree holding only {} (names the benchmark uses), each \
+                 an immediate exit 0, is paid ({names} passed); ship the checker in the \
+                 benchmark and run it from /benchmark",
+                listed(files)
+            ),
+        };
     }
+    // Confirmed by experiment: the bisection found one file whose replacement alone passes.
     let found = culprit.filter(|c| c.minimal).and_then(|c| c.files.first());
     if let Some(file) = found
         && !passed.iter().any(|s| s.name.starts_with("shadow "))
@@ -60,6 +89,17 @@ pub fn bypass_problem(stubs: &[StubResult], culprit: Option<&Culprit>) -> String
              program from /workspace and trusts its exit status trusts the solver: ship the \
              checker in the benchmark and run it from /benchmark (if {file} is the code under \
              test, make the benchmark judge which tests ran and passed, manifests/README.md)"
+        );
+    }
+    // Not confirmed: the stub that passed replaced more than the candidates, so say only what
+    // is known.
+    if let Some(file) = passed.iter().flat_map(|s| s.run_by_benchmark.iter()).next() {
+        return format!(
+            "the benchmark references {file} and starts processes, and {file} is a file the \
+             solver controls: a stub that replaced it (and the source's other code) with an \
+             immediate exit 0 is paid ({names} passed); if the benchmark runs it, ship the \
+             checker in the benchmark and run it from /benchmark; otherwise make the benchmark \
+             judge which tests ran and passed, not only the exit status (manifests/README.md)"
         );
     }
     let advice = if let Some(shadow) = passed.iter().find(|s| s.name.starts_with("shadow ")) {
@@ -131,12 +171,35 @@ mod tests {
         let mut exit = stub(EXIT_ON_LOAD, "bypassed");
         exit.run_by_benchmark = vec!["tools/check.py".into()];
         let empty = stub(EMPTY_TREE, "bypassed");
-        let line = bypass_problem(&[exit, empty.clone()], None);
+        // Only exit_on_load (which replaced all the source's code) passed: that the benchmark
+        // runs the file is not confirmed, so it is not claimed.
+        let line = bypass_problem(&[exit.clone(), empty.clone()], None);
         assert!(
-            line.starts_with("the benchmark runs tools/check.py from /workspace"),
+            line.starts_with("the benchmark references tools/check.py and starts processes"),
             "{line}"
         );
+        assert!(!line.contains("the benchmark runs tools"), "{line}");
+        assert!(line.contains("ship the checker in the benchmark"), "{line}");
         assert!(line.contains("(exit_on_load, empty_tree passed)"), "{line}");
+        // The stub holding only the candidates passed: confirmed.
+        let mut referenced = stub(REFERENCED_PROGRAMS, "bypassed");
+        referenced.added = vec!["tools/check.py".into()];
+        let line = bypass_problem(&[exit.clone(), referenced.clone()], None);
+        assert!(
+            line.starts_with(
+                "the benchmark runs tools/check.py from /workspace, a file the solver controls"
+            ),
+            "{line}"
+        );
+        referenced.added = (0..5).map(|i| format!("t/{i}.py")).collect();
+        let line = bypass_problem(&[exit, referenced], None);
+        assert!(
+            line.starts_with(
+                "the benchmark runs a program from /workspace that the solver controls, and \
+                 trusts its exit status: a tree holding only t/0.py, t/1.py, t/2.py and 2 more"
+            ),
+            "{line}"
+        );
         let line = bypass_problem(&[empty], None);
         assert!(line.contains("the empty tree is paid"), "{line}");
         assert!(!line.contains("python3"), "{line}");

@@ -57,8 +57,9 @@ pub struct StubResult {
     pub replaced: Vec<String>,
     /// Files the stub adds (shadow files, referenced programs).
     pub added: Vec<String>,
-    /// The files of `replaced` and `added` the benchmark starts as a program by its path under
-    /// `/workspace`: a pass hinging on one is a benchmark trusting a program the solver ships.
+    /// The files of `replaced` and `added` that are candidate programs of the benchmark (named
+    /// in a benchmark file that starts processes, [`super::references`]): a pass hinging on one
+    /// may be a benchmark trusting a program the solver ships. Candidates, not confirmed runs.
     pub run_by_benchmark: Vec<String>,
     /// Files of the solution kept unchanged in the stub.
     pub kept_files: usize,

@@ -224,10 +224,9 @@ pub fn explain_shown(evidence: &EvidenceRecord, observed: &Observed, shown: Show
         )),
         // The reading is taken while the container runs; a run over before the first reading
         // has none. Said, so that a missing line is not read as "no memory used".
-        None if evidence.exit.started => details.push(format!(
-            "peak memory not measured (the run ended before it was read) of the {} limit",
-            mib(request.memory_bytes)
-        )),
+        None if evidence.exit.started => {
+            details.push(peak_not_measured(duration_ms, request.memory_bytes));
+        }
         None => {}
     }
     // A run that never started has no output worth a line.
@@ -479,6 +478,23 @@ pub enum ExplainError {
     Shape(#[source] serde_json::Error),
 }
 
+/// Why a run that started has no peak memory, in the words the report shows. A limitation of
+/// reading through the engine, not a failure: Docker's stats stream sends its first sample up
+/// to a second after it is asked (its collector ticks once a second; measured here 0.003 to
+/// 0.66 s), and once the container has exited its cgroup is removed with it, so there is no
+/// counter left to read at exit. A run shorter than the first tick has none.
+pub fn peak_not_measured(duration_ms: Option<u64>, memory_bytes: u64) -> String {
+    let took = duration_ms
+        .map(|ms| format!(" after {}", seconds(ms)))
+        .unwrap_or_default();
+    format!(
+        "peak memory not measured (of the {} limit): the run ended{took}, before the engine's \
+         first stats sample (Docker samples about once a second and has no counter left once \
+         the container has exited)",
+        mib(memory_bytes)
+    )
+}
+
 /// Reads and parses an evidence record, checking its schema first so a wrong file gets a
 /// clear message rather than a field-level parse error.
 pub fn read_evidence(path: &Path) -> Result<EvidenceRecord, ExplainError> {
@@ -542,6 +558,23 @@ mod tests {
         assert!(!text.contains('\u{1b}') && !text.contains('\r'), "{text:?}");
         assert!(text.contains("| \\e[1A\\rPASSED"), "{text}");
         assert!(text.contains("| x\\r\n"), "{text}");
+    }
+
+    /// Real-bounty re-run (issue 26): a bare "not measured" on 0.1–0.3 s runs did not say
+    /// that this is the engine's sampling, not the run.
+    #[test]
+    fn peak_memory_not_measured_says_why_it_cannot_be() {
+        let text = peak_not_measured(Some(180), 256 << 20);
+        assert!(
+            text.starts_with("peak memory not measured (of the 256 MiB limit)"),
+            "{text}"
+        );
+        assert!(
+            text.contains("after 0.18 s") || text.contains("after 0.2 s"),
+            "{text}"
+        );
+        assert!(text.contains("first stats sample"), "{text}");
+        assert!(text.contains("exited"), "{text}");
     }
 
     #[test]

@@ -15,6 +15,8 @@ mod junit_stdout;
 mod per_test;
 mod ran;
 mod rehearse;
+mod rehearse_batch_report;
+mod rehearse_live_checker;
 mod request;
 mod run_regression;
 mod sandbox_limits;

@@ -788,8 +788,11 @@ fn adversarial_stubs_fail_the_bounty_harness_which_still_discriminates() {
         "{out}"
     );
     assert!(!out.contains("BYPASSABLE"), "{out}");
+    // The harness names `run_tests.py` in its usage line and starts a process: over-included
+    // as a candidate program, its referenced_programs stub is tried and fails too.
     for held in [
         "exit_on_load",
+        "referenced_programs",
         "shadow unittest.py",
         "shadow pytest.py",
         "shadow conftest.py",
@@ -804,7 +807,7 @@ fn adversarial_stubs_fail_the_bounty_harness_which_still_discriminates() {
     }
     assert!(
         out.ends_with(
-            "adversarial  held: no stub passed (7 failed)\nok: passed, discriminating; not \
+            "adversarial  held: no stub passed (8 failed)\nok: passed, discriminating; not \
              checked: stability (--repeat 2 or more)\n"
         ),
         "{out}"
@@ -2245,8 +2248,9 @@ fn stub_progress_and_logs_name_the_stub_and_a_checked_digest_says_it_matches() {
     );
     for name in [
         "rehearse-stub-0-exit_on_load.stdout",
-        "rehearse-stub-1-shadow-unittest.py.stdout",
-        "rehearse-stub-6-empty_tree.evidence.json",
+        "rehearse-stub-1-referenced_programs.stdout",
+        "rehearse-stub-2-shadow-unittest.py.stdout",
+        "rehearse-stub-7-empty_tree.evidence.json",
     ] {
         assert!(
             logs.join(name).is_file(),
