@@ -50,6 +50,7 @@ use retry::{Cause, HostHealth, cause_of};
 use shutdown::Shutdown;
 use telemetry::Telemetry;
 use worker_jobs::feed::output::write_manifest;
+use worker_jobs::feed::report::FetchFailure;
 use worker_jobs::feed::scratch::{Scratch, remove_stale};
 use worker_jobs::feed::select::select_jobs;
 use worker_jobs::feed::{
@@ -215,6 +216,20 @@ pub async fn serve(
     served
 }
 
+/// Counts one poll's answer for the heartbeat and the metrics, and names each failed query.
+fn count_poll(polls: &mut Polls, failures: &[FetchFailure], now_ms: i64, telemetry: &Telemetry) {
+    if failures.is_empty() {
+        polls.ok += 1;
+        polls.last_ok_ms = Some(now_ms);
+    } else {
+        polls.failed += 1;
+        for f in failures {
+            tracing::warn!(verifier = %f.verifier, kind = %f.kind, "feed query failed: {}", f.message);
+        }
+    }
+    telemetry.poll(failures.is_empty());
+}
+
 async fn serve_loop(
     config: &ServeConfig,
     mut ledger: Ledger,
@@ -265,16 +280,7 @@ async fn serve_loop(
             r = fetch_feeds(feed, &client) => r,
             () = shutdown.wait() => break,
         };
-        if failures.is_empty() {
-            polls.ok += 1;
-            polls.last_ok_ms = Some(clock.wall_ms());
-        } else {
-            polls.failed += 1;
-            for f in &failures {
-                tracing::warn!(verifier = %f.verifier, kind = %f.kind, "feed query failed: {}", f.message);
-            }
-        }
-        telemetry.poll(failures.is_empty());
+        count_poll(&mut polls, &failures, clock.wall_ms(), telemetry);
         let any_answer = !fetched.is_empty();
         images.polled(feed, any_answer.then(|| fetched.clone()), clock.wall_ms());
         let due = due_jobs(
