@@ -78,8 +78,19 @@ pub fn bypass_problem(stubs: &[StubResult], culprit: Option<&Culprit>) -> String
             ),
         };
     }
-    // Confirmed by experiment: the bisection found one file whose replacement alone passes.
-    let found = culprit.filter(|c| c.minimal).and_then(|c| c.files.first());
+    // Confirmed by experiment: the bisection found one file whose replacement alone passes, or
+    // exit_on_load itself replaced one file only (every other file kept), the same experiment.
+    let alone = passed
+        .iter()
+        .find(|s| s.name == EXIT_ON_LOAD && s.added.is_empty())
+        .and_then(|s| match s.replaced.as_slice() {
+            [file] => Some(file),
+            _ => None,
+        });
+    let found = culprit
+        .filter(|c| c.minimal)
+        .and_then(|c| c.files.first())
+        .or(alone);
     if let Some(file) = found
         && !passed.iter().any(|s| s.name.starts_with("shadow "))
     {
@@ -203,5 +214,22 @@ mod tests {
         let line = bypass_problem(&[empty], None);
         assert!(line.contains("the empty tree is paid"), "{line}");
         assert!(!line.contains("python3"), "{line}");
+    }
+
+    #[test]
+    fn an_exit_on_load_that_replaced_one_file_and_passed_names_it_as_confirmed() {
+        // The live bounties' shape: the solver's tree has one program, the checker the
+        // benchmark runs; exit_on_load replaced it alone (every other file kept) and passed,
+        // which is the experiment a bisection would have run.
+        let mut exit = stub(EXIT_ON_LOAD, "bypassed");
+        exit.replaced = vec!["scripts/check-x.py".into()];
+        exit.run_by_benchmark = vec!["scripts/check-x.py".into()];
+        let line = bypass_problem(&[exit], None);
+        assert!(
+            line.starts_with("the pass hinges on scripts/check-x.py, a file the solver ships"),
+            "{line}"
+        );
+        assert!(!line.contains("and the source's other code"), "{line}");
+        assert!(line.contains("ship the checker in the benchmark"), "{line}");
     }
 }
