@@ -128,6 +128,44 @@ logs=$WORK/serve-logs
 : >"$latencies"
 mkdir -p "$logs"
 
+# METER=1: each measurement also goes through scripts/engine-meter.py, a counting proxy in
+# front of the engine's socket (DOCKER_HOST) that also reads the engine's own CPU time
+# (dockerd, containerd, the shims and their runc) over the measurement. The engine's work per
+# job does not depend on the machine's load, so this comparison holds where the jobs/hour do
+# not; the proxy slows every client, so the jobs/hour of a metered run are not comparable to
+# an unmetered one's.
+METER=${METER:-}
+meters=$WORK/meters
+mkdir -p "$meters"
+meter_pid=""
+meter_env=()
+meter_start() { # label
+    [[ -n "$METER" ]] || return 0
+    local sock=$meters/engine.sock n
+    n=$(find "$meters" -name "$1-*.json" | wc -l)
+    touch "$meters/engine.start"
+    python3 scripts/engine-meter.py "$sock" "$meters/$1-$n.json" &
+    meter_pid=$!
+    for _ in $(seq 100); do [[ -S "$sock" ]] && break; sleep 0.05; done
+    [[ -S "$sock" ]] || { echo "bench-serve: the engine meter did not start" >&2; exit 1; }
+    meter_env=(DOCKER_HOST="unix://$sock")
+}
+meter_stop() { # [client CPU ticks]
+    [[ -n "$meter_pid" ]] || return 0
+    kill -TERM "$meter_pid"
+    wait "$meter_pid" || true
+    meter_pid=""
+    meter_env=()
+    local f
+    f=$(find "$meters" -name '*.json' -newer "$meters/engine.start" | head -1)
+    if [[ -n "${1:-}" && -n "$f" ]]; then
+        jq --argjson t "$1" --argjson hz "$(getconf CLK_TCK)" '.client_cpu_s = $t / $hz' "$f" >"$f.new" && mv "$f.new" "$f"
+    fi
+}
+# utime + stime + reaped children's of process $1, in clock ticks.
+cpu_ticks() { sed 's/^.*) //' "/proc/$1/stat" | awk '{print $12 + $13 + $14 + $15}'; }
+trap 'meter_stop; cleanup' EXIT
+
 # Every job once: the candidates' job ids (from the files themselves) are the feed's, once each.
 check_batch() { # label dirs...
     local label=$1 ids
@@ -144,11 +182,12 @@ measure_serve() { # label parallel run-dir
     local label=$1 parallel=$2 dir=$3 start end before after
     mkdir -p "$dir/out" "$dir/state" "$dir/work" "$dir/staging"
     cp "$WORK/feed/all-jobs.json" "$WORK/feed/feed.json"
+    meter_start "$label"
     before=$(load)
     start=$(now)
     local flags=()
     [[ "$parallel" == default ]] || flags=(--parallel "$parallel")
-    WORKER_LOG=warn,worker_serve=info,worker_jobs::feed::sandbox_executor=debug NO_COLOR=1 \
+    env "${meter_env[@]}" WORKER_LOG=warn,worker_serve=info,worker_jobs::feed::sandbox_executor=debug NO_COLOR=1 \
         "$BIN" serve --api "$api" --verifier "$verifier" --out "$dir/out" --state "$dir/state" \
         --work-dir "$dir/work" --staging-root "$dir/staging" --archive-base "$api" \
         "${flags[@]}" --poll-interval 1 --pull 2>"$dir/serve.log" &
@@ -167,9 +206,12 @@ measure_serve() { # label parallel run-dir
     done
     end=$(now)
     after=$(load)
+    local client=""
+    [[ -z "$METER" ]] || client=$(cpu_ticks "$serve_pid")
     kill -TERM "$serve_pid"
     wait "$serve_pid" || true
     serve_pid=""
+    meter_stop "$client"
     check_batch "$label" "$dir/out"
     printf '%s\t%s\t%s\t%s\t%s\n' "$label" "$start" "$end" "$before" "$after" >>"$results"
     # Feed to candidate: every job appeared when the clock started; its candidate's mtime.
@@ -185,16 +227,20 @@ measure_serve() { # label parallel run-dir
 
 # E1, E2, E4: the raw Engine-API anchor with K in flight.
 measure_anchor() { # label in-flight
-    local label=$1 k=$2 start end before after
+    local label=$1 k=$2 start end before after client
+    meter_start "$label"
+    # The anchor runs in the foreground: its CPU is this shell's reaped children's growth.
+    client=$(cpu_ticks $$)
     before=$(load)
     start=$(now)
-    "$ANCHOR" "$image" "$WORK/anchor/source-pass" "$WORK/anchor/source-fail" "$WORK/anchor/benchmark" \
+    env "${meter_env[@]}" "$ANCHOR" "$image" "$WORK/anchor/source-pass" "$WORK/anchor/source-fail" "$WORK/anchor/benchmark" \
         "$JOBS" "$k" >"$WORK/anchor-$label.out" || {
         echo "bench-serve: the anchor ($label) failed" >&2
         exit 1
     }
     end=$(now)
     after=$(load)
+    meter_stop "$(($(cpu_ticks $$) - client))"
     printf '%s\t%s\t%s\t%s\t%s\n' "$label" "$start" "$end" "$before" "$after" >>"$results"
     echo "  $label: $(echo "$end - $start" | bc) s (load $before -> $after)" >&2
 }
@@ -385,4 +431,38 @@ for mode in serve_modes:
         print(f"{mode:<6} " + " ".join(f"{v / n:>16.0f} {100 * v / n / whole:>6.1f}% " for v in sums))
 print("(command: the engine's StartedAt..FinishedAt; wait latency: the rest of start..observed stopped;")
 print(" teardown: observed stopped..removal confirmed, the output and the post-run inspect included)")
+PY
+
+[[ -n "$METER" ]] || exit 0
+python3 - "$meters" "$JOBS" <<'PY'
+import glob
+import json
+import os
+import statistics
+import sys
+
+meters, jobs = sys.argv[1], int(sys.argv[2])
+runs = {}
+for f in sorted(glob.glob(os.path.join(meters, "*.json"))):
+    runs.setdefault(os.path.basename(f).rsplit("-", 1)[0], []).append(json.load(open(f)))
+order = lambda m: ("ABDSCE".index(m[0]), int(m[1:]) if m[1:] else 0)
+print()
+print("the engine's work per job (scripts/engine-meter.py; medians over the mode's runs)")
+print(f"{'mode':<6} {'calls/job':>9} {'engine CPU ms/job':>17} {'dockerd':>8} {'containerd':>10} {'shims':>6} {'client CPU ms/job':>17}")
+for mode in sorted(runs, key=order):
+    rs = runs[mode]
+    med = lambda f: statistics.median(f(r) for r in rs)
+    print(f"{mode:<6} {med(lambda r: r['calls_total']) / jobs:>9.1f} {1000 * med(lambda r: r['cpu_total_s']) / jobs:>17.1f}"
+          f" {1000 * med(lambda r: r['cpu_s'].get('dockerd', 0)) / jobs:>8.1f} {1000 * med(lambda r: r['cpu_s'].get('containerd', 0)) / jobs:>10.1f}"
+          f" {1000 * med(lambda r: r['cpu_s']['shims']) / jobs:>6.1f} {1000 * med(lambda r: r.get('client_cpu_s', 0)) / jobs:>17.1f}")
+for mode in sorted(runs, key=order):
+    kinds = {}
+    for r in runs[mode]:
+        for call, n in r["calls"].items():
+            kinds.setdefault(call, []).append(n)
+    print(f"{mode}: " + ", ".join(f"{call} {statistics.median(ns) / jobs:.2f}" for call, ns in sorted(kinds.items())))
+print("(calls: request lines sent to the engine, a stream counted once; CPU: utime+stime and reaped")
+print(" children's, dockerd and containerd over the measurement, each shim to its last poll (a lower")
+print(" bound); client: worker serve's own CPU, or the anchor's; the proxy slows every client, so a")
+print(" metered run's jobs/hour are not comparable to an unmetered run's)")
 PY
