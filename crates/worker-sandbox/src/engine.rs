@@ -248,7 +248,10 @@ pub trait ContainerEngine: Clone + Send + Sync + std::fmt::Debug + 'static {
     fn stats(&self, id: &str) -> Answers<StatsSample>;
     /// Sends it SIGKILL.
     fn kill(&self, id: &str) -> impl Future<Output = Result<(), CallError>> + Send;
-    /// Force-removes it with its anonymous volumes.
+    /// Force-removes it with its anonymous volumes. `Ok` only once the engine no longer knows
+    /// the container (the Docker Engine answers 204 after deleting it from its store), and
+    /// [`CallError::NotFound`] when it did not know it: the lifecycle takes either answer as
+    /// the removal's confirmation, with no inspect after it.
     fn remove(&self, id: &str) -> impl Future<Output = Result<(), CallError>> + Send;
     /// Stats `path` inside it (without following a final symlink).
     fn archive_stat(

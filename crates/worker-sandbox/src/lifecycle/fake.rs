@@ -41,8 +41,14 @@ pub struct Script {
     /// The engine restarts while the program runs: the first wait fails with a dropped
     /// connection and the event stream ends before the exit.
     pub engine_restarts: bool,
-    /// The engine keeps answering an inspect of the container after removing it.
+    /// The engine refuses every removal request (as a removal already in progress, 409) and
+    /// keeps answering an inspect of the container.
     pub removal_unconfirmed: bool,
+    /// The engine answers a removal request of a container it removed with "no such
+    /// container" (404), as an engine whose removal raced another's does.
+    pub removal_answers_not_found: bool,
+    /// `argv[0]` is nowhere in the container: every archive stat answers "not found".
+    pub executable_missing: bool,
     /// The engine creates something other than what was asked for: the inspected profile is
     /// the requested one passed through this (dropping or altering a field).
     pub read_back: Option<fn(&mut Isolation)>,
@@ -58,6 +64,8 @@ impl Default for Script {
             external_kill: false,
             engine_restarts: false,
             removal_unconfirmed: false,
+            removal_answers_not_found: false,
+            executable_missing: false,
             read_back: None,
         }
     }
@@ -72,6 +80,8 @@ struct State {
     kills: usize,
     removals: usize,
     waits: usize,
+    /// Every call the lifecycle made, in the order they reached the engine.
+    calls: Vec<&'static str>,
     events: Option<mpsc::UnboundedSender<Option<Event>>>,
     pending_events: Option<mpsc::UnboundedReceiver<Option<Event>>>,
 }
@@ -165,6 +175,15 @@ impl Fake {
         self.with(|s| s.waits)
     }
 
+    /// Every call the lifecycle made, in the order they reached the engine.
+    pub fn calls(&self) -> Vec<&'static str> {
+        self.with(|s| s.calls.clone())
+    }
+
+    fn called(&self, call: &'static str) {
+        self.with(|s| s.calls.push(call));
+    }
+
     async fn until_exited(exited: &mut watch::Receiver<bool>) {
         // The sender lives as long as the fake, which outlives the run.
         let _ = exited.wait_for(|e| *e).await;
@@ -172,7 +191,7 @@ impl Fake {
 
     fn inspect(&self) -> Result<Inspected, CallError> {
         self.with(|s| {
-            if s.removed && !self.script.removal_unconfirmed {
+            if s.removed {
                 return Err(not_found());
             }
             let created = s.created.clone().ok_or_else(not_found)?;
@@ -251,6 +270,7 @@ impl ContainerEngine for Fake {
     }
 
     async fn inspect_image(&self, reference: &str) -> Result<ImageInspected, CallError> {
+        self.called("inspect_image");
         Ok(ImageInspected {
             id: Some("sha256:fakeimage".into()),
             repo_digests: Some(vec![reference.to_string()]),
@@ -282,15 +302,18 @@ impl ContainerEngine for Fake {
     }
 
     async fn create_container(&self, request: &CreateRequest) -> Result<String, CallError> {
+        self.called("create");
         self.with(|s| s.created = Some(request.clone()));
         Ok(ID.into())
     }
 
     async fn inspect_container(&self, _: &str) -> Result<Inspected, CallError> {
+        self.called("inspect");
         self.inspect()
     }
 
     async fn attach(&self, _: &str) -> Result<Answers<Output>, CallError> {
+        self.called("attach");
         let mut started = self.exited.subscribe();
         let fake = self.clone();
         let stdout = bytes::Bytes::from(self.script.stdout.clone());
@@ -312,6 +335,7 @@ impl ContainerEngine for Fake {
     }
 
     async fn start(&self, _: &str) -> Result<(), CallError> {
+        self.called("start");
         self.with(|s| s.started = true);
         self.emit(Some(event("start", None)));
         if self.script.engine_restarts {
@@ -344,6 +368,7 @@ impl ContainerEngine for Fake {
     }
 
     async fn wait_stopped(&self, _: &str) -> Result<(), CallError> {
+        self.called("wait");
         let first = self.with(|s| {
             s.waits += 1;
             s.waits == 1
@@ -358,6 +383,7 @@ impl ContainerEngine for Fake {
     }
 
     fn events(&self, _: &str, _: u64) -> Answers<Event> {
+        self.called("events");
         let Some(rx) = self.with(|s| s.pending_events.take()) else {
             return Box::pin(futures_util::stream::empty());
         };
@@ -370,10 +396,12 @@ impl ContainerEngine for Fake {
     }
 
     fn stats(&self, _: &str) -> Answers<StatsSample> {
+        self.called("stats");
         Box::pin(futures_util::stream::empty())
     }
 
     async fn kill(&self, _: &str) -> Result<(), CallError> {
+        self.called("kill");
         let running = self.with(|s| {
             s.kills += 1;
             s.started && s.exit.is_none()
@@ -390,16 +418,33 @@ impl ContainerEngine for Fake {
     }
 
     async fn remove(&self, _: &str) -> Result<(), CallError> {
+        self.called("remove");
+        if self.script.removal_unconfirmed {
+            self.with(|s| s.removals += 1);
+            return Err(CallError::Refused {
+                status: 409,
+                message: "removal of container fakecontainer is already in progress".into(),
+            });
+        }
         self.with(|s| {
             s.removals += 1;
             s.removed = true;
         });
         // A forced removal kills a running program.
         self.end(137, false);
+        if self.script.removal_answers_not_found {
+            return Err(not_found());
+        }
         Ok(())
     }
 
     async fn archive_stat(&self, _: &str, _: &str) -> Result<PathStat, CallError> {
+        self.called("archive_stat");
+        if self.script.executable_missing {
+            return Err(CallError::NotFound {
+                message: "Could not find the file in container fakecontainer".into(),
+            });
+        }
         // Every path asked for is an executable regular file.
         Ok(PathStat {
             file_mode: 0o755,
@@ -408,6 +453,7 @@ impl ContainerEngine for Fake {
     }
 
     fn archive_read(&self, _: &str, _: &str) -> Answers<bytes::Bytes> {
+        self.called("archive_read");
         Box::pin(futures_util::stream::empty())
     }
 }

@@ -2,9 +2,9 @@
 //! driving one run from image check to confirmed removal.
 //!
 //! Every run follows the same fixed sequence — check image, check inputs, create, read the
-//! profile back, resolve the executable, attach, start, watch output and deadline, kill if
-//! needed, wait, inspect, check inputs, remove, confirm removal — and every path after create
-//! ends in removal. What each engine answer means is decided in pure steps ([`crate::spec`],
+//! profile back and resolve the executable (attaching and subscribing to the events beside
+//! them), start, watch output and deadline, kill if needed, wait, inspect, check inputs,
+//! remove, confirm removal — and every path after create ends in removal. What each engine answer means is decided in pure steps ([`crate::spec`],
 //! [`image`], [`events`], [`executable`]'s probe, [`decide`]); this module only sequences them
 //! with the engine calls.
 
@@ -394,20 +394,6 @@ impl<E: ContainerEngine> Lifecycle<E> {
         want: &profile::Isolation,
         image_path: Option<&str>,
     ) -> Decision {
-        let settled = match self.check_created(ctx, id, want, image_path).await {
-            Ok(settled) => settled,
-            Err(decision) => return decision,
-        };
-        let output = match self.docker.attach(id).await {
-            Ok(output) => output,
-            Err(error) => {
-                return Decision::no_verdict(
-                    NoVerdictReason::InternalError,
-                    format!("attaching to the container failed: {}", error.message()),
-                );
-            }
-        };
-
         // Subscribed before start (and replaying the engine's recent buffer besides), so every
         // action on the container from its start to its exit is seen.
         let event_log = Arc::new(Mutex::new(EventLog::default()));
@@ -417,6 +403,30 @@ impl<E: ContainerEngine> Lifecycle<E> {
             Arc::clone(&event_log),
             self.now_ms(),
         ));
+        // Attaching needs only the created container, not the checks' answers: made while the
+        // profile is read back and argv[0] resolved, so the run waits for the slower of the
+        // two, not their sum. The start still waits for every check to pass.
+        let (settled, output) = tokio::join!(
+            self.check_created(ctx, id, want, image_path),
+            self.docker.attach(id)
+        );
+        let settled = match settled {
+            Ok(settled) => settled,
+            Err(decision) => {
+                events_task.abort();
+                return decision;
+            }
+        };
+        let output = match output {
+            Ok(output) => output,
+            Err(error) => {
+                events_task.abort();
+                return Decision::no_verdict(
+                    NoVerdictReason::InternalError,
+                    format!("attaching to the container failed: {}", error.message()),
+                );
+            }
+        };
         if let Err(error) = self.docker.start(id).await {
             events_task.abort();
             let decision = Decision::no_verdict(

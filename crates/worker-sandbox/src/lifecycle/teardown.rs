@@ -41,6 +41,11 @@ pub(super) async fn kill(docker: &impl ContainerEngine, id: &str) -> bool {
 
 /// Force-removes the container and confirms the engine no longer knows it; returns the
 /// confirmation time on `clock`.
+///
+/// The confirmation is the engine's own word either way: the removal's answer when it says
+/// the container is gone (removed, or "no such container"), else an inspect answering "no
+/// such container". Anything else — a refusal, an error, a request that timed out and may or
+/// may not have landed — proves nothing, and the removal is retried until `REMOVE_GRACE`.
 pub(super) async fn remove_and_confirm(
     docker: &impl ContainerEngine,
     id: &str,
@@ -48,9 +53,13 @@ pub(super) async fn remove_and_confirm(
 ) -> Option<u64> {
     let give_up = Instant::now() + REMOVE_GRACE;
     loop {
-        let removal = tokio::time::timeout(TEARDOWN_CALL, docker.remove(id)).await;
-        if let Ok(Err(error)) = &removal {
-            tracing::debug!(container = %id, error = %error.message(), "remove");
+        match tokio::time::timeout(TEARDOWN_CALL, docker.remove(id)).await {
+            Ok(Ok(())) => return Some(wall_ms(clock)),
+            Ok(Err(error)) if error.is_not_found() => return Some(wall_ms(clock)),
+            Ok(Err(error)) => {
+                tracing::debug!(container = %id, error = %error.message(), "remove");
+            }
+            Err(_) => tracing::debug!(container = %id, "remove request timed out"),
         }
         let confirm = tokio::time::timeout(TEARDOWN_CALL, docker.inspect_container(id)).await;
         match confirm {

@@ -182,6 +182,11 @@ async fn lifecycle_an_unconfirmed_removal_voids_a_passed_run() {
         fake.removals() > 1,
         "removal is retried until its grace period ends"
     );
+    let calls = fake.calls();
+    assert!(
+        calls[position(&calls, "remove")..].contains(&"inspect"),
+        "a refused removal is checked with an inspect, which still finds the container: {calls:?}"
+    );
 }
 
 /// An engine that changes the profile it was asked for (drops a limit, swaps the network or the
@@ -266,4 +271,78 @@ async fn lifecycle_the_evidence_times_come_from_the_injected_clock() {
         (at, Some(at), Some(at), Some(at), Some(at)),
         "every time the lifecycle records is read from its clock"
     );
+}
+
+/// Where `call` first reached the engine after the container was created.
+fn position(calls: &[&str], call: &str) -> usize {
+    calls
+        .iter()
+        .position(|c| *c == call)
+        .unwrap_or_else(|| panic!("no {call} in {calls:?}"))
+}
+
+#[tokio::test(start_paused = true)]
+async fn lifecycle_start_waits_for_the_read_back_and_the_executable_check_that_attach_overlaps() {
+    let dir = tempfile::tempdir().unwrap();
+    let (report, fake) = run(Script::default(), &spec(dir.path())).await;
+    assert_eq!(report.decision, Decision::Completed { exit_code: 0 });
+    let calls = fake.calls();
+    let start = position(&calls, "start");
+    let read_back = position(&calls, "inspect");
+    assert!(read_back > position(&calls, "create"), "{calls:?}");
+    assert!(
+        read_back < start,
+        "the profile is read back before start: {calls:?}"
+    );
+    assert!(
+        calls[..start].contains(&"archive_stat"),
+        "argv[0] is resolved before start: {calls:?}"
+    );
+    assert!(
+        position(&calls, "attach") < start,
+        "attached before start, so no output is lost: {calls:?}"
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn lifecycle_a_missing_executable_never_starts_though_attach_was_made_beside_the_check() {
+    let dir = tempfile::tempdir().unwrap();
+    let script = Script {
+        executable_missing: true,
+        ..Script::default()
+    };
+    let (report, fake) = run(script, &spec(dir.path())).await;
+    assert_eq!(
+        reason(&report.decision),
+        Some(NoVerdictReason::StartFailed),
+        "{report:?}"
+    );
+    assert!(
+        !fake.started(),
+        "a command that cannot be found is never started"
+    );
+    assert!(report.evidence.exit.removed);
+}
+
+#[tokio::test(start_paused = true)]
+async fn lifecycle_a_removal_the_engine_answered_is_confirmed_by_that_answer() {
+    let dir = tempfile::tempdir().unwrap();
+    for removal_answers_not_found in [false, true] {
+        let script = Script {
+            removal_answers_not_found,
+            ..Script::default()
+        };
+        let (report, fake) = run(script, &spec(dir.path())).await;
+        assert_eq!(report.decision, Decision::Completed { exit_code: 0 });
+        assert!(report.evidence.exit.removed);
+        assert!(report.evidence.timestamps.remove_ms.is_some());
+        let calls = fake.calls();
+        let remove = position(&calls, "remove");
+        assert_eq!(
+            &calls[remove..],
+            ["remove"],
+            "the removal's own answer (removed, or no such container) is the confirmation, \
+             no inspect after it"
+        );
+    }
 }
