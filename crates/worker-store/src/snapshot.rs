@@ -35,6 +35,15 @@
 //! or a file swapped, resized or rewritten between its listing and the end of its read, is a
 //! [`SnapshotError::Changed`], never a read of something outside the tree or of bytes other
 //! than those listed.
+//!
+//! Who makes that last check is balanced as the walk goes, like the writes: on a tree of
+//! small files the reader's five system calls a file (the listing's stat, `openat`, `read`,
+//! `fstat`, `close`) cost more CPU than hashing the file, so while the hasher keeps up (fewer
+//! than [`Pass::check_backlog`] batches queued) the reader hands it the open file and its
+//! listed stat instead, and the hasher makes the `fstat` and the `close` when it reaches the
+//! file's end. It checks later than the reader would, so it refuses at least as much; the
+//! digest only comes out once every file has passed. At most `MAX_OPEN_CHECKS` files are
+//! left open that way.
 
 use std::fs::File;
 use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
@@ -60,6 +69,9 @@ use crate::progress::{NoProgress, ProgressSink};
 pub const CHUNK_BYTES: usize = 1 << 20;
 /// Number of pooled batch buffers; with [`CHUNK_BYTES`] this is the whole read-ahead memory.
 pub const POOL_BUFFERS: usize = 8;
+/// Most files the reader leaves open for the hasher to check (see [`Pass::check_backlog`]),
+/// well under the usual 1,024 open-file limit; past it the reader checks files itself.
+const MAX_OPEN_CHECKS: usize = 256;
 /// A batch is handed over once it announces this many files, even if its buffer has room, so
 /// the hasher is not kept waiting on a run of tiny or empty files.
 const BATCH_FILES: usize = 2048;
@@ -151,6 +163,11 @@ pub(crate) struct Pass<'a> {
     pub pause_marker: Option<PathBuf>,
     /// With this many batches queued for the hasher, the reader copies files itself.
     pub copy_backlog: usize,
+    /// With fewer than this many batches queued for the hasher, the reader leaves each file's
+    /// closing check (the `fstat` after the read and the `close`) to the hasher: on trees of
+    /// small files the reader's five system calls a file cost more than hashing the file, so
+    /// the hasher would otherwise wait (issue #29). 0: the reader checks every file.
+    pub check_backlog: usize,
 }
 
 impl<'a> Pass<'a> {
@@ -162,6 +179,7 @@ impl<'a> Pass<'a> {
             require_normalized_modes: false,
             pause_marker: None,
             copy_backlog: POOL_BUFFERS / 2,
+            check_backlog: 2,
         }
     }
 }
@@ -184,6 +202,10 @@ enum Item {
     Data { len: usize, write: bool },
     /// Every entry of this copied folder (relative path) has been announced: seal it.
     Seal(Arc<OwnedFd>, String),
+    /// The current file has been read to its listed size: the hasher must find the open file
+    /// still the listed one (`fstat` against the listing's stat) before it goes on, then close
+    /// it. Checked later than the reader would, so it refuses at least what the reader would.
+    Check(OwnedFd, Box<Stat>),
 }
 
 enum CopyTarget {
@@ -225,6 +247,16 @@ enum Stop {
     HungUp,
 }
 
+impl Stop {
+    /// The error, for the hashing side, which can only meet failures of its own checks.
+    fn into_error(self) -> SnapshotError {
+        match self {
+            Self::Failed(error) => error,
+            Self::HungUp => SnapshotError::ReaderLost,
+        }
+    }
+}
+
 impl From<SnapshotError> for Stop {
     fn from(error: SnapshotError) -> Self {
         Self::Failed(error)
@@ -237,6 +269,17 @@ impl From<DigestError> for Stop {
     }
 }
 
+/// State the two threads share.
+#[derive(Default)]
+struct Counters {
+    /// Batches the hasher has finished: with the reader's count of batches sent, the hasher's
+    /// real backlog (the pool's buffers cannot say it: a finished one waits there until the
+    /// reader needs it again).
+    hashed: AtomicUsize,
+    /// Files the reader left open for the hasher to check, not yet closed.
+    open_checks: AtomicUsize,
+}
+
 /// Walks, checks and hashes (and maybe copies) the tree of `pass`.
 pub(crate) fn hash_tree(
     pass: &Pass<'_>,
@@ -246,16 +289,13 @@ pub(crate) fn hash_tree(
     progress.start(0, 0);
     let (data_tx, data_rx) = sync_channel::<Message>(POOL_BUFFERS);
     let (pool_tx, pool_rx) = sync_channel::<Batch>(POOL_BUFFERS);
-    // Batches the hasher has finished: with the reader's count of batches sent, the hasher's
-    // real backlog (the pool's buffers cannot say it: a finished one waits there until the
-    // reader needs it again).
-    let hashed_count = AtomicUsize::new(0);
+    let counters = Counters::default();
     let result = std::thread::scope(|scope| {
-        let hashed_count = &hashed_count;
-        let reader = scope.spawn(move || read_tree(pass, &data_tx, &pool_rx, hashed_count));
+        let counters = &counters;
+        let reader = scope.spawn(move || read_tree(pass, &data_tx, &pool_rx, counters));
         // Consumes the receiving ends, so when hashing fails early the reader's next send or
         // buffer request fails and it stops instead of blocking forever.
-        let hashed = hash_batches(pass, data_rx, pool_tx, hashed_count, progress);
+        let hashed = hash_batches(pass, data_rx, pool_tx, counters, progress);
         let completed = reader.join().unwrap_or(false);
         match hashed {
             Ok(snapshot) if completed => Ok(snapshot),
@@ -274,11 +314,13 @@ fn hash_batches(
     pass: &Pass<'_>,
     data_rx: Receiver<Message>,
     pool_tx: SyncSender<Batch>,
-    hashed_count: &AtomicUsize,
+    counters: &Counters,
     progress: &mut dyn ProgressSink,
 ) -> Result<Snapshot, SnapshotError> {
     let mut hasher = DirectoryHasher::new(pass.limits);
     let mut out = Output::default();
+    // The file being hashed, for a check the reader left to us.
+    let mut current = String::new();
     for message in data_rx {
         let mut batch = match message {
             Message::Batch(batch) => batch,
@@ -290,8 +332,17 @@ fn hash_batches(
             match item {
                 Item::Begin(path, size, copy) => {
                     hasher.begin_file(&path, size)?;
-                    out.begin(pass.copy_to, path, copy)?;
+                    out.begin(pass.copy_to, &path, copy)?;
+                    current = path;
                     files += 1;
+                }
+                Item::Check(file, listed) => {
+                    let checked = check_unchanged(&file, &listed, &abs_path(pass.source, &current));
+                    drop(file);
+                    counters.open_checks.fetch_sub(1, Ordering::Relaxed);
+                    if let Err(stop) = checked {
+                        return Err(stop.into_error());
+                    }
                 }
                 Item::Data { len, write } => {
                     let chunk = at
@@ -314,7 +365,7 @@ fn hash_batches(
             }
         }
         progress.advance(files, at as u64);
-        hashed_batch_back(&pool_tx, batch, hashed_count);
+        hashed_batch_back(&pool_tx, batch, &counters.hashed);
     }
     out.finish(pass.copy_to)?;
     Ok(hasher.finish()?)
@@ -347,7 +398,7 @@ impl Output {
     fn begin(
         &mut self,
         copy_to: Option<&Path>,
-        rel: String,
+        rel: &str,
         copy: Option<CopyTarget>,
     ) -> Result<(), SnapshotError> {
         self.finish(copy_to)?;
@@ -355,12 +406,12 @@ impl Output {
             None => return Ok(()),
             Some(CopyTarget::Shared(file)) => (file, None),
             Some(CopyTarget::Create(copy)) => {
-                (Arc::new(create_copy(copy_to, &copy, &rel)?), copy.chmod_to)
+                (Arc::new(create_copy(copy_to, &copy, rel)?), copy.chmod_to)
             }
         };
         self.current = Some(Current {
             file,
-            rel,
+            rel: rel.to_owned(),
             offset: 0,
             chmod_to,
         });
@@ -422,9 +473,9 @@ fn read_tree(
     pass: &Pass<'_>,
     data_tx: &SyncSender<Message>,
     pool_rx: &Receiver<Batch>,
-    hashed_count: &AtomicUsize,
+    counters: &Counters,
 ) -> bool {
-    let mut reader = Reader::new(pass, data_tx, pool_rx, hashed_count);
+    let mut reader = Reader::new(pass, data_tx, pool_rx, counters);
     let outcome = reader.run().and_then(|()| reader.hand_over());
     match outcome {
         Ok(()) => true,
@@ -450,7 +501,7 @@ struct Reader<'p, 'c> {
     /// Batches handed over, and those the hasher has finished (shared with it): the
     /// difference is the hasher's backlog.
     sent: usize,
-    hashed: &'c AtomicUsize,
+    counters: &'c Counters,
     /// Files, bytes and folders listed so far, checked against the limits as they grow.
     files: u64,
     bytes: u64,
@@ -500,7 +551,7 @@ impl<'p, 'c> Reader<'p, 'c> {
         pass: &'p Pass<'p>,
         data_tx: &'c SyncSender<Message>,
         pool_rx: &'c Receiver<Batch>,
-        hashed: &'c AtomicUsize,
+        counters: &'c Counters,
     ) -> Self {
         Self {
             pass,
@@ -510,7 +561,7 @@ impl<'p, 'c> Reader<'p, 'c> {
             spare: Vec::new(),
             allocated: 0,
             sent: 0,
-            hashed,
+            counters,
             files: 0,
             bytes: 0,
             dirs: 0,
@@ -697,11 +748,7 @@ impl<'p, 'c> Reader<'p, 'c> {
         let copy = match copy {
             Some(copy) if self.hasher_behind() || size > (CHUNK_BYTES / 2) as u64 => {
                 let file = Arc::new(create_copy(copy_to, &copy, rel)?);
-                own_copy.begin(
-                    copy_to,
-                    rel.to_owned(),
-                    Some(CopyTarget::Shared(Arc::clone(&file))),
-                )?;
+                own_copy.begin(copy_to, rel, Some(CopyTarget::Shared(Arc::clone(&file))))?;
                 if let Some(current) = own_copy.current.as_mut() {
                     current.chmod_to = copy.chmod_to;
                 }
@@ -747,9 +794,13 @@ impl<'p, 'c> Reader<'p, 'c> {
             remaining -= n as u64;
         }
 
-        let after = fstat(&file).map_err(|e| io_error(&self.abs(rel), e))?;
-        if !same_file_unchanged(listed, &after) {
-            return Err(changed(&self.abs(rel)));
+        if self.hasher_has_time() {
+            self.counters.open_checks.fetch_add(1, Ordering::Relaxed);
+            self.batch_with_room()?
+                .items
+                .push(Item::Check(file, Box::new(*listed)));
+        } else {
+            check_unchanged(&file, listed, &self.abs(rel))?;
         }
         own_copy.finish(copy_to)?;
         if !self.paused {
@@ -797,9 +848,21 @@ impl<'p, 'c> Reader<'p, 'c> {
     /// one and, once the reader had allocated more than the threshold, said "behind" for the
     /// rest of the run (the reader then made 95-99 % of the copies, issue #29).
     fn hasher_behind(&self) -> bool {
+        self.backlog() >= self.pass.copy_backlog
+    }
+
+    /// Batches handed over that the hasher has not finished.
+    fn backlog(&self) -> usize {
         self.sent
-            .saturating_sub(self.hashed.load(Ordering::Acquire))
-            >= self.pass.copy_backlog
+            .saturating_sub(self.counters.hashed.load(Ordering::Acquire))
+    }
+
+    /// Whether the hasher is keeping up well enough to take a file's closing check, and few
+    /// enough files are already left open for it. Balances the two cores as the walk goes:
+    /// checks left to the hasher slow it, its backlog grows, and the reader takes them back.
+    fn hasher_has_time(&self) -> bool {
+        self.backlog() < self.pass.check_backlog
+            && self.counters.open_checks.load(Ordering::Relaxed) < MAX_OPEN_CHECKS
     }
 
     /// Hands over the batch being filled and waits until the hasher has processed (and
@@ -862,6 +925,17 @@ fn abs_path(source: &Path, rel: &str) -> PathBuf {
 
 fn copy_path(copy_to: Option<&Path>, rel: &str) -> PathBuf {
     copy_to.unwrap_or(Path::new("")).join(rel)
+}
+
+/// The `fstat` of `file` after its last byte was read: refused unless it is still the listed
+/// file, unchanged.
+fn check_unchanged(file: &OwnedFd, listed: &Stat, path: &Path) -> Result<(), Stop> {
+    let after = fstat(file).map_err(|e| io_error(path, e))?;
+    if same_file_unchanged(listed, &after) {
+        Ok(())
+    } else {
+        Err(changed(path))
+    }
 }
 
 fn read_failure(file: &OwnedFd, path: &Path, listed: &Stat, errno: Errno) -> Stop {
@@ -1002,8 +1076,8 @@ mod tests {
         let pass = Pass::read_only(dir.path(), limits());
         let (data_tx, data_rx) = sync_channel::<Message>(POOL_BUFFERS);
         let (pool_tx, pool_rx) = sync_channel::<Batch>(POOL_BUFFERS);
-        let hashed = AtomicUsize::new(0);
-        let mut reader = Reader::new(&pass, &data_tx, &pool_rx, &hashed);
+        let counters = Counters::default();
+        let mut reader = Reader::new(&pass, &data_tx, &pool_rx, &counters);
         // The reader fills and hands over more batches than the backlog threshold while the
         // pool is empty, so it allocates a buffer for each.
         for _ in 0..=pass.copy_backlog {
@@ -1016,7 +1090,7 @@ mod tests {
             let Message::Batch(batch) = message else {
                 panic!("only batches were sent")
             };
-            hashed_batch_back(&pool_tx, batch, &hashed);
+            hashed_batch_back(&pool_tx, batch, &counters.hashed);
         }
         assert!(
             !reader.hasher_behind(),
@@ -1112,6 +1186,88 @@ mod tests {
         let limits = TreeLimits::new(1 << 30, 10_000).unwrap();
         let reference = verifier_sdk::digest_directory(dir.path(), limits).unwrap();
         assert_eq!(snapshot_directory(dir.path(), limits).unwrap(), reference);
+        // More files than may be left open for the hasher, whoever checks them.
+        for (staged, check_backlog, kind) in PASS_KINDS {
+            let copy = tempfile::tempdir().unwrap();
+            let pass = Pass {
+                copy_to: staged.then_some(copy.path()),
+                check_backlog,
+                ..Pass::read_only(dir.path(), limits)
+            };
+            assert_eq!(
+                hash_tree(&pass, &mut NoProgress).unwrap(),
+                reference,
+                "{kind}"
+            );
+            if staged {
+                let copied = verifier_sdk::digest_directory(copy.path(), limits).unwrap();
+                assert_eq!(copied, reference, "{kind}");
+                seal_back_writable(copy.path());
+            }
+        }
+    }
+
+    /// Makes a staged copy removable again.
+    fn seal_back_writable(root: &Path) {
+        for entry in fs::read_dir(root).unwrap() {
+            let path = entry.unwrap().path();
+            if path.is_dir() {
+                fs::set_permissions(&path, Permissions::from_mode(0o700)).unwrap();
+                seal_back_writable(&path);
+            }
+        }
+    }
+
+    /// Runs the reader alone over `dir` (nothing hashes: the hasher's backlog is `backlog`
+    /// batches throughout) and returns how many files it left open for the hasher to check.
+    fn checks_left_to_the_hasher(dir: &Path, check_backlog: usize, backlog: usize) -> usize {
+        let pass = Pass {
+            check_backlog,
+            ..Pass::read_only(dir, limits())
+        };
+        let (data_tx, data_rx) = sync_channel(POOL_BUFFERS);
+        let (_pool_tx, pool_rx) = sync_channel(POOL_BUFFERS);
+        let counters = Counters::default();
+        let mut reader = Reader::new(&pass, &data_tx, &pool_rx, &counters);
+        reader.sent = backlog;
+        assert!(reader.run().and_then(|()| reader.hand_over()).is_ok());
+        let checks = data_rx
+            .try_iter()
+            .flat_map(|message| match message {
+                Message::Batch(batch) => batch.items,
+                Message::Failed(error) => panic!("{error}"),
+            })
+            .filter(|item| matches!(item, Item::Check(..)))
+            .count();
+        assert_eq!(counters.open_checks.load(Ordering::Relaxed), checks);
+        checks
+    }
+
+    /// Issue #29 item 1: on small files the reader's system calls outweigh the hash, so while
+    /// the hasher keeps up it takes each file's closing `fstat` and `close`; once batches
+    /// queue for it, the reader checks files itself again.
+    #[test]
+    fn the_hasher_takes_the_closing_checks_only_while_it_keeps_up() {
+        let dir = tempfile::tempdir().unwrap();
+        for name in ["a", "b", "c"] {
+            fs::write(dir.path().join(name), name).unwrap();
+        }
+        let default = Pass::read_only(dir.path(), limits()).check_backlog;
+        assert_eq!(checks_left_to_the_hasher(dir.path(), default, 0), 3);
+        assert_eq!(checks_left_to_the_hasher(dir.path(), default, default), 0);
+        assert_eq!(checks_left_to_the_hasher(dir.path(), 0, 0), 0);
+    }
+
+    /// Files left open for the hasher hold descriptors until it checks them: however far the
+    /// reader runs ahead, no more than [`MAX_OPEN_CHECKS`] are open at once.
+    #[test]
+    fn files_left_open_for_the_hasher_are_bounded() {
+        let dir = tempfile::tempdir().unwrap();
+        for i in 0..MAX_OPEN_CHECKS + 40 {
+            fs::write(dir.path().join(format!("f{i:04}")), b"x").unwrap();
+        }
+        let checks = checks_left_to_the_hasher(dir.path(), usize::MAX, 0);
+        assert_eq!(checks, MAX_OPEN_CHECKS);
     }
 
     /// Lists `dir` on this thread as the reader would and returns the error and how many files
@@ -1120,8 +1276,8 @@ mod tests {
         let pass = Pass::read_only(dir, limits);
         let (data_tx, _data_rx) = sync_channel(POOL_BUFFERS);
         let (_pool_tx, pool_rx) = sync_channel(POOL_BUFFERS);
-        let hashed = AtomicUsize::new(0);
-        let mut reader = Reader::new(&pass, &data_tx, &pool_rx, &hashed);
+        let counters = Counters::default();
+        let mut reader = Reader::new(&pass, &data_tx, &pool_rx, &counters);
         match reader.run() {
             Err(Stop::Failed(error)) => (error, reader.files, reader.bytes),
             Ok(()) => panic!("accepted"),
@@ -1295,13 +1451,20 @@ mod tests {
         dir: &Path,
         swap: impl FnOnce() + Send,
     ) -> Result<Snapshot, SnapshotError> {
-        read_swapping_after_first_file_into(dir, None, swap)
+        read_swapping_after_first_file_into(
+            dir,
+            None,
+            Pass::read_only(dir, limits()).check_backlog,
+            swap,
+        )
     }
 
-    /// [`read_swapping_after_first_file`], staging a copy into `copy_to` when given.
+    /// [`read_swapping_after_first_file`], staging a copy into `copy_to` when given, with the
+    /// hasher taking the files' closing checks while fewer than `check_backlog` batches queue.
     fn read_swapping_after_first_file_into(
         dir: &Path,
         copy_to: Option<&Path>,
+        check_backlog: usize,
         swap: impl FnOnce() + Send,
     ) -> Result<Snapshot, SnapshotError> {
         let marker_dir = tempfile::tempdir().unwrap();
@@ -1309,6 +1472,7 @@ mod tests {
         let pass = Pass {
             pause_marker: Some(marker.clone()),
             copy_to,
+            check_backlog,
             ..Pass::read_only(dir, limits())
         };
         std::thread::scope(|scope| {
@@ -1364,13 +1528,23 @@ mod tests {
         );
     }
 
+    /// The four ways a pass can end a file: hashing only or staging a copy, with the reader
+    /// checking each file after its read (`check_backlog` 0) or leaving every check to the
+    /// hasher (as many as [`MAX_OPEN_CHECKS`] allows).
+    const PASS_KINDS: [(bool, usize, &str); 4] = [
+        (false, 0, "hashing, reader checks"),
+        (false, usize::MAX, "hashing, hasher checks"),
+        (true, 0, "staging, reader checks"),
+        (true, usize::MAX, "staging, hasher checks"),
+    ];
+
     /// A tree whose first file is `0first` and whose second, `victim`, sits in the same
     /// folder, so it is listed (with its size, identity and times) before the first byte is
-    /// read, and attacked while the reader is paused after `0first`. Run twice: hashing only,
-    /// and staging a copy (where `victim` spans batches, so the reader creates its copy and
-    /// the chunks are shared between the threads); both results are returned.
-    fn attack_second_file(attack: impl Fn(&Path) + Sync) -> [Result<Snapshot, SnapshotError>; 2] {
-        [false, true].map(|staged| {
+    /// read, and attacked while the reader is paused after `0first`. Run in each of
+    /// [`PASS_KINDS`] (staging, `victim` spans batches, so the reader creates its copy and the
+    /// chunks are shared between the threads); the results are returned in that order.
+    fn attack_second_file(attack: impl Fn(&Path) + Sync) -> [Result<Snapshot, SnapshotError>; 4] {
+        PASS_KINDS.map(|(staged, check_backlog, _)| {
             let dir = tempfile::tempdir().unwrap();
             let copy = tempfile::tempdir().unwrap();
             fs::write(dir.path().join("0first"), b"first").unwrap();
@@ -1378,12 +1552,14 @@ mod tests {
             fs::write(dir.path().join("z-after"), b"after").unwrap();
             let victim = dir.path().join("victim");
             let copy_to = staged.then_some(copy.path());
-            read_swapping_after_first_file_into(dir.path(), copy_to, || attack(&victim))
+            read_swapping_after_first_file_into(dir.path(), copy_to, check_backlog, || {
+                attack(&victim);
+            })
         })
     }
 
-    fn assert_changed(results: &[Result<Snapshot, SnapshotError>; 2]) {
-        for (result, pass) in results.iter().zip(["hashing", "staging"]) {
+    fn assert_changed(results: &[Result<Snapshot, SnapshotError>; 4]) {
+        for (result, (_, _, pass)) in results.iter().zip(PASS_KINDS) {
             assert!(
                 matches!(result, Err(SnapshotError::Changed(p)) if p.ends_with("victim")),
                 "{pass}: {result:?}"
