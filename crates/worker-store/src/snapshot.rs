@@ -58,7 +58,7 @@ use std::time::{Duration, Instant};
 use rustix::fs::{
     AtFlags, CWD, Dir, FileType, Mode, OFlags, Stat, fchmod, fstat, mkdirat, openat, statat,
 };
-use rustix::io::Errno;
+use rustix::io::{Errno, fcntl_dupfd_cloexec};
 use verifier_sdk::digest::{
     DigestError, DirectoryHasher, MAX_DIRECTORIES, Snapshot, TreeLimits, validate_relative_path,
 };
@@ -71,7 +71,10 @@ pub const CHUNK_BYTES: usize = 1 << 20;
 pub const POOL_BUFFERS: usize = 8;
 /// Most files the reader leaves open for the hasher to check (see [`Pass::check_backlog`]),
 /// well under the usual 1,024 open-file limit; past it the reader checks files itself.
-const MAX_OPEN_CHECKS: usize = 256;
+const MAX_OPEN_CHECKS: usize = 128;
+/// Largest file the hasher may be handed to open and read itself (see
+/// [`Pass::hasher_reads_per_batch`]); its one read buffer is this long.
+const HASHER_READ_MAX: usize = 64 << 10;
 /// A batch is handed over once it announces this many files, even if its buffer has room, so
 /// the hasher is not kept waiting on a run of tiny or empty files.
 const BATCH_FILES: usize = 2048;
@@ -168,6 +171,11 @@ pub(crate) struct Pass<'a> {
     /// small files the reader's five system calls a file cost more than hashing the file, so
     /// the hasher would otherwise wait (issue #29). 0: the reader checks every file.
     pub check_backlog: usize,
+    /// Under the same condition, and when not copying, the reader hands up to this many small
+    /// files (at most [`HASHER_READ_MAX`] bytes) per batch to the hasher whole: it only lists
+    /// them, the hasher opens, reads, checks and closes them. A bound per batch, so the
+    /// hasher's extra work arrives in small steps and the balance can follow the backlog.
+    pub hasher_reads_per_batch: usize,
 }
 
 impl<'a> Pass<'a> {
@@ -180,6 +188,7 @@ impl<'a> Pass<'a> {
             pause_marker: None,
             copy_backlog: POOL_BUFFERS / 2,
             check_backlog: 2,
+            hasher_reads_per_batch: 48,
         }
     }
 }
@@ -192,6 +201,8 @@ struct Batch {
     items: Vec<Item>,
     /// Files and bytes listed so far, when the batch was handed over (for progress).
     listed: (u64, u64),
+    /// Files of this batch the hasher opens and reads itself.
+    hasher_reads: usize,
 }
 
 enum Item {
@@ -206,6 +217,9 @@ enum Item {
     /// still the listed one (`fstat` against the listing's stat) before it goes on, then close
     /// it. Checked later than the reader would, so it refuses at least what the reader would.
     Check(OwnedFd, Box<Stat>),
+    /// The current file, of this name in this folder and listed with this stat, is for the
+    /// hasher to open, read, check and close, exactly as the reader would have.
+    Read(Arc<OwnedFd>, String, Box<Stat>),
 }
 
 enum CopyTarget {
@@ -231,6 +245,7 @@ impl Batch {
             filled: 0,
             items: Vec::new(),
             listed: (0, 0),
+            hasher_reads: 0,
         }
     }
 }
@@ -321,13 +336,14 @@ fn hash_batches(
     let mut out = Output::default();
     // The file being hashed, for a check the reader left to us.
     let mut current = String::new();
+    let mut scratch = Vec::with_capacity(HASHER_READ_MAX);
     for message in data_rx {
         let mut batch = match message {
             Message::Batch(batch) => batch,
             Message::Failed(error) => return Err(error),
         };
         progress.listed(batch.listed.0, batch.listed.1);
-        let (mut at, mut files) = (0usize, 0u64);
+        let (mut at, mut files, mut read_here) = (0usize, 0u64, 0u64);
         for item in batch.items.drain(..) {
             match item {
                 Item::Begin(path, size, copy) => {
@@ -343,6 +359,13 @@ fn hash_batches(
                     if let Err(stop) = checked {
                         return Err(stop.into_error());
                     }
+                }
+                Item::Read(dir, name, listed) => {
+                    let path = abs_path(pass.source, &current);
+                    let bytes = read_small_checked(&dir, &name, &listed, &path, &mut scratch)
+                        .map_err(Stop::into_error)?;
+                    hasher.update(bytes)?;
+                    read_here += bytes.len() as u64;
                 }
                 Item::Data { len, write } => {
                     let chunk = at
@@ -364,7 +387,7 @@ fn hash_batches(
                 }
             }
         }
-        progress.advance(files, at as u64);
+        progress.advance(files, at as u64 + read_here);
         hashed_batch_back(&pool_tx, batch, &counters.hashed);
     }
     out.finish(pass.copy_to)?;
@@ -375,6 +398,7 @@ fn hash_batches(
 fn hashed_batch_back(pool_tx: &SyncSender<Batch>, mut batch: Batch, hashed_count: &AtomicUsize) {
     hashed_count.fetch_add(1, Ordering::Release);
     batch.filled = 0;
+    batch.hasher_reads = 0;
     // The reader may already be gone after a failure; the buffer is then dropped.
     let _ = pool_tx.send(batch);
 }
@@ -598,10 +622,24 @@ impl<'p, 'c> Reader<'p, 'c> {
         let mut dir = Dir::new(fd).map_err(|e| io_error(&self.abs(rel), e))?;
         let children = self.list(&mut dir, rel)?;
         let dir_fd = dir.fd().map_err(|e| io_error(&self.abs(rel), e))?;
+        // This folder's descriptor for the hasher, duplicated when it is first handed a file.
+        let mut for_hasher: Option<Arc<OwnedFd>> = None;
         for child in children {
             let child_rel = join_rel(rel, &child.name);
             if !child.is_dir {
-                self.read_file(dir_fd, dest, &child_rel, &child)?;
+                if self.hasher_may_read(&child) {
+                    let shared = match &for_hasher {
+                        Some(fd) => Arc::clone(fd),
+                        None => {
+                            let fd = fcntl_dupfd_cloexec(dir_fd, 0)
+                                .map_err(|e| io_error(&self.abs(rel), e))?;
+                            Arc::clone(for_hasher.insert(Arc::new(fd)))
+                        }
+                    };
+                    self.hand_file_to_hasher(shared, child_rel, child)?;
+                } else {
+                    self.read_file(dir_fd, dest, &child_rel, &child)?;
+                }
                 continue;
             }
             let abs = || self.abs(&child_rel);
@@ -705,6 +743,57 @@ impl<'p, 'c> Reader<'p, 'c> {
         Ok(children)
     }
 
+    /// Whether the hasher keeps up well enough to open and read `child` itself.
+    fn hasher_may_read(&self, child: &Child) -> bool {
+        let batch_reads = self.batch.as_ref().map_or(0, |b| b.hasher_reads);
+        self.pass.copy_to.is_none()
+            && u64::try_from(child.stat.st_size).is_ok_and(|size| size <= HASHER_READ_MAX as u64)
+            && batch_reads < self.pass.hasher_reads_per_batch
+            && self.backlog() < self.pass.check_backlog
+    }
+
+    /// Announces `child`, listed in the folder open at `dir`, for the hasher to read.
+    fn hand_file_to_hasher(
+        &mut self,
+        dir: Arc<OwnedFd>,
+        rel: String,
+        child: Child,
+    ) -> Result<(), Stop> {
+        self.check_file_mode(&rel, &child.stat)?;
+        let size = u64::try_from(child.stat.st_size).unwrap_or(u64::MAX);
+        let batch = self.batch_with_room()?;
+        batch.items.push(Item::Begin(rel, size, None));
+        batch
+            .items
+            .push(Item::Read(dir, child.name, Box::new(child.stat)));
+        batch.hasher_reads += 1;
+        self.after_file()
+    }
+
+    fn check_file_mode(&self, rel: &str, listed: &Stat) -> Result<(), Stop> {
+        let mode = listed.st_mode & 0o7777;
+        if self.pass.require_normalized_modes && mode != FILE_MODE && mode != EXEC_FILE_MODE {
+            return Err(SnapshotError::FileMode {
+                path: self.abs(rel),
+                mode,
+            }
+            .into());
+        }
+        Ok(())
+    }
+
+    /// The test hook's pause, after the first file.
+    fn after_file(&mut self) -> Result<(), Stop> {
+        if !self.paused {
+            self.paused = true;
+            if let Some(marker) = &self.pass.pause_marker {
+                self.drain()?;
+                pause_at_marker(marker);
+            }
+        }
+        Ok(())
+    }
+
     fn read_file(
         &mut self,
         dir_fd: BorrowedFd<'_>,
@@ -714,13 +803,7 @@ impl<'p, 'c> Reader<'p, 'c> {
     ) -> Result<(), Stop> {
         let listed = &child.stat;
         let mode = listed.st_mode & 0o7777;
-        if self.pass.require_normalized_modes && mode != FILE_MODE && mode != EXEC_FILE_MODE {
-            return Err(SnapshotError::FileMode {
-                path: self.abs(rel),
-                mode,
-            }
-            .into());
-        }
+        self.check_file_mode(rel, listed)?;
         let file = openat(dir_fd, child.name.as_str(), FILE_FLAGS, Mode::empty())
             .map_err(|errno| open_failure(&self.abs(rel), errno))?;
         let normalized = if mode & 0o111 != 0 {
@@ -803,14 +886,7 @@ impl<'p, 'c> Reader<'p, 'c> {
             check_unchanged(&file, listed, &self.abs(rel))?;
         }
         own_copy.finish(copy_to)?;
-        if !self.paused {
-            self.paused = true;
-            if let Some(marker) = &self.pass.pause_marker {
-                self.drain()?;
-                pause_at_marker(marker);
-            }
-        }
-        Ok(())
+        self.after_file()
     }
 
     /// The batch being filled, handing it over first when it has no room or enough files.
@@ -936,6 +1012,27 @@ fn check_unchanged(file: &OwnedFd, listed: &Stat, path: &Path) -> Result<(), Sto
     } else {
         Err(changed(path))
     }
+}
+
+/// The hasher's read of a file handed to it whole: the reader's sequence for a small file
+/// (`openat` relative to the folder with `O_NOFOLLOW`, one read of the listed size, the
+/// `fstat` that must equal the listing's, the `close`), into `buf`.
+fn read_small_checked<'b>(
+    dir: &OwnedFd,
+    name: &str,
+    listed: &Stat,
+    path: &Path,
+    buf: &'b mut Vec<u8>,
+) -> Result<&'b [u8], Stop> {
+    let file = openat(dir, name, FILE_FLAGS, Mode::empty()).map_err(|e| open_failure(path, e))?;
+    let size = usize::try_from(listed.st_size).unwrap_or(usize::MAX);
+    if size > HASHER_READ_MAX {
+        return Err(Stop::Failed(SnapshotError::ReaderLost));
+    }
+    buf.resize(size, 0);
+    let n = read_retrying(&file, buf).map_err(|errno| read_failure(&file, path, listed, errno))?;
+    check_unchanged(&file, listed, path)?;
+    Ok(buf.get(..n).unwrap_or_default())
 }
 
 fn read_failure(file: &OwnedFd, path: &Path, listed: &Stat, errno: Errno) -> Stop {
@@ -1187,11 +1284,12 @@ mod tests {
         let reference = verifier_sdk::digest_directory(dir.path(), limits).unwrap();
         assert_eq!(snapshot_directory(dir.path(), limits).unwrap(), reference);
         // More files than may be left open for the hasher, whoever checks them.
-        for (staged, check_backlog, kind) in PASS_KINDS {
+        for (staged, check_backlog, hasher_reads, kind) in PASS_KINDS {
             let copy = tempfile::tempdir().unwrap();
             let pass = Pass {
                 copy_to: staged.then_some(copy.path()),
                 check_backlog,
+                hasher_reads_per_batch: hasher_reads,
                 ..Pass::read_only(dir.path(), limits)
             };
             assert_eq!(
@@ -1218,29 +1316,39 @@ mod tests {
         }
     }
 
-    /// Runs the reader alone over `dir` (nothing hashes: the hasher's backlog is `backlog`
-    /// batches throughout) and returns how many files it left open for the hasher to check.
-    fn checks_left_to_the_hasher(dir: &Path, check_backlog: usize, backlog: usize) -> usize {
-        let pass = Pass {
-            check_backlog,
-            ..Pass::read_only(dir, limits())
-        };
+    /// Runs the reader alone over `dir` with `pass` (nothing hashes: the hasher's backlog is
+    /// `backlog` batches throughout) and returns how many files it left open for the hasher
+    /// to check and how many it handed to the hasher to read, per batch.
+    fn left_to_the_hasher(pass: &Pass<'_>, backlog: usize) -> Vec<(usize, usize)> {
         let (data_tx, data_rx) = sync_channel(POOL_BUFFERS);
         let (_pool_tx, pool_rx) = sync_channel(POOL_BUFFERS);
         let counters = Counters::default();
-        let mut reader = Reader::new(&pass, &data_tx, &pool_rx, &counters);
+        let mut reader = Reader::new(pass, &data_tx, &pool_rx, &counters);
         reader.sent = backlog;
         assert!(reader.run().and_then(|()| reader.hand_over()).is_ok());
-        let checks = data_rx
+        let batches: Vec<(usize, usize)> = data_rx
             .try_iter()
-            .flat_map(|message| match message {
-                Message::Batch(batch) => batch.items,
+            .map(|message| match message {
+                Message::Batch(batch) => {
+                    let count = |f: fn(&Item) -> bool| batch.items.iter().filter(|i| f(i)).count();
+                    (
+                        count(|i| matches!(i, Item::Check(..))),
+                        count(|i| matches!(i, Item::Read(..))),
+                    )
+                }
                 Message::Failed(error) => panic!("{error}"),
             })
-            .filter(|item| matches!(item, Item::Check(..)))
-            .count();
+            .collect();
+        let checks: usize = batches.iter().map(|b| b.0).sum();
         assert_eq!(counters.open_checks.load(Ordering::Relaxed), checks);
-        checks
+        batches
+    }
+
+    /// [`left_to_the_hasher`] in total.
+    fn total_left(pass: &Pass<'_>, backlog: usize) -> (usize, usize) {
+        left_to_the_hasher(pass, backlog)
+            .into_iter()
+            .fold((0, 0), |(c, r), (bc, br)| (c + bc, r + br))
     }
 
     /// Issue #29 item 1: on small files the reader's system calls outweigh the hash, so while
@@ -1252,10 +1360,54 @@ mod tests {
         for name in ["a", "b", "c"] {
             fs::write(dir.path().join(name), name).unwrap();
         }
+        let checks_only = |check_backlog| Pass {
+            check_backlog,
+            hasher_reads_per_batch: 0,
+            ..Pass::read_only(dir.path(), limits())
+        };
         let default = Pass::read_only(dir.path(), limits()).check_backlog;
-        assert_eq!(checks_left_to_the_hasher(dir.path(), default, 0), 3);
-        assert_eq!(checks_left_to_the_hasher(dir.path(), default, default), 0);
-        assert_eq!(checks_left_to_the_hasher(dir.path(), 0, 0), 0);
+        assert_eq!(total_left(&checks_only(default), 0), (3, 0));
+        assert_eq!(total_left(&checks_only(default), default), (0, 0));
+        assert_eq!(total_left(&checks_only(0), 0), (0, 0));
+    }
+
+    /// Issue #29 item 1: while the hasher keeps up it also opens and reads small files itself
+    /// (the reader only lists them), a bounded number per batch, never while staging and
+    /// never a file over [`HASHER_READ_MAX`].
+    #[test]
+    fn the_hasher_reads_small_files_only_while_it_keeps_up() {
+        let dir = tempfile::tempdir().unwrap();
+        for i in 0..100 {
+            fs::write(dir.path().join(format!("f{i:03}")), b"small").unwrap();
+        }
+        fs::write(dir.path().join("large"), vec![1u8; HASHER_READ_MAX + 1]).unwrap();
+        let pass = Pass::read_only(dir.path(), limits());
+        let per_batch = pass.hasher_reads_per_batch;
+        let batches = left_to_the_hasher(&pass, 0);
+        assert!(
+            batches.iter().all(|&(_, reads)| reads <= per_batch),
+            "{batches:?}"
+        );
+        assert_eq!(
+            batches.iter().map(|b| b.0 + b.1).sum::<usize>(),
+            101,
+            "{batches:?}"
+        );
+        assert_eq!(batches.first().map(|b| b.1), Some(per_batch), "{batches:?}");
+        // The large file is always read by the reader, which leaves the hasher its check.
+        let everything = Pass {
+            hasher_reads_per_batch: usize::MAX,
+            ..Pass::read_only(dir.path(), limits())
+        };
+        assert_eq!(total_left(&everything, 0), (1, 100));
+        assert_eq!(total_left(&everything, pass.check_backlog), (0, 0));
+        let copy = tempfile::tempdir().unwrap();
+        let staging = Pass {
+            copy_to: Some(copy.path()),
+            hasher_reads_per_batch: usize::MAX,
+            ..Pass::read_only(dir.path(), limits())
+        };
+        assert_eq!(total_left(&staging, 0).1, 0);
     }
 
     /// Files left open for the hasher hold descriptors until it checks them: however far the
@@ -1266,8 +1418,12 @@ mod tests {
         for i in 0..MAX_OPEN_CHECKS + 40 {
             fs::write(dir.path().join(format!("f{i:04}")), b"x").unwrap();
         }
-        let checks = checks_left_to_the_hasher(dir.path(), usize::MAX, 0);
-        assert_eq!(checks, MAX_OPEN_CHECKS);
+        let pass = Pass {
+            check_backlog: usize::MAX,
+            hasher_reads_per_batch: 0,
+            ..Pass::read_only(dir.path(), limits())
+        };
+        assert_eq!(total_left(&pass, 0), (MAX_OPEN_CHECKS, 0));
     }
 
     /// Lists `dir` on this thread as the reader would and returns the error and how many files
@@ -1451,29 +1607,19 @@ mod tests {
         dir: &Path,
         swap: impl FnOnce() + Send,
     ) -> Result<Snapshot, SnapshotError> {
-        read_swapping_after_first_file_into(
-            dir,
-            None,
-            Pass::read_only(dir, limits()).check_backlog,
-            swap,
-        )
+        read_swapping_after_first_file_with(Pass::read_only(dir, limits()), swap)
     }
 
-    /// [`read_swapping_after_first_file`], staging a copy into `copy_to` when given, with the
-    /// hasher taking the files' closing checks while fewer than `check_backlog` batches queue.
-    fn read_swapping_after_first_file_into(
-        dir: &Path,
-        copy_to: Option<&Path>,
-        check_backlog: usize,
+    /// [`read_swapping_after_first_file`] for `pass`, with the pause hook set.
+    fn read_swapping_after_first_file_with(
+        pass: Pass<'_>,
         swap: impl FnOnce() + Send,
     ) -> Result<Snapshot, SnapshotError> {
         let marker_dir = tempfile::tempdir().unwrap();
         let marker = marker_dir.path().join("paused");
         let pass = Pass {
             pause_marker: Some(marker.clone()),
-            copy_to,
-            check_backlog,
-            ..Pass::read_only(dir, limits())
+            ..pass
         };
         std::thread::scope(|scope| {
             scope.spawn(|| {
@@ -1528,38 +1674,58 @@ mod tests {
         );
     }
 
-    /// The four ways a pass can end a file: hashing only or staging a copy, with the reader
-    /// checking each file after its read (`check_backlog` 0) or leaving every check to the
-    /// hasher (as many as [`MAX_OPEN_CHECKS`] allows).
-    const PASS_KINDS: [(bool, usize, &str); 4] = [
-        (false, 0, "hashing, reader checks"),
-        (false, usize::MAX, "hashing, hasher checks"),
-        (true, 0, "staging, reader checks"),
-        (true, usize::MAX, "staging, hasher checks"),
+    /// The ways a pass can take a file: hashing only or staging a copy; the reader reading
+    /// and checking each file (`check_backlog` 0), leaving every check to the hasher (as many
+    /// as [`MAX_OPEN_CHECKS`] allows), or leaving small files to the hasher whole.
+    const PASS_KINDS: [(bool, usize, usize, &str); 5] = [
+        (false, 0, 0, "hashing, reader checks"),
+        (false, usize::MAX, 0, "hashing, hasher checks"),
+        (
+            false,
+            usize::MAX,
+            usize::MAX,
+            "hashing, hasher reads small files",
+        ),
+        (true, 0, usize::MAX, "staging, reader checks"),
+        (true, usize::MAX, usize::MAX, "staging, hasher checks"),
     ];
+
+    /// Sizes of the attacked file: spanning batches, and small enough for the hasher to read.
+    const VICTIM_SIZES: [usize; 2] = [CHUNK_BYTES + 10, 1000];
 
     /// A tree whose first file is `0first` and whose second, `victim`, sits in the same
     /// folder, so it is listed (with its size, identity and times) before the first byte is
-    /// read, and attacked while the reader is paused after `0first`. Run in each of
-    /// [`PASS_KINDS`] (staging, `victim` spans batches, so the reader creates its copy and the
-    /// chunks are shared between the threads); the results are returned in that order.
-    fn attack_second_file(attack: impl Fn(&Path) + Sync) -> [Result<Snapshot, SnapshotError>; 4] {
-        PASS_KINDS.map(|(staged, check_backlog, _)| {
-            let dir = tempfile::tempdir().unwrap();
-            let copy = tempfile::tempdir().unwrap();
-            fs::write(dir.path().join("0first"), b"first").unwrap();
-            fs::write(dir.path().join("victim"), vec![5u8; CHUNK_BYTES + 10]).unwrap();
-            fs::write(dir.path().join("z-after"), b"after").unwrap();
-            let victim = dir.path().join("victim");
-            let copy_to = staged.then_some(copy.path());
-            read_swapping_after_first_file_into(dir.path(), copy_to, check_backlog, || {
-                attack(&victim);
-            })
-        })
+    /// read, and attacked (given its path and size) while the reader is paused after
+    /// `0first`. Run in each of [`PASS_KINDS`] for each of [`VICTIM_SIZES`] (staging, the
+    /// large `victim` spans batches, so the reader creates its copy and the chunks are shared
+    /// between the threads); the results are returned with what each run was.
+    fn attack_second_file(
+        attack: impl Fn(&Path, usize) + Sync,
+    ) -> Vec<(Result<Snapshot, SnapshotError>, String)> {
+        let mut results = Vec::new();
+        for size in VICTIM_SIZES {
+            for (staged, check_backlog, hasher_reads, kind) in PASS_KINDS {
+                let dir = tempfile::tempdir().unwrap();
+                let copy = tempfile::tempdir().unwrap();
+                fs::write(dir.path().join("0first"), b"first").unwrap();
+                fs::write(dir.path().join("victim"), vec![5u8; size]).unwrap();
+                fs::write(dir.path().join("z-after"), b"after").unwrap();
+                let victim = dir.path().join("victim");
+                let pass = Pass {
+                    copy_to: staged.then_some(copy.path()),
+                    check_backlog,
+                    hasher_reads_per_batch: hasher_reads,
+                    ..Pass::read_only(dir.path(), limits())
+                };
+                let result = read_swapping_after_first_file_with(pass, || attack(&victim, size));
+                results.push((result, format!("{kind}, {size} bytes")));
+            }
+        }
+        results
     }
 
-    fn assert_changed(results: &[Result<Snapshot, SnapshotError>; 4]) {
-        for (result, (_, _, pass)) in results.iter().zip(PASS_KINDS) {
+    fn assert_changed(results: &[(Result<Snapshot, SnapshotError>, String)]) {
+        for (result, pass) in results {
             assert!(
                 matches!(result, Err(SnapshotError::Changed(p)) if p.ends_with("victim")),
                 "{pass}: {result:?}"
@@ -1569,7 +1735,7 @@ mod tests {
 
     #[test]
     fn a_file_growing_while_the_reader_is_ahead_is_refused() {
-        assert_changed(&attack_second_file(|victim| {
+        assert_changed(&attack_second_file(|victim, _| {
             let mut f = OpenOptions::new().append(true).open(victim).unwrap();
             f.write_all(b"appended").unwrap();
         }));
@@ -1577,7 +1743,7 @@ mod tests {
 
     #[test]
     fn a_file_shrinking_while_the_reader_is_ahead_is_refused() {
-        assert_changed(&attack_second_file(|victim| {
+        assert_changed(&attack_second_file(|victim, _| {
             OpenOptions::new()
                 .write(true)
                 .open(victim)
@@ -1589,10 +1755,10 @@ mod tests {
 
     #[test]
     fn a_file_rewritten_in_place_with_the_same_size_is_refused() {
-        assert_changed(&attack_second_file(|victim| {
+        assert_changed(&attack_second_file(|victim, size| {
             // Past the coarse clock tick, so the rewrite's times differ from the listed ones.
             std::thread::sleep(Duration::from_millis(30));
-            fs::write(victim, vec![6u8; CHUNK_BYTES + 10]).unwrap();
+            fs::write(victim, vec![6u8; size]).unwrap();
         }));
     }
 
@@ -1601,7 +1767,7 @@ mod tests {
         let outside = tempfile::tempdir().unwrap();
         let secret = outside.path().join("secret");
         fs::write(&secret, vec![5u8; CHUNK_BYTES + 10]).unwrap();
-        assert_changed(&attack_second_file(|victim| {
+        assert_changed(&attack_second_file(|victim, _| {
             fs::remove_file(victim).unwrap();
             std::os::unix::fs::symlink(&secret, victim).unwrap();
         }));
@@ -1609,7 +1775,7 @@ mod tests {
 
     #[test]
     fn a_file_replaced_by_a_fifo_is_refused_without_hanging() {
-        assert_changed(&attack_second_file(|victim| {
+        assert_changed(&attack_second_file(|victim, _| {
             fs::remove_file(victim).unwrap();
             rustix::fs::mknodat(CWD, victim, FileType::Fifo, Mode::from_raw_mode(0o644), 0)
                 .unwrap();
