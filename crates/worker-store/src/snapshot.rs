@@ -188,7 +188,7 @@ impl<'a> Pass<'a> {
             pause_marker: None,
             copy_backlog: POOL_BUFFERS / 2,
             check_backlog: 2,
-            hasher_reads_per_batch: 48,
+            hasher_reads_per_batch: 96,
         }
     }
 }
