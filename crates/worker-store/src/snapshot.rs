@@ -1607,19 +1607,19 @@ mod tests {
         dir: &Path,
         swap: impl FnOnce() + Send,
     ) -> Result<Snapshot, SnapshotError> {
-        read_swapping_after_first_file_with(Pass::read_only(dir, limits()), swap)
+        read_swapping_after_first_file_with(&Pass::read_only(dir, limits()), swap)
     }
 
     /// [`read_swapping_after_first_file`] for `pass`, with the pause hook set.
     fn read_swapping_after_first_file_with(
-        pass: Pass<'_>,
+        pass: &Pass<'_>,
         swap: impl FnOnce() + Send,
     ) -> Result<Snapshot, SnapshotError> {
         let marker_dir = tempfile::tempdir().unwrap();
         let marker = marker_dir.path().join("paused");
         let pass = Pass {
             pause_marker: Some(marker.clone()),
-            ..pass
+            ..pass.clone()
         };
         std::thread::scope(|scope| {
             scope.spawn(|| {
@@ -1717,7 +1717,7 @@ mod tests {
                     hasher_reads_per_batch: hasher_reads,
                     ..Pass::read_only(dir.path(), limits())
                 };
-                let result = read_swapping_after_first_file_with(pass, || attack(&victim, size));
+                let result = read_swapping_after_first_file_with(&pass, || attack(&victim, size));
                 results.push((result, format!("{kind}, {size} bytes")));
             }
         }
