@@ -36,14 +36,18 @@
 //! [`SnapshotError::Changed`], never a read of something outside the tree or of bytes other
 //! than those listed.
 //!
-//! Who makes that last check is balanced as the walk goes, like the writes: on a tree of
-//! small files the reader's five system calls a file (the listing's stat, `openat`, `read`,
-//! `fstat`, `close`) cost more CPU than hashing the file, so while the hasher keeps up (fewer
-//! than [`Pass::check_backlog`] batches queued) the reader hands it the open file and its
-//! listed stat instead, and the hasher makes the `fstat` and the `close` when it reaches the
-//! file's end. It checks later than the reader would, so it refuses at least as much; the
-//! digest only comes out once every file has passed. At most `MAX_OPEN_CHECKS` files are
-//! left open that way.
+//! Who opens, reads and checks a file is balanced as the walk goes, like the writes: on a
+//! tree of small files the reader's five system calls a file (the listing's stat, `openat`,
+//! `read`, `fstat`, `close`) cost more CPU than hashing the file, so while the hasher keeps
+//! up (fewer than [`Pass::check_backlog`] batches queued) the reader hands it work with the
+//! file. It leaves the closing check of a file it read (the open file and its listed stat: the
+//! hasher makes the `fstat` and the `close`; at most `MAX_OPEN_CHECKS` files left open so),
+//! and, when not copying, up to [`Pass::hasher_reads_per_batch`] small files a batch whole:
+//! the reader only lists them, the hasher opens them relative to a duplicate of the folder's
+//! descriptor and makes the same read and checks. A hasher falling behind sees its backlog
+//! grow and the reader takes the work back. The hasher checks no earlier than the reader
+//! would, so it refuses at least as much, and the digest only comes out once every file has
+//! passed.
 
 use std::fs::File;
 use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
