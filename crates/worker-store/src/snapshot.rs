@@ -39,10 +39,10 @@
 //! Who opens, reads and checks a file is balanced as the walk goes, like the writes: on a
 //! tree of small files the reader's five system calls a file (the listing's stat, `openat`,
 //! `read`, `fstat`, `close`) cost more CPU than hashing the file, so while the hasher keeps
-//! up (fewer than [`Pass::check_backlog`] batches queued) the reader hands it work with the
+//! up (fewer than `Pass::check_backlog` batches queued) the reader hands it work with the
 //! file. It leaves the closing check of a file it read (the open file and its listed stat: the
 //! hasher makes the `fstat` and the `close`; at most `MAX_OPEN_CHECKS` files left open so),
-//! and, when not copying, up to [`Pass::hasher_reads_per_batch`] small files a batch whole:
+//! and, when not copying, up to `Pass::hasher_reads_per_batch` small files a batch whole:
 //! the reader only lists them, the hasher opens them relative to a duplicate of the folder's
 //! descriptor and makes the same read and checks. A hasher falling behind sees its backlog
 //! grow and the reader takes the work back. The hasher checks no earlier than the reader
@@ -73,11 +73,11 @@ use crate::progress::{NoProgress, ProgressSink};
 pub const CHUNK_BYTES: usize = 1 << 20;
 /// Number of pooled batch buffers; with [`CHUNK_BYTES`] this is the whole read-ahead memory.
 pub const POOL_BUFFERS: usize = 8;
-/// Most files the reader leaves open for the hasher to check (see [`Pass::check_backlog`]),
+/// Most files the reader leaves open for the hasher to check (see `Pass::check_backlog`),
 /// well under the usual 1,024 open-file limit; past it the reader checks files itself.
 const MAX_OPEN_CHECKS: usize = 128;
 /// Largest file the hasher may be handed to open and read itself (see
-/// [`Pass::hasher_reads_per_batch`]); its one read buffer is this long.
+/// `Pass::hasher_reads_per_batch`); its one read buffer is this long.
 const HASHER_READ_MAX: usize = 64 << 10;
 /// A batch is handed over once it announces this many files, even if its buffer has room, so
 /// the hasher is not kept waiting on a run of tiny or empty files.
