@@ -35,6 +35,19 @@
 //! or a file swapped, resized or rewritten between its listing and the end of its read, is a
 //! [`SnapshotError::Changed`], never a read of something outside the tree or of bytes other
 //! than those listed.
+//!
+//! Who opens, reads and checks a file is balanced as the walk goes, like the writes: on a
+//! tree of small files the reader's five system calls a file (the listing's stat, `openat`,
+//! `read`, `fstat`, `close`) cost more CPU than hashing the file, so while the hasher keeps
+//! up (fewer than `Pass::check_backlog` batches queued) the reader hands it work with the
+//! file. It leaves the closing check of a file it read (the open file and its listed stat: the
+//! hasher makes the `fstat` and the `close`; at most `MAX_OPEN_CHECKS` files left open so),
+//! and, when not copying, up to `Pass::hasher_reads_per_batch` small files a batch whole:
+//! the reader only lists them, the hasher opens them relative to a duplicate of the folder's
+//! descriptor and makes the same read and checks. A hasher falling behind sees its backlog
+//! grow and the reader takes the work back. The hasher checks no earlier than the reader
+//! would, so it refuses at least as much, and the digest only comes out once every file has
+//! passed.
 
 use std::fs::File;
 use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
@@ -49,7 +62,7 @@ use std::time::{Duration, Instant};
 use rustix::fs::{
     AtFlags, CWD, Dir, FileType, Mode, OFlags, Stat, fchmod, fstat, mkdirat, openat, statat,
 };
-use rustix::io::Errno;
+use rustix::io::{Errno, fcntl_dupfd_cloexec};
 use verifier_sdk::digest::{
     DigestError, DirectoryHasher, MAX_DIRECTORIES, Snapshot, TreeLimits, validate_relative_path,
 };
@@ -60,6 +73,12 @@ use crate::progress::{NoProgress, ProgressSink};
 pub const CHUNK_BYTES: usize = 1 << 20;
 /// Number of pooled batch buffers; with [`CHUNK_BYTES`] this is the whole read-ahead memory.
 pub const POOL_BUFFERS: usize = 8;
+/// Most files the reader leaves open for the hasher to check (see `Pass::check_backlog`),
+/// well under the usual 1,024 open-file limit; past it the reader checks files itself.
+const MAX_OPEN_CHECKS: usize = 128;
+/// Largest file the hasher may be handed to open and read itself (see
+/// `Pass::hasher_reads_per_batch`); its one read buffer is this long.
+const HASHER_READ_MAX: usize = 64 << 10;
 /// A batch is handed over once it announces this many files, even if its buffer has room, so
 /// the hasher is not kept waiting on a run of tiny or empty files.
 const BATCH_FILES: usize = 2048;
@@ -151,6 +170,16 @@ pub(crate) struct Pass<'a> {
     pub pause_marker: Option<PathBuf>,
     /// With this many batches queued for the hasher, the reader copies files itself.
     pub copy_backlog: usize,
+    /// With fewer than this many batches queued for the hasher, the reader leaves each file's
+    /// closing check (the `fstat` after the read and the `close`) to the hasher: on trees of
+    /// small files the reader's five system calls a file cost more than hashing the file, so
+    /// the hasher would otherwise wait (issue #29). 0: the reader checks every file.
+    pub check_backlog: usize,
+    /// Under the same condition, and when not copying, the reader hands up to this many small
+    /// files (at most [`HASHER_READ_MAX`] bytes) per batch to the hasher whole: it only lists
+    /// them, the hasher opens, reads, checks and closes them. A bound per batch, so the
+    /// hasher's extra work arrives in small steps and the balance can follow the backlog.
+    pub hasher_reads_per_batch: usize,
 }
 
 impl<'a> Pass<'a> {
@@ -162,6 +191,8 @@ impl<'a> Pass<'a> {
             require_normalized_modes: false,
             pause_marker: None,
             copy_backlog: POOL_BUFFERS / 2,
+            check_backlog: 2,
+            hasher_reads_per_batch: 96,
         }
     }
 }
@@ -174,6 +205,8 @@ struct Batch {
     items: Vec<Item>,
     /// Files and bytes listed so far, when the batch was handed over (for progress).
     listed: (u64, u64),
+    /// Files of this batch the hasher opens and reads itself.
+    hasher_reads: usize,
 }
 
 enum Item {
@@ -184,6 +217,13 @@ enum Item {
     Data { len: usize, write: bool },
     /// Every entry of this copied folder (relative path) has been announced: seal it.
     Seal(Arc<OwnedFd>, String),
+    /// The current file has been read to its listed size: the hasher must find the open file
+    /// still the listed one (`fstat` against the listing's stat) before it goes on, then close
+    /// it. Checked later than the reader would, so it refuses at least what the reader would.
+    Check(OwnedFd, Box<Stat>),
+    /// The current file, of this name in this folder and listed with this stat, is for the
+    /// hasher to open, read, check and close, exactly as the reader would have.
+    Read(Arc<OwnedFd>, String, Box<Stat>),
 }
 
 enum CopyTarget {
@@ -209,6 +249,7 @@ impl Batch {
             filled: 0,
             items: Vec::new(),
             listed: (0, 0),
+            hasher_reads: 0,
         }
     }
 }
@@ -225,6 +266,16 @@ enum Stop {
     HungUp,
 }
 
+impl Stop {
+    /// The error, for the hashing side, which can only meet failures of its own checks.
+    fn into_error(self) -> SnapshotError {
+        match self {
+            Self::Failed(error) => error,
+            Self::HungUp => SnapshotError::ReaderLost,
+        }
+    }
+}
+
 impl From<SnapshotError> for Stop {
     fn from(error: SnapshotError) -> Self {
         Self::Failed(error)
@@ -237,6 +288,17 @@ impl From<DigestError> for Stop {
     }
 }
 
+/// State the two threads share.
+#[derive(Default)]
+struct Counters {
+    /// Batches the hasher has finished: with the reader's count of batches sent, the hasher's
+    /// real backlog (the pool's buffers cannot say it: a finished one waits there until the
+    /// reader needs it again).
+    hashed: AtomicUsize,
+    /// Files the reader left open for the hasher to check, not yet closed.
+    open_checks: AtomicUsize,
+}
+
 /// Walks, checks and hashes (and maybe copies) the tree of `pass`.
 pub(crate) fn hash_tree(
     pass: &Pass<'_>,
@@ -246,16 +308,13 @@ pub(crate) fn hash_tree(
     progress.start(0, 0);
     let (data_tx, data_rx) = sync_channel::<Message>(POOL_BUFFERS);
     let (pool_tx, pool_rx) = sync_channel::<Batch>(POOL_BUFFERS);
-    // Batches the hasher has finished: with the reader's count of batches sent, the hasher's
-    // real backlog (the pool's buffers cannot say it: a finished one waits there until the
-    // reader needs it again).
-    let hashed_count = AtomicUsize::new(0);
+    let counters = Counters::default();
     let result = std::thread::scope(|scope| {
-        let hashed_count = &hashed_count;
-        let reader = scope.spawn(move || read_tree(pass, &data_tx, &pool_rx, hashed_count));
+        let counters = &counters;
+        let reader = scope.spawn(move || read_tree(pass, &data_tx, &pool_rx, counters));
         // Consumes the receiving ends, so when hashing fails early the reader's next send or
         // buffer request fails and it stops instead of blocking forever.
-        let hashed = hash_batches(pass, data_rx, pool_tx, hashed_count, progress);
+        let hashed = hash_batches(pass, data_rx, pool_tx, counters, progress);
         let completed = reader.join().unwrap_or(false);
         match hashed {
             Ok(snapshot) if completed => Ok(snapshot),
@@ -274,24 +333,43 @@ fn hash_batches(
     pass: &Pass<'_>,
     data_rx: Receiver<Message>,
     pool_tx: SyncSender<Batch>,
-    hashed_count: &AtomicUsize,
+    counters: &Counters,
     progress: &mut dyn ProgressSink,
 ) -> Result<Snapshot, SnapshotError> {
     let mut hasher = DirectoryHasher::new(pass.limits);
     let mut out = Output::default();
+    // The file being hashed, for a check the reader left to us.
+    let mut current = String::new();
+    let mut scratch = Vec::with_capacity(HASHER_READ_MAX);
     for message in data_rx {
         let mut batch = match message {
             Message::Batch(batch) => batch,
             Message::Failed(error) => return Err(error),
         };
         progress.listed(batch.listed.0, batch.listed.1);
-        let (mut at, mut files) = (0usize, 0u64);
+        let (mut at, mut files, mut read_here) = (0usize, 0u64, 0u64);
         for item in batch.items.drain(..) {
             match item {
                 Item::Begin(path, size, copy) => {
                     hasher.begin_file(&path, size)?;
-                    out.begin(pass.copy_to, path, copy)?;
+                    out.begin(pass.copy_to, &path, copy)?;
+                    current = path;
                     files += 1;
+                }
+                Item::Check(file, listed) => {
+                    let checked = check_unchanged(&file, &listed, &abs_path(pass.source, &current));
+                    drop(file);
+                    counters.open_checks.fetch_sub(1, Ordering::Relaxed);
+                    if let Err(stop) = checked {
+                        return Err(stop.into_error());
+                    }
+                }
+                Item::Read(dir, name, listed) => {
+                    let path = abs_path(pass.source, &current);
+                    let bytes = read_small_checked(&dir, &name, &listed, &path, &mut scratch)
+                        .map_err(Stop::into_error)?;
+                    hasher.update(bytes)?;
+                    read_here += bytes.len() as u64;
                 }
                 Item::Data { len, write } => {
                     let chunk = at
@@ -313,8 +391,8 @@ fn hash_batches(
                 }
             }
         }
-        progress.advance(files, at as u64);
-        hashed_batch_back(&pool_tx, batch, hashed_count);
+        progress.advance(files, at as u64 + read_here);
+        hashed_batch_back(&pool_tx, batch, &counters.hashed);
     }
     out.finish(pass.copy_to)?;
     Ok(hasher.finish()?)
@@ -324,6 +402,7 @@ fn hash_batches(
 fn hashed_batch_back(pool_tx: &SyncSender<Batch>, mut batch: Batch, hashed_count: &AtomicUsize) {
     hashed_count.fetch_add(1, Ordering::Release);
     batch.filled = 0;
+    batch.hasher_reads = 0;
     // The reader may already be gone after a failure; the buffer is then dropped.
     let _ = pool_tx.send(batch);
 }
@@ -347,7 +426,7 @@ impl Output {
     fn begin(
         &mut self,
         copy_to: Option<&Path>,
-        rel: String,
+        rel: &str,
         copy: Option<CopyTarget>,
     ) -> Result<(), SnapshotError> {
         self.finish(copy_to)?;
@@ -355,12 +434,12 @@ impl Output {
             None => return Ok(()),
             Some(CopyTarget::Shared(file)) => (file, None),
             Some(CopyTarget::Create(copy)) => {
-                (Arc::new(create_copy(copy_to, &copy, &rel)?), copy.chmod_to)
+                (Arc::new(create_copy(copy_to, &copy, rel)?), copy.chmod_to)
             }
         };
         self.current = Some(Current {
             file,
-            rel,
+            rel: rel.to_owned(),
             offset: 0,
             chmod_to,
         });
@@ -422,9 +501,9 @@ fn read_tree(
     pass: &Pass<'_>,
     data_tx: &SyncSender<Message>,
     pool_rx: &Receiver<Batch>,
-    hashed_count: &AtomicUsize,
+    counters: &Counters,
 ) -> bool {
-    let mut reader = Reader::new(pass, data_tx, pool_rx, hashed_count);
+    let mut reader = Reader::new(pass, data_tx, pool_rx, counters);
     let outcome = reader.run().and_then(|()| reader.hand_over());
     match outcome {
         Ok(()) => true,
@@ -450,7 +529,7 @@ struct Reader<'p, 'c> {
     /// Batches handed over, and those the hasher has finished (shared with it): the
     /// difference is the hasher's backlog.
     sent: usize,
-    hashed: &'c AtomicUsize,
+    counters: &'c Counters,
     /// Files, bytes and folders listed so far, checked against the limits as they grow.
     files: u64,
     bytes: u64,
@@ -500,7 +579,7 @@ impl<'p, 'c> Reader<'p, 'c> {
         pass: &'p Pass<'p>,
         data_tx: &'c SyncSender<Message>,
         pool_rx: &'c Receiver<Batch>,
-        hashed: &'c AtomicUsize,
+        counters: &'c Counters,
     ) -> Self {
         Self {
             pass,
@@ -510,7 +589,7 @@ impl<'p, 'c> Reader<'p, 'c> {
             spare: Vec::new(),
             allocated: 0,
             sent: 0,
-            hashed,
+            counters,
             files: 0,
             bytes: 0,
             dirs: 0,
@@ -547,10 +626,24 @@ impl<'p, 'c> Reader<'p, 'c> {
         let mut dir = Dir::new(fd).map_err(|e| io_error(&self.abs(rel), e))?;
         let children = self.list(&mut dir, rel)?;
         let dir_fd = dir.fd().map_err(|e| io_error(&self.abs(rel), e))?;
+        // This folder's descriptor for the hasher, duplicated when it is first handed a file.
+        let mut for_hasher: Option<Arc<OwnedFd>> = None;
         for child in children {
             let child_rel = join_rel(rel, &child.name);
             if !child.is_dir {
-                self.read_file(dir_fd, dest, &child_rel, &child)?;
+                if self.hasher_may_read(&child) {
+                    let shared = match &for_hasher {
+                        Some(fd) => Arc::clone(fd),
+                        None => {
+                            let fd = fcntl_dupfd_cloexec(dir_fd, 0)
+                                .map_err(|e| io_error(&self.abs(rel), e))?;
+                            Arc::clone(for_hasher.insert(Arc::new(fd)))
+                        }
+                    };
+                    self.hand_file_to_hasher(shared, child_rel, child)?;
+                } else {
+                    self.read_file(dir_fd, dest, &child_rel, &child)?;
+                }
                 continue;
             }
             let abs = || self.abs(&child_rel);
@@ -654,6 +747,57 @@ impl<'p, 'c> Reader<'p, 'c> {
         Ok(children)
     }
 
+    /// Whether the hasher keeps up well enough to open and read `child` itself.
+    fn hasher_may_read(&self, child: &Child) -> bool {
+        let batch_reads = self.batch.as_ref().map_or(0, |b| b.hasher_reads);
+        self.pass.copy_to.is_none()
+            && u64::try_from(child.stat.st_size).is_ok_and(|size| size <= HASHER_READ_MAX as u64)
+            && batch_reads < self.pass.hasher_reads_per_batch
+            && self.backlog() < self.pass.check_backlog
+    }
+
+    /// Announces `child`, listed in the folder open at `dir`, for the hasher to read.
+    fn hand_file_to_hasher(
+        &mut self,
+        dir: Arc<OwnedFd>,
+        rel: String,
+        child: Child,
+    ) -> Result<(), Stop> {
+        self.check_file_mode(&rel, &child.stat)?;
+        let size = u64::try_from(child.stat.st_size).unwrap_or(u64::MAX);
+        let batch = self.batch_with_room()?;
+        batch.items.push(Item::Begin(rel, size, None));
+        batch
+            .items
+            .push(Item::Read(dir, child.name, Box::new(child.stat)));
+        batch.hasher_reads += 1;
+        self.after_file()
+    }
+
+    fn check_file_mode(&self, rel: &str, listed: &Stat) -> Result<(), Stop> {
+        let mode = listed.st_mode & 0o7777;
+        if self.pass.require_normalized_modes && mode != FILE_MODE && mode != EXEC_FILE_MODE {
+            return Err(SnapshotError::FileMode {
+                path: self.abs(rel),
+                mode,
+            }
+            .into());
+        }
+        Ok(())
+    }
+
+    /// The test hook's pause, after the first file.
+    fn after_file(&mut self) -> Result<(), Stop> {
+        if !self.paused {
+            self.paused = true;
+            if let Some(marker) = &self.pass.pause_marker {
+                self.drain()?;
+                pause_at_marker(marker);
+            }
+        }
+        Ok(())
+    }
+
     fn read_file(
         &mut self,
         dir_fd: BorrowedFd<'_>,
@@ -663,13 +807,7 @@ impl<'p, 'c> Reader<'p, 'c> {
     ) -> Result<(), Stop> {
         let listed = &child.stat;
         let mode = listed.st_mode & 0o7777;
-        if self.pass.require_normalized_modes && mode != FILE_MODE && mode != EXEC_FILE_MODE {
-            return Err(SnapshotError::FileMode {
-                path: self.abs(rel),
-                mode,
-            }
-            .into());
-        }
+        self.check_file_mode(rel, listed)?;
         let file = openat(dir_fd, child.name.as_str(), FILE_FLAGS, Mode::empty())
             .map_err(|errno| open_failure(&self.abs(rel), errno))?;
         let normalized = if mode & 0o111 != 0 {
@@ -697,11 +835,7 @@ impl<'p, 'c> Reader<'p, 'c> {
         let copy = match copy {
             Some(copy) if self.hasher_behind() || size > (CHUNK_BYTES / 2) as u64 => {
                 let file = Arc::new(create_copy(copy_to, &copy, rel)?);
-                own_copy.begin(
-                    copy_to,
-                    rel.to_owned(),
-                    Some(CopyTarget::Shared(Arc::clone(&file))),
-                )?;
+                own_copy.begin(copy_to, rel, Some(CopyTarget::Shared(Arc::clone(&file))))?;
                 if let Some(current) = own_copy.current.as_mut() {
                     current.chmod_to = copy.chmod_to;
                 }
@@ -747,19 +881,16 @@ impl<'p, 'c> Reader<'p, 'c> {
             remaining -= n as u64;
         }
 
-        let after = fstat(&file).map_err(|e| io_error(&self.abs(rel), e))?;
-        if !same_file_unchanged(listed, &after) {
-            return Err(changed(&self.abs(rel)));
+        if self.hasher_has_time() {
+            self.counters.open_checks.fetch_add(1, Ordering::Relaxed);
+            self.batch_with_room()?
+                .items
+                .push(Item::Check(file, Box::new(*listed)));
+        } else {
+            check_unchanged(&file, listed, &self.abs(rel))?;
         }
         own_copy.finish(copy_to)?;
-        if !self.paused {
-            self.paused = true;
-            if let Some(marker) = &self.pass.pause_marker {
-                self.drain()?;
-                pause_at_marker(marker);
-            }
-        }
-        Ok(())
+        self.after_file()
     }
 
     /// The batch being filled, handing it over first when it has no room or enough files.
@@ -797,9 +928,21 @@ impl<'p, 'c> Reader<'p, 'c> {
     /// one and, once the reader had allocated more than the threshold, said "behind" for the
     /// rest of the run (the reader then made 95-99 % of the copies, issue #29).
     fn hasher_behind(&self) -> bool {
+        self.backlog() >= self.pass.copy_backlog
+    }
+
+    /// Batches handed over that the hasher has not finished.
+    fn backlog(&self) -> usize {
         self.sent
-            .saturating_sub(self.hashed.load(Ordering::Acquire))
-            >= self.pass.copy_backlog
+            .saturating_sub(self.counters.hashed.load(Ordering::Acquire))
+    }
+
+    /// Whether the hasher is keeping up well enough to take a file's closing check, and few
+    /// enough files are already left open for it. Balances the two cores as the walk goes:
+    /// checks left to the hasher slow it, its backlog grows, and the reader takes them back.
+    fn hasher_has_time(&self) -> bool {
+        self.backlog() < self.pass.check_backlog
+            && self.counters.open_checks.load(Ordering::Relaxed) < MAX_OPEN_CHECKS
     }
 
     /// Hands over the batch being filled and waits until the hasher has processed (and
@@ -862,6 +1005,38 @@ fn abs_path(source: &Path, rel: &str) -> PathBuf {
 
 fn copy_path(copy_to: Option<&Path>, rel: &str) -> PathBuf {
     copy_to.unwrap_or(Path::new("")).join(rel)
+}
+
+/// The `fstat` of `file` after its last byte was read: refused unless it is still the listed
+/// file, unchanged.
+fn check_unchanged(file: &OwnedFd, listed: &Stat, path: &Path) -> Result<(), Stop> {
+    let after = fstat(file).map_err(|e| io_error(path, e))?;
+    if same_file_unchanged(listed, &after) {
+        Ok(())
+    } else {
+        Err(changed(path))
+    }
+}
+
+/// The hasher's read of a file handed to it whole: the reader's sequence for a small file
+/// (`openat` relative to the folder with `O_NOFOLLOW`, one read of the listed size, the
+/// `fstat` that must equal the listing's, the `close`), into `buf`.
+fn read_small_checked<'b>(
+    dir: &OwnedFd,
+    name: &str,
+    listed: &Stat,
+    path: &Path,
+    buf: &'b mut Vec<u8>,
+) -> Result<&'b [u8], Stop> {
+    let file = openat(dir, name, FILE_FLAGS, Mode::empty()).map_err(|e| open_failure(path, e))?;
+    let size = usize::try_from(listed.st_size).unwrap_or(usize::MAX);
+    if size > HASHER_READ_MAX {
+        return Err(Stop::Failed(SnapshotError::ReaderLost));
+    }
+    buf.resize(size, 0);
+    let n = read_retrying(&file, buf).map_err(|errno| read_failure(&file, path, listed, errno))?;
+    check_unchanged(&file, listed, path)?;
+    Ok(buf.get(..n).unwrap_or_default())
 }
 
 fn read_failure(file: &OwnedFd, path: &Path, listed: &Stat, errno: Errno) -> Stop {
@@ -1002,8 +1177,8 @@ mod tests {
         let pass = Pass::read_only(dir.path(), limits());
         let (data_tx, data_rx) = sync_channel::<Message>(POOL_BUFFERS);
         let (pool_tx, pool_rx) = sync_channel::<Batch>(POOL_BUFFERS);
-        let hashed = AtomicUsize::new(0);
-        let mut reader = Reader::new(&pass, &data_tx, &pool_rx, &hashed);
+        let counters = Counters::default();
+        let mut reader = Reader::new(&pass, &data_tx, &pool_rx, &counters);
         // The reader fills and hands over more batches than the backlog threshold while the
         // pool is empty, so it allocates a buffer for each.
         for _ in 0..=pass.copy_backlog {
@@ -1016,7 +1191,7 @@ mod tests {
             let Message::Batch(batch) = message else {
                 panic!("only batches were sent")
             };
-            hashed_batch_back(&pool_tx, batch, &hashed);
+            hashed_batch_back(&pool_tx, batch, &counters.hashed);
         }
         assert!(
             !reader.hasher_behind(),
@@ -1112,6 +1287,147 @@ mod tests {
         let limits = TreeLimits::new(1 << 30, 10_000).unwrap();
         let reference = verifier_sdk::digest_directory(dir.path(), limits).unwrap();
         assert_eq!(snapshot_directory(dir.path(), limits).unwrap(), reference);
+        // More files than may be left open for the hasher, whoever checks them.
+        for (staged, check_backlog, hasher_reads, kind) in PASS_KINDS {
+            let copy = tempfile::tempdir().unwrap();
+            let pass = Pass {
+                copy_to: staged.then_some(copy.path()),
+                check_backlog,
+                hasher_reads_per_batch: hasher_reads,
+                ..Pass::read_only(dir.path(), limits)
+            };
+            assert_eq!(
+                hash_tree(&pass, &mut NoProgress).unwrap(),
+                reference,
+                "{kind}"
+            );
+            if staged {
+                let copied = verifier_sdk::digest_directory(copy.path(), limits).unwrap();
+                assert_eq!(copied, reference, "{kind}");
+                seal_back_writable(copy.path());
+            }
+        }
+    }
+
+    /// Makes a staged copy removable again.
+    fn seal_back_writable(root: &Path) {
+        for entry in fs::read_dir(root).unwrap() {
+            let path = entry.unwrap().path();
+            if path.is_dir() {
+                fs::set_permissions(&path, Permissions::from_mode(0o700)).unwrap();
+                seal_back_writable(&path);
+            }
+        }
+    }
+
+    /// Runs the reader alone over `dir` with `pass` (nothing hashes: the hasher's backlog is
+    /// `backlog` batches throughout) and returns how many files it left open for the hasher
+    /// to check and how many it handed to the hasher to read, per batch.
+    fn left_to_the_hasher(pass: &Pass<'_>, backlog: usize) -> Vec<(usize, usize)> {
+        let (data_tx, data_rx) = sync_channel(POOL_BUFFERS);
+        let (_pool_tx, pool_rx) = sync_channel(POOL_BUFFERS);
+        let counters = Counters::default();
+        let mut reader = Reader::new(pass, &data_tx, &pool_rx, &counters);
+        reader.sent = backlog;
+        assert!(reader.run().and_then(|()| reader.hand_over()).is_ok());
+        let batches: Vec<(usize, usize)> = data_rx
+            .try_iter()
+            .map(|message| match message {
+                Message::Batch(batch) => {
+                    let count = |f: fn(&Item) -> bool| batch.items.iter().filter(|i| f(i)).count();
+                    (
+                        count(|i| matches!(i, Item::Check(..))),
+                        count(|i| matches!(i, Item::Read(..))),
+                    )
+                }
+                Message::Failed(error) => panic!("{error}"),
+            })
+            .collect();
+        let checks: usize = batches.iter().map(|b| b.0).sum();
+        assert_eq!(counters.open_checks.load(Ordering::Relaxed), checks);
+        batches
+    }
+
+    /// [`left_to_the_hasher`] in total.
+    fn total_left(pass: &Pass<'_>, backlog: usize) -> (usize, usize) {
+        left_to_the_hasher(pass, backlog)
+            .into_iter()
+            .fold((0, 0), |(c, r), (bc, br)| (c + bc, r + br))
+    }
+
+    /// Issue #29 item 1: on small files the reader's system calls outweigh the hash, so while
+    /// the hasher keeps up it takes each file's closing `fstat` and `close`; once batches
+    /// queue for it, the reader checks files itself again.
+    #[test]
+    fn the_hasher_takes_the_closing_checks_only_while_it_keeps_up() {
+        let dir = tempfile::tempdir().unwrap();
+        for name in ["a", "b", "c"] {
+            fs::write(dir.path().join(name), name).unwrap();
+        }
+        let checks_only = |check_backlog| Pass {
+            check_backlog,
+            hasher_reads_per_batch: 0,
+            ..Pass::read_only(dir.path(), limits())
+        };
+        let default = Pass::read_only(dir.path(), limits()).check_backlog;
+        assert_eq!(total_left(&checks_only(default), 0), (3, 0));
+        assert_eq!(total_left(&checks_only(default), default), (0, 0));
+        assert_eq!(total_left(&checks_only(0), 0), (0, 0));
+    }
+
+    /// Issue #29 item 1: while the hasher keeps up it also opens and reads small files itself
+    /// (the reader only lists them), a bounded number per batch, never while staging and
+    /// never a file over [`HASHER_READ_MAX`].
+    #[test]
+    fn the_hasher_reads_small_files_only_while_it_keeps_up() {
+        let dir = tempfile::tempdir().unwrap();
+        for i in 0..100 {
+            fs::write(dir.path().join(format!("f{i:03}")), b"small").unwrap();
+        }
+        fs::write(dir.path().join("large"), vec![1u8; HASHER_READ_MAX + 1]).unwrap();
+        let pass = Pass::read_only(dir.path(), limits());
+        let per_batch = pass.hasher_reads_per_batch;
+        let batches = left_to_the_hasher(&pass, 0);
+        assert!(
+            batches.iter().all(|&(_, reads)| reads <= per_batch),
+            "{batches:?}"
+        );
+        assert_eq!(
+            batches.iter().map(|b| b.0 + b.1).sum::<usize>(),
+            101,
+            "{batches:?}"
+        );
+        assert_eq!(batches.first().map(|b| b.1), Some(per_batch), "{batches:?}");
+        // The large file is always read by the reader, which leaves the hasher its check.
+        let everything = Pass {
+            hasher_reads_per_batch: usize::MAX,
+            ..Pass::read_only(dir.path(), limits())
+        };
+        assert_eq!(total_left(&everything, 0), (1, 100));
+        assert_eq!(total_left(&everything, pass.check_backlog), (0, 0));
+        let copy = tempfile::tempdir().unwrap();
+        let staging = Pass {
+            copy_to: Some(copy.path()),
+            hasher_reads_per_batch: usize::MAX,
+            ..Pass::read_only(dir.path(), limits())
+        };
+        assert_eq!(total_left(&staging, 0).1, 0);
+    }
+
+    /// Files left open for the hasher hold descriptors until it checks them: however far the
+    /// reader runs ahead, no more than [`MAX_OPEN_CHECKS`] are open at once.
+    #[test]
+    fn files_left_open_for_the_hasher_are_bounded() {
+        let dir = tempfile::tempdir().unwrap();
+        for i in 0..MAX_OPEN_CHECKS + 40 {
+            fs::write(dir.path().join(format!("f{i:04}")), b"x").unwrap();
+        }
+        let pass = Pass {
+            check_backlog: usize::MAX,
+            hasher_reads_per_batch: 0,
+            ..Pass::read_only(dir.path(), limits())
+        };
+        assert_eq!(total_left(&pass, 0), (MAX_OPEN_CHECKS, 0));
     }
 
     /// Lists `dir` on this thread as the reader would and returns the error and how many files
@@ -1120,8 +1436,8 @@ mod tests {
         let pass = Pass::read_only(dir, limits);
         let (data_tx, _data_rx) = sync_channel(POOL_BUFFERS);
         let (_pool_tx, pool_rx) = sync_channel(POOL_BUFFERS);
-        let hashed = AtomicUsize::new(0);
-        let mut reader = Reader::new(&pass, &data_tx, &pool_rx, &hashed);
+        let counters = Counters::default();
+        let mut reader = Reader::new(&pass, &data_tx, &pool_rx, &counters);
         match reader.run() {
             Err(Stop::Failed(error)) => (error, reader.files, reader.bytes),
             Ok(()) => panic!("accepted"),
@@ -1295,21 +1611,19 @@ mod tests {
         dir: &Path,
         swap: impl FnOnce() + Send,
     ) -> Result<Snapshot, SnapshotError> {
-        read_swapping_after_first_file_into(dir, None, swap)
+        read_swapping_after_first_file_with(&Pass::read_only(dir, limits()), swap)
     }
 
-    /// [`read_swapping_after_first_file`], staging a copy into `copy_to` when given.
-    fn read_swapping_after_first_file_into(
-        dir: &Path,
-        copy_to: Option<&Path>,
+    /// [`read_swapping_after_first_file`] for `pass`, with the pause hook set.
+    fn read_swapping_after_first_file_with(
+        pass: &Pass<'_>,
         swap: impl FnOnce() + Send,
     ) -> Result<Snapshot, SnapshotError> {
         let marker_dir = tempfile::tempdir().unwrap();
         let marker = marker_dir.path().join("paused");
         let pass = Pass {
             pause_marker: Some(marker.clone()),
-            copy_to,
-            ..Pass::read_only(dir, limits())
+            ..pass.clone()
         };
         std::thread::scope(|scope| {
             scope.spawn(|| {
@@ -1364,26 +1678,58 @@ mod tests {
         );
     }
 
+    /// The ways a pass can take a file: hashing only or staging a copy; the reader reading
+    /// and checking each file (`check_backlog` 0), leaving every check to the hasher (as many
+    /// as [`MAX_OPEN_CHECKS`] allows), or leaving small files to the hasher whole.
+    const PASS_KINDS: [(bool, usize, usize, &str); 5] = [
+        (false, 0, 0, "hashing, reader checks"),
+        (false, usize::MAX, 0, "hashing, hasher checks"),
+        (
+            false,
+            usize::MAX,
+            usize::MAX,
+            "hashing, hasher reads small files",
+        ),
+        (true, 0, usize::MAX, "staging, reader checks"),
+        (true, usize::MAX, usize::MAX, "staging, hasher checks"),
+    ];
+
+    /// Sizes of the attacked file: spanning batches, and small enough for the hasher to read.
+    const VICTIM_SIZES: [usize; 2] = [CHUNK_BYTES + 10, 1000];
+
     /// A tree whose first file is `0first` and whose second, `victim`, sits in the same
     /// folder, so it is listed (with its size, identity and times) before the first byte is
-    /// read, and attacked while the reader is paused after `0first`. Run twice: hashing only,
-    /// and staging a copy (where `victim` spans batches, so the reader creates its copy and
-    /// the chunks are shared between the threads); both results are returned.
-    fn attack_second_file(attack: impl Fn(&Path) + Sync) -> [Result<Snapshot, SnapshotError>; 2] {
-        [false, true].map(|staged| {
-            let dir = tempfile::tempdir().unwrap();
-            let copy = tempfile::tempdir().unwrap();
-            fs::write(dir.path().join("0first"), b"first").unwrap();
-            fs::write(dir.path().join("victim"), vec![5u8; CHUNK_BYTES + 10]).unwrap();
-            fs::write(dir.path().join("z-after"), b"after").unwrap();
-            let victim = dir.path().join("victim");
-            let copy_to = staged.then_some(copy.path());
-            read_swapping_after_first_file_into(dir.path(), copy_to, || attack(&victim))
-        })
+    /// read, and attacked (given its path and size) while the reader is paused after
+    /// `0first`. Run in each of [`PASS_KINDS`] for each of [`VICTIM_SIZES`] (staging, the
+    /// large `victim` spans batches, so the reader creates its copy and the chunks are shared
+    /// between the threads); the results are returned with what each run was.
+    fn attack_second_file(
+        attack: impl Fn(&Path, usize) + Sync,
+    ) -> Vec<(Result<Snapshot, SnapshotError>, String)> {
+        let mut results = Vec::new();
+        for size in VICTIM_SIZES {
+            for (staged, check_backlog, hasher_reads, kind) in PASS_KINDS {
+                let dir = tempfile::tempdir().unwrap();
+                let copy = tempfile::tempdir().unwrap();
+                fs::write(dir.path().join("0first"), b"first").unwrap();
+                fs::write(dir.path().join("victim"), vec![5u8; size]).unwrap();
+                fs::write(dir.path().join("z-after"), b"after").unwrap();
+                let victim = dir.path().join("victim");
+                let pass = Pass {
+                    copy_to: staged.then_some(copy.path()),
+                    check_backlog,
+                    hasher_reads_per_batch: hasher_reads,
+                    ..Pass::read_only(dir.path(), limits())
+                };
+                let result = read_swapping_after_first_file_with(&pass, || attack(&victim, size));
+                results.push((result, format!("{kind}, {size} bytes")));
+            }
+        }
+        results
     }
 
-    fn assert_changed(results: &[Result<Snapshot, SnapshotError>; 2]) {
-        for (result, pass) in results.iter().zip(["hashing", "staging"]) {
+    fn assert_changed(results: &[(Result<Snapshot, SnapshotError>, String)]) {
+        for (result, pass) in results {
             assert!(
                 matches!(result, Err(SnapshotError::Changed(p)) if p.ends_with("victim")),
                 "{pass}: {result:?}"
@@ -1393,7 +1739,7 @@ mod tests {
 
     #[test]
     fn a_file_growing_while_the_reader_is_ahead_is_refused() {
-        assert_changed(&attack_second_file(|victim| {
+        assert_changed(&attack_second_file(|victim, _| {
             let mut f = OpenOptions::new().append(true).open(victim).unwrap();
             f.write_all(b"appended").unwrap();
         }));
@@ -1401,7 +1747,7 @@ mod tests {
 
     #[test]
     fn a_file_shrinking_while_the_reader_is_ahead_is_refused() {
-        assert_changed(&attack_second_file(|victim| {
+        assert_changed(&attack_second_file(|victim, _| {
             OpenOptions::new()
                 .write(true)
                 .open(victim)
@@ -1413,10 +1759,10 @@ mod tests {
 
     #[test]
     fn a_file_rewritten_in_place_with_the_same_size_is_refused() {
-        assert_changed(&attack_second_file(|victim| {
+        assert_changed(&attack_second_file(|victim, size| {
             // Past the coarse clock tick, so the rewrite's times differ from the listed ones.
             std::thread::sleep(Duration::from_millis(30));
-            fs::write(victim, vec![6u8; CHUNK_BYTES + 10]).unwrap();
+            fs::write(victim, vec![6u8; size]).unwrap();
         }));
     }
 
@@ -1425,7 +1771,7 @@ mod tests {
         let outside = tempfile::tempdir().unwrap();
         let secret = outside.path().join("secret");
         fs::write(&secret, vec![5u8; CHUNK_BYTES + 10]).unwrap();
-        assert_changed(&attack_second_file(|victim| {
+        assert_changed(&attack_second_file(|victim, _| {
             fs::remove_file(victim).unwrap();
             std::os::unix::fs::symlink(&secret, victim).unwrap();
         }));
@@ -1433,7 +1779,7 @@ mod tests {
 
     #[test]
     fn a_file_replaced_by_a_fifo_is_refused_without_hanging() {
-        assert_changed(&attack_second_file(|victim| {
+        assert_changed(&attack_second_file(|victim, _| {
             fs::remove_file(victim).unwrap();
             rustix::fs::mknodat(CWD, victim, FileType::Fifo, Mode::from_raw_mode(0o644), 0)
                 .unwrap();
