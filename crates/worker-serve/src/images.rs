@@ -317,10 +317,17 @@ impl Images {
     /// Records the images the jobs of an answered poll need (`listed`: every listed job of
     /// this shard, due or not: a job backing off comes back for its image).
     pub fn listed<'a>(&mut self, listed: impl IntoIterator<Item = &'a ValidatedJob>) {
-        self.ledger.needed = listed
-            .into_iter()
-            .map(|j| j.manifest().image().to_owned())
-            .collect();
+        self.need(
+            listed
+                .into_iter()
+                .map(|j| j.manifest().image().to_owned())
+                .collect(),
+        );
+    }
+
+    /// Records `needed` as the images the last answered poll's jobs need.
+    pub fn need(&mut self, needed: BTreeSet<String>) {
+        self.ledger.needed = needed;
         self.save();
     }
 
@@ -333,17 +340,36 @@ impl Images {
         due: Vec<(i64, ValidatedJob)>,
         telemetry: &crate::telemetry::Telemetry,
     ) -> Vec<(i64, ValidatedJob)> {
+        let wanted: Vec<(i64, String)> = due
+            .iter()
+            .map(|(key, j)| (*key, j.manifest().image().to_owned()))
+            .collect();
         let now_ms = telemetry.clock().wall_ms();
-        let metrics = telemetry.images();
-        if due.is_empty() {
+        let held = self
+            .admit(store, &wanted, now_ms, telemetry.images())
+            .await;
+        let (ready, waiting): (Vec<_>, Vec<_>) = due
+            .into_iter()
+            .partition(|(_, j)| !held.contains(j.manifest().image()));
+        telemetry.images().held_back.inc_by(waiting.len() as u64);
+        ready
+    }
+
+    /// [`Self::before_batch`] on the due jobs' (ledger key, image): returns the images whose
+    /// jobs are held back.
+    pub async fn admit(
+        &mut self,
+        store: &dyn ImageStore,
+        wanted: &[(i64, String)],
+        now_ms: i64,
+        metrics: &ImageMetrics,
+    ) -> BTreeSet<String> {
+        if wanted.is_empty() {
             // Still collected: the poll may have stopped listing the jobs of an image.
             self.collect(store, now_ms, metrics).await;
-            return due;
+            return BTreeSet::new();
         }
-        let references: BTreeSet<String> = due
-            .iter()
-            .map(|(_, j)| j.manifest().image().to_owned())
-            .collect();
+        let references: BTreeSet<String> = wanted.iter().map(|(_, r)| r.clone()).collect();
         // Due jobs' images are needed now, whatever the last poll said.
         self.ledger.needed.extend(references.iter().cloned());
         self.collect(store, now_ms, metrics).await;
@@ -404,11 +430,7 @@ impl Images {
             }
         }
         self.save();
-        let (ready, waiting): (Vec<_>, Vec<_>) = due
-            .into_iter()
-            .partition(|(_, j)| !held.contains(j.manifest().image()));
-        metrics.held_back.inc_by(waiting.len() as u64);
-        ready
+        held
     }
 
     /// Removes what is over budget (nothing without `--image-budget`).
@@ -547,3 +569,6 @@ mod tests {
         ));
     }
 }
+
+#[cfg(test)]
+mod scripted;
