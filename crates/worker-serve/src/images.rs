@@ -430,9 +430,7 @@ impl Images {
             .map(|(key, j)| (*key, j.manifest().image().to_owned()))
             .collect();
         let now_ms = telemetry.clock().wall_ms();
-        let held = self
-            .admit(store, &wanted, now_ms, telemetry.images())
-            .await;
+        let held = self.admit(store, &wanted, now_ms, telemetry.images()).await;
         let (ready, waiting): (Vec<_>, Vec<_>) = due
             .into_iter()
             .partition(|(_, j)| !held.contains(j.manifest().image()));
@@ -607,7 +605,12 @@ impl Images {
         }
         let report = evict(store, &plan, false).await;
         forget_removed(&mut self.ledger, &report);
-        self.removed(&report, budget, metrics, "removed images to make room under --image-budget");
+        self.removed(
+            &report,
+            budget,
+            metrics,
+            "removed images to make room under --image-budget",
+        );
         self.save();
         // A removal the engine refused leaves no room: the budget holds, the image waits.
         Ok(report.failed.is_empty())
@@ -648,7 +651,12 @@ impl Images {
         };
         match collect(store, &mut self.ledger, &self.policy, budget, now_ms, false).await {
             Ok((plan, report)) => {
-                self.removed(&report, budget, metrics, "removed images over --image-budget");
+                self.removed(
+                    &report,
+                    budget,
+                    metrics,
+                    "removed images over --image-budget",
+                );
                 if !plan.kept_protected.is_empty() {
                     tracing::warn!(
                         kept = ?plan.kept_protected,

@@ -10,7 +10,10 @@ use worker_sandbox::engine::{CallError, FreeSpace, ImageSummary};
 use super::*;
 
 fn reference(n: u8) -> String {
-    format!("127.0.0.1:5000/img{n}@sha256:{}", format!("{n:x}").repeat(64))
+    format!(
+        "127.0.0.1:5000/img{n}@sha256:{}",
+        format!("{n:x}").repeat(64)
+    )
 }
 
 #[derive(Debug, Default)]
@@ -44,7 +47,10 @@ impl Host {
     }
     fn present(&self) -> BTreeSet<String> {
         let present = self.present.lock().unwrap();
-        present.iter().flat_map(|i| i.repo_digests.clone()).collect()
+        present
+            .iter()
+            .flat_map(|i| i.repo_digests.clone())
+            .collect()
     }
 }
 
@@ -106,7 +112,10 @@ async fn poll(
     let held = images.admit(host, pending, now_ms, &metrics()).await;
     for (_, r) in pending.iter() {
         // A job that starts has its image on disk.
-        assert!(held.contains(r) || host.present().contains(r), "{r} not present");
+        assert!(
+            held.contains(r) || host.present().contains(r),
+            "{r} not present"
+        );
     }
     let ran = pending
         .iter()
@@ -146,7 +155,11 @@ async fn a_batch_over_five_images_keeps_the_disk_within_budget_and_pulls_each_im
     let mut pulls = host.pulls();
     pulls.sort();
     pulls.dedup();
-    assert_eq!((host.pulls().len(), pulls.len()), (5, 5), "one pull per image");
+    assert_eq!(
+        (host.pulls().len(), pulls.len()),
+        (5, 5),
+        "one pull per image"
+    );
     // The last poll lists nothing: what is left fits the budget.
     images.need(BTreeSet::new());
     let held = images.admit(&host, &[], 11_000, &metrics()).await;
