@@ -185,7 +185,8 @@ while read -r id; do
 done <"$WORK/done.txt"
 
 pulls=$(grep -c 'pulled by digest ahead of its jobs' "$dir/serve.log" || true)
-evicted=$(grep -c 'removed images over --image-budget' "$dir/serve.log" || true)
+# Removals over the budget, and those that made room for the next pull within it.
+evicted=$(grep -cE 'removed images (over|to make room under) --image-budget' "$dir/serve.log" || true)
 high=$(sort -n "$WORK/disk.samples" | tail -1)
 budget_bytes=$(python3 -c 'import re,sys; m=re.fullmatch(r"(\d+)(B|KiB|MiB|GiB|TiB)?", sys.argv[1]); print(int(m[1]) << {None:0,"B":0,"KiB":10,"MiB":20,"GiB":30,"TiB":40}[m[2]])' "$BUDGET")
 left=0
@@ -217,7 +218,7 @@ echo
 echo "| measure | value |"
 echo "|---|---:|"
 echo "| pulls by serve (one per image is the target) | $pulls |"
-echo "| images removed over budget | $evicted evictions (runs of the collector that removed any); $left of $IMAGES images left at the end |"
+echo "| images removed over budget or to make room for a pull | $evicted evictions (runs of the collector that removed any); $left of $IMAGES images left at the end |"
 echo "| disk high-water mark of the benchmark's images (engine sizes) | $high bytes ($(echo "scale=1; $high / 1048576" | bc) MiB) |"
 echo "| budget | $budget_bytes bytes ($BUDGET) |"
 printf '| wall time, start to the last candidate | %.2f s |\n' "$(echo "$end - $start" | bc)"

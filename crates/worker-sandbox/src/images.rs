@@ -11,6 +11,11 @@
 //! - images used recently are protected like needed ones;
 //! - among the rest, the least recently used go first, until the total is within budget.
 //!
+//! Before a pull, [`plan_room`] asks the same question with the incoming image's size taken
+//! off the budget: it fits when removing unprotected images (in the same order) leaves room
+//! for it, or when they leave no counted image at all (one image larger than the budget still
+//! runs, alone).
+//!
 //! The engine calls ([`ImageStore`]) are the four it needs; every [`ContainerEngine`] is one.
 
 use std::collections::{BTreeMap, BTreeSet};
@@ -282,6 +287,26 @@ pub fn plan_eviction(images: &[ImageSummary], input: &EvictionInput) -> Eviction
         plan.kept_protected = protected.iter().map(|(i, _)| i.id.clone()).collect();
     }
     plan
+}
+
+/// Whether one more image of `incoming` bytes fits `input.budget` next to the images that must
+/// stay (`input.protected`), and if so which others to remove first: the plan of
+/// [`plan_eviction`] for a budget `incoming` smaller. `None`: no room. It also fits when the
+/// plan leaves no counted image at all, so that an image larger than the budget still runs
+/// alone rather than never.
+pub fn plan_room(
+    images: &[ImageSummary],
+    input: &EvictionInput,
+    incoming: u64,
+) -> Option<EvictionPlan> {
+    let room = EvictionInput {
+        budget: input.budget.saturating_sub(incoming),
+        ..input.clone()
+    };
+    let mut plan = plan_eviction(images, &room);
+    plan.budget_bytes = input.budget;
+    let after = plan.total_after_bytes;
+    (after.saturating_add(incoming) <= input.budget || after == 0).then_some(plan)
 }
 
 /// What carrying out a plan did.

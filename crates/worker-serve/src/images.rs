@@ -5,15 +5,43 @@
 //! and when the images the worker pulled outgrow `--image-budget`, the least recently used
 //! that no listed job needs are removed ([`worker_sandbox::images::plan_eviction`]).
 //!
+//! The budget holds while a batch runs, not only once jobs leave the feed: before a batch,
+//! the due jobs' images are taken one by one, the image of the oldest waiting job first (by
+//! ledger key: the ledger numbers jobs as it first sees them), and an image is pulled only if
+//! it fits the budget next to the images already taken for this batch and those used within
+//! `--image-keep-recent` ([`worker_sandbox::images::plan_room`]); to make that room, the least
+//! recently used other pulled images are removed, even one a younger listed job needs (it is
+//! pulled again when its turn comes: the only case of more than one pull per image, and only
+//! when the budget cannot hold both). An image larger than the budget still runs, alone: when
+//! no other counted image stays. The size of an image is known only once it is present, so
+//! one not pulled before is expected to be as large as the largest this worker has pulled (a
+//! larger one can exceed the budget once, with the over-budget WARN; its size is then known).
+//! Nothing of this worker runs while a batch is chosen (a batch runs to its end before the
+//! next poll), so no image a running job uses is ever removed.
+//!
+//! Jobs whose image has no room are held back (the path below: not started, no attempt
+//! counted) and come back at the next poll. No starvation: once the oldest waiting job's image
+//! has no room, the images of younger jobs are not taken in that batch either, even those
+//! present or small enough to fit. Otherwise new jobs for present images would keep those
+//! images recently used (and protected) forever; this way they age out of
+//! `--image-keep-recent`, and the waiting job runs within that time plus a poll interval
+//! (after the batch that ran before it). The alternative, a bounded wait after which the
+//! budget may be exceeded, was not chosen: it lets the disk outgrow the budget by design, and
+//! the limit it guards (the disk) is the one that fails for good. The cost: while an image
+//! waits, the host may run fewer jobs than it could; with `--image-keep-recent 0s` an image
+//! waits only for the batch ahead of it. A removal the engine refuses (another container uses
+//! the image) leaves no room, so the image waits (the engine's words are logged).
+//!
 //! Pulled images cannot be labelled, so which images this worker pulled is kept in its own
 //! record, `images.json` in the state directory (the pull ledger, [`PullLedger`]); `worker gc
 //! --images` reads the same file. An image the record does not name is never removed unless
 //! the operator says so (`--gc-foreign-images`).
 //!
 //! A job whose image cannot be made ready for a host reason (too little free space, free
-//! space unknown, the engine not answering) is held back: it is not started, so no attempt is
-//! counted, and the next poll tries again. A pull the registry refuses (no such digest) is
-//! the job's: its run goes ahead and the sandbox's own pull records the job's no-verdict.
+//! space unknown, the engine not answering, no room under the budget yet) is held back: it is
+//! not started, so no attempt is counted, and the next poll tries again. A pull the registry
+//! refuses (no such digest) is the job's: its run goes ahead and the sandbox's own pull
+//! records the job's no-verdict.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
@@ -28,7 +56,7 @@ use serde::{Deserialize, Serialize};
 use verifier_sdk::ValidatedJob;
 use worker_sandbox::images::{
     EvictionInput, EvictionPlan, EvictionReport, ImageError, ImageStore, Prepared, evict,
-    plan_eviction, prepare,
+    plan_eviction, plan_room, prepare,
 };
 
 /// The pull ledger's file name in the state directory.
@@ -154,9 +182,20 @@ impl PullLedger {
     /// What the eviction choice reads: the pulled references with their last use, and as
     /// protected the needed ones and those used within `keep_recent` of `now_ms`.
     pub fn eviction_input(&self, policy: &ImagePolicy, budget: u64, now_ms: i64) -> EvictionInput {
+        self.input_protecting(policy, budget, now_ms, self.needed.clone())
+    }
+
+    /// [`Self::eviction_input`] protecting `protected` and the recent ones (not the needed
+    /// ones: making room for the oldest waiting job's image may remove a younger one's).
+    pub fn input_protecting(
+        &self,
+        policy: &ImagePolicy,
+        budget: u64,
+        now_ms: i64,
+        mut protected: BTreeSet<String>,
+    ) -> EvictionInput {
         let recent_ms = i64::try_from(policy.keep_recent.as_millis()).unwrap_or(i64::MAX);
         let cutoff = now_ms.saturating_sub(recent_ms);
-        let mut protected = self.needed.clone();
         protected.extend(
             self.pulled
                 .iter()
@@ -196,13 +235,40 @@ pub async fn collect(
     let plan = plan_eviction(&images, &ledger.eviction_input(policy, budget, now_ms));
     let report = evict(store, &plan, dry_run).await;
     if !dry_run {
-        for removed in &report.removed {
-            for reference in &removed.references {
-                ledger.pulled.remove(reference);
-            }
-        }
+        forget_removed(ledger, &report);
     }
     Ok((plan, report))
+}
+
+fn forget_removed(ledger: &mut PullLedger, report: &EvictionReport) {
+    for removed in &report.removed {
+        for reference in &removed.references {
+            ledger.pulled.remove(reference);
+        }
+    }
+}
+
+/// What [`Images::make_ready`] made of an image.
+enum Ready {
+    /// Its jobs may start (present, pulled, or a pull the registry refused: the job's).
+    Run,
+    /// No room under the budget: its jobs, and those of younger images, wait.
+    NoRoom,
+    /// Not ready for a host reason: its jobs wait for the next poll.
+    Wait,
+}
+
+/// The images of `wanted`, by their oldest job (smallest ledger key: the ledger numbers jobs
+/// as it first sees them), so the longest-waiting job's image gets the next room.
+fn by_age(wanted: &[(i64, String)]) -> Vec<String> {
+    let mut oldest: BTreeMap<&str, i64> = BTreeMap::new();
+    for (key, reference) in wanted {
+        let first = oldest.entry(reference).or_insert(*key);
+        *first = (*first).min(*key);
+    }
+    let mut order: Vec<(i64, &str)> = oldest.into_iter().map(|(r, k)| (k, r)).collect();
+    order.sort_unstable();
+    order.into_iter().map(|(_, r)| r.to_owned()).collect()
 }
 
 /// The image metrics on `/metrics`.
@@ -243,22 +309,31 @@ impl ImageMetrics {
             Unit::Seconds,
             metrics.pull_duration.clone(),
         );
-        registry.register(
-            "worker_serve_image_held_back_jobs",
-            "Jobs not started because their image could not be pulled for a host reason (free space, engine); retried at the next poll, never counted as an attempt",
-            metrics.held_back.clone(),
-        );
-        registry.register(
-            "worker_serve_images_evicted",
-            "Images removed because the pulled images exceeded --image-budget",
-            metrics.evicted.clone(),
-        );
-        registry.register_with_unit(
-            "worker_serve_image_evicted",
-            "Bytes of images removed under --image-budget",
-            Unit::Bytes,
-            metrics.evicted_bytes.clone(),
-        );
+        for (name, help, unit, counter) in [
+            (
+                "worker_serve_image_held_back_jobs",
+                "Jobs not started because their image could not be pulled for a host reason (free space, engine) or has no room under --image-budget yet; retried at the next poll, never counted as an attempt",
+                None,
+                &metrics.held_back,
+            ),
+            (
+                "worker_serve_images_evicted",
+                "Images removed under --image-budget: over it, or to make room for the next pull",
+                None,
+                &metrics.evicted,
+            ),
+            (
+                "worker_serve_image_evicted",
+                "Bytes of images removed under --image-budget",
+                Some(Unit::Bytes),
+                &metrics.evicted_bytes,
+            ),
+        ] {
+            match unit {
+                Some(unit) => registry.register_with_unit(name, help, unit, counter.clone()),
+                None => registry.register(name, help, counter.clone()),
+            }
+        }
         registry.register_with_unit(
             "worker_serve_pulled_images",
             "Bytes the images this worker pulled take (the engine's sizes, shared layers counted in each)",
@@ -275,13 +350,22 @@ pub struct Images {
     policy: ImagePolicy,
     dir: PathBuf,
     ledger: PullLedger,
+    /// The sizes of the images this worker has pulled, removed ones too (an estimate of
+    /// their next pull; not written down: a restart learns them again from the ledger).
+    sizes: BTreeMap<String, u64>,
 }
 
 impl Images {
     /// Opens the pull ledger in `state_dir`.
     pub fn open(state_dir: &Path, policy: ImagePolicy) -> Result<Self, LedgerFileError> {
+        let ledger = PullLedger::load(state_dir)?;
         Ok(Self {
-            ledger: PullLedger::load(state_dir)?,
+            sizes: ledger
+                .pulled
+                .iter()
+                .map(|(r, p)| (r.clone(), p.size_bytes))
+                .collect(),
+            ledger,
             dir: state_dir.to_owned(),
             policy,
         })
@@ -317,98 +401,247 @@ impl Images {
     /// Records the images the jobs of an answered poll need (`listed`: every listed job of
     /// this shard, due or not: a job backing off comes back for its image).
     pub fn listed<'a>(&mut self, listed: impl IntoIterator<Item = &'a ValidatedJob>) {
-        self.ledger.needed = listed
-            .into_iter()
-            .map(|j| j.manifest().image().to_owned())
-            .collect();
+        self.need(
+            listed
+                .into_iter()
+                .map(|j| j.manifest().image().to_owned())
+                .collect(),
+        );
+    }
+
+    /// Records `needed` as the images the last answered poll's jobs need.
+    pub fn need(&mut self, needed: BTreeSet<String>) {
+        self.ledger.needed = needed;
         self.save();
     }
 
-    /// Before a batch: removes what is over budget, then pulls each image of `due` once (by
-    /// digest, after the free-space check). Returns the jobs that may start; a job whose image
-    /// could not be pulled for a host reason is held back (not started, retried next poll).
+    /// Before a batch: removes what is over budget, then pulls the images of `due` that fit
+    /// (by digest, after the free-space check; see the module's docs). Returns the jobs that
+    /// may start; a job whose image has no room or could not be pulled for a host reason is
+    /// held back (not started, retried next poll).
     pub async fn before_batch(
         &mut self,
         store: &dyn ImageStore,
         due: Vec<(i64, ValidatedJob)>,
         telemetry: &crate::telemetry::Telemetry,
     ) -> Vec<(i64, ValidatedJob)> {
+        let wanted: Vec<(i64, String)> = due
+            .iter()
+            .map(|(key, j)| (*key, j.manifest().image().to_owned()))
+            .collect();
         let now_ms = telemetry.clock().wall_ms();
-        let metrics = telemetry.images();
-        if due.is_empty() {
+        let held = self.admit(store, &wanted, now_ms, telemetry.images()).await;
+        let (ready, waiting): (Vec<_>, Vec<_>) = due
+            .into_iter()
+            .partition(|(_, j)| !held.contains(j.manifest().image()));
+        telemetry.images().held_back.inc_by(waiting.len() as u64);
+        ready
+    }
+
+    /// [`Self::before_batch`] on the due jobs' (ledger key, image): makes ready the images it
+    /// may, oldest first (see the module's docs); returns the images whose jobs are held back.
+    pub async fn admit(
+        &mut self,
+        store: &dyn ImageStore,
+        wanted: &[(i64, String)],
+        now_ms: i64,
+        metrics: &ImageMetrics,
+    ) -> BTreeSet<String> {
+        if wanted.is_empty() {
             // Still collected: the poll may have stopped listing the jobs of an image.
             self.collect(store, now_ms, metrics).await;
-            return due;
+            return BTreeSet::new();
         }
-        let references: BTreeSet<String> = due
-            .iter()
-            .map(|(_, j)| j.manifest().image().to_owned())
-            .collect();
+        let order = by_age(wanted);
         // Due jobs' images are needed now, whatever the last poll said.
-        self.ledger.needed.extend(references.iter().cloned());
+        self.ledger.needed.extend(order.iter().cloned());
         self.collect(store, now_ms, metrics).await;
+        let mut admitted = BTreeSet::new();
         let mut held = BTreeSet::new();
-        if self.policy.pull {
-            for reference in &references {
-                let started = std::time::Instant::now();
-                match prepare(store, reference, self.policy.min_free).await {
-                    Ok(Prepared::Present { .. }) => {}
-                    Ok(Prepared::Pulled { id, size_bytes }) => {
-                        let took = started.elapsed();
-                        metrics
-                            .pulls
-                            .get_or_create(&vec![("result", "pulled".to_owned())])
-                            .inc();
-                        metrics.pull_duration.observe(took.as_secs_f64());
-                        tracing::info!(
-                            image = %reference,
-                            size_bytes,
-                            pull_seconds = took.as_secs_f64(),
-                            "pulled by digest ahead of its jobs"
-                        );
-                        self.ledger.pulled.insert(
-                            reference.clone(),
-                            PulledImage {
-                                id,
-                                size_bytes,
-                                pulled_at_ms: now_ms,
-                                pull_ms: u64::try_from(took.as_millis()).unwrap_or(u64::MAX),
-                                last_used_ms: now_ms,
-                            },
-                        );
-                        // Saved at once: an image on disk that the record does not name would
-                        // be foreign to the next start, so never collected.
-                        self.save();
-                    }
-                    Err(error @ ImageError::Pull { .. }) => {
-                        metrics
-                            .pulls
-                            .get_or_create(&vec![("result", "failed".to_owned())])
-                            .inc();
-                        tracing::warn!(%error, "pull failed; its jobs run and record why");
-                    }
-                    Err(error) => {
-                        metrics
-                            .pulls
-                            .get_or_create(&vec![("result", "failed".to_owned())])
-                            .inc();
-                        tracing::warn!(%error, "image not ready: its jobs wait for the next poll (not counted as attempts)");
-                        held.insert(reference.clone());
-                    }
+        let mut waiting: Option<&str> = None;
+        for reference in &order {
+            let ready = match waiting {
+                // Younger images wait behind the oldest one without room (no starvation).
+                Some(_) => Ready::Wait,
+                None if !self.policy.pull => Ready::Run,
+                None => {
+                    self.make_ready(store, &admitted, reference, now_ms, metrics)
+                        .await
+                }
+            };
+            match ready {
+                Ready::Run => {
+                    admitted.insert(reference.clone());
+                }
+                Ready::NoRoom => {
+                    waiting = Some(reference);
+                    held.insert(reference.clone());
+                }
+                Ready::Wait => {
+                    held.insert(reference.clone());
                 }
             }
         }
-        for reference in &references {
+        if let Some(reference) = waiting {
+            tracing::info!(
+                image = %reference,
+                held_images = held.len(),
+                budget_bytes = self.policy.budget.unwrap_or_default(),
+                "no room under --image-budget for the image of the oldest waiting job: its jobs and those of younger images wait (not counted as attempts)"
+            );
+        }
+        // Only what runs is used: a held image that counted as recent would keep its own room.
+        for reference in &admitted {
             if let Some(p) = self.ledger.pulled.get_mut(reference) {
                 p.last_used_ms = now_ms;
             }
         }
         self.save();
-        let (ready, waiting): (Vec<_>, Vec<_>) = due
-            .into_iter()
-            .partition(|(_, j)| !held.contains(j.manifest().image()));
-        metrics.held_back.inc_by(waiting.len() as u64);
-        ready
+        held
+    }
+
+    /// Makes `reference` ready next to the `admitted` images: room under the budget first
+    /// (removing unneeded images), then the pull.
+    async fn make_ready(
+        &mut self,
+        store: &dyn ImageStore,
+        admitted: &BTreeSet<String>,
+        reference: &str,
+        now_ms: i64,
+        metrics: &ImageMetrics,
+    ) -> Ready {
+        if let Some(budget) = self.policy.budget {
+            match self
+                .make_room(store, admitted, reference, budget, now_ms, metrics)
+                .await
+            {
+                Ok(true) => {}
+                Ok(false) => return Ready::NoRoom,
+                Err(error) => {
+                    tracing::warn!(%error, "image not ready: its jobs wait for the next poll (not counted as attempts)");
+                    return Ready::Wait;
+                }
+            }
+        }
+        let started = std::time::Instant::now();
+        let failed = || {
+            metrics
+                .pulls
+                .get_or_create(&vec![("result", "failed".to_owned())])
+                .inc();
+        };
+        match prepare(store, reference, self.policy.min_free).await {
+            Ok(Prepared::Present { .. }) => Ready::Run,
+            Ok(Prepared::Pulled { id, size_bytes }) => {
+                let took = started.elapsed();
+                metrics
+                    .pulls
+                    .get_or_create(&vec![("result", "pulled".to_owned())])
+                    .inc();
+                metrics.pull_duration.observe(took.as_secs_f64());
+                tracing::info!(
+                    image = %reference,
+                    size_bytes,
+                    pull_seconds = took.as_secs_f64(),
+                    "pulled by digest ahead of its jobs"
+                );
+                self.sizes.insert(reference.to_owned(), size_bytes);
+                self.ledger.pulled.insert(
+                    reference.to_owned(),
+                    PulledImage {
+                        id,
+                        size_bytes,
+                        pulled_at_ms: now_ms,
+                        pull_ms: u64::try_from(took.as_millis()).unwrap_or(u64::MAX),
+                        last_used_ms: now_ms,
+                    },
+                );
+                // Saved at once: an image on disk that the record does not name would be
+                // foreign to the next start, so never collected.
+                self.save();
+                Ready::Run
+            }
+            Err(error @ ImageError::Pull { .. }) => {
+                failed();
+                tracing::warn!(%error, "pull failed; its jobs run and record why");
+                Ready::Run
+            }
+            Err(error) => {
+                failed();
+                tracing::warn!(%error, "image not ready: its jobs wait for the next poll (not counted as attempts)");
+                Ready::Wait
+            }
+        }
+    }
+
+    /// Whether `reference` fits the budget next to the `admitted` images and the recently
+    /// used ones, after removing (least recently used first) what else is counted; removes
+    /// them. A present image adds nothing; an absent one its estimated size.
+    async fn make_room(
+        &mut self,
+        store: &dyn ImageStore,
+        admitted: &BTreeSet<String>,
+        reference: &str,
+        budget: u64,
+        now_ms: i64,
+        metrics: &ImageMetrics,
+    ) -> Result<bool, ImageError> {
+        let images = store.images().await.map_err(ImageError::Engine)?;
+        let incoming = if worker_sandbox::images::find(&images, reference).is_some() {
+            0
+        } else {
+            self.estimate(reference)
+        };
+        let mut protected = admitted.clone();
+        protected.insert(reference.to_owned());
+        let input = self
+            .ledger
+            .input_protecting(&self.policy, budget, now_ms, protected);
+        let Some(plan) = plan_room(&images, &input, incoming) else {
+            return Ok(false);
+        };
+        if plan.remove.is_empty() {
+            return Ok(true);
+        }
+        let report = evict(store, &plan, false).await;
+        forget_removed(&mut self.ledger, &report);
+        self.removed(
+            &report,
+            budget,
+            metrics,
+            "removed images to make room under --image-budget",
+        );
+        self.save();
+        // A removal the engine refused leaves no room: the budget holds, the image waits.
+        Ok(report.failed.is_empty())
+    }
+
+    /// The size `reference` is expected to take before it is pulled: its own when pulled
+    /// before, else the largest this worker has pulled (the engine tells a size only once
+    /// the image is present); 0 when nothing was ever pulled.
+    fn estimate(&self, reference: &str) -> u64 {
+        self.sizes
+            .get(reference)
+            .or_else(|| self.sizes.values().max())
+            .copied()
+            .unwrap_or(0)
+    }
+
+    /// Logs and counts what a collection removed or could not.
+    fn removed(&self, report: &EvictionReport, budget: u64, metrics: &ImageMetrics, what: &str) {
+        for (id, why) in &report.failed {
+            tracing::warn!(image = %id, %why, "could not remove an image over budget");
+        }
+        if !report.removed.is_empty() {
+            metrics.evicted.inc_by(report.removed.len() as u64);
+            metrics.evicted_bytes.inc_by(report.freed_bytes);
+            tracing::info!(
+                removed = ?report.removed.iter().map(|e| &e.references).collect::<Vec<_>>(),
+                freed_bytes = report.freed_bytes,
+                budget_bytes = budget,
+                "{what}"
+            );
+        }
     }
 
     /// Removes what is over budget (nothing without `--image-budget`).
@@ -418,19 +651,12 @@ impl Images {
         };
         match collect(store, &mut self.ledger, &self.policy, budget, now_ms, false).await {
             Ok((plan, report)) => {
-                for (id, why) in &report.failed {
-                    tracing::warn!(image = %id, %why, "could not remove an image over budget");
-                }
-                if !report.removed.is_empty() {
-                    metrics.evicted.inc_by(report.removed.len() as u64);
-                    metrics.evicted_bytes.inc_by(report.freed_bytes);
-                    tracing::info!(
-                        removed = ?report.removed.iter().map(|e| &e.references).collect::<Vec<_>>(),
-                        freed_bytes = report.freed_bytes,
-                        budget_bytes = budget,
-                        "removed images over --image-budget"
-                    );
-                }
+                self.removed(
+                    &report,
+                    budget,
+                    metrics,
+                    "removed images over --image-budget",
+                );
                 if !plan.kept_protected.is_empty() {
                     tracing::warn!(
                         kept = ?plan.kept_protected,
@@ -547,3 +773,6 @@ mod tests {
         ));
     }
 }
+
+#[cfg(test)]
+mod scripted;

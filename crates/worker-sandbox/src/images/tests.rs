@@ -257,3 +257,52 @@ async fn evicting_removes_the_plan_and_a_dry_run_removes_nothing() {
     assert_eq!(*store.removals.lock().unwrap(), ["sha256:id1"]);
     assert_eq!(store.images().await.unwrap(), vec![image(2, GIB)]);
 }
+
+#[test]
+fn room_for_an_incoming_image_removes_the_least_recently_used_until_it_fits() {
+    // Budget 2.5 GiB, three pulled 1 GiB images, the newest protected: over budget already,
+    // so even a present image (0 incoming) or a 0.5 GiB pull needs the oldest removed; a 1 GiB
+    // pull needs both unprotected ones; a 2 GiB pull has no room next to the protected one.
+    let images = vec![image(1, GIB), image(2, GIB), image(3, GIB)];
+    let input = EvictionInput {
+        pulled: BTreeMap::from([(reference(1), 1), (reference(2), 2), (reference(3), 3)]),
+        protected: BTreeSet::from([reference(3)]),
+        budget: GIB * 5 / 2,
+        foreign: false,
+    };
+    let removed = |incoming| {
+        plan_room(&images, &input, incoming).map(|p| {
+            p.remove
+                .iter()
+                .map(|e| e.id.clone())
+                .collect::<Vec<String>>()
+        })
+    };
+    let oldest = Some(vec!["sha256:id1".to_owned()]);
+    let both = Some(vec!["sha256:id1".to_owned(), "sha256:id2".to_owned()]);
+    assert_eq!(removed(0), oldest);
+    assert_eq!(removed(GIB / 2), oldest);
+    assert_eq!(removed(GIB), both);
+    assert_eq!(removed(GIB * 3 / 2), both);
+    assert_eq!(removed(2 * GIB), None);
+}
+
+#[test]
+fn an_image_larger_than_the_budget_has_room_only_when_no_counted_image_would_stay() {
+    let images = vec![image(1, GIB)];
+    let mut input = EvictionInput {
+        pulled: BTreeMap::from([(reference(1), 1)]),
+        protected: BTreeSet::new(),
+        budget: GIB,
+        foreign: false,
+    };
+    let plan = plan_room(&images, &input, 3 * GIB).expect("alone it runs");
+    assert_eq!(plan.remove.len(), 1);
+    assert_eq!(plan.total_after_bytes, 0);
+    input.protected.insert(reference(1));
+    assert_eq!(plan_room(&images, &input, 3 * GIB), None);
+    // A foreign image is not counted (without `foreign`): it does not stand in the way.
+    let foreign = vec![image(9, GIB)];
+    input.pulled.clear();
+    assert!(plan_room(&foreign, &input, 3 * GIB).is_some_and(|p| p.remove.is_empty()));
+}

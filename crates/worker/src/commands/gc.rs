@@ -171,8 +171,38 @@ pub async fn gc_images(args: &GcArgs) -> Result<ImageGcReport, GcCommandError> {
     })
 }
 
-fn gc_images_command(args: &GcArgs) -> ExitCode {
-    let report = match block_on(gc_images(args)) {
+/// What a collection hands to [`print_report`]: `--json` prints it whole.
+trait Collected: serde::Serialize {
+    /// The summary printed without `--json`.
+    fn summary(&self) -> String;
+    /// Some entry could not be removed (exit 1).
+    fn any_failed(&self) -> bool;
+}
+
+impl Collected for GcReport {
+    fn summary(&self) -> String {
+        self.human()
+    }
+    fn any_failed(&self) -> bool {
+        !self.failed.is_empty()
+    }
+}
+
+impl Collected for ImageGcReport {
+    fn summary(&self) -> String {
+        self.human()
+    }
+    fn any_failed(&self) -> bool {
+        !self.failed.is_empty()
+    }
+}
+
+/// Maps a collection's outcome to the exit code (see the module's docs) and prints its report.
+fn print_report<R: Collected>(
+    args: &GcArgs,
+    outcome: Result<Result<R, GcCommandError>, std::io::Error>,
+) -> ExitCode {
+    let report = match outcome {
         Ok(Ok(report)) => report,
         Ok(Err(error @ GcCommandError::Engine(_))) => {
             return fail(ExitCode::RuntimeUnavailable, &error);
@@ -183,34 +213,18 @@ fn gc_images_command(args: &GcArgs) -> ExitCode {
     let written = if args.json {
         print_json(&report)
     } else {
-        print_text(&report.human())
+        print_text(&report.summary())
     };
     match written {
-        ExitCode::Success if !report.failed.is_empty() => ExitCode::Internal,
+        ExitCode::Success if report.any_failed() => ExitCode::Internal,
         other => other,
     }
 }
 
-/// Collects the store and prints what was freed.
+/// Collects the store (or, with `--images`, the images) and prints what was freed.
 pub fn gc(args: &GcArgs) -> ExitCode {
     if args.images {
-        return gc_images_command(args);
+        return print_report(args, block_on(gc_images(args)));
     }
-    let report = match block_on(gc_command(args)) {
-        Ok(Ok(report)) => report,
-        Ok(Err(error @ GcCommandError::Engine(_))) => {
-            return fail(ExitCode::RuntimeUnavailable, &error);
-        }
-        Ok(Err(error)) => return fail(ExitCode::Config, &error),
-        Err(error) => return fail(ExitCode::Internal, &error),
-    };
-    let written = if args.json {
-        print_json(&report)
-    } else {
-        print_text(&report.human())
-    };
-    match written {
-        ExitCode::Success if !report.failed.is_empty() => ExitCode::Internal,
-        other => other,
-    }
+    print_report(args, block_on(gc_command(args)))
 }
