@@ -23,7 +23,9 @@ pub struct ImageArgs {
     /// Remove images when those this worker pulled (its record: STATE/images.json) take more
     /// than SIZE (20GiB, 512MiB): least recently used first, never one a listed job needs or
     /// one used within --image-keep-recent, never one the worker did not pull (unless
-    /// --gc-foreign-images), never one a container uses. Default: no removal.
+    /// --gc-foreign-images), never one a container uses. With `serve --pull` it also bounds
+    /// what a batch pulls: an image is pulled only when it fits beside the batch's others (the
+    /// oldest waiting job's image first; its jobs wait otherwise). Default: no removal.
     #[arg(long, value_name = "SIZE", value_parser = worker_serve::images::parse_size)]
     pub image_budget: Option<u64>,
     /// Count and remove images this worker did not pull too (the operator's own images).
