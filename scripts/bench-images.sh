@@ -41,12 +41,9 @@ bench_positive bench-images "JOBS, IMAGES, SIZE_MIB and TIMEOUT" "$JOBS" "$IMAGE
 bench_profile bench-images
 
 bench_serve_build "worker and bench_feed"
-BIN=$(pwd)/target/$PROFILE/worker
-FEED=$(pwd)/target/$PROFILE/examples/bench_feed
 busybox=$(jq -r .busybox .work/images.json)
 
-WORK=$(mktemp -d "${TMPDIR:-/tmp}/bench-images.XXXXXX")
-chmod 755 "$WORK"
+bench_sandbox_work bench-images
 feed_pid=""
 serve_pid=""
 sampler_pid=""

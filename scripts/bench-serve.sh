@@ -73,13 +73,10 @@ done
 bench_profile bench-serve
 
 bench_serve_build "worker, bench_feed and engine_anchor" --example engine_anchor
-BIN=$(pwd)/target/$PROFILE/worker
-FEED=$(pwd)/target/$PROFILE/examples/bench_feed
 ANCHOR=$(pwd)/target/$PROFILE/examples/engine_anchor
 image=$(jq -r .busybox .work/images.json)
 
-WORK=$(mktemp -d "${TMPDIR:-/tmp}/bench-serve.XXXXXX")
-chmod 755 "$WORK"
+bench_sandbox_work bench-serve
 feed_pid=""
 serve_pid=""
 cleanup() {

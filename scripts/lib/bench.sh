@@ -37,7 +37,8 @@ bench_profile() {
 # bench_serve_build WHAT CARGO-ARG...: the services the serve benchmarks run against (the
 # engine and the local registry with the busybox image; not the language images), then the
 # PROFILE build of the worker and the platform stand-in bench_feed with CARGO-ARGs added (more
-# examples); WHAT says what is built. After bench_profile.
+# examples); WHAT says what is built. Sets BIN and FEED, the two built programs. After
+# bench_profile.
 bench_serve_build() {
     local what=$1 build_flags=()
     shift
@@ -45,6 +46,17 @@ bench_serve_build() {
     scripts/services.sh --no-python --no-rust --no-node >&2
     echo "building $what ($PROFILE)" >&2
     cargo build -q "${build_flags[@]}" -p worker --bin worker --example bench_feed "$@" >&2
+    # shellcheck disable=SC2034 # read by the script that sourced this file
+    BIN=$(pwd)/target/$PROFILE/worker
+    # shellcheck disable=SC2034 # likewise
+    FEED=$(pwd)/target/$PROFILE/examples/bench_feed
+}
+
+# bench_sandbox_work NAME: WORK, a new directory NAME.XXXXXX under TMPDIR (/tmp when unset),
+# open to the sandbox's user, another uid, which reads the trees staged below it.
+bench_sandbox_work() {
+    WORK=$(mktemp -d "${TMPDIR:-/tmp}/$1.XXXXXX")
+    chmod 755 "$WORK"
 }
 
 # bench_stop PID...: ends and reaps each of the script's own background processes; an empty
@@ -76,4 +88,20 @@ bench_tree_work() {
     cargo build -q --release -p worker --bin worker >&2
     WORK=$(mktemp -d "${TMPDIR:-/var/tmp}/$1.XXXXXX")
     trap bench_remove_work EXIT
+}
+
+# bench_example_request ROOT IMAGE REQUEST: stages the bundled example's benchmark and passing
+# source in the store ROOT with BIN (the benchmark's limits: 64 MiB and 10,000 files; the
+# source's: 512 MiB and 50,000), then writes the request for its busybox `cmp` job over them,
+# made by MAKE_JOB with IMAGE, to REQUEST.
+bench_example_request() {
+    local root=$1 image=$2 request=$3 benchmark source
+    benchmark=$("$BIN" --quiet --stage-regression-input benchmark fixtures/example/benchmark "$root" 67108864 10000 | bench_digest)
+    source=$("$BIN" --quiet --stage-regression-input source fixtures/example/source-pass "$root" 536870912 50000 | bench_digest)
+    "$MAKE_JOB" "$image" "$source" "$benchmark" /bin/cmp /benchmark/expected.txt /workspace/result.txt >"$request"
+}
+
+# bench_digest: the snapshot digest from the worker's staging answer on stdin.
+bench_digest() {
+    python3 -c 'import json,sys; print(json.load(sys.stdin)["snapshot"]["digest"])'
 }
