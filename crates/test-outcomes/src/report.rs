@@ -333,6 +333,28 @@ fn display_rank(status: Status) -> u8 {
     }
 }
 
+/// A report of `rows` as they are, for the tests of what reads reports: the counts are left at
+/// zero, as no parser made them.
+#[cfg(test)]
+impl TestReport {
+    pub(crate) fn of_rows(runner: Runner, rows: &[(&str, Status)]) -> Self {
+        Self {
+            source: SOURCE.to_owned(),
+            runner,
+            counts: Counts::default(),
+            truncated: false,
+            tests: rows
+                .iter()
+                .map(|(name, status)| TestOutcome {
+                    name: (*name).to_owned(),
+                    status: *status,
+                    duration_micros: None,
+                })
+                .collect(),
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
