@@ -26,7 +26,7 @@ pub(super) struct ExampleRequest {
 }
 
 /// The example's benchmark and one of its sources staged, and the busybox `cmp` manifest over
-/// them: the one set-up the request-file tests here and in `request.rs` start from.
+/// them: what [`example_request`] makes a job of and `request.rs` hands to `worker request`.
 pub(super) struct StagedExample {
     /// The staging root, `<dir>/staging`.
     pub(super) root: PathBuf,
