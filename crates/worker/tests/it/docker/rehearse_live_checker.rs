@@ -81,7 +81,10 @@ fn bounty() -> Bounty {
 }
 
 fn rehearse_json(b: &Bounty, source: &Path, extra: &[&str]) -> Value {
-    let args: Vec<&str> = ["--adversarial", "--json"].into_iter().chain(extra.iter().copied()).collect();
+    let args: Vec<&str> = ["--adversarial", "--json"]
+        .into_iter()
+        .chain(extra.iter().copied())
+        .collect();
     let store = b.dir.path().join("staging");
     let output = rehearse_command(&store, source, &b.benchmark, &b.manifest, &args).output();
     ran(&output.unwrap()).json()

@@ -217,6 +217,16 @@ pub async fn containers_for(executor: &DockerExecutor, run_id: &str) -> Vec<Stri
         .collect()
 }
 
+/// The file system type of `path` as `stat -f` names it (`tmpfs`, `ext2/ext3`, …): a fact read
+/// without the worker, to hold its own reading against.
+pub fn stat_fs(path: &str) -> String {
+    let out = std::process::Command::new("stat")
+        .args(["-f", "-c", "%T", path])
+        .output()
+        .unwrap();
+    String::from_utf8(out.stdout).unwrap().trim().to_string()
+}
+
 /// The reason of a `NoVerdict` decision (printed with its detail), or a panic naming what was
 /// decided instead.
 pub fn no_verdict_reason(decision: &Decision) -> NoVerdictReason {
