@@ -19,15 +19,10 @@ MIB=${MIB:-64 128 256 512 1024 2048 4096}
 FILES=${FILES:-2500 5000 10000 25000 50000 100000}
 
 cd "$(dirname "$0")/.."
-for tool in python3 /usr/bin/time; do
-    command -v "$tool" >/dev/null || { echo "bench-growth: missing $tool" >&2; exit 1; }
-done
-
-cargo build -q --release -p worker --bin worker >&2
-WORK=$(mktemp -d "${TMPDIR:-/var/tmp}/bench-growth.XXXXXX")
-# Staged trees are read-only; make them writable so an unprivileged user can remove them too.
-cleanup() { chmod -R u+w "$WORK" 2>/dev/null || true; rm -rf "$WORK"; }
-trap cleanup EXIT
+# shellcheck source=scripts/lib/bench.sh
+source scripts/lib/bench.sh
+bench_need bench-growth python3 /usr/bin/time
+bench_tree_work bench-growth
 
 # shellcheck disable=SC2086 # MIB and FILES are lists
 python3 scripts/bench_growth.py "$(pwd)/target/release/worker" --work "$WORK" \

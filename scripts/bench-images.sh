@@ -34,42 +34,27 @@ TIMEOUT=${TIMEOUT:-900}
 PROFILE=${PROFILE:-release}
 
 cd "$(dirname "$0")/.."
-for tool in python3 jq bc docker; do
-    command -v "$tool" >/dev/null || { echo "bench-images: missing $tool" >&2; exit 1; }
-done
-for n in "$JOBS" "$IMAGES" "$SIZE_MIB" "$TIMEOUT"; do
-    [[ "$n" =~ ^[1-9][0-9]*$ ]] || { echo "bench-images: JOBS, IMAGES, SIZE_MIB and TIMEOUT must be positive numbers" >&2; exit 2; }
-done
-case "$PROFILE" in
-    release) build_flags=(--release) ;;
-    debug) build_flags=() ;;
-    *) echo "bench-images: PROFILE must be release or debug" >&2; exit 2 ;;
-esac
+# shellcheck source=scripts/lib/bench.sh
+source scripts/lib/bench.sh
+bench_need bench-images python3 jq bc docker
+bench_positive bench-images "JOBS, IMAGES, SIZE_MIB and TIMEOUT" "$JOBS" "$IMAGES" "$SIZE_MIB" "$TIMEOUT"
+bench_profile bench-images
 
-scripts/services.sh --no-python --no-rust --no-node >&2
-echo "building worker and bench_feed ($PROFILE)" >&2
-cargo build -q "${build_flags[@]}" -p worker --bin worker --example bench_feed >&2
-BIN=$(pwd)/target/$PROFILE/worker
-FEED=$(pwd)/target/$PROFILE/examples/bench_feed
+bench_serve_build "worker and bench_feed"
 busybox=$(jq -r .busybox .work/images.json)
 
-WORK=$(mktemp -d "${TMPDIR:-/tmp}/bench-images.XXXXXX")
-chmod 755 "$WORK"
+bench_sandbox_work bench-images
 feed_pid=""
 serve_pid=""
 sampler_pid=""
 refs=()
 cleanup() {
-    local pid ref
-    for pid in $sampler_pid $serve_pid $feed_pid; do
-        kill "$pid" 2>/dev/null || true
-        wait "$pid" 2>/dev/null || true
-    done
+    local ref
+    bench_stop "$sampler_pid" "$serve_pid" "$feed_pid"
     for ref in "${refs[@]}"; do
         docker image rm -f "$ref" >/dev/null 2>&1 || true
     done
-    chmod -R u+w "$WORK" 2>/dev/null || true
-    rm -rf "$WORK"
+    bench_remove_work
 }
 trap cleanup EXIT
 trap 'exit 130' INT TERM

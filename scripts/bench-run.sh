@@ -30,9 +30,9 @@ IDLE_TRACE=${IDLE_TRACE:-0}
 WARM_PHASES=${WARM_PHASES:-5}
 
 cd "$(dirname "$0")/.."
-for tool in hyperfine python3 docker; do
-    command -v "$tool" >/dev/null || { echo "bench-run: missing $tool" >&2; exit 1; }
-done
+# shellcheck source=scripts/lib/bench.sh
+source scripts/lib/bench.sh
+bench_need bench-run hyperfine python3 docker
 [ "$RUNS" -ge 10 ] || { echo "bench-run: RUNS must be at least 10" >&2; exit 2; }
 [ "$ROUNDS" -ge 1 ] || { echo "bench-run: ROUNDS must be at least 1" >&2; exit 2; }
 [ "$IDLE_REPEATS" -ge 0 ] && [ "$IDLE_SECS" -ge 0 ] \
@@ -44,20 +44,14 @@ BIN=${WORKER_BIN:-$(pwd)/target/release/worker}
 MAKE_JOB=$(pwd)/target/release/examples/example_job
 image=$(python3 -c 'import json; print(json.load(open(".work/images.json"))["busybox"])')
 
-WORK=$(mktemp -d "${TMPDIR:-/tmp}/bench-run.XXXXXX")
-chmod 755 "$WORK"
-# Staged trees are sealed read-only; make them writable so they can be removed.
-cleanup() { chmod -R u+w "$WORK" 2>/dev/null || true; rm -rf "$WORK"; }
-trap cleanup EXIT
+bench_sandbox_work bench-run
+trap bench_remove_work EXIT
 root=$WORK/staging
 mkdir -p "$root"
 export REGRESSION_SANDBOX_STAGING_ROOT=$root
 
-digest() { python3 -c 'import json,sys; print(json.load(sys.stdin)["snapshot"]["digest"])'; }
-benchmark=$("$BIN" --quiet --stage-regression-input benchmark fixtures/example/benchmark "$root" 67108864 10000 | digest)
-source=$("$BIN" --quiet --stage-regression-input source fixtures/example/source-pass "$root" 536870912 50000 | digest)
 request=$WORK/request.json
-"$MAKE_JOB" "$image" "$source" "$benchmark" /bin/cmp /benchmark/expected.txt /workspace/result.txt >"$request"
+bench_example_request "$root" "$image" "$request"
 
 # The raw baseline takes its limits and tmpfs options from the worker's own plan, so both
 # sides run the identical profile.

@@ -15,6 +15,8 @@ set -euo pipefail
 
 ROUNDS=${ROUNDS:-6}
 cd "$(dirname "$0")/.."
+# shellcheck source=scripts/lib/bench.sh
+source scripts/lib/bench.sh
 [ "$ROUNDS" -ge 2 ] || { echo "bench-runsc: ROUNDS must be at least 2" >&2; exit 2; }
 docker info --format '{{json .Runtimes}}' | grep -q '"runsc"' ||
     { echo "bench-runsc: the engine has no runsc runtime (scripts/services.sh --runsc)" >&2; exit 1; }
@@ -24,21 +26,16 @@ fi
 BIN=${WORKER_BIN:-$(pwd)/target/debug/worker}
 MAKE_JOB=${MAKE_JOB:-$(pwd)/target/debug/examples/example_job}
 
-WORK=$(mktemp -d "${TMPDIR:-/tmp}/bench-runsc.XXXXXX")
-chmod 755 "$WORK"
-cleanup() { chmod -R u+w "$WORK" 2>/dev/null || true; rm -rf "$WORK"; }
-trap cleanup EXIT
+bench_sandbox_work bench-runsc
+trap bench_remove_work EXIT
 root=$WORK/staging
 mkdir -p "$root"
 chmod 700 "$root"
 export REGRESSION_SANDBOX_STAGING_ROOT=$root
 
 image() { python3 -c 'import json,sys; print(json.load(open(".work/images.json"))[sys.argv[1]])' "$1"; }
-digest() { python3 -c 'import json,sys; print(json.load(sys.stdin)["snapshot"]["digest"])'; }
-benchmark=$("$BIN" --quiet --stage-regression-input benchmark fixtures/example/benchmark "$root" 67108864 10000 | digest)
-source=$("$BIN" --quiet --stage-regression-input source fixtures/example/source-pass "$root" 536870912 50000 | digest)
 request=$WORK/request.json
-"$MAKE_JOB" "$(image busybox)" "$source" "$benchmark" /bin/cmp /benchmark/expected.txt /workspace/result.txt >"$request"
+bench_example_request "$root" "$(image busybox)" "$request"
 manifest=$WORK/python.json
 python3 - "$(image python)" "$manifest" <<'PY'
 import json, sys

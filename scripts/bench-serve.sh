@@ -59,12 +59,10 @@ PROFILE=${PROFILE:-release}
 MODES=${MODES:-A B D C E1 E2 E4}
 
 cd "$(dirname "$0")/.."
-for tool in python3 jq bc docker; do
-    command -v "$tool" >/dev/null || { echo "bench-serve: missing $tool" >&2; exit 1; }
-done
-for n in "$JOBS" "$REPEATS" "$MAX_JOBS" "$TIMEOUT"; do
-    [[ "$n" =~ ^[1-9][0-9]*$ ]] || { echo "bench-serve: JOBS, REPEATS, MAX_JOBS and TIMEOUT must be positive numbers" >&2; exit 2; }
-done
+# shellcheck source=scripts/lib/bench.sh
+source scripts/lib/bench.sh
+bench_need bench-serve python3 jq bc docker
+bench_positive bench-serve "JOBS, REPEATS, MAX_JOBS and TIMEOUT" "$JOBS" "$REPEATS" "$MAX_JOBS" "$TIMEOUT"
 for mode in $MODES; do
     case "$mode" in
         A | B | C | D) ;;
@@ -72,33 +70,23 @@ for mode in $MODES; do
         *) echo "bench-serve: unknown mode $mode (A B C D, E<n> the anchor with n in flight, S<n> serve --parallel n)" >&2; exit 2 ;;
     esac
 done
-case "$PROFILE" in
-    release) build_flags=(--release) ;;
-    debug) build_flags=() ;;
-    *) echo "bench-serve: PROFILE must be release or debug" >&2; exit 2 ;;
-esac
+bench_profile bench-serve
 
-scripts/services.sh --no-python --no-rust --no-node >&2
-echo "building worker, bench_feed and engine_anchor ($PROFILE)" >&2
-cargo build -q "${build_flags[@]}" -p worker --bin worker --example bench_feed --example engine_anchor >&2
-BIN=$(pwd)/target/$PROFILE/worker
-FEED=$(pwd)/target/$PROFILE/examples/bench_feed
+bench_serve_build "worker, bench_feed and engine_anchor" --example engine_anchor
 ANCHOR=$(pwd)/target/$PROFILE/examples/engine_anchor
 image=$(jq -r .busybox .work/images.json)
 
-WORK=$(mktemp -d "${TMPDIR:-/tmp}/bench-serve.XXXXXX")
-chmod 755 "$WORK"
+bench_sandbox_work bench-serve
 feed_pid=""
 serve_pid=""
 cleanup() {
-    local pid
-    for pid in $serve_pid $feed_pid; do
-        kill "$pid" 2>/dev/null || true
-        wait "$pid" 2>/dev/null || true
-    done
-    # Staged trees are sealed read-only; make them writable so they can be removed.
-    chmod -R u+w "$WORK" 2>/dev/null || true
-    if [[ -n "${KEEP:-}" ]]; then echo "bench-serve: kept $WORK" >&2; else rm -rf "$WORK"; fi
+    bench_stop "$serve_pid" "$feed_pid"
+    if [[ -n "${KEEP:-}" ]]; then
+        bench_unseal "$WORK"
+        echo "bench-serve: kept $WORK" >&2
+    else
+        bench_remove_work
+    fi
 }
 trap cleanup EXIT
 trap 'exit 130' INT TERM

@@ -21,15 +21,10 @@ FS=${FS:-disk tmpfs}
 SHAPE=${SHAPE:-mixed}
 
 cd "$(dirname "$0")/.."
-for tool in openssl python3 /usr/bin/time; do
-    command -v "$tool" >/dev/null || { echo "bench-staging: missing $tool" >&2; exit 1; }
-done
-
-cargo build -q --release -p worker --bin worker >&2
-WORK=$(mktemp -d "${TMPDIR:-/var/tmp}/bench-staging.XXXXXX")
-# Staged trees are read-only; make them writable so an unprivileged user can remove them too.
-cleanup() { chmod -R u+w "$WORK" 2>/dev/null || true; rm -rf "$WORK"; }
-trap cleanup EXIT
+# shellcheck source=scripts/lib/bench.sh
+source scripts/lib/bench.sh
+bench_need bench-staging openssl python3 /usr/bin/time
+bench_tree_work bench-staging
 
 # shellcheck disable=SC2086 # MIB and FS are lists
 python3 scripts/bench_tree.py "$(pwd)/target/release/worker" --work "$WORK" \

@@ -219,14 +219,23 @@ root_key() {
     "$(hash_tree "$REPO_ROOT/images/$1/rootfs")" | sha256sum | cut -d' ' -f1
 }
 
+# debian_image NAME INCLUDE PROBE...: the image verifier-NAME, a debootstrap root of Debian's
+# INCLUDE packages (PROBE, run in the root, shows they work) with images/NAME's config, built
+# unless its cache is current, pushed and loaded; sets IMAGE_REF to its pinned reference.
+debian_image() {
+  local name="$1" include="$2" key root out="$WORK_DIR/images/$1"
+  shift 2
+  step "image verifier-$name"
+  key="$(root_key "$name" "$include")"
+  root="$(debootstrap_root "$name" "$key" "$include" "$@")"
+  build_cached "$name" "$key" "$out" "$REPO_ROOT/images/$name/config.json" root_layer "$root"
+  IMAGE_REF="$(push_and_load "verifier-$name" "$out")"
+  log "$name image: $IMAGE_REF"
+}
+
 build_python() {
-  step "image verifier-python"
-  local key root out="$WORK_DIR/images/python"
-  key="$(root_key python "$PYTHON_INCLUDE")"
-  root="$(debootstrap_root python "$key" "$PYTHON_INCLUDE" /usr/bin/python3 -c pass)"
-  build_cached python "$key" "$out" "$REPO_ROOT/images/python/config.json" root_layer "$root"
-  PYTHON_REF="$(push_and_load verifier-python "$out")"
-  log "python image: $PYTHON_REF"
+  debian_image python "$PYTHON_INCLUDE" /usr/bin/python3 -c pass
+  PYTHON_REF="$IMAGE_REF"
 }
 
 # Debian's own cargo and rustc (1.63 in bookworm), which pull in gcc and binutils as the
@@ -234,25 +243,15 @@ build_python() {
 # debootstrap's resolver does not follow. No registry index or crate cache is baked in: a benchmark's dependencies come
 # vendored in its source (manifests/README.md says how).
 build_rust() {
-  step "image verifier-rust"
-  local key root out="$WORK_DIR/images/rust"
-  key="$(root_key rust "$RUST_INCLUDE")"
-  root="$(debootstrap_root rust "$key" "$RUST_INCLUDE" /usr/bin/cargo --version)"
-  build_cached rust "$key" "$out" "$REPO_ROOT/images/rust/config.json" root_layer "$root"
-  RUST_REF="$(push_and_load verifier-rust "$out")"
-  log "rust image: $RUST_REF"
+  debian_image rust "$RUST_INCLUDE" /usr/bin/cargo --version
+  RUST_REF="$IMAGE_REF"
 }
 
 # Debian's nodejs (18 in bookworm), for `node --test` benchmarks. No npm and no packages:
 # a benchmark's dependencies come vendored (node_modules in the source or the benchmark).
 build_node() {
-  step "image verifier-node"
-  local key root out="$WORK_DIR/images/node"
-  key="$(root_key node "$NODE_INCLUDE")"
-  root="$(debootstrap_root node "$key" "$NODE_INCLUDE" /usr/bin/node --version)"
-  build_cached node "$key" "$out" "$REPO_ROOT/images/node/config.json" root_layer "$root"
-  NODE_REF="$(push_and_load verifier-node "$out")"
-  log "node image: $NODE_REF"
+  debian_image node "$NODE_INCLUDE" /usr/bin/node --version
+  NODE_REF="$IMAGE_REF"
 }
 
 # keep_image NAME: the pinned reference of an image an earlier run built, if the engine

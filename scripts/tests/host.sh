@@ -24,18 +24,8 @@ for tool in bash cat date dirname env grep sleep timeout tr; do
   ln -s "$(command -v "${tool}")" "${tools}/${tool}"
 done
 
-passed=0
-failed=0
-check() {
-  local name="$1"; shift
-  if "$@"; then
-    echo "ok    ${name}"
-    passed=$((passed + 1))
-  else
-    echo "FAIL  ${name}"
-    failed=$((failed + 1))
-  fi
-}
+# shellcheck source=scripts/tests/check.sh
+source "${here}/check.sh"
 
 # host UID INSTALLED DOCKER_ANSWERS SYSTEMD [extra stubs...]: a fresh stub directory.
 #   INSTALLED: space-separated packages dpkg-query reports as installed
@@ -155,5 +145,4 @@ host 1001 "" 0 offline
 on_host as_root apt-get update
 check "as_root as a user goes through non-interactive sudo" eval '((status == 0)) && called "sudo -n -- apt-get update"'
 
-echo "${passed} passed, ${failed} failed"
-((failed == 0))
+check_summary

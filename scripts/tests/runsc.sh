@@ -31,18 +31,8 @@ for tool in bash cat date dirname env grep head install jq mkdir mktemp mv rm sl
   ln -s "$(command -v "${tool}")" "${tools}/${tool}"
 done
 
-passed=0
-failed=0
-check() {
-  local name="$1"; shift
-  if "$@"; then
-    echo "ok    ${name}"
-    passed=$((passed + 1))
-  else
-    echo "FAIL  ${name}"
-    failed=$((failed + 1))
-  fi
-}
+# shellcheck source=scripts/tests/check.sh
+source "${here}/check.sh"
 
 # host UID SYSTEMD LOADED [FILE_CONTENT]: a fresh stub host.
 #   SYSTEMD: `running` (docker.service under systemd) or `offline`
@@ -165,5 +155,4 @@ on_host ensure_runsc
 check "runsc missing: installed with apt-get install runsc" \
   eval '((status == 0)) && called "apt-get install -y -q runsc"'
 
-echo "${passed} passed, ${failed} failed"
-((failed == 0))
+check_summary

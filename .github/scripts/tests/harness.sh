@@ -27,18 +27,8 @@ export GITHUB_API_URL
 export GH_TOKEN=test-token
 export GITHUB_REPOSITORY=acme/verifier
 
-passed=0
-failed=0
-check() {
-  local name="$1"; shift
-  if "$@"; then
-    echo "ok    ${name}"
-    passed=$((passed + 1))
-  else
-    echo "FAIL  ${name}"
-    failed=$((failed + 1))
-  fi
-}
+# shellcheck source=scripts/tests/check.sh
+source "${here}/../../../scripts/tests/check.sh"
 
 # Runs a script with fresh output files; leaves status, stdout and outputs in globals.
 run_script() {

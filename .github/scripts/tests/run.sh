@@ -1026,5 +1026,4 @@ for workflow in "${workflows_dir}"/*.yml; do
 done
 check "workflows: every job has timeout-minutes${untimed:+ (missing:${untimed})}" eval '[[ -z "${untimed}" ]]'
 
-echo "${passed} passed, ${failed} failed"
-((failed == 0))
+check_summary

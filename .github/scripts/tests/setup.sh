@@ -206,5 +206,4 @@ workflows="$(dirname "${scripts}")/workflows"
 check "compat: the runner publishes regression-candidates-<run id> and the signer regression-attestations-one/-two, only with REGRESSION_REFERENCE_COMPAT" \
   eval 'grep -qF "name: regression-candidates-\${{ github.run_id }}" "${workflows}/regression-verifier-runner.yml" && grep -qF "regression-attestations-\${{ matrix.slot == '"'"'1'"'"' && '"'"'one'"'"' || '"'"'two'"'"' }}" "${workflows}/regression-verifier-signer.yml" && [[ "$(grep -c "vars.REGRESSION_REFERENCE_COMPAT == '"'"'true'"'"'" "${workflows}/regression-verifier-runner.yml")" -ge 1 && "$(grep -c "vars.REGRESSION_REFERENCE_COMPAT == '"'"'true'"'"'" "${workflows}/regression-verifier-signer.yml")" -ge 2 ]]'
 
-echo "${passed} passed, ${failed} failed"
-((failed == 0))
+check_summary

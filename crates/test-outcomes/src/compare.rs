@@ -105,23 +105,9 @@ pub fn compare(base: &TestReport, solution: &TestReport) -> Result<Comparison, C
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::report::{Counts, SOURCE, TestOutcome};
 
     fn report(runner: Runner, rows: &[(&str, Status)]) -> TestReport {
-        TestReport {
-            source: SOURCE.to_owned(),
-            runner,
-            counts: Counts::default(),
-            truncated: false,
-            tests: rows
-                .iter()
-                .map(|(name, status)| TestOutcome {
-                    name: (*name).to_owned(),
-                    status: *status,
-                    duration_micros: None,
-                })
-                .collect(),
-        }
+        TestReport::of_rows(runner, rows)
     }
 
     #[test]

@@ -49,23 +49,9 @@ pub fn flaky(runs: &[TestReport]) -> Vec<FlakyTest> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::report::{Counts, SOURCE, TestOutcome};
 
     fn run(rows: &[(&str, Status)]) -> TestReport {
-        TestReport {
-            source: SOURCE.to_owned(),
-            runner: Runner::Unittest,
-            counts: Counts::default(),
-            truncated: false,
-            tests: rows
-                .iter()
-                .map(|(name, status)| TestOutcome {
-                    name: (*name).to_owned(),
-                    status: *status,
-                    duration_micros: None,
-                })
-                .collect(),
-        }
+        TestReport::of_rows(Runner::Unittest, rows)
     }
 
     #[test]

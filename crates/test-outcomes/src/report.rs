@@ -202,16 +202,7 @@ impl Table {
     /// Records one result line. A name seen again keeps the worse status and the first
     /// duration printed.
     pub(crate) fn record(&mut self, raw_name: &str, status: Status, duration_micros: Option<u64>) {
-        let (mut name, cut) = safe_name(raw_name, MAX_NAME_BYTES);
-        if cut {
-            self.truncated = true;
-        }
-        if name.is_empty() {
-            return;
-        }
-        // The name was built by pushing; keep only what it holds so the bound is per byte.
-        name.shrink_to_fit();
-        self.insert(name, status, duration_micros, MAX_TESTS);
+        self.record_under(raw_name, status, duration_micros, MAX_TESTS);
     }
 
     /// [`Table::record`] with at most `cap` distinct names: a table that holds rows another
@@ -231,6 +222,7 @@ impl Table {
         if name.is_empty() {
             return;
         }
+        // The name was built by pushing; keep only what it holds so the bound is per byte.
         name.shrink_to_fit();
         self.insert(name, status, duration_micros, cap);
     }
@@ -330,6 +322,28 @@ fn display_rank(status: Status) -> u8 {
         Status::Failed => 2,
         Status::Passed => 1,
         Status::Skipped => 0,
+    }
+}
+
+/// A report of `rows` as they are, for the tests of what reads reports: the counts are left at
+/// zero, as no parser made them.
+#[cfg(test)]
+impl TestReport {
+    pub(crate) fn of_rows(runner: Runner, rows: &[(&str, Status)]) -> Self {
+        Self {
+            source: SOURCE.to_owned(),
+            runner,
+            counts: Counts::default(),
+            truncated: false,
+            tests: rows
+                .iter()
+                .map(|(name, status)| TestOutcome {
+                    name: (*name).to_owned(),
+                    status: *status,
+                    duration_micros: None,
+                })
+                .collect(),
+        }
     }
 }
 

@@ -143,6 +143,23 @@ mod tests {
     use verifier_sdk::fixtures::{NOW, valid_job};
     use verifier_sdk::{ExecutionFacts, validate_job, validate_outcome};
 
+    /// The outcome of a run of `job` that exited 0 with empty output (digests `11…` and `22…`).
+    fn passing_outcome(job: &ValidatedJob) -> Outcome {
+        let d = |c: char| {
+            format!("sha256:{}", c.to_string().repeat(64))
+                .parse()
+                .unwrap()
+        };
+        let facts = ExecutionFacts {
+            exit_code: 0,
+            stdout_sha256: d('1'),
+            stderr_sha256: d('2'),
+            stdout_bytes: 0,
+            stderr_bytes: 0,
+        };
+        Outcome::for_job(job, facts)
+    }
+
     #[test]
     fn revision_is_a_commit_id_or_local() {
         let sha = "ABCDEF0123456789abcdef0123456789abcdef01";
@@ -158,19 +175,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let out = dir.path().join("candidates");
         let job = validate_job(&valid_job(), NOW).unwrap();
-        let d = |c: char| {
-            format!("sha256:{}", c.to_string().repeat(64))
-                .parse()
-                .unwrap()
-        };
-        let facts = ExecutionFacts {
-            exit_code: 0,
-            stdout_sha256: d('1'),
-            stderr_sha256: d('2'),
-            stdout_bytes: 0,
-            stderr_bytes: 0,
-        };
-        let outcome = Outcome::for_job(&job, facts);
+        let outcome = passing_outcome(&job);
         let name = write_candidate(&out, &job, &outcome, None, "local").unwrap();
         assert_eq!(name, candidate_file_name(job.job_id()));
         let raw: Value = serde_json::from_slice(&std::fs::read(out.join(&name)).unwrap()).unwrap();
@@ -235,19 +240,7 @@ mod tests {
             ..JobParams::default()
         });
         let job = validate_job(&job, NOW).unwrap();
-        let d = |c: char| {
-            format!("sha256:{}", c.to_string().repeat(64))
-                .parse()
-                .unwrap()
-        };
-        let facts = ExecutionFacts {
-            exit_code: 0,
-            stdout_sha256: d('1'),
-            stderr_sha256: d('2'),
-            stdout_bytes: 0,
-            stderr_bytes: 0,
-        };
-        let outcome = Outcome::for_job(&job, facts);
+        let outcome = passing_outcome(&job);
         write_candidate(out, &job, &outcome, None, "local").unwrap();
         job.job_id().to_owned()
     }

@@ -5,13 +5,7 @@
 
 use std::process::Command;
 
-fn stat_fs(path: &str) -> String {
-    let out = Command::new("stat")
-        .args(["-f", "-c", "%T", path])
-        .output()
-        .unwrap();
-    String::from_utf8(out.stdout).unwrap().trim().to_string()
-}
+use crate::support::stat_fs;
 
 #[test]
 fn worker_doctor_reports_this_hosts_cgroup_layout_and_the_registered_runtimes() {

@@ -5,6 +5,7 @@
 
 use super::example_run::ExampleRequest;
 use crate::support;
+use crate::support::stat_fs;
 
 use std::fs;
 use std::path::Path;
@@ -24,14 +25,6 @@ fn docker_info(format: &str) -> String {
         "these tests need the Docker daemon: {}",
         String::from_utf8_lossy(&out.stderr)
     );
-    String::from_utf8(out.stdout).unwrap().trim().to_string()
-}
-
-fn stat_fs(path: &str) -> String {
-    let out = Command::new("stat")
-        .args(["-f", "-c", "%T", path])
-        .output()
-        .unwrap();
     String::from_utf8(out.stdout).unwrap().trim().to_string()
 }
 

@@ -1,5 +1,6 @@
-//! The set-up several Docker tests share: the bundled example's trees staged in a fresh store,
-//! a `cmp` job over them in a request file, and the `worker --run-regression` command for it.
+//! The set-up several Docker tests share: the bundled example's trees staged in a fresh store
+//! with a busybox `cmp` manifest over them, a job from it in a request file, and the
+//! `worker --run-regression` command for it.
 #![allow(clippy::unwrap_used, clippy::expect_used)] // tests may unwrap (COMMON.md)
 
 use std::fs;
@@ -24,10 +25,23 @@ pub(super) struct ExampleRequest {
     pub(super) job: Value,
 }
 
+/// The example's benchmark and one of its sources staged, and the busybox `cmp` manifest over
+/// them: what [`example_request`] makes a job of and `request.rs` hands to `worker request`.
+pub(super) struct StagedExample {
+    /// The staging root, `<dir>/staging`.
+    pub(super) root: PathBuf,
+    /// The staged source's digest.
+    pub(super) source: String,
+    /// The staged benchmark's digest.
+    pub(super) benchmark: String,
+    /// The manifest, `benchmark_digest` filled in with [`Self::benchmark`].
+    pub(super) manifest: Value,
+}
+
 /// Stages the example's benchmark and `source` (`source-pass` or `source-fail`) under
-/// `dir/staging` (`dir` made traversable for the container user) and writes a request for the
-/// busybox `cmp` job over them, benchmark digest filled in.
-pub(super) fn example_request(dir: &Path, source: &str) -> ExampleRequest {
+/// `dir/staging` (`dir` made traversable for the container user) and builds the busybox `cmp`
+/// manifest over them.
+pub(super) fn stage_example(dir: &Path, source: &str) -> StagedExample {
     fs::set_permissions(dir, fs::Permissions::from_mode(0o755)).unwrap();
     let root = dir.join("staging");
     fs::create_dir(&root).unwrap();
@@ -43,9 +57,21 @@ pub(super) fn example_request(dir: &Path, source: &str) -> ExampleRequest {
     ]);
     manifest["benchmark_digest"] = json!(benchmark);
     manifest["timeout_seconds"] = json!(60);
-    let job = job_value(&JobParams {
-        source_snapshot_digest: source,
+    StagedExample {
+        root,
+        source,
+        benchmark,
         manifest,
+    }
+}
+
+/// [`stage_example`], then a request for the busybox `cmp` job over the staged trees written
+/// to `dir/request.json`.
+pub(super) fn example_request(dir: &Path, source: &str) -> ExampleRequest {
+    let staged = stage_example(dir, source);
+    let job = job_value(&JobParams {
+        source_snapshot_digest: staged.source,
+        manifest: staged.manifest,
         ..JobParams::default()
     });
     let request = dir.join("request.json");
@@ -54,7 +80,11 @@ pub(super) fn example_request(dir: &Path, source: &str) -> ExampleRequest {
         serde_json::to_vec(&json!({ "job": &job })).unwrap(),
     )
     .unwrap();
-    ExampleRequest { root, request, job }
+    ExampleRequest {
+        root: staged.root,
+        request,
+        job,
+    }
 }
 
 impl ExampleRequest {

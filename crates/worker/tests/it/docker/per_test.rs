@@ -11,26 +11,10 @@ use std::process::Command;
 
 use serde_json::{Value, json};
 
-pub(super) use super::ran::{Ran, fixture, ran};
+pub(super) use super::ran::{Ran, fixture, manifest, ran};
 use crate::support::{image, workspace_root};
 
 const WORKER: &str = env!("CARGO_BIN_EXE_worker");
-
-/// `manifests/<name>` with the locally built image `key` pinned, then `edit` applied.
-pub(super) fn manifest(
-    dir: &Path,
-    name: &str,
-    key: &str,
-    edit: impl FnOnce(&mut Value),
-) -> PathBuf {
-    let text = fs::read_to_string(workspace_root().join("manifests").join(name)).unwrap();
-    let mut value: Value = serde_json::from_str(&text).unwrap();
-    value["image"] = Value::String(image(key));
-    edit(&mut value);
-    let path = dir.join(format!("{key}-{}.json", fs::read_dir(dir).unwrap().count()));
-    fs::write(&path, serde_json::to_vec(&value).unwrap()).unwrap();
-    path
-}
 
 /// The command the Python bounty commits: its harness, six tests.
 fn bounty_harness(dir: &Path) -> PathBuf {
@@ -72,15 +56,18 @@ fn rehearsal_with_base_prints_the_range_check_as_fail_to_pass_and_no_regression(
     let harness = bounty_harness(dir.path());
     let bad = fixture("python-bounty/solution-bad");
     let args = ["--base", bad.to_str().unwrap()];
-    let human = ran(&rehearse(
-        dir.path(),
-        &fixture("python-bounty/solution-good"),
-        &fixture("python-bounty/benchmark"),
-        &harness,
-        &args,
-    )
-    .output()
-    .unwrap());
+    let rehearse_good = |args: &[&str]| {
+        ran(&rehearse(
+            dir.path(),
+            &fixture("python-bounty/solution-good"),
+            &fixture("python-bounty/benchmark"),
+            &harness,
+            args,
+        )
+        .output()
+        .unwrap())
+    };
+    let human = rehearse_good(&args);
     println!("{}", human.stdout);
     assert_eq!(human.code, 0, "{}{}", human.stdout, human.stderr);
     let out = &human.stdout;
@@ -102,16 +89,7 @@ fn rehearsal_with_base_prints_the_range_check_as_fail_to_pass_and_no_regression(
 
     let mut args = args.to_vec();
     args.push("--json");
-    let json = ran(&rehearse(
-        dir.path(),
-        &fixture("python-bounty/solution-good"),
-        &fixture("python-bounty/benchmark"),
-        &harness,
-        &args,
-    )
-    .output()
-    .unwrap())
-    .json();
+    let json = rehearse_good(&args).json();
     let c = &json["tests"]["comparison"];
     assert_eq!(c["FAIL_TO_PASS"], json!([RANGE_CHECK]), "{json}");
     assert_eq!(c["PASS_TO_FAIL"], json!([]), "{json}");

@@ -1,13 +1,15 @@
-//! A finished `worker` process as the Docker tests read it, and the repo's fixtures: one
-//! definition for the rehearse, authoring and per-test modules.
+//! A finished `worker` process as the Docker tests read it, and the repo's fixtures and the
+//! manifests and trees built from them: one definition for the rehearse, authoring and
+//! per-test modules.
 #![allow(clippy::unwrap_used, clippy::expect_used)] // tests may unwrap (COMMON.md)
 
+use std::fs;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
 use serde_json::Value;
 
-use crate::support::workspace_root;
+use crate::support::{image, workspace_root};
 
 /// Exit code and both streams of a finished process.
 pub(super) struct Ran {
@@ -68,4 +70,35 @@ pub(super) fn rehearse_command(
         .args(extra)
         .env_remove("REGRESSION_SANDBOX_STAGING_ROOT");
     command
+}
+
+/// `manifests/<name>` with the locally built image (`key` in `.work/images.json`) pinned, then
+/// `edit` applied, written to a new file in `dir`.
+pub(super) fn manifest(
+    dir: &Path,
+    name: &str,
+    key: &str,
+    edit: impl FnOnce(&mut Value),
+) -> PathBuf {
+    let text = fs::read_to_string(workspace_root().join("manifests").join(name)).unwrap();
+    let mut value: Value = serde_json::from_str(&text).unwrap();
+    value["image"] = Value::String(image(key));
+    edit(&mut value);
+    let path = dir.join(format!("{key}-{}.json", fs::read_dir(dir).unwrap().count()));
+    fs::write(&path, serde_json::to_vec(&value).unwrap()).unwrap();
+    path
+}
+
+/// The solver's checker of the checker-running bounties (issue 26): `tools/check_card.py`
+/// passes when `card.json` names the agent; both are written into `tree`.
+pub(super) fn write_card_checker(tree: &Path) {
+    fs::create_dir_all(tree.join("tools")).unwrap();
+    fs::write(tree.join("card.json"), "{\"name\": \"agent\"}\n").unwrap();
+    fs::write(
+        tree.join("tools/check_card.py"),
+        "import json, sys\n\
+         card = json.load(open('/workspace/card.json'))\n\
+         sys.exit(0 if card.get('name') == 'agent' else 1)\n",
+    )
+    .unwrap();
 }

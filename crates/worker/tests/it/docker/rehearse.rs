@@ -7,8 +7,8 @@ use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use super::ran::{Ran, fixture, ran, rehearse_command};
-use crate::support::{image, workspace_root};
+use super::ran::{Ran, fixture, manifest, ran, rehearse_command, write_card_checker};
+use crate::support::workspace_root;
 use serde_json::Value;
 use verifier_sdk::RunnerManifest;
 
@@ -26,16 +26,7 @@ impl Rehearsal {
     /// `manifests/<name>` with the locally built image (`key` in `.work/images.json`) pinned,
     /// then `edit` applied.
     fn manifest(&self, name: &str, key: &str, edit: impl FnOnce(&mut Value)) -> PathBuf {
-        let text = fs::read_to_string(workspace_root().join("manifests").join(name)).unwrap();
-        let mut value: Value = serde_json::from_str(&text).unwrap();
-        value["image"] = Value::String(image(key));
-        edit(&mut value);
-        let path = self.dir.path().join(format!(
-            "{key}-{}.json",
-            fs::read_dir(self.dir.path()).unwrap().count()
-        ));
-        fs::write(&path, serde_json::to_vec(&value).unwrap()).unwrap();
-        path
+        manifest(self.dir.path(), name, key, edit)
     }
 
     /// A benchmark tree holding one executable `#!/bin/sh` script `run.sh`.
@@ -1799,19 +1790,6 @@ fn solver_checker_bounty(r: &Rehearsal) -> (PathBuf, PathBuf, PathBuf, PathBuf) 
     (benchmark, unsolved, solved, check_py_manifest(r))
 }
 
-/// The solver's checker: `tools/check_card.py` passes when `card.json` names the agent.
-fn write_card_checker(tree: &Path) {
-    fs::create_dir_all(tree.join("tools")).unwrap();
-    fs::write(tree.join("card.json"), "{\"name\": \"agent\"}\n").unwrap();
-    fs::write(
-        tree.join("tools/check_card.py"),
-        "import json, sys\n\
-         card = json.load(open('/workspace/card.json'))\n\
-         sys.exit(0 if card.get('name') == 'agent' else 1)\n",
-    )
-    .unwrap();
-}
-
 /// The python image running the benchmark's `check.py`, as the live bounties' command does.
 fn check_py_manifest(r: &Rehearsal) -> PathBuf {
     r.manifest("python-unittest.json", "python", |m| {
@@ -2069,10 +2047,11 @@ fn a_plain_rehearsal_names_what_it_did_not_check_and_its_exit_code_matches_the_r
     );
 }
 
-/// One repository, two commits: the unsolved `result.txt` (the example's failing source), then
-/// the solution. Returns the repository.
-fn solved_repository(r: &Rehearsal) -> PathBuf {
-    let repo = r.dir.path().join("one-repo");
+/// A repository `name` with one commit, the unsolved `result.txt` (the example's failing
+/// source), and the solution's `result.txt` written over it, not committed. Returns the
+/// repository.
+fn repository_with_the_solution_uncommitted(r: &Rehearsal, name: &str) -> PathBuf {
+    let repo = r.dir.path().join(name);
     fs::create_dir_all(&repo).unwrap();
     git_in(&repo, &["init", "-q"]);
     fs::copy(
@@ -2087,6 +2066,13 @@ fn solved_repository(r: &Rehearsal) -> PathBuf {
         repo.join("result.txt"),
     )
     .unwrap();
+    repo
+}
+
+/// One repository, two commits: the unsolved `result.txt` (the example's failing source), then
+/// the solution. Returns the repository.
+fn solved_repository(r: &Rehearsal) -> PathBuf {
+    let repo = repository_with_the_solution_uncommitted(r, "one-repo");
     git_in(&repo, &["commit", "-q", "-am", "solved"]);
     repo
 }
@@ -2158,22 +2144,8 @@ fn a_base_that_is_the_same_tree_as_the_source_is_named_not_blamed_on_the_benchma
 #[test]
 fn uncommitted_work_is_warned_about_again_under_the_verdict() {
     let r = Rehearsal::new();
-    let repo = r.dir.path().join("solver-repo");
-    fs::create_dir_all(&repo).unwrap();
-    git_in(&repo, &["init", "-q"]);
-    fs::copy(
-        fixture("example/source-fail/result.txt"),
-        repo.join("result.txt"),
-    )
-    .unwrap();
-    git_in(&repo, &["add", "-A"]);
-    git_in(&repo, &["commit", "-q", "-m", "unsolved"]);
     // The solver's fix, written but not committed: the staged commit still fails.
-    fs::copy(
-        fixture("example/source-pass/result.txt"),
-        repo.join("result.txt"),
-    )
-    .unwrap();
+    let repo = repository_with_the_solution_uncommitted(&r, "solver-repo");
     let ran = r.rehearse(&repo, &fixture("example/benchmark"), &r.busybox_cmp(), &[]);
     let out = &ran.stdout;
     assert_eq!(ran.code, 4, "{out}{}", ran.stderr);

@@ -12,9 +12,8 @@
 
 use std::fs;
 use std::path::{Path, PathBuf};
-use std::process::Command;
 
-use crate::support::{image, workspace_root};
+use super::ran::{manifest, ran, rehearse_command, write_card_checker};
 use serde_json::Value;
 
 /// The shape of the live bounties' `check.py` (hermes-integration's, cut down).
@@ -68,21 +67,10 @@ fn bounty() -> Bounty {
     fs::create_dir_all(&unsolved).unwrap();
     fs::write(unsolved.join("card.json"), "{}\n").unwrap();
     let solved = root.join("solved");
-    fs::create_dir_all(solved.join("tools")).unwrap();
-    fs::write(solved.join("card.json"), "{\"name\": \"agent\"}\n").unwrap();
-    fs::write(
-        solved.join("tools/check_card.py"),
-        "import json, sys\n\
-         card = json.load(open('/workspace/card.json'))\n\
-         sys.exit(0 if card.get('name') == 'agent' else 1)\n",
-    )
-    .unwrap();
-    let text = fs::read_to_string(workspace_root().join("manifests/python-unittest.json")).unwrap();
-    let mut m: Value = serde_json::from_str(&text).unwrap();
-    m["image"] = Value::String(image("python"));
-    m["command"] = serde_json::json!(["python3", "/benchmark/check.py"]);
-    let manifest = root.join("manifest.json");
-    fs::write(&manifest, serde_json::to_vec(&m).unwrap()).unwrap();
+    write_card_checker(&solved);
+    let manifest = manifest(root, "python-unittest.json", "python", |m| {
+        m["command"] = serde_json::json!(["python3", "/benchmark/check.py"]);
+    });
     Bounty {
         dir,
         benchmark,
@@ -93,29 +81,13 @@ fn bounty() -> Bounty {
 }
 
 fn rehearse_json(b: &Bounty, source: &Path, extra: &[&str]) -> Value {
-    let out = Command::new(env!("CARGO_BIN_EXE_worker"))
-        .arg("rehearse")
-        .arg("--source")
-        .arg(source)
-        .arg("--benchmark")
-        .arg(&b.benchmark)
-        .arg("--manifest")
-        .arg(&b.manifest)
-        .arg("--staging-root")
-        .arg(b.dir.path().join("staging"))
-        .args(["--adversarial", "--json"])
-        .args(extra)
-        .env_remove("REGRESSION_SANDBOX_STAGING_ROOT")
-        .output()
-        .unwrap();
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    assert_ne!(
-        out.status.code(),
-        Some(5),
-        "these tests need the Docker daemon: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    serde_json::from_str(&stdout).unwrap_or_else(|e| panic!("not json ({e}): {stdout}"))
+    let args: Vec<&str> = ["--adversarial", "--json"]
+        .into_iter()
+        .chain(extra.iter().copied())
+        .collect();
+    let store = b.dir.path().join("staging");
+    let output = rehearse_command(&store, source, &b.benchmark, &b.manifest, &args).output();
+    ran(&output.unwrap()).json()
 }
 
 #[test]

@@ -5,12 +5,12 @@
 use crate::support;
 
 use std::fs;
-use std::os::unix::fs::PermissionsExt;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
 use serde_json::{Value, json};
-use verifier_sdk::fixtures::sample_manifest;
+
+use super::example_run::stage_example;
 
 const WORKER: &str = env!("CARGO_BIN_EXE_worker");
 
@@ -22,31 +22,20 @@ struct Env {
     manifest: PathBuf,
 }
 
-/// The example trees staged, and a manifest for them with the placeholder benchmark digest.
+/// The example trees staged, and a manifest for them with the placeholder benchmark digest
+/// (`worker request` fills it in from `--benchmark-digest`).
 fn env(source: &str) -> Env {
     let dir = tempfile::tempdir().unwrap();
-    fs::set_permissions(dir.path(), fs::Permissions::from_mode(0o755)).unwrap();
-    let root = dir.path().join("staging");
-    fs::create_dir(&root).unwrap();
-    let example = support::workspace_root().join("fixtures/example");
-    let benchmark = support::stage_digest(&root, "benchmark", &example.join("benchmark"));
-    let source = support::stage_digest(&root, "source", &example.join(source));
-    let mut manifest = sample_manifest();
-    manifest["image"] = json!(support::busybox());
-    manifest["command"] = json!([
-        "/bin/cmp",
-        "/benchmark/expected.txt",
-        "/workspace/result.txt"
-    ]);
+    let staged = stage_example(dir.path(), source);
+    let mut manifest = staged.manifest;
     manifest["benchmark_digest"] = json!(format!("sha256:{}", "0".repeat(64)));
-    manifest["timeout_seconds"] = json!(60);
     let path = dir.path().join("m.json");
     fs::write(&path, serde_json::to_vec(&manifest).unwrap()).unwrap();
     Env {
         dir,
-        root,
-        source,
-        benchmark,
+        root: staged.root,
+        source: staged.source,
+        benchmark: staged.benchmark,
         manifest: path,
     }
 }
@@ -64,34 +53,47 @@ fn request(env: &Env, extra: &[&str]) -> (Output, PathBuf) {
     (out, out_path)
 }
 
+/// `worker --run-regression <request> EXTRA…` against the env's store and the default engine
+/// socket.
+fn run_regression(env: &Env, request: &Path, extra: &[&str]) -> Output {
+    Command::new(WORKER)
+        .arg("--run-regression")
+        .arg(request)
+        .args(extra)
+        .env("REGRESSION_SANDBOX_STAGING_ROOT", &env.root)
+        .env_remove("DOCKER_HOST")
+        .output()
+        .unwrap()
+}
+
+/// `worker plan <request> --staging-root <store> --json EXTRA…`, which must exit 0; its JSON.
+fn plan_json(env: &Env, request: &Path, extra: &[&str]) -> Value {
+    let plan = Command::new(WORKER)
+        .arg("plan")
+        .arg(request)
+        .arg("--staging-root")
+        .arg(&env.root)
+        .arg("--json")
+        .args(extra)
+        .output()
+        .unwrap();
+    assert_eq!(plan.status.code(), Some(0), "{plan:?}");
+    serde_json::from_slice(&plan.stdout).unwrap()
+}
+
 #[test]
 fn request_file_is_accepted_by_plan_and_run_regression() {
     let env = env("source-pass");
     let (out, path) = request(&env, &["--benchmark-digest", &env.benchmark]);
     assert_eq!(out.status.code(), Some(0), "{out:?}");
 
-    let plan = Command::new(WORKER)
-        .arg("plan")
-        .arg(&path)
-        .arg("--staging-root")
-        .arg(&env.root)
-        .arg("--json")
-        .output()
-        .unwrap();
-    assert_eq!(plan.status.code(), Some(0), "{plan:?}");
-    let plan: Value = serde_json::from_slice(&plan.stdout).unwrap();
+    let plan = plan_json(&env, &path, &[]);
     assert_eq!(plan["source"]["digest"], env.source.as_str());
     assert_eq!(plan["source"]["staged"], true);
     assert_eq!(plan["benchmark"]["digest"], env.benchmark.as_str());
     assert_eq!(plan["benchmark"]["staged"], true);
 
-    let run = Command::new(WORKER)
-        .arg("--run-regression")
-        .arg(&path)
-        .env("REGRESSION_SANDBOX_STAGING_ROOT", &env.root)
-        .env_remove("DOCKER_HOST")
-        .output()
-        .unwrap();
+    let run = run_regression(&env, &path, &[]);
     assert_eq!(run.status.code(), Some(0), "{run:?}");
     let outcome: Value = serde_json::from_slice(&run.stdout).unwrap();
     assert_eq!(outcome["verdict"], "passed", "{run:?}");
@@ -110,13 +112,7 @@ fn request_of_a_failing_source_runs_to_a_failed_verdict() {
     let env = env("source-fail");
     let (out, path) = request(&env, &["--benchmark-digest", &env.benchmark]);
     assert_eq!(out.status.code(), Some(0), "{out:?}");
-    let run = Command::new(WORKER)
-        .arg("--run-regression")
-        .arg(&path)
-        .env("REGRESSION_SANDBOX_STAGING_ROOT", &env.root)
-        .env_remove("DOCKER_HOST")
-        .output()
-        .unwrap();
+    let run = run_regression(&env, &path, &[]);
     let outcome: Value = serde_json::from_slice(&run.stdout).unwrap();
     assert_eq!(outcome["verdict"], "failed", "{run:?}");
 }
@@ -159,28 +155,15 @@ fn worker_plan_under_runsc_shows_the_runsc_profile() {
     let env = env("source-pass");
     let (out, path) = request(&env, &["--benchmark-digest", &env.benchmark]);
     assert_eq!(out.status.code(), Some(0), "{out:?}");
-    let plan_with = |extra: &[&str]| -> Value {
-        let plan = Command::new(WORKER)
-            .arg("plan")
-            .arg(&path)
-            .arg("--staging-root")
-            .arg(&env.root)
-            .arg("--json")
-            .args(extra)
-            .output()
-            .unwrap();
-        assert_eq!(plan.status.code(), Some(0), "{plan:?}");
-        serde_json::from_slice(&plan.stdout).unwrap()
-    };
     let manifest: Value = serde_json::from_slice(&fs::read(&env.manifest).unwrap()).unwrap();
     let pids = manifest["pids_limit"].as_i64().unwrap();
 
-    let runc = plan_with(&[]);
+    let runc = plan_json(&env, &path, &[]);
     assert_eq!(runc["container"]["runtime"], "runc", "{runc:#}");
     assert_eq!(runc["container"]["pids_limit"], pids, "{runc:#}");
     assert_eq!(runc["oci_runtime"], "runc", "{runc:#}");
 
-    let runsc = plan_with(&["--oci-runtime", "runsc"]);
+    let runsc = plan_json(&env, &path, &["--oci-runtime", "runsc"]);
     assert_eq!(runsc["container"]["runtime"], "runsc", "{runsc:#}");
     assert_eq!(runsc["oci_runtime"], "runsc", "{runsc:#}");
     assert_eq!(
@@ -198,14 +181,7 @@ fn worker_plan_under_runsc_shows_the_runsc_profile() {
     assert_eq!(nproc["soft"], pids, "{nproc}");
     assert_eq!(nproc["hard"], pids, "{nproc}");
 
-    let run = Command::new(WORKER)
-        .arg("--run-regression")
-        .arg(&path)
-        .args(["--oci-runtime", "runsc"])
-        .env("REGRESSION_SANDBOX_STAGING_ROOT", &env.root)
-        .env_remove("DOCKER_HOST")
-        .output()
-        .unwrap();
+    let run = run_regression(&env, &path, &["--oci-runtime", "runsc"]);
     assert_eq!(run.status.code(), Some(0), "{run:?}");
     let outcome: Value = serde_json::from_slice(&run.stdout).unwrap();
     assert_eq!(outcome["verdict"], "passed", "{run:?}");

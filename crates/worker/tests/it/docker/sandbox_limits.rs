@@ -5,18 +5,8 @@ use crate::support;
 
 use std::time::Duration;
 
-use crate::support::{Trees, run, spec};
+use crate::support::{Trees, no_verdict_reason, run, spec};
 use worker::sandbox::{Decision, NoVerdictReason, StoppedBy};
-
-fn no_verdict_reason(decision: &Decision) -> NoVerdictReason {
-    match decision {
-        Decision::NoVerdict { reason, detail } => {
-            eprintln!("no verdict: {} ({detail})", reason.as_str());
-            *reason
-        }
-        other => panic!("expected no verdict, got {other:?}"),
-    }
-}
 
 fn run_ms(report: &worker::sandbox::RunReport) -> u64 {
     let t = &report.evidence.timestamps;

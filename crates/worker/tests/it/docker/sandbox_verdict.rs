@@ -7,18 +7,8 @@ use crate::support;
 use std::fs;
 use std::time::Duration;
 
-use crate::support::{DigestHooks, Trees, containers_for, executor, run, spec};
+use crate::support::{DigestHooks, Trees, containers_for, executor, no_verdict_reason, run, spec};
 use worker::sandbox::{Decision, InputPhase, NoVerdictReason, RunReport, SandboxError, StoppedBy};
-
-fn no_verdict_reason(decision: &Decision) -> NoVerdictReason {
-    match decision {
-        Decision::NoVerdict { reason, detail } => {
-            eprintln!("no verdict: {} ({detail})", reason.as_str());
-            *reason
-        }
-        other => panic!("expected no verdict, got {other:?}"),
-    }
-}
 
 #[tokio::test]
 async fn programs_own_exit_codes_are_failed_verdicts() {

@@ -11,7 +11,8 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use bollard::query_parameters::ListContainersOptionsBuilder;
 use verifier_sdk::digest::{TreeLimits, digest_directory};
 use worker::sandbox::{
-    DockerExecutor, InputCheck, InputPhase, LABEL_RUN_ID, RunHooks, RunReport, SandboxSpec,
+    Decision, DockerExecutor, InputCheck, InputPhase, LABEL_RUN_ID, NoVerdictReason, RunHooks,
+    RunReport, SandboxSpec,
 };
 
 /// Workspace root, two levels above this crate.
@@ -214,6 +215,28 @@ pub async fn containers_for(executor: &DockerExecutor, run_id: &str) -> Vec<Stri
         .into_iter()
         .filter_map(|c| c.id)
         .collect()
+}
+
+/// The file system type of `path` as `stat -f` names it (`tmpfs`, `ext2/ext3`, …): a fact read
+/// without the worker, to hold its own reading against.
+pub fn stat_fs(path: &str) -> String {
+    let out = std::process::Command::new("stat")
+        .args(["-f", "-c", "%T", path])
+        .output()
+        .unwrap();
+    String::from_utf8(out.stdout).unwrap().trim().to_string()
+}
+
+/// The reason of a `NoVerdict` decision (printed with its detail), or a panic naming what was
+/// decided instead.
+pub fn no_verdict_reason(decision: &Decision) -> NoVerdictReason {
+    match decision {
+        Decision::NoVerdict { reason, detail } => {
+            eprintln!("no verdict: {} ({detail})", reason.as_str());
+            *reason
+        }
+        other => panic!("expected no verdict, got {other:?}"),
+    }
 }
 
 /// Runs `spec` with digest hooks and asserts the container is gone afterwards.

@@ -1,0 +1,107 @@
+# shellcheck shell=bash
+# The preamble the benchmark scripts share (scripts/bench-*.sh): the checks of their tools and
+# settings, the build, and the work directory and its removal. Sourced from the repository root
+# (each script changes there first), never executed.
+#
+# Each check takes the script's name first, for its message, and exits the script as it always
+# has: 1 for a missing tool, 2 for a bad setting. Messages go to stderr, so stdout stays the
+# benchmark's table.
+
+# bench_need NAME TOOL...: every TOOL is a command on PATH or an executable path.
+bench_need() {
+    local name=$1 tool
+    shift
+    for tool in "$@"; do
+        command -v "$tool" >/dev/null || { echo "$name: missing $tool" >&2; exit 1; }
+    done
+}
+
+# bench_positive NAME SETTINGS VALUE...: every VALUE is a whole number above 0; SETTINGS names
+# them all in the one message.
+bench_positive() {
+    local name=$1 settings=$2 n
+    shift 2
+    for n in "$@"; do
+        [[ "$n" =~ ^[1-9][0-9]*$ ]] || { echo "$name: $settings must be positive numbers" >&2; exit 2; }
+    done
+}
+
+# bench_profile NAME: PROFILE is one of the two builds cargo makes here, release or debug.
+bench_profile() {
+    case "$PROFILE" in
+        release | debug) ;;
+        *) echo "$1: PROFILE must be release or debug" >&2; exit 2 ;;
+    esac
+}
+
+# bench_serve_build WHAT CARGO-ARG...: the services the serve benchmarks run against (the
+# engine and the local registry with the busybox image; not the language images), then the
+# PROFILE build of the worker and the platform stand-in bench_feed with CARGO-ARGs added (more
+# examples); WHAT says what is built. Sets BIN and FEED, the two built programs. After
+# bench_profile.
+bench_serve_build() {
+    local what=$1 build_flags=()
+    shift
+    if [[ "$PROFILE" == release ]]; then build_flags=(--release); fi
+    scripts/services.sh --no-python --no-rust --no-node >&2
+    echo "building $what ($PROFILE)" >&2
+    cargo build -q "${build_flags[@]}" -p worker --bin worker --example bench_feed "$@" >&2
+    # shellcheck disable=SC2034 # read by the script that sourced this file
+    BIN=$(pwd)/target/$PROFILE/worker
+    # shellcheck disable=SC2034 # likewise
+    FEED=$(pwd)/target/$PROFILE/examples/bench_feed
+}
+
+# bench_sandbox_work NAME: WORK, a new directory NAME.XXXXXX under TMPDIR (/tmp when unset),
+# open to the sandbox's user, another uid, which reads the trees staged below it.
+bench_sandbox_work() {
+    WORK=$(mktemp -d "${TMPDIR:-/tmp}/$1.XXXXXX")
+    chmod 755 "$WORK"
+}
+
+# bench_stop PID...: ends and reaps each of the script's own background processes; an empty
+# PID (one not started yet) is skipped.
+bench_stop() {
+    local pid
+    for pid in "$@"; do
+        [[ -n "$pid" ]] || continue
+        kill "$pid" 2>/dev/null || true
+        wait "$pid" 2>/dev/null || true
+    done
+}
+
+# bench_unseal DIR: staged trees are sealed read-only; make them writable so they can be removed.
+bench_unseal() {
+    chmod -R u+w "$1" 2>/dev/null || true
+}
+
+# bench_remove_work: removes WORK, the script's work directory, staged trees and all.
+bench_remove_work() {
+    bench_unseal "$WORK"
+    rm -rf "$WORK"
+}
+
+# bench_tree_work NAME: the release build of the worker the tree benchmarks time, then WORK, a
+# new directory NAME.XXXXXX under TMPDIR, removed when the script exits. /var/tmp when TMPDIR
+# is unset: on disk, where their largest trees fit and a tmpfs /tmp would not hold them.
+bench_tree_work() {
+    cargo build -q --release -p worker --bin worker >&2
+    WORK=$(mktemp -d "${TMPDIR:-/var/tmp}/$1.XXXXXX")
+    trap bench_remove_work EXIT
+}
+
+# bench_example_request ROOT IMAGE REQUEST: stages the bundled example's benchmark and passing
+# source in the store ROOT with BIN (the benchmark's limits: 64 MiB and 10,000 files; the
+# source's: 512 MiB and 50,000), then writes the request for its busybox `cmp` job over them,
+# made by MAKE_JOB with IMAGE, to REQUEST.
+bench_example_request() {
+    local root=$1 image=$2 request=$3 benchmark source
+    benchmark=$("$BIN" --quiet --stage-regression-input benchmark fixtures/example/benchmark "$root" 67108864 10000 | bench_digest)
+    source=$("$BIN" --quiet --stage-regression-input source fixtures/example/source-pass "$root" 536870912 50000 | bench_digest)
+    "$MAKE_JOB" "$image" "$source" "$benchmark" /bin/cmp /benchmark/expected.txt /workspace/result.txt >"$request"
+}
+
+# bench_digest: the snapshot digest from the worker's staging answer on stdin.
+bench_digest() {
+    python3 -c 'import json,sys; print(json.load(sys.stdin)["snapshot"]["digest"])'
+}
