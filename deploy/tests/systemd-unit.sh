@@ -10,7 +10,7 @@
 #
 # UNIT_FILE (default deploy/worker.service) replaces the installed unit, to show how another
 # unit fares. Needs root, Docker, debootstrap (Debian package; installed if missing) and
-# Debian's package mirror the first time (the image is kept as verifier-systemd-test:bookworm).
+# Debian's package mirror the first time (the image is kept, tagged by its package list).
 # The staging root must have the same path in the container and on the host (the engine
 # mounts it by path), so /var/cache/verifier on the host is used: created for the run and
 # removed after it when absent, used as it is (with its owner) when present.
@@ -20,7 +20,12 @@ repo="$(cd "$here/../.." && pwd)"
 worker_bin="$(realpath "${1:?worker binary}")"
 bench_feed="$(realpath "${2:?bench_feed binary}")"
 unit="$(realpath "${3:-$repo/deploy/worker.service}")"
-image="verifier-systemd-test:bookworm"
+# ca-certificates: the worker's HTTP client loads the system's roots at start and refuses to
+# start without any (exit 78), even for a loopback feed; debootstrap installs no Recommends, so
+# curl alone does not bring them. The tag names the package list, so an image built from an
+# older list is never reused.
+packages="systemd,systemd-sysv,dbus,passwd,curl,jq,ca-certificates"
+image="verifier-systemd-test:bookworm-$(printf '%s' "$packages" | sha256sum | cut -c1-12)"
 name="verifier-systemd-test-$$"
 cache=/var/cache/verifier
 
@@ -44,7 +49,7 @@ if ! docker image inspect "$image" >/dev/null 2>&1; then
     apt-get install -y -qq debootstrap >/dev/null || { apt-get update -qq && apt-get install -y -qq debootstrap >/dev/null; }
   fi
   echo "building $image with debootstrap (once)" >&2
-  debootstrap --variant=minbase --include=systemd,systemd-sysv,dbus,passwd,curl,jq \
+  debootstrap --variant=minbase --include="$packages" \
     bookworm "$tmp/rootfs" http://deb.debian.org/debian >"$tmp/debootstrap.log" 2>&1 ||
     { tail -20 "$tmp/debootstrap.log" >&2; die "debootstrap failed"; }
   tar -C "$tmp/rootfs" -c . | docker import - "$image" >/dev/null
