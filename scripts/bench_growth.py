@@ -18,14 +18,27 @@ step's (1.00 = linear; above 1 the step cost more per MiB or per file than the o
 A super-linear worker step with a matching `cp -a` slope is the machine (page cache,
 writeback, the filesystem), not the worker.
 
+Deleted inodes: on an ext4 without a journal (this VM's root file system), creating a file
+skips every free inode of its group that was deleted less than 60 s ago (360 s while its inode
+table block is dirty) and looks each one up in the buffer cache first (fs/ext4/ialloc.c,
+`find_inode_bit` / `recently_deleted`), so a create right after many deletions costs in
+proportion to the deleted inodes, up to a group's 8,192. That is not the worker's cost (cp -a
+pays it too), so the files series runs first, waits --settle-deleted seconds (default 360)
+before its first timed run, and deletes nothing until all its steps are done (about
+(1 + 2 x runs) x 4 KiB a file on disk: 7 GiB at the defaults, kept until the end). The bytes
+series (2,500 files a step) still deletes each pair's copies, so its small rows carry some of
+that cost.
+
 Kept affordable and fair: trees live on disk (--work; tmpfs would need the tree and its copy
 in memory at 4 GiB); the worker's and cp's copies of one pair are deleted after the pair,
 then `sync` and a pause, so neither the deletion nor the writeback of earlier copies lands in
 a timed run (`sync` waits for every dirty page on the machine: run it on a quiet one); each
 step's tree is deleted before the next is generated. At most one tree and two copies are on
-disk at a time (about 13 GiB at 4 GiB; checked before the start).
+disk at a time in the bytes series (about 13 GiB at 4 GiB, plus the files series' 7 GiB;
+checked before the start).
 
 Usage: scripts/bench_growth.py BIN --work DIR [--runs N] [--mib M ...] [--files F ...]
+                               [--settle-deleted SECONDS]
 (scripts/bench-growth.sh builds the release binary and calls this with the defaults.)
 """
 
@@ -52,8 +65,10 @@ def settle():
     time.sleep(2)
 
 
-def measure(args, base, files, mib, shape):
-    tree = os.path.join(base, "tree")
+def measure(args, base, files, mib, shape, keep=False):
+    """One step. With `keep`, nothing is deleted: the tree and the copies stay for the caller
+    to remove (see the module docs on deleted inodes)."""
+    tree = os.path.join(base, f"tree-{files}-{mib}" if keep else "tree")
     remove(tree)
     files, size = generate(tree, None, files, mib, shape)
     limit_bytes, limit_files = str(size * 2), str(files * 2)
@@ -62,35 +77,40 @@ def measure(args, base, files, mib, shape):
     load0 = os.getloadavg()[0]
     snap_argv = [args.bin, "--snapshot-directory", tree, limit_bytes, limit_files]
     snap = statistics.median(timed(snap_argv)[0] for _ in range(args.runs))
-    stage, cp = [], []
+    stage, cp, stage_sys, cp_sys = [], [], [], []
     for i in range(args.runs):
         # A pair, the order alternating; both copies are removed and written back after the
         # pair, so the first of the next pair follows a deletion (on ext4 creating files
         # right after deleting many is slower), which the alternation shares between sides.
-        root, copy = os.path.join(base, f"root-{i}"), os.path.join(base, f"cp-{i}")
+        root, copy = f"{tree}-root-{i}", f"{tree}-cp-{i}"
         runs = [
-            (stage, [args.bin, "--stage-regression-input", "source", tree, root,
-                     limit_bytes, limit_files]),
-            (cp, ["cp", "-a", tree, copy]),
+            (stage, stage_sys, [args.bin, "--stage-regression-input", "source", tree, root,
+                                limit_bytes, limit_files]),
+            (cp, cp_sys, ["cp", "-a", tree, copy]),
         ]
-        for out, argv in runs if i % 2 == 0 else runs[::-1]:
-            out.append(timed(argv)[0])
-        remove(root)
-        remove(copy)
+        for out, out_sys, argv in runs if i % 2 == 0 else runs[::-1]:
+            wall, _, sys_s = timed(argv)
+            out.append(wall)
+            out_sys.append(sys_s)
+        if not keep:
+            remove(root)
+            remove(copy)
         settle()
-    rss_root = os.path.join(base, "rss-root")
+    rss_root = f"{tree}-rss-root"
     rss = (
         peak_rss_mib(snap_argv),
         peak_rss_mib([args.bin, "--stage-regression-input", "source", tree, rss_root,
                       limit_bytes, limit_files]),
     )
-    remove(rss_root)
     load1 = os.getloadavg()[0]
-    remove(tree)
-    settle()
+    if not keep:
+        remove(rss_root)
+        remove(tree)
+        settle()
     return {
         "files": files, "bytes": size, "snap": snap, "stage": statistics.median(stage),
         "cp": statistics.median(cp), "rss": rss, "load": (load0, load1),
+        "stage_sys": statistics.median(stage_sys), "cp_sys": statistics.median(cp_sys),
     }
 
 
@@ -118,6 +138,29 @@ def table(title, unit, rows, per):
     print()
 
 
+def system_table(title, unit, rows, per):
+    """The copies' kernel CPU time (rusage, median of the runs) per MiB or per file: unlike
+    the wall time it does not grow with the machine's load, and it is where the deleted-inode
+    scan of the module docs shows up."""
+    print(f"{title}: system CPU time of the copies")
+    print()
+    print(f"| tree | stage sys | per {unit} | slope | cp -a sys | per {unit} | slope |")
+    print("|---|---|---|---|---|---|---|")
+    scale = 1e6 if unit == "file" else 1e3
+    suffix = "µs" if unit == "file" else "ms"
+    prev = None
+    for r in rows:
+        cells = []
+        for key in ("stage_sys", "cp_sys"):
+            cost = r[key] / per(r)
+            slope = "—" if prev is None or prev[key] == 0 else \
+                f"{cost / (prev[key] / per(prev)):.2f}"
+            cells += [f"{r[key]:.3f} s", f"{cost * scale:.2f} {suffix}", slope]
+        print(f"| {r['bytes'] / 2**20:.0f} MiB, {r['files']} files | " + " | ".join(cells) + " |")
+        prev = r
+    print()
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("bin")
@@ -127,20 +170,33 @@ def main():
     ap.add_argument("--mib-files", type=int, default=2500)
     ap.add_argument("--files", type=int, nargs="*",
                     default=[2500, 5000, 10000, 25000, 50000, 100000])
+    ap.add_argument("--settle-deleted", type=float, default=360,
+                    help="seconds to wait before the files series (see the module docs)")
     args = ap.parse_args()
     if args.runs < 1:
         sys.exit("bench-growth: --runs must be at least 1")
     base = os.path.join(args.work, "growth")
     os.makedirs(base)
-    # Each step holds its tree and one copy at a time on disk.
-    biggest = max(args.mib, default=0) * 2**20 * 3.2
+    # Each bytes step holds its tree and one copy at a time on disk; the files series keeps
+    # all its trees and copies (4 KiB blocks) until the end.
+    biggest = (max(args.mib, default=0) * 2**20 * 3.2
+               + sum(args.files) * (1 + 2 * args.runs) * 4.5 * 2**10)
     free = shutil.disk_usage(args.work).free
     if biggest > free:
         sys.exit(f"bench-growth: {args.work} has {free / 2**30:.1f} GiB free, the largest step"
                  f" needs about {biggest / 2**30:.1f} GiB")
     try:
+        by_files = []
+        if args.files:
+            files_base = os.path.join(base, "files")
+            os.makedirs(files_base)
+            settle()
+            time.sleep(args.settle_deleted)
+            # Removed at the end with the rest: deleting it here would put its inodes in
+            # front of the bytes series' creates.
+            by_files = [measure(args, files_base, files, 1, "tiny", keep=True)
+                        for files in args.files]
         by_bytes = [measure(args, base, args.mib_files, mib, "mixed") for mib in args.mib]
-        by_files = [measure(args, base, files, 1, "tiny") for files in args.files]
     finally:
         remove(base)
     cores = os.cpu_count() or 1
@@ -153,6 +209,11 @@ def main():
               lambda r: r["bytes"] / 2**20)
     if by_files:
         table("Files (64 B..4 KiB each, tiny shape)", "file", by_files, lambda r: r["files"])
+    if by_bytes:
+        system_table(f"Bytes ({args.mib_files} files)", "MiB", by_bytes,
+                     lambda r: r["bytes"] / 2**20)
+    if by_files:
+        system_table("Files", "file", by_files, lambda r: r["files"])
 
 
 if __name__ == "__main__":
