@@ -341,7 +341,9 @@ fn hash_batches(
     let mut out = Output::default();
     // The file being hashed, for a check the reader left to us.
     let mut current = String::new();
-    let mut scratch = Vec::with_capacity(HASHER_READ_MAX);
+    // Zeroed once: resizing it to each file's size zero-filled the growth again and again,
+    // the largest user-space cost after the hash on small-file trees (callgrind, issue #29).
+    let mut scratch = vec![0u8; HASHER_READ_MAX];
     for message in data_rx {
         let mut batch = match message {
             Message::Batch(batch) => batch,
@@ -651,7 +653,7 @@ impl<'p, 'c> Reader<'p, 'c> {
                     };
                     self.hand_file_to_hasher(shared, child)?;
                 } else {
-                    self.read_file(dir_fd, dest, child)?;
+                    self.read_file(dir_fd, dest, &child)?;
                 }
                 continue;
             }
@@ -809,7 +811,7 @@ impl<'p, 'c> Reader<'p, 'c> {
         &mut self,
         dir_fd: BorrowedFd<'_>,
         dest: Option<&Arc<OwnedFd>>,
-        child: Child,
+        child: &Child,
     ) -> Result<(), Stop> {
         let (rel, listed) = (child.rel.as_str(), &child.stat);
         let mode = listed.st_mode & 0o7777;
@@ -1044,15 +1046,14 @@ fn read_small_checked<'b>(
     name: &str,
     listed: &Listed,
     path: &dyn Fn() -> PathBuf,
-    buf: &'b mut Vec<u8>,
+    buf: &'b mut [u8],
 ) -> Result<&'b [u8], Stop> {
     let file =
         openat(dir, name, FILE_FLAGS, Mode::empty()).map_err(|e| open_failure(&path(), e))?;
     let size = usize::try_from(listed.size).unwrap_or(usize::MAX);
-    if size > HASHER_READ_MAX {
+    let Some(buf) = buf.get_mut(..size) else {
         return Err(Stop::Failed(SnapshotError::ReaderLost));
-    }
-    buf.resize(size, 0);
+    };
     let n = read_retrying(&file, buf).map_err(|errno| read_failure(&file, path, listed, errno))?;
     check_unchanged(&file, listed, path)?;
     Ok(buf.get(..n).unwrap_or_default())
