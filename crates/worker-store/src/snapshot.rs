@@ -220,10 +220,11 @@ enum Item {
     /// The current file has been read to its listed size: the hasher must find the open file
     /// still the listed one (`fstat` against the listing's stat) before it goes on, then close
     /// it. Checked later than the reader would, so it refuses at least what the reader would.
-    Check(OwnedFd, Box<Stat>),
-    /// The current file, of this name in this folder and listed with this stat, is for the
-    /// hasher to open, read, check and close, exactly as the reader would have.
-    Read(Arc<OwnedFd>, String, Box<Stat>),
+    Check(OwnedFd, Listed),
+    /// The current file, of this name (its path from this byte on) in this folder and listed
+    /// with this stat, is for the hasher to open, read, check and close, exactly as the reader
+    /// would have.
+    Read(Arc<OwnedFd>, usize, Listed),
 }
 
 enum CopyTarget {
@@ -340,7 +341,9 @@ fn hash_batches(
     let mut out = Output::default();
     // The file being hashed, for a check the reader left to us.
     let mut current = String::new();
-    let mut scratch = Vec::with_capacity(HASHER_READ_MAX);
+    // Zeroed once: resizing it to each file's size zero-filled the growth again and again,
+    // the largest user-space cost after the hash on small-file trees (callgrind, issue #29).
+    let mut scratch = vec![0u8; HASHER_READ_MAX];
     for message in data_rx {
         let mut batch = match message {
             Message::Batch(batch) => batch,
@@ -357,16 +360,18 @@ fn hash_batches(
                     files += 1;
                 }
                 Item::Check(file, listed) => {
-                    let checked = check_unchanged(&file, &listed, &abs_path(pass.source, &current));
+                    let checked =
+                        check_unchanged(&file, &listed, &|| abs_path(pass.source, &current));
                     drop(file);
                     counters.open_checks.fetch_sub(1, Ordering::Relaxed);
                     if let Err(stop) = checked {
                         return Err(stop.into_error());
                     }
                 }
-                Item::Read(dir, name, listed) => {
-                    let path = abs_path(pass.source, &current);
-                    let bytes = read_small_checked(&dir, &name, &listed, &path, &mut scratch)
+                Item::Read(dir, name_start, listed) => {
+                    let name = current.get(name_start..).unwrap_or_default();
+                    let path = || abs_path(pass.source, &current);
+                    let bytes = read_small_checked(&dir, name, &listed, &path, &mut scratch)
                         .map_err(Stop::into_error)?;
                     hasher.update(bytes)?;
                     read_here += bytes.len() as u64;
@@ -543,16 +548,23 @@ struct Reader<'p, 'c> {
 /// One listed entry of a folder. The stat is the listing's: files and folders read later must
 /// still match it.
 struct Child {
-    name: String,
+    /// The path relative to the root, built once (it is checked when listed and is the
+    /// digest's name for the file); the entry's own name is its tail from `name_start`.
+    rel: String,
+    name_start: usize,
     is_dir: bool,
     stat: Stat,
 }
 
 impl Child {
+    fn name(&self) -> &str {
+        self.rel.get(self.name_start..).unwrap_or_default()
+    }
+
     /// The digest order among siblings: a folder sorts as its name followed by `/`, which is
     /// where all its files fall in a flat sort of whole paths.
     fn sort_key(&self) -> impl Iterator<Item = u8> + '_ {
-        self.name.bytes().chain(self.is_dir.then_some(b'/'))
+        self.name().bytes().chain(self.is_dir.then_some(b'/'))
     }
 }
 
@@ -629,7 +641,6 @@ impl<'p, 'c> Reader<'p, 'c> {
         // This folder's descriptor for the hasher, duplicated when it is first handed a file.
         let mut for_hasher: Option<Arc<OwnedFd>> = None;
         for child in children {
-            let child_rel = join_rel(rel, &child.name);
             if !child.is_dir {
                 if self.hasher_may_read(&child) {
                     let shared = match &for_hasher {
@@ -640,14 +651,15 @@ impl<'p, 'c> Reader<'p, 'c> {
                             Arc::clone(for_hasher.insert(Arc::new(fd)))
                         }
                     };
-                    self.hand_file_to_hasher(shared, child_rel, child)?;
+                    self.hand_file_to_hasher(shared, child)?;
                 } else {
-                    self.read_file(dir_fd, dest, &child_rel, &child)?;
+                    self.read_file(dir_fd, dest, &child)?;
                 }
                 continue;
             }
-            let abs = || self.abs(&child_rel);
-            let sub = openat(dir_fd, child.name.as_str(), DIR_FLAGS, Mode::empty())
+            let child_rel = child.rel.as_str();
+            let abs = || self.abs(child_rel);
+            let sub = openat(dir_fd, child.name(), DIR_FLAGS, Mode::empty())
                 .map_err(|errno| open_failure(&abs(), errno))?;
             let st = fstat(&sub).map_err(|e| io_error(&abs(), e))?;
             // Opened through the listed name, so it must be the listed folder: one swapped
@@ -661,18 +673,18 @@ impl<'p, 'c> Reader<'p, 'c> {
             let sub_dest = match dest {
                 Some(parent) => Some(Arc::new(self.make_copy_dir(
                     parent.as_fd(),
-                    &child.name,
-                    &child_rel,
+                    child.name(),
+                    child_rel,
                 )?)),
                 None => None,
             };
-            self.walk(sub, sub_dest.as_ref(), &child_rel)?;
+            self.walk(sub, sub_dest.as_ref(), child_rel)?;
             if let Some(sub_dest) = sub_dest {
                 // Everything below is announced; the hasher seals the folder once it has
                 // written it.
                 self.batch_with_room()?
                     .items
-                    .push(Item::Seal(sub_dest, child_rel));
+                    .push(Item::Seal(sub_dest, child.rel));
             }
         }
         Ok(())
@@ -737,8 +749,10 @@ impl<'p, 'c> Reader<'p, 'c> {
                 }
                 other => return Err(refused_kind(other, self.abs(&child_rel))),
             };
+            let name_start = child_rel.len() - name.len();
             children.push(Child {
-                name: name.to_owned(),
+                rel: child_rel,
+                name_start,
                 is_dir,
                 stat,
             });
@@ -757,19 +771,14 @@ impl<'p, 'c> Reader<'p, 'c> {
     }
 
     /// Announces `child`, listed in the folder open at `dir`, for the hasher to read.
-    fn hand_file_to_hasher(
-        &mut self,
-        dir: Arc<OwnedFd>,
-        rel: String,
-        child: Child,
-    ) -> Result<(), Stop> {
-        self.check_file_mode(&rel, &child.stat)?;
+    fn hand_file_to_hasher(&mut self, dir: Arc<OwnedFd>, child: Child) -> Result<(), Stop> {
+        self.check_file_mode(&child.rel, &child.stat)?;
         let size = u64::try_from(child.stat.st_size).unwrap_or(u64::MAX);
         let batch = self.batch_with_room()?;
-        batch.items.push(Item::Begin(rel, size, None));
+        batch.items.push(Item::Begin(child.rel, size, None));
         batch
             .items
-            .push(Item::Read(dir, child.name, Box::new(child.stat)));
+            .push(Item::Read(dir, child.name_start, Listed::from(&child.stat)));
         batch.hasher_reads += 1;
         self.after_file()
     }
@@ -802,13 +811,12 @@ impl<'p, 'c> Reader<'p, 'c> {
         &mut self,
         dir_fd: BorrowedFd<'_>,
         dest: Option<&Arc<OwnedFd>>,
-        rel: &str,
         child: &Child,
     ) -> Result<(), Stop> {
-        let listed = &child.stat;
+        let (rel, listed) = (child.rel.as_str(), &child.stat);
         let mode = listed.st_mode & 0o7777;
         self.check_file_mode(rel, listed)?;
-        let file = openat(dir_fd, child.name.as_str(), FILE_FLAGS, Mode::empty())
+        let file = openat(dir_fd, child.name(), FILE_FLAGS, Mode::empty())
             .map_err(|errno| open_failure(&self.abs(rel), errno))?;
         let normalized = if mode & 0o111 != 0 {
             EXEC_FILE_MODE
@@ -864,7 +872,13 @@ impl<'p, 'c> Reader<'p, 'c> {
                 Ok(n) => n,
                 // A file swapped for a folder or a fifo fails to read; say it changed.
                 Err(errno) => {
-                    return Err(read_failure(&file, &abs_path(source, rel), listed, errno));
+                    let listed = Listed::from(listed);
+                    return Err(read_failure(
+                        &file,
+                        &|| abs_path(source, rel),
+                        &listed,
+                        errno,
+                    ));
                 }
             };
             if n == 0 {
@@ -885,9 +899,9 @@ impl<'p, 'c> Reader<'p, 'c> {
             self.counters.open_checks.fetch_add(1, Ordering::Relaxed);
             self.batch_with_room()?
                 .items
-                .push(Item::Check(file, Box::new(*listed)));
+                .push(Item::Check(file, Listed::from(listed)));
         } else {
-            check_unchanged(&file, listed, &self.abs(rel))?;
+            check_unchanged(&file, &Listed::from(listed), &|| self.abs(rel))?;
         }
         own_copy.finish(copy_to)?;
         self.after_file()
@@ -1009,12 +1023,18 @@ fn copy_path(copy_to: Option<&Path>, rel: &str) -> PathBuf {
 
 /// The `fstat` of `file` after its last byte was read: refused unless it is still the listed
 /// file, unchanged.
-fn check_unchanged(file: &OwnedFd, listed: &Stat, path: &Path) -> Result<(), Stop> {
-    let after = fstat(file).map_err(|e| io_error(path, e))?;
-    if same_file_unchanged(listed, &after) {
+/// `path` is only built for an error: the check passes for nearly every file of a tree, and a
+/// path allocated per file was a measurable share of the walk's user time (issue #29).
+fn check_unchanged(
+    file: &OwnedFd,
+    listed: &Listed,
+    path: &dyn Fn() -> PathBuf,
+) -> Result<(), Stop> {
+    let after = fstat(file).map_err(|e| io_error(&path(), e))?;
+    if listed.same_file_unchanged(&after) {
         Ok(())
     } else {
-        Err(changed(path))
+        Err(changed(&path()))
     }
 }
 
@@ -1024,25 +1044,25 @@ fn check_unchanged(file: &OwnedFd, listed: &Stat, path: &Path) -> Result<(), Sto
 fn read_small_checked<'b>(
     dir: &OwnedFd,
     name: &str,
-    listed: &Stat,
-    path: &Path,
-    buf: &'b mut Vec<u8>,
+    listed: &Listed,
+    path: &dyn Fn() -> PathBuf,
+    buf: &'b mut [u8],
 ) -> Result<&'b [u8], Stop> {
-    let file = openat(dir, name, FILE_FLAGS, Mode::empty()).map_err(|e| open_failure(path, e))?;
-    let size = usize::try_from(listed.st_size).unwrap_or(usize::MAX);
-    if size > HASHER_READ_MAX {
+    let file =
+        openat(dir, name, FILE_FLAGS, Mode::empty()).map_err(|e| open_failure(&path(), e))?;
+    let size = usize::try_from(listed.size).unwrap_or(usize::MAX);
+    let Some(buf) = buf.get_mut(..size) else {
         return Err(Stop::Failed(SnapshotError::ReaderLost));
-    }
-    buf.resize(size, 0);
+    };
     let n = read_retrying(&file, buf).map_err(|errno| read_failure(&file, path, listed, errno))?;
     check_unchanged(&file, listed, path)?;
     Ok(buf.get(..n).unwrap_or_default())
 }
 
-fn read_failure(file: &OwnedFd, path: &Path, listed: &Stat, errno: Errno) -> Stop {
+fn read_failure(file: &OwnedFd, path: &dyn Fn() -> PathBuf, listed: &Listed, errno: Errno) -> Stop {
     match fstat(file) {
-        Ok(now) if same_file_unchanged(listed, &now) => io_error(path, errno),
-        _ => changed(path),
+        Ok(now) if listed.same_file_unchanged(&now) => io_error(&path(), errno),
+        _ => changed(&path()),
     }
 }
 
@@ -1054,18 +1074,48 @@ fn join_rel(rel: &str, name: &str) -> String {
     }
 }
 
-/// Whether `now` (an `fstat` of the opened file) is the listed file, still of the listed size
-/// and not written or otherwise changed since (any write moves the modification time, any
-/// metadata change the change time).
-fn same_file_unchanged(listed: &Stat, now: &Stat) -> bool {
-    FileType::from_raw_mode(now.st_mode) == FileType::RegularFile
-        && now.st_dev == listed.st_dev
-        && now.st_ino == listed.st_ino
-        && now.st_size == listed.st_size
-        && now.st_mtime == listed.st_mtime
-        && now.st_mtime_nsec == listed.st_mtime_nsec
-        && now.st_ctime == listed.st_ctime
-        && now.st_ctime_nsec == listed.st_ctime_nsec
+/// What a file's closing check compares of its listed stat: carried inline with the file's
+/// items instead of a boxed `Stat` (an allocation a file, issue #29).
+#[derive(Clone, Copy)]
+struct Listed {
+    dev: u64,
+    ino: u64,
+    size: i64,
+    mtime: i64,
+    mtime_nsec: u64,
+    ctime: i64,
+    ctime_nsec: u64,
+}
+
+impl From<&Stat> for Listed {
+    fn from(st: &Stat) -> Self {
+        Self {
+            dev: st.st_dev,
+            ino: st.st_ino,
+            size: st.st_size,
+            mtime: st.st_mtime,
+            mtime_nsec: st.st_mtime_nsec,
+            ctime: st.st_ctime,
+            ctime_nsec: st.st_ctime_nsec,
+        }
+    }
+}
+
+impl Listed {
+    /// Whether `now` (an `fstat` of the opened file) is the listed file, still of the listed
+    /// size and not written or otherwise changed since (any write moves the modification time,
+    /// any metadata change the change time).
+    fn same_file_unchanged(&self, now: &Stat) -> bool {
+        let now_listed = Self::from(now);
+        FileType::from_raw_mode(now.st_mode) == FileType::RegularFile
+            && now_listed.dev == self.dev
+            && now_listed.ino == self.ino
+            && now_listed.size == self.size
+            && now_listed.mtime == self.mtime
+            && now_listed.mtime_nsec == self.mtime_nsec
+            && now_listed.ctime == self.ctime
+            && now_listed.ctime_nsec == self.ctime_nsec
+    }
 }
 
 fn check_dir_mode(path: &Path, st: &Stat) -> Result<(), Stop> {
