@@ -148,23 +148,18 @@ pub async fn run(cfg: &RelayConfig) -> Result<Report, RunError> {
     // a configuration error and never receives a request.
     bounty_chain::check_rpc_url(&cfg.rpc).map_err(|e| RunError::Config(format!("--rpc: {e}")))?;
     platform_client::check_url(&cfg.api).map_err(|e| RunError::Config(format!("--api: {e}")))?;
-    let Connections {
-        key,
-        rpc,
-        reader,
-        client,
-    } = Connections::open(&cfg.key, &cfg.rpc)?;
-    let signer = key.signer();
+    let conn = Connections::open(&cfg.key, &cfg.rpc)?;
+    let signer = conn.key.signer();
     let state = StateDir::open(&cfg.state_dir)?;
     let candidates = inputs::candidate_files(&cfg.candidates)?;
     let pool = inputs::attestation_pool(&cfg.attestations)?;
-    let chain_id = rpc.chain_id().await.map_err(RunError::Rpc)?;
+    let chain_id = conn.rpc.chain_id().await.map_err(RunError::Rpc)?;
     let relayer = Relayer {
-        client: &client,
+        client: &conn.client,
         api: &cfg.api,
         require_oci_runtime: cfg.require_oci_runtime.as_deref(),
-        reader: &reader,
-        rpc: &rpc,
+        reader: &conn.reader,
+        rpc: &conn.rpc,
         signer,
         state: &state,
         chain_id,
@@ -187,13 +182,8 @@ pub async fn run_resume(cfg: &ResumeConfig) -> Result<Report, RunError> {
     bounty_chain::check_rpc_url(&cfg.rpc).map_err(|e| RunError::Config(format!("--rpc: {e}")))?;
     // The client is never asked: a resume re-plans nothing, so it needs no job and no
     // attestation.
-    let Connections {
-        key,
-        rpc,
-        reader,
-        client,
-    } = Connections::open(&cfg.key, &cfg.rpc)?;
-    let signer = key.signer();
+    let conn = Connections::open(&cfg.key, &cfg.rpc)?;
+    let signer = conn.key.signer();
     let pool = inputs::AttestationPool::default();
     let state = StateDir::open(&cfg.state_dir)?;
     let mut open = Vec::new();
@@ -214,14 +204,14 @@ pub async fn run_resume(cfg: &ResumeConfig) -> Result<Report, RunError> {
     }
     // Oldest first: the lowest nonce is the one blocking the others.
     open.sort_by_key(|(_, r)| (r.tx.nonce, r.updated_at));
-    let chain_id = rpc.chain_id().await.map_err(RunError::Rpc)?;
+    let chain_id = conn.rpc.chain_id().await.map_err(RunError::Rpc)?;
     let relayer = Relayer {
-        client: &client,
+        client: &conn.client,
         api: "",
         // Resuming only watches and replaces transactions already sent after the checks.
         require_oci_runtime: None,
-        reader: &reader,
-        rpc: &rpc,
+        reader: &conn.reader,
+        rpc: &conn.rpc,
         signer,
         state: &state,
         chain_id,
