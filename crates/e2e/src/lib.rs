@@ -508,6 +508,22 @@ fn signer_sign_args(
     ]
 }
 
+/// `worker <command>` (`feed` or `serve`) of the feed at `api` on base-mainnet for every
+/// verifier: the arguments every route's worker starts with; a caller adds the rest.
+fn worker_feed_args(command: &str, api: &str, verifiers: &[Address]) -> Vec<String> {
+    let mut args = vec![
+        s(command),
+        s("--api"),
+        api.to_owned(),
+        s("--network"),
+        s("base-mainnet"),
+    ];
+    for v in verifiers {
+        args.extend([s("--verifier"), v.to_string()]);
+    }
+    args
+}
+
 /// `keeper relay` of `candidates` with every attestation directory (its key in
 /// [`KEEPER_KEY_ENV`]), the gas bounds and one confirmation every route relays with, and a JSON
 /// report; a caller adds what only it needs.
@@ -688,16 +704,7 @@ pub async fn run_bounty(
         "[{}] worker feed: fetch, stage, run the benchmark in the sandbox",
         label
     ));
-    let mut args = vec![
-        s("feed"),
-        s("--api"),
-        server.url().to_owned(),
-        s("--network"),
-        s("base-mainnet"),
-    ];
-    for v in &verifiers {
-        args.extend([s("--verifier"), v.to_string()]);
-    }
+    let mut args = worker_feed_args("feed", server.url(), &verifiers);
     args.extend([
         s("--out"),
         s(dirs("candidates").display()),
