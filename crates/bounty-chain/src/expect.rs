@@ -206,27 +206,8 @@ impl Mismatch {
 /// Every way `state` disagrees with `expected`, in a fixed order; empty when they agree.
 pub fn check_state(state: &BountyState, expected: &Expected) -> Vec<Mismatch> {
     let mut out = Vec::new();
-    if state.status != BountyStatus::Submitted {
-        out.push(Mismatch::NotSubmitted {
-            actual: state.status,
-        });
-    }
-    if state.chain_id != expected.chain_id {
-        out.push(Mismatch::ChainId {
-            expected: expected.chain_id,
-            actual: state.chain_id,
-        });
-    }
-    if state.verification_mode != VerificationMode::SignedQuorum {
-        out.push(Mismatch::VerificationMode {
-            actual: state.verification_mode,
-        });
-    }
     // Scalar fields the job pins one for one: each differing field is its own mismatch, in
-    // this order, so a report names every disagreement at once. The attestation digest binds
-    // only the policy hash, so the other four terms hashes are what ties the job's benchmark
-    // and criteria to the ones the bounty funded: a job with a lenient benchmark and the same
-    // policy would otherwise be signed and paid.
+    // the order of the calls below, so a report names every disagreement at once.
     macro_rules! compare {
         ($($field:ident => $variant:ident),* $(,)?) => {$(
             if state.$field != expected.$field {
@@ -234,6 +215,20 @@ pub fn check_state(state: &BountyState, expected: &Expected) -> Vec<Mismatch> {
             }
         )*};
     }
+    if state.status != BountyStatus::Submitted {
+        out.push(Mismatch::NotSubmitted {
+            actual: state.status,
+        });
+    }
+    compare!(chain_id => ChainId);
+    if state.verification_mode != VerificationMode::SignedQuorum {
+        out.push(Mismatch::VerificationMode {
+            actual: state.verification_mode,
+        });
+    }
+    // The attestation digest binds only the policy hash, so the other four terms hashes are
+    // what ties the job's benchmark and criteria to the ones the bounty funded: a job with a
+    // lenient benchmark and the same policy would otherwise be signed and paid.
     compare!(
         bounty_id => BountyId,
         round => Round,
@@ -262,12 +257,7 @@ pub fn check_state(state: &BountyState, expected: &Expected) -> Vec<Mismatch> {
             actual: state.verifiers.clone(),
         });
     }
-    if state.threshold != expected.threshold {
-        out.push(Mismatch::Threshold {
-            expected: expected.threshold,
-            actual: state.threshold,
-        });
-    }
+    compare!(threshold => Threshold);
     out
 }
 

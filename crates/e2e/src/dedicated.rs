@@ -23,8 +23,8 @@ use verifier_sdk::settle::SettlementEvent;
 use crate::{
     E2eConfig, E2eError, KEEPER_KEY_ENV, Scenario, ScenarioResult, VERIFIER_KEY_ENV, VERIFIER_KEYS,
     archive_commit, deploy_for_job, fresh_dir, info, io, job_params, keeper_relay_args, manifest,
-    run_binary, s, serve_job_archives, settlement_events, signer_sign_args, step, tree_digest,
-    verifier_addresses, wall_clock,
+    piped_command, run_binary, s, serve_job_archives, settlement_events, signer_sign_args, step,
+    tree_digest, verifier_addresses, wall_clock, worker_feed_args,
 };
 
 /// How long `worker serve` may take to produce the candidate (image start, a six-test
@@ -80,20 +80,7 @@ async fn run_script(
     args: &[String],
     env: &[(&str, &Path)],
 ) -> Result<String, E2eError> {
-    info(&format!(
-        "$ {} {}",
-        program.file_name().unwrap_or_default().to_string_lossy(),
-        args.join(" ")
-    ));
-    let mut cmd = tokio::process::Command::new(program);
-    cmd.args(args)
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .kill_on_drop(true);
-    for (k, v) in env {
-        cmd.env(k, v);
-    }
+    let mut cmd = piped_command(program, args, env.iter().copied());
     let fail = |code, detail| E2eError::Step {
         step: label.to_owned(),
         code,
@@ -202,16 +189,7 @@ pub async fn run_dedicated_route(cfg: &E2eConfig) -> Result<ScenarioResult, E2eE
     let worker_host = work.join("worker-host");
     let out = worker_host.join("out");
     step("[dedicated] worker host: worker serve writes the candidate to --out");
-    let mut args = vec![
-        s("serve"),
-        s("--api"),
-        server.url().to_owned(),
-        s("--network"),
-        s("base-mainnet"),
-    ];
-    for v in &verifiers {
-        args.extend([s("--verifier"), v.to_string()]);
-    }
+    let mut args = worker_feed_args("serve", server.url(), &verifiers);
     args.extend([
         s("--archive-base"),
         server.url().to_owned(),

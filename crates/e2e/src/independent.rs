@@ -22,7 +22,7 @@ use crate::{
     ArchiveServer, E2eConfig, E2eError, KEEPER_KEY_ENV, VERIFIER_KEY_ENV, VERIFIER_KEYS,
     archive_commit, deploy_for_job, fresh_dir, info, io, job_params, keeper_relay_args, manifest,
     run_binary, s, serve_job_archives, settlement_events, signer_sign_args, step, tree_digest,
-    verifier_addresses, wall_clock,
+    verifier_addresses, wall_clock, worker_feed_args,
 };
 
 /// The harness, started through a wrapper that first prints the wall clock in nanoseconds:
@@ -247,16 +247,7 @@ pub async fn run_independent(cfg: &E2eConfig, timed: bool) -> Result<Independent
         ] {
             std::fs::create_dir_all(dir(&d)).map_err(io("create a work directory", &dir(&d)))?;
         }
-        let mut args = vec![
-            s("feed"),
-            s("--api"),
-            server.url().to_owned(),
-            s("--network"),
-            s("base-mainnet"),
-        ];
-        for v in &verifiers {
-            args.extend([s("--verifier"), v.to_string()]);
-        }
+        let mut args = worker_feed_args("feed", server.url(), &verifiers);
         if run != "runner" {
             args.extend([s("--job-id"), validated.job_id().to_owned()]);
         }

@@ -14,6 +14,7 @@ pub mod independent;
 mod server;
 pub mod stack;
 
+use std::ffi::OsStr;
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
@@ -382,14 +383,13 @@ fn b256(b: verifier_sdk::Bytes32) -> B256 {
     B256::from(*b.as_bytes())
 }
 
-/// Runs one binary, prints its stderr tail on failure, returns its stdout parsed as JSON.
-async fn run_binary(
-    label: &str,
+/// `program args` with `env` set, announced on stderr: stdin closed, stdout and stderr piped,
+/// killed when its handle drops (a step that times out leaves no process behind).
+fn piped_command<K: AsRef<OsStr>, V: AsRef<OsStr>>(
     program: &Path,
     args: &[String],
-    env: Option<(&str, &str)>,
-    ok_codes: &[i32],
-) -> Result<Value, E2eError> {
+    env: impl IntoIterator<Item = (K, V)>,
+) -> tokio::process::Command {
     info(&format!(
         "$ {} {}",
         program.file_name().unwrap_or_default().to_string_lossy(),
@@ -400,10 +400,20 @@ async fn run_binary(
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
-        .kill_on_drop(true);
-    if let Some((name, value)) = env {
-        cmd.env(name, value);
-    }
+        .kill_on_drop(true)
+        .envs(env);
+    cmd
+}
+
+/// Runs one binary, prints its stderr tail on failure, returns its stdout parsed as JSON.
+async fn run_binary(
+    label: &str,
+    program: &Path,
+    args: &[String],
+    env: Option<(&str, &str)>,
+    ok_codes: &[i32],
+) -> Result<Value, E2eError> {
+    let mut cmd = piped_command(program, args, env);
     let fail = |code, detail| E2eError::Step {
         step: label.to_owned(),
         code,
@@ -506,6 +516,22 @@ fn signer_sign_args(
         s(out.display()),
         s("--json"),
     ]
+}
+
+/// `worker <command>` (`feed` or `serve`) of the feed at `api` on base-mainnet for every
+/// verifier: the arguments every route's worker starts with; a caller adds the rest.
+fn worker_feed_args(command: &str, api: &str, verifiers: &[Address]) -> Vec<String> {
+    let mut args = vec![
+        s(command),
+        s("--api"),
+        api.to_owned(),
+        s("--network"),
+        s("base-mainnet"),
+    ];
+    for v in verifiers {
+        args.extend([s("--verifier"), v.to_string()]);
+    }
+    args
 }
 
 /// `keeper relay` of `candidates` with every attestation directory (its key in
@@ -688,16 +714,7 @@ pub async fn run_bounty(
         "[{}] worker feed: fetch, stage, run the benchmark in the sandbox",
         label
     ));
-    let mut args = vec![
-        s("feed"),
-        s("--api"),
-        server.url().to_owned(),
-        s("--network"),
-        s("base-mainnet"),
-    ];
-    for v in &verifiers {
-        args.extend([s("--verifier"), v.to_string()]);
-    }
+    let mut args = worker_feed_args("feed", server.url(), &verifiers);
     args.extend([
         s("--out"),
         s(dirs("candidates").display()),

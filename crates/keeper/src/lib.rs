@@ -116,29 +116,50 @@ impl RunError {
     }
 }
 
+/// What `keeper relay` and `keeper resume` both open, after their URL checks and in this
+/// order, so a bad key is reported before anything is built and the two fail alike.
+struct Connections {
+    key: LoadedKey,
+    rpc: SettlementRpc,
+    reader: bounty_chain::RpcChainReader,
+    client: PlatformClient,
+}
+
+impl Connections {
+    fn open(key: &KeySource, rpc_url: &str) -> Result<Self, RunError> {
+        let key = LoadedKey::load(key)?;
+        let rpc = SettlementRpc::new(rpc_url, REQUEST_TIMEOUT).map_err(RunError::Rpc)?;
+        let reader = bounty_chain::RpcChainReader::new(rpc_url, REQUEST_TIMEOUT)
+            .map_err(|e| RunError::Config(e.to_string()))?;
+        let client = PlatformClient::new(ClientLimits::default())
+            .map_err(|e| RunError::Config(e.to_string()))?;
+        Ok(Self {
+            key,
+            rpc,
+            reader,
+            client,
+        })
+    }
+}
+
 /// Runs `keeper relay`.
 pub async fn run(cfg: &RelayConfig) -> Result<Report, RunError> {
     // Both URLs are checked before anything else happens, so a plain-http remote endpoint is
     // a configuration error and never receives a request.
     bounty_chain::check_rpc_url(&cfg.rpc).map_err(|e| RunError::Config(format!("--rpc: {e}")))?;
     platform_client::check_url(&cfg.api).map_err(|e| RunError::Config(format!("--api: {e}")))?;
-    let key = LoadedKey::load(&cfg.key)?;
-    let signer = key.signer();
-    let rpc = SettlementRpc::new(&cfg.rpc, REQUEST_TIMEOUT).map_err(RunError::Rpc)?;
-    let reader = bounty_chain::RpcChainReader::new(&cfg.rpc, REQUEST_TIMEOUT)
-        .map_err(|e| RunError::Config(e.to_string()))?;
-    let client = PlatformClient::new(ClientLimits::default())
-        .map_err(|e| RunError::Config(e.to_string()))?;
+    let conn = Connections::open(&cfg.key, &cfg.rpc)?;
+    let signer = conn.key.signer();
     let state = StateDir::open(&cfg.state_dir)?;
     let candidates = inputs::candidate_files(&cfg.candidates)?;
     let pool = inputs::attestation_pool(&cfg.attestations)?;
-    let chain_id = rpc.chain_id().await.map_err(RunError::Rpc)?;
+    let chain_id = conn.rpc.chain_id().await.map_err(RunError::Rpc)?;
     let relayer = Relayer {
-        client: &client,
+        client: &conn.client,
         api: &cfg.api,
         require_oci_runtime: cfg.require_oci_runtime.as_deref(),
-        reader: &reader,
-        rpc: &rpc,
+        reader: &conn.reader,
+        rpc: &conn.rpc,
         signer,
         state: &state,
         chain_id,
@@ -159,14 +180,10 @@ pub async fn run(cfg: &RelayConfig) -> Result<Report, RunError> {
 /// other state are left alone, and an unreadable record file is reported `internal`.
 pub async fn run_resume(cfg: &ResumeConfig) -> Result<Report, RunError> {
     bounty_chain::check_rpc_url(&cfg.rpc).map_err(|e| RunError::Config(format!("--rpc: {e}")))?;
-    let key = LoadedKey::load(&cfg.key)?;
-    let signer = key.signer();
-    let rpc = SettlementRpc::new(&cfg.rpc, REQUEST_TIMEOUT).map_err(RunError::Rpc)?;
-    let reader = bounty_chain::RpcChainReader::new(&cfg.rpc, REQUEST_TIMEOUT)
-        .map_err(|e| RunError::Config(e.to_string()))?;
-    // Never asked: a resume re-plans nothing, so it needs no job and no attestation.
-    let client = PlatformClient::new(ClientLimits::default())
-        .map_err(|e| RunError::Config(e.to_string()))?;
+    // The client is never asked: a resume re-plans nothing, so it needs no job and no
+    // attestation.
+    let conn = Connections::open(&cfg.key, &cfg.rpc)?;
+    let signer = conn.key.signer();
     let pool = inputs::AttestationPool::default();
     let state = StateDir::open(&cfg.state_dir)?;
     let mut open = Vec::new();
@@ -187,14 +204,14 @@ pub async fn run_resume(cfg: &ResumeConfig) -> Result<Report, RunError> {
     }
     // Oldest first: the lowest nonce is the one blocking the others.
     open.sort_by_key(|(_, r)| (r.tx.nonce, r.updated_at));
-    let chain_id = rpc.chain_id().await.map_err(RunError::Rpc)?;
+    let chain_id = conn.rpc.chain_id().await.map_err(RunError::Rpc)?;
     let relayer = Relayer {
-        client: &client,
+        client: &conn.client,
         api: "",
         // Resuming only watches and replaces transactions already sent after the checks.
         require_oci_runtime: None,
-        reader: &reader,
-        rpc: &rpc,
+        reader: &conn.reader,
+        rpc: &conn.rpc,
         signer,
         state: &state,
         chain_id,

@@ -40,7 +40,7 @@ use crate::server::codeload_archive;
 use crate::{
     BENCHMARK_SUBDIR, E2eConfig, E2eError, KEEPER_KEY_ENV, VERIFIER_KEY_ENV, VERIFIER_KEYS,
     archive_commit, deploy_for_job, io, job_params, keeper_relay_args, manifest, s,
-    signer_sign_args, tree_digest, tree_files, wall_clock,
+    signer_sign_args, tree_digest, tree_files, wall_clock, worker_feed_args,
 };
 
 /// What to play.
@@ -696,16 +696,7 @@ pub async fn run(cfg: &E2eConfig, opts: &ChaosOptions) -> Result<RunResult, E2eE
                 // worker serve: started for the lane's turn, running on beside its signers
                 // and keeper (and the other lane), stopped when the cycle ends.
                 let sd = serve_dirs(lane.name);
-                let mut args = vec![
-                    s("serve"),
-                    s("--api"),
-                    server.url().to_owned(),
-                    s("--network"),
-                    s("base-mainnet"),
-                ];
-                for v in &lane.addresses {
-                    args.extend([s("--verifier"), v.to_string()]);
-                }
+                let mut args = worker_feed_args("serve", server.url(), &lane.addresses);
                 args.extend([
                     s("--out"),
                     s(sd.out.display()),
@@ -824,16 +815,7 @@ pub async fn run(cfg: &E2eConfig, opts: &ChaosOptions) -> Result<RunResult, E2eE
                 serving.push((tag.clone(), wk.map(|(i, _, _)| i), dk, restart, sup));
             } else {
                 // worker feed
-                let mut args = vec![
-                    s("feed"),
-                    s("--api"),
-                    server.url().to_owned(),
-                    s("--network"),
-                    s("base-mainnet"),
-                ];
-                for v in &lane.addresses {
-                    args.extend([s("--verifier"), v.to_string()]);
-                }
+                let mut args = worker_feed_args("feed", server.url(), &lane.addresses);
                 args.extend([
                     s("--out"),
                     s(cand.display()),
