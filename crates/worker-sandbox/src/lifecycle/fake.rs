@@ -209,7 +209,13 @@ impl Fake {
                 profile,
                 state: ContainerState {
                     running: Some(s.started && s.exit.is_none()),
-                    pid: None,
+                    // As the engine's: the main process while it runs (here a pid no process
+                    // on this host has, as another host's would be), else 0.
+                    pid: Some(if s.started && s.exit.is_none() {
+                        i64::from(i32::MAX)
+                    } else {
+                        0
+                    }),
                     started_at: Some(if s.started {
                         "2026-12-01T00:00:01Z".into()
                     } else {

@@ -590,6 +590,7 @@ impl<E: ContainerEngine> Lifecycle<E> {
             PathBuf::from(resources::CGROUP_ROOT),
             PathBuf::from(resources::PROC_ROOT),
             id.to_string(),
+            self.engine.cgroup_driver == "cgroupfs",
         )));
         let resources = Arc::new(Mutex::new(ResourceFacts::default()));
         let sampler = tokio::spawn(resources::watch(

@@ -32,37 +32,76 @@ const PROCS_DIRS: [&str; 4] = [
 ];
 
 /// The container's main process (pid 1 in its pid namespace) as this process sees it: from
-/// the container's `cgroup.procs` under `cgroup_root` when that holds it, else `inspect`'s.
+/// the container's `cgroup.procs` under `cgroup_root` when that holds it, none when the
+/// cgroup shows the container already stopped, else `inspect`'s. `cgroupfs` says the engine
+/// names its containers' cgroups `docker/<id>` (its cgroup driver).
 pub(super) async fn main_pid(
     docker: impl ContainerEngine,
     cgroup_root: PathBuf,
     proc_root: PathBuf,
     id: String,
+    cgroupfs: bool,
 ) -> Option<i64> {
-    if let Some(pid) = init_in_cgroup(&cgroup_root, &proc_root, &id) {
-        return Some(pid);
+    match init_in_cgroup(&cgroup_root, &proc_root, &id, cgroupfs) {
+        InCgroup::Init(pid) => Some(pid),
+        InCgroup::Stopped => None,
+        InCgroup::Unknown => docker.inspect_container(&id).await.ok()?.state.pid,
     }
-    docker.inspect_container(&id).await.ok()?.state.pid
+}
+
+/// What this host's cgroup files say of a container's main process.
+#[derive(Debug, PartialEq, Eq)]
+enum InCgroup {
+    /// Its pid.
+    Init(i64),
+    /// The container has no process left: it stopped before it was looked for (a command of
+    /// a few milliseconds). The engine would answer with a pid of a process already gone, or
+    /// none, and no counter is left to read.
+    Stopped,
+    /// Nothing here to go by (another host's engine, another driver or runtime, no rights).
+    Unknown,
 }
 
 /// The process of the container `id`'s cgroup that is pid 1 in its own pid namespace.
-fn init_in_cgroup(cgroup_root: &Path, proc_root: &Path, id: &str) -> Option<i64> {
+fn init_in_cgroup(cgroup_root: &Path, proc_root: &Path, id: &str, cgroupfs: bool) -> InCgroup {
     // A container id is hex; anything else would make a path of its own.
     if id.is_empty() || !id.bytes().all(|b| b.is_ascii_hexdigit()) {
-        return None;
+        return InCgroup::Unknown;
     }
-    PROCS_DIRS.iter().find_map(|dir| {
+    for dir in PROCS_DIRS {
         let procs = cgroup_root
             .join(dir.replace("{id}", id))
             .join("cgroup.procs");
-        let text = std::fs::read_to_string(procs).ok()?;
-        text.lines()
-            .filter_map(|line| line.trim().parse::<i64>().ok())
+        let Ok(text) = std::fs::read_to_string(procs) else {
+            continue;
+        };
+        let pids: Vec<i64> = text
+            .lines()
+            .filter_map(|line| line.trim().parse().ok())
+            .collect();
+        if pids.is_empty() {
+            return InCgroup::Stopped;
+        }
+        // Under a runtime whose processes are not the container's own (gVisor's sandbox), no
+        // member is a namespace's init: the engine says which process is the main one.
+        return pids
+            .into_iter()
             .find(|pid| {
                 std::fs::read_to_string(proc_root.join(pid.to_string()).join("status"))
                     .is_ok_and(|status| is_namespace_init(&status))
             })
-    })
+            .map_or(InCgroup::Unknown, InCgroup::Init);
+    }
+    // The engine puts every container's cgroup under `docker/` of this host's hierarchy: a
+    // created and started container without one here has stopped and been cleaned up.
+    let engine_parent = ["pids/docker", "docker"]
+        .iter()
+        .any(|parent| cgroup_root.join(parent).is_dir());
+    if cgroupfs && engine_parent {
+        InCgroup::Stopped
+    } else {
+        InCgroup::Unknown
+    }
 }
 
 /// Whether a `/proc/<pid>/status` text is of the first process of its innermost pid namespace
@@ -199,19 +238,23 @@ pub(super) async fn watch<F>(
 ) where
     F: std::future::Future<Output = Option<i64>>,
 {
-    let proc = pid
-        .await
-        .filter(|p| *p > 0)
-        .map(|pid| proc_root.join(pid.to_string()));
+    // No main process: the container stopped before it was looked for, and a stopped
+    // container's stats are zeros, so there is nothing to read from the engine either.
+    let Some(pid) = pid.await.filter(|p| *p > 0) else {
+        return;
+    };
+    let proc = proc_root.join(pid.to_string());
     let ours = |proc: &Path| {
         std::fs::read_to_string(proc.join("cgroup")).is_ok_and(|text| text.contains(&id))
     };
-    let located = proc.as_ref().and_then(|proc| {
-        let text = std::fs::read_to_string(proc.join("cgroup")).ok()?;
-        let files = files(&text, &cgroup_root, Path::exists);
-        files.any().then_some(files)
-    });
-    let (Some(proc), Some(files)) = (proc, located) else {
+    // Only a process in this container's cgroup names the container's files (a pid from
+    // another host's engine may be any process here).
+    let located = ours(&proc)
+        .then(|| std::fs::read_to_string(proc.join("cgroup")).ok())
+        .flatten()
+        .map(|text| files(&text, &cgroup_root, Path::exists))
+        .filter(Files::any);
+    let Some(files) = located else {
         super::calls::sample_stats(docker, id, into).await;
         return;
     };
@@ -316,10 +359,21 @@ mod tests {
             std::fs::create_dir_all(&p).unwrap();
             std::fs::write(p.join("status"), format!("Name:\tx\nNSpid:\t{nspid}\n")).unwrap();
         }
-        assert_eq!(init_in_cgroup(cgroups.path(), proc.path(), ID), Some(4241));
+        let lookup = |id: &str, cgroupfs| init_in_cgroup(cgroups.path(), proc.path(), id, cgroupfs);
+        assert_eq!(lookup(ID, true), InCgroup::Init(4241));
         // The host's own init (one namespace level) and an id that is not hex are never taken.
         assert!(!is_namespace_init("NSpid:\t1\n"));
-        assert_eq!(init_in_cgroup(cgroups.path(), proc.path(), "../../x"), None);
-        assert_eq!(init_in_cgroup(cgroups.path(), proc.path(), "ffff"), None);
+        assert_eq!(lookup("../../x", true), InCgroup::Unknown);
+        // No member is a namespace's init (gVisor's sandbox processes): the engine is asked.
+        std::fs::write(dir.join("cgroup.procs"), "4242\n").unwrap();
+        assert_eq!(lookup(ID, true), InCgroup::Unknown);
+        // No process left, or no cgroup at all under the engine's `docker/`: it stopped.
+        std::fs::write(dir.join("cgroup.procs"), "").unwrap();
+        assert_eq!(lookup(ID, true), InCgroup::Stopped);
+        assert_eq!(lookup("ffff", true), InCgroup::Stopped);
+        // Under another driver an absent cgroup says nothing: the engine is asked.
+        assert_eq!(lookup("ffff", false), InCgroup::Unknown);
+        std::fs::remove_dir_all(cgroups.path().join("pids")).unwrap();
+        assert_eq!(lookup("ffff", true), InCgroup::Unknown);
     }
 }

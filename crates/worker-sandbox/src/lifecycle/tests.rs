@@ -435,3 +435,24 @@ async fn lifecycle_a_cached_executable_is_not_probed_again_after_a_test_failure_
         );
     }
 }
+
+#[tokio::test(start_paused = true)]
+async fn lifecycle_without_a_readable_cgroup_the_main_process_and_resources_come_from_the_engine() {
+    // The scripted container has no cgroup on this host (nor a hex id), as a remote engine's:
+    // the main process is asked of the engine and the resources follow its stats stream.
+    let dir = tempfile::tempdir().unwrap();
+    let script = Script {
+        runs_until_killed: true,
+        ..Script::default()
+    };
+    let (report, fake) = run(script, &spec(dir.path())).await;
+    assert_eq!(reason(&report.decision), Some(NoVerdictReason::Timeout));
+    let calls = fake.calls();
+    let after_start = &calls[position(&calls, "start")..];
+    assert!(after_start.contains(&"stats"), "{calls:?}");
+    assert_eq!(
+        after_start.iter().filter(|c| **c == "inspect").count(),
+        2,
+        "the main process's inspect and the post-run one: {calls:?}"
+    );
+}
