@@ -98,7 +98,10 @@ const INIT_EXEC_FAILED_LINE: &[u8] = b"[FATAL tini (";
 /// stderr (the command did run: the init writes that line whenever the exec fails). Any
 /// no-verdict is checked, so its reason is the pre-check's when the command was missing.
 /// A program that prints the line or exits 126/127 itself only costs the re-check.
-pub(super) fn init_may_have_failed_exec(decision: &crate::decision::Decision, stderr: &[u8]) -> bool {
+pub(super) fn init_may_have_failed_exec(
+    decision: &crate::decision::Decision,
+    stderr: &[u8],
+) -> bool {
     match decision {
         crate::decision::Decision::Completed { exit_code: 0 } => false,
         crate::decision::Decision::Completed { exit_code } => {

@@ -327,8 +327,11 @@ impl ContainerEngine for Fake {
         let mut started = self.exited.subscribe();
         let fake = self.clone();
         let stdout = bytes::Bytes::from(self.script.stdout.clone());
-        let stderr = (!self.script.stderr.is_empty())
-            .then(|| Ok(Output::Stderr(bytes::Bytes::from(self.script.stderr.clone()))));
+        let stderr = (!self.script.stderr.is_empty()).then(|| {
+            Ok(Output::Stderr(bytes::Bytes::from(
+                self.script.stderr.clone(),
+            )))
+        });
         // The output: what the program writes once started, then the end of the stream at
         // its exit (as the engine's attach does).
         let output = futures_util::stream::once(async move {

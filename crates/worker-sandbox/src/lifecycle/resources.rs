@@ -163,9 +163,12 @@ pub(super) fn files(text: &str, root: &Path, exists: impl Fn(&Path) -> bool) -> 
             v1_cpu = Some(dir(controllers));
         }
     }
-    let first = |candidates: Vec<Option<PathBuf>>| candidates.into_iter().flatten().find(|p| exists(p));
+    let first =
+        |candidates: Vec<Option<PathBuf>>| candidates.into_iter().flatten().find(|p| exists(p));
     let memory = first(vec![
-        v1_memory.as_ref().map(|d| d.join("memory.max_usage_in_bytes")),
+        v1_memory
+            .as_ref()
+            .map(|d| d.join("memory.max_usage_in_bytes")),
         unified.as_ref().map(|d| d.join("memory.peak")),
     ])
     .map(|p| (p, Memory::Peak))
@@ -293,7 +296,10 @@ mod tests {
         );
         assert_eq!(
             found.cpu,
-            Some((root.join("cpuacct/docker/0123abcd/cpuacct.usage"), Cpu::Usage))
+            Some((
+                root.join("cpuacct/docker/0123abcd/cpuacct.usage"),
+                Cpu::Usage
+            ))
         );
         // A combined `cpu,cpuacct` hierarchy is mounted under its own name.
         let combined = files("3:cpu,cpuacct:/docker/x\n", root, |_| true);
@@ -316,7 +322,10 @@ mod tests {
             old_kernel.memory,
             Some((dir.join("memory.current"), Memory::Current))
         );
-        assert!(!files(text, root, |_| false).any(), "nothing readable: the stats stream");
+        assert!(
+            !files(text, root, |_| false).any(),
+            "nothing readable: the stats stream"
+        );
     }
 
     #[test]

@@ -373,7 +373,10 @@ async fn after_a_cached_resolution(script: Script) -> (RunReport, Fake) {
     let hooks = Caching(dir.path().join("executables"));
     let (first, fake) = run_with(Script::default(), &spec, &hooks).await;
     assert_eq!(first.decision, Decision::Completed { exit_code: 0 });
-    assert!(fake.calls().contains(&"archive_stat"), "the first run probes");
+    assert!(
+        fake.calls().contains(&"archive_stat"),
+        "the first run probes"
+    );
     let (report, fake) = run_with(script, &spec, &hooks).await;
     let calls = fake.calls();
     assert!(
@@ -389,9 +392,18 @@ async fn lifecycle_a_cached_executable_never_turns_a_missing_executable_into_a_v
     // later exit 127 (not found) or 126 (any other exec error), older ones 1, all with the
     // same line on stderr.
     let exec_failed = [
-        (127, "[FATAL tini (7)] exec /usr/bin/true failed: No such file or directory\n"),
-        (126, "[FATAL tini (7)] exec /usr/bin/true failed: Permission denied\n"),
-        (1, "[FATAL tini (7)] exec /usr/bin/true failed: No such file or directory\n"),
+        (
+            127,
+            "[FATAL tini (7)] exec /usr/bin/true failed: No such file or directory\n",
+        ),
+        (
+            126,
+            "[FATAL tini (7)] exec /usr/bin/true failed: Permission denied\n",
+        ),
+        (
+            1,
+            "[FATAL tini (7)] exec /usr/bin/true failed: No such file or directory\n",
+        ),
     ];
     for (exit_code, stderr) in exec_failed {
         let script = Script {
@@ -427,7 +439,11 @@ async fn lifecycle_a_cached_executable_is_not_probed_again_after_a_test_failure_
             ..Script::default()
         };
         let (report, fake) = after_a_cached_resolution(script).await;
-        assert_eq!(report.decision, Decision::Completed { exit_code }, "{report:?}");
+        assert_eq!(
+            report.decision,
+            Decision::Completed { exit_code },
+            "{report:?}"
+        );
         let calls = fake.calls();
         assert!(
             !calls.contains(&"archive_stat") && !calls.contains(&"archive_read"),
