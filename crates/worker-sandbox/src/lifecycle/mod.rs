@@ -3,8 +3,8 @@
 //!
 //! Every run follows the same fixed sequence — check image, check inputs, create, read the
 //! profile back and resolve the executable (attaching and subscribing to the events beside
-//! them), start, watch output and deadline, kill if needed, wait, inspect, check inputs,
-//! remove, confirm removal — and every path after create ends in removal. What each engine answer means is decided in pure steps ([`crate::spec`],
+//! them), start, watch output, deadline and the container's cgroup ([`resources`]), kill if
+//! needed, wait, inspect, check inputs, remove, confirm removal — and every path after create ends in removal. What each engine answer means is decided in pure steps ([`crate::spec`],
 //! [`image`], [`events`], [`executable`]'s probe, [`decide`]); this module only sequences them
 //! with the engine calls.
 
