@@ -48,7 +48,8 @@
 # to use the debug build instead). Cleans up its processes and files on exit.
 #
 # Usage: scripts/bench-serve.sh    (JOBS=50 REPEATS=3 MAX_JOBS=10 TIMEOUT=3600 to change;
-#        MODES="A B D C E1 E2 E4" to run only some; KEEP=1 keeps the run directories)
+#        MODES="A B D C E1 E2 E4" to run only some; KEEP=1 keeps the run directories;
+#        WORKER_BIN=path to measure another worker binary)
 set -euo pipefail
 
 JOBS=${JOBS:-50}
@@ -74,6 +75,9 @@ bench_profile bench-serve
 
 bench_serve_build "worker, bench_feed and engine_anchor" --example engine_anchor
 ANCHOR=$(pwd)/target/$PROFILE/examples/engine_anchor
+# WORKER_BIN=path measures another build of the worker (say, a copy of the one before a change)
+# against the same anchor, feed and jobs.
+BIN=${WORKER_BIN:-$BIN}
 image=$(jq -r .busybox .work/images.json)
 
 bench_sandbox_work bench-serve

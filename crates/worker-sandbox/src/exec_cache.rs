@@ -12,8 +12,9 @@
 //!
 //! The entry only lets the executor skip a pre-check; it never changes the argv run. A stale
 //! or planted entry could at worst let a missing executable reach the init, which then exits
-//! non-zero, so the executor re-resolves after any run that did not exit 0 on a cached answer
-//! and decides exactly as without the cache (`worker_docker`). Reads are bounded and never
+//! 127 or 126 (1 before tini 0.19) with its `exec … failed` line on stderr, so the executor
+//! re-resolves after any run on a cached answer that ended so (or with no verdict) and
+//! decides exactly as without the cache (`lifecycle::executable::init_may_have_failed_exec`). Reads are bounded and never
 //! follow a symlink ([`artifact_fs::read_bounded`]); writes are atomic
 //! ([`artifact_fs::write_atomic`]); any problem means "no entry" and a fresh resolution.
 

@@ -84,6 +84,36 @@ pub(super) fn shebang_interpreter(head: &[u8]) -> Option<String> {
     std::str::from_utf8(word).ok().map(str::to_string)
 }
 
+/// The init's (docker-init, tini 0.19 and later) exit statuses when it cannot execute the
+/// command: 127 when it is not found, 126 for any other exec error.
+const INIT_EXEC_FAILED: [i64; 2] = [126, 127];
+/// The start of the line every tini writes to stderr when the exec fails
+/// (`[FATAL tini (7)] exec /x failed: No such file or directory`); tini before 0.19 exits 1
+/// with it, the status a failing test also has.
+const INIT_EXEC_FAILED_LINE: &[u8] = b"[FATAL tini (";
+
+/// Whether a run that ended in `decision`, having written `stderr`, may be the init failing to
+/// execute the command, so a cached resolution must be checked again. Only a test's own end
+/// is not: exit 0, or any other status without the init's exec statuses or its line on
+/// stderr (the command did run: the init writes that line whenever the exec fails). Any
+/// no-verdict is checked, so its reason is the pre-check's when the command was missing.
+/// A program that prints the line or exits 126/127 itself only costs the re-check.
+pub(super) fn init_may_have_failed_exec(
+    decision: &crate::decision::Decision,
+    stderr: &[u8],
+) -> bool {
+    match decision {
+        crate::decision::Decision::Completed { exit_code: 0 } => false,
+        crate::decision::Decision::Completed { exit_code } => {
+            INIT_EXEC_FAILED.contains(exit_code)
+                || stderr
+                    .windows(INIT_EXEC_FAILED_LINE.len())
+                    .any(|w| w == INIT_EXEC_FAILED_LINE)
+        }
+        crate::decision::Decision::NoVerdict { .. } => true,
+    }
+}
+
 /// Where a run's resolution is remembered, and what it is remembered by.
 pub(super) struct Cache<'a> {
     /// The cache directory (the staging root's `executables/`).
@@ -99,8 +129,8 @@ pub(super) struct Cache<'a> {
 pub(super) enum Settled {
     /// Probed in this container.
     Probed,
-    /// Taken from the cache without probing: only trusted as far as a run exiting 0 proves
-    /// the init could execute it.
+    /// Taken from the cache without probing: only trusted as far as the run's end shows the
+    /// init could execute it ([`init_may_have_failed_exec`]).
     Cached,
 }
 

@@ -30,6 +30,8 @@ const NEVER: &str = "0001-01-01T00:00:00Z";
 pub struct Script {
     /// Written on stdout once started.
     pub stdout: Vec<u8>,
+    /// Written on stderr once started, after stdout (nothing when empty).
+    pub stderr: Vec<u8>,
     /// Exit status when the program ends by itself.
     pub exit_code: i64,
     /// The program never ends by itself: only a kill stops it.
@@ -58,6 +60,7 @@ impl Default for Script {
     fn default() -> Self {
         Self {
             stdout: b"ok\n".to_vec(),
+            stderr: Vec::new(),
             exit_code: 0,
             runs_until_killed: false,
             oom_killed: false,
@@ -206,7 +209,13 @@ impl Fake {
                 profile,
                 state: ContainerState {
                     running: Some(s.started && s.exit.is_none()),
-                    pid: None,
+                    // As the engine's: the main process while it runs (here a pid no process
+                    // on this host has, as another host's would be), else 0.
+                    pid: Some(if s.started && s.exit.is_none() {
+                        i64::from(i32::MAX)
+                    } else {
+                        0
+                    }),
                     started_at: Some(if s.started {
                         "2026-12-01T00:00:01Z".into()
                     } else {
@@ -272,7 +281,8 @@ impl ContainerEngine for Fake {
     async fn inspect_image(&self, reference: &str) -> Result<ImageInspected, CallError> {
         self.called("inspect_image");
         Ok(ImageInspected {
-            id: Some("sha256:fakeimage".into()),
+            // A content address, as the engine's: an executable resolution may be cached by it.
+            id: Some(format!("sha256:{}", "fa".repeat(32))),
             repo_digests: Some(vec![reference.to_string()]),
             os: Some("linux".into()),
             architecture: Some("amd64".into()),
@@ -317,6 +327,11 @@ impl ContainerEngine for Fake {
         let mut started = self.exited.subscribe();
         let fake = self.clone();
         let stdout = bytes::Bytes::from(self.script.stdout.clone());
+        let stderr = (!self.script.stderr.is_empty()).then(|| {
+            Ok(Output::Stderr(bytes::Bytes::from(
+                self.script.stderr.clone(),
+            )))
+        });
         // The output: what the program writes once started, then the end of the stream at
         // its exit (as the engine's attach does).
         let output = futures_util::stream::once(async move {
@@ -325,6 +340,7 @@ impl ContainerEngine for Fake {
             }
             Ok(Output::Stdout(stdout))
         })
+        .chain(futures_util::stream::iter(stderr))
         .chain(
             futures_util::stream::once(async move {
                 Self::until_exited(&mut started).await;

@@ -3,8 +3,8 @@
 //!
 //! Every run follows the same fixed sequence — check image, check inputs, create, read the
 //! profile back and resolve the executable (attaching and subscribing to the events beside
-//! them), start, watch output and deadline, kill if needed, wait, inspect, check inputs,
-//! remove, confirm removal — and every path after create ends in removal. What each engine answer means is decided in pure steps ([`crate::spec`],
+//! them), start, watch output, deadline and the container's cgroup ([`resources`]), kill if
+//! needed, wait, inspect, check inputs, remove, confirm removal — and every path after create ends in removal. What each engine answer means is decided in pure steps ([`crate::spec`],
 //! [`image`], [`events`], [`executable`]'s probe, [`decide`]); this module only sequences them
 //! with the engine calls.
 
@@ -14,6 +14,7 @@ mod events;
 pub mod executable;
 mod image;
 mod output;
+mod resources;
 mod runtime;
 mod teardown;
 
@@ -23,6 +24,7 @@ mod fake;
 mod tests;
 
 use std::collections::HashMap;
+use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -455,7 +457,7 @@ impl<E: ContainerEngine> Lifecycle<E> {
             .await;
         let decision = self.conclude(ctx, id, watched).await;
         if settled == executable::Settled::Cached
-            && decision != (Decision::Completed { exit_code: 0 })
+            && executable::init_may_have_failed_exec(&decision, &ctx.output.stderr)
             && let Some(refused) = self.recheck_cached(ctx, id, want, image_path).await
         {
             return refused;
@@ -489,10 +491,11 @@ impl<E: ContainerEngine> Lifecycle<E> {
         })
     }
 
-    /// A resolution taken from the cache skipped the pre-check, and only a run exiting 0 proves
-    /// the init could execute the command (it exits non-zero when it cannot). For any other
-    /// end, resolve in the stopped container — the same image and read-only mounts — and
-    /// refuse exactly as the pre-check would have: the cache never changes a decision.
+    /// A resolution taken from the cache skipped the pre-check. After a run whose end could be
+    /// the init failing to execute the command ([`executable::init_may_have_failed_exec`]),
+    /// resolve in the stopped container — the same image and read-only mounts — and refuse
+    /// exactly as the pre-check would have: the cache never turns a command that could not be
+    /// executed into a verdict.
     async fn recheck_cached(
         &self,
         ctx: &Ctx<'_>,
@@ -580,18 +583,24 @@ impl<E: ContainerEngine> Lifecycle<E> {
     ) -> Watched {
         // "not-running" also matches a container that stopped before the wait was sent.
         let mut wait = Box::pin(calls::wait_stopped(self.docker.clone(), id.to_string()));
-        let resources = Arc::new(Mutex::new(ResourceFacts::default()));
-        let sampler = tokio::spawn(calls::sample_stats(
+        // The main process, looked up once (in the container's cgroup, else by an inspect),
+        // for both watches: the limit hits and the resources read from the same cgroup.
+        let main_pid = futures_util::FutureExt::shared(Box::pin(resources::main_pid(
             self.docker.clone(),
+            PathBuf::from(resources::CGROUP_ROOT),
+            PathBuf::from(resources::PROC_ROOT),
+            id.to_string(),
+            self.engine.cgroup_driver == "cgroupfs",
+        )));
+        let resources = Arc::new(Mutex::new(ResourceFacts::default()));
+        let sampler = tokio::spawn(resources::watch(
+            self.docker.clone(),
+            main_pid.clone(),
+            PathBuf::from(resources::CGROUP_ROOT),
+            PathBuf::from(resources::PROC_ROOT),
             id.to_string(),
             Arc::clone(&resources),
         ));
-        let docker = self.docker.clone();
-        let container = id.to_string();
-        let main_pid = async move {
-            let inspect = docker.inspect_container(&container).await.ok()?;
-            inspect.state.pid
-        };
         let hit_watch = hits::Watch::start(main_pid, id.to_string());
         // The reader runs on its own and always reads to the end: if we stopped reading, the
         // engine's stream copier would block and with it the container's exit handling, so a

@@ -32,11 +32,16 @@ fn spec(dir: &std::path::Path) -> SandboxSpec {
 /// Runs `spec` on a fresh scripted engine; a run that does not end within an hour of the
 /// paused clock is a hung lifecycle, reported as such instead of hanging the test.
 async fn run(script: Script, spec: &SandboxSpec) -> (RunReport, Fake) {
+    run_with(script, spec, &Unchanged).await
+}
+
+/// [`run`] with `hooks`.
+async fn run_with(script: Script, spec: &SandboxSpec, hooks: &dyn RunHooks) -> (RunReport, Fake) {
     let fake = Fake::new(script);
     let executor = Lifecycle::connect_owned_by(fake.clone(), RUNC, "owner".into())
         .await
         .expect("the scripted engine describes itself");
-    let report = tokio::time::timeout(Duration::from_secs(3600), executor.run(spec, &Unchanged))
+    let report = tokio::time::timeout(Duration::from_secs(3600), executor.run(spec, hooks))
         .await
         .expect("the lifecycle hung: the run never ended")
         .expect("the scripted engine is always reachable");
@@ -345,4 +350,125 @@ async fn lifecycle_a_removal_the_engine_answered_is_confirmed_by_that_answer() {
              no inspect after it"
         );
     }
+}
+
+/// Hooks that remember `argv[0]`'s resolution in the directory given.
+struct Caching(std::path::PathBuf);
+
+impl RunHooks for Caching {
+    fn check_inputs(&self, _: InputPhase) -> InputCheck {
+        InputCheck::Matched
+    }
+
+    fn executable_cache(&self) -> Option<std::path::PathBuf> {
+        Some(self.0.clone())
+    }
+}
+
+/// A first run that probes `argv[0]` and caches it, then `script` on a fresh engine with the
+/// same cache: the second run's calls before start hold no archive probe.
+async fn after_a_cached_resolution(script: Script) -> (RunReport, Fake) {
+    let dir = tempfile::tempdir().unwrap();
+    let spec = spec(dir.path());
+    let hooks = Caching(dir.path().join("executables"));
+    let (first, fake) = run_with(Script::default(), &spec, &hooks).await;
+    assert_eq!(first.decision, Decision::Completed { exit_code: 0 });
+    assert!(
+        fake.calls().contains(&"archive_stat"),
+        "the first run probes"
+    );
+    let (report, fake) = run_with(script, &spec, &hooks).await;
+    let calls = fake.calls();
+    assert!(
+        !calls[..position(&calls, "start")].contains(&"archive_stat"),
+        "the second run took argv[0] from the cache: {calls:?}"
+    );
+    (report, fake)
+}
+
+#[tokio::test(start_paused = true)]
+async fn lifecycle_a_cached_executable_never_turns_a_missing_executable_into_a_verdict() {
+    // What the init (docker-init, tini) answers when it cannot execute the command: 0.19 and
+    // later exit 127 (not found) or 126 (any other exec error), older ones 1, all with the
+    // same line on stderr.
+    let exec_failed = [
+        (
+            127,
+            "[FATAL tini (7)] exec /usr/bin/true failed: No such file or directory\n",
+        ),
+        (
+            126,
+            "[FATAL tini (7)] exec /usr/bin/true failed: Permission denied\n",
+        ),
+        (
+            1,
+            "[FATAL tini (7)] exec /usr/bin/true failed: No such file or directory\n",
+        ),
+    ];
+    for (exit_code, stderr) in exec_failed {
+        let script = Script {
+            executable_missing: true,
+            stdout: Vec::new(),
+            stderr: stderr.as_bytes().to_vec(),
+            exit_code,
+            ..Script::default()
+        };
+        let (report, fake) = after_a_cached_resolution(script).await;
+        assert_eq!(
+            reason(&report.decision),
+            Some(NoVerdictReason::StartFailed),
+            "exit {exit_code}: {report:?}"
+        );
+        let calls = fake.calls();
+        assert!(
+            calls[position(&calls, "wait")..].contains(&"archive_stat"),
+            "exit {exit_code}: re-resolved in the stopped container: {calls:?}"
+        );
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn lifecycle_a_cached_executable_is_not_probed_again_after_a_test_failure_exit() {
+    // A failing test's exit: no init exec status, no init line on stderr. The command ran, so
+    // the cached resolution held; probing again would only cost the engine two archive calls.
+    for exit_code in [1, 2, 125, 128, 137] {
+        let script = Script {
+            stdout: b"FAIL: test_x\n".to_vec(),
+            stderr: b"assertion failed: exec of the solver's tool failed\n".to_vec(),
+            exit_code,
+            ..Script::default()
+        };
+        let (report, fake) = after_a_cached_resolution(script).await;
+        assert_eq!(
+            report.decision,
+            Decision::Completed { exit_code },
+            "{report:?}"
+        );
+        let calls = fake.calls();
+        assert!(
+            !calls.contains(&"archive_stat") && !calls.contains(&"archive_read"),
+            "exit {exit_code}: no archive call on a cached resolution: {calls:?}"
+        );
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn lifecycle_without_a_readable_cgroup_the_main_process_and_resources_come_from_the_engine() {
+    // The scripted container has no cgroup on this host (nor a hex id), as a remote engine's:
+    // the main process is asked of the engine and the resources follow its stats stream.
+    let dir = tempfile::tempdir().unwrap();
+    let script = Script {
+        runs_until_killed: true,
+        ..Script::default()
+    };
+    let (report, fake) = run(script, &spec(dir.path())).await;
+    assert_eq!(reason(&report.decision), Some(NoVerdictReason::Timeout));
+    let calls = fake.calls();
+    let after_start = &calls[position(&calls, "start")..];
+    assert!(after_start.contains(&"stats"), "{calls:?}");
+    assert_eq!(
+        after_start.iter().filter(|c| **c == "inspect").count(),
+        2,
+        "the main process's inspect and the post-run one: {calls:?}"
+    );
 }
