@@ -229,7 +229,8 @@ impl Default for ExitFacts {
     }
 }
 
-/// Resource use sampled from the engine's stats stream while the container ran.
+/// Resource use read while the container ran: from its cgroup files, or from the engine's stats
+/// stream where the host cannot read them.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ResourceFacts {
     /// Highest memory usage reported (cgroup v1 `max_usage`, else the highest `usage` seen).

@@ -479,18 +479,19 @@ pub enum ExplainError {
 }
 
 /// Why a run that started has no peak memory, in the words the report shows. A limitation of
-/// reading through the engine, not a failure: Docker's stats stream sends its first sample up
-/// to a second after it is asked (its collector ticks once a second; measured here 0.003 to
-/// 0.66 s), and once the container has exited its cgroup is removed with it, so there is no
-/// counter left to read at exit. A run shorter than the first tick has none.
+/// reading, not a failure: the worker reads the container's cgroup files every 20 ms (or, where
+/// this host cannot read them, Docker's stats stream, whose first sample can come up to a second
+/// after it is asked), and once the container has exited its cgroup is removed with it, so there
+/// is no counter left to read at exit. A run that ends before the first reading has none.
 pub fn peak_not_measured(duration_ms: Option<u64>, memory_bytes: u64) -> String {
     let took = duration_ms
         .map(|ms| format!(" after {}", seconds(ms)))
         .unwrap_or_default();
     format!(
-        "peak memory not measured (of the {} limit): the run ended{took}, before the engine's \
-         first stats sample (Docker samples about once a second and has no counter left once \
-         the container has exited)",
+        "peak memory not measured (of the {} limit): the run ended{took}, before the first \
+         reading of its memory counter (the container's cgroup, read every 20 ms, or the \
+         engine's stats stream, about once a second; no counter is left once the container \
+         has exited)",
         mib(memory_bytes)
     )
 }
@@ -573,7 +574,7 @@ mod tests {
             text.contains("after 0.18 s") || text.contains("after 0.2 s"),
             "{text}"
         );
-        assert!(text.contains("first stats sample"), "{text}");
+        assert!(text.contains("before the first reading"), "{text}");
         assert!(text.contains("exited"), "{text}");
     }
 

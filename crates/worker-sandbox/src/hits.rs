@@ -324,12 +324,7 @@ fn pids_cgroup_dir(proc: &Path) -> Option<PathBuf> {
 fn cgroup_paths(text: &str) -> (Option<String>, Option<String>) {
     let mut v1 = None;
     let mut v2 = None;
-    for line in text.lines() {
-        let mut parts = line.splitn(3, ':');
-        let (Some(_), Some(controllers), Some(path)) = (parts.next(), parts.next(), parts.next())
-        else {
-            continue;
-        };
+    for (controllers, path) in cgroup_entries(text) {
         if controllers.is_empty() {
             v2 = Some(path.to_owned());
         } else if controllers.split(',').any(|c| c == "pids") {
@@ -337,6 +332,16 @@ fn cgroup_paths(text: &str) -> (Option<String>, Option<String>) {
         }
     }
     (v1, v2)
+}
+
+/// The `(controllers, path)` of each line of a `/proc/<pid>/cgroup` file (`id:controllers:path`;
+/// the unified hierarchy's line has no controllers). Lines of another shape are skipped.
+pub(crate) fn cgroup_entries(text: &str) -> impl Iterator<Item = (&str, &str)> {
+    text.lines().filter_map(|line| {
+        let mut parts = line.splitn(3, ':');
+        parts.next()?;
+        Some((parts.next()?, parts.next()?))
+    })
 }
 
 /// The `max` counter of a `pids.events` file (`max 3`).

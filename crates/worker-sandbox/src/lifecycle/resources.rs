@@ -147,12 +147,7 @@ pub(super) fn files(text: &str, root: &Path, exists: impl Fn(&Path) -> bool) -> 
     let mut v1_memory = None;
     let mut v1_cpu = None;
     let mut unified = None;
-    for line in text.lines() {
-        let mut parts = line.splitn(3, ':');
-        let (Some(_), Some(controllers), Some(path)) = (parts.next(), parts.next(), parts.next())
-        else {
-            continue;
-        };
+    for (controllers, path) in crate::hits::cgroup_entries(text) {
         let dir = |mount: &str| root.join(mount).join(path.trim_start_matches('/'));
         if controllers.is_empty() {
             unified = Some(dir(""));

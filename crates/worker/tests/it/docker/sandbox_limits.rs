@@ -194,7 +194,8 @@ async fn runs_longer_than_the_client_request_timeout_keep_their_deadline() {
         .unwrap();
     assert_eq!(report.decision, Decision::Completed { exit_code: 0 });
     assert_eq!(report.evidence.stdout.tail, "done\n");
-    // A 3 s run spans several engine stats samples, so resource use is recorded.
+    // A 3 s run spans many readings of its cgroup (or several engine stats samples where the
+    // host cannot read the cgroup), so resource use is recorded.
     let resources = &report.evidence.resources;
     assert!(
         resources.peak_memory_bytes.is_some_and(|b| b > 0),
