@@ -83,14 +83,16 @@ fn init_in_cgroup(cgroup_root: &Path, proc_root: &Path, id: &str, cgroupfs: bool
             return InCgroup::Stopped;
         }
         // Under a runtime whose processes are not the container's own (gVisor's sandbox), no
-        // member is a namespace's init: the engine says which process is the main one.
-        return pids
-            .into_iter()
-            .find(|pid| {
-                std::fs::read_to_string(proc_root.join(pid.to_string()).join("status"))
-                    .is_ok_and(|status| is_namespace_init(&status))
-            })
-            .map_or(InCgroup::Unknown, InCgroup::Init);
+        // member is a namespace's init: the engine says which process is the main one. Nor is
+        // a choice made between two (a namespace made inside the container has its own pid 1).
+        let mut inits = pids.into_iter().filter(|pid| {
+            std::fs::read_to_string(proc_root.join(pid.to_string()).join("status"))
+                .is_ok_and(|status| is_namespace_init(&status))
+        });
+        return match (inits.next(), inits.next()) {
+            (Some(pid), None) => InCgroup::Init(pid),
+            _ => InCgroup::Unknown,
+        };
     }
     // The engine puts every container's cgroup under `docker/` of this host's hierarchy: a
     // created and started container without one here has stopped and been cleaned up.
@@ -347,6 +349,27 @@ mod tests {
                 peak_memory_bytes: Some(4096),
                 cpu_time_ns: Some(900_000),
             }
+        );
+    }
+
+    #[test]
+    fn a_nested_namespace_init_listed_first_is_never_taken_for_the_main_process() {
+        // A test that could make a pid namespace of its own would have a second member that is
+        // pid 1 of its namespace; listed first, it must not stand in for the container's init
+        // (the watches would read its /proc): two candidates hand the choice to the engine.
+        let cgroups = tempfile::tempdir().unwrap();
+        let proc = tempfile::tempdir().unwrap();
+        let dir = cgroups.path().join(format!("pids/docker/{ID}"));
+        std::fs::create_dir_all(&dir).unwrap();
+        std::fs::write(dir.join("cgroup.procs"), "4250\n4241\n").unwrap();
+        for (pid, nspid) in [(4250, "4250\t9\t1"), (4241, "4241\t1")] {
+            let p = proc.path().join(pid.to_string());
+            std::fs::create_dir_all(&p).unwrap();
+            std::fs::write(p.join("status"), format!("Name:\tx\nNSpid:\t{nspid}\n")).unwrap();
+        }
+        assert_eq!(
+            init_in_cgroup(cgroups.path(), proc.path(), ID, true),
+            InCgroup::Unknown
         );
     }
 
