@@ -13,7 +13,8 @@ What is kept out of the timed window, because it favours one side or measures th
     a parent made before the timed runs) and nothing is deleted until all pairs are done; on
     ext4, creating files right after deleting many makes the allocator scan the freed inodes,
     which slowed whichever side ran after a deletion;
-  * writeback: one `sync` and a pause before the timed runs start;
+  * writeback: one `sync` and a pause before the timed runs start, and a `sync` before
+    each timed run, so that no run writes back the previous run's copy;
   * cold cache: both inputs are read once before timing.
 The load average is recorded before and after each table; a run with a load above the
 number of cores is marked as such, not silently reported.
@@ -105,7 +106,14 @@ def warm(paths):
 
 
 def timed(argv):
-    """Wall, user and system seconds of one child, its output discarded."""
+    """Wall, user and system seconds of one child, its output discarded.
+
+    Each run starts with no dirty pages: `sync` first, outside the timed window. Without it
+    the run after a copy started with that copy's 1 GiB still dirty and wrote it back inside
+    its own window (/proc/vmstat nr_dirty 0.6-2.1 GiB at the start, nr_written 0-2.2 GiB
+    during a run, depending on the order in the pair), which is what made the large-file
+    rows swing; see BENCHMARKS.md, "The large-file path"."""
+    subprocess.run(["sync"], check=True)
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     start = time.perf_counter()
     done = subprocess.run(argv, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
