@@ -474,6 +474,23 @@ impl Ledger {
         Ok(open.into_iter().map(|(id, _)| id).collect())
     }
 
+    /// Runs `sightings` (a poll's [`Ledger::seen_until`] calls) as one transaction: with
+    /// `synchronous = FULL` each autocommit statement is a write-ahead log sync, so a poll
+    /// listing n jobs cost n syncs, and the listing's cost was per job and per poll. One
+    /// commit is as durable at its end; an error, or a panic, rolls the poll's sightings back
+    /// (the next poll records them again) and is returned as before.
+    pub fn in_one_commit<T, E: From<LedgerError>>(
+        &mut self,
+        sightings: impl FnOnce(&Self) -> Result<T, E>,
+    ) -> Result<T, E> {
+        // `&self` methods run inside it on the same connection; dropped uncommitted (an
+        // error, a panic) it rolls back.
+        let tx = self.conn.unchecked_transaction().map_err(self.err())?;
+        let value = sightings(self)?;
+        tx.commit().map_err(self.err())?;
+        Ok(value)
+    }
+
     /// Records that a poll listed the job `key`. A job whose id and round the ledger holds
     /// with other content is recorded as [`JobState::Conflicting`] and is never due.
     pub fn seen(&self, key: JobKey<'_>, at_ms: i64) -> Result<Seen, LedgerError> {
@@ -1086,6 +1103,50 @@ mod tests {
             evidence: Some("sha256:00".into()),
             candidate_file: Some("c.json".into()),
         }
+    }
+
+    /// The frames the write-ahead log holds (each commit appends the pages it changed).
+    fn wal_frames(ledger: &Ledger) -> i64 {
+        ledger
+            .conn
+            .query_row("PRAGMA wal_checkpoint(PASSIVE)", [], |r| r.get(1))
+            .unwrap()
+    }
+
+    #[test]
+    fn serve_ledger_a_poll_listing_many_jobs_commits_once_not_once_a_job() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut ledger = Ledger::open(dir.path()).unwrap();
+        let ids: Vec<String> = (0..40).map(|i| format!("j{i}")).collect();
+        let poll = |ledger: &mut Ledger, at| {
+            ledger
+                .in_one_commit(|l| {
+                    ids.iter()
+                        .map(|id| l.seen_until(key(id), Some(1_000_000), at))
+                        .collect::<Result<Vec<_>, LedgerError>>()
+                })
+                .unwrap()
+        };
+        assert!(poll(&mut ledger, 10).iter().all(|s| s.new && s.due));
+        ledger
+            .conn
+            .execute_batch("PRAGMA wal_checkpoint(TRUNCATE)")
+            .unwrap();
+        // The second poll only updates `last_seen_ms`: one commit of the pages holding the
+        // 40 rows, where one commit a job appended a frame for each.
+        assert!(poll(&mut ledger, 20).iter().all(|s| !s.new && s.due));
+        let frames = wal_frames(&ledger);
+        assert!(frames < 10, "{frames} frames for one poll of 40 jobs");
+        let jobs = ledger.jobs(None).unwrap();
+        assert!(jobs.iter().all(|j| j.last_seen_ms == 20));
+        // A failing poll leaves nothing of itself behind.
+        let failed: Result<(), LedgerError> = ledger.in_one_commit(|l| {
+            l.seen_until(key("j0"), None, 30)?;
+            Err(l.err()(rusqlite::Error::InvalidQuery))
+        });
+        assert!(failed.is_err());
+        let j0 = ledger.jobs(Some("j0")).unwrap();
+        assert_eq!(j0[0].last_seen_ms, 20);
     }
 
     #[test]

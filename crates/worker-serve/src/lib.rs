@@ -443,42 +443,45 @@ fn due_jobs(
     let mut polled = BTreeMap::new();
     let mut due = Vec::new();
     let mut given_up = 0usize;
-    for job in selection.selected {
-        let id = job.job_id().to_owned();
-        if !feed.shard.owns(&id) {
-            continue;
-        }
-        let content_hash = content_hash(&job);
-        let expires_ms = i64::try_from(job.expires_at())
-            .ok()
-            .and_then(|s| s.checked_mul(1000));
-        let seen = ledger.seen_until(
-            JobKey {
-                job_id: &id,
-                round: job.round(),
-                content_hash: &content_hash,
-            },
-            expires_ms,
-            now,
-        )?;
-        given_up += usize::from(seen.given_up);
-        if seen.new {
-            telemetry.job_seen();
-            if !seen.due {
-                telemetry.job_conflicting();
-                tracing::warn!(
-                    job = %id.escape_debug(),
-                    round = job.round(),
-                    %content_hash,
-                    "the feed lists a job id and round already seen with other content: recorded as conflicting, not run"
-                );
+    ledger.in_one_commit(|ledger| -> Result<(), ServeError> {
+        for job in selection.selected {
+            let id = job.job_id().to_owned();
+            if !feed.shard.owns(&id) {
+                continue;
+            }
+            let content_hash = content_hash(&job);
+            let expires_ms = i64::try_from(job.expires_at())
+                .ok()
+                .and_then(|s| s.checked_mul(1000));
+            let seen = ledger.seen_until(
+                JobKey {
+                    job_id: &id,
+                    round: job.round(),
+                    content_hash: &content_hash,
+                },
+                expires_ms,
+                now,
+            )?;
+            given_up += usize::from(seen.given_up);
+            if seen.new {
+                telemetry.job_seen();
+                if !seen.due {
+                    telemetry.job_conflicting();
+                    tracing::warn!(
+                        job = %id.escape_debug(),
+                        round = job.round(),
+                        %content_hash,
+                        "the feed lists a job id and round already seen with other content: recorded as conflicting, not run"
+                    );
+                }
+            }
+            polled.insert(seen.job, id);
+            if seen.due {
+                due.push((seen.job, job));
             }
         }
-        polled.insert(seen.job, id);
-        if seen.due {
-            due.push((seen.job, job));
-        }
-    }
+        Ok(())
+    })?;
     // Said once per poll, so an operator reading the log after a restart sees why nothing
     // runs.
     if given_up > 0 {
