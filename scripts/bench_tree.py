@@ -111,8 +111,9 @@ def timed(argv):
     Each run starts with no dirty pages: `sync` first, outside the timed window. Without it
     the run after a copy started with that copy's 1 GiB still dirty and wrote it back inside
     its own window (/proc/vmstat nr_dirty 0.6-2.1 GiB at the start, nr_written 0-2.2 GiB
-    during a run, depending on the order in the pair), which is what made the large-file
-    rows swing; see BENCHMARKS.md, "The large-file path"."""
+    during a run, depending on the order in the pair), so one side could pay for the other's
+    writeback. It did not steady the large-file rows on its own (session 11's quiet run still
+    spread 0.38-4.23x); see BENCHMARKS.md, "The large-file path"."""
     subprocess.run(["sync"], check=True)
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     start = time.perf_counter()
