@@ -16,6 +16,12 @@
 //! container that did not really run the command fails the benchmark instead of speeding it
 //! up. Prints one line: `jobs=N in_flight=K seconds=S jobs_per_hour=R`.
 //!
+//! `ANCHOR_ADD` (a comma-separated subset of `inspect,attach,events`) adds the worker's other
+//! calls around each container one by one, for finding which of them costs the engine what
+//! (issue 29): `inspect` reads the container back after create and after the stop, `attach`
+//! streams its output from before the start to the end, `events` follows its events from
+//! before the start (replaying the engine's buffer as the lifecycle does) until it died.
+//!
 //! Usage: `engine_anchor <image@sha256:…> <source-pass dir> <source-fail dir>
 //! <benchmark dir> <jobs> <in flight>` (the directories readable by the sandbox user).
 
@@ -120,6 +126,7 @@ async fn run(args: &[String]) -> Result<(), AnchorError> {
             ))
         })
         .collect::<Result<_, AnchorError>>()?;
+    let add = Add::from_env()?;
     let bodies = Arc::new(bodies);
     let next = Arc::new(AtomicU64::new(1));
     let started = Instant::now();
@@ -139,7 +146,7 @@ async fn run(args: &[String]) -> Result<(), AnchorError> {
                 } else {
                     (&bodies[1], 1)
                 };
-                let got = one(&docker, body.clone()).await?;
+                let got = one(&docker, body.clone(), add).await?;
                 if got != want {
                     return Err(AnchorError::Exit { job, got, want });
                 }
@@ -159,15 +166,83 @@ async fn run(args: &[String]) -> Result<(), AnchorError> {
     Ok(())
 }
 
-/// One job: create, start, wait for the exit, remove; its exit code.
+/// The worker's calls `ANCHOR_ADD` puts around each container.
+#[derive(Debug, Clone, Copy, Default)]
+struct Add {
+    inspect: bool,
+    attach: bool,
+    events: bool,
+}
+
+impl Add {
+    fn from_env() -> Result<Self, AnchorError> {
+        let mut add = Self::default();
+        let wanted = std::env::var("ANCHOR_ADD").unwrap_or_default();
+        for call in wanted.split(',').filter(|c| !c.is_empty()) {
+            match call {
+                "inspect" => add.inspect = true,
+                "attach" => add.attach = true,
+                "events" => add.events = true,
+                other => {
+                    return Err(AnchorError::Manifest(format!(
+                        "ANCHOR_ADD: unknown call {other} (inspect, attach, events)"
+                    )));
+                }
+            }
+        }
+        Ok(add)
+    }
+}
+
+/// One job: create, start, wait for the exit, remove (with the calls `add` puts around
+/// them); its exit code.
 async fn one(
     docker: &Docker,
     body: bollard::models::ContainerCreateBody,
+    add: Add,
 ) -> Result<i64, AnchorError> {
     let id = docker
         .create_container(None::<CreateContainerOptions>, body)
         .await?
         .id;
+    let mut followers = Vec::new();
+    if add.events {
+        let since = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_secs().saturating_sub(600));
+        let filters = HashMap::from([
+            ("container", vec![id.clone()]),
+            ("type", vec!["container".to_owned()]),
+        ]);
+        let options = bollard::query_parameters::EventsOptionsBuilder::default()
+            .since(&since.to_string())
+            .filters(&filters)
+            .build();
+        let mut events = docker.events(Some(options));
+        followers.push(tokio::spawn(async move {
+            while let Some(Ok(event)) = events.next().await {
+                if event.action.as_deref() == Some("die") {
+                    return;
+                }
+            }
+        }));
+    }
+    if add.inspect {
+        docker.inspect_container(&id, None).await?;
+    }
+    if add.attach {
+        let options = bollard::query_parameters::AttachContainerOptionsBuilder::default()
+            .stream(true)
+            .stdout(true)
+            .stderr(true)
+            .stdin(false)
+            .logs(false)
+            .build();
+        let mut attached = docker.attach_container(&id, Some(options)).await?;
+        followers.push(tokio::spawn(async move {
+            while let Some(Ok(_)) = attached.output.next().await {}
+        }));
+    }
     let ran = async {
         docker.start_container(&id, None).await?;
         let options = WaitContainerOptionsBuilder::default()
@@ -183,6 +258,12 @@ async fn one(
         }
     }
     .await;
+    for follower in followers {
+        let _ = follower.await;
+    }
+    if add.inspect {
+        docker.inspect_container(&id, None).await?;
+    }
     let options = RemoveContainerOptionsBuilder::default()
         .force(true)
         .v(true)
