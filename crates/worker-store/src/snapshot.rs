@@ -70,7 +70,13 @@ use verifier_sdk::digest::{
 use crate::progress::{NoProgress, ProgressSink};
 
 /// Size of one pooled batch buffer.
-pub const CHUNK_BYTES: usize = 1 << 20;
+///
+/// Small on purpose: the reader fills a buffer on one core and the hasher reads it on the
+/// other, so the whole pool (eight of these, 512 KiB) should stay within a core's L2 cache.
+/// With 1 MiB buffers the 8 MiB pool did not, and on a VM whose cores share a slow last-level
+/// cache the hasher pulled every byte from there: one 1 GiB file took 0.87 s against
+/// `openssl dgst`'s 0.73 s, and 0.73 s with 64 KiB buffers (issue #29, BENCHMARKS.md).
+pub const CHUNK_BYTES: usize = 64 << 10;
 /// Number of pooled batch buffers; with [`CHUNK_BYTES`] this is the whole read-ahead memory.
 pub const POOL_BUFFERS: usize = 8;
 /// Most files the reader leaves open for the hasher to check (see `Pass::check_backlog`),
