@@ -1,6 +1,6 @@
 //! Under `--json`, a failure still prints one JSON value on stdout (the error object), besides
 //! the stderr line; without `--json` stdout stays empty.
-#![allow(clippy::unwrap_used, clippy::expect_used)] // tests may unwrap (COMMON.md)
+#![allow(clippy::unwrap_used, clippy::expect_used)] // tests may unwrap (clippy.toml)
 
 use std::process::{Command, Output};
 

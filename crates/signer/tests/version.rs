@@ -1,5 +1,5 @@
 //! `signer --version` names the git revision it was built from.
-#![allow(clippy::unwrap_used, clippy::expect_used)] // tests may unwrap (COMMON.md)
+#![allow(clippy::unwrap_used, clippy::expect_used)] // tests may unwrap (clippy.toml)
 
 #[test]
 fn version_names_the_git_revision() {

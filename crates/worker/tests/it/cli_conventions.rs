@@ -1,5 +1,5 @@
 //! Conventions people expect of a command-line tool, checked on the real binary (no Docker).
-#![allow(clippy::unwrap_used, clippy::expect_used)] // tests may unwrap (COMMON.md)
+#![allow(clippy::unwrap_used, clippy::expect_used)] // tests may unwrap (clippy.toml)
 
 use std::process::{Command, Stdio};
 

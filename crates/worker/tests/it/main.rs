@@ -2,7 +2,7 @@
 //! instead of a dozen is most of a build on a small machine). Modules whose tests start
 //! containers live under [`docker`], which `.config/nextest.toml` serialises as a whole.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
-// tests may unwrap (COMMON.md)
+// tests may unwrap (clippy.toml)
 // A test reads as one scenario from setup to assertions; splitting it to a line count hides
 // the story.
 #![allow(clippy::too_many_lines)]

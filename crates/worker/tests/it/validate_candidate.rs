@@ -3,7 +3,7 @@
 //! it and accepts a candidate only when stdout is exactly `ok`. Our JSON check is behind
 //! `--json`. No container is started: the outcome comes from the sdk's fixture of a completed
 //! run, which is what a candidate without evidence (the reference's shape) carries.
-#![allow(clippy::unwrap_used, clippy::expect_used)] // tests may unwrap (COMMON.md)
+#![allow(clippy::unwrap_used, clippy::expect_used)] // tests may unwrap (clippy.toml)
 
 use std::process::{Command, Output};
 use std::time::{SystemTime, UNIX_EPOCH};

@@ -1,7 +1,7 @@
 //! What an author reads while writing a benchmark (issue #26): the test count a rehearsal saw,
 //! the harness's one-line failure summary, `worker plan`'s human form and `rehearse --batch`.
 //! Real containers on the repo's digest-pinned images (`scripts/services.sh` builds them).
-#![allow(clippy::unwrap_used, clippy::expect_used)] // tests may unwrap (COMMON.md)
+#![allow(clippy::unwrap_used, clippy::expect_used)] // tests may unwrap (clippy.toml)
 
 use std::fs;
 use std::path::{Path, PathBuf};

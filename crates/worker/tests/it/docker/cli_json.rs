@@ -2,7 +2,7 @@
 //! JSON value on stdout (the error object) besides the stderr line; `explain --json` has its
 //! own schema id and is refused as evidence; completions come from the clap definition; an
 //! unreachable engine is explained in the operator's terms; a bare `worker` lists every mode.
-#![allow(clippy::unwrap_used, clippy::expect_used)] // tests may unwrap (COMMON.md)
+#![allow(clippy::unwrap_used, clippy::expect_used)] // tests may unwrap (clippy.toml)
 
 use super::example_run::ExampleRequest;
 

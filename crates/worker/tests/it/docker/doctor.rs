@@ -1,7 +1,7 @@
 //! `worker doctor` on this host against facts read independently (the docker CLI, `stat -f`):
 //! the cgroup layout (hybrid on this project's Debian VM, v2 on GitHub's runner) and every
 //! runtime the engine registers, runsc with its flags and version.
-#![allow(clippy::unwrap_used, clippy::expect_used)] // tests may unwrap (COMMON.md)
+#![allow(clippy::unwrap_used, clippy::expect_used)] // tests may unwrap (clippy.toml)
 
 use std::process::Command;
 

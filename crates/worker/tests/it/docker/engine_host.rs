@@ -1,7 +1,7 @@
 //! The evidence record's host facts (issue #28 item 4: `worker doctor`'s facts copied into each
 //! record's engine section): a real `--run-regression` on this host, its record against
 //! `worker doctor --json` and against facts read without the worker (the docker CLI, `stat -f`).
-#![allow(clippy::unwrap_used, clippy::expect_used)] // tests may unwrap (COMMON.md)
+#![allow(clippy::unwrap_used, clippy::expect_used)] // tests may unwrap (clippy.toml)
 
 use super::example_run::ExampleRequest;
 use crate::support;

@@ -1,7 +1,7 @@
 //! The set-up several Docker tests share: the bundled example's trees staged in a fresh store
 //! with a busybox `cmp` manifest over them, a job from it in a request file, and the
 //! `worker --run-regression` command for it.
-#![allow(clippy::unwrap_used, clippy::expect_used)] // tests may unwrap (COMMON.md)
+#![allow(clippy::unwrap_used, clippy::expect_used)] // tests may unwrap (clippy.toml)
 
 use std::fs;
 use std::os::unix::fs::PermissionsExt;

@@ -3,7 +3,7 @@
 //! removes nothing, and the read-only staged trees go even without root's override of file
 //! permissions (the process runs with CAP_DAC_OVERRIDE dropped, like a non-root user, for
 //! whom a plain `rm -rf` of the same tree fails).
-#![allow(clippy::unwrap_used, clippy::expect_used)] // tests may unwrap (COMMON.md)
+#![allow(clippy::unwrap_used, clippy::expect_used)] // tests may unwrap (clippy.toml)
 
 use crate::support;
 

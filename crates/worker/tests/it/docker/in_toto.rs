@@ -2,7 +2,7 @@
 //! Docker), validated by the in-toto project's own Python bindings (`in-toto-attestation`
 //! from PyPI, installed by scripts/python-deps.sh), not by our own types. A missing validator
 //! fails these tests: they never skip.
-#![allow(clippy::unwrap_used, clippy::expect_used)] // tests may unwrap (COMMON.md)
+#![allow(clippy::unwrap_used, clippy::expect_used)] // tests may unwrap (clippy.toml)
 
 use super::example_run::example_request;
 use crate::support;

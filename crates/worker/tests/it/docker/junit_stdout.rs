@@ -5,7 +5,7 @@
 //! weakens the bounded profile. The repo's Python image has no pytest, so the benchmark replays
 //! a real pytest 9.2 run recorded with `--junitxml=/dev/stdout` (`test-outcomes`' fixture
 //! `pytest-junit-dev-stdout.stdout`) the way pytest writes it: it opens `/dev/stdout` as a file.
-#![allow(clippy::unwrap_used, clippy::expect_used)] // tests may unwrap (COMMON.md)
+#![allow(clippy::unwrap_used, clippy::expect_used)] // tests may unwrap (clippy.toml)
 
 use std::fs;
 use std::path::{Path, PathBuf};

@@ -2,7 +2,7 @@
 //! lists from `rehearse --base` on the repo's Python bounty, flaky tests named by `--repeat`,
 //! the in-toto statement of a run naming its tests, and a hostile benchmark printing a million
 //! fake `test … ok` lines measured against the parser's memory bound.
-#![allow(clippy::unwrap_used, clippy::expect_used)] // tests may unwrap (COMMON.md)
+#![allow(clippy::unwrap_used, clippy::expect_used)] // tests may unwrap (clippy.toml)
 
 use std::fs;
 use std::os::unix::fs::PermissionsExt;

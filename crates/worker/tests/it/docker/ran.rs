@@ -1,7 +1,7 @@
 //! A finished `worker` process as the Docker tests read it, and the repo's fixtures and the
 //! manifests and trees built from them: one definition for the rehearse, authoring and
 //! per-test modules.
-#![allow(clippy::unwrap_used, clippy::expect_used)] // tests may unwrap (COMMON.md)
+#![allow(clippy::unwrap_used, clippy::expect_used)] // tests may unwrap (clippy.toml)
 
 use std::fs;
 use std::path::{Path, PathBuf};

@@ -1,6 +1,6 @@
 //! `worker rehearse` and `worker explain` through the real binary, on the real Docker daemon and
 //! the repo's digest-pinned test images (`scripts/services.sh` builds them).
-#![allow(clippy::unwrap_used, clippy::expect_used)] // tests may unwrap (COMMON.md)
+#![allow(clippy::unwrap_used, clippy::expect_used)] // tests may unwrap (clippy.toml)
 
 use std::fs;
 use std::os::unix::fs::PermissionsExt;

@@ -2,7 +2,7 @@
 //! not say `(matches the manifest)` for a checked `benchmark_digest` as the single report does,
 //! and JUnit's per-task `time` counted only the solution and base containers (0.15–0.70 s for
 //! tasks that took about 5 s each), not the task's whole wall time.
-#![allow(clippy::unwrap_used, clippy::expect_used)] // tests may unwrap (COMMON.md)
+#![allow(clippy::unwrap_used, clippy::expect_used)] // tests may unwrap (clippy.toml)
 
 use std::fs;
 use std::path::Path;

@@ -8,7 +8,7 @@
 //! very bounties) should find `tools/check_card.py`. Today they find nothing: the unsolved tree
 //! is "not judged" instead of BYPASSABLE, and the solution's BYPASSABLE line gives the generic
 //! advice instead of "ship the checker in the benchmark".
-#![allow(clippy::unwrap_used, clippy::expect_used)] // tests may unwrap (COMMON.md)
+#![allow(clippy::unwrap_used, clippy::expect_used)] // tests may unwrap (clippy.toml)
 
 use std::fs;
 use std::path::{Path, PathBuf};

@@ -1,6 +1,6 @@
 //! `worker request`: a request file made from a source digest and a manifest is accepted by
 //! `plan` and by `--run-regression` (real Docker), and bad input writes nothing.
-#![allow(clippy::unwrap_used, clippy::expect_used)] // tests may unwrap (COMMON.md)
+#![allow(clippy::unwrap_used, clippy::expect_used)] // tests may unwrap (clippy.toml)
 
 use crate::support;
 

@@ -3,7 +3,7 @@
 //! input tampering, crash recovery. The sandbox's own adversarial cases live in `sandbox_*.rs`;
 //! these check what the command line adds on top (request parsing, staging root, exit mapping,
 //! evidence files, stale-container cleanup at start).
-#![allow(clippy::unwrap_used, clippy::expect_used)] // tests may unwrap (COMMON.md)
+#![allow(clippy::unwrap_used, clippy::expect_used)] // tests may unwrap (clippy.toml)
 
 use crate::support;
 

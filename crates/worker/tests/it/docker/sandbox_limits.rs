@@ -1,5 +1,5 @@
 //! Adversarial programs against every limit of the sandbox, each with its exact outcome.
-#![allow(clippy::unwrap_used, clippy::expect_used)] // tests may unwrap (COMMON.md)
+#![allow(clippy::unwrap_used, clippy::expect_used)] // tests may unwrap (clippy.toml)
 
 use crate::support;
 

@@ -1,6 +1,6 @@
 //! The container profile against the real daemon: what runs, as whom, with which environment,
 //! filesystem and network.
-#![allow(clippy::unwrap_used, clippy::expect_used)] // tests may unwrap (COMMON.md)
+#![allow(clippy::unwrap_used, clippy::expect_used)] // tests may unwrap (clippy.toml)
 
 use crate::support;
 

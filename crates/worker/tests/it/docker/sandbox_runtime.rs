@@ -2,7 +2,7 @@
 //! (`scripts/services.sh --runsc`; these tests fail, never skip, without it): a run under runsc
 //! passes and fails as under runc and its evidence names runsc, and a runtime the engine does
 //! not offer ends without a verdict before any container exists.
-#![allow(clippy::unwrap_used, clippy::expect_used)] // tests may unwrap (COMMON.md)
+#![allow(clippy::unwrap_used, clippy::expect_used)] // tests may unwrap (clippy.toml)
 
 use crate::support::{self, DigestHooks, Trees, containers_for, executor_under, spec};
 use verifier_sdk::oci_runtime::{check_required, runsc_host_pids_limit};

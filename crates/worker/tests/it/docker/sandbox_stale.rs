@@ -1,6 +1,6 @@
 //! A worker killed mid-run leaves its container running; the next worker's `cleanup_stale`
 //! removes it, and leaves a live worker's container alone.
-#![allow(clippy::unwrap_used, clippy::expect_used)] // tests may unwrap (COMMON.md)
+#![allow(clippy::unwrap_used, clippy::expect_used)] // tests may unwrap (clippy.toml)
 
 use crate::support;
 

@@ -1,6 +1,6 @@
 //! The verdict contract end to end: the program's own exit codes are verdicts; image, start,
 //! input and runtime problems are not.
-#![allow(clippy::unwrap_used, clippy::expect_used)] // tests may unwrap (COMMON.md)
+#![allow(clippy::unwrap_used, clippy::expect_used)] // tests may unwrap (clippy.toml)
 
 use crate::support;
 

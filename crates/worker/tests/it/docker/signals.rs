@@ -3,7 +3,7 @@
 //! verdict (no outcome, evidence, candidate, statement or cache entry), says what it
 //! interrupted, and exits 130 (SIGINT) or 143 (SIGTERM). The benchmark sleeps, so the signal
 //! always lands while its container runs.
-#![allow(clippy::unwrap_used, clippy::expect_used)] // tests may unwrap (COMMON.md)
+#![allow(clippy::unwrap_used, clippy::expect_used)] // tests may unwrap (clippy.toml)
 
 use crate::feed_support::*;
 use crate::support;
