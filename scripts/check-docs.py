@@ -4,23 +4,39 @@
 - every relative link in a tracked Markdown file (`[text](path#anchor)`) names an existing file,
   and its anchor, when it points into a Markdown file, names a heading there (GitHub's slugs);
 - every "PROTOCOL §N" / "DESIGN §N" (also "PROTOCOL.md section N", "DESIGN.md §N") cited in a
-  tracked file names a numbered section of docs/protocol.md / docs/design.md.
+  tracked file names a numbered section of docs/protocol.md / docs/design.md;
+- every backticked repository path (`crates/worker/src/main.rs`, `docs/json.md:12`, `scripts/`)
+  in a tracked file names a file or directory that exists. A path is a backticked token without
+  spaces that starts with one of REPO_DIRS; a trailing `:line`, `#anchor` or `::item` is dropped
+  and tokens with a placeholder (`*`, `<n>`, `{a,b}`, `$VAR`, `...`) are not checked. NOT_HERE
+  lists the paths the documents name in other trees (the reference pipeline's repository, a
+  solver's files in the examples).
 
 Prints one line per problem and closes with "N passed, N failed" (files checked, files with a
 problem). Offline: links to other sites are not fetched.
+
+`scripts/check-docs.py --self-test` checks the checker: it writes a small repository with one
+broken link, section citation and repository path each (and correct ones beside them) and fails
+unless exactly the broken ones are reported. CI runs both (.ci/run).
 """
 import re
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
-root = Path(__file__).resolve().parent.parent
-tracked = subprocess.run(["git", "ls-files"], cwd=root, capture_output=True, text=True,
-                         check=True).stdout.split()
-# New files count too (the checker runs before a commit as well as in CI).
-untracked = subprocess.run(["git", "ls-files", "--others", "--exclude-standard"], cwd=root,
-                           capture_output=True, text=True, check=True).stdout.split()
-files = sorted(set(tracked + untracked))
+REPO_DIRS = ("crates/", "scripts/", "docs/", "deploy/", "manifests/", "fixtures/", "images/",
+             ".github/", ".ci/", "tools/", "contracts/")
+# Paths in other trees, named as such where they appear.
+NOT_HERE = {
+    # the reference deployment's repository (docs/operations.md, validate_candidate)
+    "scripts/regression_verifier_pipeline.py",
+    # files of a solver's tree in the examples of the rehearsal's checks (README, references.rs)
+    "tools/check.py",
+    "tools/check_card.py",
+    "scripts/check-x.py",
+    "scripts/check-hermes-integration.py",
+}
 
 
 def slug(heading):
@@ -44,27 +60,64 @@ def sections(path):
     return {m.group(1) for m in re.finditer(r"^##+ (\d+)\.", path.read_text(encoding="utf-8"), re.M)}
 
 
-numbered = {"PROTOCOL": sections(root / "docs/protocol.md"), "DESIGN": sections(root / "docs/design.md")}
 link = re.compile(r"\[[^\]]*\]\(([^)\s]+)\)")
 cite = re.compile(r"\b(PROTOCOL|DESIGN)(?:\.md)?(?: section | ?§ ?)(\d+)")
+backticked = re.compile(r"`([^`\s]+)`")
+placeholder = re.compile(r"[*<>{}$…]|\.\.\.")
 
-problems = []
-checked = 0
-for name in files:
+
+def repo_path(token):
+    """The repository path a backticked token names, or None when it names none."""
+    if not token.startswith(REPO_DIRS) or placeholder.search(token):
+        return None
+    path = re.sub(r"(:\d+(-\d+)?)+$", "", token).split("#")[0].split("::")[0]
+    path = path.rstrip(".,;:)")
+    return None if path in NOT_HERE else path
+
+
+def check(root):
+    """Prints each problem under root; returns (files checked, files with a problem)."""
+    tracked = subprocess.run(["git", "ls-files"], cwd=root, capture_output=True, text=True,
+                             check=True).stdout.split()
+    # New files count too (the checker runs before a commit as well as in CI).
+    untracked = subprocess.run(["git", "ls-files", "--others", "--exclude-standard"], cwd=root,
+                               capture_output=True, text=True, check=True).stdout.split()
+    files = sorted(set(tracked + untracked))
+    numbered = {doc: sections(root / ("docs/%s.md" % doc.lower())) for doc in ("PROTOCOL", "DESIGN")}
+    problems = []
+    checked = 0
+    for name in files:
+        bad = check_file(root, name, numbered)
+        if bad is None:
+            continue
+        checked += 1
+        for problem in bad:
+            print("%s: %s" % (name, problem))
+        if bad:
+            problems.append(name)
+    return checked, problems
+
+
+def check_file(root, name, numbered):
+    """The problems of one file, or None when the file is not one to check."""
     path = root / name
     if not path.is_file() or "node_modules" in name:
-        continue
-    if not (name.endswith(".md") or name.endswith((".rs", ".sh", ".sol", ".py", ".yml", ".toml"))):
-        continue
+        return None
+    if not name.endswith((".md", ".rs", ".sh", ".sol", ".py", ".yml", ".toml")):
+        return None
     try:
         text = path.read_text(encoding="utf-8")
     except UnicodeDecodeError:
-        continue
-    checked += 1
+        return None
     bad = []
     for doc, number in cite.findall(text):
         if number not in numbered[doc]:
             bad.append("cites %s §%s, which docs/%s.md does not have" % (doc, number, doc.lower()))
+    # This file's self-test names broken paths on purpose.
+    for token in backticked.findall(text) if name != "scripts/check-docs.py" else []:
+        target = repo_path(token)
+        if target and not (root / target).exists():
+            bad.append("names `%s`, which does not exist" % token)
     if name.endswith(".md"):
         body = re.sub(r"```.*?```", "", text, flags=re.S)
         for target in link.findall(body):
@@ -76,10 +129,53 @@ for name in files:
                 bad.append("links to %s, which does not exist" % target)
             elif anchor and dest.suffix == ".md" and anchor not in anchors(dest):
                 bad.append("links to %s, which has no heading #%s" % (file_part or name, anchor))
-    for problem in bad:
-        print("%s: %s" % (name, problem))
-    if bad:
-        problems.append(name)
+    return bad
 
-print("%d passed, %d failed" % (checked - len(problems), len(problems)))
-sys.exit(1 if problems else 0)
+
+SELF_TEST_FILES = {
+    "docs/protocol.md": "# Protocol\n\n## 1. Jobs\n",
+    "docs/design.md": "# Design\n\n## 1. Goals\n",
+    "crates/a/src/lib.rs": "//! PROTOCOL §1; see `docs/guide.md#usage` and `crates/a/src/lib.rs:2`.\n",
+    "docs/guide.md": "# Guide\n\n## Usage\n\n[jobs](protocol.md#1-jobs), `crates/a/src/`, "
+                     "`crates/*/tests`, `scripts/<name>.sh`, `tools/check.py`\n",
+    "docs/broken.md": "[gone](missing.md) [no heading](guide.md#nowhere)\n\n"
+                      "`crates/worker/src/gone.rs:12` and DESIGN §9\n",
+}
+SELF_TEST_EXPECTED = [
+    "docs/broken.md: cites DESIGN §9, which docs/design.md does not have",
+    "docs/broken.md: names `crates/worker/src/gone.rs:12`, which does not exist",
+    "docs/broken.md: links to missing.md, which does not exist",
+    "docs/broken.md: links to guide.md, which has no heading #nowhere",
+    "4 passed, 1 failed",
+]
+
+
+def self_test():
+    """Runs the checker on a small repository with known problems; True when it finds them all."""
+    import contextlib
+    import io
+    with tempfile.TemporaryDirectory() as tmp:
+        tree = Path(tmp)
+        subprocess.run(["git", "init", "-q"], cwd=tree, check=True)
+        for name, text in SELF_TEST_FILES.items():
+            (tree / name).parent.mkdir(parents=True, exist_ok=True)
+            (tree / name).write_text(text, encoding="utf-8")
+        out = io.StringIO()
+        with contextlib.redirect_stdout(out):
+            checked, problems = check(tree)
+            print("%d passed, %d failed" % (checked - len(problems), len(problems)))
+    got = out.getvalue().splitlines()
+    for line in got:
+        print(("ok      " if line in SELF_TEST_EXPECTED else "UNWANTED ") + line)
+    for line in SELF_TEST_EXPECTED:
+        if line not in got:
+            print("MISSED   " + line)
+    return sorted(got) == sorted(SELF_TEST_EXPECTED)
+
+
+if __name__ == "__main__":
+    if sys.argv[1:] == ["--self-test"]:
+        sys.exit(0 if self_test() else 1)
+    checked, problems = check(Path(__file__).resolve().parent.parent)
+    print("%d passed, %d failed" % (checked - len(problems), len(problems)))
+    sys.exit(1 if problems else 0)

@@ -1,5 +1,6 @@
-//! Real outputs of each runner, recorded on this machine (sources in `fixtures/sources/`,
-//! commands in `fixtures/README.md`), read back whole and in small chunks.
+//! Real outputs of each runner, recorded on this machine (sources in
+//! `crates/test-outcomes/tests/fixtures/sources/`, commands in
+//! `crates/test-outcomes/tests/fixtures/README.md`), read back whole and in small chunks.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use test_outcomes::{OutcomeParser, Runner, Status, Stream, TestReport, compare, parse};
