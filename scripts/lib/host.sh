@@ -69,7 +69,10 @@ docker_engine_present() {
 wanted_packages() {
   local with_debootstrap="$1" pkg
   # faketime (and its libfaketime): the chaos driver's wall-clock steps (docs/chaos.md).
-  local wanted=(docker-registry busybox-static hyperfine time jq curl ca-certificates tar gzip faketime)
+  # rsync (with its rrsync): the dedicated-host route's signer pull, which an e2e test of
+  # scripts/test.sh drives (issue #41: only deploy/tests/run.sh installed it, so README's test
+  # command failed on a fresh machine).
+  local wanted=(docker-registry busybox-static hyperfine time jq curl ca-certificates tar gzip faketime rsync)
   docker_engine_present || wanted+=(docker.io)
   if [[ "$with_debootstrap" == 1 ]]; then
     # debootstrap checks the Debian suite's signature with Debian's keyring, which an Ubuntu

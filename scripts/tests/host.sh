@@ -73,7 +73,7 @@ on_host() {
 called() { grep -qxF -- "$1" "${log}"; }
 called_like() { grep -q -- "$1" "${log}"; }
 
-base="docker-registry busybox-static hyperfine time jq curl ca-certificates tar gzip faketime"
+base="docker-registry busybox-static hyperfine time jq curl ca-certificates tar gzip faketime rsync"
 
 # GitHub's ubuntu-24.04 runner: docker-ce installed and answering, a user with sudo, jq missing.
 host 1001 "${base/jq /} docker-ce containerd.io" 1 running dockerd
@@ -90,7 +90,7 @@ check "an answering engine from no known package: docker.io not installed, nothi
   eval '((status == 0)) && ! called_like "apt-get" && [[ "${output}" == *"all needed packages are installed"* ]]'
 
 # Debian 12 as root with nothing: docker.io and the registry installed directly, no sudo.
-host 0 "busybox-static time curl ca-certificates tar gzip jq hyperfine faketime" 0 offline
+host 0 "busybox-static time curl ca-certificates tar gzip jq hyperfine faketime rsync" 0 offline
 on_host ensure_packages
 check "fresh Debian as root: docker.io and docker-registry installed with apt-get, no sudo" \
   eval '((status == 0)) && called "apt-get install -y -q docker-registry docker.io" && ! called_like "^sudo"'
@@ -100,6 +100,13 @@ host 0 "${base/ faketime/} docker.io" 0 offline
 on_host ensure_packages
 check "faketime missing: installed with apt-get (docs/chaos.md: the clock steps)" \
   eval '((status == 0)) && called "apt-get install -y -q faketime"'
+
+# The dedicated-host e2e test of scripts/test.sh pulls candidates with rsync (issue #41 item
+# 10): the test command's own setup installs it, not deploy/tests/run.sh alone.
+host 0 "${base/ rsync/} docker.io" 0 offline
+on_host ensure_packages
+check "rsync missing: installed with apt-get by scripts/test.sh's own setup (README's test command)" \
+  eval '((status == 0)) && called "apt-get install -y -q rsync"'
 
 # debootstrap of the Debian suite on Ubuntu needs Debian's keyring too.
 host 1001 "${base} docker-ce" 1 running
