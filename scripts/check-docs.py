@@ -31,7 +31,7 @@ REPO_DIRS = ("crates/", "scripts/", "docs/", "deploy/", "manifests/", "fixtures/
 NOT_HERE = {
     # the reference deployment's repository (docs/operations.md, validate_candidate)
     "scripts/regression_verifier_pipeline.py",
-    # files of a solver's tree in the examples of the rehearsal's checks (README, references.rs)
+    # files of a solver's tree in the examples of the rehearsal's checks (docs/authors.md, references.rs)
     "tools/check.py",
     "tools/check_card.py",
     "scripts/check-x.py",

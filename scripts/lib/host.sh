@@ -2,7 +2,7 @@
 # What the host already provides, and root only where it is needed: the decisions of
 # scripts/services.sh that differ between the machines it runs on. Sourced, never executed.
 #
-# Two hosts are meant (README "What CI proves"):
+# Two hosts are meant (docs/ci.md "What CI proves"):
 # - Debian 12 as root, nothing running at first (this project's CI): Debian's docker.io is
 #   installed and dockerd started in the background.
 # - GitHub's ubuntu-24.04 runner as the `runner` user with password-less sudo: Docker CE

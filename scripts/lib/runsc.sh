@@ -8,7 +8,7 @@
 # - --platform=ptrace: the kvm platform hung on these hosts (a VM, nested virtualisation).
 # - --network=none: `docker run --network none --runtime runsc` does not start unless runsc
 #   itself is told there is no network; the sandbox's netstack then has loopback only.
-# Limits are not flags here: the worker sets them per container (README "runsc").
+# Limits are not flags here: the worker sets them per container (docs/operators.md "A second kernel: gVisor").
 #
 # Tested with stubbed commands on PATH (scripts/tests/host.sh).
 

@@ -151,8 +151,8 @@ pub struct Cli {
     pub pull: bool,
 
     /// With --run-regression: the OCI runtime every container runs under: runc (the engine's default, asked for by
-    /// name) or runsc (gVisor, registered with the engine as `runsc`; README "A second
-    /// kernel"). An engine that does not offer it ends each run without a verdict
+    /// name) or runsc (gVisor, registered with the engine as `runsc`; docs/operators.md "A
+    /// second kernel"). An engine that does not offer it ends each run without a verdict
     /// (runtime_unavailable); there is no fallback.
     #[arg(long, value_enum, value_name = "RUNTIME")]
     pub oci_runtime: Option<OciRuntimeArg>,
@@ -311,8 +311,8 @@ pub struct RehearseArgs {
     #[arg(long)]
     pub pull: bool,
     /// The OCI runtime every container runs under: runc (the engine's default, asked for by
-    /// name) or runsc (gVisor, registered with the engine as `runsc`; README "A second
-    /// kernel"). An engine that does not offer it ends each run without a verdict
+    /// name) or runsc (gVisor, registered with the engine as `runsc`; docs/operators.md "A
+    /// second kernel"). An engine that does not offer it ends each run without a verdict
     /// (runtime_unavailable); there is no fallback.
     #[arg(long, value_enum, value_name = "RUNTIME", default_value = "runc")]
     pub oci_runtime: OciRuntimeArg,
@@ -396,8 +396,8 @@ pub struct JobRunArgs {
     #[arg(long)]
     pub pull: bool,
     /// The OCI runtime every container runs under: runc (the engine's default, asked for by
-    /// name) or runsc (gVisor, registered with the engine as `runsc`; README "A second
-    /// kernel"). An engine that does not offer it ends each run without a verdict
+    /// name) or runsc (gVisor, registered with the engine as `runsc`; docs/operators.md "A
+    /// second kernel"). An engine that does not offer it ends each run without a verdict
     /// (runtime_unavailable); there is no fallback.
     #[arg(long, value_enum, value_name = "RUNTIME", default_value = "runc")]
     pub oci_runtime: OciRuntimeArg,

@@ -22,7 +22,7 @@ use crate::staging_root::{self, Fallback};
 /// Bound on each JSON-RPC request.
 const RPC_TIMEOUT: Duration = Duration::from_secs(30);
 
-/// The exit code of a finding (README "Exit codes"; never renumbered).
+/// The exit code of a finding (docs/reference.md "Exit codes"; never renumbered).
 pub fn finding_exit_code(finding: &Finding) -> ExitCode {
     match finding {
         Finding::BitForBit { .. } | Finding::Reproduced { .. } => ExitCode::Success,

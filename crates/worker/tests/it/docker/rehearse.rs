@@ -1977,9 +1977,9 @@ fn bypassable_bisects_the_replaced_files_to_the_solver_shipped_checker() {
     assert_eq!(trials[0]["status"], "failed", "{found}");
 }
 
-/// The words of a plain rehearsal, its exit code and the README's exit-code table must say the
-/// same thing: exit 0 with one run, no base and no stubs is a pass whose other checks were not
-/// made, and the report names each with the flag that makes it.
+/// The words of a plain rehearsal, its exit code and the exit-code table of docs/reference.md
+/// must say the same thing: exit 0 with one run, no base and no stubs is a pass whose other
+/// checks were not made, and the report names each with the flag that makes it.
 #[test]
 fn a_plain_rehearsal_names_what_it_did_not_check_and_its_exit_code_matches_the_readme() {
     let r = Rehearsal::new();
@@ -2032,12 +2032,12 @@ fn a_plain_rehearsal_names_what_it_did_not_check_and_its_exit_code_matches_the_r
     assert_eq!(full.code, 0, "{}{}", full.stdout, full.stderr);
     assert_eq!(full.json()["not_checked"], serde_json::json!([]));
 
-    // README's row for exit 0 says what a plain rehearsal's 0 means.
-    let readme = fs::read_to_string(workspace_root().join("README.md")).unwrap();
+    // The reference's row for exit 0 says what a plain rehearsal's 0 means.
+    let readme = fs::read_to_string(workspace_root().join("docs/reference.md")).unwrap();
     let row = readme
         .lines()
         .find(|l| l.starts_with("| 0 |"))
-        .expect("README has an exit-code row for 0");
+        .expect("docs/reference.md has an exit-code row for 0");
     assert!(
         row.contains(
             "`rehearse`: the solution passed and no check that ran found a problem; \
