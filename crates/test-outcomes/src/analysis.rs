@@ -149,6 +149,53 @@ mod tests {
         assert!(analyse(&runs[..1], None).warnings.is_empty());
     }
 
+    /// What a solution printing `lines` fake libtest results prints, `failing` of them failed.
+    fn fake_libtest(lines: usize, failing: usize) -> TestReport {
+        let mut out = format!("running {lines} tests\n");
+        for i in 0..lines {
+            let word = if i < failing { "FAILED" } else { "ok" };
+            out.push_str(&format!("test fake::t{i:05} ... {word}\n"));
+        }
+        parse(out.as_bytes(), b"")
+    }
+
+    /// The rehearsal of #41 item 5: a solution printing 12,000 fake test lines, rehearsed with
+    /// `--repeat 10` and `--base`. The work is counted in name comparisons (a count, never a
+    /// time): a few dozen per row of each run, where comparing each name with every row cost
+    /// 32.7 s of host CPU.
+    #[test]
+    fn rehearsing_12000_fake_test_lines_with_repeat_10_and_a_base_costs_linear_comparisons() {
+        use crate::report::work;
+        const PER_ROW: u64 = 64;
+        let base = fake_libtest(12_000, 12_000);
+        let solution = vec![fake_libtest(12_000, 0); 10];
+        // The base and every solution run, and the first solution run again for the lists.
+        let rows = 12_000 * 12;
+        let (analysis, comparisons) =
+            work::counted(PER_ROW * rows, || analyse(&solution, Some(&base)));
+        assert_eq!(analysis.comparison.unwrap().fail_to_pass.len(), 12_000);
+        assert!(analysis.flaky.is_empty());
+        assert!(comparisons <= PER_ROW * rows, "{comparisons}");
+    }
+
+    /// Linear by structure as well as under the budget: twice the rows cost at most a little
+    /// more per row (a B-tree's extra level), never twice as much per row as a scan does.
+    #[test]
+    fn twice_the_fake_test_lines_cost_about_the_same_comparisons_per_row() {
+        use crate::report::work;
+        let per_row = |lines: usize| {
+            let base = fake_libtest(lines, lines / 2);
+            let solution = vec![fake_libtest(lines, 0); 3];
+            let (_, comparisons) = work::counted(u64::MAX, || analyse(&solution, Some(&base)));
+            comparisons as f64 / (lines * 5) as f64
+        };
+        let (small, large) = (per_row(1_000), per_row(2_000));
+        assert!(
+            large <= small * 1.3,
+            "{small:.1} comparisons per row at 1,000 lines, {large:.1} at 2,000"
+        );
+    }
+
     #[test]
     fn predicate_lists_name_real_tests_or_nothing() {
         let report = libtest("test a ... ok\ntest b ... FAILED\n");

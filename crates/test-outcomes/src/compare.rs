@@ -4,11 +4,9 @@
 //! it reported `failed` or `error` *or was not reported at all* (a test that vanished did not
 //! pass), and a skipped test is neither.
 
-use std::collections::BTreeSet;
-
 use serde::{Deserialize, Serialize};
 
-use crate::report::{Runner, Status, TestReport};
+use crate::report::{Runner, Status, TestReport, by_name};
 
 /// Why two reports cannot be compared.
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
@@ -56,12 +54,12 @@ impl Comparison {
     }
 }
 
-fn passed(report: &TestReport, name: &str) -> bool {
-    report.status_of(name) == Some(Status::Passed)
+fn passed(status: Option<Status>) -> bool {
+    status == Some(Status::Passed)
 }
 
-fn failed(report: &TestReport, name: &str) -> bool {
-    report.status_of(name).is_none_or(Status::is_failing)
+fn failed(status: Option<Status>) -> bool {
+    status.is_none_or(Status::is_failing)
 }
 
 /// Compares the base run's report with the solution run's.
@@ -78,24 +76,22 @@ pub fn compare(base: &TestReport, solution: &TestReport) -> Result<Comparison, C
             solution: solution.runner,
         });
     }
-    let names: BTreeSet<&str> = base
-        .tests
-        .iter()
-        .chain(&solution.tests)
-        .map(|t| t.name.as_str())
-        .collect();
     let mut out = Comparison {
         incomplete: base.truncated || solution.truncated,
         ..Comparison::default()
     };
-    for name in names {
-        if passed(solution, name) {
-            if passed(base, name) {
+    // Each name looked up once per row, not by scanning both runs per name (#41 item 5).
+    for (name, seen) in by_name(&[base, solution]) {
+        let status = |run: usize| seen.iter().find(|(r, _)| *r == run).map(|(_, s)| *s);
+        let (on_base, on_solution) = (status(0), status(1));
+        let name = name.0;
+        if passed(on_solution) {
+            if passed(on_base) {
                 out.pass_to_pass.push(name.to_owned());
-            } else if failed(base, name) {
+            } else if failed(on_base) {
                 out.fail_to_pass.push(name.to_owned());
             }
-        } else if passed(base, name) && failed(solution, name) {
+        } else if passed(on_base) && failed(on_solution) {
             out.pass_to_fail.push(name.to_owned());
         }
     }
@@ -172,6 +168,24 @@ mod tests {
             compare(&known, &other),
             Err(CompareError::DifferentRunners { .. })
         ));
+    }
+
+    #[test]
+    fn twelve_thousand_fake_tests_on_base_and_solution_cost_comparisons_linear_in_rows() {
+        use crate::report::work;
+        // Comparisons allowed per row (see `flaky`'s tests): a B-tree search each, not a scan.
+        const PER_ROW: u64 = 64;
+        let names: Vec<String> = (0..12_000).map(|i| format!("fake::t{i:05}")).collect();
+        let rows = |status| -> Vec<(&str, Status)> {
+            names.iter().map(|n| (n.as_str(), status)).collect()
+        };
+        let base = report(Runner::Libtest, &rows(Status::Failed));
+        let solution = report(Runner::Libtest, &rows(Status::Passed));
+        let (c, comparisons) = work::counted(PER_ROW * 24_000, || compare(&base, &solution));
+        let c = c.unwrap();
+        assert_eq!(c.fail_to_pass.len(), 12_000);
+        assert!(c.pass_to_pass.is_empty() && c.pass_to_fail.is_empty());
+        assert!(comparisons <= PER_ROW * 24_000, "{comparisons}");
     }
 
     #[test]

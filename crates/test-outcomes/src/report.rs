@@ -169,7 +169,9 @@ impl TestReport {
         self
     }
 
-    /// The status of `name` (as stored: terminal-safe), if the run reported it.
+    /// The status of `name` (as stored: terminal-safe), if the run reported it. A scan of the
+    /// rows: for one lookup. Comparing runs name by name goes through [`by_name`] instead, so
+    /// its work stays linear in rows × runs (#41 item 5).
     pub fn status_of(&self, name: &str) -> Option<Status> {
         self.tests.iter().find(|t| t.name == name).map(|t| t.status)
     }
@@ -182,6 +184,83 @@ impl TestReport {
     /// Rows that passed, in report order.
     pub fn passing(&self) -> impl Iterator<Item = &TestOutcome> {
         self.tests.iter().filter(|t| t.status == Status::Passed)
+    }
+}
+
+/// A test name as the comparisons of runs order and match it: by its bytes, as `str` does.
+/// In this crate's own tests every comparison is counted ([`work`]), so the work of comparing
+/// runs is measured by a count rather than timed.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Name<'a>(pub(crate) &'a str);
+
+impl Ord for Name<'_> {
+    fn cmp(&self, other: &Self) -> std::cmp::Ordering {
+        #[cfg(test)]
+        work::tick();
+        self.0.cmp(other.0)
+    }
+}
+
+impl PartialOrd for Name<'_> {
+    fn partial_cmp(&self, other: &Self) -> Option<std::cmp::Ordering> {
+        Some(self.cmp(other))
+    }
+}
+
+impl PartialEq for Name<'_> {
+    fn eq(&self, other: &Self) -> bool {
+        self.cmp(other).is_eq()
+    }
+}
+
+impl Eq for Name<'_> {}
+
+/// Every name `runs` reported, in name order, with the status of each run that reported it:
+/// (index in `runs`, status), in run order, one per run (a run's first row of a name, as
+/// [`TestReport::status_of`] finds it). One B-tree search per row, so comparing runs costs
+/// O(rows × log names), whether the runs print the same names or each its own.
+pub(crate) fn by_name<'a>(runs: &[&'a TestReport]) -> BTreeMap<Name<'a>, Vec<(usize, Status)>> {
+    let mut names: BTreeMap<Name<'a>, Vec<(usize, Status)>> = BTreeMap::new();
+    for (run, report) in runs.iter().enumerate() {
+        for test in &report.tests {
+            let seen = names.entry(Name(&test.name)).or_default();
+            if seen.last().is_none_or(|(last, _)| *last != run) {
+                seen.push((run, test.status));
+            }
+        }
+    }
+    names
+}
+
+/// The name comparisons made on this thread, for the tests that bound the work of comparing
+/// runs (#41 item 5): a count, so the bound holds on a busy machine and a quadratic comparison
+/// fails as soon as it passes the budget instead of running for minutes.
+#[cfg(test)]
+pub(crate) mod work {
+    use std::cell::Cell;
+
+    thread_local! {
+        static COMPARISONS: Cell<u64> = const { Cell::new(0) };
+        static BUDGET: Cell<u64> = const { Cell::new(u64::MAX) };
+    }
+
+    pub(crate) fn tick() {
+        let n = COMPARISONS.get() + 1;
+        COMPARISONS.set(n);
+        let budget = BUDGET.get();
+        assert!(
+            n <= budget,
+            "more than {budget} name comparisons: the work is not linear in rows x runs"
+        );
+    }
+
+    /// Runs `f` with at most `budget` comparisons; returns its result and the comparisons made.
+    pub(crate) fn counted<T>(budget: u64, f: impl FnOnce() -> T) -> (T, u64) {
+        COMPARISONS.set(0);
+        BUDGET.set(budget);
+        let out = f();
+        BUDGET.set(u64::MAX);
+        (out, COMPARISONS.get())
     }
 }
 
