@@ -1,7 +1,8 @@
-//! The walk-through in manifests/README.md ("Walk-through: a real project") is run as written:
-//! every ```sh block of that section, in order, as one `bash -xeuo pipefail` script from the
-//! repository root, with the built `worker` first on `PATH`, on the real Docker Engine and the
-//! digest-pinned python image. A block that stops working as documented fails this test.
+//! The walk-throughs of the documentation are run as written: manifests/README.md ("Walk-through:
+//! a real project") and docs/authors.md ("Rehearse a bounty, end to end"). Every ```sh block of
+//! such a section, in order, runs as one `bash -xeuo pipefail` script from the repository root,
+//! with the built `worker` first on `PATH`, on the real Docker Engine and the digest-pinned
+//! python image. A block that stops working as documented fails this test.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
@@ -10,6 +11,7 @@ use std::process::Command;
 
 const SECTION: &str =
     "## Walk-through: a real project (src layout, vendored dependency, test count)";
+const AUTHORS_SECTION: &str = "## Rehearse a bounty, end to end";
 
 fn repo_root() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))
@@ -22,7 +24,7 @@ fn repo_root() -> PathBuf {
 fn sh_blocks(markdown: &str, heading: &str) -> Vec<String> {
     let start = markdown
         .find(heading)
-        .unwrap_or_else(|| panic!("manifests/README.md has no heading {heading:?}"));
+        .unwrap_or_else(|| panic!("the document has no heading {heading:?}"));
     let section = &markdown[start + heading.len()..];
     let section = section.find("\n## ").map_or(section, |end| &section[..end]);
     let mut blocks = Vec::new();
@@ -65,13 +67,10 @@ fn reports(dir: &std::path::Path) -> String {
     out
 }
 
-#[test]
-fn the_manifests_readme_walkthrough_runs_as_written() {
-    let root = repo_root();
-    let readme = std::fs::read_to_string(root.join("manifests/README.md")).unwrap();
-    let blocks = sh_blocks(&readme, SECTION);
-    // The manifest, the test count, the full rehearsal, the committed digests.
-    assert_eq!(blocks.len(), 4, "{blocks:#?}");
+/// Runs `script` as the documentation's reader would: `bash -xeuo pipefail` from the repository
+/// root, the built `worker` first on `PATH`, a private `TMPDIR`. Returns stdout; panics with
+/// the output and the reports the blocks wrote when the script fails.
+fn run_as_written(root: &std::path::Path, script: &str) -> String {
     let target = std::env::var_os("CARGO_TARGET_DIR")
         .map(PathBuf::from)
         .unwrap_or_else(|| root.join("target"));
@@ -88,7 +87,7 @@ fn the_manifests_readme_walkthrough_runs_as_written() {
     );
     let tmp = tempfile::tempdir().unwrap();
     let output = Command::new("bash")
-        .args(["-xeuo", "pipefail", "-c", &blocks.concat()])
+        .args(["-xeuo", "pipefail", "-c", script])
         .current_dir(&root)
         .env("PATH", path)
         .env("TMPDIR", tmp.path())
@@ -105,10 +104,44 @@ fn the_manifests_readme_walkthrough_runs_as_written() {
             reports(tmp.path())
         );
     }
+    stdout.into_owned()
+}
+
+#[test]
+fn the_manifests_readme_walkthrough_runs_as_written() {
+    let root = repo_root();
+    let readme = std::fs::read_to_string(root.join("manifests/README.md")).unwrap();
+    let blocks = sh_blocks(&readme, SECTION);
+    // The manifest, the test count, the full rehearsal, the committed digests.
+    assert_eq!(blocks.len(), 4, "{blocks:#?}");
+    let stdout = run_as_written(&root, &blocks.concat());
     // The last block prints the runner_manifest_hash the bounty commits.
     let last = stdout.lines().last().unwrap_or_default();
     assert!(
         last.starts_with("sha256:") && last.len() == 71,
         "last line is not a runner_manifest_hash: {last:?}\n{stdout}"
+    );
+}
+
+#[test]
+fn the_authors_guide_walkthrough_runs_as_written() {
+    let root = repo_root();
+    let guide = std::fs::read_to_string(root.join("docs/authors.md")).unwrap();
+    let blocks = sh_blocks(&guide, AUTHORS_SECTION);
+    // One block: the manifest, two rehearsals, a run read back, the committed digests.
+    assert_eq!(blocks.len(), 1, "{blocks:#?}");
+    // The block writes under /tmp/walk, as the guide shows; start from an empty one.
+    let _ = std::fs::remove_dir_all("/tmp/walk");
+    let stdout = run_as_written(&root, &blocks.concat());
+    // Step 3, as the guide says it ends.
+    assert!(
+        stdout.contains("adversarial  held: no stub passed"),
+        "step 3 did not hold against the stubs:\n{stdout}"
+    );
+    assert!(
+        stdout
+            .lines()
+            .any(|l| l == "ok: passed, stable, discriminating"),
+        "step 3 is not a usable bounty:\n{stdout}"
     );
 }
