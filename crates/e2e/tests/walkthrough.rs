@@ -88,7 +88,7 @@ fn run_as_written(root: &std::path::Path, script: &str) -> String {
     let tmp = tempfile::tempdir().unwrap();
     let output = Command::new("bash")
         .args(["-xeuo", "pipefail", "-c", script])
-        .current_dir(&root)
+        .current_dir(root)
         .env("PATH", path)
         .env("TMPDIR", tmp.path())
         .env_remove("REGRESSION_SANDBOX_STAGING_ROOT")
