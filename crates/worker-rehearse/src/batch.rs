@@ -65,6 +65,15 @@ pub enum BatchError {
         #[source]
         source: std::io::Error,
     },
+    /// The path is a symbolic link, a FIFO, a device or a directory: nothing was read from it.
+    #[error(
+        "the tasks file {path:?} is not a regular file (a symbolic link, FIFO, device or \
+         directory): name the file itself; its relative paths are read from its own directory"
+    )]
+    NotRegular {
+        /// The path.
+        path: PathBuf,
+    },
     /// The file is larger than [`MAX_BATCH_BYTES`].
     #[error("the tasks file is larger than {MAX_BATCH_BYTES} bytes")]
     TooLarge,
@@ -123,15 +132,20 @@ pub struct BatchTask {
 
 /// Reads the tasks file: every task checked for shape and name before anything runs.
 pub fn read_tasks(path: &Path, defaults: &BatchDefaults) -> Result<Vec<BatchTask>, BatchError> {
-    let io = |source| BatchError::Io {
-        path: path.to_path_buf(),
-        source,
-    };
-    let len = std::fs::metadata(path).map_err(io)?.len();
-    if len > MAX_BATCH_BYTES {
-        return Err(BatchError::TooLarge);
-    }
-    let bytes = std::fs::read(path).map_err(io)?;
+    // Opened without following a link (its relative paths are read from the directory the
+    // path names, so a link would read them from elsewhere than its target's), without waiting
+    // on a FIFO, judged on the open descriptor (a regular file) and read to at most the cap
+    // (#41 item 6: a link to /dev/zero was read until memory ran out, and a FIFO hung).
+    let bytes = artifact_fs::read_bounded(path, MAX_BATCH_BYTES).map_err(|e| match e {
+        artifact_fs::ReadError::NotRegular(_) => BatchError::NotRegular {
+            path: path.to_path_buf(),
+        },
+        artifact_fs::ReadError::TooLarge { .. } => BatchError::TooLarge,
+        artifact_fs::ReadError::Io { source, .. } => BatchError::Io {
+            path: path.to_path_buf(),
+            source,
+        },
+    })?;
     let file: TaskFile = serde_json::from_slice(&bytes).map_err(BatchError::Json)?;
     if file.tasks.is_empty() || file.tasks.len() > MAX_TASKS {
         return Err(BatchError::Count(file.tasks.len()));
@@ -393,7 +407,100 @@ impl TaskEntry {
 
 #[cfg(test)]
 mod tests {
-    use super::is_one_component;
+    use super::{BatchDefaults, BatchError, MAX_BATCH_BYTES, is_one_component, read_tasks};
+    use std::path::Path;
+    use std::process::Command;
+
+    fn defaults() -> BatchDefaults {
+        BatchDefaults {
+            staging_root: "/nonexistent-store".into(),
+            repeat: 1,
+            adversarial: false,
+            pull: false,
+            worktree: false,
+            quiet: true,
+            oci_runtime: "runc".into(),
+            log_dir: None,
+        }
+    }
+
+    fn refused(path: &Path) -> bool {
+        matches!(read_tasks(path, &defaults()), Err(BatchError::NotRegular { .. }))
+    }
+
+    /// #41 item 6: a tasks file that is a link to `/dev/zero` was read until memory ran out
+    /// (its size, 0, was checked on the path, then the read had no bound). The read happens in
+    /// a child of this test under a 1 GiB address-space limit (`ulimit -v`), so an unbounded
+    /// read ends there in a failed allocation, not in this machine running out of memory.
+    #[test]
+    fn rehearse_batch_refuses_a_tasks_file_linked_to_dev_zero() {
+        const CHILD: &str = "WORKER_REHEARSE_TEST_DEV_ZERO_DIR";
+        if let Some(dir) = std::env::var_os(CHILD) {
+            let link = Path::new(&dir).join("tasks.json");
+            assert!(refused(&link), "{:?}", read_tasks(&link, &defaults()));
+            // Named directly, the device is refused as well (judged on the open descriptor).
+            assert!(refused(Path::new("/dev/zero")));
+            return;
+        }
+        let dir = tempfile::tempdir().unwrap();
+        std::os::unix::fs::symlink("/dev/zero", dir.path().join("tasks.json")).unwrap();
+        let out = Command::new("sh")
+            .arg("-c")
+            .arg("ulimit -v 1048576 && exec \"$0\" \"$@\"")
+            .arg(std::env::current_exe().unwrap())
+            .args([
+                "--exact",
+                "batch::tests::rehearse_batch_refuses_a_tasks_file_linked_to_dev_zero",
+                "--nocapture",
+                "--test-threads=1",
+            ])
+            .env(CHILD, dir.path())
+            .output()
+            .unwrap();
+        let (stdout, stderr) = (
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr),
+        );
+        assert!(
+            out.status.success() && stdout.contains("1 passed"),
+            "reading the tasks file linked to /dev/zero under a 1 GiB limit: {}\n{stdout}{stderr}",
+            out.status
+        );
+    }
+
+    /// #41 item 6: a FIFO as the tasks file hung the command in `open` until something wrote
+    /// to it. A writer is provided here so that today's code returns (with what it read)
+    /// instead of hanging the test; the refusal must come from the file's type, before reading.
+    #[test]
+    fn a_fifo_tasks_file_is_refused_without_hanging() {
+        let dir = tempfile::tempdir().unwrap();
+        let fifo = dir.path().join("tasks.json");
+        let made = Command::new("mkfifo").arg(&fifo).status().unwrap();
+        assert!(made.success());
+        // Unblocks a reader stuck in open (it opens the write end once a reader has opened the
+        // read end, then closes it); never joined, since a refused FIFO has no reader to wait for.
+        let writer_path = fifo.clone();
+        std::thread::spawn(move || {
+            let _ = std::fs::OpenOptions::new().write(true).open(writer_path);
+        });
+        let result = read_tasks(&fifo, &defaults());
+        assert!(
+            matches!(result, Err(BatchError::NotRegular { .. })),
+            "the FIFO was opened and read (without the test's writer it would hang): {result:?}"
+        );
+    }
+
+    /// A regular file over the cap is refused, by what the read gets as well as by its size.
+    #[test]
+    fn a_tasks_file_over_the_cap_is_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        let tasks = dir.path().join("tasks.json");
+        std::fs::write(&tasks, vec![b' '; MAX_BATCH_BYTES as usize + 1]).unwrap();
+        assert!(matches!(
+            read_tasks(&tasks, &defaults()),
+            Err(BatchError::TooLarge)
+        ));
+    }
 
     #[test]
     fn a_task_name_is_a_log_directory_only_when_it_is_one_component() {
