@@ -311,6 +311,26 @@ fn oci_runtime(engine: &EngineFacts, wanted: Option<&str>) -> Check {
             ),
         );
     };
+    // The binary's own version line names what it is (`runsc version …`, `runc version …`):
+    // an entry registered as runsc whose binary is runc is refused here as the signer refuses
+    // its runs (`verifier_sdk::oci_runtime::check_consistent`), not reported as runsc.
+    if let Some(version) = &entry.version
+        && matches!(wanted, "runc" | "runsc")
+        && !version.starts_with(&format!("{wanted} version "))
+    {
+        return Check::fail(
+            "oci_runtime",
+            format!(
+                "{detail}; the engine's {wanted} entry is not {wanted}: `{} --version` says \"{version}\"",
+                entry.path
+            ),
+            format!(
+                "point runtimes.{wanted}.path in /etc/docker/daemon.json at the {wanted} binary \
+                 and reload dockerd (scripts/services.sh --runsc registers runsc); the signer \
+                 refuses evidence whose {wanted} reports another runtime's version"
+            ),
+        );
+    }
     if wanted == "runsc" {
         if !entry.args.iter().any(|a| a == "--network=none") {
             return Check::fail(

@@ -314,3 +314,58 @@ fn a_real_directory_is_examined_and_a_missing_one_is_not() {
         "is not a directory"
     );
 }
+
+/// The first line of the real `runc --version` on this host: what the worker reads from an
+/// engine entry whose binary is runc.
+fn real_runc_version_line() -> String {
+    let out = std::process::Command::new("runc")
+        .arg("--version")
+        .output()
+        .expect("runc is installed on the test host (docker.io depends on it)");
+    assert!(out.status.success(), "{out:?}");
+    let text = String::from_utf8(out.stdout).unwrap();
+    let line = text.lines().next().unwrap().trim().to_string();
+    assert!(line.starts_with("runc version "), "{line}");
+    line
+}
+
+/// #41 item 7: `worker doctor --oci-runtime runsc` said ok when the engine's `runsc` entry was
+/// really runc (its own detail line printed `runc version …`). The entry here is what the
+/// daemon would register as `runsc` with runc's binary, its version line the real runc's on
+/// this host; the check fails, naming the version it read, as the signer refuses such a run.
+#[test]
+fn doctor_oci_runtime_runsc_fails_when_the_runsc_entry_is_really_runc() {
+    let version = real_runc_version_line();
+    let mut facts = debian_vm();
+    if let Ok(e) = &mut facts.engine {
+        e.runtimes.insert(
+            "runsc".into(),
+            runtime("/usr/sbin/runc", &["--network=none"], Some(&version)),
+        );
+    }
+    facts.oci_runtime = Some("runsc".into());
+    let report = examine(&facts);
+    let rt = line(&report, "oci_runtime");
+    assert_eq!(rt.status, Status::Fail, "{}", report.human());
+    assert!(report.failed());
+    assert!(rt.detail.contains(&version), "{}", rt.detail);
+    assert!(rt.detail.contains("not runsc"), "{}", rt.detail);
+    assert!(
+        rt.fix.as_deref().unwrap_or_default().contains("runsc"),
+        "{rt:?}"
+    );
+
+    // The engine's real runc, asked for as runc, is what it says it is.
+    let mut facts = debian_vm();
+    if let Ok(e) = &mut facts.engine {
+        e.runtimes
+            .insert("runc".into(), runtime("runc", &[], Some(&version)));
+    }
+    facts.oci_runtime = Some("runc".into());
+    assert_eq!(
+        line(&examine(&facts), "oci_runtime").status,
+        Status::Ok,
+        "{}",
+        examine(&facts).human()
+    );
+}
