@@ -169,6 +169,15 @@ pub fn ledger(state: &Path, action: &LedgerAction) -> ExitCode {
     match action {
         LedgerAction::Show { job, json } => show(&ledger, job.as_deref(), *json),
         LedgerAction::Retry(job) => match ledger.retry(job) {
+            // A mistyped id must not read as success: the ledger holds no row of it.
+            Ok(done) if done.requeued == 0 && done.kept.is_empty() => fail(
+                ExitCode::Internal,
+                &format_args!(
+                    "the ledger holds no job {}: nothing re-queued (`worker ledger` lists the \
+                     job ids it holds)",
+                    job.escape_debug()
+                ),
+            ),
             Ok(done) => requeued(&done, &format!("job {}", job.escape_debug())),
             Err(error) => fail(ExitCode::Internal, &error),
         },

@@ -14,6 +14,7 @@ mod feed_archive;
 mod feed_client;
 mod feed_run;
 mod feed_support;
+mod ledger_cli;
 mod staging;
 mod support;
 mod validate_candidate;
