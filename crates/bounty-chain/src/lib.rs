@@ -28,7 +28,9 @@ pub use feed::{HttpJobSource, JobSource, JobSourceError};
 pub use reader::{
     AttestationQuery, ChainReadError, ChainReader, MAX_VERIFIERS, RpcChainReader, check_rpc_url,
 };
-pub use revalidate::{CheckedCandidate, Refusal, expected_for, refetch_and_revalidate};
+pub use revalidate::{
+    CheckedCandidate, Refusal, check_job_against_state, expected_for, refetch_and_revalidate,
+};
 pub use rpc::{Redactor, connect_rpc};
 pub use settlement::SettlementReadError;
 pub use state::BountyState;

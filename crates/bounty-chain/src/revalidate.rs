@@ -121,6 +121,29 @@ pub fn expected_for(job: &ValidatedJob) -> Expected {
     }
 }
 
+/// The chain half of the signer's check: `state` (the bounty read at one block) against
+/// what `job` commits to: the chain id first, then every committed value at once (status,
+/// mode, bounty id, round, solver, submission, evidence and policy hashes, the terms document's
+/// `termsHash()` and its acceptance criteria, benchmark and evidence schema hashes, the window,
+/// the verifier set and threshold). [`revalidate`] runs it before signing and relaying;
+/// `worker reproduce --tx` runs it on the state the settlement's signatures were made over,
+/// so a job served with another runner manifest than the bounty funded is never reproduced
+/// as if it were the bounty's.
+pub fn check_job_against_state(job: &ValidatedJob, state: &BountyState) -> Result<(), Refusal> {
+    let expected = expected_for(job);
+    if state.chain_id != expected.chain_id {
+        return Err(Refusal::ChainId {
+            expected: expected.chain_id,
+            actual: state.chain_id,
+        });
+    }
+    let mismatches = check_state(state, &expected);
+    if !mismatches.is_empty() {
+        return Err(Refusal::OnChain(mismatches));
+    }
+    Ok(())
+}
+
 /// Re-checks `candidate` against the platform's `current_job` (already fetched) and the
 /// bounty's on-chain state read through `reader`, at unix time `now`.
 pub async fn revalidate(
@@ -131,17 +154,7 @@ pub async fn revalidate(
 ) -> Result<CheckedCandidate, Refusal> {
     let checked = revalidate_parsed(candidate, current_job, now)?;
     let state = reader.read_bounty(checked.job.bounty_contract()).await?;
-    let expected = expected_for(&checked.job);
-    if state.chain_id != expected.chain_id {
-        return Err(Refusal::ChainId {
-            expected: expected.chain_id,
-            actual: state.chain_id,
-        });
-    }
-    let mismatches = check_state(&state, &expected);
-    if !mismatches.is_empty() {
-        return Err(Refusal::OnChain(mismatches));
-    }
+    check_job_against_state(&checked.job, &state)?;
     Ok(CheckedCandidate {
         job: checked.job,
         outcome: checked.outcome,
@@ -323,6 +336,25 @@ mod tests {
             err.mismatch_codes(),
             vec!["acceptance_criteria_hash", "evidence_schema_hash"]
         );
+    }
+
+    #[test]
+    fn a_job_served_with_another_runner_manifest_is_refused_on_its_terms_and_benchmark() {
+        // The attack on `worker reproduce --tx` (#41 item 2): same policy, submission and
+        // evidence (what the signatures bind), another benchmark command.
+        let job = fixtures::valid_job();
+        let state = state_for(&job);
+        let mut swapped = job.clone();
+        swapped["terms"]["document"]["benchmark"]["runner_manifest"]["command"] =
+            json!(["python3", "-c", "pass"]);
+        fixtures::rehash(&mut swapped);
+        let swapped = validate_job(&swapped, fixtures::NOW).unwrap();
+        assert_eq!(swapped.policy_hash(), state.policy_hash);
+        let err = check_job_against_state(&swapped, &state).unwrap_err();
+        assert_eq!(err.code(), "onchain_mismatch");
+        assert_eq!(err.mismatch_codes(), vec!["terms_hash", "benchmark_hash"]);
+        let job = validate_job(&job, fixtures::NOW).unwrap();
+        assert!(check_job_against_state(&job, &state).is_ok());
     }
 
     #[tokio::test]

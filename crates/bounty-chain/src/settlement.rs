@@ -14,6 +14,7 @@ use verifier_sdk::settlement::{
 use verifier_sdk::{Address, Bytes32};
 
 use crate::reader::{ChainReadError, RpcChainReader};
+use crate::state::BountyState;
 
 /// Why a transaction could not be read as a verified settlement.
 #[derive(Debug, thiserror::Error)]
@@ -60,6 +61,19 @@ impl RpcChainReader {
         tx: Bytes32,
         job_verifiers: Option<&[Address]>,
     ) -> Result<VerifiedSettlement, SettlementReadError> {
+        self.read_settlement_and_state(tx, job_verifiers)
+            .await
+            .map(|(settlement, _)| settlement)
+    }
+
+    /// [`Self::read_settlement`], and the bounty's whole state at the end of the block before
+    /// the transaction: what the signers were asked to sign, which a job must match as it
+    /// matched when the signer signed ([`crate::revalidate::check_job_against_state`]).
+    pub async fn read_settlement_and_state(
+        &self,
+        tx: Bytes32,
+        job_verifiers: Option<&[Address]>,
+    ) -> Result<(VerifiedSettlement, BountyState), SettlementReadError> {
         let hash = B256::from(tx);
         let found = self
             .provider()
@@ -109,10 +123,11 @@ impl RpcChainReader {
                 submission_hash: state.submission_hash,
                 evidence_hash: state.evidence_hash,
                 policy_hash: state.policy_hash,
-                verifiers: state.verifiers,
+                verifiers: state.verifiers.clone(),
                 threshold: state.threshold,
             },
         };
-        check_settlement(&facts, job_verifiers).map_err(refused)
+        let settlement = check_settlement(&facts, job_verifiers).map_err(refused)?;
+        Ok((settlement, state))
     }
 }

@@ -79,6 +79,40 @@ pub(crate) async fn reproduce_tx(
     .await
 }
 
+/// `worker reproduce` as README shows it, for a reader of its output: no `--staging-root`, no
+/// `--work-dir` (their defaults) and no `--json`; only `--archive-base` added, to reach the
+/// loopback archive host. Its exit code, stdout and stderr.
+pub(crate) async fn reproduce_as_readme(
+    cfg: &E2eConfig,
+    work: &Path,
+    api: &str,
+    input: &[String],
+) -> Result<(Option<i32>, String, String), E2eError> {
+    let out = work.join("reproduction");
+    std::fs::create_dir_all(&out).map_err(io("create a work directory", &out))?;
+    let mut args = vec![s("reproduce")];
+    args.extend(input.iter().cloned());
+    args.extend([
+        s("--api"),
+        api.to_owned(),
+        s("--archive-base"),
+        api.to_owned(),
+        s("--out"),
+        s(out.display()),
+    ]);
+    info(&format!("$ worker {}", args.join(" ")));
+    let output = tokio::process::Command::new(cfg.bin_dir.join("worker"))
+        .args(&args)
+        .env_remove("REGRESSION_SANDBOX_STAGING_ROOT")
+        .output()
+        .await
+        .map_err(io("run worker reproduce", &cfg.bin_dir.join("worker")))?;
+    let stdout = String::from_utf8_lossy(&output.stdout).into_owned();
+    let stderr = String::from_utf8_lossy(&output.stderr).into_owned();
+    info(&format!("stdout:\n{stdout}stderr:\n{stderr}"));
+    Ok((output.status.code(), stdout, stderr))
+}
+
 /// `worker reproduce` with `input` (its `--tx`/`--candidate` arguments) and, when given, one
 /// extra environment variable (a `DOCKER_HOST` that answers nothing).
 pub(crate) async fn reproduce(
@@ -153,6 +187,13 @@ pub(crate) struct Served {
     pub(crate) validated: verifier_sdk::ValidatedJob,
     pub(crate) server: ArchiveServer,
     pub(crate) verifiers: Vec<Address>,
+    /// The job as the platform serves it.
+    pub(crate) job: Value,
+    /// The solution's repository and commit on the archive host, and its tree.
+    pub(crate) repo: &'static str,
+    pub(crate) commit: String,
+    pub(crate) solution: PathBuf,
+    pub(crate) benchmark: PathBuf,
 }
 
 pub(crate) async fn deploy_and_serve(
@@ -204,14 +245,41 @@ pub(crate) async fn deploy_and_serve(
     info(&format!("bounty   {}", bounty.address()));
     info(&format!("job id   {}", validated.job_id()));
 
-    let server = serve_job_archives(job, repo, &commit, &solution, &benchmark).await?;
+    let server = serve_job_archives(job.clone(), repo, &commit, &solution, &benchmark).await?;
     Ok(Served {
         kit,
         bounty,
         validated,
         server,
         verifiers,
+        job,
+        repo,
+        commit,
+        solution,
+        benchmark,
     })
+}
+
+/// Settles `served`'s bounty with the verifiers' test keys, every attestation saying `passed`
+/// with `response_hash` (whatever a real run printed: the contract checks neither); the
+/// transaction's hash.
+pub(crate) async fn settle_with_test_keys(
+    served: &Served,
+    passed: bool,
+    response_hash: B256,
+) -> Result<B256, E2eError> {
+    let deadline = U256::from(served.kit.latest_timestamp().await?.max(wall_clock()) + 900);
+    let mut atts = Vec::new();
+    for key in VERIFIER_KEYS {
+        let signer = dev_signer(key)?;
+        atts.push(
+            served
+                .bounty
+                .sign_attestation(&signer, signer.address(), passed, response_hash, deadline)
+                .await?,
+        );
+    }
+    Ok(served.bounty.settle(atts).await?.transaction_hash)
 }
 
 /// Plays the independent-execution path once; errors unless the bounty settles with
@@ -231,6 +299,7 @@ pub async fn run_independent(cfg: &E2eConfig, timed: bool) -> Result<Independent
         validated,
         server,
         verifiers,
+        ..
     } = deploy_and_serve(cfg, "independent", timed, |_| {}).await?;
     let dir = |name: &str| work.join(name);
     let bin = |name: &str| cfg.bin_dir.join(name);
@@ -512,4 +581,144 @@ pub async fn run_forged_settlement(cfg: &E2eConfig) -> Result<ForgedResult, E2eE
         engine_down,
         no_verdict,
     })
+}
+
+/// A runner manifest whose benchmark fails whatever the solution: `exit 1`.
+const FAILING_COMMAND: [&str; 5] = ["python3", "-I", "-B", "-c", "import sys; sys.exit(1)"];
+
+/// What `worker reproduce --tx` said of settlements whose job the platform serves with another
+/// runner manifest than the bounty committed (`termsHash()`, `benchmarkHash()`).
+#[derive(Debug, Clone)]
+pub struct SwappedResult {
+    /// An honest settlement (`passed`, the solution passes), its job served with a benchmark
+    /// that fails: without the terms check, a `DISAGREES` (exit 7).
+    pub honest: (Option<i32>, Value),
+    /// A fraudulent one (`failed` for the same passing solution), its job served with the same
+    /// failing benchmark: without the check, `verdict reproduced` (exit 6).
+    pub fraudulent: (Option<i32>, Value),
+}
+
+/// Settles two bounties for `fixtures/python-bounty`'s good solution with the verifiers' test
+/// keys, one `passed` (honest) and one `failed` (a fraud), then serves each job with a failing
+/// runner manifest in its terms (every other field, the policy among them, unchanged; the
+/// terms hashes recomputed, so the job is well formed) and reproduces each settlement from it.
+pub async fn run_swapped_benchmark(cfg: &E2eConfig) -> Result<SwappedResult, E2eError> {
+    let work = cfg.work_dir.join("swapped");
+    fresh_dir(&work)?;
+    let mut said = Vec::new();
+    for (label, passed) in [("swapped-honest", true), ("swapped-fraud", false)] {
+        let served = deploy_and_serve(cfg, label, false, |_| {}).await?;
+        step(&format!(
+            "[{label}] settle `{}` with the test keys; serve the job with a failing benchmark",
+            if passed { "passed" } else { "failed" }
+        ));
+        let tx = settle_with_test_keys(&served, passed, B256::repeat_byte(0x68)).await?;
+        let mut job = served.job.clone();
+        job["terms"]["document"]["benchmark"]["runner_manifest"]["command"] =
+            json!(FAILING_COMMAND);
+        verifier_sdk::fixtures::rehash(&mut job);
+        let swapped = serve_job_archives(
+            job,
+            served.repo,
+            &served.commit,
+            &served.solution,
+            &served.benchmark,
+        )
+        .await?;
+        said.push(reproduce_tx(cfg, &work.join(label), swapped.url(), served.kit.url(), tx).await?);
+    }
+    let [honest, fraudulent]: [_; 2] = said
+        .try_into()
+        .map_err(|_| E2eError::Mismatch("expected two reproductions".into()))?;
+    Ok(SwappedResult { honest, fraudulent })
+}
+
+/// What a newcomer running README's `worker reproduce --tx` command saw.
+#[derive(Debug, Clone)]
+pub struct NewcomerResult {
+    /// The settlement transaction.
+    pub tx: B256,
+    /// The response hash the settlement carries (both attestations), the reproduction's own.
+    pub response_hash: Bytes32,
+    /// `worker reproduce --job-id … --json` of the job first (to learn its response hash).
+    pub job_only: (Option<i32>, Value),
+    /// README's command: exit code, stdout, stderr.
+    pub readme: (Option<i32>, String, String),
+}
+
+/// A bounty whose benchmark fails (so the honest verdict is `failed`), settled `failed` with the
+/// verifiers' test keys over the response hash a first reproduction of the job printed; then
+/// README's `worker reproduce --tx … --rpc … --api … --out …` of it, without a staging root
+/// in the environment and without `--json`.
+pub async fn run_newcomer(cfg: &E2eConfig) -> Result<NewcomerResult, E2eError> {
+    let work = cfg.work_dir.join("newcomer");
+    fresh_dir(&work)?;
+    let served = deploy_and_serve(cfg, "newcomer", false, |m| {
+        m["command"] = json!(FAILING_COMMAND);
+    })
+    .await?;
+    step("[newcomer] worker reproduce --job-id: the job's own verdict and response hash");
+    let job_only = reproduce(
+        cfg,
+        &work.join("job"),
+        served.server.url(),
+        &[
+            s("--job-id"),
+            served.validated.job_id().to_owned(),
+            s("--verifier"),
+            served.verifiers[0].to_string(),
+        ],
+        None,
+    )
+    .await?;
+    let response_hash: Bytes32 = job_only
+        .1
+        .get("reproduced_response_hash")
+        .and_then(Value::as_str)
+        .and_then(|h| h.parse().ok())
+        .ok_or_else(|| E2eError::Mismatch(format!("no response hash: {}", job_only.1)))?;
+    step("[newcomer] settle `failed` over that response hash; README's worker reproduce --tx");
+    let tx = settle_with_test_keys(&served, false, B256::from(*response_hash.as_bytes())).await?;
+    let readme = reproduce_as_readme(
+        cfg,
+        &work.join("readme"),
+        served.server.url(),
+        &[
+            s("--tx"),
+            tx.to_string(),
+            s("--rpc"),
+            served.kit.url().to_owned(),
+        ],
+    )
+    .await?;
+    Ok(NewcomerResult {
+        tx,
+        response_hash,
+        job_only,
+        readme,
+    })
+}
+
+/// A bounty for the good solution settled `passed` with the test keys, then its solution's
+/// archive replaced on the archive host by one with a file added (the tree's digest is no longer
+/// the job's), and the settlement reproduced: the code and report.
+pub async fn run_tampered_archive(cfg: &E2eConfig) -> Result<(Option<i32>, Value), E2eError> {
+    let work = cfg.work_dir.join("tampered");
+    fresh_dir(&work)?;
+    let served = deploy_and_serve(cfg, "tampered", false, |_| {}).await?;
+    step("[tampered] settle `passed`; the archive host serves a tampered solution archive");
+    let tx = settle_with_test_keys(&served, true, B256::repeat_byte(0x69)).await?;
+    let mut files = crate::tree_files(&served.solution)?;
+    files.push((
+        s("tampered.py"),
+        b"print('not the committed tree')\n".to_vec(),
+        false,
+    ));
+    served.server.add_archive(
+        &format!("/solver-org/{}/tar.gz/{}", served.repo, served.commit),
+        &format!("{}-{}", served.repo, served.commit),
+        "",
+        &files,
+    )?;
+    reproduce_tx(cfg, &work, served.server.url(), served.kit.url(), tx).await
 }

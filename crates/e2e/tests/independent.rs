@@ -9,7 +9,10 @@ use std::path::PathBuf;
 
 use chain_testkit::{Testkit, status};
 use e2e::E2eConfig;
-use e2e::independent::{run_forged_settlement, run_independent};
+use e2e::independent::{
+    run_forged_settlement, run_independent, run_newcomer, run_swapped_benchmark,
+    run_tampered_archive,
+};
 use verifier_sdk::settle::SettlementEvent;
 
 fn config(name: &str) -> E2eConfig {
@@ -141,4 +144,85 @@ async fn a_settlement_over_a_flipped_verdict_disagrees_and_a_non_settlement_is_r
         message.contains("is not a settlement of a bounty"),
         "{report}"
     );
+}
+
+/// #41 item 2: the platform (or a `--candidate` file) serves a settled job with another runner
+/// manifest than the bounty committed. Reproduced as if it were the bounty's, a fraudulent
+/// settlement would read `verdict reproduced` and an honest one `DISAGREES`; both are refused
+/// before anything runs, as the signer refuses them, with their own exit code (8).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn reproduce_refuses_a_job_whose_benchmark_differs_from_the_chains() {
+    let r = run_swapped_benchmark(&config("e2e-swapped-test"))
+        .await
+        .unwrap_or_else(|e| panic!("swapped benchmark: {e}"));
+    for (which, (code, report)) in [("honest", &r.honest), ("fraudulent", &r.fraudulent)] {
+        assert_eq!(*code, Some(8), "{which}: {report}");
+        assert_eq!(report["error"]["code"], "terms_differ", "{which}: {report}");
+        let message = report["error"]["message"].as_str().unwrap_or_default();
+        for said in ["terms hash", "benchmark hash", "nothing was run"] {
+            assert!(message.contains(said), "{which}: {said:?} not in {report}");
+        }
+    }
+}
+
+/// #41 item 3: README's own command (`worker reproduce --tx … --rpc … --api … --out …`), run
+/// with no staging root in the environment, gives its result on stdout (exit 0, not 78 for a
+/// missing staging root): it says which verdict was reproduced (`failed`, the chain's: not
+/// "reproduced failed", which reads as a failed reproduction), prints the response hash once and
+/// labels it as one, and keeps "settlement" for the transaction.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn readmes_reproduce_command_needs_no_staging_root_and_says_on_stdout_what_was_reproduced() {
+    let r = run_newcomer(&config("e2e-newcomer-test"))
+        .await
+        .unwrap_or_else(|e| panic!("newcomer: {e}"));
+    let (code, report) = &r.job_only;
+    assert_eq!(*code, Some(0), "{report}");
+    assert_eq!(
+        report["schema_version"], "agent-bounties/regression-reproduction-v1",
+        "{report}"
+    );
+    assert_eq!(report["reproduced_verdict"], "failed", "{report}");
+
+    let (code, stdout, stderr) = &r.readme;
+    assert_eq!(*code, Some(0), "stdout:\n{stdout}\nstderr:\n{stderr}");
+    assert!(
+        stdout.contains("reproduced bit for bit"),
+        "the result is on stdout:\n{stdout}\nstderr:\n{stderr}"
+    );
+    assert!(
+        stdout.contains("the chain's verdict `failed` was reproduced"),
+        "{stdout}"
+    );
+    assert!(!stdout.contains("reproduced failed"), "{stdout}");
+    let hash = r.response_hash.to_string();
+    assert_eq!(stdout.matches(&hash).count(), 1, "printed once:\n{stdout}");
+    for line in stdout.lines().filter(|l| l.contains(&hash)) {
+        assert!(line.contains("response hash"), "labelled: {line}");
+        assert!(!line.contains("settlement"), "not the settlement: {line}");
+    }
+    let tx = r.tx.to_string();
+    assert!(
+        stdout
+            .lines()
+            .any(|l| l.starts_with("settlement") && l.contains(&tx)),
+        "{stdout}"
+    );
+    assert!(
+        !stderr.contains("reproduced bit for bit"),
+        "the result is not on stderr as well:\n{stderr}"
+    );
+}
+
+/// #41 item 3: an archive whose tree is not the job's (a tampered or force-pushed repository)
+/// is a permanent refusal, exit 4 as README says, not 3 ("no verdict, try again later").
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn reproduce_refuses_a_tampered_archive_for_good() {
+    let (code, report) = run_tampered_archive(&config("e2e-tampered-test"))
+        .await
+        .unwrap_or_else(|e| panic!("tampered archive: {e}"));
+    assert_eq!(code, Some(4), "{report}");
+    assert_eq!(report["error"]["code"], "invalid_input", "{report}");
+    let message = report["error"]["message"].as_str().unwrap_or_default();
+    assert!(message.contains("input_mismatch"), "{report}");
+    assert!(message.contains("source"), "{report}");
 }

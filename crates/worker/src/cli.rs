@@ -204,7 +204,9 @@ pub enum Subcommands {
     /// Re-run a verdict from public data and say whether it holds: a job from the platform
     /// (--job-id, --api, --verifier), a candidate file (--candidate), or a settlement
     /// transaction (--tx, --rpc, and --api or --candidate for its job). Exits 0 reproduced bit
-    /// for bit, 6 verdict reproduced with other output, 7 DISAGREES, 3 no verdict.
+    /// for bit, 6 verdict reproduced with other output, 7 DISAGREES, 3 no verdict, 4 refused
+    /// (not a settlement, not the settled job, an archive that is not the job's), 8 the job's
+    /// terms or benchmark are not the ones the bounty committed on chain (--tx; nothing run).
     Reproduce(ReproduceArgs),
     /// Run as a service: poll the feed on an interval, run new jobs as `feed` does, write
     /// candidates to --out, and keep a durable ledger in --state.

@@ -26,6 +26,11 @@ pub enum ExitCode {
     /// `reproduce`: the reproduction DISAGREES with the reference on the verdict or a
     /// commitment.
     Disagrees = 7,
+    /// `reproduce --tx`: the job's terms (its runner manifest and benchmark, criteria,
+    /// evidence schema, or another value the bounty committed: solver, window, verifiers)
+    /// differ from the bounty's on chain, as the signer checks them; the job served is not the
+    /// bounty's. Nothing was run; the same job is refused again.
+    TermsDiffer = 8,
     /// A configuration or credential problem that a restart will not fix.
     Config = 78,
     /// Ended by SIGINT: the run was stopped, its container removed, nothing written as a verdict.
@@ -51,6 +56,7 @@ impl ExitCode {
             Self::RuntimeUnavailable => "runtime_unavailable",
             Self::OutputDiffers => "output_differs",
             Self::Disagrees => "disagrees",
+            Self::TermsDiffer => "terms_differ",
             Self::Config => "config",
             Self::Interrupted => "interrupted",
             Self::Terminated => "terminated",
@@ -115,6 +121,7 @@ mod tests {
         assert_eq!(ExitCode::NoVerdict.code(), 3);
         assert_eq!(ExitCode::OutputDiffers.code(), 6);
         assert_eq!(ExitCode::Disagrees.code(), 7);
+        assert_eq!(ExitCode::TermsDiffer.code(), 8);
         assert_eq!(ExitCode::InvalidInput.code(), 4);
         assert_eq!(ExitCode::RuntimeUnavailable.code(), 5);
         assert_eq!(ExitCode::Config.code(), 78);

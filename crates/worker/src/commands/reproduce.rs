@@ -5,7 +5,7 @@
 use std::path::PathBuf;
 use std::time::Duration;
 
-use bounty_chain::{RpcChainReader, SettlementReadError};
+use bounty_chain::{RpcChainReader, SettlementReadError, check_job_against_state};
 use platform_client::{ClientLimits, PlatformClient};
 use verifier_sdk::{Address, Bytes32, ValidatedJob};
 
@@ -39,6 +39,7 @@ fn error_exit_code(e: &ReproduceError) -> ExitCode {
         }
         ReproduceError::Unavailable { .. } => ExitCode::RuntimeUnavailable,
         ReproduceError::File { .. } | ReproduceError::Output(_) => ExitCode::Internal,
+        ReproduceError::TermsDiffer(_) => ExitCode::TermsDiffer,
         _ => ExitCode::InvalidInput,
     }
 }
@@ -88,8 +89,8 @@ async fn resolve(
             .ok_or_else(|| invalid(&"--tx needs --rpc"))?;
         let reader = RpcChainReader::new(rpc, RPC_TIMEOUT)
             .map_err(|e| (ExitCode::Config, format!("--rpc: {e}")))?;
-        let settlement = reader
-            .read_settlement(tx, None)
+        let (settlement, before) = reader
+            .read_settlement_and_state(tx, None)
             .await
             .map_err(|e| (settlement_exit_code(&e), e.to_string()))?;
         let job = if let Some(path) = &args.candidate {
@@ -120,6 +121,14 @@ async fn resolve(
             } else {
                 "SubmissionRejected"
             },
+        // The signer's own chain check, on the state the signatures were made over: a job
+        // served with another runner manifest (or criteria, or evidence schema) than the bounty
+        // funded keeps the policy, submission and evidence hashes the signatures bind, so
+        // only the terms hashes tell it is not the bounty's.
+        check_job_against_state(&job, &before).map_err(|refusal| {
+            let e = ReproduceError::TermsDiffer(refusal.to_string());
+            (error_exit_code(&e), e.to_string())
+        })?;
             settlement.attestations.len()
         );
         return Ok((job, Reference::Settlement(settlement), Some(summary)));
