@@ -75,6 +75,14 @@ pub enum ReproduceError {
     /// The job is not the one the settlement settled.
     #[error("the job is not the one transaction settled: {0}")]
     NotTheSettledJob(String),
+    /// The job's terms are not the ones the bounty committed on chain (`termsHash()`,
+    /// `benchmarkHash()` or another value the signer checks, read at the block before the
+    /// settlement): the job served is not the bounty's, and a reproduction of it would say
+    /// nothing about the settlement. Refused before anything runs, as the signer refuses it.
+    #[error(
+        "the job's terms are not the bounty's ({0}): the job served (by --api, or in --candidate) is not the one the bounty committed to on chain, and the signer would have refused it; nothing was run"
+    )]
+    TermsDiffer(String),
     /// A signer is not among the job's committed verifiers.
     #[error("{0} signed the settlement but is not a committed verifier of the job")]
     NotACommittedVerifier(Address),
@@ -84,14 +92,6 @@ pub enum ReproduceError {
     /// The job's inputs were refused (an archive whose digest is not the job's, a tree over
     /// the manifest's caps): public data does not reproduce the job's commitments.
     #[error("the job's inputs were refused ({code}): {reason}")]
-    /// The job's terms are not the ones the bounty committed on chain (`termsHash()`,
-    /// `benchmarkHash()` or another value the signer checks, read at the block before the
-    /// settlement): the job served is not the bounty's, and a reproduction of it would say
-    /// nothing about the settlement. Refused before anything runs, as the signer refuses it.
-    #[error(
-        "the job's terms are not the bounty's ({0}): the job served (by --api, or in --candidate) is not the one the bounty committed to on chain, and the signer would have refused it; nothing was run"
-    )]
-    TermsDiffer(String),
     Refused {
         /// The feed's reason code.
         code: String,

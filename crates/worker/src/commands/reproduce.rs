@@ -114,13 +114,6 @@ async fn resolve(
             fetch(api, verifier, job_id).await?
         };
         check_settled_job(&job, &settlement).map_err(|e| invalid(&e))?;
-        let summary = format!(
-            "settlement {tx}: {} by {} attestation(s)",
-            if settlement.passed {
-                "BountySettled"
-            } else {
-                "SubmissionRejected"
-            },
         // The signer's own chain check, on the state the signatures were made over: a job
         // served with another runner manifest (or criteria, or evidence schema) than the bounty
         // funded keeps the policy, submission and evidence hashes the signatures bind, so
@@ -129,6 +122,13 @@ async fn resolve(
             let e = ReproduceError::TermsDiffer(refusal.to_string());
             (error_exit_code(&e), e.to_string())
         })?;
+        let summary = format!(
+            "settlement {tx}: {} by {} attestation(s)",
+            if settlement.passed {
+                "BountySettled"
+            } else {
+                "SubmissionRejected"
+            },
             settlement.attestations.len()
         );
         return Ok((job, Reference::Settlement(settlement), Some(summary)));
