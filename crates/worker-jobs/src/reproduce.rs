@@ -26,6 +26,8 @@ use crate::feed::{FeedConfig, JobExecutor, JobRunner, JobStatus};
 pub const REPRODUCE_SCHEMA_VERSION: &str = "agent-bounties/regression-reproduction-v1";
 /// Largest candidate or evidence file read.
 pub const MAX_CANDIDATE_BYTES: u64 = 16 << 20;
+/// The reason code of a run whose staged trees are not the job's.
+const INPUT_MISMATCH: &str = "input_mismatch";
 
 /// What the reproduction is compared with.
 #[derive(Debug, Clone)]
@@ -162,32 +164,50 @@ pub enum Finding {
     },
 }
 
-impl Finding {
-    /// The headline, as printed.
+impl ReproduceReport {
+    /// Whose verdict the reference is, as a reader says it.
+    pub fn whose(&self) -> &'static str {
+        match self.reference {
+            "settlement" => "the chain's",
+            "candidate" => "the candidate's",
+            _ => "the job's",
+        }
+    }
+
+    /// The answer in one line, as printed: it names what was reproduced (`the chain's verdict
+    /// `failed` was reproduced`), never a bare verdict after "reproduced", which reads as a
+    /// reproduction that failed.
     pub fn headline(&self) -> String {
-        match self {
-            Self::BitForBit { .. } => "reproduced bit for bit".into(),
-            Self::VerdictReproduced { .. } => "verdict reproduced; output differs".into(),
-            Self::Disagrees {
+        let whose = self.whose();
+        match &self.finding {
+            Finding::BitForBit { .. } => format!(
+                "reproduced bit for bit: {whose} verdict `{}` was reproduced, with the same \
+                 response hash",
+                self.reproduced_verdict.map_or("?", Verdict::as_str)
+            ),
+            Finding::VerdictReproduced { verdict, .. } => format!(
+                "verdict reproduced; output differs: {whose} verdict `{}` was reproduced with \
+                 every commitment, the output was not (another response hash)",
+                verdict.as_str()
+            ),
+            Finding::Disagrees {
                 differing,
                 reference,
                 reproduced,
             } => {
                 let what: Vec<&str> = differing.iter().map(|c| c.name()).collect();
                 format!(
-                    "DISAGREES on {} (the reference says {}, the reproduction {})",
+                    "DISAGREES on {}: {whose} verdict is `{}`, the reproduction's `{}`",
                     what.join(", "),
                     reference.as_str(),
                     reproduced.as_str()
                 )
             }
-            Self::Reproduced { verdict } => {
-                format!(
-                    "reproduced: {} (no reference to compare with)",
-                    verdict.as_str()
-                )
-            }
-            Self::NoVerdict { reason, .. } => {
+            Finding::Reproduced { verdict } => format!(
+                "the job's verdict is `{}` (run from the job alone: nothing to compare with)",
+                verdict.as_str()
+            ),
+            Finding::NoVerdict { reason, .. } => {
                 format!("no verdict ({reason}): nothing judged, not a disagreement")
             }
         }
@@ -320,6 +340,15 @@ pub async fn reproduce(
                 .candidate_file
                 .ok_or_else(|| ReproduceError::Output("no candidate file".into()))?;
             Some(read_own(&config.out_dir.join(file))?)
+        }
+        // The trees the public archives give are not the ones the job commits to (a
+        // tampered, deleted or force-pushed repository): the same public data gives the same
+        // trees again, so this is a refusal, never "no verdict, try again".
+        JobStatus::NoVerdict if row.reason_code.as_deref() == Some(INPUT_MISMATCH) => {
+            return Err(ReproduceError::Refused {
+                code: INPUT_MISMATCH.to_owned(),
+                reason: row.reason.unwrap_or_default(),
+            });
         }
         JobStatus::NoVerdict => None,
         JobStatus::Rejected | JobStatus::Skipped => {

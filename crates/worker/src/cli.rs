@@ -442,7 +442,8 @@ pub struct ReproduceArgs {
     /// Scratch directory for downloads and extraction (default: the system temp dir).
     #[arg(long)]
     pub work_dir: Option<PathBuf>,
-    /// Staging root (defaults to $REGRESSION_SANDBOX_STAGING_ROOT).
+    /// Staging root (default: $REGRESSION_SANDBOX_STAGING_ROOT, else the rehearsal store
+    /// worker-rehearse-<uid> in the system temp dir, as `rehearse`).
     #[arg(long)]
     pub staging_root: Option<PathBuf>,
     /// Pull a missing image, by its pinned digest only.
@@ -452,7 +453,8 @@ pub struct ReproduceArgs {
     /// runsc; an engine without it gives no verdict, never a fallback.
     #[arg(long, value_enum, value_name = "RUNTIME", default_value = "runc")]
     pub oci_runtime: OciRuntimeArg,
-    /// Print the report as JSON on stdout.
+    /// Print the report as JSON on stdout (`agent-bounties/regression-reproduction-v1`, or
+    /// the error object), instead of the report for a reader.
     #[arg(long)]
     pub json: bool,
 }

@@ -9,7 +9,9 @@ use bounty_chain::{RpcChainReader, SettlementReadError, check_job_against_state}
 use platform_client::{ClientLimits, PlatformClient};
 use verifier_sdk::{Address, Bytes32, ValidatedJob};
 
-use super::{block_on_interruptible, connect_swept, fail, print_json, staging_root_failed};
+use super::{
+    block_on_interruptible, connect_swept, fail, print_json, print_text, staging_root_failed,
+};
 use crate::cli::ReproduceArgs;
 use crate::exit::ExitCode;
 use crate::feed::{FeedConfig, SandboxJobExecutor};
@@ -123,11 +125,16 @@ async fn resolve(
             (error_exit_code(&e), e.to_string())
         })?;
         let summary = format!(
-            "settlement {tx}: {} by {} attestation(s)",
+            "settlement   {tx}: {} (verdict `{}`) by {} attestation(s)",
             if settlement.passed {
                 "BountySettled"
             } else {
                 "SubmissionRejected"
+            },
+            if settlement.passed {
+                "passed"
+            } else {
+                "failed"
             },
             settlement.attestations.len()
         );
@@ -149,25 +156,59 @@ async fn resolve(
     Ok((job, Reference::JobOnly, None))
 }
 
+/// The report for a reader: the settlement (with `--tx`), the job, the reference's verdict and
+/// each distinct response hash once, the reproduction's (a hash the reference also carries is
+/// not printed again), where its evidence is kept, and the answer.
 fn human(report: &ReproduceReport, context: Option<&str>) -> String {
     let mut out = String::new();
     if let Some(c) = context {
         out.push_str(&format!("{c}\n"));
     }
-    out.push_str(&format!("job        {}\n", report.job_id));
+    out.push_str(&format!("job          {}\n", report.job_id));
+    let mut hashes: Vec<Bytes32> = Vec::new();
     for h in &report.reference_response_hashes {
-        out.push_str(&format!("reference  {} {h}\n", report.reference));
+        if !hashes.contains(h) {
+            hashes.push(*h);
+        }
     }
-    if let Some(h) = report.reproduced_response_hash {
-        out.push_str(&format!(
-            "reproduced {} {h}\n",
-            report.reproduced_verdict.map_or("?", |v| v.as_str())
-        ));
+    if report.reference != "job" {
+        let label = if report.reference == "settlement" {
+            "settled"
+        } else {
+            "claimed"
+        };
+        let verdict = report.reference_verdict.map_or_else(
+            || "verdict unknown".to_owned(),
+            |v| format!("verdict `{}`", v.as_str()),
+        );
+        let listed: Vec<String> = hashes.iter().map(ToString::to_string).collect();
+        let hashes_said = match listed.len() {
+            0 => String::new(),
+            1 => format!(", response hash {}", listed[0]),
+            _ => format!(", response hashes {}", listed.join(", ")),
+        };
+        out.push_str(&format!("{label:<12} {verdict}{hashes_said}\n"));
+    }
+    match (report.reproduced_verdict, report.reproduced_response_hash) {
+        (Some(v), Some(h)) if hashes.contains(&h) => out.push_str(&format!(
+            "reproduction verdict `{}`, the same response hash\n",
+            v.as_str()
+        )),
+        (Some(v), Some(h)) => out.push_str(&format!(
+            "reproduction verdict `{}`, response hash {h}\n",
+            v.as_str()
+        )),
+        _ => out.push_str("reproduction no verdict\n"),
     }
     if let Some(f) = &report.candidate_file {
-        out.push_str(&format!("evidence   {}\n", f.display()));
+        out.push_str(&format!("evidence     {}\n", f.display()));
     }
-    out.push_str(&format!("{}\n", report.finding.headline()));
+    out.push_str(&format!("{}\n", report.headline()));
+    if let Finding::NoVerdict { detail, .. } = &report.finding
+        && !detail.is_empty()
+    {
+        out.push_str(&format!("  ({detail})\n"));
+    }
     if let Finding::VerdictReproduced { lines, note, .. } = &report.finding {
         for l in lines {
             out.push_str(&format!("  {}\n", l.describe()));
@@ -181,7 +222,9 @@ fn human(report: &ReproduceReport, context: Option<&str>) -> String {
 
 /// Runs `worker reproduce`.
 pub fn reproduce(args: &ReproduceArgs, quiet: bool) -> ExitCode {
-    let root = match staging_root::resolve(args.staging_root.as_deref(), Fallback::Required)
+    // As `rehearse`: $REGRESSION_SANDBOX_STAGING_ROOT when set, else a private store in the
+    // system temp dir, so README's command runs as written.
+    let root = match staging_root::resolve(args.staging_root.as_deref(), Fallback::PrivateTemp)
         .and_then(|r| staging_root::ensure_writable(&r).map(|()| r))
     {
         Ok(root) => root,
@@ -227,14 +270,137 @@ pub fn reproduce(args: &ReproduceArgs, quiet: bool) -> ExitCode {
         Err(code) => return code,
     };
     match result {
+        // The result is stdout's: the report as JSON with --json, else for a reader.
         Ok(Ok((report, context))) => {
-            eprint!("{}", human(&report, context.as_deref()));
-            if args.json && print_json(&report) != ExitCode::Success {
+            let printed = if args.json {
+                print_json(&report)
+            } else {
+                print_text(&human(&report, context.as_deref()))
+            };
+            if printed != ExitCode::Success {
                 return ExitCode::Internal;
             }
             finding_exit_code(&report.finding)
         }
         Ok(Err((code, error))) => fail(code, &error),
         Err(error) => fail(ExitCode::Internal, &error),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+
+    use super::*;
+    use crate::reproduce::REPRODUCE_SCHEMA_VERSION;
+    use verifier_sdk::Verdict;
+
+    fn settled(
+        verdict: Verdict,
+        hashes: Vec<Bytes32>,
+        own: Bytes32,
+        finding: Finding,
+    ) -> ReproduceReport {
+        ReproduceReport {
+            schema_version: REPRODUCE_SCHEMA_VERSION,
+            job_id: "base-mainnet:0x11:1".into(),
+            reference: "settlement",
+            reference_verdict: Some(verdict),
+            reference_response_hashes: hashes,
+            reproduced_verdict: Some(verdict),
+            reproduced_response_hash: Some(own),
+            candidate_file: Some("repro/candidate-1.json".into()),
+            finding,
+        }
+    }
+
+    #[test]
+    fn reproduce_says_which_verdict_was_reproduced_and_prints_a_hash_once() {
+        let h = Bytes32::from_bytes([0x5a; 32]);
+        let report = settled(
+            Verdict::Failed,
+            vec![h, h],
+            h,
+            Finding::BitForBit {
+                response_hash: h,
+                verifiers: Vec::new(),
+            },
+        );
+        let text = human(
+            &report,
+            Some("settlement   0xabc: SubmissionRejected (verdict `failed`) by 2 attestation(s)"),
+        );
+        assert!(
+            text.contains("reproduced bit for bit: the chain's verdict `failed` was reproduced"),
+            "{text}"
+        );
+        assert!(!text.contains("reproduced failed"), "{text}");
+        assert_eq!(text.matches(&h.to_string()).count(), 1, "{text}");
+        let line = text.lines().find(|l| l.contains(&h.to_string())).unwrap();
+        assert!(
+            line.starts_with("settled ") && line.contains("response hash"),
+            "{text}"
+        );
+        assert!(
+            text.contains("reproduction verdict `failed`, the same response hash"),
+            "{text}"
+        );
+    }
+
+    #[test]
+    fn reproduce_lists_each_settled_hash_and_its_own_when_the_output_differs() {
+        let (a, b, own) = (
+            Bytes32::from_bytes([1; 32]),
+            Bytes32::from_bytes([2; 32]),
+            Bytes32::from_bytes([3; 32]),
+        );
+        let report = settled(
+            Verdict::Passed,
+            vec![a, b],
+            own,
+            Finding::VerdictReproduced {
+                verdict: Verdict::Passed,
+                differences: Vec::new(),
+                lines: Vec::new(),
+                note: None,
+            },
+        );
+        let text = human(&report, None);
+        assert!(
+            text.contains(&format!("response hashes {a}, {b}")),
+            "{text}"
+        );
+        assert!(
+            text.contains(&format!(
+                "reproduction verdict `passed`, response hash {own}"
+            )),
+            "{text}"
+        );
+        assert!(
+            text.contains(
+                "verdict reproduced; output differs: the chain's verdict `passed` was reproduced"
+            ),
+            "{text}"
+        );
+        assert_eq!(finding_exit_code(&report.finding), ExitCode::OutputDiffers);
+    }
+
+    #[test]
+    fn reproduce_of_a_job_alone_names_its_verdict_without_a_reference() {
+        let own = Bytes32::from_bytes([4; 32]);
+        let mut report = settled(
+            Verdict::Passed,
+            Vec::new(),
+            own,
+            Finding::Reproduced {
+                verdict: Verdict::Passed,
+            },
+        );
+        report.reference = "job";
+        report.reference_verdict = None;
+        let text = human(&report, None);
+        assert!(!text.contains("settled"), "{text}");
+        assert!(text.contains("the job's verdict is `passed`"), "{text}");
+        assert_eq!(text.matches(&own.to_string()).count(), 1, "{text}");
     }
 }
