@@ -1,9 +1,11 @@
 //! Signing every candidate of a run: the per-candidate checks in order, then signing and
 //! writing, each candidate isolated so one bad candidate never blocks the others.
 //!
-//! Order per candidate: the manifest entry and the file agree on the job id; this signer is
-//! an eligible verifier of the candidate's job (else "not ours", not a refusal: a slot signs
-//! only jobs committed to its own address); the candidate carries the worker's evidence record
+//! Order per candidate: the manifest entry and the file agree on the job id; a job of the
+//! platform's other verification mode (`deterministic_module`) is not ours (code
+//! `other_verification_mode`, before any rule reads it); this signer is an eligible verifier
+//! of the candidate's job (else "not ours", not a refusal: a slot signs only jobs committed
+//! to its own address); the candidate carries the worker's evidence record
 //! (a reference-runner candidate has none and is refused, naming that); the current
 //! job is re-fetched and the candidate revalidated against it and against the chain at one
 //! pinned block ([`bounty_chain::revalidate`]); `isVerifier(signer)` at that block; the
@@ -208,13 +210,14 @@ pub struct CandidateReport {
     pub job_id: String,
     /// What happened.
     pub status: CandidateStatus,
-    /// Refusal code, when refused or unavailable.
+    /// Refusal code, when refused or unavailable; `other_verification_mode` for a job of the
+    /// platform's other verification mode (not ours).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub code: Option<&'static str>,
     /// On-chain mismatch codes, when the code is `onchain_mismatch`.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub mismatches: Vec<&'static str>,
-    /// Human-readable reason, when refused or unavailable.
+    /// Human-readable reason, when refused or unavailable (or not ours by its mode).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub detail: Option<String>,
     /// The attestation file written, when signed.
@@ -336,7 +339,9 @@ struct Signed {
 }
 
 enum Decision {
-    NotOurs,
+    /// Not ours; with the mode when the job is of the platform's other verification mode
+    /// (reported with its code).
+    NotOurs(Option<verifier_sdk::OtherVerificationMode>),
     Sign(Box<Signed>),
 }
 
@@ -356,6 +361,10 @@ async fn check_and_sign(
     if candidate.job.get("job_id").and_then(Value::as_str) != Some(entry.job_id.as_str()) {
         return Err(CandidateRefusal::JobIdMismatch);
     }
+    // Before any rule reads the job: another verification mode's job is valid but not ours.
+    if let Some(other) = verifier_sdk::other_verification_mode(&candidate.job) {
+        return Ok(Decision::NotOurs(Some(other)));
+    }
     // Parsed once here; the re-check below works on the parsed job.
     let candidate = ParsedCandidate::parse(candidate).map_err(CandidateRefusal::CandidateJob)?;
     let claimed = candidate.job();
@@ -363,7 +372,7 @@ async fn check_and_sign(
         .check_live(now)
         .map_err(CandidateRefusal::CandidateJob)?;
     if !claimed.eligible_verifiers().contains(&cfg.signer) {
-        return Ok(Decision::NotOurs);
+        return Ok(Decision::NotOurs(None));
     }
     // Before the feed or the chain is asked: the re-check below would refuse it anyway, with a
     // message that does not say where such a candidate comes from.
@@ -535,8 +544,10 @@ pub async fn sign_candidates(
             deadline: None,
         };
         match result {
-            Ok(Decision::NotOurs) => {
+            Ok(Decision::NotOurs(mode)) => {
                 line.status = CandidateStatus::NotOurs;
+                line.code = mode.map(|_| verifier_sdk::OtherVerificationMode::CODE);
+                line.detail = mode.map(|m| m.to_string());
                 report.not_ours += 1;
             }
             Ok(Decision::Sign(signed)) => {

@@ -616,6 +616,43 @@ async fn job_without_this_signer_is_not_ours_and_not_signed() {
     assert!(w.attestation_files().is_empty());
 }
 
+/// #41 item 4: a candidate whose job is of the platform's other verification mode
+/// (`deterministic_module`, served to every verifier) was refused as an invalid job
+/// ("verification_mode must be signed_quorum"), a red signer run (exit 3). It is not ours:
+/// reported so, with its own code, before the feed or the chain is asked; nothing is signed.
+#[tokio::test]
+async fn signer_skips_a_deterministic_module_candidate_instead_of_refusing_it() {
+    let w = world().await;
+    let mut module = w.job.clone();
+    module["verification_mode"] = json!("deterministic_module");
+    module["verifier_module"] = json!(format!("0x{}", "33".repeat(20)));
+    module["eligible_verifiers"] = json!([]);
+    module["threshold"] = json!(0);
+    *w.feed.lock().unwrap() = json!([module.clone()]);
+    w.rewrite_candidate(|c| c.job = module.clone());
+    let report = w.sign().await;
+    assert_eq!(report.candidates.len(), 1, "{report:?}");
+    let c = &report.candidates[0];
+    assert_eq!(c.status, CandidateStatus::NotOurs, "{}", report.summary());
+    assert_eq!(
+        c.code,
+        Some("other_verification_mode"),
+        "{}",
+        report.summary()
+    );
+    assert!(
+        c.detail
+            .as_deref()
+            .unwrap_or_default()
+            .contains("deterministic_module"),
+        "{}",
+        report.summary()
+    );
+    assert_eq!((report.not_ours, report.refused), (1, 0));
+    assert_eq!(report.exit_code(), ExitCode::Success);
+    assert!(w.attestation_files().is_empty());
+}
+
 #[tokio::test]
 async fn tampered_response_hash_is_refused() {
     let w = world().await;

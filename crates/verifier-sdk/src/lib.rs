@@ -138,8 +138,8 @@ pub use canonical::{canonical_json, keccak_json, sha256_digest, sha256_json, sha
 pub use digest::{DigestError, DirectoryHasher, Snapshot, TreeLimits, digest_directory};
 pub use evidence::{EvidenceRecord, RequestFacts, StreamEvidence};
 pub use job::{
-    BenchmarkSource, CommitId, GithubRepo, JobError, Network, RelativeDir, SourceRef, ValidatedJob,
-    validate_job,
+    BenchmarkSource, CommitId, GithubRepo, JobError, Network, OtherVerificationMode, RelativeDir,
+    SourceRef, ValidatedJob, other_verification_mode, validate_job,
 };
 pub use manifest::{ManifestError, RunnerManifest, command_hash, runner_manifest_hash};
 pub use profile::{ContainerProfile, ProfileInputs, check_recorded_profile, expected_profile};

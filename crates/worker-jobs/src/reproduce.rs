@@ -64,6 +64,15 @@ pub enum ReproduceError {
     /// The job breaks a structural rule.
     #[error("the job is invalid: {0}")]
     Job(#[source] verifier_sdk::JobError),
+    /// The job is of the platform's other verification mode: valid, not ours, nothing of
+    /// ours to reproduce ([`verifier_sdk::other_verification_mode`]).
+    #[error("job {job_id}: {mode}; there is no run of ours to reproduce")]
+    OtherVerificationMode {
+        /// The job asked for.
+        job_id: String,
+        /// Its mode.
+        mode: verifier_sdk::OtherVerificationMode,
+    },
     /// The feed does not have the job.
     #[error(
         "the platform's feed for {verifier} has no job {job_id} (a settled job the platform no longer lists cannot be fetched; pass its candidate file)"
@@ -260,7 +269,20 @@ pub fn read_candidate(path: &Path) -> Result<ParsedCandidate, ReproduceError> {
         .map_err(|e| ReproduceError::Candidate(format!("not json: {e}")))?;
     let candidate =
         Candidate::from_value(&value).map_err(|e| ReproduceError::Candidate(e.to_string()))?;
+    if let Some(mode) = verifier_sdk::other_verification_mode(&candidate.job) {
+        return Err(ReproduceError::OtherVerificationMode {
+            job_id: job_id_of(&candidate.job),
+            mode,
+        });
+    }
     ParsedCandidate::parse(candidate).map_err(|e| ReproduceError::Candidate(e.to_string()))
+}
+
+/// A raw job's `job_id` for a message (bounded), or `?`.
+fn job_id_of(raw: &Value) -> String {
+    raw.get("job_id")
+        .and_then(Value::as_str)
+        .map_or_else(|| "?".to_owned(), |id| id.chars().take(200).collect())
 }
 
 /// The reference of a candidate file.

@@ -22,6 +22,9 @@ use crate::types::{Address, Bytes32, Sha256Digest};
 pub const ENGINE: &str = "sandboxed_regression_v1";
 /// The only verification mode and policy mechanism accepted.
 pub const SIGNED_QUORUM: &str = "signed_quorum";
+/// The platform's other verification mode, served to every verifier: an on-chain verifier
+/// module decides the bounty and no quorum signs it (see [`other_verification_mode`]).
+pub const DETERMINISTIC_MODULE: &str = "deterministic_module";
 /// `terms.document.schema_version` accepted.
 pub const TERMS_SCHEMA_VERSION: &str = "agent-bounties/terms-v1";
 /// Longest `job_id`.
@@ -555,6 +558,45 @@ pub fn parse_artifact_reference(s: &str) -> Result<SourceRef, JobError> {
         "commit must be 40 lowercase hex digits",
     ))?;
     Ok(SourceRef { repository, commit })
+}
+
+/// A feed entry of the platform's other verification mode: a valid job that is not ours.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct OtherVerificationMode {
+    /// The entry's `verification_mode`, one of the platform's modes we do not serve.
+    pub mode: &'static str,
+}
+
+impl OtherVerificationMode {
+    /// The stable reason code every reader reports it under (a skip, never a rejection).
+    pub const CODE: &'static str = "other_verification_mode";
+}
+
+impl fmt::Display for OtherVerificationMode {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "verification_mode {}: the platform's other verification mode (an on-chain \
+             verifier module decides it, no quorum signs it); not a {SIGNED_QUORUM} job, so \
+             nothing here runs or signs it",
+            self.mode
+        )
+    }
+}
+
+/// Whether a raw feed entry is a job of the platform's other verification mode
+/// ([`DETERMINISTIC_MODULE`]), read before any validation: every reader of a feed or of a job
+/// from one (the worker's feed and serve, `reproduce`, the signer) asks this first and skips
+/// such a job with [`OtherVerificationMode::CODE`], instead of rejecting a valid job that is
+/// simply not ours. Any other value, `signed_quorum` or not, is `None` and left to
+/// [`ValidatedJob::parse`], which rejects an unknown mode (fail closed: only a mode the
+/// platform is known to serve is passed over quietly).
+pub fn other_verification_mode(raw: &Value) -> Option<OtherVerificationMode> {
+    (raw.get("verification_mode").and_then(Value::as_str) == Some(DETERMINISTIC_MODULE)).then_some(
+        OtherVerificationMode {
+            mode: DETERMINISTIC_MODULE,
+        },
+    )
 }
 
 /// Validates a job against every rule of PROTOCOL §2 with `now_unix` as the clock:

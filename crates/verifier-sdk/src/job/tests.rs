@@ -904,3 +904,44 @@ proptest! {
         prop_assert!(validate_job(&mutated, NOW).is_err(), "removal of {} accepted", path);
     }
 }
+
+/// #41 item 4: a `deterministic_module` job is the platform's other mode, classified from the
+/// raw value before any rule runs (its verifier fields may name nobody, or anybody); every
+/// other mode, known or not, is still left to validation, which rejects it.
+#[test]
+fn a_deterministic_module_job_is_another_mode_before_validation_and_other_modes_are_not() {
+    let mut module = valid_job();
+    set(
+        &mut module,
+        "/verification_mode",
+        json!("deterministic_module"),
+    );
+    set(
+        &mut module,
+        "/verifier_module",
+        json!(format!("0x{}", "33".repeat(20))),
+    );
+    set(&mut module, "/eligible_verifiers", json!([]));
+    set(&mut module, "/threshold", json!(0));
+    let other = other_verification_mode(&module).unwrap();
+    assert_eq!(other.mode, DETERMINISTIC_MODULE);
+    assert_eq!(OtherVerificationMode::CODE, "other_verification_mode");
+    assert!(other.to_string().contains("deterministic_module"));
+    assert_eq!(
+        validate_job(&module, NOW).unwrap_err(),
+        JobError::VerificationMode
+    );
+
+    assert_eq!(other_verification_mode(&valid_job()), None);
+    for mode in [
+        json!("module"),
+        json!("ai_quorum"),
+        json!("Deterministic_Module"),
+        json!(1),
+    ] {
+        let mut job = valid_job();
+        set(&mut job, "/verification_mode", mode.clone());
+        assert_eq!(other_verification_mode(&job), None, "{mode}");
+    }
+    assert_eq!(other_verification_mode(&json!([])), None);
+}

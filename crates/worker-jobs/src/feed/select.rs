@@ -2,7 +2,9 @@
 //!
 //! Jobs fetched for each configured verifier are merged and deduplicated by `job_id`; a job
 //! id that came back with different content is rejected (both copies) because we cannot know
-//! which one the platform means. Only jobs whose committed verifiers are all configured here
+//! which one the platform means. A job of the platform's other verification mode
+//! (`deterministic_module`) is skipped next, before any rule reads it: valid, but not ours.
+//! Only jobs whose committed verifiers are all configured here
 //! are kept (one or both of ours; see [`other_verifier_set`] for why); the rest are skipped,
 //! not rejected, since they are another quorum's work. Kept jobs are validated with the sdk and
 //! sorted by earliest expiry, then job id, before `--max-jobs` applies. A job for another
@@ -35,6 +37,9 @@ pub mod reason {
     pub const MISSING_JOB_ID: &str = "missing_job_id";
     /// The job commits to a verifier that is not configured here.
     pub const OTHER_VERIFIER_SET: &str = "other_verifier_set";
+    /// The job is of the platform's other verification mode (`deterministic_module`): valid,
+    /// not ours ([`verifier_sdk::other_verification_mode`]).
+    pub const OTHER_VERIFICATION_MODE: &str = verifier_sdk::OtherVerificationMode::CODE;
     /// The job is for another network than the one queried.
     pub const WRONG_NETWORK: &str = "wrong_network";
     /// The job's verification window has closed.
@@ -98,6 +103,21 @@ pub fn select_jobs(
                     JobStatus::Rejected,
                     reason::CONFLICTING_DUPLICATE,
                     "the feed returned this job id with different contents; none is run",
+                )
+            });
+            continue;
+        }
+        // Before any rule reads it: another mode's job is not ours, whatever its verifier
+        // fields say (they may name nobody, or every verifier), and its rules are not ours.
+        // A job id served with two contents is still rejected above: we cannot know which
+        // one the platform means.
+        if let Some(other) = verifier_sdk::other_verification_mode(&job) {
+            excluded.push(JobStatus::Skipped, reason::OTHER_VERIFICATION_MODE, || {
+                JobRow::new(
+                    job_id,
+                    JobStatus::Skipped,
+                    reason::OTHER_VERIFICATION_MODE,
+                    &other.to_string(),
                 )
             });
             continue;
@@ -249,6 +269,37 @@ mod tests {
             .map(|j| j["job_id"].as_str().unwrap().to_owned())
             .collect();
         assert_eq!(ids(&s), expected);
+    }
+
+    /// #41 item 4, the selection `worker feed` and `worker serve` share: a job of the
+    /// platform's other mode, served in both verifiers' feeds, whatever its verifier fields
+    /// name, is skipped as `other_verification_mode`, never `invalid_job` or
+    /// `other_verifier_set`; the signed-quorum job beside it is selected.
+    #[test]
+    fn deterministic_module_jobs_are_skipped_as_another_mode_before_any_rule() {
+        let ours = job(1, &[A], NOW + 100);
+        let module = |round: u64, listed: &[&str]| {
+            let mut j = job(round, &[A], NOW + 100);
+            j["verification_mode"] = json!("deterministic_module");
+            j["verifier_module"] = json!(C);
+            j["eligible_verifiers"] = json!(listed);
+            j["threshold"] = json!(listed.len());
+            j
+        };
+        let (nobody, us, them) = (module(2, &[]), module(3, &[A]), module(4, &[C]));
+        let feed = vec![ours.clone(), nobody.clone(), us.clone(), them.clone()];
+        let s = sel(&[feed.clone(), feed], &[addr(A), addr(B)], NOW, None);
+        assert_eq!(ids(&s), vec![ours["job_id"].as_str().unwrap()]);
+        for j in [&nobody, &us, &them] {
+            let r = row(&s, j["job_id"].as_str().unwrap());
+            assert_eq!(r.status, JobStatus::Skipped, "{r:?}");
+            assert_eq!(
+                r.reason_code.as_deref(),
+                Some(reason::OTHER_VERIFICATION_MODE),
+                "{r:?}"
+            );
+        }
+        assert_eq!(s.excluded.total(), 3);
     }
 
     #[test]

@@ -78,6 +78,13 @@ async fn resolve(
                     verifier,
                 })
             })?;
+        // Another verification mode's job is valid but not ours: named, before any rule.
+        if let Some(mode) = verifier_sdk::other_verification_mode(&raw) {
+            return Err(invalid(&ReproduceError::OtherVerificationMode {
+                job_id,
+                mode,
+            }));
+        }
         // Structural rules only: a settled or expired job is still reproduced.
         ValidatedJob::parse(&raw).map_err(|e| invalid(&ReproduceError::Job(e)))
     };

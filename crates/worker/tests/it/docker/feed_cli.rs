@@ -700,3 +700,102 @@ async fn a_worker_killed_mid_download_leaves_a_scratch_dir_that_the_next_run_rem
     );
     assert_eq!(std::fs::read_dir(&work).unwrap().count(), 0);
 }
+
+/// `job` as the platform serves its other verification mode to every verifier: an on-chain
+/// verifier module decides it, no quorum signs it. `listed` is what its verifier fields say
+/// (the platform's module jobs name no quorum; one listing ours must not make it ours).
+fn deterministic_module_job(job: &Value, round: u64, listed: &[&str]) -> Value {
+    let mut job = job.clone();
+    job["job_id"] = json!(format!("base-mainnet:0xmodule:{round}"));
+    job["verification_mode"] = json!("deterministic_module");
+    job["verifier_module"] = json!("0x3333333333333333333333333333333333333333");
+    job["eligible_verifiers"] = json!(listed);
+    job["threshold"] = json!(listed.len());
+    job
+}
+
+/// #41 item 4: since the key-rotation change a `deterministic_module` job (valid, the
+/// platform's other mode, not ours) was `rejected` / `invalid_job` ("verification_mode must be
+/// signed_quorum"); the runner judge counted it, and a batch of two or more of them read as
+/// every job failing the same way. It is skipped, with its own reason, before validation;
+/// the signed-quorum job beside it still runs in the real sandbox, and the runner's judge
+/// (.github/scripts/runner-judge.sh) keeps the batch green.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn feed_skips_a_deterministic_module_job_instead_of_rejecting_it() {
+    let w = World::new().await;
+    let ours = w.example_job(1, "source-pass");
+    let modules = [
+        deterministic_module_job(&ours, 2, &[]),
+        deterministic_module_job(&ours, 3, &[VERIFIER]),
+    ];
+    w.serve_jobs(&[&ours, &modules[0], &modules[1]]);
+
+    let run = w.feed("out", &[]).await;
+    run.assert_code(0);
+    assert_eq!(run.row(&ours)["status"], "completed_passed");
+    for module in &modules {
+        let row = run.row(module);
+        assert_eq!(row["status"], "skipped", "{row}");
+        assert_eq!(row["reason_code"], "other_verification_mode", "{row}");
+        assert!(
+            row["reason"]
+                .as_str()
+                .unwrap()
+                .contains("deterministic_module"),
+            "{row}"
+        );
+    }
+    assert_eq!(run.report["executed"], 1);
+
+    // A batch of nothing but module jobs: nothing runs, nothing failed, the judge is green.
+    w.serve_jobs(&[&modules[0], &modules[1]]);
+    let only = w.feed("out-only", &[]).await;
+    only.assert_code(0);
+    assert_eq!(only.report["executed"], 0);
+    let report = w.path("only-report.json");
+    std::fs::write(&report, serde_json::to_vec(&only.report).unwrap()).unwrap();
+    let summary = w.path("summary.md");
+    let judge = Command::new("bash")
+        .arg(support::workspace_root().join(".github/scripts/runner-judge.sh"))
+        .arg("0")
+        .arg(&report)
+        .env("GITHUB_STEP_SUMMARY", &summary)
+        .output()
+        .unwrap();
+    let said = String::from_utf8_lossy(&judge.stdout).into_owned()
+        + &String::from_utf8_lossy(&judge.stderr);
+    assert!(judge.status.success(), "the runner judge failed:\n{said}");
+    assert!(!said.contains("::error::"), "{said}");
+    assert!(!said.contains("::warning::"), "{said}");
+}
+
+/// #41 item 4, `worker reproduce --job-id`: a `deterministic_module` job read from the feed
+/// was "the job is invalid: verification_mode must be signed_quorum". It is named for what it
+/// is, the platform's other mode with nothing of ours to reproduce, and nothing runs.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn reproduce_names_a_deterministic_module_job_instead_of_calling_it_invalid() {
+    let w = World::new().await;
+    let ours = w.example_job(1, "source-pass");
+    let module = deterministic_module_job(&ours, 2, &[]);
+    w.serve_jobs(&[&ours, &module]);
+    let out = Command::new(env!("CARGO_BIN_EXE_worker"))
+        .args(["reproduce", "--api", &w.server.base, "--verifier", VERIFIER])
+        .args(["--job-id", &id(&module), "--archive-base", &w.server.base])
+        .arg("--out")
+        .arg(w.path("reproduced"))
+        .arg("--work-dir")
+        .arg(w.path("work"))
+        .arg("--staging-root")
+        .arg(w.path("staging"))
+        .env_remove("REGRESSION_SANDBOX_STAGING_ROOT")
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(4), "{stderr}");
+    assert!(
+        stderr.contains("other verification mode") && stderr.contains("deterministic_module"),
+        "{stderr}"
+    );
+    assert!(!stderr.contains("must be signed_quorum"), "{stderr}");
+    assert!(w.evidence_files().is_empty(), "something ran");
+}
