@@ -163,16 +163,18 @@ pub struct Facts {
 /// The whole report.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
 pub struct Report {
-    /// Schema of the JSON form.
-    pub schema: &'static str,
+    /// Schema of the JSON form, under the key every other worker output uses (v1 named it
+    /// `schema`).
+    pub schema_version: &'static str,
     /// The worst status of any line.
     pub status: Status,
     /// One line per check, in a fixed order.
     pub checks: Vec<Check>,
 }
 
-/// `schema` of [`Report`].
-pub const REPORT_SCHEMA: &str = "agent-bounties/worker-doctor-v1";
+/// `schema_version` of [`Report`]. v1 → v2: the key is `schema_version`, as in every other
+/// worker output (v1 named it `schema`); nothing else changed.
+pub const REPORT_SCHEMA: &str = "agent-bounties/worker-doctor-v2";
 
 impl Report {
     /// Whether any line is `fail`.
@@ -220,11 +222,15 @@ pub fn examine(facts: &Facts) -> Report {
     }
     let status = checks.iter().map(|c| c.status).max().unwrap_or(Status::Ok);
     Report {
-        schema: REPORT_SCHEMA,
+        schema_version: REPORT_SCHEMA,
         status,
         checks,
     }
 }
+
+/// How the worker's message for a Docker socket that refused this user begins
+/// (`worker_docker::endpoint::SOCKET_DENIED`, which a test keeps equal).
+pub const SOCKET_DENIED: &str = "permission denied on the Docker daemon's socket";
 
 fn engine(engine: &Result<EngineFacts, String>) -> Check {
     match engine {
@@ -234,6 +240,16 @@ fn engine(engine: &Result<EngineFacts, String>) -> Check {
                 "Docker Engine {} (API {}) answers",
                 e.version, e.api_version
             ),
+        ),
+        // The socket refused this user (the worker's message names its permissions): the
+        // daemon runs, so "start dockerd" would be the wrong way.
+        Err(why) if why.starts_with(SOCKET_DENIED) => Check::fail(
+            "engine",
+            why.clone(),
+            "run the worker as root or as a member of the socket's group (`docker` in Docker's \
+             packages: `sudo usermod -aG docker <user>`, then log in again); that membership is \
+             root-equivalent (the socket starts privileged containers), so grant it only to \
+             the account that runs the worker",
         ),
         Err(why) => Check::fail(
             "engine",

@@ -263,10 +263,12 @@ fn the_clock_is_compared_with_the_latest_block() {
 }
 
 #[test]
-fn the_json_form_has_a_schema_a_status_and_one_object_per_line() {
+fn the_json_form_has_a_schema_version_a_status_and_one_object_per_line() {
     let report = examine(&debian_vm());
     let v = serde_json::to_value(&report).unwrap();
-    assert_eq!(v["schema"], REPORT_SCHEMA);
+    assert_eq!(v["schema_version"], REPORT_SCHEMA);
+    assert_eq!(REPORT_SCHEMA, "agent-bounties/worker-doctor-v2");
+    assert!(v.get("schema").is_none());
     assert_eq!(v["status"], "warn");
     assert_eq!(v["checks"][0]["name"], "engine");
     assert_eq!(v["checks"][0]["status"], "ok");

@@ -528,7 +528,7 @@ pub struct DoctorArgs {
     /// runs late), warn when over 300 s behind (a stalled node or one that mines on demand).
     #[arg(long, value_name = "URL")]
     pub rpc: Option<String>,
-    /// Print the report as JSON (agent-bounties/worker-doctor-v1) on stdout.
+    /// Print the report as JSON (agent-bounties/worker-doctor-v2) on stdout.
     #[arg(long)]
     pub json: bool,
 }

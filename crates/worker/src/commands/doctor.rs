@@ -12,10 +12,11 @@ pub fn doctor(args: &DoctorArgs) -> ExitCode {
         std::env::var_os("REGRESSION_SANDBOX_STAGING_ROOT").map(std::path::PathBuf::from)
     });
     let gathered = block_on(async {
-        // The report carries the reason as text (it is shown, and serialized by `--json`).
+        // The report carries the reason as text (it is shown, and serialized by `--json`), in
+        // the operator's terms: the endpoint, or the socket that refused this user.
         let engine = worker_docker::doctor::engine_facts()
             .await
-            .map_err(|error| error.to_string());
+            .map_err(|error| worker_docker::endpoint::unreachable_message(&error));
         let image = match &args.image {
             Some(reference) => Some(worker_docker::doctor::image_facts(reference).await),
             None => None,

@@ -66,7 +66,7 @@ fn worker_doctor_reports_this_hosts_cgroup_layout_and_the_registered_runtimes() 
         "{detail}"
     );
     assert_eq!(runtime_line["status"], "ok", "{runtime_line:#}");
-    assert_eq!(report["schema"], "agent-bounties/worker-doctor-v1");
+    assert_eq!(report["schema_version"], "agent-bounties/worker-doctor-v2");
     // No line fails on the project's own test host, so the exit is 0.
     assert_eq!(out.status.code(), Some(0), "{report:#}");
 }
@@ -243,4 +243,134 @@ fn worker_doctor_rpc_that_does_not_answer_is_a_fail_without_the_url_s_secret() {
     assert_eq!(clock["status"], "fail", "{clock:#}");
     assert!(!clock.to_string().contains("secret-key-123"), "{clock:#}");
     assert_eq!(code, Some(78));
+}
+
+/// The Docker socket the worker connects to here: `$DOCKER_HOST`'s when it names a unix
+/// socket, else the default.
+fn docker_socket() -> std::path::PathBuf {
+    match std::env::var("DOCKER_HOST") {
+        Ok(h) if !h.is_empty() => h
+            .strip_prefix("unix://")
+            .unwrap_or_else(|| panic!("this test needs a unix-socket DOCKER_HOST, not {h}"))
+            .into(),
+        _ => "/var/run/docker.sock".into(),
+    }
+}
+
+/// `worker args…` as uid/gid 65534 without supplementary groups (`setpriv`), so the real
+/// daemon's real socket refuses it; `dir` is a directory that user may write.
+fn worker_as_nobody(args: &[&str]) -> std::process::Output {
+    let uid = Command::new("id").arg("-u").output().unwrap();
+    assert_eq!(
+        String::from_utf8_lossy(&uid.stdout).trim(),
+        "0",
+        "this test drops to uid 65534 with setpriv and must run as root (as .ci/run does)"
+    );
+    let socket = docker_socket();
+    let mode = std::fs::metadata(&socket)
+        .map(|m| std::os::unix::fs::PermissionsExt::mode(&m.permissions()) & 0o7)
+        .unwrap_or_else(|e| panic!("the daemon's socket {}: {e}", socket.display()));
+    assert_eq!(
+        mode & 0o6,
+        0,
+        "{} lets every user read and write it: nothing to refuse",
+        socket.display()
+    );
+    Command::new("setpriv")
+        .args(["--reuid=65534", "--regid=65534", "--clear-groups", "--"])
+        .arg(env!("CARGO_BIN_EXE_worker"))
+        .args(args)
+        .env("NO_COLOR", "1")
+        .env_remove("REGRESSION_SANDBOX_STAGING_ROOT")
+        .output()
+        .unwrap_or_else(|e| panic!("setpriv (util-linux): {e}"))
+}
+
+/// A fresh directory uid 65534 may write.
+fn open_dir() -> tempfile::TempDir {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::set_permissions(
+        dir.path(),
+        std::os::unix::fs::PermissionsExt::from_mode(0o777),
+    )
+    .unwrap();
+    dir
+}
+
+/// #41 item 9: a user without access to the Docker socket was told the daemon "is not
+/// answering … start the daemon" while it ran. The real worker, run as an unprivileged user
+/// against the real daemon's socket, says the socket refused it (permission denied), names
+/// the socket's permissions and owner and the `docker` group, and that membership of that
+/// group is root-equivalent; `worker feed` (exit 5) and `worker doctor` alike.
+#[test]
+fn a_user_without_access_to_the_docker_socket_is_told_permission_denied_not_start_the_daemon() {
+    let socket = docker_socket();
+    let socket = socket.to_str().unwrap();
+    let dir = open_dir();
+    let path = |name: &str| dir.path().join(name).to_str().unwrap().to_owned();
+    let feed = worker_as_nobody(&[
+        "feed",
+        "--api",
+        "http://127.0.0.1:9",
+        "--verifier",
+        "0x1111111111111111111111111111111111111111",
+        "--out",
+        &path("out"),
+        "--staging-root",
+        &path("staging"),
+        "--work-dir",
+        &path("work"),
+    ]);
+    let said = String::from_utf8_lossy(&feed.stderr);
+    assert_eq!(feed.status.code(), Some(5), "{said}");
+    for needle in [
+        "permission denied",
+        socket,
+        "srw-rw----",
+        "root:docker",
+        "group `docker`",
+        "root-equivalent",
+        "uid 65534",
+    ] {
+        assert!(said.contains(needle), "no {needle:?} in: {said}");
+    }
+    assert!(!said.contains("not answering"), "{said}");
+    assert!(!said.contains("start the daemon"), "{said}");
+
+    let doctor = worker_as_nobody(&["doctor", "--json", "--staging-root", &path("staging")]);
+    let report: serde_json::Value = serde_json::from_slice(&doctor.stdout)
+        .unwrap_or_else(|e| panic!("{e}: {}", String::from_utf8_lossy(&doctor.stderr)));
+    let engine = &report["checks"][0];
+    assert_eq!(engine["name"], "engine", "{report:#}");
+    assert_eq!(engine["status"], "fail", "{report:#}");
+    let detail = engine["detail"].as_str().unwrap();
+    let fix = engine["fix"].as_str().unwrap();
+    for needle in ["permission denied", socket, "srw-rw----", "root:docker"] {
+        assert!(detail.contains(needle), "no {needle:?} in: {detail}");
+    }
+    assert!(
+        fix.contains("docker") && fix.contains("root-equivalent"),
+        "{fix}"
+    );
+    assert!(!fix.contains("start dockerd"), "{fix}");
+    assert_eq!(doctor.status.code(), Some(78));
+}
+
+/// #41 item 9: `worker doctor --json` named its schema with `schema`, every other worker output
+/// with `schema_version`.
+#[test]
+fn worker_doctor_json_names_its_schema_with_schema_version_like_every_other_worker_output() {
+    let staging = tempfile::tempdir().unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_worker"))
+        .args(["doctor", "--json", "--staging-root"])
+        .arg(staging.path())
+        .output()
+        .unwrap();
+    let report: serde_json::Value = serde_json::from_slice(&out.stdout)
+        .unwrap_or_else(|e| panic!("{e}: {}", String::from_utf8_lossy(&out.stderr)));
+    assert_eq!(
+        report["schema_version"], "agent-bounties/worker-doctor-v2",
+        "{report:#}"
+    );
+    assert!(report.get("schema").is_none(), "{report:#}");
 }
