@@ -25,7 +25,11 @@
 # - every job of the batch (two or more) failing the same per-job way (all image_missing, all
 #   download_http): that is the registry or the archive host unreachable from this runner, not
 #   every bounty author at once. A solution limit is never counted here (a batch of timeouts is
-#   the solutions'). A batch of one failing job is one bounty, a warning.
+#   the solutions'). A batch of one failing job is one bounty, a warning. Skipped jobs are not
+#   counted in "every job": they never ran (another verifier set, another shard, the platform's
+#   other verification mode, which it serves to every verifier, so most batches hold some).
+# A `skipped` job (other_verifier_set, other_verification_mode, not_requested, other_shard,
+# max_jobs) is never a problem, nor is a job `rejected` by rule.
 # An unknown reason counts as the runner's: fail closed.
 #
 #   runner-judge.sh <worker exit status> <feed-report.json>
@@ -98,10 +102,10 @@ while IFS=$'\t' read -r job job_status class reason detail; do
 done <<<"${classified}"
 
 # Every job of the batch failing the same per-job way: the runner's reach, not the bounties.
-total="$(jq '.jobs | length' "${report}")"
+total="$(jq '[.jobs[] | select(.status != "skipped")] | length' "${report}")"
 same="$(jq -r --argjson solver "${solver_reasons}" '
   [.jobs[] | select(.status == "no_verdict" or .status == "error") | .reason_code // "unknown"] as $r
-  | if ($r | length) == (.jobs | length) and ($r | length) >= 2 and ($r | unique | length) == 1
+  | if ($r | length) == ([.jobs[] | select(.status != "skipped")] | length) and ($r | length) >= 2 and ($r | unique | length) == 1
        and (($solver | index($r[0])) | not)
     then $r[0] else empty end' "${report}")"
 if [[ -n "${same}" ]] && ! grep -q $'\trunner\t' <<<"${classified}"; then

@@ -339,6 +339,19 @@ judge 3
 check "runner: every job failing with the same archive error fails the run" \
   eval '((status == 1)) && said "every job of the batch (2) ended download_http"'
 
+# The platform serves its other verification mode's jobs (deterministic_module) to every
+# verifier; the worker skips them (#41 item 4). A skip is never a failure, and skipped rows do
+# not hide a batch whose every job that ran failed the same way.
+feed_report '[]' "[$(job m1 skipped '"other_verification_mode"'), $(job m2 skipped '"other_verification_mode"')]"
+judge 0
+check "runner: a batch of two jobs skipped as another verification mode (other_verification_mode) is green, without a warning" \
+  eval '((status == 0)) && ! said "::error::" && ! said "::warning::" && grep -q "| skipped | 2 |" "${summary_file}"'
+
+feed_report '[]' "[$(job m1 skipped '"other_verification_mode"'), $(job a no_verdict '"image_missing"'), $(job m2 skipped '"other_verification_mode"'), $(job b no_verdict '"image_missing"')]"
+judge 3
+check "runner: every job that ran failing the same way (2 x image_missing) fails the run, skipped jobs of another mode beside them or not" \
+  eval '((status == 1)) && said "::error::every job of the batch (2) ended image_missing"'
+
 feed_report '[]' "[$(job a no_verdict '"image_missing"')]"
 judge 3
 check "runner: a batch of one job whose image is missing is a warning (one bounty), not a failed run" \
