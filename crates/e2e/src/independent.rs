@@ -596,6 +596,9 @@ pub struct SwappedResult {
     /// A fraudulent one (`failed` for the same passing solution), its job served with the same
     /// failing benchmark: without the check, `verdict reproduced` (exit 6).
     pub fraudulent: (Option<i32>, Value),
+    /// The honest settlement again, its job taken from a `--candidate` file of the swapped job
+    /// (written by `worker reproduce --job-id` of it, the first element) instead of the API.
+    pub from_candidate: ((Option<i32>, Value), (Option<i32>, Value)),
 }
 
 /// Settles two bounties for `fixtures/python-bounty`'s good solution with the verifiers' test
@@ -606,6 +609,7 @@ pub async fn run_swapped_benchmark(cfg: &E2eConfig) -> Result<SwappedResult, E2e
     let work = cfg.work_dir.join("swapped");
     fresh_dir(&work)?;
     let mut said = Vec::new();
+    let mut from_candidate = None;
     for (label, passed) in [("swapped-honest", true), ("swapped-fraud", false)] {
         let served = deploy_and_serve(cfg, label, false, |_| {}).await?;
         step(&format!(
@@ -626,11 +630,55 @@ pub async fn run_swapped_benchmark(cfg: &E2eConfig) -> Result<SwappedResult, E2e
         )
         .await?;
         said.push(reproduce_tx(cfg, &work.join(label), swapped.url(), served.kit.url(), tx).await?);
+        if passed {
+            step("[swapped-honest] a candidate file of the swapped job, passed with --tx");
+            let job_only = reproduce(
+                cfg,
+                &work.join("swapped-job"),
+                swapped.url(),
+                &[
+                    s("--job-id"),
+                    served.validated.job_id().to_owned(),
+                    s("--verifier"),
+                    served.verifiers[0].to_string(),
+                ],
+                None,
+            )
+            .await?;
+            let file = job_only
+                .1
+                .get("candidate_file")
+                .and_then(Value::as_str)
+                .ok_or_else(|| E2eError::Mismatch(format!("no candidate: {}", job_only.1)))?
+                .to_owned();
+            let with_candidate = reproduce(
+                cfg,
+                &work.join("swapped-candidate"),
+                served.server.url(),
+                &[
+                    s("--tx"),
+                    tx.to_string(),
+                    s("--rpc"),
+                    served.kit.url().to_owned(),
+                    s("--candidate"),
+                    file,
+                ],
+                None,
+            )
+            .await?;
+            from_candidate = Some((job_only, with_candidate));
+        }
     }
     let [honest, fraudulent]: [_; 2] = said
         .try_into()
         .map_err(|_| E2eError::Mismatch("expected two reproductions".into()))?;
-    Ok(SwappedResult { honest, fraudulent })
+    let from_candidate =
+        from_candidate.ok_or_else(|| E2eError::Mismatch("no --candidate reproduction".into()))?;
+    Ok(SwappedResult {
+        honest,
+        fraudulent,
+        from_candidate,
+    })
 }
 
 /// What a newcomer running README's `worker reproduce --tx` command saw.

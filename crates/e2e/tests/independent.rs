@@ -163,6 +163,15 @@ async fn reproduce_refuses_a_job_whose_benchmark_differs_from_the_chains() {
             assert!(message.contains(said), "{which}: {said:?} not in {report}");
         }
     }
+    // The same job in a `--candidate` file (a real run of it, so the file is well formed).
+    let ((code, report), (with_code, with_report)) = &r.from_candidate;
+    assert_eq!(*code, Some(0), "{report}");
+    assert_eq!(report["reproduced_verdict"], "failed", "{report}");
+    assert_eq!(*with_code, Some(8), "{with_report}");
+    assert_eq!(
+        with_report["error"]["code"], "terms_differ",
+        "{with_report}"
+    );
 }
 
 /// #41 item 3: README's own command (`worker reproduce --tx … --rpc … --api … --out …`), run
