@@ -209,6 +209,10 @@ ensure_dir /var/cache/verifier 0700 "$uid" "$gid"
 # The worker refuses a staging root that is not 0700 and its own.
 ensure_dir /var/cache/verifier/staging 0700 "$uid" "$gid"
 ensure_dir /var/cache/verifier/work 0700 "$uid" "$gid"
+# The unit's ReadWritePaths=: where every worker on the host leases its sandboxes' uids
+# (docs/operations.md, "One host uid per sandbox"); present on every systemd host already.
+ensure_dir /run 0755 0 0
+ensure_dir /run/lock 1777 0 0
 ensure_dir /usr 0755 0 0
 ensure_dir /usr/local 0755 0 0
 ensure_dir /usr/local/bin 0755 0 0

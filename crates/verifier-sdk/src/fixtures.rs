@@ -322,6 +322,7 @@ pub fn profile_under(job: &crate::ValidatedJob, oci_runtime: &str) -> Value {
         source: "/var/lib/agent-bounties/stage/source/c0ffee",
         benchmark: "/var/lib/agent-bounties/stage/benchmark/beef",
         oci_runtime,
+        sandbox_uid: crate::profile::SANDBOX_UID_FIRST + 7,
     });
     match serde_json::to_value(profile) {
         Ok(value) => value,

@@ -21,8 +21,45 @@ use serde::{Deserialize, Serialize};
 use crate::manifest::RunnerManifest;
 use crate::runtimes;
 
-/// The unprivileged user and group every command runs as.
-pub const SANDBOX_USER: &str = "65532:65532";
+/// The first host uid (and gid) of the sandbox range: each concurrent sandbox on a host runs
+/// as a uid and gid of its own from [`SANDBOX_UID_FIRST`]`..`[`SANDBOX_UID_FIRST`]` +
+/// `[`SANDBOX_UID_COUNT`], leased for the container's whole life (issue #41).
+///
+/// Why not one shared user: the kernel keeps some budgets per user, not per container (epoll
+/// watches, inotify instances and watches, `RLIMIT_NPROC`, message-queue bytes, pending
+/// signals, pipe buffers), so with one uid for every sandbox a job that filled one of them
+/// made an honest job beside it fail. Why this range: systemd's UID allocation table leaves
+/// 60578–61183 unused (above Debian's and Ubuntu's regular users at 1000–59999, below
+/// systemd's dynamic service users at 61184), and it lies below 65536, so it also maps under
+/// the engine's `userns-remap` with the usual 65536 subordinate ids. The worker still refuses
+/// any uid of it that a host account, group or subordinate range claims.
+pub const SANDBOX_UID_FIRST: u32 = 60_578;
+/// How many uids the sandbox range holds: at most this many sandboxes run at once on a host.
+pub const SANDBOX_UID_COUNT: u32 = 606;
+
+/// `Config.User` of the sandbox leased `uid`: the same number as uid and gid.
+pub fn sandbox_user(uid: u32) -> String {
+    format!("{uid}:{uid}")
+}
+
+/// The uid of `user` when it is a sandbox user (`U:U`, `U` in the sandbox range), else
+/// `None`: a record naming any other user was not run as the protocol requires.
+pub fn sandbox_uid_of(user: &str) -> Option<u32> {
+    let (uid, gid) = user.split_once(':')?;
+    let canonical =
+        |s: &str| !s.is_empty() && !s.starts_with('0') && s.bytes().all(|b| b.is_ascii_digit());
+    if uid != gid || !canonical(uid) {
+        return None;
+    }
+    let uid: u32 = uid.parse().ok()?;
+    is_sandbox_uid(uid).then_some(uid)
+}
+
+/// Whether `uid` lies in the sandbox range.
+pub fn is_sandbox_uid(uid: u32) -> bool {
+    uid.checked_sub(SANDBOX_UID_FIRST)
+        .is_some_and(|offset| offset < SANDBOX_UID_COUNT)
+}
 /// Fixed hostname so output cannot depend on the container id.
 pub const SANDBOX_HOSTNAME: &str = "sandbox";
 /// Working directory: the read-only source tree.
@@ -212,6 +249,8 @@ pub struct ProfileInputs<'a> {
     /// The OCI runtime ([`crate::runtimes::RUNC`] or [`crate::runtimes::RUNSC`]); it
     /// decides how the process limit is enforced (see there).
     pub oci_runtime: &'a str,
+    /// The host uid (and gid) leased to this sandbox, one of the sandbox range.
+    pub sandbox_uid: u32,
 }
 
 fn tmpfs_options(bytes: u64, mode: &str, owner: Option<&str>) -> String {
@@ -252,7 +291,11 @@ pub fn expected_profile(inputs: &ProfileInputs<'_>) -> ContainerProfile {
     );
     tmpfs.insert(
         HOME_DIR.to_string(),
-        tmpfs_options(inputs.tmpfs_bytes, "0700", Some(SANDBOX_USER)),
+        tmpfs_options(
+            inputs.tmpfs_bytes,
+            "0700",
+            Some(&sandbox_user(inputs.sandbox_uid)),
+        ),
     );
     let mut mounts = vec![
         BindMount {
@@ -296,7 +339,7 @@ pub fn expected_profile(inputs: &ProfileInputs<'_>) -> ContainerProfile {
         entrypoint: inputs.argv.to_vec(),
         cmd: Vec::new(),
         working_dir: WORKDIR.to_string(),
-        user: SANDBOX_USER.to_string(),
+        user: sandbox_user(inputs.sandbox_uid),
         hostname: SANDBOX_HOSTNAME.to_string(),
         env: sorted(environment(inputs.test_seed, inputs.image_path)),
         init: true,
@@ -328,7 +371,8 @@ pub fn expected_profile(inputs: &ProfileInputs<'_>) -> ContainerProfile {
 /// The profile `manifest` demands, for a recorded profile whose two run-time inputs a later
 /// stage cannot know: the image's `PATH` and the host paths of the staged trees. Those are
 /// taken from `recorded` itself (the single `PATH=` entry, the mounts at `/workspace` and
-/// `/benchmark`); every other field is fixed by the manifest, so any difference shows up.
+/// `/benchmark`, and the sandbox uid, which must lie in the sandbox range); every other field
+/// is fixed by the manifest, so any difference shows up.
 pub fn expected_for_recorded(
     manifest: &RunnerManifest,
     recorded: &ContainerProfile,
@@ -360,7 +404,24 @@ pub fn expected_for_recorded(
         // The operator's choice, so taken from the record like the paths; it only picks
         // which of the two enforcements of pids_limit the record must show.
         oci_runtime: &recorded.runtime,
+        // Which uid of the range a run was leased is the host's choice, named by the user and
+        // by the owner of the home tmpfs. A user outside the range matches nothing
+        // (check_recorded_profile names it); the home's owner then still picks the uid, so
+        // the record is refused for its user alone, not for the tmpfs that follows from it.
+        sandbox_uid: sandbox_uid_of(&recorded.user)
+            .or_else(|| home_owner(recorded))
+            .unwrap_or(SANDBOX_UID_FIRST),
     }))
+}
+
+/// The `uid=` of the recorded home tmpfs, when it is one of the sandbox range.
+fn home_owner(recorded: &ContainerProfile) -> Option<u32> {
+    recorded
+        .tmpfs
+        .get(HOME_DIR)?
+        .split(',')
+        .find_map(|option| option.strip_prefix("uid="))
+        .and_then(|uid| sandbox_uid_of(&sandbox_user(uid.parse().ok()?)))
 }
 
 /// Names the fields of `recorded` that differ from what `manifest` demands (see
@@ -374,8 +435,86 @@ pub fn check_recorded_profile(
     if !recorded.runtime.is_empty() && !runtimes::is_supported(&recorded.runtime) {
         return vec!["runtime".to_string()];
     }
-    match expected_for_recorded(manifest, recorded) {
+    let mut mismatches = match expected_for_recorded(manifest, recorded) {
         Ok(expected) => expected.mismatches(recorded),
         Err(detail) => vec![format!("limits ({detail})")],
+    };
+    // A run as any other user (the one uid every sandbox shared before issue #41, root, a host
+    // account) may have shared its per-user kernel budgets with another job.
+    if sandbox_uid_of(&recorded.user).is_none() && !mismatches.iter().any(|m| m == "user") {
+        mismatches.push("user".to_string());
+    }
+    mismatches
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn recorded(user: &str) -> (RunnerManifest, ContainerProfile) {
+        let job =
+            crate::job::validate_job(&crate::fixtures::valid_job(), crate::fixtures::NOW).unwrap();
+        let mut profile: ContainerProfile =
+            serde_json::from_value(crate::fixtures::profile_for(&job)).unwrap();
+        let uid = user.split(':').next().unwrap();
+        profile.user = user.to_string();
+        let home = profile.tmpfs.get_mut(HOME_DIR).unwrap();
+        *home = home
+            .split(',')
+            .map(|o| match o.split_once('=') {
+                Some(("uid" | "gid", _)) => format!("{}={uid}", o.split('=').next().unwrap()),
+                _ => o.to_string(),
+            })
+            .collect::<Vec<_>>()
+            .join(",");
+        (job.manifest().clone(), profile)
+    }
+
+    #[test]
+    fn every_uid_of_the_sandbox_range_is_accepted_in_a_record() {
+        for uid in [
+            SANDBOX_UID_FIRST,
+            SANDBOX_UID_FIRST + 300,
+            SANDBOX_UID_FIRST + SANDBOX_UID_COUNT - 1,
+        ] {
+            let (manifest, profile) = recorded(&sandbox_user(uid));
+            assert_eq!(
+                check_recorded_profile(&manifest, &profile),
+                Vec::<String>::new()
+            );
+        }
+    }
+
+    /// Before issue #41 every sandbox on a host ran as 65532, so a run recorded under it may
+    /// have shared its per-user kernel budgets with an attacker's job: never signed.
+    #[test]
+    fn a_run_under_the_old_shared_uid_or_any_user_outside_the_range_is_refused() {
+        for user in [
+            "65532:65532",
+            "0:0",
+            "1000:1000",
+            "4294967295:4294967295",
+            &sandbox_user(SANDBOX_UID_FIRST - 1),
+            &sandbox_user(SANDBOX_UID_FIRST + SANDBOX_UID_COUNT),
+            &format!("{}:{}", SANDBOX_UID_FIRST, SANDBOX_UID_FIRST + 1),
+            &format!("0{SANDBOX_UID_FIRST}:0{SANDBOX_UID_FIRST}"),
+            &SANDBOX_UID_FIRST.to_string(),
+        ] {
+            let (manifest, profile) = recorded(user);
+            assert!(
+                check_recorded_profile(&manifest, &profile).contains(&"user".to_string()),
+                "{user} was accepted"
+            );
+        }
+    }
+
+    #[test]
+    fn the_home_tmpfs_must_belong_to_the_recorded_uid() {
+        let (manifest, mut profile) = recorded(&sandbox_user(SANDBOX_UID_FIRST + 1));
+        profile.user = sandbox_user(SANDBOX_UID_FIRST + 2);
+        assert_eq!(
+            check_recorded_profile(&manifest, &profile),
+            vec!["tmpfs".to_string()]
+        );
     }
 }

@@ -37,7 +37,11 @@ pub struct Isolation {
     pub capabilities: String,
     /// `true`.
     pub no_new_privileges: bool,
-    /// `65532:65532`.
+    /// `65532:65532`: the protocol's fixed name for "an unprivileged, non-root user" (PROTOCOL
+    /// §5), the same in every receipt so the response hash never depends on the host. The
+    /// host uid a run really had is one of the sandbox range
+    /// ([`crate::profile::SANDBOX_UID_FIRST`]), leased to that sandbox alone; the evidence
+    /// record's profile names it and the signer checks it.
     pub user: String,
 }
 

@@ -407,10 +407,12 @@ mod tests {
     /// A record a worker wrote before the engine section had host facts (`src/testdata`: the
     /// worker pre-built from main at dca40df, `worker 0.1.0 (aded521d9f38-modified)`,
     /// `--run-regression` of fixtures/example/source-fail on this project's Debian host, with
-    /// its request and outcome): it still parses, re-serializes byte for byte, and passes the
-    /// re-check.
+    /// its request and outcome): it still parses and re-serializes byte for byte. It ran as
+    /// uid 65532, which every sandbox on its host shared (issue #41: a neighbour could fill
+    /// that uid's kernel budgets and fail the run), so the re-check refuses it by its user;
+    /// given a uid of its own it passes, so nothing else about it is refused.
     #[test]
-    fn an_evidence_record_from_before_host_facts_still_parses_round_trips_and_is_accepted() {
+    fn an_evidence_record_from_before_host_facts_round_trips_and_its_shared_uid_is_refused() {
         let raw = include_str!("testdata/pre-host-facts.evidence.json");
         let evidence: Value = serde_json::from_str(raw).unwrap();
         assert!(evidence["engine"].get("host").is_none());
@@ -421,8 +423,23 @@ mod tests {
         let outcome: Value =
             serde_json::from_str(include_str!("testdata/pre-host-facts.outcome.json")).unwrap();
         let job = &request["job"];
+        let refused = revalidate_candidate(job, job, &outcome, Some(&evidence), fixtures::NOW);
+        let Err(RevalidationError::Evidence(EvidenceError::Isolation { fields, .. })) = refused
+        else {
+            panic!("a run under the shared uid was not refused: {refused:?}");
+        };
+        assert_eq!(fields, ["user", "tmpfs"]);
+        let mut own_uid = evidence.clone();
+        let uid = crate::profile::SANDBOX_UID_FIRST + 5;
+        for record in ["requested", "observed"] {
+            let profile = &mut own_uid["isolation"][record];
+            profile["user"] = json!(crate::profile::sandbox_user(uid));
+            let home = profile["tmpfs"]["/tmp/home"].as_str().unwrap().to_owned();
+            profile["tmpfs"]["/tmp/home"] =
+                json!(home.replace("uid=65532,gid=65532", &format!("uid={uid},gid={uid}")));
+        }
         let checked =
-            revalidate_candidate(job, job, &outcome, Some(&evidence), fixtures::NOW).unwrap();
+            revalidate_candidate(job, job, &outcome, Some(&own_uid), fixtures::NOW).unwrap();
         assert_eq!(checked.outcome.verdict(), Verdict::Failed);
     }
 

@@ -19,8 +19,10 @@
 //!   thread costs about half a host task); a backstop below that makes the Sentry's own `exec`
 //!   of a new address space fail, which the program sees as its own EAGAIN.
 //!
-//! Under runc `nproc` is never set: there it counts every process of uid 65532 on the host,
-//! other containers' included.
+//! Under runc `nproc` is not set: the pids cgroup already counts the container's tasks, and
+//! `RLIMIT_NPROC` counts every process of the uid on the host. Each sandbox's uid is its own
+//! (crate::profile::SANDBOX_UID_FIRST), so that count is no longer shared with other jobs, but
+//! the cgroup remains the one limit that cannot see anything outside the container.
 
 use serde::{Deserialize, Serialize};
 

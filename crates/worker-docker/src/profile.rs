@@ -215,21 +215,21 @@ mod tests {
     }
 
     #[test]
-    fn tmpfs_allows_exec_and_home_is_owned_by_the_sandbox_user() {
-        let want = requested(&spec(), limits(), Some("/bin"), "/s", "/b", "runc");
+    fn tmpfs_allows_exec_and_home_is_owned_by_the_sandboxs_own_uid() {
+        let want = requested(&spec(), limits(), Some("/bin"), "/s", "/b", "runc", 60_600);
         assert_eq!(
             want.tmpfs.get("/tmp").map(String::as_str),
             Some("rw,exec,nosuid,nodev,size=16777216,mode=1777")
         );
         assert_eq!(
             want.tmpfs.get("/tmp/home").map(String::as_str),
-            Some("rw,exec,nosuid,nodev,size=16777216,mode=0700,uid=65532,gid=65532")
+            Some("rw,exec,nosuid,nodev,size=16777216,mode=0700,uid=60600,gid=60600")
         );
     }
 
     #[test]
     fn a_single_differing_field_is_named() {
-        let want = requested(&spec(), limits(), Some("/bin"), "/s", "/b", "runc");
+        let want = requested(&spec(), limits(), Some("/bin"), "/s", "/b", "runc", 60_600);
         assert!(want.mismatches(&want).is_empty());
         let mut got = want.clone();
         got.readonly_rootfs = false;
@@ -239,7 +239,7 @@ mod tests {
 
     #[test]
     fn empty_inspect_mismatches_every_security_field() {
-        let want = requested(&spec(), limits(), Some("/bin"), "/s", "/b", "runc");
+        let want = requested(&spec(), limits(), Some("/bin"), "/s", "/b", "runc", 60_600);
         let got = observed(&ContainerInspectResponse::default());
         let diff = want.mismatches(&got);
         for field in [

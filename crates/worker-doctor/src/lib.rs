@@ -384,13 +384,14 @@ fn userns(engine: &EngineFacts) -> Check {
         Check::warn(
             "userns",
             "the engine remaps user namespaces (userns-remap)",
-            "the sandbox's uid 65532 is then a subordinate uid on the host; staged trees must be \
-             readable by it, and the profile was verified without remapping",
+            "each sandbox's own uid (60578-61183) is then a subordinate uid on the host; staged \
+             trees must be readable by it, and the profile was verified without remapping",
         )
     } else {
         Check::ok(
             "userns",
-            "no user-namespace remapping (the sandbox user is uid 65532 on the host)",
+            "no user-namespace remapping (each sandbox runs as a host uid of its own, \
+             60578-61183)",
         )
     }
 }

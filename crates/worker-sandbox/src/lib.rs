@@ -17,6 +17,7 @@ pub mod exec_cache;
 mod executor;
 pub mod explain;
 pub mod hits;
+pub mod identity;
 pub mod images;
 pub mod lifecycle;
 pub mod owner;
@@ -159,5 +160,7 @@ pub fn plan_under(spec: &SandboxSpec, oci_runtime: &str) -> Result<profile::Isol
         &path(&spec.source_dir),
         &path(&spec.benchmark_dir),
         oci_runtime,
+        // A run leases its uid when it starts; a plan shows the range's first.
+        profile::SANDBOX_UID_FIRST,
     ))
 }

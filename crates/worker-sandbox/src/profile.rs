@@ -7,14 +7,16 @@
 // against the very definition the worker asked the engine for.
 pub use verifier_sdk::profile::{
     BENCHMARK_DIR, BindMount, ContainerProfile as Isolation, HOME_DIR, Limits, NOFILE_LIMIT,
-    SANDBOX_HOSTNAME, SANDBOX_USER, SHM_BYTES, Ulimit, WORKDIR, environment,
+    SANDBOX_HOSTNAME, SANDBOX_UID_COUNT, SANDBOX_UID_FIRST, SHM_BYTES, Ulimit, WORKDIR,
+    environment, sandbox_user,
 };
 use verifier_sdk::profile::{ProfileInputs, expected_profile};
 
 use super::SandboxSpec;
 
 /// The requested profile for `spec`, with `source`/`benchmark` the canonical host paths, under
-/// the OCI runtime `oci_runtime` (the operator's, never the manifest's).
+/// the OCI runtime `oci_runtime` (the operator's, never the manifest's), as the host uid
+/// `sandbox_uid` leased to this sandbox alone ([`crate::identity`]).
 pub fn requested(
     spec: &SandboxSpec,
     limits: Limits,
@@ -22,6 +24,7 @@ pub fn requested(
     source: &str,
     benchmark: &str,
     oci_runtime: &str,
+    sandbox_uid: u32,
 ) -> Isolation {
     expected_profile(&ProfileInputs {
         argv: &spec.argv,
@@ -32,5 +35,6 @@ pub fn requested(
         source,
         benchmark,
         oci_runtime,
+        sandbox_uid,
     })
 }

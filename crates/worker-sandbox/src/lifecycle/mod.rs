@@ -46,7 +46,7 @@ use crate::exec_cache::{Key, Volatile};
 use crate::streams::{FullOutput, OutputCapture};
 use crate::{
     InputPhase, LABEL_OWNER, LABEL_RUN_ID, LABEL_VERIFIER, LABEL_WORKER_VERSION, RunHooks,
-    RunReport, SandboxError, SandboxSpec, hits, owner, profile, spec,
+    RunReport, SandboxError, SandboxSpec, hits, identity, owner, profile, spec,
 };
 use events::EventLog;
 use output::{Drained, OutputStream};
@@ -315,6 +315,17 @@ impl<E: ContainerEngine> Lifecycle<E> {
             return Ok(Decision::no_verdict(NoVerdictReason::InputMismatch, detail));
         }
 
+        // The sandbox's own host uid, held from before create until the removal is confirmed,
+        // so no other sandbox on the host shares its per-user kernel budgets (crate::identity).
+        let identity = match identity::lease() {
+            Ok(identity) => identity,
+            Err(error) => {
+                return Ok(Decision::no_verdict(
+                    NoVerdictReason::RuntimeUnavailable,
+                    error.to_string(),
+                ));
+            }
+        };
         let want = profile::requested(
             spec,
             valid.limits,
@@ -322,6 +333,7 @@ impl<E: ContainerEngine> Lifecycle<E> {
             &valid.source,
             &valid.benchmark,
             &self.runtime.name,
+            identity.uid(),
         );
         let id = match self.create(ctx, &want, image_path.as_deref()).await {
             Ok(id) => id,
@@ -335,11 +347,15 @@ impl<E: ContainerEngine> Lifecycle<E> {
         ctx.evidence.exit.removed = removed_at.is_some();
         ctx.evidence.timestamps.remove_ms = removed_at;
         if removed_at.is_none() {
+            // The container may still run as the uid: the lease stays held for the life of
+            // this process rather than be handed to the next sandbox.
+            std::mem::forget(identity);
             return Ok(Decision::no_verdict(
                 NoVerdictReason::InternalError,
                 format!("removal of container {id} could not be confirmed"),
             ));
         }
+        drop(identity);
         Ok(decision)
     }
 

@@ -20,6 +20,7 @@ mod rehearse_live_checker;
 mod request;
 mod run_regression;
 mod sandbox_limits;
+mod sandbox_neighbours;
 mod sandbox_profile;
 mod sandbox_runtime;
 mod sandbox_stale;

@@ -536,7 +536,12 @@ fn plan_prints_the_profile_without_creating_a_container() {
     let c = &plan["container"];
     assert_eq!(c["network_mode"], "none", "{plan}");
     assert_eq!(c["readonly_rootfs"], true, "{plan}");
-    assert_eq!(c["user"], "65532:65532", "{plan}");
+    // A plan shows the range's first uid; a run leases one of its own.
+    assert_eq!(
+        c["user"],
+        verifier_sdk::profile::sandbox_user(verifier_sdk::profile::SANDBOX_UID_FIRST),
+        "{plan}"
+    );
     assert_eq!(c["cap_drop"], json!(["ALL"]), "{plan}");
     assert_eq!(c["privileged"], false, "{plan}");
     assert_eq!(c["init"], true, "{plan}");

@@ -41,7 +41,12 @@ async fn echo_passes_and_evidence_records_the_profile() {
     assert_eq!(isolation.observed, isolation.requested);
     assert!(isolation.observed.readonly_rootfs);
     assert_eq!(isolation.observed.network_mode, "none");
-    assert_eq!(isolation.observed.user, "65532:65532");
+    // A uid of the sandbox range of its own (issue #41), never the one every sandbox shared.
+    assert!(
+        verifier_sdk::profile::sandbox_uid_of(&isolation.observed.user).is_some(),
+        "{}",
+        isolation.observed.user
+    );
     let image = ev.image.as_ref().unwrap();
     assert_eq!(image.repo_digest, spec.image);
     assert_eq!(image.platform, "linux/amd64");
@@ -66,9 +71,20 @@ async fn identity_limits_and_hostname_are_fixed() {
     let report = run(&spec("identity", &[&script], &trees), &trees).await;
     assert_eq!(report.decision, Decision::Completed { exit_code: 0 });
     let out = lines(&report);
+    let user = &report.evidence.isolation.as_ref().unwrap().observed.user;
+    let uid = verifier_sdk::profile::sandbox_uid_of(user)
+        .unwrap()
+        .to_string();
     assert_eq!(
         out[..6],
-        ["65532", "65532", "sandbox", "4096", "0", "/workspace"]
+        [
+            uid.as_str(),
+            uid.as_str(),
+            "sandbox",
+            "4096",
+            "0",
+            "/workspace"
+        ]
     );
     // PID 1 is the engine's tiny init, which runs our argv.
     assert!(out[6].contains("docker-init"), "{out:?}");
@@ -216,7 +232,12 @@ async fn setuid_root_binary_does_not_elevate() {
 
     let report = run(&spec("setuid", &["/benchmark/euid"], &trees), &trees).await;
     assert_eq!(report.decision, Decision::Completed { exit_code: 0 });
-    assert_eq!(stdout(&report), "uid=65532 euid=65532 setuid0=-1\n");
+    let user = &report.evidence.isolation.as_ref().unwrap().observed.user;
+    let uid = verifier_sdk::profile::sandbox_uid_of(user).unwrap();
+    assert_eq!(
+        stdout(&report),
+        format!("uid={uid} euid={uid} setuid0=-1\n")
+    );
 }
 
 #[tokio::test]
