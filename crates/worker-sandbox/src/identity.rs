@@ -148,10 +148,19 @@ fn open_lock(path: &Path) -> io::Result<File> {
             .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
             .open(path)
     };
-    match open(true) {
-        Err(error) if error.kind() == io::ErrorKind::PermissionDenied => open(false),
-        other => other,
+    let file = match open(true) {
+        Err(error) if error.kind() == io::ErrorKind::PermissionDenied => return open(false),
+        other => other?,
+    };
+    // A worker under a restrictive umask (the unit's 0027) must still leave the file readable
+    // for the other users' workers on the host, or they could not take part in the leases.
+    let meta = file.metadata()?;
+    // (The owner of /proc/self is this process's effective uid.)
+    let euid = std::fs::metadata("/proc/self")?.uid();
+    if meta.mode() & 0o044 != 0o044 && meta.uid() == euid {
+        file.set_permissions(std::fs::Permissions::from_mode(0o644))?;
     }
+    Ok(file)
 }
 
 /// The uids and gids of the sandbox range that any process on the host runs as: the owner of
@@ -299,6 +308,18 @@ mod tests {
             error.to_string().contains("no sandbox uid is free"),
             "{error}"
         );
+    }
+
+    /// Another user's worker must be able to open (and so lock) a lock file this one made.
+    #[test]
+    fn a_lock_file_made_under_a_restrictive_umask_stays_readable_for_every_user() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("1.lock");
+        std::fs::write(&path, b"").unwrap();
+        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o600)).unwrap();
+        drop(open_lock(&path).unwrap());
+        let mode = std::fs::metadata(&path).unwrap().mode() & 0o777;
+        assert_eq!(mode, 0o644);
     }
 
     #[test]
