@@ -188,7 +188,11 @@ unit_creates_every_directory_it_names() {
   for path in $(unit_values "$unit" CacheDirectory); do created+=("/var/cache/$path"); done
   exec_start="$(sed -n 's/^ExecStart=//p' "$unit")"
   local named=()
-  for path in $(unit_values "$unit" ReadWritePaths); do named+=("${path#-}"); done
+  # A path written with a leading '-' is optional: systemd skips it when it is missing rather
+  # than fail the start (/run/lock, which every systemd host has, for the sandbox uid leases).
+  for path in $(unit_values "$unit" ReadWritePaths); do
+    [[ "$path" == -* ]] || named+=("$path")
+  done
   for flag in --out --state --staging-root --work-dir; do
     dir="$(sed -n "s/.* $flag \([^ ]*\).*/\1/p" <<<"$exec_start")"
     named+=("$dir")
