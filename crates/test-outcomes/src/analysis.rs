@@ -40,6 +40,9 @@ pub fn analyse(solution: &[TestReport], base: Option<&TestReport>) -> Analysis {
                             .to_owned(),
                     );
                 }
+                if let Some(warning) = not_run_on_base(&comparison, base) {
+                    out.warnings.push(warning);
+                }
                 if !comparison.pass_to_fail.is_empty() {
                     out.warnings.push(format!(
                         "PASS_TO_FAIL is not empty: {} test(s) pass on the base tree and fail on \
@@ -82,6 +85,45 @@ pub fn analyse(solution: &[TestReport], base: Option<&TestReport>) -> Analysis {
     out
 }
 
+/// Tests named in the `NOT_RUN_ON_BASE` warning (all are in the list).
+const NOT_RUN_NAMED: usize = 3;
+
+/// The warning for tests the solution passed that the base run never reported, with why they
+/// were not counted as `FAIL_TO_PASS` and the likeliest reason they did not run (#42 item 7).
+fn not_run_on_base(comparison: &Comparison, base: &TestReport) -> Option<String> {
+    let names = &comparison.not_run_on_base;
+    if names.is_empty() {
+        return None;
+    }
+    let mut shown: Vec<&str> = names
+        .iter()
+        .take(NOT_RUN_NAMED)
+        .map(String::as_str)
+        .collect();
+    if names.len() > NOT_RUN_NAMED {
+        shown.push("…");
+    }
+    let base_failed = base.failing().next().is_some();
+    let why = match (base.runner, base_failed) {
+        (Runner::Libtest, true) => {
+            "`cargo test` stops after the first test binary that fails, so the base run never \
+             reached them; run `cargo test --no-fail-fast` in the benchmark to have every binary \
+             run on the base tree"
+        }
+        (_, true) => {
+            "the base run stopped before them (a runner that stops at the first failure, or a \
+             crash) or the solution adds them"
+        }
+        (_, false) => "the solution adds them, or the base run did not collect them",
+    };
+    Some(format!(
+        "NOT_RUN_ON_BASE: {} test(s) passed on the solution but did not run on the base tree \
+         ({}), so they are not counted as FAIL_TO_PASS: nothing showed them failing there; {why}",
+        names.len(),
+        shown.join(", ")
+    ))
+}
+
 /// The in-toto test-result predicate's `passedTests` and `failedTests` (failed and error)
 /// from a report, or `None` when its format was unknown (the caller keeps its own default).
 pub fn predicate_lists(report: &TestReport) -> Option<(Vec<String>, Vec<String>)> {
@@ -121,6 +163,34 @@ mod tests {
         assert_eq!(analysis.warnings.len(), 2);
         assert!(analysis.warnings[0].starts_with("FAIL_TO_PASS is empty"));
         assert!(analysis.warnings[1].starts_with("PASS_TO_FAIL is not empty: 1 test"));
+    }
+
+    /// #42 item 7: the base run of a Rust crate stopped after its first failing test binary;
+    /// the other binaries' tests are listed apart and the warning says why.
+    #[test]
+    fn tests_that_did_not_run_on_the_base_are_warned_about_with_why() {
+        let base = parse(
+            b"running 2 tests\ntest lib::a ... FAILED\ntest lib::b ... ok\n\
+              error: test failed, to rerun pass `--lib`\n",
+            b"",
+        );
+        let solution = libtest(
+            "test lib::a ... ok\ntest lib::b ... ok\ntest it::c ... ok\ntest it::d ... ok\n",
+        );
+        let analysis = analyse(&[solution], Some(&base));
+        let c = analysis.comparison.unwrap();
+        assert_eq!(c.fail_to_pass, ["lib::a"]);
+        assert_eq!(c.not_run_on_base, ["it::c", "it::d"]);
+        assert_eq!(analysis.warnings.len(), 1, "{:?}", analysis.warnings);
+        let warning = &analysis.warnings[0];
+        assert!(
+            warning.starts_with(
+                "NOT_RUN_ON_BASE: 2 test(s) passed on the solution but did not run on the base \
+                 tree (it::c, it::d), so they are not counted as FAIL_TO_PASS"
+            ),
+            "{warning}"
+        );
+        assert!(warning.contains("cargo test --no-fail-fast"), "{warning}");
     }
 
     #[test]

@@ -1,8 +1,11 @@
 //! SWE-bench's comparison of two runs of one benchmark (`swebench/harness/grading.py`,
 //! `get_eval_tests_report`): the base (the repository before the change) and the solution.
 //! As there, a test passed when it reported `passed` (expected failures included), failed when
-//! it reported `failed` or `error` *or was not reported at all* (a test that vanished did not
-//! pass), and a skipped test is neither.
+//! it reported `failed` or `error` *or was not reported at all on the solution* (a test that
+//! vanished did not pass), and a skipped test is neither. Unlike there, a test the solution
+//! passes that the base run never reported is not `FAIL_TO_PASS` but `NOT_RUN_ON_BASE` (#42
+//! item 7): `cargo test` stops after the first test binary that fails, so the base run of a
+//! Rust crate reports the first binary's tests only, and nothing showed the others failing.
 
 use serde::{Deserialize, Serialize};
 
@@ -32,9 +35,14 @@ pub enum CompareError {
 /// The three lists, each sorted by name.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Comparison {
-    /// Failed (or absent) on the base and passed on the solution: what the bounty rewards.
+    /// Failed on the base and passed on the solution: what the bounty rewards.
     #[serde(rename = "FAIL_TO_PASS")]
     pub fail_to_pass: Vec<String>,
+    /// Passed on the solution and not reported at all by the base run: the base run stopped
+    /// before them (`cargo test` stops at the first failing test binary) or the solution adds
+    /// them. Not evidence that they fail on the base tree, so not `FAIL_TO_PASS`.
+    #[serde(rename = "NOT_RUN_ON_BASE", default)]
+    pub not_run_on_base: Vec<String>,
     /// Passed on both.
     #[serde(rename = "PASS_TO_PASS")]
     pub pass_to_pass: Vec<String>,
@@ -88,6 +96,8 @@ pub fn compare(base: &TestReport, solution: &TestReport) -> Result<Comparison, C
         if passed(on_solution) {
             if passed(on_base) {
                 out.pass_to_pass.push(name.to_owned());
+            } else if on_base.is_none() {
+                out.not_run_on_base.push(name.to_owned());
             } else if failed(on_base) {
                 out.fail_to_pass.push(name.to_owned());
             }
@@ -134,14 +144,32 @@ mod tests {
             ],
         );
         let c = compare(&base, &solution).unwrap();
-        assert_eq!(
-            c.fail_to_pass,
-            ["fixed", "fixed_from_error", "new_and_passing"]
-        );
+        assert_eq!(c.fail_to_pass, ["fixed", "fixed_from_error"]);
+        assert_eq!(c.not_run_on_base, ["new_and_passing"]);
         assert_eq!(c.pass_to_pass, ["kept"]);
         assert_eq!(c.pass_to_fail, ["broken", "vanished"]);
         assert!(!c.incomplete);
         assert!(!c.tests_nothing_new());
+    }
+
+    /// #42 item 7: `cargo test` stops after the first test binary that fails, so the base run
+    /// printed 2 failures and never ran the other binaries' tests. Those are not FAIL_TO_PASS
+    /// (nothing showed them failing): they are listed apart, as not run on the base.
+    #[test]
+    fn tests_that_never_ran_on_the_base_are_not_fail_to_pass() {
+        use Status::*;
+        let base = report(
+            Runner::Libtest,
+            &[("lib::a", Failed), ("lib::b", Failed), ("lib::c", Passed)],
+        );
+        let mut rows = vec![("lib::a", Passed), ("lib::b", Passed), ("lib::c", Passed)];
+        let later: Vec<String> = (0..8).map(|i| format!("it::t{i}")).collect();
+        rows.extend(later.iter().map(|n| (n.as_str(), Passed)));
+        let solution = report(Runner::Libtest, &rows);
+        let c = compare(&base, &solution).unwrap();
+        assert_eq!(c.fail_to_pass, ["lib::a", "lib::b"]);
+        assert_eq!(c.not_run_on_base, later);
+        assert_eq!(c.pass_to_pass, ["lib::c"]);
     }
 
     #[test]
@@ -203,7 +231,7 @@ mod tests {
         let json = serde_json::to_string(&compare(&base, &solution).unwrap()).unwrap();
         assert_eq!(
             json,
-            r#"{"FAIL_TO_PASS":["a"],"PASS_TO_PASS":[],"PASS_TO_FAIL":[],"incomplete":false}"#
+            r#"{"FAIL_TO_PASS":["a"],"NOT_RUN_ON_BASE":[],"PASS_TO_PASS":[],"PASS_TO_FAIL":[],"incomplete":false}"#
         );
     }
 }

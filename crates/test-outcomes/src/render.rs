@@ -103,6 +103,9 @@ pub fn analysis_lines(analysis: &Analysis, max_rows: usize) -> Vec<String> {
                 .to_owned(),
         );
         list(&mut lines, "FAIL_TO_PASS", &c.fail_to_pass, max_rows);
+        if !c.not_run_on_base.is_empty() {
+            list(&mut lines, "NOT_RUN_ON_BASE", &c.not_run_on_base, max_rows);
+        }
         list(&mut lines, "PASS_TO_FAIL", &c.pass_to_fail, max_rows);
         list(&mut lines, "PASS_TO_PASS", &c.pass_to_pass, max_rows);
     } else if let Some(why) = &analysis.comparison_unavailable {

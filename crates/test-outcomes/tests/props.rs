@@ -139,7 +139,11 @@ proptest! {
         let c = test_outcomes::compare(&base, &solution).unwrap();
         for name in &c.fail_to_pass {
             prop_assert_eq!(solution.status_of(name), Some(Status::Passed));
-            prop_assert!(base.status_of(name).is_none_or(Status::is_failing));
+            prop_assert!(base.status_of(name).is_some_and(Status::is_failing));
+        }
+        for name in &c.not_run_on_base {
+            prop_assert_eq!(solution.status_of(name), Some(Status::Passed));
+            prop_assert_eq!(base.status_of(name), None);
         }
         for name in &c.pass_to_pass {
             prop_assert_eq!(solution.status_of(name), Some(Status::Passed));
@@ -150,15 +154,18 @@ proptest! {
             prop_assert!(solution.status_of(name).is_none_or(Status::is_failing));
         }
         let mut all: Vec<&String> =
-            c.fail_to_pass.iter().chain(&c.pass_to_pass).chain(&c.pass_to_fail).collect();
+            c.fail_to_pass.iter().chain(&c.not_run_on_base).chain(&c.pass_to_pass)
+                .chain(&c.pass_to_fail).collect();
         let before = all.len();
         all.sort();
         all.dedup();
         prop_assert_eq!(all.len(), before, "a name in two lists");
-        // Every test that passed on the solution is in FAIL_TO_PASS or PASS_TO_PASS unless it
-        // was skipped on the base.
+        // Every test that passed on the solution is in FAIL_TO_PASS, NOT_RUN_ON_BASE or
+        // PASS_TO_PASS unless it was skipped on the base.
         for t in solution.passing() {
-            let listed = c.fail_to_pass.contains(&t.name) || c.pass_to_pass.contains(&t.name);
+            let listed = c.fail_to_pass.contains(&t.name)
+                || c.not_run_on_base.contains(&t.name)
+                || c.pass_to_pass.contains(&t.name);
             prop_assert_eq!(listed, base.status_of(&t.name) != Some(Status::Skipped));
         }
     }
