@@ -107,8 +107,7 @@ mod tests {
     }
 
     #[test]
-    fn twelve_thousand_fake_tests_repeated_ten_times_cost_comparisons_linear_in_rows_times_runs()
-    {
+    fn twelve_thousand_fake_tests_repeated_ten_times_cost_comparisons_linear_in_rows_times_runs() {
         use crate::report::work;
         let names: Vec<String> = (0..12_000).map(|i| format!("fake::t{i:05}")).collect();
         let steady = fake_run(&names, |_| Status::Passed);

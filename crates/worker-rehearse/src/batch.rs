@@ -425,7 +425,10 @@ mod tests {
     }
 
     fn refused(path: &Path) -> bool {
-        matches!(read_tasks(path, &defaults()), Err(BatchError::NotRegular { .. }))
+        matches!(
+            read_tasks(path, &defaults()),
+            Err(BatchError::NotRegular { .. })
+        )
     }
 
     /// #41 item 6: a tasks file that is a link to `/dev/zero` was read until memory ran out

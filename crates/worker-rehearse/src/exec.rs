@@ -215,7 +215,10 @@ fn write_logs(
         detail: e.to_string(),
     };
     std::fs::create_dir_all(dir).map_err(|e| fail(dir, e))?;
-    let record = std::fs::read(evidence).map_err(|e| fail(evidence, e))?;
+    // The record this run wrote, read as every file rehearse reads: not through a link, not
+    // waited on if it is a FIFO, and to at most the cap `worker explain` reads (#41 item 6).
+    let record = artifact_fs::read_bounded(evidence, worker_sandbox::explain::MAX_EVIDENCE_BYTES)
+        .map_err(|e| fail(evidence, e.into_io()))?;
     for (suffix, bytes) in [
         ("stdout", output.stdout.as_slice()),
         ("stderr", output.stderr.as_slice()),
@@ -225,4 +228,38 @@ fn write_logs(
         artifact_fs::write_atomic(&path, bytes).map_err(|e| fail(&path, e))?;
     }
     Ok(dir.join(label))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::write_logs;
+    use crate::RehearseError;
+    use worker_sandbox::streams::FullOutput;
+
+    /// The evidence record a run's logs copy is read like every other file rehearse reads
+    /// (#41 item 6): a FIFO where the record should be is refused, not waited on. A writer is
+    /// provided so that an unbounded, link-following read returns instead of hanging the test.
+    #[test]
+    fn a_fifo_in_place_of_a_runs_evidence_record_is_refused_without_hanging() {
+        let dir = tempfile::tempdir().unwrap();
+        let evidence = dir.path().join("evidence.json");
+        let made = std::process::Command::new("mkfifo")
+            .arg(&evidence)
+            .status()
+            .unwrap();
+        assert!(made.success());
+        let writer_path = evidence.clone();
+        std::thread::spawn(move || {
+            let _ = std::fs::OpenOptions::new().write(true).open(writer_path);
+        });
+        let output = FullOutput {
+            stdout: b"out".to_vec(),
+            stderr: Vec::new(),
+        };
+        let result = write_logs(&dir.path().join("logs"), "rehearse-1", &evidence, &output);
+        assert!(
+            matches!(&result, Err(RehearseError::LogDir { path, .. }) if *path == evidence),
+            "the FIFO was opened and read as the evidence record: {result:?}"
+        );
+    }
 }

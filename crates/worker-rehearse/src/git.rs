@@ -22,7 +22,6 @@
 //! local filters or line-ending settings would make of them.
 
 use std::fs;
-use std::io::Read;
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
@@ -210,13 +209,20 @@ fn read_gitfile(dot_git: &Path, top: &Path) -> Result<PathBuf, GitTreeError> {
         repository: top.display().to_string(),
         detail,
     };
-    let mut bytes = Vec::new();
-    fs::File::open(dot_git)
-        .and_then(|f| f.take(MAX_GITFILE_BYTES + 1).read_to_end(&mut bytes))
-        .map_err(|e| refuse(format!("reading {}: {e}", dot_git.display())))?;
-    let line = std::str::from_utf8(&bytes)
-        .ok()
-        .filter(|_| bytes.len() as u64 <= MAX_GITFILE_BYTES)
+    // Judged on the open descriptor (a FIFO swapped in after the caller's check is refused,
+    // not waited on) and read to at most the cap, as every file rehearse reads.
+    let bytes = match artifact_fs::read_named(dot_git, MAX_GITFILE_BYTES) {
+        Ok(bytes) => Some(bytes),
+        Err(artifact_fs::ReadError::Io { source, .. }) => {
+            return Err(refuse(format!("reading {}: {source}", dot_git.display())));
+        }
+        Err(artifact_fs::ReadError::NotRegular(_) | artifact_fs::ReadError::TooLarge { .. }) => {
+            None
+        }
+    };
+    let line = bytes
+        .as_deref()
+        .and_then(|b| std::str::from_utf8(b).ok())
         .and_then(|t| t.strip_prefix("gitdir: "))
         .map(|t| t.trim_end_matches(['\n', '\r']))
         .filter(|t| !t.is_empty() && !t.contains('\n'))

@@ -50,11 +50,16 @@ pub fn request_command(
         path: args.manifest.clone(),
         detail,
     };
-    let metadata = std::fs::metadata(&args.manifest).map_err(|e| read(e.to_string()))?;
-    if metadata.len() > super::request::MAX_REQUEST_BYTES {
-        return Err(read("larger than a manifest can be".into()));
-    }
-    let bytes = std::fs::read(&args.manifest).map_err(|e| read(e.to_string()))?;
+    // Judged on the open descriptor and read to at most the cap, as every named input is: a
+    // FIFO is not waited on and /dev/zero is not read until memory runs out (#41 item 6).
+    let bytes = artifact_fs::read_named(&args.manifest, super::request::MAX_REQUEST_BYTES)
+        .map_err(|e| match e {
+            artifact_fs::ReadError::TooLarge { .. } => read("larger than a manifest can be".into()),
+            artifact_fs::ReadError::NotRegular(_) => {
+                read("not a regular file (a FIFO, a device or a directory)".into())
+            }
+            artifact_fs::ReadError::Io { source, .. } => read(source.to_string()),
+        })?;
     let mut manifest: Value =
         serde_json::from_slice(&bytes).map_err(|e| read(format!("not JSON: {e}")))?;
     let source: Sha256Digest = args
@@ -175,4 +180,92 @@ pub fn local_job(
         "required_action": "verify",
         "payout_boundary": null
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{RequestBuildError, request_command};
+    use crate::cli::RequestArgs;
+    use std::path::Path;
+    use std::process::Command;
+
+    fn args(manifest: &Path) -> RequestArgs {
+        RequestArgs {
+            source_digest: format!("sha256:{}", "ab".repeat(32)),
+            manifest: manifest.to_owned(),
+            benchmark_digest: None,
+            source_commit: None,
+            expires_in: std::time::Duration::from_secs(3600),
+            out: None,
+        }
+    }
+
+    /// The request built from `manifest`, and whether it was refused as no regular file.
+    fn refused_as_not_a_file(manifest: &Path) -> (bool, String) {
+        let result = request_command(&args(manifest), 1_700_000_000);
+        let refused = matches!(
+            &result,
+            Err(RequestBuildError::Read { detail, .. }) if detail.contains("not a regular file")
+        );
+        (refused, format!("{result:?}"))
+    }
+
+    /// The manifest `worker request` reads is judged on its open descriptor and read to at most
+    /// the cap (#41 item 6's pattern: its size was checked on the path, then the read had no
+    /// bound). The read happens in a child under a 1 GiB address-space limit, so an unbounded
+    /// read of `/dev/zero` ends there in a failed allocation, not in this machine's memory.
+    #[test]
+    fn worker_request_refuses_a_manifest_linked_to_dev_zero() {
+        const CHILD: &str = "WORKER_TEST_REQUEST_DEV_ZERO_DIR";
+        if let Some(dir) = std::env::var_os(CHILD) {
+            let (refused, result) = refused_as_not_a_file(&Path::new(&dir).join("manifest.json"));
+            assert!(refused, "{result}");
+            return;
+        }
+        let dir = tempfile::tempdir().unwrap();
+        std::os::unix::fs::symlink("/dev/zero", dir.path().join("manifest.json")).unwrap();
+        let out = Command::new("sh")
+            .arg("-c")
+            .arg("ulimit -v 1048576 && exec \"$0\" \"$@\"")
+            .arg(std::env::current_exe().unwrap())
+            .args([
+                "--exact",
+                "commands::local_request::tests::worker_request_refuses_a_manifest_linked_to_dev_zero",
+                "--nocapture",
+                "--test-threads=1",
+            ])
+            .env(CHILD, dir.path())
+            .output()
+            .unwrap();
+        let (stdout, stderr) = (
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr),
+        );
+        assert!(
+            out.status.success() && stdout.contains("1 passed"),
+            "reading the manifest linked to /dev/zero under a 1 GiB limit: {}\n{stdout}{stderr}",
+            out.status
+        );
+    }
+
+    /// A FIFO named as the manifest is refused, not waited on (a writer is provided so that a
+    /// read that waits returns instead of hanging the test).
+    #[test]
+    fn a_fifo_manifest_is_refused_without_hanging() {
+        let dir = tempfile::tempdir().unwrap();
+        let fifo = dir.path().join("manifest.json");
+        assert!(
+            Command::new("mkfifo")
+                .arg(&fifo)
+                .status()
+                .unwrap()
+                .success()
+        );
+        let writer_path = fifo.clone();
+        std::thread::spawn(move || {
+            let _ = std::fs::OpenOptions::new().write(true).open(writer_path);
+        });
+        let (refused, result) = refused_as_not_a_file(&fifo);
+        assert!(refused, "the FIFO was opened and read: {result}");
+    }
 }

@@ -218,7 +218,10 @@ pub async fn run_regression_command(
     };
     let path = write_evidence(&staging_root, &run.evidence).map_err(RunCommandError::Evidence)?;
     if let Some(copy) = evidence_copy {
-        let bytes = std::fs::read(&path).map_err(RunCommandError::Evidence)?;
+        // Read back as every evidence record is: not through a link, to at most the cap
+        // `worker explain` reads (#41 item 6's pattern).
+        let bytes = artifact_fs::read_bounded(&path, worker_sandbox::explain::MAX_EVIDENCE_BYTES)
+            .map_err(|e| RunCommandError::Evidence(e.into_io()))?;
         artifact_fs::write_atomic(copy, &bytes).map_err(RunCommandError::Evidence)?;
     }
     Ok(RunCommandOutput {
