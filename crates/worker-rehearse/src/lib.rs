@@ -34,6 +34,7 @@ mod exec;
 pub mod git;
 pub mod judgement;
 pub mod limits;
+pub mod passing_run;
 pub mod references;
 pub mod rehearsed;
 pub mod render;

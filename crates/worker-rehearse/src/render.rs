@@ -27,7 +27,7 @@ impl Report {
         for problem in &self.problems {
             out.push_str(&format!("problem: {problem}\n"));
         }
-        for warning in &self.tests.warnings {
+        for warning in self.warnings.iter().chain(&self.tests.warnings) {
             out.push_str(&format!("warning: {warning}\n"));
         }
         // Problems quote author- and solver-controlled text (file names, reasons).

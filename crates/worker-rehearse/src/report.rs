@@ -100,6 +100,10 @@ pub struct Report {
     /// How many tests the solution runs printed (`null` when no known runner's output was
     /// seen): solver-controlled, for an author to commit.
     pub test_count: Option<super::test_count::TestCount>,
+    /// What the passing solution runs' own records warn about, beside the verdict and never
+    /// changing the exit code: no test results printed, little headroom under the manifest's
+    /// memory or time ([`super::passing_run`]).
+    pub warnings: Vec<String>,
 }
 
 /// How a finished report maps to the process exit code:
@@ -255,6 +259,7 @@ pub(super) fn assemble(
         problems,
         tests,
         test_count,
+        warnings: Vec::new(),
     }
 }
 

@@ -196,6 +196,7 @@ pub(crate) async fn solution_runs(
         .collect();
     let mut report = assemble(prepared, results, base);
     report.output = super::determinism::assess(&evidence);
+    report.warnings = super::passing_run::warnings(&report, &evidence);
     Ok(report)
 }
 
