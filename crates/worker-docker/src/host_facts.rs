@@ -127,6 +127,7 @@ mod tests {
             swap_total_bytes: Some(0),
             apparmor_enabled: None,
             staging: None,
+            sandbox_uids: None,
         };
         (engine, host)
     }
@@ -197,6 +198,7 @@ mod tests {
             swap_total_bytes: None,
             apparmor_enabled: None,
             staging: None,
+            sandbox_uids: None,
         };
         let facts = summarize(&engine, &host, "runc");
         assert_eq!(facts.cgroup_layout, None);

@@ -49,6 +49,24 @@ pub struct HostFacts {
     pub apparmor_enabled: Option<bool>,
     /// The staging root, when one was given.
     pub staging: Option<StagingFacts>,
+    /// The sandbox uid range on this host, when the caller looked (`worker doctor` does).
+    pub sandbox_uids: Option<SandboxUidFacts>,
+}
+
+/// Each sandbox's own host uid (issue #41): the range, how many of its uids the host's account
+/// files claim, and whether a lease could be taken (and given back) right now.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct SandboxUidFacts {
+    /// The range's first uid.
+    pub first: u32,
+    /// How many uids it holds.
+    pub count: u32,
+    /// How many of them a host account, group or subordinate range claims.
+    pub claimed: usize,
+    /// Where the leases are taken.
+    pub lock_dir: PathBuf,
+    /// The uid a trial lease got, or why none could be taken.
+    pub lease: Result<u32, String>,
 }
 
 /// The layout the mount table `mounts` (the text of `/proc/mounts`) shows.
@@ -142,5 +160,6 @@ pub fn gather(staging: Option<&Path>) -> HostFacts {
         swap_total_bytes: swap_total(&meminfo),
         apparmor_enabled: apparmor,
         staging: staging.map(staging_facts),
+        sandbox_uids: None,
     }
 }

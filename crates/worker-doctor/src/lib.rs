@@ -213,6 +213,9 @@ pub fn examine(facts: &Facts) -> Report {
     }
     checks.push(apparmor(&facts.host, facts.engine.as_ref().ok()));
     checks.push(staging(&facts.host));
+    if let Some(uids) = &facts.host.sandbox_uids {
+        checks.push(sandbox_uids(uids));
+    }
     checks.push(swap(&facts.host, facts.engine.as_ref().ok()));
     if let Some(image) = &facts.image {
         checks.push(image_check(image));
@@ -435,6 +438,41 @@ fn gib(bytes: u64) -> String {
     // One decimal place, without floats.
     let tenths = bytes.saturating_mul(10) / (1 << 30);
     format!("{}.{} GiB", tenths / 10, tenths % 10)
+}
+
+fn sandbox_uids(uids: &host::SandboxUidFacts) -> Check {
+    let range = format!("{}-{}", uids.first, uids.first + uids.count - 1);
+    let lock_dir = uids.lock_dir.display();
+    let leased = match &uids.lease {
+        Ok(uid) => *uid,
+        Err(why) => {
+            return Check::fail(
+                "sandbox_uids",
+                format!("no sandbox uid of {range} could be leased: {why}"),
+                format!(
+                    "every run would end without a verdict: make {lock_dir} a directory every \
+                     worker can write (root-owned, mode 1777), move host accounts out of \
+                     {range}, or wait for the running sandboxes to end"
+                ),
+            );
+        }
+    };
+    let detail = format!(
+        "each sandbox runs as a host uid of its own from {range}; a lease under {lock_dir} \
+         works (took {leased} and gave it back)"
+    );
+    if uids.claimed > 0 {
+        return Check::warn(
+            "sandbox_uids",
+            format!(
+                "{detail}; {} of its {} uids belong to host accounts, groups or subordinate \
+                 ranges and are never used",
+                uids.claimed, uids.count
+            ),
+            format!("move those accounts out of {range} so every uid of it can be leased"),
+        );
+    }
+    Check::ok("sandbox_uids", detail)
 }
 
 fn staging(host: &HostFacts) -> Check {

@@ -58,6 +58,13 @@ fn debian_vm() -> Facts {
                     free_bytes: 40 << 30,
                 }),
             }),
+            sandbox_uids: Some(host::SandboxUidFacts {
+                first: 60_578,
+                count: 606,
+                claimed: 0,
+                lock_dir: PathBuf::from("/run/lock/agent-bounties-sandbox-uids"),
+                lease: Ok(60_578),
+            }),
         },
         oci_runtime: None,
         image: None,
@@ -370,4 +377,27 @@ fn doctor_oci_runtime_runsc_fails_when_the_runsc_entry_is_really_runc() {
         "{}",
         examine(&facts).human()
     );
+}
+
+/// Issue #41: each sandbox's own uid. A host where no lease can be taken fails (every run
+/// would end without a verdict); uids that host accounts claim are a warning.
+#[test]
+fn the_sandbox_uid_line_fails_without_a_lease_and_warns_on_claimed_uids() {
+    let mut facts = debian_vm();
+    assert_eq!(line(&examine(&facts), "sandbox_uids").status, Status::Ok);
+    let uids = facts.host.sandbox_uids.as_mut().unwrap();
+    uids.claimed = 3;
+    let report = examine(&facts);
+    let warned = line(&report, "sandbox_uids");
+    assert_eq!(warned.status, Status::Warn);
+    assert!(
+        warned.detail.contains("3 of its 606 uids"),
+        "{}",
+        warned.detail
+    );
+    let uids = facts.host.sandbox_uids.as_mut().unwrap();
+    uids.lease = Err("the directory is a link".into());
+    let report = examine(&facts);
+    assert_eq!(line(&report, "sandbox_uids").status, Status::Fail);
+    assert!(report.failed());
 }

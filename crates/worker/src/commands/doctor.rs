@@ -31,9 +31,11 @@ pub fn doctor(args: &DoctorArgs) -> ExitCode {
         Ok(gathered) => gathered,
         Err(error) => return fail(ExitCode::Internal, &error),
     };
+    let mut host = worker_doctor::host::gather(staging.as_deref());
+    host.sandbox_uids = Some(sandbox_uid_facts());
     let facts = worker_doctor::Facts {
         engine,
-        host: worker_doctor::host::gather(staging.as_deref()),
+        host,
         oci_runtime: Some(args.oci_runtime.name().to_string()),
         image,
         clock,
@@ -52,6 +54,22 @@ pub fn doctor(args: &DoctorArgs) -> ExitCode {
         ExitCode::Config
     } else {
         ExitCode::Success
+    }
+}
+
+/// The sandbox uid range as this host sees it: a trial lease, taken and given back at once,
+/// shows that runs will get theirs (crate::sandbox::identity).
+fn sandbox_uid_facts() -> worker_doctor::host::SandboxUidFacts {
+    use verifier_sdk::profile::{SANDBOX_UID_COUNT, SANDBOX_UID_FIRST};
+    use worker_sandbox::identity;
+    worker_doctor::host::SandboxUidFacts {
+        first: SANDBOX_UID_FIRST,
+        count: SANDBOX_UID_COUNT,
+        claimed: identity::host_claimed_ids(std::path::Path::new("/etc")).len(),
+        lock_dir: std::path::PathBuf::from(identity::LOCK_DIR),
+        lease: identity::lease()
+            .map(|lease| lease.uid())
+            .map_err(|error| error.to_string()),
     }
 }
 
