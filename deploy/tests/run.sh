@@ -2,11 +2,18 @@
 # Tests of deploy/: deploy/install.sh into throwaway roots (never the real system), the
 # installed unit scored there, deploy/exec-start.sh's expansion, deploy/pull-candidates.sh
 # against planted and hostile candidate directories, and the unit brought up under a real
-# systemd as PID 1 in a container (deploy/tests/systemd-unit.sh). Run by .ci/run; needs root
-# (install.sh chowns), the shadow tools, systemd-analyze, rsync, cargo, and the Docker Engine
-# with the local registry on 127.0.0.1:5000 (scripts/services.sh).
+# systemd as PID 1 in a container (deploy/tests/systemd-unit.sh). Run by .ci/run; needs the
+# shadow tools, systemd-analyze, rsync, cargo, and the Docker Engine with the local registry on
+# 127.0.0.1:5000 (scripts/services.sh), and root: install.sh chowns and refuses other callers,
+# and the cases read the trees it leaves (0700 directories of other owners). Started by a
+# user who is not root (GitHub's runner user), it builds the binaries and installs missing
+# tools with that user's toolchain and sudo, then runs itself again through as_root
+# (scripts/lib/host.sh: password-less `sudo -n`); scripts/tests/runner-user.sh runs it so.
 #
-#   deploy/tests/run.sh
+#   [DEPLOY_TESTS_BIN_DIR=DIR] deploy/tests/run.sh
+#
+# DEPLOY_TESTS_BIN_DIR: a directory with the built `worker` and `examples/bench_feed` to use
+# as they are (default: `cargo build` them into ${CARGO_TARGET_DIR:-target}/debug).
 #
 # Prints one line per case and closes with "N passed, N failed"; exit 1 on any failure.
 set -uo pipefail
@@ -15,6 +22,33 @@ deploy="$(dirname "$here")"
 repo="$(dirname "$deploy")"
 install_sh="$deploy/install.sh"
 unit="$deploy/worker.service"
+# shellcheck source=scripts/lib/host.sh
+source "$repo/scripts/lib/host.sh"
+
+for tool in shellcheck rsync; do
+  if ! command -v "$tool" >/dev/null 2>&1; then
+    echo "installing $tool (Debian package)" >&2
+    as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "$tool" >/dev/null || {
+      as_root apt-get update -qq && as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "$tool" >/dev/null
+    }
+  fi
+done
+
+# The worker and the bench_feed stand-in for the systemd case, built with the caller's own
+# toolchain (root's sudo would not find a user's cargo) unless handed over.
+bin_dir="${DEPLOY_TESTS_BIN_DIR:-}"
+if [[ -z "$bin_dir" ]]; then
+  bin_dir="${CARGO_TARGET_DIR:-$repo/target}/debug"
+  (cd "$repo" && cargo build -q -p worker --bin worker --example bench_feed) ||
+    die "cargo build -p worker --bin worker --example bench_feed failed"
+fi
+bin_dir="$(cd "$bin_dir" && pwd)"
+
+if ! is_root; then
+  echo "deploy/tests/run.sh: running the cases as root (as_root: sudo -n), with the binaries of $bin_dir" >&2
+  as_root env DEPLOY_TESTS_BIN_DIR="$bin_dir" bash "$here/run.sh"
+  exit $?
+fi
 
 tmp="$(mktemp -d)"
 pulled_tag=""
@@ -64,13 +98,6 @@ fresh_root() {
   chmod 0640 "$r/etc/shadow" "$r/etc/gshadow"
   printf '%s' "$r"
 }
-
-for tool in shellcheck rsync; do
-  if ! command -v "$tool" >/dev/null 2>&1; then
-    echo "installing $tool (Debian package)" >&2
-    apt-get install -y -qq "$tool" >/dev/null || { apt-get update -qq && apt-get install -y -qq "$tool" >/dev/null; }
-  fi
-done
 
 stub_worker="$tmp/worker"
 printf '#!/bin/sh\nexit 0\n' >"$stub_worker"
@@ -501,11 +528,9 @@ check pull_into_a_used_directory_is_refused pull_into_a_used_directory_is_refuse
 
 # --- the unit under systemd as PID 1 --------------------------------------------------------
 # In a container (systemd-unit.sh says how and why); the real worker and the bench_feed
-# stand-in, built here if CI has not built them yet.
-target="${CARGO_TARGET_DIR:-$repo/target}/debug"
+# stand-in, built (or handed over) before the cases ran.
 unit_starts_and_stops_under_systemd_as_pid_1() {
-  (cd "$repo" && cargo build -q -p worker --bin worker --example bench_feed) || fail "cargo build failed"
-  "$here/systemd-unit.sh" "$target/worker" "$target/examples/bench_feed"
+  "$here/systemd-unit.sh" "$bin_dir/worker" "$bin_dir/examples/bench_feed"
 }
 check unit_starts_and_stops_under_systemd_as_pid_1 unit_starts_and_stops_under_systemd_as_pid_1
 

@@ -9,8 +9,11 @@
 #   deploy/tests/systemd-unit.sh WORKER_BIN BENCH_FEED_BIN [UNIT_FILE]
 #
 # UNIT_FILE (default deploy/worker.service) replaces the installed unit, to show how another
-# unit fares. Needs root, Docker, debootstrap (Debian package; installed if missing) and
-# Debian's package mirror the first time (the image is kept, tagged by its package list).
+# unit fares. Needs Docker (the docker group will do), root for debootstrap, its apt-get
+# install and the staging root's owner (through as_root, scripts/lib/host.sh: directly as root,
+# else password-less `sudo -n`, as GitHub's runner user has it), debootstrap (Debian package;
+# installed if missing) and Debian's package mirror the first time (the image is kept, tagged
+# by its package list).
 # The staging root must have the same path in the container and on the host (the engine
 # mounts it by path), so /var/cache/verifier on the host is used: created for the run and
 # removed after it when absent, used as it is (with its owner) when present.
@@ -20,6 +23,8 @@ repo="$(cd "$here/../.." && pwd)"
 worker_bin="$(realpath "${1:?worker binary}")"
 bench_feed="$(realpath "${2:?bench_feed binary}")"
 unit="$(realpath "${3:-$repo/deploy/worker.service}")"
+# shellcheck source=scripts/lib/host.sh
+source "$repo/scripts/lib/host.sh"
 # ca-certificates: the worker's HTTP client loads the system's roots at start and refuses to
 # start without any (exit 78), even for a loopback feed; debootstrap installs no Recommends, so
 # curl alone does not bring them. The tag names the package list, so an image built from an
@@ -35,7 +40,8 @@ made_cache=""
 cleanup() {
   docker rm -f "$name" >/dev/null 2>&1 || true
   [[ -n "$feed_pid" ]] && kill "$feed_pid" 2>/dev/null
-  [[ -n "$made_cache" ]] && rm -rf "$cache"
+  [[ -n "$made_cache" ]] && as_root rm -rf "$cache"
+  [[ -e "$tmp/rootfs" ]] && as_root rm -rf "$tmp/rootfs"
   rm -rf "$tmp"
 }
 trap cleanup EXIT
@@ -46,14 +52,16 @@ die() {
 
 if ! docker image inspect "$image" >/dev/null 2>&1; then
   if ! command -v debootstrap >/dev/null 2>&1; then
-    apt-get install -y -qq debootstrap >/dev/null || { apt-get update -qq && apt-get install -y -qq debootstrap >/dev/null; }
+    as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq debootstrap >/dev/null || {
+      as_root apt-get update -qq && as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq debootstrap >/dev/null
+    }
   fi
   echo "building $image with debootstrap (once)" >&2
-  debootstrap --variant=minbase --include="$packages" \
+  as_root debootstrap --variant=minbase --include="$packages" \
     bookworm "$tmp/rootfs" http://deb.debian.org/debian >"$tmp/debootstrap.log" 2>&1 ||
     { tail -20 "$tmp/debootstrap.log" >&2; die "debootstrap failed"; }
-  tar -C "$tmp/rootfs" -c . | docker import - "$image" >/dev/null
-  rm -rf "$tmp/rootfs"
+  as_root tar -C "$tmp/rootfs" -c . | docker import - "$image" >/dev/null
+  as_root rm -rf "$tmp/rootfs"
 fi
 
 # The verifier user inside owns the host's cache directory; the docker group inside has the
@@ -64,7 +72,7 @@ if [[ -d "$cache" ]]; then
 else
   uid=64999
   gid=64999
-  install -d -m 0700 -o "$uid" -g "$gid" "$cache"
+  as_root install -d -m 0700 -o "$uid" -g "$gid" "$cache"
   made_cache=1
 fi
 socket_gid="$(stat -c %g /var/run/docker.sock)"

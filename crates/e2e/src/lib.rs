@@ -11,6 +11,7 @@
 pub mod chaos;
 pub mod dedicated;
 pub mod independent;
+pub mod root;
 mod server;
 pub mod stack;
 

@@ -409,25 +409,17 @@ pub struct Tmpfs {
 }
 
 impl Tmpfs {
-    /// Mounts a `size_mib` tmpfs at `path` (created). Needs root; fails loudly otherwise.
+    /// Mounts a `size_mib` tmpfs at `path` (created), owned by this process's user. Needs
+    /// root or password-less sudo ([`crate::root`]); fails loudly otherwise.
     pub fn mount(path: &Path, size_mib: u64) -> Result<Self, E2eError> {
         std::fs::create_dir_all(path).map_err(crate::io("create a mount point", path))?;
         // A mount left by an earlier run of ours that was killed: only our own path.
-        let _ = std::process::Command::new("umount").arg(path).output();
-        let out = std::process::Command::new("mount")
-            .args([
-                "-t",
-                "tmpfs",
-                "-o",
-                &format!("size={size_mib}m,mode=0755"),
-                "tmpfs",
-            ])
-            .arg(path)
-            .output()
+        crate::root::umount(path, false);
+        let out = crate::root::mount_tmpfs(path, size_mib, 0o755)
             .map_err(crate::io("run mount", path))?;
         if !out.status.success() {
             return Err(E2eError::Setup {
-                what: "mount a tmpfs for the disk-full faults (run as root, or pass --no-disk)",
+                what: "mount a tmpfs for the disk-full faults (run as root or with password-less sudo, or pass --no-disk)",
                 detail: String::from_utf8_lossy(&out.stderr).trim().to_owned(),
             });
         }
@@ -472,16 +464,9 @@ impl Tmpfs {
 impl Drop for Tmpfs {
     fn drop(&mut self) {
         self.release();
-        let ok = std::process::Command::new("umount")
-            .arg(&self.path)
-            .status()
-            .is_ok_and(|s| s.success());
-        if !ok {
+        if !crate::root::umount(&self.path, false) {
             // Busy (a process still holds a file): detach it now, freed when released.
-            let _ = std::process::Command::new("umount")
-                .arg("-l")
-                .arg(&self.path)
-                .status();
+            crate::root::umount(&self.path, true);
         }
     }
 }

@@ -88,21 +88,15 @@ pub fn kill_orphans(root: &Path) -> Vec<u32> {
 }
 
 /// Unmounts every mount point under `root`, deepest first; a busy one is detached (`-l`).
-/// Errors when one is still mounted after that.
+/// Errors when one is still mounted after that. Through `sudo -n` when not root
+/// ([`crate::root`]).
 pub fn unmount_stale(root: &Path) -> Result<(), E2eError> {
     let mut stale = mounts_under(root);
     // Deepest first: a mount inside another must go before its parent.
     stale.sort_by_key(|p| std::cmp::Reverse(p.components().count()));
     for m in &stale {
-        let ok = std::process::Command::new("umount")
-            .arg(m)
-            .output()
-            .is_ok_and(|o| o.status.success());
-        if !ok {
-            let _ = std::process::Command::new("umount")
-                .arg("-l")
-                .arg(m)
-                .output();
+        if !crate::root::umount(m, false) {
+            crate::root::umount(m, true);
         }
     }
     let left = mounts_under(root);
@@ -110,7 +104,7 @@ pub fn unmount_stale(root: &Path) -> Result<(), E2eError> {
         Ok(())
     } else {
         Err(E2eError::Setup {
-            what: "unmount a killed chaos run's filesystems (run as root)",
+            what: "unmount a killed chaos run's filesystems (run as root or with password-less sudo)",
             detail: left
                 .iter()
                 .map(|p| p.display().to_string())
@@ -170,16 +164,12 @@ mod tests {
 
     fn mount_tmpfs(path: &Path) {
         std::fs::create_dir_all(path).unwrap();
-        let ok = std::process::Command::new("mount")
-            .args(["-t", "tmpfs", "-o", "size=1m", "tmpfs"])
-            .arg(path)
-            .status()
-            .unwrap()
-            .success();
+        let out = crate::root::mount_tmpfs(path, 1, 0o755).unwrap();
         assert!(
-            ok,
-            "mount a tmpfs at {} (the test needs root)",
-            path.display()
+            out.status.success(),
+            "mount a tmpfs at {} (the test needs root or password-less sudo): {}",
+            path.display(),
+            String::from_utf8_lossy(&out.stderr).trim()
         );
         std::fs::write(path.join("left-behind"), "x").unwrap();
     }
@@ -195,10 +185,7 @@ mod tests {
         let left = mounts_under(&root);
         // Clean up whatever the code under test left, before asserting.
         for m in left.iter().rev() {
-            let _ = std::process::Command::new("umount")
-                .arg("-l")
-                .arg(m)
-                .status();
+            crate::root::umount(m, true);
         }
         let _ = std::fs::remove_dir_all(&root);
         let work = prepared.expect("the next run starts despite the stale mounts");
