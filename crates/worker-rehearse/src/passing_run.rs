@@ -186,9 +186,11 @@ pub fn headroom(runs: &[RunFigures]) -> Vec<String> {
             r.timeout_ms / 1000,
         ));
     }
+    // A reading above the limit the container ran under is not its own use (on some hosts the
+    // counter read is a parent cgroup's): no figure, no warning.
     let largest = runs
         .iter()
-        .filter_map(|r| Some((r, r.peak_memory_bytes?)))
+        .filter_map(|r| Some((r, r.peak_memory_bytes.filter(|b| *b <= r.memory_bytes)?)))
         .max_by_key(|(_, bytes)| *bytes);
     if let Some((r, bytes)) = largest
         && let Some(percent) = over(bytes, r.memory_bytes)
@@ -322,5 +324,7 @@ mod tests {
             ..figures(0, 0)
         };
         assert!(headroom(&[unmeasured]).is_empty());
+        // A peak over the limit is not the container's own use (a parent cgroup's counter).
+        assert!(headroom(&[figures(10_000, 17 << 30)]).is_empty());
     }
 }
