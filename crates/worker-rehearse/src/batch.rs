@@ -14,7 +14,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use super::rehearsed::Rehearsed;
-use super::report::Answer;
+use super::report::{Answer, Verdict};
 use super::{RehearseError, RehearseOptions, revisions};
 use worker_sandbox::Executor;
 
@@ -152,8 +152,9 @@ pub fn read_tasks(path: &Path, defaults: &BatchDefaults) -> Result<Vec<BatchTask
     }
     let dir = path.parent().unwrap_or(Path::new("."));
     let mut names = BTreeSet::new();
-    let mut tasks = Vec::with_capacity(file.tasks.len());
-    for spec in file.tasks {
+    let count = file.tasks.len();
+    let mut tasks = Vec::with_capacity(count);
+    for (index, spec) in file.tasks.into_iter().enumerate() {
         let problem = if spec.name.is_empty() {
             Some("is empty")
         } else if spec.name.len() > MAX_NAME_BYTES {
@@ -200,6 +201,7 @@ pub fn read_tasks(path: &Path, defaults: &BatchDefaults) -> Result<Vec<BatchTask
                 quiet: defaults.quiet,
                 log_dir: defaults.log_dir.as_ref().map(|dir| dir.join(&spec.name)),
                 oci_runtime: defaults.oci_runtime.clone(),
+                task: Some(format!("task {}/{count} {}", index + 1, spec.name)),
             },
             adversarial: spec.adversarial.unwrap_or(defaults.adversarial),
             name: spec.name,
@@ -284,7 +286,12 @@ async fn rehearse_one(executor: &Executor, task: &BatchTask) -> Result<Rehearsed
 pub enum TaskAnswer {
     /// What a bounty needs.
     Fit,
-    /// Answered, and not what a bounty needs.
+    /// A stub solution passed: a bounty on this benchmark would pay a non-solution.
+    PaysNonSolution,
+    /// The source fails the benchmark and no stub passed: there is no solution yet (an open
+    /// bounty's unsolved tree), or the solution is wrong.
+    NoSolutionYet,
+    /// Answered, and not what a bounty needs (unstable, not discriminating, …).
     Unfit,
     /// No verdict: the question could not be answered.
     NoAnswer,
@@ -292,16 +299,33 @@ pub enum TaskAnswer {
     NotRehearsed,
 }
 
-/// The batch's answer, the worst of its tasks': any unfit or not rehearsed task makes it
+/// A rehearsed task's answer: a failing source that no stub passed is "no solution yet",
+/// apart from a benchmark that pays a non-solution and from other unfit answers.
+pub fn task_answer(answer: Answer, verdict: Verdict) -> TaskAnswer {
+    match answer {
+        Answer::Fit => TaskAnswer::Fit,
+        Answer::PaysNonSolution => TaskAnswer::PaysNonSolution,
+        Answer::Unfit if verdict == Verdict::Failed => TaskAnswer::NoSolutionYet,
+        Answer::Unfit => TaskAnswer::Unfit,
+        Answer::NoAnswer => TaskAnswer::NoAnswer,
+    }
+}
+
+/// The batch's answer, the worst of its tasks': any task that pays a non-solution makes it
+/// [`Answer::PaysNonSolution`], else any unfit, unsolved or not rehearsed task
 /// [`Answer::Unfit`], else any without an answer [`Answer::NoAnswer`], else [`Answer::Fit`].
 impl BatchReport {
     /// See the impl's comment.
     pub fn answer(&self) -> Answer {
         let answers: Vec<TaskAnswer> = self.tasks.iter().map(TaskEntry::answer).collect();
-        if answers
-            .iter()
-            .any(|a| matches!(a, TaskAnswer::Unfit | TaskAnswer::NotRehearsed))
-        {
+        if answers.contains(&TaskAnswer::PaysNonSolution) {
+            Answer::PaysNonSolution
+        } else if answers.iter().any(|a| {
+            matches!(
+                a,
+                TaskAnswer::Unfit | TaskAnswer::NoSolutionYet | TaskAnswer::NotRehearsed
+            )
+        }) {
             Answer::Unfit
         } else if answers.contains(&TaskAnswer::NoAnswer) {
             Answer::NoAnswer
@@ -310,16 +334,20 @@ impl BatchReport {
         }
     }
 
-    fn count(&self, answer: TaskAnswer) -> usize {
+    pub(super) fn count(&self, answer: TaskAnswer) -> usize {
         self.tasks.iter().filter(|t| t.answer() == answer).count()
     }
 
-    /// The summary line: `batch: 4 tasks: 2 fit, 1 unfit, 0 no answer, 1 not rehearsed`.
+    /// The summary line: `batch: 5 tasks: 2 fit, 1 pay a non-solution, 1 no solution yet,
+    /// 0 unfit, 0 no answer, 1 not rehearsed`.
     pub fn summary_line(&self) -> String {
         format!(
-            "batch: {} tasks: {} fit, {} unfit, {} no answer, {} not rehearsed",
+            "batch: {} tasks: {} fit, {} pay a non-solution, {} no solution yet, {} unfit, {} no \
+             answer, {} not rehearsed",
             self.tasks.len(),
             self.count(TaskAnswer::Fit),
+            self.count(TaskAnswer::PaysNonSolution),
+            self.count(TaskAnswer::NoSolutionYet),
             self.count(TaskAnswer::Unfit),
             self.count(TaskAnswer::NoAnswer),
             self.count(TaskAnswer::NotRehearsed),
@@ -334,6 +362,8 @@ impl BatchReport {
             "summary": {
                 "tasks": self.tasks.len(),
                 "fit": self.count(TaskAnswer::Fit),
+                "pays_non_solution": self.count(TaskAnswer::PaysNonSolution),
+                "no_solution_yet": self.count(TaskAnswer::NoSolutionYet),
                 "unfit": self.count(TaskAnswer::Unfit),
                 "no_answer": self.count(TaskAnswer::NoAnswer),
                 "not_rehearsed": self.count(TaskAnswer::NotRehearsed),
@@ -347,11 +377,7 @@ impl TaskEntry {
     pub fn answer(&self) -> TaskAnswer {
         match &self.result {
             TaskResult::NotRehearsed(_) => TaskAnswer::NotRehearsed,
-            TaskResult::Rehearsed(r) => match r.answer() {
-                Answer::Fit => TaskAnswer::Fit,
-                Answer::Unfit => TaskAnswer::Unfit,
-                Answer::NoAnswer => TaskAnswer::NoAnswer,
-            },
+            TaskResult::Rehearsed(r) => task_answer(r.answer(), r.report.verdict),
         }
     }
 
@@ -375,6 +401,7 @@ impl TaskEntry {
             TaskResult::NotRehearsed(error) => serde_json::json!({
                 "name": self.name,
                 "answer": self.answer(),
+                "seconds": self.seconds(),
                 "verdict": null,
                 "stability": null,
                 "discrimination": null,
@@ -390,6 +417,7 @@ impl TaskEntry {
                 serde_json::json!({
                     "name": self.name,
                     "answer": self.answer(),
+                    "seconds": self.seconds(),
                     "verdict": report.verdict,
                     "stability": report.stability,
                     "discrimination": report.discrimination,
@@ -408,6 +436,31 @@ impl TaskEntry {
 #[cfg(test)]
 mod tests {
     use super::{BatchDefaults, BatchError, MAX_BATCH_BYTES, is_one_component, read_tasks};
+    use super::{TaskAnswer, task_answer};
+    use crate::report::{Answer, Verdict};
+
+    /// #42 item 8: a batch over a platform's bounties told "pays a non-solution" and "no
+    /// solution yet" apart by nothing (both `UNFIT`, exit 4).
+    #[test]
+    fn the_batch_splits_pays_a_non_solution_from_no_solution_yet() {
+        assert_eq!(
+            task_answer(Answer::PaysNonSolution, Verdict::Failed),
+            TaskAnswer::PaysNonSolution
+        );
+        assert_eq!(
+            task_answer(Answer::PaysNonSolution, Verdict::Passed),
+            TaskAnswer::PaysNonSolution
+        );
+        assert_eq!(
+            task_answer(Answer::Unfit, Verdict::Failed),
+            TaskAnswer::NoSolutionYet
+        );
+        assert_eq!(
+            task_answer(Answer::Unfit, Verdict::Unstable),
+            TaskAnswer::Unfit
+        );
+        assert_eq!(task_answer(Answer::Fit, Verdict::Passed), TaskAnswer::Fit);
+    }
     use std::path::Path;
     use std::process::Command;
 

@@ -10,6 +10,8 @@ use super::batch::{BatchReport, TaskAnswer, TaskEntry, TaskResult};
 fn answer_word(answer: TaskAnswer) -> &'static str {
     match answer {
         TaskAnswer::Fit => "fit",
+        TaskAnswer::PaysNonSolution => "PAYS A NON-SOLUTION",
+        TaskAnswer::NoSolutionYet => "no solution yet",
         TaskAnswer::Unfit => "UNFIT",
         TaskAnswer::NoAnswer => "NO ANSWER",
         TaskAnswer::NotRehearsed => "NOT REHEARSED",
@@ -47,7 +49,10 @@ impl BatchReport {
             String::from("batch (each task rehearsed as `worker rehearse` alone would)\n");
         for task in &self.tasks {
             let answer = answer_word(task.answer());
-            let _ = write!(out, "  {:<width$}  {answer:<13}", task.name);
+            let took = worker_sandbox::explain::seconds(
+                u64::try_from(task.elapsed.as_millis()).unwrap_or(u64::MAX),
+            );
+            let _ = write!(out, "  {:<width$}  {answer:<19}  {took:>8}  ", task.name);
             match &task.result {
                 TaskResult::NotRehearsed(error) => {
                     let _ = writeln!(out);
@@ -93,11 +98,13 @@ impl BatchReport {
 
     /// JUnit XML of the batch.
     pub fn junit(&self) -> String {
-        let failures = self
-            .tasks
-            .iter()
-            .filter(|t| t.answer() == TaskAnswer::Unfit)
-            .count();
+        let failed = |a: TaskAnswer| {
+            matches!(
+                a,
+                TaskAnswer::Unfit | TaskAnswer::PaysNonSolution | TaskAnswer::NoSolutionYet
+            )
+        };
+        let failures = self.tasks.iter().filter(|t| failed(t.answer())).count();
         let errors = self
             .tasks
             .iter()
@@ -129,15 +136,12 @@ impl BatchReport {
                     Some(("error", "not rehearsed", error.clone()))
                 }
                 (TaskResult::Rehearsed(r), answer) => Some((
-                    if answer == TaskAnswer::Unfit {
-                        "failure"
-                    } else {
-                        "error"
-                    },
-                    if answer == TaskAnswer::Unfit {
-                        "unfit"
-                    } else {
-                        "no answer"
+                    if failed(answer) { "failure" } else { "error" },
+                    match answer {
+                        TaskAnswer::PaysNonSolution => "pays a non-solution",
+                        TaskAnswer::NoSolutionYet => "no solution yet",
+                        TaskAnswer::Unfit => "unfit",
+                        _ => "no answer",
                     },
                     r.report.problems.join("\n"),
                 )),

@@ -96,8 +96,31 @@ impl Runs {
                 pull: options.pull,
             },
             log_dir: options.log_dir.clone(),
-            steps: stderr_steps("rehearse", options.quiet),
+            steps: match &options.task {
+                Some(task) => Box::new(TaskSteps {
+                    task: format!("[{task}] "),
+                    inner: stderr_steps("rehearse", options.quiet),
+                }),
+                None => stderr_steps("rehearse", options.quiet),
+            },
         }
+    }
+}
+
+/// A batch's steps: each names its task first (#42 item 8), so a line read alone says which
+/// bounty it is about.
+struct TaskSteps {
+    task: String,
+    inner: Box<dyn StepSink + Send>,
+}
+
+impl StepSink for TaskSteps {
+    fn started(&mut self, step: &str) {
+        self.inner.started(&format!("{}{step}", self.task));
+    }
+
+    fn finished(&mut self, step: &str, result: &str) {
+        self.inner.finished(&format!("{}{step}", self.task), result);
     }
 }
 

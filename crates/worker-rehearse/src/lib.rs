@@ -104,6 +104,8 @@ pub struct RehearseOptions {
     /// The OCI runtime the runs are created under (the operator's `--oci-runtime`): the
     /// `sandbox` shown is planned under it, so it is the profile the runs get.
     pub oci_runtime: String,
+    /// In a batch, the task every progress line names (`task 2/5 rpc-failover`); `None` alone.
+    pub task: Option<String>,
 }
 
 /// Why a rehearsal could not produce a report.

@@ -41,6 +41,7 @@ impl Rehearsed {
                 "adversarial".into(),
                 serde_json::to_value(&self.adversarial).unwrap_or(Value::Null),
             );
+            map.insert("answer".into(), Value::from(self.answer().as_str()));
             let missing = super::checks::not_checked(&self.report, self.adversarial.is_some());
             map.insert(
                 "not_checked".into(),
@@ -50,12 +51,24 @@ impl Rehearsed {
         json
     }
 
-    /// [`answer`], except that a bypassable benchmark is always unfit: what a stub can pass
-    /// is not what a bounty needs, whatever the solution did.
+    /// [`answer`], except that a bypassable benchmark always pays a non-solution: what a stub
+    /// can pass is not what a bounty needs, whatever the solution did, and it is the costliest
+    /// answer, so it has its own (exit 9, #42 item 8).
     pub fn answer(&self) -> Answer {
         match &self.adversarial {
-            Some(adversarial) if adversarial.is_bypassable() => Answer::Unfit,
+            Some(adversarial) if adversarial.is_bypassable() => Answer::PaysNonSolution,
             _ => answer(&self.report),
         }
+    }
+
+    /// The last line of a bypassable rehearsal's human report, apart from every other line so
+    /// that it is what an author sees last: `None` unless a stub passed.
+    pub fn bypass_line(&self) -> Option<String> {
+        let adversarial = self.adversarial.as_ref().filter(|a| a.is_bypassable())?;
+        Some(format!(
+            "BYPASSABLE: the benchmark lets a non-solution pass ({} passed): a bounty with this \
+             manifest would pay it; do not fund it until `rehearse --adversarial` exits 0",
+            adversarial.bypassed().join(", ")
+        ))
     }
 }

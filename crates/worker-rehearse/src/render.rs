@@ -112,6 +112,11 @@ impl Rehearsed {
                 "{warning}\n"
             )));
         }
+        if let Some(line) = self.bypass_line() {
+            out.push_str(&worker_sandbox::explain::terminal_safe(&format!(
+                "{line}\n"
+            )));
+        }
         out
     }
 }

@@ -36,8 +36,11 @@ pub enum Stability {
 pub enum Discrimination {
     /// The solution passed and the base tree failed.
     Discriminates,
-    /// The base tree passed, or both failed.
+    /// The base tree passed.
     DoesNotDiscriminate,
+    /// The base tree failed and the solution failed too: nothing tells whether the benchmark
+    /// discriminates until the solution passes it.
+    SolutionFails,
     /// The base tree run gave no verdict.
     Unknown,
     /// The base tree is the source's own tree (equal digests): nothing was compared.
@@ -61,6 +64,7 @@ impl Discrimination {
         match self {
             Self::Discriminates => "discriminates",
             Self::DoesNotDiscriminate => "does_not_discriminate",
+            Self::SolutionFails => "solution_fails",
             Self::Unknown => "unknown",
             Self::SameTree => "same_tree",
         }
@@ -116,6 +120,8 @@ pub struct Report {
 /// - `4` (invalid input): the rehearsal answered, and the answer is not what a bounty needs:
 ///   the solution `failed`, the runs disagree (unstable), or the benchmark does not
 ///   discriminate (it passes on the base tree).
+/// - `9` (pays a non-solution): with `--adversarial`, a stub solution passed
+///   ([`super::Rehearsed::answer`]); never from this function, which sees no stubs.
 ///
 /// Errors before a report exists keep their usual codes (2 usage, 4 bad manifest or tree,
 /// 5 engine unreachable, 78 staging root, 1 internal). The binary maps the [`Answer`] to
@@ -143,6 +149,20 @@ pub enum Answer {
     NoAnswer,
     /// Answered, and not what a bounty needs (exit 4).
     Unfit,
+    /// The benchmark lets a non-solution pass: a stub solution passed (exit 9).
+    PaysNonSolution,
+}
+
+impl Answer {
+    /// The wire name (`--json`'s `answer`).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Fit => "fit",
+            Self::NoAnswer => "no_answer",
+            Self::Unfit => "unfit",
+            Self::PaysNonSolution => "pays_non_solution",
+        }
+    }
 }
 
 pub(super) fn assemble(
@@ -227,7 +247,7 @@ pub(super) fn assemble(
                      either"
                         .into(),
                 );
-                Discrimination::DoesNotDiscriminate
+                Discrimination::SolutionFails
             }
             _ => {
                 problems.push(format!(
@@ -335,6 +355,7 @@ mod tests {
             Answer::Fit => 0,
             Answer::NoAnswer => 3,
             Answer::Unfit => 4,
+            Answer::PaysNonSolution => 9,
         };
         (report, code)
     }
@@ -419,6 +440,25 @@ mod tests {
             Some(result(1, "no_verdict", Some("timeout"))),
         );
         assert_eq!((r.discrimination, c), (Some(Discrimination::Unknown), 3));
+    }
+
+    /// #42 item 8: a base that fails and a solution that fails too is not a benchmark that
+    /// "does not discriminate" (it may well): the solution fails it, and the word says so.
+    #[test]
+    fn both_trees_failing_reads_solution_fails() {
+        let (r, c) = code(
+            vec![result(1, "failed", None)],
+            Some(result(1, "failed", None)),
+        );
+        assert_eq!(
+            r.discrimination.map(Discrimination::as_str),
+            Some("solution_fails")
+        );
+        assert_eq!(
+            serde_json::to_value(r.discrimination).unwrap(),
+            serde_json::json!("solution_fails")
+        );
+        assert_eq!(c, 4);
     }
 
     #[test]

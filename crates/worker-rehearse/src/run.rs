@@ -71,8 +71,13 @@ pub fn prepare(options: &RehearseOptions) -> Result<Prepared, RehearseError> {
             None => RehearseError::Git { what, source },
         })?;
         trees.borrow_mut().push(origin);
-        let mut progress =
-            worker_store::progress::stderr_progress(staging_label(what), options.quiet);
+        let label = match &options.task {
+            // A batch names its task on every line; the sink takes a static label, and a batch
+            // holds at most `MAX_TASKS` tasks of three trees each.
+            Some(task) => &*Box::leak(format!("[{task}] {}", staging_label(what)).into_boxed_str()),
+            None => staging_label(what),
+        };
+        let mut progress = worker_store::progress::stderr_progress(label, options.quiet);
         stage_tree(kind, &dir, root, limits, progress.as_mut()).map_err(|source| {
             match super::limits::stage_limit(&source) {
                 Some(limit) => {
@@ -239,6 +244,7 @@ mod tests {
                 quiet: true,
                 log_dir: None,
                 oci_runtime: verifier_sdk::oci_runtime::RUNC.into(),
+                task: None,
             };
             assert!(matches!(prepare(&options), Err(RehearseError::Repeat(_))));
         }

@@ -199,7 +199,9 @@ pub enum Subcommands {
     /// candidate files and their manifest.
     Feed(FeedArgs),
     /// Rehearse a runner manifest on local trees, with no job and no chain: the digests a
-    /// bounty would commit, the exact sandbox, and the verdict explained.
+    /// bounty would commit, the exact sandbox, and the verdict explained. Exits 0 fit, 3 no
+    /// verdict, 4 not what a bounty needs (or input that cannot be rehearsed), 9 the benchmark
+    /// lets a non-solution pass (--adversarial: a stub passed), 2 usage.
     Rehearse(RehearseArgs),
     /// Re-run a verdict from public data and say whether it holds: a job from the platform
     /// (--job-id, --api, --verifier), a candidate file (--candidate), or a settlement
@@ -277,14 +279,16 @@ pub struct RehearseArgs {
     /// Rehearse every task of FILE, `{"tasks": [{"name", "source", "benchmark", "manifest",
     /// "base"?, "base_rev"?, "rev"?, "repeat"?, "adversarial"?}]}` (paths relative to FILE),
     /// into one report; --repeat, --adversarial and the store flags are every task's defaults.
-    /// Exits 0 when every task is fit, 4 when one is unfit or could not be rehearsed, else 3.
+    /// Exits 0 when every task is fit, 9 when one pays a non-solution (a stub passed), else 4
+    /// when one is unfit, has no solution yet or could not be rehearsed, else 3.
     #[arg(
         long,
         value_name = "FILE",
         conflicts_with_all = ["source", "benchmark", "manifest", "base", "rev", "base_rev"]
     )]
     pub batch: Option<PathBuf>,
-    /// With --batch: also write the batch as JUnit XML to FILE (one testcase per task).
+    /// With --batch: also write the batch as JUnit XML to FILE (one testcase per task). Refused
+    /// (exit 2) without --batch.
     #[arg(long, value_name = "FILE", requires = "batch")]
     pub junit: Option<PathBuf>,
     /// Run the source this many times in fresh containers (1 to 20) and check they agree.
@@ -328,7 +332,8 @@ pub struct RehearseArgs {
     #[arg(long, value_name = "DIR")]
     pub log_dir: Option<PathBuf>,
     /// Also run the benchmark on stub trees that solve nothing (code that exits 0 when loaded,
-    /// files shadowing the test runner, the empty tree); any that passes exits 4.
+    /// files shadowing the test runner, the empty tree); any that passes exits 9: the benchmark
+    /// lets a non-solution pass (the output's last line says so).
     #[arg(long)]
     pub adversarial: bool,
 }

@@ -31,6 +31,9 @@ pub enum ExitCode {
     /// differ from the bounty's on chain, as the signer checks them; the job served is not the
     /// bounty's. Nothing was run; the same job is refused again.
     TermsDiffer = 8,
+    /// `rehearse --adversarial`: the benchmark lets a non-solution pass (a stub solution passed);
+    /// `rehearse --batch`: a task does. A bounty on that benchmark would pay a non-solution.
+    PaysNonSolution = 9,
     /// A configuration or credential problem that a restart will not fix.
     Config = 78,
     /// Ended by SIGINT: the run was stopped, its container removed, nothing written as a verdict.
@@ -57,6 +60,7 @@ impl ExitCode {
             Self::OutputDiffers => "output_differs",
             Self::Disagrees => "disagrees",
             Self::TermsDiffer => "terms_differ",
+            Self::PaysNonSolution => "pays_non_solution",
             Self::Config => "config",
             Self::Interrupted => "interrupted",
             Self::Terminated => "terminated",
@@ -105,6 +109,7 @@ impl ExitStatus for crate::rehearse::Answer {
             Self::Fit => ExitCode::Success,
             Self::NoAnswer => ExitCode::NoVerdict,
             Self::Unfit => ExitCode::InvalidInput,
+            Self::PaysNonSolution => ExitCode::PaysNonSolution,
         }
     }
 }
@@ -122,6 +127,7 @@ mod tests {
         assert_eq!(ExitCode::OutputDiffers.code(), 6);
         assert_eq!(ExitCode::Disagrees.code(), 7);
         assert_eq!(ExitCode::TermsDiffer.code(), 8);
+        assert_eq!(ExitCode::PaysNonSolution.code(), 9);
         assert_eq!(ExitCode::InvalidInput.code(), 4);
         assert_eq!(ExitCode::RuntimeUnavailable.code(), 5);
         assert_eq!(ExitCode::Config.code(), 78);

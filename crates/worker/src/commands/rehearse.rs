@@ -15,6 +15,15 @@ pub fn rehearse(args: RehearseArgs, quiet: bool) -> ExitCode {
     if let Some(batch) = args.batch.clone() {
         return super::rehearse_batch::rehearse_batch(&batch, &args, quiet);
     }
+    // Clap's `requires = "batch"` does not hold against `required_unless_present = "batch"`
+    // on the three trees, so a --junit without --batch was silently ignored (#42 item 8).
+    if args.junit.is_some() {
+        return fail(
+            ExitCode::Usage,
+            &"--junit writes a batch's JUnit XML and needs --batch FILE; one rehearsal writes none \
+              (drop --junit, or put the task in a tasks file and pass --batch)",
+        );
+    }
     // Clap requires all three without --batch.
     let (Some(source), Some(benchmark), Some(manifest)) = (
         args.source.clone(),
@@ -56,6 +65,7 @@ pub fn rehearse(args: RehearseArgs, quiet: bool) -> ExitCode {
         quiet,
         log_dir: args.log_dir,
         oci_runtime: args.oci_runtime.name().into(),
+        task: None,
     };
     let prepared = match crate::rehearse::prepare(&options) {
         Ok(prepared) => prepared,

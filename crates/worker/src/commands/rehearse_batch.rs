@@ -1,7 +1,7 @@
 //! `worker rehearse --batch tasks.json [--junit FILE]`: the glue between the command line and
-//! [`crate::rehearse::batch`]. Exit codes: 0 when every task is fit, 4 when any is unfit or
-//! could not be rehearsed (or the tasks file is unusable: nothing runs), 3 when none is unfit
-//! and one has no answer; 5, 78 and 1 as for one rehearsal (the machine's faults end the batch).
+//! [`crate::rehearse::batch`]. Exit codes: 0 when every task is fit, 9 when any pays a
+//! non-solution, else 4 when any is unfit, has no solution yet or could not be rehearsed (or the
+//! tasks file is unusable: nothing runs), 3 when none is unfit and one has no answer; 5, 78 and 1 as for one rehearsal (the machine's faults end the batch).
 
 use std::path::Path;
 

@@ -36,3 +36,32 @@ fn a_closed_stdout_ends_quietly_not_in_a_panic() {
     assert!(!stderr.contains("panicked"), "{stderr}");
     assert!(!stderr.contains("Broken pipe"), "{stderr}");
 }
+
+/// #42 item 8: `--junit FILE` writes the batch's JUnit XML; without `--batch` it was silently
+/// ignored and the rehearsal went on (no file written). It is a usage error, exit 2, before
+/// anything is read or run.
+#[test]
+fn junit_without_batch_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let junit = dir.path().join("junit.xml");
+    let out = Command::new(env!("CARGO_BIN_EXE_worker"))
+        .args([
+            "rehearse",
+            "--source",
+            "s",
+            "--benchmark",
+            "b",
+            "--manifest",
+            "m",
+        ])
+        .arg("--junit")
+        .arg(&junit)
+        .current_dir(dir.path())
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(stderr.contains("--junit"), "{stderr}");
+    assert!(stderr.contains("--batch"), "{stderr}");
+    assert!(!junit.exists());
+}

@@ -286,6 +286,22 @@ fn batch_rehearses_every_task_into_one_report_and_junit_xml() {
     value["image"] = json!(image("busybox"));
     fs::write(&busybox, serde_json::to_vec(&value).unwrap()).unwrap();
     let harness = harness_manifest(dir.path(), 6);
+    // #42 item 8: a benchmark whose command passes whatever the source pays a non-solution.
+    let anything = dir.path().join("anything");
+    fs::create_dir(&anything).unwrap();
+    fs::write(anything.join("run.sh"), "#!/bin/sh\nexit 0\n").unwrap();
+    fs::set_permissions(
+        anything.join("run.sh"),
+        std::os::unix::fs::PermissionsExt::from_mode(0o755),
+    )
+    .unwrap();
+    value["command"] = json!(["/benchmark/run.sh"]);
+    value["benchmark_digest"] = json!(format!("sha256:{}", "0".repeat(64)));
+    fs::write(
+        dir.path().join("anything.json"),
+        serde_json::to_vec(&value).unwrap(),
+    )
+    .unwrap();
     let tasks = dir.path().join("tasks.json");
     let example = fixture("example");
     let bounty = fixture("python-bounty");
@@ -303,6 +319,8 @@ fn batch_rehearses_every_task_into_one_report_and_junit_xml() {
              "base": bounty.join("solution-bad"), "adversarial": true},
             {"name": "missing-tree", "source": dir.path().join("no-such-dir"),
              "benchmark": example.join("benchmark"), "manifest": "busybox.json"},
+            {"name": "pays-anything", "source": example.join("source-pass"),
+             "benchmark": anything, "manifest": "anything.json", "adversarial": true},
         ]}))
         .unwrap(),
     )
@@ -319,35 +337,41 @@ fn batch_rehearses_every_task_into_one_report_and_junit_xml() {
     };
     let human = batch(&["--junit", junit.to_str().unwrap()]);
     println!("{}{}", human.stdout, human.stderr);
-    assert_eq!(human.code, 4, "{}{}", human.stdout, human.stderr);
+    // A task that pays a non-solution is the batch's answer (exit 9), apart from a task with no
+    // solution yet (its source fails), which alone would be 4.
+    assert_eq!(human.code, 9, "{}{}", human.stdout, human.stderr);
     let out = &human.stdout;
     for (name, row) in [
         ("example-good", "fit"),
-        ("example-bad", "UNFIT"),
+        ("example-bad", "no solution yet"),
         ("python-bounty", "fit"),
         ("missing-tree", "NOT REHEARSED"),
+        ("pays-anything", "PAYS A NON-SOLUTION"),
     ] {
         let line = out
             .lines()
             .find(|l| l.starts_with(&format!("  {name} ")))
             .unwrap_or_else(|| panic!("no row for {name}: {out}"));
         assert!(line.contains(row), "{name}: {line}");
+        // Each task's time.
+        assert!(line.contains(" s  "), "{name}: {line}");
     }
     assert!(
-        out.lines()
-            .any(|l| l == "batch: 4 tasks: 2 fit, 1 unfit, 0 no answer, 1 not rehearsed"),
+        out.lines().any(|l| l
+            == "batch: 5 tasks: 2 fit, 1 pay a non-solution, 1 no solution yet, 0 unfit, 0 no \
+                answer, 1 not rehearsed"),
         "{out}"
     );
 
     let json = batch(&["--json"]);
-    assert_eq!(json.code, 4, "{}", json.stderr);
+    assert_eq!(json.code, 9, "{}", json.stderr);
     let report: Value = serde_json::from_str(&json.stdout).unwrap();
     assert_eq!(
         report["schema_version"],
         "agent-bounties/regression-rehearsal-batch-v1"
     );
     let tasks = report["tasks"].as_array().unwrap();
-    assert_eq!(tasks.len(), 4, "{report}");
+    assert_eq!(tasks.len(), 5, "{report}");
     let good = &tasks[0];
     assert_eq!(good["name"], "example-good");
     assert_eq!(good["answer"], "fit");
@@ -372,7 +396,10 @@ fn batch_rehearses_every_task_into_one_report_and_junit_xml() {
     // The commit the trees were staged from (this repository's HEAD).
     let trees = good["commit"]["trees"].as_array().unwrap();
     assert!(trees.iter().all(|t| t["origin"] == "git"), "{good}");
-    assert_eq!(tasks[1]["answer"], "unfit");
+    assert_eq!(tasks[1]["answer"], "no_solution_yet");
+    assert!(tasks[1]["seconds"].as_f64().unwrap() > 0.0, "{}", tasks[1]);
+    assert_eq!(tasks[4]["answer"], "pays_non_solution");
+    assert_eq!(tasks[4]["bypassable"], true, "{}", tasks[4]);
     assert_eq!(tasks[1]["verdict"], "failed");
     assert_eq!(tasks[1]["discrimination"], Value::Null);
     assert_eq!(tasks[2]["answer"], "fit");
@@ -386,7 +413,8 @@ fn batch_rehearses_every_task_into_one_report_and_junit_xml() {
     );
     assert_eq!(
         report["summary"],
-        json!({"tasks": 4, "fit": 2, "unfit": 1, "no_answer": 0, "not_rehearsed": 1})
+        json!({"tasks": 5, "fit": 2, "pays_non_solution": 1, "no_solution_yet": 1, "unfit": 0,
+               "no_answer": 0, "not_rehearsed": 1})
     );
 
     // JUnit XML: one testcase per task, a failure for the unfit one, an error for the one not
@@ -415,7 +443,8 @@ fn batch_rehearses_every_task_into_one_report_and_junit_xml() {
     );
     assert_eq!(
         String::from_utf8_lossy(&check.stdout),
-        "4 1 1\nexample-good ok\nexample-bad failure\npython-bounty ok\nmissing-tree error\n"
+        "5 2 1\nexample-good ok\nexample-bad failure\npython-bounty ok\nmissing-tree error\n\
+         pays-anything failure\n"
     );
 }
 

@@ -719,7 +719,7 @@ fn adversarial_rehearsal_finds_that_exit_stubs_and_a_shadow_unittest_pass_a_bare
         &["--adversarial"],
     );
     let out = &ran.stdout;
-    assert_eq!(ran.code, 4, "{out}{}", ran.stderr);
+    assert_eq!(ran.code, 9, "{out}{}", ran.stderr);
     // The solution itself passes: the rehearsal alone would have said ok.
     assert!(out.contains("verdict  passed\n"), "{out}");
     assert!(!out.contains("ok: passed"), "{out}");
@@ -745,8 +745,19 @@ fn adversarial_rehearsal_finds_that_exit_stubs_and_a_shadow_unittest_pass_a_bare
         ),
         "{out}"
     );
-    // The problem comes last, after the stub lines it refers to, and names the defect.
-    let problem = out.lines().last().unwrap();
+    // The problem comes after the stub lines it refers to, and names the defect; the last line
+    // is the answer (exit 9).
+    let problem = out
+        .lines()
+        .find(|l| l.starts_with("problem: a stub solution passes"))
+        .unwrap_or_else(|| panic!("{out}"));
+    assert!(
+        out.lines()
+            .last()
+            .unwrap()
+            .starts_with("BYPASSABLE: the benchmark lets a non-solution pass"),
+        "{out}"
+    );
     assert!(
         problem.starts_with(
             "problem: a stub solution passes the benchmark (exit_on_load, shadow unittest.py)"
@@ -902,9 +913,41 @@ fn adversarial_busybox_example_holds_and_a_benchmark_that_passes_anything_is_byp
     let anything = r.script_benchmark("anything", "exit 0");
     let ran = r.rehearse_script(&anything, |_| {}, &["--adversarial"]);
     let out = &ran.stdout;
-    assert_eq!(ran.code, 4, "{out}{}", ran.stderr);
+    assert_eq!(ran.code, 9, "{out}{}", ran.stderr);
     assert!(out.contains("  BYPASSABLE: empty_tree (passed)\n"), "{out}");
     assert!(out.contains("adversarial  BYPASSABLE: "), "{out}");
+}
+
+/// #42 item 8: "the benchmark lets a non-solution pass" has an exit code of its own, 9, and a
+/// line of its own at the very end of the output, apart from 4 (a path typo, a failing
+/// solution, an unstable verdict); `--json` says it in `answer`.
+#[test]
+fn a_bypassable_benchmark_has_its_own_exit_code() {
+    let r = Rehearsal::new();
+    let anything = r.script_benchmark("anything", "exit 0");
+    let ran = r.rehearse_script(&anything, |_| {}, &["--adversarial"]);
+    let out = &ran.stdout;
+    assert_eq!(ran.code, 9, "{out}{}", ran.stderr);
+    let last = out.lines().last().unwrap();
+    assert!(
+        last.starts_with("BYPASSABLE: the benchmark lets a non-solution pass (shadow "),
+        "{out}"
+    );
+    assert!(
+        last.contains("empty_tree passed): a bounty with this manifest would pay it"),
+        "{out}"
+    );
+    let json = r.rehearse_script(&anything, |_| {}, &["--adversarial", "--json"]);
+    assert_eq!(json.code, 9, "{}", json.stderr);
+    assert_eq!(
+        json.json()["answer"],
+        "pays_non_solution",
+        "{}",
+        json.stdout
+    );
+    // A failing solution without stubs stays 4.
+    let failing = r.script_benchmark("failing", "exit 1");
+    assert_eq!(r.rehearse_script(&failing, |_| {}, &[]).code, 4);
 }
 
 /// A solution inside a git working copy with `.git/`, a `__pycache__/`, an untracked file and an
@@ -1655,14 +1698,15 @@ fn a_repository_git_refuses_is_refused_with_the_reason_not_staged_as_the_working
         git_in(sol, &["add", "-A"]);
         git_in(sol, &["commit", "-q", "-m", "solution"]);
     }
-    let status = Command::new("chown")
+    // As root, or through `sudo -n` for GitHub's runner user (test_root).
+    let status = test_root::as_root("chown")
         .args(["-R", "12345:12345"])
         .arg(&owned)
         .status()
         .unwrap();
     assert!(
         status.success(),
-        "this test must run as root to chown (CI does)"
+        "this test needs root or password-less sudo to chown"
     );
     git_in(&future, &["config", "core.repositoryformatversion", "99"]);
     let manifest = r.busybox_cmp();
@@ -1849,7 +1893,7 @@ fn a_benchmark_running_a_solver_shipped_checker_is_bypassable_on_the_unsolved_tr
     let (benchmark, unsolved, _, manifest) = solver_checker_bounty(&r);
     let ran = r.rehearse(&unsolved, &benchmark, &manifest, &["--adversarial"]);
     let out = &ran.stdout;
-    assert_eq!(ran.code, 4, "{out}{}", ran.stderr);
+    assert_eq!(ran.code, 9, "{out}{}", ran.stderr);
     assert!(
         out.contains("  BYPASSABLE: referenced_programs (passed): added tools/check_card.py\n"),
         "{out}"
@@ -1876,7 +1920,7 @@ fn bypassable_names_the_file_the_benchmark_runs_first_and_the_real_defect() {
         &["--adversarial", "--base", unsolved.to_str().unwrap()],
     );
     let out = &ran.stdout;
-    assert_eq!(ran.code, 4, "{out}{}", ran.stderr);
+    assert_eq!(ran.code, 9, "{out}{}", ran.stderr);
     // helper.py sorts before tools/, but the benchmark runs tools/check_card.py: it comes first.
     assert!(
         out.contains(
@@ -1921,7 +1965,7 @@ fn bypassable_bisects_the_replaced_files_to_the_solver_shipped_checker() {
     let ran = r.rehearse(&solved, &benchmark, &manifest, &["--adversarial"]);
     let out = &ran.stdout;
     println!("{out}{}", ran.stderr);
-    assert_eq!(ran.code, 4, "{out}{}", ran.stderr);
+    assert_eq!(ran.code, 9, "{out}{}", ran.stderr);
     assert!(
         out.contains(
             "  BYPASSABLE: exit_on_load (passed): replaced tools/check_card.py, mod_00.py, \
