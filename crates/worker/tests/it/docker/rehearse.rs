@@ -948,6 +948,51 @@ fn a_bypassable_benchmark_has_its_own_exit_code() {
     // A failing solution without stubs stays 4.
     let failing = r.script_benchmark("failing", "exit 1");
     assert_eq!(r.rehearse_script(&failing, |_| {}, &[]).code, 4);
+    // The one table of exit codes says the same.
+    let reference = fs::read_to_string(workspace_root().join("docs/reference.md")).unwrap();
+    let row = reference
+        .lines()
+        .find(|l| l.starts_with("| 9 |"))
+        .expect("docs/reference.md has an exit-code row for 9");
+    assert!(
+        row.contains("the benchmark lets a non-solution pass"),
+        "{row}"
+    );
+}
+
+/// #42 item 8: in a batch every progress line names its task, so a line read alone (a CI log,
+/// a terminal scrolled back) says which bounty it is about.
+#[test]
+fn batch_progress_lines_name_their_task() {
+    let r = Rehearsal::new();
+    let manifest = r.busybox_cmp();
+    let tasks = r.dir.path().join("tasks.json");
+    fs::write(
+        &tasks,
+        serde_json::to_vec(&serde_json::json!({"tasks": [
+            {"name": "good", "source": fixture("example/source-pass"),
+             "benchmark": fixture("example/benchmark"), "manifest": manifest},
+            {"name": "bad", "source": fixture("example/source-fail"),
+             "benchmark": fixture("example/benchmark"), "manifest": manifest},
+        ]}))
+        .unwrap(),
+    )
+    .unwrap();
+    let staging = r.dir.path().join("staging");
+    let shown = on_a_terminal(&[
+        "rehearse",
+        "--batch",
+        tasks.to_str().unwrap(),
+        "--staging-root",
+        staging.to_str().unwrap(),
+    ]);
+    for line in [
+        "rehearse: [task 1/2 good] run 1/1 of the solution",
+        "rehearse: [task 2/2 bad] run 1/1 of the solution",
+    ] {
+        assert!(shown.contains(line), "{line}: {shown}");
+    }
+    assert!(!shown.contains("rehearse: run 1/1"), "{shown}");
 }
 
 /// A solution inside a git working copy with `.git/`, a `__pycache__/`, an untracked file and an
@@ -1737,6 +1782,13 @@ fn a_repository_git_refuses_is_refused_with_the_reason_not_staged_as_the_working
             ran.stdout,
             ran.stderr
         );
+    }
+    // Back to this test's user, so an unprivileged runner can remove its temporary directory.
+    if let Some((uid, gid)) = test_root::effective_ids() {
+        let _ = test_root::as_root("chown")
+            .args(["-R", &format!("{uid}:{gid}")])
+            .arg(&owned)
+            .status();
     }
 }
 
