@@ -16,7 +16,8 @@
 //! to say; [`git`] stages a tree inside a repository as its exact-commit archive, and
 //! [`revisions`] says which revision each tree is staged at; [`warnings`] repeats what must be
 //! seen beside the verdict; [`store_hint`] notes a grown store; [`test_count`] says how many tests
-//! the runs printed; [`batch`] rehearses many tasks into one report (`batch_render` prints it
+//! the runs printed; [`passing_run`] warns about a pass that printed no test results or used
+//! most of a limit; [`batch`] rehearses many tasks into one report (`batch_render` prints it
 //! and writes its JUnit XML). [`verdict`] holds the words they all share (the verdict, one
 //! stub's result) and imports none of them; [`rehearsed`] joins a report with its stub runs,
 //! above all of them.
