@@ -960,6 +960,28 @@ fn a_bypassable_benchmark_has_its_own_exit_code() {
     );
 }
 
+/// #42 item 5 in a real container: a harness that prints only its own words passes with the
+/// warning; one that prints its runner's summary does not get it.
+#[test]
+fn a_pass_that_printed_no_test_results_is_warned_about_in_a_real_run() {
+    let r = Rehearsal::new();
+    let hidden = r.script_benchmark("hidden", "echo 'all checks passed'");
+    let ran = r.rehearse_script(&hidden, |_| {}, &["--json"]);
+    assert_eq!(ran.code, 0, "{}{}", ran.stdout, ran.stderr);
+    let json = ran.json();
+    let warnings = json["warnings"].as_array().unwrap();
+    assert!(
+        warnings.iter().any(|w| w.as_str().unwrap().starts_with(
+            "the benchmark passed but printed no test results; a harness that hides its \
+             runner's output cannot be checked for tests that never ran"
+        )),
+        "{json}"
+    );
+    let shown = r.script_benchmark("shown", "echo 'Ran 3 tests in 0.004s'; echo; echo OK");
+    let json = r.rehearse_script(&shown, |_| {}, &["--json"]).json();
+    assert_eq!(json["warnings"], serde_json::json!([]), "{json}");
+}
+
 /// #42 item 8: in a batch every progress line names its task, so a line read alone (a CI log,
 /// a terminal scrolled back) says which bounty it is about.
 #[test]
