@@ -26,7 +26,9 @@
 #                          through the group, the staging root's `install -d -o` (and
 #                          debootstrap, when its image is not built yet) through as_root.
 #   tmpfs_stale_mounts     the e2e test a_killed_runs_tmpfs_mounts_do_not_stop_the_next_run
-#                          (the prebuilt test binary): mount and umount through `sudo -n`.
+#                          (the suite's test binary): mount and umount through `sudo -n`.
+#   worker_root_tests      the worker integration tests that chown, make a setuid-root probe
+#                          or drop to uid 65534 (test_root: `sudo -n chown`, `sudo -n setpriv`).
 #   chaos_seed_unprivileged  one short chaos schedule with disk faults, run by the user: the
 #                          tmpfs mounts ci_seeds_keep_every_money_path_invariant makes (the
 #                          same driver, e2e::chaos::run), through `sudo -n`, writable by the user.
@@ -72,13 +74,21 @@ home="$(getent passwd "$user" | cut -d: -f6)"
 [[ -d "$home" ]] || die "$user has no home directory ($home)"
 
 # --- the binaries, built by the caller -----------------------------------------------------
-step "building worker, signer, keeper, bounty-e2e, bench_feed and the e2e unit tests (as $(id -un))"
+step "building worker, signer, keeper, bounty-e2e, bench_feed and the test binaries (as $(id -un))"
 cargo build -q -p e2e -p worker -p signer -p keeper \
   --bin bounty-e2e --bin worker --bin signer --bin keeper --example bench_feed ||
   die "cargo build failed"
-e2e_tests="$(cargo test -q -p e2e --lib --no-run --message-format=json 2>/dev/null |
-  jq -r 'select(.profile.test == true and .target.kind == ["lib"]) | .executable' | tail -n 1)"
-[[ -x "$e2e_tests" ]] || die "no e2e unit-test binary built"
+# The suite's own build (scripts/test.sh's `cargo nextest run --workspace` has just made it in
+# .ci/run, so nothing is compiled again; `-p` would unify features differently and rebuild).
+test_bins="$(cargo test -q --workspace --no-run --message-format=json 2>/dev/null |
+  jq -r 'select(.profile.test == true) | "\(.target.src_path) \(.executable)"')" ||
+  die "cargo test --workspace --no-run failed"
+test_bin() {
+  awk -v src="$repo/$1" '$1 == src { print $2 }' <<<"$test_bins" | tail -n 1
+}
+e2e_tests="$(test_bin crates/e2e/src/lib.rs)"
+worker_it="$(test_bin crates/worker/tests/it/main.rs)"
+[[ -x "$e2e_tests" && -x "$worker_it" ]] || die "no e2e unit-test or worker integration-test binary built"
 
 # --- the user's checkout and target dir ----------------------------------------------------
 as_user() {
@@ -114,6 +124,9 @@ check() {
   shift
   if "$@" >"$logs/$name.log" 2>&1; then
     echo "ok    $name ($((SECONDS - started)) s)"
+    # What passed: a test binary's or script's own count, a chaos schedule's summary row.
+    grep -E '^(test result:|[0-9]+ passed, [0-9]+ failed$|\| [0-9]+ \| [0-9]+ \||\| disk-full )' \
+      "$logs/$name.log" | sed 's/^/      /'
     passed=$((passed + 1))
   else
     echo "FAIL  $name ($((SECONDS - started)) s)"
@@ -134,6 +147,24 @@ systemd_unit_unprivileged() {
 tmpfs_stale_mounts() {
   as_user bash -c 'cd "$1" && "$2" --exact chaos::workdir::tests::a_killed_runs_tmpfs_mounts_do_not_stop_the_next_run' \
     _ "$checkout/crates/e2e" "$bins/deps/e2e-tests"
+}
+# The worker's tests that need root (a chown to another user, a setuid-root probe, a drop to
+# uid 65534 with setpriv), run through test_root's `sudo -n`. The binary is the suite's (it
+# names this checkout's fixtures by path), so the user reads this checkout: its
+# .work/images.json, private to whoever ran scripts/services.sh, is bind-mounted readable in a
+# mount namespace of the step's own, and git is told the checkout is safe (on GitHub the user
+# owns both).
+worker_root_tests() {
+  as_user bash -c 'git config --global --get-all safe.directory | grep -qxF "$1" ||
+    git config --global --add safe.directory "$1"' _ "$repo" || return 1
+  as_root unshare --mount --propagation private sh -c 'mount --bind "$1" "$2" && shift 2 && exec "$@"' \
+    _ "$checkout/.work/images.json" "$repo/.work/images.json" \
+    runuser -u "$user" -- env -i HOME="$home" USER="$user" LOGNAME="$user" \
+    PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin LANG=C.UTF-8 \
+    "$worker_it" --exact --test-threads 1 \
+    docker::doctor::a_user_without_access_to_the_docker_socket_is_told_permission_denied_not_start_the_daemon \
+    docker::sandbox_profile::setuid_root_binary_does_not_elevate \
+    docker::rehearse::a_repository_git_refuses_is_refused_with_the_reason_not_staged_as_the_working_copy
 }
 # A short schedule (seed 5: 2 bounties, 3 faults, one of them filling a tmpfs, so the driver
 # mounts both and the binaries write to them; about 5 s). Passes when the driver exits 0 (no
@@ -164,6 +195,7 @@ check sudo_and_docker sudo_and_docker
 check deploy_tests deploy_tests
 check systemd_unit_unprivileged systemd_unit_unprivileged
 check tmpfs_stale_mounts tmpfs_stale_mounts
+check worker_root_tests worker_root_tests
 check chaos_seed_unprivileged chaos_seed_unprivileged
 check chaos_seed_as_root chaos_seed_as_root
 

@@ -11,7 +11,6 @@
 pub mod chaos;
 pub mod dedicated;
 pub mod independent;
-pub mod root;
 mod server;
 pub mod stack;
 

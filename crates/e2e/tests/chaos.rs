@@ -6,7 +6,7 @@
 //! the RPC, fills the disks and steps the wall clock, then checks every invariant from the
 //! chain, the ledgers and the files. A failure prints the seed, the schedule and
 //! the replay command. The tmpfs mounts need root: run as root, or as a user with password-less
-//! sudo (`e2e::root`: `sudo -n mount`, as GitHub's runner user; scripts/tests/runner-user.sh).
+//! sudo (the `test-root` crate: `sudo -n mount`, as GitHub's runner user; scripts/tests/runner-user.sh).
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 

@@ -410,13 +410,13 @@ pub struct Tmpfs {
 
 impl Tmpfs {
     /// Mounts a `size_mib` tmpfs at `path` (created), owned by this process's user. Needs
-    /// root or password-less sudo ([`crate::root`]); fails loudly otherwise.
+    /// root or password-less sudo ([`test_root`]); fails loudly otherwise.
     pub fn mount(path: &Path, size_mib: u64) -> Result<Self, E2eError> {
         std::fs::create_dir_all(path).map_err(crate::io("create a mount point", path))?;
         // A mount left by an earlier run of ours that was killed: only our own path.
-        crate::root::umount(path, false);
-        let out = crate::root::mount_tmpfs(path, size_mib, 0o755)
-            .map_err(crate::io("run mount", path))?;
+        test_root::umount(path, false);
+        let out =
+            test_root::mount_tmpfs(path, size_mib, 0o755).map_err(crate::io("run mount", path))?;
         if !out.status.success() {
             return Err(E2eError::Setup {
                 what: "mount a tmpfs for the disk-full faults (run as root or with password-less sudo, or pass --no-disk)",
@@ -464,9 +464,9 @@ impl Tmpfs {
 impl Drop for Tmpfs {
     fn drop(&mut self) {
         self.release();
-        if !crate::root::umount(&self.path, false) {
+        if !test_root::umount(&self.path, false) {
             // Busy (a process still holds a file): detach it now, freed when released.
-            crate::root::umount(&self.path, true);
+            test_root::umount(&self.path, true);
         }
     }
 }

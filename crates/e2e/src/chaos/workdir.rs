@@ -89,14 +89,14 @@ pub fn kill_orphans(root: &Path) -> Vec<u32> {
 
 /// Unmounts every mount point under `root`, deepest first; a busy one is detached (`-l`).
 /// Errors when one is still mounted after that. Through `sudo -n` when not root
-/// ([`crate::root`]).
+/// ([`test_root`]).
 pub fn unmount_stale(root: &Path) -> Result<(), E2eError> {
     let mut stale = mounts_under(root);
     // Deepest first: a mount inside another must go before its parent.
     stale.sort_by_key(|p| std::cmp::Reverse(p.components().count()));
     for m in &stale {
-        if !crate::root::umount(m, false) {
-            crate::root::umount(m, true);
+        if !test_root::umount(m, false) {
+            test_root::umount(m, true);
         }
     }
     let left = mounts_under(root);
@@ -164,7 +164,7 @@ mod tests {
 
     fn mount_tmpfs(path: &Path) {
         std::fs::create_dir_all(path).unwrap();
-        let out = crate::root::mount_tmpfs(path, 1, 0o755).unwrap();
+        let out = test_root::mount_tmpfs(path, 1, 0o755).unwrap();
         assert!(
             out.status.success(),
             "mount a tmpfs at {} (the test needs root or password-less sudo): {}",
@@ -185,7 +185,7 @@ mod tests {
         let left = mounts_under(&root);
         // Clean up whatever the code under test left, before asserting.
         for m in left.iter().rev() {
-            crate::root::umount(m, true);
+            test_root::umount(m, true);
         }
         let _ = std::fs::remove_dir_all(&root);
         let work = prepared.expect("the next run starts despite the stale mounts");

@@ -257,15 +257,10 @@ fn docker_socket() -> std::path::PathBuf {
     }
 }
 
-/// `worker args…` as uid/gid 65534 without supplementary groups (`setpriv`), so the real
-/// daemon's real socket refuses it; `dir` is a directory that user may write.
+/// `worker args…` as uid/gid 65534 without supplementary groups (`setpriv`, as root or
+/// through `sudo -n` for GitHub's runner user: `test_root`), so the real daemon's real socket
+/// refuses it; `dir` is a directory that user may write.
 fn worker_as_nobody(args: &[&str]) -> std::process::Output {
-    let uid = Command::new("id").arg("-u").output().unwrap();
-    assert_eq!(
-        String::from_utf8_lossy(&uid.stdout).trim(),
-        "0",
-        "this test drops to uid 65534 with setpriv and must run as root (as .ci/run does)"
-    );
     let socket = docker_socket();
     let mode = std::fs::metadata(&socket)
         .map(|m| std::os::unix::fs::PermissionsExt::mode(&m.permissions()) & 0o7)
@@ -276,14 +271,24 @@ fn worker_as_nobody(args: &[&str]) -> std::process::Output {
         "{} lets every user read and write it: nothing to refuse",
         socket.display()
     );
-    Command::new("setpriv")
-        .args(["--reuid=65534", "--regid=65534", "--clear-groups", "--"])
+    // The environment through `env`: sudo would reset it. DOCKER_HOST as this test reads it.
+    let mut command = test_root::as_root("env");
+    command.args(["-u", "REGRESSION_SANDBOX_STAGING_ROOT", "NO_COLOR=1"]);
+    if let Ok(host) = std::env::var("DOCKER_HOST") {
+        command.arg(format!("DOCKER_HOST={host}"));
+    }
+    command
+        .args([
+            "setpriv",
+            "--reuid=65534",
+            "--regid=65534",
+            "--clear-groups",
+            "--",
+        ])
         .arg(env!("CARGO_BIN_EXE_worker"))
         .args(args)
-        .env("NO_COLOR", "1")
-        .env_remove("REGRESSION_SANDBOX_STAGING_ROOT")
         .output()
-        .unwrap_or_else(|e| panic!("setpriv (util-linux): {e}"))
+        .unwrap_or_else(|e| panic!("setpriv (util-linux), as root or through sudo -n: {e}"))
 }
 
 /// A fresh directory uid 65534 may write.

@@ -5,8 +5,7 @@
 use crate::support;
 
 use std::fs;
-use std::os::unix::fs::{PermissionsExt, chown};
-use std::os::unix::process::CommandExt;
+use std::os::unix::fs::PermissionsExt;
 use std::process::Command;
 
 use crate::support::{Trees, run, spec, stdout};
@@ -215,13 +214,28 @@ async fn setuid_root_binary_does_not_elevate() {
         .expect("gcc is needed to build the setuid probe");
     assert!(status.success());
     fs::remove_file(&c_file).unwrap();
-    chown(&binary, Some(0), Some(0)).expect("the setuid test must run as root to chown");
-    fs::set_permissions(&binary, fs::Permissions::from_mode(0o4755)).unwrap();
+    // Root-owned and setuid: as root, or through `sudo -n` for GitHub's runner user.
+    for (program, args) in [("chown", ["0:0"]), ("chmod", ["4755"])] {
+        let out = test_root::as_root(program)
+            .args(args)
+            .arg(&binary)
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "{program} {args:?} (the setuid test needs root or password-less sudo): {}",
+            String::from_utf8_lossy(&out.stderr).trim()
+        );
+    }
+    assert_eq!(
+        fs::metadata(&binary).unwrap().permissions().mode() & 0o7777,
+        0o4755
+    );
 
     // Control: outside the sandbox, the same file does elevate an unprivileged user.
-    let control = Command::new(&binary)
-        .uid(65532)
-        .gid(65532)
+    let control = test_root::as_root("setpriv")
+        .args(["--reuid=65532", "--regid=65532", "--clear-groups", "--"])
+        .arg(&binary)
         .output()
         .unwrap();
     assert_eq!(

@@ -1,8 +1,11 @@
-//! Root for the few commands that need it (`mount`, `umount`), whoever runs the tests: this
-//! process itself when it is root (this project's CI), else `sudo -n` (GitHub's runner user,
-//! which has password-less sudo and runs the suite unprivileged). The Rust side of
-//! `scripts/lib/host.sh`'s `as_root`; `scripts/tests/runner-user.sh` runs the tests that use
-//! it as such a user.
+//! Test-only: root for the few commands the test suites need it for (`mount`, `umount`,
+//! `chown`, `setpriv`), whoever runs the tests: the command itself when this process is root
+//! (this project's CI), else `sudo -n` (GitHub's runner user, which has password-less sudo
+//! and runs the suite unprivileged). The Rust side of `scripts/lib/host.sh`'s `as_root`;
+//! `scripts/tests/runner-user.sh` runs the tests that use it as such a user.
+//!
+//! `sudo` resets the environment: a command that needs a variable gets it through
+//! `as_root("env")` with `NAME=value` (or `-u NAME`) arguments, which works the same as root.
 
 use std::path::Path;
 use std::process::{Command, Output};
