@@ -180,3 +180,52 @@ proptest! {
         prop_assert!(test_outcomes::flaky(&runs).is_empty());
     }
 }
+
+/// Flaky tests as they were found before #41 item 5, by scanning every run's rows for each
+/// name: the reference the indexed comparison must agree with.
+fn flaky_by_scan(runs: &[TestReport]) -> Vec<test_outcomes::FlakyTest> {
+    use std::collections::BTreeSet;
+    let names: BTreeSet<&str> = runs
+        .iter()
+        .flat_map(|r| r.tests.iter().map(|t| t.name.as_str()))
+        .collect();
+    let mut out = Vec::new();
+    for name in names {
+        let statuses: Vec<_> = runs.iter().map(|r| r.status_of(name)).collect();
+        let compared: BTreeSet<_> = runs
+            .iter()
+            .zip(&statuses)
+            .filter(|(run, status)| {
+                status.is_some() || (!run.truncated && run.runner != test_outcomes::Runner::Unknown)
+            })
+            .map(|(_, status)| *status)
+            .collect();
+        if compared.len() > 1 {
+            out.push(test_outcomes::FlakyTest {
+                name: name.to_owned(),
+                statuses,
+            });
+        }
+    }
+    out
+}
+
+proptest! {
+    #[test]
+    fn flaky_tests_found_by_name_index_are_those_a_scan_of_every_run_finds(
+        runs in prop::collection::vec(
+            (prop::collection::vec((any::<u8>(), any::<u8>()), 0..24), any::<u8>()),
+            0..6,
+        ),
+    ) {
+        let runs: Vec<TestReport> = runs
+            .iter()
+            .map(|(rows, kind)| {
+                let mut run = if kind % 5 == 0 { TestReport::unknown() } else { report_of(rows) };
+                run.truncated |= kind % 3 == 0;
+                run
+            })
+            .collect();
+        prop_assert_eq!(test_outcomes::flaky(&runs), flaky_by_scan(&runs));
+    }
+}
