@@ -29,6 +29,8 @@
 #                          (the suite's test binary): mount and umount through `sudo -n`.
 #   worker_root_tests      the worker integration tests that chown, make a setuid-root probe
 #                          or drop to uid 65534 (test_root: `sudo -n chown`, `sudo -n setpriv`).
+#   key_file_owner_tests   the signer's and keeper's tests of a key file another user owns
+#                          (test_root: `sudo -n chown`).
 #   chaos_seed_unprivileged  one short chaos schedule with disk faults, run by the user: the
 #                          tmpfs mounts ci_seeds_keep_every_money_path_invariant makes (the
 #                          same driver, e2e::chaos::run), through `sudo -n`, writable by the user.
@@ -88,7 +90,11 @@ test_bin() {
 }
 e2e_tests="$(test_bin crates/e2e/src/lib.rs)"
 worker_it="$(test_bin crates/worker/tests/it/main.rs)"
-[[ -x "$e2e_tests" && -x "$worker_it" ]] || die "no e2e unit-test or worker integration-test binary built"
+signer_chain="$(test_bin crates/signer/tests/sign_chain.rs)"
+keeper_resume="$(test_bin crates/keeper/tests/resume.rs)"
+for bin in "$e2e_tests" "$worker_it" "$signer_chain" "$keeper_resume"; do
+  [[ -x "$bin" ]] || die "a test binary was not built (e2e lib, worker it, signer sign_chain, keeper resume)"
+done
 
 # --- the user's checkout and target dir ----------------------------------------------------
 as_user() {
@@ -148,23 +154,32 @@ tmpfs_stale_mounts() {
   as_user bash -c 'cd "$1" && "$2" --exact chaos::workdir::tests::a_killed_runs_tmpfs_mounts_do_not_stop_the_next_run' \
     _ "$checkout/crates/e2e" "$bins/deps/e2e-tests"
 }
-# The worker's tests that need root (a chown to another user, a setuid-root probe, a drop to
-# uid 65534 with setpriv), run through test_root's `sudo -n`. The binary is the suite's (it
-# names this checkout's fixtures by path), so the user reads this checkout: its
+# The suite's tests that need root, run as the user through test_root's `sudo -n`: the
+# worker's (a chown to another user, a setuid-root probe, a drop to uid 65534 with setpriv)
+# and the signer's and keeper's key file of another user (a chown). The binaries are the
+# suite's (they name this checkout's fixtures by path), so the user reads this checkout: its
 # .work/images.json, private to whoever ran scripts/services.sh, is bind-mounted readable in a
 # mount namespace of the step's own, and git is told the checkout is safe (on GitHub the user
 # owns both).
-worker_root_tests() {
+suite_test_as_user() {
   as_user bash -c 'git config --global --get-all safe.directory | grep -qxF "$1" ||
     git config --global --add safe.directory "$1"' _ "$repo" || return 1
   as_root unshare --mount --propagation private sh -c 'mount --bind "$1" "$2" && shift 2 && exec "$@"' \
     _ "$checkout/.work/images.json" "$repo/.work/images.json" \
     runuser -u "$user" -- env -i HOME="$home" USER="$user" LOGNAME="$user" \
     PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin LANG=C.UTF-8 \
-    "$worker_it" --exact --test-threads 1 \
+    "$@" --exact --test-threads 1
+}
+worker_root_tests() {
+  suite_test_as_user "$worker_it" \
     docker::doctor::a_user_without_access_to_the_docker_socket_is_told_permission_denied_not_start_the_daemon \
     docker::sandbox_profile::setuid_root_binary_does_not_elevate \
     docker::rehearse::a_repository_git_refuses_is_refused_with_the_reason_not_staged_as_the_working_copy
+}
+key_file_owner_tests() {
+  suite_test_as_user "$signer_chain" binary_refuses_a_key_file_owned_by_another_user_with_exit_78 &&
+    suite_test_as_user "$keeper_resume" \
+      binary_refuses_a_key_file_of_another_user_or_under_a_symlinked_directory_with_exit_78
 }
 # A short schedule (seed 5: 2 bounties, 3 faults, one of them filling a tmpfs, so the driver
 # mounts both and the binaries write to them; about 5 s). Passes when the driver exits 0 (no
@@ -196,6 +211,7 @@ check deploy_tests deploy_tests
 check systemd_unit_unprivileged systemd_unit_unprivileged
 check tmpfs_stale_mounts tmpfs_stale_mounts
 check worker_root_tests worker_root_tests
+check key_file_owner_tests key_file_owner_tests
 check chaos_seed_unprivileged chaos_seed_unprivileged
 check chaos_seed_as_root chaos_seed_as_root
 

@@ -557,8 +557,22 @@ async fn binary_refuses_a_key_file_of_another_user_or_under_a_symlinked_director
         stderr.contains("symbolic link in a parent directory"),
         "{stderr}"
     );
-    // The tests run as root; uid 12345 stands for any other user.
-    std::os::unix::fs::chown(&key, Some(12345), Some(12345)).unwrap();
+    // uid 12345 stands for any other user; root, or `sudo -n` for GitHub's runner user. Such
+    // a user could not even open another user's 0600 file (refused too, but as `Permission
+    // denied`): readable by all, so the ownership check (made before the mode's) refuses it.
+    if !test_root::is_root() {
+        std::fs::set_permissions(&key, std::os::unix::fs::PermissionsExt::from_mode(0o644))
+            .unwrap();
+    }
+    assert!(
+        test_root::as_root("chown")
+            .arg("12345:12345")
+            .arg(&key)
+            .status()
+            .unwrap()
+            .success(),
+        "chown needs root or password-less sudo"
+    );
     let out = run(key.clone()).output().await.unwrap();
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(78), "{stderr}");

@@ -1040,8 +1040,22 @@ async fn binary_refuses_a_key_file_owned_by_another_user_with_exit_78() {
     let path = dir.path().join("key");
     std::fs::write(&path, DEV_KEYS[SIGNER_KEY_INDEX]).unwrap();
     std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o600)).unwrap();
-    // The tests run as root; uid 12345 stands for any other user.
-    std::os::unix::fs::chown(&path, Some(12345), Some(12345)).unwrap();
+    // uid 12345 stands for any other user; root, or `sudo -n` for GitHub's runner user. Such
+    // a user could not even open another user's 0600 file (refused too, but as `Permission
+    // denied`): readable by all, so the ownership check (made before the mode's) refuses it.
+    if !test_root::is_root() {
+        std::fs::set_permissions(&path, std::os::unix::fs::PermissionsExt::from_mode(0o644))
+            .unwrap();
+    }
+    assert!(
+        test_root::as_root("chown")
+            .arg("12345:12345")
+            .arg(&path)
+            .status()
+            .unwrap()
+            .success(),
+        "chown needs root or password-less sudo"
+    );
     let (code, stdout, stderr) = run_binary(&w, &["--key-file", path.to_str().unwrap()], &[]).await;
     println!("exit {code}: {stderr}");
     assert_eq!(code, 78, "{stderr}");
