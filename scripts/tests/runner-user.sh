@@ -13,8 +13,9 @@
 # (`ALL=(ALL) NOPASSWD:ALL`, as GitHub's image has for `runner`) and membership of docker,
 # installs sudo when it is missing, and replaces the user's checkout
 # (~$RUNNER_USER/checkout: the working tree's tracked and unignored files, plus
-# .work/images.json of scripts/services.sh) and ~$RUNNER_USER/target. Nothing else is removed,
-# and the user is kept for the next run. Needs the services up (scripts/services.sh).
+# .work/images.json of scripts/services.sh) and ~$RUNNER_USER/target (removed again at the
+# end). Nothing else is removed, and the user is kept for the next run. On GitHub itself
+# .ci/run skips this script: there every step already runs as the runner user. Needs the services up (scripts/services.sh).
 #
 # The steps, each run as that user:
 #   sudo_and_docker        `sudo -n true` works, and `docker version` answers without sudo.
@@ -124,7 +125,9 @@ hand_over "$e2e_tests" "$bins/deps/e2e-tests"
 passed=0
 failed=0
 logs="$(mktemp -d)"
-trap 'rm -rf "$logs"' EXIT
+# The handed-over binaries (about 175 MiB) go at the end; the checkout (a few MiB) stays for
+# a look after a failure and is replaced by the next run.
+trap 'rm -rf "$logs"; as_root rm -rf "$home/target"' EXIT
 check() {
   local name="$1" started=$SECONDS
   shift
