@@ -2,7 +2,8 @@
 //! example's benchmark archive, jobs for solver archives served beside it, and a temporary
 //! folder for the runs' directories.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
 
 use serde_json::{Value, json};
 use verifier_sdk::Sha256Digest;
@@ -96,4 +97,76 @@ impl ExampleFeed {
         self.server
             .route(&feed_path(VERIFIER), Reply::json(&json!(jobs)));
     }
+}
+
+impl ExampleFeed {
+    /// `worker serve` on this feed and its directories, with `extra` flags; stdout is
+    /// discarded and stderr piped.
+    pub fn serve_command(&self, extra: &[&str]) -> Command {
+        let mut cmd = Command::new(env!("CARGO_BIN_EXE_worker"));
+        cmd.arg("serve")
+            .arg("--api")
+            .arg(&self.server.base)
+            .args(["--verifier", VERIFIER])
+            .arg("--out")
+            .arg(self.path("out"))
+            .arg("--state")
+            .arg(self.path("state"))
+            .arg("--work-dir")
+            .arg(self.path("work"))
+            .arg("--staging-root")
+            .arg(self.path("staging"))
+            .arg("--archive-base")
+            .arg(&self.server.base)
+            .args(["--poll-interval", "1"])
+            .args(extra)
+            .env("WORKER_LOG", "info")
+            .env_remove("GITHUB_SHA")
+            .env_remove("REGRESSION_SANDBOX_STAGING_ROOT")
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped());
+        cmd
+    }
+}
+
+/// `worker ledger --json` of the service state in `state`.
+pub fn ledger_of(state: &Path) -> Value {
+    let out = Command::new(env!("CARGO_BIN_EXE_worker"))
+        .args(["ledger", "--json", "--state"])
+        .arg(state)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "worker ledger: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    serde_json::from_slice(&out.stdout).unwrap()
+}
+
+/// The containers (every state with `all`, else the running ones) whose owner label names the
+/// worker process `pid`.
+pub fn containers_of(pid: u32, all: bool) -> Vec<String> {
+    let mut ps = Command::new("docker");
+    ps.arg("ps");
+    if all {
+        ps.arg("-a");
+    }
+    let out = ps
+        .args(["--no-trunc", "--filter"])
+        .arg(format!("label={}=1", worker::sandbox::LABEL_VERIFIER))
+        .args([
+            "--format",
+            "{{.ID}} {{.Label \"dev.agent-bounties.owner\"}}",
+        ])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "docker ps failed");
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .filter_map(|line| {
+            let (id, owner) = line.split_once(' ')?;
+            (owner.split('/').nth(2) == Some(&pid.to_string())).then(|| id.to_owned())
+        })
+        .collect()
 }

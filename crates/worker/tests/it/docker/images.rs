@@ -95,29 +95,7 @@ fn job(feed: &mut ExampleFeed, round: u64, id: &str, image: &str) -> Value {
 }
 
 fn serve(feed: &ExampleFeed, extra: &[&str]) -> Child {
-    Command::new(WORKER)
-        .arg("serve")
-        .arg("--api")
-        .arg(&feed.server.base)
-        .args(["--verifier", VERIFIER])
-        .arg("--out")
-        .arg(feed.path("out"))
-        .arg("--state")
-        .arg(feed.path("state"))
-        .arg("--work-dir")
-        .arg(feed.path("work"))
-        .arg("--staging-root")
-        .arg(feed.path("staging"))
-        .arg("--archive-base")
-        .arg(&feed.server.base)
-        .args(["--poll-interval", "1"])
-        .args(extra)
-        .env("WORKER_LOG", "info")
-        .env_remove("REGRESSION_SANDBOX_STAGING_ROOT")
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap()
+    feed.serve_command(extra).spawn().unwrap()
 }
 
 fn drain(child: &mut Child) -> std::thread::JoinHandle<String> {

@@ -28,7 +28,7 @@ use serde_json::{Value, json};
 use verifier_sdk::fixtures::{JobParams, job_value, sample_manifest};
 
 use crate::example_feed::{ExampleFeed, commit};
-use crate::feed_support::{Reply, VERIFIER, codeload, tree_digest};
+use crate::feed_support::{Reply, codeload, tree_digest};
 use crate::support;
 
 /// The honest job: waits to be released (saying `ready` meanwhile), then an asyncio event loop
@@ -201,28 +201,17 @@ impl Drop for Service {
 }
 
 fn serve(feed: &ExampleFeed) -> Service {
+    let runtime = support::oci_runtime();
+    let flags = [
+        "--shard",
+        "0/1",
+        "--parallel",
+        "2",
+        "--oci-runtime",
+        &runtime,
+    ];
     Service(
-        Command::new(env!("CARGO_BIN_EXE_worker"))
-            .arg("serve")
-            .arg("--api")
-            .arg(&feed.server.base)
-            .args(["--verifier", VERIFIER])
-            .arg("--out")
-            .arg(feed.path("out"))
-            .arg("--state")
-            .arg(feed.path("state"))
-            .arg("--work-dir")
-            .arg(feed.path("work"))
-            .arg("--staging-root")
-            .arg(feed.path("staging"))
-            .arg("--archive-base")
-            .arg(&feed.server.base)
-            .args(["--poll-interval", "1", "--shard", "0/1", "--parallel", "2"])
-            .args(["--oci-runtime", &support::oci_runtime()])
-            .env("WORKER_LOG", "info")
-            .env_remove("GITHUB_SHA")
-            .env_remove("REGRESSION_SANDBOX_STAGING_ROOT")
-            .stdout(Stdio::null())
+        feed.serve_command(&flags)
             .stderr(Stdio::null())
             .spawn()
             .unwrap(),
@@ -231,23 +220,7 @@ fn serve(feed: &ExampleFeed) -> Service {
 
 /// The ids of the running containers whose owner label names the worker process `pid`.
 fn running_containers_of(pid: u32) -> Vec<String> {
-    let out = Command::new("docker")
-        .args(["ps", "--no-trunc", "--filter"])
-        .arg(format!("label={}=1", worker::sandbox::LABEL_VERIFIER))
-        .args([
-            "--format",
-            "{{.ID}} {{.Label \"dev.agent-bounties.owner\"}}",
-        ])
-        .output()
-        .unwrap();
-    assert!(out.status.success(), "docker ps failed");
-    String::from_utf8_lossy(&out.stdout)
-        .lines()
-        .filter_map(|line| {
-            let (id, owner) = line.split_once(' ')?;
-            (owner.split('/').nth(2) == Some(&pid.to_string())).then(|| id.to_owned())
-        })
-        .collect()
+    crate::example_feed::containers_of(pid, false)
 }
 
 /// What the service's containers say, line by line, as `(container id, line)`: each running
@@ -329,13 +302,7 @@ fn release(container: &str) {
 }
 
 fn ledger(feed: &ExampleFeed) -> Value {
-    let out = Command::new(env!("CARGO_BIN_EXE_worker"))
-        .args(["ledger", "--json", "--state"])
-        .arg(feed.path("state"))
-        .output()
-        .unwrap();
-    assert!(out.status.success());
-    serde_json::from_slice(&out.stdout).unwrap()
+    crate::example_feed::ledger_of(&feed.path("state"))
 }
 
 /// The outcome of `job`'s first finished run in the service's ledger, once there is one.

@@ -15,7 +15,7 @@ use std::time::{Duration, Instant};
 use serde_json::{Value, json};
 use verifier_sdk::{Candidate, CandidateManifest};
 
-use crate::example_feed::{ExampleFeed, commit, example};
+use crate::example_feed::{ExampleFeed, commit, example, ledger_of};
 use crate::feed_support::*;
 
 /// The shared example feed, with the directories `worker serve` uses.
@@ -123,20 +123,6 @@ impl World {
     }
 }
 
-fn ledger_of(state: &Path) -> Value {
-    let out = Command::new(env!("CARGO_BIN_EXE_worker"))
-        .args(["ledger", "--json", "--state"])
-        .arg(state)
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "worker ledger: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    serde_json::from_slice(&out.stdout).unwrap()
-}
-
 fn id(job: &Value) -> String {
     job["job_id"].as_str().unwrap().to_owned()
 }
@@ -172,23 +158,7 @@ fn candidates_of(ledger: &Value, job: &Value) -> usize {
 
 /// Every container (any state) whose owner label names the worker process `pid`.
 fn containers_of(pid: u32) -> Vec<String> {
-    let out = Command::new("docker")
-        .args(["ps", "-a", "--no-trunc", "--filter"])
-        .arg(format!("label={}=1", worker::sandbox::LABEL_VERIFIER))
-        .args([
-            "--format",
-            "{{.ID}} {{.Label \"dev.agent-bounties.owner\"}}",
-        ])
-        .output()
-        .unwrap();
-    assert!(out.status.success(), "docker ps failed");
-    String::from_utf8_lossy(&out.stdout)
-        .lines()
-        .filter_map(|line| {
-            let (id, owner) = line.split_once(' ')?;
-            (owner.split('/').nth(2) == Some(&pid.to_string())).then(|| id.to_owned())
-        })
-        .collect()
+    crate::example_feed::containers_of(pid, true)
 }
 
 async fn wait_container(pid: u32) -> Vec<String> {
