@@ -109,7 +109,13 @@ fn the_bundled_example_passes_and_shows_what_to_commit() {
     );
     assert!(out.contains("network                 none"), "{out}");
     assert!(out.contains("passed: the command exited 0"), "{out}");
-    assert!(out.contains("verdict  passed\nok: passed"), "{out}");
+    // `cmp` prints no test results, so the pass is warned about (#42 item 5), between the
+    // verdict and the closing line.
+    assert!(
+        out.contains("verdict  passed\nwarning: the benchmark passed but printed no test results"),
+        "{out}"
+    );
+    assert!(out.contains("\nok: passed"), "{out}");
 }
 
 #[test]
@@ -825,8 +831,10 @@ fn adversarial_json_names_each_stub_its_files_its_verdict_and_whether_it_held() 
         &bare_unittest(&r),
         &["--adversarial", "--json"],
     );
-    assert_eq!(ran.code, 4, "{}{}", ran.stdout, ran.stderr);
+    // A stub passes: the benchmark pays a non-solution, exit 9 (#42 item 8).
+    assert_eq!(ran.code, 9, "{}{}", ran.stdout, ran.stderr);
     let report = ran.json();
+    assert_eq!(report["answer"], "pays_non_solution");
     assert_eq!(report["verdict"], "passed");
     let adversarial = &report["adversarial"];
     assert_eq!(adversarial["bypassable"], true, "{adversarial}");
