@@ -71,11 +71,10 @@ pub fn prepare(options: &RehearseOptions) -> Result<Prepared, RehearseError> {
             None => RehearseError::Git { what, source },
         })?;
         trees.borrow_mut().push(origin);
-        let label = match &options.task {
-            // A batch names its task on every line; the sink takes a static label, and a batch
-            // holds at most `MAX_TASKS` tasks of three trees each.
-            Some(task) => &*Box::leak(format!("[{task}] {}", staging_label(what)).into_boxed_str()),
-            None => staging_label(what),
+        // A batch names its task on every line.
+        let label: std::borrow::Cow<'static, str> = match &options.task {
+            Some(task) => format!("[{task}] {}", staging_label(what)).into(),
+            None => staging_label(what).into(),
         };
         let mut progress = worker_store::progress::stderr_progress(label, options.quiet);
         stage_tree(kind, &dir, root, limits, progress.as_mut()).map_err(|source| {

@@ -39,7 +39,8 @@ pub const REDRAW_EVERY: Duration = Duration::from_millis(100);
 /// Draws `label: 12.0/512.0 MiB (2%), 300/20000 files` on stderr, overwriting itself.
 #[derive(Debug)]
 pub struct TerminalProgress {
-    label: &'static str,
+    // Owned when a caller builds it (a batch names its task in it), borrowed otherwise.
+    label: std::borrow::Cow<'static, str>,
     started: Instant,
     last_draw: Option<Instant>,
     total_files: u64,
@@ -50,9 +51,9 @@ pub struct TerminalProgress {
 
 impl TerminalProgress {
     /// A progress line prefixed with `label`.
-    pub fn new(label: &'static str) -> Self {
+    pub fn new(label: impl Into<std::borrow::Cow<'static, str>>) -> Self {
         Self {
-            label,
+            label: label.into(),
             started: Instant::now(),
             last_draw: None,
             total_files: 0,
@@ -64,7 +65,7 @@ impl TerminalProgress {
 
     fn draw(&mut self, now: Instant) {
         let line = render_line(
-            self.label,
+            &self.label,
             self.done_files,
             self.total_files,
             self.done_bytes,
@@ -107,7 +108,10 @@ impl ProgressSink for TerminalProgress {
 }
 
 /// The CLI's choice: a terminal line unless `quiet` or stderr is not a terminal.
-pub fn stderr_progress(label: &'static str, quiet: bool) -> Box<dyn ProgressSink> {
+pub fn stderr_progress(
+    label: impl Into<std::borrow::Cow<'static, str>>,
+    quiet: bool,
+) -> Box<dyn ProgressSink> {
     if quiet || !std::io::stderr().is_terminal() {
         Box::new(NoProgress)
     } else {
