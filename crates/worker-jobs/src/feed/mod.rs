@@ -13,6 +13,7 @@
 //! network client and the executor.
 
 pub mod cache;
+pub mod deadline;
 pub mod outcome;
 pub mod output;
 pub mod report;
