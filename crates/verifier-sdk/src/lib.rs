@@ -103,6 +103,7 @@
 pub mod agreement;
 pub mod artifacts;
 pub mod attest;
+pub mod build;
 pub mod canonical;
 pub mod digest;
 pub mod engine_host;

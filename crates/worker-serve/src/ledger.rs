@@ -613,7 +613,7 @@ impl Ledger {
             params![
                 job,
                 self.clock.wall_ms(),
-                env!("CARGO_PKG_VERSION"),
+                verifier_sdk::build::identity(),
                 i64::from(std::process::id())
             ],
         )
@@ -848,7 +848,7 @@ impl Ledger {
                 params![
                     self.clock.wall_ms(),
                     i64::from(std::process::id()),
-                    env!("CARGO_PKG_VERSION"),
+                    verifier_sdk::build::identity(),
                     polls.ok,
                     polls.failed,
                     polls.last_ok_ms

@@ -194,8 +194,11 @@ impl Telemetry {
         );
         registry.register(
             "worker_build",
-            "The worker's version",
-            Info::new(vec![("version", env!("CARGO_PKG_VERSION").to_owned())]),
+            "The worker's version and its build (version and source commit)",
+            Info::new(vec![
+                ("version", env!("CARGO_PKG_VERSION").to_owned()),
+                ("build", verifier_sdk::build::identity().to_owned()),
+            ]),
         );
         Self {
             images: crate::images::ImageMetrics::register(&mut registry),
@@ -427,6 +430,7 @@ impl Telemetry {
             "last_heartbeat_ms": self.last_heartbeat_wall_ms.load(Ordering::Relaxed),
             "runs_in_flight": self.in_flight.get(),
             "version": env!("CARGO_PKG_VERSION"),
+            "build": verifier_sdk::build::identity(),
         }))
     }
 }

@@ -13,6 +13,9 @@ use worker::exit::ExitCode;
 
 fn main() -> std::process::ExitCode {
     cli_support::restore_sigpipe();
+    // Before any work: every evidence record, cache key, ledger row and metric names this
+    // build (version and commit), not only the version every commit shares.
+    verifier_sdk::build::record(cli_support::VERSION);
     // Under --json every failure also prints the error object on stdout (see commands::fail).
     let json = cli_support::json_requested(std::env::args_os().skip(1));
     commands::JSON_ERRORS.store(json, Ordering::Relaxed);

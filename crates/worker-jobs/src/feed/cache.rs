@@ -310,6 +310,27 @@ mod tests {
         }
     }
 
+    /// Every commit is version `0.1.0`: keyed by the version alone, a verdict cached by one
+    /// build was reused by the next one, so an upgrade that fixed the sandbox never re-ran
+    /// what the broken build had decided.
+    #[test]
+    fn an_upgrade_that_keeps_the_version_does_not_reuse_the_old_builds_verdicts() {
+        verifier_sdk::build::record("0.1.0 (0123456789ab)");
+        let config = super::super::FeedConfig::new(
+            "http://127.0.0.1:9",
+            verifier_sdk::Network::BaseMainnet,
+            vec![],
+            std::path::Path::new("/nonexistent"),
+        );
+        assert_eq!(config.worker_version, "0.1.0 (0123456789ab)");
+        let job = validate_job(&valid_job(), NOW).unwrap();
+        assert_ne!(
+            identity(&job, &config.worker_version).key(),
+            identity(&job, "0.1.0 (fedcba987654)").key(),
+            "two builds of one version share a cache key"
+        );
+    }
+
     #[test]
     fn every_identity_field_changes_the_key() {
         let job = validate_job(&valid_job(), NOW).unwrap();

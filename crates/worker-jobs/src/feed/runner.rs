@@ -68,11 +68,15 @@ pub struct FeedConfig {
     /// Where selection and the liveness re-check read the time (`worker serve` passes its
     /// own, so one clock decides for the service).
     pub clock: Arc<dyn Clock>,
+    /// What a settlement needs besides the run, for the deadline-first decision
+    /// ([`super::deadline`]).
+    pub settle: super::deadline::SettleCosts,
 }
 
 impl FeedConfig {
     /// A configuration with defaults: codeload archives, the system temp dir for scratch,
-    /// no cache, no job limit, this crate's version, progress on.
+    /// no cache, no job limit, the build identity the binary recorded (version and commit),
+    /// progress on.
     pub fn new(api_base: &str, network: Network, verifiers: Vec<Address>, out_dir: &Path) -> Self {
         Self {
             api_base: api_base.to_owned(),
@@ -86,11 +90,12 @@ impl FeedConfig {
             only_jobs: None,
             shard: super::shard::Shard::default(),
             client_limits: ClientLimits::default(),
-            worker_version: env!("CARGO_PKG_VERSION").to_owned(),
+            worker_version: verifier_sdk::build::identity().to_owned(),
             runner_revision: super::output::runner_revision(),
             progress: true,
             check_liveness: true,
             clock: Arc::new(SystemClock::new()),
+            settle: super::deadline::SettleCosts::default(),
         }
     }
 
@@ -280,12 +285,27 @@ pub async fn run_feed(
         cache: config.cache_dir.as_ref().map(ResultCache::new),
     };
     let mut manifest = CandidateManifest::new(config.network.name());
+    // `worker feed` cannot see the engine's images: it counts none as missing, so a job is
+    // set apart only when it surely cannot settle.
+    let planned =
+        super::deadline::plan(selected, |j| j, config.now_unix(), &config.settle, |_| true);
+    for (job, why) in planned.too_short {
+        report.jobs.push(window_too_short_row(&job, &why));
+    }
+    let selected = planned.run;
     let total = selected.len();
     for (i, job) in selected.iter().enumerate() {
         progress(
             config,
             format_args!("[{}/{total}] {}", i + 1, job.job_id().escape_debug()),
         );
+        // The jobs before this one took their time: what fitted at the start may not now.
+        let need = super::deadline::Need::of(job, true, &config.settle);
+        if let Err(why) = super::deadline::fits(job, config.now_unix(), need) {
+            progress(config, format_args!("[{}/{total}] skipped: {why}", i + 1));
+            report.jobs.push(window_too_short_row(job, &why));
+            continue;
+        }
         let job_dir = scratch.path().join(format!("job-{i}"));
         let run = runner.run_one(job, &job_dir).await;
         if let Err(e) = std::fs::remove_dir_all(&job_dir)
@@ -321,6 +341,16 @@ pub async fn run_feed(
     report.candidates_left_out = u64::try_from(left_out.len()).unwrap_or(u64::MAX);
     report.manifest_file = Some(MANIFEST_FILE.into());
     Ok(report)
+}
+
+/// The row of a job set apart because it cannot settle before its window ends.
+pub fn window_too_short_row(job: &ValidatedJob, why: &super::deadline::TooShort) -> JobRow {
+    JobRow::new(
+        job.job_id().to_owned(),
+        JobStatus::Skipped,
+        super::deadline::WINDOW_TOO_SHORT,
+        &format!("{why}: not started in place of a job that can settle"),
+    )
 }
 
 /// Queries the feed once per configured verifier; a failed query is a [`FetchFailure`], never

@@ -254,7 +254,7 @@ impl<E: ContainerEngine> Lifecycle<E> {
             executor: DOCKER_EXECUTOR.to_string(),
             run_id: spec.run_id.clone(),
             response_hash: None,
-            worker_version: env!("CARGO_PKG_VERSION").to_string(),
+            worker_version: verifier_sdk::build::identity().to_owned(),
             engine: self.engine.clone(),
             oci_runtime: self.runtime.facts.clone(),
             image: None,
@@ -373,7 +373,7 @@ impl<E: ContainerEngine> Lifecycle<E> {
             (LABEL_RUN_ID.to_string(), spec.run_id.clone()),
             (
                 LABEL_WORKER_VERSION.to_string(),
-                env!("CARGO_PKG_VERSION").to_string(),
+                verifier_sdk::build::identity().to_owned(),
             ),
             (LABEL_OWNER.to_string(), self.owner.clone()),
         ]);

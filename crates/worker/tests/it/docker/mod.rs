@@ -3,6 +3,7 @@
 //! that starts containers goes here and is serialised without editing any list.
 
 mod authoring;
+mod build_identity;
 mod cli_json;
 mod doctor;
 mod engine_host;

@@ -707,8 +707,9 @@ async fn serve_metrics_after_a_completed_job_show_the_outcome_and_a_duration_sam
         sample(
             &m,
             &format!(
-                "worker_build_info{{version=\"{}\"}}",
-                env!("CARGO_PKG_VERSION")
+                "worker_build_info{{version=\"{}\",build=\"{}\"}}",
+                env!("CARGO_PKG_VERSION"),
+                super::build_identity::worker_build()
             )
         ),
         Some(1.0),
