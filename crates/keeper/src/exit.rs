@@ -4,7 +4,7 @@
 //! | code | variant        | meaning |
 //! |------|----------------|---------|
 //! | 0    | `Success`      | every candidate ended `paid`, `rejected` or `done` |
-//! | 1    | `Internal`     | a bug or an unexpected local failure (e.g. the state dir cannot be written) |
+//! | 1    | `Internal`     | a bug or an unexpected local failure (e.g. the state dir cannot be written, or another keeper holds its lock) |
 //! | 2    | `Usage`        | the command line does not parse (clap prints the usage) |
 //! | 3    | `NotSettled`   | some candidate was refused, reverted, or is sent but not yet confirmed; rerun later |
 //! | 4    | `InvalidInput` | a candidate or the candidates directory is malformed |

@@ -280,15 +280,67 @@ pub enum RecordError {
     /// directory may stand in for a record.
     #[error("settlement record {0} is not a regular file (symlinks are refused)")]
     NotRegular(PathBuf),
+    /// Another keeper holds the state directory's lock.
+    #[error(
+        "state directory {dir:?} is in use by another keeper{}: refusing to plan or send beside it",
+        pid.map(|p| format!(" (pid {p})")).unwrap_or_default()
+    )]
+    Held {
+        /// The state directory.
+        dir: PathBuf,
+        /// The holder's pid, as it wrote it (informational).
+        pid: Option<u32>,
+    },
 }
 
 /// A record file's name and what reading it gave.
 pub type ListedRecord = (String, Result<SettlementRecord, RecordError>);
 
+/// The lock file inside the state directory: one keeper writes a state directory at a time.
+pub const LOCK_FILE: &str = "keeper.lock";
+
 /// The state directory.
 #[derive(Debug, Clone)]
 pub struct StateDir {
     root: PathBuf,
+    /// The exclusive `flock` on [`LOCK_FILE`], held while any clone lives; `None` for a
+    /// read-only view. The kernel drops it when the process ends, however it ends, so a
+    /// SIGKILLed keeper never blocks the next one.
+    _lock: Option<std::sync::Arc<fs::File>>,
+}
+
+fn lock_dir(root: &Path) -> Result<fs::File, RecordError> {
+    use std::io::{Read as _, Seek as _, Write as _};
+    let path = root.join(LOCK_FILE);
+    let mut file = fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .create(true)
+        .truncate(false)
+        .open(&path)
+        .map_err(io(&path))?;
+    match file.try_lock() {
+        Ok(()) => {}
+        Err(fs::TryLockError::WouldBlock) => {
+            let mut text = String::new();
+            let pid = (&file)
+                .take(32)
+                .read_to_string(&mut text)
+                .ok()
+                .and_then(|_| text.trim().parse().ok());
+            return Err(RecordError::Held {
+                dir: root.to_path_buf(),
+                pid,
+            });
+        }
+        Err(fs::TryLockError::Error(e)) => return Err(io(&path)(e)),
+    }
+    // The pid only makes the refusal message more useful; failing to write it does not matter.
+    let _ = file
+        .set_len(0)
+        .and_then(|()| file.rewind())
+        .and_then(|()| write!(file, "{}", std::process::id()));
+    Ok(file)
 }
 
 fn io(path: &Path) -> impl FnOnce(std::io::Error) -> RecordError + '_ {
@@ -299,12 +351,26 @@ fn io(path: &Path) -> impl FnOnce(std::io::Error) -> RecordError + '_ {
 }
 
 impl StateDir {
-    /// Opens (creating if needed) the state directory.
+    /// Opens (creating if needed) the state directory for a keeper that plans and sends:
+    /// takes its lock without waiting, so two keepers on one directory (the same gas key in
+    /// two deployments) cannot both plan and send a settlement; the second gets
+    /// [`RecordError::Held`].
     pub fn open(root: &Path) -> Result<Self, RecordError> {
         fs::create_dir_all(root).map_err(io(root))?;
+        let lock = lock_dir(root)?;
         Ok(Self {
             root: root.to_path_buf(),
+            _lock: Some(std::sync::Arc::new(lock)),
         })
+    }
+
+    /// A view of an existing state directory that only reads records (`keeper status`): it
+    /// takes no lock, so it works beside a running keeper.
+    pub fn open_read_only(root: &Path) -> Self {
+        Self {
+            root: root.to_path_buf(),
+            _lock: None,
+        }
     }
 
     /// Path of the record for `key`.
@@ -466,6 +532,7 @@ mod tests {
         let names: Vec<_> = fs::read_dir(dir.path().join("nested/state"))
             .unwrap()
             .map(|e| e.unwrap().file_name().into_string().unwrap())
+            .filter(|n| n != LOCK_FILE)
             .collect();
         assert_eq!(names, vec![r.key().file_name()], "no temp file left behind");
         let text = fs::read_to_string(state.path(&r.key())).unwrap();

@@ -78,7 +78,7 @@ pub fn status(dir: &Path, now: u64) -> Result<StatusReport, RecordError> {
         path: dir.to_path_buf(),
         source,
     })?;
-    let state = StateDir::open(dir)?;
+    let state = StateDir::open_read_only(dir);
     let mut open = Vec::new();
     let mut closed = 0;
     let mut unreadable = Vec::new();
