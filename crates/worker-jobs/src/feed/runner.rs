@@ -246,38 +246,7 @@ pub async fn run_feed(
         config.now_unix(),
         config.max_jobs,
     );
-    if let Some(wanted) = &config.only_jobs {
-        selected.retain(|job| {
-            let keep = wanted.contains(job.job_id());
-            if !keep {
-                excluded.push(JobStatus::Skipped, reason::NOT_REQUESTED, || {
-                    JobRow::new(
-                        job.job_id().to_owned(),
-                        JobStatus::Skipped,
-                        reason::NOT_REQUESTED,
-                        "not one of the --job-id jobs",
-                    )
-                });
-            }
-            keep
-        });
-    }
-    if config.shard != super::shard::Shard::default() {
-        selected.retain(|job| {
-            let keep = config.shard.owns(job.job_id());
-            if !keep {
-                excluded.push(JobStatus::Skipped, reason::OTHER_SHARD, || {
-                    JobRow::new(
-                        job.job_id().to_owned(),
-                        JobStatus::Skipped,
-                        reason::OTHER_SHARD,
-                        "another --shard's job",
-                    )
-                });
-            }
-            keep
-        });
-    }
+    narrow(config, &mut selected, &mut excluded);
     let runner = Runner {
         config,
         client: &client,
@@ -341,6 +310,46 @@ pub async fn run_feed(
     report.candidates_left_out = u64::try_from(left_out.len()).unwrap_or(u64::MAX);
     report.manifest_file = Some(MANIFEST_FILE.into());
     Ok(report)
+}
+
+/// Keeps the `--job-id` jobs and this `--shard`'s; the others become skipped rows.
+fn narrow(
+    config: &FeedConfig,
+    selected: &mut Vec<ValidatedJob>,
+    excluded: &mut super::report::ExcludedRows,
+) {
+    if let Some(wanted) = &config.only_jobs {
+        selected.retain(|job| {
+            let keep = wanted.contains(job.job_id());
+            if !keep {
+                excluded.push(JobStatus::Skipped, reason::NOT_REQUESTED, || {
+                    JobRow::new(
+                        job.job_id().to_owned(),
+                        JobStatus::Skipped,
+                        reason::NOT_REQUESTED,
+                        "not one of the --job-id jobs",
+                    )
+                });
+            }
+            keep
+        });
+    }
+    if config.shard != super::shard::Shard::default() {
+        selected.retain(|job| {
+            let keep = config.shard.owns(job.job_id());
+            if !keep {
+                excluded.push(JobStatus::Skipped, reason::OTHER_SHARD, || {
+                    JobRow::new(
+                        job.job_id().to_owned(),
+                        JobStatus::Skipped,
+                        reason::OTHER_SHARD,
+                        "another --shard's job",
+                    )
+                });
+            }
+            keep
+        });
+    }
 }
 
 /// The row of a job set apart because it cannot settle before its window ends.

@@ -554,10 +554,52 @@ async fn a_job_past_its_window_on_the_configured_clock_is_not_run() {
     );
     assert_eq!(exec.calls(&id(&job)), 0);
     let mut config = w.config("early");
-    config.clock = std::sync::Arc::new(worker::serve::clock::ManualClock::new(expires_ms - 60_000));
+    // An hour before the end: time enough to settle (#43: less is `window_too_short`).
+    config.clock = std::sync::Arc::new(worker::serve::clock::ManualClock::new(
+        expires_ms - 3_600_000,
+    ));
     let report = run_feed(&config, &exec).await.unwrap();
     assert_eq!(row(&report, &job).status, JobStatus::CompletedPassed);
     assert_eq!(exec.calls(&id(&job)), 1);
+}
+
+/// #43 item 1 (b): a job with 150 s left and a 600 s timeout cannot settle before its window
+/// ends, so it is not started: its row is `window_too_short` with the figures, and the job
+/// beside it with time enough runs. Before: the executor ran it (completed_passed).
+#[tokio::test]
+async fn a_job_that_cannot_settle_before_its_window_ends_is_window_too_short() {
+    let w = World::new().await;
+    let with_timeout = |round: u64, timeout: u64, expires_at: u64| {
+        let mut j = w.job_with_source(round, &[("a", b"1")]);
+        j["verification_expires_at"] = json!(expires_at);
+        j["terms"]["document"]["benchmark"]["runner_manifest"]["timeout_seconds"] = json!(timeout);
+        verifier_sdk::fixtures::rehash(&mut j);
+        validate_job(&j, verifier_sdk::fixtures::NOW).unwrap();
+        j
+    };
+    let end = verifier_sdk::fixtures::EXPIRES_AT;
+    let short = with_timeout(1, 600, end);
+    let fine = with_timeout(2, 600, end + 3600);
+    w.serve_feed(VERIFIER, &[&short, &fine]);
+    let exec = FakeExecutor::default();
+    let mut config = w.config("out");
+    let now_ms = i64::try_from(end - 150).unwrap() * 1000;
+    config.clock = std::sync::Arc::new(worker::serve::clock::ManualClock::new(now_ms));
+    let report = run_feed(&config, &exec).await.unwrap();
+    let r = row(&report, &short);
+    assert_eq!(
+        (r.status, r.reason_code.as_deref()),
+        (JobStatus::Skipped, Some("window_too_short")),
+        "{r:?}"
+    );
+    let reason = r.reason.as_deref().unwrap();
+    assert!(
+        reason.contains("ends in 150 s") && reason.contains("timeout_seconds 600"),
+        "{reason}"
+    );
+    assert_eq!(exec.calls(&id(&short)), 0);
+    assert_eq!(row(&report, &fine).status, JobStatus::CompletedPassed);
+    assert_eq!(exec.calls(&id(&fine)), 1);
 }
 
 #[tokio::test]
