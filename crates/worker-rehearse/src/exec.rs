@@ -25,6 +25,13 @@ pub struct Prepared {
     pub(crate) sandbox: Isolation,
 }
 
+impl Prepared {
+    /// The manifest as it will be committed (what a caller sizes parallel runs by).
+    pub fn manifest(&self) -> &RunnerManifest {
+        &self.manifest
+    }
+}
+
 /// The digests a bounty built from this rehearsal would commit.
 #[derive(Debug, Clone, Serialize)]
 pub struct Commitments {
@@ -85,7 +92,7 @@ pub fn zero_tests_ran(output: &str) -> Option<&'static str> {
 pub(crate) struct Runs {
     pub(crate) options: RunOptions,
     log_dir: Option<PathBuf>,
-    steps: Box<dyn StepSink + Send>,
+    pub(crate) steps: Box<dyn StepSink + Send>,
 }
 
 impl Runs {
@@ -168,7 +175,9 @@ pub(crate) async fn one_run(
     result
 }
 
-async fn run_once(
+/// Runs `source` once in a fresh container, telling no one (the caller reports progress):
+/// `--mutants` runs many of these at once.
+pub(crate) async fn run_once(
     executor: &Executor,
     prepared: &Prepared,
     runs: &Runs,

@@ -17,7 +17,8 @@
 //! [`revisions`] says which revision each tree is staged at; [`warnings`] repeats what must be
 //! seen beside the verdict; [`store_hint`] notes a grown store; [`test_count`] says how many tests
 //! the runs printed; [`passing_run`] warns about a pass that printed no test results or used
-//! most of a limit; [`batch`] rehearses many tasks into one report (`batch_render` prints it
+//! most of a limit; [`mutants`] scores the benchmark on mutants of the solution's changed
+//! lines (`--mutants`); [`batch`] rehearses many tasks into one report (`batch_render` prints it
 //! and writes its JUnit XML). [`verdict`] holds the words they all share (the verdict, one
 //! stub's result) and imports none of them; [`rehearsed`] joins a report with its stub runs,
 //! above all of them.
@@ -35,6 +36,7 @@ mod exec;
 pub mod git;
 pub mod judgement;
 pub mod limits;
+pub mod mutants;
 pub mod passing_run;
 pub mod references;
 pub mod rehearsed;

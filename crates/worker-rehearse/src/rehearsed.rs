@@ -13,6 +13,8 @@ pub struct Rehearsed {
     pub report: Report,
     /// The stub runs, when asked for.
     pub adversarial: Option<Adversarial>,
+    /// The mutation score, with `--mutants` ([`Rehearsed::with_mutants`]).
+    pub mutants: Option<super::mutants::Mutation>,
 }
 
 impl Rehearsed {
@@ -29,6 +31,17 @@ impl Rehearsed {
         Self {
             report,
             adversarial,
+            mutants: None,
+        }
+    }
+
+    /// Adds the mutation score (`--mutants`): a weak score is a finding, not a change of
+    /// answer (the answer is about whether a bounty pays the solution and no stub).
+    #[must_use]
+    pub fn with_mutants(self, mutants: super::mutants::Mutation) -> Self {
+        Self {
+            mutants: Some(mutants),
+            ..self
         }
     }
 
@@ -40,6 +53,10 @@ impl Rehearsed {
             map.insert(
                 "adversarial".into(),
                 serde_json::to_value(&self.adversarial).unwrap_or(Value::Null),
+            );
+            map.insert(
+                "mutants".into(),
+                serde_json::to_value(&self.mutants).unwrap_or(Value::Null),
             );
             map.insert("answer".into(), Value::from(self.answer().as_str()));
             let missing = super::checks::not_checked(&self.report, self.adversarial.is_some());

@@ -102,6 +102,9 @@ impl Rehearsed {
         if let Some(adversarial) = &self.adversarial {
             out.push_str(&adversarial.human());
         }
+        if let Some(mutants) = &self.mutants {
+            out.push_str(&mutants.human());
+        }
         out.push_str(&self.report.human_problems());
         let missing = super::checks::not_checked(&self.report, self.adversarial.is_some());
         if let Some(answer) = super::checks::answer_line(&self.report, &missing) {
