@@ -135,8 +135,12 @@ pub fn mutate_line(line: &str, lang: Lang) -> Vec<LineMutant> {
         }
     }
     if deletable(line, lang, &code) {
+        // An element of a literal spread over lines (`(1000, "M"),`) is removed; a statement
+        // becomes `pass`, which keeps a block of one statement valid.
         let deleted = match lang {
-            Lang::Python => Some(format!("{}pass", indent(line))),
+            Lang::Python if !line.trim_end().ends_with(',') => {
+                Some(format!("{}pass", indent(line)))
+            }
             _ => None,
         };
         push(Mutator::DeleteLine, deleted);
@@ -412,8 +416,19 @@ fn deletable(line: &str, lang: Lang, code: &[bool]) -> bool {
     if matches!(lang, Lang::Python) && first == "pass" {
         return false;
     }
+    // A line that opens or closes more brackets than it closes or opens is part of a larger
+    // construct: without it nothing builds. A balanced one (a statement, a match arm, a list
+    // element ending in `,`) can go.
+    let mut depth = 0i64;
+    for (b, is_code) in line.bytes().zip(code) {
+        match b {
+            b'(' | b'[' | b'{' if *is_code => depth += 1,
+            b')' | b']' | b'}' if *is_code => depth -= 1,
+            _ => {}
+        }
+    }
     let last = t.chars().last().unwrap_or(' ');
-    !"{([,\\:".contains(last) && !t.ends_with("=>")
+    depth == 0 && !"\\:".contains(last) && !t.ends_with("=>")
 }
 
 #[cfg(test)]
@@ -446,6 +461,24 @@ mod tests {
             ),
             [some("        pass")]
         );
+    }
+
+    #[test]
+    fn delete_line_removes_a_match_arm_or_a_list_element_but_not_an_open_call() {
+        assert_eq!(
+            lines(
+                "        3 => digits.chars().collect(),",
+                Lang::Rust,
+                Mutator::DeleteLine
+            ),
+            [None]
+        );
+        assert_eq!(
+            lines("    (1000, \"M\"),", Lang::Python, Mutator::DeleteLine),
+            [None]
+        );
+        assert!(lines("    call(a,", Lang::Rust, Mutator::DeleteLine).is_empty());
+        assert!(lines("    \"(\" + x;", Lang::JavaScript, Mutator::DeleteLine).len() == 1);
     }
 
     #[test]
