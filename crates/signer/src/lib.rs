@@ -13,6 +13,7 @@
 pub mod agree;
 pub mod exit;
 pub mod files;
+pub mod history;
 pub mod sign;
 
 use std::path::PathBuf;
