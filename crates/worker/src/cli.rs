@@ -336,6 +336,24 @@ pub struct RehearseArgs {
     /// lets a non-solution pass (the output's last line says so).
     #[arg(long)]
     pub adversarial: bool,
+    /// Also score the benchmark on up to N mutants (1 to 200) of the lines the solution
+    /// changes against --base (a line deleted, a comparison negated, `&&`/`||`, `true`/`false`,
+    /// `<`/`<=` swapped, a returned value emptied, an early return dropped), each run like the
+    /// solution, as many at once as the engine's cpus and memory hold for the manifest. Prints
+    /// the share killed and each survivor's diff; under 50 % it is reported WEAK (a warning:
+    /// the exit code is unchanged).
+    #[arg(
+        long,
+        value_name = "N",
+        requires = "base",
+        conflicts_with = "batch",
+        value_parser = clap::value_parser!(u32).range(1..=200)
+    )]
+    pub mutants: Option<u32>,
+    /// The seed of --mutants' choice among all candidate mutants (default 42): the same seed,
+    /// trees and N pick the same mutants.
+    #[arg(long, value_name = "SEED", requires = "mutants")]
+    pub mutants_seed: Option<u64>,
 }
 
 /// Arguments of `worker feed`.

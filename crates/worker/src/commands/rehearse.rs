@@ -7,8 +7,31 @@ use super::{
 };
 use crate::cli::RehearseArgs;
 use crate::exit::{ExitCode, ExitStatus};
+use crate::rehearse::mutants::{DEFAULT_SEED, MutantOptions, run_mutants};
 use crate::rehearse::{RehearseError, RehearseOptions};
 use crate::staging_root::{self, Fallback};
+
+/// How many mutants run at once: what `worker serve`'s default `--parallel` would run of jobs
+/// with this manifest's cpu and memory ([`worker_serve::capacity::auto_parallel`]) on this
+/// engine; one when the engine does not say.
+async fn mutant_parallel(
+    executor: &crate::sandbox::Executor,
+    manifest: &verifier_sdk::RunnerManifest,
+) -> std::num::NonZeroUsize {
+    use worker_serve::capacity::{Host, JobSize, auto_parallel};
+    let local = std::thread::available_parallelism()
+        .ok()
+        .map(std::num::NonZeroUsize::get);
+    let host = match executor.host_resources().await {
+        Ok(info) => Host::from_info(info.cpus, info.memory_bytes, local),
+        Err(_) => Host::from_info(None, None, local),
+    };
+    let size = JobSize {
+        cpu_millis: manifest.cpu_millis(),
+        memory_bytes: manifest.memory_bytes(),
+    };
+    auto_parallel(host, size).parallel
+}
 
 /// Rehearses the manifest on the trees `args` names and prints the report.
 pub fn rehearse(args: RehearseArgs, quiet: bool) -> ExitCode {
@@ -74,7 +97,21 @@ pub fn rehearse(args: RehearseArgs, quiet: bool) -> ExitCode {
     let result = block_on_interruptible(
         async {
             let executor = connect_swept(args.oci_runtime.name()).await?;
-            crate::rehearse::rehearse(&executor, prepared, &options, args.adversarial).await
+            let Some(count) = args.mutants else {
+                return crate::rehearse::rehearse(&executor, prepared, &options, args.adversarial)
+                    .await;
+            };
+            let mutants = MutantOptions {
+                count,
+                seed: args.mutants_seed.unwrap_or(DEFAULT_SEED),
+                parallel: mutant_parallel(&executor, prepared.manifest()).await,
+            };
+            let rehearsed =
+                crate::rehearse::rehearse(&executor, prepared.clone(), &options, args.adversarial)
+                    .await?;
+            let verdict = rehearsed.report.verdict;
+            let score = run_mutants(&executor, &prepared, &options, &mutants, verdict).await?;
+            Ok(rehearsed.with_mutants(score))
         },
         "the rehearsal (no report)",
     );
