@@ -1,0 +1,263 @@
+//! Issue 42 items 1–3 on real containers: the keep-text stubs (an early success exit put first,
+//! the solver's text kept below it, so phrase checks still match), the runner shadows added to
+//! the solver's real tree, and the finding "the benchmark runs tests the solver writes", each on
+//! a weak benchmark built like the live platform's (`fixtures/weak-benchmarks`) and, for the
+//! same stubs, a strong one with independent tests in the benchmark tree.
+#![allow(clippy::unwrap_used, clippy::expect_used)] // tests may unwrap (clippy.toml)
+
+use std::fs;
+use std::path::{Path, PathBuf};
+
+use super::ran::{Ran, fixture, manifest, ran, rehearse_command};
+
+fn weak(path: &str) -> PathBuf {
+    fixture(&format!("weak-benchmarks/{path}"))
+}
+
+fn rehearse(dir: &Path, source: &Path, benchmark: &Path, manifest: &Path, extra: &[&str]) -> Ran {
+    let output = rehearse_command(&dir.join("staging"), source, benchmark, manifest, extra).output();
+    ran(&output.unwrap())
+}
+
+/// The python image running `/benchmark/check.py`, as the live bounties' command does.
+fn check_py(dir: &Path) -> PathBuf {
+    manifest(dir, "python-unittest.json", "python", |m| {
+        m["command"] = serde_json::json!(["python3", "/benchmark/check.py"]);
+    })
+}
+
+fn line_of<'a>(out: &'a str, start: &str) -> &'a str {
+    out.lines()
+        .find(|l| l.starts_with(start))
+        .unwrap_or_else(|| panic!("no line starting {start:?}: {out}"))
+}
+
+/// The platform's rpc-failover shape: phrases grepped in two solver files, then the solver's own
+/// tests run with `python -m unittest` from `/workspace` (PYTHONPATH set to it, as such harnesses
+/// do). Before items 1–3 every stub replaced whole files, the phrase check failed, and the
+/// rehearsal said `held: no stub passed`, exit 0.
+#[test]
+fn keep_text_and_shadow_stubs_pass_a_phrase_grep_benchmark_running_the_solvers_unittest() {
+    let dir = tempfile::tempdir().unwrap();
+    let ran = rehearse(
+        dir.path(),
+        &weak("python/solution"),
+        &weak("python/benchmark"),
+        &check_py(dir.path()),
+        &["--adversarial"],
+    );
+    let out = &ran.stdout;
+    assert_eq!(ran.code, 9, "{out}{}", ran.stderr);
+    assert!(out.contains("verdict  passed\n"), "{out}");
+    // Whole files replaced: the phrase check fails, as before.
+    assert!(out.contains("  held: exit_on_load (failed)\n"), "{out}");
+    assert!(
+        out.contains(
+            "  BYPASSABLE: exit_on_load_keep_text (passed): replaced failover.py, \
+             tests/test_failover.py, tests/__init__.py\n"
+        ),
+        "{out}"
+    );
+    // The control (every code file fails on load, text kept) fails: the shadows' passes are
+    // theirs.
+    assert!(
+        out.contains("  held: fail_on_load_keep_text (failed)\n"),
+        "{out}"
+    );
+    for (stub, shadows) in [
+        ("shadow unittest.py", "Python's unittest"),
+        ("shadow sitecustomize.py", "Python's start-up hook sitecustomize"),
+        ("shadow usercustomize.py", "Python's start-up hook usercustomize"),
+    ] {
+        let line = line_of(out, &format!("  BYPASSABLE: {stub} (passed)"));
+        assert!(line.contains(shadows), "{stub}: {line}");
+    }
+    // Imported only by pytest, or from a site directory: held here.
+    for held in [
+        "shadow pytest.py",
+        "shadow conftest.py",
+        "shadow rehearse-shadow.pth",
+    ] {
+        assert!(out.contains(&format!("  held: {held} (")), "{held}: {out}");
+    }
+    let finding = line_of(out, "problem: the benchmark runs tests the solver writes");
+    assert!(finding.contains("tests/test_failover.py"), "{finding}");
+    assert!(finding.contains("-m unittest"), "{finding}");
+
+    let json = rehearse(
+        dir.path(),
+        &weak("python/solution"),
+        &weak("python/benchmark"),
+        &check_py(dir.path()),
+        &["--adversarial", "--json"],
+    );
+    assert_eq!(json.code, 9, "{}", json.stderr);
+    let report = json.json();
+    let adversarial = &report["adversarial"];
+    let solver_tests = &adversarial["solver_tests"];
+    assert_eq!(
+        solver_tests["files"],
+        serde_json::json!(["tests/test_failover.py"]),
+        "{adversarial}"
+    );
+    let stubs = adversarial["stubs"].as_array().unwrap();
+    let shadow = stubs
+        .iter()
+        .find(|s| s["name"] == "shadow unittest.py")
+        .unwrap();
+    // Added to the solver's real tree, its code neutralised with its text kept.
+    assert_eq!(shadow["added"], serde_json::json!(["unittest.py"]), "{shadow}");
+    assert!(shadow["kept_files"].as_u64().unwrap() == 0, "{shadow}");
+    assert_eq!(
+        shadow["replaced"],
+        serde_json::json!(["failover.py", "tests/test_failover.py", "tests/__init__.py"]),
+        "{shadow}"
+    );
+    assert!(
+        shadow["shadows"].as_str().unwrap().contains("unittest"),
+        "{shadow}"
+    );
+}
+
+/// The same benchmark running `python -m pytest`: the image has no pytest, so the solution's run
+/// fails, unless a `pytest.py` in the solver's tree stands in for the runner.
+#[test]
+fn a_pytest_py_in_the_solvers_tree_passes_a_benchmark_running_python_m_pytest() {
+    let dir = tempfile::tempdir().unwrap();
+    let ran = rehearse(
+        dir.path(),
+        &weak("python/solution"),
+        &weak("python/benchmark-pytest"),
+        &check_py(dir.path()),
+        &["--adversarial"],
+    );
+    let out = &ran.stdout;
+    assert_eq!(ran.code, 9, "{out}{}", ran.stderr);
+    let line = line_of(out, "  BYPASSABLE: shadow pytest.py (passed)");
+    assert!(line.contains("pytest"), "{line}");
+    let finding = line_of(out, "problem: the benchmark runs tests the solver writes");
+    assert!(finding.contains("tests/test_failover.py"), "{finding}");
+}
+
+/// Independent tests in the benchmark tree, run by `fixtures/python-bounty`'s isolated harness:
+/// every new stub fails, and the tests are not the solver's.
+#[test]
+fn independent_tests_in_the_benchmark_hold_against_every_keep_text_and_shadow_stub() {
+    let dir = tempfile::tempdir().unwrap();
+    let benchmark = dir.path().join("strong");
+    fs::create_dir(&benchmark).unwrap();
+    fs::copy(
+        fixture("python-bounty/benchmark/run_tests.py"),
+        benchmark.join("run_tests.py"),
+    )
+    .unwrap();
+    fs::copy(
+        weak("python/strong-benchmark/test_failover.py"),
+        benchmark.join("test_failover.py"),
+    )
+    .unwrap();
+    let manifest = manifest(dir.path(), "python-unittest.json", "python", |m| {
+        m["command"] = serde_json::json!(["python3", "-I", "-B", "/benchmark/run_tests.py", "3"]);
+    });
+    let ran = rehearse(
+        dir.path(),
+        &weak("python/solution"),
+        &benchmark,
+        &manifest,
+        &["--adversarial"],
+    );
+    let out = &ran.stdout;
+    assert_eq!(ran.code, 0, "{out}{}", ran.stderr);
+    assert!(!out.contains("BYPASSABLE"), "{out}");
+    for held in [
+        "exit_on_load_keep_text",
+        "fail_on_load_keep_text",
+        "shadow unittest.py",
+        "shadow pytest.py",
+        "shadow conftest.py",
+        "shadow sitecustomize.py",
+        "shadow usercustomize.py",
+        "shadow rehearse-shadow.pth",
+    ] {
+        assert!(out.contains(&format!("  held: {held} (failed)")), "{held}: {out}");
+    }
+    assert!(out.contains("adversarial  held: no stub passed"), "{out}");
+    assert!(!out.contains("tests the solver writes"), "{out}");
+}
+
+/// The Rust cheat of issue 42 (strsim): a constructor that exits 0 when the test binary loads,
+/// appended to the solver's code with the code kept. Before: `verdict passed`, `held: no stub
+/// passed`, exit 0 (no Rust stub existed).
+#[test]
+fn a_rust_constructor_exiting_0_when_the_test_binary_loads_pays_a_non_solution() {
+    let dir = tempfile::tempdir().unwrap();
+    let manifest = manifest(dir.path(), "rust-cargo.json", "rust", |_| {});
+    let ran = rehearse(
+        dir.path(),
+        &weak("rust/solution"),
+        &weak("rust/benchmark"),
+        &manifest,
+        &["--adversarial"],
+    );
+    let out = &ran.stdout;
+    assert_eq!(ran.code, 9, "{out}{}", ran.stderr);
+    assert!(out.contains("verdict  passed\n"), "{out}");
+    assert!(
+        out.contains("  BYPASSABLE: exit_on_load_keep_text (passed): replaced src/lib.rs\n"),
+        "{out}"
+    );
+    assert!(
+        out.lines()
+            .last()
+            .unwrap()
+            .starts_with("BYPASSABLE: the benchmark lets a non-solution pass"),
+        "{out}"
+    );
+}
+
+/// The Node cheat of issue 42: keep the module's export, then `process.exit(0)` — `node --test`
+/// counts the test file's exit 0 as one passing test. Before: every stub held, exit 0
+/// (`exit_on_load` dropped the export and the module failed to link).
+#[test]
+fn a_node_module_keeping_its_export_then_exiting_0_pays_a_non_solution() {
+    let dir = tempfile::tempdir().unwrap();
+    let manifest = manifest(dir.path(), "node-test.json", "node", |_| {});
+    let ran = rehearse(
+        dir.path(),
+        &weak("node/solution"),
+        &weak("node/benchmark"),
+        &manifest,
+        &["--adversarial"],
+    );
+    let out = &ran.stdout;
+    assert_eq!(ran.code, 9, "{out}{}", ran.stderr);
+    assert!(out.contains("  held: exit_on_load (failed)\n"), "{out}");
+    let line = line_of(out, "  BYPASSABLE: exit_on_load_keep_text (passed): replaced ");
+    assert!(line.contains("parse.mjs"), "{line}");
+    // The benchmark's own tests, from /benchmark: not the solver's.
+    assert!(!out.contains("tests the solver writes"), "{out}");
+}
+
+/// `npm test` runs what the solver's package.json says: a `scripts.test` of `exit 0` in the
+/// solver's real tree (its code neutralised) passes, and the tests run are the solver's own.
+#[test]
+fn npm_test_is_bypassed_by_the_solvers_package_json_and_runs_tests_the_solver_writes() {
+    let dir = tempfile::tempdir().unwrap();
+    let manifest = manifest(dir.path(), "node-test.json", "node", |m| {
+        m["command"] = serde_json::json!(["/benchmark/npm-test.sh"]);
+    });
+    let ran = rehearse(
+        dir.path(),
+        &weak("node/solution"),
+        &weak("node/benchmark"),
+        &manifest,
+        &["--adversarial"],
+    );
+    let out = &ran.stdout;
+    assert_eq!(ran.code, 9, "{out}{}", ran.stderr);
+    let line = line_of(out, "  BYPASSABLE: shadow package.json scripts.test (passed)");
+    assert!(line.contains("npm test"), "{line}");
+    assert!(out.contains("  held: fail_on_load_keep_text (failed)\n"), "{out}");
+    let finding = line_of(out, "problem: the benchmark runs tests the solver writes");
+    assert!(finding.contains("test/parse.test.mjs"), "{finding}");
+}
