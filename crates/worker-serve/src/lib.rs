@@ -49,12 +49,13 @@ use lock::{LockError, StateLock};
 use retry::{Cause, HostHealth, cause_of};
 use shutdown::Shutdown;
 use telemetry::Telemetry;
+use worker_jobs::feed::deadline::{Need, TooShort, WINDOW_TOO_SHORT, fits, plan, risk};
 use worker_jobs::feed::output::write_manifest;
 use worker_jobs::feed::report::FetchFailure;
 use worker_jobs::feed::scratch::{Scratch, remove_stale};
 use worker_jobs::feed::select::select_jobs;
 use worker_jobs::feed::{
-    FeedConfig, JobOutcome, JobRow, JobRun, JobRunner, SandboxJobExecutor, fetch_feeds,
+    FeedConfig, JobExecutor, JobOutcome, JobRow, JobRun, JobRunner, SandboxJobExecutor, fetch_feeds,
 };
 use worker_sandbox::Executor;
 
@@ -192,16 +193,22 @@ pub async fn serve(
     shutdown: &Shutdown,
     telemetry: &Telemetry,
 ) -> Result<(), ServeError> {
-    let served = serve_loop(
-        config,
-        ledger,
-        &docker,
-        staging_root,
-        pull,
-        shutdown,
-        telemetry,
-    )
-    .await;
+    let executor = SandboxJobExecutor::new(docker.clone(), staging_root, pull);
+    serve_with(config, ledger, &docker, &executor, shutdown, telemetry).await
+}
+
+/// [`serve`] with the jobs run by `executor` (the sandbox's in `worker serve`; a test's
+/// stand-in that decides when each run ends, so the service's order is tested without
+/// timing). `docker` still serves the images, the capacity and the containers' removal.
+pub async fn serve_with(
+    config: &ServeConfig,
+    ledger: Ledger,
+    docker: &Executor,
+    executor: &dyn JobExecutor,
+    shutdown: &Shutdown,
+    telemetry: &Telemetry,
+) -> Result<(), ServeError> {
+    let served = serve_loop(config, ledger, docker, executor, shutdown, telemetry).await;
     if served.is_err() {
         // The runs' futures were dropped with the loop; their containers were not.
         match tokio::time::timeout(SHUTDOWN_BOUND, docker.remove_own_containers()).await {
@@ -230,12 +237,124 @@ fn count_poll(polls: &mut Polls, failures: &[FetchFailure], now_ms: i64, telemet
     telemetry.poll(failures.is_empty());
 }
 
+/// One service loop's state between its steps.
+struct Loop<'a> {
+    feed: &'a FeedConfig,
+    ledger: Ledger,
+    images: images::Images,
+    polls: Polls,
+    listed: BTreeMap<i64, String>,
+    /// Whether the last poll got any answer (none leaves the previous manifest in place).
+    answered: bool,
+    /// Jobs already reported as `window_too_short` (each is said and counted once).
+    too_short: BTreeSet<i64>,
+    telemetry: &'a Telemetry,
+}
+
+impl Loop<'_> {
+    /// Takes one poll's answer: counts it, records the listed jobs, makes ready the images of
+    /// the due ones, and returns those that may start, deadline-first, leaving out `skip`
+    /// (already waiting or running).
+    async fn take_poll(
+        &mut self,
+        docker: &Executor,
+        (fetched, failures): (Vec<Vec<serde_json::Value>>, Vec<FetchFailure>),
+        skip: &BTreeSet<i64>,
+    ) -> Result<Vec<(i64, verifier_sdk::ValidatedJob)>, ServeError> {
+        let clock = self.telemetry.clock();
+        count_poll(&mut self.polls, &failures, clock.wall_ms(), self.telemetry);
+        let any_answer = !fetched.is_empty();
+        self.answered = any_answer;
+        self.images.polled(
+            self.feed,
+            any_answer.then(|| fetched.clone()),
+            clock.wall_ms(),
+        );
+        let mut due = due_jobs(
+            &mut self.ledger,
+            self.feed,
+            fetched,
+            any_answer,
+            &mut self.listed,
+            self.telemetry,
+        )?;
+        due.retain(|(key, _)| !skip.contains(key));
+        let due = self
+            .images
+            .before_batch(docker.images(), due, self.telemetry)
+            .await;
+        // After before_batch the images of the jobs it returns are on this host.
+        let planned = plan(
+            due,
+            |(_, job)| job,
+            self.feed.now_unix(),
+            &self.feed.settle,
+            |_| true,
+        );
+        for ((key, job), why) in &planned.too_short {
+            self.report_too_short(*key, job, why);
+        }
+        Ok(planned.run)
+    }
+
+    /// Logs and counts a job set apart as `window_too_short`, once per job.
+    fn report_too_short(&mut self, key: i64, job: &verifier_sdk::ValidatedJob, why: &TooShort) {
+        if self.too_short.insert(key) {
+            self.telemetry.window_too_short();
+            tracing::warn!(
+                job = %job.job_id().escape_debug(),
+                round = job.round(),
+                reason_code = WINDOW_TOO_SHORT,
+                left_seconds = why.left_secs,
+                needs_seconds = why.need.total_secs(),
+                "not started: {why}"
+            );
+        }
+    }
+
+    /// The next job of `pending` that can still settle in time (re-checked on the clock now:
+    /// the runs before it took their time).
+    fn next_job(
+        &mut self,
+        pending: &mut Vec<(i64, verifier_sdk::ValidatedJob)>,
+    ) -> Option<(i64, verifier_sdk::ValidatedJob)> {
+        while !pending.is_empty() {
+            let (key, job) = pending.remove(0);
+            let need = Need::of(&job, true, &self.feed.settle);
+            match fits(&job, self.feed.now_unix(), need) {
+                Ok(()) => return Some((key, job)),
+                Err(why) => self.report_too_short(key, &job, &why),
+            }
+        }
+        None
+    }
+}
+
+/// A poll of the feed under way while a batch runs.
+type Fetching<'a> = std::pin::Pin<
+    Box<
+        dyn std::future::Future<Output = (Vec<Vec<serde_json::Value>>, Vec<FetchFailure>)>
+            + Send
+            + 'a,
+    >,
+>;
+
+/// Adds `more` to `pending` and puts them all back in deadline order.
+fn merge_pending(
+    pending: &mut Vec<(i64, verifier_sdk::ValidatedJob)>,
+    more: Vec<(i64, verifier_sdk::ValidatedJob)>,
+) {
+    pending.extend(more);
+    pending
+        .sort_by(|(_, a), (_, b)| (a.expires_at(), a.job_id()).cmp(&(b.expires_at(), b.job_id())));
+}
+
+#[allow(clippy::too_many_lines)]
 async fn serve_loop(
     config: &ServeConfig,
-    mut ledger: Ledger,
+    ledger: Ledger,
     docker: &Executor,
-    staging_root: PathBuf,
-    pull: bool,
+    executor: &dyn JobExecutor,
     shutdown: &Shutdown,
     telemetry: &Telemetry,
 ) -> Result<(), ServeError> {
@@ -246,17 +365,26 @@ async fn serve_loop(
         ..config.feed.clone()
     };
     let clock = telemetry.clock().clone();
+    let mut ledger = ledger;
     ledger.set_clock(clock.clone());
     let client = PlatformClient::new(feed.client_limits)
         .map_err(|e| ServeError::Config(format!("http client: {e}")))?;
     remove_stale(&feed.work_dir, clock.as_ref());
     let scratch = Scratch::create(&feed.work_dir)
         .map_err(|e| ServeError::Transient(format!("work directory: {e}")))?;
-    let mut images = images::Images::open(&config.state_dir, config.images.clone())
+    let images = images::Images::open(&config.state_dir, config.images.clone())
         .map_err(|e| ServeError::Config(e.to_string()))?;
-    let executor = SandboxJobExecutor::new(docker.clone(), staging_root, pull);
-    let runner = JobRunner::new(feed, &client, &executor);
-    let mut polls = Polls::default();
+    let runner = JobRunner::new(feed, &client, executor);
+    let mut state = Loop {
+        feed,
+        ledger,
+        images,
+        polls: Polls::default(),
+        listed: BTreeMap::new(),
+        answered: false,
+        too_short: BTreeSet::new(),
+        telemetry,
+    };
     let mut host_health = HostHealth::default();
     let host = match config.parallel {
         Some(n) => {
@@ -272,45 +400,39 @@ async fn serve_loop(
     // The recent executions' durations: short ones overlap the engine's latency
     // (capacity::auto_parallel_after).
     let mut recent = capacity::RecentRuns::default();
-    heartbeat(&ledger, &polls, telemetry)?;
-    // The jobs (ledger key, job id) the last answered poll listed.
-    let mut listed = BTreeMap::new();
+    heartbeat(&state.ledger, &state.polls, telemetry)?;
     while !shutdown.requested() {
-        let (fetched, failures) = tokio::select! {
+        let fetched = tokio::select! {
             r = fetch_feeds(feed, &client) => r,
             () = shutdown.wait() => break,
         };
-        count_poll(&mut polls, &failures, clock.wall_ms(), telemetry);
-        let any_answer = !fetched.is_empty();
-        images.polled(feed, any_answer.then(|| fetched.clone()), clock.wall_ms());
-        let due = due_jobs(
-            &mut ledger,
-            feed,
-            fetched,
-            any_answer,
-            &mut listed,
-            telemetry,
-        )?;
-        let largest = largest_of(&due);
+        let mut pending = state.take_poll(docker, fetched, &BTreeSet::new()).await?;
+        let mut largest = largest_of(&pending);
         let mut parallel = match host {
             Some(host) => batch_parallel(host, largest, &recent, &mut chosen),
             None => config.parallel.unwrap_or(NonZeroUsize::MIN),
         };
-        warn_waiting(&host_health, due.len(), clock.monotonic());
-        let due = images.before_batch(docker.images(), due, telemetry).await;
-        let mut due = due.into_iter();
+        warn_waiting(&host_health, pending.len(), clock.monotonic());
         let mut running = FuturesUnordered::new();
         let mut open: BTreeMap<i64, (i64, String, PathBuf)> = BTreeMap::new();
         let mut beat = tokio::time::interval(HEARTBEAT_EVERY);
         beat.tick().await;
+        // The feed is polled while a batch runs too: a job whose window ends sooner than the
+        // waiting ones' must not wait behind the whole batch. The fetch runs beside the runs
+        // (never blocking them); its answer is taken between two of their steps.
+        let next_poll = tokio::time::sleep(jittered(config.poll_interval));
+        tokio::pin!(next_poll);
+        let mut fetching: Option<Fetching<'_>> = None;
         loop {
             while running.len() < host_health.limit(parallel.get())
                 && !shutdown.requested()
                 && host_health.may_start(clock.monotonic())
             {
-                let Some((key, job)) = due.next() else { break };
+                let Some((key, job)) = state.next_job(&mut pending) else {
+                    break;
+                };
                 let id = job.job_id().to_owned();
-                let run_id = ledger.start_run(key)?;
+                let run_id = state.ledger.start_run(key)?;
                 let job_dir = scratch.path().join(format!("run-{run_id}"));
                 tracing::info!(job = %id.escape_debug(), round = job.round(), run_id, "running");
                 open.insert(run_id, (key, id, job_dir.clone()));
@@ -337,25 +459,58 @@ async fn serve_loop(
                     let cause = cause_of(&run.outcome);
                     judge_host(&mut host_health, cause, row, clock.monotonic(), config.poll_interval, telemetry);
                     if let Some((key, id, _)) = open.remove(&run_id) {
-                        record(&mut ledger, run_id, (key, &id), &run, cause, clock.wall_ms())?;
+                        record(&mut state.ledger, run_id, (key, &id), &run, cause, clock.wall_ms())?;
                     }
-                    telemetry.set_oldest_pending(ledger.oldest_unfinished(&listed)?);
+                    telemetry.set_oldest_pending(state.ledger.oldest_unfinished(&state.listed)?);
                 }
                 () = shutdown.wait() => {
                     drop(running);
-                    interrupt(&mut ledger, docker, &open, telemetry).await;
+                    interrupt(&mut state.ledger, docker, &open, telemetry).await;
                     return Ok(());
                 }
-                _ = beat.tick() => heartbeat(&ledger, &polls, telemetry)?,
+                _ = beat.tick() => heartbeat(&state.ledger, &state.polls, telemetry)?,
+                () = &mut next_poll, if fetching.is_none() => {
+                    fetching = Some(Box::pin(fetch_feeds(feed, &client)));
+                }
+                fetched = async {
+                    match fetching.as_mut() {
+                        Some(f) => f.await,
+                        None => std::future::pending().await,
+                    }
+                }, if fetching.is_some() => {
+                    fetching = None;
+                    let skip: BTreeSet<i64> = pending
+                        .iter()
+                        .map(|(key, _)| *key)
+                        .chain(open.values().map(|(key, _, _)| *key))
+                        .collect();
+                    let more = state.take_poll(docker, fetched, &skip).await?;
+                    if !more.is_empty() {
+                        tracing::info!(jobs = more.len(), "due jobs seen while a batch runs: queued by their window's end");
+                        merge_pending(&mut pending, more);
+                        largest = match (largest, largest_of(&pending)) {
+                            (Some(a), Some(b)) => Some(a.max(b)),
+                            (a, b) => a.or(b),
+                        };
+                    }
+                    next_poll.as_mut().reset(tokio::time::Instant::now() + jittered(config.poll_interval));
+                }
             }
         }
         // A poll that got no answer at all leaves the previous manifest in place.
-        if any_answer {
-            write_listed_manifest(&ledger, feed, &listed)?;
+        if state.answered {
+            write_listed_manifest(&state.ledger, feed, &state.listed)?;
         }
-        pause(config.poll_interval, &ledger, &polls, shutdown, telemetry).await?;
+        pause(
+            config.poll_interval,
+            &state.ledger,
+            &state.polls,
+            shutdown,
+            telemetry,
+        )
+        .await?;
     }
-    heartbeat(&ledger, &polls, telemetry)?;
+    heartbeat(&state.ledger, &state.polls, telemetry)?;
     Ok(())
 }
 
@@ -443,6 +598,8 @@ fn due_jobs(
     let mut polled = BTreeMap::new();
     let mut due = Vec::new();
     let mut given_up = 0usize;
+    // The listed jobs still without a candidate: what `/metrics` says of their windows.
+    let mut uncovered = Vec::new();
     ledger.in_one_commit(|ledger| -> Result<(), ServeError> {
         for job in selection.selected {
             let id = job.job_id().to_owned();
@@ -476,6 +633,9 @@ fn due_jobs(
                 }
             }
             polled.insert(seen.job, id);
+            if !seen.given_up && ledger.candidate_of(seen.job)?.is_none() {
+                uncovered.push(job.clone());
+            }
             if seen.due {
                 due.push((seen.job, job));
             }
@@ -510,6 +670,12 @@ fn due_jobs(
         );
     }
     telemetry.set_oldest_pending(ledger.oldest_unfinished(listed)?);
+    // Images are not looked at here: none is counted as missing, so the figure is a floor.
+    telemetry.set_risk(risk(
+        uncovered.iter().map(|job| (job, true)),
+        u64::try_from(now / 1000).unwrap_or(0),
+        &feed.settle,
+    ));
     Ok(due)
 }
 

@@ -60,6 +60,57 @@ impl Unhealthy {
     }
 }
 
+/// A counter registered under `name`.
+fn counter(registry: &mut Registry, name: &str, help: &str) -> Counter {
+    let counter = Counter::default();
+    registry.register(name, help, counter.clone());
+    counter
+}
+
+/// A gauge registered under `name`.
+fn gauge(registry: &mut Registry, name: &str, help: &str) -> Gauge {
+    let gauge = Gauge::default();
+    registry.register(name, help, gauge.clone());
+    gauge
+}
+
+/// The deadline metrics (#43): the nearest window end, the jobs at risk, the jobs set apart.
+#[derive(Debug)]
+struct DeadlineMetrics {
+    nearest_window_end: Gauge,
+    jobs_at_risk: Gauge,
+    window_too_short: Counter,
+}
+
+impl DeadlineMetrics {
+    fn register(registry: &mut Registry) -> Self {
+        let nearest_window_end = Gauge::default();
+        nearest_window_end.set(-1);
+        registry.register(
+            "worker_serve_nearest_window_end_seconds",
+            "Seconds left to the nearest verification window end among listed jobs without a candidate (-1 when there is none)",
+            nearest_window_end.clone(),
+        );
+        let jobs_at_risk = Gauge::default();
+        registry.register(
+            "worker_serve_jobs_at_risk",
+            "Listed jobs without a candidate whose window leaves less than what settling needs plus the at-risk margin",
+            jobs_at_risk.clone(),
+        );
+        let window_too_short = Counter::default();
+        registry.register(
+            "worker_serve_window_too_short_jobs",
+            "Jobs not started because they could no longer settle before their window ends (window_too_short), each counted once",
+            window_too_short.clone(),
+        );
+        Self {
+            nearest_window_end,
+            jobs_at_risk,
+            window_too_short,
+        }
+    }
+}
+
 /// The service's counters and gauges, and what `/healthz` decides from. Every age is measured
 /// on the injected clock's monotonic reading, so a step of the wall clock (back or forward)
 /// neither hides a stale service nor raises a false alert.
@@ -80,6 +131,7 @@ pub struct Telemetry {
     last_poll_ok: Gauge,
     oldest_pending_age: Gauge,
     in_flight: Gauge,
+    deadline: DeadlineMetrics,
     /// First-seen time (unix ms, from the ledger) of the oldest job still to run, or 0.
     oldest_pending_ms: AtomicI64,
     /// Monotonic ms of the last successful poll, [`NEVER`] before one.
@@ -107,23 +159,20 @@ impl Telemetry {
     /// Fresh metrics for a service polling every `poll_interval`, reading `clock`.
     pub fn new(poll_interval: Duration, clock: Arc<dyn Clock>) -> Self {
         let mut registry = Registry::default();
-        let jobs_seen = Counter::default();
-        registry.register(
+        let jobs_seen = counter(
+            &mut registry,
             "worker_serve_jobs_seen",
             "Jobs this process recorded in the ledger for the first time",
-            jobs_seen.clone(),
         );
-        let conflicting = Counter::default();
-        registry.register(
+        let conflicting = counter(
+            &mut registry,
             "worker_serve_conflicting_jobs",
             "Jobs listed with the id and round of a job already seen but other content (recorded, never run)",
-            conflicting.clone(),
         );
-        let given_up = Counter::default();
-        registry.register(
+        let given_up = counter(
+            &mut registry,
             "worker_serve_jobs_given_up",
             "Jobs given up by this process: their verification window ended without a verdict",
-            given_up.clone(),
         );
         let runs = Family::<Labels, Counter>::default();
         for outcome in OUTCOMES {
@@ -152,11 +201,10 @@ impl Telemetry {
             "Runs without a verdict for a host cause (engine, missing image without --pull, archive host, directories), by reason code; never counted as a job's attempt",
             host_failures.clone(),
         );
-        let interrupted = Counter::default();
-        registry.register(
+        let interrupted = counter(
+            &mut registry,
             "worker_serve_interrupted_runs",
             "Runs cut short by a shutdown of this process (never a verdict)",
-            interrupted.clone(),
         );
         let duration = Histogram::new(DURATION_BUCKETS);
         registry.register_with_unit(
@@ -174,23 +222,20 @@ impl Telemetry {
             "Feed polls: ok when every verifier's query answered, failed otherwise",
             polls.clone(),
         );
-        let last_poll_ok = Gauge::default();
-        registry.register(
+        let last_poll_ok = gauge(
+            &mut registry,
             "worker_serve_last_successful_poll_timestamp_seconds",
             "Unix time of the last successful poll (0 before one)",
-            last_poll_ok.clone(),
         );
-        let oldest_pending_age = Gauge::default();
-        registry.register(
+        let oldest_pending_age = gauge(
+            &mut registry,
             "worker_serve_oldest_pending_job_age_seconds",
             "Age since first seen of the oldest listed job still to run (0 when none)",
-            oldest_pending_age.clone(),
         );
-        let in_flight = Gauge::default();
-        registry.register(
+        let in_flight = gauge(
+            &mut registry,
             "worker_serve_runs_in_flight",
             "Runs in progress",
-            in_flight.clone(),
         );
         registry.register(
             "worker_build",
@@ -202,6 +247,7 @@ impl Telemetry {
         );
         Self {
             images: crate::images::ImageMetrics::register(&mut registry),
+            deadline: DeadlineMetrics::register(&mut registry),
             clock,
             registry,
             jobs_seen,
@@ -280,6 +326,22 @@ impl Telemetry {
     pub fn set_oldest_pending(&self, first_seen_ms: Option<i64>) {
         self.oldest_pending_ms
             .store(first_seen_ms.unwrap_or(0), Ordering::Relaxed);
+    }
+
+    /// The deadline figures of the listed jobs without a candidate ([`worker_jobs::feed::deadline::risk`]).
+    pub fn set_risk(&self, risk: worker_jobs::feed::deadline::Risk) {
+        self.deadline.nearest_window_end.set(
+            risk.nearest_left_secs
+                .map_or(-1, |s| i64::try_from(s).unwrap_or(i64::MAX)),
+        );
+        self.deadline
+            .jobs_at_risk
+            .set(i64::try_from(risk.at_risk).unwrap_or(i64::MAX));
+    }
+
+    /// A job was set apart as `window_too_short`.
+    pub fn window_too_short(&self) {
+        self.deadline.window_too_short.inc();
     }
 
     /// A run started.
