@@ -22,31 +22,78 @@
 #   create_failed, externally_stopped, input_mismatch, image_digest_mismatch,
 #   internal_error, and every `error` status other than the archive ones above (executor,
 #   scratch, output, digest or evidence failures);
-# - every job of the batch (two or more) failing the same per-job way (all image_missing, all
-#   download_http): that is the registry or the archive host unreachable from this runner, not
-#   every bounty author at once. A solution limit is never counted here (a batch of timeouts is
-#   the solutions'). A batch of one failing job is one bounty, a warning. Skipped jobs are not
-#   counted in "every job": they never ran (another verifier set, another shard, the platform's
-#   other verification mode, which it serves to every verifier, so most batches hold some).
+# Whole run (`runner-judge.sh --run <shard report>...`, the runner's `Judge the run` job, once
+# over every shard's report):
+# - every job of the run (two or more, over every shard) failing the same per-job way (all
+#   image_missing, all download_http): that is the registry or the archive host unreachable
+#   from this runner, not every bounty author at once. A solution limit is never counted here
+#   (a run of timeouts is the solutions'). A run of one failing job is one bounty, a warning.
+#   Skipped jobs are not counted in "every job": they never ran (another verifier set, another
+#   shard, the platform's other verification mode, which it serves to every verifier, so most
+#   batches hold some).
+#   Judged per run, not per shard (#51 item 4): one author's two broken bounties hashed into
+#   the same shard are every job of that shard, and a red shard fails the run, so nothing of
+#   any shard would be signed. A shard whose every job failed the same way is a warning; the
+#   run fails only when every shard that ran a job failed that way, and then there is nothing
+#   of it to sign anyway.
 # A `skipped` job (other_verifier_set, other_verification_mode, not_requested, other_shard,
 # max_jobs) is never a problem, nor is a job `rejected` by rule.
 # An unknown reason counts as the runner's: fail closed.
 #
-#   runner-judge.sh <worker exit status> <feed-report.json>
+#   runner-judge.sh <worker exit status> <feed-report.json>    one shard
+#   runner-judge.sh --run <feed-report.json>...                 the whole run
 set -euo pipefail
 # shellcheck source=.github/scripts/lib.sh
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 
+solver_reasons='["timeout", "output_limit", "oom"]'
+
+# The reason every job that ran failed with, when two or more ran and all failed the same
+# per-job way (not a solution limit); nothing otherwise. Reads one or more reports.
+same_way() {
+  jq -rs --argjson solver "${solver_reasons}" '
+    [.[].jobs[] | select(.status != "skipped")] as $ran
+    | [$ran[] | select(.status == "no_verdict" or .status == "error") | .reason_code // "unknown"] as $r
+    | if ($r | length) == ($ran | length) and ($r | length) >= 2 and ($r | unique | length) == 1
+         and (($solver | index($r[0])) | not)
+      then $r[0] else empty end' "$@"
+}
+readable() { [[ -s "$1" ]] && jq -e '(.jobs | type == "array") and (.fetch_failures | type == "array")' "$1" >/dev/null 2>&1; }
+
+if [[ "${1:-}" == --run ]]; then
+  shift
+  reports=()
+  for report in "$@"; do
+    if readable "${report}"; then
+      reports+=("${report}")
+    else
+      # Its shard's job is red already (it judged no report); the rest is judged here.
+      echo "::warning::${report}: no readable shard report (that shard's own job says why)"
+    fi
+  done
+  summary "### Runner run (${#reports[@]} shard report(s) of $#)"
+  if ((${#reports[@]} > 0)); then
+    ran="$(jq -s '[.[].jobs[] | select(.status != "skipped")] | length' "${reports[@]}")"
+    shards_ran="$(jq -s '[.[] | select([.jobs[] | select(.status != "skipped")] | length > 0)] | length' "${reports[@]}")"
+    same="$(same_way "${reports[@]}")"
+    if [[ -n "${same}" ]]; then
+      echo "::error::every job of the run (${ran}, in ${shards_ran} shard(s)) ended ${same}: this runner cannot reach what they need (registry, archive host); not one bounty's fault"
+      summary "**Failed**: every job of the run (${ran}) ended ${same}; nothing of it had a verdict to sign."
+      exit 1
+    fi
+  fi
+  summary "No run-wide failure: what failed belongs to its bounties or jobs (see each shard's summary)."
+  exit 0
+fi
+
 status="$1"
 report="$2"
-
-solver_reasons='["timeout", "output_limit", "oom"]'
 bounty_reasons='["image_missing", "image_platform_mismatch", "start_failed", "invalid_job", "expired"]'
 # `error` codes of a transient archive fault (crates/worker-jobs/src/feed/runner.rs): the job's
 # archive host, not this runner.
 archive_error='^(download_[a-z_]+|extract_failed)$'
 
-if [[ ! -s "${report}" ]] || ! jq -e '(.jobs | type == "array") and (.fetch_failures | type == "array")' "${report}" >/dev/null 2>&1; then
+if ! readable "${report}"; then
   echo "::error::worker feed exited with ${status} and wrote no readable report"
   summary "Runner failed: worker feed exited with ${status} and wrote no readable report."
   exit 1
@@ -101,15 +148,11 @@ while IFS=$'\t' read -r job job_status class reason detail; do
   esac
 done <<<"${classified}"
 
-# Every job of the batch failing the same per-job way: the runner's reach, not the bounties.
-total="$(jq '[.jobs[] | select(.status != "skipped")] | length' "${report}")"
-same="$(jq -r --argjson solver "${solver_reasons}" '
-  [.jobs[] | select(.status == "no_verdict" or .status == "error") | .reason_code // "unknown"] as $r
-  | if ($r | length) == ([.jobs[] | select(.status != "skipped")] | length) and ($r | length) >= 2 and ($r | unique | length) == 1
-       and (($solver | index($r[0])) | not)
-    then $r[0] else empty end' "${report}")"
+# Every job of this shard failing the same per-job way may be one author's bounties hashed
+# together, or the runner's reach: only the run's judge (--run, over every shard) can tell.
+same="$(same_way "${report}")"
 if [[ -n "${same}" ]] && ! grep -q $'\trunner\t' <<<"${classified}"; then
-  runner_problem "every job of the batch (${total}) ended ${same}: this runner cannot reach what they need (registry, archive host); not one bounty's fault"
+  echo "::warning::every job of this shard ended ${same}; the run's judge fails the run if every shard's did"
 fi
 
 case "${status}" in

@@ -329,15 +329,20 @@ check "runner: whole-runner reasons (runtime_unavailable, isolation_mismatch, cr
 
 # Every job failing the same per-job way looks like the runner (the registry or the archive
 # host unreachable from here), not like every bounty author at once.
+# Judged over the whole run (--run, every shard's report; here a run of one shard): a shard's
+# own judge only warns, since it cannot tell one author's bounties from the runner (#51 item 4).
+judge_run() { run_script "${scripts}/runner-judge.sh" --run "${tmp}/feed-report.json"; }
 feed_report '[]' "[$(job a no_verdict '"image_missing"'), $(job b no_verdict '"image_missing"'), $(job c no_verdict '"image_missing"')]"
 judge 3
-check "runner: every job of the batch failing the same way (3 x image_missing) fails the run" \
-  eval '((status == 1)) && said "::error::every job of the batch (3) ended image_missing"'
+shard_status="${status}"; shard_warned=false; said "::warning::every job of this shard ended image_missing" && shard_warned=true
+judge_run
+check "runner: every job of the run failing the same way (3 x image_missing) fails the run's judge; the shard's own judge only warns" \
+  eval '((status == 1)) && said "::error::every job of the run (3, in 1 shard(s)) ended image_missing" && ((shard_status == 0)) && ${shard_warned}'
 
 feed_report '[]' "[$(job a error '"download_http"'), $(job b error '"download_http"')]"
-judge 3
+judge_run
 check "runner: every job failing with the same archive error fails the run" \
-  eval '((status == 1)) && said "every job of the batch (2) ended download_http"'
+  eval '((status == 1)) && said "every job of the run (2, in 1 shard(s)) ended download_http"'
 
 # The platform serves its other verification mode's jobs (deterministic_module) to every
 # verifier; the worker skips them (#41 item 4). A skip is never a failure, and skipped rows do
@@ -348,14 +353,16 @@ check "runner: a batch of two jobs skipped as another verification mode (other_v
   eval '((status == 0)) && ! said "::error::" && ! said "::warning::" && grep -q "| skipped | 2 |" "${summary_file}"'
 
 feed_report '[]' "[$(job m1 skipped '"other_verification_mode"'), $(job a no_verdict '"image_missing"'), $(job m2 skipped '"other_verification_mode"'), $(job b no_verdict '"image_missing"')]"
-judge 3
+judge_run
 check "runner: every job that ran failing the same way (2 x image_missing) fails the run, skipped jobs of another mode beside them or not" \
-  eval '((status == 1)) && said "::error::every job of the batch (2) ended image_missing"'
+  eval '((status == 1)) && said "::error::every job of the run (2, in 1 shard(s)) ended image_missing"'
 
 feed_report '[]' "[$(job a no_verdict '"image_missing"')]"
+judge_run
+run_status="${status}"
 judge 3
 check "runner: a batch of one job whose image is missing is a warning (one bounty), not a failed run" \
-  eval '((status == 0)) && said "::warning::job a: no verdict (image_missing)"'
+  eval '((status == 0 && run_status == 0)) && said "::warning::job a: no verdict (image_missing)"'
 
 feed_report '[]' "[$(job a completed_passed null)]"
 jq '.runtime_unavailable = 1' "${tmp}/feed-report.json" > "${tmp}/r.json" && mv "${tmp}/r.json" "${tmp}/feed-report.json"
@@ -740,6 +747,49 @@ jq --argjson a "[${three_artifacts}]" '. + {"/repos/acme/verifier/actions/runs/7
 collect
 check "collect: artifacts listed over two pages (per_page=100) are all seen; 2 lists + 1 per shard + 1 page = 6 requests" \
   eval '((status == 0)) && [[ "$(wc -l < "${tmp}/requests.log")" == 6 ]]'
+
+# #51 item 4: one author's two broken bounties, both hashed into shard 1 of 3, beside healthy
+# shards 0 and 2. Each shard is judged as its job judges it, the run as its run-level job does;
+# the shard jobs' conclusions and the run's then go to the gate and the collection. The two
+# jobs are not the runner's reach (the other shards reached what theirs needed), so the run
+# stays green and the healthy shards' candidates are collected for signing.
+x1="$(id_of_shard 1 3 x)"; y1="$(id_of_shard 1 3 y)"
+judged_shard() { # shard jobs-json -> the shard job's conclusion; its report kept as shard-<i>.json
+  feed_report '[]' "$2"
+  cp "${tmp}/feed-report.json" "${tmp}/judged-shard-$1.json"
+  judge 3
+  if ((status == 0)); then echo success; else echo failure; fi
+}
+c0="$(judged_shard 0 "[$(job "${a0}" completed_passed null), $(job "${b0}" completed_failed null)]")"
+c1="$(judged_shard 1 "[$(job "${x1}" no_verdict '"image_missing"'), $(job "${y1}" no_verdict '"image_missing"')]")"
+c2="$(judged_shard 2 "[$(job "${a2}" completed_passed null)]")"
+run_script "${scripts}/runner-judge.sh" --run "${tmp}"/judged-shard-{0,1,2}.json
+run_judge_status="${status}"
+run_conclusion=success
+for c in "${c0}" "${c1}" "${c2}"; do [[ "${c}" == success ]] || run_conclusion=failure; done
+((run_judge_status == 0)) || run_conclusion=failure
+shard_zip "${tmp}/s0.zip" "${a0}" "${b0}"; shard_zip "${tmp}/s1.zip"; shard_zip "${tmp}/s2.zip" "${a2}"
+shard_routes "$(shard_job 0 3 "${c0}"), $(shard_job 1 3 "${c1}"), $(shard_job 2 3 "${c2}")" "${three_artifacts}"
+collect
+check "judge: two broken bounties in one shard (2 x image_missing) beside healthy shards keep the run green, and the healthy shards' 3 candidates are collected for signing (shards ${c0}/${c1}/${c2}, run judge ${run_judge_status})" \
+  eval '[[ "${run_conclusion}" == success ]] && ((status == 0)) && [[ "$(jq -c "[.candidates[].job_id] | sort" "${tmp}/collected/manifest.json")" == "$(jq -cn --arg a "${a0}" --arg b "${b0}" --arg c "${a2}" "[\$a, \$b, \$c] | sort")" ]]'
+
+# What the per-shard rule was for still holds across the run: every job of every shard failing
+# the same per-job way is this runner's reach (the registry unreachable), not every author.
+judged_shard 0 "[$(job "${a0}" no_verdict '"image_missing"')]" >/dev/null
+judged_shard 1 "[$(job "${x1}" no_verdict '"image_missing"'), $(job "${y1}" no_verdict '"image_missing"')]" >/dev/null
+judged_shard 2 "[$(job "${a2}" no_verdict '"image_missing"'), $(job m skipped '"other_verification_mode"')]" >/dev/null
+run_script "${scripts}/runner-judge.sh" --run "${tmp}"/judged-shard-{0,1,2}.json
+check "judge: every job of every shard (4 x image_missing over 3 shards) failing the same way fails the run's judge" \
+  eval '((status == 1)) && said "::error::every job of the run (4, in 3 shard(s)) ended image_missing"'
+
+# A shard whose report is missing (its job failed before writing one) is already red; the run's
+# judge judges the reports it has and names the missing one.
+rm -f "${tmp}/judged-shard-1.json"
+feed_report '[]' "[$(job "${a0}" completed_passed null)]"; cp "${tmp}/feed-report.json" "${tmp}/judged-shard-0.json"
+run_script "${scripts}/runner-judge.sh" --run "${tmp}"/judged-shard-{0,1,2}.json
+check "judge: the run's judge names a shard without a readable report and judges the rest" \
+  eval '((status == 0)) && said "judged-shard-1.json" && said "::warning::"'
 
 echo '{}' > "${routes}"
 collect
