@@ -37,6 +37,9 @@ const OUTCOMES: [&str; 6] = [
     "skipped",
 ];
 
+/// The statuses `/healthz` answers with, each a `worker_serve_health` series.
+const HEALTH_STATUSES: [&str; 3] = ["ok", "unhealthy", "degraded"];
+
 /// A monotonic stamp not yet taken.
 const NEVER: i64 = -1;
 
@@ -131,6 +134,10 @@ pub struct Telemetry {
     last_poll_ok: Gauge,
     oldest_pending_age: Gauge,
     in_flight: Gauge,
+    /// `/healthz`'s status as a gauge per status (1 for the current one), set at each scrape:
+    /// alert rules read only scrapes, and a stuck service and a degraded host call for
+    /// different actions.
+    health_status: Family<Labels, Gauge>,
     deadline: DeadlineMetrics,
     /// First-seen time (unix ms, from the ledger) of the oldest job still to run, or 0.
     oldest_pending_ms: AtomicI64,
@@ -237,6 +244,15 @@ impl Telemetry {
             "worker_serve_runs_in_flight",
             "Runs in progress",
         );
+        let health_status = Family::<Labels, Gauge>::default();
+        for status in HEALTH_STATUSES {
+            let _ = health_status.get_or_create(&vec![("status", status.to_owned())]);
+        }
+        registry.register(
+            "worker_serve_health",
+            "1 for the status /healthz answers at this scrape (ok, unhealthy or degraded), 0 for the others",
+            health_status.clone(),
+        );
         registry.register(
             "worker_build",
             "The worker's version and its build (version and source commit)",
@@ -263,6 +279,7 @@ impl Telemetry {
             last_poll_ok,
             oldest_pending_age,
             in_flight,
+            health_status,
             oldest_pending_ms: AtomicI64::new(0),
             last_poll_ok_at: AtomicI64::new(NEVER),
             last_poll_ok_wall_ms: AtomicI64::new(0),
@@ -423,6 +440,15 @@ impl Telemetry {
             0
         };
         self.oldest_pending_age.set(age);
+        let now = match self.health() {
+            Ok(_) => "ok",
+            Err(unhealthy) => unhealthy.status,
+        };
+        for status in HEALTH_STATUSES {
+            self.health_status
+                .get_or_create(&vec![("status", status.to_owned())])
+                .set(i64::from(status == now));
+        }
         let mut text = String::new();
         // Writing into a String cannot fail; an error here would be a bug in the encoder.
         if encode(&mut text, &self.registry).is_err() {
@@ -629,6 +655,45 @@ mod tests {
         );
         t.jobs_given_up(2);
         assert!(t.render().contains("worker_serve_jobs_given_up_total 2"));
+    }
+
+    /// Issue 46.1: `/healthz`'s verdict is also on `/metrics`, so an alert rule (which reads
+    /// only scrapes) can tell a stuck service and a degraded host apart.
+    #[test]
+    fn serve_metrics_expose_the_healthz_status_for_alert_rules() {
+        let (t, _clock) = telemetry(10);
+        let text = t.render();
+        assert!(
+            text.contains("worker_serve_health{status=\"unhealthy\"} 1"),
+            "{text}"
+        );
+        assert!(
+            text.contains("worker_serve_health{status=\"ok\"} 0"),
+            "{text}"
+        );
+        t.poll(true);
+        t.heartbeat();
+        let text = t.render();
+        assert!(
+            text.contains("worker_serve_health{status=\"ok\"} 1"),
+            "{text}"
+        );
+        assert!(
+            text.contains("worker_serve_health{status=\"unhealthy\"} 0"),
+            "{text}"
+        );
+        for _ in 0..HOST_UNHEALTHY_AFTER {
+            t.host_failure("engine_unavailable", "the engine did not answer");
+        }
+        let text = t.render();
+        assert!(
+            text.contains("worker_serve_health{status=\"degraded\"} 1"),
+            "{text}"
+        );
+        assert!(
+            text.contains("worker_serve_health{status=\"ok\"} 0"),
+            "{text}"
+        );
     }
 
     #[test]
