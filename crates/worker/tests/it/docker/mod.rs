@@ -19,7 +19,6 @@ mod rehearse;
 mod rehearse_batch_report;
 mod rehearse_live_checker;
 mod rehearse_mutants;
-mod rehearse_mutants;
 mod rehearse_stubs;
 mod request;
 mod run_regression;
