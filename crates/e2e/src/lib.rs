@@ -10,6 +10,7 @@
 
 pub mod chaos;
 pub mod dedicated;
+pub mod guides;
 pub mod independent;
 mod server;
 pub mod stack;
