@@ -8,14 +8,28 @@
 //!
 //! - `exit_on_load`: the solution with every file in a language we know replaced by an
 //!   immediate successful exit (other files kept as they are);
-//! - `shadow <file>`: a tree holding only one file named like a test runner's module
-//!   (`unittest.py`, `pytest.py`, …) that exits 0 when imported. The solution is left out on
-//!   purpose: with it, a sound benchmark passes too, and a pass could not be blamed on the file;
+//! - `exit_on_load_keep_text`: the solution with each code file's early success exit put where
+//!   it runs first and its original text kept below it, so a benchmark that greps the solver's
+//!   files for phrases still finds them ([`keep_text`]: Python, shell, JavaScript/TypeScript,
+//!   Ruby, a Rust constructor, a Go `init`, `#!/bin/sh` for anything else the benchmark may run);
+//! - `fail_on_load_keep_text`: the same with a failing exit: every code file fails as soon as it
+//!   is loaded, its text kept. It is the base the runner shadows are added to, and run alone
+//!   first: if it passes, the benchmark never runs the solver's code, and a shadow's pass would
+//!   prove nothing more (they are skipped);
+//! - `shadow <what>`: that base with files added that a test runner loads before the tests
+//!   ([`shadow`]: `unittest.py`, `pytest.py`, `conftest.py`, `sitecustomize.py`,
+//!   `usercustomize.py`, a `.pth`; for Node `node_modules/.bin/<runner>` and `package.json`'s
+//!   `scripts.test`; for Cargo every test target a `main` that exits 0). The solution's real
+//!   tree, so phrase checks match, but its code fails on load, so a sound benchmark fails and a
+//!   pass is the shadow's. A tree without code to neutralise gets the shadow files alone;
 //! - `referenced_programs`: only the programs the benchmark may run from `/workspace` (the
 //!   program-like names of a benchmark file that starts processes), each an immediate
 //!   successful exit; built from the benchmark alone, so it needs no solution
 //!   ([`super::references`]), and only when the benchmark names one;
 //! - `empty_tree`: nothing at all.
+//!
+//! Apart from the stubs, [`solver_tests`] says when the benchmark starts a test runner on
+//! `/workspace` that finds the source's own test files: tests the solver writes.
 //!
 //! A stub that passes makes the benchmark bypassable. One that fails or gets no verdict held,
 //! but only when the source passed: otherwise the benchmark is not judged
@@ -30,6 +44,14 @@ use std::path::{Path, PathBuf};
 use serde::Serialize;
 use verifier_sdk::{Sha256Digest, TreeLimits};
 
+mod keep_text;
+mod shadow;
+mod solver_tests;
+
+pub use keep_text::{Exit, Language, keep_text, language};
+pub use shadow::{Shadow, ShadowFile};
+pub use solver_tests::SolverTests;
+
 use super::culprit::{CULPRIT_BUDGET, Culprit, Search};
 use super::exec::{Prepared, RunName, RunResult, Runs, one_run};
 use super::judgement::{NOT_JUDGED, judge};
@@ -43,6 +65,13 @@ use worker_store::stage::{StageKind, stage_tree, verify_staged};
 
 /// Name of the stub holding only the programs the benchmark names under `/workspace`.
 pub const REFERENCED_PROGRAMS: &str = "referenced_programs";
+/// Name of the stub whose code files exit 0 first and keep their text below.
+pub const EXIT_ON_LOAD_KEEP_TEXT: &str = "exit_on_load_keep_text";
+/// Name of the stub whose code files fail on load and keep their text: the shadows' base.
+pub const FAIL_ON_LOAD_KEEP_TEXT: &str = "fail_on_load_keep_text";
+/// Directories of other projects a tree carries (vendored crates, installed packages): kept
+/// as they are, since cargo checks a vendored crate's files against its checksums.
+const NOT_THE_SOLVERS: [&str; 2] = ["vendor", "node_modules"];
 /// Files that shadow a test runner's own modules when the source directory comes first on the
 /// import path (`python3 -m unittest` from `/workspace`) or is read at start-up.
 pub const SHADOW_FILES: [&str; 5] = [
@@ -75,8 +104,13 @@ pub fn exit_stub(rel_path: &str) -> Option<&'static str> {
 impl StubResult {
     fn ran(stub: StubTree, digest: Sha256Digest, run: RunResult, references: &References) -> Self {
         let e = run.explanation;
-        let run_by_benchmark = stub
-            .replaced
+        // A shadow's replaced files fail on load: its pass can only hinge on what it added.
+        let replaced: &[String] = if stub.shadows.is_some() {
+            &[]
+        } else {
+            &stub.replaced
+        };
+        let run_by_benchmark = replaced
             .iter()
             .chain(&stub.added)
             .filter(|f| references.may_run(f))
@@ -91,6 +125,7 @@ impl StubResult {
             name: stub.name,
             replaced: stub.replaced,
             added: stub.added,
+            shadows: stub.shadows,
             run_by_benchmark,
             kept_files: stub.kept,
             source_snapshot_digest: Some(digest),
@@ -119,6 +154,9 @@ impl StubResult {
         };
         let mut line = format!("  {tag}: {} ({})", printable(&self.name), self.label());
         if self.outcome == "bypassed" {
+            if let Some(what) = self.shadows {
+                line.push_str(&format!(": shadows {what}"));
+            }
             for (verb, files) in [("replaced", &self.replaced), ("added", &self.added)] {
                 if files.is_empty() {
                     continue;
@@ -152,6 +190,9 @@ pub struct Adversarial {
     /// When `exit_on_load` passed having replaced more than one file: the files the pass
     /// hinges on, found by bisecting them over real runs ([`super::culprit`]); else `None`.
     pub culprit: Option<Culprit>,
+    /// When the benchmark starts a test runner on `/workspace` that finds the source's own
+    /// test files ([`solver_tests`]): the tests the solver writes; else `None`.
+    pub solver_tests: Option<SolverTests>,
 }
 
 impl Adversarial {
@@ -171,6 +212,20 @@ impl Adversarial {
     /// One line per stub, then the verdict line.
     pub fn human(&self) -> String {
         let mut out = format!("adversarial stubs ({})\n", self.stubs.len());
+        if let Some(tests) = &self.solver_tests {
+            out.push_str(&format!(
+                "  solver's tests: {} starts `{}` on /workspace: {}\n",
+                printable(&tests.started_in),
+                printable(&tests.runner),
+                tests
+                    .files
+                    .iter()
+                    .take(LISTED_FILES)
+                    .map(|f| printable(f))
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            ));
+        }
         for stub in &self.stubs {
             out.push_str(&stub.line());
             if let Some(culprit) = self.culprit.as_ref().filter(|c| c.stub == stub.name) {
@@ -215,6 +270,18 @@ struct StubTree {
     replaced: Vec<String>,
     added: Vec<String>,
     kept: usize,
+    /// For a runner shadow, what it stands in for.
+    shadows: Option<&'static str>,
+}
+
+/// One stub to run, in order.
+enum Planned {
+    /// A tree to run.
+    Tree(StubTree),
+    /// `exit_on_load` with nothing to replace.
+    NotApplicable,
+    /// A runner shadow, run only when `fail_on_load_keep_text` (its base) did not pass.
+    Shadow(StubTree),
 }
 
 fn root_error(path: &Path, detail: impl std::fmt::Display) -> RehearseError {
@@ -259,42 +326,88 @@ pub(crate) async fn run_stubs(
     )
     .map_err(|e| root_error(root, format!("the staged benchmark: {e}")))?;
     let references = workspace_references(&benchmark, manifest.benchmark_limits());
-    let exit = exit_on_load(&source, &work.path().join("exit_on_load"), limits)?.map(|mut t| {
-        t.replaced = referenced_first(std::mem::take(&mut t.replaced), &references);
-        t
-    });
-    let mut trees = vec![exit];
-    if let Some(tree) = referenced_programs(&references, &work.path().join("referenced"))? {
-        trees.push(Some(tree));
+    let solver_tests = solver_tests::solver_tests(
+        manifest.command(),
+        &benchmark,
+        manifest.benchmark_limits(),
+        &source,
+        limits,
+    );
+    let built = Built {
+        source: &source,
+        limits,
+        references: &references,
+    };
+    let mut trees = Vec::new();
+    trees.push(
+        match exit_on_load(&source, &work.path().join("exit_on_load"), limits)? {
+            Some(mut t) => {
+                t.replaced = referenced_first(std::mem::take(&mut t.replaced), &references);
+                Planned::Tree(t)
+            }
+            None => Planned::NotApplicable,
+        },
+    );
+    if let Some(tree) = built.keep_text(
+        EXIT_ON_LOAD_KEEP_TEXT,
+        &work.path().join("keep-text"),
+        Exit::Success,
+        None,
+    )? {
+        trees.push(Planned::Tree(tree));
     }
-    for (i, file) in SHADOW_FILES.iter().enumerate() {
-        let dir = work.path().join(format!("shadow-{i}"));
-        make_dir(&dir)?;
-        write_file(&dir.join(file), PYTHON_EXIT.as_bytes(), false)?;
-        trees.push(Some(StubTree {
-            name: format!("shadow {file}"),
-            dir,
-            replaced: vec![],
-            added: vec![(*file).to_owned()],
-            kept: 0,
-        }));
+    if let Some(tree) = referenced_programs(&references, &work.path().join("referenced"))? {
+        trees.push(Planned::Tree(tree));
+    }
+    let control = built.keep_text(
+        FAIL_ON_LOAD_KEEP_TEXT,
+        &work.path().join("fail-on-load"),
+        Exit::Failure,
+        None,
+    )?;
+    let neutral = control.is_some();
+    if let Some(tree) = control {
+        trees.push(Planned::Tree(tree));
+    }
+    for (i, shadow) in built.shadows()?.into_iter().enumerate() {
+        let dest = work.path().join(format!("shadow-{i}"));
+        let tree = if neutral {
+            built.keep_text(&shadow.name, &dest, Exit::Failure, Some(&shadow))?
+        } else {
+            shadow_only(&shadow, &dest)?
+        };
+        if let Some(tree) = tree {
+            trees.push(Planned::Shadow(tree));
+        }
     }
     let empty = work.path().join("empty");
     make_dir(&empty)?;
-    trees.push(Some(StubTree {
+    trees.push(Planned::Tree(StubTree {
         name: EMPTY_TREE.into(),
         dir: empty,
         replaced: vec![],
         added: vec![],
         kept: 0,
+        shadows: None,
     }));
 
-    let mut stubs = Vec::new();
+    let mut stubs: Vec<StubResult> = Vec::new();
     let mut culprit = None;
-    for (i, tree) in trees.into_iter().enumerate() {
-        let Some(tree) = tree else {
-            stubs.push(not_applicable());
-            continue;
+    for (i, planned) in trees.into_iter().enumerate() {
+        let tree = match planned {
+            Planned::NotApplicable => {
+                stubs.push(not_applicable());
+                continue;
+            }
+            Planned::Shadow(tree)
+                if stubs
+                    .iter()
+                    .any(|s| s.name == FAIL_ON_LOAD_KEEP_TEXT && s.outcome == "bypassed") =>
+            {
+                stubs.push(skipped_shadow(tree));
+                continue;
+            }
+            Planned::Tree(tree) | Planned::Shadow(tree) => tree,
         };
         let staged = stage_tree(StageKind::Source, &tree.dir, root, limits, &mut NoProgress)
             .map_err(|source| RehearseError::Stage {
@@ -344,7 +457,221 @@ pub(crate) async fn run_stubs(
         bypassable,
         not_judged,
         culprit,
+        solver_tests,
     })
+}
+
+/// What the keep-text stubs and the shadows are built from: the staged source, its limits, and
+/// the benchmark's references (a file it may run gets the generic `#!/bin/sh` exit when no
+/// language is known).
+struct Built<'a> {
+    source: &'a Path,
+    limits: TreeLimits,
+    references: &'a References,
+}
+
+impl Built<'_> {
+    /// The source with every code file's early exit (`exit`) put first and its text kept, and
+    /// `shadow`'s files written over it; `None` when nothing would differ from the source.
+    fn keep_text(
+        &self,
+        name: &str,
+        dest: &Path,
+        exit: Exit,
+        shadow: Option<&Shadow>,
+    ) -> Result<Option<StubTree>, RehearseError> {
+        let (mut files, dirs) = verifier_sdk::digest::list_tree(self.source, self.limits)
+            .map_err(|e| root_error(self.source, format!("listing the staged source: {e}")))?;
+        files.sort_by(|a, b| a.rel_path.cmp(&b.rel_path));
+        make_dir(dest)?;
+        for dir in &dirs {
+            make_dir(&dest.join(dir))?;
+        }
+        let written: &[ShadowFile] = shadow.map_or(&[], |s| &s.files);
+        let mut replaced = Vec::new();
+        let mut kept = 0;
+        for file in &files {
+            if written.iter().any(|w| w.rel_path == file.rel_path) {
+                continue;
+            }
+            let from = self.source.join(&file.rel_path);
+            let to = dest.join(&file.rel_path);
+            match self.neutralised(file, &from, exit)? {
+                Some(bytes) => {
+                    write_file(&to, &bytes, file.executable)?;
+                    replaced.push(file.rel_path.clone());
+                }
+                None => {
+                    link_or_copy(&from, &to)?;
+                    kept += 1;
+                }
+            }
+        }
+        let mut added = Vec::new();
+        for file in written {
+            let to = dest.join(&file.rel_path);
+            // A path the source holds as a directory (or under a file) cannot take the shadow.
+            let parent_ok = to.parent().is_none_or(|p| fs::create_dir_all(p).is_ok());
+            if !parent_ok || to.exists() {
+                continue;
+            }
+            write_file(&to, &file.body, file.executable)?;
+            added.push(file.rel_path.clone());
+        }
+        if replaced.is_empty() && added.is_empty() {
+            return Ok(None);
+        }
+        Ok(Some(StubTree {
+            name: name.to_owned(),
+            dir: dest.to_owned(),
+            replaced: referenced_first(replaced, self.references),
+            added,
+            kept,
+            shadows: shadow.map(|s| s.shadows),
+        }))
+    }
+
+    /// `file` with its language's exit put first, or `None` to keep it as it is (not code, or
+    /// another project's file).
+    fn neutralised(
+        &self,
+        file: &verifier_sdk::digest::TreeEntry,
+        from: &Path,
+        exit: Exit,
+    ) -> Result<Option<Vec<u8>>, RehearseError> {
+        if file
+            .rel_path
+            .split('/')
+            .any(|part| NOT_THE_SOLVERS.contains(&part))
+        {
+            return Ok(None);
+        }
+        let generic = file.executable || self.references.may_run(&file.rel_path);
+        let head = read_head(from, MAX_SHEBANG_BYTES as u64)?;
+        let Some(lang) = language(&file.rel_path, &head, generic) else {
+            return Ok(None);
+        };
+        let original = fs::read(from).map_err(|e| root_error(from, e))?;
+        let context = keep_text::Context {
+            rust_2024: lang == Language::Rust && self.rust_2024(&file.rel_path),
+        };
+        Ok(keep_text(lang, &original, exit, context))
+    }
+
+    /// Whether the nearest `Cargo.toml` above `rel_path` says edition 2024.
+    fn rust_2024(&self, rel_path: &str) -> bool {
+        let mut dir = Path::new(rel_path).parent();
+        while let Some(d) = dir {
+            let manifest = self.source.join(d).join("Cargo.toml");
+            if let Ok(head) = read_head(&manifest, 1 << 16) {
+                if !head.is_empty() {
+                    let text = String::from_utf8_lossy(&head);
+                    return text
+                        .lines()
+                        .any(|l| l.replace(' ', "").starts_with("edition=\"2024\""));
+                }
+            }
+            dir = d.parent();
+        }
+        false
+    }
+
+    /// The runner shadows for this source: Python's always, Node's when it has a
+    /// `package.json` or JavaScript/TypeScript, Cargo's when it has a `Cargo.toml`.
+    fn shadows(&self) -> Result<Vec<Shadow>, RehearseError> {
+        let (files, _) = verifier_sdk::digest::list_tree(self.source, self.limits)
+            .map_err(|e| root_error(self.source, format!("listing the staged source: {e}")))?;
+        let theirs = |rel: &str| rel.split('/').any(|part| NOT_THE_SOLVERS.contains(&part));
+        let mut out = shadow::python();
+        let package_json = files.iter().any(|f| f.rel_path == "package.json");
+        let scripts = files.iter().any(|f| {
+            !theirs(&f.rel_path) && language(&f.rel_path, b"", false) == Some(Language::JavaScript)
+        });
+        if package_json || scripts {
+            let text = if package_json {
+                Some(read_head(&self.source.join("package.json"), 1 << 20)?)
+            } else {
+                None
+            };
+            out.extend(shadow::node(text.as_deref()));
+        }
+        let mut manifests = Vec::new();
+        for f in &files {
+            let is_manifest = f.rel_path == "Cargo.toml" || f.rel_path.ends_with("/Cargo.toml");
+            if !is_manifest || theirs(&f.rel_path) {
+                continue;
+            }
+            let dir = f.rel_path.strip_suffix("Cargo.toml").unwrap_or("");
+            let lib = format!("{dir}src/lib.rs");
+            let text = read_head(&self.source.join(&f.rel_path), 1 << 20)?;
+            manifests.push((
+                f.rel_path.clone(),
+                String::from_utf8_lossy(&text).into_owned(),
+                files.iter().any(|g| g.rel_path == lib),
+            ));
+        }
+        out.extend(shadow::cargo(&manifests));
+        Ok(out)
+    }
+}
+
+/// A shadow's files alone, for a source with no code to make fail on load (its data kept
+/// would make a sound benchmark pass, and the pass would not be the shadow's).
+fn shadow_only(shadow: &Shadow, dest: &Path) -> Result<Option<StubTree>, RehearseError> {
+    make_dir(dest)?;
+    let mut added = Vec::new();
+    for file in &shadow.files {
+        let to = dest.join(&file.rel_path);
+        if let Some(parent) = to.parent() {
+            fs::create_dir_all(parent).map_err(|e| root_error(parent, e))?;
+        }
+        write_file(&to, &file.body, file.executable)?;
+        added.push(file.rel_path.clone());
+    }
+    Ok(Some(StubTree {
+        name: shadow.name.clone(),
+        dir: dest.to_owned(),
+        replaced: vec![],
+        added,
+        kept: 0,
+        shadows: Some(shadow.shadows),
+    }))
+}
+
+/// A shadow not run because its base, `fail_on_load_keep_text`, passed without it.
+fn skipped_shadow(tree: StubTree) -> StubResult {
+    StubResult {
+        name: tree.name,
+        replaced: tree.replaced,
+        added: tree.added,
+        shadows: tree.shadows,
+        run_by_benchmark: vec![],
+        kept_files: tree.kept,
+        source_snapshot_digest: None,
+        status: "not_run",
+        reason: None,
+        exit_code: None,
+        headline: format!("not run: {FAIL_ON_LOAD_KEEP_TEXT} passed without a shadow"),
+        evidence_path: None,
+        outcome: "skipped",
+    }
+}
+
+/// The first `max` bytes of `path`.
+fn read_head(path: &Path, max: u64) -> Result<Vec<u8>, RehearseError> {
+    let mut head = Vec::new();
+    fs::File::open(path)
+        .and_then(|f| f.take(max).read_to_end(&mut head))
+        .map_err(|e| root_error(path, e))?;
+    Ok(head)
+}
+
+/// The staged file is read-only and never rewritten, so sharing its inode is safe.
+fn link_or_copy(from: &Path, to: &Path) -> Result<(), RehearseError> {
+    if fs::hard_link(from, to).is_err() {
+        fs::copy(from, to).map_err(|e| root_error(to, e))?;
+    }
+    Ok(())
 }
 
 /// What a culprit trial needs: the engine, the rehearsal, the staged source the stub was built
@@ -453,6 +780,7 @@ fn referenced_programs(
         replaced: vec![],
         added,
         kept: 0,
+        shadows: None,
     }))
 }
 
@@ -463,6 +791,7 @@ fn not_applicable() -> StubResult {
         name: EXIT_ON_LOAD.into(),
         replaced: vec![],
         added: vec![],
+        shadows: None,
         run_by_benchmark: vec![],
         kept_files: 0,
         source_snapshot_digest: None,
@@ -530,6 +859,7 @@ fn exit_on_load_only(
         replaced,
         added: vec![],
         kept,
+        shadows: None,
     }))
 }
 
@@ -663,6 +993,7 @@ mod tests {
             name: name.into(),
             replaced: vec![],
             added: vec![],
+            shadows: None,
             run_by_benchmark: vec![],
             kept_files: 0,
             source_snapshot_digest: None,
@@ -700,6 +1031,7 @@ mod tests {
             bypassable: Some(false),
             not_judged: None,
             culprit: None,
+            solver_tests: None,
         };
         assert!(
             adversarial.human().ends_with(

@@ -8,7 +8,7 @@
 //! or verdict-less source leaves the benchmark *not judged*, with the reason and what to pass
 //! instead, never "held".
 
-use super::adversarial::REFERENCED_PROGRAMS;
+use super::adversarial::{EXIT_ON_LOAD_KEEP_TEXT, FAIL_ON_LOAD_KEEP_TEXT, REFERENCED_PROGRAMS};
 use super::culprit::Culprit;
 use super::verdict::{EMPTY_TREE, EXIT_ON_LOAD, StubResult, Verdict};
 
@@ -60,6 +60,15 @@ pub fn bypass_problem(stubs: &[StubResult], culprit: Option<&Culprit>) -> String
     let passed: Vec<&StubResult> = stubs.iter().filter(|s| s.outcome == "bypassed").collect();
     let names: Vec<&str> = passed.iter().map(|s| s.name.as_str()).collect();
     let names = names.join(", ");
+    // Every code file failing on load still passes: nothing else the stubs show matters more.
+    if passed.iter().any(|s| s.name == FAIL_ON_LOAD_KEEP_TEXT) {
+        return format!(
+            "the solution with every code file made to fail as soon as it is loaded, its text \
+             kept, passes ({names} passed): the benchmark reads the solver's files but never \
+             runs their code, so a phrase or file check alone is paid; run the code under test \
+             from tests shipped in the benchmark"
+        );
+    }
     // Shown as it is the stub that held only the candidates: a pass from it confirms that
     // the benchmark runs (or loads) one of them and trusts its exit status.
     if let Some(stub) = passed.iter().find(|s| s.name == REFERENCED_PROGRAMS) {
@@ -115,12 +124,22 @@ pub fn bypass_problem(stubs: &[StubResult], culprit: Option<&Culprit>) -> String
     }
     let advice = if let Some(shadow) = passed.iter().find(|s| s.name.starts_with("shadow ")) {
         format!(
-            "a file named like the test runner's own module ({}) replaces the runner: run the \
-             tests isolated, with a harness shipped in the benchmark that judges which tests ran \
-             and passed (for Python: python3 -I and fixtures/python-bounty's harness, \
-             manifests/README.md)",
-            shadow.added.join(", ")
+            "a file in the solver's tree that the runner loads before the tests ({}: {}) \
+             replaces the runner: run the tests isolated, with a harness shipped in the \
+             benchmark that judges which tests ran and passed (for Python: python3 -I and \
+             fixtures/python-bounty's harness, manifests/README.md)",
+            shadow.added.join(", "),
+            shadow.shadows.unwrap_or("a test runner's own module")
         )
+    } else if passed.iter().any(|s| s.name == EXIT_ON_LOAD_KEEP_TEXT)
+        && !passed.iter().any(|s| s.name == EXIT_ON_LOAD)
+    {
+        "code of the source that exits 0 as soon as it is loaded is paid, its original text \
+         kept below the exit so that phrase checks still match: checking the solver's text \
+         proves nothing about its code, and the command trusts the exit status of a process \
+         running that code; make the benchmark judge which tests ran and passed, with tests \
+         shipped in the benchmark (manifests/README.md)"
+            .to_owned()
     } else if passed.iter().any(|s| s.name == EXIT_ON_LOAD) {
         "code of the source that exits 0 as soon as it is loaded is paid: the command trusts the \
          exit status of a process running the solver's code; make the benchmark judge which \
@@ -148,6 +167,7 @@ mod tests {
             name: name.into(),
             replaced: vec![],
             added: vec![],
+            shadows: None,
             run_by_benchmark: vec![],
             kept_files: 0,
             source_snapshot_digest: None,

@@ -28,6 +28,10 @@ impl Rehearsed {
                 adversarial.culprit.as_ref(),
             ));
         }
+        // A finding of its own (#42 item 3): unfit whether or not a stub got through.
+        if let Some(tests) = adversarial.as_ref().and_then(|a| a.solver_tests.as_ref()) {
+            report.problems.push(tests.problem());
+        }
         Self {
             report,
             adversarial,

@@ -51,12 +51,15 @@ impl Verdict {
 /// One stub's result in the report.
 #[derive(Debug, Clone, Serialize)]
 pub struct StubResult {
-    /// `exit_on_load`, `shadow <file>` or `empty_tree`.
+    /// `exit_on_load`, `exit_on_load_keep_text`, `fail_on_load_keep_text`, `referenced_programs`,
+    /// `shadow <what>` or `empty_tree`.
     pub name: String,
     /// Files of the solution replaced by an exit stub.
     pub replaced: Vec<String>,
     /// Files the stub adds (shadow files, referenced programs).
     pub added: Vec<String>,
+    /// For a runner shadow, what it stands in for (`Python's unittest (…)`); else `None`.
+    pub shadows: Option<&'static str>,
     /// The files of `replaced` and `added` that are candidate programs of the benchmark (named
     /// in a benchmark file that starts processes, [`super::references`]): a pass hinging on one
     /// may be a benchmark trusting a program the solver ships. Candidates, not confirmed runs.

@@ -15,7 +15,8 @@ fn weak(path: &str) -> PathBuf {
 }
 
 fn rehearse(dir: &Path, source: &Path, benchmark: &Path, manifest: &Path, extra: &[&str]) -> Ran {
-    let output = rehearse_command(&dir.join("staging"), source, benchmark, manifest, extra).output();
+    let output =
+        rehearse_command(&dir.join("staging"), source, benchmark, manifest, extra).output();
     ran(&output.unwrap())
 }
 
@@ -66,8 +67,14 @@ fn keep_text_and_shadow_stubs_pass_a_phrase_grep_benchmark_running_the_solvers_u
     );
     for (stub, shadows) in [
         ("shadow unittest.py", "Python's unittest"),
-        ("shadow sitecustomize.py", "Python's start-up hook sitecustomize"),
-        ("shadow usercustomize.py", "Python's start-up hook usercustomize"),
+        (
+            "shadow sitecustomize.py",
+            "Python's start-up hook sitecustomize",
+        ),
+        (
+            "shadow usercustomize.py",
+            "Python's start-up hook usercustomize",
+        ),
     ] {
         let line = line_of(out, &format!("  BYPASSABLE: {stub} (passed)"));
         assert!(line.contains(shadows), "{stub}: {line}");
@@ -106,7 +113,11 @@ fn keep_text_and_shadow_stubs_pass_a_phrase_grep_benchmark_running_the_solvers_u
         .find(|s| s["name"] == "shadow unittest.py")
         .unwrap();
     // Added to the solver's real tree, its code neutralised with its text kept.
-    assert_eq!(shadow["added"], serde_json::json!(["unittest.py"]), "{shadow}");
+    assert_eq!(
+        shadow["added"],
+        serde_json::json!(["unittest.py"]),
+        "{shadow}"
+    );
     assert!(shadow["kept_files"].as_u64().unwrap() == 0, "{shadow}");
     assert_eq!(
         shadow["replaced"],
@@ -179,7 +190,10 @@ fn independent_tests_in_the_benchmark_hold_against_every_keep_text_and_shadow_st
         "shadow usercustomize.py",
         "shadow rehearse-shadow.pth",
     ] {
-        assert!(out.contains(&format!("  held: {held} (failed)")), "{held}: {out}");
+        assert!(
+            out.contains(&format!("  held: {held} (failed)")),
+            "{held}: {out}"
+        );
     }
     assert!(out.contains("adversarial  held: no stub passed"), "{out}");
     assert!(!out.contains("tests the solver writes"), "{out}");
@@ -232,7 +246,10 @@ fn a_node_module_keeping_its_export_then_exiting_0_pays_a_non_solution() {
     let out = &ran.stdout;
     assert_eq!(ran.code, 9, "{out}{}", ran.stderr);
     assert!(out.contains("  held: exit_on_load (failed)\n"), "{out}");
-    let line = line_of(out, "  BYPASSABLE: exit_on_load_keep_text (passed): replaced ");
+    let line = line_of(
+        out,
+        "  BYPASSABLE: exit_on_load_keep_text (passed): replaced ",
+    );
     assert!(line.contains("parse.mjs"), "{line}");
     // The benchmark's own tests, from /benchmark: not the solver's.
     assert!(!out.contains("tests the solver writes"), "{out}");
@@ -249,15 +266,21 @@ fn npm_test_is_bypassed_by_the_solvers_package_json_and_runs_tests_the_solver_wr
     let ran = rehearse(
         dir.path(),
         &weak("node/solution"),
-        &weak("node/benchmark"),
+        &weak("node/benchmark-npm"),
         &manifest,
         &["--adversarial"],
     );
     let out = &ran.stdout;
     assert_eq!(ran.code, 9, "{out}{}", ran.stderr);
-    let line = line_of(out, "  BYPASSABLE: shadow package.json scripts.test (passed)");
+    let line = line_of(
+        out,
+        "  BYPASSABLE: shadow package.json scripts.test (passed)",
+    );
     assert!(line.contains("npm test"), "{line}");
-    assert!(out.contains("  held: fail_on_load_keep_text (failed)\n"), "{out}");
+    assert!(
+        out.contains("  held: fail_on_load_keep_text (failed)\n"),
+        "{out}"
+    );
     let finding = line_of(out, "problem: the benchmark runs tests the solver writes");
     assert!(finding.contains("test/parse.test.mjs"), "{finding}");
 }
