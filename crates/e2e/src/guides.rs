@@ -56,8 +56,18 @@ pub struct SolverBounty {
 /// Runs git with no system or global configuration, so the host's cannot change a commit.
 fn git(dir: &Path, args: &[&str]) -> Result<String, E2eError> {
     let output = std::process::Command::new("git")
-        .args(["-c", "user.name=guide", "-c", "user.email=guide@example.invalid"])
-        .args(["-c", "init.defaultBranch=main", "-c", "commit.gpgsign=false"])
+        .args([
+            "-c",
+            "user.name=guide",
+            "-c",
+            "user.email=guide@example.invalid",
+        ])
+        .args([
+            "-c",
+            "init.defaultBranch=main",
+            "-c",
+            "commit.gpgsign=false",
+        ])
         .args(args)
         .current_dir(dir)
         .env("GIT_CONFIG_NOSYSTEM", "1")
@@ -128,7 +138,16 @@ pub async fn solver_bounty(cfg: &E2eConfig, work: &Path) -> Result<SolverBounty,
     let benchmark_commit = commit_tree(&upstream, &in_subdir, "the benchmark")?;
     let org = github.join("bounty-org");
     std::fs::create_dir_all(&org).map_err(io("create a directory", &org))?;
-    git(&org, &["clone", "-q", "--bare", &s(upstream.display()), "benchmarks"])?;
+    git(
+        &org,
+        &[
+            "clone",
+            "-q",
+            "--bare",
+            &s(upstream.display()),
+            "benchmarks",
+        ],
+    )?;
 
     let solver_repo = work.join("roman");
     std::fs::create_dir_all(&solver_repo).map_err(io("create a directory", &solver_repo))?;
@@ -307,7 +326,9 @@ pub async fn settled_bounty(cfg: &E2eConfig, work: &Path) -> Result<SettledBount
     let candidate = candidates.join(verifier_sdk::candidate_file_name(&job_id));
     let value: Value = std::fs::read(&candidate)
         .map_err(io("read the candidate", &candidate))
-        .and_then(|b| serde_json::from_slice(&b).map_err(|e| setup("parse the candidate")(e.to_string())))?;
+        .and_then(|b| {
+            serde_json::from_slice(&b).map_err(|e| setup("parse the candidate")(e.to_string()))
+        })?;
     let passed = value.pointer("/outcome/verdict").and_then(Value::as_str) == Some("passed");
     let response_hash: B256 = value
         .pointer("/outcome/response_hash")

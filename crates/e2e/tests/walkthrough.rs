@@ -22,11 +22,13 @@ use e2e::guides::{feed_with_a_job, settled_bounty, solver_bounty};
 const SECTION: &str =
     "## Walk-through: a real project (src layout, vendored dependency, test count)";
 const AUTHORS_SECTION: &str = "## Rehearse a bounty, end to end";
+/// Runs after [`AUTHORS_SECTION`], whose `/tmp/walk/manifest.json` it uses.
+const MUTANTS_SECTION: &str = "## Make it strong: mutants";
 
 /// Each guide, and the sections whose ```sh blocks a test here runs (`None`: every block of
 /// the guide, its first being the variables block).
 const GUIDES: [(&str, Option<&[&str]>); 4] = [
-    ("docs/authors.md", Some(&[AUTHORS_SECTION])),
+    ("docs/authors.md", Some(&[AUTHORS_SECTION, MUTANTS_SECTION])),
     ("docs/solvers.md", None),
     ("docs/reproduce.md", None),
     ("docs/operators.md", None),
@@ -72,7 +74,10 @@ fn all_sh_blocks(markdown: &str) -> Vec<(String, String)> {
             }
         }
     }
-    assert!(current.is_none(), "an unclosed ```sh block under {heading:?}");
+    assert!(
+        current.is_none(),
+        "an unclosed ```sh block under {heading:?}"
+    );
     blocks
 }
 
@@ -187,6 +192,8 @@ fn run_script(root: &Path, cwd: &Path, script: &str, vars: &[(&str, String)]) ->
             reports(tmp.path())
         );
     }
+    // On success too, so a passing run's log shows what each command printed.
+    eprintln!("{stdout}\n{stderr}");
     stdout
 }
 
@@ -196,7 +203,9 @@ fn run_guide(doc: &str, cwd: &Path, vars: &[(&str, String)]) -> String {
     let root = repo_root();
     let guide = std::fs::read_to_string(root.join(doc)).unwrap();
     let blocks = all_sh_blocks(&guide);
-    let (_, first) = blocks.first().unwrap_or_else(|| panic!("{doc} has no ```sh block"));
+    let (_, first) = blocks
+        .first()
+        .unwrap_or_else(|| panic!("{doc} has no ```sh block"));
     let given: BTreeSet<String> = vars.iter().map(|(k, _)| (*k).to_owned()).collect();
     assert_eq!(
         variables_of(first),
@@ -230,9 +239,11 @@ fn the_authors_guide_walkthrough_runs_as_written() {
     let blocks = sh_blocks(&guide, AUTHORS_SECTION);
     // One block: the manifest, two rehearsals, a run read back, the committed digests.
     assert_eq!(blocks.len(), 1, "{blocks:#?}");
+    // Then the mutation score of the same bounty, with the manifest step 1 wrote.
+    let mutants = sh_blocks(&guide, MUTANTS_SECTION);
     // The block writes under /tmp/walk, as the guide shows; start from an empty one.
     let _ = std::fs::remove_dir_all("/tmp/walk");
-    let stdout = run_as_written(&root, &blocks.concat());
+    let stdout = run_as_written(&root, &[blocks, mutants].concat().concat());
     // Step 3, as the guide says it ends.
     assert!(
         stdout.contains("adversarial  held: no stub passed"),
@@ -243,6 +254,10 @@ fn the_authors_guide_walkthrough_runs_as_written() {
             .lines()
             .any(|l| l == "ok: passed, stable, discriminating"),
         "step 3 is not a usable bounty:\n{stdout}"
+    );
+    assert!(
+        stdout.contains("mutants (") && !stdout.contains("WEAK"),
+        "the mutants section did not score the bounty as the guide's table says:\n{stdout}"
     );
 }
 
@@ -294,14 +309,17 @@ async fn the_solvers_guide_runs_as_written() {
         .await
         .unwrap_or_else(|e| panic!("{e}"));
     // The guide's one step that is not a command: the terms saved from the platform.
+    let bounty = cfg.work_dir.join("bounty");
+    std::fs::create_dir_all(&bounty).unwrap();
     std::fs::write(
-        world.solver_repo.join("terms.json"),
+        bounty.join("terms.json"),
         serde_json::to_vec_pretty(&world.terms).unwrap(),
     )
     .unwrap();
     // The guide writes its logs to /tmp/rehearse-logs, as it shows; start from none.
     let _ = std::fs::remove_dir_all("/tmp/rehearse-logs");
     let vars = [
+        ("BOUNTY", bounty.display().to_string()),
         ("GITHUB", world.github.display().to_string()),
         ("ARCHIVES", world.feed.api().to_owned()),
         ("API", world.feed.api().to_owned()),
@@ -309,10 +327,9 @@ async fn the_solvers_guide_runs_as_written() {
         ("JOB_ID", world.feed.job_id.clone()),
     ];
     let cwd = world.solver_repo.clone();
-    let stdout =
-        tokio::task::spawn_blocking(move || run_guide("docs/solvers.md", &cwd, &vars))
-            .await
-            .unwrap();
+    let stdout = tokio::task::spawn_blocking(move || run_guide("docs/solvers.md", &cwd, &vars))
+        .await
+        .unwrap();
     assert!(
         stdout
             .lines()
@@ -320,8 +337,17 @@ async fn the_solvers_guide_runs_as_written() {
         "step 2 did not end as the guide says:\n{stdout}"
     );
     assert!(
-        stdout.contains("FAIL_TO_PASS"),
+        stdout.contains("FAIL_TO_PASS (1)"),
         "step 2 named no FAIL_TO_PASS:\n{stdout}"
+    );
+    // The guide keeps the bounty's files out of the solver's tree: nothing to warn about.
+    assert!(
+        !stdout.contains("working tree differs"),
+        "the guide's files made the solver's working tree differ:\n{stdout}"
+    );
+    assert!(
+        stdout.contains("reproduction verdict `passed`"),
+        "step 4 did not reproduce the job's verdict:\n{stdout}"
     );
     drop(world);
 }
@@ -345,10 +371,9 @@ async fn the_reproduce_guide_runs_as_written() {
     ];
     let cwd = cfg.work_dir.join("reader");
     std::fs::create_dir_all(&cwd).unwrap();
-    let stdout =
-        tokio::task::spawn_blocking(move || run_guide("docs/reproduce.md", &cwd, &vars))
-            .await
-            .unwrap();
+    let stdout = tokio::task::spawn_blocking(move || run_guide("docs/reproduce.md", &cwd, &vars))
+        .await
+        .unwrap();
     assert_eq!(
         stdout.matches("reproduced bit for bit").count(),
         2,
@@ -362,7 +387,9 @@ async fn the_reproduce_guide_runs_as_written() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_operators_guide_runs_as_written() {
     let cfg = config("guide-operators");
-    let feed = feed_with_a_job(&cfg).await.unwrap_or_else(|e| panic!("{e}"));
+    let feed = feed_with_a_job(&cfg)
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
     let _ = std::fs::remove_dir_all(&cfg.work_dir);
     std::fs::create_dir_all(&cfg.work_dir).unwrap();
     // A port the kernel just gave out, so the guide's service never meets another's.
