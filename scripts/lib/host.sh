@@ -72,7 +72,9 @@ wanted_packages() {
   # rsync (with its rrsync): the dedicated-host route's signer pull, which an e2e test of
   # scripts/test.sh drives (issue #41: only deploy/tests/run.sh installed it, so README's test
   # command failed on a fresh machine).
-  local wanted=(docker-registry busybox-static hyperfine time jq curl ca-certificates tar gzip faketime rsync)
+  # prometheus: its promtool checks and unit-tests the alert rules and the dashboard's queries
+  # (the worker-serve test `monitoring`, issue #46).
+  local wanted=(docker-registry busybox-static hyperfine time jq curl ca-certificates tar gzip faketime rsync prometheus)
   docker_engine_present || wanted+=(docker.io)
   if [[ "$with_debootstrap" == 1 ]]; then
     # debootstrap checks the Debian suite's signature with Debian's keyring, which an Ubuntu

@@ -114,6 +114,20 @@ impl DeadlineMetrics {
     }
 }
 
+/// `worker_serve_health`, one series per status `/healthz` answers with.
+fn health_family(registry: &mut Registry) -> Family<Labels, Gauge> {
+    let family = Family::<Labels, Gauge>::default();
+    for status in HEALTH_STATUSES {
+        let _ = family.get_or_create(&vec![("status", status.to_owned())]);
+    }
+    registry.register(
+        "worker_serve_health",
+        "1 for the status /healthz answers at this scrape (ok, unhealthy or degraded), 0 for the others",
+        family.clone(),
+    );
+    family
+}
+
 /// The service's counters and gauges, and what `/healthz` decides from. Every age is measured
 /// on the injected clock's monotonic reading, so a step of the wall clock (back or forward)
 /// neither hides a stale service nor raises a false alert.
@@ -244,15 +258,7 @@ impl Telemetry {
             "worker_serve_runs_in_flight",
             "Runs in progress",
         );
-        let health_status = Family::<Labels, Gauge>::default();
-        for status in HEALTH_STATUSES {
-            let _ = health_status.get_or_create(&vec![("status", status.to_owned())]);
-        }
-        registry.register(
-            "worker_serve_health",
-            "1 for the status /healthz answers at this scrape (ok, unhealthy or degraded), 0 for the others",
-            health_status.clone(),
-        );
+        let health_status = health_family(&mut registry);
         registry.register(
             "worker_build",
             "The worker's version and its build (version and source commit)",
