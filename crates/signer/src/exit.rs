@@ -4,13 +4,14 @@
 //! | code | meaning |
 //! |---|---|
 //! | 0 | every candidate was signed, or legitimately not ours (this signer is not an eligible verifier of its job); an empty manifest is 0 |
-//! | 1 | internal failure (a bug, or the attestation output could not be written) |
+//! | 1 | internal failure (a bug, or the attestation output could not be written); the signing history is held by another signer, or could not be read or written |
 //! | 2 | usage: the command line could not be parsed |
 //! | 3 | at least one candidate was refused (job changed or gone, on-chain mismatch, deadline too close, digest disagreement, …); the others were still signed; the report names each refusal's code |
 //! | 4 | invalid input: the candidates directory or its manifest is missing, unreadable, malformed, or for another network; for `signer agree`, a candidate file that is unreadable, not a candidate, or whose outcome is no run of its job |
 //! | 5 | the RPC or the platform API was unavailable for at least one candidate (takes precedence over 3: a retry may sign it) |
 //! | 6 | `signer agree` only: the two candidates disagree on the job, the verdict or a receipt commitment |
-//! | 78 | configuration or credential problem a restart will not fix: key missing, malformed, in a file with mode wider than 0600 or a symlink, key address ≠ `--signer`, invalid RPC or API URL (the API must be https unless loopback) |
+//! | 10 | a candidate's verdict contradicts a signature this key already made for the same scope (chain, contract, bounty id, round, submission): refused (code `contradicts_history`, naming the earlier signature), nothing signed for it; takes precedence over every other per-candidate code. `signer history import`: the file contradicts the store, nothing imported |
+//! | 78 | configuration or credential problem a restart will not fix: the signing history is missing (never created implicitly), corrupt or not a signing history; key missing, malformed, in a file with mode wider than 0600 or a symlink, key address ≠ `--signer`, invalid RPC or API URL (the API must be https unless loopback) |
 
 /// An exit status of the signer.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
@@ -31,6 +32,8 @@ pub enum ExitCode {
     Unavailable = 5,
     /// `signer agree`: the candidates disagree.
     Disagrees = 6,
+    /// A verdict contradicts the signing history.
+    ContradictsHistory = 10,
     /// Configuration or credential problem.
     Config = 78,
 }
@@ -55,6 +58,7 @@ mod tests {
         assert_eq!(ExitCode::InvalidInput.code(), 4);
         assert_eq!(ExitCode::Unavailable.code(), 5);
         assert_eq!(ExitCode::Disagrees.code(), 6);
+        assert_eq!(ExitCode::ContradictsHistory.code(), 10);
         assert_eq!(ExitCode::Config.code(), 78);
     }
 }

@@ -6,6 +6,12 @@
 //! verifies its own signature and writes one attestation file per candidate, an attestation
 //! manifest and a report. Exit codes are in [`exit`].
 //!
+//! Every signature goes through the signing history ([`history`], `--history DIR`): the other
+//! verdict already signed for the same submission is refused (exit 10), the same verdict
+//! returns the stored signature, and a new signature is on disk in the history before its
+//! attestation is written. `signer history export` / `import` move it between hosts
+//! ([`interchange`]).
+//!
 //! It deliberately never runs Docker or untrusted code, never broadcasts a transaction, never
 //! takes a key on the command line (only the name of an environment variable, or a 0600
 //! file), and never prints or logs key material.
@@ -14,6 +20,7 @@ pub mod agree;
 pub mod exit;
 pub mod files;
 pub mod history;
+pub mod interchange;
 pub mod sign;
 
 use std::path::PathBuf;
@@ -55,6 +62,59 @@ pub enum Command {
     /// hashes) may differ. Exits 0 when they agree, 6 when they disagree, 4 when a file is
     /// unreadable or its outcome is not a run of the job. Reads no key and asks no service.
     Agree(AgreeArgs),
+    /// The signing history every signature goes through: create the first one, or move it to
+    /// another host (interchange JSON modelled on EIP-3076).
+    #[command(subcommand)]
+    History(HistoryCommand),
+}
+
+/// `signer history` subcommands.
+#[derive(Debug, Subcommand)]
+pub enum HistoryCommand {
+    /// Create a new, empty signing history in DIR: the first time only, refused when DIR
+    /// already holds one. `signer sign` never creates one itself.
+    Init(HistoryDirArgs),
+    /// Write the history's records of one chain (optionally one contract) as interchange
+    /// JSON: metadata with the chain (and contract), one list of records per key.
+    Export(HistoryExportArgs),
+    /// Merge an interchange file into the history: records proven (digest recomputed,
+    /// signature recovered), known ones skipped, new ones added; a record contradicting the
+    /// history's verdict for its scope refuses the whole file (exit 10, nothing imported).
+    Import(HistoryImportArgs),
+}
+
+/// The history directory.
+#[derive(Debug, Args)]
+pub struct HistoryDirArgs {
+    /// The signing history directory (history.sqlite, its WAL and history.lock).
+    #[arg(long, value_name = "DIR")]
+    pub history: PathBuf,
+}
+
+/// Arguments of `signer history export`.
+#[derive(Debug, Args)]
+pub struct HistoryExportArgs {
+    #[command(flatten)]
+    pub dir: HistoryDirArgs,
+    /// The chain whose records are exported.
+    #[arg(long, value_name = "ID")]
+    pub chain_id: u64,
+    /// Export only the records of this bounty contract.
+    #[arg(long, value_name = "ADDRESS")]
+    pub contract: Option<String>,
+    /// The interchange file to write.
+    #[arg(long, value_name = "FILE")]
+    pub out: PathBuf,
+}
+
+/// Arguments of `signer history import`.
+#[derive(Debug, Args)]
+pub struct HistoryImportArgs {
+    #[command(flatten)]
+    pub dir: HistoryDirArgs,
+    /// The interchange file to merge.
+    #[arg(long, value_name = "FILE")]
+    pub file: PathBuf,
 }
 
 /// Arguments of `signer agree`.
@@ -107,6 +167,13 @@ pub struct SignArgs {
     /// Print the run report as JSON on stdout.
     #[arg(long)]
     pub json: bool,
+    /// The signing history directory, consulted before every signature: the other verdict
+    /// already signed for the same submission is refused (code contradicts_history, exit 10),
+    /// the same verdict returns the stored signature. It must exist (create the first one with
+    /// `signer history init`); a missing, corrupt or foreign history is refused (exit 78), one
+    /// held by another signer too (exit 1).
+    #[arg(long, value_name = "DIR")]
+    pub history: PathBuf,
 }
 
 /// A setup problem that a restart will not fix (exit 78).
@@ -205,7 +272,24 @@ pub async fn run_sign(args: &SignArgs) -> ExitCode {
             );
         }
     };
-    match sign_candidates(&s.cfg, &s.key, &s.source, &s.reader, unix_now()).await {
+    // Before any candidate is read: without its history this signer signs nothing.
+    let mut history = match history::History::open(&args.history) {
+        Ok(h) => h,
+        Err(e) => {
+            eprintln!("signer: {e}");
+            return json_error(args.json, history_exit(&e), &e.to_string());
+        }
+    };
+    match sign_candidates(
+        &s.cfg,
+        &s.key,
+        &mut history,
+        &s.source,
+        &s.reader,
+        unix_now(),
+    )
+    .await
+    {
         Ok(report) => {
             eprint!("{}", report.summary());
             if args.json {
@@ -239,12 +323,108 @@ pub fn json_error(json: bool, code: ExitCode, message: &str) -> ExitCode {
     code
 }
 
+/// The exit code of a history that cannot be used: one held by another signer, or a failed
+/// read or write, may clear on a retry (1); a missing, foreign or corrupt one will not (78).
+pub fn history_exit(e: &history::HistoryError) -> ExitCode {
+    use history::HistoryError as H;
+    match e {
+        H::Held { .. } | H::Io { .. } | H::Sqlite { .. } => ExitCode::Internal,
+        H::Missing(_) | H::Exists(_) | H::Foreign { .. } | H::Corrupt { .. } => ExitCode::Config,
+        H::Contradiction { .. } => ExitCode::ContradictsHistory,
+    }
+}
+
 /// Runs a parsed command line.
 pub async fn run(cli: &Cli) -> ExitCode {
     match &cli.command {
         Command::Sign(args) => run_sign(args).await,
         Command::Agree(args) => run_agree(args),
+        Command::History(cmd) => run_history(cmd),
     }
+}
+
+/// Runs `signer history …`: the outcome on stderr.
+pub fn run_history(cmd: &HistoryCommand) -> ExitCode {
+    let result = match cmd {
+        HistoryCommand::Init(args) => history::History::init(&args.history)
+            .map(|_| format!("created an empty signing history in {:?}", args.history))
+            .map_err(|e| (history_exit(&e), e.to_string())),
+        HistoryCommand::Export(args) => history_export(args),
+        HistoryCommand::Import(args) => history_import(args),
+    };
+    match result {
+        Ok(line) => {
+            eprintln!("signer history: {line}");
+            ExitCode::Success
+        }
+        Err((code, message)) => {
+            eprintln!("signer history: {message}");
+            code
+        }
+    }
+}
+
+fn history_export(args: &HistoryExportArgs) -> Result<String, (ExitCode, String)> {
+    let contract = match &args.contract {
+        Some(c) => Some(c.parse::<Address>().map_err(|_| {
+            (
+                ExitCode::Usage,
+                "--contract is not a 0x-prefixed 20-byte address".to_owned(),
+            )
+        })?),
+        None => None,
+    };
+    let h =
+        history::History::open(&args.dir.history).map_err(|e| (history_exit(&e), e.to_string()))?;
+    let records = h.all().map_err(|e| (history_exit(&e), e.to_string()))?;
+    let file = interchange::Interchange::export(args.chain_id, contract, &records);
+    let count: usize = file.data.iter().map(|k| k.signed_attestations.len()).sum();
+    let value = serde_json::to_value(&file).map_err(|e| (ExitCode::Internal, e.to_string()))?;
+    let (dir, name) = match (
+        args.out.parent(),
+        args.out.file_name().and_then(|n| n.to_str()),
+    ) {
+        (Some(d), Some(n)) => (
+            if d.as_os_str().is_empty() {
+                std::path::Path::new(".")
+            } else {
+                d
+            },
+            n,
+        ),
+        _ => {
+            return Err((
+                ExitCode::Usage,
+                format!("--out {:?} names no file", args.out),
+            ));
+        }
+    };
+    files::write_json(dir, name, &value).map_err(|e| (ExitCode::Internal, e.to_string()))?;
+    Ok(format!(
+        "exported {count} record(s) of chain {} to {:?}",
+        args.chain_id, args.out
+    ))
+}
+
+fn history_import(args: &HistoryImportArgs) -> Result<String, (ExitCode, String)> {
+    let invalid = |m: String| (ExitCode::InvalidInput, m);
+    let raw = files::read_json(&args.file, interchange::MAX_INTERCHANGE_BYTES)
+        .map_err(|e| invalid(e.to_string()))?;
+    let file: interchange::Interchange =
+        serde_json::from_value(raw).map_err(|e| invalid(format!("{:?}: {e}", args.file)))?;
+    let records = file
+        .records()
+        .map_err(|e| invalid(format!("{:?}: {e}", args.file)))?;
+    let mut h =
+        history::History::open(&args.dir.history).map_err(|e| (history_exit(&e), e.to_string()))?;
+    let added = h
+        .merge(&records)
+        .map_err(|e| (history_exit(&e), format!("nothing imported: {e}")))?;
+    Ok(format!(
+        "imported {added} new record(s) of {} in {:?} (the others were already known)",
+        records.len(),
+        args.file
+    ))
 }
 
 /// Runs `signer agree`: the answer on stderr (and as JSON on stdout with `--json`).

@@ -11,7 +11,11 @@
 //! pinned block ([`bounty_chain::revalidate`]); `isVerifier(signer)` at that block; the
 //! deadline rule; the local EIP-712 digest must equal the contract's `attestationDigest` at
 //! that block; the local digest is signed and the signature must recover to the signer before
-//! anything is written.
+//! anything is written. Between the digest check and the signature the signing history is
+//! asked ([`crate::history`]): the other verdict already signed for the same scope refuses the
+//! candidate (code `contradicts_history`); the same verdict already signed, with its deadline
+//! still usable, returns the stored signature and signs nothing; otherwise the new signature
+//! is committed to the history before its attestation is written.
 
 use std::collections::HashSet;
 use std::path::{Path, PathBuf};
@@ -34,6 +38,7 @@ use verifier_sdk::{
 
 use crate::exit::ExitCode;
 use crate::files::{FileError, MAX_CANDIDATE_BYTES, MAX_MANIFEST_BYTES, read_json, write_json};
+use crate::history::{History, HistoryError, Prior, Scope, SignedRecord, describe};
 
 /// Name of the candidate manifest inside the candidates directory.
 pub const CANDIDATE_MANIFEST_FILE: &str = "manifest.json";
@@ -82,6 +87,10 @@ pub enum RunError {
     /// The output could not be written.
     #[error("writing output failed: {0}")]
     Output(#[source] FileError),
+    /// The signing history could not be read or written: nothing more is signed, and what
+    /// was signed but not recorded never leaves the process.
+    #[error("signing history: {0}")]
+    History(#[source] HistoryError),
 }
 
 impl RunError {
@@ -90,7 +99,7 @@ impl RunError {
         match self {
             Self::InvalidInput(_) => ExitCode::InvalidInput,
             Self::KeyMismatch { .. } => ExitCode::Config,
-            Self::Output(_) => ExitCode::Internal,
+            Self::Output(_) | Self::History(_) => ExitCode::Internal,
         }
     }
 }
@@ -152,6 +161,16 @@ pub enum CandidateRefusal {
     /// The fresh signature failed its own check (shape or recovery).
     #[error("the signature failed its own check: {0}")]
     SignatureCheck(String),
+    /// This key already signed the other verdict for the same scope (chain, contract, bounty
+    /// id, round, submission): signing now would contradict it.
+    #[error(
+        "refusing to contradict an earlier signature of this key for the same submission: {}",
+        describe(.0)
+    )]
+    ContradictsHistory(Box<SignedRecord>),
+    /// The signing history failed (the run stops; see [`RunError::History`]).
+    #[error("signing history: {0}")]
+    History(#[source] HistoryError),
 }
 
 impl CandidateRefusal {
@@ -173,6 +192,8 @@ impl CandidateRefusal {
             Self::Deadline(_) => "deadline_too_close",
             Self::DigestMismatch { .. } => "digest_mismatch",
             Self::SignatureCheck(_) => "signature_check_failed",
+            Self::ContradictsHistory(_) => CONTRADICTS_HISTORY,
+            Self::History(_) => "history_failed",
         }
     }
 
@@ -185,6 +206,9 @@ impl CandidateRefusal {
         }
     }
 }
+
+/// The refusal code of a candidate whose verdict contradicts the signing history.
+pub const CONTRADICTS_HISTORY: &str = "contradicts_history";
 
 /// What happened to one candidate.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -229,6 +253,10 @@ pub struct CandidateReport {
     /// The deadline signed, when signed.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub deadline: Option<u64>,
+    /// True when the attestation is the signing history's stored one for this scope and
+    /// verdict (nothing new was signed).
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub from_history: bool,
 }
 
 /// The run report (stdout with `--json`).
@@ -253,13 +281,18 @@ pub struct RunReport {
     pub unavailable: usize,
     /// How many were deferred past the manifest bound.
     pub deferred: usize,
+    /// How many of the refused contradicted the signing history (code `contradicts_history`).
+    pub contradictions: usize,
 }
 
 impl RunReport {
-    /// 5 when any candidate hit an unavailable service, else 3 when any was refused, else 0
-    /// (a deferred candidate is not a failure: the next run offers it again).
+    /// 10 when any candidate contradicted the signing history (an operator must look, before
+    /// anything else), else 5 when any hit an unavailable service, else 3 when any was
+    /// refused, else 0 (a deferred candidate is not a failure: the next run offers it again).
     pub fn exit_code(&self) -> ExitCode {
-        if self.unavailable > 0 {
+        if self.contradictions > 0 {
+            ExitCode::ContradictsHistory
+        } else if self.unavailable > 0 {
             ExitCode::Unavailable
         } else if self.refused > 0 {
             ExitCode::Refused
@@ -336,6 +369,8 @@ struct Signed {
     /// The candidate signed, written next to the attestation: with independent execution it is
     /// the slot's own run, whose response hash the keeper must be able to check.
     candidate: Value,
+    /// The history's stored signature, not a new one.
+    from_history: bool,
 }
 
 enum Decision {
@@ -345,10 +380,12 @@ enum Decision {
     Sign(Box<Signed>),
 }
 
+#[allow(clippy::too_many_arguments)] // the run's parts, each borrowed once
 async fn check_and_sign(
     cfg: &SignConfig,
     entry: &CandidateEntry,
     key: &LoadedKey,
+    history: &mut History,
     source: &impl JobSource,
     reader: &impl ChainReader,
     now: u64,
@@ -431,19 +468,42 @@ async fn check_and_sign(
         return Err(CandidateRefusal::DigestMismatch { local, onchain });
     }
 
-    let raw_sig = key
-        .sign_prehash(local.as_bytes())
-        .map_err(|e| CandidateRefusal::SignatureCheck(e.to_string()))?;
-    let signature = AttestationSignature::from_slice(&raw_sig)
-        .map_err(|e: SignatureError| CandidateRefusal::SignatureCheck(e.to_string()))?;
-    let recovered = recover_signer(&local, &signature)
-        .map_err(|e| CandidateRefusal::SignatureCheck(e.to_string()))?;
-    if recovered != cfg.signer {
-        return Err(CandidateRefusal::SignatureCheck(format!(
-            "recovers to {recovered}, not {}",
-            cfg.signer
-        )));
+    let scope = Scope {
+        chain_id: state.chain_id,
+        verifying_contract: bounty,
+        bounty_id: fields.bounty_id,
+        round: fields.round,
+        submission_hash: fields.submission_hash,
+    };
+    match history
+        .prior(cfg.signer, &scope, fields.passed)
+        .map_err(CandidateRefusal::History)?
+    {
+        Prior::Contradicts(earlier) => return Err(CandidateRefusal::ContradictsHistory(earlier)),
+        Prior::Same(stored, Some(text)) => {
+            if let Some(signed) = reuse(cfg, entry, &job, &stored, &text, now) {
+                return Ok(Decision::Sign(Box::new(signed)));
+            }
+        }
+        // The same verdict without a stored candidate (imported), or past its deadline: a new
+        // signature of the same verdict contradicts nothing.
+        Prior::Same(_, None) | Prior::None => {}
     }
+
+    let candidate_text =
+        serde_json::to_string(&raw).map_err(|e| CandidateRefusal::SignatureCheck(e.to_string()))?;
+    let signature = sign_and_record(
+        cfg,
+        key,
+        history,
+        SignedRecordInput {
+            chain_id: state.chain_id,
+            fields: &fields,
+            digest: local,
+            candidate: &candidate_text,
+            now,
+        },
+    )?;
 
     Ok(Decision::Sign(Box::new(Signed {
         file_name: attestation_file_name(job.job_id(), &cfg.signer),
@@ -459,7 +519,100 @@ async fn check_and_sign(
             candidate_file: entry.file.clone(),
         },
         candidate: raw,
+        from_history: false,
     })))
+}
+
+/// What a new signature is over, and the candidate it signs.
+#[derive(Clone, Copy)]
+struct SignedRecordInput<'a> {
+    chain_id: u64,
+    fields: &'a AttestationFields,
+    digest: Bytes32,
+    candidate: &'a str,
+    now: u64,
+}
+
+/// Signs the digest, checks the signature recovers to the signer, and commits it to the
+/// history; only then may it be written.
+fn sign_and_record(
+    cfg: &SignConfig,
+    key: &LoadedKey,
+    history: &mut History,
+    input: SignedRecordInput<'_>,
+) -> Result<AttestationSignature, CandidateRefusal> {
+    let raw_sig = key
+        .sign_prehash(input.digest.as_bytes())
+        .map_err(|e| CandidateRefusal::SignatureCheck(e.to_string()))?;
+    let signature = AttestationSignature::from_slice(&raw_sig)
+        .map_err(|e: SignatureError| CandidateRefusal::SignatureCheck(e.to_string()))?;
+    let recovered = recover_signer(&input.digest, &signature)
+        .map_err(|e| CandidateRefusal::SignatureCheck(e.to_string()))?;
+    if recovered != cfg.signer {
+        return Err(CandidateRefusal::SignatureCheck(format!(
+            "recovers to {recovered}, not {}",
+            cfg.signer
+        )));
+    }
+    // Committed (on disk) before the attestation is written: a crash after this line leaves a
+    // record the next run honours, never a signature the history does not know.
+    let record = SignedRecord::verified(
+        input.chain_id,
+        input.fields,
+        input.digest,
+        signature,
+        input.now,
+    )
+    .map_err(|e| CandidateRefusal::SignatureCheck(e.to_string()))?;
+    history
+        .record(&record, Some(input.candidate))
+        .map_err(|e| match e {
+            HistoryError::Contradiction { earlier } => {
+                CandidateRefusal::ContradictsHistory(earlier)
+            }
+            other => CandidateRefusal::History(other),
+        })?;
+    Ok(signature)
+}
+
+/// The stored attestation of `stored` for this candidate's entry, when it can still be used:
+/// its candidate is of this job and its deadline leaves the margin the keeper needs.
+fn reuse(
+    cfg: &SignConfig,
+    entry: &CandidateEntry,
+    job: &verifier_sdk::ValidatedJob,
+    stored: &SignedRecord,
+    candidate_text: &str,
+    now: u64,
+) -> Option<Signed> {
+    if stored.deadline() <= now.saturating_add(verifier_sdk::artifacts::MIN_DEADLINE_MARGIN_SECS) {
+        return None;
+    }
+    let candidate: Value = serde_json::from_str(candidate_text).ok()?;
+    if candidate
+        .get("job")
+        .and_then(|j| j.get("job_id"))
+        .and_then(Value::as_str)
+        != Some(job.job_id())
+    {
+        return None;
+    }
+    Some(Signed {
+        file_name: attestation_file_name(job.job_id(), &cfg.signer),
+        file: AttestationFile {
+            schema: ATTESTATION_SCHEMA.into(),
+            job_id: job.job_id().to_owned(),
+            bounty_contract: stored.scope().verifying_contract,
+            verifier: cfg.signer,
+            passed: stored.passed(),
+            response_hash: stored.response_hash(),
+            deadline: stored.deadline(),
+            signature: stored.signature().to_hex(),
+            candidate_file: entry.file.clone(),
+        },
+        candidate,
+        from_history: true,
+    })
 }
 
 fn write_attestation(out_dir: &Path, signed: &Signed) -> Result<(), FileError> {
@@ -484,6 +637,7 @@ fn write_attestation(out_dir: &Path, signed: &Signed) -> Result<(), FileError> {
 pub async fn sign_candidates(
     cfg: &SignConfig,
     key: &LoadedKey,
+    history: &mut History,
     source: &impl JobSource,
     reader: &impl ChainReader,
     now: u64,
@@ -524,12 +678,13 @@ pub async fn sign_candidates(
         refused: 0,
         unavailable: 0,
         deferred: 0,
+        contradictions: 0,
     };
     let mut written = AttestationManifest::new(cfg.network.name(), cfg.signer);
     let mut seen = HashSet::new();
     for entry in &manifest.candidates {
         let result = if seen.insert(entry.job_id.as_str()) {
-            check_and_sign(cfg, entry, key, source, reader, now).await
+            check_and_sign(cfg, entry, key, history, source, reader, now).await
         } else {
             Err(CandidateRefusal::DuplicateEntry)
         };
@@ -542,7 +697,11 @@ pub async fn sign_candidates(
             attestation_file: None,
             passed: None,
             deadline: None,
+            from_history: false,
         };
+        if let Err(CandidateRefusal::History(e)) = result {
+            return Err(RunError::History(e));
+        }
         match result {
             Ok(Decision::NotOurs(mode)) => {
                 line.status = CandidateStatus::NotOurs;
@@ -558,6 +717,7 @@ pub async fn sign_candidates(
                 line.attestation_file = Some(signed.file_name.clone());
                 line.passed = Some(signed.file.passed);
                 line.deadline = Some(signed.file.deadline);
+                line.from_history = signed.from_history;
                 report.signed += 1;
                 written.attestations.push(AttestationManifestEntry {
                     job_id: signed.file.job_id.clone(),
@@ -573,6 +733,10 @@ pub async fn sign_candidates(
                 } else {
                     report.refused += 1;
                 }
+                if matches!(refusal, CandidateRefusal::ContradictsHistory(_)) {
+                    report.contradictions += 1;
+                    tracing::error!(job_id = %entry.job_id, "{refusal}");
+                }
                 line.code = Some(refusal.code());
                 if let CandidateRefusal::Revalidation(r) = &refusal {
                     line.mismatches = r.mismatch_codes();
@@ -584,20 +748,9 @@ pub async fn sign_candidates(
     }
     for entry in deferred {
         report.deferred += 1;
-        report.candidates.push(CandidateReport {
-            job_id: entry.job_id,
-            status: CandidateStatus::Deferred,
-            code: Some("manifest_bound"),
-            mismatches: Vec::new(),
-            detail: Some(format!(
-                "the manifest lists more than {} candidates; this one expires later than \
-                 those handled",
-                cfg.max_candidates
-            )),
-            attestation_file: None,
-            passed: None,
-            deadline: None,
-        });
+        report
+            .candidates
+            .push(deferred_line(entry.job_id, cfg.max_candidates));
     }
 
     write_manifest(&cfg.out_dir, ATTESTATION_MANIFEST_FILE, &written)?;
@@ -609,6 +762,23 @@ pub async fn sign_candidates(
         &written.to_reference(),
     )?;
     Ok(report)
+}
+
+fn deferred_line(job_id: String, bound: usize) -> CandidateReport {
+    CandidateReport {
+        job_id,
+        status: CandidateStatus::Deferred,
+        code: Some("manifest_bound"),
+        mismatches: Vec::new(),
+        detail: Some(format!(
+            "the manifest lists more than {bound} candidates; this one expires later than \
+             those handled"
+        )),
+        attestation_file: None,
+        passed: None,
+        deadline: None,
+        from_history: false,
+    }
 }
 
 fn write_manifest(dir: &Path, name: &str, manifest: &impl Serialize) -> Result<(), RunError> {

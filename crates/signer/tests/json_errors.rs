@@ -12,6 +12,8 @@ fn sign(extra: &[&str]) -> Output {
         .arg(dir.path())
         .arg("--out")
         .arg(dir.path().join("out"))
+        .arg("--history")
+        .arg(dir.path().join("history"))
         .args(["--api", "http://127.0.0.1:9", "--rpc", "http://127.0.0.1:9"])
         .args(["--key-env", "H_CLI_NO_SUCH_KEY_VARIABLE"])
         .args(extra)

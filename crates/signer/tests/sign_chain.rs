@@ -18,6 +18,7 @@ use chain_testkit::{
 use keyfile::LoadedKey;
 use platform_client::{ClientLimits, PlatformClient};
 use serde_json::{Value, json};
+use signer::history::History;
 use signer::sign::{ATTESTATION_MANIFEST_FILE, CandidateStatus};
 use signer::{ExitCode, RunReport, SignConfig, sign_candidates};
 use verifier_sdk::fixtures::{JobParams, job_value};
@@ -102,6 +103,9 @@ struct World {
     api: String,
     signer: Address,
     require_oci_runtime: Option<String>,
+    /// The signing history every run of this world signs through (opened anew per run, as
+    /// each signer process does).
+    history: tempfile::TempDir,
 }
 
 fn signer_address() -> Address {
@@ -222,7 +226,14 @@ async fn world_with(verifiers: &[Address], expires_in: u64, exit_code: i64) -> W
         api,
         signer: signer_address(),
         require_oci_runtime: None,
+        history: new_history(),
     }
+}
+
+fn new_history() -> tempfile::TempDir {
+    let dir = tempfile::tempdir().unwrap();
+    History::init(dir.path()).unwrap();
+    dir
 }
 
 async fn world() -> World {
@@ -241,6 +252,10 @@ impl World {
         }
     }
 
+    fn open_history(&self) -> History {
+        History::open(self.history.path()).unwrap()
+    }
+
     fn source(&self) -> HttpJobSource {
         HttpJobSource::new(
             PlatformClient::new(ClientLimits::default()).unwrap(),
@@ -251,9 +266,16 @@ impl World {
     }
 
     async fn sign_with(&self, reader: &impl ChainReader, now: u64) -> RunReport {
-        sign_candidates(&self.cfg(), &key(), &self.source(), reader, now)
-            .await
-            .unwrap()
+        sign_candidates(
+            &self.cfg(),
+            &key(),
+            &mut self.open_history(),
+            &self.source(),
+            reader,
+            now,
+        )
+        .await
+        .unwrap()
     }
 
     async fn sign(&self) -> RunReport {
@@ -809,9 +831,16 @@ async fn manifest_entry_pointing_outside_the_directory_is_invalid_input() {
     )
     .unwrap();
     let reader = RpcChainReader::new(w.kit.url(), Duration::from_secs(10)).unwrap();
-    let err = sign_candidates(&w.cfg(), &key(), &w.source(), &reader, w.now)
-        .await
-        .unwrap_err();
+    let err = sign_candidates(
+        &w.cfg(),
+        &key(),
+        &mut w.open_history(),
+        &w.source(),
+        &reader,
+        w.now,
+    )
+    .await
+    .unwrap_err();
     assert_eq!(err.exit_code(), ExitCode::InvalidInput);
 }
 
@@ -841,6 +870,8 @@ async fn run_binary(w: &World, key_args: &[&str], env: &[(&str, &str)]) -> (i32,
             "--out",
         ])
         .arg(w.out.path())
+        .arg("--history")
+        .arg(w.history.path())
         .args(["--json"])
         .args(key_args)
         .env_remove("RUST_LOG");
@@ -924,6 +955,8 @@ async fn run_binary_with_urls(w: &World, api: &str, rpc: &str) -> (i32, String, 
         ])
         .arg("--out")
         .arg(w.out.path())
+        .arg("--history")
+        .arg(w.history.path())
         .args(["--key-env", "SIGNER_TEST_KEY"])
         .env("SIGNER_TEST_KEY", DEV_KEYS[SIGNER_KEY_INDEX])
         .output()
@@ -1015,7 +1048,15 @@ async fn planted_link_at_the_old_temp_name_leaves_the_victim_untouched(hard: boo
         }
     }
     let reader = RpcChainReader::new(w.kit.url(), Duration::from_secs(10)).unwrap();
-    let result = sign_candidates(&w.cfg(), &key(), &w.source(), &reader, w.now).await;
+    let result = sign_candidates(
+        &w.cfg(),
+        &key(),
+        &mut w.open_history(),
+        &w.source(),
+        &reader,
+        w.now,
+    )
+    .await;
     assert_eq!(std::fs::read(&victim).unwrap(), b"precious");
     let report = result.unwrap();
     assert_eq!(report.signed, 1, "{}", report.summary());
@@ -1134,9 +1175,16 @@ async fn a_manifest_one_past_the_bound_is_handled_up_to_the_bound_and_reports_th
     write_candidates(w.candidates.path(), &candidates);
     *w.feed.lock().unwrap() = json!([w.job.clone(), late_job.clone()]);
     let reader = RpcChainReader::new(w.kit.url(), Duration::from_secs(10)).unwrap();
-    let report = sign_candidates(&w.cfg(), &key(), &w.source(), &reader, w.now)
-        .await
-        .unwrap_or_else(|e| panic!("the whole run was refused: {e}"));
+    let report = sign_candidates(
+        &w.cfg(),
+        &key(),
+        &mut w.open_history(),
+        &w.source(),
+        &reader,
+        w.now,
+    )
+    .await
+    .unwrap_or_else(|e| panic!("the whole run was refused: {e}"));
     let value = serde_json::to_value(&report).unwrap();
     assert_eq!(report.candidates.len(), 1001);
     assert_eq!(report.signed, 1, "{}", report.summary());
@@ -1174,9 +1222,16 @@ async fn past_the_bound_the_earliest_expiries_are_signed() {
     let mut cfg = w.cfg();
     cfg.max_candidates = 2;
     let reader = RpcChainReader::new(w.kit.url(), Duration::from_secs(10)).unwrap();
-    let report = sign_candidates(&cfg, &key(), &w.source(), &reader, w.now)
-        .await
-        .unwrap();
+    let report = sign_candidates(
+        &cfg,
+        &key(),
+        &mut w.open_history(),
+        &w.source(),
+        &reader,
+        w.now,
+    )
+    .await
+    .unwrap();
     assert_eq!(report.signed, 2, "{}", report.summary());
     assert_eq!(report.deferred, 1);
     let ids: Vec<(&str, CandidateStatus)> = report
@@ -1201,4 +1256,243 @@ async fn past_the_bound_the_earliest_expiries_are_signed() {
         report.summary()
     );
     assert_eq!(w.attestation_files().len(), 2);
+}
+
+// ---------- the signing history (issue #44) ----------
+
+/// The same job with the other verdict: what a flaky benchmark's re-run after a lost cache, a
+/// key moved to a new host or an overlapping signing job hands the signer.
+fn flip_verdict(w: &World, exit_code: i64) {
+    write_candidates(
+        w.candidates.path(),
+        &[candidate_for(&w.job, w.now, exit_code)],
+    );
+}
+
+/// `signer <args…>` with the world's key in the environment.
+async fn signer_cli(args: &[&std::ffi::OsStr]) -> (i32, String, String) {
+    let out = tokio::process::Command::new(env!("CARGO_BIN_EXE_signer"))
+        .args(args)
+        .env("SIGNER_TEST_KEY", DEV_KEYS[SIGNER_KEY_INDEX])
+        .env_remove("RUST_LOG")
+        .output()
+        .await
+        .unwrap();
+    (
+        out.status.code().unwrap(),
+        String::from_utf8_lossy(&out.stdout).to_string(),
+        String::from_utf8_lossy(&out.stderr).to_string(),
+    )
+}
+
+async fn sign_binary(w: &World) -> (i32, String, String) {
+    run_binary(
+        w,
+        &["--key-env", "SIGNER_TEST_KEY"],
+        &[("SIGNER_TEST_KEY", DEV_KEYS[SIGNER_KEY_INDEX])],
+    )
+    .await
+}
+
+fn only_attestation(w: &World) -> AttestationFile {
+    let files = w.attestation_files();
+    assert_eq!(files.len(), 1, "{files:?}");
+    let raw: Value = serde_json::from_slice(&std::fs::read(&files[0]).unwrap()).unwrap();
+    AttestationFile::from_value(&raw).unwrap()
+}
+
+#[tokio::test]
+async fn a_contradicting_verdict_is_refused_across_restarts() {
+    let w = world().await;
+    let first = w.sign().await;
+    assert_eq!(first.signed, 1, "{}", first.summary());
+    assert_eq!(first.candidates[0].passed, Some(true));
+    let earlier = only_attestation(&w).signature;
+    // A new run of the signer (the history reopened from disk) is handed the other verdict.
+    flip_verdict(&w, 1);
+    let second = w.sign().await;
+    assert_eq!(second.signed, 0, "{}", second.summary());
+    assert_eq!(
+        second.candidates[0].code,
+        Some("contradicts_history"),
+        "{}",
+        second.summary()
+    );
+    assert_eq!(second.exit_code(), ExitCode::ContradictsHistory);
+    assert_eq!(ExitCode::ContradictsHistory.code(), 10);
+    let detail = second.candidates[0].detail.clone().unwrap();
+    assert!(
+        detail.contains(&earlier),
+        "names the earlier signature: {detail}"
+    );
+    assert_eq!(w.open_history().all().unwrap().len(), 1);
+}
+
+#[tokio::test]
+async fn the_same_verdict_again_returns_the_stored_signature_and_signs_nothing_new() {
+    let w = world().await;
+    assert_eq!(w.sign().await.signed, 1);
+    let first = only_attestation(&w);
+    std::fs::remove_file(&w.attestation_files()[0]).unwrap();
+    // The re-run's own output differs (another run, other stream hashes), its verdict not.
+    w.rewrite_candidate(|c| c.runner_revision = "another-runner-revision".into());
+    let again = w.sign().await;
+    assert_eq!(again.signed, 1, "{}", again.summary());
+    assert!(again.candidates[0].from_history, "{again:?}");
+    assert_eq!(only_attestation(&w), first);
+    assert_eq!(w.open_history().all().unwrap().len(), 1);
+}
+
+#[tokio::test]
+async fn after_a_crash_between_the_history_commit_and_the_release_the_record_holds() {
+    let w = world().await;
+    // The signature is recorded, then the process dies before any attestation leaves it:
+    // here its first output write fails (a directory stands where the candidate copy goes).
+    let blocker = w
+        .out
+        .path()
+        .join(candidate_file_name(w.job["job_id"].as_str().unwrap()));
+    std::fs::create_dir_all(blocker.join("x")).unwrap();
+    let (code, _, stderr) = sign_binary(&w).await;
+    assert_eq!(code, 1, "{stderr}");
+    assert!(w.attestation_files().is_empty());
+    let recorded = w.open_history().all().unwrap();
+    assert_eq!(recorded.len(), 1, "committed before the release");
+    std::fs::remove_dir_all(&blocker).unwrap();
+
+    // The next run with the other verdict is refused …
+    flip_verdict(&w, 1);
+    let (code, stdout, stderr) = sign_binary(&w).await;
+    assert_eq!(code, 10, "{stderr}");
+    let report: Value = serde_json::from_str(&stdout).unwrap();
+    assert_eq!(report["candidates"][0]["code"], "contradicts_history");
+    assert!(w.attestation_files().is_empty());
+
+    // … and with the same verdict it returns the signature the crashed run made.
+    flip_verdict(&w, 0);
+    let (code, stdout, stderr) = sign_binary(&w).await;
+    assert_eq!(code, 0, "{stderr}");
+    let report: Value = serde_json::from_str(&stdout).unwrap();
+    assert_eq!(report["candidates"][0]["from_history"], true, "{report}");
+    assert_eq!(
+        only_attestation(&w).signature,
+        recorded[0].signature().to_hex()
+    );
+    assert_eq!(w.open_history().all().unwrap(), recorded);
+}
+
+#[tokio::test]
+async fn two_signers_racing_on_one_store_the_second_fails_closed() {
+    let w = world().await;
+    // The first signer holds the store for its whole run; holding it here makes the outcome
+    // independent of which process would have won.
+    let first = w.open_history();
+    let (code, stdout, stderr) = sign_binary(&w).await;
+    assert_eq!(code, 1, "{stderr}");
+    assert!(stderr.contains("in use by another signer"), "{stderr}");
+    let err: Value = serde_json::from_str(&stdout).unwrap();
+    assert_eq!(err["error"]["exit_code"], 1);
+    assert!(w.attestation_files().is_empty(), "nothing signed");
+    drop(first);
+    let (code, _, stderr) = sign_binary(&w).await;
+    assert_eq!(code, 0, "{stderr}");
+}
+
+#[tokio::test]
+async fn a_corrupt_or_missing_history_is_refused_and_nothing_is_signed() {
+    let w = world().await;
+    std::fs::write(
+        w.history.path().join(signer::history::STORE_FILE),
+        b"SQLite format 3\0 but then nothing a database holds",
+    )
+    .unwrap();
+    let (code, _, stderr) = sign_binary(&w).await;
+    assert_eq!(code, 78, "{stderr}");
+    assert!(stderr.contains("is not a signing history"), "{stderr}");
+    assert!(w.attestation_files().is_empty());
+
+    std::fs::remove_file(w.history.path().join(signer::history::STORE_FILE)).unwrap();
+    let (code, _, stderr) = sign_binary(&w).await;
+    assert_eq!(code, 78, "{stderr}");
+    assert!(stderr.contains("signer history init"), "{stderr}");
+    assert!(w.attestation_files().is_empty());
+    assert!(
+        !w.history.path().join(signer::history::STORE_FILE).exists(),
+        "never created implicitly"
+    );
+}
+
+#[tokio::test]
+async fn export_then_import_on_a_fresh_store_keeps_the_refusal() {
+    let mut w = world().await;
+    assert_eq!(w.sign().await.signed, 1);
+    let moved = tempfile::tempdir().unwrap();
+    let file = moved.path().join("history.json");
+    // The local node answers as Base mainnet (chain-testkit).
+    let chain_id = "8453".to_owned();
+    let (code, _, stderr) = signer_cli(&[
+        "history".as_ref(),
+        "export".as_ref(),
+        "--history".as_ref(),
+        w.history.path().as_os_str(),
+        "--chain-id".as_ref(),
+        chain_id.as_ref(),
+        "--out".as_ref(),
+        file.as_os_str(),
+    ])
+    .await;
+    assert_eq!(code, 0, "{stderr}");
+    let exported: Value = serde_json::from_slice(&std::fs::read(&file).unwrap()).unwrap();
+    assert_eq!(exported["metadata"]["chain_id"], chain_id.as_str());
+    assert_eq!(exported["data"][0]["verifier"], w.signer.to_string());
+    assert_eq!(
+        exported["data"][0]["signed_attestations"][0]["passed"],
+        true
+    );
+
+    // The new host: a fresh store, the file imported.
+    let fresh = tempfile::tempdir().unwrap();
+    let init = signer_cli(&[
+        "history".as_ref(),
+        "init".as_ref(),
+        "--history".as_ref(),
+        fresh.path().as_os_str(),
+    ])
+    .await;
+    assert_eq!(init.0, 0, "{}", init.2);
+    let import = |store: std::path::PathBuf| {
+        let file = file.clone();
+        async move {
+            signer_cli(&[
+                "history".as_ref(),
+                "import".as_ref(),
+                "--history".as_ref(),
+                store.as_os_str(),
+                "--file".as_ref(),
+                file.as_os_str(),
+            ])
+            .await
+        }
+    };
+    let (code, _, stderr) = import(fresh.path().to_owned()).await;
+    assert_eq!(code, 0, "{stderr}");
+    w.history = fresh;
+    flip_verdict(&w, 1);
+    let report = w.sign().await;
+    assert_eq!(report.candidates[0].code, Some("contradicts_history"));
+    assert_eq!(report.exit_code(), ExitCode::ContradictsHistory);
+
+    // A store that already signed the other verdict refuses the file whole.
+    let other = new_history();
+    w.history = other;
+    assert_eq!(
+        w.sign().await.signed,
+        1,
+        "the failed verdict, on a store without the first"
+    );
+    let before = w.open_history().all().unwrap();
+    let (code, _, stderr) = import(w.history.path().to_owned()).await;
+    assert_eq!(code, 10, "{stderr}");
+    assert!(stderr.contains("nothing imported"), "{stderr}");
+    assert_eq!(w.open_history().all().unwrap(), before);
 }
