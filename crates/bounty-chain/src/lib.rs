@@ -15,6 +15,7 @@
 
 pub mod error;
 pub mod expect;
+pub mod failover;
 pub mod feed;
 pub mod latest;
 pub mod reader;
@@ -24,6 +25,7 @@ pub mod settlement;
 pub mod state;
 
 pub use expect::{Expected, Mismatch, check_state};
+pub use failover::{Failover, FailoverError, FailoverPolicy};
 pub use feed::{HttpJobSource, JobSource, JobSourceError};
 pub use reader::{
     AttestationQuery, ChainReadError, ChainReader, MAX_VERIFIERS, RpcChainReader, check_rpc_url,
@@ -31,7 +33,7 @@ pub use reader::{
 pub use revalidate::{
     CheckedCandidate, Refusal, check_job_against_state, expected_for, refetch_and_revalidate,
 };
-pub use rpc::{Redactor, connect_rpc};
+pub use rpc::{Redactor, connect_rpc, connect_rpcs};
 pub use settlement::SettlementReadError;
 pub use state::BountyState;
 // Re-exported so callers of this crate name one set of protocol types, the sdk's.

@@ -6,8 +6,10 @@ use std::time::Duration;
 
 use alloy::providers::RootProvider;
 use alloy::rpc::client::RpcClient;
+use alloy::transports::http::Http;
 
 use crate::error::ChainReadError;
+use crate::failover::{Failover, FailoverPolicy};
 
 /// Parses an RPC URL and applies the platform client's transport policy: `https` anywhere,
 /// plain `http` only to a loopback host. Everything signer and keeper decide rests on what the
@@ -63,6 +65,39 @@ pub fn connect_rpc(
     };
     let provider = RootProvider::new(RpcClient::new_http_with_client(client, url));
     Ok((provider, redactor))
+}
+
+/// Providers for `rpc_urls` in order (each checked by [`check_rpc_url`]): one URL is exactly
+/// [`connect_rpc`]; several go through one [`Failover`] transport, returned too so the caller
+/// can [`Failover::check`] the endpoints before use. The [`Redactor`] knows every URL.
+pub fn connect_rpcs(
+    rpc_urls: &[String],
+    timeout: Duration,
+    policy: FailoverPolicy,
+) -> Result<(RootProvider, Redactor, Option<Failover>), ChainReadError> {
+    match rpc_urls {
+        [] => Err(ChainReadError::InvalidUrl),
+        [one] => connect_rpc(one, timeout).map(|(p, r)| (p, r, None)),
+        many => {
+            let client = reqwest::Client::builder()
+                .timeout(timeout)
+                .build()
+                .map_err(|e| ChainReadError::Client(e.without_url().to_string()))?;
+            let mut spellings = Vec::new();
+            let mut endpoints = Vec::new();
+            let mut local = true;
+            for rpc_url in many {
+                let url = check_rpc_url(rpc_url)?;
+                local &= alloy::transports::utils::guess_local_url(url.as_str());
+                spellings.extend([url.as_str().to_owned(), rpc_url.clone()]);
+                endpoints.push(Http::with_client(client.clone(), url));
+            }
+            let redactor = Redactor { spellings };
+            let failover = Failover::new(endpoints, policy, redactor.clone());
+            let provider = RootProvider::new(RpcClient::new(failover.clone(), local));
+            Ok((provider, redactor, Some(failover)))
+        }
+    }
 }
 
 #[cfg(test)]
