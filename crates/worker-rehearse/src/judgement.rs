@@ -113,7 +113,15 @@ pub fn bypass_problem(stubs: &[StubResult], culprit: Option<&Culprit>) -> String
     }
     // Not confirmed: the stub that passed replaced more than the candidates, so say only what
     // is known.
-    if let Some(file) = passed.iter().flat_map(|s| s.run_by_benchmark.iter()).next() {
+    // Keep-text stubs and shadows kept the solver's text, so "replaced it with an immediate
+    // exit" would not describe them; they get their own advice below.
+    let kept_text = |s: &&&StubResult| s.name != EXIT_ON_LOAD_KEEP_TEXT && s.shadows.is_none();
+    if let Some(file) = passed
+        .iter()
+        .filter(kept_text)
+        .flat_map(|s| s.run_by_benchmark.iter())
+        .next()
+    {
         return format!(
             "the benchmark references {file} and starts processes, and {file} is a file the \
              solver controls: a stub that replaced it (and the source's other code) with an \
@@ -122,7 +130,19 @@ pub fn bypass_problem(stubs: &[StubResult], culprit: Option<&Culprit>) -> String
              judge which tests ran and passed, not only the exit status (manifests/README.md)"
         );
     }
-    let advice = if let Some(shadow) = passed.iter().find(|s| s.name.starts_with("shadow ")) {
+    let keep_text = passed.iter().any(|s| s.name == EXIT_ON_LOAD_KEEP_TEXT)
+        && !passed.iter().any(|s| s.name == EXIT_ON_LOAD);
+    let mut advice = if keep_text {
+        "code of the source that exits 0 as soon as it is loaded is paid, its original text \
+         kept below the exit so that phrase checks still match: checking the solver's text \
+         proves nothing about its code, and the command trusts the exit status of a process \
+         running that code; make the benchmark judge which tests ran and passed, with tests \
+         shipped in the benchmark (manifests/README.md)"
+            .to_owned()
+    } else {
+        String::new()
+    };
+    let rest = if let Some(shadow) = passed.iter().find(|s| s.name.starts_with("shadow ")) {
         format!(
             "a file in the solver's tree that the runner loads before the tests ({}: {}) \
              replaces the runner: run the tests isolated, with a harness shipped in the \
@@ -131,15 +151,8 @@ pub fn bypass_problem(stubs: &[StubResult], culprit: Option<&Culprit>) -> String
             shadow.added.join(", "),
             shadow.shadows.unwrap_or("a test runner's own module")
         )
-    } else if passed.iter().any(|s| s.name == EXIT_ON_LOAD_KEEP_TEXT)
-        && !passed.iter().any(|s| s.name == EXIT_ON_LOAD)
-    {
-        "code of the source that exits 0 as soon as it is loaded is paid, its original text \
-         kept below the exit so that phrase checks still match: checking the solver's text \
-         proves nothing about its code, and the command trusts the exit status of a process \
-         running that code; make the benchmark judge which tests ran and passed, with tests \
-         shipped in the benchmark (manifests/README.md)"
-            .to_owned()
+    } else if keep_text {
+        String::new()
     } else if passed.iter().any(|s| s.name == EXIT_ON_LOAD) {
         "code of the source that exits 0 as soon as it is loaded is paid: the command trusts the \
          exit status of a process running the solver's code; make the benchmark judge which \
@@ -152,6 +165,12 @@ pub fn bypass_problem(stubs: &[StubResult], culprit: Option<&Culprit>) -> String
          (manifests/README.md)"
             .to_owned()
     };
+    if !rest.is_empty() {
+        if !advice.is_empty() {
+            advice.push_str("; also, ");
+        }
+        advice.push_str(&rest);
+    }
     format!(
         "a stub solution passes the benchmark ({names}): a bounty with this manifest would pay a \
          non-solution; {advice}"
@@ -234,6 +253,33 @@ mod tests {
         let line = bypass_problem(&[empty], None);
         assert!(line.contains("the empty tree is paid"), "{line}");
         assert!(!line.contains("python3"), "{line}");
+    }
+
+    /// #42 items 1 and 2: a keep-text stub and a shadow kept the solver's text; the words say
+    /// so instead of "replaced it with an immediate exit 0".
+    #[test]
+    fn keep_text_and_shadow_passes_are_explained_as_what_they_are() {
+        let mut keep = stub(EXIT_ON_LOAD_KEEP_TEXT, "bypassed");
+        keep.replaced = vec!["failover.py".into()];
+        keep.run_by_benchmark = vec!["failover.py".into()];
+        let mut shadow = stub("shadow unittest.py", "bypassed");
+        shadow.added = vec!["unittest.py".into()];
+        shadow.shadows = Some("Python's unittest");
+        let line = bypass_problem(&[keep.clone(), shadow], None);
+        assert!(!line.contains("references failover.py"), "{line}");
+        assert!(
+            line.contains(
+                "its original text kept below the exit so that phrase checks still match"
+            ),
+            "{line}"
+        );
+        assert!(
+            line.contains("; also, a file in the solver's tree that the runner loads before the tests (unittest.py: Python's unittest) replaces the runner"),
+            "{line}"
+        );
+        let control = stub(FAIL_ON_LOAD_KEEP_TEXT, "bypassed");
+        let line = bypass_problem(&[keep, control], None);
+        assert!(line.contains("never runs their code"), "{line}");
     }
 
     #[test]

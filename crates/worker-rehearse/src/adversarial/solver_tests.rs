@@ -166,9 +166,13 @@ fn first_on_workspace<'a>(
                 continue;
             }
             files.sort();
+            let runner = match word {
+                "scripts.test" => "npm test (package.json scripts.test)",
+                other => other,
+            };
             return Some(SolverTests {
                 started_in: place,
-                runner: word.to_owned(),
+                runner: runner.to_owned(),
                 files,
             });
         }
@@ -213,10 +217,17 @@ pub fn solver_tests(
             continue;
         };
         budget = budget.saturating_sub(text.len() as u64);
-        let lines = text
-            .lines()
-            .enumerate()
-            .map(|(i, line)| (format!("{} line {}", file.rel_path, i + 1), line));
+        // A docstring names a runner without starting it (the platform's check.py opens with
+        // one that says what it runs).
+        let mut in_docstring = false;
+        let lines = text.lines().enumerate().filter_map(|(i, line)| {
+            let quotes = line.matches("\"\"\"").count() + line.matches("\'\'\'").count();
+            let inside = in_docstring || quotes > 0;
+            if quotes % 2 == 1 {
+                in_docstring = !in_docstring;
+            }
+            (!inside).then(|| (format!("{} line {}", file.rel_path, i + 1), line))
+        });
         if let Some(found) = first_on_workspace(lines, &source_files, source) {
             return Some(found);
         }
@@ -308,6 +319,16 @@ mod tests {
         );
         // A runner on /workspace, but the source has no tests for it.
         assert!(found(&["cargo", "test"], &[], &[("src/lib.rs", "pub fn f() {}")]).is_none());
+        // A docstring that says what runs is not what runs.
+        let doc = "\"\"\"Runs the tests with\n`python -m unittest` from the solver's tree.\"\"\"\nimport json\n";
+        assert!(
+            found(
+                &["python3", "/benchmark/check.py"],
+                &[("check.py", doc)],
+                &source
+            )
+            .is_none()
+        );
         // A benchmark test file that imports unittest does not start a runner.
         assert!(
             found(

@@ -733,12 +733,29 @@ fn adversarial_rehearsal_finds_that_exit_stubs_and_a_shadow_unittest_pass_a_bare
         out.contains("  BYPASSABLE: exit_on_load (passed): replaced roman.py\n"),
         "{out}"
     );
+    // Issue 42 item 1: the exit put first, roman.py's text kept below it.
     assert!(
-        out.contains("  BYPASSABLE: shadow unittest.py (passed): added unittest.py\n"),
+        out.contains("  BYPASSABLE: exit_on_load_keep_text (passed): replaced roman.py\n"),
         "{out}"
     );
-    // Shadows a bare unittest run never imports, and the empty tree, fail on the missing module.
-    for held in ["shadow conftest.py", "shadow pytest.py", "empty_tree"] {
+    // Issue 42 item 2: added to the solver's real tree (roman.py failing on load, its text
+    // kept), and named with what it shadows.
+    assert!(
+        out.contains(
+            "  BYPASSABLE: shadow unittest.py (passed): shadows Python's unittest (python -m \
+             unittest with /workspace first on the import path): replaced roman.py: added \
+             unittest.py\n"
+        ),
+        "{out}"
+    );
+    // Shadows a bare unittest run never imports, the control without a shadow, and the empty
+    // tree, fail on the missing module.
+    for held in [
+        "shadow conftest.py",
+        "shadow pytest.py",
+        "fail_on_load_keep_text",
+        "empty_tree",
+    ] {
         assert!(
             out.contains(&format!("  held: {held} (failed)")),
             "{held}: {out}"
@@ -746,8 +763,8 @@ fn adversarial_rehearsal_finds_that_exit_stubs_and_a_shadow_unittest_pass_a_bare
     }
     assert!(
         out.contains(
-            "adversarial  BYPASSABLE: exit_on_load, shadow unittest.py passed: a bounty with \
-             this manifest would pay a non-solution\n"
+            "adversarial  BYPASSABLE: exit_on_load, exit_on_load_keep_text, shadow unittest.py \
+             passed: a bounty with this manifest would pay a non-solution\n"
         ),
         "{out}"
     );
@@ -766,7 +783,8 @@ fn adversarial_rehearsal_finds_that_exit_stubs_and_a_shadow_unittest_pass_a_bare
     );
     assert!(
         problem.starts_with(
-            "problem: a stub solution passes the benchmark (exit_on_load, shadow unittest.py)"
+            "problem: a stub solution passes the benchmark (exit_on_load, \
+             exit_on_load_keep_text, shadow unittest.py)"
         ),
         "{out}"
     );
@@ -800,12 +818,15 @@ fn adversarial_stubs_fail_the_bounty_harness_which_still_discriminates() {
     // as a candidate program, its referenced_programs stub is tried and fails too.
     for held in [
         "exit_on_load",
+        "exit_on_load_keep_text",
         "referenced_programs",
+        "fail_on_load_keep_text",
         "shadow unittest.py",
         "shadow pytest.py",
         "shadow conftest.py",
         "shadow sitecustomize.py",
         "shadow usercustomize.py",
+        "shadow rehearse-shadow.pth",
         "empty_tree",
     ] {
         assert!(
@@ -815,7 +836,7 @@ fn adversarial_stubs_fail_the_bounty_harness_which_still_discriminates() {
     }
     assert!(
         out.ends_with(
-            "adversarial  held: no stub passed (8 failed)\nok: passed, discriminating; not \
+            "adversarial  held: no stub passed (11 failed)\nok: passed, discriminating; not \
              checked: stability (--repeat 2 or more)\n"
         ),
         "{out}"
@@ -877,7 +898,7 @@ fn adversarial_json_names_each_stub_its_files_its_verdict_and_whether_it_held() 
         report["problems"].as_array().unwrap().iter().any(|p| p
             .as_str()
             .unwrap()
-            .contains("exit_on_load, shadow unittest.py")),
+            .contains("exit_on_load, exit_on_load_keep_text, shadow unittest.py")),
         "{}",
         report["problems"]
     );
@@ -2346,9 +2367,11 @@ fn stub_progress_and_logs_name_the_stub_and_a_checked_digest_says_it_matches() {
     );
     for name in [
         "rehearse-stub-0-exit_on_load.stdout",
-        "rehearse-stub-1-referenced_programs.stdout",
-        "rehearse-stub-2-shadow-unittest.py.stdout",
-        "rehearse-stub-7-empty_tree.evidence.json",
+        "rehearse-stub-1-exit_on_load_keep_text.stdout",
+        "rehearse-stub-2-referenced_programs.stdout",
+        "rehearse-stub-3-fail_on_load_keep_text.stdout",
+        "rehearse-stub-4-shadow-unittest.py.stdout",
+        "rehearse-stub-10-empty_tree.evidence.json",
     ] {
         assert!(
             logs.join(name).is_file(),
