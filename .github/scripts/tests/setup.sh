@@ -163,10 +163,11 @@ if [[ -x "${worker_bin}" && -x "${signer_bin}" && -x "${bench_feed}" && -s "${im
   # signed here; sign_chain.rs signs against the real chain) and every other one is "not ours"
   # before any request.
   slot() { # name address key
-    rm -rf "${tmp}/att-$1"
+    rm -rf "${tmp}/att-$1" "${tmp}/history-$1"
+    "${signer_bin}" history init --history "${tmp}/history-$1" 2>/dev/null
     SLOT_KEY="$3" "${signer_bin}" sign --candidates "${tmp}/during" --api "${feed_base}" \
       --rpc http://127.0.0.1:9 --signer "$2" --key-env SLOT_KEY --out "${tmp}/att-$1" \
-      --network base-mainnet --json > "${tmp}/slot-$1.json" 2>/dev/null
+      --history "${tmp}/history-$1" --network base-mainnet --json > "${tmp}/slot-$1.json" 2>/dev/null
     echo $?
   }
   by_status() { jq -r --arg s "$2" '[.candidates[] | select(.status == $s) | .job_id] | sort | join(" ")' "${tmp}/slot-$1.json"; }

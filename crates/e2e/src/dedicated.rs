@@ -22,9 +22,10 @@ use verifier_sdk::settle::SettlementEvent;
 
 use crate::{
     E2eConfig, E2eError, KEEPER_KEY_ENV, Scenario, ScenarioResult, VERIFIER_KEY_ENV, VERIFIER_KEYS,
-    archive_commit, deploy_for_job, fresh_dir, info, io, job_params, keeper_relay_args, manifest,
-    piped_command, run_binary, s, serve_job_archives, settlement_events, signer_sign_args, step,
-    tree_digest, verifier_addresses, wall_clock, worker_feed_args,
+    archive_commit, deploy_for_job, fresh_dir, info, init_signer_history, io, job_params,
+    keeper_relay_args, manifest, piped_command, run_binary, s, serve_job_archives,
+    settlement_events, signer_sign_args, step, tree_digest, verifier_addresses, wall_clock,
+    worker_feed_args,
 };
 
 /// How long `worker serve` may take to produce the candidate (image start, a six-test
@@ -311,6 +312,7 @@ pub async fn run_dedicated_route(cfg: &E2eConfig) -> Result<ScenarioResult, E2eE
         ));
         let signer = dev_signer(key)?;
         let att = signer_host.join(format!("att-{key}"));
+        init_signer_history(&bin("signer"), &att, signer.address())?;
         let report = run_binary(
             "signer sign",
             &bin("signer"),

@@ -20,9 +20,9 @@ use verifier_sdk::settle::{SettlementEvent, decode_settle_calldata};
 
 use crate::{
     ArchiveServer, E2eConfig, E2eError, KEEPER_KEY_ENV, VERIFIER_KEY_ENV, VERIFIER_KEYS,
-    archive_commit, deploy_for_job, fresh_dir, info, io, job_params, keeper_relay_args, manifest,
-    run_binary, s, serve_job_archives, settlement_events, signer_sign_args, step, tree_digest,
-    verifier_addresses, wall_clock, worker_feed_args,
+    archive_commit, deploy_for_job, fresh_dir, info, init_signer_history, io, job_params,
+    keeper_relay_args, manifest, run_binary, s, serve_job_archives, settlement_events,
+    signer_sign_args, step, tree_digest, verifier_addresses, wall_clock, worker_feed_args,
 };
 
 /// The harness, started through a wrapper that first prints the wall clock in nanoseconds:
@@ -377,6 +377,7 @@ pub async fn run_independent(cfg: &E2eConfig, timed: bool) -> Result<Independent
         std::fs::create_dir_all(&att).map_err(io("create a work directory", &att))?;
         let signer = dev_signer(key)?;
         let key_hex = DEV_KEYS.get(key).copied().unwrap_or_default();
+        init_signer_history(&bin("signer"), &att, signer.address())?;
         let args = signer_sign_args(&agreed, server.url(), kit.url(), signer.address(), &att);
         let report = run_binary(
             "signer sign",

@@ -515,8 +515,45 @@ fn signer_sign_args(
         s(VERIFIER_KEY_ENV),
         s("--out"),
         s(out.display()),
+        s("--history"),
+        s(signer_history_dir(out, signer).display()),
         s("--json"),
     ]
+}
+
+/// The signing history of `signer` for the attestations in `out`: one per key beside `out`,
+/// kept across the scenario's signing runs as an operator keeps it across cycles.
+fn signer_history_dir(out: &Path, signer: Address) -> PathBuf {
+    out.parent().unwrap_or(out).join(format!(
+        "signer-history-{}",
+        signer.to_string().to_lowercase()
+    ))
+}
+
+/// Creates `signer`'s signing history for `out` the first time (`signer history init`, the
+/// operator's one explicit step; `signer sign` never creates one).
+fn init_signer_history(signer_bin: &Path, out: &Path, signer: Address) -> Result<(), E2eError> {
+    let dir = signer_history_dir(out, signer);
+    if dir.join("history.sqlite").is_file() {
+        return Ok(());
+    }
+    let output = std::process::Command::new(signer_bin)
+        .args([
+            OsStr::new("history"),
+            OsStr::new("init"),
+            OsStr::new("--history"),
+        ])
+        .arg(&dir)
+        .output()
+        .map_err(io("run signer history init", signer_bin))?;
+    if !output.status.success() {
+        return Err(E2eError::Step {
+            step: "signer history init".into(),
+            code: output.status.code(),
+            detail: String::from_utf8_lossy(&output.stderr).into_owned(),
+        });
+    }
+    Ok(())
 }
 
 /// `worker <command>` (`feed` or `serve`) of the feed at `api` on base-mainnet for every
@@ -763,6 +800,11 @@ pub async fn run_bounty(
         ));
         let signer = dev_signer(key)?;
         let key_hex = DEV_KEYS.get(key).copied().unwrap_or_default();
+        init_signer_history(
+            &bin("signer"),
+            &dirs(&format!("att-{key}")),
+            signer.address(),
+        )?;
         let args = signer_sign_args(
             &dirs("candidates"),
             server.url(),

@@ -39,8 +39,8 @@ use super::trigger::{Trigger, candidate_names, trigger_future};
 use crate::server::codeload_archive;
 use crate::{
     BENCHMARK_SUBDIR, E2eConfig, E2eError, KEEPER_KEY_ENV, VERIFIER_KEY_ENV, VERIFIER_KEYS,
-    archive_commit, deploy_for_job, io, job_params, keeper_relay_args, manifest, s,
-    signer_sign_args, tree_digest, tree_files, wall_clock, worker_feed_args,
+    archive_commit, deploy_for_job, init_signer_history, io, job_params, keeper_relay_args,
+    manifest, s, signer_sign_args, tree_digest, tree_files, wall_clock, worker_feed_args,
 };
 
 /// What to play.
@@ -933,6 +933,7 @@ pub async fn run(cfg: &E2eConfig, opts: &ChaosOptions) -> Result<RunResult, E2eE
                     Target::Signer2
                 };
                 let signer = dev_signer(*key)?;
+                init_signer_history(&bin("signer"), &att[slot], signer.address())?;
                 let args = signer_sign_args(
                     &cand,
                     server.url(),
