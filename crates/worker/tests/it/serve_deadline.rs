@@ -1,0 +1,251 @@
+//! #43 item 1: `worker serve` runs deadline-first, including a job that appears while a batch
+//! runs, and never starts a job that can no longer settle.
+//!
+//! The feed is a real HTTP server on loopback (the stand-in platform, archives included) and
+//! the service's clock is injected. The job executor is a TEST DOUBLE that records the order
+//! of its calls and holds the first one until the test releases it; the engine is a TEST
+//! DOUBLE with no images to manage and no containers. The order does not depend on timing:
+//! the held run is released only once the service has taken the poll that lists the new job
+//! (its `jobs_seen` counter), and a run's end is handled only after that poll's jobs are
+//! queued (one task, one select step at a time).
+
+// Test scaffolding outside #[test] fns (fakes, builders): failures should fail loudly.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::collections::BTreeSet;
+use std::num::NonZeroUsize;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use serde_json::{Value, json};
+use verifier_sdk::evidence::EngineFacts;
+use verifier_sdk::fixtures::{BENCHMARK_COMMIT, EXPIRES_AT};
+use verifier_sdk::{Network, ValidatedJob};
+use worker::feed::{ExecutedJob, FeedConfig, JobExecutor, JobFailure};
+use worker::serve::clock::ManualClock;
+use worker::serve::shutdown::Shutdown;
+use worker::serve::telemetry::Telemetry;
+use worker::serve::{ServeConfig, prepare, serve_with};
+use worker_sandbox::engine::{CallError, FreeSpace, ImageSummary};
+use worker_sandbox::images::ImageStore;
+use worker_sandbox::{Engine, Executor, HostResources, RunHooks, RunReport, SandboxError};
+
+use crate::feed_support::*;
+
+/// TEST DOUBLE of the engine: no images, no containers, nothing to run.
+#[derive(Debug)]
+struct NoEngine(EngineFacts);
+
+#[async_trait::async_trait]
+impl ImageStore for NoEngine {
+    async fn images(&self) -> Result<Vec<ImageSummary>, CallError> {
+        Ok(Vec::new())
+    }
+    async fn pull(&self, _: &str) -> Result<(), CallError> {
+        Ok(())
+    }
+    async fn remove(&self, _: &str) -> Result<(), CallError> {
+        Ok(())
+    }
+    async fn free_space(&self) -> Result<FreeSpace, CallError> {
+        Ok(FreeSpace::Unknown("test double".into()))
+    }
+}
+
+#[async_trait::async_trait]
+impl Engine for NoEngine {
+    fn facts(&self) -> &EngineFacts {
+        &self.0
+    }
+    async fn run(
+        &self,
+        _: &worker_sandbox::SandboxSpec,
+        _: &dyn RunHooks,
+    ) -> Result<RunReport, SandboxError> {
+        unreachable!("the job executor double never reaches the engine")
+    }
+    async fn cleanup_stale(&self) -> Result<Vec<String>, SandboxError> {
+        Ok(Vec::new())
+    }
+    async fn remove_own_containers(&self) -> Result<Vec<String>, SandboxError> {
+        Ok(Vec::new())
+    }
+    async fn host_resources(&self) -> Result<HostResources, SandboxError> {
+        Ok(HostResources {
+            cpus: Some(1),
+            memory_bytes: Some(1 << 30),
+        })
+    }
+    async fn mounted_paths(&self) -> Result<BTreeSet<PathBuf>, SandboxError> {
+        Ok(BTreeSet::new())
+    }
+    fn images(&self) -> &dyn ImageStore {
+        self
+    }
+}
+
+/// TEST DOUBLE of the job executor: records each call's job round; holds the run of
+/// `held_round` until released; every run ends without a verdict (the order is the point).
+struct Recorder {
+    order: Mutex<Vec<u64>>,
+    held_round: u64,
+    release: tokio::sync::Semaphore,
+}
+
+#[async_trait::async_trait]
+impl JobExecutor for Recorder {
+    async fn execute(
+        &self,
+        job: &ValidatedJob,
+        _: &Path,
+        _: &Path,
+    ) -> Result<ExecutedJob, JobFailure> {
+        self.order.lock().unwrap().push(job.round());
+        if job.round() == self.held_round {
+            let _permit = self.release.acquire().await.unwrap();
+        }
+        Err(JobFailure::Internal("test double: no verdict".into()))
+    }
+}
+
+fn commit(round: u64) -> String {
+    format!("{round:040x}")
+}
+
+/// A job of `round` whose window ends at `expires_at` with the manifest's `timeout`, its
+/// source archive served.
+fn job_at(
+    server: &TestServer,
+    bench: verifier_sdk::Sha256Digest,
+    round: u64,
+    expires_at: u64,
+    timeout: u64,
+) -> Value {
+    let repo = format!("sol-{round}");
+    let files: &[(&str, &[u8])] = &[("a", b"1")];
+    server.route(
+        &format!("/solver-org/{repo}/tar.gz/{}", commit(round)),
+        Reply::ok(codeload(&format!("{repo}-{}", commit(round)), files)),
+    );
+    let mut j = job(round, &repo, &commit(round), tree_digest(files), bench);
+    j["verification_expires_at"] = json!(expires_at);
+    j["terms"]["document"]["benchmark"]["runner_manifest"]["timeout_seconds"] = json!(timeout);
+    verifier_sdk::fixtures::rehash(&mut j);
+    j
+}
+
+fn metric(telemetry: &Telemetry, name: &str) -> Option<f64> {
+    telemetry
+        .render()
+        .lines()
+        .find_map(|l| l.strip_prefix(name)?.strip_prefix(' ')?.parse().ok())
+}
+
+/// (a) A job whose window ends sooner runs before an older one, including one that appears
+/// while a batch runs; (b) a job with 150 s left and a 600 s timeout is never started.
+/// Before #43: the serve loop polled only between batches, so the order was B, A, C, and D
+/// (the earliest window) ran first.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn serve_runs_a_sooner_window_first_even_one_appearing_mid_batch_and_never_a_window_too_short_job()
+ {
+    let server = TestServer::start().await;
+    let bench_files: &[(&str, &[u8])] = &[("t", b"t")];
+    let nested: Vec<(String, &[u8])> = bench_files
+        .iter()
+        .map(|(p, d)| (format!("suites/parser/{p}"), *d))
+        .collect();
+    let nested: Vec<(&str, &[u8])> = nested.iter().map(|(p, d)| (p.as_str(), *d)).collect();
+    server.route(
+        &format!("/bounty-org/benchmarks/tar.gz/{BENCHMARK_COMMIT}"),
+        Reply::ok(codeload(&format!("benchmarks-{BENCHMARK_COMMIT}"), &nested)),
+    );
+    let bench = tree_digest(bench_files);
+    let end = EXPIRES_AT;
+    let older = job_at(&server, bench, 1, end + 10_000, 120); // A: listed first, latest window
+    let sooner = job_at(&server, bench, 2, end + 3_000, 120); // B
+    let appears = job_at(&server, bench, 3, end + 2_000, 120); // C: appears mid-batch
+    let too_short = job_at(&server, bench, 4, end, 600); // D: 150 s left, 600 s timeout
+    let feed = feed_path(VERIFIER);
+    server.route(&feed, Reply::json(&json!([older, sooner, too_short])));
+
+    let tmp = tempfile::tempdir().unwrap();
+    let mut feed_config = FeedConfig::new(
+        &server.base,
+        Network::BaseMainnet,
+        vec![VERIFIER.parse().unwrap()],
+        &tmp.path().join("out"),
+    );
+    feed_config.archive_base = server.base.clone();
+    feed_config.work_dir = tmp.path().join("work");
+    feed_config.progress = false;
+    let config = ServeConfig {
+        feed: feed_config,
+        state_dir: tmp.path().join("state"),
+        poll_interval: Duration::from_millis(50),
+        parallel: NonZeroUsize::new(1),
+        metrics_listen: None,
+        images: worker::serve::images::ImagePolicy::default(),
+    };
+    let now_ms = i64::try_from(end - 150).unwrap() * 1000;
+    let clock = Arc::new(ManualClock::new(now_ms));
+    let telemetry = Telemetry::new(config.poll_interval, clock);
+    let prepared = prepare(&config).unwrap();
+    let docker = Executor::new(NoEngine(EngineFacts {
+        version: "test".into(),
+        api_version: "1.43".into(),
+        kernel_version: "test".into(),
+        cgroup_version: "2".into(),
+        cgroup_driver: "systemd".into(),
+        platform: "linux/amd64".into(),
+        host: None,
+    }));
+    let recorder = Recorder {
+        order: Mutex::new(Vec::new()),
+        held_round: 2,
+        release: tokio::sync::Semaphore::new(0),
+    };
+    let shutdown = Shutdown::never();
+    let drive = async {
+        // B (the sooner of the two that can settle) is the first run, and held.
+        wait_for(|| !recorder.order.lock().unwrap().is_empty()).await;
+        // C appears while B runs; B is released once the service has taken that poll.
+        server.route(
+            &feed,
+            Reply::json(&json!([older, sooner, too_short, appears])),
+        );
+        let seen =
+            wait_for(|| metric(&telemetry, "worker_serve_jobs_seen_total") == Some(4.0)).await;
+        recorder.release.add_permits(1);
+        wait_for(|| recorder.order.lock().unwrap().len() >= 3).await;
+        seen
+    };
+    let served = tokio::select! {
+        r = serve_with(&config, prepared.ledger, &docker, &recorder, &shutdown, &telemetry) => panic!("serve stopped: {r:?}"),
+        seen = drive => seen,
+    };
+    let order = recorder.order.lock().unwrap().clone();
+    assert!(served, "the service never took a poll while the batch ran");
+    assert_eq!(
+        order,
+        vec![2, 3, 1],
+        "run order by round (D=4 must never run)"
+    );
+    assert_eq!(
+        metric(&telemetry, "worker_serve_window_too_short_jobs_total"),
+        Some(1.0)
+    );
+    assert_eq!(metric(&telemetry, "worker_serve_jobs_at_risk"), Some(1.0));
+}
+
+/// Waits until `done` holds; `false` after a bound far beyond what the service needs (a
+/// missing behaviour, not a slow machine: the result does not depend on where it stops).
+async fn wait_for(done: impl Fn() -> bool) -> bool {
+    for _ in 0..3000 {
+        if done() {
+            return true;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    false
+}
