@@ -58,7 +58,7 @@ impl FromSql for JobState {
 pub const INTERRUPTED: &str = "interrupted";
 
 /// Migrations, in order; `user_version` is the number applied.
-const MIGRATIONS: &[&str] = &[
+pub(crate) const MIGRATIONS: &[&str] = &[
     // 1: jobs, runs, candidates, heartbeat.
     "CREATE TABLE jobs (
         job_id TEXT PRIMARY KEY,
@@ -225,8 +225,14 @@ pub enum LedgerError {
         #[source]
         source: IllegalTransition,
     },
+    /// The copy of the ledger kept before a migration could not be written; nothing was
+    /// migrated.
+    #[error("backing up the ledger before its migration: {0}")]
+    Backup(#[from] crate::rollback::RollbackError),
     /// The database was written by a newer worker.
-    #[error("ledger {path:?} has schema version {found}; this worker knows up to {known}")]
+    #[error(
+        "ledger {path:?} has schema version {found}; this worker knows up to {known} (`worker ledger --state DIR --downgrade-to {known}` puts back the copy taken before the upgrade; docs/operations.md, \"Upgrade and rollback\")"
+    )]
     TooNew {
         /// The database file.
         path: PathBuf,
@@ -245,7 +251,7 @@ impl LedgerError {
         use rusqlite::ErrorCode as C;
         match self {
             Self::TooNew { .. } => true,
-            Self::Transition { .. } => false,
+            Self::Transition { .. } | Self::Backup(_) => false,
             Self::Sqlite { source, .. } => matches!(
                 source.sqlite_error_code(),
                 Some(
@@ -413,6 +419,15 @@ impl Ledger {
             source,
         };
         let known = Self::schema_version();
+        // Before the first migration of a ledger that has a schema, a copy of it beside it, so
+        // the older worker can be brought back (`worker ledger --downgrade-to`).
+        let before: i64 = self
+            .conn
+            .pragma_query_value(None, "user_version", |row| row.get(0))
+            .map_err(err)?;
+        if before > 0 && before < known {
+            crate::rollback::backup_before_migration(&self.conn, &path, before, known)?;
+        }
         // The version is read inside a write transaction: a `worker ledger` opening the
         // database while the service creates it must not apply the same migration twice.
         loop {

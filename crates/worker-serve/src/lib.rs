@@ -25,6 +25,7 @@ pub mod jobstate;
 pub mod ledger;
 pub mod lock;
 pub mod retry;
+pub mod rollback;
 pub mod shutdown;
 pub mod telemetry;
 pub mod timefmt;
