@@ -159,6 +159,7 @@ fn first_on_workspace<'a>(
             };
             let mut files: Vec<String> = source_files
                 .iter()
+                .filter(|f| !theirs(&f.rel_path))
                 .filter(|f| runner.finds(&f.rel_path, || read(&source.join(&f.rel_path))))
                 .map(|f| f.rel_path.clone())
                 .collect();
@@ -178,6 +179,14 @@ fn first_on_workspace<'a>(
         }
     }
     None
+}
+
+/// A file of a vendored crate or an installed package: a runner on `/workspace` does not run
+/// their tests (`cargo test` runs the workspace's own).
+fn theirs(rel_path: &str) -> bool {
+    rel_path
+        .split('/')
+        .any(|part| super::NOT_THE_SOLVERS.contains(&part))
 }
 
 fn read(path: &Path) -> Option<String> {
@@ -319,6 +328,15 @@ mod tests {
         );
         // A runner on /workspace, but the source has no tests for it.
         assert!(found(&["cargo", "test"], &[], &[("src/lib.rs", "pub fn f() {}")]).is_none());
+        // Vendored crates' tests are not run by `cargo test` on the workspace.
+        assert!(
+            found(
+                &["cargo", "test"],
+                &[],
+                &[("src/lib.rs", ""), ("vendor/hex/tests/serde.rs", "#[test]")]
+            )
+            .is_none()
+        );
         // A docstring that says what runs is not what runs.
         let doc = "\"\"\"Runs the tests with\n`python -m unittest` from the solver's tree.\"\"\"\nimport json\n";
         assert!(
