@@ -231,3 +231,109 @@ impl Interchange {
         Ok(out)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+
+    use super::*;
+    use keyfile::LoadedKey;
+    use verifier_sdk::attestation_digest;
+
+    const DEV_KEY: &str = "0x59c6995e998f97a5a0044966f0945389dc9e86dae88c7a8412f4603b6b78690d";
+
+    fn b32(c: char) -> Bytes32 {
+        format!("0x{}", c.to_string().repeat(64)).parse().unwrap()
+    }
+
+    fn record(chain_id: u64, contract: &str, passed: bool) -> SignedRecord {
+        let key = LoadedKey::from_hex_text(DEV_KEY).unwrap();
+        let f = AttestationFields {
+            bounty: contract.parse().unwrap(),
+            bounty_id: b32('b'),
+            round: u64::MAX,
+            verifier: Address::from(key.address()),
+            submission_hash: b32('c'),
+            evidence_hash: b32('d'),
+            policy_hash: b32('e'),
+            passed,
+            response_hash: b32('f'),
+            deadline: 1_000_900,
+        };
+        let digest = attestation_digest(chain_id, &f);
+        let sig = AttestationSignature::from_slice(&key.sign_prehash(digest.as_bytes()).unwrap())
+            .unwrap();
+        SignedRecord::verified(chain_id, &f, digest, sig, 1_000_000).unwrap()
+    }
+
+    fn contract(c: char) -> String {
+        format!("0x{}", c.to_string().repeat(40))
+    }
+
+    #[test]
+    fn export_keeps_only_the_chain_and_contract_asked_and_reads_back_the_same_records() {
+        let a = record(8453, &contract('a'), true);
+        let b = record(8453, &contract('b'), false);
+        let other_chain = record(1, &contract('a'), true);
+        let all = [a.clone(), b.clone(), other_chain];
+        let file = Interchange::export(8453, None, &all);
+        assert_eq!(file.data.len(), 1, "one list per key");
+        let text = serde_json::to_string(&file).unwrap();
+        // u64 values travel as decimal strings, as in EIP-3076.
+        assert!(
+            text.contains(&format!("\"round\":\"{}\"", u64::MAX)),
+            "{text}"
+        );
+        let back: Interchange = serde_json::from_str(&text).unwrap();
+        assert_eq!(back.records().unwrap(), vec![a.clone(), b]);
+        let narrowed = Interchange::export(8453, Some(contract('a').parse().unwrap()), &all);
+        assert_eq!(narrowed.records().unwrap(), vec![a]);
+    }
+
+    #[test]
+    fn a_record_of_another_contract_than_the_metadata_names_is_refused() {
+        let a = record(8453, &contract('a'), true);
+        let mut file = Interchange::export(8453, Some(contract('a').parse().unwrap()), &[a]);
+        file.metadata.verifying_contract = Some(contract('b').parse().unwrap());
+        assert!(matches!(
+            file.records(),
+            Err(InterchangeError::ForeignContract { .. })
+        ));
+    }
+
+    #[test]
+    fn a_record_moved_to_another_chain_or_flipped_does_not_prove_itself() {
+        let a = record(8453, &contract('a'), true);
+        let mut file = Interchange::export(8453, None, &[a.clone()]);
+        file.metadata.chain_id = "84532".into();
+        assert!(matches!(
+            file.records(),
+            Err(InterchangeError::Record { .. })
+        ));
+        let mut file = Interchange::export(8453, None, &[a]);
+        file.data[0].signed_attestations[0].passed = false;
+        assert!(matches!(
+            file.records(),
+            Err(InterchangeError::Record { .. })
+        ));
+    }
+
+    #[test]
+    fn numbers_are_plain_decimal_and_unknown_fields_are_refused() {
+        for bad in ["", "+1", "-1", "0x10", "1e3", " 1", "18446744073709551616"] {
+            assert!(number("round", bad).is_err(), "{bad:?}");
+        }
+        assert_eq!(number("round", "007").unwrap(), 7);
+        let a = record(8453, &contract('a'), true);
+        let mut v = serde_json::to_value(Interchange::export(8453, None, &[a])).unwrap();
+        v["metadata"]["genesis_validators_root"] = "0x00".into();
+        assert!(serde_json::from_value::<Interchange>(v).is_err());
+    }
+
+    #[test]
+    fn another_schema_version_is_refused() {
+        let mut file = Interchange::export(8453, None, &[]);
+        file.schema_version = "agent-bounties/regression-signer-history-interchange-v2".into();
+        assert!(matches!(file.records(), Err(InterchangeError::Schema(_))));
+    }
+}

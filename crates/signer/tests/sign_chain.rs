@@ -1496,3 +1496,23 @@ async fn export_then_import_on_a_fresh_store_keeps_the_refusal() {
     assert!(stderr.contains("nothing imported"), "{stderr}");
     assert_eq!(w.open_history().all().unwrap(), before);
 }
+
+#[tokio::test]
+async fn the_same_verdict_after_its_stored_deadline_is_signed_anew_and_recorded() {
+    let w = world().await;
+    assert_eq!(w.sign().await.signed, 1);
+    let first = only_attestation(&w);
+    // Past the stored attestation's deadline it can no longer settle anything: a new one of
+    // the same verdict contradicts nothing.
+    let later = first.deadline + 1;
+    let reader = RpcChainReader::new(w.kit.url(), Duration::from_secs(10)).unwrap();
+    let again = w.sign_with(&reader, later).await;
+    assert_eq!(again.signed, 1, "{}", again.summary());
+    assert!(!again.candidates[0].from_history);
+    let second = only_attestation(&w);
+    assert!(second.deadline > first.deadline);
+    assert_ne!(second.signature, first.signature);
+    let records = w.open_history().all().unwrap();
+    assert_eq!(records.len(), 2);
+    assert!(records.iter().all(|r| r.passed()));
+}
