@@ -304,7 +304,7 @@ mod tests {
     #[test]
     fn a_record_moved_to_another_chain_or_flipped_does_not_prove_itself() {
         let a = record(8453, &contract('a'), true);
-        let mut file = Interchange::export(8453, None, &[a.clone()]);
+        let mut file = Interchange::export(8453, None, std::slice::from_ref(&a));
         file.metadata.chain_id = "84532".into();
         assert!(matches!(
             file.records(),
