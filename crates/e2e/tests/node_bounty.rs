@@ -91,12 +91,26 @@ fn node_bounty_discriminates_and_an_exit_stub_keeping_the_export_passes_its_bare
     let base_tail = report["base"]["stdout_tail"].as_str().unwrap_or_default();
     assert!(base_tail.contains("# fail 2"), "{report:#}");
 
-    // The stubs all fail: exit_on_load's slug.mjs drops the named export, so the ES module
-    // fails to link before its `process.exit(0)` could run.
+    // exit_on_load's slug.mjs drops the named export, so the ES module fails to link before
+    // its `process.exit(0)` could run; exit_on_load_keep_text keeps the export below the exit
+    // and is paid (#42 item 1): the bare command is bypassable, exit 9.
     let (code, report) = rehearse(dir.path(), "solution-good", &["--adversarial"]);
-    assert_eq!(code, 0, "{report:#}");
-    assert_eq!(report["adversarial"]["bypassable"], false, "{report:#}");
-    // What they do not try, and what fixtures/node-bounty/README.md warns about: a slug.mjs
+    assert_eq!(code, 9, "{report:#}");
+    assert_eq!(report["adversarial"]["bypassable"], true, "{report:#}");
+    let stubs = report["adversarial"]["stubs"].as_array().unwrap();
+    let outcome = |name: &str| {
+        stubs
+            .iter()
+            .find(|s| s["name"] == name)
+            .map(|s| s["outcome"].clone())
+    };
+    assert_eq!(outcome("exit_on_load"), Some("held".into()), "{report:#}");
+    assert_eq!(
+        outcome("exit_on_load_keep_text"),
+        Some("bypassed".into()),
+        "{report:#}"
+    );
+    // The same cheat written by hand, as fixtures/node-bounty/README.md shows it: a slug.mjs
     // that keeps the export and exits 0 when evaluated is paid by the bare `node --test`
     // command (the test file's process exited 0: one passing "test").
     let stub = dir.path().join("exporting-exit-stub");
