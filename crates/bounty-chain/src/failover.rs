@@ -30,9 +30,9 @@ use std::time::Duration;
 
 use alloy::providers::{Provider, RootProvider};
 use alloy::rpc::client::RpcClient;
-use alloy_json_rpc::{RequestPacket, ResponsePacket};
 use alloy::transports::http::Http;
 use alloy::transports::{RpcError, TransportError, TransportErrorKind, TransportFut};
+use alloy_json_rpc::{RequestPacket, ResponsePacket};
 
 use crate::rpc::Redactor;
 

@@ -33,7 +33,7 @@ pub use reader::{
 pub use revalidate::{
     CheckedCandidate, Refusal, check_job_against_state, expected_for, refetch_and_revalidate,
 };
-pub use rpc::{Redactor, connect_rpc, connect_rpcs};
+pub use rpc::{Redactor, RpcEndpoints, connect_rpc, connect_rpcs};
 pub use settlement::SettlementReadError;
 pub use state::BountyState;
 // Re-exported so callers of this crate name one set of protocol types, the sdk's.

@@ -63,6 +63,8 @@ pub struct RpcChainReader {
     provider: RootProvider,
     // The RPC URL may embed an API key: scrubbed from every error.
     redactor: Redactor,
+    // Several endpoints: the transport they share, checked before use.
+    failover: Option<crate::failover::Failover>,
 }
 
 impl std::fmt::Debug for RpcChainReader {
@@ -77,7 +79,35 @@ impl RpcChainReader {
     /// `timeout`.
     pub fn new(rpc_url: &str, timeout: Duration) -> Result<Self, ChainReadError> {
         let (provider, redactor) = connect_rpc(rpc_url, timeout)?;
-        Ok(Self { provider, redactor })
+        Ok(Self {
+            provider,
+            redactor,
+            failover: None,
+        })
+    }
+
+    /// Connects lazily to `rpc_urls` in order ([`crate::rpc::connect_rpcs`]: one URL is
+    /// exactly [`Self::new`], several fail over by `policy`).
+    pub fn with_failover(
+        rpc_urls: &[String],
+        timeout: Duration,
+        policy: crate::failover::FailoverPolicy,
+    ) -> Result<Self, ChainReadError> {
+        let (provider, redactor, failover) = crate::rpc::connect_rpcs(rpc_urls, timeout, policy)?;
+        Ok(Self {
+            provider,
+            redactor,
+            failover,
+        })
+    }
+
+    /// With several endpoints, asks each its chain id and head before use
+    /// ([`crate::failover::Failover::check`]); `Ok(None)` with one (nothing asked, as before).
+    pub async fn check_endpoints(&self) -> Result<Option<u64>, crate::failover::FailoverError> {
+        match &self.failover {
+            Some(f) => f.check().await.map(Some),
+            None => Ok(None),
+        }
     }
 
     pub(crate) fn provider(&self) -> &RootProvider {

@@ -67,6 +67,35 @@ pub fn connect_rpc(
     Ok((provider, redactor))
 }
 
+/// The `--rpc` endpoints in order of preference and how they fail over. The URLs may embed
+/// API keys: never printed.
+#[derive(Clone, PartialEq, Eq)]
+pub struct RpcEndpoints {
+    /// The URLs, in order.
+    pub urls: Vec<String>,
+    /// How requests move between them (unused with one).
+    pub policy: FailoverPolicy,
+}
+
+impl std::fmt::Debug for RpcEndpoints {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RpcEndpoints")
+            .field("urls", &self.urls.len())
+            .field("policy", &self.policy)
+            .finish()
+    }
+}
+
+impl From<String> for RpcEndpoints {
+    /// One endpoint: exactly the behaviour of a single `--rpc`.
+    fn from(url: String) -> Self {
+        Self {
+            urls: vec![url],
+            policy: FailoverPolicy::default(),
+        }
+    }
+}
+
 /// Providers for `rpc_urls` in order (each checked by [`check_rpc_url`]): one URL is exactly
 /// [`connect_rpc`]; several go through one [`Failover`] transport, returned too so the caller
 /// can [`Failover::check`] the endpoints before use. The [`Redactor`] knows every URL.

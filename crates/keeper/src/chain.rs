@@ -102,6 +102,8 @@ pub struct SignedTx {
 pub struct SettlementRpc {
     provider: RootProvider,
     redactor: Redactor,
+    // Several --rpc: the transport they share, checked before use.
+    failover: Option<bounty_chain::Failover>,
 }
 
 impl std::fmt::Debug for SettlementRpc {
@@ -115,19 +117,51 @@ fn chain_address(a: Address) -> ChainAddress {
     a.into()
 }
 
+fn url_failure(e: ChainReadError) -> RpcFailure {
+    match e {
+        ChainReadError::InsecureUrl => RpcFailure::InsecureUrl,
+        ChainReadError::Client(detail) => RpcFailure::Unavailable {
+            what: "client",
+            detail,
+        },
+        _ => RpcFailure::InvalidUrl,
+    }
+}
+
 impl SettlementRpc {
     /// A client for `rpc_url` with a per-request timeout; the URL must pass
     /// [`bounty_chain::check_rpc_url`].
     pub fn new(rpc_url: &str, timeout: Duration) -> Result<Self, RpcFailure> {
-        let (provider, redactor) = connect_rpc(rpc_url, timeout).map_err(|e| match e {
-            ChainReadError::InsecureUrl => RpcFailure::InsecureUrl,
-            ChainReadError::Client(detail) => RpcFailure::Unavailable {
-                what: "client",
-                detail,
-            },
-            _ => RpcFailure::InvalidUrl,
-        })?;
-        Ok(Self { provider, redactor })
+        let (provider, redactor) = connect_rpc(rpc_url, timeout).map_err(url_failure)?;
+        Ok(Self {
+            provider,
+            redactor,
+            failover: None,
+        })
+    }
+
+    /// A client for `endpoints` in order ([`bounty_chain::connect_rpcs`]): one is exactly
+    /// [`Self::new`]; several fail over, and the same signed transaction is sent to each.
+    pub fn with_failover(
+        endpoints: &bounty_chain::RpcEndpoints,
+        timeout: Duration,
+    ) -> Result<Self, RpcFailure> {
+        let (provider, redactor, failover) =
+            bounty_chain::connect_rpcs(&endpoints.urls, timeout, endpoints.policy)
+                .map_err(url_failure)?;
+        Ok(Self {
+            provider,
+            redactor,
+            failover,
+        })
+    }
+
+    /// With several endpoints, asks each its chain id and head before use; `Ok(None)` with one.
+    pub async fn check_endpoints(&self) -> Result<Option<u64>, bounty_chain::FailoverError> {
+        match &self.failover {
+            Some(f) => f.check().await.map(Some),
+            None => Ok(None),
+        }
     }
 
     fn scrub(&self, text: &str) -> String {

@@ -65,9 +65,17 @@ pub struct StatusArgs {
 #[derive(Args)]
 #[command(group(clap::ArgGroup::new("key").required(true).args(["key_env", "key_file"])))]
 pub struct SettleArgs {
-    /// JSON-RPC URL of the chain.
-    #[arg(long)]
-    pub rpc: String,
+    /// JSON-RPC URL of the chain. Give it several times for failover, in order of
+    /// preference: each endpoint's chain id is checked first (endpoints that disagree are
+    /// refused, exit 78), a request an endpoint refuses, rate-limits or fails moves to the
+    /// next one (a revert is never retried elsewhere), and the signed transaction is sent to
+    /// every usable endpoint.
+    #[arg(long, value_name = "URL", required = true)]
+    pub rpc: Vec<String>,
+    /// With several --rpc: an endpoint whose head is more than this many blocks behind the
+    /// best is not used.
+    #[arg(long, value_name = "BLOCKS", default_value_t = bounty_chain::failover::DEFAULT_MAX_LAG_BLOCKS)]
+    pub rpc_max_lag: u64,
     /// Name of the environment variable holding the keeper's transaction key.
     #[arg(long, value_name = "NAME")]
     pub key_env: Option<String>,

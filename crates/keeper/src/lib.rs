@@ -56,8 +56,8 @@ pub struct RelayConfig {
     pub api: String,
     /// `--require-oci-runtime`: the OCI runtime every relayed run must have used.
     pub require_oci_runtime: Option<String>,
-    /// RPC URL (may embed a key; never printed).
-    pub rpc: String,
+    /// RPC endpoints in order (may embed keys; never printed).
+    pub rpc: bounty_chain::RpcEndpoints,
     /// Where the transaction key comes from.
     pub key: KeySource,
     /// Settlement records.
@@ -71,8 +71,8 @@ pub struct RelayConfig {
 /// A `keeper resume` run's configuration: a relay's without candidates, attestations or API.
 #[derive(Debug, Clone)]
 pub struct ResumeConfig {
-    /// RPC URL (may embed a key; never printed).
-    pub rpc: String,
+    /// RPC endpoints in order (may embed keys; never printed).
+    pub rpc: bounty_chain::RpcEndpoints,
     /// Where the transaction key comes from.
     pub key: KeySource,
     /// Settlement records.
@@ -126,11 +126,34 @@ struct Connections {
 }
 
 impl Connections {
-    fn open(key: &KeySource, rpc_url: &str) -> Result<Self, RunError> {
+    /// With several endpoints: each one's chain id and head, before anything is read or sent
+    /// (endpoints on different chains are a configuration to fix, none answering an outage).
+    async fn check_endpoints(&self) -> Result<(), RunError> {
+        let refused = |e: bounty_chain::FailoverError| {
+            if e.is_transient() {
+                RunError::Rpc(chain::RpcFailure::Unavailable {
+                    what: "eth_chainId",
+                    detail: e.to_string(),
+                })
+            } else {
+                RunError::Config(e.to_string())
+            }
+        };
+        self.rpc.check_endpoints().await.map_err(refused)?;
+        self.reader.check_endpoints().await.map_err(refused)?;
+        Ok(())
+    }
+
+    fn open(key: &KeySource, endpoints: &bounty_chain::RpcEndpoints) -> Result<Self, RunError> {
         let key = LoadedKey::load(key)?;
-        let rpc = SettlementRpc::new(rpc_url, REQUEST_TIMEOUT).map_err(RunError::Rpc)?;
-        let reader = bounty_chain::RpcChainReader::new(rpc_url, REQUEST_TIMEOUT)
-            .map_err(|e| RunError::Config(e.to_string()))?;
+        let rpc =
+            SettlementRpc::with_failover(endpoints, REQUEST_TIMEOUT).map_err(RunError::Rpc)?;
+        let reader = bounty_chain::RpcChainReader::with_failover(
+            &endpoints.urls,
+            REQUEST_TIMEOUT,
+            endpoints.policy,
+        )
+        .map_err(|e| RunError::Config(e.to_string()))?;
         let client = PlatformClient::new(ClientLimits::default())
             .map_err(|e| RunError::Config(e.to_string()))?;
         Ok(Self {
@@ -146,9 +169,12 @@ impl Connections {
 pub async fn run(cfg: &RelayConfig) -> Result<Report, RunError> {
     // Both URLs are checked before anything else happens, so a plain-http remote endpoint is
     // a configuration error and never receives a request.
-    bounty_chain::check_rpc_url(&cfg.rpc).map_err(|e| RunError::Config(format!("--rpc: {e}")))?;
+    for url in &cfg.rpc.urls {
+        bounty_chain::check_rpc_url(url).map_err(|e| RunError::Config(format!("--rpc: {e}")))?;
+    }
     platform_client::check_url(&cfg.api).map_err(|e| RunError::Config(format!("--api: {e}")))?;
     let conn = Connections::open(&cfg.key, &cfg.rpc)?;
+    conn.check_endpoints().await?;
     let signer = conn.key.signer();
     let state = StateDir::open(&cfg.state_dir)?;
     let candidates = inputs::candidate_files(&cfg.candidates)?;
@@ -179,10 +205,13 @@ pub async fn run(cfg: &RelayConfig) -> Result<Report, RunError> {
 /// resumed without its candidate ([`Relayer::resume_record`]), oldest first; records of every
 /// other state are left alone, and an unreadable record file is reported `internal`.
 pub async fn run_resume(cfg: &ResumeConfig) -> Result<Report, RunError> {
-    bounty_chain::check_rpc_url(&cfg.rpc).map_err(|e| RunError::Config(format!("--rpc: {e}")))?;
+    for url in &cfg.rpc.urls {
+        bounty_chain::check_rpc_url(url).map_err(|e| RunError::Config(format!("--rpc: {e}")))?;
+    }
     // The client is never asked: a resume re-plans nothing, so it needs no job and no
     // attestation.
     let conn = Connections::open(&cfg.key, &cfg.rpc)?;
+    conn.check_endpoints().await?;
     let signer = conn.key.signer();
     let pool = inputs::AttestationPool::default();
     let state = StateDir::open(&cfg.state_dir)?;

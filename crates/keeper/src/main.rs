@@ -108,7 +108,13 @@ fn settle_parts(args: &SettleArgs) -> Result<ResumeConfig, Exit> {
         }
     };
     Ok(ResumeConfig {
-        rpc: args.rpc.clone(),
+        rpc: bounty_chain::RpcEndpoints {
+            urls: args.rpc.clone(),
+            policy: bounty_chain::FailoverPolicy {
+                max_lag_blocks: args.rpc_max_lag,
+                ..bounty_chain::FailoverPolicy::default()
+            },
+        },
         key,
         state_dir: args.state_dir.clone(),
         caps: FeeCaps {

@@ -141,9 +141,16 @@ pub struct SignArgs {
     /// Platform API base URL (https, or http to a loopback host).
     #[arg(long, value_name = "URL")]
     pub api: String,
-    /// JSON-RPC URL of the chain.
-    #[arg(long, value_name = "URL")]
-    pub rpc: String,
+    /// JSON-RPC URL of the chain. Give it several times for failover, in order of
+    /// preference: each endpoint's chain id is checked first (endpoints that disagree are
+    /// refused, exit 78), and a request an endpoint refuses, rate-limits or fails moves to the
+    /// next one; a revert is never retried elsewhere.
+    #[arg(long, value_name = "URL", required = true)]
+    pub rpc: Vec<String>,
+    /// With several --rpc: an endpoint whose head is more than this many blocks behind the
+    /// best is not used.
+    #[arg(long, value_name = "BLOCKS", default_value_t = bounty_chain::failover::DEFAULT_MAX_LAG_BLOCKS)]
+    pub rpc_max_lag: u64,
     /// The verifier address to sign as; must be the key's address.
     #[arg(long, value_name = "ADDRESS")]
     pub signer: String,
@@ -243,7 +250,12 @@ fn setup(args: &SignArgs) -> Result<Setup, ConfigError> {
     // per-candidate refusal.
     platform_client::jobs_url(&args.api, network, signer).map_err(ConfigError::Api)?;
     let client = PlatformClient::new(ClientLimits::default()).map_err(ConfigError::Api)?;
-    let reader = RpcChainReader::new(&args.rpc, RPC_TIMEOUT).map_err(ConfigError::Rpc)?;
+    let policy = bounty_chain::FailoverPolicy {
+        max_lag_blocks: args.rpc_max_lag,
+        ..bounty_chain::FailoverPolicy::default()
+    };
+    let reader =
+        RpcChainReader::with_failover(&args.rpc, RPC_TIMEOUT, policy).map_err(ConfigError::Rpc)?;
     Ok(Setup {
         cfg: SignConfig {
             candidates_dir: args.candidates.clone(),
@@ -272,6 +284,17 @@ pub async fn run_sign(args: &SignArgs) -> ExitCode {
             );
         }
     };
+    // Several --rpc: endpoints on different chains are a configuration to fix; none answering
+    // is an outage (one endpoint: nothing asked here, as before).
+    if let Err(e) = s.reader.check_endpoints().await {
+        eprintln!("signer: {e}");
+        let code = if e.is_transient() {
+            ExitCode::Unavailable
+        } else {
+            ExitCode::Config
+        };
+        return json_error(args.json, code, &e.to_string());
+    }
     // Before any candidate is read: without its history this signer signs nothing.
     let mut history = match history::History::open(&args.history) {
         Ok(h) => h,

@@ -276,7 +276,7 @@ impl Scenario {
             attestations: vec![self.path("att0"), self.path("att1")],
             api: self.server.url.clone(),
             require_oci_runtime: None,
-            rpc: self.kit.url().to_string(),
+            rpc: self.kit.url().to_string().into(),
             key: KeySource::File(self.key_file.clone()),
             state_dir: self.path("state"),
             caps: FeeCaps {
