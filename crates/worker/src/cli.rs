@@ -233,6 +233,17 @@ pub enum Subcommands {
         /// Re-queue every given-up (`exhausted`) job, as --retry does.
         #[arg(long, conflicts_with_all = ["job", "json"])]
         retry_exhausted: bool,
+        /// Put back the copy of the ledger `worker serve` took before migrating it from schema
+        /// N (`ledger.vN-before-vM.sqlite3` in --state), so a worker of schema N runs again;
+        /// the newer ledger is kept beside it. Refused while a `worker serve` holds --state;
+        /// jobs recorded after the upgrade run again.
+        #[arg(
+            long,
+            value_name = "N",
+            value_parser = clap::value_parser!(i64).range(1..),
+            conflicts_with_all = ["retry", "retry_exhausted", "job", "json"]
+        )]
+        downgrade_to: Option<i64>,
     },
     /// Write a request file ({"job": …}) for `plan` and --run-regression from a source digest
     /// and a runner manifest; its bounty is a local placeholder that no chain knows.
@@ -590,6 +601,8 @@ pub enum LedgerAction {
     Retry(String),
     /// `--retry-exhausted`.
     RetryExhausted,
+    /// `--downgrade-to N`.
+    DowngradeTo(i64),
 }
 
 /// A checked request to do one thing.
@@ -865,12 +878,14 @@ impl Cli {
                 json,
                 retry,
                 retry_exhausted,
+                downgrade_to,
             }) => Ok(Command::Ledger {
                 state,
-                action: match (retry, retry_exhausted) {
-                    (Some(job), _) => LedgerAction::Retry(job),
-                    (None, true) => LedgerAction::RetryExhausted,
-                    (None, false) => LedgerAction::Show { job, json },
+                action: match (retry, retry_exhausted, downgrade_to) {
+                    (_, _, Some(to)) => LedgerAction::DowngradeTo(to),
+                    (Some(job), _, None) => LedgerAction::Retry(job),
+                    (None, true, None) => LedgerAction::RetryExhausted,
+                    (None, false, None) => LedgerAction::Show { job, json },
                 },
             }),
             Some(Subcommands::Explain {

@@ -154,6 +154,10 @@ pub fn image_policy(args: &crate::cli::ImageArgs, pull: bool) -> worker_serve::i
 
 /// Prints the ledger, or one job's history; or re-queues jobs.
 pub fn ledger(state: &Path, action: &LedgerAction) -> ExitCode {
+    // Before any open: opening migrates, and a newer ledger is refused.
+    if let LedgerAction::DowngradeTo(to) = action {
+        return downgrade(state, *to);
+    }
     // Opening creates a database; a reader must not leave an empty ledger behind.
     if !state.join(LEDGER_FILE).is_file() {
         return fail(
@@ -185,6 +189,34 @@ pub fn ledger(state: &Path, action: &LedgerAction) -> ExitCode {
             Ok(done) => requeued(&done, "given-up jobs"),
             Err(error) => fail(ExitCode::Internal, &error),
         },
+        // Returned before the open above; kept here so the match stays exhaustive.
+        LedgerAction::DowngradeTo(to) => {
+            drop(ledger);
+            downgrade(state, *to)
+        }
+    }
+}
+
+/// `worker ledger --downgrade-to N`.
+fn downgrade(state: &Path, to: i64) -> ExitCode {
+    use crate::serve::rollback::{RollbackError, downgrade};
+    match downgrade(state, to) {
+        Ok(done) => print_text(&format!(
+            "ledger schema {} -> {}: restored {} (taken before the upgrade); the newer ledger is \
+             kept as {}; now install a worker of ledger schema {} and start it\n",
+            done.from,
+            done.to,
+            done.restored.display(),
+            done.kept.display(),
+            done.to
+        )),
+        // A live service or a passing I/O fault: stop it, or try again.
+        Err(
+            error @ (RollbackError::Locked(_)
+            | RollbackError::Io { .. }
+            | RollbackError::Sqlite { .. }),
+        ) => fail(ExitCode::Internal, &error),
+        Err(error) => fail(ExitCode::Config, &error),
     }
 }
 

@@ -71,3 +71,76 @@ fn ledger_retry_of_an_id_the_ledger_does_not_hold_exits_1_not_0() {
         "{out:?}"
     );
 }
+
+/// #46 item 7: a newer worker migrated the ledger (and kept the copy it took before), then the
+/// operator brings the older worker back. It is refused (exit 78, naming the way back), and
+/// `worker ledger --downgrade-to N` puts the copy in place: the older worker reads its ledger
+/// again, and the newer one is kept beside it. Refused while a service holds the directory.
+#[test]
+fn an_older_worker_runs_again_on_its_ledger_after_downgrade_to() {
+    let state = state_with_one_job();
+    let known = Ledger::schema_version();
+    let newer = known + 1;
+    let file = state.path().join(worker::serve::ledger::LEDGER_FILE);
+    // What the newer worker leaves: its copy of the older ledger, then the migrated one.
+    std::fs::copy(
+        &file,
+        state
+            .path()
+            .join(worker::serve::rollback::backup_name(known, newer)),
+    )
+    .unwrap();
+    rusqlite::Connection::open(&file)
+        .unwrap()
+        .pragma_update(None, "user_version", newer)
+        .unwrap();
+
+    let out = ledger(state.path(), &[]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(78), "{stderr}");
+    assert!(
+        stderr.contains(&format!("--downgrade-to {known}")),
+        "{stderr}"
+    );
+
+    {
+        let _serve = worker::serve::lock::lock_state(state.path()).unwrap();
+        let out = ledger(state.path(), &["--downgrade-to", &known.to_string()]);
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(1), "{stderr}");
+        assert!(
+            stderr.contains("in use by another worker serve"),
+            "{stderr}"
+        );
+    }
+
+    let out = ledger(state.path(), &["--downgrade-to", &known.to_string()]);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{stdout}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(
+        stdout.contains(&format!("ledger schema {newer} -> {known}")),
+        "{stdout}"
+    );
+    let out = ledger(state.path(), &["--json"]);
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(String::from_utf8_lossy(&out.stdout).contains(JOB));
+    assert!(
+        state
+            .path()
+            .join(worker::serve::rollback::replaced_name(newer, known))
+            .is_file()
+    );
+    // Nothing older than the oldest copy.
+    let out = ledger(state.path(), &["--downgrade-to", "1"]);
+    assert_eq!(out.status.code(), Some(78));
+}
