@@ -338,58 +338,7 @@ pub(crate) async fn run_stubs(
         limits,
         references: &references,
     };
-    let mut trees = Vec::new();
-    trees.push(
-        match exit_on_load(&source, &work.path().join("exit_on_load"), limits)? {
-            Some(mut t) => {
-                t.replaced = referenced_first(std::mem::take(&mut t.replaced), &references);
-                Planned::Tree(t)
-            }
-            None => Planned::NotApplicable,
-        },
-    );
-    if let Some(tree) = built.keep_text(
-        EXIT_ON_LOAD_KEEP_TEXT,
-        &work.path().join("keep-text"),
-        Exit::Success,
-        None,
-    )? {
-        trees.push(Planned::Tree(tree));
-    }
-    if let Some(tree) = referenced_programs(&references, &work.path().join("referenced"))? {
-        trees.push(Planned::Tree(tree));
-    }
-    let control = built.keep_text(
-        FAIL_ON_LOAD_KEEP_TEXT,
-        &work.path().join("fail-on-load"),
-        Exit::Failure,
-        None,
-    )?;
-    let neutral = control.is_some();
-    if let Some(tree) = control {
-        trees.push(Planned::Tree(tree));
-    }
-    for (i, shadow) in built.shadows()?.into_iter().enumerate() {
-        let dest = work.path().join(format!("shadow-{i}"));
-        let tree = if neutral {
-            built.keep_text(&shadow.name, &dest, Exit::Failure, Some(&shadow))?
-        } else {
-            shadow_only(&shadow, &dest)?
-        };
-        if let Some(tree) = tree {
-            trees.push(Planned::Shadow(tree));
-        }
-    }
-    let empty = work.path().join("empty");
-    make_dir(&empty)?;
-    trees.push(Planned::Tree(StubTree {
-        name: EMPTY_TREE.into(),
-        dir: empty,
-        replaced: vec![],
-        added: vec![],
-        kept: 0,
-        shadows: None,
-    }));
+    let trees = plan(&built, work.path())?;
 
     let mut stubs: Vec<StubResult> = Vec::new();
     let mut culprit = None;
@@ -459,6 +408,64 @@ pub(crate) async fn run_stubs(
         culprit,
         solver_tests,
     })
+}
+
+/// Every stub tree to run, in order: built from the staged source under `work`.
+fn plan(built: &Built<'_>, work: &Path) -> Result<Vec<Planned>, RehearseError> {
+    let mut trees = Vec::new();
+    trees.push(
+        match exit_on_load(built.source, &work.join("exit_on_load"), built.limits)? {
+            Some(mut t) => {
+                t.replaced = referenced_first(std::mem::take(&mut t.replaced), built.references);
+                Planned::Tree(t)
+            }
+            None => Planned::NotApplicable,
+        },
+    );
+    if let Some(tree) = built.keep_text(
+        EXIT_ON_LOAD_KEEP_TEXT,
+        &work.join("keep-text"),
+        Exit::Success,
+        None,
+    )? {
+        trees.push(Planned::Tree(tree));
+    }
+    if let Some(tree) = referenced_programs(built.references, &work.join("referenced"))? {
+        trees.push(Planned::Tree(tree));
+    }
+    let control = built.keep_text(
+        FAIL_ON_LOAD_KEEP_TEXT,
+        &work.join("fail-on-load"),
+        Exit::Failure,
+        None,
+    )?;
+    let neutral = control.is_some();
+    if let Some(tree) = control {
+        trees.push(Planned::Tree(tree));
+    }
+    for (i, shadow) in built.shadows()?.into_iter().enumerate() {
+        let dest = work.join(format!("shadow-{i}"));
+        let tree = if neutral {
+            built.keep_text(&shadow.name, &dest, Exit::Failure, Some(&shadow))?
+        } else {
+            shadow_only(&shadow, &dest)?
+        };
+        if let Some(tree) = tree {
+            trees.push(Planned::Shadow(tree));
+        }
+    }
+    let empty = work.join("empty");
+    make_dir(&empty)?;
+    trees.push(Planned::Tree(StubTree {
+        name: EMPTY_TREE.into(),
+        dir: empty,
+        replaced: vec![],
+        added: vec![],
+        kept: 0,
+        shadows: None,
+    }));
+
+    Ok(trees)
 }
 
 /// What the keep-text stubs and the shadows are built from: the staged source, its limits, and
@@ -563,13 +570,13 @@ impl Built<'_> {
         let mut dir = Path::new(rel_path).parent();
         while let Some(d) = dir {
             let manifest = self.source.join(d).join("Cargo.toml");
-            if let Ok(head) = read_head(&manifest, 1 << 16) {
-                if !head.is_empty() {
-                    let text = String::from_utf8_lossy(&head);
-                    return text
-                        .lines()
-                        .any(|l| l.replace(' ', "").starts_with("edition=\"2024\""));
-                }
+            if let Ok(head) = read_head(&manifest, 1 << 16)
+                && !head.is_empty()
+            {
+                let text = String::from_utf8_lossy(&head);
+                return text
+                    .lines()
+                    .any(|l| l.replace(' ', "").starts_with("edition=\"2024\""));
             }
             dir = d.parent();
         }

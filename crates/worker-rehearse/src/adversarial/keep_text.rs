@@ -226,9 +226,7 @@ fn go_package_end(text: &[u8]) -> Option<usize> {
         let end = offset + line.len();
         let s = String::from_utf8_lossy(line);
         let s = s.trim();
-        if in_block_comment {
-            in_block_comment = !s.contains("*/");
-        } else if s.starts_with("/*") {
+        if in_block_comment || s.starts_with("/*") {
             in_block_comment = !s.contains("*/");
         } else if s.starts_with("package ") {
             return Some(end);
