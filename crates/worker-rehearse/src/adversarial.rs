@@ -213,17 +213,20 @@ impl Adversarial {
     pub fn human(&self) -> String {
         let mut out = format!("adversarial stubs ({})\n", self.stubs.len());
         if let Some(tests) = &self.solver_tests {
+            let mut files = tests
+                .files
+                .iter()
+                .take(LISTED_FILES)
+                .map(|f| printable(f))
+                .collect::<Vec<_>>()
+                .join(", ");
+            if tests.files.len() > LISTED_FILES {
+                files.push_str(&format!(" and {} more", tests.files.len() - LISTED_FILES));
+            }
             out.push_str(&format!(
-                "  solver's tests: {} starts `{}` on /workspace: {}\n",
+                "  solver's tests: {} starts `{}` on /workspace: {files}\n",
                 printable(&tests.started_in),
                 printable(&tests.runner),
-                tests
-                    .files
-                    .iter()
-                    .take(LISTED_FILES)
-                    .map(|f| printable(f))
-                    .collect::<Vec<_>>()
-                    .join(", ")
             ));
         }
         for stub in &self.stubs {
