@@ -14,6 +14,7 @@ pub mod attest;
 pub mod bounty;
 pub mod node;
 pub mod private;
+pub mod proxy;
 
 pub use attest::{AttestationFields, local_attestation_digest, revert_reason, sign_digest};
 pub use bounty::{BountyParams, DeployedBounty, TestBounty, TestVerifierWallet, Testkit, status};
@@ -22,3 +23,4 @@ pub use node::{
     rpc_url,
 };
 pub use private::PrivateNode;
+pub use proxy::{Misbehaviour, RpcProxy};

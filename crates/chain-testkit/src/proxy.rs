@@ -1,0 +1,115 @@
+//! Misbehaving JSON-RPC endpoints in front of the real local node, for the failover tests
+//! (#43): each is a loopback HTTP server that forwards what it does not break.
+//!
+//! The refusing and rate-limiting ones answer `eth_chainId` and `eth_blockNumber` like a
+//! healthy endpoint and fail everything else, so they pass the start-up check and every real
+//! request must move on from them (a provider whose plan covers only the cheap calls).
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use serde_json::{Value, json};
+use test_http::{Request, Response};
+
+/// How a proxy misbehaves.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Misbehaviour {
+    /// Forwards everything (a healthy endpoint through a proxy, for request counts).
+    None,
+    /// HTTP 403 to everything but `eth_chainId` and `eth_blockNumber`.
+    Forbidden,
+    /// JSON-RPC `-32005` "rate limit exceeded" to everything but `eth_chainId` and
+    /// `eth_blockNumber`.
+    RateLimited,
+    /// Its head (`eth_blockNumber`) is this many blocks behind the node's.
+    Lagging(u64),
+    /// Answers another chain id (1) to `eth_chainId`.
+    OtherChain,
+    /// Answers `eth_sendRawTransaction` with the transaction's hash and drops it.
+    Swallowing,
+}
+
+/// A running proxy: its URL and what it saw.
+#[derive(Debug, Clone)]
+pub struct RpcProxy {
+    /// `http://127.0.0.1:PORT`.
+    pub url: String,
+    sent_raw: Arc<AtomicU64>,
+}
+
+impl RpcProxy {
+    /// How many `eth_sendRawTransaction` requests reached this proxy.
+    pub fn raw_transactions(&self) -> u64 {
+        self.sent_raw.load(Ordering::SeqCst)
+    }
+}
+
+fn answer(value: &Value) -> Option<Response> {
+    Some(Response::ok(serde_json::to_vec(value).unwrap_or_default()))
+}
+
+/// Starts a proxy to `upstream` that misbehaves as `how`.
+pub async fn start(upstream: &str, how: Misbehaviour) -> std::io::Result<RpcProxy> {
+    let sent_raw = Arc::new(AtomicU64::new(0));
+    let seen = sent_raw.clone();
+    let http = reqwest::Client::new();
+    let upstream = upstream.to_owned();
+    let url = test_http::serve(move |req: Request| {
+        let (http, upstream, seen) = (http.clone(), upstream.clone(), seen.clone());
+        async move {
+            let request: Value = serde_json::from_slice(&req.body).ok()?;
+            let id = request.get("id").cloned().unwrap_or(Value::Null);
+            let method = request
+                .get("method")
+                .and_then(Value::as_str)
+                .unwrap_or("")
+                .to_owned();
+            let cheap = matches!(method.as_str(), "eth_chainId" | "eth_blockNumber");
+            if method == "eth_sendRawTransaction" {
+                seen.fetch_add(1, Ordering::SeqCst);
+            }
+            let forward = || async {
+                let answer: Value = http
+                    .post(&upstream)
+                    .json(&request)
+                    .send()
+                    .await
+                    .ok()?
+                    .json()
+                    .await
+                    .ok()?;
+                Some(answer)
+            };
+            match how {
+                Misbehaviour::Forbidden if !cheap => Some(Response::status(403)),
+                Misbehaviour::RateLimited if !cheap => answer(&json!({
+                    "jsonrpc": "2.0", "id": id,
+                    "error": {"code": -32005, "message": "rate limit exceeded"}
+                })),
+                Misbehaviour::OtherChain if method == "eth_chainId" => {
+                    answer(&json!({"jsonrpc": "2.0", "id": id, "result": "0x1"}))
+                }
+                Misbehaviour::Lagging(blocks) if method == "eth_blockNumber" => {
+                    let mut real = forward().await?;
+                    let head = real
+                        .get("result")
+                        .and_then(Value::as_str)
+                        .and_then(|h| u64::from_str_radix(h.trim_start_matches("0x"), 16).ok())?;
+                    real["result"] = json!(format!("{:#x}", head.saturating_sub(blocks)));
+                    answer(&real)
+                }
+                Misbehaviour::Swallowing if method == "eth_sendRawTransaction" => {
+                    let raw = request
+                        .pointer("/params/0")
+                        .and_then(Value::as_str)
+                        .and_then(|h| alloy::hex::decode(h.trim_start_matches("0x")).ok())?;
+                    let hash = alloy::primitives::keccak256(&raw);
+                    answer(&json!({"jsonrpc": "2.0", "id": id, "result": format!("{hash}")}))
+                }
+                _ => answer(&forward().await?),
+            }
+        }
+    })
+    .await?;
+    Ok(RpcProxy { url, sent_raw })
+}
