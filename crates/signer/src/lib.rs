@@ -21,6 +21,7 @@ pub mod exit;
 pub mod files;
 pub mod history;
 pub mod interchange;
+pub mod key;
 pub mod sign;
 
 use std::path::PathBuf;
@@ -133,7 +134,7 @@ pub struct AgreeArgs {
 
 /// Arguments of `signer sign`.
 #[derive(Debug, Args)]
-#[command(group(clap::ArgGroup::new("key").required(true).args(["key_env", "key_file"])))]
+#[command(group(clap::ArgGroup::new("key").required(true).args(["key_env", "key_file", "remote_signer"])))]
 pub struct SignArgs {
     /// Directory holding manifest.json and the candidate files.
     #[arg(long, value_name = "DIR")]
@@ -160,6 +161,12 @@ pub struct SignArgs {
     /// File holding the hex private key (mode 0600 or stricter, not a symlink).
     #[arg(long, value_name = "PATH")]
     pub key_file: Option<PathBuf>,
+    /// A remote signer holding the key instead (Web3Signer, clef or a node's own accounts):
+    /// its JSON-RPC URL (https, or http to a loopback host). It must list --signer in
+    /// eth_accounts before any candidate is read; each attestation is signed through
+    /// eth_signTypedData_v4 and recovered here before it is written.
+    #[arg(long, value_name = "URL")]
+    pub remote_signer: Option<String>,
     /// Output directory for attestations, their manifest.
     #[arg(long, value_name = "DIR")]
     pub out: PathBuf,
@@ -195,6 +202,9 @@ pub enum ConfigError {
     /// The key could not be loaded.
     #[error("{0}")]
     Key(#[from] keyfile::KeyError),
+    /// The remote signer is unusable or does not hold the key of `--signer`.
+    #[error("{0}")]
+    Remote(#[from] key::RemoteError),
     /// The key is for another address.
     #[error("the key's address {key} is not --signer {signer}")]
     KeyMismatch {
@@ -220,26 +230,28 @@ fn unix_now() -> u64 {
 
 struct Setup {
     cfg: SignConfig,
-    key: LoadedKey,
+    key: key::AttestationKey,
     source: HttpJobSource,
     reader: RpcChainReader,
 }
 
-fn setup(args: &SignArgs) -> Result<Setup, ConfigError> {
+async fn setup(args: &SignArgs) -> Result<Setup, ConfigError> {
     let signer: Address = args
         .signer
         .parse()
         .map_err(|_| ConfigError::SignerAddress)?;
     let network = Network::from_alias(&args.network)
         .ok_or_else(|| ConfigError::Network(args.network.chars().take(64).collect()))?;
-    let source = match (&args.key_env, &args.key_file) {
-        (Some(name), _) => KeySource::Env(name.clone()),
-        (None, Some(path)) => KeySource::File(path.clone()),
+    let key = match (&args.key_env, &args.key_file, &args.remote_signer) {
+        (None, None, Some(url)) => {
+            key::AttestationKey::Remote(key::RemoteSigner::connect(url, signer).await?)
+        }
+        (Some(name), _, _) => LoadedKey::load(&KeySource::Env(name.clone()))?.into(),
+        (None, Some(path), _) => LoadedKey::load(&KeySource::File(path.clone()))?.into(),
         // clap's required group makes this unreachable; treated as a missing key anyway.
-        (None, None) => KeySource::Env(String::new()),
+        (None, None, None) => LoadedKey::load(&KeySource::Env(String::new()))?.into(),
     };
-    let key = LoadedKey::load(&source)?;
-    let key_address = Address::from(key.address());
+    let key_address = key.address();
     if key_address != signer {
         return Err(ConfigError::KeyMismatch {
             key: key_address,
@@ -273,7 +285,7 @@ fn setup(args: &SignArgs) -> Result<Setup, ConfigError> {
 
 /// Runs `signer sign`: the report goes to stdout with `--json`, the summary to stderr.
 pub async fn run_sign(args: &SignArgs) -> ExitCode {
-    let s = match setup(args) {
+    let s = match setup(args).await {
         Ok(s) => s,
         Err(e) => {
             eprintln!("signer: configuration error: {e}");

@@ -24,7 +24,6 @@ use bounty_chain::{
     AttestationQuery, ChainReadError, ChainReader, CheckedCandidate, JobSource, Refusal,
     refetch_and_revalidate,
 };
-use keyfile::LoadedKey;
 use serde::Serialize;
 use serde_json::Value;
 use verifier_sdk::artifacts::ATTESTATION_SCHEMA;
@@ -39,6 +38,7 @@ use verifier_sdk::{
 use crate::exit::ExitCode;
 use crate::files::{FileError, MAX_CANDIDATE_BYTES, MAX_MANIFEST_BYTES, read_json, write_json};
 use crate::history::{History, HistoryError, Prior, Scope, SignedRecord, describe};
+use crate::key::AttestationKey;
 
 /// Name of the candidate manifest inside the candidates directory.
 pub const CANDIDATE_MANIFEST_FILE: &str = "manifest.json";
@@ -384,7 +384,7 @@ enum Decision {
 async fn check_and_sign(
     cfg: &SignConfig,
     entry: &CandidateEntry,
-    key: &LoadedKey,
+    key: &AttestationKey,
     history: &mut History,
     source: &impl JobSource,
     reader: &impl ChainReader,
@@ -503,7 +503,8 @@ async fn check_and_sign(
             candidate: &candidate_text,
             now,
         },
-    )?;
+    )
+    .await?;
 
     Ok(Decision::Sign(Box::new(Signed {
         file_name: attestation_file_name(job.job_id(), &cfg.signer),
@@ -535,14 +536,15 @@ struct SignedRecordInput<'a> {
 
 /// Signs the digest, checks the signature recovers to the signer, and commits it to the
 /// history; only then may it be written.
-fn sign_and_record(
+async fn sign_and_record(
     cfg: &SignConfig,
-    key: &LoadedKey,
+    key: &AttestationKey,
     history: &mut History,
     input: SignedRecordInput<'_>,
 ) -> Result<AttestationSignature, CandidateRefusal> {
     let raw_sig = key
-        .sign_prehash(input.digest.as_bytes())
+        .sign(input.chain_id, input.fields, &input.digest)
+        .await
         .map_err(|e| CandidateRefusal::SignatureCheck(e.to_string()))?;
     let signature = AttestationSignature::from_slice(&raw_sig)
         .map_err(|e: SignatureError| CandidateRefusal::SignatureCheck(e.to_string()))?;
@@ -636,13 +638,13 @@ fn write_attestation(out_dir: &Path, signed: &Signed) -> Result<(), FileError> {
 /// for another address or an unwritable output directory fail the run.
 pub async fn sign_candidates(
     cfg: &SignConfig,
-    key: &LoadedKey,
+    key: &AttestationKey,
     history: &mut History,
     source: &impl JobSource,
     reader: &impl ChainReader,
     now: u64,
 ) -> Result<RunReport, RunError> {
-    let key_address = Address::from(key.address());
+    let key_address = key.address();
     if key_address != cfg.signer {
         return Err(RunError::KeyMismatch {
             key: key_address,

@@ -19,6 +19,7 @@ use keyfile::LoadedKey;
 use platform_client::{ClientLimits, PlatformClient};
 use serde_json::{Value, json};
 use signer::history::History;
+use signer::key::{AttestationKey, RemoteSigner};
 use signer::sign::{ATTESTATION_MANIFEST_FILE, CandidateStatus};
 use signer::{ExitCode, RunReport, SignConfig, sign_candidates};
 use verifier_sdk::fixtures::{JobParams, job_value};
@@ -268,7 +269,7 @@ impl World {
     async fn sign_with(&self, reader: &impl ChainReader, now: u64) -> RunReport {
         sign_candidates(
             &self.cfg(),
-            &key(),
+            &key().into(),
             &mut self.open_history(),
             &self.source(),
             reader,
@@ -833,7 +834,7 @@ async fn manifest_entry_pointing_outside_the_directory_is_invalid_input() {
     let reader = RpcChainReader::new(w.kit.url(), Duration::from_secs(10)).unwrap();
     let err = sign_candidates(
         &w.cfg(),
-        &key(),
+        &key().into(),
         &mut w.open_history(),
         &w.source(),
         &reader,
@@ -1050,7 +1051,7 @@ async fn planted_link_at_the_old_temp_name_leaves_the_victim_untouched(hard: boo
     let reader = RpcChainReader::new(w.kit.url(), Duration::from_secs(10)).unwrap();
     let result = sign_candidates(
         &w.cfg(),
-        &key(),
+        &key().into(),
         &mut w.open_history(),
         &w.source(),
         &reader,
@@ -1177,7 +1178,7 @@ async fn a_manifest_one_past_the_bound_is_handled_up_to_the_bound_and_reports_th
     let reader = RpcChainReader::new(w.kit.url(), Duration::from_secs(10)).unwrap();
     let report = sign_candidates(
         &w.cfg(),
-        &key(),
+        &key().into(),
         &mut w.open_history(),
         &w.source(),
         &reader,
@@ -1224,7 +1225,7 @@ async fn past_the_bound_the_earliest_expiries_are_signed() {
     let reader = RpcChainReader::new(w.kit.url(), Duration::from_secs(10)).unwrap();
     let report = sign_candidates(
         &cfg,
-        &key(),
+        &key().into(),
         &mut w.open_history(),
         &w.source(),
         &reader,
@@ -1515,4 +1516,76 @@ async fn the_same_verdict_after_its_stored_deadline_is_signed_anew_and_recorded(
     let records = w.open_history().all().unwrap();
     assert_eq!(records.len(), 2);
     assert!(records.iter().all(|r| r.passed()));
+}
+
+// ---------- key backends (issue #44 item 3) ----------
+
+#[tokio::test]
+async fn an_attestation_through_the_remote_signer_settles_and_recovers_to_the_verifier() {
+    let w = world().await;
+    // The local Hardhat node signs with its own account for the verifier's address: the
+    // signer process never holds the key.
+    let remote = RemoteSigner::connect(w.kit.url(), w.signer).await.unwrap();
+    let report = sign_candidates(
+        &w.cfg(),
+        &AttestationKey::Remote(remote),
+        &mut w.open_history(),
+        &w.source(),
+        &RpcChainReader::new(w.kit.url(), Duration::from_secs(10)).unwrap(),
+        w.now,
+    )
+    .await
+    .unwrap();
+    assert_eq!(report.signed, 1, "{}", report.summary());
+    let att = only_attestation(&w);
+    let sig = att.parsed_signature().unwrap();
+    let fields = w.open_history().all().unwrap()[0].fields();
+    let digest = verifier_sdk::attestation_digest(8453, &fields);
+    assert_eq!(
+        verifier_sdk::recover_signer(&digest, &sig).unwrap(),
+        w.signer
+    );
+    w.bounty
+        .settle(vec![TestBounty::Attestation {
+            verifier: att.verifier.into(),
+            passed: att.passed,
+            responseHash: att.response_hash.into(),
+            deadline: U256::from(att.deadline),
+            signature: Bytes::copy_from_slice(sig.as_bytes()),
+        }])
+        .await
+        .unwrap();
+    assert_eq!(w.bounty.status().await.unwrap(), status::SETTLED);
+}
+
+#[tokio::test]
+async fn binary_signs_through_a_remote_signer() {
+    let w = world().await;
+    let (code, stdout, stderr) = run_binary(&w, &["--remote-signer", w.kit.url()], &[]).await;
+    assert_eq!(code, 0, "{stderr}");
+    let report: Value = serde_json::from_str(&stdout).unwrap();
+    assert_eq!(report["signed"], 1, "{report}");
+}
+
+#[tokio::test]
+async fn a_remote_signer_answering_for_another_address_fails_closed_before_any_candidate_is_read() {
+    let w = world().await;
+    let history = new_history();
+    // An address the node holds no key of: the node answers eth_accounts without it.
+    let stranger = format!("0x{}", "5e".repeat(20));
+    let out = tokio::process::Command::new(env!("CARGO_BIN_EXE_signer"))
+        .args(["sign", "--candidates", "/nonexistent/candidates"])
+        .args(["--api", &w.api, "--rpc", w.kit.url(), "--signer", &stranger])
+        .args(["--remote-signer", w.kit.url(), "--out"])
+        .arg(w.out.path())
+        .arg("--history")
+        .arg(history.path())
+        .output()
+        .await
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    // 78, not 4: the candidates directory (missing here) was never looked at.
+    assert_eq!(out.status.code(), Some(78), "{stderr}");
+    assert!(stderr.contains("does not list"), "{stderr}");
+    assert!(w.attestation_files().is_empty());
 }
