@@ -1,0 +1,98 @@
+//! #43 item 2 (d): what the signer decides from — a bounty's state at one pinned block, the
+//! contract's attestation digest and the verifier check at that block — read through several
+//! `--rpc` endpoints of which all but the last refuse (403), rate-limit (-32005) or lag 3
+//! blocks, equals what one healthy endpoint answers, so the signer refuses nothing it would sign
+//! with a single healthy endpoint. The endpoints are misbehaving proxies
+//! (`chain_testkit::proxy`) in front of the real local Hardhat node.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::time::Duration;
+
+use alloy::primitives::{Address as ChainAddress, B256};
+use bounty_chain::{AttestationQuery, ChainReader, FailoverPolicy, RpcChainReader};
+use chain_testkit::proxy::{self, Misbehaviour};
+use chain_testkit::{BountyParams, Testkit, dev_signer};
+use verifier_sdk::{Address, Bytes32};
+
+fn sdk_addr(a: ChainAddress) -> Address {
+    Address::from_bytes(a.into_array())
+}
+
+fn policy() -> FailoverPolicy {
+    FailoverPolicy {
+        max_lag_blocks: 2,
+        backoff: Duration::from_millis(50),
+        passes: 2,
+    }
+}
+
+#[tokio::test]
+async fn the_signers_reads_through_failing_endpoints_equal_one_healthy_endpoints() {
+    let kit = Testkit::connect().await.unwrap_or_else(|e| panic!("{e}"));
+    let verifier = dev_signer(1).unwrap().address();
+    let now = kit.latest_timestamp().await.unwrap();
+    let params = BountyParams::new(vec![verifier], now + 3600);
+    let bounty = kit.deploy_bounty(&params).await.unwrap();
+    let bounty = sdk_addr(bounty.address());
+
+    let node = kit.url().to_owned();
+    let forbidden = proxy::start(&node, Misbehaviour::Forbidden).await.unwrap();
+    let limited = proxy::start(&node, Misbehaviour::RateLimited)
+        .await
+        .unwrap();
+    let lagging = proxy::start(&node, Misbehaviour::Lagging(3)).await.unwrap();
+    let healthy = proxy::start(&node, Misbehaviour::None).await.unwrap();
+    let urls: Vec<String> = [&forbidden, &limited, &lagging, &healthy]
+        .iter()
+        .map(|p| p.url.clone())
+        .collect();
+
+    let single = RpcChainReader::new(&node, Duration::from_secs(10)).unwrap();
+    let several = RpcChainReader::with_failover(&urls, Duration::from_secs(10), policy()).unwrap();
+    assert_eq!(several.check_endpoints().await.unwrap(), Some(8453));
+    // Before #43 the signer took one --rpc: the first of these answers nothing it needs.
+    let first_alone = RpcChainReader::new(&forbidden.url, Duration::from_secs(10)).unwrap();
+    assert!(first_alone.read_bounty(bounty).await.is_err());
+
+    let want = single.read_bounty(bounty).await.unwrap();
+    let got = several.read_bounty(bounty).await.unwrap();
+    assert_eq!(got, want);
+    let query = AttestationQuery {
+        verifier: sdk_addr(verifier),
+        passed: true,
+        response_hash: Bytes32::from_bytes(B256::repeat_byte(0xaa).0),
+        deadline: now + 900,
+    };
+    assert_eq!(
+        several
+            .attestation_digest(bounty, got.block_number, query)
+            .await
+            .unwrap(),
+        single
+            .attestation_digest(bounty, want.block_number, query)
+            .await
+            .unwrap()
+    );
+    assert!(
+        several
+            .is_verifier(bounty, got.block_number, sdk_addr(verifier))
+            .await
+            .unwrap()
+    );
+}
+
+/// An endpoint list of one behaves exactly as today: nothing is asked before use.
+#[tokio::test]
+async fn a_list_of_one_endpoint_is_the_single_rpc_of_before() {
+    let kit = Testkit::connect().await.unwrap_or_else(|e| panic!("{e}"));
+    let other = proxy::start(kit.url(), Misbehaviour::OtherChain)
+        .await
+        .unwrap();
+    let reader =
+        RpcChainReader::with_failover(&[other.url.clone()], Duration::from_secs(10), policy())
+            .unwrap();
+    // No start-up check with one endpoint; its chain id is compared with the job's by the
+    // same read as before (the signer's `chain_mismatch`).
+    assert_eq!(reader.check_endpoints().await.unwrap(), None);
+}
