@@ -89,9 +89,12 @@ async fn a_list_of_one_endpoint_is_the_single_rpc_of_before() {
     let other = proxy::start(kit.url(), Misbehaviour::OtherChain)
         .await
         .unwrap();
-    let reader =
-        RpcChainReader::with_failover(&[other.url.clone()], Duration::from_secs(10), policy())
-            .unwrap();
+    let reader = RpcChainReader::with_failover(
+        std::slice::from_ref(&other.url),
+        Duration::from_secs(10),
+        policy(),
+    )
+    .unwrap();
     // No start-up check with one endpoint; its chain id is compared with the job's by the
     // same read as before (the signer's `chain_mismatch`).
     assert_eq!(reader.check_endpoints().await.unwrap(), None);
