@@ -1,5 +1,7 @@
 //! The `--metrics-listen` endpoint: `GET /healthz` and `GET /metrics`, nothing else, on a
-//! loopback address. A dozen lines of HTTP/1.1 on a Tokio listener rather than a framework:
+//! loopback address, or on any other only when asked for explicitly (`--metrics-allow-remote`,
+//! for a central Prometheus: the endpoints are unauthenticated, so the host's firewall must
+//! let only that Prometheus in). A dozen lines of HTTP/1.1 on a Tokio listener rather than a framework:
 //! one request per connection, answered and closed.
 //!
 //! Bounded against a hostile local client: a request head larger than [`MAX_HEAD`] is
@@ -33,12 +35,37 @@ pub const WRITE_DEADLINE: Duration = Duration::from_secs(5);
 /// Connections served at once.
 pub const MAX_CONNECTIONS: usize = 64;
 
+/// Where `/healthz` and `/metrics` are served.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Listen {
+    /// The address.
+    pub addr: SocketAddr,
+    /// Whether an address other than loopback may be used (`--metrics-allow-remote`).
+    pub allow_remote: bool,
+}
+
+impl Listen {
+    /// Loopback only.
+    pub fn loopback(addr: SocketAddr) -> Self {
+        Self {
+            addr,
+            allow_remote: false,
+        }
+    }
+
+    /// Whether others than this host's own users can reach it.
+    pub fn is_remote(&self) -> bool {
+        !self.addr.ip().is_loopback()
+    }
+}
+
 /// Why `--metrics-listen` cannot be used.
 #[derive(Debug, thiserror::Error)]
 pub enum ListenError {
-    /// Not a loopback address: a configuration a restart cannot fix.
+    /// Not a loopback address, and no `--metrics-allow-remote`: a configuration a restart
+    /// cannot fix.
     #[error(
-        "--metrics-listen {0}: not a loopback address (use 127.0.0.1:PORT or [::1]:PORT; put a proxy in front to expose it)"
+        "--metrics-listen {0}: not a loopback address; the endpoints are unauthenticated, so another address needs --metrics-allow-remote and a firewall rule that lets only your Prometheus in (docs/operators.md, Monitoring); or use 127.0.0.1:PORT or [::1]:PORT"
     )]
     NotLoopback(SocketAddr),
     /// The bind failed.
@@ -52,18 +79,20 @@ pub enum ListenError {
     },
 }
 
-/// Refuses anything but a loopback address: the endpoints are unauthenticated.
-pub fn check_loopback(addr: SocketAddr) -> Result<(), ListenError> {
-    if addr.ip().is_loopback() {
-        Ok(())
+/// Refuses anything but a loopback address unless another was asked for explicitly: the
+/// endpoints are unauthenticated.
+pub fn check_listen(listen: Listen) -> Result<(), ListenError> {
+    if listen.is_remote() && !listen.allow_remote {
+        Err(ListenError::NotLoopback(listen.addr))
     } else {
-        Err(ListenError::NotLoopback(addr))
+        Ok(())
     }
 }
 
-/// Binds the listener (a loopback address only).
-pub fn bind(addr: SocketAddr) -> Result<StdListener, ListenError> {
-    check_loopback(addr)?;
+/// Binds the listener (a loopback address unless [`Listen::allow_remote`]).
+pub fn bind(listen: Listen) -> Result<StdListener, ListenError> {
+    check_listen(listen)?;
+    let addr = listen.addr;
     let listener = StdListener::bind(addr).map_err(|source| ListenError::Bind { addr, source })?;
     listener
         .set_nonblocking(true)
@@ -271,7 +300,10 @@ mod tests {
     #[test]
     fn serve_metrics_listen_refuses_every_non_loopback_address() {
         for ok in ["127.0.0.1:9464", "127.8.9.10:1", "[::1]:9464"] {
-            assert!(check_loopback(ok.parse().unwrap()).is_ok(), "{ok}");
+            assert!(
+                check_listen(Listen::loopback(ok.parse().unwrap())).is_ok(),
+                "{ok}"
+            );
         }
         for bad in [
             "0.0.0.0:9464",
@@ -281,12 +313,31 @@ mod tests {
         ] {
             assert!(
                 matches!(
-                    check_loopback(bad.parse().unwrap()),
+                    check_listen(Listen::loopback(bad.parse().unwrap())),
                     Err(ListenError::NotLoopback(_))
                 ),
                 "{bad}"
             );
         }
+    }
+
+    /// Issue 46.6: a central Prometheus must be able to scrape the worker: with
+    /// `--metrics-allow-remote`, a non-loopback address is bound (before, every one was
+    /// refused, exit 78, and the endpoint stayed reachable from the host only).
+    #[test]
+    fn serve_metrics_listen_on_a_non_loopback_address_when_allowed_explicitly() {
+        let remote = Listen {
+            addr: "0.0.0.0:0".parse().unwrap(),
+            allow_remote: true,
+        };
+        assert!(remote.is_remote());
+        let listener = bind(remote).unwrap();
+        assert!(listener.local_addr().unwrap().ip().is_unspecified());
+        let error = bind(Listen::loopback("0.0.0.0:0".parse().unwrap())).unwrap_err();
+        assert!(
+            error.to_string().contains("--metrics-allow-remote"),
+            "{error}"
+        );
     }
 
     #[test]

@@ -34,7 +34,6 @@ pub use worker_jobs::feed::shard;
 pub use worker_store::clock;
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::net::SocketAddr;
 use std::num::NonZeroUsize;
 use std::path::PathBuf;
 use std::time::Duration;
@@ -78,8 +77,9 @@ pub struct ServeConfig {
     pub poll_interval: Duration,
     /// Most jobs run at once; `None`: what the engine holds ([`capacity::auto_parallel`]).
     pub parallel: Option<NonZeroUsize>,
-    /// Where `/healthz` and `/metrics` are served (loopback only); `None`: nowhere.
-    pub metrics_listen: Option<SocketAddr>,
+    /// Where `/healthz` and `/metrics` are served (loopback unless allowed otherwise);
+    /// `None`: nowhere.
+    pub metrics_listen: Option<http::Listen>,
     /// Pulls ahead of jobs and the image budget ([`images`]).
     pub images: images::ImagePolicy,
 }
@@ -151,7 +151,7 @@ pub fn prepare(config: &ServeConfig) -> Result<Prepared, ServeError> {
         .validate()
         .map_err(|e| ServeError::Config(e.to_string()))?;
     if let Some(addr) = config.metrics_listen {
-        http::check_loopback(addr).map_err(|e| ServeError::Config(e.to_string()))?;
+        http::check_listen(addr).map_err(|e| ServeError::Config(e.to_string()))?;
     }
     if config.poll_interval.is_zero() {
         return Err(ServeError::Config(

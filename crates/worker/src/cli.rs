@@ -528,12 +528,18 @@ pub struct ServeArgs {
           value_parser = clap::value_parser!(u64).range(1..=86_400))]
     pub poll_interval: u64,
     /// Serve GET /healthz and GET /metrics (Prometheus text) on this loopback address,
-    /// e.g. 127.0.0.1:9464; any other address is refused (exit 78). /healthz answers 200
+    /// e.g. 127.0.0.1:9464; any other address is refused (exit 78) without
+    /// --metrics-allow-remote. /healthz answers 200
     /// when the last successful poll is within 3.3 poll intervals (runs in progress pause
     /// that clock) and the ledger heartbeat is fresh, both on the monotonic clock, 503 with
     /// the reason otherwise; 503 "degraded" when the last 3 runs all failed for host causes.
     #[arg(long, value_name = "ADDR")]
     pub metrics_listen: Option<std::net::SocketAddr>,
+    /// Let --metrics-listen be an address other than loopback (e.g. 0.0.0.0:9464, for a
+    /// central Prometheus). The endpoints are unauthenticated: allow only your Prometheus
+    /// through the host's firewall (docs/operators.md, Monitoring).
+    #[arg(long, requires = "metrics_listen")]
+    pub metrics_allow_remote: bool,
     /// Reuse completed verdicts from this cache directory.
     #[arg(long)]
     pub cache_dir: Option<PathBuf>,

@@ -74,7 +74,14 @@ pub fn serve(args: &ServeArgs) -> ExitCode {
     let telemetry = Arc::new(Telemetry::new(config.poll_interval, clock));
     let result = super::block_on(async move {
         let endpoint = listener.map(|l| {
-            tracing::info!(addr = ?config.metrics_listen, "serving /healthz and /metrics");
+            match config.metrics_listen {
+                Some(listen) if listen.is_remote() => tracing::warn!(
+                    addr = %listen.addr,
+                    "serving /healthz and /metrics beyond this host (--metrics-allow-remote): \
+                     unauthenticated; the firewall must let only your Prometheus in"
+                ),
+                _ => tracing::info!(addr = ?config.metrics_listen, "serving /healthz and /metrics"),
+            }
             tokio::spawn(http::run(l, telemetry.clone()))
         });
         let shutdown = Shutdown::install()
@@ -136,7 +143,10 @@ fn serve_config(args: &ServeArgs) -> ServeConfig {
         state_dir: args.state.clone(),
         poll_interval: Duration::from_secs(args.poll_interval),
         parallel: args.parallel,
-        metrics_listen: args.metrics_listen,
+        metrics_listen: args.metrics_listen.map(|addr| http::Listen {
+            addr,
+            allow_remote: args.metrics_allow_remote,
+        }),
         images: image_policy(&args.image, args.run.pull),
     }
 }

@@ -750,6 +750,10 @@ async fn serve_metrics_listen_on_a_non_loopback_address_exits_78_on_a_held_port_
         assert_eq!(out.status.code(), Some(78), "{addr}: {stderr}");
         assert!(stderr.contains("--metrics-listen"), "{addr}: {stderr}");
         assert!(stderr.contains("loopback"), "{addr}: {stderr}");
+        assert!(
+            stderr.contains("--metrics-allow-remote"),
+            "{addr}: {stderr}"
+        );
     }
     assert_eq!(
         w.server.hits(&feed_path(VERIFIER)),
@@ -767,6 +771,35 @@ async fn serve_metrics_listen_on_a_non_loopback_address_exits_78_on_a_held_port_
     assert_eq!(out.status.code(), Some(1), "{stderr}");
     assert!(stderr.contains("--metrics-listen"), "{stderr}");
     assert_eq!(w.server.hits(&feed_path(VERIFIER)), 0);
+}
+
+/// #46 item 6: with --metrics-allow-remote, a central Prometheus reaches the endpoint on a
+/// non-loopback address (0.0.0.0 here, answered on every address of the host); the start says
+/// so in its log. Before, every such address exited 78.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn serve_metrics_listen_beyond_loopback_with_metrics_allow_remote() {
+    let w = World::new().await;
+    w.serve_jobs(&[]);
+    let port = free_loopback().port();
+    let mut cmd = w.command_with(&[]);
+    cmd.args([
+        "--metrics-listen",
+        &format!("0.0.0.0:{port}"),
+        "--metrics-allow-remote",
+    ]);
+    let child = cmd.spawn().unwrap();
+    let addr = std::net::SocketAddr::from(([127, 0, 0, 1], port));
+    wait_metrics(addr, "a successful poll", |m| {
+        sample(m, POLLS_OK) >= Some(1.0)
+    })
+    .await;
+    signal(&child, "TERM");
+    let (code, stderr) = exit_within(child, Duration::from_secs(40)).await;
+    assert_eq!(code, Some(0), "{stderr}");
+    assert!(
+        stderr.contains("beyond this host") && stderr.contains("firewall"),
+        "{stderr}"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
