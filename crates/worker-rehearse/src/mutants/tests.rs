@@ -1,4 +1,5 @@
 use super::*;
+use std::fs;
 use worker_sandbox::explain::Explanation;
 
 const BASE: &str = "def to_roman(value):\n    out = ''\n    return out\n";
@@ -159,4 +160,74 @@ fn a_benchmark_most_mutants_survive_is_weak_and_shows_the_survivors() {
     assert_eq!(text.matches("SURVIVED: a.py:1 delete_line").count(), 2);
     let none = scored(&[NoVerdict]);
     assert_eq!((none.score_percent, none.weak), (None, None));
+}
+
+fn limits() -> TreeLimits {
+    TreeLimits::new(1 << 20, 100).unwrap()
+}
+
+#[test]
+fn a_mutant_tree_changes_one_line_and_keeps_every_other_byte() {
+    let src = tempfile::tempdir().unwrap();
+    fs::create_dir(src.path().join("pkg")).unwrap();
+    fs::write(
+        src.path().join("pkg/a.py"),
+        "x = 1\r\nif x == 1:\r\n    y = 2\r\n",
+    )
+    .unwrap();
+    fs::write(src.path().join("data.txt"), "keep").unwrap();
+    let out = tempfile::tempdir().unwrap();
+    let flipped = Candidate {
+        file: "pkg/a.py".into(),
+        line: 2,
+        mutator: Mutator::NegateComparison,
+        original: "if x == 1:".into(),
+        mutated: Some("if x != 1:".into()),
+    };
+    build_tree(src.path(), &out.path().join("m"), limits(), &flipped).unwrap();
+    assert_eq!(
+        fs::read_to_string(out.path().join("m/pkg/a.py")).unwrap(),
+        "x = 1\r\nif x != 1:\r\n    y = 2\r\n"
+    );
+    assert_eq!(
+        fs::read_to_string(out.path().join("m/data.txt")).unwrap(),
+        "keep"
+    );
+    let deleted = Candidate {
+        line: 1,
+        mutated: None,
+        ..flipped
+    };
+    build_tree(src.path(), &out.path().join("d"), limits(), &deleted).unwrap();
+    assert_eq!(
+        fs::read_to_string(out.path().join("d/pkg/a.py")).unwrap(),
+        "if x == 1:\r\n    y = 2\r\n"
+    );
+}
+
+#[test]
+fn only_files_that_differ_from_the_base_give_candidates() {
+    let base = tempfile::tempdir().unwrap();
+    let source = tempfile::tempdir().unwrap();
+    fs::write(base.path().join("same.py"), "if a == b:\n    pass\n").unwrap();
+    fs::write(source.path().join("same.py"), "if a == b:\n    pass\n").unwrap();
+    fs::write(base.path().join("changed.py"), "x = 1\n").unwrap();
+    fs::write(source.path().join("changed.py"), "x = 1\nok = a and b\n").unwrap();
+    fs::write(source.path().join("new.py"), "flag = True\n").unwrap();
+    fs::write(source.path().join("notes.md"), "a == b\n").unwrap();
+    let (all, changed) = all_candidates(base.path(), source.path(), limits()).unwrap();
+    let got: Vec<(&str, usize, Mutator)> = all
+        .iter()
+        .map(|c| (c.file.as_str(), c.line, c.mutator))
+        .collect();
+    assert_eq!(
+        got,
+        [
+            ("changed.py", 2, Mutator::SwapLogical),
+            ("changed.py", 2, Mutator::DeleteLine),
+            ("new.py", 1, Mutator::SwapBoolean),
+            ("new.py", 1, Mutator::DeleteLine),
+        ]
+    );
+    assert_eq!(changed, 2);
 }
