@@ -17,6 +17,11 @@
 #   --enable            after installing, `systemctl enable --now verifier-worker` (only
 #                       with systemd as PID 1 and no --root).
 #
+# Upgrades: when the unit or the worker binary changed and the service is running, it is
+# restarted (`systemctl restart`, said on its own line), so the process that runs afterwards
+# is the new build; a run that changes neither restarts nothing. Without systemd, the note at
+# the end says to restart the worker's supervisor.
+#
 # What it does, each step skipped when already so:
 #   the `verifier` system user and group (home /var/lib/verifier, no login shell), a member
 #   of `docker` (which must exist: install Docker Engine first); /var/lib/verifier, its
@@ -237,7 +242,11 @@ ensure_file() {
   fi
   run install -m "$mode" -o 0 -g 0 "$source" "$target"
 }
+# What the running service would keep running until it is restarted.
+restart_for=()
+before=$changes
 ensure_file "$here/worker.service" "/etc/systemd/system/$UNIT_NAME" 0644
+((changes == before)) || restart_for+=("the unit")
 ensure_file "$repo/docs/operations.md" /usr/share/doc/verifier/operations.md 0644
 # For a host without systemd (a supervisor runs exec-start.sh), and for the signer's host.
 ensure_file "$here/exec-start.sh" /usr/local/lib/verifier/exec-start.sh 0755
@@ -246,7 +255,9 @@ for page in "$repo"/docs/man/worker*.1; do
   ensure_file "$page" "/usr/share/man/man1/$(basename "$page")" 0644
 done
 if [[ -n "$worker_bin" ]]; then
+  before=$changes
   ensure_file "$worker_bin" /usr/local/bin/worker 0755
+  ((changes == before)) || restart_for+=("the worker binary")
 elif [[ ! -x "$(p /usr/local/bin/worker)" ]]; then
   say "note: /usr/local/bin/worker is missing; give --worker-bin or install the release binary there"
 fi
@@ -289,10 +300,23 @@ done
 systemd_running=""
 [[ "$root" == / && -d /run/systemd/system ]] && systemd_running=1
 if [[ -n "$systemd_running" ]]; then
+  # Read before anything starts it: a service started below runs the new build already.
+  was_active=""
+  systemctl is-active --quiet "$UNIT_NAME" && was_active=1
   ((changes == 0)) || run systemctl daemon-reload
   if [[ -n "$enable" ]]; then
     ((env_status == 0)) || die "not enabling: fix $env_file first"
     run systemctl enable --now "$UNIT_NAME"
+  fi
+  if [[ -n "$was_active" ]] && ((${#restart_for[@]})); then
+    changed="${restart_for[*]}"
+    changed="${changed/ the worker/ and the worker}"
+    # A restart with an env file the unit cannot start from would take the host down.
+    ((env_status == 0)) ||
+      die "not restarting $UNIT_NAME ($changed changed): fix $env_file first; the running service still runs the old build"
+    run systemctl restart "$UNIT_NAME" ||
+      die "systemctl restart $UNIT_NAME failed: journalctl -u $UNIT_NAME -n 50"
+    say "${dry_run:+would have }restarted $UNIT_NAME: $changed changed, and the running service ran the old one until now"
   fi
 elif [[ -n "$enable" ]]; then
   die "--enable: systemd is not PID 1 here; start the worker as docs/operations.md says for a host without systemd"
@@ -305,6 +329,9 @@ else
 fi
 if [[ "$root" == / && -z "$systemd_running" ]]; then
   say "note: systemd is not PID 1 here; the unit is installed but cannot be started (see docs/operations.md, \"Without systemd\")"
+  if ((${#restart_for[@]})); then
+    say "note: ${restart_for[*]} changed: restart the worker's supervisor so it runs the new build"
+  fi
 elif [[ "$root" == / && -z "$enable" ]]; then
   say "next: systemctl enable --now $UNIT_NAME"
 fi

@@ -3,7 +3,8 @@
 # bookworm container runs /lib/systemd/systemd, deploy/install.sh installs the unit there, and
 # `systemctl start verifier-worker` runs the worker (its sandbox and all) against the
 # bench_feed platform stand-in, on the host's Docker Engine through the mounted socket. Passes
-# when `worker doctor` (ExecStartPre=) passed, the service is active, writes a candidate for every job, answers /healthz 200, and
+# when `worker doctor` (ExecStartPre=) passed, the service is active, writes a candidate for every job, answers /healthz 200,
+# is restarted onto a new binary by install.sh (and not by a run that changes nothing), and
 # stops on `systemctl stop` with exit 0 (Result=success).
 #
 #   deploy/tests/systemd-unit.sh WORKER_BIN BENCH_FEED_BIN [UNIT_FILE]
@@ -147,6 +148,27 @@ echo "/healthz: $health"
 pid="$(show MainPID)"
 echo "worker process: $(inside grep -E '^(Uid|Groups|CapEff|CapBnd|NoNewPrivs|Seccomp):' "/proc/$pid/status" | tr -s '\t ' ' ' | tr '\n' ';')"
 inside systemd-analyze security verifier-worker.service --no-pager 2>&1 | tail -n 1
+# An upgrade in place (issue #46 item 7): install.sh with another build restarts the running
+# service and says so, so the process that runs afterwards was started from the new binary
+# (installed before the restart; /proc/PID/exe of the verifier user's process is not
+# readable from `docker exec`, so the new main pid is the proof); a second run
+# changes nothing and restarts nothing.
+old_pid="$pid"
+cp "$worker_bin" "$tmp/src/worker-upgraded"
+printf 'another build' >>"$tmp/src/worker-upgraded"
+upgrade="$(inside /src/deploy/install.sh --worker-bin /src/worker-upgraded 2>&1)" ||
+  die "install.sh of another build failed: $upgrade"
+grep -qx '+ systemctl restart verifier-worker.service' <<<"$upgrade" ||
+  die "install.sh replaced the binary but did not restart the service: $upgrade"
+grep -q '^restarted verifier-worker.service' <<<"$upgrade" || die "install.sh did not say it restarted: $upgrade"
+new_pid="$(show MainPID)"
+[[ "$(show ActiveState)" == active && "$new_pid" != "$old_pid" && "$new_pid" != 0 ]] ||
+  die "after the upgrade: unit $(show ActiveState), main pid $old_pid -> $new_pid"
+again="$(inside /src/deploy/install.sh --worker-bin /src/worker-upgraded 2>&1)" || die "rerun: $again"
+! grep -q 'restart' <<<"$again" || die "a run that changed nothing restarted the service: $again"
+[[ "$(show MainPID)" == "$new_pid" ]] || die "a run that changed nothing replaced the process"
+echo "upgrade: install.sh restarted the service (pid $old_pid -> $new_pid, running the new binary)"
+pid="$new_pid"
 inside systemctl stop verifier-worker.service
 [[ "$(show Result)" == success && "$(show ExecMainStatus)" == 0 ]] ||
   die "stop: Result=$(show Result) ExecMainStatus=$(show ExecMainStatus)"
