@@ -8,10 +8,10 @@
 //! | 2 | usage: the command line could not be parsed |
 //! | 3 | at least one candidate was refused (job changed or gone, on-chain mismatch, deadline too close, digest disagreement, …); the others were still signed; the report names each refusal's code |
 //! | 4 | invalid input: the candidates directory or its manifest is missing, unreadable, malformed, or for another network; for `signer agree`, a candidate file that is unreadable, not a candidate, or whose outcome is no run of its job |
-//! | 5 | the RPC or the platform API was unavailable for at least one candidate (takes precedence over 3: a retry may sign it) |
+//! | 5 | the RPC, the platform API or the `--remote-signer` was unavailable (for at least one candidate, or at the start for the remote signer; takes precedence over 3: a retry may sign it) |
 //! | 6 | `signer agree` only: the two candidates disagree on the job, the verdict or a receipt commitment |
 //! | 10 | a candidate's verdict contradicts a signature this key already made for the same scope (chain, contract, bounty id, round, submission): refused (code `contradicts_history`, naming the earlier signature), nothing signed for it; takes precedence over every other per-candidate code. `signer history import`: the file contradicts the store, nothing imported |
-//! | 78 | configuration or credential problem a restart will not fix: the signing history is missing (never created implicitly), corrupt or not a signing history; key missing, malformed, in a file with mode wider than 0600 or a symlink, key address ≠ `--signer`, invalid RPC or API URL (the API must be https unless loopback) |
+//! | 78 | configuration or credential problem a restart will not fix: the signing history is missing (never created implicitly), corrupt or not a signing history; a `--remote-signer` that does not list `--signer` among its accounts; key missing, malformed, in a file with mode wider than 0600 or a symlink, key address ≠ `--signer`, invalid RPC or API URL (the API must be https unless loopback) |
 
 /// An exit status of the signer.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]

@@ -287,6 +287,12 @@ async fn setup(args: &SignArgs) -> Result<Setup, ConfigError> {
 pub async fn run_sign(args: &SignArgs) -> ExitCode {
     let s = match setup(args).await {
         Ok(s) => s,
+        // A remote signer that did not answer may answer the next run: an outage, not a
+        // configuration to fix.
+        Err(ConfigError::Remote(e @ key::RemoteError::Request(_))) => {
+            eprintln!("signer: {e}");
+            return json_error(args.json, ExitCode::Unavailable, &e.to_string());
+        }
         Err(e) => {
             eprintln!("signer: configuration error: {e}");
             return json_error(

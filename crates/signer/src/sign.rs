@@ -38,7 +38,7 @@ use verifier_sdk::{
 use crate::exit::ExitCode;
 use crate::files::{FileError, MAX_CANDIDATE_BYTES, MAX_MANIFEST_BYTES, read_json, write_json};
 use crate::history::{History, HistoryError, Prior, Scope, SignedRecord, describe};
-use crate::key::AttestationKey;
+use crate::key::{AttestationKey, KeySignError, RemoteError};
 
 /// Name of the candidate manifest inside the candidates directory.
 pub const CANDIDATE_MANIFEST_FILE: &str = "manifest.json";
@@ -168,6 +168,9 @@ pub enum CandidateRefusal {
         describe(.0)
     )]
     ContradictsHistory(Box<SignedRecord>),
+    /// The remote signer did not answer (a retry may sign it).
+    #[error("{0}")]
+    RemoteUnavailable(String),
     /// The signing history failed (the run stops; see [`RunError::History`]).
     #[error("signing history: {0}")]
     History(#[source] HistoryError),
@@ -194,6 +197,7 @@ impl CandidateRefusal {
             Self::SignatureCheck(_) => "signature_check_failed",
             Self::ContradictsHistory(_) => CONTRADICTS_HISTORY,
             Self::History(_) => "history_failed",
+            Self::RemoteUnavailable(_) => "remote_signer_unavailable",
         }
     }
 
@@ -202,6 +206,7 @@ impl CandidateRefusal {
         match self {
             Self::Revalidation(r) => r.is_unavailable(),
             Self::ChainRead(e) => e.is_transient(),
+            Self::RemoteUnavailable(_) => true,
             _ => false,
         }
     }
@@ -545,7 +550,12 @@ async fn sign_and_record(
     let raw_sig = key
         .sign(input.chain_id, input.fields, &input.digest)
         .await
-        .map_err(|e| CandidateRefusal::SignatureCheck(e.to_string()))?;
+        .map_err(|e| match e {
+            KeySignError::Remote(r @ RemoteError::Request(_)) => {
+                CandidateRefusal::RemoteUnavailable(r.to_string())
+            }
+            other => CandidateRefusal::SignatureCheck(other.to_string()),
+        })?;
     let signature = AttestationSignature::from_slice(&raw_sig)
         .map_err(|e: SignatureError| CandidateRefusal::SignatureCheck(e.to_string()))?;
     let recovered = recover_signer(&input.digest, &signature)

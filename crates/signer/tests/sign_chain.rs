@@ -1589,3 +1589,23 @@ async fn a_remote_signer_answering_for_another_address_fails_closed_before_any_c
     assert!(stderr.contains("does not list"), "{stderr}");
     assert!(w.attestation_files().is_empty());
 }
+
+#[tokio::test]
+async fn a_remote_signer_that_does_not_answer_is_an_outage_and_nothing_is_read() {
+    let w = world().await;
+    let history = new_history();
+    let out = tokio::process::Command::new(env!("CARGO_BIN_EXE_signer"))
+        .args(["sign", "--candidates", "/nonexistent/candidates"])
+        .args(["--api", &w.api, "--rpc", w.kit.url()])
+        .args(["--signer", &w.signer.to_string()])
+        .args(["--remote-signer", "http://127.0.0.1:9", "--out"])
+        .arg(w.out.path())
+        .arg("--history")
+        .arg(history.path())
+        .output()
+        .await
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(5), "{stderr}");
+    assert!(w.attestation_files().is_empty());
+}
