@@ -219,13 +219,15 @@ pub async fn solver_bounty(cfg: &E2eConfig, work: &Path) -> Result<SolverBounty,
 }
 
 /// docs/operators.md's world: a feed listing one job of the Python bounty (not on chain:
-/// `worker serve` reads no chain).
+/// `worker serve` reads no chain). The job's verifier set is the one verifier the guide's
+/// service runs for: a worker skips a job whose quorum it cannot complete
+/// (`other_verifier_set`).
 pub async fn feed_with_a_job(cfg: &E2eConfig) -> Result<GuideFeed, E2eError> {
     let fixtures = cfg.repo_root.join("fixtures/python-bounty");
     let solution = fixtures.join("solution-good");
     let benchmark = fixtures.join("benchmark");
     let source_digest = tree_digest(&solution)?;
-    let verifiers = verifier_addresses()?;
+    let verifiers = &verifier_addresses()?[..1];
     let now = wall_clock();
     let solver = PrivateKeySigner::random().address();
     let commit = archive_commit(&source_digest);
@@ -235,7 +237,7 @@ pub async fn feed_with_a_job(cfg: &E2eConfig) -> Result<GuideFeed, E2eError> {
         ..job_params(
             keccak256(format!("guide-serve:{now}:{solver}")),
             solver,
-            &verifiers,
+            verifiers,
             now,
             repo,
             &commit,
