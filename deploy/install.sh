@@ -14,8 +14,8 @@
 #   --pull-images FILE  pull each image FILE lists (one per line, name@sha256:<64 hex>;
 #                       blank lines and # comments allowed) so the first jobs need no pull.
 #                       A reference without a digest is refused before anything is pulled.
-#   --enable            after installing, `systemctl enable --now verifier-worker` (only
-#                       with systemd as PID 1 and no --root).
+#   --enable            after installing, `systemctl enable --now verifier-worker` and its
+#                       health check's timer (only with systemd as PID 1 and no --root).
 #
 # Upgrades: when the unit or the worker binary changed and the service is running, it is
 # restarted (`systemctl restart`, said on its own line), so the process that runs afterwards
@@ -27,10 +27,11 @@
 #   of `docker` (which must exist: install Docker Engine first); /var/lib/verifier, its
 #   state/ and out/ 0750 (group verifier: a pull account in that group can read out/), and
 #   /var/cache/verifier, its staging/ and work/ 0700, all owned by verifier; /etc/verifier 0755 and worker.env 0644 root (it holds no secret);
-#   /etc/systemd/system/verifier-worker.service; /usr/share/doc/verifier/operations.md (the
+#   /etc/systemd/system/verifier-worker.service, and verifier-worker-health.service and .timer
+#   (every minute, health-check.sh restarts a worker that runs but is stuck); /usr/share/doc/verifier/operations.md (the
 #   unit's Documentation=) and the worker man pages under /usr/share/man/man1;
-#   exec-start.sh (a host without systemd) and pull-candidates.sh (the signer's host) under
-#   /usr/local/lib/verifier.
+#   exec-start.sh (a host without systemd), pull-candidates.sh (the signer's host) and
+#   health-check.sh under /usr/local/lib/verifier.
 #
 # Exit status: 0 installed (or nothing to do), 1 a step failed or the existing env file
 # lacks a variable the unit needs, 2 bad usage.
@@ -247,10 +248,14 @@ restart_for=()
 before=$changes
 ensure_file "$here/worker.service" "/etc/systemd/system/$UNIT_NAME" 0644
 ((changes == before)) || restart_for+=("the unit")
+for health in verifier-worker-health.service verifier-worker-health.timer; do
+  ensure_file "$here/$health" "/etc/systemd/system/$health" 0644
+done
 ensure_file "$repo/docs/operations.md" /usr/share/doc/verifier/operations.md 0644
 # For a host without systemd (a supervisor runs exec-start.sh), and for the signer's host.
 ensure_file "$here/exec-start.sh" /usr/local/lib/verifier/exec-start.sh 0755
 ensure_file "$here/pull-candidates.sh" /usr/local/lib/verifier/pull-candidates.sh 0755
+ensure_file "$here/health-check.sh" /usr/local/lib/verifier/health-check.sh 0755
 for page in "$repo"/docs/man/worker*.1; do
   ensure_file "$page" "/usr/share/man/man1/$(basename "$page")" 0644
 done
@@ -307,6 +312,7 @@ if [[ -n "$systemd_running" ]]; then
   if [[ -n "$enable" ]]; then
     ((env_status == 0)) || die "not enabling: fix $env_file first"
     run systemctl enable --now "$UNIT_NAME"
+    run systemctl enable --now verifier-worker-health.timer
   fi
   if [[ -n "$was_active" ]] && ((${#restart_for[@]})); then
     changed="${restart_for[*]}"
@@ -333,6 +339,6 @@ if [[ "$root" == / && -z "$systemd_running" ]]; then
     say "note: ${restart_for[*]} changed: restart the worker's supervisor so it runs the new build"
   fi
 elif [[ "$root" == / && -z "$enable" ]]; then
-  say "next: systemctl enable --now $UNIT_NAME"
+  say "next: systemctl enable --now $UNIT_NAME verifier-worker-health.timer"
 fi
 exit "$env_status"

@@ -4,8 +4,8 @@
 # `systemctl start verifier-worker` runs the worker (its sandbox and all) against the
 # bench_feed platform stand-in, on the host's Docker Engine through the mounted socket. Passes
 # when `worker doctor` (ExecStartPre=) passed, the service is active, writes a candidate for every job, answers /healthz 200,
-# is restarted onto a new binary by install.sh (and not by a run that changes nothing), and
-# stops on `systemctl stop` with exit 0 (Result=success).
+# is restarted onto a new binary by install.sh (and not by a run that changes nothing), is
+# restarted by its health check (verifier-worker-health.service) when stuck, and stops on `systemctl stop` with exit 0 (Result=success).
 #
 #   deploy/tests/systemd-unit.sh WORKER_BIN BENCH_FEED_BIN [UNIT_FILE]
 #
@@ -88,7 +88,7 @@ base="$(cat "$tmp/feed/base")"
 verifier="$(cat "$tmp/feed/verifier")"
 
 mkdir -p "$tmp/src/deploy"
-cp "$repo"/deploy/*.sh "$repo/deploy/worker.env.example" "$tmp/src/deploy/"
+cp "$repo"/deploy/*.sh "$repo"/deploy/verifier-worker-health.* "$repo/deploy/worker.env.example" "$tmp/src/deploy/"
 cp "$unit" "$tmp/src/deploy/worker.service"
 cp -r "$repo/docs" "$tmp/src/docs"
 cp "$worker_bin" "$tmp/src/worker"
@@ -169,6 +169,29 @@ again="$(inside /src/deploy/install.sh --worker-bin /src/worker-upgraded 2>&1)" 
 [[ "$(show MainPID)" == "$new_pid" ]] || die "a run that changed nothing replaced the process"
 echo "upgrade: install.sh restarted the service (pid $old_pid -> $new_pid, running the new binary)"
 pid="$new_pid"
+# /healthz wired to the unit (issue #46 item 6): once the new process answers 200, a check
+# passes and restarts nothing; a worker that runs but does not answer (SIGSTOP) is restarted
+# by the third unhealthy check in a row. The checks are started here one by one rather than
+# awaited from the timer, so the outcome does not depend on timing.
+deadline=$((SECONDS + 120))
+until [[ "$(inside curl -s -o /dev/null -w '%{http_code}' "http://127.0.0.1:$port/healthz")" == 200 ]]; do
+  ((SECONDS < deadline)) || die "the restarted worker never answered /healthz 200"
+  sleep 0.5
+done
+inside systemctl start verifier-worker-health.service ||
+  die "the health check failed on a healthy worker: $(inside journalctl -u verifier-worker-health.service --no-pager -n 5 -o cat)"
+[[ "$(show MainPID)" == "$pid" ]] || die "a passing health check restarted the worker"
+inside sh -c "kill -STOP $pid"
+for _ in 1 2 3; do
+  inside systemctl start verifier-worker-health.service 2>/dev/null && die "a check passed on a stopped worker"
+done
+inside journalctl -u verifier-worker-health.service --no-pager -o cat | grep -q "^restarting verifier-worker.service: unhealthy in 3 checks in a row" ||
+  die "no restart in the health check's journal: $(inside journalctl -u verifier-worker-health.service --no-pager -n 10 -o cat)"
+healed="$(show MainPID)"
+[[ "$(show ActiveState)" == active && "$healed" != "$pid" && "$healed" != 0 ]] ||
+  die "after three unhealthy checks: unit $(show ActiveState), main pid $pid -> $healed"
+echo "health check: a stuck worker (SIGSTOP, pid $pid) was restarted after 3 unhealthy checks (pid $healed)"
+pid="$healed"
 inside systemctl stop verifier-worker.service
 [[ "$(show Result)" == success && "$(show ExecMainStatus)" == 0 ]] ||
   die "stop: Result=$(show Result) ExecMainStatus=$(show ExecMainStatus)"
