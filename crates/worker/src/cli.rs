@@ -437,6 +437,18 @@ pub struct JobRunArgs {
     /// (runtime_unavailable); there is no fallback.
     #[arg(long, value_enum, value_name = "RUNTIME", default_value = "runc")]
     pub oci_runtime: OciRuntimeArg,
+    /// What a settlement needs besides the run, in seconds, by part: the image pull (counted
+    /// when the image is not on this host), staging, signing, the relay to its confirmation
+    /// depth, and at_risk, the slack under which a job without a candidate counts as at risk
+    /// (serve's /metrics). Jobs run deadline-first; a job whose window ends before its
+    /// manifest's timeout_seconds plus these is not started (window_too_short). A part left
+    /// out keeps its default.
+    #[arg(
+        long,
+        value_name = "PART=S,…",
+        default_value = "pull=300,staging=120,signing=120,relay=180,at_risk=900"
+    )]
+    pub settle_costs: crate::feed::deadline::SettleCosts,
 }
 
 /// Arguments of `worker reproduce`.

@@ -61,6 +61,47 @@ impl Default for SettleCosts {
     }
 }
 
+/// Why a `--settle-costs` value was refused.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum SettleCostsError {
+    /// A part that is not `pull`, `staging`, `signing`, `relay` or `at_risk`.
+    #[error("unknown part {0:?} (pull, staging, signing, relay, at_risk)")]
+    UnknownPart(String),
+    /// Not `PART=SECONDS`.
+    #[error("{0:?} is not PART=SECONDS")]
+    Malformed(String),
+}
+
+impl std::str::FromStr for SettleCosts {
+    type Err = SettleCostsError;
+
+    /// `pull=300,staging=120,signing=120,relay=180,at_risk=900`, in whole seconds; a part
+    /// left out keeps its default.
+    fn from_str(text: &str) -> Result<Self, Self::Err> {
+        let mut costs = Self::default();
+        for item in text.split(',').map(str::trim).filter(|i| !i.is_empty()) {
+            let (part, secs) = item
+                .split_once('=')
+                .and_then(|(p, v)| Some((p.trim(), v.trim().parse::<u64>().ok()?)))
+                .ok_or_else(|| SettleCostsError::Malformed(item.chars().take(64).collect()))?;
+            let secs = Duration::from_secs(secs);
+            match part {
+                "pull" => costs.pull = secs,
+                "staging" => costs.staging = secs,
+                "signing" => costs.signing = secs,
+                "relay" => costs.relay = secs,
+                "at_risk" => costs.at_risk_margin = secs,
+                other => {
+                    return Err(SettleCostsError::UnknownPart(
+                        other.chars().take(64).collect(),
+                    ));
+                }
+            }
+        }
+        Ok(costs)
+    }
+}
+
 /// What one job still needs before its window ends, in whole seconds, by part.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Need {
@@ -295,6 +336,23 @@ mod tests {
                 .left_secs,
             0
         );
+    }
+
+    #[test]
+    fn settle_costs_parse_by_part_and_keep_the_defaults_of_the_others() {
+        let c: SettleCosts = "relay=30, pull=0".parse().unwrap();
+        assert_eq!(c.relay, Duration::from_secs(30));
+        assert_eq!(c.pull, Duration::ZERO);
+        assert_eq!(c.staging, DEFAULT_STAGING);
+        assert_eq!("".parse::<SettleCosts>().unwrap(), SettleCosts::default());
+        assert!(matches!(
+            "gas=1".parse::<SettleCosts>(),
+            Err(SettleCostsError::UnknownPart(_))
+        ));
+        assert!(matches!(
+            "relay=-1".parse::<SettleCosts>(),
+            Err(SettleCostsError::Malformed(_))
+        ));
     }
 
     #[test]

@@ -63,6 +63,7 @@ fn feed_config(args: &FeedArgs, quiet: bool) -> Result<(FeedConfig, PathBuf), St
     if !args.job_ids.is_empty() {
         config.only_jobs = Some(args.job_ids.iter().cloned().collect());
     }
+    config.settle = args.run.settle_costs;
     if let Some(work) = &args.run.work_dir {
         config.work_dir = work.clone();
     }

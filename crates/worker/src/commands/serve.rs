@@ -129,6 +129,7 @@ fn serve_config(args: &ServeArgs) -> ServeConfig {
         &args.out,
     );
     feed.cache_dir = args.cache_dir.clone();
+    feed.settle = args.run.settle_costs;
     if let Some(work) = &args.run.work_dir {
         feed.work_dir = work.clone();
     }

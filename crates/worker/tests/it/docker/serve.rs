@@ -1490,9 +1490,17 @@ async fn serve_a_jobs_own_failure_backs_off_and_is_given_up_at_its_window() {
     let mut job = mismatched_job(&w, 55);
     let expires = unix_now() + 50;
     job["verification_expires_at"] = json!(expires);
+    // #43: a job is started only when its run and its settlement fit in its window. This test
+    // is about the job's own failure, not its deadline: a 5 s timeout and no time after the run.
+    job["terms"]["document"]["benchmark"]["runner_manifest"]["timeout_seconds"] = json!(5);
+    verifier_sdk::fixtures::rehash(&mut job);
     w.serve_jobs(&[&job]);
     let addr = free_loopback();
-    let mut child = w.start_with_metrics(addr);
+    let mut cmd = w.command_with(&[]);
+    cmd.args(["--settle-costs", "pull=0,staging=0,signing=0,relay=0"])
+        .arg("--metrics-listen")
+        .arg(addr.to_string());
+    let mut child = cmd.spawn().unwrap();
     let log = drain_stderr(&mut child);
     let ledger = w
         .wait_ledger("the job to be given up", |l| {
