@@ -284,3 +284,30 @@ fn npm_test_is_bypassed_by_the_solvers_package_json_and_runs_tests_the_solver_wr
     let finding = line_of(out, "problem: the benchmark runs tests the solver writes");
     assert!(finding.contains("test/parse.test.mjs"), "{finding}");
 }
+
+/// The benchmark's own tests, but run by a runner the solver's tree vendors
+/// (`node_modules/.bin/mocha`): the runner is the solver's, so a `mocha` that exits 0 passes.
+#[test]
+fn a_runner_the_solver_vendors_in_node_modules_bin_is_shadowed() {
+    let dir = tempfile::tempdir().unwrap();
+    let manifest = manifest(dir.path(), "node-test.json", "node", |m| {
+        m["command"] = serde_json::json!(["/benchmark/run.sh"]);
+    });
+    let ran = rehearse(
+        dir.path(),
+        &weak("node/solution"),
+        &weak("node/benchmark-bin"),
+        &manifest,
+        &["--adversarial"],
+    );
+    let out = &ran.stdout;
+    assert_eq!(ran.code, 9, "{out}{}", ran.stderr);
+    assert!(out.contains("verdict  passed\n"), "{out}");
+    let line = line_of(out, "  BYPASSABLE: shadow node_modules/.bin (passed)");
+    assert!(line.contains("node_modules/.bin/mocha"), "{line}");
+    // The vendored runner is kept as it is by the keep-text stubs: node_modules is not the
+    // solver's code, and the control fails on parse.mjs.
+    assert!(out.contains("  held: fail_on_load_keep_text (failed)\n"), "{out}");
+    // The tests are the benchmark's, run from /benchmark.
+    assert!(!out.contains("tests the solver writes"), "{out}");
+}
