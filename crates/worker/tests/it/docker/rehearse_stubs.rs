@@ -307,7 +307,10 @@ fn a_runner_the_solver_vendors_in_node_modules_bin_is_shadowed() {
     assert!(line.contains("node_modules/.bin/mocha"), "{line}");
     // The vendored runner is kept as it is by the keep-text stubs: node_modules is not the
     // solver's code, and the control fails on parse.mjs.
-    assert!(out.contains("  held: fail_on_load_keep_text (failed)\n"), "{out}");
+    assert!(
+        out.contains("  held: fail_on_load_keep_text (failed)\n"),
+        "{out}"
+    );
     // The tests are the benchmark's, run from /benchmark.
     assert!(!out.contains("tests the solver writes"), "{out}");
 }
