@@ -23,21 +23,80 @@ pub fn restore_sigpipe() {
     sigpipe::reset();
 }
 
+/// The variable that picks the log format of every binary (`json` or `text`), for a unit's
+/// environment file; a binary's `--log-format` wins over it.
+pub const LOG_FORMAT_VAR: &str = "VERIFIER_LOG_FORMAT";
+
+/// How log lines are written.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum LogFormat {
+    /// For people: tracing's compact text.
+    #[default]
+    Text,
+    /// For log shippers: one JSON object per line (`timestamp`, `level`, `target`, `message`,
+    /// and the event's other fields under `fields`, the job and bounty ids among them).
+    Json,
+}
+
+impl std::str::FromStr for LogFormat {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        match s {
+            "text" => Ok(Self::Text),
+            "json" => Ok(Self::Json),
+            other => Err(format!("log format {other:?}: expected text or json")),
+        }
+    }
+}
+
+impl LogFormat {
+    /// `flag` when given, else [`LOG_FORMAT_VAR`], else text. An unknown value of the variable
+    /// is text, with a line saying so (logging must start whatever the environment holds).
+    pub fn choose(flag: Option<Self>) -> Self {
+        if let Some(flag) = flag {
+            return flag;
+        }
+        match std::env::var(LOG_FORMAT_VAR) {
+            Ok(value) if !value.is_empty() => value.parse().unwrap_or_else(|e| {
+                eprintln!("{LOG_FORMAT_VAR}: {e}; logging as text");
+                Self::Text
+            }),
+            _ => Self::Text,
+        }
+    }
+}
+
 /// Logs to stderr, filtered by the variable `env_var` (tracing's env-filter syntax, e.g.
 /// `WORKER_LOG=debug`; `default_filter` when unset or invalid). Colour only on a terminal and
-/// never when `NO_COLOR` is set (<https://no-color.org>).
+/// never when `NO_COLOR` is set (<https://no-color.org>). The format is
+/// [`LogFormat::choose`] without a flag.
 pub fn init_logging(env_var: &str, default_filter: &str) {
+    init_logging_as(env_var, default_filter, LogFormat::choose(None));
+}
+
+/// [`init_logging`] in the given format.
+pub fn init_logging_as(env_var: &str, default_filter: &str, format: LogFormat) {
     let filter = tracing_subscriber::EnvFilter::try_from_env(env_var)
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(default_filter));
-    tracing_subscriber::fmt()
+    let builder = tracing_subscriber::fmt()
         .with_writer(std::io::stderr)
-        .with_env_filter(filter)
-        .with_ansi(use_colour(
-            std::io::stderr().is_terminal(),
-            std::env::var_os("NO_COLOR").is_some_and(|v| !v.is_empty()),
-        ))
-        .init();
+        .with_env_filter(filter);
+    match format {
+        LogFormat::Text => builder
+            .with_ansi(use_colour(
+                std::io::stderr().is_terminal(),
+                std::env::var_os("NO_COLOR").is_some_and(|v| !v.is_empty()),
+            ))
+            .init(),
+        LogFormat::Json => builder
+            .with_ansi(false)
+            .event_format(json_log::JsonLines)
+            .init(),
+    }
 }
+
+mod json_log;
 
 /// Schema id of the error object the binaries print on stdout under `--json`.
 pub const ERROR_SCHEMA: &str = "agent-bounties/cli-error-v1";

@@ -173,6 +173,12 @@ pub struct Cli {
     /// Show no progress on stderr (it is also hidden when stderr is not a terminal).
     #[arg(long, short = 'q', global = true)]
     pub quiet: bool,
+
+    /// Log lines on stderr as text (the default) or json: one object per line with
+    /// timestamp, level, target, message and the event's fields (job ids among them), for a
+    /// log shipper. Without the flag, $VERIFIER_LOG_FORMAT (json or text) decides.
+    #[arg(long, global = true, value_enum, value_name = "FORMAT")]
+    pub log_format: Option<LogFormatArg>,
 }
 
 /// Subcommands of `worker`.
@@ -767,6 +773,26 @@ pub struct Parsed {
     pub command: Command,
     /// `--quiet`: no progress on stderr.
     pub quiet: bool,
+    /// `--log-format`, when given.
+    pub log_format: Option<cli_support::LogFormat>,
+}
+
+/// `--log-format`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum LogFormatArg {
+    /// For people.
+    Text,
+    /// One JSON object per line.
+    Json,
+}
+
+impl From<LogFormatArg> for cli_support::LogFormat {
+    fn from(arg: LogFormatArg) -> Self {
+        match arg {
+            LogFormatArg::Text => Self::Text,
+            LogFormatArg::Json => Self::Json,
+        }
+    }
 }
 
 /// Parses the process's arguments; on any usage error clap prints it with the usage line
@@ -774,8 +800,13 @@ pub struct Parsed {
 pub fn parse() -> Parsed {
     let cli = Cli::try_parse().unwrap_or_else(|error| exit_usage(&error));
     let quiet = cli.quiet;
+    let log_format = cli.log_format.map(Into::into);
     match cli.into_command() {
-        Ok(command) => Parsed { command, quiet },
+        Ok(command) => Parsed {
+            command,
+            quiet,
+            log_format,
+        },
         Err(error) => exit_usage(&Cli::command().error(error.kind(), error)),
     }
 }

@@ -3,7 +3,8 @@
 //! [`worker::exit::ExitCode`] into the process status (the only place that happens). JSON
 //! results go to stdout; errors go to stderr as one `worker: error: ...` line; logs go to
 //! stderr, filtered by the `WORKER_LOG` environment variable (`tracing` env-filter syntax,
-//! default `warn`). The exit codes of each mode are listed in its handler's module.
+//! default `warn`), as text or, with `--log-format json` or `VERIFIER_LOG_FORMAT=json`, one
+//! JSON object per line. The exit codes of each mode are listed in its handler's module.
 
 use std::sync::atomic::Ordering;
 
@@ -21,7 +22,11 @@ fn main() -> std::process::ExitCode {
     commands::JSON_ERRORS.store(json, Ordering::Relaxed);
     // clap prints its own message and exits with 2 (usage) or 0 (help, version).
     let parsed = cli::parse();
-    cli_support::init_logging("WORKER_LOG", "warn");
+    cli_support::init_logging_as(
+        "WORKER_LOG",
+        "warn",
+        cli_support::LogFormat::choose(parsed.log_format),
+    );
     let code = dispatch(parsed.command, parsed.quiet);
     std::process::ExitCode::from(code.code())
 }

@@ -65,3 +65,81 @@ fn junit_without_batch_is_refused() {
     assert!(stderr.contains("--batch"), "{stderr}");
     assert!(!junit.exists());
 }
+
+/// #46 item 5: `--log-format json` (and `VERIFIER_LOG_FORMAT=json` for a unit's environment
+/// file) makes every stderr log line one JSON object with timestamp, level, target, message
+/// and the event's fields. `worker serve` against a feed that refuses connections logs a
+/// warning per poll; the lines are read until the first one, whatever the timing.
+#[test]
+fn log_format_json_writes_one_object_per_line_with_its_fields() {
+    use std::io::BufRead as _;
+    for (flag, env) in [(true, None), (false, Some("json"))] {
+        let dir = tempfile::tempdir().unwrap();
+        let staging = dir.path().join("staging");
+        std::fs::create_dir(&staging).unwrap();
+        std::fs::set_permissions(
+            &staging,
+            std::os::unix::fs::PermissionsExt::from_mode(0o700),
+        )
+        .unwrap();
+        let mut cmd = Command::new(env!("CARGO_BIN_EXE_worker"));
+        cmd.arg("serve");
+        if flag {
+            cmd.args(["--log-format", "json"]);
+        }
+        cmd.args([
+            "--api",
+            "http://127.0.0.1:1",
+            "--network",
+            "base-sepolia",
+            "--verifier",
+            "0x2222222222222222222222222222222222222222",
+            "--archive-base",
+            "http://127.0.0.1:1",
+            "--poll-interval",
+            "1",
+        ])
+        .arg("--out")
+        .arg(dir.path().join("out"))
+        .arg("--state")
+        .arg(dir.path().join("state"))
+        .arg("--work-dir")
+        .arg(dir.path().join("work"))
+        .arg("--staging-root")
+        .arg(&staging)
+        .env("WORKER_LOG", "info")
+        .env_remove("VERIFIER_LOG_FORMAT")
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped());
+        if let Some(env) = env {
+            cmd.env("VERIFIER_LOG_FORMAT", env);
+        }
+        let mut child = cmd.spawn().unwrap();
+        let stderr = child.stderr.take().unwrap();
+        let mut seen = Vec::new();
+        for line in std::io::BufReader::new(stderr).lines() {
+            let line = line.unwrap();
+            let value: serde_json::Value = serde_json::from_str(&line)
+                .unwrap_or_else(|e| panic!("not one JSON object ({e}): {line}"));
+            for key in ["timestamp", "level", "target", "message"] {
+                assert!(value[key].is_string(), "no {key}: {line}");
+            }
+            let done = value["message"]
+                .as_str()
+                .unwrap()
+                .contains("feed query failed");
+            seen.push(value);
+            if done {
+                break;
+            }
+        }
+        child.kill().unwrap();
+        child.wait().unwrap();
+        let warn = seen.last().expect("no log line before stderr closed");
+        assert_eq!(warn["level"], "WARN", "{seen:?}");
+        assert_eq!(
+            warn["fields"]["verifier"], "0x2222222222222222222222222222222222222222",
+            "{seen:?}"
+        );
+    }
+}
