@@ -329,13 +329,20 @@ pub(crate) async fn run_stubs(
     )
     .map_err(|e| root_error(root, format!("the staged benchmark: {e}")))?;
     let references = workspace_references(&benchmark, manifest.benchmark_limits());
-    let solver_tests = solver_tests::solver_tests(
+    let mut solver_tests = solver_tests::solver_tests(
         manifest.command(),
         &benchmark,
         manifest.benchmark_limits(),
         &source,
         limits,
     );
+    // With --base, which of those tests the solution adds or changes (the base was staged and
+    // its digest reported; a base that can no longer be verified is left out of the words).
+    if let (Some(tests), Some(digest)) = (&mut solver_tests, &prepared.commit.base_snapshot_digest)
+        && let Ok(base) = verify_staged(root, StageKind::Source, digest, limits)
+    {
+        tests.compare_with_base(&source, &base);
+    }
     let built = Built {
         source: &source,
         limits,

@@ -104,9 +104,27 @@ pub struct SolverTests {
     pub runner: String,
     /// The source's test files that runner finds, sorted.
     pub files: Vec<String>,
+    /// With `--base`, those of `files` the solution adds or changes (absent from the base tree
+    /// or with other bytes there); `None` without a base.
+    pub changed_by_solution: Option<Vec<String>>,
 }
 
 impl SolverTests {
+    /// Notes which of the test files the solution adds or changes against the staged `base`.
+    pub fn compare_with_base(&mut self, source: &Path, base: &Path) {
+        let changed = self
+            .files
+            .iter()
+            .filter(|f| {
+                let ours = fs::read(source.join(f));
+                let theirs = fs::read(base.join(f));
+                !matches!((ours, theirs), (Ok(a), Ok(b)) if a == b)
+            })
+            .cloned()
+            .collect();
+        self.changed_by_solution = Some(changed);
+    }
+
     /// The problem line.
     pub fn problem(&self) -> String {
         let mut shown = self
@@ -119,11 +137,24 @@ impl SolverTests {
         if self.files.len() > LISTED {
             shown.push_str(&format!(" and {} more", self.files.len() - LISTED));
         }
+        let changed = match self.changed_by_solution.as_deref() {
+            None => String::new(),
+            Some([]) => " (the solution leaves them as the base tree has them)".to_owned(),
+            Some(files) => format!(
+                " (the solution adds or changes {})",
+                files
+                    .iter()
+                    .take(LISTED)
+                    .cloned()
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            ),
+        };
         format!(
             "the benchmark runs tests the solver writes: {} starts `{}` on /workspace, and the \
-             tests it runs there are the source's own ({shown}); a solver can change or replace \
-             them so that they pass without solving anything, whatever a stub did; ship the \
-             tests in the benchmark and run them from /benchmark",
+             tests it runs there are the source's own ({shown}){changed}; a solver can change or \
+             replace them so that they pass without solving anything, whatever a stub did; ship \
+             the tests in the benchmark and run them from /benchmark",
             self.started_in, self.runner
         )
     }
@@ -175,6 +206,7 @@ fn first_on_workspace<'a>(
                 started_in: place,
                 runner: runner.to_owned(),
                 files,
+                changed_by_solution: None,
             });
         }
     }
@@ -299,6 +331,30 @@ mod tests {
         let t = found(&["cargo", "test", "--locked"], &[], &rust).unwrap();
         assert_eq!(t.files, ["src/lib.rs", "tests/it.rs"]);
         assert_eq!(t.started_in, "the manifest's command");
+        // Against a base tree: which of them the solution adds or changes.
+        let (src, base) = (
+            tree(&[("tests/test_a.py", "new"), ("tests/test_b.py", "same")]),
+            tree(&[("tests/test_b.py", "same")]),
+        );
+        let mut t = solver_tests(
+            &["python3".into(), "-m".into(), "unittest".into()],
+            tree(&[]).path(),
+            limits(),
+            src.path(),
+            limits(),
+        )
+        .unwrap();
+        t.compare_with_base(src.path(), base.path());
+        assert_eq!(
+            t.changed_by_solution,
+            Some(vec!["tests/test_a.py".to_owned()])
+        );
+        assert!(
+            t.problem()
+                .contains("(the solution adds or changes tests/test_a.py)"),
+            "{}",
+            t.problem()
+        );
         let node = [("slug.mjs", ""), ("test/slug.test.mjs", "")];
         assert_eq!(
             found(&["npm", "test"], &[], &node).unwrap().files,

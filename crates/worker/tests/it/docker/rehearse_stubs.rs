@@ -91,21 +91,44 @@ fn keep_text_and_shadow_stubs_pass_a_phrase_grep_benchmark_running_the_solvers_u
     assert!(finding.contains("tests/test_failover.py"), "{finding}");
     assert!(finding.contains("-m unittest"), "{finding}");
 
+    // The unsolved tree: failover.py without its fix, and none of the solver's tests yet.
+    let base = dir.path().join("unsolved");
+    fs::create_dir(&base).unwrap();
+    fs::write(
+        base.join("failover.py"),
+        "def pick_endpoint(endpoints, failures, max_failures=3):\n    return endpoints[0]\n",
+    )
+    .unwrap();
     let json = rehearse(
         dir.path(),
         &weak("python/solution"),
         &weak("python/benchmark"),
         &check_py(dir.path()),
-        &["--adversarial", "--json"],
+        &["--adversarial", "--json", "--base", base.to_str().unwrap()],
     );
     assert_eq!(json.code, 9, "{}", json.stderr);
     let report = json.json();
+    assert_eq!(report["discrimination"], "discriminates", "{report}");
     let adversarial = &report["adversarial"];
     let solver_tests = &adversarial["solver_tests"];
     assert_eq!(
         solver_tests["files"],
         serde_json::json!(["tests/test_failover.py"]),
         "{adversarial}"
+    );
+    // With a base, the finding says the solution adds these tests.
+    assert_eq!(
+        solver_tests["changed_by_solution"],
+        serde_json::json!(["tests/test_failover.py"]),
+        "{adversarial}"
+    );
+    assert!(
+        report["problems"].as_array().unwrap().iter().any(|p| p
+            .as_str()
+            .unwrap()
+            .contains("(the solution adds or changes tests/test_failover.py)")),
+        "{}",
+        report["problems"]
     );
     let stubs = adversarial["stubs"].as_array().unwrap();
     let shadow = stubs
