@@ -21,13 +21,23 @@
 #
 #   fetch-binaries.sh <binary>...      e.g. fetch-binaries.sh worker
 #
-# A build that has not finished yet (a scheduled run right after a push) is waited for up to
-# WAIT_SECONDS (default 0), polling every 30 s.
+# COMMIT is the pinned release (the repository variable REGRESSION_RELEASE, a main commit whose
+# build passed; docs/operations.md "Releases"), not main's head: a merge to main does not
+# change what runs, so it never leaves a window without binaries.
 #
-# Env: COMMIT (40 hex; the commit the calling run works on), DEST (default bin), WAIT_SECONDS,
-# GITHUB_REPOSITORY, GH_TOKEN, GITHUB_API_URL, GITHUB_OUTPUT (optional),
-# BUILD_WORKFLOW (default regression-verifier-build.yml), CI_WORKFLOW (default ci.yml),
-# VERIFY_ATTESTATION (default 1).
+# Looked up once per run (docs/operations.md "REST budget"): LOOKUP_ONLY=1 does the CI check
+# and the lookup only (3 requests) and writes `artifact_id` and `expires_at` to GITHUB_OUTPUT;
+# a later job of the same run passes that id as ARTIFACT_ID and only downloads and verifies
+# (1 request, plus 1 per binary for its attestation). The id comes from a job of the same run,
+# and the bytes are still checked against COMMIT, SHA256SUMS and the attestation.
+#
+# A build that has not finished yet is waited for up to WAIT_SECONDS (default 0), polling
+# every 30 s.
+#
+# Env: COMMIT (40 hex; the release the calling run works with), DEST (default bin),
+# WAIT_SECONDS, ARTIFACT_ID, LOOKUP_ONLY, GITHUB_REPOSITORY, GH_TOKEN, GITHUB_API_URL,
+# GITHUB_OUTPUT (optional), BUILD_WORKFLOW (default regression-verifier-build.yml),
+# CI_WORKFLOW (default ci.yml), VERIFY_ATTESTATION (default 1).
 set -euo pipefail
 # shellcheck source=.github/scripts/lib.sh
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
@@ -40,6 +50,8 @@ fail() {
 
 (($# > 0)) || fail "no binary named"
 commit="${COMMIT:-}"
+[[ -n "${commit}" ]] ||
+  fail "no release is pinned: set the repository variable REGRESSION_RELEASE with .github/scripts/release.sh (docs/operations.md, Releases)"
 [[ "${commit}" =~ ^[0-9a-f]{40}$ ]] || fail "COMMIT is not a 40-hex commit"
 dest="${DEST:-bin}"
 workflow="${BUILD_WORKFLOW:-regression-verifier-build.yml}"
@@ -49,8 +61,8 @@ for name in "$@"; do
   [[ "${name}" =~ ^[a-z][a-z0-9-]*$ ]] || fail "bad binary name ${name}"
 done
 
-# Prints the id of the newest unexpired artifact of a successful build run of the commit
-# (nothing when there is none); fails when the API does not answer.
+# Prints "<id> <expires_at>" of the newest unexpired artifact of a successful build run of the
+# commit (nothing when there is none); fails when the API does not answer.
 find_artifact() {
   local runs run_ids run_id artifacts id
   runs="$(api_get "/repos/${GITHUB_REPOSITORY}/actions/workflows/${workflow}/runs?branch=main&head_sha=${commit}&status=success&per_page=20")" || return 1
@@ -66,9 +78,9 @@ find_artifact() {
     [[ "${run_id}" =~ ^[0-9]+$ ]] || continue
     artifacts="$(api_get "/repos/${GITHUB_REPOSITORY}/actions/runs/${run_id}/artifacts?name=${artifact_name}")" || continue
     id="$(jq -r --arg name "${artifact_name}" \
-      '[.artifacts[] | select(.name == $name and .expired == false) | .id] | first // empty' <<<"${artifacts}")"
-    if [[ "${id}" =~ ^[0-9]+$ ]]; then
-      echo "using the binaries of build run ${run_id} (artifact ${id}) for ${commit}" >&2
+      '[.artifacts[] | select(.name == $name and .expired == false) | "\(.id) \(.expires_at // "unknown")"] | first // empty' <<<"${artifacts}")"
+    if [[ "${id%% *}" =~ ^[0-9]+$ ]]; then
+      echo "using the binaries of build run ${run_id} (artifact ${id%% *}) for ${commit}" >&2
       echo "${id}"
       return 0
     fi
@@ -88,8 +100,15 @@ ci_passed() {
     | length > 0' <<<"${runs}" >/dev/null || return 1
 }
 
+artifact_id="${ARTIFACT_ID:-}"
+if [[ -n "${artifact_id}" ]]; then
+  [[ "${artifact_id}" =~ ^[0-9]+$ ]] || fail "ARTIFACT_ID is not an artifact id"
+  [[ "${LOOKUP_ONLY:-0}" == 0 ]] || fail "LOOKUP_ONLY with ARTIFACT_ID: nothing to look up"
+  echo "using artifact ${artifact_id}, looked up for ${commit} earlier in this run"
+fi
+
 deadline=$((SECONDS + ${WAIT_SECONDS:-0}))
-while true; do
+while [[ -z "${artifact_id}" ]]; do
   ci_status=0
   ci_passed || ci_status=$?
   ((ci_status != 2)) || fail "could not list the CI workflow's runs of ${commit}"
@@ -99,14 +118,28 @@ while true; do
   echo "CI has not passed for ${commit} yet; waiting"
   sleep 30
 done
-while true; do
-  artifact_id="$(find_artifact)" || fail "could not list the build workflow's runs of ${commit}"
-  [[ -n "${artifact_id}" ]] || ((SECONDS >= deadline)) && break
-  echo "no finished build of ${commit} yet; waiting"
-  sleep 30
-done
-[[ -n "${artifact_id}" ]] ||
-  fail "no unexpired ${artifact_name} artifact of a successful build run for ${commit} on main; run the build workflow for this commit"
+if [[ -z "${artifact_id}" ]]; then
+  while true; do
+    found="$(find_artifact)" || fail "could not list the build workflow's runs of ${commit}"
+    [[ -n "${found}" ]] || ((SECONDS >= deadline)) && break
+    echo "no finished build of ${commit} yet; waiting"
+    sleep 30
+  done
+  [[ -n "${found}" ]] ||
+    fail "no unexpired ${artifact_name} artifact of a successful build run for ${commit} on main; run the build workflow for this commit"
+  artifact_id="${found%% *}"
+  expires_at="${found#* }"
+  if [[ -n "${GITHUB_OUTPUT:-}" ]]; then
+    output commit "${commit}"
+    output artifact_id "${artifact_id}"
+    output expires_at "${expires_at}"
+  fi
+  if [[ "${LOOKUP_ONLY:-0}" != 0 ]]; then
+    summary "Release ${commit}: build artifact ${artifact_id}, expires ${expires_at}."
+    echo "found artifact ${artifact_id} of ${commit} (expires ${expires_at})"
+    exit 0
+  fi
+fi
 
 work="$(mktemp -d)"
 trap 'rm -rf "${work}"' EXIT
@@ -139,6 +172,6 @@ done
 mkdir -p "${dest}"
 for name in "$@"; do
   install -m 0755 "${work}/files/${name}" "${dest}/${name}"
-  summary "\`${name}\` sha256 \`$(sha256sum "${dest}/${name}" | cut -d' ' -f1)\` (build of ${commit})"
+  summary "\`${name}\` sha256 \`$(sha256sum "${dest}/${name}" | cut -d' ' -f1)\` (release ${commit})"
   echo "installed ${dest}/${name}"
 done

@@ -9,6 +9,12 @@
 # MAX_PAGES pages of 100 runs, so a long streak of runs that failed before uploading (each
 # leaves no artifact) does not hide the last one that did.
 #
+# With OPTIONAL=true (the runner's result cache) the lookup is optional and bounded: two
+# requests (the newest 100 completed runs of WORKFLOW, the newest 100 artifacts of that name
+# in the repository, matched by run id, so one of another workflow or a fork is still never
+# read), never a walk back through every earlier run, and an API that does not answer is a
+# warning and no cache, never a failed step (docs/operations.md "REST budget").
+#
 # Losing the runner's cache is safe (the worker revalidates every entry on load). Losing the
 # keeper's state is not silent-safe: a record `planned` or `sent` is the only pointer to a
 # transaction that may be stuck and blocking every later nonce. With REQUIRED=true (the keeper)
@@ -18,7 +24,7 @@
 # first deployment: start empty.
 #
 # Env: WORKFLOW (file name, default regression-verifier-keeper.yml), ARTIFACT (default
-# regression-keeper-state), REQUIRED, ALLOW_EMPTY, MAX_PAGES (default 10), GITHUB_REPOSITORY,
+# regression-keeper-state), REQUIRED, OPTIONAL, ALLOW_EMPTY, MAX_PAGES (default 10), GITHUB_REPOSITORY,
 # GITHUB_RUN_ID (this run, skipped), GH_TOKEN, GITHUB_OUTPUT.
 set -euo pipefail
 # shellcheck source=.github/scripts/lib.sh
@@ -31,6 +37,40 @@ allow_empty="${ALLOW_EMPTY:-false}"
 max_pages="${MAX_PAGES:-10}"
 [[ "${artifact}" =~ ^[A-Za-z0-9._-]+$ ]] || { echo "::error::bad artifact name"; exit 1; }
 [[ "${max_pages}" =~ ^[1-9][0-9]?$ ]] || { echo "::error::bad MAX_PAGES"; exit 1; }
+
+if [[ "${OPTIONAL:-false}" == true ]]; then
+  [[ "${required}" != true ]] || { echo "::error::REQUIRED and OPTIONAL together"; exit 1; }
+  none() {
+    echo "::warning::no ${artifact} restored: $*; starting without one"
+    summary "No earlier ${artifact} restored ($*)."
+    output run_id ""
+    exit 0
+  }
+  runs="$(api_get "/repos/${GITHUB_REPOSITORY}/actions/workflows/${workflow}/runs?branch=main&status=completed&per_page=100")" ||
+    none "the runs of ${workflow} could not be listed"
+  found="$(api_get "/repos/${GITHUB_REPOSITORY}/actions/artifacts?name=${artifact}&per_page=100")" ||
+    none "the ${artifact} artifacts could not be listed"
+  run_id="$(jq -r --arg repo "${GITHUB_REPOSITORY}" --arg self "${GITHUB_RUN_ID:-}" --arg name "${artifact}" --argjson artifacts "${found}" '
+    [.workflow_runs[]
+     | select(.head_branch == "main" and .event != "pull_request" and .head_repository.full_name == $repo
+              and .repository.full_name == $repo and (.id | tostring) != $self)
+     | .id] as $ours
+    | [$artifacts.artifacts[]
+       | select(.name == $name and .expired == false and ((.workflow_run.id // -1) as $id | $ours | index($id)))]
+    | sort_by(.created_at) | reverse | first | .workflow_run.id // empty' <<<"${runs}" 2>/dev/null)" ||
+    none "the API's answer was not readable"
+  [[ -z "${run_id}" || "${run_id}" =~ ^[0-9]+$ ]] || none "the API's answer was not readable"
+  if [[ -z "${run_id}" ]]; then
+    echo "no earlier ${artifact} among the last 100 runs of ${workflow}; starting from none"
+    summary "No earlier ${artifact}; starting from none."
+    output run_id ""
+    exit 0
+  fi
+  echo "restoring ${artifact} of ${workflow} run ${run_id}"
+  summary "Restored ${artifact} from run ${run_id}."
+  output run_id "${run_id}"
+  exit 0
+fi
 
 ran=0
 checked=0

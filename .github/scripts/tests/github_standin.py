@@ -10,8 +10,14 @@ request to it gets the n-th response (the last one repeats), each either a body 
 scripts' backoff: 429 then 200). "@now+N" in a header value becomes the Unix time plus N.
 Requests without a bearer token get a 401. Each request
 target is appended to the log so a test can check what was (or was not) asked.
+
+Repository variables can be written as on GitHub: PATCH of an existing route
+".../actions/variables/<name>" replaces its body with the request's JSON (204; 404 when the
+variable does not exist), and POST ".../actions/variables" creates ".../actions/variables/<name>"
+(201; 409 when it exists). Writes are logged as "PATCH <target>" / "POST <target>".
 """
 import json
+import os
 import sys
 import time
 from http.server import BaseHTTPRequestHandler, HTTPServer
@@ -63,6 +69,40 @@ class Handler(BaseHTTPRequestHandler):
         self.send_header("Content-Length", str(len(body)))
         self.end_headers()
         self.wfile.write(body)
+
+    def write_variable(self, method):
+        with open(log_path, "a") as log:
+            log.write("%s %s\n" % (method, self.path))
+        if not self.headers.get("Authorization", "").startswith("Bearer "):
+            self.send_response(401)
+            self.end_headers()
+            return
+        length = int(self.headers.get("Content-Length", "0"))
+        body = json.loads(self.rfile.read(length) or b"{}")
+        with open(routes_path) as f:
+            routes = json.load(f)
+        if method == "POST" and self.path.endswith("/actions/variables"):
+            target = self.path + "/" + str(body.get("name", ""))
+            status = 409 if target in routes else 201
+        elif method == "PATCH" and "/actions/variables/" in self.path:
+            target = self.path
+            status = 204 if target in routes else 404
+        else:
+            target, status = None, 404
+        if status in (201, 204):
+            routes[target] = {"name": body.get("name"), "value": body.get("value")}
+            with open(routes_path + ".tmp", "w") as f:
+                json.dump(routes, f)
+            os.replace(routes_path + ".tmp", routes_path)
+        self.send_response(status)
+        self.send_header("Content-Length", "0")
+        self.end_headers()
+
+    def do_PATCH(self):
+        self.write_variable("PATCH")
+
+    def do_POST(self):
+        self.write_variable("POST")
 
     def log_message(self, *args):
         pass

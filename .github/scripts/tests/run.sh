@@ -229,22 +229,57 @@ REQUIRED=true GITHUB_RUN_ID=99 run_script "${scripts}/find-previous-artifact.sh"
 check "state: the first runs ever (earlier ones only skipped) start empty" \
   eval '((status == 0)) && output_is run_id ""'
 
-# The runner's result cache: the same rule, its own workflow and artifact name.
-cache_runs_path='/repos/acme/verifier/actions/workflows/regression-verifier-runner.yml/runs?branch=main&status=completed&per_page=100&page=1'
+# The runner's result cache: the same rule (its own workflow's runs on main only), its own
+# workflow and artifact name; optional and bounded (#51 item 5).
+cache_runs_path='/repos/acme/verifier/actions/workflows/regression-verifier-runner.yml/runs?branch=main&status=completed&per_page=100'
+cache_artifacts_path='/repos/acme/verifier/actions/artifacts?name=regression-runner-cache&per_page=100'
+cache_artifact() { # run-id created expired
+  printf '{"name": "regression-runner-cache", "expired": %s, "created_at": "%s", "workflow_run": {"id": %s}}' "$3" "$2" "$1"
+}
+find_cache() {
+  OPTIONAL=true WORKFLOW=regression-verifier-runner.yml ARTIFACT=regression-runner-cache GITHUB_RUN_ID=99 \
+    run_script "${scripts}/find-previous-artifact.sh"
+}
 cat > "${routes}" <<JSON
 {
   "${cache_runs_path}": {"workflow_runs": [
     $(run 50 2026-11-30T10:00:00Z main acme/verifier),
     $(run 51 2026-11-30T11:00:00Z main evil/fork)
   ]},
-  "/repos/acme/verifier/actions/runs/50/artifacts?name=regression-runner-cache": {"artifacts": [{"name": "regression-runner-cache", "expired": false}]},
-  "/repos/acme/verifier/actions/runs/51/artifacts?name=regression-runner-cache": {"artifacts": [{"name": "regression-runner-cache", "expired": false}]}
+  "${cache_artifacts_path}": {"artifacts": [$(cache_artifact 51 2026-11-30T11:05:00Z false), $(cache_artifact 52 2026-11-30T12:05:00Z false), $(cache_artifact 50 2026-11-30T10:05:00Z false)]}
 }
 JSON
-WORKFLOW=regression-verifier-runner.yml ARTIFACT=regression-runner-cache GITHUB_RUN_ID=99 \
-  run_script "${scripts}/find-previous-artifact.sh"
-check "runner cache: restored only from the runner's own runs on main (the fork's newer one is skipped)" \
-  eval '((status == 0)) && output_is run_id 50 && ! grep -q "runs/51/" "${tmp}/requests.log"'
+find_cache
+check "runner cache: restored only from the runner's own runs on main (the fork's newer one and another workflow's are skipped)" \
+  eval '((status == 0)) && output_is run_id 50 && ! grep -q "runs/51/\|runs/52/" "${tmp}/requests.log"'
+
+# After an outage: 98 runs on main without a cache (each failed before uploading one) in front
+# of the last one that kept it. The lookup is two requests, not a walk of one per run.
+python3 - "${cache_runs_path}" "${cache_artifacts_path}" > "${routes}" <<'PY'
+import json, sys
+runs_path, artifacts_path = sys.argv[1:3]
+runs = [{"id": 1000 + k, "created_at": f"2026-11-30T{k // 60:02d}:{k % 60:02d}:00Z", "head_branch": "main",
+         "event": "schedule", "conclusion": "failure" if k else "success",
+         "head_repository": {"full_name": "acme/verifier"}, "repository": {"full_name": "acme/verifier"}} for k in range(99)]
+# Also under the page-numbered target a walk asks for, so a walk is seen walking.
+routes = {runs_path: {"workflow_runs": list(reversed(runs))}, runs_path + "&page=1": {"workflow_runs": list(reversed(runs))},
+          artifacts_path: {"artifacts": [{"name": "regression-runner-cache", "expired": False,
+                                          "created_at": "2026-11-30T00:00:30Z", "workflow_run": {"id": 1000}}]}}
+for run in runs:
+    routes[f"/repos/acme/verifier/actions/runs/{run['id']}/artifacts?name=regression-runner-cache"] = {
+        "artifacts": [{"name": "regression-runner-cache", "expired": False}] if run["id"] == 1000 else []}
+print(json.dumps(routes))
+PY
+find_cache
+check "runner cache: 98 runs without a cache after an outage cost 2 requests, not one per run, and the cache before them is found ($(wc -l < "${tmp}/requests.log") requests)" \
+  eval '((status == 0)) && output_is run_id 1000 && [[ "$(wc -l < "${tmp}/requests.log")" == 2 ]]'
+
+# Optional: the cache is worth a few minutes, not the batch. An API that does not answer is a
+# warning and no cache, never a failed step.
+echo '{}' > "${routes}"
+API_MAX_ATTEMPTS=1 find_cache
+check "runner cache: an API that does not answer is a warning and no cache, not a failed step" \
+  eval '((status == 0)) && output_is run_id "" && said "::warning::no regression-runner-cache restored"'
 
 # --- keeper relay -----------------------------------------------------------------------
 relay_input="${tmp}/input"

@@ -1,0 +1,169 @@
+#!/usr/bin/env bash
+# The checks are eval'd strings so a case reads as one line; they expand when they run.
+# shellcheck disable=SC2016,SC2034
+# Tests of the pinned release (#51 item 2) and of the REST budget table (#51 item 5): the
+# workflows' own steps (read from the workflow files by workflow_step.py, their `${{ }}`
+# evaluated against the variables the GitHub stand-in holds) run against the stand-in with
+# the real worker, signer and keeper zipped as the build workflow uploads them.
+#
+#   .github/scripts/tests/release.sh [directory holding the built keeper, signer and worker]
+#
+# Prints one line per case and closes with "N passed, N failed".
+set -uo pipefail
+here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+scripts="$(dirname "${here}")"
+repo="$(cd "${here}/../../.." && pwd)"
+workflows="${repo}/.github/workflows"
+docs="${repo}/docs"
+bin_dir="${1:-${repo}/target/debug}"
+
+# shellcheck source=.github/scripts/tests/harness.sh
+source "${here}/harness.sh"
+
+r=/repos/acme/verifier
+release_sha=1111111111111111111111111111111111111111
+merged_sha=3333333333333333333333333333333333333333
+other_sha=4444444444444444444444444444444444444444
+
+for b in worker signer keeper; do
+  [[ -x "${bin_dir}/${b}" ]] || { echo "FAIL  release: ${bin_dir}/${b} is not built (cargo build -p ${b})"; exit 1; }
+done
+
+# `gh attestation verify` as the consumers call it, reduced to the one REST request it makes:
+# the attestations of the file's digest in this repository (the Sigstore checks are gh's own).
+mkdir -p "${tmp}/fakebin"
+cat > "${tmp}/fakebin/gh" <<'SH'
+#!/usr/bin/env bash
+[[ "$1 $2" == "attestation verify" ]] || { echo "fake gh: only attestation verify" >&2; exit 2; }
+file="$3"; shift 3
+repo=""
+while (($#)); do [[ "$1" == --repo ]] && repo="$2"; shift; done
+digest="$(sha256sum "${file}" | cut -d' ' -f1)"
+curl --silent --fail --header "Authorization: Bearer ${GH_TOKEN}" \
+  "${GITHUB_API_URL}/repos/${repo}/attestations/sha256:${digest}" | jq -e '.attestations | length > 0' >/dev/null
+SH
+chmod +x "${tmp}/fakebin/gh"
+export PATH="${tmp}/fakebin:${PATH}"
+
+# The build of COMMIT as regression-verifier-build.yml leaves it: a successful CI push run, a
+# successful build run (id RUN) with its regression-binaries artifact (id ARTIFACT), and an
+# attestation per binary.
+add_routes() { jq "$@" "${routes}" > "${routes}.new" && mv "${routes}.new" "${routes}"; }
+built() { # commit run-id artifact-id
+  local dir="${tmp}/build-$1" zip="${tmp}/build-$1.zip" b attestations='{}'
+  rm -rf "${dir}" "${zip}"; mkdir -p "${dir}"
+  for b in worker signer keeper; do cp "${bin_dir}/${b}" "${dir}/"; done
+  (cd "${dir}" && sha256sum worker signer keeper > SHA256SUMS && echo "$1" > COMMIT && zip -q "${zip}" ./*)
+  for b in worker signer keeper; do
+    attestations="$(jq --arg p "${r}/attestations/sha256:$(sha256sum "${dir}/${b}" | cut -d' ' -f1)" \
+      '. + {($p): {attestations: [{bundle: {}}]}}' <<<"${attestations}")"
+  done
+  add_routes --arg r "${r}" --arg c "$1" --argjson run "$2" --argjson art "$3" --arg zip "${zip}" --argjson att "${attestations}" '
+    . + $att + {
+    ("\($r)/actions/workflows/ci.yml/runs?branch=main&event=push&head_sha=\($c)&status=success&per_page=20"):
+      {workflow_runs: [{id: ($run - 1), event: "push", head_branch: "main", conclusion: "success", head_sha: $c,
+        path: ".github/workflows/ci.yml", head_repository: {full_name: "acme/verifier"}, repository: {full_name: "acme/verifier"}}]},
+    ("\($r)/actions/workflows/regression-verifier-build.yml/runs?branch=main&head_sha=\($c)&status=success&per_page=20"):
+      {workflow_runs: [{id: $run, created_at: "2026-11-30T10:00:00Z", event: "workflow_run", head_branch: "main",
+        conclusion: "success", head_sha: $c, head_repository: {full_name: "acme/verifier"}, repository: {full_name: "acme/verifier"}}]},
+    ("\($r)/actions/runs/\($run)/artifacts?name=regression-binaries"):
+      {artifacts: [{id: $art, name: "regression-binaries", expired: false, expires_at: "2027-02-28T10:00:00Z"}]},
+    ("\($r)/actions/artifacts/\($art)/zip"): {"@file": $zip}}'
+}
+main_at() { # commit: main's head, and how each commit compares with it
+  add_routes --arg r "${r}" --arg head "$1" --arg rel "${release_sha}" --arg other "${other_sha}" --arg merged "${merged_sha}" '
+    . + {("\($r)/commits/main"): {sha: $head},
+         ("\($r)/compare/\($rel)...main"): {status: (if $head == $rel then "identical" else "ahead" end)},
+         ("\($r)/compare/\($merged)...main"): {status: (if $head == $merged then "identical" else "behind" end)},
+         ("\($r)/compare/\($other)...main"): {status: "diverged"}}'
+}
+variable() { curl --silent --header "Authorization: Bearer x" "${GITHUB_API_URL}${r}/actions/variables/REGRESSION_RELEASE" | jq -r '.value // empty'; }
+
+# Runs one step of a workflow as written, in a workspace holding this checkout's scripts, with
+# the context GitHub would give it: vars from the stand-in (what the repository holds now).
+ws="${tmp}/ws"
+mkdir -p "${ws}/.github"
+ln -s "${scripts}" "${ws}/.github/scripts"
+step() { # workflow job step-name [extra context json]
+  local context env_file="${tmp}/step.env" run_file="${tmp}/step.run"
+  context="$(jq -n --arg rel "$(variable)" --arg head "$(curl --silent --header "Authorization: Bearer x" "${GITHUB_API_URL}${r}/commits/main" | jq -r .sha)" \
+    --argjson extra "${4:-{\}}" '{vars: {REGRESSION_RELEASE: $rel}, github: {token: "test-token", sha: $head}} * $extra')"
+  printf '%s' "${context}" > "${tmp}/context.json"
+  python3 "${here}/workflow_step.py" "${workflows}/$1" "$2" "$3" "${tmp}/context.json" "${env_file}" "${run_file}" || { status=99; return; }
+  rm -rf "${ws:?}/bin"
+  local -a env_args=()
+  mapfile -t env_args < "${env_file}"
+  run_script env -C "${ws}" "${env_args[@]}" VERIFY_ATTESTATION=1 bash -e "${run_file}"
+  cat "${tmp}/requests.log" >> "${tmp}/cycle-requests.log"
+}
+out() { awk -F= -v k="$1" '$1 == k { v = $2 } END { print v }' "${out_file}"; }
+# Against the bytes zipped into that release's build (target/ may be rebuilt meanwhile).
+installed() { cmp -s "${ws}/bin/$1" "${tmp}/build-$2/$1"; }
+
+# Runner, signer and keeper as one cycle would run them; leaves which binaries each installed.
+cycle() {
+  cycle_ok=""
+  step regression-verifier-runner.yml plan "Look up the pinned release"
+  local plan_status="${status}" plan_release plan_artifact
+  plan_release="$(out commit)"; plan_artifact="$(out artifact_id)"
+  step regression-verifier-runner.yml run-feed "Download and verify the worker of the pinned release" \
+    "$(jq -n --arg rel "${plan_release}" --arg a "${plan_artifact}" '{needs: {plan: {outputs: {release: $rel, artifact_id: $a}}}}')"
+  ((plan_status == 0 && status == 0)) && installed worker "${plan_release}" && cycle_ok+=" runner"
+  step regression-verifier-signer.yml gate "Look up the pinned release" '{"steps": {"check": {"outputs": {"proceed": "true"}}}}'
+  local gate_status="${status}" gate_release gate_artifact
+  gate_release="$(out commit)"; gate_artifact="$(out artifact_id)"
+  step regression-verifier-signer.yml sign "Download and verify the signer of the pinned release" \
+    "$(jq -n --arg rel "${gate_release}" --arg a "${gate_artifact}" '{needs: {gate: {outputs: {release: $rel, artifact_id: $a}}}}')"
+  ((gate_status == 0 && status == 0)) && installed signer "${gate_release}" && cycle_ok+=" signer"
+  step regression-verifier-keeper.yml relay "Download and verify the keeper of the pinned release"
+  ((status == 0)) && installed keeper "$(variable)" && cycle_ok+=" keeper"
+  cycle_release="${plan_release}/${gate_release}"
+}
+
+# --- a merge to main leaves the running release untouched (#51 item 2) -----------------------
+built "${release_sha}" 71 901
+main_at "${release_sha}"
+run_script "${scripts}/release.sh" "${release_sha}"
+check "release: release.sh checks the build of a main commit (CI, build, artifact, sums, attestation) and pins it in REGRESSION_RELEASE" \
+  eval '((status == 0)) && [[ "$(variable)" == "${release_sha}" ]] && said "expires 2027-02-28T10:00:00Z" && grep -q "^POST ${r}/actions/variables$" "${tmp}/requests.log"'
+
+cycle
+check "release: runner, signer and keeper download and verify the pinned release's worker, signer and keeper (${cycle_ok# })" \
+  eval '[[ "${cycle_ok}" == " runner signer keeper" && "${cycle_release}" == "${release_sha}/${release_sha}" ]]'
+
+# A merge: main's head moves to a commit whose CI is still running and which has no build.
+main_at "${merged_sha}"
+add_routes --arg p "${r}/actions/workflows/ci.yml/runs?branch=main&event=push&head_sha=${merged_sha}&status=success&per_page=20" \
+  '. + {($p): {workflow_runs: []}}'
+: > "${tmp}/cycle-requests.log"
+cycle
+check "release: after a merge to main (a new head without CI or a build) runner, signer and keeper still run the pinned release (${cycle_ok# }), and nothing asks for the new head's build" \
+  eval '[[ "${cycle_ok}" == " runner signer keeper" && "${cycle_release}" == "${release_sha}/${release_sha}" ]] && ! grep -q "${merged_sha}" "${tmp}/cycle-requests.log" && grep -q "head_sha=${release_sha}" "${tmp}/cycle-requests.log"'
+
+run_script "${scripts}/release.sh" "${merged_sha}"
+check "release: the new head cannot be released before its CI passed and its build exists; REGRESSION_RELEASE stays as it was" \
+  eval '((status != 0)) && said "has no successful CI run" && [[ "$(variable)" == "${release_sha}" ]] && ! grep -q "^PATCH\|^POST" "${tmp}/requests.log"'
+
+run_script "${scripts}/release.sh" "${other_sha}"
+check "release: a commit that is not on main (diverged) is refused before anything is looked up" \
+  eval '((status != 0)) && said "is not on main" && [[ "$(wc -l < "${tmp}/requests.log")" == 1 ]] && [[ "$(variable)" == "${release_sha}" ]]'
+
+# The new head's build is done: the operator's upgrade step releases it; the next cycle runs it.
+built "${merged_sha}" 81 911
+DRY_RUN=1 run_script "${scripts}/release.sh" "${merged_sha}"
+check "release: DRY_RUN checks the new build and writes nothing" \
+  eval '((status == 0)) && said "DRY_RUN" && [[ "$(variable)" == "${release_sha}" ]]'
+run_script "${scripts}/release.sh" "${merged_sha}"
+check "release: once built, the upgrade step moves REGRESSION_RELEASE to the new head (a PATCH of the variable)" \
+  eval '((status == 0)) && [[ "$(variable)" == "${merged_sha}" ]] && grep -q "^PATCH ${r}/actions/variables/REGRESSION_RELEASE$" "${tmp}/requests.log"'
+cycle
+check "release: the next cycle runs the new release everywhere (${cycle_ok# })" \
+  eval '[[ "${cycle_ok}" == " runner signer keeper" && "${cycle_release}" == "${merged_sha}/${merged_sha}" ]]'
+
+# No release pinned: every consumer fails closed naming the fix, not main's head.
+add_routes --arg p "${r}/actions/variables/REGRESSION_RELEASE" 'del(.[$p])'
+step regression-verifier-runner.yml plan "Look up the pinned release"
+check "release: with REGRESSION_RELEASE unset the runner's plan fails closed and names release.sh" \
+  eval '((status != 0)) && said "no release is pinned" && said "release.sh" && ! grep -q "regression-verifier-build.yml" "${tmp}/requests.log"'
+
+check_summary
