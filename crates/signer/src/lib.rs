@@ -13,8 +13,9 @@
 //! ([`interchange`]).
 //!
 //! It deliberately never runs Docker or untrusted code, never broadcasts a transaction, never
-//! takes a key on the command line (only the name of an environment variable, or a 0600
-//! file), and never prints or logs key material.
+//! takes a key on the command line (only the name of an environment variable, a 0600 file, or
+//! the URL of a remote signer that holds the key; picked once, [`key`]), and never prints or
+//! logs key material.
 
 pub mod agree;
 pub mod exit;

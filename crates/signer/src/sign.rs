@@ -486,7 +486,7 @@ async fn check_and_sign(
     {
         Prior::Contradicts(earlier) => return Err(CandidateRefusal::ContradictsHistory(earlier)),
         Prior::Same(stored, Some(text)) => {
-            if let Some(signed) = reuse(cfg, entry, &job, &stored, &text, now) {
+            if let Some(signed) = reuse(cfg, entry, &job, &fields, &stored, &text, now) {
                 return Ok(Decision::Sign(Box::new(signed)));
             }
         }
@@ -588,16 +588,24 @@ async fn sign_and_record(
 }
 
 /// The stored attestation of `stored` for this candidate's entry, when it can still be used:
-/// its candidate is of this job and its deadline leaves the margin the keeper needs.
+/// its candidate is of this job, it commits to the evidence and policy hashes the contract
+/// holds now (`fields`, just checked against `attestationDigest`), and its deadline leaves the
+/// margin the keeper needs. Otherwise a new signature of the same verdict is made: it
+/// contradicts nothing.
 fn reuse(
     cfg: &SignConfig,
     entry: &CandidateEntry,
     job: &verifier_sdk::ValidatedJob,
+    fields: &AttestationFields,
     stored: &SignedRecord,
     candidate_text: &str,
     now: u64,
 ) -> Option<Signed> {
     if stored.deadline() <= now.saturating_add(verifier_sdk::artifacts::MIN_DEADLINE_MARGIN_SECS) {
+        return None;
+    }
+    let was = stored.fields();
+    if was.evidence_hash != fields.evidence_hash || was.policy_hash != fields.policy_hash {
         return None;
     }
     let candidate: Value = serde_json::from_str(candidate_text).ok()?;
@@ -802,4 +810,79 @@ fn write_manifest(dir: &Path, name: &str, manifest: &impl Serialize) -> Result<(
     })?;
     write_json(dir, name, &value).map_err(RunError::Output)?;
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+
+    use super::*;
+    use keyfile::LoadedKey;
+    use verifier_sdk::fixtures::{JobParams, job_value};
+    use verifier_sdk::{attestation_digest, candidate_file_name, validate_job};
+
+    const DEV_KEY: &str = "0x59c6995e998f97a5a0044966f0945389dc9e86dae88c7a8412f4603b6b78690d";
+
+    /// A stored record of `job`'s scope and the candidate it signed, at unix time 1_000_000.
+    fn stored(job: &verifier_sdk::ValidatedJob) -> (AttestationFields, SignedRecord, String) {
+        let key = LoadedKey::from_hex_text(DEV_KEY).unwrap();
+        let fields = AttestationFields {
+            bounty: job.bounty_contract(),
+            bounty_id: format!("0x{}", "b".repeat(64)).parse().unwrap(),
+            round: 7,
+            verifier: Address::from(key.address()),
+            submission_hash: format!("0x{}", "c".repeat(64)).parse().unwrap(),
+            evidence_hash: format!("0x{}", "d".repeat(64)).parse().unwrap(),
+            policy_hash: format!("0x{}", "e".repeat(64)).parse().unwrap(),
+            passed: true,
+            response_hash: format!("0x{}", "f".repeat(64)).parse().unwrap(),
+            deadline: 1_000_900,
+        };
+        let digest = attestation_digest(8453, &fields);
+        let sig = AttestationSignature::from_slice(&key.sign_prehash(digest.as_bytes()).unwrap())
+            .unwrap();
+        let record = SignedRecord::verified(8453, &fields, digest, sig, 1_000_000).unwrap();
+        let candidate = serde_json::json!({"job": {"job_id": job.job_id()}}).to_string();
+        (fields, record, candidate)
+    }
+
+    #[test]
+    fn a_stored_attestation_is_reused_only_while_it_can_still_settle_the_same_terms() {
+        let raw = job_value(&JobParams {
+            expires_at: 2_000_000,
+            ..JobParams::default()
+        });
+        let job = validate_job(&raw, 1_000_000).unwrap();
+        let (fields, record, candidate) = stored(&job);
+        let cfg = SignConfig {
+            candidates_dir: PathBuf::new(),
+            out_dir: PathBuf::new(),
+            signer: record.verifier(),
+            network: Network::BaseMainnet,
+            max_candidates: 1,
+            require_oci_runtime: None,
+        };
+        let entry = CandidateEntry {
+            job_id: job.job_id().to_owned(),
+            file: candidate_file_name(job.job_id()),
+        };
+        let now = 1_000_000;
+        let reused = reuse(&cfg, &entry, &job, &fields, &record, &candidate, now).unwrap();
+        assert!(reused.from_history);
+        assert_eq!(reused.file.signature, record.signature().to_hex());
+        assert_eq!(reused.file.deadline, 1_000_900);
+
+        // Too close to its deadline for the keeper: signed anew instead.
+        assert!(reuse(&cfg, &entry, &job, &fields, &record, &candidate, 1_000_800).is_none());
+        // The contract's evidence or policy hash is not what it signed: it cannot settle.
+        let mut moved = fields;
+        moved.evidence_hash = format!("0x{}", "1".repeat(64)).parse().unwrap();
+        assert!(reuse(&cfg, &entry, &job, &moved, &record, &candidate, now).is_none());
+        let mut moved = fields;
+        moved.policy_hash = format!("0x{}", "2".repeat(64)).parse().unwrap();
+        assert!(reuse(&cfg, &entry, &job, &moved, &record, &candidate, now).is_none());
+        // A stored candidate of another job is not written next to this one's attestation.
+        let other = serde_json::json!({"job": {"job_id": "another-job"}}).to_string();
+        assert!(reuse(&cfg, &entry, &job, &fields, &record, &other, now).is_none());
+    }
 }
