@@ -235,6 +235,12 @@ pub async fn run_feed(
     );
     let (fetched, failures) = fetch_feeds(config, &client).await;
     report.fetch_failures = failures;
+    // Every id the first answer named: a later poll of this batch adds only jobs that are new.
+    let mut known: BTreeSet<String> = fetched
+        .iter()
+        .flatten()
+        .filter_map(|j| j.get("job_id")?.as_str().map(str::to_owned))
+        .collect();
 
     let Selection {
         mut selected,
@@ -261,9 +267,13 @@ pub async fn run_feed(
     for (job, why) in planned.too_short {
         report.jobs.push(window_too_short_row(&job, &why));
     }
-    let selected = planned.run;
-    let total = selected.len();
-    for (i, job) in selected.iter().enumerate() {
+    let mut queue: std::collections::VecDeque<ValidatedJob> = planned.run.into();
+    let mut started = 0usize;
+    while let Some(job) = queue.pop_front() {
+        let job = &job;
+        let i = started;
+        started += 1;
+        let total = started + queue.len();
         progress(
             config,
             format_args!("[{}/{total}] {}", i + 1, job.job_id().escape_debug()),
@@ -301,6 +311,24 @@ pub async fn run_feed(
             ),
         );
         report.jobs.push(run.row);
+        // A job whose window ends sooner may have been listed while this one ran.
+        let room = config
+            .max_jobs
+            .map_or(usize::MAX, |max| max.saturating_sub(started + queue.len()));
+        if room > 0 {
+            let (more, too_short) = poll_new_jobs(config, &client, &mut known, room).await;
+            report.jobs.extend(
+                too_short
+                    .iter()
+                    .map(|(j, why)| window_too_short_row(j, why)),
+            );
+            if !more.is_empty() {
+                queue.extend(more);
+                queue.make_contiguous().sort_by(|a, b| {
+                    (a.expires_at(), a.job_id()).cmp(&(b.expires_at(), b.job_id()))
+                });
+            }
+        }
     }
     let (listed, omitted) = excluded.into_parts();
     report.jobs.extend(listed);
@@ -310,6 +338,67 @@ pub async fn run_feed(
     report.candidates_left_out = u64::try_from(left_out.len()).unwrap_or(u64::MAX);
     report.manifest_file = Some(MANIFEST_FILE.into());
     Ok(report)
+}
+
+/// Polls the feed again during a batch and returns the jobs it lists that are new to this
+/// batch (never in an earlier answer), selected and narrowed as the first answer was, at most
+/// `room`, and those of them that can no longer settle. A failed poll or an excluded new job
+/// changes nothing in this batch: the next run reports it.
+async fn poll_new_jobs(
+    config: &FeedConfig,
+    client: &PlatformClient,
+    known: &mut BTreeSet<String>,
+    room: usize,
+) -> (
+    Vec<ValidatedJob>,
+    Vec<(ValidatedJob, super::deadline::TooShort)>,
+) {
+    let (fetched, failures) = fetch_feeds(config, client).await;
+    for f in &failures {
+        progress(
+            config,
+            format_args!(
+                "feed: a poll during the batch failed ({}): new jobs wait for the next run",
+                f.kind
+            ),
+        );
+    }
+    let fresh: Vec<Vec<Value>> = fetched
+        .into_iter()
+        .map(|list| {
+            list.into_iter()
+                .filter(|j| {
+                    j.get("job_id")
+                        .and_then(Value::as_str)
+                        .is_some_and(|id| !known.contains(id))
+                })
+                .collect()
+        })
+        .collect();
+    let Selection {
+        mut selected,
+        mut excluded,
+    } = select_jobs(
+        fresh,
+        config.network,
+        &config.verifiers,
+        config.now_unix(),
+        Some(room),
+    );
+    narrow(config, &mut selected, &mut excluded);
+    known.extend(selected.iter().map(|j| j.job_id().to_owned()));
+    let planned =
+        super::deadline::plan(selected, |j| j, config.now_unix(), &config.settle, |_| true);
+    for job in &planned.run {
+        progress(
+            config,
+            format_args!(
+                "feed: {} listed during the batch, queued by its window's end",
+                job.job_id().escape_debug()
+            ),
+        );
+    }
+    (planned.run, planned.too_short)
 }
 
 /// Keeps the `--job-id` jobs and this `--shard`'s; the others become skipped rows.

@@ -602,6 +602,70 @@ async fn a_job_that_cannot_settle_before_its_window_ends_is_window_too_short() {
     assert_eq!(exec.calls(&id(&fine)), 1);
 }
 
+/// TEST DOUBLE around [`FakeExecutor`]: records the order of the jobs it runs and, during
+/// the first run, lets the test change what the feed lists.
+struct Appearing {
+    inner: FakeExecutor,
+    order: Mutex<Vec<String>>,
+    during_first: Mutex<Option<Box<dyn FnOnce() + Send>>>,
+}
+
+#[async_trait::async_trait]
+impl JobExecutor for Appearing {
+    async fn execute(
+        &self,
+        job: &ValidatedJob,
+        source_dir: &Path,
+        benchmark_dir: &Path,
+    ) -> Result<ExecutedJob, JobFailure> {
+        self.order.lock().unwrap().push(job.job_id().to_owned());
+        let first = self.during_first.lock().unwrap().take();
+        if let Some(change) = first {
+            change();
+        }
+        self.inner.execute(job, source_dir, benchmark_dir).await
+    }
+}
+
+/// #43 item 1 (a) in `worker feed`: a job listed while the batch runs, whose window ends
+/// before the waiting one's, runs next (the feed is polled again after each job). Before: the
+/// batch ran only its first answer's jobs, so the order was B, A and C was not run.
+#[tokio::test]
+async fn a_job_listed_during_the_batch_runs_before_a_later_window() {
+    let w = World::new().await;
+    let end = verifier_sdk::fixtures::EXPIRES_AT;
+    let at = |round: u64, expires_at: u64| {
+        let mut j = w.job_with_source(round, &[("a", b"1")]);
+        j["verification_expires_at"] = json!(expires_at);
+        verifier_sdk::fixtures::rehash(&mut j);
+        j
+    };
+    let (a, b, c) = (at(1, end + 5000), at(2, end + 3000), at(3, end + 2000));
+    w.serve_feed(VERIFIER, &[&a, &b]);
+    let (server, listed) = (w.server.clone(), vec![a.clone(), b.clone(), c.clone()]);
+    let exec = Appearing {
+        inner: FakeExecutor::default(),
+        order: Mutex::new(Vec::new()),
+        during_first: Mutex::new(Some(Box::new(move || {
+            server.route(&feed_path(VERIFIER), Reply::json(&json!(listed)));
+        }))),
+    };
+    let mut config = w.config("out");
+    let now_ms = i64::try_from(end - 3600).unwrap() * 1000;
+    config.clock = std::sync::Arc::new(worker::serve::clock::ManualClock::new(now_ms));
+    let report = run_feed(&config, &exec).await.unwrap();
+    assert_eq!(
+        *exec.order.lock().unwrap(),
+        vec![id(&b), id(&c), id(&a)],
+        "{:#?}",
+        report.jobs
+    );
+    for j in [&a, &b, &c] {
+        assert_eq!(row(&report, j).status, JobStatus::CompletedPassed);
+    }
+    assert_eq!(read_candidates(&w.root.join("out")).len(), 3);
+}
+
 #[tokio::test]
 async fn max_jobs_runs_the_earliest_expiring_only() {
     let w = World::new().await;
