@@ -337,3 +337,37 @@ fn a_runner_the_solver_vendors_in_node_modules_bin_is_shadowed() {
     // The tests are the benchmark's, run from /benchmark.
     assert!(!out.contains("tests the solver writes"), "{out}");
 }
+
+/// The repository's own Rust example (`fixtures/rust-bounty`, `cargo test` in the solver's
+/// tree) has the strsim shape: its benchmark's tests link the solver's crate, and the solver's
+/// Cargo.toml declares them. Both Rust stubs pass it, so it is reported as paying a
+/// non-solution (manifests/README.md says so); a hardened Rust example would flip this test.
+#[test]
+fn the_rust_example_bounty_is_paid_by_the_constructor_and_the_cargo_toml_shadow() {
+    let dir = tempfile::tempdir().unwrap();
+    let manifest = manifest(dir.path(), "rust-cargo.json", "rust", |_| {});
+    let ran = rehearse(
+        dir.path(),
+        &fixture("rust-bounty/solution-good"),
+        &fixture("rust-bounty/benchmark"),
+        &manifest,
+        &["--adversarial"],
+    );
+    let out = &ran.stdout;
+    assert_eq!(ran.code, 9, "{out}{}", ran.stderr);
+    assert!(
+        out.contains("  BYPASSABLE: exit_on_load_keep_text (passed): replaced src/lib.rs\n"),
+        "{out}"
+    );
+    let line = line_of(
+        out,
+        "  BYPASSABLE: shadow Cargo.toml harness = false (passed)",
+    );
+    assert!(
+        line.contains("added Cargo.toml, rehearse_shadow_main.rs"),
+        "{line}"
+    );
+    // The vendored crate is kept (cargo checks it against its checksums), and its tests are not
+    // the solver's.
+    assert!(!out.contains("vendor/hex"), "{out}");
+}
