@@ -15,6 +15,11 @@ pub struct Cli {
     /// What to do.
     #[command(subcommand)]
     pub command: Command,
+    /// Log lines on stderr as text (the default) or json: one object per line with
+    /// timestamp, level, target, message and the event's fields, for a log shipper. Without
+    /// the flag, $VERIFIER_LOG_FORMAT (json or text) decides.
+    #[arg(long, global = true, value_name = "FORMAT", value_parser = ["text", "json"])]
+    pub log_format: Option<String>,
 }
 
 #[derive(Subcommand)]

@@ -17,7 +17,6 @@ fn exit(code: Exit) -> ExitCode {
 
 fn main() -> ExitCode {
     cli_support::restore_sigpipe();
-    cli_support::init_logging("KEEPER_LOG", "warn");
     let cli = match Cli::try_parse() {
         Ok(c) => c,
         Err(e) => {
@@ -38,6 +37,12 @@ fn main() -> ExitCode {
             });
         }
     };
+    // After parsing: the flag picks the format (clap's own errors are not log lines).
+    cli_support::init_logging_as(
+        "KEEPER_LOG",
+        "warn",
+        cli_support::LogFormat::choose(cli.log_format.as_deref().and_then(|f| f.parse().ok())),
+    );
     match cli.command {
         Command::Relay(args) => {
             let json = args.settle.json;

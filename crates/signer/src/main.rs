@@ -25,7 +25,11 @@ fn main() -> std::process::ExitCode {
             };
         }
     };
-    cli_support::init_logging("SIGNER_LOG", "warn");
+    cli_support::init_logging_as(
+        "SIGNER_LOG",
+        "warn",
+        cli_support::LogFormat::choose(cli.log_format.as_deref().and_then(|f| f.parse().ok())),
+    );
     let code = match tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
