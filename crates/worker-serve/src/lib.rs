@@ -293,14 +293,37 @@ impl Loop<'_> {
             |_| true,
         );
         for ((key, job), why) in &planned.too_short {
-            self.report_too_short(*key, job, why);
+            self.report_too_short(*key, job, why)?;
         }
         Ok(planned.run)
     }
 
-    /// Logs and counts a job set apart as `window_too_short`, once per job.
-    fn report_too_short(&mut self, key: i64, job: &verifier_sdk::ValidatedJob, why: &TooShort) {
+    /// Logs, counts and records in the ledger a job set apart as `window_too_short`, once per
+    /// job. Its ledger row is a run that never started, closed as refused (`skipped`, with the
+    /// figures), as `worker feed` reports it: a window only shrinks, and its image is already
+    /// here, so it would be refused again at every poll.
+    fn report_too_short(
+        &mut self,
+        key: i64,
+        job: &verifier_sdk::ValidatedJob,
+        why: &TooShort,
+    ) -> Result<(), ServeError> {
         if self.too_short.insert(key) {
+            let run_id = self.ledger.start_run(key)?;
+            self.ledger.finish_run(
+                run_id,
+                key,
+                &RunResult {
+                    kind: RunKind::Rejected,
+                    outcome: worker_jobs::feed::JobStatus::Skipped.as_str().into(),
+                    reason_code: Some(WINDOW_TOO_SHORT.into()),
+                    reason: Some(format!(
+                        "{why}: not started in place of a job that can settle"
+                    )),
+                    evidence: None,
+                    candidate_file: None,
+                },
+            )?;
             self.telemetry.window_too_short();
             tracing::warn!(
                 job = %job.job_id().escape_debug(),
@@ -311,6 +334,7 @@ impl Loop<'_> {
                 "not started: {why}"
             );
         }
+        Ok(())
     }
 
     /// The next job of `pending` that can still settle in time (re-checked on the clock now:
@@ -318,16 +342,16 @@ impl Loop<'_> {
     fn next_job(
         &mut self,
         pending: &mut Vec<(i64, verifier_sdk::ValidatedJob)>,
-    ) -> Option<(i64, verifier_sdk::ValidatedJob)> {
+    ) -> Result<Option<(i64, verifier_sdk::ValidatedJob)>, ServeError> {
         while !pending.is_empty() {
             let (key, job) = pending.remove(0);
             let need = Need::of(&job, true, &self.feed.settle);
             match fits(&job, self.feed.now_unix(), need) {
-                Ok(()) => return Some((key, job)),
-                Err(why) => self.report_too_short(key, &job, &why),
+                Ok(()) => return Ok(Some((key, job))),
+                Err(why) => self.report_too_short(key, &job, &why)?,
             }
         }
-        None
+        Ok(None)
     }
 }
 
@@ -429,7 +453,7 @@ async fn serve_loop(
                 && !shutdown.requested()
                 && host_health.may_start(clock.monotonic())
             {
-                let Some((key, job)) = state.next_job(&mut pending) else {
+                let Some((key, job)) = state.next_job(&mut pending)? else {
                     break;
                 };
                 let id = job.job_id().to_owned();

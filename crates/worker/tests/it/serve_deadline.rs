@@ -236,6 +236,21 @@ async fn serve_runs_a_sooner_window_first_even_one_appearing_mid_batch_and_never
         Some(1.0)
     );
     assert_eq!(metric(&telemetry, "worker_serve_jobs_at_risk"), Some(1.0));
+    // Its own row in the ledger, as `worker feed` reports it: never started, with the figures.
+    let ledger = worker::serve::ledger::Ledger::open(&config.state_dir).unwrap();
+    let runs = ledger
+        .runs(Some(too_short["job_id"].as_str().unwrap()))
+        .unwrap();
+    let [run] = runs.as_slice() else {
+        panic!("{runs:?}")
+    };
+    assert_eq!(run.outcome.as_deref(), Some("skipped"));
+    assert_eq!(run.reason_code.as_deref(), Some("window_too_short"));
+    let reason = run.reason.as_deref().unwrap();
+    assert!(
+        reason.contains("ends in 150 s") && reason.contains("timeout_seconds 600"),
+        "{reason}"
+    );
 }
 
 /// Waits until `done` holds; `false` after a bound far beyond what the service needs (a
