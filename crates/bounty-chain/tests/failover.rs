@@ -82,6 +82,38 @@ async fn the_signers_reads_through_failing_endpoints_equal_one_healthy_endpoints
     );
 }
 
+/// A revert is the chain's answer: the first endpoint's is returned and the request never
+/// reaches the next endpoint (an `eth_call` of `settleWithAttestations([])`, which the test
+/// contract refuses), while a refused request does move on.
+#[tokio::test]
+async fn a_revert_is_answered_by_the_first_endpoint_and_never_retried_on_the_next() {
+    use alloy::providers::Provider;
+    use alloy::rpc::types::TransactionRequest;
+    let kit = Testkit::connect().await.unwrap_or_else(|e| panic!("{e}"));
+    let now = kit.latest_timestamp().await.unwrap();
+    let params = BountyParams::new(vec![dev_signer(1).unwrap().address()], now + 3600);
+    let bounty = kit.deploy_bounty(&params).await.unwrap();
+    let node = kit.url().to_owned();
+    let forbidden = proxy::start(&node, Misbehaviour::Forbidden).await.unwrap();
+    let first = proxy::start(&node, Misbehaviour::None).await.unwrap();
+    let second = proxy::start(&node, Misbehaviour::None).await.unwrap();
+    let urls = [forbidden.url.clone(), first.url.clone(), second.url.clone()];
+    let (provider, _, failover) =
+        bounty_chain::connect_rpcs(&urls, Duration::from_secs(10), policy()).unwrap();
+    failover.unwrap().check().await.unwrap();
+    let call = TransactionRequest::default()
+        .to(bounty.address())
+        .input(verifier_sdk::settle::settle_calldata(&[]).into());
+    let err = provider.call(call).await.unwrap_err();
+    assert!(
+        err.as_error_resp().is_some(),
+        "a JSON-RPC error, not a transport failure: {err}"
+    );
+    assert_eq!(forbidden.calls("eth_call"), 1);
+    assert_eq!(first.calls("eth_call"), 1);
+    assert_eq!(second.calls("eth_call"), 0);
+}
+
 /// An endpoint list of one behaves exactly as today: nothing is asked before use.
 #[tokio::test]
 async fn a_list_of_one_endpoint_is_the_single_rpc_of_before() {

@@ -5,8 +5,8 @@
 //! healthy endpoint and fail everything else, so they pass the start-up check and every real
 //! request must move on from them (a provider whose plan covers only the cheap calls).
 
-use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, PoisonError};
 
 use serde_json::{Value, json};
 use test_http::{Request, Response};
@@ -34,13 +34,23 @@ pub enum Misbehaviour {
 pub struct RpcProxy {
     /// `http://127.0.0.1:PORT`.
     pub url: String,
-    sent_raw: Arc<AtomicU64>,
+    seen: Arc<Mutex<HashMap<String, u64>>>,
 }
 
 impl RpcProxy {
     /// How many `eth_sendRawTransaction` requests reached this proxy.
     pub fn raw_transactions(&self) -> u64 {
-        self.sent_raw.load(Ordering::SeqCst)
+        self.calls("eth_sendRawTransaction")
+    }
+
+    /// How many requests of `method` reached this proxy.
+    pub fn calls(&self, method: &str) -> u64 {
+        self.seen
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .get(method)
+            .copied()
+            .unwrap_or(0)
     }
 }
 
@@ -50,12 +60,12 @@ fn answer(value: &Value) -> Option<Response> {
 
 /// Starts a proxy to `upstream` that misbehaves as `how`.
 pub async fn start(upstream: &str, how: Misbehaviour) -> std::io::Result<RpcProxy> {
-    let sent_raw = Arc::new(AtomicU64::new(0));
-    let seen = sent_raw.clone();
+    let seen: Arc<Mutex<HashMap<String, u64>>> = Arc::default();
+    let counts = seen.clone();
     let http = reqwest::Client::new();
     let upstream = upstream.to_owned();
     let url = test_http::serve(move |req: Request| {
-        let (http, upstream, seen) = (http.clone(), upstream.clone(), seen.clone());
+        let (http, upstream, counts) = (http.clone(), upstream.clone(), counts.clone());
         async move {
             let request: Value = serde_json::from_slice(&req.body).ok()?;
             let id = request.get("id").cloned().unwrap_or(Value::Null);
@@ -65,9 +75,11 @@ pub async fn start(upstream: &str, how: Misbehaviour) -> std::io::Result<RpcProx
                 .unwrap_or("")
                 .to_owned();
             let cheap = matches!(method.as_str(), "eth_chainId" | "eth_blockNumber");
-            if method == "eth_sendRawTransaction" {
-                seen.fetch_add(1, Ordering::SeqCst);
-            }
+            *counts
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .entry(method.clone())
+                .or_default() += 1;
             let forward = || async {
                 let answer: Value = http
                     .post(&upstream)
@@ -111,5 +123,5 @@ pub async fn start(upstream: &str, how: Misbehaviour) -> std::io::Result<RpcProx
         }
     })
     .await?;
-    Ok(RpcProxy { url, sent_raw })
+    Ok(RpcProxy { url, seen })
 }
