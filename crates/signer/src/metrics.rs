@@ -1,0 +1,157 @@
+//! `signer sign --metrics-file`: the run's metrics as a Prometheus textfile for the node
+//! exporter's textfile collector, which the alert rules in `deploy/prometheus/` read
+//! (`VerifierSignerRefusing`, `VerifierSignerFailing`).
+//!
+//! Written at the end of every run, a refused or failed one included, since a failure is what
+//! the rules must see. The signer is a job, so `signer_signatures_total` carries over between
+//! runs by reading the previous file (see `cli_support::textfile`); one writer at a time is
+//! assumed (the signing history's lock already refuses a second concurrent `sign`).
+
+use std::path::{Path, PathBuf};
+
+use cli_support::textfile::{self, Family, Kind};
+
+use crate::sign::RunReport;
+
+/// Largest previous metrics file read back; ours are a few hundred bytes.
+const MAX_PREVIOUS_BYTES: u64 = 64 * 1024;
+
+const SIGNATURES: &str = "signer_signatures_total";
+const LAST_RUN: &str = "signer_last_run_timestamp_seconds";
+
+/// The metrics file could not be written.
+#[derive(Debug, thiserror::Error)]
+#[error("--metrics-file {path:?}: {source}")]
+pub struct MetricsError {
+    /// The file.
+    pub path: PathBuf,
+    /// Why.
+    #[source]
+    pub source: std::io::Error,
+}
+
+/// What one run adds to `signer_signatures_total`.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Tally {
+    /// Attestations written.
+    pub signed: u128,
+    /// Candidates refused (a contradiction of the history included).
+    pub refused: u128,
+    /// Candidates that met an unavailable service, plus one for a run that stopped before
+    /// handling its candidates (configuration, key, history, output).
+    pub failed: u128,
+}
+
+impl Tally {
+    /// The run's candidates by result; those not ours and those deferred are not counted (no
+    /// signature was due).
+    pub fn from_report(report: &RunReport) -> Self {
+        let n = |v: usize| u128::try_from(v).unwrap_or(u128::MAX);
+        Self {
+            signed: n(report.signed),
+            refused: n(report.refused),
+            failed: n(report.unavailable),
+        }
+    }
+
+    /// A run that ended without a report.
+    pub const fn failed_run() -> Self {
+        Self {
+            signed: 0,
+            refused: 0,
+            failed: 1,
+        }
+    }
+}
+
+/// The exposition after a run ending at `now` (unix seconds), its counters added to those of
+/// `previous` (the text of the file the last run wrote; empty when there is none).
+pub fn exposition(previous: &str, tally: Tally, now: u64) -> String {
+    let total = |result: &'static str, add: u128| {
+        (
+            Some(("result", result)),
+            textfile::previous_counter(previous, SIGNATURES, Some(("result", result)))
+                .saturating_add(add),
+        )
+    };
+    textfile::render(&[
+        Family {
+            name: SIGNATURES,
+            help: "Candidates handled by signer sign, by result (signed, refused, failed), over all runs.",
+            kind: Kind::Counter,
+            samples: vec![
+                total("signed", tally.signed),
+                total("refused", tally.refused),
+                total("failed", tally.failed),
+            ],
+        },
+        Family {
+            name: LAST_RUN,
+            help: "Unix time the last signer sign run ended, whatever its result.",
+            kind: Kind::Gauge,
+            samples: vec![(None, u128::from(now))],
+        },
+    ])
+}
+
+/// Replaces the file at `path` with the exposition of this run (atomically: the collector
+/// never reads half a file, and the temporary name does not end in `.prom`).
+pub fn write(path: &Path, tally: Tally, now: u64) -> Result<(), MetricsError> {
+    // A previous file that cannot be read (gone, a symlink, too large) restarts the counters.
+    let previous = artifact_fs::read_bounded(path, MAX_PREVIOUS_BYTES)
+        .ok()
+        .and_then(|b| String::from_utf8(b).ok())
+        .unwrap_or_default();
+    artifact_fs::write_atomic(path, exposition(&previous, tally, now).as_bytes()).map_err(
+        |source| MetricsError {
+            path: path.to_owned(),
+            source,
+        },
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+
+    use super::*;
+
+    #[test]
+    fn counters_carry_over_from_the_previous_run_and_a_failed_run_counts() {
+        let first = exposition(
+            "",
+            Tally {
+                signed: 2,
+                refused: 1,
+                failed: 0,
+            },
+            100,
+        );
+        let second = exposition(&first, Tally::failed_run(), 200);
+        assert!(second.contains("signer_signatures_total{result=\"signed\"} 2\n"));
+        assert!(second.contains("signer_signatures_total{result=\"refused\"} 1\n"));
+        assert!(second.contains("signer_signatures_total{result=\"failed\"} 1\n"));
+        assert!(second.contains("signer_last_run_timestamp_seconds 200\n"));
+    }
+
+    #[test]
+    fn a_metrics_file_write_replaces_a_symlink_instead_of_reading_through_it() {
+        let dir = tempfile::tempdir().unwrap();
+        let elsewhere = dir.path().join("elsewhere.prom");
+        std::fs::write(
+            &elsewhere,
+            "signer_signatures_total{result=\"signed\"} 99\n",
+        )
+        .unwrap();
+        let path = dir.path().join("signer.prom");
+        std::os::unix::fs::symlink(&elsewhere, &path).unwrap();
+        write(&path, Tally::default(), 5).unwrap();
+        let text = std::fs::read_to_string(&path).unwrap();
+        assert!(
+            text.contains("signer_signatures_total{result=\"signed\"} 0\n"),
+            "{text}"
+        );
+        assert!(!std::fs::symlink_metadata(&path).unwrap().is_symlink());
+        assert!(std::fs::read_to_string(&elsewhere).unwrap().contains("99"));
+    }
+}
