@@ -299,9 +299,10 @@ impl Loop<'_> {
     }
 
     /// Logs, counts and records in the ledger a job set apart as `window_too_short`, once per
-    /// job. Its ledger row is a run that never started, closed as refused (`skipped`, with the
-    /// figures), as `worker feed` reports it: a window only shrinks, and its image is already
-    /// here, so it would be refused again at every poll.
+    /// job (in this process). Its ledger row is a run that never started (`skipped`, with the
+    /// figures), as `worker feed` reports it, closed as the job's own miss: it is not started
+    /// again (a window only shrinks, and its image is already here), and the ledger gives it
+    /// up when its window ends, as any job that got no verdict in time.
     fn report_too_short(
         &mut self,
         key: i64,
@@ -314,7 +315,7 @@ impl Loop<'_> {
                 run_id,
                 key,
                 &RunResult {
-                    kind: RunKind::Rejected,
+                    kind: RunKind::NoVerdict,
                     outcome: worker_jobs::feed::JobStatus::Skipped.as_str().into(),
                     reason_code: Some(WINDOW_TOO_SHORT.into()),
                     reason: Some(format!(
