@@ -178,6 +178,22 @@ impl LoadedKey {
     }
 }
 
+/// Reads a secret that is not itself a key (a PKCS#11 token's PIN) from `source` under the same
+/// rules as a key: a valid variable name, or a 0600 regular file of this user reached without
+/// symlinks, at most [`MAX_KEY_TEXT_BYTES`]; surrounding whitespace trimmed. The text is
+/// returned in a zeroizing buffer and never appears in an error.
+pub fn load_secret_text(source: &KeySource) -> Result<Zeroizing<String>, KeyError> {
+    disable_core_dumps()?;
+    let text = match source {
+        KeySource::Env(name) => read_env(name)?,
+        KeySource::File(path) => read_file(path)?,
+    };
+    if text.len() > MAX_KEY_TEXT_BYTES {
+        return Err(KeyError::TooLong);
+    }
+    Ok(Zeroizing::new(text.trim().to_owned()))
+}
+
 /// Makes this process undumpable and sets its core size limit (soft and hard) to zero, so no
 /// crash writes memory holding key bytes to disk and no same-user process can attach to it.
 /// [`LoadedKey::load`] calls it before reading anything; it is idempotent.

@@ -10,6 +10,12 @@
 //!
 //! A remote signer is checked before any candidate is read: it must list `--signer` among its
 //! `eth_accounts`, or the run fails closed (exit 78).
+//!
+//! The third backend is a PKCS#11 token ([`pkcs11`]): the key is generated in the token and
+//! signs there; this process computes only the low-`s` form and the recovery id. A token
+//! without the named key, or whose key is for another address, fails closed the same way.
+
+pub mod pkcs11;
 
 use std::time::Duration;
 
@@ -43,6 +49,9 @@ pub enum KeySignError {
     /// The remote signer failed or answered something unusable.
     #[error("remote signer: {0}")]
     Remote(#[from] RemoteError),
+    /// The PKCS#11 token failed to sign or returned an unusable signature.
+    #[error("{0}")]
+    Pkcs11(#[from] pkcs11::Pkcs11Error),
 }
 
 /// A remote signer's failure.
@@ -254,6 +263,8 @@ pub enum AttestationKey {
     Local(LoadedKey),
     /// A JSON-RPC signer holding the key (`--remote-signer`).
     Remote(RemoteSigner),
+    /// A PKCS#11 token holding the key (`--pkcs11-module`).
+    Pkcs11(pkcs11::Pkcs11Signer),
 }
 
 impl From<LoadedKey> for AttestationKey {
@@ -268,11 +279,13 @@ impl AttestationKey {
         match self {
             Self::Local(k) => Address::from(k.address()),
             Self::Remote(r) => r.address,
+            Self::Pkcs11(p) => p.address(),
         }
     }
 
     /// Signs the attestation `fields` on `chain_id`, whose EIP-712 digest is `digest`: the
-    /// local key signs the digest, the remote signer the typed data it is the digest of.
+    /// local key and the token sign the digest, the remote signer the typed data it is the
+    /// digest of.
     pub async fn sign(
         &self,
         chain_id: u64,
@@ -284,6 +297,7 @@ impl AttestationKey {
                 .sign_prehash(digest.as_bytes())
                 .map_err(KeySignError::Local),
             Self::Remote(r) => Ok(r.sign_attestation(chain_id, fields).await?),
+            Self::Pkcs11(p) => Ok(p.sign_digest(digest)?),
         }
     }
 }

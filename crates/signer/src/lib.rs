@@ -13,9 +13,9 @@
 //! ([`interchange`]).
 //!
 //! It deliberately never runs Docker or untrusted code, never broadcasts a transaction, never
-//! takes a key on the command line (only the name of an environment variable, a 0600 file, or
-//! the URL of a remote signer that holds the key; picked once, [`key`]), and never prints or
-//! logs key material.
+//! takes a key on the command line (only the name of an environment variable, a 0600 file, the
+//! URL of a remote signer that holds the key, or a PKCS#11 token's key label with its PIN in a
+//! variable or a 0600 file; picked once, [`key`]), and never prints or logs key material.
 
 pub mod agree;
 pub mod exit;
@@ -60,6 +60,8 @@ pub struct Cli {
 }
 
 /// Subcommands.
+// Parsed once per process and never moved around: boxing `SignArgs` would buy nothing.
+#[allow(clippy::large_enum_variant)]
 #[derive(Debug, Subcommand)]
 pub enum Command {
     /// Sign every candidate in a candidates directory.
@@ -74,6 +76,50 @@ pub enum Command {
     /// another host (interchange JSON modelled on EIP-3076).
     #[command(subcommand)]
     History(HistoryCommand),
+    /// Generate the verifier key inside a PKCS#11 token (CKM_EC_KEY_PAIR_GEN on secp256k1; the
+    /// private key sensitive and never extractable) and print its address on stdout: the
+    /// address to register as a verifier and to give `signer sign --signer`. Refused when an
+    /// object with the label exists already (exit 78). The token must be initialised first
+    /// (e.g. `softhsm2-util --init-token`).
+    Pkcs11Keygen(Pkcs11KeygenArgs),
+}
+
+/// Where a PKCS#11 token's user PIN comes from (never the command line).
+#[derive(Debug, Args)]
+#[group(id = "pkcs11_pin", multiple = false)]
+pub struct Pkcs11PinArgs {
+    /// Name of the environment variable holding the token's user PIN.
+    #[arg(long, value_name = "NAME")]
+    pub pkcs11_pin_env: Option<String>,
+    /// File holding the token's user PIN (mode 0600 or stricter, not a symlink).
+    #[arg(long, value_name = "PATH")]
+    pub pkcs11_pin_file: Option<PathBuf>,
+}
+
+impl Pkcs11PinArgs {
+    fn source(&self) -> KeySource {
+        key::pkcs11::pin_source(
+            self.pkcs11_pin_env.as_deref(),
+            self.pkcs11_pin_file.as_deref(),
+        )
+    }
+}
+
+/// Arguments of `signer pkcs11-keygen`.
+#[derive(Debug, Args)]
+#[command(group(clap::ArgGroup::new("pkcs11_pin_source").required(true).args(["pkcs11_pin_env", "pkcs11_pin_file"])))]
+pub struct Pkcs11KeygenArgs {
+    /// The PKCS#11 module (shared library), e.g. /usr/lib/softhsm/libsofthsm2.so.
+    #[arg(long, value_name = "PATH")]
+    pub pkcs11_module: PathBuf,
+    /// The label of the token to generate the key in.
+    #[arg(long, value_name = "LABEL")]
+    pub pkcs11_token: String,
+    /// The label the new key pair gets (CKA_LABEL of both objects).
+    #[arg(long, value_name = "LABEL")]
+    pub pkcs11_key_label: String,
+    #[command(flatten)]
+    pub pin: Pkcs11PinArgs,
 }
 
 /// `signer history` subcommands.
@@ -141,7 +187,7 @@ pub struct AgreeArgs {
 
 /// Arguments of `signer sign`.
 #[derive(Debug, Args)]
-#[command(group(clap::ArgGroup::new("key").required(true).args(["key_env", "key_file", "remote_signer"])))]
+#[command(group(clap::ArgGroup::new("key").required(true).args(["key_env", "key_file", "remote_signer", "pkcs11_module"])))]
 pub struct SignArgs {
     /// Directory holding manifest.json and the candidate files.
     #[arg(long, value_name = "DIR")]
@@ -174,6 +220,26 @@ pub struct SignArgs {
     /// eth_signTypedData_v4 and recovered here before it is written.
     #[arg(long, value_name = "URL")]
     pub remote_signer: Option<String>,
+    /// A PKCS#11 token holding the key instead (an HSM, or SoftHSM2): the module (shared
+    /// library) to load. Needs --pkcs11-token, --pkcs11-key-label and the PIN's
+    /// --pkcs11-pin-env or --pkcs11-pin-file. The token's key (secp256k1, e.g. made by `signer
+    /// pkcs11-keygen`) must be --signer's before any candidate is read (else exit 78); it signs
+    /// each digest in the token (CKM_ECDSA), and low s and the recovery id are computed here.
+    #[arg(
+        long,
+        value_name = "PATH",
+        requires_all = ["pkcs11_token", "pkcs11_key_label", "pkcs11_pin"]
+    )]
+    pub pkcs11_module: Option<PathBuf>,
+    /// The label of the token holding the key (with --pkcs11-module).
+    #[arg(long, value_name = "LABEL", requires = "pkcs11_module")]
+    pub pkcs11_token: Option<String>,
+    /// The CKA_LABEL of the key in the token: exactly one EC private key and its public key
+    /// (with --pkcs11-module).
+    #[arg(long, value_name = "LABEL", requires = "pkcs11_module")]
+    pub pkcs11_key_label: Option<String>,
+    #[command(flatten)]
+    pub pkcs11_pin: Pkcs11PinArgs,
     /// Output directory for attestations, their manifest.
     #[arg(long, value_name = "DIR")]
     pub out: PathBuf,
@@ -218,6 +284,12 @@ pub enum ConfigError {
     /// The remote signer is unusable or does not hold the key of `--signer`.
     #[error("{0}")]
     Remote(#[from] key::RemoteError),
+    /// The PKCS#11 module, token, PIN or key is unusable.
+    #[error("{0}")]
+    Pkcs11(#[from] key::pkcs11::Pkcs11Error),
+    /// `--pkcs11-module` without the token, the key label or the PIN.
+    #[error("--pkcs11-module needs --pkcs11-token, --pkcs11-key-label and a PIN flag")]
+    Pkcs11Flags,
     /// The key is for another address.
     #[error("the key's address {key} is not --signer {signer}")]
     KeyMismatch {
@@ -256,6 +328,9 @@ async fn setup(args: &SignArgs) -> Result<Setup, ConfigError> {
     let network = Network::from_alias(&args.network)
         .ok_or_else(|| ConfigError::Network(args.network.chars().take(64).collect()))?;
     let key = match (&args.key_env, &args.key_file, &args.remote_signer) {
+        (None, None, None) if args.pkcs11_module.is_some() => {
+            key::AttestationKey::Pkcs11(key::pkcs11::Pkcs11Signer::open(&pkcs11_config(args)?)?)
+        }
         (None, None, Some(url)) => {
             key::AttestationKey::Remote(key::RemoteSigner::connect(url, signer).await?)
         }
@@ -294,6 +369,47 @@ async fn setup(args: &SignArgs) -> Result<Setup, ConfigError> {
         source: HttpJobSource::new(client, &args.api, network, signer),
         reader,
     })
+}
+
+/// The PKCS#11 flags of `signer sign` as one configuration (clap requires them together).
+fn pkcs11_config(args: &SignArgs) -> Result<key::pkcs11::Pkcs11Config, ConfigError> {
+    match (
+        &args.pkcs11_module,
+        &args.pkcs11_token,
+        &args.pkcs11_key_label,
+    ) {
+        (Some(module), Some(token), Some(label)) => Ok(key::pkcs11::Pkcs11Config {
+            module: module.clone(),
+            token: token.clone(),
+            key_label: label.clone(),
+            pin: args.pkcs11_pin.source(),
+        }),
+        _ => Err(ConfigError::Pkcs11Flags),
+    }
+}
+
+/// Runs `signer pkcs11-keygen`: the address on stdout, the outcome on stderr.
+pub fn run_pkcs11_keygen(args: &Pkcs11KeygenArgs) -> ExitCode {
+    let cfg = key::pkcs11::Pkcs11Config {
+        module: args.pkcs11_module.clone(),
+        token: args.pkcs11_token.clone(),
+        key_label: args.pkcs11_key_label.clone(),
+        pin: args.pin.source(),
+    };
+    match key::pkcs11::generate(&cfg) {
+        Ok(address) => {
+            eprintln!(
+                "signer pkcs11-keygen: generated secp256k1 key {:?} in token {:?}",
+                cfg.key_label, cfg.token
+            );
+            println!("{address}");
+            ExitCode::Success
+        }
+        Err(e) => {
+            eprintln!("signer pkcs11-keygen: {e}");
+            ExitCode::Config
+        }
+    }
 }
 
 /// Runs `signer sign`: the report goes to stdout with `--json`, the summary to stderr.
@@ -409,6 +525,7 @@ pub async fn run(cli: &Cli) -> ExitCode {
         Command::Sign(args) => run_sign(args).await,
         Command::Agree(args) => run_agree(args),
         Command::History(cmd) => run_history(cmd),
+        Command::Pkcs11Keygen(args) => run_pkcs11_keygen(args),
     }
 }
 

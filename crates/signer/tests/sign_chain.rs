@@ -28,6 +28,9 @@ use verifier_sdk::{
     candidate_file_name, validate_job,
 };
 
+#[path = "sign_chain/pkcs11.rs"]
+mod pkcs11;
+
 // ---------- stand-ins served by the shared test server ----------
 
 /// Serves `GET …/verification-jobs` with whatever `jobs` holds at request time.
