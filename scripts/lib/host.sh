@@ -74,7 +74,9 @@ wanted_packages() {
   # command failed on a fresh machine).
   # prometheus: its promtool checks and unit-tests the alert rules and the dashboard's queries
   # (the worker-serve test `monitoring`, issue #46).
-  local wanted=(docker-registry busybox-static hyperfine time jq curl ca-certificates tar gzip faketime rsync prometheus)
+  # softhsm2: the token the signer's PKCS#11 backend is tested against (issue #44; each test
+  # initialises its own token in a temp dir, so nothing is set up here).
+  local wanted=(docker-registry busybox-static hyperfine time jq curl ca-certificates tar gzip faketime rsync prometheus softhsm2)
   docker_engine_present || wanted+=(docker.io)
   if [[ "$with_debootstrap" == 1 ]]; then
     # debootstrap checks the Debian suite's signature with Debian's keyring, which an Ubuntu
