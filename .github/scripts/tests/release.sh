@@ -19,6 +19,8 @@ bin_dir="${1:-${repo}/target/debug}"
 
 # shellcheck source=.github/scripts/tests/harness.sh
 source "${here}/harness.sh"
+# shellcheck source=.github/scripts/lib.sh
+source "${scripts}/lib.sh"
 
 r=/repos/acme/verifier
 release_sha=1111111111111111111111111111111111111111
@@ -165,5 +167,125 @@ add_routes --arg p "${r}/actions/variables/REGRESSION_RELEASE" 'del(.[$p])'
 step regression-verifier-runner.yml plan "Look up the pinned release"
 check "release: with REGRESSION_RELEASE unset the runner's plan fails closed and names release.sh" \
   eval '((status != 0)) && said "no release is pinned" && said "release.sh" && ! grep -q "regression-verifier-build.yml" "${tmp}/requests.log"'
+
+# --- the REST budget table against the stand-in's request log (#51 item 5) ------------------
+# Each row of docs/operations.md "REST budget" marked `key` is what the stand-in logs when that
+# step runs as the workflow runs it, at N = 3 shards and S = 2 slots.
+N=3 S=2
+declare -A counted=()
+add_routes --arg p "${r}/actions/variables/REGRESSION_RELEASE" --arg v "${merged_sha}" '. + {($p): {name: "REGRESSION_RELEASE", value: $v}}'
+count_of() { grep -cv '^$' "${tmp}/requests.log"; }
+step regression-verifier-runner.yml plan "Look up the pinned release"
+((status == 0)) && counted[lookup]="$(count_of)"
+plan_artifact="$(out artifact_id)"
+step regression-verifier-runner.yml run-feed "Download and verify the worker of the pinned release" \
+  "$(jq -n --arg rel "$(variable)" --arg a "${plan_artifact}" '{needs: {plan: {outputs: {release: $rel, artifact_id: $a}}}}')"
+((status == 0)) && counted[by-id]="$(count_of)"
+step regression-verifier-keeper.yml relay "Download and verify the keeper of the pinned release"
+((status == 0)) && counted[full]="$(count_of)"
+
+add_routes --arg r "${r}" '. + {
+  ("\($r)/actions/workflows/regression-verifier-runner.yml/runs?branch=main&status=completed&per_page=100"):
+    {workflow_runs: [{id: 50, created_at: "2026-11-30T10:00:00Z", head_branch: "main", event: "schedule",
+      head_repository: {full_name: "acme/verifier"}, repository: {full_name: "acme/verifier"}}]},
+  ("\($r)/actions/artifacts?name=regression-runner-cache-shard-0-of-3&per_page=100"):
+    {artifacts: [{name: "regression-runner-cache-shard-0-of-3", expired: false, created_at: "2026-11-30T10:05:00Z", workflow_run: {id: 50}}]},
+  ("\($r)/actions/workflows/regression-verifier-keeper.yml/runs?branch=main&status=completed&per_page=100&page=1"):
+    {workflow_runs: [{id: 60, created_at: "2026-11-30T10:00:00Z", head_branch: "main", event: "workflow_run", conclusion: "success",
+      head_repository: {full_name: "acme/verifier"}, repository: {full_name: "acme/verifier"}}]},
+  ("\($r)/actions/runs/60/artifacts?name=regression-keeper-state"): {artifacts: [{name: "regression-keeper-state", expired: false}]}}'
+OPTIONAL=true WORKFLOW=regression-verifier-runner.yml ARTIFACT=regression-runner-cache-shard-0-of-3 GITHUB_RUN_ID=99 \
+  run_script "${scripts}/find-previous-artifact.sh"
+((status == 0)) && output_is run_id 50 && counted[cache]="$(count_of)"
+REQUIRED=true GITHUB_RUN_ID=99 run_script "${scripts}/find-previous-artifact.sh"
+((status == 0)) && output_is run_id 60 && counted[state]="$(count_of)"
+
+# The gate with both slots, main protected and both environments main-only.
+add_routes --arg r "${r}" '. + {
+  ("\($r)/rules/branches/main"): [{type: "deletion"}, {type: "non_fast_forward"},
+    {type: "pull_request", parameters: {required_approving_review_count: 1}},
+    {type: "required_status_checks", parameters: {required_status_checks: [{context: ".ci/run"}]}}]}
+  + ([1, 2] | map({key: "\($r)/environments/regression-verifier-\(.)", value:
+      {name: "regression-verifier-\(.)", can_admins_bypass: false,
+       deployment_branch_policy: {protected_branches: false, custom_branch_policies: true}}}) | from_entries)
+  + ([1, 2] | map({key: "\($r)/environments/regression-verifier-\(.)/deployment-branch-policies?per_page=100",
+      value: {total_count: 1, branch_policies: [{name: "main", type: "branch"}]}}) | from_entries)'
+RUN_CONCLUSION=success RUN_EVENT=schedule RUN_HEAD_BRANCH=main \
+  RUN_HEAD_REPOSITORY=acme/verifier REGRESSION_SECOND_VERIFIER=0x2222222222222222222222222222222222222222 \
+  RUN_HEAD_SHA="${merged_sha}" run_script "${scripts}/signer-gate.sh"
+((status == 0)) && output_is proceed true && counted[gate]="$(count_of)"
+
+# Three shards' candidates artifacts of runner run 77, each with one candidate.
+shard_artifacts='[]'
+for i in 0 1 2; do
+  dir="${tmp}/shard-${i}"; rm -rf "${dir}"; mkdir -p "${dir}"
+  k=0; while [[ "$(shard_of "job-${k}" 3)" != "${i}" ]]; do k=$((k + 1)); done
+  file="candidate-$(printf '%s' "job-${k}" | sha256sum | cut -d' ' -f1).json"
+  jq -n --arg id "job-${k}" '{schema: "agent-bounties/regression-candidate-v1", job: {job_id: $id}}' > "${dir}/${file}"
+  jq -n --arg id "job-${k}" --arg f "${file}" '{schema: "agent-bounties/regression-candidate-manifest-v1", network: "base-mainnet", candidates: [{job_id: $id, file: $f}]}' > "${dir}/manifest.json"
+  echo '{"jobs": []}' > "${dir}/feed-report.json"
+  (cd "${dir}" && zip -q -r "${tmp}/shard-${i}.zip" .)
+  shard_artifacts="$(jq -c --argjson i "${i}" '. + [{id: (800 + $i), name: "regression-candidates-shard-\($i)-of-3", expired: false}]' <<<"${shard_artifacts}")"
+  add_routes --arg p "${r}/actions/artifacts/$((800 + i))/zip" --arg f "${tmp}/shard-${i}.zip" '. + {($p): {"@file": $f}}'
+done
+add_routes --arg r "${r}" --argjson a "${shard_artifacts}" '. + {
+  ("\($r)/actions/runs/77/jobs?per_page=100"): {jobs: ([{name: "Plan the shards", conclusion: "success"}]
+    + ([0, 1, 2] | map({name: "Run the verification feed (shard \(.)/3)", conclusion: "success"})))},
+  ("\($r)/actions/runs/77/artifacts?per_page=100"): {artifacts: $a}}'
+(cd "${tmp}" && rm -rf collected && RUN_ID=77 run_script "${scripts}/collect-shards.sh" "${tmp}/collected"; echo "${status} $(count_of)" > "${tmp}/collect-count")
+read -r collect_status collect_count < "${tmp}/collect-count"
+((collect_status == 0)) && counted[collect]="${collect_count}"
+
+# The table, read from the runbook: every marked row's count at N and S must be what was logged.
+table="$(awk '/^## REST budget/ { on = 1; next } on && /^## / { exit } on && /^\| / && !/^\|---/' "${docs}/operations.md" | tail -n +2)"
+mismatches=""
+rows=0
+while IFS='|' read -r _ what per requests key _; do
+  key="$(tr -d ' `' <<<"${key}")"
+  [[ -n "${key}" ]] || continue
+  rows=$((rows + 1))
+  expected="$(python3 -c 'import re, sys; print(eval(re.sub(r"(\d)\s*([NS])", r"\1*\2", sys.argv[1].strip()), {"N": int(sys.argv[2]), "S": int(sys.argv[3])}))' "${requests}" "${N}" "${S}" 2>/dev/null)"
+  if [[ "${counted[${key}]:-unmeasured}" != "${expected}" ]]; then
+    mismatches+=" ${key}: table ${expected:-unreadable}, logged ${counted[${key}]:-nothing};"
+  fi
+done <<<"${table}"
+check "budget: each of the ${rows} rows of the REST budget table with a count (lookup 3, by-id 2, full 5, cache 2, state 2, gate 2 + 2S, collect 2 + N) is what the stand-in logged at N = ${N}, S = ${S}${mismatches:+ (${mismatches})}" \
+  eval '((rows >= 10)) && [[ -z "${mismatches}" ]]'
+
+# The totals and ceilings the runbook states, recomputed from the same table.
+budget="$(python3 - "${docs}/operations.md" <<'PY'
+import re, sys
+text = open(sys.argv[1]).read()
+section = text.split("## REST budget", 1)[1].split("\n## ", 1)[0]
+rows = [l.split("|")[1:5] for l in section.splitlines() if l.startswith("| ") and not l.startswith("|---")][1:]
+def value(expr, n, s):
+    expr = re.sub(r"(\d)\s*([NS])", r"\1*\2", expr.strip())
+    return eval(expr, {"N": n, "S": s})
+times = {"cycle": lambda n, s: 1, "shard": lambda n, s: n, "slot": lambda n, s: s,
+         "slot and shard": lambda n, s: n * s}
+def hourly(n, independent, s=2):
+    total = 0
+    for what, per, requests, _ in rows:
+        per = per.strip()
+        if what.strip().startswith("independent execution") and not independent:
+            continue
+        if per == "hour":
+            total += value(requests, n, s)
+        else:
+            total += 4 * value(requests, n, s) * times[per](n, s)
+    return total
+out = []
+for independent in (False, True):
+    slope = hourly(2, independent) - hourly(1, independent)
+    base = hourly(1, independent) - slope
+    ceiling = max(n for n in range(1, 17) if hourly(n, independent) <= 800)
+    out.append("%dN + %d N=%d" % (slope, base, ceiling))
+print(";".join(out))
+PY
+)"
+IFS=';' read -r plain independent <<<"${budget}"
+stated="$(grep -o '\*\*[0-9]*N + [0-9]*\*\*\|\*\*N = [0-9]*\*\*' "${docs}/operations.md" | tr -d '*' | paste -sd' ')"
+check "budget: the stated hourly totals and shard ceilings follow from the table (computed: ${plain}; ${independent}; stated: ${stated})" \
+  eval '[[ "${stated}" == "${plain% N=*} ${independent% N=*} N = ${plain#* N=} N = ${independent#* N=}" ]]'
 
 check_summary
