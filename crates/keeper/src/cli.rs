@@ -112,4 +112,11 @@ pub struct SettleArgs {
     /// Print the JSON report on stdout.
     #[arg(long)]
     pub json: bool,
+    /// At the end of every run, failed ones included, replace this file with the run's
+    /// Prometheus metrics for the node exporter's textfile collector (name it *.prom in the
+    /// collector's directory): keeper_settlements_total{result} (carried over from the file's
+    /// previous values), keeper_balance_wei, keeper_pending_settlement_age_seconds and
+    /// keeper_last_run_timestamp_seconds.
+    #[arg(long, value_name = "PATH")]
+    pub metrics_file: Option<PathBuf>,
 }

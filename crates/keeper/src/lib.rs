@@ -20,6 +20,7 @@ pub mod confirm;
 pub mod exit;
 pub mod fees;
 pub mod inputs;
+pub mod metrics;
 pub mod record;
 pub mod relay;
 pub mod report;

@@ -46,6 +46,7 @@ fn main() -> ExitCode {
     match cli.command {
         Command::Relay(args) => {
             let json = args.settle.json;
+            let metrics = args.settle.metrics_file.clone();
             let settle = match settle_parts(&args.settle) {
                 Ok(p) => p,
                 Err(code) => return exit(code),
@@ -61,7 +62,12 @@ fn main() -> ExitCode {
                 caps: settle.caps,
                 wait: settle.wait,
             };
-            block_on(json, keeper::run(&cfg))
+            let target = metrics.map(|path| MetricsTarget {
+                path,
+                rpc: cfg.rpc.clone(),
+                state_dir: cfg.state_dir.clone(),
+            });
+            block_on(json, target, keeper::run(&cfg))
         }
         Command::Resume(args) => {
             let json = args.json;
@@ -69,7 +75,12 @@ fn main() -> ExitCode {
                 Ok(p) => p,
                 Err(code) => return exit(code),
             };
-            block_on(json, keeper::run_resume(&settle))
+            let target = args.metrics_file.clone().map(|path| MetricsTarget {
+                path,
+                rpc: settle.rpc.clone(),
+                state_dir: settle.state_dir.clone(),
+            });
+            block_on(json, target, keeper::run_resume(&settle))
         }
         Command::Status(args) => {
             let now = std::time::SystemTime::now()
@@ -136,10 +147,25 @@ fn settle_parts(args: &SettleArgs) -> Result<ResumeConfig, Exit> {
     })
 }
 
+/// Where `--metrics-file` goes and what its gauges are read from.
+struct MetricsTarget {
+    path: std::path::PathBuf,
+    rpc: bounty_chain::RpcEndpoints,
+    state_dir: std::path::PathBuf,
+}
+
+fn unix_now() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_secs())
+        .unwrap_or(0)
+}
+
 /// Runs a relay or resume to its report: the summary on stderr, the JSON on stdout with
-/// `--json`, the report's exit code.
+/// `--json`, the report's exit code; then the metrics file, whatever the outcome.
 fn block_on(
     json: bool,
+    metrics: Option<MetricsTarget>,
     run: impl std::future::Future<Output = Result<keeper::report::Report, keeper::RunError>>,
 ) -> ExitCode {
     let runtime = match tokio::runtime::Builder::new_multi_thread()
@@ -152,7 +178,21 @@ fn block_on(
             return exit(Exit::Internal);
         }
     };
-    match runtime.block_on(run) {
+    let result = runtime.block_on(run);
+    if let Some(target) = metrics {
+        let observed = runtime.block_on(keeper::metrics::observe(
+            &result,
+            &target.rpc,
+            &target.state_dir,
+            unix_now(),
+        ));
+        // The run's own exit code stands; a file that stops changing is what the last-run
+        // timestamp shows.
+        if let Err(e) = keeper::metrics::write(&target.path, &observed, unix_now()) {
+            eprintln!("keeper: {e}");
+        }
+    }
+    match result {
         Ok(report) => {
             eprint!("{}", report.human());
             if json {
