@@ -89,10 +89,10 @@ pub enum Command {
 #[group(id = "pkcs11_pin", multiple = false)]
 pub struct Pkcs11PinArgs {
     /// Name of the environment variable holding the token's user PIN.
-    #[arg(long, value_name = "NAME")]
+    #[arg(long, value_name = "NAME", requires = "pkcs11_module")]
     pub pkcs11_pin_env: Option<String>,
     /// File holding the token's user PIN (mode 0600 or stricter, not a symlink).
-    #[arg(long, value_name = "PATH")]
+    #[arg(long, value_name = "PATH", requires = "pkcs11_module")]
     pub pkcs11_pin_file: Option<PathBuf>,
 }
 

@@ -237,3 +237,33 @@ fn pkcs11_keygen_refuses_a_label_already_in_the_token() {
     let (code, stderr) = token.sign_without_candidates(&first.to_string(), &token.flags(LABEL));
     assert_eq!(code, 4, "{stderr}");
 }
+
+/// A PIN flag beside a file key would be ignored: a usage error instead, so an operator who
+/// meant the token does not sign with another key unawares.
+#[test]
+fn a_pkcs11_pin_flag_without_the_module_is_a_usage_error() {
+    let history = new_history();
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_signer"))
+        .args(["sign", "--candidates", "/nonexistent/candidates"])
+        .args(["--api", "http://127.0.0.1:9", "--rpc", "http://127.0.0.1:9"])
+        .args([
+            "--signer",
+            &signer_address().to_string(),
+            "--out",
+            "/nonexistent/out",
+        ])
+        .arg("--history")
+        .arg(history.path())
+        .args([
+            "--key-env",
+            "SIGNER_TEST_KEY",
+            "--pkcs11-pin-env",
+            "SIGNER_TEST_PIN",
+        ])
+        .env("SIGNER_TEST_KEY", DEV_KEYS[SIGNER_KEY_INDEX])
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(stderr.contains("--pkcs11-module"), "{stderr}");
+}
