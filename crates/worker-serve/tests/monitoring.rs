@@ -4,8 +4,10 @@
 //! installs): the rules load, their unit tests pass (a firing and a quiet case per rule),
 //! every runbook link names a section of docs/operations.md, every dashboard query parses,
 //! and every metric a rule or a query names is one the worker exposes (read from the real
-//! registry in `telemetry`) or one `deploy/prometheus/metric-names.txt` lists with its
-//! producer. A missing `promtool` fails these tests; it is never a skip.
+//! registry in `telemetry`), one the built `signer` and `keeper` binaries write to their
+//! `--metrics-file` (each run here once: a refused `signer sign`, a `keeper resume` against the
+//! local Hardhat node), or one `deploy/prometheus/metric-names.txt` lists with its producer
+//! (Prometheus's own). A missing `promtool`, binary or chain fails these tests; never a skip.
 #![allow(clippy::unwrap_used, clippy::expect_used)] // tests may unwrap (clippy.toml)
 
 use std::collections::{BTreeMap, BTreeSet};
@@ -295,8 +297,138 @@ fn worker_exposition() -> BTreeSet<String> {
     names
 }
 
-/// `deploy/prometheus/metric-names.txt`: name → producer, for what the worker's own registry
-/// does not show (Prometheus's `up`, the signer's and keeper's textfile metrics).
+/// The directory of the built binaries (as the e2e tests find them).
+fn bin_dir() -> PathBuf {
+    std::env::var_os("CARGO_TARGET_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| repo().join("target"))
+        .join("debug")
+}
+
+fn run_for_metrics(bin: &str, args: &[&std::ffi::OsStr], env: (&str, &str), want: i32) {
+    let path = bin_dir().join(bin);
+    let out = Command::new(&path)
+        .args(args)
+        .env(env.0, env.1)
+        .output()
+        .unwrap_or_else(|e| {
+            panic!(
+                "{} could not be started ({e}): build it with `cargo build -p signer -p keeper`",
+                path.display()
+            )
+        });
+    assert_eq!(out.status.code(), Some(want), "{bin}: {out:?}");
+}
+
+/// The sample names of a Prometheus text exposition (what a query selects), after
+/// `promtool check metrics` has accepted it.
+fn sample_names(text: &str) -> BTreeSet<String> {
+    use std::io::Write as _;
+    use std::process::Stdio;
+    let mut child = Command::new("promtool")
+        .args(["check", "metrics"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap_or_else(|e| panic!("promtool could not be started ({e})"));
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(text.as_bytes())
+        .unwrap();
+    let out = child.wait_with_output().unwrap();
+    assert!(
+        out.status.success() && out.stdout.is_empty() && out.stderr.is_empty(),
+        "promtool check metrics: {out:?}\n{text}"
+    );
+    text.lines()
+        .filter(|l| !l.starts_with('#') && !l.is_empty())
+        .filter_map(|l| l.split(['{', ' ']).next())
+        .map(str::to_owned)
+        .collect()
+}
+
+/// Every sample name the signer's and the keeper's `--metrics-file` hold, from the real
+/// binaries: a `signer sign` refused for its configuration (a failed run writes the file
+/// too), and a `keeper resume` with nothing to resume against the local Hardhat node (so the
+/// balance is there; `$CHAIN_RPC_URL`, default http://127.0.0.1:8545).
+fn textfile_exposition() -> BTreeSet<String> {
+    let dir = tempfile::tempdir().unwrap();
+    let p = |name: &str| dir.path().join(name).into_os_string();
+    let (signer_prom, keeper_prom, state) = (p("signer.prom"), p("keeper.prom"), p("state"));
+    std::fs::create_dir(&state).unwrap();
+    let arg = std::ffi::OsStr::new;
+    run_for_metrics(
+        "signer",
+        &[
+            arg("sign"),
+            arg("--candidates"),
+            dir.path().as_os_str(),
+            arg("--out"),
+            &p("out"),
+            arg("--history"),
+            &p("history"),
+            arg("--api"),
+            arg("http://127.0.0.1:9"),
+            arg("--rpc"),
+            arg("http://127.0.0.1:9"),
+            arg("--signer"),
+            arg("not-an-address"),
+            arg("--key-env"),
+            arg("H46_MONITORING_NO_KEY"),
+            arg("--metrics-file"),
+            &signer_prom,
+        ],
+        ("H46_MONITORING_NO_KEY", ""),
+        78,
+    );
+    let rpc = std::env::var("CHAIN_RPC_URL").unwrap_or_else(|_| "http://127.0.0.1:8545".into());
+    run_for_metrics(
+        "keeper",
+        &[
+            arg("resume"),
+            arg("--state-dir"),
+            &state,
+            arg("--rpc"),
+            arg(&rpc),
+            arg("--key-env"),
+            arg("H46_MONITORING_KEEPER_KEY"),
+            arg("--max-gas"),
+            arg("1000000"),
+            arg("--max-fee-per-gas"),
+            arg("1000000000"),
+            arg("--metrics-file"),
+            &keeper_prom,
+        ],
+        // Hardhat's well-known development key 0 (public test key, no value anywhere); a
+        // resume with no record sends nothing.
+        (
+            "H46_MONITORING_KEEPER_KEY",
+            "ac0974bec39a17e36ba4a6b4d238ff944bacb478cbed5efcae784d7bf4f2ff80",
+        ),
+        0,
+    );
+    let mut names = BTreeSet::new();
+    for file in [signer_prom, keeper_prom] {
+        names.extend(sample_names(&std::fs::read_to_string(file).unwrap()));
+    }
+    for name in ["signer_signatures_total", "keeper_balance_wei"] {
+        assert!(names.contains(name), "{names:?}");
+    }
+    names
+}
+
+/// Every name the rules and the dashboard may read from a verifier node.
+fn exposed() -> BTreeSet<String> {
+    let mut names = worker_exposition();
+    names.extend(textfile_exposition());
+    names
+}
+
+/// `deploy/prometheus/metric-names.txt`: name → producer, for what no binary of ours shows
+/// (Prometheus's `up`).
 fn agreed_names() -> BTreeMap<String, String> {
     read(NAMES)
         .lines()
@@ -369,7 +501,7 @@ fn every_dashboard_query_parses_and_names_only_exposed_metrics() {
         checked.contains(&format!("SUCCESS: {} rules found", queries.len())),
         "{checked}"
     );
-    let known = worker_exposition();
+    let known = exposed();
     let agreed = agreed_names();
     let mut unknown = Vec::new();
     for (title, expr) in &queries {
@@ -399,7 +531,7 @@ fn every_dashboard_query_parses_and_names_only_exposed_metrics() {
 /// A typo in a rule's metric name would make it a rule that can never fire.
 #[test]
 fn every_alert_rule_names_only_exposed_metrics() {
-    let known = worker_exposition();
+    let known = exposed();
     let agreed = agreed_names();
     for alert in alerts() {
         let names = metric_names(&alert.expr);
@@ -407,7 +539,8 @@ fn every_alert_rule_names_only_exposed_metrics() {
         for name in names {
             assert!(
                 known.contains(&name) || agreed.contains_key(&name),
-                "{}: {name} is neither on the worker's /metrics nor in {NAMES}",
+                "{}: {name} is neither on the worker's /metrics, in the signer's or keeper's \
+                 --metrics-file nor in {NAMES}",
                 alert.name
             );
         }
