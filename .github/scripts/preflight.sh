@@ -2,7 +2,16 @@
 # Checks, through the REST API, the repository settings docs/operations.md "First setup" asks
 # for, before any key is stored and after any settings change:
 #
-#   GH_TOKEN=$(gh auth token) GITHUB_REPOSITORY=owner/repo .github/scripts/preflight.sh
+#   GH_TOKEN=$(gh auth token) GITHUB_REPOSITORY=owner/repo .github/scripts/preflight.sh [--profile one-person]
+#
+# Profiles (docs/operations.md "One operator"): `team` (the default) as First setup says;
+# `one-person` (or REGRESSION_PROFILE=one-person) for a deployment run by one person, who cannot
+# approve their own pull requests: the ruleset's approving review and code owner review are
+# not required. Everything else still is, and the profile is printed with what it gives up.
+# The signer gate reads the same repository variable REGRESSION_PROFILE.
+#
+# Slot 2's environment is checked only when the repository variable REGRESSION_SECOND_VERIFIER
+# is set (a one-slot setup never deploys to it, so it need not exist).
 #
 # Run it with a token of a repository administrator (most of these endpoints answer only to
 # admins; the default workflow token cannot read them). Read-only: nothing is changed. Prints
@@ -10,7 +19,8 @@
 # could not be read, 0 when all hold. What the API cannot show is listed at the end as manual.
 #
 # Env: GITHUB_REPOSITORY, GH_TOKEN, GITHUB_API_URL (default https://api.github.com),
-# ENVIRONMENTS (default "regression-verifier-1 regression-verifier-2 regression-verifier-keeper").
+# ENVIRONMENTS (default "regression-verifier-1 regression-verifier-keeper", and
+# regression-verifier-2 when slot 2 has an address), REGRESSION_PROFILE.
 set -euo pipefail
 # shellcheck source=.github/scripts/lib.sh
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
@@ -20,7 +30,17 @@ source "$(dirname "${BASH_SOURCE[0]}")/main-protection.sh"
 [[ "${GITHUB_REPOSITORY:-}" =~ ^[A-Za-z0-9_.-]+/[A-Za-z0-9_.-]+$ ]] ||
   { echo "error: GITHUB_REPOSITORY must be owner/repo" >&2; exit 2; }
 repo="/repos/${GITHUB_REPOSITORY}"
-environments="${ENVIRONMENTS:-regression-verifier-1 regression-verifier-2 regression-verifier-keeper}"
+while (($#)); do
+  case "$1" in
+    --profile) REGRESSION_PROFILE="${2:-}"; shift 2 ;;
+    *) echo "usage: preflight.sh [--profile team|one-person]" >&2; exit 2 ;;
+  esac
+done
+export REGRESSION_PROFILE="${REGRESSION_PROFILE:-team}"
+case "${REGRESSION_PROFILE}" in
+  team | one-person) ;;
+  *) echo "error: the profile is team or one-person, not '${REGRESSION_PROFILE}'" >&2; exit 2 ;;
+esac
 
 failures=0
 ok() { echo "ok    $*"; }
@@ -37,6 +57,20 @@ get() {
   return 1
 }
 
+if [[ "${REGRESSION_PROFILE}" == one-person ]]; then
+  echo "profile one-person: no approving review and no code owner review on main; whoever holds"
+  echo "  this account (or a token of it) can merge to main, and so reach every key, with only the"
+  echo "  CI check in the way. Still required: pull requests, the CI check, no force push or"
+  echo "  deletion, main-only environments without admin bypass, keys only in environments."
+fi
+if [[ -n "${ENVIRONMENTS:-}" ]]; then
+  environments="${ENVIRONMENTS}"
+elif api_get "${repo}/actions/variables/REGRESSION_SECOND_VERIFIER" >/dev/null 2>&1; then
+  environments="regression-verifier-1 regression-verifier-2 regression-verifier-keeper"
+else
+  environments="regression-verifier-1 regression-verifier-keeper"
+  ok "environment regression-verifier-2: not used (no REGRESSION_SECOND_VERIFIER variable: one slot)"
+fi
 # 1. main's ruleset (also enforced by signer-gate.sh).
 status=0
 problems="$(main_protection_problems)" || status=$?
@@ -133,7 +167,9 @@ if get "${repo}/codeowners/errors"; then
     bad "CODEOWNERS has errors: $(jq -r '[.errors[].message] | join("; ")' <<<"${errors}" | head -c 300)"
   fi
 fi
-if rules="$(api_get "${repo}/rules/branches/main" 2>/dev/null)" &&
+if [[ "${REGRESSION_PROFILE}" == one-person ]]; then
+  ok "ruleset on main: code owner review not required (profile one-person: the one owner cannot review their own changes)"
+elif rules="$(api_get "${repo}/rules/branches/main" 2>/dev/null)" &&
   jq -e 'any(.[]; .type == "pull_request" and .parameters.require_code_owner_review == true)' <<<"${rules}" >/dev/null; then
   ok "ruleset on main: code owners must review their paths"
 else

@@ -52,7 +52,8 @@ set_routes() {
      ("\($r)/environments/regression-verifier-1/deployment-branch-policies?per_page=100"): ($main + {total_count: 1}),
      ("\($r)"): {security_and_analysis: {secret_scanning: {status: "enabled"}, secret_scanning_push_protection: {status: "enabled"}}},
      ("\($r)/codeowners/errors"): {errors: []},
-     ("\($r)/actions/secrets"): {total_count: 1, secrets: [{name: "UNRELATED"}]}}
+     ("\($r)/actions/secrets"): {total_count: 1, secrets: [{name: "UNRELATED"}]},
+     ("\($r)/actions/variables/REGRESSION_SECOND_VERIFIER"): {name: "REGRESSION_SECOND_VERIFIER", value: "0x2222222222222222222222222222222222222222"}}
     | '"$1" > "${routes}"
 }
 
@@ -115,6 +116,49 @@ check "gate: a ruleset without the CI check or the force-push block is refused, 
 set_routes 'del(.["/repos/acme/verifier/rules/branches/main"])'
 gate
 check "gate: main's rules unreadable fails closed" eval '((status == 1)) && said "could not read main" && ! output_is proceed true'
+
+# --- one operator (#51 item 6) -------------------------------------------------------------
+# A repository one person runs: pull requests without an approving review or code owner review
+# (they cannot approve their own), one signing slot (no slot-2 environment, no variable).
+one_person='.["/repos/acme/verifier/rules/branches/main"] |= map(if .type == "pull_request" then .parameters = {required_approving_review_count: 0, require_code_owner_review: false} else . end)
+  | del(.["/repos/acme/verifier/environments/regression-verifier-2"]) | del(.["/repos/acme/verifier/actions/variables/REGRESSION_SECOND_VERIFIER"])'
+set_routes "${one_person}"
+run_script "${scripts}/preflight.sh" --profile one-person
+check "preflight: the one-person profile (--profile one-person) passes a one-person, one-slot repository and says what it gives up" \
+  eval '((status == 0)) && said "all checks passed" && ! said "FAIL" && said "profile one-person: no approving review" && said "regression-verifier-2: not used"'
+REGRESSION_PROFILE=one-person run_script "${scripts}/preflight.sh"
+check "preflight: REGRESSION_PROFILE=one-person is the same profile" eval '((status == 0)) && said "profile one-person"'
+run_script "${scripts}/preflight.sh"
+check "preflight: without the profile the same repository still fails on the approving review and code owner review" \
+  eval '((status == 1)) && said "FAIL  ruleset on main: pull requests to main need no approving review" && said "FAIL  ruleset on main: code owner review is not required"'
+one_person_gaps=0
+while IFS='~' read -r edit expect; do
+  set_routes "${one_person} | ${edit}"
+  run_script "${scripts}/preflight.sh" --profile one-person
+  if ((status != 1)) || ! said "FAIL  ${expect}"; then
+    echo "      not caught in the one-person profile: ${expect} (status ${status})"
+    one_person_gaps=$((one_person_gaps + 1))
+  fi
+done <<'CASES'
+.["/repos/acme/verifier/rules/branches/main"] |= map(select(.type != "pull_request"))~ruleset on main: no rule requires a pull request
+.["/repos/acme/verifier/rules/branches/main"] |= map(select(.type != "required_status_checks"))~ruleset on main: the CI check .ci/run is not required
+.["/repos/acme/verifier/rules/branches/main"] |= map(select(.type != "non_fast_forward"))~ruleset on main: force pushes to main are not blocked
+.["/repos/acme/verifier/environments/regression-verifier-keeper"].can_admins_bypass = true~environment regression-verifier-keeper: administrators can bypass
+.["/repos/acme/verifier/environments/regression-verifier-1/deployment-branch-policies"].branch_policies += [{"name": "*", "type": "branch"}]~environment regression-verifier-1: deployments are not limited
+.["/repos/acme/verifier/actions/secrets"].secrets += [{"name": "REGRESSION_KEEPER_KEY"}]~REGRESSION_KEEPER_KEY stored at repository level
+.["/repos/acme/verifier/actions/variables/REGRESSION_SECOND_VERIFIER"] = {"value": "0x22"}~environment regression-verifier-2 does not exist
+CASES
+check "preflight: the one-person profile still fails what protects the keys (a pull request, the CI check, force pushes, admin bypass, main-only environments, a repository-level key, a configured slot 2 without its environment)" \
+  eval '((one_person_gaps == 0))'
+run_script "${scripts}/preflight.sh" --profile solo
+check "preflight: an unknown profile is a usage error" eval '((status == 2))'
+set_routes "${one_person}"
+REGRESSION_PROFILE=one-person gate
+check "gate: with vars.REGRESSION_PROFILE=one-person, main without an approving review is signed" \
+  eval '((status == 0)) && output_is proceed true'
+gate
+check "gate: without the profile the same main is refused (no approving review)" \
+  eval '((status == 1)) && said "pull requests to main need no approving review" && ! output_is proceed true'
 
 # --- key rotation with the real worker and signer ----------------------------------------
 # Hardhat's well-known development accounts #0 and #1 (public test keys, never funded on a
