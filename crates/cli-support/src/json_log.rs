@@ -41,6 +41,13 @@ impl Visit for Fields {
     }
 }
 
+/// Now, as the log lines write it.
+pub(crate) fn timestamp() -> String {
+    let mut timestamp = String::new();
+    let _ = SystemTime.format_time(&mut Writer::new(&mut timestamp));
+    timestamp
+}
+
 /// The line for one event.
 pub(crate) fn line(
     timestamp: String,

@@ -75,8 +75,55 @@ pub fn init_logging(env_var: &str, default_filter: &str) {
     init_logging_as(env_var, default_filter, LogFormat::choose(None));
 }
 
+/// The format [`init_logging_as`] chose for this process (text before it ran).
+pub fn log_format() -> LogFormat {
+    CHOSEN_FORMAT.get().copied().unwrap_or_default()
+}
+
+static CHOSEN_FORMAT: std::sync::OnceLock<LogFormat> = std::sync::OnceLock::new();
+
+/// Writes `text`, a command's summary for people, on stderr whatever the log filter: as it is
+/// in text format; in JSON format each non-empty line as one object with the log lines' keys
+/// (`timestamp`, `level` INFO, `target`, `message`), so that stderr stays one JSON object per
+/// line for a log shipper.
+pub fn eprint_human(target: &str, text: &str) {
+    eprint_as("INFO", target, text);
+}
+
+/// [`eprint_human`] for a failure the command reports on stderr (`level` ERROR in JSON).
+pub fn eprint_error(target: &str, text: &str) {
+    eprint_as("ERROR", target, text);
+}
+
+fn eprint_as(level: &str, target: &str, text: &str) {
+    use std::io::Write;
+    let _ = std::io::stderr()
+        .lock()
+        .write_all(human_lines(log_format(), level, target, text).as_bytes());
+}
+
+/// What [`eprint_human`] and [`eprint_error`] write.
+fn human_lines(format: LogFormat, level: &str, target: &str, text: &str) -> String {
+    match format {
+        LogFormat::Text if text.is_empty() || text.ends_with('\n') => text.to_owned(),
+        LogFormat::Text => format!("{text}\n"),
+        LogFormat::Json => text
+            .lines()
+            .filter(|l| !l.trim().is_empty())
+            .map(|line| {
+                let mut fields = serde_json::Map::new();
+                fields.insert("message".into(), line.into());
+                let object =
+                    json_log::line(json_log::timestamp(), level, target, fields, Vec::new());
+                format!("{object}\n")
+            })
+            .collect(),
+    }
+}
+
 /// [`init_logging`] in the given format.
 pub fn init_logging_as(env_var: &str, default_filter: &str, format: LogFormat) {
+    let _ = CHOSEN_FORMAT.set(format);
     let filter = tracing_subscriber::EnvFilter::try_from_env(env_var)
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(default_filter));
     let builder = tracing_subscriber::fmt()
@@ -140,6 +187,30 @@ const fn use_colour(stderr_is_terminal: bool, no_color: bool) -> bool {
 
 #[cfg(test)]
 mod tests {
+
+    #[test]
+    fn a_summary_under_json_logs_is_one_log_object_per_line() {
+        let text = "keeper 0xab on chain 1: 1 candidate(s)\n  paid   job \"x\"\n\nexit code 0\n";
+        let json = human_lines(LogFormat::Json, "INFO", "keeper", text);
+        let lines: Vec<serde_json::Value> = json
+            .lines()
+            .map(|l| serde_json::from_str(l).unwrap())
+            .collect();
+        assert_eq!(lines.len(), 3, "{json}");
+        assert_eq!(lines[1]["message"], "  paid   job \"x\"");
+        assert_eq!(lines[2]["level"], "INFO");
+        assert_eq!(lines[2]["target"], "keeper");
+        assert!(
+            lines[0]["timestamp"]
+                .as_str()
+                .is_some_and(|t| !t.is_empty())
+        );
+        assert_eq!(human_lines(LogFormat::Text, "INFO", "keeper", text), text);
+        assert_eq!(
+            human_lines(LogFormat::Text, "ERROR", "k", "k: failed"),
+            "k: failed\n"
+        );
+    }
     use super::*;
 
     #[test]

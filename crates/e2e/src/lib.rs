@@ -18,6 +18,8 @@ pub mod stack;
 use std::ffi::OsStr;
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
+use std::sync::OnceLock;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use alloy::primitives::{Address, B256, U256, keccak256};
@@ -384,6 +386,44 @@ fn b256(b: verifier_sdk::Bytes32) -> B256 {
     B256::from(*b.as_bytes())
 }
 
+/// Where [`run_binary`] keeps each run's output, once [`capture_logs`] asked for it.
+struct LogCapture {
+    dir: PathBuf,
+    runs: AtomicUsize,
+}
+
+static LOG_CAPTURE: OnceLock<LogCapture> = OnceLock::new();
+
+/// From now on in this process, every binary started here logs as JSON (`VERIFIER_LOG_FORMAT=json`,
+/// `WORKER_LOG`, `SIGNER_LOG` and `KEEPER_LOG` at `debug`), and each one run through the
+/// scenario steps leaves its stdout and stderr in `dir` as `NN-<step>.stdout` / `.stderr`: what
+/// the log-scan test reads (issue #46 item 5: JSON lines, no key in them). False when an earlier
+/// call already chose a directory.
+pub fn capture_logs(dir: &Path) -> bool {
+    LOG_CAPTURE
+        .set(LogCapture {
+            dir: dir.to_owned(),
+            runs: AtomicUsize::new(0),
+        })
+        .is_ok()
+}
+
+fn keep_output(label: &str, output: &std::process::Output) -> Result<(), E2eError> {
+    let Some(capture) = LOG_CAPTURE.get() else {
+        return Ok(());
+    };
+    let n = capture.runs.fetch_add(1, Ordering::Relaxed);
+    let step: String = label
+        .chars()
+        .map(|c| if c.is_ascii_alphanumeric() { c } else { '-' })
+        .collect();
+    for (stream, bytes) in [("stdout", &output.stdout), ("stderr", &output.stderr)] {
+        let path = capture.dir.join(format!("{n:02}-{step}.{stream}"));
+        std::fs::write(&path, bytes).map_err(io("keep a step's output", &path))?;
+    }
+    Ok(())
+}
+
 /// `program args` with `env` set, announced on stderr: stdin closed, stdout and stderr piped,
 /// killed when its handle drops (a step that times out leaves no process behind).
 fn piped_command<K: AsRef<OsStr>, V: AsRef<OsStr>>(
@@ -401,8 +441,14 @@ fn piped_command<K: AsRef<OsStr>, V: AsRef<OsStr>>(
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
-        .kill_on_drop(true)
-        .envs(env);
+        .kill_on_drop(true);
+    if LOG_CAPTURE.get().is_some() {
+        cmd.env("VERIFIER_LOG_FORMAT", "json")
+            .env("WORKER_LOG", "debug")
+            .env("SIGNER_LOG", "debug")
+            .env("KEEPER_LOG", "debug");
+    }
+    cmd.envs(env);
     cmd
 }
 
@@ -424,6 +470,7 @@ async fn run_binary(
         .await
         .map_err(|_| fail(None, format!("no exit within {STEP_TIMEOUT:?}")))?
         .map_err(|e| fail(None, format!("could not start {}: {e}", program.display())))?;
+    keep_output(label, &output)?;
     let code = output.status.code();
     let stderr = String::from_utf8_lossy(&output.stderr);
     let tail: String = {

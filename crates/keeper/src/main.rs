@@ -89,12 +89,15 @@ fn main() -> ExitCode {
                 .unwrap_or(0);
             match keeper::status::status(&args.state_dir, now) {
                 Ok(report) => {
-                    eprint!("{}", report.human());
+                    cli_support::eprint_human("keeper", &report.human());
                     if args.json {
                         match serde_json::to_string_pretty(&report) {
                             Ok(text) => println!("{text}"),
                             Err(e) => {
-                                eprintln!("keeper: cannot encode the status: {e}");
+                                cli_support::eprint_error(
+                                    "keeper",
+                                    &format!("keeper: cannot encode the status: {e}"),
+                                );
                                 return exit(Exit::Internal);
                             }
                         }
@@ -103,7 +106,7 @@ fn main() -> ExitCode {
                 }
                 Err(e) => {
                     let message = format!("--state-dir: {e}");
-                    eprintln!("keeper: {message}");
+                    cli_support::eprint_error("keeper", &format!("keeper: {message}"));
                     exit(json_error(args.json, Exit::InvalidInput, &message))
                 }
             }
@@ -119,7 +122,7 @@ fn settle_parts(args: &SettleArgs) -> Result<ResumeConfig, Exit> {
         (None, Some(path)) => KeySource::File(path.clone()),
         _ => {
             let message = "give exactly one of --key-env and --key-file";
-            eprintln!("keeper: {message}");
+            cli_support::eprint_error("keeper", &format!("keeper: {message}"));
             return Err(json_error(args.json, Exit::Usage, message));
         }
     };
@@ -174,7 +177,10 @@ fn block_on(
     {
         Ok(r) => r,
         Err(e) => {
-            eprintln!("keeper: cannot start the async runtime: {e}");
+            cli_support::eprint_error(
+                "keeper",
+                &format!("keeper: cannot start the async runtime: {e}"),
+            );
             return exit(Exit::Internal);
         }
     };
@@ -189,17 +195,20 @@ fn block_on(
         // The run's own exit code stands; a file that stops changing is what the last-run
         // timestamp shows.
         if let Err(e) = keeper::metrics::write(&target.path, &observed, unix_now()) {
-            eprintln!("keeper: {e}");
+            cli_support::eprint_error("keeper", &format!("keeper: {e}"));
         }
     }
     match result {
         Ok(report) => {
-            eprint!("{}", report.human());
+            cli_support::eprint_human("keeper", &report.human());
             if json {
                 match serde_json::to_string_pretty(&report) {
                     Ok(text) => println!("{text}"),
                     Err(e) => {
-                        eprintln!("keeper: cannot encode the report: {e}");
+                        cli_support::eprint_error(
+                            "keeper",
+                            &format!("keeper: cannot encode the report: {e}"),
+                        );
                         return exit(Exit::Internal);
                     }
                 }
@@ -207,7 +216,7 @@ fn block_on(
             ExitCode::from(report.exit_code)
         }
         Err(e) => {
-            eprintln!("keeper: {e}");
+            cli_support::eprint_error("keeper", &format!("keeper: {e}"));
             exit(json_error(json, e.exit_code(), &e.to_string()))
         }
     }

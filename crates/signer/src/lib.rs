@@ -406,7 +406,7 @@ pub fn run_pkcs11_keygen(args: &Pkcs11KeygenArgs) -> ExitCode {
             ExitCode::Success
         }
         Err(e) => {
-            eprintln!("signer pkcs11-keygen: {e}");
+            cli_support::eprint_error("signer", &format!("signer pkcs11-keygen: {e}"));
             ExitCode::Config
         }
     }
@@ -420,7 +420,7 @@ pub async fn run_sign(args: &SignArgs) -> ExitCode {
         // The run's own exit code stands; a host whose file stops changing is caught by the
         // last-run alert.
         if let Err(e) = metrics::write(path, tally, unix_now()) {
-            eprintln!("signer: {e}");
+            cli_support::eprint_error("signer", &format!("signer: {e}"));
         }
     }
     code
@@ -433,11 +433,11 @@ async fn sign_counted(args: &SignArgs, tally: &mut metrics::Tally) -> ExitCode {
         // A remote signer that did not answer may answer the next run: an outage, not a
         // configuration to fix.
         Err(ConfigError::Remote(e @ key::RemoteError::Request(_))) => {
-            eprintln!("signer: {e}");
+            cli_support::eprint_error("signer", &format!("signer: {e}"));
             return json_error(args.json, ExitCode::Unavailable, &e.to_string());
         }
         Err(e) => {
-            eprintln!("signer: configuration error: {e}");
+            cli_support::eprint_error("signer", &format!("signer: configuration error: {e}"));
             return json_error(
                 args.json,
                 ExitCode::Config,
@@ -448,7 +448,7 @@ async fn sign_counted(args: &SignArgs, tally: &mut metrics::Tally) -> ExitCode {
     // Several --rpc: endpoints on different chains are a configuration to fix; none answering
     // is an outage (one endpoint: nothing asked here, as before).
     if let Err(e) = s.reader.check_endpoints().await {
-        eprintln!("signer: {e}");
+        cli_support::eprint_error("signer", &format!("signer: {e}"));
         let code = if e.is_transient() {
             ExitCode::Unavailable
         } else {
@@ -460,7 +460,7 @@ async fn sign_counted(args: &SignArgs, tally: &mut metrics::Tally) -> ExitCode {
     let mut history = match history::History::open(&args.history) {
         Ok(h) => h,
         Err(e) => {
-            eprintln!("signer: {e}");
+            cli_support::eprint_error("signer", &format!("signer: {e}"));
             return json_error(args.json, history_exit(&e), &e.to_string());
         }
     };
@@ -476,12 +476,15 @@ async fn sign_counted(args: &SignArgs, tally: &mut metrics::Tally) -> ExitCode {
     {
         Ok(report) => {
             *tally = metrics::Tally::from_report(&report);
-            eprint!("{}", report.summary());
+            cli_support::eprint_human("signer", &report.summary());
             if args.json {
                 match serde_json::to_string_pretty(&report) {
                     Ok(text) => println!("{text}"),
                     Err(e) => {
-                        eprintln!("signer: could not serialize the report: {e}");
+                        cli_support::eprint_error(
+                            "signer",
+                            &format!("signer: could not serialize the report: {e}"),
+                        );
                         return ExitCode::Internal;
                     }
                 }
@@ -489,7 +492,7 @@ async fn sign_counted(args: &SignArgs, tally: &mut metrics::Tally) -> ExitCode {
             report.exit_code()
         }
         Err(e) => {
-            eprintln!("signer: {e}");
+            cli_support::eprint_error("signer", &format!("signer: {e}"));
             json_error(args.json, e.exit_code(), &e.to_string())
         }
     }
@@ -540,11 +543,11 @@ pub fn run_history(cmd: &HistoryCommand) -> ExitCode {
     };
     match result {
         Ok(line) => {
-            eprintln!("signer history: {line}");
+            cli_support::eprint_human("signer", &format!("signer history: {line}"));
             ExitCode::Success
         }
         Err((code, message)) => {
-            eprintln!("signer history: {message}");
+            cli_support::eprint_error("signer", &format!("signer history: {message}"));
             code
         }
     }
@@ -617,12 +620,15 @@ fn history_import(args: &HistoryImportArgs) -> Result<String, (ExitCode, String)
 pub fn run_agree(args: &AgreeArgs) -> ExitCode {
     match agree::agree(&args.runner, &args.own) {
         Ok(report) => {
-            eprintln!("signer agree: {}", report.summary);
+            cli_support::eprint_human("signer", &format!("signer agree: {}", report.summary));
             if args.json {
                 match serde_json::to_string_pretty(&report) {
                     Ok(text) => println!("{text}"),
                     Err(e) => {
-                        eprintln!("signer: could not serialize the report: {e}");
+                        cli_support::eprint_error(
+                            "signer",
+                            &format!("signer: could not serialize the report: {e}"),
+                        );
                         return ExitCode::Internal;
                     }
                 }
@@ -634,7 +640,7 @@ pub fn run_agree(args: &AgreeArgs) -> ExitCode {
             }
         }
         Err(e) => {
-            eprintln!("signer agree: {e}");
+            cli_support::eprint_error("signer", &format!("signer agree: {e}"));
             json_error(args.json, ExitCode::InvalidInput, &e.to_string())
         }
     }

@@ -35,7 +35,7 @@ pub fn feed(args: &FeedArgs, quiet: bool) -> ExitCode {
     };
     match result {
         Ok(Ok(report)) => {
-            eprint!("{}", report.human_summary());
+            cli_support::eprint_human("worker", &report.human_summary());
             // An unwritable report is an internal failure whatever the batch's outcome.
             if args.json && print_json(&report.to_json()) != ExitCode::Success {
                 return ExitCode::Internal;
@@ -70,7 +70,9 @@ fn feed_config(args: &FeedArgs, quiet: bool) -> Result<(FeedConfig, PathBuf), St
     if let Some(base) = &args.run.archive_base {
         config.archive_base = base.clone();
     }
-    config.progress = !quiet;
+    // Progress lines are for a terminal; under JSON logs stderr stays one object per line,
+    // and the summary at the end still comes (as log objects).
+    config.progress = !quiet && cli_support::log_format() == cli_support::LogFormat::Text;
     config.shard = args.shard;
     Ok((config, root))
 }

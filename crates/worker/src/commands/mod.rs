@@ -64,7 +64,7 @@ pub static JSON_ERRORS: AtomicBool = AtomicBool::new(false);
 /// Reports `error` on stderr (and, under `--json`, as the error object on stdout) and returns
 /// `code`.
 pub(crate) fn fail(code: ExitCode, error: &dyn std::fmt::Display) -> ExitCode {
-    eprintln!("worker: error: {error}");
+    cli_support::eprint_error("worker", &format!("worker: error: {error}"));
     if JSON_ERRORS.load(Ordering::Relaxed) {
         cli_support::print_error_json(code.as_str(), code.code(), &error.to_string());
     }
