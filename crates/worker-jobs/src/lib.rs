@@ -9,5 +9,6 @@
 
 pub mod feed;
 pub mod intoto;
+pub mod preflight;
 pub mod reproduce;
 pub mod run;

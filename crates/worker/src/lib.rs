@@ -15,7 +15,7 @@ pub mod interrupt;
 
 pub use commands::local_request;
 
-pub use worker_jobs::{feed, intoto, reproduce, run};
+pub use worker_jobs::{feed, intoto, preflight, reproduce, run};
 pub use worker_rehearse as rehearse;
 pub use worker_sandbox::explain;
 pub use worker_serve as serve;

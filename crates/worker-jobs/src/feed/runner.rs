@@ -523,6 +523,35 @@ impl<'a> JobRunner<'a> {
     }
 }
 
+impl JobRunner<'_> {
+    /// Downloads and extracts only `job`'s source archive into `job_dir` (created here, left
+    /// for the caller to remove), by the same code, URL, caps and extraction as
+    /// [`JobRunner::run`], and returns the extracted tree, or the row the feed would write
+    /// for the job. Nothing is cached: the job's committed digest is not checked here (`worker
+    /// preflight` computes the digest a submission would commit to from this tree).
+    pub async fn fetch_source(
+        &self,
+        job: &ValidatedJob,
+        job_dir: &Path,
+    ) -> Result<PathBuf, JobRow> {
+        let stopped = |stop: Stop| {
+            JobRow::new(
+                job.job_id().to_owned(),
+                stop.status,
+                stop.code.as_str(),
+                &stop.reason,
+            )
+        };
+        std::fs::create_dir(job_dir)
+            .map_err(|e| stopped(Stop::new(JobStatus::Error, RunCode::ScratchFailed, e)))?;
+        let mut durations = Durations::default();
+        self.0
+            .fetch_tree(&Fetch::source(job), job_dir, &mut durations)
+            .await
+            .map_err(stopped)
+    }
+}
+
 struct Runner<'a> {
     config: &'a FeedConfig,
     client: &'a PlatformClient,
@@ -732,17 +761,9 @@ impl Runner<'_> {
         let manifest = job.manifest();
         std::fs::create_dir(job_dir)
             .map_err(|e| Stop::new(JobStatus::Error, RunCode::ScratchFailed, e))?;
-        let source = job.source();
         let bench = job.benchmark_source();
         let fetches = [
-            Fetch {
-                label: "source",
-                repository: &source.repository,
-                commit: &source.commit,
-                subdirectory: job.source_subdirectory(),
-                max_compressed: SOURCE_MAX_COMPRESSED,
-                limits: ArchiveLimits::source(manifest),
-            },
+            Fetch::source(job),
             Fetch {
                 label: "benchmark",
                 repository: &bench.repository,
@@ -910,6 +931,21 @@ struct Fetch<'a> {
     subdirectory: &'a RelativeDir,
     max_compressed: u64,
     limits: ArchiveLimits,
+}
+
+impl<'a> Fetch<'a> {
+    /// The solver's archive of `job`, under the source caps.
+    fn source(job: &'a ValidatedJob) -> Self {
+        let source = job.source();
+        Fetch {
+            label: "source",
+            repository: &source.repository,
+            commit: &source.commit,
+            subdirectory: job.source_subdirectory(),
+            max_compressed: SOURCE_MAX_COMPRESSED,
+            limits: ArchiveLimits::source(job.manifest()),
+        }
+    }
 }
 
 const PROGRESS_STEP: u64 = 16 << 20;
