@@ -288,4 +288,121 @@ stated="$(grep -o '\*\*[0-9]*N + [0-9]*\*\*\|\*\*N = [0-9]*\*\*' "${docs}/operat
 check "budget: the stated hourly totals and shard ceilings follow from the table (computed: ${plain}; ${independent}; stated: ${stated})" \
   eval '[[ "${stated}" == "${plain% N=*} ${independent% N=*} N = ${plain#* N=} N = ${independent#* N=}" ]]'
 
+# --- the runbook and the workflows agree (#51 item 7) ----------------------------------------
+agree() { python3 - "${workflows}" "${docs}/operations.md" "$1" <<'PY'
+import glob, os, re, sys
+import yaml
+wf_dir, runbook, what = sys.argv[1:4]
+flows = {os.path.basename(p): yaml.safe_load(open(p)) for p in sorted(glob.glob(wf_dir + "/*.yml"))}
+text = open(runbook).read()
+def steps():
+    for name, flow in flows.items():
+        for job_id, job in flow["jobs"].items():
+            for step in job.get("steps", []):
+                yield name, job_id, job, step
+problems = []
+if what == "count":
+    words = {4: "four", 5: "five", 6: "six", 7: "seven"}
+    if not re.search(r"runbook for the %s workflows" % words.get(len(flows), "?"), text):
+        problems.append("the runbook does not say %d workflows" % len(flows))
+elif what == "resume":
+    step = [s for n, j, _, s in steps() if s.get("name") == "Resume open records without candidates"]
+    if len(step) != 1 or "always()" not in str(step[0].get("if", "")):
+        problems.append("keeper resume has no always() if: %r" % (step[0].get("if") if step else None))
+elif what == "node24":
+    node24 = {"actions/checkout@08c6903cd8c0fde910a37f88322edcfb5dd907a8",
+              "actions/upload-artifact@330a01c490aca151604b8cf639adc76d48f6c5d4",
+              "actions/download-artifact@018cc2cf5baa6db3ef3c5f8a56943fffe632ef53",
+              "actions/attest-build-provenance@977bb373ede98d70efdf65b84cb5f73e068dcc2a"}
+    problems += ["%s: %s" % (n, s["uses"]) for n, _, _, s in steps() if "uses" in s and s["uses"] not in node24]
+elif what == "attest":
+    build = flows["regression-verifier-build.yml"]["jobs"]
+    for job_id, job in build.items():
+        perms = job.get("permissions", {})
+        compiles = any("cargo" in str(s.get("run", "")) or "checkout" in str(s.get("uses", "")) for s in job["steps"])
+        if perms.get("id-token") == "write" and compiles:
+            problems.append("job %s compiles or checks out and holds id-token: write" % job_id)
+    if not any(j.get("permissions", {}).get("id-token") == "write" for j in build.values()):
+        problems.append("no job attests")
+elif what == "retention":
+    table = dict(re.findall(r"^\| `([^`]+)`(?: / `[^`]+`)? \| (\d+) \|$", text.split("## Retention", 1)[1].split("\n## ", 1)[0], re.M))
+    def doc_name(name):
+        return (name.replace("${{ matrix.slot == '1' && 'one' || 'two' }}", "one")
+                .replace("${{ matrix.shard }}", "I").replace("${{ needs.plan.outputs.count }}", "N")
+                .replace("${{ matrix.slot }}", "S").replace("${{ github.run_id }}", "RUN"))
+    for n, _, _, s in steps():
+        if "upload-artifact" in str(s.get("uses", "")):
+            name = doc_name(s["with"]["name"])
+            days = str(s["with"].get("retention-days", "unset"))
+            if table.get(name) != days:
+                problems.append("%s: %s days set, the runbook says %s" % (name, days, table.get(name)))
+            if re.match(r"regression-(candidates|attestations)", name) and int(days) < 90:
+                problems.append("%s kept %s days, shorter than a dispute" % (name, days))
+print("; ".join(problems))
+PY
+}
+for what in count resume node24 attest retention; do
+  found="$(agree "${what}" 2>&1)"
+  case "${what}" in
+    count) name="the runbook names as many workflows as .github/workflows holds" ;;
+    resume) name="keeper resume runs (if: always()) even when the relay exited 4 or 5" ;;
+    node24) name="every action is pinned by SHA to its node24 release" ;;
+    attest) name="the build compiles in one job and attests in another (no compile holds id-token: write)" ;;
+    retention) name="every upload's retention is the runbook's Retention table, candidates and attestations at least 90 days" ;;
+  esac
+  check "runbook: ${name}${found:+ (${found})}" eval '[[ -z "${found}" ]]'
+done
+
+# CODEOWNERS covers every crate the signer and keeper link, and the build's inputs.
+uncovered=""
+if command -v cargo >/dev/null 2>&1; then
+  for crate in $(for p in signer keeper; do cargo tree -p "${p}" -e normal,build --prefix none --offline 2>/dev/null; done |
+    grep -o '(/[^)]*/crates/[a-z0-9_-]*)' | sed 's|.*/crates/||; s|)||' | sort -u); do
+    grep -q "^/crates/${crate}/ " "${repo}/.github/CODEOWNERS" || uncovered+=" crates/${crate}"
+  done
+else
+  uncovered=" (no cargo to list the crates)"
+fi
+for input in /Cargo.toml /Cargo.lock /rust-toolchain.toml /.ci/ /.github/; do
+  grep -q "^${input} " "${repo}/.github/CODEOWNERS" || uncovered+=" ${input}"
+done
+check "runbook: CODEOWNERS covers every crate the signer and keeper link and the build's inputs${uncovered:+ (missing:${uncovered})}" \
+  eval '[[ -z "${uncovered}" ]]'
+
+# The runbook's commands, as written, where they can run here: the dedicated signer host's
+# `signer sign` and `keeper relay` with the built binaries (endpoints that refuse: a parse
+# error, exit 2, is what must not happen), and the release commands against the stand-in.
+block() { # section heading, n-th fenced block
+  awk -v h="$1" -v n="$2" '$0 == h { on = 1; next } on && k % 2 == 0 && /^#/ { exit } on && /^```/ { k++; next } on && k == 2 * n - 1' "${docs}/operations.md"
+}
+host="$(block "### From candidates to a signature" 2)"
+cmds="$(sed 's|https://…|http://127.0.0.1:9|g; s|0x…|0x1111111111111111111111111111111111111111|; s|/var/lib/verifier-signer|$root|g; s|/usr/local/lib/verifier/pull-candidates.sh.*|mkdir -p "$snap/candidates" "$snap/att-1"|' <<<"${host}")"
+root="${tmp}/signer-host"; mkdir -p "${root}"
+exits=""
+for binary in signer keeper; do
+  cmd="$(awk -v b="${binary}" '$1 == b { on = 1 } on { print; if ($0 !~ /\\$/) exit }' <<<"${cmds}")"
+  [[ -n "${cmd}" ]] || { exits+=" ${binary}:missing"; continue; }
+  status=0
+  (export PATH="${bin_dir}:${PATH}" root REGRESSION_VERIFIER_KEY=0x01 REGRESSION_KEEPER_KEY=0x02
+   snap="${root}/pull"; mkdir -p "${snap}/candidates" "${snap}/att-1"; eval "${cmd}") >/dev/null 2>"${tmp}/${binary}.err" || status=$?
+  exits+=" ${binary}:${status}"
+  if ((status == 2)); then echo "      $(grep -m1 -i "error" "${tmp}/${binary}.err")"; fi
+done
+check "runbook: the signer host's signer sign and keeper relay commands parse as written (exit codes:${exits})" \
+  eval '[[ "${exits}" != *":2"* && "${exits}" != *missing* ]]'
+
+printf '#!/usr/bin/env bash\n[[ "$1 $2" == "auth token" ]] && { echo test-token; exit 0; }\nexec %q "$@"\n' "${tmp}/fakebin/gh" > "${tmp}/fakebin/gh-runbook"
+mkdir -p "${tmp}/runbook-bin"; mv "${tmp}/fakebin/gh-runbook" "${tmp}/runbook-bin/gh"; chmod +x "${tmp}/runbook-bin/gh"
+main_at "${release_sha}"
+add_routes --arg p "${r}/actions/variables/REGRESSION_RELEASE" --arg v "${release_sha}" '. + {($p): {name: "REGRESSION_RELEASE", value: $v}}'
+releases="$(block "## Releases" 1 | sed "s|owner/repo|acme/verifier|g; s|<commit>|${release_sha}|g")"
+ran=0 failed_cmds=""
+while IFS= read -r cmd; do
+  [[ -n "${cmd}" ]] || continue
+  ran=$((ran + 1))
+  (cd "${repo}" && PATH="${tmp}/runbook-bin:${PATH}" eval "${cmd}") >/dev/null 2>&1 || failed_cmds+=" [${cmd}]"
+done <<<"${releases}"
+check "runbook: the ${ran} release commands of 'Releases' run as written against the stand-in" \
+  eval '((ran == 2)) && [[ -z "${failed_cmds}" ]] && [[ "$(variable)" == "${release_sha}" ]]'
+
 check_summary
