@@ -13,7 +13,7 @@
 #   settlements at the caps (MAX_GAS x MAX_FEE_PER_GAS, the keeper's own pre-send check).
 # A failed API or RPC call is red too (fail closed: a check that cannot look is not green).
 #
-# Env: GITHUB_REPOSITORY, GH_TOKEN, MAX_CYCLE_AGE_MINUTES, MAX_UNSIGNED_MINUTES, KEEPER_ADDRESS, RPC_URL,
+# Env: GITHUB_REPOSITORY, GH_TOKEN, MAX_CYCLE_AGE_MINUTES, MAX_UNSIGNED_MINUTES, KEEPER_ADDRESS, RPC_URL (a comma-separated list),
 # MIN_SETTLEMENTS, MAX_GAS (default 1500000), MAX_FEE_PER_GAS (wei, default 2000000000),
 # NOW (Unix time, for tests; default the clock).
 set -euo pipefail
@@ -80,10 +80,19 @@ if [[ -n "${KEEPER_ADDRESS:-}" ]]; then
   if [[ ! "${KEEPER_ADDRESS}" =~ ^0x[0-9a-fA-F]{40}$ ]]; then
     alert "KEEPER_ADDRESS is not an address"
   else
-    reply="$(curl --silent --show-error --fail --max-time 30 -H 'Content-Type: application/json' \
-      --data "{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"eth_getBalance\",\"params\":[\"${KEEPER_ADDRESS}\",\"latest\"]}" \
-      "${RPC_URL:-https://mainnet.base.org}" 2>/dev/null)" || reply=""
-    balance="$(jq -r '.result // empty' <<<"${reply}" 2>/dev/null || true)"
+    # RPC_URL may be a comma-separated ordered list (as the signer and keeper take it): the
+    # first endpoint that answers with a balance is read, so one endpoint down is no alert.
+    balance=""
+    IFS=, read -ra rpc_urls <<<"${RPC_URL:-https://mainnet.base.org}"
+    for url in "${rpc_urls[@]}"; do
+      url="${url//[[:space:]]/}"
+      [[ -n "${url}" ]] || continue
+      reply="$(curl --silent --show-error --fail --max-time 30 -H 'Content-Type: application/json' \
+        --data "{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"eth_getBalance\",\"params\":[\"${KEEPER_ADDRESS}\",\"latest\"]}" \
+        "${url}" 2>/dev/null)" || reply=""
+      balance="$(jq -r '.result // empty' <<<"${reply}" 2>/dev/null || true)"
+      [[ ! "${balance}" =~ ^0x[0-9a-fA-F]+$ ]] || break
+    done
     if [[ ! "${balance}" =~ ^0x[0-9a-fA-F]+$ ]]; then
       alert "could not read the keeper's balance from the RPC"
     else

@@ -7,7 +7,8 @@
 # status fails the job.
 #
 # Env: KEEPER_BIN (default bin/keeper), INPUT (default input: holds candidates/ and
-# attestations/<artifact>/), STATE_DIR (default state), API_URL, RPC_URL, MAX_GAS,
+# attestations/<artifact>/), STATE_DIR (default state), API_URL, RPC_URL (one endpoint or a
+# comma-separated ordered list), MAX_GAS,
 # MAX_FEE_PER_GAS, CONFIRMATIONS (default 3), REPLACE_AFTER_BLOCKS (default 10: blocks a sent
 # settlement may stay unmined before the keeper replaces it with higher fees, within the caps),
 # REPORT (default keeper-report.json), and the key
@@ -37,7 +38,15 @@ if [[ -z "${API_URL:-}" ]]; then
   echo "::error::vars.REGRESSION_VERIFIER_API_URL is not set"
   exit 78
 fi
-args=(relay --candidates "${input}/candidates" --api "${API_URL}" --rpc "${RPC_URL:?RPC_URL is not set}"
+# RPC_URL may be a comma-separated, ordered list: one `--rpc` per endpoint, so the keeper fails
+# over on its own (docs/operations.md "RPC outage").
+rpc_args=()
+IFS=, read -ra rpc_urls <<<"${RPC_URL:?RPC_URL is not set}"
+for url in "${rpc_urls[@]}"; do
+  url="${url//[[:space:]]/}"
+  [[ -z "${url}" ]] || rpc_args+=(--rpc "${url}")
+done
+args=(relay --candidates "${input}/candidates" --api "${API_URL}" "${rpc_args[@]}"
   --key-env REGRESSION_KEEPER_KEY --state-dir "${state}"
   --max-gas "${MAX_GAS:-1500000}" --max-fee-per-gas "${MAX_FEE_PER_GAS:-2000000000}"
   --confirmations "${CONFIRMATIONS:-3}" --replace-after-blocks "${REPLACE_AFTER_BLOCKS:-10}" --json)

@@ -299,6 +299,20 @@ relay
 check "relay: a slot that signed nothing (manifest only) is nothing to relay; the RPC is not touched" \
   eval '((status == 0)) && said "nothing to relay"'
 
+# #43 item 2: a comma-separated RPC_URL reaches the keeper as one `--rpc` per endpoint, in
+# order (a stand-in keeper records its arguments; the real one's failover is tested in Rust).
+echo '{}' > "${relay_input}/attestations/regression-attestations-1/attestation-00-11.json"
+cat > "${tmp}/argv-keeper" <<'SH'
+#!/usr/bin/env bash
+printf '%s\n' "$@" > "${ARGV_OUT}"
+SH
+chmod +x "${tmp}/argv-keeper"
+INPUT="${relay_input}" STATE_DIR="${tmp}/state" REPORT="${tmp}/report.json" KEEPER_BIN="${tmp}/argv-keeper" \
+  ARGV_OUT="${tmp}/argv" API_URL="http://127.0.0.1:9" RPC_URL="http://127.0.0.1:9, http://127.0.0.1:8545,," \
+  run_script "${scripts}/keeper-relay.sh"
+check "relay: RPC_URL 'a, b,,' is passed as --rpc a --rpc b, in order, blanks dropped" \
+  eval '((status == 0)) && [[ "$(tr "\n" " " < "${tmp}/argv")" == *"--api http://127.0.0.1:9 --rpc http://127.0.0.1:9 --rpc http://127.0.0.1:8545 --key-env "* ]]'
+
 if [[ -x "${keeper_bin}" ]]; then
   echo '{}' > "${relay_input}/attestations/regression-attestations-1/attestation-00-11.json"
   # Hardhat's well-known dev account #3 (public test key): the keeper gets past its key check
@@ -1106,6 +1120,9 @@ check "freshness: an unfunded keeper address (real chain, balance 0) is red" \
   eval '((status == 1)) && said "can pay 0 settlement(s) at the caps, fewer than 10"'
 KEEPER_ADDRESS=0xf39Fd6e51aad88F6F4ce6aB8827279cffFb92266 RPC_URL=http://127.0.0.1:9 fresh
 check "freshness: an RPC that does not answer is red" eval '((status == 1)) && said "could not read the keeper"'
+KEEPER_ADDRESS=0xf39Fd6e51aad88F6F4ce6aB8827279cffFb92266 RPC_URL=http://127.0.0.1:9,http://127.0.0.1:8545 fresh
+check "freshness: RPC_URL as a list: the first endpoint down, the next one's balance is read (#43 item 2)" \
+  eval '((status == 0)) && grep -q "keeper: balance covers" "${summary_file}"'
 
 # --- every job of every workflow has a timeout ---------------------------------------------
 # A job without `timeout-minutes` runs up to six hours (a hung pull or RPC holds the
