@@ -1,7 +1,9 @@
 //! Start-up conventions shared by `worker`, `signer` and `keeper`, so the three behave alike for
 //! the people who run them: `--version` names the git revision, logs are filtered by one
 //! variable per binary and carry no colour codes into files or pipes, and a closed stdout ends
-//! the process quietly instead of with a panic.
+//! the process quietly instead of with a panic. Under `--log-format json` their log lines and
+//! their summaries for people alike are one JSON object per stderr line ([`eprint_human`]); the
+//! signer's and keeper's `--metrics-file` share one text exposition ([`textfile`]).
 //!
 //! The binaries still do not depend on each other; this crate knows nothing about any of them.
 
