@@ -216,6 +216,12 @@ pub enum Subcommands {
     /// (not a settlement, not the settled job, an archive that is not the job's), 8 the job's
     /// terms or benchmark are not the ones the bounty committed on chain (--tx; nothing run).
     Reproduce(ReproduceArgs),
+    /// Before bonding: run a commit through the feed's exact path for a bounty's job (the same
+    /// archive URL, size caps, safe extraction, digest and sandbox run) and say whether the
+    /// feed would accept it, the source_snapshot_digest it would compute, and the verdict with
+    /// its response hash. Exits 0 a verdict (passed or failed), 3 no verdict, 4 the feed would
+    /// refuse the submission (or the job or reference is invalid), 5 engine unreachable.
+    Preflight(PreflightArgs),
     /// Run as a service: poll the feed on an interval, run new jobs as `feed` does, write
     /// candidates to --out, and keep a durable ledger in --state.
     Serve(ServeArgs),
@@ -511,6 +517,67 @@ pub struct ReproduceArgs {
     pub json: bool,
 }
 
+/// Arguments of `worker preflight`.
+#[derive(Debug, Clone, PartialEq, Eq, clap::Args)]
+#[command(group(ArgGroup::new("bounty").required(true).args(["job_id", "job"])))]
+#[command(group(ArgGroup::new("submission").required(true).args(["commit", "source"])))]
+pub struct PreflightArgs {
+    /// The bounty's job, fetched from --api (in --verifier's feed); an earlier round's job
+    /// of the bounty will do: its submission is replaced by yours.
+    #[arg(long, value_name = "ID", requires_all = ["api", "verifier"])]
+    pub job_id: Option<String>,
+    /// The bounty's job as a file (a job as the feed serves it).
+    #[arg(long, value_name = "FILE")]
+    pub job: Option<PathBuf>,
+    /// The commit you will submit, as the platform's artifact reference:
+    /// https://github.com/OWNER/REPO/commit/SHA.
+    #[arg(long, value_name = "REFERENCE")]
+    pub commit: Option<String>,
+    /// A local repository instead: its revision --rev is archived as GitHub would (`git
+    /// archive --format=tar.gz --prefix=REPO-SHA/`) and served from loopback through the
+    /// same download and extraction; --repo names it.
+    #[arg(long, value_name = "DIR", requires_all = ["rev", "repo"])]
+    pub source: Option<PathBuf>,
+    /// The revision of --source to submit (resolved to its full commit).
+    #[arg(long, value_name = "REV", requires = "source")]
+    pub rev: Option<String>,
+    /// The GitHub repository you will push --source to, as OWNER/REPO.
+    #[arg(long, value_name = "OWNER/REPO", requires = "source")]
+    pub repo: Option<String>,
+    /// Platform API base URL, with --job-id (https; plain http only to loopback).
+    #[arg(long, value_name = "URL")]
+    pub api: Option<String>,
+    /// Whose feed lists the job, with --job-id.
+    #[arg(long, value_parser = parse_address)]
+    pub verifier: Option<Address>,
+    /// Network of the job.
+    #[arg(long, default_value = "base-mainnet", value_parser = parse_network)]
+    pub network: Network,
+    /// Where the run's candidate (with its evidence record) is kept.
+    #[arg(long, value_name = "DIR")]
+    pub out: PathBuf,
+    /// Base of exact-commit archive URLs (default https://codeload.github.com), as `feed`.
+    #[arg(long)]
+    pub archive_base: Option<String>,
+    /// Scratch directory for downloads and extraction (default: the system temp dir).
+    #[arg(long)]
+    pub work_dir: Option<PathBuf>,
+    /// Staging root (default: $REGRESSION_SANDBOX_STAGING_ROOT, else the rehearsal store
+    /// worker-rehearse-<uid> in the system temp dir, as `rehearse`).
+    #[arg(long)]
+    pub staging_root: Option<PathBuf>,
+    /// Pull a missing image, by its pinned digest only.
+    #[arg(long)]
+    pub pull: bool,
+    /// The OCI runtime the run uses: runc or runsc; an engine without it gives no verdict.
+    #[arg(long, value_enum, value_name = "RUNTIME", default_value = "runc")]
+    pub oci_runtime: OciRuntimeArg,
+    /// Print the report as JSON on stdout (`agent-bounties/regression-preflight-v1`, or the
+    /// error object), instead of the report for a reader.
+    #[arg(long)]
+    pub json: bool,
+}
+
 /// Arguments of `worker serve`.
 #[derive(Debug, Clone, PartialEq, Eq, clap::Args)]
 pub struct ServeArgs {
@@ -676,6 +743,8 @@ pub enum Command {
     Rehearse(RehearseArgs),
     /// `reproduce`.
     Reproduce(ReproduceArgs),
+    /// `preflight`.
+    Preflight(PreflightArgs),
     /// `serve`.
     Serve(ServeArgs),
     /// `ledger`.
@@ -920,6 +989,7 @@ impl Cli {
             Some(Subcommands::Feed(args)) => Ok(Command::Feed(args)),
             Some(Subcommands::Rehearse(args)) => Ok(Command::Rehearse(args)),
             Some(Subcommands::Reproduce(args)) => Ok(Command::Reproduce(args)),
+            Some(Subcommands::Preflight(args)) => Ok(Command::Preflight(args)),
             Some(Subcommands::Serve(args)) => Ok(Command::Serve(args)),
             Some(Subcommands::Ledger {
                 state,

@@ -61,6 +61,7 @@ fn dispatch(command: Command, quiet: bool) -> ExitCode {
         Command::Feed(args) => commands::feed::feed(&args, quiet),
         Command::Rehearse(args) => commands::rehearse::rehearse(args, quiet),
         Command::Reproduce(args) => commands::reproduce::reproduce(&args, quiet),
+        Command::Preflight(args) => commands::preflight::preflight(&args, quiet),
         Command::Serve(args) => commands::serve::serve(&args),
         Command::Ledger { state, action } => commands::serve::ledger(&state, &action),
         Command::Explain {

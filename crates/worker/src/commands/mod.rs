@@ -11,6 +11,7 @@ pub mod gc;
 pub mod local_request;
 pub mod make_request;
 pub mod plan;
+pub mod preflight;
 pub mod rehearse;
 pub mod rehearse_batch;
 mod rehearse_exit;

@@ -14,6 +14,7 @@ mod images;
 mod in_toto;
 mod junit_stdout;
 mod per_test;
+mod preflight;
 mod ran;
 mod rehearse;
 mod rehearse_batch_report;
