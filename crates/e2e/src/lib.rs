@@ -408,17 +408,38 @@ pub fn capture_logs(dir: &Path) -> bool {
         .is_ok()
 }
 
-fn keep_output(label: &str, output: &std::process::Output) -> Result<(), E2eError> {
-    let Some(capture) = LOG_CAPTURE.get() else {
-        return Ok(());
-    };
+/// Under [`capture_logs`], where this step's files go: `<dir>/NN-<step>` (the extension is
+/// added per file).
+fn capture_prefix(label: &str) -> Option<PathBuf> {
+    let capture = LOG_CAPTURE.get()?;
     let n = capture.runs.fetch_add(1, Ordering::Relaxed);
     let step: String = label
         .chars()
         .map(|c| if c.is_ascii_alphanumeric() { c } else { '-' })
         .collect();
+    Some(capture.dir.join(format!("{n:02}-{step}")))
+}
+
+/// Under [`capture_logs`], a signer's or keeper's step also writes its `--metrics-file` beside
+/// its output (`NN-<step>.prom`), for the test to check what a successful run counts.
+fn capture_metrics_args(label: &str, prefix: Option<&Path>) -> Vec<String> {
+    match prefix {
+        Some(prefix) if label == "signer sign" || label == "keeper relay" => {
+            vec![
+                s("--metrics-file"),
+                s(prefix.with_extension("prom").display()),
+            ]
+        }
+        _ => Vec::new(),
+    }
+}
+
+fn keep_output(prefix: Option<&Path>, output: &std::process::Output) -> Result<(), E2eError> {
+    let Some(prefix) = prefix else {
+        return Ok(());
+    };
     for (stream, bytes) in [("stdout", &output.stdout), ("stderr", &output.stderr)] {
-        let path = capture.dir.join(format!("{n:02}-{step}.{stream}"));
+        let path = prefix.with_extension(stream);
         std::fs::write(&path, bytes).map_err(io("keep a step's output", &path))?;
     }
     Ok(())
@@ -460,7 +481,9 @@ async fn run_binary(
     env: Option<(&str, &str)>,
     ok_codes: &[i32],
 ) -> Result<Value, E2eError> {
+    let prefix = capture_prefix(label);
     let mut cmd = piped_command(program, args, env);
+    cmd.args(capture_metrics_args(label, prefix.as_deref()));
     let fail = |code, detail| E2eError::Step {
         step: label.to_owned(),
         code,
@@ -470,7 +493,7 @@ async fn run_binary(
         .await
         .map_err(|_| fail(None, format!("no exit within {STEP_TIMEOUT:?}")))?
         .map_err(|e| fail(None, format!("could not start {}: {e}", program.display())))?;
-    keep_output(label, &output)?;
+    keep_output(prefix.as_deref(), &output)?;
     let code = output.status.code();
     let stderr = String::from_utf8_lossy(&output.stderr);
     let tail: String = {

@@ -62,6 +62,76 @@ async fn passing_solution_settles_and_failing_one_is_rejected() {
     assert_ne!(settled.bounty, rejected.bounty);
 
     json_logs_without_keys(logs.path());
+    metrics_files_count_the_run(logs.path());
+}
+
+/// The signers' and the keeper's `--metrics-file` after the two bounties: each signer run
+/// signed its one candidate, each keeper run confirmed its settlement (paid, then rejected),
+/// and every file passes `promtool check metrics`.
+fn metrics_files_count_the_run(dir: &Path) {
+    let mut files: Vec<(String, String)> = std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.extension().is_some_and(|x| x == "prom"))
+        .map(|p| {
+            let name = p.file_name().unwrap().to_string_lossy().into_owned();
+            (name, std::fs::read_to_string(&p).unwrap())
+        })
+        .collect();
+    files.sort();
+    let signers: Vec<_> = files
+        .iter()
+        .filter(|(n, _)| n.contains("-signer-"))
+        .collect();
+    let keepers: Vec<_> = files
+        .iter()
+        .filter(|(n, _)| n.contains("-keeper-"))
+        .collect();
+    assert_eq!((signers.len(), keepers.len()), (4, 2), "{files:?}");
+    for (name, text) in &signers {
+        assert!(
+            text.contains("signer_signatures_total{result=\"signed\"} 1\n"),
+            "{name}: {text}"
+        );
+        assert!(
+            text.contains("signer_signatures_total{result=\"failed\"} 0\n"),
+            "{name}: {text}"
+        );
+    }
+    for (name, text) in &keepers {
+        assert!(
+            text.contains("keeper_settlements_total{result=\"confirmed\"} 1\n"),
+            "{name}: {text}"
+        );
+        assert!(text.contains("keeper_balance_wei "), "{name}: {text}");
+        assert!(
+            text.contains("keeper_pending_settlement_age_seconds 0\n"),
+            "{name}: {text}"
+        );
+    }
+    for (name, text) in &files {
+        use std::io::Write as _;
+        let mut child = std::process::Command::new("promtool")
+            .args(["check", "metrics"])
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap_or_else(|e| {
+                panic!("promtool could not be started ({e}): scripts/services.sh installs it")
+            });
+        child
+            .stdin
+            .take()
+            .unwrap()
+            .write_all(text.as_bytes())
+            .unwrap();
+        let out = child.wait_with_output().unwrap();
+        assert!(
+            out.status.success() && out.stdout.is_empty() && out.stderr.is_empty(),
+            "{name}: {out:?}\n{text}"
+        );
+    }
 }
 
 /// The keys the run handed the binaries, as they could show up in text: hex, either case, with
