@@ -31,7 +31,8 @@ pub use reader::{
     AttestationQuery, ChainReadError, ChainReader, MAX_VERIFIERS, RpcChainReader, check_rpc_url,
 };
 pub use revalidate::{
-    CheckedCandidate, Refusal, check_job_against_state, expected_for, refetch_and_revalidate,
+    CheckedCandidate, Refusal, chain_readiness, check_job_against_state, expected_for,
+    read_chain_readiness, refetch_and_revalidate,
 };
 pub use rpc::{Redactor, RpcEndpoints, connect_rpc, connect_rpcs};
 pub use settlement::SettlementReadError;

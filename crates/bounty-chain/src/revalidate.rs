@@ -7,6 +7,7 @@
 //! every refusal is a typed [`Refusal`] with a stable [`Refusal::code`] for reports.
 
 use serde_json::Value;
+use verifier_sdk::readiness::{CheckKind, CheckResult};
 use verifier_sdk::{
     ParsedCandidate, RevalidationError, ValidatedJob, ValidatedOutcome, revalidate_parsed,
 };
@@ -142,6 +143,39 @@ pub fn check_job_against_state(job: &ValidatedJob, state: &BountyState) -> Resul
         return Err(Refusal::OnChain(mismatches));
     }
     Ok(())
+}
+
+/// The readiness record's chain check (issue #43 item 3): [`check_job_against_state`], the
+/// very check the signer's gate runs before signing, mapped to the record's
+/// [`CheckResult`] with the signer's refusal code and mismatch codes. Readiness and the signer
+/// therefore cannot disagree on the chain: there is one function, not two copies of it.
+pub fn chain_readiness(job: &ValidatedJob, state: &BountyState) -> CheckResult {
+    match check_job_against_state(job, state) {
+        Ok(()) => CheckResult::pass(CheckKind::Chain),
+        Err(refusal) => refusal_check(&refusal),
+    }
+}
+
+/// [`chain_readiness`] on the bounty read through `reader` now; a failed read is a failed
+/// check (`chain_read_failed`), never a pass.
+pub async fn read_chain_readiness(job: &ValidatedJob, reader: &impl ChainReader) -> CheckResult {
+    match reader.read_bounty(job.bounty_contract()).await {
+        Ok(state) => chain_readiness(job, &state),
+        Err(e) => refusal_check(&Refusal::ChainRead(e)),
+    }
+}
+
+fn refusal_check(refusal: &Refusal) -> CheckResult {
+    CheckResult::fail(
+        CheckKind::Chain,
+        refusal.code(),
+        refusal
+            .mismatch_codes()
+            .into_iter()
+            .map(String::from)
+            .collect(),
+        refusal.to_string(),
+    )
 }
 
 /// Re-checks `candidate` against the platform's `current_job` (already fetched) and the

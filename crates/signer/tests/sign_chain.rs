@@ -591,6 +591,60 @@ async fn each_terms_hash_the_bounty_did_not_fund_is_refused() {
     assert_eq!(w.sign().await.signed, 1);
 }
 
+/// PR #1288's bug (issue #43 item 3): a feed item was marked ready that the signer later
+/// refused. The readiness record's chain check is the signer's own check on the bounty read
+/// now: a bounty whose terms hash differs from the job's is not ready, and the signer refuses
+/// it for the same code and the same mismatched field; once the chain agrees, both say yes.
+#[tokio::test]
+async fn a_feed_item_whose_terms_hash_differs_from_the_chain_is_not_ready_and_refused_for_the_same_code()
+ {
+    use verifier_sdk::readiness::{ALL_CHECKS, CheckKind, CheckResult, ReadinessRecord};
+    let w = world().await;
+    let job = validate_job(&w.job, w.now).unwrap();
+    let reader = RpcChainReader::new(w.kit.url(), Duration::from_secs(10)).unwrap();
+    // Every host check passes here: only the chain decides.
+    let record = |chain: CheckResult| {
+        let mut checks: Vec<CheckResult> = ALL_CHECKS
+            .iter()
+            .filter(|k| **k != CheckKind::Chain)
+            .map(|k| CheckResult::pass(*k))
+            .collect();
+        checks.push(chain);
+        ReadinessRecord::new(job.job_id(), w.now, checks)
+    };
+    let p = &w.params;
+    w.bounty
+        .set_terms_hashes(
+            B256::repeat_byte(0x5a),
+            p.acceptance_criteria_hash,
+            p.benchmark_hash,
+            p.evidence_schema_hash,
+        )
+        .await
+        .unwrap();
+    let ready = record(bounty_chain::read_chain_readiness(&job, &reader).await);
+    assert!(!ready.ready, "{ready:?}");
+    let failed = ready.check(CheckKind::Chain).unwrap();
+    let report = w.sign().await;
+    assert_refused(&report, failed.code.as_deref().unwrap());
+    assert_eq!(report.candidates[0].code, Some("onchain_mismatch"));
+    assert_eq!(report.candidates[0].mismatches, failed.details);
+    assert_eq!(failed.details, vec!["terms_hash"]);
+
+    w.bounty
+        .set_terms_hashes(
+            p.terms_hash,
+            p.acceptance_criteria_hash,
+            p.benchmark_hash,
+            p.evidence_schema_hash,
+        )
+        .await
+        .unwrap();
+    let ready = record(bounty_chain::read_chain_readiness(&job, &reader).await);
+    assert!(ready.ready, "{ready:?}");
+    assert_eq!(w.sign().await.signed, 1);
+}
+
 #[tokio::test]
 async fn on_chain_round_mismatch_is_refused() {
     let w = world().await;

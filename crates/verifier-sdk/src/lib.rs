@@ -114,6 +114,7 @@ pub mod job;
 pub mod manifest;
 pub mod oci_runtime;
 pub mod profile;
+pub mod readiness;
 pub mod receipt;
 pub mod revalidate;
 pub mod runtimes;
