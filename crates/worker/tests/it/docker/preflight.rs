@@ -172,3 +172,99 @@ async fn a_commit_that_passes_preflight_passes_the_feed_with_the_same_digest_and
         pre.json["source_snapshot_digest"]
     );
 }
+
+fn git(dir: &std::path::Path, args: &[&str]) -> Vec<u8> {
+    let out = Command::new("git")
+        .arg("-C")
+        .arg(dir)
+        .args(args)
+        .env("GIT_AUTHOR_NAME", "solver")
+        .env("GIT_AUTHOR_EMAIL", "solver@example.invalid")
+        .env("GIT_COMMITTER_NAME", "solver")
+        .env("GIT_COMMITTER_EMAIL", "solver@example.invalid")
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "git {args:?}: {:?}", out);
+    out.stdout
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_local_revision_is_judged_as_the_feed_judges_the_same_commit_from_github() {
+    let w = ExampleFeed::new(&["work", "staging", "out-preflight", "out-feed", "repo"]).await;
+    let repo = w.path("repo");
+    for (path, data) in read_tree(&example("source-pass")) {
+        let p = repo.join(path);
+        std::fs::create_dir_all(p.parent().unwrap()).unwrap();
+        std::fs::write(p, data).unwrap();
+    }
+    git(&repo, &["init", "-q"]);
+    git(&repo, &["add", "-A"]);
+    git(&repo, &["commit", "-q", "-m", "the fix"]);
+    let sha = String::from_utf8(git(&repo, &["rev-parse", "HEAD"]))
+        .unwrap()
+        .trim()
+        .to_owned();
+    // What GitHub would serve for the pushed commit: `git archive`'s own bytes.
+    let archive = git(
+        &repo,
+        &[
+            "archive",
+            "--format=tar.gz",
+            &format!("--prefix=sol-9-{sha}/"),
+            &sha,
+        ],
+    );
+    w.server.route(
+        &format!("/solver-org/sol-9/tar.gz/{sha}"),
+        Reply::ok(archive),
+    );
+    let mut submission = w.job_running(9, Vec::new(), dir_digest(&example("source-pass")), CMP);
+    submission["submission_evidence"]["artifact_reference"] =
+        json!(format!("https://github.com/solver-org/sol-9/commit/{sha}"));
+    rehash(&mut submission);
+
+    w.serve_jobs(&[&earlier_submission(&submission)]);
+    let mut cmd = worker(&w, "preflight", "out-preflight");
+    cmd.args(["--job-id", submission["job_id"].as_str().unwrap()])
+        .arg("--source")
+        .arg(&repo)
+        .args(["--rev", "HEAD", "--repo", "solver-org/sol-9"]);
+    let pre = run(cmd).await;
+    assert_eq!(pre.code, Some(0), "{}\n{}", pre.json, pre.stderr);
+    assert_eq!(pre.json["verdict"], "passed", "{}", pre.json);
+    assert_eq!(
+        pre.json["artifact_reference"],
+        json!(reference(&submission))
+    );
+    // The local archive came from preflight's loopback stand-in, never from the GitHub
+    // stand-in; the benchmark was passed through from --archive-base.
+    assert_eq!(w.server.hits(&format!("/solver-org/sol-9/tar.gz/{sha}")), 0);
+    let bench_path = format!(
+        "/bounty-org/benchmarks/tar.gz/{}",
+        verifier_sdk::fixtures::BENCHMARK_COMMIT
+    );
+    assert!(w.server.hits(&bench_path) >= 1);
+
+    let fed = feed(&w, &submission).await;
+    assert_eq!(
+        feed_row(&fed)["status"],
+        "completed_passed",
+        "{}\n{}",
+        fed.json,
+        fed.stderr
+    );
+    let file = w
+        .path("out-feed")
+        .join(candidate_file_name(submission["job_id"].as_str().unwrap()));
+    let candidate =
+        Candidate::from_value(&serde_json::from_slice(&std::fs::read(file).unwrap()).unwrap())
+            .unwrap();
+    assert_eq!(
+        candidate.outcome["response_hash"],
+        pre.json["response_hash"]
+    );
+    assert_eq!(
+        candidate.job["submission_evidence"]["evidence"]["source_snapshot_digest"],
+        pre.json["source_snapshot_digest"]
+    );
+}
