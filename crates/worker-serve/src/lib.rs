@@ -468,6 +468,9 @@ async fn serve_loop(
                 running.push(async move {
                     let started = clock.monotonic();
                     let run = runner.run(&job, &job_dir).await;
+                    // Beside the candidate, inside the run's future: the chain read overlaps
+                    // the other runs instead of holding the loop.
+                    worker_jobs::feed::write_readiness(feed, &job, &run.outcome).await;
                     (run_id, run, clock.monotonic().saturating_sub(started))
                 });
             }

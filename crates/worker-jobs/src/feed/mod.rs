@@ -16,6 +16,7 @@ pub mod cache;
 pub mod deadline;
 pub mod outcome;
 pub mod output;
+pub mod readiness;
 pub mod report;
 pub mod runner;
 pub mod sandbox_executor;
@@ -28,6 +29,6 @@ pub use outcome::{JobOutcome, RunCode};
 pub use report::{BatchStatus, FeedReport, JobRow, JobStatus, OmittedJobs, REPORT_SCHEMA_VERSION};
 pub use runner::{
     ExecutedJob, FeedConfig, FeedError, JobExecutor, JobFailure, JobRun, JobRunner, MAX_VERIFIERS,
-    fetch_feeds, run_feed,
+    fetch_feeds, run_feed, write_readiness,
 };
 pub use sandbox_executor::SandboxJobExecutor;

@@ -71,6 +71,9 @@ pub struct FeedConfig {
     /// What a settlement needs besides the run, for the deadline-first decision
     /// ([`super::deadline`]).
     pub settle: super::deadline::SettleCosts,
+    /// The chain half of each job's readiness record (issue #43 item 3); `None` leaves the
+    /// chain check `not_checked`, so no record says ready.
+    pub chain_readiness: Option<Arc<dyn super::readiness::ChainReadiness>>,
 }
 
 impl FeedConfig {
@@ -96,6 +99,7 @@ impl FeedConfig {
             check_liveness: true,
             clock: Arc::new(SystemClock::new()),
             settle: super::deadline::SettleCosts::default(),
+            chain_readiness: None,
         }
     }
 
@@ -292,6 +296,7 @@ pub async fn run_feed(
         {
             tracing::warn!(error = %e, "could not remove a job's scratch directory");
         }
+        write_readiness(config, job, &run.outcome).await;
         report.executed += u64::from(run.executed);
         report.runtime_unavailable += u64::from(run.runtime_unavailable);
         if run.row.candidate_file.is_some() {
@@ -557,6 +562,22 @@ struct Runner<'a> {
     client: &'a PlatformClient,
     executor: &'a dyn JobExecutor,
     cache: Option<ResultCache>,
+}
+
+/// Writes `job`'s readiness record beside its candidate after a run that ended with
+/// `outcome` (`feed` after each job, `serve` after each run). A record that cannot be written
+/// is logged, never fatal: its absence says "not ready", as a failed check would.
+pub async fn write_readiness(config: &FeedConfig, job: &ValidatedJob, outcome: &JobOutcome) {
+    let record = super::readiness::assess(
+        job,
+        outcome,
+        config.chain_readiness.as_deref(),
+        config.now_unix(),
+    )
+    .await;
+    if let Err(e) = super::readiness::write_readiness(&config.out_dir, &record) {
+        tracing::warn!(error = %e, "could not write a readiness record");
+    }
 }
 
 /// How one job's run went.
