@@ -383,6 +383,7 @@ for binary in signer keeper; do
   cmd="$(awk -v b="${binary}" '$1 == b { on = 1 } on { print; if ($0 !~ /\\$/) exit }' <<<"${cmds}")"
   [[ -n "${cmd}" ]] || { exits+=" ${binary}:missing"; continue; }
   status=0
+  # shellcheck disable=SC2030  # the built binaries first on PATH for this command only
   (export PATH="${bin_dir}:${PATH}" root REGRESSION_VERIFIER_KEY=0x01 REGRESSION_KEEPER_KEY=0x02
    snap="${root}/pull"; mkdir -p "${snap}/candidates" "${snap}/att-1"; eval "${cmd}") >/dev/null 2>"${tmp}/${binary}.err" || status=$?
   exits+=" ${binary}:${status}"
@@ -400,6 +401,7 @@ ran=0 failed_cmds=""
 while IFS= read -r cmd; do
   [[ -n "${cmd}" ]] || continue
   ran=$((ran + 1))
+  # shellcheck disable=SC2031  # the PATH above was the subshell's own, as meant
   (cd "${repo}" && PATH="${tmp}/runbook-bin:${PATH}" eval "${cmd}") >/dev/null 2>&1 || failed_cmds+=" [${cmd}]"
 done <<<"${releases}"
 check "runbook: the ${ran} release commands of 'Releases' run as written against the stand-in" \
