@@ -333,3 +333,50 @@ mod tests {
         assert!(matches!(err, PreflightError::Job(_)), "{err}");
     }
 }
+
+#[cfg(test)]
+mod words {
+    #![allow(clippy::unwrap_used)]
+
+    use super::*;
+
+    fn report(answer: Answer) -> PreflightReport {
+        PreflightReport {
+            schema_version: PREFLIGHT_SCHEMA_VERSION,
+            job_id: "base-mainnet:0x22:3".into(),
+            artifact_reference: "https://github.com/alice/fix/commit/e".into(),
+            source_snapshot_digest: None,
+            candidate_file: None,
+            answer,
+        }
+    }
+
+    #[test]
+    fn a_refused_archive_is_said_with_the_feeds_reason_and_no_verdict_line() {
+        let text = report(Answer::Refused {
+            reason_code: "download_too_large".into(),
+            reason: "source archive: over 268435456 bytes".into(),
+        })
+        .human();
+        assert!(
+            text.contains("archive  REFUSED (download_too_large)"),
+            "{text}"
+        );
+        assert!(!text.lines().any(|l| l.starts_with("verdict")), "{text}");
+    }
+
+    #[test]
+    fn an_accepted_archive_ends_with_the_verdict_in_rehearses_words() {
+        let h = Bytes32::from_bytes([7; 32]);
+        let mut r = report(Answer::Verdict {
+            verdict: Verdict::Passed,
+            response_hash: h,
+        });
+        r.source_snapshot_digest = Some(format!("sha256:{}", "d".repeat(64)).parse().unwrap());
+        let text = r.human();
+        assert!(text.contains("archive  accepted"), "{text}");
+        assert!(text.contains(&format!("response_hash  {h}")), "{text}");
+        assert_eq!(text.lines().last(), Some("verdict  passed"), "{text}");
+        assert!(r.accepted());
+    }
+}

@@ -268,3 +268,43 @@ async fn a_local_revision_is_judged_as_the_feed_judges_the_same_commit_from_gith
         pre.json["source_snapshot_digest"]
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn preflight_from_a_job_file_refuses_a_path_traversal_archive_as_archive_rejected_like_the_feed()
+ {
+    let w = ExampleFeed::new(&["work", "staging", "out-preflight", "out-feed"]).await;
+    let top = format!("sol-3-{}", commit(3));
+    let evil = tar_gz(&[
+        dir(&format!("{top}/")),
+        file(&format!("{top}/result.txt"), b"expected-output\n"),
+        file(
+            &format!("{top}/../../escaped.txt"),
+            b"preflight traversal payload",
+        ),
+    ]);
+    let submission = w.job_running(3, evil, dir_digest(&example("source-pass")), CMP);
+    let job_file = w.path("job.json");
+    std::fs::write(
+        &job_file,
+        serde_json::to_vec(&earlier_submission(&submission)).unwrap(),
+    )
+    .unwrap();
+
+    let mut cmd = worker(&w, "preflight", "out-preflight");
+    cmd.arg("--job")
+        .arg(&job_file)
+        .args(["--commit", &reference(&submission)]);
+    let pre = run(cmd).await;
+    let fed = feed(&w, &submission).await;
+
+    let row = feed_row(&fed);
+    assert_eq!(row["reason_code"], "archive_rejected", "{}", fed.json);
+    assert_eq!(pre.code, Some(4), "{}\n{}", pre.json, pre.stderr);
+    assert_eq!(pre.json["answer"], "refused", "{}", pre.json);
+    assert_eq!(pre.json["reason_code"], row["reason_code"]);
+    let leaked: Vec<_> = read_tree(w.tmp.path())
+        .into_iter()
+        .filter(|(_, data)| data == b"preflight traversal payload")
+        .collect();
+    assert!(leaked.is_empty(), "traversal wrote {leaked:?}");
+}
