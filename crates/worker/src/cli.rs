@@ -461,6 +461,12 @@ pub struct JobRunArgs {
         default_value = "pull=300,staging=120,signing=120,relay=180,at_risk=900"
     )]
     pub settle_costs: crate::feed::deadline::SettleCosts,
+    /// A Base RPC endpoint for each job's readiness record (readiness-<sha256(job_id)>.json
+    /// beside the candidates): the bounty's on-chain terms, window and verifier set compared
+    /// with the job by the signer's own check. Repeatable, in order of preference (failover as
+    /// the signer's). Without it no record says ready.
+    #[arg(long = "rpc", value_name = "URL")]
+    pub rpc: Vec<String>,
 }
 
 /// Arguments of `worker reproduce`.

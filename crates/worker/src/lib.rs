@@ -7,6 +7,7 @@
 //! It deliberately holds no keys and writes nothing to any chain: its output is evidence for
 //! the signer to re-check, never a signature or a payment.
 
+pub mod chain_readiness;
 pub mod cli;
 pub mod commands;
 pub mod engine;

@@ -11,10 +11,14 @@ use crate::staging_root::{self, Fallback, StagingRootError};
 
 /// Runs one batch and prints its summary (and, with `--json`, its report).
 pub fn feed(args: &FeedArgs, quiet: bool) -> ExitCode {
-    let (config, staging_root) = match feed_config(args, quiet) {
+    let (mut config, staging_root) = match feed_config(args, quiet) {
         Ok(config) => config,
         Err(error) => return staging_root_failed(&error),
     };
+    match crate::chain_readiness::connect(&args.run.rpc) {
+        Ok(chain) => config.chain_readiness = chain,
+        Err(error) => return fail(ExitCode::Config, &format!("--rpc: {error}")),
+    }
     let pull = args.run.pull;
     let oci_runtime = args.run.oci_runtime.name();
     let result = block_on_interruptible(

@@ -44,7 +44,11 @@ pub fn serve(args: &ServeArgs) -> ExitCode {
             Ok(root) => root,
             Err(error) => return fail(ExitCode::Config, &error),
         };
-    let config = serve_config(args);
+    let mut config = serve_config(args);
+    match crate::chain_readiness::connect(&args.run.rpc) {
+        Ok(chain) => config.feed.chain_readiness = chain,
+        Err(error) => return fail(ExitCode::Config, &format!("--rpc: {error}")),
+    }
     // The lock lives to the end of this function: the whole life of the service.
     let Prepared {
         ledger,
