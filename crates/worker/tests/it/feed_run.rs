@@ -427,8 +427,14 @@ async fn a_batch_runs_the_valid_jobs_and_isolates_every_bad_one() {
         row(&report, &pass).candidate_file.as_deref(),
         Some(candidate_file_name(&id(&pass)).as_str())
     );
-    // Output holds exactly the manifest, the two candidates and their in-toto statements.
-    assert_eq!(std::fs::read_dir(&out).unwrap().count(), 5);
+    // Output holds exactly the manifest, the two candidates and their in-toto statements,
+    // besides one readiness record per job that ran (issue #43 item 3).
+    let (readiness, rest): (Vec<_>, Vec<_>) = std::fs::read_dir(&out)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().into_string().unwrap())
+        .partition(|n| n.starts_with("readiness-"));
+    assert_eq!(rest.len(), 5, "{rest:?}");
+    assert!(readiness.contains(&verifier_sdk::readiness::readiness_file_name(&id(&pass))));
     for job in [&pass, &fail] {
         let name = worker::intoto::statement_file_name(&candidate_file_name(&id(job)));
         assert!(
@@ -1071,4 +1077,93 @@ async fn a_killed_workers_scratch_dir_is_removed_on_the_next_start_and_a_live_on
     );
     assert!(foreign.is_dir());
     drop(lock);
+}
+
+/// The chain as the signer reads it, for the readiness records: the real check
+/// (`bounty_chain::chain_readiness`, the signer gate's `check_job_against_state`) over a state
+/// that commits to each job as funded, except `other_terms`, whose on-chain terms hash is not
+/// the job's.
+#[derive(Debug)]
+struct FundedChain {
+    other_terms: String,
+}
+
+#[async_trait::async_trait]
+impl worker::feed::readiness::ChainReadiness for FundedChain {
+    async fn check(&self, job: &ValidatedJob) -> verifier_sdk::readiness::CheckResult {
+        let mut state = bounty_chain::BountyState {
+            block_number: 10,
+            block_timestamp: verifier_sdk::fixtures::NOW,
+            chain_id: job.chain_id(),
+            bounty: job.bounty_contract(),
+            status: bounty_chain::BountyStatus::Submitted,
+            bounty_id: job.bounty_id(),
+            round: job.round(),
+            solver: job.solver(),
+            submission_hash: job.submission_hash(),
+            evidence_hash: job.evidence_hash(),
+            policy_hash: job.policy_hash(),
+            terms_hash: job.terms_hash(),
+            acceptance_criteria_hash: job.acceptance_criteria_hash(),
+            benchmark_hash: job.benchmark_hash(),
+            evidence_schema_hash: job.evidence_schema_hash(),
+            verification_expires_at: job.expires_at(),
+            verification_mode: bounty_chain::VerificationMode::SignedQuorum,
+            threshold: job.threshold(),
+            verifier_set_hash: bounty_chain::verifier_set_hash(job.eligible_verifiers()),
+            verifiers: job.eligible_verifiers().to_vec(),
+        };
+        if job.job_id() == self.other_terms {
+            state.terms_hash = verifier_sdk::Bytes32::from_bytes([0x5a; 32]);
+        }
+        bounty_chain::chain_readiness(job, &state)
+    }
+}
+
+fn readiness(out: &Path, job: &Value) -> verifier_sdk::readiness::ReadinessRecord {
+    let name = verifier_sdk::readiness::readiness_file_name(&id(job));
+    verifier_sdk::readiness::ReadinessRecord::parse(&std::fs::read(out.join(name)).unwrap())
+        .unwrap()
+}
+
+/// PR #1288's bug (issue #43 item 3), through `run_feed`: a job whose run gave a candidate but
+/// whose bounty funds other terms is written not ready with the signer's code
+/// (`onchain_mismatch`, `terms_hash`: what `sign_chain`'s test sees the signer refuse it with);
+/// the funded one is ready; a run on other inputs is not ready at the archive check.
+#[tokio::test]
+async fn a_feed_item_whose_terms_hash_differs_from_the_chain_is_written_not_ready() {
+    let w = World::new().await;
+    let funded = w.job_with_source(1, &[("a", b"1")]);
+    let other = w.job_with_source(2, &[("b", b"2")]);
+    w.serve_feed(VERIFIER, &[&funded, &other]);
+    let mut config = w.config("out");
+    config.chain_readiness = Some(std::sync::Arc::new(FundedChain {
+        other_terms: id(&other),
+    }));
+    let report = run_feed(&config, &FakeExecutor::default()).await.unwrap();
+    assert_eq!(row(&report, &other).status, JobStatus::CompletedPassed);
+    let out = w.root.join("out");
+    assert!(readiness(&out, &funded).ready);
+    let r = readiness(&out, &other);
+    assert!(!r.ready, "{r:?}");
+    let failed = r.first_failure().unwrap();
+    assert_eq!(failed.check, verifier_sdk::readiness::CheckKind::Chain);
+    assert_eq!(failed.code.as_deref(), Some("onchain_mismatch"));
+    assert_eq!(failed.details, vec!["terms_hash"]);
+
+    let liar = FakeExecutor {
+        wrong_benchmark: true,
+        ..FakeExecutor::default()
+    };
+    let mut config = w.config("liar");
+    config.cache_dir = None;
+    config.chain_readiness = Some(std::sync::Arc::new(FundedChain {
+        other_terms: String::new(),
+    }));
+    run_feed(&config, &liar).await.unwrap();
+    let r = readiness(&w.root.join("liar"), &funded);
+    assert!(!r.ready);
+    let failed = r.first_failure().unwrap();
+    assert_eq!(failed.check, verifier_sdk::readiness::CheckKind::Archive);
+    assert_eq!(failed.code.as_deref(), Some("digest_mismatch"));
 }
