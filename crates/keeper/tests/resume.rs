@@ -494,7 +494,9 @@ async fn fabricated_receipt_from_a_lying_rpc_is_not_reported_paid() {
     let sc = Scenario::new(&[1], 0).await;
     sc.attest_all();
     let mut cfg = sc.config();
-    cfg.rpc = receipt_forging_rpc(sc.kit.url().to_owned(), &sc).await.into();
+    cfg.rpc = receipt_forging_rpc(sc.kit.url().to_owned(), &sc)
+        .await
+        .into();
     let report = sc.run_with(&cfg).await;
     let job = only_job(&report);
     assert_eq!(
@@ -697,7 +699,9 @@ async fn lagging_rpc_never_makes_a_mined_settlement_look_dropped() {
 
     let lag = std::sync::Arc::new(std::sync::Mutex::new(Some(before)));
     let mut cfg = sc.config();
-    cfg.rpc = lagging_rpc(sc.kit.url().to_owned(), lag.clone()).await.into();
+    cfg.rpc = lagging_rpc(sc.kit.url().to_owned(), lag.clone())
+        .await
+        .into();
     cfg.wait.timeout = std::time::Duration::from_secs(3);
     let first = only_job(&sc.run_with(&cfg).await).clone();
     let second_send = sc.keeper_nonce().await != nonce + 1;
@@ -736,7 +740,9 @@ async fn lagging_rpc_never_makes_a_confirmed_record_look_stale() {
     let nonce = sc.keeper_nonce().await;
     let lag = std::sync::Arc::new(std::sync::Mutex::new(Some(paid.block_number.unwrap() - 1)));
     let mut cfg = sc.config();
-    cfg.rpc = lagging_rpc(sc.kit.url().to_owned(), lag.clone()).await.into();
+    cfg.rpc = lagging_rpc(sc.kit.url().to_owned(), lag.clone())
+        .await
+        .into();
     cfg.wait.timeout = std::time::Duration::from_secs(3);
     let first = only_job(&sc.run_with(&cfg).await).clone();
     let second_send = sc.keeper_nonce().await != nonce;
