@@ -167,6 +167,15 @@ fn chaos_arg(
             };
             opts.schedule.runner = Some(mode);
         }
+        "--failing-rpc" => {
+            let name = args.next().unwrap_or_default();
+            let Some(f) = e2e::chaos::driver::FailingRpc::parse(&name) else {
+                return Err(format!(
+                    "--failing-rpc takes down, forbidden or rate-limited, not {name:?}"
+                ));
+            };
+            opts.failing_rpc = Some(f);
+        }
         "--verbose" => *verbose = true,
         "--dry-run" => opts.dry_run = true,
         "--allow-docker-restart" => opts.schedule.docker_restart = true,

@@ -30,6 +30,10 @@ pub struct BountyObservation {
     pub window_open: bool,
     /// In a serve lane: what the service's ledger says (`None` in a feed lane).
     pub ledger: Option<LedgerJob>,
+    /// The block timestamp of its first `BountySettled` (`None`: not settled).
+    pub settled_at: Option<u64>,
+    /// The end of its verification window (unix s).
+    pub expires_at: u64,
 }
 
 /// What a `worker serve` ledger says about one job at the end of the run.
@@ -94,6 +98,30 @@ impl fmt::Display for Violation {
     }
 }
 
+/// Issue #43 item 5, liveness: a good bounty settled after its window, or whose window closed
+/// with none, missed its settlement (the platform's worst failure: the solver unpaid, the bonds
+/// returned by a timeout). Every good bounty here had a window that allowed one (an hour, a run
+/// of seconds), so none may miss it: not for the order work was taken in, not for one RPC
+/// endpoint failing.
+fn missed_settlement(b: &BountyObservation, who: &str) -> Option<Violation> {
+    let detail = match b.settled_at {
+        Some(at) if at > b.expires_at => format!(
+            "{who}: settled at {at}, {} s after its window ended at {}",
+            at - b.expires_at,
+            b.expires_at
+        ),
+        None if !b.window_open => format!(
+            "{who}: its window ended at {} with no settlement (last feed status {:?})",
+            b.expires_at, b.last_status
+        ),
+        _ => return None,
+    };
+    Some(Violation {
+        invariant: "good_settled_in_window",
+        detail,
+    })
+}
+
 /// Every invariant the observations break (empty: all hold).
 pub fn check(obs: &Observations) -> Vec<Violation> {
     let mut out = Vec::new();
@@ -119,6 +147,9 @@ pub fn check(obs: &Observations) -> Vec<Violation> {
                             b.settled_events, b.last_status, b.verdicts
                         ),
                     );
+                }
+                if let Some(x) = missed_settlement(b, &who) {
+                    v(x.invariant, x.detail);
                 }
                 if b.solver_gain != b.reward {
                     v(
@@ -263,6 +294,8 @@ mod tests {
             last_status: Some("completed_passed".into()),
             window_open: true,
             ledger: None,
+            settled_at: Some(100),
+            expires_at: 3700,
         }
     }
 
@@ -447,5 +480,40 @@ mod tests {
         let mut o = healthy();
         o.serve_stopped_for_good.push("c0-pair-serve-1".into());
         assert_eq!(names(&o), vec!["serve_not_stopped_for_good"]);
+    }
+
+    /// Issue #43 item 5: a good bounty settled after its window, or whose window closed with
+    /// none, is a missed settlement; one settled in time, or still open and pending, is not.
+    #[test]
+    fn a_good_bounty_settled_after_its_window_or_never_breaks_good_settled_in_window() {
+        let names = |b: BountyObservation| -> Vec<&'static str> {
+            check(&Observations {
+                bounties: vec![b],
+                ..healthy()
+            })
+            .into_iter()
+            .map(|x| x.invariant)
+            .filter(|n| *n == "good_settled_in_window")
+            .collect()
+        };
+        assert!(names(good(0)).is_empty());
+        let late = BountyObservation {
+            settled_at: Some(3701),
+            ..good(0)
+        };
+        assert_eq!(names(late), vec!["good_settled_in_window"]);
+        let missed = BountyObservation {
+            settled_at: None,
+            settled_events: 0,
+            window_open: false,
+            ..good(0)
+        };
+        assert_eq!(names(missed), vec!["good_settled_in_window"]);
+        let pending = BountyObservation {
+            settled_at: None,
+            settled_events: 0,
+            ..good(0)
+        };
+        assert!(names(pending).is_empty());
     }
 }

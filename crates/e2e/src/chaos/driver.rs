@@ -61,6 +61,47 @@ pub struct ChaosOptions {
     /// `worker serve` pulls missing images by their pinned digest (`--pull`, the unit's
     /// default); off (`--serve-no-pull`) plays a host that uses only pre-pulled images.
     pub serve_pull: bool,
+    /// Issue #43 item 5: an RPC endpoint that fails for the whole schedule, given to every
+    /// signer and keeper run *before* the working one (`--rpc FAILING --rpc WORKING`), so every
+    /// settlement has to fail over (`--failing-rpc down|forbidden|rate-limited`).
+    pub failing_rpc: Option<FailingRpc>,
+}
+
+/// How the failing endpoint of [`ChaosOptions::failing_rpc`] fails.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FailingRpc {
+    /// Nothing listens on its port.
+    Down,
+    /// HTTP 403 to everything but `eth_chainId` and `eth_blockNumber`.
+    Forbidden,
+    /// JSON-RPC -32005 to everything but `eth_chainId` and `eth_blockNumber`.
+    RateLimited,
+}
+
+impl FailingRpc {
+    /// The flag's value.
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::Down => "down",
+            Self::Forbidden => "forbidden",
+            Self::RateLimited => "rate-limited",
+        }
+    }
+
+    /// The value named `name`.
+    pub fn parse(name: &str) -> Option<Self> {
+        [Self::Down, Self::Forbidden, Self::RateLimited]
+            .into_iter()
+            .find(|f| f.name() == name)
+    }
+}
+
+/// Puts `--rpc failing` before the first `--rpc` of `args`: the failing endpoint first in the
+/// order of preference, so each request meets it before failing over.
+fn failing_first(args: &mut Vec<String>, failing: Option<&str>) {
+    if let (Some(url), Some(at)) = (failing, args.iter().position(|a| a == "--rpc")) {
+        args.splice(at..at, [s("--rpc"), url.to_owned()]);
+    }
 }
 
 impl ChaosOptions {
@@ -74,6 +115,7 @@ impl ChaosOptions {
             max_drain_cycles: 4,
             dry_run: false,
             serve_pull: true,
+            failing_rpc: None,
         }
     }
 
@@ -98,6 +140,10 @@ impl ChaosOptions {
         }
         if !self.serve_pull {
             c.push_str(" --serve-no-pull");
+        }
+        if let Some(f) = self.failing_rpc {
+            c.push_str(" --failing-rpc ");
+            c.push_str(f.name());
         }
         c
     }
@@ -442,6 +488,35 @@ pub async fn run(cfg: &E2eConfig, opts: &ChaosOptions) -> Result<RunResult, E2eE
 
     let kit = Testkit::connect().await?;
     let proxy = RpcProxy::start(kit.url(), opts.seed).await?;
+    // Held for the whole run: the proxy serves as long as it lives.
+    let (_failing_proxy, failing_url) = match opts.failing_rpc {
+        None => (None, None),
+        Some(FailingRpc::Down) => {
+            // A port that was free a moment ago and has no listener now: connection refused.
+            let listener = std::net::TcpListener::bind("127.0.0.1:0").map_err(io(
+                "bind a port for the down endpoint",
+                Path::new("127.0.0.1"),
+            ))?;
+            let port = listener
+                .local_addr()
+                .map_err(io("read the down endpoint's port", Path::new("127.0.0.1")))?
+                .port();
+            drop(listener);
+            (None, Some(format!("http://127.0.0.1:{port}")))
+        }
+        Some(f) => {
+            let how = if f == FailingRpc::Forbidden {
+                chain_testkit::proxy::Misbehaviour::Forbidden
+            } else {
+                chain_testkit::proxy::Misbehaviour::RateLimited
+            };
+            let p = chain_testkit::proxy::start(kit.url(), how)
+                .await
+                .map_err(io("start the failing RPC endpoint", Path::new("127.0.0.1")))?;
+            let url = p.url.clone();
+            (Some(p), Some(url))
+        }
+    };
     let keeper_signer = kit.fund_new_account(U256::from(10u128.pow(21))).await?;
     let keeper_key = keeper_signer.to_bytes().to_string();
     let keeper_addr = keeper_signer.address();
@@ -934,13 +1009,14 @@ pub async fn run(cfg: &E2eConfig, opts: &ChaosOptions) -> Result<RunResult, E2eE
                 };
                 let signer = dev_signer(*key)?;
                 init_signer_history(&bin("signer"), &att[slot], signer.address())?;
-                let args = signer_sign_args(
+                let mut args = signer_sign_args(
                     &cand,
                     server.url(),
                     proxy.url(),
                     signer.address(),
                     &att[slot],
                 );
+                failing_first(&mut args, failing_url.as_deref());
                 let sk = kill_for(target, &fired, &claimed);
                 let out = run_step(
                     Step {
@@ -985,6 +1061,7 @@ pub async fn run(cfg: &E2eConfig, opts: &ChaosOptions) -> Result<RunResult, E2eE
 
             // keeper relay
             let mut args = keeper_relay_args(&cand, &att, server.url(), proxy.url(), &keeper_state);
+            failing_first(&mut args, failing_url.as_deref());
             args.extend([s("--receipt-timeout"), s(30)]);
             let kk = kill_for(Target::Keeper, &fired, &claimed);
             let mut release = None;
@@ -1134,13 +1211,29 @@ pub async fn run(cfg: &E2eConfig, opts: &ChaosOptions) -> Result<RunResult, E2eE
             .await
             .map_err(|e| E2eError::Mismatch(format!("eth_getLogs: {e}")))?;
         let (mut settled, mut rejected) = (0, 0);
+        let mut settled_block = None;
         for l in &logs {
             match decode_settlement_event(l.topics(), &l.data().data) {
-                Some(Ok(SettlementEvent::Settled(_))) => settled += 1,
+                Some(Ok(SettlementEvent::Settled(_))) => {
+                    settled += 1;
+                    settled_block = settled_block.or(l.block_number);
+                }
                 Some(Ok(SettlementEvent::Rejected(_))) => rejected += 1,
                 _ => {}
             }
         }
+        let settled_at = match settled_block {
+            Some(n) => Some(
+                provider
+                    .get_block_by_number(n.into())
+                    .await
+                    .map_err(|e| E2eError::Mismatch(format!("eth_getBlockByNumber: {e}")))?
+                    .ok_or_else(|| E2eError::Mismatch(format!("block {n} not found")))?
+                    .header
+                    .timestamp,
+            ),
+            None => None,
+        };
         let after = kit.balance(b.solver).await?;
         obs.bounties.push(BountyObservation {
             index,
@@ -1154,6 +1247,8 @@ pub async fn run(cfg: &E2eConfig, opts: &ChaosOptions) -> Result<RunResult, E2eE
             last_status: b.last_status.clone(),
             window_open: b.expires_at > chain_now,
             ledger: b.ledger.clone(),
+            settled_at,
+            expires_at: b.expires_at,
         });
     }
     let end_block = provider
