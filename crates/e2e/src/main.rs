@@ -5,7 +5,7 @@
 //!
 //!   bounty-e2e [--repo DIR] [--bin-dir DIR] [--work-dir DIR] chaos --seed S [--bounties N]
 //!              [--faults F] [--chaos-cycles C] [--soak K] [--runner feed|serve|mixed] [--no-disk]
-//!              [--no-clock] [--serve-no-pull] [--allow-docker-restart] [--verbose] [--dry-run]
+//!              [--no-clock] [--serve-no-pull] [--failing-rpc down|forbidden|rate-limited] [--allow-docker-restart] [--verbose] [--dry-run]
 //!
 //! Defaults: the repository is the current directory, the binaries sit next to this one,
 //! the work directory is `<repo>/.work/e2e` (`<repo>/.work/chaos` for `chaos`). `chaos` plays
@@ -27,7 +27,7 @@ fn usage(msg: &str) -> ExitCode {
     eprintln!(
         "       bounty-e2e [--repo DIR] [--bin-dir DIR] [--work-dir DIR] chaos --seed S [--bounties N] \
          [--faults F] [--chaos-cycles C] [--soak K] [--runner feed|serve|mixed] [--no-disk] [--no-clock] \
-         [--serve-no-pull] [--allow-docker-restart] [--verbose] [--dry-run]"
+         [--serve-no-pull] [--failing-rpc down|forbidden|rate-limited] [--allow-docker-restart] [--verbose] [--dry-run]"
     );
     ExitCode::from(2)
 }
