@@ -307,12 +307,36 @@ fn return_at(line: &str, code: &[bool]) -> Option<usize> {
         .find(|at| is_code(code, *at, 6) && word_at(line, *at, 6))
 }
 
+/// Where the statement that starts at byte `from` ends: its `;`, or the `}` closing the
+/// one-line block around it, found only in code (not in a string or comment) and outside the
+/// value's own brackets; for Python, which has no terminator, the end of the line. `None`
+/// when the value's brackets do not close on this line (it goes on below), so the line alone
+/// cannot be mutated into something that builds.
+fn statement_end(line: &str, from: usize, lang: Lang, code: &[bool]) -> Option<usize> {
+    let mut depth = 0usize;
+    for (i, b) in line.bytes().enumerate().skip(from) {
+        if !code.get(i).copied().unwrap_or(false) {
+            continue;
+        }
+        match b {
+            b'(' | b'[' | b'{' => depth += 1,
+            b')' | b']' => depth = depth.checked_sub(1)?,
+            b'}' if depth == 0 => return (lang != Lang::Python).then_some(i),
+            b'}' => depth -= 1,
+            b';' if depth == 0 && lang != Lang::Python => return Some(i),
+            _ => {}
+        }
+    }
+    (depth == 0).then_some(line.len())
+}
+
 fn drop_return(line: &str, lang: Lang, code: &[bool]) -> Option<String> {
     let at = return_at(line, code)?;
     let before = &line[..at];
     match lang {
         // `return x` → `pass`; `if c: return x` → `if c: pass`.
         Lang::Python if before.trim().is_empty() || before.trim_end().ends_with(':') => {
+            statement_end(line, at, lang, code)?;
             Some(format!("{before}pass"))
         }
         Lang::Python | Lang::Shell => None,
@@ -325,12 +349,16 @@ fn drop_return(line: &str, lang: Lang, code: &[bool]) -> Option<String> {
             None
         }
         _ => {
-            let rest = &line[at..];
-            let end = match rest.find(';') {
-                Some(semi) => semi + 1,
-                None => rest.find('}')?,
+            let end = statement_end(line, at, lang, code)?;
+            let end = if line.as_bytes().get(end) == Some(&b';') {
+                end + 1
+            } else if end == line.len() {
+                // No `;` and no closing `}`: the statement goes on below.
+                return None;
+            } else {
+                end
             };
-            let tail = rest[end..].trim_start();
+            let tail = line[end..].trim_start();
             // An `if` left without its statement would take the next line as its body.
             let body = if before.trim_end().ends_with('{') {
                 ""
@@ -346,11 +374,7 @@ fn empty_return(line: &str, lang: Lang, code: &[bool]) -> Option<String> {
     let at = return_at(line, code)?;
     let head = &line[..at + "return".len()];
     let rest = &line[at + "return".len()..];
-    // The value ends at the statement's `;` (or, in a one-line block, its `}`), else the line.
-    let end = rest
-        .find(';')
-        .or_else(|| rest.find('}'))
-        .unwrap_or(rest.len());
+    let end = statement_end(line, at + "return".len(), lang, code)? - (at + "return".len());
     let value = rest[..end].trim();
     let tail = &rest[end..];
     if value.is_empty() || !rest.starts_with(' ') || !is_code(code, at, head.len() - at) {
@@ -640,6 +664,54 @@ mod tests {
             ("    return x;", Lang::Go),
         ] {
             assert!(lines(line, lang, Mutator::EmptyReturn).is_empty(), "{line}");
+        }
+    }
+
+    /// Found on the platform's funded bounties: the value was cut at the first `;` or `}` of
+    /// the line, inside a string or a dict literal too, and a multi-line `return {` lost its
+    /// block. Such mutants cannot run, count as "did not build", and so as killed: they
+    /// inflated the score of the benchmark under test.
+    #[test]
+    fn a_returned_literal_or_string_holding_a_terminator_is_emptied_whole_or_not_at_all() {
+        assert_eq!(
+            lines(r#"    return {"a": 1}"#, Lang::Python, Mutator::EmptyReturn),
+            [some("    return None")]
+        );
+        assert_eq!(
+            lines(
+                r#"  return "a;b}";"#,
+                Lang::JavaScript,
+                Mutator::EmptyReturn
+            ),
+            [some("  return undefined;")]
+        );
+        assert_eq!(
+            lines(
+                "  if (x) { return f(a, b); }",
+                Lang::JavaScript,
+                Mutator::EmptyReturn
+            ),
+            [some("  if (x) { return undefined; }")]
+        );
+        assert_eq!(
+            lines(
+                "  if (x) { return f(a, b) }",
+                Lang::JavaScript,
+                Mutator::EmptyReturn
+            ),
+            [some("  if (x) { return undefined }")]
+        );
+        // A value continued on the next lines: emptying or dropping this line alone cannot
+        // build, so it is no mutant.
+        for mutator in [Mutator::EmptyReturn, Mutator::DropReturn] {
+            for (line, lang) in [
+                ("    return {", Lang::Python),
+                ("    return (a and", Lang::Python),
+                ("  if (x) return f(a,", Lang::JavaScript),
+                ("    return Ok(Rgb {", Lang::Rust),
+            ] {
+                assert!(lines(line, lang, mutator).is_empty(), "{mutator:?}: {line}");
+            }
         }
     }
 
