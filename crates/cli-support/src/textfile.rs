@@ -34,6 +34,18 @@ pub struct Family {
     pub samples: Vec<(Option<(&'static str, &'static str)>, u128)>,
 }
 
+/// `<name>` = 1 with the label `build` = [`crate::VERSION`] (version and source commit): every
+/// commit is version 0.1.0, so a file without the commit could not tell two builds apart after
+/// an upgrade. `name` ends in `_build_info`, as Prometheus' info-metric convention has it.
+pub fn build_info(name: &'static str, help: &'static str) -> Family {
+    Family {
+        name,
+        help,
+        kind: Kind::Gauge,
+        samples: vec![(Some(("build", crate::VERSION)), 1)],
+    }
+}
+
 /// The exposition of `families`, in the given order, ending with a newline (the collector
 /// refuses a last line without one).
 pub fn render(families: &[Family]) -> String {

@@ -155,6 +155,10 @@ pub fn exposition(previous: &str, observed: &Observed, now: u64) -> String {
         kind: Kind::Gauge,
         samples: vec![(None, u128::from(now))],
     });
+    families.push(textfile::build_info(
+        "keeper_build_info",
+        "The build (version and source commit) of the keeper that wrote this file.",
+    ));
     textfile::render(&families)
 }
 
@@ -182,6 +186,15 @@ mod tests {
 
     use super::*;
     use crate::report::JobReport;
+
+    /// #51 item 3: every commit is version 0.1.0, so a metric without the commit could not say
+    /// which build relayed after an upgrade.
+    #[test]
+    fn the_file_names_the_build_that_wrote_it() {
+        let text = exposition("", &Observed::failed_run(), 1);
+        let line = format!("keeper_build_info{{build=\"{}\"}} 1", cli_support::VERSION);
+        assert!(text.lines().any(|l| l == line), "{text}");
+    }
 
     #[test]
     fn settlements_are_counted_by_result_and_carry_over() {

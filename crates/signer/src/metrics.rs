@@ -91,6 +91,10 @@ pub fn exposition(previous: &str, tally: Tally, now: u64) -> String {
             kind: Kind::Gauge,
             samples: vec![(None, u128::from(now))],
         },
+        textfile::build_info(
+            "signer_build_info",
+            "The build (version and source commit) of the signer that wrote this file.",
+        ),
     ])
 }
 
@@ -115,6 +119,15 @@ mod tests {
     #![allow(clippy::unwrap_used)]
 
     use super::*;
+
+    /// #51 item 3: every commit is version 0.1.0, so a metric without the commit could not say
+    /// which build signed (or refused) after an upgrade.
+    #[test]
+    fn the_file_names_the_build_that_wrote_it() {
+        let text = exposition("", Tally::default(), 1);
+        let line = format!("signer_build_info{{build=\"{}\"}} 1", cli_support::VERSION);
+        assert!(text.lines().any(|l| l == line), "{text}");
+    }
 
     #[test]
     fn counters_carry_over_from_the_previous_run_and_a_failed_run_counts() {
