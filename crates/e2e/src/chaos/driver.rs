@@ -1364,6 +1364,24 @@ fn contains(hay: &[u8], needle: &[u8]) -> bool {
 mod tests {
     use super::*;
 
+    /// The failing endpoint goes first, so every request meets it before the working one; the
+    /// replay command names the lane.
+    #[test]
+    fn the_failing_endpoint_is_put_before_the_working_one() {
+        let mut args: Vec<String> = ["sign", "--api", "A", "--rpc", "P", "--json"]
+            .map(String::from)
+            .to_vec();
+        failing_first(&mut args, Some("F"));
+        assert_eq!(
+            args,
+            ["sign", "--api", "A", "--rpc", "F", "--rpc", "P", "--json"]
+        );
+        let mut o = ChaosOptions::new(3);
+        o.failing_rpc = FailingRpc::parse("rate-limited");
+        assert!(o.replay_command().ends_with(" --failing-rpc rate-limited"));
+        assert_eq!(FailingRpc::parse("slow"), None);
+    }
+
     #[test]
     fn the_file_scan_finds_a_key_in_any_case_and_a_panic_in_a_log() {
         let dir = std::env::temp_dir().join(format!("chaos-scan-{}", std::process::id()));
