@@ -224,15 +224,21 @@ fn running_containers_of(pid: u32) -> Vec<String> {
 }
 
 /// What the service's containers say, line by line, as `(container id, line)`: each running
-/// container of the worker process `pid` is attached as soon as it runs.
+/// container of the worker process `pid` is attached as soon as it runs, and attached again
+/// when its attach ended while it still runs. Under runsc on a loaded host, `docker attach` to
+/// a container that has only just started can end at once; both scripts repeat their line
+/// every 200 ms, so a second attach loses nothing the test needs. The watcher holds the
+/// channel open until it gives up, so an early end of every attach is never taken for an
+/// answer.
 fn watch_containers(pid: u32) -> std::sync::mpsc::Receiver<(String, String)> {
     let (tx, rx) = std::sync::mpsc::channel();
     std::thread::spawn(move || {
-        let mut attached = std::collections::BTreeSet::new();
+        let mut attached: std::collections::BTreeMap<String, std::thread::JoinHandle<()>> =
+            std::collections::BTreeMap::new();
         let give_up = Instant::now() + Duration::from_secs(300);
-        while attached.len() < 2 && Instant::now() < give_up {
+        while Instant::now() < give_up {
             for id in running_containers_of(pid) {
-                if !attached.insert(id.clone()) {
+                if attached.get(&id).is_some_and(|t| !t.is_finished()) {
                     continue;
                 }
                 let mut attach = Command::new("docker")
@@ -243,18 +249,24 @@ fn watch_containers(pid: u32) -> std::sync::mpsc::Receiver<(String, String)> {
                     .unwrap();
                 let stdout = attach.stdout.take().unwrap();
                 let tx = tx.clone();
-                std::thread::spawn(move || {
+                let line_id = id.clone();
+                let reader = std::thread::spawn(move || {
                     for line in std::io::BufReader::new(stdout).lines() {
                         let Ok(line) = line else { break };
-                        if tx.send((id.clone(), line)).is_err() {
+                        if tx.send((line_id.clone(), line)).is_err() {
                             break;
                         }
                     }
                     let _ = attach.kill();
                     let _ = attach.wait();
                 });
+                attached.insert(id, reader);
             }
             std::thread::sleep(Duration::from_millis(200));
+            // The test has what it waited for (or gave up) once nobody receives.
+            if tx.send((String::new(), String::new())).is_err() {
+                break;
+            }
         }
     });
     rx
