@@ -7,10 +7,43 @@
 //! unreadable or not ours starts the counters at zero again, which Prometheus treats as a
 //! counter reset (`increase()` and `rate()` handle it), never as a negative jump.
 //!
-//! Only text here: reading and the atomic write are the binaries' own (through `artifact-fs`).
+//! [`write`] is the one file step both share: the previous file read back (bounded, never
+//! through a symlink) and the new one put in place atomically, through `artifact-fs`.
 //! Values are whole numbers (counts, unix seconds, wei), so no float formatting is involved.
 
 use std::fmt::Write as _;
+use std::path::{Path, PathBuf};
+
+/// Largest previous metrics file read back; ours are a few hundred bytes.
+const MAX_PREVIOUS_BYTES: u64 = 64 * 1024;
+
+/// The metrics file could not be written.
+#[derive(Debug, thiserror::Error)]
+#[error("--metrics-file {path:?}: {source}")]
+pub struct MetricsError {
+    /// The file.
+    pub path: PathBuf,
+    /// Why.
+    #[source]
+    pub source: std::io::Error,
+}
+
+/// Replaces the file at `path` with `exposition(previous)`, where `previous` is the text the
+/// last run wrote there (empty when it cannot be read: gone, a symlink, too large, not UTF-8,
+/// which restarts the counters). Atomic: the collector never reads half a file, and the
+/// temporary name does not end in `.prom`.
+pub fn write(path: &Path, exposition: impl FnOnce(&str) -> String) -> Result<(), MetricsError> {
+    let previous = artifact_fs::read_bounded(path, MAX_PREVIOUS_BYTES)
+        .ok()
+        .and_then(|b| String::from_utf8(b).ok())
+        .unwrap_or_default();
+    artifact_fs::write_atomic(path, exposition(&previous).as_bytes()).map_err(|source| {
+        MetricsError {
+            path: path.to_owned(),
+            source,
+        }
+    })
+}
 
 /// A metric family's type line.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

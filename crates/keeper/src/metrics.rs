@@ -9,28 +9,14 @@
 //! a gauge the run could not observe (no balance without a chain, no age without a readable
 //! state directory) is left out rather than repeated from an older run.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
-use cli_support::textfile::{self, Family, Kind};
+use cli_support::textfile::{self, Family, Kind, MetricsError};
 
 use crate::report::{JobStatus, Report};
 
-/// Largest previous metrics file read back; ours are a few hundred bytes.
-const MAX_PREVIOUS_BYTES: u64 = 64 * 1024;
-
 const SETTLEMENTS: &str = "keeper_settlements_total";
 const RESULTS: [&str; 4] = ["confirmed", "pending", "refused", "failed"];
-
-/// The metrics file could not be written.
-#[derive(Debug, thiserror::Error)]
-#[error("--metrics-file {path:?}: {source}")]
-pub struct MetricsError {
-    /// The file.
-    pub path: PathBuf,
-    /// Why.
-    #[source]
-    pub source: std::io::Error,
-}
 
 /// What one run observed.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -165,17 +151,7 @@ pub fn exposition(previous: &str, observed: &Observed, now: u64) -> String {
 /// Replaces the file at `path` with the exposition of this run (atomically: the collector
 /// never reads half a file, and the temporary name does not end in `.prom`).
 pub fn write(path: &Path, observed: &Observed, now: u64) -> Result<(), MetricsError> {
-    // A previous file that cannot be read (gone, a symlink, too large) restarts the counters.
-    let previous = artifact_fs::read_bounded(path, MAX_PREVIOUS_BYTES)
-        .ok()
-        .and_then(|b| String::from_utf8(b).ok())
-        .unwrap_or_default();
-    artifact_fs::write_atomic(path, exposition(&previous, observed, now).as_bytes()).map_err(
-        |source| MetricsError {
-            path: path.to_owned(),
-            source,
-        },
-    )
+    textfile::write(path, |previous| exposition(previous, observed, now))
 }
 
 #[cfg(test)]

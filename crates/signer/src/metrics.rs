@@ -7,28 +7,14 @@
 //! runs by reading the previous file (see `cli_support::textfile`); one writer at a time is
 //! assumed (the signing history's lock already refuses a second concurrent `sign`).
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
-use cli_support::textfile::{self, Family, Kind};
+use cli_support::textfile::{self, Family, Kind, MetricsError};
 
 use crate::sign::RunReport;
 
-/// Largest previous metrics file read back; ours are a few hundred bytes.
-const MAX_PREVIOUS_BYTES: u64 = 64 * 1024;
-
 const SIGNATURES: &str = "signer_signatures_total";
 const LAST_RUN: &str = "signer_last_run_timestamp_seconds";
-
-/// The metrics file could not be written.
-#[derive(Debug, thiserror::Error)]
-#[error("--metrics-file {path:?}: {source}")]
-pub struct MetricsError {
-    /// The file.
-    pub path: PathBuf,
-    /// Why.
-    #[source]
-    pub source: std::io::Error,
-}
 
 /// What one run adds to `signer_signatures_total`.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -101,17 +87,7 @@ pub fn exposition(previous: &str, tally: Tally, now: u64) -> String {
 /// Replaces the file at `path` with the exposition of this run (atomically: the collector
 /// never reads half a file, and the temporary name does not end in `.prom`).
 pub fn write(path: &Path, tally: Tally, now: u64) -> Result<(), MetricsError> {
-    // A previous file that cannot be read (gone, a symlink, too large) restarts the counters.
-    let previous = artifact_fs::read_bounded(path, MAX_PREVIOUS_BYTES)
-        .ok()
-        .and_then(|b| String::from_utf8(b).ok())
-        .unwrap_or_default();
-    artifact_fs::write_atomic(path, exposition(&previous, tally, now).as_bytes()).map_err(
-        |source| MetricsError {
-            path: path.to_owned(),
-            source,
-        },
-    )
+    textfile::write(path, |previous| exposition(previous, tally, now))
 }
 
 #[cfg(test)]
