@@ -296,6 +296,116 @@ ensure_chain() {
   fi
 }
 
+# --- postgres -------------------------------------------------------------
+#
+# The fleet ledger's tests (`worker serve --ledger postgres://`, issue #45) need a real server.
+# Its own cluster under .work/postgres, listening on loopback only (and a socket inside the
+# cluster folder), never the host's packaged cluster. initdb refuses to run as root, so as
+# root the cluster belongs to Debian's `postgres` account. Tests connect as the role
+# verifier_test (LOGIN CREATEDB, no superuser) with a password generated once; the URL is
+# written to .work/postgres.url, where tests read it ($VERIFIER_TEST_POSTGRES_URL overrides).
+
+PG_BIN=/usr/lib/postgresql/15/bin
+PG_DIR="$WORK_DIR/postgres"
+PG_DATA="$PG_DIR/data"
+PG_PORT="${VERIFIER_TEST_POSTGRES_PORT:-55432}"
+PG_URL_FILE="$WORK_DIR/postgres.url"
+PG_ROLE=verifier_test
+
+# as_cluster_owner CMD...: CMD as the cluster's owner (postgres when we are root).
+as_cluster_owner() {
+  if is_root; then
+    runuser -u postgres -- "$@"
+  else
+    "$@"
+  fi
+}
+
+postgres_answers() {
+  "$PG_BIN/pg_isready" -q -h 127.0.0.1 -p "$PG_PORT" -t 2
+}
+
+# psql_admin SQL: runs SQL as the cluster's superuser over the cluster's own socket.
+psql_admin() {
+  as_cluster_owner "$PG_BIN/psql" -X -q -v ON_ERROR_STOP=1 -h "$PG_DIR" -p "$PG_PORT" -d postgres -tAc "$1"
+}
+
+ensure_postgres() {
+  step "postgres on 127.0.0.1:$PG_PORT"
+  [[ -x "$PG_BIN/initdb" ]] || die "$PG_BIN/initdb is missing (apt-get install postgresql-15)"
+  mkdir -p "$PG_DIR"
+  if is_root; then
+    chown postgres:postgres "$PG_DIR"
+  fi
+  chmod 0700 "$PG_DIR"
+  if [[ ! -f "$PG_DATA/PG_VERSION" ]]; then
+    local pwfile
+    pwfile="$(mktemp)"
+    # The superuser gets a random password nobody keeps: it is reached over the socket only
+    # (peer authentication), never over TCP.
+    head -c 24 /dev/urandom | base64 | tr -dc 'A-Za-z0-9' >"$pwfile"
+    is_root && chown postgres "$pwfile"
+    log "initdb $PG_DATA"
+    as_cluster_owner "$PG_BIN/initdb" -D "$PG_DATA" -U postgres --pwfile="$pwfile" \
+      --auth-local=peer --auth-host=scram-sha-256 -E UTF8 --locale=C.UTF-8 >"$WORK_DIR/postgres-initdb.log" 2>&1 ||
+      { rm -f "$pwfile"; tail -n 20 "$WORK_DIR/postgres-initdb.log" >&2; die "initdb failed"; }
+    rm -f "$pwfile"
+    as_cluster_owner tee -a "$PG_DATA/postgresql.conf" >/dev/null <<CONF
+# scripts/services.sh: loopback only, a port of its own, the socket inside the cluster folder.
+listen_addresses = '127.0.0.1'
+port = $PG_PORT
+unix_socket_directories = '$PG_DIR'
+max_connections = 200
+fsync = on
+CONF
+    # Only loopback TCP with a password and the owner's socket; nothing else may connect.
+    as_cluster_owner tee "$PG_DATA/pg_hba.conf" >/dev/null <<HBA
+local all postgres peer
+host all all 127.0.0.1/32 scram-sha-256
+HBA
+  fi
+  if postgres_answers; then
+    log "postgres already answers on 127.0.0.1:$PG_PORT; leaving it running"
+  else
+    log "pg_ctl start (log: $PG_DIR/server.log)"
+    # fd 9 closed: the server must not hold services.lock after this script exits.
+    as_cluster_owner "$PG_BIN/pg_ctl" -D "$PG_DATA" -l "$PG_DIR/server.log" -w -t 60 start >&2 9>&- ||
+      { tail -n 20 "$PG_DIR/server.log" >&2 || true; die "postgres did not start on 127.0.0.1:$PG_PORT (is the port taken?)"; }
+  fi
+  local password_file="$PG_DIR/$PG_ROLE.password" password
+  if [[ ! -s "$password_file" ]]; then
+    (umask 077 && head -c 24 /dev/urandom | base64 | tr -dc 'A-Za-z0-9' >"$password_file")
+  fi
+  password="$(cat "$password_file")"
+  if [[ "$(psql_admin "SELECT 1 FROM pg_roles WHERE rolname = '$PG_ROLE'")" != 1 ]]; then
+    log "creating role $PG_ROLE (LOGIN CREATEDB, no superuser)"
+    psql_admin "CREATE ROLE $PG_ROLE LOGIN CREATEDB NOSUPERUSER NOCREATEROLE PASSWORD '$password'"
+  else
+    psql_admin "ALTER ROLE $PG_ROLE PASSWORD '$password'"
+  fi
+  if [[ "$(psql_admin "SELECT 1 FROM pg_database WHERE datname = '$PG_ROLE'")" != 1 ]]; then
+    log "creating database $PG_ROLE"
+    psql_admin "CREATE DATABASE $PG_ROLE OWNER $PG_ROLE"
+  fi
+  local url="postgres://$PG_ROLE:$password@127.0.0.1:$PG_PORT/$PG_ROLE" tmp
+  tmp="$(mktemp "$WORK_DIR/postgres.url.XXXXXX")"
+  printf '%s\n' "$url" >"$tmp"
+  if cmp -s "$tmp" "$PG_URL_FILE"; then
+    rm -f "$tmp"
+  else
+    mv "$tmp" "$PG_URL_FILE"
+    log "wrote $PG_URL_FILE"
+  fi
+}
+
+stop_postgres() {
+  if [[ -f "$PG_DATA/postmaster.pid" ]]; then
+    as_cluster_owner "$PG_BIN/pg_ctl" -D "$PG_DATA" -m fast -w stop >&2 || log "pg_ctl stop failed"
+  else
+    log "postgres: nothing to stop"
+  fi
+}
+
 # --- main -----------------------------------------------------------------
 
 down() {
@@ -309,6 +419,7 @@ down() {
     log "chain: nothing to stop"
   fi
   stop_pid_file "$REGISTRY_PID_FILE" docker-registry
+  stop_postgres
   stop_pid_file "$DOCKERD_PID_FILE" dockerd
 }
 
@@ -321,6 +432,7 @@ up() {
     ensure_runsc
   fi
   ensure_registry
+  ensure_postgres
   build_busybox
   PYTHON_REF=""
   if [[ "$WITH_PYTHON" == 1 ]]; then

@@ -76,7 +76,9 @@ wanted_packages() {
   # (the worker-serve test `monitoring`, issue #46).
   # softhsm2: the token the signer's PKCS#11 backend is tested against (issue #44; each test
   # initialises its own token in a temp dir, so nothing is set up here).
-  local wanted=(docker-registry busybox-static hyperfine time jq curl ca-certificates tar gzip faketime rsync prometheus softhsm2)
+  # postgresql-15: the server `worker serve --ledger postgres://` fleets are tested against
+  # (issue #45; scripts/services.sh starts its own cluster under .work/postgres).
+  local wanted=(docker-registry busybox-static hyperfine time jq curl ca-certificates tar gzip faketime rsync prometheus softhsm2 postgresql-15)
   docker_engine_present || wanted+=(docker.io)
   if [[ "$with_debootstrap" == 1 ]]; then
     # debootstrap checks the Debian suite's signature with Debian's keyring, which an Ubuntu

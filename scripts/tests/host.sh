@@ -73,7 +73,7 @@ on_host() {
 called() { grep -qxF -- "$1" "${log}"; }
 called_like() { grep -q -- "$1" "${log}"; }
 
-base="docker-registry busybox-static hyperfine time jq curl ca-certificates tar gzip faketime rsync prometheus softhsm2"
+base="docker-registry busybox-static hyperfine time jq curl ca-certificates tar gzip faketime rsync prometheus softhsm2 postgresql-15"
 
 # GitHub's ubuntu-24.04 runner: docker-ce installed and answering, a user with sudo, jq missing.
 host 1001 "${base/jq /} docker-ce containerd.io" 1 running dockerd
@@ -90,7 +90,7 @@ check "an answering engine from no known package: docker.io not installed, nothi
   eval '((status == 0)) && ! called_like "apt-get" && [[ "${output}" == *"all needed packages are installed"* ]]'
 
 # Debian 12 as root with nothing: docker.io and the registry installed directly, no sudo.
-host 0 "busybox-static time curl ca-certificates tar gzip jq hyperfine faketime rsync prometheus softhsm2" 0 offline
+host 0 "busybox-static time curl ca-certificates tar gzip jq hyperfine faketime rsync prometheus softhsm2 postgresql-15" 0 offline
 on_host ensure_packages
 check "fresh Debian as root: docker.io and docker-registry installed with apt-get, no sudo" \
   eval '((status == 0)) && called "apt-get install -y -q docker-registry docker.io" && ! called_like "^sudo"'
@@ -113,6 +113,12 @@ host 0 "${base/ softhsm2/} docker.io" 0 offline
 on_host ensure_packages
 check "softhsm2 missing: installed with apt-get (the signer's PKCS#11 tests)" \
   eval '((status == 0)) && called "apt-get install -y -q softhsm2"'
+
+# The fleet ledger's tests run against a real Postgres and fail under CI=true without it (#45).
+host 0 "${base/ postgresql-15/} docker.io" 0 offline
+on_host ensure_packages
+check "postgresql-15 missing: installed with apt-get (the fleet ledger's tests)" \
+  eval '((status == 0)) && called "apt-get install -y -q postgresql-15"'
 
 # debootstrap of the Debian suite on Ubuntu needs Debian's keyring too.
 host 1001 "${base} docker-ce" 1 running
