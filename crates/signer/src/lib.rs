@@ -402,7 +402,7 @@ pub fn run_pkcs11_keygen(args: &Pkcs11KeygenArgs) -> ExitCode {
                 "signer pkcs11-keygen: generated secp256k1 key {:?} in token {:?}",
                 cfg.key_label, cfg.token
             );
-            println!("{address}");
+            println!("{}", Address::from_bytes(address));
             ExitCode::Success
         }
         Err(e) => {
