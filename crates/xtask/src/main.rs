@@ -1,3 +1,6 @@
+//! `cargo xtask boundaries`: ARCHITECTURE.md's dependency table and the libraries' exit rule
+//! checked against `cargo metadata` and the sources (`boundaries`); CI runs it.
+//!
 //! `cargo xtask man [--check]`: writes the man pages of `worker`, `signer` and `keeper` (one page per
 //! command and subcommand, `docs/man/<binary>[-<subcommand>].1`) from their clap definitions,
 //! so the pages cannot drift from `--help`. `--check` regenerates them in memory and fails when
@@ -12,8 +15,15 @@ use std::process::ExitCode;
 
 use clap::CommandFactory;
 
+mod boundaries;
+
+const USAGE: &str = "usage: cargo xtask man [--check] | cargo xtask boundaries";
+
 fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().skip(1).collect();
+    if args == ["boundaries"] {
+        return check_boundaries();
+    }
     let check = match args
         .iter()
         .map(String::as_str)
@@ -23,7 +33,7 @@ fn main() -> ExitCode {
         ["man"] => false,
         ["man", "--check"] => true,
         _ => {
-            eprintln!("usage: cargo xtask man [--check]");
+            eprintln!("{USAGE}");
             return ExitCode::from(2);
         }
     };
@@ -44,6 +54,32 @@ fn main() -> ExitCode {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
             eprintln!("xtask: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+fn check_boundaries() -> ExitCode {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
+    match boundaries::run(&root) {
+        Ok(violations) if violations.is_empty() => {
+            println!(
+                "boundaries: every crate keeps ARCHITECTURE.md's dependency table and no library names an exit"
+            );
+            ExitCode::SUCCESS
+        }
+        Ok(violations) => {
+            for violation in &violations {
+                eprintln!("xtask boundaries: {violation}");
+            }
+            eprintln!(
+                "xtask boundaries: {} broken rule(s); the rules are ARCHITECTURE.md \"The worker's crates\"",
+                violations.len()
+            );
+            ExitCode::FAILURE
+        }
+        Err(e) => {
+            eprintln!("xtask boundaries: {e}");
             ExitCode::FAILURE
         }
     }
