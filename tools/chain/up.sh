@@ -55,15 +55,24 @@ down() {
 }
 
 ensure_deps() {
+  npm_ci "$here" hardhat
+  # Ganache, the remote signer the keeper's eth_signTransaction backend is tested against
+  # (issue #44 item 4): the Hardhat node does not implement that method. The tests start it.
+  npm_ci "$repo/tools/remote-signer" ganache
+}
+
+npm_ci() {
   # node_modules is stale when package-lock.json changed since the last install; the stamp
   # holds the lock file's hash at install time.
-  local stamp="$here/node_modules/.lock-sha256" want
-  want="$(sha256sum "$here/package-lock.json" | cut -d' ' -f1)"
-  if [[ ! -d "$here/node_modules/hardhat" || ! -f "$stamp" || "$(cat "$stamp")" != "$want" ]]; then
-    echo "chain: installing npm dependencies (npm ci)"
-    (cd "$here" && npm ci --no-audit --no-fund >"$work/npm-ci.log" 2>&1) || {
-      echo "chain: npm ci failed; see $work/npm-ci.log" >&2
-      tail -n 30 "$work/npm-ci.log" >&2
+  local dir="$1" package="$2" stamp want log
+  stamp="$dir/node_modules/.lock-sha256"
+  log="$work/npm-ci-$(basename "$dir").log"
+  want="$(sha256sum "$dir/package-lock.json" | cut -d' ' -f1)"
+  if [[ ! -d "$dir/node_modules/$package" || ! -f "$stamp" || "$(cat "$stamp")" != "$want" ]]; then
+    echo "chain: installing npm dependencies in $dir (npm ci)"
+    (cd "$dir" && npm ci --no-audit --no-fund >"$log" 2>&1) || {
+      echo "chain: npm ci failed; see $log" >&2
+      tail -n 30 "$log" >&2
       exit 1
     }
     echo "$want" >"$stamp"

@@ -1,0 +1,393 @@
+//! The keeper's gas key behind the signer's backends (issue #44 item 4): a secp256k1 key in a
+//! PKCS#11 token (Debian's SoftHSM2, a fresh token per test) and a remote signer answering
+//! `eth_signTransaction` (Ganache, from `tools/remote-signer`: the local Hardhat node does not
+//! implement that method, it answers "Method eth_signTransaction is not supported"). Each
+//! settlement must land on the local Hardhat chain from the configured address, with one
+//! `BountySettled` and the nonce used once; a token without the named key, or a signer
+//! answering for another address, fails closed (exit 78) before anything is planned or sent.
+//!
+//! SoftHSM2 reads its configuration from the environment only, which a test cannot set on
+//! itself (edition 2024's `set_var` is unsafe), so every PKCS#11 call runs in a `keeper` child.
+//! Without SoftHSM2 or Ganache the tests skip, except under CI=true, where they fail.
+#![allow(clippy::unwrap_used, clippy::expect_used)] // tests may unwrap (clippy.toml)
+
+mod common;
+
+use std::os::unix::fs::PermissionsExt;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+use alloy::primitives::{Address as ChainAddress, B256, U256};
+use alloy::providers::Provider;
+use alloy::signers::local::PrivateKeySigner;
+use chain_testkit::status;
+use common::Scenario;
+use serde_json::Value;
+use verifier_sdk::settle::decode_bounty_settled;
+
+const MODULES: [&str; 2] = [
+    "/usr/lib/softhsm/libsofthsm2.so",
+    "/usr/lib/x86_64-linux-gnu/softhsm/libsofthsm2.so",
+];
+const TOKEN: &str = "keeper-token";
+const LABEL: &str = "keeper-gas-key";
+const PIN: &str = "4712-test-pin";
+
+fn skip_unless_ci(what: &str) {
+    assert!(
+        std::env::var("CI").as_deref() != Ok("true"),
+        "{what} is not installed (tools/chain/up.sh and scripts/services.sh install it)"
+    );
+    eprintln!("skipped: {what} is not installed");
+}
+
+/// A freshly initialised SoftHSM2 token of its own.
+struct Token {
+    dir: tempfile::TempDir,
+    module: &'static str,
+}
+
+impl Token {
+    fn new() -> Option<Self> {
+        let Some(module) = MODULES.into_iter().find(|m| Path::new(m).exists()) else {
+            skip_unless_ci("SoftHSM2");
+            return None;
+        };
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::create_dir(dir.path().join("tokens")).unwrap();
+        std::fs::write(
+            dir.path().join("softhsm2.conf"),
+            format!(
+                "directories.tokendir = {}\nobjectstore.backend = file\nlog.level = ERROR\n",
+                dir.path().join("tokens").display()
+            ),
+        )
+        .unwrap();
+        let pin = dir.path().join("pin");
+        std::fs::write(&pin, format!("{PIN}\n")).unwrap();
+        std::fs::set_permissions(&pin, std::fs::Permissions::from_mode(0o600)).unwrap();
+        let token = Self { dir, module };
+        let out = Command::new("softhsm2-util")
+            .args(["--init-token", "--free", "--label", TOKEN])
+            .args(["--so-pin", "so-4712", "--pin", PIN])
+            .env("SOFTHSM2_CONF", token.conf())
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{out:?}");
+        Some(token)
+    }
+
+    fn conf(&self) -> PathBuf {
+        self.dir.path().join("softhsm2.conf")
+    }
+
+    /// The flags naming the token's key `label`, the PIN from the 0600 file.
+    fn flags(&self, label: &str) -> Vec<String> {
+        let pin = self.dir.path().join("pin");
+        [
+            "--pkcs11-module",
+            self.module,
+            "--pkcs11-token",
+            TOKEN,
+            "--pkcs11-key-label",
+            label,
+            "--pkcs11-pin-file",
+            pin.to_str().unwrap(),
+        ]
+        .map(str::to_owned)
+        .to_vec()
+    }
+
+    /// `keeper pkcs11-keygen`: a key generated in the token, its address.
+    fn generate(&self, label: &str) -> ChainAddress {
+        let out = Command::new(env!("CARGO_BIN_EXE_keeper"))
+            .arg("pkcs11-keygen")
+            .args(self.flags(label))
+            .env("SOFTHSM2_CONF", self.conf())
+            .output()
+            .unwrap();
+        assert_eq!(out.status.code(), Some(0), "{out:?}");
+        String::from_utf8(out.stdout)
+            .unwrap()
+            .trim()
+            .parse()
+            .unwrap()
+    }
+}
+
+/// Ganache holding one key, answering JSON-RPC on loopback; ended when dropped.
+struct RemoteSigner {
+    child: Child,
+    url: String,
+    address: ChainAddress,
+}
+
+impl RemoteSigner {
+    fn ganache() -> Option<PathBuf> {
+        let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
+        let bin = root.join("tools/remote-signer/node_modules/.bin/ganache");
+        if bin.exists() {
+            Some(bin)
+        } else {
+            skip_unless_ci("Ganache (tools/remote-signer)");
+            None
+        }
+    }
+
+    /// Starts Ganache with a fresh key on chain id 8453 and waits until it lists the key.
+    async fn start() -> Option<Self> {
+        let bin = Self::ganache()?;
+        let key = PrivateKeySigner::random();
+        let address = key.address();
+        // A port the kernel just handed out; should another process take it first, Ganache
+        // exits and the wait below says so instead of talking to a stranger: the listed
+        // account must be this fresh key's.
+        let port = std::net::TcpListener::bind("127.0.0.1:0")
+            .unwrap()
+            .local_addr()
+            .unwrap()
+            .port();
+        let child = Command::new(bin)
+            .args(["--chain.chainId", "8453", "--server.host", "127.0.0.1"])
+            .args(["--server.port", &port.to_string(), "--logging.quiet"])
+            .arg("--wallet.accounts")
+            .arg(format!("0x{},0", alloy::hex::encode(key.to_bytes())))
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        let mut signer = Self {
+            child,
+            url: format!("http://127.0.0.1:{port}"),
+            address,
+        };
+        signer.wait_listed().await;
+        Some(signer)
+    }
+
+    async fn wait_listed(&mut self) {
+        let deadline = Instant::now() + Duration::from_secs(120);
+        let client = reqwest::Client::new();
+        let body =
+            serde_json::json!({"jsonrpc": "2.0", "id": 1, "method": "eth_accounts", "params": []});
+        loop {
+            if let Some(status) = self.child.try_wait().unwrap() {
+                panic!("ganache exited before answering: {status}");
+            }
+            if let Ok(answer) = client.post(&self.url).json(&body).send().await
+                && let Ok(v) = answer.json::<Value>().await
+            {
+                let listed = v["result"][0].as_str().unwrap_or_default().to_lowercase();
+                assert_eq!(listed, self.address.to_string().to_lowercase(), "{v}");
+                return;
+            }
+            assert!(Instant::now() < deadline, "ganache never answered");
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        }
+    }
+}
+
+impl Drop for RemoteSigner {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// `keeper relay` over the scenario's inputs with the key flags `key`.
+fn relay(sc: &Scenario, key: &[String], env: &[(&str, &Path)]) -> Output {
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_keeper"));
+    cmd.arg("relay")
+        .arg("--candidates")
+        .arg(sc.path("candidates"))
+        .arg("--attestations")
+        .arg(sc.path("att0"))
+        .arg("--attestations")
+        .arg(sc.path("att1"))
+        .arg("--state-dir")
+        .arg(sc.path("state"))
+        .args(["--api", &sc.server.url, "--rpc", sc.kit.url()])
+        .args(["--max-gas", "2000000", "--max-fee-per-gas", "100000000000"])
+        .args(["--confirmations", "1", "--json"])
+        .args(key);
+    for (k, v) in env {
+        cmd.env(k, v);
+    }
+    cmd.output().unwrap()
+}
+
+/// The relay paid the bounty with one transaction from `from`, nonce 0 used once, and the
+/// bounty emitted exactly one `BountySettled`.
+async fn assert_landed_once_from(sc: &Scenario, out: &Output, from: ChainAddress) {
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{stderr}");
+    assert!(!stderr.contains(PIN), "{stderr}");
+    let report: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(report["jobs"][0]["status"], "paid", "{report}");
+    assert_eq!(
+        report["keeper"].as_str().unwrap().to_lowercase(),
+        from.to_string().to_lowercase()
+    );
+    assert_eq!(sc.status().await, status::SETTLED);
+    let tx: B256 = report["jobs"][0]["tx_hash"]
+        .as_str()
+        .unwrap()
+        .parse()
+        .unwrap();
+    let provider = sc.kit.provider();
+    let receipt = provider
+        .get_transaction_receipt(tx)
+        .await
+        .unwrap()
+        .expect("receipt of the reported transaction");
+    assert!(receipt.status());
+    assert_eq!(receipt.from, from, "the transaction's sender");
+    let settled: Vec<_> = receipt
+        .inner
+        .logs()
+        .iter()
+        .filter(|l| l.address() == sc.bounty.address())
+        .filter_map(|l| decode_bounty_settled(l.topics(), &l.data().data).ok())
+        .collect();
+    assert_eq!(settled.len(), 1, "one BountySettled");
+    let sent = provider.get_transaction_by_hash(tx).await.unwrap().unwrap();
+    assert_eq!(alloy::consensus::Transaction::nonce(&sent), 0);
+    assert_eq!(provider.get_transaction_count(from).await.unwrap(), 1);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_settlement_relayed_with_the_gas_key_in_softhsm2_lands_once_from_the_token_address() {
+    let Some(token) = Token::new() else { return };
+    let from = token.generate(LABEL);
+    let sc = Scenario::new(&[1], 0).await;
+    sc.kit
+        .set_balance(from, U256::from(10u128.pow(19)))
+        .await
+        .unwrap();
+    sc.attest_all();
+    let mut key = token.flags(LABEL);
+    key.extend(["--from".into(), from.to_string()]);
+    let out = relay(&sc, &key, &[("SOFTHSM2_CONF", &token.conf())]);
+    assert_landed_once_from(&sc, &out, from).await;
+    // A rerun finds the record paid and signs nothing more.
+    let again = relay(&sc, &key, &[("SOFTHSM2_CONF", &token.conf())]);
+    assert_eq!(again.status.code(), Some(0), "{again:?}");
+    assert_eq!(
+        sc.kit.provider().get_transaction_count(from).await.unwrap(),
+        1
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_settlement_relayed_through_a_remote_signer_lands_once_from_its_address() {
+    let Some(remote) = RemoteSigner::start().await else {
+        return;
+    };
+    let sc = Scenario::new(&[1], 0).await;
+    sc.kit
+        .set_balance(remote.address, U256::from(10u128.pow(19)))
+        .await
+        .unwrap();
+    sc.attest_all();
+    let key = [
+        "--remote-signer".to_owned(),
+        remote.url.clone(),
+        "--from".to_owned(),
+        remote.address.to_string(),
+    ];
+    let out = relay(&sc, &key, &[]);
+    assert_landed_once_from(&sc, &out, remote.address).await;
+}
+
+/// What the keeper says about a key before anything else: a candidates directory that does
+/// not exist and URLs nothing answers, so exit 78 (not 4 or 5) shows nothing was read,
+/// planned or sent.
+fn relay_without_inputs(key: &[String], env: &[(&str, &Path)]) -> (i32, String) {
+    let dir = tempfile::tempdir().unwrap();
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_keeper"));
+    cmd.args(["relay", "--candidates", "/nonexistent/candidates"])
+        .args(["--attestations", "/nonexistent/attestations"])
+        .arg("--state-dir")
+        .arg(dir.path().join("state"))
+        .args(["--api", "http://127.0.0.1:9", "--rpc", "http://127.0.0.1:9"])
+        .args(["--max-gas", "1000000", "--max-fee-per-gas", "1000000000"])
+        .args(key);
+    for (k, v) in env {
+        cmd.env(k, v);
+    }
+    let out = cmd.output().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr).to_string();
+    assert!(!stderr.contains(PIN), "{stderr}");
+    assert!(
+        !dir.path().join("state").exists()
+            || std::fs::read_dir(dir.path().join("state"))
+                .unwrap()
+                .filter_map(Result::ok)
+                .all(|e| !e.file_name().to_string_lossy().ends_with(".json")),
+        "no record was planned"
+    );
+    (out.status.code().unwrap(), stderr)
+}
+
+#[test]
+fn a_pkcs11_token_without_the_named_gas_key_fails_closed_before_anything_is_planned() {
+    let Some(token) = Token::new() else { return };
+    let other = token.generate("another-key");
+    let mut key = token.flags(LABEL);
+    key.extend(["--from".into(), other.to_string()]);
+    let (code, stderr) = relay_without_inputs(&key, &[("SOFTHSM2_CONF", &token.conf())]);
+    assert_eq!(code, 78, "{stderr}");
+    assert!(
+        stderr.contains("holds no EC private key labelled \"keeper-gas-key\""),
+        "{stderr}"
+    );
+}
+
+#[test]
+fn a_pkcs11_gas_key_for_another_address_than_from_fails_closed_before_anything_is_planned() {
+    let Some(token) = Token::new() else { return };
+    let address = token.generate(LABEL);
+    let someone = PrivateKeySigner::random().address();
+    let mut key = token.flags(LABEL);
+    key.extend(["--from".into(), someone.to_string()]);
+    let (code, stderr) = relay_without_inputs(&key, &[("SOFTHSM2_CONF", &token.conf())]);
+    assert_eq!(code, 78, "{stderr}");
+    let address = verifier_sdk::Address::from(address);
+    assert!(
+        stderr.contains(&format!("{address} is not --from")),
+        "{stderr}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_remote_signer_answering_for_another_address_fails_closed_before_anything_is_planned() {
+    let Some(remote) = RemoteSigner::start().await else {
+        return;
+    };
+    let someone = PrivateKeySigner::random().address();
+    let key = [
+        "--remote-signer".to_owned(),
+        remote.url.clone(),
+        "--from".to_owned(),
+        someone.to_string(),
+    ];
+    let (code, stderr) = relay_without_inputs(&key, &[]);
+    assert_eq!(code, 78, "{stderr}");
+    assert!(stderr.contains("does not list"), "{stderr}");
+}
+
+/// Without --from the keeper would not know which of the remote signer's accounts to send
+/// from: a usage error, as is a PIN flag without the module.
+#[test]
+fn a_remote_signer_without_from_is_a_usage_error() {
+    let (code, stderr) = relay_without_inputs(
+        &[
+            "--remote-signer".to_owned(),
+            "http://127.0.0.1:9".to_owned(),
+        ],
+        &[],
+    );
+    assert_eq!(code, 2, "{stderr}");
+    assert!(stderr.contains("--from"), "{stderr}");
+}
