@@ -19,6 +19,7 @@
 //! command line and names no exit code; `worker serve` in the binary does those.
 
 pub mod capacity;
+pub mod fleet;
 pub mod http;
 pub mod images;
 pub mod jobstate;

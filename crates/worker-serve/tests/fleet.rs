@@ -1,0 +1,519 @@
+//! The fleet ledger against a real Postgres (issue #45): every test its own database on the
+//! cluster `scripts/services.sh` starts (its URL in `.work/postgres.url`, or
+//! `$VERIFIER_TEST_POSTGRES_URL`). Without a server the tests skip, except under CI=true,
+//! where they fail. No outcome depends on which host wins a race: the assertions count what
+//! was recorded, and waits are on states the database reports, with generous timeouts.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::path::Path;
+use std::sync::{Arc, Barrier};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use worker_serve::fleet::{Binding, Claim, FleetError, FleetLedger, Recorded};
+use worker_serve::ledger::{JobKey, JobState, RunKind, RunResult};
+
+/// A database of its own on the test cluster, dropped at the end.
+struct Db {
+    admin: String,
+    name: String,
+    url: String,
+}
+
+impl Db {
+    /// `None` (skip) without the test cluster, unless CI=true.
+    fn new(test: &str) -> Option<Self> {
+        let admin = match std::env::var("VERIFIER_TEST_POSTGRES_URL") {
+            Ok(url) if !url.is_empty() => url,
+            _ => {
+                let file = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../.work/postgres.url");
+                match std::fs::read_to_string(&file) {
+                    Ok(url) => url.trim().to_owned(),
+                    Err(e) => {
+                        assert!(
+                            std::env::var("CI").as_deref() != Ok("true"),
+                            "no test Postgres ({}: {e}); run scripts/services.sh",
+                            file.display()
+                        );
+                        eprintln!("skipped: no test Postgres (run scripts/services.sh)");
+                        return None;
+                    }
+                }
+            }
+        };
+        let nanos = SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .unwrap()
+            .as_nanos();
+        let name = format!("fleet_{test}_{}_{nanos}", std::process::id());
+        let mut client = postgres::Client::connect(&admin, postgres::NoTls).unwrap_or_else(|e| {
+            panic!("the test Postgres does not answer ({e}); run scripts/services.sh")
+        });
+        client
+            .batch_execute(&format!("CREATE DATABASE \"{name}\""))
+            .unwrap();
+        let (base, _) = admin.rsplit_once('/').unwrap();
+        let url = format!("{base}/{name}");
+        Some(Self { admin, name, url })
+    }
+
+    fn open(&self, host: &str) -> FleetLedger {
+        FleetLedger::open(&self.url, &binding(), host).unwrap()
+    }
+
+    /// Runs `sql` on the test database directly (what another worker version or an operator
+    /// would have written).
+    fn exec(&self, sql: &str) {
+        let mut client = postgres::Client::connect(&self.url, postgres::NoTls).unwrap();
+        client.batch_execute(sql).unwrap();
+    }
+}
+
+impl Drop for Db {
+    fn drop(&mut self) {
+        if let Ok(mut client) = postgres::Client::connect(&self.admin, postgres::NoTls) {
+            let _ = client.batch_execute(&format!(
+                "DROP DATABASE IF EXISTS \"{}\" WITH (FORCE)",
+                self.name
+            ));
+        }
+    }
+}
+
+fn binding() -> Binding {
+    Binding {
+        feed: "http://127.0.0.1:9/feed".into(),
+        verifiers: vec!["0x00000000000000000000000000000000000000a1".into()],
+    }
+}
+
+fn hash(id: &str) -> String {
+    format!("sha256:{id:0>64}")
+}
+
+fn see(ledger: &mut FleetLedger, id: &str, expires_ms: i64) {
+    let h = hash(id);
+    ledger
+        .seen(
+            JobKey {
+                job_id: id,
+                round: 1,
+                content_hash: &h,
+            },
+            Some(expires_ms),
+        )
+        .unwrap();
+}
+
+fn far_future() -> i64 {
+    i64::try_from(
+        SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .unwrap()
+            .as_millis(),
+    )
+    .unwrap()
+        + 86_400_000
+}
+
+fn completed(file: &str) -> RunResult {
+    RunResult {
+        kind: RunKind::Completed,
+        outcome: "completed_passed".into(),
+        reason_code: None,
+        reason: None,
+        evidence: Some("sha256:aa".into()),
+        candidate_file: Some(file.into()),
+    }
+}
+
+const LONG: Duration = Duration::from_secs(3600);
+
+/// Claims until a job is claimable, the database deciding when the lease has ended.
+fn claim_when_due(ledger: &mut FleetLedger, lease: Duration) -> Claim {
+    let give_up = Instant::now() + Duration::from_secs(120);
+    loop {
+        if let Some(claim) = ledger.claim(lease).unwrap() {
+            return claim;
+        }
+        assert!(
+            Instant::now() < give_up,
+            "no job became claimable within 120 s"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+#[test]
+fn fleet_three_hosts_fifty_jobs_every_job_runs_exactly_once() {
+    let Some(db) = Db::new("three_hosts") else {
+        return;
+    };
+    let mut first = db.open("host-0");
+    for i in 0..50 {
+        see(&mut first, &format!("job-{i:02}"), far_future() + i);
+    }
+    drop(first);
+    let start = Arc::new(Barrier::new(3));
+    let hosts: Vec<_> = (0..3)
+        .map(|h| {
+            let url = db.url.clone();
+            let start = start.clone();
+            std::thread::spawn(move || {
+                let host = format!("host-{h}");
+                let mut ledger = FleetLedger::open(&url, &binding(), &host).unwrap();
+                // Every host polls the same feed: its sightings land on the same rows.
+                for i in 0..50 {
+                    see(&mut ledger, &format!("job-{i:02}"), far_future() + i);
+                }
+                start.wait();
+                let mut ran = Vec::new();
+                while let Some(claim) = ledger.claim(LONG).unwrap() {
+                    let file = format!("{}.{host}.candidate.json", claim.job_id);
+                    assert_eq!(
+                        ledger.finish(&claim, &completed(&file)).unwrap(),
+                        Recorded::Yes
+                    );
+                    ran.push(claim.job_id);
+                }
+                ran
+            })
+        })
+        .collect();
+    let mut ran: Vec<String> = hosts.into_iter().flat_map(|h| h.join().unwrap()).collect();
+    ran.sort();
+    let expected: Vec<String> = (0..50).map(|i| format!("job-{i:02}")).collect();
+    assert_eq!(ran, expected, "every job claimed by exactly one host");
+    let mut ledger = db.open("observer");
+    assert_eq!(
+        ledger.states().unwrap().len(),
+        50,
+        "one row per job whatever the sightings"
+    );
+    assert_eq!(ledger.runs().unwrap().len(), 50);
+    assert_eq!(ledger.candidates().unwrap().len(), 50);
+    assert!(
+        ledger
+            .states()
+            .unwrap()
+            .iter()
+            .all(|(_, s)| *s == JobState::Completed)
+    );
+}
+
+#[test]
+fn fleet_claims_follow_the_earliest_window_end_across_hosts() {
+    let Some(db) = Db::new("deadline") else {
+        return;
+    };
+    let mut a = db.open("host-a");
+    let mut b = db.open("host-b");
+    let base = far_future();
+    // Seen out of deadline order, by two hosts.
+    see(&mut a, "late", base + 3_000);
+    see(&mut b, "early", base + 1_000);
+    see(&mut a, "middle", base + 2_000);
+    let first = a.claim(LONG).unwrap().unwrap();
+    let second = b.claim(LONG).unwrap().unwrap();
+    let third = a.claim(LONG).unwrap().unwrap();
+    assert_eq!(
+        [first.job_id, second.job_id, third.job_id],
+        ["early", "middle", "late"]
+    );
+    assert!(b.claim(LONG).unwrap().is_none(), "all three are leased");
+}
+
+#[test]
+fn fleet_a_live_lease_is_not_claimed_by_another_host_and_renewal_keeps_it() {
+    let Some(db) = Db::new("live_lease") else {
+        return;
+    };
+    let mut a = db.open("host-a");
+    let mut b = db.open("host-b");
+    see(&mut a, "job", far_future());
+    let claim = a.claim(Duration::from_millis(500)).unwrap().unwrap();
+    assert!(
+        a.renew(&claim, LONG).unwrap(),
+        "the holder renews its own lease"
+    );
+    // Past the first lease by the database's clock: the renewal is what holds the job.
+    db.exec("SELECT pg_sleep(1)");
+    assert!(
+        b.claim(LONG).unwrap().is_none(),
+        "a renewed lease is not taken over"
+    );
+    let view = a.view().unwrap();
+    assert_eq!(
+        (view.leased_here, view.leased_elsewhere, view.takeovers),
+        (1, 0, 0)
+    );
+    let view = b.view().unwrap();
+    assert_eq!((view.leased_here, view.leased_elsewhere), (0, 1));
+}
+
+#[test]
+fn fleet_a_dead_hosts_job_is_taken_over_after_its_lease_and_finished_once() {
+    let Some(db) = Db::new("dead_host") else {
+        return;
+    };
+    let mut dead = db.open("host-dead");
+    let mut b = db.open("host-b");
+    see(&mut dead, "job", far_future());
+    let lost = dead.claim(Duration::from_millis(300)).unwrap().unwrap();
+    drop(dead); // the host is gone: no renewal, no result
+    let claim = claim_when_due(&mut b, LONG);
+    assert_eq!(claim.job_id, "job");
+    assert!(claim.took_over);
+    assert_eq!(claim.fence, lost.fence + 1);
+    assert_eq!(
+        b.finish(&claim, &completed("job.candidate.json")).unwrap(),
+        Recorded::Yes
+    );
+    let runs = b.runs().unwrap();
+    assert_eq!(runs.len(), 2);
+    assert_eq!(runs[0].reason_code.as_deref(), Some("lease_expired"));
+    assert_eq!(runs[1].outcome.as_deref(), Some("completed_passed"));
+    assert_eq!(b.candidates().unwrap().len(), 1, "one candidate");
+    assert_eq!(b.view().unwrap().takeovers, 1);
+}
+
+#[test]
+fn fleet_a_paused_hosts_late_candidate_is_refused_by_the_fence() {
+    let Some(db) = Db::new("paused_host") else {
+        return;
+    };
+    let mut paused = db.open("host-paused");
+    let mut b = db.open("host-b");
+    see(&mut paused, "job", far_future());
+    let stale = paused.claim(Duration::from_millis(300)).unwrap().unwrap();
+    // The paused host's lease ends; another host takes the job over and is still running it
+    // when the paused one wakes up with its result.
+    let current = claim_when_due(&mut b, LONG);
+    assert_eq!(
+        paused
+            .finish(&stale, &completed("job.paused.json"))
+            .unwrap(),
+        Recorded::Fenced {
+            held: stale.fence,
+            current: current.fence
+        }
+    );
+    assert!(!paused.renew(&stale, LONG).unwrap(), "nor can it renew");
+    assert!(
+        b.candidates().unwrap().is_empty(),
+        "nothing recorded from the stale claim"
+    );
+    assert_eq!(
+        b.finish(&current, &completed("job.b.json")).unwrap(),
+        Recorded::Yes
+    );
+    // Woken up again after the job finished: still refused.
+    assert_eq!(
+        paused
+            .finish(&stale, &completed("job.paused.json"))
+            .unwrap(),
+        Recorded::Fenced {
+            held: stale.fence,
+            current: current.fence
+        }
+    );
+    let candidates = b.candidates().unwrap();
+    assert_eq!(candidates.len(), 1, "{candidates:?}");
+    assert_eq!(candidates[0].host, "host-b");
+    assert_eq!(
+        b.states().unwrap(),
+        [("job".to_owned(), JobState::Completed)]
+    );
+}
+
+#[test]
+fn fleet_lease_times_are_the_databases_even_when_a_hosts_clock_is_ten_minutes_off() {
+    let Some(db) = Db::new("skewed_clock") else {
+        return;
+    };
+    let mut host = db.open("host-a");
+    see(&mut host, "job", far_future());
+    // A host under libfaketime, its clock 10 minutes behind, claims for 60 s: a lease
+    // computed from its clock would have ended 9 minutes ago for everyone else.
+    let exe = std::env::current_exe().unwrap();
+    let out = std::process::Command::new("faketime")
+        .args(["-f", "-10m"])
+        .arg(&exe)
+        .args([
+            "--exact",
+            "fleet_skewed_host_child",
+            "--nocapture",
+            "--include-ignored",
+        ])
+        .env("FLEET_CHILD_URL", &db.url)
+        .output()
+        .unwrap_or_else(|e| {
+            panic!("faketime (apt-get install faketime; scripts/services.sh does): {e}")
+        });
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{out:?}");
+    let child_ms: i64 = stdout
+        .lines()
+        .find_map(|l| l.strip_prefix("child-clock-ms "))
+        .unwrap_or_else(|| panic!("the child did not report its clock: {stdout}"))
+        .parse()
+        .unwrap();
+    let ours = i64::try_from(
+        SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .unwrap()
+            .as_millis(),
+    )
+    .unwrap();
+    assert!(
+        ours - child_ms > 500_000,
+        "the child's clock is not 10 minutes behind ({child_ms} vs {ours}): the test proves nothing"
+    );
+    assert!(stdout.contains("child-claimed job"), "{stdout}");
+    assert!(
+        host.claim(LONG).unwrap().is_none(),
+        "the skewed host's 60 s lease is live by the database's clock"
+    );
+    let view = host.view().unwrap();
+    assert_eq!(view.leased_elsewhere, 1);
+}
+
+/// The skewed host of the test above, run in its own process under libfaketime.
+#[test]
+#[ignore = "run by fleet_lease_times_are_the_databases_even_when_a_hosts_clock_is_ten_minutes_off"]
+fn fleet_skewed_host_child() {
+    let url = std::env::var("FLEET_CHILD_URL").unwrap();
+    let ms = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .unwrap()
+        .as_millis();
+    println!("child-clock-ms {ms}");
+    let mut ledger = FleetLedger::open(&url, &binding(), "host-skewed").unwrap();
+    let claim = ledger.claim(Duration::from_secs(60)).unwrap().unwrap();
+    println!("child-claimed {}", claim.job_id);
+}
+
+#[test]
+fn fleet_a_database_of_another_schema_version_is_refused_naming_both() {
+    let Some(db) = Db::new("schema_version") else {
+        return;
+    };
+    drop(db.open("host-a"));
+    db.exec("UPDATE fleet_meta SET schema_version = 7");
+    let err = FleetLedger::open(&db.url, &binding(), "host-a").unwrap_err();
+    assert!(
+        matches!(err, FleetError::SchemaVersion { found: 7, known: 1 }),
+        "{err:?}"
+    );
+    let text = err.to_string();
+    assert!(
+        text.contains("version 7") && text.contains("version 1"),
+        "{text}"
+    );
+    assert!(err.is_permanent());
+}
+
+#[test]
+fn fleet_a_database_bound_to_another_feed_or_verifier_set_is_refused_at_start() {
+    let Some(db) = Db::new("binding") else { return };
+    drop(db.open("host-a"));
+    let other_feed = Binding {
+        feed: "http://127.0.0.1:9/other".into(),
+        ..binding()
+    };
+    let err = FleetLedger::open(&db.url, &other_feed, "host-b").unwrap_err();
+    assert!(
+        matches!(err, FleetError::Bound { what: "feed", .. }),
+        "{err:?}"
+    );
+    assert!(err.is_permanent());
+    let other_set = Binding {
+        verifiers: vec!["0x00000000000000000000000000000000000000b2".into()],
+        ..binding()
+    };
+    let err = FleetLedger::open(&db.url, &other_set, "host-b").unwrap_err();
+    assert!(
+        matches!(
+            err,
+            FleetError::Bound {
+                what: "verifier set",
+                ..
+            }
+        ),
+        "{err:?}"
+    );
+    // The same set in another order and case is the same set.
+    let same = Binding {
+        verifiers: vec!["0x00000000000000000000000000000000000000A1".into()],
+        ..binding()
+    };
+    FleetLedger::open(&db.url, &same, "host-c").unwrap();
+}
+
+#[test]
+fn fleet_an_unreachable_server_at_start_is_transient_not_a_configuration_error() {
+    // A port nothing listens on (bound, then released).
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let url = format!("postgres://nobody:secret@127.0.0.1:{port}/fleet?connect_timeout=5");
+    let err = FleetLedger::open(&url, &binding(), "host-a").unwrap_err();
+    assert!(matches!(err, FleetError::Connect { .. }), "{err:?}");
+    assert!(!err.is_permanent(), "exit 1 (restarted), not 78: {err}");
+    assert!(!err.to_string().contains("secret"), "{err}");
+}
+
+#[test]
+fn fleet_a_refused_login_is_permanent() {
+    let Some(db) = Db::new("login") else { return };
+    let (scheme_user, rest) = db.url.split_once('@').unwrap();
+    let (user, _) = scheme_user.rsplit_once(':').unwrap();
+    let url = format!("{user}:wrong-password@{rest}");
+    let err = FleetLedger::open(&url, &binding(), "host-a").unwrap_err();
+    assert!(err.is_permanent(), "{err}");
+}
+
+#[test]
+fn fleet_sightings_are_idempotent_and_other_content_is_conflicting() {
+    let Some(db) = Db::new("sightings") else {
+        return;
+    };
+    let mut a = db.open("host-a");
+    let mut b = db.open("host-b");
+    let h = hash("one");
+    let key = JobKey {
+        job_id: "job",
+        round: 1,
+        content_hash: &h,
+    };
+    let first = a.seen(key, Some(far_future())).unwrap();
+    let again = b.seen(key, Some(far_future())).unwrap();
+    assert!(first.new && !again.new);
+    assert_eq!(first.job, again.job);
+    let other = hash("two");
+    let conflicting = b
+        .seen(
+            JobKey {
+                content_hash: &other,
+                ..key
+            },
+            Some(far_future()),
+        )
+        .unwrap();
+    assert!(!conflicting.due);
+    let states = a.states().unwrap();
+    assert_eq!(
+        states,
+        [
+            ("job".to_owned(), JobState::Pending),
+            ("job".to_owned(), JobState::Conflicting)
+        ]
+    );
+    let claim = a.claim(LONG).unwrap().unwrap();
+    assert_eq!(claim.job, first.job);
+    assert!(
+        b.claim(LONG).unwrap().is_none(),
+        "the conflicting row is never claimed"
+    );
+}
