@@ -24,8 +24,8 @@ use crate::{
     E2eConfig, E2eError, KEEPER_KEY_ENV, Scenario, ScenarioResult, VERIFIER_KEY_ENV, VERIFIER_KEYS,
     archive_commit, deploy_for_job, fresh_dir, info, init_signer_history, io, job_params,
     keeper_relay_args, manifest, piped_command, run_binary, s, serve_job_archives,
-    settlement_events, signer_sign_args, step, tree_digest, verifier_addresses, wall_clock,
-    worker_feed_args,
+    settlement_events, signer_sign_args, stderr_path, step, tree_digest, verifier_addresses,
+    wall_clock, worker_feed_args,
 };
 
 /// How long `worker serve` may take to produce the candidate (image start, a six-test
@@ -208,12 +208,12 @@ pub async fn run_dedicated_route(cfg: &E2eConfig) -> Result<ScenarioResult, E2eE
     info(&format!("$ worker {}", args.join(" ")));
     std::fs::create_dir_all(&worker_host)
         .map_err(io("create the worker host directory", &worker_host))?;
-    let stderr_path = worker_host.join("serve.log");
+    let stderr_path = stderr_path("worker serve", worker_host.join("serve.log"));
     let stderr =
         std::fs::File::create(&stderr_path).map_err(io("create the serve log", &stderr_path))?;
     let child = tokio::process::Command::new(cfg.bin_dir.join("worker"))
         .args(&args)
-        .env("WORKER_LOG", "info")
+        .envs(crate::logscan::JSON_LOG_ENV)
         .stdin(Stdio::null())
         .stdout(Stdio::null())
         .stderr(stderr)

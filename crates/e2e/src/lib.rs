@@ -12,6 +12,7 @@ pub mod chaos;
 pub mod dedicated;
 pub mod guides;
 pub mod independent;
+pub mod logscan;
 mod server;
 pub mod stack;
 
@@ -386,26 +387,59 @@ fn b256(b: verifier_sdk::Bytes32) -> B256 {
     B256::from(*b.as_bytes())
 }
 
-/// Where [`run_binary`] keeps each run's output, once [`capture_logs`] asked for it.
+/// Where [`run_binary`] keeps each run's output, once [`capture_logs`] asked for it, and the
+/// secrets the run handed the binaries, for the scan to look for.
 struct LogCapture {
     dir: PathBuf,
     runs: AtomicUsize,
+    secrets: std::sync::Mutex<Vec<logscan::Secret>>,
 }
 
 static LOG_CAPTURE: OnceLock<LogCapture> = OnceLock::new();
 
-/// From now on in this process, every binary started here logs as JSON (`VERIFIER_LOG_FORMAT=json`,
-/// `WORKER_LOG`, `SIGNER_LOG` and `KEEPER_LOG` at `debug`), and each one run through the
-/// scenario steps leaves its stdout and stderr in `dir` as `NN-<step>.stdout` / `.stderr`: what
-/// the log-scan test reads (issue #46 item 5: JSON lines, no key in them). False when an earlier
-/// call already chose a directory.
+/// From now on in this process, each binary run through a route's steps (`worker feed`,
+/// `serve` and `reproduce`, `signer history init` and `sign`, `keeper relay`) leaves its stdout
+/// and stderr in `dir` as `NN-<step>.stdout` / `.stderr`, and every key handed to one is
+/// remembered: what [`scan_captured`] reads (issue #46 item 5: JSON lines, no key in them).
+/// False when an earlier call already chose a directory. One directory per process: the
+/// suite runs under nextest, one process per test.
 pub fn capture_logs(dir: &Path) -> bool {
     LOG_CAPTURE
         .set(LogCapture {
             dir: dir.to_owned(),
             runs: AtomicUsize::new(0),
+            secrets: std::sync::Mutex::new(Vec::new()),
         })
         .is_ok()
+}
+
+/// Under [`capture_logs`], remembers `value`, a key handed to a binary through `var`.
+fn capture_secret(var: &str, value: &str) {
+    let Some(capture) = LOG_CAPTURE.get() else {
+        return;
+    };
+    if let (Some(secret), Ok(mut secrets)) = (
+        logscan::Secret::key(format!("key handed through ${var}"), value),
+        capture.secrets.lock(),
+    ) && !secrets.contains(&secret)
+    {
+        secrets.push(secret);
+    }
+}
+
+/// The scan of everything kept under [`capture_logs`] against every key handed out (`None`
+/// without a capture). A test then requires its minimum of log lines per process.
+pub fn scan_captured() -> Option<Result<logscan::LogScan, logscan::ScanError>> {
+    let capture = LOG_CAPTURE.get()?;
+    Some(logscan::LogScan::dir(&capture.dir, &captured_secrets()))
+}
+
+/// The keys handed to binaries so far under [`capture_logs`].
+pub fn captured_secrets() -> Vec<logscan::Secret> {
+    LOG_CAPTURE
+        .get()
+        .and_then(|c| c.secrets.lock().ok().map(|s| s.clone()))
+        .unwrap_or_default()
 }
 
 /// Under [`capture_logs`], where this step's files go: `<dir>/NN-<step>` (the extension is
@@ -418,6 +452,12 @@ fn capture_prefix(label: &str) -> Option<PathBuf> {
         .map(|c| if c.is_ascii_alphanumeric() { c } else { '-' })
         .collect();
     Some(capture.dir.join(format!("{n:02}-{step}")))
+}
+
+/// Where a long-running binary's stderr goes: its capture file under [`capture_logs`], else
+/// `otherwise`.
+pub(crate) fn stderr_path(label: &str, otherwise: PathBuf) -> PathBuf {
+    capture_prefix(label).map_or(otherwise, |p| p.with_extension("stderr"))
 }
 
 /// Under [`capture_logs`], a signer's or keeper's step also writes its `--metrics-file` beside
@@ -463,13 +503,7 @@ fn piped_command<K: AsRef<OsStr>, V: AsRef<OsStr>>(
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .kill_on_drop(true);
-    if LOG_CAPTURE.get().is_some() {
-        cmd.env("VERIFIER_LOG_FORMAT", "json")
-            .env("WORKER_LOG", "debug")
-            .env("SIGNER_LOG", "debug")
-            .env("KEEPER_LOG", "debug");
-    }
-    cmd.envs(env);
+    cmd.envs(logscan::JSON_LOG_ENV).envs(env);
     cmd
 }
 
@@ -482,6 +516,9 @@ async fn run_binary(
     ok_codes: &[i32],
 ) -> Result<Value, E2eError> {
     let prefix = capture_prefix(label);
+    if let Some((var, value)) = env {
+        capture_secret(var, value);
+    }
     let mut cmd = piped_command(program, args, env);
     cmd.args(capture_metrics_args(label, prefix.as_deref()));
     let fail = |code, detail| E2eError::Step {
@@ -607,15 +644,19 @@ fn init_signer_history(signer_bin: &Path, out: &Path, signer: Address) -> Result
     if dir.join("history.sqlite").is_file() {
         return Ok(());
     }
-    let output = std::process::Command::new(signer_bin)
-        .args([
-            OsStr::new("history"),
-            OsStr::new("init"),
-            OsStr::new("--history"),
-        ])
-        .arg(&dir)
+    let prefix = capture_prefix("signer history init");
+    let mut cmd = std::process::Command::new(signer_bin);
+    cmd.args([
+        OsStr::new("history"),
+        OsStr::new("init"),
+        OsStr::new("--history"),
+    ])
+    .arg(&dir);
+    cmd.envs(logscan::JSON_LOG_ENV);
+    let output = cmd
         .output()
         .map_err(io("run signer history init", signer_bin))?;
+    keep_output(prefix.as_deref(), &output)?;
     if !output.status.success() {
         return Err(E2eError::Step {
             step: "signer history init".into(),

@@ -134,75 +134,50 @@ fn metrics_files_count_the_run(dir: &Path) {
     }
 }
 
-/// The keys the run handed the binaries, as they could show up in text: hex, either case, with
-/// or without `0x`.
-fn run_keys() -> Vec<(String, String)> {
-    VERIFIER_KEYS
-        .iter()
-        .map(|i| (format!("verifier dev key {i}"), chain_testkit::DEV_KEYS[*i]))
-        .chain([(
-            format!("keeper dev key {KEEPER_KEY}"),
-            chain_testkit::DEV_KEYS[KEEPER_KEY],
-        )])
-        .map(|(who, key)| (who, key.trim_start_matches("0x").to_lowercase()))
-        .collect()
-}
-
-/// Every step's stderr parses line by line as a JSON log object, each binary logged at debug
-/// level, and no key appears in any step's stdout or stderr.
+/// Every step's stderr parses line by line as a JSON log object (at least one per process),
+/// each binary logged at debug level, and no key handed to a binary (the two verifiers', the
+/// keeper's gas key) nor a bearer token appears in any step's stdout or stderr: the shared
+/// scan of `e2e::logscan`, which every route's test runs.
 fn json_logs_without_keys(dir: &Path) {
-    let keys = run_keys();
-    assert_eq!(keys.len(), 3);
+    let scan = e2e::scan_captured().unwrap().unwrap();
+    assert_eq!(scan.dir, dir);
+    let problems = scan.problems(1);
+    assert!(problems.is_empty(), "{}", problems.join("\n"));
+    // The scan knows every key handed out: the run's dev keys are among them.
+    for key in VERIFIER_KEYS.iter().chain([&KEEPER_KEY]) {
+        let leak = e2e::logscan::scan_bytes(
+            "probe",
+            chain_testkit::DEV_KEYS[*key].as_bytes(),
+            false,
+            &e2e::captured_secrets(),
+        );
+        assert_eq!(leak.problems.len(), 1, "dev key {key} is not scanned for");
+    }
+    let per = scan.per_binary();
+    println!("log lines and processes per binary: {per:?}");
+    for binary in ["worker", "signer", "keeper"] {
+        assert!(per.contains_key(binary), "no {binary} step kept: {per:?}");
+    }
     let mut debug_from = std::collections::BTreeSet::new();
-    let mut steps = Vec::new();
-    let mut not_json = Vec::new();
-    for entry in std::fs::read_dir(dir).unwrap() {
-        let path = entry.unwrap().path();
-        let name = path.file_name().unwrap().to_string_lossy().into_owned();
-        let text = String::from_utf8(std::fs::read(&path).unwrap()).unwrap();
-        let lower = text.to_lowercase();
-        for (who, key) in &keys {
-            assert!(!lower.contains(key.as_str()), "{name} holds the {who}");
-        }
-        if !name.ends_with(".stderr") {
-            continue;
-        }
-        steps.push(name.clone());
-        for line in text.lines().filter(|l| !l.trim().is_empty()) {
-            let Ok(v) = serde_json::from_str::<serde_json::Value>(line) else {
-                not_json.push(format!("{name}: {line}"));
-                continue;
-            };
-            for field in ["timestamp", "level", "target", "message"] {
-                assert!(v.get(field).is_some(), "{name}: no {field}: {line}");
-            }
-            if v["level"] == "DEBUG" {
-                debug_from.insert(
-                    name.split_once('-')
-                        .map(|(_, s)| s)
-                        .unwrap_or(&name)
-                        .split('-')
-                        .next()
-                        .unwrap_or_default()
-                        .to_owned(),
-                );
-            }
+    for f in scan.files.iter().filter(|f| f.stderr) {
+        let text = std::fs::read_to_string(dir.join(&f.name)).unwrap();
+        if text
+            .lines()
+            .any(|l| serde_json::from_str::<serde_json::Value>(l).unwrap()["level"] == "DEBUG")
+        {
+            debug_from.insert(
+                f.name
+                    .split(['-', '.'])
+                    .nth(1)
+                    .unwrap_or_default()
+                    .to_owned(),
+            );
         }
     }
-    assert!(
-        not_json.is_empty(),
-        "stderr lines that are not JSON:\n{}",
-        not_json.join("\n")
-    );
-    steps.sort();
     for binary in ["worker", "signer", "keeper"] {
         assert!(
-            steps.iter().any(|s| s.contains(&format!("-{binary}-"))),
-            "no {binary} step kept: {steps:?}"
-        );
-        assert!(
             debug_from.contains(binary),
-            "no debug line from {binary}: {steps:?}"
+            "no debug line from {binary}: {debug_from:?}"
         );
     }
 }

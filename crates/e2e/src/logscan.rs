@@ -1,0 +1,263 @@
+//! The log scan of issue #46 item 5, one for every route (the scenarios, the dedicated and
+//! independent routes, the chaos driver): every binary this crate starts logs JSON
+//! ([`JSON_LOG_ENV`]), and afterwards what it wrote is read back. Each stderr line must be one
+//! JSON object with a string `timestamp`, `level`, `target` and `message`; no file, stdout or
+//! stderr, may hold a secret the run handed a binary (a private key, as hex in either case, with
+//! or without `0x`) or a bearer token. Each route's test also requires a minimum of log lines per
+//! process, so a scan of empty files cannot pass.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+use serde_json::Value;
+
+/// The environment every binary this crate starts gets: JSON logs, at debug level so that the
+/// scan also reads what an operator sees only when debugging.
+pub const JSON_LOG_ENV: [(&str, &str); 4] = [
+    ("VERIFIER_LOG_FORMAT", "json"),
+    ("WORKER_LOG", "debug"),
+    ("SIGNER_LOG", "debug"),
+    ("KEEPER_LOG", "debug"),
+];
+
+/// The keys every JSON log line carries, each a string.
+pub const LOG_FIELDS: [&str; 4] = ["timestamp", "level", "target", "message"];
+
+/// Why `line`, one line of a binary's stderr, is not a log object (`None` when it is one).
+pub fn log_line_problem(line: &str) -> Option<String> {
+    let Ok(Value::Object(object)) = serde_json::from_str::<Value>(line) else {
+        return Some("not a JSON object".into());
+    };
+    LOG_FIELDS
+        .iter()
+        .find(|f| !object.get(**f).is_some_and(Value::is_string))
+        .map(|f| format!("no string {f}"))
+}
+
+/// A secret a binary was given, as it could show up in text.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Secret {
+    /// Who it belongs to, for the report (never the value).
+    pub who: String,
+    /// Lowercase, without `0x`: matched against the lowercased text.
+    needle: String,
+}
+
+impl Secret {
+    /// A private key handed to a binary (hex, either case, with or without `0x`). `None` for an
+    /// empty value, which would match everything.
+    pub fn key(who: impl Into<String>, hex: &str) -> Option<Self> {
+        let needle = hex.trim().trim_start_matches("0x").to_ascii_lowercase();
+        (!needle.is_empty()).then(|| Self {
+            who: who.into(),
+            needle,
+        })
+    }
+}
+
+/// Where a bearer token would show: `bearer ` followed by a token (RFC 6750's characters, at
+/// least [`TOKEN_MIN`] of them, so that the word in a sentence is not one), in any case.
+fn bearer_token(lower: &str) -> bool {
+    lower.match_indices("bearer ").any(|(at, m)| {
+        lower[at + m.len()..]
+            .chars()
+            .take_while(|c| c.is_ascii_alphanumeric() || "-._~+/=".contains(*c))
+            .count()
+            >= TOKEN_MIN
+    })
+}
+
+/// The shortest run of token characters after `bearer ` taken for a token.
+const TOKEN_MIN: usize = 16;
+
+/// What one kept file held.
+#[derive(Debug, Clone, Default)]
+pub struct FileScan {
+    /// The file's name.
+    pub name: String,
+    /// Whether it is a stderr log (its lines must be log objects).
+    pub stderr: bool,
+    /// Log objects it held (stderr only).
+    pub log_lines: usize,
+    /// Each problem: a line that is no log object, a secret, a bearer token.
+    pub problems: Vec<String>,
+}
+
+/// Scans `bytes`, the file `name`; `stderr` says whether its lines must be log objects.
+pub fn scan_bytes(name: &str, bytes: &[u8], stderr: bool, secrets: &[Secret]) -> FileScan {
+    let text = String::from_utf8_lossy(bytes);
+    let lower = text.to_ascii_lowercase();
+    let mut scan = FileScan {
+        name: name.to_owned(),
+        stderr,
+        ..FileScan::default()
+    };
+    for secret in secrets.iter().filter(|s| lower.contains(&s.needle)) {
+        scan.problems
+            .push(format!("{name} holds the {}", secret.who));
+    }
+    if bearer_token(&lower) {
+        scan.problems.push(format!("{name} holds a bearer token"));
+    }
+    if stderr {
+        for line in text.lines().filter(|l| !l.trim().is_empty()) {
+            match log_line_problem(line) {
+                None => scan.log_lines += 1,
+                Some(why) => scan.problems.push(format!("{name}: {why}: {line}")),
+            }
+        }
+    }
+    scan
+}
+
+/// Every kept file of a directory, scanned.
+#[derive(Debug, Clone, Default)]
+pub struct LogScan {
+    /// The directory.
+    pub dir: PathBuf,
+    /// Its files, by name.
+    pub files: Vec<FileScan>,
+}
+
+/// Why a directory could not be scanned.
+#[derive(Debug, thiserror::Error)]
+#[error("could not scan the logs in {dir}: {source}", dir = dir.display())]
+pub struct ScanError {
+    /// The directory.
+    pub dir: PathBuf,
+    /// The OS error.
+    pub source: std::io::Error,
+}
+
+impl LogScan {
+    /// Scans every regular file directly in `dir`; `*.stderr` files are logs.
+    pub fn dir(dir: &Path, secrets: &[Secret]) -> Result<Self, ScanError> {
+        let fail = |source| ScanError {
+            dir: dir.to_owned(),
+            source,
+        };
+        let mut files = Vec::new();
+        for entry in std::fs::read_dir(dir).map_err(fail)? {
+            let path = entry.map_err(fail)?.path();
+            if !std::fs::symlink_metadata(&path).map_err(fail)?.is_file() {
+                continue;
+            }
+            let name = path
+                .file_name()
+                .map(|n| n.to_string_lossy().into_owned())
+                .unwrap_or_default();
+            let bytes = std::fs::read(&path).map_err(fail)?;
+            let stderr = path.extension().is_some_and(|e| e == "stderr");
+            files.push(scan_bytes(&name, &bytes, stderr, secrets));
+        }
+        files.sort_by(|a, b| a.name.cmp(&b.name));
+        Ok(Self {
+            dir: dir.to_owned(),
+            files,
+        })
+    }
+
+    /// Log objects per binary (`worker`, `signer`, `keeper`, from the process's file name
+    /// `NN-<binary>-<step>.stderr`), and the number of its processes.
+    pub fn per_binary(&self) -> BTreeMap<String, (usize, usize)> {
+        let mut out: BTreeMap<String, (usize, usize)> = BTreeMap::new();
+        for f in self.files.iter().filter(|f| f.stderr) {
+            let binary = f
+                .name
+                .split_once('-')
+                .map_or(f.name.as_str(), |(_, rest)| rest)
+                .split(['-', '.'])
+                .next()
+                .unwrap_or_default()
+                .to_owned();
+            let entry = out.entry(binary).or_default();
+            entry.0 += f.log_lines;
+            entry.1 += 1;
+        }
+        out
+    }
+
+    /// Every problem found, and every process (stderr file) with fewer than `min_lines` log
+    /// objects: a process whose log was not kept, or that logged nothing, scans clean
+    /// vacuously.
+    pub fn problems(&self, min_lines: usize) -> Vec<String> {
+        let mut out: Vec<String> = self
+            .files
+            .iter()
+            .flat_map(|f| f.problems.iter().cloned())
+            .collect();
+        for f in self
+            .files
+            .iter()
+            .filter(|f| f.stderr && f.log_lines < min_lines)
+        {
+            out.push(format!(
+                "{}: {} log line(s), fewer than {min_lines}",
+                f.name, f.log_lines
+            ));
+        }
+        out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const LINE: &str =
+        r#"{"timestamp":"2026-01-01T00:00:00Z","level":"INFO","target":"keeper","message":"m"}"#;
+
+    #[test]
+    fn a_plain_text_line_or_one_without_a_field_is_no_log_object() {
+        assert_eq!(log_line_problem(LINE), None);
+        assert!(log_line_problem("keeper 0x90f7: 1 candidate(s)").is_some());
+        assert!(log_line_problem("[1]").is_some());
+        let no_target = r#"{"timestamp":"t","level":"INFO","message":"m"}"#;
+        assert_eq!(
+            log_line_problem(no_target).as_deref(),
+            Some("no string target")
+        );
+    }
+
+    #[test]
+    fn a_key_in_any_case_or_a_bearer_token_is_found_and_an_empty_secret_matches_nothing() {
+        let key = Secret::key("keeper key", "0xAbCd01").unwrap();
+        assert!(Secret::key("empty", "0x").is_none());
+        let leak = format!("{LINE}\n{{\"level\":\"DEBUG\",\"message\":\"0xABCD01\"}}\n");
+        let scan = scan_bytes("03-keeper-relay.stderr", leak.as_bytes(), true, &[key]);
+        assert_eq!(scan.log_lines, 1);
+        assert_eq!(scan.problems.len(), 2, "{:?}", scan.problems);
+        assert_eq!(
+            scan.problems[0],
+            "03-keeper-relay.stderr holds the keeper key"
+        );
+        let token = scan_bytes(
+            "x.stdout",
+            b"Authorization: Bearer abc.def-ghi_jkl~mno",
+            false,
+            &[],
+        );
+        assert_eq!(token.problems, ["x.stdout holds a bearer token"]);
+        let word = scan_bytes("x.stdout", b"the bearer of this; bearer  ", false, &[]);
+        assert!(word.problems.is_empty(), "{:?}", word.problems);
+    }
+
+    #[test]
+    fn a_process_below_the_minimum_of_log_lines_is_a_problem() {
+        let scan = LogScan {
+            dir: PathBuf::new(),
+            files: vec![
+                scan_bytes("00-worker-serve.stderr", b"", true, &[]),
+                scan_bytes("01-signer-sign.stderr", LINE.as_bytes(), true, &[]),
+                scan_bytes("01-signer-sign.stdout", b"{}", false, &[]),
+            ],
+        };
+        assert_eq!(
+            scan.problems(1),
+            ["00-worker-serve.stderr: 0 log line(s), fewer than 1"]
+        );
+        let per = scan.per_binary();
+        assert_eq!(per.get("worker"), Some(&(0, 1)));
+        assert_eq!(per.get("signer"), Some(&(1, 1)));
+    }
+}
