@@ -517,3 +517,199 @@ fn fleet_sightings_are_idempotent_and_other_content_is_conflicting() {
         "the conflicting row is never claimed"
     );
 }
+
+/// A Postgres cluster of the test's own (its own port and folder), so restarting it disturbs
+/// no other test. Trust authentication on loopback: it lives for one test.
+struct OwnCluster {
+    dir: tempfile::TempDir,
+    port: u16,
+}
+
+const PG_BIN: &str = "/usr/lib/postgresql/15/bin";
+
+impl OwnCluster {
+    /// `None` (skip) without postgresql-15, unless CI=true.
+    fn new() -> Option<Self> {
+        if !Path::new(PG_BIN).join("initdb").exists() {
+            assert!(
+                std::env::var("CI").as_deref() != Ok("true"),
+                "postgresql-15 is not installed (scripts/services.sh installs it)"
+            );
+            eprintln!("skipped: postgresql-15 is not installed");
+            return None;
+        }
+        let dir = tempfile::tempdir().unwrap();
+        let root = nix_is_root();
+        if root {
+            // initdb refuses to run as root: the cluster belongs to Debian's postgres account.
+            run(std::process::Command::new("chown")
+                .args(["postgres:postgres"])
+                .arg(dir.path()));
+        }
+        let port = std::net::TcpListener::bind("127.0.0.1:0")
+            .unwrap()
+            .local_addr()
+            .unwrap()
+            .port();
+        let cluster = Self { dir, port };
+        cluster.pg(&[
+            "initdb",
+            "-D",
+            &cluster.data(),
+            "-U",
+            "postgres",
+            "--auth=trust",
+            "-E",
+            "UTF8",
+        ]);
+        std::fs::OpenOptions::new()
+            .append(true)
+            .open(Path::new(&cluster.data()).join("postgresql.conf"))
+            .and_then(|mut f| {
+                use std::io::Write;
+                writeln!(
+                    f,
+                    "listen_addresses = '127.0.0.1'\nport = {}\nunix_socket_directories = '{}'",
+                    cluster.port,
+                    cluster.dir.path().display()
+                )
+            })
+            .unwrap();
+        cluster.pg_ctl("start");
+        Some(cluster)
+    }
+
+    fn data(&self) -> String {
+        self.dir.path().join("data").display().to_string()
+    }
+
+    fn url(&self) -> String {
+        format!("postgres://postgres@127.0.0.1:{}/postgres", self.port)
+    }
+
+    fn pg(&self, args: &[&str]) {
+        let bin = Path::new(PG_BIN).join(args[0]);
+        let mut cmd = if nix_is_root() {
+            let mut c = std::process::Command::new("runuser");
+            c.args(["-u", "postgres", "--"]).arg(bin);
+            c
+        } else {
+            std::process::Command::new(bin)
+        };
+        run(cmd.args(&args[1..]));
+    }
+
+    fn pg_ctl(&self, action: &str) {
+        let log = self.dir.path().join("server.log").display().to_string();
+        let data = self.data();
+        self.pg(&[
+            "pg_ctl", "-D", &data, "-l", &log, "-w", "-t", "60", "-m", "fast", action,
+        ]);
+    }
+}
+
+impl Drop for OwnCluster {
+    fn drop(&mut self) {
+        let data = self.data();
+        let bin = Path::new(PG_BIN).join("pg_ctl");
+        let mut cmd = if nix_is_root() {
+            let mut c = std::process::Command::new("runuser");
+            c.args(["-u", "postgres", "--"]).arg(bin);
+            c
+        } else {
+            std::process::Command::new(bin)
+        };
+        let _ = cmd
+            .args(["-D", &data, "-m", "immediate", "-w", "stop"])
+            .output();
+    }
+}
+
+fn nix_is_root() -> bool {
+    std::fs::read_to_string("/proc/self/status")
+        .unwrap()
+        .lines()
+        .find_map(|l| l.strip_prefix("Uid:"))
+        .and_then(|l| l.split_whitespace().next().map(|u| u == "0"))
+        .unwrap()
+}
+
+fn run(cmd: &mut std::process::Command) {
+    let out = cmd.output().unwrap();
+    assert!(out.status.success(), "{cmd:?}: {out:?}");
+}
+
+/// Calls `op` until it succeeds, reconnecting between failures with a back-off, as a host
+/// does while the database is down; every failure must be a transient one.
+fn through_outage<T>(
+    ledger: &mut FleetLedger,
+    mut op: impl FnMut(&mut FleetLedger) -> Result<T, FleetError>,
+) -> (T, usize) {
+    let give_up = Instant::now() + Duration::from_secs(120);
+    let mut failures = 0;
+    let mut wait = Duration::from_millis(50);
+    loop {
+        let err = match ledger.reconnect_if_closed().and_then(|()| op(ledger)) {
+            Ok(value) => return (value, failures),
+            Err(err) => err,
+        };
+        assert!(!err.is_permanent(), "an outage is transient: {err}");
+        failures += 1;
+        assert!(
+            Instant::now() < give_up,
+            "the database did not come back within 120 s: {err}"
+        );
+        std::thread::sleep(wait);
+        wait = (wait * 2).min(Duration::from_secs(2));
+    }
+}
+
+#[test]
+fn fleet_postgres_restarted_mid_batch_loses_nothing_and_runs_nothing_twice() {
+    let Some(cluster) = OwnCluster::new() else {
+        return;
+    };
+    let mut a = FleetLedger::open(&cluster.url(), &binding(), "host-a").unwrap();
+    let mut b = FleetLedger::open(&cluster.url(), &binding(), "host-b").unwrap();
+    for i in 0..20 {
+        see(&mut a, &format!("job-{i:02}"), far_future() + i);
+    }
+    let mut ran = Vec::new();
+    for _ in 0..5 {
+        let claim = a.claim(LONG).unwrap().unwrap();
+        assert_eq!(
+            a.finish(&claim, &completed("c.json")).unwrap(),
+            Recorded::Yes
+        );
+        ran.push(claim.job_id);
+    }
+    // A run under way when the server restarts.
+    let in_flight = b.claim(LONG).unwrap().unwrap();
+    cluster.pg_ctl("restart");
+    // Both sessions were cut: the first statement after the restart fails (transiently),
+    // then each host reconnects.
+    let (recorded, _) = through_outage(&mut b, |b| b.finish(&in_flight, &completed("c.json")));
+    assert_eq!(
+        recorded,
+        Recorded::Yes,
+        "a lease outlives a restart of the server"
+    );
+    ran.push(in_flight.job_id.clone());
+    let (_, failures) = through_outage(&mut a, |a| a.view());
+    assert!(
+        failures >= 1,
+        "host a's session was not cut by the restart: the test proves nothing"
+    );
+    loop {
+        let (claim, _) = through_outage(&mut a, |a| a.claim(LONG));
+        let Some(claim) = claim else { break };
+        let (recorded, _) = through_outage(&mut a, |a| a.finish(&claim, &completed("c.json")));
+        assert_eq!(recorded, Recorded::Yes);
+        ran.push(claim.job_id);
+    }
+    ran.sort();
+    let expected: Vec<String> = (0..20).map(|i| format!("job-{i:02}")).collect();
+    assert_eq!(ran, expected);
+    assert_eq!(a.runs().unwrap().len(), 20, "no job run twice");
+    assert_eq!(a.candidates().unwrap().len(), 20, "nothing lost");
+}
