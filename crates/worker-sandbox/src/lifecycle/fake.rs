@@ -1,9 +1,19 @@
-//! A scripted engine for the lifecycle tests: it answers the [`ContainerEngine`] calls the way the Docker
+//! A scripted engine for the lifecycle's tests and other crates' (the `fake-engine` feature,
+//! as `verifier-sdk`'s `fixtures`): it answers the [`ContainerEngine`] calls the way the Docker
 //! Engine does for one container, driven by a [`Script`] instead of a daemon. The created
 //! container reads back what was asked for (or, scripted, with one field dropped or altered
 //! as an engine that ignores part of a create request would), its events, wait and output follow what
 //! the script says the program does, and every kill and removal is counted so a test can
 //! check what the lifecycle asked the engine to do.
+//!
+//! Every no-verdict reason an engine can cause has a script: `runs_until_killed` (timeout, or
+//! output_limit with enough stdout), `oom_killed`, `external_kill` and `engine_restarts`
+//! (externally_stopped), `read_back` (isolation_mismatch), `executable_missing` and
+//! `start_refused` (start_failed), `image_missing`, `image_platform`, `create_refused`,
+//! `runtime_missing` (runtime_unavailable) and `removal_unconfirmed` (internal_error);
+//! input_mismatch comes from the caller's hooks, invalid_job and expired from the job, never
+//! from an engine. [`crate::conformance::exercise`] holds the fake to the trait's contract as
+//! it holds the real engines.
 
 use std::sync::{Arc, Mutex};
 
@@ -54,6 +64,16 @@ pub struct Script {
     /// The engine creates something other than what was asked for: the inspected profile is
     /// the requested one passed through this (dropping or altering a field).
     pub read_back: Option<fn(&mut Isolation)>,
+    /// The engine does not hold the image, and a pull by digest finds no such manifest.
+    pub image_missing: bool,
+    /// The image's `(os, architecture)` when it is not the `linux/amd64` the fake reports.
+    pub image_platform: Option<(&'static str, &'static str)>,
+    /// The engine refuses to create the container (as a daemon refusing the host config).
+    pub create_refused: bool,
+    /// The engine refuses to start the created container (as the OCI runtime failing).
+    pub start_refused: bool,
+    /// The engine registers no OCI runtime at all.
+    pub runtime_missing: bool,
 }
 
 impl Default for Script {
@@ -70,6 +90,11 @@ impl Default for Script {
             removal_answers_not_found: false,
             executable_missing: false,
             read_back: None,
+            image_missing: false,
+            image_platform: None,
+            create_refused: false,
+            start_refused: false,
+            runtime_missing: false,
         }
     }
 }
@@ -257,16 +282,21 @@ impl ContainerEngine for Fake {
     }
 
     async fn oci_runtime(&self, name: &str) -> Result<OciRuntime, CallError> {
-        // The fake registers runc only.
+        // The fake registers runc only (or nothing, scripted).
+        let registered = name == RUNC && !self.script.runtime_missing;
         Ok(OciRuntime {
             name: name.to_string(),
-            facts: (name == RUNC).then(|| OciRuntimeFacts {
+            facts: registered.then(|| OciRuntimeFacts {
                 name: RUNC.to_string(),
                 path: RUNC.to_string(),
                 args: Vec::new(),
                 version: "runc version test".to_string(),
             }),
-            offered: vec![RUNC.to_string()],
+            offered: if self.script.runtime_missing {
+                Vec::new()
+            } else {
+                vec![RUNC.to_string()]
+            },
         })
     }
 
@@ -280,18 +310,30 @@ impl ContainerEngine for Fake {
 
     async fn inspect_image(&self, reference: &str) -> Result<ImageInspected, CallError> {
         self.called("inspect_image");
+        if self.script.image_missing {
+            return Err(CallError::NotFound {
+                message: format!("No such image: {reference}"),
+            });
+        }
+        let (os, architecture) = self.script.image_platform.unwrap_or(("linux", "amd64"));
         Ok(ImageInspected {
             // A content address, as the engine's: an executable resolution may be cached by it.
             id: Some(format!("sha256:{}", "fa".repeat(32))),
             repo_digests: Some(vec![reference.to_string()]),
-            os: Some("linux".into()),
-            architecture: Some("amd64".into()),
+            os: Some(os.into()),
+            architecture: Some(architecture.into()),
             variant: None,
             env: Some(vec!["PATH=/usr/bin:/bin".into()]),
         })
     }
 
-    async fn pull_image(&self, _: &str) -> Result<(), CallError> {
+    async fn pull_image(&self, reference: &str) -> Result<(), CallError> {
+        self.called("pull");
+        if self.script.image_missing {
+            return Err(CallError::NotFound {
+                message: format!("manifest for {reference} not found: manifest unknown"),
+            });
+        }
         Ok(())
     }
 
@@ -313,6 +355,12 @@ impl ContainerEngine for Fake {
 
     async fn create_container(&self, request: &CreateRequest) -> Result<String, CallError> {
         self.called("create");
+        if self.script.create_refused {
+            return Err(CallError::Refused {
+                status: 400,
+                message: "invalid HostConfig: the scripted engine refuses to create".into(),
+            });
+        }
         self.with(|s| s.created = Some(request.clone()));
         Ok(ID.into())
     }
@@ -352,6 +400,12 @@ impl ContainerEngine for Fake {
 
     async fn start(&self, _: &str) -> Result<(), CallError> {
         self.called("start");
+        if self.script.start_refused {
+            return Err(CallError::Refused {
+                status: 500,
+                message: "OCI runtime create failed: the scripted engine refuses to start".into(),
+            });
+        }
         self.with(|s| s.started = true);
         self.emit(Some(event("start", None)));
         if self.script.engine_restarts {

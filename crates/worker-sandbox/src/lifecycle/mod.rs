@@ -18,8 +18,8 @@ mod resources;
 mod runtime;
 mod teardown;
 
-#[cfg(test)]
-mod fake;
+#[cfg(any(test, feature = "fake-engine"))]
+pub mod fake;
 #[cfg(test)]
 mod tests;
 

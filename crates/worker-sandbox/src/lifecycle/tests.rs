@@ -472,3 +472,119 @@ async fn lifecycle_without_a_readable_cgroup_the_main_process_and_resources_come
         "the main process's inspect and the post-run one: {calls:?}"
     );
 }
+
+/// Runs `script` and returns the no-verdict reason with the calls the engine saw.
+async fn no_verdict_of(script: Script) -> (Option<NoVerdictReason>, Vec<&'static str>) {
+    let dir = tempfile::tempdir().unwrap();
+    let (report, fake) = run(script, &spec(dir.path())).await;
+    (reason(&report.decision), fake.calls())
+}
+
+#[tokio::test(start_paused = true)]
+async fn lifecycle_an_image_the_engine_does_not_hold_is_image_missing_and_nothing_is_created() {
+    let (reason, calls) = no_verdict_of(Script {
+        image_missing: true,
+        ..Script::default()
+    })
+    .await;
+    assert_eq!(reason, Some(NoVerdictReason::ImageMissing));
+    assert!(!calls.contains(&"create"), "{calls:?}");
+}
+
+#[tokio::test(start_paused = true)]
+async fn lifecycle_a_failed_pull_by_digest_is_image_missing_with_the_engine_reason() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut spec = spec(dir.path());
+    spec.pull = true;
+    let script = Script {
+        image_missing: true,
+        ..Script::default()
+    };
+    let (report, fake) = run(script, &spec).await;
+    assert_eq!(
+        reason(&report.decision),
+        Some(NoVerdictReason::ImageMissing)
+    );
+    assert!(fake.calls().contains(&"pull"), "{:?}", fake.calls());
+    assert!(
+        format!("{:?}", report.decision).contains("manifest unknown"),
+        "the engine's reason is kept: {report:?}"
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn lifecycle_an_image_for_another_platform_is_image_platform_mismatch() {
+    let (reason, calls) = no_verdict_of(Script {
+        image_platform: Some(("linux", "arm64")),
+        ..Script::default()
+    })
+    .await;
+    assert_eq!(reason, Some(NoVerdictReason::ImagePlatformMismatch));
+    assert!(!calls.contains(&"create"), "{calls:?}");
+}
+
+#[tokio::test(start_paused = true)]
+async fn lifecycle_a_refused_create_is_create_failed_and_nothing_is_started() {
+    let (reason, calls) = no_verdict_of(Script {
+        create_refused: true,
+        ..Script::default()
+    })
+    .await;
+    assert_eq!(reason, Some(NoVerdictReason::CreateFailed));
+    assert!(!calls.contains(&"start"), "{calls:?}");
+}
+
+#[tokio::test(start_paused = true)]
+async fn lifecycle_a_refused_start_is_start_failed_and_the_container_is_removed() {
+    let dir = tempfile::tempdir().unwrap();
+    let script = Script {
+        start_refused: true,
+        ..Script::default()
+    };
+    let (report, fake) = run(script, &spec(dir.path())).await;
+    assert_eq!(reason(&report.decision), Some(NoVerdictReason::StartFailed));
+    assert!(!fake.started());
+    assert!(report.evidence.exit.removed);
+}
+
+#[tokio::test(start_paused = true)]
+async fn lifecycle_an_engine_without_the_oci_runtime_is_runtime_unavailable_before_create() {
+    let (reason, calls) = no_verdict_of(Script {
+        runtime_missing: true,
+        ..Script::default()
+    })
+    .await;
+    assert_eq!(reason, Some(NoVerdictReason::RuntimeUnavailable));
+    assert!(
+        !calls.contains(&"create"),
+        "never a run under another runtime: {calls:?}"
+    );
+}
+
+/// Hooks whose inputs changed at `phase`.
+struct ChangedAt(InputPhase);
+
+impl RunHooks for ChangedAt {
+    fn check_inputs(&self, phase: InputPhase) -> InputCheck {
+        if phase == self.0 {
+            InputCheck::Mismatch {
+                detail: "source digest changed".into(),
+            }
+        } else {
+            InputCheck::Matched
+        }
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn lifecycle_inputs_changed_after_the_run_void_a_passed_run_as_input_mismatch() {
+    let dir = tempfile::tempdir().unwrap();
+    let hooks = ChangedAt(InputPhase::AfterRun);
+    let (report, fake) = run_with(Script::default(), &spec(dir.path()), &hooks).await;
+    assert_eq!(
+        reason(&report.decision),
+        Some(NoVerdictReason::InputMismatch)
+    );
+    assert!(fake.started(), "the program ran; its exit is not judged");
+    assert!(report.evidence.exit.removed);
+}
