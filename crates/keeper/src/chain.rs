@@ -399,16 +399,15 @@ impl SettlementRpc {
     }
 }
 
-/// Signs an EIP-1559 call of `calldata` to `to`; nothing is sent.
-pub fn sign_settlement(
-    signer: &PrivateKeySigner,
+/// The EIP-1559 call of `calldata` to `to` the keeper signs; nothing is signed or sent.
+pub fn settlement_tx(
     chain_id: u64,
     nonce: u64,
     to: Address,
     calldata: &[u8],
     fees: &FeePlan,
-) -> Result<SignedTx, alloy::signers::Error> {
-    let mut tx = TxEip1559 {
+) -> TxEip1559 {
+    TxEip1559 {
         chain_id,
         nonce,
         gas_limit: fees.gas_limit,
@@ -418,15 +417,31 @@ pub fn sign_settlement(
         value: U256::ZERO,
         access_list: Default::default(),
         input: Bytes::copy_from_slice(calldata),
-    };
-    let signature = signer.sign_transaction_sync(&mut tx)?;
+    }
+}
+
+/// `tx` with `signature`, as sent: its hash and EIP-2718 bytes.
+pub fn seal(tx: TxEip1559, signature: alloy::primitives::Signature) -> SignedTx {
     let signed = tx.into_signed(signature);
     let hash = TxHash::from_bytes(signed.hash().0);
-    let envelope = TxEnvelope::from(signed);
-    Ok(SignedTx {
+    SignedTx {
         hash,
-        raw: envelope.encoded_2718(),
-    })
+        raw: TxEnvelope::from(signed).encoded_2718(),
+    }
+}
+
+/// Signs an EIP-1559 call of `calldata` to `to` with a local key; nothing is sent.
+pub fn sign_settlement(
+    signer: &PrivateKeySigner,
+    chain_id: u64,
+    nonce: u64,
+    to: Address,
+    calldata: &[u8],
+    fees: &FeePlan,
+) -> Result<SignedTx, alloy::signers::Error> {
+    let mut tx = settlement_tx(chain_id, nonce, to, calldata, fees);
+    let signature = signer.sign_transaction_sync(&mut tx)?;
+    Ok(seal(tx, signature))
 }
 
 /// Why a recorded transaction cannot be re-signed with new fees.
@@ -450,18 +465,17 @@ pub enum ResignError {
     Sign,
 }
 
-/// The transaction replacing `raw` (the recorded signed transaction): the same chain id,
-/// nonce, recipient, calldata and gas limit with `fees`' fee fields, signed by `signer`, which
-/// must be the key that signed `raw`. `raw` must be a value-free call of `to` on `chain_id`:
-/// a record is only a pointer, and its bytes are re-signed only when they are what the keeper
-/// would have sent.
-pub fn resign_with_fees(
-    signer: &PrivateKeySigner,
+/// The transaction replacing `raw` (the recorded signed transaction), unsigned: the same
+/// chain id, nonce, recipient, calldata and gas limit with `fees`' fee fields. `raw` must have
+/// been signed by `keeper` and be a value-free call of `to` on `chain_id`: a record is only a
+/// pointer, and its bytes are re-signed only when they are what the keeper would have sent.
+pub fn replacement_tx(
+    keeper: Address,
     chain_id: u64,
     to: Address,
     raw: &[u8],
     fees: &FeePlan,
-) -> Result<SignedTx, ResignError> {
+) -> Result<TxEip1559, ResignError> {
     use alloy::eips::eip2718::Decodable2718;
     let envelope = TxEnvelope::decode_2718(&mut &raw[..]).map_err(|_| ResignError::NotEip1559)?;
     let TxEnvelope::Eip1559(old) = envelope else {
@@ -471,7 +485,7 @@ pub fn resign_with_fees(
         .signature()
         .recover_address_from_prehash(&old.tx().signature_hash())
         .map_err(|_| ResignError::NotEip1559)?;
-    if recorded != signer.address() {
+    if Address::from(recorded) != keeper {
         return Err(ResignError::OtherSigner {
             recorded: Address::from(recorded),
         });
@@ -482,15 +496,22 @@ pub fn resign_with_fees(
     }
     tx.max_fee_per_gas = fees.max_fee_per_gas;
     tx.max_priority_fee_per_gas = fees.max_priority_fee_per_gas;
+    Ok(tx)
+}
+
+/// [`replacement_tx`] signed with a local key.
+pub fn resign_with_fees(
+    signer: &PrivateKeySigner,
+    chain_id: u64,
+    to: Address,
+    raw: &[u8],
+    fees: &FeePlan,
+) -> Result<SignedTx, ResignError> {
+    let mut tx = replacement_tx(Address::from(signer.address()), chain_id, to, raw, fees)?;
     let signature = signer
         .sign_transaction_sync(&mut tx)
         .map_err(|_| ResignError::Sign)?;
-    let signed = tx.into_signed(signature);
-    let hash = TxHash::from_bytes(signed.hash().0);
-    Ok(SignedTx {
-        hash,
-        raw: TxEnvelope::from(signed).encoded_2718(),
-    })
+    Ok(seal(tx, signature))
 }
 
 /// Decodes a recorded raw transaction hex back to bytes.

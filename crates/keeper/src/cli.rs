@@ -34,6 +34,40 @@ pub enum Command {
     /// the state directory only. Exits 0 when none is open, 3 when some is, 4 when a record
     /// file is unreadable.
     Status(StatusArgs),
+    /// Generate the keeper's gas key inside a PKCS#11 token (secp256k1, the private key
+    /// sensitive and never extractable) and print its address on stdout: the account to fund
+    /// and to give `relay --from`. Refused when an object with the label exists already (exit
+    /// 78). The token must be initialised first (e.g. `softhsm2-util --init-token`).
+    Pkcs11Keygen(Pkcs11KeygenArgs),
+}
+
+/// Where a PKCS#11 token's user PIN comes from (never the command line).
+#[derive(Args)]
+#[group(id = "pkcs11_pin", multiple = false)]
+pub struct Pkcs11PinArgs {
+    /// Name of the environment variable holding the token's user PIN.
+    #[arg(long, value_name = "NAME", requires = "pkcs11_module")]
+    pub pkcs11_pin_env: Option<String>,
+    /// File holding the token's user PIN (mode 0600 or stricter, not a symlink).
+    #[arg(long, value_name = "PATH", requires = "pkcs11_module")]
+    pub pkcs11_pin_file: Option<PathBuf>,
+}
+
+/// Arguments of `keeper pkcs11-keygen`.
+#[derive(Args)]
+#[command(group(clap::ArgGroup::new("pkcs11_pin_source").required(true).args(["pkcs11_pin_env", "pkcs11_pin_file"])))]
+pub struct Pkcs11KeygenArgs {
+    /// The PKCS#11 module (shared library), e.g. /usr/lib/softhsm/libsofthsm2.so.
+    #[arg(long, value_name = "PATH")]
+    pub pkcs11_module: PathBuf,
+    /// The label of the token to generate the key in.
+    #[arg(long, value_name = "LABEL")]
+    pub pkcs11_token: String,
+    /// The label the new key pair gets (CKA_LABEL of both objects).
+    #[arg(long, value_name = "LABEL")]
+    pub pkcs11_key_label: String,
+    #[command(flatten)]
+    pub pin: Pkcs11PinArgs,
 }
 
 #[derive(Args)]
@@ -68,7 +102,7 @@ pub struct StatusArgs {
 
 /// The chain, key, state and fee options `relay` and `resume` share.
 #[derive(Args)]
-#[command(group(clap::ArgGroup::new("key").required(true).args(["key_env", "key_file"])))]
+#[command(group(clap::ArgGroup::new("key").required(true).args(["key_env", "key_file", "remote_signer", "pkcs11_module"])))]
 pub struct SettleArgs {
     /// JSON-RPC URL of the chain. Give it several times for failover, in order of
     /// preference: each endpoint's chain id is checked first (endpoints that disagree are
@@ -87,6 +121,39 @@ pub struct SettleArgs {
     /// File (mode 0600) holding the keeper's transaction key.
     #[arg(long, value_name = "PATH")]
     pub key_file: Option<PathBuf>,
+    /// A remote signer holding the transaction key instead (clef, Web3Signer, or a node's own
+    /// accounts): its JSON-RPC URL (https, or http to a loopback host). It must list --from in
+    /// eth_accounts before anything is read (else exit 78; exit 5 when it does not answer).
+    /// Each transaction is built here and signed through eth_signTransaction; the returned
+    /// transaction must be the same one, signed by --from, or nothing is sent.
+    #[arg(long, value_name = "URL", requires = "from")]
+    pub remote_signer: Option<String>,
+    /// A PKCS#11 token holding the transaction key instead (an HSM, or SoftHSM2): the module
+    /// (shared library) to load. Needs --pkcs11-token, --pkcs11-key-label, the PIN's
+    /// --pkcs11-pin-env or --pkcs11-pin-file, and --from. The token's key (secp256k1, e.g.
+    /// made by `keeper pkcs11-keygen`) must be --from's before anything is read (else exit
+    /// 78); it signs each transaction's signing hash in the token (CKM_ECDSA), and low s and
+    /// the recovery id are computed here.
+    #[arg(
+        long,
+        value_name = "PATH",
+        requires_all = ["pkcs11_token", "pkcs11_key_label", "pkcs11_pin", "from"]
+    )]
+    pub pkcs11_module: Option<PathBuf>,
+    /// The label of the token holding the key (with --pkcs11-module).
+    #[arg(long, value_name = "LABEL", requires = "pkcs11_module")]
+    pub pkcs11_token: Option<String>,
+    /// The CKA_LABEL of the key in the token: exactly one EC private key and its public key
+    /// (with --pkcs11-module).
+    #[arg(long, value_name = "LABEL", requires = "pkcs11_module")]
+    pub pkcs11_key_label: Option<String>,
+    #[command(flatten)]
+    pub pkcs11_pin: Pkcs11PinArgs,
+    /// The keeper account every transaction is sent from: required with --remote-signer and
+    /// --pkcs11-module; with --key-env or --key-file the key must be this address (exit 78
+    /// otherwise).
+    #[arg(long, value_name = "ADDRESS")]
+    pub from: Option<String>,
     /// Directory of settlement records (idempotency across runs).
     #[arg(long)]
     pub state_dir: PathBuf,

@@ -11,8 +11,9 @@
 //! It deliberately never touches Docker or runs untrusted code, never holds a verifier key
 //! (only its own transaction key, which never reaches a log, report, error or command line),
 //! and trusts no earlier stage: every check is re-run on the bytes it received. The
-//! revalidation itself is `bounty_chain::refetch_and_revalidate`, shared with the signer, and
-//! the key comes through the shared `keyfile` crate.
+//! revalidation itself is `bounty_chain::refetch_and_revalidate`, shared with the signer; the
+//! transaction key is picked in [`key`]: the shared `keyfile` crate's file or variable, a
+//! remote signer's `eth_signTransaction`, or a PKCS#11 token through the shared `pkcs11-key`.
 
 pub mod chain;
 pub mod cli;
@@ -20,6 +21,7 @@ pub mod confirm;
 pub mod exit;
 pub mod fees;
 pub mod inputs;
+pub mod key;
 pub mod metrics;
 pub mod record;
 pub mod relay;
@@ -30,15 +32,13 @@ pub mod status;
 use std::path::PathBuf;
 use std::time::Duration;
 
-use verifier_sdk::Address;
-
 pub use keyfile::KeySource;
-use keyfile::LoadedKey;
 use platform_client::{ClientLimits, PlatformClient};
 
 use crate::chain::SettlementRpc;
 use crate::exit::ExitCode;
 use crate::fees::FeeCaps;
+use crate::key::{GasKey, GasKeyConfig};
 use crate::record::{RecordState, StateDir};
 use crate::relay::{Relayer, WaitPolicy};
 use crate::report::{JobReport, JobStatus, Report};
@@ -59,8 +59,8 @@ pub struct RelayConfig {
     pub require_oci_runtime: Option<String>,
     /// RPC endpoints in order (may embed keys; never printed).
     pub rpc: bounty_chain::RpcEndpoints,
-    /// Where the transaction key comes from.
-    pub key: KeySource,
+    /// Where the transaction key is, and the address it must be.
+    pub key: GasKeyConfig,
     /// Settlement records.
     pub state_dir: PathBuf,
     /// Gas and fee caps.
@@ -74,8 +74,8 @@ pub struct RelayConfig {
 pub struct ResumeConfig {
     /// RPC endpoints in order (may embed keys; never printed).
     pub rpc: bounty_chain::RpcEndpoints,
-    /// Where the transaction key comes from.
-    pub key: KeySource,
+    /// Where the transaction key is, and the address it must be.
+    pub key: GasKeyConfig,
     /// Settlement records.
     pub state_dir: PathBuf,
     /// Gas and fee caps (replacements stay within them).
@@ -87,9 +87,9 @@ pub struct ResumeConfig {
 /// A run could not start or could not list its inputs.
 #[derive(Debug, thiserror::Error)]
 pub enum RunError {
-    /// Key problem.
+    /// Key problem: unloadable, not `--from`'s, or a backend that does not answer.
     #[error(transparent)]
-    Key(#[from] keyfile::KeyError),
+    Key(#[from] key::GasKeyError),
     /// Bad URL or client setup.
     #[error("configuration: {0}")]
     Config(String),
@@ -108,6 +108,8 @@ impl RunError {
     /// The exit code for this failure.
     pub fn exit_code(&self) -> ExitCode {
         match self {
+            // A remote signer that did not answer may answer the next run: an outage.
+            Self::Key(e) if e.is_unavailable() => ExitCode::Unavailable,
             Self::Key(_) | Self::Config(_) => ExitCode::Config,
             Self::Rpc(e) if !e.is_transient() => ExitCode::Config,
             Self::Rpc(_) => ExitCode::Unavailable,
@@ -120,7 +122,7 @@ impl RunError {
 /// What `keeper relay` and `keeper resume` both open, after their URL checks and in this
 /// order, so a bad key is reported before anything is built and the two fail alike.
 struct Connections {
-    key: LoadedKey,
+    key: GasKey,
     rpc: SettlementRpc,
     reader: bounty_chain::RpcChainReader,
     client: PlatformClient,
@@ -145,8 +147,11 @@ impl Connections {
         Ok(())
     }
 
-    fn open(key: &KeySource, endpoints: &bounty_chain::RpcEndpoints) -> Result<Self, RunError> {
-        let key = LoadedKey::load(key)?;
+    async fn open(
+        key: &GasKeyConfig,
+        endpoints: &bounty_chain::RpcEndpoints,
+    ) -> Result<Self, RunError> {
+        let key = GasKey::open(key).await?;
         let rpc =
             SettlementRpc::with_failover(endpoints, REQUEST_TIMEOUT).map_err(RunError::Rpc)?;
         let reader = bounty_chain::RpcChainReader::with_failover(
@@ -174,9 +179,9 @@ pub async fn run(cfg: &RelayConfig) -> Result<Report, RunError> {
         bounty_chain::check_rpc_url(url).map_err(|e| RunError::Config(format!("--rpc: {e}")))?;
     }
     platform_client::check_url(&cfg.api).map_err(|e| RunError::Config(format!("--api: {e}")))?;
-    let conn = Connections::open(&cfg.key, &cfg.rpc)?;
+    let conn = Connections::open(&cfg.key, &cfg.rpc).await?;
     conn.check_endpoints().await?;
-    let signer = conn.key.signer();
+    let signer = &conn.key;
     let state = StateDir::open(&cfg.state_dir)?;
     let candidates = inputs::candidate_files(&cfg.candidates)?;
     let pool = inputs::attestation_pool(&cfg.attestations)?;
@@ -199,7 +204,7 @@ pub async fn run(cfg: &RelayConfig) -> Result<Report, RunError> {
         // Each candidate is isolated: its failure is a status, never an early return.
         jobs.push(relayer.relay_file(name, path).await);
     }
-    Ok(Report::new(chain_id, Address::from(signer.address()), jobs))
+    Ok(Report::new(chain_id, signer.address(), jobs))
 }
 
 /// Runs `keeper resume`: every open (`planned` or `sent`) record of the state directory is
@@ -211,9 +216,9 @@ pub async fn run_resume(cfg: &ResumeConfig) -> Result<Report, RunError> {
     }
     // The client is never asked: a resume re-plans nothing, so it needs no job and no
     // attestation.
-    let conn = Connections::open(&cfg.key, &cfg.rpc)?;
+    let conn = Connections::open(&cfg.key, &cfg.rpc).await?;
     conn.check_endpoints().await?;
-    let signer = conn.key.signer();
+    let signer = &conn.key;
     let pool = inputs::AttestationPool::default();
     let state = StateDir::open(&cfg.state_dir)?;
     let mut open = Vec::new();
@@ -252,5 +257,5 @@ pub async fn run_resume(cfg: &ResumeConfig) -> Result<Report, RunError> {
     for (file, record) in open {
         jobs.push(relayer.resume_record(&file, record).await);
     }
-    Ok(Report::new(chain_id, Address::from(signer.address()), jobs))
+    Ok(Report::new(chain_id, signer.address(), jobs))
 }

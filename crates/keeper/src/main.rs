@@ -5,9 +5,10 @@ use std::time::Duration;
 
 use clap::Parser;
 use keeper::KeySource;
-use keeper::cli::{Cli, Command, SettleArgs};
+use keeper::cli::{Cli, Command, Pkcs11KeygenArgs, SettleArgs};
 use keeper::exit::ExitCode as Exit;
 use keeper::fees::FeeCaps;
+use keeper::key::{GasKeyConfig, GasKeySource, Pkcs11Config};
 use keeper::relay::WaitPolicy;
 use keeper::{RelayConfig, ResumeConfig};
 
@@ -44,6 +45,7 @@ fn main() -> ExitCode {
         cli_support::LogFormat::choose(cli.log_format.as_deref().and_then(|f| f.parse().ok())),
     );
     match cli.command {
+        Command::Pkcs11Keygen(args) => pkcs11_keygen(&args),
         Command::Relay(args) => {
             let json = args.settle.json;
             let metrics = args.settle.metrics_file.clone();
@@ -117,15 +119,52 @@ fn main() -> ExitCode {
 /// The chain, key, state and fee options as a [`ResumeConfig`] (a relay adds its inputs);
 /// the exit code of a usage error otherwise.
 fn settle_parts(args: &SettleArgs) -> Result<ResumeConfig, Exit> {
-    let key = match (&args.key_env, &args.key_file) {
-        (Some(name), None) => KeySource::Env(name.clone()),
-        (None, Some(path)) => KeySource::File(path.clone()),
+    let usage = |message: &str| {
+        cli_support::eprint_error("keeper", &format!("keeper: {message}"));
+        json_error(args.json, Exit::Usage, message)
+    };
+    // The one place the gas key's backend is picked; clap's group allows exactly one.
+    let source = match (
+        &args.key_env,
+        &args.key_file,
+        &args.remote_signer,
+        &args.pkcs11_module,
+    ) {
+        (Some(name), None, None, None) => GasKeySource::Local(KeySource::Env(name.clone())),
+        (None, Some(path), None, None) => GasKeySource::Local(KeySource::File(path.clone())),
+        (None, None, Some(url), None) => GasKeySource::Remote(url.clone()),
+        (None, None, None, Some(module)) => {
+            let (Some(token), Some(label)) = (&args.pkcs11_token, &args.pkcs11_key_label) else {
+                return Err(usage(
+                    "--pkcs11-module needs --pkcs11-token, --pkcs11-key-label and a PIN flag",
+                ));
+            };
+            GasKeySource::Pkcs11(Pkcs11Config {
+                module: module.clone(),
+                token: token.clone(),
+                key_label: label.clone(),
+                pin: keeper::key::pin_source(
+                    args.pkcs11_pin.pkcs11_pin_env.as_deref(),
+                    args.pkcs11_pin.pkcs11_pin_file.as_deref(),
+                ),
+            })
+        }
         _ => {
-            let message = "give exactly one of --key-env and --key-file";
-            cli_support::eprint_error("keeper", &format!("keeper: {message}"));
-            return Err(json_error(args.json, Exit::Usage, message));
+            return Err(usage(
+                "give exactly one of --key-env, --key-file, --remote-signer and --pkcs11-module",
+            ));
         }
     };
+    let from = match args.from.as_deref().map(str::parse) {
+        None => None,
+        Some(Ok(address)) => Some(address),
+        Some(Err(_)) => {
+            let message = "configuration error: --from is not a 0x-prefixed 20-byte address";
+            cli_support::eprint_error("keeper", &format!("keeper: {message}"));
+            return Err(json_error(args.json, Exit::Config, message));
+        }
+    };
+    let key = GasKeyConfig { source, from };
     Ok(ResumeConfig {
         rpc: bounty_chain::RpcEndpoints {
             urls: args.rpc.clone(),
@@ -148,6 +187,33 @@ fn settle_parts(args: &SettleArgs) -> Result<ResumeConfig, Exit> {
             replace_after_blocks: args.replace_after_blocks,
         },
     })
+}
+
+/// Runs `keeper pkcs11-keygen`: the address on stdout, the outcome on stderr.
+fn pkcs11_keygen(args: &Pkcs11KeygenArgs) -> ExitCode {
+    let cfg = Pkcs11Config {
+        module: args.pkcs11_module.clone(),
+        token: args.pkcs11_token.clone(),
+        key_label: args.pkcs11_key_label.clone(),
+        pin: keeper::key::pin_source(
+            args.pin.pkcs11_pin_env.as_deref(),
+            args.pin.pkcs11_pin_file.as_deref(),
+        ),
+    };
+    match keeper::key::generate(&cfg) {
+        Ok(address) => {
+            eprintln!(
+                "keeper pkcs11-keygen: generated secp256k1 key {:?} in token {:?}",
+                cfg.key_label, cfg.token
+            );
+            println!("{address}");
+            exit(Exit::Success)
+        }
+        Err(e) => {
+            cli_support::eprint_error("keeper", &format!("keeper pkcs11-keygen: {e}"));
+            exit(Exit::Config)
+        }
+    }
 }
 
 /// Where `--metrics-file` goes and what its gauges are read from.

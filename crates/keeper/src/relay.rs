@@ -5,7 +5,6 @@ use std::path::Path;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use alloy::primitives::U256;
-use alloy::signers::local::PrivateKeySigner;
 use bounty_chain::{
     BountyStatus, ChainReadError, ChainReader, HttpJobSource, Mismatch, Refusal,
     refetch_and_revalidate,
@@ -18,11 +17,12 @@ use verifier_sdk::{
 };
 
 use crate::chain::{
-    CallFailure, SettlementRpc, SignedTx, raw_from_hex, resign_with_fees, sign_settlement,
+    CallFailure, SettlementRpc, SignedTx, raw_from_hex, replacement_tx, seal, settlement_tx,
 };
 use crate::confirm::{ConfirmError, ReceiptFacts, Settled, check_receipt, check_status};
 use crate::fees::{FeeCaps, FeeQuote, plan_fees, plan_replacement};
 use crate::inputs::{AttestationPool, MAX_CANDIDATE_BYTES, read_json};
+use crate::key::GasKey;
 use crate::record::{
     Confirmation, RECORD_SCHEMA, RecordKey, RecordState, SettlementRecord, StateDir, TxRecord,
 };
@@ -55,8 +55,8 @@ pub struct Relayer<'a, R> {
     pub reader: &'a R,
     /// RPC for simulation, fees and broadcast.
     pub rpc: &'a SettlementRpc,
-    /// The keeper's key.
-    pub signer: &'a PrivateKeySigner,
+    /// The keeper's key, whichever backend holds it.
+    pub signer: &'a GasKey,
     /// Settlement records.
     pub state: &'a StateDir,
     /// The node's chain id.
@@ -136,7 +136,7 @@ fn refusal_status(r: &Refusal) -> JobStatus {
 
 impl<R: ChainReader + Sync> Relayer<'_, R> {
     fn keeper(&self) -> Address {
-        Address::from(self.signer.address())
+        self.signer.address()
     }
 
     /// Relays one candidate file. Never returns an error: every failure is a status.
@@ -320,21 +320,21 @@ impl<R: ChainReader + Sync> Relayer<'_, R> {
         let job = &checked.job;
         let calldata = settle_calldata(&selection.attestations);
         let (plan, nonce) = self.price(job.bounty_contract(), &calldata, head).await?;
-        let signed = sign_settlement(
-            self.signer,
+        let tx = settlement_tx(
             self.chain_id,
             nonce,
             job.bounty_contract(),
             &calldata,
             &plan,
-        )
-        .map_err(|_| {
+        );
+        let signature = self.signer.sign(&tx).await.map_err(|e| {
             Stop::job(
                 JobStatus::Internal,
                 "sign",
-                "signing the transaction failed",
+                format!("signing the transaction failed: {e}"),
             )
         })?;
+        let signed = seal(tx, signature);
         let record = SettlementRecord {
             schema_version: RECORD_SCHEMA.into(),
             chain_id: key.chain_id,
@@ -840,14 +840,21 @@ impl<R: ChainReader + Sync> Relayer<'_, R> {
         }
         let raw = raw_from_hex(&record.tx.raw)
             .ok_or_else(|| Stop::StateDir("recorded raw transaction is not hex".into()))?;
-        let signed = match resign_with_fees(
-            self.signer,
+        let tx = match replacement_tx(
+            self.keeper(),
             self.chain_id,
             record.bounty_contract,
             &raw,
             &plan,
         ) {
-            Ok(s) => s,
+            Ok(tx) => tx,
+            Err(e) => {
+                stuck.refused = Some(("replacement_unsigned", e.to_string()));
+                return Ok(());
+            }
+        };
+        let signed = match self.signer.sign(&tx).await {
+            Ok(signature) => seal(tx, signature),
             Err(e) => {
                 stuck.refused = Some(("replacement_unsigned", e.to_string()));
                 return Ok(());

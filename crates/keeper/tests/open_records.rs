@@ -155,7 +155,7 @@ async fn a_rotated_keeper_key_finishes_a_planned_record_of_the_old_key() {
     use std::os::unix::fs::PermissionsExt;
     std::fs::set_permissions(&key_file, std::fs::Permissions::from_mode(0o600)).unwrap();
     let mut cfg = sc.config();
-    cfg.key = KeySource::File(key_file);
+    cfg.key = KeySource::File(key_file).into();
     let report = sc.run_with(&cfg).await;
     let job = only_job(&report);
     assert_eq!(job.status, JobStatus::Paid, "{job:#?}");

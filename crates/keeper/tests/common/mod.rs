@@ -277,7 +277,7 @@ impl Scenario {
             api: self.server.url.clone(),
             require_oci_runtime: None,
             rpc: self.kit.url().to_string().into(),
-            key: KeySource::File(self.key_file.clone()),
+            key: KeySource::File(self.key_file.clone()).into(),
             state_dir: self.path("state"),
             caps: FeeCaps {
                 max_gas: 2_000_000,
