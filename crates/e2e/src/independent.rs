@@ -21,7 +21,7 @@ use verifier_sdk::settle::{SettlementEvent, decode_settle_calldata};
 use crate::{
     ArchiveServer, E2eConfig, E2eError, KEEPER_KEY_ENV, VERIFIER_KEY_ENV, VERIFIER_KEYS,
     archive_commit, deploy_for_job, fresh_dir, info, init_signer_history, io, job_params,
-    keeper_relay_args, manifest, run_binary, s, serve_job_archives, settlement_events,
+    keeper_relay_args, manifest, output_kept, run_binary, s, serve_job_archives, settlement_events,
     signer_sign_args, step, tree_digest, verifier_addresses, wall_clock, worker_feed_args,
 };
 
@@ -101,12 +101,13 @@ pub(crate) async fn reproduce_as_readme(
         s(out.display()),
     ]);
     info(&format!("$ worker {}", args.join(" ")));
-    let output = tokio::process::Command::new(cfg.bin_dir.join("worker"))
-        .args(&args)
-        .env_remove("REGRESSION_SANDBOX_STAGING_ROOT")
-        .output()
-        .await
-        .map_err(io("run worker reproduce", &cfg.bin_dir.join("worker")))?;
+    let output = output_kept(
+        "worker reproduce",
+        tokio::process::Command::new(cfg.bin_dir.join("worker"))
+            .args(&args)
+            .env_remove("REGRESSION_SANDBOX_STAGING_ROOT"),
+    )
+    .await?;
     let stdout = String::from_utf8_lossy(&output.stdout).into_owned();
     let stderr = String::from_utf8_lossy(&output.stderr).into_owned();
     info(&format!("stdout:\n{stdout}stderr:\n{stderr}"));
@@ -150,10 +151,7 @@ pub(crate) async fn reproduce(
     if let Some((k, v)) = env {
         cmd.env(k, v);
     }
-    let output = cmd
-        .output()
-        .await
-        .map_err(io("run worker reproduce", &cfg.bin_dir.join("worker")))?;
+    let output = output_kept("worker reproduce", &mut cmd).await?;
     let stderr = String::from_utf8_lossy(&output.stderr);
     info(stderr.trim_end());
     let report = serde_json::from_slice(&output.stdout).map_err(|e| E2eError::Step {

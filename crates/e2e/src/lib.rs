@@ -485,6 +485,26 @@ fn keep_output(prefix: Option<&Path>, output: &std::process::Output) -> Result<(
     Ok(())
 }
 
+/// Runs `cmd` (a binary of a route's step outside [`run_binary`]) to its end with JSON logs,
+/// and keeps its output under [`capture_logs`] as step `label`.
+pub(crate) async fn output_kept(
+    label: &str,
+    cmd: &mut tokio::process::Command,
+) -> Result<std::process::Output, E2eError> {
+    let prefix = capture_prefix(label);
+    let output = cmd
+        .envs(logscan::JSON_LOG_ENV)
+        .output()
+        .await
+        .map_err(|e| E2eError::Step {
+            step: label.to_owned(),
+            code: None,
+            detail: format!("could not start: {e}"),
+        })?;
+    keep_output(prefix.as_deref(), &output)?;
+    Ok(output)
+}
+
 /// `program args` with `env` set, announced on stderr: stdin closed, stdout and stderr piped,
 /// killed when its handle drops (a step that times out leaves no process behind).
 fn piped_command<K: AsRef<OsStr>, V: AsRef<OsStr>>(

@@ -2,6 +2,10 @@
 //! digest-pinned Python image, the Hardhat node, and the built `worker`, `signer` and
 //! `keeper`. Needs `scripts/services.sh` and `cargo build -p worker -p signer -p keeper`;
 //! fails loudly when any is missing.
+//!
+//! Every test keeps what each binary it starts wrote (`e2e::capture_logs`, each its own
+//! process under nextest) and ends with the shared log scan (issue #46 item 5): every stderr
+//! line a JSON log object, at least one per process, no key handed out, no bearer token.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
@@ -15,13 +19,33 @@ use e2e::independent::{
 };
 use verifier_sdk::settle::SettlementEvent;
 
-fn config(name: &str) -> E2eConfig {
+fn config(name: &str) -> (E2eConfig, Logs) {
     let root = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../..");
     let target = std::env::var_os("CARGO_TARGET_DIR")
         .map(PathBuf::from)
         .unwrap_or_else(|| root.join("target"));
-    E2eConfig::from_repo(&root, &target.join("debug"), &root.join(".work").join(name))
-        .unwrap_or_else(|e| panic!("{e}"))
+    let cfg = E2eConfig::from_repo(&root, &target.join("debug"), &root.join(".work").join(name))
+        .unwrap_or_else(|e| panic!("{e}"));
+    let logs = tempfile::tempdir().unwrap();
+    assert!(e2e::capture_logs(logs.path()));
+    (cfg, Logs(logs))
+}
+
+/// The test's kept logs, scanned when it has played its route.
+struct Logs(tempfile::TempDir);
+
+impl Logs {
+    /// No problem in any kept file, each process at least one log line, and at least one
+    /// `worker` process among them (every route here runs the job in the sandbox).
+    fn scan(self) {
+        let scan = e2e::scan_captured().unwrap().unwrap();
+        assert_eq!(scan.dir, self.0.path());
+        let problems = scan.problems(1);
+        assert!(problems.is_empty(), "{}", problems.join("\n"));
+        let per = scan.per_binary();
+        println!("log lines and processes per binary: {per:?}");
+        assert!(per.get("worker").is_some_and(|(_, n)| *n > 0), "{per:?}");
+    }
 }
 
 /// Runner and both slots run the job in the sandbox, each slot agrees through
@@ -30,7 +54,8 @@ fn config(name: &str) -> E2eConfig {
 /// `verdict reproduced; output differs` (exit 6).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn independent_runs_of_a_timing_printing_benchmark_settle_with_two_response_hashes() {
-    let r = run_independent(&config("e2e-independent-test"), true)
+    let (cfg, logs) = config("e2e-independent-test");
+    let r = run_independent(&cfg, true)
         .await
         .unwrap_or_else(|e| panic!("independent execution: {e}"));
     assert!(matches!(r.event, SettlementEvent::Settled(_)), "{r:?}");
@@ -79,13 +104,15 @@ async fn independent_runs_of_a_timing_printing_benchmark_settle_with_two_respons
         "{report}"
     );
     assert_ne!(line["first"], line["second"], "{report}");
+    logs.scan();
 }
 
 /// The shipped harness prints the same bytes every run: the runner's and both slots'
 /// response hashes are equal, and `worker reproduce --tx` says `reproduced bit for bit`.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_settled_bounty_with_deterministic_output_reproduces_bit_for_bit() {
-    let r = run_independent(&config("e2e-independent-bit-test"), false)
+    let (cfg, logs) = config("e2e-independent-bit-test");
+    let r = run_independent(&cfg, false)
         .await
         .unwrap_or_else(|e| panic!("independent execution: {e}"));
     assert!(matches!(r.event, SettlementEvent::Settled(_)), "{r:?}");
@@ -108,6 +135,7 @@ async fn a_settled_bounty_with_deterministic_output_reproduces_bit_for_bit() {
         Some(2),
         "{report}"
     );
+    logs.scan();
 }
 
 /// A settlement made with the verifiers' test keys over a flipped verdict (`failed` for a
@@ -115,7 +143,8 @@ async fn a_settled_bounty_with_deterministic_output_reproduces_bit_for_bit() {
 /// settlement is refused with a clear message (exit 4).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_settlement_over_a_flipped_verdict_disagrees_and_a_non_settlement_is_refused() {
-    let r = run_forged_settlement(&config("e2e-forged-test"))
+    let (cfg, logs) = config("e2e-forged-test");
+    let r = run_forged_settlement(&cfg)
         .await
         .unwrap_or_else(|e| panic!("forged settlement: {e}"));
     let (code, report) = &r.reproduced;
@@ -144,6 +173,7 @@ async fn a_settlement_over_a_flipped_verdict_disagrees_and_a_non_settlement_is_r
         message.contains("is not a settlement of a bounty"),
         "{report}"
     );
+    logs.scan();
 }
 
 /// #41 item 2: the platform (or a `--candidate` file) serves a settled job with another runner
@@ -152,7 +182,8 @@ async fn a_settlement_over_a_flipped_verdict_disagrees_and_a_non_settlement_is_r
 /// before anything runs, as the signer refuses them, with their own exit code (8).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn reproduce_refuses_a_job_whose_benchmark_differs_from_the_chains() {
-    let r = run_swapped_benchmark(&config("e2e-swapped-test"))
+    let (cfg, logs) = config("e2e-swapped-test");
+    let r = run_swapped_benchmark(&cfg)
         .await
         .unwrap_or_else(|e| panic!("swapped benchmark: {e}"));
     for (which, (code, report)) in [("honest", &r.honest), ("fraudulent", &r.fraudulent)] {
@@ -172,6 +203,7 @@ async fn reproduce_refuses_a_job_whose_benchmark_differs_from_the_chains() {
         with_report["error"]["code"], "terms_differ",
         "{with_report}"
     );
+    logs.scan();
 }
 
 /// #41 item 3: README's own command (`worker reproduce --tx … --rpc … --api … --out …`), run
@@ -181,7 +213,8 @@ async fn reproduce_refuses_a_job_whose_benchmark_differs_from_the_chains() {
 /// labels it as one, and keeps "settlement" for the transaction.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn readmes_reproduce_command_needs_no_staging_root_and_says_on_stdout_what_was_reproduced() {
-    let r = run_newcomer(&config("e2e-newcomer-test"))
+    let (cfg, logs) = config("e2e-newcomer-test");
+    let r = run_newcomer(&cfg)
         .await
         .unwrap_or_else(|e| panic!("newcomer: {e}"));
     let (code, report) = &r.job_only;
@@ -220,13 +253,15 @@ async fn readmes_reproduce_command_needs_no_staging_root_and_says_on_stdout_what
         !stderr.contains("reproduced bit for bit"),
         "the result is not on stderr as well:\n{stderr}"
     );
+    logs.scan();
 }
 
 /// #41 item 3: an archive whose tree is not the job's (a tampered or force-pushed repository)
 /// is a permanent refusal, exit 4 as README says, not 3 ("no verdict, try again later").
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn reproduce_refuses_a_tampered_archive_for_good() {
-    let (code, report) = run_tampered_archive(&config("e2e-tampered-test"))
+    let (cfg, logs) = config("e2e-tampered-test");
+    let (code, report) = run_tampered_archive(&cfg)
         .await
         .unwrap_or_else(|e| panic!("tampered archive: {e}"));
     assert_eq!(code, Some(4), "{report}");
@@ -234,4 +269,5 @@ async fn reproduce_refuses_a_tampered_archive_for_good() {
     let message = report["error"]["message"].as_str().unwrap_or_default();
     assert!(message.contains("input_mismatch"), "{report}");
     assert!(message.contains("source"), "{report}");
+    logs.scan();
 }

@@ -60,7 +60,8 @@ pub struct FeedConfig {
     pub worker_version: String,
     /// Recorded in each candidate.
     pub runner_revision: String,
-    /// Print progress lines on stderr.
+    /// Print progress lines on stderr (for a person at a terminal); without, each step is a
+    /// debug event instead (`worker_jobs::progress`).
     pub progress: bool,
     /// Refuse a job whose verification window has closed before running it (`worker
     /// reproduce` turns it off: reproducing a settlement looks back at a closed window).
@@ -853,11 +854,16 @@ impl Runner<'_> {
         let label = fetch.label;
         let mut next_report = PROGRESS_STEP;
         let mut on_progress = move |done: u64, total: Option<u64>| {
-            if show && done >= next_report {
+            if done >= next_report {
                 next_report = done.saturating_add(PROGRESS_STEP);
-                match total {
-                    Some(t) => eprintln!("  {label}: {} of {} MiB", done >> 20, t >> 20),
-                    None => eprintln!("  {label}: {} MiB", done >> 20),
+                let line = match total {
+                    Some(t) => format!("{label}: {} of {} MiB", done >> 20, t >> 20),
+                    None => format!("{label}: {} MiB", done >> 20),
+                };
+                if show {
+                    eprintln!("  {line}");
+                } else {
+                    tracing::debug!(target: "worker_jobs::progress", "{line}");
                 }
             }
         };
@@ -979,9 +985,14 @@ fn verdict_status(passed: bool) -> JobStatus {
     }
 }
 
+/// A step of the batch: a line on stderr for a person watching ([`FeedConfig::progress`]),
+/// else a debug event, so that under JSON logs stderr stays one log object per line and the
+/// step is still there for whoever logs at debug.
 fn progress(config: &FeedConfig, line: fmt::Arguments<'_>) {
     if config.progress {
         eprintln!("{line}");
+    } else {
+        tracing::debug!(target: "worker_jobs::progress", "{}", line.to_string().trim_start());
     }
 }
 

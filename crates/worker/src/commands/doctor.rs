@@ -42,7 +42,7 @@ pub fn doctor(args: &DoctorArgs) -> ExitCode {
     };
     let report = worker_doctor::examine(&facts);
     let printed = if args.json {
-        eprint!("{}", report.human());
+        cli_support::eprint_human("worker", &report.human());
         print_json(&report)
     } else {
         print_text(&report.human())

@@ -74,9 +74,8 @@ fn feed_config(args: &FeedArgs, quiet: bool) -> Result<(FeedConfig, PathBuf), St
     if let Some(base) = &args.run.archive_base {
         config.archive_base = base.clone();
     }
-    // Progress lines are for a terminal; under JSON logs stderr stays one object per line,
-    // and the summary at the end still comes (as log objects).
-    config.progress = !quiet && cli_support::log_format() == cli_support::LogFormat::Text;
+    // The summary at the end still comes under JSON logs (as log objects).
+    config.progress = super::progress_lines(quiet);
     config.shard = args.shard;
     Ok((config, root))
 }

@@ -26,7 +26,7 @@ pub fn request(args: &RequestArgs) -> ExitCode {
         .and_then(|bytes| artifact_fs::write_atomic(path, &bytes));
     match written {
         Ok(()) => {
-            eprintln!("{}", written_line(path, &args.source_digest, &request));
+            cli_support::eprint_human("worker", &written_line(path, &args.source_digest, &request));
             ExitCode::Success
         }
         Err(error) => fail(

@@ -72,6 +72,13 @@ pub(crate) fn fail(code: ExitCode, error: &dyn std::fmt::Display) -> ExitCode {
     code
 }
 
+/// Whether a batch shows its progress lines on stderr: not when `quiet`, and not under JSON
+/// logs, where stderr is one log object per line (the steps are debug events there). The one
+/// rule for `feed`, `preflight` and `reproduce`.
+pub(crate) fn progress_lines(quiet: bool) -> bool {
+    !quiet && cli_support::log_format() == cli_support::LogFormat::Text
+}
+
 /// A staging root that cannot be settled on is a configuration problem in every mode.
 pub(crate) fn staging_root_failed(error: &StagingRootError) -> ExitCode {
     fail(ExitCode::Config, error)

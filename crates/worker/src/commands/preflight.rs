@@ -265,7 +265,7 @@ pub fn preflight(args: &PreflightArgs, quiet: bool) -> ExitCode {
             );
             // The solver's own job will have its own window; an earlier round's job stands in.
             config.check_liveness = false;
-            config.progress = !quiet && cli_support::log_format() == cli_support::LogFormat::Text;
+            config.progress = super::progress_lines(quiet);
             if let Some(base) = &args.archive_base {
                 config.archive_base = base.clone();
             }

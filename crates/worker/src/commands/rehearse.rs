@@ -130,7 +130,7 @@ pub fn rehearse(args: RehearseArgs, quiet: bool) -> ExitCode {
                 use crate::rehearse::store_hint::{NOTE_FROM_BYTES, store_bytes, store_note};
                 let root = &options.staging_root;
                 if let Some(note) = store_note(root, store_bytes(root), NOTE_FROM_BYTES) {
-                    eprintln!("{note}");
+                    cli_support::eprint_human("worker", &note);
                 }
             }
             match written {

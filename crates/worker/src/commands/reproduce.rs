@@ -252,7 +252,7 @@ pub fn reproduce(args: &ReproduceArgs, quiet: bool) -> ExitCode {
                 &out,
             );
             config.check_liveness = false;
-            config.progress = !quiet;
+            config.progress = super::progress_lines(quiet);
             if let Some(base) = &args.archive_base {
                 config.archive_base = base.clone();
             }

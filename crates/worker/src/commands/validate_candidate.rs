@@ -39,7 +39,7 @@ pub fn validate_candidate(request: &Path, json: bool) -> ExitCode {
             });
             // The refusal object is this mode's one JSON value on stdout; `fail` would add the
             // generic error object under --json, so only the stderr line is written here.
-            eprintln!("worker: error: {error}");
+            cli_support::eprint_error("worker", &format!("worker: error: {error}"));
             let _ = print_json(&refusal);
             ExitCode::InvalidInput
         }
