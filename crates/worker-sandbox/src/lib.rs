@@ -3,13 +3,19 @@
 //! record ([`evidence`]), limits met that the program saw only as an errno ([`hits`]), the
 //! answers of the `argv[0]` probe that depend on the image alone ([`exec_cache`]), the
 //! explanation of a run ([`explain`]), and the seam to a container engine: the [`Engine`]
-//! trait and the [`Executor`] every caller holds.
+//! trait and the [`Executor`] every caller holds. Two features serve other crates' tests:
+//! `fake-engine` exposes the scripted engine (`lifecycle::fake`), so a job, the service or a
+//! rehearsal runs without a daemon, and `conformance` the engine trait's contract as one suite
+//! (`conformance::exercise`), run over the fake here and over the Docker Engine in
+//! `worker-docker`.
 //!
 //! It deliberately names no engine client library: the engine behind [`Engine`] is chosen by
 //! the binary (today `worker-docker`), so this crate, and every crate above it, can be built
 //! and tested without one. It does not know about jobs or manifests either: the caller turns
 //! those into a [`SandboxSpec`] and supplies [`RunHooks`] that re-check the staged inputs.
 
+#[cfg(any(test, feature = "conformance"))]
+pub mod conformance;
 pub mod decision;
 pub mod engine;
 pub mod evidence;

@@ -74,6 +74,11 @@ pub struct Script {
     pub start_refused: bool,
     /// The engine registers no OCI runtime at all.
     pub runtime_missing: bool,
+    /// The only image references the engine holds; `None`: every reference asked for.
+    pub held_images: Option<Vec<String>>,
+    /// The only paths in the container, each an executable regular file; `None`: every path
+    /// asked for is one.
+    pub files: Option<Vec<String>>,
 }
 
 impl Default for Script {
@@ -95,6 +100,8 @@ impl Default for Script {
             create_refused: false,
             start_refused: false,
             runtime_missing: false,
+            held_images: None,
+            files: None,
         }
     }
 }
@@ -304,13 +311,36 @@ impl ContainerEngine for Fake {
         Ok(HostResources::default())
     }
 
-    async fn list_containers(&self, _: Option<&str>) -> Result<Vec<ContainerSummary>, CallError> {
-        Ok(Vec::new())
+    async fn list_containers(
+        &self,
+        label: Option<&str>,
+    ) -> Result<Vec<ContainerSummary>, CallError> {
+        let labelled = |labels: &std::collections::HashMap<String, String>| {
+            label.is_none_or(|label| {
+                let (key, value) = label.split_once('=').unwrap_or((label, ""));
+                labels.get(key).is_some_and(|v| v == value)
+            })
+        };
+        Ok(self.with(|s| match &s.created {
+            Some(created) if !s.removed && labelled(&created.labels) => vec![ContainerSummary {
+                id: Some(ID.into()),
+                labels: created.labels.clone(),
+                running: s.started && s.exit.is_none(),
+                created: Some(1_796_083_200),
+                mount_sources: Vec::new(),
+            }],
+            _ => Vec::new(),
+        }))
     }
 
     async fn inspect_image(&self, reference: &str) -> Result<ImageInspected, CallError> {
         self.called("inspect_image");
-        if self.script.image_missing {
+        let held = self
+            .script
+            .held_images
+            .as_ref()
+            .is_none_or(|held| held.iter().any(|r| r == reference));
+        if self.script.image_missing || !held {
             return Err(CallError::NotFound {
                 message: format!("No such image: {reference}"),
             });
@@ -496,10 +526,15 @@ impl ContainerEngine for Fake {
                 message: "removal of container fakecontainer is already in progress".into(),
             });
         }
-        self.with(|s| {
+        let known = self.with(|s| {
             s.removals += 1;
+            let known = s.created.is_some() && !s.removed;
             s.removed = true;
+            known
         });
+        if !known {
+            return Err(not_found());
+        }
         // A forced removal kills a running program.
         self.end(137, false);
         if self.script.removal_answers_not_found {
@@ -508,9 +543,15 @@ impl ContainerEngine for Fake {
         Ok(())
     }
 
-    async fn archive_stat(&self, _: &str, _: &str) -> Result<PathStat, CallError> {
+    async fn archive_stat(&self, _: &str, path: &str) -> Result<PathStat, CallError> {
         self.called("archive_stat");
-        if self.script.executable_missing {
+        let present = |path: &str| {
+            self.script
+                .files
+                .as_ref()
+                .is_none_or(|files| files.iter().any(|f| f == path))
+        };
+        if self.script.executable_missing || !present(path) {
             return Err(CallError::NotFound {
                 message: "Could not find the file in container fakecontainer".into(),
             });
