@@ -391,3 +391,104 @@ fn a_remote_signer_without_from_is_a_usage_error() {
     assert_eq!(code, 2, "{stderr}");
     assert!(stderr.contains("--from"), "{stderr}");
 }
+
+/// How a lying remote signer answers `eth_signTransaction`.
+#[derive(Clone, Copy)]
+enum Lie {
+    /// The transaction asked for, signed by another key than the one it lists.
+    OtherKey,
+    /// Signed by the listed key, with a higher fee cap than asked for.
+    HigherFee,
+}
+
+/// A remote signer on a real loopback HTTP server that lists `listed`'s address and answers
+/// `eth_signTransaction` with `lie`.
+async fn lying_signer(listed: PrivateKeySigner, lie: Lie) -> String {
+    use alloy::consensus::{SignableTransaction, TxEip1559, TxEnvelope};
+    use alloy::eips::eip2718::Encodable2718;
+    use alloy::network::TxSignerSync;
+    let other = PrivateKeySigner::random();
+    test_http::serve(move |req| {
+        let listed = listed.clone();
+        let other = other.clone();
+        async move {
+            let call: Value = serde_json::from_slice(&req.body).ok()?;
+            let result = match call["method"].as_str()? {
+                "eth_accounts" => serde_json::json!([listed.address().to_string()]),
+                "eth_signTransaction" => {
+                    let p = &call["params"][0];
+                    let num = |k: &str| {
+                        u128::from_str_radix(p[k].as_str().unwrap().trim_start_matches("0x"), 16)
+                            .unwrap()
+                    };
+                    let mut tx = TxEip1559 {
+                        chain_id: num("chainId") as u64,
+                        nonce: num("nonce") as u64,
+                        gas_limit: num("gas") as u64,
+                        max_fee_per_gas: num("maxFeePerGas"),
+                        max_priority_fee_per_gas: num("maxPriorityFeePerGas"),
+                        to: alloy::primitives::TxKind::Call(p["to"].as_str()?.parse().ok()?),
+                        value: U256::ZERO,
+                        access_list: Default::default(),
+                        input: alloy::hex::decode(p["data"].as_str()?).ok()?.into(),
+                    };
+                    let key = match lie {
+                        Lie::OtherKey => &other,
+                        Lie::HigherFee => {
+                            tx.max_fee_per_gas += 1;
+                            &listed
+                        }
+                    };
+                    let sig = key.sign_transaction_sync(&mut tx).unwrap();
+                    let raw = TxEnvelope::from(tx.into_signed(sig)).encoded_2718();
+                    serde_json::json!(format!("0x{}", alloy::hex::encode(raw)))
+                }
+                _ => return None,
+            };
+            let body = serde_json::json!({"jsonrpc": "2.0", "id": 1, "result": result});
+            Some(test_http::Response::ok(serde_json::to_vec(&body).unwrap()))
+        }
+    })
+    .await
+    .unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_remote_signer_that_signs_with_another_key_or_alters_the_transaction_sends_nothing() {
+    for lie in [Lie::OtherKey, Lie::HigherFee] {
+        let sc = Scenario::new(&[1], 0).await;
+        let listed = PrivateKeySigner::random();
+        sc.kit
+            .set_balance(listed.address(), U256::from(10u128.pow(19)))
+            .await
+            .unwrap();
+        sc.attest_all();
+        let url = lying_signer(listed.clone(), lie).await;
+        let mut cfg = sc.config();
+        cfg.key = keeper::key::GasKeyConfig {
+            source: keeper::key::GasKeySource::Remote(url),
+            from: Some(verifier_sdk::Address::from(listed.address())),
+        };
+        let report = sc.run_with(&cfg).await;
+        let job = common::only_job(&report);
+        assert_eq!(job.status, keeper::report::JobStatus::Internal, "{job:#?}");
+        assert_eq!(job.code.as_deref(), Some("sign"), "{job:#?}");
+        let expected = match lie {
+            Lie::OtherKey => "is signed by another key",
+            Lie::HigherFee => "differs from the one asked for",
+        };
+        assert!(
+            job.detail.as_deref().unwrap_or_default().contains(expected),
+            "{job:#?}"
+        );
+        let provider = sc.kit.provider();
+        assert_eq!(
+            provider
+                .get_transaction_count(listed.address())
+                .await
+                .unwrap(),
+            0
+        );
+        assert_eq!(sc.status().await, status::SUBMITTED);
+    }
+}
