@@ -1,0 +1,203 @@
+#!/usr/bin/env bash
+# Builds the release binaries of one commit twice and fails unless both builds are
+# bit-identical and neither holds a path, user or host name of the machine that built it
+# (issue #49 item 1; docs/rebuild.md).
+#
+#   scripts/reproduce-build.sh [package...]     default: signer
+#
+# The two builds differ in everything a rebuild elsewhere would differ in and that we can vary
+# cheaply on one machine:
+# - the source directory: two fresh clones of the commit in two temporary directories of
+#   different path lengths (never this working tree, so local edits cannot leak in);
+# - the target directory: each build's own, inside its clone (never ./target);
+# - the time: the second build starts after the first one ended (not under faketime: with
+#   libfaketime preloaded, `rustc -vV` under cargo never returned here);
+# - the host name: the second build runs in its own UTS namespace under another host name
+#   when root is at hand (directly or through password-less sudo);
+# - the time zone, locale and umask.
+# Not varied: the user. The toolchain and the crates.io cache live in the invoking user's home
+# (rustup, CARGO_HOME), which another user cannot read without a copy of both; the user name is
+# looked for in the binaries instead (below).
+#
+# What makes the builds agree: `--locked` (the committed Cargo.lock), SOURCE_DATE_EPOCH set to
+# the commit's time, a cleared environment (`env -i` plus the few variables a build needs), and
+# `--remap-path-prefix` for the clone, CARGO_HOME and the toolchain's sysroot (the pinned
+# toolchain has no stable `trim-paths` yet). With REPRO_AUDITABLE=1 (the default when
+# `cargo auditable` is installed) both builds go through `cargo auditable build`, as the
+# release workflow does, so the dependency list the binaries carry is compared too.
+#
+# Then every binary's sha256 is compared; on a difference diffoscope explains it (installed
+# from Debian on first need, as scripts/services.sh installs packages), and `strings` of every
+# binary is searched for the build directories, /home/, /root/, /tmp/, /work/, CARGO_HOME,
+# RUSTUP_HOME, HOME, and the user and host names (when longer than three characters: shorter
+# ones match ordinary words).
+#
+# Prints one `<sha256>  <package>` line per binary on stdout when the builds agree; everything
+# else goes to stderr. Exit status: 0 reproducible, 1 not reproducible or a leak found, 2 usage.
+#
+# Env: REPRO_SOURCE (a git repository, default this one), REPRO_REV (default HEAD),
+# REPRO_WORK (parent of the build directories, default TMPDIR or /tmp), REPRO_OUT (a directory
+# that receives the first build's binaries and SHA256SUMS), REPRO_KEEP=1 (keep the build
+# directories), REPRO_AUDITABLE (1/0, see above), REPRO_VARY_HOST (1/0, default 1
+# when root is at hand), CARGO_HOME, RUSTUP_HOME.
+set -euo pipefail
+here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+# shellcheck source=scripts/lib/host.sh
+source "${here}/lib/host.sh"
+
+usage() {
+  echo "usage: scripts/reproduce-build.sh [package...]" >&2
+  exit 2
+}
+packages=("$@")
+((${#packages[@]} > 0)) || packages=(signer)
+for p in "${packages[@]}"; do
+  [[ "${p}" =~ ^[a-z][a-z0-9_-]*$ ]] || usage
+done
+
+source_repo="${REPRO_SOURCE:-${REPO_ROOT}}"
+rev="${REPRO_REV:-HEAD}"
+commit="$(git -C "${source_repo}" rev-parse --verify "${rev}^{commit}")" ||
+  die "${rev} is not a commit of ${source_repo}"
+epoch="$(git -C "${source_repo}" log -1 --format=%ct "${commit}")"
+cargo_home="${CARGO_HOME:-${HOME}/.cargo}"
+rustup_home="${RUSTUP_HOME:-${HOME}/.rustup}"
+user_name="$(id -un)"
+host_name="$(hostname 2>/dev/null || cat /proc/sys/kernel/hostname)"
+
+auditable="${REPRO_AUDITABLE:-}"
+if [[ -z "${auditable}" ]]; then
+  if cargo auditable --version >/dev/null 2>&1; then auditable=1; else auditable=0; fi
+fi
+build_cmd=(cargo build)
+if [[ "${auditable}" == 1 ]]; then
+  cargo auditable --version >/dev/null 2>&1 ||
+    die "REPRO_AUDITABLE=1 but cargo auditable is not installed (scripts/toolchain.sh installs it)"
+  build_cmd=(cargo auditable build)
+fi
+
+vary_host="${REPRO_VARY_HOST:-1}"
+if [[ "${vary_host}" == 1 ]] && ! { is_root || sudo -n true 2>/dev/null; }; then
+  log "no root at hand: both builds run under the host name ${host_name}"
+  vary_host=0
+fi
+
+parent="${REPRO_WORK:-${TMPDIR:-/tmp}}"
+mkdir -p "${parent}"
+# Different lengths on purpose: a path that leaked into the binary shifts every offset after it.
+dir_a="$(mktemp -d "${parent}/repro-a.XXXXXX")"
+dir_b="$(mktemp -d "${parent}/repro-second-build-longer-path.XXXXXXXX")"
+cleanup() {
+  if [[ "${REPRO_KEEP:-0}" == 1 ]]; then
+    log "kept ${dir_a} and ${dir_b}"
+  else
+    rm -rf "${dir_a}" "${dir_b}"
+  fi
+}
+trap cleanup EXIT
+
+# build DIR WHICH: clones the commit into DIR/src and builds the packages there.
+build() {
+  local dir="$1" which="$2" src="$1/src"
+  git clone --quiet --no-checkout "${source_repo}" "${src}"
+  git -C "${src}" -c advice.detachedHead=false checkout --quiet "${commit}"
+  # The sysroot as rustc names it may be a symlink's target (a toolchain linked to another), so
+  # both it and RUSTUP_HOME are remapped; rustc applies the last matching prefix.
+  local sysroot
+  sysroot="$(cd "${src}" && env -i "PATH=${PATH}" "HOME=${HOME}" "RUSTUP_HOME=${rustup_home}" rustc --print sysroot)"
+  local flags="--remap-path-prefix=${rustup_home}=/rustup --remap-path-prefix=${sysroot}=/rust/toolchain"
+  flags+=" --remap-path-prefix=${cargo_home}=/cargo --remap-path-prefix=${src}=/build/src"
+  local pkg_args=()
+  for p in "${packages[@]}"; do pkg_args+=(-p "${p}"); done
+  local env_args=(
+    env -i
+    "PATH=${PATH}" "HOME=${HOME}" "CARGO_HOME=${cargo_home}" "RUSTUP_HOME=${rustup_home}"
+    "CARGO_TARGET_DIR=${dir}/target" "SOURCE_DATE_EPOCH=${epoch}" "RUSTFLAGS=${flags}"
+    "CARGO_TERM_COLOR=never" "CARGO_INCREMENTAL=0"
+  )
+  if [[ "${which}" == a ]]; then
+    env_args+=("TZ=UTC" "LANG=C.UTF-8")
+  else
+    env_args+=("TZ=Pacific/Kiritimati" "LANG=C")
+  fi
+  log "build ${which}: ${build_cmd[*]} --locked --release ${pkg_args[*]} in ${src}"
+  local cmd=("${env_args[@]}" "${build_cmd[@]}" --locked --release "${pkg_args[@]}")
+  if [[ "${which}" == b && "${vary_host}" == 1 ]]; then
+    # Its own UTS namespace, so the host name changes for this build only; back to this user
+    # at once (setpriv), the build itself never runs as root unless we are root.
+    # shellcheck disable=SC2016 # expanded by the inner shells
+    local inner=(bash -c 'umask 0002 && cd "$1" && shift && exec "$@"' inner "${src}" "${cmd[@]}")
+    # shellcheck disable=SC2016 # expanded by the inner shell
+    as_root unshare --uts --fork -- bash -c \
+      'hostname repro-other-host && uid="$1" gid="$2" && shift 2 && exec setpriv --reuid "$uid" --regid "$gid" --init-groups -- "$@"' \
+      outer "$(id -u)" "$(id -g)" "${inner[@]}" >&2
+  else
+    (umask 0022 && cd "${src}" && "${cmd[@]}") >&2
+  fi
+}
+
+step "reproduce ${packages[*]} at ${commit} (SOURCE_DATE_EPOCH=${epoch}, auditable=${auditable})"
+build "${dir_a}" a
+build "${dir_b}" b
+
+status=0
+sums=()
+for p in "${packages[@]}"; do
+  a="${dir_a}/target/release/${p}"
+  b="${dir_b}/target/release/${p}"
+  [[ -f "${a}" && -f "${b}" ]] || die "no binary ${p} in target/release (a package whose binary has another name?)"
+  sum_a="$(sha256sum "${a}" | cut -d' ' -f1)"
+  sum_b="$(sha256sum "${b}" | cut -d' ' -f1)"
+  log "${p}: ${sum_a} (build a)"
+  log "${p}: ${sum_b} (build b)"
+  if [[ "${sum_a}" != "${sum_b}" ]]; then
+    log "NOT REPRODUCIBLE: ${p} differs between the two builds"
+    status=1
+    if ! command -v diffoscope >/dev/null 2>&1; then
+      log "installing diffoscope-minimal (Debian package) to explain the difference"
+      as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq diffoscope-minimal >/dev/null 2>&1 || {
+        as_root apt-get update -qq >/dev/null 2>&1 &&
+          as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq diffoscope-minimal >/dev/null 2>&1
+      } || log "could not install diffoscope-minimal"
+    fi
+    if command -v diffoscope >/dev/null 2>&1; then
+      diffoscope --no-progress --max-report-size 200000 "${a}" "${b}" | head -n 200 >&2 || true
+    else
+      cmp "${a}" "${b}" | head -n 5 >&2 || true
+    fi
+  fi
+  needles=("${dir_a}" "${dir_b}" /home/ /root/ /tmp/ /work/ "${cargo_home}" "${rustup_home}" "${HOME}/")
+  [[ "${REPO_ROOT}" == / ]] || needles+=("${REPO_ROOT}")
+  for word in "${user_name}" "${host_name}" repro-other-host; do
+    ((${#word} > 3)) && needles+=("${word}")
+  done
+  for bin in "${a}" "${b}"; do
+    for needle in "${needles[@]}"; do
+      if [[ "${needle}" == "${user_name}" || "${needle}" == "${host_name}" || "${needle}" == repro-other-host ]]; then
+        found="$(strings -a "${bin}" | grep -m 3 -w -F -- "${needle}" || true)"
+      else
+        found="$(strings -a "${bin}" | grep -m 3 -F -- "${needle}" || true)"
+      fi
+      if [[ -n "${found}" ]]; then
+        log "LEAK: ${bin#"${parent}/"} holds '${needle}':"
+        printf '    %s\n' "${found}" >&2
+        status=1
+      fi
+    done
+  done
+  sums+=("${sum_a}  ${p}")
+done
+
+if ((status != 0)); then
+  log "not reproducible: see above"
+  exit 1
+fi
+if [[ -n "${REPRO_OUT:-}" ]]; then
+  mkdir -p "${REPRO_OUT}"
+  for p in "${packages[@]}"; do
+    install -m 0755 "${dir_a}/target/release/${p}" "${REPRO_OUT}/${p}"
+  done
+  printf '%s\n' "${sums[@]}" >"${REPRO_OUT}/SHA256SUMS"
+fi
+log "reproducible: both builds of ${commit} are bit-identical and hold no build path, user or host name"
+printf '%s\n' "${sums[@]}"

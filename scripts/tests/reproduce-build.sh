@@ -1,0 +1,84 @@
+#!/usr/bin/env bash
+# Tests of scripts/reproduce-build.sh on tiny crates built for real (a few seconds each): a
+# crate that builds reproducibly passes, and each way a build can carry where, when or by whom
+# it was built is caught. The leaking crates are the attacks on the script: a build script
+# that embeds the build time, the source directory (env!("CARGO_MANIFEST_DIR"), which
+# --remap-path-prefix does not reach) and the host name.
+#
+#   scripts/tests/reproduce-build.sh        prints one line per case and "N passed, N failed"
+set -uo pipefail
+here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+script="${here}/../reproduce-build.sh"
+toolchain="${here}/../../rust-toolchain.toml"
+
+tmp="$(mktemp -d)"
+trap 'rm -rf "${tmp}"' EXIT
+
+# shellcheck source=scripts/tests/check.sh
+source "${here}/check.sh"
+
+# crate NAME MAIN_RS [BUILD_RS]: a git repository holding one binary crate without
+# dependencies, its Cargo.lock committed (the script builds --locked).
+crate() {
+  local name="$1" main_rs="$2" build_rs="${3:-}" repo="${tmp}/$1"
+  mkdir -p "${repo}/src"
+  cp "${toolchain}" "${repo}/rust-toolchain.toml"
+  printf '[package]\nname = "%s"\nversion = "0.1.0"\nedition = "2021"\n' "${name}" >"${repo}/Cargo.toml"
+  printf '%s\n' "${main_rs}" >"${repo}/src/main.rs"
+  [[ -z "${build_rs}" ]] || printf '%s\n' "${build_rs}" >"${repo}/build.rs"
+  (cd "${repo}" && cargo generate-lockfile -q --offline && git init -q &&
+    git add . && git -c user.name=t -c user.email=t@t commit -q -m crate) || return 1
+  echo "${repo}"
+}
+
+# reproduce REPO NAME: the script's exit status on the crate; its stderr in ${tmp}/NAME.log.
+reproduce() {
+  REPRO_SOURCE="$1" REPRO_WORK="${tmp}/work" REPRO_AUDITABLE=0 \
+    "${script}" "$2" >"${tmp}/$2.out" 2>"${tmp}/$2.log"
+}
+
+refused_for() {
+  local name="$1" why="$2" status=0
+  reproduce "${tmp}/${name}" "${name}" || status=$?
+  if ((status != 1)); then
+    echo "  expected exit 1, got ${status}" >&2
+    return 1
+  fi
+  grep -q -- "${why}" "${tmp}/${name}.log" || {
+    echo "  no '${why}' in its log:" >&2
+    tail -n 20 "${tmp}/${name}.log" >&2
+    return 1
+  }
+}
+
+passes() {
+  local name="$1"
+  reproduce "${tmp}/${name}" "${name}" || {
+    tail -n 30 "${tmp}/${name}.log" >&2
+    return 1
+  }
+  grep -Eq "^[0-9a-f]{64}  ${name}\$" "${tmp}/${name}.out"
+}
+
+crate clean 'fn main() { let at = std::panic::Location::caller(); println!("clean {at}"); }' >/dev/null
+crate timestamp 'fn main() { println!("built at {}", env!("BUILT_AT")); }' \
+  'fn main() {
+    let t = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap();
+    println!("cargo:rustc-env=BUILT_AT={}", t.as_nanos());
+}' >/dev/null
+crate sourcepath 'fn main() { println!("from {}", env!("CARGO_MANIFEST_DIR")); }' >/dev/null
+crate hostname 'fn main() { println!("on {}", env!("BUILT_ON")); }' \
+  'fn main() {
+    let h = std::fs::read_to_string("/proc/sys/kernel/hostname").unwrap();
+    println!("cargo:rustc-env=BUILT_ON=host:{}", h.trim());
+}' >/dev/null
+
+check "a crate with a panic location (a source path, remapped) builds bit-identically" passes clean
+check "a build-time timestamp is refused: the two builds differ" refused_for timestamp "NOT REPRODUCIBLE: timestamp differs"
+check "the source directory embedded by env!(CARGO_MANIFEST_DIR) is refused as a leak" refused_for sourcepath "LEAK: .* holds '/tmp/"
+if [[ "$(id -u)" == 0 ]] || sudo -n true 2>/dev/null; then
+  check "the host name embedded by a build script is refused: the second build runs under another" refused_for hostname "NOT REPRODUCIBLE: hostname differs"
+else
+  echo "skip  the host name case: no root to run a build under another host name"
+fi
+check_summary
