@@ -5,7 +5,7 @@
 //!
 //!   bounty-e2e [--repo DIR] [--bin-dir DIR] [--work-dir DIR] chaos --seed S [--bounties N]
 //!              [--faults F] [--chaos-cycles C] [--soak K] [--runner feed|serve|mixed] [--no-disk]
-//!              [--no-clock] [--serve-no-pull] [--failing-rpc down|forbidden|rate-limited] [--allow-docker-restart] [--verbose] [--dry-run]
+//!              [--no-clock] [--serve-no-pull] [--failing-rpc down|forbidden|rate-limited] [--liveness short-window|late-image [--first-seen-order]] [--allow-docker-restart] [--verbose] [--dry-run]
 //!
 //! Defaults: the repository is the current directory, the binaries sit next to this one,
 //! the work directory is `<repo>/.work/e2e` (`<repo>/.work/chaos` for `chaos`). `chaos` plays
@@ -27,7 +27,7 @@ fn usage(msg: &str) -> ExitCode {
     eprintln!(
         "       bounty-e2e [--repo DIR] [--bin-dir DIR] [--work-dir DIR] chaos --seed S [--bounties N] \
          [--faults F] [--chaos-cycles C] [--soak K] [--runner feed|serve|mixed] [--no-disk] [--no-clock] \
-         [--serve-no-pull] [--failing-rpc down|forbidden|rate-limited] [--allow-docker-restart] [--verbose] [--dry-run]"
+         [--serve-no-pull] [--failing-rpc down|forbidden|rate-limited] [--liveness short-window|late-image [--first-seen-order]] [--allow-docker-restart] [--verbose] [--dry-run]"
     );
     ExitCode::from(2)
 }
@@ -176,6 +176,16 @@ fn chaos_arg(
             };
             opts.failing_rpc = Some(f);
         }
+        "--liveness" => {
+            let name = args.next().unwrap_or_default();
+            let Some(l) = e2e::chaos::liveness::Liveness::parse(&name) else {
+                return Err(format!(
+                    "--liveness takes short-window or late-image, not {name:?}"
+                ));
+            };
+            opts.liveness = Some(l);
+        }
+        "--first-seen-order" => opts.first_seen_order = true,
         "--verbose" => *verbose = true,
         "--dry-run" => opts.dry_run = true,
         "--allow-docker-restart" => opts.schedule.docker_restart = true,

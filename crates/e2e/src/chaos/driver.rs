@@ -27,6 +27,7 @@ use super::inject::{
     running_container_of, sigterm, wait_for_docker,
 };
 use super::ledger::read_ledger;
+use super::liveness::{LANE_SETTLE_COSTS, LateImage, Liveness, first_run_args};
 use super::schedule::{
     BountyKind, Disk, Fault, FaultKind, KillAt, Runner, Schedule, ScheduleOptions, Sig, Target,
     generate,
@@ -65,6 +66,13 @@ pub struct ChaosOptions {
     /// signer and keeper run *before* the working one (`--rpc FAILING --rpc WORKING`), so every
     /// settlement has to fail over (`--failing-rpc down|forbidden|rate-limited`).
     pub failing_rpc: Option<FailingRpc>,
+    /// Issue #43 item 5: one more good bounty, listed last, whose window is short
+    /// (`--liveness short-window`) or whose image appears half-way through it
+    /// (`--liveness late-image`); see [`super::liveness`].
+    pub liveness: Option<Liveness>,
+    /// With `--liveness short-window`: the first run takes the jobs in the order first seen
+    /// instead of the worker's deadline-first order (`--first-seen-order`, the lane's control).
+    pub first_seen_order: bool,
 }
 
 /// How the failing endpoint of [`ChaosOptions::failing_rpc`] fails.
@@ -116,6 +124,8 @@ impl ChaosOptions {
             dry_run: false,
             serve_pull: true,
             failing_rpc: None,
+            liveness: None,
+            first_seen_order: false,
         }
     }
 
@@ -144,6 +154,13 @@ impl ChaosOptions {
         if let Some(f) = self.failing_rpc {
             c.push_str(" --failing-rpc ");
             c.push_str(f.name());
+        }
+        if let Some(l) = self.liveness {
+            c.push_str(" --liveness ");
+            c.push_str(l.name());
+        }
+        if self.first_seen_order {
+            c.push_str(" --first-seen-order");
         }
         c
     }
@@ -439,7 +456,16 @@ fn key_hex(k: &str) -> String {
 #[allow(clippy::too_many_lines)]
 pub async fn run(cfg: &E2eConfig, opts: &ChaosOptions) -> Result<RunResult, E2eError> {
     let started = Instant::now();
-    let schedule = generate(opts.seed, opts.bounties, opts.faults, opts.schedule);
+    let mut drawn = opts.schedule;
+    if opts.liveness == Some(Liveness::ShortWindow) {
+        // `--max-jobs` and the first-seen control are a feed run's.
+        drawn.runner = Some(super::schedule::RunnerMode::Feed);
+    }
+    let mut schedule = generate(opts.seed, opts.bounties, opts.faults, drawn);
+    if opts.liveness == Some(Liveness::ShortWindow) {
+        // The short window is sized for one clean run (module doc of `liveness`).
+        schedule.faults.retain(|f| f.cycle != 0);
+    }
     // Stale mounts of a killed earlier run go first; the lock keeps a second run out.
     let workdir = super::workdir::prepare(&cfg.work_dir, opts.seed)?;
     let work = workdir.path.clone();
@@ -630,10 +656,88 @@ pub async fn run(cfg: &E2eConfig, opts: &ChaosOptions) -> Result<RunResult, E2eE
         });
         jobs.push(job);
     }
+    // The liveness lane's bounty: good, in the lane of bounty 0 (listed in cycle 0 too, so the
+    // first run has something to take instead), listed last, its window starting now.
+    let late_image = match opts.liveness {
+        Some(l) => {
+            let lane = if schedule.bounties.first().is_some_and(|b| b.threshold >= 2) {
+                &lanes[0]
+            } else {
+                &lanes[1]
+            };
+            let late = if l == Liveness::LateImage {
+                Some(
+                    LateImage::prepare(
+                        &cfg.python_image,
+                        &format!("s{}-{}", opts.seed, wall_clock()),
+                    )
+                    .await?,
+                )
+            } else {
+                None
+            };
+            let image = late
+                .as_ref()
+                .map_or_else(|| cfg.python_image.clone(), |li| li.reference.clone());
+            let solution = fixtures.join("solution-good");
+            let source_digest = tree_digest(&solution)?;
+            let commit = archive_commit(&source_digest);
+            let solver = PrivateKeySigner::random().address();
+            let start = kit.latest_timestamp().await?.max(wall_clock());
+            let i = schedule.bounties.len();
+            let mut jp = JobParams {
+                manifest: manifest(&image, benchmark_digest),
+                expires_at: start + l.window_secs(),
+                ..job_params(
+                    keccak256(format!("chaos:{}:{i}:{now}:{solver}", opts.seed)),
+                    solver,
+                    &lane.addresses,
+                    start,
+                    "roman-solution-good",
+                    &commit,
+                    &source_digest,
+                )
+            };
+            let threshold = u8::try_from(lane.addresses.len()).unwrap_or(1);
+            let (params, deployed, job, validated) =
+                deploy_for_job(&kit, &mut jp, solver, &lane.addresses, threshold, start).await?;
+            bounties.push(Bounty {
+                lane: lane.name,
+                kind: BountyKind::Good,
+                balance_before: kit.balance(solver).await?,
+                deployed,
+                solver,
+                reward: params.reward,
+                job_id: validated.job_id().to_owned(),
+                expires_at: jp.expires_at,
+                verdicts: Vec::new(),
+                last_status: None,
+                ledger: None,
+            });
+            jobs.push(job);
+            late.map(|li| (li, start + l.window_secs() / 2))
+        }
+        None => None,
+    };
+    let lane_bounty = opts.liveness.map(|_| schedule.bounties.len());
+    // Pushed half-way through its window, whatever the cycles are doing then.
+    let mut late_push = late_image.as_ref().map(|(li, at)| {
+        let (li, at) = (li.clone(), *at);
+        tokio::spawn(async move {
+            tokio::time::sleep(Duration::from_secs(at.saturating_sub(wall_clock()))).await;
+            li.push().await
+        })
+    });
     lanes.retain(|l| bounties.iter().any(|b| b.lane == l.name));
     // Bounties are posted over the chaos cycles (bounty i from cycle i mod C on), so every
     // chaos cycle has fresh work for its faults to land on, as a live feed would.
-    let listed_from = |i: usize| u32::try_from(i).unwrap_or(0) % schedule.chaos_cycles;
+    let listed_from = |i: usize| {
+        if Some(i) == lane_bounty {
+            0
+        } else {
+            u32::try_from(i).unwrap_or(0) % schedule.chaos_cycles
+        }
+    };
     let feed_at = |cycle: u32| {
         Value::Array(
             jobs.iter()
@@ -665,6 +769,20 @@ pub async fn run(cfg: &E2eConfig, opts: &ChaosOptions) -> Result<RunResult, E2eE
     let mut pids = HashSet::new();
     let mut fired: Vec<(Fault, bool)> = schedule.faults.iter().map(|f| (*f, false)).collect();
     let mut steps = Vec::new();
+    if let (Some(l), Some(b)) = (opts.liveness, lane_bounty.and_then(|i| bounties.get(i))) {
+        steps.push(format!(
+            "liveness {}: bounty {} (good, lane {}, listed last) window {} s{}",
+            l.name(),
+            schedule.bounties.len(),
+            b.lane,
+            l.window_secs(),
+            if opts.first_seen_order {
+                ", first run in first-seen order"
+            } else {
+                ""
+            }
+        ));
+    }
     let mut hung = Vec::new();
     let mut serve_stopped_for_good = Vec::new();
     let mut cycle = 0u32;
@@ -678,6 +796,28 @@ pub async fn run(cfg: &E2eConfig, opts: &ChaosOptions) -> Result<RunResult, E2eE
                 what: "reach the Docker daemon before a cycle",
                 detail: "`docker version` has not answered for 120 s".into(),
             });
+        }
+        // The liveness lanes' cadence: the run after the short window's first one comes once
+        // that window has closed (only when it is still unsettled: otherwise nothing waits on
+        // it); the drain's runs come after the late image has been pushed.
+        if let (Some(i), Some(Liveness::ShortWindow), 1) = (lane_bounty, opts.liveness, cycle)
+            && let Some(b) = bounties.get(i)
+            && b.deployed.status().await? == status::SUBMITTED
+        {
+            let left = b.expires_at.saturating_add(1).saturating_sub(wall_clock());
+            steps.push(format!(
+                "liveness: the next run comes after the short window: {left} s"
+            ));
+            tokio::time::sleep(Duration::from_secs(left)).await;
+        }
+        if cycle >= schedule.chaos_cycles
+            && let Some(h) = late_push.take()
+        {
+            h.await.map_err(|e| E2eError::Setup {
+                what: "push the late image",
+                detail: e.to_string(),
+            })??;
+            steps.push(format!("liveness: late image pushed before cycle {cycle}"));
         }
         server.set_jobs(&feed_at(cycle))?;
         let faults: Vec<(usize, Fault)> = schedule
@@ -790,6 +930,9 @@ pub async fn run(cfg: &E2eConfig, opts: &ChaosOptions) -> Result<RunResult, E2eE
                 ]);
                 if opts.serve_pull {
                     args.push(s("--pull"));
+                }
+                if opts.liveness.is_some() {
+                    args.extend([s("--settle-costs"), s(LANE_SETTLE_COSTS)]);
                 }
                 let wk = kill_for(Target::Worker, &fired, &claimed);
                 let trigger = wk.map(|(_, sig, at)| {
@@ -904,6 +1047,22 @@ pub async fn run(cfg: &E2eConfig, opts: &ChaosOptions) -> Result<RunResult, E2eE
                     s(cache.display()),
                     s("--json"),
                 ]);
+                if opts.liveness.is_some() {
+                    args.extend([s("--settle-costs"), s(LANE_SETTLE_COSTS)]);
+                }
+                if cycle == 0
+                    && opts.liveness == Some(Liveness::ShortWindow)
+                    && lane_bounty
+                        .is_some_and(|i| bounties.get(i).is_some_and(|b| b.lane == lane.name))
+                {
+                    let listed: Vec<&str> = bounties
+                        .iter()
+                        .enumerate()
+                        .filter(|(i, b)| b.lane == lane.name && listed_from(*i) == 0)
+                        .map(|(_, b)| b.job_id.as_str())
+                        .collect();
+                    args.extend(first_run_args(&listed, opts.first_seen_order));
+                }
                 let wk = kill_for(Target::Worker, &fired, &claimed);
                 let trigger = wk.map(|(_, sig, at)| {
                     (
@@ -1245,7 +1404,9 @@ pub async fn run(cfg: &E2eConfig, opts: &ChaosOptions) -> Result<RunResult, E2eE
             reward: u128::try_from(b.reward).unwrap_or(u128::MAX),
             verdicts: b.verdicts.clone(),
             last_status: b.last_status.clone(),
-            window_open: b.expires_at > chain_now,
+            // The next block carries at least the wall clock (the node mines only on demand, so
+            // the last block's time can be minutes old).
+            window_open: b.expires_at > chain_now.max(wall_clock()),
             ledger: b.ledger.clone(),
             settled_at,
             expires_at: b.expires_at,
@@ -1303,6 +1464,9 @@ pub async fn run(cfg: &E2eConfig, opts: &ChaosOptions) -> Result<RunResult, E2eE
     obs.hung_steps = hung;
     obs.serve_stopped_for_good = serve_stopped_for_good;
     let violations = check(&obs);
+    if let Some((li, _)) = &late_image {
+        li.forget().await;
+    }
     drop(stage_fs);
     drop(state_fs);
     drop(workdir);

@@ -12,6 +12,7 @@ pub mod clock;
 pub mod driver;
 pub mod inject;
 pub mod ledger;
+pub mod liveness;
 pub mod rng;
 pub mod schedule;
 pub mod serve;
