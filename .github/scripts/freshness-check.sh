@@ -9,11 +9,16 @@
 #   runner run on main that no `Sign (slot …)` job has succeeded after (the signer's gate
 #   skipped every cycle since, its runs failed, or it was never triggered). The sign job runs
 #   for every batch the gate lets through, empty or not, so a quiet feed does not alert;
+# - PLATFORM_API and VERIFIERS (a comma-separated list) are set and a job the feed lists for
+#   one of them has a verification window ending within WINDOW_MARGIN_MINUTES (default 60)
+#   while its bounty is still Submitted on chain (RPC_URL: status() = 3): no candidate, no
+#   attestation or no relay has settled it yet, and once the window closes nobody can;
 # - KEEPER_ADDRESS is set and its balance on RPC_URL is below MIN_SETTLEMENTS (default 10)
 #   settlements at the caps (MAX_GAS x MAX_FEE_PER_GAS, the keeper's own pre-send check).
 # A failed API or RPC call is red too (fail closed: a check that cannot look is not green).
 #
 # Env: GITHUB_REPOSITORY, GH_TOKEN, MAX_CYCLE_AGE_MINUTES, MAX_UNSIGNED_MINUTES, KEEPER_ADDRESS, RPC_URL (a comma-separated list),
+# PLATFORM_API, VERIFIERS, NETWORK (default base-mainnet), WINDOW_MARGIN_MINUTES,
 # MIN_SETTLEMENTS, MAX_GAS (default 1500000), MAX_FEE_PER_GAS (wei, default 2000000000),
 # NOW (Unix time, for tests; default the clock).
 set -euo pipefail
@@ -74,6 +79,59 @@ else
   else
     summary "- signer: the oldest unsigned batch finished $(((now - oldest) / 60)) min ago"
   fi
+fi
+
+# The first endpoint of RPC_URL that answers `eth_call` of `data` on `to` with a result.
+rpc_call() { # to data
+  local url reply result
+  IFS=, read -ra rpc_urls <<<"${RPC_URL:-https://mainnet.base.org}"
+  for url in "${rpc_urls[@]}"; do
+    url="${url//[[:space:]]/}"
+    [[ -n "${url}" ]] || continue
+    reply="$(curl --silent --show-error --fail --max-time 30 -H 'Content-Type: application/json' \
+      --data "{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"eth_call\",\"params\":[{\"to\":\"$1\",\"data\":\"$2\"},\"latest\"]}" \
+      "${url}" 2>/dev/null)" || reply=""
+    result="$(jq -r '.result // empty' <<<"${reply}" 2>/dev/null || true)"
+    if [[ "${result}" =~ ^0x[0-9a-fA-F]{64}$ ]]; then
+      echo "${result}"
+      return 0
+    fi
+  done
+  return 1
+}
+
+# Jobs whose window is about to close unsettled (#43): the feed the runner reads, the status
+# the keeper's settlement changes. A job settled on chain that the feed still lists is no alert.
+if [[ -n "${PLATFORM_API:-}" && -n "${VERIFIERS:-}" ]]; then
+  margin=$((${WINDOW_MARGIN_MINUTES:-60} * 60))
+  near=0
+  IFS=, read -ra verifiers <<<"${VERIFIERS}"
+  for verifier in "${verifiers[@]}"; do
+    verifier="${verifier//[[:space:]]/}"
+    [[ -n "${verifier}" ]] || continue
+    if [[ ! "${verifier}" =~ ^0x[0-9a-fA-F]{40}$ ]]; then
+      alert "VERIFIERS names ${verifier}, not an address"
+      continue
+    fi
+    if ! jobs="$(curl --silent --show-error --fail --max-time 30 \
+      "${PLATFORM_API%/}/v1/base/autonomous-bounties/verification-jobs?network=${NETWORK:-base-mainnet}&verifier=${verifier}" 2>/dev/null)" ||
+      ! jq -e 'type == "array"' <<<"${jobs}" >/dev/null 2>&1; then
+      alert "could not list the jobs of ${verifier} from the platform feed"
+      continue
+    fi
+    while IFS=$'\t' read -r job bounty expires; do
+      [[ "${expires}" =~ ^[0-9]+$ ]] || continue
+      left=$((expires - now))
+      ((left > 0 && left <= margin)) || continue
+      near=$((near + 1))
+      if [[ ! "${bounty}" =~ ^0x[0-9a-fA-F]{40}$ ]] || ! status="$(rpc_call "${bounty}" 0x200d2ed2)"; then
+        alert "could not read the status of ${job} (bounty ${bounty}) to see whether it settled; its window ends in $((left / 60)) min"
+      elif (($((16#${status: -2})) == 3)); then
+        alert "the verification window of ${job} ends in $((left / 60)) min (margin ${WINDOW_MARGIN_MINUTES:-60}) and it is not settled (bounty ${bounty} still Submitted: no candidate, attestation or settlement yet); see the runner's, signer's and keeper's last runs"
+      fi
+    done < <(jq -r '.[] | [(.job_id // "?" | tostring), (.bounty_contract // "" | tostring), (.verification_expires_at // "" | tostring)] | @tsv' <<<"${jobs}")
+  done
+  summary "- jobs: ${near} listed job(s) with a window ending within ${WINDOW_MARGIN_MINUTES:-60} min"
 fi
 
 if [[ -n "${KEEPER_ADDRESS:-}" ]]; then

@@ -8,7 +8,8 @@ anything else is a 404. A route may instead be {"@sequence": [response, ...]}: t
 request to it gets the n-th response (the last one repeats), each either a body as above or
 {"@status": 429, "@headers": {...}, "@body": ...} to answer with that status (a test of the
 scripts' backoff: 429 then 200). "@now+N" in a header value becomes the Unix time plus N.
-Requests without a bearer token get a 401. Each request
+Requests without a bearer token get a 401, except under /v1/ (the platform's public job
+feed), where a request with one gets the 401: the GitHub token must never go there. Each request
 target is appended to the log so a test can check what was (or was not) asked.
 
 Repository variables can be written as on GitHub: PATCH of an existing route
@@ -32,7 +33,10 @@ class Handler(BaseHTTPRequestHandler):
             log.write(self.path + "\n")
         with open(routes_path) as f:
             routes = json.load(f)
-        if not self.headers.get("Authorization", "").startswith("Bearer "):
+        # /v1/ is the platform's public job feed (freshness-check.sh reads it without the
+        # GitHub token, which must never go there); everything else is GitHub's and needs it.
+        platform = self.path.startswith("/v1/")
+        if platform == self.headers.get("Authorization", "").startswith("Bearer "):
             self.send_response(401)
             self.end_headers()
             return

@@ -1126,6 +1126,53 @@ KEEPER_ADDRESS=0xf39Fd6e51aad88F6F4ce6aB8827279cffFb92266 RPC_URL=http://127.0.0
 check "freshness: RPC_URL as a list: the first endpoint down, the next one's balance is read (#43 item 2)" \
   eval '((status == 0)) && grep -q "keeper: balance covers" "${summary_file}"'
 
+# #43: a listed job whose window ends within WINDOW_MARGIN_MINUTES and is still unsettled on
+# chain (no candidate, no attestation or no relay got it there) is red. The feed comes from the
+# stand-in, the bounties' status() from the real Hardhat node: two addresses given code that
+# answers every call with 3 (Submitted) or 4 (Settled).
+set_code() {
+  curl -s -H 'Content-Type: application/json' --data \
+    "{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"hardhat_setCode\",\"params\":[\"$1\",\"0x60${2}60005260206000f3\"]}" \
+    http://127.0.0.1:8545 >/dev/null
+}
+open_bounty="0x$(openssl rand -hex 20)"
+settled_bounty="0x$(openssl rand -hex 20)"
+set_code "${open_bounty}" 03
+set_code "${settled_bounty}" 04
+fresh_verifier=0xbe6292b9e465f549e2363b918d6dd9187038431e
+feed_job() { # job-id bounty expires-at
+  printf '{"job_id": "%s", "bounty_contract": "%s", "verification_expires_at": %s}' "$1" "$2" "$(date -d "$3" +%s)"
+}
+fresh_feed() { # job JSON objects
+  local jobs
+  jobs="$(printf '%s,' "$@")"
+  jq --arg k "/v1/base/autonomous-bounties/verification-jobs?network=base-mainnet&verifier=${fresh_verifier}" \
+    --argjson v "[${jobs%,}]" '.[$k] = $v' "${routes}" > "${routes}.new" && mv "${routes}.new" "${routes}"
+}
+fresh_jobs() { PLATFORM_API="${GITHUB_API_URL}" VERIFIERS="${fresh_verifier}" RPC_URL="${1:-http://127.0.0.1:8545}" fresh; }
+fresh_routes 2026-11-30T11:50:00Z 2026-11-30T11:55:00Z
+fresh_feed "$(feed_job "base-mainnet:${open_bounty}:1" "${open_bounty}" 2026-11-30T12:10:00Z)" \
+  "$(feed_job "base-mainnet:${settled_bounty}:1" "${settled_bounty}" 2026-11-30T12:10:00Z)" \
+  "$(feed_job "base-mainnet:${open_bounty}:2" "${open_bounty}" 2026-11-30T17:00:00Z)"
+fresh_jobs
+check "freshness: a listed job whose window ends within the margin with no settlement is red (#43 item 1)" \
+  eval '((status == 1)) && said "base-mainnet:${open_bounty}:1 ends in 10 min" && ! said ":${settled_bounty}:1 ends" && ! said ":2 ends"'
+fresh_routes 2026-11-30T11:50:00Z 2026-11-30T11:55:00Z
+fresh_feed "$(feed_job "base-mainnet:${settled_bounty}:1" "${settled_bounty}" 2026-11-30T12:10:00Z)" \
+  "$(feed_job "base-mainnet:${open_bounty}:2" "${open_bounty}" 2026-11-30T17:00:00Z)"
+fresh_jobs
+check "freshness: a job settled on chain, or whose window ends beyond the margin, is not red (#43 item 1)" \
+  eval '((status == 0)) && said fresh'
+fresh_routes 2026-11-30T11:50:00Z 2026-11-30T11:55:00Z
+fresh_feed "$(feed_job "base-mainnet:${open_bounty}:1" "${open_bounty}" 2026-11-30T12:10:00Z)"
+fresh_jobs http://127.0.0.1:9
+check "freshness: a job near its window end whose settlement cannot be read is red, not green (#43 item 1)" \
+  eval '((status == 1)) && said "could not read the status of base-mainnet:${open_bounty}:1"'
+fresh_routes 2026-11-30T11:50:00Z 2026-11-30T11:55:00Z
+fresh_jobs
+check "freshness: a feed that does not answer is red, not green (#43 item 1)" \
+  eval '((status == 1)) && said "could not list the jobs of ${fresh_verifier}"'
+
 # --- every job of every workflow has a timeout ---------------------------------------------
 # A job without `timeout-minutes` runs up to six hours (a hung pull or RPC holds the
 # concurrency group, and every later cycle queues behind it).
