@@ -110,7 +110,8 @@ impl LateImage {
     pub async fn prepare(python_image: &str, tag: &str) -> Result<Self, E2eError> {
         let base = python_image.split('@').next().unwrap_or(python_image);
         let registry = base.split('/').next().unwrap_or(base);
-        let probe = format!("{registry}/chaos-late-probe:probe");
+        // Tagged per run: two runs at once must not remove each other's probe tag.
+        let probe = format!("{registry}/chaos-late-probe:{tag}");
         docker(&["tag", python_image, &probe]).await?;
         let digest = push(&probe).await?;
         let _ = docker(&["rmi", &probe]).await;
