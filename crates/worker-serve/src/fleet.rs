@@ -87,6 +87,15 @@ const SCHEMA: &str = "
         written_ms BIGINT NOT NULL,
         PRIMARY KEY (job, run_id)
     );
+    CREATE TABLE fleet_hosts (
+        host TEXT PRIMARY KEY,
+        at_ms BIGINT NOT NULL,
+        pid BIGINT NOT NULL,
+        worker_version TEXT NOT NULL,
+        polls_ok BIGINT NOT NULL,
+        polls_failed BIGINT NOT NULL,
+        last_poll_ok_ms BIGINT
+    );
 ";
 
 /// What a fleet database serves: one feed and one verifier set, fixed when it is created.
@@ -162,6 +171,9 @@ pub enum FleetError {
         #[source]
         source: IllegalTransition,
     },
+    /// The session was used after the service let it go (a bug of the caller).
+    #[error("fleet ledger: the session is closed")]
+    Closed,
     /// A stored status this worker does not know.
     #[error("fleet ledger: job {job}: unknown status {status:?}")]
     UnknownStatus {
@@ -180,7 +192,7 @@ impl FleetError {
     pub fn is_permanent(&self) -> bool {
         match self {
             Self::Url(_) | Self::SchemaVersion { .. } | Self::Bound { .. } => true,
-            Self::Transition { .. } | Self::UnknownStatus { .. } => false,
+            Self::Transition { .. } | Self::UnknownStatus { .. } | Self::Closed => false,
             Self::Connect { source, .. } | Self::Query { source, .. } => {
                 source.as_db_error().is_some_and(|db| {
                     let code = db.code().code();
@@ -248,6 +260,8 @@ pub struct FleetRun {
     pub outcome: Option<String>,
     /// Its reason code.
     pub reason_code: Option<String>,
+    /// Its reason.
+    pub reason: Option<String>,
 }
 
 /// One candidate recorded.
@@ -414,7 +428,8 @@ impl FleetLedger {
                 SET last_seen_ms = EXCLUDED.last_seen_ms,
                     expires_ms = COALESCE(fleet_jobs.expires_ms, EXCLUDED.expires_ms)
              RETURNING job, status, (xmax = 0),
-                (not_before_ms IS NULL OR not_before_ms <= {NOW_MS})"
+                (not_before_ms IS NULL OR not_before_ms <= {NOW_MS}),
+                (status = 'running' AND lease_until < now())"
         );
         let row = tx
             .query_one(
@@ -434,9 +449,10 @@ impl FleetLedger {
         let status = parse_state(job, row.get(1))?;
         let new: bool = row.get(2);
         let back_off_over: bool = row.get(3);
+        let lease_ended: bool = row.get(4);
         Ok(Seen {
             job,
-            due: status.may_start() && back_off_over,
+            due: (status.may_start() && back_off_over) || lease_ended,
             new,
             given_up: status == JobState::Exhausted,
         })
@@ -447,11 +463,26 @@ impl FleetLedger {
     /// open run is closed as `interrupted` and the job taken over). Rows another host is
     /// claiming are skipped, not waited for. `None` when nothing is due.
     pub fn claim(&mut self, lease: Duration) -> Result<Option<Claim>, FleetError> {
+        self.claim_where(None, lease)
+    }
+
+    /// [`FleetLedger::claim`] of the job `job` only (the serve loop's own deadline order
+    /// picks it): `None` when it is not due or another host is claiming or holding it.
+    pub fn claim_job(&mut self, job: i64, lease: Duration) -> Result<Option<Claim>, FleetError> {
+        self.claim_where(Some(job), lease)
+    }
+
+    fn claim_where(
+        &mut self,
+        only: Option<i64>,
+        lease: Duration,
+    ) -> Result<Option<Claim>, FleetError> {
         let mut tx = self.client.transaction().map_err(query("claiming"))?;
         let sql = format!(
             "SELECT job, job_id, status FROM fleet_jobs
-             WHERE (status IN ($1, $2, $3) AND (not_before_ms IS NULL OR not_before_ms <= {NOW_MS}))
-                OR (status = $4 AND lease_until < now())
+             WHERE ($5::bigint IS NULL OR job = $5)
+               AND ((status IN ($1, $2, $3) AND (not_before_ms IS NULL OR not_before_ms <= {NOW_MS}))
+                OR (status = $4 AND lease_until < now()))
              ORDER BY expires_ms ASC NULLS LAST, job
              LIMIT 1 FOR UPDATE SKIP LOCKED"
         );
@@ -463,6 +494,7 @@ impl FleetLedger {
                     &JobState::Retry.as_str(),
                     &JobState::Interrupted.as_str(),
                     &JobState::Running.as_str(),
+                    &only,
                 ],
             )
             .map_err(query("claiming"))?;
@@ -644,21 +676,128 @@ impl FleetLedger {
         Ok(Recorded::Yes)
     }
 
-    /// Gives up every job still to run whose window has ended by the database's clock;
-    /// returns their ids.
-    pub fn give_up_expired(&mut self) -> Result<Vec<String>, FleetError> {
-        let mut tx = self.client.transaction().map_err(query("giving up"))?;
+    /// Closes as `interrupted` the runs this host (the same host name) left open when it
+    /// stopped, and makes their jobs claimable at once instead of after their lease; returns
+    /// the run ids. Called at start-up, before any claim.
+    pub fn recover_own(&mut self) -> Result<Vec<i64>, FleetError> {
+        let mut tx = self.client.transaction().map_err(query("recovering"))?;
         let rows = tx
             .query(
                 &format!(
-                    "SELECT job, job_id FROM fleet_jobs WHERE status IN ($1, $2, $3)
-                     AND expires_ms IS NOT NULL AND expires_ms <= {NOW_MS}
-                     ORDER BY job FOR UPDATE SKIP LOCKED"
+                    "UPDATE fleet_runs SET ended_ms = {NOW_MS}, outcome = 'interrupted',
+                     reason_code = 'interrupted',
+                     reason = 'the worker stopped before the run ended (crash or kill)'
+                     WHERE host = $1 AND ended_ms IS NULL RETURNING run_id, job, fence"
                 ),
+                &[&self.host],
+            )
+            .map_err(query("recovering"))?;
+        let mut closed = Vec::with_capacity(rows.len());
+        for row in rows {
+            let job: i64 = row.get(1);
+            let fence: i64 = row.get(2);
+            // Only while the job is still under this host's claim: another host may have
+            // taken it over meanwhile.
+            let held = tx
+                .query_opt(
+                    "SELECT 1 FROM fleet_jobs WHERE job = $1 AND fence = $2 AND status = $3
+                     FOR UPDATE",
+                    &[&job, &fence, &JobState::Running.as_str()],
+                )
+                .map_err(query("recovering"))?
+                .is_some();
+            if held {
+                apply(&mut tx, job, JobEvent::Interrupt)?;
+                tx.execute(
+                    "UPDATE fleet_jobs SET lease_holder = NULL, lease_until = NULL WHERE job = $1",
+                    &[&job],
+                )
+                .map_err(query("recovering"))?;
+            }
+            closed.push(row.get(0));
+        }
+        tx.commit().map_err(query("recovering"))?;
+        Ok(closed)
+    }
+
+    /// The file of the last candidate this host recorded for the job `job` (the file is in
+    /// this host's output directory; another host's is in its own).
+    pub fn own_candidate_of(&mut self, job: i64) -> Result<Option<String>, FleetError> {
+        let row = self
+            .client
+            .query_opt(
+                "SELECT file FROM fleet_candidates WHERE job = $1 AND host = $2
+                 ORDER BY run_id DESC LIMIT 1",
+                &[&job, &self.host],
+            )
+            .map_err(query("reading a candidate"))?;
+        Ok(row.map(|r| r.get(0)))
+    }
+
+    /// The first-seen time of the oldest of `jobs` still to run, or `None`.
+    pub fn oldest_unfinished(&mut self, jobs: &[i64]) -> Result<Option<i64>, FleetError> {
+        let row = self
+            .client
+            .query_one(
+                "SELECT min(first_seen_ms) FROM fleet_jobs WHERE job = ANY($1)
+                 AND status IN ($2, $3, $4, $5)",
+                &[
+                    &jobs,
+                    &JobState::Pending.as_str(),
+                    &JobState::Running.as_str(),
+                    &JobState::Retry.as_str(),
+                    &JobState::Interrupted.as_str(),
+                ],
+            )
+            .map_err(query("reading the oldest job"))?;
+        Ok(row.get(0))
+    }
+
+    /// Writes this host's heartbeat row with its poll counters.
+    pub fn heartbeat(
+        &mut self,
+        ok: i64,
+        failed: i64,
+        last_ok_ms: Option<i64>,
+    ) -> Result<(), FleetError> {
+        self.client
+            .execute(
+                &format!(
+                    "INSERT INTO fleet_hosts (host, at_ms, pid, worker_version, polls_ok,
+                     polls_failed, last_poll_ok_ms) VALUES ($1, {NOW_MS}, $2, $3, $4, $5, $6)
+                     ON CONFLICT (host) DO UPDATE SET at_ms = EXCLUDED.at_ms, pid = EXCLUDED.pid,
+                     worker_version = EXCLUDED.worker_version, polls_ok = EXCLUDED.polls_ok,
+                     polls_failed = EXCLUDED.polls_failed,
+                     last_poll_ok_ms = EXCLUDED.last_poll_ok_ms"
+                ),
+                &[
+                    &self.host,
+                    &i64::from(std::process::id()),
+                    &verifier_sdk::build::identity(),
+                    &ok,
+                    &failed,
+                    &last_ok_ms,
+                ],
+            )
+            .map_err(query("writing the heartbeat"))?;
+        Ok(())
+    }
+
+    /// Gives up every job still to run whose window has ended at `at_ms` (the service's
+    /// clock: a window is the protocol's time, judged as the liveness checks judge it; a
+    /// lease is the database's); returns their ids.
+    pub fn give_up_expired(&mut self, at_ms: i64) -> Result<Vec<String>, FleetError> {
+        let mut tx = self.client.transaction().map_err(query("giving up"))?;
+        let rows = tx
+            .query(
+                "SELECT job, job_id FROM fleet_jobs WHERE status IN ($1, $2, $3)
+                 AND expires_ms IS NOT NULL AND expires_ms <= $4
+                 ORDER BY job FOR UPDATE SKIP LOCKED",
                 &[
                     &JobState::Pending.as_str(),
                     &JobState::Retry.as_str(),
                     &JobState::Interrupted.as_str(),
+                    &at_ms,
                 ],
             )
             .map_err(query("giving up"))?;
@@ -710,7 +849,7 @@ impl FleetLedger {
         let rows = self
             .client
             .query(
-                "SELECT run_id, job_id, host, fence, outcome, reason_code FROM fleet_runs
+                "SELECT run_id, job_id, host, fence, outcome, reason_code, reason FROM fleet_runs
                  ORDER BY run_id",
                 &[],
             )
@@ -724,6 +863,7 @@ impl FleetLedger {
                 fence: r.get(3),
                 outcome: r.get(4),
                 reason_code: r.get(5),
+                reason: r.get(6),
             })
             .collect())
     }

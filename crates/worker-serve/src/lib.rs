@@ -28,6 +28,7 @@ pub mod lock;
 pub mod retry;
 pub mod rollback;
 pub mod shutdown;
+pub mod store;
 pub mod telemetry;
 pub mod timefmt;
 
@@ -45,10 +46,12 @@ use platform_client::PlatformClient;
 use sha2::{Digest, Sha256};
 use verifier_sdk::{CandidateManifest, canonical_json};
 
-use ledger::{JobKey, Ledger, LedgerError, Polls, RunKind, RunResult};
+use fleet::{Binding, Recorded};
+use ledger::{JobKey, LedgerError, Polls, RunKind, RunResult};
 use lock::{LockError, StateLock};
 use retry::{Cause, HostHealth, cause_of};
 use shutdown::Shutdown;
+use store::{AnyLedger, FleetOptions, JobLedger, LedgerLocation, StoreError};
 use telemetry::Telemetry;
 use worker_jobs::feed::deadline::{Need, TooShort, WINDOW_TOO_SHORT, fits, plan, risk};
 use worker_jobs::feed::output::write_manifest;
@@ -83,6 +86,10 @@ pub struct ServeConfig {
     pub metrics_listen: Option<http::Listen>,
     /// Pulls ahead of jobs and the image budget ([`images`]).
     pub images: images::ImagePolicy,
+    /// Where the ledger is: SQLite in a directory (one host) or a fleet database.
+    pub ledger: LedgerLocation,
+    /// This host's name and lease on a fleet database.
+    pub fleet: FleetOptions,
 }
 
 /// Why the service stopped other than by a signal.
@@ -98,6 +105,16 @@ pub enum ServeError {
 
 impl From<LedgerError> for ServeError {
     fn from(error: LedgerError) -> Self {
+        if error.is_permanent() {
+            Self::Config(error.to_string())
+        } else {
+            Self::Transient(error.to_string())
+        }
+    }
+}
+
+impl From<StoreError> for ServeError {
+    fn from(error: StoreError) -> Self {
         if error.is_permanent() {
             Self::Config(error.to_string())
         } else {
@@ -135,7 +152,7 @@ fn transient_io(error: &std::io::Error) -> bool {
 /// for as long as this value lives.
 pub struct Prepared {
     /// The open ledger.
-    pub ledger: Ledger,
+    pub ledger: AnyLedger,
     /// The exclusive lock on the state directory.
     pub lock: StateLock,
 }
@@ -174,12 +191,21 @@ pub fn prepare(config: &ServeConfig) -> Result<Prepared, ServeError> {
         })?;
     }
     let lock = lock::lock_state(&config.state_dir)?;
-    let mut ledger = Ledger::open(&config.state_dir)?;
-    ledger.set_retry_base(config.poll_interval);
-    let closed = ledger.recover_interrupted()?;
-    if !closed.is_empty() {
-        tracing::warn!(runs = ?closed, "runs left open by a stopped worker recorded as interrupted");
-    }
+    let binding = Binding {
+        feed: config.feed.api_base.clone(),
+        verifiers: config
+            .feed
+            .verifiers
+            .iter()
+            .map(ToString::to_string)
+            .collect(),
+    };
+    let ledger = AnyLedger::open(
+        &config.ledger,
+        &binding,
+        &config.fleet,
+        config.poll_interval,
+    )?;
     Ok(Prepared { ledger, lock })
 }
 
@@ -188,7 +214,7 @@ pub fn prepare(config: &ServeConfig) -> Result<Prepared, ServeError> {
 /// interrupted; an error removes them and leaves the runs open, for the next start to close.
 pub async fn serve(
     config: &ServeConfig,
-    ledger: Ledger,
+    ledger: AnyLedger,
     docker: Executor,
     staging_root: PathBuf,
     pull: bool,
@@ -204,13 +230,20 @@ pub async fn serve(
 /// timing). `docker` still serves the images, the capacity and the containers' removal.
 pub async fn serve_with(
     config: &ServeConfig,
-    ledger: Ledger,
+    ledger: impl Into<AnyLedger>,
     docker: &Executor,
     executor: &dyn JobExecutor,
     shutdown: &Shutdown,
     telemetry: &Telemetry,
 ) -> Result<(), ServeError> {
-    let served = serve_loop(config, ledger, docker, executor, shutdown, telemetry).await;
+    let served = match ledger.into() {
+        AnyLedger::Sqlite(ledger) => {
+            serve_loop(config, *ledger, docker, executor, shutdown, telemetry).await
+        }
+        AnyLedger::Fleet(ledger) => {
+            serve_loop(config, *ledger, docker, executor, shutdown, telemetry).await
+        }
+    };
     if served.is_err() {
         // The runs' futures were dropped with the loop; their containers were not.
         match tokio::time::timeout(SHUTDOWN_BOUND, docker.remove_own_containers()).await {
@@ -240,9 +273,9 @@ fn count_poll(polls: &mut Polls, failures: &[FetchFailure], now_ms: i64, telemet
 }
 
 /// One service loop's state between its steps.
-struct Loop<'a> {
+struct Loop<'a, L> {
     feed: &'a FeedConfig,
-    ledger: Ledger,
+    ledger: L,
     images: images::Images,
     polls: Polls,
     listed: BTreeMap<i64, String>,
@@ -253,7 +286,7 @@ struct Loop<'a> {
     telemetry: &'a Telemetry,
 }
 
-impl Loop<'_> {
+impl<L: JobLedger> Loop<'_, L> {
     /// Takes one poll's answer: counts it, records the listed jobs, makes ready the images of
     /// the due ones, and returns those that may start, deadline-first, leaving out `skip`
     /// (already waiting or running).
@@ -311,8 +344,11 @@ impl Loop<'_> {
         why: &TooShort,
     ) -> Result<(), ServeError> {
         if self.too_short.insert(key) {
-            let run_id = self.ledger.start_run(key)?;
-            self.ledger.finish_run(
+            // On a fleet another host may hold it: that host reports it.
+            let Some(run_id) = self.ledger.start_run(key)? else {
+                return Ok(());
+            };
+            self.ledger.finish_run_at(
                 run_id,
                 key,
                 &RunResult {
@@ -325,6 +361,7 @@ impl Loop<'_> {
                     evidence: None,
                     candidate_file: None,
                 },
+                self.telemetry.clock().wall_ms(),
             )?;
             self.telemetry.window_too_short();
             tracing::warn!(
@@ -377,9 +414,9 @@ fn merge_pending(
 }
 
 #[allow(clippy::too_many_lines)]
-async fn serve_loop(
+async fn serve_loop<L: JobLedger>(
     config: &ServeConfig,
-    ledger: Ledger,
+    ledger: L,
     docker: &Executor,
     executor: &dyn JobExecutor,
     shutdown: &Shutdown,
@@ -444,6 +481,16 @@ async fn serve_loop(
         let mut open: BTreeMap<i64, (i64, String, PathBuf)> = BTreeMap::new();
         let mut beat = tokio::time::interval(HEARTBEAT_EVERY);
         beat.tick().await;
+        // A fleet's leases are renewed while the batch runs; a single host holds none.
+        let renews = state.ledger.renew_every().is_some();
+        let mut renew = tokio::time::interval(
+            state
+                .ledger
+                .renew_every()
+                .unwrap_or(HEARTBEAT_EVERY)
+                .max(Duration::from_millis(100)),
+        );
+        renew.tick().await;
         // The feed is polled while a batch runs too: a job whose window ends sooner than the
         // waiting ones' must not wait behind the whole batch. The fetch runs beside the runs
         // (never blocking them); its answer is taken between two of their steps.
@@ -459,7 +506,10 @@ async fn serve_loop(
                     break;
                 };
                 let id = job.job_id().to_owned();
-                let run_id = state.ledger.start_run(key)?;
+                let Some(run_id) = state.ledger.start_run(key)? else {
+                    tracing::info!(job = %id.escape_debug(), round = job.round(), "claimed by another host of the fleet");
+                    continue;
+                };
                 let job_dir = scratch.path().join(format!("run-{run_id}"));
                 tracing::info!(job = %id.escape_debug(), round = job.round(), run_id, "running");
                 open.insert(run_id, (key, id, job_dir.clone()));
@@ -489,7 +539,7 @@ async fn serve_loop(
                     let cause = cause_of(&run.outcome);
                     judge_host(&mut host_health, cause, row, clock.monotonic(), config.poll_interval, telemetry);
                     if let Some((key, id, _)) = open.remove(&run_id) {
-                        record(&mut state.ledger, run_id, (key, &id), &run, cause, clock.wall_ms())?;
+                        record(&mut state.ledger, feed, run_id, (key, &id), &run, cause, clock.wall_ms())?;
                     }
                     telemetry.set_oldest_pending(state.ledger.oldest_unfinished(&state.listed)?);
                 }
@@ -499,6 +549,11 @@ async fn serve_loop(
                     return Ok(());
                 }
                 _ = beat.tick() => heartbeat(&state.ledger, &state.polls, telemetry)?,
+                _ = renew.tick(), if renews => {
+                    for run_id in state.ledger.renew()? {
+                        tracing::warn!(run_id, "the lease of a run under way was lost (another host holds the job): its result will not be recorded");
+                    }
+                }
                 () = &mut next_poll, if fetching.is_none() => {
                     fetching = Some(Box::pin(fetch_feeds(feed, &client)));
                 }
@@ -548,7 +603,7 @@ async fn serve_loop(
 /// so a long --poll-interval is not mistaken for a dead service.
 async fn pause(
     poll_interval: Duration,
-    ledger: &Ledger,
+    ledger: &impl JobLedger,
     polls: &Polls,
     shutdown: &Shutdown,
     telemetry: &Telemetry,
@@ -610,7 +665,7 @@ fn judge_host(
 /// with their ledger keys. `listed` becomes the poll's jobs, unless the poll got no answer
 /// at all (the jobs did not disappear because the feed was down).
 fn due_jobs(
-    ledger: &mut Ledger,
+    ledger: &mut impl JobLedger,
     feed: &FeedConfig,
     fetched: Vec<Vec<serde_json::Value>>,
     any_answer: bool,
@@ -795,8 +850,15 @@ fn after_run(
 }
 
 /// Writes the heartbeat row, and tells `/healthz` it was written.
-fn heartbeat(ledger: &Ledger, polls: &Polls, telemetry: &Telemetry) -> Result<(), ServeError> {
+fn heartbeat(
+    ledger: &impl JobLedger,
+    polls: &Polls,
+    telemetry: &Telemetry,
+) -> Result<(), ServeError> {
     ledger.heartbeat(polls)?;
+    if let Some(view) = ledger.fleet_view()? {
+        telemetry.set_fleet(view);
+    }
     telemetry.heartbeat();
     Ok(())
 }
@@ -806,7 +868,7 @@ fn heartbeat(ledger: &Ledger, polls: &Polls, telemetry: &Telemetry) -> Result<()
 /// [`SHUTDOWN_BOUND`]; a failure is logged, and the next start's sweep and recovery finish
 /// the job (the run stays open in the ledger, so it is closed as interrupted then).
 async fn interrupt(
-    ledger: &mut Ledger,
+    ledger: &mut impl JobLedger,
     docker: &Executor,
     open: &BTreeMap<i64, (i64, String, PathBuf)>,
     telemetry: &Telemetry,
@@ -820,7 +882,9 @@ async fn interrupt(
         let _ = std::fs::remove_dir_all(job_dir);
         telemetry.run_interrupted();
         let result = RunResult::interrupted("the worker was asked to stop (SIGTERM/SIGINT)");
-        if let Err(error) = ledger.finish_run(*run_id, *key, &result) {
+        if let Err(error) =
+            ledger.finish_run_at(*run_id, *key, &result, telemetry.clock().wall_ms())
+        {
             tracing::error!(%error, "could not record the interrupted run");
         }
     }
@@ -829,7 +893,8 @@ async fn interrupt(
 /// Records the end of a run from its typed outcome (the one mapping of a [`JobOutcome`] to the
 /// ledger); a run without a verdict is logged at WARN with its reason and detail.
 fn record(
-    ledger: &mut Ledger,
+    ledger: &mut impl JobLedger,
+    feed: &FeedConfig,
     run_id: i64,
     (key, job_id): (i64, &str),
     run: &JobRun,
@@ -868,7 +933,7 @@ fn record(
             "run ended without a verdict: {detail}"
         ),
     }
-    ledger.finish_run_at(
+    let recorded = ledger.finish_run_at(
         run_id,
         key,
         &RunResult {
@@ -881,6 +946,18 @@ fn record(
         },
         at_ms,
     )?;
+    if let Recorded::Fenced { held, current } = recorded {
+        // Another host of the fleet claimed the job after this run's lease ended: its
+        // candidate is that host's to offer. Ours leaves the output directory and is never
+        // named in the manifest (which lists only what the ledger recorded for this host).
+        if let Some(file) = &row.candidate_file {
+            let _ = std::fs::remove_file(feed.out_dir.join(file));
+        }
+        tracing::warn!(
+            job = %job_id.escape_debug(), run_id, held, current,
+            "the run's result is refused: another host claimed the job after this run's lease ended (fencing token {held}, now {current}); its candidate is removed"
+        );
+    }
     Ok(())
 }
 
@@ -888,7 +965,7 @@ fn record(
 /// each for the round and content it lists (the signer has nothing to do with the others; a
 /// verdict on other content of the same id is never offered for it).
 fn write_listed_manifest(
-    ledger: &Ledger,
+    ledger: &impl JobLedger,
     feed: &FeedConfig,
     listed: &BTreeMap<i64, String>,
 ) -> Result<(), ServeError> {

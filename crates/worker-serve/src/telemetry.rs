@@ -174,6 +174,38 @@ pub struct Telemetry {
     host: Mutex<(u32, String)>,
     /// Pulls and evictions ([`crate::images`]).
     images: crate::images::ImageMetrics,
+    /// A fleet's leases as this host sees them (0 on a single host's SQLite ledger).
+    fleet: FleetMetrics,
+}
+
+/// The fleet's leases (issue #45), as this host last read them from the database.
+#[derive(Debug)]
+struct FleetMetrics {
+    leased_here: Gauge,
+    leased_elsewhere: Gauge,
+    takeovers: Gauge,
+}
+
+impl FleetMetrics {
+    fn register(registry: &mut Registry) -> Self {
+        Self {
+            leased_here: gauge(
+                registry,
+                "worker_serve_fleet_jobs_leased_here",
+                "Jobs under a live lease of this host (a fleet ledger; 0 on SQLite)",
+            ),
+            leased_elsewhere: gauge(
+                registry,
+                "worker_serve_fleet_jobs_leased_elsewhere",
+                "Jobs under a live lease of another host of the fleet",
+            ),
+            takeovers: gauge(
+                registry,
+                "worker_serve_fleet_lease_takeovers",
+                "Leases that ended before their run did and were taken over, over the fleet database's life",
+            ),
+        }
+    }
 }
 
 impl Telemetry {
@@ -259,6 +291,7 @@ impl Telemetry {
             "Runs in progress",
         );
         let health_status = health_family(&mut registry);
+
         registry.register(
             "worker_build",
             "The worker's version and its build (version and source commit)",
@@ -270,6 +303,7 @@ impl Telemetry {
         Self {
             images: crate::images::ImageMetrics::register(&mut registry),
             deadline: DeadlineMetrics::register(&mut registry),
+            fleet: FleetMetrics::register(&mut registry),
             clock,
             registry,
             jobs_seen,
@@ -343,6 +377,13 @@ impl Telemetry {
     /// `n` jobs were given up (their window ended without a verdict).
     pub fn jobs_given_up(&self, n: u64) {
         self.given_up.inc_by(n);
+    }
+
+    /// The fleet's leases as this host last read them.
+    pub fn set_fleet(&self, view: crate::fleet::FleetView) {
+        self.fleet.leased_here.set(view.leased_here);
+        self.fleet.leased_elsewhere.set(view.leased_elsewhere);
+        self.fleet.takeovers.set(view.takeovers);
     }
 
     /// First-seen time (unix ms) of the oldest job still to run, `None` when none is.

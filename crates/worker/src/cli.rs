@@ -601,6 +601,24 @@ pub struct ServeArgs {
     /// modulo N, equal to I.
     #[arg(long, value_name = "I/N", default_value = "0/1")]
     pub shard: crate::feed::shard::Shard,
+    /// Where the ledger is: a postgres://USER@HOST:PORT/DB URL puts this host in a fleet
+    /// sharing that database (jobs claimed with leases, any host takes any job;
+    /// docs/operations.md, "Running a fleet"); a directory is the SQLite ledger's (default:
+    /// --state). A fleet database is bound to the first host's feed and verifier set: another
+    /// is refused (78), as is another schema version; a server that does not answer is exit 1.
+    #[arg(long, value_name = "URL|DIR")]
+    pub ledger: Option<String>,
+    /// This host's name in a fleet (leases, runs, candidates), unique in the fleet; a host
+    /// restarted under the same name takes its own open runs back at once. Default:
+    /// HOSTNAME:STATE_DIR.
+    #[arg(long, value_name = "NAME", requires = "ledger")]
+    pub fleet_host: Option<String>,
+    /// How long a fleet claim holds a job without renewal, by the database's clock; the
+    /// running host renews it every third of it. A host that stops renewing (dead, paused,
+    /// cut off) loses the job to another host after at most this long.
+    #[arg(long, value_name = "S", default_value_t = 120,
+          value_parser = clap::value_parser!(u64).range(1..=86_400))]
+    pub lease: u64,
     /// Most jobs run at once. Default: before each batch, with L and M the largest cpu_millis
     /// and memory_bytes among the jobs due, min(cpus * 1000 / L, (MemTotal - min(1 GiB,
     /// MemTotal / 4)) / M) clamped to 1..=64, where cpus = min(the engine's NCPU, this host's

@@ -27,6 +27,7 @@ use crate::serve::ledger::{
     CandidateEntry, Heartbeat, JobEntry, LEDGER_FILE, Ledger, Requeued, RunEntry,
 };
 use crate::serve::shutdown::Shutdown;
+use crate::serve::store::{FleetOptions, LedgerLocation};
 use crate::serve::telemetry::Telemetry;
 use crate::serve::timefmt::{human_duration, iso_utc};
 use crate::serve::{Prepared, ServeConfig, ServeError, prepare};
@@ -153,7 +154,28 @@ fn serve_config(args: &ServeArgs) -> ServeConfig {
             allow_remote: args.metrics_allow_remote,
         }),
         images: image_policy(&args.image, args.run.pull),
+        ledger: args.ledger.as_deref().map_or_else(
+            || LedgerLocation::Sqlite(args.state.clone()),
+            LedgerLocation::parse,
+        ),
+        fleet: FleetOptions {
+            host: args
+                .fleet_host
+                .clone()
+                .unwrap_or_else(|| default_fleet_host(&args.state)),
+            lease: Duration::from_secs(args.lease),
+        },
     }
+}
+
+/// HOSTNAME:STATE_DIR: unique per service on a host (one per state directory), and the same
+/// across a restart, so a restarted host takes its own open runs back.
+fn default_fleet_host(state: &Path) -> String {
+    let hostname = std::fs::read_to_string("/proc/sys/kernel/hostname")
+        .map(|h| h.trim().to_owned())
+        .unwrap_or_else(|_| "localhost".to_owned());
+    let state = std::path::absolute(state).unwrap_or_else(|_| state.to_owned());
+    format!("{hostname}:{}", state.display())
 }
 
 /// The image policy from its flags; pulls ahead of jobs only with `--pull`.

@@ -149,6 +149,22 @@ fn metric(telemetry: &Telemetry, name: &str) -> Option<f64> {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn serve_runs_a_sooner_window_first_even_one_appearing_mid_batch_and_never_a_window_too_short_job()
  {
+    deadline_first(None).await;
+}
+
+/// The same service on a fleet ledger (Postgres, issue #45): the same order, the same row.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn serve_on_a_fleet_ledger_runs_a_sooner_window_first_even_one_appearing_mid_batch_and_never_a_window_too_short_job()
+ {
+    let Some(db) = crate::pg_support::TestDb::new("deadline_first") else {
+        return;
+    };
+    deadline_first(Some(&db.url)).await;
+}
+
+/// The deadline-first test on the SQLite ledger (`None`) or the fleet database at `url`.
+#[allow(clippy::too_many_lines)]
+async fn deadline_first(fleet: Option<&str>) {
     let server = TestServer::start().await;
     let bench_files: &[(&str, &[u8])] = &[("t", b"t")];
     let nested: Vec<(String, &[u8])> = bench_files
@@ -186,6 +202,14 @@ async fn serve_runs_a_sooner_window_first_even_one_appearing_mid_batch_and_never
         parallel: NonZeroUsize::new(1),
         metrics_listen: None,
         images: worker::serve::images::ImagePolicy::default(),
+        ledger: fleet.map_or_else(
+            || worker::serve::store::LedgerLocation::Sqlite(tmp.path().join("state")),
+            worker::serve::store::LedgerLocation::parse,
+        ),
+        fleet: worker::serve::store::FleetOptions {
+            host: "test-host".into(),
+            lease: Duration::from_secs(120),
+        },
     };
     let now_ms = i64::try_from(end - 150).unwrap() * 1000;
     let clock = Arc::new(ManualClock::new(now_ms));
@@ -237,16 +261,50 @@ async fn serve_runs_a_sooner_window_first_even_one_appearing_mid_batch_and_never
     );
     assert_eq!(metric(&telemetry, "worker_serve_jobs_at_risk"), Some(1.0));
     // Its own row in the ledger, as `worker feed` reports it: never started, with the figures.
-    let ledger = worker::serve::ledger::Ledger::open(&config.state_dir).unwrap();
-    let runs = ledger
-        .runs(Some(too_short["job_id"].as_str().unwrap()))
-        .unwrap();
-    let [run] = runs.as_slice() else {
-        panic!("{runs:?}")
+    let too_short_id = too_short["job_id"].as_str().unwrap();
+    let (outcome, reason_code, reason) = match fleet {
+        None => {
+            let ledger = worker::serve::ledger::Ledger::open(&config.state_dir).unwrap();
+            let runs = ledger.runs(Some(too_short_id)).unwrap();
+            let [run] = runs.as_slice() else {
+                panic!("{runs:?}")
+            };
+            (
+                run.outcome.clone(),
+                run.reason_code.clone(),
+                run.reason.clone(),
+            )
+        }
+        Some(url) => {
+            let binding = worker::serve::fleet::Binding {
+                feed: server.base.clone(),
+                verifiers: vec![VERIFIER.to_lowercase()],
+            };
+            let ledger = tokio::task::block_in_place(|| {
+                worker::serve::fleet::FleetLedger::open(url, &binding, "reader").unwrap()
+            });
+            let runs: Vec<_> = tokio::task::block_in_place(move || {
+                let mut ledger = ledger;
+                let runs = ledger.runs().unwrap();
+                drop(ledger);
+                runs
+            })
+            .into_iter()
+            .filter(|r| r.job_id == too_short_id)
+            .collect();
+            let [run] = runs.as_slice() else {
+                panic!("{runs:?}")
+            };
+            (
+                run.outcome.clone(),
+                run.reason_code.clone(),
+                run.reason.clone(),
+            )
+        }
     };
-    assert_eq!(run.outcome.as_deref(), Some("skipped"));
-    assert_eq!(run.reason_code.as_deref(), Some("window_too_short"));
-    let reason = run.reason.as_deref().unwrap();
+    assert_eq!(outcome.as_deref(), Some("skipped"));
+    assert_eq!(reason_code.as_deref(), Some("window_too_short"));
+    let reason = reason.as_deref().unwrap();
     assert!(
         reason.contains("ends in 150 s") && reason.contains("timeout_seconds 600"),
         "{reason}"

@@ -1,0 +1,397 @@
+//! The ledger as the serve loop sees it: one trait, [`JobLedger`], over its two backends,
+//! and the one place that picks between them ([`LedgerLocation`], [`AnyLedger`]). SQLite
+//! ([`super::ledger::Ledger`], one host, the default) and Postgres
+//! ([`super::fleet::FleetLedger`], a fleet of hosts on one database, issue #45).
+//!
+//! The loop asks the same questions of both; where a fleet differs it answers through the
+//! same calls: starting a run is a claim another host may have won ([`JobLedger::start_run`]
+//! answers `None`), recording a run is refused once another host holds the job
+//! ([`Recorded::Fenced`]), leases are renewed on the loop's tick ([`JobLedger::renew`]; a
+//! single host holds no lease).
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::Duration;
+
+use worker_store::clock::Clock;
+
+use super::fleet::{Binding, Claim, FleetError, FleetLedger, FleetView, Recorded, is_fleet_url};
+use super::ledger::{GivenUp, JobKey, Ledger, LedgerError, Polls, RunResult, Seen};
+
+/// A ledger operation failed, in either backend.
+#[derive(Debug, thiserror::Error)]
+pub enum StoreError {
+    /// The SQLite ledger.
+    #[error(transparent)]
+    Sqlite(#[from] LedgerError),
+    /// The fleet ledger.
+    #[error(transparent)]
+    Fleet(#[from] FleetError),
+}
+
+impl StoreError {
+    /// Whether a restart cannot fix it (exit 78).
+    pub fn is_permanent(&self) -> bool {
+        match self {
+            Self::Sqlite(e) => e.is_permanent(),
+            Self::Fleet(e) => e.is_permanent(),
+        }
+    }
+}
+
+/// What the serve loop records and asks.
+pub trait JobLedger: Send {
+    /// The clock the backend's own times come from, where it keeps any (SQLite; a fleet's
+    /// times are the database's).
+    fn set_clock(&mut self, clock: Arc<dyn Clock>);
+    /// A poll's sightings, committed at once where the backend batches them.
+    fn in_one_commit<T, E: From<StoreError>>(
+        &mut self,
+        sightings: impl FnOnce(&Self) -> Result<T, E>,
+    ) -> Result<T, E>;
+    /// [`Ledger::seen_until`].
+    fn seen_until(
+        &self,
+        key: JobKey<'_>,
+        expires_ms: Option<i64>,
+        at_ms: i64,
+    ) -> Result<Seen, StoreError>;
+    /// The file of this host's last candidate for `job`.
+    fn candidate_of(&self, job: i64) -> Result<Option<String>, StoreError>;
+    /// The first-seen time of the oldest of `jobs` still to run.
+    fn oldest_unfinished(&self, jobs: &BTreeMap<i64, String>) -> Result<Option<i64>, StoreError>;
+    /// Gives up the jobs whose window has ended.
+    fn give_up_expired(&mut self, at_ms: i64) -> Result<Vec<GivenUp>, StoreError>;
+    /// Opens a run of `job`; `None` when another host has it (a fleet only).
+    fn start_run(&mut self, job: i64) -> Result<Option<i64>, StoreError>;
+    /// Records how the run ended; [`Recorded::Fenced`] when another host holds the job now
+    /// (nothing recorded: its candidate must not be offered).
+    fn finish_run_at(
+        &mut self,
+        run_id: i64,
+        job: i64,
+        result: &RunResult,
+        at_ms: i64,
+    ) -> Result<Recorded, StoreError>;
+    /// The heartbeat with this process's poll counters.
+    fn heartbeat(&self, polls: &Polls) -> Result<(), StoreError>;
+    /// Renews the leases of the runs under way (a fleet only); the run ids whose claim was
+    /// lost.
+    fn renew(&mut self) -> Result<Vec<i64>, StoreError>;
+    /// How often [`JobLedger::renew`] is due, if ever.
+    fn renew_every(&self) -> Option<Duration>;
+    /// The fleet as this host sees it (a fleet only).
+    fn fleet_view(&self) -> Result<Option<FleetView>, StoreError>;
+}
+
+/// A poll's own error or the SQLite commit's, apart (the SQLite batch wants errors it can
+/// make from its own).
+enum Inner<E> {
+    Outer(E),
+    Ledger(LedgerError),
+}
+
+impl<E> From<LedgerError> for Inner<E> {
+    fn from(e: LedgerError) -> Self {
+        Self::Ledger(e)
+    }
+}
+
+impl JobLedger for Ledger {
+    fn set_clock(&mut self, clock: Arc<dyn Clock>) {
+        Ledger::set_clock(self, clock);
+    }
+    fn in_one_commit<T, E: From<StoreError>>(
+        &mut self,
+        sightings: impl FnOnce(&Self) -> Result<T, E>,
+    ) -> Result<T, E> {
+        Ledger::in_one_commit(self, |l| sightings(l).map_err(Inner::Outer)).map_err(|e| match e {
+            Inner::Outer(e) => e,
+            Inner::Ledger(e) => StoreError::Sqlite(e).into(),
+        })
+    }
+    fn seen_until(
+        &self,
+        key: JobKey<'_>,
+        expires_ms: Option<i64>,
+        at_ms: i64,
+    ) -> Result<Seen, StoreError> {
+        Ok(Ledger::seen_until(self, key, expires_ms, at_ms)?)
+    }
+    fn candidate_of(&self, job: i64) -> Result<Option<String>, StoreError> {
+        Ok(Ledger::candidate_of(self, job)?)
+    }
+    fn oldest_unfinished(&self, jobs: &BTreeMap<i64, String>) -> Result<Option<i64>, StoreError> {
+        Ok(Ledger::oldest_unfinished(self, jobs)?)
+    }
+    fn give_up_expired(&mut self, at_ms: i64) -> Result<Vec<GivenUp>, StoreError> {
+        Ok(Ledger::give_up_expired(self, at_ms)?)
+    }
+    fn start_run(&mut self, job: i64) -> Result<Option<i64>, StoreError> {
+        Ok(Some(Ledger::start_run(self, job)?))
+    }
+    fn finish_run_at(
+        &mut self,
+        run_id: i64,
+        job: i64,
+        result: &RunResult,
+        at_ms: i64,
+    ) -> Result<Recorded, StoreError> {
+        Ledger::finish_run_at(self, run_id, job, result, at_ms)?;
+        Ok(Recorded::Yes)
+    }
+    fn heartbeat(&self, polls: &Polls) -> Result<(), StoreError> {
+        Ok(Ledger::heartbeat(self, polls)?)
+    }
+    fn renew(&mut self) -> Result<Vec<i64>, StoreError> {
+        Ok(Vec::new())
+    }
+    fn renew_every(&self) -> Option<Duration> {
+        None
+    }
+    fn fleet_view(&self) -> Result<Option<FleetView>, StoreError> {
+        Ok(None)
+    }
+}
+
+/// The fleet ledger as the serve loop holds it: the session, the lease length and the
+/// claims of the runs under way.
+#[derive(Debug)]
+pub struct FleetStore {
+    /// `None` only once dropped.
+    ledger: Mutex<Option<FleetLedger>>,
+    lease: Duration,
+    claims: BTreeMap<i64, Claim>,
+}
+
+impl FleetStore {
+    /// The fleet ledger, its runs claimed for `lease` and renewed three times a lease.
+    pub fn new(ledger: FleetLedger, lease: Duration) -> Self {
+        Self {
+            ledger: Mutex::new(Some(ledger)),
+            lease,
+            claims: BTreeMap::new(),
+        }
+    }
+
+    /// Runs `op` on the session. The client blocks; inside the service's (multi-threaded)
+    /// runtime the worker thread is handed over while it does, so the other runs go on.
+    fn with<T>(
+        &self,
+        op: impl FnOnce(&mut FleetLedger) -> Result<T, FleetError>,
+    ) -> Result<T, StoreError> {
+        let call = || {
+            let mut guard = self.ledger.lock().unwrap_or_else(PoisonError::into_inner);
+            let ledger = guard.as_mut().ok_or(FleetError::Closed)?;
+            // A session the server dropped (a restart, a cut) is opened again; failing
+            // that, the error is transient and the loop backs off.
+            ledger.reconnect_if_closed()?;
+            op(ledger)
+        };
+        Ok(blocking(call)?)
+    }
+}
+
+/// Runs `op`, which blocks on the fleet database's client (it runs its own small runtime):
+/// inside a multi-threaded tokio runtime the worker thread is handed over while it does, so
+/// the other tasks go on and the client's runtime is not started inside the service's.
+fn blocking<T>(op: impl FnOnce() -> T) -> T {
+    let inside = tokio::runtime::Handle::try_current()
+        .is_ok_and(|h| h.runtime_flavor() == tokio::runtime::RuntimeFlavor::MultiThread);
+    if inside {
+        tokio::task::block_in_place(op)
+    } else {
+        op()
+    }
+}
+
+impl Drop for FleetStore {
+    fn drop(&mut self) {
+        // Dropping the client shuts its runtime down, which may not happen on a thread that
+        // drives the service's tasks.
+        let ledger = self
+            .ledger
+            .get_mut()
+            .unwrap_or_else(PoisonError::into_inner)
+            .take();
+        blocking(move || drop(ledger));
+    }
+}
+
+impl JobLedger for FleetStore {
+    fn set_clock(&mut self, _clock: Arc<dyn Clock>) {
+        // Every fleet time is the database's.
+    }
+    fn in_one_commit<T, E: From<StoreError>>(
+        &mut self,
+        sightings: impl FnOnce(&Self) -> Result<T, E>,
+    ) -> Result<T, E> {
+        // Each sighting is an idempotent upsert of its own: a poll cut half-way is
+        // completed by the next one, by this host or another.
+        sightings(self)
+    }
+    fn seen_until(
+        &self,
+        key: JobKey<'_>,
+        expires_ms: Option<i64>,
+        _at_ms: i64,
+    ) -> Result<Seen, StoreError> {
+        self.with(|l| l.seen(key, expires_ms))
+    }
+    fn candidate_of(&self, job: i64) -> Result<Option<String>, StoreError> {
+        self.with(|l| l.own_candidate_of(job))
+    }
+    fn oldest_unfinished(&self, jobs: &BTreeMap<i64, String>) -> Result<Option<i64>, StoreError> {
+        let keys: Vec<i64> = jobs.keys().copied().collect();
+        self.with(|l| l.oldest_unfinished(&keys))
+    }
+    fn give_up_expired(&mut self, at_ms: i64) -> Result<Vec<GivenUp>, StoreError> {
+        let ids = self.with(|l| l.give_up_expired(at_ms))?;
+        Ok(ids
+            .into_iter()
+            .map(|job_id| GivenUp {
+                job_id,
+                round: 0,
+                attempts: 0,
+                last_reason: None,
+            })
+            .collect())
+    }
+    fn start_run(&mut self, job: i64) -> Result<Option<i64>, StoreError> {
+        let lease = self.lease;
+        let Some(claim) = self.with(|l| l.claim_job(job, lease))? else {
+            return Ok(None);
+        };
+        if claim.took_over {
+            tracing::warn!(job = %claim.job_id.escape_debug(), fence = claim.fence, "took over a job whose lease had ended (its host stopped renewing it)");
+        }
+        let run_id = claim.run_id;
+        self.claims.insert(run_id, claim);
+        Ok(Some(run_id))
+    }
+    fn finish_run_at(
+        &mut self,
+        run_id: i64,
+        _job: i64,
+        result: &RunResult,
+        _at_ms: i64,
+    ) -> Result<Recorded, StoreError> {
+        let Some(claim) = self.claims.get(&run_id).cloned() else {
+            return Ok(Recorded::Fenced {
+                held: 0,
+                current: 0,
+            });
+        };
+        let recorded = self.with(|l| l.finish(&claim, result))?;
+        self.claims.remove(&run_id);
+        Ok(recorded)
+    }
+    fn heartbeat(&self, polls: &Polls) -> Result<(), StoreError> {
+        self.with(|l| l.heartbeat(polls.ok, polls.failed, polls.last_ok_ms))
+    }
+    fn renew(&mut self) -> Result<Vec<i64>, StoreError> {
+        let lease = self.lease;
+        let claims: Vec<Claim> = self.claims.values().cloned().collect();
+        let mut lost = Vec::new();
+        for claim in claims {
+            if !self.with(|l| l.renew(&claim, lease))? {
+                lost.push(claim.run_id);
+            }
+        }
+        Ok(lost)
+    }
+    fn renew_every(&self) -> Option<Duration> {
+        Some(self.lease / 3)
+    }
+    fn fleet_view(&self) -> Result<Option<FleetView>, StoreError> {
+        self.with(FleetLedger::view).map(Some)
+    }
+}
+
+/// Where `worker serve --ledger` keeps the ledger.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum LedgerLocation {
+    /// The SQLite ledger in this directory (the state directory unless named).
+    Sqlite(PathBuf),
+    /// A fleet database (`postgres://…`, `postgresql://…`).
+    Postgres(String),
+}
+
+impl LedgerLocation {
+    /// A `postgres://` URL is a fleet database; anything else is the SQLite ledger's
+    /// directory.
+    pub fn parse(text: &str) -> Self {
+        if is_fleet_url(text) {
+            Self::Postgres(text.to_owned())
+        } else {
+            Self::Sqlite(Path::new(text).to_owned())
+        }
+    }
+}
+
+/// How the fleet ledger is opened: this host's name and lease.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FleetOptions {
+    /// This host's name in leases, runs and candidates; unique in the fleet.
+    pub host: String,
+    /// How long a claim holds a job without renewal.
+    pub lease: Duration,
+}
+
+/// The open ledger, of either backend: the one place that picks it.
+#[derive(Debug)]
+pub enum AnyLedger {
+    /// One host.
+    Sqlite(Box<Ledger>),
+    /// A fleet.
+    Fleet(Box<FleetStore>),
+}
+
+impl std::fmt::Debug for Ledger {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Ledger").finish_non_exhaustive()
+    }
+}
+
+impl From<Ledger> for AnyLedger {
+    fn from(ledger: Ledger) -> Self {
+        Self::Sqlite(Box::new(ledger))
+    }
+}
+
+impl AnyLedger {
+    /// Opens the ledger at `location`: the SQLite one closes the runs a dead predecessor
+    /// left open; the fleet one checks the database's schema version and binding, and
+    /// closes this host's own runs left open.
+    pub fn open(
+        location: &LedgerLocation,
+        binding: &Binding,
+        fleet: &FleetOptions,
+        retry_base: Duration,
+    ) -> Result<Self, StoreError> {
+        match location {
+            LedgerLocation::Sqlite(dir) => {
+                let mut ledger = Ledger::open(dir)?;
+                ledger.set_retry_base(retry_base);
+                let closed = ledger.recover_interrupted()?;
+                if !closed.is_empty() {
+                    tracing::warn!(runs = ?closed, "runs left open by a stopped worker recorded as interrupted");
+                }
+                Ok(ledger.into())
+            }
+            LedgerLocation::Postgres(url) => {
+                let (ledger, closed) = blocking(|| {
+                    let mut ledger = FleetLedger::open(url, binding, &fleet.host)?;
+                    ledger.set_retry_base(retry_base);
+                    let closed = ledger.recover_own()?;
+                    Ok::<_, FleetError>((ledger, closed))
+                })?;
+                if !closed.is_empty() {
+                    tracing::warn!(runs = ?closed, host = fleet.host, "runs this host left open recorded as interrupted");
+                }
+                Ok(Self::Fleet(Box::new(FleetStore::new(ledger, fleet.lease))))
+            }
+        }
+    }
+}
