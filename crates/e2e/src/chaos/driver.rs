@@ -27,7 +27,9 @@ use super::inject::{
     running_container_of, sigterm, wait_for_docker,
 };
 use super::ledger::read_ledger;
-use super::liveness::{LANE_SETTLE_COSTS, LateImage, Liveness, first_run_args};
+use super::liveness::{
+    LANE_SETTLE_COSTS, LateImage, Liveness, chain_now, first_run_args, sleep_until_chain,
+};
 use super::schedule::{
     BountyKind, Disk, Fault, FaultKind, KillAt, Runner, Schedule, ScheduleOptions, Sig, Target,
     generate,
@@ -719,12 +721,15 @@ pub async fn run(cfg: &E2eConfig, opts: &ChaosOptions) -> Result<RunResult, E2eE
         }
         None => None,
     };
+    // The node's lead over the wall clock, just after the lane's bounty was mined.
+    let chain_lead = i64::try_from(kit.latest_timestamp().await?).unwrap_or(i64::MAX)
+        - i64::try_from(wall_clock()).unwrap_or(0);
     let lane_bounty = opts.liveness.map(|_| schedule.bounties.len());
     // Pushed half-way through its window, whatever the cycles are doing then.
     let mut late_push = late_image.as_ref().map(|(li, at)| {
-        let (li, at) = (li.clone(), *at);
+        let (li, at, provider) = (li.clone(), *at, kit.provider().clone());
         tokio::spawn(async move {
-            tokio::time::sleep(Duration::from_secs(at.saturating_sub(wall_clock()))).await;
+            sleep_until_chain(&provider, chain_lead, at).await;
             li.push().await
         })
     });
@@ -804,11 +809,14 @@ pub async fn run(cfg: &E2eConfig, opts: &ChaosOptions) -> Result<RunResult, E2eE
             && let Some(b) = bounties.get(i)
             && b.deployed.status().await? == status::SUBMITTED
         {
-            let left = b.expires_at.saturating_add(1).saturating_sub(wall_clock());
+            let left = b
+                .expires_at
+                .saturating_add(1)
+                .saturating_sub(chain_now(kit.provider(), chain_lead).await);
             steps.push(format!(
                 "liveness: the next run comes after the short window: {left} s"
             ));
-            tokio::time::sleep(Duration::from_secs(left)).await;
+            sleep_until_chain(kit.provider(), chain_lead, b.expires_at.saturating_add(1)).await;
         }
         if cycle >= schedule.chaos_cycles
             && let Some(h) = late_push.take()

@@ -24,6 +24,8 @@
 
 use std::time::Duration;
 
+use alloy::providers::{DynProvider, Provider};
+
 use crate::{E2eError, io};
 
 /// The short window: the signer signs only while more than 120 s are left
@@ -144,6 +146,32 @@ impl LateImage {
     /// Removes the local tag (the registry keeps its copy; the repository name is unique).
     pub async fn forget(&self) {
         let _ = docker(&["rmi", &format!("{}:late", self.repo)]).await;
+    }
+}
+
+/// The node's clock, by which the signer and the contract judge a window: the latest block's
+/// time, or the wall clock plus `offset` (the node's lead seen when the lane's bounty was
+/// deployed; blocks are mined only on demand, so the latest one can be old), whichever is later.
+/// On a shared node the lead can be minutes (any test's `evm_increaseTime`).
+pub async fn chain_now(provider: &DynProvider, offset: i64) -> u64 {
+    let by_wall = crate::wall_clock().saturating_add_signed(offset);
+    let latest = provider
+        .get_block_by_number(alloy::eips::BlockNumberOrTag::Latest)
+        .await
+        .ok()
+        .flatten()
+        .map_or(0, |b| b.header.timestamp);
+    latest.max(by_wall)
+}
+
+/// Sleeps until the node's clock ([`chain_now`]) has reached `at`.
+pub async fn sleep_until_chain(provider: &DynProvider, offset: i64, at: u64) {
+    loop {
+        let now = chain_now(provider, offset).await;
+        if now >= at {
+            return;
+        }
+        tokio::time::sleep(Duration::from_secs((at - now).min(2))).await;
     }
 }
 
