@@ -147,6 +147,7 @@ pub fn init_logging_as(env_var: &str, default_filter: &str, format: LogFormat) {
 
 mod json_log;
 pub mod textfile;
+pub mod version;
 
 /// Schema id of the error object the binaries print on stdout under `--json`.
 pub const ERROR_SCHEMA: &str = "agent-bounties/cli-error-v1";

@@ -18,6 +18,10 @@ fn exit(code: Exit) -> ExitCode {
 
 fn main() -> ExitCode {
     cli_support::restore_sigpipe();
+    if cli_support::version::verbose_requested(std::env::args_os().skip(1)) {
+        cli_support::version::print_verbose("keeper");
+        return ExitCode::SUCCESS;
+    }
     let cli = match Cli::try_parse() {
         Ok(c) => c,
         Err(e) => {

@@ -5,6 +5,10 @@ use signer::{Cli, ExitCode};
 
 fn main() -> std::process::ExitCode {
     cli_support::restore_sigpipe();
+    if cli_support::version::verbose_requested(std::env::args_os().skip(1)) {
+        cli_support::version::print_verbose("signer");
+        return std::process::ExitCode::SUCCESS;
+    }
     let cli = match Cli::try_parse() {
         Ok(cli) => cli,
         Err(e) => {

@@ -10,6 +10,8 @@
 
 use std::sync::OnceLock;
 
+use crate::types::Sha256Digest;
+
 static BUILD: OnceLock<&'static str> = OnceLock::new();
 
 /// The identity reported when no binary recorded one (library tests, embedders).
@@ -24,6 +26,24 @@ pub fn record(identity: &'static str) {
 /// The build identity recorded at start-up, or [`UNRECORDED`].
 pub fn identity() -> &'static str {
     BUILD.get().copied().unwrap_or(UNRECORDED)
+}
+
+static BINARY_SOURCE: OnceLock<fn() -> Option<Sha256Digest>> = OnceLock::new();
+static BINARY: OnceLock<Option<Sha256Digest>> = OnceLock::new();
+
+/// Records how to learn the running executable's own sha256 (the binary reads
+/// `/proc/self/exe`; this crate does no I/O). The identity names the commit, but only the
+/// digest tells which build of it ran, so that a rebuild can be compared with it
+/// (docs/rebuild.md). Only the first call counts, like [`record`].
+pub fn record_binary_digest(source: fn() -> Option<Sha256Digest>) {
+    let _ = BINARY_SOURCE.set(source);
+}
+
+/// The running executable's sha256, read at most once per process (on first use, so a
+/// command that writes no record never pays for hashing its binary); `None` when no binary
+/// recorded a source (library tests) or the executable could not be read.
+pub fn binary_sha256() -> Option<Sha256Digest> {
+    *BINARY.get_or_init(|| BINARY_SOURCE.get().and_then(|source| source()))
 }
 
 #[cfg(test)]

@@ -34,6 +34,12 @@ pub struct EvidenceRecord {
     pub response_hash: Option<String>,
     /// The worker's version (also a container label).
     pub worker_version: String,
+    /// The sha256 of the worker executable that ran (`/proc/self/exe`), so that a rebuild of
+    /// the commit in `worker_version` can be compared with the build that ran (issue #49).
+    /// Absent in records of older workers and where the executable could not be read, so their
+    /// bytes are unchanged.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub worker_binary_sha256: Option<Sha256Digest>,
     /// Facts about the engine and host.
     pub engine: EngineFacts,
     /// The OCI runtime the container ran under, as the engine has it registered; `None` in

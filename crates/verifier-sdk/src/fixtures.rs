@@ -240,6 +240,7 @@ pub fn completed_run_under(
         run_id: "fixture-run".into(),
         response_hash: Some(outcome.response_hash.to_string()),
         worker_version: "fixture".into(),
+        worker_binary_sha256: None,
         engine: crate::evidence::EngineFacts::default(),
         oci_runtime: Some(runtime_facts(oci_runtime)),
         image: Some(crate::evidence::ImageFacts {

@@ -63,7 +63,8 @@ pub struct ResourceDescriptor {
 pub struct TestResult {
     /// `PASSED` or `FAILED` (the predicate's `WARNED` is never produced).
     pub result: TestResultKind,
-    /// What the test ran with: the runner manifest, the image, and the evidence record.
+    /// What the test ran with: the runner manifest, the image, the evidence record and, when
+    /// its executable could be read, the worker binary.
     pub configuration: Vec<ResourceDescriptor>,
     /// The evidence address (where the run's evidence record is).
     pub url: String,
@@ -210,6 +211,20 @@ pub fn test_result_statement(
         .chain(tests_annotations)
         .collect(),
     });
+    // Which build of the worker ran: its commit alone names many possible builds, the
+    // executable's own digest names the one a rebuild is compared with (docs/rebuild.md).
+    if let Some(binary) = verifier_sdk::build::binary_sha256() {
+        configuration.push(ResourceDescriptor {
+            name: "worker".into(),
+            uri: None,
+            digest: sha256_set(&binary),
+            media_type: None,
+            annotations: BTreeMap::from([(
+                "version".to_owned(),
+                Value::from(verifier_sdk::build::identity()),
+            )]),
+        });
+    }
     Statement {
         statement_type: STATEMENT_TYPE.into(),
         subject: vec![
@@ -307,6 +322,29 @@ mod tests {
                 .predicate
                 .result,
             TestResultKind::Passed
+        );
+    }
+
+    /// Issue #49: the statement named the runner manifest, the image and the evidence, but not
+    /// which worker executable produced them.
+    #[test]
+    fn statement_names_the_worker_binary_that_ran() {
+        let (job_id, outcome) = sample_outcome(1);
+        let evidence = EvidenceAddress::of_record(&serde_json::json!({"a": 1}), "candidate-x.json");
+        // nextest runs each test in its own process, so this process-wide record is this
+        // test's alone.
+        verifier_sdk::build::record_binary_digest(|| Some(Sha256Digest::from_bytes([0xab; 32])));
+        let s = test_result_statement(&job_id, &outcome, &evidence, None);
+        let worker = s
+            .predicate
+            .configuration
+            .iter()
+            .find(|c| c.name == "worker")
+            .expect("no worker in the configuration");
+        assert_eq!(worker.digest["sha256"], "ab".repeat(32));
+        assert_eq!(
+            worker.annotations["version"],
+            verifier_sdk::build::identity()
         );
     }
 

@@ -14,9 +14,20 @@ use worker::exit::ExitCode;
 
 fn main() -> std::process::ExitCode {
     cli_support::restore_sigpipe();
+    if cli_support::version::verbose_requested(std::env::args_os().skip(1)) {
+        cli_support::version::print_verbose("worker");
+        return std::process::ExitCode::SUCCESS;
+    }
     // Before any work: every evidence record, cache key, ledger row and metric names this
     // build (version and commit), not only the version every commit shares.
     verifier_sdk::build::record(cli_support::VERSION);
+    // The executable's own digest, read on first use (evidence records, in-toto statements):
+    // /proc/self/exe stays the file that was started even if its path is replaced meanwhile.
+    verifier_sdk::build::record_binary_digest(|| {
+        cli_support::version::self_sha256()
+            .ok()
+            .and_then(|hex| format!("sha256:{hex}").parse().ok())
+    });
     // Under --json every failure also prints the error object on stdout (see commands::fail).
     let json = cli_support::json_requested(std::env::args_os().skip(1));
     commands::JSON_ERRORS.store(json, Ordering::Relaxed);

@@ -255,6 +255,7 @@ impl<E: ContainerEngine> Lifecycle<E> {
             run_id: spec.run_id.clone(),
             response_hash: None,
             worker_version: verifier_sdk::build::identity().to_owned(),
+            worker_binary_sha256: verifier_sdk::build::binary_sha256(),
             engine: self.engine.clone(),
             oci_runtime: self.runtime.facts.clone(),
             image: None,

@@ -15,6 +15,44 @@ fn version_names_the_git_revision() {
     assert!(text.trim_end().ends_with(')'), "no revision in {text:?}");
 }
 
+/// Issue #49: `worker --version --verbose` printed only `worker 0.1.0 (<short rev>)` (clap's
+/// version flag ignored `--verbose`), so nobody could tell which build of the commit ran or
+/// compare a rebuild with it.
+#[test]
+fn version_verbose_names_commit_tree_lock_toolchain_and_binary() {
+    use sha2::{Digest, Sha256};
+    let worker = env!("CARGO_BIN_EXE_worker");
+    let out = Command::new(worker)
+        .args(["--version", "--verbose"])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{out:?}");
+    let text = String::from_utf8(out.stdout).unwrap();
+    let field = |key: &str| {
+        text.lines()
+            .find_map(|l| l.strip_prefix(&format!("{key}: ")))
+            .unwrap_or_else(|| panic!("no {key}: line in {text:?}"))
+            .to_owned()
+    };
+    let commit = field("commit");
+    assert!(
+        commit.len() == 40 && commit.bytes().all(|b| b.is_ascii_hexdigit()),
+        "{commit}"
+    );
+    assert!(
+        ["clean", "dirty"].contains(&field("tree").as_str()),
+        "{text}"
+    );
+    let lock = std::fs::read(concat!(env!("CARGO_MANIFEST_DIR"), "/../../Cargo.lock")).unwrap();
+    assert_eq!(
+        field("cargo-lock-sha256"),
+        hex::encode(Sha256::digest(&lock))
+    );
+    assert!(field("toolchain").starts_with("rustc "), "{text}");
+    let binary = hex::encode(Sha256::digest(std::fs::read(worker).unwrap()));
+    assert_eq!(field("binary-sha256"), binary);
+}
+
 /// `worker … | head -1` used to end in a "failed printing to stdout" panic (exit 101) when the
 /// reader had gone. The reader is closed before the worker starts, so every write fails.
 #[test]

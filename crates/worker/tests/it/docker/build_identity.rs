@@ -36,3 +36,19 @@ fn evidence_of_two_builds_of_one_version_cannot_be_told_apart() {
         "{build}"
     );
 }
+
+/// Issue #49: the evidence named the commit but not the executable, so a rebuild of that commit
+/// could not be compared with the build that decided the verdict.
+#[test]
+fn evidence_names_the_worker_binary_that_ran() {
+    use sha2::{Digest, Sha256};
+    let dir = tempfile::tempdir().unwrap();
+    let (_, evidence) = ExampleRequest::failing_run_evidence(dir.path(), &[]);
+    let record: Value = serde_json::from_slice(&fs::read(evidence).unwrap()).unwrap();
+    let binary = hex::encode(Sha256::digest(fs::read(WORKER).unwrap()));
+    assert_eq!(
+        record["worker_binary_sha256"],
+        format!("sha256:{binary}").as_str(),
+        "{record}"
+    );
+}
