@@ -20,6 +20,9 @@ pub const JSON_LOG_ENV: [(&str, &str); 4] = [
     ("KEEPER_LOG", "debug"),
 ];
 
+/// Lines that are no log object shown per file; the rest are counted.
+const SHOWN_PER_FILE: usize = 3;
+
 /// The keys every JSON log line carries, each a string.
 pub const LOG_FIELDS: [&str; 4] = ["timestamp", "level", "target", "message"];
 
@@ -100,11 +103,23 @@ pub fn scan_bytes(name: &str, bytes: &[u8], stderr: bool, secrets: &[Secret]) ->
         scan.problems.push(format!("{name} holds a bearer token"));
     }
     if stderr {
+        let mut bad = Vec::new();
         for line in text.lines().filter(|l| !l.trim().is_empty()) {
             match log_line_problem(line) {
                 None => scan.log_lines += 1,
-                Some(why) => scan.problems.push(format!("{name}: {why}: {line}")),
+                Some(why) => bad.push(format!("{why}: {line}")),
             }
+        }
+        // The first few name the problem; a binary that logs text would list every line.
+        let shown = bad.len().min(SHOWN_PER_FILE);
+        for b in &bad[..shown] {
+            scan.problems.push(format!("{name}: {b}"));
+        }
+        if bad.len() > shown {
+            scan.problems.push(format!(
+                "{name}: {} more line(s) that are no log object",
+                bad.len() - shown
+            ));
         }
     }
     scan
@@ -157,30 +172,57 @@ impl LogScan {
         })
     }
 
-    /// Log objects per binary (`worker`, `signer`, `keeper`, from the process's file name
-    /// `NN-<binary>-<step>.stderr`), and the number of its processes.
+    /// Log objects per binary (`worker`, `signer`, `keeper`), and the number of its processes.
     pub fn per_binary(&self) -> BTreeMap<String, (usize, usize)> {
         let mut out: BTreeMap<String, (usize, usize)> = BTreeMap::new();
         for f in self.files.iter().filter(|f| f.stderr) {
-            let binary = f
-                .name
-                .split_once('-')
-                .map_or(f.name.as_str(), |(_, rest)| rest)
-                .split(['-', '.'])
-                .next()
-                .unwrap_or_default()
-                .to_owned();
-            let entry = out.entry(binary).or_default();
+            let entry = out.entry(binary_of(&f.name).to_owned()).or_default();
             entry.0 += f.log_lines;
             entry.1 += 1;
         }
         out
     }
 
+    /// Whether the process that wrote `name` was started again after it (`X.stderr` and
+    /// `X-restart.stderr` of a chaos step whose fault fired, `X-N.stderr` and `X-N+1.stderr`
+    /// of a supervised `worker serve`): a process killed early by its fault may have logged
+    /// nothing, so the minimum does not hold for it.
+    pub fn restarted(&self, name: &str) -> bool {
+        let Some(stem) = name.strip_suffix(".stderr") else {
+            return false;
+        };
+        let next = match stem.rsplit_once('-') {
+            Some((head, n)) if !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit()) => n
+                .parse::<u64>()
+                .map_or_else(|_| String::new(), |n| format!("{head}-{}.stderr", n + 1)),
+            _ => format!("{stem}-restart.stderr"),
+        };
+        self.files.iter().any(|f| f.name == next)
+    }
+
     /// Every problem found, and every process (stderr file) with fewer than `min_lines` log
     /// objects: a process whose log was not kept, or that logged nothing, scans clean
     /// vacuously.
     pub fn problems(&self, min_lines: usize) -> Vec<String> {
+        self.problems_exempting(min_lines, |_| false)
+    }
+
+    /// [`Self::problems`] of a chaos run: the minimum holds for every process not killed and
+    /// restarted by a fault ([`Self::restarted`]), and each of `worker`, `signer` and `keeper`
+    /// logged at least `min_lines` in all.
+    pub fn problems_of_a_run_with_faults(&self, min_lines: usize) -> Vec<String> {
+        let mut out = self.problems_exempting(min_lines, |name| self.restarted(name));
+        let per = self.per_binary();
+        for binary in ["worker", "signer", "keeper"] {
+            let lines = per.get(binary).map_or(0, |(lines, _)| *lines);
+            if lines < min_lines {
+                out.push(format!("{binary}: {lines} log line(s) in the run"));
+            }
+        }
+        out
+    }
+
+    fn problems_exempting(&self, min_lines: usize, exempt: impl Fn(&str) -> bool) -> Vec<String> {
         let mut out: Vec<String> = self
             .files
             .iter()
@@ -189,7 +231,7 @@ impl LogScan {
         for f in self
             .files
             .iter()
-            .filter(|f| f.stderr && f.log_lines < min_lines)
+            .filter(|f| f.stderr && f.log_lines < min_lines && !exempt(&f.name))
         {
             out.push(format!(
                 "{}: {} log line(s), fewer than {min_lines}",
@@ -198,6 +240,41 @@ impl LogScan {
         }
         out
     }
+}
+
+/// The binary a kept stderr file is of: the first of `worker`, `serve` (a `worker serve`),
+/// `signer` and `keeper` among the dash-separated words of its name (`03-keeper-relay`,
+/// `c1-pair-signer-2`, `c0-solo-serve-3`).
+fn binary_of(name: &str) -> &'static str {
+    name.split(['-', '.'])
+        .find_map(|word| match word {
+            "worker" | "serve" => Some("worker"),
+            "signer" => Some("signer"),
+            "keeper" => Some("keeper"),
+            _ => None,
+        })
+        .unwrap_or("other")
+}
+
+/// What a chaos run's binaries wrote in `logs`: every stderr line a log object, no bearer
+/// token, at least one log line from each process that was not restarted after a fault and
+/// from each binary ([`LogScan::problems_of_a_run_with_faults`]). Keys are not looked for
+/// here: the driver looks for them in every file of the run.
+pub fn chaos_log_problems(logs: &Path) -> Vec<String> {
+    match LogScan::dir(logs, &[]) {
+        Ok(scan) => scan.problems_of_a_run_with_faults(1),
+        Err(e) => vec![e.to_string()],
+    }
+}
+
+/// Scans one binary's stderr log at `path`.
+pub fn scan_stderr_file(path: &Path, secrets: &[Secret]) -> Result<FileScan, ScanError> {
+    let bytes = std::fs::read(path).map_err(|source| ScanError {
+        dir: path.to_owned(),
+        source,
+    })?;
+    let name = path.display().to_string();
+    Ok(scan_bytes(&name, &bytes, true, secrets))
 }
 
 #[cfg(test)]
@@ -259,5 +336,36 @@ mod tests {
         let per = scan.per_binary();
         assert_eq!(per.get("worker"), Some(&(0, 1)));
         assert_eq!(per.get("signer"), Some(&(1, 1)));
+    }
+
+    #[test]
+    fn a_chaos_process_restarted_after_its_fault_may_be_silent_and_others_may_not() {
+        let file = |name: &str, text: &str| scan_bytes(name, text.as_bytes(), true, &[]);
+        let scan = LogScan {
+            dir: PathBuf::new(),
+            files: vec![
+                file("c0-pair-keeper.stderr", ""),
+                file("c0-pair-keeper-restart.stderr", LINE),
+                file("c0-pair-serve-1.stderr", ""),
+                file("c0-pair-serve-2.stderr", ""),
+                file("c0-pair-signer-1.stderr", ""),
+            ],
+        };
+        assert!(scan.restarted("c0-pair-keeper.stderr"));
+        assert!(scan.restarted("c0-pair-serve-1.stderr"));
+        assert!(!scan.restarted("c0-pair-serve-2.stderr"));
+        assert!(!scan.restarted("c0-pair-signer-1.stderr"));
+        assert_eq!(
+            scan.problems_of_a_run_with_faults(1),
+            [
+                "c0-pair-serve-2.stderr: 0 log line(s), fewer than 1",
+                "c0-pair-signer-1.stderr: 0 log line(s), fewer than 1",
+                "worker: 0 log line(s) in the run",
+                "signer: 0 log line(s) in the run",
+            ]
+        );
+        assert_eq!(binary_of("c1-solo-serve-3.stderr"), "worker");
+        assert_eq!(binary_of("00-worker-reproduce.stderr"), "worker");
+        assert_eq!(binary_of("03-keeper-relay.stderr"), "keeper");
     }
 }

@@ -7,10 +7,14 @@
 //! chain, the ledgers and the files. A failure prints the seed, the schedule and
 //! the replay command. The tmpfs mounts need root: run as root, or as a user with password-less
 //! sudo (the `test-root` crate: `sudo -n mount`, as GitHub's runner user; scripts/tests/runner-user.sh).
+//!
+//! Every binary the driver starts logs JSON, and its stderr is scanned after each schedule
+//! (issue #46 item 5, `e2e::logscan`): a line that is no JSON log object is a `json_logs`
+//! violation. The single-service tests here scan their `worker serve`'s log the same way.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use e2e::E2eConfig;
 use e2e::chaos::{CI_SEEDS, run, summary_table};
@@ -22,6 +26,13 @@ fn config() -> E2eConfig {
         .unwrap_or_else(|| root.join("target"));
     E2eConfig::from_repo(&root, &target.join("debug"), &root.join(".work/chaos-test"))
         .unwrap_or_else(|e| panic!("{e}"))
+}
+
+/// The service's stderr at `log`: every line a JSON log object, at least one, no bearer token.
+fn logged_json(log: &Path) {
+    let scan = e2e::logscan::scan_stderr_file(log, &[]).unwrap_or_else(|e| panic!("{e}"));
+    assert!(scan.problems.is_empty(), "{}", scan.problems.join("\n"));
+    assert!(scan.log_lines > 0, "{} logged nothing", log.display());
 }
 
 /// One test for every seed: the schedules share the Docker daemon and the chain, and one at a
@@ -56,6 +67,7 @@ async fn libfaketime_moves_the_real_workers_wall_clock() {
     )
     .await
     .unwrap_or_else(|e| panic!("{e}"));
+    logged_json(&cfg.work_dir.join("clock-probe/serve.stderr"));
 }
 
 /// Found by the chaos driver (seed 4, its `worker serve` lanes without `--pull`, job order
@@ -80,6 +92,7 @@ async fn a_missing_image_without_pull_does_not_starve_the_other_jobs_of_a_servic
         o.runs,
         o.log.display()
     );
+    logged_json(&o.log);
 }
 
 /// The control: with `--pull` (the unit's default) the absent image is the job's own
@@ -96,6 +109,7 @@ async fn a_missing_image_with_pull_leaves_the_other_jobs_of_a_service_running() 
         o.runs,
         o.log.display()
     );
+    logged_json(&o.log);
 }
 
 /// Found reading the service's back-off while building the clock steps: `worker serve`
@@ -121,6 +135,7 @@ async fn a_wall_clock_step_back_does_not_delay_a_services_retry_by_the_step() {
         o.runs,
         o.log.display()
     );
+    logged_json(&o.log);
 }
 
 /// The control for the one above: the same service on the same (preloaded) clock with no
@@ -138,4 +153,5 @@ async fn a_services_own_failure_is_retried_within_its_back_off_without_a_clock_s
         o.runs,
         o.log.display()
     );
+    logged_json(&o.log);
 }

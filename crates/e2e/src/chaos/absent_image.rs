@@ -164,7 +164,7 @@ pub async fn play(cfg: &E2eConfig, pull: bool, ahead_s: Option<i64>) -> Result<O
     let worker = cfg.bin_dir.join("worker");
     let mut child = tokio::process::Command::new(&worker)
         .args(&args)
-        .env("WORKER_LOG", "info")
+        .envs(crate::logscan::JSON_LOG_ENV)
         .envs(
             clock
                 .as_ref()

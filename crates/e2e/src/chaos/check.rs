@@ -77,6 +77,9 @@ pub struct Observations {
     pub key_leaks: Vec<String>,
     /// Logs that show a panic (file and the line).
     pub panics: Vec<String>,
+    /// What the log scan found in the binaries' stderr logs (`e2e::logscan`): a line that is
+    /// no JSON log object, a bearer token, a process or binary that logged nothing.
+    pub log_problems: Vec<String>,
     /// Steps that did not exit within their deadline even when not faulted.
     pub hung_steps: Vec<String>,
     /// `worker serve` processes that exited 78 (systemd does not restart them) during the run.
@@ -223,6 +226,9 @@ pub fn check(obs: &Observations) -> Vec<Violation> {
     }
     for p in &obs.panics {
         v("no_panic", p.clone());
+    }
+    for p in &obs.log_problems {
+        v("json_logs", p.clone());
     }
     for h in &obs.hung_steps {
         v("no_hang", h.clone());
@@ -411,10 +417,18 @@ mod tests {
         o.key_leaks.push("logs/c0-keeper.stderr".into());
         o.panics
             .push("logs/c1-worker.stderr: thread 'main' panicked".into());
+        o.log_problems
+            .push("c0-pair-worker.stderr: not a JSON object: INFO worker: x".into());
         o.hung_steps.push("cycle 3 keeper".into());
         assert_eq!(
             names(&o),
-            vec!["no_container_left", "no_key_in_logs", "no_panic", "no_hang"]
+            vec![
+                "no_container_left",
+                "no_key_in_logs",
+                "no_panic",
+                "json_logs",
+                "no_hang"
+            ]
         );
     }
 

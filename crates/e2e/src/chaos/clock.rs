@@ -147,6 +147,7 @@ pub async fn probe_worker(worker: &Path, dir: &Path) -> Result<(), E2eError> {
             s("--parallel"),
             s(1),
         ])
+        .envs(crate::logscan::JSON_LOG_ENV)
         .envs(clock.env())
         .stdin(Stdio::null())
         .stdout(Stdio::null())

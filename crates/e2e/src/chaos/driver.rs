@@ -331,7 +331,8 @@ async fn run_once(
         .stdin(Stdio::null())
         .stdout(Stdio::from(stdout))
         .stderr(Stdio::from(stderr))
-        .kill_on_drop(true);
+        .kill_on_drop(true)
+        .envs(crate::logscan::JSON_LOG_ENV);
     for (k, v) in &step.env {
         cmd.env(k, v);
     }
@@ -1469,6 +1470,7 @@ pub async fn run(cfg: &E2eConfig, opts: &ChaosOptions) -> Result<RunResult, E2eE
         .collect();
     keys.push(key_hex(&keeper_key));
     scan_files(&work, &work, &keys, &mut obs);
+    obs.log_problems = crate::logscan::chaos_log_problems(&logs);
     obs.hung_steps = hung;
     obs.serve_stopped_for_good = serve_stopped_for_good;
     let violations = check(&obs);

@@ -15,6 +15,7 @@ pub(super) async fn read_ledger(worker: &Path, state: &Path) -> Option<Value> {
         .args(["ledger", "--state"])
         .arg(state)
         .args(["--json", "--quiet"])
+        .envs(crate::logscan::JSON_LOG_ENV)
         .stdin(Stdio::null())
         .kill_on_drop(true)
         .output();

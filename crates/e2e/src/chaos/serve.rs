@@ -143,7 +143,7 @@ fn spawn(spec: &ServeSpec, n: u32) -> Result<tokio::process::Child, E2eError> {
     let stderr = std::fs::File::create(&err_path).map_err(io("create a log", &err_path))?;
     let mut cmd = tokio::process::Command::new(&spec.program);
     cmd.args(&spec.args)
-        .env("WORKER_LOG", "info")
+        .envs(crate::logscan::JSON_LOG_ENV)
         .stdin(Stdio::null())
         .stdout(Stdio::from(stdout))
         .stderr(Stdio::from(stderr))

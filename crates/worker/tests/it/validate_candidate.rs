@@ -94,6 +94,32 @@ fn a_refused_candidate_prints_no_ok_and_exits_4() {
     assert_eq!(v["valid"], false, "{v}");
 }
 
+/// #46 item 5: under `--log-format json` the refusal's stderr line is a log object too (it was
+/// the one plain `worker: error:` line left), and stdout still holds only the refusal object.
+#[test]
+fn a_refused_candidate_under_json_logs_writes_its_error_as_one_log_object() {
+    let mut flipped = reference_request();
+    flipped["outcome"]["verdict"] = json!("failed");
+    let out = validate(&flipped, &["--json", "--log-format", "json"]);
+    assert_eq!(out.status.code(), Some(4), "{out:?}");
+    let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(v["valid"], false, "{v}");
+    let stderr = String::from_utf8(out.stderr).unwrap();
+    let lines: Vec<&str> = stderr.lines().collect();
+    assert!(!lines.is_empty(), "no error on stderr");
+    for line in lines {
+        let object: Value = serde_json::from_str(line)
+            .unwrap_or_else(|e| panic!("not a JSON log object ({e}): {line}"));
+        assert_eq!(object["level"], "ERROR", "{line}");
+        assert!(
+            object["message"]
+                .as_str()
+                .is_some_and(|m| m.starts_with("worker: error: ")),
+            "{line}"
+        );
+    }
+}
+
 #[test]
 fn json_without_validate_is_a_usage_error() {
     let out = Command::new(WORKER).args(["--json"]).output().unwrap();
