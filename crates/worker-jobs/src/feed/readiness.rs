@@ -112,6 +112,20 @@ pub async fn assess(
     ReadinessRecord::new(job.job_id(), now, checks)
 }
 
+/// The record of a job this run set apart without running it (`window_too_short`, beyond
+/// `--max-jobs`, displaced by a sooner window): every check `not_checked`, each naming `code`
+/// and `why`, so the record replaces whatever an earlier run wrote and never says ready for a
+/// job nothing checked now.
+pub fn not_run(job_id: &str, code: &str, why: &str, now: u64) -> ReadinessRecord {
+    let checks = verifier_sdk::readiness::ALL_CHECKS
+        .iter()
+        .map(|kind| {
+            CheckResult::not_checked(*kind, format!("not run on this host ({code}): {why}"))
+        })
+        .collect();
+    ReadinessRecord::new(job_id, now, checks)
+}
+
 /// Writes `record` as `readiness-<sha256(job_id)>.json` in `out_dir` (atomically, replacing an
 /// older record of the same job).
 pub fn write_readiness(out_dir: &Path, record: &ReadinessRecord) -> Result<(), OutputError> {

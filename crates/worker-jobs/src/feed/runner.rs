@@ -250,6 +250,7 @@ pub async fn run_feed(
     let Selection {
         mut selected,
         mut excluded,
+        beyond_max,
     } = select_jobs(
         fetched,
         config.network,
@@ -269,6 +270,7 @@ pub async fn run_feed(
     // set apart only when it surely cannot settle.
     let planned =
         super::deadline::plan(selected, |j| j, config.now_unix(), &config.settle, |_| true);
+    write_set_apart(config, &beyond_max, &planned.too_short);
     for (job, why) in planned.too_short {
         report.jobs.push(window_too_short_row(&job, &why));
     }
@@ -287,6 +289,7 @@ pub async fn run_feed(
         let need = super::deadline::Need::of(job, true, &config.settle);
         if let Err(why) = super::deadline::fits(job, config.now_unix(), need) {
             progress(config, format_args!("[{}/{total}] skipped: {why}", i + 1));
+            write_too_short(config, job, &why);
             report.jobs.push(window_too_short_row(job, &why));
             continue;
         }
@@ -317,24 +320,15 @@ pub async fn run_feed(
             ),
         );
         report.jobs.push(run.row);
-        // A job whose window ends sooner may have been listed while this one ran.
-        let room = config
-            .max_jobs
-            .map_or(usize::MAX, |max| max.saturating_sub(started + queue.len()));
-        if room > 0 {
-            let (more, too_short) = poll_new_jobs(config, &client, &mut known, room).await;
-            report.jobs.extend(
-                too_short
-                    .iter()
-                    .map(|(j, why)| window_too_short_row(j, why)),
-            );
-            if !more.is_empty() {
-                queue.extend(more);
-                queue.make_contiguous().sort_by(|a, b| {
-                    (a.expires_at(), a.job_id()).cmp(&(b.expires_at(), b.job_id()))
-                });
-            }
-        }
+        take_new_jobs(
+            config,
+            &client,
+            &mut known,
+            &mut queue,
+            started,
+            &mut report,
+        )
+        .await;
     }
     let (listed, omitted) = excluded.into_parts();
     report.jobs.extend(listed);
@@ -344,6 +338,52 @@ pub async fn run_feed(
     report.candidates_left_out = u64::try_from(left_out.len()).unwrap_or(u64::MAX);
     report.manifest_file = Some(MANIFEST_FILE.into());
     Ok(report)
+}
+
+/// After each job of a batch: a job whose window ends sooner may have been listed while it
+/// ran. Polled even when the batch is full under `--max-jobs`: a new job can take the place of
+/// a queued one whose window ends later, which is then displaced to a later run (its row
+/// `max_jobs`, its record not ready).
+async fn take_new_jobs(
+    config: &FeedConfig,
+    client: &PlatformClient,
+    known: &mut BTreeSet<String>,
+    queue: &mut std::collections::VecDeque<ValidatedJob>,
+    started: usize,
+    report: &mut FeedReport,
+) {
+    let cap = config.max_jobs.unwrap_or(usize::MAX);
+    let room = cap.saturating_sub(started + queue.len());
+    let (more, too_short) =
+        poll_new_jobs(config, client, known, room.saturating_add(queue.len())).await;
+    for (j, why) in &too_short {
+        write_too_short(config, j, why);
+        report.jobs.push(window_too_short_row(j, why));
+    }
+    if !more.is_empty() {
+        queue.extend(more);
+        queue
+            .make_contiguous()
+            .sort_by(|a, b| (a.expires_at(), a.job_id()).cmp(&(b.expires_at(), b.job_id())));
+    }
+    while started + queue.len() > cap {
+        let Some(last) = queue.pop_back() else { break };
+        let why = format!(
+            "beyond --max-jobs {cap}: displaced by a job listed during the batch whose window \
+             ends sooner; left for a later run"
+        );
+        progress(
+            config,
+            format_args!("feed: {} {why}", last.job_id().escape_debug()),
+        );
+        write_not_run(config, last.job_id(), reason::MAX_JOBS, &why);
+        report.jobs.push(JobRow::new(
+            last.job_id().to_owned(),
+            JobStatus::Skipped,
+            reason::MAX_JOBS,
+            &why,
+        ));
+    }
 }
 
 /// Polls the feed again during a batch and returns the jobs it lists that are new to this
@@ -384,6 +424,7 @@ async fn poll_new_jobs(
     let Selection {
         mut selected,
         mut excluded,
+        beyond_max: _,
     } = select_jobs(
         fresh,
         config.network,
@@ -579,6 +620,40 @@ pub async fn write_readiness(config: &FeedConfig, job: &ValidatedJob, outcome: &
     if let Err(e) = super::readiness::write_readiness(&config.out_dir, &record) {
         tracing::warn!(error = %e, "could not write a readiness record");
     }
+}
+
+/// Writes the not-ready record of a job set apart without a run (see
+/// [`super::readiness::not_run`]); a failed write is logged, as for a run's record.
+fn write_not_run(config: &FeedConfig, job_id: &str, code: &str, why: &str) {
+    let record = super::readiness::not_run(job_id, code, why, config.now_unix());
+    if let Err(e) = super::readiness::write_readiness(&config.out_dir, &record) {
+        tracing::warn!(error = %e, "could not write a readiness record");
+    }
+}
+
+/// The records of the jobs a batch sets apart at its start: beyond `--max-jobs`, or unable to
+/// settle before their windows end.
+fn write_set_apart(
+    config: &FeedConfig,
+    beyond_max: &[String],
+    too_short: &[(ValidatedJob, super::deadline::TooShort)],
+) {
+    for job_id in beyond_max {
+        let why = "beyond --max-jobs; left for a later run";
+        write_not_run(config, job_id, reason::MAX_JOBS, why);
+    }
+    for (job, why) in too_short {
+        write_too_short(config, job, why);
+    }
+}
+
+fn write_too_short(config: &FeedConfig, job: &ValidatedJob, why: &super::deadline::TooShort) {
+    write_not_run(
+        config,
+        job.job_id(),
+        super::deadline::WINDOW_TOO_SHORT,
+        &why.to_string(),
+    );
 }
 
 /// How one job's run went.

@@ -27,6 +27,9 @@ pub struct Selection {
     pub selected: Vec<ValidatedJob>,
     /// Jobs not run (status `rejected` or `skipped`), listed or counted.
     pub excluded: ExcludedRows,
+    /// The ids of the valid jobs left out by `max_jobs` (each also has its row in `excluded`,
+    /// which may only count it): the caller writes each a record that says it was not run.
+    pub beyond_max: Vec<String>,
 }
 
 /// Stable reason codes of selection.
@@ -161,10 +164,12 @@ pub fn select_jobs(
         }
     }
     selected.sort_by(|a, b| (a.expires_at(), a.job_id()).cmp(&(b.expires_at(), b.job_id())));
+    let mut beyond_max = Vec::new();
     if let Some(max) = max_jobs
         && selected.len() > max
     {
         for job in selected.split_off(max) {
+            beyond_max.push(job.job_id().to_owned());
             excluded.push(JobStatus::Skipped, reason::MAX_JOBS, || {
                 JobRow::new(
                     job.job_id().to_owned(),
@@ -175,7 +180,11 @@ pub fn select_jobs(
             });
         }
     }
-    Selection { selected, excluded }
+    Selection {
+        selected,
+        excluded,
+        beyond_max,
+    }
 }
 
 /// `Some(why)` when the job's raw policy commits to a verifier that is not configured here.

@@ -672,6 +672,120 @@ async fn a_job_listed_during_the_batch_runs_before_a_later_window() {
     assert_eq!(read_candidates(&w.root.join("out")).len(), 3);
 }
 
+/// #43 item 3 for jobs that never run: a job set apart as `window_too_short` or beyond
+/// `--max-jobs` gets a readiness record that says not ready and why, replacing whatever an
+/// earlier run left at its path (here a record that said ready). Before: no record was written
+/// for them, so the earlier "ready" stayed for a job nobody checked in this run.
+#[tokio::test]
+async fn a_job_skipped_without_a_run_is_written_not_ready_with_the_reason() {
+    let w = World::new().await;
+    let with_timeout = |round: u64, timeout: u64, expires_at: u64| {
+        let mut j = w.job_with_source(round, &[("a", b"1")]);
+        j["verification_expires_at"] = json!(expires_at);
+        j["terms"]["document"]["benchmark"]["runner_manifest"]["timeout_seconds"] = json!(timeout);
+        verifier_sdk::fixtures::rehash(&mut j);
+        j
+    };
+    let end = verifier_sdk::fixtures::EXPIRES_AT;
+    let short = with_timeout(1, 600, end);
+    let fine = with_timeout(2, 60, end + 3600);
+    let beyond = with_timeout(3, 60, end + 7200);
+    w.serve_feed(VERIFIER, &[&short, &fine, &beyond]);
+    let out = w.root.join("out");
+    std::fs::create_dir_all(&out).unwrap();
+    for job in [&short, &beyond] {
+        let stale = verifier_sdk::readiness::ReadinessRecord::new(
+            id(job),
+            1,
+            verifier_sdk::readiness::ALL_CHECKS
+                .iter()
+                .map(|k| verifier_sdk::readiness::CheckResult::pass(*k))
+                .collect(),
+        );
+        assert!(stale.ready);
+        worker::feed::readiness::write_readiness(&out, &stale).unwrap();
+    }
+    let exec = FakeExecutor::default();
+    let mut config = w.config("out");
+    config.max_jobs = Some(2);
+    let now_ms = i64::try_from(end - 150).unwrap() * 1000;
+    config.clock = std::sync::Arc::new(worker::serve::clock::ManualClock::new(now_ms));
+    let report = run_feed(&config, &exec).await.unwrap();
+    for (job, code) in [(&short, "window_too_short"), (&beyond, "max_jobs")] {
+        assert_eq!(
+            row(&report, job).reason_code.as_deref(),
+            Some(code),
+            "{:#?}",
+            report.jobs
+        );
+        assert_eq!(exec.calls(&id(job)), 0);
+        let r = readiness(&out, job);
+        assert!(!r.ready, "{r:?}");
+        assert_eq!(r.checks.len(), verifier_sdk::readiness::ALL_CHECKS.len());
+        for c in &r.checks {
+            assert_eq!(
+                c.code.as_deref(),
+                Some(verifier_sdk::readiness::NOT_CHECKED)
+            );
+            let m = c.message.as_deref().unwrap_or_default();
+            assert!(m.contains(code), "{m}");
+        }
+    }
+    assert_eq!(exec.calls(&id(&fine)), 1);
+}
+
+/// #43 item 5 (the "Done when" order): a batch full under `--max-jobs` still takes a
+/// job listed while it runs whose window ends sooner, in place of the queued job whose window
+/// ends last (reported `max_jobs`, displaced, with a record that says not ready). Before: the
+/// batch polled only while it had room, so the order was B, A and C waited for the next run.
+#[tokio::test]
+async fn a_full_max_jobs_batch_takes_a_job_listed_later_with_a_sooner_window_in_place_of_the_latest()
+ {
+    let w = World::new().await;
+    let end = verifier_sdk::fixtures::EXPIRES_AT;
+    let at = |round: u64, expires_at: u64| {
+        let mut j = w.job_with_source(round, &[("a", b"1")]);
+        j["verification_expires_at"] = json!(expires_at);
+        verifier_sdk::fixtures::rehash(&mut j);
+        j
+    };
+    let (a, b, c) = (at(1, end + 5000), at(2, end + 3000), at(3, end + 2000));
+    w.serve_feed(VERIFIER, &[&a, &b]);
+    let (server, listed) = (w.server.clone(), vec![a.clone(), b.clone(), c.clone()]);
+    let exec = Appearing {
+        inner: FakeExecutor::default(),
+        order: Mutex::new(Vec::new()),
+        during_first: Mutex::new(Some(Box::new(move || {
+            server.route(&feed_path(VERIFIER), Reply::json(&json!(listed)));
+        }))),
+    };
+    let mut config = w.config("out");
+    config.max_jobs = Some(2);
+    let now_ms = i64::try_from(end - 3600).unwrap() * 1000;
+    config.clock = std::sync::Arc::new(worker::serve::clock::ManualClock::new(now_ms));
+    let report = run_feed(&config, &exec).await.unwrap();
+    assert_eq!(
+        *exec.order.lock().unwrap(),
+        vec![id(&b), id(&c)],
+        "{:#?}",
+        report.jobs
+    );
+    let r = row(&report, &a);
+    assert_eq!(
+        (r.status, r.reason_code.as_deref()),
+        (JobStatus::Skipped, Some("max_jobs")),
+        "{r:?}"
+    );
+    assert!(
+        r.reason
+            .as_deref()
+            .unwrap_or_default()
+            .contains("displaced"),
+        "{r:?}"
+    );
+    assert!(!readiness(&w.root.join("out"), &a).ready);
+}
+
 #[tokio::test]
 async fn max_jobs_runs_the_earliest_expiring_only() {
     let w = World::new().await;
