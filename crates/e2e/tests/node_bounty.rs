@@ -48,6 +48,14 @@ fn manifest(dir: &Path) -> PathBuf {
     path
 }
 
+/// `worker rehearse`'s stderr under JSON logs (issue #46 item 5, the scan every e2e route
+/// shares): every line a log object, at least one, no bearer token.
+fn logged_json(stderr: &[u8]) {
+    let scan = e2e::logscan::scan_bytes("worker rehearse", stderr, true, &[]);
+    assert!(scan.problems.is_empty(), "{}", scan.problems.join("\n"));
+    assert!(scan.log_lines > 0, "worker rehearse logged nothing");
+}
+
 fn rehearse(dir: &Path, solution: &str, extra: &[&str]) -> (i32, Value) {
     let fixtures = repo_root().join("fixtures/node-bounty");
     let output = Command::new(worker())
@@ -63,9 +71,11 @@ fn rehearse(dir: &Path, solution: &str, extra: &[&str]) -> (i32, Value) {
         .arg("--json")
         .args(extra)
         .env_remove("REGRESSION_SANDBOX_STAGING_ROOT")
+        .envs(e2e::logscan::JSON_LOG_ENV)
         .output()
         .unwrap();
     let code = output.status.code().unwrap_or(-1);
+    logged_json(&output.stderr);
     let report = serde_json::from_slice(&output.stdout).unwrap_or_else(|e| {
         panic!(
             "exit {code}, not json ({e}): {}{}",

@@ -42,6 +42,14 @@ fn rust_manifest(cfg: &E2eConfig, dir: &Path) -> PathBuf {
     path
 }
 
+/// `worker rehearse`'s stderr under JSON logs (issue #46 item 5, the scan every e2e route
+/// shares): every line a log object, at least one, no bearer token.
+fn logged_json(stderr: &[u8]) {
+    let scan = e2e::logscan::scan_bytes("worker rehearse", stderr, true, &[]);
+    assert!(scan.problems.is_empty(), "{}", scan.problems.join("\n"));
+    assert!(scan.log_lines > 0, "worker rehearse logged nothing");
+}
+
 fn rehearse(cfg: &E2eConfig, dir: &Path, solution: &str, extra: &[&str]) -> (i32, String, Value) {
     let fixtures = Stack::Rust.fixtures(&cfg.repo_root);
     let output: Output = Command::new(cfg.bin_dir.join("worker"))
@@ -59,9 +67,11 @@ fn rehearse(cfg: &E2eConfig, dir: &Path, solution: &str, extra: &[&str]) -> (i32
         .arg("--json")
         .args(extra)
         .env_remove("REGRESSION_SANDBOX_STAGING_ROOT")
+        .envs(e2e::logscan::JSON_LOG_ENV)
         .output()
         .unwrap();
     let code = output.status.code().unwrap_or(-1);
+    logged_json(&output.stderr);
     let stderr = String::from_utf8_lossy(&output.stderr).into_owned();
     let report = serde_json::from_slice(&output.stdout).unwrap_or_else(|e| {
         panic!(
@@ -142,6 +152,8 @@ fn rust_bounty_rehearses_passed_stable_discriminating_under_the_seed_limits() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn rust_bounty_settles_with_the_good_solution_and_rejects_the_bad_one() {
     let cfg = config();
+    let logs = tempfile::tempdir().unwrap();
+    assert!(e2e::capture_logs(logs.path()));
     let kit = Testkit::connect().await.unwrap_or_else(|e| panic!("{e}"));
 
     let settled = run_bounty(&cfg, Stack::Rust, Scenario::Settled)
@@ -165,4 +177,14 @@ async fn rust_bounty_settles_with_the_good_solution_and_rejects_the_bad_one() {
     let after = bounty.status().call().await.unwrap();
     assert_ne!(after, status::SETTLED);
     assert_ne!(after, status::SUBMITTED);
+    let scan = e2e::scan_captured().unwrap().unwrap();
+    let problems = scan.problems(1);
+    assert!(problems.is_empty(), "{}", problems.join("\n"));
+    let per = scan.per_binary();
+    for binary in ["worker", "signer", "keeper"] {
+        assert!(
+            per.contains_key(binary),
+            "no {binary} process kept: {per:?}"
+        );
+    }
 }
