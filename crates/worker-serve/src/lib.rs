@@ -950,9 +950,14 @@ fn record(
         // Another host of the fleet claimed the job after this run's lease ended: its
         // candidate is that host's to offer. Ours leaves the output directory and is never
         // named in the manifest (which lists only what the ledger recorded for this host).
+        // Its statement and readiness record go with it: the other host writes its own.
         if let Some(file) = &row.candidate_file {
             let _ = std::fs::remove_file(feed.out_dir.join(file));
+            let statement = worker_jobs::intoto::statement_file_name(file);
+            let _ = std::fs::remove_file(feed.out_dir.join(statement));
         }
+        let readiness = verifier_sdk::readiness::readiness_file_name(job_id);
+        let _ = std::fs::remove_file(feed.out_dir.join(readiness));
         tracing::warn!(
             job = %job_id.escape_debug(), run_id, held, current,
             "the run's result is refused: another host claimed the job after this run's lease ended (fencing token {held}, now {current}); its candidate is removed"

@@ -9,6 +9,7 @@ mod doctor;
 mod engine_host;
 mod example_run;
 mod feed_cli;
+mod fleet;
 mod gc;
 mod images;
 mod in_toto;

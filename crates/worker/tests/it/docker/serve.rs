@@ -19,7 +19,7 @@ use crate::example_feed::{ExampleFeed, commit, example, ledger_of};
 use crate::feed_support::*;
 
 /// The shared example feed, with the directories `worker serve` uses.
-struct World(ExampleFeed);
+pub(super) struct World(ExampleFeed);
 
 impl std::ops::Deref for World {
     type Target = ExampleFeed;
@@ -29,13 +29,13 @@ impl std::ops::Deref for World {
 }
 
 impl World {
-    async fn new() -> Self {
+    pub(super) async fn new() -> Self {
         Self(ExampleFeed::new(&["work", "staging", "state", "out"]).await)
     }
 
     /// A job on the passing example source: the example's `cmp`, or with `sleep` > 0 a
     /// `sleep` of that many seconds.
-    fn job(&self, round: u64, sleep: u32) -> Value {
+    pub(super) fn job(&self, round: u64, sleep: u32) -> Value {
         let tree = example("source-pass");
         let archive = codeload_dir(&format!("sol-{round}-{}", commit(round)), "", &tree);
         // The protocol refuses a shell as argv[0], so a slow job is a plain `sleep`, which
@@ -54,7 +54,7 @@ impl World {
     }
 
     /// `worker serve` on this world; `overrides` replace the default value of a flag.
-    fn command_with(&self, overrides: &[(&str, &std::ffi::OsStr)]) -> Command {
+    pub(super) fn command_with(&self, overrides: &[(&str, &std::ffi::OsStr)]) -> Command {
         let mut flags: Vec<(&str, std::ffi::OsString)> = vec![
             ("--api", self.server.base.clone().into()),
             ("--verifier", VERIFIER.into()),
@@ -123,7 +123,7 @@ impl World {
     }
 }
 
-fn id(job: &Value) -> String {
+pub(super) fn id(job: &Value) -> String {
     job["job_id"].as_str().unwrap().to_owned()
 }
 
@@ -157,11 +157,11 @@ fn candidates_of(ledger: &Value, job: &Value) -> usize {
 }
 
 /// Every container (any state) whose owner label names the worker process `pid`.
-fn containers_of(pid: u32) -> Vec<String> {
+pub(super) fn containers_of(pid: u32) -> Vec<String> {
     crate::example_feed::containers_of(pid, true)
 }
 
-async fn wait_container(pid: u32) -> Vec<String> {
+pub(super) async fn wait_container(pid: u32) -> Vec<String> {
     let give_up = Instant::now() + Duration::from_secs(120);
     loop {
         let found = containers_of(pid);
@@ -176,7 +176,7 @@ async fn wait_container(pid: u32) -> Vec<String> {
     }
 }
 
-fn signal(child: &Child, sig: &str) {
+pub(super) fn signal(child: &Child, sig: &str) {
     let status = Command::new("kill")
         .args([&format!("-{sig}"), &child.id().to_string()])
         .status()
@@ -185,7 +185,7 @@ fn signal(child: &Child, sig: &str) {
 }
 
 /// Waits for `child` to exit within `bound`; returns its exit code and stderr.
-async fn exit_within(mut child: Child, bound: Duration) -> (Option<i32>, String) {
+pub(super) async fn exit_within(mut child: Child, bound: Duration) -> (Option<i32>, String) {
     let give_up = Instant::now() + bound;
     loop {
         if let Some(status) = child.try_wait().unwrap() {
@@ -206,7 +206,7 @@ async fn exit_within(mut child: Child, bound: Duration) -> (Option<i32>, String)
 }
 
 /// The manifest's job ids, each candidate re-checked as the signer does.
-fn signable(out: &Path) -> Vec<String> {
+pub(super) fn signable(out: &Path) -> Vec<String> {
     let raw: Value =
         serde_json::from_slice(&std::fs::read(out.join("manifest.json")).unwrap()).unwrap();
     let manifest = CandidateManifest::from_value(&raw).unwrap();

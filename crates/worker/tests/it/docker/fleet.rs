@@ -1,0 +1,358 @@
+//! `worker serve --ledger postgres://…` as a fleet (issue #45): real `worker serve`
+//! processes, the real Docker sandbox, a real Postgres (a database of its own per test on the
+//! cluster `scripts/services.sh` starts). Each host has its own state, output and work
+//! directories; they share the feed and the database.
+//!
+//! No outcome depends on timing: the tests wait on states the database reports (with
+//! generous bounds), leases are long where a take-over is not the point, and a host is
+//! stopped (SIGKILL, SIGSTOP) only once its container runs, so the take-over is certain.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::io::BufRead as _;
+use std::process::Child;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+use worker::serve::fleet::{Binding, FleetCandidate, FleetLedger, FleetRun};
+use worker::serve::ledger::JobState;
+
+use super::serve::{World, containers_of, exit_within, id, signable, signal, wait_container};
+use crate::feed_support::VERIFIER;
+use crate::pg_support::TestDb;
+
+/// What the fleet database holds.
+struct FleetState {
+    states: Vec<(String, JobState)>,
+    runs: Vec<FleetRun>,
+    candidates: Vec<FleetCandidate>,
+}
+
+impl FleetState {
+    fn runs_of(&self, job: &Value) -> Vec<&FleetRun> {
+        self.runs.iter().filter(|r| r.job_id == id(job)).collect()
+    }
+    fn completed(&self) -> usize {
+        self.states
+            .iter()
+            .filter(|(_, s)| *s == JobState::Completed)
+            .count()
+    }
+}
+
+fn binding(w: &World) -> Binding {
+    Binding {
+        feed: w.server.base.clone(),
+        verifiers: vec![VERIFIER.to_lowercase()],
+    }
+}
+
+/// Reads the database on a thread of its own (the blocking client starts a runtime).
+fn read(url: &str, binding: &Binding) -> FleetState {
+    let (url, binding) = (url.to_owned(), binding.clone());
+    std::thread::spawn(move || {
+        let mut ledger = FleetLedger::open(&url, &binding, "test-reader").unwrap();
+        FleetState {
+            states: ledger.states().unwrap(),
+            runs: ledger.runs().unwrap(),
+            candidates: ledger.candidates().unwrap(),
+        }
+    })
+    .join()
+    .unwrap()
+}
+
+async fn wait_fleet(
+    url: &str,
+    binding: &Binding,
+    what: &str,
+    done: impl Fn(&FleetState) -> bool,
+) -> FleetState {
+    let give_up = Instant::now() + Duration::from_secs(300);
+    loop {
+        let state = read(url, binding);
+        if done(&state) {
+            return state;
+        }
+        assert!(
+            Instant::now() < give_up,
+            "timed out waiting for {what}: {} jobs, runs {:?}",
+            state.states.len(),
+            state.runs
+        );
+        tokio::time::sleep(Duration::from_millis(300)).await;
+    }
+}
+
+/// Host `i` of the fleet: its own directories, the shared database, `lease` seconds.
+fn host(w: &World, url: &str, i: usize, lease: u64) -> Child {
+    for d in ["state", "out", "work", "staging"] {
+        std::fs::create_dir_all(w.path(&format!("{d}{i}"))).unwrap();
+    }
+    let (state, out, work, staging) = (
+        w.path(&format!("state{i}")),
+        w.path(&format!("out{i}")),
+        w.path(&format!("work{i}")),
+        w.path(&format!("staging{i}")),
+    );
+    // Everything of a host its own, as on separate machines: only the feed, the engine and
+    // the database are shared.
+    let mut cmd = w.command_with(&[
+        ("--state", state.as_ref()),
+        ("--out", out.as_ref()),
+        ("--work-dir", work.as_ref()),
+        ("--staging-root", staging.as_ref()),
+    ]);
+    cmd.arg("--ledger")
+        .arg(url)
+        .arg("--fleet-host")
+        .arg(format!("host-{i}"))
+        .arg("--lease")
+        .arg(lease.to_string())
+        .arg("--parallel")
+        .arg("1");
+    cmd.spawn().unwrap()
+}
+
+/// Collects a host's stderr lines as they come, so a test can wait for one.
+fn watch_stderr(child: &mut Child) -> Arc<Mutex<String>> {
+    let pipe = child.stderr.take().unwrap();
+    let text = Arc::new(Mutex::new(String::new()));
+    let sink = text.clone();
+    std::thread::spawn(move || {
+        for line in std::io::BufReader::new(pipe).lines() {
+            let Ok(line) = line else { break };
+            let mut t = sink.lock().unwrap();
+            t.push_str(&line);
+            t.push('\n');
+        }
+    });
+    text
+}
+
+async fn stop(hosts: Vec<Child>) {
+    for host in hosts {
+        signal(&host, "TERM");
+        let (code, stderr) = exit_within(host, Duration::from_secs(60)).await;
+        assert_eq!(code, Some(0), "{stderr}");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn fleet_three_serve_processes_on_one_database_give_each_of_50_jobs_exactly_one_verdict() {
+    let Some(db) = tokio::task::block_in_place(|| TestDb::new("three_hosts_50")) else {
+        return;
+    };
+    let w = World::new().await;
+    let jobs: Vec<Value> = (100..150).map(|round| w.job(round, 0)).collect();
+    let refs: Vec<&Value> = jobs.iter().collect();
+    w.serve_jobs(&refs);
+    let b = binding(&w);
+    let hosts: Vec<Child> = (0..3).map(|i| host(&w, &db.url, i, 600)).collect();
+    let state = wait_fleet(&db.url, &b, "every job to complete", |s| {
+        s.completed() == jobs.len()
+    })
+    .await;
+    stop(hosts).await;
+    let state_after = read(&db.url, &b);
+    assert_eq!(
+        state_after.runs.len(),
+        state.runs.len(),
+        "runs after completion"
+    );
+    // Exactly one verdict per job. A job runs again only after a run that ended without
+    // one (a run the sandbox could not start is the job's to retry, on whichever host
+    // claims it next), never beside or after a verdict.
+    let mut reruns = 0;
+    for job in &jobs {
+        let runs = state_after.runs_of(job);
+        let (last, before) = runs.split_last().unwrap();
+        assert_eq!(
+            last.outcome.as_deref(),
+            Some("completed_passed"),
+            "{}: {runs:?}",
+            id(job)
+        );
+        for (i, run) in before.iter().enumerate() {
+            assert!(
+                run.outcome
+                    .as_deref()
+                    .is_some_and(|o| !o.starts_with("completed")),
+                "{} ran again after a verdict or while running: {runs:?}",
+                id(job)
+            );
+            assert!(run.fence < runs[i + 1].fence, "{runs:?}");
+        }
+        reruns += before.len();
+    }
+    eprintln!("runs retried after a run without a verdict: {reruns}");
+    assert_eq!(state_after.candidates.len(), jobs.len());
+    let hosts_used: std::collections::BTreeSet<&str> =
+        state_after.runs.iter().map(|r| r.host.as_str()).collect();
+    eprintln!("hosts that ran jobs: {hosts_used:?}");
+    // Each host offers exactly the candidates it recorded; together, every job once.
+    let mut offered: Vec<String> = (0..3)
+        .flat_map(|i| {
+            let out = w.path(&format!("out{i}"));
+            if out.join("manifest.json").exists() {
+                signable(&out)
+            } else {
+                Vec::new()
+            }
+        })
+        .collect();
+    offered.sort();
+    let mut want: Vec<String> = jobs.iter().map(id).collect();
+    want.sort();
+    assert_eq!(offered, want, "every job offered once across the fleet");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn fleet_a_host_sigkilled_mid_run_loses_its_job_to_another_after_the_lease_one_candidate() {
+    let Some(db) = tokio::task::block_in_place(|| TestDb::new("sigkill")) else {
+        return;
+    };
+    let w = World::new().await;
+    let slow = w.job(200, 6);
+    w.serve_jobs(&[&slow]);
+    let b = binding(&w);
+    let doomed = host(&w, &db.url, 0, 3);
+    let pid = doomed.id();
+    wait_container(pid).await;
+    signal(&doomed, "KILL");
+    let (code, _) = exit_within(doomed, Duration::from_secs(20)).await;
+    assert_eq!(code, None, "SIGKILL leaves no exit code");
+    // Another host, started after the first died: the job is still leased (or its lease just
+    // ended); it takes it over once the lease has ended by the database's clock.
+    let survivor = host(&w, &db.url, 1, 600);
+    let state = wait_fleet(&db.url, &b, "the job to complete on the other host", |s| {
+        s.completed() == 1
+    })
+    .await;
+    let runs = state.runs_of(&slow);
+    assert_eq!(runs.len(), 2, "{runs:?}");
+    assert_eq!(runs[0].host, "host-0");
+    assert_eq!(runs[0].reason_code.as_deref(), Some("lease_expired"));
+    assert_eq!(runs[1].host, "host-1");
+    assert_eq!(runs[1].outcome.as_deref(), Some("completed_passed"));
+    assert_eq!(runs[1].fence, runs[0].fence + 1);
+    assert_eq!(state.candidates.len(), 1);
+    stop(vec![survivor]).await;
+    assert_eq!(read(&db.url, &b).runs.len(), 2, "finished once");
+    assert_eq!(signable(&w.path("out1")), vec![id(&slow)]);
+    // The dead host's orphan container is its own host's to sweep at its next start.
+    let _ = containers_of(pid);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn fleet_a_host_paused_past_its_lease_and_resumed_has_its_late_candidate_refused_by_the_fence()
+ {
+    let Some(db) = tokio::task::block_in_place(|| TestDb::new("sigstop")) else {
+        return;
+    };
+    let w = World::new().await;
+    let slow = w.job(300, 5);
+    w.serve_jobs(&[&slow]);
+    let b = binding(&w);
+    let mut paused = host(&w, &db.url, 0, 2);
+    let paused_log = watch_stderr(&mut paused);
+    wait_container(paused.id()).await;
+    signal(&paused, "STOP");
+    // While it is stopped it renews nothing: the other host takes the job over once the
+    // lease has ended and runs it to its end.
+    let other = host(&w, &db.url, 1, 600);
+    wait_fleet(&db.url, &b, "the job to complete on the other host", |s| {
+        s.completed() == 1
+    })
+    .await;
+    signal(&paused, "CONT");
+    // The paused host's container ran on; once resumed it has a verdict and tries to record
+    // it: refused by the fence.
+    let give_up = Instant::now() + Duration::from_secs(300);
+    while !paused_log
+        .lock()
+        .unwrap()
+        .contains("the run's result is refused")
+    {
+        assert!(
+            Instant::now() < give_up,
+            "the resumed host never tried to record its result: {}",
+            paused_log.lock().unwrap()
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    signal(&paused, "TERM");
+    let give_up = Instant::now() + Duration::from_secs(60);
+    let code = loop {
+        if let Some(status) = paused.try_wait().unwrap() {
+            break status.code();
+        }
+        assert!(Instant::now() < give_up, "the resumed host did not stop");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    };
+    assert_eq!(code, Some(0), "{}", paused_log.lock().unwrap());
+    stop(vec![other]).await;
+    let state = read(&db.url, &b);
+    assert_eq!(state.candidates.len(), 1, "{:?}", state.candidates);
+    assert_eq!(state.candidates[0].host, "host-1");
+    let runs = state.runs_of(&slow);
+    assert_eq!(runs.len(), 2, "{runs:?}");
+    assert_eq!(runs[0].reason_code.as_deref(), Some("lease_expired"));
+    // Nothing of the job is offered by the paused host; the other offers it once.
+    let paused_out = w.path("out0");
+    let offered = if paused_out.join("manifest.json").exists() {
+        signable(&paused_out)
+    } else {
+        Vec::new()
+    };
+    assert!(offered.is_empty(), "the fenced host offers {offered:?}");
+    let leftovers: Vec<_> = std::fs::read_dir(&paused_out)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .filter(|n| n.contains("candidate"))
+        .collect();
+    assert!(
+        leftovers.is_empty(),
+        "the fenced candidate is left in --out: {leftovers:?}"
+    );
+    assert_eq!(signable(&w.path("out1")), vec![id(&slow)]);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn fleet_serve_an_unreachable_database_at_start_exits_1_and_another_feed_or_schema_78() {
+    let w = World::new().await;
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let closed = format!("postgres://nobody:secret@127.0.0.1:{port}/fleet?connect_timeout=5");
+    let mut cmd = w.command_with(&[]);
+    cmd.arg("--ledger").arg(&closed);
+    let (code, stderr) = exit_within(cmd.spawn().unwrap(), Duration::from_secs(60)).await;
+    assert_eq!(
+        code,
+        Some(1),
+        "a server that does not answer may come back: {stderr}"
+    );
+    assert!(!stderr.contains("secret"), "{stderr}");
+
+    let Some(db) = tokio::task::block_in_place(|| TestDb::new("exit_codes")) else {
+        return;
+    };
+    // A database bound to another feed.
+    let other = Binding {
+        feed: "http://127.0.0.1:9/another-feed".into(),
+        verifiers: vec![VERIFIER.to_lowercase()],
+    };
+    let url = db.url.clone();
+    std::thread::spawn(move || drop(FleetLedger::open(&url, &other, "elsewhere").unwrap()))
+        .join()
+        .unwrap();
+    let mut cmd = w.command_with(&[]);
+    cmd.arg("--ledger").arg(&db.url);
+    let (code, stderr) = exit_within(cmd.spawn().unwrap(), Duration::from_secs(60)).await;
+    assert_eq!(code, Some(78), "{stderr}");
+    assert!(stderr.contains("another-feed"), "{stderr}");
+}
