@@ -3,14 +3,16 @@
 # (docs/operations.md, "A dedicated host"). Idempotent: a second run changes nothing and
 # says so; an existing /etc/verifier/worker.env is never overwritten.
 #
-#   deploy/install.sh [--root DIR] [--dry-run] [--worker-bin PATH] [--pull-images FILE]
-#                     [--enable]
+#   deploy/install.sh [--root DIR] [--dry-run] [--worker-bin PATH [--sha256sums FILE]]
+#                     [--pull-images FILE] [--enable]
 #
 #   --root DIR          install into DIR instead of / (DIR/etc/passwd, DIR/etc/group, ...);
 #                       nothing outside DIR is touched except the Docker Engine's image store
 #                       when --pull-images is given. systemctl is never called.
 #   --dry-run           print what would change (lines starting with "+ ") and change nothing.
 #   --worker-bin PATH   install PATH as /usr/local/bin/worker (the unit's ExecStart).
+#   --sha256sums FILE   the release's SHA256SUMS (docs/rebuild.md): PATH's sha256 must be its
+#                       `worker` line, or nothing at all is installed (exit 1).
 #   --pull-images FILE  pull each image FILE lists (one per line, name@sha256:<64 hex>;
 #                       blank lines and # comments allowed) so the first jobs need no pull.
 #                       A reference without a digest is refused before anything is pulled.
@@ -53,6 +55,7 @@ REQUIRED_VARS=(VERIFIER_API VERIFIER_NETWORK VERIFIER_ADDRESS VERIFIER_ARCHIVE_B
 root=/
 dry_run=""
 worker_bin=""
+sums_file=""
 images_file=""
 enable=""
 
@@ -80,6 +83,11 @@ while (($#)); do
     --worker-bin)
       (($# >= 2)) || usage
       worker_bin="$2"
+      shift 2
+      ;;
+    --sha256sums)
+      (($# >= 2)) || usage
+      sums_file="$2"
       shift 2
       ;;
     --pull-images)
@@ -158,6 +166,16 @@ if [[ -n "$images_file" ]]; then
 fi
 if [[ -n "$worker_bin" ]]; then
   [[ -f "$worker_bin" && -x "$worker_bin" ]] || die "--worker-bin $worker_bin is not an executable file"
+fi
+if [[ -n "$sums_file" ]]; then
+  [[ -n "$worker_bin" ]] || die "--sha256sums checks the --worker-bin binary; give both"
+  [[ -f "$sums_file" ]] || die "--sha256sums $sums_file is not a file"
+  # Before any change: a binary that is not the release's is never installed, let alone run.
+  expected="$(awk '$2 == "worker" || $2 == "*worker" { print $1 }' "$sums_file")"
+  [[ "$expected" =~ ^[0-9a-f]{64}$ ]] || die "$sums_file has no single sha256 for worker"
+  actual="$(sha256sum "$worker_bin" | cut -d' ' -f1)"
+  [[ "$actual" == "$expected" ]] ||
+    die "--worker-bin $worker_bin does not match the release's SHA256SUMS (sha256 $actual, expected $expected); nothing installed"
 fi
 
 say "installing into $root${dry_run:+ (dry run: nothing is changed)}"

@@ -293,6 +293,33 @@ refuses_to_write_through_a_symlink() {
   [[ ! -e "$tmp/elsewhere.env" ]] || fail "wrote through the link"
 }
 
+# Issue #49: a worker binary was installed whatever its bytes; with the release's SHA256SUMS
+# a copy that differs in one byte is refused before anything changes.
+worker_bin_differing_from_the_release_sums_is_refused() {
+  local r before after status=0 out
+  r="$(fresh_root)"
+  mkdir -p "$tmp/release"
+  cp "$stub_worker" "$tmp/release/worker"
+  (cd "$tmp/release" && sha256sum worker >SHA256SUMS)
+  cp "$tmp/release/worker" "$tmp/release/worker-flipped"
+  # One byte in the middle replaced by another: same size, other digest.
+  local size offset byte
+  size="$(stat -c %s "$tmp/release/worker-flipped")"
+  offset=$((size / 2))
+  byte="$(od -An -tu1 -j "$offset" -N1 "$tmp/release/worker-flipped" | tr -d ' ')"
+  printf '%b' "\\$(printf '%03o' $(((byte + 1) % 256)))" |
+    dd of="$tmp/release/worker-flipped" bs=1 seek="$offset" conv=notrunc status=none
+  before="$(tree_state "$r")"
+  out="$("$install_sh" --root "$r" --worker-bin "$tmp/release/worker-flipped" --sha256sums "$tmp/release/SHA256SUMS" 2>&1)" || status=$?
+  after="$(tree_state "$r")"
+  ((status == 1)) || fail "exit $status: $out"
+  grep -q "does not match the release's SHA256SUMS" <<<"$out" || fail "no clear message: $out"
+  [[ "$before" == "$after" ]] || fail "the root changed before the binary was refused"
+  "$install_sh" --root "$r" --worker-bin "$tmp/release/worker" --sha256sums "$tmp/release/SHA256SUMS" >/dev/null ||
+    fail "the matching binary was refused"
+  cmp -s "$tmp/release/worker" "$r/usr/local/bin/worker" || fail "the matching binary was not installed"
+}
+
 refuses_a_root_without_a_docker_group() {
   local r status=0 out
   r="$(fresh_root)"
@@ -516,6 +543,7 @@ check dry_run_changes_nothing dry_run_changes_nothing
 check dry_run_on_the_real_root_runs_to_its_summary dry_run_on_the_real_root_runs_to_its_summary
 check refuses_to_write_through_a_symlink refuses_to_write_through_a_symlink
 check refuses_a_root_without_a_docker_group refuses_a_root_without_a_docker_group
+check worker_bin_differing_from_the_release_sums_is_refused worker_bin_differing_from_the_release_sums_is_refused
 check pull_list_with_a_tag_is_refused_before_anything_changes pull_list_with_a_tag_is_refused_before_anything_changes
 check pull_list_pulls_by_digest pull_list_pulls_by_digest
 check exec_start_expands_like_systemd exec_start_expands_like_systemd
