@@ -136,16 +136,30 @@ build() {
   fi
 }
 
+# keep DIR: moves the built binaries to DIR/bin and removes the clone and its target
+# directory, so that only one build's intermediate files (about 1.5 GB for the signer) are on
+# disk at a time.
+keep() {
+  local dir="$1" p
+  mkdir -p "${dir}/bin"
+  for p in "${packages[@]}"; do
+    [[ -f "${dir}/target/release/${p}" ]] || die "no binary ${p} in target/release (a package whose binary has another name?)"
+    mv "${dir}/target/release/${p}" "${dir}/bin/${p}"
+  done
+  rm -rf "${dir}/target" "${dir}/src"
+}
+
 step "reproduce ${packages[*]} at ${commit} (SOURCE_DATE_EPOCH=${epoch}, auditable=${auditable})"
 build "${dir_a}" a
+keep "${dir_a}"
 build "${dir_b}" b
+keep "${dir_b}"
 
 status=0
 sums=()
 for p in "${packages[@]}"; do
-  a="${dir_a}/target/release/${p}"
-  b="${dir_b}/target/release/${p}"
-  [[ -f "${a}" && -f "${b}" ]] || die "no binary ${p} in target/release (a package whose binary has another name?)"
+  a="${dir_a}/bin/${p}"
+  b="${dir_b}/bin/${p}"
   sum_a="$(sha256sum "${a}" | cut -d' ' -f1)"
   sum_b="$(sha256sum "${b}" | cut -d' ' -f1)"
   log "${p}: ${sum_a} (build a)"
@@ -195,7 +209,7 @@ fi
 if [[ -n "${REPRO_OUT:-}" ]]; then
   mkdir -p "${REPRO_OUT}"
   for p in "${packages[@]}"; do
-    install -m 0755 "${dir_a}/target/release/${p}" "${REPRO_OUT}/${p}"
+    install -m 0755 "${dir_a}/bin/${p}" "${REPRO_OUT}/${p}"
   done
   printf '%s\n' "${sums[@]}" >"${REPRO_OUT}/SHA256SUMS"
 fi
