@@ -236,7 +236,14 @@ fn this_repository_states_the_rules_the_check_reads() {
     let architecture = std::fs::read_to_string(root.join("ARCHITECTURE.md")).unwrap();
     let rules = parse_rules(&architecture).unwrap();
     let set = |names: &[&str]| names.iter().map(|s| s.to_string()).collect::<BTreeSet<_>>();
-    assert_eq!(rules.every_library, set(&["bollard", "clap", "rusqlite"]));
+    // Issue #48's three at least; the table may forbid more to every library.
+    assert!(
+        rules
+            .every_library
+            .is_superset(&set(&["bollard", "clap", "rusqlite"])),
+        "{:?}",
+        rules.every_library
+    );
     let docker = rules.crates.get("worker-docker").unwrap();
     assert!(docker.may.contains("bollard"));
     let serve = rules.crates.get("worker-serve").unwrap();
