@@ -16,8 +16,10 @@
 # branch, a fork or any other workflow is never even listed. The artifact carries SHA256SUMS
 # and COMMIT beside the binaries; each binary's digest is checked against SHA256SUMS and, with
 # VERIFY_ATTESTATION=1 (the default), against the build's provenance attestation
-# (`gh attestation verify`: signed by the build workflow of this repository, on main, at
-# COMMIT), which ties the bytes to that build rather than to whoever could upload an artifact.
+# (`gh attestation verify`: signed by the reusable release-build workflow of this repository
+# (SIGNER_WORKFLOW, default regression-verifier-release-build.yml, which the build workflow
+# calls), on main, at COMMIT), which ties the bytes to that build rather than to whoever could
+# upload an artifact.
 #
 #   fetch-binaries.sh <binary>...      e.g. fetch-binaries.sh worker
 #
@@ -37,7 +39,8 @@
 # Env: COMMIT (40 hex; the release the calling run works with), DEST (default bin),
 # WAIT_SECONDS, ARTIFACT_ID, LOOKUP_ONLY, GITHUB_REPOSITORY, GH_TOKEN, GITHUB_API_URL,
 # GITHUB_OUTPUT (optional), BUILD_WORKFLOW (default regression-verifier-build.yml),
-# CI_WORKFLOW (default ci.yml), VERIFY_ATTESTATION (default 1).
+# CI_WORKFLOW (default ci.yml), SIGNER_WORKFLOW (default regression-verifier-release-build.yml),
+# VERIFY_ATTESTATION (default 1).
 set -euo pipefail
 # shellcheck source=.github/scripts/lib.sh
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
@@ -56,6 +59,7 @@ commit="${COMMIT:-}"
 dest="${DEST:-bin}"
 workflow="${BUILD_WORKFLOW:-regression-verifier-build.yml}"
 ci_workflow="${CI_WORKFLOW:-ci.yml}"
+signer_workflow="${SIGNER_WORKFLOW:-regression-verifier-release-build.yml}"
 artifact_name=regression-binaries
 for name in "$@"; do
   [[ "${name}" =~ ^[a-z][a-z0-9-]*$ ]] || fail "bad binary name ${name}"
@@ -162,7 +166,7 @@ for name in "$@"; do
     fail "${name} does not match its SHA-256 (${actual}, expected ${expected})"
   if [[ "${VERIFY_ATTESTATION:-1}" != 0 ]]; then
     gh attestation verify "${file}" --repo "${GITHUB_REPOSITORY}" \
-      --signer-workflow "${GITHUB_REPOSITORY}/.github/workflows/${workflow}" \
+      --signer-workflow "${GITHUB_REPOSITORY}/.github/workflows/${signer_workflow}" \
       --source-ref refs/heads/main --source-digest "${commit}" --deny-self-hosted-runners >/dev/null ||
       fail "${name}: its build provenance attestation does not verify"
   fi

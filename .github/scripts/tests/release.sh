@@ -316,10 +316,14 @@ elif what == "node24":
               "actions/attest-build-provenance@977bb373ede98d70efdf65b84cb5f73e068dcc2a"}
     problems += ["%s: %s" % (n, s["uses"]) for n, _, _, s in steps() if "uses" in s and s["uses"] not in node24]
 elif what == "attest":
-    build = flows["regression-verifier-build.yml"]["jobs"]
+    # The build workflow only calls the reusable release build, whose jobs compile and attest.
+    caller = flows["regression-verifier-build.yml"]["jobs"]
+    if [j.get("uses") for j in caller.values()] != ["./.github/workflows/regression-verifier-release-build.yml"]:
+        problems.append("the build workflow does not just call the reusable release build")
+    build = flows["regression-verifier-release-build.yml"]["jobs"]
     for job_id, job in build.items():
         perms = job.get("permissions", {})
-        compiles = any("cargo" in str(s.get("run", "")) or "checkout" in str(s.get("uses", "")) for s in job["steps"])
+        compiles = any(re.search(r"cargo|scripts/", str(s.get("run", ""))) or "checkout" in str(s.get("uses", "")) for s in job["steps"])
         if perms.get("id-token") == "write" and compiles:
             problems.append("job %s compiles or checks out and holds id-token: write" % job_id)
     if not any(j.get("permissions", {}).get("id-token") == "write" for j in build.values()):

@@ -496,6 +496,18 @@ if [[ -x "${keeper_bin}" && -x "${worker_bin}" ]]; then
   check "binaries: a tampered binary fails closed and nothing is installed" \
     eval '((status != 0)) && said "keeper does not match its SHA-256" && [[ ! -e "${tmp}/fetched" ]]'
 
+  # One byte of the worker replaced in place (same size, so no length check could catch it),
+  # after SHA256SUMS was written (issue #49 item 3).
+  make_artifact "${tmp}/flipped.zip" "${main_sha}" keeper worker
+  (cd "${tmp}/artifact-src" && offset=$(($(stat -c %s worker) / 2)) &&
+    byte="$(od -An -tu1 -j "${offset}" -N1 worker | tr -d ' ')" &&
+    printf '%b' "\\$(printf '%03o' $(((byte + 1) % 256)))" | dd of=worker bs=1 seek="${offset}" conv=notrunc status=none &&
+    rm -f "${tmp}/flipped.zip" && zip -q "${tmp}/flipped.zip" ./*)
+  binaries_routes "$(build_run 71 push main acme/verifier "${main_sha}")" "$(binaries_artifact 901 false)" "${tmp}/flipped.zip"
+  fetch keeper worker
+  check "binaries: a worker with one byte changed fails closed and nothing is installed, not even the keeper" \
+    eval '((status != 0)) && said "worker does not match its SHA-256" && [[ ! -e "${tmp}/fetched" ]]'
+
   make_artifact "${tmp}/other-commit.zip" "${old_sha}" keeper worker
   binaries_routes "$(build_run 71 push main acme/verifier "${main_sha}")" "$(binaries_artifact 901 false)" "${tmp}/other-commit.zip"
   fetch keeper
