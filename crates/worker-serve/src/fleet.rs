@@ -204,6 +204,26 @@ impl FleetError {
     }
 }
 
+impl FleetError {
+    /// Whether the session with the server is what failed (refused, dropped, the server shut
+    /// down or restarting), so a new session may succeed: the ledger reconnects and tries
+    /// again. A statement the server refused for its content is not.
+    pub fn is_connection(&self) -> bool {
+        match self {
+            Self::Connect { .. } => !self.is_permanent(),
+            Self::Query { source, .. } => match source.as_db_error() {
+                None => true,
+                // 08: connection exception; 57P: the server shutting down or restarting.
+                Some(db) => {
+                    let code = db.code().code();
+                    code.starts_with("08") || code.starts_with("57P")
+                }
+            },
+            _ => false,
+        }
+    }
+}
+
 /// A claim on one job: recorded results carry its fencing token.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Claim {
@@ -607,6 +627,19 @@ impl FleetLedger {
                 held: claim.fence,
                 current,
             });
+        }
+        // Tried again after a session was cut: the first attempt may have committed before
+        // its answer was lost. Still our claim and the run already closed: it was recorded.
+        let ended = tx
+            .query_one(
+                "SELECT ended_ms IS NOT NULL FROM fleet_runs WHERE run_id = $1",
+                &[&claim.run_id],
+            )
+            .map_err(query("recording a run"))?
+            .get::<_, bool>(0);
+        if ended {
+            tx.rollback().map_err(query("recording a run"))?;
+            return Ok(Recorded::Yes);
         }
         let event = match result.kind {
             RunKind::Completed => JobEvent::Complete,

@@ -431,6 +431,7 @@ async fn serve_loop<L: JobLedger>(
     let clock = telemetry.clock().clone();
     let mut ledger = ledger;
     ledger.set_clock(clock.clone());
+    ledger.report_outage_to(telemetry.ledger_outage());
     let client = PlatformClient::new(feed.client_limits)
         .map_err(|e| ServeError::Config(format!("http client: {e}")))?;
     remove_stale(&feed.work_dir, clock.as_ref());

@@ -18,6 +18,7 @@ use worker_store::clock::Clock;
 
 use super::fleet::{Binding, Claim, FleetError, FleetLedger, FleetView, Recorded, is_fleet_url};
 use super::ledger::{GivenUp, JobKey, Ledger, LedgerError, Polls, RunResult, Seen};
+use super::telemetry::LedgerOutage;
 
 /// A ledger operation failed, in either backend.
 #[derive(Debug, thiserror::Error)]
@@ -83,6 +84,9 @@ pub trait JobLedger: Send {
     fn renew_every(&self) -> Option<Duration>;
     /// The fleet as this host sees it (a fleet only).
     fn fleet_view(&self) -> Result<Option<FleetView>, StoreError>;
+    /// Where an outage of the ledger's database is said while it reconnects (a fleet only:
+    /// SQLite is a local file).
+    fn report_outage_to(&mut self, outage: LedgerOutage);
 }
 
 /// A poll's own error or the SQLite commit's, apart (the SQLite batch wants errors it can
@@ -153,6 +157,7 @@ impl JobLedger for Ledger {
     fn fleet_view(&self) -> Result<Option<FleetView>, StoreError> {
         Ok(None)
     }
+    fn report_outage_to(&mut self, _outage: LedgerOutage) {}
 }
 
 /// The fleet ledger as the serve loop holds it: the session, the lease length and the
@@ -163,7 +168,13 @@ pub struct FleetStore {
     ledger: Mutex<Option<FleetLedger>>,
     lease: Duration,
     claims: BTreeMap<i64, Claim>,
+    outage: Option<LedgerOutage>,
 }
+
+/// How long the fleet ledger keeps reconnecting before the service gives up (exit 1, and a
+/// restart tries again): a restart of Postgres takes seconds; a shutdown signal waits for at
+/// most this.
+pub const OUTAGE_BOUND: Duration = Duration::from_secs(120);
 
 impl FleetStore {
     /// The fleet ledger, its runs claimed for `lease` and renewed three times a lease.
@@ -172,24 +183,58 @@ impl FleetStore {
             ledger: Mutex::new(Some(ledger)),
             lease,
             claims: BTreeMap::new(),
+            outage: None,
         }
     }
 
     /// Runs `op` on the session. The client blocks; inside the service's (multi-threaded)
     /// runtime the worker thread is handed over while it does, so the other runs go on.
+    ///
+    /// A session the server dropped (a restart, a cut) is opened again and `op` tried again,
+    /// with a back-off, for up to [`OUTAGE_BOUND`], the outage said to `/healthz` meanwhile.
+    /// Every operation may be tried twice: sightings, renewals and the heartbeat are
+    /// idempotent, a claim whose answer was lost is not claimable again (its lease ends and
+    /// it is taken over), and recording a run already recorded answers as recorded.
     fn with<T>(
         &self,
-        op: impl FnOnce(&mut FleetLedger) -> Result<T, FleetError>,
+        mut op: impl FnMut(&mut FleetLedger) -> Result<T, FleetError>,
     ) -> Result<T, StoreError> {
         let call = || {
-            let mut guard = self.ledger.lock().unwrap_or_else(PoisonError::into_inner);
-            let ledger = guard.as_mut().ok_or(FleetError::Closed)?;
-            // A session the server dropped (a restart, a cut) is opened again; failing
-            // that, the error is transient and the loop backs off.
-            ledger.reconnect_if_closed()?;
-            op(ledger)
+            let give_up = std::time::Instant::now() + OUTAGE_BOUND;
+            let mut wait = Duration::from_millis(250);
+            loop {
+                let attempt = {
+                    let mut guard = self.ledger.lock().unwrap_or_else(PoisonError::into_inner);
+                    let ledger = guard.as_mut().ok_or(FleetError::Closed)?;
+                    ledger.reconnect_if_closed().and_then(|()| op(ledger))
+                };
+                match attempt {
+                    Err(error) if error.is_connection() && std::time::Instant::now() < give_up => {
+                        tracing::warn!(%error, retry_in_ms = wait.as_millis(), "the fleet ledger's database does not answer; reconnecting");
+                        self.say_outage(Some(error.to_string()));
+                        std::thread::sleep(wait);
+                        wait = (wait * 2).min(Duration::from_secs(10));
+                    }
+                    result => {
+                        if result.is_ok() {
+                            self.say_outage(None);
+                        }
+                        return result;
+                    }
+                }
+            }
         };
         Ok(blocking(call)?)
+    }
+
+    fn say_outage(&self, why: Option<String>) {
+        if let Some(outage) = &self.outage {
+            let mut slot = outage.lock().unwrap_or_else(PoisonError::into_inner);
+            if slot.is_some() && why.is_none() {
+                tracing::info!("the fleet ledger's database answers again");
+            }
+            *slot = why;
+        }
     }
 }
 
@@ -306,6 +351,9 @@ impl JobLedger for FleetStore {
     }
     fn fleet_view(&self) -> Result<Option<FleetView>, StoreError> {
         self.with(FleetLedger::view).map(Some)
+    }
+    fn report_outage_to(&mut self, outage: LedgerOutage) {
+        self.outage = Some(outage);
     }
 }
 

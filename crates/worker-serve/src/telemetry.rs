@@ -178,12 +178,17 @@ pub struct Telemetry {
     fleet: FleetMetrics,
 }
 
+/// Set by the fleet ledger while its database does not answer, read by `/healthz`.
+pub type LedgerOutage = Arc<Mutex<Option<String>>>;
+
 /// The fleet's leases (issue #45), as this host last read them from the database.
 #[derive(Debug)]
 struct FleetMetrics {
     leased_here: Gauge,
     leased_elsewhere: Gauge,
     takeovers: Gauge,
+    /// While the database does not answer: why (the ledger reconnects meanwhile).
+    outage: LedgerOutage,
 }
 
 impl FleetMetrics {
@@ -204,6 +209,7 @@ impl FleetMetrics {
                 "worker_serve_fleet_lease_takeovers",
                 "Leases that ended before their run did and were taken over, over the fleet database's life",
             ),
+            outage: Arc::new(Mutex::new(None)),
         }
     }
 }
@@ -379,6 +385,11 @@ impl Telemetry {
         self.given_up.inc_by(n);
     }
 
+    /// Where the ledger says that its database does not answer (and that it does again).
+    pub fn ledger_outage(&self) -> LedgerOutage {
+        self.fleet.outage.clone()
+    }
+
     /// The fleet's leases as this host last read them.
     pub fn set_fleet(&self, view: crate::fleet::FleetView) {
         self.fleet.leased_here.set(view.leased_here);
@@ -514,6 +525,22 @@ impl Telemetry {
         let heartbeat_bound = i64::try_from(HEARTBEAT_EVERY.as_millis() * 2)
             .unwrap_or(i64::MAX)
             .saturating_add(poll_bound);
+        // First: while the database is away the loop waits in the ledger, so the poll and
+        // heartbeat ages below would soon call it stuck; this is the reason.
+        if let Some(why) = self
+            .fleet
+            .outage
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone()
+        {
+            return Err(Unhealthy {
+                status: "degraded",
+                reason: format!(
+                    "the ledger database does not answer; reconnecting with a back-off: {why}"
+                ),
+            });
+        }
         let last_ok = self.last_poll_ok_at.load(Ordering::Relaxed);
         let busy_since = self.busy_since.load(Ordering::Relaxed);
         let heartbeat = self.last_heartbeat_at.load(Ordering::Relaxed);
@@ -673,6 +700,25 @@ mod tests {
         clock.step_wall(3_600_000);
         clock.advance(Duration::from_secs(5));
         assert!(t.health().is_ok(), "{:?}", t.health());
+    }
+
+    /// Issue #45: while a fleet's database does not answer (the service reconnecting with a
+    /// back-off), `/healthz` is degraded with the reason; answering again restores it.
+    #[test]
+    fn serve_health_is_degraded_while_the_fleet_database_does_not_answer() {
+        let (t, _clock) = telemetry(10);
+        t.poll(true);
+        t.heartbeat();
+        let outage = t.ledger_outage();
+        *outage.lock().unwrap() = Some("connection refused".into());
+        let bad = t.health().unwrap_err();
+        assert_eq!(bad.status, "degraded");
+        assert!(
+            bad.reason.contains("ledger database") && bad.reason.contains("connection refused"),
+            "{bad:?}"
+        );
+        *outage.lock().unwrap() = None;
+        assert!(t.health().is_ok());
     }
 
     /// Issue 23.1: the last runs all failing for host causes degrade `/healthz` with the
