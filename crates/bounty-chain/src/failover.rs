@@ -189,6 +189,9 @@ pub struct Failover {
 
 struct Inner {
     endpoints: Vec<Http<reqwest::Client>>,
+    /// Endpoints the start-up check kept on the chain (a lagging one included): the head
+    /// re-check ([`Failover::head`]) chooses among these.
+    on_chain: Mutex<Vec<bool>>,
     usable: Mutex<Vec<bool>>,
     policy: FailoverPolicy,
     redactor: Redactor,
@@ -212,9 +215,11 @@ impl Failover {
         redactor: Redactor,
     ) -> Self {
         let usable = Mutex::new(vec![true; endpoints.len()]);
+        let on_chain = Mutex::new(vec![true; endpoints.len()]);
         Self {
             inner: Arc::new(Inner {
                 endpoints,
+                on_chain,
                 usable,
                 policy,
                 redactor,
@@ -258,10 +263,89 @@ impl Failover {
         }
         *self
             .inner
+            .on_chain
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner) = answers
+            .iter()
+            .map(|a| a.answer.as_ref().is_ok_and(|(c, _)| *c == chain_id))
+            .collect();
+        *self
+            .inner
             .usable
             .lock()
             .unwrap_or_else(PoisonError::into_inner) = usable;
         Ok(chain_id)
+    }
+
+    /// The head read (`eth_blockNumber`), with the lag re-checked: every endpoint on the chain
+    /// is asked, those more than `max_lag_blocks` behind the best answer are skipped from now on
+    /// (and those that caught up are used again), and the first endpoint in order that is not
+    /// behind answers. So an endpoint that falls behind in the middle of a run stops serving
+    /// the reads that need the head, not only one found behind at start. `None` when no
+    /// endpoint gave a head (the caller then fails over as for any request).
+    async fn head(
+        &self,
+        request: &RequestPacket,
+    ) -> Option<Result<ResponsePacket, TransportError>> {
+        let on_chain: Vec<usize> = {
+            let on = self
+                .inner
+                .on_chain
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner);
+            (0..self.inner.endpoints.len())
+                .filter(|i| on.get(*i).copied().unwrap_or(false))
+                .collect()
+        };
+        let asks = on_chain.into_iter().filter_map(|i| {
+            let mut http = self.endpoint(i)?;
+            let request = request.clone();
+            Some(async move { (i, tower::Service::call(&mut http, request).await) })
+        });
+        let answers: Vec<(usize, Option<u64>, Result<ResponsePacket, TransportError>)> =
+            futures_util::future::join_all(asks)
+                .await
+                .into_iter()
+                .map(|(i, r)| (i, head_of(&r), r))
+                .collect();
+        let best = answers.iter().filter_map(|(_, h, _)| *h).max()?;
+        let max_lag = self.inner.policy.max_lag_blocks;
+        let mut usable = self
+            .inner
+            .usable
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        let mut chosen = None;
+        for (i, head, result) in answers {
+            let fresh = head.is_some_and(|h| best.saturating_sub(h) <= max_lag);
+            let was = usable.get(i).copied().unwrap_or(false);
+            if was && !fresh {
+                tracing::warn!(
+                    endpoint = i + 1,
+                    "rpc {} is skipped from now on: {}",
+                    i + 1,
+                    head.map_or_else(
+                        || format!("no head ({})", self.describe(&result)),
+                        |h| format!(
+                            "its head {h} lags the best {best} by more than {max_lag} blocks"
+                        )
+                    )
+                );
+            } else if !was && fresh {
+                tracing::info!(
+                    endpoint = i + 1,
+                    "rpc {} caught up and is used again",
+                    i + 1
+                );
+            }
+            if let Some(u) = usable.get_mut(i) {
+                *u = fresh;
+            }
+            if fresh && chosen.is_none() {
+                chosen = Some(result);
+            }
+        }
+        chosen
     }
 
     fn usable(&self) -> Vec<usize> {
@@ -285,6 +369,13 @@ impl Failover {
             .any(|m| m == "eth_sendRawTransaction");
         if broadcast {
             return self.broadcast(request).await;
+        }
+        let head = matches!(&request, RequestPacket::Single(r) if r.method() == "eth_blockNumber");
+        if head
+            && self.inner.endpoints.len() > 1
+            && let Some(answer) = self.head(&request).await
+        {
+            return answer;
         }
         let mut last = None;
         let mut pause = self.inner.policy.backoff;
@@ -374,6 +465,16 @@ impl Failover {
         };
         self.inner.redactor.scrub(&text)
     }
+}
+
+/// The block number an `eth_blockNumber` answer carries (`None`: a failure or an error).
+fn head_of(result: &Result<ResponsePacket, TransportError>) -> Option<u64> {
+    let Ok(ResponsePacket::Single(r)) = result else {
+        return None;
+    };
+    let raw = r.payload.as_success()?;
+    let hex: String = serde_json::from_str(raw.get()).ok()?;
+    u64::from_str_radix(hex.trim_start_matches("0x"), 16).ok()
 }
 
 impl tower::Service<RequestPacket> for Failover {

@@ -114,6 +114,52 @@ async fn a_revert_is_answered_by_the_first_endpoint_and_never_retried_on_the_nex
     assert_eq!(second.calls("eth_call"), 0);
 }
 
+/// #43: an endpoint that falls behind the others in the middle of a run (after the start-up
+/// check passed it) is skipped for reads that need the head: the head read answers the best
+/// head, not the lagging endpoint's, and the next `latest` read goes to the endpoint behind it.
+/// Before: the lag was checked only at start, so the first endpoint in order kept answering
+/// 10 blocks behind.
+#[tokio::test]
+async fn an_endpoint_that_falls_behind_mid_run_is_skipped_for_reads_of_the_head() {
+    use alloy::providers::Provider;
+    let kit = Testkit::connect().await.unwrap_or_else(|e| panic!("{e}"));
+    let node = kit.url().to_owned();
+    let first = proxy::start(&node, Misbehaviour::None).await.unwrap();
+    let second = proxy::start(&node, Misbehaviour::None).await.unwrap();
+    let urls = [first.url.clone(), second.url.clone()];
+    let (provider, _, failover) =
+        bounty_chain::connect_rpcs(&urls, Duration::from_secs(10), policy()).unwrap();
+    failover.unwrap().check().await.unwrap();
+    // The node's head is past 10 blocks on any node this suite has deployed to.
+    let before = kit.provider().get_block_number().await.unwrap();
+    assert!(before > 10, "{before}");
+    first.set(Misbehaviour::Lagging(10));
+    let head = provider.get_block_number().await.unwrap();
+    assert!(
+        head >= before,
+        "the head read answered {head}, behind the node's {before}: the lagging endpoint's"
+    );
+    let balance_reads = first.calls("eth_getBalance");
+    provider
+        .get_balance(dev_signer(1).unwrap().address())
+        .await
+        .unwrap();
+    assert_eq!(
+        first.calls("eth_getBalance"),
+        balance_reads,
+        "a `latest` read went to the endpoint 10 blocks behind"
+    );
+    assert_eq!(second.calls("eth_getBalance"), 1);
+    // Caught up again: it is used again, first in order.
+    first.set(Misbehaviour::None);
+    provider.get_block_number().await.unwrap();
+    provider
+        .get_balance(dev_signer(1).unwrap().address())
+        .await
+        .unwrap();
+    assert_eq!(first.calls("eth_getBalance"), balance_reads + 1);
+}
+
 /// An endpoint list of one behaves exactly as today: nothing is asked before use.
 #[tokio::test]
 async fn a_list_of_one_endpoint_is_the_single_rpc_of_before() {

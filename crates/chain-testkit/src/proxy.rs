@@ -35,12 +35,19 @@ pub struct RpcProxy {
     /// `http://127.0.0.1:PORT`.
     pub url: String,
     seen: Arc<Mutex<HashMap<String, u64>>>,
+    how: Arc<Mutex<Misbehaviour>>,
 }
 
 impl RpcProxy {
     /// How many `eth_sendRawTransaction` requests reached this proxy.
     pub fn raw_transactions(&self) -> u64 {
         self.calls("eth_sendRawTransaction")
+    }
+
+    /// From the next request on, misbehaves as `how` (an endpoint that falls behind, or
+    /// starts refusing, in the middle of a run).
+    pub fn set(&self, how: Misbehaviour) {
+        *self.how.lock().unwrap_or_else(PoisonError::into_inner) = how;
     }
 
     /// How many requests of `method` reached this proxy.
@@ -62,10 +69,13 @@ fn answer(value: &Value) -> Option<Response> {
 pub async fn start(upstream: &str, how: Misbehaviour) -> std::io::Result<RpcProxy> {
     let seen: Arc<Mutex<HashMap<String, u64>>> = Arc::default();
     let counts = seen.clone();
+    let how = Arc::new(Mutex::new(how));
+    let current = how.clone();
     let http = reqwest::Client::new();
     let upstream = upstream.to_owned();
     let url = test_http::serve(move |req: Request| {
         let (http, upstream, counts) = (http.clone(), upstream.clone(), counts.clone());
+        let how = *current.lock().unwrap_or_else(PoisonError::into_inner);
         async move {
             let request: Value = serde_json::from_slice(&req.body).ok()?;
             let id = request.get("id").cloned().unwrap_or(Value::Null);
@@ -123,5 +133,5 @@ pub async fn start(upstream: &str, how: Misbehaviour) -> std::io::Result<RpcProx
         }
     })
     .await?;
-    Ok(RpcProxy { url, seen })
+    Ok(RpcProxy { url, seen, how })
 }
