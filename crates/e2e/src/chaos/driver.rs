@@ -1059,15 +1059,23 @@ pub async fn run(cfg: &E2eConfig, opts: &ChaosOptions) -> Result<RunResult, E2eE
                 if opts.liveness.is_some() {
                     args.extend([s("--settle-costs"), s(LANE_SETTLE_COSTS)]);
                 }
+                // A runner takes every job whose verifiers are all its own: the pair's runner
+                // sees the solo jobs too, so the first run's room is set in every lane that
+                // sees the short window's job, over the jobs that lane sees.
+                let sees = |b: &Bounty| {
+                    lanes
+                        .iter()
+                        .find(|l| l.name == b.lane)
+                        .is_some_and(|own| own.addresses.iter().all(|a| lane.addresses.contains(a)))
+                };
                 if cycle == 0
                     && opts.liveness == Some(Liveness::ShortWindow)
-                    && lane_bounty
-                        .is_some_and(|i| bounties.get(i).is_some_and(|b| b.lane == lane.name))
+                    && lane_bounty.is_some_and(|i| bounties.get(i).is_some_and(sees))
                 {
                     let listed: Vec<&str> = bounties
                         .iter()
                         .enumerate()
-                        .filter(|(i, b)| b.lane == lane.name && listed_from(*i) == 0)
+                        .filter(|(i, b)| sees(b) && listed_from(*i) == 0)
                         .map(|(_, b)| b.job_id.as_str())
                         .collect();
                     args.extend(first_run_args(&listed, opts.first_seen_order));
