@@ -70,3 +70,121 @@ fn off_runtime(url: &str, sql: &str) -> Result<(), String> {
     .join()
     .map_err(|_| "the client thread panicked".to_owned())?
 }
+
+/// A Postgres cluster of the test's own (its own port and folder), so stopping and starting
+/// it disturbs no other test. Trust authentication on loopback: it lives for one test.
+/// initdb refuses to run as root, so as root the cluster belongs to Debian's postgres account.
+pub struct OwnCluster {
+    dir: tempfile::TempDir,
+    port: u16,
+}
+
+const PG_BIN: &str = "/usr/lib/postgresql/15/bin";
+
+impl OwnCluster {
+    /// `None` (skip) without postgresql-15, unless CI=true.
+    pub fn new() -> Option<Self> {
+        if !Path::new(PG_BIN).join("initdb").exists() {
+            assert!(
+                std::env::var("CI").as_deref() != Ok("true"),
+                "postgresql-15 is not installed (scripts/services.sh installs it)"
+            );
+            eprintln!("skipped: postgresql-15 is not installed");
+            return None;
+        }
+        let dir = tempfile::tempdir().unwrap();
+        if is_root() {
+            run(std::process::Command::new("chown")
+                .arg("postgres:postgres")
+                .arg(dir.path()));
+        }
+        let port = std::net::TcpListener::bind("127.0.0.1:0")
+            .unwrap()
+            .local_addr()
+            .unwrap()
+            .port();
+        let cluster = Self { dir, port };
+        let data = cluster.data();
+        cluster.pg(&[
+            "initdb",
+            "-D",
+            &data,
+            "-U",
+            "postgres",
+            "--auth=trust",
+            "-E",
+            "UTF8",
+        ]);
+        let conf = format!(
+            "listen_addresses = '127.0.0.1'\nport = {}\nunix_socket_directories = '{}'\n",
+            cluster.port,
+            cluster.dir.path().display()
+        );
+        let mut text = std::fs::read_to_string(Path::new(&data).join("postgresql.conf")).unwrap();
+        text.push_str(&conf);
+        std::fs::write(Path::new(&data).join("postgresql.conf"), text).unwrap();
+        cluster.pg_ctl("start");
+        Some(cluster)
+    }
+
+    fn data(&self) -> String {
+        self.dir.path().join("data").display().to_string()
+    }
+
+    /// The superuser's URL (trust on loopback).
+    pub fn url(&self) -> String {
+        format!("postgres://postgres@127.0.0.1:{}/postgres", self.port)
+    }
+
+    fn pg(&self, args: &[&str]) {
+        let bin = Path::new(PG_BIN).join(args[0]);
+        let mut cmd = if is_root() {
+            let mut c = std::process::Command::new("runuser");
+            c.args(["-u", "postgres", "--"]).arg(bin);
+            c
+        } else {
+            std::process::Command::new(bin)
+        };
+        run(cmd.args(&args[1..]));
+    }
+
+    /// `pg_ctl ACTION` (start, stop, restart), waiting for it to finish.
+    pub fn pg_ctl(&self, action: &str) {
+        let log = self.dir.path().join("server.log").display().to_string();
+        let data = self.data();
+        self.pg(&[
+            "pg_ctl", "-D", &data, "-l", &log, "-w", "-t", "60", "-m", "fast", action,
+        ]);
+    }
+}
+
+impl Drop for OwnCluster {
+    fn drop(&mut self) {
+        let data = self.data();
+        let bin = Path::new(PG_BIN).join("pg_ctl");
+        let mut cmd = if is_root() {
+            let mut c = std::process::Command::new("runuser");
+            c.args(["-u", "postgres", "--"]).arg(bin);
+            c
+        } else {
+            std::process::Command::new(bin)
+        };
+        let _ = cmd
+            .args(["-D", &data, "-m", "immediate", "-w", "stop"])
+            .output();
+    }
+}
+
+fn is_root() -> bool {
+    std::fs::read_to_string("/proc/self/status")
+        .unwrap()
+        .lines()
+        .find_map(|l| l.strip_prefix("Uid:"))
+        .and_then(|l| l.split_whitespace().next().map(|u| u == "0"))
+        .unwrap()
+}
+
+fn run(cmd: &mut std::process::Command) {
+    let out = cmd.output().unwrap();
+    assert!(out.status.success(), "{cmd:?}: {out:?}");
+}

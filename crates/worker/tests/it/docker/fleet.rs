@@ -18,9 +18,11 @@ use serde_json::Value;
 use worker::serve::fleet::{Binding, FleetCandidate, FleetLedger, FleetRun};
 use worker::serve::ledger::JobState;
 
-use super::serve::{World, containers_of, exit_within, id, signable, signal, wait_container};
+use super::serve::{
+    World, containers_of, exit_within, free_loopback, get, id, signable, signal, wait_container,
+};
 use crate::feed_support::VERIFIER;
-use crate::pg_support::TestDb;
+use crate::pg_support::{OwnCluster, TestDb};
 
 /// What the fleet database holds.
 struct FleetState {
@@ -87,6 +89,11 @@ async fn wait_fleet(
 
 /// Host `i` of the fleet: its own directories, the shared database, `lease` seconds.
 fn host(w: &World, url: &str, i: usize, lease: u64) -> Child {
+    host_command(w, url, i, lease).spawn().unwrap()
+}
+
+/// [`host`]'s command, to add flags to.
+fn host_command(w: &World, url: &str, i: usize, lease: u64) -> std::process::Command {
     for d in ["state", "out", "work", "staging"] {
         std::fs::create_dir_all(w.path(&format!("{d}{i}"))).unwrap();
     }
@@ -112,7 +119,7 @@ fn host(w: &World, url: &str, i: usize, lease: u64) -> Child {
         .arg(lease.to_string())
         .arg("--parallel")
         .arg("1");
-    cmd.spawn().unwrap()
+    cmd
 }
 
 /// Collects a host's stderr lines as they come, so a test can wait for one.
@@ -355,4 +362,82 @@ async fn fleet_serve_an_unreachable_database_at_start_exits_1_and_another_feed_o
     let (code, stderr) = exit_within(cmd.spawn().unwrap(), Duration::from_secs(60)).await;
     assert_eq!(code, Some(78), "{stderr}");
     assert!(stderr.contains("another-feed"), "{stderr}");
+}
+
+/// Waits until `/healthz` at `addr` answers `status` with a body containing `needle`.
+async fn wait_health(addr: std::net::SocketAddr, status: u16, needle: &str) -> String {
+    let give_up = Instant::now() + Duration::from_secs(120);
+    loop {
+        if let Some((code, body)) = get(addr, "/healthz").await
+            && code == status
+            && body.contains(needle)
+        {
+            return body;
+        }
+        assert!(
+            Instant::now() < give_up,
+            "/healthz at {addr} never answered {status} with {needle:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn fleet_postgres_stopped_and_started_mid_batch_hosts_stay_up_degraded_and_nothing_is_lost_or_run_twice()
+ {
+    let Some(cluster) = tokio::task::block_in_place(OwnCluster::new) else {
+        return;
+    };
+    let url = cluster.url();
+    let w = World::new().await;
+    let jobs: Vec<Value> = (400..416).map(|round| w.job(round, 1)).collect();
+    let refs: Vec<&Value> = jobs.iter().collect();
+    w.serve_jobs(&refs);
+    let b = binding(&w);
+    let addrs: Vec<std::net::SocketAddr> = (0..2).map(|_| free_loopback()).collect();
+    let mut hosts = Vec::new();
+    for (i, addr) in addrs.iter().enumerate() {
+        let mut cmd_host = host_command(&w, &url, i, 600);
+        cmd_host.arg("--metrics-listen").arg(addr.to_string());
+        hosts.push(cmd_host.spawn().unwrap());
+    }
+    wait_fleet(&url, &b, "a few jobs to complete", |s| s.completed() >= 3).await;
+    // The database goes away mid-batch; the hosts stay up and say so on /healthz.
+    tokio::task::block_in_place(|| cluster.pg_ctl("stop"));
+    let body = wait_health(addrs[0], 503, "ledger database").await;
+    assert!(body.contains("degraded"), "{body}");
+    for h in &mut hosts {
+        assert!(
+            h.try_wait().unwrap().is_none(),
+            "a host exited while the database was away"
+        );
+    }
+    tokio::task::block_in_place(|| cluster.pg_ctl("start"));
+    let state = wait_fleet(&url, &b, "every job to complete after the restart", |s| {
+        s.completed() == jobs.len()
+    })
+    .await;
+    for addr in &addrs {
+        wait_health(*addr, 200, "ok").await;
+    }
+    stop(hosts).await;
+    let after = read(&url, &b);
+    assert_eq!(after.runs.len(), state.runs.len());
+    for job in &jobs {
+        let runs = after.runs_of(job);
+        let verdicts = runs
+            .iter()
+            .filter(|r| {
+                r.outcome
+                    .as_deref()
+                    .is_some_and(|o| o.starts_with("completed"))
+            })
+            .count();
+        assert_eq!(verdicts, 1, "{}: {runs:?}", id(job));
+    }
+    assert_eq!(
+        after.candidates.len(),
+        jobs.len(),
+        "nothing lost, nothing twice"
+    );
 }

@@ -522,7 +522,7 @@ async fn serve_parallel_2_runs_two_jobs_at_once_and_sigterm_interrupts_both() {
 
 /// A loopback port nobody listens on (bound then released; the race with another binder is
 /// harmless here: the service would exit and the test fail loudly).
-fn free_loopback() -> std::net::SocketAddr {
+pub(super) fn free_loopback() -> std::net::SocketAddr {
     std::net::TcpListener::bind("127.0.0.1:0")
         .unwrap()
         .local_addr()
@@ -549,7 +549,7 @@ async fn http(addr: std::net::SocketAddr, request: &str) -> Option<(u16, String)
         .flatten()
 }
 
-async fn get(addr: std::net::SocketAddr, path: &str) -> Option<(u16, String)> {
+pub(super) async fn get(addr: std::net::SocketAddr, path: &str) -> Option<(u16, String)> {
     http(
         addr,
         &format!("GET {path} HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n"),
