@@ -426,6 +426,18 @@ impl FleetLedger {
     /// and round the database holds with other content is recorded as
     /// [`JobState::Conflicting`] and never claimed.
     pub fn seen(&mut self, key: JobKey<'_>, expires_ms: Option<i64>) -> Result<Seen, FleetError> {
+        self.seen_at(key, expires_ms, None)
+    }
+
+    /// [`FleetLedger::seen`] with a job's back-off judged at `at_ms` (the service's clock, as
+    /// the SQLite ledger judges it; `None`: the database's). A back-off only spaces a job's
+    /// retries, so a host's clock may decide it; leases never are.
+    pub fn seen_at(
+        &mut self,
+        key: JobKey<'_>,
+        expires_ms: Option<i64>,
+        at_ms: Option<i64>,
+    ) -> Result<Seen, FleetError> {
         let round = i64::try_from(key.round).unwrap_or(i64::MAX);
         let mut tx = self
             .client
@@ -448,7 +460,7 @@ impl FleetLedger {
                 SET last_seen_ms = EXCLUDED.last_seen_ms,
                     expires_ms = COALESCE(fleet_jobs.expires_ms, EXCLUDED.expires_ms)
              RETURNING job, status, (xmax = 0),
-                (not_before_ms IS NULL OR not_before_ms <= {NOW_MS}),
+                (not_before_ms IS NULL OR not_before_ms <= COALESCE($7::bigint, {NOW_MS})),
                 (status = 'running' AND lease_until < now())"
         );
         let row = tx
@@ -461,6 +473,7 @@ impl FleetLedger {
                     &expires_ms,
                     &JobState::first_seen(true).as_str(),
                     &JobState::first_seen(false).as_str(),
+                    &at_ms,
                 ],
             )
             .map_err(query("recording a job"))?;
@@ -483,25 +496,38 @@ impl FleetLedger {
     /// open run is closed as `interrupted` and the job taken over). Rows another host is
     /// claiming are skipped, not waited for. `None` when nothing is due.
     pub fn claim(&mut self, lease: Duration) -> Result<Option<Claim>, FleetError> {
-        self.claim_where(None, lease)
+        self.claim_where(None, lease, None)
     }
 
     /// [`FleetLedger::claim`] of the job `job` only (the serve loop's own deadline order
     /// picks it): `None` when it is not due or another host is claiming or holding it.
     pub fn claim_job(&mut self, job: i64, lease: Duration) -> Result<Option<Claim>, FleetError> {
-        self.claim_where(Some(job), lease)
+        self.claim_where(Some(job), lease, None)
+    }
+
+    /// [`FleetLedger::claim_job`] with the job's back-off judged at `at_ms` (see
+    /// [`FleetLedger::seen_at`]).
+    pub fn claim_job_at(
+        &mut self,
+        job: i64,
+        lease: Duration,
+        at_ms: i64,
+    ) -> Result<Option<Claim>, FleetError> {
+        self.claim_where(Some(job), lease, Some(at_ms))
     }
 
     fn claim_where(
         &mut self,
         only: Option<i64>,
         lease: Duration,
+        at_ms: Option<i64>,
     ) -> Result<Option<Claim>, FleetError> {
         let mut tx = self.client.transaction().map_err(query("claiming"))?;
         let sql = format!(
             "SELECT job, job_id, status FROM fleet_jobs
              WHERE ($5::bigint IS NULL OR job = $5)
-               AND ((status IN ($1, $2, $3) AND (not_before_ms IS NULL OR not_before_ms <= {NOW_MS}))
+               AND ((status IN ($1, $2, $3)
+                     AND (not_before_ms IS NULL OR not_before_ms <= COALESCE($6::bigint, {NOW_MS})))
                 OR (status = $4 AND lease_until < now()))
              ORDER BY expires_ms ASC NULLS LAST, job
              LIMIT 1 FOR UPDATE SKIP LOCKED"
@@ -515,6 +541,7 @@ impl FleetLedger {
                     &JobState::Interrupted.as_str(),
                     &JobState::Running.as_str(),
                     &only,
+                    &at_ms,
                 ],
             )
             .map_err(query("claiming"))?;
@@ -606,6 +633,17 @@ impl FleetLedger {
     /// Records how `claim`'s run ended (the run row, the job's state, the candidate), only
     /// while `claim` is still the job's: checked in the same transaction that writes.
     pub fn finish(&mut self, claim: &Claim, result: &RunResult) -> Result<Recorded, FleetError> {
+        self.finish_at(claim, result, None)
+    }
+
+    /// [`FleetLedger::finish`], a failed job's back-off counted from `at_ms` (see
+    /// [`FleetLedger::seen_at`]).
+    pub fn finish_at(
+        &mut self,
+        claim: &Claim,
+        result: &RunResult,
+        at_ms: Option<i64>,
+    ) -> Result<Recorded, FleetError> {
         let base = self.retry_base;
         let mut tx = self
             .client
@@ -694,9 +732,9 @@ impl FleetLedger {
             tx.execute(
                 &format!(
                     "UPDATE fleet_jobs SET attempts = attempts + 1,
-                     not_before_ms = {NOW_MS} + $2 WHERE job = $1"
+                     not_before_ms = COALESCE($3::bigint, {NOW_MS}) + $2 WHERE job = $1"
                 ),
-                &[&claim.job, &wait_ms],
+                &[&claim.job, &wait_ms, &at_ms],
             )
             .map_err(query("recording a run"))?;
         }

@@ -345,7 +345,10 @@ impl<L: JobLedger> Loop<'_, L> {
     ) -> Result<(), ServeError> {
         if self.too_short.insert(key) {
             // On a fleet another host may hold it: that host reports it.
-            let Some(run_id) = self.ledger.start_run(key)? else {
+            let Some(run_id) = self
+                .ledger
+                .start_run(key, self.telemetry.clock().wall_ms())?
+            else {
                 return Ok(());
             };
             self.ledger.finish_run_at(
@@ -507,7 +510,7 @@ async fn serve_loop<L: JobLedger>(
                     break;
                 };
                 let id = job.job_id().to_owned();
-                let Some(run_id) = state.ledger.start_run(key)? else {
+                let Some(run_id) = state.ledger.start_run(key, clock.wall_ms())? else {
                     tracing::info!(job = %id.escape_debug(), round = job.round(), "claimed by another host of the fleet");
                     continue;
                 };

@@ -64,8 +64,9 @@ pub trait JobLedger: Send {
     fn oldest_unfinished(&self, jobs: &BTreeMap<i64, String>) -> Result<Option<i64>, StoreError>;
     /// Gives up the jobs whose window has ended.
     fn give_up_expired(&mut self, at_ms: i64) -> Result<Vec<GivenUp>, StoreError>;
-    /// Opens a run of `job`; `None` when another host has it (a fleet only).
-    fn start_run(&mut self, job: i64) -> Result<Option<i64>, StoreError>;
+    /// Opens a run of `job` at `at_ms` (the service's clock); `None` when another host has it
+    /// (a fleet only).
+    fn start_run(&mut self, job: i64, at_ms: i64) -> Result<Option<i64>, StoreError>;
     /// Records how the run ended; [`Recorded::Fenced`] when another host holds the job now
     /// (nothing recorded: its candidate must not be offered).
     fn finish_run_at(
@@ -132,7 +133,8 @@ impl JobLedger for Ledger {
     fn give_up_expired(&mut self, at_ms: i64) -> Result<Vec<GivenUp>, StoreError> {
         Ok(Ledger::give_up_expired(self, at_ms)?)
     }
-    fn start_run(&mut self, job: i64) -> Result<Option<i64>, StoreError> {
+    fn start_run(&mut self, job: i64, _at_ms: i64) -> Result<Option<i64>, StoreError> {
+        // The SQLite ledger reads the same clock itself (set_clock).
         Ok(Some(Ledger::start_run(self, job)?))
     }
     fn finish_run_at(
@@ -280,9 +282,9 @@ impl JobLedger for FleetStore {
         &self,
         key: JobKey<'_>,
         expires_ms: Option<i64>,
-        _at_ms: i64,
+        at_ms: i64,
     ) -> Result<Seen, StoreError> {
-        self.with(|l| l.seen(key, expires_ms))
+        self.with(|l| l.seen_at(key, expires_ms, Some(at_ms)))
     }
     fn candidate_of(&self, job: i64) -> Result<Option<String>, StoreError> {
         self.with(|l| l.own_candidate_of(job))
@@ -303,9 +305,9 @@ impl JobLedger for FleetStore {
             })
             .collect())
     }
-    fn start_run(&mut self, job: i64) -> Result<Option<i64>, StoreError> {
+    fn start_run(&mut self, job: i64, at_ms: i64) -> Result<Option<i64>, StoreError> {
         let lease = self.lease;
-        let Some(claim) = self.with(|l| l.claim_job(job, lease))? else {
+        let Some(claim) = self.with(|l| l.claim_job_at(job, lease, at_ms))? else {
             return Ok(None);
         };
         if claim.took_over {
@@ -320,7 +322,7 @@ impl JobLedger for FleetStore {
         run_id: i64,
         _job: i64,
         result: &RunResult,
-        _at_ms: i64,
+        at_ms: i64,
     ) -> Result<Recorded, StoreError> {
         let Some(claim) = self.claims.get(&run_id).cloned() else {
             return Ok(Recorded::Fenced {
@@ -328,7 +330,7 @@ impl JobLedger for FleetStore {
                 current: 0,
             });
         };
-        let recorded = self.with(|l| l.finish(&claim, result))?;
+        let recorded = self.with(|l| l.finish_at(&claim, result, Some(at_ms)))?;
         self.claims.remove(&run_id);
         Ok(recorded)
     }

@@ -713,3 +713,54 @@ fn fleet_postgres_restarted_mid_batch_loses_nothing_and_runs_nothing_twice() {
     assert_eq!(a.runs().unwrap().len(), 20, "no job run twice");
     assert_eq!(a.candidates().unwrap().len(), 20, "nothing lost");
 }
+
+/// A job's own failure backs off on the service's clock, as on the SQLite ledger: a service
+/// whose (injected) clock stands still keeps the job waiting, whatever the database's clock
+/// does. Found by the serve loop's deadline test on a fleet: with the back-off on the
+/// database's clock the failed job ran again before the next one ([2, 3, 2], not [2, 3, 1]).
+#[test]
+fn fleet_a_failed_jobs_back_off_is_judged_on_the_services_clock() {
+    let Some(db) = Db::new("backoff_clock") else {
+        return;
+    };
+    let mut host = db.open("host-a");
+    host.set_retry_base(Duration::from_millis(50));
+    see(&mut host, "job", far_future());
+    let frozen = 1_000_000;
+    let claim = host.claim(LONG).unwrap().unwrap();
+    let failed = RunResult {
+        kind: RunKind::NoVerdict,
+        outcome: "no_verdict".into(),
+        reason_code: Some("timeout".into()),
+        reason: None,
+        evidence: None,
+        candidate_file: None,
+    };
+    assert_eq!(
+        host.finish_at(&claim, &failed, Some(frozen)).unwrap(),
+        Recorded::Yes
+    );
+    // Well past the 50 ms back-off by the database's clock.
+    db.exec("SELECT pg_sleep(0.3)");
+    let h = hash("job");
+    let key = JobKey {
+        job_id: "job",
+        round: 1,
+        content_hash: &h,
+    };
+    let seen = host.seen_at(key, Some(far_future()), Some(frozen)).unwrap();
+    assert!(
+        !seen.due,
+        "due before its back-off ended on the service's clock"
+    );
+    assert!(host.claim_job_at(seen.job, LONG, frozen).unwrap().is_none());
+    let later = host
+        .seen_at(key, Some(far_future()), Some(frozen + 1_000))
+        .unwrap();
+    assert!(later.due);
+    assert!(
+        host.claim_job_at(seen.job, LONG, frozen + 1_000)
+            .unwrap()
+            .is_some()
+    );
+}
