@@ -114,7 +114,11 @@ build() {
     "PATH=${PATH}" "HOME=${HOME}" "CARGO_HOME=${cargo_home}" "RUSTUP_HOME=${rustup_home}"
     "CARGO_TARGET_DIR=${dir}/target" "SOURCE_DATE_EPOCH=${epoch}" "RUSTFLAGS=${flags}"
     "CARGO_TERM_COLOR=never" "CARGO_INCREMENTAL=0"
+    # The build's own temporary directory (a C compiler's intermediate files among them), on
+    # the file system of the build rather than wherever /tmp is.
+    "TMPDIR=${dir}/tmp"
   )
+  mkdir -p "${dir}/tmp"
   if [[ "${which}" == a ]]; then
     env_args+=("TZ=UTC" "LANG=C.UTF-8")
   else
