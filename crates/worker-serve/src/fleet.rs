@@ -11,7 +11,8 @@
 //!
 //! Lease times are the database's (`now()`), never a host's: a host whose clock is off cannot
 //! make a live lease look ended, nor hold one longer than granted. Stored times are the
-//! database's too, so the fleet's rows share one clock.
+//! database's too, so the fleet's rows share one clock, except a failed job's back-off, which
+//! spaces its retries only and is judged on the service's clock as on one host (`*_at`).
 //!
 //! The database is bound at its creation to one feed and one verifier set
 //! ([`Binding`]); a host configured with another is refused at start, as is a database of
