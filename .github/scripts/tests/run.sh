@@ -1191,12 +1191,15 @@ check "freshness: a feed that does not answer is red, not green (#43 item 1)" \
 workflows_dir="$(dirname "${scripts}")/workflows"
 untimed=""
 for workflow in "${workflows_dir}"/*.yml; do
-  # Job keys sit two spaces in under `jobs:`; each must have a four-space `timeout-minutes:`.
+  # Job keys sit two spaces in under `jobs:`; each must have a four-space `timeout-minutes:`,
+  # except a job that calls a reusable workflow (`uses:`), which GitHub does not let set one:
+  # the called workflow's jobs carry theirs.
   missing="$(awk '
     /^jobs:/ { in_jobs = 1; next }
     in_jobs && /^[^ #]/ { in_jobs = 0 }
     in_jobs && /^  [A-Za-z0-9_-]+:[[:space:]]*$/ { if (job != "" && !timed) print job; job = $1; timed = 0; next }
     in_jobs && /^    timeout-minutes:/ { timed = 1 }
+    in_jobs && /^    uses:/ { timed = 1 }
     END { if (job != "" && !timed) print job }' "${workflow}")"
   [[ -z "${missing}" ]] || untimed+=" $(basename "${workflow}"):${missing//$'\n'/,}"
 done
