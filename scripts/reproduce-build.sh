@@ -159,6 +159,14 @@ keep "${dir_a}"
 build "${dir_b}" b
 keep "${dir_b}"
 
+# leak BIN WHAT FOUND: reports FOUND (the matching strings of BIN) when it is not empty.
+leak() {
+  [[ -n "$3" ]] || return 0
+  log "LEAK: ${1#"${parent}/"} holds '$2':"
+  printf '    %s\n' "$3" >&2
+  status=1
+}
+
 status=0
 sums=()
 for p in "${packages[@]}"; do
@@ -184,23 +192,26 @@ for p in "${packages[@]}"; do
       cmp "${a}" "${b}" | head -n 5 >&2 || true
     fi
   fi
-  needles=("${dir_a}" "${dir_b}" /home/ /root/ /tmp/ /work/ "${cargo_home}" "${rustup_home}" "${HOME}/")
-  [[ "${REPO_ROOT}" == / ]] || needles+=("${REPO_ROOT}")
-  for word in "${user_name}" "${host_name}" repro-other-host; do
-    ((${#word} > 3)) && needles+=("${word}")
+  # This machine's build directories, toolchain, crates cache and checkout: wherever they
+  # appear, this build put them there. The generic roots (/home/, /root/, /tmp/, /work/) also
+  # appear in ordinary string constants (the signer holds a literal `/tmp/home`), so under them
+  # only what a compiler leaks is looked for: a source file or a cargo, rustup or target
+  # directory. The user name counts as a path component or `user@`, the host name as a word
+  # (each only when longer than three characters: `vm` or `ci` match ordinary text).
+  exact=("${dir_a}" "${dir_b}" "${cargo_home}" "${rustup_home}")
+  [[ "${REPO_ROOT}" == / ]] || exact+=("${REPO_ROOT}")
+  patterns=('(/home/|/root/|/tmp/|/work/)[^[:space:]]*(\.(rs|c|h|S|cc|cpp)([:[:space:]]|$)|/\.cargo/|/\.rustup/|/registry/src/|/target/)')
+  if ((${#user_name} > 3)); then patterns+=("(/${user_name}/|${user_name}@)"); fi
+  for word in "${host_name}" repro-other-host; do
+    if ((${#word} > 3)); then patterns+=("\\b${word}\\b"); fi
   done
   for bin in "${a}" "${b}"; do
-    for needle in "${needles[@]}"; do
-      if [[ "${needle}" == "${user_name}" || "${needle}" == "${host_name}" || "${needle}" == repro-other-host ]]; then
-        found="$(strings -a "${bin}" | grep -m 3 -w -F -- "${needle}" || true)"
-      else
-        found="$(strings -a "${bin}" | grep -m 3 -F -- "${needle}" || true)"
-      fi
-      if [[ -n "${found}" ]]; then
-        log "LEAK: ${bin#"${parent}/"} holds '${needle}':"
-        printf '    %s\n' "${found}" >&2
-        status=1
-      fi
+    strings -a "${bin}" >"${bin}.strings"
+    for needle in "${exact[@]}"; do
+      leak "${bin}" "${needle}" "$(grep -m 3 -F -- "${needle}" "${bin}.strings" || true)"
+    done
+    for pattern in "${patterns[@]}"; do
+      leak "${bin}" "${pattern}" "$(grep -m 3 -E -- "${pattern}" "${bin}.strings" || true)"
     done
   done
   sums+=("${sum_a}  ${p}")
