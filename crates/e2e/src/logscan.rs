@@ -3,8 +3,9 @@
 //! ([`JSON_LOG_ENV`]), and afterwards what it wrote is read back. Each stderr line must be one
 //! JSON object with a string `timestamp`, `level`, `target` and `message`; no file, stdout or
 //! stderr, may hold a secret the run handed a binary (a private key, as hex in either case, with
-//! or without `0x`) or a bearer token. Each route's test also requires a minimum of log lines per
-//! process, so a scan of empty files cannot pass.
+//! or without `0x`) or a bearer token; a line naming a job carries its id as a field. Each
+//! route's test also requires a minimum of log lines per process, so a scan of empty files
+//! cannot pass.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -26,15 +27,69 @@ const SHOWN_PER_FILE: usize = 3;
 /// The keys every JSON log line carries, each a string.
 pub const LOG_FIELDS: [&str; 4] = ["timestamp", "level", "target", "message"];
 
-/// Why `line`, one line of a binary's stderr, is not a log object (`None` when it is one).
+/// Why `line`, one line of a binary's stderr, is not a log object (`None` when it is one). A
+/// line whose message names a job must also carry that job id as a field of the event or of a
+/// span it happened in: a log shipper filters by field, not by reading messages.
 pub fn log_line_problem(line: &str) -> Option<String> {
     let Ok(Value::Object(object)) = serde_json::from_str::<Value>(line) else {
         return Some("not a JSON object".into());
     };
-    LOG_FIELDS
+    if let Some(f) = LOG_FIELDS
         .iter()
         .find(|f| !object.get(**f).is_some_and(Value::is_string))
-        .map(|f| format!("no string {f}"))
+    {
+        return Some(format!("no string {f}"));
+    }
+    let message = object.get("message").and_then(Value::as_str).unwrap_or("");
+    let mut in_fields = String::new();
+    collect_strings(object.get("fields"), &mut in_fields);
+    if let Some(Value::Array(spans)) = object.get("spans") {
+        for span in spans {
+            collect_strings(span.get("fields"), &mut in_fields);
+        }
+    }
+    job_ids_in(message)
+        .into_iter()
+        .find(|id| !in_fields.contains(id))
+        .map(|id| format!("job {id} only in the message, in no field"))
+}
+
+/// Every string (and number) under `value`, appended to `out` one per line.
+fn collect_strings(value: Option<&Value>, out: &mut String) {
+    match value {
+        Some(Value::String(s)) => {
+            out.push_str(s);
+            out.push('\n');
+        }
+        Some(Value::Object(map)) => map.values().for_each(|v| collect_strings(Some(v), out)),
+        Some(Value::Array(items)) => items.iter().for_each(|v| collect_strings(Some(v), out)),
+        Some(other @ Value::Number(_)) => {
+            out.push_str(&other.to_string());
+            out.push('\n');
+        }
+        _ => {}
+    }
+}
+
+/// The job ids (`<network>:0x<40 hex>:<bounty index>`, PROTOCOL.md) named in `text`.
+pub fn job_ids_in(text: &str) -> Vec<&str> {
+    text.split(|c: char| !(c.is_ascii_alphanumeric() || c == ':' || c == '-' || c == '_'))
+        .map(|t| t.trim_end_matches(':'))
+        .filter(|t| {
+            let mut parts = t.split(':');
+            let (Some(net), Some(addr), Some(index), None) =
+                (parts.next(), parts.next(), parts.next(), parts.next())
+            else {
+                return false;
+            };
+            !net.is_empty()
+                && addr.len() == 42
+                && addr.starts_with("0x")
+                && addr[2..].bytes().all(|b| b.is_ascii_hexdigit())
+                && !index.is_empty()
+                && index.bytes().all(|b| b.is_ascii_digit())
+        })
+        .collect()
 }
 
 /// A secret a binary was given, as it could show up in text.
@@ -294,6 +349,26 @@ mod tests {
             log_line_problem(no_target).as_deref(),
             Some("no string target")
         );
+    }
+
+    #[test]
+    fn a_job_named_only_in_the_message_is_a_problem_and_one_in_a_field_or_span_is_not() {
+        let id = "base-mainnet:0x7ca7f29ac9022dbfd42c4b1ee491129386fbb662:1";
+        assert_eq!(job_ids_in(&format!("  paid {id} [BountySettled]")), [id]);
+        assert_eq!(job_ids_in(&format!("[1/6] {id}")), [id]);
+        assert!(job_ids_in("signer 0x7ca7f29ac9022dbfd42c4b1ee491129386fbb662 on 8453").is_empty());
+        let head = r#""timestamp":"t","level":"INFO","target":"keeper""#;
+        let only_message = format!(r#"{{{head},"message":"  paid {id} [BountySettled]"}}"#);
+        assert_eq!(
+            log_line_problem(&only_message),
+            Some(format!("job {id} only in the message, in no field"))
+        );
+        let field = format!(r#"{{{head},"message":"paid {id}","fields":{{"job_id":"{id}"}}}}"#);
+        assert_eq!(log_line_problem(&field), None);
+        let span = format!(
+            r#"{{{head},"message":"[1/6] {id}","spans":[{{"name":"job","fields":"job_id={id}"}}]}}"#
+        );
+        assert_eq!(log_line_problem(&span), None);
     }
 
     #[test]
