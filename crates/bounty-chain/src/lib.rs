@@ -11,7 +11,9 @@
 //! state at one block against that job, giving a [`CheckedCandidate`] or a typed [`Refusal`].
 //!
 //! This crate deliberately does not sign, broadcast, compute the local EIP-712 digest (the sdk
-//! owns protocol hashes) or hold keys; it only reads.
+//! owns protocol hashes) or hold keys; it only reads. The one exception is a connection, not a
+//! key: [`remote_signer`], the JSON-RPC client both binaries ask a remote signer through (the
+//! key and the checks on what comes back stay in each binary's `key` module).
 
 pub mod error;
 pub mod expect;
@@ -19,6 +21,7 @@ pub mod failover;
 pub mod feed;
 pub mod latest;
 pub mod reader;
+pub mod remote_signer;
 pub mod revalidate;
 pub mod rpc;
 pub mod settlement;

@@ -14,8 +14,6 @@
 //! sent: a token without the named key, or a signer that does not list `--from` among its
 //! accounts, fails closed (exit 78).
 
-use std::time::Duration;
-
 use alloy::consensus::{SignableTransaction, TxEip1559, TxEnvelope};
 use alloy::eips::eip2718::Decodable2718;
 use alloy::network::TxSignerSync;
@@ -25,8 +23,8 @@ pub use pkcs11_key::{Pkcs11Config, Pkcs11Error, pin_source};
 use serde_json::{Value, json};
 use verifier_sdk::Address;
 
-/// The bound on every request to a remote signer.
-pub const REMOTE_TIMEOUT: Duration = Duration::from_secs(30);
+use bounty_chain::remote_signer::RemoteSignerRpc;
+pub use bounty_chain::remote_signer::{REMOTE_TIMEOUT, RemoteError as RpcError};
 /// The largest answer read from a remote signer.
 const MAX_ANSWER_BYTES: usize = 256 * 1024;
 
@@ -91,33 +89,17 @@ impl GasKeyError {
     /// Whether the backend did not answer (a later run may sign), rather than a configuration
     /// or key to fix.
     pub fn is_unavailable(&self) -> bool {
-        matches!(self, Self::Remote(RemoteError::Request(_)))
+        matches!(self, Self::Remote(RemoteError::Rpc(RpcError::Request(_))))
     }
 }
 
 /// A remote signer's failure.
 #[derive(Debug, thiserror::Error)]
 pub enum RemoteError {
-    /// The URL is unusable (https, or http to a loopback host).
-    #[error("--remote-signer: {0}")]
-    Url(String),
-    /// The request failed or timed out.
-    #[error("request failed: {0}")]
-    Request(String),
-    /// The answer is not a JSON-RPC result of the expected shape.
-    #[error("unusable answer: {0}")]
-    Answer(String),
-    /// The signer answered with a JSON-RPC error.
-    #[error("refused: {0}")]
-    Refused(String),
-    /// The signer does not hold the key of `--from`.
-    #[error("the remote signer does not list {from} among its accounts (it lists {listed})")]
-    NotItsAccount {
-        /// `--from`.
-        from: Address,
-        /// What `eth_accounts` returned (truncated).
-        listed: String,
-    },
+    /// The URL, the request, the answer's shape, a JSON-RPC error, or an address the signer
+    /// does not list (`--from`).
+    #[error(transparent)]
+    Rpc(#[from] RpcError),
     /// The signed transaction is not the one asked for, or not signed by `--from`.
     #[error("the signed transaction {0}")]
     Altered(&'static str),
@@ -126,70 +108,14 @@ pub enum RemoteError {
 /// A JSON-RPC signer holding the gas key of one address.
 #[derive(Debug)]
 pub struct RemoteTxSigner {
-    url: reqwest::Url,
-    address: Address,
-    client: reqwest::Client,
+    rpc: RemoteSignerRpc,
 }
 
 impl RemoteTxSigner {
     /// Checks the URL, then asks `eth_accounts` and requires `address` among them.
     pub async fn connect(url: &str, address: Address) -> Result<Self, RemoteError> {
-        let url = platform_client::check_url(url).map_err(|e| RemoteError::Url(e.to_string()))?;
-        let client = reqwest::Client::builder()
-            .timeout(REMOTE_TIMEOUT)
-            .redirect(reqwest::redirect::Policy::none())
-            .build()
-            .map_err(|e| RemoteError::Request(e.to_string()))?;
-        let signer = Self {
-            url,
-            address,
-            client,
-        };
-        let accounts = signer.call("eth_accounts", json!([])).await?;
-        let listed: Vec<Address> = accounts
-            .as_array()
-            .ok_or_else(|| RemoteError::Answer("eth_accounts is not a list".into()))?
-            .iter()
-            .filter_map(|a| a.as_str().and_then(|s| s.parse().ok()))
-            .collect();
-        if !listed.contains(&address) {
-            return Err(RemoteError::NotItsAccount {
-                from: address,
-                listed: accounts.to_string().chars().take(200).collect(),
-            });
-        }
-        Ok(signer)
-    }
-
-    async fn call(&self, method: &str, params: Value) -> Result<Value, RemoteError> {
-        let body = json!({"jsonrpc": "2.0", "id": 1, "method": method, "params": params});
-        let response = self
-            .client
-            .post(self.url.clone())
-            .json(&body)
-            .send()
-            .await
-            .map_err(|e| RemoteError::Request(e.without_url().to_string()))?;
-        let bytes = response
-            .bytes()
-            .await
-            .map_err(|e| RemoteError::Request(e.without_url().to_string()))?;
-        if bytes.len() > MAX_ANSWER_BYTES {
-            return Err(RemoteError::Answer(format!(
-                "{method}: more than {MAX_ANSWER_BYTES} bytes"
-            )));
-        }
-        let answer: Value = serde_json::from_slice(&bytes)
-            .map_err(|e| RemoteError::Answer(format!("{method}: {e}")))?;
-        if let Some(err) = answer.get("error") {
-            return Err(RemoteError::Refused(
-                err.to_string().chars().take(256).collect(),
-            ));
-        }
-        answer
-            .get("result")
-            .cloned()
-            .ok_or_else(|| RemoteError::Answer(format!("{method}: no result")))
+        let rpc = RemoteSignerRpc::connect(url, address, MAX_ANSWER_BYTES).await?;
+        Ok(Self { rpc })
     }
 
     /// `eth_signTransaction` of `tx` from this signer's address; the signature of the raw
@@ -197,19 +123,23 @@ impl RemoteTxSigner {
     /// its signature recovers to the address over `tx`'s signing hash.
     pub async fn sign(&self, tx: &TxEip1559) -> Result<Signature, RemoteError> {
         let answer = self
-            .call("eth_signTransaction", json!([request(self.address, tx)]))
+            .rpc
+            .call(
+                "eth_signTransaction",
+                json!([request(self.rpc.address(), tx)]),
+            )
             .await?;
         // clef answers {raw, tx}; most others the raw bytes alone.
         let text = answer
             .as_str()
             .or_else(|| answer.get("raw").and_then(Value::as_str))
-            .ok_or_else(|| RemoteError::Answer("no raw signed transaction".into()))?;
+            .ok_or_else(|| RpcError::Answer("no raw signed transaction".into()))?;
         let raw = text
             .strip_prefix("0x")
             .and_then(|digits| hex::decode(digits).ok())
-            .ok_or_else(|| RemoteError::Answer("the raw transaction is not 0x hex".into()))?;
+            .ok_or_else(|| RpcError::Answer("the raw transaction is not 0x hex".into()))?;
         let envelope = TxEnvelope::decode_2718(&mut raw.as_slice())
-            .map_err(|_| RemoteError::Answer("not a signed typed transaction".into()))?;
+            .map_err(|_| RpcError::Answer("not a signed typed transaction".into()))?;
         let TxEnvelope::Eip1559(signed) = envelope else {
             return Err(RemoteError::Altered("is not EIP-1559"));
         };
@@ -222,7 +152,7 @@ impl RemoteTxSigner {
         let recovered = signature
             .recover_address_from_prehash(&tx.signature_hash())
             .map_err(|_| RemoteError::Altered("has no recoverable signature"))?;
-        if Address::from(recovered) != self.address {
+        if Address::from(recovered) != self.rpc.address() {
             return Err(RemoteError::Altered("is signed by another key"));
         }
         Ok(signature)
@@ -299,7 +229,7 @@ impl GasKey {
     pub fn address(&self) -> Address {
         match self {
             Self::Local(k) => Address::from(k.address()),
-            Self::Remote(r) => r.address,
+            Self::Remote(r) => r.rpc.address(),
             Self::Pkcs11(p) => Address::from_bytes(p.address()),
         }
     }

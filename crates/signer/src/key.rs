@@ -17,15 +17,11 @@
 
 pub mod pkcs11;
 
-use std::time::Duration;
-
 use keyfile::LoadedKey;
 use serde_json::{Value, json};
 use verifier_sdk::attest::{DOMAIN_NAME, DOMAIN_VERSION};
 use verifier_sdk::{Address, AttestationFields};
 
-/// The bound on every request to a remote signer.
-pub const REMOTE_TIMEOUT: Duration = Duration::from_secs(30);
 /// The largest answer read from a remote signer.
 const MAX_ANSWER_BYTES: usize = 64 * 1024;
 
@@ -54,99 +50,21 @@ pub enum KeySignError {
     Pkcs11(#[from] pkcs11::Pkcs11Error),
 }
 
-/// A remote signer's failure.
-#[derive(Debug, thiserror::Error)]
-pub enum RemoteError {
-    /// The URL is unusable (https, or http to a loopback host).
-    #[error("--remote-signer: {0}")]
-    Url(String),
-    /// The request failed or timed out.
-    #[error("request failed: {0}")]
-    Request(String),
-    /// The answer is not a JSON-RPC result of the expected shape.
-    #[error("unusable answer: {0}")]
-    Answer(String),
-    /// The signer answered with a JSON-RPC error.
-    #[error("refused: {0}")]
-    Refused(String),
-    /// The signer does not hold the key of `--signer`.
-    #[error("the remote signer does not list {signer} among its accounts (it lists {listed})")]
-    NotItsAccount {
-        /// `--signer`.
-        signer: Address,
-        /// What `eth_accounts` returned (truncated).
-        listed: String,
-    },
-}
+use bounty_chain::remote_signer::RemoteSignerRpc;
+pub use bounty_chain::remote_signer::{REMOTE_TIMEOUT, RemoteError};
 
 /// A JSON-RPC signer holding the key of one address.
 #[derive(Debug)]
 pub struct RemoteSigner {
-    url: reqwest::Url,
-    address: Address,
-    client: reqwest::Client,
+    rpc: RemoteSignerRpc,
 }
 
 impl RemoteSigner {
     /// Checks the URL, then asks `eth_accounts` and requires `address` among them: a signer
     /// that answers for another address fails here, before any candidate is read.
     pub async fn connect(url: &str, address: Address) -> Result<Self, RemoteError> {
-        let url = platform_client::check_url(url).map_err(|e| RemoteError::Url(e.to_string()))?;
-        let client = reqwest::Client::builder()
-            .timeout(REMOTE_TIMEOUT)
-            .redirect(reqwest::redirect::Policy::none())
-            .build()
-            .map_err(|e| RemoteError::Request(e.to_string()))?;
-        let signer = Self {
-            url,
-            address,
-            client,
-        };
-        let accounts = signer.call("eth_accounts", json!([])).await?;
-        let listed: Vec<Address> = accounts
-            .as_array()
-            .ok_or_else(|| RemoteError::Answer("eth_accounts is not a list".into()))?
-            .iter()
-            .filter_map(|a| a.as_str().and_then(|s| s.parse().ok()))
-            .collect();
-        if !listed.contains(&address) {
-            return Err(RemoteError::NotItsAccount {
-                signer: address,
-                listed: accounts.to_string().chars().take(200).collect(),
-            });
-        }
-        Ok(signer)
-    }
-
-    async fn call(&self, method: &str, params: Value) -> Result<Value, RemoteError> {
-        let body = json!({"jsonrpc": "2.0", "id": 1, "method": method, "params": params});
-        let response = self
-            .client
-            .post(self.url.clone())
-            .json(&body)
-            .send()
-            .await
-            .map_err(|e| RemoteError::Request(e.without_url().to_string()))?;
-        let bytes = response
-            .bytes()
-            .await
-            .map_err(|e| RemoteError::Request(e.without_url().to_string()))?;
-        if bytes.len() > MAX_ANSWER_BYTES {
-            return Err(RemoteError::Answer(format!(
-                "{method}: more than {MAX_ANSWER_BYTES} bytes"
-            )));
-        }
-        let answer: Value = serde_json::from_slice(&bytes)
-            .map_err(|e| RemoteError::Answer(format!("{method}: {e}")))?;
-        if let Some(err) = answer.get("error") {
-            return Err(RemoteError::Refused(
-                err.to_string().chars().take(256).collect(),
-            ));
-        }
-        answer
-            .get("result")
-            .cloned()
-            .ok_or_else(|| RemoteError::Answer(format!("{method}: no result")))
+        let rpc = RemoteSignerRpc::connect(url, address, MAX_ANSWER_BYTES).await?;
+        Ok(Self { rpc })
     }
 
     /// `eth_signTypedData_v4` of the attestation: 65 bytes with low `s` and `v` ∈ {27, 28}.
@@ -157,9 +75,10 @@ impl RemoteSigner {
     ) -> Result<[u8; 65], RemoteError> {
         let typed = typed_data(chain_id, fields);
         let answer = self
+            .rpc
             .call(
                 "eth_signTypedData_v4",
-                json!([self.address.to_string(), typed]),
+                json!([self.rpc.address().to_string(), typed]),
             )
             .await?;
         let text = answer
@@ -278,7 +197,7 @@ impl AttestationKey {
     pub fn address(&self) -> Address {
         match self {
             Self::Local(k) => Address::from(k.address()),
-            Self::Remote(r) => r.address,
+            Self::Remote(r) => r.rpc.address(),
             Self::Pkcs11(p) => p.address(),
         }
     }
