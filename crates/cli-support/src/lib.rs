@@ -115,12 +115,45 @@ fn human_lines(format: LogFormat, level: &str, target: &str, text: &str) -> Stri
             .map(|line| {
                 let mut fields = serde_json::Map::new();
                 fields.insert("message".into(), line.into());
+                // A summary line is about a job when it names one (`  paid <job id> …`); the id
+                // goes in a field too, so a shipper can select a job's lines without parsing.
+                let ids = job_ids_in(line);
+                match ids.as_slice() {
+                    [] => {}
+                    [one] => {
+                        fields.insert("job_id".into(), (*one).into());
+                    }
+                    many => {
+                        fields.insert("job_ids".into(), many.to_vec().into());
+                    }
+                }
                 let object =
                     json_log::line(json_log::timestamp(), level, target, fields, Vec::new());
                 format!("{object}\n")
             })
             .collect(),
     }
+}
+
+/// The job ids (`<network>:0x<40 hex>:<bounty index>`, PROTOCOL.md) a line of text names.
+fn job_ids_in(text: &str) -> Vec<&str> {
+    text.split(|c: char| !(c.is_ascii_alphanumeric() || matches!(c, ':' | '-' | '_')))
+        .map(|t| t.trim_end_matches(':'))
+        .filter(|t| {
+            let mut parts = t.split(':');
+            let (Some(network), Some(address), Some(index), None) =
+                (parts.next(), parts.next(), parts.next(), parts.next())
+            else {
+                return false;
+            };
+            !network.is_empty()
+                && address.strip_prefix("0x").is_some_and(|hex| {
+                    hex.len() == 40 && hex.bytes().all(|b| b.is_ascii_hexdigit())
+                })
+                && !index.is_empty()
+                && index.bytes().all(|b| b.is_ascii_digit())
+        })
+        .collect()
 }
 
 /// [`init_logging`] in the given format.
@@ -190,6 +223,20 @@ const fn use_colour(stderr_is_terminal: bool, no_color: bool) -> bool {
 
 #[cfg(test)]
 mod tests {
+
+    #[test]
+    fn a_summary_line_naming_a_job_carries_its_id_as_a_field() {
+        let id = "base-mainnet:0x7ca7f29ac9022dbfd42c4b1ee491129386fbb662:1";
+        let text =
+            format!("keeper 0x7ca7f29ac9022dbfd42c4b1ee491129386fbb662: 1\n  paid {id} [X]\n");
+        let json = human_lines(LogFormat::Json, "INFO", "keeper", &text);
+        let lines: Vec<serde_json::Value> = json
+            .lines()
+            .map(|l| serde_json::from_str(l).unwrap())
+            .collect();
+        assert!(lines[0].get("fields").is_none(), "{json}");
+        assert_eq!(lines[1]["fields"]["job_id"], id);
+    }
 
     #[test]
     fn a_summary_under_json_logs_is_one_log_object_per_line() {

@@ -281,8 +281,9 @@ pub async fn run_feed(
         let i = started;
         started += 1;
         let total = started + queue.len();
-        progress(
+        progress_of(
             config,
+            job.job_id(),
             format_args!("[{}/{total}] {}", i + 1, job.job_id().escape_debug()),
         );
         // The jobs before this one took their time: what fitted at the start may not now.
@@ -1068,6 +1069,16 @@ fn progress(config: &FeedConfig, line: fmt::Arguments<'_>) {
         eprintln!("{line}");
     } else {
         tracing::debug!(target: "worker_jobs::progress", "{}", line.to_string().trim_start());
+    }
+}
+
+/// [`progress`] of one job: as a debug event it carries the job id as a field, so that a log
+/// shipper finds the job's lines without reading messages.
+fn progress_of(config: &FeedConfig, job_id: &str, line: fmt::Arguments<'_>) {
+    if config.progress {
+        eprintln!("{line}");
+    } else {
+        tracing::debug!(target: "worker_jobs::progress", job_id, "{}", line.to_string().trim_start());
     }
 }
 
