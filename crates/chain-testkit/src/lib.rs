@@ -15,6 +15,7 @@ pub mod bounty;
 pub mod node;
 pub mod private;
 pub mod proxy;
+pub mod softhsm;
 
 pub use attest::{AttestationFields, local_attestation_digest, revert_reason, sign_digest};
 pub use bounty::{BountyParams, DeployedBounty, TestBounty, TestVerifierWallet, Testkit, status};
@@ -24,3 +25,4 @@ pub use node::{
 };
 pub use private::PrivateNode;
 pub use proxy::{Misbehaviour, RpcProxy};
+pub use softhsm::SoftHsmToken;

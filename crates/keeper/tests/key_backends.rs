@@ -13,7 +13,6 @@
 
 mod common;
 
-use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
 use std::time::{Duration, Instant};
@@ -21,15 +20,11 @@ use std::time::{Duration, Instant};
 use alloy::primitives::{Address as ChainAddress, B256, U256};
 use alloy::providers::Provider;
 use alloy::signers::local::PrivateKeySigner;
-use chain_testkit::status;
+use chain_testkit::{SoftHsmToken, status};
 use common::Scenario;
 use serde_json::Value;
 use verifier_sdk::settle::decode_bounty_settled;
 
-const MODULES: [&str; 2] = [
-    "/usr/lib/softhsm/libsofthsm2.so",
-    "/usr/lib/x86_64-linux-gnu/softhsm/libsofthsm2.so",
-];
 const TOKEN: &str = "keeper-token";
 const LABEL: &str = "keeper-gas-key";
 const PIN: &str = "4712-test-pin";
@@ -42,61 +37,21 @@ fn skip_unless_ci(what: &str) {
     eprintln!("skipped: {what} is not installed");
 }
 
-/// A freshly initialised SoftHSM2 token of its own.
-struct Token {
-    dir: tempfile::TempDir,
-    module: &'static str,
+/// A freshly initialised SoftHSM2 token of its own (`chain_testkit::softhsm`), driven through
+/// the `keeper` binary.
+struct Token(SoftHsmToken);
+
+impl std::ops::Deref for Token {
+    type Target = SoftHsmToken;
+    fn deref(&self) -> &SoftHsmToken {
+        &self.0
+    }
 }
 
 impl Token {
+    /// `None` (skip) without SoftHSM2, unless CI=true.
     fn new() -> Option<Self> {
-        let Some(module) = MODULES.into_iter().find(|m| Path::new(m).exists()) else {
-            skip_unless_ci("SoftHSM2");
-            return None;
-        };
-        let dir = tempfile::tempdir().unwrap();
-        std::fs::create_dir(dir.path().join("tokens")).unwrap();
-        std::fs::write(
-            dir.path().join("softhsm2.conf"),
-            format!(
-                "directories.tokendir = {}\nobjectstore.backend = file\nlog.level = ERROR\n",
-                dir.path().join("tokens").display()
-            ),
-        )
-        .unwrap();
-        let pin = dir.path().join("pin");
-        std::fs::write(&pin, format!("{PIN}\n")).unwrap();
-        std::fs::set_permissions(&pin, std::fs::Permissions::from_mode(0o600)).unwrap();
-        let token = Self { dir, module };
-        let out = Command::new("softhsm2-util")
-            .args(["--init-token", "--free", "--label", TOKEN])
-            .args(["--so-pin", "so-4712", "--pin", PIN])
-            .env("SOFTHSM2_CONF", token.conf())
-            .output()
-            .unwrap();
-        assert!(out.status.success(), "{out:?}");
-        Some(token)
-    }
-
-    fn conf(&self) -> PathBuf {
-        self.dir.path().join("softhsm2.conf")
-    }
-
-    /// The flags naming the token's key `label`, the PIN from the 0600 file.
-    fn flags(&self, label: &str) -> Vec<String> {
-        let pin = self.dir.path().join("pin");
-        [
-            "--pkcs11-module",
-            self.module,
-            "--pkcs11-token",
-            TOKEN,
-            "--pkcs11-key-label",
-            label,
-            "--pkcs11-pin-file",
-            pin.to_str().unwrap(),
-        ]
-        .map(str::to_owned)
-        .to_vec()
+        SoftHsmToken::init(TOKEN, PIN).unwrap().map(Self)
     }
 
     /// `keeper pkcs11-keygen`: a key generated in the token, its address.

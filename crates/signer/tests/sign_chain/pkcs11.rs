@@ -5,80 +5,29 @@
 //! 2024's `set_var` is unsafe), so every PKCS#11 call runs in a `signer` child process.
 //! Without the module the tests skip, except under CI=true, where they fail.
 
+use chain_testkit::SoftHsmToken;
+
 use super::*;
 
-const MODULES: [&str; 2] = [
-    "/usr/lib/softhsm/libsofthsm2.so",
-    "/usr/lib/x86_64-linux-gnu/softhsm/libsofthsm2.so",
-];
 const TOKEN: &str = "verifier-token";
 const LABEL: &str = "verifier-key";
 const PIN: &str = "4711-test-pin";
 
-/// A freshly initialised SoftHSM2 token of its own.
-struct Token {
-    dir: tempfile::TempDir,
-    module: &'static str,
+/// A freshly initialised SoftHSM2 token of its own (`chain_testkit::softhsm`), driven through
+/// the `signer` binary.
+struct Token(SoftHsmToken);
+
+impl std::ops::Deref for Token {
+    type Target = SoftHsmToken;
+    fn deref(&self) -> &SoftHsmToken {
+        &self.0
+    }
 }
 
 impl Token {
     /// `None` (skip) without SoftHSM2, unless CI=true.
     fn new() -> Option<Self> {
-        let Some(module) = MODULES.into_iter().find(|m| Path::new(m).exists()) else {
-            assert!(
-                std::env::var("CI").as_deref() != Ok("true"),
-                "SoftHSM2 is not installed (apt-get install softhsm2; scripts/services.sh does)"
-            );
-            eprintln!("skipped: SoftHSM2 is not installed");
-            return None;
-        };
-        let dir = tempfile::tempdir().unwrap();
-        std::fs::create_dir(dir.path().join("tokens")).unwrap();
-        std::fs::write(
-            dir.path().join("softhsm2.conf"),
-            format!(
-                "directories.tokendir = {}\nobjectstore.backend = file\nlog.level = ERROR\n",
-                dir.path().join("tokens").display()
-            ),
-        )
-        .unwrap();
-        let pin = dir.path().join("pin");
-        std::fs::write(&pin, format!("{PIN}\n")).unwrap();
-        std::fs::set_permissions(&pin, std::fs::Permissions::from_mode(0o600)).unwrap();
-        let token = Self { dir, module };
-        let out = std::process::Command::new("softhsm2-util")
-            .args(["--init-token", "--free", "--label", TOKEN])
-            .args(["--so-pin", "so-4711", "--pin", PIN])
-            .env("SOFTHSM2_CONF", token.conf())
-            .output()
-            .unwrap();
-        assert!(out.status.success(), "{out:?}");
-        Some(token)
-    }
-
-    fn conf(&self) -> PathBuf {
-        self.dir.path().join("softhsm2.conf")
-    }
-
-    fn pin_file(&self) -> String {
-        self.dir.path().join("pin").to_str().unwrap().to_owned()
-    }
-
-    /// The flags naming the token's key, with the PIN from the 0600 file.
-    fn flags(&self, label: &str) -> Vec<String> {
-        [
-            "--pkcs11-module",
-            self.module,
-            "--pkcs11-token",
-            TOKEN,
-            "--pkcs11-key-label",
-            label,
-            "--pkcs11-pin-file",
-        ]
-        .iter()
-        .map(ToString::to_string)
-        .chain([self.pin_file()])
-        .collect()
+        SoftHsmToken::init(TOKEN, PIN).unwrap().map(Self)
     }
 
     /// `signer pkcs11-keygen`: its exit code, stdout and stderr.
