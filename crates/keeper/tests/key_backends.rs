@@ -20,7 +20,7 @@ use std::time::{Duration, Instant};
 use alloy::primitives::{Address as ChainAddress, B256, U256};
 use alloy::providers::Provider;
 use alloy::signers::local::PrivateKeySigner;
-use chain_testkit::{SoftHsmToken, status};
+use chain_testkit::{Misbehaviour, SoftHsmToken, status};
 use common::Scenario;
 use serde_json::Value;
 use verifier_sdk::settle::decode_bounty_settled;
@@ -152,6 +152,17 @@ impl Drop for RemoteSigner {
 
 /// `keeper relay` over the scenario's inputs with the key flags `key`.
 fn relay(sc: &Scenario, key: &[String], env: &[(&str, &Path)]) -> Output {
+    relay_through(sc, sc.kit.url(), key, env, &[])
+}
+
+/// `keeper relay` over the scenario's inputs, its chain at `rpc`, with `extra` flags.
+fn relay_through(
+    sc: &Scenario,
+    rpc: &str,
+    key: &[String],
+    env: &[(&str, &Path)],
+    extra: &[&str],
+) -> Output {
     let mut cmd = Command::new(env!("CARGO_BIN_EXE_keeper"));
     cmd.arg("relay")
         .arg("--candidates")
@@ -160,16 +171,36 @@ fn relay(sc: &Scenario, key: &[String], env: &[(&str, &Path)]) -> Output {
         .arg(sc.path("att0"))
         .arg("--attestations")
         .arg(sc.path("att1"))
-        .arg("--state-dir")
+        .args(["--api", &sc.server.url]);
+    settle_flags(&mut cmd, sc, rpc, key, env);
+    cmd.args(extra).output().unwrap()
+}
+
+/// `keeper resume` of the scenario's state directory on the local chain.
+fn resume(sc: &Scenario, key: &[String], env: &[(&str, &Path)]) -> Output {
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_keeper"));
+    cmd.arg("resume");
+    settle_flags(&mut cmd, sc, sc.kit.url(), key, env);
+    cmd.output().unwrap()
+}
+
+/// What `relay` and `resume` share: state, chain, caps, key.
+fn settle_flags(
+    cmd: &mut Command,
+    sc: &Scenario,
+    rpc: &str,
+    key: &[String],
+    env: &[(&str, &Path)],
+) {
+    cmd.arg("--state-dir")
         .arg(sc.path("state"))
-        .args(["--api", &sc.server.url, "--rpc", sc.kit.url()])
+        .args(["--rpc", rpc])
         .args(["--max-gas", "2000000", "--max-fee-per-gas", "100000000000"])
         .args(["--confirmations", "1", "--json"])
         .args(key);
     for (k, v) in env {
         cmd.env(k, v);
     }
-    cmd.output().unwrap()
 }
 
 /// The relay paid the bounty with one transaction from `from`, nonce 0 used once, and the
@@ -283,6 +314,45 @@ fn relay_without_inputs(key: &[String], env: &[(&str, &Path)]) -> (i32, String) 
         "no record was planned"
     );
     (out.status.code().unwrap(), stderr)
+}
+
+/// A relay whose transaction never reached the chain (an RPC that swallowed it) leaves a sent
+/// record; `keeper resume` with the gas key in SoftHSM2 finishes it: one settlement from the
+/// token's address, its nonce used once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn keeper_resume_with_the_gas_key_in_softhsm2_settles_a_swallowed_relay_once() {
+    let Some(token) = Token::new() else { return };
+    let from = token.generate(LABEL);
+    let sc = Scenario::new(&[1], 0).await;
+    sc.kit
+        .set_balance(from, U256::from(10u128.pow(19)))
+        .await
+        .unwrap();
+    sc.attest_all();
+    let mut key = token.flags(LABEL);
+    key.extend(["--from".into(), from.to_string()]);
+    let env = [("SOFTHSM2_CONF", token.conf())];
+    let env: Vec<(&str, &Path)> = env.iter().map(|(k, v)| (*k, v.as_path())).collect();
+    let swallowing = chain_testkit::proxy::start(sc.kit.url(), Misbehaviour::Swallowing)
+        .await
+        .unwrap();
+    // Nothing is mined while the transaction is swallowed (automine), so the relay can only
+    // end with its record open, however long it waits.
+    let first = relay_through(
+        &sc,
+        &swallowing.url,
+        &key,
+        &env,
+        &["--receipt-timeout", "1"],
+    );
+    assert_ne!(first.status.code(), Some(0), "{first:?}");
+    assert_eq!(sc.status().await, status::SUBMITTED);
+    assert_eq!(
+        sc.kit.provider().get_transaction_count(from).await.unwrap(),
+        0
+    );
+    let out = resume(&sc, &key, &env);
+    assert_landed_once_from(&sc, &out, from).await;
 }
 
 #[test]
