@@ -333,7 +333,7 @@ impl<L: JobLedger> Loop<'_, L> {
     }
 
     /// Logs, counts and records in the ledger a job set apart as `window_too_short`, once per
-    /// job (in this process). Its ledger row is a run that never started (`skipped`, with the
+    /// job (in this process), and writes its readiness record as not ready. Its ledger row is a run that never started (`skipped`, with the
     /// figures), as `worker feed` reports it, closed as the job's own miss: it is not started
     /// again (a window only shrinks, and its image is already here), and the ledger gives it
     /// up when its window ends, as any job that got no verdict in time.
@@ -366,6 +366,19 @@ impl<L: JobLedger> Loop<'_, L> {
                 },
                 self.telemetry.clock().wall_ms(),
             )?;
+            // As `worker feed` does: a record an earlier run left at the job's path (perhaps
+            // "ready") must not stand for a job nothing checked now.
+            let record = worker_jobs::feed::readiness::not_run(
+                job.job_id(),
+                WINDOW_TOO_SHORT,
+                &why.to_string(),
+                self.feed.now_unix(),
+            );
+            if let Err(e) =
+                worker_jobs::feed::readiness::write_readiness(&self.feed.out_dir, &record)
+            {
+                tracing::warn!(error = %e, "could not write a readiness record");
+            }
             self.telemetry.window_too_short();
             tracing::warn!(
                 job = %job.job_id().escape_debug(),

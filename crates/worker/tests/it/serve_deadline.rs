@@ -166,17 +166,7 @@ async fn serve_on_a_fleet_ledger_runs_a_sooner_window_first_even_one_appearing_m
 #[allow(clippy::too_many_lines)]
 async fn deadline_first(fleet: Option<&str>) {
     let server = TestServer::start().await;
-    let bench_files: &[(&str, &[u8])] = &[("t", b"t")];
-    let nested: Vec<(String, &[u8])> = bench_files
-        .iter()
-        .map(|(p, d)| (format!("suites/parser/{p}"), *d))
-        .collect();
-    let nested: Vec<(&str, &[u8])> = nested.iter().map(|(p, d)| (p.as_str(), *d)).collect();
-    server.route(
-        &format!("/bounty-org/benchmarks/tar.gz/{BENCHMARK_COMMIT}"),
-        Reply::ok(codeload(&format!("benchmarks-{BENCHMARK_COMMIT}"), &nested)),
-    );
-    let bench = tree_digest(bench_files);
+    let bench = serve_benchmark(&server);
     let end = EXPIRES_AT;
     let older = job_at(&server, bench, 1, end + 10_000, 120); // A: listed first, latest window
     let sooner = job_at(&server, bench, 2, end + 3_000, 120); // B
@@ -186,44 +176,12 @@ async fn deadline_first(fleet: Option<&str>) {
     server.route(&feed, Reply::json(&json!([older, sooner, too_short])));
 
     let tmp = tempfile::tempdir().unwrap();
-    let mut feed_config = FeedConfig::new(
-        &server.base,
-        Network::BaseMainnet,
-        vec![VERIFIER.parse().unwrap()],
-        &tmp.path().join("out"),
-    );
-    feed_config.archive_base = server.base.clone();
-    feed_config.work_dir = tmp.path().join("work");
-    feed_config.progress = false;
-    let config = ServeConfig {
-        feed: feed_config,
-        state_dir: tmp.path().join("state"),
-        poll_interval: Duration::from_millis(50),
-        parallel: NonZeroUsize::new(1),
-        metrics_listen: None,
-        images: worker::serve::images::ImagePolicy::default(),
-        ledger: fleet.map_or_else(
-            || worker::serve::store::LedgerLocation::Sqlite(tmp.path().join("state")),
-            worker::serve::store::LedgerLocation::parse,
-        ),
-        fleet: worker::serve::store::FleetOptions {
-            host: "test-host".into(),
-            lease: Duration::from_secs(120),
-        },
-    };
+    let config = serve_config(&server, tmp.path(), fleet);
     let now_ms = i64::try_from(end - 150).unwrap() * 1000;
     let clock = Arc::new(ManualClock::new(now_ms));
     let telemetry = Telemetry::new(config.poll_interval, clock);
     let prepared = prepare(&config).unwrap();
-    let docker = Executor::new(NoEngine(EngineFacts {
-        version: "test".into(),
-        api_version: "1.43".into(),
-        kernel_version: "test".into(),
-        cgroup_version: "2".into(),
-        cgroup_driver: "systemd".into(),
-        platform: "linux/amd64".into(),
-        host: None,
-    }));
+    let docker = no_engine();
     let recorder = Recorder {
         order: Mutex::new(Vec::new()),
         held_round: 2,
@@ -309,6 +267,131 @@ async fn deadline_first(fleet: Option<&str>) {
         reason.contains("ends in 150 s") && reason.contains("timeout_seconds 600"),
         "{reason}"
     );
+}
+
+/// Serves the benchmark archive every job here names and returns its tree digest.
+fn serve_benchmark(server: &TestServer) -> verifier_sdk::Sha256Digest {
+    let bench_files: &[(&str, &[u8])] = &[("t", b"t")];
+    let nested: Vec<(String, &[u8])> = bench_files
+        .iter()
+        .map(|(p, d)| (format!("suites/parser/{p}"), *d))
+        .collect();
+    let nested: Vec<(&str, &[u8])> = nested.iter().map(|(p, d)| (p.as_str(), *d)).collect();
+    server.route(
+        &format!("/bounty-org/benchmarks/tar.gz/{BENCHMARK_COMMIT}"),
+        Reply::ok(codeload(&format!("benchmarks-{BENCHMARK_COMMIT}"), &nested)),
+    );
+    tree_digest(bench_files)
+}
+
+/// The service's configuration under `dir`: one job at a time, a 50 ms poll, the SQLite
+/// ledger (`fleet: None`) or the fleet database at `fleet`.
+fn serve_config(server: &TestServer, dir: &Path, fleet: Option<&str>) -> ServeConfig {
+    let mut feed_config = FeedConfig::new(
+        &server.base,
+        Network::BaseMainnet,
+        vec![VERIFIER.parse().unwrap()],
+        &dir.join("out"),
+    );
+    feed_config.archive_base = server.base.clone();
+    feed_config.work_dir = dir.join("work");
+    feed_config.progress = false;
+    ServeConfig {
+        feed: feed_config,
+        state_dir: dir.join("state"),
+        poll_interval: Duration::from_millis(50),
+        parallel: NonZeroUsize::new(1),
+        metrics_listen: None,
+        images: worker::serve::images::ImagePolicy::default(),
+        ledger: fleet.map_or_else(
+            || worker::serve::store::LedgerLocation::Sqlite(dir.join("state")),
+            worker::serve::store::LedgerLocation::parse,
+        ),
+        fleet: worker::serve::store::FleetOptions {
+            host: "test-host".into(),
+            lease: Duration::from_secs(120),
+        },
+    }
+}
+
+fn no_engine() -> Executor {
+    Executor::new(NoEngine(EngineFacts {
+        version: "test".into(),
+        api_version: "1.43".into(),
+        kernel_version: "test".into(),
+        cgroup_version: "2".into(),
+        cgroup_driver: "systemd".into(),
+        platform: "linux/amd64".into(),
+        host: None,
+    }))
+}
+
+/// #43 item 3 for `worker serve`, as `worker feed` does it: a job set apart as
+/// `window_too_short` gets a readiness record that says not ready and why (every check
+/// `not_checked`, naming the code and the figures), replacing the record an earlier run left
+/// at its path (here one that said ready). Before: serve wrote no record for it, so the
+/// earlier "ready" stayed for a job nothing checked.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn serve_writes_a_job_skipped_without_a_run_not_ready_with_the_reason() {
+    let server = TestServer::start().await;
+    let bench = serve_benchmark(&server);
+    let end = EXPIRES_AT;
+    let fine = job_at(&server, bench, 1, end + 3_000, 120);
+    let too_short = job_at(&server, bench, 2, end, 600); // 150 s left, 600 s timeout
+    server.route(&feed_path(VERIFIER), Reply::json(&json!([fine, too_short])));
+    let tmp = tempfile::tempdir().unwrap();
+    let config = serve_config(&server, tmp.path(), None);
+    let out = tmp.path().join("out");
+    std::fs::create_dir_all(&out).unwrap();
+    let too_short_id = too_short["job_id"].as_str().unwrap();
+    let stale = verifier_sdk::readiness::ReadinessRecord::new(
+        too_short_id,
+        1,
+        verifier_sdk::readiness::ALL_CHECKS
+            .iter()
+            .map(|k| verifier_sdk::readiness::CheckResult::pass(*k))
+            .collect(),
+    );
+    assert!(stale.ready);
+    worker::feed::readiness::write_readiness(&out, &stale).unwrap();
+    let now_ms = i64::try_from(end - 150).unwrap() * 1000;
+    let telemetry = Telemetry::new(config.poll_interval, Arc::new(ManualClock::new(now_ms)));
+    let prepared = prepare(&config).unwrap();
+    let docker = no_engine();
+    let recorder = Recorder {
+        order: Mutex::new(Vec::new()),
+        held_round: 0,
+        release: tokio::sync::Semaphore::new(0),
+    };
+    let shutdown = Shutdown::never();
+    // The poll that sets the short job apart comes before the run of the other one: once that
+    // run started, the short job's record (if any) is written.
+    let ran = tokio::select! {
+        r = serve_with(&config, prepared.ledger, &docker, &recorder, &shutdown, &telemetry) => panic!("serve stopped: {r:?}"),
+        ran = wait_for(|| !recorder.order.lock().unwrap().is_empty()) => ran,
+    };
+    assert!(ran, "the job that can settle never ran");
+    assert_eq!(*recorder.order.lock().unwrap(), vec![1]);
+    let name = verifier_sdk::readiness::readiness_file_name(too_short_id);
+    let record =
+        verifier_sdk::readiness::ReadinessRecord::parse(&std::fs::read(out.join(name)).unwrap())
+            .unwrap();
+    assert!(!record.ready, "{record:?}");
+    assert_eq!(
+        record.checks.len(),
+        verifier_sdk::readiness::ALL_CHECKS.len()
+    );
+    for c in &record.checks {
+        assert_eq!(
+            c.code.as_deref(),
+            Some(verifier_sdk::readiness::NOT_CHECKED)
+        );
+        let m = c.message.as_deref().unwrap_or_default();
+        assert!(
+            m.contains("window_too_short") && m.contains("ends in 150 s"),
+            "{m}"
+        );
+    }
 }
 
 /// Waits until `done` holds; `false` after a bound far beyond what the service needs (a
