@@ -4,12 +4,12 @@
 //!
 //! SoftHSM2 reads its configuration from the environment only, which a test cannot set on
 //! itself (edition 2024's `set_var` is unsafe): the tests run every PKCS#11 call in a child
-//! process given `SOFTHSM2_CONF` = [`SoftHsmToken::conf`]. Key generation and signing stay in
-//! each binary's tests, which drive their own `pkcs11-keygen`.
+//! process given `SOFTHSM2_CONF` = [`SoftHsmToken::conf`]: [`SoftHsmToken::keygen`] runs a
+//! binary's `pkcs11-keygen` (the signer and the keeper spell it and its flags the same).
 
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
-use std::process::Command;
+use std::process::{Command, Output};
 
 /// Where Debian and Ubuntu install the module.
 pub const MODULES: [&str; 2] = [
@@ -107,5 +107,15 @@ impl SoftHsmToken {
             "--pkcs11-pin-file".to_owned(),
             self.pin_file().display().to_string(),
         ]
+    }
+
+    /// `BIN pkcs11-keygen` with [`Self::flags`] for `label`, in this token: the process's
+    /// output, to read the address from or the refusal.
+    pub fn keygen(&self, bin: &str, label: &str) -> std::io::Result<Output> {
+        Command::new(bin)
+            .arg("pkcs11-keygen")
+            .args(self.flags(label))
+            .env("SOFTHSM2_CONF", self.conf())
+            .output()
     }
 }

@@ -37,38 +37,37 @@ fn skip_unless_ci(what: &str) {
     eprintln!("skipped: {what} is not installed");
 }
 
-/// A freshly initialised SoftHSM2 token of its own (`chain_testkit::softhsm`), driven through
-/// the `keeper` binary.
-struct Token(SoftHsmToken);
-
-impl std::ops::Deref for Token {
-    type Target = SoftHsmToken;
-    fn deref(&self) -> &SoftHsmToken {
-        &self.0
-    }
+/// A freshly initialised SoftHSM2 token of its own; `None` (skip) without SoftHSM2, unless
+/// CI=true.
+fn fresh_token() -> Option<SoftHsmToken> {
+    SoftHsmToken::init(TOKEN, PIN).unwrap()
 }
 
-impl Token {
-    /// `None` (skip) without SoftHSM2, unless CI=true.
-    fn new() -> Option<Self> {
-        SoftHsmToken::init(TOKEN, PIN).unwrap().map(Self)
-    }
+/// `keeper pkcs11-keygen`: a key generated in the token, its address.
+fn generate(token: &SoftHsmToken, label: &str) -> ChainAddress {
+    let out = token.keygen(env!("CARGO_BIN_EXE_keeper"), label).unwrap();
+    assert_eq!(out.status.code(), Some(0), "{out:?}");
+    String::from_utf8(out.stdout)
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap()
+}
 
-    /// `keeper pkcs11-keygen`: a key generated in the token, its address.
-    fn generate(&self, label: &str) -> ChainAddress {
-        let out = Command::new(env!("CARGO_BIN_EXE_keeper"))
-            .arg("pkcs11-keygen")
-            .args(self.flags(label))
-            .env("SOFTHSM2_CONF", self.conf())
-            .output()
-            .unwrap();
-        assert_eq!(out.status.code(), Some(0), "{out:?}");
-        String::from_utf8(out.stdout)
-            .unwrap()
-            .trim()
-            .parse()
-            .unwrap()
-    }
+/// A token with the gas key, a scenario with its attestations and the key's address funded,
+/// and the key flags with `--from`.
+async fn funded_token_scenario() -> Option<(SoftHsmToken, ChainAddress, Scenario, Vec<String>)> {
+    let token = fresh_token()?;
+    let from = generate(&token, LABEL);
+    let sc = Scenario::new(&[1], 0).await;
+    sc.kit
+        .set_balance(from, U256::from(10u128.pow(19)))
+        .await
+        .unwrap();
+    sc.attest_all();
+    let mut key = token.flags(LABEL);
+    key.extend(["--from".into(), from.to_string()]);
+    Some((token, from, sc, key))
 }
 
 /// Ganache holding one key, answering JSON-RPC on loopback; ended when dropped.
@@ -244,16 +243,9 @@ async fn assert_landed_once_from(sc: &Scenario, out: &Output, from: ChainAddress
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_settlement_relayed_with_the_gas_key_in_softhsm2_lands_once_from_the_token_address() {
-    let Some(token) = Token::new() else { return };
-    let from = token.generate(LABEL);
-    let sc = Scenario::new(&[1], 0).await;
-    sc.kit
-        .set_balance(from, U256::from(10u128.pow(19)))
-        .await
-        .unwrap();
-    sc.attest_all();
-    let mut key = token.flags(LABEL);
-    key.extend(["--from".into(), from.to_string()]);
+    let Some((token, from, sc, key)) = funded_token_scenario().await else {
+        return;
+    };
     let out = relay(&sc, &key, &[("SOFTHSM2_CONF", &token.conf())]);
     assert_landed_once_from(&sc, &out, from).await;
     // A rerun finds the record paid and signs nothing more.
@@ -321,16 +313,9 @@ fn relay_without_inputs(key: &[String], env: &[(&str, &Path)]) -> (i32, String) 
 /// token's address, its nonce used once.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn keeper_resume_with_the_gas_key_in_softhsm2_settles_a_swallowed_relay_once() {
-    let Some(token) = Token::new() else { return };
-    let from = token.generate(LABEL);
-    let sc = Scenario::new(&[1], 0).await;
-    sc.kit
-        .set_balance(from, U256::from(10u128.pow(19)))
-        .await
-        .unwrap();
-    sc.attest_all();
-    let mut key = token.flags(LABEL);
-    key.extend(["--from".into(), from.to_string()]);
+    let Some((token, from, sc, key)) = funded_token_scenario().await else {
+        return;
+    };
     let env = [("SOFTHSM2_CONF", token.conf())];
     let env: Vec<(&str, &Path)> = env.iter().map(|(k, v)| (*k, v.as_path())).collect();
     let swallowing = chain_testkit::proxy::start(sc.kit.url(), Misbehaviour::Swallowing)
@@ -357,8 +342,8 @@ async fn keeper_resume_with_the_gas_key_in_softhsm2_settles_a_swallowed_relay_on
 
 #[test]
 fn a_pkcs11_token_without_the_named_gas_key_fails_closed_before_anything_is_planned() {
-    let Some(token) = Token::new() else { return };
-    let other = token.generate("another-key");
+    let Some(token) = fresh_token() else { return };
+    let other = generate(&token, "another-key");
     let mut key = token.flags(LABEL);
     key.extend(["--from".into(), other.to_string()]);
     let (code, stderr) = relay_without_inputs(&key, &[("SOFTHSM2_CONF", &token.conf())]);
@@ -371,8 +356,8 @@ fn a_pkcs11_token_without_the_named_gas_key_fails_closed_before_anything_is_plan
 
 #[test]
 fn a_pkcs11_gas_key_for_another_address_than_from_fails_closed_before_anything_is_planned() {
-    let Some(token) = Token::new() else { return };
-    let address = token.generate(LABEL);
+    let Some(token) = fresh_token() else { return };
+    let address = generate(&token, LABEL);
     let someone = PrivateKeySigner::random().address();
     let mut key = token.flags(LABEL);
     key.extend(["--from".into(), someone.to_string()]);

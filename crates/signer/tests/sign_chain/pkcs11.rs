@@ -13,68 +13,51 @@ const TOKEN: &str = "verifier-token";
 const LABEL: &str = "verifier-key";
 const PIN: &str = "4711-test-pin";
 
-/// A freshly initialised SoftHSM2 token of its own (`chain_testkit::softhsm`), driven through
-/// the `signer` binary.
-struct Token(SoftHsmToken);
-
-impl std::ops::Deref for Token {
-    type Target = SoftHsmToken;
-    fn deref(&self) -> &SoftHsmToken {
-        &self.0
-    }
+/// A freshly initialised SoftHSM2 token of its own; `None` (skip) without SoftHSM2, unless
+/// CI=true.
+fn fresh_token() -> Option<SoftHsmToken> {
+    SoftHsmToken::init(TOKEN, PIN).unwrap()
 }
 
-impl Token {
-    /// `None` (skip) without SoftHSM2, unless CI=true.
-    fn new() -> Option<Self> {
-        SoftHsmToken::init(TOKEN, PIN).unwrap().map(Self)
-    }
+/// `signer pkcs11-keygen`: its exit code, stdout and stderr.
+fn keygen(token: &SoftHsmToken, label: &str) -> (i32, String, String) {
+    let out = token.keygen(env!("CARGO_BIN_EXE_signer"), label).unwrap();
+    (
+        out.status.code().unwrap(),
+        String::from_utf8_lossy(&out.stdout).to_string(),
+        String::from_utf8_lossy(&out.stderr).to_string(),
+    )
+}
 
-    /// `signer pkcs11-keygen`: its exit code, stdout and stderr.
-    fn keygen(&self, label: &str) -> (i32, String, String) {
-        let out = std::process::Command::new(env!("CARGO_BIN_EXE_signer"))
-            .arg("pkcs11-keygen")
-            .args(self.flags(label))
-            .env("SOFTHSM2_CONF", self.conf())
-            .output()
-            .unwrap();
-        (
-            out.status.code().unwrap(),
-            String::from_utf8_lossy(&out.stdout).to_string(),
-            String::from_utf8_lossy(&out.stderr).to_string(),
-        )
-    }
+/// A key generated in the token: its address.
+fn generate(token: &SoftHsmToken, label: &str) -> Address {
+    let (code, stdout, stderr) = keygen(token, label);
+    assert_eq!(code, 0, "{stderr}");
+    stdout.trim().parse().unwrap()
+}
 
-    /// A key generated in the token: its address.
-    fn generate(&self, label: &str) -> Address {
-        let (code, stdout, stderr) = self.keygen(label);
-        assert_eq!(code, 0, "{stderr}");
-        stdout.trim().parse().unwrap()
-    }
-
-    /// `signer sign` through the token with a candidates directory that does not exist and
-    /// URLs nothing answers: what it says about the key comes before any of them is used.
-    fn sign_without_candidates(&self, signer: &str, flags: &[String]) -> (i32, String) {
-        let history = new_history();
-        let out = std::process::Command::new(env!("CARGO_BIN_EXE_signer"))
-            .args(["sign", "--candidates", "/nonexistent/candidates"])
-            .args(["--api", "http://127.0.0.1:9", "--rpc", "http://127.0.0.1:9"])
-            .args(["--signer", signer, "--out", "/nonexistent/out", "--history"])
-            .arg(history.path())
-            .args(flags)
-            .env("SOFTHSM2_CONF", self.conf())
-            .output()
-            .unwrap();
-        let stderr = String::from_utf8_lossy(&out.stderr).to_string();
-        assert!(!stderr.contains(PIN), "{stderr}");
-        (out.status.code().unwrap(), stderr)
-    }
+/// `signer sign` through the token with a candidates directory that does not exist and
+/// URLs nothing answers: what it says about the key comes before any of them is used.
+fn sign_without_candidates(token: &SoftHsmToken, signer: &str, flags: &[String]) -> (i32, String) {
+    let history = new_history();
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_signer"))
+        .args(["sign", "--candidates", "/nonexistent/candidates"])
+        .args(["--api", "http://127.0.0.1:9", "--rpc", "http://127.0.0.1:9"])
+        .args(["--signer", signer, "--out", "/nonexistent/out", "--history"])
+        .arg(history.path())
+        .args(flags)
+        .env("SOFTHSM2_CONF", token.conf())
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr).to_string();
+    assert!(!stderr.contains(PIN), "{stderr}");
+    (out.status.code().unwrap(), stderr)
 }
 
 #[tokio::test]
 async fn an_attestation_through_softhsm2_settles_and_recovers_to_the_verifier() {
-    let Some(token) = Token::new() else { return };
-    let verifier = token.generate(LABEL);
+    let Some(token) = fresh_token() else { return };
+    let verifier = generate(&token, LABEL);
     let mut w = world_with(&[verifier], 3600, 0).await;
     w.signer = verifier;
     let conf = token.conf();
@@ -109,10 +92,10 @@ async fn an_attestation_through_softhsm2_settles_and_recovers_to_the_verifier() 
 
 #[test]
 fn a_pkcs11_token_without_the_named_key_fails_closed_before_any_candidate_is_read() {
-    let Some(token) = Token::new() else { return };
-    token.generate("another-key");
+    let Some(token) = fresh_token() else { return };
+    generate(&token, "another-key");
     let (code, stderr) =
-        token.sign_without_candidates(&signer_address().to_string(), &token.flags(LABEL));
+        sign_without_candidates(&token, &signer_address().to_string(), &token.flags(LABEL));
     // 78, not 4: the candidates directory (missing here) was never looked at.
     assert_eq!(code, 78, "{stderr}");
     assert!(
@@ -123,10 +106,10 @@ fn a_pkcs11_token_without_the_named_key_fails_closed_before_any_candidate_is_rea
 
 #[test]
 fn a_pkcs11_key_for_another_address_than_signer_fails_closed_before_any_candidate_is_read() {
-    let Some(token) = Token::new() else { return };
-    let verifier = token.generate(LABEL);
+    let Some(token) = fresh_token() else { return };
+    let verifier = generate(&token, LABEL);
     let (code, stderr) =
-        token.sign_without_candidates(&signer_address().to_string(), &token.flags(LABEL));
+        sign_without_candidates(&token, &signer_address().to_string(), &token.flags(LABEL));
     assert_eq!(code, 78, "{stderr}");
     assert!(
         stderr.contains(&format!("{verifier} is not --signer")),
@@ -136,18 +119,19 @@ fn a_pkcs11_key_for_another_address_than_signer_fails_closed_before_any_candidat
 
 #[test]
 fn a_pkcs11_pin_file_readable_by_others_is_refused() {
-    let Some(token) = Token::new() else { return };
-    let verifier = token.generate(LABEL);
+    let Some(token) = fresh_token() else { return };
+    let verifier = generate(&token, LABEL);
     std::fs::set_permissions(token.pin_file(), std::fs::Permissions::from_mode(0o644)).unwrap();
-    let (code, stderr) = token.sign_without_candidates(&verifier.to_string(), &token.flags(LABEL));
+    let (code, stderr) =
+        sign_without_candidates(&token, &verifier.to_string(), &token.flags(LABEL));
     assert_eq!(code, 78, "{stderr}");
     assert!(stderr.contains("0600 or stricter"), "{stderr}");
 }
 
 #[test]
 fn a_wrong_pkcs11_pin_fails_closed_and_is_not_echoed() {
-    let Some(token) = Token::new() else { return };
-    let verifier = token.generate(LABEL);
+    let Some(token) = fresh_token() else { return };
+    let verifier = generate(&token, LABEL);
     let mut flags = token.flags(LABEL);
     flags.truncate(flags.len() - 2);
     flags.extend(["--pkcs11-pin-env".to_owned(), "SIGNER_TEST_PIN".to_owned()]);
@@ -176,14 +160,14 @@ fn a_wrong_pkcs11_pin_fails_closed_and_is_not_echoed() {
 
 #[test]
 fn pkcs11_keygen_refuses_a_label_already_in_the_token() {
-    let Some(token) = Token::new() else { return };
-    let first = token.generate(LABEL);
-    let (code, stdout, stderr) = token.keygen(LABEL);
+    let Some(token) = fresh_token() else { return };
+    let first = generate(&token, LABEL);
+    let (code, stdout, stderr) = keygen(&token, LABEL);
     assert_eq!(code, 78, "{stderr}");
     assert!(stderr.contains("already holds"), "{stderr}");
     assert!(stdout.is_empty());
     // The first key is still the one signing as its address.
-    let (code, stderr) = token.sign_without_candidates(&first.to_string(), &token.flags(LABEL));
+    let (code, stderr) = sign_without_candidates(&token, &first.to_string(), &token.flags(LABEL));
     assert_eq!(code, 4, "{stderr}");
 }
 
