@@ -309,6 +309,7 @@ PG_BIN=/usr/lib/postgresql/15/bin
 PG_DIR="$WORK_DIR/postgres"
 PG_DATA="$PG_DIR/data"
 PG_PORT="${VERIFIER_TEST_POSTGRES_PORT:-55432}"
+PG_PORT_FILE="$PG_DIR/port"
 PG_URL_FILE="$WORK_DIR/postgres.url"
 PG_ROLE=verifier_test
 
@@ -321,8 +322,36 @@ as_cluster_owner() {
   fi
 }
 
+# Asked over the cluster's own socket, not the port: a second checkout on the same machine (a
+# clean clone beside a working tree) must not take another checkout's server for its own.
 postgres_answers() {
-  "$PG_BIN/pg_isready" -q -h 127.0.0.1 -p "$PG_PORT" -t 2
+  as_cluster_owner "$PG_BIN/pg_isready" -q -h "$PG_DIR" -p "$PG_PORT" -t 2
+}
+
+port_listens() {
+  (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null
+}
+
+# choose_postgres_port: a cluster keeps the port it was created with (recorded beside it); a
+# new one takes the first port from $PG_PORT up that nothing listens on, so two work folders on
+# one machine get two clusters instead of the second failing on the first one's port.
+choose_postgres_port() {
+  if [[ -s "$PG_PORT_FILE" ]]; then
+    PG_PORT="$(cat "$PG_PORT_FILE")"
+    return
+  fi
+  if [[ -f "$PG_DATA/postgresql.conf" ]]; then
+    local configured
+    configured="$(sed -n 's/^port = \([0-9]\+\)$/\1/p' "$PG_DATA/postgresql.conf" | tail -n 1)"
+    [[ -n "$configured" ]] && PG_PORT="$configured"
+  else
+    local first="$PG_PORT"
+    while port_listens "$PG_PORT"; do
+      PG_PORT=$((PG_PORT + 1))
+      ((PG_PORT < first + 100)) || die "no free port for postgres in $first..$PG_PORT"
+    done
+  fi
+  printf '%s\n' "$PG_PORT" >"$PG_PORT_FILE"
 }
 
 # psql_admin SQL: runs SQL as the cluster's superuser over the cluster's own socket.
@@ -331,11 +360,12 @@ psql_admin() {
 }
 
 ensure_postgres() {
-  step "postgres on 127.0.0.1:$PG_PORT"
   [[ -x "$PG_BIN/initdb" ]] || die "$PG_BIN/initdb is missing (apt-get install postgresql-15)"
   mkdir -p "$PG_DIR"
+  choose_postgres_port
+  step "postgres on 127.0.0.1:$PG_PORT"
   if is_root; then
-    chown postgres:postgres "$PG_DIR"
+    chown postgres:postgres "$PG_DIR" "$PG_PORT_FILE"
   fi
   chmod 0700 "$PG_DIR"
   if [[ ! -f "$PG_DATA/PG_VERSION" ]]; then
