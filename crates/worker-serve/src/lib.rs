@@ -314,10 +314,25 @@ impl<L: JobLedger> Loop<'_, L> {
             self.telemetry,
         )?;
         due.retain(|(key, _)| !skip.contains(key));
+        let wanted: Vec<(i64, String)> = due
+            .iter()
+            .map(|(key, job)| (*key, job.job_id().to_owned()))
+            .collect();
         let due = self
             .images
             .before_batch(docker.images(), due, self.telemetry)
             .await;
+        let admitted: BTreeSet<i64> = due.iter().map(|(key, _)| *key).collect();
+        for (_, job_id) in wanted.iter().filter(|(key, _)| !admitted.contains(key)) {
+            // Held back, not run: an earlier "ready" must not stand for it (it is written
+            // again at each poll that holds it, and replaced by its run's own record).
+            self.write_not_run(
+                job_id,
+                IMAGE_HELD_BACK,
+                "its image has no room on this host yet (--image-budget, --image-min-free) \
+                 or the engine could not tell: held back, tried again at the next poll",
+            );
+        }
         // After before_batch the images of the jobs it returns are on this host.
         let planned = plan(
             due,
@@ -368,17 +383,7 @@ impl<L: JobLedger> Loop<'_, L> {
             )?;
             // As `worker feed` does: a record an earlier run left at the job's path (perhaps
             // "ready") must not stand for a job nothing checked now.
-            let record = worker_jobs::feed::readiness::not_run(
-                job.job_id(),
-                WINDOW_TOO_SHORT,
-                &why.to_string(),
-                self.feed.now_unix(),
-            );
-            if let Err(e) =
-                worker_jobs::feed::readiness::write_readiness(&self.feed.out_dir, &record)
-            {
-                tracing::warn!(error = %e, "could not write a readiness record");
-            }
+            self.write_not_run(job.job_id(), WINDOW_TOO_SHORT, &why.to_string());
             self.telemetry.window_too_short();
             tracing::warn!(
                 job = %job.job_id().escape_debug(),
@@ -390,6 +395,15 @@ impl<L: JobLedger> Loop<'_, L> {
             );
         }
         Ok(())
+    }
+
+    /// Writes the not-ready record of a job set apart without a run
+    /// ([`worker_jobs::feed::readiness::not_run`]); a failed write is logged, as for a run's.
+    fn write_not_run(&self, job_id: &str, code: &str, why: &str) {
+        let record = worker_jobs::feed::readiness::not_run(job_id, code, why, self.feed.now_unix());
+        if let Err(e) = worker_jobs::feed::readiness::write_readiness(&self.feed.out_dir, &record) {
+            tracing::warn!(error = %e, "could not write a readiness record");
+        }
     }
 
     /// The next job of `pending` that can still settle in time (re-checked on the clock now:
@@ -409,6 +423,9 @@ impl<L: JobLedger> Loop<'_, L> {
         Ok(None)
     }
 }
+
+/// The readiness code of a job held back because its image has no room yet.
+pub const IMAGE_HELD_BACK: &str = "image_held_back";
 
 /// A poll of the feed under way while a batch runs.
 type Fetching<'a> = std::pin::Pin<

@@ -33,13 +33,20 @@ use worker_sandbox::{Engine, Executor, HostResources, RunHooks, RunReport, Sandb
 
 use crate::feed_support::*;
 
-/// TEST DOUBLE of the engine: no images, no containers, nothing to run.
+/// TEST DOUBLE of the engine: no images, no containers, nothing to run; with `true`, its
+/// image list is refused (so an image budget cannot be checked and the jobs are held back).
 #[derive(Debug)]
-struct NoEngine(EngineFacts);
+struct NoEngine(EngineFacts, bool);
 
 #[async_trait::async_trait]
 impl ImageStore for NoEngine {
     async fn images(&self) -> Result<Vec<ImageSummary>, CallError> {
+        if self.1 {
+            return Err(CallError::Refused {
+                status: 500,
+                message: "test double: image list refused".into(),
+            });
+        }
         Ok(Vec::new())
     }
     async fn pull(&self, _: &str) -> Result<(), CallError> {
@@ -315,15 +322,22 @@ fn serve_config(server: &TestServer, dir: &Path, fleet: Option<&str>) -> ServeCo
 }
 
 fn no_engine() -> Executor {
-    Executor::new(NoEngine(EngineFacts {
-        version: "test".into(),
-        api_version: "1.43".into(),
-        kernel_version: "test".into(),
-        cgroup_version: "2".into(),
-        cgroup_driver: "systemd".into(),
-        platform: "linux/amd64".into(),
-        host: None,
-    }))
+    engine(false)
+}
+
+fn engine(refuses_images: bool) -> Executor {
+    Executor::new(NoEngine(
+        EngineFacts {
+            version: "test".into(),
+            api_version: "1.43".into(),
+            kernel_version: "test".into(),
+            cgroup_version: "2".into(),
+            cgroup_driver: "systemd".into(),
+            platform: "linux/amd64".into(),
+            host: None,
+        },
+        refuses_images,
+    ))
 }
 
 /// #43 item 3 for `worker serve`, as `worker feed` does it: a job set apart as
@@ -391,6 +405,63 @@ async fn serve_writes_a_job_skipped_without_a_run_not_ready_with_the_reason() {
             m.contains("window_too_short") && m.contains("ends in 150 s"),
             "{m}"
         );
+    }
+}
+
+/// #43 item 3 for `worker serve`'s other skip: a job whose image has no room (or cannot be
+/// checked against `--image-budget`) is held back without a run; its readiness record says
+/// not ready and why, replacing an earlier "ready". Before: nothing was written for it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn serve_writes_a_job_held_back_for_its_image_not_ready_with_the_reason() {
+    let server = TestServer::start().await;
+    let bench = serve_benchmark(&server);
+    let held = job_at(&server, bench, 1, EXPIRES_AT + 3_000, 120);
+    server.route(&feed_path(VERIFIER), Reply::json(&json!([held])));
+    let tmp = tempfile::tempdir().unwrap();
+    let mut config = serve_config(&server, tmp.path(), None);
+    config.images.pull = true;
+    config.images.budget = Some(1 << 30);
+    let out = tmp.path().join("out");
+    std::fs::create_dir_all(&out).unwrap();
+    let held_id = held["job_id"].as_str().unwrap();
+    let stale = verifier_sdk::readiness::ReadinessRecord::new(
+        held_id,
+        1,
+        verifier_sdk::readiness::ALL_CHECKS
+            .iter()
+            .map(|k| verifier_sdk::readiness::CheckResult::pass(*k))
+            .collect(),
+    );
+    worker::feed::readiness::write_readiness(&out, &stale).unwrap();
+    let now_ms = i64::try_from(EXPIRES_AT - 3_600).unwrap() * 1000;
+    let telemetry = Telemetry::new(config.poll_interval, Arc::new(ManualClock::new(now_ms)));
+    let prepared = prepare(&config).unwrap();
+    let docker = engine(true);
+    let recorder = Recorder {
+        order: Mutex::new(Vec::new()),
+        held_round: 0,
+        release: tokio::sync::Semaphore::new(0),
+    };
+    let shutdown = Shutdown::never();
+    // A second poll's hold-back starts only after the first poll was taken whole.
+    let polled = tokio::select! {
+        r = serve_with(&config, prepared.ledger, &docker, &recorder, &shutdown, &telemetry) => panic!("serve stopped: {r:?}"),
+        seen = wait_for(|| metric(&telemetry, "worker_serve_image_held_back_jobs_total").is_some_and(|n| n >= 2.0)) => seen,
+    };
+    assert!(polled, "the job was never held back twice");
+    assert!(recorder.order.lock().unwrap().is_empty());
+    let name = verifier_sdk::readiness::readiness_file_name(held_id);
+    let record =
+        verifier_sdk::readiness::ReadinessRecord::parse(&std::fs::read(out.join(name)).unwrap())
+            .unwrap();
+    assert!(!record.ready, "{record:?}");
+    for c in &record.checks {
+        assert_eq!(
+            c.code.as_deref(),
+            Some(verifier_sdk::readiness::NOT_CHECKED)
+        );
+        let m = c.message.as_deref().unwrap_or_default();
+        assert!(m.contains("image_held_back"), "{m}");
     }
 }
 
