@@ -144,7 +144,10 @@ async fn an_endpoint_that_falls_behind_mid_run_is_skipped_for_reads_of_the_head(
             .unwrap();
         before = kit.provider().get_block_number().await.unwrap();
     }
-    assert!(before > 10, "the node's head {before} is not past 10 after mining");
+    assert!(
+        before > 10,
+        "the node's head {before} is not past 10 after mining"
+    );
     first.set(Misbehaviour::Lagging(10));
     let head = provider.get_block_number().await.unwrap();
     assert!(
