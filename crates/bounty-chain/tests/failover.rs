@@ -121,29 +121,27 @@ async fn a_revert_is_answered_by_the_first_endpoint_and_never_retried_on_the_nex
 /// 10 blocks behind.
 #[tokio::test]
 async fn an_endpoint_that_falls_behind_mid_run_is_skipped_for_reads_of_the_head() {
-    use alloy::providers::Provider;
-    let kit = Testkit::connect().await.unwrap_or_else(|e| panic!("{e}"));
-    let node = kit.url().to_owned();
+    use alloy::providers::{Provider, ProviderBuilder};
+    // A node of its own: a lag of 10 blocks needs a head past 10, and the blocks mined here
+    // must not reach the shared node, where another test's failover (max lag 2) would see one
+    // of its endpoints fall behind between two head reads and skip it. A fresh shared node is
+    // at block 1 when CI runs this among the first tests.
+    let private = chain_testkit::PrivateNode::start()
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
+    let node = private.url().to_owned();
+    let direct = ProviderBuilder::new().connect_http(node.parse().unwrap());
+    direct
+        .raw_request::<_, serde_json::Value>("hardhat_mine".into(), ["0x10"])
+        .await
+        .unwrap();
     let first = proxy::start(&node, Misbehaviour::None).await.unwrap();
     let second = proxy::start(&node, Misbehaviour::None).await.unwrap();
     let urls = [first.url.clone(), second.url.clone()];
     let (provider, _, failover) =
         bounty_chain::connect_rpcs(&urls, Duration::from_secs(10), policy()).unwrap();
     failover.unwrap().check().await.unwrap();
-    // A lag of 10 blocks needs a head past 10. A fresh node (CI runs this among the first
-    // tests) is at block 1, so the blocks that are missing are mined here; empty blocks move
-    // no other test's state.
-    let mut before = kit.provider().get_block_number().await.unwrap();
-    if before <= 10 {
-        kit.provider()
-            .raw_request::<_, serde_json::Value>(
-                "hardhat_mine".into(),
-                [format!("{:#x}", 11 - before)],
-            )
-            .await
-            .unwrap();
-        before = kit.provider().get_block_number().await.unwrap();
-    }
+    let before = direct.get_block_number().await.unwrap();
     assert!(
         before > 10,
         "the node's head {before} is not past 10 after mining"
