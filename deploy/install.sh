@@ -3,7 +3,8 @@
 # (docs/operations.md, "A dedicated host"). Idempotent: a second run changes nothing and
 # says so; an existing /etc/verifier/worker.env is never overwritten.
 #
-#   deploy/install.sh [--root DIR] [--dry-run] [--worker-bin PATH [--sha256sums FILE]]
+#   deploy/install.sh [--root DIR] [--dry-run]
+#                     [--worker-bin PATH [--sha256sums FILE --provenance FILE --release REPO@COMMIT]]
 #                     [--pull-images FILE] [--enable]
 #
 #   --root DIR          install into DIR instead of / (DIR/etc/passwd, DIR/etc/group, ...);
@@ -12,7 +13,19 @@
 #   --dry-run           print what would change (lines starting with "+ ") and change nothing.
 #   --worker-bin PATH   install PATH as /usr/local/bin/worker (the unit's ExecStart).
 #   --sha256sums FILE   the release's SHA256SUMS (docs/rebuild.md): PATH's sha256 must be its
-#                       `worker` line, or nothing at all is installed (exit 1).
+#                       `worker` line, or nothing at all is installed (exit 1). A release's
+#                       binary is installed only with its provenance (--provenance).
+#   --provenance FILE   the release's Sigstore provenance bundle (docs/rebuild.md): verified
+#                       offline by verify-provenance (crates/provenance) against the trusted
+#                       root pinned in deploy/sigstore/trusted_root.json, nothing fetched:
+#                       PATH's sha256 attested as SLSA provenance by REPO's release-build
+#                       workflow on main, built from COMMIT on a GitHub-hosted runner; else
+#                       nothing at all is installed (exit 1). verify-provenance is
+#                       PROVENANCE_VERIFIER, else on PATH, else target/release/ of this checkout
+#                       (`cargo build --release --locked -p provenance`).
+#   --release REPO@COMMIT  the release the binary claims to be: owner/name and its 40-hex commit.
+#                       A binary given without --sha256sums and --provenance (your own build) is
+#                       installed unverified, and the run says so.
 #   --pull-images FILE  pull each image FILE lists (one per line, name@sha256:<64 hex>;
 #                       blank lines and # comments allowed) so the first jobs need no pull.
 #                       A reference without a digest is refused before anything is pulled.
@@ -56,6 +69,8 @@ root=/
 dry_run=""
 worker_bin=""
 sums_file=""
+bundle_file=""
+release=""
 images_file=""
 enable=""
 
@@ -88,6 +103,16 @@ while (($#)); do
     --sha256sums)
       (($# >= 2)) || usage
       sums_file="$2"
+      shift 2
+      ;;
+    --provenance)
+      (($# >= 2)) || usage
+      bundle_file="$2"
+      shift 2
+      ;;
+    --release)
+      (($# >= 2)) || usage
+      release="$2"
       shift 2
       ;;
     --pull-images)
@@ -176,6 +201,28 @@ if [[ -n "$sums_file" ]]; then
   actual="$(sha256sum "$worker_bin" | cut -d' ' -f1)"
   [[ "$actual" == "$expected" ]] ||
     die "--worker-bin $worker_bin does not match the release's SHA256SUMS (sha256 $actual, expected $expected); nothing installed"
+  [[ -n "$bundle_file" ]] ||
+    die "--sha256sums without --provenance: a release's binary is installed only with its provenance verified; nothing installed"
+fi
+if [[ -n "$bundle_file" ]]; then
+  [[ -n "$worker_bin" ]] || die "--provenance checks the --worker-bin binary; give both"
+  [[ "$release" =~ ^([A-Za-z0-9_.-]+/[A-Za-z0-9_.-]+)@([0-9a-f]{40})$ ]] ||
+    die "--provenance needs --release OWNER/REPO@COMMIT (the 40-hex commit of the release)"
+  release_repo="${BASH_REMATCH[1]}"
+  release_commit="${BASH_REMATCH[2]}"
+  trusted_root="${TRUSTED_ROOT:-$repo/deploy/sigstore/trusted_root.json}"
+  prov_verifier="${PROVENANCE_VERIFIER:-$(command -v verify-provenance || true)}"
+  [[ -n "$prov_verifier" ]] || prov_verifier="$repo/target/release/verify-provenance"
+  [[ -x "$prov_verifier" ]] ||
+    die "no verify-provenance (PROVENANCE_VERIFIER, PATH or $prov_verifier): build it with cargo build --release --locked -p provenance; nothing installed"
+  identity="https://github.com/$release_repo/.github/workflows/${SIGNER_WORKFLOW:-regression-verifier-release-build.yml}@${SIGNER_REF:-refs/heads/main}"
+  # Before any change, like the sums: a binary whose provenance does not verify is never
+  # installed, let alone run.
+  "$prov_verifier" --trusted-root "$trusted_root" --bundle "$bundle_file" --artifact "$worker_bin" \
+    --identity "$identity" --source-digest "$release_commit" --source-ref "${SOURCE_REF:-refs/heads/main}" ||
+    die "--worker-bin $worker_bin: its provenance does not verify against $trusted_root (signer $identity, commit $release_commit); nothing installed"
+elif [[ -n "$worker_bin" ]]; then
+  say "note: --worker-bin $worker_bin is installed unverified (no --sha256sums and --provenance: not a release's binary)"
 fi
 
 say "installing into $root${dry_run:+ (dry run: nothing is changed)}"

@@ -10,14 +10,31 @@
 # - the source directory: two fresh clones of the commit in two temporary directories of
 #   different path lengths (never this working tree, so local edits cannot leak in);
 # - the target directory: each build's own, inside its clone (never ./target);
-# - the time: the second build starts after the first one ended (not under faketime: with
-#   libfaketime preloaded, `rustc -vV` under cargo never returned here);
+# - the time: the second build starts after the first one ended, minutes later. Not a faked
+#   clock: with libfaketime 0.9.10 (Debian) preloaded, rustc itself never returns, whether run
+#   through rustup or straight from the sysroot, with libfaketime or libfaketimeMT, `-f +400d`
+#   or an absolute date, with or without FAKETIME_NO_CACHE=1 and DONT_FAKE_MONOTONIC=1 (tried
+#   for issue #49: `rustc -vV` killed by timeout every time), and a time namespace moves only
+#   the monotonic and boot clocks. A build-time timestamp is caught all the same: two builds
+#   minutes apart differ (scripts/tests/reproduce-build.sh's `timestamp` crate);
 # - the host name: the second build runs in its own UTS namespace under another host name
 #   when root is at hand (directly or through password-less sudo);
+# - the user, with REPRO_VARY_USER=1 (off by default: see below): with root at hand, the
+#   second build runs as the system user `repro-build`
+#   (created on first use, no home, no login shell) in its own mount namespace, with a
+#   CARGO_HOME of its own inside its build directory: a copy of the invoking user's crates.io
+#   cache and index (the .crate files and index entries, about 130 MB here, seconds to copy;
+#   the user extracts the sources itself, so they are its own files under another path, not
+#   the invoking user's extracted tree, some of whose files crates ship unreadable to others),
+#   and the toolchain's sysroot and cargo's bin directory (cargo-auditable) bind-mounted
+#   read-only under other paths, remapped like the first build's. Cargo runs straight from the
+#   sysroot there (rustup's proxy is not involved: it resolves the same toolchain for the first).
+#   Off by default because the signer built that way was NOT bit-identical to the first build
+#   (issue #49, measured at 16addf9: 24 min for both builds on a loaded 2-core machine; the
+#   symbol table's order and every address after it differ, cause not yet found; candidates:
+#   cargo run without rustup's proxy, the fresh CARGO_HOME). Tiny crates without dependencies
+#   do build bit-identically as the other user (scripts/tests/reproduce-build.sh);
 # - the time zone, locale and umask.
-# Not varied: the user. The toolchain and the crates.io cache live in the invoking user's home
-# (rustup, CARGO_HOME), which another user cannot read without a copy of both; the user name is
-# looked for in the binaries instead (below).
 #
 # What makes the builds agree: `--locked` (the committed Cargo.lock), SOURCE_DATE_EPOCH set to
 # the commit's time, a cleared environment (`env -i` plus the few variables a build needs), and
@@ -38,8 +55,9 @@
 # Env: REPRO_SOURCE (a git repository, default this one), REPRO_REV (default HEAD),
 # REPRO_WORK (parent of the build directories, default TMPDIR or /tmp), REPRO_OUT (a directory
 # that receives the first build's binaries and SHA256SUMS), REPRO_KEEP=1 (keep the build
-# directories), REPRO_AUDITABLE (1/0, see above), REPRO_VARY_HOST (1/0, default 1
-# when root is at hand), CARGO_HOME, RUSTUP_HOME.
+# directories), REPRO_AUDITABLE (1/0, see above), REPRO_VARY_HOST (1/0, default 1 when root
+# is at hand), REPRO_VARY_USER (1/0, default 0; with it, REPRO_WORK must be reachable by other
+# users, as /tmp is), CARGO_HOME, RUSTUP_HOME.
 set -euo pipefail
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 # shellcheck source=scripts/lib/host.sh
@@ -77,9 +95,18 @@ if [[ "${auditable}" == 1 ]]; then
 fi
 
 vary_host="${REPRO_VARY_HOST:-1}"
-if [[ "${vary_host}" == 1 ]] && ! { is_root || sudo -n true 2>/dev/null; }; then
-  log "no root at hand: both builds run under the host name ${host_name}"
+vary_user="${REPRO_VARY_USER:-0}"
+if ! { is_root || sudo -n true 2>/dev/null; }; then
+  [[ "${vary_host}" == 0 ]] || log "no root at hand: both builds run under the host name ${host_name}"
+  [[ "${vary_user}" == 0 ]] || log "no root at hand: both builds run as ${user_name}"
   vary_host=0
+  vary_user=0
+fi
+other_user=repro-build
+if [[ "${vary_user}" == 1 ]] && ! id -u "${other_user}" >/dev/null 2>&1; then
+  log "creating the system user ${other_user} for the second build"
+  as_root useradd --system --no-create-home --home-dir /nonexistent --shell /usr/sbin/nologin \
+    "${other_user}" || die "could not create the user ${other_user}"
 fi
 
 parent="${REPRO_WORK:-${TMPDIR:-/tmp}}"
@@ -105,13 +132,32 @@ build() {
   # both it and RUSTUP_HOME are remapped; rustc applies the last matching prefix.
   local sysroot
   sysroot="$(cd "${src}" && env -i "PATH=${PATH}" "HOME=${HOME}" "RUSTUP_HOME=${rustup_home}" rustc --print sysroot)"
-  local flags="--remap-path-prefix=${rustup_home}=/rustup --remap-path-prefix=${sysroot}=/rust/toolchain"
-  flags+=" --remap-path-prefix=${cargo_home}=/cargo --remap-path-prefix=${src}=/build/src"
+  local as_other=""
+  [[ "${which}" == b && "${vary_user}" == 1 ]] && as_other=1
+  # What the build sees as CARGO_HOME and the toolchain: the invoking user's, or for the other
+  # user read-only bind mounts of them under its own build directory.
+  local build_cargo_home="${cargo_home}" build_sysroot="${sysroot}" build_path="${PATH}" build_home="${HOME}"
+  local flags="--remap-path-prefix=${rustup_home}=/rustup"
+  if [[ -n "${as_other}" ]]; then
+    build_cargo_home="${dir}/cargo"
+    build_sysroot="${dir}/ro/toolchain"
+    build_path="${build_sysroot}/bin:${dir}/ro/cargo-bin:/usr/local/bin:/usr/bin:/bin"
+    build_home="${dir}/home"
+    mkdir -p "${build_cargo_home}/registry" "${build_sysroot}" "${dir}/ro/cargo-bin" "${build_home}"
+    local d
+    for d in cache index; do
+      [[ ! -d "${cargo_home}/registry/${d}" ]] || cp -R "${cargo_home}/registry/${d}" "${build_cargo_home}/registry/"
+    done
+    flags=""
+  fi
+  flags+=" --remap-path-prefix=${build_sysroot}=/rust/toolchain"
+  flags+=" --remap-path-prefix=${build_cargo_home}=/cargo --remap-path-prefix=${src}=/build/src"
+  flags="${flags# }"
   local pkg_args=()
   for p in "${packages[@]}"; do pkg_args+=(-p "${p}"); done
   local env_args=(
     env -i
-    "PATH=${PATH}" "HOME=${HOME}" "CARGO_HOME=${cargo_home}" "RUSTUP_HOME=${rustup_home}"
+    "PATH=${build_path}" "HOME=${build_home}" "CARGO_HOME=${build_cargo_home}" "RUSTUP_HOME=${rustup_home}"
     "CARGO_TARGET_DIR=${dir}/target" "SOURCE_DATE_EPOCH=${epoch}" "RUSTFLAGS=${flags}"
     "CARGO_TERM_COLOR=never" "CARGO_INCREMENTAL=0"
     # The build's own temporary directory (a C compiler's intermediate files among them), on
@@ -126,7 +172,31 @@ build() {
   fi
   log "build ${which}: ${build_cmd[*]} --locked --release ${pkg_args[*]} in ${src}"
   local cmd=("${env_args[@]}" "${build_cmd[@]}" --locked --release "${pkg_args[@]}")
-  if [[ "${which}" == b && "${vary_host}" == 1 ]]; then
+  if [[ -n "${as_other}" ]]; then
+    # Its own mount and UTS namespaces: the sysroot and cargo's bin directory appear read-only
+    # inside the build directory (the other user may not even traverse the invoking user's
+    # home), the host name changes (when REPRO_VARY_HOST), and the build runs as the other
+    # user, in a tree it owns (its CARGO_HOME included), never as root.
+    as_root chown -R "${other_user}:" "${dir}"
+    as_root setpriv --reuid "${other_user}" --regid "${other_user}" --clear-groups -- test -w "${dir}" ||
+      die "${other_user} cannot reach ${dir}: REPRO_WORK (${parent}) must be traversable by other users, as /tmp is (or REPRO_VARY_USER=0)"
+    local host=""
+    [[ "${vary_host}" == 1 ]] && host=repro-other-host
+    # shellcheck disable=SC2016 # expanded by the inner shells
+    local inner=(bash -c 'umask 0002 && cd "$1" && shift && exec "$@"' inner "${src}" "${cmd[@]}")
+    # shellcheck disable=SC2016 # expanded by the inner shell
+    as_root unshare --mount --uts --fork -- bash -c \
+      'set -e; mount --make-rprivate /
+       if [[ -d "$1" ]]; then mount --bind "$1" "$2" && mount -o remount,bind,ro "$2"; fi
+       mount --bind "$3" "$4" && mount -o remount,bind,ro "$4"
+       [[ -z "$5" ]] || hostname "$5"
+       user="$6"; shift 6
+       exec setpriv --reuid "$user" --regid "$user" --clear-groups -- "$@"' \
+      outer "${cargo_home}/bin" "${dir}/ro/cargo-bin" "${sysroot}" "${build_sysroot}" "${host}" "${other_user}" \
+      "${inner[@]}" >&2 || return 1
+    # Back to the invoking user, who removes the tree afterwards.
+    as_root chown -R "$(id -u):$(id -g)" "${dir}"
+  elif [[ "${which}" == b && "${vary_host}" == 1 ]]; then
     # Its own UTS namespace, so the host name changes for this build only; back to this user
     # at once (setpriv), the build itself never runs as root unless we are root.
     # shellcheck disable=SC2016 # expanded by the inner shells
@@ -201,7 +271,9 @@ for p in "${packages[@]}"; do
   exact=("${dir_a}" "${dir_b}" "${cargo_home}" "${rustup_home}")
   [[ "${REPO_ROOT}" == / ]] || exact+=("${REPO_ROOT}")
   patterns=('(/home/|/root/|/tmp/|/work/)[^[:space:]]*(\.(rs|c|h|S|cc|cpp)([:[:space:]]|$)|/\.cargo/|/\.rustup/|/registry/src/|/target/)')
-  if ((${#user_name} > 3)); then patterns+=("(/${user_name}/|${user_name}@)"); fi
+  for word in "${user_name}" "${other_user}"; do
+    if ((${#word} > 3)); then patterns+=("(/${word}/|${word}@)"); fi
+  done
   for word in "${host_name}" repro-other-host; do
     if ((${#word} > 3)); then patterns+=("\\b${word}\\b"); fi
   done
@@ -228,5 +300,5 @@ if [[ -n "${REPRO_OUT:-}" ]]; then
   done
   printf '%s\n' "${sums[@]}" >"${REPRO_OUT}/SHA256SUMS"
 fi
-log "reproducible: both builds of ${commit} are bit-identical and hold no build path, user or host name"
+log "reproducible: both builds of ${commit} (the second$([[ "${vary_user}" == 1 ]] && echo " as ${other_user}")$([[ "${vary_host}" == 1 ]] && echo " on another host name")) are bit-identical and hold no build path, user or host name"
 printf '%s\n' "${sums[@]}"

@@ -15,11 +15,24 @@
 # a successful CI run, pushed or dispatched in this repository counts: an artifact of the same name from a pull request, a
 # branch, a fork or any other workflow is never even listed. The artifact carries SHA256SUMS
 # and COMMIT beside the binaries; each binary's digest is checked against SHA256SUMS and, with
-# VERIFY_ATTESTATION=1 (the default), against the build's provenance attestation
-# (`gh attestation verify`: signed by the reusable release-build workflow of this repository
-# (SIGNER_WORKFLOW, default regression-verifier-release-build.yml, which the build workflow
-# calls), on main, at COMMIT), which ties the bytes to that build rather than to whoever could
-# upload an artifact.
+# VERIFY_ATTESTATION=1 (the default), against the build's provenance attestation, which ties
+# the bytes to that build rather than to whoever could upload an artifact: the attestations
+# GitHub stores for the binary's sha256 are fetched (1 request per binary) and verified
+# OFFLINE by verify-provenance (crates/provenance) against the Sigstore trusted root pinned in
+# this repository (TRUSTED_ROOT, default deploy/sigstore/trusted_root.json; nothing of
+# Sigstore's is fetched): certificate chain, signature, Rekor entry, the binary's sha256 as
+# the in-toto subject, SLSA provenance, signed by the reusable release-build workflow of this
+# repository (SIGNER_WORKFLOW, default regression-verifier-release-build.yml, which the build
+# workflow calls) at refs/heads/main, built from COMMIT on main on a GitHub-hosted runner. One
+# attestation that verifies is enough; none is a refusal.
+#
+# verify-provenance is PROVENANCE_VERIFIER, else the one on PATH, else built here from this
+# checkout (cargo build --release --locked -p provenance, a few minutes on a fresh runner).
+# VERIFY_ATTESTATION=gh keeps the former online check instead (`gh attestation verify`, which
+# fetches Sigstore's trusted root): the workflows' download steps set it, because they check
+# out only .github/scripts and compile nothing, so they have no verifier to run (yet).
+# SIGNER_REPOSITORY, SIGNER_REF and SOURCE_REF (defaults: GITHUB_REPOSITORY, refs/heads/main,
+# refs/heads/main) exist for the tests, which verify a real bundle of another project.
 #
 #   fetch-binaries.sh <binary>...      e.g. fetch-binaries.sh worker
 #
@@ -40,7 +53,8 @@
 # WAIT_SECONDS, ARTIFACT_ID, LOOKUP_ONLY, GITHUB_REPOSITORY, GH_TOKEN, GITHUB_API_URL,
 # GITHUB_OUTPUT (optional), BUILD_WORKFLOW (default regression-verifier-build.yml),
 # CI_WORKFLOW (default ci.yml), SIGNER_WORKFLOW (default regression-verifier-release-build.yml),
-# VERIFY_ATTESTATION (default 1).
+# VERIFY_ATTESTATION (default 1, offline; gh, online; 0 only in tests of the other checks), TRUSTED_ROOT,
+# PROVENANCE_VERIFIER, SIGNER_REPOSITORY, SIGNER_REF, SOURCE_REF.
 set -euo pipefail
 # shellcheck source=.github/scripts/lib.sh
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
@@ -60,6 +74,10 @@ dest="${DEST:-bin}"
 workflow="${BUILD_WORKFLOW:-regression-verifier-build.yml}"
 ci_workflow="${CI_WORKFLOW:-ci.yml}"
 signer_workflow="${SIGNER_WORKFLOW:-regression-verifier-release-build.yml}"
+repo_root="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
+trusted_root="${TRUSTED_ROOT:-${repo_root}/deploy/sigstore/trusted_root.json}"
+signer_identity="https://github.com/${SIGNER_REPOSITORY:-${GITHUB_REPOSITORY:-}}/.github/workflows/${signer_workflow}@${SIGNER_REF:-refs/heads/main}"
+source_ref="${SOURCE_REF:-refs/heads/main}"
 artifact_name=regression-binaries
 for name in "$@"; do
   [[ "${name}" =~ ^[a-z][a-z0-9-]*$ ]] || fail "bad binary name ${name}"
@@ -147,6 +165,47 @@ fi
 
 work="$(mktemp -d)"
 trap 'rm -rf "${work}"' EXIT
+
+# The verifier, found or built before anything is downloaded: without it nothing is installed.
+verifier=""
+verify_mode="${VERIFY_ATTESTATION:-1}"
+[[ "${verify_mode}" =~ ^(0|1|gh)$ ]] || fail "VERIFY_ATTESTATION is 1 (offline), gh (online) or 0, not ${verify_mode}"
+if [[ "${verify_mode}" == 1 ]]; then
+  [[ -f "${trusted_root}" ]] || fail "no pinned Sigstore trusted root at ${trusted_root}"
+  verifier="${PROVENANCE_VERIFIER:-$(command -v verify-provenance || true)}"
+  if [[ -z "${verifier}" ]]; then
+    echo "building verify-provenance from this checkout (crates/provenance)"
+    cargo build --release --locked --quiet --manifest-path "${repo_root}/Cargo.toml" \
+      -p provenance --bin verify-provenance >&2 ||
+      fail "verify-provenance could not be built; no binary is installed without its provenance checked"
+    verifier="$(cargo metadata --format-version 1 --no-deps --manifest-path "${repo_root}/Cargo.toml" |
+      jq -r .target_directory)/release/verify-provenance"
+  fi
+  [[ -x "${verifier}" ]] || fail "verify-provenance ${verifier} is not an executable"
+fi
+
+# Fails unless one of the attestations GitHub stores for the binary's sha256 verifies offline
+# against the pinned root as the release build's provenance of COMMIT. The API only says where
+# to look: what it answers is judged by the bundle's own signatures, never trusted.
+verify_provenance() { # name file sha256
+  local name="$1" file="$2" digest="$3" answer count i bundle
+  answer="$(api_get "/repos/${GITHUB_REPOSITORY}/attestations/sha256:${digest}")" ||
+    fail "${name}: no provenance attestation could be fetched for sha256 ${digest}"
+  count="$(jq -r '.attestations | length' <<<"${answer}" 2>/dev/null)" ||
+    fail "${name}: the attestations answer is not JSON"
+  if [[ ! "${count}" =~ ^[0-9]+$ ]] || ((count == 0)); then
+    fail "${name}: no provenance attestation for sha256 ${digest}"
+  fi
+  for ((i = 0; i < count && i < 20; i++)); do
+    bundle="${work}/${name}.${i}.sigstore.json"
+    jq -c ".attestations[${i}].bundle" <<<"${answer}" >"${bundle}" || continue
+    if "${verifier}" --trusted-root "${trusted_root}" --bundle "${bundle}" --artifact "${file}" \
+      --identity "${signer_identity}" --source-digest "${commit}" --source-ref "${source_ref}"; then
+      return 0
+    fi
+  done
+  fail "${name}: its build provenance does not verify against the pinned trusted root (signer ${signer_identity}, commit ${commit})"
+}
 api_download "/repos/${GITHUB_REPOSITORY}/actions/artifacts/${artifact_id}/zip" "${work}/artifact.zip" ||
   fail "could not download artifact ${artifact_id}"
 mkdir "${work}/files"
@@ -164,11 +223,13 @@ for name in "$@"; do
   actual="$(sha256sum "${file}" | cut -d' ' -f1)"
   [[ "${actual}" == "${expected}" ]] ||
     fail "${name} does not match its SHA-256 (${actual}, expected ${expected})"
-  if [[ "${VERIFY_ATTESTATION:-1}" != 0 ]]; then
+  if [[ "${verify_mode}" == 1 ]]; then
+    verify_provenance "${name}" "${file}" "${actual}"
+  elif [[ "${verify_mode}" == gh ]]; then
     gh attestation verify "${file}" --repo "${GITHUB_REPOSITORY}" \
       --signer-workflow "${GITHUB_REPOSITORY}/.github/workflows/${signer_workflow}" \
       --source-ref refs/heads/main --source-digest "${commit}" --deny-self-hosted-runners >/dev/null ||
-      fail "${name}: its build provenance attestation does not verify"
+      fail "${name}: its build provenance attestation does not verify (gh attestation verify)"
   fi
 done
 

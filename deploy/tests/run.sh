@@ -39,8 +39,9 @@ done
 bin_dir="${DEPLOY_TESTS_BIN_DIR:-}"
 if [[ -z "$bin_dir" ]]; then
   bin_dir="${CARGO_TARGET_DIR:-$repo/target}/debug"
-  (cd "$repo" && cargo build -q -p worker --bin worker --example bench_feed) ||
-    die "cargo build -p worker --bin worker --example bench_feed failed"
+  (cd "$repo" && cargo build -q -p worker --bin worker --example bench_feed &&
+    cargo build -q -p provenance --bin verify-provenance) ||
+    die "cargo build -p worker --bin worker --example bench_feed, -p provenance --bin verify-provenance failed"
 fi
 bin_dir="$(cd "$bin_dir" && pwd)"
 
@@ -315,9 +316,75 @@ worker_bin_differing_from_the_release_sums_is_refused() {
   ((status == 1)) || fail "exit $status: $out"
   grep -q "does not match the release's SHA256SUMS" <<<"$out" || fail "no clear message: $out"
   [[ "$before" == "$after" ]] || fail "the root changed before the binary was refused"
-  "$install_sh" --root "$r" --worker-bin "$tmp/release/worker" --sha256sums "$tmp/release/SHA256SUMS" >/dev/null ||
-    fail "the matching binary was refused"
-  cmp -s "$tmp/release/worker" "$r/usr/local/bin/worker" || fail "the matching binary was not installed"
+  # Matching sums alone install nothing either: a release's binary needs its provenance.
+  status=0
+  out="$("$install_sh" --root "$r" --worker-bin "$tmp/release/worker" --sha256sums "$tmp/release/SHA256SUMS" 2>&1)" || status=$?
+  ((status == 1)) || fail "sums without provenance: exit $status: $out"
+  grep -q "without --provenance" <<<"$out" || fail "no clear message: $out"
+  [[ "$before" == "$(tree_state "$r")" ]] || fail "the root changed without provenance"
+}
+
+# Issue #49 item 3: a release's worker is installed only when its Sigstore provenance verifies
+# offline against deploy/sigstore/trusted_root.json. A real GitHub Actions SLSA bundle and the
+# file it attests (crates/provenance/tests/fixtures: pypi-attestations 0.0.19, built by
+# trailofbits/pypi-attestations' release.yml at 08802efe…) stand in for a release's worker.
+prov_fixtures="$repo/crates/provenance/tests/fixtures"
+prov_release=trailofbits/pypi-attestations@08802efe1f8e5fec4ad842d6b8ce97656092ee72
+prov_release_dir() { # dir [flip]: the "worker", its SHA256SUMS (written after any flip)
+  mkdir -p "$1"
+  cp "$prov_fixtures/pypi_attestations-0.0.19.tar.gz" "$1/worker"
+  chmod 0755 "$1/worker"
+  if [[ -n "${2:-}" ]]; then
+    local offset byte
+    offset=$(($(stat -c %s "$1/worker") / 2))
+    byte="$(od -An -tu1 -j "$offset" -N1 "$1/worker" | tr -d ' ')"
+    printf '%b' "\\$(printf '%03o' $(((byte + 1) % 256)))" | dd of="$1/worker" bs=1 seek="$offset" conv=notrunc status=none
+  fi
+  (cd "$1" && sha256sum worker >SHA256SUMS)
+}
+install_release() { # dir [env...]: install.sh with the fixture's bundle, as the fixture's signer
+  local dir="$1"
+  shift
+  env PROVENANCE_VERIFIER="$bin_dir/verify-provenance" "$@" "$install_sh" --root "$r" \
+    --worker-bin "$dir/worker" --sha256sums "$dir/SHA256SUMS" \
+    --provenance "$prov_fixtures/pypi_attestations-0.0.19.tar.gz.slsa.sigstore.json" --release "$prov_release"
+}
+prov_signer=(SIGNER_WORKFLOW=release.yml SIGNER_REF=refs/tags/v0.0.19 SOURCE_REF=refs/tags/v0.0.19)
+
+worker_bin_whose_provenance_verifies_offline_is_installed() {
+  local out
+  r="$(fresh_root)"
+  prov_release_dir "$tmp/prov-good"
+  out="$(install_release "$tmp/prov-good" "${prov_signer[@]}" 2>&1)" || fail "exit $?: $out"
+  grep -q "^verified: " <<<"$out" || fail "no verification said: $out"
+  cmp -s "$tmp/prov-good/worker" "$r/usr/local/bin/worker" || fail "the verified binary was not installed"
+}
+
+# Whoever hands over the binary can hand over matching sums too: one byte changed and the sums
+# rewritten pass the checksum, not the provenance.
+worker_bin_with_one_byte_changed_and_sums_to_match_is_refused_by_its_provenance() {
+  local before status=0 out
+  r="$(fresh_root)"
+  prov_release_dir "$tmp/prov-flipped" flip
+  before="$(tree_state "$r")"
+  out="$(install_release "$tmp/prov-flipped" "${prov_signer[@]}" 2>&1)" || status=$?
+  ((status == 1)) || fail "exit $status: $out"
+  grep -q "its provenance does not verify" <<<"$out" || fail "no clear message: $out"
+  grep -q "artifact hash does not match" <<<"$out" || fail "not refused for its digest: $out"
+  [[ "$before" == "$(tree_state "$r")" ]] || fail "the root changed before the binary was refused"
+}
+
+# The default signer is the release repository's own release-build workflow on main: a real
+# bundle signed by another workflow (the fixture's) is refused.
+worker_bin_signed_by_another_workflow_is_refused() {
+  local before status=0 out
+  r="$(fresh_root)"
+  prov_release_dir "$tmp/prov-other"
+  before="$(tree_state "$r")"
+  out="$(install_release "$tmp/prov-other" 2>&1)" || status=$?
+  ((status == 1)) || fail "exit $status: $out"
+  grep -q "identity mismatch" <<<"$out" || fail "no clear message: $out"
+  [[ "$before" == "$(tree_state "$r")" ]] || fail "the root changed before the binary was refused"
 }
 
 refuses_a_root_without_a_docker_group() {
@@ -544,6 +611,9 @@ check dry_run_on_the_real_root_runs_to_its_summary dry_run_on_the_real_root_runs
 check refuses_to_write_through_a_symlink refuses_to_write_through_a_symlink
 check refuses_a_root_without_a_docker_group refuses_a_root_without_a_docker_group
 check worker_bin_differing_from_the_release_sums_is_refused worker_bin_differing_from_the_release_sums_is_refused
+check worker_bin_whose_provenance_verifies_offline_is_installed worker_bin_whose_provenance_verifies_offline_is_installed
+check worker_bin_with_one_byte_changed_and_sums_to_match_is_refused_by_its_provenance worker_bin_with_one_byte_changed_and_sums_to_match_is_refused_by_its_provenance
+check worker_bin_signed_by_another_workflow_is_refused worker_bin_signed_by_another_workflow_is_refused
 check pull_list_with_a_tag_is_refused_before_anything_changes pull_list_with_a_tag_is_refused_before_anything_changes
 check pull_list_pulls_by_digest pull_list_pulls_by_digest
 check exec_start_expands_like_systemd exec_start_expands_like_systemd

@@ -3,7 +3,7 @@
 # crate that builds reproducibly passes, and each way a build can carry where, when or by whom
 # it was built is caught. The leaking crates are the attacks on the script: a build script
 # that embeds the build time, the source directory (env!("CARGO_MANIFEST_DIR"), which
-# --remap-path-prefix does not reach) and the host name.
+# --remap-path-prefix does not reach), the host name and the user who built it.
 #
 #   scripts/tests/reproduce-build.sh        prints one line per case and "N passed, N failed"
 set -uo pipefail
@@ -13,6 +13,8 @@ toolchain="${here}/../../rust-toolchain.toml"
 
 tmp="$(mktemp -d)"
 trap 'rm -rf "${tmp}"' EXIT
+# The second build runs as another user (repro-build), who must reach its build directory.
+chmod 0711 "${tmp}"
 
 # shellcheck source=scripts/tests/check.sh
 source "${here}/check.sh"
@@ -72,13 +74,22 @@ crate hostname 'fn main() { println!("on {}", env!("BUILT_ON")); }' \
     let h = std::fs::read_to_string("/proc/sys/kernel/hostname").unwrap();
     println!("cargo:rustc-env=BUILT_ON=host:{}", h.trim());
 }' >/dev/null
+# The uid the build script ran as, from the kernel (no USER variable survives env -i).
+crate username 'fn main() { println!("by {}", env!("BUILT_BY")); }' \
+  'fn main() {
+    let status = std::fs::read_to_string("/proc/self/status").unwrap();
+    let uid = status.lines().find(|l| l.starts_with("Uid:")).unwrap();
+    println!("cargo:rustc-env=BUILT_BY={}", uid.split_whitespace().nth(1).unwrap());
+}' >/dev/null
 
 check "a crate with a panic location (a source path, remapped) builds bit-identically" passes clean
 check "a build-time timestamp is refused: the two builds differ" refused_for timestamp "NOT REPRODUCIBLE: timestamp differs"
 check "the source directory embedded by env!(CARGO_MANIFEST_DIR) is refused as a leak" refused_for sourcepath "LEAK: repro-a[^ ]*/bin/sourcepath holds '/"
 if [[ "$(id -u)" == 0 ]] || sudo -n true 2>/dev/null; then
   check "the host name embedded by a build script is refused: the second build runs under another" refused_for hostname "NOT REPRODUCIBLE: hostname differs"
+  REPRO_VARY_USER=1 check "the user embedded by a build script is refused: the second build runs as another (REPRO_VARY_USER=1)" refused_for username "NOT REPRODUCIBLE: username differs"
+  REPRO_VARY_USER=1 check "a crate without dependencies builds bit-identically as another user (REPRO_VARY_USER=1)" passes clean
 else
-  echo "skip  the host name case: no root to run a build under another host name"
+  echo "skip  the host name and user cases: no root to run a build under another host name or user"
 fi
 check_summary

@@ -19,7 +19,7 @@
 #
 # The steps, each run as that user:
 #   sudo_and_docker        `sudo -n true` works, and `docker version` answers without sudo.
-#   deploy_tests           deploy/tests/run.sh with the prebuilt worker and bench_feed
+#   deploy_tests           deploy/tests/run.sh with the prebuilt worker, verify-provenance and bench_feed
 #                          (DEPLOY_TESTS_BIN_DIR): install.sh into throwaway roots and the
 #                          unit under systemd as PID 1 (systemd-unit.sh), the cases as root
 #                          through the script's own as_root.
@@ -77,10 +77,13 @@ home="$(getent passwd "$user" | cut -d: -f6)"
 [[ -d "$home" ]] || die "$user has no home directory ($home)"
 
 # --- the binaries, built by the caller -----------------------------------------------------
-step "building worker, signer, keeper, bounty-e2e, bench_feed and the test binaries (as $(id -un))"
+step "building worker, signer, keeper, bounty-e2e, verify-provenance, bench_feed and the test binaries (as $(id -un))"
 cargo build -q -p e2e -p worker -p signer -p keeper \
   --bin bounty-e2e --bin worker --bin signer --bin keeper --example bench_feed ||
   die "cargo build failed"
+# deploy/tests/run.sh installs a release's worker only through verify-provenance (issue #49),
+# taken from the handed-over binaries like the worker; built on its own, as run.sh does.
+cargo build -q -p provenance --bin verify-provenance || die "cargo build -p provenance failed"
 # The suite's own build (scripts/test.sh's `cargo nextest run --workspace` has just made it in
 # .ci/run, so nothing is compiled again; `-p` would unify features differently and rebuild).
 test_bins="$(cargo test -q --workspace --no-run --message-format=json 2>/dev/null |
@@ -116,7 +119,7 @@ hand_over() {
   as_user tee "$2" <"$1" >/dev/null || die "could not hand over $1"
   as_user chmod 0755 "$2" || die "could not hand over $1"
 }
-for bin in worker signer keeper bounty-e2e examples/bench_feed; do
+for bin in worker signer keeper bounty-e2e verify-provenance examples/bench_feed; do
   hand_over "$target/$bin" "$bins/$bin"
 done
 hand_over "$e2e_tests" "$bins/deps/e2e-tests"

@@ -31,21 +31,25 @@ for b in worker signer keeper; do
   [[ -x "${bin_dir}/${b}" ]] || { echo "FAIL  release: ${bin_dir}/${b} is not built (cargo build -p ${b})"; exit 1; }
 done
 
-# `gh attestation verify` as the consumers call it, reduced to the one REST request it makes:
-# the attestations of the file's digest in this repository (the Sigstore checks are gh's own).
+# verify-provenance as fetch-binaries.sh calls it, reduced to one question: is the bundle the
+# attestations API answered the stand-in this test stored for the file's sha256? (The Sigstore
+# checks are verify-provenance's own, tested on a real bundle in crates/provenance and in
+# run.sh; no bundle signed for these freshly built binaries can exist here.)
 mkdir -p "${tmp}/fakebin"
-cat > "${tmp}/fakebin/gh" <<'SH'
+cat > "${tmp}/fakebin/verify-provenance" <<'SH'
 #!/usr/bin/env bash
-[[ "$1 $2" == "attestation verify" ]] || { echo "fake gh: only attestation verify" >&2; exit 2; }
-file="$3"; shift 3
-repo=""
-while (($#)); do [[ "$1" == --repo ]] && repo="$2"; shift; done
-digest="$(sha256sum "${file}" | cut -d' ' -f1)"
-curl --silent --fail --header "Authorization: Bearer ${GH_TOKEN}" \
-  "${GITHUB_API_URL}/repos/${repo}/attestations/sha256:${digest}" | jq -e '.attestations | length > 0' >/dev/null
+while (($#)); do
+  case "$1" in
+    --bundle) bundle="$2"; shift ;;
+    --artifact) artifact="$2"; shift ;;
+  esac
+  shift
+done
+digest="$(sha256sum "${artifact}" | cut -d' ' -f1)"
+[[ "$(jq -r '.stand_in_for // empty' "${bundle}")" == "${digest}" ]]
 SH
-chmod +x "${tmp}/fakebin/gh"
-export PATH="${tmp}/fakebin:${PATH}"
+chmod +x "${tmp}/fakebin/verify-provenance"
+export PROVENANCE_VERIFIER="${tmp}/fakebin/verify-provenance"
 
 # The build of COMMIT as regression-verifier-build.yml leaves it: a successful CI push run, a
 # successful build run (id RUN) with its regression-binaries artifact (id ARTIFACT), and an
@@ -58,7 +62,7 @@ built() { # commit run-id artifact-id
   (cd "${dir}" && sha256sum worker signer keeper > SHA256SUMS && echo "$1" > COMMIT && zip -q "${zip}" ./*)
   for b in worker signer keeper; do
     attestations="$(jq --arg p "${r}/attestations/sha256:$(sha256sum "${dir}/${b}" | cut -d' ' -f1)" \
-      '. + {($p): {attestations: [{bundle: {}}]}}' <<<"${attestations}")"
+      --arg d "$(sha256sum "${dir}/${b}" | cut -d' ' -f1)" '. + {($p): {attestations: [{bundle: {stand_in_for: $d}}]}}' <<<"${attestations}")"
   done
   add_routes --arg r "${r}" --arg c "$1" --argjson run "$2" --argjson art "$3" --arg zip "${zip}" --argjson att "${attestations}" '
     . + $att + {
@@ -86,6 +90,8 @@ variable() { curl --silent --header "Authorization: Bearer x" "${GITHUB_API_URL}
 ws="${tmp}/ws"
 mkdir -p "${ws}/.github"
 ln -s "${scripts}" "${ws}/.github/scripts"
+# fetch-binaries.sh reads the pinned Sigstore root from the checkout it runs in.
+ln -s "$(cd "${scripts}/../.." && pwd)/deploy" "${ws}/deploy"
 step() { # workflow job step-name [extra context json]
   local context env_file="${tmp}/step.env" run_file="${tmp}/step.run"
   context="$(jq -n --arg rel "$(variable)" --arg head "$(curl --silent --header "Authorization: Bearer x" "${GITHUB_API_URL}${r}/commits/main" | jq -r .sha)" \

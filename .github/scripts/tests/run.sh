@@ -566,6 +566,91 @@ else
   failed=$((failed + 1))
 fi
 
+# --- fetch binaries: provenance verified offline against the pinned root (issue #49 item 3) --
+# A real GitHub Actions SLSA provenance bundle and the file it attests
+# (crates/provenance/tests/fixtures: pypi-attestations 0.0.19, built by
+# trailofbits/pypi-attestations' release.yml at 08802efe…, a GitHub-hosted runner) stand in for a
+# release binary: the file is served as `keeper` in a build artifact of that commit, its bundle
+# from the attestations API, and verify-provenance judges it against
+# deploy/sigstore/trusted_root.json with nothing of Sigstore's fetched.
+prov_fixtures="${here}/../../../crates/provenance/tests/fixtures"
+prov_sha=08802efe1f8e5fec4ad842d6b8ce97656092ee72
+prov_file="${prov_fixtures}/pypi_attestations-0.0.19.tar.gz"
+prov_digest="$(sha256sum "${prov_file}" | cut -d' ' -f1)"
+verifier_bin="${bin_dir}/verify-provenance"
+prov_attestations="$(jq -c '{attestations: [{bundle: ., repository_id: 772247423}]}' \
+  "${prov_fixtures}/pypi_attestations-0.0.19.tar.gz.slsa.sigstore.json")"
+prov_artifact() { # zip keeper-bytes
+  local dir="${tmp}/prov-src"
+  rm -rf "${dir}" "$1"; mkdir -p "${dir}"
+  cp "$2" "${dir}/keeper"
+  (cd "${dir}" && sha256sum keeper > SHA256SUMS && echo "${prov_sha}" > COMMIT && zip -q "$1" ./*)
+}
+prov_routes() { # zip attestations-answer (empty: no route, a 404)
+  cat > "${routes}" <<JSON
+{"/repos/acme/verifier/actions/workflows/ci.yml/runs?branch=main&event=push&head_sha=${prov_sha}&status=success&per_page=20": {"workflow_runs": [{"id": 60, "event": "push", "head_branch": "main", "conclusion": "success", "head_sha": "${prov_sha}", "path": ".github/workflows/ci.yml", "head_repository": {"full_name": "acme/verifier"}, "repository": {"full_name": "acme/verifier"}}]},
+ "/repos/acme/verifier/actions/workflows/regression-verifier-build.yml/runs?branch=main&head_sha=${prov_sha}&status=success&per_page=20": {"workflow_runs": [$(build_run 71 push main acme/verifier "${prov_sha}")]},
+ "/repos/acme/verifier/actions/runs/71/artifacts?name=regression-binaries": $(binaries_artifact 901 false),
+ "/repos/acme/verifier/actions/artifacts/901/zip": {"@file": "$1"}${2:+,
+ \"/repos/acme/verifier/attestations/sha256:${3:-${prov_digest}}\": $2}}
+JSON
+}
+# The signer the fixture's certificate names; without these the default (this repository's
+# release-build workflow on main) is expected.
+prov_signer=(SIGNER_REPOSITORY=trailofbits/pypi-attestations SIGNER_WORKFLOW=release.yml
+  SIGNER_REF=refs/tags/v0.0.19 SOURCE_REF=refs/tags/v0.0.19)
+fetch_prov() { # [env...]
+  rm -rf "${tmp}/fetched"
+  run_script env COMMIT="${prov_sha}" DEST="${tmp}/fetched" PROVENANCE_VERIFIER="${verifier_bin}" \
+    "$@" "${scripts}/fetch-binaries.sh" keeper
+}
+if [[ -x "${verifier_bin}" ]]; then
+  prov_artifact "${tmp}/prov-good.zip" "${prov_file}"
+  prov_routes "${tmp}/prov-good.zip" "${prov_attestations}"
+  fetch_prov "${prov_signer[@]}"
+  check "binaries: a binary whose provenance bundle verifies offline against the pinned trusted root is installed" \
+    eval '((status == 0)) && cmp -s "${tmp}/fetched/keeper" "${prov_file}" && said "verified: " && grep -q "/attestations/sha256:${prov_digest}" "${tmp}/requests.log"'
+
+  # Whoever can upload the build's artifact can rewrite SHA256SUMS too: one byte of the binary
+  # changed and its sum rewritten to match passes the checksum, not the provenance.
+  cp "${prov_file}" "${tmp}/prov-flipped"
+  offset=$(($(stat -c %s "${tmp}/prov-flipped") / 2))
+  byte="$(od -An -tu1 -j "${offset}" -N1 "${tmp}/prov-flipped" | tr -d ' ')"
+  printf '%b' "\\$(printf '%03o' $(((byte + 1) % 256)))" | dd of="${tmp}/prov-flipped" bs=1 seek="${offset}" conv=notrunc status=none
+  flipped_digest="$(sha256sum "${tmp}/prov-flipped" | cut -d' ' -f1)"
+  prov_artifact "${tmp}/prov-flipped.zip" "${tmp}/prov-flipped"
+  # The attestations API asked for the changed bytes' digest answers with the real bundle.
+  prov_routes "${tmp}/prov-flipped.zip" "${prov_attestations}" "${flipped_digest}"
+  fetch_prov "${prov_signer[@]}"
+  check "binaries: a fetched binary with one byte changed and SHA256SUMS rewritten to match is refused by its provenance; nothing installed" \
+    eval '((status != 0)) && said "keeper: its build provenance does not verify" && said "artifact hash does not match" && [[ ! -e "${tmp}/fetched" ]]'
+
+  prov_routes "${tmp}/prov-good.zip" "${prov_attestations}"
+  fetch_prov
+  check "binaries: a real bundle signed by another workflow than this repository's release build is refused; nothing installed" \
+    eval '((status != 0)) && said "identity mismatch" && said "regression-verifier-release-build.yml@refs/heads/main" && [[ ! -e "${tmp}/fetched" ]]'
+
+  prov_routes "${tmp}/prov-good.zip" ""
+  fetch_prov "${prov_signer[@]}"
+  no_route_status=${status}
+  prov_routes "${tmp}/prov-good.zip" '{"attestations": []}'
+  fetch_prov "${prov_signer[@]}"
+  check "binaries: a binary without a provenance attestation (none stored, or a 404) is refused; nothing installed" \
+    eval '((no_route_status != 0 && status != 0)) && said "no provenance attestation for sha256" && [[ ! -e "${tmp}/fetched" ]]'
+
+  prov_routes "${tmp}/prov-good.zip" "${prov_attestations}"
+  fetch_prov "${prov_signer[@]}" TRUSTED_ROOT="${prov_fixtures}/staging_trusted_root.json"
+  check "binaries: against a trusted root that is not Sigstore's public-good one the real bundle is refused" \
+    eval '((status != 0)) && said "its build provenance does not verify" && [[ ! -e "${tmp}/fetched" ]]'
+
+  fetch_prov "${prov_signer[@]}" PROVENANCE_VERIFIER="${tmp}/no-such-verifier"
+  check "binaries: without the verifier nothing is downloaded or installed" \
+    eval '((status != 0)) && said "is not an executable" && ! grep -q "artifacts/901/zip" "${tmp}/requests.log" && [[ ! -e "${tmp}/fetched" ]]'
+else
+  echo "FAIL  binaries: ${verifier_bin} is not built (cargo build -p provenance)"
+  failed=$((failed + 1))
+fi
+
 # --- independent execution: compare the runner's candidates with a slot's own re-run ------
 # Two real runs of the worker in the sandbox (the bundled example, as scripts/example.sh runs
 # it), wrapped as candidates of one job the way `worker feed` writes them.

@@ -4,7 +4,9 @@
 //! [`BountyState`] it read; every disagreement comes back as a typed [`Mismatch`], so signer and
 //! keeper refuse for the same reasons and the reasons are tested without a chain.
 
-use verifier_sdk::{Address, BountyStatus, Bytes32, VerificationMode, verifier_set_hash};
+use verifier_sdk::{
+    Address, BountyStatus, Bytes32, TermsCommitment, VerificationMode, verifier_set_hash,
+};
 
 use crate::state::BountyState;
 
@@ -23,16 +25,8 @@ pub struct Expected {
     pub submission_hash: Bytes32,
     /// The evidence's `evidence_hash`.
     pub evidence_hash: Bytes32,
-    /// The terms' `policy_hash`.
-    pub policy_hash: Bytes32,
-    /// The terms' `terms_hash` (of the whole terms document).
-    pub terms_hash: Bytes32,
-    /// The terms' `acceptance_criteria_hash`.
-    pub acceptance_criteria_hash: Bytes32,
-    /// The terms' `benchmark_hash`.
-    pub benchmark_hash: Bytes32,
-    /// The terms' `evidence_schema_hash`.
-    pub evidence_schema_hash: Bytes32,
+    /// The terms' five hashes.
+    pub commitment: TermsCommitment,
     /// The job's `verification_expires_at`.
     pub verification_expires_at: u64,
     /// The job's `eligible_verifiers`, in policy order.
@@ -209,9 +203,12 @@ pub fn check_state(state: &BountyState, expected: &Expected) -> Vec<Mismatch> {
     // Scalar fields the job pins one for one: each differing field is its own mismatch, in
     // the order of the calls below, so a report names every disagreement at once.
     macro_rules! compare {
-        ($($field:ident => $variant:ident),* $(,)?) => {$(
-            if state.$field != expected.$field {
-                out.push(Mismatch::$variant { expected: expected.$field, actual: state.$field });
+        ($($($field:ident).+ => $variant:ident),* $(,)?) => {$(
+            if state.$($field).+ != expected.$($field).+ {
+                out.push(Mismatch::$variant {
+                    expected: expected.$($field).+,
+                    actual: state.$($field).+,
+                });
             }
         )*};
     }
@@ -235,11 +232,11 @@ pub fn check_state(state: &BountyState, expected: &Expected) -> Vec<Mismatch> {
         solver => Solver,
         submission_hash => SubmissionHash,
         evidence_hash => EvidenceHash,
-        policy_hash => PolicyHash,
-        terms_hash => TermsHash,
-        acceptance_criteria_hash => AcceptanceCriteriaHash,
-        benchmark_hash => BenchmarkHash,
-        evidence_schema_hash => EvidenceSchemaHash,
+        commitment.policy_hash => PolicyHash,
+        commitment.terms_hash => TermsHash,
+        commitment.acceptance_criteria_hash => AcceptanceCriteriaHash,
+        commitment.benchmark_hash => BenchmarkHash,
+        commitment.evidence_schema_hash => EvidenceSchemaHash,
         verification_expires_at => VerificationExpiresAt,
     );
     let expected_set_hash = verifier_set_hash(&expected.verifiers);
@@ -286,11 +283,13 @@ mod tests {
             solver: addr(0x33),
             submission_hash: b32(0x44),
             evidence_hash: b32(0x55),
-            policy_hash: b32(0x77),
-            terms_hash: b32(0x66),
-            acceptance_criteria_hash: b32(0x67),
-            benchmark_hash: b32(0x68),
-            evidence_schema_hash: b32(0x69),
+            commitment: TermsCommitment {
+                policy_hash: b32(0x77),
+                terms_hash: b32(0x66),
+                acceptance_criteria_hash: b32(0x67),
+                benchmark_hash: b32(0x68),
+                evidence_schema_hash: b32(0x69),
+            },
             verification_expires_at: 2_000_000_000,
             verification_mode: VerificationMode::SignedQuorum,
             threshold: 2,
@@ -304,11 +303,13 @@ mod tests {
             solver: addr(0x33),
             submission_hash: b32(0x44),
             evidence_hash: b32(0x55),
-            policy_hash: b32(0x77),
-            terms_hash: b32(0x66),
-            acceptance_criteria_hash: b32(0x67),
-            benchmark_hash: b32(0x68),
-            evidence_schema_hash: b32(0x69),
+            commitment: TermsCommitment {
+                policy_hash: b32(0x77),
+                terms_hash: b32(0x66),
+                acceptance_criteria_hash: b32(0x67),
+                benchmark_hash: b32(0x68),
+                evidence_schema_hash: b32(0x69),
+            },
             verification_expires_at: 2_000_000_000,
             verifiers,
             threshold: 2,
@@ -335,8 +336,8 @@ mod tests {
         // Same policy (so the attestation digest is unchanged), different benchmark: the
         // terms document and its benchmark hash both differ from what the bounty committed.
         let (state, mut expected) = matching();
-        expected.terms_hash = b32(0x01);
-        expected.benchmark_hash = b32(0x02);
+        expected.commitment.terms_hash = b32(0x01);
+        expected.commitment.benchmark_hash = b32(0x02);
         let got = check_state(&state, &expected);
         assert_eq!(
             got.iter().map(Mismatch::code).collect::<Vec<_>>(),
@@ -425,35 +426,35 @@ mod tests {
                 },
             ),
             (
-                |s| s.policy_hash = b32(0x78),
+                |s| s.commitment.policy_hash = b32(0x78),
                 Mismatch::PolicyHash {
                     expected: b32(0x77),
                     actual: b32(0x78),
                 },
             ),
             (
-                |s| s.terms_hash = b32(0x65),
+                |s| s.commitment.terms_hash = b32(0x65),
                 Mismatch::TermsHash {
                     expected: b32(0x66),
                     actual: b32(0x65),
                 },
             ),
             (
-                |s| s.acceptance_criteria_hash = b32(0x65),
+                |s| s.commitment.acceptance_criteria_hash = b32(0x65),
                 Mismatch::AcceptanceCriteriaHash {
                     expected: b32(0x67),
                     actual: b32(0x65),
                 },
             ),
             (
-                |s| s.benchmark_hash = b32(0x65),
+                |s| s.commitment.benchmark_hash = b32(0x65),
                 Mismatch::BenchmarkHash {
                     expected: b32(0x68),
                     actual: b32(0x65),
                 },
             ),
             (
-                |s| s.evidence_schema_hash = b32(0x65),
+                |s| s.commitment.evidence_schema_hash = b32(0x65),
                 Mismatch::EvidenceSchemaHash {
                     expected: b32(0x69),
                     actual: b32(0x65),

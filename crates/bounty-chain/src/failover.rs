@@ -34,7 +34,7 @@ use alloy::transports::http::Http;
 use alloy::transports::{RpcError, TransportError, TransportErrorKind, TransportFut};
 use alloy_json_rpc::{RequestPacket, ResponsePacket};
 
-use crate::rpc::Redactor;
+use crate::redact::Redactor;
 
 /// Default: an endpoint whose head is more than this many blocks behind the best is skipped.
 pub const DEFAULT_MAX_LAG_BLOCKS: u64 = 5;

@@ -21,6 +21,7 @@ pub mod failover;
 pub mod feed;
 pub mod latest;
 pub mod reader;
+mod redact;
 pub mod remote_signer;
 pub mod revalidate;
 pub mod rpc;

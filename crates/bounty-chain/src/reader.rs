@@ -311,11 +311,13 @@ impl RpcChainReader {
             solver: Address::from(solver),
             submission_hash: Bytes32::from(submission_hash),
             evidence_hash: Bytes32::from(evidence_hash),
-            policy_hash: Bytes32::from(policy_hash),
-            terms_hash: Bytes32::from(terms_hash),
-            acceptance_criteria_hash: Bytes32::from(acceptance_criteria_hash),
-            benchmark_hash: Bytes32::from(benchmark_hash),
-            evidence_schema_hash: Bytes32::from(evidence_schema_hash),
+            commitment: verifier_sdk::TermsCommitment {
+                terms_hash: Bytes32::from(terms_hash),
+                policy_hash: Bytes32::from(policy_hash),
+                acceptance_criteria_hash: Bytes32::from(acceptance_criteria_hash),
+                benchmark_hash: Bytes32::from(benchmark_hash),
+                evidence_schema_hash: Bytes32::from(evidence_schema_hash),
+            },
             verification_expires_at,
             verification_mode: VerificationMode::try_from(verification_mode)
                 .map_err(|_| ChainReadError::UnknownMode(verification_mode))?,

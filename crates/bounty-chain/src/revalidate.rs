@@ -111,11 +111,7 @@ pub fn expected_for(job: &ValidatedJob) -> Expected {
         solver: job.solver(),
         submission_hash: job.submission_hash(),
         evidence_hash: job.evidence_hash(),
-        policy_hash: job.policy_hash(),
-        terms_hash: job.terms_hash(),
-        acceptance_criteria_hash: job.acceptance_criteria_hash(),
-        benchmark_hash: job.benchmark_hash(),
-        evidence_schema_hash: job.evidence_schema_hash(),
+        commitment: *job.commitment(),
         verification_expires_at: job.expires_at(),
         verifiers: job.eligible_verifiers().to_vec(),
         threshold: job.threshold(),
@@ -297,11 +293,7 @@ mod tests {
             solver: job.solver(),
             submission_hash: job.submission_hash(),
             evidence_hash: job.evidence_hash(),
-            policy_hash: job.policy_hash(),
-            terms_hash: job.terms_hash(),
-            acceptance_criteria_hash: job.acceptance_criteria_hash(),
-            benchmark_hash: job.benchmark_hash(),
-            evidence_schema_hash: job.evidence_schema_hash(),
+            commitment: *job.commitment(),
             verification_expires_at: job.expires_at(),
             verification_mode: VerificationMode::SignedQuorum,
             threshold: job.threshold(),
@@ -362,8 +354,8 @@ mod tests {
     async fn terms_the_bounty_did_not_fund_are_refused() {
         let c = candidate();
         let mut state = state_for(&c.job);
-        state.acceptance_criteria_hash = Bytes32::from_bytes([0x01; 32]);
-        state.evidence_schema_hash = Bytes32::from_bytes([0x02; 32]);
+        state.commitment.acceptance_criteria_hash = Bytes32::from_bytes([0x01; 32]);
+        state.commitment.evidence_schema_hash = Bytes32::from_bytes([0x02; 32]);
         let err = run(&c, Ok(state)).await.unwrap_err();
         assert_eq!(err.code(), "onchain_mismatch");
         assert_eq!(
@@ -383,7 +375,7 @@ mod tests {
             json!(["python3", "-c", "pass"]);
         fixtures::rehash(&mut swapped);
         let swapped = validate_job(&swapped, fixtures::NOW).unwrap();
-        assert_eq!(swapped.policy_hash(), state.policy_hash);
+        assert_eq!(swapped.policy_hash(), state.commitment.policy_hash);
         let err = check_job_against_state(&swapped, &state).unwrap_err();
         assert_eq!(err.code(), "onchain_mismatch");
         assert_eq!(err.mismatch_codes(), vec!["terms_hash", "benchmark_hash"]);

@@ -10,6 +10,7 @@ use alloy::transports::http::Http;
 
 use crate::error::ChainReadError;
 use crate::failover::{Failover, FailoverPolicy};
+pub use crate::redact::Redactor;
 
 /// Parses an RPC URL and applies the platform client's transport policy: `https` anywhere,
 /// plain `http` only to a loopback host. Everything signer and keeper decide rests on what the
@@ -20,33 +21,6 @@ pub fn check_rpc_url(rpc_url: &str) -> Result<reqwest::Url, ChainReadError> {
         platform_client::ClientError::NotHttps { .. } => ChainReadError::InsecureUrl,
         _ => ChainReadError::InvalidUrl,
     })
-}
-
-/// Replaces the RPC URL in error text with `<rpc-url>`.
-#[derive(Clone)]
-pub struct Redactor {
-    // The URL as given and as the parser normalised it.
-    spellings: Vec<String>,
-}
-
-impl std::fmt::Debug for Redactor {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        // The spellings are the secret.
-        f.debug_struct("Redactor").finish_non_exhaustive()
-    }
-}
-
-impl Redactor {
-    /// `text` with every spelling of the URL replaced.
-    pub fn scrub(&self, text: &str) -> String {
-        let mut text = text.to_owned();
-        for secret in &self.spellings {
-            if !secret.is_empty() {
-                text = text.replace(secret.as_str(), "<rpc-url>");
-            }
-        }
-        text
-    }
 }
 
 /// A provider for `rpc_url` (see [`check_rpc_url`]) whose every request is bounded by
@@ -60,9 +34,7 @@ pub fn connect_rpc(
         .timeout(timeout)
         .build()
         .map_err(|e| ChainReadError::Client(e.without_url().to_string()))?;
-    let redactor = Redactor {
-        spellings: vec![url.as_str().to_owned(), rpc_url.to_owned()],
-    };
+    let redactor = Redactor::new(vec![url.as_str().to_owned(), rpc_url.to_owned()]);
     let provider = RootProvider::new(RpcClient::new_http_with_client(client, url));
     Ok((provider, redactor))
 }
@@ -121,7 +93,7 @@ pub fn connect_rpcs(
                 spellings.extend([url.as_str().to_owned(), rpc_url.clone()]);
                 endpoints.push(Http::with_client(client.clone(), url));
             }
-            let redactor = Redactor { spellings };
+            let redactor = Redactor::new(spellings);
             let failover = Failover::new(endpoints, policy, redactor.clone());
             let provider = RootProvider::new(RpcClient::new(failover.clone(), local));
             Ok((provider, redactor, Some(failover)))

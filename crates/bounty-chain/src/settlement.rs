@@ -122,7 +122,7 @@ impl RpcChainReader {
                 round: state.round,
                 submission_hash: state.submission_hash,
                 evidence_hash: state.evidence_hash,
-                policy_hash: state.policy_hash,
+                policy_hash: state.commitment.policy_hash,
                 verifiers: state.verifiers.clone(),
                 threshold: state.threshold,
             },

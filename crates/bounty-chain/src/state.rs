@@ -1,6 +1,6 @@
 //! A bounty's on-chain state as read at one block, in checked domain types.
 
-use verifier_sdk::{Address, BountyStatus, Bytes32, VerificationMode};
+use verifier_sdk::{Address, BountyStatus, Bytes32, TermsCommitment, VerificationMode};
 
 /// Everything signer and keeper need to know about one bounty, all read at `block_number`.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -26,16 +26,9 @@ pub struct BountyState {
     pub submission_hash: Bytes32,
     /// `evidenceHash()`.
     pub evidence_hash: Bytes32,
-    /// `policyHash()`.
-    pub policy_hash: Bytes32,
-    /// `termsHash()`.
-    pub terms_hash: Bytes32,
-    /// `acceptanceCriteriaHash()`.
-    pub acceptance_criteria_hash: Bytes32,
-    /// `benchmarkHash()`.
-    pub benchmark_hash: Bytes32,
+    /// `termsHash()`, `policyHash()`, `acceptanceCriteriaHash()`, `benchmarkHash()` and
     /// `evidenceSchemaHash()`.
-    pub evidence_schema_hash: Bytes32,
+    pub commitment: TermsCommitment,
     /// `verificationExpiresAt()`, unix seconds.
     pub verification_expires_at: u64,
     /// `verificationMode()`.

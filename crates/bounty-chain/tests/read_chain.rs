@@ -46,11 +46,13 @@ fn expected_from(params: &BountyParams) -> Expected {
         solver: sdk_addr(params.solver),
         submission_hash: sdk_b32(params.submission_hash),
         evidence_hash: sdk_b32(params.evidence_hash),
-        policy_hash: sdk_b32(params.policy_hash),
-        terms_hash: sdk_b32(params.terms_hash),
-        acceptance_criteria_hash: sdk_b32(params.acceptance_criteria_hash),
-        benchmark_hash: sdk_b32(params.benchmark_hash),
-        evidence_schema_hash: sdk_b32(params.evidence_schema_hash),
+        commitment: verifier_sdk::TermsCommitment {
+            policy_hash: sdk_b32(params.policy_hash),
+            terms_hash: sdk_b32(params.terms_hash),
+            acceptance_criteria_hash: sdk_b32(params.acceptance_criteria_hash),
+            benchmark_hash: sdk_b32(params.benchmark_hash),
+            evidence_schema_hash: sdk_b32(params.evidence_schema_hash),
+        },
         verification_expires_at: params.verification_expires_at,
         verifiers: params.verifiers.iter().copied().map(sdk_addr).collect(),
         threshold: params.threshold,
@@ -75,7 +77,7 @@ fn local_digest(state: &BountyState, q: &AttestationQuery) -> B256 {
         verifier: ChainAddress::from(*q.verifier.as_bytes()),
         submission_hash: B256::from(*state.submission_hash.as_bytes()),
         evidence_hash: B256::from(*state.evidence_hash.as_bytes()),
-        policy_hash: B256::from(*state.policy_hash.as_bytes()),
+        policy_hash: B256::from(*state.commitment.policy_hash.as_bytes()),
         passed: q.passed,
         response_hash: B256::from(*q.response_hash.as_bytes()),
         deadline: U256::from(q.deadline),
@@ -99,15 +101,18 @@ async fn reads_every_view_of_a_deployed_bounty() {
     assert_eq!(state.solver, sdk_addr(params.solver));
     assert_eq!(state.submission_hash, sdk_b32(params.submission_hash));
     assert_eq!(state.evidence_hash, sdk_b32(params.evidence_hash));
-    assert_eq!(state.policy_hash, sdk_b32(params.policy_hash));
-    assert_eq!(state.terms_hash, sdk_b32(params.terms_hash));
+    assert_eq!(state.commitment.policy_hash, sdk_b32(params.policy_hash));
+    assert_eq!(state.commitment.terms_hash, sdk_b32(params.terms_hash));
     assert_eq!(
-        state.acceptance_criteria_hash,
+        state.commitment.acceptance_criteria_hash,
         sdk_b32(params.acceptance_criteria_hash)
     );
-    assert_eq!(state.benchmark_hash, sdk_b32(params.benchmark_hash));
     assert_eq!(
-        state.evidence_schema_hash,
+        state.commitment.benchmark_hash,
+        sdk_b32(params.benchmark_hash)
+    );
+    assert_eq!(
+        state.commitment.evidence_schema_hash,
         sdk_b32(params.evidence_schema_hash)
     );
     assert_eq!(

@@ -118,6 +118,17 @@ impl PrivateNode {
         Ok(())
     }
 
+    /// `evm_setIntervalMining`: a block every `ms` milliseconds besides the automined ones, so
+    /// the head and its timestamp move on while nobody sends (as Base's 2 s blocks do, and as
+    /// other tests' traffic did on the shared node); 0 turns it off.
+    pub async fn set_interval_mining(&self, ms: u64) -> Result<(), TestkitError> {
+        self.provider
+            .raw_request::<_, bool>("evm_setIntervalMining".into(), (ms,))
+            .await
+            .map_err(|e| TestkitError::rpc("evm_setIntervalMining", e))?;
+        Ok(())
+    }
+
     /// `evm_mine`: one block with whatever pending transactions pay its base fee.
     pub async fn mine(&self) -> Result<(), TestkitError> {
         self.provider

@@ -3,11 +3,14 @@
 //! variable per binary and carry no colour codes into files or pipes, and a closed stdout ends
 //! the process quietly instead of with a panic. Under `--log-format json` their log lines and
 //! their summaries for people alike are one JSON object per stderr line ([`eprint_human`]); the
-//! signer's and keeper's `--metrics-file` share one text exposition ([`textfile`]).
+//! signer's and keeper's `--metrics-file` share one text exposition ([`textfile`]), and the
+//! three share one exit-code numbering ([`exit`]).
 //!
 //! The binaries still do not depend on each other; this crate knows nothing about any of them.
 
 use std::io::IsTerminal;
+
+pub mod exit;
 
 /// `--version` text: the package version and the git revision the binary was built from
 /// (`-modified` when the checkout had uncommitted changes, `unknown` outside git).
@@ -159,8 +162,12 @@ fn job_ids_in(text: &str) -> Vec<&str> {
 /// [`init_logging`] in the given format.
 pub fn init_logging_as(env_var: &str, default_filter: &str, format: LogFormat) {
     let _ = CHOSEN_FORMAT.set(format);
-    let filter = tracing_subscriber::EnvFilter::try_from_env(env_var)
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(default_filter));
+    // Unset, empty or invalid: the default, as before.
+    let filter = std::env::var(env_var)
+        .ok()
+        .filter(|v| !v.trim().is_empty())
+        .and_then(|v| tracing_subscriber::EnvFilter::try_new(filter_directives(&v)).ok())
+        .unwrap_or_else(|| tracing_subscriber::EnvFilter::new(filter_directives(default_filter)));
     let builder = tracing_subscriber::fmt()
         .with_writer(std::io::stderr)
         .with_env_filter(filter);
@@ -176,6 +183,20 @@ pub fn init_logging_as(env_var: &str, default_filter: &str, format: LogFormat) {
             .event_format(json_log::JsonLines)
             .init(),
     }
+}
+
+/// The Postgres client's debug records name every statement with its parameters (job ids in
+/// the message, in no field, and whatever a query carries): a fleet host under `debug` would
+/// log each lease transaction that way. They stay at `info` unless the filter names the crate.
+const QUIET_DEPENDENCIES: &str = "tokio_postgres=info";
+
+/// The filter `asked` with [`QUIET_DEPENDENCIES`] added unless it names that crate.
+fn filter_directives(asked: &str) -> String {
+    let asked = asked.trim();
+    if asked.contains("tokio_postgres") {
+        return asked.to_owned();
+    }
+    format!("{asked},{QUIET_DEPENDENCIES}")
 }
 
 mod json_log;
@@ -223,6 +244,28 @@ const fn use_colour(stderr_is_terminal: bool, no_color: bool) -> bool {
 
 #[cfg(test)]
 mod tests {
+
+    /// The fleet lane (`bounty-e2e chaos --fleet 3`, seed 1) broke `json_logs` under
+    /// `WORKER_LOG=debug`: tokio_postgres logged "executing statement s5 with parameters:
+    /// [\"base-mainnet:0x2222…:1\", 1]", a job id in the message and in no field.
+    #[test]
+    fn a_debug_filter_does_not_log_postgres_statements_with_their_parameters() {
+        assert_eq!(
+            super::filter_directives("debug"),
+            "debug,tokio_postgres=info"
+        );
+        assert_eq!(
+            super::filter_directives(" warn,worker_serve=info "),
+            "warn,worker_serve=info,tokio_postgres=info"
+        );
+        // Asked for by name, it is the operator's to see.
+        assert_eq!(
+            super::filter_directives("debug,tokio_postgres=debug"),
+            "debug,tokio_postgres=debug"
+        );
+        let filter = tracing_subscriber::EnvFilter::try_new(super::filter_directives("debug"));
+        assert!(filter.is_ok());
+    }
 
     #[test]
     fn a_summary_line_naming_a_job_carries_its_id_as_a_field() {

@@ -5,7 +5,7 @@
 //!
 //!   bounty-e2e [--repo DIR] [--bin-dir DIR] [--work-dir DIR] chaos --seed S [--bounties N]
 //!              [--faults F] [--chaos-cycles C] [--soak K] [--runner feed|serve|mixed] [--no-disk]
-//!              [--no-clock] [--serve-no-pull] [--failing-rpc down|forbidden|rate-limited] [--liveness short-window|late-image [--first-seen-order]] [--allow-docker-restart] [--verbose] [--dry-run]
+//!              [--no-clock] [--serve-no-pull] [--failing-rpc down|forbidden|rate-limited] [--liveness short-window|late-image [--first-seen-order]] [--fleet N] [--allow-docker-restart] [--verbose] [--dry-run]
 //!
 //! Defaults: the repository is the current directory, the binaries sit next to this one,
 //! the work directory is `<repo>/.work/e2e` (`<repo>/.work/chaos` for `chaos`). `chaos` plays
@@ -27,7 +27,7 @@ fn usage(msg: &str) -> ExitCode {
     eprintln!(
         "       bounty-e2e [--repo DIR] [--bin-dir DIR] [--work-dir DIR] chaos --seed S [--bounties N] \
          [--faults F] [--chaos-cycles C] [--soak K] [--runner feed|serve|mixed] [--no-disk] [--no-clock] \
-         [--serve-no-pull] [--failing-rpc down|forbidden|rate-limited] [--liveness short-window|late-image [--first-seen-order]] [--allow-docker-restart] [--verbose] [--dry-run]"
+         [--serve-no-pull] [--failing-rpc down|forbidden|rate-limited] [--liveness short-window|late-image [--first-seen-order]] [--fleet N] [--allow-docker-restart] [--verbose] [--dry-run]"
     );
     ExitCode::from(2)
 }
@@ -102,6 +102,11 @@ fn main() -> ExitCode {
         // The schedules only: what a run of these seeds would inject (nothing is started).
         for i in 0..soak {
             let seed = opts.seed.wrapping_add(i);
+            if let Some(hosts) = opts.fleet {
+                let s = e2e::chaos::fleet::schedule(seed, hosts, e2e::chaos::fleet::FLEET_JOBS);
+                println!("{s}");
+                continue;
+            }
             let s = e2e::chaos::schedule::generate(seed, opts.bounties, opts.faults, opts.schedule);
             println!("{s}");
         }
@@ -186,6 +191,17 @@ fn chaos_arg(
             opts.liveness = Some(l);
         }
         "--first-seen-order" => opts.first_seen_order = true,
+        "--fleet" => {
+            let Some(n) = args.next().and_then(|v| v.parse::<usize>().ok()) else {
+                return Err("--fleet takes a number of hosts".into());
+            };
+            if !(3..=8).contains(&n) {
+                return Err(format!(
+                    "--fleet takes 3 to 8 hosts (one per fault and more), not {n}"
+                ));
+            }
+            opts.fleet = Some(n);
+        }
         "--verbose" => *verbose = true,
         "--dry-run" => opts.dry_run = true,
         "--allow-docker-restart" => opts.schedule.docker_restart = true,
@@ -217,6 +233,9 @@ fn run_chaos(
     soak: u64,
     verbose: bool,
 ) -> ExitCode {
+    if let Some(hosts) = opts.fleet {
+        return run_fleet(runtime, cfg, opts.seed, soak, hosts);
+    }
     let mut results = Vec::new();
     for i in 0..soak {
         let o = ChaosOptions {
@@ -256,6 +275,70 @@ fn run_chaos(
     let clean = results
         .iter()
         .all(|r| r.as_ref().is_ok_and(|r| r.violations.is_empty()));
+    if clean {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::FAILURE
+    }
+}
+
+/// The fleet lane (`--fleet N`) on `soak` seeds from `seed`: each run's schedule, faults and
+/// violations, then one line per seed. Exit 0 only when every invariant held in every run.
+fn run_fleet(
+    runtime: &tokio::runtime::Runtime,
+    cfg: &E2eConfig,
+    seed: u64,
+    soak: u64,
+    hosts: usize,
+) -> ExitCode {
+    let mut lines = Vec::new();
+    let mut clean = true;
+    for i in 0..soak {
+        let seed = seed.wrapping_add(i);
+        println!("==> chaos fleet seed {seed} ({}/{soak})", i + 1);
+        match runtime.block_on(e2e::chaos::fleet::run(cfg, seed, hosts)) {
+            Ok(r) => {
+                let fired = r.fired.iter().filter(|(_, f, _)| *f).count();
+                if r.violations.is_empty() {
+                    println!(
+                        "    ok: {fired}/{} faults fired, {} runs for {} jobs, {:.0}s",
+                        r.fired.len(),
+                        r.runs,
+                        r.schedule.job_secs.len(),
+                        r.elapsed.as_secs_f64()
+                    );
+                } else {
+                    clean = false;
+                    println!("{}", r.report());
+                }
+                let names: Vec<&str> = r.violations.iter().map(|v| v.invariant).collect();
+                lines.push(format!(
+                    "| {seed} | {fired}/{} | {} | {} | {:.0} |",
+                    r.fired.len(),
+                    r.runs,
+                    if names.is_empty() {
+                        "-".to_owned()
+                    } else {
+                        names.join(", ")
+                    },
+                    r.elapsed.as_secs_f64()
+                ));
+            }
+            Err(e) => {
+                clean = false;
+                println!(
+                    "    driver error (seed {seed}): {e}\n    replay: target/debug/bounty-e2e chaos --seed {seed} --fleet {hosts}"
+                );
+                lines.push(format!("| {seed} | - | - | driver error: {e} | - |"));
+            }
+        }
+    }
+    println!(
+        "\n==> chaos fleet summary\n| seed | faults fired | runs | violations | seconds |\n|---:|---:|---:|---|---:|"
+    );
+    for l in lines {
+        println!("{l}");
+    }
     if clean {
         ExitCode::SUCCESS
     } else {

@@ -296,15 +296,7 @@ fn block_on(
 /// `cli_support::error_json`); returns `code`.
 fn json_error(json: bool, code: Exit, message: &str) -> Exit {
     if json {
-        let name = match code {
-            Exit::Success => "success",
-            Exit::Internal => "internal",
-            Exit::Usage => "usage",
-            Exit::NotSettled => "not_settled",
-            Exit::InvalidInput => "invalid_input",
-            Exit::Unavailable => "unavailable",
-            Exit::Config => "config",
-        };
+        let name = code.name(cli_support::exit::Binary::Keeper);
         cli_support::print_error_json(name, code.code(), message);
     }
     code

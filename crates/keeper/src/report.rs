@@ -41,7 +41,7 @@ impl JobStatus {
     pub const fn exit_code(self) -> ExitCode {
         match self {
             Self::Paid | Self::Rejected | Self::Done => ExitCode::Success,
-            Self::Reverted | Self::Pending | Self::Refused => ExitCode::NotSettled,
+            Self::Reverted | Self::Pending | Self::Refused => ExitCode::NotDone,
             Self::Invalid => ExitCode::InvalidInput,
             Self::Unavailable => ExitCode::Unavailable,
             Self::Internal => ExitCode::Internal,
@@ -145,7 +145,7 @@ impl Report {
         let mut code = ExitCode::Success;
         for j in &jobs {
             *counts.entry(j.status).or_insert(0) += 1;
-            code = code.worst(j.status.exit_code());
+            code = crate::exit::worst(code, j.status.exit_code());
         }
         Self {
             schema_version: REPORT_SCHEMA,

@@ -112,7 +112,7 @@ pub fn status(dir: &Path, now: u64) -> Result<StatusReport, RecordError> {
     let exit_code = if !unreadable.is_empty() {
         ExitCode::InvalidInput
     } else if !open.is_empty() {
-        ExitCode::NotSettled
+        ExitCode::NotDone
     } else {
         ExitCode::Success
     };

@@ -502,11 +502,8 @@ async fn sign_counted(args: &SignArgs, tally: &mut metrics::Tally) -> ExitCode {
 /// `cli_support::error_json`); returns `code`.
 pub fn json_error(json: bool, code: ExitCode, message: &str) -> ExitCode {
     if json {
-        let name = serde_json::to_value(code)
-            .ok()
-            .and_then(|v| v.as_str().map(str::to_owned))
-            .unwrap_or_default();
-        cli_support::print_error_json(&name, code.code(), message);
+        let name = code.name(cli_support::exit::Binary::Signer);
+        cli_support::print_error_json(name, code.code(), message);
     }
     code
 }
@@ -636,7 +633,7 @@ pub fn run_agree(args: &AgreeArgs) -> ExitCode {
             if report.agrees {
                 ExitCode::Success
             } else {
-                ExitCode::Disagrees
+                ExitCode::Differs
             }
         }
         Err(e) => {

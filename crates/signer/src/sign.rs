@@ -300,7 +300,7 @@ impl RunReport {
         } else if self.unavailable > 0 {
             ExitCode::Unavailable
         } else if self.refused > 0 {
-            ExitCode::Refused
+            ExitCode::NotDone
         } else {
             ExitCode::Success
         }

@@ -312,7 +312,7 @@ fn assert_refused(report: &RunReport, code: &str) {
     assert_eq!(c.status, CandidateStatus::Refused, "{report:?}");
     assert_eq!(c.code, Some(code), "{}", report.summary());
     assert_eq!(report.signed, 0);
-    assert_eq!(report.exit_code(), ExitCode::Refused);
+    assert_eq!(report.exit_code(), ExitCode::NotDone);
 }
 
 // ---------- cases ----------
@@ -871,7 +871,7 @@ async fn one_bad_candidate_does_not_block_the_others() {
     assert_eq!(report.refused, 1);
     assert_eq!(report.candidates[0].code, Some("outcome_invalid"));
     assert_eq!(report.candidates[1].status, CandidateStatus::Signed);
-    assert_eq!(report.exit_code(), ExitCode::Refused);
+    assert_eq!(report.exit_code(), ExitCode::NotDone);
 }
 
 #[tokio::test]

@@ -95,6 +95,23 @@ impl Candidate {
             evidence,
         }
     }
+    /// The candidate of a run of `job` that produced `outcome`, built from the typed parts at
+    /// the file boundary: the job exactly as fetched (its raw form, which every hash was
+    /// computed over), the outcome as it serialises, and the evidence record's JSON.
+    pub fn of_run(
+        job: &ValidatedJob,
+        outcome: &crate::receipt::Outcome,
+        runner_revision: &str,
+        evidence: Option<Value>,
+    ) -> Result<Self, serde_json::Error> {
+        Ok(Self::new(
+            job.raw().clone(),
+            serde_json::to_value(outcome)?,
+            runner_revision.to_owned(),
+            evidence,
+        ))
+    }
+
     /// Parses strictly and checks the schema.
     pub fn from_value(v: &Value) -> Result<Self, ArtifactError> {
         let c = Self::deserialize(v).map_err(|e| malformed(&e))?;
@@ -507,6 +524,33 @@ mod tests {
                 "{bad}"
             );
         }
+    }
+
+    /// A candidate built from a validated job and its typed outcome reads back as that job
+    /// (the raw form, hashes unchanged) and an outcome that validates to the same one.
+    #[test]
+    fn a_candidate_of_a_run_reads_back_as_its_job_and_outcome() {
+        use crate::fixtures::{NOW, valid_job};
+        let job = crate::job::validate_job(&valid_job(), NOW).unwrap();
+        let facts = crate::ExecutionFacts {
+            exit_code: 1,
+            stdout_sha256: crate::Sha256Digest::from_bytes([1; 32]),
+            stderr_sha256: crate::Sha256Digest::from_bytes([2; 32]),
+            stdout_bytes: 3,
+            stderr_bytes: 0,
+        };
+        let outcome = crate::Outcome::for_job(&job, facts);
+        let c = Candidate::of_run(&job, &outcome, "local", Some(json!({"k": 1}))).unwrap();
+        let back = Candidate::from_value(&serde_json::to_value(&c).unwrap()).unwrap();
+        assert_eq!(&back.job, job.raw());
+        assert_eq!(
+            crate::validate_outcome(&back.outcome, &job)
+                .unwrap()
+                .into_inner(),
+            outcome
+        );
+        assert_eq!(back.evidence, Some(json!({"k": 1})));
+        assert_eq!(back.runner_revision, "local");
     }
 
     #[test]

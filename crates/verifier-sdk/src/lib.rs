@@ -141,7 +141,7 @@ pub use digest::{DigestError, DirectoryHasher, Snapshot, TreeLimits, digest_dire
 pub use evidence::{EvidenceRecord, RequestFacts, StreamEvidence};
 pub use job::{
     BenchmarkSource, CommitId, GithubRepo, JobError, Network, OtherVerificationMode, RelativeDir,
-    SourceRef, ValidatedJob, other_verification_mode, validate_job,
+    SourceRef, TermsCommitment, ValidatedJob, other_verification_mode, validate_job,
 };
 pub use manifest::{ManifestError, RunnerManifest, command_hash, runner_manifest_hash};
 pub use profile::{ContainerProfile, ProfileInputs, check_recorded_profile, expected_profile};

@@ -316,13 +316,27 @@ impl ValidatedOutcome {
     }
 }
 
-/// Parses `outcome` strictly and re-derives every field that the job determines.
+/// Parses `outcome` strictly and re-derives every field that the job determines: for bytes
+/// read from outside the process (a candidate, a cache entry). An outcome this process holds
+/// typed is checked with [`Outcome::check_for`], without a detour through JSON.
 pub fn validate_outcome(
     outcome: &Value,
     job: &ValidatedJob,
 ) -> Result<ValidatedOutcome, OutcomeError> {
-    let parsed = Outcome::deserialize(outcome)
-        .map_err(|e| OutcomeError::Malformed(e.to_string().chars().take(512).collect()))?;
+    Outcome::deserialize(outcome)
+        .map_err(|e| OutcomeError::Malformed(e.to_string().chars().take(512).collect()))?
+        .check_for(job)
+}
+
+impl Outcome {
+    /// Re-derives every field that `job` determines (scope, manifest, command, digests,
+    /// image, isolation, verdict, response hash), as [`validate_outcome`] does after parsing.
+    pub fn check_for(self, job: &ValidatedJob) -> Result<ValidatedOutcome, OutcomeError> {
+        check_outcome(self, job)
+    }
+}
+
+fn check_outcome(parsed: Outcome, job: &ValidatedJob) -> Result<ValidatedOutcome, OutcomeError> {
     let r = &parsed.receipt;
     let manifest = job.manifest();
     if r.schema_version != RECEIPT_SCHEMA_VERSION {

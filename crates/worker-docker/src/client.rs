@@ -17,13 +17,13 @@ use bollard::query_parameters::{
     StatsOptionsBuilder, WaitContainerOptionsBuilder,
 };
 use futures_util::StreamExt;
+use worker_sandbox::SandboxError;
 use worker_sandbox::engine::{
-    Answers, CallError, ContainerEngine, ContainerState, ContainerSummary, CreateRequest, Event,
-    FreeSpace, ImageInspected, ImageSummary, Inspected, Output, PathStat, StatsSample,
+    Answers, CallError, CgroupLayout, ContainerEngine, ContainerState, ContainerSummary,
+    CreateRequest, EngineError, Event, FreeSpace, HostResources, ImageInspected, ImageSummary,
+    Inspected, OciRuntime, Output, PathStat, StatsSample,
 };
-use worker_sandbox::evidence::EngineFacts;
-use worker_sandbox::lifecycle::OciRuntime;
-use worker_sandbox::{EngineError, HostResources, SandboxError};
+use worker_sandbox::evidence::{DOCKER_EXECUTOR, EngineFacts};
 
 use crate::profile;
 
@@ -89,6 +89,14 @@ fn event(message: EventMessage) -> Event {
 }
 
 impl ContainerEngine for DockerEngine {
+    fn executor(&self) -> &'static str {
+        DOCKER_EXECUTOR
+    }
+
+    fn cgroup_layout(&self, facts: &EngineFacts) -> CgroupLayout {
+        crate::cgroups::layout(facts)
+    }
+
     async fn engine_facts(&self) -> Result<EngineFacts, CallError> {
         // Two independent questions: asked at once they cost one round trip, not two (about
         // 7 ms each on an idle engine, on every run). Any failure here is the engine not being

@@ -45,27 +45,27 @@ impl DockerExecutor {
             },
             Lifecycle::connect_owned_by(engine, oci_runtime, owner::current())
         )?;
-        lifecycle.client_mut().0 = negotiated;
+        lifecycle.engine_mut().0 = negotiated;
         // `worker doctor`'s facts, once per process, into every run's evidence.
         let host = crate::host_facts::gather(
             crate::doctor::answers(&version, &info),
             lifecycle.oci_runtime(),
         );
-        lifecycle.engine_mut().host = Some(host);
+        lifecycle.facts_mut().host = Some(host);
         Ok(Self(lifecycle))
     }
 
     /// Sets the per-request timeout of the engine client (default two minutes). Runs longer than
     /// it are unaffected: waits and output streams are long-lived by design.
     pub fn with_request_timeout(mut self, timeout: Duration) -> Self {
-        let client = self.0.client_mut();
+        let client = self.0.engine_mut();
         client.0 = client.0.clone().with_timeout(timeout);
         self
     }
 
     /// The underlying client, for callers that need read-only engine queries (tests).
     pub fn client(&self) -> &Docker {
-        &self.0.client().0
+        &self.0.engine().0
     }
 
     /// The run lifecycle this executor drives.

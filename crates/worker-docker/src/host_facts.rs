@@ -8,7 +8,7 @@ use std::collections::BTreeMap;
 
 use verifier_sdk::engine_host::{DoctorStatus, EngineHostFacts, HostRuntime};
 use worker_doctor::{CgroupLayout, EngineFacts, Facts, HostFacts, Status};
-use worker_sandbox::lifecycle::OciRuntime;
+use worker_sandbox::engine::OciRuntime;
 
 /// The doctor's checks that are about the staging root, not the engine or host: the executor
 /// is not given one, so the line would only say so.

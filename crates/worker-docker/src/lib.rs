@@ -2,7 +2,7 @@
 //! workspace that names the engine client (`bollard`; never the `docker` CLI). [`client`]
 //! implements the lifecycle's engine calls and converts bollard's types to the sandbox's and
 //! back, `profile` builds the create request and reads the profile back, `runtime` reads the
-//! OCI runtime's registration, `endpoint` explains an engine that does not answer, `doctor`
+//! OCI runtime's registration, `cgroups` says where dockerd puts a container's cgroup, `endpoint` explains an engine that does not answer, `doctor`
 //! reads what `worker doctor` examines, and [`DockerExecutor`] connects and hands the engine to
 //! the run lifecycle, which lives in `worker-sandbox` ([`worker_sandbox::lifecycle`]).
 //!
@@ -11,6 +11,7 @@
 
 use worker_sandbox::SandboxError;
 
+mod cgroups;
 pub mod client;
 pub mod doctor;
 pub mod endpoint;

@@ -1,13 +1,14 @@
 //! The OCI runtime containers are created under (issue #28): the operator's `--oci-runtime`,
 //! looked up in the engine's registered runtimes when the executor connects
-//! ([`OciRuntime`] and its refusal are the lifecycle's, in `worker-sandbox`).
+//! ([`OciRuntime`] is the engine seam's type and its refusal the lifecycle's, in
+//! `worker-sandbox`).
 
 use std::collections::HashMap;
 use std::time::Duration;
 
 use bollard::models::{Commit, Runtime};
 use verifier_sdk::oci_runtime::{OciRuntimeFacts, RUNC};
-pub use worker_sandbox::lifecycle::OciRuntime;
+pub use worker_sandbox::engine::OciRuntime;
 
 /// How long `<runtime> --version` may take.
 const VERSION_TIMEOUT: Duration = Duration::from_secs(10);

@@ -11,8 +11,7 @@ use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
-use sha2::{Digest, Sha256};
-use verifier_sdk::{Outcome, Sha256Digest, Verdict, canonical_json};
+use verifier_sdk::{Outcome, Sha256Digest, Verdict};
 
 /// `_type` of an in-toto Statement v1.
 pub const STATEMENT_TYPE: &str = "https://in-toto.io/Statement/v1";
@@ -100,11 +99,11 @@ pub struct EvidenceAddress {
 }
 
 impl EvidenceAddress {
-    /// The address of `evidence` as carried inside `container` (a file holding it).
-    pub fn of_record(evidence: &Value, container: &str) -> Self {
-        let bytes = canonical_json(evidence).into_bytes();
+    /// The address of the record whose store digest is `digest`, as carried inside
+    /// `container` (a file holding it).
+    pub fn inside(digest: Sha256Digest, container: &str) -> Self {
         Self {
-            digest: Sha256Digest::from_bytes(Sha256::digest(&bytes).into()),
+            digest,
             uri: container.to_owned(),
         }
     }
@@ -287,7 +286,10 @@ mod tests {
     #[test]
     fn statement_names_subjects_result_configuration_and_evidence() {
         let (job_id, outcome) = sample_outcome(1);
-        let evidence = EvidenceAddress::of_record(&serde_json::json!({"a": 1}), "candidate-x.json");
+        let evidence = EvidenceAddress::inside(
+            crate::run::evidence_address(&serde_json::json!({"a": 1})),
+            "candidate-x.json",
+        );
         let s = test_result_statement(&job_id, &outcome, &evidence, None);
         let v = serde_json::to_value(&s).unwrap();
         assert_eq!(v["_type"], STATEMENT_TYPE);
@@ -330,7 +332,10 @@ mod tests {
     #[test]
     fn statement_names_the_worker_binary_that_ran() {
         let (job_id, outcome) = sample_outcome(1);
-        let evidence = EvidenceAddress::of_record(&serde_json::json!({"a": 1}), "candidate-x.json");
+        let evidence = EvidenceAddress::inside(
+            crate::run::evidence_address(&serde_json::json!({"a": 1})),
+            "candidate-x.json",
+        );
         // nextest runs each test in its own process, so this process-wide record is this
         // test's alone.
         verifier_sdk::build::record_binary_digest(|| Some(Sha256Digest::from_bytes([0xab; 32])));
@@ -351,7 +356,10 @@ mod tests {
     #[test]
     fn statement_lists_the_tests_the_run_printed_instead_of_the_job_id() {
         let (job_id, outcome) = sample_outcome(1);
-        let evidence = EvidenceAddress::of_record(&serde_json::json!({"a": 1}), "candidate-x.json");
+        let evidence = EvidenceAddress::inside(
+            crate::run::evidence_address(&serde_json::json!({"a": 1})),
+            "candidate-x.json",
+        );
         let tests = test_outcomes::parse(
             b"test_a (m.C.test_a) ... ok\ntest_b (m.C.test_b) ... FAIL\ntest_c (m.C.test_c) ... ERROR\n",
             b"",

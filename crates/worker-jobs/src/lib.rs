@@ -8,6 +8,7 @@
 //! It does not pick or name a container engine (it holds a `worker_sandbox::Executor`), does
 //! not parse a command line and names no exit code: the binary maps its typed results.
 
+mod evidence_count;
 pub mod feed;
 pub mod intoto;
 pub mod preflight;

@@ -16,12 +16,11 @@ use std::path::{Path, PathBuf};
 use serde::Serialize;
 use serde_json::Value;
 use verifier_sdk::{
-    Bytes32, Candidate, Sha256Digest, TreeLimits, ValidatedJob, Verdict, digest_directory,
-    sha256_json, sha256_utf8,
+    Bytes32, Sha256Digest, TreeLimits, ValidatedJob, Verdict, digest_directory, sha256_json,
+    sha256_utf8,
 };
 
 use crate::feed::{FeedConfig, JobExecutor, JobRow, JobRunner, JobStatus};
-use crate::reproduce::MAX_CANDIDATE_BYTES;
 
 /// `schema_version` of the `--json` report.
 pub const PREFLIGHT_SCHEMA_VERSION: &str = "agent-bounties/regression-preflight-v1";
@@ -235,18 +234,23 @@ pub async fn preflight(
         }
     };
     let (_, job) = submission_job(raw_job, artifact_reference, digest)?;
-    let row = runner.run(&job, &scratch("run")).await.row;
+    let run = runner.run(&job, &scratch("run")).await;
+    let row = run.row();
     match row.status {
         JobStatus::CompletedPassed | JobStatus::CompletedFailed => {
             let file = row
                 .candidate_file
                 .map(|f| config.out_dir.join(f))
                 .ok_or_else(|| PreflightError::Output("no candidate file".into()))?;
-            let (verdict, response_hash) = read_outcome(&file)?;
+            // The run's own verdict, as its candidate holds it: not read back from the file.
+            let outcome = run
+                .verdict
+                .ok_or_else(|| PreflightError::Output("a candidate without its verdict".into()))?
+                .outcome;
             Ok(report(
                 Answer::Verdict {
-                    verdict,
-                    response_hash,
+                    verdict: outcome.verdict,
+                    response_hash: outcome.response_hash,
                 },
                 Some(digest),
                 Some(file),
@@ -277,18 +281,6 @@ fn stopped(row: JobRow) -> Result<Answer, PreflightError> {
             })
         }
     }
-}
-
-fn read_outcome(path: &Path) -> Result<(Verdict, Bytes32), PreflightError> {
-    let bytes = artifact_fs::read_bounded(path, MAX_CANDIDATE_BYTES)
-        .map_err(|e| PreflightError::Output(e.to_string()))?;
-    let value: Value =
-        serde_json::from_slice(&bytes).map_err(|e| PreflightError::Output(e.to_string()))?;
-    let candidate =
-        Candidate::from_value(&value).map_err(|e| PreflightError::Output(e.to_string()))?;
-    let outcome: verifier_sdk::Outcome = serde_json::from_value(candidate.outcome)
-        .map_err(|e| PreflightError::Output(e.to_string()))?;
-    Ok((outcome.verdict, outcome.response_hash))
 }
 
 fn remove(dir: &Path) {

@@ -20,7 +20,7 @@ use verifier_sdk::{
     OutputDifference, ParsedCandidate, ValidatedJob, Verdict, compare_for_job,
 };
 
-use crate::feed::{FeedConfig, JobExecutor, JobRunner, JobStatus};
+use crate::feed::{FeedConfig, JobExecutor, JobRunner, JobStatus, RunVerdict};
 
 /// `schema_version` of the `--json` report.
 pub const REPRODUCE_SCHEMA_VERSION: &str = "agent-bounties/regression-reproduction-v1";
@@ -355,13 +355,18 @@ pub async fn reproduce(
         config.now_unix()
     ));
     let runner = JobRunner::new(config, client, executor);
-    let row = runner.run(job, &job_dir).await.row;
+    let run = runner.run(job, &job_dir).await;
+    let row = run.row();
     let own = match row.status {
         JobStatus::CompletedPassed | JobStatus::CompletedFailed => {
             let file = row
                 .candidate_file
+                .as_ref()
                 .ok_or_else(|| ReproduceError::Output("no candidate file".into()))?;
-            Some(read_own(&config.out_dir.join(file))?)
+            let verdict = run
+                .verdict
+                .ok_or_else(|| ReproduceError::Output("a candidate without its verdict".into()))?;
+            Some(OwnRun::of(verdict, config.out_dir.join(file))?)
         }
         // The trees the public archives give are not the ones the job commits to (a
         // tampered, deleted or force-pushed repository): the same public data gives the same
@@ -442,24 +447,20 @@ fn describe_reference(reference: &Reference) -> (&'static str, Option<Verdict>, 
     }
 }
 
-fn read_own(path: &Path) -> Result<OwnRun, ReproduceError> {
-    let bytes = artifact_fs::read_bounded(path, MAX_CANDIDATE_BYTES)
-        .map_err(|e| ReproduceError::Output(e.to_string()))?;
-    let value: Value =
-        serde_json::from_slice(&bytes).map_err(|e| ReproduceError::Output(e.to_string()))?;
-    let candidate =
-        Candidate::from_value(&value).map_err(|e| ReproduceError::Output(e.to_string()))?;
-    let outcome: verifier_sdk::Outcome = serde_json::from_value(candidate.outcome.clone())
-        .map_err(|e| ReproduceError::Output(e.to_string()))?;
-    Ok(OwnRun {
-        verdict: outcome.verdict,
-        response_hash: outcome.response_hash,
-        outcome: candidate.outcome,
-        evidence: candidate
-            .evidence
-            .and_then(|e| serde_json::from_value(e).ok()),
-        path: path.to_owned(),
-    })
+impl OwnRun {
+    /// This process's run as its candidate holds it, from memory: the file it just wrote is
+    /// not read back.
+    fn of(verdict: RunVerdict, path: PathBuf) -> Result<Self, ReproduceError> {
+        let outcome = serde_json::to_value(&verdict.outcome)
+            .map_err(|e| ReproduceError::Output(e.to_string()))?;
+        Ok(Self {
+            verdict: verdict.outcome.verdict,
+            response_hash: verdict.outcome.response_hash,
+            outcome,
+            evidence: verdict.evidence,
+            path,
+        })
+    }
 }
 
 fn verdict_of(passed: bool) -> Verdict {

@@ -6,7 +6,6 @@
 //! run into a receipt and response hash. Rehearsal uses [`execute_manifest`] without a job.
 
 use std::path::{Path, PathBuf};
-use std::time::Duration;
 
 use sha2::{Digest, Sha256};
 use verifier_sdk::{
@@ -177,8 +176,10 @@ fn run_id(seed: &str) -> String {
     hex::encode(h.finalize()).chars().take(24).collect()
 }
 
-/// The container spec a manifest asks for, on the given staged trees. Pure: `worker plan`
-/// prints it, and the executor runs it.
+/// The container spec a manifest asks for, on the given staged trees: its image and the
+/// request the sdk records for it ([`verifier_sdk::expected_request`], the same facts the
+/// signer's re-check expects in the evidence), not the manifest's fields copied one by one.
+/// Pure: `worker plan` prints it, and the executor runs it.
 pub fn spec_for(
     manifest: &RunnerManifest,
     source_dir: PathBuf,
@@ -186,22 +187,13 @@ pub fn spec_for(
     run_id: String,
     pull: bool,
 ) -> SandboxSpec {
-    SandboxSpec {
+    SandboxSpec::for_request(
         run_id,
-        image: manifest.image().to_owned(),
-        platform: manifest.platform().to_owned(),
-        argv: manifest.command().to_vec(),
-        source_dir,
-        benchmark_dir,
-        timeout: Duration::from_secs(manifest.timeout_seconds()),
-        cpu_millis: manifest.cpu_millis(),
-        memory_bytes: manifest.memory_bytes(),
-        pids_limit: manifest.pids_limit(),
-        max_output_bytes: manifest.max_output_bytes(),
-        tmpfs_bytes: manifest.tmpfs_bytes(),
-        test_seed: manifest.test_seed(),
+        manifest.image().to_owned(),
+        verifier_sdk::expected_request(manifest),
+        (source_dir, benchmark_dir),
         pull,
-    }
+    )
 }
 
 /// Runs `manifest` on the staged source `source` and the manifest's benchmark. Missing or
@@ -295,24 +287,84 @@ pub async fn run_job(
     Ok(execution.map(|e| outcome_for_job(job, e)))
 }
 
-/// The store address of an evidence record: SHA-256 of its canonical JSON, the name
-/// [`write_evidence`] gives its file and the ledger records for a run.
-pub fn evidence_address(evidence: &serde_json::Value) -> Sha256Digest {
-    Sha256Digest::from_bytes(Sha256::digest(canonical_json(evidence).as_bytes()).into())
+/// An evidence record with its canonical JSON and content address, computed once when the
+/// record is final (its `response_hash` filled in): the store file holds these bytes, a
+/// candidate and the result cache carry this JSON, and the ledger, the in-toto statement and
+/// `--in-toto` name this digest, so nothing downstream serialises or hashes the record again.
+#[derive(Debug, Clone)]
+pub struct SealedEvidence {
+    record: EvidenceRecord,
+    json: serde_json::Value,
+    bytes: Vec<u8>,
+    digest: Sha256Digest,
 }
 
-/// Writes `evidence` content-addressed under `<root>/evidence/sha256/<hex>.json` (the hex is
-/// SHA-256 of its canonical JSON) and returns the path. Written to a temporary file and
-/// renamed, so a reader never sees half a record.
+impl SealedEvidence {
+    /// Serialises `record` once and hashes its canonical JSON once.
+    pub fn seal(record: EvidenceRecord) -> Result<Self, serde_json::Error> {
+        let json = serde_json::to_value(&record)?;
+        crate::evidence_count::serialised();
+        let (bytes, digest) = canonical_address(&json);
+        Ok(Self {
+            record,
+            json,
+            bytes,
+            digest,
+        })
+    }
+
+    /// The typed record.
+    pub fn record(&self) -> &EvidenceRecord {
+        &self.record
+    }
+
+    /// The record as JSON, as a candidate and the cache carry it.
+    pub fn json(&self) -> &serde_json::Value {
+        &self.json
+    }
+
+    /// The canonical JSON bytes: the content of its store file and of an `--evidence` copy.
+    pub fn bytes(&self) -> &[u8] {
+        &self.bytes
+    }
+
+    /// SHA-256 of [`Self::bytes`]: its store address.
+    pub fn digest(&self) -> Sha256Digest {
+        self.digest
+    }
+
+    /// Writes the record content-addressed under `<root>/evidence/sha256/<hex>.json` and
+    /// returns the path. Written to a temporary file and renamed, so a reader never sees half
+    /// a record.
+    pub fn write(&self, root: &Path) -> std::io::Result<PathBuf> {
+        let dir = root.join("evidence").join("sha256");
+        std::fs::create_dir_all(&dir)?;
+        let target = dir.join(format!("{}.json", self.digest.hex()));
+        artifact_fs::write_atomic(&target, &self.bytes)?;
+        Ok(target)
+    }
+}
+
+/// The canonical JSON of an evidence record and its SHA-256: the one place a record is hashed.
+fn canonical_address(evidence: &serde_json::Value) -> (Vec<u8>, Sha256Digest) {
+    let bytes = canonical_json(evidence).into_bytes();
+    crate::evidence_count::hashed();
+    let digest = Sha256Digest::from_bytes(Sha256::digest(&bytes).into());
+    (bytes, digest)
+}
+
+/// The store address of an evidence record read back as JSON from outside this run (a cached
+/// verdict's): SHA-256 of its canonical JSON, as [`SealedEvidence::digest`] is of a fresh one.
+pub fn evidence_address(evidence: &serde_json::Value) -> Sha256Digest {
+    canonical_address(evidence).1
+}
+
+/// Seals `evidence` and writes it (see [`SealedEvidence::write`]); for callers that need only
+/// the path (rehearsal).
 pub fn write_evidence(root: &Path, evidence: &EvidenceRecord) -> std::io::Result<PathBuf> {
-    let value = serde_json::to_value(evidence).map_err(std::io::Error::other)?;
-    let bytes = canonical_json(&value).into_bytes();
-    let hex = hex::encode(Sha256::digest(&bytes));
-    let dir = root.join("evidence").join("sha256");
-    std::fs::create_dir_all(&dir)?;
-    let target = dir.join(format!("{hex}.json"));
-    artifact_fs::write_atomic(&target, &bytes)?;
-    Ok(target)
+    SealedEvidence::seal(evidence.clone())
+        .map_err(std::io::Error::other)?
+        .write(root)
 }
 
 #[cfg(test)]
@@ -320,6 +372,23 @@ mod tests {
     use super::*;
     use verifier_sdk::fixtures::{NOW, completed_run, valid_job};
     use verifier_sdk::validate_job;
+
+    /// The spec a job's run asks for is the request the signer's re-check expects in its
+    /// evidence (`expected_request`), field for field, and the manifest's image and timeout.
+    #[test]
+    fn the_spec_of_a_manifest_asks_for_the_request_its_evidence_must_record() {
+        let job = validate_job(&valid_job(), NOW).unwrap();
+        let manifest = job.manifest();
+        let dir = std::env::temp_dir();
+        let spec = spec_for(manifest, dir.clone(), dir, "r".into(), false);
+        assert_eq!(spec.request(), verifier_sdk::expected_request(manifest));
+        assert_eq!(
+            spec.timeout,
+            std::time::Duration::from_secs(manifest.timeout_seconds())
+        );
+        assert_eq!(spec.image, manifest.image());
+        assert_eq!(spec.argv, manifest.command());
+    }
 
     /// A failed run whose output claims every test passed: the per-test section goes into the
     /// evidence, and the response hash (and the verdict) are those of the run without it.

@@ -53,53 +53,28 @@ pub use shadow::{Shadow, ShadowFile};
 pub use solver_tests::SolverTests;
 
 use super::culprit::{CULPRIT_BUDGET, Culprit, Search};
-use super::exec::{Prepared, RunName, RunResult, Runs, one_run};
+use super::exec::{Prepared, RunResult, Runs, progress_words, run_once};
 use super::judgement::{NOT_JUDGED, judge};
 use super::references::{References, referenced_first, workspace_references};
+pub use super::stub_files::{SHADOW_FILES, exit_stub};
 use super::verdict::Verdict;
-pub use super::verdict::{EMPTY_TREE, EXIT_ON_LOAD, StubResult};
+pub use super::verdict::{
+    EMPTY_TREE, EXIT_ON_LOAD, EXIT_ON_LOAD_KEEP_TEXT, FAIL_ON_LOAD_KEEP_TEXT, REFERENCED_PROGRAMS,
+    StubResult,
+};
 use super::{RehearseError, RehearseOptions};
+use futures_util::StreamExt;
 use worker_sandbox::Executor;
-use worker_store::progress::NoProgress;
+use worker_store::progress::{NoProgress, NoSteps};
 use worker_store::stage::{StageKind, stage_tree, verify_staged};
 
-/// Name of the stub holding only the programs the benchmark names under `/workspace`.
-pub const REFERENCED_PROGRAMS: &str = "referenced_programs";
-/// Name of the stub whose code files exit 0 first and keep their text below.
-pub const EXIT_ON_LOAD_KEEP_TEXT: &str = "exit_on_load_keep_text";
-/// Name of the stub whose code files fail on load and keep their text: the shadows' base.
-pub const FAIL_ON_LOAD_KEEP_TEXT: &str = "fail_on_load_keep_text";
 /// Directories of other projects a tree carries (vendored crates, installed packages): kept
 /// as they are, since cargo checks a vendored crate's files against its checksums.
 const NOT_THE_SOLVERS: [&str; 2] = ["vendor", "node_modules"];
-/// Files that shadow a test runner's own modules when the source directory comes first on the
-/// import path (`python3 -m unittest` from `/workspace`) or is read at start-up.
-pub const SHADOW_FILES: [&str; 5] = [
-    "unittest.py",
-    "pytest.py",
-    "conftest.py",
-    "sitecustomize.py",
-    "usercustomize.py",
-];
-const PYTHON_EXIT: &str = "import os\nos._exit(0)\n";
 /// A shebang longer than this is not kept (the kernel reads far less).
 const MAX_SHEBANG_BYTES: usize = 4096;
 /// File names listed per stub in the human report; `--json` lists them all.
 const LISTED_FILES: usize = 3;
-
-/// The body that ends the process with status 0 as soon as a file of this language is loaded,
-/// chosen by the file's extension. `os._exit` and `exit!` skip every handler a test runner
-/// could use to notice; `process.exit` and `exit` are the strongest portable equivalents.
-pub fn exit_stub(rel_path: &str) -> Option<&'static str> {
-    let ext = Path::new(rel_path).extension()?.to_str()?;
-    Some(match ext {
-        "py" | "pyw" => PYTHON_EXIT,
-        "sh" | "bash" => "exit 0\n",
-        "js" | "mjs" | "cjs" | "jsx" | "ts" | "mts" | "cts" | "tsx" => "process.exit(0);\n",
-        "rb" => "exit!(0)\n",
-        _ => return None,
-    })
-}
 
 impl StubResult {
     fn ran(stub: StubTree, digest: Sha256Digest, run: RunResult, references: &References) -> Self {
@@ -294,14 +269,16 @@ fn root_error(path: &Path, detail: impl std::fmt::Display) -> RehearseError {
     }
 }
 
-/// Builds, stages and runs every stub, each once in a fresh container; `source` is the
-/// rehearsal's verdict on the source, which decides whether stubs that fail say anything.
+/// Builds, stages and runs every stub, each once in a fresh container, up to `parallel` at
+/// once; `source_verdict` is the rehearsal's verdict on the source, which decides whether stubs
+/// that fail say anything.
 pub(crate) async fn run_stubs(
     executor: &Executor,
     prepared: &Prepared,
     options: &RehearseOptions,
     runs: &mut Runs,
     source_verdict: Verdict,
+    parallel: std::num::NonZeroUsize,
 ) -> Result<Adversarial, RehearseError> {
     let root = &options.staging_root;
     let manifest = &prepared.manifest;
@@ -349,60 +326,15 @@ pub(crate) async fn run_stubs(
         references: &references,
     };
     let trees = plan(&built, work.path())?;
-
-    let mut stubs: Vec<StubResult> = Vec::new();
-    let mut culprit = None;
-    for (i, planned) in trees.into_iter().enumerate() {
-        let tree = match planned {
-            Planned::NotApplicable => {
-                stubs.push(not_applicable());
-                continue;
-            }
-            Planned::Shadow(tree)
-                if stubs
-                    .iter()
-                    .any(|s| s.name == FAIL_ON_LOAD_KEEP_TEXT && s.outcome == "bypassed") =>
-            {
-                stubs.push(skipped_shadow(tree));
-                continue;
-            }
-            Planned::Tree(tree) | Planned::Shadow(tree) => tree,
-        };
-        let staged = stage_tree(StageKind::Source, &tree.dir, root, limits, &mut NoProgress)
-            .map_err(|source| RehearseError::Stage {
-                what: "adversarial stub",
-                source,
-            })?;
-        let digest = staged.snapshot.digest;
-        let label = format!("rehearse-stub-{i}-{}", label_part(&tree.name));
-        let step = format!("stub {}", tree.name);
-        let name = RunName {
-            label: &label,
-            step: &step,
-            stub: true,
-        };
-        let run = one_run(executor, prepared, runs, digest, 1, name).await?;
-        let mut result = StubResult::ran(tree, digest, run, &references);
-        if result.name == EXIT_ON_LOAD && result.outcome == "bypassed" && result.replaced.len() > 1
-        {
-            let trials = Trials {
-                executor,
-                prepared,
-                root,
-                source: &source,
-                work: work.path(),
-                limits,
-            };
-            let found = find_culprit(&trials, runs, &result).await?;
-            // The files the pass hinges on head the stub's line.
-            let (first, rest): (Vec<String>, Vec<String>) = std::mem::take(&mut result.replaced)
-                .into_iter()
-                .partition(|f| found.files.contains(f));
-            result.replaced = first.into_iter().chain(rest).collect();
-            culprit = Some(found);
-        }
-        stubs.push(result);
-    }
+    let trials = Trials {
+        executor,
+        prepared,
+        root,
+        source: &source,
+        work: work.path(),
+        limits,
+    };
+    let (mut stubs, culprit) = run_waves(&trials, runs, &references, trees, parallel).await?;
     let (bypassable, not_judged) = judge(&stubs, source_verdict);
     if not_judged.is_some() {
         for stub in &mut stubs {
@@ -655,6 +587,170 @@ fn shadow_only(shadow: &Shadow, dest: &Path) -> Result<Option<StubTree>, Rehears
     }))
 }
 
+/// Stages and runs the planned stubs, up to `parallel` runs at once, each tree staged once
+/// and mounted read-only by its run; the results in the plan's order.
+async fn run_waves(
+    trials: &Trials<'_>,
+    runs: &mut Runs,
+    references: &References,
+    trees: Vec<Planned>,
+    parallel: std::num::NonZeroUsize,
+) -> Result<(Vec<StubResult>, Option<Culprit>), RehearseError> {
+    // A shadow runs only when `fail_on_load_keep_text`, planned before every shadow, did not
+    // pass: the stubs run in two waves, the trees before the first shadow, then the rest.
+    let first_shadow = trees
+        .iter()
+        .position(|p| matches!(p, Planned::Shadow(_)))
+        .unwrap_or(trees.len());
+    let mut first: Vec<(usize, Planned)> = trees.into_iter().enumerate().collect();
+    let second = first.split_off(first_shadow);
+
+    let mut stubs: Vec<StubResult> = Vec::new();
+    let mut culprit = None;
+    // The runs of a wave end in any order; their progress lines are written here, in the
+    // plan's order, as each run and every run before it has ended, so the lines (and the
+    // stubs' order in the report) are those of a sequential rehearsal.
+    let mut steps = std::mem::replace(&mut runs.steps, Box::new(NoSteps));
+    let waves = async {
+        for wave in [first, second] {
+            let mut jobs = Vec::new();
+            for (i, planned) in wave {
+                let tree = match planned {
+                    Planned::NotApplicable => {
+                        jobs.push(Job::Ready(not_applicable()));
+                        continue;
+                    }
+                    Planned::Shadow(tree)
+                        if stubs.iter().any(|s| {
+                            s.name == FAIL_ON_LOAD_KEEP_TEXT && s.outcome == "bypassed"
+                        }) =>
+                    {
+                        jobs.push(Job::Ready(skipped_shadow(tree)));
+                        continue;
+                    }
+                    Planned::Tree(tree) | Planned::Shadow(tree) => tree,
+                };
+                let staged = stage_tree(
+                    StageKind::Source,
+                    &tree.dir,
+                    trials.root,
+                    trials.limits,
+                    &mut NoProgress,
+                )
+                .map_err(|source| RehearseError::Stage {
+                    what: "adversarial stub",
+                    source,
+                })?;
+                let digest = staged.snapshot.digest;
+                jobs.push(Job::Run { i, tree, digest });
+            }
+            let shared: &Runs = runs;
+            // `buffered` yields in the order given whatever order the runs end in.
+            let mut done = futures_util::stream::iter(jobs)
+                .map(|job| stub_job(trials, shared, references, job))
+                .buffered(parallel.get());
+            let mut failed = None;
+            // Every run is awaited, even after an error, so no container is left to a
+            // dropped future; the first error in the plan's order is the one returned.
+            while let Some(finished) = done.next().await {
+                if failed.is_some() {
+                    continue;
+                }
+                for (step, words) in &finished.lines {
+                    steps.started(step);
+                    steps.finished(step, words);
+                }
+                match finished.result {
+                    Ok((result, found)) => {
+                        if found.is_some() {
+                            culprit = found;
+                        }
+                        stubs.push(result);
+                    }
+                    Err(error) => failed = Some(error),
+                }
+            }
+            if let Some(error) = failed {
+                return Err(error);
+            }
+        }
+        Ok::<(), RehearseError>(())
+    }
+    .await;
+    runs.steps = steps;
+    waves?;
+    Ok((stubs, culprit))
+}
+
+/// One stub of a wave: already decided, or a staged tree to run.
+enum Job {
+    Ready(StubResult),
+    Run {
+        i: usize,
+        tree: StubTree,
+        digest: Sha256Digest,
+    },
+}
+
+/// A stub's result (with `exit_on_load`'s culprit when one was bisected) and the progress
+/// lines its runs would have written, `(step, words)`, in the order they ran.
+struct Finished {
+    lines: Vec<(String, String)>,
+    result: Result<(StubResult, Option<Culprit>), RehearseError>,
+}
+
+/// Runs one stub; a passing `exit_on_load` that replaced more than one file is bisected here,
+/// trial after trial, while the other stubs of the wave run.
+async fn stub_job(trials: &Trials<'_>, runs: &Runs, references: &References, job: Job) -> Finished {
+    let (i, tree, digest) = match job {
+        Job::Ready(result) => {
+            return Finished {
+                lines: vec![],
+                result: Ok((result, None)),
+            };
+        }
+        Job::Run { i, tree, digest } => (i, tree, digest),
+    };
+    let label = format!("rehearse-stub-{i}-{}", label_part(&tree.name));
+    let step = format!("stub {}", tree.name);
+    let run = run_once(trials.executor, trials.prepared, runs, digest, 1, &label).await;
+    let mut lines = vec![(step, progress_words(true, &run))];
+    let run = match run {
+        Ok(run) => run,
+        Err(error) => {
+            return Finished {
+                lines,
+                result: Err(error),
+            };
+        }
+    };
+    let mut result = StubResult::ran(tree, digest, run, references);
+    let mut culprit = None;
+    if result.name == EXIT_ON_LOAD && result.outcome == "bypassed" && result.replaced.len() > 1 {
+        match find_culprit(trials, runs, &mut lines, &result).await {
+            Ok(found) => {
+                // The files the pass hinges on head the stub's line.
+                let (first, rest): (Vec<String>, Vec<String>) =
+                    std::mem::take(&mut result.replaced)
+                        .into_iter()
+                        .partition(|f| found.files.contains(f));
+                result.replaced = first.into_iter().chain(rest).collect();
+                culprit = Some(found);
+            }
+            Err(error) => {
+                return Finished {
+                    lines,
+                    result: Err(error),
+                };
+            }
+        }
+    }
+    Finished {
+        lines,
+        result: Ok((result, culprit)),
+    }
+}
+
 /// A shadow not run because its base, `fail_on_load_keep_text`, passed without it.
 fn skipped_shadow(tree: StubTree) -> StubResult {
     StubResult {
@@ -706,7 +802,8 @@ struct Trials<'a> {
 /// built, staged and run like a stub, at most [`CULPRIT_BUDGET`] of them.
 async fn find_culprit(
     trials: &Trials<'_>,
-    runs: &mut Runs,
+    runs: &Runs,
+    lines: &mut Vec<(String, String)>,
     stub: &StubResult,
 ) -> Result<Culprit, RehearseError> {
     let mut search = Search::new(
@@ -736,20 +833,17 @@ async fn find_culprit(
             1 => format!("culprit trial {k}: {} alone", printable(&subset[0])),
             n => format!("culprit trial {k}: {n} of {} files", stub.replaced.len()),
         };
-        let name = RunName {
-            label: &label,
-            step: &step,
-            stub: false,
-        };
-        let run = one_run(
+        let run = run_once(
             trials.executor,
             trials.prepared,
             runs,
             staged.snapshot.digest,
             1,
-            name,
+            &label,
         )
-        .await?;
+        .await;
+        lines.push((step, progress_words(false, &run)));
+        let run = run?;
         search.record(subset, run.explanation.status);
     }
     Ok(search.finish(EXIT_ON_LOAD))
@@ -940,6 +1034,7 @@ fn printable(text: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::stub_files::PYTHON_EXIT;
     use std::os::unix::fs::PermissionsExt;
 
     fn limits() -> TreeLimits {

@@ -131,28 +131,10 @@ impl StepSink for TaskSteps {
     }
 }
 
-/// What a run is called: `label` names its container and log files, `step` is what the progress
-/// line calls it, and `stub` marks a stub run, whose pass is shown as what it means,
-/// `BYPASSABLE`, and anything else as `held`.
-pub(crate) struct RunName<'a> {
-    pub(crate) label: &'a str,
-    pub(crate) step: &'a str,
-    pub(crate) stub: bool,
-}
-
-/// Runs `source` once in a fresh container.
-pub(crate) async fn one_run(
-    executor: &Executor,
-    prepared: &Prepared,
-    runs: &mut Runs,
-    source: Sha256Digest,
-    run: u32,
-    name: RunName<'_>,
-) -> Result<RunResult, RehearseError> {
-    let RunName { label, step, stub } = name;
-    runs.steps.started(step);
-    let result = run_once(executor, prepared, runs, source, run, label).await;
-    match &result {
+/// What a run's progress line says when it ends; for a stub (`stub`) a pass is shown as what
+/// it means, `BYPASSABLE`, and anything else as `held`.
+pub(crate) fn progress_words(stub: bool, result: &Result<RunResult, RehearseError>) -> String {
+    match result {
         Ok(done) => {
             let e = &done.explanation;
             let took = e
@@ -168,11 +150,10 @@ pub(crate) async fn one_run(
                 (true, _) => format!("held ({})", e.label()),
                 (false, _) => e.label(),
             };
-            runs.steps.finished(step, &format!("{words}{took}{hits}"));
+            format!("{words}{took}{hits}")
         }
-        Err(error) => runs.steps.finished(step, &format!("error: {error}")),
+        Err(error) => format!("error: {error}"),
     }
-    result
 }
 
 /// Runs `source` once in a fresh container, telling no one (the caller reports progress):

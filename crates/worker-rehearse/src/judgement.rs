@@ -8,9 +8,9 @@
 //! or verdict-less source leaves the benchmark *not judged*, with the reason and what to pass
 //! instead, never "held".
 
-use super::adversarial::{EXIT_ON_LOAD_KEEP_TEXT, FAIL_ON_LOAD_KEEP_TEXT, REFERENCED_PROGRAMS};
 use super::culprit::Culprit;
 use super::verdict::{EMPTY_TREE, EXIT_ON_LOAD, StubResult, Verdict};
+use super::verdict::{EXIT_ON_LOAD_KEEP_TEXT, FAIL_ON_LOAD_KEEP_TEXT, REFERENCED_PROGRAMS};
 
 /// Files named in one problem line; the stub's `added` lists them all.
 const LISTED: usize = 3;

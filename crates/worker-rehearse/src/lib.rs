@@ -46,6 +46,7 @@ pub mod revisions;
 pub mod run;
 pub mod sandbox_block;
 pub mod store_hint;
+pub mod stub_files;
 pub mod test_count;
 pub mod verdict;
 pub mod warnings;
@@ -62,7 +63,7 @@ pub use report::{
     Answer, Commitments, Discrimination, Report, RunResult, Stability, Verdict, answer,
     zero_tests_ran,
 };
-pub use run::{Prepared, prepare, rehearse};
+pub use run::{Prepared, prepare, rehearse, rehearse_at};
 
 /// Schema of the `--json` report; bump on any change of shape or meaning.
 pub const REHEARSAL_SCHEMA_VERSION: &str = "agent-bounties/regression-rehearsal-v1";

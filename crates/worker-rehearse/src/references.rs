@@ -34,7 +34,7 @@ use std::path::Path;
 
 use verifier_sdk::TreeLimits;
 
-use super::adversarial::{SHADOW_FILES, exit_stub};
+use super::stub_files::{SHADOW_FILES, exit_stub};
 
 /// Bytes read of each benchmark file; references past them are not seen.
 const MAX_READ_BYTES: u64 = 1 << 20;

@@ -1,6 +1,7 @@
 //! Reading the manifest, staging the trees (as their git revision's archive holds them when
 //! they live in a repository) and running the solution and base tree in fresh containers.
 
+use std::num::NonZeroUsize;
 use std::path::Path;
 
 use serde_json::Value;
@@ -8,14 +9,17 @@ use verifier_sdk::{RunnerManifest, runner_manifest_hash};
 
 use super::adversarial::run_stubs;
 pub use super::exec::Prepared;
-use super::exec::{RunName, Runs, one_run};
+use super::exec::{Runs, progress_words, run_once};
 use super::limits::{TreeFields, over_limit};
 use super::rehearsed::Rehearsed;
 use super::report::{Commitments, Report, assemble};
 use super::{MAX_MANIFEST_BYTES, MAX_REPEAT, PLACEHOLDER_DIGEST, RehearseError, RehearseOptions};
+use futures_util::StreamExt;
+use verifier_sdk::Sha256Digest;
 use worker_jobs::run::spec_for;
 use worker_sandbox::Executor;
 use worker_store::archive::ArchiveLimits;
+use worker_store::progress::NoSteps;
 use worker_store::stage::{StageKind, stage_tree};
 
 fn read_manifest(path: &Path) -> Result<Value, RehearseError> {
@@ -150,44 +154,65 @@ fn staging_label(what: &str) -> &'static str {
     }
 }
 
-/// Runs the solution (`--repeat` times) and the base tree on a prepared manifest and trees.
+/// Runs the solution (`--repeat` times) and the base tree on a prepared manifest and trees,
+/// up to `parallel` runs at once.
 pub(crate) async fn solution_runs(
     executor: &Executor,
     prepared: Prepared,
     options: &RehearseOptions,
     runs: &mut Runs,
+    parallel: NonZeroUsize,
 ) -> Result<Report, RehearseError> {
-    let mut results = Vec::new();
-    for run in 1..=options.repeat {
-        let label = format!("rehearse-{run}");
-        let step = format!("run {run}/{} of the solution", options.repeat);
-        let source = prepared.commit.source_snapshot_digest;
-        let name = RunName {
-            label: &label,
-            step: &step,
-            stub: false,
-        };
-        results.push(one_run(executor, &prepared, runs, source, run, name).await?);
-    }
+    let source = prepared.commit.source_snapshot_digest;
+    // (tree, run number, label, progress step), in the order a sequential rehearsal runs them.
+    let mut planned: Vec<(Sha256Digest, u32, String, String)> = (1..=options.repeat)
+        .map(|run| {
+            let step = format!("run {run}/{} of the solution", options.repeat);
+            (source, run, format!("rehearse-{run}"), step)
+        })
+        .collect();
     // A base that is the source's own tree is not run: the report names it (`same_tree`).
-    let base = match prepared.commit.base_snapshot_digest {
-        Some(digest) if digest != prepared.commit.source_snapshot_digest => Some(
-            one_run(
-                executor,
-                &prepared,
-                runs,
-                digest,
-                1,
-                RunName {
-                    label: "rehearse-base",
-                    step: "the base tree run",
-                    stub: false,
-                },
-            )
-            .await?,
-        ),
-        _ => None,
+    let base_runs = match prepared.commit.base_snapshot_digest {
+        Some(digest) if digest != source => {
+            let (label, step) = ("rehearse-base".into(), "the base tree run".into());
+            planned.push((digest, 1, label, step));
+            true
+        }
+        _ => false,
     };
+    // The runs end in any order; `buffered` yields them in the plan's order, and their progress
+    // lines are written here as each yields, so the lines are a sequential rehearsal's. Every
+    // run is awaited, even after an error, so no container is left to a dropped future.
+    let mut steps = std::mem::replace(&mut runs.steps, Box::new(NoSteps));
+    let mut results = Vec::with_capacity(planned.len());
+    let mut failed = None;
+    {
+        let shared: &Runs = runs;
+        let prepared = &prepared;
+        let mut done = futures_util::stream::iter(&planned)
+            .map(|(digest, run, label, _)| {
+                run_once(executor, prepared, shared, *digest, *run, label)
+            })
+            .buffered(parallel.get());
+        let mut plan = planned.iter();
+        while let Some(result) = done.next().await {
+            let step = plan.next().map_or("", |(_, _, _, step)| step.as_str());
+            if failed.is_some() {
+                continue;
+            }
+            steps.started(step);
+            steps.finished(step, &progress_words(false, &result));
+            match result {
+                Ok(run) => results.push(run),
+                Err(error) => failed = Some(error),
+            }
+        }
+    }
+    runs.steps = steps;
+    if let Some(error) = failed {
+        return Err(error);
+    }
+    let base = if base_runs { results.pop() } else { None };
     // Read back from each run's evidence record: the streams' hashes, lengths and tails.
     let evidence: Vec<_> = results
         .iter()
@@ -204,20 +229,40 @@ pub(crate) async fn solution_runs(
     Ok(report)
 }
 
-/// Runs the rehearsal, then, with `adversarial`, every stub.
+/// Runs the rehearsal, then, with `adversarial`, every stub, one run at a time.
 pub async fn rehearse(
     executor: &Executor,
     prepared: Prepared,
     options: &RehearseOptions,
     adversarial: bool,
 ) -> Result<Rehearsed, RehearseError> {
+    rehearse_at(executor, prepared, options, adversarial, NonZeroUsize::MIN).await
+}
+
+/// [`rehearse`] with up to `parallel` stub runs at once (the host's capacity, chosen by the
+/// caller as for `--mutants`); the report is the one `parallel = 1` gives.
+pub async fn rehearse_at(
+    executor: &Executor,
+    prepared: Prepared,
+    options: &RehearseOptions,
+    adversarial: bool,
+    parallel: NonZeroUsize,
+) -> Result<Rehearsed, RehearseError> {
     let mut runs = Runs::new(options);
     if !adversarial {
-        let report = solution_runs(executor, prepared, options, &mut runs).await?;
+        let report = solution_runs(executor, prepared, options, &mut runs, parallel).await?;
         return Ok(Rehearsed::new(report, None));
     }
-    let report = solution_runs(executor, prepared.clone(), options, &mut runs).await?;
-    let stubs = run_stubs(executor, &prepared, options, &mut runs, report.verdict).await?;
+    let report = solution_runs(executor, prepared.clone(), options, &mut runs, parallel).await?;
+    let stubs = run_stubs(
+        executor,
+        &prepared,
+        options,
+        &mut runs,
+        report.verdict,
+        parallel,
+    )
+    .await?;
     Ok(Rehearsed::new(report, Some(stubs)))
 }
 

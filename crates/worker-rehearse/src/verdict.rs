@@ -11,6 +11,12 @@ use verifier_sdk::Sha256Digest;
 pub const EXIT_ON_LOAD: &str = "exit_on_load";
 /// Name of the stub with no files.
 pub const EMPTY_TREE: &str = "empty_tree";
+/// Name of the stub holding only the programs the benchmark names under `/workspace`.
+pub const REFERENCED_PROGRAMS: &str = "referenced_programs";
+/// Name of the stub whose code files exit 0 first and keep their text below.
+pub const EXIT_ON_LOAD_KEEP_TEXT: &str = "exit_on_load_keep_text";
+/// Name of the stub whose code files fail on load and keep their text: the shadows' base.
+pub const FAIL_ON_LOAD_KEEP_TEXT: &str = "fail_on_load_keep_text";
 
 /// The rehearsal's verdict on the solution.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]

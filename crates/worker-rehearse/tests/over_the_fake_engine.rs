@@ -9,10 +9,10 @@ use std::path::Path;
 use verifier_sdk::fixtures::sample_manifest;
 use verifier_sdk::oci_runtime::RUNC;
 use worker_rehearse::verdict::Verdict;
-use worker_rehearse::{RehearseOptions, prepare, rehearse};
-use worker_sandbox::Executor;
+use worker_rehearse::{RehearseOptions, prepare, rehearse, rehearse_at};
 use worker_sandbox::lifecycle::Lifecycle;
 use worker_sandbox::lifecycle::fake::{Fake, Script};
+use worker_sandbox::{Executor, RunLifecycle};
 
 fn options(dir: &Path) -> RehearseOptions {
     let (source, benchmark, staging) = (
@@ -97,4 +97,203 @@ async fn a_rehearsal_on_an_engine_without_the_image_is_no_verdict() {
     })
     .await;
     assert_eq!(verdict, Verdict::NoVerdict, "{problems:?}");
+}
+
+/// The scripted engine holds one container: this lifecycle gives each run a fresh one and
+/// counts the runs in flight. A run waits for `target` runs to be in flight before its
+/// program may end, giving up after a fixed number of scheduler turns (not a time), so
+/// sequential code, where no second run ever comes, still finishes and is seen as such.
+#[derive(Debug)]
+struct Counting {
+    template: Lifecycle<Fake>,
+    script: Script,
+    target: usize,
+    in_flight: std::sync::atomic::AtomicUsize,
+    most: std::sync::Arc<std::sync::atomic::AtomicUsize>,
+}
+
+/// Scheduler turns a run waits for company before it goes on alone.
+const TURNS_ALONE: usize = 20_000;
+
+#[async_trait::async_trait]
+impl RunLifecycle for Counting {
+    fn facts(&self) -> &worker_sandbox::evidence::EngineFacts {
+        self.template.facts()
+    }
+
+    async fn run(
+        &self,
+        spec: &worker_sandbox::SandboxSpec,
+        hooks: &dyn worker_sandbox::RunHooks,
+    ) -> Result<worker_sandbox::RunReport, worker_sandbox::SandboxError> {
+        use std::sync::atomic::Ordering::SeqCst;
+        let now = self.in_flight.fetch_add(1, SeqCst) + 1;
+        self.most.fetch_max(now, SeqCst);
+        for _ in 0..TURNS_ALONE {
+            if self.in_flight.load(SeqCst) >= self.target {
+                break;
+            }
+            tokio::task::yield_now().await;
+        }
+        let fresh = Lifecycle::connect(Fake::new(self.script.clone()), RUNC).await?;
+        let report = fresh.run(spec, hooks).await;
+        self.in_flight.fetch_sub(1, SeqCst);
+        report
+    }
+
+    async fn cleanup_stale(&self) -> Result<Vec<String>, worker_sandbox::SandboxError> {
+        self.template.cleanup_stale().await
+    }
+
+    async fn remove_own_containers(&self) -> Result<Vec<String>, worker_sandbox::SandboxError> {
+        self.template.remove_own_containers().await
+    }
+
+    async fn host_resources(
+        &self,
+    ) -> Result<worker_sandbox::engine::HostResources, worker_sandbox::SandboxError> {
+        self.template.host_resources().await
+    }
+
+    async fn mounted_paths(
+        &self,
+    ) -> Result<std::collections::BTreeSet<std::path::PathBuf>, worker_sandbox::SandboxError> {
+        self.template.mounted_paths().await
+    }
+
+    fn images(&self) -> &dyn worker_sandbox::images::ImageStore {
+        self.template.images()
+    }
+}
+
+/// An adversarial rehearsal of a two-file Python solution at `parallel` runs at once: its
+/// human report and the most runs that were in flight together.
+async fn adversarial_at(script: Script, parallel: usize) -> (String, usize) {
+    rehearsal_at(script, parallel, true, 1).await
+}
+
+/// A rehearsal of a two-file Python solution, `repeat` times against a base tree, with or
+/// without its stubs, at `parallel` runs at once: its human report and the most runs that
+/// were in flight together.
+async fn rehearsal_at(
+    script: Script,
+    parallel: usize,
+    adversarial: bool,
+    repeat: u32,
+) -> (String, usize) {
+    let dir = tempfile::tempdir().unwrap();
+    let mut options = options(dir.path());
+    options.repeat = repeat;
+    let base = dir.path().join("base");
+    std::fs::create_dir(&base).unwrap();
+    std::fs::write(base.join("a.py"), "def a():\n    return 0\n").unwrap();
+    options.base = Some(base);
+    std::fs::remove_file(options.source.join("lib.rs")).unwrap();
+    std::fs::write(options.source.join("a.py"), "def a():\n    return 1\n").unwrap();
+    std::fs::write(options.source.join("b.py"), "def b():\n    return 2\n").unwrap();
+    let prepared = prepare(&options).unwrap();
+    let most = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let counting = Counting {
+        template: Lifecycle::connect(Fake::new(script.clone()), RUNC)
+            .await
+            .unwrap(),
+        script,
+        target: parallel,
+        in_flight: 0.into(),
+        most: most.clone(),
+    };
+    let executor = Executor::new(counting);
+    let parallel = std::num::NonZeroUsize::new(parallel).unwrap();
+    let rehearsed = rehearse_at(&executor, prepared, &options, adversarial, parallel)
+        .await
+        .unwrap();
+    let most = most.load(std::sync::atomic::Ordering::SeqCst);
+    // Each run's evidence record names its own run id, so its address differs between any
+    // two rehearsals, sequential ones too: the report is compared without it.
+    let human = rehearsed
+        .human()
+        .lines()
+        .map(|line| match line.trim_start().strip_prefix("evidence ") {
+            Some(_) => "evidence <record>",
+            None => line,
+        })
+        .collect::<Vec<_>>()
+        .join("\n");
+    (human, most)
+}
+
+#[tokio::test]
+async fn adversarial_stub_runs_at_capacity_2_overlap() {
+    // Every stub passes: exit_on_load's culprit is bisected, the shadows are skipped.
+    let (_, most) = adversarial_at(Script::default(), 2).await;
+    assert!(
+        most > 1,
+        "the stub runs ran one at a time (most in flight: {most})"
+    );
+    // Every run fails: the shadows run too.
+    let failing = Script {
+        exit_code: 1,
+        ..Script::default()
+    };
+    let (_, most) = adversarial_at(failing, 2).await;
+    assert!(
+        most > 1,
+        "the stub runs ran one at a time (most in flight: {most})"
+    );
+}
+
+#[tokio::test]
+async fn adversarial_report_at_capacity_2_is_the_report_at_capacity_1() {
+    for script in [
+        Script::default(),
+        Script {
+            exit_code: 1,
+            ..Script::default()
+        },
+    ] {
+        let (one, _) = adversarial_at(script.clone(), 1).await;
+        let (two, _) = adversarial_at(script, 2).await;
+        assert!(one.contains("adversarial stubs"), "{one}");
+        assert_eq!(one, two);
+    }
+}
+
+#[tokio::test]
+async fn adversarial_stub_runs_at_capacity_1_never_overlap() {
+    for script in [
+        Script::default(),
+        Script {
+            exit_code: 1,
+            ..Script::default()
+        },
+    ] {
+        let (_, most) = adversarial_at(script, 1).await;
+        assert_eq!(most, 1);
+    }
+}
+
+#[tokio::test]
+async fn repeated_solution_runs_and_the_base_run_at_capacity_2_overlap() {
+    let (_, most) = rehearsal_at(Script::default(), 2, false, 3).await;
+    assert!(
+        most > 1,
+        "the solution's runs ran one at a time (most in flight: {most})"
+    );
+}
+
+#[tokio::test]
+async fn repeated_runs_report_at_capacity_2_is_the_report_at_capacity_1_and_1_never_overlaps() {
+    for script in [
+        Script::default(),
+        Script {
+            exit_code: 1,
+            ..Script::default()
+        },
+    ] {
+        let (one, most) = rehearsal_at(script.clone(), 1, false, 3).await;
+        assert_eq!(most, 1);
+        let (two, _) = rehearsal_at(script, 2, false, 3).await;
+        assert!(one.contains("solution runs (3)"), "{one}");
+        assert_eq!(one, two);
+    }
 }

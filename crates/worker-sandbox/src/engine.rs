@@ -11,11 +11,53 @@ use std::collections::HashMap;
 use std::future::Future;
 use std::pin::Pin;
 
+use verifier_sdk::oci_runtime::OciRuntimeFacts;
+
 use crate::SandboxError;
 use crate::evidence::EngineFacts;
-use crate::executor::{EngineError, HostResources};
-use crate::lifecycle::OciRuntime;
 use crate::profile::Isolation;
+
+/// An engine's own error, kept whole as the source of a [`SandboxError`].
+pub type EngineError = Box<dyn std::error::Error + Send + Sync + 'static>;
+
+/// What the engine reports it can hold (the Docker Engine's `/info`); either value may be
+/// missing.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct HostResources {
+    /// Cores the engine sees (`NCPU`).
+    pub cpus: Option<i64>,
+    /// Memory the engine sees, in bytes (`MemTotal`).
+    pub memory_bytes: Option<i64>,
+}
+
+/// The OCI runtime an engine creates its containers under (issue #28), as the engine
+/// registers it; the lifecycle's refusal of one it does not offer is
+/// [`OciRuntime::unavailable`].
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct OciRuntime {
+    /// The name asked for (the Docker Engine's `HostConfig.Runtime`).
+    pub name: String,
+    /// The engine's registration of it; `None` when the engine does not offer it.
+    pub facts: Option<OciRuntimeFacts>,
+    /// The names the engine does offer, sorted, for the refusal's message.
+    pub offered: Vec<String>,
+}
+
+/// Where an engine puts a container's cgroup on this host, so that the lifecycle can read the
+/// container's main process and resources from the cgroup files instead of asking the engine
+/// (`lifecycle::resources`). Paths are relative to a cgroup mount, `{id}` standing for the
+/// container's id. An empty layout says the engine's containers cannot be found there: the
+/// engine is asked.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct CgroupLayout {
+    /// Where one container's process group may live, tried in order (by driver and cgroup
+    /// version).
+    pub procs_dirs: Vec<String>,
+    /// Where the engine makes every container's cgroup, when a container's absence there
+    /// proves it stopped and was cleaned up; empty when an absence proves nothing (a driver
+    /// that places cgroups elsewhere).
+    pub parents: Vec<String>,
+}
 
 /// A stream of engine answers, owned (it outlives the call that opened it).
 pub type Answers<T> = Pin<Box<dyn futures_util::Stream<Item = Result<T, CallError>> + Send>>;
@@ -198,6 +240,13 @@ pub struct PathStat {
 
 /// The engine calls the run lifecycle makes.
 pub trait ContainerEngine: Clone + Send + Sync + std::fmt::Debug + 'static {
+    /// The evidence's `executor`: which engine ran the container. Only the Docker Engine's
+    /// ([`verifier_sdk::evidence::DOCKER_EXECUTOR`]) may back a signature, so any other engine
+    /// (a test double above all) must name itself otherwise.
+    fn executor(&self) -> &'static str;
+    /// Where this engine, described by `facts` (its own [`Self::engine_facts`]), puts a
+    /// container's cgroup on this host.
+    fn cgroup_layout(&self, facts: &EngineFacts) -> CgroupLayout;
     /// The engine's and kernel's facts every evidence record carries (asked once, when the
     /// lifecycle is built: [`crate::lifecycle::Lifecycle::connect`]).
     fn engine_facts(&self) -> impl Future<Output = Result<EngineFacts, CallError>> + Send;

@@ -1,6 +1,7 @@
-//! The seam to a container engine. Every caller (the run step, the service, rehearsal, `gc`,
-//! interrupt handling) holds an [`Executor`]; which engine stands behind it is decided once,
-//! by the binary, when it builds one from an [`Engine`] implementation.
+//! What every caller (the run step, the service, rehearsal, `gc`, interrupt handling) holds:
+//! an [`Executor`], the run lifecycle over whichever engine the binary picked, behind the
+//! object-safe [`RunLifecycle`] (implemented by [`crate::lifecycle::Lifecycle`] over any
+//! [`crate::engine::ContainerEngine`]).
 
 use std::collections::BTreeSet;
 use std::path::PathBuf;
@@ -9,21 +10,12 @@ use std::sync::Arc;
 use crate::evidence::EngineFacts;
 use crate::{RunHooks, RunReport, SandboxError, SandboxSpec};
 
-/// An engine's own error, kept whole as the source of a [`SandboxError`].
-pub type EngineError = Box<dyn std::error::Error + Send + Sync + 'static>;
+use crate::engine::HostResources;
 
-/// What the engine reports it can hold (its `/info`); either value may be missing.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct HostResources {
-    /// Cores the engine sees (`NCPU`).
-    pub cpus: Option<i64>,
-    /// Memory the engine sees, in bytes (`MemTotal`).
-    pub memory_bytes: Option<i64>,
-}
-
-/// A container engine that runs sandboxed commands.
+/// The run lifecycle over one engine, as the [`Executor`] drives it: the engine's type erased,
+/// so callers never name it.
 #[async_trait::async_trait]
-pub trait Engine: Send + Sync + std::fmt::Debug {
+pub trait RunLifecycle: Send + Sync + std::fmt::Debug {
     /// Engine and kernel facts recorded in every evidence record.
     fn facts(&self) -> &EngineFacts;
 
@@ -55,53 +47,53 @@ pub trait Engine: Send + Sync + std::fmt::Debug {
 /// Runs sandboxed commands on the engine it was built from. Cheap to clone.
 #[derive(Clone, Debug)]
 pub struct Executor {
-    engine: Arc<dyn Engine>,
+    lifecycle: Arc<dyn RunLifecycle>,
 }
 
 impl Executor {
-    /// An executor over `engine`.
-    pub fn new(engine: impl Engine + 'static) -> Self {
+    /// An executor driving `lifecycle`.
+    pub fn new(lifecycle: impl RunLifecycle + 'static) -> Self {
         Self {
-            engine: Arc::new(engine),
+            lifecycle: Arc::new(lifecycle),
         }
     }
 
     /// Engine and kernel facts recorded in every evidence record.
-    pub fn engine(&self) -> &EngineFacts {
-        self.engine.facts()
+    pub fn facts(&self) -> &EngineFacts {
+        self.lifecycle.facts()
     }
 
-    /// See [`Engine::run`].
+    /// See [`RunLifecycle::run`].
     pub async fn run(
         &self,
         spec: &SandboxSpec,
         hooks: &dyn RunHooks,
     ) -> Result<RunReport, SandboxError> {
-        self.engine.run(spec, hooks).await
+        self.lifecycle.run(spec, hooks).await
     }
 
-    /// See [`Engine::cleanup_stale`].
+    /// See [`RunLifecycle::cleanup_stale`].
     pub async fn cleanup_stale(&self) -> Result<Vec<String>, SandboxError> {
-        self.engine.cleanup_stale().await
+        self.lifecycle.cleanup_stale().await
     }
 
-    /// See [`Engine::remove_own_containers`].
+    /// See [`RunLifecycle::remove_own_containers`].
     pub async fn remove_own_containers(&self) -> Result<Vec<String>, SandboxError> {
-        self.engine.remove_own_containers().await
+        self.lifecycle.remove_own_containers().await
     }
 
-    /// See [`Engine::host_resources`].
+    /// See [`RunLifecycle::host_resources`].
     pub async fn host_resources(&self) -> Result<HostResources, SandboxError> {
-        self.engine.host_resources().await
+        self.lifecycle.host_resources().await
     }
 
-    /// See [`Engine::images`].
+    /// See [`RunLifecycle::images`].
     pub fn images(&self) -> &dyn crate::images::ImageStore {
-        self.engine.images()
+        self.lifecycle.images()
     }
 
-    /// See [`Engine::mounted_paths`].
+    /// See [`RunLifecycle::mounted_paths`].
     pub async fn mounted_paths(&self) -> Result<BTreeSet<PathBuf>, SandboxError> {
-        self.engine.mounted_paths().await
+        self.lifecycle.mounted_paths().await
     }
 }

@@ -2,14 +2,16 @@
 //! verdict contract ([`decision`], DESIGN §3), the container profile ([`profile`]), the evidence
 //! record ([`evidence`]), limits met that the program saw only as an errno ([`hits`]), the
 //! answers of the `argv[0]` probe that depend on the image alone ([`exec_cache`]), the
-//! explanation of a run ([`explain`]), and the seam to a container engine: the [`Engine`]
-//! trait and the [`Executor`] every caller holds. Two features serve other crates' tests:
+//! explanation of a run ([`explain`]), the seam to a container engine
+//! ([`engine::ContainerEngine`], each engine's adapter supplying its own facts, evidence stamp
+//! and cgroup layout), the run lifecycle written once over it ([`lifecycle`]) and the
+//! [`Executor`] every caller holds, over the object-safe [`RunLifecycle`]. Two features serve other crates' tests:
 //! `fake-engine` exposes the scripted engine (`lifecycle::fake`), so a job, the service or a
 //! rehearsal runs without a daemon, and `conformance` the engine trait's contract as one suite
 //! (`conformance::exercise`), run over the fake here and over the Docker Engine in
 //! `worker-docker`.
 //!
-//! It deliberately names no engine client library: the engine behind [`Engine`] is chosen by
+//! It deliberately names no engine client library: the engine behind [`Executor`] is chosen by
 //! the binary (today `worker-docker`), so this crate, and every crate above it, can be built
 //! and tested without one. It does not know about jobs or manifests either: the caller turns
 //! those into a [`SandboxSpec`] and supplies [`RunHooks`] that re-check the staged inputs.
@@ -37,8 +39,9 @@ use std::time::Duration;
 pub use decision::{
     Decision, EngineEvents, InputCheck, NoVerdictReason, RunObservation, StoppedBy, decide,
 };
+pub use engine::{EngineError, HostResources};
 pub use evidence::{EVIDENCE_SCHEMA_VERSION, EvidenceRecord};
-pub use executor::{Engine, EngineError, Executor, HostResources};
+pub use executor::{Executor, RunLifecycle};
 pub use spec::SpecError;
 
 /// Label present on every container this worker creates.
@@ -130,7 +133,7 @@ pub enum SandboxError {
     #[error("container runtime unavailable: {0}")]
     RuntimeUnavailable(#[source] EngineError),
     /// An engine request outside a run failed (for example listing stale containers).
-    #[error("docker engine request failed while {context}: {source}")]
+    #[error("engine request failed while {context}: {source}")]
     Engine {
         /// What the executor was doing.
         context: &'static str,

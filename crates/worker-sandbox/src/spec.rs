@@ -2,6 +2,9 @@
 //! a no-verdict (`run`) or a refused plan (`plan`), never a container.
 
 use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use verifier_sdk::evidence::RequestFacts;
 
 use super::SandboxSpec;
 use super::profile::Limits;
@@ -131,6 +134,51 @@ pub fn validate(spec: &SandboxSpec) -> Result<Validated, SpecError> {
         source: canonical("source", &spec.source_dir)?,
         benchmark: canonical("benchmark", &spec.benchmark_dir)?,
     })
+}
+
+impl SandboxSpec {
+    /// The spec of a run of `image` that asks for exactly `request`: the command, platform and
+    /// limits as the sdk records them for a manifest (`RequestFacts::for_manifest`, which the
+    /// signer's re-check expects in the evidence), so the run asks for what it will record.
+    pub fn for_request(
+        run_id: String,
+        image: String,
+        request: RequestFacts,
+        (source_dir, benchmark_dir): (PathBuf, PathBuf),
+        pull: bool,
+    ) -> Self {
+        Self {
+            run_id,
+            image,
+            platform: request.platform,
+            argv: request.argv,
+            source_dir,
+            benchmark_dir,
+            timeout: Duration::from_millis(request.timeout_ms),
+            cpu_millis: request.cpu_millis,
+            memory_bytes: request.memory_bytes,
+            pids_limit: request.pids_limit,
+            max_output_bytes: request.max_output_bytes,
+            tmpfs_bytes: request.tmpfs_bytes,
+            test_seed: request.test_seed,
+            pull,
+        }
+    }
+
+    /// What this spec asks for, as an evidence record states it.
+    pub fn request(&self) -> RequestFacts {
+        RequestFacts {
+            argv: self.argv.clone(),
+            platform: self.platform.clone(),
+            timeout_ms: u64::try_from(self.timeout.as_millis()).unwrap_or(u64::MAX),
+            cpu_millis: self.cpu_millis,
+            memory_bytes: self.memory_bytes,
+            pids_limit: self.pids_limit,
+            max_output_bytes: self.max_output_bytes,
+            tmpfs_bytes: self.tmpfs_bytes,
+            test_seed: self.test_seed,
+        }
+    }
 }
 
 /// A valid spec for unit tests: a pinned image on `platform`, both trees at `dir`.

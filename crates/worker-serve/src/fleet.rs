@@ -22,10 +22,11 @@
 //! Not here: the serve loop's use of it (the candidate file and the fence, lease renewal
 //! while a run lasts, the reconnect back-off) and `worker ledger` on a fleet database.
 
-use std::str::FromStr;
 use std::time::Duration;
 
-use postgres::{Client, Config, NoTls, Transaction};
+use postgres::{Client, Transaction};
+
+use super::fleet_conn::{ConnError, FleetUrl};
 
 use super::jobstate::{IllegalTransition, JobEvent, JobState, next};
 use super::ledger::{JobKey, RunKind, RunResult, Seen};
@@ -36,6 +37,26 @@ pub const FLEET_SCHEMA_VERSION: i32 = 1;
 
 /// The database clock in unix milliseconds, for every time the fleet stores.
 const NOW_MS: &str = "(extract(epoch from now()) * 1000)::bigint";
+
+/// Whether a job's back-off is over at `$at` (ms, the service's clock): its retry time has
+/// come, or lies further ahead than the longest back-off the job could have been given
+/// (`$base` × 2^(attempts−1), at most `$max`, as [`super::retry::job_backoff`]), which means
+/// the clock was ahead when the retry time was written and has stepped back since; the job
+/// is due then instead of waiting out the step on top of its back-off (the SQLite ledger's
+/// rule). `$at`, `$base`, `$max` are placeholders.
+fn back_off_over(at: &str, base: &str, max: &str) -> String {
+    format!(
+        "(not_before_ms IS NULL OR not_before_ms <= {at}
+          OR not_before_ms - {at} > LEAST({base}::bigint << LEAST(GREATEST(attempts, 1) - 1, 20)::int,
+                                         GREATEST({max}::bigint, {base}::bigint)))"
+    )
+}
+
+/// `retry_base` and the longest job back-off in ms, for [`back_off_over`].
+fn back_off_ms(base: Duration) -> (i64, i64) {
+    let ms = |d: Duration| i64::try_from(d.as_millis()).unwrap_or(i64::MAX);
+    (ms(base), ms(super::retry::JOB_BACKOFF_MAX))
+}
 
 /// The key of the advisory lock that serialises the schema's creation.
 const MIGRATION_LOCK: i64 = 0x4645_4c45_4554; // "FLEET"
@@ -122,14 +143,17 @@ impl Binding {
 /// The fleet ledger could not be used.
 #[derive(Debug, thiserror::Error)]
 pub enum FleetError {
-    /// The `postgres://` URL does not parse.
-    #[error("fleet ledger URL: {0}")]
-    Url(#[source] postgres::Error),
+    /// The `postgres://` URL, its password or its TLS settings cannot be used.
+    #[error(transparent)]
+    Conn(#[from] ConnError),
     /// The server could not be reached or refused the session.
-    #[error("fleet ledger {host}: connecting: {source}")]
+    #[error("fleet ledger {host}: connecting: {source}{why}")]
     Connect {
         /// The server's host as the URL names it (never the password).
         host: String,
+        /// The causes under the client's error (a TLS refusal says why only there), each
+        /// after `: `.
+        why: String,
         /// The client's error.
         #[source]
         source: postgres::Error,
@@ -187,12 +211,16 @@ pub enum FleetError {
 
 impl FleetError {
     /// Whether a restart cannot fix it (exit 78): another schema version, another feed or
-    /// verifier set, a URL that does not parse, a refused login, a missing database or a
+    /// verifier set, a URL that does not parse or holds a password, an unusable password file
+    /// or CA, a refused login, a missing database or a
     /// missing privilege. A server that does not answer, or drops the session, may come
     /// back (exit 1, restarted).
     pub fn is_permanent(&self) -> bool {
         match self {
-            Self::Url(_) | Self::SchemaVersion { .. } | Self::Bound { .. } => true,
+            Self::Conn(_) | Self::SchemaVersion { .. } | Self::Bound { .. } => true,
+            // The server's certificate does not chain to sslrootcert or does not name the
+            // host: the configuration's to fix, not a restart's.
+            Self::Connect { source, .. } if certificate_refused(source) => true,
             Self::Transition { .. } | Self::UnknownStatus { .. } | Self::Closed => false,
             Self::Connect { source, .. } | Self::Query { source, .. } => {
                 source.as_db_error().is_some_and(|db| {
@@ -302,14 +330,14 @@ pub struct FleetCandidate {
 
 /// One host's session on the fleet database.
 pub struct FleetLedger {
-    config: Config,
+    url: FleetUrl,
     client: Client,
     host: String,
     retry_base: Duration,
 }
 
 impl std::fmt::Debug for FleetLedger {
-    // The config holds the password.
+    // The URL holds the password.
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("FleetLedger")
             .field("host", &self.host)
@@ -330,14 +358,12 @@ impl FleetLedger {
     /// Connects as the host `host` (its name in leases, runs and candidates), creates the
     /// schema in a new database, and refuses one of another schema version or bound to
     /// another feed or verifier set.
-    pub fn open(url: &str, binding: &Binding, host: &str) -> Result<Self, FleetError> {
-        let mut config = Config::from_str(url).map_err(FleetError::Url)?;
-        if config.get_connect_timeout().is_none() {
-            config.connect_timeout(Duration::from_secs(10));
-        }
-        let client = connect(&config)?;
+    pub fn open(url: &FleetUrl, binding: &Binding, host: &str) -> Result<Self, FleetError> {
+        let mut url = url.clone();
+        url.default_connect_timeout(Duration::from_secs(10));
+        let client = connect(&url)?;
         let mut ledger = Self {
-            config,
+            url,
             client,
             host: host.to_owned(),
             retry_base: Duration::from_secs(60),
@@ -360,7 +386,7 @@ impl FleetLedger {
     /// network cut); the caller backs off between failed attempts.
     pub fn reconnect_if_closed(&mut self) -> Result<(), FleetError> {
         if self.client.is_closed() {
-            self.client = connect(&self.config)?;
+            self.client = connect(&self.url)?;
         }
         Ok(())
     }
@@ -440,6 +466,7 @@ impl FleetLedger {
         at_ms: Option<i64>,
     ) -> Result<Seen, FleetError> {
         let round = i64::try_from(key.round).unwrap_or(i64::MAX);
+        let (base_ms, max_ms) = back_off_ms(self.retry_base);
         let mut tx = self
             .client
             .transaction()
@@ -451,6 +478,7 @@ impl FleetLedger {
             &[&key.job_id, &round],
         )
         .map_err(query("recording a job"))?;
+        let over = back_off_over(&format!("COALESCE($7::bigint, {NOW_MS})"), "$8", "$9");
         let sql = format!(
             "INSERT INTO fleet_jobs (job_id, round, content_hash, first_seen_ms, last_seen_ms,
                 status, expires_ms)
@@ -461,7 +489,7 @@ impl FleetLedger {
                 SET last_seen_ms = EXCLUDED.last_seen_ms,
                     expires_ms = COALESCE(fleet_jobs.expires_ms, EXCLUDED.expires_ms)
              RETURNING job, status, (xmax = 0),
-                (not_before_ms IS NULL OR not_before_ms <= COALESCE($7::bigint, {NOW_MS})),
+                {over},
                 (status = 'running' AND lease_until < now())"
         );
         let row = tx
@@ -475,6 +503,8 @@ impl FleetLedger {
                     &JobState::first_seen(true).as_str(),
                     &JobState::first_seen(false).as_str(),
                     &at_ms,
+                    &base_ms,
+                    &max_ms,
                 ],
             )
             .map_err(query("recording a job"))?;
@@ -523,12 +553,13 @@ impl FleetLedger {
         lease: Duration,
         at_ms: Option<i64>,
     ) -> Result<Option<Claim>, FleetError> {
+        let (base_ms, max_ms) = back_off_ms(self.retry_base);
         let mut tx = self.client.transaction().map_err(query("claiming"))?;
+        let over = back_off_over(&format!("COALESCE($6::bigint, {NOW_MS})"), "$7", "$8");
         let sql = format!(
             "SELECT job, job_id, status FROM fleet_jobs
              WHERE ($5::bigint IS NULL OR job = $5)
-               AND ((status IN ($1, $2, $3)
-                     AND (not_before_ms IS NULL OR not_before_ms <= COALESCE($6::bigint, {NOW_MS})))
+               AND ((status IN ($1, $2, $3) AND {over})
                 OR (status = $4 AND lease_until < now()))
              ORDER BY expires_ms ASC NULLS LAST, job
              LIMIT 1 FOR UPDATE SKIP LOCKED"
@@ -543,6 +574,8 @@ impl FleetLedger {
                     &JobState::Running.as_str(),
                     &only,
                     &at_ms,
+                    &base_ms,
+                    &max_ms,
                 ],
             )
             .map_err(query("claiming"))?;
@@ -728,14 +761,23 @@ impl FleetLedger {
             .map_err(query("recording a candidate"))?;
         }
         if result.kind == RunKind::NoVerdict {
-            let wait = super::retry::job_backoff(base, attempts.saturating_add(1));
-            let wait_ms = i64::try_from(wait.as_millis()).unwrap_or(i64::MAX);
+            let at = match at_ms {
+                Some(at) => at,
+                None => tx
+                    .query_one(&format!("SELECT {NOW_MS}"), &[])
+                    .map_err(query("recording a run"))?
+                    .get::<_, i64>(0),
+            };
+            // The one rule of both ledgers: the back-off, never past the job's last start.
+            let not_before = super::retry::job_retry_at(
+                at,
+                base,
+                attempts.saturating_add(1),
+                result.last_start_ms,
+            );
             tx.execute(
-                &format!(
-                    "UPDATE fleet_jobs SET attempts = attempts + 1,
-                     not_before_ms = COALESCE($3::bigint, {NOW_MS}) + $2 WHERE job = $1"
-                ),
-                &[&claim.job, &wait_ms, &at_ms],
+                "UPDATE fleet_jobs SET attempts = attempts + 1, not_before_ms = $2 WHERE job = $1",
+                &[&claim.job, &not_before],
             )
             .map_err(query("recording a run"))?;
         }
@@ -962,20 +1004,43 @@ impl FleetLedger {
     }
 }
 
-fn connect(config: &Config) -> Result<Client, FleetError> {
-    let host = config
-        .get_hosts()
-        .first()
-        .map(|h| match h {
-            postgres::config::Host::Tcp(name) => name.clone(),
-            postgres::config::Host::Unix(path) => path.display().to_string(),
-        })
-        .unwrap_or_default();
-    // TLS is not offered yet: docs/operations.md, "Running a fleet", says how the link is
-    // protected meanwhile.
-    config
-        .connect(NoTls)
-        .map_err(|source| FleetError::Connect { host, source })
+fn connect(url: &FleetUrl) -> Result<Client, FleetError> {
+    url.connect().map_err(|source| FleetError::Connect {
+        host: url.host(),
+        why: causes(&source),
+        source,
+    })
+}
+
+/// The causes under `error`, each after `: ` (none of them holds the password: the client
+/// never puts it in an error).
+fn causes(error: &postgres::Error) -> String {
+    let mut text = String::new();
+    let mut next = std::error::Error::source(error);
+    while let Some(cause) = next {
+        text.push_str(": ");
+        text.push_str(&cause.to_string());
+        next = cause.source();
+    }
+    text
+}
+
+/// Whether TLS refused the server's certificate somewhere under `error`.
+fn certificate_refused(error: &postgres::Error) -> bool {
+    let mut next = std::error::Error::source(error);
+    while let Some(cause) = next {
+        let tls = cause.downcast_ref::<rustls::Error>().or_else(|| {
+            cause
+                .downcast_ref::<std::io::Error>()
+                .and_then(|io| io.get_ref())
+                .and_then(|inner| inner.downcast_ref::<rustls::Error>())
+        });
+        if matches!(tls, Some(rustls::Error::InvalidCertificate(_))) {
+            return true;
+        }
+        next = cause.source();
+    }
+    false
 }
 
 fn parse_state(job: i64, text: &str) -> Result<JobState, FleetError> {

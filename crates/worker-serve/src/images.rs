@@ -47,13 +47,10 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use prometheus_client::metrics::counter::Counter;
-use prometheus_client::metrics::family::Family;
-use prometheus_client::metrics::gauge::Gauge;
-use prometheus_client::metrics::histogram::Histogram;
-use prometheus_client::registry::{Registry, Unit};
 use serde::{Deserialize, Serialize};
 use verifier_sdk::ValidatedJob;
+
+use crate::telemetry::ImageMetrics;
 use worker_sandbox::images::{
     EvictionInput, EvictionPlan, EvictionReport, ImageError, ImageStore, Prepared, evict,
     plan_eviction, plan_room, prepare,
@@ -61,9 +58,6 @@ use worker_sandbox::images::{
 
 /// The pull ledger's file name in the state directory.
 pub const LEDGER_FILE: &str = "images.json";
-
-/// Pull durations: a cached layer set to a multi-GB toolchain image.
-const PULL_BUCKETS: [f64; 10] = [0.1, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 300.0, 1800.0];
 
 /// What `worker serve` and `worker gc --images` do with images.
 #[derive(Clone, Debug)]
@@ -269,79 +263,6 @@ fn by_age(wanted: &[(i64, String)]) -> Vec<String> {
     let mut order: Vec<(i64, &str)> = oldest.into_iter().map(|(r, k)| (k, r)).collect();
     order.sort_unstable();
     order.into_iter().map(|(_, r)| r.to_owned()).collect()
-}
-
-/// The image metrics on `/metrics`.
-#[derive(Debug, Clone)]
-pub struct ImageMetrics {
-    pulls: Family<Vec<(&'static str, String)>, Counter>,
-    pull_duration: Histogram,
-    held_back: Counter,
-    evicted: Counter,
-    evicted_bytes: Counter,
-    pulled_bytes: Gauge,
-}
-
-impl ImageMetrics {
-    /// Registers them in `registry`.
-    pub fn register(registry: &mut Registry) -> Self {
-        let metrics = Self {
-            pulls: Family::default(),
-            pull_duration: Histogram::new(PULL_BUCKETS),
-            held_back: Counter::default(),
-            evicted: Counter::default(),
-            evicted_bytes: Counter::default(),
-            pulled_bytes: Gauge::default(),
-        };
-        for result in ["pulled", "failed"] {
-            let _ = metrics
-                .pulls
-                .get_or_create(&vec![("result", result.to_owned())]);
-        }
-        registry.register(
-            "worker_serve_image_pulls",
-            "Image pulls by digest ahead of their jobs, by result",
-            metrics.pulls.clone(),
-        );
-        registry.register_with_unit(
-            "worker_serve_image_pull_duration",
-            "Wall time of image pulls (never part of worker_serve_run_duration)",
-            Unit::Seconds,
-            metrics.pull_duration.clone(),
-        );
-        for (name, help, unit, counter) in [
-            (
-                "worker_serve_image_held_back_jobs",
-                "Jobs not started because their image could not be pulled for a host reason (free space, engine) or has no room under --image-budget yet; retried at the next poll, never counted as an attempt",
-                None,
-                &metrics.held_back,
-            ),
-            (
-                "worker_serve_images_evicted",
-                "Images removed under --image-budget: over it, or to make room for the next pull",
-                None,
-                &metrics.evicted,
-            ),
-            (
-                "worker_serve_image_evicted",
-                "Bytes of images removed under --image-budget",
-                Some(Unit::Bytes),
-                &metrics.evicted_bytes,
-            ),
-        ] {
-            match unit {
-                Some(unit) => registry.register_with_unit(name, help, unit, counter.clone()),
-                None => registry.register(name, help, counter.clone()),
-            }
-        }
-        registry.register_with_unit(
-            "worker_serve_pulled_images",
-            "Bytes the images this worker pulled take (the engine's sizes, shared layers counted in each)",
-            Unit::Bytes,
-            metrics.pulled_bytes.clone(),
-        );
-        metrics
-    }
 }
 
 /// The service's image state: the policy, the pull ledger and where it lives.

@@ -31,8 +31,9 @@ use serde::Serialize;
 use super::jobstate::next;
 pub use super::jobstate::{IllegalTransition, JobEvent, JobState};
 
-/// The database file inside the state directory.
-pub const LEDGER_FILE: &str = "ledger.sqlite3";
+/// The database file inside the state directory (named where the backup before a migration
+/// reads it, so that module need not import this one).
+pub use super::rollback::LEDGER_FILE;
 
 // Job statuses are [`JobState`]s, stored under their names (`jobs.status`); the legal moves
 // between them are [`super::jobstate::next`], asked before every write.
@@ -720,9 +721,8 @@ impl Ledger {
                     |r| r.get(0),
                 )
                 .map_err(err)?;
-            let wait = super::retry::job_backoff(base, attempts);
             let not_before =
-                at_ms.saturating_add(i64::try_from(wait.as_millis()).unwrap_or(i64::MAX));
+                super::retry::job_retry_at(at_ms, base, attempts, result.last_start_ms);
             tx.execute(
                 "UPDATE jobs SET not_before_ms = ?1 WHERE job = ?2",
                 params![not_before, job],
@@ -1068,6 +1068,10 @@ pub struct RunResult {
     pub evidence: Option<String>,
     /// Candidate file written.
     pub candidate_file: Option<String>,
+    /// The last moment (wall clock, unix ms) at which the job can still start and settle:
+    /// its window end less what it still needs (`worker_jobs::feed::deadline::last_start`).
+    /// A retry of the job's own failure is never set after it; `None`: no window known.
+    pub last_start_ms: Option<i64>,
 }
 
 impl RunResult {
@@ -1080,6 +1084,7 @@ impl RunResult {
             reason: Some(detail.into()),
             evidence: None,
             candidate_file: None,
+            last_start_ms: None,
         }
     }
 }
@@ -1117,6 +1122,7 @@ mod tests {
             reason: None,
             evidence: Some("sha256:00".into()),
             candidate_file: Some("c.json".into()),
+            last_start_ms: None,
         }
     }
 
@@ -1210,6 +1216,7 @@ mod tests {
             reason: Some("detail".into()),
             evidence: None,
             candidate_file: None,
+            last_start_ms: None,
         }
     }
 

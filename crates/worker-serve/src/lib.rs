@@ -20,6 +20,7 @@
 
 pub mod capacity;
 pub mod fleet;
+pub mod fleet_conn;
 pub mod http;
 pub mod images;
 pub mod jobstate;
@@ -53,7 +54,7 @@ use retry::{Cause, HostHealth, cause_of};
 use shutdown::Shutdown;
 use store::{AnyLedger, FleetOptions, JobLedger, LedgerLocation, StoreError};
 use telemetry::Telemetry;
-use worker_jobs::feed::deadline::{Need, TooShort, WINDOW_TOO_SHORT, fits, plan, risk};
+use worker_jobs::feed::deadline::{TooShort, WINDOW_TOO_SHORT, fits_now, last_start, plan, risk};
 use worker_jobs::feed::output::write_manifest;
 use worker_jobs::feed::report::FetchFailure;
 use worker_jobs::feed::scratch::{Scratch, remove_stale};
@@ -378,6 +379,7 @@ impl<L: JobLedger> Loop<'_, L> {
                     )),
                     evidence: None,
                     candidate_file: None,
+                    last_start_ms: None,
                 },
                 self.telemetry.clock().wall_ms(),
             )?;
@@ -414,8 +416,7 @@ impl<L: JobLedger> Loop<'_, L> {
     ) -> Result<Option<(i64, verifier_sdk::ValidatedJob)>, ServeError> {
         while !pending.is_empty() {
             let (key, job) = pending.remove(0);
-            let need = Need::of(&job, true, &self.feed.settle);
-            match fits(&job, self.feed.now_unix(), need) {
+            match fits_now(&job, self.feed.now_unix(), &self.feed.settle) {
                 Ok(()) => return Ok(Some((key, job))),
                 Err(why) => self.report_too_short(key, &job, &why)?,
             }
@@ -442,8 +443,7 @@ fn merge_pending(
     more: Vec<(i64, verifier_sdk::ValidatedJob)>,
 ) {
     pending.extend(more);
-    pending
-        .sort_by(|(_, a), (_, b)| (a.expires_at(), a.job_id()).cmp(&(b.expires_at(), b.job_id())));
+    worker_jobs::feed::deadline::sort(pending, |(_, job)| job);
 }
 
 #[allow(clippy::too_many_lines)]
@@ -550,30 +550,38 @@ async fn serve_loop<L: JobLedger>(
                 let runner = &runner;
                 let clock = &clock;
                 telemetry.run_started();
+                let last_start_ms = i64::try_from(last_start(&job, &feed.settle))
+                    .ok()
+                    .map(|secs| secs.saturating_mul(1000));
                 running.push(async move {
                     let started = clock.monotonic();
                     let run = runner.run(&job, &job_dir).await;
                     // Beside the candidate, inside the run's future: the chain read overlaps
                     // the other runs instead of holding the loop.
                     worker_jobs::feed::write_readiness(feed, &job, &run.outcome).await;
-                    (run_id, run, clock.monotonic().saturating_sub(started))
+                    (
+                        run_id,
+                        run,
+                        clock.monotonic().saturating_sub(started),
+                        last_start_ms,
+                    )
                 });
             }
             if running.is_empty() {
                 break;
             }
             tokio::select! {
-                Some((run_id, run, took)) = running.next() => {
-                    let row = &run.row;
+                Some((run_id, run, took, last_start_ms)) = running.next() => {
+                    let row = run.row();
                     telemetry.run_ended(row.status.as_str(), row.reason_code.as_deref(), took);
-                    let executed = run.executed.then_some(row.durations.execute_ms);
+                    let executed = run.executed.then_some(run.durations.execute_ms);
                     if let Some(n) = after_run(executed, host, largest, &mut recent, &mut chosen) {
                         parallel = n;
                     }
                     let cause = cause_of(&run.outcome);
-                    judge_host(&mut host_health, cause, row, clock.monotonic(), config.poll_interval, telemetry);
+                    judge_host(&mut host_health, cause, &row, clock.monotonic(), config.poll_interval, telemetry);
                     if let Some((key, id, _)) = open.remove(&run_id) {
-                        record(&mut state.ledger, feed, run_id, (key, &id), &run, cause, clock.wall_ms())?;
+                        record(&mut state.ledger, feed, run_id, (key, &id), &run, (cause, last_start_ms), clock.wall_ms())?;
                     }
                     telemetry.set_oldest_pending(state.ledger.oldest_unfinished(&state.listed)?);
                 }
@@ -925,17 +933,17 @@ async fn interrupt(
 }
 
 /// Records the end of a run from its typed outcome (the one mapping of a [`JobOutcome`] to the
-/// ledger); a run without a verdict is logged at WARN with its reason and detail.
+/// ledger); a run without a verdict is logged at WARN with its reason and detail. With the
+/// run's cause goes the job's last start, which caps the retry of its own failure.
 fn record(
     ledger: &mut impl JobLedger,
     feed: &FeedConfig,
     run_id: i64,
     (key, job_id): (i64, &str),
     run: &JobRun,
-    cause: Option<Cause>,
+    (cause, last_start_ms): (Option<Cause>, Option<i64>),
     at_ms: i64,
 ) -> Result<(), ServeError> {
-    let row = &run.row;
     let (kind, evidence) = match &run.outcome {
         JobOutcome::Verdict { evidence, .. } => {
             (RunKind::Completed, evidence.map(|e| e.to_string()))
@@ -946,23 +954,31 @@ fn record(
         JobOutcome::JobFailure { .. } => (RunKind::NoVerdict, None),
         JobOutcome::HostFailure { .. } => (RunKind::Host, None),
     };
-    let code = row.reason_code.as_deref().unwrap_or("none");
-    let detail = row.reason.as_deref().unwrap_or_default().escape_debug();
+    // Recorded from the typed run; the reason is cut as the run's report row cuts it.
+    let status = run.status.as_str();
+    let reason_code = run.outcome.code().map(worker_jobs::feed::RunCode::as_str);
+    let reason = run
+        .outcome
+        .detail()
+        .map(worker_jobs::feed::report::row_reason);
+    let candidate_file = run.outcome.candidate_file();
+    let code = reason_code.unwrap_or("none");
+    let detail = reason.as_deref().unwrap_or_default().escape_debug();
     match kind {
         RunKind::Completed => {
-            let d = &row.durations;
+            let d = &run.durations;
             tracing::info!(
-                job = %job_id.escape_debug(), run_id, status = row.status.as_str(),
+                job = %job_id.escape_debug(), run_id, status,
                 download_ms = d.download_ms, extract_ms = d.extract_ms,
                 execute_ms = d.execute_ms, total_ms = d.total_ms, "run ended"
             );
         }
         RunKind::Rejected => tracing::warn!(
-            job = %job_id.escape_debug(), run_id, status = row.status.as_str(), reason_code = code,
+            job = %job_id.escape_debug(), run_id, status, reason_code = code,
             "run ended: refused by rule, not run again: {detail}"
         ),
         _ => tracing::warn!(
-            job = %job_id.escape_debug(), run_id, status = row.status.as_str(), reason_code = code,
+            job = %job_id.escape_debug(), run_id, status, reason_code = code,
             cause = cause.map_or("job", Cause::as_str),
             "run ended without a verdict: {detail}"
         ),
@@ -972,11 +988,12 @@ fn record(
         key,
         &RunResult {
             kind,
-            outcome: row.status.as_str().into(),
-            reason_code: row.reason_code.clone(),
-            reason: row.reason.clone(),
+            outcome: status.into(),
+            reason_code: reason_code.map(str::to_owned),
+            reason,
             evidence,
-            candidate_file: row.candidate_file.clone(),
+            candidate_file: candidate_file.map(str::to_owned),
+            last_start_ms,
         },
         at_ms,
     )?;
@@ -985,7 +1002,7 @@ fn record(
         // candidate is that host's to offer. Ours leaves the output directory and is never
         // named in the manifest (which lists only what the ledger recorded for this host).
         // Its statement and readiness record go with it: the other host writes its own.
-        if let Some(file) = &row.candidate_file {
+        if let Some(file) = candidate_file {
             let _ = std::fs::remove_file(feed.out_dir.join(file));
             let statement = worker_jobs::intoto::statement_file_name(file);
             let _ = std::fs::remove_file(feed.out_dir.join(statement));

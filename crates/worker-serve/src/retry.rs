@@ -12,7 +12,8 @@
 //!
 //! Both back-offs double from the poll interval: `base × 2^(n−1)` before the n-th retry, at
 //! most 16 poll intervals for the host (so a fixed host is noticed soon) and at most an hour
-//! (or one poll interval, if that is longer) for a job.
+//! (or one poll interval, if that is longer) for a job, whose retry is moreover never set
+//! after the last moment it can still start and settle ([`job_retry_at`]).
 
 use std::time::Duration;
 
@@ -70,6 +71,27 @@ pub fn backoff(base: Duration, n: u32, max: Duration) -> Duration {
 pub fn job_backoff(poll_interval: Duration, attempts: i64) -> Duration {
     let n = u32::try_from(attempts.max(1)).unwrap_or(u32::MAX);
     backoff(poll_interval, n, JOB_BACKOFF_MAX)
+}
+
+/// When a job whose own failures number `attempts`, the last at `at_ms`, may run again
+/// (wall clock, unix ms): after its back-off, but never later than one poll interval before
+/// `last_start_ms`, the last moment it can still start and settle (issue #43: a doubled
+/// back-off of 256 s set the retry past it, and a job whose image came in time was given
+/// up). The poll interval is the margin because a due job waits for the next poll; once
+/// even that is past, the job is due at once, and the deadline check before its start decides
+/// whether it is still worth running (`window_too_short` if not).
+pub fn job_retry_at(
+    at_ms: i64,
+    poll_interval: Duration,
+    attempts: i64,
+    last_start_ms: Option<i64>,
+) -> i64 {
+    let ms = |d: Duration| i64::try_from(d.as_millis()).unwrap_or(i64::MAX);
+    let backed_off = at_ms.saturating_add(ms(job_backoff(poll_interval, attempts)));
+    match last_start_ms {
+        Some(last) => backed_off.min(last.saturating_sub(ms(poll_interval)).max(at_ms)),
+        None => backed_off,
+    }
 }
 
 /// The host's state, decided from the runs' causes; times are the service clock's monotonic
@@ -175,6 +197,19 @@ mod tests {
         assert_eq!(job_backoff(s(60), i64::MAX), s(3600));
         // A poll interval past the ceiling: one poll interval.
         assert_eq!(job_backoff(s(7200), 5), s(7200));
+    }
+
+    #[test]
+    fn serve_job_retry_is_capped_one_poll_before_the_last_start() {
+        let s = Duration::from_secs;
+        // Far from the last start: the back-off alone.
+        assert_eq!(job_retry_at(0, s(1), 9, Some(10_000_000)), 256_000);
+        assert_eq!(job_retry_at(0, s(1), 9, None), 256_000);
+        // The back-off would pass the last start: one poll interval before it.
+        assert_eq!(job_retry_at(0, s(1), 9, Some(100_000)), 99_000);
+        // Within a poll interval of the last start, or past it: due at once.
+        assert_eq!(job_retry_at(99_500, s(1), 9, Some(100_000)), 99_500);
+        assert_eq!(job_retry_at(200_000, s(1), 9, Some(100_000)), 200_000);
     }
 
     #[test]

@@ -15,8 +15,10 @@ use std::path::{Path, PathBuf};
 
 use rusqlite::Connection;
 
-use crate::ledger::LEDGER_FILE;
 use crate::lock::{LockError, lock_state};
+
+/// The SQLite ledger's database file inside the state directory.
+pub const LEDGER_FILE: &str = "ledger.sqlite3";
 
 /// The name of the copy of a schema-`from` ledger taken before migrating it to `to`.
 pub fn backup_name(from: i64, to: i64) -> String {

@@ -17,6 +17,7 @@ use std::time::Duration;
 use worker_store::clock::Clock;
 
 use super::fleet::{Binding, Claim, FleetError, FleetLedger, FleetView, Recorded, is_fleet_url};
+use super::fleet_conn::{ConnError, FleetUrl};
 use super::ledger::{GivenUp, JobKey, Ledger, LedgerError, Polls, RunResult, Seen};
 use super::telemetry::LedgerOutage;
 
@@ -360,33 +361,37 @@ impl JobLedger for FleetStore {
 }
 
 /// Where `worker serve --ledger` keeps the ledger.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone)]
 pub enum LedgerLocation {
     /// The SQLite ledger in this directory (the state directory unless named).
     Sqlite(PathBuf),
-    /// A fleet database (`postgres://…`, `postgresql://…`).
-    Postgres(String),
+    /// A fleet database (`postgres://…`, `postgresql://…`), checked: no password in it.
+    Postgres(Box<FleetUrl>),
 }
 
 impl LedgerLocation {
-    /// A `postgres://` URL is a fleet database; anything else is the SQLite ledger's
-    /// directory.
-    pub fn parse(text: &str) -> Self {
+    /// A `postgres://` URL is a fleet database (refused with a password in it, or with TLS
+    /// it cannot have: [`FleetUrl::parse`]); anything else is the SQLite ledger's directory.
+    pub fn parse(text: &str) -> Result<Self, ConnError> {
         if is_fleet_url(text) {
-            Self::Postgres(text.to_owned())
+            Ok(Self::Postgres(Box::new(FleetUrl::parse(text)?)))
         } else {
-            Self::Sqlite(Path::new(text).to_owned())
+            Ok(Self::Sqlite(Path::new(text).to_owned()))
         }
     }
 }
 
-/// How the fleet ledger is opened: this host's name and lease.
+/// How the fleet ledger is opened: this host's name and lease, and where the database's
+/// password is.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct FleetOptions {
     /// This host's name in leases, runs and candidates; unique in the fleet.
     pub host: String,
     /// How long a claim holds a job without renewal.
     pub lease: Duration,
+    /// The file holding the database's password (`--ledger-password-file`); `None`: libpq's
+    /// password file, if any ([`FleetUrl::find_password`]).
+    pub password_file: Option<PathBuf>,
 }
 
 /// The open ledger, of either backend: the one place that picks it.
@@ -431,8 +436,11 @@ impl AnyLedger {
                 Ok(ledger.into())
             }
             LedgerLocation::Postgres(url) => {
+                let url = FleetUrl::clone(url)
+                    .find_password(fleet.password_file.as_deref())
+                    .map_err(FleetError::Conn)?;
                 let (ledger, closed) = blocking(|| {
-                    let mut ledger = FleetLedger::open(url, binding, &fleet.host)?;
+                    let mut ledger = FleetLedger::open(&url, binding, &fleet.host)?;
                     ledger.set_retry_base(retry_base);
                     let closed = ledger.recover_own()?;
                     Ok::<_, FleetError>((ledger, closed))

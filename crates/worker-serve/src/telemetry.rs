@@ -173,7 +173,7 @@ pub struct Telemetry {
     /// Runs in a row that failed for host causes, and the last one's code and detail.
     host: Mutex<(u32, String)>,
     /// Pulls and evictions ([`crate::images`]).
-    images: crate::images::ImageMetrics,
+    images: ImageMetrics,
     /// A fleet's leases as this host sees them (0 on a single host's SQLite ledger).
     fleet: FleetMetrics,
 }
@@ -307,7 +307,7 @@ impl Telemetry {
             ]),
         );
         Self {
-            images: crate::images::ImageMetrics::register(&mut registry),
+            images: ImageMetrics::register(&mut registry),
             deadline: DeadlineMetrics::register(&mut registry),
             fleet: FleetMetrics::register(&mut registry),
             clock,
@@ -341,7 +341,7 @@ impl Telemetry {
     }
 
     /// The image metrics.
-    pub fn images(&self) -> &crate::images::ImageMetrics {
+    pub fn images(&self) -> &ImageMetrics {
         &self.images
     }
 
@@ -841,5 +841,81 @@ mod tests {
             text.contains("worker_serve_error_runs_total{reason=\"download_transport\"} 1"),
             "{text}"
         );
+    }
+}
+
+/// Pull durations: a cached layer set to a multi-GB toolchain image.
+const PULL_BUCKETS: [f64; 10] = [0.1, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 300.0, 1800.0];
+
+/// The image metrics on `/metrics`.
+#[derive(Debug, Clone)]
+pub struct ImageMetrics {
+    pub(crate) pulls: Family<Vec<(&'static str, String)>, Counter>,
+    pub(crate) pull_duration: Histogram,
+    pub(crate) held_back: Counter,
+    pub(crate) evicted: Counter,
+    pub(crate) evicted_bytes: Counter,
+    pub(crate) pulled_bytes: Gauge,
+}
+
+impl ImageMetrics {
+    /// Registers them in `registry`.
+    pub fn register(registry: &mut Registry) -> Self {
+        let metrics = Self {
+            pulls: Family::default(),
+            pull_duration: Histogram::new(PULL_BUCKETS),
+            held_back: Counter::default(),
+            evicted: Counter::default(),
+            evicted_bytes: Counter::default(),
+            pulled_bytes: Gauge::default(),
+        };
+        for result in ["pulled", "failed"] {
+            let _ = metrics
+                .pulls
+                .get_or_create(&vec![("result", result.to_owned())]);
+        }
+        registry.register(
+            "worker_serve_image_pulls",
+            "Image pulls by digest ahead of their jobs, by result",
+            metrics.pulls.clone(),
+        );
+        registry.register_with_unit(
+            "worker_serve_image_pull_duration",
+            "Wall time of image pulls (never part of worker_serve_run_duration)",
+            Unit::Seconds,
+            metrics.pull_duration.clone(),
+        );
+        for (name, help, unit, counter) in [
+            (
+                "worker_serve_image_held_back_jobs",
+                "Jobs not started because their image could not be pulled for a host reason (free space, engine) or has no room under --image-budget yet; retried at the next poll, never counted as an attempt",
+                None,
+                &metrics.held_back,
+            ),
+            (
+                "worker_serve_images_evicted",
+                "Images removed under --image-budget: over it, or to make room for the next pull",
+                None,
+                &metrics.evicted,
+            ),
+            (
+                "worker_serve_image_evicted",
+                "Bytes of images removed under --image-budget",
+                Some(Unit::Bytes),
+                &metrics.evicted_bytes,
+            ),
+        ] {
+            match unit {
+                Some(unit) => registry.register_with_unit(name, help, unit, counter.clone()),
+                None => registry.register(name, help, counter.clone()),
+            }
+        }
+        registry.register_with_unit(
+            "worker_serve_pulled_images",
+            "Bytes the images this worker pulled take (the engine's sizes, shared layers counted in each)",
+            Unit::Bytes,
+            metrics.pulled_bytes.clone(),
+        );
+        metrics
     }
 }

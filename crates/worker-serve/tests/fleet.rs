@@ -5,78 +5,44 @@
 //! was recorded, and waits are on states the database reports, with generous timeouts.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use std::path::Path;
 use std::sync::{Arc, Barrier};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
+use test_postgres::{OwnCluster, TestDb};
 use worker_serve::fleet::{Binding, Claim, FleetError, FleetLedger, Recorded};
+use worker_serve::fleet_conn::FleetUrl;
 use worker_serve::ledger::{JobKey, JobState, RunKind, RunResult};
 
-/// A database of its own on the test cluster, dropped at the end.
-struct Db {
-    admin: String,
-    name: String,
-    url: String,
-}
+/// A database of its own on the test cluster (`test_postgres`), dropped at the end.
+struct Db(TestDb);
 
 impl Db {
     /// `None` (skip) without the test cluster, unless CI=true.
     fn new(test: &str) -> Option<Self> {
-        let admin = match std::env::var("VERIFIER_TEST_POSTGRES_URL") {
-            Ok(url) if !url.is_empty() => url,
-            _ => {
-                let file = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../.work/postgres.url");
-                match std::fs::read_to_string(&file) {
-                    Ok(url) => url.trim().to_owned(),
-                    Err(e) => {
-                        assert!(
-                            std::env::var("CI").as_deref() != Ok("true"),
-                            "no test Postgres ({}: {e}); run scripts/services.sh",
-                            file.display()
-                        );
-                        eprintln!("skipped: no test Postgres (run scripts/services.sh)");
-                        return None;
-                    }
-                }
-            }
-        };
-        let nanos = SystemTime::now()
-            .duration_since(UNIX_EPOCH)
+        TestDb::new("fleet", test).map(Self)
+    }
+
+    /// Its URL with the password, as a host is given it.
+    fn url(&self) -> FleetUrl {
+        FleetUrl::parse(&self.0.url)
             .unwrap()
-            .as_nanos();
-        let name = format!("fleet_{test}_{}_{nanos}", std::process::id());
-        let mut client = postgres::Client::connect(&admin, postgres::NoTls).unwrap_or_else(|e| {
-            panic!("the test Postgres does not answer ({e}); run scripts/services.sh")
-        });
-        client
-            .batch_execute(&format!("CREATE DATABASE \"{name}\""))
-            .unwrap();
-        let (base, _) = admin.rsplit_once('/').unwrap();
-        let url = format!("{base}/{name}");
-        Some(Self { admin, name, url })
+            .with_password(self.0.password())
     }
 
     fn open(&self, host: &str) -> FleetLedger {
-        FleetLedger::open(&self.url, &binding(), host).unwrap()
+        FleetLedger::open(&self.url(), &binding(), host).unwrap()
     }
 
     /// Runs `sql` on the test database directly (what another worker version or an operator
     /// would have written).
     fn exec(&self, sql: &str) {
-        let mut client = postgres::Client::connect(&self.url, postgres::NoTls).unwrap();
-        client.batch_execute(sql).unwrap();
+        self.0.exec(sql);
     }
 }
 
-impl Drop for Db {
-    fn drop(&mut self) {
-        if let Ok(mut client) = postgres::Client::connect(&self.admin, postgres::NoTls) {
-            let _ = client.batch_execute(&format!(
-                "DROP DATABASE IF EXISTS \"{}\" WITH (FORCE)",
-                self.name
-            ));
-        }
-    }
+/// A cluster of the test's own, its superuser's URL (trust on loopback: no password).
+fn cluster_url(cluster: &OwnCluster) -> FleetUrl {
+    FleetUrl::parse(&cluster.url()).unwrap()
 }
 
 fn binding() -> Binding {
@@ -123,6 +89,7 @@ fn completed(file: &str) -> RunResult {
         reason: None,
         evidence: Some("sha256:aa".into()),
         candidate_file: Some(file.into()),
+        last_start_ms: None,
     }
 }
 
@@ -156,7 +123,7 @@ fn fleet_three_hosts_fifty_jobs_every_job_runs_exactly_once() {
     let start = Arc::new(Barrier::new(3));
     let hosts: Vec<_> = (0..3)
         .map(|h| {
-            let url = db.url.clone();
+            let url = db.url();
             let start = start.clone();
             std::thread::spawn(move || {
                 let host = format!("host-{h}");
@@ -344,7 +311,8 @@ fn fleet_lease_times_are_the_databases_even_when_a_hosts_clock_is_ten_minutes_of
             "--nocapture",
             "--include-ignored",
         ])
-        .env("FLEET_CHILD_URL", &db.url)
+        .env("FLEET_CHILD_URL", &db.0.url)
+        .env("FLEET_CHILD_PASSWORD_FILE", db.0.password_file())
         .output()
         .unwrap_or_else(|e| {
             panic!("faketime (apt-get install faketime; scripts/services.sh does): {e}")
@@ -381,7 +349,12 @@ fn fleet_lease_times_are_the_databases_even_when_a_hosts_clock_is_ten_minutes_of
 #[test]
 #[ignore = "run by fleet_lease_times_are_the_databases_even_when_a_hosts_clock_is_ten_minutes_off"]
 fn fleet_skewed_host_child() {
-    let url = std::env::var("FLEET_CHILD_URL").unwrap();
+    let url = FleetUrl::parse(&std::env::var("FLEET_CHILD_URL").unwrap())
+        .unwrap()
+        .find_password(Some(
+            std::env::var("FLEET_CHILD_PASSWORD_FILE").unwrap().as_ref(),
+        ))
+        .unwrap();
     let ms = SystemTime::now()
         .duration_since(UNIX_EPOCH)
         .unwrap()
@@ -399,7 +372,7 @@ fn fleet_a_database_of_another_schema_version_is_refused_naming_both() {
     };
     drop(db.open("host-a"));
     db.exec("UPDATE fleet_meta SET schema_version = 7");
-    let err = FleetLedger::open(&db.url, &binding(), "host-a").unwrap_err();
+    let err = FleetLedger::open(&db.url(), &binding(), "host-a").unwrap_err();
     assert!(
         matches!(err, FleetError::SchemaVersion { found: 7, known: 1 }),
         "{err:?}"
@@ -420,7 +393,7 @@ fn fleet_a_database_bound_to_another_feed_or_verifier_set_is_refused_at_start() 
         feed: "http://127.0.0.1:9/other".into(),
         ..binding()
     };
-    let err = FleetLedger::open(&db.url, &other_feed, "host-b").unwrap_err();
+    let err = FleetLedger::open(&db.url(), &other_feed, "host-b").unwrap_err();
     assert!(
         matches!(err, FleetError::Bound { what: "feed", .. }),
         "{err:?}"
@@ -430,7 +403,7 @@ fn fleet_a_database_bound_to_another_feed_or_verifier_set_is_refused_at_start() 
         verifiers: vec!["0x00000000000000000000000000000000000000b2".into()],
         ..binding()
     };
-    let err = FleetLedger::open(&db.url, &other_set, "host-b").unwrap_err();
+    let err = FleetLedger::open(&db.url(), &other_set, "host-b").unwrap_err();
     assert!(
         matches!(
             err,
@@ -446,7 +419,7 @@ fn fleet_a_database_bound_to_another_feed_or_verifier_set_is_refused_at_start() 
         verifiers: vec!["0x00000000000000000000000000000000000000A1".into()],
         ..binding()
     };
-    FleetLedger::open(&db.url, &same, "host-c").unwrap();
+    FleetLedger::open(&db.url(), &same, "host-c").unwrap();
 }
 
 #[test]
@@ -457,7 +430,11 @@ fn fleet_an_unreachable_server_at_start_is_transient_not_a_configuration_error()
         .local_addr()
         .unwrap()
         .port();
-    let url = format!("postgres://nobody:secret@127.0.0.1:{port}/fleet?connect_timeout=5");
+    let url = FleetUrl::parse(&format!(
+        "postgres://nobody@127.0.0.1:{port}/fleet?connect_timeout=5"
+    ))
+    .unwrap()
+    .with_password("secret");
     let err = FleetLedger::open(&url, &binding(), "host-a").unwrap_err();
     assert!(matches!(err, FleetError::Connect { .. }), "{err:?}");
     assert!(!err.is_permanent(), "exit 1 (restarted), not 78: {err}");
@@ -467,9 +444,9 @@ fn fleet_an_unreachable_server_at_start_is_transient_not_a_configuration_error()
 #[test]
 fn fleet_a_refused_login_is_permanent() {
     let Some(db) = Db::new("login") else { return };
-    let (scheme_user, rest) = db.url.split_once('@').unwrap();
-    let (user, _) = scheme_user.rsplit_once(':').unwrap();
-    let url = format!("{user}:wrong-password@{rest}");
+    let url = FleetUrl::parse(&db.0.url)
+        .unwrap()
+        .with_password("wrong-password");
     let err = FleetLedger::open(&url, &binding(), "host-a").unwrap_err();
     assert!(err.is_permanent(), "{err}");
 }
@@ -518,127 +495,6 @@ fn fleet_sightings_are_idempotent_and_other_content_is_conflicting() {
     );
 }
 
-/// A Postgres cluster of the test's own (its own port and folder), so restarting it disturbs
-/// no other test. Trust authentication on loopback: it lives for one test.
-struct OwnCluster {
-    dir: tempfile::TempDir,
-    port: u16,
-}
-
-const PG_BIN: &str = "/usr/lib/postgresql/15/bin";
-
-impl OwnCluster {
-    /// `None` (skip) without postgresql-15, unless CI=true.
-    fn new() -> Option<Self> {
-        if !Path::new(PG_BIN).join("initdb").exists() {
-            assert!(
-                std::env::var("CI").as_deref() != Ok("true"),
-                "postgresql-15 is not installed (scripts/services.sh installs it)"
-            );
-            eprintln!("skipped: postgresql-15 is not installed");
-            return None;
-        }
-        let dir = tempfile::tempdir().unwrap();
-        let root = nix_is_root();
-        if root {
-            // initdb refuses to run as root: the cluster belongs to Debian's postgres account.
-            run(std::process::Command::new("chown")
-                .args(["postgres:postgres"])
-                .arg(dir.path()));
-        }
-        let port = std::net::TcpListener::bind("127.0.0.1:0")
-            .unwrap()
-            .local_addr()
-            .unwrap()
-            .port();
-        let cluster = Self { dir, port };
-        cluster.pg(&[
-            "initdb",
-            "-D",
-            &cluster.data(),
-            "-U",
-            "postgres",
-            "--auth=trust",
-            "-E",
-            "UTF8",
-        ]);
-        std::fs::OpenOptions::new()
-            .append(true)
-            .open(Path::new(&cluster.data()).join("postgresql.conf"))
-            .and_then(|mut f| {
-                use std::io::Write;
-                writeln!(
-                    f,
-                    "listen_addresses = '127.0.0.1'\nport = {}\nunix_socket_directories = '{}'",
-                    cluster.port,
-                    cluster.dir.path().display()
-                )
-            })
-            .unwrap();
-        cluster.pg_ctl("start");
-        Some(cluster)
-    }
-
-    fn data(&self) -> String {
-        self.dir.path().join("data").display().to_string()
-    }
-
-    fn url(&self) -> String {
-        format!("postgres://postgres@127.0.0.1:{}/postgres", self.port)
-    }
-
-    fn pg(&self, args: &[&str]) {
-        let bin = Path::new(PG_BIN).join(args[0]);
-        let mut cmd = if nix_is_root() {
-            let mut c = std::process::Command::new("runuser");
-            c.args(["-u", "postgres", "--"]).arg(bin);
-            c
-        } else {
-            std::process::Command::new(bin)
-        };
-        run(cmd.args(&args[1..]));
-    }
-
-    fn pg_ctl(&self, action: &str) {
-        let log = self.dir.path().join("server.log").display().to_string();
-        let data = self.data();
-        self.pg(&[
-            "pg_ctl", "-D", &data, "-l", &log, "-w", "-t", "60", "-m", "fast", action,
-        ]);
-    }
-}
-
-impl Drop for OwnCluster {
-    fn drop(&mut self) {
-        let data = self.data();
-        let bin = Path::new(PG_BIN).join("pg_ctl");
-        let mut cmd = if nix_is_root() {
-            let mut c = std::process::Command::new("runuser");
-            c.args(["-u", "postgres", "--"]).arg(bin);
-            c
-        } else {
-            std::process::Command::new(bin)
-        };
-        let _ = cmd
-            .args(["-D", &data, "-m", "immediate", "-w", "stop"])
-            .output();
-    }
-}
-
-fn nix_is_root() -> bool {
-    std::fs::read_to_string("/proc/self/status")
-        .unwrap()
-        .lines()
-        .find_map(|l| l.strip_prefix("Uid:"))
-        .and_then(|l| l.split_whitespace().next().map(|u| u == "0"))
-        .unwrap()
-}
-
-fn run(cmd: &mut std::process::Command) {
-    let out = cmd.output().unwrap();
-    assert!(out.status.success(), "{cmd:?}: {out:?}");
-}
-
 /// Calls `op` until it succeeds, reconnecting between failures with a back-off, as a host
 /// does while the database is down; every failure must be a transient one.
 fn through_outage<T>(
@@ -669,8 +525,8 @@ fn fleet_postgres_restarted_mid_batch_loses_nothing_and_runs_nothing_twice() {
     let Some(cluster) = OwnCluster::new() else {
         return;
     };
-    let mut a = FleetLedger::open(&cluster.url(), &binding(), "host-a").unwrap();
-    let mut b = FleetLedger::open(&cluster.url(), &binding(), "host-b").unwrap();
+    let mut a = FleetLedger::open(&cluster_url(&cluster), &binding(), "host-a").unwrap();
+    let mut b = FleetLedger::open(&cluster_url(&cluster), &binding(), "host-b").unwrap();
     for i in 0..20 {
         see(&mut a, &format!("job-{i:02}"), far_future() + i);
     }
@@ -735,6 +591,7 @@ fn fleet_a_failed_jobs_back_off_is_judged_on_the_services_clock() {
         reason: None,
         evidence: None,
         candidate_file: None,
+        last_start_ms: None,
     };
     assert_eq!(
         host.finish_at(&claim, &failed, Some(frozen)).unwrap(),

@@ -7,6 +7,7 @@
 //! wall clock (back an hour, as NTP or an operator may) and move time forward without sleeping.
 
 use std::fmt::Debug;
+use std::sync::Arc;
 use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
@@ -95,5 +96,96 @@ impl Clock for ManualClock {
 
     fn wall_ms(&self) -> i64 {
         self.wall_ms.load(Ordering::SeqCst)
+    }
+}
+
+/// The host's clock, moved forward by as much as a chain's latest block was seen ahead of it
+/// (issue #43). A verification window is chain time: the signer refuses `deadline_too_close`
+/// by the latest block's timestamp and the contract settles by its block's. When the chain runs
+/// ahead of this host (a host clock running late, a development chain someone warped), a window
+/// judged on the host clock looks longer than the signer will allow, and the worker would start
+/// a job whose candidate gets refused. Never moved back behind the host: a latest block behind
+/// it is an idle or lagging node (the next block carries at least the real time), and judging
+/// by it would start jobs the contract refuses. The monotonic reading stays the host's.
+#[derive(Debug)]
+pub struct ChainAligned {
+    host: Arc<dyn Clock>,
+    ahead_ms: AtomicI64,
+}
+
+impl ChainAligned {
+    /// The host's clock, not moved until a chain reading says so.
+    pub fn new(host: Arc<dyn Clock>) -> Self {
+        Self {
+            host,
+            ahead_ms: AtomicI64::new(0),
+        }
+    }
+
+    /// Records the latest block's timestamp (unix seconds) read just now; returns how far the
+    /// wall reading is now moved ahead of the host's, in milliseconds (0 when the block is not
+    /// ahead). Each reading replaces the last: a chain that stops running ahead stops moving it.
+    pub fn observe_chain(&self, block_secs: u64) -> i64 {
+        let block_ms = i64::try_from(block_secs)
+            .unwrap_or(i64::MAX)
+            .saturating_mul(1000);
+        let ahead = block_ms.saturating_sub(self.host.wall_ms()).max(0);
+        self.ahead_ms.store(ahead, Ordering::SeqCst);
+        ahead
+    }
+
+    /// How far the wall reading is moved ahead of the host's, in milliseconds.
+    pub fn ahead_ms(&self) -> i64 {
+        self.ahead_ms.load(Ordering::SeqCst)
+    }
+}
+
+impl Clock for ChainAligned {
+    fn monotonic(&self) -> Duration {
+        self.host.monotonic()
+    }
+
+    fn wall_ms(&self) -> i64 {
+        self.host.wall_ms().saturating_add(self.ahead_ms())
+    }
+}
+
+#[cfg(test)]
+mod chain_aligned_tests {
+    use super::*;
+
+    const HOST_MS: i64 = 1_900_000_000_000;
+
+    fn aligned() -> (Arc<ManualClock>, ChainAligned) {
+        let host = Arc::new(ManualClock::new(HOST_MS));
+        let aligned = ChainAligned::new(host.clone());
+        (host, aligned)
+    }
+
+    #[test]
+    fn a_chain_ahead_of_the_host_moves_the_window_clock_ahead_and_time_keeps_passing() {
+        let (host, clock) = aligned();
+        assert_eq!(unix_secs(&clock), 1_900_000_000);
+        assert_eq!(clock.observe_chain(1_900_000_300), 300_000);
+        assert_eq!(unix_secs(&clock), 1_900_000_300);
+        host.advance(Duration::from_secs(10));
+        assert_eq!(unix_secs(&clock), 1_900_000_310);
+        assert_eq!(clock.monotonic(), Duration::from_secs(10));
+    }
+
+    #[test]
+    fn a_chain_behind_the_host_an_idle_or_lagging_node_never_moves_it_back() {
+        let (_host, clock) = aligned();
+        assert_eq!(clock.observe_chain(1_899_999_000), 0);
+        assert_eq!(unix_secs(&clock), 1_900_000_000);
+    }
+
+    #[test]
+    fn a_chain_that_stops_running_ahead_stops_moving_it() {
+        let (_host, clock) = aligned();
+        clock.observe_chain(1_900_000_300);
+        clock.observe_chain(1_900_000_000);
+        assert_eq!(clock.ahead_ms(), 0);
+        assert_eq!(unix_secs(&clock), 1_900_000_000);
     }
 }

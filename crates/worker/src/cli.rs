@@ -15,7 +15,7 @@ use std::time::Duration;
 use clap::{ArgGroup, CommandFactory, Parser, Subcommand};
 use verifier_sdk::{Address, Network, TreeLimits};
 
-use crate::stage::{ParseStageKindError, StageKind};
+use worker_store::stage::{ParseStageKindError, StageKind};
 
 /// How `worker serve` and `worker gc --images` treat images.
 #[derive(Debug, Clone, PartialEq, Eq, clap::Args)]
@@ -401,7 +401,7 @@ pub struct FeedArgs {
     /// Run only the jobs of shard I of N (the others are reported skipped): first 8 bytes of
     /// sha256(job_id), big-endian, modulo N, equal to I.
     #[arg(long, value_name = "I/N", default_value = "0/1")]
-    pub shard: crate::feed::shard::Shard,
+    pub shard: worker_jobs::feed::shard::Shard,
     /// How each job is fetched and run.
     #[command(flatten)]
     pub run: JobRunArgs,
@@ -460,11 +460,13 @@ pub struct JobRunArgs {
         value_name = "PART=S,…",
         default_value = "pull=300,staging=120,signing=120,relay=180,at_risk=900"
     )]
-    pub settle_costs: crate::feed::deadline::SettleCosts,
+    pub settle_costs: worker_jobs::feed::deadline::SettleCosts,
     /// A Base RPC endpoint for each job's readiness record (readiness-<sha256(job_id)>.json
     /// beside the candidates): the bounty's on-chain terms, window and verifier set compared
     /// with the job by the signer's own check. Repeatable, in order of preference (failover as
-    /// the signer's). Without it no record says ready.
+    /// the signer's). Without it no record says ready. With it, verification windows are
+    /// judged on the chain's clock whenever its latest block is ahead of this host's (read at
+    /// start and every 10 s): the signer refuses by that clock.
     #[arg(long = "rpc", value_name = "URL")]
     pub rpc: Vec<String>,
 }
@@ -600,14 +602,26 @@ pub struct ServeArgs {
     /// Run only the jobs of shard I of N: first 8 bytes of sha256(job_id), big-endian,
     /// modulo N, equal to I.
     #[arg(long, value_name = "I/N", default_value = "0/1")]
-    pub shard: crate::feed::shard::Shard,
+    pub shard: worker_jobs::feed::shard::Shard,
     /// Where the ledger is: a postgres://USER@HOST:PORT/DB URL puts this host in a fleet
     /// sharing that database (jobs claimed with leases, any host takes any job;
     /// docs/operations.md, "Running a fleet"); a directory is the SQLite ledger's (default:
     /// --state). A fleet database is bound to the first host's feed and verifier set: another
     /// is refused (78), as is another schema version; a server that does not answer is exit 1.
+    ///
+    /// The URL never holds the password (refused, 78: a command line is readable by every
+    /// user of the host): it comes from --ledger-password-file, else from libpq's password
+    /// file (PGPASSFILE, else ~/.pgpass; mode 0600). sslmode=verify-full (or require,
+    /// verify-ca: all held to verify-full) with sslrootcert=FILE|system encrypts the session
+    /// and checks the server's certificate and name; prefer and allow are refused; no
+    /// sslmode is plain text.
     #[arg(long, value_name = "URL|DIR")]
     pub ledger: Option<String>,
+    /// A file holding the fleet database's password (and nothing else), a regular file of
+    /// this user with mode 0600 or stricter, reached without a symlink; refused otherwise
+    /// (78). For a postgres:// --ledger only.
+    #[arg(long, value_name = "FILE", requires = "ledger")]
+    pub ledger_password_file: Option<PathBuf>,
     /// This host's name in a fleet (leases, runs, candidates), unique in the fleet; a host
     /// restarted under the same name takes its own open runs back at once. Default:
     /// HOSTNAME:STATE_DIR.
@@ -913,7 +927,7 @@ fn exit_usage(error: &clap::Error) -> ! {
         let first = text.lines().next().unwrap_or_default();
         let usage = crate::exit::ExitCode::Usage;
         cli_support::print_error_json(
-            usage.as_str(),
+            usage.name(crate::exit::Binary::Worker),
             usage.code(),
             first.strip_prefix("error: ").unwrap_or(first),
         );
@@ -1042,7 +1056,7 @@ impl Cli {
                 lines: if full {
                     None
                 } else {
-                    Some(lines.unwrap_or(crate::explain::TAIL_LINES))
+                    Some(lines.unwrap_or(worker_sandbox::explain::TAIL_LINES))
                 },
             }),
             Some(Subcommands::Request(args)) => Ok(Command::Request(args)),
@@ -1217,7 +1231,7 @@ mod tests {
             Command::Explain {
                 evidence: "e.json".into(),
                 json: false,
-                lines: Some(crate::explain::TAIL_LINES),
+                lines: Some(worker_sandbox::explain::TAIL_LINES),
             }
         );
     }

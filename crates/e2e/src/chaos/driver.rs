@@ -13,7 +13,7 @@ use alloy::primitives::{Address, U256, keccak256};
 use alloy::providers::Provider;
 use alloy::rpc::types::Filter;
 use alloy::signers::local::PrivateKeySigner;
-use chain_testkit::{DEV_KEYS, DeployedBounty, Testkit, dev_signer, status};
+use chain_testkit::{DEV_KEYS, DeployedBounty, dev_signer, status};
 use serde_json::Value;
 use tokio::sync::Notify;
 use verifier_sdk::candidate_file_name;
@@ -75,6 +75,9 @@ pub struct ChaosOptions {
     /// With `--liveness short-window`: the first run takes the jobs in the order first seen
     /// instead of the worker's deadline-first order (`--first-seen-order`, the lane's control).
     pub first_seen_order: bool,
+    /// Issue #45 item 5: play the fleet lane with this many hosts instead of the money path
+    /// (`--fleet N`; see [`super::fleet`]).
+    pub fleet: Option<usize>,
 }
 
 /// How the failing endpoint of [`ChaosOptions::failing_rpc`] fails.
@@ -128,11 +131,18 @@ impl ChaosOptions {
             failing_rpc: None,
             liveness: None,
             first_seen_order: false,
+            fleet: None,
         }
     }
 
     /// The command that replays this run exactly.
     pub fn replay_command(&self) -> String {
+        if let Some(n) = self.fleet {
+            return format!(
+                "target/debug/bounty-e2e chaos --seed {} --fleet {n}",
+                self.seed
+            );
+        }
         let mut c = format!(
             "target/debug/bounty-e2e chaos --seed {} --bounties {} --faults {} --chaos-cycles {}",
             self.seed, self.bounties, self.faults, self.schedule.chaos_cycles
@@ -515,7 +525,9 @@ pub async fn run(cfg: &E2eConfig, opts: &ChaosOptions) -> Result<RunResult, E2eE
         None
     };
 
-    let kit = Testkit::connect().await?;
+    // The run's own node: another test's clock warp on a shared one would decide its windows.
+    let chain = super::node::OwnChain::start().await?;
+    let kit = chain.kit();
     let proxy = RpcProxy::start(kit.url(), opts.seed).await?;
     // Held for the whole run: the proxy serves as long as it lives.
     let (_failing_proxy, failing_url) = match opts.failing_rpc {
@@ -643,7 +655,7 @@ pub async fn run(cfg: &E2eConfig, opts: &ChaosOptions) -> Result<RunResult, E2eE
             )
         };
         let (params, deployed, job, validated) =
-            deploy_for_job(&kit, &mut jp, solver, verifiers, spec.threshold, now).await?;
+            deploy_for_job(kit, &mut jp, solver, verifiers, spec.threshold, now).await?;
         bounties.push(Bounty {
             lane: lane.name,
             kind: spec.kind,
@@ -703,7 +715,7 @@ pub async fn run(cfg: &E2eConfig, opts: &ChaosOptions) -> Result<RunResult, E2eE
             };
             let threshold = u8::try_from(lane.addresses.len()).unwrap_or(1);
             let (params, deployed, job, validated) =
-                deploy_for_job(&kit, &mut jp, solver, &lane.addresses, threshold, start).await?;
+                deploy_for_job(kit, &mut jp, solver, &lane.addresses, threshold, start).await?;
             bounties.push(Bounty {
                 lane: lane.name,
                 kind: BountyKind::Good,

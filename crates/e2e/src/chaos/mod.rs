@@ -4,18 +4,23 @@
 //! invariant checker, pure over the observations ([`check`]). Below the driver and the serve
 //! supervisor ([`serve`]), which both arm kills ([`trigger`]) and read a service's ledger back
 //! ([`ledger`]), so neither imports the other for those. `bounty-e2e chaos` runs one
-//! seed or, with `--soak K`, K seeds and a summary table. docs/chaos.md has the details.
+//! seed or, with `--soak K`, K seeds and a summary table; `--fleet N` plays the fleet lane
+//! ([`fleet`]: N `worker serve` hosts on one Postgres, killed, paused and partitioned from it
+//! through a [`tcp_proxy`]) instead. docs/chaos.md has the details.
 
 pub mod absent_image;
 pub mod check;
 pub mod clock;
 pub mod driver;
+pub mod fleet;
 pub mod inject;
 pub mod ledger;
 pub mod liveness;
+pub mod node;
 pub mod rng;
 pub mod schedule;
 pub mod serve;
+pub mod tcp_proxy;
 pub mod trigger;
 pub mod workdir;
 

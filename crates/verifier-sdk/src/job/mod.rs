@@ -376,6 +376,25 @@ pub enum JobError {
     Manifest(#[from] ManifestError),
 }
 
+/// The five terms hashes a bounty commits to on chain (`termsHash()`, `policyHash()`,
+/// `acceptanceCriteriaHash()`, `benchmarkHash()`, `evidenceSchemaHash()`), each recomputed
+/// over the job's terms document (PROTOCOL §2 rule 3). One type for the job's side and the
+/// chain's: the signer and the keeper compare the two field by field, since the attestation
+/// digest binds only the policy hash.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct TermsCommitment {
+    /// `terms.terms_hash`: of the whole terms document.
+    pub terms_hash: Bytes32,
+    /// `terms.policy_hash`.
+    pub policy_hash: Bytes32,
+    /// `terms.acceptance_criteria_hash`.
+    pub acceptance_criteria_hash: Bytes32,
+    /// `terms.benchmark_hash`.
+    pub benchmark_hash: Bytes32,
+    /// `terms.evidence_schema_hash`.
+    pub evidence_schema_hash: Bytes32,
+}
+
 /// A job that passed every structural rule of PROTOCOL §2. Built only by
 /// [`ValidatedJob::parse`] (which does not look at the clock, so an expired job's fields can
 /// still be read, e.g. to find its settlement record) and [`validate_job`] (parse, then
@@ -387,9 +406,7 @@ pub struct ValidatedJob {
     network: Network,
     scope: Scope,
     bounty_id: Bytes32,
-    acceptance_criteria_hash: Bytes32,
-    benchmark_hash: Bytes32,
-    evidence_schema_hash: Bytes32,
+    commitment: TermsCommitment,
     eligible_verifiers: Vec<Address>,
     threshold: u8,
     manifest: RunnerManifest,
@@ -460,25 +477,29 @@ impl ValidatedJob {
     pub fn evidence_hash(&self) -> Bytes32 {
         self.scope.evidence_hash
     }
+    /// The five terms hashes the bounty must hold on chain.
+    pub fn commitment(&self) -> &TermsCommitment {
+        &self.commitment
+    }
     /// `terms.policy_hash`.
     pub fn policy_hash(&self) -> Bytes32 {
-        self.scope.committed_policy_hash
+        self.commitment.policy_hash
     }
     /// `terms.terms_hash`.
     pub fn terms_hash(&self) -> Bytes32 {
-        self.scope.terms_hash
+        self.commitment.terms_hash
     }
     /// `terms.acceptance_criteria_hash`.
     pub fn acceptance_criteria_hash(&self) -> Bytes32 {
-        self.acceptance_criteria_hash
+        self.commitment.acceptance_criteria_hash
     }
     /// `terms.benchmark_hash`.
     pub fn benchmark_hash(&self) -> Bytes32 {
-        self.benchmark_hash
+        self.commitment.benchmark_hash
     }
     /// `terms.evidence_schema_hash`.
     pub fn evidence_schema_hash(&self) -> Bytes32 {
-        self.evidence_schema_hash
+        self.commitment.evidence_schema_hash
     }
     /// `verification_expires_at` (unix seconds; dead at or after it).
     pub fn expires_at(&self) -> u64 {

@@ -8,7 +8,8 @@ use serde_json::Value;
 use super::fields::Fields;
 use super::{
     BenchmarkSource, CommitId, ENGINE, GithubRepo, JobError, Network, RelativeDir, SIGNED_QUORUM,
-    Scope, SourceRef, TERMS_SCHEMA_VERSION, ValidatedJob, parse_artifact_reference, valid_job_id,
+    Scope, SourceRef, TERMS_SCHEMA_VERSION, TermsCommitment, ValidatedJob,
+    parse_artifact_reference, valid_job_id,
 };
 use crate::canonical::{keccak_json, sha256_json, sha256_utf8};
 use crate::manifest::RunnerManifest;
@@ -38,8 +39,8 @@ pub(super) fn parse_job(raw: &Value) -> Result<ValidatedJob, JobError> {
         solver_wallet: bounty.solver,
         submission_hash: evidence.submission_hash,
         evidence_hash: evidence.evidence_hash,
-        terms_hash: terms.terms_hash,
-        committed_policy_hash: terms.policy_hash,
+        terms_hash: terms.commitment.terms_hash,
+        committed_policy_hash: terms.commitment.policy_hash,
         verification_expires_at: quorum.expires_at,
     };
     Ok(ValidatedJob {
@@ -48,9 +49,7 @@ pub(super) fn parse_job(raw: &Value) -> Result<ValidatedJob, JobError> {
         network: chain.network,
         scope,
         bounty_id: bounty.id,
-        acceptance_criteria_hash: terms.acceptance_criteria_hash,
-        benchmark_hash: terms.benchmark_hash,
-        evidence_schema_hash: terms.evidence_schema_hash,
+        commitment: terms.commitment,
         eligible_verifiers: quorum.verifiers,
         threshold: quorum.threshold,
         manifest,
@@ -179,11 +178,7 @@ fn bounty_fields(job: Fields<'_>) -> Result<Bounty<'_>, JobError> {
 }
 
 struct Terms<'a> {
-    terms_hash: Bytes32,
-    policy_hash: Bytes32,
-    acceptance_criteria_hash: Bytes32,
-    benchmark_hash: Bytes32,
-    evidence_schema_hash: Bytes32,
+    commitment: TermsCommitment,
     policy: &'a Value,
     benchmark: &'a Value,
 }
@@ -205,11 +200,13 @@ fn terms_hashes<'a>(chain: &Chain<'a>) -> Result<Terms<'a>, JobError> {
     let schema = document.value("terms.document.evidence_schema")?;
     let evidence_schema_hash = terms.hash("terms.evidence_schema_hash", keccak_json(schema))?;
     Ok(Terms {
-        terms_hash,
-        policy_hash,
-        acceptance_criteria_hash,
-        benchmark_hash,
-        evidence_schema_hash,
+        commitment: TermsCommitment {
+            terms_hash,
+            policy_hash,
+            acceptance_criteria_hash,
+            benchmark_hash,
+            evidence_schema_hash,
+        },
         policy,
         benchmark,
     })

@@ -334,6 +334,40 @@ fn an_outcome_for_another_job_is_rejected() {
     );
 }
 
+/// The typed check refuses what the JSON one does, each for the same reason: an outcome of
+/// another job, one whose receipt was altered and rehashed, one whose response hash is wrong.
+#[test]
+fn a_typed_outcome_is_checked_against_the_job_as_its_json_is() {
+    let job = job();
+    let typed = |v: &Value| Outcome::deserialize(v).unwrap();
+    let other = validate_job(
+        &fixtures::job_value(&fixtures::JobParams {
+            round: 4,
+            ..fixtures::JobParams::default()
+        }),
+        NOW,
+    )
+    .unwrap();
+    assert_eq!(
+        typed(&outcome_value(0)).check_for(&other),
+        Err(OutcomeError::Scope)
+    );
+    let altered = rehashed(|r| r.image = "other@sha256:0".into());
+    assert_eq!(typed(&altered).check_for(&job), Err(OutcomeError::Image));
+    assert_eq!(
+        typed(&altered).check_for(&job),
+        validate_outcome(&altered, &job)
+    );
+    let mut wrong = typed(&outcome_value(1));
+    wrong.response_hash = b('9');
+    assert!(matches!(
+        wrong.check_for(&job),
+        Err(OutcomeError::ResponseHash { .. })
+    ));
+    let good = Outcome::for_job(&job, facts(0));
+    assert_eq!(good.clone().check_for(&job).unwrap().outcome(), &good);
+}
+
 #[test]
 fn no_verdict_wire_format() {
     let nv = NoVerdictOutcome::new(

@@ -13,6 +13,11 @@
 //! window ends before what it still needs is `window_too_short`: it is not started in place of
 //! one that can still settle, and the figures say why.
 //!
+//! This is the one home of job selection's order and cut-offs (issue #48 item 4): `worker
+//! feed`'s runner and selection and `worker serve`'s loop both call [`order`]/[`sort`],
+//! [`plan`], [`fits_now`] before each start, and the feed's `--max-jobs` cut ([`displace`]);
+//! neither re-states them.
+//!
 //! No clock is read here: the caller passes its injected clock's reading.
 
 use std::fmt;
@@ -196,6 +201,48 @@ pub fn fits(job: &ValidatedJob, now_unix: u64, need: Need) -> Result<(), TooShor
     }
 }
 
+/// Whether `job`, about to start at `now_unix`, can still settle: the check before each start,
+/// after the jobs before it took their time. Its image is counted as present (what fitted with
+/// a pull at the batch's start had its pull counted then).
+pub fn fits_now(job: &ValidatedJob, now_unix: u64, costs: &SettleCosts) -> Result<(), TooShort> {
+    fits(job, now_unix, Need::of(job, true, costs))
+}
+
+/// The last moment (unix seconds) at which `job` can still start and settle: its window end
+/// less what it needs with its image here, as [`fits_now`] counts it (a start after it is
+/// `window_too_short`). `worker serve` never sets a failed job's retry after it (issue #43).
+pub fn last_start(job: &ValidatedJob, costs: &SettleCosts) -> u64 {
+    job.expires_at()
+        .saturating_sub(Need::of(job, true, costs).total_secs())
+}
+
+/// The order jobs are taken in: the window that ends first, then the job id.
+pub fn order(a: &ValidatedJob, b: &ValidatedJob) -> std::cmp::Ordering {
+    (a.expires_at(), a.job_id()).cmp(&(b.expires_at(), b.job_id()))
+}
+
+/// Puts `items` in [`order`]; `job_of` reads a job from an item.
+pub fn sort<T>(items: &mut [T], job_of: impl Fn(&T) -> &ValidatedJob) {
+    items.sort_by(|a, b| order(job_of(a), job_of(b)));
+}
+
+/// Cuts `queue` (in [`order`]) down to what a batch of at most `cap` jobs, `started` of them
+/// already started, still has room for; returns the jobs cut off, the latest window end first
+/// (under `--max-jobs`, a job listed during the batch whose window ends sooner displaces the
+/// queued job whose window ends last).
+pub fn displace<T>(
+    queue: &mut std::collections::VecDeque<T>,
+    started: usize,
+    cap: usize,
+) -> Vec<T> {
+    let mut out = Vec::new();
+    while started + queue.len() > cap {
+        let Some(last) = queue.pop_back() else { break };
+        out.push(last);
+    }
+    out
+}
+
 /// The decision over a set of jobs.
 #[derive(Debug)]
 pub struct Plan<T> {
@@ -216,10 +263,7 @@ pub fn plan<T>(
     image_present: impl Fn(&ValidatedJob) -> bool,
 ) -> Plan<T> {
     let mut jobs = jobs;
-    jobs.sort_by(|a, b| {
-        let (a, b) = (job_of(a), job_of(b));
-        (a.expires_at(), a.job_id()).cmp(&(b.expires_at(), b.job_id()))
-    });
+    sort(&mut jobs, &job_of);
     let mut run = Vec::with_capacity(jobs.len());
     let mut too_short = Vec::new();
     for item in jobs {
@@ -289,6 +333,49 @@ mod tests {
 
     fn rounds(jobs: &[ValidatedJob]) -> Vec<u64> {
         jobs.iter().map(ValidatedJob::round).collect()
+    }
+
+    #[test]
+    fn one_order_for_every_caller_window_end_then_job_id() {
+        let late = job(1, NOW + 5000, 60);
+        let soon_b = job(3, NOW + 1000, 60);
+        let soon_a = job(2, NOW + 1000, 60);
+        let mut items = vec![(7, late), (8, soon_b), (9, soon_a)];
+        sort(&mut items, |(_, j)| j);
+        assert_eq!(items.iter().map(|(k, _)| *k).collect::<Vec<_>>(), [9, 8, 7]);
+        assert_eq!(order(&items[0].1, &items[1].1), std::cmp::Ordering::Less);
+    }
+
+    #[test]
+    fn displace_cuts_the_latest_windows_down_to_the_room_left() {
+        let mut queue: std::collections::VecDeque<u32> = (1..=5).collect();
+        // Two started, a cap of four: room for two of the five queued.
+        assert_eq!(displace(&mut queue, 2, 4), [5, 4, 3]);
+        assert_eq!(queue, [1, 2]);
+        assert!(displace(&mut queue, 2, 4).is_empty());
+        assert!(displace(&mut queue, 0, usize::MAX).is_empty());
+        // Already over the cap: the whole queue goes.
+        assert_eq!(displace(&mut queue, 5, 4), [2, 1]);
+    }
+
+    #[test]
+    fn fits_now_counts_the_image_as_present_and_the_run_as_the_manifests_timeout() {
+        // needs staging 10 + timeout 60 + signing 20 + relay 30 = 120 s, no pull.
+        let j = job(1, NOW + 120, 60);
+        assert_eq!(fits_now(&j, NOW, &costs()), Ok(()));
+        let why = fits_now(&j, NOW + 1, &costs()).unwrap_err();
+        assert_eq!((why.left_secs, why.need.total_secs()), (119, 120));
+        assert_eq!(why.need.pull_secs, 0);
+    }
+
+    #[test]
+    fn last_start_is_the_last_second_fits_now_lets_the_job_start() {
+        // needs 120 s (as above): the window end less them, and not a second later.
+        let j = job(1, NOW + 500, 60);
+        let last = last_start(&j, &costs());
+        assert_eq!(last, NOW + 380);
+        assert_eq!(fits_now(&j, last, &costs()), Ok(()));
+        assert!(fits_now(&j, last + 1, &costs()).is_err());
     }
 
     #[test]

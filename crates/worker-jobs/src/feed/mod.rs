@@ -29,6 +29,6 @@ pub use outcome::{JobOutcome, RunCode};
 pub use report::{BatchStatus, FeedReport, JobRow, JobStatus, OmittedJobs, REPORT_SCHEMA_VERSION};
 pub use runner::{
     ExecutedJob, FeedConfig, FeedError, JobExecutor, JobFailure, JobRun, JobRunner, MAX_VERIFIERS,
-    fetch_feeds, run_feed, write_readiness,
+    RunVerdict, fetch_feeds, run_feed, write_readiness,
 };
 pub use sandbox_executor::SandboxJobExecutor;

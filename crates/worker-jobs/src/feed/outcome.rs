@@ -172,6 +172,24 @@ impl JobOutcome {
         }
     }
 
+    /// The detail, for an outcome without a verdict.
+    pub fn detail(&self) -> Option<&str> {
+        match self {
+            Self::Verdict { .. } => None,
+            Self::Refused { detail, .. }
+            | Self::JobFailure { detail, .. }
+            | Self::HostFailure { detail, .. } => Some(detail),
+        }
+    }
+
+    /// The candidate file of a verdict, relative to the output directory.
+    pub fn candidate_file(&self) -> Option<&str> {
+        match self {
+            Self::Verdict { candidate_file, .. } => Some(candidate_file),
+            _ => None,
+        }
+    }
+
     /// The reason code, for an outcome without a verdict.
     pub fn code(&self) -> Option<RunCode> {
         match self {

@@ -1,16 +1,18 @@
 //! Candidate files and their manifest (PROTOCOL §7), written atomically into the output dir.
 
 use serde::Deserialize as _;
+use std::borrow::Cow;
 use std::path::{Path, PathBuf};
 
 use serde_json::Value;
 use verifier_sdk::{
     Candidate, CandidateEntry, CandidateManifest, MAX_MANIFEST_CANDIDATES, Outcome,
-    ParsedCandidate, ValidatedJob, candidate_file_name,
+    ParsedCandidate, Sha256Digest, ValidatedJob, candidate_file_name,
 };
 
 use super::cache::write_atomically;
 use crate::intoto::{EvidenceAddress, statement_file_name, test_result_statement};
+use crate::run::{SealedEvidence, evidence_address};
 
 /// Name of the candidates manifest in the output dir.
 pub const MANIFEST_FILE: &str = "manifest.json";
@@ -45,6 +47,42 @@ fn revision_from(github_sha: Option<&str>) -> String {
     }
 }
 
+/// The evidence record a candidate carries: its JSON, its store address and the per-test
+/// report its statement names.
+#[derive(Debug, Clone)]
+pub struct CandidateEvidence<'a> {
+    /// The record as the candidate carries it.
+    pub json: &'a Value,
+    /// SHA-256 of its canonical JSON.
+    pub digest: Sha256Digest,
+    /// Its `tests` section.
+    pub tests: Option<Cow<'a, test_outcomes::TestReport>>,
+}
+
+impl<'a> CandidateEvidence<'a> {
+    /// A fresh run's record: everything from the record sealed once, nothing decoded back.
+    pub fn sealed(evidence: &'a SealedEvidence) -> Self {
+        Self {
+            json: evidence.json(),
+            digest: evidence.digest(),
+            tests: evidence.record().tests.as_ref().map(Cow::Borrowed),
+        }
+    }
+
+    /// A record read back from outside this run (a cached verdict's), kept byte for byte as
+    /// it was read: hashed here, its `tests` parsed when they parse.
+    pub fn read_back(json: &'a Value) -> Self {
+        Self {
+            json,
+            digest: evidence_address(json),
+            tests: json
+                .get("tests")
+                .and_then(|t| test_outcomes::TestReport::deserialize(t).ok())
+                .map(Cow::Owned),
+        }
+    }
+}
+
 /// Writes `candidate-<sha256(job_id)>.json` for a verdict, and beside it the in-toto
 /// statement `candidate-<sha256(job_id)>.intoto.json` when the evidence is known, and returns
 /// the candidate's file name.
@@ -52,7 +90,7 @@ pub fn write_candidate(
     out_dir: &Path,
     job: &ValidatedJob,
     outcome: &Outcome,
-    evidence: Option<Value>,
+    evidence: Option<CandidateEvidence<'_>>,
     runner_revision: &str,
 ) -> Result<String, OutputError> {
     let name = candidate_file_name(job.job_id());
@@ -64,11 +102,9 @@ pub fn write_candidate(
     // The in-toto statement beside it; the evidence is carried inside the candidate, so that
     // is its address. Written first so a candidate never appears without its statement.
     if let Some(evidence) = &evidence {
-        let address = EvidenceAddress::of_record(evidence, &format!("{name}#/evidence"));
-        let tests = evidence
-            .get("tests")
-            .and_then(|t| test_outcomes::TestReport::deserialize(t).ok());
-        let statement = test_result_statement(job.job_id(), outcome, &address, tests.as_ref());
+        let address = EvidenceAddress::inside(evidence.digest, &format!("{name}#/evidence"));
+        let statement =
+            test_result_statement(job.job_id(), outcome, &address, evidence.tests.as_deref());
         let statement_path = out_dir.join(statement_file_name(&name));
         let bytes = serde_json::to_vec_pretty(&statement).map_err(|e| io(e.into()))?;
         write_atomically(out_dir, &statement_path, &bytes).map_err(|source| OutputError::Io {
@@ -76,13 +112,13 @@ pub fn write_candidate(
             source,
         })?;
     }
-    let outcome = serde_json::to_value(outcome).map_err(|e| io(e.into()))?;
-    let candidate = Candidate::new(
-        job.raw().clone(),
+    let candidate = Candidate::of_run(
+        job,
         outcome,
-        runner_revision.to_owned(),
-        evidence,
-    );
+        runner_revision,
+        evidence.map(|e| e.json.clone()),
+    )
+    .map_err(|e| io(e.into()))?;
     let bytes = serde_json::to_vec_pretty(&candidate).map_err(|e| io(e.into()))?;
     write_atomically(out_dir, &path, &bytes).map_err(io)?;
     Ok(name)
@@ -213,7 +249,14 @@ mod tests {
         let tests =
             test_outcomes::parse(b"running 2 tests\ntest a ... ok\ntest b ... FAILED\n", b"");
         evidence["tests"] = serde_json::to_value(&tests).unwrap();
-        let name = write_candidate(&out, &job, &outcome, Some(evidence), "local").unwrap();
+        let name = write_candidate(
+            &out,
+            &job,
+            &outcome,
+            Some(CandidateEvidence::read_back(&evidence)),
+            "local",
+        )
+        .unwrap();
         let statement: Value = serde_json::from_slice(
             &std::fs::read(out.join(crate::intoto::statement_file_name(&name))).unwrap(),
         )

@@ -78,6 +78,15 @@ pub struct JobRow {
     pub durations: Durations,
 }
 
+/// Longest reason a row (and the ledger, which records a run as its row says) keeps, in
+/// characters.
+pub const MAX_ROW_REASON_CHARS: usize = 1024;
+
+/// `reason` as a row keeps it: its first [`MAX_ROW_REASON_CHARS`] characters.
+pub fn row_reason(reason: &str) -> String {
+    reason.chars().take(MAX_ROW_REASON_CHARS).collect()
+}
+
 impl JobRow {
     /// A row with a reason and no candidate.
     pub fn new(job_id: String, status: JobStatus, reason_code: &str, reason: &str) -> Self {
@@ -85,7 +94,7 @@ impl JobRow {
             job_id,
             status,
             reason_code: Some(reason_code.to_owned()),
-            reason: Some(reason.chars().take(1024).collect()),
+            reason: Some(row_reason(reason)),
             candidate_file: None,
             reused_from_cache: false,
             durations: Durations::default(),

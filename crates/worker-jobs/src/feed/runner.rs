@@ -12,7 +12,7 @@ use platform_client::{ClientError, ClientLimits, PlatformClient, check_url};
 use serde_json::Value;
 use verifier_sdk::{
     Address, CandidateManifest, CommitId, GithubRepo, MAX_MANIFEST_CANDIDATES, Network,
-    RelativeDir, RunOutput, Sha256Digest, ValidatedJob, validate_outcome,
+    RelativeDir, RunOutput, Sha256Digest, ValidatedJob,
 };
 
 use super::archive::{
@@ -21,11 +21,13 @@ use super::archive::{
 };
 use super::cache::{ResultCache, RunIdentity};
 use super::outcome::{JobOutcome, RunCode};
-use super::output::{MANIFEST_FILE, write_bounded_manifest, write_candidate};
+use super::output::{CandidateEvidence, MANIFEST_FILE, write_bounded_manifest, write_candidate};
 use super::report::{Durations, FeedReport, FetchFailure, JobRow, JobStatus};
 use super::scratch::{Scratch, remove_stale};
 use super::select::{Selection, reason, select_jobs};
-use crate::run::evidence_address;
+use crate::run::SealedEvidence;
+use serde::Deserialize as _;
+use verifier_sdk::evidence::EvidenceRecord;
 use worker_store::clock::{Clock, SystemClock};
 
 /// Most verifier addresses one run serves (one or two operators' quorum).
@@ -169,8 +171,9 @@ pub enum FeedError {
 pub struct ExecutedJob {
     /// The verdict or the reasoned absence of one.
     pub output: RunOutput,
-    /// The evidence record (DESIGN §5); the signer refuses a candidate without one.
-    pub evidence: Option<Value>,
+    /// The evidence record (DESIGN §5), sealed once with its store address; the signer
+    /// refuses a candidate without one.
+    pub evidence: Option<SealedEvidence>,
     /// Digest of the staged source tree.
     pub source_digest: Sha256Digest,
     /// Digest of the staged benchmark tree.
@@ -287,8 +290,7 @@ pub async fn run_feed(
             format_args!("[{}/{total}] {}", i + 1, job.job_id().escape_debug()),
         );
         // The jobs before this one took their time: what fitted at the start may not now.
-        let need = super::deadline::Need::of(job, true, &config.settle);
-        if let Err(why) = super::deadline::fits(job, config.now_unix(), need) {
+        if let Err(why) = super::deadline::fits_now(job, config.now_unix(), &config.settle) {
             progress(config, format_args!("[{}/{total}] skipped: {why}", i + 1));
             write_too_short(config, job, &why);
             report.jobs.push(window_too_short_row(job, &why));
@@ -304,23 +306,23 @@ pub async fn run_feed(
         write_readiness(config, job, &run.outcome).await;
         report.executed += u64::from(run.executed);
         report.runtime_unavailable += u64::from(run.runtime_unavailable);
-        if run.row.candidate_file.is_some() {
+        if run.outcome.candidate_file().is_some() {
             manifest.push(job.job_id());
         }
+        let row = run.row();
         progress(
             config,
             format_args!(
                 "[{}/{total}] {}{}",
                 i + 1,
-                run.row.status.as_str(),
-                run.row
-                    .reason
+                row.status.as_str(),
+                row.reason
                     .as_deref()
                     .map(|r| format!(": {}", r.escape_debug()))
                     .unwrap_or_default()
             ),
         );
-        report.jobs.push(run.row);
+        report.jobs.push(row);
         take_new_jobs(
             config,
             &client,
@@ -363,12 +365,9 @@ async fn take_new_jobs(
     }
     if !more.is_empty() {
         queue.extend(more);
-        queue
-            .make_contiguous()
-            .sort_by(|a, b| (a.expires_at(), a.job_id()).cmp(&(b.expires_at(), b.job_id())));
+        super::deadline::sort(queue.make_contiguous(), |j| j);
     }
-    while started + queue.len() > cap {
-        let Some(last) = queue.pop_back() else { break };
+    for last in super::deadline::displace(queue, started, cap) {
         let why = format!(
             "beyond --max-jobs {cap}: displaced by a job listed during the batch whose window \
              ends sooner; left for a later run"
@@ -657,16 +656,50 @@ fn write_too_short(config: &FeedConfig, job: &ValidatedJob, why: &super::deadlin
     );
 }
 
-/// How one job's run went.
+/// How one job's run went, typed; its report row is a view of it ([`JobRun::row`]).
 #[derive(Debug, Clone)]
 pub struct JobRun {
-    /// Its report row.
-    pub row: JobRow,
-    /// How it ended, typed (the row's `status` and `reason_code` say the same in strings).
+    /// The job's id.
+    pub job_id: String,
+    /// Its status, as the report and the ledger name it.
+    pub status: JobStatus,
+    /// How it ended: the verdict with its candidate and evidence address, or the reason.
     pub outcome: JobOutcome,
+    /// A verdict's outcome and evidence as its candidate holds them; `None` without one.
+    pub verdict: Option<RunVerdict>,
+    /// Time spent.
+    pub durations: Durations,
+    /// Replayed from the result cache (a verdict or a rejection).
+    pub reused_from_cache: bool,
     /// Whether the executor was called.
     pub executed: bool,
     runtime_unavailable: bool,
+}
+
+impl JobRun {
+    /// Its report row: the same facts, as strings for a person or a JSON report.
+    pub fn row(&self) -> JobRow {
+        JobRow {
+            job_id: self.job_id.clone(),
+            status: self.status,
+            reason_code: self.outcome.code().map(|c| c.as_str().to_owned()),
+            reason: self.outcome.detail().map(super::report::row_reason),
+            candidate_file: self.outcome.candidate_file().map(str::to_owned),
+            reused_from_cache: self.reused_from_cache,
+            durations: self.durations,
+        }
+    }
+}
+
+/// A verdict as this run holds it, typed: what its candidate file says, for callers in the
+/// same process (`reproduce`, `preflight`), so that none reads the file back.
+#[derive(Debug, Clone)]
+pub struct RunVerdict {
+    /// The outcome, checked against the job.
+    pub outcome: verifier_sdk::Outcome,
+    /// The evidence record the candidate carries; `None` for a cached verdict stored without
+    /// one, or whose record does not parse.
+    pub evidence: Option<EvidenceRecord>,
 }
 
 /// Why one job ended without a candidate.
@@ -703,6 +736,7 @@ struct Done {
     /// The store address of the candidate's evidence record.
     evidence: Option<Sha256Digest>,
     cached: bool,
+    verdict: RunVerdict,
 }
 
 #[derive(Default)]
@@ -718,40 +752,36 @@ impl Runner<'_> {
         let mut flags = Flags::default();
         let result = self.attempt(job, job_dir, &mut durations, &mut flags).await;
         durations.total_ms = millis(started);
-        let (row, outcome) = match result {
+        let job_id = job.job_id().to_owned();
+        let (status, outcome, verdict, reused_from_cache) = match result {
             Ok(done) => (
-                JobRow {
-                    job_id: job.job_id().to_owned(),
-                    status: done.status,
-                    reason_code: None,
-                    reason: None,
-                    candidate_file: Some(done.file.clone()),
-                    reused_from_cache: done.cached,
-                    durations,
-                },
+                done.status,
                 JobOutcome::Verdict {
                     passed: done.status == JobStatus::CompletedPassed,
                     candidate_file: done.file,
                     evidence: done.evidence,
                     cached: done.cached,
                 },
+                Some(done.verdict),
+                done.cached,
             ),
             Err(stop) => {
-                let mut row = JobRow::new(
-                    job.job_id().to_owned(),
-                    stop.status,
-                    stop.code.as_str(),
-                    &stop.reason,
-                );
-                row.durations = durations;
-                row.reused_from_cache = stop.cached;
                 let refused = stop.status == JobStatus::Rejected;
-                (row, JobOutcome::stopped(stop.code, stop.reason, refused))
+                (
+                    stop.status,
+                    JobOutcome::stopped(stop.code, stop.reason, refused),
+                    None,
+                    stop.cached,
+                )
             }
         };
         JobRun {
-            row,
+            job_id,
+            status,
             outcome,
+            verdict,
+            durations,
+            reused_from_cache,
             executed: flags.executed,
             runtime_unavailable: flags.runtime_unavailable,
         }
@@ -800,18 +830,34 @@ impl Runner<'_> {
             .catch_unwind()
             .await;
         durations.execute_ms = millis(t);
-        let (outcome, evidence) = judge_execution(executed, job, &identity, flags)?;
+        self.record(job, &identity, executed, flags)
+    }
+
+    /// What follows an execution: the judgement, the cache entry and the candidate.
+    fn record(
+        &self,
+        job: &ValidatedJob,
+        identity: &RunIdentity<'_>,
+        executed: std::thread::Result<Result<ExecutedJob, JobFailure>>,
+        flags: &mut Flags,
+    ) -> Result<Done, Stop> {
+        let (outcome, evidence) = judge_execution(executed, job, identity, flags)?;
         if let Some(cache) = &self.cache
-            && let Err(e) = cache.store(&identity, &outcome, Some(&evidence))
+            && let Err(e) = cache.store(identity, &outcome, Some(evidence.json()))
         {
             tracing::warn!(error = %e, "could not cache a verdict");
         }
-        let (file, evidence) = self.write(job, &outcome, Some(evidence))?;
+        let (file, digest) =
+            self.write(job, &outcome, Some(CandidateEvidence::sealed(&evidence)))?;
         Ok(Done {
             status: verdict_status(outcome.verdict.passed()),
             file,
-            evidence,
+            evidence: digest,
             cached: false,
+            verdict: RunVerdict {
+                outcome,
+                evidence: Some(evidence.record().clone()),
+            },
         })
     }
 
@@ -825,13 +871,26 @@ impl Runner<'_> {
             progress(self.config, format_args!("  reusing the cached verdict"));
             let status = verdict_status(hit.outcome.verdict.passed());
             return Some(
-                self.write(job, &hit.outcome, hit.evidence)
-                    .map(|(file, evidence)| Done {
-                        status,
-                        file,
-                        evidence,
-                        cached: true,
-                    }),
+                self.write(
+                    job,
+                    &hit.outcome,
+                    hit.evidence.as_ref().map(CandidateEvidence::read_back),
+                )
+                .map(|(file, evidence)| Done {
+                    status,
+                    file,
+                    evidence,
+                    cached: true,
+                    verdict: RunVerdict {
+                        // Read from the cache, not a file of this run: parsed when it parses,
+                        // as a candidate's record is by any reader.
+                        evidence: hit
+                            .evidence
+                            .as_ref()
+                            .and_then(|e| EvidenceRecord::deserialize(e).ok()),
+                        outcome: hit.outcome,
+                    },
+                }),
             );
         }
         if let Some(rejected) = self.cache.as_ref().and_then(|c| c.load_rejection(identity))
@@ -890,15 +949,14 @@ impl Runner<'_> {
         Ok(dirs)
     }
 
-    /// Writes the candidate; returns its file name and the store address of its evidence,
-    /// hashed here from the record in memory so that nobody reads the file back for it.
+    /// Writes the candidate; returns its file name and the store address of its evidence.
     fn write(
         &self,
         job: &ValidatedJob,
         outcome: &verifier_sdk::Outcome,
-        evidence: Option<Value>,
+        evidence: Option<CandidateEvidence<'_>>,
     ) -> Result<(String, Option<Sha256Digest>), Stop> {
-        let address = evidence.as_ref().map(evidence_address);
+        let address = evidence.as_ref().map(|e| e.digest);
         let file = write_candidate(
             &self.config.out_dir,
             job,
@@ -1095,7 +1153,7 @@ fn judge_execution(
     job: &ValidatedJob,
     identity: &RunIdentity<'_>,
     flags: &mut Flags,
-) -> Result<(verifier_sdk::Outcome, Value), Stop> {
+) -> Result<(verifier_sdk::Outcome, SealedEvidence), Stop> {
     let executed = match executed {
         Err(_) => {
             return Err(Stop::new(
@@ -1148,10 +1206,12 @@ fn judge_execution(
             ));
         }
     }
-    let outcome_value = serde_json::to_value(&outcome)
-        .map_err(|e| Stop::new(JobStatus::Error, RunCode::InvalidOutcome, e))?;
-    validate_outcome(&outcome_value, job)
-        .map_err(|e| Stop::new(JobStatus::Error, RunCode::InvalidOutcome, e))?;
+    // The executor's outcome is typed already: checked against the job as it is, not
+    // serialised to be parsed again.
+    let outcome = outcome
+        .check_for(job)
+        .map_err(|e| Stop::new(JobStatus::Error, RunCode::InvalidOutcome, e))?
+        .into_inner();
     let Some(evidence) = executed.evidence else {
         return Err(Stop::new(
             JobStatus::Error,
@@ -1161,3 +1221,8 @@ fn judge_execution(
     };
     Ok((outcome, evidence))
 }
+
+#[cfg(test)]
+mod evidence_once;
+#[cfg(test)]
+mod row_view;

@@ -11,7 +11,7 @@ use verifier_sdk::{
 };
 
 use super::runner::{ExecutedJob, JobExecutor, JobFailure};
-use crate::run::{RunOptions, run_job, write_evidence};
+use crate::run::{RunOptions, SealedEvidence, run_job};
 use worker_sandbox::{Executor, SandboxError};
 use worker_store::progress::NoProgress;
 use worker_store::stage::{StageKind, stage_tree};
@@ -112,12 +112,12 @@ impl JobExecutor for SandboxJobExecutor {
         match ran {
             Ok(Ok(run)) => {
                 let t = Instant::now();
-                if let Err(error) = write_evidence(root, &run.evidence) {
+                let evidence = SealedEvidence::seal(run.evidence)
+                    .map_err(|e| JobFailure::Internal(format!("serializing evidence: {e}")))?;
+                if let Err(error) = evidence.write(root) {
                     tracing::warn!(%error, "could not write the evidence record to the store");
                 }
                 tracing::debug!(stage_ms, sandbox_ms, evidence_ms = millis(t), "executed");
-                let evidence = serde_json::to_value(&run.evidence)
-                    .map_err(|e| JobFailure::Internal(format!("serializing evidence: {e}")))?;
                 Ok(executed(run.output, Some(evidence)))
             }
             Ok(Err(no_verdict)) => Ok(executed(RunOutput::NoVerdict(no_verdict), None)),

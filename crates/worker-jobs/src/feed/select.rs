@@ -163,7 +163,7 @@ pub fn select_jobs(
             }
         }
     }
-    selected.sort_by(|a, b| (a.expires_at(), a.job_id()).cmp(&(b.expires_at(), b.job_id())));
+    super::deadline::sort(&mut selected, |j| j);
     let mut beyond_max = Vec::new();
     if let Some(max) = max_jobs
         && selected.len() > max

@@ -22,14 +22,14 @@ const EVENTS_REPLAY: Duration = Duration::from_secs(600);
 /// the engine answers about but cannot produce is a no-verdict, an engine that does not
 /// answer is an error.
 pub(super) async fn inspect_image(
-    docker: &impl ContainerEngine,
+    engine: &impl ContainerEngine,
     spec: &SandboxSpec,
 ) -> Result<Result<ImageInspected, Decision>, SandboxError> {
-    let mut inspected = docker.inspect_image(&spec.image).await;
+    let mut inspected = engine.inspect_image(&spec.image).await;
     let mut pull_failed = None;
     if spec.pull && matches!(&inspected, Err(e) if e.is_not_found()) {
         // The reference is already checked to be digest-pinned, so this pulls by digest.
-        let pull_error = docker
+        let pull_error = engine
             .pull_image(&spec.image)
             .await
             .err()
@@ -37,7 +37,7 @@ pub(super) async fn inspect_image(
         if let Some(detail) = &pull_error {
             tracing::warn!(image = %spec.image, %detail, "pull by digest failed");
         }
-        inspected = docker.inspect_image(&spec.image).await;
+        inspected = engine.inspect_image(&spec.image).await;
         pull_failed = pull_error;
     }
     match inspected {
@@ -62,7 +62,7 @@ pub(super) async fn inspect_image(
                 error.message()
             ),
         ))),
-        Err(CallError::Unreachable(source)) => Err(docker.unreachable(source)),
+        Err(CallError::Unreachable(source)) => Err(engine.unreachable(source)),
     }
 }
 
@@ -70,12 +70,12 @@ pub(super) async fn inspect_image(
 ///
 /// A wait that fails (dropped connection, client timeout) is never taken as an exit: it is
 /// checked with an inspect and re-issued.
-pub(super) async fn wait_stopped(docker: impl ContainerEngine, id: String) {
+pub(super) async fn wait_stopped(engine: impl ContainerEngine, id: String) {
     loop {
-        match docker.wait_stopped(&id).await {
+        match engine.wait_stopped(&id).await {
             Ok(()) => return,
             Err(_) => {
-                let running = docker
+                let running = engine
                     .inspect_container(&id)
                     .await
                     .ok()
@@ -92,13 +92,13 @@ pub(super) async fn wait_stopped(docker: impl ContainerEngine, id: String) {
 /// Follows the engine's events for container `id` into `log` until its first exit after start;
 /// `now_ms` is the lifecycle clock's time, from which the replay is counted back.
 pub(super) async fn watch_events(
-    docker: impl ContainerEngine,
+    engine: impl ContainerEngine,
     id: String,
     log: Arc<Mutex<EventLog>>,
     now_ms: u64,
 ) {
     let since = (now_ms / 1000).saturating_sub(EVENTS_REPLAY.as_secs());
-    let mut stream = docker.events(&id, since);
+    let mut stream = engine.events(&id, since);
     loop {
         let ended = match stream.next().await {
             Some(Ok(event)) => {
@@ -123,11 +123,11 @@ pub(super) async fn watch_events(
 }
 
 pub(super) async fn sample_stats(
-    docker: impl ContainerEngine,
+    engine: impl ContainerEngine,
     id: String,
     into: Arc<Mutex<ResourceFacts>>,
 ) {
-    let mut stats = docker.stats(&id);
+    let mut stats = engine.stats(&id);
     while let Some(Ok(sample)) = stats.next().await {
         let peak = sample.peak_memory_bytes;
         let cpu = sample.cpu_time_ns;

@@ -174,7 +174,7 @@ pub enum ResolveError {
 /// [`resolve`], answered from `cache` when it holds an entry for this key, and remembered in
 /// it when the answer depends on the image alone.
 pub(super) async fn resolve_cached(
-    docker: &impl ContainerEngine,
+    engine: &impl ContainerEngine,
     id: &str,
     argv0: &str,
     image_path: Option<&str>,
@@ -196,13 +196,13 @@ pub(super) async fn resolve_cached(
             Err(Miss::Absent | Miss::Uncacheable) => {}
         }
     }
-    let resolved = resolve(docker, id, argv0, image_path).await?;
+    let resolved = resolve(engine, id, argv0, image_path).await?;
     if let Some(cache) = cache {
         let image_only = resolved
             .probed
             .iter()
             .all(|path| cache.volatile.is_image_only(path));
-        if image_only && ancestors_are_plain(docker, id, &resolved.probed).await {
+        if image_only && ancestors_are_plain(engine, id, &resolved.probed).await {
             let entry = exec_cache::Entry::new(
                 &cache.key,
                 resolved.executable.clone(),
@@ -235,14 +235,14 @@ pub(super) struct Resolved {
 /// Resolves `argv0` (and its `#!` interpreter) in container `id`; the error is the detail of
 /// a start-failed no-verdict.
 pub(super) async fn resolve(
-    docker: &impl ContainerEngine,
+    engine: &impl ContainerEngine,
     id: &str,
     argv0: &str,
     image_path: Option<&str>,
 ) -> Result<Resolved, ResolveError> {
     let mut probed = Vec::new();
     let Some(executable) = find(
-        docker,
+        engine,
         id,
         argv0,
         candidates(argv0, image_path),
@@ -251,18 +251,18 @@ pub(super) async fn resolve(
     .await?
     else {
         return Err(ResolveError::Missing {
-            hint: missing(docker, id, argv0, image_path).await,
+            hint: missing(engine, id, argv0, image_path).await,
         });
     };
     let mut resolved_interpreter = None;
-    if let Some(interpreter) = read_interpreter(docker, id, &executable).await {
+    if let Some(interpreter) = read_interpreter(engine, id, &executable).await {
         // The kernel does not search PATH for an interpreter; relative means the workdir.
         let candidates = if interpreter.starts_with('/') {
             vec![interpreter.clone()]
         } else {
             vec![format!("{}/{interpreter}", profile::WORKDIR)]
         };
-        match find(docker, id, &interpreter, candidates, &mut probed).await? {
+        match find(engine, id, &interpreter, candidates, &mut probed).await? {
             Some(path) => resolved_interpreter = Some(path),
             None => {
                 return Err(ResolveError::InterpreterMissing {
@@ -282,7 +282,7 @@ pub(super) async fn resolve(
 /// The start-failed detail for a missing bare `argv0`, naming a well-known counterpart the
 /// image has on its PATH (`python` → `python3`). Its probes are not part of the resolution.
 async fn missing(
-    docker: &impl ContainerEngine,
+    engine: &impl ContainerEngine,
     id: &str,
     argv0: &str,
     image_path: Option<&str>,
@@ -293,7 +293,7 @@ async fn missing(
             for candidate in candidates(name, image_path) {
                 let mut scratch = Vec::new();
                 let one = vec![candidate.clone()];
-                if let Ok(Some(_)) = find(docker, id, name, one, &mut scratch).await {
+                if let Ok(Some(_)) = find(engine, id, name, one, &mut scratch).await {
                     return super::alternatives::hint(argv0, Some((name, &candidate)));
                 }
             }
@@ -305,7 +305,7 @@ async fn missing(
 /// Whether no directory on the way to any of `paths` is a symlink in the container (or could
 /// not be told): a lexically plain path under a linked directory may land in a mount.
 pub(super) async fn ancestors_are_plain(
-    docker: &impl ContainerEngine,
+    engine: &impl ContainerEngine,
     id: &str,
     paths: &[String],
 ) -> bool {
@@ -321,7 +321,7 @@ pub(super) async fn ancestors_are_plain(
     ancestors.dedup();
     for dir in ancestors {
         tracing::debug!(path = dir, "archive stat of an ancestor");
-        match docker.archive_stat(id, dir).await {
+        match engine.archive_stat(id, dir).await {
             Ok(stat) if stat.file_mode & GO_MODE_SYMLINK == 0 => {}
             // Absent: nothing under it exists either, and no mount can create it.
             Err(error) if error.is_not_found() => {}
@@ -334,7 +334,7 @@ pub(super) async fn ancestors_are_plain(
 /// The first candidate that is (after following symlinks) an executable regular file; every
 /// path stat'd is appended to `probed`.
 async fn find(
-    docker: &impl ContainerEngine,
+    engine: &impl ContainerEngine,
     id: &str,
     name: &str,
     candidates: Vec<String>,
@@ -345,7 +345,7 @@ async fn find(
         for _ in 0..MAX_LINK_HOPS {
             tracing::debug!(path = %path, "archive stat");
             probed.push(path.clone());
-            let stat = match docker.archive_stat(id, &path).await {
+            let stat = match engine.archive_stat(id, &path).await {
                 Ok(stat) => stat,
                 Err(error) if error.is_not_found() => break,
                 Err(error) => {
@@ -373,9 +373,9 @@ async fn find(
 /// The `#!` interpreter of the file at `path`, read through the engine's archive API.
 /// Unreadable or non-script files yield `None`: the executable itself is already known to
 /// exist, so this only narrows what a 127 can mean.
-async fn read_interpreter(docker: &impl ContainerEngine, id: &str, path: &str) -> Option<String> {
+async fn read_interpreter(engine: &impl ContainerEngine, id: &str, path: &str) -> Option<String> {
     tracing::debug!(path, "archive read of the file's head");
-    let mut archive = docker.archive_read(id, path);
+    let mut archive = engine.archive_read(id, path);
     let mut head = Vec::new();
     while head.len() < ARCHIVE_HEAD_BYTES {
         match archive.next().await {

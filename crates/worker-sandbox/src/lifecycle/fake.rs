@@ -22,13 +22,12 @@ use tokio::sync::{mpsc, watch};
 
 use verifier_sdk::oci_runtime::{OciRuntimeFacts, RUNC};
 
-use crate::HostResources;
 use crate::engine::{
-    Answers, CallError, ContainerEngine, ContainerState, ContainerSummary, CreateRequest, Event,
-    ImageInspected, Inspected, Output, PathStat, StatsSample,
+    Answers, CallError, CgroupLayout, ContainerEngine, ContainerState, ContainerSummary,
+    CreateRequest, Event, HostResources, ImageInspected, Inspected, OciRuntime, Output, PathStat,
+    StatsSample,
 };
 use crate::evidence::EngineFacts;
-use crate::lifecycle::OciRuntime;
 use crate::profile::Isolation;
 
 /// The one container id the fake hands out.
@@ -267,6 +266,10 @@ impl Fake {
     }
 }
 
+/// The executor the fake stamps its evidence with: not the Docker Engine's, so the sdk refuses
+/// to sign what it produced.
+pub const EXECUTOR: &str = "scripted-engine";
+
 /// The facts the fake reports of itself: none of them a real engine's, so a record carrying
 /// them can only have come from the fake.
 // Fields added to `EngineFacts` later stay at their default here rather than break the fake.
@@ -284,6 +287,16 @@ pub fn facts() -> EngineFacts {
 }
 
 impl ContainerEngine for Fake {
+    fn executor(&self) -> &'static str {
+        EXECUTOR
+    }
+
+    fn cgroup_layout(&self, _: &EngineFacts) -> CgroupLayout {
+        // A scripted container has no cgroup on any host: its main process and resources are
+        // always the engine's answers.
+        CgroupLayout::default()
+    }
+
     async fn engine_facts(&self) -> Result<EngineFacts, CallError> {
         Ok(facts())
     }

@@ -28,7 +28,6 @@ use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-pub use runtime::OciRuntime;
 use tokio::task::JoinHandle;
 use tokio::time::Instant;
 use verifier_sdk::oci_runtime::RUNSC;
@@ -37,10 +36,10 @@ use worker_store::clock::{Clock, SystemClock};
 use crate::decision::{
     Decision, EngineEvents, InputCheck, NoVerdictReason, RunObservation, StoppedBy, decide,
 };
-use crate::engine::{ContainerEngine, CreateRequest};
+use crate::engine::{CgroupLayout, ContainerEngine, CreateRequest, OciRuntime};
 use crate::evidence::{
-    ContainerFacts, DOCKER_EXECUTOR, EVIDENCE_SCHEMA_VERSION, EngineFacts, EvidenceRecord,
-    ExitFacts, IsolationEvidence, RequestFacts, ResourceFacts, Timestamps,
+    ContainerFacts, EVIDENCE_SCHEMA_VERSION, EngineFacts, EvidenceRecord, ExitFacts,
+    IsolationEvidence, RequestFacts, ResourceFacts, Timestamps,
 };
 use crate::exec_cache::{Key, Volatile};
 use crate::streams::{FullOutput, OutputCapture};
@@ -57,8 +56,10 @@ const EVENTS_GRACE: Duration = Duration::from_secs(10);
 /// Runs sandboxed commands on the engine `E`.
 #[derive(Clone, Debug)]
 pub struct Lifecycle<E: ContainerEngine> {
-    docker: E,
-    engine: EngineFacts,
+    engine: E,
+    facts: EngineFacts,
+    /// Where `engine` puts its containers' cgroups on this host, as it says of itself.
+    cgroups: CgroupLayout,
     owner: String,
     runtime: OciRuntime,
     /// The wall clock the evidence's times and a stale container's age are read from.
@@ -101,8 +102,9 @@ impl<E: ContainerEngine> Lifecycle<E> {
         let (facts, runtime) = tokio::try_join!(engine.engine_facts(), engine.oci_runtime(runtime))
             .map_err(unreachable)?;
         Ok(Self {
-            docker: engine,
-            engine: facts,
+            cgroups: engine.cgroup_layout(&facts),
+            engine,
+            facts,
             owner,
             runtime,
             clock: Arc::new(SystemClock::new()),
@@ -121,24 +123,24 @@ impl<E: ContainerEngine> Lifecycle<E> {
     }
 
     /// The engine the lifecycle drives.
-    pub fn client(&self) -> &E {
-        &self.docker
+    pub fn engine(&self) -> &E {
+        &self.engine
     }
 
     /// The engine, to reconfigure it (for example its request timeout).
-    pub fn client_mut(&mut self) -> &mut E {
-        &mut self.docker
+    pub fn engine_mut(&mut self) -> &mut E {
+        &mut self.engine
     }
 
     /// Engine and kernel facts recorded in every evidence record.
-    pub fn engine(&self) -> &EngineFacts {
-        &self.engine
+    pub fn facts(&self) -> &EngineFacts {
+        &self.facts
     }
 
     /// The facts to record, for what the engine's connector learns beside the trait's calls
     /// (the host facts `worker doctor` examines).
-    pub fn engine_mut(&mut self) -> &mut EngineFacts {
-        &mut self.engine
+    pub fn facts_mut(&mut self) -> &mut EngineFacts {
+        &mut self.facts
     }
 
     /// The OCI runtime this executor creates containers under, as the engine registers it.
@@ -153,7 +155,7 @@ impl<E: ContainerEngine> Lifecycle<E> {
     pub async fn cleanup_stale(&self) -> Result<Vec<String>, SandboxError> {
         let label = format!("{LABEL_VERIFIER}=1");
         let containers = self
-            .docker
+            .engine
             .list_containers(Some(&label))
             .await
             .map_err(|source| SandboxError::Engine {
@@ -179,7 +181,7 @@ impl<E: ContainerEngine> Lifecycle<E> {
                 continue;
             }
             tracing::info!(container = %id, owner, "removing stale sandbox container");
-            if teardown::remove_and_confirm(&self.docker, &id, self.clock.as_ref())
+            if teardown::remove_and_confirm(&self.engine, &id, self.clock.as_ref())
                 .await
                 .is_none()
             {
@@ -200,7 +202,7 @@ impl<E: ContainerEngine> Lifecycle<E> {
         let mut removed = Vec::new();
         loop {
             let containers = self
-                .docker
+                .engine
                 .list_containers(Some(&label))
                 .await
                 .map_err(|source| SandboxError::Engine {
@@ -212,7 +214,7 @@ impl<E: ContainerEngine> Lifecycle<E> {
                 return Ok(removed);
             }
             for id in ids {
-                if teardown::remove_and_confirm(&self.docker, &id, self.clock.as_ref())
+                if teardown::remove_and_confirm(&self.engine, &id, self.clock.as_ref())
                     .await
                     .is_none()
                 {
@@ -251,12 +253,12 @@ impl<E: ContainerEngine> Lifecycle<E> {
     fn blank_evidence(&self, spec: &SandboxSpec) -> EvidenceRecord {
         EvidenceRecord {
             schema_version: EVIDENCE_SCHEMA_VERSION.to_string(),
-            executor: DOCKER_EXECUTOR.to_string(),
+            executor: self.engine.executor().to_string(),
             run_id: spec.run_id.clone(),
             response_hash: None,
             worker_version: verifier_sdk::build::identity().to_owned(),
             worker_binary_sha256: verifier_sdk::build::binary_sha256(),
-            engine: self.engine.clone(),
+            engine: self.facts.clone(),
             oci_runtime: self.runtime.facts.clone(),
             image: None,
             request: RequestFacts {
@@ -303,7 +305,7 @@ impl<E: ContainerEngine> Lifecycle<E> {
                 ));
             }
         };
-        let inspect = match calls::inspect_image(&self.docker, spec).await? {
+        let inspect = match calls::inspect_image(&self.engine, spec).await? {
             Ok(inspect) => inspect,
             Err(decision) => return Ok(decision),
         };
@@ -344,7 +346,7 @@ impl<E: ContainerEngine> Lifecycle<E> {
             .run_created(ctx, &id, &want, image_path.as_deref())
             .await;
         // Removal happens on every path after create; an unconfirmed removal voids the run.
-        let removed_at = teardown::remove_and_confirm(&self.docker, &id, self.clock.as_ref()).await;
+        let removed_at = teardown::remove_and_confirm(&self.engine, &id, self.clock.as_ref()).await;
         ctx.evidence.exit.removed = removed_at.is_some();
         ctx.evidence.timestamps.remove_ms = removed_at;
         if removed_at.is_none() {
@@ -386,7 +388,7 @@ impl<E: ContainerEngine> Lifecycle<E> {
             labels,
         };
         let id = self
-            .docker
+            .engine
             .create_container(&request)
             .await
             .map_err(|error| {
@@ -417,7 +419,7 @@ impl<E: ContainerEngine> Lifecycle<E> {
         // action on the container from its start to its exit is seen.
         let event_log = Arc::new(Mutex::new(EventLog::default()));
         let events_task = tokio::spawn(calls::watch_events(
-            self.docker.clone(),
+            self.engine.clone(),
             id.to_string(),
             Arc::clone(&event_log),
             self.now_ms(),
@@ -427,7 +429,7 @@ impl<E: ContainerEngine> Lifecycle<E> {
         // two, not their sum. The start still waits for every check to pass.
         let (settled, output) = tokio::join!(
             self.check_created(ctx, id, want, image_path),
-            self.docker.attach(id)
+            self.engine.attach(id)
         );
         let settled = match settled {
             Ok(settled) => settled,
@@ -446,7 +448,7 @@ impl<E: ContainerEngine> Lifecycle<E> {
                 );
             }
         };
-        if let Err(error) = self.docker.start(id).await {
+        if let Err(error) = self.engine.start(id).await {
             events_task.abort();
             let decision = Decision::no_verdict(
                 NoVerdictReason::StartFailed,
@@ -455,7 +457,7 @@ impl<E: ContainerEngine> Lifecycle<E> {
                     error.message()
                 ),
             );
-            if let Some(state) = teardown::final_state(&self.docker, id).await {
+            if let Some(state) = teardown::final_state(&self.engine, id).await {
                 teardown::record_final_state(&mut ctx.evidence, state, self.now_ms());
             }
             return decision;
@@ -522,7 +524,7 @@ impl<E: ContainerEngine> Lifecycle<E> {
     ) -> Option<Decision> {
         let spec = ctx.spec;
         let argv0 = spec.argv.first().map(String::as_str).unwrap_or_default();
-        let detail = executable::resolve(&self.docker, id, argv0, image_path)
+        let detail = executable::resolve(&self.engine, id, argv0, image_path)
             .await
             .err()?;
         tracing::warn!(
@@ -549,7 +551,7 @@ impl<E: ContainerEngine> Lifecycle<E> {
         want: &profile::Isolation,
         image_path: Option<&str>,
     ) -> Result<executable::Settled, Decision> {
-        let inspect = self.docker.inspect_container(id).await.map_err(|error| {
+        let inspect = self.engine.inspect_container(id).await.map_err(|error| {
             Decision::no_verdict(
                 NoVerdictReason::InternalError,
                 format!(
@@ -580,7 +582,7 @@ impl<E: ContainerEngine> Lifecycle<E> {
             .unwrap_or_default();
         let image_id = image_id(ctx);
         let cache = Self::cache(ctx, &image_id, want, image_path);
-        executable::resolve_cached(&self.docker, id, argv0, image_path, cache.as_ref())
+        executable::resolve_cached(&self.engine, id, argv0, image_path, cache.as_ref())
             .await
             .map_err(|detail| {
                 Decision::no_verdict(NoVerdictReason::StartFailed, detail.to_string())
@@ -599,19 +601,19 @@ impl<E: ContainerEngine> Lifecycle<E> {
         event_log: &Mutex<EventLog>,
     ) -> Watched {
         // "not-running" also matches a container that stopped before the wait was sent.
-        let mut wait = Box::pin(calls::wait_stopped(self.docker.clone(), id.to_string()));
+        let mut wait = Box::pin(calls::wait_stopped(self.engine.clone(), id.to_string()));
         // The main process, looked up once (in the container's cgroup, else by an inspect),
         // for both watches: the limit hits and the resources read from the same cgroup.
         let main_pid = futures_util::FutureExt::shared(Box::pin(resources::main_pid(
-            self.docker.clone(),
+            self.engine.clone(),
             PathBuf::from(resources::CGROUP_ROOT),
             PathBuf::from(resources::PROC_ROOT),
             id.to_string(),
-            self.engine.cgroup_driver == "cgroupfs",
+            self.cgroups.clone(),
         )));
         let resources = Arc::new(Mutex::new(ResourceFacts::default()));
         let sampler = tokio::spawn(resources::watch(
-            self.docker.clone(),
+            self.engine.clone(),
             main_pid.clone(),
             PathBuf::from(resources::CGROUP_ROOT),
             PathBuf::from(resources::PROC_ROOT),
@@ -637,13 +639,13 @@ impl<E: ContainerEngine> Lifecycle<E> {
                     cap_signal_open = false;
                     if signal.is_ok() {
                         stopped_by = StoppedBy::OutputLimit;
-                        own_kills += usize::from(teardown::kill(&self.docker, id).await);
+                        own_kills += usize::from(teardown::kill(&self.engine, id).await);
                     }
                 }
                 () = &mut wait, if !exited => exited = true,
                 () = tokio::time::sleep_until(deadline) => {
                     stopped_by = StoppedBy::Timeout;
-                    own_kills += usize::from(teardown::kill(&self.docker, id).await);
+                    own_kills += usize::from(teardown::kill(&self.engine, id).await);
                 }
             }
         }
@@ -724,7 +726,7 @@ impl<E: ContainerEngine> Lifecycle<E> {
         };
         ctx.evidence.exit.stopped_by = stopped_by;
 
-        let running = match teardown::final_state(&self.docker, id).await {
+        let running = match teardown::final_state(&self.engine, id).await {
             Some(state) => teardown::record_final_state(&mut ctx.evidence, state, self.now_ms()),
             None => {
                 // Removed from outside (another process's cleanup) is the likeliest cause.
@@ -800,9 +802,9 @@ fn container_name(run_id: &str) -> String {
 }
 
 #[async_trait::async_trait]
-impl<E: ContainerEngine> crate::Engine for Lifecycle<E> {
+impl<E: ContainerEngine> crate::RunLifecycle for Lifecycle<E> {
     fn facts(&self) -> &EngineFacts {
-        &self.engine
+        &self.facts
     }
 
     async fn run(
@@ -818,7 +820,7 @@ impl<E: ContainerEngine> crate::Engine for Lifecycle<E> {
     }
 
     fn images(&self) -> &dyn crate::images::ImageStore {
-        &self.docker
+        &self.engine
     }
 
     async fn remove_own_containers(&self) -> Result<Vec<String>, SandboxError> {
@@ -826,7 +828,7 @@ impl<E: ContainerEngine> crate::Engine for Lifecycle<E> {
     }
 
     async fn host_resources(&self) -> Result<crate::HostResources, SandboxError> {
-        self.docker
+        self.engine
             .host_resources()
             .await
             .map_err(|source| SandboxError::Engine {
@@ -839,7 +841,7 @@ impl<E: ContainerEngine> crate::Engine for Lifecycle<E> {
         &self,
     ) -> Result<std::collections::BTreeSet<std::path::PathBuf>, SandboxError> {
         let containers =
-            self.docker
+            self.engine
                 .list_containers(None)
                 .await
                 .map_err(|source| SandboxError::Engine {

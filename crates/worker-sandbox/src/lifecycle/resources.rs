@@ -13,7 +13,7 @@
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
-use crate::engine::ContainerEngine;
+use crate::engine::{CgroupLayout, ContainerEngine};
 use crate::evidence::ResourceFacts;
 use crate::hits;
 
@@ -22,30 +22,21 @@ pub(super) const CGROUP_ROOT: &str = "/sys/fs/cgroup";
 /// This process's view of the processes.
 pub(super) const PROC_ROOT: &str = "/proc";
 
-/// Where the container's process group may live, by driver and cgroup version, relative to a
-/// cgroup mount (`{id}` the container id): what the engine names it with no cgroup parent.
-const PROCS_DIRS: [&str; 4] = [
-    "pids/docker/{id}",
-    "pids/system.slice/docker-{id}.scope",
-    "docker/{id}",
-    "system.slice/docker-{id}.scope",
-];
-
 /// The container's main process (pid 1 in its pid namespace) as this process sees it: from
-/// the container's `cgroup.procs` under `cgroup_root` when that holds it, none when the
-/// cgroup shows the container already stopped, else `inspect`'s. `cgroupfs` says the engine
-/// names its containers' cgroups `docker/<id>` (its cgroup driver).
+/// the container's `cgroup.procs` under `cgroup_root`, where the engine's `layout` puts it,
+/// when that holds it, none when the cgroup shows the container already stopped, else
+/// `inspect`'s.
 pub(super) async fn main_pid(
-    docker: impl ContainerEngine,
+    engine: impl ContainerEngine,
     cgroup_root: PathBuf,
     proc_root: PathBuf,
     id: String,
-    cgroupfs: bool,
+    layout: CgroupLayout,
 ) -> Option<i64> {
-    match init_in_cgroup(&cgroup_root, &proc_root, &id, cgroupfs) {
+    match init_in_cgroup(&cgroup_root, &proc_root, &id, &layout) {
         InCgroup::Init(pid) => Some(pid),
         InCgroup::Stopped => None,
-        InCgroup::Unknown => docker.inspect_container(&id).await.ok()?.state.pid,
+        InCgroup::Unknown => engine.inspect_container(&id).await.ok()?.state.pid,
     }
 }
 
@@ -63,12 +54,17 @@ enum InCgroup {
 }
 
 /// The process of the container `id`'s cgroup that is pid 1 in its own pid namespace.
-fn init_in_cgroup(cgroup_root: &Path, proc_root: &Path, id: &str, cgroupfs: bool) -> InCgroup {
+fn init_in_cgroup(
+    cgroup_root: &Path,
+    proc_root: &Path,
+    id: &str,
+    layout: &CgroupLayout,
+) -> InCgroup {
     // A container id is hex; anything else would make a path of its own.
     if id.is_empty() || !id.bytes().all(|b| b.is_ascii_hexdigit()) {
         return InCgroup::Unknown;
     }
-    for dir in PROCS_DIRS {
+    for dir in &layout.procs_dirs {
         let procs = cgroup_root
             .join(dir.replace("{id}", id))
             .join("cgroup.procs");
@@ -94,12 +90,14 @@ fn init_in_cgroup(cgroup_root: &Path, proc_root: &Path, id: &str, cgroupfs: bool
             _ => InCgroup::Unknown,
         };
     }
-    // The engine puts every container's cgroup under `docker/` of this host's hierarchy: a
-    // created and started container without one here has stopped and been cleaned up.
-    let engine_parent = ["pids/docker", "docker"]
+    // Where the engine puts every container's cgroup (the Docker Engine's `docker/` under its
+    // cgroupfs driver): a created and started container without one there has stopped and
+    // been cleaned up.
+    let engine_parent = layout
+        .parents
         .iter()
         .any(|parent| cgroup_root.join(parent).is_dir());
-    if cgroupfs && engine_parent {
+    if engine_parent {
         InCgroup::Stopped
     } else {
         InCgroup::Unknown
@@ -229,7 +227,7 @@ fn usage_usec(text: &str) -> Option<u64> {
 /// its main process `pid` is in its cgroup, or from the engine's stats stream when those
 /// cannot be read.
 pub(super) async fn watch<F>(
-    docker: impl ContainerEngine,
+    engine: impl ContainerEngine,
     pid: F,
     cgroup_root: PathBuf,
     proc_root: PathBuf,
@@ -255,7 +253,7 @@ pub(super) async fn watch<F>(
         .map(|text| files(&text, &cgroup_root, Path::exists))
         .filter(Files::any);
     let Some(files) = located else {
-        super::calls::sample_stats(docker, id, into).await;
+        super::calls::sample_stats(engine, id, into).await;
         return;
     };
     let mut interval = tokio::time::interval(hits::POLL_EVERY);
@@ -277,6 +275,22 @@ mod tests {
     use super::*;
 
     const ID: &str = "0123abcd";
+
+    /// An engine's layout as an adapter supplies it: here one that names its containers'
+    /// cgroups `pids/engine/<id>`, and proves a stop by an absence there only when `parents`.
+    fn layout(parents: bool) -> CgroupLayout {
+        CgroupLayout {
+            procs_dirs: vec![
+                "pids/engine/{id}".into(),
+                "engine.slice/e-{id}.scope".into(),
+            ],
+            parents: if parents {
+                vec!["pids/engine".into()]
+            } else {
+                Vec::new()
+            },
+        }
+    }
 
     #[test]
     fn v1_controllers_win_over_the_unified_hierarchy_on_a_hybrid_host() {
@@ -359,7 +373,7 @@ mod tests {
         // (the watches would read its /proc): two candidates hand the choice to the engine.
         let cgroups = tempfile::tempdir().unwrap();
         let proc = tempfile::tempdir().unwrap();
-        let dir = cgroups.path().join(format!("pids/docker/{ID}"));
+        let dir = cgroups.path().join(format!("pids/engine/{ID}"));
         std::fs::create_dir_all(&dir).unwrap();
         std::fs::write(dir.join("cgroup.procs"), "4250\n4241\n").unwrap();
         for (pid, nspid) in [(4250, "4250\t9\t1"), (4241, "4241\t1")] {
@@ -368,7 +382,7 @@ mod tests {
             std::fs::write(p.join("status"), format!("Name:\tx\nNSpid:\t{nspid}\n")).unwrap();
         }
         assert_eq!(
-            init_in_cgroup(cgroups.path(), proc.path(), ID, true),
+            init_in_cgroup(cgroups.path(), proc.path(), ID, &layout(true)),
             InCgroup::Unknown
         );
     }
@@ -377,7 +391,7 @@ mod tests {
     fn the_main_process_is_the_cgroup_member_that_is_pid_1_of_its_namespace() {
         let cgroups = tempfile::tempdir().unwrap();
         let proc = tempfile::tempdir().unwrap();
-        let dir = cgroups.path().join(format!("pids/docker/{ID}"));
+        let dir = cgroups.path().join(format!("pids/engine/{ID}"));
         std::fs::create_dir_all(&dir).unwrap();
         // A child (pid 2 inside) listed before the init, as cgroup.procs is not sorted.
         std::fs::write(dir.join("cgroup.procs"), "4242\n4241\n").unwrap();
@@ -386,7 +400,8 @@ mod tests {
             std::fs::create_dir_all(&p).unwrap();
             std::fs::write(p.join("status"), format!("Name:\tx\nNSpid:\t{nspid}\n")).unwrap();
         }
-        let lookup = |id: &str, cgroupfs| init_in_cgroup(cgroups.path(), proc.path(), id, cgroupfs);
+        let lookup =
+            |id: &str, parents| init_in_cgroup(cgroups.path(), proc.path(), id, &layout(parents));
         assert_eq!(lookup(ID, true), InCgroup::Init(4241));
         // The host's own init (one namespace level) and an id that is not hex are never taken.
         assert!(!is_namespace_init("NSpid:\t1\n"));
@@ -394,13 +409,36 @@ mod tests {
         // No member is a namespace's init (gVisor's sandbox processes): the engine is asked.
         std::fs::write(dir.join("cgroup.procs"), "4242\n").unwrap();
         assert_eq!(lookup(ID, true), InCgroup::Unknown);
-        // No process left, or no cgroup at all under the engine's `docker/`: it stopped.
+        // No process left, or no cgroup at all under the engine's parent: it stopped.
         std::fs::write(dir.join("cgroup.procs"), "").unwrap();
         assert_eq!(lookup(ID, true), InCgroup::Stopped);
         assert_eq!(lookup("ffff", true), InCgroup::Stopped);
-        // Under another driver an absent cgroup says nothing: the engine is asked.
+        // Where the engine's layout names no parent (another driver) an absent cgroup says
+        // nothing: the engine is asked.
         assert_eq!(lookup("ffff", false), InCgroup::Unknown);
         std::fs::remove_dir_all(cgroups.path().join("pids")).unwrap();
         assert_eq!(lookup("ffff", true), InCgroup::Unknown);
+    }
+
+    #[test]
+    fn the_main_process_is_found_where_the_engine_s_own_layout_puts_its_cgroup() {
+        // Another engine's scope (the layout's second place), not a Docker path: the
+        // lifecycle looks where the engine says, and an empty layout never finds anything.
+        let cgroups = tempfile::tempdir().unwrap();
+        let proc = tempfile::tempdir().unwrap();
+        let dir = cgroups.path().join(format!("engine.slice/e-{ID}.scope"));
+        std::fs::create_dir_all(&dir).unwrap();
+        std::fs::write(dir.join("cgroup.procs"), "4241\n").unwrap();
+        let p = proc.path().join("4241");
+        std::fs::create_dir_all(&p).unwrap();
+        std::fs::write(p.join("status"), "Name:\tx\nNSpid:\t4241\t1\n").unwrap();
+        assert_eq!(
+            init_in_cgroup(cgroups.path(), proc.path(), ID, &layout(false)),
+            InCgroup::Init(4241)
+        );
+        assert_eq!(
+            init_in_cgroup(cgroups.path(), proc.path(), ID, &CgroupLayout::default()),
+            InCgroup::Unknown
+        );
     }
 }

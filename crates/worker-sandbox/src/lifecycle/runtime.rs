@@ -3,18 +3,7 @@
 //! another: every run then ends before create with no verdict (`runtime_unavailable`), so no
 //! container exists.
 
-use verifier_sdk::oci_runtime::OciRuntimeFacts;
-
-/// The runtime an executor creates its containers under.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct OciRuntime {
-    /// The name asked for (`HostConfig.Runtime`).
-    pub name: String,
-    /// The engine's registration of it; `None` when the engine does not offer it.
-    pub facts: Option<OciRuntimeFacts>,
-    /// The names the engine does offer, sorted, for the refusal's message.
-    pub offered: Vec<String>,
-}
+use crate::engine::OciRuntime;
 
 impl OciRuntime {
     /// Why a run cannot start under this runtime, or `None` when the engine offers it.

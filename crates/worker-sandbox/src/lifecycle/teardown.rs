@@ -23,8 +23,8 @@ const NEVER: &str = "0001-01-01T00:00:00Z";
 
 /// Sends SIGKILL; returns whether the engine may have acted on it (accepted, or the
 /// request timed out), so the run can tell its own `kill` event from someone else's.
-pub(super) async fn kill(docker: &impl ContainerEngine, id: &str) -> bool {
-    match tokio::time::timeout(TEARDOWN_CALL, docker.kill(id)).await {
+pub(super) async fn kill(engine: &impl ContainerEngine, id: &str) -> bool {
+    match tokio::time::timeout(TEARDOWN_CALL, engine.kill(id)).await {
         Ok(Ok(())) => true,
         // A container that already stopped answers 409 and emits no event; anything else
         // is worth a log line.
@@ -47,13 +47,13 @@ pub(super) async fn kill(docker: &impl ContainerEngine, id: &str) -> bool {
 /// such container". Anything else — a refusal, an error, a request that timed out and may or
 /// may not have landed — proves nothing, and the removal is retried until `REMOVE_GRACE`.
 pub(super) async fn remove_and_confirm(
-    docker: &impl ContainerEngine,
+    engine: &impl ContainerEngine,
     id: &str,
     clock: &dyn Clock,
 ) -> Option<u64> {
     let give_up = Instant::now() + REMOVE_GRACE;
     loop {
-        match tokio::time::timeout(TEARDOWN_CALL, docker.remove(id)).await {
+        match tokio::time::timeout(TEARDOWN_CALL, engine.remove(id)).await {
             Ok(Ok(())) => return Some(wall_ms(clock)),
             Ok(Err(error)) if error.is_not_found() => return Some(wall_ms(clock)),
             Ok(Err(error)) => {
@@ -61,7 +61,7 @@ pub(super) async fn remove_and_confirm(
             }
             Err(_) => tracing::debug!(container = %id, "remove request timed out"),
         }
-        let confirm = tokio::time::timeout(TEARDOWN_CALL, docker.inspect_container(id)).await;
+        let confirm = tokio::time::timeout(TEARDOWN_CALL, engine.inspect_container(id)).await;
         match confirm {
             Ok(Err(error)) if error.is_not_found() => return Some(wall_ms(clock)),
             _ if Instant::now() >= give_up => {
@@ -74,8 +74,8 @@ pub(super) async fn remove_and_confirm(
 }
 
 /// The container's state as the engine reports it now, or `None` when it could not be read.
-pub(super) async fn final_state(docker: &impl ContainerEngine, id: &str) -> Option<ContainerState> {
-    let inspect = tokio::time::timeout(TEARDOWN_CALL, docker.inspect_container(id))
+pub(super) async fn final_state(engine: &impl ContainerEngine, id: &str) -> Option<ContainerState> {
+    let inspect = tokio::time::timeout(TEARDOWN_CALL, engine.inspect_container(id))
         .await
         .ok()?
         .ok()?;

@@ -82,6 +82,20 @@ async fn lifecycle_the_evidence_records_the_facts_of_the_engine_it_ran_on() {
 }
 
 #[tokio::test(start_paused = true)]
+async fn lifecycle_a_run_on_an_engine_other_than_docker_is_never_stamped_docker_engine() {
+    // The stamp is what keeps a test double's candidate from ever being signed
+    // (`EvidenceRecord::from_docker_value` refuses any other): the engine that ran the
+    // container supplies it, never the lifecycle on every engine's behalf.
+    let dir = tempfile::tempdir().unwrap();
+    let (report, _) = run(Script::default(), &spec(dir.path())).await;
+    assert_ne!(
+        report.evidence.executor,
+        verifier_sdk::evidence::DOCKER_EXECUTOR
+    );
+    assert_eq!(report.evidence.executor, super::fake::EXECUTOR);
+}
+
+#[tokio::test(start_paused = true)]
 async fn lifecycle_deadline_kills_the_program_and_is_timeout() {
     let dir = tempfile::tempdir().unwrap();
     let script = Script {

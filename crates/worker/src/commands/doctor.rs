@@ -58,7 +58,7 @@ pub fn doctor(args: &DoctorArgs) -> ExitCode {
 }
 
 /// The sandbox uid range as this host sees it: a trial lease, taken and given back at once,
-/// shows that runs will get theirs (crate::sandbox::identity).
+/// shows that runs will get theirs (worker_sandbox::identity).
 fn sandbox_uid_facts() -> worker_doctor::host::SandboxUidFacts {
     use verifier_sdk::profile::{SANDBOX_UID_COUNT, SANDBOX_UID_FIRST};
     use worker_sandbox::identity;

@@ -8,14 +8,17 @@ use crate::exit::ExitCode;
 /// Explains the evidence record at `path`, as text or (`json`) a normalized summary, with
 /// `lines` lines of each stream (`None`: all the record holds), then what ran.
 pub fn explain(path: &Path, json: bool, lines: Option<usize>) -> ExitCode {
-    use crate::explain::{Shown, explain_shown, terminal_safe, what_ran};
-    let evidence = match crate::explain::read_evidence(path) {
+    use worker_sandbox::explain::{Shown, explain_shown, terminal_safe, what_ran};
+    let evidence = match worker_sandbox::explain::read_evidence(path) {
         Ok(evidence) => evidence,
         Err(error) => return fail(ExitCode::InvalidInput, &error),
     };
     let explanation = explain_shown(&evidence, &Default::default(), Shown::reading(lines));
     if json {
-        return print_json(&crate::explain::summary_json(&evidence, &explanation));
+        return print_json(&worker_sandbox::explain::summary_json(
+            &evidence,
+            &explanation,
+        ));
     }
     let mut text = explanation.render("");
     text.push_str("what ran\n");

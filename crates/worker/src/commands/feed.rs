@@ -2,12 +2,15 @@
 //! and write candidate files and their manifest. The batch's exit code is the report's.
 
 use std::path::PathBuf;
+use std::sync::Arc;
+
+use worker_store::clock::ChainAligned;
 
 use super::{block_on_interruptible, connect_swept, fail, print_json, staging_root_failed};
 use crate::cli::FeedArgs;
 use crate::exit::{ExitCode, ExitStatus};
-use crate::feed::{FeedConfig, SandboxJobExecutor, run_feed};
-use crate::staging_root::{self, Fallback, StagingRootError};
+use worker_jobs::feed::{FeedConfig, SandboxJobExecutor, run_feed};
+use worker_store::staging_root::{self, Fallback, StagingRootError};
 
 /// Runs one batch and prints its summary (and, with `--json`, its report).
 pub fn feed(args: &FeedArgs, quiet: bool) -> ExitCode {
@@ -19,13 +22,20 @@ pub fn feed(args: &FeedArgs, quiet: bool) -> ExitCode {
         Ok(chain) => config.chain_readiness = chain,
         Err(error) => return fail(ExitCode::Config, &format!("--rpc: {error}")),
     }
+    // Windows are chain time: with --rpc, judged on the chain's clock when it runs ahead.
+    let window_clock = Arc::new(ChainAligned::new(config.clock.clone()));
+    if !args.run.rpc.is_empty() {
+        config.clock = window_clock.clone();
+    }
+    let rpc = args.run.rpc.clone();
     let pull = args.run.pull;
     let oci_runtime = args.run.oci_runtime.name();
     let result = block_on_interruptible(
         async move {
+            let _following = crate::chain_clock::follow(&rpc, window_clock).await;
             let executor = connect_swept(oci_runtime)
                 .await
-                .map_err(|error| (ExitCode::RuntimeUnavailable, error.to_string()))?;
+                .map_err(|error| (ExitCode::Unavailable, error.to_string()))?;
             let job_executor = SandboxJobExecutor::new(executor, staging_root, pull);
             run_feed(&config, &job_executor)
                 .await

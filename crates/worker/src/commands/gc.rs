@@ -205,7 +205,7 @@ fn print_report<R: Collected>(
     let report = match outcome {
         Ok(Ok(report)) => report,
         Ok(Err(error @ GcCommandError::Engine(_))) => {
-            return fail(ExitCode::RuntimeUnavailable, &error);
+            return fail(ExitCode::Unavailable, &error);
         }
         Ok(Err(error)) => return fail(ExitCode::Config, &error),
         Err(error) => return fail(ExitCode::Internal, &error),

@@ -26,8 +26,8 @@ use std::io::Write;
 use std::sync::atomic::{AtomicBool, Ordering};
 
 use crate::exit::ExitCode;
-use crate::sandbox::{Executor, SandboxError};
-use crate::staging_root::StagingRootError;
+use worker_sandbox::{Executor, SandboxError};
+use worker_store::staging_root::StagingRootError;
 
 /// The time in unix seconds a command checks a job's window or a request's expiry at, read
 /// from the one clock ([`worker_store::clock`]): the binary is where the system clock is
@@ -67,7 +67,11 @@ pub static JSON_ERRORS: AtomicBool = AtomicBool::new(false);
 pub(crate) fn fail(code: ExitCode, error: &dyn std::fmt::Display) -> ExitCode {
     cli_support::eprint_error("worker", &format!("worker: error: {error}"));
     if JSON_ERRORS.load(Ordering::Relaxed) {
-        cli_support::print_error_json(code.as_str(), code.code(), &error.to_string());
+        cli_support::print_error_json(
+            code.name(crate::exit::Binary::Worker),
+            code.code(),
+            &error.to_string(),
+        );
     }
     code
 }

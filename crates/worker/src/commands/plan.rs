@@ -17,11 +17,11 @@ use super::now_unix;
 use super::request::{RequestError, read_request};
 use super::{fail, print_json, print_text, staging_root_failed};
 use crate::exit::ExitCode;
-use crate::rehearse::sandbox_block::{row, rows};
-use crate::run::spec_for;
-use crate::sandbox::profile::Isolation;
-use crate::stage::StageKind;
-use crate::staging_root::{self, Fallback, STAGING_ROOT_ENV};
+use worker_jobs::run::spec_for;
+use worker_rehearse::sandbox_block::{row, rows};
+use worker_sandbox::profile::Isolation;
+use worker_store::stage::StageKind;
+use worker_store::staging_root::{self, Fallback, STAGING_ROOT_ENV};
 
 /// Schema id of `worker plan`'s output.
 pub const PLAN_SCHEMA_VERSION: &str = "agent-bounties/worker-plan-v2";
@@ -62,7 +62,7 @@ pub enum PlanError {
     Job(#[from] verifier_sdk::JobError),
     /// The manifest's numbers do not fit the engine.
     #[error("manifest does not fit the engine: {0}")]
-    Limits(#[from] crate::sandbox::SpecError),
+    Limits(#[from] worker_sandbox::SpecError),
 }
 
 /// Which of the three named the staging root.
@@ -83,7 +83,7 @@ struct Tree {
 
 impl Tree {
     fn new(root: &Path, kind: StageKind, digest: &verifier_sdk::Sha256Digest) -> Self {
-        let path = crate::stage::target_path(root, kind, digest);
+        let path = worker_store::stage::target_path(root, kind, digest);
         Self {
             digest: digest.to_string(),
             staged: path.is_dir(),
@@ -123,9 +123,9 @@ struct PlannedContainer<'a> {
     memory: i64,
     memory_swap: i64,
     pids_limit: i64,
-    ulimits: &'a [crate::sandbox::profile::Ulimit],
+    ulimits: &'a [worker_sandbox::profile::Ulimit],
     tmpfs: &'a BTreeMap<String, String>,
-    mounts: &'a [crate::sandbox::profile::BindMount],
+    mounts: &'a [worker_sandbox::profile::BindMount],
     binds: &'a [String],
     devices: usize,
     log_driver: &'a str,

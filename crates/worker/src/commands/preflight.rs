@@ -1,5 +1,5 @@
 //! `worker preflight`: a solver's commit run through the feed's own path for a bounty's job,
-//! before the solver bonds. The path is the library's ([`crate::preflight`]); this resolves
+//! before the solver bonds. The path is the library's ([`worker_jobs::preflight`]); this resolves
 //! the job and the submission, maps the answer to an exit code and prints it.
 //!
 //! A local repository (`--source DIR --rev REV --repo OWNER/REPO`) is archived as GitHub
@@ -22,25 +22,25 @@ use super::{
 };
 use crate::cli::PreflightArgs;
 use crate::exit::ExitCode;
-use crate::feed::archive::{BENCHMARK_MAX_COMPRESSED, DEFAULT_ARCHIVE_BASE, archive_url};
-use crate::feed::{FeedConfig, SandboxJobExecutor};
-use crate::preflight::{Answer, PreflightError, PreflightReport, preflight as run_preflight};
-use crate::reproduce::MAX_CANDIDATE_BYTES;
-use crate::staging_root::{self, Fallback};
+use worker_jobs::feed::archive::{BENCHMARK_MAX_COMPRESSED, DEFAULT_ARCHIVE_BASE, archive_url};
+use worker_jobs::feed::{FeedConfig, SandboxJobExecutor};
+use worker_jobs::preflight::{Answer, PreflightError, PreflightReport, preflight as run_preflight};
+use worker_jobs::reproduce::MAX_CANDIDATE_BYTES;
+use worker_store::staging_root::{self, Fallback};
 
 /// The exit code of an answer (docs/reference.md "Exit codes"; never renumbered): a verdict,
 /// passed or failed, is a verification that worked.
 pub fn answer_exit_code(answer: &Answer) -> ExitCode {
     match answer {
         Answer::Verdict { .. } => ExitCode::Success,
-        Answer::NoVerdict { .. } => ExitCode::NoVerdict,
+        Answer::NoVerdict { .. } => ExitCode::NotDone,
         Answer::Refused { .. } => ExitCode::InvalidInput,
     }
 }
 
 fn error_exit_code(e: &PreflightError) -> ExitCode {
     match e {
-        PreflightError::Unavailable { .. } => ExitCode::RuntimeUnavailable,
+        PreflightError::Unavailable { .. } => ExitCode::Unavailable,
         PreflightError::Output(_) | PreflightError::Digest(_) => ExitCode::Internal,
         PreflightError::Job(_) | PreflightError::NoEvidence => ExitCode::InvalidInput,
     }
@@ -71,7 +71,7 @@ async fn resolve_job(args: &PreflightArgs, client: &PlatformClient) -> Result<Va
             .await
             .map_err(|e| {
                 let code = if e.is_transient() {
-                    ExitCode::RuntimeUnavailable
+                    ExitCode::Unavailable
                 } else {
                     ExitCode::InvalidInput
                 };
@@ -294,7 +294,7 @@ pub fn preflight(args: &PreflightArgs, quiet: bool) -> ExitCode {
                 .map_err(|e| (ExitCode::Config, format!("--out {}: {e}", out.display())))?;
             let executor = connect_swept(args.oci_runtime.name())
                 .await
-                .map_err(|error| (ExitCode::RuntimeUnavailable, error.to_string()))?;
+                .map_err(|error| (ExitCode::Unavailable, error.to_string()))?;
             let job_executor = SandboxJobExecutor::new(executor, root, pull);
             run_preflight(&config, &client, &job_executor, &raw, &reference)
                 .await
@@ -317,7 +317,7 @@ fn print_report(report: &PreflightReport, json: bool) -> ExitCode {
     let printed = if json {
         print_json(report)
     } else {
-        print_text(&crate::explain::terminal_safe(&report.human()))
+        print_text(&worker_sandbox::explain::terminal_safe(&report.human()))
     };
     if printed != ExitCode::Success {
         return ExitCode::Internal;

@@ -1,4 +1,4 @@
-//! `worker rehearse`: the glue between the command line and [`crate::rehearse`]; the exit code
+//! `worker rehearse`: the glue between the command line and [`worker_rehearse`]; the exit code
 //! of a finished report maps `Rehearsed::answer`.
 
 use super::rehearse_exit::rehearse_error_exit_code;
@@ -7,15 +7,15 @@ use super::{
 };
 use crate::cli::RehearseArgs;
 use crate::exit::{ExitCode, ExitStatus};
-use crate::rehearse::mutants::{DEFAULT_SEED, MutantOptions, run_mutants};
-use crate::rehearse::{RehearseError, RehearseOptions};
-use crate::staging_root::{self, Fallback};
+use worker_rehearse::mutants::{DEFAULT_SEED, MutantOptions, run_mutants};
+use worker_rehearse::{RehearseError, RehearseOptions, rehearse_at};
+use worker_store::staging_root::{self, Fallback};
 
-/// How many mutants run at once: what `worker serve`'s default `--parallel` would run of jobs
-/// with this manifest's cpu and memory ([`worker_serve::capacity::auto_parallel`]) on this
-/// engine; one when the engine does not say.
-async fn mutant_parallel(
-    executor: &crate::sandbox::Executor,
+/// How many runs of one rehearsal (repeats, base, stubs, mutants) run at once: what `worker serve`'s default
+/// `--parallel` would run of jobs with this manifest's cpu and memory
+/// ([`worker_serve::capacity::auto_parallel`]) on this engine; one when the engine does not say.
+async fn host_parallel(
+    executor: &worker_sandbox::Executor,
     manifest: &verifier_sdk::RunnerManifest,
 ) -> std::num::NonZeroUsize {
     use worker_serve::capacity::{Host, JobSize, auto_parallel};
@@ -64,7 +64,7 @@ pub fn rehearse(args: RehearseArgs, quiet: bool) -> ExitCode {
             Err(error) => return staging_root_failed(&error),
         };
     let base = match args.base.as_deref() {
-        Some(base) => match crate::rehearse::revisions::base_spec(base, args.base_rev.as_deref()) {
+        Some(base) => match worker_rehearse::revisions::base_spec(base, args.base_rev.as_deref()) {
             Ok(spec) => Some(spec),
             Err(error) => {
                 let error = RehearseError::from(error);
@@ -90,25 +90,35 @@ pub fn rehearse(args: RehearseArgs, quiet: bool) -> ExitCode {
         oci_runtime: args.oci_runtime.name().into(),
         task: None,
     };
-    let prepared = match crate::rehearse::prepare(&options) {
+    let prepared = match worker_rehearse::prepare(&options) {
         Ok(prepared) => prepared,
         Err(error) => return fail(rehearse_error_exit_code(&error), &error),
     };
     let result = block_on_interruptible(
         async {
             let executor = connect_swept(args.oci_runtime.name()).await?;
+            // With nothing to share out (one run, no base, no stub, no mutant) the engine is
+            // not asked.
+            let alone = options.repeat == 1
+                && options.base.is_none()
+                && !args.adversarial
+                && args.mutants.is_none();
+            let parallel = if alone {
+                std::num::NonZeroUsize::MIN
+            } else {
+                host_parallel(&executor, prepared.manifest()).await
+            };
+            let adversarial = args.adversarial;
             let Some(count) = args.mutants else {
-                return crate::rehearse::rehearse(&executor, prepared, &options, args.adversarial)
-                    .await;
+                return rehearse_at(&executor, prepared, &options, adversarial, parallel).await;
             };
             let mutants = MutantOptions {
                 count,
                 seed: args.mutants_seed.unwrap_or(DEFAULT_SEED),
-                parallel: mutant_parallel(&executor, prepared.manifest()).await,
+                parallel,
             };
             let rehearsed =
-                crate::rehearse::rehearse(&executor, prepared.clone(), &options, args.adversarial)
-                    .await?;
+                rehearse_at(&executor, prepared.clone(), &options, adversarial, parallel).await?;
             let verdict = rehearsed.report.verdict;
             let score = run_mutants(&executor, &prepared, &options, &mutants, verdict).await?;
             Ok(rehearsed.with_mutants(score))
@@ -127,7 +137,7 @@ pub fn rehearse(args: RehearseArgs, quiet: bool) -> ExitCode {
                 print_text(&report.human())
             };
             if !quiet {
-                use crate::rehearse::store_hint::{NOTE_FROM_BYTES, store_bytes, store_note};
+                use worker_rehearse::store_hint::{NOTE_FROM_BYTES, store_bytes, store_note};
                 let root = &options.staging_root;
                 if let Some(note) = store_note(root, store_bytes(root), NOTE_FROM_BYTES) {
                     cli_support::eprint_human("worker", &note);

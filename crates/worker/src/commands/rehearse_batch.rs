@@ -1,5 +1,5 @@
 //! `worker rehearse --batch tasks.json [--junit FILE]`: the glue between the command line and
-//! [`crate::rehearse::batch`]. Exit codes: 0 when every task is fit, 9 when any pays a
+//! [`worker_rehearse::batch`]. Exit codes: 0 when every task is fit, 9 when any pays a
 //! non-solution, else 4 when any is unfit, has no solution yet or could not be rehearsed (or the
 //! tasks file is unusable: nothing runs), 3 when none is unfit and one has no answer; 5, 78 and 1 as for one rehearsal (the machine's faults end the batch).
 
@@ -11,8 +11,8 @@ use super::{
 };
 use crate::cli::RehearseArgs;
 use crate::exit::{ExitCode, ExitStatus};
-use crate::rehearse::batch::{BatchDefaults, read_tasks, rehearse_batch as run_batch};
-use crate::staging_root::{self, Fallback};
+use worker_rehearse::batch::{BatchDefaults, read_tasks, rehearse_batch as run_batch};
+use worker_store::staging_root::{self, Fallback};
 
 /// Rehearses every task of `tasks` and prints one report (and writes `--junit`).
 pub fn rehearse_batch(tasks: &Path, args: &RehearseArgs, quiet: bool) -> ExitCode {

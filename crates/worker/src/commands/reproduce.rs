@@ -14,12 +14,12 @@ use super::{
 };
 use crate::cli::ReproduceArgs;
 use crate::exit::ExitCode;
-use crate::feed::{FeedConfig, SandboxJobExecutor};
-use crate::reproduce::{
+use worker_jobs::feed::{FeedConfig, SandboxJobExecutor};
+use worker_jobs::reproduce::{
     Finding, Reference, ReproduceError, ReproduceReport, candidate_reference, check_settled_job,
     read_candidate, reproduce as run_reproduction,
 };
-use crate::staging_root::{self, Fallback};
+use worker_store::staging_root::{self, Fallback};
 
 /// Bound on each JSON-RPC request.
 const RPC_TIMEOUT: Duration = Duration::from_secs(30);
@@ -28,18 +28,18 @@ const RPC_TIMEOUT: Duration = Duration::from_secs(30);
 pub fn finding_exit_code(finding: &Finding) -> ExitCode {
     match finding {
         Finding::BitForBit { .. } | Finding::Reproduced { .. } => ExitCode::Success,
-        Finding::VerdictReproduced { .. } => ExitCode::OutputDiffers,
+        Finding::VerdictReproduced { .. } => ExitCode::Differs,
         Finding::Disagrees { .. } => ExitCode::Disagrees,
-        Finding::NoVerdict { .. } => ExitCode::NoVerdict,
+        Finding::NoVerdict { .. } => ExitCode::NotDone,
     }
 }
 
 fn error_exit_code(e: &ReproduceError) -> ExitCode {
     match e {
         ReproduceError::Unavailable { code, .. } if code == "runtime_unavailable" => {
-            ExitCode::RuntimeUnavailable
+            ExitCode::Unavailable
         }
-        ReproduceError::Unavailable { .. } => ExitCode::RuntimeUnavailable,
+        ReproduceError::Unavailable { .. } => ExitCode::Unavailable,
         ReproduceError::File { .. } | ReproduceError::Output(_) => ExitCode::Internal,
         ReproduceError::TermsDiffer(_) => ExitCode::TermsDiffer,
         _ => ExitCode::InvalidInput,
@@ -48,7 +48,7 @@ fn error_exit_code(e: &ReproduceError) -> ExitCode {
 
 fn settlement_exit_code(e: &SettlementReadError) -> ExitCode {
     match e {
-        SettlementReadError::Chain(c) if c.is_transient() => ExitCode::RuntimeUnavailable,
+        SettlementReadError::Chain(c) if c.is_transient() => ExitCode::Unavailable,
         SettlementReadError::Chain(_) => ExitCode::Config,
         _ => ExitCode::InvalidInput,
     }
@@ -66,7 +66,7 @@ async fn resolve(
             .await
             .map_err(|e| {
                 let code = if e.is_transient() {
-                    ExitCode::RuntimeUnavailable
+                    ExitCode::Unavailable
                 } else {
                     ExitCode::InvalidInput
                 };
@@ -224,7 +224,7 @@ fn human(report: &ReproduceReport, context: Option<&str>) -> String {
             out.push_str(&format!("  ({n})\n"));
         }
     }
-    crate::explain::terminal_safe(&out)
+    worker_sandbox::explain::terminal_safe(&out)
 }
 
 /// Runs `worker reproduce`.
@@ -263,7 +263,7 @@ pub fn reproduce(args: &ReproduceArgs, quiet: bool) -> ExitCode {
                 .map_err(|e| (ExitCode::Config, format!("--out {}: {e}", out.display())))?;
             let executor = connect_swept(args.oci_runtime.name())
                 .await
-                .map_err(|error| (ExitCode::RuntimeUnavailable, error.to_string()))?;
+                .map_err(|error| (ExitCode::Unavailable, error.to_string()))?;
             let job_executor = SandboxJobExecutor::new(executor, root, pull);
             run_reproduction(&config, &client, &job_executor, &job, &reference)
                 .await
@@ -299,8 +299,8 @@ mod tests {
     #![allow(clippy::unwrap_used)]
 
     use super::*;
-    use crate::reproduce::REPRODUCE_SCHEMA_VERSION;
     use verifier_sdk::Verdict;
+    use worker_jobs::reproduce::REPRODUCE_SCHEMA_VERSION;
 
     fn settled(
         verdict: Verdict,
@@ -389,7 +389,7 @@ mod tests {
             ),
             "{text}"
         );
-        assert_eq!(finding_exit_code(&report.finding), ExitCode::OutputDiffers);
+        assert_eq!(finding_exit_code(&report.finding), ExitCode::Differs);
     }
 
     #[test]

@@ -10,9 +10,9 @@ use super::now_unix;
 use super::request::{RequestError, read_request};
 use super::{block_on_interruptible, fail, print_json, staging_root_failed};
 use crate::exit::ExitCode;
-use crate::run::{RunOptions, run_job, write_evidence};
-use crate::sandbox::SandboxError;
-use crate::staging_root::{self, Fallback};
+use worker_jobs::run::{RunOptions, SealedEvidence, run_job};
+use worker_sandbox::SandboxError;
+use worker_store::staging_root::{self, Fallback};
 
 /// Why `--run-regression` could not even produce a no-verdict outcome.
 #[derive(Debug, thiserror::Error)]
@@ -78,8 +78,8 @@ fn outcome_exit_code(output: &RunOutput) -> ExitCode {
         RunOutput::Verdict(_) => ExitCode::Success,
         RunOutput::NoVerdict(no) => match no.no_verdict.reason {
             NoVerdictReason::InvalidJob | NoVerdictReason::Expired => ExitCode::InvalidInput,
-            NoVerdictReason::RuntimeUnavailable => ExitCode::RuntimeUnavailable,
-            _ => ExitCode::NoVerdict,
+            NoVerdictReason::RuntimeUnavailable => ExitCode::Unavailable,
+            _ => ExitCode::NotDone,
         },
     }
 }
@@ -90,9 +90,18 @@ pub struct RunCommandOutput {
     /// The protocol output.
     pub output: RunOutput,
     /// The content-addressed evidence record, when the run got far enough to have one.
-    pub evidence_path: Option<PathBuf>,
+    pub evidence: Option<WrittenEvidence>,
     /// The job's id, once the job validated.
     pub job_id: Option<String>,
+}
+
+/// A run's evidence record as written to the store: where, and the record it holds.
+#[derive(Debug, Clone)]
+pub struct WrittenEvidence {
+    /// Its content-addressed file.
+    pub path: PathBuf,
+    /// The record, with the bytes and digest that file holds.
+    pub sealed: SealedEvidence,
 }
 
 /// `--run-regression --in-toto FILE`: writes the statement of a verdict. A run without a
@@ -103,18 +112,15 @@ fn write_for_run(path: &Path, run: &RunCommandOutput) -> Result<(), StatementErr
         tracing::warn!("no verdict, so no in-toto statement was written");
         return Ok(());
     };
-    let (Some(job_id), Some(evidence)) = (&run.job_id, &run.evidence_path) else {
+    let (Some(job_id), Some(evidence)) = (&run.job_id, &run.evidence) else {
         return Err(StatementError::Incomplete);
     };
-    let address = crate::intoto::EvidenceAddress::of_file(evidence)
-        .ok_or_else(|| StatementError::NotContentAddressed(evidence.clone()))?;
-    // The per-test lists come from the record just written; a record that cannot be read
-    // back only costs the lists (the job stays the one test).
-    let tests = crate::explain::read_evidence(evidence)
-        .ok()
-        .and_then(|record| record.tests);
-    let statement = crate::intoto::test_result_statement(job_id, outcome, &address, tests.as_ref());
-    crate::intoto::write_statement(path, &statement)
+    let address = worker_jobs::intoto::EvidenceAddress::of_file(&evidence.path)
+        .ok_or_else(|| StatementError::NotContentAddressed(evidence.path.clone()))?;
+    // The per-test lists come from the record in memory, not from the file just written.
+    let tests = evidence.sealed.record().tests.as_ref();
+    let statement = worker_jobs::intoto::test_result_statement(job_id, outcome, &address, tests);
+    worker_jobs::intoto::write_statement(path, &statement)
         .map(|_| ())
         .map_err(|source| StatementError::Write {
             path: path.to_owned(),
@@ -145,7 +151,7 @@ enum StatementError {
 fn no_verdict(reason: NoVerdictReason, detail: &str) -> RunCommandOutput {
     RunCommandOutput {
         output: RunOutput::NoVerdict(NoVerdictOutcome::new(reason, detail)),
-        evidence_path: None,
+        evidence: None,
         job_id: None,
     }
 }
@@ -199,7 +205,7 @@ pub async fn run_regression_command(
         Ok(Err(no)) => {
             return Ok(RunCommandOutput {
                 output: RunOutput::NoVerdict(no),
-                evidence_path: None,
+                evidence: None,
                 job_id: Some(job.job_id().to_owned()),
             });
         }
@@ -216,17 +222,19 @@ pub async fn run_regression_command(
             ));
         }
     };
-    let path = write_evidence(&staging_root, &run.evidence).map_err(RunCommandError::Evidence)?;
+    let sealed = SealedEvidence::seal(run.evidence)
+        .map_err(|e| RunCommandError::Evidence(std::io::Error::other(e)))?;
+    let path = sealed
+        .write(&staging_root)
+        .map_err(RunCommandError::Evidence)?;
     if let Some(copy) = evidence_copy {
-        // Read back as every evidence record is: not through a link, to at most the cap
-        // `worker explain` reads (#41 item 6's pattern).
-        let bytes = artifact_fs::read_bounded(&path, worker_sandbox::explain::MAX_EVIDENCE_BYTES)
-            .map_err(|e| RunCommandError::Evidence(e.into_io()))?;
-        artifact_fs::write_atomic(copy, &bytes).map_err(RunCommandError::Evidence)?;
+        // The store file's bytes, from memory: the store file may already be replaced or
+        // collected, and this process has no reason to trust what is at its path now.
+        artifact_fs::write_atomic(copy, sealed.bytes()).map_err(RunCommandError::Evidence)?;
     }
     Ok(RunCommandOutput {
         output: run.output,
-        evidence_path: Some(path),
+        evidence: Some(WrittenEvidence { path, sealed }),
         job_id: Some(job.job_id().to_owned()),
     })
 }

@@ -20,21 +20,21 @@ use serde_json::{Value, json};
 use super::{fail, print_json, print_text};
 use crate::cli::{LedgerAction, ServeArgs};
 use crate::exit::ExitCode;
-use crate::feed::FeedConfig;
-use crate::serve::clock::{Clock, SystemClock};
-use crate::serve::http;
-use crate::serve::ledger::{
+use worker_jobs::feed::FeedConfig;
+use worker_serve::clock::{ChainAligned, Clock, SystemClock};
+use worker_serve::http;
+use worker_serve::ledger::{
     CandidateEntry, Heartbeat, JobEntry, LEDGER_FILE, Ledger, Requeued, RunEntry,
 };
-use crate::serve::shutdown::Shutdown;
-use crate::serve::store::{FleetOptions, LedgerLocation};
-use crate::serve::telemetry::Telemetry;
-use crate::serve::timefmt::{human_duration, iso_utc};
-use crate::serve::{Prepared, ServeConfig, ServeError, prepare};
+use worker_serve::shutdown::Shutdown;
+use worker_serve::store::{FleetOptions, LedgerLocation};
+use worker_serve::telemetry::Telemetry;
+use worker_serve::timefmt::{human_duration, iso_utc};
+use worker_serve::{Prepared, ServeConfig, ServeError, prepare};
 
 /// `schema_version` of `worker ledger --json`.
 pub const LEDGER_SCHEMA_VERSION: &str = "agent-bounties/worker-ledger-v1";
-use crate::staging_root::{self, Fallback};
+use worker_store::staging_root::{self, Fallback};
 
 /// Runs the service until a signal or a failure.
 pub fn serve(args: &ServeArgs) -> ExitCode {
@@ -45,7 +45,10 @@ pub fn serve(args: &ServeArgs) -> ExitCode {
             Ok(root) => root,
             Err(error) => return fail(ExitCode::Config, &error),
         };
-    let mut config = serve_config(args);
+    let mut config = match serve_config(args) {
+        Ok(config) => config,
+        Err(error) => return fail(ExitCode::Config, &error),
+    };
     match crate::chain_readiness::connect(&args.run.rpc) {
         Ok(chain) => config.feed.chain_readiness = chain,
         Err(error) => return fail(ExitCode::Config, &format!("--rpc: {error}")),
@@ -75,9 +78,18 @@ pub fn serve(args: &ServeArgs) -> ExitCode {
     };
     let pull = args.run.pull;
     let oci_runtime = args.run.oci_runtime.name();
-    let clock: Arc<dyn Clock> = Arc::new(SystemClock::new());
+    // Windows are chain time: with --rpc, the service's one clock follows the chain's when it
+    // runs ahead (crate::chain_clock).
+    let window_clock = Arc::new(ChainAligned::new(Arc::new(SystemClock::new())));
+    let clock: Arc<dyn Clock> = if args.run.rpc.is_empty() {
+        Arc::new(SystemClock::new())
+    } else {
+        window_clock.clone()
+    };
     let telemetry = Arc::new(Telemetry::new(config.poll_interval, clock));
+    let rpc = args.run.rpc.clone();
     let result = super::block_on(async move {
+        let _following = crate::chain_clock::follow(&rpc, window_clock).await;
         let endpoint = listener.map(|l| {
             match config.metrics_listen {
                 Some(listen) if listen.is_remote() => tracing::warn!(
@@ -96,7 +108,7 @@ pub fn serve(args: &ServeArgs) -> ExitCode {
         let docker = super::connect_swept(oci_runtime)
             .await
             .map_err(|e| ServeError::Transient(e.to_string()))?;
-        let served = crate::serve::serve(
+        let served = worker_serve::serve(
             &config,
             ledger,
             docker,
@@ -126,7 +138,7 @@ fn served(result: Result<(), ServeError>) -> ExitCode {
     }
 }
 
-fn serve_config(args: &ServeArgs) -> ServeConfig {
+fn serve_config(args: &ServeArgs) -> Result<ServeConfig, String> {
     let mut feed = FeedConfig::new(
         &args.source.api,
         args.source.network,
@@ -144,7 +156,17 @@ fn serve_config(args: &ServeArgs) -> ServeConfig {
     // A service logs through `tracing`; per-download progress lines are for terminals.
     feed.progress = false;
     feed.shard = args.shard;
-    ServeConfig {
+    let ledger = match args.ledger.as_deref() {
+        None => LedgerLocation::Sqlite(args.state.clone()),
+        Some(text) => LedgerLocation::parse(text).map_err(|e| format!("--ledger: {e}"))?,
+    };
+    if args.ledger_password_file.is_some() && matches!(ledger, LedgerLocation::Sqlite(_)) {
+        return Err(
+            "--ledger-password-file is for a postgres:// --ledger; a SQLite ledger has no password"
+                .to_owned(),
+        );
+    }
+    Ok(ServeConfig {
         feed,
         state_dir: args.state.clone(),
         poll_interval: Duration::from_secs(args.poll_interval),
@@ -154,18 +176,16 @@ fn serve_config(args: &ServeArgs) -> ServeConfig {
             allow_remote: args.metrics_allow_remote,
         }),
         images: image_policy(&args.image, args.run.pull),
-        ledger: args.ledger.as_deref().map_or_else(
-            || LedgerLocation::Sqlite(args.state.clone()),
-            LedgerLocation::parse,
-        ),
+        ledger,
         fleet: FleetOptions {
             host: args
                 .fleet_host
                 .clone()
                 .unwrap_or_else(|| default_fleet_host(&args.state)),
             lease: Duration::from_secs(args.lease),
+            password_file: args.ledger_password_file.clone(),
         },
-    }
+    })
 }
 
 /// HOSTNAME:STATE_DIR: unique per service on a host (one per state directory), and the same
@@ -236,7 +256,7 @@ pub fn ledger(state: &Path, action: &LedgerAction) -> ExitCode {
 
 /// `worker ledger --downgrade-to N`.
 fn downgrade(state: &Path, to: i64) -> ExitCode {
-    use crate::serve::rollback::{RollbackError, downgrade};
+    use worker_serve::rollback::{RollbackError, downgrade};
     match downgrade(state, to) {
         Ok(done) => print_text(&format!(
             "ledger schema {} -> {}: restored {} (taken before the upgrade); the newer ledger is \
@@ -283,7 +303,7 @@ fn at(ms: Option<i64>) -> Value {
 
 fn show(ledger: &Ledger, job: Option<&str>, json: bool) -> ExitCode {
     let read = (|| {
-        Ok::<_, crate::serve::ledger::LedgerError>((
+        Ok::<_, worker_serve::ledger::LedgerError>((
             ledger.jobs(job)?,
             ledger.runs(job)?,
             ledger.candidates(job)?,
@@ -321,7 +341,7 @@ fn show(ledger: &Ledger, job: Option<&str>, json: bool) -> ExitCode {
             j.status,
             j.attempts,
             j.not_before_ms
-                .filter(|_| j.status == crate::serve::ledger::JobState::Retry)
+                .filter(|_| j.status == worker_serve::ledger::JobState::Retry)
                 .map(|t| format!(", next try after {}", iso_utc(t)))
                 .unwrap_or_default(),
             j.expires_ms

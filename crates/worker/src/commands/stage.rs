@@ -15,10 +15,10 @@ use verifier_sdk::TreeLimits;
 
 use super::{fail, print_json, staging_root_failed};
 use crate::exit::ExitCode;
-use crate::progress::stderr_progress;
-use crate::snapshot::{SnapshotError, snapshot_directory_with_progress};
-use crate::stage::{StageError, StageKind, stage_tree_pausing};
-use crate::staging_root::{self, Fallback};
+use worker_store::progress::stderr_progress;
+use worker_store::snapshot::{SnapshotError, snapshot_directory_with_progress};
+use worker_store::stage::{StageError, StageKind, stage_tree_pausing};
+use worker_store::staging_root::{self, Fallback};
 
 /// `--snapshot-directory DIR MAX_BYTES MAX_FILES`.
 pub fn snapshot(dir: &Path, limits: TreeLimits, quiet: bool) -> ExitCode {

@@ -154,7 +154,7 @@ pub fn containers_of(pid: u32, all: bool) -> Vec<String> {
     }
     let out = ps
         .args(["--no-trunc", "--filter"])
-        .arg(format!("label={}=1", worker::sandbox::LABEL_VERIFIER))
+        .arg(format!("label={}=1", worker_sandbox::LABEL_VERIFIER))
         .args([
             "--format",
             "{{.ID}} {{.Label \"dev.agent-bounties.owner\"}}",

@@ -2,8 +2,9 @@
 //! with the sdk fixtures and real tar.gz archives.
 //!
 //! The executor here is a TEST DOUBLE: it digests the extracted trees (as the real staging
-//! does) and fabricates a verdict without running anything. Its evidence record is a marker
-//! object, not the Docker executor's evidence, so a signer refuses every candidate it yields.
+//! does) and fabricates a verdict without running anything. Its evidence record is labelled
+//! with its own executor (`test-double`), not the Docker executor's, so a signer refuses every
+//! candidate it yields.
 
 // Test scaffolding outside #[test] fns (fakes, builders): failures should fail loudly.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
@@ -22,9 +23,28 @@ use verifier_sdk::{
     validate_job, validate_outcome,
 };
 use worker::exit::{ExitCode, ExitStatus};
-use worker::feed::{
+use worker_jobs::feed::{
     ExecutedJob, FeedConfig, FeedError, FeedReport, JobExecutor, JobFailure, JobStatus, run_feed,
 };
+
+/// The executor label of [`FakeExecutor`]'s evidence records.
+const TEST_DOUBLE: &str = "test-double";
+
+/// An evidence record shaped as the Docker executor's but labelled [`TEST_DOUBLE`], so that no
+/// signer accepts a candidate carrying it.
+fn double_evidence(job: &ValidatedJob) -> worker_jobs::run::SealedEvidence {
+    let facts = ExecutionFacts {
+        exit_code: 0,
+        stdout_sha256: Sha256Digest::from_bytes([1; 32]),
+        stderr_sha256: Sha256Digest::from_bytes([2; 32]),
+        stdout_bytes: 0,
+        stderr_bytes: 0,
+    };
+    let (_, value) = verifier_sdk::fixtures::completed_run(job, facts);
+    let mut record = verifier_sdk::evidence::EvidenceRecord::from_docker_value(&value).unwrap();
+    record.executor = TEST_DOUBLE.into();
+    worker_jobs::run::SealedEvidence::seal(record).unwrap()
+}
 
 /// TEST DOUBLE of the staging + sandbox executor (see the module doc).
 #[derive(Default)]
@@ -85,7 +105,7 @@ impl JobExecutor for FakeExecutor {
         };
         let done = |output| ExecutedJob {
             output,
-            evidence: Some(json!({"test_double": "not evidence from the docker executor"})),
+            evidence: Some(double_evidence(job)),
             source_digest,
             benchmark_digest: reported_benchmark,
         };
@@ -212,7 +232,7 @@ fn id(job: &Value) -> String {
     job["job_id"].as_str().unwrap().to_owned()
 }
 
-fn row<'a>(report: &'a FeedReport, job: &Value) -> &'a worker::feed::JobRow {
+fn row<'a>(report: &'a FeedReport, job: &Value) -> &'a worker_jobs::feed::JobRow {
     let id = id(job);
     report
         .jobs
@@ -236,10 +256,7 @@ fn read_candidates(out: &Path) -> Vec<String> {
         assert_eq!(job.job_id(), entry.job_id);
         validate_outcome(&c.outcome, &job).unwrap();
         assert_eq!(c.runner_revision, "local");
-        assert_eq!(
-            c.evidence.unwrap()["test_double"],
-            "not evidence from the docker executor"
-        );
+        assert_eq!(c.evidence.unwrap()["executor"], TEST_DOUBLE);
     }
     manifest.candidates.into_iter().map(|c| c.job_id).collect()
 }
@@ -436,7 +453,7 @@ async fn a_batch_runs_the_valid_jobs_and_isolates_every_bad_one() {
     assert_eq!(rest.len(), 5, "{rest:?}");
     assert!(readiness.contains(&verifier_sdk::readiness::readiness_file_name(&id(&pass))));
     for job in [&pass, &fail] {
-        let name = worker::intoto::statement_file_name(&candidate_file_name(&id(job)));
+        let name = worker_jobs::intoto::statement_file_name(&candidate_file_name(&id(job)));
         assert!(
             out.join(name).is_file(),
             "no in-toto statement for {}",
@@ -446,7 +463,7 @@ async fn a_batch_runs_the_valid_jobs_and_isolates_every_bad_one() {
     // Every download and extraction was cleaned up.
     assert_eq!(std::fs::read_dir(w.root.join("work")).unwrap().count(), 0);
     // The no-verdict job makes the batch retryable.
-    assert_eq!(report.exit_code(), ExitCode::NoVerdict);
+    assert_eq!(report.exit_code(), ExitCode::NotDone);
     let json = report.to_json();
     assert_eq!(
         json["schema_version"],
@@ -471,7 +488,7 @@ async fn a_second_run_reuses_completed_verdicts_and_retries_no_verdict() {
     assert!(!row(&first, &done).reused_from_cache);
     assert_eq!(row(&first, &flaky).status, JobStatus::NoVerdict);
     assert_eq!(row(&first, &flaky).reason_code.as_deref(), Some("timeout"));
-    assert_eq!(first.exit_code(), ExitCode::NoVerdict);
+    assert_eq!(first.exit_code(), ExitCode::NotDone);
     assert_eq!(read_candidates(&w.root.join("run1")), vec![id(&done)]);
     let done_archive = World::archive_path("sol-1", 1);
     assert_eq!(w.server.hits(&done_archive), 1);
@@ -551,7 +568,7 @@ async fn a_job_past_its_window_on_the_configured_clock_is_not_run() {
     let exec = FakeExecutor::default();
     let expires_ms = i64::try_from(verifier_sdk::fixtures::EXPIRES_AT).unwrap() * 1000;
     let mut config = w.config("late");
-    config.clock = std::sync::Arc::new(worker::serve::clock::ManualClock::new(expires_ms + 1_000));
+    config.clock = std::sync::Arc::new(worker_serve::clock::ManualClock::new(expires_ms + 1_000));
     let report = run_feed(&config, &exec).await.unwrap();
     let r = row(&report, &job);
     assert_eq!(
@@ -561,7 +578,7 @@ async fn a_job_past_its_window_on_the_configured_clock_is_not_run() {
     assert_eq!(exec.calls(&id(&job)), 0);
     let mut config = w.config("early");
     // An hour before the end: time enough to settle (#43: less is `window_too_short`).
-    config.clock = std::sync::Arc::new(worker::serve::clock::ManualClock::new(
+    config.clock = std::sync::Arc::new(worker_serve::clock::ManualClock::new(
         expires_ms - 3_600_000,
     ));
     let report = run_feed(&config, &exec).await.unwrap();
@@ -590,7 +607,7 @@ async fn a_job_that_cannot_settle_before_its_window_ends_is_window_too_short() {
     let exec = FakeExecutor::default();
     let mut config = w.config("out");
     let now_ms = i64::try_from(end - 150).unwrap() * 1000;
-    config.clock = std::sync::Arc::new(worker::serve::clock::ManualClock::new(now_ms));
+    config.clock = std::sync::Arc::new(worker_serve::clock::ManualClock::new(now_ms));
     let report = run_feed(&config, &exec).await.unwrap();
     let r = row(&report, &short);
     assert_eq!(
@@ -658,7 +675,7 @@ async fn a_job_listed_during_the_batch_runs_before_a_later_window() {
     };
     let mut config = w.config("out");
     let now_ms = i64::try_from(end - 3600).unwrap() * 1000;
-    config.clock = std::sync::Arc::new(worker::serve::clock::ManualClock::new(now_ms));
+    config.clock = std::sync::Arc::new(worker_serve::clock::ManualClock::new(now_ms));
     let report = run_feed(&config, &exec).await.unwrap();
     assert_eq!(
         *exec.order.lock().unwrap(),
@@ -703,13 +720,13 @@ async fn a_job_skipped_without_a_run_is_written_not_ready_with_the_reason() {
                 .collect(),
         );
         assert!(stale.ready);
-        worker::feed::readiness::write_readiness(&out, &stale).unwrap();
+        worker_jobs::feed::readiness::write_readiness(&out, &stale).unwrap();
     }
     let exec = FakeExecutor::default();
     let mut config = w.config("out");
     config.max_jobs = Some(2);
     let now_ms = i64::try_from(end - 150).unwrap() * 1000;
-    config.clock = std::sync::Arc::new(worker::serve::clock::ManualClock::new(now_ms));
+    config.clock = std::sync::Arc::new(worker_serve::clock::ManualClock::new(now_ms));
     let report = run_feed(&config, &exec).await.unwrap();
     for (job, code) in [(&short, "window_too_short"), (&beyond, "max_jobs")] {
         assert_eq!(
@@ -762,7 +779,7 @@ async fn a_full_max_jobs_batch_takes_a_job_listed_later_with_a_sooner_window_in_
     let mut config = w.config("out");
     config.max_jobs = Some(2);
     let now_ms = i64::try_from(end - 3600).unwrap() * 1000;
-    config.clock = std::sync::Arc::new(worker::serve::clock::ManualClock::new(now_ms));
+    config.clock = std::sync::Arc::new(worker_serve::clock::ManualClock::new(now_ms));
     let report = run_feed(&config, &exec).await.unwrap();
     assert_eq!(
         *exec.order.lock().unwrap(),
@@ -845,7 +862,7 @@ async fn feed_shards_run_every_job_exactly_once_across_two_runners() {
         config.shard = format!("{i}/2").parse().unwrap();
         let report = run_feed(&config, &exec).await.unwrap();
         for job in &jobs {
-            let mine = worker::feed::shard::shard_of(&id(job), 2) == i;
+            let mine = worker_jobs::feed::shard::shard_of(&id(job), 2) == i;
             let r = row(&report, job);
             if mine {
                 assert_eq!(r.status, JobStatus::CompletedPassed);
@@ -886,7 +903,7 @@ async fn exit_status_reflects_feed_and_runtime_failures() {
         row(&report, &j).reason_code.as_deref(),
         Some("runtime_unavailable")
     );
-    assert_eq!(report.exit_code(), ExitCode::RuntimeUnavailable);
+    assert_eq!(report.exit_code(), ExitCode::Unavailable);
     // An empty manifest is still written, so the signer sees "nothing to sign".
     assert!(read_candidates(&w.root.join("down")).is_empty());
 
@@ -896,7 +913,7 @@ async fn exit_status_reflects_feed_and_runtime_failures() {
         .unwrap();
     assert_eq!(report.fetch_failures.len(), 1);
     assert!(report.fetch_failures[0].transient);
-    assert_eq!(report.exit_code(), ExitCode::NoVerdict);
+    assert_eq!(report.exit_code(), ExitCode::NotDone);
 
     let deep = format!("{}{}", "[".repeat(65), "]".repeat(65));
     w.server
@@ -979,7 +996,7 @@ async fn a_panicking_executor_fails_only_its_own_job() {
     );
     assert_eq!(row(&report, &fine).status, JobStatus::CompletedPassed);
     assert_eq!(read_candidates(&w.root.join("out")), vec![id(&fine)]);
-    assert_eq!(report.exit_code(), ExitCode::NoVerdict);
+    assert_eq!(report.exit_code(), ExitCode::NotDone);
 }
 
 #[tokio::test]
@@ -1203,7 +1220,7 @@ struct FundedChain {
 }
 
 #[async_trait::async_trait]
-impl worker::feed::readiness::ChainReadiness for FundedChain {
+impl worker_jobs::feed::readiness::ChainReadiness for FundedChain {
     async fn check(&self, job: &ValidatedJob) -> verifier_sdk::readiness::CheckResult {
         let mut state = bounty_chain::BountyState {
             block_number: 10,
@@ -1216,11 +1233,7 @@ impl worker::feed::readiness::ChainReadiness for FundedChain {
             solver: job.solver(),
             submission_hash: job.submission_hash(),
             evidence_hash: job.evidence_hash(),
-            policy_hash: job.policy_hash(),
-            terms_hash: job.terms_hash(),
-            acceptance_criteria_hash: job.acceptance_criteria_hash(),
-            benchmark_hash: job.benchmark_hash(),
-            evidence_schema_hash: job.evidence_schema_hash(),
+            commitment: *job.commitment(),
             verification_expires_at: job.expires_at(),
             verification_mode: bounty_chain::VerificationMode::SignedQuorum,
             threshold: job.threshold(),
@@ -1228,7 +1241,7 @@ impl worker::feed::readiness::ChainReadiness for FundedChain {
             verifiers: job.eligible_verifiers().to_vec(),
         };
         if job.job_id() == self.other_terms {
-            state.terms_hash = verifier_sdk::Bytes32::from_bytes([0x5a; 32]);
+            state.commitment.terms_hash = verifier_sdk::Bytes32::from_bytes([0x5a; 32]);
         }
         bounty_chain::chain_readiness(job, &state)
     }

@@ -3,7 +3,7 @@
 
 use std::process::Command;
 
-use worker::serve::ledger::{JobKey, Ledger};
+use worker_serve::ledger::{JobKey, Ledger};
 
 const JOB: &str = "base-mainnet:0x2222222222222222222222222222222222222222:7";
 
@@ -81,13 +81,13 @@ fn an_older_worker_runs_again_on_its_ledger_after_downgrade_to() {
     let state = state_with_one_job();
     let known = Ledger::schema_version();
     let newer = known + 1;
-    let file = state.path().join(worker::serve::ledger::LEDGER_FILE);
+    let file = state.path().join(worker_serve::ledger::LEDGER_FILE);
     // What the newer worker leaves: its copy of the older ledger, then the migrated one.
     std::fs::copy(
         &file,
         state
             .path()
-            .join(worker::serve::rollback::backup_name(known, newer)),
+            .join(worker_serve::rollback::backup_name(known, newer)),
     )
     .unwrap();
     rusqlite::Connection::open(&file)
@@ -104,7 +104,7 @@ fn an_older_worker_runs_again_on_its_ledger_after_downgrade_to() {
     );
 
     {
-        let _serve = worker::serve::lock::lock_state(state.path()).unwrap();
+        let _serve = worker_serve::lock::lock_state(state.path()).unwrap();
         let out = ledger(state.path(), &["--downgrade-to", &known.to_string()]);
         let stderr = String::from_utf8_lossy(&out.stderr);
         assert_eq!(out.status.code(), Some(1), "{stderr}");
@@ -137,7 +137,7 @@ fn an_older_worker_runs_again_on_its_ledger_after_downgrade_to() {
     assert!(
         state
             .path()
-            .join(worker::serve::rollback::replaced_name(newer, known))
+            .join(worker_serve::rollback::replaced_name(newer, known))
             .is_file()
     );
     // Nothing older than the oldest copy.

@@ -15,7 +15,6 @@ mod feed_client;
 mod feed_run;
 mod feed_support;
 mod ledger_cli;
-mod pg_support;
 mod serve_deadline;
 mod staging;
 mod support;

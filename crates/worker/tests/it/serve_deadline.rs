@@ -22,14 +22,14 @@ use serde_json::{Value, json};
 use verifier_sdk::evidence::EngineFacts;
 use verifier_sdk::fixtures::{BENCHMARK_COMMIT, EXPIRES_AT};
 use verifier_sdk::{Network, ValidatedJob};
-use worker::feed::{ExecutedJob, FeedConfig, JobExecutor, JobFailure};
-use worker::serve::clock::ManualClock;
-use worker::serve::shutdown::Shutdown;
-use worker::serve::telemetry::Telemetry;
-use worker::serve::{ServeConfig, prepare, serve_with};
+use worker_jobs::feed::{ExecutedJob, FeedConfig, JobExecutor, JobFailure};
 use worker_sandbox::engine::{CallError, FreeSpace, ImageSummary};
 use worker_sandbox::images::ImageStore;
-use worker_sandbox::{Engine, Executor, HostResources, RunHooks, RunReport, SandboxError};
+use worker_sandbox::{Executor, HostResources, RunHooks, RunLifecycle, RunReport, SandboxError};
+use worker_serve::clock::ManualClock;
+use worker_serve::shutdown::Shutdown;
+use worker_serve::telemetry::Telemetry;
+use worker_serve::{ServeConfig, prepare, serve_with};
 
 use crate::feed_support::*;
 
@@ -61,7 +61,7 @@ impl ImageStore for NoEngine {
 }
 
 #[async_trait::async_trait]
-impl Engine for NoEngine {
+impl RunLifecycle for NoEngine {
     fn facts(&self) -> &EngineFacts {
         &self.0
     }
@@ -163,15 +163,15 @@ async fn serve_runs_a_sooner_window_first_even_one_appearing_mid_batch_and_never
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn serve_on_a_fleet_ledger_runs_a_sooner_window_first_even_one_appearing_mid_batch_and_never_a_window_too_short_job()
  {
-    let Some(db) = crate::pg_support::TestDb::new("deadline_first") else {
+    let Some(db) = test_postgres::TestDb::new("serve", "deadline_first") else {
         return;
     };
-    deadline_first(Some(&db.url)).await;
+    deadline_first(Some(&db)).await;
 }
 
-/// The deadline-first test on the SQLite ledger (`None`) or the fleet database at `url`.
+/// The deadline-first test on the SQLite ledger (`None`) or the fleet database `fleet`.
 #[allow(clippy::too_many_lines)]
-async fn deadline_first(fleet: Option<&str>) {
+async fn deadline_first(fleet: Option<&test_postgres::TestDb>) {
     let server = TestServer::start().await;
     let bench = serve_benchmark(&server);
     let end = EXPIRES_AT;
@@ -229,7 +229,7 @@ async fn deadline_first(fleet: Option<&str>) {
     let too_short_id = too_short["job_id"].as_str().unwrap();
     let (outcome, reason_code, reason) = match fleet {
         None => {
-            let ledger = worker::serve::ledger::Ledger::open(&config.state_dir).unwrap();
+            let ledger = worker_serve::ledger::Ledger::open(&config.state_dir).unwrap();
             let runs = ledger.runs(Some(too_short_id)).unwrap();
             let [run] = runs.as_slice() else {
                 panic!("{runs:?}")
@@ -240,13 +240,16 @@ async fn deadline_first(fleet: Option<&str>) {
                 run.reason.clone(),
             )
         }
-        Some(url) => {
-            let binding = worker::serve::fleet::Binding {
+        Some(db) => {
+            let url = worker_serve::fleet_conn::FleetUrl::parse(&db.url)
+                .unwrap()
+                .with_password(db.password());
+            let binding = worker_serve::fleet::Binding {
                 feed: server.base.clone(),
                 verifiers: vec![VERIFIER.to_lowercase()],
             };
             let ledger = tokio::task::block_in_place(|| {
-                worker::serve::fleet::FleetLedger::open(url, &binding, "reader").unwrap()
+                worker_serve::fleet::FleetLedger::open(&url, &binding, "reader").unwrap()
             });
             let runs: Vec<_> = tokio::task::block_in_place(move || {
                 let mut ledger = ledger;
@@ -293,7 +296,11 @@ fn serve_benchmark(server: &TestServer) -> verifier_sdk::Sha256Digest {
 
 /// The service's configuration under `dir`: one job at a time, a 50 ms poll, the SQLite
 /// ledger (`fleet: None`) or the fleet database at `fleet`.
-fn serve_config(server: &TestServer, dir: &Path, fleet: Option<&str>) -> ServeConfig {
+fn serve_config(
+    server: &TestServer,
+    dir: &Path,
+    fleet: Option<&test_postgres::TestDb>,
+) -> ServeConfig {
     let mut feed_config = FeedConfig::new(
         &server.base,
         Network::BaseMainnet,
@@ -309,14 +316,15 @@ fn serve_config(server: &TestServer, dir: &Path, fleet: Option<&str>) -> ServeCo
         poll_interval: Duration::from_millis(50),
         parallel: NonZeroUsize::new(1),
         metrics_listen: None,
-        images: worker::serve::images::ImagePolicy::default(),
+        images: worker_serve::images::ImagePolicy::default(),
         ledger: fleet.map_or_else(
-            || worker::serve::store::LedgerLocation::Sqlite(dir.join("state")),
-            worker::serve::store::LedgerLocation::parse,
+            || worker_serve::store::LedgerLocation::Sqlite(dir.join("state")),
+            |db| worker_serve::store::LedgerLocation::parse(&db.url).unwrap(),
         ),
-        fleet: worker::serve::store::FleetOptions {
+        fleet: worker_serve::store::FleetOptions {
             host: "test-host".into(),
             lease: Duration::from_secs(120),
+            password_file: fleet.map(test_postgres::TestDb::password_file),
         },
     }
 }
@@ -367,7 +375,7 @@ async fn serve_writes_a_job_skipped_without_a_run_not_ready_with_the_reason() {
             .collect(),
     );
     assert!(stale.ready);
-    worker::feed::readiness::write_readiness(&out, &stale).unwrap();
+    worker_jobs::feed::readiness::write_readiness(&out, &stale).unwrap();
     let now_ms = i64::try_from(end - 150).unwrap() * 1000;
     let telemetry = Telemetry::new(config.poll_interval, Arc::new(ManualClock::new(now_ms)));
     let prepared = prepare(&config).unwrap();
@@ -432,7 +440,7 @@ async fn serve_writes_a_job_held_back_for_its_image_not_ready_with_the_reason() 
             .map(|k| verifier_sdk::readiness::CheckResult::pass(*k))
             .collect(),
     );
-    worker::feed::readiness::write_readiness(&out, &stale).unwrap();
+    worker_jobs::feed::readiness::write_readiness(&out, &stale).unwrap();
     let now_ms = i64::try_from(EXPIRES_AT - 3_600).unwrap() * 1000;
     let telemetry = Telemetry::new(config.poll_interval, Arc::new(ManualClock::new(now_ms)));
     let prepared = prepare(&config).unwrap();

@@ -14,7 +14,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::Value;
 use verifier_sdk::{Sha256Digest, TreeLimits, digest_directory};
-use worker::{StageKind, VerifyError, verify_staged};
+use worker_store::{StageKind, VerifyError, verify_staged};
 
 const BIG: &str = "1073741824";
 const MANY: &str = "100000";
@@ -240,7 +240,7 @@ fn snapshot_equals_the_sdk_reference_on_a_generated_tree() {
     assert_eq!(out["file_count"], reference.file_count);
     assert_eq!(out["total_bytes"], reference.total_bytes);
     assert_eq!(
-        worker::snapshot_directory(dir.path(), limits()).unwrap(),
+        worker_store::snapshot_directory(dir.path(), limits()).unwrap(),
         reference
     );
 }

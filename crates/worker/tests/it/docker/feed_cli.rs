@@ -272,7 +272,7 @@ async fn a_run_killed_from_outside_is_no_verdict_and_never_cached() {
         let filters = std::collections::HashMap::from([
             (
                 "label",
-                vec![format!("{}=1", worker::sandbox::LABEL_VERIFIER)],
+                vec![format!("{}=1", worker_sandbox::LABEL_VERIFIER)],
             ),
             ("status", vec!["running".to_string()]),
         ]);

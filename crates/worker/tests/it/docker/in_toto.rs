@@ -155,15 +155,17 @@ fn feed_statement_beside_the_candidate_validates_with_the_in_toto_bindings() {
     let job = verifier_sdk::validate_job(&ran.job, now).unwrap();
     let checked = verifier_sdk::validate_outcome(&ran.outcome, &job).unwrap();
     let out = ran.statement.with_file_name("candidates");
-    let name = worker::feed::output::write_candidate(
+    let name = worker_jobs::feed::output::write_candidate(
         &out,
         &job,
         checked.outcome(),
-        Some(evidence.clone()),
+        Some(worker_jobs::feed::output::CandidateEvidence::read_back(
+            &evidence,
+        )),
         "local",
     )
     .unwrap();
-    let statement = out.join(worker::intoto::statement_file_name(&name));
+    let statement = out.join(worker_jobs::intoto::statement_file_name(&name));
     let summary = check_with_in_toto_bindings(&statement)
         .unwrap_or_else(|e| panic!("in-toto-attestation refused the feed's statement: {e}"));
     assert_eq!(summary["result"], "PASSED");
@@ -179,11 +181,12 @@ fn feed_statement_beside_the_candidate_validates_with_the_in_toto_bindings() {
     );
     // A candidate written without evidence gets no statement.
     let bare = ran.statement.with_file_name("bare");
-    let name = worker::feed::output::write_candidate(&bare, &job, checked.outcome(), None, "local")
-        .unwrap();
+    let name =
+        worker_jobs::feed::output::write_candidate(&bare, &job, checked.outcome(), None, "local")
+            .unwrap();
     assert!(
         !bare
-            .join(worker::intoto::statement_file_name(&name))
+            .join(worker_jobs::intoto::statement_file_name(&name))
             .exists()
     );
 }

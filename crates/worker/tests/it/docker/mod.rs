@@ -4,6 +4,7 @@
 
 mod authoring;
 mod build_identity;
+mod chain_clock;
 mod cli_json;
 mod doctor;
 mod engine_host;

@@ -107,7 +107,7 @@ async fn preflight_refuses_an_archive_over_the_cap_with_the_feeds_reason() {
     let submission = w.job_running(7, Vec::new(), tree_digest(&[]), CMP);
     // One byte over the 256 MiB compressed cap, the bytes themselves sent (the downloader
     // counts what arrives, not what is announced).
-    let over = usize::try_from(worker::feed::archive::SOURCE_MAX_COMPRESSED + 1).unwrap();
+    let over = usize::try_from(worker_jobs::feed::archive::SOURCE_MAX_COMPRESSED + 1).unwrap();
     w.server.route(
         &format!("/solver-org/sol-7/tar.gz/{}", commit(7)),
         Reply::ok(vec![0; over]),

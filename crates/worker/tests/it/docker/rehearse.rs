@@ -1114,11 +1114,11 @@ fn a_git_working_copy_is_staged_as_its_exact_commit_archive_holds_it() {
     value["benchmark_digest"] = Value::String(EXAMPLE_BENCHMARK_DIGEST.into());
     let parsed = RunnerManifest::from_value(&value).unwrap();
     let extracted = r.dir.path().join("extracted");
-    worker::feed::archive::extract_tar_gz(
+    worker_jobs::feed::archive::extract_tar_gz(
         fs::File::open(&tarball).unwrap(),
         &extracted,
         &verifier_sdk::RelativeDir::parse("sol").unwrap(),
-        &worker::feed::archive::ArchiveLimits::source(&parsed),
+        &worker_jobs::feed::archive::ArchiveLimits::source(&parsed),
     )
     .unwrap();
     let limits = verifier_sdk::TreeLimits::new(1 << 20, 100).unwrap();

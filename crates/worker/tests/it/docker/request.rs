@@ -103,7 +103,7 @@ fn request_file_is_accepted_by_plan_and_run_regression() {
     assert_eq!(job["job"]["network"], "base-sepolia");
     assert_eq!(
         job["job"]["bounty_contract"],
-        worker::local_request::LOCAL_BOUNTY_CONTRACT
+        worker::commands::local_request::LOCAL_BOUNTY_CONTRACT
     );
 }
 

@@ -6,9 +6,9 @@ use crate::support;
 use std::time::Duration;
 
 use crate::support::{Trees, no_verdict_reason, run, spec};
-use worker::sandbox::{Decision, NoVerdictReason, StoppedBy};
+use worker_sandbox::{Decision, NoVerdictReason, StoppedBy};
 
-fn run_ms(report: &worker::sandbox::RunReport) -> u64 {
+fn run_ms(report: &worker_sandbox::RunReport) -> u64 {
     let t = &report.evidence.timestamps;
     t.finish_ms.unwrap() - t.start_ms.unwrap()
 }
@@ -268,7 +268,7 @@ fn host_cpu_ms_over_two_seconds(run_id: &str) -> u64 {
     let id = loop {
         let out = std::process::Command::new("docker")
             .args(["ps", "-q", "--no-trunc", "--filter"])
-            .arg(format!("label={}={run_id}", worker::sandbox::LABEL_RUN_ID))
+            .arg(format!("label={}={run_id}", worker_sandbox::LABEL_RUN_ID))
             .output()
             .unwrap();
         let ids = String::from_utf8(out.stdout).unwrap();

@@ -9,7 +9,7 @@ use std::os::unix::fs::PermissionsExt;
 use std::process::Command;
 
 use crate::support::{Trees, run, spec, stdout};
-use worker::sandbox::Decision;
+use worker_sandbox::Decision;
 
 fn assert_no_floats(value: &serde_json::Value) {
     match value {
@@ -20,7 +20,7 @@ fn assert_no_floats(value: &serde_json::Value) {
     }
 }
 
-fn lines(report: &worker::sandbox::RunReport) -> Vec<String> {
+fn lines(report: &worker_sandbox::RunReport) -> Vec<String> {
     stdout(report).lines().map(str::to_string).collect()
 }
 
@@ -56,7 +56,7 @@ async fn echo_passes_and_evidence_records_the_profile() {
     // The record is plain JSON without floats and round-trips.
     let json = serde_json::to_string(ev).unwrap();
     assert_no_floats(&serde_json::from_str(&json).unwrap());
-    let back: worker::sandbox::EvidenceRecord = serde_json::from_str(&json).unwrap();
+    let back: worker_sandbox::EvidenceRecord = serde_json::from_str(&json).unwrap();
     assert_eq!(&back, ev);
 }
 

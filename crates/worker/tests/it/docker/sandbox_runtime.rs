@@ -6,7 +6,7 @@
 
 use crate::support::{self, DigestHooks, Trees, containers_for, executor_under, spec};
 use verifier_sdk::oci_runtime::{check_required, runsc_host_pids_limit};
-use worker::sandbox::{Decision, NoVerdictReason};
+use worker_sandbox::{Decision, NoVerdictReason};
 
 #[tokio::test]
 async fn a_run_under_runsc_passes_and_fails_as_under_runc_and_its_evidence_says_runsc() {

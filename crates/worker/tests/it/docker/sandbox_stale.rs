@@ -7,7 +7,7 @@ use crate::support;
 use std::time::Duration;
 
 use crate::support::{Trees, containers_for, executor, spawn_child, spec};
-use worker::sandbox::{Decision, LABEL_OWNER, LABEL_RUN_ID, LABEL_VERIFIER};
+use worker_sandbox::{Decision, LABEL_OWNER, LABEL_RUN_ID, LABEL_VERIFIER};
 
 #[tokio::test]
 async fn sigkilled_worker_leaves_a_container_that_cleanup_stale_removes() {

@@ -8,7 +8,7 @@ use std::fs;
 use std::time::Duration;
 
 use crate::support::{DigestHooks, Trees, containers_for, executor, no_verdict_reason, run, spec};
-use worker::sandbox::{Decision, InputPhase, NoVerdictReason, RunReport, SandboxError, StoppedBy};
+use worker_sandbox::{Decision, InputPhase, NoVerdictReason, RunReport, SandboxError, StoppedBy};
 
 #[tokio::test]
 async fn programs_own_exit_codes_are_failed_verdicts() {
@@ -32,7 +32,7 @@ async fn programs_own_exit_codes_are_failed_verdicts() {
         assert!(!report.evidence.exit.oom_killed);
         assert_eq!(
             report.evidence.exit.stopped_by,
-            worker::sandbox::StoppedBy::None
+            worker_sandbox::StoppedBy::None
         );
     }
 }
@@ -267,7 +267,7 @@ async fn unreachable_daemon_is_runtime_unavailable() {
 #[ignore = "entry point for child processes spawned by other tests"]
 async fn child_process() {
     assert_eq!(support::child_mode(), "connect");
-    match worker::sandbox::DockerExecutor::connect().await {
+    match worker_docker::DockerExecutor::connect().await {
         Err(SandboxError::RuntimeUnavailable(error)) => {
             println!("RESULT=runtime-unavailable ({error})")
         }

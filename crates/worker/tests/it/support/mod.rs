@@ -10,9 +10,10 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use bollard::query_parameters::ListContainersOptionsBuilder;
 use verifier_sdk::digest::{TreeLimits, digest_directory};
-use worker::sandbox::{
-    Decision, DockerExecutor, InputCheck, InputPhase, LABEL_RUN_ID, NoVerdictReason, RunHooks,
-    RunReport, SandboxSpec,
+use worker_docker::DockerExecutor;
+use worker_sandbox::{
+    Decision, InputCheck, InputPhase, LABEL_RUN_ID, NoVerdictReason, RunHooks, RunReport,
+    SandboxSpec,
 };
 
 /// Workspace root, two levels above this crate.
