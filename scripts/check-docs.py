@@ -11,13 +11,20 @@
   and tokens with a placeholder (`*`, `<n>`, `{a,b}`, `$VAR`, `...`) are not checked. NOT_HERE
   lists the paths the documents name in other trees (the reference pipeline's repository, a
   solver's files in the examples).
+- every commit id a tracked Markdown file cites (a word of exactly 7 hex digits with both a digit
+  and a letter, or a backticked one of 7 digits, not the `…`-elided end of a longer digest)
+  names a commit of this repository's
+  history (`git cat-file -e ID^{commit}`): a figure cited "at abc1234" must be reproducible
+  from main, and commits lost with a machine (squashed into another) are not. NOT_COMMITS
+  lists the words of that shape that are no commit. Skipped, with a note, in a shallow clone,
+  where older commits are absent by design.
 
 Prints one line per problem and closes with "N passed, N failed" (files checked, files with a
 problem). Offline: links to other sites are not fetched.
 
 `scripts/check-docs.py --self-test` checks the checker: it writes a small repository with one
-broken link, section citation and repository path each (and correct ones beside them) and fails
-unless exactly the broken ones are reported. CI runs both (.ci/run).
+broken link, section citation, repository path and commit id each (and correct ones beside them)
+and fails unless exactly the broken ones are reported. CI runs both (.ci/run).
 """
 import re
 import subprocess
@@ -36,6 +43,10 @@ NOT_HERE = {
     "tools/check_card.py",
     "scripts/check-x.py",
     "scripts/check-hermes-integration.py",
+}
+# Words shaped like a short commit id that are something else.
+NOT_COMMITS = {
+    "ed25519",  # the signature scheme
 }
 
 
@@ -64,6 +75,28 @@ link = re.compile(r"\[[^\]]*\]\(([^)\s]+)\)")
 cite = re.compile(r"\b(PROTOCOL|DESIGN)(?:\.md)?(?: section | ?§ ?)(\d+)")
 backticked = re.compile(r"`([^`\s]+)`")
 placeholder = re.compile(r"[*<>{}$…]|\.\.\.")
+short_id = re.compile(r"(?<![0-9A-Za-z_…])[0-9a-f]{7}(?![0-9A-Za-z_…])")
+
+
+def cited_commits(text):
+    """The words of text shaped like a short commit id (see the module's docs)."""
+    words = [w for w in short_id.findall(text)
+             if re.search(r"[0-9]", w) and re.search(r"[a-f]", w) and w not in NOT_COMMITS]
+    # A bare number of 7 digits is usually a number; backticked, it is an id.
+    return words + re.findall(r"`([0-9]{7})`", text)
+
+
+def missing_commits(root, ids):
+    """The ids among ids that name no commit of root's history; None in a shallow clone."""
+    shallow = subprocess.run(["git", "rev-parse", "--is-shallow-repository"], cwd=root,
+                             capture_output=True, text=True).stdout.strip()
+    if shallow == "true":
+        return None
+    ids = sorted(set(ids))
+    query = "".join("%s^{commit}\n" % i for i in ids)
+    out = subprocess.run(["git", "cat-file", "--batch-check"], cwd=root, input=query,
+                         capture_output=True, text=True).stdout.splitlines()
+    return {i for i, line in zip(ids, out) if line.endswith(" missing") or " " not in line}
 
 
 def repo_path(token):
@@ -84,10 +117,21 @@ def check(root):
                                capture_output=True, text=True, check=True).stdout.split()
     files = sorted(set(tracked + untracked))
     numbered = {doc: sections(root / ("docs/%s.md" % doc.lower())) for doc in ("PROTOCOL", "DESIGN")}
+    cited = {}
+    for name in files:
+        if name.endswith(".md") and (root / name).is_file():
+            cited[name] = cited_commits((root / name).read_text(encoding="utf-8", errors="replace"))
+    missing = missing_commits(root, [i for ids in cited.values() for i in ids])
+    if missing is None:
+        print("note: a shallow clone: cited commit ids are not checked")
+        missing = set()
     problems = []
     checked = 0
     for name in files:
         bad = check_file(root, name, numbered)
+        if bad is not None:
+            bad += ["cites commit %s, which is not in this repository's history" % i
+                    for i in sorted(set(cited.get(name, ())) & missing)]
         if bad is None:
             continue
         checked += 1
@@ -139,14 +183,20 @@ SELF_TEST_FILES = {
     "docs/guide.md": "# Guide\n\n## Usage\n\n[jobs](protocol.md#1-jobs), `crates/a/src/`, "
                      "`crates/*/tests`, `scripts/<name>.sh`, `tools/check.py`\n",
     "docs/broken.md": "[gone](missing.md) [no heading](guide.md#nowhere)\n\n"
-                      "`crates/worker/src/gone.rs:12` and DESIGN §9\n",
+                      "`crates/worker/src/gone.rs:12` and DESIGN §9\n\n"
+                      "Measured at abcdef1 and at `1234567`.\n",
 }
+# Written after the files above are committed, citing that commit (%s: its short id).
+SELF_TEST_HISTORY = ("docs/history.md", "Measured at `%s`, signed with ed25519; a digest "
+                     "`70258bb8…f36d538`; 7 digits bare: 1234567.\n")
 SELF_TEST_EXPECTED = [
     "docs/broken.md: cites DESIGN §9, which docs/design.md does not have",
     "docs/broken.md: names `crates/worker/src/gone.rs:12`, which does not exist",
     "docs/broken.md: links to missing.md, which does not exist",
     "docs/broken.md: links to guide.md, which has no heading #nowhere",
-    "4 passed, 1 failed",
+    "docs/broken.md: cites commit 1234567, which is not in this repository's history",
+    "docs/broken.md: cites commit abcdef1, which is not in this repository's history",
+    "5 passed, 1 failed",
 ]
 
 
@@ -160,6 +210,13 @@ def self_test():
         for name, text in SELF_TEST_FILES.items():
             (tree / name).parent.mkdir(parents=True, exist_ok=True)
             (tree / name).write_text(text, encoding="utf-8")
+        git = ["git", "-c", "user.name=self-test", "-c", "user.email=self-test@invalid"]
+        subprocess.run(git + ["add", "-A"], cwd=tree, check=True)
+        subprocess.run(git + ["commit", "-qm", "self-test"], cwd=tree, check=True)
+        head = subprocess.run(["git", "rev-parse", "--short=7", "HEAD"], cwd=tree, check=True,
+                              capture_output=True, text=True).stdout.strip()
+        name, text = SELF_TEST_HISTORY
+        (tree / name).write_text(text % head, encoding="utf-8")
         out = io.StringIO()
         with contextlib.redirect_stdout(out):
             checked, problems = check(tree)
