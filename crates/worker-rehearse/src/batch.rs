@@ -2,19 +2,28 @@
 //! SWE-bench's report does), and optionally JUnit XML of it (as nextest writes it), so a
 //! platform's whole set of bounties is re-checked by one command and read by any CI.
 //!
-//! Each task is rehearsed exactly as `worker rehearse` would rehearse it alone. A task whose
-//! input is unusable (a missing tree, a bad manifest) is reported as not rehearsed and the batch
-//! goes on; a fault of the machine (engine, staging root) ends the batch, since every later task
-//! would meet it too.
+//! Each task is rehearsed exactly as `worker rehearse` would rehearse it alone. Every task's
+//! trees are staged first, in the file's order ([`prepare_tasks`]), then the tasks run side by
+//! side ([`rehearse_batch`]): every container of every task is drawn from one limit, the host's
+//! capacity the caller sizes as `worker serve` sizes a batch of jobs, and the rows come back in
+//! the file's order. A task whose input is unusable (a missing tree, a bad manifest) is reported
+//! as not rehearsed and the batch goes on; a fault of the machine (engine, staging root) ends
+//! the batch, since every later task would meet it too.
 
 use std::collections::BTreeSet;
+use std::num::NonZeroUsize;
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
 
+use futures_util::StreamExt;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
+use verifier_sdk::RunnerManifest;
 
+use super::exec::{Prepared, Slots};
 use super::rehearsed::Rehearsed;
 use super::report::{Answer, Verdict};
+use super::run::rehearse_in;
 use super::{RehearseError, RehearseOptions, revisions};
 use worker_sandbox::Executor;
 
@@ -238,7 +247,8 @@ pub struct TaskEntry {
     /// What became of it.
     pub result: TaskResult,
     /// The task's whole wall time: staging, every container (stubs included) and evidence,
-    /// as JUnit's `time` means it.
+    /// as JUnit's `time` means it; in a batch side by side, the waits for a free container
+    /// slot too.
     pub elapsed: std::time::Duration,
 }
 
@@ -249,35 +259,128 @@ pub struct BatchReport {
     pub tasks: Vec<TaskEntry>,
 }
 
-/// Rehearses every task in order. An input error is the task's row; any other error (engine,
-/// staging root, evidence) ends the batch with it.
-pub async fn rehearse_batch(
-    executor: &Executor,
-    tasks: Vec<BatchTask>,
-) -> Result<BatchReport, RehearseError> {
-    let mut rows = Vec::with_capacity(tasks.len());
+/// One task staged and checked, before any container runs: its prepared manifest and trees,
+/// or why its input cannot be rehearsed.
+pub struct PreparedTask {
+    task: BatchTask,
+    prepared: Result<Prepared, String>,
+    staging: std::time::Duration,
+}
+
+impl PreparedTask {
+    /// The manifest its containers will run (what the batch's capacity is sized by); `None`
+    /// for a task that will not be rehearsed.
+    pub fn manifest(&self) -> Option<&RunnerManifest> {
+        self.prepared.as_ref().ok().map(Prepared::manifest)
+    }
+}
+
+/// Stages and checks every task, in the file's order. An input error is kept as the task's
+/// row; any other error (staging root, store) ends the batch before any container runs.
+pub fn prepare_tasks(tasks: Vec<BatchTask>) -> Result<Vec<PreparedTask>, RehearseError> {
+    let mut prepared = Vec::with_capacity(tasks.len());
     for task in tasks {
         let started = std::time::Instant::now();
         let result = match &task.base_error {
-            Some(error) => TaskResult::NotRehearsed(error.clone()),
-            None => match rehearse_one(executor, &task).await {
-                Ok(rehearsed) => TaskResult::Rehearsed(Box::new(rehearsed)),
-                Err(error) if error.is_input_error() => TaskResult::NotRehearsed(error.to_string()),
+            Some(error) => Err(error.clone()),
+            None => match super::prepare(&task.options) {
+                Ok(p) => Ok(p),
+                Err(error) if error.is_input_error() => Err(error.to_string()),
                 Err(error) => return Err(error),
             },
         };
-        rows.push(TaskEntry {
-            name: task.name,
-            result,
-            elapsed: started.elapsed(),
+        prepared.push(PreparedTask {
+            task,
+            prepared: result,
+            staging: started.elapsed(),
         });
     }
-    Ok(BatchReport { tasks: rows })
+    Ok(prepared)
 }
 
-async fn rehearse_one(executor: &Executor, task: &BatchTask) -> Result<Rehearsed, RehearseError> {
-    let prepared = super::prepare(&task.options)?;
-    super::rehearse(executor, prepared, &task.options, task.adversarial).await
+/// Rehearses the prepared tasks side by side, every container of every task drawn from one
+/// limit of `capacity` alive at once (the tasks and the runs inside each share it), up to
+/// `capacity` tasks started together. The rows are in the file's order whatever order the
+/// tasks end in, and each is the one a sequential batch (`capacity` 1) gives. An input error is
+/// the task's row; any other error (engine, staging root, evidence) ends the batch with it: no
+/// task starts after it, the ones running are awaited (no container is left to a dropped
+/// future), and the first such error in the file's order is returned.
+pub async fn rehearse_batch(
+    executor: &Executor,
+    tasks: Vec<PreparedTask>,
+    capacity: NonZeroUsize,
+) -> Result<BatchReport, RehearseError> {
+    let slots = Slots::new(capacity);
+    let stopped = AtomicBool::new(false);
+    let count = tasks.len();
+    // Unordered, so a long task holds up no later one; the rows are put back in order below.
+    let mut done = futures_util::stream::iter(tasks.into_iter().enumerate())
+        .map(|(i, task)| {
+            let (slots, stopped) = (slots.clone(), &stopped);
+            async move { (i, task_row(executor, task, capacity, slots, stopped).await) }
+        })
+        .buffer_unordered(capacity.get());
+    let mut rows: Vec<Option<Result<Option<TaskEntry>, RehearseError>>> =
+        std::iter::repeat_with(|| None).take(count).collect();
+    while let Some((i, row)) = done.next().await {
+        if let Some(slot) = rows.get_mut(i) {
+            *slot = Some(row);
+        }
+    }
+    let mut tasks = Vec::with_capacity(count);
+    for row in rows.into_iter().flatten() {
+        if let Some(entry) = row? {
+            tasks.push(entry);
+        }
+    }
+    Ok(BatchReport { tasks })
+}
+
+/// One task's row, or `None` when a fault of the machine stopped the batch before it started.
+async fn task_row(
+    executor: &Executor,
+    task: PreparedTask,
+    parallel: NonZeroUsize,
+    slots: Slots,
+    stopped: &AtomicBool,
+) -> Result<Option<TaskEntry>, RehearseError> {
+    if stopped.load(Ordering::SeqCst) {
+        return Ok(None);
+    }
+    let started = std::time::Instant::now();
+    let PreparedTask {
+        task,
+        prepared,
+        staging,
+    } = task;
+    let result = match prepared {
+        Err(error) => TaskResult::NotRehearsed(error),
+        Ok(prepared) => {
+            let options = &task.options;
+            match rehearse_in(
+                executor,
+                prepared,
+                options,
+                task.adversarial,
+                parallel,
+                slots,
+            )
+            .await
+            {
+                Ok(rehearsed) => TaskResult::Rehearsed(Box::new(rehearsed)),
+                Err(error) if error.is_input_error() => TaskResult::NotRehearsed(error.to_string()),
+                Err(error) => {
+                    stopped.store(true, Ordering::SeqCst);
+                    return Err(error);
+                }
+            }
+        }
+    };
+    Ok(Some(TaskEntry {
+        name: task.name,
+        result,
+        elapsed: staging + started.elapsed(),
+    }))
 }
 
 /// A task's answer as the batch words it.

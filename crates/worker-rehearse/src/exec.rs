@@ -3,7 +3,9 @@
 //! of a rehearsal: [`crate::run`], [`crate::adversarial`] and [`crate::report`] build on it,
 //! and it imports none of them.
 
+use std::num::NonZeroUsize;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 use serde::Serialize;
 use verifier_sdk::{RunnerManifest, Sha256Digest};
@@ -87,17 +89,32 @@ pub fn zero_tests_ran(output: &str) -> Option<&'static str> {
     })
 }
 
-/// What every run of one rehearsal shares: where evidence and logs go, and who hears about
-/// each run as it starts and ends.
+/// The containers that may be alive at once, shared by every run drawn from it: one
+/// rehearsal's runs, or every run of every task of a batch, so tasks side by side and the runs
+/// inside each never add up to more than the one limit (#50 item 1: not capacity × capacity).
+#[derive(Debug, Clone)]
+pub(crate) struct Slots(Arc<tokio::sync::Semaphore>);
+
+impl Slots {
+    pub(crate) fn new(limit: NonZeroUsize) -> Self {
+        let permits = limit.get().min(tokio::sync::Semaphore::MAX_PERMITS);
+        Self(Arc::new(tokio::sync::Semaphore::new(permits)))
+    }
+}
+
+/// What every run of one rehearsal shares: where evidence and logs go, who hears about each
+/// run as it starts and ends, and the slots its containers are drawn from.
 pub(crate) struct Runs {
     pub(crate) options: RunOptions,
     log_dir: Option<PathBuf>,
     pub(crate) steps: Box<dyn StepSink + Send>,
+    slots: Slots,
 }
 
 impl Runs {
-    pub(crate) fn new(options: &RehearseOptions) -> Self {
+    pub(crate) fn new(options: &RehearseOptions, slots: Slots) -> Self {
         Self {
+            slots,
             options: RunOptions {
                 staging_root: options.staging_root.clone(),
                 pull: options.pull,
@@ -167,7 +184,12 @@ pub(crate) async fn run_once(
     label: &str,
 ) -> Result<RunResult, RehearseError> {
     let manifest = &prepared.manifest;
-    let execution = execute_manifest(executor, manifest, source, &runs.options, label).await?;
+    let execution = {
+        // Held while the container exists and released before its evidence is written. The
+        // semaphore is never closed, so the wait ends only with a permit.
+        let _slot = runs.slots.0.acquire().await;
+        execute_manifest(executor, manifest, source, &runs.options, label).await?
+    };
     match execution {
         Ok(execution) => {
             let path = write_evidence(&runs.options.staging_root, &execution.evidence)

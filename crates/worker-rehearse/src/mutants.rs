@@ -22,7 +22,7 @@ use futures_util::StreamExt;
 use serde::Serialize;
 use verifier_sdk::{Sha256Digest, TreeLimits};
 
-use super::exec::{Prepared, RunResult, Runs, run_once};
+use super::exec::{Prepared, RunResult, Runs, Slots, run_once};
 use super::verdict::Verdict;
 use super::{RehearseError, RehearseOptions};
 use mutators::{Mutator, lang_of, mutate_line};
@@ -550,7 +550,7 @@ pub async fn run_mutants(
     }
     // Removed when dropped, after the runs.
     let (_work, trees) = stage_mutants(&source, root, limits, &chosen)?;
-    let mut runs = Runs::new(options);
+    let mut runs = Runs::new(options, Slots::new(mutants.parallel));
     let step = format!(
         "{} mutant(s), {} at a time",
         chosen.len(),

@@ -9,7 +9,7 @@ use verifier_sdk::{RunnerManifest, runner_manifest_hash};
 
 use super::adversarial::run_stubs;
 pub use super::exec::Prepared;
-use super::exec::{Runs, progress_words, run_once};
+use super::exec::{Runs, Slots, progress_words, run_once};
 use super::limits::{TreeFields, over_limit};
 use super::rehearsed::Rehearsed;
 use super::report::{Commitments, Report, assemble};
@@ -248,7 +248,21 @@ pub async fn rehearse_at(
     adversarial: bool,
     parallel: NonZeroUsize,
 ) -> Result<Rehearsed, RehearseError> {
-    let mut runs = Runs::new(options);
+    let slots = Slots::new(parallel);
+    rehearse_in(executor, prepared, options, adversarial, parallel, slots).await
+}
+
+/// [`rehearse_at`] with its containers drawn from `slots`, which a batch shares among its
+/// tasks: up to `parallel` runs are started at once, and each waits for a slot.
+pub(crate) async fn rehearse_in(
+    executor: &Executor,
+    prepared: Prepared,
+    options: &RehearseOptions,
+    adversarial: bool,
+    parallel: NonZeroUsize,
+    slots: Slots,
+) -> Result<Rehearsed, RehearseError> {
+    let mut runs = Runs::new(options, slots);
     if !adversarial {
         let report = solution_runs(executor, prepared, options, &mut runs, parallel).await?;
         return Ok(Rehearsed::new(report, None));

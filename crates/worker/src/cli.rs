@@ -301,7 +301,10 @@ pub struct RehearseArgs {
     pub manifest: Option<PathBuf>,
     /// Rehearse every task of FILE, `{"tasks": [{"name", "source", "benchmark", "manifest",
     /// "base"?, "base_rev"?, "rev"?, "repeat"?, "adversarial"?}]}` (paths relative to FILE),
-    /// into one report; --repeat, --adversarial and the store flags are every task's defaults.
+    /// into one report, in FILE's order; the tasks run side by side, every container of every
+    /// task under one limit (as many at once as the engine's cpus and memory hold for the
+    /// largest manifest, as for --mutants); --repeat, --adversarial and the store flags are
+    /// every task's defaults.
     /// Exits 0 when every task is fit, 9 when one pays a non-solution (a stub passed), else 4
     /// when one is unfit, has no solution yet or could not be rehearsed, else 3.
     #[arg(

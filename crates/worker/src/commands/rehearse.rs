@@ -11,24 +11,30 @@ use worker_rehearse::mutants::{DEFAULT_SEED, MutantOptions, run_mutants};
 use worker_rehearse::{RehearseError, RehearseOptions, rehearse_at};
 use worker_store::staging_root::{self, Fallback};
 
-/// How many runs of one rehearsal (repeats, base, stubs, mutants) run at once: what `worker serve`'s default
-/// `--parallel` would run of jobs with this manifest's cpu and memory
-/// ([`worker_serve::capacity::auto_parallel`]) on this engine; one when the engine does not say.
-async fn host_parallel(
+/// The size of one run of `manifest`, as `worker serve` sizes a job: its cpu quota and memory
+/// limit.
+pub(super) fn job_size(manifest: &verifier_sdk::RunnerManifest) -> worker_serve::capacity::JobSize {
+    worker_serve::capacity::JobSize {
+        cpu_millis: manifest.cpu_millis(),
+        memory_bytes: manifest.memory_bytes(),
+    }
+}
+
+/// How many containers run at once (of one rehearsal: repeats, base, stubs, mutants; of a
+/// batch: every task's, under one limit): what `worker serve`'s default `--parallel` would run
+/// of jobs of at most `size` ([`worker_serve::capacity::auto_parallel`]) on this engine; one
+/// when the engine does not say.
+pub(super) async fn host_parallel(
     executor: &worker_sandbox::Executor,
-    manifest: &verifier_sdk::RunnerManifest,
+    size: worker_serve::capacity::JobSize,
 ) -> std::num::NonZeroUsize {
-    use worker_serve::capacity::{Host, JobSize, auto_parallel};
+    use worker_serve::capacity::{Host, auto_parallel};
     let local = std::thread::available_parallelism()
         .ok()
         .map(std::num::NonZeroUsize::get);
     let host = match executor.host_resources().await {
         Ok(info) => Host::from_info(info.cpus, info.memory_bytes, local),
         Err(_) => Host::from_info(None, None, local),
-    };
-    let size = JobSize {
-        cpu_millis: manifest.cpu_millis(),
-        memory_bytes: manifest.memory_bytes(),
     };
     auto_parallel(host, size).parallel
 }
@@ -106,7 +112,7 @@ pub fn rehearse(args: RehearseArgs, quiet: bool) -> ExitCode {
             let parallel = if alone {
                 std::num::NonZeroUsize::MIN
             } else {
-                host_parallel(&executor, prepared.manifest()).await
+                host_parallel(&executor, job_size(prepared.manifest())).await
             };
             let adversarial = args.adversarial;
             let Some(count) = args.mutants else {

@@ -11,7 +11,9 @@ use super::{
 };
 use crate::cli::RehearseArgs;
 use crate::exit::{ExitCode, ExitStatus};
-use worker_rehearse::batch::{BatchDefaults, read_tasks, rehearse_batch as run_batch};
+use worker_rehearse::batch::{
+    BatchDefaults, PreparedTask, prepare_tasks, read_tasks, rehearse_batch as run_batch,
+};
 use worker_store::staging_root::{self, Fallback};
 
 /// Rehearses every task of `tasks` and prints one report (and writes `--junit`).
@@ -35,10 +37,27 @@ pub fn rehearse_batch(tasks: &Path, args: &RehearseArgs, quiet: bool) -> ExitCod
         Ok(tasks) => tasks,
         Err(error) => return fail(ExitCode::InvalidInput, &error),
     };
+    // Every task's trees are staged before any container runs (so a fault of the store ends
+    // the batch before it has run anything, and the capacity is sized by every manifest).
+    let tasks = match prepare_tasks(tasks) {
+        Ok(tasks) => tasks,
+        Err(error) => return fail(rehearse_error_exit_code(&error), &error),
+    };
     let result = block_on_interruptible(
         async {
             let executor = connect_swept(args.oci_runtime.name()).await?;
-            run_batch(&executor, tasks).await
+            // As `worker serve` sizes a batch of jobs: by the largest cpu quota and the largest
+            // memory limit among them, each taken separately, so any of them fit together.
+            let largest = tasks
+                .iter()
+                .filter_map(PreparedTask::manifest)
+                .map(super::rehearse::job_size)
+                .reduce(worker_serve::capacity::JobSize::max);
+            let capacity = match largest {
+                Some(size) => super::rehearse::host_parallel(&executor, size).await,
+                None => std::num::NonZeroUsize::MIN,
+            };
+            run_batch(&executor, tasks, capacity).await
         },
         "the batch (no report)",
     );
