@@ -16,7 +16,8 @@
 //! for it, or when they leave no counted image at all (one image larger than the budget still
 //! runs, alone).
 //!
-//! The engine calls ([`ImageStore`]) are the four it needs; every [`ContainerEngine`] is one.
+//! The engine calls ([`ImageStore`]) are the four it needs, and `holds` for the deadline estimate of
+//! `worker feed` (whose runs pull); every [`ContainerEngine`] is one.
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -34,6 +35,13 @@ pub trait ImageStore: Send + Sync + std::fmt::Debug {
     async fn remove(&self, id: &str) -> Result<(), CallError>;
     /// The free space of the engine's data root.
     async fn free_space(&self) -> Result<FreeSpace, CallError>;
+    /// Whether the engine holds `reference` (digest-pinned). An engine answers as the run's
+    /// own image check asks it (an inspect, whose "not found" is what makes the run pull), so
+    /// a batch's deadline estimate counts a pull exactly when the run will make one; other
+    /// stores read [`Self::images`].
+    async fn holds(&self, reference: &str) -> Result<bool, CallError> {
+        Ok(find(&self.images().await?, reference).is_some())
+    }
 }
 
 #[async_trait::async_trait]
@@ -49,6 +57,13 @@ impl<E: ContainerEngine> ImageStore for E {
     }
     async fn free_space(&self) -> Result<FreeSpace, CallError> {
         self.image_free_space().await
+    }
+    async fn holds(&self, reference: &str) -> Result<bool, CallError> {
+        match self.inspect_image(reference).await {
+            Ok(_) => Ok(true),
+            Err(e) if e.is_not_found() => Ok(false),
+            Err(e) => Err(e),
+        }
     }
 }
 

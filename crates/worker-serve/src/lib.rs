@@ -334,7 +334,10 @@ impl<L: JobLedger> Loop<'_, L> {
                  or the engine could not tell: held back, tried again at the next poll",
             );
         }
-        // After before_batch the images of the jobs it returns are on this host.
+        // After before_batch the images of the jobs it returns are on this host (with --pull;
+        // without, a missing one is `image_missing` at once), and the clock is read below,
+        // after its pulls: their time is already gone from each window, so no pull is
+        // counted again (unlike `worker feed`, whose runs pull after its plan).
         let planned = plan(
             due,
             |(_, job)| job,

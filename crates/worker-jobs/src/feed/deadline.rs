@@ -201,9 +201,10 @@ pub fn fits(job: &ValidatedJob, now_unix: u64, need: Need) -> Result<(), TooShor
     }
 }
 
-/// Whether `job`, about to start at `now_unix`, can still settle: the check before each start,
-/// after the jobs before it took their time. Its image is counted as present (what fitted with
-/// a pull at the batch's start had its pull counted then).
+/// Whether `job`, about to start at `now_unix`, can still settle: `worker serve`'s check before
+/// each start, after the jobs before it took their time. Its image is counted as present: serve
+/// pulls a batch's images before planning it. `worker feed`, whose runs pull, checks with
+/// [`fits`] and [`Need::of`] on whether the image is still to be pulled.
 pub fn fits_now(job: &ValidatedJob, now_unix: u64, costs: &SettleCosts) -> Result<(), TooShort> {
     fits(job, now_unix, Need::of(job, true, costs))
 }
@@ -253,8 +254,10 @@ pub struct Plan<T> {
 }
 
 /// Orders `jobs` by window end (then job id) and sets apart those that cannot settle in time.
-/// `job_of` reads a job from an item; `image_present` says whether its image is on this host
-/// (a caller that cannot tell passes `true`: a job is refused only when it surely cannot fit).
+/// `job_of` reads a job from an item; `image_present` says whether its image is on this host,
+/// or rather whether no pull stands between the start and the run (`worker feed` asks the
+/// engine, [`super::JobExecutor::pulls`]; `worker serve` pulled before it plans; a caller that
+/// cannot tell passes `true`: a job is refused only when it surely cannot fit).
 pub fn plan<T>(
     jobs: Vec<T>,
     job_of: impl Fn(&T) -> &ValidatedJob,

@@ -214,6 +214,15 @@ pub trait JobExecutor: Send + Sync {
         source_dir: &Path,
         benchmark_dir: &Path,
     ) -> Result<ExecutedJob, JobFailure>;
+
+    /// Which of `images` a run of this executor pulls before it can start (under `--pull`,
+    /// an image the engine does not hold): a batch's deadline estimate counts that pull
+    /// ([`super::deadline::Need`]). Asked once per distinct image per poll. The default pulls
+    /// none: an executor that never pulls.
+    async fn pulls(&self, images: &BTreeSet<String>) -> BTreeSet<String> {
+        let _ = images;
+        BTreeSet::new()
+    }
 }
 
 /// Runs one feed batch. Returns `Err` only when the run as a whole cannot proceed; every
@@ -269,10 +278,8 @@ pub async fn run_feed(
         cache: config.cache_dir.as_ref().map(ResultCache::new),
     };
     let mut manifest = CandidateManifest::new(config.network.name());
-    // `worker feed` cannot see the engine's images: it counts none as missing, so a job is
-    // set apart only when it surely cannot settle.
-    let planned =
-        super::deadline::plan(selected, |j| j, config.now_unix(), &config.settle, |_| true);
+    let mut to_pull = BTreeSet::new();
+    let planned = plan_counting_pulls(config, executor, selected, &mut to_pull).await;
     write_set_apart(config, &beyond_max, &planned.too_short);
     for (job, why) in planned.too_short {
         report.jobs.push(window_too_short_row(&job, &why));
@@ -289,8 +296,14 @@ pub async fn run_feed(
             job.job_id(),
             format_args!("[{}/{total}] {}", i + 1, job.job_id().escape_debug()),
         );
-        // The jobs before this one took their time: what fitted at the start may not now.
-        if let Err(why) = super::deadline::fits_now(job, config.now_unix(), &config.settle) {
+        // The jobs before this one took their time: what fitted at the start may not now. Its
+        // pull still counts unless a run before it brought the image.
+        let need = super::deadline::Need::of(
+            job,
+            !to_pull.contains(job.manifest().image()),
+            &config.settle,
+        );
+        if let Err(why) = super::deadline::fits(job, config.now_unix(), need) {
             progress(config, format_args!("[{}/{total}] skipped: {why}", i + 1));
             write_too_short(config, job, &why);
             report.jobs.push(window_too_short_row(job, &why));
@@ -298,6 +311,8 @@ pub async fn run_feed(
         }
         let job_dir = scratch.path().join(format!("job-{i}"));
         let run = runner.run_one(job, &job_dir).await;
+        // Pulled by this run if it could be; a pull that failed fails the next run at once.
+        to_pull.remove(job.manifest().image());
         if let Err(e) = std::fs::remove_dir_all(&job_dir)
             && e.kind() != std::io::ErrorKind::NotFound
         {
@@ -324,10 +339,9 @@ pub async fn run_feed(
         );
         report.jobs.push(row);
         take_new_jobs(
-            config,
-            &client,
+            &runner,
             &mut known,
-            &mut queue,
+            (&mut queue, &mut to_pull),
             started,
             &mut report,
         )
@@ -348,17 +362,20 @@ pub async fn run_feed(
 /// a queued one whose window ends later, which is then displaced to a later run (its row
 /// `max_jobs`, its record not ready).
 async fn take_new_jobs(
-    config: &FeedConfig,
-    client: &PlatformClient,
+    runner: &Runner<'_>,
     known: &mut BTreeSet<String>,
-    queue: &mut std::collections::VecDeque<ValidatedJob>,
+    (queue, to_pull): (
+        &mut std::collections::VecDeque<ValidatedJob>,
+        &mut BTreeSet<String>,
+    ),
     started: usize,
     report: &mut FeedReport,
 ) {
+    let config = runner.config;
     let cap = config.max_jobs.unwrap_or(usize::MAX);
     let room = cap.saturating_sub(started + queue.len());
     let (more, too_short) =
-        poll_new_jobs(config, client, known, room.saturating_add(queue.len())).await;
+        poll_new_jobs(runner, known, to_pull, room.saturating_add(queue.len())).await;
     for (j, why) in &too_short {
         write_too_short(config, j, why);
         report.jobs.push(window_too_short_row(j, why));
@@ -388,18 +405,20 @@ async fn take_new_jobs(
 
 /// Polls the feed again during a batch and returns the jobs it lists that are new to this
 /// batch (never in an earlier answer), selected and narrowed as the first answer was, at most
-/// `room`, and those of them that can no longer settle. A failed poll or an excluded new job
+/// `room`, and those of them that can no longer settle (a pull counted for an image of theirs
+/// the executor would pull, which joins `to_pull`). A failed poll or an excluded new job
 /// changes nothing in this batch: the next run reports it.
 async fn poll_new_jobs(
-    config: &FeedConfig,
-    client: &PlatformClient,
+    runner: &Runner<'_>,
     known: &mut BTreeSet<String>,
+    to_pull: &mut BTreeSet<String>,
     room: usize,
 ) -> (
     Vec<ValidatedJob>,
     Vec<(ValidatedJob, super::deadline::TooShort)>,
 ) {
-    let (fetched, failures) = fetch_feeds(config, client).await;
+    let config = runner.config;
+    let (fetched, failures) = fetch_feeds(config, runner.client).await;
     for f in &failures {
         progress(
             config,
@@ -434,8 +453,7 @@ async fn poll_new_jobs(
     );
     narrow(config, &mut selected, &mut excluded);
     known.extend(selected.iter().map(|j| j.job_id().to_owned()));
-    let planned =
-        super::deadline::plan(selected, |j| j, config.now_unix(), &config.settle, |_| true);
+    let planned = plan_counting_pulls(config, runner.executor, selected, to_pull).await;
     for job in &planned.run {
         progress(
             config,
@@ -446,6 +464,32 @@ async fn poll_new_jobs(
         );
     }
     (planned.run, planned.too_short)
+}
+
+/// [`super::deadline::plan`] on the clock now, counting the pull of each image of `jobs` the
+/// executor's runs would pull (they join `to_pull`). A run pulls a missing image itself,
+/// after this plan: uncounted, a job with too little time left for the pull would start and
+/// miss its window. The executor is asked once per distinct image.
+async fn plan_counting_pulls(
+    config: &FeedConfig,
+    executor: &dyn JobExecutor,
+    jobs: Vec<ValidatedJob>,
+    to_pull: &mut BTreeSet<String>,
+) -> super::deadline::Plan<ValidatedJob> {
+    if !jobs.is_empty() {
+        let images = jobs
+            .iter()
+            .map(|j| j.manifest().image().to_owned())
+            .collect();
+        to_pull.extend(executor.pulls(&images).await);
+    }
+    super::deadline::plan(
+        jobs,
+        |j| j,
+        config.now_unix(),
+        &config.settle,
+        |j| !to_pull.contains(j.manifest().image()),
+    )
 }
 
 /// Keeps the `--job-id` jobs and this `--shard`'s; the others become skipped rows.

@@ -3,6 +3,7 @@
 //! runner's comparison with the job is a comparison with what actually ran. The image is
 //! held to the manifest's pinned digest by the sandbox's image check before create.
 
+use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 use std::time::Instant;
 
@@ -126,6 +127,29 @@ impl JobExecutor for SandboxJobExecutor {
             }
             Err(e) => Err(JobFailure::Internal(e.to_string())),
         }
+    }
+
+    async fn pulls(&self, images: &BTreeSet<String>) -> BTreeSet<String> {
+        if !self.options.pull {
+            // A missing image is then `image_missing` at once: no time is spent on it.
+            return BTreeSet::new();
+        }
+        let store = self.executor.images();
+        let mut missing = BTreeSet::new();
+        for image in images {
+            match store.holds(image).await {
+                Ok(true) => {}
+                Ok(false) => {
+                    missing.insert(image.clone());
+                }
+                // An engine that does not answer fails the run itself; a job is not set apart
+                // on a guess.
+                Err(error) => {
+                    tracing::debug!(%error, %image, "could not tell whether the image is here");
+                }
+            }
+        }
+        missing
     }
 }
 
