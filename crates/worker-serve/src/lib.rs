@@ -213,6 +213,8 @@ pub fn prepare(config: &ServeConfig) -> Result<Prepared, ServeError> {
 /// Serves until `shutdown` fires (`Ok`) or something fails (`Err`). On every exit, the
 /// containers of this process are gone: a shutdown removes them and records the runs as
 /// interrupted; an error removes them and leaves the runs open, for the next start to close.
+/// A transient error once `shutdown` fired (a fleet database that does not answer, whose
+/// reconnecting the stop ends) is the stop's: `Ok`, the runs left open.
 pub async fn serve(
     config: &ServeConfig,
     ledger: AnyLedger,
@@ -245,6 +247,8 @@ pub async fn serve_with(
             serve_loop(config, *ledger, docker, executor, shutdown, telemetry).await
         }
     };
+    // Read before the containers' removal: an error after a stop request is the stop's.
+    let stopping = shutdown.requested();
     if served.is_err() {
         // The runs' futures were dropped with the loop; their containers were not.
         match tokio::time::timeout(SHUTDOWN_BOUND, docker.remove_own_containers()).await {
@@ -256,7 +260,17 @@ pub async fn serve_with(
             Err(_) => tracing::error!("removing the running containers timed out"),
         }
     }
-    served
+    match served {
+        // A stop that was asked for ends as one (exit 0, so systemd's stop does not leave the
+        // unit failed) even when the ledger failed on the way out, e.g. a fleet database that
+        // does not answer (the fleet's reconnecting ends at a stop): the runs left open are
+        // closed by the next start, or taken over by another host when their leases end.
+        Err(ServeError::Transient(error)) if stopping => {
+            tracing::warn!(%error, "stopped as asked; the ledger could not be brought up to date on the way out");
+            Ok(())
+        }
+        served => served,
+    }
 }
 
 /// Counts one poll's answer for the heartbeat and the metrics, and names each failed query.
@@ -468,6 +482,7 @@ async fn serve_loop<L: JobLedger>(
     let mut ledger = ledger;
     ledger.set_clock(clock.clone());
     ledger.report_outage_to(telemetry.ledger_outage());
+    ledger.stop_retrying_on(shutdown.clone());
     let client = PlatformClient::new(feed.client_limits)
         .map_err(|e| ServeError::Config(format!("http client: {e}")))?;
     remove_stale(&feed.work_dir, clock.as_ref());

@@ -49,6 +49,13 @@ impl Shutdown {
         Self { rx }
     }
 
+    /// A request fired by hand ([`StopRequest::fire`]) instead of by a signal: a test, or a
+    /// caller that stops the service itself.
+    pub fn by_hand() -> (StopRequest, Self) {
+        let (tx, rx) = watch::channel(false);
+        (StopRequest(tx), Self { rx })
+    }
+
     /// Whether a stop was asked for.
     pub fn requested(&self) -> bool {
         *self.rx.borrow()
@@ -58,6 +65,17 @@ impl Shutdown {
     pub async fn wait(&self) {
         let mut rx = self.rx.clone();
         let _ = rx.wait_for(|stop| *stop).await;
+    }
+}
+
+/// The sending side of [`Shutdown::by_hand`].
+#[derive(Debug)]
+pub struct StopRequest(watch::Sender<bool>);
+
+impl StopRequest {
+    /// Asks the service to stop, as SIGTERM does.
+    pub fn fire(&self) {
+        self.0.send_replace(true);
     }
 }
 

@@ -9,7 +9,7 @@
 //! ([`Recorded::Fenced`]), leases are renewed on the loop's tick ([`JobLedger::renew`]; a
 //! single host holds no lease).
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
@@ -19,6 +19,7 @@ use worker_store::clock::Clock;
 use super::fleet::{Binding, Claim, FleetError, FleetLedger, FleetView, Recorded, is_fleet_url};
 use super::fleet_conn::{ConnError, FleetUrl};
 use super::ledger::{GivenUp, JobKey, Ledger, LedgerError, Polls, RunResult, Seen};
+use super::shutdown::Shutdown;
 use super::telemetry::LedgerOutage;
 
 /// A ledger operation failed, in either backend.
@@ -80,7 +81,7 @@ pub trait JobLedger: Send {
     /// The heartbeat with this process's poll counters.
     fn heartbeat(&self, polls: &Polls) -> Result<(), StoreError>;
     /// Renews the leases of the runs under way (a fleet only); the run ids whose claim was
-    /// lost.
+    /// lost since the last call (each named once; a lost claim is not renewed again).
     fn renew(&mut self) -> Result<Vec<i64>, StoreError>;
     /// How often [`JobLedger::renew`] is due, if ever.
     fn renew_every(&self) -> Option<Duration>;
@@ -89,6 +90,9 @@ pub trait JobLedger: Send {
     /// Where an outage of the ledger's database is said while it reconnects (a fleet only:
     /// SQLite is a local file).
     fn report_outage_to(&mut self, outage: LedgerOutage);
+    /// The service's stop request, which ends the reconnecting to the ledger's database at
+    /// its next back-off step (a fleet only: SQLite does not reconnect).
+    fn stop_retrying_on(&mut self, shutdown: Shutdown);
 }
 
 /// A poll's own error or the SQLite commit's, apart (the SQLite batch wants errors it can
@@ -161,6 +165,7 @@ impl JobLedger for Ledger {
         Ok(None)
     }
     fn report_outage_to(&mut self, _outage: LedgerOutage) {}
+    fn stop_retrying_on(&mut self, _shutdown: Shutdown) {}
 }
 
 /// The fleet ledger as the serve loop holds it: the session, the lease length and the
@@ -171,13 +176,19 @@ pub struct FleetStore {
     ledger: Mutex<Option<FleetLedger>>,
     lease: Duration,
     claims: BTreeMap<i64, Claim>,
+    /// Runs of `claims` whose lease another host took over: reported once, not renewed again
+    /// (their result is still offered to the fence, which refuses it and says so).
+    lost: BTreeSet<i64>,
     outage: Option<LedgerOutage>,
+    shutdown: Option<Shutdown>,
 }
 
 /// How long the fleet ledger keeps reconnecting before the service gives up (exit 1, and a
-/// restart tries again): a restart of Postgres takes seconds; a shutdown signal waits for at
-/// most this.
+/// restart tries again): a restart of Postgres takes seconds. A stop request ends it sooner.
 pub const OUTAGE_BOUND: Duration = Duration::from_secs(120);
+
+/// How soon a back-off sees a stop request.
+const STOP_SEEN_WITHIN: Duration = Duration::from_millis(100);
 
 impl FleetStore {
     /// The fleet ledger, its runs claimed for `lease` and renewed three times a lease.
@@ -186,7 +197,9 @@ impl FleetStore {
             ledger: Mutex::new(Some(ledger)),
             lease,
             claims: BTreeMap::new(),
+            lost: BTreeSet::new(),
             outage: None,
+            shutdown: None,
         }
     }
 
@@ -195,6 +208,10 @@ impl FleetStore {
     ///
     /// A session the server dropped (a restart, a cut) is opened again and `op` tried again,
     /// with a back-off, for up to [`OUTAGE_BOUND`], the outage said to `/healthz` meanwhile.
+    /// Once the service is asked to stop ([`JobLedger::stop_retrying_on`]), the back-off ends
+    /// and the connection error is returned: a stop must not wait out the bound (systemd
+    /// kills the service after `TimeoutStopSec`), and the runs left open are taken over when
+    /// their leases end, or closed by this host's next start.
     /// Every operation may be tried twice: sightings, renewals and the heartbeat are
     /// idempotent, a claim whose answer was lost is not claimable again (its lease ends and
     /// it is taken over), and recording a run already recorded answers as recorded.
@@ -211,12 +228,9 @@ impl FleetStore {
                     let ledger = guard.as_mut().ok_or(FleetError::Closed)?;
                     ledger.reconnect_if_closed().and_then(|()| op(ledger))
                 };
-                match attempt {
+                let error = match attempt {
                     Err(error) if error.is_connection() && std::time::Instant::now() < give_up => {
-                        tracing::warn!(%error, retry_in_ms = wait.as_millis(), "the fleet ledger's database does not answer; reconnecting");
-                        self.say_outage(Some(error.to_string()));
-                        std::thread::sleep(wait);
-                        wait = (wait * 2).min(Duration::from_secs(10));
+                        error
                     }
                     result => {
                         if result.is_ok() {
@@ -224,10 +238,36 @@ impl FleetStore {
                         }
                         return result;
                     }
+                };
+                self.say_outage(Some(error.to_string()));
+                if !self.stopping() {
+                    tracing::warn!(%error, retry_in_ms = wait.as_millis(), "the fleet ledger's database does not answer; reconnecting");
+                    self.back_off(wait);
                 }
+                if self.stopping() {
+                    tracing::warn!(%error, "stopping as asked while the fleet ledger's database does not answer: not reconnecting (the runs under way are taken over when their leases end)");
+                    return Err(error);
+                }
+                wait = (wait * 2).min(Duration::from_secs(10));
             }
         };
         Ok(blocking(call)?)
+    }
+
+    fn stopping(&self) -> bool {
+        self.shutdown.as_ref().is_some_and(Shutdown::requested)
+    }
+
+    /// Sleeps `wait`, or less once a stop is asked for.
+    fn back_off(&self, wait: Duration) {
+        let until = std::time::Instant::now() + wait;
+        loop {
+            let left = until.saturating_duration_since(std::time::Instant::now());
+            if left.is_zero() || self.stopping() {
+                return;
+            }
+            std::thread::sleep(left.min(STOP_SEEN_WITHIN));
+        }
     }
 
     fn say_outage(&self, why: Option<String>) {
@@ -333,6 +373,7 @@ impl JobLedger for FleetStore {
         };
         let recorded = self.with(|l| l.finish_at(&claim, result, Some(at_ms)))?;
         self.claims.remove(&run_id);
+        self.lost.remove(&run_id);
         Ok(recorded)
     }
     fn heartbeat(&self, polls: &Polls) -> Result<(), StoreError> {
@@ -340,10 +381,18 @@ impl JobLedger for FleetStore {
     }
     fn renew(&mut self) -> Result<Vec<i64>, StoreError> {
         let lease = self.lease;
-        let claims: Vec<Claim> = self.claims.values().cloned().collect();
+        let claims: Vec<Claim> = self
+            .claims
+            .values()
+            .filter(|c| !self.lost.contains(&c.run_id))
+            .cloned()
+            .collect();
         let mut lost = Vec::new();
         for claim in claims {
+            // A lost claim stays lost: the job's fence only moves forward, and a job that
+            // left `running` under this claim is not run under it again.
             if !self.with(|l| l.renew(&claim, lease))? {
+                self.lost.insert(claim.run_id);
                 lost.push(claim.run_id);
             }
         }
@@ -357,6 +406,9 @@ impl JobLedger for FleetStore {
     }
     fn report_outage_to(&mut self, outage: LedgerOutage) {
         self.outage = Some(outage);
+    }
+    fn stop_retrying_on(&mut self, shutdown: Shutdown) {
+        self.shutdown = Some(shutdown);
     }
 }
 

@@ -5,13 +5,15 @@
 //! was recorded, and waits are on states the database reports, with generous timeouts.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use std::sync::{Arc, Barrier};
+use std::sync::{Arc, Barrier, Mutex};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use test_postgres::{OwnCluster, TestDb};
 use worker_serve::fleet::{Binding, Claim, FleetError, FleetLedger, Recorded};
 use worker_serve::fleet_conn::FleetUrl;
-use worker_serve::ledger::{JobKey, JobState, RunKind, RunResult};
+use worker_serve::ledger::{JobKey, JobState, Polls, RunKind, RunResult};
+use worker_serve::shutdown::Shutdown;
+use worker_serve::store::{FleetStore, JobLedger, OUTAGE_BOUND};
 
 /// A database of its own on the test cluster (`test_postgres`), dropped at the end.
 struct Db(TestDb);
@@ -619,5 +621,86 @@ fn fleet_a_failed_jobs_back_off_is_judged_on_the_services_clock() {
         host.claim_job_at(seen.job, LONG, frozen + 1_000)
             .unwrap()
             .is_some()
+    );
+}
+
+/// Issue #45: a host told to stop (SIGTERM) while its database did not answer went on
+/// reconnecting for the whole outage bound (120 s), past systemd's `TimeoutStopSec` (45 s),
+/// and was SIGKILLed. A stop request now ends the reconnecting at its next back-off step; the
+/// runs it holds are left to their leases. Measured as "did not run to the bound", so the
+/// machine's load does not decide it.
+#[test]
+fn fleet_a_stop_request_ends_the_reconnecting_to_a_database_that_does_not_answer() {
+    let Some(cluster) = OwnCluster::new() else {
+        return;
+    };
+    let ledger = FleetLedger::open(&cluster_url(&cluster), &binding(), "host-a").unwrap();
+    let mut store = FleetStore::new(ledger, LONG);
+    let outage = Arc::new(Mutex::new(None));
+    store.report_outage_to(outage.clone());
+    let (stop, shutdown) = Shutdown::by_hand();
+    store.stop_retrying_on(shutdown);
+    store.heartbeat(&Polls::default()).unwrap();
+    cluster.pg_ctl("stop");
+    // The stop comes while the heartbeat is already reconnecting (the outage is said only
+    // from inside that loop), as a SIGTERM during an outage does.
+    let stopper = std::thread::spawn(move || {
+        let give_up = Instant::now() + Duration::from_secs(60);
+        while outage.lock().unwrap().is_none() {
+            assert!(Instant::now() < give_up, "the heartbeat never reconnected");
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        stop.fire();
+        Instant::now()
+    });
+    let err = store.heartbeat(&Polls::default()).unwrap_err();
+    let returned = Instant::now();
+    let fired = stopper.join().unwrap();
+    let took = returned.saturating_duration_since(fired);
+    assert!(
+        took < Duration::from_secs(30),
+        "the heartbeat returned {took:?} after the stop request (the outage bound is {OUTAGE_BOUND:?})"
+    );
+    assert!(!err.is_permanent(), "an outage is transient: {err}");
+}
+
+/// Issue #45: a run whose lease another host took over was reported lost at every renewal
+/// tick (the serve loop warned for it again and again, ten times in three seconds once the
+/// database answered after a cut), because the lost claim was renewed again each time. A
+/// lost claim is reported once and not renewed again.
+#[test]
+fn fleet_a_lost_lease_is_reported_once_not_at_every_renewal() {
+    let Some(db) = Db::new("lost_once") else {
+        return;
+    };
+    let mut store = FleetStore::new(db.open("host-a"), Duration::from_millis(300));
+    let mut b = db.open("host-b");
+    let h = hash("job");
+    let key = JobKey {
+        job_id: "job",
+        round: 1,
+        content_hash: &h,
+    };
+    let now = far_future() - 86_400_000;
+    let seen = store.seen_until(key, Some(far_future()), now).unwrap();
+    let run_id = store.start_run(seen.job, now).unwrap().unwrap();
+    let current = claim_when_due(&mut b, LONG);
+    assert!(current.took_over, "host b did not take the job over");
+    assert_eq!(store.renew().unwrap(), [run_id], "the lost lease is named");
+    assert_eq!(
+        store.renew().unwrap(),
+        Vec::<i64>::new(),
+        "the same lost lease named again"
+    );
+    // Its late result is still refused by the fence, naming both tokens.
+    let late = store
+        .finish_run_at(run_id, seen.job, &completed("job.a.json"), now)
+        .unwrap();
+    assert_eq!(
+        late,
+        Recorded::Fenced {
+            held: current.fence - 1,
+            current: current.fence
+        }
     );
 }
