@@ -21,11 +21,49 @@ pub const VERSION: &str = concat!(
     ")"
 );
 
-/// Restores the default SIGPIPE action. Rust ignores SIGPIPE, so `keeper … | head -1` turned the
-/// next write into a "failed printing to stdout" panic (exit 101); with the default action the
-/// process ends quietly when its reader has gone, as other command-line tools do.
-pub fn restore_sigpipe() {
+/// Ends the process quietly when its stdout reader has gone (`worker … | head -1`), as the
+/// default SIGPIPE action would, while every other broken pipe stays an error the code handles.
+///
+/// Restoring SIGPIPE's default action process-wide (what this replaced) also armed it for
+/// sockets: hyper writes requests to Docker's Unix socket with writev(2), which takes no
+/// MSG_NOSIGNAL, so a daemon or server that closed a pooled connection killed a whole
+/// `worker serve` at its next request (a paused fleet host, woken up, died that way). SIGPIPE
+/// stays ignored (Rust's default); only the panic of `print!` on a gone stdout is turned into
+/// the death by SIGPIPE a shell expects (status 141 under `set -o pipefail`), with no message.
+pub fn quiet_broken_stdout() {
+    let default = std::panic::take_hook();
+    std::panic::set_hook(Box::new(move |info| {
+        let message = info
+            .payload()
+            .downcast_ref::<String>()
+            .map(String::as_str)
+            .or_else(|| info.payload().downcast_ref::<&str>().copied())
+            .unwrap_or_default();
+        if message.starts_with("failed printing to stdout")
+            && message.ends_with(
+                &std::io::Error::from_raw_os_error(rustix::io::Errno::PIPE.raw_os_error())
+                    .to_string(),
+            )
+        {
+            die_of_sigpipe();
+        }
+        default(info);
+    }));
+}
+
+/// For a write to stdout that failed: when its reader has gone, ends the process as
+/// [`quiet_broken_stdout`] does; any other error returns, for the caller to report.
+pub fn end_if_stdout_gone(error: &std::io::Error) {
+    if error.kind() == std::io::ErrorKind::BrokenPipe {
+        die_of_sigpipe();
+    }
+}
+
+/// Ends the process by SIGPIPE with its default action, as a tool whose reader went away
+/// ends; the signal is delivered before `kill` returns (POSIX), so nothing after it runs.
+fn die_of_sigpipe() {
     sigpipe::reset();
+    let _ = rustix::process::kill_process(rustix::process::getpid(), rustix::process::Signal::PIPE);
 }
 
 /// The variable that picks the log format of every binary (`json` or `text`), for a unit's

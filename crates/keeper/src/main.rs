@@ -17,7 +17,7 @@ fn exit(code: Exit) -> ExitCode {
 }
 
 fn main() -> ExitCode {
-    cli_support::restore_sigpipe();
+    cli_support::quiet_broken_stdout();
     if cli_support::version::verbose_requested(std::env::args_os().skip(1)) {
         cli_support::version::print_verbose("keeper");
         return ExitCode::SUCCESS;

@@ -4,7 +4,7 @@ use clap::Parser;
 use signer::{Cli, ExitCode};
 
 fn main() -> std::process::ExitCode {
-    cli_support::restore_sigpipe();
+    cli_support::quiet_broken_stdout();
     if cli_support::version::verbose_requested(std::env::args_os().skip(1)) {
         cli_support::version::print_verbose("signer");
         return std::process::ExitCode::SUCCESS;

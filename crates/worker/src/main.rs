@@ -13,7 +13,7 @@ use worker::commands;
 use worker::exit::ExitCode;
 
 fn main() -> std::process::ExitCode {
-    cli_support::restore_sigpipe();
+    cli_support::quiet_broken_stdout();
     if cli_support::version::verbose_requested(std::env::args_os().skip(1)) {
         cli_support::version::print_verbose("worker");
         return std::process::ExitCode::SUCCESS;

@@ -43,10 +43,13 @@ pub(crate) fn print_json(value: &impl serde::Serialize) -> ExitCode {
         .and_then(|json| writeln!(std::io::stdout().lock(), "{json}"));
     match written {
         Ok(()) => ExitCode::Success,
-        Err(error) => fail(
-            ExitCode::Internal,
-            &format_args!("writing the result: {error}"),
-        ),
+        Err(error) => {
+            cli_support::end_if_stdout_gone(&error);
+            fail(
+                ExitCode::Internal,
+                &format_args!("writing the result: {error}"),
+            )
+        }
     }
 }
 
@@ -54,7 +57,10 @@ pub(crate) fn print_json(value: &impl serde::Serialize) -> ExitCode {
 pub(crate) fn print_text(text: &impl std::fmt::Display) -> ExitCode {
     match write!(std::io::stdout().lock(), "{text}") {
         Ok(()) => ExitCode::Success,
-        Err(error) => fail(ExitCode::Internal, &error),
+        Err(error) => {
+            cli_support::end_if_stdout_gone(&error);
+            fail(ExitCode::Internal, &error)
+        }
     }
 }
 

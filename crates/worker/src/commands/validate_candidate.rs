@@ -25,10 +25,13 @@ pub fn validate_candidate(request: &Path, json: bool) -> ExitCode {
         Ok(check) if json => print_json(&check),
         Ok(_) => match writeln!(std::io::stdout().lock(), "{VALID_PLAIN}") {
             Ok(()) => ExitCode::Success,
-            Err(error) => fail(
-                ExitCode::Internal,
-                &format_args!("writing the result: {error}"),
-            ),
+            Err(error) => {
+                cli_support::end_if_stdout_gone(&error);
+                fail(
+                    ExitCode::Internal,
+                    &format_args!("writing the result: {error}"),
+                )
+            }
         },
         Err(error) if !json => fail(ExitCode::InvalidInput, &error),
         Err(error) => {

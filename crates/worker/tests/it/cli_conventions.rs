@@ -181,3 +181,68 @@ fn log_format_json_writes_one_object_per_line_with_its_fields() {
         );
     }
 }
+
+/// A running `worker serve` must not die of SIGPIPE: its requests to Docker's Unix socket are
+/// written with writev(2), which a closed peer answers with SIGPIPE, and the default action
+/// (restored for `| head -1` until the fleet lane lost a paused host to it) kills the service.
+/// Read from the kernel once the service has logged its first poll.
+#[test]
+fn a_running_serve_ignores_sigpipe_so_a_closed_daemon_socket_cannot_kill_it() {
+    use std::io::BufRead as _;
+    let dir = tempfile::tempdir().unwrap();
+    let staging = dir.path().join("staging");
+    std::fs::create_dir(&staging).unwrap();
+    std::fs::set_permissions(
+        &staging,
+        std::os::unix::fs::PermissionsExt::from_mode(0o700),
+    )
+    .unwrap();
+    let mut child = Command::new(env!("CARGO_BIN_EXE_worker"))
+        .args([
+            "serve",
+            "--api",
+            "http://127.0.0.1:1",
+            "--network",
+            "base-sepolia",
+            "--verifier",
+            "0x2222222222222222222222222222222222222222",
+            "--archive-base",
+            "http://127.0.0.1:1",
+            "--poll-interval",
+            "1",
+        ])
+        .arg("--out")
+        .arg(dir.path().join("out"))
+        .arg("--state")
+        .arg(dir.path().join("state"))
+        .arg("--work-dir")
+        .arg(dir.path().join("work"))
+        .arg("--staging-root")
+        .arg(&staging)
+        .env("WORKER_LOG", "info")
+        .env_remove("VERIFIER_LOG_FORMAT")
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let stderr = child.stderr.take().unwrap();
+    let polled = std::io::BufReader::new(stderr)
+        .lines()
+        .map_while(Result::ok)
+        .any(|line| line.contains("feed query failed"));
+    let status = std::fs::read_to_string(format!("/proc/{}/status", child.id())).unwrap();
+    child.kill().unwrap();
+    child.wait().unwrap();
+    assert!(polled, "serve never logged its first poll");
+    let ignored = status
+        .lines()
+        .find_map(|l| l.strip_prefix("SigIgn:"))
+        .map(|mask| u64::from_str_radix(mask.trim(), 16).unwrap())
+        .unwrap();
+    let sigpipe = 13;
+    assert_ne!(
+        ignored & (1 << (sigpipe - 1)),
+        0,
+        "SIGPIPE is not ignored (SigIgn {ignored:#x})"
+    );
+}
