@@ -1263,34 +1263,6 @@ mod tests {
         );
     }
 
-    /// Chaos (clock steps): a job that failed while the wall clock ran 30 minutes ahead is
-    /// retried after its own back-off once the clock steps back, not after the step.
-    #[test]
-    fn serve_ledger_a_wall_clock_step_back_does_not_delay_a_retry_by_the_step() {
-        let dir = tempfile::tempdir().unwrap();
-        let mut ledger = Ledger::open(dir.path()).unwrap();
-        ledger.set_retry_base(std::time::Duration::from_secs(1));
-        let ahead = 1_800_000;
-        let real = 10_000_000;
-        let seen = ledger.seen_until(key("j"), None, real + ahead).unwrap();
-        let run = ledger.start_run(seen.job).unwrap();
-        let nv = failed(RunKind::NoVerdict, "image_missing");
-        ledger
-            .finish_run_at(run, seen.job, &nv, real + ahead)
-            .unwrap();
-        assert!(
-            !ledger
-                .seen_until(key("j"), None, real + ahead + 999)
-                .unwrap()
-                .due,
-            "retried within its 1 s back-off on the clock it failed on"
-        );
-        assert!(
-            ledger.seen_until(key("j"), None, real + 2_000).unwrap().due,
-            "the clock stepped back 30 min: the job waits out the step on top of its 1 s back-off"
-        );
-    }
-
     /// Issue 23.1: a host failure is not an attempt and sets no back-off of the job's own.
     #[test]
     fn serve_ledger_host_failures_are_not_attempts() {
@@ -1422,28 +1394,6 @@ mod tests {
             .finish_run(run, job(&ledger, "j2"), &completed())
             .unwrap();
         assert_eq!(ledger.candidates(None).unwrap().len(), 2);
-    }
-
-    #[test]
-    fn serve_ledger_a_new_round_of_the_same_id_is_a_new_job() {
-        let dir = tempfile::tempdir().unwrap();
-        let mut ledger = Ledger::open(dir.path()).unwrap();
-        let r1 = ledger.seen(key("j1"), 10).unwrap();
-        assert!(r1.due && r1.new);
-        let run = ledger.start_run(r1.job).unwrap();
-        ledger.finish_run(run, r1.job, &completed()).unwrap();
-        let round2 = JobKey {
-            round: 2,
-            content_hash: "sha256:c2",
-            ..key("j1")
-        };
-        let r2 = ledger.seen(round2, 20).unwrap();
-        assert!(r2.due && r2.new && r2.job != r1.job, "{r2:?}");
-        assert_eq!(ledger.candidate_of(r2.job).unwrap(), None);
-        assert_eq!(
-            ledger.candidate_of(r1.job).unwrap().as_deref(),
-            Some("c.json")
-        );
     }
 
     #[test]

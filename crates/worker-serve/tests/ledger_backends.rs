@@ -6,6 +6,9 @@
 //!
 //! What only one backend has stays beside it: SQLite's write-ahead log, migrations and
 //! `worker ledger --retry` in `ledger.rs`; leases, take-overs and the fence in `fleet.rs`.
+//! The SQLite-only originals of these tests left `ledger.rs` where every assertion of theirs is
+//! here (the clock step back, a new round); the others stay there for what only the SQLite
+//! ledger records (attempts, causes and reasons, run rows, seen times, the refused transition).
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::time::Duration;
@@ -328,6 +331,7 @@ fn new_round_is_a_new_job(b: &impl Backend) {
     let mut ledger = b.open(BASE);
     let t = now_ms();
     let r1 = seen(&ledger, key("j1"), None, t);
+    assert!(r1.due && r1.new, "{r1:?}");
     run(&mut ledger, &r1, &completed(), t);
     let round2 = JobKey {
         round: 2,
