@@ -218,9 +218,18 @@ if [[ -n "$bundle_file" ]]; then
   identity="https://github.com/$release_repo/.github/workflows/${SIGNER_WORKFLOW:-regression-verifier-release-build.yml}@${SIGNER_REF:-refs/heads/main}"
   # Before any change, like the sums: a binary whose provenance does not verify is never
   # installed, let alone run.
+  prov_status=0
   "$prov_verifier" --trusted-root "$trusted_root" --bundle "$bundle_file" --artifact "$worker_bin" \
     --identity "$identity" --source-digest "$release_commit" --source-ref "${SOURCE_REF:-refs/heads/main}" ||
-    die "--worker-bin $worker_bin: its provenance does not verify against $trusted_root (signer $identity, commit $release_commit); nothing installed"
+    prov_status=$?
+  # The shared exit numbering (docs/reference.md "Exit codes"): 4 is a refusal of the binary;
+  # anything else is the verifier unable to judge, which must not be blamed on the binary.
+  case "$prov_status" in
+    0) ;;
+    4) die "--worker-bin $worker_bin: its provenance does not verify against $trusted_root (signer $identity, commit $release_commit); nothing installed" ;;
+    78) die "trusted root $trusted_root is unusable (verify-provenance exit 78); nothing installed" ;;
+    *) die "verify-provenance could not judge --worker-bin $worker_bin (exit $prov_status); nothing installed" ;;
+  esac
 elif [[ -n "$worker_bin" ]]; then
   say "note: --worker-bin $worker_bin is installed unverified (no --sha256sums and --provenance: not a release's binary)"
 fi

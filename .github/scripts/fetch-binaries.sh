@@ -24,7 +24,9 @@
 # the in-toto subject, SLSA provenance, signed by the reusable release-build workflow of this
 # repository (SIGNER_WORKFLOW, default regression-verifier-release-build.yml, which the build
 # workflow calls) at refs/heads/main, built from COMMIT on main on a GitHub-hosted runner. One
-# attestation that verifies is enough; none is a refusal.
+# attestation that verifies is enough; none is a refusal. Only verify-provenance's exit 4 counts
+# as a refused attestation: any other failure (78, an unusable trusted root) stops at once with
+# its code named.
 #
 # verify-provenance is PROVENANCE_VERIFIER, else the one on PATH, else built here from this
 # checkout (cargo build --release --locked -p provenance, a few minutes on a fresh runner).
@@ -188,7 +190,7 @@ fi
 # against the pinned root as the release build's provenance of COMMIT. The API only says where
 # to look: what it answers is judged by the bundle's own signatures, never trusted.
 verify_provenance() { # name file sha256
-  local name="$1" file="$2" digest="$3" answer count i bundle
+  local name="$1" file="$2" digest="$3" answer count i bundle status
   answer="$(api_get "/repos/${GITHUB_REPOSITORY}/attestations/sha256:${digest}")" ||
     fail "${name}: no provenance attestation could be fetched for sha256 ${digest}"
   count="$(jq -r '.attestations | length' <<<"${answer}" 2>/dev/null)" ||
@@ -199,10 +201,19 @@ verify_provenance() { # name file sha256
   for ((i = 0; i < count && i < 20; i++)); do
     bundle="${work}/${name}.${i}.sigstore.json"
     jq -c ".attestations[${i}].bundle" <<<"${answer}" >"${bundle}" || continue
-    if "${verifier}" --trusted-root "${trusted_root}" --bundle "${bundle}" --artifact "${file}" \
-      --identity "${signer_identity}" --source-digest "${commit}" --source-ref "${source_ref}"; then
-      return 0
-    fi
+    status=0
+    "${verifier}" --trusted-root "${trusted_root}" --bundle "${bundle}" --artifact "${file}" \
+      --identity "${signer_identity}" --source-digest "${commit}" --source-ref "${source_ref}" ||
+      status=$?
+    # The shared exit numbering (docs/reference.md "Exit codes"): only 4 is a refusal of this
+    # bundle, after which another stored one may still vouch for the binary; any other failure
+    # means nothing could be judged, and trying more bundles would only hide why.
+    case "${status}" in
+      0) return 0 ;;
+      4) ;;
+      78) fail "${name}: the pinned trusted root ${trusted_root} is unusable (verify-provenance exit 78)" ;;
+      *) fail "${name}: verify-provenance could not judge its provenance (exit ${status})" ;;
+    esac
   done
   fail "${name}: its build provenance does not verify against the pinned trusted root (signer ${signer_identity}, commit ${commit})"
 }

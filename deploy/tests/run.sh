@@ -387,6 +387,21 @@ worker_bin_signed_by_another_workflow_is_refused() {
   [[ "$before" == "$(tree_state "$r")" ]] || fail "the root changed before the binary was refused"
 }
 
+# install.sh reads verify-provenance's exit code: 4 is a refused binary, 78 a trusted root it
+# cannot use, which is said as such rather than blamed on the binary.
+worker_bin_checked_against_an_unusable_trusted_root_is_not_installed_and_the_root_is_named() {
+  local before status=0 out
+  r="$(fresh_root)"
+  prov_release_dir "$tmp/prov-root"
+  printf '{}\n' >"$tmp/not-a-trusted-root.json"
+  before="$(tree_state "$r")"
+  out="$(install_release "$tmp/prov-root" "${prov_signer[@]}" TRUSTED_ROOT="$tmp/not-a-trusted-root.json" 2>&1)" || status=$?
+  ((status == 1)) || fail "exit $status: $out"
+  grep -q "trusted root $tmp/not-a-trusted-root.json is unusable (verify-provenance exit 78)" <<<"$out" || fail "no clear message: $out"
+  ! grep -q "its provenance does not verify" <<<"$out" || fail "blamed on the binary: $out"
+  [[ "$before" == "$(tree_state "$r")" ]] || fail "the root changed before the binary was refused"
+}
+
 refuses_a_root_without_a_docker_group() {
   local r status=0 out
   r="$(fresh_root)"
@@ -614,6 +629,7 @@ check worker_bin_differing_from_the_release_sums_is_refused worker_bin_differing
 check worker_bin_whose_provenance_verifies_offline_is_installed worker_bin_whose_provenance_verifies_offline_is_installed
 check worker_bin_with_one_byte_changed_and_sums_to_match_is_refused_by_its_provenance worker_bin_with_one_byte_changed_and_sums_to_match_is_refused_by_its_provenance
 check worker_bin_signed_by_another_workflow_is_refused worker_bin_signed_by_another_workflow_is_refused
+check worker_bin_checked_against_an_unusable_trusted_root_is_not_installed_and_the_root_is_named worker_bin_checked_against_an_unusable_trusted_root_is_not_installed_and_the_root_is_named
 check pull_list_with_a_tag_is_refused_before_anything_changes pull_list_with_a_tag_is_refused_before_anything_changes
 check pull_list_pulls_by_digest pull_list_pulls_by_digest
 check exec_start_expands_like_systemd exec_start_expands_like_systemd

@@ -46,7 +46,8 @@ while (($#)); do
   shift
 done
 digest="$(sha256sum "${artifact}" | cut -d' ' -f1)"
-[[ "$(jq -r '.stand_in_for // empty' "${bundle}")" == "${digest}" ]]
+# 4 is verify-provenance's refusal (the shared numbering); fetch-binaries.sh stops on any other.
+[[ "$(jq -r '.stand_in_for // empty' "${bundle}")" == "${digest}" ]] || exit 4
 SH
 chmod +x "${tmp}/fakebin/verify-provenance"
 export PROVENANCE_VERIFIER="${tmp}/fakebin/verify-provenance"

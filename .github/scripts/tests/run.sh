@@ -643,6 +643,15 @@ if [[ -x "${verifier_bin}" ]]; then
   check "binaries: against a trusted root that is not Sigstore's public-good one the real bundle is refused" \
     eval '((status != 0)) && said "its build provenance does not verify" && [[ ! -e "${tmp}/fetched" ]]'
 
+  # verify-provenance's exit code is read: only 4 is a refusal (the next stored bundle is
+  # tried); any other failure means it could not judge at all and is said with its code, so a
+  # broken pinned root is not reported as a binary whose provenance failed.
+  printf '{}\n' > "${tmp}/not-a-trusted-root.json"
+  prov_routes "${tmp}/prov-good.zip" "${prov_attestations}"
+  fetch_prov "${prov_signer[@]}" TRUSTED_ROOT="${tmp}/not-a-trusted-root.json"
+  check "binaries: a trusted root verify-provenance cannot use (exit 78) is said as such, not as a refused provenance; nothing installed" \
+    eval '((status != 0)) && said "exit 78" && ! said "does not verify" && [[ ! -e "${tmp}/fetched" ]]'
+
   fetch_prov "${prov_signer[@]}" PROVENANCE_VERIFIER="${tmp}/no-such-verifier"
   check "binaries: without the verifier nothing is downloaded or installed" \
     eval '((status != 0)) && said "is not an executable" && ! grep -q "artifacts/901/zip" "${tmp}/requests.log" && [[ ! -e "${tmp}/fetched" ]]'

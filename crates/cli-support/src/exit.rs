@@ -1,11 +1,11 @@
-//! The one exit-code numbering of `worker`, `signer` and `keeper` (docs/reference.md "Exit
-//! codes" is its contract, checked against this file by a test): each number means one thing
-//! across the three, a binary uses the codes its column of that table names, and the `code`
-//! of its `--json` error object is that binary's name of the number ([`ExitCode::name`]).
-//! Never renumbered. Libraries never name these; each binary maps its libraries' typed
-//! results to them in one place.
+//! The one exit-code numbering of `worker`, `signer`, `keeper` and `verify-provenance`
+//! (docs/reference.md "Exit codes" is its contract, checked against this file by a test): each
+//! number means one thing across the four, a binary uses the codes its column of that table
+//! names, and the `code` of its `--json` error object is that binary's name of the number
+//! ([`ExitCode::name`]). Never renumbered. Libraries never name these; each binary maps its
+//! libraries' typed results to them in one place.
 
-/// A process exit code of the three binaries.
+/// A process exit code of the binaries.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
 #[repr(u8)]
 pub enum ExitCode {
@@ -18,7 +18,8 @@ pub enum ExitCode {
     /// Not done yet, retry later: the worker's run ended without a verdict, the signer refused
     /// a candidate, the keeper's candidate is not settled.
     NotDone = 3,
-    /// The input broke a rule; retrying the same input cannot help.
+    /// The input broke a rule; retrying the same input cannot help (`verify-provenance`: the
+    /// artifact is refused).
     InvalidInput = 4,
     /// The engine, an RPC node, an API or a remote signer did not answer.
     Unavailable = 5,
@@ -50,6 +51,9 @@ pub enum Binary {
     Signer,
     /// `keeper`.
     Keeper,
+    /// `verify-provenance` (crates/provenance): it has no `--json`, so its names are only the
+    /// record of which codes it exits with.
+    VerifyProvenance,
 }
 
 impl ExitCode {
@@ -79,8 +83,11 @@ impl ExitCode {
     /// `binary`'s name of this code (the `code` of its `--json` error object), or `None` when
     /// `binary` never exits with it.
     pub const fn name_in(self, binary: Binary) -> Option<&'static str> {
-        use Binary::{Keeper, Signer, Worker};
+        use Binary::{Keeper, Signer, VerifyProvenance, Worker};
         Some(match (self, binary) {
+            // It judges one artifact and reports no internal failure of its own: anything but
+            // a verdict, a usage error or an unusable trusted root is a panic (101), never 1.
+            (Self::Internal, VerifyProvenance) => return None,
             (Self::Success, _) => "success",
             (Self::Internal, _) => "internal",
             (Self::Usage, _) => "usage",
@@ -126,9 +133,16 @@ mod tests {
         );
     }
 
+    const BINARIES: [Binary; 4] = [
+        Binary::Worker,
+        Binary::Signer,
+        Binary::Keeper,
+        Binary::VerifyProvenance,
+    ];
+
     /// docs/reference.md's "Exit codes" table: each row's codes with, per binary, whether its
     /// column gives the code a meaning (anything but `—`).
-    fn documented() -> Vec<(u8, [bool; 3])> {
+    fn documented() -> Vec<(u8, [bool; 4])> {
         let path = concat!(env!("CARGO_MANIFEST_DIR"), "/../../docs/reference.md");
         let text = std::fs::read_to_string(path).expect("docs/reference.md");
         let table = text
@@ -148,8 +162,13 @@ mod tests {
             else {
                 continue; // the header row
             };
-            assert_eq!(cells.len(), 4, "a code and three binaries: {line}");
-            let used = [cells[1] != "—", cells[2] != "—", cells[3] != "—"];
+            assert_eq!(cells.len(), 5, "a code and four binaries: {line}");
+            let used = [
+                cells[1] != "—",
+                cells[2] != "—",
+                cells[3] != "—",
+                cells[4] != "—",
+            ];
             rows.extend(codes.into_iter().map(|code| (code, used)));
         }
         rows
@@ -165,10 +184,7 @@ mod tests {
             "docs/reference.md documents exactly the enum's codes, in order"
         );
         for ((code, used), exit) in documented.into_iter().zip(ExitCode::ALL) {
-            for (binary, used) in [Binary::Worker, Binary::Signer, Binary::Keeper]
-                .into_iter()
-                .zip(used)
-            {
+            for (binary, used) in BINARIES.into_iter().zip(used) {
                 assert_eq!(
                     exit.name_in(binary).is_some(),
                     used,

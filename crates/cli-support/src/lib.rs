@@ -4,7 +4,7 @@
 //! the process quietly instead of with a panic. Under `--log-format json` their log lines and
 //! their summaries for people alike are one JSON object per stderr line ([`eprint_human`]); the
 //! signer's and keeper's `--metrics-file` share one text exposition ([`textfile`]), and the
-//! three share one exit-code numbering ([`exit`]).
+//! three share one exit-code numbering ([`exit`]), as does `verify-provenance`.
 //!
 //! The binaries still do not depend on each other; this crate knows nothing about any of them.
 

@@ -13,7 +13,7 @@ use provenance::{Expected, GITHUB_ACTIONS_ISSUER};
 
 /// Verify a release binary's Sigstore provenance bundle offline against a pinned trusted root.
 ///
-/// Exit status: 0 verified, 1 refused (never install or run the artifact), 2 usage, 78 the
+/// Exit status: 0 verified, 4 refused (never install or run the artifact), 2 usage, 78 the
 /// trusted root is unusable.
 #[derive(Debug, Parser)]
 #[command(name = "verify-provenance", version)]
@@ -54,12 +54,12 @@ fn main() -> ProcessExit {
             let code = if e.use_stderr() {
                 ExitCode::Usage
             } else {
-                ExitCode::Verified
+                ExitCode::Success
             };
-            return ProcessExit::from(code as u8);
+            return ProcessExit::from(code.code());
         }
     };
-    ProcessExit::from(run(&args) as u8)
+    ProcessExit::from(run(&args).code())
 }
 
 fn run(args: &Args) -> ExitCode {
@@ -93,14 +93,14 @@ fn run(args: &Args) -> ExitCode {
                     .map(|d| format!(" at {d}"))
                     .unwrap_or_default()
             );
-            ExitCode::Verified
+            ExitCode::Success
         }
         Err(refusal) => {
             eprintln!(
                 "verify-provenance: refused {}: {refusal}",
                 args.artifact.display()
             );
-            ExitCode::Refused
+            ExitCode::InvalidInput
         }
     }
 }

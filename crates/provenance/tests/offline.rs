@@ -210,8 +210,11 @@ fn binary(args: &[&str]) -> (i32, String) {
     )
 }
 
+/// Issue #48: a refusal exited 1, which every other binary's numbering (`cli_support::exit`)
+/// means "internal error, a restart may fix it"; a refused artifact is a verdict on the input
+/// and is refused again, so it is 4 (`InvalidInput`).
 #[test]
-fn the_binary_exits_0_verified_1_refused_78_without_a_usable_root() {
+fn the_binary_exits_0_verified_4_refused_78_without_a_usable_root_by_the_shared_numbering() {
     let root = pinned_root_path();
     let bundle = fixture(&format!("{ARTIFACT}.slsa.sigstore.json"));
     let art = fixture(ARTIFACT);
@@ -240,7 +243,7 @@ fn the_binary_exits_0_verified_1_refused_78_without_a_usable_root() {
     assert_eq!(code, 0, "{out}");
     assert!(out.contains("verified:") && out.contains(COMMIT), "{out}");
     let (code, out) = run(base(&root, &flipped));
-    assert_eq!(code, 1, "{out}");
+    assert_eq!(code, 4, "{out}");
     assert!(out.contains("refused"), "{out}");
     let (code, out) = run(base(&dir.path().join("missing.json"), &art));
     assert_eq!(code, 78, "{out}");
