@@ -159,11 +159,6 @@ pub struct Telemetry {
     last_poll_ok_at: AtomicI64,
     /// Wall ms of the last successful poll (shown, never used for an age).
     last_poll_ok_wall_ms: AtomicI64,
-    /// Monotonic ms at which the current batch of runs started, [`NEVER`] while idle.
-    busy_since: AtomicI64,
-    /// Time spent in finished batches since the last successful poll, in ms: the loop polls
-    /// between batches, so that time does not make the poll stale.
-    busy_ms_since_ok: AtomicI64,
     /// Monotonic ms of the last heartbeat row written, [`NEVER`] before one.
     last_heartbeat_at: AtomicI64,
     /// Wall ms of the last heartbeat row written.
@@ -329,8 +324,6 @@ impl Telemetry {
             oldest_pending_ms: AtomicI64::new(0),
             last_poll_ok_at: AtomicI64::new(NEVER),
             last_poll_ok_wall_ms: AtomicI64::new(0),
-            busy_since: AtomicI64::new(NEVER),
-            busy_ms_since_ok: AtomicI64::new(0),
             last_heartbeat_at: AtomicI64::new(NEVER),
             last_heartbeat_wall_ms: AtomicI64::new(0),
             poll_interval_ms: AtomicU64::new(
@@ -361,7 +354,6 @@ impl Telemetry {
             let wall = self.clock.wall_ms();
             self.last_poll_ok_at.store(self.mono(), Ordering::Relaxed);
             self.last_poll_ok_wall_ms.store(wall, Ordering::Relaxed);
-            self.busy_ms_since_ok.store(0, Ordering::Relaxed);
             self.last_poll_ok.set(wall / 1000);
         }
         let result = if ok { "ok" } else { "failed" };
@@ -421,9 +413,7 @@ impl Telemetry {
 
     /// A run started.
     pub fn run_started(&self) {
-        if self.in_flight.inc() == 0 {
-            self.busy_since.store(self.mono(), Ordering::Relaxed);
-        }
+        self.in_flight.inc();
     }
 
     /// A run ended with a job row of `status` (and `reason_code`), after `took`.
@@ -472,13 +462,7 @@ impl Telemetry {
     }
 
     fn leave(&self) {
-        if self.in_flight.dec() <= 1 {
-            let since = self.busy_since.swap(NEVER, Ordering::Relaxed);
-            if since != NEVER {
-                self.busy_ms_since_ok
-                    .fetch_add(self.mono().saturating_sub(since).max(0), Ordering::Relaxed);
-            }
-        }
+        self.in_flight.dec();
     }
 
     /// The heartbeat row was written.
@@ -542,22 +526,15 @@ impl Telemetry {
             });
         }
         let last_ok = self.last_poll_ok_at.load(Ordering::Relaxed);
-        let busy_since = self.busy_since.load(Ordering::Relaxed);
         let heartbeat = self.last_heartbeat_at.load(Ordering::Relaxed);
         if last_ok == NEVER {
             return Err(Unhealthy::stuck(
                 "no successful poll of the feed yet".into(),
             ));
         }
-        // Runs hold up the next poll (the loop polls between batches), so time spent
-        // running, in this batch or in those since, does not make the last poll stale.
-        let busy = self.busy_ms_since_ok.load(Ordering::Relaxed)
-            + if busy_since == NEVER {
-                0
-            } else {
-                now.saturating_sub(busy_since)
-            };
-        let poll_age = now.saturating_sub(last_ok).saturating_sub(busy);
+        // Runs do not hold up the polls (the loop polls while a batch runs too), so a batch
+        // excuses nothing: a feed down during a long batch turns this red like an idle one.
+        let poll_age = now.saturating_sub(last_ok);
         if poll_age > poll_bound {
             return Err(Unhealthy::stuck(format!(
                 "the last successful poll of the feed was {} s ago (bound {} s)",
@@ -640,43 +617,46 @@ mod tests {
         // 34 s later without a poll: three 10 s polls missed.
         clock.advance(Duration::from_secs(34));
         assert!(reason(&t).contains("last successful poll"));
-        // While a run holds up the next poll, the poll age stops at the batch's start...
+        // The heartbeat must go on too: its bound is 2 × 30 s plus the poll's 33 s.
         let (t, clock) = telemetry(10);
         t.poll(true);
         t.heartbeat();
-        t.run_started();
-        clock.advance(Duration::from_secs(34));
+        for _ in 0..3 {
+            clock.advance(Duration::from_secs(30));
+            t.poll(true);
+        }
         assert!(t.health().is_ok(), "{:?}", t.health());
-        // ...but the heartbeat must go on.
-        clock.advance(Duration::from_secs(66));
+        clock.advance(Duration::from_secs(4));
+        t.poll(true);
         assert!(reason(&t).contains("heartbeat"));
-        t.heartbeat();
-        t.run_ended("completed_passed", None, Duration::from_secs(1));
-        assert!(t.health().is_ok());
-        clock.advance(Duration::from_secs(34));
-        assert!(t.health().is_err());
     }
 
-    /// A batch of ten minutes on a 10 s poll interval: right after it, the service is about
-    /// to poll again, not stale; once it has idled past the bound without polling, it is.
+    /// #43 gap 12: serve polls while a batch runs, so a batch excuses no poll. Ten minutes
+    /// into a batch on a 10 s poll interval whose polls all failed, the service is stale;
+    /// one that polled during the batch is not. Before: the batch's time was taken off the
+    /// poll's age, so a feed down during a long batch never turned `/healthz` red.
     #[test]
-    fn serve_health_a_long_batch_does_not_make_the_poll_stale_afterwards() {
+    fn serve_health_a_poll_failing_during_a_long_batch_is_stale_though_runs_go_on() {
         let (t, clock) = telemetry(10);
         t.poll(true);
         t.heartbeat();
-        clock.advance(Duration::from_secs(1));
         t.run_started();
-        clock.advance(Duration::from_secs(600));
-        t.run_ended("completed_passed", None, Duration::from_secs(600));
-        t.heartbeat();
-        clock.advance(Duration::from_secs(1));
+        for _ in 0..60 {
+            clock.advance(Duration::from_secs(10));
+            t.poll(false);
+            t.heartbeat();
+        }
+        assert!(
+            reason(&t).contains("last successful poll"),
+            "{:?}",
+            t.health()
+        );
+        // Polling again while the same batch runs: fresh.
+        t.poll(true);
         assert!(t.health().is_ok(), "{:?}", t.health());
+        t.run_ended("completed_passed", None, Duration::from_secs(600));
         clock.advance(Duration::from_secs(34));
         assert!(t.health().is_err());
-        // The next successful poll starts the count afresh.
-        t.poll(true);
-        assert_eq!(t.busy_ms_since_ok.load(Ordering::Relaxed), 0);
-        assert!(t.health().is_ok());
     }
 
     /// Issue 21.7: the wall clock steps back an hour while the feed is down for 40 s: the

@@ -656,9 +656,10 @@ pub struct ServeArgs {
     /// Serve GET /healthz and GET /metrics (Prometheus text) on this loopback address,
     /// e.g. 127.0.0.1:9464; any other address is refused (exit 78) without
     /// --metrics-allow-remote. /healthz answers 200
-    /// when the last successful poll is within 3.3 poll intervals (runs in progress pause
-    /// that clock) and the ledger heartbeat is fresh, both on the monotonic clock, 503 with
-    /// the reason otherwise; 503 "degraded" when the last 3 runs all failed for host causes.
+    /// when the last successful poll is within 3.3 poll intervals (it polls while jobs run
+    /// too: runs excuse no poll) and the ledger heartbeat is fresh, both on the monotonic
+    /// clock, 503 with the reason otherwise; 503 "degraded" when the last 3 runs all failed
+    /// for host causes.
     #[arg(long, value_name = "ADDR")]
     pub metrics_listen: Option<std::net::SocketAddr>,
     /// Let --metrics-listen be an address other than loopback (e.g. 0.0.0.0:9464, for a
