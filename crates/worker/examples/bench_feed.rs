@@ -20,14 +20,11 @@
 //! digest no registry holds (the image's repository at sha256:00…01), so `worker feed --pull`
 //! ends them `no_verdict (image_missing)`: one bounty author's broken image among good jobs.
 
-#[path = "../tests/it/feed_support/mod.rs"]
-mod feed_support;
-
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use feed_support::{VERIFIER, codeload_dir, dir_digest, feed_path};
 use serde_json::{Value, json};
+use test_feed::{VERIFIER, codeload_dir, dir_digest, feed_path};
 use verifier_sdk::fixtures::{BENCHMARK_COMMIT, JobParams, job_value, sample_manifest};
 
 fn main() -> std::process::ExitCode {

@@ -8,10 +8,10 @@ use std::collections::BTreeMap;
 use std::fs;
 use std::path::{Path, PathBuf};
 
-use crate::feed_support::*;
 use proptest::prelude::*;
+use test_feed::*;
 use verifier_sdk::RelativeDir;
-use worker_jobs::feed::archive::{ArchiveError, ArchiveLimits, Extracted, extract_tar_gz};
+use worker_store::archive::{ArchiveError, ArchiveLimits, Extracted, extract_tar_gz};
 
 const TOP: &str = "solution-0123456789abcdef0123456789abcdef01234567";
 
@@ -635,8 +635,8 @@ fn assert_huge_header_refused(kind: tar::EntryType) {
     let gz = huge_extension_header(kind, 100 << 20);
     assert!(gz.len() < 1 << 20, "zeros compress well: {}", gz.len());
     let limits = ArchiveLimits {
-        max_compressed_bytes: worker_jobs::feed::archive::SOURCE_MAX_COMPRESSED,
-        max_uncompressed_bytes: worker_jobs::feed::archive::SOURCE_MAX_UNCOMPRESSED,
+        max_compressed_bytes: worker_store::archive::SOURCE_MAX_COMPRESSED,
+        max_uncompressed_bytes: worker_store::archive::SOURCE_MAX_UNCOMPRESSED,
         ..roomy()
     };
     let s = scratch();

@@ -31,7 +31,7 @@ use worker_serve::shutdown::Shutdown;
 use worker_serve::telemetry::Telemetry;
 use worker_serve::{ServeConfig, prepare, serve_with};
 
-use crate::feed_support::*;
+use test_feed::*;
 
 /// TEST DOUBLE of the engine: no images, no containers, nothing to run; with `true`, its
 /// image list is refused (so an image budget cannot be checked and the jobs are held back).

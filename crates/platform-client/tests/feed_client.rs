@@ -5,9 +5,9 @@
 
 use std::time::Duration;
 
-use crate::feed_support::*;
 use platform_client::{ClientError, ClientLimits, PlatformClient};
 use serde_json::json;
+use test_feed::*;
 use verifier_sdk::{Address, Network};
 
 fn client() -> PlatformClient {

@@ -1,7 +1,12 @@
-//! Shared pieces of the feed tests: canned routes on the shared loopback HTTP server, raw tar.gz
-//! builders that can write any (hostile) entry, and fixture jobs whose committed digests match
-//! trees built here.
-#![allow(dead_code)]
+//! Test-only: shared pieces of the feed tests: canned routes on the shared loopback HTTP server
+//! (`test-http`), raw tar.gz builders that can write any (hostile) entry, and fixture jobs whose
+//! committed digests match trees built here.
+//!
+//! A crate rather than a test module because the tests that use it live in several crates (the
+//! worker's own, and those of `platform-client`, `worker-store` and `worker-serve`, which test
+//! those libraries without the worker binary), and the worker's `bench_feed` example serves
+//! its feed with it too. It ships in no binary and holds no logic of the code under test: it
+//! builds inputs, it never checks outputs.
 // Test scaffolding: a failure here should fail the test loudly.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
