@@ -8,6 +8,10 @@
 //! the held run is released only once the service has taken the poll that lists the new job
 //! (its `jobs_seen` counter), and a run's end is handled only after that poll's jobs are
 //! queued (one task, one select step at a time).
+//!
+//! The same loop is held to its deadline gauge (`worker_serve_nearest_window_end_seconds`,
+//! with an executor double that yields verdicts) and to `/healthz` while a batch runs (#43
+//! gaps 5 and 12).
 
 // Test scaffolding outside #[test] fns (fakes, builders): failures should fail loudly.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
@@ -21,7 +25,7 @@ use std::time::Duration;
 use serde_json::{Value, json};
 use verifier_sdk::evidence::EngineFacts;
 use verifier_sdk::fixtures::{BENCHMARK_COMMIT, EXPIRES_AT};
-use verifier_sdk::{Network, ValidatedJob};
+use verifier_sdk::{ExecutionFacts, Network, Outcome, RunOutput, ValidatedJob};
 use worker_jobs::feed::{ExecutedJob, FeedConfig, JobExecutor, JobFailure};
 use worker_sandbox::engine::{CallError, FreeSpace, ImageSummary};
 use worker_sandbox::images::ImageStore;
@@ -225,6 +229,12 @@ async fn deadline_first(fleet: Option<&test_postgres::TestDb>) {
         Some(1.0)
     );
     assert_eq!(metric(&telemetry, "worker_serve_jobs_at_risk"), Some(1.0));
+    // No job has a candidate (every run ends without a verdict): the nearest window end is
+    // D's, 150 s away on the service's clock (#43 gap 5).
+    assert_eq!(
+        metric(&telemetry, "worker_serve_nearest_window_end_seconds"),
+        Some((too_short["verification_expires_at"].as_u64().unwrap() - (end - 150)) as f64)
+    );
     // Its own row in the ledger, as `worker feed` reports it: never started, with the figures.
     let too_short_id = too_short["job_id"].as_str().unwrap();
     let (outcome, reason_code, reason) = match fleet {
@@ -483,4 +493,180 @@ async fn wait_for(done: impl Fn() -> bool) -> bool {
         tokio::time::sleep(Duration::from_millis(10)).await;
     }
     false
+}
+
+/// An evidence record shaped as the Docker executor's but labelled `test-double`, so that no
+/// signer accepts a candidate carrying it.
+fn double_evidence(job: &ValidatedJob) -> worker_jobs::run::SealedEvidence {
+    let facts = ExecutionFacts {
+        exit_code: 0,
+        stdout_sha256: verifier_sdk::Sha256Digest::from_bytes([1; 32]),
+        stderr_sha256: verifier_sdk::Sha256Digest::from_bytes([2; 32]),
+        stdout_bytes: 0,
+        stderr_bytes: 0,
+    };
+    let (_, value) = verifier_sdk::fixtures::completed_run(job, facts);
+    let mut record = verifier_sdk::evidence::EvidenceRecord::from_docker_value(&value).unwrap();
+    record.executor = "test-double".into();
+    worker_jobs::run::SealedEvidence::seal(record).unwrap()
+}
+
+/// TEST DOUBLE of the job executor that yields a passing verdict (and so a candidate) for
+/// every job, each run held until the test releases one permit; records the rounds run.
+struct Verdicts {
+    order: Mutex<Vec<u64>>,
+    release: tokio::sync::Semaphore,
+}
+
+#[async_trait::async_trait]
+impl JobExecutor for Verdicts {
+    async fn execute(
+        &self,
+        job: &ValidatedJob,
+        source_dir: &Path,
+        benchmark_dir: &Path,
+    ) -> Result<ExecutedJob, JobFailure> {
+        self.order.lock().unwrap().push(job.round());
+        self.release.acquire().await.unwrap().forget();
+        let facts = ExecutionFacts {
+            exit_code: 0,
+            stdout_sha256: verifier_sdk::Sha256Digest::from_bytes([3; 32]),
+            stderr_sha256: verifier_sdk::Sha256Digest::from_bytes([4; 32]),
+            stdout_bytes: 3,
+            stderr_bytes: 4,
+        };
+        Ok(ExecutedJob {
+            output: RunOutput::Verdict(Outcome::for_job(job, facts)),
+            evidence: Some(double_evidence(job)),
+            source_digest: dir_digest(source_dir),
+            benchmark_digest: dir_digest(benchmark_dir),
+        })
+    }
+}
+
+/// #43 gap 5: `worker_serve_nearest_window_end_seconds` is the seconds, by the service's
+/// clock, to the nearest window end among the listed jobs without a candidate; once that job
+/// has its candidate the gauge moves to the next one, and to -1 when none is left. The values
+/// are computed here from the jobs' windows and the injected clock, so a gauge counting jobs
+/// with a candidate, or reading another clock, fails.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn serve_nearest_window_gauge_is_the_nearest_job_without_a_candidate_and_moves_on_once_it_has_one()
+ {
+    let server = TestServer::start().await;
+    let bench = serve_benchmark(&server);
+    let now_s = EXPIRES_AT - 150;
+    let later = job_at(&server, bench, 1, EXPIRES_AT + 10_000, 120);
+    let sooner = job_at(&server, bench, 2, EXPIRES_AT + 3_000, 120);
+    server.route(&feed_path(VERIFIER), Reply::json(&json!([later, sooner])));
+    let left = |job: &Value| {
+        let end = job["verification_expires_at"].as_u64().unwrap();
+        Some((end - now_s) as f64)
+    };
+    let tmp = tempfile::tempdir().unwrap();
+    let config = serve_config(&server, tmp.path(), None);
+    let clock = Arc::new(ManualClock::new(i64::try_from(now_s).unwrap() * 1000));
+    let telemetry = Telemetry::new(config.poll_interval, clock);
+    let prepared = prepare(&config).unwrap();
+    let docker = no_engine();
+    let verdicts = Verdicts {
+        order: Mutex::new(Vec::new()),
+        release: tokio::sync::Semaphore::new(0),
+    };
+    let gauge = || metric(&telemetry, "worker_serve_nearest_window_end_seconds");
+    let shutdown = Shutdown::never();
+    let drive = async {
+        // The sooner job runs first and is held: neither has a candidate.
+        assert!(wait_for(|| *verdicts.order.lock().unwrap() == [2]).await);
+        assert!(
+            wait_for(|| gauge() == left(&sooner)).await,
+            "gauge {:?}, want {:?}",
+            gauge(),
+            left(&sooner)
+        );
+        // The sooner job gets its candidate; the later one runs, held, without one.
+        verdicts.release.add_permits(1);
+        assert!(wait_for(|| *verdicts.order.lock().unwrap() == [2, 1]).await);
+        assert!(
+            wait_for(|| gauge() == left(&later)).await,
+            "gauge {:?}, want {:?}",
+            gauge(),
+            left(&later)
+        );
+        verdicts.release.add_permits(1);
+        assert!(
+            wait_for(|| gauge() == Some(-1.0)).await,
+            "gauge {:?}",
+            gauge()
+        );
+    };
+    tokio::select! {
+        r = serve_with(&config, prepared.ledger, &docker, &verdicts, &shutdown, &telemetry) => panic!("serve stopped: {r:?}"),
+        () = drive => {}
+    }
+    let ledger = worker_serve::ledger::Ledger::open(&config.state_dir).unwrap();
+    for job in [&sooner, &later] {
+        let runs = ledger.runs(job["job_id"].as_str()).unwrap();
+        assert!(
+            runs.iter()
+                .any(|r| r.outcome.as_deref() == Some("completed_passed")),
+            "{runs:?}"
+        );
+    }
+}
+
+/// #43 gap 12: serve polls while a batch runs, so a feed that stops answering during a long
+/// batch turns `/healthz` red once the last successful poll is older than its bound (3.3 poll
+/// intervals, on the injected clock), and green again once a poll during the same batch
+/// answers. Before: the batch's time was taken off the poll's age (a rule from when serve
+/// polled only between batches), so a feed down during a long batch never turned it red.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn serve_healthz_turns_red_when_the_feed_fails_during_a_long_batch() {
+    let server = TestServer::start().await;
+    let bench = serve_benchmark(&server);
+    let running = job_at(&server, bench, 1, EXPIRES_AT + 3_000, 120);
+    let feed = feed_path(VERIFIER);
+    server.route(&feed, Reply::json(&json!([running])));
+    let tmp = tempfile::tempdir().unwrap();
+    let config = serve_config(&server, tmp.path(), None);
+    let clock = Arc::new(ManualClock::new(
+        i64::try_from(EXPIRES_AT - 3_600).unwrap() * 1000,
+    ));
+    let telemetry = Telemetry::new(config.poll_interval, clock.clone());
+    let prepared = prepare(&config).unwrap();
+    let docker = no_engine();
+    let recorder = Recorder {
+        order: Mutex::new(Vec::new()),
+        held_round: 1,
+        release: tokio::sync::Semaphore::new(0),
+    };
+    let failed = || metric(&telemetry, "worker_serve_polls_total{result=\"failed\"}");
+    let shutdown = Shutdown::never();
+    let drive = async {
+        // The batch runs (its one job held) and the service is healthy.
+        assert!(wait_for(|| !recorder.order.lock().unwrap().is_empty()).await);
+        assert!(telemetry.health().is_ok(), "{:?}", telemetry.health());
+        // The feed fails; once a poll made after that has failed, every later one fails too
+        // (one poll at a time), so the last success stays where it is.
+        server.route(&feed, Reply::status(500));
+        assert!(wait_for(|| failed().is_some_and(|n| n >= 1.0)).await);
+        // 1 s on the service's clock: far past the bound of 3.3 × 50 ms, far within the
+        // heartbeat's (60 s more).
+        clock.advance(Duration::from_secs(1));
+        let red = telemetry.health().unwrap_err();
+        assert_eq!(red.status, "unhealthy", "{red:?}");
+        assert!(red.reason.contains("last successful poll"), "{red:?}");
+        // The feed answers again during the same batch: green without the batch ending.
+        server.route(&feed, Reply::json(&json!([running])));
+        assert!(
+            wait_for(|| telemetry.health().is_ok()).await,
+            "{:?}",
+            telemetry.health()
+        );
+        assert_eq!(*recorder.order.lock().unwrap(), [1]);
+    };
+    tokio::select! {
+        r = serve_with(&config, prepared.ledger, &docker, &recorder, &shutdown, &telemetry) => panic!("serve stopped: {r:?}"),
+        () = drive => {}
+    }
+    recorder.release.add_permits(1);
 }
