@@ -30,9 +30,11 @@
 #
 # verify-provenance is PROVENANCE_VERIFIER, else the one on PATH, else built here from this
 # checkout (cargo build --release --locked -p provenance, a few minutes on a fresh runner).
-# VERIFY_ATTESTATION=gh keeps the former online check instead (`gh attestation verify`, which
-# fetches Sigstore's trusted root): the workflows' download steps set it, because they check
-# out only .github/scripts and compile nothing, so they have no verifier to run (yet).
+# With PROVENANCE_VERIFIER_SHA256 set, even empty, only a verifier of exactly that sha256 runs,
+# from a private copy, and anything else ends the job before a byte is downloaded: the
+# workflows' download steps compile nothing, they run the build of their run's `verifier` job
+# (.github/scripts/build-verifier.sh), handed over as an artifact of the run, and give that
+# job's sha256 output here.
 # SIGNER_REPOSITORY, SIGNER_REF and SOURCE_REF (defaults: GITHUB_REPOSITORY, refs/heads/main,
 # refs/heads/main) exist for the tests, which verify a real bundle of another project.
 #
@@ -55,8 +57,8 @@
 # WAIT_SECONDS, ARTIFACT_ID, LOOKUP_ONLY, GITHUB_REPOSITORY, GH_TOKEN, GITHUB_API_URL,
 # GITHUB_OUTPUT (optional), BUILD_WORKFLOW (default regression-verifier-build.yml),
 # CI_WORKFLOW (default ci.yml), SIGNER_WORKFLOW (default regression-verifier-release-build.yml),
-# VERIFY_ATTESTATION (default 1, offline; gh, online; 0 only in tests of the other checks), TRUSTED_ROOT,
-# PROVENANCE_VERIFIER, SIGNER_REPOSITORY, SIGNER_REF, SOURCE_REF.
+# VERIFY_ATTESTATION (default 1; 0 only in tests of the other checks), TRUSTED_ROOT,
+# PROVENANCE_VERIFIER, PROVENANCE_VERIFIER_SHA256, SIGNER_REPOSITORY, SIGNER_REF, SOURCE_REF.
 set -euo pipefail
 # shellcheck source=.github/scripts/lib.sh
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
@@ -171,7 +173,7 @@ trap 'rm -rf "${work}"' EXIT
 # The verifier, found or built before anything is downloaded: without it nothing is installed.
 verifier=""
 verify_mode="${VERIFY_ATTESTATION:-1}"
-[[ "${verify_mode}" =~ ^(0|1|gh)$ ]] || fail "VERIFY_ATTESTATION is 1 (offline), gh (online) or 0, not ${verify_mode}"
+[[ "${verify_mode}" =~ ^(0|1)$ ]] || fail "VERIFY_ATTESTATION is 1 (offline) or 0 (tests only), not ${verify_mode}"
 if [[ "${verify_mode}" == 1 ]]; then
   [[ -f "${trusted_root}" ]] || fail "no pinned Sigstore trusted root at ${trusted_root}"
   verifier="${PROVENANCE_VERIFIER:-$(command -v verify-provenance || true)}"
@@ -182,6 +184,19 @@ if [[ "${verify_mode}" == 1 ]]; then
       fail "verify-provenance could not be built; no binary is installed without its provenance checked"
     verifier="$(cargo metadata --format-version 1 --no-deps --manifest-path "${repo_root}/Cargo.toml" |
       jq -r .target_directory)/release/verify-provenance"
+  fi
+  if [[ -n "${PROVENANCE_VERIFIER_SHA256+set}" ]]; then
+    # Empty when the job that built it did not run: never a reason to run whatever is there.
+    [[ "${PROVENANCE_VERIFIER_SHA256}" =~ ^[0-9a-f]{64}$ ]] ||
+      fail "PROVENANCE_VERIFIER_SHA256 is not a sha256 ('${PROVENANCE_VERIFIER_SHA256}'): the build of verify-provenance is unknown, so nothing is downloaded or installed"
+    [[ -f "${verifier}" ]] || fail "verify-provenance ${verifier} is not a file"
+    # Checked and run from one private copy, so the bytes run are the bytes checked.
+    cp "${verifier}" "${work}/verify-provenance"
+    chmod 0700 "${work}/verify-provenance"
+    verifier_digest="$(sha256sum "${work}/verify-provenance" | cut -d' ' -f1)"
+    [[ "${verifier_digest}" == "${PROVENANCE_VERIFIER_SHA256}" ]] ||
+      fail "verify-provenance ${verifier} is not the build its job reported (sha256 ${verifier_digest}, expected ${PROVENANCE_VERIFIER_SHA256}); nothing is downloaded or installed"
+    verifier="${work}/verify-provenance"
   fi
   [[ -x "${verifier}" ]] || fail "verify-provenance ${verifier} is not an executable"
 fi
@@ -236,11 +251,6 @@ for name in "$@"; do
     fail "${name} does not match its SHA-256 (${actual}, expected ${expected})"
   if [[ "${verify_mode}" == 1 ]]; then
     verify_provenance "${name}" "${file}" "${actual}"
-  elif [[ "${verify_mode}" == gh ]]; then
-    gh attestation verify "${file}" --repo "${GITHUB_REPOSITORY}" \
-      --signer-workflow "${GITHUB_REPOSITORY}/.github/workflows/${signer_workflow}" \
-      --source-ref refs/heads/main --source-digest "${commit}" --deny-self-hosted-runners >/dev/null ||
-      fail "${name}: its build provenance attestation does not verify (gh attestation verify)"
   fi
 done
 

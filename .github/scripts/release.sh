@@ -10,9 +10,9 @@
 # when it downloads (fetch-binaries.sh): the commit is on main (main's head or an ancestor),
 # CI passed for it (a push run of ci.yml on main), a successful build run of it left an
 # unexpired `regression-binaries` artifact, and each of worker, signer and keeper matches
-# SHA256SUMS, COMMIT and (with VERIFY_ATTESTATION=1, the default; needs `gh`) its build
-# provenance attestation. Any failure leaves the variable as it was. DRY_RUN=1 checks and
-# prints, without writing. The token must be allowed to write repository variables (an
+# SHA256SUMS, COMMIT and (with VERIFY_ATTESTATION=1, the default) its build provenance
+# attestation, verified offline by verify-provenance. Any failure leaves the variable as it
+# was. DRY_RUN=1 checks and prints, without writing. The token must be allowed to write repository variables (an
 # administrator's or maintainer's `gh auth token`; the workflows' GITHUB_TOKEN cannot).
 #
 # Prints the previous release, the new one and the artifact's expiry: a release must be

@@ -6,7 +6,7 @@
 # evaluated against the variables the GitHub stand-in holds) run against the stand-in with
 # the real worker, signer and keeper zipped as the build workflow uploads them.
 #
-#   .github/scripts/tests/release.sh [directory holding the built keeper, signer and worker]
+#   .github/scripts/tests/release.sh [directory holding the built keeper, signer, worker and verify-provenance]
 #
 # Prints one line per case and closes with "N passed, N failed".
 set -uo pipefail
@@ -27,8 +27,8 @@ release_sha=1111111111111111111111111111111111111111
 merged_sha=3333333333333333333333333333333333333333
 other_sha=4444444444444444444444444444444444444444
 
-for b in worker signer keeper; do
-  [[ -x "${bin_dir}/${b}" ]] || { echo "FAIL  release: ${bin_dir}/${b} is not built (cargo build -p ${b})"; exit 1; }
+for b in worker signer keeper verify-provenance; do
+  [[ -x "${bin_dir}/${b}" ]] || { echo "FAIL  release: ${bin_dir}/${b} is not built (cargo build -p ${b%-provenance})"; exit 1; }
 done
 
 # verify-provenance as fetch-binaries.sh calls it, reduced to one question: is the bundle the
@@ -50,20 +50,26 @@ digest="$(sha256sum "${artifact}" | cut -d' ' -f1)"
 [[ "$(jq -r '.stand_in_for // empty' "${bundle}")" == "${digest}" ]] || exit 4
 SH
 chmod +x "${tmp}/fakebin/verify-provenance"
+# release.sh's own runs take it from here; the workflows' download steps name the verifier their
+# run built (`verifier/verify-provenance`, checked against the `verifier` job's sha256 output).
 export PROVENANCE_VERIFIER="${tmp}/fakebin/verify-provenance"
 
 # The build of COMMIT as regression-verifier-build.yml leaves it: a successful CI push run, a
 # successful build run (id RUN) with its regression-binaries artifact (id ARTIFACT), and an
 # attestation per binary.
 add_routes() { jq "$@" "${routes}" > "${routes}.new" && mv "${routes}.new" "${routes}"; }
-built() { # commit run-id artifact-id
-  local dir="${tmp}/build-$1" zip="${tmp}/build-$1.zip" b attestations='{}'
+# With a file and a bundle, that file's bytes are all three binaries and the attestations API
+# answers that bundle for each binary's sha256, whatever the bytes are.
+built() { # commit run-id artifact-id [file bundle]
+  local dir="${tmp}/build-$1" zip="${tmp}/build-$1.zip" b attestations='{}' bundle
   rm -rf "${dir}" "${zip}"; mkdir -p "${dir}"
-  for b in worker signer keeper; do cp "${bin_dir}/${b}" "${dir}/"; done
+  for b in worker signer keeper; do cp "${4:-${bin_dir}/${b}}" "${dir}/${b}"; done
   (cd "${dir}" && sha256sum worker signer keeper > SHA256SUMS && echo "$1" > COMMIT && zip -q "${zip}" ./*)
   for b in worker signer keeper; do
+    bundle="$(jq -n --arg d "$(sha256sum "${dir}/${b}" | cut -d' ' -f1)" '{stand_in_for: $d}')"
+    [[ -z "${5:-}" ]] || bundle="$(cat "$5")"
     attestations="$(jq --arg p "${r}/attestations/sha256:$(sha256sum "${dir}/${b}" | cut -d' ' -f1)" \
-      --arg d "$(sha256sum "${dir}/${b}" | cut -d' ' -f1)" '. + {($p): {attestations: [{bundle: {stand_in_for: $d}}]}}' <<<"${attestations}")"
+      --argjson bundle "${bundle}" '. + {($p): {attestations: [{bundle: $bundle}]}}' <<<"${attestations}")"
   done
   add_routes --arg r "${r}" --arg c "$1" --argjson run "$2" --argjson art "$3" --arg zip "${zip}" --argjson att "${attestations}" '
     . + $att + {
@@ -93,16 +99,31 @@ mkdir -p "${ws}/.github"
 ln -s "${scripts}" "${ws}/.github/scripts"
 # fetch-binaries.sh reads the pinned Sigstore root from the checkout it runs in.
 ln -s "$(cd "${scripts}/../.." && pwd)/deploy" "${ws}/deploy"
+# What the `verifier` job of a run hands the download steps: its build of verify-provenance,
+# downloaded by actions/download-artifact into verifier/ (which keeps no executable bit), and
+# the build's sha256 as the job's output.
+verifier_sha=""
+use_verifier() { # file [sha256 the verifier job reports; default: the file's]
+  rm -rf "${ws:?}/verifier"; mkdir -p "${ws}/verifier"
+  cp "$1" "${ws}/verifier/verify-provenance"; chmod 0644 "${ws}/verifier/verify-provenance"
+  verifier_sha="${2-$(sha256sum "$1" | cut -d' ' -f1)}"
+}
+use_verifier "${tmp}/fakebin/verify-provenance"
+# Settings of a test the workflow does not make (the fixture's signer identity), passed to every
+# step after the step's own env.
+step_env=()
 step() { # workflow job step-name [extra context json]
   local context env_file="${tmp}/step.env" run_file="${tmp}/step.run"
   context="$(jq -n --arg rel "$(variable)" --arg head "$(curl --silent --header "Authorization: Bearer x" "${GITHUB_API_URL}${r}/commits/main" | jq -r .sha)" \
-    --argjson extra "${4:-{\}}" '{vars: {REGRESSION_RELEASE: $rel}, github: {token: "test-token", sha: $head}} * $extra')"
+    --arg vsha "${verifier_sha}" --argjson extra "${4:-{\}}" \
+    '{vars: {REGRESSION_RELEASE: $rel}, github: {token: "test-token", sha: $head}, needs: {verifier: {outputs: {sha256: $vsha}}}} * $extra')"
   printf '%s' "${context}" > "${tmp}/context.json"
   python3 "${here}/workflow_step.py" "${workflows}/$1" "$2" "$3" "${tmp}/context.json" "${env_file}" "${run_file}" || { status=99; return; }
   rm -rf "${ws:?}/bin"
   local -a env_args=()
   mapfile -t env_args < "${env_file}"
-  run_script env -C "${ws}" "${env_args[@]}" VERIFY_ATTESTATION=1 bash -e "${run_file}"
+  # The step's env as written: a VERIFY_ATTESTATION the workflow sets is what runs.
+  run_script env -C "${ws}" "${env_args[@]}" "${step_env[@]}" bash -e "${run_file}"
   cat "${tmp}/requests.log" >> "${tmp}/cycle-requests.log"
 }
 out() { awk -F= -v k="$1" '$1 == k { v = $2 } END { print v }' "${out_file}"; }
@@ -417,5 +438,130 @@ while IFS= read -r cmd; do
 done <<<"${releases}"
 check "runbook: the ${ran} release commands of 'Releases' run as written against the stand-in" \
   eval '((ran == 2)) && [[ -z "${failed_cmds}" ]] && [[ "$(variable)" == "${release_sha}" ]]'
+
+# --- the workflows' own downloads verify provenance offline (#49 item 3) ---------------------
+# Every step that downloads a release binary (fetch-binaries.sh without LOOKUP_ONLY) checks its
+# provenance with verify-provenance against the Sigstore root pinned in its own checkout: never
+# `gh attestation verify` (VERIFY_ATTESTATION: gh), never unchecked (0). The verifier is built
+# by the run's `verifier` job from the commit whose scripts and root the download step checks
+# out (no key, no environment on that VM), and handed over as an artifact whose sha256 the
+# download step checks against that job's output before running it.
+offline="$(python3 - "${workflows}" <<'PY'
+import glob, os, sys
+import yaml
+flows = {os.path.basename(p): yaml.safe_load(open(p)) for p in sorted(glob.glob(sys.argv[1] + "/*.yml"))}
+problems, downloads = [], []
+for name, flow in flows.items():
+    jobs = flow["jobs"]
+    for job_id, job in jobs.items():
+        steps = job.get("steps", [])
+        for step in steps:
+            env = {k: str(v) for k, v in (step.get("env") or {}).items()}
+            where = "%s %s %r" % (name, job_id, step.get("name"))
+            if env.get("VERIFY_ATTESTATION", "1") != "1":
+                problems.append("%s sets VERIFY_ATTESTATION: %s" % (where, env["VERIFY_ATTESTATION"]))
+            if "gh attestation" in str(step.get("run", "")):
+                problems.append("%s runs gh attestation" % where)
+            if "fetch-binaries.sh" not in str(step.get("run", "")) or env.get("LOOKUP_ONLY", "0") != "0":
+                continue
+            downloads.append("%s:%s" % (name.replace("regression-verifier-", "").replace(".yml", ""), job_id))
+            want = {"TRUSTED_ROOT": "deploy/sigstore/trusted_root.json",
+                    "PROVENANCE_VERIFIER": "verifier/verify-provenance",
+                    "PROVENANCE_VERIFIER_SHA256": "${{ needs.verifier.outputs.sha256 }}"}
+            problems += ["%s: %s is %r, not %r" % (where, k, env.get(k), v) for k, v in want.items() if env.get(k) != v]
+            needs = job.get("needs", [])
+            if "verifier" not in ([needs] if isinstance(needs, str) else needs):
+                problems.append("%s: the job does not need the verifier job" % where)
+            before = steps[:steps.index(step)]
+            checkout = [s for s in before if "actions/checkout@" in str(s.get("uses", ""))]
+            sparse = str((checkout[0].get("with") or {}).get("sparse-checkout", "")).split() if checkout else []
+            if "deploy/sigstore" not in sparse:
+                problems.append("%s: its checkout %s has no deploy/sigstore (the pinned root)" % (where, sparse))
+            fetched = [s for s in before if "actions/download-artifact@" in str(s.get("uses", ""))
+                       and (s.get("with") or {}).get("name") == "verify-provenance"
+                       and (s.get("with") or {}).get("path") == "verifier" and "if" not in s]
+            if len(fetched) != 1:
+                problems.append("%s: verify-provenance is not downloaded into verifier/ before it" % where)
+            builder = jobs.get("verifier")
+            if not builder:
+                problems.append("%s has no verifier job" % name)
+                continue
+            b_checkout = [s for s in builder["steps"] if "actions/checkout@" in str(s.get("uses", ""))]
+            ref = lambda steps_: str(((steps_[0].get("with") or {}) if steps_ else {}).get("ref", "github.sha"))
+            if not b_checkout or (b_checkout[0].get("with") or {}).get("sparse-checkout"):
+                problems.append("%s: the verifier job does not check out the whole source" % name)
+            elif ref(b_checkout) != ref(checkout):
+                problems.append("%s: the verifier is built from %s, the scripts and root come from %s" % (where, ref(b_checkout), ref(checkout)))
+            if builder.get("environment") or "secrets." in str(builder):
+                problems.append("%s: the verifier job holds an environment or a secret" % name)
+            if builder.get("permissions") != {"contents": "read"}:
+                problems.append("%s: the verifier job's permissions are %r" % (name, builder.get("permissions")))
+            build = [s for s in builder["steps"] if s.get("run") == ".github/scripts/build-verifier.sh"]
+            if len(build) != 1 or builder.get("outputs", {}).get("sha256") != "${{ steps.%s.outputs.sha256 }}" % build[0].get("id"):
+                problems.append("%s: the verifier job's sha256 output is not build-verifier.sh's" % name)
+            up = [s for s in builder["steps"] if "actions/upload-artifact@" in str(s.get("uses", ""))
+                  and (s.get("with") or {}).get("name") == "verify-provenance"]
+            if len(up) != 1 or up[0]["with"].get("path") != "verifier/verify-provenance" or up[0]["with"].get("if-no-files-found") != "error":
+                problems.append("%s: the verifier job does not upload verifier/verify-provenance" % name)
+print(" ".join(sorted(downloads)) + "|" + "; ".join(problems))
+PY
+)"
+offline_downloads="${offline%%|*}" offline_problems="${offline#*|}"
+check "offline provenance: no workflow step verifies with gh attestation verify (VERIFY_ATTESTATION: gh) or skips the check; each download step (${offline_downloads}) runs its run's own verify-provenance build, sha256-checked, against the checkout's pinned root${offline_problems:+ (${offline_problems})}" \
+  eval '[[ "${offline_downloads}" == "keeper:relay runner:run-feed signer:rerun signer:sign" && -z "${offline_problems}" ]]'
+
+# Each of those steps as written, with the real verify-provenance: a real GitHub Actions SLSA
+# bundle and the file it attests (crates/provenance/tests/fixtures: pypi-attestations 0.0.19,
+# built by trailofbits/pypi-attestations' release.yml at 08802efe…) stand in for a release whose
+# worker, signer and keeper are that file, judged against deploy/sigstore/trusted_root.json
+# with nothing of Sigstore's fetched. Its signer identity is the fixture's (SIGNER_* and
+# SOURCE_REF, which the workflows leave at this repository's release build on main).
+prov_fixtures="${repo}/crates/provenance/tests/fixtures"
+prov_sha=08802efe1f8e5fec4ad842d6b8ce97656092ee72
+prov_file="${prov_fixtures}/pypi_attestations-0.0.19.tar.gz"
+prov_bundle="${prov_fixtures}/pypi_attestations-0.0.19.tar.gz.slsa.sigstore.json"
+step_env=(SIGNER_REPOSITORY=trailofbits/pypi-attestations SIGNER_WORKFLOW=release.yml
+  SIGNER_REF=refs/tags/v0.0.19 SOURCE_REF=refs/tags/v0.0.19)
+use_verifier "${bin_dir}/verify-provenance"
+add_routes --arg p "${r}/actions/variables/REGRESSION_RELEASE" --arg v "${prov_sha}" '. + {($p): {name: "REGRESSION_RELEASE", value: $v}}'
+# Whoever can upload the build's artifact can rewrite SHA256SUMS too: one byte of the file
+# changed and its sum rewritten, and the attestations API answering the real bundle for it.
+cp "${prov_file}" "${tmp}/prov-flipped"
+offset=$(($(stat -c %s "${tmp}/prov-flipped") / 2))
+byte="$(od -An -tu1 -j "${offset}" -N1 "${tmp}/prov-flipped" | tr -d ' ')"
+printf '%b' "\\$(printf '%03o' $(((byte + 1) % 256)))" | dd of="${tmp}/prov-flipped" bs=1 seek="${offset}" conv=notrunc status=none
+download_step() { # workflow job step-name artifact-id
+  local outputs
+  outputs="$(jq -n --arg rel "${prov_sha}" --arg a "$4" '{outputs: {release: $rel, artifact_id: $a}}')"
+  step "$1" "$2" "$3" "$(jq -n --argjson o "${outputs}" '{needs: {plan: $o, gate: $o}}')"
+}
+for download in "regression-verifier-runner.yml run-feed worker" "regression-verifier-signer.yml rerun worker" \
+  "regression-verifier-signer.yml sign signer" "regression-verifier-keeper.yml relay keeper"; do
+  read -r wf job b <<<"${download}"
+  step_name="Download and verify the ${b} of the pinned release"
+  built "${prov_sha}" 171 951 "${prov_file}" "${prov_bundle}"
+  download_step "${wf}" "${job}" "${step_name}" 951
+  check "offline provenance: ${wf} ${job}: a binary whose real bundle verifies offline against the pinned root is installed" \
+    eval '((status == 0)) && cmp -s "${ws}/bin/${b}" "${prov_file}" && grep -q "/attestations/sha256:$(sha256sum "${prov_file}" | cut -d" " -f1)" "${tmp}/requests.log"'
+  built "${prov_sha}" 171 951 "${tmp}/prov-flipped" "${prov_bundle}"
+  download_step "${wf}" "${job}" "${step_name}" 951
+  check "offline provenance: ${wf} ${job}: one byte of the fetched ${b} changed (SHA256SUMS rewritten to match) is refused by its provenance; nothing installed" \
+    eval '((status != 0)) && said "artifact hash does not match" && grep -q "artifacts/951/zip" "${tmp}/requests.log" && [[ ! -e "${ws}/bin" ]]'
+done
+
+# The verifier runs only as the bytes its job built: another binary in its place (one byte
+# appended), or no sha256 because the verifier job did not run, stops the step before anything is
+# downloaded.
+built "${prov_sha}" 171 951 "${prov_file}" "${prov_bundle}"
+cp "${bin_dir}/verify-provenance" "${tmp}/verifier-changed"; printf 'x' >> "${tmp}/verifier-changed"
+use_verifier "${tmp}/verifier-changed" "$(sha256sum "${bin_dir}/verify-provenance" | cut -d' ' -f1)"
+download_step regression-verifier-signer.yml sign "Download and verify the signer of the pinned release" 951
+changed_status="${status}" changed_fetched="$(grep -c "artifacts/951/zip" "${tmp}/requests.log")"
+changed_said="$(said "is not the build its job reported" && echo yes)"
+use_verifier "${bin_dir}/verify-provenance" ""
+download_step regression-verifier-signer.yml sign "Download and verify the signer of the pinned release" 951
+check "offline provenance: a verify-provenance that is not its job's build, or no build at all, runs nothing and downloads nothing; nothing installed" \
+  eval '((changed_status != 0 && status != 0 && changed_fetched == 0)) && [[ "${changed_said}" == yes ]] && said "PROVENANCE_VERIFIER_SHA256 is not a sha256" && ! grep -q "artifacts/951/zip" "${tmp}/requests.log" && [[ ! -e "${ws}/bin" ]]'
+step_env=()
 
 check_summary
