@@ -13,8 +13,10 @@ use alloy::providers::Provider;
 use alloy::rpc::types::Filter;
 use bounty_chain::{FailoverPolicy, RpcEndpoints};
 use chain_testkit::proxy::{self, Misbehaviour};
-use chain_testkit::status;
-use common::{Scenario, only_job};
+use chain_testkit::{PrivateNode, Testkit, status};
+use common::{Scenario, only_job, recorded};
+use keeper::fees::FeePlan;
+use keeper::record::{RecordState, StateDir};
 use keeper::report::JobStatus;
 use verifier_sdk::settle::decode_bounty_settled;
 
@@ -107,4 +109,143 @@ async fn endpoints_disagreeing_on_the_chain_id_are_refused_with_each_answer() {
     assert_eq!(healthy.raw_transactions() + other.raw_transactions(), 0);
     assert_eq!(sc.keeper_nonce().await, nonce_before);
     assert_eq!(sc.status().await, status::SUBMITTED);
+}
+
+// ---------- the built binary (gap 9 of the #43 review: the tests above call keeper::run) ----------
+
+/// A scenario on a Hardhat node of the test's own: the settlement and its nonce are counted
+/// there, whatever other tests send to the shared node meanwhile.
+async fn private_scenario() -> (PrivateNode, Scenario) {
+    let node = PrivateNode::start().await.unwrap_or_else(|e| panic!("{e}"));
+    let kit = Testkit::connect_to(node.url())
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
+    let sc = Scenario::on(kit, &[1], 0).await;
+    sc.attest_all();
+    (node, sc)
+}
+
+/// `keeper <relay|resume> --json` with one `--rpc` per entry of `rpcs` and the scenario's key,
+/// state directory and caps; `relay` adds its candidates, attestations and feed.
+async fn keeper_through(
+    sc: &Scenario,
+    command: &str,
+    rpcs: &[impl AsRef<str>],
+) -> (i32, serde_json::Value, String) {
+    let mut cmd = tokio::process::Command::new(env!("CARGO_BIN_EXE_keeper"));
+    cmd.arg(command);
+    if command == "relay" {
+        cmd.arg("--candidates")
+            .arg(sc.path("candidates"))
+            .arg("--attestations")
+            .arg(sc.path("att0"))
+            .arg("--attestations")
+            .arg(sc.path("att1"))
+            .args(["--api", &sc.server.url]);
+    }
+    for rpc in rpcs {
+        cmd.args(["--rpc", rpc.as_ref()]);
+    }
+    let out = cmd
+        .arg("--key-file")
+        .arg(&sc.key_file)
+        .arg("--state-dir")
+        .arg(sc.path("state"))
+        .args(["--max-gas", "2000000", "--max-fee-per-gas", "100000000000"])
+        .args(["--confirmations", "1", "--receipt-timeout", "60", "--json"])
+        .env_remove("RUST_LOG")
+        .output()
+        .await
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr).to_string();
+    let report = serde_json::from_slice(&out.stdout)
+        .unwrap_or_else(|e| panic!("stdout is no JSON ({e}): {stderr}"));
+    (out.status.code().unwrap(), report, stderr)
+}
+
+/// The built `keeper relay` with `--rpc <403> --rpc <healthy>`: the first endpoint alone (one
+/// `--rpc`, as before #43) settles nothing and uses no nonce; with both, the bounty is paid
+/// with exactly one `BountySettled` and one nonce, and a second run with the same list sends
+/// nothing more.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_keeper_binary_settles_once_through_a_refusing_first_endpoint() {
+    let (node, sc) = private_scenario().await;
+    let forbidden = proxy::start(node.url(), Misbehaviour::Forbidden)
+        .await
+        .unwrap();
+    let healthy = proxy::start(node.url(), Misbehaviour::None).await.unwrap();
+    let nonce_before = sc.keeper_nonce().await;
+
+    let (code, report, stderr) = keeper_through(&sc, "relay", &[&forbidden.url]).await;
+    assert_ne!(code, 0, "{stderr}");
+    assert_ne!(report["jobs"][0]["status"], "paid", "{report}");
+    assert_eq!(sc.status().await, status::SUBMITTED);
+    assert_eq!(sc.keeper_nonce().await, nonce_before);
+
+    let (code, report, stderr) =
+        keeper_through(&sc, "relay", &[&forbidden.url, &healthy.url]).await;
+    assert_eq!(code, 0, "{stderr}");
+    assert_eq!(report["jobs"][0]["status"], "paid", "{report}");
+    assert_eq!(sc.status().await, status::SETTLED);
+    assert_eq!(settled_events(&sc).await, 1);
+    assert_eq!(sc.keeper_nonce().await, nonce_before + 1);
+    assert!(healthy.raw_transactions() >= 1);
+
+    let (code, _, stderr) = keeper_through(&sc, "relay", &[&forbidden.url, &healthy.url]).await;
+    assert_eq!(code, 0, "{stderr}");
+    assert_eq!(settled_events(&sc).await, 1);
+    assert_eq!(sc.keeper_nonce().await, nonce_before + 1);
+}
+
+/// The built `keeper resume` with `--rpc <403> --rpc <healthy>` finishes an open settlement
+/// (recorded `sent`, never broadcast, its job gone from the feed): the first endpoint alone
+/// leaves it open and the nonce unused; with both, the recorded transaction itself is mined,
+/// once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn keeper_resume_finishes_an_open_settlement_through_a_refusing_first_endpoint() {
+    let (node, sc) = private_scenario().await;
+    let forbidden = proxy::start(node.url(), Misbehaviour::Forbidden)
+        .await
+        .unwrap();
+    let healthy = proxy::start(node.url(), Misbehaviour::None).await.unwrap();
+    let nonce = sc.keeper_nonce().await;
+    let plan = FeePlan {
+        gas_limit: 1_000_000,
+        max_fee_per_gas: 50_000_000_000,
+        max_priority_fee_per_gas: 1_000_000_000,
+    };
+    let (signed, record) = recorded(&sc, nonce, plan, RecordState::Sent);
+    for entry in std::fs::read_dir(sc.path("candidates")).unwrap() {
+        std::fs::remove_file(entry.unwrap().path()).unwrap();
+    }
+    let state = || {
+        StateDir::open(&sc.path("state"))
+            .unwrap()
+            .load(&record.key())
+            .unwrap()
+            .unwrap()
+            .state
+    };
+
+    let (code, report, stderr) = keeper_through(&sc, "resume", &[&forbidden.url]).await;
+    assert_ne!(code, 0, "{stderr}");
+    assert_ne!(report["jobs"][0]["status"], "paid", "{report}");
+    assert_eq!(state(), RecordState::Sent);
+    assert_eq!(sc.keeper_nonce().await, nonce);
+    assert_eq!(sc.status().await, status::SUBMITTED);
+
+    let (code, report, stderr) =
+        keeper_through(&sc, "resume", &[&forbidden.url, &healthy.url]).await;
+    assert_eq!(code, 0, "{stderr}");
+    let job = &report["jobs"][0];
+    assert_eq!(job["status"], "paid", "{report}");
+    assert_eq!(
+        job["tx_hash"],
+        signed.hash.to_string(),
+        "the recorded transaction"
+    );
+    assert_eq!(state(), RecordState::Confirmed);
+    assert_eq!(settled_events(&sc).await, 1);
+    assert_eq!(sc.keeper_nonce().await, nonce + 1);
+    assert_eq!(sc.status().await, status::SETTLED);
 }

@@ -28,6 +28,8 @@ use verifier_sdk::{
     candidate_file_name, validate_job,
 };
 
+#[path = "sign_chain/failover.rs"]
+mod failover;
 #[path = "sign_chain/pkcs11.rs"]
 mod pkcs11;
 
@@ -212,6 +214,11 @@ fn write_candidates(dir: &Path, candidates: &[Candidate]) {
 
 async fn world_with(verifiers: &[Address], expires_in: u64, exit_code: i64) -> World {
     let kit = Testkit::connect().await.unwrap_or_else(|e| panic!("{e}"));
+    world_on(kit, verifiers, expires_in, exit_code).await
+}
+
+/// [`world_with`] on the node `kit` is connected to (a test's own [`chain_testkit::PrivateNode`]).
+async fn world_on(kit: Testkit, verifiers: &[Address], expires_in: u64, exit_code: i64) -> World {
     let now = kit.latest_timestamp().await.unwrap();
     let (bounty, params, job) = deploy_for(&kit, verifiers, expires_in, now).await;
     let candidates = tempfile::tempdir().unwrap();
