@@ -32,6 +32,8 @@ use verifier_sdk::{
 mod failover;
 #[path = "sign_chain/pkcs11.rs"]
 mod pkcs11;
+#[path = "sign_chain/readiness.rs"]
+mod readiness;
 
 // ---------- stand-ins served by the shared test server ----------
 

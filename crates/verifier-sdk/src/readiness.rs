@@ -5,9 +5,12 @@
 //! One home for the format: the writer serializes [`ReadinessRecord`], readers deserialize it
 //! through [`ReadinessRecord::parse`]. A record is `ready` only when every check passed; a check
 //! the writer could not perform is a failed check (`not_checked`), never a pass, so a record
-//! can never say ready where the signer would refuse. The chain check's code is the signer's own
-//! refusal code (the writer runs the signer's check function, `bounty_chain`'s
-//! `check_job_against_state`), so the two name the same reason.
+//! never says ready where the signer, at `checked_at`, would refuse for what the record checks.
+//! The chain check's code is the signer's own refusal code (the writer runs the signer's check
+//! function, `bounty_chain`'s `check_job_against_state`), so the two name the same reason. The
+//! record is a snapshot: what the signer decides by the clock (a deadline too close, an expired
+//! job) and the contract's `isVerifier`/`attestationDigest` answers are not in it
+//! (docs/operations.md "Readiness").
 
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
