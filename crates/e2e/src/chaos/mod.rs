@@ -104,6 +104,11 @@ pub const DOCKER_RESTART_SEEDS: &[u64] = &[18, 21];
 /// soak of each.
 pub const LIVENESS_CI_SEED: u64 = 1;
 
+/// The seed `.ci/run` plays the fleet lane with (`--fleet 3`, issue #45 item 5), beside the
+/// liveness lanes: a kill, a pause past the lease and a cut from the database, each on its own
+/// host.
+pub const FLEET_CI_SEED: u64 = 1;
+
 /// Seeds that break an invariant on today's code because of a bug not yet fixed, with what
 /// they break. Move a seed into [`CI_SEEDS`] once its fix is on main. None today.
 pub const SEEDS_AWAITING_FIXES: &[(u64, &str)] = &[];
@@ -197,6 +202,24 @@ mod tests {
         let run = format!("chaos --seed {LIVENESS_CI_SEED} --liveness \"$lane\"");
         assert!(ci.contains(&run), ".ci/run lacks {run:?}");
         assert!(ci.contains("if ! wait \"${liveness_pids[$i]}\"; then"));
+    }
+
+    /// `.ci/run` plays the fleet lane with [`FLEET_CI_SEED`] on three hosts and fails on its exit.
+    #[test]
+    fn ci_run_plays_the_fleet_lane_and_fails_on_it() {
+        let ci =
+            std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../../.ci/run")).unwrap();
+        let run = format!("chaos --seed {FLEET_CI_SEED} --fleet 3");
+        assert!(ci.contains(&run), ".ci/run lacks {run:?}");
+        assert!(ci.contains("if ! wait \"$fleet_pid\"; then"));
+        let kinds: Vec<_> = fleet::schedule(FLEET_CI_SEED, 3, fleet::FLEET_JOBS)
+            .faults
+            .iter()
+            .map(|f| f.kind.name())
+            .collect();
+        for kind in ["kill", "stop", "partition"] {
+            assert!(kinds.contains(&kind), "{kinds:?}");
+        }
     }
 
     /// `.ci/run` names the same seeds (it is a shell loop), and each really restarts the daemon
