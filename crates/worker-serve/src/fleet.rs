@@ -29,7 +29,7 @@ use postgres::{Client, Transaction};
 use super::fleet_conn::{ConnError, FleetUrl};
 
 use super::jobstate::{IllegalTransition, JobEvent, JobState, next};
-use super::ledger::{JobKey, RunKind, RunResult, Seen};
+use super::ledger::{GivenUp, JobKey, RunKind, RunResult, Seen};
 
 /// The fleet schema this code writes (its own numbering: the SQLite ledger's `user_version`
 /// is another database's).
@@ -899,14 +899,19 @@ impl FleetLedger {
 
     /// Gives up every job still to run whose window has ended at `at_ms` (the service's
     /// clock: a window is the protocol's time, judged as the liveness checks judge it; a
-    /// lease is the database's); returns their ids.
-    pub fn give_up_expired(&mut self, at_ms: i64) -> Result<Vec<String>, FleetError> {
+    /// lease is the database's); returns them with what the operator's warning says of each
+    /// (as the SQLite ledger does: its round, attempts and last run's reason).
+    pub fn give_up_expired(&mut self, at_ms: i64) -> Result<Vec<GivenUp>, FleetError> {
         let mut tx = self.client.transaction().map_err(query("giving up"))?;
         let rows = tx
             .query(
-                "SELECT job, job_id FROM fleet_jobs WHERE status IN ($1, $2, $3)
-                 AND expires_ms IS NOT NULL AND expires_ms <= $4
-                 ORDER BY job FOR UPDATE SKIP LOCKED",
+                "SELECT j.job, j.job_id, j.round, j.attempts,
+                 (SELECT r.reason_code || ': ' || COALESCE(r.reason, '') FROM fleet_runs r
+                  WHERE r.job = j.job AND r.reason_code IS NOT NULL
+                  ORDER BY r.run_id DESC LIMIT 1)
+                 FROM fleet_jobs j WHERE j.status IN ($1, $2, $3)
+                 AND j.expires_ms IS NOT NULL AND j.expires_ms <= $4
+                 ORDER BY j.job FOR UPDATE OF j SKIP LOCKED",
                 &[
                     &JobState::Pending.as_str(),
                     &JobState::Retry.as_str(),
@@ -918,7 +923,12 @@ impl FleetLedger {
         let mut given_up = Vec::with_capacity(rows.len());
         for row in rows {
             apply(&mut tx, row.get(0), JobEvent::GiveUp)?;
-            given_up.push(row.get(1));
+            given_up.push(GivenUp {
+                job_id: row.get(1),
+                round: row.get(2),
+                attempts: row.get(3),
+                last_reason: row.get(4),
+            });
         }
         tx.commit().map_err(query("giving up"))?;
         Ok(given_up)

@@ -335,16 +335,7 @@ impl JobLedger for FleetStore {
         self.with(|l| l.oldest_unfinished(&keys))
     }
     fn give_up_expired(&mut self, at_ms: i64) -> Result<Vec<GivenUp>, StoreError> {
-        let ids = self.with(|l| l.give_up_expired(at_ms))?;
-        Ok(ids
-            .into_iter()
-            .map(|job_id| GivenUp {
-                job_id,
-                round: 0,
-                attempts: 0,
-                last_reason: None,
-            })
-            .collect())
+        self.with(|l| l.give_up_expired(at_ms))
     }
     fn start_run(&mut self, job: i64, at_ms: i64) -> Result<Option<i64>, StoreError> {
         let lease = self.lease;

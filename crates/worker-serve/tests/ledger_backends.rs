@@ -125,6 +125,7 @@ on_both_backends! {
     serve_ledger_a_new_round_of_the_same_id_is_a_new_job => new_round_is_a_new_job;
     serve_ledger_same_id_and_round_with_other_content_is_conflicting_never_due => other_content_is_conflicting;
     serve_ledger_a_claimed_or_finished_job_is_not_started_again => claimed_or_finished_not_started_again;
+    serve_ledger_a_job_given_up_names_its_round_attempts_and_last_reason => given_up_names_its_last_reason;
 }
 
 const BASE: Duration = Duration::from_secs(60);
@@ -221,6 +222,29 @@ fn open_run_of_a_dead_process(b: &impl Backend) {
 
 /// Issue 23.1: the job's own failures back off by doubling intervals and never end by a
 /// count; the job is given up when its window ends.
+/// The operator's WARN for a job given up says why it never got a verdict: the fleet once
+/// reported every such job as round 0, 0 attempts, "never ran", after eight failed runs.
+fn given_up_names_its_last_reason(b: &impl Backend) {
+    let mut ledger = b.open(Duration::from_millis(1));
+    let mut at = now_ms();
+    let expires = at + 1_000_000;
+    for code in ["timeout", "input_mismatch"] {
+        let s = seen(&ledger, key("j"), Some(expires), at);
+        assert!(s.due, "{code}");
+        run(&mut ledger, &s, &failed(RunKind::NoVerdict, code), at);
+        at += 1_000;
+    }
+    let given_up = ledger.give_up_expired(expires).unwrap();
+    assert_eq!(given_up.len(), 1, "{given_up:?}");
+    let g = &given_up[0];
+    assert_eq!(
+        (g.job_id.as_str(), g.round, g.attempts),
+        ("j", 1, 2),
+        "{g:?}"
+    );
+    assert_eq!(g.last_reason.as_deref(), Some("input_mismatch: detail"));
+}
+
 fn own_failures_back_off(b: &impl Backend) {
     let mut ledger = b.open(Duration::from_secs(10));
     let mut at = now_ms();
