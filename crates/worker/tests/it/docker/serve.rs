@@ -17,20 +17,60 @@ use verifier_sdk::{Candidate, CandidateManifest};
 
 use crate::example_feed::{ExampleFeed, commit, example, ledger_of};
 use crate::feed_support::*;
+use test_postgres::TestDb;
+use worker_serve::fleet_conn::FleetUrl;
+use worker_serve::timefmt::iso_utc;
 
-/// The shared example feed, with the directories `worker serve` uses.
-pub(super) struct World(ExampleFeed);
+/// The shared example feed, with the directories `worker serve` uses, and the ledger its
+/// `worker serve` keeps: the SQLite file under `state/` or, with `fleet`, a database of its
+/// own on the test Postgres cluster (`--ledger postgres://…`).
+pub(super) struct World {
+    feed: ExampleFeed,
+    fleet: Option<TestDb>,
+}
 
 impl std::ops::Deref for World {
     type Target = ExampleFeed;
     fn deref(&self) -> &ExampleFeed {
-        &self.0
+        &self.feed
     }
+}
+
+/// This host's name in a single-host fleet; its heartbeat row is read under it.
+const FLEET_HOST: &str = "serve-test";
+
+/// Each body once on the SQLite ledger (`$sqlite`) and once on a fleet ledger (`$fleet`):
+/// what `worker serve` promises does not depend on where it keeps its ledger.
+macro_rules! on_both_ledgers {
+    ($($sqlite:ident, $fleet:ident => $body:ident;)*) => {$(
+        #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+        async fn $sqlite() {
+            $body(World::new().await).await;
+        }
+        #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+        async fn $fleet() {
+            if let Some(w) = World::on_fleet(stringify!($body)).await {
+                $body(w).await;
+            }
+        }
+    )*};
 }
 
 impl World {
     pub(super) async fn new() -> Self {
-        Self(ExampleFeed::new(&["work", "staging", "state", "out"]).await)
+        Self {
+            feed: ExampleFeed::new(&["work", "staging", "state", "out"]).await,
+            fleet: None,
+        }
+    }
+
+    /// [`World::new`] with a fleet ledger; `None` (skipped) without the test cluster, unless
+    /// CI=true. `test` names the database (short: Postgres cuts names at 63 bytes).
+    async fn on_fleet(test: &str) -> Option<Self> {
+        let db = tokio::task::block_in_place(|| TestDb::new("serve", test))?;
+        let mut w = Self::new().await;
+        w.fleet = Some(db);
+        Some(w)
     }
 
     /// A job on the passing example source: the example's `cmp`, or with `sleep` > 0 a
@@ -66,6 +106,13 @@ impl World {
             ("--poll-interval", "1".into()),
             ("--shard", "0/1".into()),
         ];
+        if let Some(db) = &self.fleet {
+            flags.extend([
+                ("--ledger", db.url.clone().into()),
+                ("--ledger-password-file", db.password_file().into()),
+                ("--fleet-host", FLEET_HOST.into()),
+            ]);
+        }
         for (flag, value) in overrides {
             let slot = flags.iter_mut().find(|(f, _)| f == flag).unwrap();
             slot.1 = (*value).to_owned();
@@ -88,7 +135,19 @@ impl World {
     }
 
     fn ledger(&self) -> Value {
-        ledger_of(&self.path("state"))
+        self.try_ledger().expect("the ledger exists")
+    }
+
+    /// The ledger as `worker ledger --json` shows the SQLite file; `None` while `worker
+    /// serve` has not created it yet.
+    fn try_ledger(&self) -> Option<Value> {
+        match &self.fleet {
+            None => self
+                .path("state/ledger.sqlite3")
+                .exists()
+                .then(|| ledger_of(&self.path("state"))),
+            Some(db) => fleet_ledger(db),
+        }
     }
 
     /// Waits until the ledger satisfies `done` (with `what` in the panic message).
@@ -107,8 +166,7 @@ impl World {
     async fn wait_ledger(&self, what: &str, done: impl Fn(&Value) -> bool) -> Value {
         let give_up = Instant::now() + Duration::from_secs(120);
         loop {
-            if self.path("state/ledger.sqlite3").exists() {
-                let ledger = self.ledger();
+            if let Some(ledger) = self.try_ledger() {
                 if done(&ledger) {
                     return ledger;
                 }
@@ -121,6 +179,107 @@ impl World {
             tokio::time::sleep(Duration::from_millis(200)).await;
         }
     }
+}
+
+impl World {
+    /// From now on the ledger refuses to record a run's end, a fault of the ledger itself
+    /// (not of the session with it, which a fleet host would reconnect through): on SQLite
+    /// another writer holds the file's lock (as long as the returned connection lives); on a
+    /// fleet a trigger refuses every update of a run.
+    fn refuse_recording(&self) -> Option<rusqlite::Connection> {
+        match &self.fleet {
+            None => {
+                let holder = rusqlite::Connection::open(self.path("state/ledger.sqlite3")).unwrap();
+                holder.execute_batch("BEGIN EXCLUSIVE").unwrap();
+                Some(holder)
+            }
+            Some(db) => {
+                db.exec(
+                    "CREATE FUNCTION refuse_run_end() RETURNS trigger LANGUAGE plpgsql AS
+                     $$ BEGIN RAISE EXCEPTION 'the test refuses to record a run'; END $$;
+                     CREATE TRIGGER refuse_run_end BEFORE UPDATE ON fleet_runs
+                     FOR EACH ROW EXECUTE FUNCTION refuse_run_end();",
+                );
+                None
+            }
+        }
+    }
+}
+
+/// The fleet database's rows in the shape of `worker ledger --json` (the fields these tests
+/// read), so each assertion reads the same on both ledgers; `None` until `worker serve` has
+/// created the tables. Read on a thread of its own: the blocking client starts a runtime.
+fn fleet_ledger(db: &TestDb) -> Option<Value> {
+    let url = FleetUrl::parse(&db.url)
+        .unwrap()
+        .with_password(db.password());
+    std::thread::spawn(move || {
+        let mut c = url.connect().ok()?;
+        let jobs = c
+            .query(
+                "SELECT job, job_id, round, content_hash, status, attempts, expires_ms,
+                 not_before_ms FROM fleet_jobs ORDER BY job",
+                &[],
+            )
+            .ok()?;
+        let runs = c
+            .query(
+                "SELECT run_id, job, job_id, started_ms, ended_ms, outcome, cause, reason_code,
+                 reason, evidence FROM fleet_runs ORDER BY run_id",
+                &[],
+            )
+            .ok()?;
+        let candidates = c
+            .query(
+                "SELECT job, job_id, run_id, file FROM fleet_candidates ORDER BY run_id",
+                &[],
+            )
+            .ok()?;
+        let heartbeat = c
+            .query_opt(
+                "SELECT polls_ok, polls_failed, last_poll_ok_ms FROM fleet_hosts WHERE host = $1",
+                &[&FLEET_HOST],
+            )
+            .ok()?;
+        let at = |ms: Option<i64>| ms.map(iso_utc);
+        Some(json!({
+            "heartbeat": heartbeat.map(|h| json!({"polls": {
+                "ok": h.get::<_, i64>(0),
+                "failed": h.get::<_, i64>(1),
+                "last_ok_at": at(h.get(2)),
+            }})),
+            "jobs": jobs.iter().map(|j| json!({
+                "job": j.get::<_, i64>(0),
+                "job_id": j.get::<_, String>(1),
+                "round": j.get::<_, i64>(2),
+                "content_hash": j.get::<_, String>(3),
+                "status": j.get::<_, String>(4),
+                "attempts": j.get::<_, i64>(5),
+                "expires_at": at(j.get(6)),
+                "retry_not_before": at(j.get(7)),
+            })).collect::<Vec<_>>(),
+            "runs": runs.iter().map(|r| json!({
+                "run_id": r.get::<_, i64>(0),
+                "job": r.get::<_, i64>(1),
+                "job_id": r.get::<_, String>(2),
+                "started_at": iso_utc(r.get(3)),
+                "ended_at": at(r.get(4)),
+                "outcome": r.get::<_, Option<String>>(5),
+                "cause": r.get::<_, Option<String>>(6),
+                "reason_code": r.get::<_, Option<String>>(7),
+                "reason": r.get::<_, Option<String>>(8),
+                "evidence": r.get::<_, Option<String>>(9),
+            })).collect::<Vec<_>>(),
+            "candidates": candidates.iter().map(|c| json!({
+                "job": c.get::<_, i64>(0),
+                "job_id": c.get::<_, String>(1),
+                "run_id": c.get::<_, i64>(2),
+                "file": c.get::<_, String>(3),
+            })).collect::<Vec<_>>(),
+        }))
+    })
+    .join()
+    .unwrap()
 }
 
 pub(super) fn id(job: &Value) -> String {
@@ -226,9 +385,7 @@ pub(super) fn signable(out: &Path) -> Vec<String> {
     ids
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn serve_sigkilled_mid_run_restarts_reruns_the_job_once_and_never_a_completed_one() {
-    let w = World::new().await;
+async fn sigkilled_mid_run(w: World) {
     let done = w.job(1, 0);
     w.serve_jobs(&[&done]);
     let first = w.start();
@@ -297,9 +454,7 @@ async fn serve_sigkilled_mid_run_restarts_reruns_the_job_once_and_never_a_comple
     assert_eq!(signable(&w.path("out")), want);
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn serve_sigterm_mid_run_exits_0_within_the_bound_and_leaves_nothing() {
-    let w = World::new().await;
+async fn sigterm_mid_run(w: World) {
     let slow = w.job(3, 120);
     w.serve_jobs(&[&slow]);
     let child = w.start();
@@ -333,9 +488,7 @@ async fn serve_sigterm_mid_run_exits_0_within_the_bound_and_leaves_nothing() {
     );
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn serve_keeps_running_while_the_feed_is_down_counts_failed_polls_and_recovers() {
-    let w = World::new().await;
+async fn feed_down_recovers(w: World) {
     w.server.route(&feed_path(VERIFIER), Reply::status(503));
     let mut child = w.start();
     w.wait_ledger("failed polls to be counted", |l| {
@@ -480,9 +633,7 @@ async fn serve_configuration_errors_exit_78() {
     assert_eq!(w.server.hits(&feed_path(VERIFIER)), 0);
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn serve_parallel_2_runs_two_jobs_at_once_and_sigterm_interrupts_both() {
-    let w = World::new().await;
+async fn parallel_2_sigterm(w: World) {
     let (a, b, c) = (w.job(20, 120), w.job(21, 120), w.job(22, 120));
     w.serve_jobs(&[&a, &b, &c]);
     let mut cmd = w.command_with(&[]);
@@ -667,9 +818,7 @@ async fn serve_metrics_feed_down_counts_failed_polls_healthz_503_then_recovers_t
     assert_eq!(code, Some(0), "{stderr}");
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn serve_metrics_after_a_completed_job_show_the_outcome_and_a_duration_sample() {
-    let w = World::new().await;
+async fn metrics_after_completed(w: World) {
     let job = w.job(31, 0);
     w.serve_jobs(&[&job]);
     let addr = free_loopback();
@@ -920,9 +1069,7 @@ fn listed_round(out: &Path, id: &str) -> Option<u64> {
     Some(c.job["round"].as_u64().unwrap())
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn serve_ledger_a_new_round_runs_again_and_changed_content_in_a_round_is_never_completed() {
-    let w = World::new().await;
+async fn new_round_changed_content(w: World) {
     let id = "opaque-job-1";
     let first = under_id(w.job(40, 0), id);
     w.serve_jobs(&[&first]);
@@ -1279,9 +1426,7 @@ async fn serve_a_ledger_on_a_full_disk_at_start_exits_1() {
 
 /// Issue 21.9: `worker serve --parallel 2` exiting 1 on a ledger error (the ledger locked by
 /// another process when a run ends) removes the container of the run still going.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn serve_an_error_exit_removes_every_container_of_the_process() {
-    let w = World::new().await;
+async fn error_exit_removes_containers(w: World) {
     let (long, short) = (w.job(51, 120), w.job(52, 15));
     w.serve_jobs(&[&long, &short]);
     let mut cmd = w.command_with(&[]);
@@ -1295,12 +1440,15 @@ async fn serve_an_error_exit_removes_every_container_of_the_process() {
         tokio::time::sleep(Duration::from_millis(200)).await;
     }
     // The short run ends within 15 s and cannot be recorded: the service exits 1.
-    let holder = rusqlite::Connection::open(w.path("state/ledger.sqlite3")).unwrap();
-    holder.execute_batch("BEGIN EXCLUSIVE").unwrap();
+    let holder = w.refuse_recording();
     let code = code_within(&mut child, Duration::from_secs(120)).await;
-    holder.execute_batch("ROLLBACK").unwrap();
+    drop(holder);
     let stderr = log.join().unwrap();
     assert_eq!(code, Some(1), "{stderr}");
+    if w.fleet.is_some() {
+        // The exit is the refused record's, not some other fault of the fleet.
+        assert!(stderr.contains("fleet ledger: recording a run"), "{stderr}");
+    }
     assert!(
         containers_of(pid).is_empty(),
         "a container outlived the error exit: {stderr}"
@@ -1345,9 +1493,7 @@ async fn serve_metrics_64_idle_connections_do_not_starve_healthz() {
 /// for it while its window is open, the host stays healthy (so other bounties' jobs keep
 /// running: as a host fault, one absent digest stalled them all), and the job runs by itself
 /// once the image is there.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn serve_a_missing_image_is_the_jobs_own_failure_and_recovers_once_the_image_is_there() {
-    let w = World::new().await;
+async fn missing_image_recovers(w: World) {
     let unique = format!("{}-{}", std::process::id(), unix_now());
     let image = crate::support::derived_image(
         &format!("serve-missing-{unique}"),
@@ -1450,9 +1596,7 @@ async fn serve_a_missing_image_is_the_jobs_own_failure_and_recovers_once_the_ima
 
 /// Issue 23.1: the archive host unreachable (`download_transport`) is the host's fault; the
 /// job runs by itself once the host answers again.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn serve_an_unreachable_archive_host_is_the_hosts_fault_and_recovers() {
-    let w = World::new().await;
+async fn unreachable_archive_host(w: World) {
     let gate = Gate::start(&w.server.base).await;
     let job = w.job(54, 0);
     w.serve_jobs(&[&job]);
@@ -1484,9 +1628,7 @@ async fn serve_an_unreachable_archive_host_is_the_hosts_fault_and_recovers() {
 /// Issue 23.1: a job's own failure (its archive does not match the digest it commits to) is
 /// retried with growing intervals, more than three times, and given up when its
 /// verification window ends: not run after it, counted, and said at WARN.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn serve_a_jobs_own_failure_backs_off_and_is_given_up_at_its_window() {
-    let w = World::new().await;
+async fn own_failure_backs_off(w: World) {
     let mut job = mismatched_job(&w, 55);
     let expires = unix_now() + 50;
     job["verification_expires_at"] = json!(expires);
@@ -1699,4 +1841,17 @@ async fn serve_ledger_output_names_its_schema_and_prints_utc_times() {
         !text.contains(&start.to_string()),
         "epoch ms printed: {text}"
     );
+}
+
+on_both_ledgers! {
+    serve_sigkilled_mid_run_restarts_reruns_the_job_once_and_never_a_completed_one, serve_on_a_fleet_ledger_sigkilled_mid_run_restarts_reruns_the_job_once_and_never_a_completed_one => sigkilled_mid_run;
+    serve_sigterm_mid_run_exits_0_within_the_bound_and_leaves_nothing, serve_on_a_fleet_ledger_sigterm_mid_run_exits_0_within_the_bound_and_leaves_nothing => sigterm_mid_run;
+    serve_keeps_running_while_the_feed_is_down_counts_failed_polls_and_recovers, serve_on_a_fleet_ledger_keeps_running_while_the_feed_is_down_counts_failed_polls_and_recovers => feed_down_recovers;
+    serve_parallel_2_runs_two_jobs_at_once_and_sigterm_interrupts_both, serve_on_a_fleet_ledger_parallel_2_runs_two_jobs_at_once_and_sigterm_interrupts_both => parallel_2_sigterm;
+    serve_metrics_after_a_completed_job_show_the_outcome_and_a_duration_sample, serve_on_a_fleet_ledger_metrics_after_a_completed_job_show_the_outcome_and_a_duration_sample => metrics_after_completed;
+    serve_ledger_a_new_round_runs_again_and_changed_content_in_a_round_is_never_completed, serve_on_a_fleet_ledger_ledger_a_new_round_runs_again_and_changed_content_in_a_round_is_never_completed => new_round_changed_content;
+    serve_a_missing_image_is_the_jobs_own_failure_and_recovers_once_the_image_is_there, serve_on_a_fleet_ledger_a_missing_image_is_the_jobs_own_failure_and_recovers_once_the_image_is_there => missing_image_recovers;
+    serve_an_unreachable_archive_host_is_the_hosts_fault_and_recovers, serve_on_a_fleet_ledger_an_unreachable_archive_host_is_the_hosts_fault_and_recovers => unreachable_archive_host;
+    serve_a_jobs_own_failure_backs_off_and_is_given_up_at_its_window, serve_on_a_fleet_ledger_a_jobs_own_failure_backs_off_and_is_given_up_at_its_window => own_failure_backs_off;
+    serve_an_error_exit_removes_every_container_of_the_process, serve_on_a_fleet_ledger_an_error_exit_removes_every_container_of_the_process => error_exit_removes_containers;
 }
