@@ -159,7 +159,7 @@ pub enum FleetError {
         source: postgres::Error,
     },
     /// A statement failed.
-    #[error("fleet ledger: {op}: {source}")]
+    #[error("fleet ledger: {op}: {}", server_says(source))]
     Query {
         /// What was being done.
         op: &'static str,
@@ -342,6 +342,21 @@ impl std::fmt::Debug for FleetLedger {
         f.debug_struct("FleetLedger")
             .field("host", &self.host)
             .finish_non_exhaustive()
+    }
+}
+
+/// The client's error with the server's own words when the server refused the statement: the
+/// client's text alone is "db error", which tells an operator nothing (a trigger, a
+/// constraint, a privilege, a full disk on the server).
+fn server_says(error: &postgres::Error) -> String {
+    match error.as_db_error() {
+        Some(db) => format!(
+            "{error}: {} {}: {}",
+            db.severity(),
+            db.code().code(),
+            db.message()
+        ),
+        None => error.to_string(),
     }
 }
 

@@ -1448,6 +1448,11 @@ async fn error_exit_removes_containers(w: World) {
     if w.fleet.is_some() {
         // The exit is the refused record's, not some other fault of the fleet.
         assert!(stderr.contains("fleet ledger: recording a run"), "{stderr}");
+        // And it says why, in the server's words: the client's own text is only "db error".
+        assert!(
+            stderr.contains("the test refuses to record a run"),
+            "{stderr}"
+        );
     }
     assert!(
         containers_of(pid).is_empty(),
