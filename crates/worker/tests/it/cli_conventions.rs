@@ -104,28 +104,20 @@ fn junit_without_batch_is_refused() {
     assert!(!junit.exists());
 }
 
-/// #46 item 5: `--log-format json` (and `VERIFIER_LOG_FORMAT=json` for a unit's environment
-/// file) makes every stderr log line one JSON object with timestamp, level, target, message
-/// and the event's fields. `worker serve` against a feed that refuses connections logs a
-/// warning per poll; the lines are read until the first one, whatever the timing.
-#[test]
-fn log_format_json_writes_one_object_per_line_with_its_fields() {
-    use std::io::BufRead as _;
-    for (flag, env) in [(true, None), (false, Some("json"))] {
-        let dir = tempfile::tempdir().unwrap();
-        let staging = dir.path().join("staging");
-        std::fs::create_dir(&staging).unwrap();
-        std::fs::set_permissions(
-            &staging,
-            std::os::unix::fs::PermissionsExt::from_mode(0o700),
-        )
-        .unwrap();
-        let mut cmd = Command::new(env!("CARGO_BIN_EXE_worker"));
-        cmd.arg("serve");
-        if flag {
-            cmd.args(["--log-format", "json"]);
-        }
-        cmd.args([
+/// `worker serve` on `dir` against a feed that refuses connections (it logs a warning per
+/// poll), logging at info to a piped stderr, stdout discarded; `extra` goes right after `serve`.
+fn serve_against_a_closed_feed(dir: &std::path::Path, extra: &[&str]) -> Command {
+    let staging = dir.join("staging");
+    std::fs::create_dir(&staging).unwrap();
+    std::fs::set_permissions(
+        &staging,
+        std::os::unix::fs::PermissionsExt::from_mode(0o700),
+    )
+    .unwrap();
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_worker"));
+    cmd.arg("serve")
+        .args(extra)
+        .args([
             "--api",
             "http://127.0.0.1:1",
             "--network",
@@ -138,17 +130,31 @@ fn log_format_json_writes_one_object_per_line_with_its_fields() {
             "1",
         ])
         .arg("--out")
-        .arg(dir.path().join("out"))
+        .arg(dir.join("out"))
         .arg("--state")
-        .arg(dir.path().join("state"))
+        .arg(dir.join("state"))
         .arg("--work-dir")
-        .arg(dir.path().join("work"))
+        .arg(dir.join("work"))
         .arg("--staging-root")
         .arg(&staging)
         .env("WORKER_LOG", "info")
         .env_remove("VERIFIER_LOG_FORMAT")
         .stdout(Stdio::null())
         .stderr(Stdio::piped());
+    cmd
+}
+
+/// #46 item 5: `--log-format json` (and `VERIFIER_LOG_FORMAT=json` for a unit's environment
+/// file) makes every stderr log line one JSON object with timestamp, level, target, message
+/// and the event's fields. `worker serve` against a feed that refuses connections logs a
+/// warning per poll; the lines are read until the first one, whatever the timing.
+#[test]
+fn log_format_json_writes_one_object_per_line_with_its_fields() {
+    use std::io::BufRead as _;
+    for (flag, env) in [(true, None), (false, Some("json"))] {
+        let dir = tempfile::tempdir().unwrap();
+        let extra: &[&str] = if flag { &["--log-format", "json"] } else { &[] };
+        let mut cmd = serve_against_a_closed_feed(dir.path(), extra);
         if let Some(env) = env {
             cmd.env("VERIFIER_LOG_FORMAT", env);
         }
@@ -190,39 +196,7 @@ fn log_format_json_writes_one_object_per_line_with_its_fields() {
 fn a_running_serve_ignores_sigpipe_so_a_closed_daemon_socket_cannot_kill_it() {
     use std::io::BufRead as _;
     let dir = tempfile::tempdir().unwrap();
-    let staging = dir.path().join("staging");
-    std::fs::create_dir(&staging).unwrap();
-    std::fs::set_permissions(
-        &staging,
-        std::os::unix::fs::PermissionsExt::from_mode(0o700),
-    )
-    .unwrap();
-    let mut child = Command::new(env!("CARGO_BIN_EXE_worker"))
-        .args([
-            "serve",
-            "--api",
-            "http://127.0.0.1:1",
-            "--network",
-            "base-sepolia",
-            "--verifier",
-            "0x2222222222222222222222222222222222222222",
-            "--archive-base",
-            "http://127.0.0.1:1",
-            "--poll-interval",
-            "1",
-        ])
-        .arg("--out")
-        .arg(dir.path().join("out"))
-        .arg("--state")
-        .arg(dir.path().join("state"))
-        .arg("--work-dir")
-        .arg(dir.path().join("work"))
-        .arg("--staging-root")
-        .arg(&staging)
-        .env("WORKER_LOG", "info")
-        .env_remove("VERIFIER_LOG_FORMAT")
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
+    let mut child = serve_against_a_closed_feed(dir.path(), &[])
         .spawn()
         .unwrap();
     let stderr = child.stderr.take().unwrap();
