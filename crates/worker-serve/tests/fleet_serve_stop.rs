@@ -1,24 +1,23 @@
 //! `worker serve` on a fleet ledger (issue #45) stopped while its database does not answer:
 //! the service ends promptly and as a stop that was asked for. The database is a real Postgres
 //! cluster of the test's own (`test_postgres::OwnCluster`), stopped under the service. The
-//! engine and the job executor are TEST DOUBLES that are never asked to run anything (the
-//! feed is a port nothing listens on, so no job is ever due); what is tested is the loop's
-//! way out of the ledger's reconnecting.
+//! engine is worker-sandbox's scripted one (`fake-engine`) and the job executor a TEST DOUBLE;
+//! neither is asked to run anything (the feed is a port nothing listens on, so no job is ever
+//! due); what is tested is the loop's way out of the ledger's reconnecting.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use std::collections::BTreeSet;
 use std::num::NonZeroUsize;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use test_postgres::OwnCluster;
-use verifier_sdk::evidence::EngineFacts;
+use verifier_sdk::oci_runtime::RUNC;
 use verifier_sdk::{Network, ValidatedJob};
 use worker_jobs::feed::{ExecutedJob, FeedConfig, JobExecutor, JobFailure};
-use worker_sandbox::engine::{CallError, FreeSpace, ImageSummary};
-use worker_sandbox::images::ImageStore;
-use worker_sandbox::{Executor, HostResources, RunHooks, RunLifecycle, RunReport, SandboxError};
+use worker_sandbox::Executor;
+use worker_sandbox::lifecycle::Lifecycle;
+use worker_sandbox::lifecycle::fake::{Fake, Script};
 use worker_serve::clock::SystemClock;
 use worker_serve::fleet::{Binding, FleetLedger};
 use worker_serve::fleet_conn::FleetUrl;
@@ -26,58 +25,6 @@ use worker_serve::shutdown::Shutdown;
 use worker_serve::store::{AnyLedger, FleetOptions, FleetStore, LedgerLocation, OUTAGE_BOUND};
 use worker_serve::telemetry::Telemetry;
 use worker_serve::{ServeConfig, serve_with};
-
-/// TEST DOUBLE of the engine: no images, no containers, nothing to run.
-#[derive(Debug)]
-struct NoEngine(EngineFacts);
-
-#[async_trait::async_trait]
-impl ImageStore for NoEngine {
-    async fn images(&self) -> Result<Vec<ImageSummary>, CallError> {
-        Ok(Vec::new())
-    }
-    async fn pull(&self, _: &str) -> Result<(), CallError> {
-        Ok(())
-    }
-    async fn remove(&self, _: &str) -> Result<(), CallError> {
-        Ok(())
-    }
-    async fn free_space(&self) -> Result<FreeSpace, CallError> {
-        Ok(FreeSpace::Unknown("test double".into()))
-    }
-}
-
-#[async_trait::async_trait]
-impl RunLifecycle for NoEngine {
-    fn facts(&self) -> &EngineFacts {
-        &self.0
-    }
-    async fn run(
-        &self,
-        _: &worker_sandbox::SandboxSpec,
-        _: &dyn RunHooks,
-    ) -> Result<RunReport, SandboxError> {
-        unreachable!("no job is ever due: the feed does not answer")
-    }
-    async fn cleanup_stale(&self) -> Result<Vec<String>, SandboxError> {
-        Ok(Vec::new())
-    }
-    async fn remove_own_containers(&self) -> Result<Vec<String>, SandboxError> {
-        Ok(Vec::new())
-    }
-    async fn host_resources(&self) -> Result<HostResources, SandboxError> {
-        Ok(HostResources {
-            cpus: Some(1),
-            memory_bytes: Some(1 << 30),
-        })
-    }
-    async fn mounted_paths(&self) -> Result<BTreeSet<PathBuf>, SandboxError> {
-        Ok(BTreeSet::new())
-    }
-    fn images(&self) -> &dyn ImageStore {
-        self
-    }
-}
 
 /// TEST DOUBLE of the job executor, never called.
 struct NoRuns;
@@ -94,16 +41,12 @@ impl JobExecutor for NoRuns {
     }
 }
 
-fn engine() -> Executor {
-    Executor::new(NoEngine(EngineFacts {
-        version: "test".into(),
-        api_version: "1.43".into(),
-        kernel_version: "test".into(),
-        cgroup_version: "2".into(),
-        cgroup_driver: "systemd".into(),
-        platform: "linux/amd64".into(),
-        host: None,
-    }))
+/// worker-sandbox's scripted engine, behind the one executor the service is given; the
+/// handle is kept to show afterwards that nothing was ever run on it.
+async fn engine() -> (Executor, Fake) {
+    let fake = Fake::new(Script::default());
+    let lifecycle = Lifecycle::connect(fake.clone(), RUNC).await.unwrap();
+    (Executor::new(lifecycle), fake)
 }
 
 /// The service under `dir` on the fleet at `url`, polling a feed that does not answer every
@@ -187,7 +130,8 @@ async fn fleet_serve_stopped_while_its_database_does_not_answer_ends_promptly_as
         stop.fire();
         (Instant::now(), cluster)
     });
-    let served = serve_with(&config, ledger, &engine(), &NoRuns, &shutdown, &telemetry).await;
+    let (engine, fake) = engine().await;
+    let served = serve_with(&config, ledger, &engine, &NoRuns, &shutdown, &telemetry).await;
     let ended = Instant::now();
     let (fired, _cluster) = stopper.join().unwrap();
     let took = ended.saturating_duration_since(fired);
@@ -199,4 +143,5 @@ async fn fleet_serve_stopped_while_its_database_does_not_answer_ends_promptly_as
         served.is_ok(),
         "a stop that was asked for is a clean stop (exit 0): {served:?}"
     );
+    assert!(!fake.started(), "no job was due, so nothing ran");
 }

@@ -3,8 +3,8 @@
 //!
 //! The feed is a real HTTP server on loopback (the stand-in platform, archives included) and
 //! the service's clock is injected. The job executor is a TEST DOUBLE that records the order
-//! of its calls and holds the first one until the test releases it; the engine is a TEST
-//! DOUBLE with no images to manage and no containers. The order does not depend on timing:
+//! of its calls and holds the first one until the test releases it; the engine is
+//! worker-sandbox's scripted one (`fake-engine`), holding no images and never reached. The order does not depend on timing:
 //! the held run is released only once the service has taken the poll that lists the new job
 //! (its `jobs_seen` counter), and a run's end is handled only after that poll's jobs are
 //! queued (one task, one select step at a time).
@@ -16,85 +16,25 @@
 // Test scaffolding outside #[test] fns (fakes, builders): failures should fail loudly.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use std::collections::BTreeSet;
 use std::num::NonZeroUsize;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use serde_json::{Value, json};
-use verifier_sdk::evidence::EngineFacts;
 use verifier_sdk::fixtures::{BENCHMARK_COMMIT, EXPIRES_AT};
+use verifier_sdk::oci_runtime::RUNC;
 use verifier_sdk::{ExecutionFacts, Network, Outcome, RunOutput, ValidatedJob};
 use worker_jobs::feed::{ExecutedJob, FeedConfig, JobExecutor, JobFailure};
-use worker_sandbox::engine::{CallError, FreeSpace, ImageSummary};
-use worker_sandbox::images::ImageStore;
-use worker_sandbox::{Executor, HostResources, RunHooks, RunLifecycle, RunReport, SandboxError};
+use worker_sandbox::Executor;
+use worker_sandbox::lifecycle::Lifecycle;
+use worker_sandbox::lifecycle::fake::{Fake, Script};
 use worker_serve::clock::ManualClock;
 use worker_serve::shutdown::Shutdown;
 use worker_serve::telemetry::Telemetry;
 use worker_serve::{ServeConfig, prepare, serve_with};
 
 use test_feed::*;
-
-/// TEST DOUBLE of the engine: no images, no containers, nothing to run; with `true`, its
-/// image list is refused (so an image budget cannot be checked and the jobs are held back).
-#[derive(Debug)]
-struct NoEngine(EngineFacts, bool);
-
-#[async_trait::async_trait]
-impl ImageStore for NoEngine {
-    async fn images(&self) -> Result<Vec<ImageSummary>, CallError> {
-        if self.1 {
-            return Err(CallError::Refused {
-                status: 500,
-                message: "test double: image list refused".into(),
-            });
-        }
-        Ok(Vec::new())
-    }
-    async fn pull(&self, _: &str) -> Result<(), CallError> {
-        Ok(())
-    }
-    async fn remove(&self, _: &str) -> Result<(), CallError> {
-        Ok(())
-    }
-    async fn free_space(&self) -> Result<FreeSpace, CallError> {
-        Ok(FreeSpace::Unknown("test double".into()))
-    }
-}
-
-#[async_trait::async_trait]
-impl RunLifecycle for NoEngine {
-    fn facts(&self) -> &EngineFacts {
-        &self.0
-    }
-    async fn run(
-        &self,
-        _: &worker_sandbox::SandboxSpec,
-        _: &dyn RunHooks,
-    ) -> Result<RunReport, SandboxError> {
-        unreachable!("the job executor double never reaches the engine")
-    }
-    async fn cleanup_stale(&self) -> Result<Vec<String>, SandboxError> {
-        Ok(Vec::new())
-    }
-    async fn remove_own_containers(&self) -> Result<Vec<String>, SandboxError> {
-        Ok(Vec::new())
-    }
-    async fn host_resources(&self) -> Result<HostResources, SandboxError> {
-        Ok(HostResources {
-            cpus: Some(1),
-            memory_bytes: Some(1 << 30),
-        })
-    }
-    async fn mounted_paths(&self) -> Result<BTreeSet<PathBuf>, SandboxError> {
-        Ok(BTreeSet::new())
-    }
-    fn images(&self) -> &dyn ImageStore {
-        self
-    }
-}
 
 /// TEST DOUBLE of the job executor: records each call's job round; holds the run of
 /// `held_round` until released; every run ends without a verdict (the order is the point).
@@ -192,7 +132,7 @@ async fn deadline_first(fleet: Option<&test_postgres::TestDb>) {
     let clock = Arc::new(ManualClock::new(now_ms));
     let telemetry = Telemetry::new(config.poll_interval, clock);
     let prepared = prepare(&config).unwrap();
-    let docker = no_engine();
+    let docker = no_engine().await;
     let recorder = Recorder {
         order: Mutex::new(Vec::new()),
         held_round: 2,
@@ -339,23 +279,19 @@ fn serve_config(
     }
 }
 
-fn no_engine() -> Executor {
-    engine(false)
+async fn no_engine() -> Executor {
+    engine(false).await
 }
 
-fn engine(refuses_images: bool) -> Executor {
-    Executor::new(NoEngine(
-        EngineFacts {
-            version: "test".into(),
-            api_version: "1.43".into(),
-            kernel_version: "test".into(),
-            cgroup_version: "2".into(),
-            cgroup_driver: "systemd".into(),
-            platform: "linux/amd64".into(),
-            host: None,
-        },
-        refuses_images,
-    ))
+/// worker-sandbox's scripted engine, never asked to run (the executor double stands before
+/// it); with `images_refused`, its image list is refused (so an image budget cannot be
+/// checked and the jobs are held back).
+async fn engine(images_refused: bool) -> Executor {
+    let fake = Fake::new(Script {
+        images_refused,
+        ..Script::default()
+    });
+    Executor::new(Lifecycle::connect(fake, RUNC).await.unwrap())
 }
 
 /// #43 item 3 for `worker serve`, as `worker feed` does it: a job set apart as
@@ -389,7 +325,7 @@ async fn serve_writes_a_job_skipped_without_a_run_not_ready_with_the_reason() {
     let now_ms = i64::try_from(end - 150).unwrap() * 1000;
     let telemetry = Telemetry::new(config.poll_interval, Arc::new(ManualClock::new(now_ms)));
     let prepared = prepare(&config).unwrap();
-    let docker = no_engine();
+    let docker = no_engine().await;
     let recorder = Recorder {
         order: Mutex::new(Vec::new()),
         held_round: 0,
@@ -454,7 +390,7 @@ async fn serve_writes_a_job_held_back_for_its_image_not_ready_with_the_reason() 
     let now_ms = i64::try_from(EXPIRES_AT - 3_600).unwrap() * 1000;
     let telemetry = Telemetry::new(config.poll_interval, Arc::new(ManualClock::new(now_ms)));
     let prepared = prepare(&config).unwrap();
-    let docker = engine(true);
+    let docker = engine(true).await;
     let recorder = Recorder {
         order: Mutex::new(Vec::new()),
         held_round: 0,
@@ -567,7 +503,7 @@ async fn serve_nearest_window_gauge_is_the_nearest_job_without_a_candidate_and_m
     let clock = Arc::new(ManualClock::new(i64::try_from(now_s).unwrap() * 1000));
     let telemetry = Telemetry::new(config.poll_interval, clock);
     let prepared = prepare(&config).unwrap();
-    let docker = no_engine();
+    let docker = no_engine().await;
     let verdicts = Verdicts {
         order: Mutex::new(Vec::new()),
         release: tokio::sync::Semaphore::new(0),
@@ -633,7 +569,7 @@ async fn serve_healthz_turns_red_when_the_feed_fails_during_a_long_batch() {
     ));
     let telemetry = Telemetry::new(config.poll_interval, clock.clone());
     let prepared = prepare(&config).unwrap();
-    let docker = no_engine();
+    let docker = no_engine().await;
     let recorder = Recorder {
         order: Mutex::new(Vec::new()),
         held_round: 1,

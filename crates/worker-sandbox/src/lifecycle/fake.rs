@@ -78,6 +78,9 @@ pub struct Script {
     /// The only paths in the container, each an executable regular file; `None`: every path
     /// asked for is one.
     pub files: Option<Vec<String>>,
+    /// The engine refuses to list its images (as a daemon answering 500), so nothing that
+    /// budgets images can tell what it holds.
+    pub images_refused: bool,
 }
 
 impl Default for Script {
@@ -101,6 +104,7 @@ impl Default for Script {
             runtime_missing: false,
             held_images: None,
             files: None,
+            images_refused: false,
         }
     }
 }
@@ -381,6 +385,12 @@ impl ContainerEngine for Fake {
     }
 
     async fn list_images(&self) -> Result<Vec<crate::engine::ImageSummary>, CallError> {
+        if self.script.images_refused {
+            return Err(CallError::Refused {
+                status: 500,
+                message: "scripted: image list refused".into(),
+            });
+        }
         Ok(Vec::new())
     }
 
