@@ -283,6 +283,17 @@ pub fn compare_for_job(
     Ok(agreement)
 }
 
+/// Checks an outcome read from outside (a candidate file's) once, as the reference runs of
+/// `job` are to be compared with: strict parse and self-consistency first, then every
+/// commitment the job's, so it fails exactly when `compare_for_job(job, raw, raw)` does, with
+/// the same error. The runs are then compared typed ([`compare_outcomes`]), nothing parsed again.
+pub fn validate_reference(
+    job: &ValidatedJob,
+    raw: &Value,
+) -> Result<ValidatedOutcome, OutcomeError> {
+    self_consistent(raw)?.check_for(job)
+}
+
 /// Compares an outcome already validated against `job` (the reference, e.g. the runner's
 /// candidate the keeper revalidated) with a raw one read from outside (a verifier's own run):
 /// the same rules as [`compare_for_job`].

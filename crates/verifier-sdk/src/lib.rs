@@ -124,7 +124,7 @@ pub mod types;
 
 pub use agreement::{
     Agreement, Commitment, CompareError, OutputDifference, compare_candidates, compare_for_job,
-    compare_outcomes, compare_with_validated,
+    compare_outcomes, compare_with_validated, validate_reference,
 };
 pub use artifacts::{
     ArtifactError, AttestationFile, AttestationManifest, AttestationManifestEntry, Candidate,

@@ -249,8 +249,8 @@ pub async fn preflight(
                 .outcome;
             Ok(report(
                 Answer::Verdict {
-                    verdict: outcome.verdict,
-                    response_hash: outcome.response_hash,
+                    verdict: outcome.verdict(),
+                    response_hash: outcome.response_hash(),
                 },
                 Some(digest),
                 Some(file),

@@ -17,10 +17,11 @@ use verifier_sdk::agreement::lines::{LineDifference, Stream, first_difference};
 use verifier_sdk::settlement::VerifiedSettlement;
 use verifier_sdk::{
     Address, Agreement, Bytes32, Candidate, Commitment, CompareError, EvidenceRecord,
-    OutputDifference, ParsedCandidate, ValidatedJob, Verdict, compare_for_job,
+    OutputDifference, ParsedCandidate, ValidatedJob, ValidatedOutcome, Verdict, compare_outcomes,
+    validate_reference,
 };
 
-use crate::feed::{FeedConfig, JobExecutor, JobRunner, JobStatus, RunVerdict};
+use crate::feed::{FeedConfig, JobExecutor, JobRunner, JobStatus};
 
 /// `schema_version` of the `--json` report.
 pub const REPRODUCE_SCHEMA_VERSION: &str = "agent-bounties/regression-reproduction-v1";
@@ -247,13 +248,41 @@ pub struct ReproduceReport {
     pub finding: Finding,
 }
 
-/// A reproduction's own run.
+/// A reproduction's own run, as the runner handed it over: typed, its outcome checked
+/// against the job.
 struct OwnRun {
-    outcome: Value,
-    verdict: Verdict,
-    response_hash: Bytes32,
+    outcome: ValidatedOutcome,
     evidence: Option<EvidenceRecord>,
     path: PathBuf,
+}
+
+/// The reference with a candidate's outcome checked against the job once, before anything
+/// runs: the comparison after the run is typed.
+enum Checked<'a> {
+    Candidate {
+        outcome: Box<ValidatedOutcome>,
+        evidence: Option<&'a EvidenceRecord>,
+    },
+    Settlement(&'a VerifiedSettlement),
+    JobOnly,
+}
+
+impl<'a> Checked<'a> {
+    /// A forged candidate whose outcome is no run of its job is refused here, not
+    /// "disagreed with".
+    fn of(job: &ValidatedJob, reference: &'a Reference) -> Result<Self, ReproduceError> {
+        Ok(match reference {
+            Reference::Candidate { outcome, evidence } => Self::Candidate {
+                outcome: Box::new(
+                    validate_reference(job, outcome)
+                        .map_err(|e| ReproduceError::Reference(CompareError::FirstOutcome(e)))?,
+                ),
+                evidence: evidence.as_deref(),
+            },
+            Reference::Settlement(s) => Self::Settlement(s),
+            Reference::JobOnly => Self::JobOnly,
+        })
+    }
 }
 
 /// Reads a candidate file: strict, bounded, its job structurally valid (not necessarily live:
@@ -344,11 +373,7 @@ pub async fn reproduce(
     job: &ValidatedJob,
     reference: &Reference,
 ) -> Result<ReproduceReport, ReproduceError> {
-    // The reference is checked before anything runs: a forged candidate whose outcome is no
-    // run of its job is refused, not "disagreed with".
-    if let Reference::Candidate { outcome, .. } = reference {
-        compare_for_job(job, outcome, outcome).map_err(ReproduceError::Reference)?;
-    }
+    let reference = Checked::of(job, reference)?;
     let job_dir = config.work_dir.join(format!(
         "reproduce-{}-{}",
         std::process::id(),
@@ -366,7 +391,11 @@ pub async fn reproduce(
             let verdict = run
                 .verdict
                 .ok_or_else(|| ReproduceError::Output("a candidate without its verdict".into()))?;
-            Some(OwnRun::of(verdict, config.out_dir.join(file))?)
+            Some(OwnRun {
+                outcome: verdict.outcome,
+                evidence: verdict.evidence,
+                path: config.out_dir.join(file),
+            })
         }
         // The trees the public archives give are not the ones the job commits to (a
         // tampered, deleted or force-pushed repository): the same public data gives the same
@@ -391,7 +420,7 @@ pub async fn reproduce(
             });
         }
     };
-    let (reference_name, reference_verdict, reference_hashes) = describe_reference(reference);
+    let (reference_name, reference_verdict, reference_hashes) = describe_reference(&reference);
     let Some(own) = own else {
         return Ok(ReproduceReport {
             schema_version: REPRODUCE_SCHEMA_VERSION,
@@ -408,33 +437,28 @@ pub async fn reproduce(
             },
         });
     };
-    let finding = judge(job, reference, &own)?;
+    let finding = judge(&reference, &own);
     Ok(ReproduceReport {
         schema_version: REPRODUCE_SCHEMA_VERSION,
         job_id: job.job_id().to_owned(),
         reference: reference_name,
         reference_verdict,
         reference_response_hashes: reference_hashes,
-        reproduced_verdict: Some(own.verdict),
-        reproduced_response_hash: Some(own.response_hash),
+        reproduced_verdict: Some(own.outcome.verdict()),
+        reproduced_response_hash: Some(own.outcome.response_hash()),
         candidate_file: Some(own.path),
         finding,
     })
 }
 
-fn describe_reference(reference: &Reference) -> (&'static str, Option<Verdict>, Vec<Bytes32>) {
+fn describe_reference(reference: &Checked<'_>) -> (&'static str, Option<Verdict>, Vec<Bytes32>) {
     match reference {
-        Reference::Candidate { outcome, .. } => {
-            let verdict = outcome
-                .get("verdict")
-                .and_then(|v| serde_json::from_value(v.clone()).ok());
-            let hash = outcome
-                .get("response_hash")
-                .and_then(Value::as_str)
-                .and_then(|h| h.parse().ok());
-            ("candidate", verdict, hash.into_iter().collect())
-        }
-        Reference::Settlement(s) => (
+        Checked::Candidate { outcome, .. } => (
+            "candidate",
+            Some(outcome.verdict()),
+            vec![outcome.response_hash()],
+        ),
+        Checked::Settlement(s) => (
             "settlement",
             Some(if s.passed {
                 Verdict::Passed
@@ -443,23 +467,7 @@ fn describe_reference(reference: &Reference) -> (&'static str, Option<Verdict>, 
             }),
             s.attestations.iter().map(|a| a.response_hash).collect(),
         ),
-        Reference::JobOnly => ("job", None, Vec::new()),
-    }
-}
-
-impl OwnRun {
-    /// This process's run as its candidate holds it, from memory: the file it just wrote is
-    /// not read back.
-    fn of(verdict: RunVerdict, path: PathBuf) -> Result<Self, ReproduceError> {
-        let outcome = serde_json::to_value(&verdict.outcome)
-            .map_err(|e| ReproduceError::Output(e.to_string()))?;
-        Ok(Self {
-            verdict: verdict.outcome.verdict,
-            response_hash: verdict.outcome.response_hash,
-            outcome,
-            evidence: verdict.evidence,
-            path,
-        })
+        Checked::JobOnly => ("job", None, Vec::new()),
     }
 }
 
@@ -471,19 +479,16 @@ fn verdict_of(passed: bool) -> Verdict {
     }
 }
 
-fn judge(
-    job: &ValidatedJob,
-    reference: &Reference,
-    own: &OwnRun,
-) -> Result<Finding, ReproduceError> {
+/// Both outcomes are the job's (the reference by [`Checked::of`], the reproduction by the
+/// runner), so they are compared as they are: nothing here can fail.
+fn judge(reference: &Checked<'_>, own: &OwnRun) -> Finding {
+    let (own_verdict, own_hash) = (own.outcome.verdict(), own.outcome.response_hash());
     match reference {
-        Reference::JobOnly => Ok(Finding::Reproduced {
-            verdict: own.verdict,
-        }),
-        Reference::Candidate { outcome, evidence } => {
-            let agreement =
-                compare_for_job(job, outcome, &own.outcome).map_err(ReproduceError::Reference)?;
-            Ok(match agreement {
+        Checked::JobOnly => Finding::Reproduced {
+            verdict: own_verdict,
+        },
+        Checked::Candidate { outcome, evidence } => {
+            match compare_outcomes(outcome.outcome(), own.outcome.outcome()) {
                 Agreement::BitForBit { response_hash } => Finding::BitForBit {
                     response_hash,
                     verifiers: Vec::new(),
@@ -493,7 +498,7 @@ fn judge(
                     differences,
                     ..
                 } => {
-                    let lines: Vec<LineDifference> = match (evidence, &own.evidence) {
+                    let lines: Vec<LineDifference> = match (*evidence, &own.evidence) {
                         (Some(a), Some(b)) => [
                             first_difference(Stream::Stdout, &a.stdout, &b.stdout),
                             first_difference(Stream::Stderr, &a.stderr, &b.stderr),
@@ -516,35 +521,32 @@ fn judge(
                 }
                 Agreement::Disagrees { differing } => Finding::Disagrees {
                     differing,
-                    reference: outcome
-                        .get("verdict")
-                        .and_then(|v| serde_json::from_value(v.clone()).ok())
-                        .unwrap_or(Verdict::Failed),
-                    reproduced: own.verdict,
+                    reference: outcome.verdict(),
+                    reproduced: own_verdict,
                 },
-            })
+            }
         }
-        Reference::Settlement(s) => {
+        Checked::Settlement(s) => {
             let settled = verdict_of(s.passed);
-            if own.verdict != settled {
-                return Ok(Finding::Disagrees {
+            if own_verdict != settled {
+                return Finding::Disagrees {
                     differing: vec![Commitment::Verdict],
                     reference: settled,
-                    reproduced: own.verdict,
-                });
+                    reproduced: own_verdict,
+                };
             }
             let matching: Vec<Address> = s
                 .attestations
                 .iter()
-                .filter(|a| a.response_hash == own.response_hash)
+                .filter(|a| a.response_hash == own_hash)
                 .map(|a| a.verifier)
                 .collect();
             if matching.is_empty() {
                 // Every commitment of the reproduction is the job's (the worker validated
                 // its own outcome against the job) and the job is the settled one
                 // (`check_settled_job`); only the output is left to differ.
-                Ok(Finding::VerdictReproduced {
-                    verdict: own.verdict,
+                Finding::VerdictReproduced {
+                    verdict: own_verdict,
                     differences: Vec::new(),
                     lines: Vec::new(),
                     note: Some(
@@ -552,13 +554,110 @@ fn judge(
                          runs' lines are not known; the reproduction's own output is in its \
                          evidence record",
                     ),
-                })
+                }
             } else {
-                Ok(Finding::BitForBit {
-                    response_hash: own.response_hash,
+                Finding::BitForBit {
+                    response_hash: own_hash,
                     verifiers: matching,
-                })
+                }
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use verifier_sdk::fixtures::{NOW, valid_job};
+    use verifier_sdk::{ExecutionFacts, Outcome, OutcomeError, validate_job};
+
+    fn run(job: &ValidatedJob, exit_code: i64, stdout: u8) -> Outcome {
+        Outcome::for_job(
+            job,
+            ExecutionFacts {
+                exit_code,
+                stdout_sha256: verifier_sdk::Sha256Digest::from_bytes([stdout; 32]),
+                stderr_sha256: verifier_sdk::Sha256Digest::from_bytes([0xee; 32]),
+                stdout_bytes: u64::from(stdout),
+                stderr_bytes: 0,
+            },
+        )
+    }
+
+    fn own(job: &ValidatedJob, outcome: Outcome) -> OwnRun {
+        OwnRun {
+            outcome: outcome.check_for(job).unwrap(),
+            evidence: None,
+            path: PathBuf::from("candidate.json"),
+        }
+    }
+
+    fn candidate(outcome: &Outcome) -> Reference {
+        Reference::Candidate {
+            outcome: serde_json::to_value(outcome).unwrap(),
+            evidence: None,
+        }
+    }
+
+    /// The reproduction is compared typed, the candidate's outcome first: what differs names
+    /// the reference as `first` and the reproduction as `second`, as the report always has.
+    #[test]
+    fn a_candidate_reference_differing_in_output_is_named_first_and_the_reproduction_second() {
+        let job = validate_job(&valid_job(), NOW).unwrap();
+        let (claimed, reproduced) = (run(&job, 0, 0xd1), run(&job, 0, 0xd2));
+        let reference = candidate(&claimed);
+        let checked = Checked::of(&job, &reference).unwrap();
+        let Finding::VerdictReproduced { differences, .. } =
+            judge(&checked, &own(&job, reproduced.clone()))
+        else {
+            panic!("not verdict reproduced");
+        };
+        assert_eq!(
+            differences,
+            vec![OutputDifference::Stdout {
+                first: claimed.receipt.execution.stdout_sha256,
+                second: reproduced.receipt.execution.stdout_sha256,
+                first_bytes: 0xd1,
+                second_bytes: 0xd2,
+            }]
+        );
+        let failed = run(&job, 1, 0xd1);
+        assert_eq!(
+            judge(&checked, &own(&job, failed)),
+            Finding::Disagrees {
+                differing: vec![Commitment::Verdict],
+                reference: Verdict::Passed,
+                reproduced: Verdict::Failed,
+            }
+        );
+        assert_eq!(
+            describe_reference(&checked),
+            (
+                "candidate",
+                Some(Verdict::Passed),
+                vec![claimed.response_hash]
+            )
+        );
+    }
+
+    /// A candidate whose outcome is not its job's is refused before anything runs, with the
+    /// error the reference check always gave.
+    #[test]
+    fn a_forged_candidate_reference_is_refused_as_no_run_of_its_job() {
+        let job = validate_job(&valid_job(), NOW).unwrap();
+        let mut forged = run(&job, 1, 0xd1);
+        forged.verdict = Verdict::Passed;
+        let Err(error) = Checked::of(&job, &candidate(&forged)) else {
+            panic!("a forged reference was taken");
+        };
+        assert!(
+            matches!(
+                error,
+                ReproduceError::Reference(CompareError::FirstOutcome(
+                    OutcomeError::VerdictMismatch { .. }
+                ))
+            ),
+            "{error}"
+        );
     }
 }

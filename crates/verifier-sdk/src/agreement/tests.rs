@@ -207,3 +207,43 @@ fn agreeing_outcomes_that_are_not_the_jobs_are_refused() {
         "{err}"
     );
 }
+
+/// `worker reproduce` checks its reference once with [`validate_reference`] and compares the
+/// runs typed: for every outcome, forged or not, that check fails as `compare_for_job` of the
+/// outcome with itself does, and the typed comparison answers as `compare_for_job` does.
+#[test]
+fn a_reference_checked_once_then_compared_typed_answers_as_compare_for_job() {
+    let (_, job) = job();
+    let own = outcome(&job, facts(0, 0xd1, 5));
+    let mut unsealed = own.clone();
+    unsealed.verdict = Verdict::Failed;
+    let mut other_image = own.clone();
+    other_image.receipt.image.push('x');
+    let mut other_scope_unsealed = own.clone();
+    other_scope_unsealed.receipt.scope.round += 1;
+    other_scope_unsealed.receipt.execution.exit_code = 1;
+    let references = [
+        own.clone(),
+        outcome(&job, facts(0, 0xd2, 7)),
+        outcome(&job, facts(1, 0xd1, 5)),
+        unsealed,
+        reseal(other_image),
+        other_scope_unsealed,
+    ];
+    for reference in &references {
+        let raw = value(reference);
+        let checked = validate_reference(&job, &raw);
+        let both = compare_for_job(&job, &raw, &raw);
+        match (&checked, &both) {
+            (Ok(_), Ok(agreement)) => assert!(agreement.agrees()),
+            (Err(e), Err(CompareError::FirstOutcome(f))) => assert_eq!(e, f),
+            _ => panic!("validate_reference {checked:?}, compare_for_job {both:?}"),
+        }
+        let Ok(checked) = checked else { continue };
+        let mine = own.clone().check_for(&job).unwrap();
+        assert_eq!(
+            compare_outcomes(checked.outcome(), mine.outcome()),
+            compare_for_job(&job, &raw, &value(&own)).unwrap()
+        );
+    }
+}

@@ -19,8 +19,8 @@ use std::path::{Path, PathBuf};
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 use verifier_sdk::{
-    Outcome, Sha256Digest, ValidatedJob, canonical_json, runner_manifest_hash, sha256_digest,
-    validate_outcome,
+    Outcome, Sha256Digest, ValidatedJob, ValidatedOutcome, canonical_json, runner_manifest_hash,
+    sha256_digest, validate_outcome,
 };
 
 /// Version of the cache entry format and key preimage; bumping it orphans every old entry.
@@ -117,8 +117,8 @@ pub struct Rejection {
 /// A verdict read back from the cache, re-validated against its job.
 #[derive(Debug, Clone)]
 pub struct CachedResult {
-    /// The outcome.
-    pub outcome: Outcome,
+    /// The outcome, checked against the job.
+    pub outcome: ValidatedOutcome,
     /// The evidence record stored with it.
     pub evidence: Option<Value>,
 }
@@ -265,7 +265,7 @@ fn parse_entry(bytes: &[u8], key: &Sha256Digest, job: &ValidatedJob) -> Option<C
     }
     let validated = validate_outcome(&entry.outcome, job).ok()?;
     Some(CachedResult {
-        outcome: validated.into_inner(),
+        outcome: validated,
         evidence: entry.evidence,
     })
 }
@@ -386,7 +386,7 @@ mod tests {
         let ev = json!({"evidence": true});
         cache.store(&id, &o, Some(&ev)).unwrap();
         let back = cache.load(&id).unwrap();
-        assert_eq!(back.outcome, o);
+        assert_eq!(back.outcome.outcome(), &o);
         assert_eq!(back.evidence, Some(ev));
         // No temporary files are left beside the entry.
         assert_eq!(fs::read_dir(dir.path().join("cache")).unwrap().count(), 1);

@@ -12,7 +12,7 @@ use platform_client::{ClientError, ClientLimits, PlatformClient, check_url};
 use serde_json::Value;
 use verifier_sdk::{
     Address, CandidateManifest, CommitId, GithubRepo, MAX_MANIFEST_CANDIDATES, Network,
-    RelativeDir, RunOutput, Sha256Digest, ValidatedJob,
+    RelativeDir, RunOutput, Sha256Digest, ValidatedJob, ValidatedOutcome,
 };
 
 use super::archive::{
@@ -739,8 +739,9 @@ impl JobRun {
 /// same process (`reproduce`, `preflight`), so that none reads the file back.
 #[derive(Debug, Clone)]
 pub struct RunVerdict {
-    /// The outcome, checked against the job.
-    pub outcome: verifier_sdk::Outcome,
+    /// The outcome, checked against the job (the type says so: a caller compares it as it
+    /// is, without serialising it to be checked again).
+    pub outcome: ValidatedOutcome,
     /// The evidence record the candidate carries; `None` for a cached verdict stored without
     /// one, or whose record does not parse.
     pub evidence: Option<EvidenceRecord>,
@@ -887,14 +888,17 @@ impl Runner<'_> {
     ) -> Result<Done, Stop> {
         let (outcome, evidence) = judge_execution(executed, job, identity, flags)?;
         if let Some(cache) = &self.cache
-            && let Err(e) = cache.store(identity, &outcome, Some(evidence.json()))
+            && let Err(e) = cache.store(identity, outcome.outcome(), Some(evidence.json()))
         {
             tracing::warn!(error = %e, "could not cache a verdict");
         }
-        let (file, digest) =
-            self.write(job, &outcome, Some(CandidateEvidence::sealed(&evidence)))?;
+        let (file, digest) = self.write(
+            job,
+            outcome.outcome(),
+            Some(CandidateEvidence::sealed(&evidence)),
+        )?;
         Ok(Done {
-            status: verdict_status(outcome.verdict.passed()),
+            status: verdict_status(outcome.verdict().passed()),
             file,
             evidence: digest,
             cached: false,
@@ -913,11 +917,11 @@ impl Runner<'_> {
     ) -> Option<Result<Done, Stop>> {
         if let Some(hit) = self.cache.as_ref().and_then(|c| c.load(identity)) {
             progress(self.config, format_args!("  reusing the cached verdict"));
-            let status = verdict_status(hit.outcome.verdict.passed());
+            let status = verdict_status(hit.outcome.verdict().passed());
             return Some(
                 self.write(
                     job,
-                    &hit.outcome,
+                    hit.outcome.outcome(),
                     hit.evidence.as_ref().map(CandidateEvidence::read_back),
                 )
                 .map(|(file, evidence)| Done {
@@ -1197,7 +1201,7 @@ fn judge_execution(
     job: &ValidatedJob,
     identity: &RunIdentity<'_>,
     flags: &mut Flags,
-) -> Result<(verifier_sdk::Outcome, SealedEvidence), Stop> {
+) -> Result<(ValidatedOutcome, SealedEvidence), Stop> {
     let executed = match executed {
         Err(_) => {
             return Err(Stop::new(
@@ -1254,8 +1258,7 @@ fn judge_execution(
     // serialised to be parsed again.
     let outcome = outcome
         .check_for(job)
-        .map_err(|e| Stop::new(JobStatus::Error, RunCode::InvalidOutcome, e))?
-        .into_inner();
+        .map_err(|e| Stop::new(JobStatus::Error, RunCode::InvalidOutcome, e))?;
     let Some(evidence) = executed.evidence else {
         return Err(Stop::new(
             JobStatus::Error,

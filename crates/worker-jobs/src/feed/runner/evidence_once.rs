@@ -174,7 +174,7 @@ async fn a_fresh_feed_jobs_evidence_is_serialised_once_and_hashed_once() {
     // What the run hands its caller typed is what the candidate says (`reproduce` and
     // `preflight` read it from here, not from the file).
     assert_eq!(
-        serde_json::to_value(&done.verdict.outcome).unwrap(),
+        serde_json::to_value(done.verdict.outcome.outcome()).unwrap(),
         candidate.outcome
     );
     assert_eq!(
