@@ -376,6 +376,7 @@ impl FleetLedger {
     pub fn open(url: &FleetUrl, binding: &Binding, host: &str) -> Result<Self, FleetError> {
         let mut url = url.clone();
         url.default_connect_timeout(Duration::from_secs(10));
+        url.default_liveness();
         let client = connect(&url)?;
         let mut ledger = Self {
             url,

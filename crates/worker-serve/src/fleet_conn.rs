@@ -23,6 +23,7 @@ use std::fmt;
 use std::path::{Path, PathBuf};
 use std::str::FromStr;
 use std::sync::Arc;
+use std::time::Duration;
 
 use keyfile::{KeyError, KeySource};
 use postgres::config::Host;
@@ -99,6 +100,33 @@ enum Tls {
     Verified(MakeRustlsConnect),
 }
 
+/// How long a session whose packets go unanswered (a partition, a peer host gone, a NAT or
+/// firewall forgetting the flow: no RST, no FIN) may hold a statement before the client
+/// gives it up as lost: the TCP user timeout, and the keepalive's idle time plus its
+/// unanswered probes. Without it the kernel's retransmissions decide (`tcp_retries2` = 15:
+/// about 15 minutes), and the service's loop, its lease renewals and its heartbeat wait
+/// that long. Well above a loaded server's answer time: only a path that answers nothing
+/// is cut.
+pub const SESSION_DEAD_WITHIN: Duration = Duration::from_secs(30);
+
+/// Idle time of a session before its first keepalive probe (the client's default is two
+/// hours), then a probe every [`KEEPALIVE_INTERVAL`], [`KEEPALIVE_RETRIES`] of them (the
+/// kernel lets the user timeout decide when unanswered probes end it): a session that
+/// answers nothing while no statement is under way is found dead within about
+/// `KEEPALIVE_IDLE` + [`SESSION_DEAD_WITHIN`], before the next statement is sent into it.
+const KEEPALIVE_IDLE: Duration = Duration::from_secs(10);
+const KEEPALIVE_INTERVAL: Duration = Duration::from_secs(5);
+const KEEPALIVE_RETRIES: u32 = 4;
+
+/// The URL's options that say how a dead session is found; one the URL sets is kept.
+const LIVENESS_OPTIONS: [&str; 5] = [
+    "keepalives",
+    "keepalives_idle",
+    "keepalives_interval",
+    "keepalives_retries",
+    "tcp_user_timeout",
+];
+
 /// A checked fleet database URL: no password in it, its TLS settled.
 #[derive(Clone)]
 pub struct FleetUrl {
@@ -106,6 +134,8 @@ pub struct FleetUrl {
     tls: Tls,
     /// The mode the URL asked for, for messages.
     sslmode: String,
+    /// The [`LIVENESS_OPTIONS`] the URL set.
+    liveness_set: Vec<&'static str>,
 }
 
 impl fmt::Debug for FleetUrl {
@@ -149,8 +179,10 @@ impl FleetUrl {
         }
         let mut kept = Vec::new();
         let (mut sslmode, mut rootcert) = (None, None);
+        let mut liveness_set = Vec::new();
         for pair in query.split('&').filter(|p| !p.is_empty()) {
             let (key, value) = pair.split_once('=').unwrap_or((pair, ""));
+            liveness_set.extend(LIVENESS_OPTIONS.iter().find(|o| **o == key));
             match key {
                 "password" => return Err(ConnError::PasswordInUrl),
                 "sslmode" => sslmode = Some(percent_decode(value)),
@@ -181,6 +213,7 @@ impl FleetUrl {
             config,
             tls,
             sslmode,
+            liveness_set,
         })
     }
 
@@ -268,6 +301,31 @@ impl FleetUrl {
     pub fn default_connect_timeout(&mut self, timeout: std::time::Duration) {
         if self.config.get_connect_timeout().is_none() {
             self.config.connect_timeout(timeout);
+        }
+    }
+
+    /// Bounds how long a silently dropped session can hold a statement
+    /// ([`SESSION_DEAD_WITHIN`]): the TCP user timeout and keepalives, each unless the URL
+    /// set it (`keepalives=0` in the URL turns the probes off; the user timeout stays).
+    pub fn default_liveness(&mut self) {
+        let unset = |option| !self.liveness_set.contains(&option);
+        let (user_timeout, idle, interval, retries) = (
+            unset("tcp_user_timeout"),
+            unset("keepalives_idle"),
+            unset("keepalives_interval"),
+            unset("keepalives_retries"),
+        );
+        if user_timeout {
+            self.config.tcp_user_timeout(SESSION_DEAD_WITHIN);
+        }
+        if idle {
+            self.config.keepalives_idle(KEEPALIVE_IDLE);
+        }
+        if interval {
+            self.config.keepalives_interval(KEEPALIVE_INTERVAL);
+        }
+        if retries {
+            self.config.keepalives_retries(KEEPALIVE_RETRIES);
         }
     }
 }
@@ -513,5 +571,34 @@ mod tests {
             .unwrap_err();
         assert!(matches!(err, ConnError::PasswordFile(_)), "{err:?}");
         assert!(!err.to_string().contains("secret-of-the-file"), "{err}");
+    }
+
+    /// The session's own bound on a silent drop is set unless the URL says otherwise; an
+    /// option the URL sets is the operator's and is kept.
+    #[test]
+    fn a_session_gets_a_user_timeout_and_keepalives_unless_the_url_sets_them() {
+        let mut url = FleetUrl::parse("postgres://fleet@db.example/fleet").unwrap();
+        url.default_liveness();
+        let c = &url.config;
+        assert_eq!(c.get_tcp_user_timeout(), Some(&SESSION_DEAD_WITHIN));
+        assert!(c.get_keepalives());
+        assert_eq!(c.get_keepalives_idle(), KEEPALIVE_IDLE);
+        assert_eq!(c.get_keepalives_interval(), Some(KEEPALIVE_INTERVAL));
+        assert_eq!(c.get_keepalives_retries(), Some(KEEPALIVE_RETRIES));
+        assert!(
+            KEEPALIVE_INTERVAL * KEEPALIVE_RETRIES + KEEPALIVE_IDLE <= SESSION_DEAD_WITHIN,
+            "the probes end within the user timeout"
+        );
+
+        let mut url = FleetUrl::parse(
+            "postgres://fleet@db.example/fleet?keepalives=0&tcp_user_timeout=90&keepalives_idle=60",
+        )
+        .unwrap();
+        url.default_liveness();
+        let c = &url.config;
+        assert_eq!(c.get_tcp_user_timeout(), Some(&Duration::from_secs(90)));
+        assert!(!c.get_keepalives());
+        assert_eq!(c.get_keepalives_idle(), Duration::from_secs(60));
+        assert_eq!(c.get_keepalives_interval(), Some(KEEPALIVE_INTERVAL));
     }
 }
