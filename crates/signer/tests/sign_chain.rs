@@ -360,17 +360,7 @@ async fn valid_candidate_yields_an_attestation_the_contract_settles_with() {
     .unwrap();
     assert_eq!(manifest["attestations"][0]["job_id"], w.job["job_id"]);
 
-    let sig = att.parsed_signature().unwrap();
-    w.bounty
-        .settle(vec![TestBounty::Attestation {
-            verifier: att.verifier.into(),
-            passed: att.passed,
-            responseHash: att.response_hash.into(),
-            deadline: U256::from(att.deadline),
-            signature: Bytes::copy_from_slice(sig.as_bytes()),
-        }])
-        .await
-        .unwrap();
+    settle_with(&w, &att).await;
     assert_eq!(w.bounty.status().await.unwrap(), status::SETTLED);
 }
 
@@ -1336,8 +1326,10 @@ fn flip_verdict(w: &World, exit_code: i64) {
     );
 }
 
-/// `signer <args…>` with the world's key in the environment.
-async fn signer_cli(args: &[&std::ffi::OsStr]) -> (i32, String, String) {
+/// `signer <args…>` with the world's key in the environment: (exit code, stdout, stderr).
+async fn signer_cli(
+    args: impl IntoIterator<Item = impl AsRef<std::ffi::OsStr>>,
+) -> (i32, String, String) {
     let out = tokio::process::Command::new(env!("CARGO_BIN_EXE_signer"))
         .args(args)
         .env("SIGNER_TEST_KEY", DEV_KEYS[SIGNER_KEY_INDEX])
@@ -1359,6 +1351,21 @@ async fn sign_binary(w: &World) -> (i32, String, String) {
         &[("SIGNER_TEST_KEY", DEV_KEYS[SIGNER_KEY_INDEX])],
     )
     .await
+}
+
+/// Submits `att` to `w`'s bounty as the file says it (the contract checks the signature).
+async fn settle_with(w: &World, att: &AttestationFile) {
+    let sig = att.parsed_signature().unwrap();
+    w.bounty
+        .settle(vec![TestBounty::Attestation {
+            verifier: att.verifier.into(),
+            passed: att.passed,
+            responseHash: att.response_hash.into(),
+            deadline: U256::from(att.deadline),
+            signature: Bytes::copy_from_slice(sig.as_bytes()),
+        }])
+        .await
+        .unwrap();
 }
 
 fn only_attestation(w: &World) -> AttestationFile {
@@ -1611,16 +1618,7 @@ async fn an_attestation_through_the_remote_signer_settles_and_recovers_to_the_ve
         verifier_sdk::recover_signer(&digest, &sig).unwrap(),
         w.signer
     );
-    w.bounty
-        .settle(vec![TestBounty::Attestation {
-            verifier: att.verifier.into(),
-            passed: att.passed,
-            responseHash: att.response_hash.into(),
-            deadline: U256::from(att.deadline),
-            signature: Bytes::copy_from_slice(sig.as_bytes()),
-        }])
-        .await
-        .unwrap();
+    settle_with(&w, &att).await;
     assert_eq!(w.bounty.status().await.unwrap(), status::SETTLED);
 }
 

@@ -34,29 +34,48 @@ async fn sign_through(
     out: &Path,
     history: &Path,
 ) -> (i32, String, String) {
-    let mut cmd = tokio::process::Command::new(env!("CARGO_BIN_EXE_signer"));
-    cmd.args(["sign", "--candidates"])
-        .arg(w.candidates.path())
-        .args(["--api", &w.api, "--signer", &w.signer.to_string()]);
+    let signer = w.signer.to_string();
+    signer_cli(sign_args(
+        w.candidates.path(),
+        &w.api,
+        &signer,
+        rpcs,
+        out,
+        history,
+    ))
+    .await
+}
+
+/// The arguments of `signer sign --json --key-env SIGNER_TEST_KEY` (the key [`signer_cli`]
+/// puts in the environment) with one `--rpc` per entry of `rpcs`.
+fn sign_args(
+    candidates: &Path,
+    api: &str,
+    signer: &str,
+    rpcs: &[impl AsRef<str>],
+    out: &Path,
+    history: &Path,
+) -> Vec<std::ffi::OsString> {
+    let mut args: Vec<std::ffi::OsString> = vec![
+        "sign".into(),
+        "--candidates".into(),
+        candidates.into(),
+        "--api".into(),
+        api.into(),
+        "--signer".into(),
+        signer.into(),
+    ];
     for rpc in rpcs {
-        cmd.args(["--rpc", rpc.as_ref()]);
+        args.extend(["--rpc".into(), rpc.as_ref().into()]);
     }
-    let out = cmd
-        .arg("--out")
-        .arg(out)
-        .arg("--history")
-        .arg(history)
-        .args(["--json", "--key-env", "SIGNER_TEST_KEY"])
-        .env("SIGNER_TEST_KEY", DEV_KEYS[SIGNER_KEY_INDEX])
-        .env_remove("RUST_LOG")
-        .output()
-        .await
-        .unwrap();
-    (
-        out.status.code().unwrap(),
-        String::from_utf8_lossy(&out.stdout).to_string(),
-        String::from_utf8_lossy(&out.stderr).to_string(),
-    )
+    args.extend([
+        "--out".into(),
+        out.into(),
+        "--history".into(),
+        history.into(),
+    ]);
+    args.extend(["--json", "--key-env", "SIGNER_TEST_KEY"].map(Into::into));
+    args
 }
 
 /// Every file `signer sign` wrote to `dir` (attestations and their manifest), by name.
@@ -216,30 +235,16 @@ async fn the_signer_binary_with_every_endpoint_down_is_an_outage_exit_5_naming_n
     let candidates = tempfile::tempdir().unwrap();
     let out = tempfile::tempdir().unwrap();
     let history = new_history();
-    let run = tokio::process::Command::new(env!("CARGO_BIN_EXE_signer"))
-        .args(["sign", "--candidates"])
-        .arg(candidates.path())
-        .args([
-            "--api",
-            "http://127.0.0.1:9",
-            "--rpc",
-            &first,
-            "--rpc",
-            &second,
-        ])
-        .args(["--signer", &signer_address().to_string(), "--out"])
-        .arg(out.path())
-        .arg("--history")
-        .arg(history.path())
-        .args(["--json", "--key-env", "SIGNER_TEST_KEY"])
-        .env("SIGNER_TEST_KEY", DEV_KEYS[SIGNER_KEY_INDEX])
-        .env_remove("RUST_LOG")
-        .output()
-        .await
-        .unwrap();
-    let stdout = String::from_utf8_lossy(&run.stdout).to_string();
-    let stderr = String::from_utf8_lossy(&run.stderr).to_string();
-    assert_eq!(run.status.code(), Some(5), "{stderr}");
+    let (code, stdout, stderr) = signer_cli(sign_args(
+        candidates.path(),
+        "http://127.0.0.1:9",
+        &signer_address().to_string(),
+        &[&first, &second],
+        out.path(),
+        history.path(),
+    ))
+    .await;
+    assert_eq!(code, 5, "{stderr}");
     assert!(
         stderr.contains("no --rpc endpoint answered")
             && stderr.contains("rpc 1: no answer")

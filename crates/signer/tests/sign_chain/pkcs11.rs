@@ -77,16 +77,7 @@ async fn an_attestation_through_softhsm2_settles_and_recovers_to_the_verifier() 
         verifier_sdk::recover_signer(&digest, &sig).unwrap(),
         verifier
     );
-    w.bounty
-        .settle(vec![TestBounty::Attestation {
-            verifier: att.verifier.into(),
-            passed: att.passed,
-            responseHash: att.response_hash.into(),
-            deadline: U256::from(att.deadline),
-            signature: Bytes::copy_from_slice(sig.as_bytes()),
-        }])
-        .await
-        .unwrap();
+    settle_with(&w, &att).await;
     assert_eq!(w.bounty.status().await.unwrap(), status::SETTLED);
 }
 
