@@ -5,8 +5,7 @@
 
 use std::num::NonZeroUsize;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicUsize, Ordering::SeqCst};
-use std::sync::{Arc, Mutex};
+use std::sync::atomic::Ordering::SeqCst;
 
 use serde_json::Value;
 use verifier_sdk::fixtures::sample_manifest;
@@ -14,40 +13,28 @@ use verifier_sdk::oci_runtime::RUNC;
 use worker_rehearse::batch::{
     BatchDefaults, BatchReport, prepare_tasks, read_tasks, rehearse_batch,
 };
-use worker_sandbox::lifecycle::Lifecycle;
-use worker_sandbox::lifecycle::fake::{Fake, Script};
-use worker_sandbox::{Executor, RunLifecycle};
+use worker_sandbox::Executor;
+use worker_sandbox::lifecycle::fake::Script;
 
-/// Scheduler turns a run waits for company before it goes on alone (a count of turns, not a
-/// time, so a batch that never runs two containers together still ends, and is seen to).
-const TURNS_ALONE: usize = 20_000;
+mod common;
+use common::{FreshRuns, Plan};
 
-/// The scripted engine holds one container, so this lifecycle gives each run a fresh one,
-/// scripted by the staged source tree's `fake` file (`exit=N`, `hold=TURNS`, `name=TASK`; a tree
-/// without one, such as the base, exits 1). It counts the containers alive, waits for `company`
-/// of them before a program may end (so overlap, where the code allows it, is seen), then holds
-/// the container `hold` more turns, and records which task's container ended when.
-#[derive(Debug)]
-struct Scripted {
-    template: Lifecycle<Fake>,
-    company: usize,
-    alive: AtomicUsize,
-    most: Arc<AtomicUsize>,
-    ended: Arc<Mutex<Vec<String>>>,
-}
-
-impl Scripted {
-    async fn new(company: usize) -> Self {
-        Self {
-            template: Lifecycle::connect(Fake::new(Script::default()), RUNC)
-                .await
-                .unwrap(),
-            company,
-            alive: 0.into(),
-            most: Arc::default(),
-            ended: Arc::default(),
+/// The engine of a batch: a fresh container per run, scripted by the staged source tree's
+/// `fake` file (`exit=N`, `hold=TURNS`, `name=TASK`; a tree without one, such as the base,
+/// exits 1), waiting for `company` containers alive before a program may end.
+async fn scripted(company: usize) -> FreshRuns {
+    FreshRuns::new(company, |spec| {
+        let (exit_code, hold, name) = script_of(&spec.source_dir);
+        Plan {
+            script: Script {
+                exit_code,
+                ..Script::default()
+            },
+            hold,
+            name,
         }
-    }
+    })
+    .await
 }
 
 /// What a source tree's `fake` file scripts: exit code, turns held, task name.
@@ -63,65 +50,6 @@ fn script_of(source: &Path) -> (i64, usize, String) {
         field("hold").map_or(0, |v| v.parse().unwrap()),
         field("name").unwrap_or_else(|| "base".into()),
     )
-}
-
-#[async_trait::async_trait]
-impl RunLifecycle for Scripted {
-    fn facts(&self) -> &worker_sandbox::evidence::EngineFacts {
-        self.template.facts()
-    }
-
-    async fn run(
-        &self,
-        spec: &worker_sandbox::SandboxSpec,
-        hooks: &dyn worker_sandbox::RunHooks,
-    ) -> Result<worker_sandbox::RunReport, worker_sandbox::SandboxError> {
-        let (exit_code, hold, name) = script_of(&spec.source_dir);
-        let now = self.alive.fetch_add(1, SeqCst) + 1;
-        self.most.fetch_max(now, SeqCst);
-        for _ in 0..TURNS_ALONE {
-            if self.alive.load(SeqCst) >= self.company {
-                break;
-            }
-            tokio::task::yield_now().await;
-        }
-        for _ in 0..hold {
-            tokio::task::yield_now().await;
-        }
-        let script = Script {
-            exit_code,
-            ..Script::default()
-        };
-        let fresh = Lifecycle::connect(Fake::new(script), RUNC).await?;
-        let report = fresh.run(spec, hooks).await;
-        self.ended.lock().unwrap().push(name);
-        self.alive.fetch_sub(1, SeqCst);
-        report
-    }
-
-    async fn cleanup_stale(&self) -> Result<Vec<String>, worker_sandbox::SandboxError> {
-        self.template.cleanup_stale().await
-    }
-
-    async fn remove_own_containers(&self) -> Result<Vec<String>, worker_sandbox::SandboxError> {
-        self.template.remove_own_containers().await
-    }
-
-    async fn host_resources(
-        &self,
-    ) -> Result<worker_sandbox::engine::HostResources, worker_sandbox::SandboxError> {
-        self.template.host_resources().await
-    }
-
-    async fn mounted_paths(
-        &self,
-    ) -> Result<std::collections::BTreeSet<PathBuf>, worker_sandbox::SandboxError> {
-        self.template.mounted_paths().await
-    }
-
-    fn images(&self) -> &dyn worker_sandbox::images::ImageStore {
-        self.template.images()
-    }
 }
 
 /// One task of a test batch: its name, what its container does, and its own keys.
@@ -203,7 +131,7 @@ fn defaults(dir: &Path) -> BatchDefaults {
     }
 }
 
-/// Rehearses the batch of `file` at `capacity` over a [`Scripted`] engine that waits for
+/// Rehearses the batch of `file` at `capacity` over a [`scripted`] engine that waits for
 /// `company` containers: the report, the most containers alive at once, and the order in which
 /// the tasks' containers ended.
 async fn batch_at(
@@ -214,7 +142,7 @@ async fn batch_at(
 ) -> (BatchReport, usize, Vec<String>) {
     let tasks = read_tasks(file, &defaults(dir)).unwrap();
     let prepared = prepare_tasks(tasks).unwrap();
-    let scripted = Scripted::new(company).await;
+    let scripted = scripted(company).await;
     let (most, ended) = (scripted.most.clone(), scripted.ended.clone());
     let executor = Executor::new(scripted);
     let capacity = NonZeroUsize::new(capacity).unwrap();

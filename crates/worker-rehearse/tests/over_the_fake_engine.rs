@@ -10,9 +10,9 @@ use verifier_sdk::fixtures::sample_manifest;
 use verifier_sdk::oci_runtime::RUNC;
 use worker_rehearse::verdict::Verdict;
 use worker_rehearse::{RehearseOptions, prepare, rehearse, rehearse_at};
+use worker_sandbox::Executor;
 use worker_sandbox::lifecycle::Lifecycle;
 use worker_sandbox::lifecycle::fake::{Fake, Script};
-use worker_sandbox::{Executor, RunLifecycle};
 
 fn options(dir: &Path) -> RehearseOptions {
     let (source, benchmark, staging) = (
@@ -99,72 +99,8 @@ async fn a_rehearsal_on_an_engine_without_the_image_is_no_verdict() {
     assert_eq!(verdict, Verdict::NoVerdict, "{problems:?}");
 }
 
-/// The scripted engine holds one container: this lifecycle gives each run a fresh one and
-/// counts the runs in flight. A run waits for `target` runs to be in flight before its
-/// program may end, giving up after a fixed number of scheduler turns (not a time), so
-/// sequential code, where no second run ever comes, still finishes and is seen as such.
-#[derive(Debug)]
-struct Counting {
-    template: Lifecycle<Fake>,
-    script: Script,
-    target: usize,
-    in_flight: std::sync::atomic::AtomicUsize,
-    most: std::sync::Arc<std::sync::atomic::AtomicUsize>,
-}
-
-/// Scheduler turns a run waits for company before it goes on alone.
-const TURNS_ALONE: usize = 20_000;
-
-#[async_trait::async_trait]
-impl RunLifecycle for Counting {
-    fn facts(&self) -> &worker_sandbox::evidence::EngineFacts {
-        self.template.facts()
-    }
-
-    async fn run(
-        &self,
-        spec: &worker_sandbox::SandboxSpec,
-        hooks: &dyn worker_sandbox::RunHooks,
-    ) -> Result<worker_sandbox::RunReport, worker_sandbox::SandboxError> {
-        use std::sync::atomic::Ordering::SeqCst;
-        let now = self.in_flight.fetch_add(1, SeqCst) + 1;
-        self.most.fetch_max(now, SeqCst);
-        for _ in 0..TURNS_ALONE {
-            if self.in_flight.load(SeqCst) >= self.target {
-                break;
-            }
-            tokio::task::yield_now().await;
-        }
-        let fresh = Lifecycle::connect(Fake::new(self.script.clone()), RUNC).await?;
-        let report = fresh.run(spec, hooks).await;
-        self.in_flight.fetch_sub(1, SeqCst);
-        report
-    }
-
-    async fn cleanup_stale(&self) -> Result<Vec<String>, worker_sandbox::SandboxError> {
-        self.template.cleanup_stale().await
-    }
-
-    async fn remove_own_containers(&self) -> Result<Vec<String>, worker_sandbox::SandboxError> {
-        self.template.remove_own_containers().await
-    }
-
-    async fn host_resources(
-        &self,
-    ) -> Result<worker_sandbox::engine::HostResources, worker_sandbox::SandboxError> {
-        self.template.host_resources().await
-    }
-
-    async fn mounted_paths(
-        &self,
-    ) -> Result<std::collections::BTreeSet<std::path::PathBuf>, worker_sandbox::SandboxError> {
-        self.template.mounted_paths().await
-    }
-
-    fn images(&self) -> &dyn worker_sandbox::images::ImageStore {
-        self.template.images()
-    }
-}
+mod common;
+use common::{FreshRuns, Plan};
 
 /// An adversarial rehearsal of a two-file Python solution at `parallel` runs at once: its
 /// human report and the most runs that were in flight together.
@@ -192,16 +128,14 @@ async fn rehearsal_at(
     std::fs::write(options.source.join("a.py"), "def a():\n    return 1\n").unwrap();
     std::fs::write(options.source.join("b.py"), "def b():\n    return 2\n").unwrap();
     let prepared = prepare(&options).unwrap();
-    let most = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
-    let counting = Counting {
-        template: Lifecycle::connect(Fake::new(script.clone()), RUNC)
-            .await
-            .unwrap(),
-        script,
-        target: parallel,
-        in_flight: 0.into(),
-        most: most.clone(),
-    };
+    // Each run waits for `parallel` runs in flight before its program may end.
+    let counting = FreshRuns::new(parallel, move |_| Plan {
+        script: script.clone(),
+        hold: 0,
+        name: String::new(),
+    })
+    .await;
+    let most = counting.most.clone();
     let executor = Executor::new(counting);
     let parallel = std::num::NonZeroUsize::new(parallel).unwrap();
     let rehearsed = rehearse_at(&executor, prepared, &options, adversarial, parallel)

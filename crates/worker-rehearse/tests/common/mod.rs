@@ -1,0 +1,119 @@
+//! The lifecycle both fake-engine test files rehearse over: worker-sandbox's scripted engine
+//! holds one container, so this gives each run a fresh one and counts the runs in flight, to
+//! show how many containers a rehearsal keeps alive at once.
+
+use std::sync::atomic::{AtomicUsize, Ordering::SeqCst};
+use std::sync::{Arc, Mutex};
+
+use verifier_sdk::oci_runtime::RUNC;
+use worker_sandbox::lifecycle::Lifecycle;
+use worker_sandbox::lifecycle::fake::{Fake, Script};
+use worker_sandbox::{RunHooks, RunLifecycle, RunReport, SandboxError, SandboxSpec};
+
+/// Scheduler turns a run waits for company before it goes on alone (a count of turns, not a
+/// time, so code that never runs two containers together still ends, and is seen to).
+const TURNS_ALONE: usize = 20_000;
+
+/// What one run's container does: its script, the scheduler turns it is held after its
+/// company came, and the name recorded when it ends.
+pub struct Plan {
+    pub script: Script,
+    pub hold: usize,
+    pub name: String,
+}
+
+type Planner = dyn Fn(&SandboxSpec) -> Plan + Send + Sync;
+
+/// A fresh scripted container per run, planned from the run's spec. A run waits for
+/// `company` runs in flight before its program may end (so overlap, where the code allows
+/// it, is seen), then is held its plan's turns.
+pub struct FreshRuns {
+    template: Lifecycle<Fake>,
+    plan: Box<Planner>,
+    company: usize,
+    in_flight: AtomicUsize,
+    /// The most runs that were in flight together.
+    pub most: Arc<AtomicUsize>,
+    /// The plans' names, in the order their containers ended.
+    pub ended: Arc<Mutex<Vec<String>>>,
+}
+
+impl std::fmt::Debug for FreshRuns {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("FreshRuns")
+            .field("company", &self.company)
+            .field("in_flight", &self.in_flight)
+            .finish_non_exhaustive()
+    }
+}
+
+impl FreshRuns {
+    pub async fn new(
+        company: usize,
+        plan: impl Fn(&SandboxSpec) -> Plan + Send + Sync + 'static,
+    ) -> Self {
+        Self {
+            template: Lifecycle::connect(Fake::new(Script::default()), RUNC)
+                .await
+                .unwrap(),
+            plan: Box::new(plan),
+            company,
+            in_flight: 0.into(),
+            most: Arc::default(),
+            ended: Arc::default(),
+        }
+    }
+}
+
+#[async_trait::async_trait]
+impl RunLifecycle for FreshRuns {
+    fn facts(&self) -> &worker_sandbox::evidence::EngineFacts {
+        self.template.facts()
+    }
+
+    async fn run(
+        &self,
+        spec: &SandboxSpec,
+        hooks: &dyn RunHooks,
+    ) -> Result<RunReport, SandboxError> {
+        let Plan { script, hold, name } = (self.plan)(spec);
+        let now = self.in_flight.fetch_add(1, SeqCst) + 1;
+        self.most.fetch_max(now, SeqCst);
+        for _ in 0..TURNS_ALONE {
+            if self.in_flight.load(SeqCst) >= self.company {
+                break;
+            }
+            tokio::task::yield_now().await;
+        }
+        for _ in 0..hold {
+            tokio::task::yield_now().await;
+        }
+        let fresh = Lifecycle::connect(Fake::new(script), RUNC).await?;
+        let report = fresh.run(spec, hooks).await;
+        self.ended.lock().unwrap().push(name);
+        self.in_flight.fetch_sub(1, SeqCst);
+        report
+    }
+
+    async fn cleanup_stale(&self) -> Result<Vec<String>, SandboxError> {
+        self.template.cleanup_stale().await
+    }
+
+    async fn remove_own_containers(&self) -> Result<Vec<String>, SandboxError> {
+        self.template.remove_own_containers().await
+    }
+
+    async fn host_resources(&self) -> Result<worker_sandbox::engine::HostResources, SandboxError> {
+        self.template.host_resources().await
+    }
+
+    async fn mounted_paths(
+        &self,
+    ) -> Result<std::collections::BTreeSet<std::path::PathBuf>, SandboxError> {
+        self.template.mounted_paths().await
+    }
+
+    fn images(&self) -> &dyn worker_sandbox::images::ImageStore {
+        self.template.images()
+    }
+}
