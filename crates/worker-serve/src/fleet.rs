@@ -986,48 +986,56 @@ impl FleetLedger {
 
     /// Every run, in order.
     pub fn runs(&mut self) -> Result<Vec<FleetRun>, FleetError> {
-        let rows = self
-            .client
-            .query(
-                "SELECT run_id, job_id, host, fence, outcome, reason_code, reason FROM fleet_runs
-                 ORDER BY run_id",
-                &[],
-            )
-            .map_err(query("listing runs"))?;
-        Ok(rows
-            .iter()
-            .map(|r| FleetRun {
-                run_id: r.get(0),
-                job_id: r.get(1),
-                host: r.get(2),
-                fence: r.get(3),
-                outcome: r.get(4),
-                reason_code: r.get(5),
-                reason: r.get(6),
-            })
-            .collect())
+        read_runs(&mut self.client).map_err(query("listing runs"))
     }
 
     /// Every candidate recorded, in order.
     pub fn candidates(&mut self) -> Result<Vec<FleetCandidate>, FleetError> {
-        let rows = self
-            .client
-            .query(
-                "SELECT job_id, run_id, host, fence, file FROM fleet_candidates ORDER BY run_id",
-                &[],
-            )
-            .map_err(query("listing candidates"))?;
-        Ok(rows
-            .iter()
-            .map(|r| FleetCandidate {
-                job_id: r.get(0),
-                run_id: r.get(1),
-                host: r.get(2),
-                fence: r.get(3),
-                file: r.get(4),
-            })
-            .collect())
+        read_candidates(&mut self.client).map_err(query("listing candidates"))
     }
+}
+
+/// Every run in `fleet_runs`, in order, over any connection to the fleet's database: the
+/// ledger's own, or that of a reader that only looks and registers no session (the chaos
+/// lane's).
+pub fn read_runs(client: &mut postgres::Client) -> Result<Vec<FleetRun>, postgres::Error> {
+    let rows = client.query(
+        "SELECT run_id, job_id, host, fence, outcome, reason_code, reason FROM fleet_runs
+         ORDER BY run_id",
+        &[],
+    )?;
+    Ok(rows
+        .iter()
+        .map(|r| FleetRun {
+            run_id: r.get(0),
+            job_id: r.get(1),
+            host: r.get(2),
+            fence: r.get(3),
+            outcome: r.get(4),
+            reason_code: r.get(5),
+            reason: r.get(6),
+        })
+        .collect())
+}
+
+/// Every candidate in `fleet_candidates`, in order, over any connection (as [`read_runs`]).
+pub fn read_candidates(
+    client: &mut postgres::Client,
+) -> Result<Vec<FleetCandidate>, postgres::Error> {
+    let rows = client.query(
+        "SELECT job_id, run_id, host, fence, file FROM fleet_candidates ORDER BY run_id",
+        &[],
+    )?;
+    Ok(rows
+        .iter()
+        .map(|r| FleetCandidate {
+            job_id: r.get(0),
+            run_id: r.get(1),
+            host: r.get(2),
+            fence: r.get(3),
+            file: r.get(4),
+        })
+        .collect())
 }
 
 fn connect(url: &FleetUrl) -> Result<Client, FleetError> {

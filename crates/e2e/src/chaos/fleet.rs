@@ -522,39 +522,8 @@ async fn read_db(url: &str) -> Result<DbState, E2eError> {
                 .map_err(|_| format!("{job}: unknown status {status:?}"))?;
             states.push((job, state));
         }
-        let runs = c
-            .query(
-                "SELECT run_id, job_id, host, fence, outcome, reason_code, reason FROM fleet_runs
-                 ORDER BY run_id",
-                &[],
-            )
-            .map_err(text)?
-            .iter()
-            .map(|r| FleetRun {
-                run_id: r.get(0),
-                job_id: r.get(1),
-                host: r.get(2),
-                fence: r.get(3),
-                outcome: r.get(4),
-                reason_code: r.get(5),
-                reason: r.get(6),
-            })
-            .collect();
-        let candidates = c
-            .query(
-                "SELECT job_id, run_id, host, fence, file FROM fleet_candidates ORDER BY run_id",
-                &[],
-            )
-            .map_err(text)?
-            .iter()
-            .map(|r| FleetCandidate {
-                job_id: r.get(0),
-                run_id: r.get(1),
-                host: r.get(2),
-                fence: r.get(3),
-                file: r.get(4),
-            })
-            .collect();
+        let runs = worker_serve::fleet::read_runs(&mut c).map_err(text)?;
+        let candidates = worker_serve::fleet::read_candidates(&mut c).map_err(text)?;
         Ok(DbState {
             states,
             runs,
@@ -738,6 +707,44 @@ impl Lane<'_> {
         what: &str,
         done: impl Fn(&DbState) -> bool,
     ) -> Result<Option<DbState>, E2eError> {
+        self.wait_until(what, Duration::from_millis(300), async |_, db| {
+            if done(&db) { Ok(db) } else { Err(db) }
+        })
+        .await
+    }
+
+    /// Waits until host `i` runs a container and holds an open run; the job it holds.
+    async fn wait_running(&mut self, i: usize) -> Result<Option<String>, E2eError> {
+        let name_of = |lane: &Self| {
+            lane.hosts
+                .get(i)
+                .map(|h| h.name.clone())
+                .unwrap_or_default()
+        };
+        let what = format!("{} runs a container", name_of(self));
+        self.wait_until(&what, Duration::from_millis(150), async |lane, db| {
+            let pid = lane.hosts.get(i).and_then(Host::pid).unwrap_or(0);
+            let running = containers_of(&HashSet::from([pid]))
+                .await
+                .iter()
+                .any(|(_, s)| s == "running");
+            match db.open_job_of(&name_of(lane)) {
+                Some(job) if running => Ok(job),
+                _ => Err(db),
+            }
+        })
+        .await
+    }
+
+    /// The one wait loop: supervises the hosts and reads the database every `pause` until
+    /// `probe` finds what it waits for (`Ok`); `Ok(None)` when the whole batch completed
+    /// first (it can no longer come), an error past [`STATE_WAIT`].
+    async fn wait_until<T>(
+        &mut self,
+        what: &str,
+        pause: Duration,
+        probe: impl AsyncFn(&Self, DbState) -> Result<T, DbState>,
+    ) -> Result<Option<T>, E2eError> {
         let give_up = Instant::now() + STATE_WAIT;
         loop {
             supervise(
@@ -749,72 +756,25 @@ impl Lane<'_> {
             )?;
             // Before the first host has made the tables, and while the server is busy, a
             // read fails: the state is not there yet.
-            let Ok(db) = read_db(&self.url).await else {
+            if let Ok(db) = read_db(&self.url).await {
+                let db = match probe(self, db).await {
+                    Ok(found) => return Ok(Some(found)),
+                    Err(db) => db,
+                };
+                if db.all_completed(self.jobs) {
+                    return Ok(None);
+                }
                 if Instant::now() > give_up {
                     return Err(E2eError::Mismatch(format!(
-                        "the fleet database could not be read while waiting for: {what}"
+                        "the fleet never reached: {what} (within {STATE_WAIT:?})"
                     )));
                 }
-                tokio::time::sleep(Duration::from_millis(300)).await;
-                continue;
-            };
-            if done(&db) {
-                return Ok(Some(db));
-            }
-            if db.all_completed(self.jobs) {
-                return Ok(None);
-            }
-            if Instant::now() > give_up {
+            } else if Instant::now() > give_up {
                 return Err(E2eError::Mismatch(format!(
-                    "the fleet never reached: {what} (within {STATE_WAIT:?})"
+                    "the fleet database could not be read while waiting for: {what}"
                 )));
             }
-            tokio::time::sleep(Duration::from_millis(300)).await;
-        }
-    }
-
-    /// Waits until host `i` runs a container and holds an open run; the job it holds.
-    async fn wait_running(&mut self, i: usize) -> Result<Option<String>, E2eError> {
-        let give_up = Instant::now() + STATE_WAIT;
-        loop {
-            supervise(
-                &mut self.hosts,
-                self.cfg,
-                &self.api,
-                &self.logs,
-                &mut self.exits,
-            )?;
-            let pid = self.hosts.get(i).and_then(Host::pid).unwrap_or(0);
-            let running = containers_of(&HashSet::from([pid]))
-                .await
-                .iter()
-                .any(|(_, s)| s == "running");
-            let Ok(db) = read_db(&self.url).await else {
-                if Instant::now() > give_up {
-                    return Err(E2eError::Mismatch(
-                        "the fleet database could not be read".into(),
-                    ));
-                }
-                tokio::time::sleep(Duration::from_millis(300)).await;
-                continue;
-            };
-            let name = self
-                .hosts
-                .get(i)
-                .map(|h| h.name.clone())
-                .unwrap_or_default();
-            if running && let Some(job) = db.open_job_of(&name) {
-                return Ok(Some(job));
-            }
-            if db.all_completed(self.jobs) {
-                return Ok(None);
-            }
-            if Instant::now() > give_up {
-                return Err(E2eError::Mismatch(format!(
-                    "{name} never ran a container (within {STATE_WAIT:?})"
-                )));
-            }
-            tokio::time::sleep(Duration::from_millis(150)).await;
+            tokio::time::sleep(pause).await;
         }
     }
 
