@@ -102,18 +102,10 @@ else
     ledger_base=$base
 fi
 
-mkdir -p "$WORK/feed"
-"$FEED" "$(pwd)" "$image" "$JOBS" "$WORK/feed" 2>"$WORK/feed.log" &
-feed_pid=$!
-for _ in $(seq 100); do [[ -s "$WORK/feed/base" ]] && break; sleep 0.1; done
-[[ -s "$WORK/feed/base" ]] || { echo "bench-fleet: the feed stand-in did not start" >&2; cat "$WORK/feed.log" >&2; exit 1; }
-api=$(cat "$WORK/feed/base")
-verifier=$(cat "$WORK/feed/verifier")
-[[ "$(jq length "$WORK/feed/all-jobs.json")" == "$JOBS" ]] || { echo "bench-fleet: the feed has the wrong number of jobs" >&2; exit 1; }
+bench_feed_start bench-fleet
 
 now() { date +%s.%N; }
 load() { cut -d' ' -f1-3 /proc/loadavg; }
-candidate_ids() { find "$@" -name 'candidate-*.json' ! -name '*.intoto.json' -exec jq -r .job.job_id {} +; }
 count_candidates() { find "$@" -name 'candidate-*.json' ! -name '*.intoto.json' 2>/dev/null | wc -l; }
 results=$WORK/results.tsv
 : >"$results"
@@ -143,27 +135,16 @@ measure() { # label hosts run-dir
             --parallel 1 --poll-interval 1 --pull "${flags[@]}" 2>"$dir/h$i/serve.log" &
         host_pids+=("$!")
     done
-    local deadline=$((${EPOCHREALTIME%.*} + TIMEOUT)) pid
+    local deadline=$((${EPOCHREALTIME%.*} + TIMEOUT))
     while (($(count_candidates "${outs[@]}") < JOBS)); do
-        for pid in "${host_pids[@]}"; do
-            if ! kill -0 "$pid" 2>/dev/null; then
-                echo "bench-fleet: a host of $label exited early; the logs:" >&2
-                tail -n 20 "$dir"/h*/serve.log >&2
-                exit 1
-            fi
-        done
-        if ((${EPOCHREALTIME%.*} > deadline)); then
-            echo "bench-fleet: $label took longer than ${TIMEOUT}s" >&2
-            exit 1
-        fi
-        sleep 0.2
+        bench_watch bench-fleet "$label" "$deadline" "$dir"/h*/serve.log -- "${host_pids[@]}"
     done
-    end=$(find "${outs[@]}" -name 'candidate-*.json' ! -name '*.intoto.json' -printf '%T@\n' | sort -n | tail -1)
+    end=$(bench_last_candidate "${outs[@]}")
     after=$(load)
     bench_stop "${host_pids[@]}"
     host_pids=()
     # Every job once across the hosts: the candidates' own job ids are the feed's, once each.
-    if [[ "$(candidate_ids "${outs[@]}" | sort)" != "$(jq -r '.[].job_id' "$WORK/feed/all-jobs.json" | sort)" ]]; then
+    if [[ "$(bench_candidate_ids "${outs[@]}" | sort)" != "$(jq -r '.[].job_id' "$WORK/feed/all-jobs.json" | sort)" ]]; then
         echo "bench-fleet: $label did not produce exactly one candidate per job" >&2
         exit 1
     fi

@@ -99,18 +99,11 @@ cleanup() {
 trap cleanup EXIT
 trap 'exit 130' INT TERM
 
-mkdir -p "$WORK/feed"
-"$FEED" "$(pwd)" "$image" "$JOBS" "$WORK/feed" 2>"$WORK/feed.log" &
-feed_pid=$!
-for _ in $(seq 100); do [[ -s "$WORK/feed/base" ]] && break; sleep 0.1; done
-[[ -s "$WORK/feed/base" ]] || { echo "bench-serve: the feed stand-in did not start" >&2; cat "$WORK/feed.log" >&2; exit 1; }
-api=$(cat "$WORK/feed/base")
+bench_feed_start bench-serve
 # The anchor's trees: the example's, readable by the sandbox user (as staging makes them).
 mkdir -p "$WORK/anchor"
 cp -r fixtures/example/source-pass fixtures/example/source-fail fixtures/example/benchmark "$WORK/anchor/"
 chmod -R a+rX "$WORK/anchor"
-verifier=$(cat "$WORK/feed/verifier")
-[[ "$(jq length "$WORK/feed/all-jobs.json")" == "$JOBS" ]] || { echo "bench-serve: the feed has the wrong number of jobs" >&2; exit 1; }
 
 now() { date +%s.%N; }
 load() { cut -d' ' -f1-3 /proc/loadavg; }
@@ -126,7 +119,6 @@ count_candidates() {
     [[ -e "${statements[0]}" ]] || statements=()
     counted=$((${#all[@]} - ${#statements[@]}))
 }
-candidate_ids() { find "$@" -name 'candidate-*.json' ! -name '*.intoto.json' -exec jq -r .job.job_id {} +; }
 results=$WORK/results.tsv
 latencies=$WORK/latencies.tsv
 logs=$WORK/serve-logs
@@ -176,7 +168,7 @@ trap 'meter_stop; cleanup' EXIT
 check_batch() { # label dirs...
     local label=$1 ids
     shift
-    ids=$(candidate_ids "$@" | sort)
+    ids=$(bench_candidate_ids "$@" | sort)
     if [[ "$ids" != "$(jq -r '.[].job_id' "$WORK/feed/all-jobs.json" | sort)" ]]; then
         echo "bench-serve: $label did not produce exactly one candidate per job" >&2
         exit 1
@@ -203,21 +195,12 @@ measure_serve() { # label parallel run-dir
     local deadline=$((${EPOCHREALTIME%.*} + TIMEOUT))
     local counted=0
     while count_candidates "$dir/out" && ((counted < JOBS)); do
-        if ! kill -0 "$serve_pid" 2>/dev/null; then
-            echo "bench-serve: worker serve ($label) exited early; its log:" >&2
-            tail -20 "$dir/serve.log" >&2
-            exit 1
-        fi
-        if ((${EPOCHREALTIME%.*} > deadline)); then
-            echo "bench-serve: $label took longer than ${TIMEOUT}s" >&2
-            exit 1
-        fi
-        sleep 0.2
+        bench_watch bench-serve "$label" "$deadline" "$dir/serve.log" -- "$serve_pid"
     done
     # The clock stops when the last candidate was written (its mtime), not when this loop
     # next looked: the look's 0.2 s step would add 0.1 s on average to a run of a few
     # seconds, where the anchor's clock stops the moment its process exits.
-    end=$(find "$dir/out" -name 'candidate-*.json' ! -name '*.intoto.json' -printf '%T@\n' | sort -n | tail -1)
+    end=$(bench_last_candidate "$dir/out")
     after=$(load)
     local client=""
     [[ -z "$METER" ]] || client=$(cpu_ticks "$serve_pid")
@@ -286,7 +269,7 @@ measure_cycles() { # run-dir
             exit 1
         fi
         # The platform settles what has a candidate: those jobs leave the feed.
-        candidate_ids "$dir"/cycle-*/candidates |
+        bench_candidate_ids "$dir"/cycle-*/candidates |
             jq -R . | jq -s . >"$dir/done.json"
         jq --slurpfile settled "$dir/done.json" '[.[] | select(.job_id as $id | $settled[0] | index($id) | not)]' \
             "$WORK/feed/all-jobs.json" >"$WORK/feed/feed.json.new"

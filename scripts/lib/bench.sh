@@ -105,3 +105,63 @@ bench_example_request() {
 bench_digest() {
     python3 -c 'import json,sys; print(json.load(sys.stdin)["snapshot"]["digest"])'
 }
+
+# The serve benchmarks' (bench-serve.sh, bench-fleet.sh) platform stand-in and candidates.
+
+# bench_feed_start NAME: starts FEED (bench_feed) serving JOBS jobs of IMAGE from WORK/feed,
+# its log WORK/feed.log, and waits (10 s at most) for it to answer; sets feed_pid, api (its
+# base URL) and verifier. Exits the script (1) when it does not start or lists another number
+# of jobs.
+bench_feed_start() {
+    local name=$1
+    mkdir -p "$WORK/feed"
+    "$FEED" "$(pwd)" "$image" "$JOBS" "$WORK/feed" 2>"$WORK/feed.log" &
+    # shellcheck disable=SC2034 # read by the script that sourced this file (its cleanup)
+    feed_pid=$!
+    for _ in $(seq 100); do [[ -s "$WORK/feed/base" ]] && break; sleep 0.1; done
+    [[ -s "$WORK/feed/base" ]] || { echo "$name: the feed stand-in did not start" >&2; cat "$WORK/feed.log" >&2; exit 1; }
+    # shellcheck disable=SC2034 # likewise
+    api=$(cat "$WORK/feed/base")
+    # shellcheck disable=SC2034 # likewise
+    verifier=$(cat "$WORK/feed/verifier")
+    [[ "$(jq length "$WORK/feed/all-jobs.json")" == "$JOBS" ]] || { echo "$name: the feed has the wrong number of jobs" >&2; exit 1; }
+}
+
+# bench_candidate_ids DIR...: the job id of each candidate file under the DIRs (not the in-toto
+# statements written beside them), one a line.
+bench_candidate_ids() {
+    find "$@" -name 'candidate-*.json' ! -name '*.intoto.json' -exec jq -r .job.job_id {} +
+}
+
+# bench_last_candidate DIR...: when the last candidate file under the DIRs was written (its
+# mtime, seconds since the epoch): where a measurement's clock stops, not when a loop next
+# looked.
+bench_last_candidate() {
+    find "$@" -name 'candidate-*.json' ! -name '*.intoto.json' -printf '%T@\n' | sort -n | tail -1
+}
+
+# bench_watch NAME LABEL DEADLINE LOG... -- PID...: one look while measurement LABEL waits for
+# its candidates. A PID that has exited ends the script (1) with the tail of each LOG, and so
+# does DEADLINE passed (seconds since the epoch, TIMEOUT after the start); else a 0.2 s pause.
+# No fork but the sleep, so the watch loads the cores no more than the measured processes'.
+bench_watch() {
+    local name=$1 label=$2 deadline=$3 tails=() pid
+    shift 3
+    while (($#)) && [[ "$1" != -- ]]; do
+        tails+=("$1")
+        shift
+    done
+    (($#)) && shift
+    for pid in "$@"; do
+        if ! kill -0 "$pid" 2>/dev/null; then
+            echo "$name: worker serve of $label exited early; its log:" >&2
+            tail -n 20 "${tails[@]}" >&2
+            exit 1
+        fi
+    done
+    if ((${EPOCHREALTIME%.*} > deadline)); then
+        echo "$name: $label took longer than ${TIMEOUT}s" >&2
+        exit 1
+    fi
+    sleep 0.2
+}
