@@ -318,6 +318,11 @@ impl SealedEvidence {
         &self.record
     }
 
+    /// The typed record, for a caller done with its bytes.
+    pub fn into_record(self) -> EvidenceRecord {
+        self.record
+    }
+
     /// The record as JSON, as a candidate and the cache carry it.
     pub fn json(&self) -> &serde_json::Value {
         &self.json
@@ -357,14 +362,6 @@ fn canonical_address(evidence: &serde_json::Value) -> (Vec<u8>, Sha256Digest) {
 /// verdict's): SHA-256 of its canonical JSON, as [`SealedEvidence::digest`] is of a fresh one.
 pub fn evidence_address(evidence: &serde_json::Value) -> Sha256Digest {
     canonical_address(evidence).1
-}
-
-/// Seals `evidence` and writes it (see [`SealedEvidence::write`]); for callers that need only
-/// the path (rehearsal).
-pub fn write_evidence(root: &Path, evidence: &EvidenceRecord) -> std::io::Result<PathBuf> {
-    SealedEvidence::seal(evidence.clone())
-        .map_err(std::io::Error::other)?
-        .write(root)
 }
 
 #[cfg(test)]

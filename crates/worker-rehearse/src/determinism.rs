@@ -143,12 +143,3 @@ pub fn assess(runs: &[(u32, Option<EvidenceRecord>)]) -> OutputDeterminism {
         }
     }
 }
-
-/// Reads the evidence record a run wrote (bounded by the cap `worker explain` reads, which a
-/// record whose per-test report is at its 1 MiB fits under; an unreadable one counts as
-/// missing, so the comparison is then not made rather than guessed).
-pub fn load_evidence(path: Option<&std::path::Path>) -> Option<EvidenceRecord> {
-    let bytes =
-        artifact_fs::read_bounded(path?, worker_sandbox::explain::MAX_EVIDENCE_BYTES).ok()?;
-    serde_json::from_slice(&bytes).ok()
-}

@@ -8,11 +8,11 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use serde::Serialize;
-use verifier_sdk::{RunnerManifest, Sha256Digest};
+use verifier_sdk::{EvidenceRecord, RunnerManifest, Sha256Digest};
 
 use crate::git::TreeOrigin;
 use crate::{RehearseError, RehearseOptions};
-use worker_jobs::run::{RunOptions, execute_manifest, write_evidence};
+use worker_jobs::run::{RunOptions, SealedEvidence, execute_manifest};
 use worker_sandbox::Executor;
 use worker_sandbox::explain::{Explanation, explain_observed};
 use worker_sandbox::hits::Hit;
@@ -62,6 +62,11 @@ pub struct RunResult {
     pub explanation: Explanation,
     /// The content-addressed evidence record, for `worker explain`.
     pub evidence_path: Option<PathBuf>,
+    /// That record as this process wrote it: what the rehearsal's own findings (determinism,
+    /// warnings) are read from, so nothing at the store path, replaced or collected since,
+    /// can change them. Not in the report: `evidence_path` names it.
+    #[serde(skip)]
+    pub evidence: Option<EvidenceRecord>,
     /// The test runner's own words when its output says no test ran (e.g. `Ran 0 tests`): a
     /// pass that judged nothing.
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -192,22 +197,26 @@ pub(crate) async fn run_once(
     };
     match execution {
         Ok(execution) => {
-            let path = write_evidence(&runs.options.staging_root, &execution.evidence)
+            // Serialised and hashed once: the store file, the log copy and the findings are
+            // all this one sealed record.
+            let sealed = SealedEvidence::seal(execution.evidence)
+                .map_err(|e| RehearseError::Evidence(std::io::Error::other(e)))?;
+            let path = sealed
+                .write(&runs.options.staging_root)
                 .map_err(RehearseError::Evidence)?;
             let logs = match &runs.log_dir {
-                Some(dir) => Some(write_logs(dir, label, &path, &execution.output)?),
+                Some(dir) => Some(write_logs(dir, label, sealed.bytes(), &execution.output)?),
                 None => None,
             };
-            let tails = format!(
-                "{}\n{}",
-                execution.evidence.stdout.tail, execution.evidence.stderr.tail
-            );
+            let record = sealed.record();
+            let tails = format!("{}\n{}", record.stdout.tail, record.stderr.tail);
             Ok(RunResult {
                 run,
-                explanation: explain_observed(&execution.evidence, &execution.observed),
+                explanation: explain_observed(record, &execution.observed),
                 evidence_path: Some(path),
                 zero_tests: zero_tests_ran(&tails),
                 logs,
+                evidence: Some(sealed.into_record()),
             })
         }
         // Decided before any container existed, so there is no evidence to explain.
@@ -232,17 +241,19 @@ pub(crate) async fn run_once(
             evidence_path: None,
             zero_tests: None,
             logs: None,
+            evidence: None,
         }),
     }
 }
 
 /// Writes a run's full output (within the manifest's cap) and a copy of its evidence record
-/// to `dir` as `<label>.stdout`, `<label>.stderr` and `<label>.evidence.json`; returns the
-/// common prefix `dir/<label>`.
+/// (`record`: the store file's bytes, from memory, so the copy cannot be anything else that
+/// is at the store path now) to `dir` as `<label>.stdout`, `<label>.stderr` and
+/// `<label>.evidence.json`; returns the common prefix `dir/<label>`.
 fn write_logs(
     dir: &Path,
     label: &str,
-    evidence: &Path,
+    record: &[u8],
     output: &worker_sandbox::streams::FullOutput,
 ) -> Result<PathBuf, RehearseError> {
     let fail = |path: &Path, e: std::io::Error| RehearseError::LogDir {
@@ -250,51 +261,13 @@ fn write_logs(
         detail: e.to_string(),
     };
     std::fs::create_dir_all(dir).map_err(|e| fail(dir, e))?;
-    // The record this run wrote, read as every file rehearse reads: not through a link, not
-    // waited on if it is a FIFO, and to at most the cap `worker explain` reads (#41 item 6).
-    let record = artifact_fs::read_bounded(evidence, worker_sandbox::explain::MAX_EVIDENCE_BYTES)
-        .map_err(|e| fail(evidence, e.into_io()))?;
     for (suffix, bytes) in [
         ("stdout", output.stdout.as_slice()),
         ("stderr", output.stderr.as_slice()),
-        ("evidence.json", record.as_slice()),
+        ("evidence.json", record),
     ] {
         let path = dir.join(format!("{label}.{suffix}"));
         artifact_fs::write_atomic(&path, bytes).map_err(|e| fail(&path, e))?;
     }
     Ok(dir.join(label))
-}
-
-#[cfg(test)]
-mod tests {
-    use super::write_logs;
-    use crate::RehearseError;
-    use worker_sandbox::streams::FullOutput;
-
-    /// The evidence record a run's logs copy is read like every other file rehearse reads
-    /// (#41 item 6): a FIFO where the record should be is refused, not waited on. A writer is
-    /// provided so that an unbounded, link-following read returns instead of hanging the test.
-    #[test]
-    fn a_fifo_in_place_of_a_runs_evidence_record_is_refused_without_hanging() {
-        let dir = tempfile::tempdir().unwrap();
-        let evidence = dir.path().join("evidence.json");
-        let made = std::process::Command::new("mkfifo")
-            .arg(&evidence)
-            .status()
-            .unwrap();
-        assert!(made.success());
-        let writer_path = evidence.clone();
-        std::thread::spawn(move || {
-            let _ = std::fs::OpenOptions::new().write(true).open(writer_path);
-        });
-        let output = FullOutput {
-            stdout: b"out".to_vec(),
-            stderr: Vec::new(),
-        };
-        let result = write_logs(&dir.path().join("logs"), "rehearse-1", &evidence, &output);
-        assert!(
-            matches!(&result, Err(RehearseError::LogDir { path, .. }) if *path == evidence),
-            "the FIFO was opened and read as the evidence record: {result:?}"
-        );
-    }
 }

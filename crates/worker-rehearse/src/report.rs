@@ -328,6 +328,7 @@ mod tests {
             evidence_path: None,
             zero_tests: None,
             logs: None,
+            evidence: None,
         }
     }
 

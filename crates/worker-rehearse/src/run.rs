@@ -213,15 +213,11 @@ pub(crate) async fn solution_runs(
         return Err(error);
     }
     let base = if base_runs { results.pop() } else { None };
-    // Read back from each run's evidence record: the streams' hashes, lengths and tails.
+    // Each run's evidence record as it wrote it (the streams' hashes, lengths and tails),
+    // from memory: the report keeps only their paths.
     let evidence: Vec<_> = results
-        .iter()
-        .map(|r| {
-            (
-                r.run,
-                super::determinism::load_evidence(r.evidence_path.as_deref()),
-            )
-        })
+        .iter_mut()
+        .map(|r| (r.run, r.evidence.take()))
         .collect();
     let mut report = assemble(prepared, results, base);
     report.output = super::determinism::assess(&evidence);

@@ -79,6 +79,7 @@ fn run(status: &'static str, reason: Option<&'static str>, stderr: &str) -> RunR
         evidence_path: None,
         zero_tests: None,
         logs: None,
+        evidence: None,
     }
 }
 
