@@ -14,9 +14,8 @@ use alloy::rpc::types::Filter;
 use bounty_chain::{FailoverPolicy, RpcEndpoints};
 use chain_testkit::proxy::{self, Misbehaviour};
 use chain_testkit::{PrivateNode, Testkit, status};
-use common::{Scenario, only_job, recorded};
-use keeper::fees::FeePlan;
-use keeper::record::{RecordState, StateDir};
+use common::{Scenario, only_job, plan, recorded};
+use keeper::record::RecordState;
 use keeper::report::JobStatus;
 use verifier_sdk::settle::decode_bounty_settled;
 
@@ -209,23 +208,11 @@ async fn keeper_resume_finishes_an_open_settlement_through_a_refusing_first_endp
         .unwrap();
     let healthy = proxy::start(node.url(), Misbehaviour::None).await.unwrap();
     let nonce = sc.keeper_nonce().await;
-    let plan = FeePlan {
-        gas_limit: 1_000_000,
-        max_fee_per_gas: 50_000_000_000,
-        max_priority_fee_per_gas: 1_000_000_000,
-    };
-    let (signed, record) = recorded(&sc, nonce, plan, RecordState::Sent);
+    let (signed, record) = recorded(&sc, nonce, plan(), RecordState::Sent);
     for entry in std::fs::read_dir(sc.path("candidates")).unwrap() {
         std::fs::remove_file(entry.unwrap().path()).unwrap();
     }
-    let state = || {
-        StateDir::open(&sc.path("state"))
-            .unwrap()
-            .load(&record.key())
-            .unwrap()
-            .unwrap()
-            .state
-    };
+    let state = || sc.load(&record).state;
 
     let (code, report, stderr) = keeper_through(&sc, "resume", &[&forbidden.url]).await;
     assert_ne!(code, 0, "{stderr}");

@@ -11,19 +11,10 @@ use alloy::primitives::U256;
 use alloy::providers::{Provider, ProviderBuilder};
 use alloy::rpc::types::TransactionRequest;
 use chain_testkit::status;
-use common::{Scenario, only_job, recorded};
-use keeper::fees::FeePlan;
-use keeper::record::{RecordState, SettlementRecord, StateDir};
+use common::{Scenario, only_job, plan, recorded};
+use keeper::record::RecordState;
 use keeper::report::JobStatus;
 use keeper::{KeySource, ResumeConfig};
-
-fn plan() -> FeePlan {
-    FeePlan {
-        gas_limit: 1_000_000,
-        max_fee_per_gas: 50_000_000_000,
-        max_priority_fee_per_gas: 1_000_000_000,
-    }
-}
 
 fn resume_config(sc: &Scenario) -> ResumeConfig {
     let cfg = sc.config();
@@ -34,14 +25,6 @@ fn resume_config(sc: &Scenario) -> ResumeConfig {
         caps: cfg.caps,
         wait: cfg.wait,
     }
-}
-
-fn load(sc: &Scenario, record: &SettlementRecord) -> SettlementRecord {
-    StateDir::open(&sc.path("state"))
-        .unwrap()
-        .load(&record.key())
-        .unwrap()
-        .unwrap()
 }
 
 /// The job left the feed (no candidate any more) while its settlement was recorded `sent`
@@ -59,11 +42,7 @@ async fn a_stuck_record_whose_job_left_the_feed_is_resumed_without_candidates() 
     }
     let relay = sc.run().await;
     assert!(relay.jobs.is_empty(), "{relay:#?}");
-    assert_eq!(
-        load(&sc, &record).state,
-        RecordState::Sent,
-        "never revisited"
-    );
+    assert_eq!(sc.load(&record).state, RecordState::Sent, "never revisited");
     assert_eq!(sc.keeper_nonce().await, nonce, "the nonce stays blocked");
 
     let report = keeper::run_resume(&resume_config(&sc)).await.unwrap();
@@ -71,7 +50,7 @@ async fn a_stuck_record_whose_job_left_the_feed_is_resumed_without_candidates() 
     assert_eq!(job.status, JobStatus::Paid, "{job:#?}");
     assert_eq!(job.tx_hash, Some(signed.hash), "the recorded transaction");
     assert_eq!(job.candidate_file, record.key().file_name());
-    assert_eq!(load(&sc, &record).state, RecordState::Confirmed);
+    assert_eq!(sc.load(&record).state, RecordState::Confirmed);
     assert_eq!(sc.keeper_nonce().await, nonce + 1);
     assert_eq!(sc.status().await, status::SETTLED);
     // Nothing open any more: a second resume has nothing to walk.
@@ -113,7 +92,7 @@ async fn a_cancelled_record_is_reported_dropped_by_resume_and_nothing_is_sent() 
     // A relay that has the candidate plans the new attempt.
     let relay = sc.run().await;
     assert_eq!(only_job(&relay).status, JobStatus::Paid, "{relay:#?}");
-    assert_eq!(load(&sc, &record).previous_attempts.len(), 1);
+    assert_eq!(sc.load(&record).previous_attempts.len(), 1);
 }
 
 /// The keeper key was rotated while a record of the old key was `planned` (signed, maybe
@@ -172,7 +151,7 @@ async fn a_rotated_keeper_key_finishes_a_planned_record_of_the_old_key() {
         .await
         .unwrap();
     assert_eq!(new_nonce, 0, "the new key sent nothing");
-    assert_eq!(load(&sc, &record).state, RecordState::Confirmed);
+    assert_eq!(sc.load(&record).state, RecordState::Confirmed);
 }
 
 /// `keeper status` lists every planned and sent record with its nonce and age, counts the

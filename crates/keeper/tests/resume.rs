@@ -9,29 +9,15 @@ use alloy::primitives::U256;
 use alloy::providers::{Provider, ProviderBuilder};
 use alloy::rpc::types::TransactionRequest;
 use chain_testkit::status;
-use common::{Scenario, only_job, recorded};
+use common::{Scenario, only_job, plan, recorded};
 use keeper::chain::{SettlementRpc, SignedTx};
-use keeper::fees::FeePlan;
 use keeper::record::{Confirmation, RecordState, SettlementRecord, StateDir};
 use keeper::report::JobStatus;
 use verifier_sdk::Bytes32;
 
 /// Signs the settlement the keeper would send at `nonce` and files it as `state`.
 fn planned(sc: &Scenario, nonce: u64, state: RecordState) -> (SignedTx, SettlementRecord) {
-    let plan = FeePlan {
-        gas_limit: 1_000_000,
-        max_fee_per_gas: 50_000_000_000,
-        max_priority_fee_per_gas: 1_000_000_000,
-    };
-    recorded(sc, nonce, plan, state)
-}
-
-fn load(sc: &Scenario, record: &SettlementRecord) -> SettlementRecord {
-    StateDir::open(&sc.path("state"))
-        .unwrap()
-        .load(&record.key())
-        .unwrap()
-        .unwrap()
+    recorded(sc, nonce, plan(), state)
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -55,7 +41,7 @@ async fn killed_after_sending_resumes_and_confirms_without_a_second_tx() {
         nonce + 1,
         "exactly one transaction"
     );
-    let stored = load(&sc, &record);
+    let stored = sc.load(&record);
     assert_eq!(stored.state, RecordState::Confirmed);
     assert_eq!(stored.confirmation.unwrap().event, "BountySettled");
     assert_eq!(sc.status().await, status::SETTLED);
@@ -76,7 +62,7 @@ async fn planned_but_never_broadcast_is_rebroadcast_byte_for_byte() {
         "the recorded tx, not a new one"
     );
     assert_eq!(sc.keeper_nonce().await, nonce + 1);
-    assert_eq!(load(&sc, &record).state, RecordState::Confirmed);
+    assert_eq!(sc.load(&record).state, RecordState::Confirmed);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -105,7 +91,7 @@ async fn provably_dropped_tx_is_replaced_only_while_still_submitted() {
     let job = only_job(&report);
     assert_eq!(job.status, JobStatus::Paid, "{job:#?}");
     assert_ne!(job.tx_hash, Some(signed.hash));
-    let stored = load(&sc, &record);
+    let stored = sc.load(&record);
     assert_eq!(stored.previous_attempts, vec![signed.hash]);
     assert_eq!(stored.tx.nonce, nonce + 1);
     assert_eq!(sc.keeper_nonce().await, nonce + 2);
@@ -126,10 +112,7 @@ async fn planted_confirmed_record_for_a_submitted_bounty_is_not_trusted() {
         block_hash: Bytes32::from_bytes([0x42; 32]),
         tx_hash: signed.hash,
     });
-    StateDir::open(&sc.path("state"))
-        .unwrap()
-        .save(&record)
-        .unwrap();
+    sc.save(&record);
     assert_eq!(sc.status().await, status::SUBMITTED);
 
     let report = sc.run().await;
@@ -142,7 +125,7 @@ async fn planted_confirmed_record_for_a_submitted_bounty_is_not_trusted() {
     // Stale record replaced: revalidated and relayed for real, and only now paid.
     assert_eq!(job.status, JobStatus::Paid, "{job:#?}");
     assert_eq!(sc.status().await, status::SETTLED);
-    let stored = load(&sc, &record);
+    let stored = sc.load(&record);
     assert_eq!(stored.state, RecordState::Confirmed);
     assert_eq!(stored.previous_attempts, vec![signed.hash]);
     assert_eq!(Some(stored.tx.hash), job.tx_hash);
@@ -169,10 +152,7 @@ async fn confirmed_record_pointing_at_another_bountys_settlement_is_not_trusted(
         block_hash: Bytes32::from_bytes([0x42; 32]),
         tx_hash: other_tx,
     });
-    StateDir::open(&sc.path("state"))
-        .unwrap()
-        .save(&record)
-        .unwrap();
+    sc.save(&record);
     let report = sc.run().await;
     let job = only_job(&report);
     assert_ne!(job.code.as_deref(), Some("already_confirmed"), "{job:#?}");
@@ -722,7 +702,7 @@ async fn lagging_rpc_never_makes_a_mined_settlement_look_dropped() {
         nonce + 1,
         "exactly one transaction"
     );
-    let stored = load(&sc, &record);
+    let stored = sc.load(&record);
     assert_eq!(stored.state, RecordState::Confirmed);
     assert_eq!(stored.tx.hash, signed.hash);
     assert!(stored.previous_attempts.is_empty(), "{stored:#?}");

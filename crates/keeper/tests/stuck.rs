@@ -12,18 +12,10 @@ use chain_testkit::{PrivateNode, Testkit, status};
 use common::{Scenario, only_job, recorded, tx_record};
 use keeper::chain::SettlementRpc;
 use keeper::fees::FeePlan;
-use keeper::record::{RecordState, SettlementRecord, StateDir};
+use keeper::record::{RecordState, SettlementRecord};
 use keeper::report::JobStatus;
 
 const GWEI: u128 = 1_000_000_000;
-
-fn load(sc: &Scenario, record: &SettlementRecord) -> SettlementRecord {
-    StateDir::open(&sc.path("state"))
-        .unwrap()
-        .load(&record.key())
-        .unwrap()
-        .unwrap()
-}
 
 /// A chain producing a block every 200 ms whose base fee is pinned at `base_fee`.
 fn keep_mining(node: Arc<PrivateNode>, base_fee: u128) -> tokio::task::JoinHandle<()> {
@@ -111,7 +103,7 @@ async fn stuck_transaction_is_replaced_with_bumped_fees_and_settles() {
     assert!(rpc.receipt(stuck.hash).await.unwrap().is_none());
     assert_eq!(sc.keeper_nonce().await, nonce + 1, "the same nonce, once");
 
-    let stored = load(&sc, &record);
+    let stored = sc.load(&record);
     assert_eq!(stored.state, RecordState::Confirmed);
     assert_eq!(stored.tx.nonce, nonce);
     assert_eq!(Some(stored.tx.hash), job.tx_hash);
@@ -161,7 +153,7 @@ async fn stuck_transaction_is_not_replaced_above_the_fee_cap() {
     assert_eq!(job.tx_hash, Some(stuck.hash));
     assert_eq!(sc.status().await, status::SUBMITTED);
     assert_eq!(sc.keeper_nonce().await, nonce, "nothing mined");
-    let stored = load(&sc, &record);
+    let stored = sc.load(&record);
     assert_eq!(stored.tx.hash, stuck.hash, "no replacement recorded");
     assert!(stored.replaced.is_empty());
 }
@@ -194,16 +186,13 @@ async fn replaced_transaction_mined_instead_is_confirmed() {
     let (second, _) = recorded(&sc, nonce, bumped, RecordState::Sent);
     record.replaced = vec![record.tx.clone()];
     record.tx = tx_record(&second, nonce, bumped);
-    StateDir::open(&sc.path("state"))
-        .unwrap()
-        .save(&record)
-        .unwrap();
+    sc.save(&record);
 
     let report = sc.run().await;
     let job = only_job(&report);
     assert_eq!(job.status, JobStatus::Paid, "{job:#?}");
     assert_eq!(job.tx_hash, Some(first.hash));
-    let stored = load(&sc, &record);
+    let stored = sc.load(&record);
     assert_eq!(stored.state, RecordState::Confirmed);
     assert_eq!(stored.tx.hash, first.hash);
     assert_eq!(stored.confirmation.unwrap().tx_hash, first.hash);

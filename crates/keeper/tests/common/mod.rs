@@ -213,6 +213,23 @@ impl Scenario {
         self.dir.path().join(sub)
     }
 
+    /// Writes `record` into the keeper's state directory, as a keeper that stopped left it.
+    pub fn save(&self, record: &SettlementRecord) {
+        StateDir::open(&self.path("state"))
+            .unwrap()
+            .save(record)
+            .unwrap();
+    }
+
+    /// What the keeper's state directory holds now for `record`'s settlement.
+    pub fn load(&self, record: &SettlementRecord) -> SettlementRecord {
+        StateDir::open(&self.path("state"))
+            .unwrap()
+            .load(&record.key())
+            .unwrap()
+            .unwrap()
+    }
+
     /// An attestation by dev key `signer_index` claiming `verifier`, for `passed`/`response`.
     pub fn attestation_as(
         &self,
@@ -354,6 +371,16 @@ pub fn only_job(report: &Report) -> &JobReport {
 }
 
 /// Signs the settlement the keeper would send at `nonce` with `fees` and files it as `state`.
+/// The fees of a settlement a test records by hand ([`recorded`]): a million gas at up to
+/// 50 gwei, 1 gwei of it the tip.
+pub fn plan() -> FeePlan {
+    FeePlan {
+        gas_limit: 1_000_000,
+        max_fee_per_gas: 50_000_000_000,
+        max_priority_fee_per_gas: 1_000_000_000,
+    }
+}
+
 pub fn recorded(
     sc: &Scenario,
     nonce: u64,
