@@ -84,10 +84,9 @@ fi
 # The first endpoint of RPC_URL that answers `eth_call` of `data` on `to` with a result.
 rpc_call() { # to data
   local url reply result
-  IFS=, read -ra rpc_urls <<<"${RPC_URL:-https://mainnet.base.org}"
+  local -a rpc_urls=()
+  rpc_endpoints rpc_urls "${RPC_URL:-}"
   for url in "${rpc_urls[@]}"; do
-    url="${url//[[:space:]]/}"
-    [[ -n "${url}" ]] || continue
     reply="$(curl --silent --show-error --fail --max-time 30 -H 'Content-Type: application/json' \
       --data "{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"eth_call\",\"params\":[{\"to\":\"$1\",\"data\":\"$2\"},\"latest\"]}" \
       "${url}" 2>/dev/null)" || reply=""
@@ -141,10 +140,9 @@ if [[ -n "${KEEPER_ADDRESS:-}" ]]; then
     # RPC_URL may be a comma-separated ordered list (as the signer and keeper take it): the
     # first endpoint that answers with a balance is read, so one endpoint down is no alert.
     balance=""
-    IFS=, read -ra rpc_urls <<<"${RPC_URL:-https://mainnet.base.org}"
+    rpc_urls=()
+    rpc_endpoints rpc_urls "${RPC_URL:-}"
     for url in "${rpc_urls[@]}"; do
-      url="${url//[[:space:]]/}"
-      [[ -n "${url}" ]] || continue
       reply="$(curl --silent --show-error --fail --max-time 30 -H 'Content-Type: application/json' \
         --data "{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"eth_getBalance\",\"params\":[\"${KEEPER_ADDRESS}\",\"latest\"]}" \
         "${url}" 2>/dev/null)" || reply=""

@@ -8,7 +8,7 @@
 #
 # Env: KEEPER_BIN (default bin/keeper), INPUT (default input: holds candidates/ and
 # attestations/<artifact>/), STATE_DIR (default state), API_URL, RPC_URL (one endpoint or a
-# comma-separated ordered list), MAX_GAS,
+# comma-separated ordered list; empty: https://mainnet.base.org), MAX_GAS,
 # MAX_FEE_PER_GAS, CONFIRMATIONS (default 3), REPLACE_AFTER_BLOCKS (default 10: blocks a sent
 # settlement may stay unmined before the keeper replaces it with higher fees, within the caps),
 # REPORT (default keeper-report.json), and the key
@@ -39,14 +39,9 @@ if [[ -z "${API_URL:-}" ]]; then
   exit 78
 fi
 # RPC_URL may be a comma-separated, ordered list: one `--rpc` per endpoint, so the keeper fails
-# over on its own (docs/operations.md "RPC outage").
-rpc_args=()
-IFS=, read -ra rpc_urls <<<"${RPC_URL:?RPC_URL is not set}"
-for url in "${rpc_urls[@]}"; do
-  url="${url//[[:space:]]/}"
-  [[ -z "${url}" ]] || rpc_args+=(--rpc "${url}")
-done
-args=(relay --candidates "${input}/candidates" --api "${API_URL}" "${rpc_args[@]}"
+# over on its own (docs/operations.md "RPC outage"; lib.sh's rpc_args).
+rpc_args rpc "${RPC_URL:-}"
+args=(relay --candidates "${input}/candidates" --api "${API_URL}" "${rpc[@]}"
   --key-env REGRESSION_KEEPER_KEY --state-dir "${state}"
   --max-gas "${MAX_GAS:-1500000}" --max-fee-per-gas "${MAX_FEE_PER_GAS:-2000000000}"
   --confirmations "${CONFIRMATIONS:-3}" --replace-after-blocks "${REPLACE_AFTER_BLOCKS:-10}" --json)

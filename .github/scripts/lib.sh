@@ -141,3 +141,41 @@ shard_of() {
   lo=$((16#${digest:8:8}))
   echo $((((hi % count) * ((1 << 32) % count) + lo) % count))
 }
+
+# The workflows' Base RPC endpoints (#43 item 2). REGRESSION_VERIFIER_RPC_URL is one URL or an
+# ordered, comma-separated list. Blanks (spaces, tabs, newlines: a pasted secret) around an
+# entry and empty entries are dropped; an entry is otherwise kept as it is: a blank inside one
+# is kept, so the binary refuses the URL instead of being handed a different one. A list with
+# no entry is the default endpoint, as the workflows' `|| 'https://mainnet.base.org'` makes an
+# unset one.
+#
+#   rpc_endpoints <name of the array to fill> <list>   -> the URLs, in order
+#   rpc_args <name of the array to fill> <list>        -> --rpc URL for each, in order: the
+#                                                         signer and the keeper fail over
+#                                                         between them (docs/operations.md
+#                                                         "RPC outage")
+RPC_DEFAULT_URL=https://mainnet.base.org
+rpc_endpoints() {
+  local -n _rpc_urls="$1"
+  local _rpc_entry
+  local -a _rpc_entries=()
+  _rpc_urls=()
+  # -d '': the whole value, not its first line.
+  IFS=, read -r -d '' -a _rpc_entries <<<"$2" || true
+  for _rpc_entry in "${_rpc_entries[@]}"; do
+    _rpc_entry="${_rpc_entry#"${_rpc_entry%%[![:space:]]*}"}"
+    _rpc_entry="${_rpc_entry%"${_rpc_entry##*[![:space:]]}"}"
+    [[ -z "${_rpc_entry}" ]] || _rpc_urls+=("${_rpc_entry}")
+  done
+  ((${#_rpc_urls[@]} > 0)) || _rpc_urls=("${RPC_DEFAULT_URL}")
+}
+rpc_args() {
+  local -n _rpc_args="$1"
+  local _rpc_url
+  local -a _rpc_list=()
+  rpc_endpoints _rpc_list "$2"
+  _rpc_args=()
+  for _rpc_url in "${_rpc_list[@]}"; do
+    _rpc_args+=(--rpc "${_rpc_url}")
+  done
+}

@@ -325,6 +325,84 @@ else
   failed=$((failed + 1))
 fi
 
+# --- the RPC endpoint list (#43 item 2) ------------------------------------------------------
+# REGRESSION_VERIFIER_RPC_URL is one URL or an ordered, comma-separated list; the signer's Sign
+# step and the keeper's steps hand it to their binary as one --rpc per entry. The steps run as
+# the workflow files write them (workflow_step.py evaluates their env, the run script is the
+# file's own), in a workspace holding this checkout's scripts and stand-in binaries that record
+# their arguments (the real binaries' failover is tested in Rust).
+workflows="$(cd "${scripts}/../workflows" && pwd)"
+rpc_ws="${tmp}/rpc-ws"
+mkdir -p "${rpc_ws}/.github" "${rpc_ws}/bin"
+ln -s "${scripts}" "${rpc_ws}/.github/scripts"
+# `keeper status` exits 3 (records open), so the Resume step goes on to `keeper resume`.
+cat > "${rpc_ws}/bin/signer" <<'SH'
+#!/usr/bin/env bash
+[[ "$1" == status ]] && exit 3
+printf '%s\n' "$@" > "${ARGV_OUT}"
+SH
+cp "${rpc_ws}/bin/signer" "${rpc_ws}/bin/keeper"
+chmod +x "${rpc_ws}/bin/signer" "${rpc_ws}/bin/keeper"
+# Runs one step with the secret and the variable REGRESSION_VERIFIER_RPC_URL set to $4 and $5
+# (empty: unset); leaves each --rpc value the binary got, one per line, in rpc_seen.
+rpc_step() { # workflow job step-name secret variable
+  local env_file="${tmp}/rpc-step.env" run_file="${tmp}/rpc-step.run"
+  local -a env_args=()
+  jq -n --arg s "$4" --arg v "$5" '{
+    secrets: {REGRESSION_VERIFIER_RPC_URL: $s, REGRESSION_VERIFIER_KEY: "0xkey", REGRESSION_KEEPER_KEY: "0xkey"},
+    vars: {REGRESSION_VERIFIER_RPC_URL: $v, REGRESSION_VERIFIER: "0x1111111111111111111111111111111111111111",
+           REGRESSION_VERIFIER_API_URL: "https://api.example"},
+    matrix: {slot: "1"}, steps: {history: {outcome: "success"}}}' > "${tmp}/rpc-context.json"
+  rm -f "${tmp}/argv"
+  rpc_seen=""
+  python3 "${here}/workflow_step.py" "${workflows}/$1" "$2" "$3" "${tmp}/rpc-context.json" "${env_file}" "${run_file}" || { status=99; return; }
+  mapfile -t env_args < "${env_file}"
+  run_script env -C "${rpc_ws}" "${env_args[@]}" ARGV_OUT="${tmp}/argv" bash -e "${run_file}"
+  [[ -f "${tmp}/argv" ]] && rpc_seen="$(awk 'previous == "--rpc" { print } { previous = $0 }' "${tmp}/argv")"
+}
+# keeper-relay.sh (the keeper's Relay step) with RPC_URL=$1, its binary the same stand-in.
+rpc_relay() {
+  rm -f "${tmp}/argv"
+  rpc_seen=""
+  INPUT="${relay_input}" STATE_DIR="${tmp}/state" REPORT="${tmp}/report.json" KEEPER_BIN="${rpc_ws}/bin/keeper" \
+    ARGV_OUT="${tmp}/argv" API_URL="http://127.0.0.1:9" RPC_URL="$1" run_script "${scripts}/keeper-relay.sh"
+  [[ -f "${tmp}/argv" ]] && rpc_seen="$(awk 'previous == "--rpc" { print } { previous = $0 }' "${tmp}/argv")"
+}
+odd_url='https://rpc.example/v2/k3y?a=1&b=*;c=$HOME%20`id`\n#frag'
+for where in "regression-verifier-signer.yml sign Sign" \
+  "regression-verifier-keeper.yml relay Resume open records without candidates"; do
+  read -r rpc_workflow rpc_job rpc_step_name <<<"${where}"
+  label="${rpc_workflow%.yml}: ${rpc_step_name}"
+  rpc_step "${rpc_workflow}" "${rpc_job}" "${rpc_step_name}" "https://a.example/k1, https://b.example/k2 ,,https://c.example" ""
+  check "${label}: a list reaches the binary as one --rpc each, in order, blanks around commas and empty entries dropped" \
+    eval '((status == 0)) && [[ "${rpc_seen}" == $'"'"'https://a.example/k1\nhttps://b.example/k2\nhttps://c.example'"'"' ]]'
+  rpc_step "${rpc_workflow}" "${rpc_job}" "${rpc_step_name}" "" "https://rpc.example/v2/KEY"
+  check "${label}: one URL (the variable, no secret) is exactly one --rpc, as before lists existed" \
+    eval '((status == 0)) && [[ "${rpc_seen}" == "https://rpc.example/v2/KEY" ]] && [[ "$(grep -c -- "^--rpc$" "${tmp}/argv")" == 1 ]]'
+  rpc_step "${rpc_workflow}" "${rpc_job}" "${rpc_step_name}" "https://secret.example" "https://variable.example"
+  check "${label}: the secret wins over the variable" eval '((status == 0)) && [[ "${rpc_seen}" == "https://secret.example" ]]'
+  rpc_step "${rpc_workflow}" "${rpc_job}" "${rpc_step_name}" "" ""
+  check "${label}: neither set is the default https://mainnet.base.org" \
+    eval '((status == 0)) && [[ "${rpc_seen}" == "https://mainnet.base.org" ]]'
+  rpc_step "${rpc_workflow}" "${rpc_job}" "${rpc_step_name}" " , ,, " ""
+  check "${label}: a list of blanks and commas alone is the default too, not a binary run without --rpc" \
+    eval '((status == 0)) && [[ "${rpc_seen}" == "https://mainnet.base.org" ]]'
+  rpc_step "${rpc_workflow}" "${rpc_job}" "${rpc_step_name}" "${odd_url}" ""
+  check "${label}: a URL with no comma but odd characters (\$, \`, *, ?, &, ;, %, #, a backslash) is passed intact" \
+    eval '((status == 0)) && [[ "${rpc_seen}" == "${odd_url}" ]]'
+  rpc_step "${rpc_workflow}" "${rpc_job}" "${rpc_step_name}" "https://a.example/x y" ""
+  check "${label}: a blank inside an entry is kept (the binary refuses the URL; glued, a typo would reach another endpoint)" \
+    eval '((status == 0)) && [[ "${rpc_seen}" == "https://a.example/x y" ]]'
+done
+rpc_relay $'\thttps://a.example ,\n https://b.example\n'
+check "relay: tabs and newlines around entries (a pasted secret) are dropped; order kept" \
+  eval '((status == 0)) && [[ "${rpc_seen}" == $'"'"'https://a.example\nhttps://b.example'"'"' ]]'
+rpc_relay ""
+check "relay: an empty RPC_URL is the default https://mainnet.base.org" \
+  eval '((status == 0)) && [[ "${rpc_seen}" == "https://mainnet.base.org" ]]'
+rpc_relay "${odd_url}"
+check "relay: a URL with odd characters is passed intact" eval '((status == 0)) && [[ "${rpc_seen}" == "${odd_url}" ]]'
+
 # --- runner judge -----------------------------------------------------------------------
 feed_report() { # fetch_failures jobs
   printf '{"schema_version": "agent-bounties/regression-feed-report-v1", "network": "base-mainnet", "verifiers": [], "fetch_failures": %s, "jobs": %s, "runtime_unavailable": 0, "executed": 0}' "$1" "$2" > "${tmp}/feed-report.json"
