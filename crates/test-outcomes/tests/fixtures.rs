@@ -233,26 +233,28 @@ fn pytest_short_summary_alone_names_all_but_skips() {
     assert_eq!(rows(&report), pytest_rows(false));
 }
 
+/// The same suite in pytest's JUnit XML: classname.name, an xfail a skip.
+fn junit_rows() -> Vec<(&'static str, Status)> {
+    vec![
+        ("test_sample.Legacy.test_legacy", Passed),
+        ("test_sample.Legacy.test_legacy_skip", Skipped),
+        ("test_sample.TestGroup.test_method", Passed),
+        ("test_sample.test_errors_in_setup", Error),
+        ("test_sample.test_fails", Failed),
+        ("test_sample.test_param[1]", Passed),
+        ("test_sample.test_param[2]", Failed),
+        ("test_sample.test_param[a b]", Passed),
+        ("test_sample.test_passes", Passed),
+        ("test_sample.test_skipped", Skipped),
+        ("test_sample.test_xfail", Skipped),
+    ]
+}
+
 #[test]
 fn junit_xml_printed_on_one_long_line_is_read() {
     let report = read("pytest-junit-printed.stdout", None);
     assert_eq!(report.runner, Runner::JunitXml);
-    assert_eq!(
-        rows(&report),
-        [
-            ("test_sample.Legacy.test_legacy", Passed),
-            ("test_sample.Legacy.test_legacy_skip", Skipped),
-            ("test_sample.TestGroup.test_method", Passed),
-            ("test_sample.test_errors_in_setup", Error),
-            ("test_sample.test_fails", Failed),
-            ("test_sample.test_param[1]", Passed),
-            ("test_sample.test_param[2]", Failed),
-            ("test_sample.test_param[a b]", Passed),
-            ("test_sample.test_passes", Passed),
-            ("test_sample.test_skipped", Skipped),
-            ("test_sample.test_xfail", Skipped),
-        ]
-    );
+    assert_eq!(rows(&report), junit_rows());
     assert_eq!(duration(&report, "test_sample.test_passes"), Some(0));
 }
 
@@ -262,22 +264,7 @@ fn junit_xml_pytest_writes_to_dev_stdout_is_read_from_the_stream() {
     // precedes the failure sections and short summary (which, without `-rA`, are not rows).
     let report = read("pytest-junit-dev-stdout.stdout", None);
     assert_eq!(report.runner, Runner::JunitXml);
-    assert_eq!(
-        rows(&report),
-        [
-            ("test_sample.Legacy.test_legacy", Passed),
-            ("test_sample.Legacy.test_legacy_skip", Skipped),
-            ("test_sample.TestGroup.test_method", Passed),
-            ("test_sample.test_errors_in_setup", Error),
-            ("test_sample.test_fails", Failed),
-            ("test_sample.test_param[1]", Passed),
-            ("test_sample.test_param[2]", Failed),
-            ("test_sample.test_param[a b]", Passed),
-            ("test_sample.test_passes", Passed),
-            ("test_sample.test_skipped", Skipped),
-            ("test_sample.test_xfail", Skipped),
-        ]
-    );
+    assert_eq!(rows(&report), junit_rows());
     assert_eq!(duration(&report, "test_sample.test_passes"), Some(8_000));
 }
 
