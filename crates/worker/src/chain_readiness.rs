@@ -5,7 +5,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use bounty_chain::{ChainReadError, FailoverPolicy, RpcChainReader};
+use bounty_chain::{ChainReadError, FailoverError, FailoverPolicy, RpcChainReader};
 use verifier_sdk::ValidatedJob;
 use verifier_sdk::readiness::CheckResult;
 use worker_jobs::feed::readiness::ChainReadiness;
@@ -30,12 +30,36 @@ impl ChainReadiness for RpcReadiness {
     }
 }
 
+/// Why the `--rpc` endpoints cannot back the chain check.
+#[derive(Debug, thiserror::Error)]
+pub enum ConnectError {
+    /// A URL the signer would refuse too (not https to a remote host, malformed).
+    #[error(transparent)]
+    Url(#[from] ChainReadError),
+    /// The endpoints' answers at start (the signer's own check of the same list).
+    #[error(transparent)]
+    Endpoints(#[from] FailoverError),
+}
+
+impl ConnectError {
+    /// No endpoint answered (an outage: a later start may succeed), rather than a
+    /// configuration to fix.
+    pub fn is_transient(&self) -> bool {
+        matches!(self, Self::Endpoints(e) if e.is_transient())
+    }
+}
+
 /// The chain check over `rpc_urls` in order; `None` without any (the records' chain check is
-/// then `not_checked`).
-pub fn connect(rpc_urls: &[String]) -> Result<Option<Arc<dyn ChainReadiness>>, ChainReadError> {
+/// then `not_checked`). Several endpoints are checked at once as the signer checks its
+/// `--rpc` list before it signs (`RpcChainReader::check_endpoints`): a list on two chains is
+/// refused with each endpoint's answer by position, an endpoint that does not answer or lags
+/// is left out, none answering is an outage. Otherwise the signer, given the same list, would
+/// refuse to sign at all while the records read the bounty from whichever endpoint came first.
+pub async fn connect(rpc_urls: &[String]) -> Result<Option<Arc<dyn ChainReadiness>>, ConnectError> {
     if rpc_urls.is_empty() {
         return Ok(None);
     }
     let reader = RpcChainReader::with_failover(rpc_urls, RPC_TIMEOUT, FailoverPolicy::default())?;
+    reader.check_endpoints().await?;
     Ok(Some(Arc::new(RpcReadiness(reader))))
 }

@@ -18,10 +18,6 @@ pub fn feed(args: &FeedArgs, quiet: bool) -> ExitCode {
         Ok(config) => config,
         Err(error) => return staging_root_failed(&error),
     };
-    match crate::chain_readiness::connect(&args.run.rpc) {
-        Ok(chain) => config.chain_readiness = chain,
-        Err(error) => return fail(ExitCode::Config, &format!("--rpc: {error}")),
-    }
     // Windows are chain time: with --rpc, judged on the chain's clock when it runs ahead.
     let window_clock = Arc::new(ChainAligned::new(config.clock.clone()));
     if !args.run.rpc.is_empty() {
@@ -32,6 +28,10 @@ pub fn feed(args: &FeedArgs, quiet: bool) -> ExitCode {
     let oci_runtime = args.run.oci_runtime.name();
     let result = block_on_interruptible(
         async move {
+            // Before any work, as the signer checks the same list before it signs.
+            config.chain_readiness = crate::chain_readiness::connect(&rpc)
+                .await
+                .map_err(|error| (rpc_exit(&error), format!("--rpc: {error}")))?;
             let _following = crate::chain_clock::follow(&rpc, window_clock).await;
             let executor = connect_swept(oci_runtime)
                 .await
@@ -58,6 +58,16 @@ pub fn feed(args: &FeedArgs, quiet: bool) -> ExitCode {
         }
         Ok(Err((code, error))) => fail(code, &error),
         Err(error) => fail(ExitCode::Internal, &error),
+    }
+}
+
+/// The signer's exit for the same `--rpc` list: none answering is an outage (5), anything else
+/// a configuration to fix (78).
+fn rpc_exit(error: &crate::chain_readiness::ConnectError) -> ExitCode {
+    if error.is_transient() {
+        ExitCode::Unavailable
+    } else {
+        ExitCode::Config
     }
 }
 

@@ -49,10 +49,6 @@ pub fn serve(args: &ServeArgs) -> ExitCode {
         Ok(config) => config,
         Err(error) => return fail(ExitCode::Config, &error),
     };
-    match crate::chain_readiness::connect(&args.run.rpc) {
-        Ok(chain) => config.feed.chain_readiness = chain,
-        Err(error) => return fail(ExitCode::Config, &format!("--rpc: {error}")),
-    }
     // The lock lives to the end of this function: the whole life of the service.
     let Prepared {
         ledger,
@@ -89,6 +85,20 @@ pub fn serve(args: &ServeArgs) -> ExitCode {
     let telemetry = Arc::new(Telemetry::new(config.poll_interval, clock));
     let rpc = args.run.rpc.clone();
     let result = super::block_on(async move {
+        // Before any job, as the signer checks the same list before it signs: endpoints on two
+        // chains are a configuration to fix, none answering an outage a restart may get past.
+        config.feed.chain_readiness =
+            crate::chain_readiness::connect(&rpc)
+                .await
+                .map_err(|error| {
+                    let transient = error.is_transient();
+                    let error = format!("--rpc: {error}");
+                    if transient {
+                        ServeError::Transient(error)
+                    } else {
+                        ServeError::Config(error)
+                    }
+                })?;
         let _following = crate::chain_clock::follow(&rpc, window_clock).await;
         let endpoint = listener.map(|l| {
             match config.metrics_listen {

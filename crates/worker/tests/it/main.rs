@@ -7,6 +7,7 @@
 // the story.
 #![allow(clippy::too_many_lines)]
 
+mod chain_readiness;
 mod cli_conventions;
 mod docker;
 mod example_feed;
