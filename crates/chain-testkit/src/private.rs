@@ -129,6 +129,16 @@ impl PrivateNode {
         Ok(())
     }
 
+    /// `evm_setNextBlockTimestamp`: the next mined block's timestamp, `secs` (seconds since the
+    /// epoch); the chain's clock can so run ahead of this host's.
+    pub async fn set_next_block_timestamp(&self, secs: u64) -> Result<(), TestkitError> {
+        self.provider
+            .raw_request::<_, serde_json::Value>("evm_setNextBlockTimestamp".into(), (secs,))
+            .await
+            .map_err(|e| TestkitError::rpc("evm_setNextBlockTimestamp", e))?;
+        Ok(())
+    }
+
     /// `evm_mine`: one block with whatever pending transactions pay its base fee.
     pub async fn mine(&self) -> Result<(), TestkitError> {
         self.provider
