@@ -110,27 +110,7 @@ fn metrics_files_count_the_run(dir: &Path) {
         );
     }
     for (name, text) in &files {
-        use std::io::Write as _;
-        let mut child = std::process::Command::new("promtool")
-            .args(["check", "metrics"])
-            .stdin(std::process::Stdio::piped())
-            .stdout(std::process::Stdio::piped())
-            .stderr(std::process::Stdio::piped())
-            .spawn()
-            .unwrap_or_else(|e| {
-                panic!("promtool could not be started ({e}): scripts/services.sh installs it")
-            });
-        child
-            .stdin
-            .take()
-            .unwrap()
-            .write_all(text.as_bytes())
-            .unwrap();
-        let out = child.wait_with_output().unwrap();
-        assert!(
-            out.status.success() && out.stdout.is_empty() && out.stderr.is_empty(),
-            "{name}: {out:?}\n{text}"
-        );
+        test_promtool::check_metrics(name, text);
     }
 }
 

@@ -9,43 +9,14 @@
 
 mod common;
 
-use std::io::Write as _;
 use std::path::Path;
-use std::process::{Command, Output, Stdio};
+use std::process::{Command, Output};
 
 use alloy::providers::Provider;
 use common::Scenario;
 
 /// Hardhat's well-known development key 0 (public test key, no value anywhere).
 const DEV_KEY_0: &str = "ac0974bec39a17e36ba4a6b4d238ff944bacb478cbed5efcae784d7bf4f2ff80";
-
-/// `promtool check metrics` on `text` must be silent and succeed; a missing promtool fails.
-fn promtool_check_metrics(text: &str) {
-    let mut child = Command::new("promtool")
-        .args(["check", "metrics"])
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap_or_else(|e| {
-            panic!("promtool could not be started ({e}): install Debian's `prometheus` package (scripts/services.sh)")
-        });
-    child
-        .stdin
-        .take()
-        .unwrap()
-        .write_all(text.as_bytes())
-        .unwrap();
-    let out = child.wait_with_output().unwrap();
-    assert!(
-        out.status.success(),
-        "promtool check metrics: {out:?}\n{text}"
-    );
-    assert!(
-        out.stdout.is_empty() && out.stderr.is_empty(),
-        "{out:?}\n{text}"
-    );
-}
 
 fn resume_on_a_closed_port(state: &Path, metrics: &Path) -> Output {
     Command::new(env!("CARGO_BIN_EXE_keeper"))
@@ -89,7 +60,7 @@ fn a_failed_keeper_run_still_writes_its_metrics_file_and_counts_on() {
             text.contains("keeper_last_run_timestamp_seconds "),
             "{text}"
         );
-        promtool_check_metrics(&text);
+        test_promtool::check_metrics("the keeper's metrics file", &text);
     }
 }
 
@@ -141,5 +112,5 @@ async fn a_confirmed_settlement_is_counted_with_the_balance_left() {
         text.contains(&format!("keeper_balance_wei {balance}\n")),
         "balance {balance}: {text}"
     );
-    promtool_check_metrics(&text);
+    test_promtool::check_metrics("the keeper's metrics file", &text);
 }

@@ -4,9 +4,8 @@
 //! package, which scripts/services.sh installs; a missing promtool fails this test).
 #![allow(clippy::unwrap_used, clippy::expect_used)] // tests may unwrap (clippy.toml)
 
-use std::io::Write as _;
 use std::path::Path;
-use std::process::{Command, Output, Stdio};
+use std::process::{Command, Output};
 
 fn sign_with_a_bad_signer(dir: &Path, metrics: &Path) -> Output {
     Command::new(env!("CARGO_BIN_EXE_signer"))
@@ -31,35 +30,6 @@ fn sign_with_a_bad_signer(dir: &Path, metrics: &Path) -> Output {
         .unwrap()
 }
 
-/// `promtool check metrics` on `text`: its complaints, or a failed test when it is missing.
-fn promtool_check_metrics(text: &str) -> String {
-    let mut child = Command::new("promtool")
-        .args(["check", "metrics"])
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap_or_else(|e| {
-            panic!("promtool could not be started ({e}): install Debian's `prometheus` package (scripts/services.sh)")
-        });
-    child
-        .stdin
-        .take()
-        .unwrap()
-        .write_all(text.as_bytes())
-        .unwrap();
-    let out = child.wait_with_output().unwrap();
-    assert!(
-        out.status.success(),
-        "promtool check metrics: {out:?}\n{text}"
-    );
-    format!(
-        "{}{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    )
-}
-
 #[test]
 fn a_failed_sign_run_still_writes_its_metrics_file_and_counts_on() {
     let dir = tempfile::tempdir().unwrap();
@@ -79,7 +49,7 @@ fn a_failed_sign_run_still_writes_its_metrics_file_and_counts_on() {
         first.contains("signer_last_run_timestamp_seconds "),
         "{first}"
     );
-    assert_eq!(promtool_check_metrics(&first).trim(), "", "{first}");
+    test_promtool::check_metrics("the first run's metrics file", &first);
 
     let out = sign_with_a_bad_signer(dir.path(), &metrics);
     assert_eq!(out.status.code(), Some(78), "{out:?}");

@@ -323,26 +323,7 @@ fn run_for_metrics(bin: &str, args: &[&std::ffi::OsStr], env: (&str, &str), want
 /// The sample names of a Prometheus text exposition (what a query selects), after
 /// `promtool check metrics` has accepted it.
 fn sample_names(text: &str) -> BTreeSet<String> {
-    use std::io::Write as _;
-    use std::process::Stdio;
-    let mut child = Command::new("promtool")
-        .args(["check", "metrics"])
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap_or_else(|e| panic!("promtool could not be started ({e})"));
-    child
-        .stdin
-        .take()
-        .unwrap()
-        .write_all(text.as_bytes())
-        .unwrap();
-    let out = child.wait_with_output().unwrap();
-    assert!(
-        out.status.success() && out.stdout.is_empty() && out.stderr.is_empty(),
-        "promtool check metrics: {out:?}\n{text}"
-    );
+    test_promtool::check_metrics("the exposition", text);
     text.lines()
         .filter(|l| !l.starts_with('#') && !l.is_empty())
         .filter_map(|l| l.split(['{', ' ']).next())
