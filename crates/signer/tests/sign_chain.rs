@@ -21,7 +21,7 @@ use serde_json::{Value, json};
 use signer::history::History;
 use signer::key::{AttestationKey, RemoteSigner};
 use signer::sign::{ATTESTATION_MANIFEST_FILE, CandidateStatus};
-use signer::{ExitCode, RunReport, SignConfig, sign_candidates};
+use signer::{ExitCode, RunError, RunReport, SignConfig, sign_candidates};
 use verifier_sdk::fixtures::{JobParams, job_value};
 use verifier_sdk::{
     Address, AttestationFile, Candidate, CandidateManifest, ExecutionFacts, Network, Sha256Digest,
@@ -292,8 +292,26 @@ impl World {
     }
 
     async fn sign(&self) -> RunReport {
-        let reader = RpcChainReader::new(self.kit.url(), Duration::from_secs(10)).unwrap();
-        self.sign_with(&reader, self.now).await
+        self.sign_with(&self.reader(), self.now).await
+    }
+
+    /// `sign_candidates` over this world with `cfg` (its own or one a test changed), the dev
+    /// key, the local chain and the world's clock: the run's result, refusal or not.
+    async fn try_sign(&self, cfg: &SignConfig) -> Result<RunReport, RunError> {
+        sign_candidates(
+            cfg,
+            &key().into(),
+            &mut self.open_history(),
+            &self.source(),
+            &self.reader(),
+            self.now,
+        )
+        .await
+    }
+
+    /// The local chain, read as the signer reads it.
+    fn reader(&self) -> RpcChainReader {
+        RpcChainReader::new(self.kit.url(), Duration::from_secs(10)).unwrap()
     }
 
     fn rewrite_candidate(&self, edit: impl FnOnce(&mut Candidate)) {
@@ -470,7 +488,7 @@ async fn deadline_too_close_to_now_is_refused() {
 #[tokio::test]
 async fn expired_job_is_refused() {
     let w = world().await;
-    let reader = RpcChainReader::new(w.kit.url(), Duration::from_secs(10)).unwrap();
+    let reader = w.reader();
     let report = w.sign_with(&reader, w.params.verification_expires_at).await;
     assert_refused(&report, "candidate_job_invalid");
 }
@@ -505,7 +523,7 @@ impl ChainReader for OtherChain {
 #[tokio::test]
 async fn wrong_chain_id_is_refused() {
     let w = world().await;
-    let reader = OtherChain(RpcChainReader::new(w.kit.url(), Duration::from_secs(10)).unwrap());
+    let reader = OtherChain(w.reader());
     assert_refused(&w.sign_with(&reader, w.now).await, "chain_id_mismatch");
 }
 
@@ -600,7 +618,7 @@ async fn a_feed_item_whose_terms_hash_differs_from_the_chain_is_not_ready_and_re
     use verifier_sdk::readiness::{ALL_CHECKS, CheckKind, CheckResult, ReadinessRecord};
     let w = world().await;
     let job = validate_job(&w.job, w.now).unwrap();
-    let reader = RpcChainReader::new(w.kit.url(), Duration::from_secs(10)).unwrap();
+    let reader = w.reader();
     // Every host check passes here: only the chain decides.
     let record = |chain: CheckResult| {
         let mut checks: Vec<CheckResult> = ALL_CHECKS
@@ -887,17 +905,7 @@ async fn manifest_entry_pointing_outside_the_directory_is_invalid_input() {
         .unwrap(),
     )
     .unwrap();
-    let reader = RpcChainReader::new(w.kit.url(), Duration::from_secs(10)).unwrap();
-    let err = sign_candidates(
-        &w.cfg(),
-        &key().into(),
-        &mut w.open_history(),
-        &w.source(),
-        &reader,
-        w.now,
-    )
-    .await
-    .unwrap_err();
+    let err = w.try_sign(&w.cfg()).await.unwrap_err();
     assert_eq!(err.exit_code(), ExitCode::InvalidInput);
 }
 
@@ -1104,16 +1112,7 @@ async fn planted_link_at_the_old_temp_name_leaves_the_victim_untouched(hard: boo
             std::os::unix::fs::symlink(&victim, &planted).unwrap();
         }
     }
-    let reader = RpcChainReader::new(w.kit.url(), Duration::from_secs(10)).unwrap();
-    let result = sign_candidates(
-        &w.cfg(),
-        &key().into(),
-        &mut w.open_history(),
-        &w.source(),
-        &reader,
-        w.now,
-    )
-    .await;
+    let result = w.try_sign(&w.cfg()).await;
     assert_eq!(std::fs::read(&victim).unwrap(), b"precious");
     let report = result.unwrap();
     assert_eq!(report.signed, 1, "{}", report.summary());
@@ -1189,7 +1188,7 @@ async fn binary_refuses_a_key_file_reached_through_a_symlinked_directory_with_ex
 async fn deadline_counts_from_the_chain_clock_when_it_runs_ahead_of_ours() {
     let w = world().await;
     let head = w.kit.latest_timestamp().await.unwrap();
-    let reader = RpcChainReader::new(w.kit.url(), Duration::from_secs(10)).unwrap();
+    let reader = w.reader();
     // Our clock is 800 s behind the chain's; counted from it, the deadline would leave only
     // 100 s of chain time, inside the keeper's and most relays' safety margins.
     let report = w.sign_with(&reader, head - 800).await;
@@ -1231,17 +1230,10 @@ async fn a_manifest_one_past_the_bound_is_handled_up_to_the_bound_and_reports_th
     candidates.push(candidate_for(&w.job, w.now, 0));
     write_candidates(w.candidates.path(), &candidates);
     *w.feed.lock().unwrap() = json!([w.job.clone(), late_job.clone()]);
-    let reader = RpcChainReader::new(w.kit.url(), Duration::from_secs(10)).unwrap();
-    let report = sign_candidates(
-        &w.cfg(),
-        &key().into(),
-        &mut w.open_history(),
-        &w.source(),
-        &reader,
-        w.now,
-    )
-    .await
-    .unwrap_or_else(|e| panic!("the whole run was refused: {e}"));
+    let report = w
+        .try_sign(&w.cfg())
+        .await
+        .unwrap_or_else(|e| panic!("the whole run was refused: {e}"));
     let value = serde_json::to_value(&report).unwrap();
     assert_eq!(report.candidates.len(), 1001);
     assert_eq!(report.signed, 1, "{}", report.summary());
@@ -1278,17 +1270,7 @@ async fn past_the_bound_the_earliest_expiries_are_signed() {
     *w.feed.lock().unwrap() = json!([w.job.clone(), latest.clone(), middle.clone()]);
     let mut cfg = w.cfg();
     cfg.max_candidates = 2;
-    let reader = RpcChainReader::new(w.kit.url(), Duration::from_secs(10)).unwrap();
-    let report = sign_candidates(
-        &cfg,
-        &key().into(),
-        &mut w.open_history(),
-        &w.source(),
-        &reader,
-        w.now,
-    )
-    .await
-    .unwrap();
+    let report = w.try_sign(&cfg).await.unwrap();
     assert_eq!(report.signed, 2, "{}", report.summary());
     assert_eq!(report.deferred, 1);
     let ids: Vec<(&str, CandidateStatus)> = report
@@ -1579,7 +1561,7 @@ async fn the_same_verdict_after_its_stored_deadline_is_signed_anew_and_recorded(
     // Past the stored attestation's deadline it can no longer settle anything: a new one of
     // the same verdict contradicts nothing.
     let later = first.deadline + 1;
-    let reader = RpcChainReader::new(w.kit.url(), Duration::from_secs(10)).unwrap();
+    let reader = w.reader();
     let again = w.sign_with(&reader, later).await;
     assert_eq!(again.signed, 1, "{}", again.summary());
     assert!(!again.candidates[0].from_history);
@@ -1604,7 +1586,7 @@ async fn an_attestation_through_the_remote_signer_settles_and_recovers_to_the_ve
         &AttestationKey::Remote(remote),
         &mut w.open_history(),
         &w.source(),
-        &RpcChainReader::new(w.kit.url(), Duration::from_secs(10)).unwrap(),
+        &w.reader(),
         w.now,
     )
     .await
