@@ -167,24 +167,26 @@ pub fn observed(inspect: &ContainerInspectResponse) -> Isolation {
 mod tests {
     use super::*;
     use std::path::PathBuf;
-    use std::time::Duration;
     use worker_sandbox::SandboxSpec;
+    use worker_sandbox::evidence::RequestFacts;
 
     fn spec() -> SandboxSpec {
         SandboxSpec {
             run_id: "r1".into(),
             image: "127.0.0.1:5000/x@sha256:00".into(),
-            platform: "linux/amd64".into(),
-            argv: vec!["/bin/true".into()],
+            request: RequestFacts {
+                argv: vec!["/bin/true".into()],
+                platform: "linux/amd64".into(),
+                timeout_ms: 5_000,
+                cpu_millis: 500,
+                memory_bytes: 64 << 20,
+                pids_limit: 32,
+                max_output_bytes: 1 << 20,
+                tmpfs_bytes: 16 << 20,
+                test_seed: 7,
+            },
             source_dir: PathBuf::from("/s"),
             benchmark_dir: PathBuf::from("/b"),
-            timeout: Duration::from_secs(5),
-            cpu_millis: 500,
-            memory_bytes: 64 << 20,
-            pids_limit: 32,
-            max_output_bytes: 1 << 20,
-            tmpfs_bytes: 16 << 20,
-            test_seed: 7,
             pull: false,
         }
     }

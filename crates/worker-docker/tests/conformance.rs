@@ -45,7 +45,7 @@ async fn the_docker_engine_keeps_the_container_engine_contract() {
     let mut spec = worker_sandbox::spec::sample_spec(dir.path(), "linux/amd64");
     spec.run_id = run_id.clone();
     spec.image = busybox();
-    spec.argv = ["/bin/busybox", "sh", "-c", "echo conformance; exit 3"]
+    spec.request.argv = ["/bin/busybox", "sh", "-c", "echo conformance; exit 3"]
         .map(String::from)
         .to_vec();
     let setup = Setup {

@@ -378,13 +378,13 @@ mod tests {
         let manifest = job.manifest();
         let dir = std::env::temp_dir();
         let spec = spec_for(manifest, dir.clone(), dir, "r".into(), false);
-        assert_eq!(spec.request(), verifier_sdk::expected_request(manifest));
+        assert_eq!(spec.request, verifier_sdk::expected_request(manifest));
         assert_eq!(
-            spec.timeout,
+            spec.timeout(),
             std::time::Duration::from_secs(manifest.timeout_seconds())
         );
         assert_eq!(spec.image, manifest.image());
-        assert_eq!(spec.argv, manifest.command());
+        assert_eq!(spec.request.argv, manifest.command());
     }
 
     /// A failed run whose output claims every test passed: the per-test section goes into the

@@ -202,7 +202,7 @@ async fn request<E: ContainerEngine>(
         name: format!("conformance-{}", setup.spec.run_id),
         image: setup.spec.image.clone(),
         profile: want,
-        env: profile::environment(setup.spec.test_seed, image_path.as_deref()),
+        env: profile::environment(setup.spec.request.test_seed, image_path.as_deref()),
         labels: HashMap::from([(key.to_owned(), value.to_owned())]),
     })
 }

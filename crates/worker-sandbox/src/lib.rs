@@ -34,7 +34,7 @@ pub mod spec;
 pub mod streams;
 
 use std::path::PathBuf;
-use std::time::Duration;
+use verifier_sdk::evidence::RequestFacts;
 
 pub use decision::{
     Decision, EngineEvents, InputCheck, NoVerdictReason, RunObservation, StoppedBy, decide,
@@ -58,35 +58,27 @@ pub const LABEL_OWNER: &str = "dev.agent-bounties.owner";
 /// reason follows it.
 pub const PULL_FAILED: &str = "pulling it by its digest failed:";
 
-/// Everything needed to run one command; independent of the job and manifest types.
+/// Everything needed to run one command; independent of the job and manifest types. What
+/// the run asks for is the sdk's [`RequestFacts`] itself, not a copy of its fields: a job's
+/// run takes it from its manifest (`RequestFacts::for_manifest`, what the signer's re-check
+/// expects), and the evidence records this very value, so a run cannot ask for one thing and
+/// record another.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct SandboxSpec {
     /// Unique id of this run (label and container name; not trusted for anything else).
     pub run_id: String,
     /// Digest-pinned image reference, `name@sha256:<64 hex>`.
     pub image: String,
-    /// Required image platform, `os/arch[/variant]`, e.g. `linux/amd64`.
-    pub platform: String,
-    /// The command; `argv[0]` is resolved inside the image (PATH for bare names).
-    pub argv: Vec<String>,
+    /// The command (`argv[0]` resolved inside the image, PATH for bare names), the required
+    /// image platform (`os/arch[/variant]`) and every limit: the wall-clock timeout from
+    /// container start, CPU in thousandths of a core, memory (and memory+swap: no swap),
+    /// processes and threads, the combined stdout+stderr cap (exceeding it kills the
+    /// container), the `/tmp` and `/tmp/home` tmpfs size, and `AGENT_BOUNTIES_TEST_SEED`.
+    pub request: RequestFacts,
     /// Verified staged source tree, mounted read-only at `/workspace`.
     pub source_dir: PathBuf,
     /// Verified staged benchmark tree, mounted read-only at `/benchmark`.
     pub benchmark_dir: PathBuf,
-    /// Wall-clock limit measured from container start.
-    pub timeout: Duration,
-    /// CPU in thousandths of a core.
-    pub cpu_millis: u64,
-    /// Memory limit; swap is disabled by setting memory+swap to the same value.
-    pub memory_bytes: u64,
-    /// Maximum number of processes and threads.
-    pub pids_limit: u64,
-    /// Combined stdout+stderr cap; exceeding it kills the container.
-    pub max_output_bytes: u64,
-    /// Size of the `/tmp` tmpfs (and of the separate `/tmp/home` tmpfs).
-    pub tmpfs_bytes: u64,
-    /// Exposed to the program as `AGENT_BOUNTIES_TEST_SEED`.
-    pub test_seed: u64,
     /// Pull the image (by its digest only) when it is not present locally.
     pub pull: bool,
 }

@@ -27,9 +27,9 @@ pub fn requested(
     sandbox_uid: u32,
 ) -> Isolation {
     expected_profile(&ProfileInputs {
-        argv: &spec.argv,
-        test_seed: spec.test_seed,
-        tmpfs_bytes: spec.tmpfs_bytes,
+        argv: &spec.request.argv,
+        test_seed: spec.request.test_seed,
+        tmpfs_bytes: spec.request.tmpfs_bytes,
         limits,
         image_path,
         source,

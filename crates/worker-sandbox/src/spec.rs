@@ -68,18 +68,11 @@ pub struct Validated {
     pub benchmark: String,
 }
 
-/// A pinned reference is `name@sha256:<64 lowercase hex>` and nothing else.
+/// A pinned reference is one the sdk accepts in a manifest
+/// ([`verifier_sdk::manifest::validate_image`]: `name@sha256:<64 lowercase hex>`, the name in
+/// the registry's characters): one rule, so a spec built by hand is held to what a job's is.
 pub fn is_pinned(reference: &str) -> bool {
-    match reference.rsplit_once("@sha256:") {
-        Some((name, hex)) => {
-            !name.is_empty()
-                && hex.len() == 64
-                && hex
-                    .bytes()
-                    .all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b))
-        }
-        None => false,
-    }
+    verifier_sdk::manifest::validate_image(reference).is_ok()
 }
 
 fn positive(name: &'static str, value: u64) -> Result<i64, SpecError> {
@@ -92,12 +85,13 @@ fn positive(name: &'static str, value: u64) -> Result<i64, SpecError> {
 /// The spec's numbers in the engine's types; the one conversion both `plan` and `run` use, so
 /// what `worker plan` shows is what a run asks for.
 pub fn limits(spec: &SandboxSpec) -> Result<Limits, SpecError> {
+    let request = &spec.request;
     Ok(Limits {
-        nano_cpus: positive("cpu_millis", spec.cpu_millis)?
+        nano_cpus: positive("cpu_millis", request.cpu_millis)?
             .checked_mul(1_000_000)
             .ok_or(SpecError::CpuOverflow)?,
-        memory: positive("memory_bytes", spec.memory_bytes)?,
-        pids: positive("pids_limit", spec.pids_limit)?,
+        memory: positive("memory_bytes", request.memory_bytes)?,
+        pids: positive("pids_limit", request.pids_limit)?,
     })
 }
 
@@ -118,15 +112,15 @@ fn canonical(what: &'static str, dir: &Path) -> Result<String, SpecError> {
 
 /// Checks everything about the spec that needs no engine, in a fixed order.
 pub fn validate(spec: &SandboxSpec) -> Result<Validated, SpecError> {
-    if spec.argv.first().is_none_or(|a| a.is_empty()) {
+    if spec.request.argv.first().is_none_or(|a| a.is_empty()) {
         return Err(SpecError::EmptyArgv);
     }
     if !is_pinned(&spec.image) {
         return Err(SpecError::NotPinned(spec.image.clone()));
     }
     let limits = limits(spec)?;
-    positive("tmpfs_bytes", spec.tmpfs_bytes)?;
-    if spec.timeout.is_zero() {
+    positive("tmpfs_bytes", spec.request.tmpfs_bytes)?;
+    if spec.request.timeout_ms == 0 {
         return Err(SpecError::ZeroTimeout);
     }
     Ok(Validated {
@@ -137,9 +131,9 @@ pub fn validate(spec: &SandboxSpec) -> Result<Validated, SpecError> {
 }
 
 impl SandboxSpec {
-    /// The spec of a run of `image` that asks for exactly `request`: the command, platform and
-    /// limits as the sdk records them for a manifest (`RequestFacts::for_manifest`, which the
-    /// signer's re-check expects in the evidence), so the run asks for what it will record.
+    /// The spec of a run of `image` that asks for exactly `request`: for a job, the command,
+    /// platform and limits as the sdk records them for its manifest
+    /// (`RequestFacts::for_manifest`, which the signer's re-check expects in the evidence).
     pub fn for_request(
         run_id: String,
         image: String,
@@ -150,34 +144,16 @@ impl SandboxSpec {
         Self {
             run_id,
             image,
-            platform: request.platform,
-            argv: request.argv,
+            request,
             source_dir,
             benchmark_dir,
-            timeout: Duration::from_millis(request.timeout_ms),
-            cpu_millis: request.cpu_millis,
-            memory_bytes: request.memory_bytes,
-            pids_limit: request.pids_limit,
-            max_output_bytes: request.max_output_bytes,
-            tmpfs_bytes: request.tmpfs_bytes,
-            test_seed: request.test_seed,
             pull,
         }
     }
 
-    /// What this spec asks for, as an evidence record states it.
-    pub fn request(&self) -> RequestFacts {
-        RequestFacts {
-            argv: self.argv.clone(),
-            platform: self.platform.clone(),
-            timeout_ms: u64::try_from(self.timeout.as_millis()).unwrap_or(u64::MAX),
-            cpu_millis: self.cpu_millis,
-            memory_bytes: self.memory_bytes,
-            pids_limit: self.pids_limit,
-            max_output_bytes: self.max_output_bytes,
-            tmpfs_bytes: self.tmpfs_bytes,
-            test_seed: self.test_seed,
-        }
+    /// The wall-clock limit, measured from container start.
+    pub fn timeout(&self) -> Duration {
+        Duration::from_millis(self.request.timeout_ms)
     }
 }
 
@@ -187,17 +163,19 @@ pub fn sample_spec(dir: &Path, platform: &str) -> SandboxSpec {
     SandboxSpec {
         run_id: "r".into(),
         image: format!("127.0.0.1:5000/x@sha256:{}", "a".repeat(64)),
-        platform: platform.into(),
-        argv: vec!["true".into()],
+        request: RequestFacts {
+            argv: vec!["true".into()],
+            platform: platform.into(),
+            timeout_ms: 1_000,
+            cpu_millis: 500,
+            memory_bytes: 1 << 26,
+            pids_limit: 64,
+            max_output_bytes: 1024,
+            tmpfs_bytes: 1 << 20,
+            test_seed: 1,
+        },
         source_dir: dir.to_path_buf(),
         benchmark_dir: dir.to_path_buf(),
-        timeout: std::time::Duration::from_secs(1),
-        cpu_millis: 500,
-        memory_bytes: 1 << 26,
-        pids_limit: 64,
-        max_output_bytes: 1024,
-        tmpfs_bytes: 1 << 20,
-        test_seed: 1,
         pull: false,
     }
 }
@@ -220,17 +198,33 @@ mod tests {
         assert!(!is_pinned(&format!("x@sha256:{}", "a".repeat(63))));
     }
 
+    /// The spec's pin rule is the manifest's: a reference no manifest may carry (a name
+    /// outside the registry's characters, two `@`) is not pinned for a spec built by hand
+    /// either.
+    #[test]
+    fn a_reference_no_manifest_may_carry_is_not_pinned() {
+        let hex = "a".repeat(64);
+        for image in [
+            format!("Registry/X@sha256:{hex}"),
+            format!("x@y@sha256:{hex}"),
+            format!("-x@sha256:{hex}"),
+        ] {
+            assert!(!is_pinned(&image), "{image}");
+            assert!(verifier_sdk::manifest::validate_image(&image).is_err());
+        }
+    }
+
     #[test]
     fn limits_refuse_zero_and_values_the_engine_cannot_hold() {
         let dir = std::env::temp_dir();
         let mut s = spec(&dir);
         assert_eq!(limits(&s).unwrap().nano_cpus, 500_000_000);
-        s.memory_bytes = 0;
+        s.request.memory_bytes = 0;
         assert_eq!(
             limits(&s).unwrap_err().to_string(),
             "memory_bytes 0 is out of range"
         );
-        s.memory_bytes = u64::MAX;
+        s.request.memory_bytes = u64::MAX;
         assert!(matches!(
             limits(&s),
             Err(SpecError::OutOfRange {
@@ -239,7 +233,7 @@ mod tests {
             })
         ));
         s = spec(&dir);
-        s.cpu_millis = u64::try_from(i64::MAX).unwrap();
+        s.request.cpu_millis = u64::try_from(i64::MAX).unwrap();
         assert_eq!(
             limits(&s).unwrap_err().to_string(),
             "cpu_millis is out of range"
@@ -258,13 +252,13 @@ mod tests {
         );
 
         let mut s = ok.clone();
-        s.argv = vec![String::new()];
+        s.request.argv = vec![String::new()];
         assert!(matches!(validate(&s), Err(SpecError::EmptyArgv)));
         let mut s = ok.clone();
         s.image = "busybox:latest".into();
         assert!(matches!(validate(&s), Err(SpecError::NotPinned(_))));
         let mut s = ok.clone();
-        s.tmpfs_bytes = 0;
+        s.request.tmpfs_bytes = 0;
         assert!(matches!(
             validate(&s),
             Err(SpecError::OutOfRange {
@@ -273,7 +267,7 @@ mod tests {
             })
         ));
         let mut s = ok.clone();
-        s.timeout = std::time::Duration::ZERO;
+        s.request.timeout_ms = 0;
         assert!(matches!(validate(&s), Err(SpecError::ZeroTimeout)));
         let mut s = ok.clone();
         s.benchmark_dir = dir.path().join("missing");

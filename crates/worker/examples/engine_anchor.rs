@@ -121,7 +121,7 @@ async fn run(args: &[String]) -> Result<(), AnchorError> {
             Ok(worker_docker::profile::create_body(
                 image,
                 &want,
-                worker_sandbox::profile::environment(spec.test_seed, image_path.as_deref()),
+                worker_sandbox::profile::environment(spec.request.test_seed, image_path.as_deref()),
                 HashMap::from([("agent-bounties.engine-anchor".to_owned(), "1".to_owned())]),
             ))
         })

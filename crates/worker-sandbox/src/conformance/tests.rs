@@ -9,7 +9,7 @@ use crate::lifecycle::fake::{Fake, Script};
 
 fn setup(dir: &std::path::Path) -> Setup {
     let mut spec = crate::spec::sample_spec(dir, "linux/amd64");
-    spec.argv = vec![
+    spec.request.argv = vec![
         "/bin/busybox".into(),
         "sh".into(),
         "-c".into(),

@@ -21,7 +21,7 @@ fn platform(inspect: &ImageInspect, spec: &SandboxSpec) -> String {
         inspect.os.as_deref().unwrap_or_default(),
         inspect.architecture.as_deref().unwrap_or_default()
     );
-    let requested_has_variant = spec.platform.split('/').count() > 2;
+    let requested_has_variant = spec.request.platform.split('/').count() > 2;
     match inspect.variant.as_deref().filter(|v| !v.is_empty()) {
         Some(variant) if requested_has_variant => format!("{platform}/{variant}"),
         _ => platform,
@@ -60,10 +60,10 @@ pub(super) fn check_image(
         ));
     }
     let platform = platform(inspect, spec);
-    if platform != spec.platform {
+    if platform != spec.request.platform {
         return Err(Decision::no_verdict(
             NoVerdictReason::ImagePlatformMismatch,
-            format!("image platform {platform} is not {}", spec.platform),
+            format!("image platform {platform} is not {}", spec.request.platform),
         ));
     }
     let image_env = inspect.env.as_deref().unwrap_or_default();

@@ -39,7 +39,7 @@ use crate::decision::{
 use crate::engine::{CgroupLayout, ContainerEngine, CreateRequest, OciRuntime};
 use crate::evidence::{
     ContainerFacts, EVIDENCE_SCHEMA_VERSION, EngineFacts, EvidenceRecord, ExitFacts,
-    IsolationEvidence, RequestFacts, ResourceFacts, Timestamps,
+    IsolationEvidence, ResourceFacts, Timestamps,
 };
 use crate::exec_cache::{Key, Volatile};
 use crate::streams::{FullOutput, OutputCapture};
@@ -261,17 +261,7 @@ impl<E: ContainerEngine> Lifecycle<E> {
             engine: self.facts.clone(),
             oci_runtime: self.runtime.facts.clone(),
             image: None,
-            request: RequestFacts {
-                argv: spec.argv.clone(),
-                platform: spec.platform.clone(),
-                timeout_ms: u64::try_from(spec.timeout.as_millis()).unwrap_or(u64::MAX),
-                cpu_millis: spec.cpu_millis,
-                memory_bytes: spec.memory_bytes,
-                pids_limit: spec.pids_limit,
-                max_output_bytes: spec.max_output_bytes,
-                tmpfs_bytes: spec.tmpfs_bytes,
-                test_seed: spec.test_seed,
-            },
+            request: spec.request.clone(),
             isolation: None,
             container: None,
             timestamps: Timestamps {
@@ -384,7 +374,7 @@ impl<E: ContainerEngine> Lifecycle<E> {
             name: name.clone(),
             image: spec.image.clone(),
             profile: want.clone(),
-            env: profile::environment(spec.test_seed, image_path),
+            env: profile::environment(spec.request.test_seed, image_path),
             labels,
         };
         let id = self
@@ -462,12 +452,12 @@ impl<E: ContainerEngine> Lifecycle<E> {
             }
             return decision;
         }
-        let deadline = Instant::now() + ctx.spec.timeout;
+        let deadline = Instant::now() + ctx.spec.timeout();
         ctx.evidence.timestamps.start_ms = Some(self.now_ms());
         let watched = self
             .supervise(
                 id,
-                ctx.spec.max_output_bytes,
+                ctx.spec.request.max_output_bytes,
                 deadline,
                 output,
                 events_task,
@@ -493,7 +483,12 @@ impl<E: ContainerEngine> Lifecycle<E> {
     ) -> Option<executable::Cache<'a>> {
         let spec = ctx.spec;
         let dir = ctx.hooks.executable_cache()?;
-        let argv0 = spec.argv.first().map(String::as_str).unwrap_or_default();
+        let argv0 = spec
+            .request
+            .argv
+            .first()
+            .map(String::as_str)
+            .unwrap_or_default();
         Some(executable::Cache {
             dir,
             key: Key {
@@ -523,7 +518,12 @@ impl<E: ContainerEngine> Lifecycle<E> {
         image_path: Option<&str>,
     ) -> Option<Decision> {
         let spec = ctx.spec;
-        let argv0 = spec.argv.first().map(String::as_str).unwrap_or_default();
+        let argv0 = spec
+            .request
+            .argv
+            .first()
+            .map(String::as_str)
+            .unwrap_or_default();
         let detail = executable::resolve(&self.engine, id, argv0, image_path)
             .await
             .err()?;
@@ -576,6 +576,7 @@ impl<E: ContainerEngine> Lifecycle<E> {
         }
         let argv0 = ctx
             .spec
+            .request
             .argv
             .first()
             .map(String::as_str)

@@ -24,8 +24,8 @@ impl RunHooks for Unchanged {
 
 fn spec(dir: &std::path::Path) -> SandboxSpec {
     let mut spec = crate::spec::sample_spec(dir, "linux/amd64");
-    spec.timeout = Duration::from_secs(5);
-    spec.max_output_bytes = 1024;
+    spec.request.timeout_ms = 5_000;
+    spec.request.max_output_bytes = 1024;
     spec
 }
 

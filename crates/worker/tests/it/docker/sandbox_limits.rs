@@ -21,7 +21,7 @@ async fn fork_loop_hits_the_pids_limit_and_ends_as_the_programs_own_failure() {
         "n=0; while [ $n -lt 500 ]; do /bin/sleep 30 & n=$((n+1)); echo $n; done",
     );
     let mut spec = spec("forkloop", &[&script], &trees);
-    spec.pids_limit = 32;
+    spec.request.pids_limit = 32;
     let report = run(&spec, &trees).await;
     // ash exits 2 on "can't fork": the program's own failure, not a kill by us.
     assert_eq!(report.decision, Decision::Completed { exit_code: 2 });
@@ -62,8 +62,8 @@ async fn classic_fork_bomb_is_contained_and_ends_at_the_timeout() {
     let trees = Trees::new();
     let script = trees.script("bomb.sh", "b() { b | b & }; b & exec /bin/sleep 60");
     let mut spec = spec("forkbomb", &[&script], &trees);
-    spec.pids_limit = 32;
-    spec.timeout = Duration::from_secs(3);
+    spec.request.pids_limit = 32;
+    spec.request.timeout_ms = 3_000;
     // `run` asserts the container and everything in it are gone.
     let report = run(&spec, &trees).await;
     eprintln!(
@@ -91,7 +91,7 @@ async fn memory_hog_is_oom_with_no_verdict() {
         "head -c 400000000 /dev/zero | tail -c 400000000 > /dev/null; echo survived",
     );
     let mut spec = spec("hog", &[&script], &trees);
-    spec.memory_bytes = 64 << 20;
+    spec.request.memory_bytes = 64 << 20;
     let report = run(&spec, &trees).await;
     assert_eq!(no_verdict_reason(&report.decision), NoVerdictReason::Oom);
     assert!(report.evidence.exit.oom_killed);
@@ -102,7 +102,7 @@ async fn memory_hog_is_oom_with_no_verdict() {
 async fn endless_stdout_is_killed_at_the_output_cap() {
     let trees = Trees::new();
     let mut spec = spec("yes", &["/bin/yes"], &trees);
-    spec.max_output_bytes = 256 * 1024;
+    spec.request.max_output_bytes = 256 * 1024;
     let report = run(&spec, &trees).await;
     assert_eq!(
         no_verdict_reason(&report.decision),
@@ -110,10 +110,10 @@ async fn endless_stdout_is_killed_at_the_output_cap() {
     );
     let ev = &report.evidence;
     assert_eq!(ev.exit.stopped_by, StoppedBy::OutputLimit);
-    assert!(ev.stdout.bytes > spec.max_output_bytes);
+    assert!(ev.stdout.bytes > spec.request.max_output_bytes);
     // Capture stops right after the cap; the tail stays bounded.
     assert!(
-        ev.stdout.bytes < spec.max_output_bytes + 1024 * 1024,
+        ev.stdout.bytes < spec.request.max_output_bytes + 1024 * 1024,
         "{}",
         ev.stdout.bytes
     );
@@ -130,7 +130,7 @@ async fn cap_is_on_combined_stdout_and_stderr() {
         "head -c 153600 /dev/zero; head -c 153600 /dev/zero >&2; sleep 30",
     );
     let mut spec = spec("combined", &[&script], &trees);
-    spec.max_output_bytes = 256 * 1024;
+    spec.request.max_output_bytes = 256 * 1024;
     let report = run(&spec, &trees).await;
     assert_eq!(
         no_verdict_reason(&report.decision),
@@ -144,7 +144,7 @@ async fn cap_is_on_combined_stdout_and_stderr() {
         "head -c 100000 /dev/zero; head -c 100000 /dev/zero >&2",
     );
     let mut spec = support::spec("combined-under", &[&under], &trees);
-    spec.max_output_bytes = 256 * 1024;
+    spec.request.max_output_bytes = 256 * 1024;
     let report = run(&spec, &trees).await;
     assert_eq!(report.decision, Decision::Completed { exit_code: 0 });
     assert_eq!(report.evidence.stdout.bytes, 100_000);
@@ -155,7 +155,7 @@ async fn cap_is_on_combined_stdout_and_stderr() {
 async fn sleep_past_the_timeout_is_killed_and_removed() {
     let trees = Trees::new();
     let mut spec = spec("sleep", &["/bin/sleep", "300"], &trees);
-    spec.timeout = Duration::from_secs(2);
+    spec.request.timeout_ms = 2_000;
     let report = run(&spec, &trees).await;
     assert_eq!(
         no_verdict_reason(&report.decision),
@@ -173,7 +173,7 @@ async fn sleep_past_the_timeout_is_killed_and_removed() {
 async fn finishing_inside_the_timeout_is_a_verdict() {
     let trees = Trees::new();
     let mut spec = spec("quick", &["/bin/sleep", "1"], &trees);
-    spec.timeout = Duration::from_secs(4);
+    spec.request.timeout_ms = 4_000;
     let report = run(&spec, &trees).await;
     assert_eq!(report.decision, Decision::Completed { exit_code: 0 });
 }
@@ -207,7 +207,7 @@ async fn runs_longer_than_the_client_request_timeout_keep_their_deadline() {
     );
 
     let mut spec = spec("long-timeout", &["/bin/sleep", "120"], &trees);
-    spec.timeout = Duration::from_secs(3);
+    spec.request.timeout_ms = 3_000;
     let report = executor.run(&spec, &hooks).await.unwrap();
     assert_eq!(
         no_verdict_reason(&report.decision),
@@ -240,7 +240,7 @@ sleep 6"#
         },
     );
     let mut spec = spec("cpu", &[&script], &trees);
-    spec.cpu_millis = 250;
+    spec.request.cpu_millis = 250;
     let run_id = spec.run_id.clone();
     let outside =
         (!inside).then(|| std::thread::spawn(move || host_cpu_ms_over_two_seconds(&run_id)));

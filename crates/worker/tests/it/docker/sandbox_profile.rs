@@ -272,7 +272,7 @@ async fn seed_reaches_the_program() {
     let trees = Trees::new();
     let script = trees.script("seed.sh", "echo $AGENT_BOUNTIES_TEST_SEED");
     let mut spec = spec("seed", &[&script], &trees);
-    spec.test_seed = 987_654_321;
+    spec.request.test_seed = 987_654_321;
     let report = run(&spec, &trees).await;
     assert_eq!(report.decision, Decision::Completed { exit_code: 0 });
     assert_eq!(stdout(&report), "987654321\n");

@@ -42,7 +42,7 @@ async fn a_run_under_runsc_passes_and_fails_as_under_runc_and_its_evidence_says_
             isolation.mismatches
         );
         // pids_limit as the Sentry's nproc, the host cgroup a backstop, read back as asked.
-        let pids = i64::try_from(spec.pids_limit).unwrap();
+        let pids = i64::try_from(spec.request.pids_limit).unwrap();
         assert_eq!(isolation.observed.pids_limit, runsc_host_pids_limit(pids));
         assert!(
             isolation

@@ -159,7 +159,7 @@ async fn child_process() {
     let trees = Trees::new();
     let mut spec = spec("stale-child", &["/bin/sleep", "120"], &trees);
     spec.run_id = std::env::var("SANDBOX_TEST_RUN_ID").unwrap();
-    spec.timeout = Duration::from_secs(120);
+    spec.request.timeout_ms = 120_000;
     let hooks = support::DigestHooks::new(&trees);
     let report = executor().await.run(&spec, &hooks).await.unwrap();
     // Reached only if the parent failed to kill us in time.

@@ -97,7 +97,7 @@ async fn image_not_present_is_image_missing_even_when_pull_is_allowed() {
 async fn wrong_platform_is_image_platform_mismatch() {
     let trees = Trees::new();
     let mut spec = spec("platform", &["/bin/true"], &trees);
-    spec.platform = "linux/arm64".into();
+    spec.request.platform = "linux/arm64".into();
     let report = run(&spec, &trees).await;
     assert_eq!(
         no_verdict_reason(&report.decision),
@@ -191,7 +191,7 @@ async fn inputs_changed_during_the_run_void_a_pass() {
 async fn run_killed_from_outside(name: &str, signal: &str) -> RunReport {
     let trees = Trees::new();
     let mut spec = spec(name, &["/bin/sleep", "30"], &trees);
-    spec.timeout = Duration::from_secs(60);
+    spec.request.timeout_ms = 60_000;
     let run_id = spec.run_id.clone();
     let killer = async {
         let executor = executor().await;

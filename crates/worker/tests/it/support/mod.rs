@@ -6,7 +6,7 @@ use std::fs;
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::{SystemTime, UNIX_EPOCH};
 
 use bollard::query_parameters::ListContainersOptionsBuilder;
 use verifier_sdk::digest::{TreeLimits, digest_directory};
@@ -142,17 +142,19 @@ pub fn spec(name: &str, argv: &[&str], trees: &Trees) -> SandboxSpec {
     SandboxSpec {
         run_id: run_id(name),
         image: busybox(),
-        platform: "linux/amd64".into(),
-        argv: argv.iter().map(|s| s.to_string()).collect(),
+        request: worker_sandbox::evidence::RequestFacts {
+            argv: argv.iter().map(|s| s.to_string()).collect(),
+            platform: "linux/amd64".into(),
+            timeout_ms: 20_000,
+            cpu_millis: 1000,
+            memory_bytes: 128 << 20,
+            pids_limit: 64,
+            max_output_bytes: 1 << 20,
+            tmpfs_bytes: 16 << 20,
+            test_seed: 42,
+        },
         source_dir: trees.source.clone(),
         benchmark_dir: trees.benchmark.clone(),
-        timeout: Duration::from_secs(20),
-        cpu_millis: 1000,
-        memory_bytes: 128 << 20,
-        pids_limit: 64,
-        max_output_bytes: 1 << 20,
-        tmpfs_bytes: 16 << 20,
-        test_seed: 42,
         pull: false,
     }
 }
