@@ -91,14 +91,9 @@ for ref in "${refs[@]}"; do
     docker image rm -f "$ref" >/dev/null
 done
 
-mkdir -p "$WORK/feed"
-images_csv=$(IFS=,; echo "${refs[*]}")
-"$FEED" "$(pwd)" "$images_csv" "$JOBS" "$WORK/feed" 2>"$WORK/feed.log" &
-feed_pid=$!
-for _ in $(seq 100); do [[ -s "$WORK/feed/base" ]] && break; sleep 0.1; done
-[[ -s "$WORK/feed/base" ]] || { echo "bench-images: the feed stand-in did not start" >&2; cat "$WORK/feed.log" >&2; exit 1; }
-api=$(cat "$WORK/feed/base")
-verifier=$(cat "$WORK/feed/verifier")
+# The feed's jobs take the images in turn (bench_feed's comma-separated form).
+image=$(IFS=,; echo "${refs[*]}")
+bench_feed_start bench-images
 
 # Disk high-water mark: the sizes of the benchmark's images present, every 0.2 s.
 sample_disk() {

@@ -108,10 +108,10 @@ bench_digest() {
 
 # The serve benchmarks' (bench-serve.sh, bench-fleet.sh) platform stand-in and candidates.
 
-# bench_feed_start NAME: starts FEED (bench_feed) serving JOBS jobs of IMAGE from WORK/feed,
-# its log WORK/feed.log, and waits (10 s at most) for it to answer; sets feed_pid, api (its
-# base URL) and verifier. Exits the script (1) when it does not start or lists another number
-# of jobs.
+# bench_feed_start NAME: starts FEED (bench_feed) serving JOBS jobs of `image` (several,
+# comma-separated, taken in turn) from WORK/feed, its log WORK/feed.log, and waits (10 s at
+# most) for it to answer; sets feed_pid, api (its base URL) and verifier. Exits the script (1)
+# when it does not start or lists another number of jobs.
 bench_feed_start() {
     local name=$1
     mkdir -p "$WORK/feed"
