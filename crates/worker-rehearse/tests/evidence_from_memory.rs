@@ -6,15 +6,13 @@
 
 use std::path::{Path, PathBuf};
 
-use verifier_sdk::fixtures::sample_manifest;
-use verifier_sdk::oci_runtime::RUNC;
 use worker_rehearse::determinism::OutputDeterminism;
-use worker_rehearse::{RehearseOptions, prepare, rehearse};
+use worker_rehearse::{prepare, rehearse};
 use worker_sandbox::Executor;
 use worker_sandbox::lifecycle::fake::Script;
 
 mod common;
-use common::{FreshRuns, Plan};
+use common::{FreshRuns, Plan, options};
 
 /// Every record file in the store under `staging`.
 fn stored_records(staging: &Path) -> Vec<PathBuf> {
@@ -26,43 +24,13 @@ fn stored_records(staging: &Path) -> Vec<PathBuf> {
 #[tokio::test]
 async fn a_record_collected_from_the_store_mid_rehearsal_still_counts_and_its_log_copy_is_whole() {
     let dir = tempfile::tempdir().unwrap();
-    let d = dir.path();
-    let (source, benchmark, staging, logs) = (
-        d.join("source"),
-        d.join("benchmark"),
-        d.join("staging"),
-        d.join("logs"),
-    );
-    for tree in [&source, &benchmark, &staging] {
-        std::fs::create_dir_all(tree).unwrap();
-    }
-    std::fs::write(source.join("lib.rs"), "pub fn answer() -> u32 { 42 }\n").unwrap();
-    std::fs::write(benchmark.join("test.rs"), "#[test] fn t() {}\n").unwrap();
-    let mut manifest = sample_manifest();
-    manifest["benchmark_digest"] = format!("sha256:{}", "0".repeat(64)).into();
-    let manifest_path = d.join("manifest.json");
-    std::fs::write(&manifest_path, serde_json::to_vec(&manifest).unwrap()).unwrap();
-    let options = RehearseOptions {
-        source,
-        benchmark,
-        manifest: manifest_path,
-        repeat: 2,
-        base: None,
-        staging_root: staging.clone(),
-        pull: false,
-        rev: "HEAD".into(),
-        rev_explicit: false,
-        base_rev: None,
-        worktree: true,
-        quiet: true,
-        log_dir: Some(logs),
-        oci_runtime: RUNC.into(),
-        task: None,
-    };
+    let mut options = options(dir.path());
+    options.repeat = 2;
+    options.log_dir = Some(dir.path().join("logs"));
     let prepared = prepare(&options).unwrap();
     // The runs go one at a time: when the second is planned, the first has written its
     // record, and the store is emptied under the rehearsal.
-    let store = staging.clone();
+    let store = options.staging_root.clone();
     let engine = FreshRuns::new(1, move |_| {
         for record in stored_records(&store) {
             std::fs::remove_file(record).unwrap();

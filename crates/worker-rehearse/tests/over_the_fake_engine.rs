@@ -4,51 +4,13 @@
 //! rather than only by the binary's serial Docker tests.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use std::path::Path;
 
-use verifier_sdk::fixtures::sample_manifest;
 use verifier_sdk::oci_runtime::RUNC;
 use worker_rehearse::verdict::Verdict;
-use worker_rehearse::{RehearseOptions, prepare, rehearse, rehearse_at};
+use worker_rehearse::{prepare, rehearse, rehearse_at};
 use worker_sandbox::Executor;
 use worker_sandbox::lifecycle::Lifecycle;
 use worker_sandbox::lifecycle::fake::{Fake, Script};
-
-fn options(dir: &Path) -> RehearseOptions {
-    let (source, benchmark, staging) = (
-        dir.join("source"),
-        dir.join("benchmark"),
-        dir.join("staging"),
-    );
-    for tree in [&source, &benchmark, &staging] {
-        std::fs::create_dir_all(tree).unwrap();
-    }
-    std::fs::write(source.join("lib.rs"), "pub fn answer() -> u32 { 42 }\n").unwrap();
-    std::fs::write(benchmark.join("test.rs"), "#[test] fn t() {}\n").unwrap();
-    let manifest = dir.join("manifest.json");
-    // The author's first rehearsal: the benchmark digest is the placeholder, filled in from
-    // the staged tree.
-    let mut value = sample_manifest();
-    value["benchmark_digest"] = format!("sha256:{}", "0".repeat(64)).into();
-    std::fs::write(&manifest, serde_json::to_vec(&value).unwrap()).unwrap();
-    RehearseOptions {
-        source,
-        benchmark,
-        manifest,
-        repeat: 1,
-        base: None,
-        staging_root: staging,
-        pull: false,
-        rev: "HEAD".into(),
-        rev_explicit: false,
-        base_rev: None,
-        worktree: true,
-        quiet: true,
-        log_dir: None,
-        oci_runtime: RUNC.into(),
-        task: None,
-    }
-}
 
 /// The verdict a one-run rehearsal reports when its container does what `script` says.
 async fn verdict_of(script: Script) -> (Verdict, Vec<String>) {
@@ -100,7 +62,7 @@ async fn a_rehearsal_on_an_engine_without_the_image_is_no_verdict() {
 }
 
 mod common;
-use common::{FreshRuns, Plan};
+use common::{FreshRuns, Plan, options};
 
 /// An adversarial rehearsal of a two-file Python solution at `parallel` runs at once: its
 /// human report and the most runs that were in flight together.

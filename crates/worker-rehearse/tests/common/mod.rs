@@ -5,7 +5,11 @@
 use std::sync::atomic::{AtomicUsize, Ordering::SeqCst};
 use std::sync::{Arc, Mutex};
 
+use std::path::Path;
+
+use verifier_sdk::fixtures::sample_manifest;
 use verifier_sdk::oci_runtime::RUNC;
+use worker_rehearse::RehearseOptions;
 use worker_sandbox::lifecycle::Lifecycle;
 use worker_sandbox::lifecycle::fake::{Fake, Script};
 use worker_sandbox::{RunHooks, RunLifecycle, RunReport, SandboxError, SandboxSpec};
@@ -115,5 +119,44 @@ impl RunLifecycle for FreshRuns {
 
     fn images(&self) -> &dyn worker_sandbox::images::ImageStore {
         self.template.images()
+    }
+}
+
+/// The options of a one-run rehearsal under `dir`: a one-file Rust source and benchmark (trees
+/// made here), the sample manifest with the placeholder benchmark digest (an author's first
+/// rehearsal: filled in from the staged tree), a staging root of its own.
+// The batch tests write a tasks file instead.
+#[allow(dead_code)]
+pub fn options(dir: &Path) -> RehearseOptions {
+    let (source, benchmark, staging) = (
+        dir.join("source"),
+        dir.join("benchmark"),
+        dir.join("staging"),
+    );
+    for tree in [&source, &benchmark, &staging] {
+        std::fs::create_dir_all(tree).unwrap();
+    }
+    std::fs::write(source.join("lib.rs"), "pub fn answer() -> u32 { 42 }\n").unwrap();
+    std::fs::write(benchmark.join("test.rs"), "#[test] fn t() {}\n").unwrap();
+    let manifest = dir.join("manifest.json");
+    let mut value = sample_manifest();
+    value["benchmark_digest"] = format!("sha256:{}", "0".repeat(64)).into();
+    std::fs::write(&manifest, serde_json::to_vec(&value).unwrap()).unwrap();
+    RehearseOptions {
+        source,
+        benchmark,
+        manifest,
+        repeat: 1,
+        base: None,
+        staging_root: staging,
+        pull: false,
+        rev: "HEAD".into(),
+        rev_explicit: false,
+        base_rev: None,
+        worktree: true,
+        quiet: true,
+        log_dir: None,
+        oci_runtime: RUNC.into(),
+        task: None,
     }
 }
