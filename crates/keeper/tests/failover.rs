@@ -134,13 +134,7 @@ async fn keeper_through(
     let mut cmd = tokio::process::Command::new(env!("CARGO_BIN_EXE_keeper"));
     cmd.arg(command);
     if command == "relay" {
-        cmd.arg("--candidates")
-            .arg(sc.path("candidates"))
-            .arg("--attestations")
-            .arg(sc.path("att0"))
-            .arg("--attestations")
-            .arg(sc.path("att1"))
-            .args(["--api", &sc.server.url]);
+        cmd.args(sc.relay_inputs());
     }
     for rpc in rpcs {
         cmd.args(["--rpc", rpc.as_ref()]);

@@ -163,14 +163,7 @@ fn relay_through(
     extra: &[&str],
 ) -> Output {
     let mut cmd = Command::new(env!("CARGO_BIN_EXE_keeper"));
-    cmd.arg("relay")
-        .arg("--candidates")
-        .arg(sc.path("candidates"))
-        .arg("--attestations")
-        .arg(sc.path("att0"))
-        .arg("--attestations")
-        .arg(sc.path("att1"))
-        .args(["--api", &sc.server.url]);
+    cmd.arg("relay").args(sc.relay_inputs());
     settle_flags(&mut cmd, sc, rpc, key, env);
     cmd.args(extra).output().unwrap()
 }

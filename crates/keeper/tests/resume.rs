@@ -180,13 +180,9 @@ async fn binary_settles_with_key_from_env_and_never_prints_it() {
     sc.attest_all();
     let key_hex = std::fs::read_to_string(&sc.key_file).unwrap();
     let out = tokio::process::Command::new(env!("CARGO_BIN_EXE_keeper"))
-        .args(["relay", "--candidates"])
-        .arg(sc.path("candidates"))
-        .arg("--attestations")
-        .arg(sc.path("att0"))
-        .arg("--attestations")
-        .arg(sc.path("att1"))
-        .args(["--api", &sc.server.url, "--rpc", sc.kit.url()])
+        .arg("relay")
+        .args(sc.relay_inputs())
+        .args(["--rpc", sc.kit.url()])
         .args(["--key-env", "KEEPER_TEST_KEY", "--state-dir"])
         .arg(sc.path("state"))
         .args(["--max-gas", "2000000", "--max-fee-per-gas", "100000000000"])

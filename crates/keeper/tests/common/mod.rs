@@ -213,6 +213,21 @@ impl Scenario {
         self.dir.path().join(sub)
     }
 
+    /// `keeper relay`'s inputs in this scenario: its candidates, both attestation directories
+    /// and its feed.
+    pub fn relay_inputs(&self) -> Vec<std::ffi::OsString> {
+        vec![
+            "--candidates".into(),
+            self.path("candidates").into(),
+            "--attestations".into(),
+            self.path("att0").into(),
+            "--attestations".into(),
+            self.path("att1").into(),
+            "--api".into(),
+            self.server.url.clone().into(),
+        ]
+    }
+
     /// Writes `record` into the keeper's state directory, as a keeper that stopped left it.
     pub fn save(&self, record: &SettlementRecord) {
         StateDir::open(&self.path("state"))
