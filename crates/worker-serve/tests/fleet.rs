@@ -42,6 +42,13 @@ impl Db {
     }
 }
 
+/// A database of its own (as [`Db::new`]) with two hosts on it: `first` and `host-b`.
+fn two_hosts(test: &str, first: &str) -> Option<(Db, FleetLedger, FleetLedger)> {
+    let db = Db::new(test)?;
+    let (first, b) = (db.open(first), db.open("host-b"));
+    Some((db, first, b))
+}
+
 /// A cluster of the test's own, its superuser's URL (trust on loopback: no password).
 fn cluster_url(cluster: &OwnCluster) -> FleetUrl {
     FleetUrl::parse(&cluster.url()).unwrap()
@@ -171,11 +178,9 @@ fn fleet_three_hosts_fifty_jobs_every_job_runs_exactly_once() {
 
 #[test]
 fn fleet_claims_follow_the_earliest_window_end_across_hosts() {
-    let Some(db) = Db::new("deadline") else {
+    let Some((_db, mut a, mut b)) = two_hosts("deadline", "host-a") else {
         return;
     };
-    let mut a = db.open("host-a");
-    let mut b = db.open("host-b");
     let base = far_future();
     // Seen out of deadline order, by two hosts.
     see(&mut a, "late", base + 3_000);
@@ -193,11 +198,9 @@ fn fleet_claims_follow_the_earliest_window_end_across_hosts() {
 
 #[test]
 fn fleet_a_live_lease_is_not_claimed_by_another_host_and_renewal_keeps_it() {
-    let Some(db) = Db::new("live_lease") else {
+    let Some((db, mut a, mut b)) = two_hosts("live_lease", "host-a") else {
         return;
     };
-    let mut a = db.open("host-a");
-    let mut b = db.open("host-b");
     see(&mut a, "job", far_future());
     let claim = a.claim(Duration::from_millis(500)).unwrap().unwrap();
     assert!(
@@ -221,11 +224,9 @@ fn fleet_a_live_lease_is_not_claimed_by_another_host_and_renewal_keeps_it() {
 
 #[test]
 fn fleet_a_dead_hosts_job_is_taken_over_after_its_lease_and_finished_once() {
-    let Some(db) = Db::new("dead_host") else {
+    let Some((_db, mut dead, mut b)) = two_hosts("dead_host", "host-dead") else {
         return;
     };
-    let mut dead = db.open("host-dead");
-    let mut b = db.open("host-b");
     see(&mut dead, "job", far_future());
     let lost = dead.claim(Duration::from_millis(300)).unwrap().unwrap();
     drop(dead); // the host is gone: no renewal, no result
@@ -247,11 +248,9 @@ fn fleet_a_dead_hosts_job_is_taken_over_after_its_lease_and_finished_once() {
 
 #[test]
 fn fleet_a_paused_hosts_late_candidate_is_refused_by_the_fence() {
-    let Some(db) = Db::new("paused_host") else {
+    let Some((_db, mut paused, mut b)) = two_hosts("paused_host", "host-paused") else {
         return;
     };
-    let mut paused = db.open("host-paused");
-    let mut b = db.open("host-b");
     see(&mut paused, "job", far_future());
     let stale = paused.claim(Duration::from_millis(300)).unwrap().unwrap();
     // The paused host's lease ends; another host takes the job over and is still running it
@@ -455,11 +454,9 @@ fn fleet_a_refused_login_is_permanent() {
 
 #[test]
 fn fleet_sightings_are_idempotent_and_other_content_is_conflicting() {
-    let Some(db) = Db::new("sightings") else {
+    let Some((_db, mut a, mut b)) = two_hosts("sightings", "host-a") else {
         return;
     };
-    let mut a = db.open("host-a");
-    let mut b = db.open("host-b");
     let h = hash("one");
     let key = JobKey {
         job_id: "job",
