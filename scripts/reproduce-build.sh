@@ -29,19 +29,20 @@
 #   and the toolchain's sysroot and cargo's bin directory (cargo-auditable) bind-mounted
 #   read-only under other paths, remapped like the first build's. Cargo runs straight from the
 #   sysroot there (rustup's proxy is not involved: it resolves the same toolchain for the first).
-#   Off by default because the signer built that way was NOT bit-identical to the first build
-#   (issue #49, measured at 16addf9: 24 min for both builds on a loaded 2-core machine; the
-#   symbol table's order and every address after it differ, cause not yet found; candidates:
-#   cargo run without rustup's proxy, the fresh CARGO_HOME). Tiny crates without dependencies
-#   do build bit-identically as the other user (scripts/tests/reproduce-build.sh);
+#   Off by default (it needs root, creates a user and copies the cache); CI turns it on
+#   (docs/rebuild.md). It found that the binary depended on where cargo-auditable is
+#   installed (issue #49: the signer built as the other user differed, every symbol hash of a
+#   workspace crate and with them the symbol order and every address; see build_cmd below);
+# - the time zone, locale and umask.
 # - the time zone, locale and umask.
 #
 # What makes the builds agree: `--locked` (the committed Cargo.lock), SOURCE_DATE_EPOCH set to
 # the commit's time, a cleared environment (`env -i` plus the few variables a build needs), and
 # `--remap-path-prefix` for the clone, CARGO_HOME and the toolchain's sysroot (the pinned
 # toolchain has no stable `trim-paths` yet). With REPRO_AUDITABLE=1 (the default when
-# `cargo auditable` is installed) both builds go through `cargo auditable build`, as the
-# release workflow does, so the dependency list the binaries carry is compared too.
+# cargo-auditable is installed) both builds go through cargo-auditable, as the release
+# workflow does, so the dependency list the binaries carry is compared too; cargo is handed
+# the wrapper by its bare name, not by where it is installed (see build_cmd below).
 #
 # Then every binary's sha256 is compared; on a difference diffoscope explains it (installed
 # from Debian on first need, as scripts/services.sh installs packages), and `strings` of every
@@ -83,15 +84,24 @@ rustup_home="${RUSTUP_HOME:-${HOME}/.rustup}"
 user_name="$(id -un)"
 host_name="$(hostname 2>/dev/null || cat /proc/sys/kernel/hostname)"
 
+# Both builds find it on PATH, to which CARGO_HOME/bin is appended (see build).
+has_auditable() { PATH="${PATH}:${cargo_home}/bin" command -v cargo-auditable >/dev/null; }
 auditable="${REPRO_AUDITABLE:-}"
 if [[ -z "${auditable}" ]]; then
-  if cargo auditable --version >/dev/null 2>&1; then auditable=1; else auditable=0; fi
+  if has_auditable; then auditable=1; else auditable=0; fi
 fi
 build_cmd=(cargo build)
 if [[ "${auditable}" == 1 ]]; then
-  cargo auditable --version >/dev/null 2>&1 ||
-    die "REPRO_AUDITABLE=1 but cargo auditable is not installed (scripts/toolchain.sh installs it)"
-  build_cmd=(cargo auditable build)
+  has_auditable ||
+    die "REPRO_AUDITABLE=1 but cargo-auditable is not installed (scripts/toolchain.sh installs it)"
+  # Not `cargo auditable build`: cargo-auditable hands cargo its own absolute path
+  # (current_exe) as RUSTC_WORKSPACE_WRAPPER, and cargo hashes the workspace wrapper's path into
+  # every workspace member's -C metadata, hence into their symbol names, the symbol order and
+  # every address: the binary depended on where cargo-auditable is installed, i.e. on the
+  # user's home (issue #49: the signer built as another user differed). cargo-auditable is run
+  # directly with CARGO set to a shim (written by build) that replaces that path by the bare
+  # name `cargo-auditable`, which cargo finds on PATH and hashes the same everywhere.
+  build_cmd=(cargo-auditable auditable build)
 fi
 
 vary_host="${REPRO_VARY_HOST:-1}"
@@ -136,7 +146,9 @@ build() {
   [[ "${which}" == b && "${vary_user}" == 1 ]] && as_other=1
   # What the build sees as CARGO_HOME and the toolchain: the invoking user's, or for the other
   # user read-only bind mounts of them under its own build directory.
-  local build_cargo_home="${cargo_home}" build_sysroot="${sysroot}" build_path="${PATH}" build_home="${HOME}"
+  # cargo-auditable is found on PATH by the bare name (see build_cmd): appended, so that
+  # nothing the invoking user's PATH finds first changes.
+  local build_cargo_home="${cargo_home}" build_sysroot="${sysroot}" build_path="${PATH}:${cargo_home}/bin" build_home="${HOME}"
   local flags="--remap-path-prefix=${rustup_home}=/rustup"
   if [[ -n "${as_other}" ]]; then
     build_cargo_home="${dir}/cargo"
@@ -165,6 +177,15 @@ build() {
     "TMPDIR=${dir}/tmp"
   )
   mkdir -p "${dir}/tmp"
+  if [[ "${auditable}" == 1 ]]; then
+    # The shim cargo-auditable runs as cargo (see build_cmd). CARGO is unset again so that
+    # cargo names itself to build scripts as it does without the shim.
+    mkdir -p "${dir}/shim"
+    printf '%s\n' '#!/bin/sh' 'unset CARGO' 'RUSTC_WORKSPACE_WRAPPER=cargo-auditable exec cargo "$@"' \
+      >"${dir}/shim/cargo"
+    chmod 0755 "${dir}/shim/cargo"
+    env_args+=("CARGO=${dir}/shim/cargo")
+  fi
   if [[ "${which}" == a ]]; then
     env_args+=("TZ=UTC" "LANG=C.UTF-8")
   else

@@ -34,8 +34,9 @@ crate() {
 }
 
 # reproduce REPO NAME: the script's exit status on the crate; its stderr in ${tmp}/NAME.log.
+# Without cargo auditable unless the case asks for it (REPRO_AUDITABLE=1).
 reproduce() {
-  REPRO_SOURCE="$1" REPRO_WORK="${tmp}/work" REPRO_AUDITABLE=0 \
+  REPRO_SOURCE="$1" REPRO_WORK="${tmp}/work" REPRO_AUDITABLE="${REPRO_AUDITABLE:-0}" \
     "${script}" "$2" >"${tmp}/$2.out" 2>"${tmp}/$2.log"
 }
 
@@ -60,6 +61,16 @@ passes() {
     return 1
   }
   grep -Eq "^[0-9a-f]{64}  ${name}\$" "${tmp}/${name}.out"
+}
+
+# passes_auditable NAME: passes, and the binary carries cargo auditable's dependency list (the
+# .dep-v0 section), so the wrapper did run in both builds.
+passes_auditable() {
+  REPRO_OUT="${tmp}/$1.bin" passes "$1" || return 1
+  readelf -S "${tmp}/$1.bin/$1" | grep -q '\.dep-v0' || {
+    echo "  no .dep-v0 section in $1: cargo-auditable did not run" >&2
+    return 1
+  }
 }
 
 crate clean 'fn main() { let at = std::panic::Location::caller(); println!("clean {at}"); }' >/dev/null
@@ -89,6 +100,15 @@ if [[ "$(id -u)" == 0 ]] || sudo -n true 2>/dev/null; then
   check "the host name embedded by a build script is refused: the second build runs under another" refused_for hostname "NOT REPRODUCIBLE: hostname differs"
   REPRO_VARY_USER=1 check "the user embedded by a build script is refused: the second build runs as another (REPRO_VARY_USER=1)" refused_for username "NOT REPRODUCIBLE: username differs"
   REPRO_VARY_USER=1 check "a crate without dependencies builds bit-identically as another user (REPRO_VARY_USER=1)" passes clean
+  # cargo auditable hands cargo its own absolute path as RUSTC_WORKSPACE_WRAPPER, and cargo
+  # hashes that path into every workspace member's -C metadata, so the symbol names (and with
+  # them the symbol order and every address) depended on where cargo-auditable was installed:
+  # under the other user's build directory here, under another home on another machine.
+  if cargo auditable --version >/dev/null 2>&1; then
+    REPRO_VARY_USER=1 REPRO_AUDITABLE=1 check "a crate built through cargo auditable is bit-identical as another user, whose cargo-auditable lies elsewhere (REPRO_VARY_USER=1)" passes_auditable clean
+  else
+    echo "skip  the cargo auditable case: cargo-auditable is not installed (scripts/toolchain.sh)"
+  fi
 else
   echo "skip  the host name and user cases: no root to run a build under another host name or user"
 fi
