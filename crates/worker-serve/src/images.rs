@@ -16,8 +16,23 @@
 //! no other counted image stays. The size of an image is known only once it is present, so
 //! one not pulled before is expected to be as large as the largest this worker has pulled (a
 //! larger one can exceed the budget once, with the over-budget WARN; its size is then known).
-//! Nothing of this worker runs while a batch is chosen (a batch runs to its end before the
-//! next poll), so no image a running job uses is ever removed.
+//! Serve polls while its runs go on, so an image is chosen for a batch while other jobs run:
+//! those images were used when their jobs were admitted, so `--image-keep-recent` protects
+//! them (with `--image-keep-recent 0s` an image may be chosen for removal while its job
+//! stages; the engine refuses to remove one a container uses, and a run whose image went
+//! missing pulls it itself).
+//!
+//! A pull never holds the service: admission ([`Images::before_batch`]) only decides, with
+//! the engine's quick calls (its image list, removals to make room); the pulls it asks for
+//! run one at a time beside the service's loop ([`Images::fetch`]), which meanwhile polls,
+//! starts and ends runs, renews its fleet leases and writes its heartbeat, and their jobs
+//! start once [`Images::pulled`] took the pull's end. An image whose pull is under way or
+//! queued is not pulled again by a later poll, counts against the budget at its estimated
+//! size and is never chosen for removal to make room for another. Under `--image-budget` one
+//! pull is asked for at a time: a missing image met while one is under way gets its room
+//! decided when that pull ended, on the real size it took (as when an admission pulled one
+//! image after the other), and the images younger than it wait behind it; images of jobs
+//! queued or running are never removed to make room.
 //!
 //! Jobs whose image has no room are held back (the path below: not started, no attempt
 //! counted) and come back at the next poll. No starvation: once the oldest waiting job's image
@@ -244,12 +259,31 @@ fn forget_removed(ledger: &mut PullLedger, report: &EvictionReport) {
 
 /// What [`Images::make_ready`] made of an image.
 enum Ready {
-    /// Its jobs may start (present, pulled, or a pull the registry refused: the job's).
+    /// Its jobs may start (present, or no pull asked for).
     Run,
+    /// Room is made; its jobs start once it is pulled.
+    Pull,
+    /// Missing while another pull is under way or queued, under `--image-budget`: its room
+    /// is decided once that pull ended, with that image's real size on disk (as when pulls
+    /// were made one after the other in one admission), so its jobs wait for it.
+    Later,
     /// No room under the budget: its jobs, and those of younger images, wait.
     NoRoom,
     /// Not ready for a host reason: its jobs wait for the next poll.
     Wait,
+}
+
+/// What [`Images::admit`] decided, by image.
+#[derive(Debug, Default)]
+pub struct Admission {
+    /// Held back: no room yet, or not ready for a host reason.
+    pub held: BTreeSet<String>,
+    /// Waiting for their pull (under way, queued, or in `pull`).
+    pub pulling: BTreeSet<String>,
+    /// Pulls to start, oldest job's image first.
+    pub pull: Vec<String>,
+    /// Missing, their room decided once the pull under way ended ([`Ready::Later`]).
+    pub later: BTreeSet<String>,
 }
 
 /// The images of `wanted`, by their oldest job (smallest ledger key: the ledger numbers jobs
@@ -274,6 +308,33 @@ pub struct Images {
     /// The sizes of the images this worker has pulled, removed ones too (an estimate of
     /// their next pull; not written down: a restart learns them again from the ledger).
     sizes: BTreeMap<String, u64>,
+    /// Images whose pull is under way or queued ([`Self::fetch`]), until [`Self::pulled`].
+    in_flight: BTreeSet<String>,
+}
+
+/// What admission made of a poll's due jobs ([`Images::before_batch`]).
+#[derive(Debug, Default)]
+pub struct Batch {
+    /// Jobs that may start now, in the order given.
+    pub ready: Vec<(i64, ValidatedJob)>,
+    /// Jobs whose image is being pulled (or queued to be), by image: they start once its
+    /// pull ended ([`Images::pulled`]).
+    pub pulling: BTreeMap<String, Vec<(i64, ValidatedJob)>>,
+    /// Pulls to start, oldest job's image first ([`Images::fetch`]), one at a time.
+    pub pull: Vec<String>,
+    /// Jobs to admit again once the pull under way ended ([`Ready::Later`]).
+    pub later: Vec<(i64, ValidatedJob)>,
+}
+
+/// How a pull ended ([`Images::fetch`]), for [`Images::pulled`].
+#[derive(Debug)]
+pub struct Fetched {
+    /// The image.
+    pub reference: String,
+    /// What [`prepare`] did (present after all, pulled, or why not).
+    pub result: Result<Prepared, ImageError>,
+    /// How long it took.
+    pub took: Duration,
 }
 
 impl Images {
@@ -289,6 +350,7 @@ impl Images {
             ledger,
             dir: state_dir.to_owned(),
             policy,
+            in_flight: BTreeSet::new(),
         })
     }
 
@@ -336,54 +398,88 @@ impl Images {
         self.save();
     }
 
-    /// Before a batch: removes what is over budget, then pulls the images of `due` that fit
-    /// (by digest, after the free-space check; see the module's docs). Returns the jobs that
-    /// may start; a job whose image has no room or could not be pulled for a host reason is
-    /// held back (not started, retried next poll).
+    /// Before a batch: removes what is over budget, then makes room for the images of `due`
+    /// that fit (see the module's docs). Returns the jobs that may start, those that wait for
+    /// their image's pull, and the pulls to start; a job whose image has no room or is not
+    /// ready for a host reason is held back (not started, retried next poll). Pulls nothing.
     pub async fn before_batch(
         &mut self,
         store: &dyn ImageStore,
         due: Vec<(i64, ValidatedJob)>,
+        busy: &BTreeSet<String>,
         telemetry: &crate::telemetry::Telemetry,
-    ) -> Vec<(i64, ValidatedJob)> {
+    ) -> Batch {
         let wanted: Vec<(i64, String)> = due
             .iter()
             .map(|(key, j)| (*key, j.manifest().image().to_owned()))
             .collect();
         let now_ms = telemetry.clock().wall_ms();
-        let held = self.admit(store, &wanted, now_ms, telemetry.images()).await;
-        let (ready, waiting): (Vec<_>, Vec<_>) = due
-            .into_iter()
-            .partition(|(_, j)| !held.contains(j.manifest().image()));
-        telemetry.images().held_back.inc_by(waiting.len() as u64);
-        ready
+        let admission = self
+            .admit(store, &wanted, busy, now_ms, telemetry.images())
+            .await;
+        let mut batch = Batch {
+            pull: admission.pull,
+            ..Batch::default()
+        };
+        let mut waiting = 0u64;
+        for (key, job) in due {
+            let image = job.manifest().image();
+            if admission.later.contains(image) {
+                batch.later.push((key, job));
+            } else if admission.pulling.contains(image) {
+                batch
+                    .pulling
+                    .entry(image.to_owned())
+                    .or_default()
+                    .push((key, job));
+            } else if admission.held.contains(image) {
+                waiting += 1;
+            } else {
+                batch.ready.push((key, job));
+            }
+        }
+        telemetry.images().held_back.inc_by(waiting);
+        batch
     }
 
-    /// [`Self::before_batch`] on the due jobs' (ledger key, image): makes ready the images it
-    /// may, oldest first (see the module's docs); returns the images whose jobs are held back.
+    /// [`Self::before_batch`] on the due jobs' (ledger key, image): makes room for the images
+    /// it may, oldest first (see the module's docs), and says which are held back, which wait
+    /// for a pull (under way, queued, or queued now), which wait for the pull under way to
+    /// end, and which pulls to start. `busy`: the images of the jobs admitted before and not
+    /// ended (queued or running), never removed to make room.
     pub async fn admit(
         &mut self,
         store: &dyn ImageStore,
         wanted: &[(i64, String)],
+        busy: &BTreeSet<String>,
         now_ms: i64,
         metrics: &ImageMetrics,
-    ) -> BTreeSet<String> {
+    ) -> Admission {
         if wanted.is_empty() {
             // Still collected: the poll may have stopped listing the jobs of an image.
             self.collect(store, now_ms, metrics).await;
-            return BTreeSet::new();
+            return Admission::default();
         }
         let order = by_age(wanted);
         // Due jobs' images are needed now, whatever the last poll said.
         self.ledger.needed.extend(order.iter().cloned());
         self.collect(store, now_ms, metrics).await;
-        let mut admitted = BTreeSet::new();
-        let mut held = BTreeSet::new();
+        let mut admitted = busy.clone();
+        let mut out = Admission::default();
         let mut waiting: Option<&str> = None;
+        // Once an image waits for the pull under way, the younger ones wait behind it: the
+        // room goes by age, as when the pulls were made one after the other.
+        let mut deferring = false;
         for reference in &order {
+            if self.in_flight.contains(reference) {
+                // Its room was made when its pull was asked for: it only waits for the pull.
+                out.pulling.insert(reference.clone());
+                continue;
+            }
             let ready = match waiting {
                 // Younger images wait behind the oldest one without room (no starvation).
                 Some(_) => Ready::Wait,
+                None if deferring => Ready::Later,
                 None if !self.policy.pull => Ready::Run,
                 None => {
                     self.make_ready(store, &admitted, reference, now_ms, metrics)
@@ -394,19 +490,28 @@ impl Images {
                 Ready::Run => {
                     admitted.insert(reference.clone());
                 }
+                Ready::Pull => {
+                    self.in_flight.insert(reference.clone());
+                    out.pulling.insert(reference.clone());
+                    out.pull.push(reference.clone());
+                }
+                Ready::Later => {
+                    deferring = true;
+                    out.later.insert(reference.clone());
+                }
                 Ready::NoRoom => {
                     waiting = Some(reference);
-                    held.insert(reference.clone());
+                    out.held.insert(reference.clone());
                 }
                 Ready::Wait => {
-                    held.insert(reference.clone());
+                    out.held.insert(reference.clone());
                 }
             }
         }
         if let Some(reference) = waiting {
             tracing::info!(
                 image = %reference,
-                held_images = held.len(),
+                held_images = out.held.len(),
                 budget_bytes = self.policy.budget.unwrap_or_default(),
                 "no room under --image-budget for the image of the oldest waiting job: its jobs and those of younger images wait (not counted as attempts)"
             );
@@ -418,11 +523,89 @@ impl Images {
             }
         }
         self.save();
-        held
+        out
+    }
+
+    /// Pulls `reference` (by digest, after the free-space check of `min_free` bytes; nothing
+    /// when the engine holds it by now): the slow step, run beside the service's loop, holding
+    /// nothing of the service's state. Its end goes to [`Self::pulled`].
+    pub async fn fetch(store: &dyn ImageStore, reference: String, min_free: u64) -> Fetched {
+        let started = std::time::Instant::now();
+        let result = prepare(store, &reference, min_free).await;
+        Fetched {
+            reference,
+            result,
+            took: started.elapsed(),
+        }
+    }
+
+    /// The `--image-min-free` reserve a pull checks ([`Self::fetch`]).
+    pub fn min_free(&self) -> u64 {
+        self.policy.min_free
+    }
+
+    /// Takes a pull's end ([`Self::fetch`]): records it (the pull ledger, the metrics) and
+    /// says whether its jobs may start: `true` when the image is here, or when the registry
+    /// refused the pull (the job's: its run records why); `false` for a host reason (free
+    /// space, the engine), its jobs held back until the next poll.
+    pub fn pulled(&mut self, fetched: Fetched, now_ms: i64, metrics: &ImageMetrics) -> bool {
+        let Fetched {
+            reference,
+            result,
+            took,
+        } = fetched;
+        self.in_flight.remove(&reference);
+        let failed = || {
+            metrics
+                .pulls
+                .get_or_create(&vec![("result", "failed".to_owned())])
+                .inc();
+        };
+        match result {
+            Ok(Prepared::Present { .. }) => true,
+            Ok(Prepared::Pulled { id, size_bytes }) => {
+                metrics
+                    .pulls
+                    .get_or_create(&vec![("result", "pulled".to_owned())])
+                    .inc();
+                metrics.pull_duration.observe(took.as_secs_f64());
+                tracing::info!(
+                    image = %reference,
+                    size_bytes,
+                    pull_seconds = took.as_secs_f64(),
+                    "pulled by digest ahead of its jobs"
+                );
+                self.sizes.insert(reference.clone(), size_bytes);
+                self.ledger.pulled.insert(
+                    reference,
+                    PulledImage {
+                        id,
+                        size_bytes,
+                        pulled_at_ms: now_ms,
+                        pull_ms: u64::try_from(took.as_millis()).unwrap_or(u64::MAX),
+                        last_used_ms: now_ms,
+                    },
+                );
+                // Saved at once: an image on disk that the record does not name would be
+                // foreign to the next start, so never collected.
+                self.save();
+                true
+            }
+            Err(error @ ImageError::Pull { .. }) => {
+                failed();
+                tracing::warn!(%error, "pull failed; its jobs run and record why");
+                true
+            }
+            Err(error) => {
+                failed();
+                tracing::warn!(%error, "image not ready: its jobs wait for the next poll (not counted as attempts)");
+                false
+            }
+        }
     }
 
     /// Makes `reference` ready next to the `admitted` images: room under the budget first
-    /// (removing unneeded images), then the pull.
+    /// (removing unneeded images); then [`Ready::Pull`] when the engine does not hold it.
     async fn make_ready(
         &mut self,
         store: &dyn ImageStore,
@@ -431,7 +614,22 @@ impl Images {
         now_ms: i64,
         metrics: &ImageMetrics,
     ) -> Ready {
+        let present = match store.images().await {
+            Ok(images) => worker_sandbox::images::find(&images, reference).is_some(),
+            Err(error) => {
+                metrics
+                    .pulls
+                    .get_or_create(&vec![("result", "failed".to_owned())])
+                    .inc();
+                let error = ImageError::Engine(error);
+                tracing::warn!(%error, "image not ready: its jobs wait for the next poll (not counted as attempts)");
+                return Ready::Wait;
+            }
+        };
         if let Some(budget) = self.policy.budget {
+            if !present && !self.in_flight.is_empty() {
+                return Ready::Later;
+            }
             match self
                 .make_room(store, admitted, reference, budget, now_ms, metrics)
                 .await
@@ -444,55 +642,7 @@ impl Images {
                 }
             }
         }
-        let started = std::time::Instant::now();
-        let failed = || {
-            metrics
-                .pulls
-                .get_or_create(&vec![("result", "failed".to_owned())])
-                .inc();
-        };
-        match prepare(store, reference, self.policy.min_free).await {
-            Ok(Prepared::Present { .. }) => Ready::Run,
-            Ok(Prepared::Pulled { id, size_bytes }) => {
-                let took = started.elapsed();
-                metrics
-                    .pulls
-                    .get_or_create(&vec![("result", "pulled".to_owned())])
-                    .inc();
-                metrics.pull_duration.observe(took.as_secs_f64());
-                tracing::info!(
-                    image = %reference,
-                    size_bytes,
-                    pull_seconds = took.as_secs_f64(),
-                    "pulled by digest ahead of its jobs"
-                );
-                self.sizes.insert(reference.to_owned(), size_bytes);
-                self.ledger.pulled.insert(
-                    reference.to_owned(),
-                    PulledImage {
-                        id,
-                        size_bytes,
-                        pulled_at_ms: now_ms,
-                        pull_ms: u64::try_from(took.as_millis()).unwrap_or(u64::MAX),
-                        last_used_ms: now_ms,
-                    },
-                );
-                // Saved at once: an image on disk that the record does not name would be
-                // foreign to the next start, so never collected.
-                self.save();
-                Ready::Run
-            }
-            Err(error @ ImageError::Pull { .. }) => {
-                failed();
-                tracing::warn!(%error, "pull failed; its jobs run and record why");
-                Ready::Run
-            }
-            Err(error) => {
-                failed();
-                tracing::warn!(%error, "image not ready: its jobs wait for the next poll (not counted as attempts)");
-                Ready::Wait
-            }
-        }
+        if present { Ready::Run } else { Ready::Pull }
     }
 
     /// Whether `reference` fits the budget next to the `admitted` images and the recently
@@ -508,13 +658,16 @@ impl Images {
         metrics: &ImageMetrics,
     ) -> Result<bool, ImageError> {
         let images = store.images().await.map_err(ImageError::Engine)?;
-        let incoming = if worker_sandbox::images::find(&images, reference).is_some() {
-            0
-        } else {
-            self.estimate(reference)
-        };
+        // The pulls under way or queued are on their way to the disk: counted at their
+        // estimate, as this one.
+        let incoming = std::iter::once(reference)
+            .chain(self.in_flight.iter().map(String::as_str))
+            .filter(|r| worker_sandbox::images::find(&images, r).is_none())
+            .map(|r| self.estimate(r))
+            .sum();
         let mut protected = admitted.clone();
         protected.insert(reference.to_owned());
+        protected.extend(self.in_flight.iter().cloned());
         let input = self
             .ledger
             .input_protecting(&self.policy, budget, now_ms, protected);

@@ -298,18 +298,29 @@ struct Loop<'a, L> {
     answered: bool,
     /// Jobs already reported as `window_too_short` (each is said and counted once).
     too_short: BTreeSet<i64>,
+    /// Jobs waiting for their image's pull, by image (they join the queue when it ends).
+    awaiting: BTreeMap<String, Vec<(i64, verifier_sdk::ValidatedJob)>>,
+    /// Pulls asked for and not started yet, the oldest job's image first (one runs at a
+    /// time, beside the loop: [`images::Images::fetch`]).
+    pull_queue: std::collections::VecDeque<String>,
+    /// Jobs whose missing image gets its room under `--image-budget` once the pull under
+    /// way ended (admitted again then).
+    deferred: Vec<(i64, verifier_sdk::ValidatedJob)>,
     telemetry: &'a Telemetry,
 }
 
 impl<L: JobLedger> Loop<'_, L> {
-    /// Takes one poll's answer: counts it, records the listed jobs, makes ready the images of
-    /// the due ones, and returns those that may start, deadline-first, leaving out `skip`
-    /// (already waiting or running).
+    /// Takes one poll's answer: counts it, records the listed jobs, sets apart those that
+    /// cannot settle in time, makes room for the images of the others, and returns those
+    /// that may start now, deadline-first, leaving out `skip` (already waiting or running)
+    /// and the jobs waiting for a pull. Pulls nothing: a job whose image is missing waits in
+    /// `awaiting` for the pull this queues, which runs beside the loop.
     async fn take_poll(
         &mut self,
         docker: &Executor,
         (fetched, failures): (Vec<Vec<serde_json::Value>>, Vec<FetchFailure>),
         skip: &BTreeSet<i64>,
+        busy: &BTreeSet<String>,
     ) -> Result<Vec<(i64, verifier_sdk::ValidatedJob)>, ServeError> {
         let clock = self.telemetry.clock();
         count_poll(&mut self.polls, &failures, clock.wall_ms(), self.telemetry);
@@ -328,17 +339,39 @@ impl<L: JobLedger> Loop<'_, L> {
             &mut self.listed,
             self.telemetry,
         )?;
-        due.retain(|(key, _)| !skip.contains(key));
-        let wanted: Vec<(i64, String)> = due
+        due.retain(|(key, _)| !skip.contains(key) && !self.is_awaiting(*key));
+        // Counted with its image here: a job that cannot settle even so is set apart before
+        // any pull is made for it. A job whose image is pulled is checked again on the clock
+        // read when the pull ended (Self::pull_ended), and each before its start (next_job).
+        let planned = self.plan_now(due)?;
+        Ok(self.admit(docker, planned, busy).await)
+    }
+
+    /// Admits `jobs` (planned, deadline-first) by their images: returns those that may start
+    /// now; the others wait for a pull (`awaiting`), for the pull under way to end
+    /// (`deferred`), or are held back until the next poll (their readiness record says so).
+    async fn admit(
+        &mut self,
+        docker: &Executor,
+        jobs: Vec<(i64, verifier_sdk::ValidatedJob)>,
+        busy: &BTreeSet<String>,
+    ) -> Vec<(i64, verifier_sdk::ValidatedJob)> {
+        let wanted: Vec<(i64, String)> = jobs
             .iter()
             .map(|(key, job)| (*key, job.job_id().to_owned()))
             .collect();
-        let due = self
+        let batch = self
             .images
-            .before_batch(docker.images(), due, self.telemetry)
+            .before_batch(docker.images(), jobs, busy, self.telemetry)
             .await;
-        let admitted: BTreeSet<i64> = due.iter().map(|(key, _)| *key).collect();
-        for (_, job_id) in wanted.iter().filter(|(key, _)| !admitted.contains(key)) {
+        let placed: BTreeSet<i64> = batch
+            .ready
+            .iter()
+            .chain(batch.pulling.values().flatten())
+            .chain(&batch.later)
+            .map(|(key, _)| *key)
+            .collect();
+        for (_, job_id) in wanted.iter().filter(|(key, _)| !placed.contains(key)) {
             // Held back, not run: an earlier "ready" must not stand for it (it is written
             // again at each poll that holds it, and replaced by its run's own record).
             self.write_not_run(
@@ -348,12 +381,76 @@ impl<L: JobLedger> Loop<'_, L> {
                  or the engine could not tell: held back, tried again at the next poll",
             );
         }
-        // After before_batch the images of the jobs it returns are on this host (with --pull;
-        // without, a missing one is `image_missing` at once), and the clock is read below,
-        // after its pulls: their time is already gone from each window, so no pull is
-        // counted again (unlike `worker feed`, whose runs pull after its plan).
+        for (image, jobs) in batch.pulling {
+            self.awaiting.entry(image).or_default().extend(jobs);
+        }
+        self.pull_queue.extend(batch.pull);
+        self.deferred.extend(batch.later);
+        batch.ready
+    }
+
+    /// Whether the job of ledger key `key` waits for a pull (its image's, or the one under
+    /// way).
+    fn is_awaiting(&self, key: i64) -> bool {
+        self.awaiting
+            .values()
+            .flatten()
+            .chain(&self.deferred)
+            .any(|(k, _)| *k == key)
+    }
+
+    /// Takes the end of a pull: its jobs that can still settle, planned on the clock read
+    /// now (the pull's time is gone from each window), none when the image is not ready for
+    /// a host reason (held back until the next poll); and the deferred jobs admitted again
+    /// (their images' room decided now, with the pulled image's size known). Returns those
+    /// that may start.
+    async fn pull_ended(
+        &mut self,
+        docker: &Executor,
+        fetched: images::Fetched,
+        busy: &BTreeSet<String>,
+    ) -> Result<Vec<(i64, verifier_sdk::ValidatedJob)>, ServeError> {
+        let jobs = self.awaiting.remove(&fetched.reference).unwrap_or_default();
+        let mut busy = busy.clone();
+        busy.extend(
+            jobs.iter()
+                .map(|(_, job)| job.manifest().image().to_owned()),
+        );
+        let ready = self.images.pulled(
+            fetched,
+            self.telemetry.clock().wall_ms(),
+            self.telemetry.images(),
+        );
+        let mut run = Vec::new();
+        if ready {
+            run = self.plan_now(jobs)?;
+        } else {
+            self.telemetry.images().held_back.inc_by(jobs.len() as u64);
+            for (_, job) in &jobs {
+                self.write_not_run(
+                    job.job_id(),
+                    IMAGE_HELD_BACK,
+                    "its image could not be pulled for a host reason (--image-min-free, the \
+                     engine): held back, tried again at the next poll",
+                );
+            }
+        }
+        if self.pull_queue.is_empty() && !self.deferred.is_empty() {
+            let deferred = std::mem::take(&mut self.deferred);
+            let planned = self.plan_now(deferred)?;
+            run.extend(self.admit(docker, planned, &busy).await);
+        }
+        Ok(run)
+    }
+
+    /// The jobs of `jobs` that can still settle on the clock read now, deadline-first; the
+    /// others are set apart as `window_too_short`.
+    fn plan_now(
+        &mut self,
+        jobs: Vec<(i64, verifier_sdk::ValidatedJob)>,
+    ) -> Result<Vec<(i64, verifier_sdk::ValidatedJob)>, ServeError> {
         let planned = plan(
-            due,
+            jobs,
             |(_, job)| job,
             self.feed.now_unix(),
             &self.feed.settle,
@@ -445,6 +542,10 @@ impl<L: JobLedger> Loop<'_, L> {
 /// The readiness code of a job held back because its image has no room yet.
 pub const IMAGE_HELD_BACK: &str = "image_held_back";
 
+/// A pull under way beside the loop ([`images::Images::fetch`]).
+type Pulling<'a> =
+    std::pin::Pin<Box<dyn std::future::Future<Output = images::Fetched> + Send + 'a>>;
+
 /// A poll of the feed under way while a batch runs.
 type Fetching<'a> = std::pin::Pin<
     Box<
@@ -453,6 +554,18 @@ type Fetching<'a> = std::pin::Pin<
             + 'a,
     >,
 >;
+
+/// The images of the jobs queued to start and of the runs under way.
+fn busy_images(
+    pending: &[(i64, verifier_sdk::ValidatedJob)],
+    open_images: &BTreeMap<i64, String>,
+) -> BTreeSet<String> {
+    pending
+        .iter()
+        .map(|(_, job)| job.manifest().image().to_owned())
+        .chain(open_images.values().cloned())
+        .collect()
+}
 
 /// Adds `more` to `pending` and puts them all back in deadline order.
 fn merge_pending(
@@ -499,6 +612,9 @@ async fn serve_loop<L: JobLedger>(
         listed: BTreeMap::new(),
         answered: false,
         too_short: BTreeSet::new(),
+        awaiting: BTreeMap::new(),
+        pull_queue: std::collections::VecDeque::new(),
+        deferred: Vec::new(),
         telemetry,
     };
     let mut host_health = HostHealth::default();
@@ -522,7 +638,10 @@ async fn serve_loop<L: JobLedger>(
             r = fetch_feeds(feed, &client) => r,
             () = shutdown.wait() => break,
         };
-        let mut pending = state.take_poll(docker, fetched, &BTreeSet::new()).await?;
+        // Nothing runs or waits between batches: no image is busy.
+        let mut pending = state
+            .take_poll(docker, fetched, &BTreeSet::new(), &BTreeSet::new())
+            .await?;
         let mut largest = largest_of(&pending);
         let mut parallel = match host {
             Some(host) => batch_parallel(host, largest, &recent, &mut chosen),
@@ -531,6 +650,8 @@ async fn serve_loop<L: JobLedger>(
         warn_waiting(&host_health, pending.len(), clock.monotonic());
         let mut running = FuturesUnordered::new();
         let mut open: BTreeMap<i64, (i64, String, PathBuf)> = BTreeMap::new();
+        // The images of the runs under way (by run id): never removed to make room.
+        let mut open_images: BTreeMap<i64, String> = BTreeMap::new();
         let mut beat = tokio::time::interval(HEARTBEAT_EVERY);
         beat.tick().await;
         // A fleet's leases are renewed while the batch runs; a single host holds none.
@@ -549,7 +670,19 @@ async fn serve_loop<L: JobLedger>(
         let next_poll = tokio::time::sleep(jittered(config.poll_interval));
         tokio::pin!(next_poll);
         let mut fetching: Option<Fetching<'_>> = None;
+        // The pull under way, if any: the loop goes on beside it (polls, runs, lease renewals,
+        // the heartbeat); its jobs join `pending` when it ends.
+        let mut pulling: Option<Pulling<'_>> = None;
         loop {
+            if pulling.is_none()
+                && let Some(reference) = state.pull_queue.pop_front()
+            {
+                pulling = Some(Box::pin(images::Images::fetch(
+                    docker.images(),
+                    reference,
+                    state.images.min_free(),
+                )));
+            }
             while running.len() < host_health.limit(parallel.get())
                 && !shutdown.requested()
                 && host_health.may_start(clock.monotonic())
@@ -565,6 +698,7 @@ async fn serve_loop<L: JobLedger>(
                 let job_dir = scratch.path().join(format!("run-{run_id}"));
                 tracing::info!(job = %id.escape_debug(), round = job.round(), run_id, "running");
                 open.insert(run_id, (key, id, job_dir.clone()));
+                open_images.insert(run_id, job.manifest().image().to_owned());
                 let runner = &runner;
                 let clock = &clock;
                 telemetry.run_started();
@@ -585,7 +719,7 @@ async fn serve_loop<L: JobLedger>(
                     )
                 });
             }
-            if running.is_empty() {
+            if running.is_empty() && pulling.is_none() {
                 break;
             }
             tokio::select! {
@@ -598,6 +732,7 @@ async fn serve_loop<L: JobLedger>(
                     }
                     let cause = cause_of(&run.outcome);
                     judge_host(&mut host_health, cause, &row, clock.monotonic(), config.poll_interval, telemetry);
+                    open_images.remove(&run_id);
                     if let Some((key, id, _)) = open.remove(&run_id) {
                         record(&mut state.ledger, feed, run_id, (key, &id), &run, (cause, last_start_ms), clock.wall_ms())?;
                     }
@@ -612,6 +747,28 @@ async fn serve_loop<L: JobLedger>(
                 _ = renew.tick(), if renews => {
                     for run_id in state.ledger.renew()? {
                         tracing::warn!(run_id, "the lease of a run under way was lost (another host holds the job): its result will not be recorded");
+                    }
+                }
+                fetched = async {
+                    match pulling.as_mut() {
+                        Some(p) => p.await,
+                        None => std::future::pending().await,
+                    }
+                }, if pulling.is_some() => {
+                    pulling = None;
+                    let busy = busy_images(&pending, &open_images);
+                    let more = state.pull_ended(docker, fetched, &busy).await?;
+                    if !more.is_empty() {
+                        merge_pending(&mut pending, more);
+                        largest = match (largest, largest_of(&pending)) {
+                            (Some(a), Some(b)) => Some(a.max(b)),
+                            (a, b) => a.or(b),
+                        };
+                        // Sized for them as if they had been due when the batch began (they
+                        // were, but for their pull).
+                        if let Some(host) = host {
+                            parallel = batch_parallel(host, largest, &recent, &mut chosen);
+                        }
                     }
                 }
                 () = &mut next_poll, if fetching.is_none() => {
@@ -629,7 +786,8 @@ async fn serve_loop<L: JobLedger>(
                         .map(|(key, _)| *key)
                         .chain(open.values().map(|(key, _, _)| *key))
                         .collect();
-                    let more = state.take_poll(docker, fetched, &skip).await?;
+                    let busy = busy_images(&pending, &open_images);
+                    let more = state.take_poll(docker, fetched, &skip, &busy).await?;
                     if !more.is_empty() {
                         tracing::info!(jobs = more.len(), "due jobs seen while a batch runs: queued by their window's end");
                         merge_pending(&mut pending, more);

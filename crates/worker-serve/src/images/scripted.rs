@@ -100,8 +100,10 @@ fn metrics() -> ImageMetrics {
 }
 
 /// One poll of a feed that lists `pending` and drops each job once it has run (as the
-/// platform does once it settles): the jobs admitted run their batch to the end; returns the
-/// ledger keys that ran.
+/// platform does once it settles), admitted as the service admits them: the pulls asked for
+/// are made one at a time, each taken by [`Images::pulled`] before the jobs deferred behind it
+/// are admitted again; the jobs admitted run their batch to the end; returns the ledger keys
+/// that ran.
 async fn poll(
     images: &mut Images,
     host: &Host,
@@ -109,20 +111,28 @@ async fn poll(
     now_ms: i64,
 ) -> Vec<i64> {
     images.need(pending.iter().map(|(_, r)| r.clone()).collect());
-    let held = images.admit(host, pending, now_ms, &metrics()).await;
-    for (_, r) in pending.iter() {
-        // A job that starts has its image on disk.
-        assert!(
-            held.contains(r) || host.present().contains(r),
-            "{r} not present"
-        );
+    let mut ran = Vec::new();
+    let mut todo = pending.clone();
+    // The images of the jobs admitted in this poll: their batch runs to its end.
+    let mut busy = BTreeSet::new();
+    while !todo.is_empty() {
+        let admission = images.admit(host, &todo, &busy, now_ms, &metrics()).await;
+        for reference in &admission.pull {
+            let fetched = Images::fetch(host, reference.clone(), images.min_free()).await;
+            assert!(images.pulled(fetched, now_ms, &metrics()), "{reference}");
+        }
+        for (key, r) in &todo {
+            if admission.held.contains(r) || admission.later.contains(r) {
+                continue;
+            }
+            // A job that starts has its image on disk.
+            assert!(host.present().contains(r), "{r} not present");
+            ran.push(*key);
+            busy.insert(r.clone());
+        }
+        todo.retain(|(_, r)| admission.later.contains(r));
     }
-    let ran = pending
-        .iter()
-        .filter(|(_, r)| !held.contains(r))
-        .map(|(k, _)| *k)
-        .collect();
-    pending.retain(|(_, r)| held.contains(r));
+    pending.retain(|(k, _)| !ran.contains(k));
     ran
 }
 
@@ -162,8 +172,10 @@ async fn a_batch_over_five_images_keeps_the_disk_within_budget_and_pulls_each_im
     );
     // The last poll lists nothing: what is left fits the budget.
     images.need(BTreeSet::new());
-    let held = images.admit(&host, &[], 11_000, &metrics()).await;
-    assert!(held.is_empty());
+    let admission = images
+        .admit(&host, &[], &BTreeSet::new(), 11_000, &metrics())
+        .await;
+    assert!(admission.held.is_empty() && admission.pull.is_empty());
     assert!(host.present().len() as u64 * size <= budget);
 }
 
