@@ -2,11 +2,13 @@
 //!
 //! [`stage_tree`] copies and hashes an input tree in one pass into a private, locked work
 //! folder under the staging root, normalizes modes (files 0444, or 0555 when any execute bit
-//! was set; directories 0555) and publishes it by atomic rename at
-//! `<root>/{sources|benchmarks}/sha256/<hex>`. An existing target is never trusted: it is
-//! re-digested, and replaced atomically when it does not match. Concurrent stagers of the same
-//! tree converge on one valid target, and work folders of crashed stages are removed by the
-//! next stage. A rejected input leaves no target and no work folder behind. Files are read
+//! was set; directories 0555) and publishes it at `<root>/{sources|benchmarks}/sha256/<hex>` by
+//! a rename that never replaces (`RENAME_NOREPLACE`; a file system without it fails the stage),
+//! so a published tree another job has mounted is never swapped out, even the empty tree, which
+//! a plain rename would replace. An existing target is never trusted: it is re-digested, kept
+//! when it matches (our copy removed), and exchanged atomically when it does not. Concurrent
+//! stagers of the same tree converge on one valid target, and work folders of crashed stages
+//! are removed by the next stage. A rejected input leaves no target and no work folder behind. Files are read
 //! through directory descriptors of the input, never through a link, and must be the inodes
 //! the listing saw (see [`crate::snapshot`]), so swapping a folder or file of the input while it
 //! is staged fails the stage instead of publishing bytes from outside the tree.

@@ -143,9 +143,10 @@ impl Store {
         }
     }
 
-    /// Publishes `work` at `target`. An existing target is checked with `verify` and kept only
-    /// if it passes; otherwise it is exchanged atomically with our copy, so readers see either
-    /// the old or the new tree, never a missing or half-written one.
+    /// Publishes `work` at `target` with a rename that never replaces (`RENAME_NOREPLACE`). An
+    /// existing target is checked with `verify` and kept only if it passes, our copy then
+    /// removed; otherwise it is exchanged atomically with our copy, so readers see either the
+    /// old or the new tree, never a missing or half-written one.
     pub(crate) fn publish(
         &self,
         work: &mut WorkDir,
@@ -158,13 +159,19 @@ impl Store {
         };
         set_mode(&work.path, DIR_MODE).map_err(|e| store_error(&work.path, e))?;
         for _ in 0..PUBLISH_ATTEMPTS {
-            match rename_dir(&work.path, target, RenameFlags::empty()) {
+            // Never a plain rename: it replaces an existing empty directory, and every empty
+            // tree has one digest, so a second job's publish would swap out the tree a running
+            // job has mounted (its `/workspace` gone: `ENOENT` from `getcwd`).
+            match rename_dir(&work.path, target, RenameFlags::NOREPLACE) {
                 Ok(()) => {
                     work.keep = true;
                     return Ok(Published::Created);
                 }
-                Err(e) if fs::symlink_metadata(target).is_ok() => {
-                    debug!(?target, error = %e, "target exists; verifying it");
+                Err(e) if e.raw_os_error() == Some(libc::EEXIST) => {
+                    debug!(?target, "target exists; verifying it");
+                }
+                Err(e) if e.raw_os_error() == Some(libc::EINVAL) => {
+                    return Err(store_error(target, no_replace_unsupported(&e)));
                 }
                 Err(e) => return Err(store_error(target, e)),
             }
@@ -209,6 +216,21 @@ fn rename_dir(from: &Path, to: &Path, flags: RenameFlags) -> std::io::Result<()>
         }
         other => Ok(other?),
     }
+}
+
+/// Fails closed where the file system has no `RENAME_NOREPLACE` (some network and FUSE file
+/// systems): no check-then-rename is safe there, since another stager can publish the empty
+/// tree between the check and the rename, which would then replace it.
+fn no_replace_unsupported(e: &std::io::Error) -> std::io::Error {
+    std::io::Error::new(
+        ErrorKind::Unsupported,
+        format!(
+            "the staging root's file system cannot rename without replacing \
+             (renameat2 RENAME_NOREPLACE: {e}); publishing needs it so that one job never \
+             replaces a tree another job is using; put the staging root on a local file system \
+             such as ext4, xfs, btrfs or tmpfs"
+        ),
+    )
 }
 
 /// A private work folder; removed on drop unless it was published.
@@ -280,6 +302,8 @@ fn set_mode(path: &Path, mode: u32) -> std::io::Result<()> {
 
 #[cfg(test)]
 mod tests {
+    use std::os::unix::fs::MetadataExt;
+
     use super::*;
 
     #[test]
@@ -347,6 +371,41 @@ mod tests {
         remove_tree(&tree).unwrap();
         assert!(!tree.exists());
         remove_tree(&tree).unwrap();
+    }
+
+    #[test]
+    fn a_second_publish_of_a_digest_keeps_the_first_verified_and_removes_its_own_copy() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open(dir.path()).unwrap();
+        let target = store.target(StageKind::Source, &Sha256Digest::from_bytes([7; 32]));
+        let mut first = store.new_work_dir().unwrap();
+        let verified = std::cell::Cell::new(0);
+        let verify = |_: &Path| {
+            verified.set(verified.get() + 1);
+            Ok::<(), VerifyError>(())
+        };
+        assert_eq!(
+            store.publish(&mut first, &target, verify).unwrap(),
+            Published::Created
+        );
+        drop(first);
+        let published = fs::symlink_metadata(&target).unwrap();
+        let mut second = store.new_work_dir().unwrap();
+        let losing_copy = second.path().to_path_buf();
+        assert_eq!(
+            store.publish(&mut second, &target, verify).unwrap(),
+            Published::AlreadyValid
+        );
+        assert_eq!(
+            verified.get(),
+            1,
+            "an existing entry is verified before it is kept"
+        );
+        drop(second);
+        assert!(!losing_copy.exists());
+        assert_eq!(fs::read_dir(&store.tmp).unwrap().count(), 0);
+        let kept = fs::symlink_metadata(&target).unwrap();
+        assert_eq!((kept.dev(), kept.ino()), (published.dev(), published.ino()));
     }
 
     #[test]
