@@ -269,15 +269,16 @@ enum Ready {
     Later,
     /// No room under the budget: its jobs, and those of younger images, wait.
     NoRoom,
-    /// Not ready for a host reason: its jobs wait for the next poll.
-    Wait,
+    /// Not ready for a host reason (said for its jobs' readiness records): they wait for the
+    /// next poll.
+    Wait(String),
 }
 
 /// What [`Images::admit`] decided, by image.
 #[derive(Debug, Default)]
 pub struct Admission {
-    /// Held back: no room yet, or not ready for a host reason.
-    pub held: BTreeSet<String>,
+    /// Held back, with why: no room yet, or not ready for a host reason.
+    pub held: BTreeMap<String, String>,
     /// Waiting for their pull (under way, queued, or in `pull`).
     pub pulling: BTreeSet<String>,
     /// Pulls to start, oldest job's image first.
@@ -324,6 +325,8 @@ pub struct Batch {
     pub pull: Vec<String>,
     /// Jobs to admit again once the pull under way ended ([`Ready::Later`]).
     pub later: Vec<(i64, ValidatedJob)>,
+    /// Jobs held back (not started, tried again at the next poll): their id and why.
+    pub held: Vec<(String, String)>,
 }
 
 /// How a pull ended ([`Images::fetch`]), for [`Images::pulled`].
@@ -432,8 +435,9 @@ impl Images {
                     .entry(image.to_owned())
                     .or_default()
                     .push((key, job));
-            } else if admission.held.contains(image) {
+            } else if let Some(why) = admission.held.get(image) {
                 waiting += 1;
+                batch.held.push((job.job_id().to_owned(), why.clone()));
             } else {
                 batch.ready.push((key, job));
             }
@@ -478,7 +482,10 @@ impl Images {
             }
             let ready = match waiting {
                 // Younger images wait behind the oldest one without room (no starvation).
-                Some(_) => Ready::Wait,
+                Some(older) => Ready::Wait(format!(
+                    "its image waits behind {older}, the image of an older waiting job, which \
+                     has no room under --image-budget yet"
+                )),
                 None if deferring => Ready::Later,
                 None if !self.policy.pull => Ready::Run,
                 None => {
@@ -501,10 +508,17 @@ impl Images {
                 }
                 Ready::NoRoom => {
                     waiting = Some(reference);
-                    out.held.insert(reference.clone());
+                    out.held.insert(
+                        reference.clone(),
+                        format!(
+                            "no room yet for its image under --image-budget ({} bytes) next to \
+                             the images in use and those used within --image-keep-recent",
+                            self.policy.budget.unwrap_or_default()
+                        ),
+                    );
                 }
-                Ready::Wait => {
-                    out.held.insert(reference.clone());
+                Ready::Wait(why) => {
+                    out.held.insert(reference.clone(), why);
                 }
             }
         }
@@ -545,10 +559,15 @@ impl Images {
     }
 
     /// Takes a pull's end ([`Self::fetch`]): records it (the pull ledger, the metrics) and
-    /// says whether its jobs may start: `true` when the image is here, or when the registry
-    /// refused the pull (the job's: its run records why); `false` for a host reason (free
+    /// says whether its jobs may start: yes when the image is here, or when the registry
+    /// refused the pull (the job's: its run records why); the error for a host reason (free
     /// space, the engine), its jobs held back until the next poll.
-    pub fn pulled(&mut self, fetched: Fetched, now_ms: i64, metrics: &ImageMetrics) -> bool {
+    pub fn pulled(
+        &mut self,
+        fetched: Fetched,
+        now_ms: i64,
+        metrics: &ImageMetrics,
+    ) -> Result<(), ImageError> {
         let Fetched {
             reference,
             result,
@@ -562,7 +581,7 @@ impl Images {
                 .inc();
         };
         match result {
-            Ok(Prepared::Present { .. }) => true,
+            Ok(Prepared::Present { .. }) => Ok(()),
             Ok(Prepared::Pulled { id, size_bytes }) => {
                 metrics
                     .pulls
@@ -589,17 +608,17 @@ impl Images {
                 // Saved at once: an image on disk that the record does not name would be
                 // foreign to the next start, so never collected.
                 self.save();
-                true
+                Ok(())
             }
             Err(error @ ImageError::Pull { .. }) => {
                 failed();
                 tracing::warn!(%error, "pull failed; its jobs run and record why");
-                true
+                Ok(())
             }
             Err(error) => {
                 failed();
                 tracing::warn!(%error, "image not ready: its jobs wait for the next poll (not counted as attempts)");
-                false
+                Err(error)
             }
         }
     }
@@ -623,7 +642,12 @@ impl Images {
                     .inc();
                 let error = ImageError::Engine(error);
                 tracing::warn!(%error, "image not ready: its jobs wait for the next poll (not counted as attempts)");
-                return Ready::Wait;
+                let checked = if self.policy.budget.is_some() {
+                    "checked against --image-budget"
+                } else {
+                    "found present or missing"
+                };
+                return Ready::Wait(format!("its image cannot be {checked}: {error}"));
             }
         };
         if let Some(budget) = self.policy.budget {
@@ -638,7 +662,9 @@ impl Images {
                 Ok(false) => return Ready::NoRoom,
                 Err(error) => {
                     tracing::warn!(%error, "image not ready: its jobs wait for the next poll (not counted as attempts)");
-                    return Ready::Wait;
+                    return Ready::Wait(format!(
+                        "its image cannot be checked against --image-budget: {error}"
+                    ));
                 }
             }
         }

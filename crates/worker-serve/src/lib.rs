@@ -356,29 +356,17 @@ impl<L: JobLedger> Loop<'_, L> {
         jobs: Vec<(i64, verifier_sdk::ValidatedJob)>,
         busy: &BTreeSet<String>,
     ) -> Vec<(i64, verifier_sdk::ValidatedJob)> {
-        let wanted: Vec<(i64, String)> = jobs
-            .iter()
-            .map(|(key, job)| (*key, job.job_id().to_owned()))
-            .collect();
         let batch = self
             .images
             .before_batch(docker.images(), jobs, busy, self.telemetry)
             .await;
-        let placed: BTreeSet<i64> = batch
-            .ready
-            .iter()
-            .chain(batch.pulling.values().flatten())
-            .chain(&batch.later)
-            .map(|(key, _)| *key)
-            .collect();
-        for (_, job_id) in wanted.iter().filter(|(key, _)| !placed.contains(key)) {
+        for (job_id, why) in &batch.held {
             // Held back, not run: an earlier "ready" must not stand for it (it is written
             // again at each poll that holds it, and replaced by its run's own record).
             self.write_not_run(
                 job_id,
                 IMAGE_HELD_BACK,
-                "its image has no room on this host yet (--image-budget, --image-min-free) \
-                 or the engine could not tell: held back, tried again at the next poll",
+                &format!("{why}: held back, tried again at the next poll"),
             );
         }
         for (image, jobs) in batch.pulling {
@@ -422,17 +410,20 @@ impl<L: JobLedger> Loop<'_, L> {
             self.telemetry.images(),
         );
         let mut run = Vec::new();
-        if ready {
-            run = self.plan_now(jobs)?;
-        } else {
-            self.telemetry.images().held_back.inc_by(jobs.len() as u64);
-            for (_, job) in &jobs {
-                self.write_not_run(
-                    job.job_id(),
-                    IMAGE_HELD_BACK,
-                    "its image could not be pulled for a host reason (--image-min-free, the \
-                     engine): held back, tried again at the next poll",
-                );
+        match ready {
+            Ok(()) => run = self.plan_now(jobs)?,
+            Err(error) => {
+                self.telemetry.images().held_back.inc_by(jobs.len() as u64);
+                for (_, job) in &jobs {
+                    self.write_not_run(
+                        job.job_id(),
+                        IMAGE_HELD_BACK,
+                        &format!(
+                            "its image could not be pulled for a host reason: {error}: held \
+                             back, tried again at the next poll"
+                        ),
+                    );
+                }
             }
         }
         if self.pull_queue.is_empty() && !self.deferred.is_empty() {

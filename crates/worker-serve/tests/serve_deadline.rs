@@ -279,19 +279,14 @@ fn serve_config(
     }
 }
 
-async fn no_engine() -> Executor {
-    engine(false).await
-}
-
 /// worker-sandbox's scripted engine, never asked to run (the executor double stands before
-/// it); with `images_refused`, its image list is refused (so an image budget cannot be
-/// checked and the jobs are held back).
-async fn engine(images_refused: bool) -> Executor {
-    let fake = Fake::new(Script {
-        images_refused,
-        ..Script::default()
-    });
-    Executor::new(Lifecycle::connect(fake, RUNC).await.unwrap())
+/// it).
+async fn no_engine() -> Executor {
+    Executor::new(
+        Lifecycle::connect(Fake::new(Script::default()), RUNC)
+            .await
+            .unwrap(),
+    )
 }
 
 /// #43 item 3 for `worker serve`, as `worker feed` does it: a job set apart as
@@ -362,11 +357,62 @@ async fn serve_writes_a_job_skipped_without_a_run_not_ready_with_the_reason() {
     }
 }
 
-/// #43 item 3 for `worker serve`'s other skip: a job whose image has no room (or cannot be
-/// checked against `--image-budget`) is held back without a run; its readiness record says
-/// not ready and why, replacing an earlier "ready". Before: nothing was written for it.
+/// #43 item 3 for `worker serve`'s other skip: a job whose image cannot be checked against
+/// `--image-budget` (the engine refuses its image list) is held back at admission without a
+/// run or a pull; its readiness record says not ready and why (the budget could not be
+/// checked, in the engine's words), replacing an earlier "ready". Before: nothing was written
+/// for it; then a record whose message listed every reason a job may be held for, so this
+/// test passed as well when the job was held by a failed pull (no `--image-min-free 0`:
+/// the scripted engine cannot tell its free space) and the refused list played no part.
+/// `--image-min-free 0` leaves the list as the only thing that can hold the job: the same
+/// service over an engine that lists its images runs it (the test's other half).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn serve_writes_a_job_held_back_for_its_image_not_ready_with_the_reason() {
+    let listed = held_back_for_image(false).await;
+    assert_eq!(
+        listed,
+        HeldBack::Ran(vec![1]),
+        "with its image list read, the same job must run"
+    );
+    let HeldBack::Held { record, engine } = held_back_for_image(true).await else {
+        panic!("the job was never held back twice")
+    };
+    assert!(!record.ready, "{record:?}");
+    assert!(
+        !engine.contains(&"pull"),
+        "pulled without a budget check: {engine:?}"
+    );
+    for c in &record.checks {
+        assert_eq!(
+            c.code.as_deref(),
+            Some(verifier_sdk::readiness::NOT_CHECKED)
+        );
+        let m = c.message.as_deref().unwrap_or_default();
+        assert!(
+            m.contains("(image_held_back)")
+                && m.contains("cannot be checked against --image-budget")
+                && m.contains("scripted: image list refused"),
+            "{m}"
+        );
+    }
+}
+
+/// What [`held_back_for_image`] saw.
+#[derive(Debug, PartialEq)]
+enum HeldBack {
+    /// The job ran (rounds, in order).
+    Ran(Vec<u64>),
+    /// Held back at two polls, never run: its readiness record and the engine's calls.
+    Held {
+        record: verifier_sdk::readiness::ReadinessRecord,
+        engine: Vec<&'static str>,
+    },
+}
+
+/// Serves one job under `--pull --image-budget 1GiB --image-min-free 0`, an earlier "ready"
+/// record at its path, over the scripted engine (its image list refused when
+/// `images_refused`), until the job ran or was held back at two polls.
+async fn held_back_for_image(images_refused: bool) -> HeldBack {
     let server = TestServer::start().await;
     let bench = serve_benchmark(&server);
     let held = job_at(&server, bench, 1, EXPIRES_AT + 3_000, 120);
@@ -375,6 +421,7 @@ async fn serve_writes_a_job_held_back_for_its_image_not_ready_with_the_reason() 
     let mut config = serve_config(&server, tmp.path(), None);
     config.images.pull = true;
     config.images.budget = Some(1 << 30);
+    config.images.min_free = 0;
     let out = tmp.path().join("out");
     std::fs::create_dir_all(&out).unwrap();
     let held_id = held["job_id"].as_str().unwrap();
@@ -390,32 +437,36 @@ async fn serve_writes_a_job_held_back_for_its_image_not_ready_with_the_reason() 
     let now_ms = i64::try_from(EXPIRES_AT - 3_600).unwrap() * 1000;
     let telemetry = Telemetry::new(config.poll_interval, Arc::new(ManualClock::new(now_ms)));
     let prepared = prepare(&config).unwrap();
-    let docker = engine(true).await;
+    let fake = Fake::new(Script {
+        images_refused,
+        ..Script::default()
+    });
+    let docker = Executor::new(Lifecycle::connect(fake.clone(), RUNC).await.unwrap());
     let recorder = Recorder {
         order: Mutex::new(Vec::new()),
         held_round: 0,
         release: tokio::sync::Semaphore::new(0),
     };
     let shutdown = Shutdown::never();
+    let held_twice =
+        || metric(&telemetry, "worker_serve_image_held_back_jobs_total").is_some_and(|n| n >= 2.0);
     // A second poll's hold-back starts only after the first poll was taken whole.
-    let polled = tokio::select! {
+    let settled = tokio::select! {
         r = serve_with(&config, prepared.ledger, &docker, &recorder, &shutdown, &telemetry) => panic!("serve stopped: {r:?}"),
-        seen = wait_for(|| metric(&telemetry, "worker_serve_image_held_back_jobs_total").is_some_and(|n| n >= 2.0)) => seen,
+        settled = wait_for(|| held_twice() || !recorder.order.lock().unwrap().is_empty()) => settled,
     };
-    assert!(polled, "the job was never held back twice");
-    assert!(recorder.order.lock().unwrap().is_empty());
+    assert!(settled, "the job neither ran nor was held back twice");
+    let ran = recorder.order.lock().unwrap().clone();
+    if !ran.is_empty() {
+        return HeldBack::Ran(ran);
+    }
     let name = verifier_sdk::readiness::readiness_file_name(held_id);
     let record =
         verifier_sdk::readiness::ReadinessRecord::parse(&std::fs::read(out.join(name)).unwrap())
             .unwrap();
-    assert!(!record.ready, "{record:?}");
-    for c in &record.checks {
-        assert_eq!(
-            c.code.as_deref(),
-            Some(verifier_sdk::readiness::NOT_CHECKED)
-        );
-        let m = c.message.as_deref().unwrap_or_default();
-        assert!(m.contains("image_held_back"), "{m}");
+    HeldBack::Held {
+        record,
+        engine: fake.calls(),
     }
 }
 

@@ -117,12 +117,27 @@ async fn poll(
     let mut busy = BTreeSet::new();
     while !todo.is_empty() {
         let admission = images.admit(host, &todo, &busy, now_ms, &metrics()).await;
+        // Every hold here is the budget's (the host always answers): its readiness record
+        // must say so, naming the image ahead when it waits behind another.
+        for (r, why) in &admission.held {
+            let behind = admission
+                .held
+                .keys()
+                .filter(|o| *o != r)
+                .any(|o| why.contains(&format!("waits behind {o},")));
+            assert!(
+                why.starts_with("no room yet for its image under --image-budget")
+                    || (behind && why.contains("no room under --image-budget")),
+                "{r}: {why}"
+            );
+        }
         for reference in &admission.pull {
             let fetched = Images::fetch(host, reference.clone(), images.min_free()).await;
-            assert!(images.pulled(fetched, now_ms, &metrics()), "{reference}");
+            let pulled = images.pulled(fetched, now_ms, &metrics());
+            assert!(pulled.is_ok(), "{reference}: {pulled:?}");
         }
         for (key, r) in &todo {
-            if admission.held.contains(r) || admission.later.contains(r) {
+            if admission.held.contains_key(r) || admission.later.contains(r) {
                 continue;
             }
             // A job that starts has its image on disk.
