@@ -15,6 +15,7 @@ pub mod preflight;
 pub mod rehearse;
 pub mod rehearse_batch;
 mod rehearse_exit;
+mod rehearse_parallel;
 pub mod reproduce;
 pub mod request;
 pub mod run_regression;

@@ -2,6 +2,7 @@
 //! of a finished report maps `Rehearsed::answer`.
 
 use super::rehearse_exit::rehearse_error_exit_code;
+use super::rehearse_parallel::{host_parallel, job_size};
 use super::{
     block_on_interruptible, connect_swept, fail, print_json, print_text, staging_root_failed,
 };
@@ -10,34 +11,6 @@ use crate::exit::{ExitCode, ExitStatus};
 use worker_rehearse::mutants::{DEFAULT_SEED, MutantOptions, run_mutants};
 use worker_rehearse::{RehearseError, RehearseOptions, rehearse_at};
 use worker_store::staging_root::{self, Fallback};
-
-/// The size of one run of `manifest`, as `worker serve` sizes a job: its cpu quota and memory
-/// limit.
-pub(super) fn job_size(manifest: &verifier_sdk::RunnerManifest) -> worker_serve::capacity::JobSize {
-    worker_serve::capacity::JobSize {
-        cpu_millis: manifest.cpu_millis(),
-        memory_bytes: manifest.memory_bytes(),
-    }
-}
-
-/// How many containers run at once (of one rehearsal: repeats, base, stubs, mutants; of a
-/// batch: every task's, under one limit): what `worker serve`'s default `--parallel` would run
-/// of jobs of at most `size` ([`worker_serve::capacity::auto_parallel`]) on this engine; one
-/// when the engine does not say.
-pub(super) async fn host_parallel(
-    executor: &worker_sandbox::Executor,
-    size: worker_serve::capacity::JobSize,
-) -> std::num::NonZeroUsize {
-    use worker_serve::capacity::{Host, auto_parallel};
-    let local = std::thread::available_parallelism()
-        .ok()
-        .map(std::num::NonZeroUsize::get);
-    let host = match executor.host_resources().await {
-        Ok(info) => Host::from_info(info.cpus, info.memory_bytes, local),
-        Err(_) => Host::from_info(None, None, local),
-    };
-    auto_parallel(host, size).parallel
-}
 
 /// Rehearses the manifest on the trees `args` names and prints the report.
 pub fn rehearse(args: RehearseArgs, quiet: bool) -> ExitCode {

@@ -6,6 +6,7 @@
 use std::path::Path;
 
 use super::rehearse_exit::rehearse_error_exit_code;
+use super::rehearse_parallel::{host_parallel, job_size};
 use super::{
     block_on_interruptible, connect_swept, fail, print_json, print_text, staging_root_failed,
 };
@@ -51,10 +52,10 @@ pub fn rehearse_batch(tasks: &Path, args: &RehearseArgs, quiet: bool) -> ExitCod
             let largest = tasks
                 .iter()
                 .filter_map(PreparedTask::manifest)
-                .map(super::rehearse::job_size)
+                .map(job_size)
                 .reduce(worker_serve::capacity::JobSize::max);
             let capacity = match largest {
-                Some(size) => super::rehearse::host_parallel(&executor, size).await,
+                Some(size) => host_parallel(&executor, size).await,
                 None => std::num::NonZeroUsize::MIN,
             };
             run_batch(&executor, tasks, capacity).await
