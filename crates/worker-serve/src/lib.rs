@@ -218,40 +218,41 @@ pub fn prepare(config: &ServeConfig) -> Result<Prepared, ServeError> {
 pub async fn serve(
     config: &ServeConfig,
     ledger: AnyLedger,
-    docker: Executor,
+    sandbox: Executor,
     staging_root: PathBuf,
     pull: bool,
     shutdown: &Shutdown,
     telemetry: &Telemetry,
 ) -> Result<(), ServeError> {
-    let executor = SandboxJobExecutor::new(docker.clone(), staging_root, pull);
-    serve_with(config, ledger, &docker, &executor, shutdown, telemetry).await
+    let executor = SandboxJobExecutor::new(sandbox.clone(), staging_root, pull);
+    serve_with(config, ledger, &sandbox, &executor, shutdown, telemetry).await
 }
 
 /// [`serve`] with the jobs run by `executor` (the sandbox's in `worker serve`; a test's
 /// stand-in that decides when each run ends, so the service's order is tested without
-/// timing). `docker` still serves the images, the capacity and the containers' removal.
+/// timing). `sandbox`, the container engine's adapter, still serves the images, the
+/// capacity and the containers' removal.
 pub async fn serve_with(
     config: &ServeConfig,
     ledger: impl Into<AnyLedger>,
-    docker: &Executor,
+    sandbox: &Executor,
     executor: &dyn JobExecutor,
     shutdown: &Shutdown,
     telemetry: &Telemetry,
 ) -> Result<(), ServeError> {
     let served = match ledger.into() {
         AnyLedger::Sqlite(ledger) => {
-            serve_loop(config, *ledger, docker, executor, shutdown, telemetry).await
+            serve_loop(config, *ledger, sandbox, executor, shutdown, telemetry).await
         }
         AnyLedger::Fleet(ledger) => {
-            serve_loop(config, *ledger, docker, executor, shutdown, telemetry).await
+            serve_loop(config, *ledger, sandbox, executor, shutdown, telemetry).await
         }
     };
     // Read before the containers' removal: an error after a stop request is the stop's.
     let stopping = shutdown.requested();
     if served.is_err() {
         // The runs' futures were dropped with the loop; their containers were not.
-        match tokio::time::timeout(SHUTDOWN_BOUND, docker.remove_own_containers()).await {
+        match tokio::time::timeout(SHUTDOWN_BOUND, sandbox.remove_own_containers()).await {
             Ok(Ok(removed)) if !removed.is_empty() => {
                 tracing::warn!(containers = ?removed, "stopping on an error: removed the running containers");
             }
@@ -317,7 +318,7 @@ impl<L: JobLedger> Loop<'_, L> {
     /// `awaiting` for the pull this queues, which runs beside the loop.
     async fn take_poll(
         &mut self,
-        docker: &Executor,
+        sandbox: &Executor,
         (fetched, failures): (Vec<Vec<serde_json::Value>>, Vec<FetchFailure>),
         skip: &BTreeSet<i64>,
         busy: &BTreeSet<String>,
@@ -344,7 +345,7 @@ impl<L: JobLedger> Loop<'_, L> {
         // any pull is made for it. A job whose image is pulled is checked again on the clock
         // read when the pull ended (Self::pull_ended), and each before its start (next_job).
         let planned = self.plan_now(due)?;
-        Ok(self.admit(docker, planned, busy).await)
+        Ok(self.admit(sandbox, planned, busy).await)
     }
 
     /// Admits `jobs` (planned, deadline-first) by their images: returns those that may start
@@ -352,13 +353,13 @@ impl<L: JobLedger> Loop<'_, L> {
     /// (`deferred`), or are held back until the next poll (their readiness record says so).
     async fn admit(
         &mut self,
-        docker: &Executor,
+        sandbox: &Executor,
         jobs: Vec<(i64, verifier_sdk::ValidatedJob)>,
         busy: &BTreeSet<String>,
     ) -> Vec<(i64, verifier_sdk::ValidatedJob)> {
         let batch = self
             .images
-            .before_batch(docker.images(), jobs, busy, self.telemetry)
+            .before_batch(sandbox.images(), jobs, busy, self.telemetry)
             .await;
         for (job_id, why) in &batch.held {
             // Held back, not run: an earlier "ready" must not stand for it (it is written
@@ -394,7 +395,7 @@ impl<L: JobLedger> Loop<'_, L> {
     /// that may start.
     async fn pull_ended(
         &mut self,
-        docker: &Executor,
+        sandbox: &Executor,
         fetched: images::Fetched,
         busy: &BTreeSet<String>,
     ) -> Result<Vec<(i64, verifier_sdk::ValidatedJob)>, ServeError> {
@@ -429,7 +430,7 @@ impl<L: JobLedger> Loop<'_, L> {
         if self.pull_queue.is_empty() && !self.deferred.is_empty() {
             let deferred = std::mem::take(&mut self.deferred);
             let planned = self.plan_now(deferred)?;
-            run.extend(self.admit(docker, planned, &busy).await);
+            run.extend(self.admit(sandbox, planned, &busy).await);
         }
         Ok(run)
     }
@@ -571,7 +572,7 @@ fn merge_pending(
 async fn serve_loop<L: JobLedger>(
     config: &ServeConfig,
     ledger: L,
-    docker: &Executor,
+    sandbox: &Executor,
     executor: &dyn JobExecutor,
     shutdown: &Shutdown,
     telemetry: &Telemetry,
@@ -617,7 +618,7 @@ async fn serve_loop<L: JobLedger>(
             );
             None
         }
-        None => Some(engine_capacity(docker).await),
+        None => Some(engine_capacity(sandbox).await),
     };
     let mut chosen = None;
     // The recent executions' durations: short ones overlap the engine's latency
@@ -631,7 +632,7 @@ async fn serve_loop<L: JobLedger>(
         };
         // Nothing runs or waits between batches: no image is busy.
         let mut pending = state
-            .take_poll(docker, fetched, &BTreeSet::new(), &BTreeSet::new())
+            .take_poll(sandbox, fetched, &BTreeSet::new(), &BTreeSet::new())
             .await?;
         let mut largest = largest_of(&pending);
         let mut parallel = match host {
@@ -669,7 +670,7 @@ async fn serve_loop<L: JobLedger>(
                 && let Some(reference) = state.pull_queue.pop_front()
             {
                 pulling = Some(Box::pin(images::Images::fetch(
-                    docker.images(),
+                    sandbox.images(),
                     reference,
                     state.images.min_free(),
                 )));
@@ -731,7 +732,7 @@ async fn serve_loop<L: JobLedger>(
                 }
                 () = shutdown.wait() => {
                     drop(running);
-                    interrupt(&mut state.ledger, docker, &open, telemetry).await;
+                    interrupt(&mut state.ledger, sandbox, &open, telemetry).await;
                     return Ok(());
                 }
                 _ = beat.tick() => heartbeat(&state.ledger, &state.polls, telemetry)?,
@@ -748,7 +749,7 @@ async fn serve_loop<L: JobLedger>(
                 }, if pulling.is_some() => {
                     pulling = None;
                     let busy = busy_images(&pending, &open_images);
-                    let more = state.pull_ended(docker, fetched, &busy).await?;
+                    let more = state.pull_ended(sandbox, fetched, &busy).await?;
                     if !more.is_empty() {
                         merge_pending(&mut pending, more);
                         largest = match (largest, largest_of(&pending)) {
@@ -778,7 +779,7 @@ async fn serve_loop<L: JobLedger>(
                         .chain(open.values().map(|(key, _, _)| *key))
                         .collect();
                     let busy = busy_images(&pending, &open_images);
-                    let more = state.take_poll(docker, fetched, &skip, &busy).await?;
+                    let more = state.take_poll(sandbox, fetched, &skip, &busy).await?;
                     if !more.is_empty() {
                         tracing::info!(jobs = more.len(), "due jobs seen while a batch runs: queued by their window's end");
                         merge_pending(&mut pending, more);
@@ -988,11 +989,11 @@ fn content_hash(job: &verifier_sdk::ValidatedJob) -> String {
 
 /// What the engine can hold, from its `/info` and this host's cores; an engine that does
 /// not answer gets the one-job default of [`capacity::auto_parallel`].
-async fn engine_capacity(docker: &Executor) -> capacity::Host {
+async fn engine_capacity(sandbox: &Executor) -> capacity::Host {
     let local = std::thread::available_parallelism()
         .ok()
         .map(NonZeroUsize::get);
-    match docker.host_resources().await {
+    match sandbox.host_resources().await {
         Ok(info) => {
             let host = capacity::Host::from_info(info.cpus, info.memory_bytes, local);
             tracing::info!(
@@ -1078,11 +1079,11 @@ fn heartbeat(
 /// the job (the run stays open in the ledger, so it is closed as interrupted then).
 async fn interrupt(
     ledger: &mut impl JobLedger,
-    docker: &Executor,
+    sandbox: &Executor,
     open: &BTreeMap<i64, (i64, String, PathBuf)>,
     telemetry: &Telemetry,
 ) {
-    match tokio::time::timeout(SHUTDOWN_BOUND, docker.remove_own_containers()).await {
+    match tokio::time::timeout(SHUTDOWN_BOUND, sandbox.remove_own_containers()).await {
         Ok(Ok(removed)) => tracing::info!(containers = ?removed, "removed the running containers"),
         Ok(Err(error)) => tracing::error!(%error, "could not remove the running containers"),
         Err(_) => tracing::error!("removing the running containers timed out"),

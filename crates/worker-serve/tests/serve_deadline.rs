@@ -132,7 +132,7 @@ async fn deadline_first(fleet: Option<&test_postgres::TestDb>) {
     let clock = Arc::new(ManualClock::new(now_ms));
     let telemetry = Telemetry::new(config.poll_interval, clock);
     let prepared = prepare(&config).unwrap();
-    let docker = no_engine().await;
+    let sandbox = no_engine().await;
     let recorder = Recorder {
         order: Mutex::new(Vec::new()),
         held_round: 2,
@@ -154,7 +154,7 @@ async fn deadline_first(fleet: Option<&test_postgres::TestDb>) {
         seen
     };
     let served = tokio::select! {
-        r = serve_with(&config, prepared.ledger, &docker, &recorder, &shutdown, &telemetry) => panic!("serve stopped: {r:?}"),
+        r = serve_with(&config, prepared.ledger, &sandbox, &recorder, &shutdown, &telemetry) => panic!("serve stopped: {r:?}"),
         seen = drive => seen,
     };
     let order = recorder.order.lock().unwrap().clone();
@@ -320,7 +320,7 @@ async fn serve_writes_a_job_skipped_without_a_run_not_ready_with_the_reason() {
     let now_ms = i64::try_from(end - 150).unwrap() * 1000;
     let telemetry = Telemetry::new(config.poll_interval, Arc::new(ManualClock::new(now_ms)));
     let prepared = prepare(&config).unwrap();
-    let docker = no_engine().await;
+    let sandbox = no_engine().await;
     let recorder = Recorder {
         order: Mutex::new(Vec::new()),
         held_round: 0,
@@ -330,7 +330,7 @@ async fn serve_writes_a_job_skipped_without_a_run_not_ready_with_the_reason() {
     // The poll that sets the short job apart comes before the run of the other one: once that
     // run started, the short job's record (if any) is written.
     let ran = tokio::select! {
-        r = serve_with(&config, prepared.ledger, &docker, &recorder, &shutdown, &telemetry) => panic!("serve stopped: {r:?}"),
+        r = serve_with(&config, prepared.ledger, &sandbox, &recorder, &shutdown, &telemetry) => panic!("serve stopped: {r:?}"),
         ran = wait_for(|| !recorder.order.lock().unwrap().is_empty()) => ran,
     };
     assert!(ran, "the job that can settle never ran");
@@ -441,7 +441,7 @@ async fn held_back_for_image(images_refused: bool) -> HeldBack {
         images_refused,
         ..Script::default()
     });
-    let docker = Executor::new(Lifecycle::connect(fake.clone(), RUNC).await.unwrap());
+    let sandbox = Executor::new(Lifecycle::connect(fake.clone(), RUNC).await.unwrap());
     let recorder = Recorder {
         order: Mutex::new(Vec::new()),
         held_round: 0,
@@ -452,7 +452,7 @@ async fn held_back_for_image(images_refused: bool) -> HeldBack {
         || metric(&telemetry, "worker_serve_image_held_back_jobs_total").is_some_and(|n| n >= 2.0);
     // A second poll's hold-back starts only after the first poll was taken whole.
     let settled = tokio::select! {
-        r = serve_with(&config, prepared.ledger, &docker, &recorder, &shutdown, &telemetry) => panic!("serve stopped: {r:?}"),
+        r = serve_with(&config, prepared.ledger, &sandbox, &recorder, &shutdown, &telemetry) => panic!("serve stopped: {r:?}"),
         settled = wait_for(|| held_twice() || !recorder.order.lock().unwrap().is_empty()) => settled,
     };
     assert!(settled, "the job neither ran nor was held back twice");
@@ -554,7 +554,7 @@ async fn serve_nearest_window_gauge_is_the_nearest_job_without_a_candidate_and_m
     let clock = Arc::new(ManualClock::new(i64::try_from(now_s).unwrap() * 1000));
     let telemetry = Telemetry::new(config.poll_interval, clock);
     let prepared = prepare(&config).unwrap();
-    let docker = no_engine().await;
+    let sandbox = no_engine().await;
     let verdicts = Verdicts {
         order: Mutex::new(Vec::new()),
         release: tokio::sync::Semaphore::new(0),
@@ -587,7 +587,7 @@ async fn serve_nearest_window_gauge_is_the_nearest_job_without_a_candidate_and_m
         );
     };
     tokio::select! {
-        r = serve_with(&config, prepared.ledger, &docker, &verdicts, &shutdown, &telemetry) => panic!("serve stopped: {r:?}"),
+        r = serve_with(&config, prepared.ledger, &sandbox, &verdicts, &shutdown, &telemetry) => panic!("serve stopped: {r:?}"),
         () = drive => {}
     }
     let ledger = worker_serve::ledger::Ledger::open(&config.state_dir).unwrap();
@@ -620,7 +620,7 @@ async fn serve_healthz_turns_red_when_the_feed_fails_during_a_long_batch() {
     ));
     let telemetry = Telemetry::new(config.poll_interval, clock.clone());
     let prepared = prepare(&config).unwrap();
-    let docker = no_engine().await;
+    let sandbox = no_engine().await;
     let recorder = Recorder {
         order: Mutex::new(Vec::new()),
         held_round: 1,
@@ -652,7 +652,7 @@ async fn serve_healthz_turns_red_when_the_feed_fails_during_a_long_batch() {
         assert_eq!(*recorder.order.lock().unwrap(), [1]);
     };
     tokio::select! {
-        r = serve_with(&config, prepared.ledger, &docker, &recorder, &shutdown, &telemetry) => panic!("serve stopped: {r:?}"),
+        r = serve_with(&config, prepared.ledger, &sandbox, &recorder, &shutdown, &telemetry) => panic!("serve stopped: {r:?}"),
         () = drive => {}
     }
     recorder.release.add_permits(1);

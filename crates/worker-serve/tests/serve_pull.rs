@@ -328,7 +328,7 @@ async fn keeps_serving_while_an_image_pulls(fleet: Option<&test_postgres::TestDb
         gated: pulled.clone(),
         release: tokio::sync::Semaphore::new(0),
     });
-    let docker = engine(images.clone());
+    let sandbox = engine(images.clone());
     let recorder = Recorder {
         order: Mutex::new(Vec::new()),
         release: tokio::sync::Semaphore::new(0),
@@ -372,7 +372,7 @@ async fn keeps_serving_while_an_image_pulls(fleet: Option<&test_postgres::TestDb
         );
     };
     tokio::select! {
-        r = serve_with(&config, prepared.ledger, &docker, &recorder, &shutdown, &telemetry) => panic!("serve stopped: {r:?}"),
+        r = serve_with(&config, prepared.ledger, &sandbox, &recorder, &shutdown, &telemetry) => panic!("serve stopped: {r:?}"),
         () = drive => {}
     }
     recorder.release.add_permits(10);
@@ -405,7 +405,7 @@ async fn serve_pulls_nothing_for_a_job_whose_window_is_too_short() {
         gated: String::new(),
         release: tokio::sync::Semaphore::new(0),
     });
-    let docker = engine(images.clone());
+    let sandbox = engine(images.clone());
     let recorder = Recorder {
         order: Mutex::new(Vec::new()),
         release: tokio::sync::Semaphore::new(0),
@@ -420,7 +420,7 @@ async fn serve_pulls_nothing_for_a_job_whose_window_is_too_short() {
     // The poll that sets the short job apart is the one that admits the other job: once that
     // one runs, whatever was pulled for the short one has been.
     let seen = tokio::select! {
-        r = serve_with(&config, prepared.ledger, &docker, &recorder, &shutdown, &telemetry) => panic!("serve stopped: {r:?}"),
+        r = serve_with(&config, prepared.ledger, &sandbox, &recorder, &shutdown, &telemetry) => panic!("serve stopped: {r:?}"),
         seen = wait_for(|| recorder.order() == [1]
             && metric("worker_serve_window_too_short_jobs_total") == Some(1.0)) => seen,
     };
