@@ -53,7 +53,7 @@ pub use shadow::{Shadow, ShadowFile};
 pub use solver_tests::SolverTests;
 
 use super::culprit::{CULPRIT_BUDGET, Culprit, Search};
-use super::exec::{Prepared, RunResult, Runs, progress_words, run_once};
+use super::exec::{BASE_LABEL, BASE_STEP, Prepared, RunResult, Runs, progress_words, run_once};
 use super::judgement::{NOT_JUDGED, judge};
 use super::references::{References, referenced_first, workspace_references};
 pub use super::stub_files::{SHADOW_FILES, exit_stub};
@@ -271,7 +271,8 @@ fn root_error(path: &Path, detail: impl std::fmt::Display) -> RehearseError {
 
 /// Builds, stages and runs every stub, each once in a fresh container, up to `parallel` at
 /// once; `source_verdict` is the rehearsal's verdict on the source, which decides whether stubs
-/// that fail say anything.
+/// that fail say anything. `base`, the base tree when the rehearsal left its run to the stubs,
+/// is run after the last stub, in their last wave; its result is returned beside theirs.
 pub(crate) async fn run_stubs(
     executor: &Executor,
     prepared: &Prepared,
@@ -279,7 +280,8 @@ pub(crate) async fn run_stubs(
     runs: &mut Runs,
     source_verdict: Verdict,
     parallel: std::num::NonZeroUsize,
-) -> Result<Adversarial, RehearseError> {
+    base: Option<Sha256Digest>,
+) -> Result<(Adversarial, Option<RunResult>), RehearseError> {
     let root = &options.staging_root;
     let manifest = &prepared.manifest;
     let limits = manifest.source_limits();
@@ -334,7 +336,8 @@ pub(crate) async fn run_stubs(
         work: work.path(),
         limits,
     };
-    let (mut stubs, culprit) = run_waves(&trials, runs, &references, trees, parallel).await?;
+    let (mut stubs, culprit, base) =
+        run_waves(&trials, runs, &references, trees, parallel, base).await?;
     let (bypassable, not_judged) = judge(&stubs, source_verdict);
     if not_judged.is_some() {
         for stub in &mut stubs {
@@ -343,13 +346,14 @@ pub(crate) async fn run_stubs(
             }
         }
     }
-    Ok(Adversarial {
+    let adversarial = Adversarial {
         stubs,
         bypassable,
         not_judged,
         culprit,
         solver_tests,
-    })
+    };
+    Ok((adversarial, base))
 }
 
 /// Every stub tree to run, in order: built from the staged source under `work`.
@@ -588,14 +592,16 @@ fn shadow_only(shadow: &Shadow, dest: &Path) -> Result<Option<StubTree>, Rehears
 }
 
 /// Stages and runs the planned stubs, up to `parallel` runs at once, each tree staged once
-/// and mounted read-only by its run; the results in the plan's order.
+/// and mounted read-only by its run, and `base` after the last of them; the results in the
+/// plan's order.
 async fn run_waves(
     trials: &Trials<'_>,
     runs: &mut Runs,
     references: &References,
     trees: Vec<Planned>,
     parallel: std::num::NonZeroUsize,
-) -> Result<(Vec<StubResult>, Option<Culprit>), RehearseError> {
+    base: Option<Sha256Digest>,
+) -> Result<(Vec<StubResult>, Option<Culprit>, Option<RunResult>), RehearseError> {
     // A shadow runs only when `fail_on_load_keep_text`, planned before every shadow, did not
     // pass: the stubs run in two waves, the trees before the first shadow, then the rest.
     let first_shadow = trees
@@ -607,12 +613,13 @@ async fn run_waves(
 
     let mut stubs: Vec<StubResult> = Vec::new();
     let mut culprit = None;
+    let mut base_run = None;
     // The runs of a wave end in any order; their progress lines are written here, in the
     // plan's order, as each run and every run before it has ended, so the lines (and the
     // stubs' order in the report) are those of a sequential rehearsal.
     let mut steps = std::mem::replace(&mut runs.steps, Box::new(NoSteps));
     let waves = async {
-        for wave in [first, second] {
+        for (last, wave) in [(false, first), (true, second)] {
             let mut jobs = Vec::new();
             for (i, planned) in wave {
                 let tree = match planned {
@@ -644,6 +651,11 @@ async fn run_waves(
                 let digest = staged.snapshot.digest;
                 jobs.push(Job::Run { i, tree, digest });
             }
+            // The base waits on no stub: last in the last wave, it takes the slot that wave's
+            // odd run leaves free rather than a wave of its own.
+            if let Some(digest) = base.filter(|_| last) {
+                jobs.push(Job::Base(digest));
+            }
             let shared: &Runs = runs;
             // `buffered` yields in the order given whatever order the runs end in.
             let mut done = futures_util::stream::iter(jobs)
@@ -661,12 +673,13 @@ async fn run_waves(
                     steps.finished(step, words);
                 }
                 match finished.result {
-                    Ok((result, found)) => {
+                    Ok(Done::Stub(result, found)) => {
                         if found.is_some() {
                             culprit = found;
                         }
                         stubs.push(result);
                     }
+                    Ok(Done::Base(run)) => base_run = Some(run),
                     Err(error) => failed = Some(error),
                 }
             }
@@ -679,10 +692,10 @@ async fn run_waves(
     .await;
     runs.steps = steps;
     waves?;
-    Ok((stubs, culprit))
+    Ok((stubs, culprit, base_run))
 }
 
-/// One stub of a wave: already decided, or a staged tree to run.
+/// One stub of a wave: already decided, or a staged tree to run; or the base tree's run.
 enum Job {
     Ready(StubResult),
     Run {
@@ -690,13 +703,22 @@ enum Job {
         tree: StubTree,
         digest: Sha256Digest,
     },
+    Base(Sha256Digest),
 }
 
-/// A stub's result (with `exit_on_load`'s culprit when one was bisected) and the progress
-/// lines its runs would have written, `(step, words)`, in the order they ran.
+/// What a job gave: a stub's result (with `exit_on_load`'s culprit when one was bisected), or
+/// the base tree's run. One per run, moved once: the variants' sizes do not matter.
+#[allow(clippy::large_enum_variant)]
+enum Done {
+    Stub(StubResult, Option<Culprit>),
+    Base(RunResult),
+}
+
+/// A job's result and the progress lines its runs would have written, `(step, words)`, in the
+/// order they ran.
 struct Finished {
     lines: Vec<(String, String)>,
-    result: Result<(StubResult, Option<Culprit>), RehearseError>,
+    result: Result<Done, RehearseError>,
 }
 
 /// Runs one stub; a passing `exit_on_load` that replaced more than one file is bisected here,
@@ -706,7 +728,22 @@ async fn stub_job(trials: &Trials<'_>, runs: &Runs, references: &References, job
         Job::Ready(result) => {
             return Finished {
                 lines: vec![],
-                result: Ok((result, None)),
+                result: Ok(Done::Stub(result, None)),
+            };
+        }
+        Job::Base(digest) => {
+            let run = run_once(
+                trials.executor,
+                trials.prepared,
+                runs,
+                digest,
+                1,
+                BASE_LABEL,
+            )
+            .await;
+            return Finished {
+                lines: vec![(BASE_STEP.into(), progress_words(false, &run))],
+                result: run.map(Done::Base),
             };
         }
         Job::Run { i, tree, digest } => (i, tree, digest),
@@ -747,7 +784,7 @@ async fn stub_job(trials: &Trials<'_>, runs: &Runs, references: &References, job
     }
     Finished {
         lines,
-        result: Ok((result, culprit)),
+        result: Ok(Done::Stub(result, culprit)),
     }
 }
 

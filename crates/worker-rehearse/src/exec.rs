@@ -178,6 +178,11 @@ pub(crate) fn progress_words(stub: bool, result: &Result<RunResult, RehearseErro
     }
 }
 
+/// The base tree run's container label and progress step, wherever it runs: beside the
+/// solution's runs or beside the stubs.
+pub(crate) const BASE_LABEL: &str = "rehearse-base";
+pub(crate) const BASE_STEP: &str = "the base tree run";
+
 /// Runs `source` once in a fresh container, telling no one (the caller reports progress):
 /// `--mutants` runs many of these at once.
 pub(crate) async fn run_once(

@@ -165,20 +165,30 @@ impl Answer {
     }
 }
 
+/// Whether the solution runs gave the same answer.
+fn stable(runs: &[RunResult]) -> bool {
+    runs.windows(2).all(|w| match w {
+        [a, b] => a.answer() == b.answer(),
+        _ => true,
+    })
+}
+
+/// The verdict on the solution: its runs' alone, never the base tree's.
+pub(super) fn verdict_of(runs: &[RunResult]) -> Verdict {
+    match runs.first() {
+        Some(_) if !stable(runs) => Verdict::Unstable,
+        Some(first) => Verdict::of_status(first.explanation.status),
+        None => Verdict::NoVerdict,
+    }
+}
+
 pub(super) fn assemble(
     prepared: Prepared,
     runs: Vec<RunResult>,
     base: Option<RunResult>,
 ) -> Report {
-    let stable = runs.windows(2).all(|w| match w {
-        [a, b] => a.answer() == b.answer(),
-        _ => true,
-    });
-    let verdict = match runs.first() {
-        Some(_) if !stable => Verdict::Unstable,
-        Some(first) => Verdict::of_status(first.explanation.status),
-        None => Verdict::NoVerdict,
-    };
+    let stable = stable(&runs);
+    let verdict = verdict_of(&runs);
     let mut problems = Vec::new();
     match verdict {
         Verdict::Failed => problems.push(

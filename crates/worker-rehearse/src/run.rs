@@ -9,10 +9,10 @@ use verifier_sdk::{RunnerManifest, runner_manifest_hash};
 
 use super::adversarial::run_stubs;
 pub use super::exec::Prepared;
-use super::exec::{Runs, Slots, progress_words, run_once};
+use super::exec::{BASE_LABEL, BASE_STEP, RunResult, Runs, Slots, progress_words, run_once};
 use super::limits::{TreeFields, over_limit};
 use super::rehearsed::Rehearsed;
-use super::report::{Commitments, Report, assemble};
+use super::report::{Commitments, Report, assemble, verdict_of};
 use super::{MAX_MANIFEST_BYTES, MAX_REPEAT, PLACEHOLDER_DIGEST, RehearseError, RehearseOptions};
 use futures_util::StreamExt;
 use verifier_sdk::Sha256Digest;
@@ -154,6 +154,15 @@ fn staging_label(what: &str) -> &'static str {
     }
 }
 
+/// The base tree's digest when it is to be run: a base that is the source's own tree is not
+/// run, and the report names it (`same_tree`).
+fn base_to_run(prepared: &Prepared) -> Option<Sha256Digest> {
+    prepared
+        .commit
+        .base_snapshot_digest
+        .filter(|digest| *digest != prepared.commit.source_snapshot_digest)
+}
+
 /// Runs the solution (`--repeat` times) and the base tree on a prepared manifest and trees,
 /// up to `parallel` runs at once.
 pub(crate) async fn solution_runs(
@@ -163,6 +172,21 @@ pub(crate) async fn solution_runs(
     runs: &mut Runs,
     parallel: NonZeroUsize,
 ) -> Result<Report, RehearseError> {
+    let base = base_to_run(&prepared);
+    let (results, base) = planned_runs(executor, &prepared, options, runs, parallel, base).await?;
+    Ok(report_of(prepared, results, base))
+}
+
+/// The solution's runs and, when `base` is given, the base tree's run after them; the
+/// solution's results in run order, and the base's.
+async fn planned_runs(
+    executor: &Executor,
+    prepared: &Prepared,
+    options: &RehearseOptions,
+    runs: &mut Runs,
+    parallel: NonZeroUsize,
+    base: Option<Sha256Digest>,
+) -> Result<(Vec<RunResult>, Option<RunResult>), RehearseError> {
     let source = prepared.commit.source_snapshot_digest;
     // (tree, run number, label, progress step), in the order a sequential rehearsal runs them.
     let mut planned: Vec<(Sha256Digest, u32, String, String)> = (1..=options.repeat)
@@ -171,15 +195,9 @@ pub(crate) async fn solution_runs(
             (source, run, format!("rehearse-{run}"), step)
         })
         .collect();
-    // A base that is the source's own tree is not run: the report names it (`same_tree`).
-    let base_runs = match prepared.commit.base_snapshot_digest {
-        Some(digest) if digest != source => {
-            let (label, step) = ("rehearse-base".into(), "the base tree run".into());
-            planned.push((digest, 1, label, step));
-            true
-        }
-        _ => false,
-    };
+    if let Some(digest) = base {
+        planned.push((digest, 1, BASE_LABEL.into(), BASE_STEP.into()));
+    }
     // The runs end in any order; `buffered` yields them in the plan's order, and their progress
     // lines are written here as each yields, so the lines are a sequential rehearsal's. Every
     // run is awaited, even after an error, so no container is left to a dropped future.
@@ -188,7 +206,6 @@ pub(crate) async fn solution_runs(
     let mut failed = None;
     {
         let shared: &Runs = runs;
-        let prepared = &prepared;
         let mut done = futures_util::stream::iter(&planned)
             .map(|(digest, run, label, _)| {
                 run_once(executor, prepared, shared, *digest, *run, label)
@@ -212,7 +229,12 @@ pub(crate) async fn solution_runs(
     if let Some(error) = failed {
         return Err(error);
     }
-    let base = if base_runs { results.pop() } else { None };
+    let base = if base.is_some() { results.pop() } else { None };
+    Ok((results, base))
+}
+
+/// The report on the solution's runs and the base tree's.
+fn report_of(prepared: Prepared, mut results: Vec<RunResult>, base: Option<RunResult>) -> Report {
     // Each run's evidence record as it wrote it (the streams' hashes, lengths and tails),
     // from memory: the report keeps only their paths.
     let evidence: Vec<_> = results
@@ -222,7 +244,7 @@ pub(crate) async fn solution_runs(
     let mut report = assemble(prepared, results, base);
     report.output = super::determinism::assess(&evidence);
     report.warnings = super::passing_run::warnings(&report, &evidence);
-    Ok(report)
+    report
 }
 
 /// Runs the rehearsal, then, with `adversarial`, every stub, one run at a time.
@@ -263,16 +285,36 @@ pub(crate) async fn rehearse_in(
         let report = solution_runs(executor, prepared, options, &mut runs, parallel).await?;
         return Ok(Rehearsed::new(report, None));
     }
-    let report = solution_runs(executor, prepared.clone(), options, &mut runs, parallel).await?;
-    let stubs = run_stubs(
+    // The base run needs neither the stubs nor the solution's verdict. When the solution's
+    // runs fill every slot (`--repeat 2` at capacity 2), after them it would run alone, a wave
+    // of its own; it runs beside the stubs' last wave instead, in a slot they leave free
+    // (#50 item 1). Its result, and so the report, is the same either way; only its progress
+    // line comes after the stubs'. One at a time, there is no slot to fill: it stays first.
+    let base = base_to_run(&prepared);
+    let solution_fills_the_slots =
+        parallel.get() > 1 && (options.repeat as usize).is_multiple_of(parallel.get());
+    let beside_stubs = base.filter(|_| solution_fills_the_slots);
+    let with_solution = base.filter(|_| beside_stubs.is_none());
+    let (results, base_run) = planned_runs(
         executor,
         &prepared,
         options,
         &mut runs,
-        report.verdict,
         parallel,
+        with_solution,
     )
     .await?;
+    let (stubs, stubs_base_run) = run_stubs(
+        executor,
+        &prepared,
+        options,
+        &mut runs,
+        verdict_of(&results),
+        parallel,
+        beside_stubs,
+    )
+    .await?;
+    let report = report_of(prepared, results, base_run.or(stubs_base_run));
     Ok(Rehearsed::new(report, Some(stubs)))
 }
 

@@ -4,7 +4,6 @@
 //! rather than only by the binary's serial Docker tests.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-
 use verifier_sdk::oci_runtime::RUNC;
 use worker_rehearse::verdict::Verdict;
 use worker_rehearse::{prepare, rehearse, rehearse_at};
@@ -192,4 +191,68 @@ async fn repeated_runs_report_at_capacity_2_is_the_report_at_capacity_1_and_1_ne
         assert!(one.contains("solution runs (3)"), "{one}");
         assert_eq!(one, two);
     }
+}
+
+/// `rehearse --adversarial --repeat 2 --base` at capacity 2 (#50 item 1): the base run needs
+/// neither the stubs nor the source's verdict, so it takes a slot a stub leaves free. Run after
+/// the two source runs and before the stubs, it had a wave of its own: one slot idle for a
+/// whole run. Each run here waits for a second one in flight before it ends; the base must
+/// never wait in vain. The solution passes, the base and every stub fail (a sound benchmark,
+/// so the shadows run too), and the report is the one capacity 1 gives.
+#[tokio::test]
+async fn the_base_run_fills_a_free_slot_beside_the_stubs_not_a_wave_of_its_own() {
+    async fn rehearsal(parallel: usize) -> (String, Vec<String>, usize) {
+        let dir = tempfile::tempdir().unwrap();
+        let mut options = options(dir.path());
+        options.repeat = 2;
+        let base = dir.path().join("base");
+        std::fs::create_dir(&base).unwrap();
+        std::fs::write(base.join("a.py"), "def a():\n    return 0\n").unwrap();
+        options.base = Some(base);
+        std::fs::remove_file(options.source.join("lib.rs")).unwrap();
+        std::fs::write(options.source.join("a.py"), "def a():\n    return 1\n").unwrap();
+        std::fs::write(options.source.join("b.py"), "def b():\n    return 2\n").unwrap();
+        let prepared = prepare(&options).unwrap();
+        let runs = FreshRuns::new(parallel, |spec| {
+            let a = std::fs::read_to_string(spec.source_dir.join("a.py")).unwrap_or_default();
+            let (name, exit_code) = match a.as_str() {
+                "def a():\n    return 1\n" => ("solution", 0),
+                "def a():\n    return 0\n" => ("base", 1),
+                _ => ("stub", 1),
+            };
+            Plan {
+                script: Script {
+                    exit_code,
+                    ..Script::default()
+                },
+                hold: 0,
+                name: name.into(),
+            }
+        })
+        .await;
+        let (alone, ended) = (runs.alone.clone(), runs.ended.clone());
+        let executor = Executor::new(runs);
+        let parallel = std::num::NonZeroUsize::new(parallel).unwrap();
+        let rehearsed = rehearse_at(&executor, prepared, &options, true, parallel)
+            .await
+            .unwrap();
+        let human = rehearsed
+            .human()
+            .lines()
+            .filter(|line| !line.trim_start().starts_with("evidence "))
+            .collect::<Vec<_>>()
+            .join("\n");
+        let alone = alone.lock().unwrap().clone();
+        let runs = ended.lock().unwrap().len();
+        (human, alone, runs)
+    }
+    let (two, alone, runs) = rehearsal(2).await;
+    assert!(two.contains("discriminating"), "{two}");
+    assert!(two.contains("adversarial  held"), "{two}");
+    assert!(
+        !alone.contains(&"base".to_owned()),
+        "the base run had no company at capacity 2 (runs alone: {alone:?}, of {runs})"
+    );
+    let (one, _, _) = rehearsal(1).await;
+    assert_eq!(one, two);
 }

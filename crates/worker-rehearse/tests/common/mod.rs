@@ -40,6 +40,8 @@ pub struct FreshRuns {
     pub most: Arc<AtomicUsize>,
     /// The plans' names, in the order their containers ended.
     pub ended: Arc<Mutex<Vec<String>>>,
+    /// The plans' names of the runs whose company never came: each ran alone.
+    pub alone: Arc<Mutex<Vec<String>>>,
 }
 
 impl std::fmt::Debug for FreshRuns {
@@ -65,6 +67,7 @@ impl FreshRuns {
             in_flight: 0.into(),
             most: Arc::default(),
             ended: Arc::default(),
+            alone: Arc::default(),
         }
     }
 }
@@ -83,11 +86,16 @@ impl RunLifecycle for FreshRuns {
         let Plan { script, hold, name } = (self.plan)(spec);
         let now = self.in_flight.fetch_add(1, SeqCst) + 1;
         self.most.fetch_max(now, SeqCst);
+        let mut company = false;
         for _ in 0..TURNS_ALONE {
             if self.in_flight.load(SeqCst) >= self.company {
+                company = true;
                 break;
             }
             tokio::task::yield_now().await;
+        }
+        if !company {
+            self.alone.lock().unwrap().push(name.clone());
         }
         for _ in 0..hold {
             tokio::task::yield_now().await;
