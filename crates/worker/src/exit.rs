@@ -49,3 +49,37 @@ impl ExitStatus for worker_rehearse::Answer {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::{ExitCode, ExitStatus};
+    use worker_jobs::feed::output::OutputError;
+    use worker_jobs::feed::{BatchStatus, FeedError};
+
+    /// The feed runner's tests (worker-jobs' tests/feed_run.rs) assert how a batch ended as a
+    /// `BatchStatus`; `worker run` exits with what this mapping makes of it, so a remapped
+    /// status (a retryable batch exiting 0, a broken feed read as retryable) fails here.
+    #[test]
+    fn feed_batch_statuses_and_errors_exit_with_their_documented_codes() {
+        for (status, code) in [
+            (BatchStatus::Complete, ExitCode::Success),
+            (BatchStatus::Retry, ExitCode::NotDone),
+            (BatchStatus::FeedBroken, ExitCode::InvalidInput),
+            (BatchStatus::RuntimeUnavailable, ExitCode::Unavailable),
+        ] {
+            assert_eq!(status.exit_code(), code, "{status:?}");
+        }
+        for config in [
+            FeedError::NoVerifiers,
+            FeedError::TooManyVerifiers(3),
+            FeedError::DuplicateVerifier,
+        ] {
+            assert_eq!(config.exit_code(), ExitCode::Config, "{config}");
+        }
+        let manifest = FeedError::Manifest(OutputError::Io {
+            path: "manifest.json".into(),
+            source: std::io::Error::other("disk full"),
+        });
+        assert_eq!(manifest.exit_code(), ExitCode::Internal);
+    }
+}

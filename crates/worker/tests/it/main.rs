@@ -11,7 +11,6 @@ mod chain_readiness;
 mod cli_conventions;
 mod docker;
 mod example_feed;
-mod feed_run;
 mod ledger_cli;
 mod staging;
 mod support;

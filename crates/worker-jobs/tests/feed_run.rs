@@ -5,26 +5,32 @@
 //! does) and fabricates a verdict without running anything. Its evidence record is labelled
 //! with its own executor (`test-double`), not the Docker executor's, so a signer refuses every
 //! candidate it yields.
+//!
+//! How a batch ended is asserted as its [`BatchStatus`]; the worker binary's mapping of that
+//! status to an exit code is the binary's own and is tested there (`crates/worker/src/exit.rs`).
 
 // Test scaffolding outside #[test] fns (fakes, builders): failures should fail loudly.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
+// A test reads as one scenario from setup to assertions; splitting it to a line count hides
+// the story.
+#![allow(clippy::too_many_lines)]
 
 use std::collections::{HashMap, HashSet};
 use std::io::Write as _;
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 
-use crate::feed_support::*;
 use serde_json::{Value, json};
+use test_feed::*;
 use verifier_sdk::fixtures::{BENCHMARK_COMMIT, JobParams};
 use verifier_sdk::{
     Address, Candidate, CandidateManifest, ExecutionFacts, Network, NoVerdictOutcome,
     NoVerdictReason, Outcome, RunOutput, Sha256Digest, ValidatedJob, candidate_file_name,
     validate_job, validate_outcome,
 };
-use worker::exit::{ExitCode, ExitStatus};
 use worker_jobs::feed::{
-    ExecutedJob, FeedConfig, FeedError, FeedReport, JobExecutor, JobFailure, JobStatus, run_feed,
+    BatchStatus, ExecutedJob, FeedConfig, FeedError, FeedReport, JobExecutor, JobFailure,
+    JobStatus, run_feed,
 };
 
 /// The executor label of [`FakeExecutor`]'s evidence records.
@@ -463,7 +469,7 @@ async fn a_batch_runs_the_valid_jobs_and_isolates_every_bad_one() {
     // Every download and extraction was cleaned up.
     assert_eq!(std::fs::read_dir(w.root.join("work")).unwrap().count(), 0);
     // The no-verdict job makes the batch retryable.
-    assert_eq!(report.exit_code(), ExitCode::NotDone);
+    assert_eq!(report.status(), BatchStatus::Retry);
     let json = report.to_json();
     assert_eq!(
         json["schema_version"],
@@ -488,7 +494,7 @@ async fn a_second_run_reuses_completed_verdicts_and_retries_no_verdict() {
     assert!(!row(&first, &done).reused_from_cache);
     assert_eq!(row(&first, &flaky).status, JobStatus::NoVerdict);
     assert_eq!(row(&first, &flaky).reason_code.as_deref(), Some("timeout"));
-    assert_eq!(first.exit_code(), ExitCode::NotDone);
+    assert_eq!(first.status(), BatchStatus::Retry);
     assert_eq!(read_candidates(&w.root.join("run1")), vec![id(&done)]);
     let done_archive = World::archive_path("sol-1", 1);
     assert_eq!(w.server.hits(&done_archive), 1);
@@ -508,7 +514,7 @@ async fn a_second_run_reuses_completed_verdicts_and_retries_no_verdict() {
     assert_eq!(r.status, JobStatus::CompletedPassed);
     assert!(!r.reused_from_cache);
     assert_eq!(exec.calls(&id(&flaky)), 2);
-    assert_eq!(second.exit_code(), ExitCode::Success);
+    assert_eq!(second.status(), BatchStatus::Complete);
     let mut listed = read_candidates(&w.root.join("run2"));
     listed.sort();
     let mut want = vec![id(&done), id(&flaky)];
@@ -554,7 +560,7 @@ async fn two_verifier_feeds_are_merged_and_each_job_runs_once() {
     assert_eq!(report.count(JobStatus::CompletedPassed), 2);
     assert_eq!((exec.calls(&id(&a)), exec.calls(&id(&b))), (1, 1));
     assert_eq!(read_candidates(&w.root.join("out")).len(), 2);
-    assert_eq!(report.exit_code(), ExitCode::Success);
+    assert_eq!(report.status(), BatchStatus::Complete);
 }
 
 /// One injected clock: selection reads the configured clock, not the system's. A job that is
@@ -568,7 +574,7 @@ async fn a_job_past_its_window_on_the_configured_clock_is_not_run() {
     let exec = FakeExecutor::default();
     let expires_ms = i64::try_from(verifier_sdk::fixtures::EXPIRES_AT).unwrap() * 1000;
     let mut config = w.config("late");
-    config.clock = std::sync::Arc::new(worker_serve::clock::ManualClock::new(expires_ms + 1_000));
+    config.clock = std::sync::Arc::new(worker_store::clock::ManualClock::new(expires_ms + 1_000));
     let report = run_feed(&config, &exec).await.unwrap();
     let r = row(&report, &job);
     assert_eq!(
@@ -578,7 +584,7 @@ async fn a_job_past_its_window_on_the_configured_clock_is_not_run() {
     assert_eq!(exec.calls(&id(&job)), 0);
     let mut config = w.config("early");
     // An hour before the end: time enough to settle (#43: less is `window_too_short`).
-    config.clock = std::sync::Arc::new(worker_serve::clock::ManualClock::new(
+    config.clock = std::sync::Arc::new(worker_store::clock::ManualClock::new(
         expires_ms - 3_600_000,
     ));
     let report = run_feed(&config, &exec).await.unwrap();
@@ -607,7 +613,7 @@ async fn a_job_that_cannot_settle_before_its_window_ends_is_window_too_short() {
     let exec = FakeExecutor::default();
     let mut config = w.config("out");
     let now_ms = i64::try_from(end - 150).unwrap() * 1000;
-    config.clock = std::sync::Arc::new(worker_serve::clock::ManualClock::new(now_ms));
+    config.clock = std::sync::Arc::new(worker_store::clock::ManualClock::new(now_ms));
     let report = run_feed(&config, &exec).await.unwrap();
     let r = row(&report, &short);
     assert_eq!(
@@ -675,7 +681,7 @@ async fn a_job_listed_during_the_batch_runs_before_a_later_window() {
     };
     let mut config = w.config("out");
     let now_ms = i64::try_from(end - 3600).unwrap() * 1000;
-    config.clock = std::sync::Arc::new(worker_serve::clock::ManualClock::new(now_ms));
+    config.clock = std::sync::Arc::new(worker_store::clock::ManualClock::new(now_ms));
     let report = run_feed(&config, &exec).await.unwrap();
     assert_eq!(
         *exec.order.lock().unwrap(),
@@ -726,7 +732,7 @@ async fn a_job_skipped_without_a_run_is_written_not_ready_with_the_reason() {
     let mut config = w.config("out");
     config.max_jobs = Some(2);
     let now_ms = i64::try_from(end - 150).unwrap() * 1000;
-    config.clock = std::sync::Arc::new(worker_serve::clock::ManualClock::new(now_ms));
+    config.clock = std::sync::Arc::new(worker_store::clock::ManualClock::new(now_ms));
     let report = run_feed(&config, &exec).await.unwrap();
     for (job, code) in [(&short, "window_too_short"), (&beyond, "max_jobs")] {
         assert_eq!(
@@ -779,7 +785,7 @@ async fn a_full_max_jobs_batch_takes_a_job_listed_later_with_a_sooner_window_in_
     let mut config = w.config("out");
     config.max_jobs = Some(2);
     let now_ms = i64::try_from(end - 3600).unwrap() * 1000;
-    config.clock = std::sync::Arc::new(worker_serve::clock::ManualClock::new(now_ms));
+    config.clock = std::sync::Arc::new(worker_store::clock::ManualClock::new(now_ms));
     let report = run_feed(&config, &exec).await.unwrap();
     assert_eq!(
         *exec.order.lock().unwrap(),
@@ -818,7 +824,7 @@ async fn max_jobs_runs_the_earliest_expiring_only() {
     assert_eq!(row(&report, &early).status, JobStatus::CompletedPassed);
     assert_eq!(row(&report, &late).status, JobStatus::Skipped);
     assert_eq!(exec.calls(&id(&late)), 0);
-    assert_eq!(report.exit_code(), ExitCode::Success);
+    assert_eq!(report.status(), BatchStatus::Complete);
 }
 
 /// An independent re-run names the runner's jobs; nothing else in the feed runs.
@@ -842,7 +848,7 @@ async fn job_ids_run_only_the_named_jobs() {
     assert_eq!(skipped.reason_code.as_deref(), Some("not_requested"));
     assert_eq!((exec.calls(&id(&named)), exec.calls(&id(&other))), (1, 0));
     assert_eq!(read_candidates(&w.root.join("out")).len(), 1);
-    assert_eq!(report.exit_code(), ExitCode::Success);
+    assert_eq!(report.status(), BatchStatus::Complete);
 }
 
 /// `--shard 0/2` and `1/2` on one feed: each job runs in exactly one of them, and the other
@@ -871,7 +877,7 @@ async fn feed_shards_run_every_job_exactly_once_across_two_runners() {
                 assert_eq!(r.reason_code.as_deref(), Some("other_shard"));
             }
         }
-        assert_eq!(report.exit_code(), ExitCode::Success);
+        assert_eq!(report.status(), BatchStatus::Complete);
         listed.extend(read_candidates(&w.root.join(format!("out{i}"))));
     }
     for job in &jobs {
@@ -903,7 +909,7 @@ async fn exit_status_reflects_feed_and_runtime_failures() {
         row(&report, &j).reason_code.as_deref(),
         Some("runtime_unavailable")
     );
-    assert_eq!(report.exit_code(), ExitCode::Unavailable);
+    assert_eq!(report.status(), BatchStatus::RuntimeUnavailable);
     // An empty manifest is still written, so the signer sees "nothing to sign".
     assert!(read_candidates(&w.root.join("down")).is_empty());
 
@@ -913,7 +919,7 @@ async fn exit_status_reflects_feed_and_runtime_failures() {
         .unwrap();
     assert_eq!(report.fetch_failures.len(), 1);
     assert!(report.fetch_failures[0].transient);
-    assert_eq!(report.exit_code(), ExitCode::NotDone);
+    assert_eq!(report.status(), BatchStatus::Retry);
 
     let deep = format!("{}{}", "[".repeat(65), "]".repeat(65));
     w.server
@@ -922,7 +928,7 @@ async fn exit_status_reflects_feed_and_runtime_failures() {
         .await
         .unwrap();
     assert_eq!(report.fetch_failures[0].kind, "too_deep");
-    assert_eq!(report.exit_code(), ExitCode::InvalidInput);
+    assert_eq!(report.status(), BatchStatus::FeedBroken);
 }
 
 #[tokio::test]
@@ -972,7 +978,6 @@ async fn unusable_configuration_fails_before_any_request() {
     for (config, expected) in cases {
         let err = run_feed(&config, &exec).await.unwrap_err();
         assert!(expected(&err), "{err}");
-        assert_eq!(err.exit_code(), ExitCode::Config);
     }
     assert_eq!(w.server.hits(&feed_path(VERIFIER)), 0);
     assert!(!w.root.join("x").exists());
@@ -996,7 +1001,7 @@ async fn a_panicking_executor_fails_only_its_own_job() {
     );
     assert_eq!(row(&report, &fine).status, JobStatus::CompletedPassed);
     assert_eq!(read_candidates(&w.root.join("out")), vec![id(&fine)]);
-    assert_eq!(report.exit_code(), ExitCode::NotDone);
+    assert_eq!(report.status(), BatchStatus::Retry);
 }
 
 #[tokio::test]
@@ -1068,7 +1073,7 @@ async fn a_rejected_archive_is_cached_as_rejected_and_not_downloaded_again() {
     );
     assert_eq!(exec.calls(&id(&evil)), 0);
     assert_eq!(read_candidates(&w.root.join("run2")), vec![id(&good)]);
-    assert_eq!(second.exit_code(), ExitCode::Success);
+    assert_eq!(second.status(), BatchStatus::Complete);
 
     // A new worker version may judge differently: the rejection is not reused.
     let mut config = w.config("run3");
@@ -1197,7 +1202,7 @@ async fn a_killed_workers_scratch_dir_is_removed_on_the_next_start_and_a_live_on
     let report = run_feed(&w.config("out"), &FakeExecutor::default())
         .await
         .unwrap();
-    assert_eq!(report.exit_code(), ExitCode::Success);
+    assert_eq!(report.status(), BatchStatus::Complete);
     assert!(
         !stale.exists(),
         "a dead worker's scratch dir was left behind"
