@@ -6,7 +6,9 @@
 //! a rename that never replaces (`RENAME_NOREPLACE`; a file system without it fails the stage),
 //! so a published tree another job has mounted is never swapped out, even the empty tree, which
 //! a plain rename would replace. An existing target is never trusted: it is re-digested, kept
-//! when it matches (our copy removed), and exchanged atomically when it does not. Concurrent
+//! when it matches (our copy removed), and exchanged atomically when it does not, the
+//! exchange made under a lock on the kind's directory after verifying again, so a valid tree
+//! another stager put in place meanwhile (and a job may have mounted) is kept. Concurrent
 //! stagers of the same tree converge on one valid target, and work folders of crashed stages
 //! are removed by the next stage. A rejected input leaves no target and no work folder behind. Files are read
 //! through directory descriptors of the input, never through a link, and must be the inodes

@@ -145,8 +145,10 @@ impl Store {
 
     /// Publishes `work` at `target` with a rename that never replaces (`RENAME_NOREPLACE`). An
     /// existing target is checked with `verify` and kept only if it passes, our copy then
-    /// removed; otherwise it is exchanged atomically with our copy, so readers see either the
-    /// old or the new tree, never a missing or half-written one.
+    /// removed; otherwise it is verified again under an exclusive `flock` on the target's
+    /// parent directory, held by every replacement, and only then exchanged atomically with our
+    /// copy, so readers see either the old or the new tree, never a missing or half-written one,
+    /// and a valid tree is never swapped out.
     pub(crate) fn publish(
         &self,
         work: &mut WorkDir,
@@ -175,6 +177,16 @@ impl Store {
                 }
                 Err(e) => return Err(store_error(target, e)),
             }
+            match verify(target) {
+                Ok(()) => return Ok(Published::AlreadyValid),
+                Err(reason) => debug!(?target, %reason, "existing tree failed verification"),
+            }
+            // The verdict above may be stale: another stager may have exchanged the invalid
+            // tree for a valid one since, which a job may have verified and mounted, and
+            // exchanging on a stale verdict would swap that tree out and delete it under the
+            // job. Replacements are serialized and the verdict taken again under the lock.
+            let parent = target.parent().unwrap_or(target);
+            let _replacing = lock_dir(parent).map_err(|e| store_error(parent, e))?;
             match verify(target) {
                 Ok(()) => return Ok(Published::AlreadyValid),
                 Err(reason) => warn!(?target, %reason, "replacing invalid staged tree"),
@@ -294,6 +306,13 @@ fn try_lock(path: &Path) -> (bool, Option<File>) {
         Err(e) if e.raw_os_error() == Some(libc::ELOOP) => (true, None),
         Err(_) => (false, None),
     }
+}
+
+/// An exclusive `flock` on a directory, held until the returned file is dropped.
+fn lock_dir(path: &Path) -> std::io::Result<File> {
+    let dir = File::open(path)?;
+    dir.lock()?;
+    Ok(dir)
 }
 
 fn set_mode(path: &Path, mode: u32) -> std::io::Result<()> {
@@ -417,5 +436,48 @@ mod tests {
         let path = work.path().to_path_buf();
         drop(work);
         assert!(!path.exists());
+    }
+
+    /// B finds an invalid entry; before B exchanges it, C replaces it with a valid tree that a
+    /// job then verifies and mounts. B must keep that tree, not swap it out on its stale
+    /// verdict and delete it under the job.
+    #[test]
+    fn a_stale_verdict_never_swaps_out_a_valid_tree_another_stager_put_in_place() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open(dir.path()).unwrap();
+        let target = store.target(StageKind::Source, &Sha256Digest::from_bytes([9; 32]));
+        fs::create_dir_all(&target).unwrap();
+        fs::write(target.join("tampered"), b"x").unwrap();
+        let verify = |p: &Path| {
+            if p.join("tampered").exists() {
+                Err(VerifyError::Missing(p.into()))
+            } else {
+                Ok(())
+            }
+        };
+        let mounted = std::cell::Cell::new(None);
+        let b_verify = |p: &Path| {
+            let verdict = verify(p);
+            if mounted.get().is_none() {
+                let mut c = store.new_work_dir().unwrap();
+                assert_eq!(
+                    store.publish(&mut c, &target, verify).unwrap(),
+                    Published::Replaced
+                );
+                drop(c);
+                let tree = fs::symlink_metadata(&target).unwrap();
+                mounted.set(Some((tree.dev(), tree.ino())));
+            }
+            verdict
+        };
+        let mut b = store.new_work_dir().unwrap();
+        assert_eq!(
+            store.publish(&mut b, &target, b_verify).unwrap(),
+            Published::AlreadyValid
+        );
+        drop(b);
+        let kept = fs::symlink_metadata(&target).unwrap();
+        assert_eq!(Some((kept.dev(), kept.ino())), mounted.get());
+        assert_eq!(fs::read_dir(&store.tmp).unwrap().count(), 0);
     }
 }
