@@ -30,14 +30,19 @@
 # release build, built here; build BASE_BIN in release too, so the two differ only in code.
 #
 # Usage: BASE_BIN=/path/to/old/worker scripts/bench-rehearse.sh
-#        (ROUNDS=3 to change the default; HEAD_BIN=path to measure another head worker)
+#        (ROUNDS=3 to change the default; HEAD_BIN=path to measure another head worker;
+#        WORKLOADS="one" or "nine" to time only that one, default both)
 set -euo pipefail
 
 ROUNDS=${ROUNDS:-3}
+WORKLOADS=${WORKLOADS:-one nine}
 cd "$(dirname "$0")/.."
 # shellcheck source=scripts/lib/bench.sh
 source scripts/lib/bench.sh
 bench_positive bench-rehearse ROUNDS "$ROUNDS"
+for w in $WORKLOADS; do
+    [[ "$w" == one || "$w" == nine ]] || { echo "bench-rehearse: WORKLOADS holds one and/or nine, not $w" >&2; exit 2; }
+done
 [[ -n "${BASE_BIN:-}" ]] ||
     { echo "bench-rehearse: BASE_BIN must name a worker built before the concurrency work" >&2; exit 2; }
 if [[ -z "${HEAD_BIN:-}" ]]; then
@@ -53,10 +58,10 @@ root=$WORK/staging
 mkdir -p "$root"
 chmod 700 "$root"
 
-python3 - "$BASE_BIN" "$HEAD_BIN" "$WORK" "$root" "$ROUNDS" <<'PY'
+python3 - "$BASE_BIN" "$HEAD_BIN" "$WORK" "$root" "$ROUNDS" "$WORKLOADS" <<'PY'
 import json, os, statistics, subprocess, sys, tempfile, time
 
-base_bin, head_bin, work, root, rounds = sys.argv[1:6]
+base_bin, head_bin, work, root, rounds, chosen = sys.argv[1:7]
 rounds = int(rounds)
 repo = os.getcwd()
 images = json.load(open(".work/images.json"))
@@ -106,6 +111,7 @@ workloads = {
             "--manifest", python6, "--base", "fixtures/python-bounty/solution-bad", "--repeat", "2"],
     "nine": ["--batch", tasks],
 }
+workloads = {w: a for w, a in workloads.items() if w in chosen.split()}
 names = {
     "one": "one rehearsal: python-bounty `--adversarial --repeat 2 --base`",
     "nine": "`--batch --adversarial` of nine fixture tasks",
