@@ -16,16 +16,15 @@
 // Test scaffolding outside #[test] fns (fakes, builders): failures should fail loudly.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use std::num::NonZeroUsize;
 use std::path::Path;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use serde_json::{Value, json};
-use verifier_sdk::fixtures::{BENCHMARK_COMMIT, EXPIRES_AT};
+use verifier_sdk::fixtures::EXPIRES_AT;
 use verifier_sdk::oci_runtime::RUNC;
-use verifier_sdk::{ExecutionFacts, Network, Outcome, RunOutput, ValidatedJob};
-use worker_jobs::feed::{ExecutedJob, FeedConfig, JobExecutor, JobFailure};
+use verifier_sdk::{ExecutionFacts, Outcome, RunOutput, ValidatedJob};
+use worker_jobs::feed::{ExecutedJob, JobExecutor, JobFailure};
 use worker_sandbox::Executor;
 use worker_sandbox::lifecycle::Lifecycle;
 use worker_sandbox::lifecycle::fake::{Fake, Script};
@@ -34,6 +33,8 @@ use worker_serve::shutdown::Shutdown;
 use worker_serve::telemetry::Telemetry;
 use worker_serve::{ServeConfig, prepare, serve_with};
 
+mod common;
+use common::serve_benchmark;
 use test_feed::*;
 
 /// TEST DOUBLE of the job executor: records each call's job round; holds the run of
@@ -60,10 +61,6 @@ impl JobExecutor for Recorder {
     }
 }
 
-fn commit(round: u64) -> String {
-    format!("{round:040x}")
-}
-
 /// A job of `round` whose window ends at `expires_at` with the manifest's `timeout`, its
 /// source archive served.
 fn job_at(
@@ -73,17 +70,9 @@ fn job_at(
     expires_at: u64,
     timeout: u64,
 ) -> Value {
-    let repo = format!("sol-{round}");
-    let files: &[(&str, &[u8])] = &[("a", b"1")];
-    server.route(
-        &format!("/solver-org/{repo}/tar.gz/{}", commit(round)),
-        Reply::ok(codeload(&format!("{repo}-{}", commit(round)), files)),
-    );
-    let mut j = job(round, &repo, &commit(round), tree_digest(files), bench);
-    j["verification_expires_at"] = json!(expires_at);
-    j["terms"]["document"]["benchmark"]["runner_manifest"]["timeout_seconds"] = json!(timeout);
-    verifier_sdk::fixtures::rehash(&mut j);
-    j
+    common::job_at(server, bench, round, expires_at, |j| {
+        j["terms"]["document"]["benchmark"]["runner_manifest"]["timeout_seconds"] = json!(timeout);
+    })
 }
 
 fn metric(telemetry: &Telemetry, name: &str) -> Option<f64> {
@@ -229,21 +218,6 @@ async fn deadline_first(fleet: Option<&test_postgres::TestDb>) {
     );
 }
 
-/// Serves the benchmark archive every job here names and returns its tree digest.
-fn serve_benchmark(server: &TestServer) -> verifier_sdk::Sha256Digest {
-    let bench_files: &[(&str, &[u8])] = &[("t", b"t")];
-    let nested: Vec<(String, &[u8])> = bench_files
-        .iter()
-        .map(|(p, d)| (format!("suites/parser/{p}"), *d))
-        .collect();
-    let nested: Vec<(&str, &[u8])> = nested.iter().map(|(p, d)| (p.as_str(), *d)).collect();
-    server.route(
-        &format!("/bounty-org/benchmarks/tar.gz/{BENCHMARK_COMMIT}"),
-        Reply::ok(codeload(&format!("benchmarks-{BENCHMARK_COMMIT}"), &nested)),
-    );
-    tree_digest(bench_files)
-}
-
 /// The service's configuration under `dir`: one job at a time, a 50 ms poll, the SQLite
 /// ledger (`fleet: None`) or the fleet database at `fleet`.
 fn serve_config(
@@ -251,32 +225,14 @@ fn serve_config(
     dir: &Path,
     fleet: Option<&test_postgres::TestDb>,
 ) -> ServeConfig {
-    let mut feed_config = FeedConfig::new(
-        &server.base,
-        Network::BaseMainnet,
-        vec![VERIFIER.parse().unwrap()],
-        &dir.join("out"),
-    );
-    feed_config.archive_base = server.base.clone();
-    feed_config.work_dir = dir.join("work");
-    feed_config.progress = false;
-    ServeConfig {
-        feed: feed_config,
-        state_dir: dir.join("state"),
-        poll_interval: Duration::from_millis(50),
-        parallel: NonZeroUsize::new(1),
-        metrics_listen: None,
-        images: worker_serve::images::ImagePolicy::default(),
-        ledger: fleet.map_or_else(
-            || worker_serve::store::LedgerLocation::Sqlite(dir.join("state")),
-            |db| worker_serve::store::LedgerLocation::parse(&db.url).unwrap(),
-        ),
-        fleet: worker_serve::store::FleetOptions {
-            host: "test-host".into(),
-            lease: Duration::from_secs(120),
-            password_file: fleet.map(test_postgres::TestDb::password_file),
-        },
-    }
+    common::serve_config(
+        server,
+        dir,
+        fleet,
+        1,
+        Duration::from_secs(120),
+        worker_serve::images::ImagePolicy::default(),
+    )
 }
 
 /// worker-sandbox's scripted engine, never asked to run (the executor double stands before

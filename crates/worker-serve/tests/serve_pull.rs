@@ -16,17 +16,16 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::collections::BTreeSet;
-use std::num::NonZeroUsize;
 use std::path::{Path, PathBuf};
 use std::str::FromStr;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use serde_json::{Value, json};
+use verifier_sdk::ValidatedJob;
 use verifier_sdk::evidence::EngineFacts;
-use verifier_sdk::fixtures::{BENCHMARK_COMMIT, EXPIRES_AT};
-use verifier_sdk::{Network, ValidatedJob};
-use worker_jobs::feed::{ExecutedJob, FeedConfig, JobExecutor, JobFailure};
+use verifier_sdk::fixtures::EXPIRES_AT;
+use worker_jobs::feed::{ExecutedJob, JobExecutor, JobFailure};
 use worker_sandbox::engine::{CallError, FreeSpace, ImageSummary};
 use worker_sandbox::images::ImageStore;
 use worker_sandbox::{Executor, HostResources, RunHooks, RunLifecycle, RunReport, SandboxError};
@@ -35,6 +34,8 @@ use worker_serve::shutdown::Shutdown;
 use worker_serve::telemetry::Telemetry;
 use worker_serve::{ServeConfig, prepare, serve_with};
 
+mod common;
+use common::serve_benchmark;
 use test_feed::*;
 
 fn reference(n: u8) -> String {
@@ -168,10 +169,6 @@ impl JobExecutor for Recorder {
     }
 }
 
-fn commit(round: u64) -> String {
-    format!("{round:040x}")
-}
-
 /// A job of `round` on `image` whose window ends at `expires_at`, its source archive served.
 fn job_at(
     server: &TestServer,
@@ -180,32 +177,9 @@ fn job_at(
     expires_at: u64,
     image: &str,
 ) -> Value {
-    let repo = format!("sol-{round}");
-    let files: &[(&str, &[u8])] = &[("a", b"1")];
-    server.route(
-        &format!("/solver-org/{repo}/tar.gz/{}", commit(round)),
-        Reply::ok(codeload(&format!("{repo}-{}", commit(round)), files)),
-    );
-    let mut j = job(round, &repo, &commit(round), tree_digest(files), bench);
-    j["verification_expires_at"] = json!(expires_at);
-    j["terms"]["document"]["benchmark"]["runner_manifest"]["image"] = json!(image);
-    verifier_sdk::fixtures::rehash(&mut j);
-    j
-}
-
-/// Serves the benchmark archive every job here names and returns its tree digest.
-fn serve_benchmark(server: &TestServer) -> verifier_sdk::Sha256Digest {
-    let bench_files: &[(&str, &[u8])] = &[("t", b"t")];
-    let nested: Vec<(String, &[u8])> = bench_files
-        .iter()
-        .map(|(p, d)| (format!("suites/parser/{p}"), *d))
-        .collect();
-    let nested: Vec<(&str, &[u8])> = nested.iter().map(|(p, d)| (p.as_str(), *d)).collect();
-    server.route(
-        &format!("/bounty-org/benchmarks/tar.gz/{BENCHMARK_COMMIT}"),
-        Reply::ok(codeload(&format!("benchmarks-{BENCHMARK_COMMIT}"), &nested)),
-    );
-    tree_digest(bench_files)
+    common::job_at(server, bench, round, expires_at, |j| {
+        j["terms"]["document"]["benchmark"]["runner_manifest"]["image"] = json!(image);
+    })
 }
 
 /// The service's configuration under `dir`: two jobs at once, missing images pulled ahead of
@@ -216,35 +190,11 @@ fn serve_config(
     dir: &Path,
     fleet: Option<&test_postgres::TestDb>,
 ) -> ServeConfig {
-    let mut feed_config = FeedConfig::new(
-        &server.base,
-        Network::BaseMainnet,
-        vec![VERIFIER.parse().unwrap()],
-        &dir.join("out"),
-    );
-    feed_config.archive_base = server.base.clone();
-    feed_config.work_dir = dir.join("work");
-    feed_config.progress = false;
-    ServeConfig {
-        feed: feed_config,
-        state_dir: dir.join("state"),
-        poll_interval: Duration::from_millis(50),
-        parallel: NonZeroUsize::new(2),
-        metrics_listen: None,
-        images: worker_serve::images::ImagePolicy {
-            pull: true,
-            ..worker_serve::images::ImagePolicy::default()
-        },
-        ledger: fleet.map_or_else(
-            || worker_serve::store::LedgerLocation::Sqlite(dir.join("state")),
-            |db| worker_serve::store::LedgerLocation::parse(&db.url).unwrap(),
-        ),
-        fleet: worker_serve::store::FleetOptions {
-            host: "test-host".into(),
-            lease: Duration::from_secs(3),
-            password_file: fleet.map(test_postgres::TestDb::password_file),
-        },
-    }
+    let images = worker_serve::images::ImagePolicy {
+        pull: true,
+        ..worker_serve::images::ImagePolicy::default()
+    };
+    common::serve_config(server, dir, fleet, 2, Duration::from_secs(3), images)
 }
 
 /// Waits until `done` holds; `false` after a bound far beyond what the service needs (a
