@@ -200,11 +200,53 @@ pub async fn run(cfg: &RelayConfig) -> Result<Report, RunError> {
         pool: &pool,
     };
     let mut jobs = Vec::with_capacity(candidates.len());
-    for (name, path) in &candidates {
+    for i in relay_order(&candidates, &pool, wall_clock()) {
+        let (name, path) = &candidates[i];
         // Each candidate is isolated: its failure is a status, never an early return.
-        jobs.push(relayer.relay_file(name, path).await);
+        jobs.push((i, relayer.relay_file(name, path).await));
     }
+    // The report stays in file order whatever order the candidates were relayed in.
+    jobs.sort_by_key(|(i, _)| *i);
+    let jobs = jobs.into_iter().map(|(_, j)| j).collect();
     Ok(Report::new(chain_id, signer.address(), jobs))
+}
+
+/// Indices into `candidates` (in file-name order), soonest settlement deadline first.
+///
+/// Each relay waits for its confirmation, so a candidate listed last could otherwise wait out
+/// every other's confirmation and find its attestations inside the deadline margin (chaos soak
+/// seed 12). A candidate's deadline is the soonest among the attestations that could settle it
+/// ([`select::soonest_deadline`]); candidates without one (unreadable, or no usable
+/// attestation: they will be refused without sending) go last, and ties keep file order.
+pub fn relay_order(
+    candidates: &[(String, PathBuf)],
+    pool: &inputs::AttestationPool,
+    now: u64,
+) -> Vec<usize> {
+    let deadline = |name: &str, path: &std::path::Path| -> Option<u64> {
+        let value = inputs::read_json(path, inputs::MAX_CANDIDATE_BYTES).ok()?;
+        let candidate = verifier_sdk::Candidate::from_value(&value).ok()?;
+        let parsed = verifier_sdk::ParsedCandidate::parse(candidate).ok()?;
+        let job = parsed.job();
+        if verifier_sdk::candidate_file_name(job.job_id()) != name {
+            return None;
+        }
+        select::soonest_deadline(job, pool.by_job.get(job.job_id())?, now)
+    };
+    let mut keyed: Vec<(Option<u64>, usize)> = candidates
+        .iter()
+        .enumerate()
+        .map(|(i, (name, path))| (deadline(name, path), i))
+        .collect();
+    // `None` sorts before `Some`; a missing deadline must sort last.
+    keyed.sort_by_key(|(d, i)| (d.is_none(), *d, *i));
+    keyed.into_iter().map(|(_, i)| i).collect()
+}
+
+fn wall_clock() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs())
 }
 
 /// Runs `keeper resume`: every open (`planned` or `sent`) record of the state directory is

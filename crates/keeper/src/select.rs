@@ -190,6 +190,22 @@ pub fn select(
     SelectOutcome { skipped, result }
 }
 
+/// The soonest deadline among the attestations in `files` that [`select`] could use for `job`
+/// at `now` as far as the job alone tells (the committed verifier set is the chain's, read only
+/// when the job is relayed): the deadline its settlement has to beat. `None` without any.
+pub fn soonest_deadline(job: &ValidatedJob, files: &[NamedAttestation], now: u64) -> Option<u64> {
+    files
+        .iter()
+        .map(|named| &named.file)
+        .filter(|f| {
+            f.bounty_contract == job.bounty_contract()
+                && f.deadline > now.saturating_add(DEADLINE_MARGIN_SECS)
+                && signature_recovers(job, f)
+        })
+        .map(|f| f.deadline)
+        .min()
+}
+
 fn signature_recovers(job: &ValidatedJob, f: &AttestationFile) -> bool {
     let Ok(signature) = f.parsed_signature() else {
         return false;

@@ -490,3 +490,70 @@ async fn each_terms_hash_the_bounty_did_not_fund_is_refused() {
     sc.bounty.set_terms_hashes(t, a, b, e).await.unwrap();
     assert_eq!(only_job(&sc.run().await).status, JobStatus::Paid);
 }
+
+/// Chaos soak seed 12 (`--liveness late-image`): the keeper spent the late bounty's last
+/// minutes waiting on three candidates listed before it, and its attestations were within the
+/// deadline margin by the time it got there. The candidate whose attestations expire first
+/// must be relayed first: its settlement takes the keeper's lower nonce.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_candidate_whose_attestations_expire_first_is_relayed_first_not_in_file_order() {
+    let one = Scenario::new(&[1], 0).await;
+    let kit = chain_testkit::Testkit::connect().await.unwrap();
+    let two = Scenario::on(kit, &[1], 0).await;
+    let name = |sc: &Scenario| verifier_sdk::candidate_file_name(sc.validated.job_id());
+    let (listed_first, listed_last) = if name(&one) < name(&two) {
+        (&one, &two)
+    } else {
+        (&two, &one)
+    };
+    let deadline_attestation = |sc: &Scenario, deadline: u64| {
+        sc.attestation_as(
+            1,
+            sdk_addr(dev(1).address()),
+            true,
+            sc.outcome.response_hash(),
+            deadline,
+        )
+    };
+    // Both are well outside the keeper's margin, so both settle whatever the order; only the
+    // order tells them apart.
+    let late = deadline_attestation(listed_first, listed_first.now + 3000);
+    let soon = deadline_attestation(listed_last, listed_last.now + 600);
+    one.write_attestation("att0", "first.json", &late);
+    one.write_attestation("att1", "last.json", &soon);
+    std::fs::copy(
+        two.path("candidates").join(name(&two)),
+        one.path("candidates").join(name(&two)),
+    )
+    .unwrap();
+    one.server.jobs.lock().unwrap().push(two.job.clone());
+
+    let report = one.run().await;
+    assert_eq!(report.jobs.len(), 2, "{report:#?}");
+    let mut nonces = std::collections::BTreeMap::new();
+    for job in &report.jobs {
+        assert_eq!(job.status, JobStatus::Paid, "{job:#?}");
+        let tx = one
+            .kit
+            .provider()
+            .get_transaction_by_hash(B256::from(*job.tx_hash.unwrap().as_bytes()))
+            .await
+            .unwrap()
+            .expect("the reported transaction");
+        nonces.insert(
+            job.candidate_file.clone(),
+            alloy::consensus::Transaction::nonce(&tx),
+        );
+    }
+    assert!(
+        nonces[&name(listed_last)] < nonces[&name(listed_first)],
+        "the sooner deadline must be relayed first: {nonces:?}"
+    );
+    // The report keeps file order.
+    let files: Vec<_> = report
+        .jobs
+        .iter()
+        .map(|j| j.candidate_file.clone())
+        .collect();
+    assert_eq!(files, vec![name(listed_first), name(listed_last)]);
+}
