@@ -78,7 +78,9 @@ wanted_packages() {
   # initialises its own token in a temp dir, so nothing is set up here).
   # postgresql-15: the server `worker serve --ledger postgres://` fleets are tested against
   # (issue #45; scripts/services.sh starts its own cluster under .work/postgres).
-  local wanted=(docker-registry busybox-static hyperfine time jq curl ca-certificates tar gzip faketime rsync prometheus softhsm2 postgresql-15)
+  # nftables: the fleet test that drops a Postgres session's packets silently (worker-serve
+  # fleet_silent_drop; Debian's docker.io pulls it in, a host with Docker CE may not have it).
+  local wanted=(docker-registry busybox-static hyperfine time jq curl ca-certificates tar gzip faketime rsync prometheus softhsm2 postgresql-15 nftables)
   docker_engine_present || wanted+=(docker.io)
   if [[ "$with_debootstrap" == 1 ]]; then
     # debootstrap checks the Debian suite's signature with Debian's keyring, which an Ubuntu

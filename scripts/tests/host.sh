@@ -73,7 +73,7 @@ on_host() {
 called() { grep -qxF -- "$1" "${log}"; }
 called_like() { grep -q -- "$1" "${log}"; }
 
-base="docker-registry busybox-static hyperfine time jq curl ca-certificates tar gzip faketime rsync prometheus softhsm2 postgresql-15"
+base="docker-registry busybox-static hyperfine time jq curl ca-certificates tar gzip faketime rsync prometheus softhsm2 postgresql-15 nftables"
 
 # GitHub's ubuntu-24.04 runner: docker-ce installed and answering, a user with sudo, jq missing.
 host 1001 "${base/jq /} docker-ce containerd.io" 1 running dockerd
@@ -90,7 +90,7 @@ check "an answering engine from no known package: docker.io not installed, nothi
   eval '((status == 0)) && ! called_like "apt-get" && [[ "${output}" == *"all needed packages are installed"* ]]'
 
 # Debian 12 as root with nothing: docker.io and the registry installed directly, no sudo.
-host 0 "busybox-static time curl ca-certificates tar gzip jq hyperfine faketime rsync prometheus softhsm2 postgresql-15" 0 offline
+host 0 "busybox-static time curl ca-certificates tar gzip jq hyperfine faketime rsync prometheus softhsm2 postgresql-15 nftables" 0 offline
 on_host ensure_packages
 check "fresh Debian as root: docker.io and docker-registry installed with apt-get, no sudo" \
   eval '((status == 0)) && called "apt-get install -y -q docker-registry docker.io" && ! called_like "^sudo"'

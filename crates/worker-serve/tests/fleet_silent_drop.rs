@@ -74,7 +74,10 @@ impl Partition {
             "table inet {table} {{\n chain out {{\n type filter hook output priority 0;\n \
              tcp dport {port} drop\n tcp sport {port} drop\n }}\n}}\n"
         );
-        let out = Command::new("nft").args(["-f", "-"]).stdin_piped(&rules);
+        // Through sudo when not root, as GitHub's runner user runs the suite (test-root).
+        let out = test_root::as_root("nft")
+            .args(["-f", "-"])
+            .stdin_piped(&rules);
         match out {
             Ok(()) => Some(Self(table)),
             Err(why) => {
@@ -91,7 +94,7 @@ impl Partition {
 
 impl Drop for Partition {
     fn drop(&mut self) {
-        let _ = Command::new("nft")
+        let _ = test_root::as_root("nft")
             .args(["delete", "table", "inet", &self.0])
             .status();
     }
