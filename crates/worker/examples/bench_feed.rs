@@ -16,6 +16,10 @@
 //! verifier's feed query answers with the jobs that name it, as the platform does (the
 //! key-rotation script test, `.github/scripts/tests/setup.sh`).
 //!
+//! `BENCH_FEED_FIXTURE=python-bounty` serves `fixtures/python-bounty` instead (its harness in
+//! the Debian+python3 image, alternately on `solution-good` and `solution-bad`): a job of the
+//! size a real bounty has, for `scripts/bench-cost.sh`'s cost per verification.
+//!
 //! `BENCH_FEED_UNPULLABLE_ROUNDS` (comma-separated rounds, optional) gives those jobs an image
 //! digest no registry holds (the image's repository at sha256:00…01), so `worker feed --pull`
 //! ends them `no_verdict (image_missing)`: one bounty author's broken image among good jobs.
@@ -54,7 +58,8 @@ fn main() -> std::process::ExitCode {
 }
 
 async fn serve(root: &Path, image: &str, jobs: u64, dir: &Path) -> std::io::Result<()> {
-    let example = root.join("fixtures/example");
+    let fixture = Fixture::from_env()?;
+    let example = root.join(fixture.dir);
     let bench = example.join("benchmark");
     let mut routes = std::collections::HashMap::new();
     routes.insert(
@@ -86,9 +91,9 @@ async fn serve(root: &Path, image: &str, jobs: u64, dir: &Path) -> std::io::Resu
     let mut all = Vec::new();
     for round in 1..=jobs {
         let tree = example.join(if round % 2 == 1 {
-            "source-pass"
+            fixture.passing
         } else {
-            "source-fail"
+            fixture.failing
         });
         let repo = format!("bench-{round}");
         let commit = format!("{round:040x}");
@@ -106,11 +111,7 @@ async fn serve(root: &Path, image: &str, jobs: u64, dir: &Path) -> std::io::Resu
         } else {
             images[index]
         });
-        manifest["command"] = json!([
-            "/bin/cmp",
-            "/benchmark/expected.txt",
-            "/workspace/result.txt"
-        ]);
+        manifest["command"] = json!(fixture.command);
         manifest["benchmark_digest"] = json!(bench_digest.to_string());
         all.push(job_value(&JobParams {
             round,
@@ -152,6 +153,41 @@ async fn serve(root: &Path, image: &str, jobs: u64, dir: &Path) -> std::io::Resu
     std::fs::write(dir.join("base"), &base)?;
     std::future::pending::<()>().await;
     Ok(())
+}
+
+/// Which bundled bounty the jobs run: its folder, the passing and failing source trees in it,
+/// and the command its manifest runs.
+struct Fixture {
+    dir: &'static str,
+    passing: &'static str,
+    failing: &'static str,
+    command: &'static [&'static str],
+}
+
+impl Fixture {
+    fn from_env() -> std::io::Result<Self> {
+        match std::env::var("BENCH_FEED_FIXTURE").as_deref() {
+            Err(_) | Ok("example") => Ok(Self {
+                dir: "fixtures/example",
+                passing: "source-pass",
+                failing: "source-fail",
+                command: &[
+                    "/bin/cmp",
+                    "/benchmark/expected.txt",
+                    "/workspace/result.txt",
+                ],
+            }),
+            Ok("python-bounty") => Ok(Self {
+                dir: "fixtures/python-bounty",
+                passing: "solution-good",
+                failing: "solution-bad",
+                command: &["python3", "-I", "-B", "/benchmark/run_tests.py", "6"],
+            }),
+            Ok(other) => Err(std::io::Error::other(format!(
+                "BENCH_FEED_FIXTURE={other}: expected example or python-bounty"
+            ))),
+        }
+    }
 }
 
 /// The jobs of `feed.json` that name `verifier`, as the platform answers one verifier's query.
