@@ -148,6 +148,16 @@ def answers(report):
 def load():
     return float(open("/proc/loadavg").read().split()[0])
 
+HZ = os.sysconf("SC_CLK_TCK")
+CORES = os.cpu_count()
+
+def busy():
+    # Every core's busy time so far, in seconds: user, nice, system, irq, softirq, steal. Over
+    # a run it is what the worker, the engine and the containers used together: divided by
+    # the cores, the shortest wall time that work could take on this host.
+    f = open("/proc/stat").readline().split()
+    return sum(int(f[i]) for i in (1, 2, 3, 6, 7, 8)) / HZ
+
 reference = {}
 
 def run(workload, side, label):
@@ -155,9 +165,11 @@ def run(workload, side, label):
     argv = [bins[side], "rehearse", *workloads[workload], "--adversarial", "--quiet", "--json",
             "--staging-root", store]
     before = load()
+    cpu = busy()
     start = time.monotonic()
     out = subprocess.run(argv, capture_output=True, text=True)
     took = time.monotonic() - start
+    cpu = busy() - cpu
     after = load()
     try:
         report = json.loads(out.stdout)
@@ -174,9 +186,10 @@ def run(workload, side, label):
     if got != want:
         diff = "\n  ".join(list(differences({"exit": want[0], "report": want[1]}, {"exit": got[0], "report": got[1]}))[:20])
         sys.exit(f"bench-rehearse: {label} decided otherwise than {first}:\n  {diff}")
-    return took, before, after
+    return took, cpu, before, after
 
 times = {(w, s): [] for w in workloads for s in bins}
+cpus = {(w, s): [] for w in workloads for s in bins}
 loads = []
 print(f"base: {base_bin} ({subprocess.run([base_bin, '--version'], capture_output=True, text=True).stdout.strip()})")
 print(f"head: {head_bin} ({subprocess.run([head_bin, '--version'], capture_output=True, text=True).stdout.strip()})")
@@ -186,10 +199,11 @@ for rnd in range(rounds):
     for workload in workloads:
         for side in order:
             label = f"round {rnd + 1} {workload} {side}"
-            took, before, after = run(workload, side, label)
+            took, cpu, before, after = run(workload, side, label)
             times[(workload, side)].append(took)
+            cpus[(workload, side)].append(cpu)
             loads += [before, after]
-            print(f"round {rnd + 1} {workload:4} {side} {took:8.2f} s  load {before:.2f} -> {after:.2f}", flush=True)
+            print(f"round {rnd + 1} {workload:4} {side} {took:8.2f} s  host CPU {cpu:6.2f} s  load {before:.2f} -> {after:.2f}", flush=True)
 print(f"load after: {open('/proc/loadavg').read().strip()}")
 print()
 print("| | runs each | base median (min–max) | head median (min–max) | ratio of medians (head/base) | ratio per round min–max |")
@@ -200,6 +214,17 @@ for workload in workloads:
     per = [y / x for x, y in zip(a, b)]
     print(f"| {names[workload]} | {len(a)} | {ma:.2f} s ({min(a):.2f}–{max(a):.2f}) | "
           f"{mb:.2f} s ({min(b):.2f}–{max(b):.2f}) | **{mb / ma:.2f}** | {min(per):.2f}–{max(per):.2f} |")
+print()
+# What stops the ratio: the host CPU each side's run used. Split perfectly over the cores, the
+# base's work would take base CPU / cores; over the base's wall time that is the best ratio any
+# schedule of the same work reaches on this host (the floor), unless the work itself shrinks.
+print(f"| | base host CPU median | head host CPU median | floor: base CPU / {CORES} cores / base wall | head wall / (head CPU / {CORES} cores) |")
+print("|---|---|---|---|---|")
+for workload in workloads:
+    a, b = times[(workload, "base")], times[(workload, "head")]
+    ca, cb = cpus[(workload, "base")], cpus[(workload, "head")]
+    ma, mb, mca, mcb = (statistics.median(x) for x in (a, b, ca, cb))
+    print(f"| {names[workload]} | {mca:.2f} s | {mcb:.2f} s | {mca / CORES / ma:.2f} | {mb / (mcb / CORES):.2f} |")
 print()
 print(f"1-minute load average over the runs: min {min(loads):.2f}, median {statistics.median(loads):.2f}, max {max(loads):.2f}")
 print("every run decided as the first of its workload (verdicts, answers, stubs, exit code)")
