@@ -1951,4 +1951,89 @@ mod tests {
         .unwrap_err();
         assert!(matches!(err, SnapshotError::Changed(_)), "{err}");
     }
+
+    /// Issue #50 item 3: wherever a file's size is learnt (its listing or the open file), a
+    /// file grown past the byte limit after the listing fails, and no byte of it beyond its
+    /// listed size is staged (nor hashed: a digest would need all of them).
+    #[test]
+    fn a_file_grown_past_the_byte_limit_after_listing_is_refused_before_it_is_staged() {
+        for size in VICTIM_SIZES {
+            for (staged, check_backlog, hasher_reads, kind) in PASS_KINDS {
+                let dir = tempfile::tempdir().unwrap();
+                let copy = tempfile::tempdir().unwrap();
+                fs::write(dir.path().join("0first"), b"first").unwrap();
+                fs::write(dir.path().join("victim"), vec![5u8; size]).unwrap();
+                fs::write(dir.path().join("z-after"), b"after").unwrap();
+                let victim = dir.path().join("victim");
+                let max_bytes = (size + 100) as u64;
+                let pass = Pass {
+                    copy_to: staged.then_some(copy.path()),
+                    check_backlog,
+                    hasher_reads_per_batch: hasher_reads,
+                    ..Pass::read_only(dir.path(), TreeLimits::new(max_bytes, 1000).unwrap())
+                };
+                let result = read_swapping_after_first_file_with(&pass, || {
+                    let mut f = OpenOptions::new().append(true).open(&victim).unwrap();
+                    f.write_all(&vec![6u8; size + 200]).unwrap();
+                });
+                let what = format!("{kind}, {size} bytes");
+                assert!(
+                    matches!(
+                        &result,
+                        Err(SnapshotError::Changed(p)) if p.ends_with("victim")
+                    ) || matches!(
+                        &result,
+                        Err(SnapshotError::Tree(DigestError::TooManyBytes { limit }))
+                            if *limit == max_bytes
+                    ),
+                    "{what}: {result:?}"
+                );
+                let staged_victim = fs::read(copy.path().join("victim")).unwrap_or_default();
+                assert!(
+                    staged_victim.len() <= size && !staged_victim.contains(&6u8),
+                    "{what}: {} bytes of the grown file staged",
+                    staged_victim.len()
+                );
+                assert!(!copy.path().join("z-after").exists(), "{what}");
+            }
+        }
+    }
+
+    /// Issue #50 item 3: a tree over the byte limit fails before the file that crosses it is
+    /// staged, in every way a pass can take its files.
+    #[test]
+    fn a_tree_over_the_byte_limit_is_refused_before_the_crossing_file_is_staged() {
+        let dir = tempfile::tempdir().unwrap();
+        fs::write(dir.path().join("0first"), b"first").unwrap();
+        fs::create_dir(dir.path().join("d")).unwrap();
+        fs::write(dir.path().join("d/big"), vec![7u8; CHUNK_BYTES * 2 + 1]).unwrap();
+        fs::write(dir.path().join("d/small"), vec![7u8; 1000]).unwrap();
+        fs::write(dir.path().join("z"), b"z").unwrap();
+        for limit in [100, CHUNK_BYTES as u64 * 2 + 10] {
+            let limits = TreeLimits::new(limit, 1000).unwrap();
+            for (staged, check_backlog, hasher_reads, kind) in PASS_KINDS {
+                let copy = tempfile::tempdir().unwrap();
+                let pass = Pass {
+                    copy_to: staged.then_some(copy.path()),
+                    check_backlog,
+                    hasher_reads_per_batch: hasher_reads,
+                    ..Pass::read_only(dir.path(), limits)
+                };
+                let result = hash_tree(&pass, &mut NoProgress);
+                assert!(
+                    matches!(
+                        &result,
+                        Err(SnapshotError::Tree(DigestError::TooManyBytes { limit: l }))
+                            if *l == limit
+                    ),
+                    "{kind}, limit {limit}: {result:?}"
+                );
+                let crossing = if limit == 100 { "d/big" } else { "d/small" };
+                assert!(
+                    !copy.path().join(crossing).exists() && !copy.path().join("z").exists(),
+                    "{kind}, limit {limit}: {crossing} staged"
+                );
+            }
+        }
+    }
 }
