@@ -291,6 +291,24 @@ pub fn tar_gz(entries: &[Entry]) -> Vec<u8> {
     gzip(&tar_bytes(entries))
 }
 
+/// Writes `h` (its path and type set by the caller) announcing `size` bytes of zeros, then
+/// those zeros, to `out`, unpadded: 1 MiB at a time, so an archive bomb's test never holds
+/// its body.
+pub fn write_zeros_entry(out: &mut impl std::io::Write, mut h: tar::Header, size: u64) {
+    h.set_size(size);
+    h.set_mode(0o644);
+    h.set_cksum();
+    out.write_all(h.as_bytes()).unwrap();
+    let chunk = vec![0u8; 1 << 20];
+    let mut left = size;
+    while left > 0 {
+        let n = left.min(chunk.len() as u64);
+        out.write_all(&chunk[..usize::try_from(n).unwrap()])
+            .unwrap();
+        left -= n;
+    }
+}
+
 /// A codeload-style archive: pax global header, `<top>/` folder, then `files` under it.
 pub fn codeload(top: &str, files: &[(&str, &[u8])]) -> Vec<u8> {
     let mut entries = vec![

@@ -7,15 +7,18 @@
 // Test scaffolding outside #[test] fns: failures should fail loudly.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+mod common;
+
 use std::sync::Arc;
 use std::time::Duration;
 
+use common::row;
 use serde_json::{Value, json};
 use verifier_sdk::fixtures::{JobParams, job_value, sample_manifest};
 use verifier_sdk::oci_runtime::RUNC;
 use verifier_sdk::{Address, Network};
 use worker_jobs::feed::deadline::SettleCosts;
-use worker_jobs::feed::{FeedConfig, FeedReport, JobRow, JobStatus, SandboxJobExecutor, run_feed};
+use worker_jobs::feed::{FeedConfig, FeedReport, SandboxJobExecutor, run_feed};
 use worker_sandbox::Executor;
 use worker_sandbox::lifecycle::Lifecycle;
 use worker_sandbox::lifecycle::fake::{Fake, Script};
@@ -101,15 +104,6 @@ async fn batch(jobs: Vec<Value>, held: &[String], pull: bool) -> (FeedReport, Fa
     (report, fake)
 }
 
-fn row<'a>(report: &'a FeedReport, job: &Value) -> &'a JobRow {
-    let id = job["job_id"].as_str().unwrap();
-    report
-        .jobs
-        .iter()
-        .find(|r| r.job_id == id)
-        .unwrap_or_else(|| panic!("no row for {id}: {:?}", report.jobs))
-}
-
 /// 400 s left fits the 120 s a job needs with its image here, not the 420 s with a pull: with
 /// `--pull` and an engine that does not hold the image, the job is `window_too_short` with the
 /// pull in its figures and never reaches the engine's pull; the job beside it, whose image is
@@ -126,17 +120,7 @@ async fn a_job_whose_missing_image_must_be_pulled_first_is_window_too_short_with
     ];
     let (report, fake) = batch(jobs.clone(), std::slice::from_ref(&here), true).await;
     for pulled in [&jobs[0], &jobs[2]] {
-        let r = row(&report, pulled);
-        assert_eq!(
-            (r.status, r.reason_code.as_deref()),
-            (JobStatus::Skipped, Some("window_too_short")),
-            "{r:?}"
-        );
-        let reason = r.reason.as_deref().unwrap();
-        assert!(
-            reason.contains("ends in 400 s") && reason.contains("420 s (pull 300 +"),
-            "{reason}"
-        );
+        common::assert_window_too_short(&report, pulled, &["ends in 400 s", "420 s (pull 300 +"]);
     }
     let started = row(&report, &jobs[1]);
     assert_ne!(started.reason_code.as_deref(), Some("window_too_short"));

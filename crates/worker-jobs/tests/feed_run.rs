@@ -15,11 +15,14 @@
 // the story.
 #![allow(clippy::too_many_lines)]
 
+mod common;
+
 use std::collections::{HashMap, HashSet};
 use std::io::Write as _;
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 
+use common::{id, row, row_ended};
 use serde_json::{Value, json};
 use test_feed::*;
 use verifier_sdk::fixtures::{BENCHMARK_COMMIT, JobParams};
@@ -29,8 +32,7 @@ use verifier_sdk::{
     validate_job, validate_outcome,
 };
 use worker_jobs::feed::{
-    BatchStatus, ExecutedJob, FeedConfig, FeedError, FeedReport, JobExecutor, JobFailure,
-    JobStatus, run_feed,
+    BatchStatus, ExecutedJob, FeedConfig, FeedError, JobExecutor, JobFailure, JobStatus, run_feed,
 };
 
 /// The executor label of [`FakeExecutor`]'s evidence records.
@@ -214,6 +216,27 @@ impl World {
         )
     }
 
+    /// A job of `round` (source `a` = `1`) whose window ends at `expires_at`; `edit` changes it
+    /// before it is hashed again.
+    fn job_expiring(&self, round: u64, expires_at: u64, edit: impl FnOnce(&mut Value)) -> Value {
+        let mut j = self.job_with_source(round, &[("a", b"1")]);
+        j["verification_expires_at"] = json!(expires_at);
+        edit(&mut j);
+        verifier_sdk::fixtures::rehash(&mut j);
+        j
+    }
+
+    /// [`Self::job_expiring`] with a runner manifest timeout of `timeout` s, checked valid as
+    /// the feed's selection will check it.
+    fn job_with_timeout(&self, round: u64, timeout: u64, expires_at: u64) -> Value {
+        let j = self.job_expiring(round, expires_at, |j| {
+            j["terms"]["document"]["benchmark"]["runner_manifest"]["timeout_seconds"] =
+                json!(timeout);
+        });
+        validate_job(&j, verifier_sdk::fixtures::NOW).unwrap();
+        j
+    }
+
     fn serve_feed(&self, verifier: &str, jobs: &[&Value]) {
         self.server
             .route(&feed_path(verifier), Reply::json(&json!(jobs)));
@@ -232,19 +255,15 @@ impl World {
         c.runner_revision = "local".into();
         c
     }
-}
 
-fn id(job: &Value) -> String {
-    job["job_id"].as_str().unwrap().to_owned()
-}
-
-fn row<'a>(report: &'a FeedReport, job: &Value) -> &'a worker_jobs::feed::JobRow {
-    let id = id(job);
-    report
-        .jobs
-        .iter()
-        .find(|r| r.job_id == id)
-        .unwrap_or_else(|| panic!("no row for {id}"))
+    /// [`Self::config`] on a clock standing at `now` (unix seconds).
+    fn config_at(&self, out: &str, now: u64) -> FeedConfig {
+        let mut c = self.config(out);
+        c.clock = std::sync::Arc::new(worker_store::clock::ManualClock::new(
+            i64::try_from(now).unwrap() * 1000,
+        ));
+        c
+    }
 }
 
 /// Reads the manifest and every candidate with the sdk's strict readers and re-validates
@@ -277,18 +296,8 @@ fn bomb(top: &str, size: u64) -> Vec<u8> {
     .unwrap();
     let mut h = tar::Header::new_gnu();
     h.set_path(format!("{top}/junk/zeros")).unwrap();
-    h.set_size(size);
-    h.set_mode(0o644);
     h.set_entry_type(tar::EntryType::Regular);
-    h.set_cksum();
-    gz.write_all(h.as_bytes()).unwrap();
-    let chunk = vec![0u8; 1 << 20];
-    let mut left = size;
-    while left > 0 {
-        let n = left.min(chunk.len() as u64);
-        gz.write_all(&chunk[..n as usize]).unwrap();
-        left -= n;
-    }
+    write_zeros_entry(&mut gz, h, size);
     gz.write_all(&[0u8; 1024]).unwrap();
     gz.finish().unwrap()
 }
@@ -427,16 +436,13 @@ async fn a_batch_runs_the_valid_jobs_and_isolates_every_bad_one() {
     let r = row(&report, &mismatch);
     assert_eq!(r.status, JobStatus::NoVerdict);
     assert_eq!(r.reason_code.as_deref(), Some("input_mismatch"));
-    let r = row(&report, &expired);
-    assert_eq!(
-        (r.status, r.reason_code.as_deref()),
-        (JobStatus::Rejected, Some("expired"))
-    );
+    row_ended(&report, &expired, JobStatus::Rejected, Some("expired"));
     assert_eq!(exec.calls(&id(&expired)), 0);
-    let r = row(&report, &other_set);
-    assert_eq!(
-        (r.status, r.reason_code.as_deref()),
-        (JobStatus::Skipped, Some("other_verifier_set"))
+    row_ended(
+        &report,
+        &other_set,
+        JobStatus::Skipped,
+        Some("other_verifier_set"),
     );
     assert_eq!(report.jobs.len(), all.len());
 
@@ -572,22 +578,16 @@ async fn a_job_past_its_window_on_the_configured_clock_is_not_run() {
     let job = w.job_with_source(1, &[("a", b"1")]);
     w.serve_feed(VERIFIER, &[&job]);
     let exec = FakeExecutor::default();
-    let expires_ms = i64::try_from(verifier_sdk::fixtures::EXPIRES_AT).unwrap() * 1000;
-    let mut config = w.config("late");
-    config.clock = std::sync::Arc::new(worker_store::clock::ManualClock::new(expires_ms + 1_000));
-    let report = run_feed(&config, &exec).await.unwrap();
-    let r = row(&report, &job);
-    assert_eq!(
-        (r.status, r.reason_code.as_deref()),
-        (JobStatus::Rejected, Some("expired"))
-    );
+    let end = verifier_sdk::fixtures::EXPIRES_AT;
+    let report = run_feed(&w.config_at("late", end + 1), &exec)
+        .await
+        .unwrap();
+    row_ended(&report, &job, JobStatus::Rejected, Some("expired"));
     assert_eq!(exec.calls(&id(&job)), 0);
-    let mut config = w.config("early");
     // An hour before the end: time enough to settle (#43: less is `window_too_short`).
-    config.clock = std::sync::Arc::new(worker_store::clock::ManualClock::new(
-        expires_ms - 3_600_000,
-    ));
-    let report = run_feed(&config, &exec).await.unwrap();
+    let report = run_feed(&w.config_at("early", end - 3600), &exec)
+        .await
+        .unwrap();
     assert_eq!(row(&report, &job).status, JobStatus::CompletedPassed);
     assert_eq!(exec.calls(&id(&job)), 1);
 }
@@ -598,34 +598,15 @@ async fn a_job_past_its_window_on_the_configured_clock_is_not_run() {
 #[tokio::test]
 async fn a_job_that_cannot_settle_before_its_window_ends_is_window_too_short() {
     let w = World::new().await;
-    let with_timeout = |round: u64, timeout: u64, expires_at: u64| {
-        let mut j = w.job_with_source(round, &[("a", b"1")]);
-        j["verification_expires_at"] = json!(expires_at);
-        j["terms"]["document"]["benchmark"]["runner_manifest"]["timeout_seconds"] = json!(timeout);
-        verifier_sdk::fixtures::rehash(&mut j);
-        validate_job(&j, verifier_sdk::fixtures::NOW).unwrap();
-        j
-    };
     let end = verifier_sdk::fixtures::EXPIRES_AT;
-    let short = with_timeout(1, 600, end);
-    let fine = with_timeout(2, 600, end + 3600);
+    let short = w.job_with_timeout(1, 600, end);
+    let fine = w.job_with_timeout(2, 600, end + 3600);
     w.serve_feed(VERIFIER, &[&short, &fine]);
     let exec = FakeExecutor::default();
-    let mut config = w.config("out");
-    let now_ms = i64::try_from(end - 150).unwrap() * 1000;
-    config.clock = std::sync::Arc::new(worker_store::clock::ManualClock::new(now_ms));
-    let report = run_feed(&config, &exec).await.unwrap();
-    let r = row(&report, &short);
-    assert_eq!(
-        (r.status, r.reason_code.as_deref()),
-        (JobStatus::Skipped, Some("window_too_short")),
-        "{r:?}"
-    );
-    let reason = r.reason.as_deref().unwrap();
-    assert!(
-        reason.contains("ends in 150 s") && reason.contains("timeout_seconds 600"),
-        "{reason}"
-    );
+    let report = run_feed(&w.config_at("out", end - 150), &exec)
+        .await
+        .unwrap();
+    common::assert_window_too_short(&report, &short, &["ends in 150 s", "timeout_seconds 600"]);
     assert_eq!(exec.calls(&id(&short)), 0);
     assert_eq!(row(&report, &fine).status, JobStatus::CompletedPassed);
     assert_eq!(exec.calls(&id(&fine)), 1);
@@ -637,6 +618,21 @@ struct Appearing {
     inner: FakeExecutor,
     order: Mutex<Vec<String>>,
     during_first: Mutex<Option<Box<dyn FnOnce() + Send>>>,
+}
+
+impl Appearing {
+    /// Runs as [`FakeExecutor::default`]; during the first run, `w`'s feed starts listing
+    /// `listed`.
+    fn relisting(w: &World, listed: Vec<Value>) -> Self {
+        let server = w.server.clone();
+        Self {
+            inner: FakeExecutor::default(),
+            order: Mutex::new(Vec::new()),
+            during_first: Mutex::new(Some(Box::new(move || {
+                server.route(&feed_path(VERIFIER), Reply::json(&json!(listed)));
+            }))),
+        }
+    }
 }
 
 #[async_trait::async_trait]
@@ -663,25 +659,11 @@ impl JobExecutor for Appearing {
 async fn a_job_listed_during_the_batch_runs_before_a_later_window() {
     let w = World::new().await;
     let end = verifier_sdk::fixtures::EXPIRES_AT;
-    let at = |round: u64, expires_at: u64| {
-        let mut j = w.job_with_source(round, &[("a", b"1")]);
-        j["verification_expires_at"] = json!(expires_at);
-        verifier_sdk::fixtures::rehash(&mut j);
-        j
-    };
+    let at = |round: u64, expires_at: u64| w.job_expiring(round, expires_at, |_| {});
     let (a, b, c) = (at(1, end + 5000), at(2, end + 3000), at(3, end + 2000));
     w.serve_feed(VERIFIER, &[&a, &b]);
-    let (server, listed) = (w.server.clone(), vec![a.clone(), b.clone(), c.clone()]);
-    let exec = Appearing {
-        inner: FakeExecutor::default(),
-        order: Mutex::new(Vec::new()),
-        during_first: Mutex::new(Some(Box::new(move || {
-            server.route(&feed_path(VERIFIER), Reply::json(&json!(listed)));
-        }))),
-    };
-    let mut config = w.config("out");
-    let now_ms = i64::try_from(end - 3600).unwrap() * 1000;
-    config.clock = std::sync::Arc::new(worker_store::clock::ManualClock::new(now_ms));
+    let exec = Appearing::relisting(&w, vec![a.clone(), b.clone(), c.clone()]);
+    let config = w.config_at("out", end - 3600);
     let report = run_feed(&config, &exec).await.unwrap();
     assert_eq!(
         *exec.order.lock().unwrap(),
@@ -702,17 +684,10 @@ async fn a_job_listed_during_the_batch_runs_before_a_later_window() {
 #[tokio::test]
 async fn a_job_skipped_without_a_run_is_written_not_ready_with_the_reason() {
     let w = World::new().await;
-    let with_timeout = |round: u64, timeout: u64, expires_at: u64| {
-        let mut j = w.job_with_source(round, &[("a", b"1")]);
-        j["verification_expires_at"] = json!(expires_at);
-        j["terms"]["document"]["benchmark"]["runner_manifest"]["timeout_seconds"] = json!(timeout);
-        verifier_sdk::fixtures::rehash(&mut j);
-        j
-    };
     let end = verifier_sdk::fixtures::EXPIRES_AT;
-    let short = with_timeout(1, 600, end);
-    let fine = with_timeout(2, 60, end + 3600);
-    let beyond = with_timeout(3, 60, end + 7200);
+    let short = w.job_with_timeout(1, 600, end);
+    let fine = w.job_with_timeout(2, 60, end + 3600);
+    let beyond = w.job_with_timeout(3, 60, end + 7200);
     w.serve_feed(VERIFIER, &[&short, &fine, &beyond]);
     let out = w.root.join("out");
     std::fs::create_dir_all(&out).unwrap();
@@ -729,10 +704,8 @@ async fn a_job_skipped_without_a_run_is_written_not_ready_with_the_reason() {
         worker_jobs::feed::readiness::write_readiness(&out, &stale).unwrap();
     }
     let exec = FakeExecutor::default();
-    let mut config = w.config("out");
+    let mut config = w.config_at("out", end - 150);
     config.max_jobs = Some(2);
-    let now_ms = i64::try_from(end - 150).unwrap() * 1000;
-    config.clock = std::sync::Arc::new(worker_store::clock::ManualClock::new(now_ms));
     let report = run_feed(&config, &exec).await.unwrap();
     for (job, code) in [(&short, "window_too_short"), (&beyond, "max_jobs")] {
         assert_eq!(
@@ -766,26 +739,12 @@ async fn a_full_max_jobs_batch_takes_a_job_listed_later_with_a_sooner_window_in_
  {
     let w = World::new().await;
     let end = verifier_sdk::fixtures::EXPIRES_AT;
-    let at = |round: u64, expires_at: u64| {
-        let mut j = w.job_with_source(round, &[("a", b"1")]);
-        j["verification_expires_at"] = json!(expires_at);
-        verifier_sdk::fixtures::rehash(&mut j);
-        j
-    };
+    let at = |round: u64, expires_at: u64| w.job_expiring(round, expires_at, |_| {});
     let (a, b, c) = (at(1, end + 5000), at(2, end + 3000), at(3, end + 2000));
     w.serve_feed(VERIFIER, &[&a, &b]);
-    let (server, listed) = (w.server.clone(), vec![a.clone(), b.clone(), c.clone()]);
-    let exec = Appearing {
-        inner: FakeExecutor::default(),
-        order: Mutex::new(Vec::new()),
-        during_first: Mutex::new(Some(Box::new(move || {
-            server.route(&feed_path(VERIFIER), Reply::json(&json!(listed)));
-        }))),
-    };
-    let mut config = w.config("out");
+    let exec = Appearing::relisting(&w, vec![a.clone(), b.clone(), c.clone()]);
+    let mut config = w.config_at("out", end - 3600);
     config.max_jobs = Some(2);
-    let now_ms = i64::try_from(end - 3600).unwrap() * 1000;
-    config.clock = std::sync::Arc::new(worker_store::clock::ManualClock::new(now_ms));
     let report = run_feed(&config, &exec).await.unwrap();
     assert_eq!(
         *exec.order.lock().unwrap(),
@@ -793,12 +752,7 @@ async fn a_full_max_jobs_batch_takes_a_job_listed_later_with_a_sooner_window_in_
         "{:#?}",
         report.jobs
     );
-    let r = row(&report, &a);
-    assert_eq!(
-        (r.status, r.reason_code.as_deref()),
-        (JobStatus::Skipped, Some("max_jobs")),
-        "{r:?}"
-    );
+    let r = row_ended(&report, &a, JobStatus::Skipped, Some("max_jobs"));
     assert!(
         r.reason
             .as_deref()
@@ -994,11 +948,7 @@ async fn a_panicking_executor_fails_only_its_own_job() {
         ..FakeExecutor::default()
     };
     let report = run_feed(&w.config("out"), &exec).await.unwrap();
-    let r = row(&report, &boom);
-    assert_eq!(
-        (r.status, r.reason_code.as_deref()),
-        (JobStatus::Error, Some("executor_panicked"))
-    );
+    row_ended(&report, &boom, JobStatus::Error, Some("executor_panicked"));
     assert_eq!(row(&report, &fine).status, JobStatus::CompletedPassed);
     assert_eq!(read_candidates(&w.root.join("out")), vec![id(&fine)]);
     assert_eq!(report.status(), BatchStatus::Retry);
@@ -1014,11 +964,7 @@ async fn a_verdict_on_other_inputs_than_committed_is_neither_written_nor_cached(
         ..FakeExecutor::default()
     };
     let report = run_feed(&w.config("out"), &liar).await.unwrap();
-    let r = row(&report, &j);
-    assert_eq!(
-        (r.status, r.reason_code.as_deref()),
-        (JobStatus::Error, Some("digest_mismatch"))
-    );
+    row_ended(&report, &j, JobStatus::Error, Some("digest_mismatch"));
     assert!(read_candidates(&w.root.join("out")).is_empty());
     // Nothing was cached: an honest executor runs the job again.
     let honest = FakeExecutor::default();
@@ -1050,12 +996,12 @@ async fn a_rejected_archive_is_cached_as_rejected_and_not_downloaded_again() {
     assert_eq!(w.server.hits(&evil_archive), 1);
 
     let second = run_feed(&w.config("run2"), &exec).await.unwrap();
-    let r = row(&second, &evil);
     eprintln!("{}", second.human_summary());
-    assert_eq!(
-        (r.status, r.reason_code.as_deref()),
-        (JobStatus::Rejected, Some("archive_rejected")),
-        "{r:?}"
+    let r = row_ended(
+        &second,
+        &evil,
+        JobStatus::Rejected,
+        Some("archive_rejected"),
     );
     assert!(r.reused_from_cache, "{r:?}");
     assert!(
@@ -1166,11 +1112,11 @@ async fn a_job_for_another_network_is_rejected_and_never_run() {
     let exec = FakeExecutor::default();
     let report = run_feed(&w.config("out"), &exec).await.unwrap();
     eprintln!("{}", report.human_summary());
-    let r = row(&report, &sepolia);
-    assert_eq!(
-        (r.status, r.reason_code.as_deref()),
-        (JobStatus::Rejected, Some("wrong_network")),
-        "{r:?}"
+    row_ended(
+        &report,
+        &sepolia,
+        JobStatus::Rejected,
+        Some("wrong_network"),
     );
     assert_eq!(exec.calls(&id(&sepolia)), 0, "a base-sepolia job ran");
     assert_eq!(row(&report, &mainnet).status, JobStatus::CompletedPassed);

@@ -611,17 +611,7 @@ fn huge_extension_header(kind: tar::EntryType, size: u64) -> Vec<u8> {
     let mut h = tar::Header::new_ustar();
     h.set_path("././@LongLink").unwrap();
     h.set_entry_type(kind);
-    h.set_size(size);
-    h.set_mode(0o644);
-    h.set_cksum();
-    gz.write_all(h.as_bytes()).unwrap();
-    let chunk = vec![0u8; 1 << 20];
-    let mut left = size;
-    while left > 0 {
-        let n = left.min(chunk.len() as u64);
-        gz.write_all(&chunk[..n as usize]).unwrap();
-        left -= n;
-    }
+    write_zeros_entry(&mut gz, h, size);
     let pad = (512 - size % 512) % 512;
     gz.write_all(&vec![0u8; pad as usize]).unwrap();
     let rest = tar_bytes(&[dir("t/"), file("t/a", b"a")]);
