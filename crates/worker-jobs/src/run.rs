@@ -14,7 +14,8 @@ use verifier_sdk::{
 };
 
 use worker_sandbox::{
-    Decision, EvidenceRecord, Executor, InputCheck, InputPhase, RunHooks, SandboxError, SandboxSpec,
+    Decision, EvidenceRecord, Executor, ImageMemo, InputCheck, InputPhase, RunHooks, SandboxError,
+    SandboxSpec,
 };
 use worker_store::stage::{StageKind, verify_staged};
 
@@ -58,6 +59,8 @@ struct StagedInputs {
     source_limits: TreeLimits,
     benchmark: Sha256Digest,
     benchmark_limits: TreeLimits,
+    /// The batch's image inspects, when the caller runs batches ([`execute_manifest_with`]).
+    images: Option<ImageMemo>,
 }
 
 /// Why the staged trees are not the committed ones; its message is the no-verdict's detail.
@@ -162,6 +165,10 @@ impl RunHooks for StagedInputs {
     fn executable_cache(&self) -> Option<PathBuf> {
         Some(self.root.join(EXECUTABLE_CACHE_DIR))
     }
+
+    fn image_memo(&self) -> Option<&ImageMemo> {
+        self.images.as_ref()
+    }
 }
 
 fn run_id(seed: &str) -> String {
@@ -206,6 +213,20 @@ pub async fn execute_manifest(
     options: &RunOptions,
     label: &str,
 ) -> Result<Result<Execution, NoVerdictOutcome>, SandboxError> {
+    execute_manifest_with(executor, manifest, source, options, label, None).await
+}
+
+/// [`execute_manifest`] taking the image inspect from `images` when it holds one for the
+/// manifest's pinned image, and keeping the engine's answer there otherwise (a batch's runs,
+/// [`ImageMemo`]); the image check itself runs on every run.
+pub async fn execute_manifest_with(
+    executor: &Executor,
+    manifest: &RunnerManifest,
+    source: Sha256Digest,
+    options: &RunOptions,
+    label: &str,
+    images: Option<ImageMemo>,
+) -> Result<Result<Execution, NoVerdictOutcome>, SandboxError> {
     let (source_limits, benchmark_limits) = (manifest.source_limits(), manifest.benchmark_limits());
     let inputs = StagedInputs {
         root: options.staging_root.clone(),
@@ -213,6 +234,7 @@ pub async fn execute_manifest(
         source_limits,
         benchmark: manifest.benchmark_digest(),
         benchmark_limits,
+        images,
     };
     // Fail fast on a missing tree; the digests are checked by the executor's hooks right
     // before create and after the run.
@@ -276,12 +298,23 @@ pub async fn run_job(
     job: &ValidatedJob,
     options: &RunOptions,
 ) -> Result<Result<JobRun, NoVerdictOutcome>, SandboxError> {
-    let execution = execute_manifest(
+    run_job_with(executor, job, options, None).await
+}
+
+/// [`run_job`] with a batch's image inspects ([`execute_manifest_with`]).
+pub async fn run_job_with(
+    executor: &Executor,
+    job: &ValidatedJob,
+    options: &RunOptions,
+    images: Option<ImageMemo>,
+) -> Result<Result<JobRun, NoVerdictOutcome>, SandboxError> {
+    let execution = execute_manifest_with(
         executor,
         job.manifest(),
         job.source_snapshot_digest(),
         options,
         job.job_id(),
+        images,
     )
     .await?;
     Ok(execution.map(|e| outcome_for_job(job, e)))

@@ -102,6 +102,59 @@ pub trait RunHooks: Send + Sync {
     fn executable_cache(&self) -> Option<PathBuf> {
         None
     }
+
+    /// The image inspects this run may take instead of asking the engine again (a batch's,
+    /// [`ImageMemo`]); `None` inspects every run.
+    fn image_memo(&self) -> Option<&ImageMemo> {
+        None
+    }
+}
+
+/// The engine's answers to the image inspects of one batch of runs, by the exact pinned
+/// reference asked for, so the runs of a batch on one image inspect it once rather than each
+/// inside its slot (issue #50 item 2). What is reused is the engine's answer, never the
+/// check: every run still holds it to its own spec ([`lifecycle`]'s image check: the pinned
+/// digest among the repo digests, the platform) and creates its container from the
+/// digest-pinned reference, which the engine resolves itself. Only an answer that passed that
+/// check is kept, and a run whose create fails forgets it, so an image removed during the
+/// batch is inspected (and, under `--pull`, pulled) again by the next run. Its holder clears
+/// it between batches ([`ImageMemo::clear`]). Cheap to clone; clones share the answers.
+#[derive(Clone, Debug, Default)]
+pub struct ImageMemo(
+    std::sync::Arc<std::sync::Mutex<std::collections::HashMap<String, engine::ImageInspected>>>,
+);
+
+impl ImageMemo {
+    fn with<T>(
+        &self,
+        f: impl FnOnce(&mut std::collections::HashMap<String, engine::ImageInspected>) -> T,
+    ) -> T {
+        let mut held = self
+            .0
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        f(&mut held)
+    }
+
+    /// The answer kept for `reference`, if any.
+    pub fn get(&self, reference: &str) -> Option<engine::ImageInspected> {
+        self.with(|m| m.get(reference).cloned())
+    }
+
+    /// Keeps `inspected` as the answer for `reference`.
+    pub fn put(&self, reference: &str, inspected: engine::ImageInspected) {
+        self.with(|m| m.insert(reference.to_owned(), inspected));
+    }
+
+    /// Forgets the answer for `reference`.
+    pub fn forget(&self, reference: &str) {
+        self.with(|m| m.remove(reference));
+    }
+
+    /// Forgets every answer: a new batch inspects its images afresh.
+    pub fn clear(&self) {
+        self.with(std::collections::HashMap::clear);
+    }
 }
 
 /// What [`Executor::run`] returns: the decision and its evidence.

@@ -634,6 +634,8 @@ async fn serve_loop<L: JobLedger>(
         let mut pending = state
             .take_poll(sandbox, fetched, &BTreeSet::new(), &BTreeSet::new())
             .await?;
+        // The batch's runs share its image inspects (issue #50 item 2), taken afresh each batch.
+        executor.batch_begins();
         let mut largest = largest_of(&pending);
         let mut parallel = match host {
             Some(host) => batch_parallel(host, largest, &recent, &mut chosen),

@@ -215,6 +215,11 @@ pub trait JobExecutor: Send + Sync {
         benchmark_dir: &Path,
     ) -> Result<ExecutedJob, JobFailure>;
 
+    /// A batch of runs begins: what the executor kept from the previous batch's runs (the
+    /// sandbox's image inspects, [`worker_sandbox::ImageMemo`]) is asked afresh. The default
+    /// keeps nothing.
+    fn batch_begins(&self) {}
+
     /// Which of `images` a run of this executor pulls before it can start (under `--pull`,
     /// an image the engine does not hold): a batch's deadline estimate counts that pull
     /// ([`super::deadline::Need`]). Asked once per distinct image per poll. The default pulls
@@ -278,6 +283,7 @@ pub async fn run_feed(
         cache: config.cache_dir.as_ref().map(ResultCache::new),
     };
     let mut manifest = CandidateManifest::new(config.network.name());
+    executor.batch_begins();
     let mut to_pull = BTreeSet::new();
     let planned = plan_counting_pulls(config, executor, selected, &mut to_pull).await;
     write_set_apart(config, &beyond_max, &planned.too_short);

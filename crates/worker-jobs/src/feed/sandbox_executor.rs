@@ -12,8 +12,8 @@ use verifier_sdk::{
 };
 
 use super::runner::{ExecutedJob, JobExecutor, JobFailure};
-use crate::run::{RunOptions, SealedEvidence, run_job};
-use worker_sandbox::{Executor, SandboxError};
+use crate::run::{RunOptions, SealedEvidence, run_job_with};
+use worker_sandbox::{Executor, ImageMemo, SandboxError};
 use worker_store::progress::NoProgress;
 use worker_store::stage::{StageKind, stage_tree};
 
@@ -21,6 +21,8 @@ use worker_store::stage::{StageKind, stage_tree};
 pub struct SandboxJobExecutor {
     executor: Executor,
     options: RunOptions,
+    /// The current batch's image inspects ([`JobExecutor::batch_begins`] clears them).
+    images: ImageMemo,
 }
 
 impl SandboxJobExecutor {
@@ -29,6 +31,7 @@ impl SandboxJobExecutor {
         Self {
             executor,
             options: RunOptions { staging_root, pull },
+            images: ImageMemo::default(),
         }
     }
 }
@@ -108,7 +111,13 @@ impl JobExecutor for SandboxJobExecutor {
         }
         let stage_ms = millis(t);
         let t = Instant::now();
-        let ran = run_job(&self.executor, job, &self.options).await;
+        let ran = run_job_with(
+            &self.executor,
+            job,
+            &self.options,
+            Some(self.images.clone()),
+        )
+        .await;
         let sandbox_ms = millis(t);
         match ran {
             Ok(Ok(run)) => {
@@ -127,6 +136,10 @@ impl JobExecutor for SandboxJobExecutor {
             }
             Err(e) => Err(JobFailure::Internal(e.to_string())),
         }
+    }
+
+    fn batch_begins(&self) {
+        self.images.clear();
     }
 
     async fn pulls(&self, images: &BTreeSet<String>) -> BTreeSet<String> {

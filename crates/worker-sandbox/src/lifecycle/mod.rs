@@ -295,15 +295,26 @@ impl<E: ContainerEngine> Lifecycle<E> {
                 ));
             }
         };
-        let inspect = match calls::inspect_image(&self.engine, spec).await? {
-            Ok(inspect) => inspect,
-            Err(decision) => return Ok(decision),
+        // A batch's answer for this exact pinned reference, else the engine's now; either is
+        // held to this run's spec by the same check.
+        let memo = ctx.hooks.image_memo();
+        let remembered = memo.and_then(|m| m.get(&spec.image));
+        let from_memo = remembered.is_some();
+        let inspect = match remembered {
+            Some(inspect) => inspect,
+            None => match calls::inspect_image(&self.engine, spec).await? {
+                Ok(inspect) => inspect,
+                Err(decision) => return Ok(decision),
+            },
         };
         ctx.evidence.image = Some(image::describe(&inspect, spec));
         let image_path = match image::check_image(&inspect, spec) {
             Ok(facts) => facts.path,
             Err(decision) => return Ok(decision),
         };
+        if let Some(memo) = memo.filter(|_| !from_memo) {
+            memo.put(&spec.image, inspect);
+        }
         if let InputCheck::Mismatch { detail } = ctx.hooks.check_inputs(InputPhase::BeforeCreate) {
             return Ok(Decision::no_verdict(NoVerdictReason::InputMismatch, detail));
         }
@@ -330,7 +341,13 @@ impl<E: ContainerEngine> Lifecycle<E> {
         );
         let id = match self.create(ctx, &want, image_path.as_deref()).await {
             Ok(id) => id,
-            Err(decision) => return Ok(decision),
+            Err(decision) => {
+                // The image may have gone since the answer was kept: the next run asks again.
+                if let Some(memo) = memo {
+                    memo.forget(&spec.image);
+                }
+                return Ok(decision);
+            }
         };
         let decision = self
             .run_created(ctx, &id, &want, image_path.as_deref())

@@ -602,3 +602,83 @@ async fn lifecycle_inputs_changed_after_the_run_void_a_passed_run_as_input_misma
     assert!(fake.started(), "the program ran; its exit is not judged");
     assert!(report.evidence.exit.removed);
 }
+
+/// Hooks offering a batch's image inspects ([`crate::ImageMemo`]).
+struct Remembering(crate::ImageMemo);
+
+impl RunHooks for Remembering {
+    fn check_inputs(&self, _: InputPhase) -> InputCheck {
+        InputCheck::Matched
+    }
+
+    fn image_memo(&self) -> Option<&crate::ImageMemo> {
+        Some(&self.0)
+    }
+}
+
+/// A kept answer is held to the run's spec as the engine's own would be: one whose repo
+/// digests lack the pinned reference (kept for that reference by mistake, or an engine that
+/// retagged) is refused before anything is created, never taken on trust.
+#[tokio::test(start_paused = true)]
+async fn lifecycle_a_remembered_image_inspect_is_still_checked_against_the_pinned_digest() {
+    let dir = tempfile::tempdir().unwrap();
+    let spec = spec(dir.path());
+    let memo = crate::ImageMemo::default();
+    let (first, fake) = run_with(Script::default(), &spec, &Remembering(memo.clone())).await;
+    assert_eq!(first.decision, Decision::Completed { exit_code: 0 });
+    assert_eq!(
+        fake.calls()
+            .iter()
+            .filter(|c| **c == "inspect_image")
+            .count(),
+        1
+    );
+    let mut kept = memo.get(&spec.image).expect("a passing answer is kept");
+    kept.repo_digests = Some(vec![format!("other@sha256:{}", "1".repeat(64))]);
+    memo.put(&spec.image, kept);
+    let (second, fake) = run_with(Script::default(), &spec, &Remembering(memo)).await;
+    assert!(reason(&second.decision).is_some(), "{:?}", second.decision);
+    assert!(
+        !fake.calls().contains(&"inspect_image"),
+        "{:?}",
+        fake.calls()
+    );
+    assert!(!fake.calls().contains(&"create"), "{:?}", fake.calls());
+}
+
+/// The second run of a batch takes the first's answer (no inspect of its own); a create that
+/// fails on a kept answer (the image removed meanwhile) forgets it, so the next run asks the
+/// engine again (and may pull) instead of failing on the same stale answer.
+#[tokio::test(start_paused = true)]
+async fn lifecycle_a_failed_create_forgets_the_remembered_image_inspect() {
+    let dir = tempfile::tempdir().unwrap();
+    let spec = spec(dir.path());
+    let memo = crate::ImageMemo::default();
+    run_with(Script::default(), &spec, &Remembering(memo.clone())).await;
+    let (refused, fake) = run_with(
+        Script {
+            create_refused: true,
+            ..Script::default()
+        },
+        &spec,
+        &Remembering(memo.clone()),
+    )
+    .await;
+    assert_eq!(
+        reason(&refused.decision),
+        Some(NoVerdictReason::CreateFailed)
+    );
+    assert!(
+        !fake.calls().contains(&"inspect_image"),
+        "{:?}",
+        fake.calls()
+    );
+    assert!(memo.get(&spec.image).is_none());
+    let (again, fake) = run_with(Script::default(), &spec, &Remembering(memo)).await;
+    assert_eq!(again.decision, Decision::Completed { exit_code: 0 });
+    assert!(
+        fake.calls().contains(&"inspect_image"),
+        "{:?}",
+        fake.calls()
+    );
+}

@@ -1,0 +1,208 @@
+//! Issue #50 item 2: what `worker serve` asks the engine per job, against what it may ask once
+//! per batch. The feed is a real HTTP server on loopback (the stand-in platform, archives
+//! included); the jobs run through the real `SandboxJobExecutor` (staging, the lifecycle,
+//! judging, the candidate) over worker-sandbox's scripted engine (`fake-engine`), a fresh
+//! scripted container per run, every call of every run recorded. Counts, not times: nothing
+//! here depends on how fast the machine is.
+
+// Test scaffolding outside #[test] fns (fakes, builders): failures should fail loudly.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::collections::BTreeMap;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use serde_json::json;
+use verifier_sdk::fixtures::EXPIRES_AT;
+use verifier_sdk::oci_runtime::RUNC;
+use worker_jobs::feed::SandboxJobExecutor;
+use worker_sandbox::lifecycle::Lifecycle;
+use worker_sandbox::lifecycle::fake::{Fake, Script};
+use worker_sandbox::{Executor, RunHooks, RunLifecycle, RunReport, SandboxError, SandboxSpec};
+use worker_serve::clock::ManualClock;
+use worker_serve::images::ImagePolicy;
+use worker_serve::shutdown::Shutdown;
+use worker_serve::telemetry::Telemetry;
+use worker_serve::{prepare, serve_with};
+
+mod common;
+use common::{job_at, serve_benchmark, serve_config};
+use test_feed::*;
+
+/// A fresh scripted container per run (the fake holds one), each run's engine calls kept;
+/// the batch's own calls (images, capacity) go to `template`'s engine.
+#[derive(Debug)]
+struct FreshEach {
+    template: Lifecycle<Fake>,
+    runs: Arc<Mutex<Vec<Vec<&'static str>>>>,
+}
+
+#[async_trait::async_trait]
+impl RunLifecycle for FreshEach {
+    fn facts(&self) -> &worker_sandbox::evidence::EngineFacts {
+        self.template.facts()
+    }
+
+    async fn run(
+        &self,
+        spec: &SandboxSpec,
+        hooks: &dyn RunHooks,
+    ) -> Result<RunReport, SandboxError> {
+        let fake = Fake::new(Script::default());
+        let fresh = Lifecycle::connect(fake.clone(), RUNC).await?;
+        let report = fresh.run(spec, hooks).await;
+        self.runs.lock().unwrap().push(fake.calls());
+        report
+    }
+
+    async fn cleanup_stale(&self) -> Result<Vec<String>, SandboxError> {
+        self.template.cleanup_stale().await
+    }
+
+    async fn remove_own_containers(&self) -> Result<Vec<String>, SandboxError> {
+        self.template.remove_own_containers().await
+    }
+
+    async fn host_resources(&self) -> Result<worker_sandbox::engine::HostResources, SandboxError> {
+        self.template.host_resources().await
+    }
+
+    async fn mounted_paths(
+        &self,
+    ) -> Result<std::collections::BTreeSet<std::path::PathBuf>, SandboxError> {
+        self.template.mounted_paths().await
+    }
+
+    fn images(&self) -> &dyn worker_sandbox::images::ImageStore {
+        self.template.images()
+    }
+}
+
+/// What one batch of `jobs` jobs of one image asked the engine: each run's calls, the
+/// batch's own, and the outcome every job's run recorded in the ledger.
+struct Served {
+    runs: Vec<Vec<&'static str>>,
+    batch: Vec<&'static str>,
+    outcomes: Vec<Option<String>>,
+}
+
+/// Serves `jobs` jobs of the sample manifest's image, all listed by the first poll, with
+/// `parallel` at once, until every one has its readiness record (written after its run).
+async fn serve_one_batch(jobs: u64, parallel: usize) -> Served {
+    let server = TestServer::start().await;
+    let bench = serve_benchmark(&server);
+    let listed: Vec<_> = (1..=jobs)
+        .map(|round| job_at(&server, bench, round, EXPIRES_AT + 10_000, |_| {}))
+        .collect();
+    server.route(&feed_path(VERIFIER), Reply::json(&json!(listed)));
+    let tmp = tempfile::tempdir().unwrap();
+    let images = ImagePolicy {
+        min_free: 0,
+        ..ImagePolicy::default()
+    };
+    let config = serve_config(
+        &server,
+        tmp.path(),
+        None,
+        parallel,
+        Duration::from_secs(60),
+        images,
+    );
+    let now_ms = i64::try_from(EXPIRES_AT - 3_600).unwrap() * 1000;
+    let telemetry = Telemetry::new(config.poll_interval, Arc::new(ManualClock::new(now_ms)));
+    let prepared = prepare(&config).unwrap();
+    let template_engine = Fake::new(Script::default());
+    let runs = Arc::new(Mutex::new(Vec::new()));
+    let sandbox = Executor::new(FreshEach {
+        template: Lifecycle::connect(template_engine.clone(), RUNC)
+            .await
+            .unwrap(),
+        runs: Arc::clone(&runs),
+    });
+    let executor = SandboxJobExecutor::new(sandbox.clone(), tmp.path().join("staging"), false);
+    let shutdown = Shutdown::never();
+    let out = config.feed.out_dir.clone();
+    let ids: Vec<String> = listed
+        .iter()
+        .map(|j| j["job_id"].as_str().unwrap().to_owned())
+        .collect();
+    let all_recorded = || {
+        ids.iter().all(|id| {
+            out.join(verifier_sdk::readiness::readiness_file_name(id))
+                .exists()
+        })
+    };
+    let done = tokio::select! {
+        r = serve_with(&config, prepared.ledger, &sandbox, &executor, &shutdown, &telemetry) => panic!("serve stopped: {r:?}"),
+        done = wait_for(all_recorded) => done,
+    };
+    assert!(done, "not every job was run");
+    let ledger = worker_serve::ledger::Ledger::open(&config.state_dir).unwrap();
+    let outcomes = ids
+        .iter()
+        .map(|id| {
+            let runs = ledger.runs(Some(id)).unwrap();
+            assert_eq!(runs.len(), 1, "{id}: {runs:?}");
+            runs[0].outcome.clone()
+        })
+        .collect();
+    let runs = runs.lock().unwrap().clone();
+    Served {
+        runs,
+        batch: template_engine.calls(),
+        outcomes,
+    }
+}
+
+/// Waits until `done` holds; `false` after a bound far beyond what the service needs (a
+/// missing behaviour, not a slow machine: the result does not depend on where it stops).
+async fn wait_for(done: impl Fn() -> bool) -> bool {
+    for _ in 0..3000 {
+        if done() {
+            return true;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    false
+}
+
+fn tally<'a>(calls: impl IntoIterator<Item = &'a &'static str>) -> BTreeMap<&'static str, usize> {
+    let mut tally = BTreeMap::new();
+    for call in calls {
+        *tally.entry(*call).or_default() += 1;
+    }
+    tally
+}
+
+/// Four jobs of one pinned image in one batch, one at a time: the image is inspected once
+/// for the batch, not once per job, and every run still gets its verdict, each job the same
+/// one. Before: each run inspected the image again before its create (four inspects, one
+/// engine round trip a job inside its slot).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn serve_inspects_an_image_once_per_batch_not_once_per_job() {
+    let served = serve_one_batch(4, 1).await;
+    let all = tally(served.runs.iter().flatten().chain(&served.batch));
+    eprintln!(
+        "engine calls over 4 jobs: runs {:?}; batch {:?}",
+        served.runs.iter().map(tally).collect::<Vec<_>>(),
+        tally(&served.batch)
+    );
+    assert_eq!(served.runs.len(), 4, "{:?}", served.runs);
+    assert_eq!(all.get("inspect_image"), Some(&1), "{all:?}");
+    // The verdict is unchanged by where the inspect came from: every run created, started
+    // and removed its container and completed.
+    for run in &served.runs {
+        let t = tally(run);
+        for call in ["create", "start", "remove"] {
+            assert!(t.get(call).is_some_and(|n| *n >= 1), "{call}: {run:?}");
+        }
+    }
+    assert!(
+        served.outcomes.iter().all(
+            |o| o.as_deref().is_some_and(|o| o.starts_with("completed_"))
+                && *o == served.outcomes[0]
+        ),
+        "{:?}",
+        served.outcomes
+    );
+}
