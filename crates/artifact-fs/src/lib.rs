@@ -11,6 +11,9 @@
 //!   opened), fsyncs it, renames it over the target and fsyncs the directory. A reader sees the
 //!   old or the complete new file; after a crash, the rename is durable or never happened.
 //!
+//! - [`lock_pid_file`] takes the exclusive `flock` a state directory's single writer holds,
+//!   and names the holder's pid in the refusal of a second one.
+//!
 //! Synchronous on purpose: these are small files, and every caller already runs them outside
 //! any async hot path.
 
@@ -196,6 +199,53 @@ pub fn write_atomic(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
     File::open(dir)?.sync_all()
 }
 
+/// Why [`lock_pid_file`] did not take its lock.
+#[derive(Debug)]
+pub enum LockError {
+    /// Another open of the file holds the lock; `pid` is what its holder wrote in it, when that
+    /// reads as a pid.
+    Held {
+        /// The holder's pid (informational).
+        pid: Option<u32>,
+    },
+    /// Opening or locking the file failed.
+    Io(std::io::Error),
+}
+
+/// Takes the exclusive `flock` on `path` (created when absent, never truncated before the lock
+/// is ours) and writes this process's id in it. The lock lasts as long as the returned file is
+/// open; the kernel drops it when the process ends, however it ends, so a killed holder never
+/// blocks the next one.
+pub fn lock_pid_file(path: &Path) -> Result<File, LockError> {
+    use std::io::Seek as _;
+    let mut file = File::options()
+        .read(true)
+        .write(true)
+        .create(true)
+        .truncate(false)
+        .open(path)
+        .map_err(LockError::Io)?;
+    match file.try_lock() {
+        Ok(()) => {}
+        Err(std::fs::TryLockError::WouldBlock) => {
+            let mut text = String::new();
+            let pid = (&file)
+                .take(32)
+                .read_to_string(&mut text)
+                .ok()
+                .and_then(|_| text.trim().parse().ok());
+            return Err(LockError::Held { pid });
+        }
+        Err(std::fs::TryLockError::Error(e)) => return Err(LockError::Io(e)),
+    }
+    // The pid only makes the refusal message more useful; failing to write it does not matter.
+    let _ = file
+        .set_len(0)
+        .and_then(|()| file.rewind())
+        .and_then(|()| write!(file, "{}", std::process::id()));
+    Ok(file)
+}
+
 #[cfg(test)]
 mod tests {
     #![allow(clippy::unwrap_used)]
@@ -302,5 +352,22 @@ mod tests {
         std::fs::hard_link(&victim, &hard).unwrap();
         write_atomic(&hard, b"new").unwrap();
         assert_eq!(std::fs::read(&victim).unwrap(), b"precious");
+    }
+
+    #[test]
+    fn a_second_lock_is_refused_with_the_holders_pid_until_the_first_is_dropped() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("x.lock");
+        let first = lock_pid_file(&path).unwrap();
+        match lock_pid_file(&path) {
+            Err(LockError::Held { pid }) => assert_eq!(pid, Some(std::process::id())),
+            other => panic!("{other:?}"),
+        }
+        drop(first);
+        lock_pid_file(&path).unwrap();
+        assert!(matches!(
+            lock_pid_file(&dir.path().join("no/such/dir.lock")),
+            Err(LockError::Io(_))
+        ));
     }
 }

@@ -156,19 +156,26 @@ impl RpcChainReader {
             .await
             .map_err(|e| self.rpc_error("eth_blockNumber", &e))?;
         let block_timestamp = self
+            .block_timestamp(block_number, "the pinned block is unknown to the node")
+            .await?;
+        Ok((block_number, block_timestamp))
+    }
+
+    /// The timestamp of block `block_number`; `unknown` is the error's detail when the node
+    /// does not know the block.
+    async fn block_timestamp(
+        &self,
+        block_number: u64,
+        unknown: &'static str,
+    ) -> Result<u64, ChainReadError> {
+        Ok(self
             .provider
             .get_block_by_number(block_number.into())
             .await
             .map_err(|e| self.rpc_error("eth_getBlockByNumber", &e))?
-            .ok_or_else(|| {
-                self.rpc_error(
-                    "eth_getBlockByNumber",
-                    &"the pinned block is unknown to the node",
-                )
-            })?
+            .ok_or_else(|| self.rpc_error("eth_getBlockByNumber", &unknown))?
             .header
-            .timestamp;
-        Ok((block_number, block_timestamp))
+            .timestamp)
     }
 
     /// Refuses an address with no code at the pinned block (every view would read zeros).
@@ -198,15 +205,8 @@ impl RpcChainReader {
         block_number: u64,
     ) -> Result<BountyState, ChainReadError> {
         let block_timestamp = self
-            .provider
-            .get_block_by_number(block_number.into())
-            .await
-            .map_err(|e| self.rpc_error("eth_getBlockByNumber", &e))?
-            .ok_or_else(|| {
-                self.rpc_error("eth_getBlockByNumber", &"the block is unknown to the node")
-            })?
-            .header
-            .timestamp;
+            .block_timestamp(block_number, "the block is unknown to the node")
+            .await?;
         self.read_bounty_pinned(bounty, block_number, block_timestamp)
             .await
     }

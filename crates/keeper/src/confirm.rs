@@ -153,16 +153,19 @@ pub fn check_receipt(
             Err(ConfirmError::Field(field))
         }
     };
+    // Both events open with the kind the verdict settles with and the settlement's bounty
+    // id, round and solver.
+    let opening = |found: &'static str, passed: bool, bounty_id: B256, round, solver| {
+        if passed != expected.passed {
+            return Err(ConfirmError::WrongKind { found });
+        }
+        check(b32(bounty_id) == expected.bounty_id, "bountyId")?;
+        check(round == expected.round, "round")?;
+        check(Address::from(solver) == expected.solver, "solver")
+    };
     match event {
         SettlementEvent::Settled(e) => {
-            if !expected.passed {
-                return Err(ConfirmError::WrongKind {
-                    found: "BountySettled",
-                });
-            }
-            check(b32(e.bountyId) == expected.bounty_id, "bountyId")?;
-            check(e.round == expected.round, "round")?;
-            check(Address::from(e.solver) == expected.solver, "solver")?;
+            opening("BountySettled", true, e.bountyId, e.round, e.solver)?;
             check(
                 b32(e.submissionHash) == expected.submission_hash,
                 "submissionHash",
@@ -179,14 +182,7 @@ pub fn check_receipt(
             Ok(Settled::Paid)
         }
         SettlementEvent::Rejected(e) => {
-            if expected.passed {
-                return Err(ConfirmError::WrongKind {
-                    found: "SubmissionRejected",
-                });
-            }
-            check(b32(e.bountyId) == expected.bounty_id, "bountyId")?;
-            check(e.round == expected.round, "round")?;
-            check(Address::from(e.solver) == expected.solver, "solver")?;
+            opening("SubmissionRejected", false, e.bountyId, e.round, e.solver)?;
             check(
                 b32(e.verificationHash) == expected.verification_hash,
                 "verificationHash",

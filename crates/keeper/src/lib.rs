@@ -129,6 +129,33 @@ struct Connections {
 }
 
 impl Connections {
+    /// The relayer over these connections, for the chain the node answers: settling into
+    /// `state` with `pool`'s attestations, within `caps`, waiting for receipts as `wait` says.
+    async fn relayer<'a>(
+        &'a self,
+        state: &'a StateDir,
+        pool: &'a inputs::AttestationPool,
+        caps: FeeCaps,
+        wait: WaitPolicy,
+        api: &'a str,
+        require_oci_runtime: Option<&'a str>,
+    ) -> Result<Relayer<'a, bounty_chain::RpcChainReader>, RunError> {
+        let chain_id = self.rpc.chain_id().await.map_err(RunError::Rpc)?;
+        Ok(Relayer {
+            client: &self.client,
+            api,
+            require_oci_runtime,
+            reader: &self.reader,
+            rpc: &self.rpc,
+            signer: &self.key,
+            state,
+            chain_id,
+            caps,
+            wait,
+            pool,
+        })
+    }
+
     /// With several endpoints: each one's chain id and head, before anything is read or sent
     /// (endpoints on different chains are a configuration to fix, none answering an outage).
     async fn check_endpoints(&self) -> Result<(), RunError> {
@@ -185,20 +212,16 @@ pub async fn run(cfg: &RelayConfig) -> Result<Report, RunError> {
     let state = StateDir::open(&cfg.state_dir)?;
     let candidates = inputs::candidate_files(&cfg.candidates)?;
     let pool = inputs::attestation_pool(&cfg.attestations)?;
-    let chain_id = conn.rpc.chain_id().await.map_err(RunError::Rpc)?;
-    let relayer = Relayer {
-        client: &conn.client,
-        api: &cfg.api,
-        require_oci_runtime: cfg.require_oci_runtime.as_deref(),
-        reader: &conn.reader,
-        rpc: &conn.rpc,
-        signer,
-        state: &state,
-        chain_id,
-        caps: cfg.caps,
-        wait: cfg.wait,
-        pool: &pool,
-    };
+    let relayer = conn
+        .relayer(
+            &state,
+            &pool,
+            cfg.caps,
+            cfg.wait,
+            &cfg.api,
+            cfg.require_oci_runtime.as_deref(),
+        )
+        .await?;
     let mut jobs = Vec::with_capacity(candidates.len());
     for i in relay_order(&candidates, &pool, wall_clock()) {
         let (name, path) = &candidates[i];
@@ -208,7 +231,7 @@ pub async fn run(cfg: &RelayConfig) -> Result<Report, RunError> {
     // The report stays in file order whatever order the candidates were relayed in.
     jobs.sort_by_key(|(i, _)| *i);
     let jobs = jobs.into_iter().map(|(_, j)| j).collect();
-    Ok(Report::new(chain_id, signer.address(), jobs))
+    Ok(Report::new(relayer.chain_id, signer.address(), jobs))
 }
 
 /// Indices into `candidates` (in file-name order), soonest settlement deadline first.
@@ -281,23 +304,13 @@ pub async fn run_resume(cfg: &ResumeConfig) -> Result<Report, RunError> {
     }
     // Oldest first: the lowest nonce is the one blocking the others.
     open.sort_by_key(|(_, r)| (r.tx.nonce, r.updated_at));
-    let chain_id = conn.rpc.chain_id().await.map_err(RunError::Rpc)?;
-    let relayer = Relayer {
-        client: &conn.client,
-        api: "",
-        // Resuming only watches and replaces transactions already sent after the checks.
-        require_oci_runtime: None,
-        reader: &conn.reader,
-        rpc: &conn.rpc,
-        signer,
-        state: &state,
-        chain_id,
-        caps: cfg.caps,
-        wait: cfg.wait,
-        pool: &pool,
-    };
+    // No API, no runtime requirement: resuming only watches and replaces transactions
+    // already sent after the checks.
+    let relayer = conn
+        .relayer(&state, &pool, cfg.caps, cfg.wait, "", None)
+        .await?;
     for (file, record) in open {
         jobs.push(relayer.resume_record(&file, record).await);
     }
-    Ok(Report::new(chain_id, signer.address(), jobs))
+    Ok(Report::new(relayer.chain_id, signer.address(), jobs))
 }

@@ -310,37 +310,14 @@ pub struct StateDir {
 }
 
 fn lock_dir(root: &Path) -> Result<fs::File, RecordError> {
-    use std::io::{Read as _, Seek as _, Write as _};
     let path = root.join(LOCK_FILE);
-    let mut file = fs::OpenOptions::new()
-        .read(true)
-        .write(true)
-        .create(true)
-        .truncate(false)
-        .open(&path)
-        .map_err(io(&path))?;
-    match file.try_lock() {
-        Ok(()) => {}
-        Err(fs::TryLockError::WouldBlock) => {
-            let mut text = String::new();
-            let pid = (&file)
-                .take(32)
-                .read_to_string(&mut text)
-                .ok()
-                .and_then(|_| text.trim().parse().ok());
-            return Err(RecordError::Held {
-                dir: root.to_path_buf(),
-                pid,
-            });
-        }
-        Err(fs::TryLockError::Error(e)) => return Err(io(&path)(e)),
-    }
-    // The pid only makes the refusal message more useful; failing to write it does not matter.
-    let _ = file
-        .set_len(0)
-        .and_then(|()| file.rewind())
-        .and_then(|()| write!(file, "{}", std::process::id()));
-    Ok(file)
+    artifact_fs::lock_pid_file(&path).map_err(|e| match e {
+        artifact_fs::LockError::Held { pid } => RecordError::Held {
+            dir: root.to_path_buf(),
+            pid,
+        },
+        artifact_fs::LockError::Io(e) => io(&path)(e),
+    })
 }
 
 fn io(path: &Path) -> impl FnOnce(std::io::Error) -> RecordError + '_ {

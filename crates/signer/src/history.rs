@@ -20,8 +20,7 @@
 //! It deliberately holds no key, asks no chain and never decides whether a candidate is
 //! valid: the sign step hands it a checked, already verified signature.
 
-use std::fs::{self, File, OpenOptions, TryLockError};
-use std::io::{Read as _, Seek as _, Write as _};
+use std::fs::{self, File};
 use std::path::{Path, PathBuf};
 
 use rusqlite::{Connection, OpenFlags, OptionalExtension, TransactionBehavior, params};
@@ -333,37 +332,22 @@ fn io(path: &Path) -> impl FnOnce(std::io::Error) -> HistoryError + '_ {
     }
 }
 
+fn sql(path: &Path) -> impl Fn(rusqlite::Error) -> HistoryError + Copy + '_ {
+    move |source| HistoryError::Sqlite {
+        path: path.to_path_buf(),
+        source,
+    }
+}
+
 fn lock_dir(dir: &Path) -> Result<File, HistoryError> {
     let path = dir.join(LOCK_FILE);
-    let mut file = OpenOptions::new()
-        .read(true)
-        .write(true)
-        .create(true)
-        .truncate(false)
-        .open(&path)
-        .map_err(io(&path))?;
-    match file.try_lock() {
-        Ok(()) => {}
-        Err(TryLockError::WouldBlock) => {
-            let mut text = String::new();
-            let pid = (&file)
-                .take(32)
-                .read_to_string(&mut text)
-                .ok()
-                .and_then(|_| text.trim().parse().ok());
-            return Err(HistoryError::Held {
-                dir: dir.to_path_buf(),
-                pid,
-            });
-        }
-        Err(TryLockError::Error(e)) => return Err(io(&path)(e)),
-    }
-    // The pid only makes the refusal message more useful; failing to write it does not matter.
-    let _ = file
-        .set_len(0)
-        .and_then(|()| file.rewind())
-        .and_then(|()| write!(file, "{}", std::process::id()));
-    Ok(file)
+    artifact_fs::lock_pid_file(&path).map_err(|e| match e {
+        artifact_fs::LockError::Held { pid } => HistoryError::Held {
+            dir: dir.to_path_buf(),
+            pid,
+        },
+        artifact_fs::LockError::Io(e) => io(&path)(e),
+    })
 }
 
 /// Refuses a path that is a symlink: the history must be the file the operator named.
@@ -390,10 +374,7 @@ impl History {
         if regular_or_absent(&db)? {
             return Err(HistoryError::Exists(dir.to_path_buf()));
         }
-        let sql = |source| HistoryError::Sqlite {
-            path: db.clone(),
-            source,
-        };
+        let sql = sql(&db);
         let conn = Connection::open_with_flags(
             &db,
             OpenFlags::SQLITE_OPEN_READ_WRITE
@@ -438,17 +419,13 @@ impl History {
         )
         .map_err(|e| foreign(e.to_string()))?;
         // Read before anything writes: a file that is not a database fails here.
-        let app: i32 = conn
-            .pragma_query_value(None, "application_id", |r| r.get(0))
-            .map_err(|e| foreign(e.to_string()))?;
+        let app = pragma_i32(&conn, "application_id").map_err(|e| foreign(e.to_string()))?;
         if app != APPLICATION_ID {
             return Err(foreign(format!(
                 "its application_id is {app:#x}, not the signing history's {APPLICATION_ID:#x}"
             )));
         }
-        let version: i32 = conn
-            .pragma_query_value(None, "user_version", |r| r.get(0))
-            .map_err(|e| corrupt(e.to_string()))?;
+        let version = pragma_i32(&conn, "user_version").map_err(|e| corrupt(e.to_string()))?;
         if version != SCHEMA_VERSION {
             return Err(foreign(format!(
                 "schema version {version}; this signer reads version {SCHEMA_VERSION}"
@@ -471,13 +448,6 @@ impl History {
         Ok(history)
     }
 
-    fn sql(&self) -> impl Fn(rusqlite::Error) -> HistoryError + '_ {
-        |source| HistoryError::Sqlite {
-            path: self.db.clone(),
-            source,
-        }
-    }
-
     /// What the history holds for `scope` signed by `verifier`, against a new signature of
     /// verdict `passed`.
     pub fn prior(
@@ -497,21 +467,27 @@ impl History {
         record: &SignedRecord,
         candidate: Option<&str>,
     ) -> Result<(), HistoryError> {
-        let db = self.db.clone();
-        let sql = |source| HistoryError::Sqlite {
-            path: db.clone(),
-            source,
-        };
+        self.write(|tx, db| {
+            match prior_in(tx, db, record.verifier, &record.scope, record.passed)? {
+                Prior::Contradicts(earlier) => Err(HistoryError::Contradiction { earlier }),
+                Prior::Same(..) | Prior::None => insert(tx, record, candidate).map_err(sql(db)),
+            }
+        })
+    }
+
+    /// Runs `work` in one immediate (write-locking) transaction and commits it durably. An
+    /// error from `work` drops the transaction, which rolls back whatever it wrote.
+    fn write<T>(
+        &mut self,
+        work: impl FnOnce(&rusqlite::Transaction<'_>, &Path) -> Result<T, HistoryError>,
+    ) -> Result<T, HistoryError> {
         let tx = self
             .conn
             .transaction_with_behavior(TransactionBehavior::Immediate)
-            .map_err(sql)?;
-        match prior_in(&tx, &db, record.verifier, &record.scope, record.passed)? {
-            Prior::Contradicts(earlier) => return Err(HistoryError::Contradiction { earlier }),
-            Prior::Same(..) | Prior::None => {}
-        }
-        insert(&tx, record, candidate).map_err(sql)?;
-        tx.commit().map_err(sql)
+            .map_err(sql(&self.db))?;
+        let out = work(&tx, &self.db)?;
+        tx.commit().map_err(sql(&self.db))?;
+        Ok(out)
     }
 
     /// Every record, oldest first.
@@ -519,12 +495,12 @@ impl History {
         let mut stmt = self
             .conn
             .prepare(&format!("SELECT {COLUMNS} FROM signatures ORDER BY id"))
-            .map_err(self.sql())?;
+            .map_err(sql(&self.db))?;
         let rows = stmt
             .query_map([], raw_row)
-            .map_err(self.sql())?
+            .map_err(sql(&self.db))?
             .collect::<Result<Vec<_>, _>>()
-            .map_err(self.sql())?;
+            .map_err(sql(&self.db))?;
         rows.into_iter()
             .map(|(raw, _)| raw.check(&self.db))
             .collect()
@@ -535,39 +511,37 @@ impl History {
     /// other verdict than the store's (or than an earlier record of the same batch) refuses
     /// the whole batch. Nothing known is ever removed or lowered. Returns how many were added.
     pub fn merge(&mut self, records: &[SignedRecord]) -> Result<usize, HistoryError> {
-        let db = self.db.clone();
-        let sql = |source| HistoryError::Sqlite {
-            path: db.clone(),
-            source,
-        };
-        let tx = self
-            .conn
-            .transaction_with_behavior(TransactionBehavior::Immediate)
-            .map_err(sql)?;
-        let mut added = 0;
-        for r in records {
-            let known: Option<i64> = tx
-                .query_row(
-                    "SELECT id FROM signatures WHERE digest = ?1",
-                    params![r.digest.to_string()],
-                    |row| row.get(0),
-                )
-                .optional()
-                .map_err(sql)?;
-            if known.is_some() {
-                continue;
+        self.write(|tx, db| {
+            let mut added = 0;
+            for r in records {
+                let known: Option<i64> = tx
+                    .query_row(
+                        "SELECT id FROM signatures WHERE digest = ?1",
+                        params![r.digest.to_string()],
+                        |row| row.get(0),
+                    )
+                    .optional()
+                    .map_err(sql(db))?;
+                if known.is_some() {
+                    continue;
+                }
+                if let Prior::Contradicts(earlier) =
+                    prior_in(tx, db, r.verifier, &r.scope, r.passed)?
+                {
+                    // The error drops the transaction, rolling back what this batch added.
+                    return Err(HistoryError::Contradiction { earlier });
+                }
+                insert(tx, r, None).map_err(sql(db))?;
+                added += 1;
             }
-            if let Prior::Contradicts(earlier) = prior_in(&tx, &db, r.verifier, &r.scope, r.passed)?
-            {
-                // Dropping the transaction rolls back what this batch added.
-                return Err(HistoryError::Contradiction { earlier });
-            }
-            insert(&tx, r, None).map_err(sql)?;
-            added += 1;
-        }
-        tx.commit().map_err(sql)?;
-        Ok(added)
+            Ok(added)
+        })
     }
+}
+
+/// The integer header field `name` (`application_id`, `user_version`) of the open database.
+fn pragma_i32(conn: &Connection, name: &str) -> rusqlite::Result<i32> {
+    conn.pragma_query_value(None, name, |r| r.get(0))
 }
 
 fn pragmas(conn: &Connection) -> rusqlite::Result<()> {
@@ -660,10 +634,7 @@ fn prior_in(
     scope: &Scope,
     passed: bool,
 ) -> Result<Prior, HistoryError> {
-    let sql = |source| HistoryError::Sqlite {
-        path: db.to_path_buf(),
-        source,
-    };
+    let sql = sql(db);
     let mut stmt = conn
         .prepare(&format!(
             "SELECT {COLUMNS} FROM signatures WHERE verifier = ?1 AND chain_id = ?2 \
