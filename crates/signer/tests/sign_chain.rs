@@ -1137,20 +1137,9 @@ async fn binary_refuses_a_key_file_owned_by_another_user_with_exit_78() {
     let path = dir.path().join("key");
     std::fs::write(&path, DEV_KEYS[SIGNER_KEY_INDEX]).unwrap();
     std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o600)).unwrap();
-    // uid 12345 stands for any other user; root, or `sudo -n` for GitHub's runner user. Such
-    // a user could not even open another user's 0600 file (refused too, but as `Permission
-    // denied`): readable by all, so the ownership check (made before the mode's) refuses it.
-    if !test_root::is_root() {
-        std::fs::set_permissions(&path, std::os::unix::fs::PermissionsExt::from_mode(0o644))
-            .unwrap();
-    }
+    // chown as root, or `sudo -n` for GitHub's runner user.
     assert!(
-        test_root::as_root("chown")
-            .arg("12345:12345")
-            .arg(&path)
-            .status()
-            .unwrap()
-            .success(),
+        test_root::give_to_another_user(&path).unwrap(),
         "chown needs root or password-less sudo"
     );
     let (code, stdout, stderr) = run_binary(&w, &["--key-file", path.to_str().unwrap()], &[]).await;
@@ -1613,23 +1602,34 @@ async fn binary_signs_through_a_remote_signer() {
     assert_eq!(report["signed"], 1, "{report}");
 }
 
-#[tokio::test]
-async fn a_remote_signer_answering_for_another_address_fails_closed_before_any_candidate_is_read() {
-    let w = world().await;
+/// Runs `signer sign` for `signer` through the remote signer at `remote`, with a candidates
+/// directory that does not exist: whatever it answers came before any candidate was read.
+async fn sign_without_candidates(
+    w: &World,
+    signer: &str,
+    remote: &str,
+) -> (std::process::Output, String) {
     let history = new_history();
-    // An address the node holds no key of: the node answers eth_accounts without it.
-    let stranger = format!("0x{}", "5e".repeat(20));
     let out = tokio::process::Command::new(env!("CARGO_BIN_EXE_signer"))
         .args(["sign", "--candidates", "/nonexistent/candidates"])
-        .args(["--api", &w.api, "--rpc", w.kit.url(), "--signer", &stranger])
-        .args(["--remote-signer", w.kit.url(), "--out"])
+        .args(["--api", &w.api, "--rpc", w.kit.url(), "--signer", signer])
+        .args(["--remote-signer", remote, "--out"])
         .arg(w.out.path())
         .arg("--history")
         .arg(history.path())
         .output()
         .await
         .unwrap();
-    let stderr = String::from_utf8_lossy(&out.stderr);
+    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+    (out, stderr)
+}
+
+#[tokio::test]
+async fn a_remote_signer_answering_for_another_address_fails_closed_before_any_candidate_is_read() {
+    let w = world().await;
+    // An address the node holds no key of: the node answers eth_accounts without it.
+    let stranger = format!("0x{}", "5e".repeat(20));
+    let (out, stderr) = sign_without_candidates(&w, &stranger, w.kit.url()).await;
     // 78, not 4: the candidates directory (missing here) was never looked at.
     assert_eq!(out.status.code(), Some(78), "{stderr}");
     assert!(stderr.contains("does not list"), "{stderr}");
@@ -1639,19 +1639,8 @@ async fn a_remote_signer_answering_for_another_address_fails_closed_before_any_c
 #[tokio::test]
 async fn a_remote_signer_that_does_not_answer_is_an_outage_and_nothing_is_read() {
     let w = world().await;
-    let history = new_history();
-    let out = tokio::process::Command::new(env!("CARGO_BIN_EXE_signer"))
-        .args(["sign", "--candidates", "/nonexistent/candidates"])
-        .args(["--api", &w.api, "--rpc", w.kit.url()])
-        .args(["--signer", &w.signer.to_string()])
-        .args(["--remote-signer", "http://127.0.0.1:9", "--out"])
-        .arg(w.out.path())
-        .arg("--history")
-        .arg(history.path())
-        .output()
-        .await
-        .unwrap();
-    let stderr = String::from_utf8_lossy(&out.stderr);
+    let signer = w.signer.to_string();
+    let (out, stderr) = sign_without_candidates(&w, &signer, "http://127.0.0.1:9").await;
     assert_eq!(out.status.code(), Some(5), "{stderr}");
     assert!(w.attestation_files().is_empty());
 }

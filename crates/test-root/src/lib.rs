@@ -41,6 +41,23 @@ pub fn as_root(program: &str) -> Command {
     }
 }
 
+/// Hands `path` to uid and gid 12345, standing for any other user, through `chown` as root, so
+/// an ownership check has a foreign file to refuse. `Ok(false)` when `chown` failed (no root,
+/// no password-less sudo). A caller that is not root first makes the file readable by all:
+/// it could not even open another user's 0600 file (refused too, but as `Permission denied`),
+/// so the ownership check, made before the mode's, is the one that refuses it.
+pub fn give_to_another_user(path: &Path) -> std::io::Result<bool> {
+    use std::os::unix::fs::PermissionsExt;
+    if !is_root() {
+        std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o644))?;
+    }
+    Ok(as_root("chown")
+        .arg("12345:12345")
+        .arg(path)
+        .status()?
+        .success())
+}
+
 /// Mounts a `size_mib` tmpfs at `path` (which must exist) with `mode`, owned by this
 /// process's user and group, so a non-root caller that mounted it through sudo can write
 /// there as root could. The output of `mount` is returned as it is.
