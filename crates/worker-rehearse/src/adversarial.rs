@@ -77,6 +77,26 @@ const MAX_SHEBANG_BYTES: usize = 4096;
 const LISTED_FILES: usize = 3;
 
 impl StubResult {
+    /// A stub with no files and no run: only its name, status and outcome (what a stub that
+    /// was not run starts from, and the tests' stubs).
+    pub(crate) fn empty(name: String, status: &'static str, outcome: &'static str) -> Self {
+        Self {
+            name,
+            replaced: vec![],
+            added: vec![],
+            shadows: None,
+            run_by_benchmark: vec![],
+            kept_files: 0,
+            source_snapshot_digest: None,
+            status,
+            reason: None,
+            exit_code: None,
+            headline: String::new(),
+            evidence_path: None,
+            outcome,
+        }
+    }
+
     fn ran(stub: StubTree, digest: Sha256Digest, run: RunResult, references: &References) -> Self {
         let e = run.explanation;
         // A shadow's replaced files fail on load: its pass can only hinge on what it added.
@@ -637,18 +657,7 @@ async fn run_waves(
                     }
                     Planned::Tree(tree) | Planned::Shadow(tree) => tree,
                 };
-                let staged = stage_tree(
-                    StageKind::Source,
-                    &tree.dir,
-                    trials.root,
-                    trials.limits,
-                    &mut NoProgress,
-                )
-                .map_err(|source| RehearseError::Stage {
-                    what: "adversarial stub",
-                    source,
-                })?;
-                let digest = staged.snapshot.digest;
+                let digest = trials.stage(&tree.dir, "adversarial stub")?;
                 jobs.push(Job::Run { i, tree, digest });
             }
             // The base waits on no stub: last in the last wave, it takes the slot that wave's
@@ -791,19 +800,12 @@ async fn stub_job(trials: &Trials<'_>, runs: &Runs, references: &References, job
 /// A shadow not run because its base, `fail_on_load_keep_text`, passed without it.
 fn skipped_shadow(tree: StubTree) -> StubResult {
     StubResult {
-        name: tree.name,
         replaced: tree.replaced,
         added: tree.added,
         shadows: tree.shadows,
-        run_by_benchmark: vec![],
         kept_files: tree.kept,
-        source_snapshot_digest: None,
-        status: "not_run",
-        reason: None,
-        exit_code: None,
         headline: format!("not run: {FAIL_ON_LOAD_KEEP_TEXT} passed without a shadow"),
-        evidence_path: None,
-        outcome: "skipped",
+        ..StubResult::empty(tree.name, "not_run", "skipped")
     }
 }
 
@@ -835,6 +837,22 @@ struct Trials<'a> {
     limits: TreeLimits,
 }
 
+impl Trials<'_> {
+    /// Stages `dir` as a source tree in the rehearsal's store, as every stub and trial is;
+    /// `what` names it in an error.
+    fn stage(&self, dir: &Path, what: &'static str) -> Result<Sha256Digest, RehearseError> {
+        stage_tree(
+            StageKind::Source,
+            dir,
+            self.root,
+            self.limits,
+            &mut NoProgress,
+        )
+        .map(|staged| staged.snapshot.digest)
+        .map_err(|source| RehearseError::Stage { what, source })
+    }
+}
+
 /// Bisects the files a passing `exit_on_load` replaced ([`super::culprit`]): each trial a tree
 /// built, staged and run like a stub, at most [`CULPRIT_BUDGET`] of them.
 async fn find_culprit(
@@ -854,31 +872,13 @@ async fn find_culprit(
         let dest = trials.work.join(format!("culprit-{k}"));
         let tree = exit_on_load_only(trials.source, &dest, trials.limits, Some(&subset))?
             .ok_or_else(|| root_error(&dest, "the culprit trial's tree was not built"))?;
-        let staged = stage_tree(
-            StageKind::Source,
-            &tree.dir,
-            trials.root,
-            trials.limits,
-            &mut NoProgress,
-        )
-        .map_err(|source| RehearseError::Stage {
-            what: "culprit trial",
-            source,
-        })?;
+        let digest = trials.stage(&tree.dir, "culprit trial")?;
         let label = format!("rehearse-culprit-{k}");
         let step = match subset.len() {
             1 => format!("culprit trial {k}: {} alone", printable(&subset[0])),
             n => format!("culprit trial {k}: {n} of {} files", stub.replaced.len()),
         };
-        let run = run_once(
-            trials.executor,
-            trials.prepared,
-            runs,
-            staged.snapshot.digest,
-            1,
-            &label,
-        )
-        .await;
+        let run = run_once(trials.executor, trials.prepared, runs, digest, 1, &label).await;
         lines.push((step, progress_words(false, &run)));
         let run = run?;
         search.record(subset, run.explanation.status);
@@ -936,19 +936,8 @@ fn referenced_programs(
 /// solution, whose pass says nothing.
 fn not_applicable() -> StubResult {
     StubResult {
-        name: EXIT_ON_LOAD.into(),
-        replaced: vec![],
-        added: vec![],
-        shadows: None,
-        run_by_benchmark: vec![],
-        kept_files: 0,
-        source_snapshot_digest: None,
-        status: "not_run",
-        reason: None,
-        exit_code: None,
         headline: "no file in a language with an exit stub".into(),
-        evidence_path: None,
-        outcome: "skipped",
+        ..StubResult::empty(EXIT_ON_LOAD.into(), "not_run", "skipped")
     }
 }
 
@@ -1138,21 +1127,7 @@ mod tests {
     }
 
     fn stub(name: &str, status: &'static str, outcome: &'static str) -> StubResult {
-        StubResult {
-            name: name.into(),
-            replaced: vec![],
-            added: vec![],
-            shadows: None,
-            run_by_benchmark: vec![],
-            kept_files: 0,
-            source_snapshot_digest: None,
-            status,
-            reason: None,
-            exit_code: None,
-            headline: String::new(),
-            evidence_path: None,
-            outcome,
-        }
+        StubResult::empty(name.into(), status, outcome)
     }
 
     #[test]

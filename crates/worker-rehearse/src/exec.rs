@@ -77,6 +77,33 @@ pub struct RunResult {
     pub logs: Option<PathBuf>,
 }
 
+#[cfg(test)]
+impl RunResult {
+    /// Run `run` as its explanation's status and reason alone say it ended: no output, no
+    /// record; what the tests that judge a run by those give it.
+    pub(crate) fn of_status(run: u32, status: &'static str, reason: Option<&'static str>) -> Self {
+        Self {
+            run,
+            explanation: Explanation {
+                status,
+                reason,
+                exit_code: None,
+                duration_ms: None,
+                headline: String::new(),
+                details: vec![],
+                stdout_tail: None,
+                stderr_tail: None,
+                hits: vec![],
+                tests: None,
+            },
+            evidence_path: None,
+            zero_tests: None,
+            logs: None,
+            evidence: None,
+        }
+    }
+}
+
 /// The summary line of a common test runner that ran no test, if the output has one. A pass
 /// with zero tests judged nothing: a benchmark whose discovery finds no test (a wrong pattern
 /// or directory) passes every solution.

@@ -182,25 +182,12 @@ mod tests {
     use super::*;
 
     fn stub(name: &str, outcome: &'static str) -> StubResult {
-        StubResult {
-            name: name.into(),
-            replaced: vec![],
-            added: vec![],
-            shadows: None,
-            run_by_benchmark: vec![],
-            kept_files: 0,
-            source_snapshot_digest: None,
-            status: if outcome == "bypassed" {
-                "passed"
-            } else {
-                "failed"
-            },
-            reason: None,
-            exit_code: None,
-            headline: String::new(),
-            evidence_path: None,
-            outcome,
-        }
+        let status = if outcome == "bypassed" {
+            "passed"
+        } else {
+            "failed"
+        };
+        StubResult::empty(name.into(), status, outcome)
     }
 
     #[test]

@@ -318,28 +318,9 @@ mod tests {
     use super::*;
     use verifier_sdk::{RunnerManifest, runner_manifest_hash};
     use worker_jobs::run::spec_for;
-    use worker_sandbox::explain::Explanation;
 
     fn result(run: u32, status: &'static str, reason: Option<&'static str>) -> RunResult {
-        RunResult {
-            run,
-            explanation: Explanation {
-                status,
-                reason,
-                exit_code: None,
-                duration_ms: None,
-                headline: String::new(),
-                details: vec![],
-                stdout_tail: None,
-                stderr_tail: None,
-                hits: vec![],
-                tests: None,
-            },
-            evidence_path: None,
-            zero_tests: None,
-            logs: None,
-            evidence: None,
-        }
+        RunResult::of_status(run, status, reason)
     }
 
     fn prepared() -> Prepared {

@@ -1,6 +1,5 @@
 use super::*;
 use std::fs;
-use worker_sandbox::explain::Explanation;
 
 const BASE: &str = "def to_roman(value):\n    out = ''\n    return out\n";
 const SOLVED: &str = "def to_roman(value):\n    if not 1 <= value <= 3999:\n        raise ValueError(value)\n    out = ''\n    return out\n";
@@ -62,25 +61,9 @@ fn a_mutant_shows_as_a_unified_diff_of_its_line() {
 }
 
 fn run(status: &'static str, reason: Option<&'static str>, stderr: &str) -> RunResult {
-    RunResult {
-        run: 1,
-        explanation: Explanation {
-            status,
-            reason,
-            exit_code: None,
-            duration_ms: None,
-            headline: String::new(),
-            details: vec![],
-            stdout_tail: None,
-            stderr_tail: Some(stderr.into()),
-            hits: vec![],
-            tests: None,
-        },
-        evidence_path: None,
-        zero_tests: None,
-        logs: None,
-        evidence: None,
-    }
+    let mut run = RunResult::of_status(1, status, reason);
+    run.explanation.stderr_tail = Some(stderr.into());
+    run
 }
 
 #[test]
