@@ -343,6 +343,48 @@ pub fn dir_digest(path: &Path) -> Sha256Digest {
         .digest
 }
 
+/// A readiness record for `job_id` in which every check passed: what an earlier run may have
+/// left at the job's path, for a test to see it replaced.
+pub fn ready_record(job_id: &str) -> verifier_sdk::readiness::ReadinessRecord {
+    let record = verifier_sdk::readiness::ReadinessRecord::new(
+        job_id,
+        1,
+        verifier_sdk::readiness::ALL_CHECKS
+            .iter()
+            .map(|k| verifier_sdk::readiness::CheckResult::pass(*k))
+            .collect(),
+    );
+    assert!(record.ready);
+    record
+}
+
+/// The readiness record of `job_id` in the output directory `out`.
+pub fn read_readiness(out: &Path, job_id: &str) -> verifier_sdk::readiness::ReadinessRecord {
+    let name = verifier_sdk::readiness::readiness_file_name(job_id);
+    verifier_sdk::readiness::ReadinessRecord::parse(&std::fs::read(out.join(name)).unwrap())
+        .unwrap()
+}
+
+/// Asserts that `record` is the one written for a job that was not run: not ready, every
+/// check present and `not_checked`, each message naming every one of `why`.
+pub fn assert_not_run(record: &verifier_sdk::readiness::ReadinessRecord, why: &[&str]) {
+    assert!(!record.ready, "{record:?}");
+    assert_eq!(
+        record.checks.len(),
+        verifier_sdk::readiness::ALL_CHECKS.len()
+    );
+    for c in &record.checks {
+        assert_eq!(
+            c.code.as_deref(),
+            Some(verifier_sdk::readiness::NOT_CHECKED)
+        );
+        let m = c.message.as_deref().unwrap_or_default();
+        for part in why {
+            assert!(m.contains(part), "no {part:?} in {m}");
+        }
+    }
+}
+
 /// The fixture's verifier.
 pub const VERIFIER: &str = "0xbe6292b9e465f549e2363b918d6dd9187038431e";
 /// Another verifier, never configured.

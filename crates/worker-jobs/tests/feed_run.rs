@@ -692,16 +692,7 @@ async fn a_job_skipped_without_a_run_is_written_not_ready_with_the_reason() {
     let out = w.root.join("out");
     std::fs::create_dir_all(&out).unwrap();
     for job in [&short, &beyond] {
-        let stale = verifier_sdk::readiness::ReadinessRecord::new(
-            id(job),
-            1,
-            verifier_sdk::readiness::ALL_CHECKS
-                .iter()
-                .map(|k| verifier_sdk::readiness::CheckResult::pass(*k))
-                .collect(),
-        );
-        assert!(stale.ready);
-        worker_jobs::feed::readiness::write_readiness(&out, &stale).unwrap();
+        worker_jobs::feed::readiness::write_readiness(&out, &ready_record(&id(job))).unwrap();
     }
     let exec = FakeExecutor::default();
     let mut config = w.config_at("out", end - 150);
@@ -715,17 +706,7 @@ async fn a_job_skipped_without_a_run_is_written_not_ready_with_the_reason() {
             report.jobs
         );
         assert_eq!(exec.calls(&id(job)), 0);
-        let r = readiness(&out, job);
-        assert!(!r.ready, "{r:?}");
-        assert_eq!(r.checks.len(), verifier_sdk::readiness::ALL_CHECKS.len());
-        for c in &r.checks {
-            assert_eq!(
-                c.code.as_deref(),
-                Some(verifier_sdk::readiness::NOT_CHECKED)
-            );
-            let m = c.message.as_deref().unwrap_or_default();
-            assert!(m.contains(code), "{m}");
-        }
+        assert_not_run(&readiness(&out, job), &[code]);
     }
     assert_eq!(exec.calls(&id(&fine)), 1);
 }
@@ -1199,9 +1180,7 @@ impl worker_jobs::feed::readiness::ChainReadiness for FundedChain {
 }
 
 fn readiness(out: &Path, job: &Value) -> verifier_sdk::readiness::ReadinessRecord {
-    let name = verifier_sdk::readiness::readiness_file_name(&id(job));
-    verifier_sdk::readiness::ReadinessRecord::parse(&std::fs::read(out.join(name)).unwrap())
-        .unwrap()
+    read_readiness(out, &id(job))
 }
 
 /// PR #1288's bug (issue #43 item 3), through `run_feed`: a job whose run gave a candidate but

@@ -1077,13 +1077,38 @@ pub struct RunResult {
 impl RunResult {
     /// A run cut short by a shutdown of this process.
     pub fn interrupted(detail: &str) -> Self {
+        Self::without_candidate(RunKind::Interrupted, INTERRUPTED, INTERRUPTED, Some(detail))
+    }
+
+    /// A run of `kind` that wrote no candidate: the report row's `outcome`, its reason code
+    /// and detail; no window known.
+    pub fn without_candidate(
+        kind: RunKind,
+        outcome: &str,
+        reason_code: &str,
+        reason: Option<&str>,
+    ) -> Self {
         Self {
-            kind: RunKind::Interrupted,
-            outcome: INTERRUPTED.into(),
-            reason_code: Some(INTERRUPTED.into()),
-            reason: Some(detail.into()),
+            kind,
+            outcome: outcome.into(),
+            reason_code: Some(reason_code.into()),
+            reason: reason.map(str::to_owned),
             evidence: None,
             candidate_file: None,
+            last_start_ms: None,
+        }
+    }
+
+    /// A run that wrote the candidate `candidate_file` with the evidence at `evidence`:
+    /// `completed_passed`.
+    pub fn passed(evidence: &str, candidate_file: &str) -> Self {
+        Self {
+            kind: RunKind::Completed,
+            outcome: "completed_passed".into(),
+            reason_code: None,
+            reason: None,
+            evidence: Some(evidence.into()),
+            candidate_file: Some(candidate_file.into()),
             last_start_ms: None,
         }
     }
@@ -1115,15 +1140,7 @@ mod tests {
     }
 
     fn completed() -> RunResult {
-        RunResult {
-            kind: RunKind::Completed,
-            outcome: "completed_passed".into(),
-            reason_code: None,
-            reason: None,
-            evidence: Some("sha256:00".into()),
-            candidate_file: Some("c.json".into()),
-            last_start_ms: None,
-        }
+        RunResult::passed("sha256:00", "c.json")
     }
 
     /// The frames the write-ahead log holds (each commit appends the pages it changed).
@@ -1209,15 +1226,7 @@ mod tests {
     }
 
     fn failed(kind: RunKind, code: &str) -> RunResult {
-        RunResult {
-            kind,
-            outcome: "no_verdict".into(),
-            reason_code: Some(code.into()),
-            reason: Some("detail".into()),
-            evidence: None,
-            candidate_file: None,
-            last_start_ms: None,
-        }
+        RunResult::without_candidate(kind, "no_verdict", code, Some("detail"))
     }
 
     /// Issue 23.1: the job's own failures back off by doubling intervals and never end by a

@@ -49,6 +49,18 @@ fn two_hosts(test: &str, first: &str) -> Option<(Db, FleetLedger, FleetLedger)> 
     Some((db, first, b))
 }
 
+/// [`two_hosts`] where `first` has seen one job, `job`, and holds a lease of `lease` on it.
+fn two_hosts_first_leasing(
+    test: &str,
+    first: &str,
+    lease: Duration,
+) -> Option<(Db, FleetLedger, FleetLedger, Claim)> {
+    let (db, mut first, b) = two_hosts(test, first)?;
+    see(&mut first, "job", far_future());
+    let claim = first.claim(lease).unwrap().unwrap();
+    Some((db, first, b, claim))
+}
+
 /// A cluster of the test's own, its superuser's URL (trust on loopback: no password).
 fn cluster_url(cluster: &OwnCluster) -> FleetUrl {
     FleetUrl::parse(&cluster.url()).unwrap()
@@ -91,15 +103,7 @@ fn far_future() -> i64 {
 }
 
 fn completed(file: &str) -> RunResult {
-    RunResult {
-        kind: RunKind::Completed,
-        outcome: "completed_passed".into(),
-        reason_code: None,
-        reason: None,
-        evidence: Some("sha256:aa".into()),
-        candidate_file: Some(file.into()),
-        last_start_ms: None,
-    }
+    RunResult::passed("sha256:aa", file)
 }
 
 const LONG: Duration = Duration::from_secs(3600);
@@ -198,11 +202,11 @@ fn fleet_claims_follow_the_earliest_window_end_across_hosts() {
 
 #[test]
 fn fleet_a_live_lease_is_not_claimed_by_another_host_and_renewal_keeps_it() {
-    let Some((db, mut a, mut b)) = two_hosts("live_lease", "host-a") else {
+    let Some((db, mut a, mut b, claim)) =
+        two_hosts_first_leasing("live_lease", "host-a", Duration::from_millis(500))
+    else {
         return;
     };
-    see(&mut a, "job", far_future());
-    let claim = a.claim(Duration::from_millis(500)).unwrap().unwrap();
     assert!(
         a.renew(&claim, LONG).unwrap(),
         "the holder renews its own lease"
@@ -224,11 +228,11 @@ fn fleet_a_live_lease_is_not_claimed_by_another_host_and_renewal_keeps_it() {
 
 #[test]
 fn fleet_a_dead_hosts_job_is_taken_over_after_its_lease_and_finished_once() {
-    let Some((_db, mut dead, mut b)) = two_hosts("dead_host", "host-dead") else {
+    let Some((_db, dead, mut b, lost)) =
+        two_hosts_first_leasing("dead_host", "host-dead", Duration::from_millis(300))
+    else {
         return;
     };
-    see(&mut dead, "job", far_future());
-    let lost = dead.claim(Duration::from_millis(300)).unwrap().unwrap();
     drop(dead); // the host is gone: no renewal, no result
     let claim = claim_when_due(&mut b, LONG);
     assert_eq!(claim.job_id, "job");
@@ -248,11 +252,11 @@ fn fleet_a_dead_hosts_job_is_taken_over_after_its_lease_and_finished_once() {
 
 #[test]
 fn fleet_a_paused_hosts_late_candidate_is_refused_by_the_fence() {
-    let Some((_db, mut paused, mut b)) = two_hosts("paused_host", "host-paused") else {
+    let Some((_db, mut paused, mut b, stale)) =
+        two_hosts_first_leasing("paused_host", "host-paused", Duration::from_millis(300))
+    else {
         return;
     };
-    see(&mut paused, "job", far_future());
-    let stale = paused.claim(Duration::from_millis(300)).unwrap().unwrap();
     // The paused host's lease ends; another host takes the job over and is still running it
     // when the paused one wakes up with its result.
     let current = claim_when_due(&mut b, LONG);
@@ -583,15 +587,7 @@ fn fleet_a_failed_jobs_back_off_is_judged_on_the_services_clock() {
     see(&mut host, "job", far_future());
     let frozen = 1_000_000;
     let claim = host.claim(LONG).unwrap().unwrap();
-    let failed = RunResult {
-        kind: RunKind::NoVerdict,
-        outcome: "no_verdict".into(),
-        reason_code: Some("timeout".into()),
-        reason: None,
-        evidence: None,
-        candidate_file: None,
-        last_start_ms: None,
-    };
+    let failed = RunResult::without_candidate(RunKind::NoVerdict, "no_verdict", "timeout", None);
     assert_eq!(
         host.finish_at(&claim, &failed, Some(frozen)).unwrap(),
         Recorded::Yes

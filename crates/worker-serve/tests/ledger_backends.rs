@@ -139,27 +139,11 @@ fn key(id: &str) -> JobKey<'_> {
 }
 
 fn completed() -> RunResult {
-    RunResult {
-        kind: RunKind::Completed,
-        outcome: "completed_passed".into(),
-        reason_code: None,
-        reason: None,
-        evidence: Some("sha256:00".into()),
-        candidate_file: Some("c.json".into()),
-        last_start_ms: None,
-    }
+    RunResult::passed("sha256:00", "c.json")
 }
 
 fn failed(kind: RunKind, code: &str) -> RunResult {
-    RunResult {
-        kind,
-        outcome: "no_verdict".into(),
-        reason_code: Some(code.into()),
-        reason: Some("detail".into()),
-        evidence: None,
-        candidate_file: None,
-        last_start_ms: None,
-    }
+    RunResult::without_candidate(kind, "no_verdict", code, Some("detail"))
 }
 
 fn seen(ledger: &impl JobLedger, key: JobKey<'_>, expires: Option<i64>, at: i64) -> Seen {

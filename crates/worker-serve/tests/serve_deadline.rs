@@ -17,7 +17,7 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::path::Path;
-use std::sync::{Arc, Mutex};
+use std::sync::Mutex;
 use std::time::Duration;
 
 use serde_json::{Value, json};
@@ -28,38 +28,15 @@ use worker_jobs::feed::{ExecutedJob, JobExecutor, JobFailure};
 use worker_sandbox::Executor;
 use worker_sandbox::lifecycle::Lifecycle;
 use worker_sandbox::lifecycle::fake::{Fake, Script};
-use worker_serve::clock::ManualClock;
 use worker_serve::shutdown::Shutdown;
 use worker_serve::telemetry::Telemetry;
 use worker_serve::{ServeConfig, prepare, serve_with};
 
 mod common;
+mod serve_doubles;
 use common::serve_benchmark;
+use serve_doubles::{Recorder, clock_at, metric, wait_for};
 use test_feed::*;
-
-/// TEST DOUBLE of the job executor: records each call's job round; holds the run of
-/// `held_round` until released; every run ends without a verdict (the order is the point).
-struct Recorder {
-    order: Mutex<Vec<u64>>,
-    held_round: u64,
-    release: tokio::sync::Semaphore,
-}
-
-#[async_trait::async_trait]
-impl JobExecutor for Recorder {
-    async fn execute(
-        &self,
-        job: &ValidatedJob,
-        _: &Path,
-        _: &Path,
-    ) -> Result<ExecutedJob, JobFailure> {
-        self.order.lock().unwrap().push(job.round());
-        if job.round() == self.held_round {
-            let _permit = self.release.acquire().await.unwrap();
-        }
-        Err(JobFailure::Internal("test double: no verdict".into()))
-    }
-}
 
 /// A job of `round` whose window ends at `expires_at` with the manifest's `timeout`, its
 /// source archive served.
@@ -73,13 +50,6 @@ fn job_at(
     common::job_at(server, bench, round, expires_at, |j| {
         j["terms"]["document"]["benchmark"]["runner_manifest"]["timeout_seconds"] = json!(timeout);
     })
-}
-
-fn metric(telemetry: &Telemetry, name: &str) -> Option<f64> {
-    telemetry
-        .render()
-        .lines()
-        .find_map(|l| l.strip_prefix(name)?.strip_prefix(' ')?.parse().ok())
 }
 
 /// (a) A job whose window ends sooner runs before an older one, including one that appears
@@ -117,20 +87,14 @@ async fn deadline_first(fleet: Option<&test_postgres::TestDb>) {
 
     let tmp = tempfile::tempdir().unwrap();
     let config = serve_config(&server, tmp.path(), fleet);
-    let now_ms = i64::try_from(end - 150).unwrap() * 1000;
-    let clock = Arc::new(ManualClock::new(now_ms));
-    let telemetry = Telemetry::new(config.poll_interval, clock);
+    let telemetry = Telemetry::new(config.poll_interval, clock_at(end - 150));
     let prepared = prepare(&config).unwrap();
     let sandbox = no_engine().await;
-    let recorder = Recorder {
-        order: Mutex::new(Vec::new()),
-        held_round: 2,
-        release: tokio::sync::Semaphore::new(0),
-    };
+    let recorder = Recorder::holding(|round| round == 2);
     let shutdown = Shutdown::never();
     let drive = async {
         // B (the sooner of the two that can settle) is the first run, and held.
-        wait_for(|| !recorder.order.lock().unwrap().is_empty()).await;
+        wait_for(|| !recorder.order().is_empty()).await;
         // C appears while B runs; B is released once the service has taken that poll.
         server.route(
             &feed,
@@ -139,14 +103,14 @@ async fn deadline_first(fleet: Option<&test_postgres::TestDb>) {
         let seen =
             wait_for(|| metric(&telemetry, "worker_serve_jobs_seen_total") == Some(4.0)).await;
         recorder.release.add_permits(1);
-        wait_for(|| recorder.order.lock().unwrap().len() >= 3).await;
+        wait_for(|| recorder.order().len() >= 3).await;
         seen
     };
     let served = tokio::select! {
         r = serve_with(&config, prepared.ledger, &sandbox, &recorder, &shutdown, &telemetry) => panic!("serve stopped: {r:?}"),
         seen = drive => seen,
     };
-    let order = recorder.order.lock().unwrap().clone();
+    let order = recorder.order();
     assert!(served, "the service never took a poll while the batch ran");
     assert_eq!(
         order,
@@ -260,57 +224,34 @@ async fn serve_writes_a_job_skipped_without_a_run_not_ready_with_the_reason() {
     server.route(&feed_path(VERIFIER), Reply::json(&json!([fine, too_short])));
     let tmp = tempfile::tempdir().unwrap();
     let config = serve_config(&server, tmp.path(), None);
-    let out = tmp.path().join("out");
-    std::fs::create_dir_all(&out).unwrap();
     let too_short_id = too_short["job_id"].as_str().unwrap();
-    let stale = verifier_sdk::readiness::ReadinessRecord::new(
-        too_short_id,
-        1,
-        verifier_sdk::readiness::ALL_CHECKS
-            .iter()
-            .map(|k| verifier_sdk::readiness::CheckResult::pass(*k))
-            .collect(),
-    );
-    assert!(stale.ready);
-    worker_jobs::feed::readiness::write_readiness(&out, &stale).unwrap();
-    let now_ms = i64::try_from(end - 150).unwrap() * 1000;
-    let telemetry = Telemetry::new(config.poll_interval, Arc::new(ManualClock::new(now_ms)));
+    let out = stale_ready_at(tmp.path(), too_short_id);
+    let telemetry = Telemetry::new(config.poll_interval, clock_at(end - 150));
     let prepared = prepare(&config).unwrap();
     let sandbox = no_engine().await;
-    let recorder = Recorder {
-        order: Mutex::new(Vec::new()),
-        held_round: 0,
-        release: tokio::sync::Semaphore::new(0),
-    };
+    let recorder = Recorder::holding(|_| false);
     let shutdown = Shutdown::never();
     // The poll that sets the short job apart comes before the run of the other one: once that
     // run started, the short job's record (if any) is written.
     let ran = tokio::select! {
         r = serve_with(&config, prepared.ledger, &sandbox, &recorder, &shutdown, &telemetry) => panic!("serve stopped: {r:?}"),
-        ran = wait_for(|| !recorder.order.lock().unwrap().is_empty()) => ran,
+        ran = wait_for(|| !recorder.order().is_empty()) => ran,
     };
     assert!(ran, "the job that can settle never ran");
-    assert_eq!(*recorder.order.lock().unwrap(), vec![1]);
-    let name = verifier_sdk::readiness::readiness_file_name(too_short_id);
-    let record =
-        verifier_sdk::readiness::ReadinessRecord::parse(&std::fs::read(out.join(name)).unwrap())
-            .unwrap();
-    assert!(!record.ready, "{record:?}");
-    assert_eq!(
-        record.checks.len(),
-        verifier_sdk::readiness::ALL_CHECKS.len()
+    assert_eq!(recorder.order(), vec![1]);
+    assert_not_run(
+        &read_readiness(&out, too_short_id),
+        &["window_too_short", "ends in 150 s"],
     );
-    for c in &record.checks {
-        assert_eq!(
-            c.code.as_deref(),
-            Some(verifier_sdk::readiness::NOT_CHECKED)
-        );
-        let m = c.message.as_deref().unwrap_or_default();
-        assert!(
-            m.contains("window_too_short") && m.contains("ends in 150 s"),
-            "{m}"
-        );
-    }
+}
+
+/// The output directory under `dir`, holding a record that says `job_id` is ready, as an
+/// earlier run may have left it.
+fn stale_ready_at(dir: &Path, job_id: &str) -> std::path::PathBuf {
+    let out = dir.join("out");
+    std::fs::create_dir_all(&out).unwrap();
+    worker_jobs::feed::readiness::write_readiness(&out, &ready_record(job_id)).unwrap();
+    out
 }
 
 /// #43 item 3 for `worker serve`'s other skip: a job whose image cannot be checked against
@@ -333,24 +274,18 @@ async fn serve_writes_a_job_held_back_for_its_image_not_ready_with_the_reason() 
     let HeldBack::Held { record, engine } = held_back_for_image(true).await else {
         panic!("the job was never held back twice")
     };
-    assert!(!record.ready, "{record:?}");
     assert!(
         !engine.contains(&"pull"),
         "pulled without a budget check: {engine:?}"
     );
-    for c in &record.checks {
-        assert_eq!(
-            c.code.as_deref(),
-            Some(verifier_sdk::readiness::NOT_CHECKED)
-        );
-        let m = c.message.as_deref().unwrap_or_default();
-        assert!(
-            m.contains("(image_held_back)")
-                && m.contains("cannot be checked against --image-budget")
-                && m.contains("scripted: image list refused"),
-            "{m}"
-        );
-    }
+    assert_not_run(
+        &record,
+        &[
+            "(image_held_back)",
+            "cannot be checked against --image-budget",
+            "scripted: image list refused",
+        ],
+    );
 }
 
 /// What [`held_back_for_image`] saw.
@@ -378,64 +313,33 @@ async fn held_back_for_image(images_refused: bool) -> HeldBack {
     config.images.pull = true;
     config.images.budget = Some(1 << 30);
     config.images.min_free = 0;
-    let out = tmp.path().join("out");
-    std::fs::create_dir_all(&out).unwrap();
     let held_id = held["job_id"].as_str().unwrap();
-    let stale = verifier_sdk::readiness::ReadinessRecord::new(
-        held_id,
-        1,
-        verifier_sdk::readiness::ALL_CHECKS
-            .iter()
-            .map(|k| verifier_sdk::readiness::CheckResult::pass(*k))
-            .collect(),
-    );
-    worker_jobs::feed::readiness::write_readiness(&out, &stale).unwrap();
-    let now_ms = i64::try_from(EXPIRES_AT - 3_600).unwrap() * 1000;
-    let telemetry = Telemetry::new(config.poll_interval, Arc::new(ManualClock::new(now_ms)));
+    let out = stale_ready_at(tmp.path(), held_id);
+    let telemetry = Telemetry::new(config.poll_interval, clock_at(EXPIRES_AT - 3_600));
     let prepared = prepare(&config).unwrap();
     let fake = Fake::new(Script {
         images_refused,
         ..Script::default()
     });
     let sandbox = Executor::new(Lifecycle::connect(fake.clone(), RUNC).await.unwrap());
-    let recorder = Recorder {
-        order: Mutex::new(Vec::new()),
-        held_round: 0,
-        release: tokio::sync::Semaphore::new(0),
-    };
+    let recorder = Recorder::holding(|_| false);
     let shutdown = Shutdown::never();
     let held_twice =
         || metric(&telemetry, "worker_serve_image_held_back_jobs_total").is_some_and(|n| n >= 2.0);
     // A second poll's hold-back starts only after the first poll was taken whole.
     let settled = tokio::select! {
         r = serve_with(&config, prepared.ledger, &sandbox, &recorder, &shutdown, &telemetry) => panic!("serve stopped: {r:?}"),
-        settled = wait_for(|| held_twice() || !recorder.order.lock().unwrap().is_empty()) => settled,
+        settled = wait_for(|| held_twice() || !recorder.order().is_empty()) => settled,
     };
     assert!(settled, "the job neither ran nor was held back twice");
-    let ran = recorder.order.lock().unwrap().clone();
+    let ran = recorder.order();
     if !ran.is_empty() {
         return HeldBack::Ran(ran);
     }
-    let name = verifier_sdk::readiness::readiness_file_name(held_id);
-    let record =
-        verifier_sdk::readiness::ReadinessRecord::parse(&std::fs::read(out.join(name)).unwrap())
-            .unwrap();
     HeldBack::Held {
-        record,
+        record: read_readiness(&out, held_id),
         engine: fake.calls(),
     }
-}
-
-/// Waits until `done` holds; `false` after a bound far beyond what the service needs (a
-/// missing behaviour, not a slow machine: the result does not depend on where it stops).
-async fn wait_for(done: impl Fn() -> bool) -> bool {
-    for _ in 0..3000 {
-        if done() {
-            return true;
-        }
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
-    false
 }
 
 /// An evidence record shaped as the Docker executor's but labelled `test-double`, so that no
@@ -507,8 +411,7 @@ async fn serve_nearest_window_gauge_is_the_nearest_job_without_a_candidate_and_m
     };
     let tmp = tempfile::tempdir().unwrap();
     let config = serve_config(&server, tmp.path(), None);
-    let clock = Arc::new(ManualClock::new(i64::try_from(now_s).unwrap() * 1000));
-    let telemetry = Telemetry::new(config.poll_interval, clock);
+    let telemetry = Telemetry::new(config.poll_interval, clock_at(now_s));
     let prepared = prepare(&config).unwrap();
     let sandbox = no_engine().await;
     let verdicts = Verdicts {
@@ -571,22 +474,16 @@ async fn serve_healthz_turns_red_when_the_feed_fails_during_a_long_batch() {
     server.route(&feed, Reply::json(&json!([running])));
     let tmp = tempfile::tempdir().unwrap();
     let config = serve_config(&server, tmp.path(), None);
-    let clock = Arc::new(ManualClock::new(
-        i64::try_from(EXPIRES_AT - 3_600).unwrap() * 1000,
-    ));
+    let clock = clock_at(EXPIRES_AT - 3_600);
     let telemetry = Telemetry::new(config.poll_interval, clock.clone());
     let prepared = prepare(&config).unwrap();
     let sandbox = no_engine().await;
-    let recorder = Recorder {
-        order: Mutex::new(Vec::new()),
-        held_round: 1,
-        release: tokio::sync::Semaphore::new(0),
-    };
+    let recorder = Recorder::holding(|round| round == 1);
     let failed = || metric(&telemetry, "worker_serve_polls_total{result=\"failed\"}");
     let shutdown = Shutdown::never();
     let drive = async {
         // The batch runs (its one job held) and the service is healthy.
-        assert!(wait_for(|| !recorder.order.lock().unwrap().is_empty()).await);
+        assert!(wait_for(|| !recorder.order().is_empty()).await);
         assert!(telemetry.health().is_ok(), "{:?}", telemetry.health());
         // The feed fails; once a poll made after that has failed, every later one fails too
         // (one poll at a time), so the last success stays where it is.
@@ -605,7 +502,7 @@ async fn serve_healthz_turns_red_when_the_feed_fails_during_a_long_batch() {
             "{:?}",
             telemetry.health()
         );
-        assert_eq!(*recorder.order.lock().unwrap(), [1]);
+        assert_eq!(recorder.order(), [1]);
     };
     tokio::select! {
         r = serve_with(&config, prepared.ledger, &sandbox, &recorder, &shutdown, &telemetry) => panic!("serve stopped: {r:?}"),

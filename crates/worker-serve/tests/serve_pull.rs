@@ -22,20 +22,19 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use serde_json::{Value, json};
-use verifier_sdk::ValidatedJob;
 use verifier_sdk::evidence::EngineFacts;
 use verifier_sdk::fixtures::EXPIRES_AT;
-use worker_jobs::feed::{ExecutedJob, JobExecutor, JobFailure};
 use worker_sandbox::engine::{CallError, FreeSpace, ImageSummary};
 use worker_sandbox::images::ImageStore;
 use worker_sandbox::{Executor, HostResources, RunHooks, RunLifecycle, RunReport, SandboxError};
-use worker_serve::clock::ManualClock;
 use worker_serve::shutdown::Shutdown;
 use worker_serve::telemetry::Telemetry;
 use worker_serve::{ServeConfig, prepare, serve_with};
 
 mod common;
+mod serve_doubles;
 use common::serve_benchmark;
+use serve_doubles::{Recorder, clock_at, metric, wait_for};
 use test_feed::*;
 
 fn reference(n: u8) -> String {
@@ -56,6 +55,16 @@ struct Images {
 }
 
 impl Images {
+    /// An engine holding the image `here` only, whose pull of `gated` waits for a permit.
+    fn holding(here: &str, gated: &str) -> Arc<Self> {
+        Arc::new(Self {
+            present: Mutex::new(vec![summary(here)]),
+            pulls: Mutex::new(Vec::new()),
+            gated: gated.to_owned(),
+            release: tokio::sync::Semaphore::new(0),
+        })
+    }
+
     fn pulls(&self) -> Vec<String> {
         self.pulls.lock().unwrap().clone()
     }
@@ -142,33 +151,6 @@ fn engine(images: Arc<Images>) -> Executor {
     ))
 }
 
-/// TEST DOUBLE of the job executor: records each call's job round and holds every run until
-/// the test releases one permit; every run ends without a verdict (the order is the point).
-struct Recorder {
-    order: Mutex<Vec<u64>>,
-    release: tokio::sync::Semaphore,
-}
-
-impl Recorder {
-    fn order(&self) -> Vec<u64> {
-        self.order.lock().unwrap().clone()
-    }
-}
-
-#[async_trait::async_trait]
-impl JobExecutor for Recorder {
-    async fn execute(
-        &self,
-        job: &ValidatedJob,
-        _: &Path,
-        _: &Path,
-    ) -> Result<ExecutedJob, JobFailure> {
-        self.order.lock().unwrap().push(job.round());
-        self.release.acquire().await.unwrap().forget();
-        Err(JobFailure::Internal("test double: no verdict".into()))
-    }
-}
-
 /// A job of `round` on `image` whose window ends at `expires_at`, its source archive served.
 fn job_at(
     server: &TestServer,
@@ -195,18 +177,6 @@ fn serve_config(
         ..worker_serve::images::ImagePolicy::default()
     };
     common::serve_config(server, dir, fleet, 2, Duration::from_secs(3), images)
-}
-
-/// Waits until `done` holds; `false` after a bound far beyond what the service needs (a
-/// missing behaviour, not a slow machine: the result does not depend on where it stops).
-async fn wait_for(done: impl Fn() -> bool) -> bool {
-    for _ in 0..3000 {
-        if done() {
-            return true;
-        }
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
-    false
 }
 
 /// The lease end (unix seconds, the database's clock) of the fleet job of `round`.
@@ -269,20 +239,11 @@ async fn keeps_serving_while_an_image_pulls(fleet: Option<&test_postgres::TestDb
 
     let tmp = tempfile::tempdir().unwrap();
     let config = serve_config(&server, tmp.path(), fleet);
-    let now_ms = i64::try_from(EXPIRES_AT - 3_600).unwrap() * 1000;
-    let telemetry = Telemetry::new(config.poll_interval, Arc::new(ManualClock::new(now_ms)));
+    let telemetry = Telemetry::new(config.poll_interval, clock_at(EXPIRES_AT - 3_600));
     let prepared = prepare(&config).unwrap();
-    let images = Arc::new(Images {
-        present: Mutex::new(vec![summary(&here)]),
-        pulls: Mutex::new(Vec::new()),
-        gated: pulled.clone(),
-        release: tokio::sync::Semaphore::new(0),
-    });
+    let images = Images::holding(&here, &pulled);
     let sandbox = engine(images.clone());
-    let recorder = Recorder {
-        order: Mutex::new(Vec::new()),
-        release: tokio::sync::Semaphore::new(0),
-    };
+    let recorder = Recorder::holding(|_| true);
     let shutdown = Shutdown::never();
     let drive = async {
         assert!(
@@ -346,33 +307,18 @@ async fn serve_pulls_nothing_for_a_job_whose_window_is_too_short() {
     server.route(&feed_path(VERIFIER), Reply::json(&json!([fine, too_short])));
     let tmp = tempfile::tempdir().unwrap();
     let config = serve_config(&server, tmp.path(), None);
-    let now_ms = i64::try_from(EXPIRES_AT - 150).unwrap() * 1000;
-    let telemetry = Telemetry::new(config.poll_interval, Arc::new(ManualClock::new(now_ms)));
+    let telemetry = Telemetry::new(config.poll_interval, clock_at(EXPIRES_AT - 150));
     let prepared = prepare(&config).unwrap();
-    let images = Arc::new(Images {
-        present: Mutex::new(vec![summary(&here)]),
-        pulls: Mutex::new(Vec::new()),
-        gated: String::new(),
-        release: tokio::sync::Semaphore::new(0),
-    });
+    let images = Images::holding(&here, "");
     let sandbox = engine(images.clone());
-    let recorder = Recorder {
-        order: Mutex::new(Vec::new()),
-        release: tokio::sync::Semaphore::new(0),
-    };
+    let recorder = Recorder::holding(|_| true);
     let shutdown = Shutdown::never();
-    let metric = |name: &str| {
-        telemetry
-            .render()
-            .lines()
-            .find_map(|l| l.strip_prefix(name)?.strip_prefix(' ')?.parse::<f64>().ok())
-    };
     // The poll that sets the short job apart is the one that admits the other job: once that
     // one runs, whatever was pulled for the short one has been.
     let seen = tokio::select! {
         r = serve_with(&config, prepared.ledger, &sandbox, &recorder, &shutdown, &telemetry) => panic!("serve stopped: {r:?}"),
         seen = wait_for(|| recorder.order() == [1]
-            && metric("worker_serve_window_too_short_jobs_total") == Some(1.0)) => seen,
+            && metric(&telemetry, "worker_serve_window_too_short_jobs_total") == Some(1.0)) => seen,
     };
     assert!(seen, "{:?}", recorder.order());
     assert!(images.pulls().is_empty(), "pulled {:?}", images.pulls());

@@ -84,11 +84,17 @@ fn assert_clean(s: &Scratch) {
     assert_eq!(fs::read(s.root.join("sentinel")).unwrap(), b"untouched");
 }
 
-fn rejected(entries: &[Entry]) -> ArchiveError {
+/// Extracts `gz` into a fresh scratch dir, which must fail and leave the dir as it was.
+fn refused(gz: &[u8], sub: &str, limits: &ArchiveLimits) -> ArchiveError {
     let s = scratch();
-    let err = extract(&s, &tar_gz(entries), ".", &roomy()).unwrap_err();
-    assert!(err.is_rejection(), "{err}");
+    let err = extract(&s, gz, sub, limits).unwrap_err();
     assert_clean(&s);
+    err
+}
+
+fn rejected(entries: &[Entry]) -> ArchiveError {
+    let err = refused(&tar_gz(entries), ".", &roomy());
+    assert!(err.is_rejection(), "{err}");
     err
 }
 
@@ -250,17 +256,14 @@ fn rejects_anything_but_one_top_level_folder() {
 
 #[test]
 fn subdirectory_must_exist_and_be_a_directory() {
-    let s = scratch();
     let gz = codeload(TOP, &[("a/b", b"x")]);
-    let err = extract(&s, &gz, "missing", &roomy()).unwrap_err();
+    let err = refused(&gz, "missing", &roomy());
     assert!(matches!(err, ArchiveError::SubdirectoryMissing(_)), "{err}");
-    assert_clean(&s);
-    let err = extract(&s, &gz, "a/b", &roomy()).unwrap_err();
+    let err = refused(&gz, "a/b", &roomy());
     assert!(
         matches!(err, ArchiveError::SubdirectoryNotDirectory(_)),
         "{err}"
     );
-    assert_clean(&s);
 }
 
 #[test]
@@ -285,17 +288,15 @@ fn tar_bomb_over_the_uncompressed_cap_is_rejected() {
         ..roomy()
     };
     extract(&s, &gz, ".", &limits).unwrap();
-    let s = scratch();
     let limits = ArchiveLimits {
         max_uncompressed_bytes: (1 << 20) - 1,
         ..roomy()
     };
-    let err = extract(&s, &gz, ".", &limits).unwrap_err();
+    let err = refused(&gz, ".", &limits);
     assert!(
         matches!(err, ArchiveError::UncompressedTooLarge { .. }),
         "{err}"
     );
-    assert_clean(&s);
 }
 
 #[test]
@@ -306,17 +307,15 @@ fn uncompressed_cap_counts_entries_outside_the_subdirectory_too() {
         file("t/elsewhere/zeros", &zeros),
         file("t/sub/a", b"x"),
     ]);
-    let s = scratch();
     let limits = ArchiveLimits {
         max_uncompressed_bytes: 512 << 10,
         ..roomy()
     };
-    let err = extract(&s, &gz, "sub", &limits).unwrap_err();
+    let err = refused(&gz, "sub", &limits);
     assert!(
         matches!(err, ArchiveError::UncompressedTooLarge { .. }),
         "{err}"
     );
-    assert_clean(&s);
 }
 
 #[test]
@@ -332,17 +331,15 @@ fn compressed_cap_is_enforced_while_reading() {
         ..roomy()
     };
     extract(&s, &gz, ".", &limits).unwrap();
-    let s = scratch();
     let limits = ArchiveLimits {
         max_compressed_bytes: gz.len() as u64 / 2,
         ..roomy()
     };
-    let err = extract(&s, &gz, ".", &limits).unwrap_err();
+    let err = refused(&gz, ".", &limits);
     assert!(
         matches!(err, ArchiveError::CompressedTooLarge { .. }),
         "{err}"
     );
-    assert_clean(&s);
 }
 
 #[test]
@@ -362,17 +359,15 @@ fn entry_cap_counts_every_entry() {
         ..roomy()
     };
     extract(&s, &gz, ".", &at).unwrap();
-    let s = scratch();
     let under = ArchiveLimits {
         max_entries: 3,
         ..roomy()
     };
-    let err = extract(&s, &gz, ".", &under).unwrap_err();
+    let err = refused(&gz, ".", &under);
     assert!(
         matches!(err, ArchiveError::TooManyEntries { limit: 3 }),
         "{err}"
     );
-    assert_clean(&s);
 }
 
 #[test]
@@ -394,29 +389,25 @@ fn manifest_tree_caps_apply_to_the_selected_subtree() {
     let stats = extract(&s, &gz, "sub", &ok).unwrap();
     assert_eq!((stats.files, stats.bytes), (2, 10));
 
-    let s = scratch();
     let few_bytes = ArchiveLimits {
         max_tree_bytes: 9,
         ..ok
     };
-    let err = extract(&s, &gz, "sub", &few_bytes).unwrap_err();
+    let err = refused(&gz, "sub", &few_bytes);
     assert!(
         matches!(err, ArchiveError::TreeTooLarge { limit: 9 }),
         "{err}"
     );
-    assert_clean(&s);
 
-    let s = scratch();
     let few_files = ArchiveLimits {
         max_tree_files: 1,
         ..ok
     };
-    let err = extract(&s, &gz, "sub", &few_files).unwrap_err();
+    let err = refused(&gz, "sub", &few_files);
     assert!(
         matches!(err, ArchiveError::TooManyFiles { limit: 1 }),
         "{err}"
     );
-    assert_clean(&s);
 }
 
 #[test]
@@ -424,10 +415,8 @@ fn corrupt_gzip_is_rejected_and_cleaned() {
     let mut gz = codeload(TOP, &[("a", b"x")]);
     let mid = gz.len() / 2;
     gz.truncate(mid);
-    let s = scratch();
-    let err = extract(&s, &gz, ".", &roomy()).unwrap_err();
+    let err = refused(&gz, ".", &roomy());
     assert!(matches!(err, ArchiveError::Read(_)), "{err}");
-    assert_clean(&s);
 }
 
 // ---- property test ----
@@ -713,10 +702,8 @@ fn a_pax_size_that_disagrees_with_the_header_is_refused() {
     f.set_cksum();
     b.append(&f, &b"a"[..]).unwrap();
     let gz = gzip(&b.into_inner().unwrap());
-    let s = scratch();
-    let err = extract(&s, &gz, ".", &roomy()).unwrap_err();
+    let err = refused(&gz, ".", &roomy());
     assert!(err.is_rejection(), "{err}");
-    assert_clean(&s);
 }
 
 /// Issue 21 item 11: an entry the local filesystem cannot hold (a 300-byte name, over
