@@ -221,8 +221,8 @@ mod tests {
     use crate::reader::AttestationQuery;
     use serde_json::json;
     use verifier_sdk::{
-        Address, BountyStatus, Bytes32, Candidate, ExecutionFacts, Sha256Digest, VerificationMode,
-        fixtures, validate_job, verifier_set_hash,
+        Address, BountyStatus, Bytes32, Candidate, VerificationMode, fixtures, validate_job,
+        verifier_set_hash,
     };
 
     /// A chain reader that answers with a fixed state, or fails like a dead RPC.
@@ -264,14 +264,7 @@ mod tests {
     fn candidate() -> Candidate {
         let job = fixtures::valid_job();
         let validated = validate_job(&job, fixtures::NOW).unwrap();
-        let facts = ExecutionFacts {
-            exit_code: 0,
-            stdout_sha256: Sha256Digest::from_bytes([0x11; 32]),
-            stderr_sha256: Sha256Digest::from_bytes([0x12; 32]),
-            stdout_bytes: 5,
-            stderr_bytes: 0,
-        };
-        let (outcome, evidence) = fixtures::completed_run(&validated, facts);
+        let (outcome, evidence) = fixtures::completed_run(&validated, fixtures::run_facts(0));
         Candidate::new(
             job,
             serde_json::to_value(&outcome).unwrap(),

@@ -24,8 +24,8 @@ use signer::sign::{ATTESTATION_MANIFEST_FILE, CandidateStatus};
 use signer::{ExitCode, RunError, RunReport, SignConfig, sign_candidates};
 use verifier_sdk::fixtures::{JobParams, job_value};
 use verifier_sdk::{
-    Address, AttestationFile, Candidate, CandidateManifest, ExecutionFacts, Network, Sha256Digest,
-    candidate_file_name, validate_job,
+    Address, AttestationFile, Candidate, CandidateManifest, Network, candidate_file_name,
+    validate_job,
 };
 
 #[path = "sign_chain/failover.rs"]
@@ -179,15 +179,18 @@ async fn deploy_for(
 
 /// A candidate for `job` as the worker would write it after running with `exit_code`.
 fn candidate_for(job: &Value, now: u64, exit_code: i64) -> Candidate {
+    candidate_run(job, now, exit_code, verifier_sdk::oci_runtime::RUNC)
+}
+
+/// A candidate for `job` as a worker with `--oci-runtime runtime` would write it after running
+/// with `exit_code` (the profile and engine facts it records).
+fn candidate_run(job: &Value, now: u64, exit_code: i64, runtime: &str) -> Candidate {
     let validated = validate_job(job, now).unwrap();
-    let facts = ExecutionFacts {
-        exit_code,
-        stdout_sha256: Sha256Digest::from_bytes([0x5a; 32]),
-        stderr_sha256: Sha256Digest::from_bytes([0x5b; 32]),
-        stdout_bytes: 321,
-        stderr_bytes: 7,
-    };
-    let (outcome, evidence) = verifier_sdk::fixtures::completed_run(&validated, facts);
+    let (outcome, evidence) = verifier_sdk::fixtures::completed_run_under(
+        &validated,
+        verifier_sdk::fixtures::run_facts(exit_code),
+        runtime,
+    );
     Candidate::new(
         job.clone(),
         serde_json::to_value(&outcome).unwrap(),
@@ -785,22 +788,7 @@ async fn reference_runner_candidate_without_evidence_is_refused_with_a_clear_mes
 /// A candidate for `job` run under the OCI runtime `runtime` (the profile and engine facts a
 /// worker with `--oci-runtime runtime` records).
 fn candidate_under(job: &Value, now: u64, runtime: &str) -> Candidate {
-    let validated = validate_job(job, now).unwrap();
-    let facts = ExecutionFacts {
-        exit_code: 0,
-        stdout_sha256: Sha256Digest::from_bytes([0x5a; 32]),
-        stderr_sha256: Sha256Digest::from_bytes([0x5b; 32]),
-        stdout_bytes: 321,
-        stderr_bytes: 7,
-    };
-    let (outcome, evidence) =
-        verifier_sdk::fixtures::completed_run_under(&validated, facts, runtime);
-    Candidate::new(
-        job.clone(),
-        serde_json::to_value(&outcome).unwrap(),
-        "test-runner-revision".into(),
-        Some(evidence),
-    )
+    candidate_run(job, now, 0, runtime)
 }
 
 #[tokio::test]

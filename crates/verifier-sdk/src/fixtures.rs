@@ -205,6 +205,18 @@ pub fn valid_job() -> Value {
     job_value(&JobParams::default())
 }
 
+/// The facts of a fixture run that exited `exit_code`: some output on both streams, whose
+/// digests stand for output no test reads.
+pub fn run_facts(exit_code: i64) -> crate::ExecutionFacts {
+    crate::ExecutionFacts {
+        exit_code,
+        stdout_sha256: crate::types::Sha256Digest::from_bytes([0x5a; 32]),
+        stderr_sha256: crate::types::Sha256Digest::from_bytes([0x5b; 32]),
+        stdout_bytes: 321,
+        stderr_bytes: 7,
+    }
+}
+
 /// A completed run of `job` with `facts`: its outcome and an evidence record shaped as the
 /// worker's Docker executor writes it (every field, typed as [`crate::evidence::EvidenceRecord`]). For tests of
 /// the stages after the worker, which need a candidate without running a container.

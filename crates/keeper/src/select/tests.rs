@@ -26,6 +26,14 @@ struct Fx {
     outcome: ValidatedOutcome,
 }
 
+/// A passing run whose stdout digest is the byte `stdout` repeated (the candidate's is 1).
+fn passing_run(stdout: u8) -> ExecutionFacts {
+    ExecutionFacts {
+        stdout_sha256: Sha256Digest::from_bytes([stdout; 32]),
+        ..fixtures::run_facts(0)
+    }
+}
+
 fn fx(verifiers: &[usize]) -> Fx {
     let p = JobParams {
         verifiers: verifiers.iter().map(|i| addr(*i).to_string()).collect(),
@@ -33,14 +41,7 @@ fn fx(verifiers: &[usize]) -> Fx {
     };
     let raw = job_value(&p);
     let job = validate_job(&raw, fixtures::NOW).unwrap();
-    let facts = ExecutionFacts {
-        exit_code: 0,
-        stdout_sha256: Sha256Digest::from_bytes([1; 32]),
-        stderr_sha256: Sha256Digest::from_bytes([2; 32]),
-        stdout_bytes: 1,
-        stderr_bytes: 1,
-    };
-    let outcome = verifier_sdk::Outcome::for_job(&job, facts);
+    let outcome = verifier_sdk::Outcome::for_job(&job, passing_run(1));
     let outcome =
         verifier_sdk::validate_outcome(&serde_json::to_value(&outcome).unwrap(), &job).unwrap();
     Fx { job, outcome }
@@ -212,14 +213,7 @@ impl Fx {
         stdout: u8,
         edit: impl FnOnce(&mut verifier_sdk::Outcome),
     ) -> serde_json::Value {
-        let facts = ExecutionFacts {
-            exit_code: 0,
-            stdout_sha256: Sha256Digest::from_bytes([stdout; 32]),
-            stderr_sha256: Sha256Digest::from_bytes([2; 32]),
-            stdout_bytes: 1,
-            stderr_bytes: 1,
-        };
-        let mut o = verifier_sdk::Outcome::for_job(&self.job, facts);
+        let mut o = verifier_sdk::Outcome::for_job(&self.job, passing_run(stdout));
         edit(&mut o);
         o.response_hash = verifier_sdk::response_hash(o.verdict, &o.receipt);
         serde_json::to_value(&o).unwrap()

@@ -26,10 +26,9 @@ use serde_json::{Value, json};
 use verifier_sdk::AttestationFile;
 use verifier_sdk::artifacts::ATTESTATION_SCHEMA;
 use verifier_sdk::fixtures::{JobParams, job_value};
-use verifier_sdk::receipt::ExecutionFacts;
 use verifier_sdk::settle::settle_calldata;
 use verifier_sdk::{
-    Address, AttestationFields, Bytes32, Candidate, Sha256Digest, ValidatedJob, ValidatedOutcome,
+    Address, AttestationFields, Bytes32, Candidate, ValidatedJob, ValidatedOutcome,
     attestation_digest, candidate_file_name, validate_job, validate_outcome,
 };
 
@@ -355,13 +354,7 @@ fn write_candidate(
     runtime: &str,
 ) -> (ValidatedJob, ValidatedOutcome) {
     let validated = validate_job(job, now).unwrap();
-    let facts = ExecutionFacts {
-        exit_code,
-        stdout_sha256: Sha256Digest::from_bytes([0xdd; 32]),
-        stderr_sha256: Sha256Digest::from_bytes([0xee; 32]),
-        stdout_bytes: 12,
-        stderr_bytes: 0,
-    };
+    let facts = verifier_sdk::fixtures::run_facts(exit_code);
     let (outcome, evidence) =
         verifier_sdk::fixtures::completed_run_under(&validated, facts, runtime);
     let outcome_value = serde_json::to_value(&outcome).unwrap();
