@@ -23,6 +23,7 @@ mod rehearse_batch_report;
 mod rehearse_live_checker;
 mod rehearse_mutants;
 mod rehearse_stubs;
+mod rehearse_support;
 mod request;
 mod run_regression;
 mod sandbox_limits;

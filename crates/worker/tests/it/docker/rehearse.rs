@@ -8,6 +8,9 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use super::ran::{Ran, fixture, manifest, ran, rehearse_command, write_card_checker};
+use super::rehearse_support::{
+    PYTHON_SHADOWS, assert_contains, assert_exit, assert_held, assert_lacks,
+};
 use crate::support::workspace_root;
 use serde_json::Value;
 use verifier_sdk::RunnerManifest;
@@ -55,6 +58,19 @@ impl Rehearsal {
         )
     }
 
+    /// [`Self::rehearse`] of `fixtures/python-bounty/<solution>` against that bounty's
+    /// benchmark, asserting it exited `code`.
+    fn python_bounty(&self, solution: &str, manifest: &Path, extra: &[&str], code: i32) -> Ran {
+        let ran = self.rehearse(
+            &fixture(&format!("python-bounty/{solution}")),
+            &fixture("python-bounty/benchmark"),
+            manifest,
+            extra,
+        );
+        assert_exit(&ran, code);
+        ran
+    }
+
     /// [`Self::rehearse`] of the example's passing source with the script benchmark `bench`
     /// ([`Self::script_benchmark`]) under a busybox manifest changed by `edit`.
     fn rehearse_script(&self, bench: &Path, edit: impl FnOnce(&mut Value), extra: &[&str]) -> Ran {
@@ -68,6 +84,15 @@ impl Rehearsal {
 
     fn busybox_cmp(&self) -> PathBuf {
         self.manifest("busybox-cmp.json", "busybox", |_| {})
+    }
+
+    /// The busybox manifest with its image's digest made of `digit` repeated: one the engine
+    /// and the local registry do not hold.
+    fn busybox_with_absent_image(&self, digit: char) -> PathBuf {
+        self.manifest("busybox-cmp.json", "busybox", |m| {
+            let name = m["image"].as_str().unwrap().split('@').next().unwrap();
+            m["image"] = format!("{name}@sha256:{}", digit.to_string().repeat(64)).into();
+        })
     }
 
     /// A busybox manifest running `/benchmark/run.sh`.
@@ -98,24 +123,21 @@ fn the_bundled_example_passes_and_shows_what_to_commit() {
     let ran = r.rehearse_example(&r.busybox_cmp(), &[]);
     assert_eq!(ran.code, 0, "{}{}", ran.stdout, ran.stderr);
     let out = &ran.stdout;
-    assert!(
-        out.contains(&format!("source_snapshot_digest  {EXAMPLE_SOURCE_DIGEST}")),
-        "{out}"
+    assert_contains(
+        out,
+        &format!("source_snapshot_digest  {EXAMPLE_SOURCE_DIGEST}"),
     );
-    assert!(out.contains(EXAMPLE_BENCHMARK_DIGEST), "{out}");
-    assert!(
-        out.contains("filled in: the manifest had the placeholder"),
-        "{out}"
-    );
-    assert!(out.contains("network                 none"), "{out}");
-    assert!(out.contains("passed: the command exited 0"), "{out}");
+    assert_contains(out, EXAMPLE_BENCHMARK_DIGEST);
+    assert_contains(out, "filled in: the manifest had the placeholder");
+    assert_contains(out, "network                 none");
+    assert_contains(out, "passed: the command exited 0");
     // `cmp` prints no test results, so the pass is warned about (#42 item 5), between the
     // verdict and the closing line.
-    assert!(
-        out.contains("verdict  passed\nwarning: the benchmark passed but printed no test results"),
-        "{out}"
+    assert_contains(
+        out,
+        "verdict  passed\nwarning: the benchmark passed but printed no test results",
     );
-    assert!(out.contains("\nok: passed"), "{out}");
+    assert_contains(out, "\nok: passed");
 }
 
 #[test]
@@ -140,23 +162,14 @@ fn a_manifest_with_the_real_digest_is_used_as_is_and_a_wrong_one_is_refused() {
     });
     let ran = r.rehearse_example(&wrong, &[]);
     assert_eq!(ran.code, 4, "{}", ran.stderr);
-    assert!(
-        ran.stderr
-            .contains("does not match the benchmark directory"),
-        "{}",
-        ran.stderr
-    );
-    assert!(
-        ran.stderr.contains(EXAMPLE_BENCHMARK_DIGEST),
-        "{}",
-        ran.stderr
-    );
+    assert_contains(&ran.stderr, "does not match the benchmark directory");
+    assert_contains(&ran.stderr, EXAMPLE_BENCHMARK_DIGEST);
 
     // The example manifests' own placeholder image must never reach the engine.
     let placeholder = workspace_root().join("manifests/busybox-cmp.json");
     let ran = r.rehearse_example(&placeholder, &[]);
     assert_eq!(ran.code, 4, "{}", ran.stderr);
-    assert!(ran.stderr.contains("placeholder digest"), "{}", ran.stderr);
+    assert_contains(&ran.stderr, "placeholder digest");
 
     // The same rules as a job's manifest: a shell as argv[0] is refused.
     let shell = r.manifest("busybox-cmp.json", "busybox", |m| {
@@ -164,7 +177,7 @@ fn a_manifest_with_the_real_digest_is_used_as_is_and_a_wrong_one_is_refused() {
     });
     let ran = r.rehearse_example(&shell, &[]);
     assert_eq!(ran.code, 4, "{}", ran.stderr);
-    assert!(ran.stderr.contains("shell"), "{}", ran.stderr);
+    assert_contains(&ran.stderr, "shell");
 }
 
 #[test]
@@ -208,17 +221,11 @@ fn a_base_tree_that_passes_means_the_benchmark_does_not_discriminate() {
     fs::write(base.join("NOTES"), "unrelated\n").unwrap();
     let ran = r.rehearse_example(&r.busybox_cmp(), &["--base", base.to_str().unwrap()]);
     assert_eq!(ran.code, 4, "{}{}", ran.stdout, ran.stderr);
-    assert!(
-        ran.stdout.contains(
-            "problem: the benchmark passes on the base tree: it does not test the change"
-        ),
-        "{}",
-        ran.stdout
+    assert_contains(
+        &ran.stdout,
+        "problem: the benchmark passes on the base tree: it does not test the change",
     );
-    assert!(
-        ran.stdout
-            .contains("discrimination          does_not_discriminate")
-    );
+    assert_contains(&ran.stdout, "discrimination          does_not_discriminate");
 }
 
 #[test]
@@ -266,10 +273,7 @@ fn a_coin_flip_benchmark_is_reported_unstable() {
         "{statuses:?}"
     );
     let problem = report["problems"][0].as_str().unwrap();
-    assert!(
-        problem.contains("unstable across fresh containers"),
-        "{problem}"
-    );
+    assert_contains(problem, "unstable across fresh containers");
 }
 
 #[test]
@@ -278,22 +282,17 @@ fn a_timeout_is_explained_with_the_limit_and_the_elapsed_time() {
     let bench = r.script_benchmark("slow", "echo starting\nsleep 60");
     let ran = r.rehearse_script(&bench, |m| m["timeout_seconds"] = 2.into(), &[]);
     assert_eq!(ran.code, 3, "{}{}", ran.stdout, ran.stderr);
-    assert!(
-        ran.stdout
-            .contains("no verdict: stopped by the 2 s timeout after 2."),
-        "{}",
-        ran.stdout
+    assert_contains(
+        &ran.stdout,
+        "no verdict: stopped by the 2 s timeout after 2.",
     );
-    assert!(ran.stdout.contains("| starting"), "{}", ran.stdout);
-    assert!(ran.stdout.contains("verdict  no_verdict"));
-    assert!(
-        ran.stdout.contains(
-            "limit: timeout_seconds = 2 in the runner manifest; only the bounty author can \
+    assert_contains(&ran.stdout, "| starting");
+    assert_contains(&ran.stdout, "verdict  no_verdict");
+    assert_contains(
+        &ran.stdout,
+        "limit: timeout_seconds = 2 in the runner manifest; only the bounty author can \
              change it (it is committed in runner_manifest_hash); the solver can make the tests \
-             finish sooner"
-        ),
-        "{}",
-        ran.stdout
+             finish sooner",
     );
 }
 
@@ -303,19 +302,14 @@ fn the_output_cap_and_oom_are_explained() {
     let chatty = r.script_benchmark("chatty", "while :; do echo spam; done");
     let ran = r.rehearse_script(&chatty, |m| m["max_output_bytes"] = 1024.into(), &[]);
     assert_eq!(ran.code, 3, "{}{}", ran.stdout, ran.stderr);
-    assert!(
-        ran.stdout
-            .contains("no verdict: killed: stdout+stderr passed the 1024-byte cap"),
-        "{}",
-        ran.stdout
+    assert_contains(
+        &ran.stdout,
+        "no verdict: killed: stdout+stderr passed the 1024-byte cap",
     );
-    assert!(
-        ran.stdout.contains(
-            "limit: max_output_bytes = 1024 in the runner manifest (stdout and stderr together); \
-             only the bounty author can change it"
-        ),
-        "{}",
-        ran.stdout
+    assert_contains(
+        &ran.stdout,
+        "limit: max_output_bytes = 1024 in the runner manifest (stdout and stderr together); \
+             only the bounty author can change it",
     );
 
     let hog = r.script_benchmark(
@@ -324,21 +318,13 @@ fn the_output_cap_and_oom_are_explained() {
     );
     let ran = r.rehearse_script(&hog, |m| m["memory_bytes"] = (64u64 << 20).into(), &[]);
     assert_eq!(ran.code, 3, "{}{}", ran.stdout, ran.stderr);
-    assert!(
-        ran.stdout
-            .contains("no verdict: out of memory at the 64 MiB limit"),
-        "{}",
-        ran.stdout
-    );
-    assert!(
-        ran.stdout.contains(
-            "limit: memory_bytes = 67108864 (64 MiB) in the runner manifest (no swap; files \
+    assert_contains(&ran.stdout, "no verdict: out of memory at the 64 MiB limit");
+    assert_contains(
+        &ran.stdout,
+        "limit: memory_bytes = 67108864 (64 MiB) in the runner manifest (no swap; files \
              written to the /tmp and /tmp/home tmpfs count against it too); only the bounty \
              author can change it (it is committed in runner_manifest_hash); the solver can use \
-             less memory, or write less to /tmp"
-        ),
-        "{}",
-        ran.stdout
+             less memory, or write less to /tmp",
     );
 }
 
@@ -363,8 +349,9 @@ fn explain_reproduces_the_explanation_of_a_real_run() {
         "{}",
         human.stdout
     );
-    assert!(human.stdout.contains("| test_add ... FAIL") && human.stdout.contains("| boom"));
-    assert!(human.stdout.contains(run["headline"].as_str().unwrap()));
+    assert_contains(&human.stdout, "| test_add ... FAIL");
+    assert_contains(&human.stdout, "| boom");
+    assert_contains(&human.stdout, run["headline"].as_str().unwrap());
 
     let json = explain(&["--json", evidence]).json();
     for key in [
@@ -391,11 +378,8 @@ fn explain_reproduces_the_explanation_of_a_real_run() {
     .unwrap();
     let ran = explain(&[other.to_str().unwrap()]);
     assert_eq!(ran.code, 4);
-    assert!(
-        ran.stderr.contains("schema_version") && ran.stderr.contains("regression-evidence-v1"),
-        "{}",
-        ran.stderr
-    );
+    assert_contains(&ran.stderr, "schema_version");
+    assert_contains(&ran.stderr, "regression-evidence-v1");
     fs::write(&other, "{").unwrap();
     assert_eq!(explain(&[other.to_str().unwrap()]).code, 4);
     assert_eq!(explain(&["/nonexistent/evidence.json"]).code, 4);
@@ -435,10 +419,10 @@ exit 1",
         assert_eq!(control_chars(text), Vec::<char>::new(), "{text:?}");
     }
     // The bytes are still shown, visibly.
-    assert!(ran.stdout.contains("| FAILED"), "{}", ran.stdout);
-    assert!(ran.stdout.contains(r"\e[1A\e[2K\rPASSED"), "{}", ran.stdout);
-    assert!(ran.stdout.contains(r"boom\rPASSED"), "{}", ran.stdout);
-    assert!(ran.stdout.contains("verdict  failed"), "{}", ran.stdout);
+    assert_contains(&ran.stdout, "| FAILED");
+    assert_contains(&ran.stdout, r"\e[1A\e[2K\rPASSED");
+    assert_contains(&ran.stdout, r"boom\rPASSED");
+    assert_contains(&ran.stdout, "verdict  failed");
 
     let evidence = ran
         .stdout
@@ -455,11 +439,7 @@ exit 1",
     assert!(!human.stdout.contains('\u{1b}'), "{:?}", human.stdout);
     assert!(!human.stdout.contains('\r'), "{:?}", human.stdout);
     assert_eq!(control_chars(&human.stdout), Vec::<char>::new());
-    assert!(
-        human.stdout.contains(r"\e[1A\e[2K\rPASSED"),
-        "{}",
-        human.stdout
-    );
+    assert_contains(&human.stdout, r"\e[1A\e[2K\rPASSED");
     // JSON keeps the exact bytes (serde escapes them).
     let json = explain(&["--json", evidence]).json();
     assert!(
@@ -484,11 +464,7 @@ fn the_python_example_passes_fails_and_discriminates() {
         ],
     );
     assert_eq!(ran.code, 0, "{}{}", ran.stdout, ran.stderr);
-    assert!(
-        ran.stdout.contains("ok: passed, discriminating"),
-        "{}",
-        ran.stdout
-    );
+    assert_contains(&ran.stdout, "ok: passed, discriminating");
 
     let ran = r.rehearse(
         &fixture("python-example/source-fail"),
@@ -497,16 +473,9 @@ fn the_python_example_passes_fails_and_discriminates() {
         &[],
     );
     assert_eq!(ran.code, 4, "{}{}", ran.stdout, ran.stderr);
-    assert!(
-        ran.stdout.contains("failed: the command exited 1"),
-        "{}",
-        ran.stdout
-    );
-    assert!(ran.stdout.contains("AssertionError"), "{}", ran.stdout);
-    assert!(
-        ran.stdout
-            .contains("problem: the solution fails the benchmark")
-    );
+    assert_contains(&ran.stdout, "failed: the command exited 1");
+    assert_contains(&ran.stdout, "AssertionError");
+    assert_contains(&ran.stdout, "problem: the solution fails the benchmark");
 }
 
 #[test]
@@ -549,16 +518,7 @@ fn every_bundled_manifest_validates_and_unbuilt_images_are_marked_example() {
 #[test]
 fn a_missing_image_is_no_verdict_with_a_hint_and_the_env_root_is_used() {
     let r = Rehearsal::new();
-    let missing = r.manifest("busybox-cmp.json", "busybox", |m| {
-        let name = m["image"]
-            .as_str()
-            .unwrap()
-            .split('@')
-            .next()
-            .unwrap()
-            .to_string();
-        m["image"] = format!("{name}@sha256:{}", "1".repeat(64)).into();
-    });
+    let missing = r.busybox_with_absent_image('1');
     let root = r.dir.path().join("env-root");
     let output = Command::new(env!("CARGO_BIN_EXE_worker"))
         .args(["rehearse", "--json", "--source"])
@@ -678,11 +638,7 @@ fn stub_solutions_that_pass_a_bare_unittest_run_fail_the_bounty_harness() {
         ],
     );
     assert_eq!(good.code, 0, "{}{}", good.stdout, good.stderr);
-    assert!(
-        good.stdout.contains("ok: passed, discriminating"),
-        "{}",
-        good.stdout
-    );
+    assert_contains(&good.stdout, "ok: passed, discriminating");
 }
 
 /// The manifest the e2e bounty shipped before the harness: a bare unittest run, which a module
@@ -718,55 +674,43 @@ fn bounty_harness(r: &Rehearsal) -> PathBuf {
 #[test]
 fn adversarial_rehearsal_finds_that_exit_stubs_and_a_shadow_unittest_pass_a_bare_unittest_run() {
     let r = Rehearsal::new();
-    let ran = r.rehearse(
-        &fixture("python-bounty/solution-good"),
-        &fixture("python-bounty/benchmark"),
-        &bare_unittest(&r),
-        &["--adversarial"],
-    );
+    let ran = r.python_bounty("solution-good", &bare_unittest(&r), &["--adversarial"], 9);
     let out = &ran.stdout;
-    assert_eq!(ran.code, 9, "{out}{}", ran.stderr);
     // The solution itself passes: the rehearsal alone would have said ok.
-    assert!(out.contains("verdict  passed\n"), "{out}");
-    assert!(!out.contains("ok: passed"), "{out}");
-    assert!(
-        out.contains("  BYPASSABLE: exit_on_load (passed): replaced roman.py\n"),
-        "{out}"
+    assert_contains(out, "verdict  passed\n");
+    assert_lacks(out, "ok: passed");
+    assert_contains(
+        out,
+        "  BYPASSABLE: exit_on_load (passed): replaced roman.py\n",
     );
     // Issue 42 item 1: the exit put first, roman.py's text kept below it.
-    assert!(
-        out.contains("  BYPASSABLE: exit_on_load_keep_text (passed): replaced roman.py\n"),
-        "{out}"
+    assert_contains(
+        out,
+        "  BYPASSABLE: exit_on_load_keep_text (passed): replaced roman.py\n",
     );
     // Issue 42 item 2: added to the solver's real tree (roman.py failing on load, its text
     // kept), and named with what it shadows.
-    assert!(
-        out.contains(
-            "  BYPASSABLE: shadow unittest.py (passed): shadows Python's unittest (python -m \
+    assert_contains(
+        out,
+        "  BYPASSABLE: shadow unittest.py (passed): shadows Python's unittest (python -m \
              unittest with /workspace first on the import path): replaced roman.py: added \
-             unittest.py\n"
-        ),
-        "{out}"
+             unittest.py\n",
     );
     // Shadows a bare unittest run never imports, the control without a shadow, and the empty
     // tree, fail on the missing module.
-    for held in [
-        "shadow conftest.py",
-        "shadow pytest.py",
-        "fail_on_load_keep_text",
-        "empty_tree",
-    ] {
-        assert!(
-            out.contains(&format!("  held: {held} (failed)")),
-            "{held}: {out}"
-        );
-    }
-    assert!(
-        out.contains(
-            "adversarial  BYPASSABLE: exit_on_load, exit_on_load_keep_text, shadow unittest.py \
-             passed: a bounty with this manifest would pay a non-solution\n"
-        ),
-        "{out}"
+    assert_held(
+        out,
+        &[
+            "shadow conftest.py",
+            "shadow pytest.py",
+            "fail_on_load_keep_text",
+            "empty_tree",
+        ],
+    );
+    assert_contains(
+        out,
+        "adversarial  BYPASSABLE: exit_on_load, exit_on_load_keep_text, shadow unittest.py \
+             passed: a bounty with this manifest would pay a non-solution\n",
     );
     // The problem comes after the stub lines it refers to, and names the defect; the last line
     // is the answer (exit 9).
@@ -797,43 +741,32 @@ fn adversarial_rehearsal_finds_that_exit_stubs_and_a_shadow_unittest_pass_a_bare
 #[test]
 fn adversarial_stubs_fail_the_bounty_harness_which_still_discriminates() {
     let r = Rehearsal::new();
-    let ran = r.rehearse(
-        &fixture("python-bounty/solution-good"),
-        &fixture("python-bounty/benchmark"),
+    let ran = r.python_bounty(
+        "solution-good",
         &bounty_harness(&r),
         &[
             "--adversarial",
             "--base",
             fixture("python-bounty/solution-bad").to_str().unwrap(),
         ],
+        0,
     );
     let out = &ran.stdout;
-    assert_eq!(ran.code, 0, "{out}{}", ran.stderr);
-    assert!(
-        out.contains("ok: passed, discriminating; not checked: stability"),
-        "{out}"
-    );
-    assert!(!out.contains("BYPASSABLE"), "{out}");
+    assert_contains(out, "ok: passed, discriminating; not checked: stability");
+    assert_lacks(out, "BYPASSABLE");
     // The harness names `run_tests.py` in its usage line and starts a process: over-included
     // as a candidate program, its referenced_programs stub is tried and fails too.
-    for held in [
-        "exit_on_load",
-        "exit_on_load_keep_text",
-        "referenced_programs",
-        "fail_on_load_keep_text",
-        "shadow unittest.py",
-        "shadow pytest.py",
-        "shadow conftest.py",
-        "shadow sitecustomize.py",
-        "shadow usercustomize.py",
-        "shadow rehearse-shadow.pth",
-        "empty_tree",
-    ] {
-        assert!(
-            out.contains(&format!("  held: {held} (failed)")),
-            "{held}: {out}"
-        );
-    }
+    assert_held(
+        out,
+        &[
+            "exit_on_load",
+            "exit_on_load_keep_text",
+            "referenced_programs",
+            "fail_on_load_keep_text",
+            "empty_tree",
+        ],
+    );
+    assert_held(out, &PYTHON_SHADOWS);
     assert!(
         out.ends_with(
             "adversarial  held: no stub passed (11 failed)\nok: passed, discriminating; not \
@@ -846,14 +779,13 @@ fn adversarial_stubs_fail_the_bounty_harness_which_still_discriminates() {
 #[test]
 fn adversarial_json_names_each_stub_its_files_its_verdict_and_whether_it_held() {
     let r = Rehearsal::new();
-    let ran = r.rehearse(
-        &fixture("python-bounty/solution-good"),
-        &fixture("python-bounty/benchmark"),
+    let ran = r.python_bounty(
+        "solution-good",
         &bare_unittest(&r),
         &["--adversarial", "--json"],
+        9,
     );
     // A stub passes: the benchmark pays a non-solution, exit 9 (#42 item 8).
-    assert_eq!(ran.code, 9, "{}{}", ran.stdout, ran.stderr);
     let report = ran.json();
     assert_eq!(report["answer"], "pays_non_solution");
     assert_eq!(report["verdict"], "passed");
@@ -904,13 +836,7 @@ fn adversarial_json_names_each_stub_its_files_its_verdict_and_whether_it_held() 
     );
 
     // Without the flag the report has no adversarial part at all.
-    let plain = r.rehearse(
-        &fixture("python-bounty/solution-good"),
-        &fixture("python-bounty/benchmark"),
-        &bare_unittest(&r),
-        &["--json"],
-    );
-    assert_eq!(plain.code, 0, "{}{}", plain.stdout, plain.stderr);
+    let plain = r.python_bounty("solution-good", &bare_unittest(&r), &["--json"], 0);
     assert_eq!(plain.json().get("adversarial"), Some(&Value::Null));
 }
 
@@ -920,16 +846,13 @@ fn adversarial_busybox_example_holds_and_a_benchmark_that_passes_anything_is_byp
     let ran = r.rehearse_example(&r.busybox_cmp(), &["--adversarial"]);
     let out = &ran.stdout;
     assert_eq!(ran.code, 0, "{out}{}", ran.stderr);
-    assert!(out.contains("  held: empty_tree (failed)\n"), "{out}");
+    assert_contains(out, "  held: empty_tree (failed)\n");
     // The example's source is a data file: no exit stub applies, and it is not run as one.
-    assert!(
-        out.contains("  skipped: exit_on_load (no file in a language with an exit stub)\n"),
-        "{out}"
+    assert_contains(
+        out,
+        "  skipped: exit_on_load (no file in a language with an exit stub)\n",
     );
-    assert!(
-        out.contains("  held: shadow unittest.py (failed)\n"),
-        "{out}"
-    );
+    assert_contains(out, "  held: shadow unittest.py (failed)\n");
     assert!(
         out.ends_with(
             "ok: passed; not checked: stability (--repeat 2 or more), discrimination (--base \
@@ -943,8 +866,8 @@ fn adversarial_busybox_example_holds_and_a_benchmark_that_passes_anything_is_byp
     let ran = r.rehearse_script(&anything, |_| {}, &["--adversarial"]);
     let out = &ran.stdout;
     assert_eq!(ran.code, 9, "{out}{}", ran.stderr);
-    assert!(out.contains("  BYPASSABLE: empty_tree (passed)\n"), "{out}");
-    assert!(out.contains("adversarial  BYPASSABLE: "), "{out}");
+    assert_contains(out, "  BYPASSABLE: empty_tree (passed)\n");
+    assert_contains(out, "adversarial  BYPASSABLE: ");
 }
 
 /// #42 item 8: "the benchmark lets a non-solution pass" has an exit code of its own, 9, and a
@@ -983,10 +906,7 @@ fn a_bypassable_benchmark_has_its_own_exit_code() {
         .lines()
         .find(|l| l.starts_with("| 9 |"))
         .expect("docs/reference.md has an exit-code row for 9");
-    assert!(
-        row.contains("the benchmark lets a non-solution pass"),
-        "{row}"
-    );
+    assert_contains(row, "the benchmark lets a non-solution pass");
 }
 
 /// #42 item 5 in a real container: a harness that prints only its own words passes with the
@@ -1041,9 +961,9 @@ fn batch_progress_lines_name_their_task() {
         "rehearse: [task 1/2 good] run 1/1 of the solution",
         "rehearse: [task 2/2 bad] run 1/1 of the solution",
     ] {
-        assert!(shown.contains(line), "{line}: {shown}");
+        assert_contains(&shown, line);
     }
-    assert!(!shown.contains("rehearse: run 1/1"), "{shown}");
+    assert_lacks(&shown, "rehearse: run 1/1");
 }
 
 /// A solution inside a git working copy with `.git/`, a `__pycache__/`, an untracked file and an
@@ -1056,21 +976,7 @@ fn a_git_working_copy_is_staged_as_its_exact_commit_archive_holds_it() {
     let repo = r.dir.path().join("repo");
     let sol = repo.join("sol");
     fs::create_dir_all(&sol).unwrap();
-    let git = |args: &[&str]| {
-        let out = Command::new("git")
-            .arg("-C")
-            .arg(&repo)
-            .args(["-c", "user.email=t@example.invalid", "-c", "user.name=t"])
-            .args(args)
-            .output()
-            .unwrap();
-        assert!(
-            out.status.success(),
-            "git {args:?}: {}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        out.stdout
-    };
+    let git = |args: &[&str]| git_in(&repo, args);
     git(&["init", "-q"]);
     fs::copy(
         fixture("example/source-pass/result.txt"),
@@ -1158,28 +1064,15 @@ fn a_benchmark_that_runs_zero_tests_is_not_reported_as_a_usable_pass() {
         &["--worktree"],
     );
     assert_eq!(ran.code, 4, "{}{}", ran.stdout, ran.stderr);
-    assert!(ran.stdout.contains("verdict  passed"), "{}", ran.stdout);
-    assert!(
-        ran.stdout.contains("no test ran (Ran 0 tests (unittest))"),
-        "{}",
-        ran.stdout
-    );
+    assert_contains(&ran.stdout, "verdict  passed");
+    assert_contains(&ran.stdout, "no test ran (Ran 0 tests (unittest))");
 }
 
 #[test]
 fn a_failed_pull_shows_the_engines_reason_not_advice_to_pull() {
     let r = Rehearsal::new();
     // A digest the local registry does not hold: the pull is refused by the registry.
-    let absent = r.manifest("busybox-cmp.json", "busybox", |m| {
-        let name = m["image"]
-            .as_str()
-            .unwrap()
-            .split('@')
-            .next()
-            .unwrap()
-            .to_string();
-        m["image"] = format!("{name}@sha256:{}", "2".repeat(64)).into();
-    });
+    let absent = r.busybox_with_absent_image('2');
     let ran = r.rehearse_example(&absent, &["--pull"]);
     assert_eq!(ran.code, 3, "{}{}", ran.stdout, ran.stderr);
     let line = ran
@@ -1187,14 +1080,14 @@ fn a_failed_pull_shows_the_engines_reason_not_advice_to_pull() {
         .lines()
         .find(|l| l.contains("no verdict (image_missing)"))
         .unwrap_or_else(|| panic!("{}", ran.stdout));
-    assert!(line.contains("pulling it by its digest failed:"), "{line}");
+    assert_contains(line, "pulling it by its digest failed:");
     // The engine's words follow (the registry's "manifest unknown" / "not found").
     let reason = line
         .split("pulling it by its digest failed:")
         .nth(1)
         .unwrap();
     assert!(reason.trim().len() > 5, "{line}");
-    assert!(!line.contains("--pull"), "{line}");
+    assert_lacks(line, "--pull");
 }
 
 #[test]
@@ -1206,12 +1099,9 @@ fn manifest_errors_name_the_field_suggest_the_closest_and_say_how_to_pin() {
     };
     let typed = run(|m| m["timeout_seconds"] = "120".into());
     assert_eq!(typed.code, 4, "{}", typed.stderr);
-    assert!(
-        typed
-            .stderr
-            .contains("timeout_seconds: invalid type: string \"120\", expected u64"),
-        "{}",
-        typed.stderr
+    assert_contains(
+        &typed.stderr,
+        "timeout_seconds: invalid type: string \"120\", expected u64",
     );
     let unknown = run(|m| {
         let v = m["memory_bytes"].take();
@@ -1219,20 +1109,13 @@ fn manifest_errors_name_the_field_suggest_the_closest_and_say_how_to_pin() {
         m["memory_byte"] = v;
     });
     assert_eq!(unknown.code, 4, "{}", unknown.stderr);
-    assert!(
-        unknown
-            .stderr
-            .contains("unknown field \"memory_byte\"; did you mean \"memory_bytes\"?"),
-        "{}",
-        unknown.stderr
+    assert_contains(
+        &unknown.stderr,
+        "unknown field \"memory_byte\"; did you mean \"memory_bytes\"?",
     );
     let tag = run(|m| m["image"] = "python:3.12-slim".into());
     assert_eq!(tag.code, 4, "{}", tag.stderr);
-    assert!(
-        tag.stderr.contains("pin by digest: name@sha256:<64 hex>"),
-        "{}",
-        tag.stderr
-    );
+    assert_contains(&tag.stderr, "pin by digest: name@sha256:<64 hex>");
 }
 
 #[test]
@@ -1249,44 +1132,26 @@ fn a_tree_over_max_source_files_names_the_field_its_real_size_and_largest_direct
     });
     let ran = r.rehearse(&source, &fixture("example/benchmark"), &manifest, &[]);
     assert_eq!(ran.code, 4, "{}{}", ran.stdout, ran.stderr);
-    assert!(
-        ran.stderr.contains(
-            "the source tree is over max_source_files = 3 in the runner manifest: it holds 5 \
+    assert_contains(
+        &ran.stderr,
+        "the source tree is over max_source_files = 3 in the runner manifest: it holds 5 \
              files, 27 bytes; largest directories: vendor/ (4 files, 24 bytes); only the bounty \
-             author can change it"
-        ),
-        "{}",
-        ran.stderr
+             author can change it",
     );
-    assert!(
-        ran.stderr
-            .contains("a solver can only submit a smaller tree")
-    );
+    assert_contains(&ran.stderr, "a solver can only submit a smaller tree");
 
     // The same tree committed in a git repository is refused while its archive is extracted,
     // with the same words (measured on the directory, `.git` left out).
-    let git = |args: &[&str]| {
-        let out = Command::new("git")
-            .arg("-C")
-            .arg(&source)
-            .args(["-c", "user.email=t@example.invalid", "-c", "user.name=t"])
-            .args(args)
-            .output()
-            .unwrap();
-        assert!(out.status.success(), "git {args:?}");
-    };
+    let git = |args: &[&str]| git_in(&source, args);
     git(&["init", "-q"]);
     git(&["add", "-A"]);
     git(&["commit", "-q", "-m", "big"]);
     let ran = r.rehearse(&source, &fixture("example/benchmark"), &manifest, &[]);
     assert_eq!(ran.code, 4, "{}{}", ran.stdout, ran.stderr);
-    assert!(
-        ran.stderr.contains(
-            "the source tree is over max_source_files = 3 in the runner manifest: it holds 5 \
-             files, 27 bytes; largest directories: vendor/ (4 files, 24 bytes)"
-        ),
-        "{}",
-        ran.stderr
+    assert_contains(
+        &ran.stderr,
+        "the source tree is over max_source_files = 3 in the runner manifest: it holds 5 \
+             files, 27 bytes; largest directories: vendor/ (4 files, 24 bytes)",
     );
 }
 
@@ -1342,30 +1207,24 @@ fn progress_shows_each_run_on_a_terminal_and_nothing_off_one_or_with_quiet() {
         "rehearse: the base tree run …",
         "rehearse: the base tree run: failed in ",
     ] {
-        assert!(shown.contains(line), "{line:?} not in {shown}");
+        assert_contains(&shown, line);
     }
     // The starting line comes before the result, and the report still follows.
     let start = shown.find("run 1/2 of the solution …").unwrap();
     let end = shown.find("run 1/2 of the solution: passed").unwrap();
     assert!(start < end, "{shown}");
-    assert!(
-        shown.contains("ok: passed, stable, discriminating"),
-        "{shown}"
-    );
+    assert_contains(&shown, "ok: passed, stable, discriminating");
 
     let mut quiet = args.clone();
     quiet.push("--quiet");
     let shown = on_a_terminal(&quiet);
-    assert!(
-        shown.contains("ok: passed, stable, discriminating"),
-        "{shown}"
-    );
-    assert!(!shown.contains("rehearse: run"), "{shown}");
+    assert_contains(&shown, "ok: passed, stable, discriminating");
+    assert_lacks(&shown, "rehearse: run");
 
     // Off a terminal (a pipe, as in CI), stderr carries no progress.
     let ran = r.rehearse_example(&manifest, &["--repeat", "2"]);
     assert_eq!(ran.code, 0, "{}", ran.stderr);
-    assert!(!ran.stderr.contains("rehearse: run"), "{}", ran.stderr);
+    assert_lacks(&ran.stderr, "rehearse: run");
 }
 
 #[test]
@@ -1403,12 +1262,10 @@ fn log_dir_keeps_every_runs_full_output_and_explain_shows_what_ran_and_a_passing
     assert_eq!(shown.code, 0, "{}", shown.stderr);
     let out = &shown.stdout;
     assert!(out.starts_with("passed: the command exited 0 in "), "{out}");
-    assert!(
-        out.contains("| line 100\n") && out.contains("| line 89\n"),
-        "{out}"
-    );
-    assert!(!out.contains("| line 88\n"), "{out}");
-    assert!(out.contains("stderr (last lines):\n    | oops"), "{out}");
+    assert_contains(out, "| line 100\n");
+    assert_contains(out, "| line 89\n");
+    assert_lacks(out, "| line 88\n");
+    assert_contains(out, "stderr (last lines):\n    | oops");
     for row in [
         "what ran\n",
         "  image     127.0.0.1:5000/verifier-busybox@sha256:",
@@ -1420,26 +1277,22 @@ fn log_dir_keeps_every_runs_full_output_and_explain_shows_what_ran_and_a_passing
         "  finished  ",
         "  engine    ",
     ] {
-        assert!(out.contains(row), "{row:?} not in {out}");
+        assert_contains(out, row);
     }
     for (row, digest) in [
         ("source   ", &report["commit"]["source_snapshot_digest"]),
         ("benchmark", &report["commit"]["benchmark_digest"]),
     ] {
         let line = format!("  {row} {} at ", digest.as_str().unwrap());
-        assert!(out.contains(&line), "{line:?} not in {out}");
+        assert_contains(out, &line);
     }
     let three = explain(&["--lines", "3", evidence]).stdout;
 
-    assert!(
-        three.contains("| line 98\n") && !three.contains("| line 97\n"),
-        "{three}"
-    );
+    assert_contains(&three, "| line 98\n");
+    assert_lacks(&three, "| line 97\n");
     let full = explain(&["--full", evidence]).stdout;
-    assert!(
-        full.contains("| line 1\n") && full.contains("| line 100\n"),
-        "{full}"
-    );
+    assert_contains(&full, "| line 1\n");
+    assert_contains(&full, "| line 100\n");
     assert_eq!(explain(&["--full", "--lines", "3", evidence]).code, 2);
 
     // Output past the cap is kept up to the cap (the chunk that crossed it included), not
@@ -1455,23 +1308,29 @@ fn log_dir_keeps_every_runs_full_output_and_explain_shows_what_ran_and_a_passing
     assert!((4096..4096 + 65_536).contains(&kept), "{kept}");
 }
 
-/// The `runs[0].hits` of a rehearsal as `(kind, certainty)` pairs, and the run's details.
-fn hits_of(report: &Value) -> (Vec<(String, String)>, String) {
+/// Asserts that the one run of `ran` exited `code` and ended `status` with exactly one hit,
+/// `kind` at `certainty`; returns the run's details, where the hit is explained.
+fn the_one_hit(ran: &Ran, code: i32, status: &str, kind: &str, certainty: &str) -> String {
+    assert_exit(ran, code);
+    let report = ran.json();
     let run = &report["runs"][0];
-    let hits = run["hits"]
+    assert_eq!(run["status"], status);
+    let hits: Vec<(&str, &str)> = run["hits"]
         .as_array()
         .map(|hits| {
             hits.iter()
                 .map(|h| {
                     (
-                        h["kind"].as_str().unwrap().to_owned(),
-                        h["certainty"].as_str().unwrap().to_owned(),
+                        h["kind"].as_str().unwrap(),
+                        h["certainty"].as_str().unwrap(),
                     )
                 })
                 .collect()
         })
         .unwrap_or_default();
-    (hits, run["details"].to_string())
+    let details = run["details"].to_string();
+    assert_eq!(hits, [(kind, certainty)], "{details}");
+    details
 }
 
 #[test]
@@ -1484,20 +1343,12 @@ fn a_benchmark_forking_past_pids_limit_is_named_from_the_cgroup_and_keeps_its_ve
         "( i=0; while [ $i -lt 64 ]; do sleep 3 & i=$((i+1)); done; wait )\nsleep 1\nexit 0",
     );
     let ran = r.rehearse_script(&bench, |m| m["pids_limit"] = 16.into(), &["--json"]);
-    let report = ran.json();
     // A hit is reported beside the verdict and never changes it.
-    assert_eq!(ran.code, 0, "{}{}", ran.stdout, ran.stderr);
-    assert_eq!(report["runs"][0]["status"], "passed");
-    let (hits, details) = hits_of(&report);
-    assert_eq!(
-        hits,
-        [("pids_limit".to_owned(), "observed".to_owned())],
-        "{details}"
-    );
-    assert!(
-        details.contains("hit: the process limit refused")
-            && details.contains("(cgroup pids.events): pids_limit = 16 in the runner manifest"),
-        "{details}"
+    let details = the_one_hit(&ran, 0, "passed", "pids_limit", "observed");
+    assert_contains(&details, "hit: the process limit refused");
+    assert_contains(
+        &details,
+        "(cgroup pids.events): pids_limit = 16 in the runner manifest",
     );
 }
 
@@ -1517,23 +1368,12 @@ fn a_benchmark_filling_tmp_is_named_from_statfs_beside_the_failure() {
         }),
         &["--json"],
     );
-    assert_eq!(ran.code, 4, "{}{}", ran.stdout, ran.stderr);
-    let report = ran.json();
-    assert_eq!(report["runs"][0]["status"], "failed");
-    let (hits, details) = hits_of(&report);
-    assert_eq!(
-        hits,
-        [("tmpfs_full".to_owned(), "observed".to_owned())],
-        "{details}"
+    let details = the_one_hit(&ran, 4, "failed", "tmpfs_full", "observed");
+    assert_contains(
+        &details,
+        "hit: /tmp had no free space left (statfs): tmpfs_bytes = 67108864",
     );
-    assert!(
-        details.contains("hit: /tmp had no free space left (statfs): tmpfs_bytes = 67108864"),
-        "{details}"
-    );
-    assert!(
-        details.contains("also counts against memory_bytes"),
-        "{details}"
-    );
+    assert_contains(&details, "also counts against memory_bytes");
 }
 
 #[test]
@@ -1541,18 +1381,10 @@ fn a_write_to_a_read_only_path_is_named_as_likely_from_the_output() {
     let r = Rehearsal::new();
     let bench = r.script_benchmark("writes", "echo x > /workspace/new\nexit 1");
     let ran = r.rehearse_script(&bench, |_| {}, &["--json"]);
-    assert_eq!(ran.code, 4, "{}{}", ran.stdout, ran.stderr);
-    let report = ran.json();
-    assert_eq!(report["runs"][0]["status"], "failed");
-    let (hits, details) = hits_of(&report);
-    assert_eq!(
-        hits,
-        [("read_only_path".to_owned(), "likely".to_owned())],
-        "{details}"
-    );
-    assert!(
-        details.contains("likely hit: the output says \\\"Read-only file system\\\""),
-        "{details}"
+    let details = the_one_hit(&ran, 4, "failed", "read_only_path", "likely");
+    assert_contains(
+        &details,
+        "likely hit: the output says \\\"Read-only file system\\\"",
     );
 }
 
@@ -1562,19 +1394,12 @@ fn a_network_attempt_under_network_none_is_named_from_the_namespace_counters() {
     let bench = r.script_benchmark("dials", "nc 1.1.1.1 80 < /dev/null\nsleep 1\nexit 1");
     let ran = r.rehearse_script(&bench, |_| {}, &[]);
     assert_eq!(ran.code, 4, "{}{}", ran.stdout, ran.stderr);
-    assert!(
-        ran.stdout.contains(
-            "hit: the program tried to reach the network: 1 packet(s) had no route (the \
-             namespace's OutNoRoutes counter)"
-        ),
-        "{}",
-        ran.stdout
+    assert_contains(
+        &ran.stdout,
+        "hit: the program tried to reach the network: 1 packet(s) had no route (the \
+             namespace's OutNoRoutes counter)",
     );
-    assert!(
-        ran.stdout.contains("failed: the command exited 1"),
-        "{}",
-        ran.stdout
-    );
+    assert_contains(&ran.stdout, "failed: the command exited 1");
 }
 
 /// `git <args>` in `dir` with a fixed identity; panics with git's words on failure.
@@ -1816,8 +1641,8 @@ fn a_repository_git_refuses_is_refused_with_the_reason_not_staged_as_the_working
             ran.stdout,
             ran.stderr
         );
-        assert!(ran.stderr.contains(reason), "{}", ran.stderr);
-        assert!(ran.stderr.contains("--worktree"), "{}", ran.stderr);
+        assert_contains(&ran.stderr, reason);
+        assert_contains(&ran.stderr, "--worktree");
         // The working copy is still rehearsed when asked for.
         let ran = r.rehearse(
             sol,
@@ -1861,27 +1686,23 @@ fn timed_harness(r: &Rehearsal) -> PathBuf {
 #[test]
 fn repeated_runs_that_print_timings_are_reported_output_differs_with_the_first_differing_line() {
     let r = Rehearsal::new();
-    let ran = r.rehearse(
-        &fixture("python-bounty/solution-good"),
-        &fixture("python-bounty/benchmark"),
+    let ran = r.python_bounty(
+        "solution-good",
         &timed_harness(&r),
         &["--repeat", "2", "--worktree"],
+        0,
     );
     let out = &ran.stdout;
     // The verdict is stable and the bounty usable: only the output bytes differ.
-    assert_eq!(ran.code, 0, "{out}{}", ran.stderr);
-    assert!(out.contains("  stability               stable\n"), "{out}");
-    assert!(out.contains("output: differs between runs\n"), "{out}");
-    assert!(
-        out.contains("  run 1 vs 2: stdout line 1: \"started at "),
-        "{out}"
-    );
-    assert!(out.contains("what follows: settlement works"), "{out}");
-    let json = r.rehearse(
-        &fixture("python-bounty/solution-good"),
-        &fixture("python-bounty/benchmark"),
+    assert_contains(out, "  stability               stable\n");
+    assert_contains(out, "output: differs between runs\n");
+    assert_contains(out, "  run 1 vs 2: stdout line 1: \"started at ");
+    assert_contains(out, "what follows: settlement works");
+    let json = r.python_bounty(
+        "solution-good",
         &timed_harness(&r),
         &["--repeat", "2", "--worktree", "--json"],
+        0,
     );
     let v: Value = serde_json::from_str(&json.stdout).unwrap();
     assert_eq!(v["output"]["status"], "differs", "{v}");
@@ -1901,13 +1722,12 @@ fn repeated_runs_that_print_timings_are_reported_output_differs_with_the_first_d
 #[test]
 fn the_shipped_harness_prints_the_same_bytes_every_run() {
     let r = Rehearsal::new();
-    let ran = r.rehearse(
-        &fixture("python-bounty/solution-good"),
-        &fixture("python-bounty/benchmark"),
+    let ran = r.python_bounty(
+        "solution-good",
         &bounty_harness(&r),
         &["--repeat", "3", "--worktree", "--json"],
+        0,
     );
-    assert_eq!(ran.code, 0, "{}{}", ran.stdout, ran.stderr);
     let v: Value = serde_json::from_str(&ran.stdout).unwrap();
     assert_eq!(v["output"]["status"], "deterministic", "{v}");
 }
@@ -1949,27 +1769,19 @@ fn adversarial_on_a_failing_source_is_not_judged_never_held() {
     let r = Rehearsal::new();
     // The bounty harness holds against every stub, but the source here is the bad solution:
     // stubs built from a tree that fails prove nothing.
-    let ran = r.rehearse(
-        &fixture("python-bounty/solution-bad"),
-        &fixture("python-bounty/benchmark"),
-        &bounty_harness(&r),
-        &["--adversarial"],
-    );
+    let ran = r.python_bounty("solution-bad", &bounty_harness(&r), &["--adversarial"], 4);
     let out = &ran.stdout;
-    assert_eq!(ran.code, 4, "{out}{}", ran.stderr);
-    assert!(!out.contains("held"), "{out}");
-    assert!(
-        out.contains(
-            "adversarial  not judged: the source failed the benchmark, so stubs built from it \
-             prove nothing; rehearse --adversarial with a --source that passes (the solution)"
-        ),
-        "{out}"
+    assert_lacks(out, "held");
+    assert_contains(
+        out,
+        "adversarial  not judged: the source failed the benchmark, so stubs built from it \
+             prove nothing; rehearse --adversarial with a --source that passes (the solution)",
     );
-    let ran = r.rehearse(
-        &fixture("python-bounty/solution-bad"),
-        &fixture("python-bounty/benchmark"),
+    let ran = r.python_bounty(
+        "solution-bad",
         &bounty_harness(&r),
         &["--adversarial", "--json"],
+        4,
     );
     let adversarial = &ran.json()["adversarial"];
     assert_eq!(adversarial["bypassable"], Value::Null, "{adversarial}");
@@ -1997,19 +1809,17 @@ fn a_benchmark_running_a_solver_shipped_checker_is_bypassable_on_the_unsolved_tr
     let ran = r.rehearse(&unsolved, &benchmark, &manifest, &["--adversarial"]);
     let out = &ran.stdout;
     assert_eq!(ran.code, 9, "{out}{}", ran.stderr);
-    assert!(
-        out.contains("  BYPASSABLE: referenced_programs (passed): added tools/check_card.py\n"),
-        "{out}"
+    assert_contains(
+        out,
+        "  BYPASSABLE: referenced_programs (passed): added tools/check_card.py\n",
     );
-    assert!(!out.contains("adversarial  held"), "{out}");
-    assert!(
-        out.contains(
-            "problem: the benchmark runs tools/check_card.py from /workspace, a file the solver \
-             controls, and trusts its exit status"
-        ),
-        "{out}"
+    assert_lacks(out, "adversarial  held");
+    assert_contains(
+        out,
+        "problem: the benchmark runs tools/check_card.py from /workspace, a file the solver \
+             controls, and trusts its exit status",
     );
-    assert!(out.contains("ship the checker in the benchmark"), "{out}");
+    assert_contains(out, "ship the checker in the benchmark");
 }
 
 #[test]
@@ -2025,17 +1835,15 @@ fn bypassable_names_the_file_the_benchmark_runs_first_and_the_real_defect() {
     let out = &ran.stdout;
     assert_eq!(ran.code, 9, "{out}{}", ran.stderr);
     // helper.py sorts before tools/, but the benchmark runs tools/check_card.py: it comes first.
-    assert!(
-        out.contains(
-            "  BYPASSABLE: exit_on_load (passed): replaced tools/check_card.py, helper.py\n"
-        ),
-        "{out}"
+    assert_contains(
+        out,
+        "  BYPASSABLE: exit_on_load (passed): replaced tools/check_card.py, helper.py\n",
     );
-    assert!(
-        out.contains("problem: the benchmark runs tools/check_card.py from /workspace"),
-        "{out}"
+    assert_contains(
+        out,
+        "problem: the benchmark runs tools/check_card.py from /workspace",
     );
-    assert!(!out.contains("run_tests.py"), "{out}");
+    assert_lacks(out, "run_tests.py");
     // The problem follows the stub lines it refers to.
     let list = out.find("adversarial stubs").unwrap();
     let problem = out.find("problem: the benchmark runs").unwrap();
@@ -2069,12 +1877,10 @@ fn bypassable_bisects_the_replaced_files_to_the_solver_shipped_checker() {
     let out = &ran.stdout;
     println!("{out}{}", ran.stderr);
     assert_eq!(ran.code, 9, "{out}{}", ran.stderr);
-    assert!(
-        out.contains(
-            "  BYPASSABLE: exit_on_load (passed): replaced tools/check_card.py, mod_00.py, \
-             mod_01.py and 8 more\n"
-        ),
-        "{out}"
+    assert_contains(
+        out,
+        "  BYPASSABLE: exit_on_load (passed): replaced tools/check_card.py, mod_00.py, \
+             mod_01.py and 8 more\n",
     );
     let culprit = out
         .lines()
@@ -2094,14 +1900,12 @@ fn bypassable_bisects_the_replaced_files_to_the_solver_shipped_checker() {
         .and_then(|n| n.parse().ok())
         .unwrap_or_else(|| panic!("{culprit}"));
     assert!((1..=8).contains(&runs), "{culprit}");
-    assert!(
-        out.contains(
-            "problem: the pass hinges on tools/check_card.py, a file the solver ships: replaced \
-             alone by an immediate exit 0, it makes the benchmark pass"
-        ),
-        "{out}"
+    assert_contains(
+        out,
+        "problem: the pass hinges on tools/check_card.py, a file the solver ships: replaced \
+             alone by an immediate exit 0, it makes the benchmark pass",
     );
-    assert!(out.contains("ship the checker in the benchmark"), "{out}");
+    assert_contains(out, "ship the checker in the benchmark");
 
     let json = r
         .rehearse(&solved, &benchmark, &manifest, &["--adversarial", "--json"])
@@ -2185,12 +1989,10 @@ fn a_plain_rehearsal_names_what_it_did_not_check_and_its_exit_code_matches_the_r
         .lines()
         .find(|l| l.starts_with("| 0 |"))
         .expect("docs/reference.md has an exit-code row for 0");
-    assert!(
-        row.contains(
-            "`rehearse`: the solution passed and no check that ran found a problem; \
-                      the last line names each check not asked for (`not checked: …`)"
-        ),
-        "{row}"
+    assert_contains(
+        row,
+        "`rehearse`: the solution passed and no check that ran found a problem; \
+                      the last line names each check not asked for (`not checked: …`)",
     );
 }
 
@@ -2258,12 +2060,8 @@ fn base_rev_stages_the_base_at_its_own_revision_of_one_repository() {
     );
     // An explicit --rev is what the author asked for: no advice to commit the working tree.
     let ran = r.rehearse(&repo, &bench, &manifest, &["--rev", "HEAD~1"]);
-    assert!(!ran.stdout.contains("commit it"), "{}", ran.stdout);
-    assert!(
-        ran.stdout.contains("(--rev HEAD~1, not the working tree)"),
-        "{}",
-        ran.stdout
-    );
+    assert_lacks(&ran.stdout, "commit it");
+    assert_contains(&ran.stdout, "(--rev HEAD~1, not the working tree)");
 }
 
 #[test]
@@ -2278,13 +2076,11 @@ fn a_base_that_is_the_same_tree_as_the_source_is_named_not_blamed_on_the_benchma
     );
     let out = &ran.stdout;
     assert_eq!(ran.code, 4, "{out}{}", ran.stderr);
-    assert!(!out.contains("does not test the change"), "{out}");
-    assert!(
-        out.contains(
-            "problem: base and source are the same tree (sha256:a1a2e7e0e6a698d862c0820310b86655104e5866a45ef62b383ead4c5a3c5249): \
-             nothing was compared; pass the unsolved revision with --base-rev REV or --base DIR@REV"
-        ),
-        "{out}"
+    assert_lacks(out, "does not test the change");
+    assert_contains(
+        out,
+        "problem: base and source are the same tree (sha256:a1a2e7e0e6a698d862c0820310b86655104e5866a45ef62b383ead4c5a3c5249): \
+             nothing was compared; pass the unsolved revision with --base-rev REV or --base DIR@REV",
     );
 }
 
@@ -2315,22 +2111,14 @@ fn a_missing_python_says_python3_is_on_the_images_path() {
     let manifest = r.manifest("python-unittest.json", "python", |m| {
         m["command"] = serde_json::json!(["python", "/benchmark/run_tests.py", "6"]);
     });
-    let ran = r.rehearse(
-        &fixture("python-bounty/solution-good"),
-        &fixture("python-bounty/benchmark"),
-        &manifest,
-        &["--json"],
-    );
-    assert_eq!(ran.code, 3, "{}{}", ran.stdout, ran.stderr);
+    let ran = r.python_bounty("solution-good", &manifest, &["--json"], 3);
     let run = &ran.json()["runs"][0];
     assert_eq!(run["reason"], "start_failed", "{run}");
     let headline = run["headline"].as_str().unwrap();
-    assert!(
-        headline.contains(
-            "executable python not found in the image; python3 is on its PATH \
-             (/usr/bin/python3): name it in the manifest's command"
-        ),
-        "{headline}"
+    assert_contains(
+        headline,
+        "executable python not found in the image; python3 is on its PATH \
+             (/usr/bin/python3): name it in the manifest's command",
     );
 }
 
@@ -2357,14 +2145,8 @@ fn stub_progress_and_logs_name_the_stub_and_a_checked_digest_says_it_matches() {
         "--log-dir",
         logs.to_str().unwrap(),
     ]);
-    assert!(
-        shown.contains("rehearse: stub exit_on_load: BYPASSABLE (passed"),
-        "{shown}"
-    );
-    assert!(
-        shown.contains("rehearse: stub empty_tree: held (failed"),
-        "{shown}"
-    );
+    assert_contains(&shown, "rehearse: stub exit_on_load: BYPASSABLE (passed");
+    assert_contains(&shown, "rehearse: stub empty_tree: held (failed");
     for name in [
         "rehearse-stub-0-exit_on_load.stdout",
         "rehearse-stub-1-exit_on_load_keep_text.stdout",
@@ -2384,12 +2166,9 @@ fn stub_progress_and_logs_name_the_stub_and_a_checked_digest_says_it_matches() {
         m["benchmark_digest"] = EXAMPLE_BENCHMARK_DIGEST.into();
     });
     let ran = r.rehearse_example(&right, &[]);
-    assert!(
-        ran.stdout.contains(&format!(
-            "benchmark_digest        {EXAMPLE_BENCHMARK_DIGEST}  (matches the manifest)\n"
-        )),
-        "{}",
-        ran.stdout
+    assert_contains(
+        &ran.stdout,
+        &format!("benchmark_digest        {EXAMPLE_BENCHMARK_DIGEST}  (matches the manifest)\n"),
     );
 }
 
@@ -2421,13 +2200,12 @@ fn a_grown_rehearsal_store_gets_a_note_naming_worker_gc() {
     junk.set_len(250 << 20).unwrap();
     let ran = r.rehearse_example(&r.busybox_cmp(), &[]);
     assert_eq!(ran.code, 0, "{}{}", ran.stdout, ran.stderr);
-    assert!(
-        ran.stderr.contains(&format!(
+    assert_contains(
+        &ran.stderr,
+        &format!(
             "note: the rehearsal store {} holds 250 MiB",
             staging.display()
-        )),
-        "{}",
-        ran.stderr
+        ),
     );
-    assert!(ran.stderr.contains("--older-than 7d"), "{}", ran.stderr);
+    assert_contains(&ran.stderr, "--older-than 7d");
 }

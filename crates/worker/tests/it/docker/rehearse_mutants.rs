@@ -8,6 +8,7 @@ use std::fs;
 use std::path::PathBuf;
 
 use super::ran::{Ran, manifest, ran, rehearse_command};
+use super::rehearse_support::assert_contains;
 use serde_json::Value;
 
 /// The unsolved tree: `is_adult` always answers `False`.
@@ -152,19 +153,14 @@ fn a_weak_benchmark_lets_the_mutants_of_the_solution_survive() {
     let extra: Vec<&str> = args.iter().map(String::as_str).collect();
     let text = bounty.rehearse("weak", &extra);
     assert_eq!(text.code, 0, "{}", text.stderr);
-    assert!(
-        text.stdout
-            .contains("mutants  WEAK: the benchmark kills 3 of 7 mutants (42 %, under 50 %"),
-        "{}",
-        text.stdout
+    assert_contains(
+        &text.stdout,
+        "mutants  WEAK: the benchmark kills 3 of 7 mutants (42 %, under 50 %",
     );
-    assert!(
-        text.stdout.contains(
-            "  SURVIVED: adult.py:2 boundary\n    --- a/adult.py\n    +++ b/adult.py\n    \
-             @@ -2 +2 @@\n    -    if age >= 18:\n    +    if age > 18:\n"
-        ),
-        "{}",
-        text.stdout
+    assert_contains(
+        &text.stdout,
+        "  SURVIVED: adult.py:2 boundary\n    --- a/adult.py\n    +++ b/adult.py\n    \
+             @@ -2 +2 @@\n    -    if age >= 18:\n    +    if age > 18:\n",
     );
 }
 
@@ -219,10 +215,8 @@ fn mutants_need_a_base_to_know_the_changed_lines() {
     let ran = bounty.rehearse("weak", &["--mutants", "5"]);
     assert_eq!(ran.code, 2, "{}{}", ran.stdout, ran.stderr);
     // Refused for the missing base, not as an unknown argument (which is also exit 2).
-    assert!(
-        ran.stderr
-            .contains("the following required arguments were not provided:\n  --base <BASE>"),
-        "{}",
-        ran.stderr
+    assert_contains(
+        &ran.stderr,
+        "the following required arguments were not provided:\n  --base <BASE>",
     );
 }

@@ -9,6 +9,9 @@ use std::fs;
 use std::path::{Path, PathBuf};
 
 use super::ran::{Ran, fixture, manifest, ran, rehearse_command};
+use super::rehearse_support::{
+    PYTHON_SHADOWS, assert_contains, assert_exit, assert_held, assert_lacks,
+};
 
 fn weak(path: &str) -> PathBuf {
     fixture(&format!("weak-benchmarks/{path}"))
@@ -18,6 +21,14 @@ fn rehearse(dir: &Path, source: &Path, benchmark: &Path, manifest: &Path, extra:
     let output =
         rehearse_command(&dir.join("staging"), source, benchmark, manifest, extra).output();
     ran(&output.unwrap())
+}
+
+/// `rehearse --adversarial` of `source` against `benchmark` under `manifest`: asserts it exited
+/// `code` and returns its stdout.
+fn adversarial(dir: &Path, source: &Path, benchmark: &Path, manifest: &Path, code: i32) -> String {
+    let ran = rehearse(dir, source, benchmark, manifest, &["--adversarial"]);
+    assert_exit(&ran, code);
+    ran.stdout
 }
 
 /// The python image running `/benchmark/check.py`, as the live bounties' command does.
@@ -40,31 +51,24 @@ fn line_of<'a>(out: &'a str, start: &str) -> &'a str {
 #[test]
 fn keep_text_and_shadow_stubs_pass_a_phrase_grep_benchmark_running_the_solvers_unittest() {
     let dir = tempfile::tempdir().unwrap();
-    let ran = rehearse(
+    let out = &adversarial(
         dir.path(),
         &weak("python/solution"),
         &weak("python/benchmark"),
         &check_py(dir.path()),
-        &["--adversarial"],
+        9,
     );
-    let out = &ran.stdout;
-    assert_eq!(ran.code, 9, "{out}{}", ran.stderr);
-    assert!(out.contains("verdict  passed\n"), "{out}");
+    assert_contains(out, "verdict  passed\n");
     // Whole files replaced: the phrase check fails, as before.
-    assert!(out.contains("  held: exit_on_load (failed)\n"), "{out}");
-    assert!(
-        out.contains(
-            "  BYPASSABLE: exit_on_load_keep_text (passed): replaced failover.py, \
-             tests/test_failover.py, tests/__init__.py\n"
-        ),
-        "{out}"
+    assert_contains(out, "  held: exit_on_load (failed)\n");
+    assert_contains(
+        out,
+        "  BYPASSABLE: exit_on_load_keep_text (passed): replaced failover.py, \
+             tests/test_failover.py, tests/__init__.py\n",
     );
     // The control (every code file fails on load, text kept) fails: the shadows' passes are
     // theirs.
-    assert!(
-        out.contains("  held: fail_on_load_keep_text (failed)\n"),
-        "{out}"
-    );
+    assert_contains(out, "  held: fail_on_load_keep_text (failed)\n");
     for (stub, shadows) in [
         ("shadow unittest.py", "Python's unittest"),
         (
@@ -77,7 +81,7 @@ fn keep_text_and_shadow_stubs_pass_a_phrase_grep_benchmark_running_the_solvers_u
         ),
     ] {
         let line = line_of(out, &format!("  BYPASSABLE: {stub} (passed)"));
-        assert!(line.contains(shadows), "{stub}: {line}");
+        assert_contains(line, shadows);
     }
     // Imported only by pytest, or from a site directory: held here.
     for held in [
@@ -85,11 +89,11 @@ fn keep_text_and_shadow_stubs_pass_a_phrase_grep_benchmark_running_the_solvers_u
         "shadow conftest.py",
         "shadow rehearse-shadow.pth",
     ] {
-        assert!(out.contains(&format!("  held: {held} (")), "{held}: {out}");
+        assert_contains(out, &format!("  held: {held} ("));
     }
     let finding = line_of(out, "problem: the benchmark runs tests the solver writes");
-    assert!(finding.contains("tests/test_failover.py"), "{finding}");
-    assert!(finding.contains("-m unittest"), "{finding}");
+    assert_contains(finding, "tests/test_failover.py");
+    assert_contains(finding, "-m unittest");
 
     // The unsolved tree: failover.py without its fix, and none of the solver's tests yet.
     let base = dir.path().join("unsolved");
@@ -158,19 +162,17 @@ fn keep_text_and_shadow_stubs_pass_a_phrase_grep_benchmark_running_the_solvers_u
 #[test]
 fn a_pytest_py_in_the_solvers_tree_passes_a_benchmark_running_python_m_pytest() {
     let dir = tempfile::tempdir().unwrap();
-    let ran = rehearse(
+    let out = &adversarial(
         dir.path(),
         &weak("python/solution"),
         &weak("python/benchmark-pytest"),
         &check_py(dir.path()),
-        &["--adversarial"],
+        9,
     );
-    let out = &ran.stdout;
-    assert_eq!(ran.code, 9, "{out}{}", ran.stderr);
     let line = line_of(out, "  BYPASSABLE: shadow pytest.py (passed)");
-    assert!(line.contains("pytest"), "{line}");
+    assert_contains(line, "pytest");
     let finding = line_of(out, "problem: the benchmark runs tests the solver writes");
-    assert!(finding.contains("tests/test_failover.py"), "{finding}");
+    assert_contains(finding, "tests/test_failover.py");
 }
 
 /// Independent tests in the benchmark tree, run by `fixtures/python-bounty`'s isolated harness:
@@ -193,33 +195,18 @@ fn independent_tests_in_the_benchmark_hold_against_every_keep_text_and_shadow_st
     let manifest = manifest(dir.path(), "python-unittest.json", "python", |m| {
         m["command"] = serde_json::json!(["python3", "-I", "-B", "/benchmark/run_tests.py", "3"]);
     });
-    let ran = rehearse(
+    let out = &adversarial(
         dir.path(),
         &weak("python/solution"),
         &benchmark,
         &manifest,
-        &["--adversarial"],
+        0,
     );
-    let out = &ran.stdout;
-    assert_eq!(ran.code, 0, "{out}{}", ran.stderr);
-    assert!(!out.contains("BYPASSABLE"), "{out}");
-    for held in [
-        "exit_on_load_keep_text",
-        "fail_on_load_keep_text",
-        "shadow unittest.py",
-        "shadow pytest.py",
-        "shadow conftest.py",
-        "shadow sitecustomize.py",
-        "shadow usercustomize.py",
-        "shadow rehearse-shadow.pth",
-    ] {
-        assert!(
-            out.contains(&format!("  held: {held} (failed)")),
-            "{held}: {out}"
-        );
-    }
-    assert!(out.contains("adversarial  held: no stub passed"), "{out}");
-    assert!(!out.contains("tests the solver writes"), "{out}");
+    assert_lacks(out, "BYPASSABLE");
+    assert_held(out, &["exit_on_load_keep_text", "fail_on_load_keep_text"]);
+    assert_held(out, &PYTHON_SHADOWS);
+    assert_contains(out, "adversarial  held: no stub passed");
+    assert_lacks(out, "tests the solver writes");
 }
 
 /// The Rust cheat of issue 42 (strsim): a constructor that exits 0 when the test binary loads,
@@ -229,19 +216,17 @@ fn independent_tests_in_the_benchmark_hold_against_every_keep_text_and_shadow_st
 fn a_rust_constructor_exiting_0_when_the_test_binary_loads_pays_a_non_solution() {
     let dir = tempfile::tempdir().unwrap();
     let manifest = manifest(dir.path(), "rust-cargo.json", "rust", |_| {});
-    let ran = rehearse(
+    let out = &adversarial(
         dir.path(),
         &weak("rust/solution"),
         &weak("rust/benchmark"),
         &manifest,
-        &["--adversarial"],
+        9,
     );
-    let out = &ran.stdout;
-    assert_eq!(ran.code, 9, "{out}{}", ran.stderr);
-    assert!(out.contains("verdict  passed\n"), "{out}");
-    assert!(
-        out.contains("  BYPASSABLE: exit_on_load_keep_text (passed): replaced src/lib.rs\n"),
-        "{out}"
+    assert_contains(out, "verdict  passed\n");
+    assert_contains(
+        out,
+        "  BYPASSABLE: exit_on_load_keep_text (passed): replaced src/lib.rs\n",
     );
     assert!(
         out.lines()
@@ -259,23 +244,21 @@ fn a_rust_constructor_exiting_0_when_the_test_binary_loads_pays_a_non_solution()
 fn a_node_module_keeping_its_export_then_exiting_0_pays_a_non_solution() {
     let dir = tempfile::tempdir().unwrap();
     let manifest = manifest(dir.path(), "node-test.json", "node", |_| {});
-    let ran = rehearse(
+    let out = &adversarial(
         dir.path(),
         &weak("node/solution"),
         &weak("node/benchmark"),
         &manifest,
-        &["--adversarial"],
+        9,
     );
-    let out = &ran.stdout;
-    assert_eq!(ran.code, 9, "{out}{}", ran.stderr);
-    assert!(out.contains("  held: exit_on_load (failed)\n"), "{out}");
+    assert_contains(out, "  held: exit_on_load (failed)\n");
     let line = line_of(
         out,
         "  BYPASSABLE: exit_on_load_keep_text (passed): replaced ",
     );
-    assert!(line.contains("parse.mjs"), "{line}");
+    assert_contains(line, "parse.mjs");
     // The benchmark's own tests, from /benchmark: not the solver's.
-    assert!(!out.contains("tests the solver writes"), "{out}");
+    assert_lacks(out, "tests the solver writes");
 }
 
 /// `npm test` runs what the solver's package.json says: a `scripts.test` of `exit 0` in the
@@ -286,26 +269,21 @@ fn npm_test_is_bypassed_by_the_solvers_package_json_and_runs_tests_the_solver_wr
     let manifest = manifest(dir.path(), "node-test.json", "node", |m| {
         m["command"] = serde_json::json!(["/benchmark/npm-test.sh"]);
     });
-    let ran = rehearse(
+    let out = &adversarial(
         dir.path(),
         &weak("node/solution"),
         &weak("node/benchmark-npm"),
         &manifest,
-        &["--adversarial"],
+        9,
     );
-    let out = &ran.stdout;
-    assert_eq!(ran.code, 9, "{out}{}", ran.stderr);
     let line = line_of(
         out,
         "  BYPASSABLE: shadow package.json scripts.test (passed)",
     );
-    assert!(line.contains("npm test"), "{line}");
-    assert!(
-        out.contains("  held: fail_on_load_keep_text (failed)\n"),
-        "{out}"
-    );
+    assert_contains(line, "npm test");
+    assert_contains(out, "  held: fail_on_load_keep_text (failed)\n");
     let finding = line_of(out, "problem: the benchmark runs tests the solver writes");
-    assert!(finding.contains("test/parse.test.mjs"), "{finding}");
+    assert_contains(finding, "test/parse.test.mjs");
 }
 
 /// The benchmark's own tests, but run by a runner the solver's tree vendors
@@ -316,26 +294,21 @@ fn a_runner_the_solver_vendors_in_node_modules_bin_is_shadowed() {
     let manifest = manifest(dir.path(), "node-test.json", "node", |m| {
         m["command"] = serde_json::json!(["/benchmark/run.sh"]);
     });
-    let ran = rehearse(
+    let out = &adversarial(
         dir.path(),
         &weak("node/solution"),
         &weak("node/benchmark-bin"),
         &manifest,
-        &["--adversarial"],
+        9,
     );
-    let out = &ran.stdout;
-    assert_eq!(ran.code, 9, "{out}{}", ran.stderr);
-    assert!(out.contains("verdict  passed\n"), "{out}");
+    assert_contains(out, "verdict  passed\n");
     let line = line_of(out, "  BYPASSABLE: shadow node_modules/.bin (passed)");
-    assert!(line.contains("node_modules/.bin/mocha"), "{line}");
+    assert_contains(line, "node_modules/.bin/mocha");
     // The vendored runner is kept as it is by the keep-text stubs: node_modules is not the
     // solver's code, and the control fails on parse.mjs.
-    assert!(
-        out.contains("  held: fail_on_load_keep_text (failed)\n"),
-        "{out}"
-    );
+    assert_contains(out, "  held: fail_on_load_keep_text (failed)\n");
     // The tests are the benchmark's, run from /benchmark.
-    assert!(!out.contains("tests the solver writes"), "{out}");
+    assert_lacks(out, "tests the solver writes");
 }
 
 /// The repository's own Rust example (`fixtures/rust-bounty`, `cargo test` in the solver's
@@ -346,28 +319,23 @@ fn a_runner_the_solver_vendors_in_node_modules_bin_is_shadowed() {
 fn the_rust_example_bounty_is_paid_by_the_constructor_and_the_cargo_toml_shadow() {
     let dir = tempfile::tempdir().unwrap();
     let manifest = manifest(dir.path(), "rust-cargo.json", "rust", |_| {});
-    let ran = rehearse(
+    let out = &adversarial(
         dir.path(),
         &fixture("rust-bounty/solution-good"),
         &fixture("rust-bounty/benchmark"),
         &manifest,
-        &["--adversarial"],
+        9,
     );
-    let out = &ran.stdout;
-    assert_eq!(ran.code, 9, "{out}{}", ran.stderr);
-    assert!(
-        out.contains("  BYPASSABLE: exit_on_load_keep_text (passed): replaced src/lib.rs\n"),
-        "{out}"
+    assert_contains(
+        out,
+        "  BYPASSABLE: exit_on_load_keep_text (passed): replaced src/lib.rs\n",
     );
     let line = line_of(
         out,
         "  BYPASSABLE: shadow Cargo.toml harness = false (passed)",
     );
-    assert!(
-        line.contains("added Cargo.toml, rehearse_shadow_main.rs"),
-        "{line}"
-    );
+    assert_contains(line, "added Cargo.toml, rehearse_shadow_main.rs");
     // The vendored crate is kept (cargo checks it against its checksums), and its tests are not
     // the solver's.
-    assert!(!out.contains("vendor/hex"), "{out}");
+    assert_lacks(out, "vendor/hex");
 }
