@@ -78,23 +78,21 @@ impl RunLifecycle for FreshEach {
     }
 }
 
-/// What one batch of `jobs` jobs of one image asked the engine: each run's calls, the
-/// batch's own, and the outcome every job's run recorded in the ledger.
+/// What the batches of one image's jobs asked the engine: each run's calls and the outcome
+/// every job's run recorded in the ledger.
 struct Served {
     runs: Vec<Vec<&'static str>>,
-    batch: Vec<&'static str>,
     outcomes: Vec<Option<String>>,
 }
 
-/// Serves `jobs` jobs of the sample manifest's image, all listed by the first poll, with
-/// `parallel` at once, until every one has its readiness record (written after its run).
-async fn serve_one_batch(jobs: u64, parallel: usize) -> Served {
+/// Serves batches of the sample manifest's image, `waves[i]` jobs in the i-th, with
+/// `parallel` at once. A wave is listed only once the batch before it has ended (its
+/// `manifest.json`, written after a batch's last run, is there), so each wave is a batch of
+/// its own; each wave is served until every job of it has its readiness record (written
+/// after its run).
+async fn serve_batches(waves: &[u64], parallel: usize) -> Served {
     let server = TestServer::start().await;
     let bench = serve_benchmark(&server);
-    let listed: Vec<_> = (1..=jobs)
-        .map(|round| job_at(&server, bench, round, EXPIRES_AT + 10_000, |_| {}))
-        .collect();
-    server.route(&feed_path(VERIFIER), Reply::json(&json!(listed)));
     let tmp = tempfile::tempdir().unwrap();
     let images = ImagePolicy {
         min_free: 0,
@@ -111,10 +109,9 @@ async fn serve_one_batch(jobs: u64, parallel: usize) -> Served {
     let now_ms = i64::try_from(EXPIRES_AT - 3_600).unwrap() * 1000;
     let telemetry = Telemetry::new(config.poll_interval, Arc::new(ManualClock::new(now_ms)));
     let prepared = prepare(&config).unwrap();
-    let template_engine = Fake::new(Script::default());
     let runs = Arc::new(Mutex::new(Vec::new()));
     let sandbox = Executor::new(FreshEach {
-        template: Lifecycle::connect(template_engine.clone(), RUNC)
+        template: Lifecycle::connect(Fake::new(Script::default()), RUNC)
             .await
             .unwrap(),
         runs: Arc::clone(&runs),
@@ -122,36 +119,55 @@ async fn serve_one_batch(jobs: u64, parallel: usize) -> Served {
     let executor = SandboxJobExecutor::new(sandbox.clone(), tmp.path().join("staging"), false);
     let shutdown = Shutdown::never();
     let out = config.feed.out_dir.clone();
-    let ids: Vec<String> = listed
-        .iter()
-        .map(|j| j["job_id"].as_str().unwrap().to_owned())
-        .collect();
-    let all_recorded = || {
+    let recorded = |ids: &[String]| {
         ids.iter().all(|id| {
             out.join(verifier_sdk::readiness::readiness_file_name(id))
                 .exists()
         })
     };
-    let done = tokio::select! {
-        r = serve_with(&config, prepared.ledger, &sandbox, &executor, &shutdown, &telemetry) => panic!("serve stopped: {r:?}"),
-        done = wait_for(all_recorded) => done,
+    let mut listed = Vec::new();
+    let drive = async {
+        let mut round = 0;
+        for (i, wave) in waves.iter().enumerate() {
+            if i > 0 {
+                let manifest = out.join(worker_jobs::feed::output::MANIFEST_FILE);
+                assert!(
+                    wait_for(|| manifest.exists()).await,
+                    "batch {i} never ended"
+                );
+                std::fs::remove_file(&manifest).unwrap();
+            }
+            for _ in 0..*wave {
+                round += 1;
+                listed.push(job_at(&server, bench, round, EXPIRES_AT + 10_000, |_| {}));
+            }
+            server.route(&feed_path(VERIFIER), Reply::json(&json!(listed)));
+            let ids: Vec<String> = listed
+                .iter()
+                .map(|j| j["job_id"].as_str().unwrap().to_owned())
+                .collect();
+            assert!(
+                wait_for(|| recorded(&ids)).await,
+                "not every job of wave {i} was run"
+            );
+        }
     };
-    assert!(done, "not every job was run");
+    tokio::select! {
+        r = serve_with(&config, prepared.ledger, &sandbox, &executor, &shutdown, &telemetry) => panic!("serve stopped: {r:?}"),
+        () = drive => {}
+    }
     let ledger = worker_serve::ledger::Ledger::open(&config.state_dir).unwrap();
-    let outcomes = ids
+    let outcomes = listed
         .iter()
-        .map(|id| {
+        .map(|job| {
+            let id = job["job_id"].as_str().unwrap();
             let runs = ledger.runs(Some(id)).unwrap();
             assert_eq!(runs.len(), 1, "{id}: {runs:?}");
             runs[0].outcome.clone()
         })
         .collect();
     let runs = runs.lock().unwrap().clone();
-    Served {
-        runs,
-        batch: template_engine.calls(),
-        outcomes,
-    }
+    Served { runs, outcomes }
 }
 
 /// Waits until `done` holds; `false` after a bound far beyond what the service needs (a
@@ -174,23 +190,9 @@ fn tally<'a>(calls: impl IntoIterator<Item = &'a &'static str>) -> BTreeMap<&'st
     tally
 }
 
-/// Four jobs of one pinned image in one batch, one at a time: the image is inspected once
-/// for the batch, not once per job, and every run still gets its verdict, each job the same
-/// one. Before: each run inspected the image again before its create (four inspects, one
-/// engine round trip a job inside its slot).
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn serve_inspects_an_image_once_per_batch_not_once_per_job() {
-    let served = serve_one_batch(4, 1).await;
-    let all = tally(served.runs.iter().flatten().chain(&served.batch));
-    eprintln!(
-        "engine calls over 4 jobs: runs {:?}; batch {:?}",
-        served.runs.iter().map(tally).collect::<Vec<_>>(),
-        tally(&served.batch)
-    );
-    assert_eq!(served.runs.len(), 4, "{:?}", served.runs);
-    assert_eq!(all.get("inspect_image"), Some(&1), "{all:?}");
-    // The verdict is unchanged by where the inspect came from: every run created, started
-    // and removed its container and completed.
+/// Every run created, started and removed its container and completed, each job with the
+/// same outcome: where the image inspect came from changes no verdict.
+fn assert_same_verdicts(served: &Served) {
     for run in &served.runs {
         let t = tally(run);
         for call in ["create", "start", "remove"] {
@@ -205,4 +207,36 @@ async fn serve_inspects_an_image_once_per_batch_not_once_per_job() {
         "{:?}",
         served.outcomes
     );
+}
+
+/// Four jobs of one pinned image in one batch, one at a time: the image is inspected once
+/// for the batch, not once per job, and every run still gets its verdict, each job the same
+/// one. Before: each run inspected the image again before its create (four inspects, one
+/// engine round trip a job inside its slot).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn serve_inspects_an_image_once_per_batch_not_once_per_job() {
+    let served = serve_batches(&[4], 1).await;
+    eprintln!(
+        "engine calls per run over 4 jobs: {:?}",
+        served.runs.iter().map(tally).collect::<Vec<_>>()
+    );
+    assert_eq!(served.runs.len(), 4, "{:?}", served.runs);
+    let all = tally(served.runs.iter().flatten());
+    assert_eq!(all.get("inspect_image"), Some(&1), "{all:?}");
+    assert_same_verdicts(&served);
+}
+
+/// The inspect is the batch's, not the service's: a later batch on the same image asks the
+/// engine again (an image removed or replaced between batches is seen by the next one).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn serve_inspects_an_image_again_in_each_new_batch() {
+    let served = serve_batches(&[2, 2], 1).await;
+    assert_eq!(served.runs.len(), 4, "{:?}", served.runs);
+    let inspected: Vec<usize> = served
+        .runs
+        .iter()
+        .map(|run| run.iter().filter(|c| **c == "inspect_image").count())
+        .collect();
+    assert_eq!(inspected, [1, 0, 1, 0], "{:?}", served.runs);
+    assert_same_verdicts(&served);
 }
