@@ -32,7 +32,8 @@ use verifier_sdk::{
     validate_job, validate_outcome,
 };
 use worker_jobs::feed::{
-    BatchStatus, ExecutedJob, FeedConfig, FeedError, JobExecutor, JobFailure, JobStatus, run_feed,
+    BatchStatus, ExecutedJob, FeedConfig, FeedError, FeedReport, JobExecutor, JobFailure,
+    JobStatus, run_feed,
 };
 
 /// The executor label of [`FakeExecutor`]'s evidence records.
@@ -256,14 +257,24 @@ impl World {
         c
     }
 
-    /// [`Self::config`] on a clock standing at `now` (unix seconds).
-    fn config_at(&self, out: &str, now: u64) -> FeedConfig {
-        let mut c = self.config(out);
-        c.clock = std::sync::Arc::new(worker_store::clock::ManualClock::new(
-            i64::try_from(now).unwrap() * 1000,
-        ));
-        c
+    /// Runs one batch of `exec` into `out`, on [`Self::config`] as `edit` changes it.
+    async fn run(
+        &self,
+        out: &str,
+        exec: &impl JobExecutor,
+        edit: impl FnOnce(&mut FeedConfig),
+    ) -> FeedReport {
+        let mut config = self.config(out);
+        edit(&mut config);
+        run_feed(&config, exec).await.unwrap()
     }
+}
+
+/// A clock standing at `now` (unix seconds), for [`FeedConfig::clock`].
+fn clock_at(now: u64) -> std::sync::Arc<worker_store::clock::ManualClock> {
+    std::sync::Arc::new(worker_store::clock::ManualClock::new(
+        i64::try_from(now).unwrap() * 1000,
+    ))
 }
 
 /// Reads the manifest and every candidate with the sdk's strict readers and re-validates
@@ -404,8 +415,7 @@ async fn a_batch_runs_the_valid_jobs_and_isolates_every_bad_one() {
         exit_codes: [(id(&fail), 1)].into(),
         ..FakeExecutor::default()
     };
-    let config = w.config("out");
-    let report = run_feed(&config, &exec).await.unwrap();
+    let report = run_feed(&w.config("out"), &exec).await.unwrap();
     eprintln!("{}", report.human_summary());
 
     assert_eq!(row(&report, &pass).status, JobStatus::CompletedPassed);
@@ -493,9 +503,7 @@ async fn a_second_run_reuses_completed_verdicts_and_retries_no_verdict() {
         no_verdict_once: [id(&flaky)].into(),
         ..FakeExecutor::default()
     };
-    let mut config = w.config("run1");
-    config.progress = false;
-    let first = run_feed(&config, &exec).await.unwrap();
+    let first = w.run("run1", &exec, |c| c.progress = false).await;
     assert_eq!(row(&first, &done).status, JobStatus::CompletedPassed);
     assert!(!row(&first, &done).reused_from_cache);
     assert_eq!(row(&first, &flaky).status, JobStatus::NoVerdict);
@@ -505,8 +513,7 @@ async fn a_second_run_reuses_completed_verdicts_and_retries_no_verdict() {
     let done_archive = World::archive_path("sol-1", 1);
     assert_eq!(w.server.hits(&done_archive), 1);
 
-    let config = w.config("run2");
-    let second = run_feed(&config, &exec).await.unwrap();
+    let second = run_feed(&w.config("run2"), &exec).await.unwrap();
     let r = row(&second, &done);
     assert_eq!(r.status, JobStatus::CompletedPassed);
     assert!(r.reused_from_cache);
@@ -534,9 +541,9 @@ async fn a_second_run_reuses_completed_verdicts_and_retries_no_verdict() {
     );
 
     // A different worker version is a different run identity: nothing is reused.
-    let mut config = w.config("run3");
-    config.worker_version = "999.0.0".into();
-    let third = run_feed(&config, &exec).await.unwrap();
+    let third = w
+        .run("run3", &exec, |c| c.worker_version = "999.0.0".into())
+        .await;
     assert!(!row(&third, &done).reused_from_cache);
     assert_eq!(exec.calls(&id(&done)), 2);
 }
@@ -559,9 +566,11 @@ async fn two_verifier_feeds_are_merged_and_each_job_runs_once() {
     w.serve_feed(VERIFIER, &[&a, &b]);
     w.serve_feed(OTHER_VERIFIER, &[&b, &a]);
     let exec = FakeExecutor::default();
-    let mut config = w.config("out");
-    config.verifiers = vec![VERIFIER.parse().unwrap(), OTHER_VERIFIER.parse().unwrap()];
-    let report = run_feed(&config, &exec).await.unwrap();
+    let report = w
+        .run("out", &exec, |c| {
+            c.verifiers = vec![VERIFIER.parse().unwrap(), OTHER_VERIFIER.parse().unwrap()]
+        })
+        .await;
     assert_eq!(report.jobs.len(), 2, "{:#?}", report.jobs);
     assert_eq!(report.count(JobStatus::CompletedPassed), 2);
     assert_eq!((exec.calls(&id(&a)), exec.calls(&id(&b))), (1, 1));
@@ -579,15 +588,13 @@ async fn a_job_past_its_window_on_the_configured_clock_is_not_run() {
     w.serve_feed(VERIFIER, &[&job]);
     let exec = FakeExecutor::default();
     let end = verifier_sdk::fixtures::EXPIRES_AT;
-    let report = run_feed(&w.config_at("late", end + 1), &exec)
-        .await
-        .unwrap();
+    let report = w.run("late", &exec, |c| c.clock = clock_at(end + 1)).await;
     row_ended(&report, &job, JobStatus::Rejected, Some("expired"));
     assert_eq!(exec.calls(&id(&job)), 0);
     // An hour before the end: time enough to settle (#43: less is `window_too_short`).
-    let report = run_feed(&w.config_at("early", end - 3600), &exec)
-        .await
-        .unwrap();
+    let report = w
+        .run("early", &exec, |c| c.clock = clock_at(end - 3600))
+        .await;
     assert_eq!(row(&report, &job).status, JobStatus::CompletedPassed);
     assert_eq!(exec.calls(&id(&job)), 1);
 }
@@ -603,9 +610,7 @@ async fn a_job_that_cannot_settle_before_its_window_ends_is_window_too_short() {
     let fine = w.job_with_timeout(2, 600, end + 3600);
     w.serve_feed(VERIFIER, &[&short, &fine]);
     let exec = FakeExecutor::default();
-    let report = run_feed(&w.config_at("out", end - 150), &exec)
-        .await
-        .unwrap();
+    let report = w.run("out", &exec, |c| c.clock = clock_at(end - 150)).await;
     common::assert_window_too_short(&report, &short, &["ends in 150 s", "timeout_seconds 600"]);
     assert_eq!(exec.calls(&id(&short)), 0);
     assert_eq!(row(&report, &fine).status, JobStatus::CompletedPassed);
@@ -663,8 +668,9 @@ async fn a_job_listed_during_the_batch_runs_before_a_later_window() {
     let (a, b, c) = (at(1, end + 5000), at(2, end + 3000), at(3, end + 2000));
     w.serve_feed(VERIFIER, &[&a, &b]);
     let exec = Appearing::relisting(&w, vec![a.clone(), b.clone(), c.clone()]);
-    let config = w.config_at("out", end - 3600);
-    let report = run_feed(&config, &exec).await.unwrap();
+    let report = w
+        .run("out", &exec, |c| c.clock = clock_at(end - 3600))
+        .await;
     assert_eq!(
         *exec.order.lock().unwrap(),
         vec![id(&b), id(&c), id(&a)],
@@ -695,9 +701,12 @@ async fn a_job_skipped_without_a_run_is_written_not_ready_with_the_reason() {
         worker_jobs::feed::readiness::write_readiness(&out, &ready_record(&id(job))).unwrap();
     }
     let exec = FakeExecutor::default();
-    let mut config = w.config_at("out", end - 150);
-    config.max_jobs = Some(2);
-    let report = run_feed(&config, &exec).await.unwrap();
+    let report = w
+        .run("out", &exec, |c| {
+            c.clock = clock_at(end - 150);
+            c.max_jobs = Some(2);
+        })
+        .await;
     for (job, code) in [(&short, "window_too_short"), (&beyond, "max_jobs")] {
         assert_eq!(
             row(&report, job).reason_code.as_deref(),
@@ -724,9 +733,12 @@ async fn a_full_max_jobs_batch_takes_a_job_listed_later_with_a_sooner_window_in_
     let (a, b, c) = (at(1, end + 5000), at(2, end + 3000), at(3, end + 2000));
     w.serve_feed(VERIFIER, &[&a, &b]);
     let exec = Appearing::relisting(&w, vec![a.clone(), b.clone(), c.clone()]);
-    let mut config = w.config_at("out", end - 3600);
-    config.max_jobs = Some(2);
-    let report = run_feed(&config, &exec).await.unwrap();
+    let report = w
+        .run("out", &exec, |c| {
+            c.clock = clock_at(end - 3600);
+            c.max_jobs = Some(2);
+        })
+        .await;
     assert_eq!(
         *exec.order.lock().unwrap(),
         vec![id(&b), id(&c)],
@@ -753,9 +765,7 @@ async fn max_jobs_runs_the_earliest_expiring_only() {
     let early = w.job_with_source(2, &[("b", b"2")]);
     w.serve_feed(VERIFIER, &[&late, &early]);
     let exec = FakeExecutor::default();
-    let mut config = w.config("out");
-    config.max_jobs = Some(1);
-    let report = run_feed(&config, &exec).await.unwrap();
+    let report = w.run("out", &exec, |c| c.max_jobs = Some(1)).await;
     assert_eq!(row(&report, &early).status, JobStatus::CompletedPassed);
     assert_eq!(row(&report, &late).status, JobStatus::Skipped);
     assert_eq!(exec.calls(&id(&late)), 0);
@@ -798,10 +808,12 @@ async fn feed_shards_run_every_job_exactly_once_across_two_runners() {
     let exec = FakeExecutor::default();
     let mut listed = Vec::new();
     for i in 0..2u64 {
-        let mut config = w.config(&format!("out{i}"));
-        config.cache_dir = None;
-        config.shard = format!("{i}/2").parse().unwrap();
-        let report = run_feed(&config, &exec).await.unwrap();
+        let report = w
+            .run(&format!("out{i}"), &exec, |c| {
+                c.cache_dir = None;
+                c.shard = format!("{i}/2").parse().unwrap();
+            })
+            .await;
         for job in &jobs {
             let mine = worker_jobs::feed::shard::shard_of(&id(job), 2) == i;
             let r = row(&report, job);
@@ -1003,9 +1015,9 @@ async fn a_rejected_archive_is_cached_as_rejected_and_not_downloaded_again() {
     assert_eq!(second.status(), BatchStatus::Complete);
 
     // A new worker version may judge differently: the rejection is not reused.
-    let mut config = w.config("run3");
-    config.worker_version = "999.0.0".into();
-    let third = run_feed(&config, &exec).await.unwrap();
+    let third = w
+        .run("run3", &exec, |c| c.worker_version = "999.0.0".into())
+        .await;
     assert!(!row(&third, &evil).reused_from_cache);
     assert_eq!(w.server.hits(&evil_archive), 2);
 }

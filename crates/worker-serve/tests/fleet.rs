@@ -260,15 +260,18 @@ fn fleet_a_paused_hosts_late_candidate_is_refused_by_the_fence() {
     // The paused host's lease ends; another host takes the job over and is still running it
     // when the paused one wakes up with its result.
     let current = claim_when_due(&mut b, LONG);
-    assert_eq!(
-        paused
-            .finish(&stale, &completed("job.paused.json"))
-            .unwrap(),
-        Recorded::Fenced {
-            held: stale.fence,
-            current: current.fence
-        }
-    );
+    let fenced = |paused: &mut FleetLedger| {
+        assert_eq!(
+            paused
+                .finish(&stale, &completed("job.paused.json"))
+                .unwrap(),
+            Recorded::Fenced {
+                held: stale.fence,
+                current: current.fence
+            }
+        );
+    };
+    fenced(&mut paused);
     assert!(!paused.renew(&stale, LONG).unwrap(), "nor can it renew");
     assert!(
         b.candidates().unwrap().is_empty(),
@@ -279,15 +282,7 @@ fn fleet_a_paused_hosts_late_candidate_is_refused_by_the_fence() {
         Recorded::Yes
     );
     // Woken up again after the job finished: still refused.
-    assert_eq!(
-        paused
-            .finish(&stale, &completed("job.paused.json"))
-            .unwrap(),
-        Recorded::Fenced {
-            held: stale.fence,
-            current: current.fence
-        }
-    );
+    fenced(&mut paused);
     let candidates = b.candidates().unwrap();
     assert_eq!(candidates.len(), 1, "{candidates:?}");
     assert_eq!(candidates[0].host, "host-b");
