@@ -4,6 +4,9 @@
 //! The refusing and rate-limiting ones answer `eth_chainId` and `eth_blockNumber` like a
 //! healthy endpoint and fail everything else, so they pass the start-up check and every real
 //! request must move on from them (a provider whose plan covers only the cheap calls).
+//!
+//! A test whose lie is its own ([`intercept`]) writes only the lie: parsing the request,
+//! forwarding it ([`Upstream`]) and writing the answer are here.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, PoisonError};
@@ -61,7 +64,51 @@ impl RpcProxy {
     }
 }
 
-fn answer(value: &Value) -> Option<Response> {
+/// The node behind a proxy, for a proxy's handler to forward requests to.
+#[derive(Debug, Clone)]
+pub struct Upstream {
+    http: reqwest::Client,
+    url: String,
+}
+
+impl Upstream {
+    /// The node's JSON-RPC answer to `request` (any request, not only the one being
+    /// answered); `None` when the node did not answer with JSON.
+    pub async fn call(&self, request: &Value) -> Option<Value> {
+        self.http
+            .post(&self.url)
+            .json(request)
+            .send()
+            .await
+            .ok()?
+            .json()
+            .await
+            .ok()
+    }
+}
+
+/// Starts a JSON-RPC proxy to `upstream` that answers each request with what `answer` makes
+/// of it; `answer` forwards through the [`Upstream`] what it does not forge. A request that is
+/// not JSON, or an answer of `None`, gets no response (the connection closes).
+pub async fn intercept<F, Fut>(upstream: &str, answer: F) -> std::io::Result<String>
+where
+    F: Fn(Value, Upstream) -> Fut + Send + Sync + 'static,
+    Fut: Future<Output = Option<Value>> + Send + 'static,
+{
+    let node = Upstream {
+        http: reqwest::Client::new(),
+        url: upstream.to_owned(),
+    };
+    test_http::serve(move |req: Request| {
+        let reply = serde_json::from_slice(&req.body)
+            .ok()
+            .map(|request| answer(request, node.clone()));
+        async move { respond(&reply?.await?) }
+    })
+    .await
+}
+
+fn respond(value: &Value) -> Option<Response> {
     Some(Response::ok(serde_json::to_vec(value).unwrap_or_default()))
 }
 
@@ -71,10 +118,12 @@ pub async fn start(upstream: &str, how: Misbehaviour) -> std::io::Result<RpcProx
     let counts = seen.clone();
     let how = Arc::new(Mutex::new(how));
     let current = how.clone();
-    let http = reqwest::Client::new();
-    let upstream = upstream.to_owned();
+    let node = Upstream {
+        http: reqwest::Client::new(),
+        url: upstream.to_owned(),
+    };
     let url = test_http::serve(move |req: Request| {
-        let (http, upstream, counts) = (http.clone(), upstream.clone(), counts.clone());
+        let (node, counts) = (node.clone(), counts.clone());
         let how = *current.lock().unwrap_or_else(PoisonError::into_inner);
         async move {
             let request: Value = serde_json::from_slice(&req.body).ok()?;
@@ -90,26 +139,15 @@ pub async fn start(upstream: &str, how: Misbehaviour) -> std::io::Result<RpcProx
                 .unwrap_or_else(PoisonError::into_inner)
                 .entry(method.clone())
                 .or_default() += 1;
-            let forward = || async {
-                let answer: Value = http
-                    .post(&upstream)
-                    .json(&request)
-                    .send()
-                    .await
-                    .ok()?
-                    .json()
-                    .await
-                    .ok()?;
-                Some(answer)
-            };
+            let forward = || node.call(&request);
             match how {
                 Misbehaviour::Forbidden if !cheap => Some(Response::status(403)),
-                Misbehaviour::RateLimited if !cheap => answer(&json!({
+                Misbehaviour::RateLimited if !cheap => respond(&json!({
                     "jsonrpc": "2.0", "id": id,
                     "error": {"code": -32005, "message": "rate limit exceeded"}
                 })),
                 Misbehaviour::OtherChain if method == "eth_chainId" => {
-                    answer(&json!({"jsonrpc": "2.0", "id": id, "result": "0x1"}))
+                    respond(&json!({"jsonrpc": "2.0", "id": id, "result": "0x1"}))
                 }
                 Misbehaviour::Lagging(blocks) if method == "eth_blockNumber" => {
                     let mut real = forward().await?;
@@ -118,7 +156,7 @@ pub async fn start(upstream: &str, how: Misbehaviour) -> std::io::Result<RpcProx
                         .and_then(Value::as_str)
                         .and_then(|h| u64::from_str_radix(h.trim_start_matches("0x"), 16).ok())?;
                     real["result"] = json!(format!("{:#x}", head.saturating_sub(blocks)));
-                    answer(&real)
+                    respond(&real)
                 }
                 Misbehaviour::Swallowing if method == "eth_sendRawTransaction" => {
                     let raw = request
@@ -126,9 +164,9 @@ pub async fn start(upstream: &str, how: Misbehaviour) -> std::io::Result<RpcProx
                         .and_then(Value::as_str)
                         .and_then(|h| alloy::hex::decode(h.trim_start_matches("0x")).ok())?;
                     let hash = alloy::primitives::keccak256(&raw);
-                    answer(&json!({"jsonrpc": "2.0", "id": id, "result": format!("{hash}")}))
+                    respond(&json!({"jsonrpc": "2.0", "id": id, "result": format!("{hash}")}))
                 }
-                _ => answer(&forward().await?),
+                _ => respond(&forward().await?),
             }
         }
     })

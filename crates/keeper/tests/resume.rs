@@ -350,7 +350,7 @@ async fn receipt_forging_rpc(upstream: String, sc: &Scenario) -> String {
     use alloy::eips::eip2718::Decodable2718;
     use alloy::primitives::{B256, keccak256};
     use alloy::sol_types::SolEvent;
-    use serde_json::{Value, json};
+    use serde_json::json;
     use std::collections::HashMap;
     use std::sync::{Arc, Mutex};
 
@@ -370,26 +370,9 @@ async fn receipt_forging_rpc(upstream: String, sc: &Scenario) -> String {
     };
     let bounty = sc.bounty.address();
     let swallowed: Arc<Mutex<HashMap<String, Vec<u8>>>> = Arc::default();
-    let http = reqwest::Client::new();
-    test_http::serve(move |req| {
-        let (http, upstream, swallowed, event) = (
-            http.clone(),
-            upstream.clone(),
-            swallowed.clone(),
-            event.clone(),
-        );
+    chain_testkit::proxy::intercept(&upstream, move |request, node| {
+        let (swallowed, event) = (swallowed.clone(), event.clone());
         async move {
-            let request: Value = serde_json::from_slice(&req.body).unwrap();
-            let forward = || async {
-                http.post(&upstream)
-                    .json(&request)
-                    .send()
-                    .await
-                    .unwrap()
-                    .json::<Value>()
-                    .await
-                    .unwrap()
-            };
             let id = request["id"].clone();
             let answer = match request["method"].as_str().unwrap_or("") {
                 "eth_sendRawTransaction" => {
@@ -407,19 +390,13 @@ async fn receipt_forging_rpc(upstream: String, sc: &Scenario) -> String {
                     let hash = request["params"][0].as_str().unwrap().to_lowercase();
                     let calldata = swallowed.lock().unwrap().get(&hash).cloned();
                     match calldata {
-                        None => forward().await,
+                        None => node.call(&request).await?,
                         Some(calldata) => {
-                            let head = http
-                                .post(&upstream)
-                                .json(&json!({"jsonrpc": "2.0", "id": 1,
+                            let head = node
+                                .call(&json!({"jsonrpc": "2.0", "id": 1,
                                         "method": "eth_getBlockByNumber",
                                         "params": ["latest", false]}))
-                                .send()
-                                .await
-                                .unwrap()
-                                .json::<Value>()
-                                .await
-                                .unwrap()["result"]
+                                .await?["result"]
                                 .clone();
                             let mut ev = event.clone();
                             ev.verificationHash = keccak256(&calldata[4..]);
@@ -454,11 +431,9 @@ async fn receipt_forging_rpc(upstream: String, sc: &Scenario) -> String {
                         }
                     }
                 }
-                _ => forward().await,
+                _ => node.call(&request).await?,
             };
-            Some(test_http::Response::ok(
-                serde_json::to_vec(&answer).unwrap(),
-            ))
+            Some(answer)
         }
     })
     .await
@@ -569,11 +544,9 @@ async fn lagging_rpc(
     fn number(v: &Value) -> Option<u64> {
         u64::from_str_radix(v.as_str()?.trim_start_matches("0x"), 16).ok()
     }
-    let http = reqwest::Client::new();
-    test_http::serve(move |req| {
-        let (http, upstream, lag) = (http.clone(), upstream.clone(), lag.clone());
+    chain_testkit::proxy::intercept(&upstream, move |mut request, node| {
+        let lag = lag.clone();
         async move {
-            let mut request: Value = serde_json::from_slice(&req.body).unwrap();
             let id = request["id"].clone();
             let method = request["method"].as_str().unwrap_or("").to_owned();
             let at = *lag.lock().unwrap();
@@ -581,8 +554,7 @@ async fn lagging_rpc(
             let mut beyond = false;
             if let Some(at) = at {
                 if method == "eth_blockNumber" {
-                    let body = serde_json::to_vec(&answer(json!(format!("{at:#x}")))).unwrap();
-                    return Some(test_http::Response::ok(body));
+                    return Some(answer(json!(format!("{at:#x}"))));
                 }
                 if let Some(i) = block_param(&method) {
                     let params = request["params"].as_array_mut().unwrap();
@@ -599,18 +571,9 @@ async fn lagging_rpc(
             }
             if beyond {
                 // The lagging node has not seen that block yet.
-                let body = serde_json::to_vec(&answer(Value::Null)).unwrap();
-                return Some(test_http::Response::ok(body));
+                return Some(answer(Value::Null));
             }
-            let mut response: Value = http
-                .post(&upstream)
-                .json(&request)
-                .send()
-                .await
-                .unwrap()
-                .json()
-                .await
-                .unwrap();
+            let mut response = node.call(&request).await?;
             if let Some(at) = at
                 && matches!(
                     method.as_str(),
@@ -624,9 +587,7 @@ async fn lagging_rpc(
                     response["result"] = Value::Null;
                 }
             }
-            Some(test_http::Response::ok(
-                serde_json::to_vec(&response).unwrap(),
-            ))
+            Some(response)
         }
     })
     .await

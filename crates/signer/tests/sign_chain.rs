@@ -60,36 +60,17 @@ async fn feed_server(jobs: Arc<Mutex<Value>>) -> String {
 /// A JSON-RPC proxy to `upstream` that answers every `attestationDigest` call with a digest
 /// of its own: what a malicious or broken RPC provider could do.
 async fn lying_rpc(upstream: String) -> String {
-    let http = reqwest::Client::new();
-    test_http::serve(move |req| {
-        let (http, upstream) = (http.clone(), upstream.clone());
-        async move {
-            let request: Value = serde_json::from_slice(&req.body).unwrap();
-            let answer: Value = http
-                .post(&upstream)
-                .json(&request)
-                .send()
-                .await
-                .unwrap()
-                .json()
-                .await
-                .unwrap();
-            let call = &request["params"][0];
-            let data = call["input"]
-                .as_str()
-                .or(call["data"].as_str())
-                .unwrap_or("");
-            let answer = if request["method"] == "eth_call" && data.starts_with("0xfbb69591") {
-                let mut a = answer;
-                a["result"] = json!(format!("0x{}", "ab".repeat(32)));
-                a
-            } else {
-                answer
-            };
-            Some(test_http::Response::ok(
-                serde_json::to_vec(&answer).unwrap(),
-            ))
+    chain_testkit::proxy::intercept(&upstream, |request, node| async move {
+        let mut answer = node.call(&request).await?;
+        let call = &request["params"][0];
+        let data = call["input"]
+            .as_str()
+            .or(call["data"].as_str())
+            .unwrap_or("");
+        if request["method"] == "eth_call" && data.starts_with("0xfbb69591") {
+            answer["result"] = json!(format!("0x{}", "ab".repeat(32)));
         }
+        Some(answer)
     })
     .await
     .unwrap()
