@@ -7,8 +7,8 @@ use std::fs;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use super::ran::{Ran, fixture, ran as read, rehearse_command};
-use crate::support::{image, workspace_root};
+use super::ran::{Ran, fixture, manifest, ran as read, rehearse_command};
+use super::rehearse_support::{assert_contains, assert_exit, assert_lacks};
 use serde_json::{Value, json};
 
 const WORKER: &str = env!("CARGO_BIN_EXE_worker");
@@ -23,16 +23,35 @@ fn ran(command: &mut Command) -> Ran {
     read(&output)
 }
 
+/// `manifests/<name>` with the local `key` image pinned and `edit` applied, written as
+/// `dir/<file>`: batch task files name their manifest by that file name.
+fn pinned_manifest(
+    dir: &Path,
+    name: &str,
+    key: &str,
+    file: &str,
+    edit: impl FnOnce(&mut Value),
+) -> PathBuf {
+    let path = dir.join(file);
+    fs::rename(manifest(dir, name, key, edit), &path).unwrap();
+    path
+}
+
+/// `manifests/busybox-cmp.json` with the local busybox image pinned, as `dir/busybox.json`.
+fn busybox_manifest(dir: &Path) -> PathBuf {
+    pinned_manifest(dir, "busybox-cmp.json", "busybox", "busybox.json", |_| {})
+}
+
 /// `manifests/python-unittest.json` with the local python image pinned and the harness told to
 /// expect `count` tests.
 fn harness_manifest(dir: &Path, count: u32) -> PathBuf {
-    let text = fs::read_to_string(workspace_root().join("manifests/python-unittest.json")).unwrap();
-    let mut value: Value = serde_json::from_str(&text).unwrap();
-    value["image"] = json!(image("python"));
-    value["command"][4] = json!(count.to_string());
-    let path = dir.join(format!("manifest-{count}.json"));
-    fs::write(&path, serde_json::to_vec(&value).unwrap()).unwrap();
-    path
+    pinned_manifest(
+        dir,
+        "python-unittest.json",
+        "python",
+        &format!("manifest-{count}.json"),
+        |m| m["command"][4] = json!(count.to_string()),
+    )
 }
 
 fn rehearse(dir: &Path, source: &Path, benchmark: &Path, manifest: &Path, extra: &[&str]) -> Ran {
@@ -70,10 +89,7 @@ fn rehearse_prints_the_test_count_the_run_printed_for_the_author_to_commit() {
         line.starts_with("test count  7 (unittest, as the solution run printed it: 7 passed"),
         "{line}"
     );
-    assert!(
-        line.contains("the number a harness that expects a count takes"),
-        "{line}"
-    );
+    assert_contains(line, "the number a harness that expects a count takes");
     let json = rehearse(
         dir.path(),
         &project.join("solution"),
@@ -89,11 +105,7 @@ fn rehearse_prints_the_test_count_the_run_printed_for_the_author_to_commit() {
         "{json}"
     );
     // A run whose output no known runner printed has no count, and says nothing about one.
-    let busybox = dir.path().join("busybox.json");
-    let text = fs::read_to_string(workspace_root().join("manifests/busybox-cmp.json")).unwrap();
-    let mut value: Value = serde_json::from_str(&text).unwrap();
-    value["image"] = json!(image("busybox"));
-    fs::write(&busybox, serde_json::to_vec(&value).unwrap()).unwrap();
+    let busybox = busybox_manifest(dir.path());
     let plain = rehearse(
         dir.path(),
         &fixture("example/source-pass"),
@@ -136,16 +148,23 @@ fn a_278_test_suite_with_9_errors_ends_with_the_harness_summary_line_and_no_cana
     let source = dir.path().join("source");
     fs::create_dir(&source).unwrap();
     fs::write(source.join("README"), "nothing to import\n").unwrap();
-    let logs = dir.path().join("logs");
-    let failing = rehearse(
-        dir.path(),
-        &source,
-        &suite_benchmark(dir.path(), 278, 9),
-        &harness_manifest(dir.path(), 278),
-        &["--log-dir", logs.to_str().unwrap()],
-    );
-    assert_eq!(failing.code, 4, "{}{}", failing.stdout, failing.stderr);
-    let stdout = fs::read_to_string(logs.join("rehearse-1.stdout")).unwrap();
+    // A rehearsal of the suite with `errors` of its tests raising, and its run's full log.
+    let suite = |errors: usize, code: i32| {
+        let logs = dir.path().join(format!("logs-{errors}"));
+        let ran = rehearse(
+            dir.path(),
+            &source,
+            &suite_benchmark(dir.path(), 278, errors),
+            &harness_manifest(dir.path(), 278),
+            &["--log-dir", logs.to_str().unwrap()],
+        );
+        assert_exit(&ran, code);
+        (
+            ran,
+            fs::read_to_string(logs.join("rehearse-1.stdout")).unwrap(),
+        )
+    };
+    let (failing, stdout) = suite(9, 4);
     let last = stdout.lines().last().unwrap();
     println!("{last}");
     assert_eq!(
@@ -154,35 +173,17 @@ fn a_278_test_suite_with_9_errors_ends_with_the_harness_summary_line_and_no_cana
          test_many.Many.test_001, test_many.Many.test_002, test_many.Many.test_003, \
          test_many.Many.test_004)"
     );
-    assert!(!stdout.contains("harness_canary"), "{stdout}");
-    assert!(
-        stdout.contains("\nRan 278 tests\n\nFAILED (errors=9)\n"),
-        "{stdout}"
-    );
+    assert_lacks(&stdout, "harness_canary");
+    assert_contains(&stdout, "\nRan 278 tests\n\nFAILED (errors=9)\n");
     // The rehearsal's own tests line counts the author's tests only.
-    assert!(
-        failing
-            .stdout
-            .contains("269 passed, 0 failed, 9 error, 0 skipped"),
-        "{}",
-        failing.stdout
-    );
+    assert_contains(&failing.stdout, "269 passed, 0 failed, 9 error, 0 skipped");
 
-    let logs = dir.path().join("logs-pass");
-    let passing = rehearse(
-        dir.path(),
-        &source,
-        &suite_benchmark(dir.path(), 278, 0),
-        &harness_manifest(dir.path(), 278),
-        &["--log-dir", logs.to_str().unwrap()],
-    );
-    assert_eq!(passing.code, 0, "{}{}", passing.stdout, passing.stderr);
-    let stdout = fs::read_to_string(logs.join("rehearse-1.stdout")).unwrap();
+    let (_, stdout) = suite(0, 0);
     assert!(
         stdout.ends_with("\nRan 278 tests\n\nOK\nharness: PASS: 278 tests ran and passed\n"),
         "{stdout}"
     );
-    assert!(!stdout.contains("FAILED"), "{stdout}");
+    assert_lacks(&stdout, "FAILED");
 }
 
 /// Issue #26 item 9: after a rehearsal with no staging root named, `worker request --out` says
@@ -191,11 +192,7 @@ fn a_278_test_suite_with_9_errors_ends_with_the_harness_summary_line_and_no_cana
 #[test]
 fn plan_defaults_to_rehearses_store_and_reads_like_rehearses_sandbox_block() {
     let dir = tempfile::tempdir().unwrap();
-    let busybox = dir.path().join("busybox.json");
-    let text = fs::read_to_string(workspace_root().join("manifests/busybox-cmp.json")).unwrap();
-    let mut value: Value = serde_json::from_str(&text).unwrap();
-    value["image"] = json!(image("busybox"));
-    fs::write(&busybox, serde_json::to_vec(&value).unwrap()).unwrap();
+    let busybox = busybox_manifest(dir.path());
     // No --staging-root and no variable: rehearse's own default store.
     let rehearsed = ran(Command::new(WORKER)
         .arg("rehearse")
@@ -232,26 +229,21 @@ fn plan_defaults_to_rehearses_store_and_reads_like_rehearses_sandbox_block() {
         "{}",
         made.stderr
     );
-    assert!(made.stderr.contains(source), "{}", made.stderr);
-    assert!(
-        made.stderr
-            .contains(&format!("worker plan {}", request.display())),
-        "{}",
-        made.stderr
-    );
+    assert_contains(&made.stderr, source);
+    assert_contains(&made.stderr, &format!("worker plan {}", request.display()));
 
     let human = ran(Command::new(WORKER).arg("plan").arg(&request));
     println!("{}", human.stdout);
     assert_eq!(human.code, 0, "{}{}", human.stdout, human.stderr);
     let out = &human.stdout;
     assert!(out.starts_with("plan (nothing run)\n"), "{out}");
-    assert!(
-        out.contains(&format!("  source                  {source}  staged\n")),
-        "{out}"
+    assert_contains(
+        out,
+        &format!("  source                  {source}  staged\n"),
     );
-    assert!(out.contains("  staging root            "), "{out}");
-    assert!(out.contains("(rehearse's default store"), "{out}");
-    assert!(out.contains("--staging-root"), "{out}");
+    assert_contains(out, "  staging root            ");
+    assert_contains(out, "(rehearse's default store");
+    assert_contains(out, "--staging-root");
     for row in [
         "sandbox\n",
         "  image                   127.0.0.1:5000/verifier-busybox@sha256:",
@@ -259,7 +251,7 @@ fn plan_defaults_to_rehearses_store_and_reads_like_rehearses_sandbox_block() {
         "  network                 none\n",
         "  mounts                  /benchmark ro, /workspace ro\n",
     ] {
-        assert!(out.contains(row), "{row:?} not in {out}");
+        assert_contains(out, row);
     }
     // Every line is short: no 2,300-character JSON line, each mount once.
     assert!(out.lines().all(|l| l.len() < 200), "{out}");
@@ -280,11 +272,7 @@ fn plan_defaults_to_rehearses_store_and_reads_like_rehearses_sandbox_block() {
 #[test]
 fn batch_rehearses_every_task_into_one_report_and_junit_xml() {
     let dir = tempfile::tempdir().unwrap();
-    let busybox = dir.path().join("busybox.json");
-    let text = fs::read_to_string(workspace_root().join("manifests/busybox-cmp.json")).unwrap();
-    let mut value: Value = serde_json::from_str(&text).unwrap();
-    value["image"] = json!(image("busybox"));
-    fs::write(&busybox, serde_json::to_vec(&value).unwrap()).unwrap();
+    busybox_manifest(dir.path());
     let harness = harness_manifest(dir.path(), 6);
     // #42 item 8: a benchmark whose command passes whatever the source pays a non-solution.
     let anything = dir.path().join("anything");
@@ -295,13 +283,16 @@ fn batch_rehearses_every_task_into_one_report_and_junit_xml() {
         std::os::unix::fs::PermissionsExt::from_mode(0o755),
     )
     .unwrap();
-    value["command"] = json!(["/benchmark/run.sh"]);
-    value["benchmark_digest"] = json!(format!("sha256:{}", "0".repeat(64)));
-    fs::write(
-        dir.path().join("anything.json"),
-        serde_json::to_vec(&value).unwrap(),
-    )
-    .unwrap();
+    pinned_manifest(
+        dir.path(),
+        "busybox-cmp.json",
+        "busybox",
+        "anything.json",
+        |m| {
+            m["command"] = json!(["/benchmark/run.sh"]);
+            m["benchmark_digest"] = json!(format!("sha256:{}", "0".repeat(64)));
+        },
+    );
     let tasks = dir.path().join("tasks.json");
     let example = fixture("example");
     let bounty = fixture("python-bounty");
@@ -352,9 +343,9 @@ fn batch_rehearses_every_task_into_one_report_and_junit_xml() {
             .lines()
             .find(|l| l.starts_with(&format!("  {name} ")))
             .unwrap_or_else(|| panic!("no row for {name}: {out}"));
-        assert!(line.contains(row), "{name}: {line}");
+        assert_contains(line, row);
         // Each task's time.
-        assert!(line.contains(" s  "), "{name}: {line}");
+        assert_contains(line, " s  ");
     }
     assert!(
         out.lines().any(|l| l
@@ -476,17 +467,13 @@ fn a_batch_file_with_an_unknown_field_or_a_duplicate_name_is_refused_before_any_
             .arg("--staging-root")
             .arg(dir.path().join("store")));
         assert_eq!(out.code, 4, "{body}: {}{}", out.stdout, out.stderr);
-        assert!(out.stderr.contains(words), "{words}: {}", out.stderr);
+        assert_contains(&out.stderr, words);
     }
 }
 
 /// A batch on the bundled example's trees under busybox, one task per name.
 fn example_tasks(dir: &Path, names: &[(&str, &str, bool)]) -> PathBuf {
-    let busybox = dir.join("busybox.json");
-    let text = fs::read_to_string(workspace_root().join("manifests/busybox-cmp.json")).unwrap();
-    let mut value: Value = serde_json::from_str(&text).unwrap();
-    value["image"] = json!(image("busybox"));
-    fs::write(&busybox, serde_json::to_vec(&value).unwrap()).unwrap();
+    busybox_manifest(dir);
     let example = fixture("example");
     let tasks: Vec<Value> = names
         .iter()
@@ -593,12 +580,9 @@ fn a_batch_task_name_cannot_put_its_logs_outside_the_log_dir() {
         fs::create_dir_all(&logs).unwrap();
         let out = batch_with_logs(dir.path(), &tasks, &logs);
         assert_eq!(out.code, 4, "{name}: {}{}", out.stdout, out.stderr);
-        assert!(
-            out.stderr.contains(&format!(
-                "task name {name:?} cannot name a directory under --log-dir"
-            )),
-            "{name}: {}",
-            out.stderr
+        assert_contains(
+            &out.stderr,
+            &format!("task name {name:?} cannot name a directory under --log-dir"),
         );
         // Nothing ran: no store, and nothing beside or under the log dir.
         assert!(!dir.path().join("store").exists(), "{name}: a run happened");
