@@ -499,29 +499,9 @@ pub struct ReproduceArgs {
     /// Whose feed lists the job, with --job-id (with --tx: the first signer's).
     #[arg(long, value_parser = parse_address)]
     pub verifier: Option<Address>,
-    /// Network of the job.
-    #[arg(long, default_value = "base-mainnet", value_parser = parse_network)]
-    pub network: Network,
-    /// Where the reproduction's candidate (with its evidence record) is kept.
-    #[arg(long, value_name = "DIR")]
-    pub out: PathBuf,
-    /// Base of exact-commit archive URLs (default https://codeload.github.com).
-    #[arg(long)]
-    pub archive_base: Option<String>,
-    /// Scratch directory for downloads and extraction (default: the system temp dir).
-    #[arg(long)]
-    pub work_dir: Option<PathBuf>,
-    /// Staging root (default: $REGRESSION_SANDBOX_STAGING_ROOT, else the rehearsal store
-    /// worker-rehearse-<uid> in the system temp dir, as `rehearse`).
-    #[arg(long)]
-    pub staging_root: Option<PathBuf>,
-    /// Pull a missing image, by its pinned digest only.
-    #[arg(long)]
-    pub pull: bool,
-    /// The OCI runtime the reproduction runs under (as on `--run-regression`): runc or
-    /// runsc; an engine without it gives no verdict, never a fallback.
-    #[arg(long, value_enum, value_name = "RUNTIME", default_value = "runc")]
-    pub oci_runtime: OciRuntimeArg,
+    /// How the job is fetched and run.
+    #[command(flatten)]
+    pub run: LocalRunArgs,
     /// Print the report as JSON on stdout (`agent-bounties/regression-reproduction-v1`, or
     /// the error object), instead of the report for a reader.
     #[arg(long)]
@@ -561,6 +541,22 @@ pub struct PreflightArgs {
     /// Whose feed lists the job, with --job-id.
     #[arg(long, value_parser = parse_address)]
     pub verifier: Option<Address>,
+    /// How the job is fetched and run.
+    #[command(flatten)]
+    pub run: LocalRunArgs,
+    /// Print the report as JSON on stdout (`agent-bounties/regression-preflight-v1`, or the
+    /// error object), instead of the report for a reader.
+    #[arg(long)]
+    pub json: bool,
+}
+
+// The arguments `worker reproduce` and `worker preflight` share: one job, already resolved,
+// run through the feed's own path on this host. Flattened where both had them, so their
+// `--help` keeps its order; a plain comment, as on `FeedSource`.
+
+#[derive(Debug, Clone, PartialEq, Eq, clap::Args)]
+#[allow(missing_docs)]
+pub struct LocalRunArgs {
     /// Network of the job.
     #[arg(long, default_value = "base-mainnet", value_parser = parse_network)]
     pub network: Network,
@@ -580,13 +576,10 @@ pub struct PreflightArgs {
     /// Pull a missing image, by its pinned digest only.
     #[arg(long)]
     pub pull: bool,
-    /// The OCI runtime the run uses: runc or runsc; an engine without it gives no verdict.
+    /// The OCI runtime the run uses (as on `--run-regression`): runc or runsc; an engine
+    /// without it gives no verdict, never a fallback.
     #[arg(long, value_enum, value_name = "RUNTIME", default_value = "runc")]
     pub oci_runtime: OciRuntimeArg,
-    /// Print the report as JSON on stdout (`agent-bounties/regression-preflight-v1`, or the
-    /// error object), instead of the report for a reader.
-    #[arg(long)]
-    pub json: bool,
 }
 
 /// Arguments of `worker serve`.
@@ -1198,7 +1191,8 @@ mod tests {
 
     #[test]
     fn rehearse_and_explain_parse() {
-        let action = parse(&[
+        // A whole rehearsal; without its last two words (--manifest) it is not one.
+        const REHEARSE: [&str; 7] = [
             "rehearse",
             "--source",
             "s",
@@ -1206,29 +1200,18 @@ mod tests {
             "b",
             "--manifest",
             "m.json",
-            "--repeat",
-            "3",
-            "--json",
-        ])
-        .unwrap();
+        ];
+        let action = parse(&[&REHEARSE[..], &["--repeat", "3", "--json"]].concat()).unwrap();
         let Command::Rehearse(args) = action else {
             panic!("{action:?}")
         };
         assert_eq!((args.repeat, args.json, args.base), (3, true, None));
-        assert!(parse(&["rehearse", "--source", "s", "--benchmark", "b"]).is_err());
+        assert!(parse(&REHEARSE[..5]).is_err());
         for bad in ["0", "21", "-1", "x"] {
-            let args = [
-                "rehearse",
-                "--source",
-                "s",
-                "--benchmark",
-                "b",
-                "--manifest",
-                "m",
-            ];
-            let mut args = args.to_vec();
-            args.extend(["--repeat", bad]);
-            assert!(parse(&args).is_err(), "{bad}");
+            assert!(
+                parse(&[&REHEARSE[..], &["--repeat", bad]].concat()).is_err(),
+                "{bad}"
+            );
         }
         assert_eq!(
             parse(&["explain", "e.json"]).unwrap(),

@@ -9,6 +9,7 @@ pub mod explain;
 pub mod feed;
 pub mod gc;
 pub mod local_request;
+mod local_run;
 pub mod make_request;
 pub mod plan;
 pub mod preflight;

@@ -8,7 +8,7 @@
 //! benchmark's) passed through from `--archive-base`; the feed's downloader, caps and
 //! extraction then read it exactly as they read GitHub's.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::Stdio;
 use std::sync::Arc;
 
@@ -17,16 +17,13 @@ use serde_json::Value;
 use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
 use verifier_sdk::{CommitId, GithubRepo};
 
-use super::{
-    block_on_interruptible, connect_swept, fail, print_json, print_text, staging_root_failed,
-};
+use super::local_run::{self, Failure};
+use super::{print_json, print_text};
 use crate::cli::PreflightArgs;
 use crate::exit::ExitCode;
 use worker_jobs::feed::archive::{BENCHMARK_MAX_COMPRESSED, DEFAULT_ARCHIVE_BASE, archive_url};
-use worker_jobs::feed::{FeedConfig, SandboxJobExecutor};
 use worker_jobs::preflight::{Answer, PreflightError, PreflightReport, preflight as run_preflight};
 use worker_jobs::reproduce::MAX_CANDIDATE_BYTES;
-use worker_store::staging_root::{self, Fallback};
 
 /// The exit code of an answer (docs/reference.md "Exit codes"; never renumbered): a verdict,
 /// passed or failed, is a verification that worked.
@@ -45,8 +42,6 @@ fn error_exit_code(e: &PreflightError) -> ExitCode {
         PreflightError::Job(_) | PreflightError::NoEvidence => ExitCode::InvalidInput,
     }
 }
-
-type Failure = (ExitCode, String);
 
 fn invalid(e: &dyn std::fmt::Display) -> Failure {
     (ExitCode::InvalidInput, e.to_string())
@@ -67,7 +62,7 @@ async fn resolve_job(args: &PreflightArgs, client: &PlatformClient) -> Result<Va
             ));
         };
         client
-            .fetch_job(api, args.network, verifier, job_id)
+            .fetch_job(api, args.run.network, verifier, job_id)
             .await
             .map_err(|e| {
                 let code = if e.is_transient() {
@@ -238,79 +233,43 @@ async fn answer(
 
 /// Runs `worker preflight`.
 pub fn preflight(args: &PreflightArgs, quiet: bool) -> ExitCode {
-    // As `rehearse` and `reproduce`: $REGRESSION_SANDBOX_STAGING_ROOT when set, else a private
-    // store in the system temp dir.
-    let root = match staging_root::resolve(args.staging_root.as_deref(), Fallback::PrivateTemp)
-        .and_then(|r| staging_root::ensure_writable(&r).map(|()| r))
-    {
+    let root = match local_run::staging_root(&args.run) {
         Ok(root) => root,
-        Err(e) => return staging_root_failed(&e),
-    };
-    let out: PathBuf = args.out.clone();
-    let pull = args.pull;
-    let result = block_on_interruptible(
-        async move {
-            // The feed's own client limits: the caps are the feed's, not a preflight's.
-            let client = PlatformClient::new(ClientLimits::default())
-                .map_err(|e| (ExitCode::Internal, e.to_string()))?;
-            let raw = resolve_job(args, &client).await?;
-            let network = verifier_sdk::ValidatedJob::parse(&raw)
-                .map_err(|e| invalid(&format!("the job is invalid: {e}")))?;
-            let mut config = FeedConfig::new(
-                // The runner never reads the feed (the job is already resolved).
-                args.api.as_deref().unwrap_or_default(),
-                network.network(),
-                network.eligible_verifiers().to_vec(),
-                &out,
-            );
-            // The solver's own job will have its own window; an earlier round's job stands in.
-            config.check_liveness = false;
-            config.progress = super::progress_lines(quiet);
-            if let Some(base) = &args.archive_base {
-                config.archive_base = base.clone();
-            }
-            if let Some(work) = &args.work_dir {
-                config.work_dir = work.clone();
-            }
-            let reference = match (&args.commit, &args.source, &args.rev, &args.repo) {
-                (Some(reference), _, _, _) => reference.clone(),
-                (None, Some(dir), Some(rev), Some(repo)) => {
-                    let local = archive_local(dir, rev, repo).await?;
-                    let reference = local.reference();
-                    let upstream = std::mem::replace(
-                        &mut config.archive_base,
-                        DEFAULT_ARCHIVE_BASE.to_owned(),
-                    );
-                    config.archive_base = serve_local(local, upstream, client.clone()).await?;
-                    reference
-                }
-                _ => {
-                    return Err(invalid(
-                        &"give --commit REFERENCE, or --source DIR --rev REV --repo OWNER/REPO",
-                    ));
-                }
-            };
-            std::fs::create_dir_all(&out)
-                .map_err(|e| (ExitCode::Config, format!("--out {}: {e}", out.display())))?;
-            let executor = connect_swept(args.oci_runtime.name())
-                .await
-                .map_err(|error| (ExitCode::Unavailable, error.to_string()))?;
-            let job_executor = SandboxJobExecutor::new(executor, root, pull);
-            run_preflight(&config, &client, &job_executor, &raw, &reference)
-                .await
-                .map_err(|e| (error_exit_code(&e), e.to_string()))
-        },
-        "the preflight",
-    );
-    let result = match result {
-        Ok(result) => result,
         Err(code) => return code,
     };
-    match result {
-        Ok(Ok(report)) => print_report(&report, args.json),
-        Ok(Err((code, error))) => fail(code, &error),
-        Err(error) => fail(ExitCode::Internal, &error),
-    }
+    let work = async move {
+        // The feed's own client limits: the caps are the feed's, not a preflight's.
+        let client = PlatformClient::new(ClientLimits::default())
+            .map_err(|e| (ExitCode::Internal, e.to_string()))?;
+        let raw = resolve_job(args, &client).await?;
+        let job = verifier_sdk::ValidatedJob::parse(&raw)
+            .map_err(|e| invalid(&format!("the job is invalid: {e}")))?;
+        // The solver's own job will have its own window; an earlier round's job stands in.
+        let mut config = local_run::feed_config(&args.run, args.api.as_deref(), &job, quiet);
+        let reference = match (&args.commit, &args.source, &args.rev, &args.repo) {
+            (Some(reference), _, _, _) => reference.clone(),
+            (None, Some(dir), Some(rev), Some(repo)) => {
+                let local = archive_local(dir, rev, repo).await?;
+                let reference = local.reference();
+                let upstream =
+                    std::mem::replace(&mut config.archive_base, DEFAULT_ARCHIVE_BASE.to_owned());
+                config.archive_base = serve_local(local, upstream, client.clone()).await?;
+                reference
+            }
+            _ => {
+                return Err(invalid(
+                    &"give --commit REFERENCE, or --source DIR --rev REV --repo OWNER/REPO",
+                ));
+            }
+        };
+        let job_executor = local_run::job_executor(&args.run, root).await?;
+        run_preflight(&config, &client, &job_executor, &raw, &reference)
+            .await
+            .map_err(|e| (error_exit_code(&e), e.to_string()))
+    };
+    local_run::finish(work, "the preflight", |report| {
+        print_report(&report, args.json)
+    })
 }
 
 fn print_report(report: &PreflightReport, json: bool) -> ExitCode {

@@ -2,24 +2,20 @@
 //! candidate file, or a settlement transaction) and say whether it holds. The comparison is
 //! the library's; this maps its answer to an exit code and prints it.
 
-use std::path::PathBuf;
 use std::time::Duration;
 
 use bounty_chain::{RpcChainReader, SettlementReadError, check_job_against_state};
 use platform_client::{ClientLimits, PlatformClient};
 use verifier_sdk::{Address, Bytes32, ValidatedJob};
 
-use super::{
-    block_on_interruptible, connect_swept, fail, print_json, print_text, staging_root_failed,
-};
+use super::local_run;
+use super::{print_json, print_text};
 use crate::cli::ReproduceArgs;
 use crate::exit::ExitCode;
-use worker_jobs::feed::{FeedConfig, SandboxJobExecutor};
 use worker_jobs::reproduce::{
     Finding, Reference, ReproduceError, ReproduceReport, candidate_reference, check_settled_job,
     read_candidate, reproduce as run_reproduction,
 };
-use worker_store::staging_root::{self, Fallback};
 
 /// Bound on each JSON-RPC request.
 const RPC_TIMEOUT: Duration = Duration::from_secs(30);
@@ -62,7 +58,7 @@ async fn resolve(
     let invalid = |e: &dyn std::fmt::Display| (ExitCode::InvalidInput, e.to_string());
     let fetch = |api: String, verifier: Address, job_id: String| async move {
         let raw = client
-            .fetch_job(&api, args.network, verifier, &job_id)
+            .fetch_job(&api, args.run.network, verifier, &job_id)
             .await
             .map_err(|e| {
                 let code = if e.is_transient() {
@@ -116,7 +112,7 @@ async fn resolve(
                 .ok_or_else(|| invalid(&"the settlement has no attestation"))?;
             let job_id = format!(
                 "{}:{}:{}",
-                args.network.name(),
+                args.run.network.name(),
                 settlement.bounty.to_string().to_lowercase(),
                 settlement.round
             );
@@ -229,69 +225,33 @@ fn human(report: &ReproduceReport, context: Option<&str>) -> String {
 
 /// Runs `worker reproduce`.
 pub fn reproduce(args: &ReproduceArgs, quiet: bool) -> ExitCode {
-    // As `rehearse`: $REGRESSION_SANDBOX_STAGING_ROOT when set, else a private store in the
-    // system temp dir, so README's command runs as written.
-    let root = match staging_root::resolve(args.staging_root.as_deref(), Fallback::PrivateTemp)
-        .and_then(|r| staging_root::ensure_writable(&r).map(|()| r))
-    {
+    let root = match local_run::staging_root(&args.run) {
         Ok(root) => root,
-        Err(e) => return staging_root_failed(&e),
-    };
-    let out: PathBuf = args.out.clone();
-    let pull = args.pull;
-    let result = block_on_interruptible(
-        async move {
-            let client = PlatformClient::new(ClientLimits::default())
-                .map_err(|e| (ExitCode::Internal, e.to_string()))?;
-            let (job, reference, context) = resolve(args, &client).await?;
-            let mut config = FeedConfig::new(
-                // The runner never reads the feed (the job is already resolved).
-                args.api.as_deref().unwrap_or_default(),
-                job.network(),
-                job.eligible_verifiers().to_vec(),
-                &out,
-            );
-            config.check_liveness = false;
-            config.progress = super::progress_lines(quiet);
-            if let Some(base) = &args.archive_base {
-                config.archive_base = base.clone();
-            }
-            if let Some(work) = &args.work_dir {
-                config.work_dir = work.clone();
-            }
-            std::fs::create_dir_all(&out)
-                .map_err(|e| (ExitCode::Config, format!("--out {}: {e}", out.display())))?;
-            let executor = connect_swept(args.oci_runtime.name())
-                .await
-                .map_err(|error| (ExitCode::Unavailable, error.to_string()))?;
-            let job_executor = SandboxJobExecutor::new(executor, root, pull);
-            run_reproduction(&config, &client, &job_executor, &job, &reference)
-                .await
-                .map(|r| (r, context))
-                .map_err(|e| (error_exit_code(&e), e.to_string()))
-        },
-        "the reproduction",
-    );
-    let result = match result {
-        Ok(result) => result,
         Err(code) => return code,
     };
-    match result {
-        // The result is stdout's: the report as JSON with --json, else for a reader.
-        Ok(Ok((report, context))) => {
-            let printed = if args.json {
-                print_json(&report)
-            } else {
-                print_text(&human(&report, context.as_deref()))
-            };
-            if printed != ExitCode::Success {
-                return ExitCode::Internal;
-            }
-            finding_exit_code(&report.finding)
+    let work = async move {
+        let client = PlatformClient::new(ClientLimits::default())
+            .map_err(|e| (ExitCode::Internal, e.to_string()))?;
+        let (job, reference, context) = resolve(args, &client).await?;
+        let config = local_run::feed_config(&args.run, args.api.as_deref(), &job, quiet);
+        let job_executor = local_run::job_executor(&args.run, root).await?;
+        run_reproduction(&config, &client, &job_executor, &job, &reference)
+            .await
+            .map(|r| (r, context))
+            .map_err(|e| (error_exit_code(&e), e.to_string()))
+    };
+    // The result is stdout's: the report as JSON with --json, else for a reader.
+    local_run::finish(work, "the reproduction", |(report, context)| {
+        let printed = if args.json {
+            print_json(&report)
+        } else {
+            print_text(&human(&report, context.as_deref()))
+        };
+        if printed != ExitCode::Success {
+            return ExitCode::Internal;
         }
-        Ok(Err((code, error))) => fail(code, &error),
-        Err(error) => fail(ExitCode::Internal, &error),
-    }
+        finding_exit_code(&report.finding)
+    })
 }
 
 #[cfg(test)]
