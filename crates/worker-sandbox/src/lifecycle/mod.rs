@@ -36,7 +36,7 @@ use worker_store::clock::{Clock, SystemClock};
 use crate::decision::{
     Decision, EngineEvents, InputCheck, NoVerdictReason, RunObservation, StoppedBy, decide,
 };
-use crate::engine::{CgroupLayout, ContainerEngine, CreateRequest, OciRuntime};
+use crate::engine::{CgroupLayout, ContainerEngine, ContainerSummary, CreateRequest, OciRuntime};
 use crate::evidence::{
     ContainerFacts, EVIDENCE_SCHEMA_VERSION, EngineFacts, EvidenceRecord, ExitFacts,
     IsolationEvidence, ResourceFacts, Timestamps,
@@ -155,13 +155,8 @@ impl<E: ContainerEngine> Lifecycle<E> {
     pub async fn cleanup_stale(&self) -> Result<Vec<String>, SandboxError> {
         let label = format!("{LABEL_VERIFIER}=1");
         let containers = self
-            .engine
-            .list_containers(Some(&label))
-            .await
-            .map_err(|source| SandboxError::Engine {
-                context: "listing labelled containers",
-                source: source.into(),
-            })?;
+            .list_containers(Some(&label), "listing labelled containers")
+            .await?;
         let mut removed = Vec::new();
         for container in containers {
             let Some(id) = container.id else { continue };
@@ -181,15 +176,37 @@ impl<E: ContainerEngine> Lifecycle<E> {
                 continue;
             }
             tracing::info!(container = %id, owner, "removing stale sandbox container");
-            if teardown::remove_and_confirm(&self.engine, &id, self.clock.as_ref())
-                .await
-                .is_none()
-            {
-                return Err(SandboxError::StaleNotRemoved { id });
-            }
-            removed.push(id);
+            removed.push(self.remove_confirmed(id).await?);
         }
         Ok(removed)
+    }
+
+    /// The engine's containers, every one or those carrying `label`; `context` names the
+    /// listing in the error when the engine fails.
+    async fn list_containers(
+        &self,
+        label: Option<&str>,
+        context: &'static str,
+    ) -> Result<Vec<ContainerSummary>, SandboxError> {
+        self.engine
+            .list_containers(label)
+            .await
+            .map_err(|source| SandboxError::Engine {
+                context,
+                source: source.into(),
+            })
+    }
+
+    /// Removes container `id` for a sweep and returns it once the engine confirms it gone; a
+    /// container left behind fails the sweep.
+    async fn remove_confirmed(&self, id: String) -> Result<String, SandboxError> {
+        if teardown::remove_and_confirm(&self.engine, &id, self.clock.as_ref())
+            .await
+            .is_none()
+        {
+            return Err(SandboxError::StaleNotRemoved { id });
+        }
+        Ok(id)
     }
 
     /// Kills and removes every container this process created (by its owner label), each
@@ -202,25 +219,14 @@ impl<E: ContainerEngine> Lifecycle<E> {
         let mut removed = Vec::new();
         loop {
             let containers = self
-                .engine
-                .list_containers(Some(&label))
-                .await
-                .map_err(|source| SandboxError::Engine {
-                    context: "listing this worker's containers",
-                    source: source.into(),
-                })?;
+                .list_containers(Some(&label), "listing this worker's containers")
+                .await?;
             let ids: Vec<String> = containers.into_iter().filter_map(|c| c.id).collect();
             if ids.is_empty() && Instant::now() >= settle {
                 return Ok(removed);
             }
             for id in ids {
-                if teardown::remove_and_confirm(&self.engine, &id, self.clock.as_ref())
-                    .await
-                    .is_none()
-                {
-                    return Err(SandboxError::StaleNotRemoved { id });
-                }
-                removed.push(id);
+                removed.push(self.remove_confirmed(id).await?);
             }
             tokio::time::sleep(Duration::from_millis(250)).await;
         }
@@ -858,14 +864,9 @@ impl<E: ContainerEngine> crate::RunLifecycle for Lifecycle<E> {
     async fn mounted_paths(
         &self,
     ) -> Result<std::collections::BTreeSet<std::path::PathBuf>, SandboxError> {
-        let containers =
-            self.engine
-                .list_containers(None)
-                .await
-                .map_err(|source| SandboxError::Engine {
-                    context: "listing containers' mounts",
-                    source: source.into(),
-                })?;
+        let containers = self
+            .list_containers(None, "listing containers' mounts")
+            .await?;
         Ok(containers
             .into_iter()
             .flat_map(|c| c.mount_sources)
