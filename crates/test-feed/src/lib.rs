@@ -343,6 +343,26 @@ pub fn dir_digest(path: &Path) -> Sha256Digest {
         .digest
 }
 
+/// The executor label of [`double_evidence`]'s records.
+pub const TEST_DOUBLE: &str = "test-double";
+
+/// An evidence record for `job` shaped as the Docker executor's but labelled
+/// [`TEST_DOUBLE`], so that no signer accepts a candidate carrying it: what a test double of
+/// the job executor seals with its fabricated verdict.
+pub fn double_evidence(job: &verifier_sdk::ValidatedJob) -> verifier_sdk::evidence::EvidenceRecord {
+    let facts = verifier_sdk::ExecutionFacts {
+        exit_code: 0,
+        stdout_sha256: Sha256Digest::from_bytes([1; 32]),
+        stderr_sha256: Sha256Digest::from_bytes([2; 32]),
+        stdout_bytes: 0,
+        stderr_bytes: 0,
+    };
+    let (_, value) = verifier_sdk::fixtures::completed_run(job, facts);
+    let mut record = verifier_sdk::evidence::EvidenceRecord::from_docker_value(&value).unwrap();
+    record.executor = TEST_DOUBLE.into();
+    record
+}
+
 /// A readiness record for `job_id` in which every check passed: what an earlier run may have
 /// left at the job's path, for a test to see it replaced.
 pub fn ready_record(job_id: &str) -> verifier_sdk::readiness::ReadinessRecord {

@@ -36,25 +36,6 @@ use worker_jobs::feed::{
     JobStatus, run_feed,
 };
 
-/// The executor label of [`FakeExecutor`]'s evidence records.
-const TEST_DOUBLE: &str = "test-double";
-
-/// An evidence record shaped as the Docker executor's but labelled [`TEST_DOUBLE`], so that no
-/// signer accepts a candidate carrying it.
-fn double_evidence(job: &ValidatedJob) -> worker_jobs::run::SealedEvidence {
-    let facts = ExecutionFacts {
-        exit_code: 0,
-        stdout_sha256: Sha256Digest::from_bytes([1; 32]),
-        stderr_sha256: Sha256Digest::from_bytes([2; 32]),
-        stdout_bytes: 0,
-        stderr_bytes: 0,
-    };
-    let (_, value) = verifier_sdk::fixtures::completed_run(job, facts);
-    let mut record = verifier_sdk::evidence::EvidenceRecord::from_docker_value(&value).unwrap();
-    record.executor = TEST_DOUBLE.into();
-    worker_jobs::run::SealedEvidence::seal(record).unwrap()
-}
-
 /// TEST DOUBLE of the staging + sandbox executor (see the module doc).
 #[derive(Default)]
 struct FakeExecutor {
@@ -114,7 +95,7 @@ impl JobExecutor for FakeExecutor {
         };
         let done = |output| ExecutedJob {
             output,
-            evidence: Some(double_evidence(job)),
+            evidence: Some(worker_jobs::run::SealedEvidence::seal(double_evidence(job)).unwrap()),
             source_digest,
             benchmark_digest: reported_benchmark,
         };

@@ -342,22 +342,6 @@ async fn held_back_for_image(images_refused: bool) -> HeldBack {
     }
 }
 
-/// An evidence record shaped as the Docker executor's but labelled `test-double`, so that no
-/// signer accepts a candidate carrying it.
-fn double_evidence(job: &ValidatedJob) -> worker_jobs::run::SealedEvidence {
-    let facts = ExecutionFacts {
-        exit_code: 0,
-        stdout_sha256: verifier_sdk::Sha256Digest::from_bytes([1; 32]),
-        stderr_sha256: verifier_sdk::Sha256Digest::from_bytes([2; 32]),
-        stdout_bytes: 0,
-        stderr_bytes: 0,
-    };
-    let (_, value) = verifier_sdk::fixtures::completed_run(job, facts);
-    let mut record = verifier_sdk::evidence::EvidenceRecord::from_docker_value(&value).unwrap();
-    record.executor = "test-double".into();
-    worker_jobs::run::SealedEvidence::seal(record).unwrap()
-}
-
 /// TEST DOUBLE of the job executor that yields a passing verdict (and so a candidate) for
 /// every job, each run held until the test releases one permit; records the rounds run.
 struct Verdicts {
@@ -384,7 +368,7 @@ impl JobExecutor for Verdicts {
         };
         Ok(ExecutedJob {
             output: RunOutput::Verdict(Outcome::for_job(job, facts)),
-            evidence: Some(double_evidence(job)),
+            evidence: Some(worker_jobs::run::SealedEvidence::seal(double_evidence(job)).unwrap()),
             source_digest: dir_digest(source_dir),
             benchmark_digest: dir_digest(benchmark_dir),
         })
