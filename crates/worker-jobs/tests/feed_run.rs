@@ -607,6 +607,17 @@ struct Appearing {
 }
 
 impl Appearing {
+    /// #43's scenario: the feed lists A (whose window ends last) and B; C, whose window ends
+    /// first, is listed once the first run started. Returns A, B, C and the executor.
+    fn c_during_the_first_of_a_and_b(w: &World) -> ([Value; 3], Self) {
+        let end = verifier_sdk::fixtures::EXPIRES_AT;
+        let at = |round: u64, expires_at: u64| w.job_expiring(round, expires_at, |_| {});
+        let (a, b, c) = (at(1, end + 5000), at(2, end + 3000), at(3, end + 2000));
+        w.serve_feed(VERIFIER, &[&a, &b]);
+        let exec = Self::relisting(w, vec![a.clone(), b.clone(), c.clone()]);
+        ([a, b, c], exec)
+    }
+
     /// Runs as [`FakeExecutor::default`]; during the first run, `w`'s feed starts listing
     /// `listed`.
     fn relisting(w: &World, listed: Vec<Value>) -> Self {
@@ -645,10 +656,7 @@ impl JobExecutor for Appearing {
 async fn a_job_listed_during_the_batch_runs_before_a_later_window() {
     let w = World::new().await;
     let end = verifier_sdk::fixtures::EXPIRES_AT;
-    let at = |round: u64, expires_at: u64| w.job_expiring(round, expires_at, |_| {});
-    let (a, b, c) = (at(1, end + 5000), at(2, end + 3000), at(3, end + 2000));
-    w.serve_feed(VERIFIER, &[&a, &b]);
-    let exec = Appearing::relisting(&w, vec![a.clone(), b.clone(), c.clone()]);
+    let ([a, b, c], exec) = Appearing::c_during_the_first_of_a_and_b(&w);
     let report = w
         .run("out", &exec, |c| c.clock = clock_at(end - 3600))
         .await;
@@ -710,10 +718,7 @@ async fn a_full_max_jobs_batch_takes_a_job_listed_later_with_a_sooner_window_in_
  {
     let w = World::new().await;
     let end = verifier_sdk::fixtures::EXPIRES_AT;
-    let at = |round: u64, expires_at: u64| w.job_expiring(round, expires_at, |_| {});
-    let (a, b, c) = (at(1, end + 5000), at(2, end + 3000), at(3, end + 2000));
-    w.serve_feed(VERIFIER, &[&a, &b]);
-    let exec = Appearing::relisting(&w, vec![a.clone(), b.clone(), c.clone()]);
+    let ([a, b, c], exec) = Appearing::c_during_the_first_of_a_and_b(&w);
     let report = w
         .run("out", &exec, |c| {
             c.clock = clock_at(end - 3600);
@@ -761,17 +766,12 @@ async fn job_ids_run_only_the_named_jobs() {
     let other = w.job_with_source(2, &[("b", b"2")]);
     w.serve_feed(VERIFIER, &[&named, &other]);
     let exec = FakeExecutor::default();
-    let mut config = w.config("out");
-    config.only_jobs = Some(
-        [id(&named), "not-in-the-feed".to_owned()]
-            .into_iter()
-            .collect(),
-    );
-    let report = run_feed(&config, &exec).await.unwrap();
+    let requested = [id(&named), "not-in-the-feed".to_owned()];
+    let report = w
+        .run("out", &exec, |c| c.only_jobs = Some(requested.into()))
+        .await;
     assert_eq!(row(&report, &named).status, JobStatus::CompletedPassed);
-    let skipped = row(&report, &other);
-    assert_eq!(skipped.status, JobStatus::Skipped);
-    assert_eq!(skipped.reason_code.as_deref(), Some("not_requested"));
+    row_ended(&report, &other, JobStatus::Skipped, Some("not_requested"));
     assert_eq!((exec.calls(&id(&named)), exec.calls(&id(&other))), (1, 0));
     assert_eq!(read_candidates(&w.root.join("out")).len(), 1);
     assert_eq!(report.status(), BatchStatus::Complete);
