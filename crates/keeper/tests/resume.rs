@@ -4,6 +4,9 @@
 
 mod common;
 
+use std::ffi::OsStr;
+use std::path::Path;
+
 use alloy::network::TransactionBuilder;
 use alloy::primitives::U256;
 use alloy::providers::{Provider, ProviderBuilder};
@@ -12,28 +15,46 @@ use chain_testkit::status;
 use common::{Scenario, only_job, plan, recorded};
 use keeper::chain::{SettlementRpc, SignedTx};
 use keeper::record::{Confirmation, RecordState, SettlementRecord, StateDir};
-use keeper::report::JobStatus;
+use keeper::report::{JobReport, JobStatus};
 use verifier_sdk::Bytes32;
 
-/// Signs the settlement the keeper would send at `nonce` and files it as `state`.
-fn planned(sc: &Scenario, nonce: u64, state: RecordState) -> (SignedTx, SettlementRecord) {
-    recorded(sc, nonce, plan(), state)
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn killed_after_sending_resumes_and_confirms_without_a_second_tx() {
+/// A one-verifier scenario, attested, whose settlement at the keeper's next nonce is signed and
+/// filed as `state` (and not sent): the scenario, that nonce, the transaction and its record.
+async fn filed(state: RecordState) -> (Scenario, u64, SignedTx, SettlementRecord) {
     let sc = Scenario::new(&[1], 0).await;
     sc.attest_all();
     let nonce = sc.keeper_nonce().await;
-    let (signed, record) = planned(&sc, nonce, RecordState::Sent);
-    // Broadcast as the killed keeper did, and never wait for it.
+    let (signed, record) = recorded(&sc, nonce, plan(), state);
+    (sc, nonce, signed, record)
+}
+
+/// Broadcasts `signed` to the node as a keeper does, without waiting for it.
+async fn broadcast(sc: &Scenario, signed: &SignedTx) {
     SettlementRpc::new(sc.kit.url(), keeper::REQUEST_TIMEOUT)
         .unwrap()
-        .send_raw(&signed)
+        .send_raw(signed)
         .await
         .unwrap();
-    let report = sc.run().await;
-    let job = only_job(&report);
+}
+
+/// A one-verifier scenario the keeper has paid, and the job of that run.
+async fn paid() -> (Scenario, JobReport) {
+    let sc = Scenario::new(&[1], 0).await;
+    sc.attest_all();
+    let paid = only_job(&sc.run().await).clone();
+    assert_eq!(paid.status, JobStatus::Paid, "{paid:#?}");
+    (sc, paid)
+}
+
+/// Asserts that `job` was paid by `signed`, the one transaction sent from `nonce` on, and that
+/// its `record` is confirmed; returns the record as stored.
+async fn assert_paid_once(
+    sc: &Scenario,
+    job: &JobReport,
+    nonce: u64,
+    signed: &SignedTx,
+    record: &SettlementRecord,
+) -> SettlementRecord {
     assert_eq!(job.status, JobStatus::Paid, "{job:#?}");
     assert_eq!(job.tx_hash, Some(signed.hash));
     assert_eq!(
@@ -41,18 +62,25 @@ async fn killed_after_sending_resumes_and_confirms_without_a_second_tx() {
         nonce + 1,
         "exactly one transaction"
     );
-    let stored = sc.load(&record);
+    let stored = sc.load(record);
     assert_eq!(stored.state, RecordState::Confirmed);
+    stored
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn killed_after_sending_resumes_and_confirms_without_a_second_tx() {
+    let (sc, nonce, signed, record) = filed(RecordState::Sent).await;
+    // Broadcast as the killed keeper did, and never wait for it.
+    broadcast(&sc, &signed).await;
+    let report = sc.run().await;
+    let stored = assert_paid_once(&sc, only_job(&report), nonce, &signed, &record).await;
     assert_eq!(stored.confirmation.unwrap().event, "BountySettled");
     assert_eq!(sc.status().await, status::SETTLED);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn planned_but_never_broadcast_is_rebroadcast_byte_for_byte() {
-    let sc = Scenario::new(&[1], 0).await;
-    sc.attest_all();
-    let nonce = sc.keeper_nonce().await;
-    let (signed, record) = planned(&sc, nonce, RecordState::Planned);
+    let (sc, nonce, signed, record) = filed(RecordState::Planned).await;
     let report = sc.run().await;
     let job = only_job(&report);
     assert_eq!(job.status, JobStatus::Paid, "{job:#?}");
@@ -67,10 +95,7 @@ async fn planned_but_never_broadcast_is_rebroadcast_byte_for_byte() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn provably_dropped_tx_is_replaced_only_while_still_submitted() {
-    let sc = Scenario::new(&[1], 0).await;
-    sc.attest_all();
-    let nonce = sc.keeper_nonce().await;
-    let (signed, record) = planned(&sc, nonce, RecordState::Sent);
+    let (sc, nonce, signed, record) = filed(RecordState::Sent).await;
     // Another transaction of the keeper takes that nonce: the recorded one can never be mined.
     let wallet = alloy::network::EthereumWallet::from(sc.keeper.clone());
     let provider = ProviderBuilder::new()
@@ -102,10 +127,7 @@ async fn provably_dropped_tx_is_replaced_only_while_still_submitted() {
 /// never sent, while the bounty is still Submitted.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn planted_confirmed_record_for_a_submitted_bounty_is_not_trusted() {
-    let sc = Scenario::new(&[1], 0).await;
-    sc.attest_all();
-    let nonce = sc.keeper_nonce().await;
-    let (signed, mut record) = planned(&sc, nonce, RecordState::Confirmed);
+    let (sc, _, signed, mut record) = filed(RecordState::Confirmed).await;
     record.confirmation = Some(Confirmation {
         event: "BountySettled".into(),
         block_number: 1,
@@ -135,16 +157,10 @@ async fn planted_confirmed_record_for_a_submitted_bounty_is_not_trusted() {
 /// receipt exists and carries a genuine `BountySettled`, just not from this bounty's address.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn confirmed_record_pointing_at_another_bountys_settlement_is_not_trusted() {
-    let other = Scenario::new(&[1], 0).await;
-    other.attest_all();
-    let paid = only_job(&other.run().await).clone();
-    assert_eq!(paid.status, JobStatus::Paid, "{paid:#?}");
+    let (_other, paid) = paid().await;
     let other_tx = paid.tx_hash.unwrap();
 
-    let sc = Scenario::new(&[1], 0).await;
-    sc.attest_all();
-    let nonce = sc.keeper_nonce().await;
-    let (_, mut record) = planned(&sc, nonce, RecordState::Confirmed);
+    let (sc, _, _, mut record) = filed(RecordState::Confirmed).await;
     record.tx.hash = other_tx;
     record.confirmation = Some(Confirmation {
         event: "BountySettled".into(),
@@ -212,6 +228,33 @@ async fn binary_settles_with_key_from_env_and_never_prints_it() {
     }
 }
 
+/// Writes a (Hardhat dev) gas key at `path` with permissions `mode`.
+fn write_key(path: &Path, mode: u32) {
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::write(
+        path,
+        "0x59c6995e998f97a5a0044966f0945389dc9e86dae88c7a8412f4603b6b78690d",
+    )
+    .unwrap();
+    std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode)).unwrap();
+}
+
+/// `keeper relay` with `key` (its key options), `dir` for candidates, attestations and state,
+/// no platform or node to reach (port 9) and gas caps of 1: for refusals before any request.
+fn relay_nowhere(dir: &Path, key: &[impl AsRef<OsStr>]) -> tokio::process::Command {
+    let mut c = tokio::process::Command::new(env!("CARGO_BIN_EXE_keeper"));
+    c.args(["relay", "--candidates"])
+        .arg(dir)
+        .arg("--attestations")
+        .arg(dir)
+        .args(["--api", "http://127.0.0.1:9", "--rpc", "http://127.0.0.1:9"])
+        .args(key)
+        .arg("--state-dir")
+        .arg(dir.join("state"))
+        .args(["--max-gas", "1", "--max-fee-per-gas", "1"]);
+    c
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn binary_exit_codes_for_usage_and_credentials() {
     let bin = env!("CARGO_BIN_EXE_keeper");
@@ -223,26 +266,8 @@ async fn binary_exit_codes_for_usage_and_credentials() {
     assert_eq!(out.status.code(), Some(2));
     let dir = tempfile::tempdir().unwrap();
     let key = dir.path().join("key");
-    std::fs::write(
-        &key,
-        "0x59c6995e998f97a5a0044966f0945389dc9e86dae88c7a8412f4603b6b78690d",
-    )
-    .unwrap();
-    use std::os::unix::fs::PermissionsExt;
-    std::fs::set_permissions(&key, std::fs::Permissions::from_mode(0o640)).unwrap();
-    let base = |k: &[&str]| {
-        let mut c = tokio::process::Command::new(bin);
-        c.args(["relay", "--candidates"])
-            .arg(dir.path())
-            .arg("--attestations")
-            .arg(dir.path())
-            .args(["--api", "http://127.0.0.1:9", "--rpc", "http://127.0.0.1:9"])
-            .args(k)
-            .arg("--state-dir")
-            .arg(dir.path().join("state"))
-            .args(["--max-gas", "1", "--max-fee-per-gas", "1"]);
-        c
-    };
+    write_key(&key, 0o640);
+    let base = |k: &[&str]| relay_nowhere(dir.path(), k);
     let key_arg = key.to_str().unwrap();
     let out = base(&["--key-file", key_arg]).output().await.unwrap();
     assert_eq!(
@@ -263,6 +288,7 @@ async fn binary_exit_codes_for_usage_and_credentials() {
         .unwrap();
     assert_eq!(out.status.code(), Some(2));
     // A good key but no node: unavailable.
+    use std::os::unix::fs::PermissionsExt;
     std::fs::set_permissions(&key, std::fs::Permissions::from_mode(0o600)).unwrap();
     let out = base(&["--key-file", key_arg]).output().await.unwrap();
     assert_eq!(
@@ -291,34 +317,31 @@ async fn binary_refuses_plain_http_rpc_or_api_to_a_remote_host_with_exit_78() {
             .args(["--confirmations", "1"]);
         c
     };
+    // Exit 78 naming `flag` and https; the refusal's stderr.
+    let refused = |mut c: tokio::process::Command, flag: &'static str| async move {
+        let out = c.output().await.unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr).to_string();
+        assert_eq!(out.status.code(), Some(78), "{flag}: {stderr}");
+        assert!(
+            stderr.contains(flag) && stderr.contains("https"),
+            "{stderr}"
+        );
+        stderr
+    };
     // `.invalid` never resolves (RFC 6761): the refusal must come from the URL policy, before
     // any request, and must not echo the URL's secret path.
     for rpc in [
         "http://rpc.example.invalid:8545/v2/SECRETRPCKEY",
         "ws://127.0.0.1:8545/v2/SECRETRPCKEY",
     ] {
-        let out = run(sc.server.url.clone(), rpc.into())
-            .output()
-            .await
-            .unwrap();
-        let stderr = String::from_utf8_lossy(&out.stderr).to_string();
-        assert_eq!(out.status.code(), Some(78), "{rpc}: {stderr}");
-        assert!(
-            stderr.contains("--rpc") && stderr.contains("https"),
-            "{stderr}"
-        );
+        let stderr = refused(run(sc.server.url.clone(), rpc.into()), "--rpc").await;
         assert!(!stderr.contains("SECRETRPCKEY"), "{stderr}");
     }
-    let out = run("http://api.example.invalid".into(), sc.kit.url().into())
-        .output()
-        .await
-        .unwrap();
-    let stderr = String::from_utf8_lossy(&out.stderr).to_string();
-    assert_eq!(out.status.code(), Some(78), "{stderr}");
-    assert!(
-        stderr.contains("--api") && stderr.contains("https"),
-        "{stderr}"
-    );
+    refused(
+        run("http://api.example.invalid".into(), sc.kit.url().into()),
+        "--api",
+    )
+    .await;
     assert_eq!(sc.status().await, status::SUBMITTED);
     assert!(
         std::fs::read_dir(sc.path("state"))
@@ -476,32 +499,14 @@ async fn fabricated_receipt_from_a_lying_rpc_is_not_reported_paid() {
 
 #[tokio::test]
 async fn binary_refuses_a_key_file_of_another_user_or_under_a_symlinked_directory_with_exit_78() {
-    use std::os::unix::fs::PermissionsExt;
-    let bin = env!("CARGO_BIN_EXE_keeper");
     let dir = tempfile::tempdir().unwrap();
     let real = dir.path().join("real");
     std::fs::create_dir(&real).unwrap();
     let key = real.join("key");
-    std::fs::write(
-        &key,
-        "0x59c6995e998f97a5a0044966f0945389dc9e86dae88c7a8412f4603b6b78690d",
-    )
-    .unwrap();
-    std::fs::set_permissions(&key, std::fs::Permissions::from_mode(0o600)).unwrap();
+    write_key(&key, 0o600);
     std::os::unix::fs::symlink(&real, dir.path().join("link")).unwrap();
     let run = |key: std::path::PathBuf| {
-        let mut c = tokio::process::Command::new(bin);
-        c.args(["relay", "--candidates"])
-            .arg(dir.path())
-            .arg("--attestations")
-            .arg(dir.path())
-            .args(["--api", "http://127.0.0.1:9", "--rpc", "http://127.0.0.1:9"])
-            .arg("--key-file")
-            .arg(key)
-            .arg("--state-dir")
-            .arg(dir.path().join("state"))
-            .args(["--max-gas", "1", "--max-fee-per-gas", "1"]);
-        c
+        relay_nowhere(dir.path(), &[OsStr::new("--key-file"), key.as_os_str()])
     };
     let out = run(dir.path().join("link/key")).output().await.unwrap();
     let stderr = String::from_utf8_lossy(&out.stderr);
@@ -594,6 +599,23 @@ async fn lagging_rpc(
     .unwrap()
 }
 
+/// Runs the keeper once behind [`lagging_rpc`] with its lagging node stuck at block `at`, and
+/// again once that node has caught up (when the keeper must find its own transaction): both
+/// runs' job, and the keeper's nonce between them.
+async fn run_lagging_then_caught_up(sc: &common::Scenario, at: u64) -> (JobReport, u64, JobReport) {
+    let lag = std::sync::Arc::new(std::sync::Mutex::new(Some(at)));
+    let mut cfg = sc.config();
+    cfg.rpc = lagging_rpc(sc.kit.url().to_owned(), lag.clone())
+        .await
+        .into();
+    cfg.wait.timeout = std::time::Duration::from_secs(3);
+    let first = only_job(&sc.run_with(&cfg).await).clone();
+    let nonce = sc.keeper_nonce().await;
+    *lag.lock().unwrap() = None;
+    let again = only_job(&sc.run_with(&cfg).await).clone();
+    (first, nonce, again)
+}
+
 /// Behind an RPC whose nodes disagree by one block (receipts and state from a node one block
 /// behind, the nonce from the current one), the keeper's mined settlement looks unmined while
 /// its nonce looks taken. That is no proof of a drop: the keeper must neither send a second
@@ -601,17 +623,10 @@ async fn lagging_rpc(
 /// consistently, and then `paid` for the transaction it sent.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn lagging_rpc_never_makes_a_mined_settlement_look_dropped() {
-    let sc = Scenario::new(&[1], 0).await;
-    sc.attest_all();
-    let nonce = sc.keeper_nonce().await;
-    let (signed, record) = planned(&sc, nonce, RecordState::Sent);
+    let (sc, nonce, signed, record) = filed(RecordState::Sent).await;
     let before = sc.kit.provider().get_block_number().await.unwrap();
     // The killed keeper's transaction, mined on the real chain.
-    SettlementRpc::new(sc.kit.url(), keeper::REQUEST_TIMEOUT)
-        .unwrap()
-        .send_raw(&signed)
-        .await
-        .unwrap();
+    broadcast(&sc, &signed).await;
     let mined = sc
         .kit
         .provider()
@@ -623,17 +638,8 @@ async fn lagging_rpc_never_makes_a_mined_settlement_look_dropped() {
     assert_eq!(sc.status().await, status::SETTLED);
     assert_eq!(sc.keeper_nonce().await, nonce + 1);
 
-    let lag = std::sync::Arc::new(std::sync::Mutex::new(Some(before)));
-    let mut cfg = sc.config();
-    cfg.rpc = lagging_rpc(sc.kit.url().to_owned(), lag.clone())
-        .await
-        .into();
-    cfg.wait.timeout = std::time::Duration::from_secs(3);
-    let first = only_job(&sc.run_with(&cfg).await).clone();
-    let second_send = sc.keeper_nonce().await != nonce + 1;
-    // The lagging node catches up; the keeper must now find its own transaction.
-    *lag.lock().unwrap() = None;
-    let again = only_job(&sc.run_with(&cfg).await).clone();
+    let (first, nonce_after_first, again) = run_lagging_then_caught_up(&sc, before).await;
+    let second_send = nonce_after_first != nonce + 1;
     assert!(
         !second_send,
         "a second settlement was sent while the first was mined: first run {first:#?}, \
@@ -641,15 +647,7 @@ async fn lagging_rpc_never_makes_a_mined_settlement_look_dropped() {
     );
     assert_eq!(first.status, JobStatus::Pending, "{first:#?}");
     assert_ne!(first.code.as_deref(), Some("reverted"), "{first:#?}");
-    assert_eq!(again.status, JobStatus::Paid, "{again:#?}");
-    assert_eq!(again.tx_hash, Some(signed.hash));
-    assert_eq!(
-        sc.keeper_nonce().await,
-        nonce + 1,
-        "exactly one transaction"
-    );
-    let stored = sc.load(&record);
-    assert_eq!(stored.state, RecordState::Confirmed);
+    let stored = assert_paid_once(&sc, &again, nonce, &signed, &record).await;
     assert_eq!(stored.tx.hash, signed.hash);
     assert!(stored.previous_attempts.is_empty(), "{stored:#?}");
 }
@@ -659,21 +657,11 @@ async fn lagging_rpc_never_makes_a_mined_settlement_look_dropped() {
 /// settle again.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn lagging_rpc_never_makes_a_confirmed_record_look_stale() {
-    let sc = Scenario::new(&[1], 0).await;
-    sc.attest_all();
-    let paid = only_job(&sc.run().await).clone();
-    assert_eq!(paid.status, JobStatus::Paid, "{paid:#?}");
+    let (sc, paid) = paid().await;
     let nonce = sc.keeper_nonce().await;
-    let lag = std::sync::Arc::new(std::sync::Mutex::new(Some(paid.block_number.unwrap() - 1)));
-    let mut cfg = sc.config();
-    cfg.rpc = lagging_rpc(sc.kit.url().to_owned(), lag.clone())
-        .await
-        .into();
-    cfg.wait.timeout = std::time::Duration::from_secs(3);
-    let first = only_job(&sc.run_with(&cfg).await).clone();
-    let second_send = sc.keeper_nonce().await != nonce;
-    *lag.lock().unwrap() = None;
-    let again = only_job(&sc.run_with(&cfg).await).clone();
+    let (first, nonce_after_first, again) =
+        run_lagging_then_caught_up(&sc, paid.block_number.unwrap() - 1).await;
+    let second_send = nonce_after_first != nonce;
     assert!(
         !second_send,
         "a second settlement was sent after a confirmed one: first run {first:#?}, \
