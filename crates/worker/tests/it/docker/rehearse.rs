@@ -49,13 +49,16 @@ impl Rehearsal {
     }
 
     /// [`Self::rehearse`] of the bundled example's passing source and its benchmark.
-    fn rehearse_example(&self, manifest: &Path, extra: &[&str]) -> Ran {
-        self.rehearse(
+    /// Asserts it exited `code`.
+    fn rehearse_example(&self, manifest: &Path, extra: &[&str], code: i32) -> Ran {
+        let ran = self.rehearse(
             &fixture("example/source-pass"),
             &fixture("example/benchmark"),
             manifest,
             extra,
-        )
+        );
+        assert_exit(&ran, code);
+        ran
     }
 
     /// [`Self::rehearse`] of `fixtures/python-bounty/<solution>` against that bounty's
@@ -72,14 +75,46 @@ impl Rehearsal {
     }
 
     /// [`Self::rehearse`] of the example's passing source with the script benchmark `bench`
-    /// ([`Self::script_benchmark`]) under a busybox manifest changed by `edit`.
-    fn rehearse_script(&self, bench: &Path, edit: impl FnOnce(&mut Value), extra: &[&str]) -> Ran {
-        self.rehearse(
+    /// ([`Self::script_benchmark`]) under a busybox manifest changed by `edit`; asserts it
+    /// exited `code`.
+    fn rehearse_script(
+        &self,
+        bench: &Path,
+        edit: impl FnOnce(&mut Value),
+        extra: &[&str],
+        code: i32,
+    ) -> Ran {
+        let ran = self.rehearse(
             &fixture("example/source-pass"),
             bench,
             &self.busybox_script(edit),
             extra,
-        )
+        );
+        assert_exit(&ran, code);
+        ran
+    }
+
+    /// [`on_a_terminal`] of `worker rehearse` of `source` and `benchmark` under `manifest`
+    /// into this rehearsal's store, then `extra`.
+    fn on_a_terminal(
+        &self,
+        source: &Path,
+        benchmark: &Path,
+        manifest: &Path,
+        extra: &[&str],
+    ) -> String {
+        let store = self.dir.path().join("staging");
+        let mut args = vec!["rehearse"];
+        for (flag, path) in [
+            ("--source", source),
+            ("--benchmark", benchmark),
+            ("--manifest", manifest),
+            ("--staging-root", &store),
+        ] {
+            args.extend([flag, path.to_str().unwrap()]);
+        }
+        args.extend(extra);
+        on_a_terminal(&args)
     }
 
     fn busybox_cmp(&self) -> PathBuf {
@@ -120,8 +155,7 @@ const EXAMPLE_BENCHMARK_DIGEST: &str =
 #[test]
 fn the_bundled_example_passes_and_shows_what_to_commit() {
     let r = Rehearsal::new();
-    let ran = r.rehearse_example(&r.busybox_cmp(), &[]);
-    assert_eq!(ran.code, 0, "{}{}", ran.stdout, ran.stderr);
+    let ran = r.rehearse_example(&r.busybox_cmp(), &[], 0);
     let out = &ran.stdout;
     assert_contains(
         out,
@@ -146,8 +180,7 @@ fn a_manifest_with_the_real_digest_is_used_as_is_and_a_wrong_one_is_refused() {
     let right = r.manifest("busybox-cmp.json", "busybox", |m| {
         m["benchmark_digest"] = EXAMPLE_BENCHMARK_DIGEST.into();
     });
-    let ran = r.rehearse_example(&right, &["--json"]);
-    assert_eq!(ran.code, 0, "{}", ran.stderr);
+    let ran = r.rehearse_example(&right, &["--json"], 0);
     let report = ran.json();
     assert_eq!(report["commit"]["benchmark_digest_filled_in"], false);
     // One run compares nothing: its stability is not checked, not "stable".
@@ -160,23 +193,20 @@ fn a_manifest_with_the_real_digest_is_used_as_is_and_a_wrong_one_is_refused() {
     let wrong = r.manifest("busybox-cmp.json", "busybox", |m| {
         m["benchmark_digest"] = format!("sha256:{}", "1".repeat(64)).into();
     });
-    let ran = r.rehearse_example(&wrong, &[]);
-    assert_eq!(ran.code, 4, "{}", ran.stderr);
+    let ran = r.rehearse_example(&wrong, &[], 4);
     assert_contains(&ran.stderr, "does not match the benchmark directory");
     assert_contains(&ran.stderr, EXAMPLE_BENCHMARK_DIGEST);
 
     // The example manifests' own placeholder image must never reach the engine.
     let placeholder = workspace_root().join("manifests/busybox-cmp.json");
-    let ran = r.rehearse_example(&placeholder, &[]);
-    assert_eq!(ran.code, 4, "{}", ran.stderr);
+    let ran = r.rehearse_example(&placeholder, &[], 4);
     assert_contains(&ran.stderr, "placeholder digest");
 
     // The same rules as a job's manifest: a shell as argv[0] is refused.
     let shell = r.manifest("busybox-cmp.json", "busybox", |m| {
         m["command"] = serde_json::json!(["/bin/sh", "-c", "true"]);
     });
-    let ran = r.rehearse_example(&shell, &[]);
-    assert_eq!(ran.code, 4, "{}", ran.stderr);
+    let ran = r.rehearse_example(&shell, &[], 4);
     assert_contains(&ran.stderr, "shell");
 }
 
@@ -192,8 +222,8 @@ fn repeated_runs_of_the_example_are_stable_and_discriminate_against_the_failing_
             fixture("example/source-fail").to_str().unwrap(),
             "--json",
         ],
+        0,
     );
-    assert_eq!(ran.code, 0, "{}{}", ran.stdout, ran.stderr);
     let report = ran.json();
     assert_eq!(report["stability"], "stable");
     assert_eq!(report["runs"].as_array().unwrap().len(), 3);
@@ -219,8 +249,7 @@ fn a_base_tree_that_passes_means_the_benchmark_does_not_discriminate() {
     )
     .unwrap();
     fs::write(base.join("NOTES"), "unrelated\n").unwrap();
-    let ran = r.rehearse_example(&r.busybox_cmp(), &["--base", base.to_str().unwrap()]);
-    assert_eq!(ran.code, 4, "{}{}", ran.stdout, ran.stderr);
+    let ran = r.rehearse_example(&r.busybox_cmp(), &["--base", base.to_str().unwrap()], 4);
     assert_contains(
         &ran.stdout,
         "problem: the benchmark passes on the base tree: it does not test the change",
@@ -246,8 +275,8 @@ fn a_coin_flip_benchmark_is_reported_unstable() {
             fixture("example/source-fail").to_str().unwrap(),
             "--json",
         ],
+        4,
     );
-    assert_eq!(ran.code, 4, "{}{}", ran.stdout, ran.stderr);
     let report = ran.json();
     assert_eq!(report["stability"], "unstable");
     assert_eq!(report["verdict"], "unstable");
@@ -280,8 +309,7 @@ fn a_coin_flip_benchmark_is_reported_unstable() {
 fn a_timeout_is_explained_with_the_limit_and_the_elapsed_time() {
     let r = Rehearsal::new();
     let bench = r.script_benchmark("slow", "echo starting\nsleep 60");
-    let ran = r.rehearse_script(&bench, |m| m["timeout_seconds"] = 2.into(), &[]);
-    assert_eq!(ran.code, 3, "{}{}", ran.stdout, ran.stderr);
+    let ran = r.rehearse_script(&bench, |m| m["timeout_seconds"] = 2.into(), &[], 3);
     assert_contains(
         &ran.stdout,
         "no verdict: stopped by the 2 s timeout after 2.",
@@ -300,8 +328,7 @@ fn a_timeout_is_explained_with_the_limit_and_the_elapsed_time() {
 fn the_output_cap_and_oom_are_explained() {
     let r = Rehearsal::new();
     let chatty = r.script_benchmark("chatty", "while :; do echo spam; done");
-    let ran = r.rehearse_script(&chatty, |m| m["max_output_bytes"] = 1024.into(), &[]);
-    assert_eq!(ran.code, 3, "{}{}", ran.stdout, ran.stderr);
+    let ran = r.rehearse_script(&chatty, |m| m["max_output_bytes"] = 1024.into(), &[], 3);
     assert_contains(
         &ran.stdout,
         "no verdict: killed: stdout+stderr passed the 1024-byte cap",
@@ -316,8 +343,7 @@ fn the_output_cap_and_oom_are_explained() {
         "hog",
         "head -c 400000000 /dev/zero | tail -c 400000000 > /dev/null; echo survived",
     );
-    let ran = r.rehearse_script(&hog, |m| m["memory_bytes"] = (64u64 << 20).into(), &[]);
-    assert_eq!(ran.code, 3, "{}{}", ran.stdout, ran.stderr);
+    let ran = r.rehearse_script(&hog, |m| m["memory_bytes"] = (64u64 << 20).into(), &[], 3);
     assert_contains(&ran.stdout, "no verdict: out of memory at the 64 MiB limit");
     assert_contains(
         &ran.stdout,
@@ -332,8 +358,7 @@ fn the_output_cap_and_oom_are_explained() {
 fn explain_reproduces_the_explanation_of_a_real_run() {
     let r = Rehearsal::new();
     let bench = r.script_benchmark("fails", "echo 'test_add ... FAIL'\necho 'boom' >&2\nexit 7");
-    let ran = r.rehearse_script(&bench, |_| {}, &["--json"]);
-    assert_eq!(ran.code, 4, "{}{}", ran.stdout, ran.stderr);
+    let ran = r.rehearse_script(&bench, |_| {}, &["--json"], 4);
     let report = ran.json();
     let run = &report["runs"][0];
     assert_eq!(
@@ -405,8 +430,7 @@ fn solver_output_with_terminal_control_codes_cannot_repaint_a_failure_as_passed(
 printf 'boom\rPASSED\n' >&2
 exit 1",
     );
-    let ran = r.rehearse_script(&bench, |_| {}, &[]);
-    assert_eq!(ran.code, 4, "{}{}", ran.stdout, ran.stderr);
+    let ran = r.rehearse_script(&bench, |_| {}, &[], 4);
     for text in [&ran.stdout, &ran.stderr] {
         assert!(
             !text.contains('\u{1b}'),
@@ -843,9 +867,8 @@ fn adversarial_json_names_each_stub_its_files_its_verdict_and_whether_it_held() 
 #[test]
 fn adversarial_busybox_example_holds_and_a_benchmark_that_passes_anything_is_bypassable() {
     let r = Rehearsal::new();
-    let ran = r.rehearse_example(&r.busybox_cmp(), &["--adversarial"]);
+    let ran = r.rehearse_example(&r.busybox_cmp(), &["--adversarial"], 0);
     let out = &ran.stdout;
-    assert_eq!(ran.code, 0, "{out}{}", ran.stderr);
     assert_contains(out, "  held: empty_tree (failed)\n");
     // The example's source is a data file: no exit stub applies, and it is not run as one.
     assert_contains(
@@ -863,9 +886,8 @@ fn adversarial_busybox_example_holds_and_a_benchmark_that_passes_anything_is_byp
 
     // A benchmark whose command succeeds whatever the source: even the empty tree is paid.
     let anything = r.script_benchmark("anything", "exit 0");
-    let ran = r.rehearse_script(&anything, |_| {}, &["--adversarial"]);
+    let ran = r.rehearse_script(&anything, |_| {}, &["--adversarial"], 9);
     let out = &ran.stdout;
-    assert_eq!(ran.code, 9, "{out}{}", ran.stderr);
     assert_contains(out, "  BYPASSABLE: empty_tree (passed)\n");
     assert_contains(out, "adversarial  BYPASSABLE: ");
 }
@@ -877,9 +899,8 @@ fn adversarial_busybox_example_holds_and_a_benchmark_that_passes_anything_is_byp
 fn a_bypassable_benchmark_has_its_own_exit_code() {
     let r = Rehearsal::new();
     let anything = r.script_benchmark("anything", "exit 0");
-    let ran = r.rehearse_script(&anything, |_| {}, &["--adversarial"]);
+    let ran = r.rehearse_script(&anything, |_| {}, &["--adversarial"], 9);
     let out = &ran.stdout;
-    assert_eq!(ran.code, 9, "{out}{}", ran.stderr);
     let last = out.lines().last().unwrap();
     assert!(
         last.starts_with("BYPASSABLE: the benchmark lets a non-solution pass (shadow "),
@@ -889,8 +910,7 @@ fn a_bypassable_benchmark_has_its_own_exit_code() {
         last.contains("empty_tree passed): a bounty with this manifest would pay it"),
         "{out}"
     );
-    let json = r.rehearse_script(&anything, |_| {}, &["--adversarial", "--json"]);
-    assert_eq!(json.code, 9, "{}", json.stderr);
+    let json = r.rehearse_script(&anything, |_| {}, &["--adversarial", "--json"], 9);
     assert_eq!(
         json.json()["answer"],
         "pays_non_solution",
@@ -899,7 +919,7 @@ fn a_bypassable_benchmark_has_its_own_exit_code() {
     );
     // A failing solution without stubs stays 4.
     let failing = r.script_benchmark("failing", "exit 1");
-    assert_eq!(r.rehearse_script(&failing, |_| {}, &[]).code, 4);
+    r.rehearse_script(&failing, |_| {}, &[], 4);
     // The one table of exit codes says the same.
     let reference = fs::read_to_string(workspace_root().join("docs/reference.md")).unwrap();
     let row = reference
@@ -915,8 +935,7 @@ fn a_bypassable_benchmark_has_its_own_exit_code() {
 fn a_pass_that_printed_no_test_results_is_warned_about_in_a_real_run() {
     let r = Rehearsal::new();
     let hidden = r.script_benchmark("hidden", "echo 'all checks passed'");
-    let ran = r.rehearse_script(&hidden, |_| {}, &["--json"]);
-    assert_eq!(ran.code, 0, "{}{}", ran.stdout, ran.stderr);
+    let ran = r.rehearse_script(&hidden, |_| {}, &["--json"], 0);
     let json = ran.json();
     let warnings = json["warnings"].as_array().unwrap();
     assert!(
@@ -927,7 +946,7 @@ fn a_pass_that_printed_no_test_results_is_warned_about_in_a_real_run() {
         "{json}"
     );
     let shown = r.script_benchmark("shown", "echo 'Ran 3 tests in 0.004s'; echo; echo OK");
-    let json = r.rehearse_script(&shown, |_| {}, &["--json"]).json();
+    let json = r.rehearse_script(&shown, |_| {}, &["--json"], 0).json();
     assert_eq!(json["warnings"], serde_json::json!([]), "{json}");
 }
 
@@ -1073,8 +1092,7 @@ fn a_failed_pull_shows_the_engines_reason_not_advice_to_pull() {
     let r = Rehearsal::new();
     // A digest the local registry does not hold: the pull is refused by the registry.
     let absent = r.busybox_with_absent_image('2');
-    let ran = r.rehearse_example(&absent, &["--pull"]);
-    assert_eq!(ran.code, 3, "{}{}", ran.stdout, ran.stderr);
+    let ran = r.rehearse_example(&absent, &["--pull"], 3);
     let line = ran
         .stdout
         .lines()
@@ -1095,10 +1113,9 @@ fn manifest_errors_name_the_field_suggest_the_closest_and_say_how_to_pin() {
     let r = Rehearsal::new();
     let run = |edit: fn(&mut Value)| {
         let manifest = r.manifest("busybox-cmp.json", "busybox", edit);
-        r.rehearse_example(&manifest, &[])
+        r.rehearse_example(&manifest, &[], 4)
     };
     let typed = run(|m| m["timeout_seconds"] = "120".into());
-    assert_eq!(typed.code, 4, "{}", typed.stderr);
     assert_contains(
         &typed.stderr,
         "timeout_seconds: invalid type: string \"120\", expected u64",
@@ -1108,13 +1125,11 @@ fn manifest_errors_name_the_field_suggest_the_closest_and_say_how_to_pin() {
         m.as_object_mut().unwrap().remove("memory_bytes");
         m["memory_byte"] = v;
     });
-    assert_eq!(unknown.code, 4, "{}", unknown.stderr);
     assert_contains(
         &unknown.stderr,
         "unknown field \"memory_byte\"; did you mean \"memory_bytes\"?",
     );
     let tag = run(|m| m["image"] = "python:3.12-slim".into());
-    assert_eq!(tag.code, 4, "{}", tag.stderr);
     assert_contains(&tag.stderr, "pin by digest: name@sha256:<64 hex>");
 }
 
@@ -1181,25 +1196,17 @@ fn on_a_terminal(args: &[&str]) -> String {
 fn progress_shows_each_run_on_a_terminal_and_nothing_off_one_or_with_quiet() {
     let r = Rehearsal::new();
     let manifest = r.busybox_cmp();
-    let staging = r.dir.path().join("staging");
-    let args = [
-        "rehearse",
-        "--source",
-        fixture("example/source-pass").to_str().unwrap(),
-        "--benchmark",
-        fixture("example/benchmark").to_str().unwrap(),
-        "--manifest",
-        manifest.to_str().unwrap(),
-        "--staging-root",
-        staging.to_str().unwrap(),
-        "--repeat",
-        "2",
-        "--base",
-        fixture("example/source-fail").to_str().unwrap(),
-    ]
-    .map(str::to_owned);
-    let args: Vec<&str> = args.iter().map(String::as_str).collect();
-    let shown = on_a_terminal(&args);
+    let base = fixture("example/source-fail");
+    let args = ["--repeat", "2", "--base", base.to_str().unwrap()];
+    let example = |extra: &[&str]| {
+        r.on_a_terminal(
+            &fixture("example/source-pass"),
+            &fixture("example/benchmark"),
+            &manifest,
+            extra,
+        )
+    };
+    let shown = example(&args);
     for line in [
         "rehearse: run 1/2 of the solution …",
         "rehearse: run 1/2 of the solution: passed in ",
@@ -1215,15 +1222,12 @@ fn progress_shows_each_run_on_a_terminal_and_nothing_off_one_or_with_quiet() {
     assert!(start < end, "{shown}");
     assert_contains(&shown, "ok: passed, stable, discriminating");
 
-    let mut quiet = args.clone();
-    quiet.push("--quiet");
-    let shown = on_a_terminal(&quiet);
+    let shown = example(&[&args[..], &["--quiet"]].concat());
     assert_contains(&shown, "ok: passed, stable, discriminating");
     assert_lacks(&shown, "rehearse: run");
 
     // Off a terminal (a pipe, as in CI), stderr carries no progress.
-    let ran = r.rehearse_example(&manifest, &["--repeat", "2"]);
-    assert_eq!(ran.code, 0, "{}", ran.stderr);
+    let ran = r.rehearse_example(&manifest, &["--repeat", "2"], 0);
     assert_lacks(&ran.stderr, "rehearse: run");
 }
 
@@ -1239,8 +1243,8 @@ fn log_dir_keeps_every_runs_full_output_and_explain_shows_what_ran_and_a_passing
         &bench,
         |_| {},
         &["--log-dir", logs.to_str().unwrap(), "--json"],
+        0,
     );
-    assert_eq!(ran.code, 0, "{}{}", ran.stdout, ran.stderr);
     let report = ran.json();
     let run = &report["runs"][0];
     assert_eq!(run["logs"], logs.join("rehearse-1").to_str().unwrap());
@@ -1298,20 +1302,19 @@ fn log_dir_keeps_every_runs_full_output_and_explain_shows_what_ran_and_a_passing
     // Output past the cap is kept up to the cap (the chunk that crossed it included), not
     // beyond.
     let chatty = r.script_benchmark("chatty-log", "while :; do echo spam; done");
-    let ran = r.rehearse_script(
+    r.rehearse_script(
         &chatty,
         |m| m["max_output_bytes"] = 4096.into(),
         &["--log-dir", logs.to_str().unwrap()],
+        3,
     );
-    assert_eq!(ran.code, 3, "{}{}", ran.stdout, ran.stderr);
     let kept = fs::metadata(logs.join("rehearse-1.stdout")).unwrap().len();
     assert!((4096..4096 + 65_536).contains(&kept), "{kept}");
 }
 
-/// Asserts that the one run of `ran` exited `code` and ended `status` with exactly one hit,
-/// `kind` at `certainty`; returns the run's details, where the hit is explained.
-fn the_one_hit(ran: &Ran, code: i32, status: &str, kind: &str, certainty: &str) -> String {
-    assert_exit(ran, code);
+/// Asserts that the one run of `ran` ended `status` with exactly one hit, `kind` at
+/// `certainty`; returns the run's details, where the hit is explained.
+fn the_one_hit(ran: &Ran, status: &str, kind: &str, certainty: &str) -> String {
     let report = ran.json();
     let run = &report["runs"][0];
     assert_eq!(run["status"], status);
@@ -1342,9 +1345,9 @@ fn a_benchmark_forking_past_pids_limit_is_named_from_the_cgroup_and_keeps_its_ve
         "forks",
         "( i=0; while [ $i -lt 64 ]; do sleep 3 & i=$((i+1)); done; wait )\nsleep 1\nexit 0",
     );
-    let ran = r.rehearse_script(&bench, |m| m["pids_limit"] = 16.into(), &["--json"]);
     // A hit is reported beside the verdict and never changes it.
-    let details = the_one_hit(&ran, 0, "passed", "pids_limit", "observed");
+    let ran = r.rehearse_script(&bench, |m| m["pids_limit"] = 16.into(), &["--json"], 0);
+    let details = the_one_hit(&ran, "passed", "pids_limit", "observed");
     assert_contains(&details, "hit: the process limit refused");
     assert_contains(
         &details,
@@ -1359,16 +1362,12 @@ fn a_benchmark_filling_tmp_is_named_from_statfs_beside_the_failure() {
         "fills",
         "head -c 100000000 /dev/zero > /tmp/fill\necho \"wrote $(wc -c < /tmp/fill)\"\nsleep 1\nexit 1",
     );
-    let ran = r.rehearse(
-        &fixture("example/source-pass"),
-        &bench,
-        &r.busybox_script(|m| {
-            m["tmpfs_bytes"] = (64u64 << 20).into();
-            m["memory_bytes"] = (256u64 << 20).into();
-        }),
-        &["--json"],
-    );
-    let details = the_one_hit(&ran, 4, "failed", "tmpfs_full", "observed");
+    let edit = |m: &mut Value| {
+        m["tmpfs_bytes"] = (64u64 << 20).into();
+        m["memory_bytes"] = (256u64 << 20).into();
+    };
+    let ran = r.rehearse_script(&bench, edit, &["--json"], 4);
+    let details = the_one_hit(&ran, "failed", "tmpfs_full", "observed");
     assert_contains(
         &details,
         "hit: /tmp had no free space left (statfs): tmpfs_bytes = 67108864",
@@ -1380,8 +1379,8 @@ fn a_benchmark_filling_tmp_is_named_from_statfs_beside_the_failure() {
 fn a_write_to_a_read_only_path_is_named_as_likely_from_the_output() {
     let r = Rehearsal::new();
     let bench = r.script_benchmark("writes", "echo x > /workspace/new\nexit 1");
-    let ran = r.rehearse_script(&bench, |_| {}, &["--json"]);
-    let details = the_one_hit(&ran, 4, "failed", "read_only_path", "likely");
+    let ran = r.rehearse_script(&bench, |_| {}, &["--json"], 4);
+    let details = the_one_hit(&ran, "failed", "read_only_path", "likely");
     assert_contains(
         &details,
         "likely hit: the output says \\\"Read-only file system\\\"",
@@ -1392,8 +1391,7 @@ fn a_write_to_a_read_only_path_is_named_as_likely_from_the_output() {
 fn a_network_attempt_under_network_none_is_named_from_the_namespace_counters() {
     let r = Rehearsal::new();
     let bench = r.script_benchmark("dials", "nc 1.1.1.1 80 < /dev/null\nsleep 1\nexit 1");
-    let ran = r.rehearse_script(&bench, |_| {}, &[]);
-    assert_eq!(ran.code, 4, "{}{}", ran.stdout, ran.stderr);
+    let ran = r.rehearse_script(&bench, |_| {}, &[], 4);
     assert_contains(
         &ran.stdout,
         "hit: the program tried to reach the network: 1 packet(s) had no route (the \
@@ -1934,8 +1932,7 @@ fn bypassable_bisects_the_replaced_files_to_the_solver_shipped_checker() {
 #[test]
 fn a_plain_rehearsal_names_what_it_did_not_check_and_its_exit_code_matches_the_readme() {
     let r = Rehearsal::new();
-    let ran = r.rehearse_example(&r.busybox_cmp(), &[]);
-    assert_eq!(ran.code, 0, "{}{}", ran.stdout, ran.stderr);
+    let ran = r.rehearse_example(&r.busybox_cmp(), &[], 0);
     let last = ran.stdout.lines().last().unwrap();
     assert_eq!(
         last,
@@ -1979,8 +1976,8 @@ fn a_plain_rehearsal_names_what_it_did_not_check_and_its_exit_code_matches_the_r
             fixture("example/source-fail").to_str().unwrap(),
             "--json",
         ],
+        0,
     );
-    assert_eq!(full.code, 0, "{}{}", full.stdout, full.stderr);
     assert_eq!(full.json()["not_checked"], serde_json::json!([]));
 
     // The reference's row for exit 0 says what a plain rehearsal's 0 means.
@@ -2129,22 +2126,12 @@ fn a_missing_python_says_python3_is_on_the_images_path() {
 fn stub_progress_and_logs_name_the_stub_and_a_checked_digest_says_it_matches() {
     let r = Rehearsal::new();
     let logs = r.dir.path().join("stub-logs");
-    let staging = r.dir.path().join("staging");
-    let manifest = bare_unittest(&r);
-    let shown = on_a_terminal(&[
-        "rehearse",
-        "--source",
-        fixture("python-bounty/solution-good").to_str().unwrap(),
-        "--benchmark",
-        fixture("python-bounty/benchmark").to_str().unwrap(),
-        "--manifest",
-        manifest.to_str().unwrap(),
-        "--staging-root",
-        staging.to_str().unwrap(),
-        "--adversarial",
-        "--log-dir",
-        logs.to_str().unwrap(),
-    ]);
+    let shown = r.on_a_terminal(
+        &fixture("python-bounty/solution-good"),
+        &fixture("python-bounty/benchmark"),
+        &bare_unittest(&r),
+        &["--adversarial", "--log-dir", logs.to_str().unwrap()],
+    );
     assert_contains(&shown, "rehearse: stub exit_on_load: BYPASSABLE (passed");
     assert_contains(&shown, "rehearse: stub empty_tree: held (failed");
     for name in [
@@ -2165,7 +2152,7 @@ fn stub_progress_and_logs_name_the_stub_and_a_checked_digest_says_it_matches() {
     let right = r.manifest("busybox-cmp.json", "busybox", |m| {
         m["benchmark_digest"] = EXAMPLE_BENCHMARK_DIGEST.into();
     });
-    let ran = r.rehearse_example(&right, &[]);
+    let ran = r.rehearse_example(&right, &[], 0);
     assert_contains(
         &ran.stdout,
         &format!("benchmark_digest        {EXAMPLE_BENCHMARK_DIGEST}  (matches the manifest)\n"),
@@ -2177,8 +2164,7 @@ fn stub_progress_and_logs_name_the_stub_and_a_checked_digest_says_it_matches() {
 #[test]
 fn every_started_run_has_a_peak_memory_line_measured_or_not() {
     let r = Rehearsal::new();
-    let ran = r.rehearse_example(&r.busybox_cmp(), &["--repeat", "6", "--json"]);
-    assert_eq!(ran.code, 0, "{}{}", ran.stdout, ran.stderr);
+    let ran = r.rehearse_example(&r.busybox_cmp(), &["--repeat", "6", "--json"], 0);
     for run in ran.json()["runs"].as_array().unwrap() {
         let details = run["details"].as_array().unwrap();
         assert!(
@@ -2198,8 +2184,7 @@ fn a_grown_rehearsal_store_gets_a_note_naming_worker_gc() {
     // 250 MiB of apparent size without writing it (a sparse file).
     let junk = fs::File::create(staging.join("old-trees")).unwrap();
     junk.set_len(250 << 20).unwrap();
-    let ran = r.rehearse_example(&r.busybox_cmp(), &[]);
-    assert_eq!(ran.code, 0, "{}{}", ran.stdout, ran.stderr);
+    let ran = r.rehearse_example(&r.busybox_cmp(), &[], 0);
     assert_contains(
         &ran.stderr,
         &format!(
