@@ -546,23 +546,27 @@ mod tests {
     /// solution yet" apart by nothing (both `UNFIT`, exit 4).
     #[test]
     fn the_batch_splits_pays_a_non_solution_from_no_solution_yet() {
-        assert_eq!(
-            task_answer(Answer::PaysNonSolution, Verdict::Failed),
-            TaskAnswer::PaysNonSolution
-        );
-        assert_eq!(
-            task_answer(Answer::PaysNonSolution, Verdict::Passed),
-            TaskAnswer::PaysNonSolution
-        );
-        assert_eq!(
-            task_answer(Answer::Unfit, Verdict::Failed),
-            TaskAnswer::NoSolutionYet
-        );
-        assert_eq!(
-            task_answer(Answer::Unfit, Verdict::Unstable),
-            TaskAnswer::Unfit
-        );
-        assert_eq!(task_answer(Answer::Fit, Verdict::Passed), TaskAnswer::Fit);
+        for (answer, verdict, task) in [
+            (
+                Answer::PaysNonSolution,
+                Verdict::Failed,
+                TaskAnswer::PaysNonSolution,
+            ),
+            (
+                Answer::PaysNonSolution,
+                Verdict::Passed,
+                TaskAnswer::PaysNonSolution,
+            ),
+            (Answer::Unfit, Verdict::Failed, TaskAnswer::NoSolutionYet),
+            (Answer::Unfit, Verdict::Unstable, TaskAnswer::Unfit),
+            (Answer::Fit, Verdict::Passed, TaskAnswer::Fit),
+        ] {
+            assert_eq!(
+                task_answer(answer, verdict),
+                task,
+                "{answer:?}, {verdict:?}"
+            );
+        }
     }
     use std::path::Path;
     use std::process::Command;
@@ -593,8 +597,7 @@ mod tests {
     /// read ends there in a failed allocation, not in this machine running out of memory.
     #[test]
     fn rehearse_batch_refuses_a_tasks_file_linked_to_dev_zero() {
-        const CHILD: &str = "WORKER_REHEARSE_TEST_DEV_ZERO_DIR";
-        if let Some(dir) = std::env::var_os(CHILD) {
+        if let Some(dir) = test_child::child_dir() {
             let link = Path::new(&dir).join("tasks.json");
             assert!(refused(&link), "{:?}", read_tasks(&link, &defaults()));
             // Named directly, the device is refused as well (judged on the open descriptor).
@@ -603,27 +606,10 @@ mod tests {
         }
         let dir = tempfile::tempdir().unwrap();
         std::os::unix::fs::symlink("/dev/zero", dir.path().join("tasks.json")).unwrap();
-        let out = Command::new("sh")
-            .arg("-c")
-            .arg("ulimit -v 1048576 && exec \"$0\" \"$@\"")
-            .arg(std::env::current_exe().unwrap())
-            .args([
-                "--exact",
-                "batch::tests::rehearse_batch_refuses_a_tasks_file_linked_to_dev_zero",
-                "--nocapture",
-                "--test-threads=1",
-            ])
-            .env(CHILD, dir.path())
-            .output()
-            .unwrap();
-        let (stdout, stderr) = (
-            String::from_utf8_lossy(&out.stdout),
-            String::from_utf8_lossy(&out.stderr),
-        );
-        assert!(
-            out.status.success() && stdout.contains("1 passed"),
-            "reading the tasks file linked to /dev/zero under a 1 GiB limit: {}\n{stdout}{stderr}",
-            out.status
+        test_child::assert_passes_in_child(
+            "batch::tests::rehearse_batch_refuses_a_tasks_file_linked_to_dev_zero",
+            dir.path(),
+            "reading the tasks file linked to /dev/zero",
         );
     }
 

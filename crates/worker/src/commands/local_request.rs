@@ -216,35 +216,17 @@ mod tests {
     /// read of `/dev/zero` ends there in a failed allocation, not in this machine's memory.
     #[test]
     fn worker_request_refuses_a_manifest_linked_to_dev_zero() {
-        const CHILD: &str = "WORKER_TEST_REQUEST_DEV_ZERO_DIR";
-        if let Some(dir) = std::env::var_os(CHILD) {
+        if let Some(dir) = test_child::child_dir() {
             let (refused, result) = refused_as_not_a_file(&Path::new(&dir).join("manifest.json"));
             assert!(refused, "{result}");
             return;
         }
         let dir = tempfile::tempdir().unwrap();
         std::os::unix::fs::symlink("/dev/zero", dir.path().join("manifest.json")).unwrap();
-        let out = Command::new("sh")
-            .arg("-c")
-            .arg("ulimit -v 1048576 && exec \"$0\" \"$@\"")
-            .arg(std::env::current_exe().unwrap())
-            .args([
-                "--exact",
-                "commands::local_request::tests::worker_request_refuses_a_manifest_linked_to_dev_zero",
-                "--nocapture",
-                "--test-threads=1",
-            ])
-            .env(CHILD, dir.path())
-            .output()
-            .unwrap();
-        let (stdout, stderr) = (
-            String::from_utf8_lossy(&out.stdout),
-            String::from_utf8_lossy(&out.stderr),
-        );
-        assert!(
-            out.status.success() && stdout.contains("1 passed"),
-            "reading the manifest linked to /dev/zero under a 1 GiB limit: {}\n{stdout}{stderr}",
-            out.status
+        test_child::assert_passes_in_child(
+            "commands::local_request::tests::worker_request_refuses_a_manifest_linked_to_dev_zero",
+            dir.path(),
+            "reading the manifest linked to /dev/zero",
         );
     }
 
