@@ -304,6 +304,45 @@ impl World {
         write_candidates(self.candidates.path(), &[c]);
     }
 
+    /// The four terms hashes the bounty was funded with: terms, acceptance criteria, benchmark,
+    /// evidence schema.
+    fn funded_terms(&self) -> [B256; 4] {
+        let p = &self.params;
+        [
+            p.terms_hash,
+            p.acceptance_criteria_hash,
+            p.benchmark_hash,
+            p.evidence_schema_hash,
+        ]
+    }
+
+    /// [`World::funded_terms`] with the `i`-th replaced by `x`.
+    fn terms_but(&self, i: usize, x: B256) -> [B256; 4] {
+        let mut terms = self.funded_terms();
+        terms[i] = x;
+        terms
+    }
+
+    /// Puts `terms` (in [`World::funded_terms`]' order) on chain.
+    async fn set_terms(&self, [t, a, b, e]: [B256; 4]) {
+        self.bounty.set_terms_hashes(t, a, b, e).await.unwrap();
+    }
+
+    /// Signs, and asserts that the single candidate was refused as a mismatch with the chain
+    /// of exactly `fields`.
+    async fn sign_mismatched(&self, fields: &[&str]) {
+        let report = self.sign().await;
+        assert_refused(&report, "onchain_mismatch");
+        assert_eq!(report.candidates[0].mismatches, fields);
+    }
+
+    /// Signs, and asserts that the single candidate was refused with `code` and that no
+    /// attestation file was written.
+    async fn sign_refused(&self, code: &str) {
+        assert_refused(&self.sign().await, code);
+        assert!(self.attestation_files().is_empty());
+    }
+
     fn attestation_files(&self) -> Vec<PathBuf> {
         std::fs::read_dir(self.out.path())
             .unwrap()
@@ -451,9 +490,7 @@ async fn job_changed_since_the_run_is_refused() {
     let mut changed = w.job.clone();
     changed["verification_expires_at"] = json!(w.params.verification_expires_at + 1);
     *w.feed.lock().unwrap() = json!([changed]);
-    let report = w.sign().await;
-    assert_refused(&report, "job_changed");
-    assert!(w.attestation_files().is_empty());
+    w.sign_refused("job_changed").await;
 }
 
 #[tokio::test]
@@ -524,9 +561,7 @@ async fn on_chain_evidence_hash_mismatch_is_refused() {
         )
         .await
         .unwrap();
-    let report = w.sign().await;
-    assert_refused(&report, "onchain_mismatch");
-    assert_eq!(report.candidates[0].mismatches, vec!["evidence_hash"]);
+    w.sign_mismatched(&["evidence_hash"]).await;
 }
 
 /// The real bounty's job with a more lenient benchmark: the same policy, submission and
@@ -551,26 +586,13 @@ async fn lenient_benchmark_terms_not_on_chain_is_refused() {
     let lenient = lenient_benchmark(&w.job);
     write_candidates(w.candidates.path(), &[candidate_for(&lenient, w.now, 0)]);
     *w.feed.lock().unwrap() = json!([lenient]);
-    let report = w.sign().await;
-    assert_refused(&report, "onchain_mismatch");
-    assert_eq!(
-        report.candidates[0].mismatches,
-        vec!["terms_hash", "benchmark_hash"]
-    );
+    w.sign_mismatched(&["terms_hash", "benchmark_hash"]).await;
     assert!(w.attestation_files().is_empty());
 }
 
 #[tokio::test]
 async fn each_terms_hash_the_bounty_did_not_fund_is_refused() {
     let w = world().await;
-    let p = &w.params;
-    let x = B256::repeat_byte(0x5a);
-    let funded = [
-        p.terms_hash,
-        p.acceptance_criteria_hash,
-        p.benchmark_hash,
-        p.evidence_schema_hash,
-    ];
     let codes = [
         "terms_hash",
         "acceptance_criteria_hash",
@@ -578,17 +600,11 @@ async fn each_terms_hash_the_bounty_did_not_fund_is_refused() {
         "evidence_schema_hash",
     ];
     for (i, code) in codes.into_iter().enumerate() {
-        let mut on_chain = funded;
-        on_chain[i] = x;
-        let [t, a, b, e] = on_chain;
-        w.bounty.set_terms_hashes(t, a, b, e).await.unwrap();
-        let report = w.sign().await;
-        assert_refused(&report, "onchain_mismatch");
-        assert_eq!(report.candidates[0].mismatches, vec![code]);
+        w.set_terms(w.terms_but(i, B256::repeat_byte(0x5a))).await;
+        w.sign_mismatched(&[code]).await;
         assert!(w.attestation_files().is_empty());
     }
-    let [t, a, b, e] = funded;
-    w.bounty.set_terms_hashes(t, a, b, e).await.unwrap();
+    w.set_terms(w.funded_terms()).await;
     assert_eq!(w.sign().await.signed, 1);
 }
 
@@ -613,16 +629,7 @@ async fn a_feed_item_whose_terms_hash_differs_from_the_chain_is_not_ready_and_re
         checks.push(chain);
         ReadinessRecord::new(job.job_id(), w.now, checks)
     };
-    let p = &w.params;
-    w.bounty
-        .set_terms_hashes(
-            B256::repeat_byte(0x5a),
-            p.acceptance_criteria_hash,
-            p.benchmark_hash,
-            p.evidence_schema_hash,
-        )
-        .await
-        .unwrap();
+    w.set_terms(w.terms_but(0, B256::repeat_byte(0x5a))).await;
     let ready = record(bounty_chain::read_chain_readiness(&job, &reader).await);
     assert!(!ready.ready, "{ready:?}");
     let failed = ready.check(CheckKind::Chain).unwrap();
@@ -632,15 +639,7 @@ async fn a_feed_item_whose_terms_hash_differs_from_the_chain_is_not_ready_and_re
     assert_eq!(report.candidates[0].mismatches, failed.details);
     assert_eq!(failed.details, vec!["terms_hash"]);
 
-    w.bounty
-        .set_terms_hashes(
-            p.terms_hash,
-            p.acceptance_criteria_hash,
-            p.benchmark_hash,
-            p.evidence_schema_hash,
-        )
-        .await
-        .unwrap();
+    w.set_terms(w.funded_terms()).await;
     let ready = record(bounty_chain::read_chain_readiness(&job, &reader).await);
     assert!(ready.ready, "{ready:?}");
     assert_eq!(w.sign().await.signed, 1);
@@ -650,9 +649,7 @@ async fn a_feed_item_whose_terms_hash_differs_from_the_chain_is_not_ready_and_re
 async fn on_chain_round_mismatch_is_refused() {
     let w = world().await;
     w.bounty.set_round(8).await.unwrap();
-    let report = w.sign().await;
-    assert_refused(&report, "onchain_mismatch");
-    assert_eq!(report.candidates[0].mismatches, vec!["round"]);
+    w.sign_mismatched(&["round"]).await;
 }
 
 #[tokio::test]
@@ -663,12 +660,8 @@ async fn changed_verifier_set_is_refused() {
         .set_verifiers(vec![w.signer.into(), other], 2)
         .await
         .unwrap();
-    let report = w.sign().await;
-    assert_refused(&report, "onchain_mismatch");
-    assert_eq!(
-        report.candidates[0].mismatches,
-        vec!["verifier_set_hash", "verifier_list", "threshold"]
-    );
+    w.sign_mismatched(&["verifier_set_hash", "verifier_list", "threshold"])
+        .await;
 }
 
 #[tokio::test]
@@ -683,9 +676,7 @@ async fn changed_threshold_is_refused() {
     )
     .await;
     w.bounty.set_threshold(1).await.unwrap();
-    let report = w.sign().await;
-    assert_refused(&report, "onchain_mismatch");
-    assert_eq!(report.candidates[0].mismatches, vec!["threshold"]);
+    w.sign_mismatched(&["threshold"]).await;
 }
 
 #[tokio::test]
@@ -821,9 +812,7 @@ async fn a_planted_evidence_record_claiming_runsc_for_a_runc_run_is_refused() {
     w.rewrite_candidate(|c| {
         c.evidence.as_mut().unwrap()["isolation"]["observed"]["runtime"] = json!("runsc");
     });
-    let report = w.sign().await;
-    assert_refused(&report, "oci_runtime_refused");
-    assert!(w.attestation_files().is_empty());
+    w.sign_refused("oci_runtime_refused").await;
 }
 
 #[tokio::test]

@@ -126,17 +126,6 @@ impl Change {
         let b = &w.bounty;
         let p = &w.params;
         let x = B256::repeat_byte(0x5a);
-        let terms = [
-            p.terms_hash,
-            p.acceptance_criteria_hash,
-            p.benchmark_hash,
-            p.evidence_schema_hash,
-        ];
-        let set_terms = |i: usize| {
-            let mut t = terms;
-            t[i] = x;
-            t
-        };
         let receipt = match self {
             Self::Settled => b.set_status(status::SETTLED).await,
             Self::Cancelled => b.set_status(status::CANCELLED).await,
@@ -166,7 +155,7 @@ impl Change {
                     Self::BenchmarkHash => 2,
                     _ => 3,
                 };
-                let [t, a, bh, e] = set_terms(i);
+                let [t, a, bh, e] = w.terms_but(i, x);
                 b.set_terms_hashes(t, a, bh, e).await
             }
             Self::WindowMoved => {
