@@ -12,6 +12,7 @@ use super::ran::{Ran, fixture, manifest, ran, rehearse_command};
 use super::rehearse_support::{
     PYTHON_SHADOWS, assert_contains, assert_exit, assert_held, assert_lacks,
 };
+use serde_json::Value;
 
 fn weak(path: &str) -> PathBuf {
     fixture(&format!("weak-benchmarks/{path}"))
@@ -31,11 +32,51 @@ fn adversarial(dir: &Path, source: &Path, benchmark: &Path, manifest: &Path, cod
     ran.stdout
 }
 
+/// `rehearse --adversarial` of `source` against `benchmark` under `manifests/<name>` (the local
+/// `key` image, changed by `edit`) in a directory of its own: asserts exit 9, the benchmark pays
+/// a non-solution, and returns stdout.
+fn pays_non_solution(
+    source: &Path,
+    benchmark: &Path,
+    name: &str,
+    key: &str,
+    edit: impl FnOnce(&mut Value),
+) -> String {
+    let dir = tempfile::tempdir().unwrap();
+    let manifest = manifest(dir.path(), name, key, edit);
+    adversarial(dir.path(), source, benchmark, &manifest, 9)
+}
+
+/// [`pays_non_solution`] of the weak Node solution against `weak-benchmarks/node/<benchmark>`,
+/// the node image running `command` (the manifest's own when empty).
+fn node_pays(benchmark: &str, command: &[&str]) -> String {
+    let edit = |m: &mut Value| {
+        if !command.is_empty() {
+            m["command"] = serde_json::json!(command);
+        }
+    };
+    let benchmark = weak(&format!("node/{benchmark}"));
+    pays_non_solution(
+        &weak("node/solution"),
+        &benchmark,
+        "node-test.json",
+        "node",
+        edit,
+    )
+}
+
 /// The python image running `/benchmark/check.py`, as the live bounties' command does.
 fn check_py(dir: &Path) -> PathBuf {
     manifest(dir, "python-unittest.json", "python", |m| {
         m["command"] = serde_json::json!(["python3", "/benchmark/check.py"]);
     })
+}
+
+/// [`adversarial`] of the weak Python solution against `weak-benchmarks/python/<benchmark>`
+/// under [`check_py`]: asserts exit 9, the benchmark pays a non-solution.
+fn python_pays(dir: &Path, benchmark: &str) -> String {
+    let benchmark = weak(&format!("python/{benchmark}"));
+    adversarial(dir, &weak("python/solution"), &benchmark, &check_py(dir), 9)
 }
 
 fn line_of<'a>(out: &'a str, start: &str) -> &'a str {
@@ -51,13 +92,7 @@ fn line_of<'a>(out: &'a str, start: &str) -> &'a str {
 #[test]
 fn keep_text_and_shadow_stubs_pass_a_phrase_grep_benchmark_running_the_solvers_unittest() {
     let dir = tempfile::tempdir().unwrap();
-    let out = &adversarial(
-        dir.path(),
-        &weak("python/solution"),
-        &weak("python/benchmark"),
-        &check_py(dir.path()),
-        9,
-    );
+    let out = &python_pays(dir.path(), "benchmark");
     assert_contains(out, "verdict  passed\n");
     // Whole files replaced: the phrase check fails, as before.
     assert_contains(out, "  held: exit_on_load (failed)\n");
@@ -162,13 +197,7 @@ fn keep_text_and_shadow_stubs_pass_a_phrase_grep_benchmark_running_the_solvers_u
 #[test]
 fn a_pytest_py_in_the_solvers_tree_passes_a_benchmark_running_python_m_pytest() {
     let dir = tempfile::tempdir().unwrap();
-    let out = &adversarial(
-        dir.path(),
-        &weak("python/solution"),
-        &weak("python/benchmark-pytest"),
-        &check_py(dir.path()),
-        9,
-    );
+    let out = &python_pays(dir.path(), "benchmark-pytest");
     let line = line_of(out, "  BYPASSABLE: shadow pytest.py (passed)");
     assert_contains(line, "pytest");
     let finding = line_of(out, "problem: the benchmark runs tests the solver writes");
@@ -214,14 +243,12 @@ fn independent_tests_in_the_benchmark_hold_against_every_keep_text_and_shadow_st
 /// passed`, exit 0 (no Rust stub existed).
 #[test]
 fn a_rust_constructor_exiting_0_when_the_test_binary_loads_pays_a_non_solution() {
-    let dir = tempfile::tempdir().unwrap();
-    let manifest = manifest(dir.path(), "rust-cargo.json", "rust", |_| {});
-    let out = &adversarial(
-        dir.path(),
+    let out = &pays_non_solution(
         &weak("rust/solution"),
         &weak("rust/benchmark"),
-        &manifest,
-        9,
+        "rust-cargo.json",
+        "rust",
+        |_| {},
     );
     assert_contains(out, "verdict  passed\n");
     assert_contains(
@@ -242,15 +269,7 @@ fn a_rust_constructor_exiting_0_when_the_test_binary_loads_pays_a_non_solution()
 /// (`exit_on_load` dropped the export and the module failed to link).
 #[test]
 fn a_node_module_keeping_its_export_then_exiting_0_pays_a_non_solution() {
-    let dir = tempfile::tempdir().unwrap();
-    let manifest = manifest(dir.path(), "node-test.json", "node", |_| {});
-    let out = &adversarial(
-        dir.path(),
-        &weak("node/solution"),
-        &weak("node/benchmark"),
-        &manifest,
-        9,
-    );
+    let out = &node_pays("benchmark", &[]);
     assert_contains(out, "  held: exit_on_load (failed)\n");
     let line = line_of(
         out,
@@ -265,17 +284,7 @@ fn a_node_module_keeping_its_export_then_exiting_0_pays_a_non_solution() {
 /// solver's real tree (its code neutralised) passes, and the tests run are the solver's own.
 #[test]
 fn npm_test_is_bypassed_by_the_solvers_package_json_and_runs_tests_the_solver_writes() {
-    let dir = tempfile::tempdir().unwrap();
-    let manifest = manifest(dir.path(), "node-test.json", "node", |m| {
-        m["command"] = serde_json::json!(["/benchmark/npm-test.sh"]);
-    });
-    let out = &adversarial(
-        dir.path(),
-        &weak("node/solution"),
-        &weak("node/benchmark-npm"),
-        &manifest,
-        9,
-    );
+    let out = &node_pays("benchmark-npm", &["/benchmark/npm-test.sh"]);
     let line = line_of(
         out,
         "  BYPASSABLE: shadow package.json scripts.test (passed)",
@@ -290,17 +299,7 @@ fn npm_test_is_bypassed_by_the_solvers_package_json_and_runs_tests_the_solver_wr
 /// (`node_modules/.bin/mocha`): the runner is the solver's, so a `mocha` that exits 0 passes.
 #[test]
 fn a_runner_the_solver_vendors_in_node_modules_bin_is_shadowed() {
-    let dir = tempfile::tempdir().unwrap();
-    let manifest = manifest(dir.path(), "node-test.json", "node", |m| {
-        m["command"] = serde_json::json!(["/benchmark/run.sh"]);
-    });
-    let out = &adversarial(
-        dir.path(),
-        &weak("node/solution"),
-        &weak("node/benchmark-bin"),
-        &manifest,
-        9,
-    );
+    let out = &node_pays("benchmark-bin", &["/benchmark/run.sh"]);
     assert_contains(out, "verdict  passed\n");
     let line = line_of(out, "  BYPASSABLE: shadow node_modules/.bin (passed)");
     assert_contains(line, "node_modules/.bin/mocha");
@@ -317,14 +316,12 @@ fn a_runner_the_solver_vendors_in_node_modules_bin_is_shadowed() {
 /// non-solution (manifests/README.md says so); a hardened Rust example would flip this test.
 #[test]
 fn the_rust_example_bounty_is_paid_by_the_constructor_and_the_cargo_toml_shadow() {
-    let dir = tempfile::tempdir().unwrap();
-    let manifest = manifest(dir.path(), "rust-cargo.json", "rust", |_| {});
-    let out = &adversarial(
-        dir.path(),
+    let out = &pays_non_solution(
         &fixture("rust-bounty/solution-good"),
         &fixture("rust-bounty/benchmark"),
-        &manifest,
-        9,
+        "rust-cargo.json",
+        "rust",
+        |_| {},
     );
     assert_contains(
         out,
