@@ -10,7 +10,7 @@ use bollard::container::LogOutput;
 use bollard::errors::Error;
 use bollard::models::{ContainerInspectResponse, ContainerSummaryStateEnum, EventMessage};
 use bollard::query_parameters::{
-    AttachContainerOptionsBuilder, ContainerArchiveInfoOptionsBuilder,
+    AttachContainerOptions, AttachContainerOptionsBuilder, ContainerArchiveInfoOptionsBuilder,
     CreateContainerOptionsBuilder, CreateImageOptionsBuilder, DownloadFromContainerOptionsBuilder,
     EventsOptionsBuilder, KillContainerOptionsBuilder, ListContainersOptionsBuilder,
     ListImagesOptionsBuilder, RemoveContainerOptionsBuilder, RemoveImageOptionsBuilder,
@@ -73,6 +73,19 @@ pub fn inspected(inspect: &ContainerInspectResponse) -> Inspected {
             error: state.error,
         },
     }
+}
+
+/// How the worker attaches to a container: its stdout and stderr streamed as written, attached
+/// before the start so nothing is missed, no stdin and no replay of logs. Public for the engine
+/// benchmark (`examples/engine_anchor.rs`), which attaches exactly as the worker does.
+pub fn attach_options() -> AttachContainerOptions {
+    AttachContainerOptionsBuilder::default()
+        .stream(true)
+        .stdout(true)
+        .stderr(true)
+        .stdin(false)
+        .logs(false)
+        .build()
 }
 
 fn event(message: EventMessage) -> Event {
@@ -270,16 +283,9 @@ impl ContainerEngine for DockerEngine {
     }
 
     async fn attach(&self, id: &str) -> Result<Answers<Output>, CallError> {
-        let options = AttachContainerOptionsBuilder::default()
-            .stream(true)
-            .stdout(true)
-            .stderr(true)
-            .stdin(false)
-            .logs(false)
-            .build();
         let attached = self
             .0
-            .attach_container(id, Some(options))
+            .attach_container(id, Some(attach_options()))
             .await
             .map_err(call_error)?;
         Ok(Box::pin(attached.output.map(|item| {

@@ -19,7 +19,8 @@
 //! `ANCHOR_ADD` (a comma-separated subset of `inspect,attach,events`) adds the worker's other
 //! calls around each container one by one, for finding which of them costs the engine what
 //! (issue 29): `inspect` reads the container back after create and after the stop, `attach`
-//! streams its output from before the start to the end, `events` follows its events from
+//! streams its output from before the start to the end (with the worker's own options,
+//! `worker_docker::client::attach_options`), `events` follows its events from
 //! before the start (replaying the engine's buffer as the lifecycle does) until it died.
 //!
 //! Usage: `engine_anchor <image@sha256:…> <source-pass dir> <source-fail dir>
@@ -231,13 +232,7 @@ async fn one(
         docker.inspect_container(&id, None).await?;
     }
     if add.attach {
-        let options = bollard::query_parameters::AttachContainerOptionsBuilder::default()
-            .stream(true)
-            .stdout(true)
-            .stderr(true)
-            .stdin(false)
-            .logs(false)
-            .build();
+        let options = worker_docker::client::attach_options();
         let mut attached = docker.attach_container(&id, Some(options)).await?;
         followers.push(tokio::spawn(async move {
             while let Some(Ok(_)) = attached.output.next().await {}
