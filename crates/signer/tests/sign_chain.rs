@@ -902,11 +902,7 @@ async fn run_binary(w: &World, key_args: &[&str], env: &[(&str, &str)]) -> (i32,
         cmd.env(k, v);
     }
     let out = cmd.output().await.unwrap();
-    (
-        out.status.code().unwrap(),
-        String::from_utf8_lossy(&out.stdout).to_string(),
-        String::from_utf8_lossy(&out.stderr).to_string(),
-    )
+    exit_and_text(&out)
 }
 
 fn key_digits() -> &'static str {
@@ -929,13 +925,18 @@ async fn binary_signs_with_a_key_from_an_env_var_and_prints_a_json_report() {
     assert!(!stdout.contains(key_digits()) && !stderr.contains(key_digits()));
 }
 
+/// Writes the signer's key at `path` with permissions `mode`.
+fn write_key(path: &Path, mode: u32) {
+    std::fs::write(path, DEV_KEYS[SIGNER_KEY_INDEX]).unwrap();
+    std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode)).unwrap();
+}
+
 #[tokio::test]
 async fn binary_refuses_a_key_file_with_mode_0644() {
     let w = world().await;
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("key");
-    std::fs::write(&path, DEV_KEYS[SIGNER_KEY_INDEX]).unwrap();
-    std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o644)).unwrap();
+    write_key(&path, 0o644);
     let (code, stdout, stderr) = run_binary(&w, &["--key-file", path.to_str().unwrap()], &[]).await;
     assert_eq!(code, 78, "{stderr}");
     assert!(stderr.contains("0600 or stricter"), "{stderr}");
@@ -985,11 +986,7 @@ async fn run_binary_with_urls(w: &World, api: &str, rpc: &str) -> (i32, String, 
         .output()
         .await
         .unwrap();
-    (
-        out.status.code().unwrap(),
-        String::from_utf8_lossy(&out.stdout).to_string(),
-        String::from_utf8_lossy(&out.stderr).to_string(),
-    )
+    exit_and_text(&out)
 }
 
 #[tokio::test]
@@ -1093,8 +1090,7 @@ async fn binary_refuses_a_key_file_owned_by_another_user_with_exit_78() {
     let w = world().await;
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("key");
-    std::fs::write(&path, DEV_KEYS[SIGNER_KEY_INDEX]).unwrap();
-    std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o600)).unwrap();
+    write_key(&path, 0o600);
     // chown as root, or `sudo -n` for GitHub's runner user.
     assert!(
         test_root::give_to_another_user(&path).unwrap(),
@@ -1114,8 +1110,7 @@ async fn binary_refuses_a_key_file_reached_through_a_symlinked_directory_with_ex
     let dir = tempfile::tempdir().unwrap();
     let real = dir.path().join("real");
     std::fs::create_dir(&real).unwrap();
-    std::fs::write(real.join("key"), DEV_KEYS[SIGNER_KEY_INDEX]).unwrap();
-    std::fs::set_permissions(real.join("key"), std::fs::Permissions::from_mode(0o600)).unwrap();
+    write_key(&real.join("key"), 0o600);
     std::os::unix::fs::symlink(&real, dir.path().join("link")).unwrap();
     let through = dir.path().join("link/key");
     let (code, _, stderr) = run_binary(&w, &["--key-file", through.to_str().unwrap()], &[]).await;
@@ -1255,6 +1250,15 @@ fn flip_verdict(w: &World, exit_code: i64) {
     );
 }
 
+/// A finished `signer`'s exit code, stdout and stderr.
+fn exit_and_text(out: &std::process::Output) -> (i32, String, String) {
+    (
+        out.status.code().unwrap(),
+        String::from_utf8_lossy(&out.stdout).to_string(),
+        String::from_utf8_lossy(&out.stderr).to_string(),
+    )
+}
+
 /// `signer <args…>` with the world's key in the environment: (exit code, stdout, stderr).
 async fn signer_cli(
     args: impl IntoIterator<Item = impl AsRef<std::ffi::OsStr>>,
@@ -1266,11 +1270,7 @@ async fn signer_cli(
         .output()
         .await
         .unwrap();
-    (
-        out.status.code().unwrap(),
-        String::from_utf8_lossy(&out.stdout).to_string(),
-        String::from_utf8_lossy(&out.stderr).to_string(),
-    )
+    exit_and_text(&out)
 }
 
 async fn sign_binary(w: &World) -> (i32, String, String) {
@@ -1539,16 +1539,19 @@ async fn an_attestation_through_the_remote_signer_settles_and_recovers_to_the_ve
     .await
     .unwrap();
     assert_eq!(report.signed, 1, "{}", report.summary());
-    let att = only_attestation(&w);
+    recovers_and_settles(&w, w.signer).await;
+    assert_eq!(w.bounty.status().await.unwrap(), status::SETTLED);
+}
+
+/// Asserts that the one attestation written recovers to `signer` over the digest of the
+/// history's record, then settles the bounty with it.
+async fn recovers_and_settles(w: &World, signer: Address) {
+    let att = only_attestation(w);
     let sig = att.parsed_signature().unwrap();
     let fields = w.open_history().all().unwrap()[0].fields();
     let digest = verifier_sdk::attestation_digest(8453, &fields);
-    assert_eq!(
-        verifier_sdk::recover_signer(&digest, &sig).unwrap(),
-        w.signer
-    );
-    settle_with(&w, &att).await;
-    assert_eq!(w.bounty.status().await.unwrap(), status::SETTLED);
+    assert_eq!(verifier_sdk::recover_signer(&digest, &sig).unwrap(), signer);
+    settle_with(w, &att).await;
 }
 
 #[tokio::test]

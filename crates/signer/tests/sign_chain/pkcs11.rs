@@ -21,12 +21,7 @@ fn fresh_token() -> Option<SoftHsmToken> {
 
 /// `signer pkcs11-keygen`: its exit code, stdout and stderr.
 fn keygen(token: &SoftHsmToken, label: &str) -> (i32, String, String) {
-    let out = token.keygen(env!("CARGO_BIN_EXE_signer"), label).unwrap();
-    (
-        out.status.code().unwrap(),
-        String::from_utf8_lossy(&out.stdout).to_string(),
-        String::from_utf8_lossy(&out.stderr).to_string(),
-    )
+    exit_and_text(&token.keygen(env!("CARGO_BIN_EXE_signer"), label).unwrap())
 }
 
 /// A key generated in the token: its address.
@@ -39,19 +34,33 @@ fn generate(token: &SoftHsmToken, label: &str) -> Address {
 /// `signer sign` through the token with a candidates directory that does not exist and
 /// URLs nothing answers: what it says about the key comes before any of them is used.
 fn sign_without_candidates(token: &SoftHsmToken, signer: &str, flags: &[String]) -> (i32, String) {
+    let out = sign_nothing(
+        signer,
+        flags,
+        &[("SOFTHSM2_CONF", token.conf().as_os_str())],
+    );
+    let stderr = String::from_utf8_lossy(&out.stderr).to_string();
+    assert!(!stderr.contains(PIN), "{stderr}");
+    (out.status.code().unwrap(), stderr)
+}
+
+/// `signer sign` for `signer` with the key options `flags` and the variables `envs`, with
+/// candidates and output that do not exist and URLs nothing answers.
+fn sign_nothing(
+    signer: &str,
+    flags: &[impl AsRef<std::ffi::OsStr>],
+    envs: &[(&str, &std::ffi::OsStr)],
+) -> std::process::Output {
     let history = new_history();
-    let out = std::process::Command::new(env!("CARGO_BIN_EXE_signer"))
+    std::process::Command::new(env!("CARGO_BIN_EXE_signer"))
         .args(["sign", "--candidates", "/nonexistent/candidates"])
         .args(["--api", "http://127.0.0.1:9", "--rpc", "http://127.0.0.1:9"])
         .args(["--signer", signer, "--out", "/nonexistent/out", "--history"])
         .arg(history.path())
         .args(flags)
-        .env("SOFTHSM2_CONF", token.conf())
+        .envs(envs.iter().copied())
         .output()
-        .unwrap();
-    let stderr = String::from_utf8_lossy(&out.stderr).to_string();
-    assert!(!stderr.contains(PIN), "{stderr}");
-    (out.status.code().unwrap(), stderr)
+        .unwrap()
 }
 
 #[tokio::test]
@@ -69,15 +78,7 @@ async fn an_attestation_through_softhsm2_settles_and_recovers_to_the_verifier() 
     assert!(!stdout.contains(PIN) && !stderr.contains(PIN));
     let report: Value = serde_json::from_str(&stdout).unwrap();
     assert_eq!(report["signed"], 1, "{report}");
-    let att = only_attestation(&w);
-    let sig = att.parsed_signature().unwrap();
-    let fields = w.open_history().all().unwrap()[0].fields();
-    let digest = verifier_sdk::attestation_digest(8453, &fields);
-    assert_eq!(
-        verifier_sdk::recover_signer(&digest, &sig).unwrap(),
-        verifier
-    );
-    settle_with(&w, &att).await;
+    recovers_and_settles(&w, verifier).await;
     assert_eq!(w.bounty.status().await.unwrap(), status::SETTLED);
 }
 
@@ -126,23 +127,15 @@ fn a_wrong_pkcs11_pin_fails_closed_and_is_not_echoed() {
     let mut flags = token.flags(LABEL);
     flags.truncate(flags.len() - 2);
     flags.extend(["--pkcs11-pin-env".to_owned(), "SIGNER_TEST_PIN".to_owned()]);
-    let history = new_history();
-    let out = std::process::Command::new(env!("CARGO_BIN_EXE_signer"))
-        .args(["sign", "--candidates", "/nonexistent/candidates"])
-        .args(["--api", "http://127.0.0.1:9", "--rpc", "http://127.0.0.1:9"])
-        .args([
-            "--signer",
-            &verifier.to_string(),
-            "--out",
-            "/nonexistent/out",
-        ])
-        .arg("--history")
-        .arg(history.path())
-        .args(&flags)
-        .env("SOFTHSM2_CONF", token.conf())
-        .env("SIGNER_TEST_PIN", "wrong-pin-0815")
-        .output()
-        .unwrap();
+    let conf = token.conf();
+    let out = sign_nothing(
+        &verifier.to_string(),
+        &flags,
+        &[
+            ("SOFTHSM2_CONF", conf.as_os_str()),
+            ("SIGNER_TEST_PIN", "wrong-pin-0815".as_ref()),
+        ],
+    );
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(78), "{stderr}");
     assert!(stderr.contains("C_Login"), "{stderr}");
@@ -166,27 +159,16 @@ fn pkcs11_keygen_refuses_a_label_already_in_the_token() {
 /// meant the token does not sign with another key unawares.
 #[test]
 fn a_pkcs11_pin_flag_without_the_module_is_a_usage_error() {
-    let history = new_history();
-    let out = std::process::Command::new(env!("CARGO_BIN_EXE_signer"))
-        .args(["sign", "--candidates", "/nonexistent/candidates"])
-        .args(["--api", "http://127.0.0.1:9", "--rpc", "http://127.0.0.1:9"])
-        .args([
-            "--signer",
-            &signer_address().to_string(),
-            "--out",
-            "/nonexistent/out",
-        ])
-        .arg("--history")
-        .arg(history.path())
-        .args([
+    let out = sign_nothing(
+        &signer_address().to_string(),
+        &[
             "--key-env",
             "SIGNER_TEST_KEY",
             "--pkcs11-pin-env",
             "SIGNER_TEST_PIN",
-        ])
-        .env("SIGNER_TEST_KEY", DEV_KEYS[SIGNER_KEY_INDEX])
-        .output()
-        .unwrap();
+        ],
+        &[("SIGNER_TEST_KEY", DEV_KEYS[SIGNER_KEY_INDEX].as_ref())],
+    );
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(2), "{stderr}");
     assert!(stderr.contains("--pkcs11-module"), "{stderr}");
