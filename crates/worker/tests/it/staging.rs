@@ -435,10 +435,10 @@ fn a_file_changing_during_the_copy_leaves_nothing_behind() {
         .spawn()
         .unwrap();
     wait_for(&marker, &mut child);
-    // `a` is copied; `b` was listed at 2 MiB and now grows before it is opened.
-    let mut grown = bytes(1, 2 << 20);
-    grown.extend_from_slice(b"appended");
-    fs::write(dir.path().join("b"), grown).unwrap();
+    // `a` is copied; `b` was listed as a 2 MiB file and is now a link. (A file grown before
+    // its open is simply read as it is then: its stat is the open file's.)
+    fs::remove_file(dir.path().join("b")).unwrap();
+    std::os::unix::fs::symlink("a", dir.path().join("b")).unwrap();
     fs::remove_file(&marker).unwrap();
     let out = child.wait_with_output().unwrap();
     assert_eq!(code(&out), 4, "{}", stderr(&out));
