@@ -177,13 +177,7 @@ async fn no_endpoint_answering_is_an_outage_named_by_position() {
 /// exit code and stderr.
 async fn worker_over(mode: &str, rpc_urls: &[String]) -> (Option<i32>, String) {
     let dir = tempfile::tempdir().unwrap();
-    let staging = dir.path().join("staging");
-    std::fs::create_dir(&staging).unwrap();
-    std::fs::set_permissions(
-        &staging,
-        std::os::unix::fs::PermissionsExt::from_mode(0o700),
-    )
-    .unwrap();
+    let staging = crate::example_feed::private_staging(dir.path());
     let mut cmd = Command::new(env!("CARGO_BIN_EXE_worker"));
     cmd.args([
         mode,
@@ -195,12 +189,7 @@ async fn worker_over(mode: &str, rpc_urls: &[String]) -> (Option<i32>, String) {
     for url in rpc_urls {
         cmd.args(["--rpc", url]);
     }
-    cmd.arg("--out")
-        .arg(dir.path().join("out"))
-        .arg("--work-dir")
-        .arg(dir.path())
-        .arg("--staging-root")
-        .arg(&staging)
+    crate::example_feed::with_folders(&mut cmd, &dir.path().join("out"), dir.path(), &staging)
         .env("DOCKER_HOST", "unix:///nonexistent.sock");
     if mode == "serve" {
         cmd.arg("--state").arg(dir.path().join("state"));

@@ -107,13 +107,7 @@ fn junit_without_batch_is_refused() {
 /// `worker serve` on `dir` against a feed that refuses connections (it logs a warning per
 /// poll), logging at info to a piped stderr, stdout discarded; `extra` goes right after `serve`.
 fn serve_against_a_closed_feed(dir: &std::path::Path, extra: &[&str]) -> Command {
-    let staging = dir.join("staging");
-    std::fs::create_dir(&staging).unwrap();
-    std::fs::set_permissions(
-        &staging,
-        std::os::unix::fs::PermissionsExt::from_mode(0o700),
-    )
-    .unwrap();
+    let staging = crate::example_feed::private_staging(dir);
     let mut cmd = Command::new(env!("CARGO_BIN_EXE_worker"));
     cmd.arg("serve")
         .args(extra)
@@ -129,14 +123,9 @@ fn serve_against_a_closed_feed(dir: &std::path::Path, extra: &[&str]) -> Command
             "--poll-interval",
             "1",
         ])
-        .arg("--out")
-        .arg(dir.join("out"))
         .arg("--state")
-        .arg(dir.join("state"))
-        .arg("--work-dir")
-        .arg(dir.join("work"))
-        .arg("--staging-root")
-        .arg(&staging)
+        .arg(dir.join("state"));
+    crate::example_feed::with_folders(&mut cmd, &dir.join("out"), &dir.join("work"), &staging)
         .env("WORKER_LOG", "info")
         .env_remove("VERIFIER_LOG_FORMAT")
         .stdout(Stdio::null())

@@ -71,13 +71,25 @@ impl ExampleFeed {
         source_digest: Sha256Digest,
         command: &[&str],
     ) -> Value {
+        self.job_in_image(round, archive, source_digest, command, &self.image)
+    }
+
+    /// As [`Self::job_running`], in the digest-pinned `image` instead of busybox.
+    pub fn job_in_image(
+        &self,
+        round: u64,
+        archive: Vec<u8>,
+        source_digest: Sha256Digest,
+        command: &[&str],
+        image: &str,
+    ) -> Value {
         let repo = format!("sol-{round}");
         self.server.route(
             &format!("/solver-org/{repo}/tar.gz/{}", commit(round)),
             Reply::ok(archive),
         );
         let mut manifest = sample_manifest();
-        manifest["image"] = json!(self.image);
+        manifest["image"] = json!(image);
         manifest["command"] = json!(command);
         manifest["benchmark_digest"] = json!(self.bench_digest.to_string());
         job_value(&JobParams {
@@ -108,40 +120,78 @@ impl ExampleFeed {
             .arg("--api")
             .arg(&self.server.base)
             .args(["--verifier", VERIFIER])
-            .arg("--out")
-            .arg(self.path("out"))
             .arg("--state")
             .arg(self.path("state"))
-            .arg("--work-dir")
-            .arg(self.path("work"))
-            .arg("--staging-root")
-            .arg(self.path("staging"))
             .arg("--archive-base")
             .arg(&self.server.base)
             .args(["--poll-interval", "1"])
-            .args(extra)
-            .env("WORKER_LOG", "info")
-            .env_remove("GITHUB_SHA")
-            .env_remove("REGRESSION_SANDBOX_STAGING_ROOT")
-            .stdout(Stdio::null())
-            .stderr(Stdio::piped());
+            .args(extra);
+        with_folders(
+            &mut cmd,
+            &self.path("out"),
+            &self.path("work"),
+            &self.path("staging"),
+        )
+        .env("WORKER_LOG", "info")
+        .env_remove("GITHUB_SHA")
+        .env_remove("REGRESSION_SANDBOX_STAGING_ROOT")
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped());
         cmd
     }
 }
 
+/// A fresh `staging` folder in `dir`, private to this user as a staging root must be.
+pub fn private_staging(dir: &Path) -> PathBuf {
+    let staging = dir.join("staging");
+    std::fs::create_dir(&staging).unwrap();
+    std::fs::set_permissions(
+        &staging,
+        std::os::unix::fs::PermissionsExt::from_mode(0o700),
+    )
+    .unwrap();
+    staging
+}
+
+/// Adds `--out`, `--work-dir` and `--staging-root`: the folders of every mode that runs jobs.
+pub fn with_folders<'c>(
+    cmd: &'c mut Command,
+    out: &Path,
+    work: &Path,
+    staging: &Path,
+) -> &'c mut Command {
+    cmd.arg("--out")
+        .arg(out)
+        .arg("--work-dir")
+        .arg(work)
+        .arg("--staging-root")
+        .arg(staging)
+}
+
+/// Adds `feed --quiet` for [`VERIFIER`] on base-mainnet, with the feed at `api` also the
+/// archive host, into these folders; the staging root is only `staging`, never one the
+/// environment names.
+pub fn feed_args<'c>(
+    cmd: &'c mut Command,
+    api: &str,
+    out: &Path,
+    work: &Path,
+    staging: &Path,
+) -> &'c mut Command {
+    cmd.args(["feed", "--quiet", "--api", api])
+        .args(["--network", "base-mainnet", "--verifier", VERIFIER])
+        .args(["--archive-base", api]);
+    with_folders(cmd, out, work, staging).env_remove("REGRESSION_SANDBOX_STAGING_ROOT")
+}
+
 /// `worker ledger --json` of the service state in `state`.
 pub fn ledger_of(state: &Path) -> Value {
-    let out = Command::new(env!("CARGO_BIN_EXE_worker"))
-        .args(["ledger", "--json", "--state"])
-        .arg(state)
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "worker ledger: {}",
-        String::from_utf8_lossy(&out.stderr)
+    let out = support::stdout_of(
+        Command::new(env!("CARGO_BIN_EXE_worker"))
+            .args(["ledger", "--json", "--state"])
+            .arg(state),
     );
-    serde_json::from_slice(&out.stdout).unwrap()
+    serde_json::from_str(&out).unwrap()
 }
 
 /// The containers (every state with `all`, else the running ones) whose owner label names the

@@ -180,17 +180,41 @@ fn mode(path: &Path) -> u32 {
     fs::symlink_metadata(path).unwrap().mode() & 0o7777
 }
 
-fn wait_for(path: &Path, child: &mut Child) {
-    let deadline = Instant::now() + Duration::from_secs(60);
-    while !path.exists() {
-        if let Some(status) = child.try_wait().unwrap() {
-            panic!("worker exited with {status} before reaching the pause point");
+/// A source stage of `dir` into `root`, held at the debug-build pause hook: it has listed the
+/// tree and copied the first file, and waits until [`PausedStage::resume`].
+struct PausedStage {
+    child: Child,
+    /// Holds the marker; also a place outside both trees for a test's own files.
+    marker_dir: tempfile::TempDir,
+}
+
+impl PausedStage {
+    fn start(dir: &Path, root: &Path, output: fn() -> Stdio) -> Self {
+        let marker_dir = tempfile::tempdir().unwrap();
+        let marker = marker_dir.path().join("paused");
+        let mut child = stage_cmd("source", dir, root, BIG, MANY)
+            .env(worker::commands::stage::PAUSE_HOOK_ENV, &marker)
+            .stdout(output())
+            .stderr(output())
+            .spawn()
+            .unwrap();
+        let deadline = Instant::now() + Duration::from_secs(60);
+        while !marker.exists() {
+            if let Some(status) = child.try_wait().unwrap() {
+                panic!("worker exited with {status} before reaching the pause point");
+            }
+            assert!(
+                Instant::now() < deadline,
+                "worker never reached the pause point"
+            );
+            std::thread::sleep(Duration::from_millis(10));
         }
-        assert!(
-            Instant::now() < deadline,
-            "worker never reached the pause point"
-        );
-        std::thread::sleep(Duration::from_millis(10));
+        Self { child, marker_dir }
+    }
+
+    fn resume(self) -> Output {
+        fs::remove_file(self.marker_dir.path().join("paused")).unwrap();
+        self.child.wait_with_output().unwrap()
     }
 }
 
@@ -426,21 +450,12 @@ fn missing_or_non_directory_input_is_invalid_input() {
 fn a_file_changing_during_the_copy_leaves_nothing_behind() {
     let dir = tree(&[("a", b"first"), ("b", &bytes(1, 2 << 20))]);
     let root = tempfile::tempdir().unwrap();
-    let marker_dir = tempfile::tempdir().unwrap();
-    let marker = marker_dir.path().join("paused");
-    let mut child = stage_cmd("source", dir.path(), root.path(), BIG, MANY)
-        .env(worker::commands::stage::PAUSE_HOOK_ENV, &marker)
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    wait_for(&marker, &mut child);
+    let paused = PausedStage::start(dir.path(), root.path(), Stdio::piped);
     // `a` is copied; `b` was listed as a 2 MiB file and is now a link. (A file grown before
     // its open is simply read as it is then: its stat is the open file's.)
     fs::remove_file(dir.path().join("b")).unwrap();
     std::os::unix::fs::symlink("a", dir.path().join("b")).unwrap();
-    fs::remove_file(&marker).unwrap();
-    let out = child.wait_with_output().unwrap();
+    let out = paused.resume();
     assert_eq!(code(&out), 4, "{}", stderr(&out));
     assert!(
         stderr(&out).contains("changed while being read"),
@@ -488,19 +503,14 @@ fn parent_directory_swapped_for_symlink_mid_stage_is_refused() {
     // file of `a/` is opened.
     let dir = tree(&[("0first", b"first"), ("a/secret", DECOY)]);
     let root = tempfile::tempdir().unwrap();
-    let marker_dir = tempfile::tempdir().unwrap();
-    let marker = marker_dir.path().join("paused");
-    let mut child = stage_cmd("source", dir.path(), root.path(), BIG, MANY)
-        .env(worker::commands::stage::PAUSE_HOOK_ENV, &marker)
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    wait_for(&marker, &mut child);
-    fs::rename(dir.path().join("a"), marker_dir.path().join("a-moved")).unwrap();
+    let paused = PausedStage::start(dir.path(), root.path(), Stdio::piped);
+    fs::rename(
+        dir.path().join("a"),
+        paused.marker_dir.path().join("a-moved"),
+    )
+    .unwrap();
     std::os::unix::fs::symlink(outside.path(), dir.path().join("a")).unwrap();
-    fs::remove_file(&marker).unwrap();
-    let out = child.wait_with_output().unwrap();
+    let out = paused.resume();
 
     let leaked = files_holding(root.path(), SECRET);
     assert!(
@@ -534,18 +544,10 @@ fn a_killed_stage_leaves_no_target_and_its_leftovers_are_cleaned_next_time() {
         ("big2", &bytes(3, 8 << 20)),
     ]);
     let root = tempfile::tempdir().unwrap();
-    let marker_dir = tempfile::tempdir().unwrap();
-    let marker = marker_dir.path().join("paused");
-    let mut child = stage_cmd("source", dir.path(), root.path(), BIG, MANY)
-        .env(worker::commands::stage::PAUSE_HOOK_ENV, &marker)
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    wait_for(&marker, &mut child);
-    let pid = child.id();
-    child.kill().unwrap(); // SIGKILL: no destructor or cleanup runs.
-    child.wait().unwrap();
+    let mut paused = PausedStage::start(dir.path(), root.path(), Stdio::null);
+    let pid = paused.child.id();
+    paused.child.kill().unwrap(); // SIGKILL: no destructor or cleanup runs.
+    paused.child.wait().unwrap();
 
     let leftovers = names(&root.path().join("tmp"));
     assert_eq!(leftovers.len(), 1, "{leftovers:?}");
@@ -580,15 +582,7 @@ fn a_killed_stage_leaves_no_target_and_its_leftovers_are_cleaned_next_time() {
 fn a_running_stage_keeps_its_folder_while_another_stage_cleans() {
     let dir = tree(&[("a", b"first"), ("b", b"second")]);
     let root = tempfile::tempdir().unwrap();
-    let marker_dir = tempfile::tempdir().unwrap();
-    let marker = marker_dir.path().join("paused");
-    let mut child = stage_cmd("source", dir.path(), root.path(), BIG, MANY)
-        .env(worker::commands::stage::PAUSE_HOOK_ENV, &marker)
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    wait_for(&marker, &mut child);
+    let paused = PausedStage::start(dir.path(), root.path(), Stdio::piped);
     let other = tree(&[("x", b"y")]);
     json(&stage("benchmark", other.path(), root.path(), BIG, MANY));
     assert_eq!(
@@ -596,8 +590,7 @@ fn a_running_stage_keeps_its_folder_while_another_stage_cleans() {
         1,
         "the live stage's folder was taken"
     );
-    fs::remove_file(&marker).unwrap();
-    let out = child.wait_with_output().unwrap();
+    let out = paused.resume();
     let staged = json(&out);
     assert_eq!(
         staged["snapshot"]["digest"],
@@ -676,21 +669,29 @@ fn unseal(path: &Path, mode: u32) {
     fs::set_permissions(path, fs::Permissions::from_mode(mode)).unwrap();
 }
 
+/// Edits the sealed `path` as its owner could: opens it to `open`, runs `edit`, and seals it
+/// again to `sealed`, so only the edit itself is left for verification to find.
+fn edit_sealed(path: &Path, open: u32, sealed: u32, edit: impl FnOnce()) {
+    unseal(path, open);
+    edit();
+    unseal(path, sealed);
+}
+
 #[test]
 fn tampered_content_is_replaced() {
     assert_tampering_is_repaired(|target| {
-        unseal(&target.join("sub/b"), 0o644);
-        fs::write(target.join("sub/b"), b"BETA").unwrap();
-        unseal(&target.join("sub/b"), 0o444);
+        edit_sealed(&target.join("sub/b"), 0o644, 0o444, || {
+            fs::write(target.join("sub/b"), b"BETA").unwrap();
+        });
     });
 }
 
 #[test]
 fn an_added_file_is_replaced() {
     assert_tampering_is_repaired(|target| {
-        unseal(&target.join("sub"), 0o755);
-        fs::write(target.join("sub/extra"), b"x").unwrap();
-        unseal(&target.join("sub"), 0o555);
+        edit_sealed(&target.join("sub"), 0o755, 0o555, || {
+            fs::write(target.join("sub/extra"), b"x").unwrap();
+        });
     });
 }
 

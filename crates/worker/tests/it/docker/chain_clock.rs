@@ -16,7 +16,7 @@ use chain_testkit::PrivateNode;
 use serde_json::{Value, json};
 use verifier_sdk::fixtures::EXPIRES_AT;
 
-use crate::example_feed::{ExampleFeed, commit, example};
+use crate::example_feed::{ExampleFeed, commit, example, feed_args};
 use crate::feed_support::*;
 
 /// The job's window ends years after this host's clock but 200 s after the chain's: by the
@@ -48,18 +48,16 @@ async fn a_chain_running_ahead_of_the_host_clock_decides_window_too_short() {
     node.mine().await.unwrap();
 
     let mut cmd = Command::new(env!("CARGO_BIN_EXE_worker"));
-    cmd.args(["feed", "--quiet", "--api", &w.server.base])
-        .args(["--network", "base-mainnet", "--verifier", VERIFIER])
-        .arg("--out")
-        .arg(w.path("out"))
-        .arg("--work-dir")
-        .arg(w.path("work"))
-        .arg("--staging-root")
-        .arg(w.path("staging"))
-        .args(["--archive-base", &w.server.base, "--json"])
-        .args(["--rpc", node.url()])
-        .env_remove("GITHUB_SHA")
-        .env_remove("REGRESSION_SANDBOX_STAGING_ROOT");
+    feed_args(
+        &mut cmd,
+        &w.server.base,
+        &w.path("out"),
+        &w.path("work"),
+        &w.path("staging"),
+    )
+    .arg("--json")
+    .args(["--rpc", node.url()])
+    .env_remove("GITHUB_SHA");
     let out = tokio::task::spawn_blocking(move || cmd.output())
         .await
         .unwrap()

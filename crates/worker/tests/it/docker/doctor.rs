@@ -5,7 +5,7 @@
 
 use std::process::Command;
 
-use crate::support::stat_fs;
+use crate::support::{doctor_check, stat_fs};
 
 #[test]
 fn worker_doctor_reports_this_hosts_cgroup_layout_and_the_registered_runtimes() {
@@ -23,15 +23,7 @@ fn worker_doctor_reports_this_hosts_cgroup_layout_and_the_registered_runtimes() 
         .unwrap();
     let report: serde_json::Value = serde_json::from_slice(&out.stdout)
         .unwrap_or_else(|e| panic!("{e}: {}", String::from_utf8_lossy(&out.stderr)));
-    let line = |name: &str| {
-        report["checks"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .find(|c| c["name"] == name)
-            .unwrap_or_else(|| panic!("no {name} line: {report:#}"))
-            .clone()
-    };
+    let line = |name: &str| doctor_check(&report, name).clone();
     // The layout, told apart without the doctor's parser.
     let cgroups = line("cgroups");
     let detail = cgroups["detail"].as_str().unwrap();

@@ -91,12 +91,7 @@ fn a_run_regression_evidence_record_carries_the_host_facts_worker_doctor_reports
     assert_eq!(engine["cgroup_version"], version.as_str(), "{engine:#}");
     assert_eq!(engine["cgroup_driver"], driver.as_str(), "{engine:#}");
     let line = |name: &str| {
-        report["checks"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .find(|c| c["name"] == name)
-            .unwrap_or_else(|| panic!("no {name} line: {report:#}"))["detail"]
+        support::doctor_check(&report, name)["detail"]
             .as_str()
             .unwrap()
             .to_string()

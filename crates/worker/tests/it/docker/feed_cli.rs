@@ -15,7 +15,7 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use crate::example_feed::{ExampleFeed, commit, example};
+use crate::example_feed::{ExampleFeed, commit, example, feed_args, with_folders};
 use crate::feed_support::*;
 use serde_json::{Value, json};
 use verifier_sdk::{Candidate, CandidateManifest, Sha256Digest, candidate_file_name};
@@ -94,20 +94,42 @@ impl World {
     /// The `worker feed --json` command line of this world.
     fn command(&self, out: &str, staging: &Path) -> Command {
         let mut cmd = Command::new(env!("CARGO_BIN_EXE_worker"));
-        cmd.args(["feed", "--quiet", "--api", &self.server.base])
-            .args(["--network", "base-mainnet", "--verifier", VERIFIER])
-            .arg("--out")
-            .arg(self.path(out))
-            .arg("--cache-dir")
-            .arg(self.path("cache"))
-            .arg("--work-dir")
-            .arg(self.path("work"))
-            .arg("--staging-root")
-            .arg(staging)
-            .args(["--archive-base", &self.server.base, "--json"])
-            .env_remove("GITHUB_SHA")
-            .env_remove("REGRESSION_SANDBOX_STAGING_ROOT");
+        feed_args(
+            &mut cmd,
+            &self.server.base,
+            &self.path(out),
+            &self.path("work"),
+            staging,
+        )
+        .arg("--cache-dir")
+        .arg(self.path("cache"))
+        .arg("--json")
+        .env_remove("GITHUB_SHA");
         cmd
+    }
+
+    /// A valid job (round 1, the passing example) and, beside it, round 2 serving the archive
+    /// `archive` makes for its top folder while committing to the passing example's digest.
+    fn valid_and_bad_jobs(&self, archive: impl FnOnce(&str) -> Vec<u8>) -> (Value, Value) {
+        let good = self.example_job(1, "source-pass");
+        let top = format!("sol-2-{}", commit(2));
+        let bad = self.job(2, archive(&top), dir_digest(&example("source-pass")));
+        (good, bad)
+    }
+
+    /// Checks that of `run` into `out` only `good` ran, passed and left a candidate; returns
+    /// the signable candidates.
+    fn assert_only_the_valid_job_ran(
+        &self,
+        run: &Outcome,
+        good: &Value,
+        out: &str,
+    ) -> BTreeMap<String, (String, Vec<u8>)> {
+        assert_eq!(run.row(good)["status"], "completed_passed");
+        let candidates = signable_candidates(&self.path(out));
+        assert_eq!(candidates.keys().collect::<Vec<_>>(), [&id(good)]);
+        assert_eq!(self.evidence_files().len(), 1, "the bad job ran");
+        candidates
     }
 
     /// Evidence records the executor has written into the store.
@@ -321,25 +343,17 @@ async fn a_run_killed_from_outside_is_no_verdict_and_never_cached() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_source_digest_mismatch_is_no_verdict_retried_and_does_not_block_the_valid_job() {
     let w = World::new().await;
-    let good = w.example_job(1, "source-pass");
     // The archive holds the failing tree, the job commits to the passing tree's digest.
-    let top = format!("sol-2-{}", commit(2));
-    let mismatched = w.job(
-        2,
-        codeload_dir(&top, "", &example("source-fail")),
-        dir_digest(&example("source-pass")),
-    );
+    let (good, mismatched) =
+        w.valid_and_bad_jobs(|top| codeload_dir(top, "", &example("source-fail")));
     w.serve_jobs(&[&good, &mismatched]);
 
     let first = w.feed("out1", &[]).await;
     first.assert_code(3);
-    assert_eq!(first.row(&good)["status"], "completed_passed");
     assert_eq!(first.row(&mismatched)["status"], "no_verdict");
     assert_eq!(first.row(&mismatched)["reason_code"], "input_mismatch");
     assert_eq!(first.row(&mismatched)["candidate_file"], Value::Null);
-    let candidates = signable_candidates(&w.path("out1"));
-    assert_eq!(candidates.keys().collect::<Vec<_>>(), [&id(&good)]);
-    assert_eq!(w.evidence_files().len(), 1, "only the valid job runs");
+    let candidates = w.assert_only_the_valid_job_ran(&first, &good, "out1");
 
     let second = w.feed("out2", &[]).await;
     second.assert_code(3);
@@ -360,18 +374,14 @@ async fn a_source_digest_mismatch_is_no_verdict_retried_and_does_not_block_the_v
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_path_traversal_archive_is_rejected_and_the_valid_job_still_runs() {
     let w = World::new().await;
-    let good = w.example_job(1, "source-pass");
-    let top = format!("sol-2-{}", commit(2));
     let marker = b"feed-cli traversal payload";
-    let evil = w.job(
-        2,
+    let (good, evil) = w.valid_and_bad_jobs(|top| {
         tar_gz(&[
             dir(&format!("{top}/")),
             file(&format!("{top}/result.txt"), b"expected-output\n"),
             file(&format!("{top}/../../escaped.txt"), marker),
-        ]),
-        dir_digest(&example("source-pass")),
-    );
+        ])
+    });
     w.serve_jobs(&[&evil, &good]);
 
     let run = w.feed("out", &[]).await;
@@ -387,10 +397,7 @@ async fn a_path_traversal_archive_is_rejected_and_the_valid_job_still_runs() {
         run.row(&evil)
     );
     assert_eq!(run.row(&evil)["candidate_file"], Value::Null);
-    assert_eq!(run.row(&good)["status"], "completed_passed");
-    let candidates = signable_candidates(&w.path("out"));
-    assert_eq!(candidates.keys().collect::<Vec<_>>(), [&id(&good)]);
-    assert_eq!(w.evidence_files().len(), 1, "the rejected job never runs");
+    w.assert_only_the_valid_job_ran(&run, &good, "out");
     // Nothing landed outside the extraction folder, anywhere in this test's tree.
     let leaked: Vec<_> = read_tree(w.tmp.path())
         .into_iter()
@@ -461,24 +468,22 @@ fn feed_watched(api: &str, tmp: &Path) -> Watched {
         std::fs::create_dir_all(tmp.join(d)).unwrap();
     }
     let rss_file = tmp.join("maxrss");
-    let mut child = Command::new("/usr/bin/time")
-        .args(["-f", "%M", "-o"])
+    let mut time = Command::new("/usr/bin/time");
+    time.args(["-f", "%M", "-o"])
         .arg(&rss_file)
-        .arg(env!("CARGO_BIN_EXE_worker"))
-        .args(["feed", "--quiet", "--api", api])
-        .args(["--network", "base-mainnet", "--verifier", VERIFIER])
-        .arg("--out")
-        .arg(tmp.join("out"))
-        .arg("--work-dir")
-        .arg(tmp.join("work"))
-        .arg("--staging-root")
-        .arg(tmp.join("staging"))
-        .args(["--archive-base", api, "--json"])
-        .env_remove("REGRESSION_SANDBOX_STAGING_ROOT")
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("GNU time at /usr/bin/time measures the worker's peak memory");
+        .arg(env!("CARGO_BIN_EXE_worker"));
+    let mut child = feed_args(
+        &mut time,
+        api,
+        &tmp.join("out"),
+        &tmp.join("work"),
+        &tmp.join("staging"),
+    )
+    .arg("--json")
+    .stdout(Stdio::piped())
+    .stderr(Stdio::piped())
+    .spawn()
+    .expect("GNU time at /usr/bin/time measures the worker's peak memory");
     let drain = |mut r: Box<dyn std::io::Read + Send>| {
         std::thread::spawn(move || {
             let mut buf = Vec::new();
@@ -548,6 +553,18 @@ fn feed_watched(api: &str, tmp: &Path) -> Watched {
     }
 }
 
+/// [`feed_watched`] of a feed serving `body`, in a fresh temporary folder.
+async fn feed_watched_serving(body: Vec<u8>) -> Watched {
+    let server = TestServer::start().await;
+    server.route(&feed_path(VERIFIER), Reply::ok(body));
+    let tmp = tempfile::tempdir().unwrap();
+    let api = server.base.clone();
+    let dir = tmp.path().to_path_buf();
+    tokio::task::spawn_blocking(move || feed_watched(&api, &dir))
+        .await
+        .unwrap()
+}
+
 /// Serves `body` as the feed, runs `worker feed` under the memory watch and checks the whole
 /// feed was refused for its entry count, in bounded memory.
 async fn assert_oversized_feed_refused(body: Vec<u8>) {
@@ -555,14 +572,7 @@ async fn assert_oversized_feed_refused(body: Vec<u8>) {
         body.len() as u64 <= 16 << 20,
         "within the client's byte cap"
     );
-    let server = TestServer::start().await;
-    server.route(&feed_path(VERIFIER), Reply::ok(body));
-    let tmp = tempfile::tempdir().unwrap();
-    let api = server.base.clone();
-    let dir = tmp.path().to_path_buf();
-    let run = tokio::task::spawn_blocking(move || feed_watched(&api, &dir))
-        .await
-        .unwrap();
+    let run = feed_watched_serving(body).await;
     eprintln!(
         "peak rss {} MiB; exit {:?}; stderr:\n{}",
         run.peak_rss >> 20,
@@ -617,15 +627,8 @@ async fn a_16_mib_feed_of_zeros_is_refused_in_bounded_memory() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_feed_of_ten_thousand_nameless_entries_is_reported_as_five_rows_and_a_count() {
-    let server = TestServer::start().await;
     let body = format!("[{}]", vec!["{}"; 10_000].join(","));
-    server.route(&feed_path(VERIFIER), Reply::ok(body.into_bytes()));
-    let tmp = tempfile::tempdir().unwrap();
-    let api = server.base.clone();
-    let dir = tmp.path().to_path_buf();
-    let run = tokio::task::spawn_blocking(move || feed_watched(&api, &dir))
-        .await
-        .unwrap();
+    let run = feed_watched_serving(body.into_bytes()).await;
     let out = &run.outcome;
     eprintln!(
         "peak rss {} MiB; stderr:\n{}",
@@ -778,18 +781,19 @@ async fn reproduce_names_a_deterministic_module_job_instead_of_calling_it_invali
     let ours = w.example_job(1, "source-pass");
     let module = deterministic_module_job(&ours, 2, &[]);
     w.serve_jobs(&[&ours, &module]);
-    let out = Command::new(env!("CARGO_BIN_EXE_worker"))
+    let mut reproduce = Command::new(env!("CARGO_BIN_EXE_worker"));
+    reproduce
         .args(["reproduce", "--api", &w.server.base, "--verifier", VERIFIER])
-        .args(["--job-id", &id(&module), "--archive-base", &w.server.base])
-        .arg("--out")
-        .arg(w.path("reproduced"))
-        .arg("--work-dir")
-        .arg(w.path("work"))
-        .arg("--staging-root")
-        .arg(w.path("staging"))
-        .env_remove("REGRESSION_SANDBOX_STAGING_ROOT")
-        .output()
-        .unwrap();
+        .args(["--job-id", &id(&module), "--archive-base", &w.server.base]);
+    let out = with_folders(
+        &mut reproduce,
+        &w.path("reproduced"),
+        &w.path("work"),
+        &w.path("staging"),
+    )
+    .env_remove("REGRESSION_SANDBOX_STAGING_ROOT")
+    .output()
+    .unwrap();
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(4), "{stderr}");
     assert!(

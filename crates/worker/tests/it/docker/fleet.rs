@@ -188,9 +188,7 @@ async fn fleet_three_serve_processes_on_one_database_give_each_of_50_jobs_exactl
     };
     let db = Db::of(&test_db);
     let w = World::new().await;
-    let jobs: Vec<Value> = (100..150).map(|round| w.job(round, 0)).collect();
-    let refs: Vec<&Value> = jobs.iter().collect();
-    w.serve_jobs(&refs);
+    let jobs = w.serve_rounds(100..150, 0);
     let b = binding(&w);
     let hosts: Vec<Child> = (0..3).map(|i| host(&w, &db, i, 600)).collect();
     let state = wait_fleet(&db, &b, "every job to complete", |s| {
@@ -401,9 +399,7 @@ async fn fleet_serve_takes_the_password_from_a_0600_file_or_pgpass_and_never_sho
     let password = test_db.password().to_owned();
     assert!(!password.is_empty(), "the test role has a password");
     let w = World::new().await;
-    let jobs: Vec<Value> = (500..502).map(|round| w.job(round, 1)).collect();
-    let refs: Vec<&Value> = jobs.iter().collect();
-    w.serve_jobs(&refs);
+    let jobs = w.serve_rounds(500..502, 1);
     let b = binding(&w);
     // Host 0 with --ledger-password-file.
     let addr0 = free_loopback();
@@ -541,9 +537,7 @@ async fn fleet_postgres_stopped_and_started_mid_batch_hosts_stay_up_degraded_and
     };
     let db = Db::of_cluster(&cluster);
     let w = World::new().await;
-    let jobs: Vec<Value> = (400..416).map(|round| w.job(round, 1)).collect();
-    let refs: Vec<&Value> = jobs.iter().collect();
-    w.serve_jobs(&refs);
+    let jobs = w.serve_rounds(400..416, 1);
     let b = binding(&w);
     let addrs: Vec<std::net::SocketAddr> = (0..2).map(|_| free_loopback()).collect();
     let mut hosts = Vec::new();

@@ -70,13 +70,7 @@ fn gc(root: &Path, extra: &[&str]) -> Output {
 }
 
 fn docker(args: &[&str]) -> String {
-    let out = Command::new("docker").args(args).output().unwrap();
-    assert!(
-        out.status.success(),
-        "docker {args:?}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8(out.stdout).unwrap().trim().to_owned()
+    support::docker_cli(args).trim().to_owned()
 }
 
 /// A created (not started) container bind-mounting `path`; removed on drop.

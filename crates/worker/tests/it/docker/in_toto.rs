@@ -213,6 +213,28 @@ fn in_toto_bindings_refuse_a_tampered_statement() {
     }
 }
 
+/// `worker --run-regression <dir>/request.json --in-toto <dir>/statement.json` for `job`
+/// (the request written here), staging under `root`, on the default Docker socket; returns
+/// the command and the statement's path.
+pub(super) fn run_regression_with_in_toto(
+    dir: &Path,
+    root: &Path,
+    job: &Value,
+) -> (Command, PathBuf) {
+    let request = dir.join("request.json");
+    fs::write(&request, serde_json::to_vec(&json!({"job": job})).unwrap()).unwrap();
+    let statement = dir.join("statement.json");
+    let mut command = Command::new(WORKER);
+    command
+        .arg("--run-regression")
+        .arg(&request)
+        .arg("--in-toto")
+        .arg(&statement)
+        .env("REGRESSION_SANDBOX_STAGING_ROOT", root)
+        .env_remove("DOCKER_HOST");
+    (command, statement)
+}
+
 #[test]
 fn no_verdict_writes_no_in_toto_statement() {
     let dir = tempfile::tempdir().unwrap();
@@ -220,18 +242,8 @@ fn no_verdict_writes_no_in_toto_statement() {
     fs::create_dir(&root).unwrap();
     // A job whose trees were never staged: a no-verdict input_mismatch.
     let job = job_value(&JobParams::default());
-    let request = dir.path().join("request.json");
-    fs::write(&request, serde_json::to_vec(&json!({"job": job})).unwrap()).unwrap();
-    let statement = dir.path().join("s.json");
-    let out = Command::new(WORKER)
-        .arg("--run-regression")
-        .arg(&request)
-        .arg("--in-toto")
-        .arg(&statement)
-        .env("REGRESSION_SANDBOX_STAGING_ROOT", &root)
-        .env_remove("DOCKER_HOST")
-        .output()
-        .unwrap();
+    let (mut command, statement) = run_regression_with_in_toto(dir.path(), &root, &job);
+    let out = command.output().unwrap();
     assert_eq!(out.status.code(), Some(3), "{out:?}");
     assert!(!statement.exists());
 }

@@ -148,12 +148,24 @@ async fn a_commit_that_passes_preflight_passes_the_feed_with_the_same_digest_and
         .unwrap();
     assert_eq!(pre_digest, digest);
 
-    let fed = feed(&w, &submission).await;
-    let row = feed_row(&fed);
+    let candidate = feed_passes_as_preflight_said(&w, &submission, &pre).await;
+    assert_eq!(candidate.outcome["verdict"], "passed");
+}
+
+/// Feeds `submission` and checks that it passes with the response hash and source digest
+/// preflight `pre` answered; returns the candidate.
+async fn feed_passes_as_preflight_said(
+    w: &ExampleFeed,
+    submission: &Value,
+    pre: &Run,
+) -> Candidate {
+    let fed = feed(w, submission).await;
     assert_eq!(
-        row["status"], "completed_passed",
+        feed_row(&fed)["status"],
+        "completed_passed",
         "{}\n{}",
-        fed.json, fed.stderr
+        fed.json,
+        fed.stderr
     );
     let file = w
         .path("out-feed")
@@ -161,7 +173,6 @@ async fn a_commit_that_passes_preflight_passes_the_feed_with_the_same_digest_and
     let candidate =
         Candidate::from_value(&serde_json::from_slice(&std::fs::read(file).unwrap()).unwrap())
             .unwrap();
-    assert_eq!(candidate.outcome["verdict"], "passed");
     assert_eq!(
         candidate.outcome["response_hash"], pre.json["response_hash"],
         "preflight {}",
@@ -171,6 +182,7 @@ async fn a_commit_that_passes_preflight_passes_the_feed_with_the_same_digest_and
         candidate.job["submission_evidence"]["evidence"]["source_snapshot_digest"],
         pre.json["source_snapshot_digest"]
     );
+    candidate
 }
 
 fn git(dir: &std::path::Path, args: &[&str]) -> Vec<u8> {
@@ -245,28 +257,7 @@ async fn a_local_revision_is_judged_as_the_feed_judges_the_same_commit_from_gith
     );
     assert!(w.server.hits(&bench_path) >= 1);
 
-    let fed = feed(&w, &submission).await;
-    assert_eq!(
-        feed_row(&fed)["status"],
-        "completed_passed",
-        "{}\n{}",
-        fed.json,
-        fed.stderr
-    );
-    let file = w
-        .path("out-feed")
-        .join(candidate_file_name(submission["job_id"].as_str().unwrap()));
-    let candidate =
-        Candidate::from_value(&serde_json::from_slice(&std::fs::read(file).unwrap()).unwrap())
-            .unwrap();
-    assert_eq!(
-        candidate.outcome["response_hash"],
-        pre.json["response_hash"]
-    );
-    assert_eq!(
-        candidate.job["submission_evidence"]["evidence"]["source_snapshot_digest"],
-        pre.json["source_snapshot_digest"]
-    );
+    feed_passes_as_preflight_said(&w, &submission, &pre).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -6,6 +6,7 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)] // tests may unwrap (clippy.toml)
 
 use crate::support;
+use crate::support::docker_cli as docker;
 
 use std::fs;
 use std::os::unix::fs::PermissionsExt;
@@ -203,16 +204,6 @@ fn assert_verdict(run: &Run, job: &Value, verdict: &str) -> Value {
         outcome["response_hash"].as_str().unwrap()
     );
     outcome
-}
-
-fn docker(args: &[&str]) -> String {
-    let out = Command::new("docker").args(args).output().unwrap();
-    assert!(
-        out.status.success(),
-        "docker {args:?}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8(out.stdout).unwrap()
 }
 
 /// Ids of labelled containers (any state) whose owner label names process `pid`.

@@ -6,7 +6,23 @@ use crate::support;
 use std::time::Duration;
 
 use crate::support::{Trees, no_verdict_reason, run, spec};
-use worker_sandbox::{Decision, NoVerdictReason, StoppedBy};
+use verifier_sdk::evidence::RequestFacts;
+use worker_sandbox::{Decision, NoVerdictReason, RunReport, StoppedBy};
+
+/// The output cap of the output-limit tests.
+const OUTPUT_CAP: u64 = 256 * 1024;
+
+/// Runs `argv` as `name` with the request's limits changed by `limit`.
+async fn run_with(
+    trees: &Trees,
+    name: &str,
+    argv: &[&str],
+    limit: impl FnOnce(&mut RequestFacts),
+) -> RunReport {
+    let mut spec = spec(name, argv, trees);
+    limit(&mut spec.request);
+    run(&spec, trees).await
+}
 
 fn run_ms(report: &worker_sandbox::RunReport) -> u64 {
     let t = &report.evidence.timestamps;
@@ -20,9 +36,7 @@ async fn fork_loop_hits_the_pids_limit_and_ends_as_the_programs_own_failure() {
         "forks.sh",
         "n=0; while [ $n -lt 500 ]; do /bin/sleep 30 & n=$((n+1)); echo $n; done",
     );
-    let mut spec = spec("forkloop", &[&script], &trees);
-    spec.request.pids_limit = 32;
-    let report = run(&spec, &trees).await;
+    let report = run_with(&trees, "forkloop", &[&script], |r| r.pids_limit = 32).await;
     // ash exits 2 on "can't fork": the program's own failure, not a kill by us.
     assert_eq!(report.decision, Decision::Completed { exit_code: 2 });
     assert!(
@@ -61,11 +75,12 @@ async fn fork_loop_hits_the_pids_limit_and_ends_as_the_programs_own_failure() {
 async fn classic_fork_bomb_is_contained_and_ends_at_the_timeout() {
     let trees = Trees::new();
     let script = trees.script("bomb.sh", "b() { b | b & }; b & exec /bin/sleep 60");
-    let mut spec = spec("forkbomb", &[&script], &trees);
-    spec.request.pids_limit = 32;
-    spec.request.timeout_ms = 3_000;
     // `run` asserts the container and everything in it are gone.
-    let report = run(&spec, &trees).await;
+    let report = run_with(&trees, "forkbomb", &[&script], |r| {
+        r.pids_limit = 32;
+        r.timeout_ms = 3_000;
+    })
+    .await;
     eprintln!(
         "decision {:?}, observed {:?}, stderr tail {:?}, stdout tail {:?}",
         report.decision, report.observed, report.evidence.stderr.tail, report.evidence.stdout.tail
@@ -90,9 +105,7 @@ async fn memory_hog_is_oom_with_no_verdict() {
         "hog.sh",
         "head -c 400000000 /dev/zero | tail -c 400000000 > /dev/null; echo survived",
     );
-    let mut spec = spec("hog", &[&script], &trees);
-    spec.request.memory_bytes = 64 << 20;
-    let report = run(&spec, &trees).await;
+    let report = run_with(&trees, "hog", &[&script], |r| r.memory_bytes = 64 << 20).await;
     assert_eq!(no_verdict_reason(&report.decision), NoVerdictReason::Oom);
     assert!(report.evidence.exit.oom_killed);
     assert_eq!(report.evidence.exit.stopped_by, StoppedBy::None);
@@ -101,19 +114,20 @@ async fn memory_hog_is_oom_with_no_verdict() {
 #[tokio::test]
 async fn endless_stdout_is_killed_at_the_output_cap() {
     let trees = Trees::new();
-    let mut spec = spec("yes", &["/bin/yes"], &trees);
-    spec.request.max_output_bytes = 256 * 1024;
-    let report = run(&spec, &trees).await;
+    let report = run_with(&trees, "yes", &["/bin/yes"], |r| {
+        r.max_output_bytes = OUTPUT_CAP
+    })
+    .await;
     assert_eq!(
         no_verdict_reason(&report.decision),
         NoVerdictReason::OutputLimit
     );
     let ev = &report.evidence;
     assert_eq!(ev.exit.stopped_by, StoppedBy::OutputLimit);
-    assert!(ev.stdout.bytes > spec.request.max_output_bytes);
+    assert!(ev.stdout.bytes > OUTPUT_CAP);
     // Capture stops right after the cap; the tail stays bounded.
     assert!(
-        ev.stdout.bytes < spec.request.max_output_bytes + 1024 * 1024,
+        ev.stdout.bytes < OUTPUT_CAP + 1024 * 1024,
         "{}",
         ev.stdout.bytes
     );
@@ -129,9 +143,10 @@ async fn cap_is_on_combined_stdout_and_stderr() {
         "both.sh",
         "head -c 153600 /dev/zero; head -c 153600 /dev/zero >&2; sleep 30",
     );
-    let mut spec = spec("combined", &[&script], &trees);
-    spec.request.max_output_bytes = 256 * 1024;
-    let report = run(&spec, &trees).await;
+    let report = run_with(&trees, "combined", &[&script], |r| {
+        r.max_output_bytes = OUTPUT_CAP
+    })
+    .await;
     assert_eq!(
         no_verdict_reason(&report.decision),
         NoVerdictReason::OutputLimit
@@ -143,9 +158,10 @@ async fn cap_is_on_combined_stdout_and_stderr() {
         "under.sh",
         "head -c 100000 /dev/zero; head -c 100000 /dev/zero >&2",
     );
-    let mut spec = support::spec("combined-under", &[&under], &trees);
-    spec.request.max_output_bytes = 256 * 1024;
-    let report = run(&spec, &trees).await;
+    let report = run_with(&trees, "combined-under", &[&under], |r| {
+        r.max_output_bytes = OUTPUT_CAP
+    })
+    .await;
     assert_eq!(report.decision, Decision::Completed { exit_code: 0 });
     assert_eq!(report.evidence.stdout.bytes, 100_000);
     assert_eq!(report.evidence.stderr.bytes, 100_000);
@@ -154,9 +170,10 @@ async fn cap_is_on_combined_stdout_and_stderr() {
 #[tokio::test]
 async fn sleep_past_the_timeout_is_killed_and_removed() {
     let trees = Trees::new();
-    let mut spec = spec("sleep", &["/bin/sleep", "300"], &trees);
-    spec.request.timeout_ms = 2_000;
-    let report = run(&spec, &trees).await;
+    let report = run_with(&trees, "sleep", &["/bin/sleep", "300"], |r| {
+        r.timeout_ms = 2_000
+    })
+    .await;
     assert_eq!(
         no_verdict_reason(&report.decision),
         NoVerdictReason::Timeout
@@ -172,9 +189,10 @@ async fn sleep_past_the_timeout_is_killed_and_removed() {
 #[tokio::test]
 async fn finishing_inside_the_timeout_is_a_verdict() {
     let trees = Trees::new();
-    let mut spec = spec("quick", &["/bin/sleep", "1"], &trees);
-    spec.request.timeout_ms = 4_000;
-    let report = run(&spec, &trees).await;
+    let report = run_with(&trees, "quick", &["/bin/sleep", "1"], |r| {
+        r.timeout_ms = 4_000
+    })
+    .await;
     assert_eq!(report.decision, Decision::Completed { exit_code: 0 });
 }
 

@@ -61,28 +61,23 @@ fn start_time(pid: u32) -> String {
 /// A labelled sandbox container made with the CLI, as another worker would have left it;
 /// `start` runs it (`sleep 120`), otherwise it stays created.
 fn labelled_container(run_id: &str, owner: &str, start: bool) -> String {
-    let output = std::process::Command::new("docker")
-        .args([if start { "run" } else { "create" }])
-        .args(start.then_some("--detach"))
-        .args([
-            "--label",
-            &format!("{LABEL_VERIFIER}=1"),
-            "--label",
-            &format!("{LABEL_RUN_ID}={run_id}"),
-            "--label",
-            &format!("{LABEL_OWNER}={owner}"),
-            &support::busybox(),
-            "sleep",
-            "120",
-        ])
-        .output()
-        .unwrap();
-    assert!(
-        output.status.success(),
-        "{}",
-        String::from_utf8_lossy(&output.stderr)
+    let output = support::stdout_of(
+        std::process::Command::new("docker")
+            .args([if start { "run" } else { "create" }])
+            .args(start.then_some("--detach"))
+            .args([
+                "--label",
+                &format!("{LABEL_VERIFIER}=1"),
+                "--label",
+                &format!("{LABEL_RUN_ID}={run_id}"),
+                "--label",
+                &format!("{LABEL_OWNER}={owner}"),
+                &support::busybox(),
+                "sleep",
+                "120",
+            ]),
     );
-    String::from_utf8(output.stdout).unwrap().trim().to_string()
+    output.trim().to_string()
 }
 
 #[tokio::test]

@@ -8,7 +8,21 @@ use std::fs;
 use std::time::Duration;
 
 use crate::support::{DigestHooks, Trees, containers_for, executor, no_verdict_reason, run, spec};
-use worker_sandbox::{Decision, InputPhase, NoVerdictReason, RunReport, SandboxError, StoppedBy};
+use worker_sandbox::{
+    Decision, InputPhase, NoVerdictReason, RunReport, SandboxError, SandboxSpec, StoppedBy,
+};
+
+/// Runs `spec` and checks that it ends with no verdict, for `want`.
+async fn run_to_no_verdict(spec: &SandboxSpec, trees: &Trees, want: NoVerdictReason) -> RunReport {
+    let report = run(spec, trees).await;
+    assert_eq!(
+        no_verdict_reason(&report.decision),
+        want,
+        "{:?}",
+        spec.request.argv
+    );
+    report
+}
 
 #[tokio::test]
 async fn programs_own_exit_codes_are_failed_verdicts() {
@@ -63,12 +77,8 @@ async fn missing_or_unusable_executable_is_start_failed() {
         "/benchmark",
         "./missing.sh",
     ] {
-        let report = run(&spec("noexec", &[argv0], &trees), &trees).await;
-        assert_eq!(
-            no_verdict_reason(&report.decision),
-            NoVerdictReason::StartFailed,
-            "{argv0}"
-        );
+        let spec = spec("noexec", &[argv0], &trees);
+        let report = run_to_no_verdict(&spec, &trees, NoVerdictReason::StartFailed).await;
         // The container was created and removed, but never started.
         assert!(report.evidence.container.is_some());
         assert!(!report.evidence.exit.started);
@@ -84,11 +94,7 @@ async fn image_not_present_is_image_missing_even_when_pull_is_allowed() {
         let mut spec = spec("missing-image", &["/bin/true"], &trees);
         spec.image = format!("{name}@sha256:{}", "0".repeat(64));
         spec.pull = pull;
-        let report = run(&spec, &trees).await;
-        assert_eq!(
-            no_verdict_reason(&report.decision),
-            NoVerdictReason::ImageMissing
-        );
+        let report = run_to_no_verdict(&spec, &trees, NoVerdictReason::ImageMissing).await;
         assert!(report.evidence.container.is_none());
     }
 }
@@ -98,11 +104,7 @@ async fn wrong_platform_is_image_platform_mismatch() {
     let trees = Trees::new();
     let mut spec = spec("platform", &["/bin/true"], &trees);
     spec.request.platform = "linux/arm64".into();
-    let report = run(&spec, &trees).await;
-    assert_eq!(
-        no_verdict_reason(&report.decision),
-        NoVerdictReason::ImagePlatformMismatch
-    );
+    let report = run_to_no_verdict(&spec, &trees, NoVerdictReason::ImagePlatformMismatch).await;
     assert_eq!(report.evidence.image.unwrap().platform, "linux/amd64");
     assert!(report.evidence.container.is_none());
 }
@@ -112,11 +114,7 @@ async fn unpinned_reference_is_refused_before_the_engine() {
     let trees = Trees::new();
     let mut spec = spec("unpinned", &["/bin/true"], &trees);
     spec.image = "127.0.0.1:5000/verifier-busybox:latest".into();
-    let report = run(&spec, &trees).await;
-    assert_eq!(
-        no_verdict_reason(&report.decision),
-        NoVerdictReason::InternalError
-    );
+    let report = run_to_no_verdict(&spec, &trees, NoVerdictReason::InternalError).await;
     assert!(report.evidence.image.is_none());
 }
 
@@ -125,11 +123,7 @@ async fn image_environment_beyond_path_fails_closed() {
     let trees = Trees::new();
     let mut spec = spec("image-env", &["/bin/env"], &trees);
     spec.image = support::derived_image("leaky-env", "ENV LEAKY_IMAGE_VAR=1");
-    let report = run(&spec, &trees).await;
-    assert_eq!(
-        no_verdict_reason(&report.decision),
-        NoVerdictReason::IsolationMismatch
-    );
+    let report = run_to_no_verdict(&spec, &trees, NoVerdictReason::IsolationMismatch).await;
     assert!(report.evidence.container.is_none());
 }
 
@@ -187,8 +181,9 @@ async fn inputs_changed_during_the_run_void_a_pass() {
 }
 
 /// Runs `sleep 30` and, once its container runs, has `docker kill -s <signal>` (the CLI, as an
-/// operator or another tool on the host would) stop it from outside the worker.
-async fn run_killed_from_outside(name: &str, signal: &str) -> RunReport {
+/// operator or another tool on the host would) stop it from outside the worker: the run must
+/// end externally stopped, with no verdict (neither passed nor failed).
+async fn assert_killed_from_outside_is_externally_stopped(name: &str, signal: &str) {
     let trees = Trees::new();
     let mut spec = spec(name, &["/bin/sleep", "30"], &trees);
     spec.request.timeout_ms = 60_000;
@@ -220,29 +215,22 @@ async fn run_killed_from_outside(name: &str, signal: &str) -> RunReport {
         panic!("the run's container never ran");
     };
     let (report, ()) = tokio::join!(run(&spec, &trees), killer);
-    report
+    assert_eq!(
+        no_verdict_reason(&report.decision),
+        NoVerdictReason::ExternallyStopped
+    );
+    assert_eq!(report.decision.passed(), None);
+    assert_eq!(report.evidence.exit.stopped_by, StoppedBy::External);
 }
 
 #[tokio::test]
 async fn docker_kill_sigkill_from_outside_is_externally_stopped_not_failed() {
-    let report = run_killed_from_outside("extkill", "KILL").await;
-    assert_eq!(
-        no_verdict_reason(&report.decision),
-        NoVerdictReason::ExternallyStopped
-    );
-    assert_eq!(report.decision.passed(), None);
-    assert_eq!(report.evidence.exit.stopped_by, StoppedBy::External);
+    assert_killed_from_outside_is_externally_stopped("extkill", "KILL").await;
 }
 
 #[tokio::test]
 async fn docker_kill_sigterm_from_outside_is_externally_stopped_not_failed() {
-    let report = run_killed_from_outside("extterm", "TERM").await;
-    assert_eq!(
-        no_verdict_reason(&report.decision),
-        NoVerdictReason::ExternallyStopped
-    );
-    assert_eq!(report.decision.passed(), None);
-    assert_eq!(report.evidence.exit.stopped_by, StoppedBy::External);
+    assert_killed_from_outside_is_externally_stopped("extterm", "TERM").await;
 }
 
 #[tokio::test]
@@ -281,44 +269,10 @@ async fn child_process() {
 /// watch, interference that voids the verdict. Built from the busybox test image and pushed to
 /// the local registry so it has a repo digest like any pinned image.
 fn image_with_a_healthcheck() -> String {
-    use std::io::Write;
-    use std::process::{Command, Stdio};
-    let tag = "127.0.0.1:5000/verifier-healthcheck:test";
-    let dockerfile = format!(
-        "FROM {}\nHEALTHCHECK --interval=1s --timeout=1s CMD [\"/bin/true\"]\n",
-        support::busybox()
-    );
-    let mut build = Command::new("docker")
-        .args(["build", "--quiet", "-t", tag, "-"])
-        .stdin(Stdio::piped())
-        .stdout(Stdio::null())
-        .spawn()
-        .unwrap();
-    build
-        .stdin
-        .take()
-        .unwrap()
-        .write_all(dockerfile.as_bytes())
-        .unwrap();
-    assert!(build.wait().unwrap().success(), "docker build failed");
-    let push = Command::new("docker")
-        .args(["push", "--quiet", tag])
-        .output()
-        .unwrap();
-    assert!(
-        push.status.success(),
-        "{}",
-        String::from_utf8_lossy(&push.stderr)
-    );
-    let digests = Command::new("docker")
-        .args(["image", "inspect", "--format", "{{json .RepoDigests}}", tag])
-        .output()
-        .unwrap();
-    let digests: Vec<String> = serde_json::from_slice(&digests.stdout).unwrap();
-    digests
-        .into_iter()
-        .find(|d| d.starts_with("127.0.0.1:5000/verifier-healthcheck@sha256:"))
-        .expect("pushed image has a repo digest")
+    support::derived_image(
+        "healthcheck",
+        "HEALTHCHECK --interval=1s --timeout=1s CMD [\"/bin/true\"]",
+    )
 }
 
 #[tokio::test]

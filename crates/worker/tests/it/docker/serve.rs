@@ -73,6 +73,13 @@ impl World {
         Some(w)
     }
 
+    /// [`Self::job`] for each of `rounds`, all listed in the feed.
+    pub(super) fn serve_rounds(&self, rounds: std::ops::Range<u64>, sleep: u32) -> Vec<Value> {
+        let jobs: Vec<Value> = rounds.map(|round| self.job(round, sleep)).collect();
+        self.serve_jobs(&jobs.iter().collect::<Vec<_>>());
+        jobs
+    }
+
     /// A job on the passing example source: the example's `cmp`, or with `sleep` > 0 a
     /// `sleep` of that many seconds.
     pub(super) fn job(&self, round: u64, sleep: u32) -> Value {
@@ -150,19 +157,23 @@ impl World {
         }
     }
 
-    /// Waits until the ledger satisfies `done` (with `what` in the panic message).
-    /// [`Self::wait_ledger`] until `job` has at least `n` runs that failed with `reason`.
+    /// [`Self::wait_ledger`] until `job` has at least `n` runs that failed with `reason`; the
+    /// job must still be retried then, not given up.
     async fn wait_failed_runs(&self, what: &str, job: &Value, reason: &str, n: usize) -> Value {
-        self.wait_ledger(what, |l| {
-            runs_of(l, job)
-                .iter()
-                .filter(|r| r["reason_code"] == reason)
-                .count()
-                >= n
-        })
-        .await
+        let ledger = self
+            .wait_ledger(what, |l| {
+                runs_of(l, job)
+                    .iter()
+                    .filter(|r| r["reason_code"] == reason)
+                    .count()
+                    >= n
+            })
+            .await;
+        assert_ne!(job_status(&ledger, job), "exhausted", "{ledger:#}");
+        ledger
     }
 
+    /// Waits until the ledger satisfies `done` (with `what` in the panic message).
     async fn wait_ledger(&self, what: &str, done: impl Fn(&Value) -> bool) -> Value {
         let give_up = Instant::now() + Duration::from_secs(120);
         loop {
@@ -507,18 +518,14 @@ async fn feed_down_recovers(w: World) {
         })
         .await;
     assert!(ledger["heartbeat"]["polls"]["last_ok_at"].is_string());
-    signal(&child, "TERM");
-    let (code, stderr) = exit_within(child, Duration::from_secs(40)).await;
-    assert_eq!(code, Some(0), "{stderr}");
+    stop_cleanly(child).await;
     assert_eq!(signable(&w.path("out")), vec![id(&job)]);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn serve_two_shards_on_one_feed_run_every_job_exactly_once() {
     let w = World::new().await;
-    let jobs: Vec<Value> = (10..14).map(|round| w.job(round, 0)).collect();
-    let refs: Vec<&Value> = jobs.iter().collect();
-    w.serve_jobs(&refs);
+    let jobs = w.serve_rounds(10..14, 0);
     let shard = |i: u64| {
         jobs.iter()
             .filter(|j| worker_serve::shard::shard_of(&id(j), 2) == i)
@@ -651,9 +658,7 @@ async fn parallel_2_sigterm(w: World) {
         2,
         "more than --parallel jobs ran at once"
     );
-    signal(&child, "TERM");
-    let (code, stderr) = exit_within(child, Duration::from_secs(40)).await;
-    assert_eq!(code, Some(0), "{stderr}");
+    stop_cleanly(child).await;
     assert!(
         containers_of(pid).is_empty(),
         "a container survived the shutdown"
@@ -746,6 +751,23 @@ impl World {
         cmd.arg("--metrics-listen").arg(addr.to_string());
         cmd.spawn().unwrap()
     }
+
+    /// Starts the service on an empty feed with metrics at a free loopback address, once its
+    /// first poll has succeeded.
+    async fn start_idle_with_metrics(&self) -> (std::net::SocketAddr, Child) {
+        let addr = free_loopback();
+        self.serve_jobs(&[]);
+        let child = self.start_with_metrics(addr);
+        wait_first_poll(addr).await;
+        (addr, child)
+    }
+}
+
+async fn wait_first_poll(addr: std::net::SocketAddr) {
+    wait_metrics(addr, "a successful poll", |m| {
+        sample(m, POLLS_OK) >= Some(1.0)
+    })
+    .await;
 }
 
 const POLLS_FAILED: &str = "worker_serve_polls_total{result=\"failed\"}";
@@ -813,9 +835,7 @@ async fn serve_metrics_feed_down_counts_failed_polls_healthz_503_then_recovers_t
         );
         tokio::time::sleep(Duration::from_millis(200)).await;
     }
-    signal(&child, "TERM");
-    let (code, stderr) = exit_within(child, Duration::from_secs(40)).await;
-    assert_eq!(code, Some(0), "{stderr}");
+    stop_cleanly(child).await;
 }
 
 async fn metrics_after_completed(w: World) {
@@ -877,9 +897,7 @@ async fn metrics_after_completed(w: World) {
         Some(405)
     );
     assert_eq!(http(addr, "garbage\r\n\r\n").await.map(|r| r.0), Some(400));
-    signal(&child, "TERM");
-    let (code, stderr) = exit_within(child, Duration::from_secs(40)).await;
-    assert_eq!(code, Some(0), "{stderr}");
+    let stderr = stop_cleanly(child).await;
     // No --parallel: the default was sized from the engine and the job's manifest, and said so.
     assert!(stderr.contains("--parallel not given"), "{stderr}");
     assert!(
@@ -938,13 +956,8 @@ async fn serve_metrics_listen_beyond_loopback_with_metrics_allow_remote() {
     ]);
     let child = cmd.spawn().unwrap();
     let addr = std::net::SocketAddr::from(([127, 0, 0, 1], port));
-    wait_metrics(addr, "a successful poll", |m| {
-        sample(m, POLLS_OK) >= Some(1.0)
-    })
-    .await;
-    signal(&child, "TERM");
-    let (code, stderr) = exit_within(child, Duration::from_secs(40)).await;
-    assert_eq!(code, Some(0), "{stderr}");
+    wait_first_poll(addr).await;
+    let stderr = stop_cleanly(child).await;
     assert!(
         stderr.contains("beyond this host") && stderr.contains("firewall"),
         "{stderr}"
@@ -955,13 +968,7 @@ async fn serve_metrics_listen_beyond_loopback_with_metrics_allow_remote() {
 async fn serve_metrics_hostile_clients_cannot_block_healthz_or_the_service() {
     use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
     let w = World::new().await;
-    let addr = free_loopback();
-    w.serve_jobs(&[]);
-    let child = w.start_with_metrics(addr);
-    wait_metrics(addr, "a successful poll", |m| {
-        sample(m, POLLS_OK) >= Some(1.0)
-    })
-    .await;
+    let (addr, child) = w.start_idle_with_metrics().await;
 
     // Slowloris: many connections that send a request head a byte at a time, never ending it.
     let mut slow = Vec::new();
@@ -1046,9 +1053,7 @@ async fn serve_metrics_hostile_clients_cannot_block_healthz_or_the_service() {
         "slow connections were kept open: {closed:?}"
     );
     assert_eq!(get(addr, "/healthz").await.map(|a| a.0), Some(200));
-    signal(&child, "TERM");
-    let (code, stderr) = exit_within(child, Duration::from_secs(40)).await;
-    assert_eq!(code, Some(0), "{stderr}");
+    stop_cleanly(child).await;
 }
 
 /// The job under one opaque id: the platform's ids usually name the round, but the id is
@@ -1134,9 +1139,7 @@ async fn new_round_changed_content(w: World) {
     }
     // A few more polls: still nothing run for it.
     tokio::time::sleep(Duration::from_secs(3)).await;
-    signal(&child, "TERM");
-    let (code, stderr) = exit_within(child, Duration::from_secs(40)).await;
-    assert_eq!(code, Some(0), "{stderr}");
+    stop_cleanly(child).await;
     let ledger = w.ledger();
     assert_eq!(runs_of(&ledger, &changed).len(), 2, "{ledger:#}");
     assert_eq!(candidates_of(&ledger, &changed), 2);
@@ -1218,35 +1221,18 @@ fn mismatched_job(w: &World, round: u64) -> Value {
 
 /// The example job (`cmp`, passing) in the digest-pinned `image` instead of busybox.
 fn job_with_image(w: &World, round: u64, image: &str) -> Value {
-    use verifier_sdk::fixtures::{JobParams, job_value, sample_manifest};
     let tree = example("source-pass");
-    let repo = format!("sol-{round}");
-    w.server.route(
-        &format!("/solver-org/{repo}/tar.gz/{}", commit(round)),
-        Reply::ok(codeload_dir(
-            &format!("{repo}-{}", commit(round)),
-            "",
-            &tree,
-        )),
-    );
-    let mut manifest = sample_manifest();
-    manifest["image"] = json!(image);
-    manifest["command"] = json!([
-        "/bin/cmp",
-        "/benchmark/expected.txt",
-        "/workspace/result.txt"
-    ]);
-    manifest["benchmark_digest"] = json!(w.bench_digest.to_string());
-    job_value(&JobParams {
+    w.job_in_image(
         round,
-        artifact_reference: format!(
-            "https://github.com/solver-org/{repo}/commit/{}",
-            commit(round)
-        ),
-        source_snapshot_digest: dir_digest(&tree).to_string(),
-        manifest,
-        ..JobParams::default()
-    })
+        codeload_dir(&format!("sol-{round}-{}", commit(round)), "", &tree),
+        dir_digest(&tree),
+        &[
+            "/bin/cmp",
+            "/benchmark/expected.txt",
+            "/workspace/result.txt",
+        ],
+        image,
+    )
 }
 
 /// A loopback TCP gate in front of the test server: while closed, every connection is
@@ -1288,6 +1274,23 @@ impl Gate {
     fn open(&self) {
         self.open.store(true, std::sync::atomic::Ordering::SeqCst);
     }
+}
+
+/// Stops the service with SIGTERM and checks that it exits 0 within 40 s; returns its stderr.
+async fn stop_cleanly(child: Child) -> String {
+    signal(&child, "TERM");
+    let (code, stderr) = exit_within(child, Duration::from_secs(40)).await;
+    assert_eq!(code, Some(0), "{stderr}");
+    stderr
+}
+
+/// [`stop_cleanly`] for a child whose stderr `log` drains.
+async fn stop_drained_cleanly(mut child: Child, log: std::thread::JoinHandle<String>) -> String {
+    signal(&child, "TERM");
+    let code = code_within(&mut child, Duration::from_secs(40)).await;
+    let stderr = log.join().unwrap();
+    assert_eq!(code, Some(0), "{stderr}");
+    stderr
 }
 
 /// Reads the child's stderr to its end on a thread, so a long-running service never blocks
@@ -1465,13 +1468,7 @@ async fn error_exit_removes_containers(w: World) {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn serve_metrics_64_idle_connections_do_not_starve_healthz() {
     let w = World::new().await;
-    let addr = free_loopback();
-    w.serve_jobs(&[]);
-    let child = w.start_with_metrics(addr);
-    wait_metrics(addr, "a successful poll", |m| {
-        sample(m, POLLS_OK) >= Some(1.0)
-    })
-    .await;
+    let (addr, child) = w.start_idle_with_metrics().await;
     for wave in 0..2 {
         // Idle: connected, nothing sent, kept open.
         let mut idle = Vec::new();
@@ -1488,9 +1485,7 @@ async fn serve_metrics_64_idle_connections_do_not_starve_healthz() {
         }
         drop(idle);
     }
-    signal(&child, "TERM");
-    let (code, stderr) = exit_within(child, Duration::from_secs(40)).await;
-    assert_eq!(code, Some(0), "{stderr}");
+    stop_cleanly(child).await;
 }
 
 /// Issue 23.1, as the chaos driver corrected it (seed 4): an image missing without `--pull`
@@ -1527,7 +1522,6 @@ async fn missing_image_recovers(w: World) {
             4,
         )
         .await;
-    assert_ne!(job_status(&ledger, &job), "exhausted", "{ledger:#}");
     let entry = ledger["jobs"]
         .as_array()
         .unwrap()
@@ -1582,10 +1576,7 @@ async fn missing_image_recovers(w: World) {
         Some(0.0),
         "{m}"
     );
-    signal(&child, "TERM");
-    let code = code_within(&mut child, Duration::from_secs(40)).await;
-    let stderr = log.join().unwrap();
-    assert_eq!(code, Some(0), "{stderr}");
+    let stderr = stop_drained_cleanly(child, log).await;
     // The reason is still said at WARN, not only `status="error"` at INFO.
     assert!(
         stderr
@@ -1610,24 +1601,19 @@ async fn unreachable_archive_host(w: World) {
         .spawn()
         .unwrap();
     let log = drain_stderr(&mut child);
-    let ledger = w
-        .wait_failed_runs(
-            "four runs failing on the archive host",
-            &job,
-            "download_transport",
-            4,
-        )
-        .await;
-    assert_ne!(job_status(&ledger, &job), "exhausted", "{ledger:#}");
+    w.wait_failed_runs(
+        "four runs failing on the archive host",
+        &job,
+        "download_transport",
+        4,
+    )
+    .await;
     gate.open();
     w.wait_ledger("the job to complete once the archive host answers", |l| {
         job_status(l, &job) == "completed"
     })
     .await;
-    signal(&child, "TERM");
-    let code = code_within(&mut child, Duration::from_secs(40)).await;
-    let stderr = log.join().unwrap();
-    assert_eq!(code, Some(0), "{stderr}");
+    stop_drained_cleanly(child, log).await;
 }
 
 /// Issue 23.1: a job's own failure (its archive does not match the digest it commits to) is
@@ -1698,10 +1684,7 @@ async fn own_failure_backs_off(w: World) {
     })
     .await;
     assert!(sample(&m, POLLS_OK) >= Some(1.0), "{m}");
-    signal(&child, "TERM");
-    let code = code_within(&mut child, Duration::from_secs(40)).await;
-    let stderr = log.join().unwrap();
-    assert_eq!(code, Some(0), "{stderr}");
+    let stderr = stop_drained_cleanly(child, log).await;
     assert!(
         stderr.lines().any(|l| l.contains("WARN")
             && l.contains("given up")
@@ -1758,9 +1741,7 @@ async fn serve_ledger_retry_reruns_exactly_that_job() {
         .output()
         .unwrap();
     assert_eq!(out.status.code(), Some(1), "{out:?}");
-    signal(&child, "TERM");
-    let code = code_within(&mut child, Duration::from_secs(40)).await;
-    assert_eq!(code, Some(0), "{}", log.join().unwrap());
+    stop_drained_cleanly(child, log).await;
 }
 
 /// Issue 23.4: a restart whose listed jobs are all given up says so at WARN once per poll.
@@ -1778,9 +1759,7 @@ async fn serve_a_restart_with_every_job_given_up_warns_once_per_poll() {
         job_status(l, &job) == "rejected"
     })
     .await;
-    signal(&child, "TERM");
-    let (code, stderr) = exit_within(child, Duration::from_secs(40)).await;
-    assert_eq!(code, Some(0), "{stderr}");
+    stop_cleanly(child).await;
     // As an older worker left it: given up.
     rusqlite::Connection::open(w.path("state/ledger.sqlite3"))
         .unwrap()
@@ -1791,9 +1770,7 @@ async fn serve_a_restart_with_every_job_given_up_warns_once_per_poll() {
         l["heartbeat"]["polls"]["ok"].as_i64() >= Some(3)
     })
     .await;
-    signal(&child, "TERM");
-    let (code, stderr) = exit_within(child, Duration::from_secs(40)).await;
-    assert_eq!(code, Some(0), "{stderr}");
+    let stderr = stop_cleanly(child).await;
     let polls = w.ledger()["heartbeat"]["polls"]["ok"].as_i64().unwrap();
     let warned = stderr
         .lines()
@@ -1817,9 +1794,7 @@ async fn serve_ledger_output_names_its_schema_and_prints_utc_times() {
         job_status(l, &job) == "completed"
     })
     .await;
-    signal(&child, "TERM");
-    let (code, stderr) = exit_within(child, Duration::from_secs(40)).await;
-    assert_eq!(code, Some(0), "{stderr}");
+    stop_cleanly(child).await;
     let l = w.ledger();
     assert_eq!(
         l["schema_version"], "agent-bounties/worker-ledger-v1",

@@ -5,32 +5,22 @@
 //! always lands while its container runs.
 #![allow(clippy::unwrap_used, clippy::expect_used)] // tests may unwrap (clippy.toml)
 
+use super::in_toto::run_regression_with_in_toto;
+use crate::example_feed::{ExampleFeed, commit, example, feed_args};
 use crate::feed_support::*;
 use crate::support;
+use crate::support::docker_cli as docker;
 
 use std::fs;
 use std::os::unix::fs::PermissionsExt;
-use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
-use verifier_sdk::fixtures::{BENCHMARK_COMMIT, JobParams, job_value, sample_manifest};
+use verifier_sdk::fixtures::{JobParams, job_value, sample_manifest};
 
 const WORKER: &str = env!("CARGO_BIN_EXE_worker");
 const SLEEP: [&str; 2] = ["/bin/sleep", "120"];
-
-fn example(name: &str) -> PathBuf {
-    support::workspace_root()
-        .join("fixtures/example")
-        .join(name)
-}
-
-fn docker(args: &[&str]) -> String {
-    let out = Command::new("docker").args(args).output().unwrap();
-    assert!(out.status.success(), "docker {args:?}: {out:?}");
-    String::from_utf8(out.stdout).unwrap()
-}
 
 /// Ids of containers (any state) whose owner label names process `pid`.
 fn containers_of(pid: u32) -> Vec<String> {
@@ -114,6 +104,20 @@ fn interrupt(mut child: Child, signal: &str) -> (Ended, String, u32) {
     )
 }
 
+/// Starts `command` on the default Docker socket, interrupts it with `signal` once its
+/// container runs, and checks that it stopped cleanly with exit `code`.
+fn interrupted_cleanly(command: &mut Command, signal: &str, code: i32) -> Ended {
+    let child = command
+        .env_remove("DOCKER_HOST")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let (ended, container, pid) = interrupt(child, signal);
+    assert_stopped_cleanly(&ended, &container, pid, signal, code);
+    ended
+}
+
 fn assert_stopped_cleanly(ended: &Ended, container: &str, pid: u32, signal: &str, code: i32) {
     assert_eq!(
         ended.code,
@@ -164,22 +168,8 @@ fn run_regression_interrupted(signal: &str, code: i32) {
         manifest,
         ..JobParams::default()
     });
-    let request = dir.path().join("request.json");
-    fs::write(&request, serde_json::to_vec(&json!({"job": job})).unwrap()).unwrap();
-    let statement = dir.path().join("statement.json");
-    let child = Command::new(WORKER)
-        .arg("--run-regression")
-        .arg(&request)
-        .arg("--in-toto")
-        .arg(&statement)
-        .env("REGRESSION_SANDBOX_STAGING_ROOT", &root)
-        .env_remove("DOCKER_HOST")
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let (ended, container, pid) = interrupt(child, signal);
-    assert_stopped_cleanly(&ended, &container, pid, signal, code);
+    let (mut command, statement) = run_regression_with_in_toto(dir.path(), &root, &job);
+    let ended = interrupted_cleanly(&mut command, signal, code);
     assert!(
         ended.stdout.is_empty(),
         "an outcome was printed: {}",
@@ -210,22 +200,19 @@ fn rehearse_interrupted(signal: &str, code: i32) {
     let path = dir.path().join("m.json");
     fs::write(&path, serde_json::to_vec(&manifest).unwrap()).unwrap();
     let root = dir.path().join("staging");
-    let child = Command::new(WORKER)
-        .args(["rehearse", "--json", "--worktree", "--source"])
-        .arg(example("source-pass"))
-        .arg("--benchmark")
-        .arg(example("benchmark"))
-        .arg("--manifest")
-        .arg(&path)
-        .arg("--staging-root")
-        .arg(&root)
-        .env_remove("DOCKER_HOST")
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let (ended, container, pid) = interrupt(child, signal);
-    assert_stopped_cleanly(&ended, &container, pid, signal, code);
+    let ended = interrupted_cleanly(
+        Command::new(WORKER)
+            .args(["rehearse", "--json", "--worktree", "--source"])
+            .arg(example("source-pass"))
+            .arg("--benchmark")
+            .arg(example("benchmark"))
+            .arg("--manifest")
+            .arg(&path)
+            .arg("--staging-root")
+            .arg(&root),
+        signal,
+        code,
+    );
     // With --json the one stdout value is the error object, not a report.
     let v: Value = serde_json::from_str(ended.stdout.trim()).unwrap();
     assert_eq!(v["error"]["exit_code"], code, "{v}");
@@ -249,65 +236,37 @@ fn feed_interrupted(signal: &str, code: i32) {
         .enable_all()
         .build()
         .unwrap();
-    let server = runtime.block_on(TestServer::start());
-    server.route(
-        &format!("/bounty-org/benchmarks/tar.gz/{BENCHMARK_COMMIT}"),
-        Reply::ok(codeload_dir(
-            &format!("benchmarks-{BENCHMARK_COMMIT}"),
-            "suites/parser/",
-            &example("benchmark"),
-        )),
-    );
-    let commit = format!("{:040x}", 1);
+    let feed = runtime.block_on(ExampleFeed::new(&["work", "staging", "cache", "out"]));
+    fs::set_permissions(feed.tmp.path(), fs::Permissions::from_mode(0o755)).unwrap();
     let tree = example("source-pass");
-    server.route(
-        &format!("/solver-org/sol-1/tar.gz/{commit}"),
-        Reply::ok(codeload_dir(&format!("sol-1-{commit}"), "", &tree)),
+    let mut job = feed.job_running(
+        1,
+        codeload_dir(&format!("sol-1-{}", commit(1)), "", &tree),
+        dir_digest(&tree),
+        &SLEEP,
     );
-    let mut manifest = sample_manifest();
-    manifest["image"] = json!(support::busybox());
-    manifest["command"] = json!(SLEEP);
-    manifest["benchmark_digest"] = json!(dir_digest(&example("benchmark")).to_string());
-    manifest["timeout_seconds"] = json!(300);
-    let job = job_value(&JobParams {
-        round: 1,
-        artifact_reference: format!("https://github.com/solver-org/sol-1/commit/{commit}"),
-        source_snapshot_digest: dir_digest(&tree).to_string(),
-        manifest,
-        ..JobParams::default()
-    });
-    server.route(&feed_path(VERIFIER), Reply::json(&json!([job])));
-    let tmp = tempfile::tempdir().unwrap();
-    fs::set_permissions(tmp.path(), fs::Permissions::from_mode(0o755)).unwrap();
-    for d in ["work", "staging", "cache", "out"] {
-        fs::create_dir(tmp.path().join(d)).unwrap();
-    }
-    let child = Command::new(WORKER)
-        .args(["feed", "--quiet", "--api", &server.base])
-        .args(["--network", "base-mainnet", "--verifier", VERIFIER])
-        .arg("--out")
-        .arg(tmp.path().join("out"))
+    job["terms"]["document"]["benchmark"]["runner_manifest"]["timeout_seconds"] = json!(300);
+    verifier_sdk::fixtures::rehash(&mut job);
+    feed.serve_jobs(&[&job]);
+    interrupted_cleanly(
+        feed_args(
+            &mut Command::new(WORKER),
+            &feed.server.base,
+            &feed.path("out"),
+            &feed.path("work"),
+            &feed.path("staging"),
+        )
         .arg("--cache-dir")
-        .arg(tmp.path().join("cache"))
-        .arg("--work-dir")
-        .arg(tmp.path().join("work"))
-        .arg("--staging-root")
-        .arg(tmp.path().join("staging"))
-        .args(["--archive-base", &server.base])
-        .env_remove("GITHUB_SHA")
-        .env_remove("REGRESSION_SANDBOX_STAGING_ROOT")
-        .env_remove("DOCKER_HOST")
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let (ended, container, pid) = interrupt(child, signal);
-    assert_stopped_cleanly(&ended, &container, pid, signal, code);
-    let out: Vec<_> = fs::read_dir(tmp.path().join("out")).unwrap().collect();
+        .arg(feed.path("cache"))
+        .env_remove("GITHUB_SHA"),
+        signal,
+        code,
+    );
+    let out: Vec<_> = fs::read_dir(feed.path("out")).unwrap().collect();
     assert!(out.is_empty(), "the feed wrote {out:?}");
-    let cache: Vec<_> = fs::read_dir(tmp.path().join("cache")).unwrap().collect();
+    let cache: Vec<_> = fs::read_dir(feed.path("cache")).unwrap().collect();
     assert!(cache.is_empty(), "the feed cached {cache:?}");
-    drop(server);
+    drop(feed);
 }
 
 #[test]

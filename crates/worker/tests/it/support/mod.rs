@@ -230,6 +230,32 @@ pub fn stat_fs(path: &str) -> String {
     String::from_utf8(out.stdout).unwrap().trim().to_string()
 }
 
+/// The check `name` of a `worker doctor --json` report; a panic if the report lacks it.
+pub fn doctor_check<'r>(report: &'r serde_json::Value, name: &str) -> &'r serde_json::Value {
+    report["checks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["name"] == name)
+        .unwrap_or_else(|| panic!("no {name} line: {report:#}"))
+}
+
+/// Runs `cmd` and returns its stdout; a panic naming the command and its stderr if it fails.
+pub fn stdout_of(cmd: &mut std::process::Command) -> String {
+    let out = cmd.output().unwrap();
+    assert!(
+        out.status.success(),
+        "{cmd:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8(out.stdout).unwrap()
+}
+
+/// The stdout of the docker CLI run with `args` (test code only); a panic if it fails.
+pub fn docker_cli(args: &[&str]) -> String {
+    stdout_of(std::process::Command::new("docker").args(args))
+}
+
 /// The reason of a `NoVerdict` decision (printed with its detail), or a panic naming what was
 /// decided instead.
 pub fn no_verdict_reason(decision: &Decision) -> NoVerdictReason {
