@@ -4,6 +4,8 @@
 // Tests may unwrap: a failure here is a test failure with the error printed.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+mod common;
+
 use std::time::Duration;
 
 use alloy::primitives::{Address as ChainAddress, B256, U256};
@@ -12,30 +14,13 @@ use bounty_chain::{
     MAX_VERIFIERS, Mismatch, RpcChainReader, VerificationMode, check_state, verifier_set_hash,
 };
 use chain_testkit::{
-    AttestationFields, BountyParams, DeployedBounty, Testkit, dev_signer, local_attestation_digest,
-    status,
+    AttestationFields, BountyParams, Testkit, dev_signer, local_attestation_digest, status,
 };
+use common::{deployed, sdk_addr};
 use verifier_sdk::{Address, Bytes32};
-
-fn sdk_addr(a: ChainAddress) -> Address {
-    Address::from_bytes(a.into_array())
-}
 
 fn sdk_b32(b: B256) -> Bytes32 {
     Bytes32::from_bytes(b.0)
-}
-
-async fn setup() -> (Testkit, RpcChainReader, DeployedBounty, BountyParams) {
-    let kit = Testkit::connect().await.unwrap_or_else(|e| panic!("{e}"));
-    let reader = RpcChainReader::new(kit.url(), Duration::from_secs(10)).unwrap();
-    let verifiers = vec![
-        dev_signer(1).unwrap().address(),
-        dev_signer(2).unwrap().address(),
-    ];
-    let now = kit.latest_timestamp().await.unwrap();
-    let params = BountyParams::new(verifiers, now + 3600);
-    let bounty = kit.deploy_bounty(&params).await.unwrap();
-    (kit, reader, bounty, params)
 }
 
 fn expected_from(params: &BountyParams) -> Expected {
@@ -86,7 +71,7 @@ fn local_digest(state: &BountyState, q: &AttestationQuery) -> B256 {
 
 #[tokio::test]
 async fn reads_every_view_of_a_deployed_bounty() {
-    let (_kit, reader, bounty, params) = setup().await;
+    let (_kit, reader, bounty, params) = deployed().await;
     let state = reader
         .read_bounty(sdk_addr(bounty.address()))
         .await
@@ -140,7 +125,7 @@ async fn reads_every_view_of_a_deployed_bounty() {
 
 #[tokio::test]
 async fn contract_digest_matches_local_digest_at_the_pinned_block() {
-    let (kit, reader, bounty, params) = setup().await;
+    let (kit, reader, bounty, params) = deployed().await;
     let before = reader
         .read_bounty(sdk_addr(bounty.address()))
         .await
@@ -202,7 +187,7 @@ async fn contract_digest_matches_local_digest_at_the_pinned_block() {
 
 #[tokio::test]
 async fn each_terms_hash_the_contract_commits_is_compared() {
-    let (_kit, reader, bounty, params) = setup().await;
+    let (_kit, reader, bounty, params) = deployed().await;
     let address = sdk_addr(bounty.address());
     let expected = expected_from(&params);
     let x = B256::repeat_byte(0x5a);
@@ -253,7 +238,7 @@ async fn each_terms_hash_the_contract_commits_is_compared() {
 
 #[tokio::test]
 async fn on_chain_changes_show_up_as_typed_mismatches() {
-    let (_kit, reader, bounty, params) = setup().await;
+    let (_kit, reader, bounty, params) = deployed().await;
     let address = sdk_addr(bounty.address());
     let expected = expected_from(&params);
 
@@ -335,7 +320,7 @@ async fn address_without_code_is_refused() {
 
 #[tokio::test]
 async fn verifier_list_longer_than_the_limit_is_refused() {
-    let (_kit, reader, bounty, _) = setup().await;
+    let (_kit, reader, bounty, _) = deployed().await;
     let address = sdk_addr(bounty.address());
     let many = |n: usize| -> Vec<ChainAddress> {
         (1..=n)

@@ -4,32 +4,14 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use std::time::Duration;
+mod common;
 
-use alloy::primitives::{Address as ChainAddress, B256, U256};
-use bounty_chain::{RpcChainReader, SettlementReadError};
-use chain_testkit::{BountyParams, DeployedBounty, Testkit, dev_signer};
+use alloy::primitives::{B256, U256};
+use bounty_chain::SettlementReadError;
+use chain_testkit::{DeployedBounty, Testkit, dev_signer};
+use common::{deployed, sdk_addr};
 use verifier_sdk::settlement::SettlementError;
 use verifier_sdk::{Address, Bytes32};
-
-fn sdk_addr(a: ChainAddress) -> Address {
-    Address::from_bytes(a.into_array())
-}
-
-async fn deployed() -> (Testkit, RpcChainReader, DeployedBounty) {
-    let kit = Testkit::connect().await.unwrap_or_else(|e| panic!("{e}"));
-    let reader = RpcChainReader::new(kit.url(), Duration::from_secs(10)).unwrap();
-    let verifiers = vec![
-        dev_signer(1).unwrap().address(),
-        dev_signer(2).unwrap().address(),
-    ];
-    let now = kit.latest_timestamp().await.unwrap();
-    let bounty = kit
-        .deploy_bounty(&BountyParams::new(verifiers, now + 3600))
-        .await
-        .unwrap();
-    (kit, reader, bounty)
-}
 
 /// Settles `bounty` with dev verifiers 1 and 2, each signing its own response hash.
 async fn settle(kit: &Testkit, bounty: &DeployedBounty, passed: bool) -> (Bytes32, [B256; 2]) {
@@ -51,7 +33,7 @@ async fn settle(kit: &Testkit, bounty: &DeployedBounty, passed: bool) -> (Bytes3
 
 #[tokio::test]
 async fn a_settlement_reads_back_with_every_signer_recovered() {
-    let (kit, reader, bounty) = deployed().await;
+    let (kit, reader, bounty, _) = deployed().await;
     let (tx, hashes) = settle(&kit, &bounty, true).await;
     let s = reader.read_settlement(tx, None).await.unwrap();
     assert_eq!(s.bounty, sdk_addr(bounty.address()));
@@ -79,7 +61,7 @@ async fn a_settlement_reads_back_with_every_signer_recovered() {
 
 #[tokio::test]
 async fn a_rejection_reads_back_as_failed() {
-    let (kit, reader, bounty) = deployed().await;
+    let (kit, reader, bounty, _) = deployed().await;
     let (tx, _) = settle(&kit, &bounty, false).await;
     let s = reader.read_settlement(tx, None).await.unwrap();
     assert!(!s.passed);
@@ -89,7 +71,7 @@ async fn a_rejection_reads_back_as_failed() {
 
 #[tokio::test]
 async fn signers_that_are_not_the_jobs_committed_verifiers_are_refused() {
-    let (kit, reader, bounty) = deployed().await;
+    let (kit, reader, bounty, _) = deployed().await;
     let (tx, _) = settle(&kit, &bounty, true).await;
     let job = [
         sdk_addr(dev_signer(1).unwrap().address()),
@@ -115,7 +97,7 @@ async fn signers_that_are_not_the_jobs_committed_verifiers_are_refused() {
 
 #[tokio::test]
 async fn a_transaction_that_is_not_a_settlement_is_refused_clearly() {
-    let (_kit, reader, bounty) = deployed().await;
+    let (_kit, reader, bounty, _) = deployed().await;
     // An owner call to the same bounty: mined, successful, not settleWithAttestations.
     let receipt = bounty.set_round(9).await.unwrap();
     let tx = Bytes32::from(receipt.transaction_hash);
