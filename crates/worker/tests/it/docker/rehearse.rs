@@ -1418,6 +1418,17 @@ fn git_in(dir: &Path, args: &[&str]) -> Vec<u8> {
     out.stdout
 }
 
+/// A new git repository at `dir` holding `fixtures/<tree>/result.txt`, nothing committed.
+fn git_repository(dir: &Path, tree: &str) {
+    fs::create_dir_all(dir).unwrap();
+    git_in(dir, &["init", "-q"]);
+    fs::copy(
+        fixture(&format!("{tree}/result.txt")),
+        dir.join("result.txt"),
+    )
+    .unwrap();
+}
+
 /// A shell command that creates `marker` (and exits 1, so a filter or hook it stands in for
 /// fails loudly if it ever runs).
 fn touches(marker: &Path) -> String {
@@ -1524,13 +1535,7 @@ fn a_nested_git_directory_or_file_with_hostile_config_cannot_run_a_command_on_th
     for form in ["directory", "file"] {
         let r = Rehearsal::new();
         let sol = r.dir.path().join("download").join("sol");
-        fs::create_dir_all(&sol).unwrap();
-        git_in(&sol, &["init", "-q"]);
-        fs::copy(
-            fixture("example/source-pass/result.txt"),
-            sol.join("result.txt"),
-        )
-        .unwrap();
+        git_repository(&sol, "example/source-pass");
         fs::write(sol.join(".gitattributes"), "* filter=evil\n").unwrap();
         git_in(&sol, &["add", "-A"]);
         git_in(&sol, &["commit", "-q", "-m", "solution"]);
@@ -1607,13 +1612,7 @@ fn a_repository_git_refuses_is_refused_with_the_reason_not_staged_as_the_working
     let owned = r.dir.path().join("owned-by-another");
     let future = r.dir.path().join("future-format");
     for sol in [&owned, &future] {
-        fs::create_dir_all(sol).unwrap();
-        fs::copy(
-            fixture("example/source-pass/result.txt"),
-            sol.join("result.txt"),
-        )
-        .unwrap();
-        git_in(sol, &["init", "-q"]);
+        git_repository(sol, "example/source-pass");
         git_in(sol, &["add", "-A"]);
         git_in(sol, &["commit", "-q", "-m", "solution"]);
     }
@@ -1630,32 +1629,23 @@ fn a_repository_git_refuses_is_refused_with_the_reason_not_staged_as_the_working
     git_in(&future, &["config", "core.repositoryformatversion", "99"]);
     let manifest = r.busybox_cmp();
     for (sol, reason) in [(&owned, "dubious ownership"), (&future, "git repo version")] {
-        let ran = r.rehearse(sol, &fixture("example/benchmark"), &manifest, &["--json"]);
-        assert_eq!(
-            ran.code,
-            4,
-            "{}: {}{}",
-            sol.display(),
-            ran.stdout,
-            ran.stderr
-        );
+        let rehearse = |extra: &[&str], code: i32| {
+            let ran = r.rehearse(sol, &fixture("example/benchmark"), &manifest, extra);
+            assert_eq!(
+                ran.code,
+                code,
+                "{}: {}{}",
+                sol.display(),
+                ran.stdout,
+                ran.stderr
+            );
+            ran
+        };
+        let ran = rehearse(&["--json"], 4);
         assert_contains(&ran.stderr, reason);
         assert_contains(&ran.stderr, "--worktree");
         // The working copy is still rehearsed when asked for.
-        let ran = r.rehearse(
-            sol,
-            &fixture("example/benchmark"),
-            &manifest,
-            &["--json", "--worktree"],
-        );
-        assert_eq!(
-            ran.code,
-            0,
-            "{}: {}{}",
-            sol.display(),
-            ran.stdout,
-            ran.stderr
-        );
+        rehearse(&["--json", "--worktree"], 0);
     }
     // Back to this test's user, so an unprivileged runner can remove its temporary directory.
     if let Some((uid, gid)) = test_root::effective_ids() {
@@ -1998,13 +1988,7 @@ fn a_plain_rehearsal_names_what_it_did_not_check_and_its_exit_code_matches_the_r
 /// repository.
 fn repository_with_the_solution_uncommitted(r: &Rehearsal, name: &str) -> PathBuf {
     let repo = r.dir.path().join(name);
-    fs::create_dir_all(&repo).unwrap();
-    git_in(&repo, &["init", "-q"]);
-    fs::copy(
-        fixture("example/source-fail/result.txt"),
-        repo.join("result.txt"),
-    )
-    .unwrap();
+    git_repository(&repo, "example/source-fail");
     git_in(&repo, &["add", "-A"]);
     git_in(&repo, &["commit", "-q", "-m", "unsolved"]);
     fs::copy(
