@@ -11,7 +11,7 @@ use std::process::Command;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use chain_testkit::proxy::{self, Misbehaviour};
+use chain_testkit::proxy::{self, Misbehaviour, RpcProxy};
 use chain_testkit::{BountyParams, Testkit, dev_signer};
 use serde_json::Value;
 use verifier_sdk::fixtures::{JobParams, job_value};
@@ -103,17 +103,24 @@ async fn endpoints_that_agree_on_the_chain_id_connect_and_read_the_bounty() {
     );
 }
 
-/// A list on two chains (the second endpoint answers chain id 1): the signer refuses it at start
-/// with each endpoint's answer; before, `connect` took it and the first endpoint's reads said
-/// the record was ready while the signer, given the same list, would sign nothing.
-#[tokio::test]
-async fn endpoints_that_disagree_on_the_chain_id_are_refused_with_each_ones_answer() {
+/// Two endpoints in front of the local chain, the second answering chain id 1 (a list on two
+/// chains): the proxies, to keep, and their URLs.
+async fn endpoints_on_two_chains() -> ([RpcProxy; 2], [String; 2]) {
     let kit = Testkit::connect().await.unwrap_or_else(|e| panic!("{e}"));
     let healthy = proxy::start(kit.url(), Misbehaviour::None).await.unwrap();
     let other = proxy::start(kit.url(), Misbehaviour::OtherChain)
         .await
         .unwrap();
     let urls = [healthy.url.clone(), other.url.clone()];
+    ([healthy, other], urls)
+}
+
+/// A list on two chains (the second endpoint answers chain id 1): the signer refuses it at start
+/// with each endpoint's answer; before, `connect` took it and the first endpoint's reads said
+/// the record was ready while the signer, given the same list, would sign nothing.
+#[tokio::test]
+async fn endpoints_that_disagree_on_the_chain_id_are_refused_with_each_ones_answer() {
+    let (_proxies, urls) = endpoints_on_two_chains().await;
     let err = worker::chain_readiness::connect(&urls)
         .await
         .map(|c| c.is_some())
@@ -207,13 +214,9 @@ async fn worker_over(mode: &str, rpc_urls: &[String]) -> (Option<i32>, String) {
 /// the signer's code) with the answers, before any work. Before, both went on to the engine.
 #[tokio::test]
 async fn feed_and_serve_refuse_an_rpc_list_on_two_chains_before_any_work() {
-    let kit = Testkit::connect().await.unwrap_or_else(|e| panic!("{e}"));
-    let healthy = proxy::start(kit.url(), Misbehaviour::None).await.unwrap();
-    let other = proxy::start(kit.url(), Misbehaviour::OtherChain)
-        .await
-        .unwrap();
+    let (_proxies, urls) = endpoints_on_two_chains().await;
     for mode in ["feed", "serve"] {
-        let (code, stderr) = worker_over(mode, &[healthy.url.clone(), other.url.clone()]).await;
+        let (code, stderr) = worker_over(mode, &urls).await;
         assert_eq!(code, Some(78), "{mode}: {stderr}");
         assert!(
             stderr.contains("rpc 1: chain id 8453 at block ")

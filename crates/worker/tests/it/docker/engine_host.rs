@@ -16,16 +16,10 @@ use serde_json::{Value, json};
 const WORKER: &str = env!("CARGO_BIN_EXE_worker");
 
 fn docker_info(format: &str) -> String {
-    let out = Command::new("docker")
-        .args(["info", "--format", format])
-        .output()
-        .expect("the docker CLI is needed by these tests");
-    assert!(
-        out.status.success(),
-        "these tests need the Docker daemon: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8(out.stdout).unwrap().trim().to_string()
+    // Fails loudly (not skipped) when the daemon is not there.
+    support::docker_cli(&["info", "--format", format])
+        .trim()
+        .to_string()
 }
 
 /// The evidence record of a `--run-regression` of the failing example under `oci_runtime`.

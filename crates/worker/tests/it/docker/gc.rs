@@ -38,21 +38,22 @@ fn backdate(path: &Path, age: Duration) {
         .unwrap();
 }
 
-fn evidence(root: &Path, fill: char) -> PathBuf {
-    let dir = root.join("evidence/sha256");
+/// A `{}` record `<root>/<folder>/<hex>.json`, its name `fill` 64 times.
+fn json_entry(root: &Path, folder: &str, fill: char) -> PathBuf {
+    let dir = root.join(folder);
     fs::create_dir_all(&dir).unwrap();
     let path = dir.join(format!("{}.json", fill.to_string().repeat(64)));
     fs::write(&path, b"{}").unwrap();
     path
 }
 
+fn evidence(root: &Path, fill: char) -> PathBuf {
+    json_entry(root, "evidence/sha256", fill)
+}
+
 /// An entry of the executable-resolution cache (`<root>/executables/<hex>.json`).
 fn executable_entry(root: &Path, fill: char) -> PathBuf {
-    let dir = root.join("executables");
-    fs::create_dir_all(&dir).unwrap();
-    let path = dir.join(format!("{}.json", fill.to_string().repeat(64)));
-    fs::write(&path, b"{}").unwrap();
-    path
+    json_entry(root, "executables", fill)
 }
 
 /// `worker gc` with CAP_DAC_OVERRIDE and CAP_DAC_READ_SEARCH out of the bounding set, so

@@ -30,6 +30,15 @@ fn shared() -> std::sync::RwLockReadGuard<'static, ()> {
     ENGINE.read().unwrap_or_else(|e| e.into_inner())
 }
 
+/// The shared hold on the engine, a fresh [`Env`], and the example tree `tree` staged in it
+/// as a source (its digest).
+fn with_source(tree: &str) -> (std::sync::RwLockReadGuard<'static, ()>, Env, String) {
+    let engine = shared();
+    let env = Env::new();
+    let source = env.stage_source(tree);
+    (engine, env, source)
+}
+
 fn exclusive() -> std::sync::RwLockWriteGuard<'static, ()> {
     ENGINE.write().unwrap_or_else(|e| e.into_inner())
 }
@@ -56,15 +65,7 @@ struct Env {
 impl Env {
     fn new() -> Self {
         // Fails loudly (not skipped) when the daemon is not there.
-        let info = Command::new("docker")
-            .args(["info", "--format", "{{.ServerVersion}}"])
-            .output()
-            .expect("the docker CLI is needed by these tests");
-        assert!(
-            info.status.success(),
-            "these tests need the Docker daemon on /var/run/docker.sock: {}",
-            String::from_utf8_lossy(&info.stderr)
-        );
+        docker(&["info", "--format", "{{.ServerVersion}}"]);
         let dir = tempfile::tempdir().unwrap();
         fs::set_permissions(dir.path(), fs::Permissions::from_mode(0o755)).unwrap();
         let root = dir.path().join("staging");
@@ -242,9 +243,7 @@ fn container_exists(id: &str) -> bool {
 
 #[test]
 fn passing_source_prints_exactly_the_verdict_and_revalidates() {
-    let _engine = shared();
-    let env = Env::new();
-    let source = env.stage_source("source-pass");
+    let (_engine, env, source) = with_source("source-pass");
     let job = env.cmp_job(&source);
     let run = env.run(&json!({ "job": job }), &[]);
     let outcome = assert_verdict(&run, &job, "passed");
@@ -254,9 +253,7 @@ fn passing_source_prints_exactly_the_verdict_and_revalidates() {
 
 #[test]
 fn failing_source_is_a_failed_verdict_with_exit_zero() {
-    let _engine = shared();
-    let env = Env::new();
-    let source = env.stage_source("source-fail");
+    let (_engine, env, source) = with_source("source-fail");
     let job = env.cmp_job(&source);
     let run = env.run(&json!({ "job": job }), &[]);
     let outcome = assert_verdict(&run, &job, "failed");
@@ -265,9 +262,7 @@ fn failing_source_is_a_failed_verdict_with_exit_zero() {
 
 #[test]
 fn command_past_its_timeout_is_no_verdict_exit_3() {
-    let _engine = shared();
-    let env = Env::new();
-    let source = env.stage_source("source-pass");
+    let (_engine, env, source) = with_source("source-pass");
     let job = env.job(&source, &["/bin/sleep", "30"], |m| {
         m["timeout_seconds"] = json!(1)
     });
@@ -283,9 +278,7 @@ fn command_past_its_timeout_is_no_verdict_exit_3() {
 
 #[test]
 fn job_with_a_broken_hash_is_invalid_job_exit_4() {
-    let _engine = shared();
-    let env = Env::new();
-    let source = env.stage_source("source-pass");
+    let (_engine, env, source) = with_source("source-pass");
     let mut job = env.cmp_job(&source);
     job["terms"]["benchmark_hash"] = json!(format!("0x{}", "0".repeat(64)));
     env.run(&json!({ "job": job }), &[])
@@ -294,9 +287,7 @@ fn job_with_a_broken_hash_is_invalid_job_exit_4() {
 
 #[test]
 fn expired_job_is_expired_exit_4() {
-    let _engine = shared();
-    let env = Env::new();
-    let source = env.stage_source("source-pass");
+    let (_engine, env, source) = with_source("source-pass");
     let mut manifest = sample_manifest();
     manifest["image"] = json!(support::busybox());
     manifest["benchmark_digest"] = json!(env.benchmark);
@@ -312,9 +303,7 @@ fn expired_job_is_expired_exit_4() {
 
 #[test]
 fn unreachable_engine_is_runtime_unavailable_exit_5() {
-    let _engine = shared();
-    let env = Env::new();
-    let source = env.stage_source("source-pass");
+    let (_engine, env, source) = with_source("source-pass");
     let job = env.cmp_job(&source);
     let path = env.write_request("request.json", &json!({ "job": job }));
     let run = Run::from(
@@ -374,9 +363,7 @@ fn unusable_requests_are_refused_with_exit_4() {
 
 #[test]
 fn staged_source_tampered_after_staging_is_input_mismatch() {
-    let _engine = shared();
-    let env = Env::new();
-    let source = env.stage_source("source-pass");
+    let (_engine, env, source) = with_source("source-pass");
     let staged = env
         .root
         .join("sources/sha256")
@@ -508,9 +495,7 @@ fn killed_worker_leaves_a_container_the_next_run_removes() {
 
 #[test]
 fn plan_prints_the_profile_without_creating_a_container() {
-    let _engine = shared();
-    let env = Env::new();
-    let source = env.stage_source("source-pass");
+    let (_engine, env, source) = with_source("source-pass");
     let job = env.cmp_job(&source);
     let path = env.write_request("request.json", &json!({ "job": job }));
     let since = now().to_string();
@@ -581,9 +566,7 @@ fn plan_prints_the_profile_without_creating_a_container() {
 /// as `mount_points` (the same list in a plan: nothing has been inspected). v2 lists each once.
 #[test]
 fn plan_json_lists_each_mount_once() {
-    let _engine = shared();
-    let env = Env::new();
-    let source = env.stage_source("source-pass");
+    let (_engine, env, source) = with_source("source-pass");
     let path = env.write_request("request.json", &json!({ "job": env.cmp_job(&source) }));
     let run = Run::from(plan_json(&env, &path).output().unwrap());
     assert_eq!(run.code, 0, "{run:?}");
@@ -734,9 +717,7 @@ fn forged_entry(argv0: &str, executable: &str, image_id: Option<&str>) -> Value 
 
 #[test]
 fn second_run_takes_the_executable_from_the_cache_and_hashes_the_same() {
-    let _engine = shared();
-    let env = Env::new();
-    let source = env.stage_source("source-pass");
+    let (_engine, env, source) = with_source("source-pass");
     let job = env.cmp_job(&source);
     let request = json!({ "job": job });
 
@@ -767,9 +748,7 @@ fn second_run_takes_the_executable_from_the_cache_and_hashes_the_same() {
 
 #[test]
 fn poisoned_cache_entry_for_the_command_changes_neither_the_command_nor_the_hash() {
-    let _engine = shared();
-    let env = Env::new();
-    let source = env.stage_source("source-pass");
+    let (_engine, env, source) = with_source("source-pass");
     let job = env.cmp_job(&source);
     let request = json!({ "job": job });
     let clean = env.run(&request, &[]);
@@ -794,9 +773,7 @@ type Plant<'a> = Box<dyn Fn(&Path) + 'a>;
 
 #[test]
 fn planted_cache_entries_cannot_turn_a_missing_executable_into_a_verdict() {
-    let _engine = shared();
-    let env = Env::new();
-    let source = env.stage_source("source-pass");
+    let (_engine, env, source) = with_source("source-pass");
     for argv0 in ["/bin/no-such-tool", "/workspace/no-such-script.sh"] {
         let job = env.job(&source, &[argv0, "x"], |_| {});
         let request = json!({ "job": job });
