@@ -11,6 +11,8 @@
 use std::io::IsTerminal;
 
 pub mod exit;
+#[cfg(feature = "testing")]
+pub mod testing;
 
 /// `--version` text: the package version and the git revision the binary was built from
 /// (`-modified` when the checkout had uncommitted changes, `unknown` outside git).

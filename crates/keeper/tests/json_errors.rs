@@ -4,6 +4,8 @@
 
 use std::process::{Command, Output};
 
+use cli_support::testing::error_object;
+
 fn relay(extra: &[&str]) -> Output {
     let dir = tempfile::tempdir().unwrap();
     Command::new(env!("CARGO_BIN_EXE_keeper"))
@@ -21,15 +23,6 @@ fn relay(extra: &[&str]) -> Output {
         .env_remove("H_CLI_NO_SUCH_KEY_VARIABLE")
         .output()
         .unwrap()
-}
-
-fn error_object(out: &Output) -> serde_json::Value {
-    let stdout = String::from_utf8(out.stdout.clone()).unwrap();
-    assert_eq!(stdout.lines().count(), 1, "{out:?}");
-    let v: serde_json::Value = serde_json::from_str(&stdout).unwrap();
-    assert_eq!(v["schema_version"], "agent-bounties/cli-error-v1");
-    assert!(!String::from_utf8_lossy(&out.stderr).is_empty());
-    v
 }
 
 #[test]
