@@ -451,10 +451,10 @@ fn a_file_changing_during_the_copy_leaves_nothing_behind() {
     let dir = tree(&[("a", b"first"), ("b", &bytes(1, 2 << 20))]);
     let root = tempfile::tempdir().unwrap();
     let paused = PausedStage::start(dir.path(), root.path(), Stdio::piped);
-    // `a` is copied; `b` was listed as a 2 MiB file and is now a link. (A file grown before
-    // its open is simply read as it is then: its stat is the open file's.)
-    fs::remove_file(dir.path().join("b")).unwrap();
-    std::os::unix::fs::symlink("a", dir.path().join("b")).unwrap();
+    // `a` is copied; `b` was listed at 2 MiB and now grows before it is opened.
+    let mut grown = bytes(1, 2 << 20);
+    grown.extend_from_slice(b"appended");
+    fs::write(dir.path().join("b"), grown).unwrap();
     let out = paused.resume();
     assert_eq!(code(&out), 4, "{}", stderr(&out));
     assert!(
