@@ -5,7 +5,9 @@
 
 use std::path::PathBuf;
 
-use verifier_sdk::ValidatedJob;
+use platform_client::PlatformClient;
+use serde_json::Value;
+use verifier_sdk::{Address, ValidatedJob};
 use worker_jobs::feed::{FeedConfig, SandboxJobExecutor};
 use worker_store::staging_root::{self, Fallback};
 
@@ -23,6 +25,28 @@ pub(crate) fn staging_root(run: &LocalRunArgs) -> Result<PathBuf, ExitCode> {
     staging_root::resolve(run.staging_root.as_deref(), Fallback::PrivateTemp)
         .and_then(|r| staging_root::ensure_writable(&r).map(|()| r))
         .map_err(|e| staging_root_failed(&e))
+}
+
+/// Job `job_id` as `verifier`'s feed at `api` lists it on --network (`None`: not listed). A
+/// failure the platform may recover from is the platform unavailable, any other the input.
+pub(crate) async fn fetch_job(
+    client: &PlatformClient,
+    run: &LocalRunArgs,
+    api: &str,
+    verifier: Address,
+    job_id: &str,
+) -> Result<Option<Value>, Failure> {
+    client
+        .fetch_job(api, run.network, verifier, job_id)
+        .await
+        .map_err(|e| {
+            let code = if e.is_transient() {
+                ExitCode::Unavailable
+            } else {
+                ExitCode::InvalidInput
+            };
+            (code, format!("fetching job {job_id}: {e}"))
+        })
 }
 
 /// The feed's configuration for `job` alone. Liveness is not checked: the job may be settled

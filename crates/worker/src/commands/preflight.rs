@@ -61,17 +61,8 @@ async fn resolve_job(args: &PreflightArgs, client: &PlatformClient) -> Result<Va
                 &"give --job-id ID --api URL --verifier ADDRESS, or --job FILE",
             ));
         };
-        client
-            .fetch_job(api, args.run.network, verifier, job_id)
-            .await
-            .map_err(|e| {
-                let code = if e.is_transient() {
-                    ExitCode::Unavailable
-                } else {
-                    ExitCode::InvalidInput
-                };
-                (code, format!("fetching job {job_id}: {e}"))
-            })?
+        local_run::fetch_job(client, &args.run, api, verifier, job_id)
+            .await?
             .ok_or_else(|| {
                 invalid(&format!(
                     "the platform's feed for {verifier} has no job {job_id}"

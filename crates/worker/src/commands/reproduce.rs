@@ -57,17 +57,8 @@ async fn resolve(
 ) -> Result<(ValidatedJob, Reference, Option<String>), (ExitCode, String)> {
     let invalid = |e: &dyn std::fmt::Display| (ExitCode::InvalidInput, e.to_string());
     let fetch = |api: String, verifier: Address, job_id: String| async move {
-        let raw = client
-            .fetch_job(&api, args.run.network, verifier, &job_id)
-            .await
-            .map_err(|e| {
-                let code = if e.is_transient() {
-                    ExitCode::Unavailable
-                } else {
-                    ExitCode::InvalidInput
-                };
-                (code, format!("fetching job {job_id}: {e}"))
-            })?
+        let raw = local_run::fetch_job(client, &args.run, &api, verifier, &job_id)
+            .await?
             .ok_or_else(|| {
                 invalid(&ReproduceError::JobNotFound {
                     job_id: job_id.clone(),
