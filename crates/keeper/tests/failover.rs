@@ -203,9 +203,7 @@ async fn keeper_resume_finishes_an_open_settlement_through_a_refusing_first_endp
     let healthy = proxy::start(node.url(), Misbehaviour::None).await.unwrap();
     let nonce = sc.keeper_nonce().await;
     let (signed, record) = recorded(&sc, nonce, plan(), RecordState::Sent);
-    for entry in std::fs::read_dir(sc.path("candidates")).unwrap() {
-        std::fs::remove_file(entry.unwrap().path()).unwrap();
-    }
+    sc.remove_candidates();
     let state = || sc.load(&record).state;
 
     let (code, report, stderr) = keeper_through(&sc, "resume", &[&forbidden.url]).await;

@@ -6,12 +6,10 @@
 
 mod common;
 
-use alloy::network::TransactionBuilder;
 use alloy::primitives::U256;
-use alloy::providers::{Provider, ProviderBuilder};
-use alloy::rpc::types::TransactionRequest;
+use alloy::providers::Provider;
 use chain_testkit::status;
-use common::{Scenario, only_job, plan, recorded};
+use common::{Scenario, filed, only_job, plan, recorded};
 use keeper::record::RecordState;
 use keeper::report::JobStatus;
 use keeper::{KeySource, ResumeConfig};
@@ -33,13 +31,8 @@ fn resume_config(sc: &Scenario) -> ResumeConfig {
 /// candidate and settles it with the recorded transaction.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_stuck_record_whose_job_left_the_feed_is_resumed_without_candidates() {
-    let sc = Scenario::new(&[1], 0).await;
-    sc.attest_all();
-    let nonce = sc.keeper_nonce().await;
-    let (signed, record) = recorded(&sc, nonce, plan(), RecordState::Sent);
-    for entry in std::fs::read_dir(sc.path("candidates")).unwrap() {
-        std::fs::remove_file(entry.unwrap().path()).unwrap();
-    }
+    let (sc, nonce, signed, record) = filed(RecordState::Sent).await;
+    sc.remove_candidates();
     let relay = sc.run().await;
     assert!(relay.jobs.is_empty(), "{relay:#?}");
     assert_eq!(sc.load(&record).state, RecordState::Sent, "never revisited");
@@ -63,26 +56,9 @@ async fn a_stuck_record_whose_job_left_the_feed_is_resumed_without_candidates() 
 /// without the candidate no new attempt is planned; the run says so instead.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_cancelled_record_is_reported_dropped_by_resume_and_nothing_is_sent() {
-    let sc = Scenario::new(&[1], 0).await;
-    sc.attest_all();
-    let nonce = sc.keeper_nonce().await;
-    let (_, record) = recorded(&sc, nonce, plan(), RecordState::Sent);
+    let (sc, nonce, _, record) = filed(RecordState::Sent).await;
     // The cancel: a 0-value transaction to itself at the record's nonce.
-    let wallet = alloy::network::EthereumWallet::from(sc.keeper.clone());
-    let provider = ProviderBuilder::new()
-        .wallet(wallet)
-        .connect_http(sc.kit.url().parse().unwrap());
-    let cancel = TransactionRequest::default()
-        .with_to(sc.keeper.address())
-        .with_value(U256::ZERO)
-        .with_nonce(nonce);
-    provider
-        .send_transaction(cancel)
-        .await
-        .unwrap()
-        .get_receipt()
-        .await
-        .unwrap();
+    sc.take_nonce(nonce, sc.keeper.address(), U256::ZERO).await;
     let report = keeper::run_resume(&resume_config(&sc)).await.unwrap();
     let job = only_job(&report);
     assert_eq!(job.status, JobStatus::Refused, "{job:#?}");
@@ -159,10 +135,7 @@ async fn a_rotated_keeper_key_finishes_a_planned_record_of_the_old_key() {
 /// state directory that does not exist rather than report nothing open.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn keeper_status_lists_open_records_with_nonce_and_age() {
-    let sc = Scenario::new(&[1], 0).await;
-    sc.attest_all();
-    let nonce = sc.keeper_nonce().await;
-    let (signed, _) = recorded(&sc, nonce, plan(), RecordState::Sent);
+    let (sc, nonce, signed, _) = filed(RecordState::Sent).await;
     let status = |dir: std::path::PathBuf| async move {
         let out = tokio::process::Command::new(env!("CARGO_BIN_EXE_keeper"))
             .args(["status", "--json", "--state-dir"])

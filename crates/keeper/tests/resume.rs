@@ -7,26 +7,14 @@ mod common;
 use std::ffi::OsStr;
 use std::path::Path;
 
-use alloy::network::TransactionBuilder;
 use alloy::primitives::U256;
-use alloy::providers::{Provider, ProviderBuilder};
-use alloy::rpc::types::TransactionRequest;
+use alloy::providers::Provider;
 use chain_testkit::status;
-use common::{Scenario, only_job, plan, recorded};
+use common::{Scenario, filed, only_job};
 use keeper::chain::{SettlementRpc, SignedTx};
 use keeper::record::{Confirmation, RecordState, SettlementRecord, StateDir};
 use keeper::report::{JobReport, JobStatus};
 use verifier_sdk::Bytes32;
-
-/// A one-verifier scenario, attested, whose settlement at the keeper's next nonce is signed and
-/// filed as `state` (and not sent): the scenario, that nonce, the transaction and its record.
-async fn filed(state: RecordState) -> (Scenario, u64, SignedTx, SettlementRecord) {
-    let sc = Scenario::new(&[1], 0).await;
-    sc.attest_all();
-    let nonce = sc.keeper_nonce().await;
-    let (signed, record) = recorded(&sc, nonce, plan(), state);
-    (sc, nonce, signed, record)
-}
 
 /// Broadcasts `signed` to the node as a keeper does, without waiting for it.
 async fn broadcast(sc: &Scenario, signed: &SignedTx) {
@@ -97,21 +85,8 @@ async fn planned_but_never_broadcast_is_rebroadcast_byte_for_byte() {
 async fn provably_dropped_tx_is_replaced_only_while_still_submitted() {
     let (sc, nonce, signed, record) = filed(RecordState::Sent).await;
     // Another transaction of the keeper takes that nonce: the recorded one can never be mined.
-    let wallet = alloy::network::EthereumWallet::from(sc.keeper.clone());
-    let provider = ProviderBuilder::new()
-        .wallet(wallet)
-        .connect_http(sc.kit.url().parse().unwrap());
-    let tx = TransactionRequest::default()
-        .with_to(sc.kit.deployer())
-        .with_value(U256::from(1u64))
-        .with_nonce(nonce);
-    provider
-        .send_transaction(tx)
-        .await
-        .unwrap()
-        .get_receipt()
-        .await
-        .unwrap();
+    sc.take_nonce(nonce, sc.kit.deployer(), U256::from(1u64))
+        .await;
     let report = sc.run().await;
     let job = only_job(&report);
     assert_eq!(job.status, JobStatus::Paid, "{job:#?}");

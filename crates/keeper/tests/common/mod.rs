@@ -378,7 +378,6 @@ pub fn only_job(report: &Report) -> &JobReport {
     &report.jobs[0]
 }
 
-/// Signs the settlement the keeper would send at `nonce` with `fees` and files it as `state`.
 /// The fees of a settlement a test records by hand ([`recorded`]): a million gas at up to
 /// 50 gwei, 1 gwei of it the tip.
 pub fn plan() -> FeePlan {
@@ -389,6 +388,7 @@ pub fn plan() -> FeePlan {
     }
 }
 
+/// Signs the settlement the keeper would send at `nonce` with `fees` and files it as `state`.
 pub fn recorded(
     sc: &Scenario,
     nonce: u64,
@@ -466,5 +466,44 @@ pub fn tx_record(signed: &SignedTx, nonce: u64, fees: FeePlan) -> TxRecord {
         max_fee_per_gas: fees.max_fee_per_gas.to_string(),
         max_priority_fee_per_gas: fees.max_priority_fee_per_gas.to_string(),
         sent_block: None,
+    }
+}
+
+/// A one-verifier scenario, attested, whose settlement at the keeper's next nonce is signed and
+/// filed as `state` (and not sent): the scenario, that nonce, the transaction and its record.
+pub async fn filed(state: RecordState) -> (Scenario, u64, SignedTx, SettlementRecord) {
+    let sc = Scenario::new(&[1], 0).await;
+    sc.attest_all();
+    let nonce = sc.keeper_nonce().await;
+    let (signed, record) = recorded(&sc, nonce, plan(), state);
+    (sc, nonce, signed, record)
+}
+
+impl Scenario {
+    /// Mines a transfer of `value` from the keeper to `to` at `nonce`: a transaction of the
+    /// keeper's own taking the nonce a settlement was recorded at.
+    pub async fn take_nonce(&self, nonce: u64, to: ChainAddress, value: U256) {
+        use alloy::network::TransactionBuilder;
+        let provider = alloy::providers::ProviderBuilder::new()
+            .wallet(alloy::network::EthereumWallet::from(self.keeper.clone()))
+            .connect_http(self.kit.url().parse().unwrap());
+        let tx = alloy::rpc::types::TransactionRequest::default()
+            .with_to(to)
+            .with_value(value)
+            .with_nonce(nonce);
+        provider
+            .send_transaction(tx)
+            .await
+            .unwrap()
+            .get_receipt()
+            .await
+            .unwrap();
+    }
+
+    /// Removes every candidate file: the jobs left the feed.
+    pub fn remove_candidates(&self) {
+        for entry in std::fs::read_dir(self.path("candidates")).unwrap() {
+            std::fs::remove_file(entry.unwrap().path()).unwrap();
+        }
     }
 }
