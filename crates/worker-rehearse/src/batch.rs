@@ -597,19 +597,14 @@ mod tests {
     /// read ends there in a failed allocation, not in this machine running out of memory.
     #[test]
     fn rehearse_batch_refuses_a_tasks_file_linked_to_dev_zero() {
-        if let Some(dir) = test_child::child_dir() {
-            let link = Path::new(&dir).join("tasks.json");
-            assert!(refused(&link), "{:?}", read_tasks(&link, &defaults()));
-            // Named directly, the device is refused as well (judged on the open descriptor).
-            assert!(refused(Path::new("/dev/zero")));
-            return;
-        }
-        let dir = tempfile::tempdir().unwrap();
-        std::os::unix::fs::symlink("/dev/zero", dir.path().join("tasks.json")).unwrap();
-        test_child::assert_passes_in_child(
+        test_child::read_dev_zero_link_in_child(
             "batch::tests::rehearse_batch_refuses_a_tasks_file_linked_to_dev_zero",
-            dir.path(),
-            "reading the tasks file linked to /dev/zero",
+            "tasks.json",
+            |link| {
+                assert!(refused(link), "{:?}", read_tasks(link, &defaults()));
+                // Named directly, the device is refused as well (judged on the open descriptor).
+                assert!(refused(Path::new("/dev/zero")));
+            },
         );
     }
 

@@ -216,17 +216,13 @@ mod tests {
     /// read of `/dev/zero` ends there in a failed allocation, not in this machine's memory.
     #[test]
     fn worker_request_refuses_a_manifest_linked_to_dev_zero() {
-        if let Some(dir) = test_child::child_dir() {
-            let (refused, result) = refused_as_not_a_file(&Path::new(&dir).join("manifest.json"));
-            assert!(refused, "{result}");
-            return;
-        }
-        let dir = tempfile::tempdir().unwrap();
-        std::os::unix::fs::symlink("/dev/zero", dir.path().join("manifest.json")).unwrap();
-        test_child::assert_passes_in_child(
+        test_child::read_dev_zero_link_in_child(
             "commands::local_request::tests::worker_request_refuses_a_manifest_linked_to_dev_zero",
-            dir.path(),
-            "reading the manifest linked to /dev/zero",
+            "manifest.json",
+            |link| {
+                let (refused, result) = refused_as_not_a_file(link);
+                assert!(refused, "{result}");
+            },
         );
     }
 
