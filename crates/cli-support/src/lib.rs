@@ -135,6 +135,25 @@ pub fn eprint_human(target: &str, text: &str) {
     eprint_as("INFO", target, text);
 }
 
+/// Under `--json` (`json`), a command's `value` (its `what`: report, status) pretty-printed on
+/// stdout. A value that cannot be encoded is the binary's own fault: said on stderr, and `Err`
+/// for the caller to exit with its internal-error code.
+pub fn print_json(
+    json: bool,
+    value: &impl serde::Serialize,
+    binary: &str,
+    what: &str,
+) -> Result<(), serde_json::Error> {
+    if !json {
+        return Ok(());
+    }
+    let text = serde_json::to_string_pretty(value).inspect_err(|e| {
+        eprint_error(binary, &format!("{binary}: cannot encode the {what}: {e}"));
+    })?;
+    println!("{text}");
+    Ok(())
+}
+
 /// [`eprint_human`] for a failure the command reports on stderr (`level` ERROR in JSON).
 pub fn eprint_error(target: &str, text: &str) {
     eprint_as("ERROR", target, text);

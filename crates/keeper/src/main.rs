@@ -96,17 +96,8 @@ fn main() -> ExitCode {
             match keeper::status::status(&args.state_dir, now) {
                 Ok(report) => {
                     cli_support::eprint_human("keeper", &report.human());
-                    if args.json {
-                        match serde_json::to_string_pretty(&report) {
-                            Ok(text) => println!("{text}"),
-                            Err(e) => {
-                                cli_support::eprint_error(
-                                    "keeper",
-                                    &format!("keeper: cannot encode the status: {e}"),
-                                );
-                                return exit(Exit::Internal);
-                            }
-                        }
+                    if cli_support::print_json(args.json, &report, "keeper", "status").is_err() {
+                        return exit(Exit::Internal);
                     }
                     ExitCode::from(report.exit_code)
                 }
@@ -271,17 +262,8 @@ fn block_on(
     match result {
         Ok(report) => {
             cli_support::eprint_human("keeper", &report.human());
-            if json {
-                match serde_json::to_string_pretty(&report) {
-                    Ok(text) => println!("{text}"),
-                    Err(e) => {
-                        cli_support::eprint_error(
-                            "keeper",
-                            &format!("keeper: cannot encode the report: {e}"),
-                        );
-                        return exit(Exit::Internal);
-                    }
-                }
+            if cli_support::print_json(json, &report, "keeper", "report").is_err() {
+                return exit(Exit::Internal);
             }
             ExitCode::from(report.exit_code)
         }

@@ -477,35 +477,14 @@ async fn sign_counted(args: &SignArgs, tally: &mut metrics::Tally) -> ExitCode {
         Ok(report) => {
             *tally = metrics::Tally::from_report(&report);
             cli_support::eprint_human("signer", &report.summary());
-            if let Err(code) = print_report_json(args.json, &report) {
-                return code;
+            if cli_support::print_json(args.json, &report, "signer", "report").is_err() {
+                return ExitCode::Internal;
             }
             report.exit_code()
         }
         Err(e) => {
             cli_support::eprint_error("signer", &format!("signer: {e}"));
             json_error(args.json, e.exit_code(), &e.to_string())
-        }
-    }
-}
-
-/// Under `--json`, a command's report on stdout, pretty-printed. A report that cannot be
-/// serialized is the signer's own fault: said on stderr, and `Err` holds the exit for it.
-fn print_report_json(json: bool, report: &impl serde::Serialize) -> Result<(), ExitCode> {
-    if !json {
-        return Ok(());
-    }
-    match serde_json::to_string_pretty(report) {
-        Ok(text) => {
-            println!("{text}");
-            Ok(())
-        }
-        Err(e) => {
-            cli_support::eprint_error(
-                "signer",
-                &format!("signer: could not serialize the report: {e}"),
-            );
-            Err(ExitCode::Internal)
         }
     }
 }
@@ -630,8 +609,8 @@ pub fn run_agree(args: &AgreeArgs) -> ExitCode {
     match agree::agree(&args.runner, &args.own) {
         Ok(report) => {
             cli_support::eprint_human("signer", &format!("signer agree: {}", report.summary));
-            if let Err(code) = print_report_json(args.json, &report) {
-                return code;
+            if cli_support::print_json(args.json, &report, "signer", "report").is_err() {
+                return ExitCode::Internal;
             }
             if report.agrees {
                 ExitCode::Success
