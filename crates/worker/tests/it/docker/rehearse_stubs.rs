@@ -10,9 +10,10 @@ use std::path::{Path, PathBuf};
 
 use super::ran::{Ran, fixture, manifest, ran, rehearse_command};
 use super::rehearse_support::{
-    PYTHON_SHADOWS, assert_contains, assert_exit, assert_held, assert_lacks,
+    PYTHON_SHADOWS, assert_answer_pays_non_solution, assert_at, assert_contains, assert_exit,
+    assert_held, assert_lacks,
 };
-use serde_json::Value;
+use serde_json::{Value, json};
 
 fn weak(path: &str) -> PathBuf {
     fixture(&format!("weak-benchmarks/{path}"))
@@ -147,20 +148,12 @@ fn keep_text_and_shadow_stubs_pass_a_phrase_grep_benchmark_running_the_solvers_u
     );
     assert_eq!(json.code, 9, "{}", json.stderr);
     let report = json.json();
-    assert_eq!(report["discrimination"], "discriminates", "{report}");
+    assert_at(&report, "/discrimination", &json!("discriminates"));
     let adversarial = &report["adversarial"];
-    let solver_tests = &adversarial["solver_tests"];
-    assert_eq!(
-        solver_tests["files"],
-        serde_json::json!(["tests/test_failover.py"]),
-        "{adversarial}"
-    );
+    let tests = json!(["tests/test_failover.py"]);
+    assert_at(adversarial, "/solver_tests/files", &tests);
     // With a base, the finding says the solution adds these tests.
-    assert_eq!(
-        solver_tests["changed_by_solution"],
-        serde_json::json!(["tests/test_failover.py"]),
-        "{adversarial}"
-    );
+    assert_at(adversarial, "/solver_tests/changed_by_solution", &tests);
     assert!(
         report["problems"].as_array().unwrap().iter().any(|p| p
             .as_str()
@@ -175,16 +168,12 @@ fn keep_text_and_shadow_stubs_pass_a_phrase_grep_benchmark_running_the_solvers_u
         .find(|s| s["name"] == "shadow unittest.py")
         .unwrap();
     // Added to the solver's real tree, its code neutralised with its text kept.
-    assert_eq!(
-        shadow["added"],
-        serde_json::json!(["unittest.py"]),
-        "{shadow}"
-    );
-    assert!(shadow["kept_files"].as_u64().unwrap() == 0, "{shadow}");
-    assert_eq!(
-        shadow["replaced"],
-        serde_json::json!(["failover.py", "tests/test_failover.py", "tests/__init__.py"]),
-        "{shadow}"
+    assert_at(shadow, "/added", &json!(["unittest.py"]));
+    assert_at(shadow, "/kept_files", &json!(0));
+    assert_at(
+        shadow,
+        "/replaced",
+        &json!(["failover.py", "tests/test_failover.py", "tests/__init__.py"]),
     );
     assert!(
         shadow["shadows"].as_str().unwrap().contains("unittest"),
@@ -255,13 +244,7 @@ fn a_rust_constructor_exiting_0_when_the_test_binary_loads_pays_a_non_solution()
         out,
         "  BYPASSABLE: exit_on_load_keep_text (passed): replaced src/lib.rs\n",
     );
-    assert!(
-        out.lines()
-            .last()
-            .unwrap()
-            .starts_with("BYPASSABLE: the benchmark lets a non-solution pass"),
-        "{out}"
-    );
+    assert_answer_pays_non_solution(out);
 }
 
 /// The Node cheat of issue 42: keep the module's export, then `process.exit(0)` — `node --test`

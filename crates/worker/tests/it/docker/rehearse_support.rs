@@ -3,6 +3,7 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)] // tests may unwrap (clippy.toml)
 
 use super::ran::Ran;
+use serde_json::Value;
 
 /// Asserts that `text` contains `needle`, showing `text` on failure.
 #[track_caller]
@@ -40,3 +41,22 @@ pub(super) const PYTHON_SHADOWS: [&str; 6] = [
     "shadow usercustomize.py",
     "shadow rehearse-shadow.pth",
 ];
+
+/// Asserts that the value at the JSON pointer `at` in `report` is `expected` (a missing one is
+/// null, as indexing reads it), showing all of `report` on failure.
+#[track_caller]
+pub(super) fn assert_at(report: &Value, at: &str, expected: &Value) {
+    let found = report.pointer(at).unwrap_or(&Value::Null);
+    assert_eq!(found, expected, "{at} in {report}");
+}
+
+/// Asserts that the last line of a human report `out`, the answer, says the benchmark pays a
+/// non-solution (exit 9).
+#[track_caller]
+pub(super) fn assert_answer_pays_non_solution(out: &str) {
+    let last = out.lines().last().unwrap_or_default();
+    assert!(
+        last.starts_with("BYPASSABLE: the benchmark lets a non-solution pass"),
+        "{out}"
+    );
+}
