@@ -5,7 +5,7 @@
 
 use std::path::PathBuf;
 
-use platform_client::PlatformClient;
+use platform_client::{ClientLimits, PlatformClient};
 use serde_json::Value;
 use verifier_sdk::{Address, ValidatedJob};
 use worker_jobs::feed::{FeedConfig, SandboxJobExecutor};
@@ -18,10 +18,37 @@ use crate::exit::ExitCode;
 /// A refusal or failure with its exit code and message.
 pub(crate) type Failure = (ExitCode, String);
 
-/// The staging root, made sure of before anything is fetched: as `rehearse`,
-/// $REGRESSION_SANDBOX_STAGING_ROOT when set, else a private store in the system temp dir, so
-/// README's commands run as written.
-pub(crate) fn staging_root(run: &LocalRunArgs) -> Result<PathBuf, ExitCode> {
+/// Runs a command's `work` and hands its report to `print`, which returns the exit code; a
+/// failure is printed with its own. The staging root is made sure of before anything is
+/// fetched, and given to `work` with the platform client (the feed's own limits: the caps are
+/// the feed's, not the command's); SIGINT/SIGTERM interrupt the work as in every mode that
+/// runs containers.
+pub(crate) fn run<T>(
+    run: &LocalRunArgs,
+    what: &str,
+    work: impl AsyncFnOnce(&PlatformClient, PathBuf) -> Result<T, Failure>,
+    print: impl FnOnce(T) -> ExitCode,
+) -> ExitCode {
+    let root = match staging_root(run) {
+        Ok(root) => root,
+        Err(code) => return code,
+    };
+    let work = async move {
+        let client = PlatformClient::new(ClientLimits::default())
+            .map_err(|e| (ExitCode::Internal, e.to_string()))?;
+        work(&client, root).await
+    };
+    match block_on_interruptible(work, what) {
+        Err(code) => code,
+        Ok(Ok(Ok(report))) => print(report),
+        Ok(Ok(Err((code, error)))) => fail(code, &error),
+        Ok(Err(error)) => fail(ExitCode::Internal, &error),
+    }
+}
+
+/// As `rehearse`: $REGRESSION_SANDBOX_STAGING_ROOT when set, else a private store in the
+/// system temp dir, so README's commands run as written.
+fn staging_root(run: &LocalRunArgs) -> Result<PathBuf, ExitCode> {
     staging_root::resolve(run.staging_root.as_deref(), Fallback::PrivateTemp)
         .and_then(|r| staging_root::ensure_writable(&r).map(|()| r))
         .map_err(|e| staging_root_failed(&e))
@@ -92,19 +119,4 @@ pub(crate) async fn job_executor(
         .await
         .map_err(|error| (ExitCode::Unavailable, error.to_string()))?;
     Ok(SandboxJobExecutor::new(executor, root, run.pull))
-}
-
-/// Runs `work` (interrupted by SIGINT/SIGTERM as every mode that runs containers is) and
-/// hands its report to `print`, which returns the exit code; a failure is printed with its own.
-pub(crate) fn finish<T>(
-    work: impl std::future::Future<Output = Result<T, Failure>>,
-    what: &str,
-    print: impl FnOnce(T) -> ExitCode,
-) -> ExitCode {
-    match block_on_interruptible(work, what) {
-        Err(code) => code,
-        Ok(Ok(Ok(report))) => print(report),
-        Ok(Ok(Err((code, error)))) => fail(code, &error),
-        Ok(Err(error)) => fail(ExitCode::Internal, &error),
-    }
 }

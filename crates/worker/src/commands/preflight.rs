@@ -12,7 +12,7 @@ use std::path::Path;
 use std::process::Stdio;
 use std::sync::Arc;
 
-use platform_client::{ClientLimits, PlatformClient};
+use platform_client::PlatformClient;
 use serde_json::Value;
 use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
 use verifier_sdk::{CommitId, GithubRepo};
@@ -224,15 +224,8 @@ async fn answer(
 
 /// Runs `worker preflight`.
 pub fn preflight(args: &PreflightArgs, quiet: bool) -> ExitCode {
-    let root = match local_run::staging_root(&args.run) {
-        Ok(root) => root,
-        Err(code) => return code,
-    };
-    let work = async move {
-        // The feed's own client limits: the caps are the feed's, not a preflight's.
-        let client = PlatformClient::new(ClientLimits::default())
-            .map_err(|e| (ExitCode::Internal, e.to_string()))?;
-        let raw = resolve_job(args, &client).await?;
+    let work = async |client: &PlatformClient, root| {
+        let raw = resolve_job(args, client).await?;
         let job = verifier_sdk::ValidatedJob::parse(&raw)
             .map_err(|e| invalid(&format!("the job is invalid: {e}")))?;
         // The solver's own job will have its own window; an earlier round's job stands in.
@@ -254,11 +247,11 @@ pub fn preflight(args: &PreflightArgs, quiet: bool) -> ExitCode {
             }
         };
         let job_executor = local_run::job_executor(&args.run, root).await?;
-        run_preflight(&config, &client, &job_executor, &raw, &reference)
+        run_preflight(&config, client, &job_executor, &raw, &reference)
             .await
             .map_err(|e| (error_exit_code(&e), e.to_string()))
     };
-    local_run::finish(work, "the preflight", |report| {
+    local_run::run(&args.run, "the preflight", work, |report| {
         print_report(&report, args.json)
     })
 }

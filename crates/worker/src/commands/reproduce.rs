@@ -5,7 +5,7 @@
 use std::time::Duration;
 
 use bounty_chain::{RpcChainReader, SettlementReadError, check_job_against_state};
-use platform_client::{ClientLimits, PlatformClient};
+use platform_client::PlatformClient;
 use verifier_sdk::{Address, Bytes32, ValidatedJob};
 
 use super::local_run;
@@ -216,23 +216,17 @@ fn human(report: &ReproduceReport, context: Option<&str>) -> String {
 
 /// Runs `worker reproduce`.
 pub fn reproduce(args: &ReproduceArgs, quiet: bool) -> ExitCode {
-    let root = match local_run::staging_root(&args.run) {
-        Ok(root) => root,
-        Err(code) => return code,
-    };
-    let work = async move {
-        let client = PlatformClient::new(ClientLimits::default())
-            .map_err(|e| (ExitCode::Internal, e.to_string()))?;
-        let (job, reference, context) = resolve(args, &client).await?;
+    let work = async |client: &PlatformClient, root| {
+        let (job, reference, context) = resolve(args, client).await?;
         let config = local_run::feed_config(&args.run, args.api.as_deref(), &job, quiet);
         let job_executor = local_run::job_executor(&args.run, root).await?;
-        run_reproduction(&config, &client, &job_executor, &job, &reference)
+        run_reproduction(&config, client, &job_executor, &job, &reference)
             .await
             .map(|r| (r, context))
             .map_err(|e| (error_exit_code(&e), e.to_string()))
     };
     // The result is stdout's: the report as JSON with --json, else for a reader.
-    local_run::finish(work, "the reproduction", |(report, context)| {
+    local_run::run(&args.run, "the reproduction", work, |(report, context)| {
         let printed = if args.json {
             print_json(&report)
         } else {
