@@ -65,15 +65,7 @@ image=$(jq -r '.python // empty' .work/images.json)
 bench_sandbox_work bench-cost
 feed_pid=""
 serve_pid=""
-cleanup() {
-    bench_stop "$serve_pid" "$feed_pid"
-    if [[ -n "${KEEP:-}" ]]; then
-        bench_unseal "$WORK"
-        echo "bench-cost: kept $WORK" >&2
-    else
-        bench_remove_work
-    fi
-}
+cleanup() { bench_finish bench-cost "$serve_pid" "$feed_pid"; }
 trap cleanup EXIT
 trap 'exit 130' INT TERM
 

@@ -87,15 +87,7 @@ image=$(jq -r .busybox .work/images.json)
 bench_sandbox_work bench-serve
 feed_pid=""
 serve_pid=""
-cleanup() {
-    bench_stop "$serve_pid" "$feed_pid"
-    if [[ -n "${KEEP:-}" ]]; then
-        bench_unseal "$WORK"
-        echo "bench-serve: kept $WORK" >&2
-    else
-        bench_remove_work
-    fi
-}
+cleanup() { bench_finish bench-serve "$serve_pid" "$feed_pid"; }
 trap cleanup EXIT
 trap 'exit 130' INT TERM
 

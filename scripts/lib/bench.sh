@@ -81,6 +81,20 @@ bench_remove_work() {
     rm -rf "$WORK"
 }
 
+# bench_finish NAME PID...: a serve benchmark's EXIT cleanup: stops its own processes, then keeps
+# WORK (made writable, its path said under NAME) when KEEP is set, else removes it.
+bench_finish() {
+    local name=$1
+    shift
+    bench_stop "$@"
+    if [[ -n "${KEEP:-}" ]]; then
+        bench_unseal "$WORK"
+        echo "$name: kept $WORK" >&2
+    else
+        bench_remove_work
+    fi
+}
+
 # bench_tree_work NAME: the release build of the worker the tree benchmarks time, then WORK, a
 # new directory NAME.XXXXXX under TMPDIR, removed when the script exits. /var/tmp when TMPDIR
 # is unset: on disk, where their largest trees fit and a tmpfs /tmp would not hold them.
