@@ -376,73 +376,43 @@ async fn attestation_checks_revert_in_protocol_order() {
     let fail2 = sign(2, false, deadline).await;
     let outsider = sign(3, true, deadline).await;
     let late2 = sign(2, true, past).await;
-
-    expect_revert(
-        &bounty,
-        vec![pass1.clone(), fail2.clone()],
-        "bounty: mixed verdicts",
-    )
-    .await;
-    // Mixed verdicts come before membership.
     let outsider_fail = sign(3, false, deadline).await;
-    expect_revert(
-        &bounty,
-        vec![pass1.clone(), outsider_fail],
-        "bounty: mixed verdicts",
-    )
-    .await;
-
-    expect_revert(
-        &bounty,
-        vec![pass1.clone(), outsider.clone()],
-        "bounty: not a verifier",
-    )
-    .await;
-    // Membership comes before the deadline.
     let late_outsider = sign(3, true, past).await;
-    expect_revert(
-        &bounty,
-        vec![late2.clone(), late_outsider],
-        "bounty: not a verifier",
-    )
-    .await;
-
-    expect_revert(
-        &bounty,
-        vec![pass1.clone(), late2.clone()],
-        "bounty: attestation deadline passed",
-    )
-    .await;
-    // The deadline comes before duplicates.
     let late1 = sign(1, true, past).await;
-    expect_revert(
-        &bounty,
-        vec![late1.clone(), late1],
-        "bounty: attestation deadline passed",
-    )
-    .await;
-
-    expect_revert(
-        &bounty,
-        vec![pass1.clone(), pass1.clone()],
-        "bounty: duplicate verifier",
-    )
-    .await;
-    // Duplicates come before signatures.
     let mut forged = pass1.clone();
     forged.signature = pass2.signature.clone();
-    expect_revert(
-        &bounty,
-        vec![forged.clone(), forged.clone()],
-        "bounty: duplicate verifier",
-    )
-    .await;
-    expect_revert(
-        &bounty,
-        vec![pass2.clone(), forged],
-        "bounty: invalid signature",
-    )
-    .await;
+
+    // Each check, then a pair that would also fail the next check, to pin the order.
+    let cases = [
+        (vec![pass1.clone(), fail2], "bounty: mixed verdicts"),
+        // Mixed verdicts come before membership.
+        (vec![pass1.clone(), outsider_fail], "bounty: mixed verdicts"),
+        (vec![pass1.clone(), outsider], "bounty: not a verifier"),
+        // Membership comes before the deadline.
+        (vec![late2.clone(), late_outsider], "bounty: not a verifier"),
+        (
+            vec![pass1.clone(), late2],
+            "bounty: attestation deadline passed",
+        ),
+        // The deadline comes before duplicates.
+        (
+            vec![late1.clone(), late1],
+            "bounty: attestation deadline passed",
+        ),
+        (
+            vec![pass1.clone(), pass1.clone()],
+            "bounty: duplicate verifier",
+        ),
+        // Duplicates come before signatures.
+        (
+            vec![forged.clone(), forged.clone()],
+            "bounty: duplicate verifier",
+        ),
+        (vec![pass2.clone(), forged], "bounty: invalid signature"),
+    ];
+    for (atts, reason) in cases {
+        expect_revert(&bounty, atts, reason).await;
+    }
 
     // Order of attestations in the array is free.
     bounty.simulate_settle(vec![pass2, pass1]).await.unwrap();
