@@ -207,20 +207,18 @@ mod tests {
     use super::*;
     use crate::Status;
 
-    fn parse(stream: Stream, chunks: &[&[u8]]) -> TestReport {
+    /// Feeds `chunks` to one parser on stdout, as a worker would as they arrive.
+    fn parse_stdout(chunks: &[&[u8]]) -> TestReport {
         let mut parser = OutcomeParser::new();
         for chunk in chunks {
-            parser.push(stream, chunk);
+            parser.push(Stream::Stdout, chunk);
         }
         parser.finish()
     }
 
     #[test]
     fn a_line_split_across_chunks_is_read_whole() {
-        let report = parse(
-            Stream::Stdout,
-            &[b"running 1 test\ntest a::b .", b"", b".. o", b"k\n"],
-        );
+        let report = parse_stdout(&[b"running 1 test\ntest a::b .", b"", b".. o", b"k\n"]);
         assert_eq!(report.runner, Runner::Libtest);
         assert_eq!(report.status_of("a::b"), Some(Status::Passed));
     }
@@ -241,23 +239,20 @@ mod tests {
         let mut long = b"running 1 test\ntest ".to_vec();
         long.extend(std::iter::repeat_n(b'x', MAX_LINE_BYTES * 2));
         long.extend_from_slice(b" ... ok\ntest short ... ok\n");
-        let report = parse(Stream::Stdout, &[&long]);
+        let report = parse_stdout(&[&long]);
         assert_eq!(report.tests.len(), 1);
         assert_eq!(report.status_of("short"), Some(Status::Passed));
     }
 
     #[test]
     fn last_line_without_newline_counts() {
-        let report = parse(Stream::Stdout, &[b"running 1 test\ntest z ... ok"]);
+        let report = parse_stdout(&[b"running 1 test\ntest z ... ok"]);
         assert_eq!(report.status_of("z"), Some(Status::Passed));
     }
 
     #[test]
     fn no_known_format_is_unknown_not_a_guess() {
-        let report = parse(
-            Stream::Stdout,
-            &[b"all good\nok\nPASS\n3 passed, 0 failed\ntest a ... ok\n"],
-        );
+        let report = parse_stdout(&[b"all good\nok\nPASS\n3 passed, 0 failed\ntest a ... ok\n"]);
         assert_eq!(report.runner, Runner::Unknown);
         assert!(report.tests.is_empty());
     }
@@ -293,19 +288,15 @@ mod tests {
 
     #[test]
     fn coloured_statuses_are_read() {
-        let report = parse(
-            Stream::Stdout,
-            &[b"running 1 test\ntest c ... \x1b[32mok\x1b[0m\n"],
-        );
+        let report = parse_stdout(&[b"running 1 test\ntest c ... \x1b[32mok\x1b[0m\n"]);
         assert_eq!(report.status_of("c"), Some(Status::Passed));
     }
 
     #[test]
     fn the_first_runner_to_report_is_kept_and_others_ignored() {
-        let report = parse(
-            Stream::Stdout,
-            &[b"running 1 test\ntest a ... ok\n=== RUN   TestB\n--- FAIL: TestB (0.00s)\n"],
-        );
+        let report = parse_stdout(&[
+            b"running 1 test\ntest a ... ok\n=== RUN   TestB\n--- FAIL: TestB (0.00s)\n",
+        ]);
         assert_eq!(report.runner, Runner::Libtest);
         assert_eq!(report.tests.len(), 1);
     }

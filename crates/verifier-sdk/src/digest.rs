@@ -411,6 +411,7 @@ mod tests {
         TreeLimits::new(1 << 30, 100_000).unwrap()
     }
 
+    /// Writes `(relative path, content)` pairs under a fresh temporary directory.
     fn tree(files: &[(&str, &[u8])]) -> tempfile::TempDir {
         let dir = tempfile::tempdir().unwrap();
         for (path, content) in files {
@@ -549,16 +550,6 @@ mod tests {
                 })
         }
 
-        fn write_tree(files: &BTreeMap<String, Vec<u8>>) -> tempfile::TempDir {
-            let dir = tempfile::tempdir().unwrap();
-            for (path, content) in files {
-                let p = dir.path().join(path);
-                fs::create_dir_all(p.parent().unwrap()).unwrap();
-                fs::write(p, content).unwrap();
-            }
-            dir
-        }
-
         fn hash_in_memory(files: &BTreeMap<String, Vec<u8>>) -> Snapshot {
             let mut sorted: Vec<_> = files.iter().collect();
             sorted.sort_by(|a, b| a.0.as_bytes().cmp(b.0.as_bytes()));
@@ -578,7 +569,9 @@ mod tests {
 
             #[test]
             fn incremental_hasher_agrees_with_the_reference_walk(files in arb_tree()) {
-                let dir = write_tree(&files);
+                let borrowed: Vec<(&str, &[u8])> =
+                    files.iter().map(|(p, c)| (p.as_str(), c.as_slice())).collect();
+                let dir = tree(&borrowed);
                 let walked = digest_directory(dir.path(), limits()).unwrap();
                 let incremental = hash_in_memory(&files);
                 prop_assert_eq!(walked, incremental);

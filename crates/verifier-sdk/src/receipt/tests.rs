@@ -209,55 +209,56 @@ fn every_job_derived_field_is_rederived() {
     let job = job();
     let check =
         |v: Value, expected: OutcomeError| assert_eq!(validate_outcome(&v, &job), Err(expected));
-    check(
-        rehashed(|r| r.schema_version = "agent-bounties/regression-sandbox-receipt-v2".into()),
-        OutcomeError::SchemaVersion,
-    );
-    check(rehashed(|r| r.scope.round = 4), OutcomeError::Scope);
-    check(
-        rehashed(|r| r.scope.network = "base-sepolia".into()),
-        OutcomeError::Scope,
-    );
-    check(
-        rehashed(|r| r.scope.bounty_id = r.scope.bounty_id.to_uppercase().replacen("0X", "0x", 1)),
-        OutcomeError::Scope,
-    );
-    check(
-        rehashed(|r| r.scope.verification_expires_at += 1),
-        OutcomeError::Scope,
-    );
-    check(
-        rehashed(|r| r.runner_manifest_hash = d('1')),
-        OutcomeError::ManifestHash,
-    );
-    check(
-        rehashed(|r| r.command_hash = d('1')),
-        OutcomeError::CommandHash,
-    );
-    check(
-        rehashed(|r| r.source_digest = d('1')),
-        OutcomeError::SourceDigest,
-    );
-    check(
-        rehashed(|r| r.benchmark_digest = d('1')),
-        OutcomeError::BenchmarkDigest,
-    );
-    check(
-        rehashed(|r| r.image = format!("ghcr.io/other@sha256:{}", "b".repeat(64))),
-        OutcomeError::Image,
-    );
-    check(
-        rehashed(|r| r.execution.isolation.network = "bridge".into()),
-        OutcomeError::Isolation,
-    );
-    check(
-        rehashed(|r| r.execution.isolation.user = "0:0".into()),
-        OutcomeError::Isolation,
-    );
-    check(
-        rehashed(|r| r.execution.isolation.rootfs_read_only = false),
-        OutcomeError::Isolation,
-    );
+    // Each edit keeps the receipt self-consistent (rehashed), so only re-derivation sees it.
+    type Edit = fn(&mut Receipt);
+    let edits: [(Edit, OutcomeError); 13] = [
+        (
+            |r| r.schema_version = "agent-bounties/regression-sandbox-receipt-v2".into(),
+            OutcomeError::SchemaVersion,
+        ),
+        (|r| r.scope.round = 4, OutcomeError::Scope),
+        (
+            |r| r.scope.network = "base-sepolia".into(),
+            OutcomeError::Scope,
+        ),
+        (
+            |r| r.scope.bounty_id = r.scope.bounty_id.to_uppercase().replacen("0X", "0x", 1),
+            OutcomeError::Scope,
+        ),
+        (
+            |r| r.scope.verification_expires_at += 1,
+            OutcomeError::Scope,
+        ),
+        (
+            |r| r.runner_manifest_hash = d('1'),
+            OutcomeError::ManifestHash,
+        ),
+        (|r| r.command_hash = d('1'), OutcomeError::CommandHash),
+        (|r| r.source_digest = d('1'), OutcomeError::SourceDigest),
+        (
+            |r| r.benchmark_digest = d('1'),
+            OutcomeError::BenchmarkDigest,
+        ),
+        (
+            |r| r.image = format!("ghcr.io/other@sha256:{}", "b".repeat(64)),
+            OutcomeError::Image,
+        ),
+        (
+            |r| r.execution.isolation.network = "bridge".into(),
+            OutcomeError::Isolation,
+        ),
+        (
+            |r| r.execution.isolation.user = "0:0".into(),
+            OutcomeError::Isolation,
+        ),
+        (
+            |r| r.execution.isolation.rootfs_read_only = false,
+            OutcomeError::Isolation,
+        ),
+    ];
+    for (edit, expected) in edits {
+        check(rehashed(edit), expected);
+    }
 
     let mut contradicted = outcome_value(1);
     contradicted["verdict"] = json!("passed");
@@ -289,30 +290,20 @@ fn every_job_derived_field_is_rederived() {
 #[test]
 fn strict_parsing() {
     let job = job();
-    let mut extra = outcome_value(0);
-    extra["receipt"]["execution"]["isolation"]["privileged"] = json!(false);
-    assert!(matches!(
-        validate_outcome(&extra, &job),
-        Err(OutcomeError::Malformed(_))
-    ));
-    let mut extra = outcome_value(0);
-    extra["evidence"] = json!({});
-    assert!(matches!(
-        validate_outcome(&extra, &job),
-        Err(OutcomeError::Malformed(_))
-    ));
-    let mut upper_digest = outcome_value(0);
-    upper_digest["receipt"]["source_digest"] = json!(format!("sha256:{}", "C".repeat(64)));
-    assert!(matches!(
-        validate_outcome(&upper_digest, &job),
-        Err(OutcomeError::Malformed(_))
-    ));
-    let mut null_verdict = outcome_value(0);
-    null_verdict["verdict"] = Value::Null;
-    assert!(matches!(
-        validate_outcome(&null_verdict, &job),
-        Err(OutcomeError::Malformed(_))
-    ));
+    let edits: [fn(&mut Value); 4] = [
+        |v| v["receipt"]["execution"]["isolation"]["privileged"] = json!(false),
+        |v| v["evidence"] = json!({}),
+        |v| v["receipt"]["source_digest"] = json!(format!("sha256:{}", "C".repeat(64))),
+        |v| v["verdict"] = Value::Null,
+    ];
+    for edit in edits {
+        let mut v = outcome_value(0);
+        edit(&mut v);
+        assert!(matches!(
+            validate_outcome(&v, &job),
+            Err(OutcomeError::Malformed(_))
+        ));
+    }
     // A no-verdict output is not an outcome.
     let nv = serde_json::to_value(NoVerdictOutcome::new(NoVerdictReason::Timeout, "t")).unwrap();
     assert!(matches!(
