@@ -90,16 +90,7 @@ pub(crate) async fn reproduce_as_readme(
 ) -> Result<(Option<i32>, String, String), E2eError> {
     let out = work.join("reproduction");
     std::fs::create_dir_all(&out).map_err(io("create a work directory", &out))?;
-    let mut args = vec![s("reproduce")];
-    args.extend(input.iter().cloned());
-    args.extend([
-        s("--api"),
-        api.to_owned(),
-        s("--archive-base"),
-        api.to_owned(),
-        s("--out"),
-        s(out.display()),
-    ]);
+    let args = reproduce_args(api, input, &out);
     info(&format!("$ worker {}", args.join(" ")));
     let output = output_kept(
         "worker reproduce",
@@ -112,6 +103,22 @@ pub(crate) async fn reproduce_as_readme(
     let stderr = String::from_utf8_lossy(&output.stderr).into_owned();
     info(&format!("stdout:\n{stdout}stderr:\n{stderr}"));
     Ok((output.status.code(), stdout, stderr))
+}
+
+/// `worker reproduce`'s arguments both routes pass: `input`, the API as both the job feed and
+/// the archive base, and the output directory.
+fn reproduce_args(api: &str, input: &[String], out: &Path) -> Vec<String> {
+    let mut args = vec![s("reproduce")];
+    args.extend(input.iter().cloned());
+    args.extend([
+        s("--api"),
+        api.to_owned(),
+        s("--archive-base"),
+        api.to_owned(),
+        s("--out"),
+        s(out.display()),
+    ]);
+    args
 }
 
 /// `worker reproduce` with `input` (its `--tx`/`--candidate` arguments) and, when given, one
@@ -129,15 +136,8 @@ pub(crate) async fn reproduce(
     for d in [&out, &staging, &scratch] {
         std::fs::create_dir_all(d).map_err(io("create a work directory", d))?;
     }
-    let mut args = vec![s("reproduce")];
-    args.extend(input.iter().cloned());
+    let mut args = reproduce_args(api, input, &out);
     args.extend([
-        s("--api"),
-        api.to_owned(),
-        s("--archive-base"),
-        api.to_owned(),
-        s("--out"),
-        s(out.display()),
         s("--staging-root"),
         s(staging.display()),
         s("--work-dir"),

@@ -311,16 +311,11 @@ fn run_fleet(
                     clean = false;
                     println!("{}", r.report());
                 }
-                let names: Vec<&str> = r.violations.iter().map(|v| v.invariant).collect();
                 lines.push(format!(
                     "| {seed} | {fired}/{} | {} | {} | {:.0} |",
                     r.fired.len(),
                     r.runs,
-                    if names.is_empty() {
-                        "-".to_owned()
-                    } else {
-                        names.join(", ")
-                    },
+                    e2e::chaos::broken_invariants(&r.violations),
                     r.elapsed.as_secs_f64()
                 ));
             }

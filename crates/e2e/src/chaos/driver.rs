@@ -13,7 +13,7 @@ use alloy::primitives::{Address, U256, keccak256};
 use alloy::providers::Provider;
 use alloy::rpc::types::Filter;
 use alloy::signers::local::PrivateKeySigner;
-use chain_testkit::{DEV_KEYS, DeployedBounty, dev_signer, status};
+use chain_testkit::{DEV_KEYS, DeployedBounty, Testkit, dev_signer, status};
 use serde_json::Value;
 use tokio::sync::Notify;
 use verifier_sdk::candidate_file_name;
@@ -268,6 +268,37 @@ struct Bounty {
     verdicts: Vec<String>,
     last_status: Option<String>,
     ledger: Option<LedgerJob>,
+}
+
+impl Bounty {
+    /// Deploys `jp`'s bounty and starts tracking it in `lane` as a `kind`; the solver's balance
+    /// is read after the deployment, so a payout is the only later change to it.
+    async fn deploy(
+        kit: &Testkit,
+        jp: &mut JobParams,
+        (lane, kind): (&'static str, BountyKind),
+        solver: Address,
+        verifiers: &[Address],
+        threshold: u8,
+        now: u64,
+    ) -> Result<(Self, Value), E2eError> {
+        let (params, deployed, job, validated) =
+            deploy_for_job(kit, jp, solver, verifiers, threshold, now).await?;
+        let bounty = Self {
+            lane,
+            kind,
+            balance_before: kit.balance(solver).await?,
+            deployed,
+            solver,
+            reward: params.reward,
+            job_id: validated.job_id().to_owned(),
+            expires_at: jp.expires_at,
+            verdicts: Vec::new(),
+            last_status: None,
+            ledger: None,
+        };
+        Ok((bounty, job))
+    }
 }
 
 struct StepOut {
@@ -654,21 +685,17 @@ pub async fn run(cfg: &E2eConfig, opts: &ChaosOptions) -> Result<RunResult, E2eE
                 &source_digest,
             )
         };
-        let (params, deployed, job, validated) =
-            deploy_for_job(kit, &mut jp, solver, verifiers, spec.threshold, now).await?;
-        bounties.push(Bounty {
-            lane: lane.name,
-            kind: spec.kind,
-            balance_before: kit.balance(solver).await?,
-            deployed,
+        let (bounty, job) = Bounty::deploy(
+            kit,
+            &mut jp,
+            (lane.name, spec.kind),
             solver,
-            reward: params.reward,
-            job_id: validated.job_id().to_owned(),
-            expires_at: jp.expires_at,
-            verdicts: Vec::new(),
-            last_status: None,
-            ledger: None,
-        });
+            verifiers,
+            spec.threshold,
+            now,
+        )
+        .await?;
+        bounties.push(bounty);
         jobs.push(job);
     }
     // The liveness lane's bounty: good, in the lane of bounty 0 (listed in cycle 0 too, so the
@@ -714,21 +741,17 @@ pub async fn run(cfg: &E2eConfig, opts: &ChaosOptions) -> Result<RunResult, E2eE
                 )
             };
             let threshold = u8::try_from(lane.addresses.len()).unwrap_or(1);
-            let (params, deployed, job, validated) =
-                deploy_for_job(kit, &mut jp, solver, &lane.addresses, threshold, start).await?;
-            bounties.push(Bounty {
-                lane: lane.name,
-                kind: BountyKind::Good,
-                balance_before: kit.balance(solver).await?,
-                deployed,
+            let (bounty, job) = Bounty::deploy(
+                kit,
+                &mut jp,
+                (lane.name, BountyKind::Good),
                 solver,
-                reward: params.reward,
-                job_id: validated.job_id().to_owned(),
-                expires_at: jp.expires_at,
-                verdicts: Vec::new(),
-                last_status: None,
-                ledger: None,
-            });
+                &lane.addresses,
+                threshold,
+                start,
+            )
+            .await?;
+            bounties.push(bounty);
             jobs.push(job);
             late.map(|li| (li, start + l.window_secs() / 2))
         }

@@ -136,7 +136,6 @@ pub fn summary_table(results: &[Result<RunResult, String>]) -> String {
                 for v in &r.violations {
                     *broken.entry(v.invariant).or_default() += 1;
                 }
-                let names: Vec<&str> = r.violations.iter().map(|v| v.invariant).collect();
                 let _ = writeln!(
                     out,
                     "| {} | {} | {}/{} | {} | {:.0} |",
@@ -144,11 +143,7 @@ pub fn summary_table(results: &[Result<RunResult, String>]) -> String {
                     r.cycles,
                     r.fired.iter().filter(|(_, f)| *f).count(),
                     r.fired.len(),
-                    if names.is_empty() {
-                        "-".to_owned()
-                    } else {
-                        names.join(", ")
-                    },
+                    broken_invariants(&r.violations),
                     r.elapsed.as_secs_f64()
                 );
             }
@@ -180,6 +175,16 @@ pub fn summary_table(results: &[Result<RunResult, String>]) -> String {
         let _ = writeln!(out, "| {k} | {n} |");
     }
     out
+}
+
+/// The invariants `violations` broke, comma-separated, or `-` for none: the cell the soak
+/// tables (single-host and fleet) print per seed.
+pub fn broken_invariants(violations: &[check::Violation]) -> String {
+    if violations.is_empty() {
+        return "-".to_owned();
+    }
+    let names: Vec<&str> = violations.iter().map(|v| v.invariant).collect();
+    names.join(", ")
 }
 
 #[cfg(test)]
