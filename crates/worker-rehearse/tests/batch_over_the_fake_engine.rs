@@ -14,7 +14,7 @@ use worker_rehearse::batch::{
     BatchDefaults, BatchReport, prepare_tasks, read_tasks, rehearse_batch,
 };
 use worker_sandbox::Executor;
-use worker_sandbox::lifecycle::fake::Script;
+use worker_sandbox::lifecycle::fake::{FreshEachRun, Script};
 
 mod common;
 use common::{FreshRuns, Plan};
@@ -22,7 +22,7 @@ use common::{FreshRuns, Plan};
 /// The engine of a batch: a fresh container per run, scripted by the staged source tree's
 /// `fake` file (`exit=N`, `hold=TURNS`, `name=TASK`; a tree without one, such as the base,
 /// exits 1), waiting for `company` containers alive before a program may end.
-async fn scripted(company: usize) -> FreshRuns {
+async fn scripted(company: usize) -> FreshEachRun<FreshRuns> {
     FreshRuns::new(company, |spec| {
         let (exit_code, hold, name) = script_of(&spec.source_dir);
         Plan {

@@ -17,8 +17,8 @@ use verifier_sdk::fixtures::EXPIRES_AT;
 use verifier_sdk::oci_runtime::RUNC;
 use worker_jobs::feed::SandboxJobExecutor;
 use worker_sandbox::lifecycle::Lifecycle;
-use worker_sandbox::lifecycle::fake::{Fake, Script};
-use worker_sandbox::{Executor, RunHooks, RunLifecycle, RunReport, SandboxError, SandboxSpec};
+use worker_sandbox::lifecycle::fake::{EachRun, Fake, FreshEachRun, Script};
+use worker_sandbox::{Executor, RunHooks, RunReport, SandboxError, SandboxSpec};
 use worker_serve::clock::ManualClock;
 use worker_serve::images::ImagePolicy;
 use worker_serve::shutdown::Shutdown;
@@ -30,19 +30,14 @@ use common::{job_at, serve_benchmark, serve_config};
 use test_feed::*;
 
 /// A fresh scripted container per run (the fake holds one), each run's engine calls kept;
-/// the batch's own calls (images, capacity) go to `template`'s engine.
+/// the batch's own calls (images, capacity) go to [`FreshEachRun`]'s default fake.
 #[derive(Debug)]
 struct FreshEach {
-    template: Lifecycle<Fake>,
     runs: Arc<Mutex<Vec<Vec<&'static str>>>>,
 }
 
 #[async_trait::async_trait]
-impl RunLifecycle for FreshEach {
-    fn facts(&self) -> &worker_sandbox::evidence::EngineFacts {
-        self.template.facts()
-    }
-
+impl EachRun for FreshEach {
     async fn run(
         &self,
         spec: &SandboxSpec,
@@ -53,28 +48,6 @@ impl RunLifecycle for FreshEach {
         let report = fresh.run(spec, hooks).await;
         self.runs.lock().unwrap().push(fake.calls());
         report
-    }
-
-    async fn cleanup_stale(&self) -> Result<Vec<String>, SandboxError> {
-        self.template.cleanup_stale().await
-    }
-
-    async fn remove_own_containers(&self) -> Result<Vec<String>, SandboxError> {
-        self.template.remove_own_containers().await
-    }
-
-    async fn host_resources(&self) -> Result<worker_sandbox::engine::HostResources, SandboxError> {
-        self.template.host_resources().await
-    }
-
-    async fn mounted_paths(
-        &self,
-    ) -> Result<std::collections::BTreeSet<std::path::PathBuf>, SandboxError> {
-        self.template.mounted_paths().await
-    }
-
-    fn images(&self) -> &dyn worker_sandbox::images::ImageStore {
-        self.template.images()
     }
 }
 
@@ -110,12 +83,13 @@ async fn serve_batches(waves: &[u64], parallel: usize) -> Served {
     let telemetry = Telemetry::new(config.poll_interval, Arc::new(ManualClock::new(now_ms)));
     let prepared = prepare(&config).unwrap();
     let runs = Arc::new(Mutex::new(Vec::new()));
-    let sandbox = Executor::new(FreshEach {
-        template: Lifecycle::connect(Fake::new(Script::default()), RUNC)
-            .await
-            .unwrap(),
-        runs: Arc::clone(&runs),
-    });
+    let sandbox = Executor::new(
+        FreshEachRun::new(FreshEach {
+            runs: Arc::clone(&runs),
+        })
+        .await
+        .unwrap(),
+    );
     let executor = SandboxJobExecutor::new(sandbox.clone(), tmp.path().join("staging"), false);
     let shutdown = Shutdown::never();
     let out = config.feed.out_dir.clone();

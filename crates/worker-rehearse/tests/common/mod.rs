@@ -11,8 +11,8 @@ use verifier_sdk::fixtures::sample_manifest;
 use verifier_sdk::oci_runtime::RUNC;
 use worker_rehearse::RehearseOptions;
 use worker_sandbox::lifecycle::Lifecycle;
-use worker_sandbox::lifecycle::fake::{Fake, Script};
-use worker_sandbox::{RunHooks, RunLifecycle, RunReport, SandboxError, SandboxSpec};
+use worker_sandbox::lifecycle::fake::{EachRun, Fake, FreshEachRun, Script};
+use worker_sandbox::{RunHooks, RunReport, SandboxError, SandboxSpec};
 
 /// Scheduler turns a run waits for company before it goes on alone (a count of turns, not a
 /// time, so code that never runs two containers together still ends, and is seen to).
@@ -32,7 +32,6 @@ type Planner = dyn Fn(&SandboxSpec) -> Plan + Send + Sync;
 /// `company` runs in flight before its program may end (so overlap, where the code allows
 /// it, is seen), then is held its plan's turns.
 pub struct FreshRuns {
-    template: Lifecycle<Fake>,
     plan: Box<Planner>,
     company: usize,
     in_flight: AtomicUsize,
@@ -54,30 +53,26 @@ impl std::fmt::Debug for FreshRuns {
 }
 
 impl FreshRuns {
+    /// The runs, with the batch's own calls going to worker-sandbox's default fake.
     pub async fn new(
         company: usize,
         plan: impl Fn(&SandboxSpec) -> Plan + Send + Sync + 'static,
-    ) -> Self {
-        Self {
-            template: Lifecycle::connect(Fake::new(Script::default()), RUNC)
-                .await
-                .unwrap(),
+    ) -> FreshEachRun<Self> {
+        FreshEachRun::new(Self {
             plan: Box::new(plan),
             company,
             in_flight: 0.into(),
             most: Arc::default(),
             ended: Arc::default(),
             alone: Arc::default(),
-        }
+        })
+        .await
+        .unwrap()
     }
 }
 
 #[async_trait::async_trait]
-impl RunLifecycle for FreshRuns {
-    fn facts(&self) -> &worker_sandbox::evidence::EngineFacts {
-        self.template.facts()
-    }
-
+impl EachRun for FreshRuns {
     async fn run(
         &self,
         spec: &SandboxSpec,
@@ -105,28 +100,6 @@ impl RunLifecycle for FreshRuns {
         self.ended.lock().unwrap().push(name);
         self.in_flight.fetch_sub(1, SeqCst);
         report
-    }
-
-    async fn cleanup_stale(&self) -> Result<Vec<String>, SandboxError> {
-        self.template.cleanup_stale().await
-    }
-
-    async fn remove_own_containers(&self) -> Result<Vec<String>, SandboxError> {
-        self.template.remove_own_containers().await
-    }
-
-    async fn host_resources(&self) -> Result<worker_sandbox::engine::HostResources, SandboxError> {
-        self.template.host_resources().await
-    }
-
-    async fn mounted_paths(
-        &self,
-    ) -> Result<std::collections::BTreeSet<std::path::PathBuf>, SandboxError> {
-        self.template.mounted_paths().await
-    }
-
-    fn images(&self) -> &dyn worker_sandbox::images::ImageStore {
-        self.template.images()
     }
 }
 

@@ -591,3 +591,76 @@ impl ContainerEngine for Fake {
         Box::pin(futures_util::stream::empty())
     }
 }
+
+/// What a [`FreshEachRun`] does for each run: the test's own, commonly a fresh
+/// [`super::Lifecycle`] over a fresh [`Fake`] per run, since a fake holds one container.
+#[async_trait::async_trait]
+pub trait EachRun: Send + Sync + std::fmt::Debug {
+    /// Runs `spec` as [`crate::RunLifecycle::run`] would.
+    async fn run(
+        &self,
+        spec: &crate::SandboxSpec,
+        hooks: &dyn crate::RunHooks,
+    ) -> Result<crate::RunReport, crate::SandboxError>;
+}
+
+/// A [`crate::RunLifecycle`] whose runs are `each`'s, while the calls a batch makes once (facts,
+/// cleanup, capacity, mounts, images) go to a lifecycle over a fake with the default script.
+/// Derefs to `each`, so a test reads what its runs recorded through it.
+#[derive(Debug)]
+pub struct FreshEachRun<R> {
+    template: super::Lifecycle<Fake>,
+    each: R,
+}
+
+impl<R> FreshEachRun<R> {
+    /// Runs by `each`, the batch's calls to a fresh default fake.
+    pub async fn new(each: R) -> Result<Self, crate::SandboxError> {
+        let template = super::Lifecycle::connect(Fake::new(Script::default()), RUNC).await?;
+        Ok(Self { template, each })
+    }
+}
+
+impl<R> std::ops::Deref for FreshEachRun<R> {
+    type Target = R;
+    fn deref(&self) -> &R {
+        &self.each
+    }
+}
+
+#[async_trait::async_trait]
+impl<R: EachRun> crate::RunLifecycle for FreshEachRun<R> {
+    fn facts(&self) -> &EngineFacts {
+        self.template.facts()
+    }
+
+    async fn run(
+        &self,
+        spec: &crate::SandboxSpec,
+        hooks: &dyn crate::RunHooks,
+    ) -> Result<crate::RunReport, crate::SandboxError> {
+        self.each.run(spec, hooks).await
+    }
+
+    async fn cleanup_stale(&self) -> Result<Vec<String>, crate::SandboxError> {
+        self.template.cleanup_stale().await
+    }
+
+    async fn remove_own_containers(&self) -> Result<Vec<String>, crate::SandboxError> {
+        self.template.remove_own_containers().await
+    }
+
+    async fn host_resources(&self) -> Result<HostResources, crate::SandboxError> {
+        self.template.host_resources().await
+    }
+
+    async fn mounted_paths(
+        &self,
+    ) -> Result<std::collections::BTreeSet<std::path::PathBuf>, crate::SandboxError> {
+        self.template.mounted_paths().await
+    }
+
+    fn images(&self) -> &dyn crate::images::ImageStore {
+        self.template.images()
+    }
+}
