@@ -84,41 +84,23 @@ die() {
 }
 say() { printf '%s\n' "$*"; }
 
+# value NAME "$@": the option's value, the argument after it, into NAME; usage when it has none.
+value() {
+  (($# >= 3)) || usage
+  printf -v "$1" '%s' "$3"
+}
+
 while (($#)); do
   case "$1" in
-    --root)
-      (($# >= 2)) || usage
-      root="$2"
-      shift 2
-      ;;
+    --root) value root "$@"; shift 2 ;;
+    --worker-bin) value worker_bin "$@"; shift 2 ;;
+    --sha256sums) value sums_file "$@"; shift 2 ;;
+    --provenance) value bundle_file "$@"; shift 2 ;;
+    --release) value release "$@"; shift 2 ;;
+    --pull-images) value images_file "$@"; shift 2 ;;
     --dry-run)
       dry_run=1
       shift
-      ;;
-    --worker-bin)
-      (($# >= 2)) || usage
-      worker_bin="$2"
-      shift 2
-      ;;
-    --sha256sums)
-      (($# >= 2)) || usage
-      sums_file="$2"
-      shift 2
-      ;;
-    --provenance)
-      (($# >= 2)) || usage
-      bundle_file="$2"
-      shift 2
-      ;;
-    --release)
-      (($# >= 2)) || usage
-      release="$2"
-      shift 2
-      ;;
-    --pull-images)
-      (($# >= 2)) || usage
-      images_file="$2"
-      shift 2
       ;;
     --enable)
       enable=1

@@ -296,8 +296,20 @@ refuses_to_write_through_a_symlink() {
 
 # Issue #49: a worker binary was installed whatever its bytes; with the release's SHA256SUMS
 # a copy that differs in one byte is refused before anything changes.
+# refused WHAT CMD...: runs CMD, an install into the root $r, expecting exit 1 with the root as
+# it was; leaves its output (stdout and stderr) in `out` and the root's state in `before` for
+# the case's own checks. WHAT names the refused input in the message of a changed root.
+refused() {
+  local what="$1" status=0
+  shift
+  before="$(tree_state "$r")"
+  out="$("$@" 2>&1)" || status=$?
+  ((status == 1)) || fail "exit $status: $out"
+  [[ "$before" == "$(tree_state "$r")" ]] || fail "the root changed before the $what was refused"
+}
+
 worker_bin_differing_from_the_release_sums_is_refused() {
-  local r before after status=0 out
+  local r before status=0 out
   r="$(fresh_root)"
   mkdir -p "$tmp/release"
   cp "$stub_worker" "$tmp/release/worker"
@@ -310,12 +322,8 @@ worker_bin_differing_from_the_release_sums_is_refused() {
   byte="$(od -An -tu1 -j "$offset" -N1 "$tmp/release/worker-flipped" | tr -d ' ')"
   printf '%b' "\\$(printf '%03o' $(((byte + 1) % 256)))" |
     dd of="$tmp/release/worker-flipped" bs=1 seek="$offset" conv=notrunc status=none
-  before="$(tree_state "$r")"
-  out="$("$install_sh" --root "$r" --worker-bin "$tmp/release/worker-flipped" --sha256sums "$tmp/release/SHA256SUMS" 2>&1)" || status=$?
-  after="$(tree_state "$r")"
-  ((status == 1)) || fail "exit $status: $out"
+  refused binary "$install_sh" --root "$r" --worker-bin "$tmp/release/worker-flipped" --sha256sums "$tmp/release/SHA256SUMS"
   grep -q "does not match the release's SHA256SUMS" <<<"$out" || fail "no clear message: $out"
-  [[ "$before" == "$after" ]] || fail "the root changed before the binary was refused"
   # Matching sums alone install nothing either: a release's binary needs its provenance.
   status=0
   out="$("$install_sh" --root "$r" --worker-bin "$tmp/release/worker" --sha256sums "$tmp/release/SHA256SUMS" 2>&1)" || status=$?
@@ -363,43 +371,34 @@ worker_bin_whose_provenance_verifies_offline_is_installed() {
 # Whoever hands over the binary can hand over matching sums too: one byte changed and the sums
 # rewritten pass the checksum, not the provenance.
 worker_bin_with_one_byte_changed_and_sums_to_match_is_refused_by_its_provenance() {
-  local before status=0 out
+  local before out
   r="$(fresh_root)"
   prov_release_dir "$tmp/prov-flipped" flip
-  before="$(tree_state "$r")"
-  out="$(install_release "$tmp/prov-flipped" "${prov_signer[@]}" 2>&1)" || status=$?
-  ((status == 1)) || fail "exit $status: $out"
+  refused binary install_release "$tmp/prov-flipped" "${prov_signer[@]}"
   grep -q "its provenance does not verify" <<<"$out" || fail "no clear message: $out"
   grep -q "artifact hash does not match" <<<"$out" || fail "not refused for its digest: $out"
-  [[ "$before" == "$(tree_state "$r")" ]] || fail "the root changed before the binary was refused"
 }
 
 # The default signer is the release repository's own release-build workflow on main: a real
 # bundle signed by another workflow (the fixture's) is refused.
 worker_bin_signed_by_another_workflow_is_refused() {
-  local before status=0 out
+  local before out
   r="$(fresh_root)"
   prov_release_dir "$tmp/prov-other"
-  before="$(tree_state "$r")"
-  out="$(install_release "$tmp/prov-other" 2>&1)" || status=$?
-  ((status == 1)) || fail "exit $status: $out"
+  refused binary install_release "$tmp/prov-other"
   grep -q "identity mismatch" <<<"$out" || fail "no clear message: $out"
-  [[ "$before" == "$(tree_state "$r")" ]] || fail "the root changed before the binary was refused"
 }
 
 # install.sh reads verify-provenance's exit code: 4 is a refused binary, 78 a trusted root it
 # cannot use, which is said as such rather than blamed on the binary.
 worker_bin_checked_against_an_unusable_trusted_root_is_not_installed_and_the_root_is_named() {
-  local before status=0 out
+  local before out
   r="$(fresh_root)"
   prov_release_dir "$tmp/prov-root"
   printf '{}\n' >"$tmp/not-a-trusted-root.json"
-  before="$(tree_state "$r")"
-  out="$(install_release "$tmp/prov-root" "${prov_signer[@]}" TRUSTED_ROOT="$tmp/not-a-trusted-root.json" 2>&1)" || status=$?
-  ((status == 1)) || fail "exit $status: $out"
+  refused binary install_release "$tmp/prov-root" "${prov_signer[@]}" TRUSTED_ROOT="$tmp/not-a-trusted-root.json"
   grep -q "trusted root $tmp/not-a-trusted-root.json is unusable (verify-provenance exit 78)" <<<"$out" || fail "no clear message: $out"
   ! grep -q "its provenance does not verify" <<<"$out" || fail "blamed on the binary: $out"
-  [[ "$before" == "$(tree_state "$r")" ]] || fail "the root changed before the binary was refused"
 }
 
 refuses_a_root_without_a_docker_group() {
@@ -413,17 +412,13 @@ refuses_a_root_without_a_docker_group() {
 }
 
 pull_list_with_a_tag_is_refused_before_anything_changes() {
-  local r before after status=0 out
+  local r before out
   r="$(fresh_root)"
   printf '# images\n127.0.0.1:5000/verifier-busybox@sha256:%s\n127.0.0.1:5000/verifier-busybox:latest\n' \
     "$(printf 'a%.0s' $(seq 64))" >"$tmp/images.txt"
-  before="$(tree_state "$r")"
-  out="$("$install_sh" --root "$r" --pull-images "$tmp/images.txt" 2>&1)" || status=$?
-  after="$(tree_state "$r")"
-  ((status == 1)) || fail "exit $status: $out"
+  refused list "$install_sh" --root "$r" --pull-images "$tmp/images.txt"
   grep -q "images.txt:3: '127.0.0.1:5000/verifier-busybox:latest' is not an image reference by digest" <<<"$out" ||
     fail "no clear message: $out"
-  [[ "$before" == "$after" ]] || fail "the root changed before the list was refused"
 }
 
 # A real pull from the local registry: a fresh repository name whose only local reference
