@@ -159,17 +159,14 @@ measure() { # label hosts run-dir
     echo "  $label: $(echo "$end - $start" | bc) s (load $before -> $after; transactions $xacts, active $active ms, idle in transaction $idle ms)" >&2
 }
 
-read -ra modes <<<"$MODES"
-for ((r = 0; r < ROUNDS; r++)); do
-    order=("${modes[@]:r%${#modes[@]}}" "${modes[@]:0:r%${#modes[@]}}")
-    echo "round $((r + 1))/$ROUNDS: ${order[*]}" >&2
-    for mode in "${order[@]}"; do
-        case "$mode" in
-            A) measure A 0 "$WORK/run-$r-A" ;;
-            P*) measure "$mode" "${mode#P}" "$WORK/run-$r-$mode" ;;
-        esac
-    done
-done
+measure_mode() { # round mode
+    local r=$1 mode=$2
+    case "$mode" in
+        A) measure A 0 "$WORK/run-$r-A" ;;
+        P*) measure "$mode" "${mode#P}" "$WORK/run-$r-$mode" ;;
+    esac
+}
+bench_rotated "$ROUNDS" round measure_mode
 
 python3 - "$results" "$JOBS" "$ROUNDS" "$PROFILE" <<'PY'
 import statistics

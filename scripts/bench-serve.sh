@@ -275,23 +275,19 @@ measure_cycles() { # run-dir
     echo "  C: $(echo "$end - $start" | bc) s in $cycle cycles (load $before -> $after)" >&2
 }
 
-read -ra modes <<<"$MODES"
-for ((r = 0; r < REPEATS; r++)); do
-    order=("${modes[@]:r%${#modes[@]}}" "${modes[@]:0:r%${#modes[@]}}")
-    echo "repeat $((r + 1))/$REPEATS: ${order[*]}" >&2
-    for mode in "${order[@]}"; do
-        dir="$WORK/run-$r-$mode"
-        case "$mode" in
-            A) measure_serve A 1 "$dir" ;;
-            B) measure_serve B 2 "$dir" ;;
-            C) measure_cycles "$dir" ;;
-            D) measure_serve D default "$dir" ;;
-            E*) measure_anchor "$mode" "${mode#E}" ;;
-            W*) measure_anchor "$mode" "${mode#W}" inspect,attach,events ;;
-            S*) measure_serve "$mode" "${mode#S}" "$dir" ;;
-        esac
-    done
-done
+measure_mode() { # repeat mode
+    local mode=$2 dir="$WORK/run-$1-$2"
+    case "$mode" in
+        A) measure_serve A 1 "$dir" ;;
+        B) measure_serve B 2 "$dir" ;;
+        C) measure_cycles "$dir" ;;
+        D) measure_serve D default "$dir" ;;
+        E*) measure_anchor "$mode" "${mode#E}" ;;
+        W*) measure_anchor "$mode" "${mode#W}" inspect,attach,events ;;
+        S*) measure_serve "$mode" "${mode#S}" "$dir" ;;
+    esac
+}
+bench_rotated "$REPEATS" repeat measure_mode
 
 python3 - "$results" "$latencies" "$logs" "$JOBS" "$REPEATS" "$MAX_JOBS" "$PROFILE" <<'PY'
 import datetime

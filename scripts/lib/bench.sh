@@ -95,6 +95,22 @@ bench_finish() {
     fi
 }
 
+# bench_rotated COUNT WORD FN: COUNT rounds over the modes in MODES, each round starting one mode
+# further on, so that no mode always runs first (on a colder host) or last; calls FN ROUND MODE
+# for each, ROUND counted from 0. WORD names a round in the progress line.
+bench_rotated() {
+    local count=$1 word=$2 fn=$3 r mode
+    local -a all order
+    read -ra all <<<"$MODES"
+    for ((r = 0; r < count; r++)); do
+        order=("${all[@]:r%${#all[@]}}" "${all[@]:0:r%${#all[@]}}")
+        echo "$word $((r + 1))/$count: ${order[*]}" >&2
+        for mode in "${order[@]}"; do
+            "$fn" "$r" "$mode"
+        done
+    done
+}
+
 # bench_tree_work NAME: the release build of the worker the tree benchmarks time, then WORK, a
 # new directory NAME.XXXXXX under TMPDIR, removed when the script exits. /var/tmp when TMPDIR
 # is unset: on disk, where their largest trees fit and a tmpfs /tmp would not hold them.
