@@ -61,6 +61,9 @@ chmod 700 "$root"
 python3 - "$BASE_BIN" "$HEAD_BIN" "$WORK" "$root" "$ROUNDS" "$WORKLOADS" <<'PY'
 import json, os, statistics, subprocess, sys, tempfile, time
 
+sys.path.insert(0, "scripts/lib")
+from bench_ab import load_line, ratio_header, ratio_row
+
 base_bin, head_bin, work, root, rounds, chosen = sys.argv[1:7]
 rounds = int(rounds)
 repo = os.getcwd()
@@ -206,14 +209,9 @@ for rnd in range(rounds):
             print(f"round {rnd + 1} {workload:4} {side} {took:8.2f} s  host CPU {cpu:6.2f} s  load {before:.2f} -> {after:.2f}", flush=True)
 print(f"load after: {open('/proc/loadavg').read().strip()}")
 print()
-print("| | runs each | base median (min–max) | head median (min–max) | ratio of medians (head/base) | ratio per round min–max |")
-print("|---|---|---|---|---|---|")
+print(ratio_header("base", "head"))
 for workload in workloads:
-    a, b = times[(workload, "base")], times[(workload, "head")]
-    ma, mb = statistics.median(a), statistics.median(b)
-    per = [y / x for x, y in zip(a, b)]
-    print(f"| {names[workload]} | {len(a)} | {ma:.2f} s ({min(a):.2f}–{max(a):.2f}) | "
-          f"{mb:.2f} s ({min(b):.2f}–{max(b):.2f}) | **{mb / ma:.2f}** | {min(per):.2f}–{max(per):.2f} |")
+    print(ratio_row(names[workload], times[(workload, "base")], times[(workload, "head")]))
 print()
 # What stops the ratio: the host CPU each side's run used. Split perfectly over the cores, the
 # base's work would take base CPU / cores; over the base's wall time that is the best ratio any
@@ -226,6 +224,6 @@ for workload in workloads:
     ma, mb, mca, mcb = (statistics.median(x) for x in (a, b, ca, cb))
     print(f"| {names[workload]} | {mca:.2f} s | {mcb:.2f} s | {mca / CORES / ma:.2f} | {mb / (mcb / CORES):.2f} |")
 print()
-print(f"1-minute load average over the runs: min {min(loads):.2f}, median {statistics.median(loads):.2f}, max {max(loads):.2f}")
+print(load_line(loads))
 print("every run decided as the first of its workload (verdicts, answers, stubs, exit code)")
 PY

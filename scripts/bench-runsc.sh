@@ -46,7 +46,10 @@ json.dump(m, open(sys.argv[2], "w"))
 PY
 
 python3 - "$BIN" "$request" "$manifest" "$root" "$ROUNDS" <<'PY'
-import json, statistics, subprocess, sys, time
+import json, subprocess, sys, time
+
+sys.path.insert(0, "scripts/lib")
+from bench_ab import load_line, ratio_header, ratio_row
 
 bin_, request, manifest, root, rounds = sys.argv[1:6]
 rounds = int(rounds)
@@ -84,15 +87,10 @@ for rnd in range(rounds):
             print(f"round {rnd + 1} {kind:6} {runtime:5} {took * 1000:8.1f} ms  load {before:.2f} -> {after:.2f}", flush=True)
 print(f"load after: {open('/proc/loadavg').read().strip()}")
 print()
-print("| | runs each | runc median (min–max) | runsc median (min–max) | ratio of medians (runsc/runc) | ratio per round min–max |")
-print("|---|---|---|---|---|---|")
+print(ratio_header("runc", "runsc"))
 names = {"run": "one `--run-regression` (busybox `cmp`)", "python": "Python bounty `rehearse` (6 tests + canary)"}
 for kind in ("run", "python"):
-    a, b = times[(kind, "runc")], times[(kind, "runsc")]
-    ma, mb = statistics.median(a), statistics.median(b)
-    per = [y / x for x, y in zip(a, b)]
-    print(f"| {names[kind]} | {len(a)} | {ma * 1000:.0f} ms ({min(a) * 1000:.0f}–{max(a) * 1000:.0f}) | "
-          f"{mb * 1000:.0f} ms ({min(b) * 1000:.0f}–{max(b) * 1000:.0f}) | **{mb / ma:.2f}** | {min(per):.2f}–{max(per):.2f} |")
+    print(ratio_row(names[kind], times[(kind, "runc")], times[(kind, "runsc")], "ms", 1000, 0))
 print()
-print(f"1-minute load average over the runs: min {min(loads):.2f}, median {statistics.median(loads):.2f}, max {max(loads):.2f}")
+print(load_line(loads))
 PY
