@@ -96,7 +96,31 @@ pub struct E2eConfig {
     pub rust_image: Option<String>,
 }
 
+/// The checkout this crate is built in: the tests' repository.
+pub fn checkout_root() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../..")
+}
+
+/// The checkout's debug binaries: `$CARGO_TARGET_DIR/debug`, else `target/debug`, where
+/// nextest has built them before the tests run.
+pub fn checkout_bin_dir() -> PathBuf {
+    std::env::var_os("CARGO_TARGET_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| checkout_root().join("target"))
+        .join("debug")
+}
+
 impl E2eConfig {
+    /// Config for the checkout's own build, working under `.work/<work_name>`.
+    pub fn for_checkout(work_name: &str) -> Result<Self, E2eError> {
+        let root = checkout_root();
+        Self::from_repo(
+            &root,
+            &checkout_bin_dir(),
+            &root.join(".work").join(work_name),
+        )
+    }
+
     /// Config for the repository at `repo_root` with the image from `.work/images.json`.
     pub fn from_repo(repo_root: &Path, bin_dir: &Path, work_dir: &Path) -> Result<Self, E2eError> {
         let images_path = repo_root.join(".work/images.json");

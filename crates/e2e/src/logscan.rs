@@ -141,6 +141,14 @@ pub struct FileScan {
     pub problems: Vec<String>,
 }
 
+/// Asserts that `process`'s `stderr` is JSON logs (issue #46 item 5, the scan every e2e route
+/// shares): every line a log object, at least one, no bearer token.
+pub fn assert_json_logs(process: &str, stderr: &[u8]) {
+    let scan = scan_bytes(process, stderr, true, &[]);
+    assert!(scan.problems.is_empty(), "{}", scan.problems.join("\n"));
+    assert!(scan.log_lines > 0, "{process} logged nothing");
+}
+
 /// Scans `bytes`, the file `name`; `stderr` says whether its lines must be log objects.
 pub fn scan_bytes(name: &str, bytes: &[u8], stderr: bool, secrets: &[Secret]) -> FileScan {
     let text = String::from_utf8_lossy(bytes);

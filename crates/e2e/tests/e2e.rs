@@ -9,23 +9,14 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use chain_testkit::{Testkit, status};
 use e2e::{E2eConfig, KEEPER_KEY, Scenario, VERIFIER_KEYS, run_scenario};
 use verifier_sdk::settle::SettlementEvent;
 
-fn repo_root() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../..")
-}
-
 fn config() -> E2eConfig {
-    let root = repo_root();
-    let target = std::env::var_os("CARGO_TARGET_DIR")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| root.join("target"));
-    E2eConfig::from_repo(&root, &target.join("debug"), &root.join(".work/e2e-test"))
-        .unwrap_or_else(|e| panic!("{e}"))
+    E2eConfig::for_checkout("e2e-test").unwrap_or_else(|e| panic!("{e}"))
 }
 
 /// One test for both scenarios: they share the keeper's dev account, whose nonce two

@@ -12,17 +12,11 @@ use std::process::Command;
 use serde_json::Value;
 
 fn repo_root() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-        .join("../..")
-        .canonicalize()
-        .unwrap()
+    e2e::checkout_root().canonicalize().unwrap()
 }
 
 fn worker() -> PathBuf {
-    let target = std::env::var_os("CARGO_TARGET_DIR")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| repo_root().join("target"));
-    let worker = target.join("debug/worker");
+    let worker = e2e::checkout_bin_dir().join("worker");
     assert!(
         worker.is_file(),
         "{} is missing; cargo build -p worker",
@@ -48,14 +42,6 @@ fn manifest(dir: &Path) -> PathBuf {
     path
 }
 
-/// `worker rehearse`'s stderr under JSON logs (issue #46 item 5, the scan every e2e route
-/// shares): every line a log object, at least one, no bearer token.
-fn logged_json(stderr: &[u8]) {
-    let scan = e2e::logscan::scan_bytes("worker rehearse", stderr, true, &[]);
-    assert!(scan.problems.is_empty(), "{}", scan.problems.join("\n"));
-    assert!(scan.log_lines > 0, "worker rehearse logged nothing");
-}
-
 fn rehearse(dir: &Path, solution: &str, extra: &[&str]) -> (i32, Value) {
     let fixtures = repo_root().join("fixtures/node-bounty");
     let output = Command::new(worker())
@@ -75,7 +61,7 @@ fn rehearse(dir: &Path, solution: &str, extra: &[&str]) -> (i32, Value) {
         .output()
         .unwrap();
     let code = output.status.code().unwrap_or(-1);
-    logged_json(&output.stderr);
+    e2e::logscan::assert_json_logs("worker rehearse", &output.stderr);
     let report = serde_json::from_slice(&output.stdout).unwrap_or_else(|e| {
         panic!(
             "exit {code}, not json ({e}): {}{}",

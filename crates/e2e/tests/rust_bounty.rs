@@ -15,21 +15,8 @@ use e2e::{E2eConfig, Scenario, Stack, run_bounty};
 use serde_json::Value;
 use verifier_sdk::settle::SettlementEvent;
 
-fn repo_root() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../..")
-}
-
 fn config() -> E2eConfig {
-    let root = repo_root();
-    let target = std::env::var_os("CARGO_TARGET_DIR")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| root.join("target"));
-    E2eConfig::from_repo(
-        &root,
-        &target.join("debug"),
-        &root.join(".work/e2e-rust-test"),
-    )
-    .unwrap_or_else(|e| panic!("{e}"))
+    E2eConfig::for_checkout("e2e-rust-test").unwrap_or_else(|e| panic!("{e}"))
 }
 
 /// `manifests/rust-cargo.json` with the locally built image pinned, written to `dir`.
@@ -40,14 +27,6 @@ fn rust_manifest(cfg: &E2eConfig, dir: &Path) -> PathBuf {
     let path = dir.join("rust.json");
     std::fs::write(&path, serde_json::to_vec(&manifest).unwrap()).unwrap();
     path
-}
-
-/// `worker rehearse`'s stderr under JSON logs (issue #46 item 5, the scan every e2e route
-/// shares): every line a log object, at least one, no bearer token.
-fn logged_json(stderr: &[u8]) {
-    let scan = e2e::logscan::scan_bytes("worker rehearse", stderr, true, &[]);
-    assert!(scan.problems.is_empty(), "{}", scan.problems.join("\n"));
-    assert!(scan.log_lines > 0, "worker rehearse logged nothing");
 }
 
 fn rehearse(cfg: &E2eConfig, dir: &Path, solution: &str, extra: &[&str]) -> (i32, String, Value) {
@@ -71,7 +50,7 @@ fn rehearse(cfg: &E2eConfig, dir: &Path, solution: &str, extra: &[&str]) -> (i32
         .output()
         .unwrap();
     let code = output.status.code().unwrap_or(-1);
-    logged_json(&output.stderr);
+    e2e::logscan::assert_json_logs("worker rehearse", &output.stderr);
     let stderr = String::from_utf8_lossy(&output.stderr).into_owned();
     let report = serde_json::from_slice(&output.stdout).unwrap_or_else(|e| {
         panic!(
