@@ -36,6 +36,26 @@ async fn deadline_in(kit: &Testkit, secs: u64) -> U256 {
     U256::from(kit.latest_timestamp().await.unwrap() + secs)
 }
 
+/// A `passed` attestation signed by dev account `signer` for the verifier dev account `claimed`,
+/// valid for 900 s more.
+async fn passing_attestation(
+    kit: &Testkit,
+    bounty: &DeployedBounty,
+    signer: usize,
+    claimed: usize,
+) -> TestBounty::Attestation {
+    bounty
+        .sign_attestation(
+            &key(signer),
+            key(claimed).address(),
+            true,
+            response(),
+            deadline_in(kit, 900).await,
+        )
+        .await
+        .unwrap()
+}
+
 /// A bounty whose verifiers are dev accounts `keys`, expiring in an hour.
 async fn bounty_with(kit: &Testkit, keys: &[usize]) -> (DeployedBounty, BountyParams) {
     let verifiers = keys.iter().map(|i| key(*i).address()).collect();
@@ -145,16 +165,7 @@ async fn five_terms_hashes_are_committed_at_creation_and_settable() {
 async fn valid_single_attestation_settles_and_pays_the_solver() {
     let kit = kit().await;
     let (bounty, params) = bounty_with(&kit, &[1]).await;
-    let att = bounty
-        .sign_attestation(
-            &key(1),
-            key(1).address(),
-            true,
-            response(),
-            deadline_in(&kit, 900).await,
-        )
-        .await
-        .unwrap();
+    let att = passing_attestation(&kit, &bounty, 1, 1).await;
     let atts = vec![att];
     assert_eq!(kit.balance(params.solver).await.unwrap(), U256::ZERO);
 
@@ -223,16 +234,7 @@ async fn wrong_signer_reverts_with_invalid_signature() {
     let kit = kit().await;
     let (bounty, _) = bounty_with(&kit, &[1]).await;
     // Signed by dev #2 but claims to be verifier dev #1.
-    let att = bounty
-        .sign_attestation(
-            &key(2),
-            key(1).address(),
-            true,
-            response(),
-            deadline_in(&kit, 900).await,
-        )
-        .await
-        .unwrap();
+    let att = passing_attestation(&kit, &bounty, 2, 1).await;
     expect_revert(&bounty, vec![att.clone()], "bounty: invalid signature").await;
     assert!(bounty.settle(vec![att]).await.is_err());
     assert_eq!(bounty.status().await.unwrap(), status::SUBMITTED);
@@ -242,16 +244,7 @@ async fn wrong_signer_reverts_with_invalid_signature() {
 async fn signature_tampering_is_refused_for_the_right_reason() {
     let kit = kit().await;
     let (bounty, _) = bounty_with(&kit, &[1]).await;
-    let good = bounty
-        .sign_attestation(
-            &key(1),
-            key(1).address(),
-            true,
-            response(),
-            deadline_in(&kit, 900).await,
-        )
-        .await
-        .unwrap();
+    let good = passing_attestation(&kit, &bounty, 1, 1).await;
     let with_sig = |sig: Vec<u8>| {
         let mut a = good.clone();
         a.signature = Bytes::from(sig);
@@ -301,16 +294,7 @@ async fn signature_tampering_is_refused_for_the_right_reason() {
 async fn bounty_state_checks_revert_in_protocol_order() {
     let kit = kit().await;
     let (bounty, params) = bounty_with(&kit, &[1]).await;
-    let att = bounty
-        .sign_attestation(
-            &key(1),
-            key(1).address(),
-            true,
-            response(),
-            deadline_in(&kit, 900).await,
-        )
-        .await
-        .unwrap();
+    let att = passing_attestation(&kit, &bounty, 1, 1).await;
     let good = vec![att.clone()];
 
     for s in [
