@@ -130,17 +130,9 @@ for ((i = 0; i < count; i++)); do
     continue
   fi
   dir="${work}/shard-${i}"
-  mkdir -p "${dir}"
-  if ! api_download "/repos/${GITHUB_REPOSITORY}/actions/artifacts/${ids}/zip" "${work}/shard-${i}.zip"; then
-    echo "::error::could not download artifact ${name}"
-    exit 1
-  fi
-  if ! unzip -q "${work}/shard-${i}.zip" -d "${dir}" >/dev/null 2>&1; then
-    problem "${i}" "artifact ${name} is not a readable zip"
-    continue
-  fi
-  if [[ -n "$(find "${dir}" ! -type f ! -type d -print -quit)" ]]; then
-    problem "${i}" "artifact ${name} holds something other than regular files (a symlink?)"
+  if ! why="$(artifact_unpack "${ids}" "${dir}")"; then
+    [[ -n "${why}" ]] || { echo "::error::could not download artifact ${name}"; exit 1; }
+    problem "${i}" "artifact ${name}: ${why}"
     continue
   fi
   manifest="${dir}/manifest.json"

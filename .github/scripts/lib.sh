@@ -130,6 +130,24 @@ api_download() {
   api_request "${path}" "${dest}" --location
 }
 
+# Downloads artifact ID's zip to DIR.zip and unpacks it into DIR (made here). Returns 1 when
+# the download fails; 2, with the reason on stdout, when the artifact is unusable: an unreadable
+# zip, or anything but regular files and directories in it (a symlink would let a later read
+# leave DIR).
+artifact_unpack() {
+  local id="$1" dir="$2"
+  mkdir -p "${dir}"
+  api_download "/repos/${GITHUB_REPOSITORY}/actions/artifacts/${id}/zip" "${dir}.zip" || return 1
+  if ! unzip -q "${dir}.zip" -d "${dir}" >/dev/null 2>&1; then
+    echo "not a readable zip"
+    return 2
+  fi
+  if [[ -n "$(find "${dir}" ! -type f ! -type d -print -quit)" ]]; then
+    echo "holds something other than regular files (a symlink?)"
+    return 2
+  fi
+}
+
 # The shard of a job id among `count` shards, as `worker feed --shard` computes it
 # (crates/worker-jobs/src/feed/shard.rs): the first 8 bytes of sha256(id), big-endian, mod count.
 # Bash integers are signed 64-bit, so the u64 is reduced in two 32-bit halves:

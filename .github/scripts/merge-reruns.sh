@@ -102,15 +102,9 @@ summary "|---|---|"
 for ((i = 0; i < shards; i++)); do
   name="regression-rerun-${slot}-shard-${i}"
   folder="${work}/${name}"
-  mkdir -p "${folder}"
-  api_download "/repos/${GITHUB_REPOSITORY}/actions/artifacts/${ids[i]}/zip" "${work}/${i}.zip" ||
-    refuse_all "could not download artifact ${name}"
-  if ! unzip -q "${work}/${i}.zip" -d "${folder}" >/dev/null 2>&1; then
-    refuse "${name}" "not a readable zip"
-    continue
-  fi
-  if [[ -n "$(find "${folder}" ! -type f ! -type d -print -quit)" ]]; then
-    refuse "${name}" "holds something other than regular files (a symlink?)"
+  if ! why="$(artifact_unpack "${ids[i]}" "${folder}")"; then
+    [[ -n "${why}" ]] || refuse_all "could not download artifact ${name}"
+    refuse "${name}" "${why}"
     continue
   fi
   shopt -s nullglob

@@ -49,6 +49,10 @@ bad() {
   summary "- FAIL $*"
   failures=$((failures + 1))
 }
+# holds JSON FILTER GOOD BAD: ok GOOD when the jq FILTER is true of JSON, else bad BAD.
+holds() {
+  if jq -e "$2" <<<"$1" >/dev/null; then ok "$3"; else bad "$4"; fi
+}
 # get PATH: the JSON body into `body`, or a FAIL line naming what could not be read (not in a
 # subshell, so the failure is counted).
 get() {
@@ -100,11 +104,9 @@ if get "${repo}/actions/permissions"; then
       ;;
     *) bad "actions: all actions are allowed (${allowed}); set 'Allow select actions' with GitHub-owned actions only" ;;
   esac
-  if jq -e '.sha_pinning_required == true' <<<"${perms}" >/dev/null; then
-    ok "actions: full-length commit SHA pinning is required"
-  else
-    bad "actions: SHA pinning is not required (Settings → Actions → General → Require actions to be pinned to a full-length commit SHA)"
-  fi
+  holds "${perms}" '.sha_pinning_required == true' \
+    "actions: full-length commit SHA pinning is required" \
+    "actions: SHA pinning is not required (Settings → Actions → General → Require actions to be pinned to a full-length commit SHA)"
 fi
 
 # 3. Workflows from outside contributors need approval.
@@ -123,11 +125,9 @@ fi
 for env in ${environments}; do
   body="$(api_get "${repo}/environments/${env}" 2>/dev/null)" ||
     { bad "environment ${env} does not exist (the first deployment would create it without protection)"; continue; }
-  if jq -e '.can_admins_bypass == false' <<<"${body}" >/dev/null; then
-    ok "environment ${env}: administrators cannot bypass its rules"
-  else
-    bad "environment ${env}: administrators can bypass its protection rules; turn 'Allow administrators to bypass' off"
-  fi
+  holds "${body}" '.can_admins_bypass == false' \
+    "environment ${env}: administrators cannot bypass its rules" \
+    "environment ${env}: administrators can bypass its protection rules; turn 'Allow administrators to bypass' off"
   if jq -e '.deployment_branch_policy.custom_branch_policies == true' <<<"${body}" >/dev/null &&
     branches="$(api_get "${repo}/environments/${env}/deployment-branch-policies" 2>/dev/null)" &&
     [[ "$(jq -c '[.branch_policies[] | {name, type: (.type // "branch")}]' <<<"${branches}")" == '[{"name":"main","type":"branch"}]' ]]; then
@@ -135,26 +135,20 @@ for env in ${environments}; do
   else
     bad "environment ${env}: deployments are not limited to the branch main (Selected branches and tags → main, nothing else)"
   fi
-  if jq -e '[.protection_rules[]? | select(.type == "required_reviewers") | select(.prevent_self_review != true)] | length == 0' <<<"${body}" >/dev/null; then
-    ok "environment ${env}: nobody approves their own deployment"
-  else
-    bad "environment ${env}: required reviewers may approve their own runs; turn 'Prevent self-review' on"
-  fi
+  holds "${body}" '[.protection_rules[]? | select(.type == "required_reviewers") | select(.prevent_self_review != true)] | length == 0' \
+    "environment ${env}: nobody approves their own deployment" \
+    "environment ${env}: required reviewers may approve their own runs; turn 'Prevent self-review' on"
 done
 
 # 5. Secret scanning with push protection.
 if get "${repo}"; then
   info="${body}"
-  if jq -e '.security_and_analysis.secret_scanning.status == "enabled"' <<<"${info}" >/dev/null; then
-    ok "secret scanning is enabled"
-  else
-    bad "secret scanning is not enabled (Settings → Code security)"
-  fi
-  if jq -e '.security_and_analysis.secret_scanning_push_protection.status == "enabled"' <<<"${info}" >/dev/null; then
-    ok "secret scanning push protection is enabled"
-  else
-    bad "secret scanning push protection is not enabled"
-  fi
+  holds "${info}" '.security_and_analysis.secret_scanning.status == "enabled"' \
+    "secret scanning is enabled" \
+    "secret scanning is not enabled (Settings → Code security)"
+  holds "${info}" '.security_and_analysis.secret_scanning_push_protection.status == "enabled"' \
+    "secret scanning push protection is enabled" \
+    "secret scanning push protection is not enabled"
 fi
 
 # 6. CODEOWNERS parses (its owners must review .github/, deploy/ and the key-holding crates;

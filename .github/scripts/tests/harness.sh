@@ -1,10 +1,13 @@
 #!/usr/bin/env bash
-# Shared by run.sh and setup.sh (sourced, after they set `here`): a temporary directory, the
+# Shared by run.sh, setup.sh and release.sh (sourced, after they set `here`): a temporary directory, the
 # local GitHub REST API stand-in (github_standin.py) answering from "${routes}", the `check`
 # counter, and `run_script`, which runs a script with fresh GITHUB_OUTPUT and
 # GITHUB_STEP_SUMMARY files and leaves status, stdout and the output files in globals.
 # A caller that starts a background feed keeps its pid in `feed_pid`; cleanup stops it.
 # shellcheck disable=SC2034,SC2154  # globals are read by, and `here` set by, the sourcing script
+# Also sets `scripts` (.github/scripts) and `repo` (the repository's root) for the callers.
+scripts="$(dirname "${here}")"
+repo="$(cd "${here}/../../.." && pwd)"
 tmp="$(mktemp -d)"
 server_pid=""
 feed_pid=""

@@ -11,14 +11,11 @@
 # Prints one line per case and closes with "N passed, N failed".
 set -uo pipefail
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
-scripts="$(dirname "${here}")"
-repo="$(cd "${here}/../../.." && pwd)"
+# shellcheck source=.github/scripts/tests/harness.sh
+source "${here}/harness.sh"
 workflows="${repo}/.github/workflows"
 docs="${repo}/docs"
 bin_dir="${1:-${repo}/target/debug}"
-
-# shellcheck source=.github/scripts/tests/harness.sh
-source "${here}/harness.sh"
 # shellcheck source=.github/scripts/lib.sh
 source "${scripts}/lib.sh"
 

@@ -10,13 +10,11 @@
 # Prints one line per case and closes with "N passed, N failed".
 set -uo pipefail
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
-scripts="$(dirname "${here}")"
-bin_dir="${1:-$(cd "${here}/../../.." && pwd)/target/debug}"
-keeper_bin="${bin_dir}/keeper"
-worker_bin="${bin_dir}/worker"
-
 # shellcheck source=.github/scripts/tests/harness.sh
 source "${here}/harness.sh"
+bin_dir="${1:-${repo}/target/debug}"
+keeper_bin="${bin_dir}/keeper"
+worker_bin="${bin_dir}/worker"
 
 main_sha=1111111111111111111111111111111111111111
 old_sha=2222222222222222222222222222222222222222
@@ -741,7 +739,6 @@ fi
 # --- independent execution: compare the runner's candidates with a slot's own re-run ------
 # Two real runs of the worker in the sandbox (the bundled example, as scripts/example.sh runs
 # it), wrapped as candidates of one job the way `worker feed` writes them.
-repo="$(cd "${here}/../../.." && pwd)"
 example_job="${bin_dir}/examples/example_job"
 images="${repo}/.work/images.json"
 if [[ -x "${worker_bin}" && -x "${example_job}" && -s "${images}" ]]; then

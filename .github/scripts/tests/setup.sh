@@ -11,16 +11,13 @@
 # Prints one line per case and closes with "N passed, N failed".
 set -uo pipefail
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
-scripts="$(dirname "${here}")"
-repo="$(cd "${here}/../../.." && pwd)"
+# shellcheck source=.github/scripts/tests/harness.sh
+source "${here}/harness.sh"
 bin_dir="${1:-${repo}/target/debug}"
 worker_bin="${WORKER_BIN:-${bin_dir}/worker}"
 signer_bin="${bin_dir}/signer"
 bench_feed="${bin_dir}/examples/bench_feed"
 images="${repo}/.work/images.json"
-
-# shellcheck source=.github/scripts/tests/harness.sh
-source "${here}/harness.sh"
 
 main_sha=1111111111111111111111111111111111111111
 r=/repos/acme/verifier
