@@ -937,6 +937,26 @@ pub async fn run(cfg: &E2eConfig, opts: &ChaosOptions) -> Result<RunResult, E2eE
                 _ => None,
             })
         };
+        // The docker kills and the docker restart not yet fired nor taken by a running service.
+        let docker_kills_for = |fired: &[(Fault, bool)], claimed: &HashSet<usize>| {
+            faults
+                .iter()
+                .filter_map(|(i, f)| match f.kind {
+                    FaultKind::DockerKill { after_ms } if !fired[*i].1 && !claimed.contains(i) => {
+                        Some((*i, after_ms))
+                    }
+                    _ => None,
+                })
+                .collect::<Vec<(usize, u64)>>()
+        };
+        let restart_for = |fired: &[(Fault, bool)], claimed: &HashSet<usize>| {
+            faults
+                .iter()
+                .find(|(i, f)| {
+                    f.kind == FaultKind::DockerRestart && !fired[*i].1 && !claimed.contains(i)
+                })
+                .map(|(i, _)| *i)
+        };
         let mut serving = Vec::new();
         for lane in &lanes {
             let cdir = work.join(format!("cycle-{cycle}/{}", lane.name));
@@ -992,24 +1012,9 @@ pub async fn run(cfg: &E2eConfig, opts: &ChaosOptions) -> Result<RunResult, E2eE
                         },
                     )
                 });
-                let dk: Vec<(usize, u64)> = faults
-                    .iter()
-                    .filter_map(|(i, f)| match f.kind {
-                        FaultKind::DockerKill { after_ms }
-                            if !fired[*i].1 && !claimed.contains(i) =>
-                        {
-                            Some((*i, after_ms))
-                        }
-                        _ => None,
-                    })
-                    .collect();
-                let restart = faults
-                    .iter()
-                    .find(|(i, f)| {
-                        f.kind == FaultKind::DockerRestart && !fired[*i].1 && !claimed.contains(i)
-                    })
-                    .map(|(i, _)| *i)
-                    .filter(|_| opts.schedule.docker_restart);
+                let dk = docker_kills_for(&fired, &claimed);
+                let restart =
+                    restart_for(&fired, &claimed).filter(|_| opts.schedule.docker_restart);
                 claimed.extend(wk.map(|(i, _, _)| i));
                 claimed.extend(dk.iter().map(|(i, _)| *i));
                 claimed.extend(restart);
@@ -1129,24 +1134,9 @@ pub async fn run(cfg: &E2eConfig, opts: &ChaosOptions) -> Result<RunResult, E2eE
                         },
                     )
                 });
-                let dk: Vec<(usize, u64)> = faults
-                    .iter()
-                    .filter_map(|(i, f)| match f.kind {
-                        FaultKind::DockerKill { after_ms }
-                            if !fired[*i].1 && !claimed.contains(i) =>
-                        {
-                            Some((*i, after_ms))
-                        }
-                        _ => None,
-                    })
-                    .collect();
+                let dk = docker_kills_for(&fired, &claimed);
                 let dk_ms: Vec<u64> = dk.iter().map(|(_, ms)| *ms).collect();
-                let restart = faults
-                    .iter()
-                    .find(|(i, f)| {
-                        f.kind == FaultKind::DockerRestart && !fired[*i].1 && !claimed.contains(i)
-                    })
-                    .map(|(i, _)| *i);
+                let restart = restart_for(&fired, &claimed);
                 let out = run_step(
                     Step {
                         label: format!("{tag}-worker"),
