@@ -62,12 +62,7 @@ FEED=$(pwd)/target/$PROFILE/examples/bench_feed
 image=$(jq -r '.python // empty' .work/images.json)
 [[ -n "$image" ]] || { echo "bench-cost: no python image in .work/images.json" >&2; exit 1; }
 
-bench_sandbox_work bench-cost
-feed_pid=""
-serve_pid=""
-cleanup() { bench_finish bench-cost "$serve_pid" "$feed_pid"; }
-trap cleanup EXIT
-trap 'exit 130' INT TERM
+bench_serve_work bench-cost
 
 export BENCH_FEED_FIXTURE=python-bounty
 bench_feed_start bench-cost

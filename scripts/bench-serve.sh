@@ -84,12 +84,7 @@ ANCHOR=$(pwd)/target/$PROFILE/examples/engine_anchor
 BIN=${WORKER_BIN:-$BIN}
 image=$(jq -r .busybox .work/images.json)
 
-bench_sandbox_work bench-serve
-feed_pid=""
-serve_pid=""
-cleanup() { bench_finish bench-serve "$serve_pid" "$feed_pid"; }
-trap cleanup EXIT
-trap 'exit 130' INT TERM
+bench_serve_work bench-serve
 
 bench_feed_start bench-serve
 # The anchor's trees: the example's, readable by the sandbox user (as staging makes them).
@@ -154,7 +149,7 @@ meter_stop() { # [client CPU ticks]
 }
 # utime + stime + reaped children's of process $1, in clock ticks.
 cpu_ticks() { sed 's/^.*) //' "/proc/$1/stat" | awk '{print $12 + $13 + $14 + $15}'; }
-trap 'meter_stop; cleanup' EXIT
+trap 'meter_stop; bench_serve_cleanup' EXIT
 
 # Every job once: the candidates' job ids (from the files themselves) are the feed's, once each.
 check_batch() { # label dirs...

@@ -95,6 +95,24 @@ bench_finish() {
     fi
 }
 
+# bench_serve_work NAME: WORK as bench_sandbox_work makes it, and a serve benchmark's traps: on
+# EXIT bench_serve_cleanup, on INT and TERM exit 130 (so EXIT's trap runs). The script keeps its
+# own processes' pids in serve_pid and feed_pid, empty until started.
+bench_serve_work() {
+    bench_sandbox_work "$1"
+    bench_name=$1
+    # shellcheck disable=SC2034 # set here for the sourcing script, read by bench_serve_cleanup
+    feed_pid="" serve_pid=""
+    trap bench_serve_cleanup EXIT
+    trap 'exit 130' INT TERM
+}
+
+# bench_serve_cleanup: bench_finish over serve_pid and feed_pid, under the name bench_serve_work
+# was given.
+bench_serve_cleanup() {
+    bench_finish "$bench_name" "$serve_pid" "$feed_pid"
+}
+
 # bench_rotated COUNT WORD FN: COUNT rounds over the modes in MODES, each round starting one mode
 # further on, so that no mode always runs first (on a colder host) or last; calls FN ROUND MODE
 # for each, ROUND counted from 0. WORD names a round in the progress line.
