@@ -41,6 +41,11 @@ fn facts(exit_code: i64) -> ExecutionFacts {
     }
 }
 
+/// The keys of the JSON object `v`, in the order they were written.
+fn keys_of(v: &Value) -> Vec<&str> {
+    v.as_object().unwrap().keys().map(String::as_str).collect()
+}
+
 #[test]
 fn golden_response_hash() {
     let receipt = Receipt::new(vector_scope(), &vector_manifest(), d('c'), facts(0));
@@ -66,14 +71,9 @@ fn serialization_matches_the_hash_preimage_order() {
         crate::canonical::compact_json_in_order(&outcome.receipt.to_ordered_value())
     );
     let v = serde_json::to_value(&outcome).unwrap();
-    let keys: Vec<&str> = v.as_object().unwrap().keys().map(String::as_str).collect();
+    let keys = keys_of(&v);
     assert_eq!(keys, ["verdict", "receipt", "response_hash"]);
-    let r: Vec<&str> = v["receipt"]
-        .as_object()
-        .unwrap()
-        .keys()
-        .map(String::as_str)
-        .collect();
+    let r = keys_of(&v["receipt"]);
     assert_eq!(
         r,
         [
@@ -87,12 +87,7 @@ fn serialization_matches_the_hash_preimage_order() {
             "execution"
         ]
     );
-    let e: Vec<&str> = v["receipt"]["execution"]
-        .as_object()
-        .unwrap()
-        .keys()
-        .map(String::as_str)
-        .collect();
+    let e = keys_of(&v["receipt"]["execution"]);
     assert_eq!(
         e,
         [
@@ -104,12 +99,7 @@ fn serialization_matches_the_hash_preimage_order() {
             "isolation"
         ]
     );
-    let i: Vec<&str> = v["receipt"]["execution"]["isolation"]
-        .as_object()
-        .unwrap()
-        .keys()
-        .map(String::as_str)
-        .collect();
+    let i = keys_of(&v["receipt"]["execution"]["isolation"]);
     assert_eq!(
         i,
         [
