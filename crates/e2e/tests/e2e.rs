@@ -11,9 +11,9 @@
 
 use std::path::Path;
 
-use chain_testkit::{Testkit, status};
-use e2e::{E2eConfig, KEEPER_KEY, Scenario, VERIFIER_KEYS, run_scenario};
-use verifier_sdk::settle::SettlementEvent;
+use e2e::{E2eConfig, KEEPER_KEY, Stack, VERIFIER_KEYS};
+
+mod common;
 
 fn config() -> E2eConfig {
     E2eConfig::for_checkout("e2e-test").unwrap_or_else(|e| panic!("{e}"))
@@ -26,30 +26,7 @@ async fn passing_solution_settles_and_failing_one_is_rejected() {
     let cfg = config();
     let logs = tempfile::tempdir().unwrap();
     assert!(e2e::capture_logs(logs.path()));
-    let kit = Testkit::connect().await.unwrap_or_else(|e| panic!("{e}"));
-
-    let settled = run_scenario(&cfg, Scenario::Settled)
-        .await
-        .unwrap_or_else(|e| panic!("settled scenario: {e}"));
-    assert!(
-        matches!(settled.event, SettlementEvent::Settled(_)),
-        "{settled:?}"
-    );
-    // Read the status again through a connection of our own, not the run's.
-    let bounty = chain_testkit::TestBounty::new(settled.bounty, kit.provider().clone());
-    assert_eq!(bounty.status().call().await.unwrap(), status::SETTLED);
-
-    let rejected = run_scenario(&cfg, Scenario::Rejected)
-        .await
-        .unwrap_or_else(|e| panic!("rejected scenario: {e}"));
-    assert!(
-        matches!(rejected.event, SettlementEvent::Rejected(_)),
-        "{rejected:?}"
-    );
-    let bounty = chain_testkit::TestBounty::new(rejected.bounty, kit.provider().clone());
-    let after = bounty.status().call().await.unwrap();
-    assert_ne!(after, status::SETTLED);
-    assert_ne!(after, status::SUBMITTED);
+    let (settled, rejected) = common::settle_then_reject(&cfg, Stack::Python).await;
     assert_ne!(settled.bounty, rejected.bounty);
 
     json_logs_without_keys(logs.path());

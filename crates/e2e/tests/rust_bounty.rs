@@ -10,10 +10,10 @@
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
-use chain_testkit::{Testkit, status};
-use e2e::{E2eConfig, Scenario, Stack, run_bounty};
+use e2e::{E2eConfig, Stack};
 use serde_json::Value;
-use verifier_sdk::settle::SettlementEvent;
+
+mod common;
 
 fn config() -> E2eConfig {
     E2eConfig::for_checkout("e2e-rust-test").unwrap_or_else(|e| panic!("{e}"))
@@ -133,29 +133,7 @@ async fn rust_bounty_settles_with_the_good_solution_and_rejects_the_bad_one() {
     let cfg = config();
     let logs = tempfile::tempdir().unwrap();
     assert!(e2e::capture_logs(logs.path()));
-    let kit = Testkit::connect().await.unwrap_or_else(|e| panic!("{e}"));
-
-    let settled = run_bounty(&cfg, Stack::Rust, Scenario::Settled)
-        .await
-        .unwrap_or_else(|e| panic!("rust settled scenario: {e}"));
-    assert!(
-        matches!(settled.event, SettlementEvent::Settled(_)),
-        "{settled:?}"
-    );
-    let bounty = chain_testkit::TestBounty::new(settled.bounty, kit.provider().clone());
-    assert_eq!(bounty.status().call().await.unwrap(), status::SETTLED);
-
-    let rejected = run_bounty(&cfg, Stack::Rust, Scenario::Rejected)
-        .await
-        .unwrap_or_else(|e| panic!("rust rejected scenario: {e}"));
-    assert!(
-        matches!(rejected.event, SettlementEvent::Rejected(_)),
-        "{rejected:?}"
-    );
-    let bounty = chain_testkit::TestBounty::new(rejected.bounty, kit.provider().clone());
-    let after = bounty.status().call().await.unwrap();
-    assert_ne!(after, status::SETTLED);
-    assert_ne!(after, status::SUBMITTED);
+    common::settle_then_reject(&cfg, Stack::Rust).await;
     let scan = e2e::scan_captured().unwrap().unwrap();
     let problems = scan.problems(1);
     assert!(problems.is_empty(), "{}", problems.join("\n"));
