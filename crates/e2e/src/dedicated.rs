@@ -15,17 +15,16 @@ use std::time::{Duration, Instant};
 
 use alloy::primitives::{U256, keccak256};
 use alloy::signers::local::PrivateKeySigner;
-use chain_testkit::{DEV_KEYS, Testkit, dev_signer, status};
+use chain_testkit::{Testkit, status};
 use serde_json::Value;
 use verifier_sdk::fixtures::JobParams;
 use verifier_sdk::settle::SettlementEvent;
 
 use crate::{
-    E2eConfig, E2eError, KEEPER_KEY_ENV, Scenario, ScenarioResult, VERIFIER_KEY_ENV, VERIFIER_KEYS,
-    archive_commit, deploy_for_job, fresh_dir, info, init_signer_history, io, job_params,
-    keeper_relay_args, manifest, piped_command, run_binary, s, serve_job_archives,
-    settlement_events, signer_sign_args, stderr_path, step, tree_digest, verifier_addresses,
-    wall_clock, worker_feed_args,
+    E2eConfig, E2eError, KEEPER_KEY_ENV, Scenario, ScenarioResult, VERIFIER_KEYS, archive_commit,
+    deploy_for_job, fresh_dir, info, io, job_params, keeper_relay_args, manifest, piped_command,
+    run_binary, s, serve_job_archives, settlement_events, sign_as_dev_key, stderr_path, step,
+    tree_digest, verifier_addresses, wall_clock, worker_feed_args,
 };
 
 /// How long `worker serve` may take to produce the candidate (image start, a six-test
@@ -310,18 +309,13 @@ pub async fn run_dedicated_route(cfg: &E2eConfig) -> Result<ScenarioResult, E2eE
         step(&format!(
             "[dedicated] signer sign the pulled copy as verifier dev key {key}"
         ));
-        let signer = dev_signer(key)?;
         let att = signer_host.join(format!("att-{key}"));
-        init_signer_history(&bin("signer"), &att, signer.address())?;
-        let report = run_binary(
-            "signer sign",
+        let report = sign_as_dev_key(
             &bin("signer"),
-            &signer_sign_args(&pulled, server.url(), kit.url(), signer.address(), &att),
-            Some((
-                VERIFIER_KEY_ENV,
-                DEV_KEYS.get(key).copied().unwrap_or_default(),
-            )),
-            &[0],
+            key,
+            &pulled,
+            (server.url(), kit.url()),
+            &att,
         )
         .await?;
         if report.get("signed").and_then(Value::as_u64) != Some(1) {

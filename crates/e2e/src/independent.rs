@@ -12,17 +12,17 @@ use std::path::{Path, PathBuf};
 use alloy::primitives::{Address, B256, U256, keccak256};
 use alloy::providers::Provider;
 use alloy::signers::local::PrivateKeySigner;
-use chain_testkit::{DEV_KEYS, Testkit, dev_signer, status};
+use chain_testkit::{Testkit, dev_signer, status};
 use serde_json::{Value, json};
 use verifier_sdk::Bytes32;
 use verifier_sdk::fixtures::JobParams;
 use verifier_sdk::settle::{SettlementEvent, decode_settle_calldata};
 
 use crate::{
-    ArchiveServer, E2eConfig, E2eError, KEEPER_KEY_ENV, VERIFIER_KEY_ENV, VERIFIER_KEYS,
-    archive_commit, deploy_for_job, fresh_dir, info, init_signer_history, io, job_params,
-    keeper_relay_args, manifest, output_kept, run_binary, s, serve_job_archives, settlement_events,
-    signer_sign_args, step, tree_digest, verifier_addresses, wall_clock, worker_feed_args,
+    ArchiveServer, E2eConfig, E2eError, KEEPER_KEY_ENV, VERIFIER_KEYS, archive_commit,
+    deploy_for_job, fresh_dir, info, io, job_params, keeper_relay_args, manifest, output_kept,
+    run_binary, s, serve_job_archives, settlement_events, sign_as_dev_key, step, tree_digest,
+    verifier_addresses, wall_clock, worker_feed_args,
 };
 
 /// The harness, started through a wrapper that first prints the wall clock in nanoseconds:
@@ -373,16 +373,12 @@ pub async fn run_independent(cfg: &E2eConfig, timed: bool) -> Result<Independent
         }
         let att = dir(&format!("att-{slot}"));
         std::fs::create_dir_all(&att).map_err(io("create a work directory", &att))?;
-        let signer = dev_signer(key)?;
-        let key_hex = DEV_KEYS.get(key).copied().unwrap_or_default();
-        init_signer_history(&bin("signer"), &att, signer.address())?;
-        let args = signer_sign_args(&agreed, server.url(), kit.url(), signer.address(), &att);
-        let report = run_binary(
-            "signer sign",
+        let report = sign_as_dev_key(
             &bin("signer"),
-            &args,
-            Some((VERIFIER_KEY_ENV, key_hex)),
-            &[0],
+            key,
+            &agreed,
+            (server.url(), kit.url()),
+            &att,
         )
         .await?;
         if report.get("signed").and_then(Value::as_u64) != Some(1) {

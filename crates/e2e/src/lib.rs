@@ -643,6 +643,30 @@ fn job_params(
     }
 }
 
+/// `signer sign` as verifier dev key `key` on `candidates`, with the feed and chain at
+/// `(api, rpc)`, writing attestations under `att`; its history is initialised first, as an
+/// operator's install does. The signer's JSON report.
+pub(crate) async fn sign_as_dev_key(
+    signer_bin: &Path,
+    key: usize,
+    candidates: &Path,
+    (api, rpc): (&str, &str),
+    att: &Path,
+) -> Result<Value, E2eError> {
+    let signer = dev_signer(key)?;
+    init_signer_history(signer_bin, att, signer.address())?;
+    let args = signer_sign_args(candidates, api, rpc, signer.address(), att);
+    let key_hex = DEV_KEYS.get(key).copied().unwrap_or_default();
+    run_binary(
+        "signer sign",
+        signer_bin,
+        &args,
+        Some((VERIFIER_KEY_ENV, key_hex)),
+        &[0],
+    )
+    .await
+}
+
 /// `signer sign` of the candidates in `candidates` as `signer` (its key in
 /// [`VERIFIER_KEY_ENV`]), attestations into `out`, with a JSON report: every route signs so.
 fn signer_sign_args(
@@ -953,26 +977,12 @@ pub async fn run_bounty(
             "[{}] signer sign as verifier dev key {key} (key via ${VERIFIER_KEY_ENV})",
             label
         ));
-        let signer = dev_signer(key)?;
-        let key_hex = DEV_KEYS.get(key).copied().unwrap_or_default();
-        init_signer_history(
+        let report = sign_as_dev_key(
             &bin("signer"),
-            &dirs(&format!("att-{key}")),
-            signer.address(),
-        )?;
-        let args = signer_sign_args(
+            key,
             &dirs("candidates"),
-            server.url(),
-            kit.url(),
-            signer.address(),
+            (server.url(), kit.url()),
             &dirs(&format!("att-{key}")),
-        );
-        let report = run_binary(
-            "signer sign",
-            &bin("signer"),
-            &args,
-            Some((VERIFIER_KEY_ENV, key_hex)),
-            &[0],
         )
         .await?;
         info(&format!(
