@@ -110,6 +110,32 @@ pub fn checkout_bin_dir() -> PathBuf {
         .join("debug")
 }
 
+/// `worker rehearse` of `fixtures`' `solution` against its benchmark under `manifest`, staging
+/// in `dir/staging`, with a JSON report and JSON logs (the stack tests read both); the caller
+/// adds its own arguments and runs it.
+pub fn rehearse_command(
+    worker: &Path,
+    fixtures: &Path,
+    solution: &str,
+    manifest: &Path,
+    dir: &Path,
+) -> std::process::Command {
+    let mut cmd = std::process::Command::new(worker);
+    cmd.arg("rehearse")
+        .arg("--source")
+        .arg(fixtures.join(solution))
+        .arg("--benchmark")
+        .arg(fixtures.join("benchmark"))
+        .arg("--manifest")
+        .arg(manifest)
+        .arg("--staging-root")
+        .arg(dir.join("staging"))
+        .arg("--json")
+        .env_remove("REGRESSION_SANDBOX_STAGING_ROOT")
+        .envs(logscan::JSON_LOG_ENV);
+    cmd
+}
+
 impl E2eConfig {
     /// Config for the checkout's own build, working under `.work/<work_name>`.
     pub fn for_checkout(work_name: &str) -> Result<Self, E2eError> {

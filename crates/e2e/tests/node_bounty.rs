@@ -7,7 +7,6 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::path::{Path, PathBuf};
-use std::process::Command;
 
 use serde_json::Value;
 
@@ -44,20 +43,8 @@ fn manifest(dir: &Path) -> PathBuf {
 
 fn rehearse(dir: &Path, solution: &str, extra: &[&str]) -> (i32, Value) {
     let fixtures = repo_root().join("fixtures/node-bounty");
-    let output = Command::new(worker())
-        .arg("rehearse")
-        .arg("--source")
-        .arg(fixtures.join(solution))
-        .arg("--benchmark")
-        .arg(fixtures.join("benchmark"))
-        .arg("--manifest")
-        .arg(manifest(dir))
-        .arg("--staging-root")
-        .arg(dir.join("staging"))
-        .arg("--json")
+    let output = e2e::rehearse_command(&worker(), &fixtures, solution, &manifest(dir), dir)
         .args(extra)
-        .env_remove("REGRESSION_SANDBOX_STAGING_ROOT")
-        .envs(e2e::logscan::JSON_LOG_ENV)
         .output()
         .unwrap();
     let code = output.status.code().unwrap_or(-1);

@@ -8,7 +8,7 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+use std::process::Output;
 
 use e2e::{E2eConfig, Stack};
 use serde_json::Value;
@@ -31,22 +31,12 @@ fn rust_manifest(cfg: &E2eConfig, dir: &Path) -> PathBuf {
 
 fn rehearse(cfg: &E2eConfig, dir: &Path, solution: &str, extra: &[&str]) -> (i32, String, Value) {
     let fixtures = Stack::Rust.fixtures(&cfg.repo_root);
-    let output: Output = Command::new(cfg.bin_dir.join("worker"))
-        .arg("rehearse")
-        .arg("--source")
-        .arg(fixtures.join(solution))
-        .arg("--benchmark")
-        .arg(fixtures.join("benchmark"))
-        .arg("--manifest")
-        .arg(rust_manifest(cfg, dir))
-        .arg("--staging-root")
-        .arg(dir.join("staging"))
+    let worker = cfg.bin_dir.join("worker");
+    let manifest = rust_manifest(cfg, dir);
+    let output: Output = e2e::rehearse_command(&worker, &fixtures, solution, &manifest, dir)
         .arg("--log-dir")
         .arg(dir.join("logs"))
-        .arg("--json")
         .args(extra)
-        .env_remove("REGRESSION_SANDBOX_STAGING_ROOT")
-        .envs(e2e::logscan::JSON_LOG_ENV)
         .output()
         .unwrap();
     let code = output.status.code().unwrap_or(-1);
