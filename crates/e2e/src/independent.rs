@@ -60,6 +60,21 @@ pub struct IndependentResult {
     pub reproduced_candidate: (Option<i32>, Value),
 }
 
+/// `worker reproduce`'s input naming a settlement: the transaction and the chain it is on.
+fn tx_args(tx: B256, rpc: &str) -> Vec<String> {
+    vec![s("--tx"), tx.to_string(), s("--rpc"), rpc.to_owned()]
+}
+
+/// `worker reproduce`'s input naming `served`'s job, as its first verifier would run it.
+fn job_id_args(served: &Served) -> Vec<String> {
+    vec![
+        s("--job-id"),
+        served.validated.job_id().to_owned(),
+        s("--verifier"),
+        served.verifiers[0].to_string(),
+    ]
+}
+
 /// `worker reproduce` as a third party runs it, from the settlement transaction and the
 /// platform's API; its exit code and `--json` report (an error object on a refusal).
 pub(crate) async fn reproduce_tx(
@@ -69,14 +84,7 @@ pub(crate) async fn reproduce_tx(
     rpc: &str,
     tx: B256,
 ) -> Result<(Option<i32>, Value), E2eError> {
-    reproduce(
-        cfg,
-        work,
-        api,
-        &[s("--tx"), tx.to_string(), s("--rpc"), rpc.to_owned()],
-        None,
-    )
-    .await
+    reproduce(cfg, work, api, &tx_args(tx, rpc), None).await
 }
 
 /// `worker reproduce` as README shows it, for a reader of its output: no `--staging-root`, no
@@ -533,7 +541,7 @@ pub async fn run_forged_settlement(cfg: &E2eConfig) -> Result<ForgedResult, E2eE
         cfg,
         &work.join("engine-down"),
         server.url(),
-        &[s("--tx"), tx.to_string(), s("--rpc"), kit.url().to_owned()],
+        &tx_args(tx, kit.url()),
         Some(("DOCKER_HOST", "unix:///nonexistent/docker.sock")),
     )
     .await?;
@@ -631,12 +639,7 @@ pub async fn run_swapped_benchmark(cfg: &E2eConfig) -> Result<SwappedResult, E2e
                 cfg,
                 &work.join("swapped-job"),
                 swapped.url(),
-                &[
-                    s("--job-id"),
-                    served.validated.job_id().to_owned(),
-                    s("--verifier"),
-                    served.verifiers[0].to_string(),
-                ],
+                &job_id_args(&served),
                 None,
             )
             .await?;
@@ -650,14 +653,7 @@ pub async fn run_swapped_benchmark(cfg: &E2eConfig) -> Result<SwappedResult, E2e
                 cfg,
                 &work.join("swapped-candidate"),
                 served.server.url(),
-                &[
-                    s("--tx"),
-                    tx.to_string(),
-                    s("--rpc"),
-                    served.kit.url().to_owned(),
-                    s("--candidate"),
-                    file,
-                ],
+                &[tx_args(tx, served.kit.url()), vec![s("--candidate"), file]].concat(),
                 None,
             )
             .await?;
@@ -705,12 +701,7 @@ pub async fn run_newcomer(cfg: &E2eConfig) -> Result<NewcomerResult, E2eError> {
         cfg,
         &work.join("job"),
         served.server.url(),
-        &[
-            s("--job-id"),
-            served.validated.job_id().to_owned(),
-            s("--verifier"),
-            served.verifiers[0].to_string(),
-        ],
+        &job_id_args(&served),
         None,
     )
     .await?;
@@ -726,12 +717,7 @@ pub async fn run_newcomer(cfg: &E2eConfig) -> Result<NewcomerResult, E2eError> {
         cfg,
         &work.join("readme"),
         served.server.url(),
-        &[
-            s("--tx"),
-            tx.to_string(),
-            s("--rpc"),
-            served.kit.url().to_owned(),
-        ],
+        &tx_args(tx, served.kit.url()),
     )
     .await?;
     Ok(NewcomerResult {
