@@ -21,10 +21,10 @@ use verifier_sdk::fixtures::JobParams;
 use verifier_sdk::settle::SettlementEvent;
 
 use crate::{
-    E2eConfig, E2eError, KEEPER_KEY_ENV, Scenario, ScenarioResult, VERIFIER_KEYS, archive_commit,
-    deploy_for_job, fresh_dir, info, io, job_params, keeper_relay_args, manifest, piped_command,
-    run_binary, s, serve_job_archives, settlement_events, sign_as_dev_key, stderr_path, step,
-    tree_digest, verifier_addresses, wall_clock, worker_feed_args,
+    E2eConfig, E2eError, Scenario, ScenarioResult, VERIFIER_KEYS, archive_commit, deploy_for_job,
+    fresh_dir, info, io, job_params, keeper_relay_args, manifest, piped_command, relay_first_job,
+    s, serve_job_archives, settlement_events, sign_as_dev_key, stderr_path, step, tree_digest,
+    verifier_addresses, wall_clock, worker_feed_args,
 };
 
 /// How long `worker serve` may take to produce the candidate (image start, a six-test
@@ -342,23 +342,7 @@ pub async fn run_dedicated_route(cfg: &E2eConfig) -> Result<ScenarioResult, E2eE
         kit.url(),
         &signer_host.join("keeper-state"),
     );
-    let report = run_binary(
-        "keeper relay",
-        &bin("keeper"),
-        &args,
-        Some((KEEPER_KEY_ENV, &keeper_key)),
-        &[0],
-    )
-    .await?;
-    let tx_hash = report
-        .pointer("/jobs/0/tx_hash")
-        .and_then(Value::as_str)
-        .and_then(|t| t.parse().ok())
-        .ok_or_else(|| E2eError::Step {
-            step: "keeper relay".into(),
-            code: Some(0),
-            detail: format!("report has no tx hash: {report}"),
-        })?;
+    let (_, tx_hash) = relay_first_job(&bin("keeper"), &args, &keeper_key).await?;
     info(&format!("keeper: tx {tx_hash}"));
     mark("keeper relay");
 

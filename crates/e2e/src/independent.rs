@@ -19,10 +19,10 @@ use verifier_sdk::fixtures::JobParams;
 use verifier_sdk::settle::{SettlementEvent, decode_settle_calldata};
 
 use crate::{
-    ArchiveServer, E2eConfig, E2eError, KEEPER_KEY_ENV, VERIFIER_KEYS, archive_commit,
-    deploy_for_job, fresh_dir, info, io, job_params, keeper_relay_args, manifest, output_kept,
-    run_binary, s, serve_job_archives, settlement_events, sign_as_dev_key, step, tree_digest,
-    verifier_addresses, wall_clock, worker_feed_args,
+    ArchiveServer, E2eConfig, E2eError, VERIFIER_KEYS, archive_commit, deploy_for_job, fresh_dir,
+    info, io, job_params, keeper_relay_args, manifest, output_kept, relay_first_job, run_binary, s,
+    serve_job_archives, settlement_events, sign_as_dev_key, step, tree_digest, verifier_addresses,
+    wall_clock, worker_feed_args,
 };
 
 /// The harness, started through a wrapper that first prints the wall clock in nanoseconds:
@@ -410,19 +410,7 @@ pub async fn run_independent(cfg: &E2eConfig, timed: bool) -> Result<Independent
         kit.url(),
         &state,
     );
-    let report = run_binary(
-        "keeper relay",
-        &bin("keeper"),
-        &args,
-        Some((KEEPER_KEY_ENV, &keeper_key)),
-        &[0],
-    )
-    .await?;
-    let tx_hash: B256 = report
-        .pointer("/jobs/0/tx_hash")
-        .and_then(Value::as_str)
-        .and_then(|t| t.parse().ok())
-        .ok_or_else(|| E2eError::Mismatch(format!("keeper reported no tx: {report}")))?;
+    let (_, tx_hash) = relay_first_job(&bin("keeper"), &args, &keeper_key).await?;
 
     step("[independent] read the settlement back from the chain");
     let events = settlement_events(&kit, tx_hash, bounty.address()).await?;

@@ -693,6 +693,38 @@ pub(crate) async fn sign_as_dev_key(
     .await
 }
 
+/// `keeper relay` with `args` and the gas key `key_hex`; the report of the first job it took
+/// and that job's settlement transaction (an error when either is missing).
+pub(crate) async fn relay_first_job(
+    keeper_bin: &Path,
+    args: &[String],
+    key_hex: &str,
+) -> Result<(Value, B256), E2eError> {
+    let report = run_binary(
+        "keeper relay",
+        keeper_bin,
+        args,
+        Some((KEEPER_KEY_ENV, key_hex)),
+        &[0],
+    )
+    .await?;
+    let missing = |what: &str| E2eError::Step {
+        step: "keeper relay".into(),
+        code: Some(0),
+        detail: format!("report has no {what}: {report}"),
+    };
+    let job = report
+        .pointer("/jobs/0")
+        .cloned()
+        .ok_or_else(|| missing("job"))?;
+    let tx_hash = job
+        .get("tx_hash")
+        .and_then(Value::as_str)
+        .and_then(|t| t.parse().ok())
+        .ok_or_else(|| missing("tx hash"))?;
+    Ok((job, tx_hash))
+}
+
 /// `signer sign` of the candidates in `candidates` as `signer` (its key in
 /// [`VERIFIER_KEY_ENV`]), attestations into `out`, with a JSON report: every route signs so.
 fn signer_sign_args(
@@ -1034,36 +1066,11 @@ pub async fn run_bounty(
         &dirs("keeper-state"),
     );
     let keeper_key = DEV_KEYS.get(KEEPER_KEY).copied().unwrap_or_default();
-    let report = run_binary(
-        "keeper relay",
-        &bin("keeper"),
-        &args,
-        Some((KEEPER_KEY_ENV, keeper_key)),
-        &[0],
-    )
-    .await?;
-    let job_report = report
-        .get("jobs")
-        .and_then(Value::as_array)
-        .and_then(|jobs| jobs.first())
-        .ok_or_else(|| E2eError::Step {
-            step: "keeper relay".into(),
-            code: Some(0),
-            detail: format!("report has no job: {report}"),
-        })?;
+    let (job_report, tx_hash) = relay_first_job(&bin("keeper"), &args, keeper_key).await?;
     let keeper_status = job_report
         .get("status")
         .and_then(Value::as_str)
         .unwrap_or("?");
-    let tx_hash: B256 = job_report
-        .get("tx_hash")
-        .and_then(Value::as_str)
-        .and_then(|t| t.parse().ok())
-        .ok_or_else(|| E2eError::Step {
-            step: "keeper relay".into(),
-            code: Some(0),
-            detail: format!("job report has no tx hash: {job_report}"),
-        })?;
     info(&format!(
         "keeper: {keeper_status}, tx {tx_hash}, block {}",
         job_report.get("block_number").unwrap_or(&Value::Null)
