@@ -1857,18 +1857,25 @@ mod tests {
     /// `0first`. Run in each of [`PASS_KINDS`] for each of [`VICTIM_SIZES`] (staging, the
     /// large `victim` spans batches, so the reader creates its copy and the chunks are shared
     /// between the threads); the results are returned with what each run was.
+    /// The tree [`attack_second_file`] attacks (`0first`, `victim` of `size` bytes, `z-after`),
+    /// an empty folder to stage it into, and the victim's path.
+    fn victim_tree(size: usize) -> (tempfile::TempDir, tempfile::TempDir, PathBuf) {
+        let dir = tempfile::tempdir().unwrap();
+        let copy = tempfile::tempdir().unwrap();
+        fs::write(dir.path().join("0first"), b"first").unwrap();
+        fs::write(dir.path().join("victim"), vec![5u8; size]).unwrap();
+        fs::write(dir.path().join("z-after"), b"after").unwrap();
+        let victim = dir.path().join("victim");
+        (dir, copy, victim)
+    }
+
     fn attack_second_file(
         attack: impl Fn(&Path, usize) + Sync,
     ) -> Vec<(Result<Snapshot, SnapshotError>, String)> {
         let mut results = Vec::new();
         for size in VICTIM_SIZES {
             for (staged, check_backlog, hasher_reads, kind) in PASS_KINDS {
-                let dir = tempfile::tempdir().unwrap();
-                let copy = tempfile::tempdir().unwrap();
-                fs::write(dir.path().join("0first"), b"first").unwrap();
-                fs::write(dir.path().join("victim"), vec![5u8; size]).unwrap();
-                fs::write(dir.path().join("z-after"), b"after").unwrap();
-                let victim = dir.path().join("victim");
+                let (dir, copy, victim) = victim_tree(size);
                 let pass = Pass {
                     copy_to: staged.then_some(copy.path()),
                     check_backlog,
@@ -1959,12 +1966,7 @@ mod tests {
     fn a_file_grown_past_the_byte_limit_after_listing_is_refused_before_it_is_staged() {
         for size in VICTIM_SIZES {
             for (staged, check_backlog, hasher_reads, kind) in PASS_KINDS {
-                let dir = tempfile::tempdir().unwrap();
-                let copy = tempfile::tempdir().unwrap();
-                fs::write(dir.path().join("0first"), b"first").unwrap();
-                fs::write(dir.path().join("victim"), vec![5u8; size]).unwrap();
-                fs::write(dir.path().join("z-after"), b"after").unwrap();
-                let victim = dir.path().join("victim");
+                let (dir, copy, victim) = victim_tree(size);
                 let max_bytes = (size + 100) as u64;
                 let pass = Pass {
                     copy_to: staged.then_some(copy.path()),
