@@ -61,6 +61,46 @@ struct StagedInputs {
     benchmark_limits: TreeLimits,
     /// The batch's image inspects, when the caller runs batches ([`execute_manifest_with`]).
     images: Option<ImageMemo>,
+    /// The caller's bound on the containers running at once, when it has one
+    /// ([`execute_manifest_within`]), and this run's place in it.
+    capacity: Option<Capacity>,
+    place: std::sync::Mutex<Place>,
+}
+
+/// A bound on the containers running at once (the host's capacity, `parallel`), shared by the
+/// runs of a rehearsal or a batch. A container counts from its start until the engine says
+/// it has stopped: creating it, checking it and removing it use none of the cpus and memory
+/// the bound shares out, so the next run's container is created and checked while the
+/// runs before it still run, and starts the moment one of them stops (issue #50 item 1).
+/// At most `parallel` containers wait so, created, for their start. Cheap to clone; clones
+/// share the bound.
+#[derive(Clone, Debug)]
+pub struct Capacity {
+    running: std::sync::Arc<tokio::sync::Semaphore>,
+    waiting: std::sync::Arc<tokio::sync::Semaphore>,
+}
+
+impl Capacity {
+    /// Up to `parallel` containers running at once, and as many created and waiting.
+    pub fn new(parallel: std::num::NonZeroUsize) -> Self {
+        let permits = parallel.get().min(tokio::sync::Semaphore::MAX_PERMITS);
+        Self {
+            running: std::sync::Arc::new(tokio::sync::Semaphore::new(permits)),
+            waiting: std::sync::Arc::new(tokio::sync::Semaphore::new(permits)),
+        }
+    }
+}
+
+/// Where one run stands in its [`Capacity`]: the permit it holds, if any.
+#[derive(Debug, Default)]
+enum Place {
+    /// Not counted (no capacity, or its container has stopped).
+    #[default]
+    Out,
+    /// Created or about to be, waiting for its start; the permit is held for its drop.
+    Waiting { _held: tokio::sync::OwnedSemaphorePermit },
+    /// Started, until its container stops.
+    Running { _held: tokio::sync::OwnedSemaphorePermit },
 }
 
 /// Why the staged trees are not the committed ones; its message is the no-verdict's detail.
@@ -169,6 +209,34 @@ impl RunHooks for StagedInputs {
     fn image_memo(&self) -> Option<&ImageMemo> {
         self.images.as_ref()
     }
+
+    fn admit(&self) -> std::pin::Pin<Box<dyn Future<Output = ()> + Send + '_>> {
+        Box::pin(async move {
+            let Some(capacity) = &self.capacity else {
+                return;
+            };
+            // The semaphores are never closed: the wait ends only with a permit.
+            if let Ok(running) = std::sync::Arc::clone(&capacity.running)
+                .acquire_owned()
+                .await
+            {
+                // The waiting permit is given back with the swap.
+                *self.place() = Place::Running { _held: running };
+            }
+        })
+    }
+
+    fn stopped(&self) {
+        *self.place() = Place::Out;
+    }
+}
+
+impl StagedInputs {
+    fn place(&self) -> std::sync::MutexGuard<'_, Place> {
+        self.place
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
 }
 
 fn run_id(seed: &str) -> String {
@@ -227,6 +295,41 @@ pub async fn execute_manifest_with(
     label: &str,
     images: Option<ImageMemo>,
 ) -> Result<Result<Execution, NoVerdictOutcome>, SandboxError> {
+    execute(executor, manifest, source, options, label, images, None).await
+}
+
+/// [`execute_manifest`] within `capacity`: the run waits for a waiting place before its
+/// container is created, and for a running place before its start; the running place is
+/// given back once the engine says the container has stopped, before the inputs' re-check
+/// and the removal.
+pub async fn execute_manifest_within(
+    executor: &Executor,
+    manifest: &RunnerManifest,
+    source: Sha256Digest,
+    options: &RunOptions,
+    label: &str,
+    capacity: &Capacity,
+) -> Result<Result<Execution, NoVerdictOutcome>, SandboxError> {
+    execute(executor, manifest, source, options, label, None, Some(capacity)).await
+}
+
+async fn execute(
+    executor: &Executor,
+    manifest: &RunnerManifest,
+    source: Sha256Digest,
+    options: &RunOptions,
+    label: &str,
+    images: Option<ImageMemo>,
+    capacity: Option<&Capacity>,
+) -> Result<Result<Execution, NoVerdictOutcome>, SandboxError> {
+    // The semaphores are never closed: the wait ends only with a permit.
+    let place = match capacity {
+        Some(capacity) => std::sync::Arc::clone(&capacity.waiting)
+            .acquire_owned()
+            .await
+            .map_or(Place::Out, |held| Place::Waiting { _held: held }),
+        None => Place::Out,
+    };
     let (source_limits, benchmark_limits) = (manifest.source_limits(), manifest.benchmark_limits());
     let inputs = StagedInputs {
         root: options.staging_root.clone(),
@@ -235,6 +338,8 @@ pub async fn execute_manifest_with(
         benchmark: manifest.benchmark_digest(),
         benchmark_limits,
         images,
+        capacity: capacity.cloned(),
+        place: std::sync::Mutex::new(place),
     };
     // Fail fast on a missing tree; the digests are checked by the executor's hooks right
     // before create and after the run.

@@ -57,7 +57,7 @@ use super::exec::{BASE_LABEL, BASE_STEP, Prepared, RunResult, Runs, progress_wor
 use super::judgement::{NOT_JUDGED, judge};
 use super::references::{References, referenced_first, workspace_references};
 pub use super::stub_files::{SHADOW_FILES, exit_stub};
-use super::verdict::Verdict;
+use super::report::verdict_of;
 pub use super::verdict::{
     EMPTY_TREE, EXIT_ON_LOAD, EXIT_ON_LOAD_KEEP_TEXT, FAIL_ON_LOAD_KEEP_TEXT, REFERENCED_PROGRAMS,
     StubResult,
@@ -289,19 +289,19 @@ fn root_error(path: &Path, detail: impl std::fmt::Display) -> RehearseError {
     }
 }
 
-/// Builds, stages and runs every stub, each once in a fresh container, up to `parallel` at
-/// once; `source_verdict` is the rehearsal's verdict on the source, which decides whether stubs
-/// that fail say anything. `base`, the base tree when the rehearsal left its run to the stubs,
-/// is run after the last stub, in their last wave; its result is returned beside theirs.
-pub(crate) async fn run_stubs(
+/// Runs the solution (`options.repeat` times), `base` (the base tree, when it is run) and
+/// every stub, each once in a fresh container, as one pipeline drawing on the rehearsal's
+/// slots: a stub waits for no other run (the solution's verdict only decides, afterwards,
+/// whether the stubs that failed say anything), a runner shadow only for
+/// `fail_on_load_keep_text`'s answer. Returns the solution's results in run order, the
+/// base's, and the stubs' in the plan's order: what a sequential rehearsal gives.
+pub(crate) async fn run_with_stubs(
     executor: &Executor,
     prepared: &Prepared,
     options: &RehearseOptions,
     runs: &mut Runs,
-    source_verdict: Verdict,
-    parallel: std::num::NonZeroUsize,
     base: Option<Sha256Digest>,
-) -> Result<(Adversarial, Option<RunResult>), RehearseError> {
+) -> Result<(Vec<RunResult>, Option<RunResult>, Adversarial), RehearseError> {
     let root = &options.staging_root;
     let manifest = &prepared.manifest;
     let limits = manifest.source_limits();
@@ -356,9 +356,14 @@ pub(crate) async fn run_stubs(
         work: work.path(),
         limits,
     };
-    let (mut stubs, culprit, base) =
-        run_waves(&trials, runs, &references, trees, parallel, base).await?;
-    let (bypassable, not_judged) = judge(&stubs, source_verdict);
+    let ran = run_pipeline(&trials, runs, &references, trees, options.repeat, base).await?;
+    let Ran {
+        solution,
+        base,
+        mut stubs,
+        culprit,
+    } = ran;
+    let (bypassable, not_judged) = judge(&stubs, verdict_of(&solution));
     if not_judged.is_some() {
         for stub in &mut stubs {
             if stub.outcome == "held" {
@@ -373,7 +378,7 @@ pub(crate) async fn run_stubs(
         culprit,
         solver_tests,
     };
-    Ok((adversarial, base))
+    Ok((solution, base, adversarial))
 }
 
 /// Every stub tree to run, in order: built from the staged source under `work`.
@@ -611,116 +616,132 @@ fn shadow_only(shadow: &Shadow, dest: &Path) -> Result<Option<StubTree>, Rehears
     }))
 }
 
-/// Stages and runs the planned stubs, up to `parallel` runs at once, each tree staged once
-/// and mounted read-only by its run, and `base` after the last of them; the results in the
-/// plan's order.
-async fn run_waves(
+/// What the pipeline ran: the solution's results in run order, the base tree's, the stubs'
+/// in the plan's order, and `exit_on_load`'s culprit when one was bisected.
+struct Ran {
+    solution: Vec<RunResult>,
+    base: Option<RunResult>,
+    stubs: Vec<StubResult>,
+    culprit: Option<Culprit>,
+}
+
+/// Runs the solution `repeat` times, `base` and the planned stubs as one pipeline: every job
+/// is started at once and waits only for a slot of the rehearsal (its capacity) and, for a
+/// shadow, for `fail_on_load_keep_text`'s answer. Each stub's tree is staged by its own job,
+/// before it waits for a slot, so staging overlaps the runs in flight (#50 item 1: waves
+/// left a slot idle while a wave's trees were staged and its slowest run ended).
+async fn run_pipeline(
     trials: &Trials<'_>,
     runs: &mut Runs,
     references: &References,
     trees: Vec<Planned>,
-    parallel: std::num::NonZeroUsize,
+    repeat: u32,
     base: Option<Sha256Digest>,
-) -> Result<(Vec<StubResult>, Option<Culprit>, Option<RunResult>), RehearseError> {
-    // A shadow runs only when `fail_on_load_keep_text`, planned before every shadow, did not
-    // pass: the stubs run in two waves, the trees before the first shadow, then the rest.
-    let first_shadow = trees
+) -> Result<Ran, RehearseError> {
+    // The jobs in the order a sequential rehearsal runs them: the solution's runs, the base,
+    // the stubs in the plan's order.
+    let mut jobs: Vec<Job> = (1..=repeat)
+        .map(|run| Job::Solution {
+            run,
+            label: format!("rehearse-{run}"),
+            step: format!("run {run}/{repeat} of the solution"),
+        })
+        .collect();
+    jobs.extend(base.map(Job::Base));
+    // A shadow runs only when `fail_on_load_keep_text` did not pass; with no such stub
+    // planned (a source with no code to make fail on load), every shadow runs.
+    let has_control = trees
         .iter()
-        .position(|p| matches!(p, Planned::Shadow(_)))
-        .unwrap_or(trees.len());
-    let mut first: Vec<(usize, Planned)> = trees.into_iter().enumerate().collect();
-    let second = first.split_off(first_shadow);
-
+        .any(|p| matches!(p, Planned::Tree(t) if t.name == FAIL_ON_LOAD_KEEP_TEXT));
+    let (gate, _) = tokio::sync::watch::channel((!has_control).then_some(false));
+    for (i, planned) in trees.into_iter().enumerate() {
+        jobs.push(match planned {
+            Planned::NotApplicable => Job::Ready(not_applicable()),
+            Planned::Tree(tree) => Job::Stub { i, tree },
+            Planned::Shadow(tree) => Job::Shadow { i, tree },
+        });
+    }
+    let width = jobs.len().max(1);
+    let mut solution = Vec::new();
+    let mut base_run = None;
     let mut stubs: Vec<StubResult> = Vec::new();
     let mut culprit = None;
-    let mut base_run = None;
-    // The runs of a wave end in any order; their progress lines are written here, in the
-    // plan's order, as each run and every run before it has ended, so the lines (and the
-    // stubs' order in the report) are those of a sequential rehearsal.
+    // The runs end in any order; their progress lines are written here, in the plan's order,
+    // as each run and every run before it has ended, so the lines (and the results' order)
+    // are those of a sequential rehearsal.
     let mut steps = std::mem::replace(&mut runs.steps, Box::new(NoSteps));
-    let waves = async {
-        for (last, wave) in [(false, first), (true, second)] {
-            let mut jobs = Vec::new();
-            for (i, planned) in wave {
-                let tree = match planned {
-                    Planned::NotApplicable => {
-                        jobs.push(Job::Ready(not_applicable()));
-                        continue;
-                    }
-                    Planned::Shadow(tree)
-                        if stubs.iter().any(|s| {
-                            s.name == FAIL_ON_LOAD_KEEP_TEXT && s.outcome == "bypassed"
-                        }) =>
-                    {
-                        jobs.push(Job::Ready(skipped_shadow(tree)));
-                        continue;
-                    }
-                    Planned::Tree(tree) | Planned::Shadow(tree) => tree,
-                };
-                let digest = trials.stage(&tree.dir, "adversarial stub")?;
-                jobs.push(Job::Run { i, tree, digest });
+    let mut failed = None;
+    {
+        let shared: &Runs = runs;
+        let gate = &gate;
+        // `buffered` yields in the order given whatever order the runs end in; its width
+        // starts every job, and the rehearsal's slots bound the containers.
+        let mut done = futures_util::stream::iter(jobs)
+            .map(|job| pipeline_job(trials, shared, references, gate, job))
+            .buffered(width);
+        // Every run is awaited, even after an error, so no container is left to a dropped
+        // future; the first error in the plan's order is the one returned.
+        while let Some(finished) = done.next().await {
+            if failed.is_some() {
+                continue;
             }
-            // The base waits on no stub: last in the last wave, it takes the slot that wave's
-            // odd run leaves free rather than a wave of its own.
-            if let Some(digest) = base.filter(|_| last) {
-                jobs.push(Job::Base(digest));
+            for (step, words) in &finished.lines {
+                steps.started(step);
+                steps.finished(step, words);
             }
-            let shared: &Runs = runs;
-            // `buffered` yields in the order given whatever order the runs end in.
-            let mut done = futures_util::stream::iter(jobs)
-                .map(|job| stub_job(trials, shared, references, job))
-                .buffered(parallel.get());
-            let mut failed = None;
-            // Every run is awaited, even after an error, so no container is left to a
-            // dropped future; the first error in the plan's order is the one returned.
-            while let Some(finished) = done.next().await {
-                if failed.is_some() {
-                    continue;
-                }
-                for (step, words) in &finished.lines {
-                    steps.started(step);
-                    steps.finished(step, words);
-                }
-                match finished.result {
-                    Ok(Done::Stub(result, found)) => {
-                        if found.is_some() {
-                            culprit = found;
-                        }
-                        stubs.push(result);
+            match finished.result {
+                Ok(Done::Solution(run)) => solution.push(run),
+                Ok(Done::Base(run)) => base_run = Some(run),
+                Ok(Done::Stub(result, found)) => {
+                    if found.is_some() {
+                        culprit = found;
                     }
-                    Ok(Done::Base(run)) => base_run = Some(run),
-                    Err(error) => failed = Some(error),
+                    stubs.push(result);
                 }
-            }
-            if let Some(error) = failed {
-                return Err(error);
+                Err(error) => failed = Some(error),
             }
         }
-        Ok::<(), RehearseError>(())
     }
-    .await;
     runs.steps = steps;
-    waves?;
-    Ok((stubs, culprit, base_run))
+    if let Some(error) = failed {
+        return Err(error);
+    }
+    Ok(Ran {
+        solution,
+        base: base_run,
+        stubs,
+        culprit,
+    })
 }
 
-/// One stub of a wave: already decided, or a staged tree to run; or the base tree's run.
+/// One job of the pipeline: already decided, a run of the solution or the base tree, or a
+/// stub's tree to stage and run (a shadow after its gate opens).
 enum Job {
     Ready(StubResult),
-    Run {
-        i: usize,
-        tree: StubTree,
-        digest: Sha256Digest,
+    Solution {
+        run: u32,
+        label: String,
+        step: String,
     },
     Base(Sha256Digest),
+    Stub {
+        i: usize,
+        tree: StubTree,
+    },
+    Shadow {
+        i: usize,
+        tree: StubTree,
+    },
 }
 
-/// What a job gave: a stub's result (with `exit_on_load`'s culprit when one was bisected), or
-/// the base tree's run. One per run, moved once: the variants' sizes do not matter.
+/// What a job gave: a run of the solution or the base tree, or a stub's result (with
+/// `exit_on_load`'s culprit when one was bisected). One per run, moved once: the variants'
+/// sizes do not matter.
 #[allow(clippy::large_enum_variant)]
 enum Done {
-    Stub(StubResult, Option<Culprit>),
+    Solution(RunResult),
     Base(RunResult),
+    Stub(StubResult, Option<Culprit>),
 }
 
 /// A job's result and the progress lines its runs would have written, `(step, words)`, in the
@@ -730,32 +751,81 @@ struct Finished {
     result: Result<Done, RehearseError>,
 }
 
-/// Runs one stub; a passing `exit_on_load` that replaced more than one file is bisected here,
-/// trial after trial, while the other stubs of the wave run.
-async fn stub_job(trials: &Trials<'_>, runs: &Runs, references: &References, job: Job) -> Finished {
-    let (i, tree, digest) = match job {
-        Job::Ready(result) => {
-            return Finished {
-                lines: vec![],
-                result: Ok(Done::Stub(result, None)),
-            };
+impl Finished {
+    fn of(lines: Vec<(String, String)>, result: Result<Done, RehearseError>) -> Self {
+        Self { lines, result }
+    }
+}
+
+/// `fail_on_load_keep_text`'s answer for the shadows: `Some(true)` when it passed (no shadow
+/// runs), `Some(false)` when it did not, `None` until it is known.
+type Gate = tokio::sync::watch::Sender<Option<bool>>;
+
+/// Runs one job of the pipeline. `fail_on_load_keep_text`'s job opens the shadows' gate on
+/// every path, an error included (the shadows are then skipped: the rehearsal fails anyway).
+async fn pipeline_job(
+    trials: &Trials<'_>,
+    runs: &Runs,
+    references: &References,
+    gate: &Gate,
+    job: Job,
+) -> Finished {
+    match job {
+        Job::Ready(result) => Finished::of(vec![], Ok(Done::Stub(result, None))),
+        Job::Solution { run, label, step } => {
+            let source = trials.prepared.commit.source_snapshot_digest;
+            let result = run_once(trials.executor, trials.prepared, runs, source, run, &label).await;
+            Finished::of(
+                vec![(step, progress_words(false, &result))],
+                result.map(Done::Solution),
+            )
         }
         Job::Base(digest) => {
-            let run = run_once(
-                trials.executor,
-                trials.prepared,
-                runs,
-                digest,
-                1,
-                BASE_LABEL,
+            let run = run_once(trials.executor, trials.prepared, runs, digest, 1, BASE_LABEL).await;
+            Finished::of(
+                vec![(BASE_STEP.into(), progress_words(false, &run))],
+                run.map(Done::Base),
             )
-            .await;
-            return Finished {
-                lines: vec![(BASE_STEP.into(), progress_words(false, &run))],
-                result: run.map(Done::Base),
-            };
         }
-        Job::Run { i, tree, digest } => (i, tree, digest),
+        Job::Stub { i, tree } => {
+            let control = tree.name == FAIL_ON_LOAD_KEEP_TEXT;
+            let finished = stub_job(trials, runs, references, i, tree).await;
+            if control {
+                let passed = match &finished.result {
+                    Ok(Done::Stub(result, _)) => result.outcome == "bypassed",
+                    _ => true,
+                };
+                gate.send_replace(Some(passed));
+            }
+            finished
+        }
+        Job::Shadow { i, tree } => {
+            // The sender lives as long as the pipeline, and its control job always answers.
+            let passed = gate
+                .subscribe()
+                .wait_for(Option::is_some)
+                .await
+                .map_or(Some(true), |answer| *answer);
+            if passed == Some(true) {
+                return Finished::of(vec![], Ok(Done::Stub(skipped_shadow(tree), None)));
+            }
+            stub_job(trials, runs, references, i, tree).await
+        }
+    }
+}
+
+/// Stages and runs one stub; a passing `exit_on_load` that replaced more than one file is
+/// bisected here, trial after trial, while the other jobs run.
+async fn stub_job(
+    trials: &Trials<'_>,
+    runs: &Runs,
+    references: &References,
+    i: usize,
+    tree: StubTree,
+) -> Finished {
+    let digest = match trials.stage(&tree.dir, "adversarial stub") {
+        Ok(digest) => digest,
+        Err(error) => return Finished::of(vec![], Err(error)),
     };
     let label = format!("rehearse-stub-{i}-{}", label_part(&tree.name));
     let step = format!("stub {}", tree.name);
@@ -763,12 +833,7 @@ async fn stub_job(trials: &Trials<'_>, runs: &Runs, references: &References, job
     let mut lines = vec![(step, progress_words(true, &run))];
     let run = match run {
         Ok(run) => run,
-        Err(error) => {
-            return Finished {
-                lines,
-                result: Err(error),
-            };
-        }
+        Err(error) => return Finished::of(lines, Err(error)),
     };
     let mut result = StubResult::ran(tree, digest, run, references);
     let mut culprit = None;
@@ -783,18 +848,10 @@ async fn stub_job(trials: &Trials<'_>, runs: &Runs, references: &References, job
                 result.replaced = first.into_iter().chain(rest).collect();
                 culprit = Some(found);
             }
-            Err(error) => {
-                return Finished {
-                    lines,
-                    result: Err(error),
-                };
-            }
+            Err(error) => return Finished::of(lines, Err(error)),
         }
     }
-    Finished {
-        lines,
-        result: Ok(Done::Stub(result, culprit)),
-    }
+    Finished::of(lines, Ok(Done::Stub(result, culprit)))
 }
 
 /// A shadow not run because its base, `fail_on_load_keep_text`, passed without it.

@@ -5,14 +5,13 @@
 
 use std::num::NonZeroUsize;
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
 
 use serde::Serialize;
 use verifier_sdk::{EvidenceRecord, RunnerManifest, Sha256Digest};
 
 use crate::git::TreeOrigin;
 use crate::{RehearseError, RehearseOptions};
-use worker_jobs::run::{RunOptions, SealedEvidence, execute_manifest};
+use worker_jobs::run::{Capacity, RunOptions, SealedEvidence, execute_manifest_within};
 use worker_sandbox::Executor;
 use worker_sandbox::explain::{Explanation, explain_observed};
 use worker_sandbox::hits::Hit;
@@ -121,16 +120,15 @@ pub fn zero_tests_ran(output: &str) -> Option<&'static str> {
     })
 }
 
-/// The containers that may be alive at once, shared by every run drawn from it: one
+/// The containers that may run at once ([`Capacity`]), shared by every run drawn from it: one
 /// rehearsal's runs, or every run of every task of a batch, so tasks side by side and the runs
 /// inside each never add up to more than the one limit (#50 item 1: not capacity × capacity).
 #[derive(Debug, Clone)]
-pub(crate) struct Slots(Arc<tokio::sync::Semaphore>);
+pub(crate) struct Slots(Capacity);
 
 impl Slots {
     pub(crate) fn new(limit: NonZeroUsize) -> Self {
-        let permits = limit.get().min(tokio::sync::Semaphore::MAX_PERMITS);
-        Self(Arc::new(tokio::sync::Semaphore::new(permits)))
+        Self(Capacity::new(limit))
     }
 }
 
@@ -221,12 +219,11 @@ pub(crate) async fn run_once(
     label: &str,
 ) -> Result<RunResult, RehearseError> {
     let manifest = &prepared.manifest;
-    let execution = {
-        // Held while the container exists and released before its evidence is written. The
-        // semaphore is never closed, so the wait ends only with a permit.
-        let _slot = runs.slots.0.acquire().await;
-        execute_manifest(executor, manifest, source, &runs.options, label).await?
-    };
+    // Counted from its start until its container stopped (Capacity): created and checked
+    // while the runs before it run, removed while the next one starts.
+    let execution =
+        execute_manifest_within(executor, manifest, source, &runs.options, label, &runs.slots.0)
+            .await?;
     match execution {
         Ok(execution) => {
             // Serialised and hashed once: the store file, the log copy and the findings are

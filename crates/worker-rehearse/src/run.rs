@@ -7,12 +7,12 @@ use std::path::Path;
 use serde_json::Value;
 use verifier_sdk::{RunnerManifest, runner_manifest_hash};
 
-use super::adversarial::run_stubs;
+use super::adversarial::run_with_stubs;
 pub use super::exec::Prepared;
 use super::exec::{BASE_LABEL, BASE_STEP, RunResult, Runs, Slots, progress_words, run_once};
 use super::limits::{TreeFields, over_limit};
 use super::rehearsed::Rehearsed;
-use super::report::{Commitments, Report, assemble, verdict_of};
+use super::report::{Commitments, Report, assemble};
 use super::{MAX_MANIFEST_BYTES, MAX_REPEAT, PLACEHOLDER_DIGEST, RehearseError, RehearseOptions};
 use futures_util::StreamExt;
 use verifier_sdk::Sha256Digest;
@@ -285,36 +285,12 @@ pub(crate) async fn rehearse_in(
         let report = solution_runs(executor, prepared, options, &mut runs, parallel).await?;
         return Ok(Rehearsed::new(report, None));
     }
-    // The base run needs neither the stubs nor the solution's verdict. When the solution's
-    // runs fill every slot (`--repeat 2` at capacity 2), after them it would run alone, a wave
-    // of its own; it runs beside the stubs' last wave instead, in a slot they leave free
-    // (#50 item 1). Its result, and so the report, is the same either way; only its progress
-    // line comes after the stubs'. One at a time, there is no slot to fill: it stays first.
+    // One pipeline: the base run and the stubs wait for no other run, the runner shadows
+    // only for the one stub they depend on, so no slot idles between waves (#50 item 1).
     let base = base_to_run(&prepared);
-    let solution_fills_the_slots =
-        parallel.get() > 1 && (options.repeat as usize).is_multiple_of(parallel.get());
-    let beside_stubs = base.filter(|_| solution_fills_the_slots);
-    let with_solution = base.filter(|_| beside_stubs.is_none());
-    let (results, base_run) = planned_runs(
-        executor,
-        &prepared,
-        options,
-        &mut runs,
-        parallel,
-        with_solution,
-    )
-    .await?;
-    let (stubs, stubs_base_run) = run_stubs(
-        executor,
-        &prepared,
-        options,
-        &mut runs,
-        verdict_of(&results),
-        parallel,
-        beside_stubs,
-    )
-    .await?;
-    let report = report_of(prepared, results, base_run.or(stubs_base_run));
+    let (results, base_run, stubs) =
+        run_with_stubs(executor, &prepared, options, &mut runs, base).await?;
+    let report = report_of(prepared, results, base_run);
     Ok(Rehearsed::new(report, Some(stubs)))
 }
 

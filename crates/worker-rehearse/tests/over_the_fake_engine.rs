@@ -256,3 +256,77 @@ async fn the_base_run_fills_a_free_slot_beside_the_stubs_not_a_wave_of_its_own()
     let (one, _, _) = rehearsal(1).await;
     assert_eq!(one, two);
 }
+
+/// `rehearse --adversarial` at capacity 2 (#50 item 1): a stub needs only the staged source,
+/// not the solution's verdict (which decides only whether its result is judged), and a runner
+/// shadow needs only `fail_on_load_keep_text`'s answer. Run in waves, the solution's one run
+/// had no company, and every shadow waited for the slowest stub of the wave before it, here
+/// `exit_on_load`, held long. Neither may wait; at most 2 containers run at once, and the
+/// report is the one capacity 1 gives.
+#[tokio::test]
+async fn stubs_start_beside_the_solutions_run_and_shadows_do_not_wait_for_the_slowest_stub() {
+    async fn rehearsal(parallel: usize) -> (String, Vec<String>, Vec<String>, usize) {
+        let dir = tempfile::tempdir().unwrap();
+        let options = options(dir.path());
+        std::fs::remove_file(options.source.join("lib.rs")).unwrap();
+        std::fs::write(options.source.join("a.py"), "def a():\n    return 1\n").unwrap();
+        std::fs::write(options.source.join("b.py"), "def b():\n    return 2\n").unwrap();
+        let prepared = prepare(&options).unwrap();
+        let runs = FreshRuns::new(parallel, |spec| {
+            let files: Vec<String> = std::fs::read_dir(&spec.source_dir)
+                .unwrap()
+                .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+                .collect();
+            let a = std::fs::read_to_string(spec.source_dir.join("a.py")).unwrap_or_default();
+            let (name, exit_code, hold) = if files.iter().any(|f| f != "a.py" && f != "b.py") {
+                ("shadow", 1, 0)
+            } else if a == "def a():\n    return 1\n" {
+                ("solution", 0, 0)
+            } else if !a.is_empty() && !a.contains("return 1") {
+                ("exit_on_load", 1, 200_000)
+            } else {
+                ("stub", 1, 0)
+            };
+            Plan {
+                script: Script {
+                    exit_code,
+                    ..Script::default()
+                },
+                hold,
+                name: name.into(),
+            }
+        })
+        .await;
+        let (alone, ended, most) = (runs.alone.clone(), runs.ended.clone(), runs.most.clone());
+        let executor = Executor::new(runs);
+        let parallel = std::num::NonZeroUsize::new(parallel).unwrap();
+        let rehearsed = rehearse_at(&executor, prepared, &options, true, parallel)
+            .await
+            .unwrap();
+        let human = rehearsed
+            .human()
+            .lines()
+            .filter(|line| !line.trim_start().starts_with("evidence "))
+            .collect::<Vec<_>>()
+            .join("\n");
+        let alone = alone.lock().unwrap().clone();
+        let ended = ended.lock().unwrap().clone();
+        (human, alone, ended, most.load(std::sync::atomic::Ordering::SeqCst))
+    }
+    let (two, alone, ended, most) = rehearsal(2).await;
+    assert!(two.contains("adversarial  held"), "{two}");
+    assert_eq!(most, 2, "containers running at once at capacity 2");
+    assert!(
+        !alone.contains(&"solution".to_owned()),
+        "the solution's run had no company at capacity 2 (runs alone: {alone:?}; ended: {ended:?})"
+    );
+    let slowest = ended.iter().position(|n| n == "exit_on_load").unwrap();
+    let first_shadow = ended.iter().position(|n| n == "shadow").unwrap();
+    assert!(
+        first_shadow < slowest,
+        "every shadow waited for the slowest stub before it (ended: {ended:?})"
+    );
+    let (one, _, _, most) = rehearsal(1).await;
+    assert_eq!(most, 1);
+    assert_eq!(one, two);
+}

@@ -108,6 +108,23 @@ pub trait RunHooks: Send + Sync {
     fn image_memo(&self) -> Option<&ImageMemo> {
         None
     }
+
+    /// Waits until the run may start: called once its container is created, checked and
+    /// attached, right before the start, which is when it begins to use the cpus and memory
+    /// it was given. A caller that bounds the containers running at once takes its slot here,
+    /// so the next container is created and checked while the runs before it still run
+    /// (issue #50 item 1). Ready at once by default.
+    fn admit(&self) -> std::pin::Pin<Box<dyn Future<Output = ()> + Send + '_>> {
+        Box::pin(std::future::ready(()))
+    }
+
+    /// Called once the engine says the container has stopped: its processes are gone, so it
+    /// holds none of the cpus and memory it was given, and only the re-check of the inputs
+    /// and its removal are left. A caller that counts running containers against the host's
+    /// capacity counts this one out here rather than after the removal (issue #50 item 1).
+    /// Not called for a container that may still run (it is force-removed first); then the
+    /// caller's count ends when [`Executor::run`] returns.
+    fn stopped(&self) {}
 }
 
 /// The engine's answers to the image inspects of one batch of runs, by the exact pinned

@@ -79,27 +79,84 @@ impl EachRun for FreshRuns {
         hooks: &dyn RunHooks,
     ) -> Result<RunReport, SandboxError> {
         let Plan { script, hold, name } = (self.plan)(spec);
-        let now = self.in_flight.fetch_add(1, SeqCst) + 1;
-        self.most.fetch_max(now, SeqCst);
-        let mut company = false;
-        for _ in 0..TURNS_ALONE {
-            if self.in_flight.load(SeqCst) >= self.company {
-                company = true;
-                break;
-            }
-            tokio::task::yield_now().await;
-        }
-        if !company {
-            self.alone.lock().unwrap().push(name.clone());
-        }
-        for _ in 0..hold {
-            tokio::task::yield_now().await;
-        }
         let fresh = Lifecycle::connect(Fake::new(script), RUNC).await?;
-        let report = fresh.run(spec, hooks).await;
-        self.ended.lock().unwrap().push(name);
-        self.in_flight.fetch_sub(1, SeqCst);
+        // A run counts from its admission (right before its start) until its container
+        // stopped, as the rehearsal's capacity counts it (RunHooks::admit, ::stopped).
+        let counted = Counted {
+            inner: hooks,
+            runs: self,
+            name: &name,
+            hold,
+            state: Mutex::new(State::Created),
+        };
+        let report = fresh.run(spec, &counted).await;
+        self.ended.lock().unwrap().push(name.clone());
+        counted.stopped();
         report
+    }
+}
+
+/// Where a run stands in the count.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum State {
+    Created,
+    Running,
+    Stopped,
+}
+
+/// The caller's hooks, counting a run from its admission until its container stopped, and
+/// holding its program until it has company.
+struct Counted<'a> {
+    inner: &'a dyn RunHooks,
+    runs: &'a FreshRuns,
+    name: &'a str,
+    hold: usize,
+    state: Mutex<State>,
+}
+
+impl RunHooks for Counted<'_> {
+    fn check_inputs(&self, phase: worker_sandbox::InputPhase) -> worker_sandbox::InputCheck {
+        self.inner.check_inputs(phase)
+    }
+
+    fn executable_cache(&self) -> Option<std::path::PathBuf> {
+        self.inner.executable_cache()
+    }
+
+    fn image_memo(&self) -> Option<&worker_sandbox::ImageMemo> {
+        self.inner.image_memo()
+    }
+
+    fn admit(&self) -> std::pin::Pin<Box<dyn std::future::Future<Output = ()> + Send + '_>> {
+        Box::pin(async move {
+            self.inner.admit().await;
+            *self.state.lock().unwrap() = State::Running;
+            let runs = self.runs;
+            let now = runs.in_flight.fetch_add(1, SeqCst) + 1;
+            runs.most.fetch_max(now, SeqCst);
+            let mut company = false;
+            for _ in 0..TURNS_ALONE {
+                if runs.in_flight.load(SeqCst) >= runs.company {
+                    company = true;
+                    break;
+                }
+                tokio::task::yield_now().await;
+            }
+            if !company {
+                runs.alone.lock().unwrap().push(self.name.to_owned());
+            }
+            for _ in 0..self.hold {
+                tokio::task::yield_now().await;
+            }
+        })
+    }
+
+    fn stopped(&self) {
+        let was = std::mem::replace(&mut *self.state.lock().unwrap(), State::Stopped);
+        if was == State::Running {
+            self.runs.in_flight.fetch_sub(1, SeqCst);
+        }
+        self.inner.stopped();
     }
 }
 

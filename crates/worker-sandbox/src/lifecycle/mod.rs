@@ -461,6 +461,7 @@ impl<E: ContainerEngine> Lifecycle<E> {
                 );
             }
         };
+        ctx.hooks.admit().await;
         if let Err(error) = self.engine.start(id).await {
             events_task.abort();
             let decision = Decision::no_verdict(
@@ -773,6 +774,7 @@ impl<E: ContainerEngine> Lifecycle<E> {
                 "the container was still running after the stop grace period",
             );
         }
+        ctx.hooks.stopped();
         if let Some(error) = output.error {
             tracing::warn!(container = %id, %error, "output stream ended with an error");
             if stopped_by == StoppedBy::None {

@@ -603,6 +603,82 @@ async fn lifecycle_inputs_changed_after_the_run_void_a_passed_run_as_input_misma
     assert!(report.evidence.exit.removed);
 }
 
+/// Hooks that note the engine calls made by the time the run is admitted and by the time it
+/// is said to have stopped.
+struct Noting {
+    fake: Fake,
+    admitted: std::sync::Mutex<Vec<Vec<&'static str>>>,
+    stopped: std::sync::Mutex<Vec<Vec<&'static str>>>,
+}
+
+impl RunHooks for Noting {
+    fn check_inputs(&self, _: InputPhase) -> InputCheck {
+        InputCheck::Matched
+    }
+
+    fn admit(&self) -> std::pin::Pin<Box<dyn Future<Output = ()> + Send + '_>> {
+        self.admitted.lock().unwrap().push(self.fake.calls());
+        Box::pin(std::future::ready(()))
+    }
+
+    fn stopped(&self) {
+        self.stopped.lock().unwrap().push(self.fake.calls());
+    }
+}
+
+/// The capacity a rehearsal shares out counts a container from its start until it stopped
+/// (#50 item 1): admitted once created and attached, before the start; said to have stopped
+/// once the engine says so, before the removal. Once each.
+#[tokio::test(start_paused = true)]
+async fn a_run_is_admitted_after_its_create_before_its_start_and_stopped_before_its_removal() {
+    let dir = tempfile::tempdir().unwrap();
+    let fake = Fake::new(Script::default());
+    let hooks = Noting {
+        fake: fake.clone(),
+        admitted: Default::default(),
+        stopped: Default::default(),
+    };
+    let executor = Lifecycle::connect_owned_by(fake.clone(), RUNC, "owner".into())
+        .await
+        .unwrap();
+    let report = executor.run(&spec(dir.path()), &hooks).await.unwrap();
+    assert!(matches!(report.decision, Decision::Completed { .. }), "{:?}", report.decision);
+    let admitted = hooks.admitted.into_inner().unwrap();
+    let stopped = hooks.stopped.into_inner().unwrap();
+    assert_eq!((admitted.len(), stopped.len()), (1, 1), "{admitted:?} {stopped:?}");
+    let (admitted, stopped) = (&admitted[0], &stopped[0]);
+    assert!(
+        admitted.contains(&"create") && admitted.contains(&"attach"),
+        "{admitted:?}"
+    );
+    assert!(!admitted.contains(&"start"), "admitted after its start: {admitted:?}");
+    assert!(stopped.contains(&"start"), "{stopped:?}");
+    assert!(!stopped.contains(&"remove"), "stopped only after its removal: {stopped:?}");
+    assert!(fake.calls().contains(&"remove"));
+}
+
+/// A container the engine will not start never ran: nothing says it stopped, and its
+/// caller's count ends with the run.
+#[tokio::test(start_paused = true)]
+async fn a_container_that_never_started_is_never_said_to_have_stopped() {
+    let dir = tempfile::tempdir().unwrap();
+    let fake = Fake::new(Script {
+        start_refused: true,
+        ..Script::default()
+    });
+    let hooks = Noting {
+        fake: fake.clone(),
+        admitted: Default::default(),
+        stopped: Default::default(),
+    };
+    let executor = Lifecycle::connect_owned_by(fake.clone(), RUNC, "owner".into())
+        .await
+        .unwrap();
+    let report = executor.run(&spec(dir.path()), &hooks).await.unwrap();
+    assert_eq!(reason(&report.decision), Some(NoVerdictReason::StartFailed));
+    assert!(hooks.stopped.into_inner().unwrap().is_empty());
+}
+
 /// Hooks offering a batch's image inspects ([`crate::ImageMemo`]).
 struct Remembering(crate::ImageMemo);
 
