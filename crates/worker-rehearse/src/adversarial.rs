@@ -56,8 +56,8 @@ use super::culprit::{CULPRIT_BUDGET, Culprit, Search};
 use super::exec::{BASE_LABEL, BASE_STEP, Prepared, RunResult, Runs, progress_words, run_once};
 use super::judgement::{NOT_JUDGED, judge};
 use super::references::{References, referenced_first, workspace_references};
-pub use super::stub_files::{SHADOW_FILES, exit_stub};
 use super::report::verdict_of;
+pub use super::stub_files::{SHADOW_FILES, exit_stub};
 pub use super::verdict::{
     EMPTY_TREE, EXIT_ON_LOAD, EXIT_ON_LOAD_KEEP_TEXT, FAIL_ON_LOAD_KEEP_TEXT, REFERENCED_PROGRAMS,
     StubResult,
@@ -774,14 +774,23 @@ async fn pipeline_job(
         Job::Ready(result) => Finished::of(vec![], Ok(Done::Stub(result, None))),
         Job::Solution { run, label, step } => {
             let source = trials.prepared.commit.source_snapshot_digest;
-            let result = run_once(trials.executor, trials.prepared, runs, source, run, &label).await;
+            let result =
+                run_once(trials.executor, trials.prepared, runs, source, run, &label).await;
             Finished::of(
                 vec![(step, progress_words(false, &result))],
                 result.map(Done::Solution),
             )
         }
         Job::Base(digest) => {
-            let run = run_once(trials.executor, trials.prepared, runs, digest, 1, BASE_LABEL).await;
+            let run = run_once(
+                trials.executor,
+                trials.prepared,
+                runs,
+                digest,
+                1,
+                BASE_LABEL,
+            )
+            .await;
             Finished::of(
                 vec![(BASE_STEP.into(), progress_words(false, &run))],
                 run.map(Done::Base),

@@ -221,9 +221,15 @@ pub(crate) async fn run_once(
     let manifest = &prepared.manifest;
     // Counted from its start until its container stopped (Capacity): created and checked
     // while the runs before it run, removed while the next one starts.
-    let execution =
-        execute_manifest_within(executor, manifest, source, &runs.options, label, &runs.slots.0)
-            .await?;
+    let execution = execute_manifest_within(
+        executor,
+        manifest,
+        source,
+        &runs.options,
+        label,
+        &runs.slots.0,
+    )
+    .await?;
     match execution {
         Ok(execution) => {
             // Serialised and hashed once: the store file, the log copy and the findings are

@@ -6,10 +6,10 @@
 
 use verifier_sdk::oci_runtime::RUNC;
 use worker_rehearse::verdict::Verdict;
-use worker_rehearse::{prepare, rehearse, rehearse_at};
+use worker_rehearse::{Prepared, RehearseOptions, prepare, rehearse, rehearse_at};
 use worker_sandbox::Executor;
 use worker_sandbox::lifecycle::Lifecycle;
-use worker_sandbox::lifecycle::fake::{Fake, Script};
+use worker_sandbox::lifecycle::fake::{Fake, FreshEachRun, Script};
 
 /// The verdict a one-run rehearsal reports when its container does what `script` says.
 async fn verdict_of(script: Script) -> (Verdict, Vec<String>) {
@@ -193,6 +193,27 @@ async fn repeated_runs_report_at_capacity_2_is_the_report_at_capacity_1_and_1_ne
     }
 }
 
+/// The human report of an adversarial rehearsal over `runs` at `parallel` runs at once,
+/// without its evidence lines (each names its own run id).
+async fn adversarial_human(
+    runs: FreshEachRun<FreshRuns>,
+    prepared: Prepared,
+    options: &RehearseOptions,
+    parallel: usize,
+) -> String {
+    let executor = Executor::new(runs);
+    let parallel = std::num::NonZeroUsize::new(parallel).unwrap();
+    let rehearsed = rehearse_at(&executor, prepared, options, true, parallel)
+        .await
+        .unwrap();
+    rehearsed
+        .human()
+        .lines()
+        .filter(|line| !line.trim_start().starts_with("evidence "))
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
 /// `rehearse --adversarial --repeat 2 --base` at capacity 2 (#50 item 1): the base run needs
 /// neither the stubs nor the source's verdict, so it takes a slot a stub leaves free. Run after
 /// the two source runs and before the stubs, it had a wave of its own: one slot idle for a
@@ -231,17 +252,7 @@ async fn the_base_run_fills_a_free_slot_beside_the_stubs_not_a_wave_of_its_own()
         })
         .await;
         let (alone, ended) = (runs.alone.clone(), runs.ended.clone());
-        let executor = Executor::new(runs);
-        let parallel = std::num::NonZeroUsize::new(parallel).unwrap();
-        let rehearsed = rehearse_at(&executor, prepared, &options, true, parallel)
-            .await
-            .unwrap();
-        let human = rehearsed
-            .human()
-            .lines()
-            .filter(|line| !line.trim_start().starts_with("evidence "))
-            .collect::<Vec<_>>()
-            .join("\n");
+        let human = adversarial_human(runs, prepared, &options, parallel).await;
         let alone = alone.lock().unwrap().clone();
         let runs = ended.lock().unwrap().len();
         (human, alone, runs)
@@ -298,20 +309,15 @@ async fn stubs_start_beside_the_solutions_run_and_shadows_do_not_wait_for_the_sl
         })
         .await;
         let (alone, ended, most) = (runs.alone.clone(), runs.ended.clone(), runs.most.clone());
-        let executor = Executor::new(runs);
-        let parallel = std::num::NonZeroUsize::new(parallel).unwrap();
-        let rehearsed = rehearse_at(&executor, prepared, &options, true, parallel)
-            .await
-            .unwrap();
-        let human = rehearsed
-            .human()
-            .lines()
-            .filter(|line| !line.trim_start().starts_with("evidence "))
-            .collect::<Vec<_>>()
-            .join("\n");
+        let human = adversarial_human(runs, prepared, &options, parallel).await;
         let alone = alone.lock().unwrap().clone();
         let ended = ended.lock().unwrap().clone();
-        (human, alone, ended, most.load(std::sync::atomic::Ordering::SeqCst))
+        (
+            human,
+            alone,
+            ended,
+            most.load(std::sync::atomic::Ordering::SeqCst),
+        )
     }
     let (two, alone, ended, most) = rehearsal(2).await;
     assert!(two.contains("adversarial  held"), "{two}");

@@ -37,7 +37,11 @@ async fn run(script: Script, spec: &SandboxSpec) -> (RunReport, Fake) {
 
 /// [`run`] with `hooks`.
 async fn run_with(script: Script, spec: &SandboxSpec, hooks: &dyn RunHooks) -> (RunReport, Fake) {
-    let fake = Fake::new(script);
+    run_with_fake(Fake::new(script), spec, hooks).await
+}
+
+/// [`run_with`] on `fake`.
+async fn run_with_fake(fake: Fake, spec: &SandboxSpec, hooks: &dyn RunHooks) -> (RunReport, Fake) {
     let executor = Lifecycle::connect_owned_by(fake.clone(), RUNC, "owner".into())
         .await
         .expect("the scripted engine describes itself");
@@ -626,55 +630,63 @@ impl RunHooks for Noting {
     }
 }
 
-/// The capacity a rehearsal shares out counts a container from its start until it stopped
-/// (#50 item 1): admitted once created and attached, before the start; said to have stopped
-/// once the engine says so, before the removal. Once each.
-#[tokio::test(start_paused = true)]
-async fn a_run_is_admitted_after_its_create_before_its_start_and_stopped_before_its_removal() {
+/// One run of `script` under [`Noting`] hooks.
+async fn noted(script: Script) -> (RunReport, Noting) {
     let dir = tempfile::tempdir().unwrap();
-    let fake = Fake::new(Script::default());
+    let fake = Fake::new(script);
     let hooks = Noting {
         fake: fake.clone(),
         admitted: Default::default(),
         stopped: Default::default(),
     };
-    let executor = Lifecycle::connect_owned_by(fake.clone(), RUNC, "owner".into())
-        .await
-        .unwrap();
-    let report = executor.run(&spec(dir.path()), &hooks).await.unwrap();
-    assert!(matches!(report.decision, Decision::Completed { .. }), "{:?}", report.decision);
+    let (report, _) = run_with_fake(fake, &spec(dir.path()), &hooks).await;
+    (report, hooks)
+}
+
+/// The capacity a rehearsal shares out counts a container from its start until it stopped
+/// (#50 item 1): admitted once created and attached, before the start; said to have stopped
+/// once the engine says so, before the removal. Once each.
+#[tokio::test(start_paused = true)]
+async fn a_run_is_admitted_after_its_create_before_its_start_and_stopped_before_its_removal() {
+    let (report, hooks) = noted(Script::default()).await;
+    assert!(
+        matches!(report.decision, Decision::Completed { .. }),
+        "{:?}",
+        report.decision
+    );
     let admitted = hooks.admitted.into_inner().unwrap();
     let stopped = hooks.stopped.into_inner().unwrap();
-    assert_eq!((admitted.len(), stopped.len()), (1, 1), "{admitted:?} {stopped:?}");
+    assert_eq!(
+        (admitted.len(), stopped.len()),
+        (1, 1),
+        "{admitted:?} {stopped:?}"
+    );
     let (admitted, stopped) = (&admitted[0], &stopped[0]);
     assert!(
         admitted.contains(&"create") && admitted.contains(&"attach"),
         "{admitted:?}"
     );
-    assert!(!admitted.contains(&"start"), "admitted after its start: {admitted:?}");
+    assert!(
+        !admitted.contains(&"start"),
+        "admitted after its start: {admitted:?}"
+    );
     assert!(stopped.contains(&"start"), "{stopped:?}");
-    assert!(!stopped.contains(&"remove"), "stopped only after its removal: {stopped:?}");
-    assert!(fake.calls().contains(&"remove"));
+    assert!(
+        !stopped.contains(&"remove"),
+        "stopped only after its removal: {stopped:?}"
+    );
+    assert!(hooks.fake.calls().contains(&"remove"));
 }
 
 /// A container the engine will not start never ran: nothing says it stopped, and its
 /// caller's count ends with the run.
 #[tokio::test(start_paused = true)]
 async fn a_container_that_never_started_is_never_said_to_have_stopped() {
-    let dir = tempfile::tempdir().unwrap();
-    let fake = Fake::new(Script {
+    let (report, hooks) = noted(Script {
         start_refused: true,
         ..Script::default()
-    });
-    let hooks = Noting {
-        fake: fake.clone(),
-        admitted: Default::default(),
-        stopped: Default::default(),
-    };
-    let executor = Lifecycle::connect_owned_by(fake.clone(), RUNC, "owner".into())
-        .await
-        .unwrap();
-    let report = executor.run(&spec(dir.path()), &hooks).await.unwrap();
+    })
+    .await;
     assert_eq!(reason(&report.decision), Some(NoVerdictReason::StartFailed));
     assert!(hooks.stopped.into_inner().unwrap().is_empty());
 }
