@@ -98,9 +98,13 @@ enum Place {
     #[default]
     Out,
     /// Created or about to be, waiting for its start; the permit is held for its drop.
-    Waiting { _held: tokio::sync::OwnedSemaphorePermit },
+    Waiting {
+        _held: tokio::sync::OwnedSemaphorePermit,
+    },
     /// Started, until its container stops.
-    Running { _held: tokio::sync::OwnedSemaphorePermit },
+    Running {
+        _held: tokio::sync::OwnedSemaphorePermit,
+    },
 }
 
 /// Why the staged trees are not the committed ones; its message is the no-verdict's detail.
@@ -310,7 +314,16 @@ pub async fn execute_manifest_within(
     label: &str,
     capacity: &Capacity,
 ) -> Result<Result<Execution, NoVerdictOutcome>, SandboxError> {
-    execute(executor, manifest, source, options, label, None, Some(capacity)).await
+    execute(
+        executor,
+        manifest,
+        source,
+        options,
+        label,
+        None,
+        Some(capacity),
+    )
+    .await
 }
 
 async fn execute(
