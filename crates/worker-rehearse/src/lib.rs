@@ -19,7 +19,7 @@
 //! the runs printed; [`passing_run`] warns about a pass that printed no test results or used
 //! most of a limit; [`mutants`] scores the benchmark on mutants of the solution's changed
 //! lines (`--mutants`); [`batch`] rehearses many tasks side by side, under one limit on the
-//! containers alive at once, into one report (`batch_render` prints it and writes its JUnit
+//! containers running at once, into one report (`batch_render` prints it and writes its JUnit
 //! XML). [`verdict`] holds the words they all share (the verdict, one
 //! stub's result) and imports none of them; [`rehearsed`] joins a report with its stub runs,
 //! above all of them.

@@ -257,8 +257,8 @@ pub async fn rehearse(
     rehearse_at(executor, prepared, options, adversarial, NonZeroUsize::MIN).await
 }
 
-/// [`rehearse`] with up to `parallel` stub runs at once (the host's capacity, chosen by the
-/// caller as for `--mutants`); the report is the one `parallel = 1` gives.
+/// [`rehearse`] with up to `parallel` containers running at once (the host's capacity, chosen
+/// by the caller as for `--mutants`); the report is the one `parallel = 1` gives.
 pub async fn rehearse_at(
     executor: &Executor,
     prepared: Prepared,
@@ -271,7 +271,8 @@ pub async fn rehearse_at(
 }
 
 /// [`rehearse_at`] with its containers drawn from `slots`, which a batch shares among its
-/// tasks: up to `parallel` runs are started at once, and each waits for a slot.
+/// tasks: up to `parallel` of the solution's runs are started at once (an adversarial
+/// rehearsal starts all its runs as one pipeline), and each waits for a slot.
 pub(crate) async fn rehearse_in(
     executor: &Executor,
     prepared: Prepared,
