@@ -303,8 +303,9 @@ pub fn prepare_tasks(tasks: Vec<BatchTask>) -> Result<Vec<PreparedTask>, Rehears
 /// inside each share it), up to `capacity` tasks started together. The rows are in the file's
 /// order whatever order the tasks end in, and each is the one a sequential batch (`capacity`
 /// 1) gives. An input error is the task's row; any other error (engine, staging root,
-/// evidence) ends the batch with it: no task starts after it, the ones running are awaited (no container is left to a dropped
-/// future), and the first such error in the file's order is returned.
+/// evidence) ends the batch with it: no task starts after it, the ones running are awaited
+/// (no container is left to a dropped future), and the first such error in the file's order
+/// is returned.
 pub async fn rehearse_batch(
     executor: &Executor,
     tasks: Vec<PreparedTask>,
