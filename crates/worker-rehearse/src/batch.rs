@@ -301,8 +301,8 @@ pub fn prepare_tasks(tasks: Vec<BatchTask>) -> Result<Vec<PreparedTask>, Rehears
 /// Rehearses the prepared tasks side by side, every container of every task drawn from one
 /// limit of `capacity` running at once (counted from start to stop; the tasks and the runs
 /// inside each share it), up to `capacity` tasks started together. The rows are in the file's
-/// order whatever order the tasks end in, and each is the one a sequential batch (`capacity`
-/// 1) gives. An input error is the task's row; any other error (engine, staging root,
+/// order whatever order the tasks end in, and each is the one a sequential batch gives (at a
+/// `capacity` of 1). An input error is the task's row; any other error (engine, staging root,
 /// evidence) ends the batch with it: no task starts after it, the ones running are awaited
 /// (no container is left to a dropped future), and the first such error in the file's order
 /// is returned.
