@@ -53,7 +53,9 @@ pub use shadow::{Shadow, ShadowFile};
 pub use solver_tests::SolverTests;
 
 use super::culprit::{CULPRIT_BUDGET, Culprit, Search};
-use super::exec::{BASE_LABEL, BASE_STEP, Prepared, RunResult, Runs, progress_words, run_once};
+use super::exec::{
+    BASE_LABEL, BASE_STEP, Prepared, RunResult, Runs, progress_words, run_once, solution_run_names,
+};
 use super::judgement::{NOT_JUDGED, judge};
 use super::references::{References, referenced_first, workspace_references};
 use super::report::verdict_of;
@@ -641,10 +643,9 @@ async fn run_pipeline(
     // The jobs in the order a sequential rehearsal runs them: the solution's runs, the base,
     // the stubs in the plan's order.
     let mut jobs: Vec<Job> = (1..=repeat)
-        .map(|run| Job::Solution {
-            run,
-            label: format!("rehearse-{run}"),
-            step: format!("run {run}/{repeat} of the solution"),
+        .map(|run| {
+            let (label, step) = solution_run_names(run, repeat);
+            Job::Solution { run, label, step }
         })
         .collect();
     jobs.extend(base.map(Job::Base));

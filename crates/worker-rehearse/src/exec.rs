@@ -203,10 +203,19 @@ pub(crate) fn progress_words(stub: bool, result: &Result<RunResult, RehearseErro
     }
 }
 
-/// The base tree run's container label and progress step, wherever it runs: beside the
-/// solution's runs or beside the stubs.
+/// The base tree run's container label and progress step, in a plain and an adversarial
+/// rehearsal alike.
 pub(crate) const BASE_LABEL: &str = "rehearse-base";
 pub(crate) const BASE_STEP: &str = "the base tree run";
+
+/// The solution's run `run` of `repeat`: its label (which names its container and evidence)
+/// and its progress step, the same in a plain and an adversarial rehearsal.
+pub(crate) fn solution_run_names(run: u32, repeat: u32) -> (String, String) {
+    (
+        format!("rehearse-{run}"),
+        format!("run {run}/{repeat} of the solution"),
+    )
+}
 
 /// Runs `source` once in a fresh container, telling no one (the caller reports progress):
 /// `--mutants` runs many of these at once.

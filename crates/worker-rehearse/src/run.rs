@@ -9,7 +9,9 @@ use verifier_sdk::{RunnerManifest, runner_manifest_hash};
 
 use super::adversarial::run_with_stubs;
 pub use super::exec::Prepared;
-use super::exec::{BASE_LABEL, BASE_STEP, RunResult, Runs, Slots, progress_words, run_once};
+use super::exec::{
+    BASE_LABEL, BASE_STEP, RunResult, Runs, Slots, progress_words, run_once, solution_run_names,
+};
 use super::limits::{TreeFields, over_limit};
 use super::rehearsed::Rehearsed;
 use super::report::{Commitments, Report, assemble};
@@ -191,8 +193,8 @@ async fn planned_runs(
     // (tree, run number, label, progress step), in the order a sequential rehearsal runs them.
     let mut planned: Vec<(Sha256Digest, u32, String, String)> = (1..=options.repeat)
         .map(|run| {
-            let step = format!("run {run}/{} of the solution", options.repeat);
-            (source, run, format!("rehearse-{run}"), step)
+            let (label, step) = solution_run_names(run, options.repeat);
+            (source, run, label, step)
         })
         .collect();
     if let Some(digest) = base {
