@@ -139,6 +139,11 @@ pub struct FileScan {
     pub log_lines: usize,
     /// Each problem: a line that is no log object, a secret, a bearer token.
     pub problems: Vec<String>,
+    /// The file's last line when it is no log object and has no newline: a write cut short.
+    /// A SIGKILL does that (the kernel stops a long write between pages once a fatal signal is
+    /// pending), so it is no problem in the log of a process a fault killed, and one anywhere
+    /// else.
+    pub cut_short: Option<String>,
 }
 
 /// Asserts that `process`'s `stderr` is JSON logs (issue #46 item 5, the scan every e2e route
@@ -167,9 +172,14 @@ pub fn scan_bytes(name: &str, bytes: &[u8], stderr: bool, secrets: &[Secret]) ->
     }
     if stderr {
         let mut bad = Vec::new();
-        for line in text.lines().filter(|l| !l.trim().is_empty()) {
+        let unterminated = !text.ends_with('\n');
+        let mut lines = text.lines().filter(|l| !l.trim().is_empty()).peekable();
+        while let Some(line) = lines.next() {
             match log_line_problem(line) {
                 None => scan.log_lines += 1,
+                Some(why) if unterminated && lines.peek().is_none() => {
+                    scan.cut_short = Some(format!("{name}: {why}: {line}"));
+                }
                 Some(why) => bad.push(format!("{why}: {line}")),
             }
         }
@@ -270,11 +280,18 @@ impl LogScan {
         self.problems_exempting(min_lines, |_| false)
     }
 
+    /// [`Self::problems`] where a process may have been killed and started again
+    /// ([`Self::restarted`]): the killed one may have logged nothing, or ended on a line its
+    /// kill cut short ([`FileScan::cut_short`]).
+    pub fn problems_of_killed_and_restarted(&self, min_lines: usize) -> Vec<String> {
+        self.problems_exempting(min_lines, |name| self.restarted(name))
+    }
+
     /// [`Self::problems`] of a chaos run: the minimum holds for every process not killed and
     /// restarted by a fault ([`Self::restarted`]), and each of `worker`, `signer` and `keeper`
     /// logged at least `min_lines` in all.
     pub fn problems_of_a_run_with_faults(&self, min_lines: usize) -> Vec<String> {
-        let mut out = self.problems_exempting(min_lines, |name| self.restarted(name));
+        let mut out = self.problems_of_killed_and_restarted(min_lines);
         let per = self.per_binary();
         for binary in ["worker", "signer", "keeper"] {
             let lines = per.get(binary).map_or(0, |(lines, _)| *lines);
@@ -289,7 +306,10 @@ impl LogScan {
         let mut out: Vec<String> = self
             .files
             .iter()
-            .flat_map(|f| f.problems.iter().cloned())
+            .flat_map(|f| {
+                let cut = f.cut_short.iter().filter(|_| !exempt(&f.name));
+                f.problems.iter().chain(cut).cloned()
+            })
             .collect();
         for f in self
             .files
@@ -419,6 +439,41 @@ mod tests {
         let per = scan.per_binary();
         assert_eq!(per.get("worker"), Some(&(0, 1)));
         assert_eq!(per.get("signer"), Some(&(1, 1)));
+    }
+
+    /// A SIGKILL can land inside the `write` of a long log line (the kernel stops a write to a
+    /// file between pages when a fatal signal is pending): the killed process's file then ends
+    /// in a cut line. That cut is the fault's, not the binary's, and only there, and only as the
+    /// file's unterminated last line, is it no problem.
+    #[test]
+    fn a_log_line_cut_short_by_sigkill_is_the_faults_and_nowhere_else() {
+        let cut = format!("{LINE}\n{}", &LINE[..40]);
+        let file = |name: &str, text: &str| scan_bytes(name, text.as_bytes(), true, &[]);
+        let scan = LogScan {
+            dir: PathBuf::new(),
+            files: vec![
+                file("c1-pair-worker.stderr", &cut),
+                file("c1-pair-worker-restart.stderr", LINE),
+                file("c1-pair-signer-1.stderr", &cut),
+                file(
+                    "c1-pair-keeper.stderr",
+                    &format!("{}\n{LINE}\n", &LINE[..40]),
+                ),
+                file("c1-pair-keeper-restart.stderr", LINE),
+            ],
+        };
+        let problems = scan.problems_of_a_run_with_faults(1);
+        let cut_at = &LINE[..40];
+        assert_eq!(
+            problems,
+            [
+                format!("c1-pair-signer-1.stderr: not a JSON object: {cut_at}"),
+                format!("c1-pair-keeper.stderr: not a JSON object: {cut_at}"),
+            ]
+        );
+        // Outside a run with faults no process was killed, so a cut line is a problem.
+        assert_eq!(scan.problems(1).len(), 3, "{:?}", scan.problems(1));
+        assert_eq!(scan.files[0].log_lines, 1);
     }
 
     #[test]
