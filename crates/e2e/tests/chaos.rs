@@ -10,7 +10,8 @@
 //!
 //! Every binary the driver starts logs JSON, and its stderr is scanned after each schedule
 //! (issue #46 item 5, `e2e::logscan`): a line that is no JSON log object is a `json_logs`
-//! violation. The single-service tests here scan their `worker serve`'s log the same way.
+//! violation, but for the unterminated last line of a process a fault SIGKILLed inside a
+//! `write` (the kill's cut, not the binary's). The single-service tests here scan their `worker serve`'s log the same way.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
